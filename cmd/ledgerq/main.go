@@ -1,0 +1,98 @@
+// Command ledgerq is a durable submission queue in front of a ledger. See
+// README.md and DESIGN.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+)
+
+const usage = `ledgerq: a durable submission queue in front of a ledger.
+
+Usage: ledgerq <command> [flags]
+
+Commands:
+  dev        run ledgerq on its embedded default: a private PostgreSQL cluster
+             (or DATABASE_URL), the simulated ledger in-process, the API and all loops
+  serve      run the HTTP API and the loops against DATABASE_URL
+  once       run one round of every enabled loop, then exit (for cron)
+  migrate    apply or inspect schema migrations: up, down, status, version
+  simledger  serve the simulated ledger over Sawtooth's REST API
+  bench      generate load and report throughput and latency
+  version    print the version
+
+Run 'ledgerq <command> --help' for the flags of a command.
+`
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = ""
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	code := run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	var err error
+	switch cmd {
+	case "dev":
+		err = runDev(ctx, rest)
+	case "serve":
+		err = runServe(ctx, rest)
+	case "once":
+		err = runOnce(ctx, rest)
+	case "migrate":
+		err = runMigrate(ctx, rest)
+	case "simledger":
+		err = runSimLedger(ctx, rest)
+	case "bench":
+		err = runBench(ctx, rest)
+	case "version", "--version", "-version":
+		fmt.Println("ledgerq", versionString())
+		return 0
+	case "help", "--help", "-help", "-h":
+		fmt.Print(usage)
+		return 0
+	default:
+		fmt.Fprintf(os.Stderr, "ledgerq: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	default:
+		fmt.Fprintf(os.Stderr, "ledgerq %s: %v\n", cmd, err)
+		return 1
+	}
+}
+
+// errUsage marks a usage error that was already reported.
+var errUsage = errors.New("usage error")
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "devel"
+}

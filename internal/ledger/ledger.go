@@ -1,0 +1,117 @@
+// Package ledger defines what ledgerq needs from a ledger, lane by lane, and the
+// classes of error a ledger call can end in. Adapters live in sub-packages:
+// sim (the simulated ledger), sawtooth (Hyperledger Sawtooth's REST API).
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Class says what a failed ledger call means for the item that was sent.
+type Class int
+
+const (
+	// Transient: the ledger did not take the item and said so (busy, unavailable,
+	// rate limited). Sending the same item again later is safe and expected.
+	Transient Class = iota + 1
+	// Deterministic: the ledger refused the item itself. Sending it again will
+	// get the same answer.
+	Deterministic
+	// Indeterminate: the call failed in a way that leaves it unknown whether the
+	// ledger took the item (a timeout, a dropped connection after the request was
+	// written). The caller must treat the item as possibly sent and find out.
+	Indeterminate
+)
+
+func (c Class) String() string {
+	switch c {
+	case Transient:
+		return "transient"
+	case Deterministic:
+		return "deterministic"
+	case Indeterminate:
+		return "indeterminate"
+	}
+	return fmt.Sprintf("Class(%d)", int(c))
+}
+
+// Error is a classified ledger error.
+type Error struct {
+	Class Class
+	// Reason is the ledger's own explanation, kept for operators.
+	Reason string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s ledger error: %s: %v", e.Class, e.Reason, e.Err)
+	}
+	return fmt.Sprintf("%s ledger error: %s", e.Class, e.Reason)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// NewError returns a classified error.
+func NewError(class Class, reason string, err error) *Error {
+	return &Error{Class: class, Reason: reason, Err: err}
+}
+
+// ClassOf returns the class of err. An error that carries no class is
+// Indeterminate: when in doubt, assume the ledger may have the item.
+func ClassOf(err error) Class {
+	var le *Error
+	if errors.As(err, &le) {
+		return le.Class
+	}
+	return Indeterminate
+}
+
+// ReasonOf returns the ledger's reason for err, or err's text.
+func ReasonOf(err error) string {
+	var le *Error
+	if errors.As(err, &le) && le.Reason != "" {
+		return le.Reason
+	}
+	return err.Error()
+}
+
+// Batch is one already-signed batch for the batch lane. For Sawtooth, Payload is
+// a serialized Batch protobuf message and ID is its header_signature.
+type Batch struct {
+	ID      string
+	Payload []byte
+}
+
+// BatchStatus is a ledger's answer about one batch, with Sawtooth's names.
+type BatchStatus string
+
+// The batch statuses a ledger can report.
+const (
+	BatchCommitted BatchStatus = "COMMITTED"
+	BatchInvalid   BatchStatus = "INVALID"
+	BatchPending   BatchStatus = "PENDING"
+	BatchUnknown   BatchStatus = "UNKNOWN"
+)
+
+// BatchStatusResult is the status of one batch and, for an invalid one, why.
+type BatchStatusResult struct {
+	Status BatchStatus
+	// Reason is set for INVALID batches: the messages of the invalid
+	// transactions, joined.
+	Reason string
+}
+
+// BatchLedger is what the batch lane needs from a ledger.
+type BatchLedger interface {
+	// SubmitBatches sends batches in as few calls as the ledger allows (one
+	// BatchList for Sawtooth). It returns one error per batch, in the order
+	// given: nil means the ledger accepted that batch; otherwise a classified
+	// *Error. A returned call error applies to every batch in the call.
+	SubmitBatches(ctx context.Context, batches []Batch) ([]error, error)
+	// BatchStatuses reports the status of each id. Every id asked for is in the
+	// map; a batch the ledger does not know is BatchUnknown.
+	BatchStatuses(ctx context.Context, ids []string) (map[string]BatchStatusResult, error)
+}

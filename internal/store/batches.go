@@ -1,0 +1,419 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ledgerq/ledgerq/internal/store/dbsqlc"
+)
+
+// BatchStatus is a batch's seed-001 status. The empty status is the seed's
+// None: never sent.
+type BatchStatus string
+
+// Batch statuses, as stored.
+const (
+	BatchStatusNone      BatchStatus = ""
+	BatchStatusPending   BatchStatus = "pending"
+	BatchStatusUnknown   BatchStatus = "unknown"
+	BatchStatusDelayed   BatchStatus = "delayed"
+	BatchStatusCommitted BatchStatus = "committed"
+	BatchStatusValid     BatchStatus = "valid"
+	BatchStatusInvalid   BatchStatus = "invalid"
+)
+
+// Terminal reports whether the status is final: the queuer never looks at the
+// batch again.
+func (s BatchStatus) Terminal() bool {
+	return s == BatchStatusCommitted || s == BatchStatusValid || s == BatchStatusInvalid
+}
+
+// ParseBatchStatus validates a status name.
+func ParseBatchStatus(s string) (BatchStatus, error) {
+	switch st := BatchStatus(s); st {
+	case BatchStatusPending, BatchStatusUnknown, BatchStatusDelayed,
+		BatchStatusCommitted, BatchStatusValid, BatchStatusInvalid:
+		return st, nil
+	}
+	return "", fmt.Errorf("unknown batch status %q (want pending, unknown, delayed, committed, valid or invalid)", s)
+}
+
+// Batch is one row of the batch lane.
+type Batch struct {
+	ID              string
+	ServiceID       string
+	Payload         []byte
+	CreatedAt       time.Time
+	Submitted       bool
+	Status          BatchStatus
+	QueuedAt        *time.Time
+	ClaimExpiresAt  *time.Time
+	Attempts        int
+	LastSubmittedAt *time.Time
+	NextCheckAt     *time.Time
+	LastError       string
+	ReceivedAt      time.Time
+	FinishedAt      *time.Time
+	UpdatedAt       time.Time
+}
+
+func batchFromRow(r dbsqlc.LedgerqBatch) Batch {
+	b := Batch{
+		ID:              r.ID,
+		ServiceID:       r.ServiceID,
+		Payload:         r.Payload,
+		CreatedAt:       r.CreatedAt,
+		Submitted:       r.Submitted,
+		QueuedAt:        r.QueuedAt,
+		ClaimExpiresAt:  r.ClaimExpiresAt,
+		Attempts:        int(r.Attempts),
+		LastSubmittedAt: r.LastSubmittedAt,
+		NextCheckAt:     r.NextCheckAt,
+		ReceivedAt:      r.ReceivedAt,
+		FinishedAt:      r.FinishedAt,
+		UpdatedAt:       r.UpdatedAt,
+	}
+	if r.Status != nil {
+		b.Status = BatchStatus(*r.Status)
+	}
+	if r.LastError != nil {
+		b.LastError = *r.LastError
+	}
+	return b
+}
+
+// NewBatch is a batch as a client hands it in.
+type NewBatch struct {
+	ID        string
+	ServiceID string
+	Payload   []byte
+	// CreatedAt orders the batches of a service. Zero means "now".
+	CreatedAt time.Time
+}
+
+// InsertedBatch is the result of storing one NewBatch.
+type InsertedBatch struct {
+	Batch Batch
+	// Created is false when the id was already stored with the same content.
+	Created bool
+}
+
+// ConflictError says a batch id is already stored with different content.
+type ConflictError struct {
+	ID    string
+	Field string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("batch %q already exists with a different %s", e.ID, e.Field)
+}
+
+// InsertBatches stores batches in one transaction and wakes the queuer. A
+// batch whose id is stored already with the same service, payload and (when
+// given) created_at is returned as it is; one with different content fails
+// the whole call with a *ConflictError and nothing is stored.
+func (s *Store) InsertBatches(ctx context.Context, now time.Time, batches []NewBatch) ([]InsertedBatch, error) {
+	out := make([]InsertedBatch, 0, len(batches))
+	err := s.WithTx(ctx, func(q *dbsqlc.Queries) error {
+		out = out[:0]
+		created := false
+		for _, nb := range batches {
+			createdAt := nb.CreatedAt
+			if createdAt.IsZero() {
+				createdAt = now
+			}
+			row, err := q.BatchInsert(ctx, dbsqlc.BatchInsertParams{
+				ID: nb.ID, ServiceID: nb.ServiceID, Payload: nb.Payload, CreatedAt: createdAt, Now: now,
+			})
+			if err == nil {
+				out = append(out, InsertedBatch{Batch: batchFromRow(row), Created: true})
+				created = true
+				continue
+			}
+			if !errors.Is(err, errNoRows) {
+				return fmt.Errorf("inserting batch %q: %w", nb.ID, err)
+			}
+			existing, err := q.BatchGet(ctx, nb.ID)
+			if err != nil {
+				return fmt.Errorf("reading existing batch %q: %w", nb.ID, err)
+			}
+			switch {
+			case existing.ServiceID != nb.ServiceID:
+				return &ConflictError{ID: nb.ID, Field: "service_id"}
+			case !bytes.Equal(existing.Payload, nb.Payload):
+				return &ConflictError{ID: nb.ID, Field: "payload"}
+			case !nb.CreatedAt.IsZero() && !existing.CreatedAt.Equal(nb.CreatedAt):
+				return &ConflictError{ID: nb.ID, Field: "created_at"}
+			}
+			out = append(out, InsertedBatch{Batch: batchFromRow(existing)})
+		}
+		if created {
+			return notify(ctx, q, ChannelQueuer)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// GetBatch returns one batch, or ErrNotFound.
+func (s *Store) GetBatch(ctx context.Context, id string) (Batch, error) {
+	row, err := s.q.BatchGet(ctx, id)
+	if err != nil {
+		return Batch{}, fmt.Errorf("reading batch %q: %w", id, notFound(err))
+	}
+	return batchFromRow(row), nil
+}
+
+// BatchFilter selects batches for ListBatches.
+type BatchFilter struct {
+	ServiceID string      // optional
+	Status    BatchStatus // optional
+	After     string      // keyset cursor: ids greater than this
+	Limit     int
+}
+
+// ListBatches lists batches by id, after the cursor.
+func (s *Store) ListBatches(ctx context.Context, f BatchFilter) ([]Batch, error) {
+	p := dbsqlc.BatchListParams{After: f.After, Max: int32(f.Limit)}
+	if f.ServiceID != "" {
+		p.ServiceID = &f.ServiceID
+	}
+	if f.Status != BatchStatusNone {
+		st := dbsqlc.LedgerqBatchStatus(f.Status)
+		p.Status = &st
+	}
+	rows, err := s.q.BatchList(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("listing batches: %w", err)
+	}
+	out := make([]Batch, len(rows))
+	for i, r := range rows {
+		out[i] = batchFromRow(r)
+	}
+	return out, nil
+}
+
+// QueuedBatch is a batch the queuer marked for sending.
+type QueuedBatch struct {
+	ID        string
+	ServiceID string
+	Status    BatchStatus
+}
+
+// QueueBatches runs the queuer's rule (seed 001, see BatchQueue in
+// queries/batches.sql) and wakes the submitter when it queued anything.
+func (s *Store) QueueBatches(ctx context.Context, now time.Time, delayBase, delayCap time.Duration) ([]QueuedBatch, error) {
+	var out []QueuedBatch
+	err := s.WithTx(ctx, func(q *dbsqlc.Queries) error {
+		rows, err := q.BatchQueue(ctx, dbsqlc.BatchQueueParams{
+			Now: now, DelayBaseSecs: delayBase.Seconds(), DelayCapSecs: delayCap.Seconds(),
+		})
+		if err != nil {
+			return fmt.Errorf("queuing batches: %w", err)
+		}
+		out = make([]QueuedBatch, len(rows))
+		for i, r := range rows {
+			out[i] = QueuedBatch{ID: r.ID, ServiceID: r.ServiceID}
+			if r.Status != nil {
+				out[i].Status = BatchStatus(*r.Status)
+			}
+		}
+		if len(rows) > 0 {
+			return notify(ctx, q, ChannelSubmitter)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ClaimedBatch is a batch a submitter holds, with the attempt number that
+// fences its outcome.
+type ClaimedBatch struct {
+	ID        string
+	ServiceID string
+	Payload   []byte
+	Attempt   int
+}
+
+// ClaimQueuedBatches claims up to max queued batches for sending (seed 001:
+// submitted = true while the submitter has them) with a lease until leaseUntil.
+func (s *Store) ClaimQueuedBatches(ctx context.Context, now, leaseUntil time.Time, max int) ([]ClaimedBatch, error) {
+	rows, err := s.q.BatchClaimQueued(ctx, dbsqlc.BatchClaimQueuedParams{
+		Now: now, LeaseExpiresAt: leaseUntil, Max: int32(max),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claiming queued batches: %w", err)
+	}
+	out := make([]ClaimedBatch, len(rows))
+	for i, r := range rows {
+		out[i] = ClaimedBatch{ID: r.ID, ServiceID: r.ServiceID, Payload: r.Payload, Attempt: int(r.Attempts)}
+	}
+	return out, nil
+}
+
+// SubmitResult is what became of one claimed batch at the ledger.
+type SubmitResult int
+
+// Submit results.
+const (
+	SubmitAccepted SubmitResult = iota + 1 // → pending
+	SubmitDelayed                          // transient failure → delayed, submitted = false
+	SubmitRejected                         // deterministic rejection → invalid
+)
+
+// SubmitOutcome records one claimed batch's result.
+type SubmitOutcome struct {
+	ID      string
+	Attempt int
+	Result  SubmitResult
+	Reason  string
+}
+
+// RecordSubmitOutcomes applies the submitter's results in one transaction.
+// Each update applies only if the same claim still holds the batch; the count
+// of applied updates is returned (a smaller count means a claim was lost to the
+// monitor after its lease expired). The monitor is woken for accepted batches
+// and the queuer for delayed or rejected ones.
+func (s *Store) RecordSubmitOutcomes(ctx context.Context, now, nextCheck time.Time, outcomes []SubmitOutcome) (int, error) {
+	applied := 0
+	err := s.WithTx(ctx, func(q *dbsqlc.Queries) error {
+		applied = 0
+		wakeMonitor, wakeQueuer := false, false
+		for _, o := range outcomes {
+			var n int64
+			var err error
+			switch o.Result {
+			case SubmitAccepted:
+				n, err = q.BatchMarkPending(ctx, dbsqlc.BatchMarkPendingParams{
+					ID: o.ID, Attempts: int32(o.Attempt), Now: now, NextCheckAt: nextCheck,
+				})
+				wakeMonitor = true
+			case SubmitDelayed:
+				n, err = q.BatchMarkDelayed(ctx, dbsqlc.BatchMarkDelayedParams{
+					ID: o.ID, Attempts: int32(o.Attempt), Now: now, LastError: o.Reason,
+				})
+				wakeQueuer = true
+			case SubmitRejected:
+				n, err = q.BatchMarkRejected(ctx, dbsqlc.BatchMarkRejectedParams{
+					ID: o.ID, Attempts: int32(o.Attempt), Now: now, LastError: o.Reason,
+				})
+				wakeQueuer = true
+			default:
+				return fmt.Errorf("batch %q: unknown submit result %d", o.ID, o.Result)
+			}
+			if err != nil {
+				return fmt.Errorf("recording submit outcome of batch %q: %w", o.ID, err)
+			}
+			applied += int(n)
+		}
+		if wakeMonitor {
+			if err := notify(ctx, q, ChannelMonitor); err != nil {
+				return err
+			}
+		}
+		if wakeQueuer {
+			return notify(ctx, q, ChannelQueuer)
+		}
+		return nil
+	})
+	return applied, err
+}
+
+// CheckBatch is a batch the monitor asks the ledger about.
+type CheckBatch struct {
+	ID        string
+	ServiceID string
+	Attempt   int
+	// Held is true for a batch whose submitter's lease expired.
+	Held bool
+}
+
+// ClaimBatchesForCheck claims up to max batches to ask the ledger about: held
+// batches whose claim lease expired (their submitter died mid-send), then
+// pending batches whose next check is due. Claiming pushes the row's lease or
+// next check forward so that other monitors skip it.
+func (s *Store) ClaimBatchesForCheck(ctx context.Context, now, leaseUntil, nextCheck time.Time, max int) ([]CheckBatch, error) {
+	held, err := s.q.BatchClaimExpiredHeld(ctx, dbsqlc.BatchClaimExpiredHeldParams{
+		Now: now, LeaseExpiresAt: leaseUntil, Max: int32(max),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claiming expired held batches: %w", err)
+	}
+	out := make([]CheckBatch, 0, len(held))
+	for _, r := range held {
+		out = append(out, CheckBatch{ID: r.ID, ServiceID: r.ServiceID, Attempt: int(r.Attempts), Held: true})
+	}
+	if rest := max - len(out); rest > 0 {
+		pending, err := s.q.BatchClaimPendingForCheck(ctx, dbsqlc.BatchClaimPendingForCheckParams{
+			Now: now, NextCheckAt: nextCheck, Max: int32(rest),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("claiming pending batches for check: %w", err)
+		}
+		for _, r := range pending {
+			out = append(out, CheckBatch{ID: r.ID, ServiceID: r.ServiceID, Attempt: int(r.Attempts)})
+		}
+	}
+	return out, nil
+}
+
+// StatusOutcome is the ledger's answer for one checked batch, in store terms.
+type StatusOutcome struct {
+	ID      string
+	Attempt int
+	Status  BatchStatus // pending, unknown, committed, valid or invalid
+	Reason  string
+}
+
+// RecordBatchStatuses applies the monitor's results in one transaction, each
+// conditional on the attempt the monitor checked. It wakes the queuer when a
+// batch became unknown or terminal (its service may send again).
+func (s *Store) RecordBatchStatuses(ctx context.Context, now, nextCheck time.Time, outcomes []StatusOutcome) (int, error) {
+	applied := 0
+	err := s.WithTx(ctx, func(q *dbsqlc.Queries) error {
+		applied = 0
+		wakeQueuer := false
+		for _, o := range outcomes {
+			p := dbsqlc.BatchRecordStatusParams{
+				ID: o.ID, Attempts: int32(o.Attempt), Status: dbsqlc.LedgerqBatchStatus(o.Status),
+				Now: now, NextCheckAt: nextCheck,
+			}
+			if o.Reason != "" {
+				p.LastError = &o.Reason
+			}
+			n, err := q.BatchRecordStatus(ctx, p)
+			if err != nil {
+				return fmt.Errorf("recording status %s of batch %q: %w", o.Status, o.ID, err)
+			}
+			applied += int(n)
+			if n > 0 && o.Status != BatchStatusPending {
+				wakeQueuer = true
+			}
+		}
+		if wakeQueuer {
+			return notify(ctx, q, ChannelQueuer)
+		}
+		return nil
+	})
+	return applied, err
+}
+
+// BatchCountsByState returns the number of batches per state: new, queued,
+// held, or a status.
+func (s *Store) BatchCountsByState(ctx context.Context) (map[string]int64, error) {
+	rows, err := s.q.BatchCountByState(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("counting batches: %w", err)
+	}
+	out := make(map[string]int64, len(rows))
+	for _, r := range rows {
+		out[r.State] = r.Batches
+	}
+	return out, nil
+}

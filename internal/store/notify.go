@@ -1,0 +1,24 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ledgerq/ledgerq/internal/store/dbsqlc"
+)
+
+var errNoRows = pgx.ErrNoRows
+
+func notify(ctx context.Context, q *dbsqlc.Queries, channel string) error {
+	if err := q.Notify(ctx, dbsqlc.NotifyParams{Channel: channel, Payload: ""}); err != nil {
+		return fmt.Errorf("notifying %s: %w", channel, err)
+	}
+	return nil
+}
+
+// Notify wakes the loops listening on channel.
+func (s *Store) Notify(ctx context.Context, channel string) error {
+	return notify(ctx, s.q, channel)
+}

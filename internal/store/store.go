@@ -1,0 +1,113 @@
+// Package store is ledgerq's only door to PostgreSQL. It wraps the
+// sqlc-generated package dbsqlc, converts rows to the domain types the loops and
+// the API use, and turns pgx.ErrNoRows into ErrNotFound in one place.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ledgerq/ledgerq/internal/store/dbsqlc"
+)
+
+// ErrNotFound is returned when a requested row does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Notification channels. A loop listens on its own channel; whoever creates
+// work for it notifies that channel in the same transaction.
+const (
+	ChannelQueuer    = "ledgerq_queuer"
+	ChannelSubmitter = "ledgerq_submitter"
+	ChannelMonitor   = "ledgerq_monitor"
+)
+
+// Store holds the connection pool.
+type Store struct {
+	pool *pgxpool.Pool
+	q    *dbsqlc.Queries
+}
+
+// New wraps an open pool.
+func New(pool *pgxpool.Pool) *Store {
+	return &Store{pool: pool, q: dbsqlc.New(pool)}
+}
+
+// Open connects to databaseURL and returns a Store. The pool connects lazily,
+// so Open succeeds while the database is down; Ping tells whether it is up.
+func Open(ctx context.Context, databaseURL string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parsing database URL: %w", err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > 5*time.Second {
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "ledgerq"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating connection pool: %w", err)
+	}
+	return New(pool), nil
+}
+
+// Pool returns the underlying pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close closes the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("pinging database: %w", err)
+	}
+	return nil
+}
+
+// WithTx runs fn in a transaction and commits it when fn returns nil. The
+// rollback runs under context.WithoutCancel, so a cancelled ctx never leaves a
+// transaction open on the connection.
+func (s *Store) WithTx(ctx context.Context, fn func(q *dbsqlc.Queries) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("beginning transaction: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(s.q.WithTx(tx)); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("committing transaction: %w", err)
+	}
+	return nil
+}
+
+func notFound(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	return err
+}
+
+// IsUnavailable reports whether err means the database could not be reached
+// (as opposed to the database refusing a statement).
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// Class 08: connection exception; 57P01-03: admin shutdown, crash, cannot connect now.
+		return pgErr.Code[:2] == "08" || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+	}
+	var connectErr *pgconn.ConnectError
+	return errors.As(err, &connectErr) || pgconn.SafeToRetry(err) || errors.Is(err, context.DeadlineExceeded)
+}
