@@ -65,16 +65,16 @@ func batchFromRow(r dbsqlc.LedgerqBatch) Batch {
 		ID:              r.ID,
 		ServiceID:       r.ServiceID,
 		Payload:         r.Payload,
-		CreatedAt:       r.CreatedAt,
+		CreatedAt:       r.CreatedAt.UTC(),
 		Submitted:       r.Submitted,
-		QueuedAt:        r.QueuedAt,
-		ClaimExpiresAt:  r.ClaimExpiresAt,
+		QueuedAt:        utcPtr(r.QueuedAt),
+		ClaimExpiresAt:  utcPtr(r.ClaimExpiresAt),
 		Attempts:        int(r.Attempts),
-		LastSubmittedAt: r.LastSubmittedAt,
-		NextCheckAt:     r.NextCheckAt,
-		ReceivedAt:      r.ReceivedAt,
-		FinishedAt:      r.FinishedAt,
-		UpdatedAt:       r.UpdatedAt,
+		LastSubmittedAt: utcPtr(r.LastSubmittedAt),
+		NextCheckAt:     utcPtr(r.NextCheckAt),
+		ReceivedAt:      r.ReceivedAt.UTC(),
+		FinishedAt:      utcPtr(r.FinishedAt),
+		UpdatedAt:       r.UpdatedAt.UTC(),
 	}
 	if r.Status != nil {
 		b.Status = BatchStatus(*r.Status)
@@ -416,4 +416,13 @@ func (s *Store) BatchCountsByState(ctx context.Context) (map[string]int64, error
 		out[r.State] = r.Batches
 	}
 	return out, nil
+}
+
+// utcPtr returns t in UTC: pgx returns times in the local zone.
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }

@@ -3,9 +3,11 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
@@ -111,6 +113,10 @@ func (m *Migrator) Status(ctx context.Context) ([]*goose.MigrationStatus, error)
 // binary knows.
 func (m *Migrator) Versions(ctx context.Context) (current, latest int64, err error) {
 	current, latest, err = m.provider.GetVersions(ctx)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table: never migrated
+		return 0, m.LatestVersion(), nil
+	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("reading migration version: %w", err)
 	}

@@ -235,8 +235,17 @@ func fromLocalBinaries(ctx context.Context) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Run as root, the cluster runs as an unprivileged user, who must be able
+	// to enter the directory MkdirTemp made 0700.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: dir, Logger: logger})
+	c, err := pgcluster.Start(ctx, pgcluster.Options{
+		DataDir: dir, Logger: logger,
+		// A throwaway cluster: durability buys nothing here.
+		Settings: map[string]string{"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off", "max_connections": "300"},
+	})
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err
