@@ -20,7 +20,7 @@ type batchIn struct {
 	ID        *string    `json:"id"`
 	ServiceID *string    `json:"service_id"`
 	Payload   *string    `json:"payload"`
-	CreatedAt *time.Time `json:"created_at"`
+	CreatedAt *string `json:"created_at"`
 }
 
 // batchOut is a batch in responses.
@@ -172,7 +172,13 @@ func (s *Server) validateBatch(b batchIn) (store.NewBatch, *Error) {
 	}
 	nb := store.NewBatch{ID: *b.ID, ServiceID: *b.ServiceID, Payload: payload}
 	if b.CreatedAt != nil {
-		nb.CreatedAt = b.CreatedAt.UTC().Truncate(time.Microsecond)
+		at, err := time.Parse(time.RFC3339Nano, *b.CreatedAt)
+		if err != nil {
+			return store.NewBatch{}, errorf(http.StatusBadRequest, "field created_at: must be an RFC 3339 time such as 2026-01-02T15:04:05.123456Z, got %q", *b.CreatedAt)
+		}
+		// PostgreSQL keeps microseconds; truncating here makes a re-post
+		// compare equal with what was stored.
+		nb.CreatedAt = at.UTC().Truncate(time.Microsecond)
 	}
 	return nb, nil
 }
