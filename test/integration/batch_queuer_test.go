@@ -7,6 +7,7 @@ package integration
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -249,4 +250,27 @@ func TestBatchesTable_RefusesStatesTheSeedRulesOut(t *testing.T) {
 		require.True(t, errors.As(err, &pgErr), "%s: stored, want a CHECK violation (err %v)", name, err)
 		require.Equal(t, "23514", pgErr.Code, "%s: %v", name, err)
 	}
+}
+
+func TestBatchOverview_CountsBatchesPerServiceAndStateWithTheOldestWaiting(t *testing.T) {
+	t.Parallel()
+	b := setupBatchLane(t)
+	b.put(
+		row{id: "a1", service: "a", createdAt: t0.Add(-3 * time.Hour), submitted: true, status: "committed"},
+		row{id: "a2", service: "a", createdAt: t0.Add(-2 * time.Hour), submitted: true, status: "pending"},
+		row{id: "a3", service: "a", createdAt: t0.Add(-time.Hour)},
+		row{id: "a4", service: "a", createdAt: t0.Add(-time.Minute)},
+		row{id: "b1", service: "b", queued: true},
+	)
+	rows, err := b.st.Pool().Query(b.ctx, `SELECT service_id, state, batches, coalesce(oldest_waiting_id, '') FROM ledgerq.batch_overview ORDER BY 1, 2`)
+	require.NoError(t, err)
+	var got []string
+	for rows.Next() {
+		var svc, state, oldest string
+		var n int
+		require.NoError(t, rows.Scan(&svc, &state, &n, &oldest))
+		got = append(got, fmt.Sprintf("%s/%s=%d:%s", svc, state, n, oldest))
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"a/committed=1:", "a/new=2:a3", "a/pending=1:a2", "b/queued=1:b1"}, got)
 }

@@ -398,3 +398,32 @@ func TestReadyz_IsUnavailableWhileTheSchemaIsBehind(t *testing.T) {
 	resp := getJSON(t, "http://"+addr+"/readyz")
 	require.Contains(t, resp.Body, "ledgerq migrate up")
 }
+
+// SIGTERM drains: the submitter stops claiming, the ledger call in flight
+// finishes and its outcome is recorded, and the process exits 0.
+func TestServe_SIGTERMLetsTheSendInFlightFinishAndRecordsItsOutcome(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	addr := freeAddr(t)
+	p := startProc(t, t.TempDir(), []string{"DATABASE_URL=" + db.URL}, "serve", "--http-addr", addr,
+		"--sim-latency", "2s", "--poll-interval", "100ms", "--monitor=false")
+	waitHTTPWhile(t, p, "http://"+addr+"/readyz", http.StatusOK, time.Minute)
+	id, body := signedBatchJSON(t, "svc")
+	require.Equal(t, http.StatusCreated, postJSON(t, "http://"+addr+"/v1/batches", body).StatusCode)
+
+	ctx := ctxT(t, time.Minute)
+	eventually(t, 30*time.Second, "the submitter holds the batch", func() bool {
+		b, err := db.Store.GetBatch(ctx, id)
+		require.NoError(t, err)
+		return b.Submitted && b.ClaimExpiresAt != nil
+	})
+	p.signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, p.wait(t, 30*time.Second), "exits 0 after draining")
+
+	b, err := db.Store.GetBatch(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, store.BatchStatusPending, b.Status, "the send finished and its outcome was recorded")
+	require.Nil(t, b.ClaimExpiresAt)
+	require.Equal(t, 1, b.Attempts)
+	require.NotContains(t, p.stderr.String(), "outcome unknown", "the ledger call was not cut short")
+}

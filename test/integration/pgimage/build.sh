@@ -6,7 +6,9 @@
 #
 # Usage: test/integration/pgimage/build.sh [--force] [TAG]
 #   TAG      image tag (default: ledgerq/postgres:15-local)
-#   --force  rebuild even if TAG already exists
+#   --force  rebuild even if TAG already exists and was built from this very
+#            recipe (a TAG built from another version of build.sh or
+#            entrypoint.sh is always rebuilt)
 #
 # Environment:
 #   DEBIAN_MIRROR   mirror for debootstrap (default: taken from apt's sources)
@@ -24,7 +26,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 say() { printf '[pgimage] %s\n' "$*"; }
 die() { printf '[pgimage] error: %s\n' "$*" >&2; exit 1; }
 
-usage() { sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
+usage() { sed -n '2,17s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; }
 
 force=0
 tag=''
@@ -47,9 +49,18 @@ command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get 
 command -v docker >/dev/null || die "docker CLI is not installed (apt-get install docker.io)"
 docker info >/dev/null 2>&1 || die "cannot reach the Docker engine (is dockerd running?)"
 
+# The image is labelled with a hash of this recipe, so an image built from an
+# older build.sh/entrypoint.sh is rebuilt instead of silently reused.
+recipe_label='org.ledgerq.pgimage.recipe'
+recipe="$(cat "$here/build.sh" "$here/entrypoint.sh" | sha256sum | cut -c1-16)"
+
 if [ "$force" = 0 ] && docker image inspect "$tag" >/dev/null 2>&1; then
-	say "image $tag already exists; skipping build (use --force to rebuild)"
-	exit 0
+	have="$(docker image inspect -f "{{ index .Config.Labels \"$recipe_label\" }}" "$tag" 2>/dev/null || true)"
+	if [ "$have" = "$recipe" ]; then
+		say "image $tag already exists (recipe $recipe); skipping build (use --force to rebuild)"
+		exit 0
+	fi
+	say "image $tag exists but was built from another recipe (${have:-unlabelled}, now $recipe); rebuilding"
 fi
 
 # The Debian mirror apt is configured with: deb822 sources first, then the
@@ -93,6 +104,8 @@ if [ -z "$mirror" ]; then
 	mirror="$(detect_mirror || true)"
 	[ -n "$mirror" ] || { mirror='http://deb.debian.org/debian'; say "no $SUITE entry found in apt's sources; falling back to $mirror"; }
 fi
+
+old_id="$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)"
 
 workdir="$(mktemp -d "${PGIMAGE_WORKDIR:-/var/tmp}/ledgerq-pgimage.XXXXXX")"
 root="$workdir/root"
@@ -156,8 +169,13 @@ tar --numeric-owner -C "$root" -c . |
 		--change 'ENV PGDATA=/var/lib/postgresql/data' \
 		--change 'ENV LANG=C.UTF-8' \
 		--change 'WORKDIR /' \
+		--change "LABEL $recipe_label=$recipe" \
 		- "$tag" >/dev/null
 say "import done in $((SECONDS - t))s"
+if [ -n "$old_id" ] && [ "$old_id" != "$(docker image inspect -f '{{.Id}}' "$tag")" ]; then
+	# The previous build is now untagged; drop it unless a container uses it.
+	docker image rm "$old_id" >/dev/null 2>&1 && say "removed the previous build ${old_id#sha256:}" || true
+fi
 
 say "checking the image"
 docker run --rm --entrypoint postgres "$tag" --version

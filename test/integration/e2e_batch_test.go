@@ -1,0 +1,515 @@
+package integration
+
+// End-to-end tests of the batch lane (DESIGN §2.1, seed 001): real ledgerq
+// processes, a simulated Sawtooth ledger in its own process with its faults
+// on, and only HTTP between the test and them. The ledger's event log is the
+// witness: it records every batch it took, in order, so the lane's two
+// promises — a service's batches reach the ledger in created_at order (ties by
+// id), and never two of them at once — are checked on what the ledger saw, not
+// on what ledgerq says about itself.
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/testdb"
+)
+
+// simInvalidReason is the reason the simulated ledger gives for a batch it
+// finds invalid (sim.InvalidReason; written out, as the test speaks HTTP only).
+const simInvalidReason = "simulated invalid transaction"
+
+// simEvent is one entry of the simulated ledger's GET /debug/log.
+type simEvent struct {
+	Seq     uint64    `json:"seq"`
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"`
+	BatchID string    `json:"batch_id"`
+	Reason  string    `json:"reason"`
+}
+
+// simStats is the simulated ledger's GET /debug/stats.
+type simStats struct {
+	SubmitCalls       uint64 `json:"submit_calls"`
+	BatchesSubmitted  uint64 `json:"batches_submitted"`
+	Accepted          uint64 `json:"accepted"`
+	Duplicates        uint64 `json:"duplicates"`
+	Refused           uint64 `json:"refused"`
+	TransientFailures uint64 `json:"transient_failures"`
+	DroppedResponses  uint64 `json:"dropped_responses"`
+	Committed         uint64 `json:"committed"`
+	Invalid           uint64 `json:"invalid"`
+	Lost              uint64 `json:"lost"`
+	Pending           uint64 `json:"pending"`
+	StatusCalls       uint64 `json:"status_calls"`
+}
+
+// simLedger is a running `ledgerq simledger`.
+type simLedger struct {
+	url string
+	p   *proc
+}
+
+// startSimLedger starts `ledgerq simledger` with the given fault flags and
+// waits until it answers.
+func startSimLedger(t *testing.T, faults ...string) simLedger {
+	t.Helper()
+	addr := freeAddr(t)
+	args := append([]string{"simledger", "--addr", addr, "--log-level", "warn"}, faults...)
+	p := startProc(t, t.TempDir(), nil, args...)
+	u := "http://" + addr
+	waitHTTPWhile(t, p, u+"/debug/stats", http.StatusOK, time.Minute)
+	return simLedger{url: u, p: p}
+}
+
+func (s simLedger) stats(t *testing.T) simStats {
+	t.Helper()
+	resp := getJSON(t, s.url+"/debug/stats")
+	require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
+	var st simStats
+	require.NoError(t, json.Unmarshal([]byte(resp.Body), &st))
+	return st
+}
+
+// events reads the whole event log, a page at a time with ?since=, and checks
+// that sequence numbers are consecutive from 1 (no event was trimmed).
+func (s simLedger) events(t *testing.T) []simEvent {
+	t.Helper()
+	var all []simEvent
+	var since uint64
+	for {
+		resp := getJSON(t, s.url+"/debug/log?since="+strconv.FormatUint(since, 10))
+		require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
+		var page []simEvent
+		require.NoError(t, json.Unmarshal([]byte(resp.Body), &page))
+		if len(page) == 0 {
+			break
+		}
+		for _, e := range page {
+			require.Equal(t, since+1, e.Seq, "the ledger's event log has a gap or is out of order")
+			since = e.Seq
+		}
+		all = append(all, page...)
+	}
+	return all
+}
+
+// batchWorkload is the batches a test posts and the order the lane owes them.
+type batchWorkload struct {
+	// chunks are the POST /v1/batches bodies, in posting order. A service's
+	// batches are posted in created_at order, so the lane never legitimately
+	// sends a later batch because an earlier one had not arrived yet.
+	chunks [][]batchJSON
+	// service maps a batch id to its service.
+	service map[string]string
+	// order is, per service, its batch ids in created_at order, ties by id:
+	// the order in which the ledger must first accept them.
+	order map[string][]string
+	// ties counts the pairs of batches that share a created_at.
+	ties int
+}
+
+func (w batchWorkload) size() int { return len(w.service) }
+
+// newBatchWorkload signs perService batches for each of services services.
+// Each service's created_at strictly increases, except that in the first
+// tieServices services the batches at index 4 and 5 share one, so the id
+// tie-break decides their order. Each chunk holds two indices of every
+// service; a tie pair is posted in one chunk, the higher id first, so that
+// neither arrival order nor array order can stand in for the tie-break.
+func newBatchWorkload(t *testing.T, prefix string, services, perService, tieServices int) batchWorkload {
+	t.Helper()
+	require.GreaterOrEqual(t, perService, 6, "the tie pair is at indices 4 and 5")
+	w := batchWorkload{service: map[string]string{}, order: map[string][]string{}}
+	base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	byService := make([][]batchJSON, services)
+	for s := range services {
+		svc := fmt.Sprintf("%s-svc-%02d", prefix, s)
+		for i := range perService {
+			created := base.Add(time.Duration(i)*time.Second + time.Duration(s)*time.Millisecond)
+			if s < tieServices && i == 5 {
+				created = *byService[s][4].CreatedAt
+			}
+			id, payload := signedBatch(t)
+			byService[s] = append(byService[s], batchJSON{
+				ID: id, ServiceID: svc, Payload: base64.StdEncoding.EncodeToString(payload), CreatedAt: &created,
+			})
+			w.service[id] = svc
+		}
+		if s < tieServices {
+			w.ties++
+			if a, b := byService[s][4], byService[s][5]; a.ID < b.ID {
+				byService[s][4], byService[s][5] = b, a // the higher id first in the array
+			}
+		}
+		sorted := append([]batchJSON(nil), byService[s]...)
+		sort.Slice(sorted, func(i, j int) bool {
+			if !sorted[i].CreatedAt.Equal(*sorted[j].CreatedAt) {
+				return sorted[i].CreatedAt.Before(*sorted[j].CreatedAt)
+			}
+			return sorted[i].ID < sorted[j].ID
+		})
+		for _, b := range sorted {
+			w.order[svc] = append(w.order[svc], b.ID)
+		}
+	}
+	for i := 0; i < perService; i += 2 {
+		var chunk []batchJSON
+		for s := range services {
+			chunk = append(chunk, byService[s][i:min(i+2, perService)]...)
+		}
+		w.chunks = append(w.chunks, chunk)
+	}
+	return w
+}
+
+// post posts the workload's chunks in order, spread round-robin over apis.
+func (w batchWorkload) post(t *testing.T, apis []string) {
+	t.Helper()
+	for i, chunk := range w.chunks {
+		require.LessOrEqual(t, len(chunk), 100)
+		body, err := json.Marshal(chunk)
+		require.NoError(t, err)
+		resp := postJSON(t, apis[i%len(apis)]+"/v1/batches", body)
+		require.Equal(t, http.StatusCreated, resp.StatusCode, resp.Body)
+	}
+}
+
+// batchStatuses lists every batch with the given status through the API,
+// following the keyset cursor.
+func batchStatuses(t *testing.T, api, status string) []string {
+	t.Helper()
+	var ids []string
+	after := ""
+	for {
+		q := url.Values{"status": {status}, "limit": {"1000"}}
+		if after != "" {
+			q.Set("after", after)
+		}
+		resp := getJSON(t, api+"/v1/batches?"+q.Encode())
+		require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
+		var page struct {
+			Batches []struct {
+				ID     string  `json:"id"`
+				Status *string `json:"status"`
+			} `json:"batches"`
+			NextAfter string `json:"next_after"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(resp.Body), &page))
+		for _, b := range page.Batches {
+			require.NotNil(t, b.Status)
+			require.Equal(t, status, *b.Status, "the status filter returned a batch in another status")
+			ids = append(ids, b.ID)
+		}
+		if page.NextAfter == "" {
+			return ids
+		}
+		after = page.NextAfter
+	}
+}
+
+// finalStatuses returns each batch's terminal status as the API reports it,
+// and whether every batch of w has one.
+func finalStatuses(t *testing.T, api string, w batchWorkload) (map[string]string, bool) {
+	t.Helper()
+	final := map[string]string{}
+	for _, st := range []string{"committed", "invalid", "valid"} {
+		for _, id := range batchStatuses(t, api, st) {
+			final[id] = st
+		}
+	}
+	return final, len(final) == w.size()
+}
+
+// waitAllFinal waits until every batch is terminal in the API, checking the
+// ledger's cheap counters first so the listing runs only near the end.
+func waitAllFinal(t *testing.T, api string, sim simLedger, w batchWorkload, timeout time.Duration) map[string]string {
+	t.Helper()
+	var final map[string]string
+	eventually(t, timeout, "every batch committed or invalid", func() bool {
+		st := sim.stats(t)
+		if st.Committed+st.Invalid < uint64(w.size()) {
+			return false
+		}
+		var done bool
+		final, done = finalStatuses(t, api, w)
+		return done
+	})
+	return final
+}
+
+// laneFigures is what the ledger's log shows about a run.
+type laneFigures struct {
+	resubmissions int // accepted events beyond the first per batch, plus duplicates
+	reaccepted    int
+	duplicates    int
+	lost          int
+	invalid       int
+}
+
+// checkLedgerLog checks, on the ledger's event log, the lane's promises for
+// every service of w, and that the ledger's final word on each batch is the
+// status ledgerq reports (final):
+//   - the order in which batches were first accepted is created_at order,
+//     ties by id;
+//   - replaying the log, a batch is outstanding from "accepted" until
+//     "committed", "invalid" or "lost", and no batch of a service is accepted
+//     or sent again while another batch of that service is outstanding;
+//   - a batch is invalid in ledgerq only if the ledger found it invalid, and
+//     committed only if the ledger committed it.
+func checkLedgerLog(t *testing.T, w batchWorkload, events []simEvent, final map[string]string) laneFigures {
+	t.Helper()
+	var fig laneFigures
+	firstAccepted := map[string][]string{} // service → ids, by first acceptance
+	accepted := map[string]int{}
+	outstanding := map[string]string{} // service → the batch at the ledger
+	ledgerEnd := map[string]string{}   // batch → committed or invalid
+	var violations []string
+	for _, e := range events {
+		svc, ours := w.service[e.BatchID]
+		if !ours {
+			violations = append(violations, fmt.Sprintf("seq %d: %s of a batch the test never posted: %q", e.Seq, e.Kind, e.BatchID))
+			continue
+		}
+		switch e.Kind {
+		case "accepted":
+			if cur := outstanding[svc]; cur != "" {
+				violations = append(violations, fmt.Sprintf("seq %d: service %s: batch %.12s accepted while %.12s is outstanding",
+					e.Seq, svc, e.BatchID, cur))
+			}
+			outstanding[svc] = e.BatchID
+			accepted[e.BatchID]++
+			if accepted[e.BatchID] == 1 {
+				firstAccepted[svc] = append(firstAccepted[svc], e.BatchID)
+			} else {
+				fig.reaccepted++
+			}
+		case "duplicate":
+			fig.duplicates++
+			if cur := outstanding[svc]; cur != "" && cur != e.BatchID {
+				violations = append(violations, fmt.Sprintf("seq %d: service %s: batch %.12s sent again while %.12s is outstanding",
+					e.Seq, svc, e.BatchID, cur))
+			}
+		case "committed", "invalid", "lost":
+			if outstanding[svc] == e.BatchID {
+				delete(outstanding, svc)
+			}
+			switch e.Kind {
+			case "lost":
+				fig.lost++
+			case "invalid":
+				fig.invalid++
+				require.Equal(t, simInvalidReason, e.Reason, "seq %d", e.Seq)
+				ledgerEnd[e.BatchID] = e.Kind
+			default:
+				ledgerEnd[e.BatchID] = e.Kind
+			}
+		case "refused":
+			violations = append(violations, fmt.Sprintf("seq %d: the ledger refused batch %.12s: %s", e.Seq, e.BatchID, e.Reason))
+		default:
+			violations = append(violations, fmt.Sprintf("seq %d: unknown event kind %q", e.Seq, e.Kind))
+		}
+	}
+	require.Empty(t, violations, "the ledger's log breaks the batch lane's promises")
+
+	for svc, want := range w.order {
+		require.Equal(t, want, firstAccepted[svc],
+			"service %s: the ledger first accepted its batches out of created_at order (ties by id)", svc)
+	}
+	for id, st := range final {
+		require.Equal(t, ledgerEnd[id], st, "batch %.12s is %s in ledgerq but %q on the ledger", id, st, ledgerEnd[id])
+	}
+	fig.resubmissions = fig.reaccepted + fig.duplicates
+	return fig
+}
+
+func (f laneFigures) log(t *testing.T, st simStats) {
+	t.Helper()
+	t.Logf("ledger log: resubmissions %d (re-accepted after loss %d, duplicates %d); lost %d; invalid %d",
+		f.resubmissions, f.reaccepted, f.duplicates, f.lost, f.invalid)
+	t.Logf("ledger stats: submit calls %d, batches submitted %d, accepted %d, duplicates %d, refused %d, "+
+		"transient failures %d, dropped responses %d, committed %d, invalid %d, lost %d, pending %d, status calls %d",
+		st.SubmitCalls, st.BatchesSubmitted, st.Accepted, st.Duplicates, st.Refused,
+		st.TransientFailures, st.DroppedResponses, st.Committed, st.Invalid, st.Lost, st.Pending, st.StatusCalls)
+}
+
+// requireFaults fails a run in which the ledger's faults did not happen: it
+// would prove nothing about retries. The simulated ledger's draws follow the
+// order of calls, which concurrent processes make nondeterministic, so the
+// rates and the workload are chosen to make a fault-free run vanishingly
+// unlikely rather than a seed being relied on.
+func requireFaults(t *testing.T, st simStats, fig laneFigures) {
+	t.Helper()
+	require.Positive(t, st.TransientFailures, "no transient failure happened")
+	require.Positive(t, st.Lost, "no batch was lost")
+	require.Equal(t, int(st.Lost), fig.lost)
+	require.Positive(t, fig.reaccepted, "no lost batch was sent again")
+}
+
+// startServe starts `ledgerq serve` on db against the ledger and waits until
+// its API is ready. It returns the process and its API's base URL.
+func startServe(t *testing.T, dbURL string, sim simLedger, extra ...string) (*proc, string) {
+	t.Helper()
+	addr := freeAddr(t)
+	args := append([]string{"serve", "--http-addr", addr, "--ledger", "sawtooth", "--ledger-url", sim.url}, extra...)
+	p := startProc(t, t.TempDir(), []string{"DATABASE_URL=" + dbURL}, args...)
+	waitHTTPWhile(t, p, "http://"+addr+"/readyz", http.StatusOK, time.Minute)
+	return p, "http://" + addr
+}
+
+func running(p *proc) bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// e2eFaults are the simulated ledger's faults for the end-to-end runs.
+var e2eFaults = []string{"--sim-seed", "7", "--sim-transient-rate", "0.1", "--sim-lost-rate", "0.05",
+	"--sim-reject-rate", "0.02", "--sim-commit-delay", "200ms"}
+
+func TestE2E_ThreeServeProcessesWithFaultsAndAKilledProcessCommitEveryBatchInOrder(t *testing.T) {
+	t.Parallel()
+	began := time.Now()
+	db := testdb.New(t).URL
+	sim := startSimLedger(t, e2eFaults...)
+	timings := []string{"--poll-interval", "200ms", "--delay-window", "500ms", "--delay-cap", "2s",
+		"--claim-lease", "3s", "--ledger-timeout", "2s", "--check-interval", "200ms"}
+
+	var procs []*proc
+	var apis []string
+	for i := range 3 {
+		extra := timings
+		if i == 2 {
+			// The process to be killed logs at debug, so the test can see it
+			// has sent batches before it dies.
+			extra = append(append([]string(nil), timings...), "--log-level", "debug")
+		}
+		p, api := startServe(t, db, sim, extra...)
+		procs, apis = append(procs, p), append(apis, api)
+	}
+	victim := procs[2]
+
+	w := newBatchWorkload(t, "e2e", 50, 20, 3)
+	w.post(t, apis)
+	t.Logf("posted %d batches of %d services in %d requests (%d created_at ties) after %s",
+		w.size(), len(w.order), len(w.chunks), w.ties, time.Since(began).Round(time.Millisecond))
+
+	eventually(t, 2*time.Minute, "some batches committed while others are at the ledger and the victim has sent some", func() bool {
+		st := sim.stats(t)
+		return st.Committed >= 150 && st.Pending > 0 && strings.Contains(victim.stderr.String(), "submitter: sent batches")
+	})
+	before := sim.stats(t)
+	require.NoError(t, victim.cmd.Process.Signal(syscall.SIGKILL))
+	require.Equal(t, -1, victim.wait(t, 30*time.Second), "the victim died of SIGKILL")
+	t.Logf("SIGKILLed one serve process after %s, with %d committed and %d pending on the ledger",
+		time.Since(began).Round(time.Millisecond), before.Committed, before.Pending)
+
+	final := waitAllFinal(t, apis[0], sim, w, 3*time.Minute)
+	t.Logf("every batch final after %s", time.Since(began).Round(time.Millisecond))
+	for _, p := range procs[:2] {
+		require.True(t, running(p), "a surviving serve process exited: %v\n%s", p.err, p.stderr)
+	}
+
+	st := sim.stats(t)
+	fig := checkLedgerLog(t, w, sim.events(t), final)
+	fig.log(t, st)
+	requireFaults(t, st, fig)
+	require.Zero(t, st.Pending, "nothing is left at the ledger")
+
+	// The survivors drain and exit cleanly.
+	for _, p := range procs[:2] {
+		p.signal(t, syscall.SIGTERM)
+	}
+	for _, p := range procs[:2] {
+		require.Equal(t, 0, p.wait(t, time.Minute), "serve exits 0 on SIGTERM: %s", p.stderr)
+	}
+}
+
+func TestE2E_OnceRunFromCronDrivesTheWorkloadToCompletion(t *testing.T) {
+	t.Parallel()
+	began := time.Now()
+	dbURL := testdb.NewEmpty(t)
+	env := []string{"DATABASE_URL=" + dbURL}
+	mig := startProc(t, t.TempDir(), env, "migrate", "up")
+	require.Equal(t, 0, mig.wait(t, time.Minute), mig.stderr.String())
+
+	// Fewer batches than the serve test, so the fault rates are higher to
+	// make a run without a transient failure or a loss vanishingly unlikely.
+	sim := startSimLedger(t, "--sim-seed", "11", "--sim-transient-rate", "0.2", "--sim-lost-rate", "0.1",
+		"--sim-reject-rate", "0.02", "--sim-commit-delay", "200ms")
+	_, api := startServe(t, dbURL, sim, "--migrate=false", "--queuer=false", "--submitter=false", "--monitor=false")
+
+	w := newBatchWorkload(t, "cron", 10, 8, 2)
+	w.post(t, []string{api})
+
+	onceArgs := []string{"once", "--ledger", "sawtooth", "--ledger-url", sim.url, "--delay-window", "200ms",
+		"--delay-cap", "1s", "--claim-lease", "3s", "--ledger-timeout", "2s", "--check-interval", "100ms",
+		"--timeout", "1m", "--log-level", "warn"}
+	const maxRuns = 400
+	deadline := time.Now().Add(2 * time.Minute)
+	runs, pairs := 0, 0
+	var final map[string]string
+	for {
+		var done bool
+		if st := sim.stats(t); st.Committed+st.Invalid >= uint64(w.size()) {
+			if final, done = finalStatuses(t, api, w); done {
+				break
+			}
+		}
+		require.Less(t, runs, maxRuns, "the workload was not done after %d once runs", runs)
+		require.True(t, time.Now().Before(deadline), "the workload was not done after %s (%d once runs)", time.Since(began), runs)
+		// Every third round, two runs start together, as two cron hosts would.
+		n := 1
+		if runs%3 == 0 {
+			n = 2
+			pairs++
+		}
+		ps := make([]*proc, n)
+		for i := range ps {
+			ps[i] = startProc(t, t.TempDir(), env, onceArgs...)
+		}
+		var wg sync.WaitGroup
+		codes := make([]int, n)
+		for i, p := range ps {
+			wg.Go(func() {
+				select {
+				case <-p.done:
+				case <-time.After(90 * time.Second):
+				}
+				codes[i] = -2
+				if !running(p) {
+					codes[i] = p.cmd.ProcessState.ExitCode()
+				}
+			})
+		}
+		wg.Wait()
+		for i, p := range ps {
+			require.Equal(t, 0, codes[i], "once run %d exited %d: %s", runs+i+1, codes[i], p.stderr)
+		}
+		runs += n
+	}
+	t.Logf("every batch final after %d once runs (%d started in pairs) in %s",
+		runs, 2*pairs, time.Since(began).Round(time.Millisecond))
+
+	st := sim.stats(t)
+	fig := checkLedgerLog(t, w, sim.events(t), final)
+	fig.log(t, st)
+	requireFaults(t, st, fig)
+	require.Zero(t, st.Pending, "nothing is left at the ledger")
+}
+
