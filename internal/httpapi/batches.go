@@ -17,9 +17,9 @@ import (
 
 // batchIn is one batch in POST /v1/batches.
 type batchIn struct {
-	ID        *string    `json:"id"`
-	ServiceID *string    `json:"service_id"`
-	Payload   *string    `json:"payload"`
+	ID        *string `json:"id"`
+	ServiceID *string `json:"service_id"`
+	Payload   *string `json:"payload"`
 	CreatedAt *string `json:"created_at"`
 }
 

@@ -18,7 +18,6 @@ import (
 	"github.com/ledgerq/ledgerq/internal/testdb"
 )
 
-
 type apiFixture struct {
 	t   *testing.T
 	db  *testdb.DB

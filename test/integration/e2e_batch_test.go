@@ -512,4 +512,3 @@ func TestE2E_OnceRunFromCronDrivesTheWorkloadToCompletion(t *testing.T) {
 	requireFaults(t, st, fig)
 	require.Zero(t, st.Pending, "nothing is left at the ledger")
 }
-
