@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ledgerq/ledgerq/internal/store/dbsqlc"
 )
 
@@ -133,7 +135,7 @@ func (s *Store) InsertBatches(ctx context.Context, now time.Time, batches []NewB
 				created = true
 				continue
 			}
-			if !errors.Is(err, errNoRows) {
+			if !errors.Is(err, pgx.ErrNoRows) {
 				return fmt.Errorf("inserting batch %q: %w", nb.ID, err)
 			}
 			existing, err := q.BatchGet(ctx, nb.ID)

@@ -4,12 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/ledgerq/ledgerq/internal/store/dbsqlc"
 )
-
-var errNoRows = pgx.ErrNoRows
 
 func notify(ctx context.Context, q *dbsqlc.Queries, channel string) error {
 	if err := q.Notify(ctx, dbsqlc.NotifyParams{Channel: channel, Payload: ""}); err != nil {

@@ -9,11 +9,16 @@ package integration
 // on what ledgerq says about itself.
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -378,6 +383,68 @@ func running(p *proc) bool {
 	}
 }
 
+// stallingLedger is a reverse proxy to the simulated ledger that, once armed,
+// holds the next submit call that passes through it: it never reaches the
+// ledger and never gets an answer. A process behind it is then, for certain,
+// in the middle of a send, holding the batches it claimed.
+type stallingLedger struct {
+	url    string
+	rp     *httputil.ReverseProxy
+	mu     sync.Mutex
+	armed  bool
+	caught chan []byte // the body of the submit call it holds
+}
+
+func newStallingLedger(t *testing.T, sim simLedger) *stallingLedger {
+	t.Helper()
+	target, err := url.Parse(sim.url)
+	require.NoError(t, err)
+	p := &stallingLedger{rp: httputil.NewSingleHostReverseProxy(target), caught: make(chan []byte, 1)}
+	srv := httptest.NewServer(p)
+	t.Cleanup(srv.Close)
+	p.url = srv.URL
+	return p
+}
+
+func (p *stallingLedger) arm() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.armed = true
+}
+
+func (p *stallingLedger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	stall := p.armed && r.Method == http.MethodPost && r.URL.Path == "/batches"
+	if stall {
+		p.armed = false
+	}
+	p.mu.Unlock()
+	if !stall {
+		p.rp.ServeHTTP(w, r)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	p.caught <- body
+	<-r.Context().Done() // until the caller gives up or dies
+}
+
+// contained returns the batches of w whose payload is in body: a BatchList
+// holds each Batch message verbatim.
+func (w batchWorkload) contained(t *testing.T, body []byte) []string {
+	t.Helper()
+	var ids []string
+	for _, chunk := range w.chunks {
+		for _, b := range chunk {
+			payload, err := base64.StdEncoding.DecodeString(b.Payload)
+			require.NoError(t, err)
+			if bytes.Contains(body, payload) {
+				ids = append(ids, b.ID)
+			}
+		}
+	}
+	return ids
+}
+
 // e2eFaults are the simulated ledger's faults for the end-to-end runs.
 var e2eFaults = []string{"--sim-seed", "7", "--sim-transient-rate", "0.1", "--sim-lost-rate", "0.05",
 	"--sim-reject-rate", "0.02", "--sim-commit-delay", "200ms"}
@@ -390,16 +457,19 @@ func TestE2E_ThreeServeProcessesWithFaultsAndAKilledProcessCommitEveryBatchInOrd
 	timings := []string{"--poll-interval", "200ms", "--delay-window", "500ms", "--delay-cap", "2s",
 		"--claim-lease", "3s", "--ledger-timeout", "2s", "--check-interval", "200ms"}
 
+	// The third process reaches the ledger through a proxy that can hold one
+	// of its submit calls, so that it is killed in the middle of a send. It
+	// logs at debug, so the test can see it has sent batches before.
+	stall := newStallingLedger(t, sim)
 	var procs []*proc
 	var apis []string
 	for i := range 3 {
-		extra := timings
+		ledgerURL, extra := sim, timings
 		if i == 2 {
-			// The process to be killed logs at debug, so the test can see it
-			// has sent batches before it dies.
+			ledgerURL = simLedger{url: stall.url}
 			extra = append(append([]string(nil), timings...), "--log-level", "debug")
 		}
-		p, api := startServe(t, db, sim, extra...)
+		p, api := startServe(t, db, ledgerURL, extra...)
 		procs, apis = append(procs, p), append(apis, api)
 	}
 	victim := procs[2]
@@ -413,11 +483,21 @@ func TestE2E_ThreeServeProcessesWithFaultsAndAKilledProcessCommitEveryBatchInOrd
 		st := sim.stats(t)
 		return st.Committed >= 150 && st.Pending > 0 && strings.Contains(victim.stderr.String(), "submitter: sent batches")
 	})
+	stall.arm()
+	var held []byte
+	select {
+	case held = <-stall.caught:
+	case <-time.After(time.Minute):
+		t.Fatal("the victim sent no batch within a minute of arming the proxy")
+	}
+	stranded := w.contained(t, held)
+	require.NotEmpty(t, stranded, "the held submit call carries batches of the workload")
 	before := sim.stats(t)
+	killedAt := time.Now()
 	require.NoError(t, victim.cmd.Process.Signal(syscall.SIGKILL))
 	require.Equal(t, -1, victim.wait(t, 30*time.Second), "the victim died of SIGKILL")
-	t.Logf("SIGKILLed one serve process after %s, with %d committed and %d pending on the ledger",
-		time.Since(began).Round(time.Millisecond), before.Committed, before.Pending)
+	t.Logf("SIGKILLed one serve process in the middle of sending %d batches, after %s, with %d committed and %d pending on the ledger",
+		len(stranded), time.Since(began).Round(time.Millisecond), before.Committed, before.Pending)
 
 	final := waitAllFinal(t, apis[0], sim, w, 3*time.Minute)
 	t.Logf("every batch final after %s", time.Since(began).Round(time.Millisecond))
@@ -426,10 +506,47 @@ func TestE2E_ThreeServeProcessesWithFaultsAndAKilledProcessCommitEveryBatchInOrd
 	}
 
 	st := sim.stats(t)
-	fig := checkLedgerLog(t, w, sim.events(t), final)
+	events := sim.events(t)
+	{ // TEMPDEBUG
+		dump, _ := json.Marshal(map[string]any{"events": events, "killed": killedAt, "stranded": stranded, "service": w.service})
+		_ = os.WriteFile("/tmp/e2e_events.json", dump, 0o644)
+		os.WriteFile("/tmp/e2e_victim.log", []byte(victim.stderr.String()), 0o644)
+		os.WriteFile("/tmp/e2e_p0.log", []byte(procs[0].stderr.String()), 0o644)
+		os.WriteFile("/tmp/e2e_p1.log", []byte(procs[1].stderr.String()), 0o644)
+	}
+	fig := checkLedgerLog(t, w, events, final)
 	fig.log(t, st)
 	requireFaults(t, st, fig)
 	require.Zero(t, st.Pending, "nothing is left at the ledger")
+
+	// The batches the victim died holding never reached the ledger through
+	// it: a survivor's monitor took them over when the claim lease ran out,
+	// found them unknown, and they were sent again.
+	resent := map[string]time.Time{}
+	for _, e := range events {
+		if e.Kind == "accepted" && e.Time.After(killedAt) {
+			if _, seen := resent[e.BatchID]; !seen {
+				resent[e.BatchID] = e.Time
+			}
+		}
+	}
+	var slowest time.Duration
+	for _, id := range stranded {
+		at, ok := resent[id]
+		require.True(t, ok, "stranded batch %.12s was not accepted again after the kill", id)
+		slowest = max(slowest, at.Sub(killedAt))
+		resp := getJSON(t, apis[0]+"/v1/batches/"+url.PathEscape(id))
+		require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
+		var got struct {
+			Batch struct {
+				Attempts int `json:"attempts"`
+			} `json:"batch"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(resp.Body), &got))
+		require.GreaterOrEqual(t, got.Batch.Attempts, 2, "stranded batch %.12s was claimed again", id)
+	}
+	t.Logf("the %d stranded batches were accepted again within %s of the kill (claim lease 3s)",
+		len(stranded), slowest.Round(time.Millisecond))
 
 	// The survivors drain and exit cleanly.
 	for _, p := range procs[:2] {
