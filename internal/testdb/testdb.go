@@ -6,6 +6,9 @@
 //     the image LEDGERQ_TEST_PG_IMAGE (default postgres:16-alpine);
 //  3. a throwaway cluster from the local PostgreSQL binaries (package pgcluster).
 //
+// LEDGERQ_TEST_PG_SOURCE=url|container|local restricts it to one of them (CI
+// sets container, so a broken Docker set-up fails instead of falling back).
+//
 // If none works it fails the test with what it tried; it never skips. The first
 // caller migrates a template database; every test then gets its own database,
 // cloned from the template, so tests can run in parallel and commit for real.
@@ -143,6 +146,25 @@ func start() (*server, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var tried []string
+	switch only := os.Getenv("LEDGERQ_TEST_PG_SOURCE"); only {
+	case "":
+	case "url", "container", "local":
+		s, err := map[string]func(context.Context) (*server, error){
+			"url": fromEnv, "container": fromContainer, "local": fromLocalBinaries,
+		}[only](ctx)
+		if err == nil && s == nil {
+			err = errors.New("LEDGERQ_TEST_DATABASE_URL is not set")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("LEDGERQ_TEST_PG_SOURCE=%s: %w", only, err)
+		}
+		if err := s.prepare(ctx); err != nil {
+			return nil, err
+		}
+		return s, nil
+	default:
+		return nil, fmt.Errorf("LEDGERQ_TEST_PG_SOURCE=%q: want url, container or local", only)
+	}
 
 	s, err := fromEnv(ctx)
 	if s == nil && err == nil {
@@ -161,14 +183,22 @@ func start() (*server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tried:\n  - %s", strings.Join(tried, "\n  - "))
 	}
+	if err := s.prepare(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// prepare makes the migrated template database every test clones.
+func (s *server) prepare(ctx context.Context) error {
 	if err := s.makeTemplate(ctx); err != nil {
 		if s.stop != nil {
 			s.stop()
 		}
-		return nil, fmt.Errorf("preparing template database on %s: %w", s.source, err)
+		return fmt.Errorf("preparing template database on %s: %w", s.source, err)
 	}
 	logf("using %s", s.source)
-	return s, nil
+	return nil
 }
 
 func fromEnv(ctx context.Context) (*server, error) {

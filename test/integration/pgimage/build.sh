@@ -174,7 +174,9 @@ tar --numeric-owner -C "$root" -c . |
 say "import done in $((SECONDS - t))s"
 if [ -n "$old_id" ] && [ "$old_id" != "$(docker image inspect -f '{{.Id}}' "$tag")" ]; then
 	# The previous build is now untagged; drop it unless a container uses it.
-	docker image rm "$old_id" >/dev/null 2>&1 && say "removed the previous build ${old_id#sha256:}" || true
+	if docker image rm "$old_id" >/dev/null 2>&1; then
+		say "removed the previous build ${old_id#sha256:}"
+	fi
 fi
 
 say "checking the image"
