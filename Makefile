@@ -26,7 +26,7 @@ sqlc-check:
 
 go-test:
 	@echo "== go test $(TEST_FLAGS)"
-	$(GO) test $(TEST_FLAGS) -v ./... 2>&1 | tee go-test.out; status=$${PIPESTATUS[0]}; \
+	@$(GO) test $(TEST_FLAGS) -v ./... 2>&1 | tee go-test.out; status=$${PIPESTATUS[0]}; \
 	echo "== summary: $$(grep -c '^=== RUN' go-test.out) tests run, $$(grep -c -- '--- PASS' go-test.out) passed, $$(grep -c -- '--- FAIL' go-test.out) failed, $$(grep -c -- '--- SKIP' go-test.out) skipped"; \
 	grep -- '--- FAIL' go-test.out || true; \
 	exit $$status
