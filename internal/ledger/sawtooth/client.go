@@ -212,10 +212,11 @@ func (c *Client) post(ctx context.Context, batches []ledger.Batch, idx []int) po
 	case resp.StatusCode == http.StatusRequestEntityTooLarge:
 		// Smaller lists may fit; a single batch that does not is refused.
 		return postResult{refusal: &apiErr}
-	case resp.StatusCode == http.StatusGatewayTimeout ||
+	case resp.StatusCode == http.StatusGatewayTimeout || resp.StatusCode == http.StatusBadGateway ||
 		resp.StatusCode == http.StatusServiceUnavailable && apiErr.Code == CodeValidatorTimedOut:
 		// Sawtooth's own words for 17: "Your request may or may not have
-		// been processed." A gateway timeout means the same.
+		// been processed." A proxy's 502 or 504 means the same: the ledger
+		// behind it may have taken the batches before the proxy gave up.
 		return postResult{err: ledger.NewError(ledger.Indeterminate, apiErr.String(), statusError(resp))}
 	default:
 		// 429 and 5xx are the ledger saying "not now". Anything else (a

@@ -183,6 +183,7 @@ func TestClient_SubmitClassifiesTheLedgersAnswers(t *testing.T) {
 		{"unknown validator error", http.StatusInternalServerError, sawtooth.CodeUnknownValidatorError, ledger.Transient},
 		{"validator timed out", http.StatusServiceUnavailable, sawtooth.CodeValidatorTimedOut, ledger.Indeterminate},
 		{"gateway timeout", http.StatusGatewayTimeout, 0, ledger.Indeterminate},
+		{"bad gateway", http.StatusBadGateway, 0, ledger.Indeterminate},
 		// A 400 that blames the request, not the batches, must not mark
 		// every batch invalid.
 		{"wrong content type", http.StatusBadRequest, sawtooth.CodeSubmissionWrongType, ledger.Transient},
