@@ -135,7 +135,10 @@ func (l *Listener) listen(ctx context.Context) error {
 	l.mu.Unlock()
 	for _, ch := range channels {
 		// LISTEN takes no bind parameters; the channel is quoted as an identifier.
-		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+		listenCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := conn.Exec(listenCtx, "LISTEN "+pgx.Identifier{ch}.Sanitize())
+		cancel()
+		if err != nil {
 			return fmt.Errorf("listening on %s: %w", ch, err)
 		}
 	}
