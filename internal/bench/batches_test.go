@@ -1,0 +1,261 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/bench"
+	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
+	"github.com/ledgerq/ledgerq/internal/testdb"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// lockedBuffer collects progress lines written while the run goes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type bundle struct {
+	cfg      bench.BatchConfig
+	progress *lockedBuffer
+}
+
+// setup returns a configuration for a tiny run on a fresh database, with the
+// loops and the ledger fast enough for a test to finish in about a second.
+func setup(t testing.TB) *bundle {
+	t.Helper()
+	db := testdb.New(t)
+	progress := &lockedBuffer{}
+	cfg := bench.DefaultBatchConfig()
+	cfg.DatabaseURL = db.URL
+	cfg.Services, cfg.BatchesPerService = 3, 5
+	cfg.IngestWorkers, cfg.InsertSize = 2, 2
+	cfg.Grace = time.Minute
+	for _, iv := range []*time.Duration{&cfg.Queuer.Interval, &cfg.Submitter.Interval, &cfg.Monitor.Interval} {
+		*iv = 50 * time.Millisecond
+	}
+	cfg.Submitter.FirstCheck = 5 * time.Millisecond
+	cfg.Monitor.CheckInterval = 10 * time.Millisecond
+	cfg.Sim.CommitDelay = 0
+	cfg.Progress = progress
+	cfg.ProgressInterval = 50 * time.Millisecond
+	return &bundle{cfg: cfg, progress: progress}
+}
+
+func workload(t testing.TB, services, perService int) *bench.Workload {
+	t.Helper()
+	w, err := bench.NewWorkload(context.Background(), services, perService)
+	require.NoError(t, err)
+	return w
+}
+
+func TestRunBatches_TinyRunCommitsEveryBatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	rep, err := bench.RunBatches(context.Background(), b.cfg, workload(t, 3, 5))
+	require.NoError(t, err)
+
+	require.Equal(t, 15, rep.Planned)
+	require.Equal(t, 15, rep.Inserted)
+	require.Equal(t, 15, rep.Committed)
+	require.Zero(t, rep.Invalid)
+	require.Zero(t, rep.Unfinished)
+	require.EqualValues(t, 15, rep.Submissions, "no batch needed a second attempt")
+	require.False(t, rep.TimedOut)
+	require.False(t, rep.Interrupted)
+
+	require.Positive(t, rep.P50)
+	require.LessOrEqual(t, rep.P50, rep.P99)
+	require.LessOrEqual(t, rep.P99, rep.Max)
+	require.LessOrEqual(t, rep.Max, rep.EndToEnd, "no batch can take longer than the whole run")
+	require.Positive(t, rep.IngestRate)
+	require.Positive(t, rep.CommitRate)
+	// The lane is serial per service: 5 batches of one service take at least
+	// 5 trips through it, so the run cannot be as fast as one batch.
+	require.Greater(t, rep.EndToEnd, rep.P50)
+
+	require.EqualValues(t, 15, rep.Ledger.Accepted)
+	require.EqualValues(t, 15, rep.Ledger.Committed)
+
+	require.Contains(t, b.progress.String(), "inserted 15/15  committed 15  invalid 0  in flight 0")
+	var summary strings.Builder
+	require.NoError(t, rep.WriteSummary(&summary))
+	require.Contains(t, summary.String(), "ledgerq bench batches: complete")
+	require.Contains(t, summary.String(), "3 services x 5 batches = 15 signed batches")
+	require.Contains(t, summary.String(), "15 inserted of 15; 15 committed, 0 invalid, 0 valid, 0 unfinished")
+}
+
+func TestRunBatches_RejectedBatchesFinishAsInvalid(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.Sim.RejectRate = 1
+
+	rep, err := bench.RunBatches(context.Background(), b.cfg, workload(t, 3, 5))
+	require.NoError(t, err, "an invalid batch is finished")
+
+	require.Equal(t, 15, rep.Inserted)
+	require.Zero(t, rep.Committed)
+	require.Equal(t, 15, rep.Invalid)
+	require.Zero(t, rep.Unfinished)
+	require.Zero(t, rep.P50, "latencies are of committed batches only")
+	require.Zero(t, rep.CommitRate)
+}
+
+func TestRunBatches_UnfinishedBatchesFailTheRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.Sim.CommitDelay = time.Hour
+	b.cfg.Grace = 300 * time.Millisecond
+
+	rep, err := bench.RunBatches(context.Background(), b.cfg, workload(t, 3, 5))
+	require.ErrorIs(t, err, bench.ErrUnfinished)
+	require.NotNil(t, rep, "the report comes with the error")
+
+	require.Equal(t, 15, rep.Inserted)
+	require.Zero(t, rep.Committed)
+	require.Equal(t, 15, rep.Unfinished)
+	require.True(t, rep.TimedOut)
+	var summary strings.Builder
+	require.NoError(t, rep.WriteSummary(&summary))
+	require.Contains(t, summary.String(), "grace period ran out")
+}
+
+func TestRunBatches_InterruptedRunReportsWhatItDid(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.Sim.CommitDelay = time.Hour
+	b.cfg.Grace = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	b.cfg.Progress = cancelOnceInserting{cancel}
+
+	rep, err := bench.RunBatches(ctx, b.cfg, workload(t, 3, 5))
+	require.ErrorIs(t, err, bench.ErrUnfinished)
+	require.True(t, rep.Interrupted)
+	require.False(t, rep.TimedOut)
+	require.Positive(t, rep.Unfinished)
+}
+
+// cancelOnceInserting stands in for a Ctrl-C once a progress line shows
+// inserted batches.
+type cancelOnceInserting struct{ cancel context.CancelFunc }
+
+func (c cancelOnceInserting) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), "inserted ") && !strings.Contains(string(p), "inserted 0/") {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+func TestRunBatches_SecondRunOnTheSameDatabaseCountsOnlyItsOwnBatches(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	first, err := bench.RunBatches(context.Background(), b.cfg, workload(t, 3, 5))
+	require.NoError(t, err)
+	require.Equal(t, 15, first.Committed)
+
+	b.cfg.Services, b.cfg.BatchesPerService = 2, 2
+	second, err := bench.RunBatches(context.Background(), b.cfg, workload(t, 2, 2))
+	require.NoError(t, err)
+	require.Equal(t, 4, second.Inserted)
+	require.Equal(t, 4, second.Committed)
+	require.Contains(t, b.progress.String(), "inserted 4/4  committed 4  invalid 0  in flight 0",
+		"terminal counts of earlier runs are subtracted")
+}
+
+func TestRunBatches_DurationStopsIngesting(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.Duration = time.Nanosecond
+
+	rep, err := bench.RunBatches(context.Background(), b.cfg, workload(t, 3, 5))
+	require.NoError(t, err)
+	require.Equal(t, 15, rep.Planned)
+	require.Less(t, rep.Inserted, rep.Planned)
+	require.Equal(t, rep.Inserted, rep.Committed)
+}
+
+func TestBatchConfig_ValidateRefusesWhatCannotRun(t *testing.T) {
+	t.Parallel()
+	for name, mutate := range map[string]func(*bench.BatchConfig){
+		"no database":         func(c *bench.BatchConfig) { c.DatabaseURL = "" },
+		"no services":         func(c *bench.BatchConfig) { c.Services = 0 },
+		"no batches":          func(c *bench.BatchConfig) { c.BatchesPerService = 0 },
+		"no ingest workers":   func(c *bench.BatchConfig) { c.IngestWorkers = 0 },
+		"no submitters":       func(c *bench.BatchConfig) { c.Submitters = 0 },
+		"lease under timeout": func(c *bench.BatchConfig) { c.Submitter.Lease = c.Submitter.LedgerTimeout },
+		"negative grace":      func(c *bench.BatchConfig) { c.Grace = -time.Second },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg := bench.DefaultBatchConfig()
+			cfg.DatabaseURL = "postgres://localhost/x"
+			require.NoError(t, cfg.Validate())
+			mutate(&cfg)
+			require.Error(t, cfg.Validate())
+		})
+	}
+}
+
+func TestNewWorkload_SignsVerifiableBatchesRoundRobinOverServices(t *testing.T) {
+	t.Parallel()
+	w := workload(t, 3, 2)
+
+	require.Len(t, w.Batches, 6)
+	ids := map[string]bool{}
+	for i, nb := range w.Batches {
+		require.Equal(t, w.Batches[i%3].ServiceID, nb.ServiceID, "batch %d", i)
+		require.True(t, strings.HasPrefix(nb.ServiceID, w.Prefix))
+		pb, err := sawtooth.ParseAndVerifyBatch(nb.Payload)
+		require.NoError(t, err)
+		require.Equal(t, nb.ID, pb.HeaderSignature)
+		ids[nb.ID] = true
+	}
+	require.Len(t, ids, 6, "every batch has its own id")
+	require.NotEqual(t, w.Batches[0].ServiceID, w.Batches[1].ServiceID)
+	require.NotEqual(t, w.Prefix, workload(t, 1, 1).Prefix, "two runs never share service ids")
+}
+
+// BenchmarkBatchLane_EndToEnd pushes b.N batches through the whole lane, from
+// InsertBatches to committed, over up to 100 services, with the loops woken by
+// NOTIFY and a ledger that commits at once. Signing happens before the timer.
+func BenchmarkBatchLane_EndToEnd(b *testing.B) {
+	services := min(b.N, 100)
+	perService := (b.N + services - 1) / services
+	bd := setup(b)
+	bd.cfg.Services, bd.cfg.BatchesPerService = services, perService
+	bd.cfg.IngestWorkers, bd.cfg.InsertSize = 4, 10
+	bd.cfg.Grace = 5 * time.Minute
+	w := workload(b, services, perService)
+	b.ResetTimer()
+
+	rep, err := bench.RunBatches(context.Background(), bd.cfg, w)
+	b.StopTimer()
+	require.NoError(b, err)
+	require.Equal(b, len(w.Batches), rep.Committed)
+	b.ReportMetric(rep.CommitRate, "committed/s")
+	b.ReportMetric(rep.IngestRate, "inserted/s")
+	b.ReportMetric(float64(rep.P50.Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(rep.P99.Microseconds())/1000, "p99-ms")
+}
