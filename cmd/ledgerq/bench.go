@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 
 	"github.com/ledgerq/ledgerq/internal/bench"
 )
@@ -63,6 +64,7 @@ func runBenchBatches(ctx context.Context, args []string) error {
 	fs.StringVar(&cfg.DatabaseURL, "database-url", "", "PostgreSQL connection URL (a database for benchmarks only)")
 	fs.BoolVar(&cfg.Migrate, "migrate", cfg.Migrate, "apply pending schema migrations at start")
 	logLevel := fs.String("log-level", "warn", "log level of the loops: debug, info, warn or error")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (signing excluded) to this file, for go tool pprof")
 
 	fs.IntVar(&cfg.Services, "services", cfg.Services, "number of services (ordering keys); each has its own signing key")
 	fs.IntVar(&cfg.BatchesPerService, "batches-per-service", cfg.BatchesPerService, "batches signed and inserted per service")
@@ -113,6 +115,17 @@ func runBenchBatches(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "bench: signed in %s; running\n", w.GenerateTime.Round(1e6))
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rep, err := bench.RunBatches(ctx, cfg, w)
 	if rep != nil {
 		if werr := rep.WriteSummary(os.Stdout); werr != nil {

@@ -97,6 +97,8 @@ func TestRunBatches_TinyRunCommitsEveryBatch(t *testing.T) {
 
 	require.EqualValues(t, 15, rep.Ledger.Accepted)
 	require.EqualValues(t, 15, rep.Ledger.Committed)
+	require.Positive(t, rep.ProgressQueries)
+	require.Positive(t, rep.ProgressQueryTime)
 
 	require.Contains(t, b.progress.String(), "inserted 15/15  committed 15  invalid 0  in flight 0")
 	var summary strings.Builder
