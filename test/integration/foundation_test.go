@@ -207,16 +207,24 @@ func waitRound(t *testing.T, ran <-chan struct{}, within time.Duration, what str
 	}
 }
 
-func TestLoop_WakesOnNotifyWellBeforeItsPollInterval(t *testing.T) {
-	t.Parallel()
-	db := testdb.New(t)
-	ctx := ctxT(t, time.Minute)
-	l := notify.NewListener(db.URL, testLogger(t))
-	wake := l.Subscribe(store.ChannelQueuer)
+// startListener starts a notification listener subscribed to channel and
+// waits until it listens.
+func startListener(t *testing.T, ctx context.Context, dbURL, channel string) (*notify.Listener, <-chan struct{}) {
+	t.Helper()
+	l := notify.NewListener(dbURL, testLogger(t))
+	wake := l.Subscribe(channel)
 	connected := l.Connected()
 	require.NoError(t, l.Start(ctx))
 	t.Cleanup(l.Stop)
 	<-connected
+	return l, wake
+}
+
+func TestLoop_WakesOnNotifyWellBeforeItsPollInterval(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := ctxT(t, time.Minute)
+	_, wake := startListener(t, ctx, db.URL, store.ChannelQueuer)
 
 	round, ran := roundCounter()
 	lp := loop.New(loop.Config{Name: "test", Interval: time.Hour, Wake: wake}, round)
@@ -244,12 +252,7 @@ func TestLoop_KeepsPollingWhenItsListenerConnectionIsKilledAndTheListenerReconne
 	t.Parallel()
 	db := testdb.New(t)
 	ctx := ctxT(t, time.Minute)
-	l := notify.NewListener(db.URL, testLogger(t))
-	wake := l.Subscribe(store.ChannelSubmitter)
-	connected := l.Connected()
-	require.NoError(t, l.Start(ctx))
-	t.Cleanup(l.Stop)
-	<-connected
+	l, wake := startListener(t, ctx, db.URL, store.ChannelSubmitter)
 
 	round, ran := roundCounter()
 	lp := loop.New(loop.Config{Name: "test", Interval: 200 * time.Millisecond, Wake: wake}, round)
