@@ -66,7 +66,7 @@ candidates AS (
     WHERE r.status IN ('unknown', 'delayed') AND NOT r.submitted AND r.queued_at IS NULL
       AND (r.status = 'unknown'
            OR r.last_submitted_at <= sqlc.arg(now)::timestamptz - make_interval(0, 0, 0, 0, 0, 0,
-                least(sqlc.arg(delay_base_secs)::float8 * power(2, least(greatest(r.attempts - 1, 0), 40)),
+                least(sqlc.arg(delay_window_secs)::float8 * power(2, least(greatest(r.attempts - 1, 0), 40)),
                       sqlc.arg(delay_cap_secs)::float8)))
     UNION
     SELECT o.id FROM oldest o WHERE o.queued_at IS NULL
@@ -182,3 +182,38 @@ SELECT coalesce(status::text, CASE WHEN submitted THEN 'held' WHEN queued_at IS 
 FROM ledgerq.batches
 GROUP BY 1
 ORDER BY 1;
+
+-- name: BatchDepthByState :many
+-- Depth of the batch lane for metrics: per non-terminal state, how many
+-- batches and when the oldest of them was received. It reads only the
+-- batches_unfinished partial index and the rows it names, so its cost grows with
+-- the work waiting, not with the terminal rows kept.
+SELECT (CASE WHEN b.status IS NOT NULL THEN b.status::text
+             WHEN b.submitted THEN 'held'
+             WHEN b.queued_at IS NOT NULL THEN 'queued'
+             ELSE 'new' END)::text AS state,
+       count(*) AS batches,
+       min(b.received_at)::timestamptz AS oldest_received_at
+FROM ledgerq.batches b
+WHERE b.finished_at IS NULL
+GROUP BY 1
+ORDER BY 1;
+
+-- name: BatchRunSummary :one
+-- The figures of one `ledgerq bench batches` run, read from its rows (its
+-- service ids start with @prefix). A read-only report that no loop or API path
+-- runs; percentile_disc picks real observed latencies.
+SELECT count(*) AS inserted,
+       count(*) FILTER (WHERE b.status = 'committed') AS committed,
+       count(*) FILTER (WHERE b.status = 'invalid') AS invalid,
+       count(*) FILTER (WHERE b.status = 'valid') AS valid,
+       count(*) FILTER (WHERE b.finished_at IS NULL) AS unfinished,
+       coalesce(sum(b.attempts), 0)::bigint AS submissions,
+       coalesce((extract(epoch FROM max(b.finished_at) - min(b.received_at)) * 1e6)::bigint, 0)::bigint AS end_to_end_us,
+       coalesce((extract(epoch FROM percentile_disc(0.5) WITHIN GROUP (ORDER BY b.finished_at - b.received_at)
+            FILTER (WHERE b.status = 'committed')) * 1e6)::bigint, 0)::bigint AS p50_us,
+       coalesce((extract(epoch FROM percentile_disc(0.99) WITHIN GROUP (ORDER BY b.finished_at - b.received_at)
+            FILTER (WHERE b.status = 'committed')) * 1e6)::bigint, 0)::bigint AS p99_us,
+       coalesce((extract(epoch FROM max(b.finished_at - b.received_at) FILTER (WHERE b.status = 'committed')) * 1e6)::bigint, 0)::bigint AS max_us
+FROM ledgerq.batches b
+WHERE starts_with(b.service_id, @prefix::text);

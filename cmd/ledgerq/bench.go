@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"runtime"
@@ -46,7 +47,7 @@ const benchBatchesSummary = `Load the batch lane and measure it. The run migrate
 services x batches-per-service Sawtooth batches (before the clock starts), then runs
 the queuer, submitter(s) and monitor as 'serve' does — woken by LISTEN/NOTIFY — against
 the in-process simulated ledger, while --ingest-workers store the batches with the
-API's store path (InsertBatches, --insert-size per transaction). It prints a progress
+API's store path (BatchInsert, --insert-size per transaction). It prints a progress
 line a second to stderr, stops ingesting after --duration (or when every batch is in),
 waits up to --grace for every inserted batch to reach a final status, and prints a
 summary to stdout: ingest/s, committed/s from first insert to last commit, and the
@@ -60,53 +61,24 @@ Example: ledgerq bench batches --services 1000 --batches-per-service 10 --sim-co
 
 func runBenchBatches(ctx context.Context, args []string) error {
 	cfg := bench.DefaultBatchConfig()
-	fs := newFlagSet("bench batches", benchBatchesSummary)
-	fs.StringVar(&cfg.DatabaseURL, "database-url", "", "PostgreSQL connection URL (a database for benchmarks only)")
-	fs.BoolVar(&cfg.Migrate, "migrate", cfg.Migrate, "apply pending schema migrations at start")
-	logLevel := fs.String("log-level", "warn", "log level of the loops: debug, info, warn or error")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (signing excluded) to this file, for go tool pprof")
-
-	fs.IntVar(&cfg.Services, "services", cfg.Services, "number of services (ordering keys); each has its own signing key")
-	fs.IntVar(&cfg.BatchesPerService, "batches-per-service", cfg.BatchesPerService, "batches signed and inserted per service")
-	fs.DurationVar(&cfg.Duration, "duration", 0, "stop ingesting after this long (0: when every batch is in)")
-	fs.IntVar(&cfg.IngestWorkers, "ingest-workers", cfg.IngestWorkers, "concurrent ingest workers, each with its own connection (as concurrent API requests)")
-	fs.IntVar(&cfg.InsertSize, "insert-size", cfg.InsertSize, "batches per InsertBatches call (one transaction, as one POST /v1/batches)")
-	fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after ingest stops, how long to wait for every inserted batch to reach a final status")
-	fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "time between two progress lines (and completion checks)")
-
-	fs.DurationVar(&cfg.Queuer.Interval, "poll-interval", cfg.Queuer.Interval, "how often each loop runs when no notification wakes it")
-	fs.DurationVar(&cfg.Queuer.DBTimeout, "db-timeout", cfg.Queuer.DBTimeout, "timeout of one database call from a loop or an ingest worker")
-	fs.DurationVar(&cfg.Queuer.DelayBase, "delay-window", cfg.Queuer.DelayBase, "delay before a transiently failed batch is retried; doubles with each attempt")
-	fs.DurationVar(&cfg.Queuer.DelayCap, "delay-cap", cfg.Queuer.DelayCap, "the longest delay window")
-	fs.IntVar(&cfg.Submitters, "submitters", cfg.Submitters, "submitter loops run side by side (as several serve processes would)")
-	fs.IntVar(&cfg.Submitter.BatchSize, "submit-batch-size", cfg.Submitter.BatchSize, "most batches sent in one ledger call")
-	fs.DurationVar(&cfg.Submitter.Lease, "claim-lease", cfg.Submitter.Lease, "how long a submitter's claim holds a batch before the monitor checks on it")
-	fs.DurationVar(&cfg.Submitter.FirstCheck, "first-check", cfg.Submitter.FirstCheck, "how long after acceptance the monitor first asks about a batch (serve: fixed at this default)")
-	fs.DurationVar(&cfg.Submitter.LedgerTimeout, "ledger-timeout", cfg.Submitter.LedgerTimeout, "timeout of one ledger call")
-	fs.DurationVar(&cfg.Monitor.CheckInterval, "check-interval", cfg.Monitor.CheckInterval, "time between two status checks of a pending batch")
-	fs.IntVar(&cfg.Monitor.BatchSize, "check-batch-size", cfg.Monitor.BatchSize, "most batches asked about in one ledger call")
-
-	var so simOptions
-	so.register(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-
-	// The loops share the timings serve gives them from the same flags.
-	cfg.Submitter.Interval, cfg.Monitor.Interval = cfg.Queuer.Interval, cfg.Queuer.Interval
-	cfg.Submitter.DBTimeout, cfg.Monitor.DBTimeout = cfg.Queuer.DBTimeout, cfg.Queuer.DBTimeout
-	cfg.Monitor.Lease, cfg.Monitor.LedgerTimeout = cfg.Submitter.Lease, cfg.Submitter.LedgerTimeout
-	maxEvents := cfg.Sim.MaxEvents
-	cfg.Sim = so.config(nil)
-	cfg.Sim.MaxEvents = maxEvents
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	logger, err := setupLogger(*logLevel)
+	var cpuProfile string
+	err := parseNodeFlags("bench batches", benchBatchesSummary, &cfg.Node, flagParts{}, args, "warn", func(fs *flag.FlagSet) {
+		fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (signing excluded) to this file, for go tool pprof")
+		fs.IntVar(&cfg.Services, "services", cfg.Services, "number of services (ordering keys); each has its own signing key")
+		fs.IntVar(&cfg.BatchesPerService, "batches-per-service", cfg.BatchesPerService, "batches signed and inserted per service")
+		fs.DurationVar(&cfg.Duration, "duration", 0, "stop ingesting after this long (0: when every batch is in)")
+		fs.IntVar(&cfg.IngestWorkers, "ingest-workers", cfg.IngestWorkers, "concurrent ingest workers, each with its own connection (as concurrent API requests)")
+		fs.IntVar(&cfg.InsertSize, "insert-size", cfg.InsertSize, "batches per BatchInsert call (one transaction, as one POST /v1/batches)")
+		fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after ingest stops, how long to wait for every inserted batch to reach a final status")
+		fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "time between two progress lines (and completion checks)")
+		fs.IntVar(&cfg.Node.Batch.Submitters, "submitters", cfg.Node.Batch.Submitters, "submitter loops run side by side (as several serve processes would)")
+	})
 	if err != nil {
 		return err
 	}
-	cfg.Logger = logger
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
 	cfg.Progress = os.Stderr
 
 	fmt.Fprintf(os.Stderr, "bench: signing %d batches on %d CPUs…\n", cfg.Services*cfg.BatchesPerService, runtime.GOMAXPROCS(0))
@@ -115,8 +87,8 @@ func runBenchBatches(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "bench: signed in %s; running\n", w.GenerateTime.Round(1e6))
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
 		if err != nil {
 			return fmt.Errorf("--cpuprofile: %w", err)
 		}

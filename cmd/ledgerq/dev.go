@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/ledgerq/ledgerq/internal/clock"
-	"github.com/ledgerq/ledgerq/internal/ledger/sim"
+	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/pgcluster"
 )
 
@@ -16,24 +16,25 @@ import (
 // under --data-dir (unless DATABASE_URL is set), the simulated ledger in this
 // process, the API and every loop.
 func runDev(ctx context.Context, args []string) error {
-	var o options
-	fs := newFlagSet("dev", "Run ledgerq on its embedded default: a private PostgreSQL cluster started from the local\nPostgreSQL binaries under --data-dir (or the database at DATABASE_URL when set), the simulated\nledger in-process, the HTTP API and every loop. Ctrl-C stops ledgerq and the cluster; a second\nrun reuses the data.")
-	o.register(fs, true)
-	dataDir := fs.String("data-dir", ".ledgerq", "directory of the private PostgreSQL cluster")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	o.ledgerKind = "sim"
-	if err := o.validate(); err != nil {
-		return err
-	}
-	logger, err := setupLogger(o.logLevel)
+	var dataDir string
+	cfg := node.Defaults()
+	err := parseNodeFlags("dev", "Run ledgerq on its embedded default: a private PostgreSQL cluster started from the local\nPostgreSQL binaries under --data-dir (or the database at DATABASE_URL when set), the simulated\nledger in-process, the HTTP API and every loop. Ctrl-C stops ledgerq and the cluster; a second\nrun reuses the data.",
+		&cfg, flagParts{api: true, roles: true}, args, "info", func(fs *flag.FlagSet) {
+			fs.StringVar(&dataDir, "data-dir", ".ledgerq", "directory of the private PostgreSQL cluster")
+		})
 	if err != nil {
 		return err
 	}
-
-	if o.databaseURL == "" {
-		dir, err := filepath.Abs(*dataDir)
+	logger := cfg.Logger
+	cfg.Batch.Ledger.Kind = node.BatchLedgerSim
+	if cfg.DatabaseURL == "" {
+		// Validate everything but the database before starting a cluster.
+		probe := cfg
+		probe.DatabaseURL = "postgres://probe"
+		if err := probe.Validate(); err != nil {
+			return err
+		}
+		dir, err := filepath.Abs(dataDir)
 		if err != nil {
 			return err
 		}
@@ -55,20 +56,15 @@ func runDev(ctx context.Context, args []string) error {
 		if err := cluster.CreateDatabase(ctx, "ledgerq"); err != nil {
 			return err
 		}
-		o.databaseURL = cluster.ConnString("ledgerq")
-		logger.Info("dev: private PostgreSQL running", "data_dir", dir, "database_url", redactURL(o.databaseURL))
+		cfg.DatabaseURL = cluster.ConnString("ledgerq")
+		logger.Info("dev: private PostgreSQL running", "data_dir", dir, "database_url", node.RedactURL(cfg.DatabaseURL))
 	}
-
-	a, err := openApp(ctx, &o, logger)
+	n, err := node.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer a.close()
-	clk := clock.Real{}
-	simCfg := o.sim.config(clk)
-	simCfg.Logger = logger
-	simCfg.MaxEvents = 10000
-	return a.serve(ctx, clk, sim.New(simCfg), func(addr string) {
+	defer n.Close()
+	return n.Serve(ctx, func(addr string) {
 		fmt.Fprintf(os.Stdout, "ledgerq dev: API at http://%s (simulated ledger; Ctrl-C to stop)\n", addr)
 	})
 }

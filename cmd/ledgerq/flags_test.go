@@ -1,66 +1,101 @@
 package main
 
 import (
+	"flag"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/node"
 )
+
+func serveFlags(cfg *node.Config) *flag.FlagSet {
+	fs := newFlagSet("serve", "summary")
+	registerConfig(fs, cfg, flagParts{api: true, roles: true, ledger: true})
+	return fs
+}
 
 func TestParseFlags_EnvironmentFillsFlagsNotGivenAndTheCommandLineWins(t *testing.T) {
 	t.Setenv("DATABASE_URL", "postgres://from-env/db")
 	t.Setenv("LEDGERQ_POLL_INTERVAL", "3s")
-	t.Setenv("LEDGERQ_LOG_LEVEL", "debug")
-	var o options
-	fs := newFlagSet("serve", "")
-	o.register(fs, true)
-	require.NoError(t, parseFlags(fs, []string{"--log-level", "warn"}))
-	require.Equal(t, "postgres://from-env/db", o.databaseURL)
-	require.Equal(t, 3*time.Second, o.pollInterval)
-	require.Equal(t, "warn", o.logLevel)
+	t.Setenv("LEDGERQ_DELAY_WINDOW", "7s")
+	cfg := node.Defaults()
+	fs := serveFlags(&cfg)
+	require.NoError(t, parseFlags(fs, []string{"--delay-window", "9s"}))
+	require.Equal(t, "postgres://from-env/db", cfg.DatabaseURL)
+	require.Equal(t, 3*time.Second, cfg.Loops.PollInterval)
+	require.Equal(t, 9*time.Second, cfg.Batch.DelayWindow)
 }
 
 func TestParseFlags_BadEnvironmentValueNamesTheVariable(t *testing.T) {
 	t.Setenv("LEDGERQ_POLL_INTERVAL", "soon")
-	var o options
-	fs := newFlagSet("serve", "")
-	o.register(fs, true)
-	err := parseFlags(fs, nil)
+	cfg := node.Defaults()
+	err := parseFlags(serveFlags(&cfg), nil)
 	require.ErrorContains(t, err, "LEDGERQ_POLL_INTERVAL")
 }
 
-func TestOptions_ValidateRefusesUnsafeCombinations(t *testing.T) {
-	base := func() options {
-		var o options
-		fs := newFlagSet("serve", "")
-		o.register(fs, true)
-		require.NoError(t, fs.Parse(nil))
-		return o
-	}
-	o := base()
-	require.NoError(t, o.validate())
-	for name, mutate := range map[string]func(*options){
-		"unknown ledger":             func(o *options) { o.ledgerKind = "bitcoin" },
-		"sawtooth without url":       func(o *options) { o.ledgerKind = "sawtooth" },
-		"lease shorter than timeout": func(o *options) { o.claimLease = time.Second; o.ledgerTimeout = 2 * time.Second },
-		"cap below window":           func(o *options) { o.delayCap = time.Second },
-		"zero batch size":            func(o *options) { o.submitBatch = 0 },
+// Every setting has one flag, and the flag reaches the one field it names:
+// each flag below changes exactly the field beside it and nothing else.
+func TestRegisterConfig_EachFlagSetsItsOneField(t *testing.T) {
+	for flagArgs, want := range map[string]func(c *node.Config){
+		"--claim-lease=2m":             func(c *node.Config) { c.Batch.ClaimLease = 2 * time.Minute },
+		"--first-check=3s":             func(c *node.Config) { c.Batch.FirstCheck = 3 * time.Second },
+		"--delay-window=20s":           func(c *node.Config) { c.Batch.DelayWindow = 20 * time.Second },
+		"--batch-ledger=sawtooth":      func(c *node.Config) { c.Batch.Ledger.Kind = "sawtooth" },
+		"--batch-ledger-url=http://x":  func(c *node.Config) { c.Batch.Ledger.URL = "http://x" },
+		"--batch-ledger-timeout=5s":    func(c *node.Config) { c.Batch.Ledger.Timeout = 5 * time.Second },
+		"--submit-batch-size=7":        func(c *node.Config) { c.Batch.SubmitBatchSize = 7 },
+		"--check-batch-size=8":         func(c *node.Config) { c.Batch.CheckBatchSize = 8 },
+		"--poll-interval=2s":           func(c *node.Config) { c.Loops.PollInterval = 2 * time.Second },
+		"--monitor=false":              func(c *node.Config) { c.Loops.Monitor = false },
+		"--sim-commit-delay=1s":        func(c *node.Config) { c.Batch.Ledger.Sim.CommitDelay = time.Second },
+		"--max-batches-per-request=3":  func(c *node.Config) { c.API.MaxBatchesPerRequest = 3 },
+		"--shutdown-timeout=1s":        func(c *node.Config) { c.ShutdownTimeout = time.Second },
+		"--http-addr=127.0.0.1:9":      func(c *node.Config) { c.API.Addr = "127.0.0.1:9" },
+		"--database-url=postgres://db": func(c *node.Config) { c.DatabaseURL = "postgres://db" },
 	} {
-		o := base()
-		mutate(&o)
-		require.Error(t, o.validate(), name)
+		got, expected := node.Defaults(), node.Defaults()
+		require.NoError(t, parseFlags(serveFlags(&got), []string{flagArgs}), flagArgs)
+		want(&expected)
+		require.Equal(t, expected, got, flagArgs)
+	}
+}
+
+func TestConfig_ValidateRefusesUnsafeCombinations(t *testing.T) {
+	base := func() node.Config {
+		c := node.Defaults()
+		c.DatabaseURL = "postgres://db"
+		return c
+	}
+	c := base()
+	require.NoError(t, c.Validate())
+	for name, mutate := range map[string]func(*node.Config){
+		"no database":                func(c *node.Config) { c.DatabaseURL = "" },
+		"unknown ledger":             func(c *node.Config) { c.Batch.Ledger.Kind = "bitcoin" },
+		"sawtooth without url":       func(c *node.Config) { c.Batch.Ledger.Kind = "sawtooth" },
+		"ledger url not http":        func(c *node.Config) { c.Batch.Ledger.URL = "ftp://x" },
+		"lease shorter than timeout": func(c *node.Config) { c.Batch.ClaimLease = time.Second; c.Batch.Ledger.Timeout = 2 * time.Second },
+		"cap below window":           func(c *node.Config) { c.Batch.DelayCap = time.Second },
+		"zero batch size":            func(c *node.Config) { c.Batch.SubmitBatchSize = 0 },
+		"zero poll interval":         func(c *node.Config) { c.Loops.PollInterval = 0 },
+		"no submitter loop":          func(c *node.Config) { c.Batch.Submitters = 0 },
+	} {
+		c := base()
+		mutate(&c)
+		require.Error(t, c.Validate(), name)
 	}
 }
 
 func TestUsage_ListsEveryFlagWithItsEnvironmentVariable(t *testing.T) {
-	var o options
-	fs := newFlagSet("serve", "summary")
-	o.register(fs, true)
+	cfg := node.Defaults()
+	fs := serveFlags(&cfg)
 	var b strings.Builder
 	fs.SetOutput(&b)
 	fs.Usage()
 	require.Contains(t, b.String(), "--database-url")
 	require.Contains(t, b.String(), "DATABASE_URL or LEDGERQ_DATABASE_URL")
 	require.Contains(t, b.String(), "LEDGERQ_DELAY_WINDOW")
+	require.Contains(t, b.String(), "LEDGERQ_BATCH_LEDGER_URL")
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"github.com/ledgerq/ledgerq/internal/node"
+	"github.com/ledgerq/ledgerq/internal/store"
+
 	"context"
 	"errors"
 	"fmt"
@@ -36,15 +39,27 @@ func runMigrate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	o := options{databaseURL: *databaseURL, migrate: false}
+	if *databaseURL == "" {
+		return errors.New("no database: set DATABASE_URL or --database-url")
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	a, err := openApp(ctx, &o, logger)
+	st, err := store.Open(ctx, *databaseURL)
 	if err != nil {
 		return err
 	}
-	defer a.close()
-	m := a.migrator
+	defer st.Close()
+	pingCtx, cancelPing := context.WithTimeout(ctx, 10*time.Second)
+	err = st.Ping(pingCtx)
+	cancelPing()
+	if err != nil {
+		return fmt.Errorf("cannot reach the database at %s: %w", node.RedactURL(*databaseURL), err)
+	}
+	m, err := st.NewMigrator(logger)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
 	switch verb {
 	case "up":
 		res, err := m.Up(ctx)

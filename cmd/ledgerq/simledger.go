@@ -11,17 +11,18 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger/sim"
+	"github.com/ledgerq/ledgerq/internal/node"
 )
 
 // runSimLedger serves the simulated ledger over Sawtooth's REST API, so that
 // separate ledgerq processes (serve, once) share one ledger.
 func runSimLedger(ctx context.Context, args []string) error {
-	var so simOptions
+	so := node.Defaults().Batch.Ledger.Sim
+	so.MaxEvents = 0
 	fs := newFlagSet("simledger", "Serve the simulated ledger over Sawtooth's REST API: POST /batches, GET and POST\n/batch_statuses, and GET /debug/log and /debug/stats for tests.")
 	addr := fs.String("addr", "127.0.0.1:8008", "address to listen on")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	maxEvents := fs.Int("max-events", 0, "keep at most this many events in /debug/log (0: all)")
-	so.register(fs)
+	registerSim(fs, &so)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -29,10 +30,7 @@ func runSimLedger(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg := so.config(clock.Real{})
-	cfg.Logger = logger
-	cfg.MaxEvents = *maxEvents
-	l := sim.New(cfg)
+	l := so.New(clock.Real{}, logger)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", *addr, err)

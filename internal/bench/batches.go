@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,11 +16,8 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger/sim"
-	"github.com/ledgerq/ledgerq/internal/monitor"
-	"github.com/ledgerq/ledgerq/internal/notify"
-	"github.com/ledgerq/ledgerq/internal/queuer"
+	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/ledgerq/ledgerq/internal/submitter"
 )
 
 // ErrUnfinished is wrapped by RunBatches' error when some inserted batches had
@@ -28,9 +26,11 @@ var ErrUnfinished = errors.New("batches unfinished")
 
 // BatchConfig configures a batch-lane run.
 type BatchConfig struct {
-	DatabaseURL string
-	// Migrate applies pending migrations before the run.
-	Migrate bool
+	// Node is the ledgerq process under test, configured as serve's is: the
+	// database, the loops' timings and the batch lane. Its API is not run;
+	// its Batch.Submitters submitter loops run side by side (as several serve
+	// processes would) and its ledger is the simulated one, in this process.
+	Node node.Config
 
 	Services          int
 	BatchesPerService int
@@ -39,74 +39,52 @@ type BatchConfig struct {
 	// IngestWorkers is how many goroutines insert concurrently, each with its
 	// own connection, as concurrent API requests would.
 	IngestWorkers int
-	// InsertSize is how many batches one InsertBatches call (one transaction,
+	// InsertSize is how many batches one BatchInsert call (one transaction,
 	// like one POST /v1/batches) stores.
 	InsertSize int
 	// Grace is how long the run waits, once ingest stops, for every inserted
 	// batch to reach a terminal status.
 	Grace time.Duration
 
-	// The loops, configured as serve configures them. Submitters is how many
-	// submitter loops run side by side (as several serve processes would).
-	Queuer     queuer.Config
-	Submitter  submitter.Config
-	Submitters int
-	Monitor    monitor.Config
-
-	// Sim configures the in-process simulated ledger; its Clock and Logger
-	// are set by the run.
-	Sim sim.Config
-
 	// Progress receives a line every ProgressInterval while the run goes;
 	// nil discards them. Completion is checked at the same pace.
 	Progress         io.Writer
 	ProgressInterval time.Duration
-	// Logger receives the loops' logs; nil discards them.
-	Logger *slog.Logger
 }
 
 // DefaultBatchConfig returns the defaults of `ledgerq bench batches`: the
-// loops' own defaults and the simulated ledger of `ledgerq dev`.
+// node's own defaults and the simulated ledger of `ledgerq dev`.
 func DefaultBatchConfig() BatchConfig {
+	n := node.Defaults()
+	n.API.Enabled = false
 	return BatchConfig{
-		Migrate:           true,
+		Node:              n,
 		Services:          100,
 		BatchesPerService: 100,
 		IngestWorkers:     4,
 		InsertSize:        10,
 		Grace:             2 * time.Minute,
-		Queuer:            queuer.DefaultConfig(),
-		Submitter:         submitter.DefaultConfig(),
-		Submitters:        1,
-		Monitor:           monitor.DefaultConfig(),
-		Sim:               sim.Config{Seed: 1, CommitDelay: 500 * time.Millisecond, MaxEvents: 10000},
 		ProgressInterval:  time.Second,
 	}
 }
 
-// Validate reports the first problem with the configuration.
+// Validate reports the first problem with the configuration: the node's own
+// validation, then the workload's.
 func (c *BatchConfig) Validate() error {
+	if err := c.Node.Validate(); err != nil {
+		return err
+	}
 	switch {
-	case c.DatabaseURL == "":
-		return errors.New("no database: set DATABASE_URL or --database-url")
 	case c.Services < 1 || c.BatchesPerService < 1:
 		return errors.New("--services and --batches-per-service must be at least 1")
 	case c.IngestWorkers < 1 || c.InsertSize < 1:
 		return errors.New("--ingest-workers and --insert-size must be at least 1")
-	case c.Submitters < 1:
-		return errors.New("--submitters must be at least 1")
 	case c.Duration < 0 || c.Grace < 0:
 		return errors.New("--duration and --grace must not be negative")
 	case c.ProgressInterval <= 0:
 		return errors.New("--progress-interval must be positive")
-	case c.Queuer.Interval <= 0 || c.Submitter.Interval <= 0 || c.Monitor.Interval <= 0:
-		return errors.New("--poll-interval must be positive")
-	case c.Submitter.BatchSize < 1 || c.Monitor.BatchSize < 1:
-		return errors.New("--submit-batch-size and --check-batch-size must be at least 1")
-	case c.Submitter.Lease <= c.Submitter.LedgerTimeout:
-		return fmt.Errorf("--claim-lease (%s) must be longer than --ledger-timeout (%s)", c.Submitter.Lease, c.Submitter.LedgerTimeout)
-	case c.Queuer.DelayBase <= 0 || c.Queuer.DelayCap < c.Queuer.DelayBase:
-		return errors.New("--delay-window must be positive and --delay-cap at least as long")
+	case !c.Node.Loops.Queuer || !c.Node.Loops.Submitter || !c.Node.Loops.Monitor:
+		return errors.New("the bench runs every loop: queuer, submitter and monitor")
 	}
 	return nil
 }
@@ -151,16 +129,21 @@ type BatchReport struct {
 // The error wraps ErrUnfinished when batches were left unfinished; the report
 // is returned with it so the caller can print what happened.
 func RunBatches(ctx context.Context, cfg BatchConfig, w *Workload) (*BatchReport, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
 	if cfg.Progress == nil {
 		cfg.Progress = io.Discard
 	}
-	r := &batchRun{cfg: cfg, w: w, clk: clock.Real{}}
+	if cfg.Node.Logger == nil {
+		cfg.Node.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Node.Clock = clock.Real{}
+	cfg.Node.API.Enabled = false
+	// The loops need a connection each plus one for the progress query; a
+	// serve process on few CPUs gets pgxpool's default of 4.
+	cfg.Node.DatabaseURL = withMinConns(cfg.Node.DatabaseURL, 2+cfg.Node.Batch.Submitters+1)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &batchRun{cfg: cfg, w: w}
 	defer r.close()
 	if err := r.open(ctx); err != nil {
 		return nil, err
@@ -171,11 +154,10 @@ func RunBatches(ctx context.Context, cfg BatchConfig, w *Workload) (*BatchReport
 type batchRun struct {
 	cfg BatchConfig
 	w   *Workload
-	clk clock.Clock
 
-	// loops is the loops' pool, as serve opens it; ingest is the ingest
-	// workers' own, standing in for the API's connections.
-	loops  *store.Store
+	// node runs the loops, with the pool serve would open; ingest is the
+	// ingest workers' own pool, standing in for the API's connections.
+	node   *node.Node
 	ingest *store.Store
 	ledger *sim.Ledger
 
@@ -191,63 +173,45 @@ func (r *batchRun) close() {
 	if r.ingest != nil {
 		r.ingest.Close()
 	}
-	if r.loops != nil {
-		r.loops.Close()
+	if r.node != nil {
+		r.node.Close()
 	}
 }
 
-// openPool opens a pool of at least minConns connections; a larger
-// pool_max_conns in the URL wins.
-func openPool(ctx context.Context, databaseURL, appName string, minConns int32) (*store.Store, error) {
-	cfg, err := pgxpool.ParseConfig(databaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("parsing database URL: %w", err)
+// withMinConns returns databaseURL with pool_max_conns of at least n; a
+// larger pool_max_conns in the URL wins.
+func withMinConns(databaseURL string, n int) string {
+	u, err := url.Parse(databaseURL)
+	if err != nil || databaseURL == "" {
+		return databaseURL // Validate reports it
 	}
-	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > 5*time.Second {
-		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	q := u.Query()
+	if cur, err := strconv.Atoi(q.Get("pool_max_conns")); err == nil && cur >= n {
+		return databaseURL
 	}
-	cfg.ConnConfig.RuntimeParams["application_name"] = appName
-	cfg.MaxConns = max(cfg.MaxConns, minConns)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("creating connection pool: %w", err)
-	}
-	return store.New(pool), nil
+	q.Set("pool_max_conns", strconv.Itoa(max(n, 4)))
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 func (r *batchRun) open(ctx context.Context) error {
 	c := &r.cfg
+	r.ledger = c.Node.Batch.Ledger.Sim.New(c.Node.Clock, c.Node.Logger)
+	nc := c.Node
+	nc.Batch.Ledger.Instance = r.ledger
 	var err error
-	// The loops need a connection each plus one for the progress query; a
-	// serve process on few CPUs gets pgxpool's default of 4.
-	if r.loops, err = openPool(ctx, c.DatabaseURL, "ledgerq bench loops", int32(2+c.Submitters+1)); err != nil {
+	if r.node, err = node.Open(ctx, nc); err != nil {
 		return err
 	}
-	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	err = r.loops.Ping(pingCtx)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("cannot reach the database at %s: %w", redact(c.DatabaseURL), err)
-	}
-	if c.Migrate {
-		m, err := r.loops.NewMigrator(c.Logger)
-		if err != nil {
-			return err
-		}
-		_, err = m.Up(ctx)
-		_ = m.Close()
-		if err != nil {
-			return err
-		}
-	}
-	if r.ingest, err = openPool(ctx, c.DatabaseURL, "ledgerq bench ingest", int32(c.IngestWorkers)); err != nil {
+	ingestURL := withMinConns(c.Node.DatabaseURL, c.IngestWorkers)
+	if r.ingest, err = store.Open(ctx, ingestURL); err != nil {
 		return err
 	}
 	if err := warm(ctx, r.ingest.Pool(), c.IngestWorkers); err != nil {
 		return err
 	}
 	countCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	r.baseline, err = r.loops.BatchCountsByState(countCtx)
+	r.baseline, err = r.node.Store().BatchCountByState(countCtx)
 	cancel()
 	if err != nil {
 		return err
@@ -255,10 +219,6 @@ func (r *batchRun) open(ctx context.Context) error {
 	if open := unfinished(r.baseline); open > 0 {
 		fmt.Fprintf(c.Progress, "bench: warning: the database holds %d unfinished batches from before this run; the loops will work them too\n", open)
 	}
-	simCfg := c.Sim
-	simCfg.Clock = r.clk
-	simCfg.Logger = c.Logger
-	r.ledger = sim.New(simCfg)
 	return nil
 }
 
@@ -283,38 +243,14 @@ func warm(ctx context.Context, pool *pgxpool.Pool, n int) error {
 	return nil
 }
 
-type service interface {
-	Start(ctx context.Context) error
-	Stop()
-}
-
-// startLoops starts a listener and the loops as serve does and returns a
-// function that stops them: first stop claiming, then cancel what is left.
+// startLoops starts the node's listener and loops as serve does and returns
+// a function that stops them: first stop claiming, then cancel what is left.
 func (r *batchRun) startLoops(ctx context.Context) (stop func(), err error) {
-	c := &r.cfg
-	listener := notify.NewListener(c.DatabaseURL, c.Logger)
-	var services []service
-	services = append(services, queuer.New(r.loops, r.clk, c.Logger, c.Queuer, listener.Subscribe(store.ChannelQueuer)))
-	for range c.Submitters {
-		services = append(services, submitter.New(r.loops, r.ledger, r.clk, c.Logger, c.Submitter, listener.Subscribe(store.ChannelSubmitter)))
-	}
-	services = append(services, monitor.New(r.loops, r.ledger, r.clk, c.Logger, c.Monitor, listener.Subscribe(store.ChannelMonitor)))
-
-	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	connected := listener.Connected()
-	if err := listener.Start(work); err != nil {
-		cancel()
+	connected := r.node.Listener().Connected()
+	if err := r.node.Start(ctx); err != nil {
 		return nil, err
 	}
-	stop = func() {
-		var wg sync.WaitGroup
-		for _, s := range services {
-			wg.Go(s.Stop)
-		}
-		wg.Wait()
-		cancel()
-		listener.Stop()
-	}
+	stop = r.node.Stop
 	// Wait for LISTEN so that the first inserts' notifications are heard
 	// (a late listener would only cost one poll interval).
 	select {
@@ -326,19 +262,13 @@ func (r *batchRun) startLoops(ctx context.Context) (stop func(), err error) {
 		stop()
 		return nil, ctx.Err()
 	}
-	for _, s := range services {
-		if err := s.Start(work); err != nil {
-			stop()
-			return nil, err
-		}
-	}
 	return stop, nil
 }
 
 func (r *batchRun) run(ctx context.Context) (*BatchReport, error) {
 	c := &r.cfg
 	rep := &BatchReport{Config: *c, Prefix: r.w.Prefix, Planned: len(r.w.Batches), GenerateTime: r.w.GenerateTime}
-	rep.Config.Progress, rep.Config.Logger = nil, nil
+	rep.Config.Progress, rep.Config.Node.Logger, rep.Config.Node.Batch.Ledger.Instance = nil, nil, nil
 
 	stopLoops, err := r.startLoops(ctx)
 	if err != nil {
@@ -447,8 +377,8 @@ func (r *batchRun) ingestAll(ctx context.Context, start time.Time) error {
 					return
 				}
 				chunk := batches[i:min(i+c.InsertSize, len(batches))]
-				callCtx, cancel := context.WithTimeout(ctx, c.Queuer.DBTimeout)
-				_, e := r.ingest.InsertBatches(callCtx, r.clk.Now(), chunk)
+				callCtx, cancel := context.WithTimeout(ctx, c.Node.Loops.DBTimeout)
+				_, e := r.ingest.BatchInsert(callCtx, store.BatchInsertParams{Now: c.Node.Clock.Now(), Batches: chunk})
 				cancel()
 				if e != nil {
 					if ctx.Err() != nil {
@@ -487,9 +417,9 @@ func unfinished(counts map[string]int64) int64 {
 // every inserted batch has finished. Terminal counts are this run's (the
 // baseline taken at start is subtracted); the others are the whole table's.
 func (r *batchRun) progress(ctx context.Context, start time.Time, ingestOver bool) (bool, error) {
-	countCtx, cancel := context.WithTimeout(ctx, r.cfg.Queuer.DBTimeout)
+	countCtx, cancel := context.WithTimeout(ctx, r.cfg.Node.Loops.DBTimeout)
 	began := time.Now()
-	counts, err := r.loops.BatchCountsByState(countCtx)
+	counts, err := r.node.Store().BatchCountByState(countCtx)
 	r.progressQueries++
 	r.progressQueryTime += time.Since(began)
 	cancel()
@@ -515,40 +445,14 @@ func (r *batchRun) progress(ctx context.Context, start time.Time, ingestOver boo
 	return ingestOver && finished >= inserted, nil
 }
 
-// summarySQL reads one run's figures from its rows. It is the bench's only
-// hand-written SQL: a read-only report that no loop or API path runs, so it
-// stays out of queries/. percentile_disc picks real observed latencies.
-const summarySQL = `
-SELECT count(*),
-       count(*) FILTER (WHERE status = 'committed'),
-       count(*) FILTER (WHERE status = 'invalid'),
-       count(*) FILTER (WHERE status = 'valid'),
-       count(*) FILTER (WHERE finished_at IS NULL),
-       coalesce(sum(attempts), 0),
-       (extract(epoch FROM max(finished_at) - min(received_at)) * 1e6)::bigint,
-       (extract(epoch FROM percentile_disc(0.5) WITHIN GROUP (ORDER BY finished_at - received_at)
-            FILTER (WHERE status = 'committed')) * 1e6)::bigint,
-       (extract(epoch FROM percentile_disc(0.99) WITHIN GROUP (ORDER BY finished_at - received_at)
-            FILTER (WHERE status = 'committed')) * 1e6)::bigint,
-       (extract(epoch FROM max(finished_at - received_at) FILTER (WHERE status = 'committed')) * 1e6)::bigint
-FROM ledgerq.batches
-WHERE starts_with(service_id, $1)`
-
 func (r *batchRun) summarize(ctx context.Context, rep *BatchReport) error {
-	var endToEnd, p50, p99, maxLat *int64
-	err := r.loops.Pool().QueryRow(ctx, summarySQL, r.w.Prefix).Scan(
-		&rep.Inserted, &rep.Committed, &rep.Invalid, &rep.Valid, &rep.Unfinished, &rep.Submissions,
-		&endToEnd, &p50, &p99, &maxLat)
+	sum, err := r.node.Store().BatchRunSummary(ctx, r.w.Prefix)
 	if err != nil {
-		return fmt.Errorf("reading the run's figures: %w", err)
+		return err
 	}
-	us := func(v *int64) time.Duration {
-		if v == nil {
-			return 0
-		}
-		return time.Duration(*v) * time.Microsecond
-	}
-	rep.EndToEnd, rep.P50, rep.P99, rep.Max = us(endToEnd), us(p50), us(p99), us(maxLat)
+	rep.Inserted, rep.Committed, rep.Invalid, rep.Valid, rep.Unfinished = sum.Inserted, sum.Committed, sum.Invalid, sum.Valid, sum.Unfinished
+	rep.Submissions = sum.Submissions
+	rep.EndToEnd, rep.P50, rep.P99, rep.Max = sum.EndToEnd, sum.P50, sum.P99, sum.Max
 	if rep.IngestTime > 0 {
 		rep.IngestRate = float64(rep.Inserted) / rep.IngestTime.Seconds()
 	}
@@ -561,6 +465,7 @@ func (r *batchRun) summarize(ctx context.Context, rep *BatchReport) error {
 // WriteSummary prints the configuration and the results.
 func (rep *BatchReport) WriteSummary(w io.Writer) error {
 	c := &rep.Config
+	b, sc := &c.Node.Batch, &c.Node.Batch.Ledger.Sim
 	duration := "until every batch is in"
 	if c.Duration > 0 {
 		duration = c.Duration.String()
@@ -581,19 +486,19 @@ func (rep *BatchReport) WriteSummary(w io.Writer) error {
 	lines := []string{
 		"ledgerq bench batches: " + status,
 		"configuration",
-		fmt.Sprintf("  database          %s", redact(c.DatabaseURL)),
+		fmt.Sprintf("  database          %s", node.RedactURL(c.Node.DatabaseURL)),
 		fmt.Sprintf("  workload          %d services x %d batches = %d signed batches (service ids %s*), signed in %s",
 			c.Services, c.BatchesPerService, rep.Planned, rep.Prefix, round(rep.GenerateTime)),
-		fmt.Sprintf("  ingest            %d workers, %d batches per InsertBatches call, duration %s, grace %s",
+		fmt.Sprintf("  ingest            %d workers, %d batches per BatchInsert call, duration %s, grace %s",
 			c.IngestWorkers, c.InsertSize, duration, c.Grace),
 		fmt.Sprintf("  loops             poll interval %s, db timeout %s; queuer delay window %s (cap %s)",
-			c.Queuer.Interval, c.Queuer.DBTimeout, c.Queuer.DelayBase, c.Queuer.DelayCap),
+			c.Node.Loops.PollInterval, c.Node.Loops.DBTimeout, b.DelayWindow, b.DelayCap),
 		fmt.Sprintf("                    %d submitter(s): submit batch size %d, claim lease %s, first check %s, ledger timeout %s",
-			c.Submitters, c.Submitter.BatchSize, c.Submitter.Lease, c.Submitter.FirstCheck, c.Submitter.LedgerTimeout),
+			b.Submitters, b.SubmitBatchSize, b.ClaimLease, b.FirstCheck, b.Ledger.Timeout),
 		fmt.Sprintf("                    monitor: check interval %s, check batch size %d",
-			c.Monitor.CheckInterval, c.Monitor.BatchSize),
+			b.CheckInterval, b.CheckBatchSize),
 		fmt.Sprintf("  simulated ledger  commit delay %s, latency %s, reject %g, transient %g, lost %g, dropped responses %g, seed %d",
-			c.Sim.CommitDelay, c.Sim.Latency, c.Sim.RejectRate, c.Sim.TransientRate, c.Sim.LostRate, c.Sim.DropResponseRate, c.Sim.Seed),
+			sc.CommitDelay, sc.Latency, sc.RejectRate, sc.TransientRate, sc.LostRate, sc.DropResponseRate, sc.Seed),
 		"results",
 		fmt.Sprintf("  batches           %d inserted of %d; %d committed, %d invalid, %d valid, %d unfinished; %d submissions",
 			rep.Inserted, rep.Planned, rep.Committed, rep.Invalid, rep.Valid, rep.Unfinished, rep.Submissions),
@@ -603,7 +508,7 @@ func (rep *BatchReport) WriteSummary(w io.Writer) error {
 		fmt.Sprintf("  latency           insert to committed: p50 %s, p99 %s, max %s", round(rep.P50), round(rep.P99), round(rep.Max)),
 		fmt.Sprintf("  ledger            %d submit calls (%.1f batches each), %d status calls",
 			rep.Ledger.SubmitCalls, avg, rep.Ledger.StatusCalls),
-		fmt.Sprintf("  bench overhead    %d progress queries (BatchCountsByState, a full scan) took %s", rep.ProgressQueries, round(rep.ProgressQueryTime)),
+		fmt.Sprintf("  bench overhead    %d progress queries (BatchCountByState, a full scan) took %s", rep.ProgressQueries, round(rep.ProgressQueryTime)),
 		fmt.Sprintf("  wall              %s", round(rep.Wall)),
 	}
 	for _, l := range lines {
@@ -623,12 +528,4 @@ func round(d time.Duration) time.Duration {
 	default:
 		return d.Round(10 * time.Microsecond)
 	}
-}
-
-func redact(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparseable URL)"
-	}
-	return u.Redacted()
 }

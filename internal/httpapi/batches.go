@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
@@ -109,7 +110,7 @@ func (s *Server) postBatches(c echo.Context) error {
 		batches[i] = nb
 	}
 
-	res, err := s.store.InsertBatches(c.Request().Context(), s.clock.Now(), batches)
+	res, err := s.store.BatchInsert(c.Request().Context(), store.BatchInsertParams{Now: s.clock.Now(), Batches: batches})
 	var conflict *store.ConflictError
 	if errors.As(err, &conflict) {
 		return errorf(http.StatusConflict, "%s", conflict.Error())
@@ -119,14 +120,17 @@ func (s *Server) postBatches(c echo.Context) error {
 	}
 	status := http.StatusOK
 	out := make([]batchOut, len(res))
+	received := 0
 	for i, r := range res {
 		created := r.Created
 		out[i] = toBatchOut(r.Batch)
 		out[i].Created = &created
 		if created {
 			status = http.StatusCreated
+			received++
 		}
 	}
+	s.metrics.Transition("batch", "received", received)
 	if single {
 		return c.JSON(status, map[string]any{"success": true, "batch": out[0]})
 	}
@@ -165,10 +169,8 @@ func (s *Server) validateBatch(b batchIn) (store.NewBatch, *Error) {
 	if len(payload) > s.cfg.MaxPayloadBytes {
 		return store.NewBatch{}, errorf(http.StatusRequestEntityTooLarge, "field payload: larger than %d bytes", s.cfg.MaxPayloadBytes)
 	}
-	if s.cfg.ValidateBatch != nil {
-		if err := s.cfg.ValidateBatch(*b.ID, payload); err != nil {
-			return store.NewBatch{}, errorf(http.StatusBadRequest, "field payload: %v", err)
-		}
+	if err := sawtooth.CheckBatchForID(*b.ID, payload); err != nil {
+		return store.NewBatch{}, errorf(http.StatusBadRequest, "field payload: %v", err)
 	}
 	nb := store.NewBatch{ID: *b.ID, ServiceID: *b.ServiceID, Payload: payload}
 	if b.CreatedAt != nil {
@@ -184,7 +186,7 @@ func (s *Server) validateBatch(b batchIn) (store.NewBatch, *Error) {
 }
 
 func (s *Server) getBatch(c echo.Context) error {
-	b, err := s.store.GetBatch(c.Request().Context(), c.Param("id"))
+	b, err := s.store.BatchGet(c.Request().Context(), c.Param("id"))
 	if errors.Is(err, store.ErrNotFound) {
 		return errorf(http.StatusNotFound, "batch %q not found", c.Param("id"))
 	}
@@ -202,7 +204,7 @@ func (s *Server) listBatches(c echo.Context) error {
 			return errorf(http.StatusBadRequest, "unknown query parameter %s", name)
 		}
 	}
-	f := store.BatchFilter{ServiceID: c.QueryParam("service_id"), After: c.QueryParam("after"), Limit: 100}
+	f := store.BatchListParams{ServiceID: c.QueryParam("service_id"), After: c.QueryParam("after"), Limit: 100}
 	if st := c.QueryParam("status"); st != "" {
 		parsed, err := store.ParseBatchStatus(st)
 		if err != nil {
@@ -217,7 +219,7 @@ func (s *Server) listBatches(c echo.Context) error {
 		}
 		f.Limit = n
 	}
-	batches, err := s.store.ListBatches(c.Request().Context(), f)
+	batches, err := s.store.BatchList(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,10 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
@@ -29,10 +32,6 @@ type Config struct {
 	MaxBatchesPerRequest int
 	// MaxPayloadBytes limits one batch's decoded payload.
 	MaxPayloadBytes int
-	// ValidateBatch checks a batch payload against its id (for Sawtooth: the
-	// payload is a Batch message whose header_signature is the id). Nil
-	// accepts any payload.
-	ValidateBatch func(id string, payload []byte) error
 }
 
 // DefaultConfig returns the defaults.
@@ -45,19 +44,34 @@ type Readiness interface {
 	Ready(ctx context.Context) error
 }
 
+// Deps is what the API is built with besides its configuration.
+type Deps struct {
+	Store *store.Store
+	// Ready answers /readyz; nil means always ready.
+	Ready   Readiness
+	Clock   clock.Clock
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics
+}
+
 // Server is the HTTP API.
 type Server struct {
-	cfg    Config
-	store  *store.Store
-	ready  Readiness
-	clock  clock.Clock
-	logger *slog.Logger
-	echo   *echo.Echo
+	cfg     Config
+	store   *store.Store
+	ready   Readiness
+	clock   clock.Clock
+	logger  *slog.Logger
+	metrics *metrics.Metrics
+	echo    *echo.Echo
 }
 
 // New builds the API's handler.
-func New(cfg Config, st *store.Store, ready Readiness, clk clock.Clock, logger *slog.Logger) *Server {
-	s := &Server{cfg: cfg, store: st, ready: ready, clock: clk, logger: logger}
+func New(cfg Config, deps Deps) *Server {
+	logger := deps.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, store: deps.Store, ready: deps.Ready, clock: deps.Clock, logger: logger, metrics: deps.Metrics}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
@@ -66,6 +80,7 @@ func New(cfg Config, st *store.Store, ready Readiness, clk clock.Clock, logger *
 		logger.Error("httpapi: panic", "error", err, "stack", string(stack))
 		return err
 	}}))
+	e.Use(s.observe)
 	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", cfg.MaxBodyBytes)))
 	e.Use(middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
 		LogStatus: true, LogURI: true, LogMethod: true, LogLatency: true, LogError: true, HandleError: true,
@@ -85,6 +100,9 @@ func New(cfg Config, st *store.Store, ready Readiness, clk clock.Clock, logger *
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	if reg := s.metrics.Registry(); reg != nil {
+		e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	}
 	e.POST("/v1/batches", s.postBatches)
 	e.GET("/v1/batches", s.listBatches)
 	e.GET("/v1/batches/:id", s.getBatch)
@@ -201,8 +219,27 @@ func (s *Server) healthz(c echo.Context) error {
 func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 3*time.Second)
 	defer cancel()
+	if s.ready == nil {
+		return c.JSON(http.StatusOK, map[string]any{"success": true, "status": "ready"})
+	}
 	if err := s.ready.Ready(ctx); err != nil {
 		return c.JSON(http.StatusServiceUnavailable, errorBody{Success: false, Message: "not ready: " + err.Error()})
 	}
 	return c.JSON(http.StatusOK, map[string]any{"success": true, "status": "ready"})
+}
+
+// observe counts every request by route pattern and status code.
+func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		began := time.Now()
+		err := next(c)
+		if err != nil {
+			// Let the error handler write the response now, so its status is
+			// the one counted.
+			c.Error(err)
+			err = nil
+		}
+		s.metrics.HTTPRequest(c.Path(), c.Request().Method, c.Response().Status, time.Since(began))
+		return err
+	}
 }

@@ -33,6 +33,9 @@ type Config struct {
 	// MaxBackoff caps the wait after repeated errors (default 30 s).
 	MaxBackoff time.Duration
 	Logger     *slog.Logger
+	// Observe, when set, is called after every round with its duration and
+	// error (metrics).
+	Observe func(name string, took time.Duration, err error)
 }
 
 // Loop is a background service. Start returns at once; Stop blocks until the
@@ -128,8 +131,12 @@ func (l *Loop) run(ctx context.Context) {
 		if l.stopped(ctx) {
 			return
 		}
+		began := time.Now()
 		more, err := l.round(ctx)
 		l.rounds.Add(1)
+		if l.cfg.Observe != nil {
+			l.cfg.Observe(l.cfg.Name, time.Since(began), err)
+		}
 		next := l.cfg.Interval
 		switch {
 		case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):

@@ -87,44 +87,93 @@ func TestLoop_StopLetsTheRoundInFlightFinishAndStartsNoOther(t *testing.T) {
 
 func TestLoop_BacksOffAfterErrors(t *testing.T) {
 	t.Parallel()
-	var n atomic.Int64
+	rounds := make(chan time.Time, 10)
 	l := New(Config{Name: "t", Interval: time.Millisecond, MaxBackoff: time.Hour}, func(context.Context) (bool, error) {
-		n.Add(1)
+		rounds <- time.Now()
 		return false, errors.New("database down")
 	})
 	require.NoError(t, l.Start(context.Background()))
-	time.Sleep(500 * time.Millisecond) // a fixed window to count rounds in; nothing waits for a round
-	l.Stop()
-	// With a 1 ms interval and no backoff this would be hundreds of rounds;
-	// backing off from 100 ms (with jitter down to half) allows at most a few.
-	require.LessOrEqual(t, n.Load(), int64(5), "rounds after errors: %d", n.Load())
-	require.GreaterOrEqual(t, n.Load(), int64(1))
+	defer l.Stop()
+	var at []time.Time
+	for range 3 {
+		select {
+		case r := <-rounds:
+			at = append(at, r)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d rounds ran", len(at))
+		}
+	}
+	// With a 1 ms interval and no backoff the rounds would be about 1 ms
+	// apart; the backoff waits 100 ms after the first failure and 200 ms
+	// after the second, with jitter down to half.
+	require.GreaterOrEqual(t, at[1].Sub(at[0]), 50*time.Millisecond, "wait after the first failure")
+	require.GreaterOrEqual(t, at[2].Sub(at[1]), 100*time.Millisecond, "wait after the second failure")
 }
 
-func TestBackoff_GrowsAndIsCapped(t *testing.T) {
+func TestLoop_ObserveSeesEveryRoundWithItsError(t *testing.T) {
 	t.Parallel()
-	l := New(Config{Name: "t", MaxBackoff: 2 * time.Second}, nil)
-	for failures, max := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond, 4: 800 * time.Millisecond, 10: 2 * time.Second, 100: 2 * time.Second} {
-		for range 20 {
-			d := l.backoff(failures)
-			require.LessOrEqual(t, d, max, "failures=%d", failures)
-			require.GreaterOrEqual(t, d, max/2, "failures=%d", failures)
+	type obs struct {
+		name string
+		err  error
+	}
+	seen := make(chan obs, 10)
+	fail := errors.New("boom")
+	var n atomic.Int64
+	l := New(Config{Name: "batch_queuer", Interval: time.Hour, MaxBackoff: time.Millisecond,
+		Observe: func(name string, _ time.Duration, err error) { seen <- obs{name, err} }},
+		func(context.Context) (bool, error) {
+			if n.Add(1) == 1 {
+				return false, fail
+			}
+			return false, nil
+		})
+	require.NoError(t, l.Start(context.Background()))
+	defer l.Stop()
+	for i, want := range []error{fail, nil} {
+		select {
+		case o := <-seen:
+			require.Equal(t, "batch_queuer", o.name)
+			require.ErrorIs(t, o.err, want, "round %d", i+1)
+			if want == nil {
+				require.NoError(t, o.err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d was not observed", i+1)
 		}
 	}
 }
 
-func TestLoop_CancellingTheStartContextEndsTheLoop(t *testing.T) {
+// stopSignal is a Service whose Stop first says it was called.
+type stopSignal struct {
+	*Loop
+	called chan struct{}
+}
+
+func (s stopSignal) Stop() {
+	close(s.called)
+	s.Loop.Stop()
+}
+
+func TestStopAll_StopsServicesInParallel(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	l := New(Config{Name: "t", Interval: time.Hour}, func(context.Context) (bool, error) { return false, nil })
-	require.NoError(t, l.Start(ctx))
-	cancel()
-	done := make(chan struct{})
-	go func() { l.Stop(); close(done) }()
+	// The first service's round ends only once the last one is being
+	// stopped: stopping one after the other would wait forever on the first.
+	last := stopSignal{called: make(chan struct{})}
+	inRound := make(chan struct{})
+	first := New(Config{Name: "first", Interval: time.Hour}, func(context.Context) (bool, error) {
+		close(inRound)
+		<-last.called
+		return false, nil
+	})
+	last.Loop = New(Config{Name: "last", Interval: time.Hour}, func(context.Context) (bool, error) { return false, nil })
+	require.NoError(t, StartAll(context.Background(), first, last))
+	<-inRound
+	stopped := make(chan struct{})
+	go func() { StopAll(first, last); close(stopped) }()
 	select {
-	case <-done:
+	case <-stopped:
 	case <-time.After(5 * time.Second):
-		t.Fatal("loop did not end after its context was cancelled")
+		close(last.called)
+		t.Fatal("StopAll stopped the services one after the other")
 	}
-	require.Error(t, l.Start(context.Background()), "a loop starts once")
 }

@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/ledgerq/ledgerq/internal/store/dbsqlc"
+	"github.com/ledgerq/ledgerq/internal/notify"
+	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
 
 // BatchStatus is a batch's seed-001 status. The empty status is the seed's
@@ -113,32 +112,40 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("batch %q already exists with a different %s", e.ID, e.Field)
 }
 
-// InsertBatches stores batches in one transaction and wakes the queuer. A
+// BatchInsertParams is what BatchInsert stores.
+type BatchInsertParams struct {
+	// Now is the time of receipt, and the created_at of batches without one.
+	Now     time.Time
+	Batches []NewBatch
+}
+
+// BatchInsert stores batches in one transaction and wakes the batch queuer. A
 // batch whose id is stored already with the same service, payload and (when
 // given) created_at is returned as it is; one with different content fails
 // the whole call with a *ConflictError and nothing is stored.
-func (s *Store) InsertBatches(ctx context.Context, now time.Time, batches []NewBatch) ([]InsertedBatch, error) {
-	out := make([]InsertedBatch, 0, len(batches))
-	err := s.WithTx(ctx, func(q *dbsqlc.Queries) error {
+func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) ([]InsertedBatch, error) {
+	out := make([]InsertedBatch, 0, len(p.Batches))
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
 		out = out[:0]
 		created := false
-		for _, nb := range batches {
+		for _, nb := range p.Batches {
 			createdAt := nb.CreatedAt
 			if createdAt.IsZero() {
-				createdAt = now
+				createdAt = p.Now
 			}
-			row, err := q.BatchInsert(ctx, dbsqlc.BatchInsertParams{
-				ID: nb.ID, ServiceID: nb.ServiceID, Payload: nb.Payload, CreatedAt: createdAt, Now: now,
-			})
+			row, err := one(q.BatchInsert(ctx, dbsqlc.BatchInsertParams{
+				ID: nb.ID, ServiceID: nb.ServiceID, Payload: nb.Payload, CreatedAt: createdAt, Now: p.Now,
+			}))
 			if err == nil {
 				out = append(out, InsertedBatch{Batch: batchFromRow(row), Created: true})
 				created = true
 				continue
 			}
-			if !errors.Is(err, pgx.ErrNoRows) {
+			// ON CONFLICT DO NOTHING returns no row for a known id.
+			if !errors.Is(err, ErrNotFound) {
 				return fmt.Errorf("inserting batch %q: %w", nb.ID, err)
 			}
-			existing, err := q.BatchGet(ctx, nb.ID)
+			existing, err := one(q.BatchGet(ctx, nb.ID))
 			if err != nil {
 				return fmt.Errorf("reading existing batch %q: %w", nb.ID, err)
 			}
@@ -153,7 +160,7 @@ func (s *Store) InsertBatches(ctx context.Context, now time.Time, batches []NewB
 			out = append(out, InsertedBatch{Batch: batchFromRow(existing)})
 		}
 		if created {
-			return notify(ctx, q, ChannelQueuer)
+			return wake(ctx, q, notify.BatchQueuer)
 		}
 		return nil
 	})
@@ -163,25 +170,25 @@ func (s *Store) InsertBatches(ctx context.Context, now time.Time, batches []NewB
 	return out, nil
 }
 
-// GetBatch returns one batch, or ErrNotFound.
-func (s *Store) GetBatch(ctx context.Context, id string) (Batch, error) {
-	row, err := s.q.BatchGet(ctx, id)
+// BatchGet returns one batch, or an error wrapping ErrNotFound.
+func (s *Store) BatchGet(ctx context.Context, id string) (Batch, error) {
+	row, err := one(s.q.BatchGet(ctx, id))
 	if err != nil {
-		return Batch{}, fmt.Errorf("reading batch %q: %w", id, notFound(err))
+		return Batch{}, fmt.Errorf("reading batch %q: %w", id, err)
 	}
 	return batchFromRow(row), nil
 }
 
-// BatchFilter selects batches for ListBatches.
-type BatchFilter struct {
+// BatchListParams selects batches for BatchList.
+type BatchListParams struct {
 	ServiceID string      // optional
 	Status    BatchStatus // optional
 	After     string      // keyset cursor: ids greater than this
 	Limit     int
 }
 
-// ListBatches lists batches by id, after the cursor.
-func (s *Store) ListBatches(ctx context.Context, f BatchFilter) ([]Batch, error) {
+// BatchList lists batches by id, after the cursor.
+func (s *Store) BatchList(ctx context.Context, f BatchListParams) ([]Batch, error) {
 	p := dbsqlc.BatchListParams{After: f.After, Max: int32(f.Limit)}
 	if f.ServiceID != "" {
 		p.ServiceID = &f.ServiceID
@@ -208,13 +215,22 @@ type QueuedBatch struct {
 	Status    BatchStatus
 }
 
-// QueueBatches runs the queuer's rule (seed 001, see BatchQueue in
-// queries/batches.sql) and wakes the submitter when it queued anything.
-func (s *Store) QueueBatches(ctx context.Context, now time.Time, delayBase, delayCap time.Duration) ([]QueuedBatch, error) {
+// BatchQueueParams are the inputs of the queuer's rule.
+type BatchQueueParams struct {
+	Now time.Time
+	// DelayWindow is the seed's delay window of a delayed batch; it doubles
+	// with each further attempt, up to DelayCap.
+	DelayWindow time.Duration
+	DelayCap    time.Duration
+}
+
+// BatchQueue runs the queuer's rule (seed 001, see BatchQueue in
+// queries/batches.sql) and wakes the batch submitter when it queued anything.
+func (s *Store) BatchQueue(ctx context.Context, p BatchQueueParams) ([]QueuedBatch, error) {
 	var out []QueuedBatch
-	err := s.WithTx(ctx, func(q *dbsqlc.Queries) error {
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
 		rows, err := q.BatchQueue(ctx, dbsqlc.BatchQueueParams{
-			Now: now, DelayBaseSecs: delayBase.Seconds(), DelayCapSecs: delayCap.Seconds(),
+			Now: p.Now, DelayWindowSecs: p.DelayWindow.Seconds(), DelayCapSecs: p.DelayCap.Seconds(),
 		})
 		if err != nil {
 			return fmt.Errorf("queuing batches: %w", err)
@@ -227,7 +243,7 @@ func (s *Store) QueueBatches(ctx context.Context, now time.Time, delayBase, dela
 			}
 		}
 		if len(rows) > 0 {
-			return notify(ctx, q, ChannelSubmitter)
+			return wake(ctx, q, notify.BatchSubmitter)
 		}
 		return nil
 	})
@@ -243,11 +259,19 @@ type ClaimedBatch struct {
 	Attempt   int
 }
 
-// ClaimQueuedBatches claims up to max queued batches for sending (seed 001:
-// submitted = true while the submitter has them) with a lease until leaseUntil.
-func (s *Store) ClaimQueuedBatches(ctx context.Context, now, leaseUntil time.Time, max int) ([]ClaimedBatch, error) {
+// BatchClaimQueuedParams are the inputs of the submitter's claim.
+type BatchClaimQueuedParams struct {
+	Now time.Time
+	// LeaseUntil is when the claim expires and the monitor may take over.
+	LeaseUntil time.Time
+	Max        int
+}
+
+// BatchClaimQueued claims up to Max queued batches for sending (seed 001:
+// submitted = true while the submitter has them) with a lease until LeaseUntil.
+func (s *Store) BatchClaimQueued(ctx context.Context, p BatchClaimQueuedParams) ([]ClaimedBatch, error) {
 	rows, err := s.q.BatchClaimQueued(ctx, dbsqlc.BatchClaimQueuedParams{
-		Now: now, LeaseExpiresAt: leaseUntil, Max: int32(max),
+		Now: p.Now, LeaseExpiresAt: p.LeaseUntil, Max: int32(p.Max),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claiming queued batches: %w", err)
@@ -269,6 +293,18 @@ const (
 	SubmitRejected                         // deterministic rejection → invalid
 )
 
+func (r SubmitResult) String() string {
+	switch r {
+	case SubmitAccepted:
+		return "accepted"
+	case SubmitDelayed:
+		return "delayed"
+	case SubmitRejected:
+		return "rejected"
+	}
+	return fmt.Sprintf("SubmitResult(%d)", int(r))
+}
+
 // SubmitOutcome records one claimed batch's result.
 type SubmitOutcome struct {
 	ID      string
@@ -277,33 +313,41 @@ type SubmitOutcome struct {
 	Reason  string
 }
 
-// RecordSubmitOutcomes applies the submitter's results in one transaction.
+// BatchRecordSubmitParams are the submitter's results of one round.
+type BatchRecordSubmitParams struct {
+	Now time.Time
+	// NextCheckAt is when the monitor first asks about an accepted batch.
+	NextCheckAt time.Time
+	Outcomes    []SubmitOutcome
+}
+
+// BatchRecordSubmit applies the submitter's results in one transaction.
 // Each update applies only if the same claim still holds the batch; the count
 // of applied updates is returned (a smaller count means a claim was lost to the
 // monitor after its lease expired). The monitor is woken for accepted batches
 // and the queuer for delayed or rejected ones.
-func (s *Store) RecordSubmitOutcomes(ctx context.Context, now, nextCheck time.Time, outcomes []SubmitOutcome) (int, error) {
+func (s *Store) BatchRecordSubmit(ctx context.Context, p BatchRecordSubmitParams) (int, error) {
 	applied := 0
-	err := s.WithTx(ctx, func(q *dbsqlc.Queries) error {
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
 		applied = 0
 		wakeMonitor, wakeQueuer := false, false
-		for _, o := range outcomes {
+		for _, o := range p.Outcomes {
 			var n int64
 			var err error
 			switch o.Result {
 			case SubmitAccepted:
 				n, err = q.BatchMarkPending(ctx, dbsqlc.BatchMarkPendingParams{
-					ID: o.ID, Attempts: int32(o.Attempt), Now: now, NextCheckAt: nextCheck,
+					ID: o.ID, Attempts: int32(o.Attempt), Now: p.Now, NextCheckAt: p.NextCheckAt,
 				})
 				wakeMonitor = true
 			case SubmitDelayed:
 				n, err = q.BatchMarkDelayed(ctx, dbsqlc.BatchMarkDelayedParams{
-					ID: o.ID, Attempts: int32(o.Attempt), Now: now, LastError: o.Reason,
+					ID: o.ID, Attempts: int32(o.Attempt), Now: p.Now, LastError: o.Reason,
 				})
 				wakeQueuer = true
 			case SubmitRejected:
 				n, err = q.BatchMarkRejected(ctx, dbsqlc.BatchMarkRejectedParams{
-					ID: o.ID, Attempts: int32(o.Attempt), Now: now, LastError: o.Reason,
+					ID: o.ID, Attempts: int32(o.Attempt), Now: p.Now, LastError: o.Reason,
 				})
 				wakeQueuer = true
 			default:
@@ -315,12 +359,12 @@ func (s *Store) RecordSubmitOutcomes(ctx context.Context, now, nextCheck time.Ti
 			applied += int(n)
 		}
 		if wakeMonitor {
-			if err := notify(ctx, q, ChannelMonitor); err != nil {
+			if err := wake(ctx, q, notify.BatchMonitor); err != nil {
 				return err
 			}
 		}
 		if wakeQueuer {
-			return notify(ctx, q, ChannelQueuer)
+			return wake(ctx, q, notify.BatchQueuer)
 		}
 		return nil
 	})
@@ -336,13 +380,24 @@ type CheckBatch struct {
 	Held bool
 }
 
-// ClaimBatchesForCheck claims up to max batches to ask the ledger about: held
+// BatchClaimForCheckParams are the inputs of the monitor's claim.
+type BatchClaimForCheckParams struct {
+	Now time.Time
+	// LeaseUntil is the monitor's lease on an expired held batch while it asks.
+	LeaseUntil time.Time
+	// NextCheckAt is when a claimed pending batch is due again if this check
+	// records nothing.
+	NextCheckAt time.Time
+	Max         int
+}
+
+// BatchClaimForCheck claims up to Max batches to ask the ledger about: held
 // batches whose claim lease expired (their submitter died mid-send), then
 // pending batches whose next check is due. Claiming pushes the row's lease or
 // next check forward so that other monitors skip it.
-func (s *Store) ClaimBatchesForCheck(ctx context.Context, now, leaseUntil, nextCheck time.Time, max int) ([]CheckBatch, error) {
+func (s *Store) BatchClaimForCheck(ctx context.Context, p BatchClaimForCheckParams) ([]CheckBatch, error) {
 	held, err := s.q.BatchClaimExpiredHeld(ctx, dbsqlc.BatchClaimExpiredHeldParams{
-		Now: now, LeaseExpiresAt: leaseUntil, Max: int32(max),
+		Now: p.Now, LeaseExpiresAt: p.LeaseUntil, Max: int32(p.Max),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claiming expired held batches: %w", err)
@@ -351,9 +406,9 @@ func (s *Store) ClaimBatchesForCheck(ctx context.Context, now, leaseUntil, nextC
 	for _, r := range held {
 		out = append(out, CheckBatch{ID: r.ID, ServiceID: r.ServiceID, Attempt: int(r.Attempts), Held: true})
 	}
-	if rest := max - len(out); rest > 0 {
+	if rest := p.Max - len(out); rest > 0 {
 		pending, err := s.q.BatchClaimPendingForCheck(ctx, dbsqlc.BatchClaimPendingForCheckParams{
-			Now: now, NextCheckAt: nextCheck, Max: int32(rest),
+			Now: p.Now, NextCheckAt: p.NextCheckAt, Max: int32(rest),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("claiming pending batches for check: %w", err)
@@ -373,23 +428,31 @@ type StatusOutcome struct {
 	Reason  string
 }
 
-// RecordBatchStatuses applies the monitor's results in one transaction, each
+// BatchRecordStatusesParams are the monitor's results of one round.
+type BatchRecordStatusesParams struct {
+	Now time.Time
+	// NextCheckAt is when a batch still pending is asked about again.
+	NextCheckAt time.Time
+	Outcomes    []StatusOutcome
+}
+
+// BatchRecordStatuses applies the monitor's results in one transaction, each
 // conditional on the attempt the monitor checked. It wakes the queuer when a
 // batch became unknown or terminal (its service may send again).
-func (s *Store) RecordBatchStatuses(ctx context.Context, now, nextCheck time.Time, outcomes []StatusOutcome) (int, error) {
+func (s *Store) BatchRecordStatuses(ctx context.Context, p BatchRecordStatusesParams) (int, error) {
 	applied := 0
-	err := s.WithTx(ctx, func(q *dbsqlc.Queries) error {
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
 		applied = 0
 		wakeQueuer := false
-		for _, o := range outcomes {
-			p := dbsqlc.BatchRecordStatusParams{
+		for _, o := range p.Outcomes {
+			qp := dbsqlc.BatchRecordStatusParams{
 				ID: o.ID, Attempts: int32(o.Attempt), Status: dbsqlc.LedgerqBatchStatus(o.Status),
-				Now: now, NextCheckAt: nextCheck,
+				Now: p.Now, NextCheckAt: p.NextCheckAt,
 			}
 			if o.Reason != "" {
-				p.LastError = &o.Reason
+				qp.LastError = &o.Reason
 			}
-			n, err := q.BatchRecordStatus(ctx, p)
+			n, err := q.BatchRecordStatus(ctx, qp)
 			if err != nil {
 				return fmt.Errorf("recording status %s of batch %q: %w", o.Status, o.ID, err)
 			}
@@ -399,16 +462,17 @@ func (s *Store) RecordBatchStatuses(ctx context.Context, now, nextCheck time.Tim
 			}
 		}
 		if wakeQueuer {
-			return notify(ctx, q, ChannelQueuer)
+			return wake(ctx, q, notify.BatchQueuer)
 		}
 		return nil
 	})
 	return applied, err
 }
 
-// BatchCountsByState returns the number of batches per state: new, queued,
-// held, or a status.
-func (s *Store) BatchCountsByState(ctx context.Context) (map[string]int64, error) {
+// BatchCountByState returns the number of batches per state: new, queued,
+// held, or a status. It reads the whole table: for reports, not for scrapes
+// (see BatchDepthByState).
+func (s *Store) BatchCountByState(ctx context.Context) (map[string]int64, error) {
 	rows, err := s.q.BatchCountByState(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("counting batches: %w", err)
@@ -418,6 +482,53 @@ func (s *Store) BatchCountsByState(ctx context.Context) (map[string]int64, error
 		out[r.State] = r.Batches
 	}
 	return out, nil
+}
+
+// StateDepth is how many items of a lane wait in one state, and since when.
+type StateDepth struct {
+	State  string
+	Items  int64
+	Oldest time.Time
+}
+
+// BatchDepthByState returns the depth of each non-terminal state of the
+// batch lane and when its oldest batch was received, from an index of the
+// unfinished batches only: cheap enough for every metrics scrape.
+func (s *Store) BatchDepthByState(ctx context.Context) ([]StateDepth, error) {
+	rows, err := s.q.BatchDepthByState(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading batch lane depth: %w", err)
+	}
+	out := make([]StateDepth, len(rows))
+	for i, r := range rows {
+		out[i] = StateDepth{State: r.State, Items: r.Batches, Oldest: r.OldestReceivedAt.UTC()}
+	}
+	return out, nil
+}
+
+// BatchRunSummary is the figures of one bench run, from its rows.
+type BatchRunSummary struct {
+	Inserted, Committed, Invalid, Valid, Unfinished int
+	Submissions                                     int64
+	// EndToEnd runs from the first received_at to the last finished_at.
+	EndToEnd time.Duration
+	// Latency of committed batches, received_at to finished_at.
+	P50, P99, Max time.Duration
+}
+
+// BatchRunSummary reads the figures of the batches whose service ids start
+// with prefix (one `ledgerq bench batches` run).
+func (s *Store) BatchRunSummary(ctx context.Context, prefix string) (BatchRunSummary, error) {
+	r, err := one(s.q.BatchRunSummary(ctx, prefix))
+	if err != nil {
+		return BatchRunSummary{}, fmt.Errorf("reading the run's figures: %w", err)
+	}
+	us := func(v int64) time.Duration { return time.Duration(v) * time.Microsecond }
+	return BatchRunSummary{
+		Inserted: int(r.Inserted), Committed: int(r.Committed), Invalid: int(r.Invalid), Valid: int(r.Valid),
+		Unfinished: int(r.Unfinished), Submissions: r.Submissions,
+		EndToEnd: us(r.EndToEndUs), P50: us(r.P50Us), P99: us(r.P99Us), Max: us(r.MaxUs),
+	}, nil
 }
 
 // utcPtr returns t in UTC: pgx returns times in the local zone.

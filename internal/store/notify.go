@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/ledgerq/ledgerq/internal/store/dbsqlc"
+	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
 
-func notify(ctx context.Context, q *dbsqlc.Queries, channel string) error {
+// wake notifies channel (one of package notify's) from inside a transaction:
+// the loop wakes when the work it is told about has committed.
+func wake(ctx context.Context, q *dbsqlc.Queries, channel string) error {
 	if err := q.Notify(ctx, dbsqlc.NotifyParams{Channel: channel, Payload: ""}); err != nil {
 		return fmt.Errorf("notifying %s: %w", channel, err)
 	}
@@ -16,5 +18,5 @@ func notify(ctx context.Context, q *dbsqlc.Queries, channel string) error {
 
 // Notify wakes the loops listening on channel.
 func (s *Store) Notify(ctx context.Context, channel string) error {
-	return notify(ctx, s.q, channel)
+	return wake(ctx, s.q, channel)
 }

@@ -13,29 +13,36 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ledgerq/ledgerq/internal/store/dbsqlc"
+	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
 
 // ErrNotFound is returned when a requested row does not exist.
 var ErrNotFound = errors.New("not found")
 
-// Notification channels. A loop listens on its own channel; whoever creates
-// work for it notifies that channel in the same transaction.
-const (
-	ChannelQueuer    = "ledgerq_queuer"
-	ChannelSubmitter = "ledgerq_submitter"
-	ChannelMonitor   = "ledgerq_monitor"
-)
+// DB is what the store runs its statements on: a connection pool, or one
+// transaction (NewTx). Tests also use it for SQL an operator would type.
+type DB interface {
+	dbsqlc.DBTX
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
 
-// Store holds the connection pool.
+// Store is ledgerq's access to PostgreSQL.
 type Store struct {
-	pool *pgxpool.Pool
+	db   DB
+	pool *pgxpool.Pool // nil for a store made by NewTx
 	q    *dbsqlc.Queries
 }
 
 // New wraps an open pool.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, q: dbsqlc.New(pool)}
+	return &Store{db: pool, pool: pool, q: dbsqlc.New(pool)}
+}
+
+// NewTx returns a store whose every statement runs inside tx; its own
+// transactions become savepoints. Rule tests use it so that rolling tx back
+// leaves nothing behind.
+func NewTx(tx pgx.Tx) *Store {
+	return &Store{db: tx, q: dbsqlc.New(tx)}
 }
 
 // Open connects to databaseURL and returns a Store. The pool connects lazily,
@@ -58,25 +65,32 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	return New(pool), nil
 }
 
-// Pool returns the underlying pool.
+// Pool returns the underlying pool, or nil for a store made by NewTx.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Close closes the pool.
-func (s *Store) Close() { s.pool.Close() }
+// DB returns what the store runs its statements on.
+func (s *Store) DB() DB { return s.db }
+
+// Close closes the pool (a store made by NewTx owns nothing to close).
+func (s *Store) Close() {
+	if s.pool != nil {
+		s.pool.Close()
+	}
+}
 
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.pool.Ping(ctx); err != nil {
+	if _, err := s.db.Exec(ctx, ";"); err != nil {
 		return fmt.Errorf("pinging database: %w", err)
 	}
 	return nil
 }
 
-// WithTx runs fn in a transaction and commits it when fn returns nil. The
+// withTx runs fn in a transaction and commits it when fn returns nil. The
 // rollback runs under context.WithoutCancel, so a cancelled ctx never leaves a
 // transaction open on the connection.
-func (s *Store) WithTx(ctx context.Context, fn func(q *dbsqlc.Queries) error) error {
-	tx, err := s.pool.Begin(ctx)
+func (s *Store) withTx(ctx context.Context, fn func(q *dbsqlc.Queries) error) error {
+	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("beginning transaction: %w", err)
 	}
@@ -90,11 +104,13 @@ func (s *Store) WithTx(ctx context.Context, fn func(q *dbsqlc.Queries) error) er
 	return nil
 }
 
-func notFound(err error) error {
+// one is the single place where pgx.ErrNoRows becomes ErrNotFound: every
+// single-row read goes through it, so no caller ever sees pgx's error.
+func one[T any](row T, err error) (T, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ErrNotFound
+		return row, ErrNotFound
 	}
-	return err
+	return row, err
 }
 
 // IsUnavailable reports whether err means the database could not be reached

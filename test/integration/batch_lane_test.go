@@ -325,7 +325,7 @@ func TestBatchRounds_AreIndexDrivenAndNeverScanTerminalRows(t *testing.T) {
 	_, err = b.st.Pool().Exec(b.ctx, `ANALYZE ledgerq.batches`)
 	require.NoError(t, err)
 
-	src, err := os.ReadFile("../../internal/store/dbsqlc/batches.sql.go")
+	src, err := os.ReadFile("../../internal/store/internal/dbsqlc/batches.sql.go")
 	require.NoError(t, err)
 	for name, args := range map[string][]any{
 		"batchQueue":                {t0, 15.0, 300.0},

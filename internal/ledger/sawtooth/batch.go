@@ -234,3 +234,17 @@ func short(id string) string {
 	}
 	return id
 }
+
+// CheckBatchForID is the intake check of the batch lane: payload is a
+// Sawtooth Batch message with valid signatures, and its header_signature is
+// id. The API runs it on every posted batch.
+func CheckBatchForID(id string, payload []byte) error {
+	b, err := ParseAndVerifyBatch(payload)
+	if err != nil {
+		return err
+	}
+	if b.HeaderSignature != id {
+		return fmt.Errorf("header_signature %.16s… is not the batch id", b.HeaderSignature)
+	}
+	return nil
+}

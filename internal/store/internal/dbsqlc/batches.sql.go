@@ -204,6 +204,49 @@ func (q *Queries) BatchCountByState(ctx context.Context) ([]BatchCountByStateRow
 	return items, nil
 }
 
+const batchDepthByState = `-- name: BatchDepthByState :many
+SELECT (CASE WHEN b.status IS NOT NULL THEN b.status::text
+             WHEN b.submitted THEN 'held'
+             WHEN b.queued_at IS NOT NULL THEN 'queued'
+             ELSE 'new' END)::text AS state,
+       count(*) AS batches,
+       min(b.received_at)::timestamptz AS oldest_received_at
+FROM ledgerq.batches b
+WHERE b.finished_at IS NULL
+GROUP BY 1
+ORDER BY 1
+`
+
+type BatchDepthByStateRow struct {
+	State            string
+	Batches          int64
+	OldestReceivedAt time.Time
+}
+
+// Depth of the batch lane for metrics: per non-terminal state, how many
+// batches and when the oldest of them was received. It reads only the
+// batches_unfinished partial index and the rows it names, so its cost grows with
+// the work waiting, not with the terminal rows kept.
+func (q *Queries) BatchDepthByState(ctx context.Context) ([]BatchDepthByStateRow, error) {
+	rows, err := q.db.Query(ctx, batchDepthByState)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BatchDepthByStateRow{}
+	for rows.Next() {
+		var i BatchDepthByStateRow
+		if err := rows.Scan(&i.State, &i.Batches, &i.OldestReceivedAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const batchGet = `-- name: BatchGet :one
 SELECT id, service_id, payload, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at FROM ledgerq.batches WHERE id = $1
 `
@@ -469,9 +512,9 @@ RETURNING b.id, b.service_id, b.status
 `
 
 type BatchQueueParams struct {
-	Now           time.Time
-	DelayBaseSecs float64
-	DelayCapSecs  float64
+	Now             time.Time
+	DelayWindowSecs float64
+	DelayCapSecs    float64
 }
 
 type BatchQueueRow struct {
@@ -498,7 +541,7 @@ type BatchQueueRow struct {
 // has claimed in the meantime. The services CTE is a loose index scan: one
 // index probe per service with never-sent batches, not one per batch.
 func (q *Queries) BatchQueue(ctx context.Context, arg BatchQueueParams) ([]BatchQueueRow, error) {
-	rows, err := q.db.Query(ctx, batchQueue, arg.Now, arg.DelayBaseSecs, arg.DelayCapSecs)
+	rows, err := q.db.Query(ctx, batchQueue, arg.Now, arg.DelayWindowSecs, arg.DelayCapSecs)
 	if err != nil {
 		return nil, err
 	}
@@ -559,4 +602,55 @@ func (q *Queries) BatchRecordStatus(ctx context.Context, arg BatchRecordStatusPa
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const batchRunSummary = `-- name: BatchRunSummary :one
+SELECT count(*) AS inserted,
+       count(*) FILTER (WHERE b.status = 'committed') AS committed,
+       count(*) FILTER (WHERE b.status = 'invalid') AS invalid,
+       count(*) FILTER (WHERE b.status = 'valid') AS valid,
+       count(*) FILTER (WHERE b.finished_at IS NULL) AS unfinished,
+       coalesce(sum(b.attempts), 0)::bigint AS submissions,
+       coalesce((extract(epoch FROM max(b.finished_at) - min(b.received_at)) * 1e6)::bigint, 0)::bigint AS end_to_end_us,
+       coalesce((extract(epoch FROM percentile_disc(0.5) WITHIN GROUP (ORDER BY b.finished_at - b.received_at)
+            FILTER (WHERE b.status = 'committed')) * 1e6)::bigint, 0)::bigint AS p50_us,
+       coalesce((extract(epoch FROM percentile_disc(0.99) WITHIN GROUP (ORDER BY b.finished_at - b.received_at)
+            FILTER (WHERE b.status = 'committed')) * 1e6)::bigint, 0)::bigint AS p99_us,
+       coalesce((extract(epoch FROM max(b.finished_at - b.received_at) FILTER (WHERE b.status = 'committed')) * 1e6)::bigint, 0)::bigint AS max_us
+FROM ledgerq.batches b
+WHERE starts_with(b.service_id, $1::text)
+`
+
+type BatchRunSummaryRow struct {
+	Inserted    int64
+	Committed   int64
+	Invalid     int64
+	Valid       int64
+	Unfinished  int64
+	Submissions int64
+	EndToEndUs  int64
+	P50Us       int64
+	P99Us       int64
+	MaxUs       int64
+}
+
+// The figures of one `ledgerq bench batches` run, read from its rows (its
+// service ids start with @prefix). A read-only report that no loop or API path
+// runs; percentile_disc picks real observed latencies.
+func (q *Queries) BatchRunSummary(ctx context.Context, prefix string) (BatchRunSummaryRow, error) {
+	row := q.db.QueryRow(ctx, batchRunSummary, prefix)
+	var i BatchRunSummaryRow
+	err := row.Scan(
+		&i.Inserted,
+		&i.Committed,
+		&i.Invalid,
+		&i.Valid,
+		&i.Unfinished,
+		&i.Submissions,
+		&i.EndToEndUs,
+		&i.P50Us,
+		&i.P99Us,
+		&i.MaxUs,
+	)
+	return i, err
 }

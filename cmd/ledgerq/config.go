@@ -1,0 +1,70 @@
+package main
+
+import (
+	"flag"
+	"log/slog"
+	"os"
+
+	"github.com/ledgerq/ledgerq/internal/node"
+)
+
+// flagParts says which groups of node.Config flags a command takes.
+type flagParts struct {
+	api    bool // the HTTP API and the drain timeout (serve, dev)
+	roles  bool // --queuer, --submitter, --monitor (serve, once, dev)
+	ledger bool // --batch-ledger and --batch-ledger-url (serve, once)
+}
+
+// registerConfig registers the flags that fill c, with c's current values as
+// defaults. Every command that builds a node (serve, once, dev, bench)
+// registers through here, so a setting has one flag everywhere.
+func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
+	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL connection URL")
+	fs.BoolVar(&c.Migrate, "migrate", c.Migrate, "apply pending schema migrations at start")
+	if parts.api {
+		fs.BoolVar(&c.API.Enabled, "api", c.API.Enabled, "run the HTTP API")
+		fs.StringVar(&c.API.Addr, "http-addr", c.API.Addr, "address the HTTP API listens on")
+		fs.Int64Var(&c.API.MaxBodyBytes, "max-body-bytes", c.API.MaxBodyBytes, "largest request body the API accepts")
+		fs.IntVar(&c.API.MaxBatchesPerRequest, "max-batches-per-request", c.API.MaxBatchesPerRequest, "most batches in one POST /v1/batches")
+		fs.IntVar(&c.API.MaxPayloadBytes, "max-payload-bytes", c.API.MaxPayloadBytes, "largest batch payload the API accepts")
+		fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGTERM, how long to let in-flight work finish before cancelling it")
+	}
+	if parts.roles {
+		fs.BoolVar(&c.Loops.Queuer, "queuer", c.Loops.Queuer, "run the queuer loops")
+		fs.BoolVar(&c.Loops.Submitter, "submitter", c.Loops.Submitter, "run the submitter loops")
+		fs.BoolVar(&c.Loops.Monitor, "monitor", c.Loops.Monitor, "run the monitor loops")
+	}
+	fs.DurationVar(&c.Loops.PollInterval, "poll-interval", c.Loops.PollInterval, "how often each loop runs when no notification wakes it")
+	fs.DurationVar(&c.Loops.DBTimeout, "db-timeout", c.Loops.DBTimeout, "timeout of one database call from a loop")
+
+	b := &c.Batch
+	if parts.ledger {
+		fs.StringVar(&b.Ledger.Kind, "batch-ledger", b.Ledger.Kind, "batch lane ledger: sim (in-process simulated ledger) or sawtooth (Sawtooth REST API at --batch-ledger-url)")
+		fs.StringVar(&b.Ledger.URL, "batch-ledger-url", b.Ledger.URL, "batch lane: Sawtooth REST API, for --batch-ledger sawtooth (for example http://127.0.0.1:8008)")
+	}
+	fs.DurationVar(&b.Ledger.Timeout, "batch-ledger-timeout", b.Ledger.Timeout, "batch lane: timeout of one ledger call")
+	fs.DurationVar(&b.DelayWindow, "delay-window", b.DelayWindow, "batch lane: delay before a transiently failed batch is retried; doubles with each attempt")
+	fs.DurationVar(&b.DelayCap, "delay-cap", b.DelayCap, "batch lane: the longest delay window")
+	fs.IntVar(&b.SubmitBatchSize, "submit-batch-size", b.SubmitBatchSize, "batch lane: most batches sent in one ledger call")
+	fs.DurationVar(&b.ClaimLease, "claim-lease", b.ClaimLease, "batch lane: how long a claim holds a batch before the monitor checks on it")
+	fs.DurationVar(&b.FirstCheck, "first-check", b.FirstCheck, "batch lane: how long after acceptance the monitor first asks about a batch")
+	fs.DurationVar(&b.CheckInterval, "check-interval", b.CheckInterval, "batch lane: time between two status checks of a pending batch")
+	fs.IntVar(&b.CheckBatchSize, "check-batch-size", b.CheckBatchSize, "batch lane: most batches asked about in one ledger call")
+	registerSim(fs, &b.Ledger.Sim)
+}
+
+// registerSim registers the simulated ledger's flags (also used by simledger).
+func registerSim(fs *flag.FlagSet, s *node.SimConfig) {
+	fs.Int64Var(&s.Seed, "sim-seed", s.Seed, "simulated ledger: random seed")
+	fs.DurationVar(&s.Latency, "sim-latency", s.Latency, "simulated ledger: latency of each call")
+	fs.DurationVar(&s.CommitDelay, "sim-commit-delay", s.CommitDelay, "simulated ledger: time from acceptance to commit")
+	fs.Float64Var(&s.RejectRate, "sim-reject-rate", s.RejectRate, "simulated ledger: fraction of accepted batches that end INVALID")
+	fs.Float64Var(&s.TransientRate, "sim-transient-rate", s.TransientRate, "simulated ledger: fraction of submit calls that fail transiently")
+	fs.Float64Var(&s.LostRate, "sim-lost-rate", s.LostRate, "simulated ledger: fraction of accepted batches it loses (they answer UNKNOWN)")
+	fs.Float64Var(&s.DropResponseRate, "sim-drop-response-rate", s.DropResponseRate, "simulated ledger: fraction of submit calls that succeed but whose answer is lost")
+	fs.IntVar(&s.MaxEvents, "sim-max-events", s.MaxEvents, "simulated ledger: keep at most this many events in its log (0: all)")
+}
+
+func setupLogger(level string) (*slog.Logger, error) {
+	return newLogger(os.Stderr, level)
+}

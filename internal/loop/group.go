@@ -1,0 +1,61 @@
+package loop
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/metrics"
+)
+
+// Service is a background service: Start returns at once and runs it in the
+// background; Stop blocks until it has stopped and is safe to call twice.
+// Every loop service is one by embedding *Loop.
+type Service interface {
+	Start(ctx context.Context) error
+	Stop()
+}
+
+// StartAll starts services in order. When one fails to start, the ones
+// already started are stopped and its error is returned.
+func StartAll(ctx context.Context, services ...Service) error {
+	for i, s := range services {
+		if err := s.Start(ctx); err != nil {
+			StopAll(services[:i]...)
+			return err
+		}
+	}
+	return nil
+}
+
+// StopAll stops services in parallel and returns when every one has stopped:
+// each finishes its round in flight meanwhile, so stopping takes as long as
+// the slowest round, not the sum of them.
+func StopAll(services ...Service) {
+	var wg sync.WaitGroup
+	for _, s := range services {
+		wg.Go(s.Stop)
+	}
+	wg.Wait()
+}
+
+// Deps is what every loop service is built with besides its store and its
+// own configuration.
+type Deps struct {
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// Metrics, when set, counts the service's transitions and rounds.
+	Metrics *metrics.Metrics
+	// Wake, when set, starts a round early: the service's NOTIFY channel.
+	Wake <-chan struct{}
+}
+
+// NewService returns the Loop a service embeds: named name, polling every
+// interval, woken by deps.Wake, and observed by deps.Metrics.
+func NewService(name string, interval time.Duration, deps Deps, round Round) *Loop {
+	return New(Config{
+		Name: name, Interval: interval, Wake: deps.Wake, Logger: deps.Logger, Observe: deps.Metrics.ObserveRound,
+	}, round)
+}

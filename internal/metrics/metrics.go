@@ -1,0 +1,244 @@
+// Package metrics is ledgerq's Prometheus instrumentation: one registry per
+// process (node) with the series DESIGN §5 lists. Every method is safe on a
+// nil *Metrics, so tests and tools build services without metrics.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/ledger"
+)
+
+// Metrics holds the registry and the series ledgerq updates.
+type Metrics struct {
+	registry *prometheus.Registry
+
+	transitions   *prometheus.CounterVec
+	loopRounds    *prometheus.CounterVec
+	loopFailures  *prometheus.CounterVec
+	loopDuration  *prometheus.HistogramVec
+	ledgerCalls   *prometheus.HistogramVec
+	ledgerErrors  *prometheus.CounterVec
+	httpRequests  *prometheus.CounterVec
+	httpDuration  *prometheus.HistogramVec
+	depthFailures *prometheus.CounterVec
+}
+
+// New returns a Metrics with its own registry, which also carries the Go
+// runtime and process collectors.
+func New() *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		registry: r,
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ledgerq_transitions_total",
+			Help: "Items that changed state, by lane and outcome (the state they moved to, or what happened).",
+		}, []string{"lane", "outcome"}),
+		loopRounds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ledgerq_loop_rounds_total",
+			Help: "Rounds run by each loop, failed or not.",
+		}, []string{"loop"}),
+		loopFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ledgerq_loop_round_failures_total",
+			Help: "Rounds that ended in an error, by loop.",
+		}, []string{"loop"}),
+		loopDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ledgerq_loop_round_seconds",
+			Help:    "Duration of one loop round.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}, []string{"loop"}),
+		ledgerCalls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ledgerq_ledger_call_seconds",
+			Help:    "Duration of one ledger call, by lane and operation.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}, []string{"lane", "op"}),
+		ledgerErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ledgerq_ledger_errors_total",
+			Help: "Ledger errors by lane, operation and class (transient, deterministic, indeterminate), counted per item the ledger answered for.",
+		}, []string{"lane", "op", "class"}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ledgerq_http_requests_total",
+			Help: "HTTP requests by route (the pattern, not the path), method and status code.",
+		}, []string{"route", "method", "code"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ledgerq_http_request_seconds",
+			Help:    "HTTP request duration by route and method.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}, []string{"route", "method"}),
+		depthFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ledgerq_queue_depth_errors_total",
+			Help: "Scrapes whose depth query for a lane failed or timed out (the depth series of that lane are then missing).",
+		}, []string{"lane"}),
+	}
+	r.MustRegister(m.transitions, m.loopRounds, m.loopFailures, m.loopDuration, m.ledgerCalls,
+		m.ledgerErrors, m.httpRequests, m.httpDuration, m.depthFailures,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Registry returns the registry, for the /metrics handler.
+func (m *Metrics) Registry() *prometheus.Registry {
+	if m == nil {
+		return nil
+	}
+	return m.registry
+}
+
+// Transition counts n items of lane that reached outcome.
+func (m *Metrics) Transition(lane, outcome string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.transitions.WithLabelValues(lane, outcome).Add(float64(n))
+}
+
+// ObserveRound records one loop round; it fits loop.Config.Observe.
+func (m *Metrics) ObserveRound(name string, took time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.loopRounds.WithLabelValues(name).Inc()
+	m.loopDuration.WithLabelValues(name).Observe(took.Seconds())
+	if err != nil && !errors.Is(err, context.Canceled) {
+		m.loopFailures.WithLabelValues(name).Inc()
+	}
+}
+
+// LedgerCall records one ledger call of lane and its errors: err applies to
+// the whole call, perItem to single items (nil entries are successes).
+func (m *Metrics) LedgerCall(lane, op string, took time.Duration, err error, perItem []error) {
+	if m == nil {
+		return
+	}
+	m.ledgerCalls.WithLabelValues(lane, op).Observe(took.Seconds())
+	if err != nil {
+		m.ledgerErrors.WithLabelValues(lane, op, ledger.ClassOf(err).String()).Inc()
+	}
+	for _, e := range perItem {
+		if e != nil {
+			m.ledgerErrors.WithLabelValues(lane, op, ledger.ClassOf(e).String()).Inc()
+		}
+	}
+}
+
+// HTTPRequest records one answered request.
+func (m *Metrics) HTTPRequest(route, method string, code int, took time.Duration) {
+	if m == nil {
+		return
+	}
+	if route == "" {
+		route = "unmatched"
+	}
+	m.httpRequests.WithLabelValues(route, method, strconv.Itoa(code)).Inc()
+	m.httpDuration.WithLabelValues(route, method).Observe(took.Seconds())
+}
+
+// StateDepth is how many items of a lane wait in one state and when the
+// oldest of them arrived.
+type StateDepth struct {
+	State  string
+	Items  int64
+	Oldest time.Time
+}
+
+// DepthFunc reads one lane's non-terminal depth. It must be one cheap,
+// indexed query: it runs on every scrape.
+type DepthFunc func(ctx context.Context) ([]StateDepth, error)
+
+// RegisterDepth adds the depth and oldest-age series of lane, read by depth
+// on every scrape with timeout as its deadline. A state absent from the
+// answer has depth 0.
+func (m *Metrics) RegisterDepth(lane string, states []string, depth DepthFunc, clk clock.Clock, timeout time.Duration, logger *slog.Logger) {
+	if m == nil {
+		return
+	}
+	m.registry.MustRegister(&depthCollector{
+		lane: lane, states: states, depth: depth, clock: clk, timeout: timeout, logger: logger,
+		failures: m.depthFailures.WithLabelValues(lane),
+	})
+}
+
+var (
+	depthDesc = prometheus.NewDesc("ledgerq_queue_depth",
+		"Items waiting in each non-terminal state, by lane and state.", []string{"lane", "state"}, nil)
+	oldestDesc = prometheus.NewDesc("ledgerq_queue_oldest_age_seconds",
+		"Age of the oldest item in each non-terminal state (0 when the state is empty), by lane and state.", []string{"lane", "state"}, nil)
+)
+
+type depthCollector struct {
+	lane     string
+	states   []string
+	depth    DepthFunc
+	clock    clock.Clock
+	timeout  time.Duration
+	logger   *slog.Logger
+	failures prometheus.Counter
+}
+
+func (c *depthCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- depthDesc
+	ch <- oldestDesc
+}
+
+func (c *depthCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	rows, err := c.depth(ctx)
+	if err != nil {
+		c.failures.Inc()
+		if c.logger != nil {
+			c.logger.Warn("metrics: reading queue depth", "lane", c.lane, "error", err)
+		}
+		return
+	}
+	now := c.clock.Now()
+	got := make(map[string]StateDepth, len(rows))
+	for _, r := range rows {
+		got[r.State] = r
+	}
+	for _, s := range c.states {
+		d := got[s]
+		age := 0.0
+		if d.Items > 0 && !d.Oldest.IsZero() {
+			age = max(now.Sub(d.Oldest).Seconds(), 0)
+		}
+		ch <- prometheus.MustNewConstMetric(depthDesc, prometheus.GaugeValue, float64(d.Items), c.lane, s)
+		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age, c.lane, s)
+	}
+}
+
+// BatchLedger wraps a batch-lane ledger so that every call is timed and its
+// errors counted by class.
+func BatchLedger(inner ledger.BatchLedger, m *Metrics) ledger.BatchLedger {
+	if m == nil {
+		return inner
+	}
+	return &batchLedger{inner: inner, m: m}
+}
+
+type batchLedger struct {
+	inner ledger.BatchLedger
+	m     *Metrics
+}
+
+func (l *batchLedger) SubmitBatches(ctx context.Context, batches []ledger.Batch) ([]error, error) {
+	began := time.Now()
+	per, err := l.inner.SubmitBatches(ctx, batches)
+	l.m.LedgerCall("batch", "submit", time.Since(began), err, per)
+	return per, err
+}
+
+func (l *batchLedger) BatchStatuses(ctx context.Context, ids []string) (map[string]ledger.BatchStatusResult, error) {
+	began := time.Now()
+	st, err := l.inner.BatchStatuses(ctx, ids)
+	l.m.LedgerCall("batch", "status", time.Since(began), err, nil)
+	return st, err
+}

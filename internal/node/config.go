@@ -1,0 +1,191 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/ledger"
+)
+
+// Config is everything a ledgerq process needs: the one configuration that
+// serve, once, dev, bench and the tests build their services from.
+type Config struct {
+	// DatabaseURL is the PostgreSQL connection URL.
+	DatabaseURL string
+	// Migrate applies pending migrations when the node opens.
+	Migrate bool
+	// Logger receives every service's logs; nil discards them.
+	Logger *slog.Logger
+	// Clock tells every rule the time; nil means the real clock.
+	Clock clock.Clock
+
+	API   APIConfig
+	Loops LoopsConfig
+	Batch BatchConfig
+
+	// ShutdownTimeout is how long, on shutdown, in-flight work may take to
+	// finish before it is cancelled.
+	ShutdownTimeout time.Duration
+}
+
+// APIConfig configures the HTTP API.
+type APIConfig struct {
+	// Enabled runs the API in Serve.
+	Enabled bool
+	// Addr is the listen address.
+	Addr string
+	// MaxBodyBytes limits request bodies (413 beyond it).
+	MaxBodyBytes int64
+	// MaxBatchesPerRequest limits the array of POST /v1/batches.
+	MaxBatchesPerRequest int
+	// MaxPayloadBytes limits one batch's decoded payload.
+	MaxPayloadBytes int
+}
+
+// LoopsConfig chooses the roles this process runs and their shared timings.
+type LoopsConfig struct {
+	Queuer, Submitter, Monitor bool
+	// PollInterval is the longest a loop waits between rounds; NOTIFY wakes
+	// it sooner.
+	PollInterval time.Duration
+	// DBTimeout bounds each database call of a loop.
+	DBTimeout time.Duration
+}
+
+// BatchConfig configures the batch lane (seed 001).
+type BatchConfig struct {
+	Ledger BatchLedgerConfig
+	// DelayWindow is the wait before a transiently failed batch is retried;
+	// it doubles with each attempt, up to DelayCap.
+	DelayWindow time.Duration
+	DelayCap    time.Duration
+	// SubmitBatchSize is the most batches sent in one ledger call.
+	SubmitBatchSize int
+	// ClaimLease is how long a claim holds a batch before the monitor may
+	// take it over; it must be longer than the ledger timeout.
+	ClaimLease time.Duration
+	// FirstCheck is how long after acceptance the monitor first asks.
+	FirstCheck time.Duration
+	// CheckInterval is the time between two checks of a pending batch.
+	CheckInterval time.Duration
+	// CheckBatchSize is the most batches asked about in one ledger call.
+	CheckBatchSize int
+	// Submitters is how many submitter loops this process runs (bench runs
+	// several, as several processes would).
+	Submitters int
+}
+
+// BatchLedgerConfig chooses the batch lane's ledger adapter.
+type BatchLedgerConfig struct {
+	// Kind is "sim" (the in-process simulated ledger) or "sawtooth".
+	Kind string
+	// URL is the Sawtooth REST API, for Kind "sawtooth".
+	URL string
+	// Timeout bounds one ledger call.
+	Timeout time.Duration
+	// Sim configures the simulated ledger, for Kind "sim".
+	Sim SimConfig
+	// Instance, when set, is used instead of building an adapter from Kind:
+	// bench and the tests hand in a ledger they also inspect.
+	Instance ledger.BatchLedger
+}
+
+// SimConfig configures the simulated ledger.
+type SimConfig struct {
+	Seed             int64
+	Latency          time.Duration
+	CommitDelay      time.Duration
+	RejectRate       float64
+	TransientRate    float64
+	LostRate         float64
+	DropResponseRate float64
+	// MaxEvents bounds the simulated ledger's event log.
+	MaxEvents int
+}
+
+// Ledger kinds of the batch lane.
+const (
+	BatchLedgerSim      = "sim"
+	BatchLedgerSawtooth = "sawtooth"
+)
+
+// Defaults returns the defaults of every setting.
+func Defaults() Config {
+	return Config{
+		Migrate: true,
+		API: APIConfig{
+			Enabled: true, Addr: "127.0.0.1:8080",
+			MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20,
+		},
+		Loops: LoopsConfig{
+			Queuer: true, Submitter: true, Monitor: true,
+			PollInterval: time.Second, DBTimeout: 10 * time.Second,
+		},
+		Batch: BatchConfig{
+			Ledger: BatchLedgerConfig{
+				Kind: BatchLedgerSim, Timeout: 30 * time.Second,
+				Sim: SimConfig{Seed: 1, CommitDelay: 500 * time.Millisecond, MaxEvents: 10000},
+			},
+			DelayWindow: 15 * time.Second, DelayCap: 5 * time.Minute,
+			SubmitBatchSize: 100, ClaimLease: time.Minute, FirstCheck: 500 * time.Millisecond,
+			CheckInterval: time.Second, CheckBatchSize: 100, Submitters: 1,
+		},
+		ShutdownTimeout: 30 * time.Second,
+	}
+}
+
+// Validate reports the first setting that cannot work, naming its flag.
+func (c *Config) Validate() error {
+	b := &c.Batch
+	switch {
+	case c.DatabaseURL == "":
+		return errors.New("no database: set DATABASE_URL or --database-url (or use 'ledgerq dev' for a private one)")
+	case c.Loops.PollInterval <= 0:
+		return errors.New("--poll-interval must be positive")
+	case c.Loops.DBTimeout <= 0:
+		return errors.New("--db-timeout must be positive")
+	case c.ShutdownTimeout < 0:
+		return errors.New("--shutdown-timeout must not be negative")
+	case c.API.MaxBodyBytes < 1 || c.API.MaxBatchesPerRequest < 1 || c.API.MaxPayloadBytes < 1:
+		return errors.New("--max-body-bytes, --max-batches-per-request and --max-payload-bytes must be at least 1")
+	case b.Ledger.Instance == nil && b.Ledger.Kind != BatchLedgerSim && b.Ledger.Kind != BatchLedgerSawtooth:
+		return fmt.Errorf("--batch-ledger %q: want sim or sawtooth", b.Ledger.Kind)
+	case b.Ledger.Instance == nil && b.Ledger.Kind == BatchLedgerSawtooth && b.Ledger.URL == "":
+		return errors.New("--batch-ledger sawtooth needs --batch-ledger-url")
+	case b.Ledger.Timeout <= 0:
+		return errors.New("--batch-ledger-timeout must be positive")
+	case b.SubmitBatchSize < 1 || b.CheckBatchSize < 1:
+		return errors.New("--submit-batch-size and --check-batch-size must be at least 1")
+	case b.Submitters < 1:
+		return errors.New("the batch lane needs at least one submitter loop")
+	case b.ClaimLease <= b.Ledger.Timeout:
+		return fmt.Errorf("--claim-lease (%s) must be longer than --batch-ledger-timeout (%s), or the monitor may check a batch that is still being sent", b.ClaimLease, b.Ledger.Timeout)
+	case b.DelayWindow <= 0 || b.DelayCap < b.DelayWindow:
+		return errors.New("--delay-window must be positive and --delay-cap at least as long")
+	case b.FirstCheck < 0 || b.CheckInterval <= 0:
+		return errors.New("--first-check must not be negative and --check-interval must be positive")
+	}
+	if b.Ledger.URL != "" {
+		u, err := url.ParseRequestURI(b.Ledger.URL)
+		if err != nil {
+			return fmt.Errorf("--batch-ledger-url: %w", err)
+		}
+		if u.Scheme != "http" && u.Scheme != "https" {
+			return fmt.Errorf("--batch-ledger-url %q: want an http or https URL", b.Ledger.URL)
+		}
+	}
+	return nil
+}
+
+// RedactURL returns s with its password hidden, for logs and errors.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	return u.Redacted()
+}

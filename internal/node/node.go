@@ -1,0 +1,359 @@
+// Package node builds a ledgerq process from one Config: the store, the
+// ledgers of each lane, the loops of each lane and role, the metrics and the
+// HTTP API. serve, once, dev, bench and the tests all build through it, so
+// there is one wiring and one validation (River's Client is the model).
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/httpapi"
+	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
+	"github.com/ledgerq/ledgerq/internal/ledger/sim"
+	"github.com/ledgerq/ledgerq/internal/loop"
+	"github.com/ledgerq/ledgerq/internal/metrics"
+	"github.com/ledgerq/ledgerq/internal/monitor"
+	"github.com/ledgerq/ledgerq/internal/notify"
+	"github.com/ledgerq/ledgerq/internal/queuer"
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/submitter"
+)
+
+// Node is one ledgerq process.
+type Node struct {
+	cfg    Config
+	logger *slog.Logger
+	clock  clock.Clock
+
+	store    *store.Store
+	migrator *store.Migrator
+	metrics  *metrics.Metrics
+	listener *notify.Listener
+	api      *httpapi.Server
+
+	batchLedger     ledger.BatchLedger
+	batchQueuer     *queuer.BatchQueuer
+	batchSubmitters []*submitter.BatchSubmitter
+	batchMonitor    *monitor.BatchMonitor
+
+	started bool
+	cancel  context.CancelFunc // cancels in-flight work of the started loops
+}
+
+// Open validates cfg, connects to the database (checking it answers within a
+// bounded time), migrates it when cfg.Migrate is set, and builds every
+// service cfg enables. Nothing runs until Start, Serve or RunOnce.
+func Open(ctx context.Context, cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	n := &Node{cfg: cfg, logger: cfg.Logger, clock: cfg.Clock, metrics: metrics.New()}
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, err
+	}
+	n.store = st
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = st.Ping(pingCtx)
+	cancel()
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("cannot reach the database at %s: %w", RedactURL(cfg.DatabaseURL), err)
+	}
+	if n.migrator, err = st.NewMigrator(cfg.Logger); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if cfg.Migrate {
+		res, err := n.migrator.Up(ctx)
+		if err != nil {
+			n.Close()
+			return nil, err
+		}
+		if len(res) > 0 {
+			n.logger.Info("ledgerq: migrated database", "applied", len(res), "version", n.migrator.LatestVersion())
+		}
+	}
+	if err := n.build(); err != nil {
+		n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// build creates the ledgers, loops, metrics collectors and API.
+func (n *Node) build() error {
+	c := &n.cfg
+	l, err := n.newBatchLedger()
+	if err != nil {
+		return err
+	}
+	n.batchLedger = metrics.BatchLedger(l, n.metrics)
+	n.listener = notify.NewListener(c.DatabaseURL, n.logger)
+	deps := func(channel string) loop.Deps {
+		return loop.Deps{Clock: n.clock, Logger: n.logger, Metrics: n.metrics, Wake: n.listener.Subscribe(channel)}
+	}
+	b := &c.Batch
+	if c.Loops.Queuer {
+		n.batchQueuer = queuer.NewBatchQueuer(n.store, deps(notify.BatchQueuer), queuer.BatchConfig{
+			PollInterval: c.Loops.PollInterval, DBTimeout: c.Loops.DBTimeout,
+			DelayWindow: b.DelayWindow, DelayCap: b.DelayCap,
+		})
+	}
+	if c.Loops.Submitter {
+		for range b.Submitters {
+			n.batchSubmitters = append(n.batchSubmitters, submitter.NewBatchSubmitter(n.store, n.batchLedger, deps(notify.BatchSubmitter), submitter.BatchConfig{
+				PollInterval: c.Loops.PollInterval, DBTimeout: c.Loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
+				SubmitBatchSize: b.SubmitBatchSize, ClaimLease: b.ClaimLease, FirstCheck: b.FirstCheck,
+			}))
+		}
+	}
+	if c.Loops.Monitor {
+		n.batchMonitor = monitor.NewBatchMonitor(n.store, n.batchLedger, deps(notify.BatchMonitor), monitor.BatchConfig{
+			PollInterval: c.Loops.PollInterval, DBTimeout: c.Loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
+			CheckBatchSize: b.CheckBatchSize, CheckInterval: b.CheckInterval, ClaimLease: b.ClaimLease,
+		})
+	}
+	n.metrics.RegisterDepth("batch", []string{"new", "queued", "held", "pending", "unknown", "delayed"},
+		func(ctx context.Context) ([]metrics.StateDepth, error) {
+			rows, err := n.store.BatchDepthByState(ctx)
+			out := make([]metrics.StateDepth, len(rows))
+			for i, r := range rows {
+				out[i] = metrics.StateDepth{State: r.State, Items: r.Items, Oldest: r.Oldest}
+			}
+			return out, err
+		}, n.clock, 2*time.Second, n.logger)
+	n.api = httpapi.New(httpapi.Config{
+		MaxBodyBytes: c.API.MaxBodyBytes, MaxBatchesPerRequest: c.API.MaxBatchesPerRequest, MaxPayloadBytes: c.API.MaxPayloadBytes,
+	}, httpapi.Deps{Store: n.store, Ready: n, Clock: n.clock, Logger: n.logger, Metrics: n.metrics})
+	return nil
+}
+
+func (n *Node) newBatchLedger() (ledger.BatchLedger, error) {
+	lc := &n.cfg.Batch.Ledger
+	switch {
+	case lc.Instance != nil:
+		return lc.Instance, nil
+	case lc.Kind == BatchLedgerSawtooth:
+		c, err := sawtooth.NewClient(lc.URL, &http.Client{Timeout: lc.Timeout}, n.logger)
+		if err != nil {
+			return nil, fmt.Errorf("--batch-ledger-url: %w", err)
+		}
+		return c, nil
+	default:
+		return lc.Sim.New(n.clock, n.logger), nil
+	}
+}
+
+// New returns the simulated ledger s describes, on clk.
+func (s SimConfig) New(clk clock.Clock, logger *slog.Logger) *sim.Ledger {
+	return sim.New(sim.Config{
+		Seed: s.Seed, Clock: clk, Logger: logger, Latency: s.Latency, CommitDelay: s.CommitDelay,
+		RejectRate: s.RejectRate, TransientRate: s.TransientRate, LostRate: s.LostRate,
+		DropResponseRate: s.DropResponseRate, MaxEvents: s.MaxEvents,
+	})
+}
+
+// Store returns the node's store.
+func (n *Node) Store() *store.Store { return n.store }
+
+// Metrics returns the node's metrics.
+func (n *Node) Metrics() *metrics.Metrics { return n.metrics }
+
+// Handler returns the HTTP API's handler.
+func (n *Node) Handler() http.Handler { return n.api.Handler() }
+
+// Listener returns the node's notification listener (tests wait on it).
+func (n *Node) Listener() *notify.Listener { return n.listener }
+
+// BatchQueuer, BatchSubmitters and BatchMonitor return the batch lane's
+// services (nil or empty when their role is off), for RunOnce in tests.
+func (n *Node) BatchQueuer() *queuer.BatchQueuer { return n.batchQueuer }
+
+// BatchSubmitters returns the batch lane's submitter loops.
+func (n *Node) BatchSubmitters() []*submitter.BatchSubmitter { return n.batchSubmitters }
+
+// BatchMonitor returns the batch lane's monitor.
+func (n *Node) BatchMonitor() *monitor.BatchMonitor { return n.batchMonitor }
+
+// services lists the enabled loops in pipeline order.
+func (n *Node) services() []loop.Service {
+	var s []loop.Service
+	if n.batchQueuer != nil {
+		s = append(s, n.batchQueuer)
+	}
+	for _, b := range n.batchSubmitters {
+		s = append(s, b)
+	}
+	if n.batchMonitor != nil {
+		s = append(s, n.batchMonitor)
+	}
+	return s
+}
+
+// Close releases the database. Stop the node first.
+func (n *Node) Close() {
+	if n.migrator != nil {
+		_ = n.migrator.Close()
+	}
+	n.store.Close()
+}
+
+// Ready implements httpapi.Readiness: the database answers and is migrated to
+// the version this binary expects.
+func (n *Node) Ready(ctx context.Context) error {
+	if err := n.store.Ping(ctx); err != nil {
+		return errors.New("database unreachable")
+	}
+	current, latest, err := n.migrator.Versions(ctx)
+	if err != nil {
+		return fmt.Errorf("reading schema version: %w", err)
+	}
+	if current != latest {
+		return fmt.Errorf("database schema is at version %d, this ledgerq needs %d (run ledgerq migrate up)", current, latest)
+	}
+	return nil
+}
+
+// Start starts the notification listener and every enabled loop. The loops'
+// in-flight work runs under a context that only Stop's cancel (or the end
+// of ctx's values, never its cancellation) ends: Stop lets rounds finish.
+func (n *Node) Start(ctx context.Context) error {
+	if n.started {
+		return errors.New("node already started")
+	}
+	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	if err := n.listener.Start(work); err != nil {
+		cancel()
+		return err
+	}
+	if err := loop.StartAll(work, n.services()...); err != nil {
+		n.listener.Stop()
+		cancel()
+		return err
+	}
+	n.started, n.cancel = true, cancel
+	return nil
+}
+
+// Stop stops claiming work, waits for every loop's round in flight to finish
+// (in parallel), then stops the listener. It is safe to call twice.
+func (n *Node) Stop() {
+	if !n.started {
+		return
+	}
+	loop.StopAll(n.services()...)
+	n.cancel()
+	n.listener.Stop()
+	n.started = false
+}
+
+// CancelWork cancels the in-flight work of the started loops: the end of a
+// drain that took too long.
+func (n *Node) CancelWork() {
+	if n.cancel != nil {
+		n.cancel()
+	}
+}
+
+// RunOnce runs one round of each enabled loop in pipeline order (queuer,
+// submitters, monitor) and returns every round's error joined: the cron
+// deployment. It is safe beside other RunOnce callers and started nodes.
+func (n *Node) RunOnce(ctx context.Context) error {
+	var errs []error
+	round := func(name string, count string, run func(context.Context) (int, error)) {
+		k, err := run(ctx)
+		n.logger.Info("once: "+name+" round", count, k, "error", err)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s round: %w", name, err))
+		}
+	}
+	if n.batchQueuer != nil {
+		round("batch queuer", "queued", n.batchQueuer.RunOnce)
+	}
+	for _, s := range n.batchSubmitters {
+		round("batch submitter", "claimed", s.RunOnce)
+	}
+	if n.batchMonitor != nil {
+		round("batch monitor", "checked", n.batchMonitor.RunOnce)
+	}
+	return errors.Join(errs...)
+}
+
+// Serve runs the loops and, when enabled, the API until ctx is done, then
+// drains: it stops accepting requests and claiming work, lets in-flight work
+// finish for up to ShutdownTimeout, then cancels what is left. ready, when
+// not nil, is called with the API's address once it listens.
+func (n *Node) Serve(ctx context.Context, ready func(addr string)) error {
+	c := &n.cfg
+	if err := n.Start(ctx); err != nil {
+		return err
+	}
+	var srv *http.Server
+	errc := make(chan error, 1)
+	if c.API.Enabled {
+		ln, err := net.Listen("tcp", c.API.Addr)
+		if err != nil {
+			n.CancelWork()
+			n.Stop()
+			return fmt.Errorf("listening on %s: %w", c.API.Addr, err)
+		}
+		srv = &http.Server{Handler: n.api.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+		n.logger.Info("ledgerq: API listening", "url", "http://"+ln.Addr().String())
+		if ready != nil {
+			ready(ln.Addr().String())
+		}
+	}
+	n.logger.Info("ledgerq: running", "queuer", c.Loops.Queuer, "submitter", c.Loops.Submitter,
+		"monitor", c.Loops.Monitor, "batch_ledger", n.batchLedgerName())
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		n.logger.Info("ledgerq: shutting down")
+	case serveErr = <-errc:
+		n.logger.Error("ledgerq: API server failed", "error", serveErr)
+	}
+
+	drainTimer := time.AfterFunc(c.ShutdownTimeout, func() {
+		n.logger.Warn("ledgerq: drain timeout passed, cancelling in-flight work")
+		n.CancelWork()
+	})
+	defer drainTimer.Stop()
+	if srv != nil {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), c.ShutdownTimeout)
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			n.logger.Warn("ledgerq: API shutdown", "error", err)
+		}
+		cancel()
+	}
+	n.Stop()
+	n.logger.Info("ledgerq: stopped")
+	return serveErr
+}
+
+func (n *Node) batchLedgerName() string {
+	if n.cfg.Batch.Ledger.Instance != nil {
+		return "given"
+	}
+	return n.cfg.Batch.Ledger.Kind
+}

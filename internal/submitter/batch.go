@@ -1,0 +1,122 @@
+package submitter
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/loop"
+	"github.com/ledgerq/ledgerq/internal/store"
+)
+
+// BatchConfig configures the BatchSubmitter.
+type BatchConfig struct {
+	PollInterval time.Duration
+	DBTimeout    time.Duration
+	// LedgerTimeout bounds one ledger call.
+	LedgerTimeout time.Duration
+	// SubmitBatchSize is the most batches claimed and sent in one ledger call.
+	SubmitBatchSize int
+	// ClaimLease is how long a claim holds a batch. It must exceed
+	// LedgerTimeout, or the monitor may check a batch still being sent.
+	ClaimLease time.Duration
+	// FirstCheck is how long after acceptance the monitor first asks about a batch.
+	FirstCheck time.Duration
+}
+
+// BatchSubmitter claims queued batches (SKIP LOCKED, with a lease), sends them
+// to the ledger in one call, and records each outcome with an update that
+// applies only while its claim still holds the batch. No database transaction
+// is open during the ledger call.
+type BatchSubmitter struct {
+	*loop.Loop
+	cfg    BatchConfig
+	store  *store.Store
+	ledger ledger.BatchLedger
+	deps   loop.Deps
+}
+
+// NewBatchSubmitter returns the batch lane's submitter.
+func NewBatchSubmitter(st *store.Store, l ledger.BatchLedger, deps loop.Deps, cfg BatchConfig) *BatchSubmitter {
+	s := &BatchSubmitter{cfg: cfg, store: st, ledger: l, deps: deps}
+	s.Loop = loop.NewService("batch_submitter", cfg.PollInterval, deps, func(ctx context.Context) (bool, error) {
+		n, err := s.RunOnce(ctx)
+		return n == s.cfg.SubmitBatchSize, err
+	})
+	return s
+}
+
+// RunOnce claims up to SubmitBatchSize queued batches, sends them and records
+// the outcomes. It returns how many batches it claimed.
+func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
+	now := s.deps.Clock.Now()
+	claimCtx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
+	claimed, err := s.store.BatchClaimQueued(claimCtx, store.BatchClaimQueuedParams{
+		Now: now, LeaseUntil: now.Add(s.cfg.ClaimLease), Max: s.cfg.SubmitBatchSize,
+	})
+	cancel()
+	if err != nil || len(claimed) == 0 {
+		return 0, err
+	}
+
+	batches := make([]ledger.Batch, len(claimed))
+	for i, c := range claimed {
+		batches[i] = ledger.Batch{ID: c.ID, Payload: c.Payload}
+	}
+	sendCtx, cancel := context.WithTimeout(ctx, s.cfg.LedgerTimeout)
+	perBatch, callErr := s.ledger.SubmitBatches(sendCtx, batches)
+	cancel()
+	if callErr == nil && len(perBatch) != len(batches) {
+		callErr = ledger.NewError(ledger.Indeterminate, fmt.Sprintf("ledger answered for %d of %d batches", len(perBatch), len(batches)), nil)
+	}
+
+	outcomes := make([]store.SubmitOutcome, len(claimed))
+	counts := map[store.SubmitResult]int{}
+	for i, c := range claimed {
+		err := callErr
+		if err == nil {
+			err = perBatch[i]
+		}
+		o := store.SubmitOutcome{ID: c.ID, Attempt: c.Attempt, Result: store.SubmitAccepted}
+		if err != nil {
+			switch ledger.ClassOf(err) {
+			case ledger.Transient:
+				o.Result, o.Reason = store.SubmitDelayed, ledger.ReasonOf(err)
+			case ledger.Deterministic:
+				o.Result, o.Reason = store.SubmitRejected, ledger.ReasonOf(err)
+			default:
+				// Indeterminate: the ledger may have it. Treat it as sent; the
+				// monitor asks, and an UNKNOWN answer sends it again.
+				s.deps.Logger.Warn("submitter: outcome unknown, treating batch as sent", "batch_id", c.ID, "error", err)
+			}
+		}
+		counts[o.Result]++
+		outcomes[i] = o
+	}
+
+	// The outcome must be recorded even when shutdown cancelled ctx meanwhile:
+	// the ledger call has happened.
+	recCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DBTimeout)
+	defer cancel()
+	done := s.deps.Clock.Now()
+	applied, err := s.store.BatchRecordSubmit(recCtx, store.BatchRecordSubmitParams{
+		Now: done, NextCheckAt: done.Add(s.cfg.FirstCheck), Outcomes: outcomes,
+	})
+	if err != nil {
+		return len(claimed), err
+	}
+	if applied < len(outcomes) {
+		s.deps.Logger.Warn("submitter: some claims expired before their outcome was recorded",
+			"claimed", len(outcomes), "recorded", applied)
+	} else {
+		// Counted only when every outcome applied: the counts are per result,
+		// and a lost claim's result is the monitor's to record.
+		for r, n := range counts {
+			s.deps.Metrics.Transition("batch", "submit_"+r.String(), n)
+		}
+	}
+	s.deps.Logger.Debug("submitter: sent batches", "claimed", len(claimed),
+		"accepted", counts[store.SubmitAccepted], "delayed", counts[store.SubmitDelayed], "rejected", counts[store.SubmitRejected])
+	return len(claimed), nil
+}
