@@ -21,6 +21,7 @@ type flagParts struct {
 func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL connection URL")
 	fs.BoolVar(&c.Migrate, "migrate", c.Migrate, "apply pending schema migrations at start")
+	fs.IntVar(&c.DBMinConns, "db-min-conns", c.DBMinConns, "size the database connection pool to at least this many connections (0: the larger of 4 and the CPUs)")
 	if parts.api {
 		fs.BoolVar(&c.API.Enabled, "api", c.API.Enabled, "run the HTTP API")
 		fs.StringVar(&c.API.Addr, "http-addr", c.API.Addr, "address the HTTP API listens on")

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -139,7 +137,7 @@ func RunBatches(ctx context.Context, cfg BatchConfig, w *Workload) (*BatchReport
 	cfg.Node.API.Enabled = false
 	// The loops need a connection each plus one for the progress query; a
 	// serve process on few CPUs gets pgxpool's default of 4.
-	cfg.Node.DatabaseURL = withMinConns(cfg.Node.DatabaseURL, 2+cfg.Node.Batch.Submitters+1)
+	cfg.Node.DBMinConns = max(cfg.Node.DBMinConns, 2+cfg.Node.Batch.Submitters+1)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -178,22 +176,6 @@ func (r *batchRun) close() {
 	}
 }
 
-// withMinConns returns databaseURL with pool_max_conns of at least n; a
-// larger pool_max_conns in the URL wins.
-func withMinConns(databaseURL string, n int) string {
-	u, err := url.Parse(databaseURL)
-	if err != nil || databaseURL == "" {
-		return databaseURL // Validate reports it
-	}
-	q := u.Query()
-	if cur, err := strconv.Atoi(q.Get("pool_max_conns")); err == nil && cur >= n {
-		return databaseURL
-	}
-	q.Set("pool_max_conns", strconv.Itoa(max(n, 4)))
-	u.RawQuery = q.Encode()
-	return u.String()
-}
-
 func (r *batchRun) open(ctx context.Context) error {
 	c := &r.cfg
 	r.ledger = c.Node.Batch.Ledger.Sim.New(c.Node.Clock, c.Node.Logger)
@@ -203,8 +185,7 @@ func (r *batchRun) open(ctx context.Context) error {
 	if r.node, err = node.Open(ctx, nc); err != nil {
 		return err
 	}
-	ingestURL := withMinConns(c.Node.DatabaseURL, c.IngestWorkers)
-	if r.ingest, err = store.Open(ctx, ingestURL); err != nil {
+	if r.ingest, err = store.OpenPool(ctx, c.Node.DatabaseURL, c.IngestWorkers); err != nil {
 		return err
 	}
 	if err := warm(ctx, r.ingest.Pool(), c.IngestWorkers); err != nil {

@@ -47,16 +47,14 @@ func setup(t testing.TB) *bundle {
 	db := testdb.New(t)
 	progress := &lockedBuffer{}
 	cfg := bench.DefaultBatchConfig()
-	cfg.DatabaseURL = db.URL
+	cfg.Node.DatabaseURL = db.URL
 	cfg.Services, cfg.BatchesPerService = 3, 5
 	cfg.IngestWorkers, cfg.InsertSize = 2, 2
 	cfg.Grace = time.Minute
-	for _, iv := range []*time.Duration{&cfg.Queuer.Interval, &cfg.Submitter.Interval, &cfg.Monitor.Interval} {
-		*iv = 50 * time.Millisecond
-	}
-	cfg.Submitter.FirstCheck = 5 * time.Millisecond
-	cfg.Monitor.CheckInterval = 10 * time.Millisecond
-	cfg.Sim.CommitDelay = 0
+	cfg.Node.Loops.PollInterval = 50 * time.Millisecond
+	cfg.Node.Batch.FirstCheck = 5 * time.Millisecond
+	cfg.Node.Batch.CheckInterval = 10 * time.Millisecond
+	cfg.Node.Batch.Ledger.Sim.CommitDelay = 0
 	cfg.Progress = progress
 	cfg.ProgressInterval = 50 * time.Millisecond
 	return &bundle{cfg: cfg, progress: progress}
@@ -111,7 +109,7 @@ func TestRunBatches_TinyRunCommitsEveryBatch(t *testing.T) {
 func TestRunBatches_RejectedBatchesFinishAsInvalid(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.cfg.Sim.RejectRate = 1
+	b.cfg.Node.Batch.Ledger.Sim.RejectRate = 1
 
 	rep, err := bench.RunBatches(context.Background(), b.cfg, workload(t, 3, 5))
 	require.NoError(t, err, "an invalid batch is finished")
@@ -127,7 +125,7 @@ func TestRunBatches_RejectedBatchesFinishAsInvalid(t *testing.T) {
 func TestRunBatches_UnfinishedBatchesFailTheRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.cfg.Sim.CommitDelay = time.Hour
+	b.cfg.Node.Batch.Ledger.Sim.CommitDelay = time.Hour
 	b.cfg.Grace = 300 * time.Millisecond
 
 	rep, err := bench.RunBatches(context.Background(), b.cfg, workload(t, 3, 5))
@@ -146,7 +144,7 @@ func TestRunBatches_UnfinishedBatchesFailTheRun(t *testing.T) {
 func TestRunBatches_InterruptedRunReportsWhatItDid(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.cfg.Sim.CommitDelay = time.Hour
+	b.cfg.Node.Batch.Ledger.Sim.CommitDelay = time.Hour
 	b.cfg.Grace = time.Hour
 	ctx, cancel := context.WithCancel(context.Background())
 	b.cfg.Progress = cancelOnceInserting{cancel}
@@ -201,18 +199,19 @@ func TestRunBatches_DurationStopsIngesting(t *testing.T) {
 func TestBatchConfig_ValidateRefusesWhatCannotRun(t *testing.T) {
 	t.Parallel()
 	for name, mutate := range map[string]func(*bench.BatchConfig){
-		"no database":         func(c *bench.BatchConfig) { c.DatabaseURL = "" },
+		"no database":         func(c *bench.BatchConfig) { c.Node.DatabaseURL = "" },
 		"no services":         func(c *bench.BatchConfig) { c.Services = 0 },
 		"no batches":          func(c *bench.BatchConfig) { c.BatchesPerService = 0 },
 		"no ingest workers":   func(c *bench.BatchConfig) { c.IngestWorkers = 0 },
-		"no submitters":       func(c *bench.BatchConfig) { c.Submitters = 0 },
-		"lease under timeout": func(c *bench.BatchConfig) { c.Submitter.Lease = c.Submitter.LedgerTimeout },
+		"no submitters":       func(c *bench.BatchConfig) { c.Node.Batch.Submitters = 0 },
+		"lease under timeout": func(c *bench.BatchConfig) { c.Node.Batch.ClaimLease = c.Node.Batch.Ledger.Timeout },
+		"a loop turned off":   func(c *bench.BatchConfig) { c.Node.Loops.Monitor = false },
 		"negative grace":      func(c *bench.BatchConfig) { c.Grace = -time.Second },
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			cfg := bench.DefaultBatchConfig()
-			cfg.DatabaseURL = "postgres://localhost/x"
+			cfg.Node.DatabaseURL = "postgres://localhost/x"
 			require.NoError(t, cfg.Validate())
 			mutate(&cfg)
 			require.Error(t, cfg.Validate())
@@ -240,7 +239,7 @@ func TestNewWorkload_SignsVerifiableBatchesRoundRobinOverServices(t *testing.T) 
 }
 
 // BenchmarkBatchLane_EndToEnd pushes b.N batches through the whole lane, from
-// InsertBatches to committed, over up to 100 services, with the loops woken by
+// BatchInsert to committed, over up to 100 services, with the loops woken by
 // NOTIFY and a ledger that commits at once. Signing happens before the timer.
 func BenchmarkBatchLane_EndToEnd(b *testing.B) {
 	services := min(b.N, 100)

@@ -16,6 +16,9 @@ import (
 type Config struct {
 	// DatabaseURL is the PostgreSQL connection URL.
 	DatabaseURL string
+	// DBMinConns raises the connection pool's size to at least this many
+	// connections (0: pgx's default, the larger of 4 and the CPUs).
+	DBMinConns int
 	// Migrate applies pending migrations when the node opens.
 	Migrate bool
 	// Logger receives every service's logs; nil discards them.
@@ -144,6 +147,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.DatabaseURL == "":
 		return errors.New("no database: set DATABASE_URL or --database-url (or use 'ledgerq dev' for a private one)")
+	case c.DBMinConns < 0:
+		return errors.New("--db-min-conns must not be negative")
 	case c.Loops.PollInterval <= 0:
 		return errors.New("--poll-interval must be positive")
 	case c.Loops.DBTimeout <= 0:

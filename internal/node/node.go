@@ -62,7 +62,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Clock = clock.Real{}
 	}
 	n := &Node{cfg: cfg, logger: cfg.Logger, clock: cfg.Clock, metrics: metrics.New()}
-	st, err := store.Open(ctx, cfg.DatabaseURL)
+	st, err := store.OpenPool(ctx, cfg.DatabaseURL, cfg.DBMinConns)
 	if err != nil {
 		return nil, err
 	}

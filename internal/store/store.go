@@ -48,6 +48,12 @@ func NewTx(tx pgx.Tx) *Store {
 // Open connects to databaseURL and returns a Store. The pool connects lazily,
 // so Open succeeds while the database is down; Ping tells whether it is up.
 func Open(ctx context.Context, databaseURL string) (*Store, error) {
+	return OpenPool(ctx, databaseURL, 0)
+}
+
+// OpenPool is Open with a pool of at least minConns connections (0: pgx's
+// default); a larger pool_max_conns in the URL wins.
+func OpenPool(ctx context.Context, databaseURL string, minConns int) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
 		return nil, fmt.Errorf("parsing database URL: %w", err)
@@ -58,6 +64,7 @@ func Open(ctx context.Context, databaseURL string) (*Store, error) {
 	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "ledgerq"
 	}
+	cfg.MaxConns = max(cfg.MaxConns, int32(minConns))
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating connection pool: %w", err)
