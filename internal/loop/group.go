@@ -53,9 +53,14 @@ type Deps struct {
 }
 
 // NewService returns the Loop a service embeds: named name, polling every
-// interval, woken by deps.Wake, and observed by deps.Metrics.
-func NewService(name string, interval time.Duration, deps Deps, round Round) *Loop {
+// interval, woken by deps.Wake, observed by deps.Metrics, running runOnce
+// each round. A round that handled max items (a full claim) is followed by
+// another at once; max 0 never asks for one.
+func NewService(name string, interval time.Duration, deps Deps, max int, runOnce func(context.Context) (int, error)) *Loop {
 	return New(Config{
 		Name: name, Interval: interval, Wake: deps.Wake, Logger: deps.Logger, Observe: deps.Metrics.ObserveRound,
-	}, round)
+	}, func(ctx context.Context) (bool, error) {
+		n, err := runOnce(ctx)
+		return max > 0 && n >= max, err
+	})
 }

@@ -177,3 +177,29 @@ func TestStopAll_StopsServicesInParallel(t *testing.T) {
 		t.Fatal("StopAll stopped the services one after the other")
 	}
 }
+
+func TestNewService_AFullRoundIsFollowedAtOnceAndAPartialOneWaits(t *testing.T) {
+	t.Parallel()
+	counts := make(chan int, 10)
+	var n atomic.Int64
+	l := NewService("batch_submitter", time.Hour, Deps{}, 3, func(context.Context) (int, error) {
+		k := []int{3, 3, 1, 3}[min(n.Add(1)-1, 3)]
+		counts <- k
+		return k, nil
+	})
+	require.NoError(t, l.Start(context.Background()))
+	defer l.Stop()
+	for i, want := range []int{3, 3, 1} {
+		select {
+		case got := <-counts:
+			require.Equal(t, want, got, "round %d", i+1)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d did not follow at once", i+1)
+		}
+	}
+	select {
+	case <-counts:
+		t.Fatal("a partial round (1 of 3) was followed at once instead of waiting for the interval")
+	case <-time.After(100 * time.Millisecond):
+	}
+}

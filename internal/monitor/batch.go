@@ -38,10 +38,7 @@ type BatchMonitor struct {
 // NewBatchMonitor returns the batch lane's monitor.
 func NewBatchMonitor(st *store.Store, l ledger.BatchLedger, deps loop.Deps, cfg BatchConfig) *BatchMonitor {
 	m := &BatchMonitor{cfg: cfg, store: st, ledger: l, deps: deps}
-	m.Loop = loop.NewService("batch_monitor", cfg.PollInterval, deps, func(ctx context.Context) (bool, error) {
-		n, err := m.RunOnce(ctx)
-		return n == m.cfg.CheckBatchSize, err
-	})
+	m.Loop = loop.NewService("batch_monitor", cfg.PollInterval, deps, cfg.CheckBatchSize, m.RunOnce)
 	return m
 }
 

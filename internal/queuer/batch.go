@@ -33,10 +33,8 @@ type BatchQueuer struct {
 // NewBatchQueuer returns the batch lane's queuer.
 func NewBatchQueuer(st *store.Store, deps loop.Deps, cfg BatchConfig) *BatchQueuer {
 	q := &BatchQueuer{cfg: cfg, store: st, deps: deps}
-	q.Loop = loop.NewService("batch_queuer", cfg.PollInterval, deps, func(ctx context.Context) (bool, error) {
-		_, err := q.RunOnce(ctx)
-		return false, err
-	})
+	// One queuer round queues everything due at once: no second round.
+	q.Loop = loop.NewService("batch_queuer", cfg.PollInterval, deps, 0, q.RunOnce)
 	return q
 }
 

@@ -40,10 +40,7 @@ type BatchSubmitter struct {
 // NewBatchSubmitter returns the batch lane's submitter.
 func NewBatchSubmitter(st *store.Store, l ledger.BatchLedger, deps loop.Deps, cfg BatchConfig) *BatchSubmitter {
 	s := &BatchSubmitter{cfg: cfg, store: st, ledger: l, deps: deps}
-	s.Loop = loop.NewService("batch_submitter", cfg.PollInterval, deps, func(ctx context.Context) (bool, error) {
-		n, err := s.RunOnce(ctx)
-		return n == s.cfg.SubmitBatchSize, err
-	})
+	s.Loop = loop.NewService("batch_submitter", cfg.PollInterval, deps, cfg.SubmitBatchSize, s.RunOnce)
 	return s
 }
 
