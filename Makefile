@@ -4,11 +4,15 @@ SHELL := /bin/bash
 # race detector on).
 GO ?= go
 SQLC = cd tools && $(GO) tool sqlc -f ../sqlc.yaml
+# oapi-codegen turns api/openapi.yaml into internal/httpapi/apigen; it runs in
+# tools/, so its paths are relative to that directory.
+OAPI_CODEGEN = cd tools && $(GO) tool oapi-codegen -config ../api/oapi-codegen.yaml
+API_GEN = internal/httpapi/apigen/apigen.gen.go
 TEST_FLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: test fmt-check vet sqlc-check go-test generate build
+.PHONY: test fmt-check vet sqlc-check api-check go-test generate build
 
-test: fmt-check vet sqlc-check go-test
+test: fmt-check vet sqlc-check api-check go-test
 
 fmt-check:
 	@echo "== gofmt"
@@ -31,8 +35,15 @@ go-test:
 	grep -- '--- FAIL' go-test.out || true; \
 	exit $$status
 
+api-check:
+	@echo "== oapi-codegen (generated code matches api/openapi.yaml)"
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	($(OAPI_CODEGEN) -o "$$tmp/apigen.gen.go" ../api/openapi.yaml) || exit 1; \
+	diff -u $(API_GEN) "$$tmp/apigen.gen.go" || { echo "$(API_GEN) is stale: run make generate"; exit 1; }
+
 generate:
 	$(SQLC) generate
+	$(OAPI_CODEGEN) -o ../$(API_GEN) ../api/openapi.yaml
 	$(GO) generate ./...
 
 build:

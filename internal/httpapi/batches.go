@@ -12,64 +12,45 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
 	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
-// batchIn is one batch in POST /v1/batches.
-type batchIn struct {
-	ID        *string `json:"id"`
-	ServiceID *string `json:"service_id"`
-	Payload   *string `json:"payload"`
-	CreatedAt *string `json:"created_at"`
-}
-
-// batchOut is a batch in responses.
-type batchOut struct {
-	ID              string     `json:"id"`
-	ServiceID       string     `json:"service_id"`
-	Status          *string    `json:"status"`
-	State           string     `json:"state"`
-	Submitted       bool       `json:"submitted"`
-	CreatedAt       time.Time  `json:"created_at"`
-	ReceivedAt      time.Time  `json:"received_at"`
-	QueuedAt        *time.Time `json:"queued_at,omitempty"`
-	Attempts        int        `json:"attempts"`
-	LastSubmittedAt *time.Time `json:"last_submitted_at,omitempty"`
-	LastError       string     `json:"last_error,omitempty"`
-	FinishedAt      *time.Time `json:"finished_at,omitempty"`
-	UpdatedAt       time.Time  `json:"updated_at"`
-	Created         *bool      `json:"created,omitempty"`
-}
-
-func toBatchOut(b store.Batch) batchOut {
-	o := batchOut{
+// toBatch converts a stored batch to the API's Batch.
+func toBatch(b store.Batch) apigen.Batch {
+	o := apigen.Batch{
 		ID: b.ID, ServiceID: b.ServiceID, Submitted: b.Submitted, CreatedAt: b.CreatedAt,
 		ReceivedAt: b.ReceivedAt, QueuedAt: b.QueuedAt, Attempts: b.Attempts,
-		LastSubmittedAt: b.LastSubmittedAt, LastError: b.LastError, FinishedAt: b.FinishedAt, UpdatedAt: b.UpdatedAt,
+		LastSubmittedAt: b.LastSubmittedAt, FinishedAt: b.FinishedAt, UpdatedAt: b.UpdatedAt,
+	}
+	if b.LastError != "" {
+		o.LastError = &b.LastError
 	}
 	switch {
 	case b.Status != store.BatchStatusNone:
-		st := string(b.Status)
-		o.Status, o.State = &st, st
+		st := apigen.BatchStatus(b.Status)
+		o.Status, o.State = &st, apigen.BatchState(b.Status)
 	case b.Submitted:
-		o.State = "held"
+		o.State = apigen.BatchStateHeld
 	case b.QueuedAt != nil:
-		o.State = "queued"
+		o.State = apigen.BatchStateQueued
 	default:
-		o.State = "new"
+		o.State = apigen.BatchStateNew
 	}
 	return o
 }
 
-// postBatches takes one batch object or an array of them. Everything is
-// stored in one transaction: one invalid or conflicting batch stores none.
-func (s *Server) postBatches(c echo.Context) error {
+// PostBatches answers POST /v1/batches: one batch object or an array of
+// them. Everything is stored in one transaction: one invalid or conflicting
+// batch stores none. The body is decoded here rather than by generated code,
+// so that unknown fields are refused and every error names its field.
+func (s *Server) PostBatches(c echo.Context) error {
 	var raw json.RawMessage
 	if err := decodeJSON(c, &raw); err != nil {
 		return err
 	}
-	var in []batchIn
+	var in []apigen.NewBatch
 	single := false
 	trimmed := bytes.TrimLeft(raw, " \t\r\n")
 	switch {
@@ -78,11 +59,11 @@ func (s *Server) postBatches(c echo.Context) error {
 			return err
 		}
 	case len(trimmed) > 0 && trimmed[0] == '{':
-		var one batchIn
+		var one apigen.NewBatch
 		if err := strictUnmarshal(raw, &one); err != nil {
 			return err
 		}
-		in, single = []batchIn{one}, true
+		in, single = []apigen.NewBatch{one}, true
 	default:
 		return errorf(http.StatusBadRequest, "request body must be a batch object or an array of batches")
 	}
@@ -119,11 +100,11 @@ func (s *Server) postBatches(c echo.Context) error {
 		return err
 	}
 	status := http.StatusOK
-	out := make([]batchOut, len(res))
+	out := make([]apigen.Batch, len(res))
 	received := 0
 	for i, r := range res {
 		created := r.Created
-		out[i] = toBatchOut(r.Batch)
+		out[i] = toBatch(r.Batch)
 		out[i].Created = &created
 		if created {
 			status = http.StatusCreated
@@ -132,9 +113,9 @@ func (s *Server) postBatches(c echo.Context) error {
 	}
 	s.metrics.Transition("batch", "received", received)
 	if single {
-		return c.JSON(status, map[string]any{"success": true, "batch": out[0]})
+		return c.JSON(status, apigen.BatchResult{Success: true, Batch: out[0]})
 	}
-	return c.JSON(status, map[string]any{"success": true, "batches": out})
+	return c.JSON(status, apigen.BatchesResult{Success: true, Batches: out})
 }
 
 func strictUnmarshal(raw []byte, v any) error {
@@ -146,33 +127,33 @@ func strictUnmarshal(raw []byte, v any) error {
 	return nil
 }
 
-func (s *Server) validateBatch(b batchIn) (store.NewBatch, *Error) {
+func (s *Server) validateBatch(b apigen.NewBatch) (store.NewBatch, *Error) {
 	switch {
-	case b.ID == nil || *b.ID == "":
+	case b.ID == "":
 		return store.NewBatch{}, errorf(http.StatusBadRequest, "field id: required")
-	case len(*b.ID) > 256:
+	case len(b.ID) > 256:
 		return store.NewBatch{}, errorf(http.StatusBadRequest, "field id: longer than 256 characters")
-	case b.ServiceID == nil || *b.ServiceID == "":
+	case b.ServiceID == "":
 		return store.NewBatch{}, errorf(http.StatusBadRequest, "field service_id: required")
-	case len(*b.ServiceID) > 256:
+	case len(b.ServiceID) > 256:
 		return store.NewBatch{}, errorf(http.StatusBadRequest, "field service_id: longer than 256 characters")
-	case b.Payload == nil || *b.Payload == "":
+	case b.Payload == "":
 		return store.NewBatch{}, errorf(http.StatusBadRequest, "field payload: required (base64)")
 	}
-	if base64.StdEncoding.DecodedLen(len(*b.Payload)) > s.cfg.MaxPayloadBytes+2 {
+	if base64.StdEncoding.DecodedLen(len(b.Payload)) > s.cfg.MaxPayloadBytes+2 {
 		return store.NewBatch{}, errorf(http.StatusRequestEntityTooLarge, "field payload: larger than %d bytes", s.cfg.MaxPayloadBytes)
 	}
-	payload, err := base64.StdEncoding.DecodeString(*b.Payload)
+	payload, err := base64.StdEncoding.DecodeString(b.Payload)
 	if err != nil {
 		return store.NewBatch{}, errorf(http.StatusBadRequest, "field payload: not valid base64: %v", err)
 	}
 	if len(payload) > s.cfg.MaxPayloadBytes {
 		return store.NewBatch{}, errorf(http.StatusRequestEntityTooLarge, "field payload: larger than %d bytes", s.cfg.MaxPayloadBytes)
 	}
-	if err := sawtooth.CheckBatchForID(*b.ID, payload); err != nil {
+	if err := sawtooth.CheckBatchForID(b.ID, payload); err != nil {
 		return store.NewBatch{}, errorf(http.StatusBadRequest, "field payload: %v", err)
 	}
-	nb := store.NewBatch{ID: *b.ID, ServiceID: *b.ServiceID, Payload: payload}
+	nb := store.NewBatch{ID: b.ID, ServiceID: b.ServiceID, Payload: payload}
 	if b.CreatedAt != nil {
 		at, err := time.Parse(time.RFC3339Nano, *b.CreatedAt)
 		if err != nil {
@@ -185,34 +166,31 @@ func (s *Server) validateBatch(b batchIn) (store.NewBatch, *Error) {
 	return nb, nil
 }
 
-func (s *Server) getBatch(c echo.Context) error {
-	b, err := s.store.BatchGet(c.Request().Context(), c.Param("id"))
+// GetBatch answers GET /v1/batches/{id}.
+func (s *Server) GetBatch(c echo.Context, id string) error {
+	b, err := s.store.BatchGet(c.Request().Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
-		return errorf(http.StatusNotFound, "batch %q not found", c.Param("id"))
+		return errorf(http.StatusNotFound, "batch %q not found", id)
 	}
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"success": true, "batch": toBatchOut(b)})
+	return c.JSON(http.StatusOK, apigen.BatchResult{Success: true, Batch: toBatch(b)})
 }
 
-func (s *Server) listBatches(c echo.Context) error {
-	for name := range c.QueryParams() {
-		switch name {
-		case "service_id", "status", "limit", "after":
-		default:
-			return errorf(http.StatusBadRequest, "unknown query parameter %s", name)
-		}
-	}
-	f := store.BatchListParams{ServiceID: c.QueryParam("service_id"), After: c.QueryParam("after"), Limit: 100}
-	if st := c.QueryParam("status"); st != "" {
-		parsed, err := store.ParseBatchStatus(st)
+// ListBatches answers GET /v1/batches: one page of batches by id. Unknown and
+// repeated query parameters were refused before the parameters were bound (see
+// queryGuards); limit arrives as text, so that a bad one gets this message.
+func (s *Server) ListBatches(c echo.Context, params apigen.ListBatchesParams) error {
+	f := store.BatchListParams{ServiceID: deref(params.ServiceID), After: deref(params.After), Limit: 100}
+	if st := deref(params.Status); st != "" {
+		parsed, err := store.ParseBatchStatus(string(st))
 		if err != nil {
 			return errorf(http.StatusBadRequest, "query parameter status: %v", err)
 		}
 		f.Status = parsed
 	}
-	if l := c.QueryParam("limit"); l != "" {
+	if l := deref(params.Limit); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > 1000 {
 			return errorf(http.StatusBadRequest, "query parameter limit: must be a whole number from 1 to 1000")
@@ -223,13 +201,22 @@ func (s *Server) listBatches(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]batchOut, len(batches))
+	page := apigen.BatchPage{Success: true, Batches: make([]apigen.Batch, len(batches))}
 	for i, b := range batches {
-		out[i] = toBatchOut(b)
+		page.Batches[i] = toBatch(b)
 	}
-	resp := map[string]any{"success": true, "batches": out}
 	if len(batches) == f.Limit {
-		resp["next_after"] = batches[len(batches)-1].ID
+		page.NextAfter = &batches[len(batches)-1].ID
 	}
-	return c.JSON(http.StatusOK, resp)
+	return c.JSON(http.StatusOK, page)
+}
+
+// deref returns what p points to, or the zero value for nil: optional
+// parameters are pointers in the generated code.
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }

@@ -1,74 +1,27 @@
-package integration
+package httpapi_test
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
-	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
-	"github.com/ledgerq/ledgerq/internal/testdb"
 )
-
-type apiFixture struct {
-	t   *testing.T
-	db  *testdb.DB
-	url string
-}
-
-func setupAPI(t *testing.T, mutate ...func(*httpapi.Config)) *apiFixture {
-	t.Helper()
-	db := testdb.New(t)
-	cfg := httpapi.DefaultConfig()
-	cfg.MaxBatchesPerRequest = 5
-	cfg.MaxPayloadBytes = 4096
-	cfg.ValidateBatch = func(id string, payload []byte) error {
-		b, err := sawtooth.ParseAndVerifyBatch(payload)
-		if err != nil {
-			return err
-		}
-		if b.HeaderSignature != id {
-			return fmt.Errorf("header_signature is not the batch id")
-		}
-		return nil
-	}
-	for _, m := range mutate {
-		m(&cfg)
-	}
-	api := httpapi.New(cfg, db.Store, nil, clock.NewFake(t0), testLogger(t))
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-	return &apiFixture{t: t, db: db, url: srv.URL}
-}
-
-func (f *apiFixture) count() int {
-	f.t.Helper()
-	var n int
-	require.NoError(f.t, f.db.Store.Pool().QueryRow(ctxT(f.t, 10*time.Second), `SELECT count(*) FROM ledgerq.batches`).Scan(&n))
-	return n
-}
-
-func batchBody(t *testing.T, id, service string, payload []byte, extra string) []byte {
-	t.Helper()
-	return []byte(fmt.Sprintf(`{"id":%q,"service_id":%q,"payload":%q%s}`, id, service, base64.StdEncoding.EncodeToString(payload), extra))
-}
 
 func TestAPI_PostBatchStoresItAndGetReturnsIt(t *testing.T) {
 	t.Parallel()
-	f := setupAPI(t)
+	f := setup(t)
 	id, payload := signedBatch(t)
-	resp := postJSON(t, f.url+"/v1/batches", batchBody(t, id, "svc", payload, `,"created_at":"2026-01-01T00:00:00Z"`))
+	resp := f.post("/v1/batches", batchBody(t, id, "svc", payload, `,"created_at":"2026-01-01T00:00:00Z"`))
 	require.Equal(t, http.StatusCreated, resp.StatusCode, resp.Body)
 
-	got := getJSON(t, f.url+"/v1/batches/"+id)
+	got := f.get("/v1/batches/" + id)
 	require.Equal(t, http.StatusOK, got.StatusCode)
 	var out struct {
 		Success bool
@@ -86,36 +39,36 @@ func TestAPI_PostBatchStoresItAndGetReturnsIt(t *testing.T) {
 	require.Equal(t, "new", out.Batch.State)
 	require.True(t, out.Batch.CreatedAt.Equal(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 
-	missing := getJSON(t, f.url+"/v1/batches/nope")
+	missing := f.get("/v1/batches/nope")
 	require.Equal(t, http.StatusNotFound, missing.StatusCode)
 	require.Contains(t, missing.Body, `"success":false`)
 }
 
 func TestAPI_RepostingTheSameBatchIsIdempotentAndDifferentContentConflicts(t *testing.T) {
 	t.Parallel()
-	f := setupAPI(t)
+	f := setup(t)
 	id, payload := signedBatch(t)
 	body := batchBody(t, id, "svc", payload, "")
-	require.Equal(t, http.StatusCreated, postJSON(t, f.url+"/v1/batches", body).StatusCode)
-	again := postJSON(t, f.url+"/v1/batches", body)
+	require.Equal(t, http.StatusCreated, f.post("/v1/batches", body).StatusCode)
+	again := f.post("/v1/batches", body)
 	require.Equal(t, http.StatusOK, again.StatusCode, again.Body)
 	require.Contains(t, again.Body, `"created":false`)
 
-	other := postJSON(t, f.url+"/v1/batches", batchBody(t, id, "other-svc", payload, ""))
+	other := f.post("/v1/batches", batchBody(t, id, "other-svc", payload, ""))
 	require.Equal(t, http.StatusConflict, other.StatusCode, other.Body)
 	require.Contains(t, other.Body, "service_id")
 
 	// A conflict anywhere in an array stores nothing of the array.
 	id2, payload2 := signedBatch(t)
 	arr := "[" + string(batchBody(t, id2, "svc", payload2, "")) + "," + string(batchBody(t, id, "svc", payload, `,"created_at":"2020-01-01T00:00:00Z"`)) + "]"
-	resp := postJSON(t, f.url+"/v1/batches", []byte(arr))
+	resp := f.post("/v1/batches", []byte(arr))
 	require.Equal(t, http.StatusConflict, resp.StatusCode, resp.Body)
 	require.Equal(t, 1, f.count())
 }
 
 func TestAPI_BadInputGetsA4xxWithAMessageAndStoresNothing(t *testing.T) {
 	t.Parallel()
-	f := setupAPI(t)
+	f := setup(t)
 	id, payload := signedBatch(t)
 	otherID, _ := signedBatch(t)
 	big := make([]byte, 5000)
@@ -146,7 +99,7 @@ func TestAPI_BadInputGetsA4xxWithAMessageAndStoresNothing(t *testing.T) {
 		{"same id twice in an array", "[" + many[0] + "," + many[0] + "]", 400, "repeats batches[0]"},
 		{"two JSON values", string(batchBody(t, id, "s", payload, "")) + "{}", 400, "one JSON value"},
 	} {
-		resp := postJSON(t, f.url+"/v1/batches", []byte(tc.body))
+		resp := f.post("/v1/batches", []byte(tc.body))
 		require.Equal(t, tc.status, resp.StatusCode, "%s: %s", tc.name, resp.Body)
 		require.Contains(t, resp.Body, `"success":false`, tc.name)
 		require.Contains(t, resp.Body, tc.message, tc.name)
@@ -156,23 +109,23 @@ func TestAPI_BadInputGetsA4xxWithAMessageAndStoresNothing(t *testing.T) {
 
 func TestAPI_OversizedBodyIs413(t *testing.T) {
 	t.Parallel()
-	f := setupAPI(t, func(c *httpapi.Config) { c.MaxBodyBytes = 1024 })
-	resp := postJSON(t, f.url+"/v1/batches", []byte(`{"id":"`+strings.Repeat("a", 2000)+`"}`))
+	f := setup(t, func(c *httpapi.Config) { c.MaxBodyBytes = 1024 })
+	resp := f.post("/v1/batches", []byte(`{"id":"`+strings.Repeat("a", 2000)+`"}`))
 	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, resp.Body)
 	require.Contains(t, resp.Body, "larger than 1024 bytes")
 }
 
 func TestAPI_ListBatchesFiltersAndPagesByKeyset(t *testing.T) {
 	t.Parallel()
-	f := setupAPI(t)
+	f := setup(t)
 	var ids []string
 	for range 5 {
 		id, payload := signedBatch(t)
 		ids = append(ids, id)
-		require.Equal(t, http.StatusCreated, postJSON(t, f.url+"/v1/batches", batchBody(t, id, "a", payload, "")).StatusCode)
+		require.Equal(t, http.StatusCreated, f.post("/v1/batches", batchBody(t, id, "a", payload, "")).StatusCode)
 	}
 	id, payload := signedBatch(t)
-	require.Equal(t, http.StatusCreated, postJSON(t, f.url+"/v1/batches", batchBody(t, id, "b", payload, "")).StatusCode)
+	require.Equal(t, http.StatusCreated, f.post("/v1/batches", batchBody(t, id, "b", payload, "")).StatusCode)
 
 	type page struct {
 		Batches []struct {
@@ -183,7 +136,7 @@ func TestAPI_ListBatchesFiltersAndPagesByKeyset(t *testing.T) {
 	var seen []string
 	after := ""
 	for range 10 {
-		resp := getJSON(t, f.url+"/v1/batches?service_id=a&limit=2&after="+after)
+		resp := f.get("/v1/batches?service_id=a&limit=2&after=" + after)
 		require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
 		var p page
 		require.NoError(t, json.Unmarshal([]byte(resp.Body), &p))
@@ -195,15 +148,15 @@ func TestAPI_ListBatchesFiltersAndPagesByKeyset(t *testing.T) {
 		}
 		after = p.NextAfter
 	}
-	require.Equal(t, sortedCopy(ids), seen)
+	require.Equal(t, slices.Sorted(slices.Values(ids)), seen)
 
-	resp := getJSON(t, f.url+"/v1/batches?status=committed")
+	resp := f.get("/v1/batches?status=committed")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, resp.Body, `"batches":[]`)
 	for q, msg := range map[string]string{
 		"status=done": "unknown batch status", "limit=0": "limit", "limit=x": "limit", "colour=red": "unknown query parameter",
 	} {
-		resp := getJSON(t, f.url+"/v1/batches?"+q)
+		resp := f.get("/v1/batches?" + q)
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, q)
 		require.Contains(t, resp.Body, msg, q)
 	}

@@ -1,0 +1,180 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/httpapi"
+	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
+	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
+	"github.com/ledgerq/ledgerq/internal/metrics"
+	"github.com/ledgerq/ledgerq/internal/testdb"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// t0 is the fake clock's start.
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+type apiFixture struct {
+	t       *testing.T
+	db      *testdb.DB
+	url     string
+	metrics *metrics.Metrics
+}
+
+// setup serves the API over a fresh database, with small limits the tests
+// can reach (5 batches per request, 4096-byte payloads) and metrics on.
+func setup(t *testing.T, mutate ...func(*httpapi.Config)) *apiFixture {
+	t.Helper()
+	db := testdb.New(t)
+	cfg := httpapi.DefaultConfig()
+	cfg.MaxBatchesPerRequest = 5
+	cfg.MaxPayloadBytes = 4096
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	m := metrics.New()
+	api := httpapi.New(cfg, httpapi.Deps{Store: db.Store, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: m})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	return &apiFixture{t: t, db: db, url: srv.URL, metrics: m}
+}
+
+func (f *apiFixture) count() int {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var n int
+	require.NoError(f.t, f.db.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM ledgerq.batches`).Scan(&n))
+	return n
+}
+
+type httpResult struct {
+	StatusCode int
+	Header     http.Header
+	Body       string
+}
+
+// post and get send a request and check that the document the server
+// serves describes the answer: its status for that operation, and its body
+// against that status's schema. So every answer a test sees is one the
+// document promises.
+func (f *apiFixture) post(path string, body []byte) httpResult {
+	f.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, f.url+path, bytes.NewReader(body))
+	require.NoError(f.t, err)
+	req.Header.Set("Content-Type", "application/json")
+	return do(f.t, req)
+}
+
+func (f *apiFixture) get(path string) httpResult {
+	f.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, f.url+path, nil)
+	require.NoError(f.t, err)
+	return do(f.t, req)
+}
+
+func do(t *testing.T, req *http.Request) httpResult {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	requireDescribed(t, req, resp, body)
+	return httpResult{StatusCode: resp.StatusCode, Header: resp.Header, Body: string(body)}
+}
+
+// specRouter finds operations in the embedded document (the one GET
+// /openapi.json serves).
+var specRouter = sync.OnceValues(func() (routers.Router, error) {
+	doc, err := apigen.GetSpec()
+	if err != nil {
+		return nil, err
+	}
+	return legacy.NewRouter(doc)
+})
+
+func requireDescribed(t *testing.T, req *http.Request, resp *http.Response, body []byte) {
+	t.Helper()
+	router, err := specRouter()
+	require.NoError(t, err)
+	route, pathParams, err := router.FindRoute(req)
+	require.NoError(t, err, "%s %s is not in the document", req.Method, req.URL.Path)
+	err = openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: pathParams, Route: route},
+		Status:                 resp.StatusCode,
+		Header:                 resp.Header,
+		Body:                   io.NopCloser(bytes.NewReader(body)),
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true},
+	})
+	require.NoError(t, err, "%s %s answered %d %s, which the document does not describe", req.Method, req.URL, resp.StatusCode, body)
+}
+
+// testLogger logs through t, at warn level and above.
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(bytes.TrimRight(p, "\n")))
+	return len(p), nil
+}
+
+var testSigner = func() *sawtooth.Signer {
+	s, err := sawtooth.GenerateSigner()
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// signedBatch returns a real signed Sawtooth batch: its id and payload.
+func signedBatch(t testing.TB) (string, []byte) {
+	t.Helper()
+	id, payload, err := testSigner.NewBatch([]byte("payload"))
+	require.NoError(t, err)
+	return id, payload
+}
+
+func batchBody(t *testing.T, id, service string, payload []byte, extra string) []byte {
+	t.Helper()
+	return []byte(fmt.Sprintf(`{"id":%q,"service_id":%q,"payload":%q%s}`, id, service, base64.StdEncoding.EncodeToString(payload), extra))
+}
+
+// metricLine returns the line of the Prometheus text that holds name with
+// every one of labels, or "".
+func metricLine(text, name string, labels ...string) string {
+	for line := range strings.Lines(text) {
+		if !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		all := true
+		for _, l := range labels {
+			all = all && strings.Contains(line, l)
+		}
+		if all {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,38 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
+)
+
+// Healthz answers GET /healthz: the process is up.
+func (s *Server) Healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, apigen.Health{Success: true, Status: apigen.HealthStatusUp})
+}
+
+// Readyz answers GET /readyz: the database answers and is migrated.
+func (s *Server) Readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 3*time.Second)
+	defer cancel()
+	if s.ready != nil {
+		if err := s.ready.Ready(ctx); err != nil {
+			return c.JSON(http.StatusServiceUnavailable, apigen.Error{Success: false, Message: "not ready: " + err.Error()})
+		}
+	}
+	return c.JSON(http.StatusOK, apigen.Health{Success: true, Status: apigen.HealthStatusReady})
+}
+
+// Metrics answers GET /metrics with the Prometheus registry, or 404 when the
+// process runs without metrics.
+func (s *Server) Metrics(c echo.Context) error {
+	if s.promHandler == nil {
+		return echo.ErrNotFound
+	}
+	s.promHandler.ServeHTTP(c.Response(), c.Request())
+	return nil
+}
