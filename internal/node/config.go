@@ -9,6 +9,9 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/monitor"
+	"github.com/ledgerq/ledgerq/internal/queuer"
+	"github.com/ledgerq/ledgerq/internal/submitter"
 )
 
 // Config is everything a ledgerq process needs: the one configuration that
@@ -193,4 +196,31 @@ func RedactURL(s string) string {
 		return "(unparseable URL)"
 	}
 	return u.Redacted()
+}
+
+// BatchQueuerConfig is the batch queuer's share of c: the one mapping from
+// the node's settings to the service's, used by the node and by tests.
+func (c *Config) BatchQueuerConfig() queuer.BatchConfig {
+	return queuer.BatchConfig{
+		PollInterval: c.Loops.PollInterval, DBTimeout: c.Loops.DBTimeout,
+		DelayWindow: c.Batch.DelayWindow, DelayCap: c.Batch.DelayCap,
+	}
+}
+
+// BatchSubmitterConfig is the batch submitter's share of c.
+func (c *Config) BatchSubmitterConfig() submitter.BatchConfig {
+	b := &c.Batch
+	return submitter.BatchConfig{
+		PollInterval: c.Loops.PollInterval, DBTimeout: c.Loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
+		SubmitBatchSize: b.SubmitBatchSize, ClaimLease: b.ClaimLease, FirstCheck: b.FirstCheck,
+	}
+}
+
+// BatchMonitorConfig is the batch monitor's share of c.
+func (c *Config) BatchMonitorConfig() monitor.BatchConfig {
+	b := &c.Batch
+	return monitor.BatchConfig{
+		PollInterval: c.Loops.PollInterval, DBTimeout: c.Loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
+		CheckBatchSize: b.CheckBatchSize, CheckInterval: b.CheckInterval, ClaimLease: b.ClaimLease,
+	}
 }

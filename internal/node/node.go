@@ -107,26 +107,16 @@ func (n *Node) build() error {
 	deps := func(channel string) loop.Deps {
 		return loop.Deps{Clock: n.clock, Logger: n.logger, Metrics: n.metrics, Wake: n.listener.Subscribe(channel)}
 	}
-	b := &c.Batch
 	if c.Loops.Queuer {
-		n.batchQueuer = queuer.NewBatchQueuer(n.store, deps(notify.BatchQueuer), queuer.BatchConfig{
-			PollInterval: c.Loops.PollInterval, DBTimeout: c.Loops.DBTimeout,
-			DelayWindow: b.DelayWindow, DelayCap: b.DelayCap,
-		})
+		n.batchQueuer = queuer.NewBatchQueuer(n.store, deps(notify.BatchQueuer), c.BatchQueuerConfig())
 	}
 	if c.Loops.Submitter {
-		for range b.Submitters {
-			n.batchSubmitters = append(n.batchSubmitters, submitter.NewBatchSubmitter(n.store, n.batchLedger, deps(notify.BatchSubmitter), submitter.BatchConfig{
-				PollInterval: c.Loops.PollInterval, DBTimeout: c.Loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
-				SubmitBatchSize: b.SubmitBatchSize, ClaimLease: b.ClaimLease, FirstCheck: b.FirstCheck,
-			}))
+		for range c.Batch.Submitters {
+			n.batchSubmitters = append(n.batchSubmitters, submitter.NewBatchSubmitter(n.store, n.batchLedger, deps(notify.BatchSubmitter), c.BatchSubmitterConfig()))
 		}
 	}
 	if c.Loops.Monitor {
-		n.batchMonitor = monitor.NewBatchMonitor(n.store, n.batchLedger, deps(notify.BatchMonitor), monitor.BatchConfig{
-			PollInterval: c.Loops.PollInterval, DBTimeout: c.Loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
-			CheckBatchSize: b.CheckBatchSize, CheckInterval: b.CheckInterval, ClaimLease: b.ClaimLease,
-		})
+		n.batchMonitor = monitor.NewBatchMonitor(n.store, n.batchLedger, deps(notify.BatchMonitor), c.BatchMonitorConfig())
 	}
 	n.metrics.RegisterDepth("batch", []string{"new", "queued", "held", "pending", "unknown", "delayed"},
 		func(ctx context.Context) ([]metrics.StateDepth, error) {

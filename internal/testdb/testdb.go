@@ -11,7 +11,8 @@
 //
 // If none works it fails the test with what it tried; it never skips. The first
 // caller migrates a template database; every test then gets its own database,
-// cloned from the template, so tests can run in parallel and commit for real.
+// cloned from the template, so tests can run in parallel and commit for real
+// (New), or a transaction that is rolled back when it ends (NewTx).
 package testdb
 
 import (
@@ -59,8 +60,11 @@ var (
 // Call it from TestMain: func TestMain(m *testing.M) { testdb.Main(m) }.
 func Main(m *testing.M) {
 	code := m.Run()
-	if srv != nil && srv.stop != nil {
-		srv.stop()
+	if srv != nil {
+		dropTxDatabases(srv)
+		if srv.stop != nil {
+			srv.stop()
+		}
 	}
 	os.Exit(code)
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
 // simInvalidReason is the reason the simulated ledger gives for a batch it
@@ -145,7 +146,7 @@ func newBatchWorkload(t *testing.T, prefix string, services, perService, tieServ
 			if s < tieServices && i == 5 {
 				created = *byService[s][4].CreatedAt
 			}
-			id, payload := signedBatch(t)
+			id, payload := testfactory.SignedBatch(t)
 			byService[s] = append(byService[s], batchJSON{
 				ID: id, ServiceID: svc, Payload: base64.StdEncoding.EncodeToString(payload), CreatedAt: &created,
 			})
@@ -379,7 +380,7 @@ func requireFaults(t *testing.T, st simStats, fig laneFigures) {
 func startServe(t *testing.T, dbURL, ledgerURL string, extra ...string) (*proc, string) {
 	t.Helper()
 	addr := freeAddr(t)
-	args := append([]string{"serve", "--http-addr", addr, "--ledger", "sawtooth", "--ledger-url", ledgerURL}, extra...)
+	args := append([]string{"serve", "--http-addr", addr, "--batch-ledger", "sawtooth", "--batch-ledger-url", ledgerURL}, extra...)
 	p := startProc(t, t.TempDir(), []string{"DATABASE_URL=" + dbURL}, args...)
 	waitHTTPWhile(t, p, "http://"+addr+"/readyz", http.StatusOK, time.Minute)
 	return p, "http://" + addr
@@ -473,7 +474,7 @@ func TestE2E_ThreeServeProcessesWithFaultsAndAKilledProcessCommitEveryBatchInOrd
 	db := testdb.New(t).URL
 	sim := startSimLedger(t, e2eFaults...)
 	timings := []string{"--poll-interval", "200ms", "--delay-window", "500ms", "--delay-cap", "2s",
-		"--claim-lease", "3s", "--ledger-timeout", "2s", "--check-interval", "200ms"}
+		"--claim-lease", "3s", "--batch-ledger-timeout", "2s", "--check-interval", "200ms"}
 
 	// The third process reaches the ledger through a proxy that can hold one
 	// of its submit calls, so that it is killed in the middle of a send. It
@@ -585,8 +586,8 @@ func TestE2E_OnceRunFromCronDrivesTheWorkloadToCompletion(t *testing.T) {
 	w := newBatchWorkload(t, "cron", 10, 8, 2)
 	w.post(t, []string{api})
 
-	onceArgs := []string{"once", "--ledger", "sawtooth", "--ledger-url", sim.url, "--delay-window", "200ms",
-		"--delay-cap", "1s", "--claim-lease", "3s", "--ledger-timeout", "2s", "--check-interval", "100ms",
+	onceArgs := []string{"once", "--batch-ledger", "sawtooth", "--batch-ledger-url", sim.url, "--delay-window", "200ms",
+		"--delay-cap", "1s", "--claim-lease", "3s", "--batch-ledger-timeout", "2s", "--check-interval", "100ms",
 		"--timeout", "1m", "--log-level", "warn"}
 	const maxRuns = 400
 	deadline := time.Now().Add(2 * time.Minute)

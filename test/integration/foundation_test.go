@@ -1,12 +1,15 @@
 package integration
 
 import (
-	"context"
+	"cmp"
+	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,76 +17,45 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ledgerq/ledgerq/internal/loop"
-	"github.com/ledgerq/ledgerq/internal/notify"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/migrations"
 )
 
-func TestMigrations_UpDownUpOnAFreshDatabase(t *testing.T) {
-	t.Parallel()
-	ctx := ctxT(t, 2*time.Minute)
-	u := testdb.NewEmpty(t)
-	st, err := store.Open(ctx, u)
-	require.NoError(t, err)
-	defer st.Close()
-	m, err := st.NewMigrator(nil)
-	require.NoError(t, err)
-	defer m.Close()
-
-	tables := func() []string {
-		rows, err := st.Pool().Query(ctx, `SELECT table_name FROM information_schema.tables WHERE table_schema = 'ledgerq' ORDER BY 1`)
-		require.NoError(t, err)
-		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
-		return names
-	}
-
-	res, err := m.Up(ctx)
-	require.NoError(t, err)
-	require.Len(t, res, int(m.LatestVersion()))
-	require.Contains(t, tables(), "batches")
-	require.Contains(t, tables(), "goose_db_version", "goose's version table lives in the ledgerq schema")
-
-	_, err = m.DownTo(ctx, 0)
-	require.NoError(t, err)
-	require.Equal(t, []string{"goose_db_version"}, tables(), "down removes everything the migrations made")
-	current, _, err := m.Versions(ctx)
-	require.NoError(t, err)
-	require.EqualValues(t, 0, current)
-
-	_, err = m.Up(ctx)
-	require.NoError(t, err)
-	require.Contains(t, tables(), "batches")
-	current, latest, err := m.Versions(ctx)
-	require.NoError(t, err)
-	require.Equal(t, latest, current)
+// embeddedMigration is one migration file the binary embeds.
+type embeddedMigration struct {
+	file    string
+	version int64 // goose's version: the file name's leading number
 }
 
-func TestMigrations_EveryTableViewAndColumnHasAComment(t *testing.T) {
-	t.Parallel()
-	db := testdb.New(t)
-	ctx := ctxT(t, time.Minute)
-	rows, err := db.Store.Pool().Query(ctx, `
-		SELECT c.relname || coalesce('.' || a.attname, '')
-		FROM pg_class c
-		JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'ledgerq'
-		LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-		WHERE c.relkind IN ('r', 'v', 'p')
-		  AND (obj_description(c.oid, 'pg_class') IS NULL
-		       OR (a.attname IS NOT NULL AND col_description(c.oid, a.attnum) IS NULL))
-		ORDER BY 1`)
+// embeddedMigrations lists the migrations the binary embeds, oldest first.
+func embeddedMigrations(t *testing.T) []embeddedMigration {
+	t.Helper()
+	files, err := fs.Glob(migrations.FS, "*.sql")
 	require.NoError(t, err)
-	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
-	require.Empty(t, missing, "tables, views or columns without a COMMENT")
+	require.NotEmpty(t, files, "no migration is embedded")
+	var out []embeddedMigration
+	for _, f := range files {
+		digits, _, ok := strings.Cut(f, "_")
+		require.True(t, ok, "migration %s has no version prefix", f)
+		v, err := strconv.ParseInt(digits, 10, 64)
+		require.NoError(t, err, "migration %s", f)
+		out = append(out, embeddedMigration{file: f, version: v})
+	}
+	slices.SortFunc(out, func(a, b embeddedMigration) int { return cmp.Compare(a.version, b.version) })
+	return out
 }
 
 func TestMigrateCommand_UpStatusVersionDown(t *testing.T) {
 	t.Parallel()
+	migs := embeddedMigrations(t)
+	latest := migs[len(migs)-1].version
+	var previous int64 // the version after rolling back the latest
+	if len(migs) > 1 {
+		previous = migs[len(migs)-2].version
+	}
 	u := testdb.NewEmpty(t)
 	env := []string{"DATABASE_URL=" + u}
 	run := func(args ...string) (int, string) {
@@ -93,22 +65,24 @@ func TestMigrateCommand_UpStatusVersionDown(t *testing.T) {
 	}
 	code, out := run("up")
 	require.Equal(t, 0, code, out)
-	require.Contains(t, out, "applied 2 migration(s)")
+	require.Contains(t, out, fmt.Sprintf("applied %d migration(s)", len(migs)))
 
 	code, out = run("version")
 	require.Equal(t, 0, code, out)
-	require.Contains(t, out, "database: 2")
+	require.Contains(t, out, fmt.Sprintf("database: %d\n", latest))
 
 	code, out = run("status")
 	require.Equal(t, 0, code, out)
-	require.Contains(t, out, "00002_batches.sql")
+	for _, m := range migs {
+		require.Contains(t, out, m.file)
+	}
 	require.NotContains(t, out, "pending")
 
 	code, out = run("down")
 	require.Equal(t, 0, code, out)
 	code, out = run("version")
 	require.Equal(t, 0, code, out)
-	require.Contains(t, out, "database: 1")
+	require.Contains(t, out, fmt.Sprintf("database: %d\n", previous))
 
 	code, out = run("sideways")
 	require.NotEqual(t, 0, code)
@@ -174,7 +148,7 @@ func TestOnce_ExitsZeroAgainstAMigratedDatabase(t *testing.T) {
 	db := testdb.New(t)
 	p := startProc(t, t.TempDir(), []string{"DATABASE_URL=" + db.URL}, "once")
 	require.Equal(t, 0, p.wait(t, time.Minute), p.stderr.String())
-	require.Contains(t, p.stderr.String(), "once: monitor round")
+	require.Contains(t, p.stderr.String(), "once: batch monitor round")
 }
 
 func TestOnce_UnreachableDatabaseFailsFastWithAClearMessage(t *testing.T) {
@@ -187,107 +161,6 @@ func TestOnce_UnreachableDatabaseFailsFastWithAClearMessage(t *testing.T) {
 	require.Less(t, time.Since(began), 20*time.Second)
 	require.Contains(t, p.stderr.String(), "cannot reach the database at postgres://ledgerq:xxxxx@"+addr)
 	require.NotContains(t, p.stderr.String(), "secret", "the password is not printed")
-}
-
-// roundCounter is a loop round that reports each run on a channel.
-func roundCounter() (loop.Round, <-chan struct{}) {
-	ran := make(chan struct{}, 100)
-	return func(context.Context) (bool, error) {
-		ran <- struct{}{}
-		return false, nil
-	}, ran
-}
-
-func waitRound(t *testing.T, ran <-chan struct{}, within time.Duration, what string) {
-	t.Helper()
-	select {
-	case <-ran:
-	case <-time.After(within):
-		t.Fatalf("no round within %s: %s", within, what)
-	}
-}
-
-// startListener starts a notification listener subscribed to channel and
-// waits until it listens.
-func startListener(t *testing.T, ctx context.Context, dbURL, channel string) (*notify.Listener, <-chan struct{}) {
-	t.Helper()
-	l := notify.NewListener(dbURL, testLogger(t))
-	wake := l.Subscribe(channel)
-	connected := l.Connected()
-	require.NoError(t, l.Start(ctx))
-	t.Cleanup(l.Stop)
-	<-connected
-	return l, wake
-}
-
-func TestLoop_WakesOnNotifyWellBeforeItsPollInterval(t *testing.T) {
-	t.Parallel()
-	db := testdb.New(t)
-	ctx := ctxT(t, time.Minute)
-	_, wake := startListener(t, ctx, db.URL, store.ChannelQueuer)
-
-	round, ran := roundCounter()
-	lp := loop.New(loop.Config{Name: "test", Interval: time.Hour, Wake: wake}, round)
-	require.NoError(t, lp.Start(ctx))
-	t.Cleanup(lp.Stop)
-	waitRound(t, ran, 5*time.Second, "the first round runs at start")
-	drain(ran)
-
-	began := time.Now()
-	require.NoError(t, db.Store.Notify(ctx, store.ChannelQueuer))
-	waitRound(t, ran, 5*time.Second, "NOTIFY wakes the loop")
-	require.Less(t, time.Since(began), 5*time.Second)
-
-	// Another channel's notification does not wake it.
-	drain(ran)
-	require.NoError(t, db.Store.Notify(ctx, store.ChannelMonitor))
-	select {
-	case <-ran:
-		t.Fatal("a notification on another channel woke the loop")
-	case <-time.After(300 * time.Millisecond):
-	}
-}
-
-func TestLoop_KeepsPollingWhenItsListenerConnectionIsKilledAndTheListenerReconnects(t *testing.T) {
-	t.Parallel()
-	db := testdb.New(t)
-	ctx := ctxT(t, time.Minute)
-	l, wake := startListener(t, ctx, db.URL, store.ChannelSubmitter)
-
-	round, ran := roundCounter()
-	lp := loop.New(loop.Config{Name: "test", Interval: 200 * time.Millisecond, Wake: wake}, round)
-	require.NoError(t, lp.Start(ctx))
-	t.Cleanup(lp.Stop)
-
-	pid := l.BackendPID()
-	require.NotZero(t, pid)
-	reconnected := l.Connected()
-	var killed bool
-	require.NoError(t, db.Store.Pool().QueryRow(ctx, `SELECT pg_terminate_backend($1)`, int(pid)).Scan(&killed))
-	require.True(t, killed)
-
-	// Rounds go on at the poll interval while the listener is down.
-	drain(ran)
-	for i := range 3 {
-		waitRound(t, ran, 2*time.Second, "poll round "+strconv.Itoa(i))
-	}
-
-	select {
-	case <-reconnected:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the listener did not reconnect")
-	}
-	require.NotEqual(t, pid, l.BackendPID())
-}
-
-func drain(ch <-chan struct{}) {
-	for {
-		select {
-		case <-ch:
-		default:
-			return
-		}
-	}
 }
 
 // tcpProxy forwards a loopback port to a target; Close cuts every connection
@@ -416,14 +289,14 @@ func TestServe_SIGTERMLetsTheSendInFlightFinishAndRecordsItsOutcome(t *testing.T
 
 	ctx := ctxT(t, time.Minute)
 	eventually(t, 30*time.Second, "the submitter holds the batch", func() bool {
-		b, err := db.Store.GetBatch(ctx, id)
+		b, err := db.Store.BatchGet(ctx, id)
 		require.NoError(t, err)
 		return b.Submitted && b.ClaimExpiresAt != nil
 	})
 	p.signal(t, syscall.SIGTERM)
 	require.Equal(t, 0, p.wait(t, 30*time.Second), "exits 0 after draining")
 
-	b, err := db.Store.GetBatch(ctx, id)
+	b, err := db.Store.BatchGet(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, store.BatchStatusPending, b.Status, "the send finished and its outcome was recorded")
 	require.Nil(t, b.ClaimExpiresAt)

@@ -1,7 +1,9 @@
-// Package integration holds ledgerq's tests against a real PostgreSQL and the
-// real binary. The server comes from package testdb (LEDGERQ_TEST_DATABASE_URL,
-// testcontainers, or the local PostgreSQL binaries); each test gets its own
-// database.
+// Package integration holds ledgerq's end-to-end tests: they build the real
+// binary, start it as processes (dev, serve, once, migrate, simledger) and
+// talk to them over HTTP, as an operator or a cron job would. Rule tests live
+// beside the code they test. The server comes from package testdb
+// (LEDGERQ_TEST_DATABASE_URL, testcontainers, or the local PostgreSQL
+// binaries); each test gets its own database.
 package integration
 
 import (

@@ -1,0 +1,305 @@
+package submitter_test
+
+// BatchSubmitter rules of the batch lane (seed 001, DESIGN §2.1): what each
+// ledger outcome makes of a batch, the fencing of a late outcome, and what
+// becomes of a batch whose submitter died. Each test runs in a rolled-back
+// transaction and drives the loops through RunOnce with a fake clock.
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
+	"github.com/ledgerq/ledgerq/internal/ledger/sim"
+	"github.com/ledgerq/ledgerq/internal/loop"
+	"github.com/ledgerq/ledgerq/internal/monitor"
+	"github.com/ledgerq/ledgerq/internal/node"
+	"github.com/ledgerq/ledgerq/internal/queuer"
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/submitter"
+	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// laneConfig is the batch lane's service configurations in a node with the
+// default settings.
+type laneConfig struct {
+	queuer    queuer.BatchConfig
+	submitter submitter.BatchConfig
+	monitor   monitor.BatchConfig
+}
+
+func defaultLaneConfig() laneConfig {
+	d := node.Defaults()
+	return laneConfig{queuer: d.BatchQueuerConfig(), submitter: d.BatchSubmitterConfig(), monitor: d.BatchMonitorConfig()}
+}
+
+// batchSetup is what a BatchSubmitter rule test needs: a store in a
+// rolled-back transaction, a fake clock, and the lane's three services.
+type batchSetup struct {
+	t     *testing.T
+	st    *store.Store
+	clock *clock.Fake
+	rows  *testfactory.Factory
+	cfg   laneConfig
+	deps  loop.Deps
+	q     *queuer.BatchQueuer
+}
+
+func setup(t *testing.T) *batchSetup {
+	t.Helper()
+	st := testdb.NewTx(t)
+	clk := testfactory.NewClock()
+	cfg := defaultLaneConfig()
+	deps := loop.Deps{Clock: clk, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	return &batchSetup{
+		t: t, st: st, clock: clk, rows: testfactory.New(t, st, clk), cfg: cfg, deps: deps,
+		q: queuer.NewBatchQueuer(st, deps, cfg.queuer),
+	}
+}
+
+func (b *batchSetup) submitter(l ledger.BatchLedger) *submitter.BatchSubmitter {
+	return submitter.NewBatchSubmitter(b.st, l, b.deps, b.cfg.submitter)
+}
+
+func (b *batchSetup) monitor(l ledger.BatchLedger) *monitor.BatchMonitor {
+	return monitor.NewBatchMonitor(b.st, l, b.deps, b.cfg.monitor)
+}
+
+// queue runs one queuer round and returns the ids it queued, sorted.
+func (b *batchSetup) queue() []string {
+	b.t.Helper()
+	before := b.queuedIDs()
+	n, err := b.q.RunOnce(b.t.Context())
+	require.NoError(b.t, err)
+	var ids []string
+	for _, id := range b.queuedIDs() {
+		if !slices.Contains(before, id) {
+			ids = append(ids, id)
+		}
+	}
+	require.Len(b.t, ids, n, "the round reports as many batches as it queued")
+	return ids
+}
+
+func (b *batchSetup) queuedIDs() []string {
+	b.t.Helper()
+	all, err := b.st.BatchList(b.t.Context(), store.BatchListParams{Limit: 10000})
+	require.NoError(b.t, err)
+	var ids []string
+	for _, x := range all {
+		if x.QueuedAt != nil {
+			ids = append(ids, x.ID)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (b *batchSetup) get(id string) store.Batch {
+	b.t.Helper()
+	got, err := b.st.BatchGet(b.t.Context(), id)
+	require.NoError(b.t, err)
+	return got
+}
+
+func (b *batchSetup) runOnce(name string, f func(context.Context) (int, error)) int {
+	b.t.Helper()
+	n, err := f(b.t.Context())
+	require.NoError(b.t, err, name)
+	return n
+}
+
+// runLane runs queuer, submitter and monitor rounds, moving the clock past
+// the first check between submitter and monitor, until every batch is
+// committed or invalid or the round budget is spent.
+func (b *batchSetup) runLane(l ledger.BatchLedger, rounds int) {
+	b.t.Helper()
+	s, m := b.submitter(l), b.monitor(l)
+	step := max(b.cfg.submitter.FirstCheck, b.cfg.monitor.CheckInterval)
+	for range rounds {
+		b.runOnce("queuer", b.q.RunOnce)
+		b.runOnce("submitter", s.RunOnce)
+		b.clock.Advance(step)
+		b.runOnce("monitor", m.RunOnce)
+		counts, err := b.st.BatchCountByState(b.t.Context())
+		require.NoError(b.t, err)
+		var all int64
+		for _, n := range counts {
+			all += n
+		}
+		if counts["committed"]+counts["invalid"] == all {
+			return
+		}
+	}
+}
+
+func TestBatchSubmitter_AcceptedBatchesArePendingAndWereSentInOneLedgerCall(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.rows.PostBatches("a", 1)[0]
+	c := b.rows.PostBatches("c", 1)[0]
+	l := &ledgertest.BatchLedger{}
+	require.Len(t, b.queue(), 2)
+	require.Equal(t, 2, b.runOnce("submitter", b.submitter(l).RunOnce))
+	require.Len(t, l.SubmitCalls(), 1, "one BatchList for both")
+	for _, id := range []string{a, c} {
+		got := b.get(id)
+		require.Equal(t, store.BatchStatusPending, got.Status)
+		require.True(t, got.Submitted)
+		require.Nil(t, got.ClaimExpiresAt)
+		require.Nil(t, got.QueuedAt)
+		require.Equal(t, 1, got.Attempts)
+	}
+}
+
+func TestBatchSubmitter_TransientFailureMakesTheBatchDelayedNotSubmittedWithOneMoreAttempt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.rows.PostBatches("a", 1)[0]
+	l := &ledgertest.BatchLedger{Submit: func([]string) ([]error, error) {
+		return nil, ledger.NewError(ledger.Transient, "validator busy", nil)
+	}}
+	b.queue()
+	b.runOnce("submitter", b.submitter(l).RunOnce)
+	got := b.get(id)
+	require.Equal(t, store.BatchStatusDelayed, got.Status)
+	require.False(t, got.Submitted)
+	require.Equal(t, 1, got.Attempts)
+	require.Equal(t, "validator busy", got.LastError)
+
+	require.Empty(t, b.queue(), "inside the delay window")
+	b.clock.Advance(b.cfg.queuer.DelayWindow)
+	require.Equal(t, []string{id}, b.queue())
+	b.runOnce("submitter", b.submitter(l).RunOnce)
+	require.Equal(t, 2, b.get(id).Attempts)
+}
+
+func TestBatchSubmitter_DeterministicRejectionMakesTheBatchInvalidWithTheReason(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ids := b.rows.PostBatches("a", 2)
+	l := &ledgertest.BatchLedger{Submit: func([]string) ([]error, error) {
+		return []error{ledger.NewError(ledger.Deterministic, "bad signature", nil)}, nil
+	}}
+	require.Equal(t, []string{ids[0]}, b.queue())
+	b.runOnce("submitter", b.submitter(l).RunOnce)
+	got := b.get(ids[0])
+	require.Equal(t, store.BatchStatusInvalid, got.Status)
+	require.Equal(t, "bad signature", got.LastError)
+	require.NotNil(t, got.FinishedAt)
+	require.Equal(t, []string{ids[1]}, b.queue(), "an invalid batch releases its service")
+}
+
+func TestBatchSubmitter_IndeterminateOutcomeIsTreatedAsSentAndCheckedByTheMonitor(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.rows.PostBatches("a", 1)[0]
+	l := &ledgertest.BatchLedger{Submit: func([]string) ([]error, error) {
+		return nil, ledger.NewError(ledger.Indeterminate, "connection reset after the request was sent", nil)
+	}}
+	b.queue()
+	b.runOnce("submitter", b.submitter(l).RunOnce)
+	require.Equal(t, store.BatchStatusPending, b.get(id).Status)
+
+	// The ledger never got it: the monitor finds UNKNOWN and the queuer resends it.
+	b.clock.Advance(b.cfg.submitter.FirstCheck)
+	require.Equal(t, 1, b.runOnce("monitor", b.monitor(l).RunOnce))
+	got := b.get(id)
+	require.Equal(t, store.BatchStatusUnknown, got.Status)
+	require.False(t, got.Submitted)
+	require.Equal(t, []string{id}, b.queue())
+}
+
+// A submitter slower than its lease loses the batch to the monitor; its late
+// outcome must not overwrite what the monitor recorded.
+func TestBatchSubmitter_OutcomeOfAClaimThatExpiredIsNotRecorded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.rows.PostBatches("a", 1)[0]
+	monitorLedger := &ledgertest.BatchLedger{} // knows nothing: UNKNOWN
+	slow := &ledgertest.BatchLedger{Submit: func([]string) ([]error, error) {
+		b.clock.Advance(2 * b.cfg.submitter.ClaimLease) // past the lease
+		_, err := b.monitor(monitorLedger).RunOnce(t.Context())
+		require.NoError(t, err)
+		return []error{ledger.NewError(ledger.Deterministic, "late answer", nil)}, nil
+	}}
+	b.queue()
+	b.runOnce("submitter", b.submitter(slow).RunOnce)
+	got := b.get(id)
+	require.Equal(t, store.BatchStatusUnknown, got.Status, "the monitor's answer stands")
+	require.NotEqual(t, "late answer", got.LastError)
+}
+
+// Submitter crash: a batch claimed and never answered for. After its lease the
+// monitor asks the ledger; the ledger does not know it, so it becomes unknown
+// and is sent again.
+func TestBatchSubmitterCrash_ClaimedBatchTheLedgerDoesNotKnowBecomesUnknownAndIsResent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.rows.PostBatches("a", 1)[0]
+	l := sim.New(sim.Config{Seed: 1, Clock: b.clock, CommitDelay: 500 * time.Millisecond})
+	b.queue()
+	lease := b.cfg.submitter.ClaimLease
+	now := b.clock.Now()
+	_, err := b.st.BatchClaimQueued(t.Context(), store.BatchClaimQueuedParams{Now: now, LeaseUntil: now.Add(lease), Max: 10}) // …and the submitter dies
+	require.NoError(t, err)
+
+	m := b.monitor(l)
+	require.Equal(t, 0, b.runOnce("monitor", m.RunOnce), "nothing to check while the lease runs")
+	require.Empty(t, b.queue(), "held: not queued again")
+	b.clock.Advance(lease)
+	require.Equal(t, 1, b.runOnce("monitor", m.RunOnce))
+	got := b.get(id)
+	require.Equal(t, store.BatchStatusUnknown, got.Status)
+	require.False(t, got.Submitted)
+
+	b.runLane(l, 10)
+	got = b.get(id)
+	require.Equal(t, store.BatchStatusCommitted, got.Status)
+	require.Equal(t, 2, got.Attempts)
+}
+
+// Submitter crash after the ledger took the batch: the monitor finds it
+// PENDING, records it as pending, and follows it to COMMITTED without sending
+// it again.
+func TestBatchSubmitterCrash_ClaimedBatchTheLedgerHasBecomesPendingAndIsFollowedUp(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := b.rows.PostBatches("a", 1)[0]
+	l := sim.New(sim.Config{Seed: 1, Clock: b.clock, CommitDelay: 2 * time.Minute})
+	b.queue()
+	lease := b.cfg.submitter.ClaimLease
+	now := b.clock.Now()
+	claimed, err := b.st.BatchClaimQueued(t.Context(), store.BatchClaimQueuedParams{Now: now, LeaseUntil: now.Add(lease), Max: 10})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	perBatch, err := l.SubmitBatches(t.Context(), []ledger.Batch{{ID: claimed[0].ID, Payload: claimed[0].Payload}})
+	require.NoError(t, err)
+	require.Len(t, perBatch, 1)
+	require.NoError(t, perBatch[0]) // …and the submitter dies before recording it
+
+	b.clock.Advance(lease)
+	m := b.monitor(l)
+	require.Equal(t, 1, b.runOnce("monitor", m.RunOnce))
+	got := b.get(id)
+	require.Equal(t, store.BatchStatusPending, got.Status)
+	require.True(t, got.Submitted)
+	require.Nil(t, got.ClaimExpiresAt)
+
+	b.clock.Advance(2 * time.Minute)
+	b.runOnce("monitor", m.RunOnce)
+	got = b.get(id)
+	require.Equal(t, store.BatchStatusCommitted, got.Status)
+	require.Equal(t, 1, got.Attempts, "never sent twice")
+	require.Equal(t, uint64(1), l.Stats().Accepted)
+}
