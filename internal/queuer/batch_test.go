@@ -7,7 +7,6 @@ package queuer_test
 
 import (
 	"log/slog"
-	"slices"
 	"testing"
 	"time"
 
@@ -54,43 +53,9 @@ func setup(t *testing.T) *batchSetup {
 	}
 }
 
-// queue runs one queuer round and returns the ids it queued, sorted.
-func (b *batchSetup) queue() []string {
-	b.t.Helper()
-	before := b.queuedIDs()
-	n, err := b.q.RunOnce(b.t.Context())
-	require.NoError(b.t, err)
-	var ids []string
-	for _, id := range b.queuedIDs() {
-		if !slices.Contains(before, id) {
-			ids = append(ids, id)
-		}
-	}
-	require.Len(b.t, ids, n, "the round reports as many batches as it queued")
-	return ids
-}
+func (b *batchSetup) queue() []string { b.t.Helper(); return b.rows.Queue(b.q.RunOnce) }
 
-// queuedIDs returns the ids of the batches queued now, sorted.
-func (b *batchSetup) queuedIDs() []string {
-	b.t.Helper()
-	all, err := b.st.BatchList(b.t.Context(), store.BatchListParams{Limit: 10000})
-	require.NoError(b.t, err)
-	var ids []string
-	for _, x := range all {
-		if x.QueuedAt != nil {
-			ids = append(ids, x.ID)
-		}
-	}
-	slices.Sort(ids)
-	return ids
-}
-
-func (b *batchSetup) get(id string) store.Batch {
-	b.t.Helper()
-	got, err := b.st.BatchGet(b.t.Context(), id)
-	require.NoError(b.t, err)
-	return got
-}
+func (b *batchSetup) get(id string) store.Batch { b.t.Helper(); return b.rows.Get(id) }
 
 // The delay window of seed 001 is 15 s; ledgerq doubles it per attempt up to
 // a cap of 5 minutes. The tests below use the configured values; this one

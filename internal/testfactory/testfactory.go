@@ -12,6 +12,7 @@ package testfactory
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/stretchr/testify/require"
 )
 
 // Start is when the fake clocks of rule tests start: a fixed time, so a
@@ -159,4 +161,54 @@ func SignedBatch(tb testing.TB) (id string, payload []byte) {
 		tb.Fatalf("testfactory: signing a batch: %v", err)
 	}
 	return id, payload
+}
+
+// Queue runs one queuer round (run is a BatchQueuer's RunOnce) and returns
+// the ids it queued, sorted; it fails the test when the round's count and the
+// rows disagree.
+func (f *Factory) Queue(run func(context.Context) (int, error)) []string {
+	f.tb.Helper()
+	before := f.QueuedIDs()
+	n, err := run(f.tb.Context())
+	require.NoError(f.tb, err)
+	var ids []string
+	for _, id := range f.QueuedIDs() {
+		if !slices.Contains(before, id) {
+			ids = append(ids, id)
+		}
+	}
+	require.Len(f.tb, ids, n, "the round reports as many batches as it queued")
+	return ids
+}
+
+// QueuedIDs returns the ids of the batches marked queued, sorted.
+func (f *Factory) QueuedIDs() []string {
+	f.tb.Helper()
+	all, err := f.st.BatchList(f.tb.Context(), store.BatchListParams{Limit: 10000})
+	require.NoError(f.tb, err)
+	var ids []string
+	for _, x := range all {
+		if x.QueuedAt != nil {
+			ids = append(ids, x.ID)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Get returns one batch; it fails the test when there is none.
+func (f *Factory) Get(id string) store.Batch {
+	f.tb.Helper()
+	got, err := f.st.BatchGet(f.tb.Context(), id)
+	require.NoError(f.tb, err)
+	return got
+}
+
+// Run runs one round of a service (its RunOnce) and returns its count; it
+// fails the test, naming the round, when the round fails.
+func (f *Factory) Run(name string, run func(context.Context) (int, error)) int {
+	f.tb.Helper()
+	n, err := run(f.tb.Context())
+	require.NoError(f.tb, err, name)
+	return n
 }
