@@ -64,6 +64,7 @@ func registerSim(fs *flag.FlagSet, s *node.SimConfig) {
 	fs.Float64Var(&s.LostRate, "sim-lost-rate", s.LostRate, "simulated ledger: fraction of accepted batches it loses (they answer UNKNOWN)")
 	fs.Float64Var(&s.DropResponseRate, "sim-drop-response-rate", s.DropResponseRate, "simulated ledger: fraction of submit calls that succeed but whose answer is lost")
 	fs.IntVar(&s.MaxEvents, "sim-max-events", s.MaxEvents, "simulated ledger: keep at most this many events in its log (0: all)")
+	fs.BoolVar(&s.Verify, "sim-verify", s.Verify, "simulated ledger: verify each batch's signatures as a validator does (false: parse only; the ledger's cost, paid on its own machines in production)")
 }
 
 func setupLogger(level string) (*slog.Logger, error) {

@@ -111,6 +111,9 @@ type SimConfig struct {
 	DropResponseRate float64
 	// MaxEvents bounds the simulated ledger's event log.
 	MaxEvents int
+	// Verify makes the simulated ledger verify every batch's signatures, as
+	// a validator does; off, it only parses them (benchmarks of ledgerq).
+	Verify bool
 }
 
 // Ledger kinds of the batch lane.
@@ -134,7 +137,7 @@ func Defaults() Config {
 		Batch: BatchConfig{
 			Ledger: BatchLedgerConfig{
 				Kind: BatchLedgerSim, Timeout: 30 * time.Second,
-				Sim: SimConfig{Seed: 1, CommitDelay: 500 * time.Millisecond, MaxEvents: 10000},
+				Sim: SimConfig{Seed: 1, CommitDelay: 500 * time.Millisecond, MaxEvents: 10000, Verify: true},
 			},
 			DelayWindow: 15 * time.Second, DelayCap: 5 * time.Minute,
 			SubmitBatchSize: 100, ClaimLease: time.Minute, FirstCheck: 500 * time.Millisecond,

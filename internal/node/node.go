@@ -154,7 +154,7 @@ func (s SimConfig) New(clk clock.Clock, logger *slog.Logger) *sim.Ledger {
 	return sim.New(sim.Config{
 		Seed: s.Seed, Clock: clk, Logger: logger, Latency: s.Latency, CommitDelay: s.CommitDelay,
 		RejectRate: s.RejectRate, TransientRate: s.TransientRate, LostRate: s.LostRate,
-		DropResponseRate: s.DropResponseRate, MaxEvents: s.MaxEvents,
+		DropResponseRate: s.DropResponseRate, MaxEvents: s.MaxEvents, SkipVerify: !s.Verify,
 	})
 }
 

@@ -46,6 +46,10 @@ type Config struct {
 	// MaxEvents bounds the event log; the oldest events are dropped past it.
 	// 0 keeps every event, which tests want and a long benchmark does not.
 	MaxEvents int
+	// SkipVerify makes the ledger parse each batch without verifying its
+	// signatures: verification is the ledger's cost, paid on the ledger's
+	// machines in production, and a benchmark of ledgerq can leave it out.
+	SkipVerify bool
 }
 
 // EventKind names what happened to a batch.

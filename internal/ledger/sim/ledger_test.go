@@ -421,3 +421,25 @@ func TestLedger_IsSafeForConcurrentUse(t *testing.T) {
 	require.True(t, slices.IsSortedFunc(ev, func(a, b sim.Event) int { return a.Time.Compare(b.Time) }),
 		"the log is in time order even with calls racing the clock")
 }
+
+func TestLedger_SkipVerifyParsesButDoesNotVerifySignatures(t *testing.T) {
+	t.Parallel()
+	for _, skip := range []bool{false, true} {
+		b := setup(t, sim.Config{SkipVerify: skip})
+		batches := b.batches(t, 2)
+		// A flipped byte inside the signed header: it still parses, but the
+		// signature no longer verifies.
+		tampered := slices.Clone(batches[0].Payload)
+		tampered[10] ^= 0x01
+		batches[0].Payload = tampered
+		batches[1].Payload = []byte("garbage")
+
+		errs := b.submit(t, batches...)
+		require.ErrorIs(t, errs[1], sawtooth.ErrMalformedBatch, "skip %v: what does not parse is refused either way", skip)
+		if skip {
+			require.NoError(t, errs[0], "without verification a bad signature goes unnoticed")
+		} else {
+			require.ErrorIs(t, errs[0], sawtooth.ErrInvalidBatch)
+		}
+	}
+}
