@@ -1,10 +1,16 @@
--- name: BatchInsert :one
--- Stores a new batch. ON CONFLICT makes a re-post of a known id a no-op; the
--- caller compares the stored row to decide between "same batch" and conflict.
+-- name: BatchInsertMany :many
+-- Intake: stores every batch of one request in one statement. ON CONFLICT makes
+-- a re-post of a known id a no-op; the caller compares the stored rows
+-- (BatchGetMany) to decide between "same batch" and conflict.
 INSERT INTO ledgerq.batches (id, service_id, payload, created_at, received_at, updated_at)
-VALUES (@id, @service_id, @payload, @created_at, @now::timestamptz, @now::timestamptz)
+SELECT u.id, u.service_id, u.payload, u.created_at, @now::timestamptz, @now::timestamptz
+FROM (SELECT unnest(@ids::text[]) AS id, unnest(@service_ids::text[]) AS service_id,
+             unnest(@payloads::bytea[]) AS payload, unnest(@created_ats::timestamptz[]) AS created_at) u
 ON CONFLICT (id) DO NOTHING
 RETURNING *;
+
+-- name: BatchGetMany :many
+SELECT * FROM ledgerq.batches WHERE id = ANY(@ids::text[]);
 
 -- name: BatchGet :one
 SELECT * FROM ledgerq.batches WHERE id = @id;
@@ -18,22 +24,53 @@ WHERE (sqlc.narg(service_id)::text IS NULL OR service_id = sqlc.narg(service_id)
 ORDER BY id
 LIMIT @max;
 
--- name: BatchQueue :many
--- Queuer round: seed 001 (Grid) one-round serial algorithm, steps 1-6, in one
--- statement, marking the "queue now" set with queued_at.
---   step 1: terminal batches are never read (every branch reads a partial index
---           that leaves them out);
---   step 3: every unknown batch;
---   step 4: every delayed batch whose last attempt is outside the delay window
---           (base x 2^(attempts-1), capped);
---   step 5: services with a batch pending, unknown or delayed are skipped, and so
---           are services whose batch the submitter holds (submitted, no status):
---           the seed would pick that held batch again, which breaks seriality;
---   step 6: for each other service, its oldest never-sent batch, ties broken by id.
--- A batch already queued is left as it is, and the outer WHERE re-checks each
--- row under its lock, so concurrent queuers cannot queue a batch the submitter
--- has claimed in the meantime. The services CTE is a loose index scan: one
--- index probe per service with never-sent batches, not one per batch.
+-- name: BatchServicesLock :exec
+-- Serialises admission per service: one transaction-scoped advisory lock per
+-- service, taken in key order so that two transactions never wait on each
+-- other in a cycle. Every statement that may admit a batch (BatchAdmit) runs
+-- after this one in the same transaction, so it sees the other admissions of
+-- the service committed (READ COMMITTED: a new snapshot per statement).
+SELECT pg_advisory_xact_lock(1818585457, k)::text
+FROM (SELECT DISTINCT hashtext(s) AS k FROM unnest(@service_ids::text[]) AS s) keys
+ORDER BY k;
+
+-- name: BatchAdmit :many
+-- Admission, seed 001 steps 5 and 6 for the given services only: a service
+-- with no active batch (queued, held, pending, unknown or delayed) gets its
+-- oldest never-sent batch queued, created_at order, ties broken by id. Runs
+-- in the transaction that freed the services, after BatchServicesLock, so its
+-- cost is the services it is given, never all of them.
+WITH svc AS (
+    SELECT DISTINCT s AS service_id FROM unnest(@service_ids::text[]) AS s
+),
+next AS (
+    SELECT o.id
+    FROM svc,
+    LATERAL (
+        SELECT n.id FROM ledgerq.batches n
+        WHERE n.service_id = svc.service_id AND n.status IS NULL AND NOT n.submitted
+        ORDER BY n.created_at, n.id
+        LIMIT 1
+    ) o
+    WHERE NOT EXISTS (
+        SELECT 1 FROM ledgerq.batches a
+        WHERE a.service_id = svc.service_id
+          AND (a.status IN ('pending', 'unknown', 'delayed')
+               OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
+    )
+)
+UPDATE ledgerq.batches b
+SET queued_at = @now::timestamptz, updated_at = @now::timestamptz
+FROM next
+WHERE b.id = next.id AND b.status IS NULL AND NOT b.submitted AND b.queued_at IS NULL
+RETURNING b.id, b.service_id;
+
+-- name: BatchIdleServices :many
+-- Queuer reconciliation (the recovery path, not the hot path): services that
+-- have a never-sent batch and no active one, which no transaction admitted
+-- (rows written by an operator's SQL, or by an older ledgerq). A loose index
+-- scan: one probe per service with never-sent batches. The queuer runs it
+-- rarely and hands the result to BatchServicesLock and BatchAdmit.
 WITH RECURSIVE services AS (
     (SELECT n.service_id FROM ledgerq.batches n
      WHERE n.status IS NULL AND NOT n.submitted
@@ -44,39 +81,36 @@ WITH RECURSIVE services AS (
             ORDER BY n.service_id LIMIT 1)
     FROM services s
     WHERE s.service_id IS NOT NULL
-),
-oldest AS (
-    SELECT o.id, o.queued_at
-    FROM services s,
-    LATERAL (
-        SELECT n.id, n.queued_at FROM ledgerq.batches n
-        WHERE n.service_id = s.service_id AND n.status IS NULL AND NOT n.submitted
-        ORDER BY n.created_at, n.id
-        LIMIT 1
-    ) o
-    WHERE s.service_id IS NOT NULL
-      AND NOT EXISTS (
-        SELECT 1 FROM ledgerq.batches a
-        WHERE a.service_id = s.service_id
-          AND (a.status IN ('pending', 'unknown', 'delayed') OR (a.submitted AND a.status IS NULL))
-      )
-),
-candidates AS (
+)
+SELECT s.service_id::text AS service_id FROM services s
+WHERE s.service_id IS NOT NULL
+  AND NOT EXISTS (
+    SELECT 1 FROM ledgerq.batches a
+    WHERE a.service_id = s.service_id
+      AND (a.status IN ('pending', 'unknown', 'delayed')
+           OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
+  )
+LIMIT @max;
+
+-- name: BatchQueueRetries :many
+-- Queuer round, seed 001 steps 3 and 4: every unknown batch, and every delayed
+-- batch whose last attempt is outside the delay window (window x
+-- 2^(attempts-1), capped), is queued again. Reads only the batches_retry index.
+-- The outer WHERE re-checks each row under its lock, so a concurrent round
+-- cannot queue a batch the submitter claimed in the meantime.
+WITH due AS (
     SELECT r.id FROM ledgerq.batches r
     WHERE r.status IN ('unknown', 'delayed') AND NOT r.submitted AND r.queued_at IS NULL
       AND (r.status = 'unknown'
            OR r.last_submitted_at <= sqlc.arg(now)::timestamptz - make_interval(0, 0, 0, 0, 0, 0,
                 least(sqlc.arg(delay_window_secs)::float8 * power(2, least(greatest(r.attempts - 1, 0), 40)),
                       sqlc.arg(delay_cap_secs)::float8)))
-    UNION
-    SELECT o.id FROM oldest o WHERE o.queued_at IS NULL
 )
 UPDATE ledgerq.batches b
 SET queued_at = @now::timestamptz, updated_at = @now::timestamptz
-FROM candidates c
-WHERE b.id = c.id
-  AND NOT b.submitted AND b.queued_at IS NULL
-  AND (b.status IS NULL OR b.status IN ('unknown', 'delayed'))
+FROM due
+WHERE b.id = due.id
+  AND NOT b.submitted AND b.queued_at IS NULL AND b.status IN ('unknown', 'delayed')
 RETURNING b.id, b.service_id, b.status;
 
 -- name: BatchClaimQueued :many
@@ -102,28 +136,29 @@ FROM claimable
 WHERE b.id = claimable.id
 RETURNING b.id, b.service_id, b.payload, b.attempts;
 
--- name: BatchMarkPending :execrows
--- Submitter outcome: the ledger accepted the batch. Applies only while this
--- claim (same attempt) still holds the batch.
-UPDATE ledgerq.batches
-SET status = 'pending', claim_expires_at = NULL, next_check_at = @next_check_at::timestamptz,
-    last_error = NULL, updated_at = @now::timestamptz
-WHERE id = @id AND attempts = @attempts AND claim_expires_at IS NOT NULL;
-
--- name: BatchMarkDelayed :execrows
--- Submitter outcome: a transient failure. The batch goes back to the queuer,
--- which retries it after the delay window.
-UPDATE ledgerq.batches
-SET status = 'delayed', submitted = false, claim_expires_at = NULL,
-    last_error = sqlc.arg(last_error)::text, updated_at = @now::timestamptz
-WHERE id = @id AND attempts = @attempts AND claim_expires_at IS NOT NULL;
-
--- name: BatchMarkRejected :execrows
--- Submitter outcome: the ledger refused the batch itself; it will never be valid.
-UPDATE ledgerq.batches
-SET status = 'invalid', claim_expires_at = NULL, last_error = sqlc.arg(last_error)::text,
-    finished_at = @now::timestamptz, updated_at = @now::timestamptz
-WHERE id = @id AND attempts = @attempts AND claim_expires_at IS NOT NULL;
+-- name: BatchRecordSubmitMany :many
+-- Submitter outcomes of one round, in one statement. Each row applies only
+-- while the claim that sent it (same attempt) still holds the batch:
+--   accepted -> pending, first check at @next_check_at;
+--   delayed  -> delayed, submitted = false (a transient failure; the queuer
+--               retries it after the delay window);
+--   rejected -> invalid (the ledger refused the batch itself).
+WITH o AS (
+    SELECT unnest(@ids::text[]) AS id, unnest(@attempts::int4[]) AS attempts,
+           unnest(@results::text[]) AS result, unnest(@reasons::text[]) AS reason
+)
+UPDATE ledgerq.batches b
+SET status = (CASE o.result WHEN 'accepted' THEN 'pending' WHEN 'delayed' THEN 'delayed' ELSE 'invalid' END)::ledgerq.batch_status,
+    submitted = (o.result <> 'delayed'),
+    claim_expires_at = NULL,
+    next_check_at = CASE WHEN o.result = 'accepted' THEN @next_check_at::timestamptz END,
+    last_error = CASE WHEN o.result = 'accepted' THEN NULL ELSE o.reason END,
+    finished_at = CASE WHEN o.result = 'rejected' THEN @now::timestamptz END,
+    updated_at = @now::timestamptz
+FROM o
+WHERE b.id = o.id AND b.attempts = o.attempts AND b.claim_expires_at IS NOT NULL
+  AND o.result IN ('accepted', 'delayed', 'rejected')
+RETURNING b.id, b.service_id, o.result::text AS result;
 
 -- name: BatchClaimPendingForCheck :many
 -- Monitor claim: pending batches due for a status check. Moving next_check_at
@@ -157,23 +192,32 @@ FROM expired
 WHERE b.id = expired.id
 RETURNING b.id, b.service_id, b.attempts;
 
--- name: BatchRecordStatus :execrows
--- Monitor outcome for a pending batch or an expired held one, conditional on
--- the attempt it checked:
---   PENDING   -> pending (a held batch the ledger has after all);
+-- name: BatchRecordStatusMany :many
+-- Monitor outcomes of one round, in one statement, each conditional on the
+-- attempt it checked, for a pending batch or an expired held one:
+--   PENDING   -> pending, next check at @next_check_at (a held batch the
+--               ledger has after all, or a pending one asked about again);
 --   COMMITTED -> committed, INVALID -> invalid (terminal);
---   UNKNOWN   -> unknown with submitted = false (seed 001 (Grid) note), so the queuer
---               sends it again.
-UPDATE ledgerq.batches
-SET status = @status::ledgerq.batch_status,
-    submitted = (@status::ledgerq.batch_status <> 'unknown'),
+--   UNKNOWN   -> unknown with submitted = false (seed 001 note), and queued at
+--               once (seed 001 step 3), so the submitter sends it again.
+WITH o AS (
+    SELECT unnest(@ids::text[]) AS id, unnest(@attempts::int4[]) AS attempts,
+           unnest(@statuses::text[]) AS status, unnest(@reasons::text[]) AS reason
+)
+UPDATE ledgerq.batches b
+SET status = o.status::ledgerq.batch_status,
+    submitted = (o.status <> 'unknown'),
     claim_expires_at = NULL,
-    next_check_at = CASE WHEN @status::ledgerq.batch_status = 'pending' THEN @next_check_at::timestamptz END,
-    last_error = CASE WHEN @status::ledgerq.batch_status = 'pending' THEN NULL ELSE sqlc.narg(last_error)::text END,
-    finished_at = CASE WHEN @status::ledgerq.batch_status IN ('committed', 'valid', 'invalid') THEN @now::timestamptz END,
+    queued_at = CASE WHEN o.status = 'unknown' THEN @now::timestamptz END,
+    next_check_at = CASE WHEN o.status = 'pending' THEN @next_check_at::timestamptz END,
+    last_error = CASE WHEN o.status = 'pending' THEN NULL ELSE nullif(o.reason, '') END,
+    finished_at = CASE WHEN o.status IN ('committed', 'valid', 'invalid') THEN @now::timestamptz END,
     updated_at = @now::timestamptz
-WHERE id = @id AND attempts = @attempts
-  AND (status = 'pending' OR claim_expires_at IS NOT NULL);
+FROM o
+WHERE b.id = o.id AND b.attempts = o.attempts
+  AND (b.status = 'pending' OR b.claim_expires_at IS NOT NULL)
+  AND o.status IN ('pending', 'unknown', 'committed', 'valid', 'invalid')
+RETURNING b.id, b.service_id, b.status::text AS status;
 
 -- name: BatchCountByState :many
 -- Depth of the batch lane per state, for metrics and the bench.

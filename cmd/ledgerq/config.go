@@ -51,6 +51,8 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
 	fs.DurationVar(&b.FirstCheck, "first-check", b.FirstCheck, "batch lane: how long after acceptance the monitor first asks about a batch")
 	fs.DurationVar(&b.CheckInterval, "check-interval", b.CheckInterval, "batch lane: time between two status checks of a pending batch")
 	fs.IntVar(&b.CheckBatchSize, "check-batch-size", b.CheckBatchSize, "batch lane: most batches asked about in one ledger call")
+	fs.DurationVar(&b.TrackGrace, "track-grace", b.TrackGrace, "batch lane: how long past its next check a batch this process follows in memory is left to it before other processes' monitors take it over")
+	fs.DurationVar(&b.ReconcileInterval, "reconcile-interval", b.ReconcileInterval, "batch lane: how often the queuer admits batches no transaction admitted (rows written by hand); a scan over the services")
 	registerSim(fs, &b.Ledger.Sim)
 }
 

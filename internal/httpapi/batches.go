@@ -101,7 +101,7 @@ func (s *Server) PostBatches(c echo.Context) error {
 	}
 	status := http.StatusOK
 	out := make([]apigen.Batch, len(res))
-	received := 0
+	received, queued := 0, 0
 	for i, r := range res {
 		created := r.Created
 		out[i] = toBatch(r.Batch)
@@ -109,9 +109,16 @@ func (s *Server) PostBatches(c echo.Context) error {
 		if created {
 			status = http.StatusCreated
 			received++
+			if r.Batch.QueuedAt != nil {
+				queued++
+			}
 		}
 	}
 	s.metrics.Transition("batch", "received", received)
+	s.metrics.Transition("batch", "queued", queued)
+	if queued > 0 && s.onQueued != nil {
+		s.onQueued()
+	}
 	if single {
 		return c.JSON(status, apigen.BatchResult{Success: true, Batch: out[0]})
 	}

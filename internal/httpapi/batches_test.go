@@ -36,7 +36,7 @@ func TestAPI_PostBatchStoresItAndGetReturnsIt(t *testing.T) {
 	require.True(t, out.Success)
 	require.Equal(t, id, out.Batch.ID)
 	require.Equal(t, "svc", out.Batch.ServiceID)
-	require.Equal(t, "new", out.Batch.State)
+	require.Equal(t, "queued", out.Batch.State, "a batch posted to an idle service is queued as it is stored")
 	require.True(t, out.Batch.CreatedAt.Equal(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 
 	missing := f.get("/v1/batches/nope")

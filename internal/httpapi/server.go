@@ -72,7 +72,14 @@ type Server struct {
 	// promHandler serves GET /metrics; nil when the process has no metrics.
 	promHandler http.Handler
 	echo        *echo.Echo
+	// onQueued is called after a request queued batches (OnBatchesQueued).
+	onQueued func()
 }
+
+// OnBatchesQueued sets f to be called after a request queued batches for
+// sending (the batch submitters of this process, which then need no NOTIFY).
+// Call it before serving.
+func (s *Server) OnBatchesQueued(f func()) { s.onQueued = f }
 
 var _ apigen.ServerInterface = (*Server)(nil)
 

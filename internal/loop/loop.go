@@ -49,6 +49,12 @@ type Loop struct {
 	stop    chan struct{}
 	done    chan struct{}
 
+	// poke starts a round early from inside the process (Poke, PokeAfter).
+	poke      chan struct{}
+	pokeMu    sync.Mutex
+	pokeTimer *time.Timer
+	pokeAt    time.Time
+
 	rounds atomic.Int64
 }
 
@@ -63,7 +69,41 @@ func New(cfg Config, round Round) *Loop {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Loop{cfg: cfg, round: round}
+	return &Loop{cfg: cfg, round: round, poke: make(chan struct{}, 1)}
+}
+
+// Poke starts a round soon, without a database round trip: another service
+// of this process created work for this one. Pokes collapse like wake-ups.
+func (l *Loop) Poke() {
+	select {
+	case l.poke <- struct{}{}:
+	default:
+	}
+}
+
+// PokeAfter pokes the loop after d (at once for d <= 0). Only the earliest
+// pending poke is kept, so calling it once per item costs one timer.
+func (l *Loop) PokeAfter(d time.Duration) {
+	if d <= 0 {
+		l.Poke()
+		return
+	}
+	at := time.Now().Add(d)
+	l.pokeMu.Lock()
+	defer l.pokeMu.Unlock()
+	if l.pokeTimer != nil && !l.pokeAt.After(at) {
+		return // an earlier poke is already set
+	}
+	if l.pokeTimer != nil {
+		l.pokeTimer.Stop()
+	}
+	l.pokeAt = at
+	l.pokeTimer = time.AfterFunc(d, func() {
+		l.pokeMu.Lock()
+		l.pokeTimer = nil
+		l.pokeMu.Unlock()
+		l.Poke()
+	})
 }
 
 // Rounds returns how many rounds have completed, successfully or not.
@@ -127,6 +167,7 @@ func (l *Loop) run(ctx context.Context) {
 			return
 		case <-timer.C:
 		case <-l.cfg.Wake:
+		case <-l.poke:
 		}
 		if l.stopped(ctx) {
 			return

@@ -203,3 +203,31 @@ func TestNewService_AFullRoundIsFollowedAtOnceAndAPartialOneWaits(t *testing.T) 
 	case <-time.After(100 * time.Millisecond):
 	}
 }
+
+func TestLoop_PokeStartsARoundAndPokeAfterKeepsTheEarliest(t *testing.T) {
+	t.Parallel()
+	ran := make(chan time.Time, 10)
+	l := New(Config{Name: "t", Interval: time.Hour}, func(context.Context) (bool, error) {
+		ran <- time.Now()
+		return false, nil
+	})
+	require.NoError(t, l.Start(context.Background()))
+	defer l.Stop()
+	<-ran // the first round, at start
+	l.Poke()
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a poke did not start a round")
+	}
+	began := time.Now()
+	l.PokeAfter(time.Hour)
+	l.PokeAfter(50 * time.Millisecond) // earlier: replaces the hour
+	l.PokeAfter(time.Hour)             // later: ignored
+	select {
+	case at := <-ran:
+		require.GreaterOrEqual(t, at.Sub(began), 50*time.Millisecond)
+	case <-time.After(5 * time.Second):
+		t.Fatal("PokeAfter(50ms) did not start a round")
+	}
+}

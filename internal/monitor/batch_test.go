@@ -8,6 +8,7 @@ import (
 	"context"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/submitter"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
@@ -100,7 +102,7 @@ func TestBatchMonitor_UnknownBecomesUnknownWithSubmittedFalse(t *testing.T) {
 	got := b.get("a1")
 	require.Equal(t, store.BatchStatusUnknown, got.Status)
 	require.False(t, got.Submitted)
-	require.Equal(t, []string{"a1"}, b.queue())
+	require.Equal(t, []string{"a1"}, b.rows.QueuedIDs(), "an unknown batch is queued again at once (step 3)")
 }
 
 func TestBatchMonitor_PendingStaysPendingAndIsAskedAgainAfterTheCheckInterval(t *testing.T) {
@@ -115,4 +117,73 @@ func TestBatchMonitor_PendingStaysPendingAndIsAskedAgainAfterTheCheckInterval(t 
 	require.Equal(t, 0, b.runOnce("monitor", m.RunOnce), "not due again yet")
 	b.clock.Advance(b.cfg.CheckInterval)
 	require.Equal(t, 1, b.runOnce("monitor", m.RunOnce))
+}
+
+// A batch this process's submitter saw accepted is followed in memory: the
+// monitor asks about it at its first check without claiming it in the
+// database, and the stored check time keeps other monitors off it until this
+// process would have followed it up (TrackGrace), which is the recovery path
+// if the process dies.
+func TestBatchMonitor_FollowsAcceptedBatchesInMemoryAndOthersStayOff(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	l := &ledgertest.BatchLedger{}
+	m := b.monitor(l)
+	d := node.Defaults()
+	sub := submitter.NewBatchSubmitter(b.st, l, b.deps, d.BatchSubmitterConfig())
+	sub.OnAccepted = func(acc []submitter.Accepted) { m.Track(acc, d.Batch.FirstCheck) }
+	id := b.rows.PostBatches("a", 1)[0]
+	require.Equal(t, 1, b.runOnce("submitter", sub.RunOnce))
+	stored := *b.get(id).NextCheckAt
+	require.Equal(t, b.clock.Now().Add(d.Batch.FirstCheck+d.Batch.TrackGrace), stored)
+
+	b.clock.Advance(d.Batch.FirstCheck)
+	other := b.monitor(l) // another process: the database path only
+	require.Zero(t, b.runOnce("other monitor", other.RunOnce), "the batch is followed elsewhere")
+
+	// Still pending: asked from memory, nothing written.
+	l.SetStatus(id, ledger.BatchPending, "")
+	before := b.get(id).UpdatedAt
+	require.Equal(t, 1, b.runOnce("monitor", m.RunOnce))
+	require.Equal(t, before, b.get(id).UpdatedAt, "a check from memory writes nothing")
+	require.Zero(t, b.runOnce("monitor", m.RunOnce), "not due again before the check interval")
+
+	// Pending for as long as the stored time: it is written forward, once.
+	for b.clock.Now().Before(stored.Add(-2 * d.Batch.CheckInterval)) {
+		b.clock.Advance(d.Batch.CheckInterval)
+		require.Equal(t, 1, b.runOnce("monitor", m.RunOnce))
+	}
+	b.clock.Advance(d.Batch.CheckInterval)
+	require.Equal(t, 1, b.runOnce("monitor", m.RunOnce))
+	require.True(t, b.get(id).NextCheckAt.After(stored), "the stored check time moved forward before it came due")
+	require.Zero(t, b.runOnce("other monitor", other.RunOnce))
+
+	// Committed: recorded, and no longer followed.
+	l.SetStatus(id, ledger.BatchCommitted, "")
+	b.clock.Advance(d.Batch.CheckInterval)
+	require.Equal(t, 1, b.runOnce("monitor", m.RunOnce))
+	require.Equal(t, store.BatchStatusCommitted, b.get(id).Status)
+	b.clock.Advance(d.Batch.CheckInterval)
+	require.Zero(t, b.runOnce("monitor", m.RunOnce))
+}
+
+// If the process that followed a batch dies, the batch is not lost: once its
+// stored check time passes, any monitor claims it from the database.
+func TestBatchMonitor_AFollowedBatchOfADeadProcessIsTakenOverAfterItsStoredCheckTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	l := &ledgertest.BatchLedger{}
+	d := node.Defaults()
+	sub := submitter.NewBatchSubmitter(b.st, l, b.deps, d.BatchSubmitterConfig())
+	sub.OnAccepted = func([]submitter.Accepted) {} // followed by a monitor that then dies
+	id := b.rows.PostBatches("a", 1)[0]
+	require.Equal(t, 1, b.runOnce("submitter", sub.RunOnce))
+	l.SetStatus(id, ledger.BatchCommitted, "")
+
+	other := b.monitor(l)
+	b.clock.Advance(d.Batch.FirstCheck + d.Batch.TrackGrace - time.Millisecond)
+	require.Zero(t, b.runOnce("other monitor", other.RunOnce))
+	b.clock.Advance(time.Millisecond)
+	require.Equal(t, 1, b.runOnce("other monitor", other.RunOnce))
+	require.Equal(t, store.BatchStatusCommitted, b.get(id).Status)
 }

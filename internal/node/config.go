@@ -80,6 +80,12 @@ type BatchConfig struct {
 	CheckInterval time.Duration
 	// CheckBatchSize is the most batches asked about in one ledger call.
 	CheckBatchSize int
+	// TrackGrace is how long past its next check a batch this process
+	// follows in memory is left to it before other monitors take it over.
+	TrackGrace time.Duration
+	// ReconcileInterval is how often the queuer admits batches that no
+	// transaction admitted (rows written by hand); a scan over the services.
+	ReconcileInterval time.Duration
 	// Submitters is how many submitter loops this process runs (bench runs
 	// several, as several processes would).
 	Submitters int
@@ -142,6 +148,7 @@ func Defaults() Config {
 			DelayWindow: 15 * time.Second, DelayCap: 5 * time.Minute,
 			SubmitBatchSize: 100, ClaimLease: time.Minute, FirstCheck: 500 * time.Millisecond,
 			CheckInterval: time.Second, CheckBatchSize: 100, Submitters: 1,
+			TrackGrace: 10 * time.Second, ReconcileInterval: 30 * time.Second,
 		},
 		ShutdownTimeout: 30 * time.Second,
 	}
@@ -179,6 +186,8 @@ func (c *Config) Validate() error {
 		return errors.New("--delay-window must be positive and --delay-cap at least as long")
 	case b.FirstCheck < 0 || b.CheckInterval <= 0:
 		return errors.New("--first-check must not be negative and --check-interval must be positive")
+	case b.TrackGrace <= 0 || b.ReconcileInterval <= 0:
+		return errors.New("--track-grace and --reconcile-interval must be positive")
 	}
 	if b.Ledger.URL != "" {
 		u, err := url.ParseRequestURI(b.Ledger.URL)
@@ -207,6 +216,7 @@ func (c *Config) BatchQueuerConfig() queuer.BatchConfig {
 	return queuer.BatchConfig{
 		PollInterval: c.Loops.PollInterval, DBTimeout: c.Loops.DBTimeout,
 		DelayWindow: c.Batch.DelayWindow, DelayCap: c.Batch.DelayCap,
+		ReconcileInterval: c.Batch.ReconcileInterval, ReconcileMax: 1000,
 	}
 }
 
@@ -216,6 +226,7 @@ func (c *Config) BatchSubmitterConfig() submitter.BatchConfig {
 	return submitter.BatchConfig{
 		PollInterval: c.Loops.PollInterval, DBTimeout: c.Loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
 		SubmitBatchSize: b.SubmitBatchSize, ClaimLease: b.ClaimLease, FirstCheck: b.FirstCheck,
+		TrackGrace: b.TrackGrace,
 	}
 }
 
@@ -225,5 +236,6 @@ func (c *Config) BatchMonitorConfig() monitor.BatchConfig {
 	return monitor.BatchConfig{
 		PollInterval: c.Loops.PollInterval, DBTimeout: c.Loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
 		CheckBatchSize: b.CheckBatchSize, CheckInterval: b.CheckInterval, ClaimLease: b.ClaimLease,
+		TrackGrace: b.TrackGrace, TrackMax: 100000,
 	}
 }

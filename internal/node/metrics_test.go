@@ -72,7 +72,8 @@ func TestMetrics_BatchLaneFiguresMoveAsBatchesGoThrough(t *testing.T) {
 	srv := httptest.NewServer(n.Handler())
 	defer srv.Close()
 
-	// Before any loop runs: the posted batches wait as "new".
+	// Before any loop runs: the oldest batch of each of the 3 services was
+	// queued as it was stored, the others wait as "new".
 	signer, err := sawtooth.GenerateSigner()
 	require.NoError(t, err)
 	const batches = 6
@@ -93,7 +94,9 @@ func TestMetrics_BatchLaneFiguresMoveAsBatchesGoThrough(t *testing.T) {
 	require.Equal(t, http.StatusCreated, resp.StatusCode, string(msg))
 
 	before := scrape(t, srv.URL)
-	require.Equal(t, float64(batches), before[`ledgerq_queue_depth{lane="batch",state="new"}`])
+	require.Equal(t, 3.0, before[`ledgerq_queue_depth{lane="batch",state="queued"}`])
+	require.Equal(t, float64(batches-3), before[`ledgerq_queue_depth{lane="batch",state="new"}`])
+	require.Equal(t, 3.0, before[`ledgerq_transitions_total{lane="batch",outcome="queued"}`])
 	require.Zero(t, before[`ledgerq_queue_depth{lane="batch",state="pending"}`])
 	require.GreaterOrEqual(t, before[`ledgerq_queue_oldest_age_seconds{lane="batch",state="new"}`], 0.0)
 	require.Equal(t, float64(batches), before[`ledgerq_transitions_total{lane="batch",outcome="received"}`])

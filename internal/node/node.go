@@ -118,6 +118,10 @@ func (n *Node) build() error {
 	if c.Loops.Monitor {
 		n.batchMonitor = monitor.NewBatchMonitor(n.store, n.batchLedger, deps(notify.BatchMonitor), c.BatchMonitorConfig())
 	}
+	n.api = httpapi.New(httpapi.Config{
+		MaxBodyBytes: c.API.MaxBodyBytes, MaxBatchesPerRequest: c.API.MaxBatchesPerRequest, MaxPayloadBytes: c.API.MaxPayloadBytes,
+	}, httpapi.Deps{Store: n.store, Ready: n, Clock: n.clock, Logger: n.logger, Metrics: n.metrics})
+	n.wireBatchLane()
 	n.metrics.RegisterDepth("batch", []string{"new", "queued", "held", "pending", "unknown", "delayed"},
 		func(ctx context.Context) ([]metrics.StateDepth, error) {
 			rows, err := n.store.BatchDepthByState(ctx)
@@ -127,10 +131,29 @@ func (n *Node) build() error {
 			}
 			return out, err
 		}, n.clock, 2*time.Second, n.logger)
-	n.api = httpapi.New(httpapi.Config{
-		MaxBodyBytes: c.API.MaxBodyBytes, MaxBatchesPerRequest: c.API.MaxBatchesPerRequest, MaxPayloadBytes: c.API.MaxPayloadBytes,
-	}, httpapi.Deps{Store: n.store, Ready: n, Clock: n.clock, Logger: n.logger, Metrics: n.metrics})
 	return nil
+}
+
+// wireBatchLane lets the batch lane's services of this process hand each
+// other work without a database round trip: whatever queues batches pokes
+// the submitters, and accepted batches go to the monitor, which follows them
+// in memory. NOTIFY still carries the same news to other processes.
+func (n *Node) wireBatchLane() {
+	pokeSubmitters := func() {
+		for _, s := range n.batchSubmitters {
+			s.Poke()
+		}
+	}
+	if n.batchQueuer != nil {
+		n.batchQueuer.OnQueued = pokeSubmitters
+	}
+	for _, s := range n.batchSubmitters {
+		s.OnQueued = pokeSubmitters
+	}
+	if n.batchMonitor != nil {
+		n.batchMonitor.OnQueued = pokeSubmitters
+	}
+	n.api.OnBatchesQueued(pokeSubmitters)
 }
 
 func (n *Node) newBatchLedger() (ledger.BatchLedger, error) {
@@ -225,6 +248,15 @@ func (n *Node) Ready(ctx context.Context) error {
 func (n *Node) Start(ctx context.Context) error {
 	if n.started {
 		return errors.New("node already started")
+	}
+	// Accepted batches are followed in memory only by a running process: a
+	// RunOnce (cron) process exits, and its batches must stay claimable by
+	// the next run's monitor at their first check.
+	if n.batchMonitor != nil {
+		firstCheck := n.cfg.Batch.FirstCheck
+		for _, s := range n.batchSubmitters {
+			s.OnAccepted = func(acc []submitter.Accepted) { n.batchMonitor.Track(acc, firstCheck) }
+		}
 	}
 	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	if err := n.listener.Start(work); err != nil {

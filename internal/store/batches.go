@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -119,37 +118,73 @@ type BatchInsertParams struct {
 	Batches []NewBatch
 }
 
-// BatchInsert stores batches in one transaction and wakes the batch queuer. A
-// batch whose id is stored already with the same service, payload and (when
-// given) created_at is returned as it is; one with different content fails
-// the whole call with a *ConflictError and nothing is stored.
+// BatchInsert stores batches in one transaction with one INSERT, and admits
+// the next batch of every service it made busy-able: a service with no active
+// batch gets its oldest never-sent batch queued in the same transaction
+// (which wakes the batch submitter). A batch whose id is stored already with
+// the same service, payload and (when given) created_at is returned as it is;
+// one with different content fails the whole call with a *ConflictError and
+// nothing is stored.
 func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) ([]InsertedBatch, error) {
-	out := make([]InsertedBatch, 0, len(p.Batches))
+	n := len(p.Batches)
+	ins := dbsqlc.BatchInsertManyParams{
+		Now: p.Now, Ids: make([]string, n), ServiceIds: make([]string, n),
+		Payloads: make([][]byte, n), CreatedAts: make([]time.Time, n),
+	}
+	for i, nb := range p.Batches {
+		ins.Ids[i], ins.ServiceIds[i], ins.Payloads[i], ins.CreatedAts[i] = nb.ID, nb.ServiceID, nb.Payload, nb.CreatedAt
+		if nb.CreatedAt.IsZero() {
+			ins.CreatedAts[i] = p.Now
+		}
+	}
+	var out []InsertedBatch
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
-		out = out[:0]
-		created := false
-		for _, nb := range p.Batches {
-			createdAt := nb.CreatedAt
-			if createdAt.IsZero() {
-				createdAt = p.Now
+		rows, err := q.BatchInsertMany(ctx, ins)
+		if err != nil {
+			return fmt.Errorf("inserting %d batches: %w", n, err)
+		}
+		created := make(map[string]dbsqlc.LedgerqBatch, len(rows))
+		var services []string
+		for _, r := range rows {
+			created[r.ID] = r
+			services = append(services, r.ServiceID)
+		}
+		var known map[string]dbsqlc.LedgerqBatch
+		if len(rows) < n {
+			// ON CONFLICT DO NOTHING returned no row for known ids.
+			var missing []string
+			for _, nb := range p.Batches {
+				if _, ok := created[nb.ID]; !ok {
+					missing = append(missing, nb.ID)
+				}
 			}
-			row, err := one(q.BatchInsert(ctx, dbsqlc.BatchInsertParams{
-				ID: nb.ID, ServiceID: nb.ServiceID, Payload: nb.Payload, CreatedAt: createdAt, Now: p.Now,
-			}))
-			if err == nil {
-				out = append(out, InsertedBatch{Batch: batchFromRow(row), Created: true})
-				created = true
+			existing, err := q.BatchGetMany(ctx, missing)
+			if err != nil {
+				return fmt.Errorf("reading %d existing batches: %w", len(missing), err)
+			}
+			known = make(map[string]dbsqlc.LedgerqBatch, len(existing))
+			for _, r := range existing {
+				known[r.ID] = r
+			}
+		}
+		admitted, err := admit(ctx, q, p.Now, services)
+		if err != nil {
+			return err
+		}
+		out = make([]InsertedBatch, 0, n)
+		for _, nb := range p.Batches {
+			if r, ok := created[nb.ID]; ok {
+				b := batchFromRow(r)
+				if admitted[nb.ID] {
+					b.QueuedAt = &p.Now
+				}
+				out = append(out, InsertedBatch{Batch: b, Created: true})
 				continue
 			}
-			// ON CONFLICT DO NOTHING returns no row for a known id.
-			if !errors.Is(err, ErrNotFound) {
-				return fmt.Errorf("inserting batch %q: %w", nb.ID, err)
-			}
-			existing, err := one(q.BatchGet(ctx, nb.ID))
-			if err != nil {
-				return fmt.Errorf("reading existing batch %q: %w", nb.ID, err)
-			}
+			existing, ok := known[nb.ID]
 			switch {
+			case !ok:
+				return fmt.Errorf("batch %q was neither stored nor found", nb.ID)
 			case existing.ServiceID != nb.ServiceID:
 				return &ConflictError{ID: nb.ID, Field: "service_id"}
 			case !bytes.Equal(existing.Payload, nb.Payload):
@@ -159,13 +194,35 @@ func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) ([]Inserte
 			}
 			out = append(out, InsertedBatch{Batch: batchFromRow(existing)})
 		}
-		if created {
-			return wake(ctx, q, notify.BatchQueuer)
+		if len(admitted) > 0 {
+			return wake(ctx, q, notify.BatchSubmitter)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// admit runs the batch lane's admission for services inside a transaction:
+// under each service's advisory lock (taken in key order), a service with no
+// active batch gets its oldest never-sent batch queued. It returns the ids it
+// queued.
+func admit(ctx context.Context, q *dbsqlc.Queries, now time.Time, services []string) (map[string]bool, error) {
+	if len(services) == 0 {
+		return nil, nil
+	}
+	if err := q.BatchServicesLock(ctx, services); err != nil {
+		return nil, fmt.Errorf("locking %d services for admission: %w", len(services), err)
+	}
+	rows, err := q.BatchAdmit(ctx, dbsqlc.BatchAdmitParams{Now: now, ServiceIds: services})
+	if err != nil {
+		return nil, fmt.Errorf("admitting the next batches of %d services: %w", len(services), err)
+	}
+	out := make(map[string]bool, len(rows))
+	for _, r := range rows {
+		out[r.ID] = true
 	}
 	return out, nil
 }
@@ -215,34 +272,62 @@ type QueuedBatch struct {
 	Status    BatchStatus
 }
 
-// BatchQueueParams are the inputs of the queuer's rule.
+// BatchQueueParams are the inputs of the queuer's round.
 type BatchQueueParams struct {
 	Now time.Time
 	// DelayWindow is the seed's delay window of a delayed batch; it doubles
 	// with each further attempt, up to DelayCap.
 	DelayWindow time.Duration
 	DelayCap    time.Duration
+	// Reconcile also admits the next batch of every idle service that no
+	// transaction admitted (rows an operator wrote by hand): a loose index
+	// scan over the services, the recovery path. At most ReconcileMax
+	// services are admitted per round.
+	Reconcile    bool
+	ReconcileMax int
 }
 
-// BatchQueue runs the queuer's rule (seed 001, see BatchQueue in
-// queries/batches.sql) and wakes the batch submitter when it queued anything.
+// BatchQueue runs the queuer's round (seed 001): unknown batches and delayed
+// batches outside their delay window are queued again (steps 3 and 4), and
+// with Reconcile, idle services get their oldest never-sent batch (steps 5
+// and 6, which admission otherwise does in the transaction that frees a
+// service). It wakes the batch submitter when it queued anything.
 func (s *Store) BatchQueue(ctx context.Context, p BatchQueueParams) ([]QueuedBatch, error) {
 	var out []QueuedBatch
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
-		rows, err := q.BatchQueue(ctx, dbsqlc.BatchQueueParams{
+		out = out[:0]
+		rows, err := q.BatchQueueRetries(ctx, dbsqlc.BatchQueueRetriesParams{
 			Now: p.Now, DelayWindowSecs: p.DelayWindow.Seconds(), DelayCapSecs: p.DelayCap.Seconds(),
 		})
 		if err != nil {
-			return fmt.Errorf("queuing batches: %w", err)
+			return fmt.Errorf("queuing batches to retry: %w", err)
 		}
-		out = make([]QueuedBatch, len(rows))
-		for i, r := range rows {
-			out[i] = QueuedBatch{ID: r.ID, ServiceID: r.ServiceID}
+		for _, r := range rows {
+			qb := QueuedBatch{ID: r.ID, ServiceID: r.ServiceID}
 			if r.Status != nil {
-				out[i].Status = BatchStatus(*r.Status)
+				qb.Status = BatchStatus(*r.Status)
+			}
+			out = append(out, qb)
+		}
+		if p.Reconcile {
+			idle, err := q.BatchIdleServices(ctx, int32(max(p.ReconcileMax, 1)))
+			if err != nil {
+				return fmt.Errorf("finding idle services: %w", err)
+			}
+			if len(idle) > 0 {
+				if err := q.BatchServicesLock(ctx, idle); err != nil {
+					return fmt.Errorf("locking %d idle services: %w", len(idle), err)
+				}
+				admitted, err := q.BatchAdmit(ctx, dbsqlc.BatchAdmitParams{Now: p.Now, ServiceIds: idle})
+				if err != nil {
+					return fmt.Errorf("admitting batches of %d idle services: %w", len(idle), err)
+				}
+				for _, r := range admitted {
+					out = append(out, QueuedBatch{ID: r.ID, ServiceID: r.ServiceID})
+				}
 			}
 		}
-		if len(rows) > 0 {
+		if len(out) > 0 {
 			return wake(ctx, q, notify.BatchSubmitter)
 		}
 		return nil
@@ -321,54 +406,63 @@ type BatchRecordSubmitParams struct {
 	Outcomes    []SubmitOutcome
 }
 
-// BatchRecordSubmit applies the submitter's results in one transaction.
-// Each update applies only if the same claim still holds the batch; the count
-// of applied updates is returned (a smaller count means a claim was lost to the
-// monitor after its lease expired). The monitor is woken for accepted batches
-// and the queuer for delayed or rejected ones.
-func (s *Store) BatchRecordSubmit(ctx context.Context, p BatchRecordSubmitParams) (int, error) {
-	applied := 0
+// BatchRecorded is what recording a round's outcomes changed.
+type BatchRecorded struct {
+	// Applied counts outcomes recorded; fewer than given means some claims
+	// had expired and another process took the batches over.
+	Applied int
+	// ByResult counts the applied outcomes by result or status name.
+	ByResult map[string]int
+	// Queued is how many batches became ready to send in the same
+	// transaction: the next batch of a service that was freed, or an
+	// unknown batch queued again.
+	Queued int
+}
+
+// BatchRecordSubmit applies the submitter's results of one round in one
+// statement and one transaction. Each outcome applies only if the same claim
+// still holds the batch. A rejected batch frees its service, whose next batch
+// is admitted in the same transaction. It wakes the monitor for accepted
+// batches, the queuer for delayed ones and the submitter for admitted ones.
+func (s *Store) BatchRecordSubmit(ctx context.Context, p BatchRecordSubmitParams) (BatchRecorded, error) {
+	n := len(p.Outcomes)
+	qp := dbsqlc.BatchRecordSubmitManyParams{
+		Now: p.Now, NextCheckAt: p.NextCheckAt,
+		Ids: make([]string, n), Attempts: make([]int32, n), Results: make([]string, n), Reasons: make([]string, n),
+	}
+	for i, o := range p.Outcomes {
+		switch o.Result {
+		case SubmitAccepted, SubmitDelayed, SubmitRejected:
+		default:
+			return BatchRecorded{}, fmt.Errorf("batch %q: unknown submit result %d", o.ID, o.Result)
+		}
+		qp.Ids[i], qp.Attempts[i], qp.Results[i], qp.Reasons[i] = o.ID, int32(o.Attempt), o.Result.String(), o.Reason
+	}
+	var res BatchRecorded
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
-		applied = 0
-		wakeMonitor, wakeQueuer := false, false
-		for _, o := range p.Outcomes {
-			var n int64
-			var err error
-			switch o.Result {
-			case SubmitAccepted:
-				n, err = q.BatchMarkPending(ctx, dbsqlc.BatchMarkPendingParams{
-					ID: o.ID, Attempts: int32(o.Attempt), Now: p.Now, NextCheckAt: p.NextCheckAt,
-				})
-				wakeMonitor = true
-			case SubmitDelayed:
-				n, err = q.BatchMarkDelayed(ctx, dbsqlc.BatchMarkDelayedParams{
-					ID: o.ID, Attempts: int32(o.Attempt), Now: p.Now, LastError: o.Reason,
-				})
-				wakeQueuer = true
-			case SubmitRejected:
-				n, err = q.BatchMarkRejected(ctx, dbsqlc.BatchMarkRejectedParams{
-					ID: o.ID, Attempts: int32(o.Attempt), Now: p.Now, LastError: o.Reason,
-				})
-				wakeQueuer = true
-			default:
-				return fmt.Errorf("batch %q: unknown submit result %d", o.ID, o.Result)
-			}
-			if err != nil {
-				return fmt.Errorf("recording submit outcome of batch %q: %w", o.ID, err)
-			}
-			applied += int(n)
+		rows, err := q.BatchRecordSubmitMany(ctx, qp)
+		if err != nil {
+			return fmt.Errorf("recording %d submit outcomes: %w", n, err)
 		}
-		if wakeMonitor {
-			if err := wake(ctx, q, notify.BatchMonitor); err != nil {
-				return err
+		res = BatchRecorded{Applied: len(rows), ByResult: map[string]int{}}
+		var freed []string
+		for _, r := range rows {
+			res.ByResult[r.Result]++
+			if r.Result == SubmitRejected.String() {
+				freed = append(freed, r.ServiceID)
 			}
 		}
-		if wakeQueuer {
-			return wake(ctx, q, notify.BatchQueuer)
+		admitted, err := admit(ctx, q, p.Now, freed)
+		if err != nil {
+			return err
 		}
-		return nil
+		res.Queued = len(admitted)
+		return wakeAll(ctx, q,
+			wakeIf{res.ByResult[SubmitAccepted.String()] > 0, notify.BatchMonitor},
+			wakeIf{res.ByResult[SubmitDelayed.String()] > 0, notify.BatchQueuer},
+			wakeIf{res.Queued > 0, notify.BatchSubmitter})
 	})
-	return applied, err
+	return res, err
 }
 
 // CheckBatch is a batch the monitor asks the ledger about.
@@ -436,37 +530,46 @@ type BatchRecordStatusesParams struct {
 	Outcomes    []StatusOutcome
 }
 
-// BatchRecordStatuses applies the monitor's results in one transaction, each
-// conditional on the attempt the monitor checked. It wakes the queuer when a
-// batch became unknown or terminal (its service may send again).
-func (s *Store) BatchRecordStatuses(ctx context.Context, p BatchRecordStatusesParams) (int, error) {
-	applied := 0
+// BatchRecordStatuses applies the monitor's results of one round in one
+// statement and one transaction, each conditional on the attempt the monitor
+// checked. An unknown batch is queued again at once (seed 001 step 3); a
+// batch that reached a final status frees its service, whose next batch is
+// admitted in the same transaction. It wakes the submitter when anything was
+// queued.
+func (s *Store) BatchRecordStatuses(ctx context.Context, p BatchRecordStatusesParams) (BatchRecorded, error) {
+	n := len(p.Outcomes)
+	qp := dbsqlc.BatchRecordStatusManyParams{
+		Now: p.Now, NextCheckAt: p.NextCheckAt,
+		Ids: make([]string, n), Attempts: make([]int32, n), Statuses: make([]string, n), Reasons: make([]string, n),
+	}
+	for i, o := range p.Outcomes {
+		if o.Status == BatchStatusNone || o.Status == BatchStatusDelayed {
+			return BatchRecorded{}, fmt.Errorf("batch %q: %q is not a status the ledger reports", o.ID, o.Status)
+		}
+		qp.Ids[i], qp.Attempts[i], qp.Statuses[i], qp.Reasons[i] = o.ID, int32(o.Attempt), string(o.Status), o.Reason
+	}
+	var res BatchRecorded
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
-		applied = 0
-		wakeQueuer := false
-		for _, o := range p.Outcomes {
-			qp := dbsqlc.BatchRecordStatusParams{
-				ID: o.ID, Attempts: int32(o.Attempt), Status: dbsqlc.LedgerqBatchStatus(o.Status),
-				Now: p.Now, NextCheckAt: p.NextCheckAt,
-			}
-			if o.Reason != "" {
-				qp.LastError = &o.Reason
-			}
-			n, err := q.BatchRecordStatus(ctx, qp)
-			if err != nil {
-				return fmt.Errorf("recording status %s of batch %q: %w", o.Status, o.ID, err)
-			}
-			applied += int(n)
-			if n > 0 && o.Status != BatchStatusPending {
-				wakeQueuer = true
+		rows, err := q.BatchRecordStatusMany(ctx, qp)
+		if err != nil {
+			return fmt.Errorf("recording %d batch statuses: %w", n, err)
+		}
+		res = BatchRecorded{Applied: len(rows), ByResult: map[string]int{}}
+		var freed []string
+		for _, r := range rows {
+			res.ByResult[r.Status]++
+			if BatchStatus(r.Status).Terminal() {
+				freed = append(freed, r.ServiceID)
 			}
 		}
-		if wakeQueuer {
-			return wake(ctx, q, notify.BatchQueuer)
+		admitted, err := admit(ctx, q, p.Now, freed)
+		if err != nil {
+			return err
 		}
-		return nil
+		res.Queued = len(admitted) + res.ByResult[string(BatchStatusUnknown)]
+		return wakeAll(ctx, q, wakeIf{res.Queued > 0, notify.BatchSubmitter})
 	})
-	return applied, err
+	return res, err
 }
 
 // BatchCountByState returns the number of batches per state: new, queued,

@@ -20,3 +20,21 @@ func wake(ctx context.Context, q *dbsqlc.Queries, channel string) error {
 func (s *Store) Notify(ctx context.Context, channel string) error {
 	return wake(ctx, s.q, channel)
 }
+
+// wakeIf is a channel to notify when cond holds.
+type wakeIf struct {
+	cond    bool
+	channel string
+}
+
+// wakeAll notifies each channel whose condition holds.
+func wakeAll(ctx context.Context, q *dbsqlc.Queries, channels ...wakeIf) error {
+	for _, w := range channels {
+		if w.cond {
+			if err := wake(ctx, q, w.channel); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

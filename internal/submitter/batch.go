@@ -23,6 +23,22 @@ type BatchConfig struct {
 	ClaimLease time.Duration
 	// FirstCheck is how long after acceptance the monitor first asks about a batch.
 	FirstCheck time.Duration
+	// TrackGrace, when a monitor of this process follows the accepted
+	// batches in memory (OnAccepted is set), is added to the first check
+	// time stored in the database: other monitors take the batches over only
+	// if this process has not followed them up by then (it died).
+	TrackGrace time.Duration
+}
+
+// Accepted is a batch the ledger accepted, for the monitor of the same
+// process to follow in memory.
+type Accepted struct {
+	ID        string
+	ServiceID string
+	Attempt   int
+	// StoredCheckAt is the next check time stored with the batch: until
+	// then no other process looks at it.
+	StoredCheckAt time.Time
 }
 
 // BatchSubmitter claims queued batches (SKIP LOCKED, with a lease), sends them
@@ -35,6 +51,15 @@ type BatchSubmitter struct {
 	store  *store.Store
 	ledger ledger.BatchLedger
 	deps   loop.Deps
+
+	// OnAccepted, when set, receives the batches the ledger accepted in a
+	// round, after they are recorded: the monitor of this process follows
+	// them without a database round trip. Set it before Start.
+	OnAccepted func([]Accepted)
+	// OnQueued, when set, is called after a round queued batches (the next
+	// batch of a service freed by a rejection): the submitters of this
+	// process. Set it before Start.
+	OnQueued func()
 }
 
 // NewBatchSubmitter returns the batch lane's submitter.
@@ -97,21 +122,35 @@ func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
 	recCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DBTimeout)
 	defer cancel()
 	done := s.deps.Clock.Now()
-	applied, err := s.store.BatchRecordSubmit(recCtx, store.BatchRecordSubmitParams{
-		Now: done, NextCheckAt: done.Add(s.cfg.FirstCheck), Outcomes: outcomes,
+	storedCheck := done.Add(s.cfg.FirstCheck)
+	if s.OnAccepted != nil {
+		storedCheck = storedCheck.Add(s.cfg.TrackGrace)
+	}
+	rec, err := s.store.BatchRecordSubmit(recCtx, store.BatchRecordSubmitParams{
+		Now: done, NextCheckAt: storedCheck, Outcomes: outcomes,
 	})
 	if err != nil {
 		return len(claimed), err
 	}
-	if applied < len(outcomes) {
+	if rec.Applied < len(outcomes) {
 		s.deps.Logger.Warn("submitter: some claims expired before their outcome was recorded",
-			"claimed", len(outcomes), "recorded", applied)
-	} else {
-		// Counted only when every outcome applied: the counts are per result,
-		// and a lost claim's result is the monitor's to record.
-		for r, n := range counts {
-			s.deps.Metrics.Transition("batch", "submit_"+r.String(), n)
+			"claimed", len(outcomes), "recorded", rec.Applied)
+	}
+	for r, n := range rec.ByResult {
+		s.deps.Metrics.Transition("batch", "submit_"+r, n)
+	}
+	s.deps.Metrics.Transition("batch", "queued", rec.Queued)
+	if s.OnAccepted != nil && rec.ByResult[store.SubmitAccepted.String()] > 0 {
+		acc := make([]Accepted, 0, counts[store.SubmitAccepted])
+		for i, o := range outcomes {
+			if o.Result == store.SubmitAccepted {
+				acc = append(acc, Accepted{ID: o.ID, ServiceID: claimed[i].ServiceID, Attempt: o.Attempt, StoredCheckAt: storedCheck})
+			}
 		}
+		s.OnAccepted(acc)
+	}
+	if s.OnQueued != nil && rec.Queued > 0 {
+		s.OnQueued()
 	}
 	s.deps.Logger.Debug("submitter: sent batches", "claimed", len(claimed),
 		"accepted", counts[store.SubmitAccepted], "delayed", counts[store.SubmitDelayed], "rejected", counts[store.SubmitRejected])

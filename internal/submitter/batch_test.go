@@ -8,6 +8,7 @@ package submitter_test
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -113,7 +114,9 @@ func TestBatchSubmitter_AcceptedBatchesArePendingAndWereSentInOneLedgerCall(t *t
 	a := b.rows.PostBatches("a", 1)[0]
 	c := b.rows.PostBatches("c", 1)[0]
 	l := &ledgertest.BatchLedger{}
-	require.Len(t, b.queue(), 2)
+	want := []string{a, c}
+	slices.Sort(want)
+	require.Equal(t, want, b.rows.QueuedIDs(), "a batch posted to an idle service is queued at once")
 	require.Equal(t, 2, b.runOnce("submitter", b.submitter(l).RunOnce))
 	require.Len(t, l.SubmitCalls(), 1, "one BatchList for both")
 	for _, id := range []string{a, c} {
@@ -155,13 +158,13 @@ func TestBatchSubmitter_DeterministicRejectionMakesTheBatchInvalidWithTheReason(
 	l := &ledgertest.BatchLedger{Submit: func([]string) ([]error, error) {
 		return []error{ledger.NewError(ledger.Deterministic, "bad signature", nil)}, nil
 	}}
-	require.Equal(t, []string{ids[0]}, b.queue())
+	require.Equal(t, []string{ids[0]}, b.rows.QueuedIDs(), "only the oldest batch of the service is queued")
 	b.runOnce("submitter", b.submitter(l).RunOnce)
 	got := b.get(ids[0])
 	require.Equal(t, store.BatchStatusInvalid, got.Status)
 	require.Equal(t, "bad signature", got.LastError)
 	require.NotNil(t, got.FinishedAt)
-	require.Equal(t, []string{ids[1]}, b.queue(), "an invalid batch releases its service")
+	require.Equal(t, []string{ids[1]}, b.rows.QueuedIDs(), "an invalid batch releases its service: its next batch is queued in the same transaction")
 }
 
 func TestBatchSubmitter_IndeterminateOutcomeIsTreatedAsSentAndCheckedByTheMonitor(t *testing.T) {
@@ -181,7 +184,7 @@ func TestBatchSubmitter_IndeterminateOutcomeIsTreatedAsSentAndCheckedByTheMonito
 	got := b.get(id)
 	require.Equal(t, store.BatchStatusUnknown, got.Status)
 	require.False(t, got.Submitted)
-	require.Equal(t, []string{id}, b.queue())
+	require.Equal(t, []string{id}, b.rows.QueuedIDs(), "an unknown batch is queued again at once (step 3)")
 }
 
 // A submitter slower than its lease loses the batch to the monitor; its late

@@ -10,6 +10,68 @@ import (
 	"time"
 )
 
+const batchAdmit = `-- name: BatchAdmit :many
+WITH svc AS (
+    SELECT DISTINCT s AS service_id FROM unnest($2::text[]) AS s
+),
+next AS (
+    SELECT o.id
+    FROM svc,
+    LATERAL (
+        SELECT n.id FROM ledgerq.batches n
+        WHERE n.service_id = svc.service_id AND n.status IS NULL AND NOT n.submitted
+        ORDER BY n.created_at, n.id
+        LIMIT 1
+    ) o
+    WHERE NOT EXISTS (
+        SELECT 1 FROM ledgerq.batches a
+        WHERE a.service_id = svc.service_id
+          AND (a.status IN ('pending', 'unknown', 'delayed')
+               OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
+    )
+)
+UPDATE ledgerq.batches b
+SET queued_at = $1::timestamptz, updated_at = $1::timestamptz
+FROM next
+WHERE b.id = next.id AND b.status IS NULL AND NOT b.submitted AND b.queued_at IS NULL
+RETURNING b.id, b.service_id
+`
+
+type BatchAdmitParams struct {
+	Now        time.Time
+	ServiceIds []string
+}
+
+type BatchAdmitRow struct {
+	ID        string
+	ServiceID string
+}
+
+// Admission, seed 001 steps 5 and 6 for the given services only: a service
+// with no active batch (queued, held, pending, unknown or delayed) gets its
+// oldest never-sent batch queued, created_at order, ties broken by id. Runs
+// in the transaction that freed the services, after BatchServicesLock, so its
+// cost is the services it is given, never all of them.
+func (q *Queries) BatchAdmit(ctx context.Context, arg BatchAdmitParams) ([]BatchAdmitRow, error) {
+	rows, err := q.db.Query(ctx, batchAdmit, arg.Now, arg.ServiceIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BatchAdmitRow{}
+	for rows.Next() {
+		var i BatchAdmitRow
+		if err := rows.Scan(&i.ID, &i.ServiceID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const batchClaimExpiredHeld = `-- name: BatchClaimExpiredHeld :many
 WITH expired AS (
     SELECT h.id FROM ledgerq.batches h
@@ -274,50 +336,154 @@ func (q *Queries) BatchGet(ctx context.Context, id string) (LedgerqBatch, error)
 	return i, err
 }
 
-const batchInsert = `-- name: BatchInsert :one
+const batchGetMany = `-- name: BatchGetMany :many
+SELECT id, service_id, payload, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at FROM ledgerq.batches WHERE id = ANY($1::text[])
+`
+
+func (q *Queries) BatchGetMany(ctx context.Context, ids []string) ([]LedgerqBatch, error) {
+	rows, err := q.db.Query(ctx, batchGetMany, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LedgerqBatch{}
+	for rows.Next() {
+		var i LedgerqBatch
+		if err := rows.Scan(
+			&i.ID,
+			&i.ServiceID,
+			&i.Payload,
+			&i.CreatedAt,
+			&i.Submitted,
+			&i.Status,
+			&i.QueuedAt,
+			&i.ClaimExpiresAt,
+			&i.Attempts,
+			&i.LastSubmittedAt,
+			&i.NextCheckAt,
+			&i.LastError,
+			&i.ReceivedAt,
+			&i.FinishedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const batchIdleServices = `-- name: BatchIdleServices :many
+WITH RECURSIVE services AS (
+    (SELECT n.service_id FROM ledgerq.batches n
+     WHERE n.status IS NULL AND NOT n.submitted
+     ORDER BY n.service_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT n.service_id FROM ledgerq.batches n
+            WHERE n.status IS NULL AND NOT n.submitted AND n.service_id > s.service_id
+            ORDER BY n.service_id LIMIT 1)
+    FROM services s
+    WHERE s.service_id IS NOT NULL
+)
+SELECT s.service_id::text AS service_id FROM services s
+WHERE s.service_id IS NOT NULL
+  AND NOT EXISTS (
+    SELECT 1 FROM ledgerq.batches a
+    WHERE a.service_id = s.service_id
+      AND (a.status IN ('pending', 'unknown', 'delayed')
+           OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
+  )
+LIMIT $1
+`
+
+// Queuer reconciliation (the recovery path, not the hot path): services that
+// have a never-sent batch and no active one, which no transaction admitted
+// (rows written by an operator's SQL, or by an older ledgerq). A loose index
+// scan: one probe per service with never-sent batches. The queuer runs it
+// rarely and hands the result to BatchServicesLock and BatchAdmit.
+func (q *Queries) BatchIdleServices(ctx context.Context, max int32) ([]string, error) {
+	rows, err := q.db.Query(ctx, batchIdleServices, max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var service_id string
+		if err := rows.Scan(&service_id); err != nil {
+			return nil, err
+		}
+		items = append(items, service_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const batchInsertMany = `-- name: BatchInsertMany :many
 INSERT INTO ledgerq.batches (id, service_id, payload, created_at, received_at, updated_at)
-VALUES ($1, $2, $3, $4, $5::timestamptz, $5::timestamptz)
+SELECT u.id, u.service_id, u.payload, u.created_at, $1::timestamptz, $1::timestamptz
+FROM (SELECT unnest($2::text[]) AS id, unnest($3::text[]) AS service_id,
+             unnest($4::bytea[]) AS payload, unnest($5::timestamptz[]) AS created_at) u
 ON CONFLICT (id) DO NOTHING
 RETURNING id, service_id, payload, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at
 `
 
-type BatchInsertParams struct {
-	ID        string
-	ServiceID string
-	Payload   []byte
-	CreatedAt time.Time
-	Now       time.Time
+type BatchInsertManyParams struct {
+	Now        time.Time
+	Ids        []string
+	ServiceIds []string
+	Payloads   [][]byte
+	CreatedAts []time.Time
 }
 
-// Stores a new batch. ON CONFLICT makes a re-post of a known id a no-op; the
-// caller compares the stored row to decide between "same batch" and conflict.
-func (q *Queries) BatchInsert(ctx context.Context, arg BatchInsertParams) (LedgerqBatch, error) {
-	row := q.db.QueryRow(ctx, batchInsert,
-		arg.ID,
-		arg.ServiceID,
-		arg.Payload,
-		arg.CreatedAt,
+// Intake: stores every batch of one request in one statement. ON CONFLICT makes
+// a re-post of a known id a no-op; the caller compares the stored rows
+// (BatchGetMany) to decide between "same batch" and conflict.
+func (q *Queries) BatchInsertMany(ctx context.Context, arg BatchInsertManyParams) ([]LedgerqBatch, error) {
+	rows, err := q.db.Query(ctx, batchInsertMany,
 		arg.Now,
+		arg.Ids,
+		arg.ServiceIds,
+		arg.Payloads,
+		arg.CreatedAts,
 	)
-	var i LedgerqBatch
-	err := row.Scan(
-		&i.ID,
-		&i.ServiceID,
-		&i.Payload,
-		&i.CreatedAt,
-		&i.Submitted,
-		&i.Status,
-		&i.QueuedAt,
-		&i.ClaimExpiresAt,
-		&i.Attempts,
-		&i.LastSubmittedAt,
-		&i.NextCheckAt,
-		&i.LastError,
-		&i.ReceivedAt,
-		&i.FinishedAt,
-		&i.UpdatedAt,
-	)
-	return i, err
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LedgerqBatch{}
+	for rows.Next() {
+		var i LedgerqBatch
+		if err := rows.Scan(
+			&i.ID,
+			&i.ServiceID,
+			&i.Payload,
+			&i.CreatedAt,
+			&i.Submitted,
+			&i.Status,
+			&i.QueuedAt,
+			&i.ClaimExpiresAt,
+			&i.Attempts,
+			&i.LastSubmittedAt,
+			&i.NextCheckAt,
+			&i.LastError,
+			&i.ReceivedAt,
+			&i.FinishedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const batchList = `-- name: BatchList :many
@@ -378,177 +544,49 @@ func (q *Queries) BatchList(ctx context.Context, arg BatchListParams) ([]Ledgerq
 	return items, nil
 }
 
-const batchMarkDelayed = `-- name: BatchMarkDelayed :execrows
-UPDATE ledgerq.batches
-SET status = 'delayed', submitted = false, claim_expires_at = NULL,
-    last_error = $1::text, updated_at = $2::timestamptz
-WHERE id = $3 AND attempts = $4 AND claim_expires_at IS NOT NULL
-`
-
-type BatchMarkDelayedParams struct {
-	LastError string
-	Now       time.Time
-	ID        string
-	Attempts  int32
-}
-
-// Submitter outcome: a transient failure. The batch goes back to the queuer,
-// which retries it after the delay window.
-func (q *Queries) BatchMarkDelayed(ctx context.Context, arg BatchMarkDelayedParams) (int64, error) {
-	result, err := q.db.Exec(ctx, batchMarkDelayed,
-		arg.LastError,
-		arg.Now,
-		arg.ID,
-		arg.Attempts,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const batchMarkPending = `-- name: BatchMarkPending :execrows
-UPDATE ledgerq.batches
-SET status = 'pending', claim_expires_at = NULL, next_check_at = $1::timestamptz,
-    last_error = NULL, updated_at = $2::timestamptz
-WHERE id = $3 AND attempts = $4 AND claim_expires_at IS NOT NULL
-`
-
-type BatchMarkPendingParams struct {
-	NextCheckAt time.Time
-	Now         time.Time
-	ID          string
-	Attempts    int32
-}
-
-// Submitter outcome: the ledger accepted the batch. Applies only while this
-// claim (same attempt) still holds the batch.
-func (q *Queries) BatchMarkPending(ctx context.Context, arg BatchMarkPendingParams) (int64, error) {
-	result, err := q.db.Exec(ctx, batchMarkPending,
-		arg.NextCheckAt,
-		arg.Now,
-		arg.ID,
-		arg.Attempts,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const batchMarkRejected = `-- name: BatchMarkRejected :execrows
-UPDATE ledgerq.batches
-SET status = 'invalid', claim_expires_at = NULL, last_error = $1::text,
-    finished_at = $2::timestamptz, updated_at = $2::timestamptz
-WHERE id = $3 AND attempts = $4 AND claim_expires_at IS NOT NULL
-`
-
-type BatchMarkRejectedParams struct {
-	LastError string
-	Now       time.Time
-	ID        string
-	Attempts  int32
-}
-
-// Submitter outcome: the ledger refused the batch itself; it will never be valid.
-func (q *Queries) BatchMarkRejected(ctx context.Context, arg BatchMarkRejectedParams) (int64, error) {
-	result, err := q.db.Exec(ctx, batchMarkRejected,
-		arg.LastError,
-		arg.Now,
-		arg.ID,
-		arg.Attempts,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const batchQueue = `-- name: BatchQueue :many
-WITH RECURSIVE services AS (
-    (SELECT n.service_id FROM ledgerq.batches n
-     WHERE n.status IS NULL AND NOT n.submitted
-     ORDER BY n.service_id LIMIT 1)
-    UNION ALL
-    SELECT (SELECT n.service_id FROM ledgerq.batches n
-            WHERE n.status IS NULL AND NOT n.submitted AND n.service_id > s.service_id
-            ORDER BY n.service_id LIMIT 1)
-    FROM services s
-    WHERE s.service_id IS NOT NULL
-),
-oldest AS (
-    SELECT o.id, o.queued_at
-    FROM services s,
-    LATERAL (
-        SELECT n.id, n.queued_at FROM ledgerq.batches n
-        WHERE n.service_id = s.service_id AND n.status IS NULL AND NOT n.submitted
-        ORDER BY n.created_at, n.id
-        LIMIT 1
-    ) o
-    WHERE s.service_id IS NOT NULL
-      AND NOT EXISTS (
-        SELECT 1 FROM ledgerq.batches a
-        WHERE a.service_id = s.service_id
-          AND (a.status IN ('pending', 'unknown', 'delayed') OR (a.submitted AND a.status IS NULL))
-      )
-),
-candidates AS (
+const batchQueueRetries = `-- name: BatchQueueRetries :many
+WITH due AS (
     SELECT r.id FROM ledgerq.batches r
     WHERE r.status IN ('unknown', 'delayed') AND NOT r.submitted AND r.queued_at IS NULL
       AND (r.status = 'unknown'
            OR r.last_submitted_at <= $1::timestamptz - make_interval(0, 0, 0, 0, 0, 0,
                 least($2::float8 * power(2, least(greatest(r.attempts - 1, 0), 40)),
                       $3::float8)))
-    UNION
-    SELECT o.id FROM oldest o WHERE o.queued_at IS NULL
 )
 UPDATE ledgerq.batches b
 SET queued_at = $1::timestamptz, updated_at = $1::timestamptz
-FROM candidates c
-WHERE b.id = c.id
-  AND NOT b.submitted AND b.queued_at IS NULL
-  AND (b.status IS NULL OR b.status IN ('unknown', 'delayed'))
+FROM due
+WHERE b.id = due.id
+  AND NOT b.submitted AND b.queued_at IS NULL AND b.status IN ('unknown', 'delayed')
 RETURNING b.id, b.service_id, b.status
 `
 
-type BatchQueueParams struct {
+type BatchQueueRetriesParams struct {
 	Now             time.Time
 	DelayWindowSecs float64
 	DelayCapSecs    float64
 }
 
-type BatchQueueRow struct {
+type BatchQueueRetriesRow struct {
 	ID        string
 	ServiceID string
 	Status    *LedgerqBatchStatus
 }
 
-// Queuer round: seed 001 (Grid) one-round serial algorithm, steps 1-6, in one
-// statement, marking the "queue now" set with queued_at.
-//
-//	step 1: terminal batches are never read (every branch reads a partial index
-//	        that leaves them out);
-//	step 3: every unknown batch;
-//	step 4: every delayed batch whose last attempt is outside the delay window
-//	        (base x 2^(attempts-1), capped);
-//	step 5: services with a batch pending, unknown or delayed are skipped, and so
-//	        are services whose batch the submitter holds (submitted, no status):
-//	        the seed would pick that held batch again, which breaks seriality;
-//	step 6: for each other service, its oldest never-sent batch, ties broken by id.
-//
-// A batch already queued is left as it is, and the outer WHERE re-checks each
-// row under its lock, so concurrent queuers cannot queue a batch the submitter
-// has claimed in the meantime. The services CTE is a loose index scan: one
-// index probe per service with never-sent batches, not one per batch.
-func (q *Queries) BatchQueue(ctx context.Context, arg BatchQueueParams) ([]BatchQueueRow, error) {
-	rows, err := q.db.Query(ctx, batchQueue, arg.Now, arg.DelayWindowSecs, arg.DelayCapSecs)
+// Queuer round, seed 001 steps 3 and 4: every unknown batch, and every delayed
+// batch whose last attempt is outside the delay window (window x
+// 2^(attempts-1), capped), is queued again. Reads only the batches_retry index.
+// The outer WHERE re-checks each row under its lock, so a concurrent round
+// cannot queue a batch the submitter claimed in the meantime.
+func (q *Queries) BatchQueueRetries(ctx context.Context, arg BatchQueueRetriesParams) ([]BatchQueueRetriesRow, error) {
+	rows, err := q.db.Query(ctx, batchQueueRetries, arg.Now, arg.DelayWindowSecs, arg.DelayCapSecs)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []BatchQueueRow{}
+	items := []BatchQueueRetriesRow{}
 	for rows.Next() {
-		var i BatchQueueRow
+		var i BatchQueueRetriesRow
 		if err := rows.Scan(&i.ID, &i.ServiceID, &i.Status); err != nil {
 			return nil, err
 		}
@@ -560,48 +598,143 @@ func (q *Queries) BatchQueue(ctx context.Context, arg BatchQueueParams) ([]Batch
 	return items, nil
 }
 
-const batchRecordStatus = `-- name: BatchRecordStatus :execrows
-UPDATE ledgerq.batches
-SET status = $1::ledgerq.batch_status,
-    submitted = ($1::ledgerq.batch_status <> 'unknown'),
+const batchRecordStatusMany = `-- name: BatchRecordStatusMany :many
+WITH o AS (
+    SELECT unnest($3::text[]) AS id, unnest($4::int4[]) AS attempts,
+           unnest($5::text[]) AS status, unnest($6::text[]) AS reason
+)
+UPDATE ledgerq.batches b
+SET status = o.status::ledgerq.batch_status,
+    submitted = (o.status <> 'unknown'),
     claim_expires_at = NULL,
-    next_check_at = CASE WHEN $1::ledgerq.batch_status = 'pending' THEN $2::timestamptz END,
-    last_error = CASE WHEN $1::ledgerq.batch_status = 'pending' THEN NULL ELSE $3::text END,
-    finished_at = CASE WHEN $1::ledgerq.batch_status IN ('committed', 'valid', 'invalid') THEN $4::timestamptz END,
-    updated_at = $4::timestamptz
-WHERE id = $5 AND attempts = $6
-  AND (status = 'pending' OR claim_expires_at IS NOT NULL)
+    queued_at = CASE WHEN o.status = 'unknown' THEN $1::timestamptz END,
+    next_check_at = CASE WHEN o.status = 'pending' THEN $2::timestamptz END,
+    last_error = CASE WHEN o.status = 'pending' THEN NULL ELSE nullif(o.reason, '') END,
+    finished_at = CASE WHEN o.status IN ('committed', 'valid', 'invalid') THEN $1::timestamptz END,
+    updated_at = $1::timestamptz
+FROM o
+WHERE b.id = o.id AND b.attempts = o.attempts
+  AND (b.status = 'pending' OR b.claim_expires_at IS NOT NULL)
+  AND o.status IN ('pending', 'unknown', 'committed', 'valid', 'invalid')
+RETURNING b.id, b.service_id, b.status::text AS status
 `
 
-type BatchRecordStatusParams struct {
-	Status      LedgerqBatchStatus
-	NextCheckAt time.Time
-	LastError   *string
+type BatchRecordStatusManyParams struct {
 	Now         time.Time
-	ID          string
-	Attempts    int32
+	NextCheckAt time.Time
+	Ids         []string
+	Attempts    []int32
+	Statuses    []string
+	Reasons     []string
 }
 
-// Monitor outcome for a pending batch or an expired held one, conditional on
-// the attempt it checked:
+type BatchRecordStatusManyRow struct {
+	ID        string
+	ServiceID string
+	Status    string
+}
+
+// Monitor outcomes of one round, in one statement, each conditional on the
+// attempt it checked, for a pending batch or an expired held one:
 //
-//	PENDING   -> pending (a held batch the ledger has after all);
+//	PENDING   -> pending, next check at @next_check_at (a held batch the
+//	            ledger has after all, or a pending one asked about again);
 //	COMMITTED -> committed, INVALID -> invalid (terminal);
-//	UNKNOWN   -> unknown with submitted = false (seed 001 (Grid) note), so the queuer
-//	            sends it again.
-func (q *Queries) BatchRecordStatus(ctx context.Context, arg BatchRecordStatusParams) (int64, error) {
-	result, err := q.db.Exec(ctx, batchRecordStatus,
-		arg.Status,
-		arg.NextCheckAt,
-		arg.LastError,
+//	UNKNOWN   -> unknown with submitted = false (seed 001 note), and queued at
+//	            once (seed 001 step 3), so the submitter sends it again.
+func (q *Queries) BatchRecordStatusMany(ctx context.Context, arg BatchRecordStatusManyParams) ([]BatchRecordStatusManyRow, error) {
+	rows, err := q.db.Query(ctx, batchRecordStatusMany,
 		arg.Now,
-		arg.ID,
+		arg.NextCheckAt,
+		arg.Ids,
 		arg.Attempts,
+		arg.Statuses,
+		arg.Reasons,
 	)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	items := []BatchRecordStatusManyRow{}
+	for rows.Next() {
+		var i BatchRecordStatusManyRow
+		if err := rows.Scan(&i.ID, &i.ServiceID, &i.Status); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const batchRecordSubmitMany = `-- name: BatchRecordSubmitMany :many
+WITH o AS (
+    SELECT unnest($3::text[]) AS id, unnest($4::int4[]) AS attempts,
+           unnest($5::text[]) AS result, unnest($6::text[]) AS reason
+)
+UPDATE ledgerq.batches b
+SET status = (CASE o.result WHEN 'accepted' THEN 'pending' WHEN 'delayed' THEN 'delayed' ELSE 'invalid' END)::ledgerq.batch_status,
+    submitted = (o.result <> 'delayed'),
+    claim_expires_at = NULL,
+    next_check_at = CASE WHEN o.result = 'accepted' THEN $1::timestamptz END,
+    last_error = CASE WHEN o.result = 'accepted' THEN NULL ELSE o.reason END,
+    finished_at = CASE WHEN o.result = 'rejected' THEN $2::timestamptz END,
+    updated_at = $2::timestamptz
+FROM o
+WHERE b.id = o.id AND b.attempts = o.attempts AND b.claim_expires_at IS NOT NULL
+  AND o.result IN ('accepted', 'delayed', 'rejected')
+RETURNING b.id, b.service_id, o.result::text AS result
+`
+
+type BatchRecordSubmitManyParams struct {
+	NextCheckAt time.Time
+	Now         time.Time
+	Ids         []string
+	Attempts    []int32
+	Results     []string
+	Reasons     []string
+}
+
+type BatchRecordSubmitManyRow struct {
+	ID        string
+	ServiceID string
+	Result    string
+}
+
+// Submitter outcomes of one round, in one statement. Each row applies only
+// while the claim that sent it (same attempt) still holds the batch:
+//
+//	accepted -> pending, first check at @next_check_at;
+//	delayed  -> delayed, submitted = false (a transient failure; the queuer
+//	            retries it after the delay window);
+//	rejected -> invalid (the ledger refused the batch itself).
+func (q *Queries) BatchRecordSubmitMany(ctx context.Context, arg BatchRecordSubmitManyParams) ([]BatchRecordSubmitManyRow, error) {
+	rows, err := q.db.Query(ctx, batchRecordSubmitMany,
+		arg.NextCheckAt,
+		arg.Now,
+		arg.Ids,
+		arg.Attempts,
+		arg.Results,
+		arg.Reasons,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BatchRecordSubmitManyRow{}
+	for rows.Next() {
+		var i BatchRecordSubmitManyRow
+		if err := rows.Scan(&i.ID, &i.ServiceID, &i.Result); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const batchRunSummary = `-- name: BatchRunSummary :one
@@ -653,4 +786,20 @@ func (q *Queries) BatchRunSummary(ctx context.Context, prefix string) (BatchRunS
 		&i.MaxUs,
 	)
 	return i, err
+}
+
+const batchServicesLock = `-- name: BatchServicesLock :exec
+SELECT pg_advisory_xact_lock(1818585457, k)::text
+FROM (SELECT DISTINCT hashtext(s) AS k FROM unnest($1::text[]) AS s) keys
+ORDER BY k
+`
+
+// Serialises admission per service: one transaction-scoped advisory lock per
+// service, taken in key order so that two transactions never wait on each
+// other in a cycle. Every statement that may admit a batch (BatchAdmit) runs
+// after this one in the same transaction, so it sees the other admissions of
+// the service committed (READ COMMITTED: a new snapshot per statement).
+func (q *Queries) BatchServicesLock(ctx context.Context, serviceIds []string) error {
+	_, err := q.db.Exec(ctx, batchServicesLock, serviceIds)
+	return err
 }

@@ -1,0 +1,104 @@
+package store_test
+
+// Admission (DESIGN §2.1, seed 001 steps 5 and 6 done where a service is
+// freed): the transaction that stores a batch for an idle service, or gives a
+// service's batch its final status, queues the service's next batch, and two
+// such transactions for one service never queue two batches.
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
+)
+
+func TestBatchInsert_AdmitsTheOldestBatchOfAnIdleServiceOnly(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	clk := testfactory.NewClock()
+	now := clk.Now()
+	rows := testfactory.New(t, st, clk)
+	// One request, the newer batch first: created_at decides, not the order
+	// in the request; a tie on created_at is broken by id.
+	var nbs []store.NewBatch
+	for _, at := range []time.Duration{2 * time.Second, time.Second, time.Second} {
+		id, payload := testfactory.SignedBatch(t)
+		nbs = append(nbs, store.NewBatch{ID: id, ServiceID: "s", Payload: payload, CreatedAt: now.Add(at)})
+	}
+	// The ids are real header signatures; order the tie by their ids.
+	oldest := nbs[1].ID
+	if nbs[2].ID < oldest {
+		oldest = nbs[2].ID
+	}
+	out, err := st.BatchInsert(t.Context(), store.BatchInsertParams{Now: now, Batches: nbs})
+	require.NoError(t, err)
+	require.Equal(t, []string{oldest}, rows.QueuedIDs())
+	for _, r := range out {
+		require.Equal(t, r.Batch.ID == oldest, r.Batch.QueuedAt != nil, "the stored row says which batch was queued: %s", r.Batch.ID)
+	}
+
+	// The service is busy now: a later request queues nothing more.
+	rows.PostBatches("s", 1)
+	require.Equal(t, []string{oldest}, rows.QueuedIDs())
+	// Another service is idle: its batch is queued.
+	other := rows.PostBatches("t", 1)[0]
+	require.Contains(t, rows.QueuedIDs(), other)
+}
+
+func TestBatchInsert_DoesNotAdmitIntoAServiceWithAnActiveBatch(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	clk := testfactory.NewClock()
+	t0 := clk.Now()
+	rows := testfactory.New(t, st, clk)
+	for i, active := range []testfactory.Batch{
+		{ServiceID: "held", Submitted: true, Attempts: 1, LastSubmittedAt: t0, ClaimExpiresAt: t0.Add(time.Minute)},
+		{ServiceID: "pending", Submitted: true, Status: store.BatchStatusPending},
+		{ServiceID: "unknown", Status: store.BatchStatusUnknown},
+		{ServiceID: "delayed", Status: store.BatchStatusDelayed, Attempts: 1},
+	} {
+		active.ID = fmt.Sprintf("active-%d", i)
+		rows.PutBatches(active)
+		id := rows.PostBatches(active.ServiceID, 1)[0]
+		require.Nil(t, rows.Get(id).QueuedAt, "service %s has an active batch", active.ServiceID)
+	}
+}
+
+// Concurrent requests for one idle service, and a final status racing them,
+// never leave two batches of the service queued or in flight.
+func TestBatchAdmission_ConcurrentTransactionsAdmitOneBatchPerService(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	clk := testfactory.NewClock()
+	rows := testfactory.New(t, db.Store, clk)
+	const writers, perWriter = 8, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range perWriter {
+				id, payload := testfactory.SignedBatch(t)
+				_, err := db.Store.BatchInsert(t.Context(), store.BatchInsertParams{
+					Now:     clk.Now(),
+					Batches: []store.NewBatch{{ID: id, ServiceID: "s", Payload: payload, CreatedAt: clk.Now().Add(time.Duration(w*perWriter+i) * time.Millisecond)}},
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Len(t, rows.QueuedIDs(), 1, "one batch of the service is queued, whatever the interleaving")
+}
