@@ -86,6 +86,14 @@ type BatchConfig struct {
 	// ReconcileInterval is how often the queuer admits batches that no
 	// transaction admitted (rows written by hand); a scan over the services.
 	ReconcileInterval time.Duration
+	// RetentionAge is how long terminal batches are kept; older ones are
+	// deleted, RetentionBatchSize rows at a time, by the monitor role. 0
+	// keeps them forever.
+	RetentionAge       time.Duration
+	RetentionBatchSize int
+	// RetentionInterval is the wait after a retention round that found less
+	// than a full batch to delete.
+	RetentionInterval time.Duration
 	// Submitters is how many submitter loops this process runs (bench runs
 	// several, as several processes would).
 	Submitters int
@@ -149,6 +157,7 @@ func Defaults() Config {
 			SubmitBatchSize: 100, ClaimLease: time.Minute, FirstCheck: 500 * time.Millisecond,
 			CheckInterval: time.Second, CheckBatchSize: 100, Submitters: 1,
 			TrackGrace: 10 * time.Second, ReconcileInterval: 30 * time.Second,
+			RetentionAge: 7 * 24 * time.Hour, RetentionBatchSize: 1000, RetentionInterval: time.Minute,
 		},
 		ShutdownTimeout: 30 * time.Second,
 	}
@@ -186,6 +195,10 @@ func (c *Config) Validate() error {
 		return errors.New("--delay-window must be positive and --delay-cap at least as long")
 	case b.FirstCheck < 0 || b.CheckInterval <= 0:
 		return errors.New("--first-check must not be negative and --check-interval must be positive")
+	case b.RetentionAge < 0:
+		return errors.New("--retention-age must not be negative (0 keeps terminal batches forever)")
+	case b.RetentionAge > 0 && (b.RetentionBatchSize < 1 || b.RetentionInterval <= 0):
+		return errors.New("--retention-batch-size must be at least 1 and --retention-interval positive")
 	case b.TrackGrace <= 0 || b.ReconcileInterval <= 0:
 		return errors.New("--track-grace and --reconcile-interval must be positive")
 	}
@@ -237,5 +250,13 @@ func (c *Config) BatchMonitorConfig() monitor.BatchConfig {
 		PollInterval: c.Loops.PollInterval, DBTimeout: c.Loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
 		CheckBatchSize: b.CheckBatchSize, CheckInterval: b.CheckInterval, ClaimLease: b.ClaimLease,
 		TrackGrace: b.TrackGrace, TrackMax: 100000,
+	}
+}
+
+// BatchRetentionConfig is the batch lane retention's share of c.
+func (c *Config) BatchRetentionConfig() monitor.RetentionConfig {
+	b := &c.Batch
+	return monitor.RetentionConfig{
+		Interval: b.RetentionInterval, DBTimeout: c.Loops.DBTimeout, Age: b.RetentionAge, BatchSize: b.RetentionBatchSize,
 	}
 }

@@ -43,6 +43,7 @@ type Node struct {
 	batchQueuer     *queuer.BatchQueuer
 	batchSubmitters []*submitter.BatchSubmitter
 	batchMonitor    *monitor.BatchMonitor
+	batchRetention  *monitor.BatchRetention
 
 	started bool
 	cancel  context.CancelFunc // cancels in-flight work of the started loops
@@ -117,6 +118,10 @@ func (n *Node) build() error {
 	}
 	if c.Loops.Monitor {
 		n.batchMonitor = monitor.NewBatchMonitor(n.store, n.batchLedger, deps(notify.BatchMonitor), c.BatchMonitorConfig())
+		if c.Batch.RetentionAge > 0 {
+			n.batchRetention = monitor.NewBatchRetention(n.store,
+				loop.Deps{Clock: n.clock, Logger: n.logger, Metrics: n.metrics}, c.BatchRetentionConfig())
+		}
 	}
 	n.api = httpapi.New(httpapi.Config{
 		MaxBodyBytes: c.API.MaxBodyBytes, MaxBatchesPerRequest: c.API.MaxBatchesPerRequest, MaxPayloadBytes: c.API.MaxPayloadBytes,
@@ -215,6 +220,9 @@ func (n *Node) services() []loop.Service {
 	if n.batchMonitor != nil {
 		s = append(s, n.batchMonitor)
 	}
+	if n.batchRetention != nil {
+		s = append(s, n.batchRetention)
+	}
 	return s
 }
 
@@ -312,6 +320,9 @@ func (n *Node) RunOnce(ctx context.Context) error {
 	}
 	if n.batchMonitor != nil {
 		round("batch monitor", "checked", n.batchMonitor.RunOnce)
+	}
+	if n.batchRetention != nil {
+		round("batch retention", "deleted", n.batchRetention.RunOnce)
 	}
 	return errors.Join(errs...)
 }
