@@ -1,16 +1,29 @@
 -- name: BatchInsertMany :many
--- Intake: stores every batch of one request in one statement. ON CONFLICT makes
--- a re-post of a known id a no-op; the caller compares the stored rows
--- (BatchGetMany) to decide between "same batch" and conflict.
-INSERT INTO ledgerq.batches (id, service_id, payload, created_at, received_at, updated_at)
-SELECT u.id, u.service_id, u.payload, u.created_at, @now::timestamptz, @now::timestamptz
-FROM (SELECT unnest(@ids::text[]) AS id, unnest(@service_ids::text[]) AS service_id,
-             unnest(@payloads::bytea[]) AS payload, unnest(@created_ats::timestamptz[]) AS created_at) u
-ON CONFLICT (id) DO NOTHING
-RETURNING *;
+-- Intake: stores every batch of one request, and its payload in
+-- batch_payloads, in one statement. ON CONFLICT makes a re-post of a known id
+-- a no-op (and stores no second payload); the caller compares the stored
+-- batches (BatchGetMany) to decide between "same batch" and conflict.
+WITH u AS (
+    SELECT unnest(@ids::text[]) AS id, unnest(@service_ids::text[]) AS service_id,
+           unnest(@payloads::bytea[]) AS payload, unnest(@created_ats::timestamptz[]) AS created_at
+),
+ins AS (
+    INSERT INTO ledgerq.batches (id, service_id, created_at, received_at, updated_at)
+    SELECT u.id, u.service_id, u.created_at, @now::timestamptz, @now::timestamptz FROM u
+    ON CONFLICT (id) DO NOTHING
+    RETURNING *
+),
+pay AS (
+    INSERT INTO ledgerq.batch_payloads (id, payload)
+    SELECT u.id, u.payload FROM u JOIN ins ON ins.id = u.id
+)
+SELECT * FROM ins;
 
 -- name: BatchGetMany :many
-SELECT * FROM ledgerq.batches WHERE id = ANY(@ids::text[]);
+-- The stored batches among @ids, with their payloads (intake compares them).
+SELECT sqlc.embed(b), coalesce(p.payload, ''::bytea)::bytea AS payload
+FROM ledgerq.batches b LEFT JOIN ledgerq.batch_payloads p ON p.id = b.id
+WHERE b.id = ANY(@ids::text[]);
 
 -- name: BatchGet :one
 SELECT * FROM ledgerq.batches WHERE id = @id;
@@ -134,7 +147,8 @@ SET submitted = true,
     updated_at = @now::timestamptz
 FROM claimable
 WHERE b.id = claimable.id
-RETURNING b.id, b.service_id, b.payload, b.attempts;
+RETURNING b.id, b.service_id, b.attempts,
+    coalesce((SELECT p.payload FROM ledgerq.batch_payloads p WHERE p.id = b.id), ''::bytea)::bytea AS payload;
 
 -- name: BatchRecordSubmitMany :many
 -- Submitter outcomes of one round, in one statement. Each row applies only

@@ -102,3 +102,30 @@ func TestBatchAdmission_ConcurrentTransactionsAdmitOneBatchPerService(t *testing
 	}
 	require.Len(t, rows.QueuedIDs(), 1, "one batch of the service is queued, whatever the interleaving")
 }
+
+// The payload is written once, in its own table: state changes rewrite a
+// narrow row, a claim still hands the submitter the exact bytes stored, and
+// deleting a batch deletes its payload.
+func TestBatchPayload_IsStoredOnceAndClaimedAsStored(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	clk := testfactory.NewClock()
+	id, payload := testfactory.SignedBatch(t)
+	_, err := st.BatchInsert(t.Context(), store.BatchInsertParams{Now: clk.Now(), Batches: []store.NewBatch{{ID: id, ServiceID: "s", Payload: payload}}})
+	require.NoError(t, err)
+	_, err = st.BatchInsert(t.Context(), store.BatchInsertParams{Now: clk.Now(), Batches: []store.NewBatch{{ID: id, ServiceID: "s", Payload: payload}}})
+	require.NoError(t, err, "a re-post of the same batch")
+	var rows int
+	require.NoError(t, st.DB().QueryRow(t.Context(), `SELECT count(*) FROM ledgerq.batch_payloads WHERE id = $1`, id).Scan(&rows))
+	require.Equal(t, 1, rows)
+
+	claimed, err := st.BatchClaimQueued(t.Context(), store.BatchClaimQueuedParams{Now: clk.Now(), LeaseUntil: clk.Now().Add(time.Minute), Max: 10})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	require.Equal(t, payload, claimed[0].Payload)
+
+	_, err = st.DB().Exec(t.Context(), `DELETE FROM ledgerq.batches WHERE id = $1`, id)
+	require.NoError(t, err)
+	require.NoError(t, st.DB().QueryRow(t.Context(), `SELECT count(*) FROM ledgerq.batch_payloads WHERE id = $1`, id).Scan(&rows))
+	require.Zero(t, rows, "the payload goes with its batch")
+}

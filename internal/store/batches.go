@@ -45,7 +45,6 @@ func ParseBatchStatus(s string) (BatchStatus, error) {
 type Batch struct {
 	ID              string
 	ServiceID       string
-	Payload         []byte
 	CreatedAt       time.Time
 	Submitted       bool
 	Status          BatchStatus
@@ -64,7 +63,6 @@ func batchFromRow(r dbsqlc.LedgerqBatch) Batch {
 	b := Batch{
 		ID:              r.ID,
 		ServiceID:       r.ServiceID,
-		Payload:         r.Payload,
 		CreatedAt:       r.CreatedAt.UTC(),
 		Submitted:       r.Submitted,
 		QueuedAt:        utcPtr(r.QueuedAt),
@@ -146,10 +144,10 @@ func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) ([]Inserte
 		created := make(map[string]dbsqlc.LedgerqBatch, len(rows))
 		var services []string
 		for _, r := range rows {
-			created[r.ID] = r
+			created[r.ID] = dbsqlc.LedgerqBatch(r)
 			services = append(services, r.ServiceID)
 		}
-		var known map[string]dbsqlc.LedgerqBatch
+		var known map[string]dbsqlc.BatchGetManyRow
 		if len(rows) < n {
 			// ON CONFLICT DO NOTHING returned no row for known ids.
 			var missing []string
@@ -162,9 +160,9 @@ func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) ([]Inserte
 			if err != nil {
 				return fmt.Errorf("reading %d existing batches: %w", len(missing), err)
 			}
-			known = make(map[string]dbsqlc.LedgerqBatch, len(existing))
+			known = make(map[string]dbsqlc.BatchGetManyRow, len(existing))
 			for _, r := range existing {
-				known[r.ID] = r
+				known[r.LedgerqBatch.ID] = r
 			}
 		}
 		admitted, err := admit(ctx, q, p.Now, services)
@@ -185,14 +183,14 @@ func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) ([]Inserte
 			switch {
 			case !ok:
 				return fmt.Errorf("batch %q was neither stored nor found", nb.ID)
-			case existing.ServiceID != nb.ServiceID:
+			case existing.LedgerqBatch.ServiceID != nb.ServiceID:
 				return &ConflictError{ID: nb.ID, Field: "service_id"}
 			case !bytes.Equal(existing.Payload, nb.Payload):
 				return &ConflictError{ID: nb.ID, Field: "payload"}
-			case !nb.CreatedAt.IsZero() && !existing.CreatedAt.Equal(nb.CreatedAt):
+			case !nb.CreatedAt.IsZero() && !existing.LedgerqBatch.CreatedAt.Equal(nb.CreatedAt):
 				return &ConflictError{ID: nb.ID, Field: "created_at"}
 			}
-			out = append(out, InsertedBatch{Batch: batchFromRow(existing)})
+			out = append(out, InsertedBatch{Batch: batchFromRow(existing.LedgerqBatch)})
 		}
 		if len(admitted) > 0 {
 			return wake(ctx, q, notify.BatchSubmitter)

@@ -93,9 +93,9 @@ func TestQueries_ClaimsAndRoundsAreIndexDrivenAndNeverScanTerminalRows(t *testin
 	defer cancel()
 	t0 := testfactory.Start()
 	_, err := db.Store.DB().Exec(ctx, `
-		INSERT INTO ledgerq.batches (id, service_id, payload, created_at, submitted, status, attempts,
+		INSERT INTO ledgerq.batches (id, service_id, created_at, submitted, status, attempts,
 			last_submitted_at, finished_at, received_at, updated_at)
-		SELECT 'done-' || g, 'svc-' || (g % 500), '\x00', $1, true, 'committed', 1, $1, $1, $1, $1
+		SELECT 'done-' || g, 'svc-' || (g % 500), $1, true, 'committed', 1, $1, $1, $1, $1
 		FROM generate_series(1, 50000) g`, t0)
 	require.NoError(t, err)
 	clk := testfactory.NewClock()

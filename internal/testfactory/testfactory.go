@@ -116,11 +116,14 @@ func (f *Factory) InsertBatch(ctx context.Context, r Batch) error {
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	_, err = tx.Exec(ctx, `
-		INSERT INTO ledgerq.batches (id, service_id, payload, created_at, submitted, status, attempts,
+		INSERT INTO ledgerq.batches (id, service_id, created_at, submitted, status, attempts,
 			last_submitted_at, queued_at, claim_expires_at, finished_at, next_check_at, received_at, updated_at)
-		VALUES ($1, $2, '\x00', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
 		r.ID, r.ServiceID, r.CreatedAt, r.Submitted, status, r.Attempts, lastSubmit, queuedAt, lease, finished, nextCheck, now)
 	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO ledgerq.batch_payloads (id, payload) VALUES ($1, '\x00')`, r.ID); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)

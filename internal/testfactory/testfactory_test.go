@@ -75,7 +75,9 @@ func TestFactory_PostBatchesStoresSignedBatchesOldestFirst(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "a", b.ServiceID)
 		require.Equal(t, clk.Now().Add(time.Duration(i)*time.Second), b.CreatedAt)
-		parsed, err := sawtooth.ParseAndVerifyBatch(b.Payload)
+		var payload []byte
+		require.NoError(t, st.DB().QueryRow(t.Context(), `SELECT payload FROM ledgerq.batch_payloads WHERE id = $1`, id).Scan(&payload))
+		parsed, err := sawtooth.ParseAndVerifyBatch(payload)
 		require.NoError(t, err)
 		require.Equal(t, id, parsed.HeaderSignature)
 	}

@@ -187,7 +187,8 @@ SET submitted = true,
     updated_at = $2::timestamptz
 FROM claimable
 WHERE b.id = claimable.id
-RETURNING b.id, b.service_id, b.payload, b.attempts
+RETURNING b.id, b.service_id, b.attempts,
+    coalesce((SELECT p.payload FROM ledgerq.batch_payloads p WHERE p.id = b.id), ''::bytea)::bytea AS payload
 `
 
 type BatchClaimQueuedParams struct {
@@ -199,8 +200,8 @@ type BatchClaimQueuedParams struct {
 type BatchClaimQueuedRow struct {
 	ID        string
 	ServiceID string
-	Payload   []byte
 	Attempts  int32
+	Payload   []byte
 }
 
 // Submitter claim: takes up to @max queued batches, oldest first, that no other
@@ -219,8 +220,8 @@ func (q *Queries) BatchClaimQueued(ctx context.Context, arg BatchClaimQueuedPara
 		if err := rows.Scan(
 			&i.ID,
 			&i.ServiceID,
-			&i.Payload,
 			&i.Attempts,
+			&i.Payload,
 		); err != nil {
 			return nil, err
 		}
@@ -310,7 +311,7 @@ func (q *Queries) BatchDepthByState(ctx context.Context) ([]BatchDepthByStateRow
 }
 
 const batchGet = `-- name: BatchGet :one
-SELECT id, service_id, payload, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at FROM ledgerq.batches WHERE id = $1
+SELECT id, service_id, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at FROM ledgerq.batches WHERE id = $1
 `
 
 func (q *Queries) BatchGet(ctx context.Context, id string) (LedgerqBatch, error) {
@@ -319,7 +320,6 @@ func (q *Queries) BatchGet(ctx context.Context, id string) (LedgerqBatch, error)
 	err := row.Scan(
 		&i.ID,
 		&i.ServiceID,
-		&i.Payload,
 		&i.CreatedAt,
 		&i.Submitted,
 		&i.Status,
@@ -337,34 +337,42 @@ func (q *Queries) BatchGet(ctx context.Context, id string) (LedgerqBatch, error)
 }
 
 const batchGetMany = `-- name: BatchGetMany :many
-SELECT id, service_id, payload, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at FROM ledgerq.batches WHERE id = ANY($1::text[])
+SELECT b.id, b.service_id, b.created_at, b.submitted, b.status, b.queued_at, b.claim_expires_at, b.attempts, b.last_submitted_at, b.next_check_at, b.last_error, b.received_at, b.finished_at, b.updated_at, coalesce(p.payload, ''::bytea)::bytea AS payload
+FROM ledgerq.batches b LEFT JOIN ledgerq.batch_payloads p ON p.id = b.id
+WHERE b.id = ANY($1::text[])
 `
 
-func (q *Queries) BatchGetMany(ctx context.Context, ids []string) ([]LedgerqBatch, error) {
+type BatchGetManyRow struct {
+	LedgerqBatch LedgerqBatch
+	Payload      []byte
+}
+
+// The stored batches among @ids, with their payloads (intake compares them).
+func (q *Queries) BatchGetMany(ctx context.Context, ids []string) ([]BatchGetManyRow, error) {
 	rows, err := q.db.Query(ctx, batchGetMany, ids)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []LedgerqBatch{}
+	items := []BatchGetManyRow{}
 	for rows.Next() {
-		var i LedgerqBatch
+		var i BatchGetManyRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.ServiceID,
+			&i.LedgerqBatch.ID,
+			&i.LedgerqBatch.ServiceID,
+			&i.LedgerqBatch.CreatedAt,
+			&i.LedgerqBatch.Submitted,
+			&i.LedgerqBatch.Status,
+			&i.LedgerqBatch.QueuedAt,
+			&i.LedgerqBatch.ClaimExpiresAt,
+			&i.LedgerqBatch.Attempts,
+			&i.LedgerqBatch.LastSubmittedAt,
+			&i.LedgerqBatch.NextCheckAt,
+			&i.LedgerqBatch.LastError,
+			&i.LedgerqBatch.ReceivedAt,
+			&i.LedgerqBatch.FinishedAt,
+			&i.LedgerqBatch.UpdatedAt,
 			&i.Payload,
-			&i.CreatedAt,
-			&i.Submitted,
-			&i.Status,
-			&i.QueuedAt,
-			&i.ClaimExpiresAt,
-			&i.Attempts,
-			&i.LastSubmittedAt,
-			&i.NextCheckAt,
-			&i.LastError,
-			&i.ReceivedAt,
-			&i.FinishedAt,
-			&i.UpdatedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -425,44 +433,70 @@ func (q *Queries) BatchIdleServices(ctx context.Context, max int32) ([]string, e
 }
 
 const batchInsertMany = `-- name: BatchInsertMany :many
-INSERT INTO ledgerq.batches (id, service_id, payload, created_at, received_at, updated_at)
-SELECT u.id, u.service_id, u.payload, u.created_at, $1::timestamptz, $1::timestamptz
-FROM (SELECT unnest($2::text[]) AS id, unnest($3::text[]) AS service_id,
-             unnest($4::bytea[]) AS payload, unnest($5::timestamptz[]) AS created_at) u
-ON CONFLICT (id) DO NOTHING
-RETURNING id, service_id, payload, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at
+WITH u AS (
+    SELECT unnest($1::text[]) AS id, unnest($2::text[]) AS service_id,
+           unnest($3::bytea[]) AS payload, unnest($4::timestamptz[]) AS created_at
+),
+ins AS (
+    INSERT INTO ledgerq.batches (id, service_id, created_at, received_at, updated_at)
+    SELECT u.id, u.service_id, u.created_at, $5::timestamptz, $5::timestamptz FROM u
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id, service_id, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at
+),
+pay AS (
+    INSERT INTO ledgerq.batch_payloads (id, payload)
+    SELECT u.id, u.payload FROM u JOIN ins ON ins.id = u.id
+)
+SELECT id, service_id, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at FROM ins
 `
 
 type BatchInsertManyParams struct {
-	Now        time.Time
 	Ids        []string
 	ServiceIds []string
 	Payloads   [][]byte
 	CreatedAts []time.Time
+	Now        time.Time
 }
 
-// Intake: stores every batch of one request in one statement. ON CONFLICT makes
-// a re-post of a known id a no-op; the caller compares the stored rows
-// (BatchGetMany) to decide between "same batch" and conflict.
-func (q *Queries) BatchInsertMany(ctx context.Context, arg BatchInsertManyParams) ([]LedgerqBatch, error) {
+type BatchInsertManyRow struct {
+	ID              string
+	ServiceID       string
+	CreatedAt       time.Time
+	Submitted       bool
+	Status          *LedgerqBatchStatus
+	QueuedAt        *time.Time
+	ClaimExpiresAt  *time.Time
+	Attempts        int32
+	LastSubmittedAt *time.Time
+	NextCheckAt     *time.Time
+	LastError       *string
+	ReceivedAt      time.Time
+	FinishedAt      *time.Time
+	UpdatedAt       time.Time
+}
+
+// Intake: stores every batch of one request, and its payload in
+// batch_payloads, in one statement. ON CONFLICT makes a re-post of a known id
+// a no-op (and stores no second payload); the caller compares the stored
+// batches (BatchGetMany) to decide between "same batch" and conflict.
+func (q *Queries) BatchInsertMany(ctx context.Context, arg BatchInsertManyParams) ([]BatchInsertManyRow, error) {
 	rows, err := q.db.Query(ctx, batchInsertMany,
-		arg.Now,
 		arg.Ids,
 		arg.ServiceIds,
 		arg.Payloads,
 		arg.CreatedAts,
+		arg.Now,
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []LedgerqBatch{}
+	items := []BatchInsertManyRow{}
 	for rows.Next() {
-		var i LedgerqBatch
+		var i BatchInsertManyRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.ServiceID,
-			&i.Payload,
 			&i.CreatedAt,
 			&i.Submitted,
 			&i.Status,
@@ -487,7 +521,7 @@ func (q *Queries) BatchInsertMany(ctx context.Context, arg BatchInsertManyParams
 }
 
 const batchList = `-- name: BatchList :many
-SELECT id, service_id, payload, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at FROM ledgerq.batches
+SELECT id, service_id, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at FROM ledgerq.batches
 WHERE ($1::text IS NULL OR service_id = $1::text)
   AND ($2::ledgerq.batch_status IS NULL OR status = $2::ledgerq.batch_status)
   AND id > $3
@@ -520,7 +554,6 @@ func (q *Queries) BatchList(ctx context.Context, arg BatchListParams) ([]Ledgerq
 		if err := rows.Scan(
 			&i.ID,
 			&i.ServiceID,
-			&i.Payload,
 			&i.CreatedAt,
 			&i.Submitted,
 			&i.Status,

@@ -63,8 +63,6 @@ type LedgerqBatch struct {
 	ID string
 	// Ordering key: at most one batch per service_id is at the ledger at a time.
 	ServiceID string
-	// The signed batch as sent to the ledger (for Sawtooth, a serialized Batch protobuf message).
-	Payload []byte
 	// Client-given creation time; batches of one service go out in this order, ties broken by id.
 	CreatedAt time.Time
 	// Seed 001 submitted flag: true while the submitter holds the batch (status NULL, unknown or delayed, with a claim lease) and once it has reached the ledger (pending and after).
@@ -105,4 +103,12 @@ type LedgerqBatchOverview struct {
 	OldestWaitingReceivedAt interface{}
 	// Id of the oldest non-terminal batch among them.
 	OldestWaitingID interface{}
+}
+
+// Batch lane: the signed payload of each batch, written once when the batch is stored; deleted with its batch.
+type LedgerqBatchPayload struct {
+	// The batch (ledgerq.batches.id).
+	ID string
+	// The signed batch as sent to the ledger (for Sawtooth, a serialized Batch protobuf message).
+	Payload []byte
 }
