@@ -20,6 +20,7 @@ Workloads:
   batches   the batch lane: ingest workers store signed Sawtooth batches while the
             real queuer, submitter and monitor send them to the in-process
             simulated ledger; reports ingest/s, committed/s and latency
+            (--mode e2e, preload or http)
 
 Run 'ledgerq bench <workload> --help' for its flags. Point --database-url at a
 database of its own: the run adds its batches to ledgerq.batches and leaves them.
@@ -54,21 +55,38 @@ summary to stdout: ingest/s, committed/s from first insert to last commit, and t
 p50/p99/max latency from received_at to finished_at of the committed batches, read
 from the database. It exits non-zero when a batch was left unfinished.
 
+--mode chooses what is measured:
+  e2e      (default) the above: batches stored while the loops run.
+  preload  every batch is stored first with the loops stopped, then the loops start
+           and the run is timed from their start to the last commit: processing from
+           a backlog, as River's benchmark (river bench --num-total-jobs) measures it.
+  http     the batches go through the real HTTP API, served on a loopback listener:
+           --ingest-workers clients POST JSON arrays of --insert-size batches to
+           /v1/batches (encoded before the clock starts), so JSON decoding and the
+           API's signature checks are paid; reports intake/s and end to end.
+--sim-verify=false makes the simulated ledger skip its own signature checks (the
+ledger's cost, paid on its own machines in production); the summary says which.
+
 The lane is serial per service: at most one batch of a service is at the ledger, so
 end-to-end throughput is about services / (time one batch takes through the lane).
 
-Example: ledgerq bench batches --services 1000 --batches-per-service 10 --sim-commit-delay 0`
+Examples:
+  ledgerq bench batches --services 1000 --batches-per-service 10 --sim-commit-delay 0
+  ledgerq bench batches --mode preload --services 1000 --batches-per-service 10 \
+      --sim-commit-delay 0 --sim-verify=false
+  ledgerq bench batches --mode http --ingest-workers 4 --insert-size 10`
 
 func runBenchBatches(ctx context.Context, args []string) error {
 	cfg := bench.DefaultBatchConfig()
 	var cpuProfile string
 	err := parseNodeFlags("bench batches", benchBatchesSummary, &cfg.Node, flagParts{}, args, "warn", func(fs *flag.FlagSet) {
 		fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (signing excluded) to this file, for go tool pprof")
+		fs.StringVar((*string)(&cfg.Mode), "mode", string(cfg.Mode), "what to measure: e2e (store while the loops run), preload (store everything, then time the loops from start to last commit) or http (post through the HTTP API while the loops run)")
 		fs.IntVar(&cfg.Services, "services", cfg.Services, "number of services (ordering keys); each has its own signing key")
 		fs.IntVar(&cfg.BatchesPerService, "batches-per-service", cfg.BatchesPerService, "batches signed and inserted per service")
 		fs.DurationVar(&cfg.Duration, "duration", 0, "stop ingesting after this long (0: when every batch is in)")
-		fs.IntVar(&cfg.IngestWorkers, "ingest-workers", cfg.IngestWorkers, "concurrent ingest workers, each with its own connection (as concurrent API requests)")
-		fs.IntVar(&cfg.InsertSize, "insert-size", cfg.InsertSize, "batches per BatchInsert call (one transaction, as one POST /v1/batches)")
+		fs.IntVar(&cfg.IngestWorkers, "ingest-workers", cfg.IngestWorkers, "concurrent ingest workers, each with its own connection (as concurrent API requests); in --mode http, concurrent HTTP clients")
+		fs.IntVar(&cfg.InsertSize, "insert-size", cfg.InsertSize, "batches per BatchInsert call (one transaction, as one POST /v1/batches); in --mode http, batches per request")
 		fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after ingest stops, how long to wait for every inserted batch to reach a final status")
 		fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "time between two progress lines (and completion checks)")
 		fs.IntVar(&cfg.Node.Batch.Submitters, "submitters", cfg.Node.Batch.Submitters, "submitter loops run side by side (as several serve processes would)")

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +25,26 @@ import (
 // no terminal status when the run ended.
 var ErrUnfinished = errors.New("batches unfinished")
 
+// Mode is how a run feeds the lane and what it times.
+type Mode string
+
+const (
+	// ModeE2E stores batches with the API's store path (BatchInsert) while
+	// the loops run, and times from the first insert to the last commit.
+	ModeE2E Mode = "e2e"
+	// ModePreload stores every batch with the loops stopped, then starts them
+	// and times from their start to the last commit: processing from a
+	// backlog, as River's benchmark (river bench --num-total-jobs) measures.
+	ModePreload Mode = "preload"
+	// ModeHTTP is ModeE2E with intake through the real HTTP API, served on a
+	// loopback listener: JSON decoding and the API's signature checks are
+	// paid, as a client's request pays them.
+	ModeHTTP Mode = "http"
+)
+
+// Modes lists the modes, the default first.
+var Modes = []Mode{ModeE2E, ModePreload, ModeHTTP}
+
 // BatchConfig configures a batch-lane run.
 type BatchConfig struct {
 	// Node is the ledgerq process under test, configured as serve's is: the
@@ -30,15 +53,20 @@ type BatchConfig struct {
 	// processes would) and its ledger is the simulated one, in this process.
 	Node node.Config
 
+	// Mode chooses how batches reach the lane and what is timed.
+	Mode Mode
+
 	Services          int
 	BatchesPerService int
 	// Duration stops ingesting after this long; 0 ingests every batch.
 	Duration time.Duration
 	// IngestWorkers is how many goroutines insert concurrently, each with its
-	// own connection, as concurrent API requests would.
+	// own connection, as concurrent API requests would; in ModeHTTP, how many
+	// HTTP clients post concurrently.
 	IngestWorkers int
 	// InsertSize is how many batches one BatchInsert call (one transaction,
-	// like one POST /v1/batches) stores.
+	// like one POST /v1/batches) stores; in ModeHTTP, how many one request
+	// carries.
 	InsertSize int
 	// Grace is how long the run waits, once ingest stops, for every inserted
 	// batch to reach a terminal status.
@@ -57,6 +85,7 @@ func DefaultBatchConfig() BatchConfig {
 	n.API.Enabled = false
 	return BatchConfig{
 		Node:              n,
+		Mode:              ModeE2E,
 		Services:          100,
 		BatchesPerService: 100,
 		IngestWorkers:     4,
@@ -73,6 +102,10 @@ func (c *BatchConfig) Validate() error {
 		return err
 	}
 	switch {
+	case !slices.Contains(Modes, c.Mode):
+		return fmt.Errorf("--mode %q: must be one of %v", c.Mode, Modes)
+	case c.Mode == ModeHTTP && c.InsertSize > c.Node.API.MaxBatchesPerRequest:
+		return fmt.Errorf("--insert-size %d: the API takes at most %d batches per request", c.InsertSize, c.Node.API.MaxBatchesPerRequest)
 	case c.Services < 1 || c.BatchesPerService < 1:
 		return errors.New("--services and --batches-per-service must be at least 1")
 	case c.IngestWorkers < 1 || c.InsertSize < 1:
@@ -101,16 +134,24 @@ type BatchReport struct {
 	Submissions int64
 
 	GenerateTime time.Duration
-	// IngestTime runs from the first insert call to the end of the last.
+	// IngestTime runs from the first insert call (or request) to the end of
+	// the last; in ModePreload the loops were stopped meanwhile.
 	IngestTime time.Duration
+	// Requests counts the POST /v1/batches requests of ModeHTTP.
+	Requests int
 	// EndToEnd runs from the first received_at to the last finished_at.
 	EndToEnd time.Duration
-	// Wall is the whole run, loops started to loops stopped.
+	// Wall is the whole run, first insert or loops started (whichever came
+	// first) to loops stopped.
 	Wall time.Duration
 	// IngestRate is Inserted / IngestTime; CommitRate is Committed / EndToEnd.
 	IngestRate, CommitRate float64
 	// Latency of committed batches, received_at to finished_at.
 	P50, P99, Max time.Duration
+
+	// Processing is the ModePreload figures, counted from the loops' start
+	// (so the backlog's wait before it is left out); zero in other modes.
+	Processing Processing
 
 	// Interrupted is set when ctx ended the run early; TimedOut when the
 	// grace period ran out first.
@@ -121,6 +162,16 @@ type BatchReport struct {
 	// table that is not free.
 	ProgressQueries   int
 	ProgressQueryTime time.Duration
+}
+
+// Processing is how fast the loops worked down a preloaded backlog.
+type Processing struct {
+	// Time runs from the loops' start to the last committed batch's
+	// finished_at; Rate is the committed batches over it.
+	Time time.Duration
+	Rate float64
+	// Latency of committed batches from the loops' start to finished_at.
+	P50, P99, Max time.Duration
 }
 
 // RunBatches runs the workload against the database in cfg and reports.
@@ -136,8 +187,13 @@ func RunBatches(ctx context.Context, cfg BatchConfig, w *Workload) (*BatchReport
 	cfg.Node.Clock = clock.Real{}
 	cfg.Node.API.Enabled = false
 	// The loops need a connection each plus one for the progress query; a
-	// serve process on few CPUs gets pgxpool's default of 4.
-	cfg.Node.DBMinConns = max(cfg.Node.DBMinConns, 2+cfg.Node.Batch.Submitters+1)
+	// serve process on few CPUs gets pgxpool's default of 4. In ModeHTTP the
+	// API's requests use the node's pool too, as in serve.
+	conns := 2 + cfg.Node.Batch.Submitters + 1
+	if cfg.Mode == ModeHTTP {
+		conns += cfg.IngestWorkers
+	}
+	cfg.Node.DBMinConns = max(cfg.Node.DBMinConns, conns)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -154,10 +210,13 @@ type batchRun struct {
 	w   *Workload
 
 	// node runs the loops, with the pool serve would open; ingest is the
-	// ingest workers' own pool, standing in for the API's connections.
+	// ingest workers' own pool, standing in for the API's connections (nil
+	// in ModeHTTP, where the API is real and uses the node's pool).
 	node   *node.Node
 	ingest *store.Store
 	ledger *sim.Ledger
+	// api is ModeHTTP's server and clients.
+	api *httpIntake
 
 	baseline map[string]int64
 	inserted atomic.Int64
@@ -168,6 +227,9 @@ type batchRun struct {
 }
 
 func (r *batchRun) close() {
+	if r.api != nil {
+		r.api.close()
+	}
 	if r.ingest != nil {
 		r.ingest.Close()
 	}
@@ -185,10 +247,22 @@ func (r *batchRun) open(ctx context.Context) error {
 	if r.node, err = node.Open(ctx, nc); err != nil {
 		return err
 	}
-	if r.ingest, err = store.OpenPool(ctx, c.Node.DatabaseURL, c.IngestWorkers); err != nil {
-		return err
+	if c.Mode == ModeHTTP {
+		// Encoding the requests is the client's work, done before the clock
+		// starts as signing is.
+		began := time.Now()
+		if r.api, err = newHTTPIntake(r.node.Handler(), r.w.Batches, c.InsertSize, c.IngestWorkers, c.Node.API.MaxBodyBytes); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.Progress, "bench: encoded %d requests in %s; serving the API at %s\n", len(r.api.bodies), round(time.Since(began)), r.api.url)
+		err = warm(ctx, r.node.Store().Pool(), c.IngestWorkers)
+	} else {
+		if r.ingest, err = store.OpenPool(ctx, c.Node.DatabaseURL, c.IngestWorkers); err != nil {
+			return err
+		}
+		err = warm(ctx, r.ingest.Pool(), c.IngestWorkers)
 	}
-	if err := warm(ctx, r.ingest.Pool(), c.IngestWorkers); err != nil {
+	if err != nil {
 		return err
 	}
 	countCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -225,11 +299,13 @@ func warm(ctx context.Context, pool *pgxpool.Pool, n int) error {
 }
 
 // startLoops starts the node's listener and loops as serve does and returns
-// a function that stops them: first stop claiming, then cancel what is left.
-func (r *batchRun) startLoops(ctx context.Context) (stop func(), err error) {
+// when they started and a function that stops them: first stop claiming,
+// then cancel what is left.
+func (r *batchRun) startLoops(ctx context.Context) (started time.Time, stop func(), err error) {
 	connected := r.node.Listener().Connected()
+	started = time.Now()
 	if err := r.node.Start(ctx); err != nil {
-		return nil, err
+		return started, nil, err
 	}
 	stop = r.node.Stop
 	// Wait for LISTEN so that the first inserts' notifications are heard
@@ -238,12 +314,30 @@ func (r *batchRun) startLoops(ctx context.Context) (stop func(), err error) {
 	case <-connected:
 	case <-time.After(10 * time.Second):
 		stop()
-		return nil, errors.New("the notification listener did not connect within 10s")
+		return started, nil, errors.New("the notification listener did not connect within 10s")
 	case <-ctx.Done():
 		stop()
-		return nil, ctx.Err()
+		return started, nil, ctx.Err()
 	}
-	return stop, nil
+	return started, stop, nil
+}
+
+// ingestion is one run of ingestAll in the background.
+type ingestion struct {
+	done chan struct{}
+	// err and end are set before done closes.
+	err error
+	end time.Time
+}
+
+func (r *batchRun) startIngest(ctx context.Context, start time.Time) *ingestion {
+	in := &ingestion{done: make(chan struct{})}
+	go func() {
+		defer close(in.done)
+		in.err = r.ingestAll(ctx, start)
+		in.end = time.Now()
+	}()
+	return in
 }
 
 func (r *batchRun) run(ctx context.Context) (*BatchReport, error) {
@@ -251,41 +345,48 @@ func (r *batchRun) run(ctx context.Context) (*BatchReport, error) {
 	rep := &BatchReport{Config: *c, Prefix: r.w.Prefix, Planned: len(r.w.Batches), GenerateTime: r.w.GenerateTime}
 	rep.Config.Progress, rep.Config.Node.Logger, rep.Config.Node.Batch.Ledger.Instance = nil, nil, nil
 
-	stopLoops, err := r.startLoops(ctx)
+	ticker := time.NewTicker(c.ProgressInterval)
+	defer ticker.Stop()
+	var (
+		start     time.Time
+		in        *ingestion
+		stopLoops = func() {}
+	)
+	if c.Mode == ModePreload {
+		start = time.Now()
+		in = r.startIngest(ctx, start)
+		rep.Interrupted = r.awaitPreload(ctx, in, start, ticker.C)
+		if rep.Interrupted || in.err != nil {
+			return r.finish(ctx, rep, start, in, stopLoops)
+		}
+		// The line a reader (and the tests) can check: everything is in and
+		// nothing has moved, because nothing runs yet.
+		_, _ = r.progress(ctx, start, false)
+		fmt.Fprintf(c.Progress, "bench: preloaded %d batches in %s; starting the loops\n", r.inserted.Load(), round(in.end.Sub(start)))
+	}
+	loopStart, stop, err := r.startLoops(ctx)
 	if err != nil {
 		return nil, err
 	}
-	loopsStopped := false
-	defer func() {
-		if !loopsStopped {
-			stopLoops()
-		}
-	}()
+	stopLoops = sync.OnceFunc(stop)
+	defer stopLoops()
+	if in == nil {
+		start = time.Now()
+		in = r.startIngest(ctx, start)
+	}
 
-	start := time.Now()
-	ingestDone := make(chan struct{})
-	var ingestErr error
-	var ingestEnd time.Time
-	go func() {
-		defer close(ingestDone)
-		ingestErr = r.ingestAll(ctx, start)
-		ingestEnd = time.Now()
-	}()
-
-	ticker := time.NewTicker(c.ProgressInterval)
-	defer ticker.Stop()
 	var graceC <-chan time.Time
-	ingesting := ingestDone
+	ingesting := in.done
 wait:
 	for {
 		select {
 		case <-ctx.Done():
 			rep.Interrupted = true
-			<-ingestDone // the workers stop at once on ctx
+			<-in.done // the workers stop at once on ctx
 			break wait
 		case <-ingesting:
 			ingesting = nil
-			if ingestErr != nil {
+			if in.err != nil {
 				break wait
 			}
 			grace := time.NewTimer(c.Grace)
@@ -303,21 +404,48 @@ wait:
 			}
 		}
 	}
+	rep, err = r.finish(ctx, rep, start, in, stopLoops)
+	if rep != nil && c.Mode == ModePreload && err == nil {
+		err = r.measureProcessing(context.WithoutCancel(ctx), rep, loopStart)
+	}
+	return rep, err
+}
+
+// awaitPreload waits, writing progress lines, for the preload to end, and
+// reports whether ctx interrupted it.
+func (r *batchRun) awaitPreload(ctx context.Context, in *ingestion, start time.Time, tick <-chan time.Time) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			<-in.done
+			return true
+		case <-in.done:
+			return false
+		case <-tick:
+			_, _ = r.progress(ctx, start, false)
+		}
+	}
+}
+
+// finish stops the loops and fills the report from the run's rows.
+func (r *batchRun) finish(ctx context.Context, rep *BatchReport, start time.Time, in *ingestion, stopLoops func()) (*BatchReport, error) {
 	stopLoops()
-	loopsStopped = true
 	rep.Wall = time.Since(start)
-	rep.IngestTime = ingestEnd.Sub(start)
+	rep.IngestTime = in.end.Sub(start)
 	rep.Ledger = r.ledger.Stats()
 	rep.ProgressQueries, rep.ProgressQueryTime = r.progressQueries, r.progressQueryTime
+	if r.api != nil {
+		rep.Requests = int(r.api.requests.Load())
+	}
 
 	// The run may have been interrupted; its figures are still worth reading.
 	sumCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if err := r.summarize(sumCtx, rep); err != nil {
-		return nil, errors.Join(ingestErr, err)
+		return nil, errors.Join(in.err, err)
 	}
-	if ingestErr != nil {
-		return rep, ingestErr
+	if in.err != nil {
+		return rep, in.err
 	}
 	if rep.Unfinished > 0 {
 		return rep, fmt.Errorf("%d of %d inserted batches had no final status %s: %w",
@@ -333,9 +461,9 @@ func endReason(rep *BatchReport) string {
 	return fmt.Sprintf("by the end of the %s grace period", rep.Config.Grace)
 }
 
-// ingestAll inserts the workload with IngestWorkers goroutines, InsertSize
-// batches per call, until every batch is in, Duration passes, ctx ends or an
-// insert fails.
+// ingestAll stores the workload with IngestWorkers goroutines, InsertSize
+// batches per call (BatchInsert, or one POST in ModeHTTP), until every batch
+// is in, Duration passes, ctx ends or a call fails.
 func (r *batchRun) ingestAll(ctx context.Context, start time.Time) error {
 	c := &r.cfg
 	batches := r.w.Batches
@@ -359,7 +487,12 @@ func (r *batchRun) ingestAll(ctx context.Context, start time.Time) error {
 				}
 				chunk := batches[i:min(i+c.InsertSize, len(batches))]
 				callCtx, cancel := context.WithTimeout(ctx, c.Node.Loops.DBTimeout)
-				_, e := r.ingest.BatchInsert(callCtx, store.BatchInsertParams{Now: c.Node.Clock.Now(), Batches: chunk})
+				var e error
+				if r.api != nil {
+					e = r.api.post(callCtx, i/c.InsertSize)
+				} else {
+					_, e = r.ingest.BatchInsert(callCtx, store.BatchInsertParams{Now: c.Node.Clock.Now(), Batches: chunk})
+				}
 				cancel()
 				if e != nil {
 					if ctx.Err() != nil {
@@ -443,6 +576,48 @@ func (r *batchRun) summarize(ctx context.Context, rep *BatchReport) error {
 	return nil
 }
 
+// measureProcessing fills rep.Processing from the finished_at of the run's
+// committed batches, read after the loops stopped (so not timed) with the
+// API's listing, by id; it reads every committed row of the table and keeps
+// the run's, which is why the bench wants a database of its own.
+func (r *batchRun) measureProcessing(ctx context.Context, rep *BatchReport, loopStart time.Time) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	var lat []time.Duration
+	after := ""
+	for {
+		page, err := r.node.Store().BatchList(ctx, store.BatchListParams{Status: store.BatchStatusCommitted, After: after, Limit: 1000})
+		if err != nil {
+			return fmt.Errorf("reading the run's commit times: %w", err)
+		}
+		for _, b := range page {
+			if strings.HasPrefix(b.ServiceID, r.w.Prefix) && b.FinishedAt != nil {
+				lat = append(lat, b.FinishedAt.Sub(loopStart))
+			}
+		}
+		if len(page) < 1000 {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	if len(lat) == 0 {
+		return nil
+	}
+	slices.Sort(lat)
+	// percentile_disc's rule, as BatchRunSummary: the first latency whose
+	// cumulative share reaches p.
+	pct := func(p float64) time.Duration {
+		return lat[max(0, int(math.Ceil(p*float64(len(lat))))-1)]
+	}
+	pr := &rep.Processing
+	pr.P50, pr.P99, pr.Max = pct(0.5), pct(0.99), lat[len(lat)-1]
+	pr.Time = pr.Max
+	if pr.Time > 0 {
+		pr.Rate = float64(len(lat)) / pr.Time.Seconds()
+	}
+	return nil
+}
+
 // WriteSummary prints the configuration and the results.
 func (rep *BatchReport) WriteSummary(w io.Writer) error {
 	c := &rep.Config
@@ -464,26 +639,57 @@ func (rep *BatchReport) WriteSummary(w io.Writer) error {
 	if rep.Ledger.SubmitCalls > 0 {
 		avg = float64(rep.Ledger.BatchesSubmitted) / float64(rep.Ledger.SubmitCalls)
 	}
+	verify := "signatures verified"
+	if !sc.Verify {
+		verify = "signatures not verified (--sim-verify=false)"
+	}
+	mode := map[Mode]string{
+		ModeE2E:     "e2e: batches stored while the loops run; timed from the first insert to the last commit",
+		ModePreload: "preload: every batch stored with the loops stopped, then the loops started; timed from their start to the last commit",
+		ModeHTTP:    "http: batches posted to the HTTP API (loopback) while the loops run; intake and end to end timed",
+	}[c.Mode]
+	ingest := fmt.Sprintf("  ingest            %d workers, %d batches per BatchInsert call, duration %s, grace %s",
+		c.IngestWorkers, c.InsertSize, duration, c.Grace)
+	if c.Mode == ModeHTTP {
+		ingest = fmt.Sprintf("  ingest            %d HTTP clients, %d batches per POST /v1/batches (a JSON array), duration %s, grace %s",
+			c.IngestWorkers, c.InsertSize, duration, c.Grace)
+	}
 	lines := []string{
 		"ledgerq bench batches: " + status,
 		"configuration",
+		fmt.Sprintf("  mode              %s", mode),
 		fmt.Sprintf("  database          %s", node.RedactURL(c.Node.DatabaseURL)),
 		fmt.Sprintf("  workload          %d services x %d batches = %d signed batches (service ids %s*), signed in %s",
 			c.Services, c.BatchesPerService, rep.Planned, rep.Prefix, round(rep.GenerateTime)),
-		fmt.Sprintf("  ingest            %d workers, %d batches per BatchInsert call, duration %s, grace %s",
-			c.IngestWorkers, c.InsertSize, duration, c.Grace),
+		ingest,
 		fmt.Sprintf("  loops             poll interval %s, db timeout %s; queuer delay window %s (cap %s)",
 			c.Node.Loops.PollInterval, c.Node.Loops.DBTimeout, b.DelayWindow, b.DelayCap),
 		fmt.Sprintf("                    %d submitter(s): submit batch size %d, claim lease %s, first check %s, ledger timeout %s",
 			b.Submitters, b.SubmitBatchSize, b.ClaimLease, b.FirstCheck, b.Ledger.Timeout),
 		fmt.Sprintf("                    monitor: check interval %s, check batch size %d",
 			b.CheckInterval, b.CheckBatchSize),
-		fmt.Sprintf("  simulated ledger  commit delay %s, latency %s, reject %g, transient %g, lost %g, dropped responses %g, seed %d",
-			sc.CommitDelay, sc.Latency, sc.RejectRate, sc.TransientRate, sc.LostRate, sc.DropResponseRate, sc.Seed),
+		fmt.Sprintf("  simulated ledger  commit delay %s, latency %s, reject %g, transient %g, lost %g, dropped responses %g, seed %d; %s",
+			sc.CommitDelay, sc.Latency, sc.RejectRate, sc.TransientRate, sc.LostRate, sc.DropResponseRate, sc.Seed, verify),
 		"results",
 		fmt.Sprintf("  batches           %d inserted of %d; %d committed, %d invalid, %d valid, %d unfinished; %d submissions",
 			rep.Inserted, rep.Planned, rep.Committed, rep.Invalid, rep.Valid, rep.Unfinished, rep.Submissions),
-		fmt.Sprintf("  ingest            %.0f batches/s (%d in %s)", rep.IngestRate, rep.Inserted, round(rep.IngestTime)),
+	}
+	switch c.Mode {
+	case ModeHTTP:
+		lines = append(lines, fmt.Sprintf("  intake            %.0f batches/s through the HTTP API, signature checks included (%d in %s, %d requests)",
+			rep.IngestRate, rep.Inserted, round(rep.IngestTime), rep.Requests))
+	case ModePreload:
+		lines = append(lines, fmt.Sprintf("  preload           %.0f batches/s with the loops stopped (%d in %s)", rep.IngestRate, rep.Inserted, round(rep.IngestTime)))
+	default:
+		lines = append(lines, fmt.Sprintf("  ingest            %.0f batches/s (%d in %s)", rep.IngestRate, rep.Inserted, round(rep.IngestTime)))
+	}
+	if c.Mode == ModePreload {
+		pr := &rep.Processing
+		lines = append(lines,
+			fmt.Sprintf("  processing        %.0f committed/s (%d from loop start to last commit in %s)", pr.Rate, rep.Committed, round(pr.Time)),
+			fmt.Sprintf("  latency           loop start to committed: p50 %s, p99 %s, max %s", round(pr.P50), round(pr.P99), round(pr.Max)))
+	}
+	lines = append(lines,
 		fmt.Sprintf("  end to end        %.0f committed/s (%d from first insert to last commit in %s)",
 			rep.CommitRate, rep.Committed, round(rep.EndToEnd)),
 		fmt.Sprintf("  latency           insert to committed: p50 %s, p99 %s, max %s", round(rep.P50), round(rep.P99), round(rep.Max)),
@@ -491,7 +697,7 @@ func (rep *BatchReport) WriteSummary(w io.Writer) error {
 			rep.Ledger.SubmitCalls, avg, rep.Ledger.StatusCalls),
 		fmt.Sprintf("  bench overhead    %d progress queries (BatchCountByState, a full scan) took %s", rep.ProgressQueries, round(rep.ProgressQueryTime)),
 		fmt.Sprintf("  wall              %s", round(rep.Wall)),
-	}
+	)
 	for _, l := range lines {
 		if _, err := fmt.Fprintln(w, l); err != nil {
 			return err

@@ -102,8 +102,97 @@ func TestRunBatches_TinyRunCommitsEveryBatch(t *testing.T) {
 	var summary strings.Builder
 	require.NoError(t, rep.WriteSummary(&summary))
 	require.Contains(t, summary.String(), "ledgerq bench batches: complete")
+	require.Contains(t, summary.String(), "mode              e2e:")
 	require.Contains(t, summary.String(), "3 services x 5 batches = 15 signed batches")
 	require.Contains(t, summary.String(), "15 inserted of 15; 15 committed, 0 invalid, 0 valid, 0 unfinished")
+	require.Contains(t, summary.String(), "seed 1; signatures verified")
+	require.Zero(t, rep.Processing, "processing figures are preload's")
+}
+
+func TestRunBatches_PreloadStoresEveryBatchBeforeTheLoopsStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.Mode = bench.ModePreload
+	b.cfg.Node.Batch.Ledger.Sim.Verify = false
+
+	rep, err := bench.RunBatches(context.Background(), b.cfg, workload(t, 3, 5))
+	require.NoError(t, err)
+
+	require.Equal(t, 15, rep.Planned)
+	require.Equal(t, 15, rep.Inserted)
+	require.Equal(t, 15, rep.Committed)
+	require.Zero(t, rep.Unfinished)
+	require.EqualValues(t, 15, rep.Ledger.Committed)
+
+	// Before the loops start, every batch is in and none has moved.
+	before, after, found := strings.Cut(b.progress.String(), "bench: preloaded 15 batches in ")
+	require.True(t, found, "the preload announces the loops' start:\n%s", b.progress.String())
+	lines := strings.Split(strings.TrimSpace(before), "\n")
+	require.Contains(t, lines[len(lines)-1], "inserted 15/15  committed 0  invalid 0  in flight 15  |")
+	for _, l := range lines {
+		require.Contains(t, l, "  committed 0  ", "nothing commits while the loops are stopped")
+	}
+	require.Contains(t, after, "inserted 15/15  committed 15  invalid 0  in flight 0")
+
+	pr := rep.Processing
+	require.Positive(t, rep.IngestRate)
+	require.Positive(t, pr.Rate)
+	require.InDelta(t, float64(rep.Committed)/pr.Time.Seconds(), pr.Rate, 1e-6)
+	require.Positive(t, pr.P50)
+	require.LessOrEqual(t, pr.P50, pr.P99)
+	require.LessOrEqual(t, pr.P99, pr.Max)
+	require.Equal(t, pr.Max, pr.Time, "the run is timed to its last commit")
+	require.Less(t, pr.Time, rep.EndToEnd, "end to end also counts the preload")
+	require.Less(t, pr.Time, rep.Wall)
+	require.Less(t, pr.Max, rep.Max, "a batch waited in the backlog before the loops started")
+
+	var summary strings.Builder
+	require.NoError(t, rep.WriteSummary(&summary))
+	require.Contains(t, summary.String(), "ledgerq bench batches: complete")
+	require.Contains(t, summary.String(), "mode              preload:")
+	require.Contains(t, summary.String(), "committed/s (15 from loop start to last commit in ")
+	require.Contains(t, summary.String(), "seed 1; signatures not verified (--sim-verify=false)")
+}
+
+func TestRunBatches_HTTPModePostsEveryBatchThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.Mode = bench.ModeHTTP
+
+	rep, err := bench.RunBatches(context.Background(), b.cfg, workload(t, 3, 5))
+	require.NoError(t, err)
+
+	require.Equal(t, 15, rep.Inserted)
+	require.Equal(t, 15, rep.Committed)
+	require.Zero(t, rep.Unfinished)
+	require.Equal(t, 8, rep.Requests, "15 batches, 2 a request")
+	require.Positive(t, rep.IngestRate)
+	require.Positive(t, rep.CommitRate)
+	require.LessOrEqual(t, rep.Max, rep.EndToEnd)
+	require.Zero(t, rep.Processing)
+
+	var summary strings.Builder
+	require.NoError(t, rep.WriteSummary(&summary))
+	require.Contains(t, summary.String(), "mode              http:")
+	require.Contains(t, summary.String(), "batches/s through the HTTP API, signature checks included (15 in ")
+	require.Contains(t, summary.String(), ", 8 requests)")
+	require.Contains(t, summary.String(), "seed 1; signatures verified")
+}
+
+func TestRunBatches_HTTPModeIsRefusedWhatTheAPIRefuses(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.Mode = bench.ModeHTTP
+	w := workload(t, 3, 5)
+	// Another service's batch under this id: signed and well formed, but its
+	// header_signature is not the id the API is given.
+	w.Batches[7].Payload = w.Batches[8].Payload
+
+	rep, err := bench.RunBatches(context.Background(), b.cfg, w)
+	require.ErrorContains(t, err, "400 Bad Request")
+	require.ErrorContains(t, err, "field payload")
+	require.NotNil(t, rep)
+	require.Less(t, rep.Inserted, 15)
 }
 
 func TestRunBatches_RejectedBatchesFinishAsInvalid(t *testing.T) {
@@ -207,6 +296,10 @@ func TestBatchConfig_ValidateRefusesWhatCannotRun(t *testing.T) {
 		"lease under timeout": func(c *bench.BatchConfig) { c.Node.Batch.ClaimLease = c.Node.Batch.Ledger.Timeout },
 		"a loop turned off":   func(c *bench.BatchConfig) { c.Node.Loops.Monitor = false },
 		"negative grace":      func(c *bench.BatchConfig) { c.Grace = -time.Second },
+		"unknown mode":        func(c *bench.BatchConfig) { c.Mode = "fast" },
+		"request over the API's limit": func(c *bench.BatchConfig) {
+			c.Mode, c.InsertSize = bench.ModeHTTP, c.Node.API.MaxBatchesPerRequest+1
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
