@@ -52,30 +52,29 @@ ORDER BY k;
 -- with no active batch (queued, held, pending, unknown or delayed) gets its
 -- oldest never-sent batch queued, created_at order, ties broken by id. Runs
 -- in the transaction that freed the services, after BatchServicesLock, so its
--- cost is the services it is given, never all of them.
-WITH svc AS (
-    SELECT DISTINCT s AS service_id FROM unnest(@service_ids::text[]) AS s
-),
-next AS (
-    SELECT o.id
-    FROM svc,
-    LATERAL (
-        SELECT n.id FROM ledgerq.batches n
-        WHERE n.service_id = svc.service_id AND n.status IS NULL AND NOT n.submitted
-        ORDER BY n.created_at, n.id
-        LIMIT 1
-    ) o
-    WHERE NOT EXISTS (
-        SELECT 1 FROM ledgerq.batches a
-        WHERE a.service_id = svc.service_id
-          AND (a.status IN ('pending', 'unknown', 'delayed')
-               OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
-    )
-)
+-- cost is the services it is given, never all of them: each service is one
+-- probe of batches_active_by_service and one of batches_new_by_service
+-- (scalar subqueries, so the planner cannot turn them into a scan of every
+-- active or new batch), and the rows are updated through the primary key
+-- (the guards are a CASE, which no partial index can answer).
 UPDATE ledgerq.batches b
 SET queued_at = @now::timestamptz, updated_at = @now::timestamptz
-FROM next
-WHERE b.id = next.id AND b.status IS NULL AND NOT b.submitted AND b.queued_at IS NULL
+WHERE b.id = ANY (ARRAY(
+    SELECT x.next_id
+    FROM (SELECT DISTINCT s AS service_id FROM unnest(@service_ids::text[]) AS s) svc,
+    LATERAL (
+        SELECT (SELECT n.id FROM ledgerq.batches n
+                WHERE n.service_id = svc.service_id AND n.status IS NULL AND NOT n.submitted
+                ORDER BY n.created_at, n.id LIMIT 1) AS next_id,
+               (SELECT 1 FROM ledgerq.batches a
+                WHERE a.service_id = svc.service_id
+                  AND (a.status IN ('pending', 'unknown', 'delayed')
+                       OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
+                LIMIT 1) AS busy
+    ) x
+    WHERE x.busy IS NULL AND x.next_id IS NOT NULL
+))
+  AND CASE WHEN b.status IS NULL THEN NOT b.submitted AND b.queued_at IS NULL ELSE false END
 RETURNING b.id, b.service_id;
 
 -- name: BatchIdleServices :many
@@ -170,7 +169,10 @@ SET status = (CASE o.result WHEN 'accepted' THEN 'pending' WHEN 'delayed' THEN '
     finished_at = CASE WHEN o.result = 'rejected' THEN @now::timestamptz END,
     updated_at = @now::timestamptz
 FROM o
-WHERE b.id = o.id AND b.attempts = o.attempts AND b.claim_expires_at IS NOT NULL
+-- Rows are reached by primary key: the claim guard is a CASE, which no
+-- partial index can answer, so the plan never scans every held batch.
+WHERE b.id = ANY(@ids::text[]) AND b.id = o.id AND b.attempts = o.attempts
+  AND CASE WHEN b.claim_expires_at IS NULL THEN false ELSE true END
   AND o.result IN ('accepted', 'delayed', 'rejected')
 RETURNING b.id, b.service_id, o.result::text AS result;
 
@@ -228,8 +230,10 @@ SET status = o.status::ledgerq.batch_status,
     finished_at = CASE WHEN o.status IN ('committed', 'valid', 'invalid') THEN @now::timestamptz END,
     updated_at = @now::timestamptz
 FROM o
-WHERE b.id = o.id AND b.attempts = o.attempts
-  AND (b.status = 'pending' OR b.claim_expires_at IS NOT NULL)
+-- Rows are reached by primary key: the guard is a CASE, which no partial
+-- index can answer, so the plan never scans every batch in flight.
+WHERE b.id = ANY(@ids::text[]) AND b.id = o.id AND b.attempts = o.attempts
+  AND CASE WHEN b.status = 'pending' THEN true ELSE b.claim_expires_at IS NOT NULL END
   AND o.status IN ('pending', 'unknown', 'committed', 'valid', 'invalid')
 RETURNING b.id, b.service_id, b.status::text AS status;
 

@@ -11,29 +11,24 @@ import (
 )
 
 const batchAdmit = `-- name: BatchAdmit :many
-WITH svc AS (
-    SELECT DISTINCT s AS service_id FROM unnest($2::text[]) AS s
-),
-next AS (
-    SELECT o.id
-    FROM svc,
-    LATERAL (
-        SELECT n.id FROM ledgerq.batches n
-        WHERE n.service_id = svc.service_id AND n.status IS NULL AND NOT n.submitted
-        ORDER BY n.created_at, n.id
-        LIMIT 1
-    ) o
-    WHERE NOT EXISTS (
-        SELECT 1 FROM ledgerq.batches a
-        WHERE a.service_id = svc.service_id
-          AND (a.status IN ('pending', 'unknown', 'delayed')
-               OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
-    )
-)
 UPDATE ledgerq.batches b
 SET queued_at = $1::timestamptz, updated_at = $1::timestamptz
-FROM next
-WHERE b.id = next.id AND b.status IS NULL AND NOT b.submitted AND b.queued_at IS NULL
+WHERE b.id = ANY (ARRAY(
+    SELECT x.next_id
+    FROM (SELECT DISTINCT s AS service_id FROM unnest($2::text[]) AS s) svc,
+    LATERAL (
+        SELECT (SELECT n.id FROM ledgerq.batches n
+                WHERE n.service_id = svc.service_id AND n.status IS NULL AND NOT n.submitted
+                ORDER BY n.created_at, n.id LIMIT 1) AS next_id,
+               (SELECT 1 FROM ledgerq.batches a
+                WHERE a.service_id = svc.service_id
+                  AND (a.status IN ('pending', 'unknown', 'delayed')
+                       OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
+                LIMIT 1) AS busy
+    ) x
+    WHERE x.busy IS NULL AND x.next_id IS NOT NULL
+))
+  AND CASE WHEN b.status IS NULL THEN NOT b.submitted AND b.queued_at IS NULL ELSE false END
 RETURNING b.id, b.service_id
 `
 
@@ -51,7 +46,11 @@ type BatchAdmitRow struct {
 // with no active batch (queued, held, pending, unknown or delayed) gets its
 // oldest never-sent batch queued, created_at order, ties broken by id. Runs
 // in the transaction that freed the services, after BatchServicesLock, so its
-// cost is the services it is given, never all of them.
+// cost is the services it is given, never all of them: each service is one
+// probe of batches_active_by_service and one of batches_new_by_service
+// (scalar subqueries, so the planner cannot turn them into a scan of every
+// active or new batch), and the rows are updated through the primary key
+// (the guards are a CASE, which no partial index can answer).
 func (q *Queries) BatchAdmit(ctx context.Context, arg BatchAdmitParams) ([]BatchAdmitRow, error) {
 	rows, err := q.db.Query(ctx, batchAdmit, arg.Now, arg.ServiceIds)
 	if err != nil {
@@ -646,8 +645,8 @@ SET status = o.status::ledgerq.batch_status,
     finished_at = CASE WHEN o.status IN ('committed', 'valid', 'invalid') THEN $1::timestamptz END,
     updated_at = $1::timestamptz
 FROM o
-WHERE b.id = o.id AND b.attempts = o.attempts
-  AND (b.status = 'pending' OR b.claim_expires_at IS NOT NULL)
+WHERE b.id = ANY($3::text[]) AND b.id = o.id AND b.attempts = o.attempts
+  AND CASE WHEN b.status = 'pending' THEN true ELSE b.claim_expires_at IS NOT NULL END
   AND o.status IN ('pending', 'unknown', 'committed', 'valid', 'invalid')
 RETURNING b.id, b.service_id, b.status::text AS status
 `
@@ -675,6 +674,9 @@ type BatchRecordStatusManyRow struct {
 //	COMMITTED -> committed, INVALID -> invalid (terminal);
 //	UNKNOWN   -> unknown with submitted = false (seed 001 note), and queued at
 //	            once (seed 001 step 3), so the submitter sends it again.
+//
+// Rows are reached by primary key: the guard is a CASE, which no partial
+// index can answer, so the plan never scans every batch in flight.
 func (q *Queries) BatchRecordStatusMany(ctx context.Context, arg BatchRecordStatusManyParams) ([]BatchRecordStatusManyRow, error) {
 	rows, err := q.db.Query(ctx, batchRecordStatusMany,
 		arg.Now,
@@ -716,7 +718,8 @@ SET status = (CASE o.result WHEN 'accepted' THEN 'pending' WHEN 'delayed' THEN '
     finished_at = CASE WHEN o.result = 'rejected' THEN $2::timestamptz END,
     updated_at = $2::timestamptz
 FROM o
-WHERE b.id = o.id AND b.attempts = o.attempts AND b.claim_expires_at IS NOT NULL
+WHERE b.id = ANY($3::text[]) AND b.id = o.id AND b.attempts = o.attempts
+  AND CASE WHEN b.claim_expires_at IS NULL THEN false ELSE true END
   AND o.result IN ('accepted', 'delayed', 'rejected')
 RETURNING b.id, b.service_id, o.result::text AS result
 `
@@ -743,6 +746,9 @@ type BatchRecordSubmitManyRow struct {
 //	delayed  -> delayed, submitted = false (a transient failure; the queuer
 //	            retries it after the delay window);
 //	rejected -> invalid (the ledger refused the batch itself).
+//
+// Rows are reached by primary key: the claim guard is a CASE, which no
+// partial index can answer, so the plan never scans every held batch.
 func (q *Queries) BatchRecordSubmitMany(ctx context.Context, arg BatchRecordSubmitManyParams) ([]BatchRecordSubmitManyRow, error) {
 	rows, err := q.db.Query(ctx, batchRecordSubmitMany,
 		arg.NextCheckAt,
