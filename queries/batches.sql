@@ -279,3 +279,19 @@ SELECT count(*) AS inserted,
        coalesce((extract(epoch FROM max(b.finished_at - b.received_at) FILTER (WHERE b.status = 'committed')) * 1e6)::bigint, 0)::bigint AS max_us
 FROM ledgerq.batches b
 WHERE starts_with(b.service_id, @prefix::text);
+
+-- name: BatchSeedFinished :execrows
+-- Bench only (`ledgerq bench batches --backlog-finished N`): N committed
+-- batches with payloads of @payload_bytes bytes, finished at @at, service ids
+-- starting with @prefix, as a long-running lane leaves behind. No loop or API
+-- path runs it.
+WITH ins AS (
+    INSERT INTO ledgerq.batches (id, service_id, created_at, submitted, status, attempts,
+        last_submitted_at, finished_at, received_at, updated_at)
+    SELECT @prefix::text || g, @prefix::text || (g % 1000), @at::timestamptz, true, 'committed', 1,
+        @at::timestamptz, @at::timestamptz, @at::timestamptz, @at::timestamptz
+    FROM generate_series(1, @n::int) g
+    RETURNING id
+)
+INSERT INTO ledgerq.batch_payloads (id, payload)
+SELECT ins.id, decode(repeat('00', @payload_bytes::int), 'hex') FROM ins;

@@ -86,6 +86,8 @@ func runBenchBatches(ctx context.Context, args []string) error {
 		fs.IntVar(&cfg.BatchesPerService, "batches-per-service", cfg.BatchesPerService, "batches signed and inserted per service")
 		fs.DurationVar(&cfg.Duration, "duration", 0, "stop ingesting after this long (0: when every batch is in)")
 		fs.IntVar(&cfg.IngestWorkers, "ingest-workers", cfg.IngestWorkers, "concurrent ingest workers, each with its own connection (as concurrent API requests); in --mode http, concurrent HTTP clients")
+		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "offered load: ingest at this many batches/s (0: as fast as the workers can)")
+		fs.IntVar(&cfg.BacklogFinished, "backlog-finished", cfg.BacklogFinished, "seed this many committed batches (600-byte payloads) before the run, as a long-running lane leaves behind")
 		fs.IntVar(&cfg.InsertSize, "insert-size", cfg.InsertSize, "batches per BatchInsert call (one transaction, as one POST /v1/batches); in --mode http, batches per request")
 		fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after ingest stops, how long to wait for every inserted batch to reach a final status")
 		fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "time between two progress lines (and completion checks)")

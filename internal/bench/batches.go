@@ -76,6 +76,15 @@ type BatchConfig struct {
 	// nil discards them. Completion is checked at the same pace.
 	Progress         io.Writer
 	ProgressInterval time.Duration
+
+	// Rate, when positive, paces ingest at this many batches per second (an
+	// offered load, for latency at a given rate and for churn runs); 0 stores
+	// them as fast as the workers can.
+	Rate float64
+	// BacklogFinished seeds this many committed batches (with payloads)
+	// before the run, as a long-running lane leaves behind, to show the lane
+	// does not slow down with the terminal rows it keeps.
+	BacklogFinished int
 }
 
 // DefaultBatchConfig returns the defaults of `ledgerq bench batches`: the
@@ -110,6 +119,8 @@ func (c *BatchConfig) Validate() error {
 		return errors.New("--services and --batches-per-service must be at least 1")
 	case c.IngestWorkers < 1 || c.InsertSize < 1:
 		return errors.New("--ingest-workers and --insert-size must be at least 1")
+	case c.Rate < 0 || c.BacklogFinished < 0:
+		return errors.New("--rate and --backlog-finished must not be negative")
 	case c.Duration < 0 || c.Grace < 0:
 		return errors.New("--duration and --grace must not be negative")
 	case c.ProgressInterval <= 0:
@@ -246,6 +257,18 @@ func (r *batchRun) open(ctx context.Context) error {
 	var err error
 	if r.node, err = node.Open(ctx, nc); err != nil {
 		return err
+	}
+	if c.BacklogFinished > 0 {
+		began := time.Now()
+		seedCtx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+		_, err := r.node.Store().BatchSeedFinished(seedCtx, store.BatchSeedFinishedParams{
+			Prefix: "backlog-" + r.w.Prefix, N: c.BacklogFinished, PayloadBytes: 600, At: c.Node.Clock.Now().Add(-time.Hour),
+		})
+		cancel()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.Progress, "bench: seeded %d finished batches in %s\n", c.BacklogFinished, round(time.Since(began)))
 	}
 	if c.Mode == ModeHTTP {
 		// Encoding the requests is the client's work, done before the clock
@@ -486,6 +509,15 @@ func (r *batchRun) ingestAll(ctx context.Context, start time.Time) error {
 					return
 				}
 				chunk := batches[i:min(i+c.InsertSize, len(batches))]
+				if c.Rate > 0 {
+					// Offered load: batch i is due i/Rate seconds after the start.
+					due := start.Add(time.Duration(float64(i) / c.Rate * float64(time.Second)))
+					select {
+					case <-time.After(time.Until(due)):
+					case <-ctx.Done():
+						return
+					}
+				}
 				callCtx, cancel := context.WithTimeout(ctx, c.Node.Loops.DBTimeout)
 				var e error
 				if r.api != nil {
@@ -648,6 +680,12 @@ func (rep *BatchReport) WriteSummary(w io.Writer) error {
 		ModePreload: "preload: every batch stored with the loops stopped, then the loops started; timed from their start to the last commit",
 		ModeHTTP:    "http: batches posted to the HTTP API (loopback) while the loops run; intake and end to end timed",
 	}[c.Mode]
+	if c.Rate > 0 {
+		duration += fmt.Sprintf(", offered load %.0f batches/s", c.Rate)
+	}
+	if c.BacklogFinished > 0 {
+		duration += fmt.Sprintf(", %d finished batches seeded first", c.BacklogFinished)
+	}
 	ingest := fmt.Sprintf("  ingest            %d workers, %d batches per BatchInsert call, duration %s, grace %s",
 		c.IngestWorkers, c.InsertSize, duration, c.Grace)
 	if c.Mode == ModeHTTP {

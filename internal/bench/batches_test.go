@@ -353,3 +353,19 @@ func BenchmarkBatchLane_EndToEnd(b *testing.B) {
 	b.ReportMetric(float64(rep.P50.Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(rep.P99.Microseconds())/1000, "p99-ms")
 }
+
+func TestRunBatches_RateAndBacklogAreAppliedAndReported(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.Rate = 30 // 15 batches at 30/s: at least 0.4 s of ingest
+	b.cfg.BacklogFinished = 50
+
+	rep, err := bench.RunBatches(context.Background(), b.cfg, workload(t, 3, 5))
+	require.NoError(t, err)
+	require.Equal(t, 15, rep.Committed, "the seeded batches are not the run's")
+	require.GreaterOrEqual(t, rep.IngestTime, 400*time.Millisecond, "ingest paced at the offered load")
+	require.Contains(t, b.progress.String(), "seeded 50 finished batches")
+	var summary strings.Builder
+	require.NoError(t, rep.WriteSummary(&summary))
+	require.Contains(t, summary.String(), "offered load 30 batches/s, 50 finished batches seeded first")
+}

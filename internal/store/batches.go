@@ -640,3 +640,24 @@ func utcPtr(t *time.Time) *time.Time {
 	u := t.UTC()
 	return &u
 }
+
+// BatchSeedFinishedParams describes the terminal rows a benchmark seeds.
+type BatchSeedFinishedParams struct {
+	Prefix       string
+	N            int
+	PayloadBytes int
+	At           time.Time
+}
+
+// BatchSeedFinished writes N committed batches, as a long-running lane
+// leaves behind, for `ledgerq bench batches --backlog-finished`. No loop or
+// API path calls it.
+func (s *Store) BatchSeedFinished(ctx context.Context, p BatchSeedFinishedParams) (int, error) {
+	n, err := s.q.BatchSeedFinished(ctx, dbsqlc.BatchSeedFinishedParams{
+		Prefix: p.Prefix, N: int32(p.N), PayloadBytes: int32(p.PayloadBytes), At: p.At,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("seeding %d finished batches: %w", p.N, err)
+	}
+	return int(n), nil
+}

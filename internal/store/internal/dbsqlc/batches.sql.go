@@ -827,6 +827,43 @@ func (q *Queries) BatchRunSummary(ctx context.Context, prefix string) (BatchRunS
 	return i, err
 }
 
+const batchSeedFinished = `-- name: BatchSeedFinished :execrows
+WITH ins AS (
+    INSERT INTO ledgerq.batches (id, service_id, created_at, submitted, status, attempts,
+        last_submitted_at, finished_at, received_at, updated_at)
+    SELECT $2::text || g, $2::text || (g % 1000), $3::timestamptz, true, 'committed', 1,
+        $3::timestamptz, $3::timestamptz, $3::timestamptz, $3::timestamptz
+    FROM generate_series(1, $4::int) g
+    RETURNING id
+)
+INSERT INTO ledgerq.batch_payloads (id, payload)
+SELECT ins.id, decode(repeat('00', $1::int), 'hex') FROM ins
+`
+
+type BatchSeedFinishedParams struct {
+	PayloadBytes int32
+	Prefix       string
+	At           time.Time
+	N            int32
+}
+
+// Bench only (`ledgerq bench batches --backlog-finished N`): N committed
+// batches with payloads of @payload_bytes bytes, finished at @at, service ids
+// starting with @prefix, as a long-running lane leaves behind. No loop or API
+// path runs it.
+func (q *Queries) BatchSeedFinished(ctx context.Context, arg BatchSeedFinishedParams) (int64, error) {
+	result, err := q.db.Exec(ctx, batchSeedFinished,
+		arg.PayloadBytes,
+		arg.Prefix,
+		arg.At,
+		arg.N,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const batchServicesLock = `-- name: BatchServicesLock :exec
 SELECT pg_advisory_xact_lock(1818585457, k)::text
 FROM (SELECT DISTINCT hashtext(s) AS k FROM unnest($1::text[]) AS s) keys
