@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger"
@@ -98,6 +99,19 @@ func (m *Metrics) Transition(lane, outcome string, n int) {
 		return
 	}
 	m.transitions.WithLabelValues(lane, outcome).Add(float64(n))
+}
+
+// TransitionCount returns how many items of lane reached outcome in this
+// process so far (bench reads its progress from it).
+func (m *Metrics) TransitionCount(lane, outcome string) int64 {
+	if m == nil {
+		return 0
+	}
+	var out dto.Metric
+	if err := m.transitions.WithLabelValues(lane, outcome).Write(&out); err != nil {
+		return 0
+	}
+	return int64(out.GetCounter().GetValue())
 }
 
 // ObserveRound records one loop round; it fits loop.Config.Observe.
