@@ -8,8 +8,12 @@
 # River's bench TRUNCATES river_job: give it a database of its own.
 #
 #   usage: bench/river.sh DATABASE_URL [JOBS]     (JOBS default 200000)
-#   env:   RIVER  the River CLI (default: river on PATH; install it with
-#                 go install github.com/riverqueue/river/cmd/river@latest)
+#   env:   RIVER  the River CLI (default: river on PATH). `go install
+#                 github.com/riverqueue/river/cmd/river@latest` may fail on a
+#                 module proxy without a version list for cmd/river; then build
+#                 it from a throwaway module that requires
+#                 github.com/riverqueue/river/cmd/river v0.26.0:
+#                   go build -o river github.com/riverqueue/river/cmd/river
 #
 # Example, interleaved with ledgerq on the same server:
 #   psql "$ADMIN_URL" -c 'create database river_bench'
