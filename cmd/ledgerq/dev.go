@@ -28,10 +28,7 @@ func runDev(ctx context.Context, args []string) error {
 	logger := cfg.Logger
 	cfg.Batch.Ledger.Kind = node.BatchLedgerSim
 	if cfg.DatabaseURL == "" {
-		// Validate everything but the database before starting a cluster.
-		probe := cfg
-		probe.DatabaseURL = "postgres://probe"
-		if err := probe.Validate(); err != nil {
+		if err := cfg.ValidateSettings(); err != nil {
 			return err
 		}
 		dir, err := filepath.Abs(dataDir)

@@ -229,7 +229,6 @@ type batchRun struct {
 	// api is ModeHTTP's server and clients.
 	api *httpIntake
 
-	baseline map[string]int64
 	inserted atomic.Int64
 
 	// Only the run's goroutine touches these.
@@ -289,12 +288,16 @@ func (r *batchRun) open(ctx context.Context) error {
 		return err
 	}
 	countCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	r.baseline, err = r.depth(countCtx)
+	before, err := r.depth(countCtx)
 	cancel()
 	if err != nil {
 		return err
 	}
-	if open := unfinished(r.baseline); open > 0 {
+	var open int64
+	for _, n := range before {
+		open += n
+	}
+	if open > 0 {
 		fmt.Fprintf(c.Progress, "bench: warning: the database holds %d unfinished batches from before this run; the loops will work them too\n", open)
 	}
 	return nil
@@ -542,23 +545,6 @@ func (r *batchRun) ingestAll(ctx context.Context, start time.Time) error {
 	return err
 }
 
-// states are the per-state counts a progress line shows, in lane order.
-var states = []string{"new", "queued", "held", "pending", "unknown", "delayed"}
-
-func terminal(state string) bool {
-	return store.BatchStatus(state).Terminal()
-}
-
-func unfinished(counts map[string]int64) int64 {
-	var n int64
-	for s, c := range counts {
-		if !terminal(s) {
-			n += c
-		}
-	}
-	return n
-}
-
 // depth reads the lane's non-terminal depth per state from the index of the
 // unfinished batches: its cost is the work waiting, not the rows kept.
 func (r *batchRun) depth(ctx context.Context) (map[string]int64, error) {
@@ -602,7 +588,7 @@ func (r *batchRun) progress(ctx context.Context, start time.Time, ingestOver boo
 	if valid > 0 {
 		line += fmt.Sprintf(" valid %d", valid)
 	}
-	for _, s := range states {
+	for _, s := range store.BatchWaitingStates {
 		line += fmt.Sprintf(" %s %d", s, counts[s])
 	}
 	fmt.Fprintln(r.cfg.Progress, line)

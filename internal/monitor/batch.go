@@ -3,13 +3,11 @@ package monitor
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/ledgerq/ledgerq/internal/submitter"
 )
 
 // BatchConfig configures the BatchMonitor.
@@ -33,14 +31,6 @@ type BatchConfig struct {
 	TrackMax int
 }
 
-// tracked is a pending batch this monitor follows in memory.
-type tracked struct {
-	serviceID string
-	attempt   int
-	due       time.Time // next check, in memory
-	stored    time.Time // next check time in the database
-}
-
 // BatchMonitor asks the ledger about pending batches and about held batches
 // whose submitter's lease expired (a submitter that died mid-send), and
 // records COMMITTED, INVALID, PENDING and UNKNOWN as seed 001 says.
@@ -55,8 +45,7 @@ type BatchMonitor struct {
 	// database claim per check (their stored check time keeps other
 	// monitors off); the database claim remains the path for the rest and
 	// the recovery path when a process dies.
-	mu      sync.Mutex
-	tracked map[string]tracked
+	follow *followed
 
 	// OnQueued, when set, is called after a round queued batches (the next
 	// batch of a freed service, or an unknown batch to send again): the
@@ -67,38 +56,14 @@ type BatchMonitor struct {
 // Track makes the monitor follow accepted batches in memory: it asks about
 // each at its first check time without claiming it in the database. It
 // pokes the loop for the earliest of them.
-func (m *BatchMonitor) Track(batches []submitter.Accepted, firstCheck time.Duration) {
-	now := m.deps.Clock.Now()
-	m.mu.Lock()
-	for _, b := range batches {
-		if len(m.tracked) >= m.cfg.TrackMax {
-			break // the database path follows the rest
-		}
-		m.tracked[b.ID] = tracked{serviceID: b.ServiceID, attempt: b.Attempt, due: now.Add(firstCheck), stored: b.StoredCheckAt}
-	}
-	m.mu.Unlock()
+func (m *BatchMonitor) Track(batches []store.CheckBatch, storedCheckAt time.Time, firstCheck time.Duration) {
+	m.follow.add(batches, m.deps.Clock.Now().Add(firstCheck), storedCheckAt)
 	m.PokeAfter(firstCheck)
-}
-
-// dueTracked takes up to max followed batches whose check is due.
-func (m *BatchMonitor) dueTracked(now time.Time, max int) []store.CheckBatch {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []store.CheckBatch
-	for id, t := range m.tracked {
-		if len(out) == max {
-			break
-		}
-		if !t.due.After(now) {
-			out = append(out, store.CheckBatch{ID: id, ServiceID: t.serviceID, Attempt: t.attempt})
-		}
-	}
-	return out
 }
 
 // NewBatchMonitor returns the batch lane's monitor.
 func NewBatchMonitor(st *store.Store, l ledger.BatchLedger, deps loop.Deps, cfg BatchConfig) *BatchMonitor {
-	m := &BatchMonitor{cfg: cfg, store: st, ledger: l, deps: deps, tracked: map[string]tracked{}}
+	m := &BatchMonitor{cfg: cfg, store: st, ledger: l, deps: deps, follow: newFollowed(cfg.TrackMax)}
 	m.Loop = loop.NewService("batch_monitor", cfg.PollInterval, deps, cfg.CheckBatchSize, m.RunOnce)
 	return m
 }
@@ -108,7 +73,16 @@ func NewBatchMonitor(st *store.Store, l ledger.BatchLedger, deps loop.Deps, cfg 
 // what it learned. It returns how many batches it checked.
 func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
 	now := m.deps.Clock.Now()
-	due := m.dueTracked(now, m.cfg.CheckBatchSize)
+	taken := m.follow.take(now, m.cfg.CheckBatchSize)
+	defer func() {
+		// Every batch taken goes back, at its next check or, if this round
+		// set none, after the check interval.
+		if len(taken) > 0 {
+			m.follow.release(taken, now, now.Add(m.cfg.CheckInterval))
+			m.PokeAfter(m.cfg.CheckInterval)
+		}
+	}()
+	due := append([]store.CheckBatch(nil), taken...)
 	local := make(map[string]bool, len(due))
 	for _, d := range due {
 		local[d.ID] = true
@@ -161,7 +135,7 @@ func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
 			}
 		case ledger.BatchPending:
 			if local[d.ID] {
-				if m.followAgain(d.ID, now) {
+				if m.follow.again(d.ID, now.Add(m.cfg.CheckInterval), m.cfg.CheckInterval) {
 					continue // asked again from memory; the stored check time still holds others off
 				}
 				o.Status = store.BatchStatusPending // push the stored check time forward
@@ -196,7 +170,7 @@ func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return len(due), err
 	}
-	m.settle(outcomes, done, nextCheck)
+	m.follow.settle(outcomes, nextCheck)
 	for st, n := range rec.ByResult {
 		m.deps.Metrics.Transition("batch", st, n)
 	}
@@ -205,37 +179,4 @@ func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
 		m.OnQueued()
 	}
 	return len(due), nil
-}
-
-// followAgain schedules the next in-memory check of a followed batch that is
-// still pending. It reports false when the stored check time comes too near
-// and must be written forward with the outcome.
-func (m *BatchMonitor) followAgain(id string, now time.Time) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	t := m.tracked[id]
-	t.due = now.Add(m.cfg.CheckInterval)
-	m.tracked[id] = t
-	m.PokeAfter(m.cfg.CheckInterval)
-	return t.stored.After(t.due.Add(m.cfg.CheckInterval))
-}
-
-// settle updates the followed batches after their outcomes were recorded:
-// final ones are dropped; pending ones keep being followed, with the stored
-// check time just written.
-func (m *BatchMonitor) settle(outcomes []store.StatusOutcome, now, stored time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, o := range outcomes {
-		t, ok := m.tracked[o.ID]
-		if !ok {
-			continue
-		}
-		if o.Status == store.BatchStatusPending {
-			t.stored = stored
-			m.tracked[o.ID] = t
-			continue
-		}
-		delete(m.tracked, o.ID)
-	}
 }

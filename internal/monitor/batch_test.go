@@ -18,7 +18,6 @@ import (
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/node"
-	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/submitter"
 	"github.com/ledgerq/ledgerq/internal/testdb"
@@ -35,7 +34,6 @@ type batchSetup struct {
 	rows  *testfactory.Factory
 	cfg   monitor.BatchConfig
 	deps  loop.Deps
-	q     *queuer.BatchQueuer
 }
 
 func setup(t *testing.T) *batchSetup {
@@ -47,15 +45,12 @@ func setup(t *testing.T) *batchSetup {
 	return &batchSetup{
 		t: t, st: st, clock: clk, rows: testfactory.New(t, st, clk), deps: deps,
 		cfg: d.BatchMonitorConfig(),
-		q:   queuer.NewBatchQueuer(st, deps, d.BatchQueuerConfig()),
 	}
 }
 
 func (b *batchSetup) monitor(l ledger.BatchLedger) *monitor.BatchMonitor {
 	return monitor.NewBatchMonitor(b.st, l, b.deps, b.cfg)
 }
-
-func (b *batchSetup) queue() []string { b.t.Helper(); return b.rows.Queue(b.q.RunOnce) }
 
 func (b *batchSetup) get(id string) store.Batch { b.t.Helper(); return b.rows.Get(id) }
 
@@ -131,7 +126,7 @@ func TestBatchMonitor_FollowsAcceptedBatchesInMemoryAndOthersStayOff(t *testing.
 	m := b.monitor(l)
 	d := node.Defaults()
 	sub := submitter.NewBatchSubmitter(b.st, l, b.deps, d.BatchSubmitterConfig())
-	sub.OnAccepted = func(acc []submitter.Accepted) { m.Track(acc, d.Batch.FirstCheck) }
+	sub.OnAccepted = func(acc []store.CheckBatch, at time.Time) { m.Track(acc, at, d.Batch.FirstCheck) }
 	id := b.rows.PostBatches("a", 1)[0]
 	require.Equal(t, 1, b.runOnce("submitter", sub.RunOnce))
 	stored := *b.get(id).NextCheckAt
@@ -175,7 +170,7 @@ func TestBatchMonitor_AFollowedBatchOfADeadProcessIsTakenOverAfterItsStoredCheck
 	l := &ledgertest.BatchLedger{}
 	d := node.Defaults()
 	sub := submitter.NewBatchSubmitter(b.st, l, b.deps, d.BatchSubmitterConfig())
-	sub.OnAccepted = func([]submitter.Accepted) {} // followed by a monitor that then dies
+	sub.OnAccepted = func([]store.CheckBatch, time.Time) {} // followed by a monitor that then dies
 	id := b.rows.PostBatches("a", 1)[0]
 	require.Equal(t, 1, b.runOnce("submitter", sub.RunOnce))
 	l.SetStatus(id, ledger.BatchCommitted, "")

@@ -165,10 +165,17 @@ func Defaults() Config {
 
 // Validate reports the first setting that cannot work, naming its flag.
 func (c *Config) Validate() error {
+	if c.DatabaseURL == "" {
+		return errors.New("no database: set DATABASE_URL or --database-url (or use 'ledgerq dev' for a private one)")
+	}
+	return c.ValidateSettings()
+}
+
+// ValidateSettings is Validate without the database URL: dev checks the
+// settings before it starts the private cluster whose URL it then sets.
+func (c *Config) ValidateSettings() error {
 	b := &c.Batch
 	switch {
-	case c.DatabaseURL == "":
-		return errors.New("no database: set DATABASE_URL or --database-url (or use 'ledgerq dev' for a private one)")
 	case c.DBMinConns < 0:
 		return errors.New("--db-min-conns must not be negative")
 	case c.Loops.PollInterval <= 0:

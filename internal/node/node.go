@@ -127,7 +127,7 @@ func (n *Node) build() error {
 		MaxBodyBytes: c.API.MaxBodyBytes, MaxBatchesPerRequest: c.API.MaxBatchesPerRequest, MaxPayloadBytes: c.API.MaxPayloadBytes,
 	}, httpapi.Deps{Store: n.store, Ready: n, Clock: n.clock, Logger: n.logger, Metrics: n.metrics})
 	n.wireBatchLane()
-	n.metrics.RegisterDepth("batch", []string{"new", "queued", "held", "pending", "unknown", "delayed"},
+	n.metrics.RegisterDepth("batch", store.BatchWaitingStates,
 		func(ctx context.Context) ([]metrics.StateDepth, error) {
 			rows, err := n.store.BatchDepthByState(ctx)
 			out := make([]metrics.StateDepth, len(rows))
@@ -263,7 +263,9 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.batchMonitor != nil {
 		firstCheck := n.cfg.Batch.FirstCheck
 		for _, s := range n.batchSubmitters {
-			s.OnAccepted = func(acc []submitter.Accepted) { n.batchMonitor.Track(acc, firstCheck) }
+			s.OnAccepted = func(acc []store.CheckBatch, storedCheckAt time.Time) {
+				n.batchMonitor.Track(acc, storedCheckAt, firstCheck)
+			}
 		}
 	}
 	work, cancel := context.WithCancel(context.WithoutCancel(ctx))

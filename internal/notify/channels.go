@@ -9,8 +9,3 @@ const (
 	BatchSubmitter = "ledgerq_batch_submitter"
 	BatchMonitor   = "ledgerq_batch_monitor"
 )
-
-// Channels lists every channel, for tests and operators.
-func Channels() []string {
-	return []string{BatchQueuer, BatchSubmitter, BatchMonitor}
-}

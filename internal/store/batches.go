@@ -173,7 +173,7 @@ func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) ([]Inserte
 		for _, nb := range p.Batches {
 			if r, ok := created[nb.ID]; ok {
 				b := batchFromRow(r)
-				if admitted[nb.ID] {
+				if _, ok := admitted[nb.ID]; ok {
 					b.QueuedAt = &p.Now
 				}
 				out = append(out, InsertedBatch{Batch: b, Created: true})
@@ -205,9 +205,9 @@ func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) ([]Inserte
 
 // admit runs the batch lane's admission for services inside a transaction:
 // under each service's advisory lock (taken in key order), a service with no
-// active batch gets its oldest never-sent batch queued. It returns the ids it
-// queued.
-func admit(ctx context.Context, q *dbsqlc.Queries, now time.Time, services []string) (map[string]bool, error) {
+// active batch gets its oldest never-sent batch queued. It returns the
+// batches it queued, by id.
+func admit(ctx context.Context, q *dbsqlc.Queries, now time.Time, services []string) (map[string]QueuedBatch, error) {
 	if len(services) == 0 {
 		return nil, nil
 	}
@@ -218,9 +218,9 @@ func admit(ctx context.Context, q *dbsqlc.Queries, now time.Time, services []str
 	if err != nil {
 		return nil, fmt.Errorf("admitting the next batches of %d services: %w", len(services), err)
 	}
-	out := make(map[string]bool, len(rows))
+	out := make(map[string]QueuedBatch, len(rows))
 	for _, r := range rows {
-		out[r.ID] = true
+		out[r.ID] = QueuedBatch{ID: r.ID, ServiceID: r.ServiceID}
 	}
 	return out, nil
 }
@@ -312,17 +312,12 @@ func (s *Store) BatchQueue(ctx context.Context, p BatchQueueParams) ([]QueuedBat
 			if err != nil {
 				return fmt.Errorf("finding idle services: %w", err)
 			}
-			if len(idle) > 0 {
-				if err := q.BatchServicesLock(ctx, idle); err != nil {
-					return fmt.Errorf("locking %d idle services: %w", len(idle), err)
-				}
-				admitted, err := q.BatchAdmit(ctx, dbsqlc.BatchAdmitParams{Now: p.Now, ServiceIds: idle})
-				if err != nil {
-					return fmt.Errorf("admitting batches of %d idle services: %w", len(idle), err)
-				}
-				for _, r := range admitted {
-					out = append(out, QueuedBatch{ID: r.ID, ServiceID: r.ServiceID})
-				}
+			admitted, err := admit(ctx, q, p.Now, idle)
+			if err != nil {
+				return err
+			}
+			for _, a := range admitted {
+				out = append(out, a)
 			}
 		}
 		if len(out) > 0 {
@@ -584,6 +579,10 @@ func (s *Store) BatchCountByState(ctx context.Context) (map[string]int64, error)
 	}
 	return out, nil
 }
+
+// BatchWaitingStates are the batch lane's non-terminal states, in lane order:
+// the states BatchDepthByState reports.
+var BatchWaitingStates = []string{"new", "queued", "held", "pending", "unknown", "delayed"}
 
 // StateDepth is how many items of a lane wait in one state, and since when.
 type StateDepth struct {

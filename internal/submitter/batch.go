@@ -30,17 +30,6 @@ type BatchConfig struct {
 	TrackGrace time.Duration
 }
 
-// Accepted is a batch the ledger accepted, for the monitor of the same
-// process to follow in memory.
-type Accepted struct {
-	ID        string
-	ServiceID string
-	Attempt   int
-	// StoredCheckAt is the next check time stored with the batch: until
-	// then no other process looks at it.
-	StoredCheckAt time.Time
-}
-
 // BatchSubmitter claims queued batches (SKIP LOCKED, with a lease), sends them
 // to the ledger in one call, and records each outcome with an update that
 // applies only while its claim still holds the batch. No database transaction
@@ -53,9 +42,11 @@ type BatchSubmitter struct {
 	deps   loop.Deps
 
 	// OnAccepted, when set, receives the batches the ledger accepted in a
-	// round, after they are recorded: the monitor of this process follows
-	// them without a database round trip. Set it before Start.
-	OnAccepted func([]Accepted)
+	// round, after they are recorded, and the next check time stored with
+	// them (until then no other process looks at them): the monitor of this
+	// process follows them without a database round trip. Set it before
+	// Start.
+	OnAccepted func(batches []store.CheckBatch, storedCheckAt time.Time)
 	// OnQueued, when set, is called after a round queued batches (the next
 	// batch of a service freed by a rejection): the submitters of this
 	// process. Set it before Start.
@@ -141,13 +132,13 @@ func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
 	}
 	s.deps.Metrics.Transition("batch", "queued", rec.Queued)
 	if s.OnAccepted != nil && rec.ByResult[store.SubmitAccepted.String()] > 0 {
-		acc := make([]Accepted, 0, counts[store.SubmitAccepted])
+		acc := make([]store.CheckBatch, 0, counts[store.SubmitAccepted])
 		for i, o := range outcomes {
 			if o.Result == store.SubmitAccepted {
-				acc = append(acc, Accepted{ID: o.ID, ServiceID: claimed[i].ServiceID, Attempt: o.Attempt, StoredCheckAt: storedCheck})
+				acc = append(acc, store.CheckBatch{ID: o.ID, ServiceID: claimed[i].ServiceID, Attempt: o.Attempt})
 			}
 		}
-		s.OnAccepted(acc)
+		s.OnAccepted(acc, storedCheck)
 	}
 	if s.OnQueued != nil && rec.Queued > 0 {
 		s.OnQueued()

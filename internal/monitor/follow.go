@@ -1,0 +1,134 @@
+package monitor
+
+import (
+	"container/heap"
+	"sync"
+	"time"
+
+	"github.com/ledgerq/ledgerq/internal/store"
+)
+
+// followed is the set of pending batches a monitor follows in memory (the
+// ones its own process's submitter saw accepted). Their next checks are kept
+// in a min-heap, so a round takes the due ones without looking at the rest.
+type followed struct {
+	mu    sync.Mutex
+	max   int
+	items map[string]tracked
+	queue dueQueue // entries whose due no longer matches items[id] are stale
+}
+
+// tracked is a pending batch followed in memory.
+type tracked struct {
+	serviceID string
+	attempt   int
+	due       time.Time // next check, in memory
+	stored    time.Time // next check time in the database
+	taken     bool      // handed to a round and not yet released
+}
+
+type dueEntry struct {
+	due time.Time
+	id  string
+}
+
+type dueQueue []dueEntry
+
+func (q dueQueue) Len() int           { return len(q) }
+func (q dueQueue) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
+func (q dueQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *dueQueue) Push(x any)        { *q = append(*q, x.(dueEntry)) }
+func (q *dueQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+func newFollowed(max int) *followed {
+	return &followed{max: max, items: map[string]tracked{}}
+}
+
+// add follows batches, first due at due, whose stored check time is stored.
+// Past max, batches are left to the database path.
+func (f *followed) add(batches []store.CheckBatch, due, stored time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, b := range batches {
+		if len(f.items) >= f.max {
+			return
+		}
+		f.items[b.ID] = tracked{serviceID: b.ServiceID, attempt: b.Attempt, due: due, stored: stored}
+		heap.Push(&f.queue, dueEntry{due: due, id: b.ID})
+	}
+}
+
+// take hands out up to max followed batches due by now. Each stays followed
+// and must be given back with release.
+func (f *followed) take(now time.Time, max int) []store.CheckBatch {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []store.CheckBatch
+	for len(out) < max && f.queue.Len() > 0 && !f.queue[0].due.After(now) {
+		e := heap.Pop(&f.queue).(dueEntry)
+		t, ok := f.items[e.id]
+		if !ok || t.taken || !t.due.Equal(e.due) {
+			continue // stale entry
+		}
+		t.taken = true
+		f.items[e.id] = t
+		out = append(out, store.CheckBatch{ID: e.id, ServiceID: t.serviceID, Attempt: t.attempt})
+	}
+	return out
+}
+
+// again sets the next in-memory check of a taken batch that is still
+// pending. It reports false when the stored check time comes too near and
+// must be written forward (recordPending).
+func (f *followed) again(id string, due time.Time, interval time.Duration) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.items[id]
+	t.due = due
+	f.items[id] = t
+	return t.stored.After(due.Add(interval))
+}
+
+// settle applies recorded outcomes: final ones stop being followed, pending
+// ones keep being followed with the stored check time just written.
+func (f *followed) settle(outcomes []store.StatusOutcome, stored time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, o := range outcomes {
+		t, ok := f.items[o.ID]
+		if !ok {
+			continue
+		}
+		if o.Status == store.BatchStatusPending {
+			t.stored = stored
+			f.items[o.ID] = t
+			continue
+		}
+		delete(f.items, o.ID)
+	}
+}
+
+// release gives back the batches a round took. Those still followed go back
+// on the heap at their next check, or at retry when the round did not set
+// one (the ledger failed, or answered something unexpected).
+func (f *followed) release(batches []store.CheckBatch, now, retry time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, b := range batches {
+		t, ok := f.items[b.ID]
+		if !ok {
+			continue
+		}
+		if !t.due.After(now) {
+			t.due = retry
+		}
+		t.taken = false
+		f.items[b.ID] = t
+		heap.Push(&f.queue, dueEntry{due: t.due, id: b.ID})
+	}
+}
