@@ -14,8 +14,8 @@ ins AS (
     RETURNING *
 ),
 pay AS (
-    INSERT INTO ledgerq.batch_payloads (id, payload)
-    SELECT u.id, u.payload FROM u JOIN ins ON ins.id = u.id
+    INSERT INTO ledgerq.batch_payloads (id, service_id, payload)
+    SELECT u.id, u.service_id, u.payload FROM u JOIN ins ON ins.id = u.id
 )
 SELECT * FROM ins;
 
@@ -29,12 +29,22 @@ WHERE b.id = ANY(@ids::text[]);
 SELECT * FROM ledgerq.batches WHERE id = @id;
 
 -- name: BatchList :many
--- Keyset pagination by id; the filters are optional.
+-- Keyset pagination by id, through the primary key; the status filter is
+-- optional.
 SELECT * FROM ledgerq.batches
-WHERE (sqlc.narg(service_id)::text IS NULL OR service_id = sqlc.narg(service_id)::text)
-  AND (sqlc.narg(status)::ledgerq.batch_status IS NULL OR status = sqlc.narg(status)::ledgerq.batch_status)
+WHERE (sqlc.narg(status)::ledgerq.batch_status IS NULL OR status = sqlc.narg(status)::ledgerq.batch_status)
   AND id > @after
 ORDER BY id
+LIMIT @max;
+
+-- name: BatchListByService :many
+-- One service's batches, keyset pagination by id, through the write-once
+-- batch_payloads (service_id, id) index; the status filter is optional.
+SELECT b.* FROM ledgerq.batch_payloads p JOIN ledgerq.batches b ON b.id = p.id
+WHERE p.service_id = @service_id
+  AND (sqlc.narg(status)::ledgerq.batch_status IS NULL OR b.status = sqlc.narg(status)::ledgerq.batch_status)
+  AND p.id > @after
+ORDER BY p.id
 LIMIT @max;
 
 -- name: BatchServicesLock :exec
@@ -96,12 +106,13 @@ WITH RECURSIVE services AS (
 )
 SELECT s.service_id::text AS service_id FROM services s
 WHERE s.service_id IS NOT NULL
-  AND NOT EXISTS (
-    SELECT 1 FROM ledgerq.batches a
-    WHERE a.service_id = s.service_id
-      AND (a.status IN ('pending', 'unknown', 'delayed')
-           OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
-  )
+  -- A scalar probe per service (as in BatchAdmit): NOT EXISTS would let the
+  -- planner hash every active batch.
+  AND (SELECT 1 FROM ledgerq.batches a
+       WHERE a.service_id = s.service_id
+         AND (a.status IN ('pending', 'unknown', 'delayed')
+              OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
+       LIMIT 1) IS NULL
 LIMIT @max;
 
 -- name: BatchQueueRetries :many
@@ -120,8 +131,7 @@ WITH due AS (
 )
 UPDATE ledgerq.batches b
 SET queued_at = @now::timestamptz, updated_at = @now::timestamptz
-FROM due
-WHERE b.id = due.id
+WHERE b.id = ANY (ARRAY(SELECT due.id FROM due))
   AND NOT b.submitted AND b.queued_at IS NULL AND b.status IN ('unknown', 'delayed')
 RETURNING b.id, b.service_id, b.status;
 
@@ -130,6 +140,9 @@ RETURNING b.id, b.service_id, b.status;
 -- submitter holds (SKIP LOCKED), and marks them held with a lease (seed 001:
 -- submitted = true guards against re-queuing while the submitter has them).
 -- attempts is incremented here and is the fencing token of the outcome update.
+-- Every claim updates its rows through the primary key (= ANY (ARRAY(…))):
+-- joined to the CTE instead, the planner may hash the CTE and scan the whole
+-- table for it.
 WITH claimable AS (
     SELECT q.id FROM ledgerq.batches q
     WHERE q.queued_at IS NOT NULL
@@ -144,8 +157,7 @@ SET submitted = true,
     attempts = b.attempts + 1,
     last_submitted_at = @now::timestamptz,
     updated_at = @now::timestamptz
-FROM claimable
-WHERE b.id = claimable.id
+WHERE b.id = ANY (ARRAY(SELECT claimable.id FROM claimable))
 RETURNING b.id, b.service_id, b.attempts,
     coalesce((SELECT p.payload FROM ledgerq.batch_payloads p WHERE p.id = b.id), ''::bytea)::bytea AS payload;
 
@@ -188,8 +200,7 @@ WITH due AS (
 )
 UPDATE ledgerq.batches b
 SET next_check_at = @next_check_at::timestamptz, updated_at = @now::timestamptz
-FROM due
-WHERE b.id = due.id
+WHERE b.id = ANY (ARRAY(SELECT due.id FROM due))
 RETURNING b.id, b.service_id, b.attempts;
 
 -- name: BatchClaimExpiredHeld :many
@@ -204,8 +215,7 @@ WITH expired AS (
 )
 UPDATE ledgerq.batches b
 SET claim_expires_at = @lease_expires_at::timestamptz, updated_at = @now::timestamptz
-FROM expired
-WHERE b.id = expired.id
+WHERE b.id = ANY (ARRAY(SELECT expired.id FROM expired))
 RETURNING b.id, b.service_id, b.attempts;
 
 -- name: BatchRecordStatusMany :many
@@ -248,16 +258,22 @@ ORDER BY 1;
 -- name: BatchDepthByState :many
 -- Depth of the batch lane for metrics: per non-terminal state, how many
 -- batches and when the oldest of them was received. It reads only the
--- batches_unfinished partial index and the rows it names, so its cost grows with
+-- batches never sent (batches_new_by_service) and the active ones
+-- (batches_active_by_service, less the queued batches the first part
+-- counted), which together are every unfinished batch: its cost grows with
 -- the work waiting, not with the terminal rows kept.
-SELECT (CASE WHEN b.status IS NOT NULL THEN b.status::text
-             WHEN b.submitted THEN 'held'
-             WHEN b.queued_at IS NOT NULL THEN 'queued'
-             ELSE 'new' END)::text AS state,
-       count(*) AS batches,
-       min(b.received_at)::timestamptz AS oldest_received_at
-FROM ledgerq.batches b
-WHERE b.finished_at IS NULL
+SELECT w.state::text AS state, count(*) AS batches, min(w.received_at)::timestamptz AS oldest_received_at
+FROM (
+    SELECT (CASE WHEN n.queued_at IS NOT NULL THEN 'queued' ELSE 'new' END) AS state, n.received_at
+    FROM ledgerq.batches n
+    WHERE n.status IS NULL AND NOT n.submitted
+    UNION ALL
+    SELECT (CASE WHEN a.status IS NOT NULL THEN a.status::text ELSE 'held' END), a.received_at
+    FROM ledgerq.batches a
+    WHERE (a.status IN ('pending', 'unknown', 'delayed')
+           OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
+      AND NOT (a.status IS NULL AND NOT a.submitted)
+) w
 GROUP BY 1
 ORDER BY 1;
 
@@ -291,7 +307,7 @@ WITH ins AS (
     SELECT @prefix::text || g, @prefix::text || (g % 1000), @at::timestamptz, true, 'committed', 1,
         @at::timestamptz, @at::timestamptz, @at::timestamptz, @at::timestamptz
     FROM generate_series(1, @n::int) g
-    RETURNING id
+    RETURNING id, service_id
 )
-INSERT INTO ledgerq.batch_payloads (id, payload)
-SELECT ins.id, decode(repeat('00', @payload_bytes::int), 'hex') FROM ins;
+INSERT INTO ledgerq.batch_payloads (id, service_id, payload)
+SELECT ins.id, ins.service_id, decode(repeat('00', @payload_bytes::int), 'hex') FROM ins;

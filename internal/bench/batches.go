@@ -737,7 +737,7 @@ func (rep *BatchReport) WriteSummary(w io.Writer) error {
 		fmt.Sprintf("  latency           insert to committed: p50 %s, p99 %s, max %s", round(rep.P50), round(rep.P99), round(rep.Max)),
 		fmt.Sprintf("  ledger            %d submit calls (%.1f batches each), %d status calls",
 			rep.Ledger.SubmitCalls, avg, rep.Ledger.StatusCalls),
-		fmt.Sprintf("  bench overhead    %d progress queries (BatchDepthByState, the unfinished batches' index) took %s", rep.ProgressQueries, round(rep.ProgressQueryTime)),
+		fmt.Sprintf("  bench overhead    %d progress queries (BatchDepthByState, the waiting batches' indexes) took %s", rep.ProgressQueries, round(rep.ProgressQueryTime)),
 		fmt.Sprintf("  wall              %s", round(rep.Wall)),
 	)
 	for _, l := range lines {

@@ -244,15 +244,20 @@ type BatchListParams struct {
 
 // BatchList lists batches by id, after the cursor.
 func (s *Store) BatchList(ctx context.Context, f BatchListParams) ([]Batch, error) {
-	p := dbsqlc.BatchListParams{After: f.After, Max: int32(f.Limit)}
-	if f.ServiceID != "" {
-		p.ServiceID = &f.ServiceID
-	}
+	var status *dbsqlc.LedgerqBatchStatus
 	if f.Status != BatchStatusNone {
 		st := dbsqlc.LedgerqBatchStatus(f.Status)
-		p.Status = &st
+		status = &st
 	}
-	rows, err := s.q.BatchList(ctx, p)
+	var rows []dbsqlc.LedgerqBatch
+	var err error
+	if f.ServiceID != "" {
+		rows, err = s.q.BatchListByService(ctx, dbsqlc.BatchListByServiceParams{
+			ServiceID: f.ServiceID, Status: status, After: f.After, Max: int32(f.Limit),
+		})
+	} else {
+		rows, err = s.q.BatchList(ctx, dbsqlc.BatchListParams{Status: status, After: f.After, Max: int32(f.Limit)})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("listing batches: %w", err)
 	}

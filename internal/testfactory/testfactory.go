@@ -123,7 +123,7 @@ func (f *Factory) InsertBatch(ctx context.Context, r Batch) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO ledgerq.batch_payloads (id, payload) VALUES ($1, '\x00')`, r.ID); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO ledgerq.batch_payloads (id, service_id, payload) VALUES ($1, $2, '\x00')`, r.ID, r.ServiceID); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)

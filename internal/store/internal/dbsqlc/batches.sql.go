@@ -81,8 +81,7 @@ WITH expired AS (
 )
 UPDATE ledgerq.batches b
 SET claim_expires_at = $1::timestamptz, updated_at = $2::timestamptz
-FROM expired
-WHERE b.id = expired.id
+WHERE b.id = ANY (ARRAY(SELECT expired.id FROM expired))
 RETURNING b.id, b.service_id, b.attempts
 `
 
@@ -130,8 +129,7 @@ WITH due AS (
 )
 UPDATE ledgerq.batches b
 SET next_check_at = $1::timestamptz, updated_at = $2::timestamptz
-FROM due
-WHERE b.id = due.id
+WHERE b.id = ANY (ARRAY(SELECT due.id FROM due))
 RETURNING b.id, b.service_id, b.attempts
 `
 
@@ -184,8 +182,7 @@ SET submitted = true,
     attempts = b.attempts + 1,
     last_submitted_at = $2::timestamptz,
     updated_at = $2::timestamptz
-FROM claimable
-WHERE b.id = claimable.id
+WHERE b.id = ANY (ARRAY(SELECT claimable.id FROM claimable))
 RETURNING b.id, b.service_id, b.attempts,
     coalesce((SELECT p.payload FROM ledgerq.batch_payloads p WHERE p.id = b.id), ''::bytea)::bytea AS payload
 `
@@ -207,6 +204,9 @@ type BatchClaimQueuedRow struct {
 // submitter holds (SKIP LOCKED), and marks them held with a lease (seed 001:
 // submitted = true guards against re-queuing while the submitter has them).
 // attempts is incremented here and is the fencing token of the outcome update.
+// Every claim updates its rows through the primary key (= ANY (ARRAY(…))):
+// joined to the CTE instead, the planner may hash the CTE and scan the whole
+// table for it.
 func (q *Queries) BatchClaimQueued(ctx context.Context, arg BatchClaimQueuedParams) ([]BatchClaimQueuedRow, error) {
 	rows, err := q.db.Query(ctx, batchClaimQueued, arg.LeaseExpiresAt, arg.Now, arg.Max)
 	if err != nil {
@@ -267,14 +267,18 @@ func (q *Queries) BatchCountByState(ctx context.Context) ([]BatchCountByStateRow
 }
 
 const batchDepthByState = `-- name: BatchDepthByState :many
-SELECT (CASE WHEN b.status IS NOT NULL THEN b.status::text
-             WHEN b.submitted THEN 'held'
-             WHEN b.queued_at IS NOT NULL THEN 'queued'
-             ELSE 'new' END)::text AS state,
-       count(*) AS batches,
-       min(b.received_at)::timestamptz AS oldest_received_at
-FROM ledgerq.batches b
-WHERE b.finished_at IS NULL
+SELECT w.state::text AS state, count(*) AS batches, min(w.received_at)::timestamptz AS oldest_received_at
+FROM (
+    SELECT (CASE WHEN n.queued_at IS NOT NULL THEN 'queued' ELSE 'new' END) AS state, n.received_at
+    FROM ledgerq.batches n
+    WHERE n.status IS NULL AND NOT n.submitted
+    UNION ALL
+    SELECT (CASE WHEN a.status IS NOT NULL THEN a.status::text ELSE 'held' END), a.received_at
+    FROM ledgerq.batches a
+    WHERE (a.status IN ('pending', 'unknown', 'delayed')
+           OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
+      AND NOT (a.status IS NULL AND NOT a.submitted)
+) w
 GROUP BY 1
 ORDER BY 1
 `
@@ -287,7 +291,9 @@ type BatchDepthByStateRow struct {
 
 // Depth of the batch lane for metrics: per non-terminal state, how many
 // batches and when the oldest of them was received. It reads only the
-// batches_unfinished partial index and the rows it names, so its cost grows with
+// batches never sent (batches_new_by_service) and the active ones
+// (batches_active_by_service, less the queued batches the first part
+// counted), which together are every unfinished batch: its cost grows with
 // the work waiting, not with the terminal rows kept.
 func (q *Queries) BatchDepthByState(ctx context.Context) ([]BatchDepthByStateRow, error) {
 	rows, err := q.db.Query(ctx, batchDepthByState)
@@ -397,12 +403,13 @@ WITH RECURSIVE services AS (
 )
 SELECT s.service_id::text AS service_id FROM services s
 WHERE s.service_id IS NOT NULL
-  AND NOT EXISTS (
-    SELECT 1 FROM ledgerq.batches a
-    WHERE a.service_id = s.service_id
-      AND (a.status IN ('pending', 'unknown', 'delayed')
-           OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
-  )
+  -- A scalar probe per service (as in BatchAdmit): NOT EXISTS would let the
+  -- planner hash every active batch.
+  AND (SELECT 1 FROM ledgerq.batches a
+       WHERE a.service_id = s.service_id
+         AND (a.status IN ('pending', 'unknown', 'delayed')
+              OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
+       LIMIT 1) IS NULL
 LIMIT $1
 `
 
@@ -443,8 +450,8 @@ ins AS (
     RETURNING id, service_id, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at
 ),
 pay AS (
-    INSERT INTO ledgerq.batch_payloads (id, payload)
-    SELECT u.id, u.payload FROM u JOIN ins ON ins.id = u.id
+    INSERT INTO ledgerq.batch_payloads (id, service_id, payload)
+    SELECT u.id, u.service_id, u.payload FROM u JOIN ins ON ins.id = u.id
 )
 SELECT id, service_id, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at FROM ins
 `
@@ -521,23 +528,75 @@ func (q *Queries) BatchInsertMany(ctx context.Context, arg BatchInsertManyParams
 
 const batchList = `-- name: BatchList :many
 SELECT id, service_id, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at FROM ledgerq.batches
-WHERE ($1::text IS NULL OR service_id = $1::text)
-  AND ($2::ledgerq.batch_status IS NULL OR status = $2::ledgerq.batch_status)
-  AND id > $3
+WHERE ($1::ledgerq.batch_status IS NULL OR status = $1::ledgerq.batch_status)
+  AND id > $2
 ORDER BY id
-LIMIT $4
+LIMIT $3
 `
 
 type BatchListParams struct {
-	ServiceID *string
+	Status *LedgerqBatchStatus
+	After  string
+	Max    int32
+}
+
+// Keyset pagination by id, through the primary key; the status filter is
+// optional.
+func (q *Queries) BatchList(ctx context.Context, arg BatchListParams) ([]LedgerqBatch, error) {
+	rows, err := q.db.Query(ctx, batchList, arg.Status, arg.After, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LedgerqBatch{}
+	for rows.Next() {
+		var i LedgerqBatch
+		if err := rows.Scan(
+			&i.ID,
+			&i.ServiceID,
+			&i.CreatedAt,
+			&i.Submitted,
+			&i.Status,
+			&i.QueuedAt,
+			&i.ClaimExpiresAt,
+			&i.Attempts,
+			&i.LastSubmittedAt,
+			&i.NextCheckAt,
+			&i.LastError,
+			&i.ReceivedAt,
+			&i.FinishedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const batchListByService = `-- name: BatchListByService :many
+SELECT b.id, b.service_id, b.created_at, b.submitted, b.status, b.queued_at, b.claim_expires_at, b.attempts, b.last_submitted_at, b.next_check_at, b.last_error, b.received_at, b.finished_at, b.updated_at FROM ledgerq.batch_payloads p JOIN ledgerq.batches b ON b.id = p.id
+WHERE p.service_id = $1
+  AND ($2::ledgerq.batch_status IS NULL OR b.status = $2::ledgerq.batch_status)
+  AND p.id > $3
+ORDER BY p.id
+LIMIT $4
+`
+
+type BatchListByServiceParams struct {
+	ServiceID string
 	Status    *LedgerqBatchStatus
 	After     string
 	Max       int32
 }
 
-// Keyset pagination by id; the filters are optional.
-func (q *Queries) BatchList(ctx context.Context, arg BatchListParams) ([]LedgerqBatch, error) {
-	rows, err := q.db.Query(ctx, batchList,
+// One service's batches, keyset pagination by id, through the write-once
+// batch_payloads (service_id, id) index; the status filter is optional.
+func (q *Queries) BatchListByService(ctx context.Context, arg BatchListByServiceParams) ([]LedgerqBatch, error) {
+	rows, err := q.db.Query(ctx, batchListByService,
 		arg.ServiceID,
 		arg.Status,
 		arg.After,
@@ -587,8 +646,7 @@ WITH due AS (
 )
 UPDATE ledgerq.batches b
 SET queued_at = $1::timestamptz, updated_at = $1::timestamptz
-FROM due
-WHERE b.id = due.id
+WHERE b.id = ANY (ARRAY(SELECT due.id FROM due))
   AND NOT b.submitted AND b.queued_at IS NULL AND b.status IN ('unknown', 'delayed')
 RETURNING b.id, b.service_id, b.status
 `
@@ -834,10 +892,10 @@ WITH ins AS (
     SELECT $2::text || g, $2::text || (g % 1000), $3::timestamptz, true, 'committed', 1,
         $3::timestamptz, $3::timestamptz, $3::timestamptz, $3::timestamptz
     FROM generate_series(1, $4::int) g
-    RETURNING id
+    RETURNING id, service_id
 )
-INSERT INTO ledgerq.batch_payloads (id, payload)
-SELECT ins.id, decode(repeat('00', $1::int), 'hex') FROM ins
+INSERT INTO ledgerq.batch_payloads (id, service_id, payload)
+SELECT ins.id, ins.service_id, decode(repeat('00', $1::int), 'hex') FROM ins
 `
 
 type BatchSeedFinishedParams struct {

@@ -111,4 +111,6 @@ type LedgerqBatchPayload struct {
 	ID string
 	// The signed batch as sent to the ledger (for Sawtooth, a serialized Batch protobuf message).
 	Payload []byte
+	// The batch's service (ledgerq.batches.service_id), copied at intake and never changed: listing a service's batches reads this table's index, not the hot one.
+	ServiceID string
 }
