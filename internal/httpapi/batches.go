@@ -18,11 +18,9 @@ import (
 )
 
 // toBatch converts a stored batch to the API's Batch.
-func toBatch(b store.Batch) apigen.Batch {
+func toBatch(b store.Batch) batchJSON {
 	o := apigen.Batch{
-		ID: b.ID, ServiceID: b.ServiceID, Submitted: b.Submitted, CreatedAt: b.CreatedAt,
-		ReceivedAt: b.ReceivedAt, QueuedAt: b.QueuedAt, Attempts: b.Attempts,
-		LastSubmittedAt: b.LastSubmittedAt, FinishedAt: b.FinishedAt, UpdatedAt: b.UpdatedAt,
+		ID: b.ID, ServiceID: b.ServiceID, Submitted: b.Submitted, Attempts: b.Attempts,
 	}
 	if b.LastError != "" {
 		o.LastError = &b.LastError
@@ -38,7 +36,72 @@ func toBatch(b store.Batch) apigen.Batch {
 	default:
 		o.State = apigen.BatchStateNew
 	}
-	return o
+	return batchJSON{
+		Batch: o, CreatedAt: apiTime(b.CreatedAt), ReceivedAt: apiTime(b.ReceivedAt),
+		QueuedAt: apiTimePtr(b.QueuedAt), LastSubmittedAt: apiTimePtr(b.LastSubmittedAt),
+		FinishedAt: apiTimePtr(b.FinishedAt), UpdatedAt: apiTime(b.UpdatedAt),
+	}
+}
+
+// batchJSON is apigen.Batch as the API writes it. Its time fields shadow the
+// generated ones (encoding/json takes the shallower field of a name), so that
+// times are written by apiTime, and every other field still comes from the
+// generated type.
+type batchJSON struct {
+	apigen.Batch
+	CreatedAt       apiTime  `json:"created_at"`
+	ReceivedAt      apiTime  `json:"received_at"`
+	QueuedAt        *apiTime `json:"queued_at,omitempty"`
+	LastSubmittedAt *apiTime `json:"last_submitted_at,omitempty"`
+	FinishedAt      *apiTime `json:"finished_at,omitempty"`
+	UpdatedAt       apiTime  `json:"updated_at"`
+}
+
+// batchResultJSON, batchesResultJSON and batchPageJSON are the generated
+// results with batchJSON in them.
+type (
+	batchResultJSON struct {
+		apigen.BatchResult
+		Batch batchJSON `json:"batch"`
+	}
+	batchesResultJSON struct {
+		apigen.BatchesResult
+		Batches []batchJSON `json:"batches"`
+	}
+	batchPageJSON struct {
+		apigen.BatchPage
+		Batches []batchJSON `json:"batches"`
+	}
+)
+
+// apiTime is a time as the API writes it: RFC 3339 in UTC, as
+// time.Time.MarshalJSON writes it, for every year. MarshalJSON fails outside
+// the years 0000 to 9999, and with it the whole answer; PostgreSQL stores
+// such years (in a row written by SQL, say), and RFC 3339 cannot say them. They get ISO 8601's expanded form, a sign and at least
+// four digits: +10000-01-01T00:00:00Z, -0001-06-01T12:00:00Z (astronomical
+// years: -0001 is 2 BC).
+type apiTime time.Time
+
+// MarshalJSON writes the time; it never fails.
+func (t apiTime) MarshalJSON() ([]byte, error) {
+	u := time.Time(t).UTC()
+	b := make([]byte, 0, len(`"+10000-01-01T00:00:00.000000000Z"`))
+	b = append(b, '"')
+	if y := u.Year(); y < 0 || y > 9999 {
+		b = fmt.Appendf(b, "%+05d", y)
+		b = u.AppendFormat(b, "-01-02T15:04:05.999999999Z07:00")
+	} else {
+		b = u.AppendFormat(b, time.RFC3339Nano)
+	}
+	return append(b, '"'), nil
+}
+
+func apiTimePtr(t *time.Time) *apiTime {
+	if t == nil {
+		return nil
+	}
+	at := apiTime(*t)
+	return &at
 }
 
 // PostBatches answers POST /v1/batches: one batch object or an array of
@@ -100,7 +163,7 @@ func (s *Server) PostBatches(c echo.Context) error {
 		return err
 	}
 	status := http.StatusOK
-	out := make([]apigen.Batch, len(res))
+	out := make([]batchJSON, len(res))
 	received, queued := 0, 0
 	for i, r := range res {
 		created := r.Created
@@ -120,9 +183,9 @@ func (s *Server) PostBatches(c echo.Context) error {
 		s.onQueued()
 	}
 	if single {
-		return c.JSON(status, apigen.BatchResult{Success: true, Batch: out[0]})
+		return c.JSON(status, batchResultJSON{BatchResult: apigen.BatchResult{Success: true}, Batch: out[0]})
 	}
-	return c.JSON(status, apigen.BatchesResult{Success: true, Batches: out})
+	return c.JSON(status, batchesResultJSON{BatchesResult: apigen.BatchesResult{Success: true}, Batches: out})
 }
 
 func strictUnmarshal(raw []byte, v any) error {
@@ -168,7 +231,13 @@ func (s *Server) validateBatch(b apigen.NewBatch) (store.NewBatch, *Error) {
 		}
 		// PostgreSQL keeps microseconds; truncating here makes a re-post
 		// compare equal with what was stored.
-		nb.CreatedAt = at.UTC().Truncate(time.Microsecond)
+		at = at.UTC().Truncate(time.Microsecond)
+		if y := at.Year(); y < 0 || y > 9999 {
+			// PostgreSQL would store it, but the API could not write it
+			// back as RFC 3339.
+			return store.NewBatch{}, errorf(http.StatusBadRequest, "field created_at: %q is in the year %d in UTC; it must be in the years 0000 to 9999", *b.CreatedAt, y)
+		}
+		nb.CreatedAt = at
 	}
 	return nb, nil
 }
@@ -182,7 +251,7 @@ func (s *Server) GetBatch(c echo.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, apigen.BatchResult{Success: true, Batch: toBatch(b)})
+	return c.JSON(http.StatusOK, batchResultJSON{BatchResult: apigen.BatchResult{Success: true}, Batch: toBatch(b)})
 }
 
 // ListBatches answers GET /v1/batches: one page of batches by id. Unknown and
@@ -208,7 +277,7 @@ func (s *Server) ListBatches(c echo.Context, params apigen.ListBatchesParams) er
 	if err != nil {
 		return err
 	}
-	page := apigen.BatchPage{Success: true, Batches: make([]apigen.Batch, len(batches))}
+	page := batchPageJSON{BatchPage: apigen.BatchPage{Success: true}, Batches: make([]batchJSON, len(batches))}
 	for i, b := range batches {
 		page.Batches[i] = toBatch(b)
 	}
