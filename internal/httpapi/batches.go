@@ -8,7 +8,11 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -197,17 +201,61 @@ func strictUnmarshal(raw []byte, v any) error {
 	return nil
 }
 
+// checkJSONText refuses a JSON text that encoding/json would decode with
+// U+FFFD in place of what it says: invalid UTF-8, and lone UTF-16 surrogate
+// escapes.
+func checkJSONText(data []byte) *Error {
+	if !utf8.Valid(data) {
+		return errorf(http.StatusBadRequest, "request body is not valid UTF-8")
+	}
+	if loneSurrogate(data) {
+		return errorf(http.StatusBadRequest, `request body escapes half of a UTF-16 surrogate pair alone (such as \ud800), which is no character`)
+	}
+	return nil
+}
+
+// loneSurrogate reports whether a JSON text escapes one half of a UTF-16
+// surrogate pair without the other (\ud800 alone, or \udc00 first), which
+// encoding/json decodes as U+FFFD without an error. Only escapes inside
+// strings count; a text that is not JSON at all is the decoder's to refuse.
+func loneSurrogate(data []byte) bool {
+	inString := false
+	for i := 0; i < len(data); i++ {
+		switch {
+		case data[i] == '"':
+			inString = !inString
+		case data[i] == '\\' && inString:
+			r, ok := escapedRune(data[i:])
+			if ok && utf16.IsSurrogate(r) {
+				low, ok := escapedRune(data[i+6:])
+				if !ok || utf16.DecodeRune(r, low) == unicode.ReplacementChar {
+					return true
+				}
+				i += 6 // the low half
+			}
+			i++ // the escaped character, so that \" and \\ are passed
+		}
+	}
+	return false
+}
+
+// escapedRune reads a \uXXXX escape at the start of data.
+func escapedRune(data []byte) (rune, bool) {
+	if len(data) < 6 || data[0] != '\\' || data[1] != 'u' {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(data[2:6]), 16, 16)
+	return rune(n), err == nil
+}
+
 func (s *Server) validateBatch(b apigen.NewBatch) (store.NewBatch, *Error) {
-	switch {
-	case b.ID == "":
-		return store.NewBatch{}, errorf(http.StatusBadRequest, "field id: required")
-	case len(b.ID) > 256:
-		return store.NewBatch{}, errorf(http.StatusBadRequest, "field id: longer than 256 characters")
-	case b.ServiceID == "":
-		return store.NewBatch{}, errorf(http.StatusBadRequest, "field service_id: required")
-	case len(b.ServiceID) > 256:
-		return store.NewBatch{}, errorf(http.StatusBadRequest, "field service_id: longer than 256 characters")
-	case b.Payload == "":
+	if err := checkKey("id", b.ID); err != nil {
+		return store.NewBatch{}, err
+	}
+	if err := checkKey("service_id", b.ServiceID); err != nil {
+		return store.NewBatch{}, err
+	}
+	if b.Payload == "" {
 		return store.NewBatch{}, errorf(http.StatusBadRequest, "field payload: required (base64)")
 	}
 	if base64.StdEncoding.DecodedLen(len(b.Payload)) > s.cfg.MaxPayloadBytes+2 {
@@ -242,8 +290,38 @@ func (s *Server) validateBatch(b apigen.NewBatch) (store.NewBatch, *Error) {
 	return nb, nil
 }
 
+// checkKey checks an id or service_id as the batches table will.
+func checkKey(field, value string) *Error {
+	switch {
+	case value == "":
+		return errorf(http.StatusBadRequest, "field %s: required", field)
+	case len(value) > 256:
+		return errorf(http.StatusBadRequest, "field %s: longer than 256 characters", field)
+	}
+	if problem := textProblem(value); problem != "" {
+		return errorf(http.StatusBadRequest, "field %s: %s", field, problem)
+	}
+	return nil
+}
+
+// textProblem says why PostgreSQL would refuse s as text, or "". It refuses
+// invalid UTF-8 and NUL with an error (SQLSTATE 22021) that would otherwise
+// be a 500, so every string a query is given passes here first.
+func textProblem(s string) string {
+	switch {
+	case !utf8.ValidString(s):
+		return "not valid UTF-8"
+	case strings.IndexByte(s, 0) >= 0:
+		return "holds a NUL character (U+0000), which PostgreSQL text cannot hold"
+	}
+	return ""
+}
+
 // GetBatch answers GET /v1/batches/{id}.
 func (s *Server) GetBatch(c echo.Context, id string) error {
+	if problem := textProblem(id); problem != "" {
+		return errorf(http.StatusBadRequest, "path parameter id: %s", problem)
+	}
 	b, err := s.store.BatchGet(c.Request().Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return errorf(http.StatusNotFound, "batch %q not found", id)
@@ -259,6 +337,11 @@ func (s *Server) GetBatch(c echo.Context, id string) error {
 // queryGuards); limit arrives as text, so that a bad one gets this message.
 func (s *Server) ListBatches(c echo.Context, params apigen.ListBatchesParams) error {
 	f := store.BatchListParams{ServiceID: deref(params.ServiceID), After: deref(params.After), Limit: 100}
+	for _, q := range []struct{ name, value string }{{"service_id", f.ServiceID}, {"after", f.After}} {
+		if problem := textProblem(q.value); problem != "" {
+			return errorf(http.StatusBadRequest, "query parameter %s: %s", q.name, problem)
+		}
+	}
 	if st := deref(params.Status); st != "" {
 		parsed, err := store.ParseBatchStatus(string(st))
 		if err != nil {
