@@ -285,6 +285,12 @@ func (s *Server) validateBatch(b apigen.NewBatch) (store.NewBatch, *Error) {
 			// back as RFC 3339.
 			return store.NewBatch{}, errorf(http.StatusBadRequest, "field created_at: %q is in the year %d in UTC; it must be in the years 0000 to 9999", *b.CreatedAt, y)
 		}
+		if at.IsZero() {
+			// The store takes the zero time for "not given" and would put
+			// the time of receipt in its place; an explicit time is kept or
+			// refused, never replaced.
+			return store.NewBatch{}, errorf(http.StatusBadRequest, "field created_at: %q is 0001-01-01T00:00:00Z, which is reserved (it means \"not given\"); omit created_at for the time of receipt, or give another time", *b.CreatedAt)
+		}
 		nb.CreatedAt = at
 	}
 	return nb, nil

@@ -426,3 +426,35 @@ func hostileRequest(r *rand.Rand, batches []signed) (method, target string, body
 	}
 	return method, target, []byte(s)
 }
+
+// store.NewBatch takes a zero CreatedAt for "not given", and Go's zero time is
+// 0001-01-01T00:00:00Z: given explicitly, it was stored as the time of
+// receipt, and a re-post with it matched a batch stored with any created_at.
+// It is refused instead (a user's explicit time is kept or refused, never
+// replaced).
+func TestPostBatches_CreatedAtOfGoZeroTimeIsRefusedNotTakenAsMissing(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, at := range []string{"0001-01-01T00:00:00Z", "0001-01-01T01:00:00+01:00", "0001-01-01T00:00:00.0000009Z"} {
+		id, payload := signedBatch(t)
+		resp := f.post("/v1/batches", batchBody(t, id, "svc", payload, `,"created_at":"`+at+`"`))
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", at, resp.Body)
+		require.Contains(t, resp.Body, "field created_at", at)
+		require.Contains(t, resp.Body, "reserved", at)
+	}
+	require.Equal(t, 0, f.count(), "nothing stored")
+
+	// A re-post with it is no match for a batch stored with another time.
+	id, payload := signedBatch(t)
+	require.Equal(t, http.StatusCreated, f.post("/v1/batches", batchBody(t, id, "svc", payload, `,"created_at":"2026-01-01T00:00:00Z"`)).StatusCode)
+	resp := f.post("/v1/batches", batchBody(t, id, "svc", payload, `,"created_at":"0001-01-01T00:00:00Z"`))
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, resp.Body)
+
+	// Its neighbours are times like any other.
+	for _, at := range []string{"0001-01-01T00:00:00.000001Z", "0000-12-31T23:59:59.999999Z"} {
+		id, payload := signedBatch(t)
+		resp := f.post("/v1/batches", batchBody(t, id, "svc-"+at, payload, `,"created_at":"`+at+`"`))
+		require.Equal(t, http.StatusCreated, resp.StatusCode, "%s: %s", at, resp.Body)
+		require.Contains(t, f.get("/v1/batches/"+id).Body, `"created_at":"`+at+`"`)
+	}
+}
