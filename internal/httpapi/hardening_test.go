@@ -458,3 +458,19 @@ func TestPostBatches_CreatedAtOfGoZeroTimeIsRefusedNotTakenAsMissing(t *testing.
 		require.Contains(t, f.get("/v1/batches/"+id).Body, `"created_at":"`+at+`"`)
 	}
 }
+
+// Without a Content-Length, echo's body limit only shows as an error from
+// the body's reader, which the JSON decoding took for bad JSON.
+func TestPostBatches_ChunkedBodyOverTheLimitIs413(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(c *httpapi.Config) { c.MaxBodyBytes = 1024 })
+	body := `{"id":"` + strings.Repeat("a", 2000) + `"}`
+	// A reader of no known length, sent chunked.
+	req, err := http.NewRequest(http.MethodPost, f.url+"/v1/batches", io.MultiReader(strings.NewReader(body)))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.TransferEncoding = []string{"chunked"}
+	resp := do(t, req)
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, resp.Body)
+	require.Contains(t, resp.Body, "larger than 1024 bytes")
+}

@@ -203,9 +203,15 @@ func jsonError(err error) error {
 	var syntaxErr *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
 	var maxErr *http.MaxBytesError
+	var httpErr *echo.HTTPError
 	switch {
 	case errors.As(err, &maxErr):
 		return errorf(http.StatusRequestEntityTooLarge, "request body is larger than %d bytes", maxErr.Limit)
+	case errors.As(err, &httpErr):
+		// echo's body limit, from the reader of a body without a
+		// Content-Length (one with it is refused before the handler): the
+		// same answer either way.
+		return httpErr
 	case errors.Is(err, io.EOF):
 		return errorf(http.StatusBadRequest, "request body is empty")
 	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
