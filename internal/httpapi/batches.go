@@ -296,16 +296,17 @@ func (s *Server) validateBatch(b apigen.NewBatch) (store.NewBatch, *Error) {
 	return nb, nil
 }
 
-// checkKey checks an id or service_id as the batches table will.
+// checkKey checks an id or service_id as the batches table will: its CHECK
+// is length(…) <= 256, and PostgreSQL's length counts characters.
 func checkKey(field, value string) *Error {
-	switch {
-	case value == "":
+	if value == "" {
 		return errorf(http.StatusBadRequest, "field %s: required", field)
-	case len(value) > 256:
-		return errorf(http.StatusBadRequest, "field %s: longer than 256 characters", field)
 	}
 	if problem := textProblem(value); problem != "" {
 		return errorf(http.StatusBadRequest, "field %s: %s", field, problem)
+	}
+	if utf8.RuneCountInString(value) > 256 {
+		return errorf(http.StatusBadRequest, "field %s: longer than 256 characters", field)
 	}
 	return nil
 }

@@ -474,3 +474,28 @@ func TestPostBatches_ChunkedBodyOverTheLimitIs413(t *testing.T) {
 	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, resp.Body)
 	require.Contains(t, resp.Body, "larger than 1024 bytes")
 }
+
+// The limit is the batches table's CHECK, length(service_id) <= 256, and
+// PostgreSQL's length counts characters, not bytes ("€" is three).
+func TestPostBatches_IDAndServiceIDLimitCountsCharactersNotBytes(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, service := range []string{strings.Repeat("€", 100), strings.Repeat("€", 256), strings.Repeat("😀", 256)} {
+		id, payload := signedBatch(t)
+		resp := f.post("/v1/batches", batchBody(t, id, service, payload, ""))
+		require.Equal(t, http.StatusCreated, resp.StatusCode, resp.Body)
+	}
+	id, payload := signedBatch(t)
+	resp := f.post("/v1/batches", batchBody(t, id, strings.Repeat("€", 257), payload, ""))
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, resp.Body)
+	require.Contains(t, resp.Body, "field service_id: longer than 256 characters")
+
+	resp = f.post("/v1/batches", batchBody(t, strings.Repeat("€", 257), "svc", payload, ""))
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, resp.Body)
+	require.Contains(t, resp.Body, "field id: longer than 256 characters")
+	// 100 characters are within the limit: this id is refused for not being
+	// the batch's signature, not for its length.
+	resp = f.post("/v1/batches", batchBody(t, strings.Repeat("€", 100), "svc", payload, ""))
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, resp.Body)
+	require.NotContains(t, resp.Body, "longer than")
+}
