@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -111,40 +114,37 @@ func apiTimePtr(t *time.Time) *apiTime {
 // PostBatches answers POST /v1/batches: one batch object or an array of
 // them. Everything is stored in one transaction: one invalid or conflicting
 // batch stores none. The body is decoded here rather than by generated code,
-// so that unknown fields are refused and every error names its field.
+// so that field names must be exact, unknown and repeated ones are refused,
+// and every error names its field (and its batch, in an array).
 func (s *Server) PostBatches(c echo.Context) error {
 	var raw json.RawMessage
 	if err := decodeJSON(c, &raw); err != nil {
 		return err
 	}
-	var in []apigen.NewBatch
+	var items []json.RawMessage
 	single := false
 	trimmed := bytes.TrimLeft(raw, " \t\r\n")
 	switch {
 	case len(trimmed) > 0 && trimmed[0] == '[':
-		if err := strictUnmarshal(raw, &in); err != nil {
+		if err := strictUnmarshal(raw, &items); err != nil {
 			return err
 		}
 	case len(trimmed) > 0 && trimmed[0] == '{':
-		var one apigen.NewBatch
-		if err := strictUnmarshal(raw, &one); err != nil {
-			return err
-		}
-		in, single = []apigen.NewBatch{one}, true
+		items, single = []json.RawMessage{raw}, true
 	default:
 		return errorf(http.StatusBadRequest, "request body must be a batch object or an array of batches")
 	}
-	if len(in) == 0 {
+	if len(items) == 0 {
 		return errorf(http.StatusBadRequest, "no batches in request")
 	}
-	if len(in) > s.cfg.MaxBatchesPerRequest {
-		return errorf(http.StatusRequestEntityTooLarge, "too many batches: %d, at most %d per request", len(in), s.cfg.MaxBatchesPerRequest)
+	if len(items) > s.cfg.MaxBatchesPerRequest {
+		return errorf(http.StatusRequestEntityTooLarge, "too many batches: %d, at most %d per request", len(items), s.cfg.MaxBatchesPerRequest)
 	}
 
-	batches := make([]store.NewBatch, len(in))
-	seen := make(map[string]int, len(in))
-	for i, b := range in {
-		nb, err := s.validateBatch(b)
+	batches := make([]store.NewBatch, len(items))
+	seen := make(map[string]int, len(items))
+	for i, item := range items {
+		nb, err := s.decodeBatch(item)
 		if err != nil {
 			if !single {
 				err.Message = fmt.Sprintf("batches[%d]: %s", i, err.Message)
@@ -192,13 +192,132 @@ func (s *Server) PostBatches(c echo.Context) error {
 	return c.JSON(status, batchesResultJSON{BatchesResult: apigen.BatchesResult{Success: true}, Batches: out})
 }
 
-func strictUnmarshal(raw []byte, v any) error {
+// strictUnmarshal decodes one JSON value held in memory into v, strictly:
+// every object key must name a field of v's type exactly (encoding/json
+// would ignore case) and be given once (it would keep the last), and
+// unknown fields are refused.
+func strictUnmarshal(raw []byte, v any) *Error {
+	if err := checkFields(json.NewDecoder(bytes.NewReader(raw)), reflect.TypeOf(v), ""); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
+		// From memory, jsonError has no reader's error to pass on.
+		var apiErr *Error
+		if !errors.As(jsonError(err), &apiErr) {
+			apiErr = errorf(http.StatusBadRequest, "invalid JSON body: %v", err)
+		}
+		return apiErr
 	}
 	return nil
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// checkFields reads one JSON value from dec and refuses what encoding/json
+// would let pass by guessing when it decodes the value into type t: an
+// object key that names a struct field only when case is ignored, and a key
+// given twice in one object. A nil t is a value of any shape, whose objects
+// are checked for repeated keys only. at says where the value is, for
+// messages ("" at the top).
+func checkFields(dec *json.Decoder, t reflect.Type, at string) *Error {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil && reflect.PointerTo(t).Implements(unmarshalerType) {
+		// It reads its own JSON (json.RawMessage is decoded, and checked,
+		// later).
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return errorf(http.StatusBadRequest, "malformed JSON: %v", err)
+		}
+		return nil
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return errorf(http.StatusBadRequest, "malformed JSON: %v", err)
+	}
+	switch tok {
+	case json.Delim('['):
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for i := 0; dec.More(); i++ {
+			if err := checkFields(dec, elem, fmt.Sprintf("%s[%d]", at, i)); err != nil {
+				return err
+			}
+		}
+	case json.Delim('{'):
+		var fields map[string]reflect.Type
+		var elem reflect.Type
+		switch {
+		case t != nil && t.Kind() == reflect.Struct:
+			fields = jsonFields(t)
+		case t != nil && t.Kind() == reflect.Map:
+			elem = t.Elem()
+		}
+		seen := make(map[string]bool)
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return errorf(http.StatusBadRequest, "malformed JSON: %v", err)
+			}
+			key, _ := tok.(string)
+			name := key
+			if at != "" {
+				name = at + "." + key
+			}
+			if seen[key] {
+				return errorf(http.StatusBadRequest, "field %s: given more than once", name)
+			}
+			seen[key] = true
+			if fields != nil {
+				ft, ok := fields[key]
+				if !ok {
+					return unknownField(name, key, fields)
+				}
+				elem = ft
+			}
+			if err := checkFields(dec, elem, name); err != nil {
+				return err
+			}
+		}
+	default:
+		return nil // a string, number, boolean or null
+	}
+	if _, err := dec.Token(); err != nil { // the closing ] or }
+		return errorf(http.StatusBadRequest, "malformed JSON: %v", err)
+	}
+	return nil
+}
+
+// jsonFields returns the names encoding/json reads a struct's fields by,
+// with their types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	fields := make(map[string]reflect.Type)
+	for _, f := range reflect.VisibleFields(t) {
+		tag := f.Tag.Get("json")
+		if !f.IsExported() || tag == "-" || (f.Anonymous && tag == "" && f.Type.Kind() == reflect.Struct) {
+			continue // not read, or read through its own fields
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = f.Name
+		}
+		fields[name] = f.Type
+	}
+	return fields
+}
+
+func unknownField(name, key string, fields map[string]reflect.Type) *Error {
+	for _, known := range slices.Sorted(maps.Keys(fields)) {
+		if strings.EqualFold(key, known) {
+			return errorf(http.StatusBadRequest, "unknown field %q (field names are case-sensitive: did you mean %q?)", name, known)
+		}
+	}
+	return errorf(http.StatusBadRequest, "unknown field %q", name)
 }
 
 // checkJSONText refuses a JSON text that encoding/json would decode with
@@ -246,6 +365,15 @@ func escapedRune(data []byte) (rune, bool) {
 	}
 	n, err := strconv.ParseUint(string(data[2:6]), 16, 16)
 	return rune(n), err == nil
+}
+
+// decodeBatch decodes and checks one batch of a request.
+func (s *Server) decodeBatch(raw json.RawMessage) (store.NewBatch, *Error) {
+	var b apigen.NewBatch
+	if err := strictUnmarshal(raw, &b); err != nil {
+		return store.NewBatch{}, err
+	}
+	return s.validateBatch(b)
 }
 
 func (s *Server) validateBatch(b apigen.NewBatch) (store.NewBatch, *Error) {

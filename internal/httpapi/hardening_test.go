@@ -499,3 +499,29 @@ func TestPostBatches_IDAndServiceIDLimitCountsCharactersNotBytes(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, resp.Body)
 	require.NotContains(t, resp.Body, "longer than")
 }
+
+// encoding/json matches field names without regard to case and lets the
+// last of a repeated key win. A submission queue must not guess: names are
+// exact, and each is given once.
+func TestPostBatches_FieldNamesAreExactAndGivenOnce(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	id, payload := signedBatch(t)
+	good := string(batchBody(t, id, "svc", payload, ""))
+	other, otherPayload := signedBatch(t)
+	for _, tc := range []struct{ body, msg string }{
+		{strings.Replace(good, `"id"`, `"ID"`, 1), `unknown field \"ID\" (field names are case-sensitive: did you mean \"id\"?)`},
+		{strings.Replace(good, `"service_id"`, `"Service_Id"`, 1), `unknown field \"Service_Id\"`},
+		{strings.Replace(good, `"payload"`, `"PAYLOAD"`, 1), `unknown field \"PAYLOAD\"`},
+		{string(batchBody(t, id, "svc", payload, `,"Created_At":"2026-01-01T00:00:00Z"`)), `unknown field \"Created_At\"`},
+		{string(batchBody(t, id, "svc", payload, `,"service_id":"other"`)), "field service_id: given more than once"},
+		{string(batchBody(t, id, "svc", payload, `,"created_at":"2026-01-01T00:00:00Z","created_at":"2027-01-01T00:00:00Z"`)), "field created_at: given more than once"},
+		{"[" + string(batchBody(t, other, "svc", otherPayload, "")) + "," + strings.Replace(good, `"id"`, `"Id"`, 1) + "]", `batches[1]: unknown field \"Id\"`},
+		{"[" + string(batchBody(t, other, "svc", otherPayload, "")) + "," + string(batchBody(t, id, "svc", payload, `,"id":"x"`)) + "]", "batches[1]: field id: given more than once"},
+	} {
+		resp := f.post("/v1/batches", []byte(tc.body))
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", tc.body, resp.Body)
+		require.Contains(t, resp.Body, tc.msg, tc.body)
+	}
+	require.Equal(t, 0, f.count(), "nothing stored")
+}
