@@ -221,7 +221,8 @@ func TestBatchesAPI_HostileInputNeverAnswers5xx(t *testing.T) {
 }
 
 // FuzzBatchesAPI is TestBatchesAPI_HostileInputNeverAnswers5xx for go test
-// -fuzz, seeded with the same kind of requests.
+// -fuzz, seeded with the same kind of requests. Every fuzz worker process
+// starts its own PostgreSQL (testdb), so -parallel 1 suits a small machine.
 func FuzzBatchesAPI(f *testing.F) {
 	h := hostileHandler(f)
 	r := rand.New(rand.NewPCG(8, 2))
