@@ -6,9 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -18,11 +25,9 @@ import (
 )
 
 // toBatch converts a stored batch to the API's Batch.
-func toBatch(b store.Batch) apigen.Batch {
+func toBatch(b store.Batch) batchJSON {
 	o := apigen.Batch{
-		ID: b.ID, ServiceID: b.ServiceID, Submitted: b.Submitted, CreatedAt: b.CreatedAt,
-		ReceivedAt: b.ReceivedAt, QueuedAt: b.QueuedAt, Attempts: b.Attempts,
-		LastSubmittedAt: b.LastSubmittedAt, FinishedAt: b.FinishedAt, UpdatedAt: b.UpdatedAt,
+		ID: b.ID, ServiceID: b.ServiceID, Submitted: b.Submitted, Attempts: b.Attempts,
 	}
 	if b.LastError != "" {
 		o.LastError = &b.LastError
@@ -38,46 +43,108 @@ func toBatch(b store.Batch) apigen.Batch {
 	default:
 		o.State = apigen.BatchStateNew
 	}
-	return o
+	return batchJSON{
+		Batch: o, CreatedAt: apiTime(b.CreatedAt), ReceivedAt: apiTime(b.ReceivedAt),
+		QueuedAt: apiTimePtr(b.QueuedAt), LastSubmittedAt: apiTimePtr(b.LastSubmittedAt),
+		FinishedAt: apiTimePtr(b.FinishedAt), UpdatedAt: apiTime(b.UpdatedAt),
+	}
+}
+
+// batchJSON is apigen.Batch as the API writes it. Its time fields shadow the
+// generated ones (encoding/json takes the shallower field of a name), so that
+// times are written by apiTime, and every other field still comes from the
+// generated type.
+type batchJSON struct {
+	apigen.Batch
+	CreatedAt       apiTime  `json:"created_at"`
+	ReceivedAt      apiTime  `json:"received_at"`
+	QueuedAt        *apiTime `json:"queued_at,omitempty"`
+	LastSubmittedAt *apiTime `json:"last_submitted_at,omitempty"`
+	FinishedAt      *apiTime `json:"finished_at,omitempty"`
+	UpdatedAt       apiTime  `json:"updated_at"`
+}
+
+// batchResultJSON, batchesResultJSON and batchPageJSON are the generated
+// results with batchJSON in them.
+type (
+	batchResultJSON struct {
+		apigen.BatchResult
+		Batch batchJSON `json:"batch"`
+	}
+	batchesResultJSON struct {
+		apigen.BatchesResult
+		Batches []batchJSON `json:"batches"`
+	}
+	batchPageJSON struct {
+		apigen.BatchPage
+		Batches []batchJSON `json:"batches"`
+	}
+)
+
+// apiTime is a time as the API writes it: RFC 3339 in UTC, as
+// time.Time.MarshalJSON writes it, for every year. MarshalJSON fails outside
+// the years 0000 to 9999, and with it the whole answer; PostgreSQL stores
+// such years (in a row written by SQL, say), and RFC 3339 cannot say them. They get ISO 8601's expanded form, a sign and at least
+// four digits: +10000-01-01T00:00:00Z, -0001-06-01T12:00:00Z (astronomical
+// years: -0001 is 2 BC).
+type apiTime time.Time
+
+// MarshalJSON writes the time; it never fails.
+func (t apiTime) MarshalJSON() ([]byte, error) {
+	u := time.Time(t).UTC()
+	b := make([]byte, 0, len(`"+10000-01-01T00:00:00.000000000Z"`))
+	b = append(b, '"')
+	if y := u.Year(); y < 0 || y > 9999 {
+		b = fmt.Appendf(b, "%+05d", y)
+		b = u.AppendFormat(b, "-01-02T15:04:05.999999999Z07:00")
+	} else {
+		b = u.AppendFormat(b, time.RFC3339Nano)
+	}
+	return append(b, '"'), nil
+}
+
+func apiTimePtr(t *time.Time) *apiTime {
+	if t == nil {
+		return nil
+	}
+	at := apiTime(*t)
+	return &at
 }
 
 // PostBatches answers POST /v1/batches: one batch object or an array of
 // them. Everything is stored in one transaction: one invalid or conflicting
 // batch stores none. The body is decoded here rather than by generated code,
-// so that unknown fields are refused and every error names its field.
+// so that field names must be exact, unknown and repeated ones are refused,
+// and every error names its field (and its batch, in an array).
 func (s *Server) PostBatches(c echo.Context) error {
 	var raw json.RawMessage
 	if err := decodeJSON(c, &raw); err != nil {
 		return err
 	}
-	var in []apigen.NewBatch
+	var items []json.RawMessage
 	single := false
 	trimmed := bytes.TrimLeft(raw, " \t\r\n")
 	switch {
 	case len(trimmed) > 0 && trimmed[0] == '[':
-		if err := strictUnmarshal(raw, &in); err != nil {
+		if err := strictUnmarshal(raw, &items); err != nil {
 			return err
 		}
 	case len(trimmed) > 0 && trimmed[0] == '{':
-		var one apigen.NewBatch
-		if err := strictUnmarshal(raw, &one); err != nil {
-			return err
-		}
-		in, single = []apigen.NewBatch{one}, true
+		items, single = []json.RawMessage{raw}, true
 	default:
 		return errorf(http.StatusBadRequest, "request body must be a batch object or an array of batches")
 	}
-	if len(in) == 0 {
+	if len(items) == 0 {
 		return errorf(http.StatusBadRequest, "no batches in request")
 	}
-	if len(in) > s.cfg.MaxBatchesPerRequest {
-		return errorf(http.StatusRequestEntityTooLarge, "too many batches: %d, at most %d per request", len(in), s.cfg.MaxBatchesPerRequest)
+	if len(items) > s.cfg.MaxBatchesPerRequest {
+		return errorf(http.StatusRequestEntityTooLarge, "too many batches: %d, at most %d per request", len(items), s.cfg.MaxBatchesPerRequest)
 	}
 
-	batches := make([]store.NewBatch, len(in))
-	seen := make(map[string]int, len(in))
-	for i, b := range in {
-		nb, err := s.validateBatch(b)
+	batches := make([]store.NewBatch, len(items))
+	seen := make(map[string]int, len(items))
+	for i, item := range items {
+		nb, err := s.decodeBatch(item)
 		if err != nil {
 			if !single {
 				err.Message = fmt.Sprintf("batches[%d]: %s", i, err.Message)
@@ -100,7 +167,7 @@ func (s *Server) PostBatches(c echo.Context) error {
 		return err
 	}
 	status := http.StatusOK
-	out := make([]apigen.Batch, len(res))
+	out := make([]batchJSON, len(res))
 	received, queued := 0, 0
 	for i, r := range res {
 		created := r.Created
@@ -120,31 +187,203 @@ func (s *Server) PostBatches(c echo.Context) error {
 		s.onQueued()
 	}
 	if single {
-		return c.JSON(status, apigen.BatchResult{Success: true, Batch: out[0]})
+		return c.JSON(status, batchResultJSON{BatchResult: apigen.BatchResult{Success: true}, Batch: out[0]})
 	}
-	return c.JSON(status, apigen.BatchesResult{Success: true, Batches: out})
+	return c.JSON(status, batchesResultJSON{BatchesResult: apigen.BatchesResult{Success: true}, Batches: out})
 }
 
-func strictUnmarshal(raw []byte, v any) error {
+// strictUnmarshal decodes one JSON value held in memory into v, strictly:
+// every object key must name a field of v's type exactly (encoding/json
+// would ignore case) and be given once (it would keep the last), and
+// unknown fields are refused.
+func strictUnmarshal(raw []byte, v any) *Error {
+	if err := checkFields(json.NewDecoder(bytes.NewReader(raw)), reflect.TypeOf(v), ""); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
+		// From memory, jsonError has no reader's error to pass on.
+		var apiErr *Error
+		if !errors.As(jsonError(err), &apiErr) {
+			apiErr = errorf(http.StatusBadRequest, "invalid JSON body: %v", err)
+		}
+		return apiErr
 	}
 	return nil
 }
 
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// checkFields reads one JSON value from dec and refuses what encoding/json
+// would let pass by guessing when it decodes the value into type t: an
+// object key that names a struct field only when case is ignored, and a key
+// given twice in one object. A nil t is a value of any shape, whose objects
+// are checked for repeated keys only. at says where the value is, for
+// messages ("" at the top).
+func checkFields(dec *json.Decoder, t reflect.Type, at string) *Error {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil && reflect.PointerTo(t).Implements(unmarshalerType) {
+		// It reads its own JSON (json.RawMessage is decoded, and checked,
+		// later).
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return errorf(http.StatusBadRequest, "malformed JSON: %v", err)
+		}
+		return nil
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return errorf(http.StatusBadRequest, "malformed JSON: %v", err)
+	}
+	switch tok {
+	case json.Delim('['):
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for i := 0; dec.More(); i++ {
+			if err := checkFields(dec, elem, fmt.Sprintf("%s[%d]", at, i)); err != nil {
+				return err
+			}
+		}
+	case json.Delim('{'):
+		var fields map[string]reflect.Type
+		var elem reflect.Type
+		switch {
+		case t != nil && t.Kind() == reflect.Struct:
+			fields = jsonFields(t)
+		case t != nil && t.Kind() == reflect.Map:
+			elem = t.Elem()
+		}
+		seen := make(map[string]bool)
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return errorf(http.StatusBadRequest, "malformed JSON: %v", err)
+			}
+			key, _ := tok.(string)
+			name := key
+			if at != "" {
+				name = at + "." + key
+			}
+			if seen[key] {
+				return errorf(http.StatusBadRequest, "field %s: given more than once", name)
+			}
+			seen[key] = true
+			if fields != nil {
+				ft, ok := fields[key]
+				if !ok {
+					return unknownField(name, key, fields)
+				}
+				elem = ft
+			}
+			if err := checkFields(dec, elem, name); err != nil {
+				return err
+			}
+		}
+	default:
+		return nil // a string, number, boolean or null
+	}
+	if _, err := dec.Token(); err != nil { // the closing ] or }
+		return errorf(http.StatusBadRequest, "malformed JSON: %v", err)
+	}
+	return nil
+}
+
+// jsonFields returns the names encoding/json reads a struct's fields by,
+// with their types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	fields := make(map[string]reflect.Type)
+	for _, f := range reflect.VisibleFields(t) {
+		tag := f.Tag.Get("json")
+		if !f.IsExported() || tag == "-" || (f.Anonymous && tag == "" && f.Type.Kind() == reflect.Struct) {
+			continue // not read, or read through its own fields
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = f.Name
+		}
+		fields[name] = f.Type
+	}
+	return fields
+}
+
+func unknownField(name, key string, fields map[string]reflect.Type) *Error {
+	for _, known := range slices.Sorted(maps.Keys(fields)) {
+		if strings.EqualFold(key, known) {
+			return errorf(http.StatusBadRequest, "unknown field %q (field names are case-sensitive: did you mean %q?)", name, known)
+		}
+	}
+	return errorf(http.StatusBadRequest, "unknown field %q", name)
+}
+
+// checkJSONText refuses a JSON text that encoding/json would decode with
+// U+FFFD in place of what it says: invalid UTF-8, and lone UTF-16 surrogate
+// escapes.
+func checkJSONText(data []byte) *Error {
+	if !utf8.Valid(data) {
+		return errorf(http.StatusBadRequest, "request body is not valid UTF-8")
+	}
+	if loneSurrogate(data) {
+		return errorf(http.StatusBadRequest, `request body escapes half of a UTF-16 surrogate pair alone (such as \ud800), which is no character`)
+	}
+	return nil
+}
+
+// loneSurrogate reports whether a JSON text escapes one half of a UTF-16
+// surrogate pair without the other (\ud800 alone, or \udc00 first), which
+// encoding/json decodes as U+FFFD without an error. Only escapes inside
+// strings count; a text that is not JSON at all is the decoder's to refuse.
+func loneSurrogate(data []byte) bool {
+	inString := false
+	for i := 0; i < len(data); i++ {
+		switch {
+		case data[i] == '"':
+			inString = !inString
+		case data[i] == '\\' && inString:
+			r, ok := escapedRune(data[i:])
+			if ok && utf16.IsSurrogate(r) {
+				low, ok := escapedRune(data[i+6:])
+				if !ok || utf16.DecodeRune(r, low) == unicode.ReplacementChar {
+					return true
+				}
+				i += 6 // the low half
+			}
+			i++ // the escaped character, so that \" and \\ are passed
+		}
+	}
+	return false
+}
+
+// escapedRune reads a \uXXXX escape at the start of data.
+func escapedRune(data []byte) (rune, bool) {
+	if len(data) < 6 || data[0] != '\\' || data[1] != 'u' {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(data[2:6]), 16, 16)
+	return rune(n), err == nil
+}
+
+// decodeBatch decodes and checks one batch of a request.
+func (s *Server) decodeBatch(raw json.RawMessage) (store.NewBatch, *Error) {
+	var b apigen.NewBatch
+	if err := strictUnmarshal(raw, &b); err != nil {
+		return store.NewBatch{}, err
+	}
+	return s.validateBatch(b)
+}
+
 func (s *Server) validateBatch(b apigen.NewBatch) (store.NewBatch, *Error) {
-	switch {
-	case b.ID == "":
-		return store.NewBatch{}, errorf(http.StatusBadRequest, "field id: required")
-	case len(b.ID) > 256:
-		return store.NewBatch{}, errorf(http.StatusBadRequest, "field id: longer than 256 characters")
-	case b.ServiceID == "":
-		return store.NewBatch{}, errorf(http.StatusBadRequest, "field service_id: required")
-	case len(b.ServiceID) > 256:
-		return store.NewBatch{}, errorf(http.StatusBadRequest, "field service_id: longer than 256 characters")
-	case b.Payload == "":
+	if err := checkKey("id", b.ID); err != nil {
+		return store.NewBatch{}, err
+	}
+	if err := checkKey("service_id", b.ServiceID); err != nil {
+		return store.NewBatch{}, err
+	}
+	if b.Payload == "" {
 		return store.NewBatch{}, errorf(http.StatusBadRequest, "field payload: required (base64)")
 	}
 	if base64.StdEncoding.DecodedLen(len(b.Payload)) > s.cfg.MaxPayloadBytes+2 {
@@ -168,13 +407,56 @@ func (s *Server) validateBatch(b apigen.NewBatch) (store.NewBatch, *Error) {
 		}
 		// PostgreSQL keeps microseconds; truncating here makes a re-post
 		// compare equal with what was stored.
-		nb.CreatedAt = at.UTC().Truncate(time.Microsecond)
+		at = at.UTC().Truncate(time.Microsecond)
+		if y := at.Year(); y < 0 || y > 9999 {
+			// PostgreSQL would store it, but the API could not write it
+			// back as RFC 3339.
+			return store.NewBatch{}, errorf(http.StatusBadRequest, "field created_at: %q is in the year %d in UTC; it must be in the years 0000 to 9999", *b.CreatedAt, y)
+		}
+		if at.IsZero() {
+			// The store takes the zero time for "not given" and would put
+			// the time of receipt in its place; an explicit time is kept or
+			// refused, never replaced.
+			return store.NewBatch{}, errorf(http.StatusBadRequest, "field created_at: %q is 0001-01-01T00:00:00Z, which is reserved (it means \"not given\"); omit created_at for the time of receipt, or give another time", *b.CreatedAt)
+		}
+		nb.CreatedAt = at
 	}
 	return nb, nil
 }
 
+// checkKey checks an id or service_id as the batches table will: its CHECK
+// is length(…) <= 256, and PostgreSQL's length counts characters.
+func checkKey(field, value string) *Error {
+	if value == "" {
+		return errorf(http.StatusBadRequest, "field %s: required", field)
+	}
+	if problem := textProblem(value); problem != "" {
+		return errorf(http.StatusBadRequest, "field %s: %s", field, problem)
+	}
+	if utf8.RuneCountInString(value) > 256 {
+		return errorf(http.StatusBadRequest, "field %s: longer than 256 characters", field)
+	}
+	return nil
+}
+
+// textProblem says why PostgreSQL would refuse s as text, or "". It refuses
+// invalid UTF-8 and NUL with an error (SQLSTATE 22021) that would otherwise
+// be a 500, so every string a query is given passes here first.
+func textProblem(s string) string {
+	switch {
+	case !utf8.ValidString(s):
+		return "not valid UTF-8"
+	case strings.IndexByte(s, 0) >= 0:
+		return "holds a NUL character (U+0000), which PostgreSQL text cannot hold"
+	}
+	return ""
+}
+
 // GetBatch answers GET /v1/batches/{id}.
 func (s *Server) GetBatch(c echo.Context, id string) error {
+	if problem := textProblem(id); problem != "" {
+		return errorf(http.StatusBadRequest, "path parameter id: %s", problem)
+	}
 	b, err := s.store.BatchGet(c.Request().Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		return errorf(http.StatusNotFound, "batch %q not found", id)
@@ -182,7 +464,7 @@ func (s *Server) GetBatch(c echo.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, apigen.BatchResult{Success: true, Batch: toBatch(b)})
+	return c.JSON(http.StatusOK, batchResultJSON{BatchResult: apigen.BatchResult{Success: true}, Batch: toBatch(b)})
 }
 
 // ListBatches answers GET /v1/batches: one page of batches by id. Unknown and
@@ -190,6 +472,11 @@ func (s *Server) GetBatch(c echo.Context, id string) error {
 // queryGuards); limit arrives as text, so that a bad one gets this message.
 func (s *Server) ListBatches(c echo.Context, params apigen.ListBatchesParams) error {
 	f := store.BatchListParams{ServiceID: deref(params.ServiceID), After: deref(params.After), Limit: 100}
+	for _, q := range []struct{ name, value string }{{"service_id", f.ServiceID}, {"after", f.After}} {
+		if problem := textProblem(q.value); problem != "" {
+			return errorf(http.StatusBadRequest, "query parameter %s: %s", q.name, problem)
+		}
+	}
 	if st := deref(params.Status); st != "" {
 		parsed, err := store.ParseBatchStatus(string(st))
 		if err != nil {
@@ -208,7 +495,7 @@ func (s *Server) ListBatches(c echo.Context, params apigen.ListBatchesParams) er
 	if err != nil {
 		return err
 	}
-	page := apigen.BatchPage{Success: true, Batches: make([]apigen.Batch, len(batches))}
+	page := batchPageJSON{BatchPage: apigen.BatchPage{Success: true}, Batches: make([]batchJSON, len(batches))}
 	for i, b := range batches {
 		page.Batches[i] = toBatch(b)
 	}

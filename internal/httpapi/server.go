@@ -9,6 +9,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -176,9 +177,18 @@ func (s *Server) handleError(err error, c echo.Context) {
 }
 
 // decodeJSON decodes the body strictly: unknown fields and trailing data are
-// refused, and a body over the limit is 413.
+// refused, and a body over the limit is 413. Text that encoding/json would
+// quietly turn into U+FFFD is refused too (checkJSONText): "svc\xff" and
+// "svc\xfe" would be one service.
 func decodeJSON(c echo.Context, v any) error {
-	dec := json.NewDecoder(c.Request().Body)
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return jsonError(err)
+	}
+	if err := checkJSONText(body); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
@@ -193,9 +203,15 @@ func jsonError(err error) error {
 	var syntaxErr *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
 	var maxErr *http.MaxBytesError
+	var httpErr *echo.HTTPError
 	switch {
 	case errors.As(err, &maxErr):
 		return errorf(http.StatusRequestEntityTooLarge, "request body is larger than %d bytes", maxErr.Limit)
+	case errors.As(err, &httpErr):
+		// echo's body limit, from the reader of a body without a
+		// Content-Length (one with it is refused before the handler): the
+		// same answer either way.
+		return httpErr
 	case errors.Is(err, io.EOF):
 		return errorf(http.StatusBadRequest, "request body is empty")
 	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
