@@ -28,6 +28,7 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
 		fs.Int64Var(&c.API.MaxBodyBytes, "max-body-bytes", c.API.MaxBodyBytes, "largest request body the API accepts")
 		fs.IntVar(&c.API.MaxBatchesPerRequest, "max-batches-per-request", c.API.MaxBatchesPerRequest, "most batches in one POST /v1/batches")
 		fs.IntVar(&c.API.MaxPayloadBytes, "max-payload-bytes", c.API.MaxPayloadBytes, "largest batch payload the API accepts")
+		fs.DurationVar(&c.API.RequestTimeout, "api-request-timeout", c.API.RequestTimeout, "a request whose database work takes longer answers 503 (long-polls bound each database call with it)")
 		fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGTERM, how long to let in-flight work finish before cancelling it")
 	}
 	if parts.roles {

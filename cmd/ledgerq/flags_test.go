@@ -54,6 +54,7 @@ func TestRegisterConfig_EachFlagSetsItsOneField(t *testing.T) {
 		"--max-batches-per-request=3":  func(c *node.Config) { c.API.MaxBatchesPerRequest = 3 },
 		"--shutdown-timeout=1s":        func(c *node.Config) { c.ShutdownTimeout = time.Second },
 		"--http-addr=127.0.0.1:9":      func(c *node.Config) { c.API.Addr = "127.0.0.1:9" },
+		"--api-request-timeout=2s":     func(c *node.Config) { c.API.RequestTimeout = 2 * time.Second },
 		"--database-url=postgres://db": func(c *node.Config) { c.DatabaseURL = "postgres://db" },
 	} {
 		got, expected := node.Defaults(), node.Defaults()
@@ -81,6 +82,7 @@ func TestConfig_ValidateRefusesUnsafeCombinations(t *testing.T) {
 		"zero batch size":            func(c *node.Config) { c.Batch.SubmitBatchSize = 0 },
 		"zero poll interval":         func(c *node.Config) { c.Loops.PollInterval = 0 },
 		"no submitter loop":          func(c *node.Config) { c.Batch.Submitters = 0 },
+		"zero request timeout":       func(c *node.Config) { c.API.RequestTimeout = 0 },
 	} {
 		c := base()
 		mutate(&c)

@@ -38,12 +38,23 @@ type Config struct {
 	MaxBatchesPerRequest int
 	// MaxPayloadBytes limits one batch's decoded payload.
 	MaxPayloadBytes int
+	// RequestTimeout bounds each request: its context ends this long after
+	// the request was routed, so a database that does not answer makes it
+	// 503 instead of holding it. Zero means no bound. Long-poll routes
+	// (longPollRoutes) are not bounded here: they bound each database call
+	// themselves with it.
+	RequestTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20}
+	return Config{MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20, RequestTimeout: 5 * time.Second}
 }
+
+// longPollRoutes are the routes whose requests may wait longer than
+// RequestTimeout by design (Sawtooth's GET /batch_statuses?wait=N); they
+// bound each of their database calls with RequestTimeout instead.
+var longPollRoutes = map[string]bool{"/batch_statuses": true}
 
 // Readiness reports whether the database is reachable and migrated.
 type Readiness interface {
@@ -115,6 +126,8 @@ func New(cfg Config, deps Deps) *Server {
 			return nil
 		},
 	}))
+	// Added with e.Use, it runs after routing, so c.Path() is known.
+	e.Use(s.requestDeadline)
 
 	if reg := s.metrics.Registry(); reg != nil {
 		s.promHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
@@ -164,6 +177,14 @@ func (s *Server) handleError(err error, c echo.Context) {
 		if status == http.StatusRequestEntityTooLarge {
 			msg = fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes)
 		}
+	case errors.Is(err, context.DeadlineExceeded):
+		// The request's deadline (requestDeadline) passed while it waited
+		// for the database: a pool connection or a statement.
+		status, msg = http.StatusServiceUnavailable, "database did not answer in time"
+		if s.cfg.RequestTimeout > 0 {
+			msg = fmt.Sprintf("database did not answer within %s", s.cfg.RequestTimeout)
+		}
+		s.logger.Warn("httpapi: database did not answer in time", "error", err, "uri", c.Request().RequestURI, "timeout", s.cfg.RequestTimeout)
 	case store.IsUnavailable(err):
 		status, msg = http.StatusServiceUnavailable, "database unavailable"
 		s.logger.Warn("httpapi: database unavailable", "error", err, "uri", c.Request().RequestURI)
@@ -240,5 +261,21 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		s.metrics.HTTPRequest(c.Path(), c.Request().Method, c.Response().Status, time.Since(began))
 		return err
+	}
+}
+
+// requestDeadline ends the request's context RequestTimeout after routing,
+// so that every database call of the request (pool acquire and statements)
+// gives up by then; pgx cancels a statement in PostgreSQL when its context
+// ends. Long-poll routes are skipped: they bound each call themselves.
+func (s *Server) requestDeadline(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.cfg.RequestTimeout <= 0 || longPollRoutes[c.Path()] {
+			return next(c)
+		}
+		ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.RequestTimeout)
+		defer cancel()
+		c.SetRequest(c.Request().WithContext(ctx))
+		return next(c)
 	}
 }

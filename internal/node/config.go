@@ -50,6 +50,8 @@ type APIConfig struct {
 	MaxBatchesPerRequest int
 	// MaxPayloadBytes limits one batch's decoded payload.
 	MaxPayloadBytes int
+	// RequestTimeout bounds each request's database work (503 past it).
+	RequestTimeout time.Duration
 }
 
 // LoopsConfig chooses the roles this process runs and their shared timings.
@@ -143,6 +145,7 @@ func Defaults() Config {
 		API: APIConfig{
 			Enabled: true, Addr: "127.0.0.1:8080",
 			MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20,
+			RequestTimeout: 5 * time.Second,
 		},
 		Loops: LoopsConfig{
 			Queuer: true, Submitter: true, Monitor: true,
@@ -186,6 +189,8 @@ func (c *Config) ValidateSettings() error {
 		return errors.New("--shutdown-timeout must not be negative")
 	case c.API.MaxBodyBytes < 1 || c.API.MaxBatchesPerRequest < 1 || c.API.MaxPayloadBytes < 1:
 		return errors.New("--max-body-bytes, --max-batches-per-request and --max-payload-bytes must be at least 1")
+	case c.API.RequestTimeout <= 0:
+		return errors.New("--api-request-timeout must be positive")
 	case b.Ledger.Instance == nil && b.Ledger.Kind != BatchLedgerSim && b.Ledger.Kind != BatchLedgerSawtooth:
 		return fmt.Errorf("--batch-ledger %q: want sim or sawtooth", b.Ledger.Kind)
 	case b.Ledger.Instance == nil && b.Ledger.Kind == BatchLedgerSawtooth && b.Ledger.URL == "":

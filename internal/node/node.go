@@ -125,6 +125,7 @@ func (n *Node) build() error {
 	}
 	n.api = httpapi.New(httpapi.Config{
 		MaxBodyBytes: c.API.MaxBodyBytes, MaxBatchesPerRequest: c.API.MaxBatchesPerRequest, MaxPayloadBytes: c.API.MaxPayloadBytes,
+		RequestTimeout: c.API.RequestTimeout,
 	}, httpapi.Deps{Store: n.store, Ready: n, Clock: n.clock, Logger: n.logger, Metrics: n.metrics})
 	n.wireBatchLane()
 	n.metrics.RegisterDepth("batch", store.BatchWaitingStates,
