@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -126,6 +127,7 @@ func New(cfg Config, deps Deps) *Server {
 			return nil
 		},
 	}))
+	e.Use(watchBody)
 	// Added with e.Use, it runs after routing, so c.Path() is known.
 	e.Use(s.requestDeadline)
 
@@ -165,7 +167,12 @@ func (s *Server) handleError(err error, c echo.Context) {
 	status, msg := http.StatusInternalServerError, "internal error"
 	var apiErr *Error
 	var he *echo.HTTPError
+	body, _ := c.Get(watchedBodyKey).(*watchedBody)
 	switch {
+	case body != nil && body.timedOut:
+		// Whatever the handler made of the cut-off body, the client was too
+		// slow to send it (the server's ReadTimeout).
+		status, msg = http.StatusRequestTimeout, "request body was not received within the server's read timeout"
 	case errors.As(err, &apiErr):
 		status, msg = apiErr.Status, apiErr.Message
 	case errors.As(err, &he):
@@ -278,4 +285,34 @@ func (s *Server) requestDeadline(next echo.HandlerFunc) echo.HandlerFunc {
 		c.SetRequest(c.Request().WithContext(ctx))
 		return next(c)
 	}
+}
+
+const watchedBodyKey = "httpapi.body"
+
+// watchBody wraps the request body so that handleError can tell a body cut
+// off by the server's read deadline (a client trickling it) from a bad one.
+func watchBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if req.Body != nil && req.Body != http.NoBody {
+			b := &watchedBody{ReadCloser: req.Body}
+			req.Body = b
+			c.Set(watchedBodyKey, b)
+		}
+		return next(c)
+	}
+}
+
+type watchedBody struct {
+	io.ReadCloser
+	timedOut bool
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	var netErr net.Error
+	if err != nil && errors.As(err, &netErr) && netErr.Timeout() {
+		b.timedOut = true
+	}
+	return n, err
 }
