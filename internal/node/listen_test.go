@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -77,4 +78,33 @@ func TestListen_AHandlerThatWaitsLongerThanTheWriteTimeoutStillAnswers(t *testin
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "done", string(body))
+}
+
+// A handler's own write deadline (a stream's) is kept: the first write does
+// not replace it with WriteTimeout.
+func TestListen_AHandlersOwnWriteDeadlineIsKept(t *testing.T) {
+	t.Parallel()
+	result := make(chan error, 1)
+	addr := serveHandler(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(-time.Second)); err != nil {
+			result <- err
+			return
+		}
+		_, err := io.WriteString(w, "late")
+		if err == nil {
+			err = http.NewResponseController(w).Flush()
+		}
+		result <- err
+	}))
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = io.WriteString(conn, "GET /stream HTTP/1.1\r\nHost: ledgerq\r\n\r\n")
+	require.NoError(t, err)
+	select {
+	case err := <-result:
+		require.ErrorIs(t, err, os.ErrDeadlineExceeded, "the handler's past deadline was replaced")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler did not finish")
+	}
 }

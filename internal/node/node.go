@@ -458,7 +458,14 @@ func (w *deadlineWriter) Write(p []byte) (int, error) {
 	return w.ResponseWriter.Write(p)
 }
 
-// Unwrap lets http.ResponseController (flush, deadlines) reach the server's
+// SetWriteDeadline is what http.ResponseController calls: a handler's own
+// deadline replaces the one the first write would set.
+func (w *deadlineWriter) SetWriteDeadline(t time.Time) error {
+	w.started = true
+	return http.NewResponseController(w.ResponseWriter).SetWriteDeadline(t)
+}
+
+// Unwrap lets http.ResponseController (flush, hijack) reach the server's
 // writer.
 func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
