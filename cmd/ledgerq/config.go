@@ -28,6 +28,12 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
 		fs.Int64Var(&c.API.MaxBodyBytes, "max-body-bytes", c.API.MaxBodyBytes, "largest request body the API accepts")
 		fs.IntVar(&c.API.MaxBatchesPerRequest, "max-batches-per-request", c.API.MaxBatchesPerRequest, "most batches in one POST /v1/batches")
 		fs.IntVar(&c.API.MaxPayloadBytes, "max-payload-bytes", c.API.MaxPayloadBytes, "largest batch payload the API accepts")
+		fs.DurationVar(&c.API.RequestTimeout, "api-request-timeout", c.API.RequestTimeout, "a request whose database work takes longer answers 503 (long-polls bound each database call with it)")
+		fs.DurationVar(&c.API.ReadHeaderTimeout, "api-read-header-timeout", c.API.ReadHeaderTimeout, "time a client has to send a request's headers")
+		fs.DurationVar(&c.API.ReadTimeout, "api-read-timeout", c.API.ReadTimeout, "time a client has to send a whole request, headers and body (408 past it)")
+		fs.DurationVar(&c.API.WriteTimeout, "api-write-timeout", c.API.WriteTimeout, "time a client has to read a response, from its first byte (a long-poll's wait does not count)")
+		fs.DurationVar(&c.API.IdleTimeout, "api-idle-timeout", c.API.IdleTimeout, "close a keep-alive connection that waits longer for its next request")
+		fs.IntVar(&c.API.MaxConnections, "api-max-connections", c.API.MaxConnections, "most connections the API holds open; at the cap a new one closes the longest-idle keep-alive connection or waits")
 		fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGTERM, how long to let in-flight work finish before cancelling it")
 	}
 	if parts.roles {

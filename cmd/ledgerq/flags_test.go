@@ -54,6 +54,12 @@ func TestRegisterConfig_EachFlagSetsItsOneField(t *testing.T) {
 		"--max-batches-per-request=3":  func(c *node.Config) { c.API.MaxBatchesPerRequest = 3 },
 		"--shutdown-timeout=1s":        func(c *node.Config) { c.ShutdownTimeout = time.Second },
 		"--http-addr=127.0.0.1:9":      func(c *node.Config) { c.API.Addr = "127.0.0.1:9" },
+		"--api-request-timeout=2s":     func(c *node.Config) { c.API.RequestTimeout = 2 * time.Second },
+		"--api-read-header-timeout=3s": func(c *node.Config) { c.API.ReadHeaderTimeout = 3 * time.Second },
+		"--api-read-timeout=4s":        func(c *node.Config) { c.API.ReadTimeout = 4 * time.Second },
+		"--api-write-timeout=6s":       func(c *node.Config) { c.API.WriteTimeout = 6 * time.Second },
+		"--api-idle-timeout=7s":        func(c *node.Config) { c.API.IdleTimeout = 7 * time.Second },
+		"--api-max-connections=9":      func(c *node.Config) { c.API.MaxConnections = 9 },
 		"--database-url=postgres://db": func(c *node.Config) { c.DatabaseURL = "postgres://db" },
 	} {
 		got, expected := node.Defaults(), node.Defaults()
@@ -81,6 +87,10 @@ func TestConfig_ValidateRefusesUnsafeCombinations(t *testing.T) {
 		"zero batch size":            func(c *node.Config) { c.Batch.SubmitBatchSize = 0 },
 		"zero poll interval":         func(c *node.Config) { c.Loops.PollInterval = 0 },
 		"no submitter loop":          func(c *node.Config) { c.Batch.Submitters = 0 },
+		"zero request timeout":       func(c *node.Config) { c.API.RequestTimeout = 0 },
+		"zero idle timeout":          func(c *node.Config) { c.API.IdleTimeout = 0 },
+		"header timeout over read":   func(c *node.Config) { c.API.ReadHeaderTimeout = time.Minute },
+		"no connections":             func(c *node.Config) { c.API.MaxConnections = 0 },
 	} {
 		c := base()
 		mutate(&c)

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -39,12 +40,23 @@ type Config struct {
 	MaxBatchesPerRequest int
 	// MaxPayloadBytes limits one batch's decoded payload.
 	MaxPayloadBytes int
+	// RequestTimeout bounds each request: its context ends this long after
+	// the request was routed, so a database that does not answer makes it
+	// 503 instead of holding it. Zero means no bound. Long-poll routes
+	// (longPollRoutes) are not bounded here: they bound each database call
+	// themselves with it.
+	RequestTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20}
+	return Config{MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20, RequestTimeout: 5 * time.Second}
 }
+
+// longPollRoutes are the routes whose requests may wait longer than
+// RequestTimeout by design (Sawtooth's GET /batch_statuses?wait=N); they
+// bound each of their database calls with RequestTimeout instead.
+var longPollRoutes = map[string]bool{"/batch_statuses": true}
 
 // Readiness reports whether the database is reachable and migrated.
 type Readiness interface {
@@ -116,6 +128,9 @@ func New(cfg Config, deps Deps) *Server {
 			return nil
 		},
 	}))
+	e.Use(watchBody)
+	// Added with e.Use, it runs after routing, so c.Path() is known.
+	e.Use(s.requestDeadline)
 
 	if reg := s.metrics.Registry(); reg != nil {
 		s.promHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
@@ -153,7 +168,12 @@ func (s *Server) handleError(err error, c echo.Context) {
 	status, msg := http.StatusInternalServerError, "internal error"
 	var apiErr *Error
 	var he *echo.HTTPError
+	body, _ := c.Get(watchedBodyKey).(*watchedBody)
 	switch {
+	case body != nil && body.timedOut:
+		// Whatever the handler made of the cut-off body, the client was too
+		// slow to send it (the server's ReadTimeout).
+		status, msg = http.StatusRequestTimeout, "request body was not received within the server's read timeout"
 	case errors.As(err, &apiErr):
 		status, msg = apiErr.Status, apiErr.Message
 	case errors.As(err, &he):
@@ -165,6 +185,14 @@ func (s *Server) handleError(err error, c echo.Context) {
 		if status == http.StatusRequestEntityTooLarge {
 			msg = fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBodyBytes)
 		}
+	case errors.Is(err, context.DeadlineExceeded):
+		// The request's deadline (requestDeadline) passed while it waited
+		// for the database: a pool connection or a statement.
+		status, msg = http.StatusServiceUnavailable, "database did not answer in time"
+		if s.cfg.RequestTimeout > 0 {
+			msg = fmt.Sprintf("database did not answer within %s", s.cfg.RequestTimeout)
+		}
+		s.logger.Warn("httpapi: database did not answer in time", "error", err, "uri", c.Request().RequestURI, "timeout", s.cfg.RequestTimeout)
 	case store.IsUnavailable(err):
 		status, msg = http.StatusServiceUnavailable, "database unavailable"
 		s.logger.Warn("httpapi: database unavailable", "error", err, "uri", c.Request().RequestURI)
@@ -257,4 +285,50 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		s.metrics.HTTPRequest(c.Path(), c.Request().Method, c.Response().Status, time.Since(began))
 		return err
 	}
+}
+
+// requestDeadline ends the request's context RequestTimeout after routing,
+// so that every database call of the request (pool acquire and statements)
+// gives up by then; pgx cancels a statement in PostgreSQL when its context
+// ends. Long-poll routes are skipped: they bound each call themselves.
+func (s *Server) requestDeadline(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.cfg.RequestTimeout <= 0 || longPollRoutes[c.Path()] {
+			return next(c)
+		}
+		ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.RequestTimeout)
+		defer cancel()
+		c.SetRequest(c.Request().WithContext(ctx))
+		return next(c)
+	}
+}
+
+const watchedBodyKey = "httpapi.body"
+
+// watchBody wraps the request body so that handleError can tell a body cut
+// off by the server's read deadline (a client trickling it) from a bad one.
+func watchBody(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if req.Body != nil && req.Body != http.NoBody {
+			b := &watchedBody{ReadCloser: req.Body}
+			req.Body = b
+			c.Set(watchedBodyKey, b)
+		}
+		return next(c)
+	}
+}
+
+type watchedBody struct {
+	io.ReadCloser
+	timedOut bool
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	var netErr net.Error
+	if err != nil && errors.As(err, &netErr) && netErr.Timeout() {
+		b.timedOut = true
+	}
+	return n, err
 }

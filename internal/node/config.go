@@ -50,6 +50,23 @@ type APIConfig struct {
 	MaxBatchesPerRequest int
 	// MaxPayloadBytes limits one batch's decoded payload.
 	MaxPayloadBytes int
+	// RequestTimeout bounds each request's database work (503 past it).
+	RequestTimeout time.Duration
+	// ReadHeaderTimeout bounds the reading of a request's headers.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds the reading of a whole request, headers and body:
+	// a body trickled slower is cut off with 408.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds the writing of a response, counted from its first
+	// byte rather than from the request, so that a long-poll may wait.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that waits longer for its
+	// next request.
+	IdleTimeout time.Duration
+	// MaxConnections caps the connections the API holds open. At the cap a
+	// new connection closes the longest-idle keep-alive one, or waits in the
+	// kernel's accept queue until a connection ends.
+	MaxConnections int
 }
 
 // LoopsConfig chooses the roles this process runs and their shared timings.
@@ -143,6 +160,8 @@ func Defaults() Config {
 		API: APIConfig{
 			Enabled: true, Addr: "127.0.0.1:8080",
 			MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20,
+			RequestTimeout: 5 * time.Second, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+			WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxConnections: 1024,
 		},
 		Loops: LoopsConfig{
 			Queuer: true, Submitter: true, Monitor: true,
@@ -186,6 +205,14 @@ func (c *Config) ValidateSettings() error {
 		return errors.New("--shutdown-timeout must not be negative")
 	case c.API.MaxBodyBytes < 1 || c.API.MaxBatchesPerRequest < 1 || c.API.MaxPayloadBytes < 1:
 		return errors.New("--max-body-bytes, --max-batches-per-request and --max-payload-bytes must be at least 1")
+	case c.API.RequestTimeout <= 0:
+		return errors.New("--api-request-timeout must be positive")
+	case c.API.ReadHeaderTimeout <= 0 || c.API.ReadTimeout <= 0 || c.API.WriteTimeout <= 0 || c.API.IdleTimeout <= 0:
+		return errors.New("--api-read-header-timeout, --api-read-timeout, --api-write-timeout and --api-idle-timeout must be positive")
+	case c.API.ReadHeaderTimeout > c.API.ReadTimeout:
+		return fmt.Errorf("--api-read-header-timeout (%s) must not be longer than --api-read-timeout (%s), which bounds the headers too", c.API.ReadHeaderTimeout, c.API.ReadTimeout)
+	case c.API.MaxConnections < 1:
+		return errors.New("--api-max-connections must be at least 1")
 	case b.Ledger.Instance == nil && b.Ledger.Kind != BatchLedgerSim && b.Ledger.Kind != BatchLedgerSawtooth:
 		return fmt.Errorf("--batch-ledger %q: want sim or sawtooth", b.Ledger.Kind)
 	case b.Ledger.Instance == nil && b.Ledger.Kind == BatchLedgerSawtooth && b.Ledger.URL == "":

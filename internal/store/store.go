@@ -7,6 +7,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -121,16 +125,52 @@ func one[T any](row T, err error) (T, error) {
 }
 
 // IsUnavailable reports whether err means the database could not be reached
-// (as opposed to the database refusing a statement).
+// or the connection to it was lost (a restart, a crash, a terminated backend,
+// a network cut), as opposed to the database refusing a statement: the
+// request or round may succeed if tried again later.
 func IsUnavailable(err error) bool {
 	if err == nil {
 		return false
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		// Class 08: connection exception; 57P01-03: admin shutdown, crash, cannot connect now.
-		return pgErr.Code[:2] == "08" || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+		return unavailableCode(pgErr.Code)
 	}
 	var connectErr *pgconn.ConnectError
-	return errors.As(err, &connectErr) || pgconn.SafeToRetry(err) || errors.Is(err, context.DeadlineExceeded)
+	var netErr net.Error
+	switch {
+	case errors.As(err, &connectErr), pgconn.SafeToRetry(err), pgconn.Timeout(err),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, pgconn.ErrConnClosed):
+		return true
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+		// The server closed the connection mid-message or between messages:
+		// pgx returns the read error as it is.
+		return true
+	case errors.As(err, &netErr):
+		// *net.OpError (connection reset by peer, broken pipe, refused) and
+		// the other errors of the network: the database is out of reach.
+		return true
+	}
+	for _, errno := range []syscall.Errno{syscall.ECONNRESET, syscall.ECONNREFUSED, syscall.ECONNABORTED,
+		syscall.EPIPE, syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ENETDOWN} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
+}
+
+// unavailableCode reports whether a SQLSTATE says the server cannot serve now
+// rather than that it refuses the statement.
+func unavailableCode(code string) bool {
+	if strings.HasPrefix(code, "08") { // connection exception
+		return true
+	}
+	switch code {
+	case "57P01", "57P02", "57P03", // admin shutdown, crash shutdown, cannot connect now
+		"53300", // too many connections
+		"57014": // query canceled: statement_timeout, or the cancel sent when a deadline passed
+		return true
+	}
+	return false
 }

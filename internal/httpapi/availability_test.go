@@ -1,0 +1,332 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/httpapi"
+	"github.com/ledgerq/ledgerq/internal/metrics"
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testdb"
+)
+
+// lockBatches holds ACCESS EXCLUSIVE on ledgerq.batches from a connection of
+// its own, so that every API statement on the table waits in PostgreSQL, as
+// it does while the database is frozen. The lock is released by the returned
+// function, or after hold at the latest (so that a server that waits for it
+// fails the test instead of hanging it).
+func lockBatches(t *testing.T, dbURL string, hold time.Duration) (release func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cfg, err := pgx.ParseConfig(dbURL)
+	require.NoError(t, err)
+	cfg.RuntimeParams["application_name"] = "locker"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `LOCK TABLE ledgerq.batches IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	done := make(chan struct{})
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		select {
+		case <-done:
+		case <-time.After(hold):
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = tx.Rollback(ctx)
+		_ = conn.Close(ctx)
+	}()
+	var once bool
+	release = func() {
+		if !once {
+			once = true
+			close(done)
+		}
+		<-released
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// lockWaiters counts the backends of the API's pool (application_name
+// ledgerq) that wait for a lock in database name.
+func (f *apiFixture) lockWaiters() int {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, f.db.AdminURL)
+	require.NoError(f.t, err)
+	defer conn.Close(ctx)
+	var n int
+	require.NoError(f.t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = $1 AND application_name = 'ledgerq' AND wait_event_type = 'Lock'`, f.db.Name).Scan(&n))
+	return n
+}
+
+func TestAPI_RequestsWhileTheDatabaseHangsAnswer503ByTheRequestTimeout(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(c *httpapi.Config) { c.RequestTimeout = 300 * time.Millisecond })
+	id, payload := signedBatch(t)
+	require.Equal(t, http.StatusCreated, f.post("/v1/batches", batchBody(t, id, "svc", payload, "")).StatusCode)
+	newID, newPayload := signedBatch(t)
+
+	release := lockBatches(t, f.db.URL, 20*time.Second)
+	requests := map[string]func() httpResult{
+		"GET one":  func() httpResult { return f.get("/v1/batches/" + id) },
+		"GET list": func() httpResult { return f.get("/v1/batches?service_id=svc") },
+		"POST":     func() httpResult { return f.post("/v1/batches", batchBody(t, newID, "svc", newPayload, "")) },
+	}
+	for name, do := range requests {
+		began := time.Now()
+		resp := do()
+		took := time.Since(began)
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s while the table is locked: %s", name, resp.Body)
+		require.JSONEq(t, `{"success":false,"message":"database did not answer within 300ms"}`, resp.Body, name)
+		require.Less(t, took, 3*time.Second, "%s answered after %s", name, took)
+	}
+	// The timed-out statements were cancelled in PostgreSQL, not left
+	// waiting for the lock on connections the pool gave up.
+	require.Eventually(t, func() bool { return f.lockWaiters() == 0 }, 5*time.Second, 50*time.Millisecond,
+		"statements of timed-out requests still wait for the lock")
+
+	release()
+	for name, do := range requests {
+		resp := do()
+		want := http.StatusOK
+		if name == "POST" {
+			want = http.StatusCreated
+		}
+		require.Equal(t, want, resp.StatusCode, "%s after the lock is released: %s", name, resp.Body)
+	}
+	require.Equal(t, 2, f.count(), fmt.Sprintf("the POST that timed out stored nothing; its retry stored %s", newID))
+}
+
+// serveOn serves the API over st (a store on db, perhaps through a proxy).
+func serveOn(t *testing.T, db *testdb.DB, st *store.Store, mutate ...func(*httpapi.Config)) *apiFixture {
+	t.Helper()
+	cfg := httpapi.DefaultConfig()
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	m := metrics.New()
+	api := httpapi.New(cfg, httpapi.Deps{Store: st, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: m})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	return &apiFixture{t: t, db: db, url: srv.URL, metrics: m}
+}
+
+// terminateAPIBackends ends, as pg_terminate_backend does for an operator or
+// a restarting server, every backend the API's pool holds in f's database.
+func (f *apiFixture) terminateAPIBackends() int {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, f.db.AdminURL)
+	require.NoError(f.t, err)
+	defer conn.Close(ctx)
+	var n int
+	require.NoError(f.t, conn.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = $1 AND application_name = 'ledgerq' AND pid <> pg_backend_pid()) t`, f.db.Name).Scan(&n))
+	return n
+}
+
+// requireAvailableOr503 sends each request and requires an answer that is
+// either what the request gets from a working database or 503: a lost
+// connection is never the client's fault (4xx) nor a server bug (500).
+func requireAvailableOr503(t *testing.T, what string, requests map[string]func() httpResult, ok map[string]int) {
+	t.Helper()
+	for name, do := range requests {
+		resp := do()
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			require.Contains(t, resp.Body, `"success":false`)
+			continue
+		}
+		require.Equal(t, ok[name], resp.StatusCode, "%s, %s: %s", what, name, resp.Body)
+	}
+}
+
+func TestAPI_TerminatedBackendsAnswer503OrSucceedNever500(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	id, payload := signedBatch(t)
+	body := batchBody(t, id, "svc", payload, "")
+	require.Equal(t, http.StatusCreated, f.post("/v1/batches", body).StatusCode)
+	requests := map[string]func() httpResult{
+		"GET one":  func() httpResult { return f.get("/v1/batches/" + id) },
+		"GET list": func() httpResult { return f.get("/v1/batches?service_id=svc") },
+		"POST":     func() httpResult { return f.post("/v1/batches", body) },
+	}
+	ok := map[string]int{"GET one": http.StatusOK, "GET list": http.StatusOK, "POST": http.StatusOK}
+
+	// Between requests: the pool's idle connections are dead when the next
+	// requests take them.
+	for round := range 3 {
+		var wg sync.WaitGroup
+		for range 4 { // several pool connections
+			wg.Go(func() { f.get("/v1/batches/" + id) })
+		}
+		wg.Wait()
+		require.Positive(t, f.terminateAPIBackends())
+		requireAvailableOr503(t, fmt.Sprintf("round %d, after its backends were terminated", round), requests, ok)
+	}
+
+	// Mid-request: the requests wait for a lock when their backends end.
+	// A fresh pool, so that none of them meets a connection the last round
+	// left dead, and every one reaches the lock.
+	f.db.Store.Pool().Reset()
+	release := lockBatches(t, f.db.URL, 20*time.Second)
+	answers := make(chan string, len(requests))
+	for name, do := range requests {
+		go func() {
+			resp := do()
+			answers <- fmt.Sprintf("%s %d %s", name, resp.StatusCode, resp.Body)
+		}()
+	}
+	require.Eventually(t, func() bool { return f.lockWaiters() == len(requests) }, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, len(requests), f.terminateAPIBackends())
+	for range requests {
+		select {
+		case a := <-answers:
+			require.Contains(t, a, " 503 ", "a request whose backend was terminated")
+		case <-time.After(10 * time.Second):
+			t.Fatal("a request whose backend was terminated did not answer")
+		}
+	}
+	release()
+	requireAvailableOr503(t, "after the lock is released", requests, ok)
+}
+
+// tcpProxy forwards connections to a PostgreSQL server and can cut them all
+// with a reset, as a crashed server, a restarted host or a dropped network
+// path does.
+type tcpProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []*net.TCPConn
+}
+
+func startProxy(t *testing.T, target string) *tcpProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &tcpProxy{ln: ln, target: target}
+	t.Cleanup(func() { _ = ln.Close(); p.cut(true) })
+	go func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = client.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, client.(*net.TCPConn), server.(*net.TCPConn))
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(server, client); _ = server.Close() }()
+			go func() { _, _ = io.Copy(client, server); _ = client.Close() }()
+		}
+	}()
+	return p
+}
+
+// cut closes every connection the proxy holds, on both sides: with a reset
+// (RST) when reset is set, as a dropped path or a rebooted host does, or
+// else with a FIN, as when the server's process dies.
+func (p *tcpProxy) cut(reset bool) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		if reset {
+			_ = c.SetLinger(0)
+		}
+		_ = c.Close()
+	}
+	n := len(p.conns)
+	p.conns = nil
+	return n
+}
+
+func TestAPI_ConnectionsCutMidRequestAnswer503OrSucceedNever500(t *testing.T) {
+	t.Parallel()
+	for name, reset := range map[string]bool{"reset": true, "closed": false} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testConnectionsCut(t, reset)
+		})
+	}
+}
+
+func testConnectionsCut(t *testing.T, reset bool) {
+	db := testdb.New(t)
+	u, err := url.Parse(db.URL)
+	require.NoError(t, err)
+	proxy := startProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, u.String())
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	f := serveOn(t, db, st)
+
+	id, payload := signedBatch(t)
+	body := batchBody(t, id, "svc", payload, "")
+	require.Equal(t, http.StatusCreated, f.post("/v1/batches", body).StatusCode)
+	requests := map[string]func() httpResult{
+		"GET one":  func() httpResult { return f.get("/v1/batches/" + id) },
+		"GET list": func() httpResult { return f.get("/v1/batches?service_id=svc") },
+		"POST":     func() httpResult { return f.post("/v1/batches", body) },
+	}
+	ok := map[string]int{"GET one": http.StatusOK, "GET list": http.StatusOK, "POST": http.StatusOK}
+
+	release := lockBatches(t, db.URL, 20*time.Second)
+	answers := make(chan string, len(requests))
+	for name, do := range requests {
+		go func() {
+			resp := do()
+			answers <- fmt.Sprintf("%s %d %s", name, resp.StatusCode, resp.Body)
+		}()
+	}
+	require.Eventually(t, func() bool { return f.lockWaiters() == len(requests) }, 10*time.Second, 20*time.Millisecond)
+	require.Positive(t, proxy.cut(reset))
+	for range requests {
+		select {
+		case a := <-answers:
+			require.Contains(t, a, " 503 ", "a request whose connection was cut")
+		case <-time.After(10 * time.Second):
+			t.Fatal("a request whose connection was cut did not answer")
+		}
+	}
+	release()
+	// Between requests: the pool's idle connections were cut.
+	for range 3 {
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() { f.get("/v1/batches/" + id) })
+		}
+		wg.Wait()
+		require.Positive(t, proxy.cut(reset))
+		requireAvailableOr503(t, "after the pool's connections were cut", requests, ok)
+	}
+}
