@@ -368,6 +368,9 @@ type ServerInterface interface {
 	// Healthz The process is up.
 	// (GET /healthz)
 	Healthz(ctx echo.Context) error
+	// HeadHealthz The process is up (GET /healthz without a body).
+	// (HEAD /healthz)
+	HeadHealthz(ctx echo.Context) error
 	// Metrics Prometheus metrics.
 	// (GET /metrics)
 	Metrics(ctx echo.Context) error
@@ -377,6 +380,9 @@ type ServerInterface interface {
 	// Readyz The database answers and is migrated.
 	// (GET /readyz)
 	Readyz(ctx echo.Context) error
+	// HeadReadyz The database answers and is migrated (GET /readyz without a body).
+	// (HEAD /readyz)
+	HeadReadyz(ctx echo.Context) error
 	// ListBatches List batches, by id, one page at a time.
 	// (GET /v1/batches)
 	ListBatches(ctx echo.Context, params ListBatchesParams) error
@@ -399,6 +405,15 @@ func (w *ServerInterfaceWrapper) Healthz(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.Healthz(ctx)
+	return err
+}
+
+// HeadHealthz converts echo context to params.
+func (w *ServerInterfaceWrapper) HeadHealthz(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.HeadHealthz(ctx)
 	return err
 }
 
@@ -426,6 +441,15 @@ func (w *ServerInterfaceWrapper) Readyz(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.Readyz(ctx)
+	return err
+}
+
+// HeadReadyz converts echo context to params.
+func (w *ServerInterfaceWrapper) HeadReadyz(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.HeadReadyz(ctx)
 	return err
 }
 
@@ -541,7 +565,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	}
 
 	router.GET(options.BaseURL+"/healthz", wrapper.Healthz, options.OperationMiddlewares["healthz"]...)
+	router.HEAD(options.BaseURL+"/healthz", wrapper.HeadHealthz, options.OperationMiddlewares["headHealthz"]...)
 	router.GET(options.BaseURL+"/readyz", wrapper.Readyz, options.OperationMiddlewares["readyz"]...)
+	router.HEAD(options.BaseURL+"/readyz", wrapper.HeadReadyz, options.OperationMiddlewares["headReadyz"]...)
 	router.GET(options.BaseURL+"/metrics", wrapper.Metrics, options.OperationMiddlewares["metrics"]...)
 	router.GET(options.BaseURL+"/openapi.json", wrapper.GetOpenAPI, options.OperationMiddlewares["getOpenAPI"]...)
 	router.GET(options.BaseURL+"/v1/batches", wrapper.ListBatches, options.OperationMiddlewares["listBatches"]...)
@@ -555,53 +581,56 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"xFrrbuQ2sn6Vgs4Bxgbkvoyd4KT9yznIxZvsjDH2Yn9ExogtVbeYSKSGpNxWBgb2afbB9kkWxYta6ovd",
-	"dsbJH1s3ksW6fFX1sT9HmaxqKVAYHc0+Rwp1LYVGe/Mtyz/gpwa1obtMCoPCXrK6LnnGDJdi/KuWgp7h",
-	"PavqEumyQq3ZEqNZ1IjfhFwJ+NSgaqFmilVoUEEmS9moKI50k2WodTRbsFLjQxzprMCK0Sz/q3ARzaL/",
-	"Ga8lHLu3evydUlJFDw8PcZSjzhSvSZZoRiIDF3VjzsEUCF4SEKxCbZ8sOJY5SLUp0ih6iKNLYVAJVrrp",
-	"n97zHxT2QkAj8L7GzGAOC8bLRuFQcK4h5V4qQJootZK+k+Z72Yj89YV8Jw0saCm77j8Eu2O8ZHNn6ddd",
-	"+qZAyJlhc6atJhqhkGUFLb6tpe7DZi0i6arzKe/SJiusuHnOaRlWXilZozIcgxfGUd179DlixmBVu/gw",
-	"bU1+TSZZoiKNZAqZQWuIofSXAtKr99c3ML6bjue0LuoUugADKco2hlWBpkAFpuAalIs20EYqzO0W7cBR",
-	"FIeV51KWyERv5Y/M6n8hVUVXUc4Mnhhe4XqQNoqLJY1ZcMF18cxBPO9tff24ZNp8xBAqu1/rZl5x81wp",
-	"PzXYPHOIwgz53TMHaVR3PMOPezaoDTP4lPdaj7q2X/ohjfOasny/iGa/HDi60dHD7VbsNWUJjTC8XPsC",
-	"ObtGYcgnRFP6UDSqsegZ1N3bT89jmjp/psdYzX5quKIpfyFPGGit23BQVl+EgYcOLRSvg2og1W0ngJz/",
-	"ipkhoa2Krmw+eVbY+pCjS26w0gcZkhb0EjClWEv3Au/NR7YwqLaD/EohGYPCWFgb1R6PFk1ZOpCi4fbx",
-	"Gw2pnSYd7XTGkAq3LbdhhfBl3O1xr94+oG5K8xLNHayuF8u9X+rrEHhDZacCVykcOXSMQUgDLRpwaHEc",
-	"Q+quUjiqWAtztHECQq7oXYFlnibiiJ7RWHCeSzMcx1QQkK3cs1EiojhC0VQktcBVFCApiiOaJ4qjGkVO",
-	"hotDjRNR8JasdY4vqy4I7lhpI4ULd3W7w/Z9GNjaNqXBEvMlqjcamNArVMDmsjHA3A67HBFEfg3hKKy1",
-	"5i6xDwV8LwI2OTuSNpkAG0AgF6TZisSTAg+AxHe4Cr512IdI0BnkRP1yl/8SYPGlo7grRZ+xma7+3jTU",
-	"PwtmYGXxSkmxPIeFVDAPJTNwc1ChvOkicXR/IlVO8Ph2qIGNcrdcsVaDFXlHRdObZrpfV2Fvu3T1I7LS",
-	"PLe6W2fsED1NbbMVy9ud4fASC/tFdgnduftTYu+LOSNdvUgqHW5tWCAOx3/4/v/h9PT0m3OwOnc295n9",
-	"jQbvknCU44I1pZm5DOdg6FMiQjIHbo5H8BPWhuSwNTnPlNSYSZE7HD2gzCDTL+XJnsJzGw2tdJROC2Q5",
-	"qo+aLwUzjUKbWSt2/zOKJXnC26++jqOKi3A/3WHPmrWlZDtWuiB9cFby3zGHa7YyUpoCUmutNAZqNr4+",
-	"OwdudgkCVaMNzDERKc9TYCK3H3YfaPfBHSq+aEdwYaCS2kB6clKx+xMv08m8Nagpa03h7/xbmLfg7XEM",
-	"UmQIOWYyx01F06iDdTysgbd17d/3CtA5llIsNRh5bjPQps8sZfAF5y4gBQKjbEXGj4EL53PPttWTxWgw",
-	"5WNx9gyQ72UiEuzSjZlug/6V1GYr+2zULr1yLLW4ywY5M/aOFWbw3/gsenj27Fd9TyXQocgPt7YF52Ih",
-	"t8X3gf9Gw483N1dwcXU5AwZ5o6j9AN0VB64YIxMvlBSGsj/zbjBKRCJuqM3NZdZUlIW4g52Lq8s32nqJ",
-	"lo3K0NYMqjHFzL7GrJDWzVCB5UIWLEOKqETQazKGphUDTzIujKlZzces5kskDSIsUaBilmZRsqJMd5RW",
-	"7Lf1i/Q4TgRFKU2pGiG4WIZF7T9Ng5iGv12/f0fenP7w3Q2MZY2C1Xz0q5YitTu0CVvbRenTGNLPScgE",
-	"SQDzJOSxJJol0X/+9e8kekhncDaZbKTkI1NgIg6nsY5jOJuc0Z9vYjibntrp5B0qTSiWiLnMOeoYfKRo",
-	"W6qRh+kYvpqcwqrgpYv1PcTLCDwlGOayO6XZT0pecdLwkQexucxbj2Ax/N8mgMUQyEFSUyLsjtxsCheN",
-	"pgqf7KGlfbaxTyqEgXKdJZwgl6htP5BjVjKF3pYs3OdbDOSS36GASiraLc0lMnQwarihjjq4PBXJpD4b",
-	"BlOKdm/zaBadjiajU4s7prBoMi5sCfI7XS/RwkAn5GUezaLwPh4yrW8nk+dRrKFqccVKV5IEGuAg3s2X",
-	"S3uIt1pJmtOav7bc35kTcteU3WbGPc7YUm9NVTHV7p4zjgxbaoLyTkk6uqVh4wqN4pnu6XGvhG80XClZ",
-	"oSmw0aBwybVRLQGCRQfqvvG+ltpWVuCS5AiuKabzREhRtr3u3QuoGqFhxU0BXhA4Sr0/ODRwGT3N8S6F",
-	"XB6fJ+JscgbSFKhWXHtPGpo+bOlJ05PI47pkfIND3cyGO83mV3mZwWjI2dNDOvJ5aOGeFTopHjFxHzr3",
-	"xssSzfsaxcXV5ctCZkt7oSDYrT2/Fpyuc1Soi1HBiumNRPJF4qKXEeOQYR7VnO1N9mOMf/3FIMa1Ql8e",
-	"ZT7QvLZ9IfW+1GO/mpy+9HSKEobd3GyQ7ZiBii99ZjmNYcWEgbNXOKx6F9YfnGbElISzArRhyngUStei",
-	"pjFoaqNXRTvaAbHdRhxRpF3nof2OMH/UsdYHFXuB9ydsNVo+kwunoXkLPPf9IRvwnzGka+40DdWe50AT",
-	"4ZihNT+6CzRL3lXWNs+G9G/r4M2OuGzXXQpqxzxZtty2CCNLc0WzyJYCURxRNUV4OqCz96Jt/OR61lJ2",
-	"Rd/3eDZx37odc36QFw1OCraluSK9Uxm2bzlbnQ1W85VYNJtOJrYT41VT2buJ7Xf8bbx56LW7k9yjIJ5r",
-	"WFoeQrlCyyroyCVbvOOy0R053nOW433bcDz8Y4a6/YOJ4kkj2LOIXce5zvnlInjEyyHtgCHDs+o1ED4+",
-	"qn9+OwSPn7k2QfDYBXVsezK7qa597+NHx1s+xFEt9Z4yjdoAin15AEsMR8wRIYkITYRb46RGdeKPR9MY",
-	"ppNJv5cYwXd3qFpTUNNGEe/OTzmV9ZgIo5jQLCOZZsAXwEQL3GAF9sjV9xpCuuEelcJRbDfbaN3aOe5d",
-	"uDmoww27oEalVrjg95g7OOCGWtMc7xNxlPq9/DK9nfkGbo09MwjURnq8Cwhr2QdCL923Mm+/rG/3aP6H",
-	"Id/ik/6rhdY2h7IjxKyZvRdRNcZKmxSDwT0CI2hWIXixzoNpE5EVTCwxH8GNtbDbCRTMs58Fq3HD/jNw",
-	"Vgt0TCI6uqY70h8QNYk9aH07mf65irkwUCLTphdlpB+vl3k7/H3BkeUsPT1MiZlipMHj11fMi1qSb/6E",
-	"n+KEw3VbLO1yq5wvFqioI/CSOHSfvrj6NFJCRVDk9TWD6WQagwdAC3E1qqDvVyg/++BcMrUMGXoXfUOW",
-	"dxhXShG+fAKkLcfpGepAOPUX6oYP2W7vKX9JErwmg/cz1TBFdXl9Vw4cFtDjzzx/eKytdczyEzXtzfpX",
-	"H7mP2q2ThnWpVDNTrCslW88O8fsvLZv2g9fN+ndOfwpr8Rc5V3dkt8d/Hrqn278ykXOqygIZ5XjqHm8w",
-	"Wpu919Rtl+RrfyqZQDj6sa1R+W7lB8VzR8OfKNKTP/3y31te/7i3znx99P7fAAAA//8=",
+	"zFrrctvGFX6VM2hnTM5AvFhKpqF+Ka0Tu0ltjaVOf4QeYwkcEpsAu/DuQhTi0Uyfpg/WJ+mcvYAALxKl",
+	"WEn/2CKA3T3X79z2c5TKspIChdHR7HOkUFdSaLQ/vmXZe/xUozb0K5XCoLB/sqoqeMoMl2L8s5aCnuEt",
+	"K6sC6c8StWYrjGZRLX4Rci3gU42qgYopVqJBBaksZK2iONJ1mqLW0WzJCo13caTTHEtGu/xZ4TKaRX8a",
+	"bygcu7d6/EopqaK7u7s4ylCnildESzQjkoGLqjbnYHIETwkIVqK2T5Yciwyk2iZpFN3F0RthUAlWuO0f",
+	"5vk3EnshoBZ4W2FqMIMl40WtsE8415BwTxUgbZRYSt9K852sRfb8RL6VBpZ0lD33n4LdMF6whdP08x59",
+	"nSNkzLAF01YStVDI0pwO35VS+2G9IZFk1dqUN2mT5pbcLON0DCsulaxQGY7BCuOo6jz6HDFjsKycf5im",
+	"IrsmlaxQkURShcygVUSf+jcCkst3V9cwvpmOF3Qu6gRaBwMpiiaGdY4mRwUm5xqU8zbQRirMLIt24SiK",
+	"w8kLKQtkonPyR2blv5SqpL+ijBk8MbzEzSJtFBcrWrPkguv8kYt41mF987hg2nzE4Cr7X+t6UXLzWCo/",
+	"1Vg/conCFPnNIxdpVDc8xY8HGNSGGXzIeq1FXdkv/ZLaWU1RvFtGs5+OXF3r6O7Dju/VRQG1MLzY2AIZ",
+	"u0ZhyCZEXXhXNKq26BnE3eGnYzF1lT3SYqxkP9Vc0ZY/kSX0pNYyHITVJaFnoX0NxRun6lH1oSVALn7G",
+	"1BDRVkSXNp48ym29y9Gf3GCpj1IkHegpYEqxhn4LvDUf2dKg2nXyS4WkDHJjYXVUeTxa1kXhQIqW28cv",
+	"NCR2m2S01xhDKNzV3JYWwpdxy+NBub1HXRfmKZI7WlxPpvsw1VfB8frCTgSuExg4dIxBSAMNGnBoMYwh",
+	"cX8lMChZAwu0fgJCruldjkWWzMWAntFacJZLOwxjSghIV+7ZaC6iOEJRl0S1wHUUICmKI9oniqMKRUaK",
+	"i0OOE5HzFqxxhi/L1gluWGE9hQv314c9uu/CwA7bFAYLzFaoXmhgQq9RAVvI2gBzHLYxIpD8HMSRW2vN",
+	"XWDvE/hOBGxyeiRpMgHWgUAuSbIlkScFHgGJb3EdbOu4D5GgM9CJ+ukm/yXA4kt7cZuKPoKZNv/eVtS/",
+	"cmZgbfFKSbE6h6VUsAgpM3BzVKK8bSJxdHsiVUbw+LIvga10t1izRoMleU9G09lmelhWgbd9snqNrDCP",
+	"ze42ETt4T13ZaMWyZq87PEXD/pB9RLfm/hDZh3zOSJcvkkj7rPUTxP7699/9FU5PT785Bytzp3Mf2V9o",
+	"8CYJgwyXrC7MzEU4B0Of5iIEc+BmOIIfsDJEh83JeaqkxlSKzOHoEWkGqX4lTw4knrtoaKmjcJojy1B9",
+	"1HwlmKkV2shastsfUazIEl5+9XUclVyE39M9+qxYU0i256QLkgdnBf8VM7hiayOlySGx2kpioGLj67Nz",
+	"4GYfIVDW2sAC5yLhWQJMZPbD9gPtPrhBxZfNCC4MlFIbSE5OSnZ74mk6WTQGNUWtKfyDfwuLBrw+hiBF",
+	"ipBhKjPcFjStOlrG/Rx4V9b+fScBXWAhxUqDkec2Am3bzEoGW3DmAlIgMIpWpPwYuHA292hdPZiMBlXe",
+	"52ePAPlOJCLC3rg1013Qv5Ta7ESfrdylk44lFndZL2bG3rDCDv4bH0WPj57drO+hANon+e6DLcG5WMpd",
+	"8r3jv9Dw+vr6Ei4u38yAQVYrKj9At8mBS8ZIxUslhaHoz7wZjOZiLq6pzM1kWpcUhbiDnYvLNy+0tRIt",
+	"a5WizRlUbfKZfY1pLq2ZoQLbC1myFMmj5oJekzI0nRj6JOPcmIpVfMwqvkKSIMIKBSpm2yxKlhTpBknJ",
+	"ftm8SIbxXJCX0paqFoKLVTjU/qdpEdPw96t3b8mak+9fXcNYVihYxUc/aykSy6EN2NoeSp/GkHyeh0gw",
+	"D2A+D3FsHs3m0X///Z95dJfM4Gwy2QrJA5PjXBzfxhrGcDY5o3++ieFsemq3kzeoNKHYXCxkxlHH4D1F",
+	"21SNLEzH8NXkFNY5L5yvH2i8jMC3BMNellPa/aTgJScJDzyILWTWeASL4S/bABZDaA6SmObCcuR2U7is",
+	"NWX4pA8t7bMtPikRBop1tuEEmURt64EM04Ip9Lpk4Xe204Fc8RsUUEpF3NJeIkUHo4YbqqiDyVOSTOKz",
+	"bjAlb/c6j2bR6WgyOrW4Y3KLJuPcpiC/0t8rtDDQEvkmi2ZReB/3O60vJ5PHtVhD1uKSlTYlCW2Ao/pu",
+	"Pl060HirlKQ9rfor2/s7c0Tu27JlZtzpGdvWW12WTDX794wjw1aaoLwVko4ok6douotB30lFOyzI5kQG",
+	"ZL+wYAUTqctfmKFyKIPXry7+dt4p5wLMEMCQ065lXWS+kLLAuq2h7PW9WnqErPb0e53NSwUKK5ue7Zjm",
+	"QEgg34kJbsh/8YY+8JWfkZbB4egh+cLAIpS3OFhzk7uakfYeHpT+XRyNSzSKp7pjxQd5fqHhUskSTY61",
+	"BoUrro1qCI4tNuOtAbytpLZ5LbgUZQRXhKjZXEhRNJ3eiSdf1UJbesETAoPEe6PDYpdPJRneJJDJ4flc",
+	"nE3OQJoc1Zpr78d9tQaWHnQ8InlcFYxvdbC3c5G9TuNPeZq70JKzh5e0rf++/jtaaKm4R8XdwHUQrVZo",
+	"3lUoLi7fPA2wdqQX0rH90vNnwekmQwhVCSpYM70Vxr8IKnXykTjE93slZyvDwwjvX38xgHeF6JfH+Pe0",
+	"ry0eSbxPtdivJqdPnQ1SuLbMzXq5BjNQ8pWP66cxrJkwcPYMo8K34fzeLCmmFCjNKXQo41Eo2ZCaxKBZ",
+	"o2GdN/sAuGXEgbULVFx7jjD7P4557++z22NN53njXWtuBxTpI57zwFZPw6coqr/VY2LnZth3MHz+gI1G",
+	"OxPgwtn5ogGe+R4L680QYkg284ckqNXPEebCdVc3M4Z9oa/gbXVqc9WQQttacrurVDSbSh+1697aiZMt",
+	"s0e2VRzNIqvDKI6oIqGo2BsJHYyZ8YPnWX+zJ/rege/IHzq3nT4dhQW9adsuNZckdyplDh1nK5zeab6a",
+	"iWbTycR2M3hZl/bXxPYM/M94e3C8vxtzQEA807CyvTzlihUroIFLmfCGy1q3A6aOsQwPseFmWfcp6sNv",
+	"DPcPKsHO8/ZdiXDGL5fBIp4emI5Y0r/vscGX+1d170D0keVHrk0gPHZOHVsItky1LbAufrS9/7s4qqQ+",
+	"kGwT7JDvyyMmLTBgrpk4F6EQd2ecVKhO/BWDJIbpZNKtx0fwimDX5Fys7IzZ3UHgVBrjXBjFhGYp0TQD",
+	"vgQmGuAGS7DXFny9LqRb7lEpXGdodxtt2iNufiXcHnK54YKK/Urhkt9i5uCAGw1cZHg7F4PE8/LT9MPM",
+	"N0E22DOD0B5MhvuAsJJdIPTUfSuz5svadmdUdtfvWfrU7dlca7cPucfFrJq9FVFOzQoXPL3CPQIjaFYi",
+	"eLLOg2rnIs2ZWGE2gmurYccJ5MxPEHJW4Zb+Z+C0Flqac9G2PNtrMb1m59xeVng5mf6+grkwUCDTpuNl",
+	"JB8vl0XTv6MzsH1/P2KhwEw+UuPw+QXzpMLym9/hOlu4oGIzqX1mlfHlEhXVdZ4Sh+7TJ9cQRkooCYq8",
+	"vGYwnUxj8ABoIa5CFeT9DEVEF5wLplYhQu9rgZLmHcYVUoQvHwBpOyfwU57QtO0e1C7vT4y8pfwhQfCK",
+	"FN6NVP0Q1cb1fTGwn0CPP/Ps7r7mhJvOPJDTXm9uTmXea3emdZtUqWIm32RKNp/t4/cfmjYdBq/rzV3B",
+	"36X39AcZVzv2PmA/d+3T3ZtaVEXHbUvRzXo63Z/RRu2dom43Jd/YU8EEwuB1U6Hy1cr3imdulHWiSE5+",
+	"guy/t7OxYeecxeb6yv8CAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
