@@ -38,11 +38,16 @@ type Config struct {
 	MaxBatchesPerRequest int
 	// MaxPayloadBytes limits one batch's decoded payload.
 	MaxPayloadBytes int
+	// RequestTimeout bounds each database call a request makes; zero means
+	// no bound. GET and POST /batch_statuses may wait far longer than this
+	// for batches to leave PENDING, so they bound each of their database
+	// calls with it instead of the whole request.
+	RequestTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20}
+	return Config{MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20, RequestTimeout: 5 * time.Second}
 }
 
 // Readiness reports whether the database is reachable and migrated.

@@ -107,6 +107,30 @@ func (e HealthStatus) Valid() bool {
 	}
 }
 
+// Defines values for SawtoothBatchStatusStatus.
+const (
+	SawtoothBatchStatusStatusCOMMITTED SawtoothBatchStatusStatus = "COMMITTED"
+	SawtoothBatchStatusStatusINVALID   SawtoothBatchStatusStatus = "INVALID"
+	SawtoothBatchStatusStatusPENDING   SawtoothBatchStatusStatus = "PENDING"
+	SawtoothBatchStatusStatusUNKNOWN   SawtoothBatchStatusStatus = "UNKNOWN"
+)
+
+// Valid indicates whether the value is a known member of the SawtoothBatchStatusStatus enum.
+func (e SawtoothBatchStatusStatus) Valid() bool {
+	switch e {
+	case SawtoothBatchStatusStatusCOMMITTED:
+		return true
+	case SawtoothBatchStatusStatusINVALID:
+		return true
+	case SawtoothBatchStatusStatusPENDING:
+		return true
+	case SawtoothBatchStatusStatusUNKNOWN:
+		return true
+	default:
+		return false
+	}
+}
+
 // Batch defines model for Batch.
 type Batch struct {
 	Attempts int `json:"attempts"`
@@ -209,6 +233,57 @@ type PostBatchesResult struct {
 	union json.RawMessage
 }
 
+// SawtoothBatchStatus defines model for SawtoothBatchStatus.
+type SawtoothBatchStatus struct {
+	ID     string                    `json:"id"`
+	Status SawtoothBatchStatusStatus `json:"status"`
+
+	// InvalidTransactions For an `INVALID` batch, its transactions with the reason; empty otherwise.
+	InvalidTransactions []SawtoothInvalidTransaction `json:"invalid_transactions"`
+}
+
+// SawtoothBatchStatusStatus defines model for SawtoothBatchStatus.Status.
+type SawtoothBatchStatusStatus string
+
+// SawtoothBatchStatuses defines model for SawtoothBatchStatuses.
+type SawtoothBatchStatuses struct {
+	Data []SawtoothBatchStatus `json:"data"`
+
+	// Link In answers to GET only, the URL of the query.
+	Link *string `json:"link,omitempty"`
+}
+
+// SawtoothError A Sawtooth REST API error.
+type SawtoothError struct {
+	Error SawtoothErrorDetail `json:"error"`
+}
+
+// SawtoothErrorDetail defines model for SawtoothErrorDetail.
+type SawtoothErrorDetail struct {
+	// Code Sawtooth's error code (below 100), or ledgerq's own (100 and up).
+	Code    int    `json:"code"`
+	Title   string `json:"title"`
+	Message string `json:"message"`
+}
+
+// SawtoothInvalidTransaction defines model for SawtoothInvalidTransaction.
+type SawtoothInvalidTransaction struct {
+	// ID The transaction's header signature.
+	ID string `json:"id"`
+
+	// Message Why the batch is invalid, as ledgerq recorded it (the ledger's message, or ledgerq's).
+	Message string `json:"message"`
+
+	// ExtendedData Family-specific data, base64; ledgerq records none, so it is absent, as Sawtooth leaves out empty fields.
+	ExtendedData *string `json:"extended_data,omitempty"`
+}
+
+// SawtoothLink defines model for SawtoothLink.
+type SawtoothLink struct {
+	// Link The absolute URL of `GET /batch_statuses` for the batches of the list.
+	Link string `json:"link"`
+}
+
 // BadRequest defines model for BadRequest.
 type BadRequest = Error
 
@@ -218,8 +293,43 @@ type InternalError = Error
 // NotFound defines model for NotFound.
 type NotFound = Error
 
+// SawtoothInternalError A Sawtooth REST API error.
+type SawtoothInternalError = SawtoothError
+
+// SawtoothUnavailable A Sawtooth REST API error.
+type SawtoothUnavailable = SawtoothError
+
 // Unavailable defines model for Unavailable.
 type Unavailable = Error
+
+// GetSawtoothBatchStatusesParams defines parameters for GetSawtoothBatchStatuses.
+type GetSawtoothBatchStatusesParams struct {
+	// ID Batch ids (header signatures), comma-separated. Required: without it
+	// the answer is 400 with code 66; an id that is not 128 lower case hex
+	// characters is 400 with code 60.
+	ID *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// Wait Seconds to wait until no batch is `PENDING` (see above).
+	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// PostSawtoothBatchStatusesJSONBody defines parameters for PostSawtoothBatchStatuses.
+type PostSawtoothBatchStatusesJSONBody = []string
+
+// PostSawtoothBatchStatusesParams defines parameters for PostSawtoothBatchStatuses.
+type PostSawtoothBatchStatusesParams struct {
+	// Wait As for `GET /batch_statuses`.
+	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// PostSawtoothBatchesParams defines parameters for PostSawtoothBatches.
+type PostSawtoothBatchesParams struct {
+	// ServiceID The service of every batch of the list (default the batch signer's public key).
+	ServiceID *string `form:"service_id,omitempty" json:"service_id,omitempty"`
+
+	// XLedgerqServiceID The service of every batch of the list, as the header (default the batch signer's public key).
+	XLedgerqServiceID *string `json:"X-Ledgerq-Service-Id,omitempty"`
+}
 
 // ListBatchesParams defines parameters for ListBatches.
 type ListBatchesParams struct {
@@ -235,6 +345,9 @@ type ListBatchesParams struct {
 	// After Only ids greater than this (the previous page's `next_after`).
 	After *string `form:"after,omitempty" json:"after,omitempty"`
 }
+
+// PostSawtoothBatchStatusesJSONRequestBody defines body for PostSawtoothBatchStatuses for application/json ContentType.
+type PostSawtoothBatchStatusesJSONRequestBody = PostSawtoothBatchStatusesJSONBody
 
 // PostBatchesJSONRequestBody defines body for PostBatches for application/json ContentType.
 type PostBatchesJSONRequestBody = BatchSubmission
@@ -365,6 +478,15 @@ func (t *PostBatchesResult) UnmarshalJSON(b []byte) error {
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// GetSawtoothBatchStatuses Sawtooth drop-in: the statuses of batches.
+	// (GET /batch_statuses)
+	GetSawtoothBatchStatuses(ctx echo.Context, params GetSawtoothBatchStatusesParams) error
+	// PostSawtoothBatchStatuses Sawtooth drop-in: the statuses of batches, ids in the body.
+	// (POST /batch_statuses)
+	PostSawtoothBatchStatuses(ctx echo.Context, params PostSawtoothBatchStatusesParams) error
+	// PostSawtoothBatches Sawtooth drop-in: store the batches of a BatchList.
+	// (POST /batches)
+	PostSawtoothBatches(ctx echo.Context, params PostSawtoothBatchesParams) error
 	// Healthz The process is up.
 	// (GET /healthz)
 	Healthz(ctx echo.Context) error
@@ -397,6 +519,84 @@ type ServerInterface interface {
 // ServerInterfaceWrapper converts echo contexts to parameters.
 type ServerInterfaceWrapper struct {
 	Handler ServerInterface
+}
+
+// GetSawtoothBatchStatuses converts echo context to params.
+func (w *ServerInterfaceWrapper) GetSawtoothBatchStatuses(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetSawtoothBatchStatusesParams
+	// ------------- Optional query parameter "id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "id", ctx.QueryParams(), &params.ID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", ctx.QueryParams(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wait: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetSawtoothBatchStatuses(ctx, params)
+	return err
+}
+
+// PostSawtoothBatchStatuses converts echo context to params.
+func (w *ServerInterfaceWrapper) PostSawtoothBatchStatuses(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PostSawtoothBatchStatusesParams
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", ctx.QueryParams(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wait: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PostSawtoothBatchStatuses(ctx, params)
+	return err
+}
+
+// PostSawtoothBatches converts echo context to params.
+func (w *ServerInterfaceWrapper) PostSawtoothBatches(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PostSawtoothBatchesParams
+	// ------------- Optional query parameter "service_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "service_id", ctx.QueryParams(), &params.ServiceID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter service_id: %s", err))
+	}
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "X-Ledgerq-Service-Id" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Ledgerq-Service-Id")]; found {
+		var XLedgerqServiceID string
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for X-Ledgerq-Service-Id, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Ledgerq-Service-Id", valueList[0], &XLedgerqServiceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter X-Ledgerq-Service-Id: %s", err))
+		}
+
+		params.XLedgerqServiceID = &XLedgerqServiceID
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PostSawtoothBatches(ctx, params)
+	return err
 }
 
 // Healthz converts echo context to params.
@@ -573,6 +773,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/batches", wrapper.ListBatches, options.OperationMiddlewares["listBatches"]...)
 	router.POST(options.BaseURL+"/v1/batches", wrapper.PostBatches, options.OperationMiddlewares["postBatches"]...)
 	router.GET(options.BaseURL+"/v1/batches/:id", wrapper.GetBatch, options.OperationMiddlewares["getBatch"]...)
+	router.POST(options.BaseURL+"/batches", wrapper.PostSawtoothBatches, options.OperationMiddlewares["postSawtoothBatches"]...)
+	router.GET(options.BaseURL+"/batch_statuses", wrapper.GetSawtoothBatchStatuses, options.OperationMiddlewares["getSawtoothBatchStatuses"]...)
+	router.POST(options.BaseURL+"/batch_statuses", wrapper.PostSawtoothBatchStatuses, options.OperationMiddlewares["postSawtoothBatchStatuses"]...)
 
 }
 
@@ -581,56 +784,97 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"zFrrctvGFX6VM2hnTM5AvFhKpqF+Ka0Tu0ltjaVOf4QeYwkcEpsAu/DuQhTi0Uyfpg/WJ+mcvYAALxKl",
-	"WEn/2CKA3T3X79z2c5TKspIChdHR7HOkUFdSaLQ/vmXZe/xUozb0K5XCoLB/sqoqeMoMl2L8s5aCnuEt",
-	"K6sC6c8StWYrjGZRLX4Rci3gU42qgYopVqJBBaksZK2iONJ1mqLW0WzJCo13caTTHEtGu/xZ4TKaRX8a",
-	"bygcu7d6/EopqaK7u7s4ylCnildESzQjkoGLqjbnYHIETwkIVqK2T5Yciwyk2iZpFN3F0RthUAlWuO0f",
-	"5vk3EnshoBZ4W2FqMIMl40WtsE8415BwTxUgbZRYSt9K852sRfb8RL6VBpZ0lD33n4LdMF6whdP08x59",
-	"nSNkzLAF01YStVDI0pwO35VS+2G9IZFk1dqUN2mT5pbcLON0DCsulaxQGY7BCuOo6jz6HDFjsKycf5im",
-	"IrsmlaxQkURShcygVUSf+jcCkst3V9cwvpmOF3Qu6gRaBwMpiiaGdY4mRwUm5xqU8zbQRirMLIt24SiK",
-	"w8kLKQtkonPyR2blv5SqpL+ijBk8MbzEzSJtFBcrWrPkguv8kYt41mF987hg2nzE4Cr7X+t6UXLzWCo/",
-	"1Vg/conCFPnNIxdpVDc8xY8HGNSGGXzIeq1FXdkv/ZLaWU1RvFtGs5+OXF3r6O7Dju/VRQG1MLzY2AIZ",
-	"u0ZhyCZEXXhXNKq26BnE3eGnYzF1lT3SYqxkP9Vc0ZY/kSX0pNYyHITVJaFnoX0NxRun6lH1oSVALn7G",
-	"1BDRVkSXNp48ym29y9Gf3GCpj1IkHegpYEqxhn4LvDUf2dKg2nXyS4WkDHJjYXVUeTxa1kXhQIqW28cv",
-	"NCR2m2S01xhDKNzV3JYWwpdxy+NBub1HXRfmKZI7WlxPpvsw1VfB8frCTgSuExg4dIxBSAMNGnBoMYwh",
-	"cX8lMChZAwu0fgJCruldjkWWzMWAntFacJZLOwxjSghIV+7ZaC6iOEJRl0S1wHUUICmKI9oniqMKRUaK",
-	"i0OOE5HzFqxxhi/L1gluWGE9hQv314c9uu/CwA7bFAYLzFaoXmhgQq9RAVvI2gBzHLYxIpD8HMSRW2vN",
-	"XWDvE/hOBGxyeiRpMgHWgUAuSbIlkScFHgGJb3EdbOu4D5GgM9CJ+ukm/yXA4kt7cZuKPoKZNv/eVtS/",
-	"cmZgbfFKSbE6h6VUsAgpM3BzVKK8bSJxdHsiVUbw+LIvga10t1izRoMleU9G09lmelhWgbd9snqNrDCP",
-	"ze42ETt4T13ZaMWyZq87PEXD/pB9RLfm/hDZh3zOSJcvkkj7rPUTxP7699/9FU5PT785Bytzp3Mf2V9o",
-	"8CYJgwyXrC7MzEU4B0Of5iIEc+BmOIIfsDJEh83JeaqkxlSKzOHoEWkGqX4lTw4knrtoaKmjcJojy1B9",
-	"1HwlmKkV2shastsfUazIEl5+9XUclVyE39M9+qxYU0i256QLkgdnBf8VM7hiayOlySGx2kpioGLj67Nz",
-	"4GYfIVDW2sAC5yLhWQJMZPbD9gPtPrhBxZfNCC4MlFIbSE5OSnZ74mk6WTQGNUWtKfyDfwuLBrw+hiBF",
-	"ipBhKjPcFjStOlrG/Rx4V9b+fScBXWAhxUqDkec2Am3bzEoGW3DmAlIgMIpWpPwYuHA292hdPZiMBlXe",
-	"52ePAPlOJCLC3rg1013Qv5Ta7ESfrdylk44lFndZL2bG3rDCDv4bH0WPj57drO+hANon+e6DLcG5WMpd",
-	"8r3jv9Dw+vr6Ei4u38yAQVYrKj9At8mBS8ZIxUslhaHoz7wZjOZiLq6pzM1kWpcUhbiDnYvLNy+0tRIt",
-	"a5WizRlUbfKZfY1pLq2ZoQLbC1myFMmj5oJekzI0nRj6JOPcmIpVfMwqvkKSIMIKBSpm2yxKlhTpBknJ",
-	"ftm8SIbxXJCX0paqFoKLVTjU/qdpEdPw96t3b8mak+9fXcNYVihYxUc/aykSy6EN2NoeSp/GkHyeh0gw",
-	"D2A+D3FsHs3m0X///Z95dJfM4Gwy2QrJA5PjXBzfxhrGcDY5o3++ieFsemq3kzeoNKHYXCxkxlHH4D1F",
-	"21SNLEzH8NXkFNY5L5yvH2i8jMC3BMNellPa/aTgJScJDzyILWTWeASL4S/bABZDaA6SmObCcuR2U7is",
-	"NWX4pA8t7bMtPikRBop1tuEEmURt64EM04Ip9Lpk4Xe204Fc8RsUUEpF3NJeIkUHo4YbqqiDyVOSTOKz",
-	"bjAlb/c6j2bR6WgyOrW4Y3KLJuPcpiC/0t8rtDDQEvkmi2ZReB/3O60vJ5PHtVhD1uKSlTYlCW2Ao/pu",
-	"Pl060HirlKQ9rfor2/s7c0Tu27JlZtzpGdvWW12WTDX794wjw1aaoLwVko4ok6douotB30lFOyzI5kQG",
-	"ZL+wYAUTqctfmKFyKIPXry7+dt4p5wLMEMCQ065lXWS+kLLAuq2h7PW9WnqErPb0e53NSwUKK5ue7Zjm",
-	"QEgg34kJbsh/8YY+8JWfkZbB4egh+cLAIpS3OFhzk7uakfYeHpT+XRyNSzSKp7pjxQd5fqHhUskSTY61",
-	"BoUrro1qCI4tNuOtAbytpLZ5LbgUZQRXhKjZXEhRNJ3eiSdf1UJbesETAoPEe6PDYpdPJRneJJDJ4flc",
-	"nE3OQJoc1Zpr78d9tQaWHnQ8InlcFYxvdbC3c5G9TuNPeZq70JKzh5e0rf++/jtaaKm4R8XdwHUQrVZo",
-	"3lUoLi7fPA2wdqQX0rH90vNnwekmQwhVCSpYM70Vxr8IKnXykTjE93slZyvDwwjvX38xgHeF6JfH+Pe0",
-	"ry0eSbxPtdivJqdPnQ1SuLbMzXq5BjNQ8pWP66cxrJkwcPYMo8K34fzeLCmmFCjNKXQo41Eo2ZCaxKBZ",
-	"o2GdN/sAuGXEgbULVFx7jjD7P4557++z22NN53njXWtuBxTpI57zwFZPw6coqr/VY2LnZth3MHz+gI1G",
-	"OxPgwtn5ogGe+R4L680QYkg284ckqNXPEebCdVc3M4Z9oa/gbXVqc9WQQttacrurVDSbSh+1697aiZMt",
-	"s0e2VRzNIqvDKI6oIqGo2BsJHYyZ8YPnWX+zJ/rege/IHzq3nT4dhQW9adsuNZckdyplDh1nK5zeab6a",
-	"iWbTycR2M3hZl/bXxPYM/M94e3C8vxtzQEA807CyvTzlihUroIFLmfCGy1q3A6aOsQwPseFmWfcp6sNv",
-	"DPcPKsHO8/ZdiXDGL5fBIp4emI5Y0r/vscGX+1d170D0keVHrk0gPHZOHVsItky1LbAufrS9/7s4qqQ+",
-	"kGwT7JDvyyMmLTBgrpk4F6EQd2ecVKhO/BWDJIbpZNKtx0fwimDX5Fys7IzZ3UHgVBrjXBjFhGYp0TQD",
-	"vgQmGuAGS7DXFny9LqRb7lEpXGdodxtt2iNufiXcHnK54YKK/Urhkt9i5uCAGw1cZHg7F4PE8/LT9MPM",
-	"N0E22DOD0B5MhvuAsJJdIPTUfSuz5svadmdUdtfvWfrU7dlca7cPucfFrJq9FVFOzQoXPL3CPQIjaFYi",
-	"eLLOg2rnIs2ZWGE2gmurYccJ5MxPEHJW4Zb+Z+C0Flqac9G2PNtrMb1m59xeVng5mf6+grkwUCDTpuNl",
-	"JB8vl0XTv6MzsH1/P2KhwEw+UuPw+QXzpMLym9/hOlu4oGIzqX1mlfHlEhXVdZ4Sh+7TJ9cQRkooCYq8",
-	"vGYwnUxj8ABoIa5CFeT9DEVEF5wLplYhQu9rgZLmHcYVUoQvHwBpOyfwU57QtO0e1C7vT4y8pfwhQfCK",
-	"FN6NVP0Q1cb1fTGwn0CPP/Ps7r7mhJvOPJDTXm9uTmXea3emdZtUqWIm32RKNp/t4/cfmjYdBq/rzV3B",
-	"36X39AcZVzv2PmA/d+3T3ZtaVEXHbUvRzXo63Z/RRu2dom43Jd/YU8EEwuB1U6Hy1cr3imdulHWiSE5+",
-	"guy/t7OxYeecxeb6yv8CAAD//w==",
+	"1Fz9chs3kn+VrrmrslQ1oihLcSVUbW1pE+9Gt1nZZyu7d7Xj8oCcJolkCEwGGElcl6ryNHkwP8lVN4D5",
+	"4lAiFTvZ+8cWOQOg0d3o/vUH+CGa6VWhFSprosmHqERTaGWQP/xJZG/wpwqNpU8zrSwq/lMURS5nwkqt",
+	"jn8wWtF3eCdWRY705wqNEQuMJlGlflT6VsFPFZZrKEQpVmixhJnOdVVGcWSq2QyNiSZzkRu8jyMzW+JK",
+	"0Cz/WeI8mkT/cdxQeOyemuOXZanL6P7+Po4yNLNSFkRLNCGSQaqisudglwieElBihYa/mUvMM9Bln6RR",
+	"dB9Hl8piqUTupn98z7+S2AsFlcK7AmcWM5gLmVcldgmXBlLpqQKkiVKm9ErbP+tKZZ+fyCttYU5L8bpv",
+	"xa3V2i4/D6fC7PtybKYzhJMxHIQJnhn43qve30UuM2F1CTzrYQzCgIDwpmMq6OkPOLOdLX6vxI2QuZg6",
+	"pd5d/bHhSYbR5GQ8jltHIsdsgeVPzwxkwoqpMCzkSpUoZktabAT/q6sSSnfyYCXWpK70n9IWluIGYYqo",
+	"oCg1HR3MzsGgyqRagLQgFkIqmtGIOY6iOLLSElnRN2G19r7udz5xj4rmayeD8QQGdpjJjKkXytxiCVKB",
+	"lSscwUW9TbsUNlHG6hINTIWdLdEM7p1fyeiQrAY3nijauZcyTwQiL1Fk6zBUGp4tTHQrZzhKFIl+P5H/",
+	"yoN1vcRtKrBpA+oXq4ZEsgS1/LzBtrMlk5tlkpYR+etSF1haicHGxlHR+upDJKzFVeGsv10XpCpkcBZY",
+	"EkdmJQqLbGa61F8qSF+/ensNxzcnx15eKdTuA7TK1zHcLtEusQS7lKYWdSNBJx/WUrfyVOschWqt/F4w",
+	"/+e6XNFfUSYsHpHyNIOMLaVa0Ji5VNIs9xwks9bWm69zYez7+igPPzbVdCXtvlT+VGG155ASZyhv9hxk",
+	"sLyRM3y/ZYPGCouPaS9r1Ft+0w+pnNbk+at5NPnnjqMrE92/2/AsVZ5DpazMG11gy4XKkk6oKvdH0ZYV",
+	"Y4PA7tZ+WhpTFdmeGsOc/amSJU35T9KEDtfqDQdmtUnoaGhXQnFzqDpUvasJcO6GiGYWvWbXsNex9UeO",
+	"/pQWV2YnQdKCngJRlmJNnxXe2fdibrHcPOSvSyRh0DFWLKPC26N5lefOSNFw/vqZgZSnSUeDyhiA3qbk",
+	"elIIb8b1Hrfy7Q2aKrdP4dzO7Hoy3dupfhsOXpfZqcLbFA6cdYzZRa3RgrMWhzGk7q8UDsgfTpHPCSh9",
+	"S8+WmGdpog7oOxoLTnNphsOYfCjJyn1Hvi6OUFUrolrhbRRMUhRHNE8UR4Xzq6S+DkZFdHhzsXaKr1f1",
+	"IbgheBXFkVTur3cDsm+bgY1tkxt0iOGZCfhATHVlQbgd1j4ikPw5iKNjbYx0jr1L4CsVbJOTI3FTKOAD",
+	"BHrOSITI0wp3MIlXeBt0a7cXkUxnoBPN01X+UxiLT32K6/Bhj83UULovqH8shYVbtlelVotzmOsSpiEg",
+	"JIy4SxjYV5E4ujvSZUbm8XmXA73QJL8VawNM8gCiaU1zsp1XYW9DvPoWRW73RXeNxw6npyrYW4lsPXgc",
+	"niJhv8gQ0bW6P0b2tjNntcOLxNLu1roAsTv+zZ+/htPT06/OgXnuZO49+7MmvjjIcC6q3E6ch/OBS6KC",
+	"MwdpD0fwVyws0cGYXM5KbXCmVebs6A4wg0S/0EdbgOemNWTqyJ0uUWRYvjdyoYStSmTPuhJ336FakCY8",
+	"/+JFHK2kCp9PBuRZiHWuxcBKF8QPKXL5L8yaaDhlaaUxULDx4uwcpB0iBFaVsTDFRKUyS0GojF+sXzDu",
+	"hRss5Xw9ggsLK20spEdHK3F35Gk6mq4tGvJaJ/A3+SeYrsHL4xC0miFkSBF0n9E0amcedzHwJq/98xYA",
+	"nWKu1cKA1efsgfo6s9BBF5y6gFYIgrwVCT+m2JZ1bm9ZPQpGgygfOmd7GPmWJyLCLt2Yk02j/1obu+F9",
+	"etilBcdStrui4zNjr1hhBv+O96K7e8826nvMgXZJZh8a1LwHSPawp0OxVMe012DjvS2FMmJGEw+4iz+7",
+	"/aeXV3+/+O7ym9SxK+Zj1B4Jt9IuWd1KFEarc6DAYg2a4upb6XzNTvJuUndM33WzyIanb+3otBP2BSfy",
+	"9au//e3y+vrlN1Ec+R1EcfT65dU3l1d/ieLo+6u/Xr36x9Wmh+l400GNDxHXIBuHVH9AqLivWDNhxc4H",
+	"Z0iLHuAg6UQu1Y+DORQHeMnawF9eXvusCUn7+zffeXDpIMojwKTHSt7PQ8zaDXj1PUbtJt68fHsNF68v",
+	"XfZ00zfXeZOdU4rfoBUy37CCbqJHd+JH7yd0l57tC6WVQnapYU4uH5BbuIWT8diFU02OU98qODgZj9kJ",
+	"VsVhS1Ahj9ZThhaA3SpROnY+c/thD7nzlsLIh+HkA+ZgPzbinUWVYfY+HKKeoRMrma+PTIEzOZczTnk2",
+	"8MLzEUqc6TIzoLTCGIwmtC4NiKkLaIVpdC9HcYMGKEJ0ppCxvBk9DSP0eL4NJ7Ss0DMDDg81cOfBw9kT",
+	"eT9mWXeTX97s8Za7zGE4Cge2HS/7ebsqebifrWCzu4umfOeN2B66MWz3iKFianRe2drQpWT+XCL5vfFG",
+	"3KGEmj0kdGcRc2ns6NF0Hi++uaF79tFzvUlXc6i/vb5+TfZtAgKyqhTTHMHUOQKXkyGkNy+1skSV8Owf",
+	"JSpR10tpINOzakXBqHTRx8XrS7IWCsHoqpwh76Ws7HLCj3G21Iw2uTxisZyLGZJNSRQ9pj2QckAoBh4v",
+	"rS1EIY9FIRdIQAphgQpLwZWxUq9YW9KV+LF5kB7GiSI7xXiiUkqqRViU/zNcSTHwX29fXRGodVLRBSpR",
+	"yNEPRquUd8hG1/Ci9GoM6YckBIRJ0IUkaFUSTZLo48+/JNF9OoGz8bgXmZNOJ2r3Wu1hDGfjM/rnqxjO",
+	"Tk55On2DpaFgJlFTnUk0MXjAbDhjQ27ZxPDF+BRulzJ3kH9rCc7XvcNcvFOa/SiXK0kcPvCxzFRnax/I",
+	"xPBlP46JIVTAiU2JcqaKZytxXhmkg64yMnj0XW+fhhAiHSeuO0Gm0VWuMpzlokQvSxE+Zxtl9oW8QQUr",
+	"XdJuaS7FpS7SUAS8myFrftDQ2sJmpS6OpIIDX+EJ5Z2Y9cGFe/woUf0TG4MVC0iNnyo9nLBGeZQjDHy7",
+	"LrD0kVPL1RKgSBQhCtpl7FwvKfwsrzJm94fEgYEkmnxI2NEl0eTjz7/EiXN39adG6T7+/Mv9fXoYu2Mk",
+	"F4qLixtMlnaDtS7kDKVTbxeiOGIdY1txQpbRH4xoEp2OxqNTjtHski1fjzH01QIHIqeLhjU9dkDgxghe",
+	"CnIOGSyQovEafKf+5Hh21pnPxmSeg8iNbqGVlL1LGtMZcA5HGJhLJXIyDU00ctAOcMuWJ2KlBWnPIR1C",
+	"6GmimvMbEhkPxTMbTo7p8JFECgfhsbEyz2EpSFwTCElyl7eOYYl5Frt0Mcv6VkhLti34DzdLDD5NzP5y",
+	"is76KV87dsAu9aFLmqh67Vo7eFmXFHqpbBkMg3TFEXawwUXJzPBJ+wdtNyV6UgfsfYqbvjG++qV04/+b",
+	"rXvSrVxhosg+FTyB4lNtWgl9ZCHaJa6Jmolb7Q9XaVijoOjiKlEubWXOPTksCZdnV9VqiiUcpH+kJ0k1",
+	"Hj9/IbM/fPz5FzrzPJ0tK0wP6ykTZTU8//IL8JN2IRozjAVNb3tjCKfj8ZF7nTelK3ueqNYcrI2krpxo",
+	"04Zkua6JpYVHnhj2LzVp4zRRuiQu+ndrc2OdxYP/7h95rkdvWtZE+fPvxMoGw6ef6pcvs2hCR3k47CQL",
+	"EFbhbEa/PYnFnBk46GNIcxjzCRZHBmkOi5lzQwRnJrWwpHWAIHRSGPanzGsOVF68OCevITPuqAi9DifP",
+	"v4Rc04AZebsl3iVqthSlmDkLuDHL2O1aEtFsMKM4ooNNUQ2H6XXvwwYG4+Kwvn1J2PzvIq98/bYfTb71",
+	"QreaZfvgUTgwSIhR3yBj2yGqaI4H6XoXd5vbno/Hn7xvqasLW3o+wqF1nj8llJr2Yn5pQtB/H0dnn4HQ",
+	"rU0pKYk/ncCLF3yeZJb2/eU5vBh7DduqXNDoFm/hC7eFIcpqmRwPt5bx6NPdR290N1WrlSjXrcA+wJtJ",
+	"14TqeYgyOLIQC8NFDj+I4oi7o/pT6EgotBnKhg7GMrXjo+PP3UkOZYc6otNU470JI891zB6MARyNYhAn",
+	"WE+WmmJeuPB2Nmyu42OWwiSKxMg6NmTHiP4dDdlOh/rCMMGDDPh1J5fh+J90tt7rLNT5vI3CwAMZ724c",
+	"6SX972U7fj/DcHbKGva1W/Toel1gsANpf/n0HM5eOCSoszX35nETYE/xhYUchbEuOGYJPWBkEjVkZVz/",
+	"3tnJ6W/HEd/weBK3dwi5KBfc8CYUbIaI/w+tYcyWx0Nc2srO5vE+jo5bnQfDtvJip9AQmsiQQuUGac5y",
+	"SQB+JlSiCi0Jy9s6pKgI46gFAanrlohEu/Lp6lLfSWPTRBWltnpazevWy4O0regTaKuTnlm0R8aWKFYp",
+	"RQQ35Cd5w4zXZ0uc/YiZM/U3dRcyf81B5wGB4z4MZFCAgubo5BwP+YHI8235MJei8B2uqgn5EuUAVS4U",
+	"Ryp0yFozc9Cj6EtpmnQsxxkGGZ8tcQVWO9QZ4ihd1+cLnzqSs1YVtM4xhCd6zntqsB1Nlv7P0XduvaO3",
+	"7r2jyywNHHHhT6LSpga6gUU4TF27WrNYlIiujj8lzeCEmLxBRQEl5qZd4yVuc/60qKa5nMGPuGbFYgMU",
+	"ngUe/4hY0FhZUpiRYTkCCuqkasrDcV8owolko1ZMgpHG+oli4IY5FzwqNEF8U5zrkrujvei8VDp9zKa2",
+	"p36Ua4AmLSGKjSvIB8n4An2Ri1noja5VskmNhKKttPVaS2H6Gb/B1vkeDnlmOJAwrjffcEIyUSfjMYWj",
+	"NEmngOJgDsUD0iUJth1/F6StEO3uQR0MxHRxotrxatg/t3LtApMej/T62t8Yh86hDR0oDyvn1qin26xa",
+	"+7V+38FAjPYUamOfZwhHdF/i3bCG+qHzv9c+dkaGbVvdhQC7N8Wwj+hWmaQSLI0+XTsAyOf73SlxhZRo",
+	"aW0xOT7O9UzkS23s5Mvxl+Me0P6jzP4wnp7MPv78S/zV/Dl+/PmXaO9rHlzrGQA9LSfHrdrO9Bwofety",
+	"amtCbSjKXGJ9heVw5CMQb/gTtV/xh1Qv2GMCIzFIlSg+Pt6M+tCquWNAZoUvHvSTvQEo7gSdt9/pOe1c",
+	"6eHTExrDoVYWuBVE0A/ustLUFfpqqzuCS/dGoXWZr2m3K5+ZXArO/Pv8aqvM6OaG8aR+xkyZeN54qU9a",
+	"aKI2gq4Vq5XUftslGA34SvCnvBR0zXled+2DpePSx+SOlCYfumi0aAR1jPHcqcmjQUYHgp3D6VkHinN1",
+	"mFODtbnlqLlOMp3D6RfNiFbTklTtogBnBXWG53A6Dq8MFIFjAj+dMnEjBnKyjeHspsQdZT1BuQR8gKEM",
+	"xEjJE+Xy9v5ek8rgdrk+PIeT8fN2i6OPm3Kt6ljk+Rcv2im/uifc7yIUBfsAK5OGgdXvGWBN9giw4lrW",
+	"iXLCbqpf4W2n7kcFlkdeN9Mm2GlrgUnUwGrd7sURXPUV+bwLbhLVj1YcsBZgViLPsXTlbMfgf9PY0BU+",
+	"NkBuber2igmX3Mj8r1ZJrIu2wvMnJV1aNju0rbmW57qxOVwm2klJfdP1FtPmr2By9bho52QelkDrXnWX",
+	"8QNzNnytmWSid/cxg6nhtsKi1FMC8yoDUlSYilyomUPIwmkffPvy4pvzVsgfYjKKgMgZ3+oqz3wecbSB",
+	"h2ntbx+U0h68Grjh60rmmhBEwU3em4Ef2XBOkAqXcnSQ1Sc+reYNHo4e4y8cMPLwGteqiNHch1u5T1q8",
+	"QlvK2fbCbmutZwZel3qFdokVOcGFNLZch5yKxTsLeFdow8EPOHg5AsLEmCVKq3zduoHlyS+rUEv1hMBB",
+	"WtdKaaQv02d4k0KmD88TdTY+a7WNDoQ5YUuPHjwi+bjIheyZ+wEcvMkUv8rTjgsNOXt8SH09viv/lhRq",
+	"Kh4QcbvvZau1WqB9VaC6eH0Z/cos8UCf0ib3/Fpw2jQYBcfPVWXT6wL6JFap1c4Uh/agBznHuYPtFt4/",
+	"/mQG3l1n+fQ2/g2nQKxvzHqqxnqv/JTfzyBAyJubdFqVhIWVXPg8x2kMt0JZOPsMP6dxFdbv3EgP3SPG",
+	"ijIkftKG1DQGI9aGoOmQAa43UpfpFaNVtyPM/o193puH9HZX1fm8/q5Wty2C9B7PncBaTodPEVR3qn18",
+	"Z/OTAVvd519xbZBvFkvl9Hy6Bpn5m1qicxM5hrS5xZzW6WX3MVE+g1XfVB5yfQTBd8zsvSJ/vJGEl3Wy",
+	"dc9c3aO5uY31mmyHzyr7e73b1q3vsO9kCzq3GjapeU18N/JfW7fJDZKd1XyWMPwSiriTq2rFn8Zch/Uf",
+	"B9vmN+90bWGQzAws+Eagj9aYQQcOMuGN1JWpr6m3lGVrZtXdiP+9GkqaXwUY+hEcp/zthoWnOqYdhjwt",
+	"yNweXHJmrA63+VC7ehJvqikhtexHfYN4a8dFu7ynd7ivDQfCXUlM1ANZgRhOxuN2O68v8vXifV9V6xTs",
+	"JiDn3L4mLa5aqa+4znt5q9TKjvk0WFNrcbfglZuDAu6wC1GyVs/lHWZNn51UGd4l6iD1e/nnybuJ76Fu",
+	"bM8EQmY6PdxW6mgM4VP7Lh43MM2F+9+432LzNuMjaW7C1L1fEKpbeYxYIXiyzoNok27ZOeyE07o8aCkK",
+	"7Ml/Ak5q4WJkouqLk/WP63SuTLp00fPxyW/LmIt2r0bDn1C4XHd/6Ycr3Km/qJ1yQo3Ee/j5GfOkwPKr",
+	"3+An3+oyhut23VSrTM7nWHJTg6NktHvidTCGsFrDikyR59fENa14A8gmrmiKNZ8hiLjeM3vrbFwref2I",
+	"keaUrb8rHu58tBeqh/cyt3tkXD+1E3zL+dSWp+q6qIFGxMYHdgH08QeZ3T+UnHB3vHeoVteKeTB857+B",
+	"SoWwy14/cNd+/66wabvxum5+cew3yT39TspV/3jGFv25r7/d/L0niqLjOqXoqkKt7M+oEXsrqBvuJ2i1",
+	"HR20W7v+UsrM3YQ7KolPvuTu3+cbHYetdQLhjy7CTS3h6hK5hEf6ySatPrJE+dIMwR/XOtOUcW19gQak",
+	"MhZF5qofTU8X8anQeW7CXZyf6uJ13bEJHtUt0beiDLfRxIl6+lUnB+hC3BcqL/fv7v8vAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
