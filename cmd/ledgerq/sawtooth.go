@@ -108,7 +108,11 @@ func runSawtoothSample(args []string, stdout, stderr io.Writer) error {
 			items[i].CreatedAt = now.Add(time.Duration(i) * time.Microsecond).Format(time.RFC3339Nano)
 		}
 	}
-	fmt.Fprintf(stderr, "ledgerq sawtooth sample: %d batch(es) signed by %s (%s)\n", *count, signer.PublicKey(), keyNote)
+	noun := "batches"
+	if *count == 1 {
+		noun = "batch"
+	}
+	fmt.Fprintf(stderr, "ledgerq sawtooth sample: %d %s signed by %s (%s)\n", *count, noun, signer.PublicKey(), keyNote)
 
 	if *format == "batchlist" {
 		_, err := stdout.Write(sawtooth.AppendBatchList(nil, payloads...))
