@@ -25,6 +25,7 @@ Commands:
   migrate    apply or inspect schema migrations: up, down, status, version
   simledger  serve the simulated ledger over Sawtooth's REST API
   bench      generate load and report throughput and latency
+  sawtooth   Sawtooth helpers: 'sawtooth sample' prints signed sample batches
   version    print the version
 
 Run 'ledgerq <command> --help' for the flags of a command.
@@ -61,6 +62,8 @@ func run(ctx context.Context, args []string) int {
 		err = runSimLedger(ctx, rest)
 	case "bench":
 		err = runBench(ctx, rest)
+	case "sawtooth":
+		err = runSawtooth(ctx, rest)
 	case "version", "--version", "-version":
 		fmt.Println("ledgerq", versionString())
 		return 0

@@ -58,6 +58,9 @@ func DefaultConfig() Config {
 // bound each of their database calls with RequestTimeout instead.
 var longPollRoutes = map[string]bool{"/batch_statuses": true}
 
+// sawtoothRoutes answer errors as Sawtooth's REST API does (sawtooth.go).
+var sawtoothRoutes = map[string]bool{"/batches": true, "/batch_statuses": true}
+
 // Readiness reports whether the database is reachable and migrated.
 type Readiness interface {
 	Ready(ctx context.Context) error
@@ -163,6 +166,14 @@ func errorf(status int, format string, args ...any) *Error {
 
 func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
+		return
+	}
+	if sawtoothRoutes[c.Path()] {
+		// Errors raised before the route's own middleware ran (the body
+		// limit) still answer in Sawtooth's shape on Sawtooth's routes.
+		if werr := s.sawtoothFail(c, err); werr != nil {
+			s.logger.Debug("httpapi: writing error response", "error", werr)
+		}
 		return
 	}
 	status, msg := http.StatusInternalServerError, "internal error"

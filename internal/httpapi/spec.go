@@ -28,6 +28,10 @@ func (s *Server) GetOpenAPI(c echo.Context) error {
 // it refuses query parameters the operation does not declare and declared ones
 // given more than once, with the API's own messages (the binder would ignore
 // the first and word the second its own way).
+//
+// Operations marked x-sawtooth (the Sawtooth drop-in) get sawtoothErrors
+// instead: Sawtooth ignores query parameters it does not know, and every
+// error of theirs, the binder's included, is a Sawtooth error object.
 var queryGuards = sync.OnceValues(func() (map[string][]echo.MiddlewareFunc, error) {
 	doc, err := apigen.GetSpec()
 	if err != nil {
@@ -36,6 +40,10 @@ var queryGuards = sync.OnceValues(func() (map[string][]echo.MiddlewareFunc, erro
 	guards := make(map[string][]echo.MiddlewareFunc)
 	for _, item := range doc.Paths.Map() {
 		for _, op := range item.Operations() {
+			if sawtoothOperation(op) {
+				guards[op.OperationID] = []echo.MiddlewareFunc{sawtoothErrors}
+				continue
+			}
 			declared := make(map[string]bool)
 			for _, p := range slices.Concat(item.Parameters, op.Parameters) {
 				if p.Value != nil && p.Value.In == openapi3.ParameterInQuery {
@@ -65,4 +73,10 @@ func checkQuery(declared map[string]bool) echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
+}
+
+// sawtoothOperation reports whether op is marked x-sawtooth: true.
+func sawtoothOperation(op *openapi3.Operation) bool {
+	v, ok := op.Extensions["x-sawtooth"].(bool)
+	return ok && v
 }

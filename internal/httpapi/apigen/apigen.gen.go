@@ -107,6 +107,30 @@ func (e HealthStatus) Valid() bool {
 	}
 }
 
+// Defines values for SawtoothBatchStatusStatus.
+const (
+	SawtoothBatchStatusStatusCOMMITTED SawtoothBatchStatusStatus = "COMMITTED"
+	SawtoothBatchStatusStatusINVALID   SawtoothBatchStatusStatus = "INVALID"
+	SawtoothBatchStatusStatusPENDING   SawtoothBatchStatusStatus = "PENDING"
+	SawtoothBatchStatusStatusUNKNOWN   SawtoothBatchStatusStatus = "UNKNOWN"
+)
+
+// Valid indicates whether the value is a known member of the SawtoothBatchStatusStatus enum.
+func (e SawtoothBatchStatusStatus) Valid() bool {
+	switch e {
+	case SawtoothBatchStatusStatusCOMMITTED:
+		return true
+	case SawtoothBatchStatusStatusINVALID:
+		return true
+	case SawtoothBatchStatusStatusPENDING:
+		return true
+	case SawtoothBatchStatusStatusUNKNOWN:
+		return true
+	default:
+		return false
+	}
+}
+
 // Batch defines model for Batch.
 type Batch struct {
 	Attempts int `json:"attempts"`
@@ -209,6 +233,57 @@ type PostBatchesResult struct {
 	union json.RawMessage
 }
 
+// SawtoothBatchStatus defines model for SawtoothBatchStatus.
+type SawtoothBatchStatus struct {
+	ID     string                    `json:"id"`
+	Status SawtoothBatchStatusStatus `json:"status"`
+
+	// InvalidTransactions For an `INVALID` batch, its transactions with the reason; empty otherwise.
+	InvalidTransactions []SawtoothInvalidTransaction `json:"invalid_transactions"`
+}
+
+// SawtoothBatchStatusStatus defines model for SawtoothBatchStatus.Status.
+type SawtoothBatchStatusStatus string
+
+// SawtoothBatchStatuses defines model for SawtoothBatchStatuses.
+type SawtoothBatchStatuses struct {
+	Data []SawtoothBatchStatus `json:"data"`
+
+	// Link In answers to GET only, the URL of the query.
+	Link *string `json:"link,omitempty"`
+}
+
+// SawtoothError A Sawtooth REST API error.
+type SawtoothError struct {
+	Error SawtoothErrorDetail `json:"error"`
+}
+
+// SawtoothErrorDetail defines model for SawtoothErrorDetail.
+type SawtoothErrorDetail struct {
+	// Code Sawtooth's error code (below 100), or ledgerq's own (100 and up).
+	Code    int    `json:"code"`
+	Title   string `json:"title"`
+	Message string `json:"message"`
+}
+
+// SawtoothInvalidTransaction defines model for SawtoothInvalidTransaction.
+type SawtoothInvalidTransaction struct {
+	// ID The transaction's header signature.
+	ID string `json:"id"`
+
+	// Message Why the batch is invalid, as ledgerq recorded it (the ledger's message, or ledgerq's).
+	Message string `json:"message"`
+
+	// ExtendedData Family-specific data, base64; ledgerq records none, so it is absent, as Sawtooth leaves out empty fields.
+	ExtendedData *string `json:"extended_data,omitempty"`
+}
+
+// SawtoothLink defines model for SawtoothLink.
+type SawtoothLink struct {
+	// Link The absolute URL of `GET /batch_statuses` for the batches of the list.
+	Link string `json:"link"`
+}
+
 // BadRequest defines model for BadRequest.
 type BadRequest = Error
 
@@ -218,8 +293,43 @@ type InternalError = Error
 // NotFound defines model for NotFound.
 type NotFound = Error
 
+// SawtoothInternalError A Sawtooth REST API error.
+type SawtoothInternalError = SawtoothError
+
+// SawtoothUnavailable A Sawtooth REST API error.
+type SawtoothUnavailable = SawtoothError
+
 // Unavailable defines model for Unavailable.
 type Unavailable = Error
+
+// GetSawtoothBatchStatusesParams defines parameters for GetSawtoothBatchStatuses.
+type GetSawtoothBatchStatusesParams struct {
+	// ID Batch ids (header signatures), comma-separated. Required: without it
+	// the answer is 400 with code 66; an id that is not 128 lower case hex
+	// characters is 400 with code 60.
+	ID *string `form:"id,omitempty" json:"id,omitempty"`
+
+	// Wait Seconds to wait until no batch is `PENDING` (see above).
+	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// PostSawtoothBatchStatusesJSONBody defines parameters for PostSawtoothBatchStatuses.
+type PostSawtoothBatchStatusesJSONBody = []string
+
+// PostSawtoothBatchStatusesParams defines parameters for PostSawtoothBatchStatuses.
+type PostSawtoothBatchStatusesParams struct {
+	// Wait As for `GET /batch_statuses`.
+	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
+// PostSawtoothBatchesParams defines parameters for PostSawtoothBatches.
+type PostSawtoothBatchesParams struct {
+	// ServiceID The service of every batch of the list (default the batch signer's public key).
+	ServiceID *string `form:"service_id,omitempty" json:"service_id,omitempty"`
+
+	// XLedgerqServiceID The service of every batch of the list, as the header (default the batch signer's public key).
+	XLedgerqServiceID *string `json:"X-Ledgerq-Service-Id,omitempty"`
+}
 
 // ListBatchesParams defines parameters for ListBatches.
 type ListBatchesParams struct {
@@ -235,6 +345,9 @@ type ListBatchesParams struct {
 	// After Only ids greater than this (the previous page's `next_after`).
 	After *string `form:"after,omitempty" json:"after,omitempty"`
 }
+
+// PostSawtoothBatchStatusesJSONRequestBody defines body for PostSawtoothBatchStatuses for application/json ContentType.
+type PostSawtoothBatchStatusesJSONRequestBody = PostSawtoothBatchStatusesJSONBody
 
 // PostBatchesJSONRequestBody defines body for PostBatches for application/json ContentType.
 type PostBatchesJSONRequestBody = BatchSubmission
@@ -365,9 +478,21 @@ func (t *PostBatchesResult) UnmarshalJSON(b []byte) error {
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+	// GetSawtoothBatchStatuses Sawtooth drop-in: the statuses of batches.
+	// (GET /batch_statuses)
+	GetSawtoothBatchStatuses(ctx echo.Context, params GetSawtoothBatchStatusesParams) error
+	// PostSawtoothBatchStatuses Sawtooth drop-in: the statuses of batches, ids in the body.
+	// (POST /batch_statuses)
+	PostSawtoothBatchStatuses(ctx echo.Context, params PostSawtoothBatchStatusesParams) error
+	// PostSawtoothBatches Sawtooth drop-in: store the batches of a BatchList.
+	// (POST /batches)
+	PostSawtoothBatches(ctx echo.Context, params PostSawtoothBatchesParams) error
 	// Healthz The process is up.
 	// (GET /healthz)
 	Healthz(ctx echo.Context) error
+	// HeadHealthz The process is up (GET /healthz without a body).
+	// (HEAD /healthz)
+	HeadHealthz(ctx echo.Context) error
 	// Metrics Prometheus metrics.
 	// (GET /metrics)
 	Metrics(ctx echo.Context) error
@@ -377,6 +502,9 @@ type ServerInterface interface {
 	// Readyz The database answers and is migrated.
 	// (GET /readyz)
 	Readyz(ctx echo.Context) error
+	// HeadReadyz The database answers and is migrated (GET /readyz without a body).
+	// (HEAD /readyz)
+	HeadReadyz(ctx echo.Context) error
 	// ListBatches List batches, by id, one page at a time.
 	// (GET /v1/batches)
 	ListBatches(ctx echo.Context, params ListBatchesParams) error
@@ -393,12 +521,99 @@ type ServerInterfaceWrapper struct {
 	Handler ServerInterface
 }
 
+// GetSawtoothBatchStatuses converts echo context to params.
+func (w *ServerInterfaceWrapper) GetSawtoothBatchStatuses(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetSawtoothBatchStatusesParams
+	// ------------- Optional query parameter "id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "id", ctx.QueryParams(), &params.ID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", ctx.QueryParams(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wait: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetSawtoothBatchStatuses(ctx, params)
+	return err
+}
+
+// PostSawtoothBatchStatuses converts echo context to params.
+func (w *ServerInterfaceWrapper) PostSawtoothBatchStatuses(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PostSawtoothBatchStatusesParams
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", ctx.QueryParams(), &params.Wait, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wait: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PostSawtoothBatchStatuses(ctx, params)
+	return err
+}
+
+// PostSawtoothBatches converts echo context to params.
+func (w *ServerInterfaceWrapper) PostSawtoothBatches(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params PostSawtoothBatchesParams
+	// ------------- Optional query parameter "service_id" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "service_id", ctx.QueryParams(), &params.ServiceID, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter service_id: %s", err))
+	}
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "X-Ledgerq-Service-Id" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Ledgerq-Service-Id")]; found {
+		var XLedgerqServiceID string
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for X-Ledgerq-Service-Id, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Ledgerq-Service-Id", valueList[0], &XLedgerqServiceID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter X-Ledgerq-Service-Id: %s", err))
+		}
+
+		params.XLedgerqServiceID = &XLedgerqServiceID
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PostSawtoothBatches(ctx, params)
+	return err
+}
+
 // Healthz converts echo context to params.
 func (w *ServerInterfaceWrapper) Healthz(ctx echo.Context) error {
 	var err error
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.Healthz(ctx)
+	return err
+}
+
+// HeadHealthz converts echo context to params.
+func (w *ServerInterfaceWrapper) HeadHealthz(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.HeadHealthz(ctx)
 	return err
 }
 
@@ -426,6 +641,15 @@ func (w *ServerInterfaceWrapper) Readyz(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.Readyz(ctx)
+	return err
+}
+
+// HeadReadyz converts echo context to params.
+func (w *ServerInterfaceWrapper) HeadReadyz(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.HeadReadyz(ctx)
 	return err
 }
 
@@ -541,12 +765,17 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	}
 
 	router.GET(options.BaseURL+"/healthz", wrapper.Healthz, options.OperationMiddlewares["healthz"]...)
+	router.HEAD(options.BaseURL+"/healthz", wrapper.HeadHealthz, options.OperationMiddlewares["headHealthz"]...)
 	router.GET(options.BaseURL+"/readyz", wrapper.Readyz, options.OperationMiddlewares["readyz"]...)
+	router.HEAD(options.BaseURL+"/readyz", wrapper.HeadReadyz, options.OperationMiddlewares["headReadyz"]...)
 	router.GET(options.BaseURL+"/metrics", wrapper.Metrics, options.OperationMiddlewares["metrics"]...)
 	router.GET(options.BaseURL+"/openapi.json", wrapper.GetOpenAPI, options.OperationMiddlewares["getOpenAPI"]...)
 	router.GET(options.BaseURL+"/v1/batches", wrapper.ListBatches, options.OperationMiddlewares["listBatches"]...)
 	router.POST(options.BaseURL+"/v1/batches", wrapper.PostBatches, options.OperationMiddlewares["postBatches"]...)
 	router.GET(options.BaseURL+"/v1/batches/:id", wrapper.GetBatch, options.OperationMiddlewares["getBatch"]...)
+	router.POST(options.BaseURL+"/batches", wrapper.PostSawtoothBatches, options.OperationMiddlewares["postSawtoothBatches"]...)
+	router.GET(options.BaseURL+"/batch_statuses", wrapper.GetSawtoothBatchStatuses, options.OperationMiddlewares["getSawtoothBatchStatuses"]...)
+	router.POST(options.BaseURL+"/batch_statuses", wrapper.PostSawtoothBatchStatuses, options.OperationMiddlewares["postSawtoothBatchStatuses"]...)
 
 }
 
@@ -555,53 +784,98 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"xFrrbuQ2sn6Vgs4Bxgbkvoyd4KT9yznIxZvsjDH2Yn9ExogtVbeYSKSGpNxWBgb2afbB9kkWxYta6ovd",
-	"dsbJH1s3ksW6fFX1sT9HmaxqKVAYHc0+Rwp1LYVGe/Mtyz/gpwa1obtMCoPCXrK6LnnGDJdi/KuWgp7h",
-	"PavqEumyQq3ZEqNZ1IjfhFwJ+NSgaqFmilVoUEEmS9moKI50k2WodTRbsFLjQxzprMCK0Sz/q3ARzaL/",
-	"Ga8lHLu3evydUlJFDw8PcZSjzhSvSZZoRiIDF3VjzsEUCF4SEKxCbZ8sOJY5SLUp0ih6iKNLYVAJVrrp",
-	"n97zHxT2QkAj8L7GzGAOC8bLRuFQcK4h5V4qQJootZK+k+Z72Yj89YV8Jw0saCm77j8Eu2O8ZHNn6ddd",
-	"+qZAyJlhc6atJhqhkGUFLb6tpe7DZi0i6arzKe/SJiusuHnOaRlWXilZozIcgxfGUd179DlixmBVu/gw",
-	"bU1+TSZZoiKNZAqZQWuIofSXAtKr99c3ML6bjue0LuoUugADKco2hlWBpkAFpuAalIs20EYqzO0W7cBR",
-	"FIeV51KWyERv5Y/M6n8hVUVXUc4Mnhhe4XqQNoqLJY1ZcMF18cxBPO9tff24ZNp8xBAqu1/rZl5x81wp",
-	"PzXYPHOIwgz53TMHaVR3PMOPezaoDTP4lPdaj7q2X/ohjfOasny/iGa/HDi60dHD7VbsNWUJjTC8XPsC",
-	"ObtGYcgnRFP6UDSqsegZ1N3bT89jmjp/psdYzX5quKIpfyFPGGit23BQVl+EgYcOLRSvg2og1W0ngJz/",
-	"ipkhoa2Krmw+eVbY+pCjS26w0gcZkhb0EjClWEv3Au/NR7YwqLaD/EohGYPCWFgb1R6PFk1ZOpCi4fbx",
-	"Gw2pnSYd7XTGkAq3LbdhhfBl3O1xr94+oG5K8xLNHayuF8u9X+rrEHhDZacCVykcOXSMQUgDLRpwaHEc",
-	"Q+quUjiqWAtztHECQq7oXYFlnibiiJ7RWHCeSzMcx1QQkK3cs1EiojhC0VQktcBVFCApiiOaJ4qjGkVO",
-	"hotDjRNR8JasdY4vqy4I7lhpI4ULd3W7w/Z9GNjaNqXBEvMlqjcamNArVMDmsjHA3A67HBFEfg3hKKy1",
-	"5i6xDwV8LwI2OTuSNpkAG0AgF6TZisSTAg+AxHe4Cr512IdI0BnkRP1yl/8SYPGlo7grRZ+xma7+3jTU",
-	"PwtmYGXxSkmxPIeFVDAPJTNwc1ChvOkicXR/IlVO8Ph2qIGNcrdcsVaDFXlHRdObZrpfV2Fvu3T1I7LS",
-	"PLe6W2fsED1NbbMVy9ud4fASC/tFdgnduftTYu+LOSNdvUgqHW5tWCAOx3/4/v/h9PT0m3OwOnc295n9",
-	"jQbvknCU44I1pZm5DOdg6FMiQjIHbo5H8BPWhuSwNTnPlNSYSZE7HD2gzCDTL+XJnsJzGw2tdJROC2Q5",
-	"qo+aLwUzjUKbWSt2/zOKJXnC26++jqOKi3A/3WHPmrWlZDtWuiB9cFby3zGHa7YyUpoCUmutNAZqNr4+",
-	"OwdudgkCVaMNzDERKc9TYCK3H3YfaPfBHSq+aEdwYaCS2kB6clKx+xMv08m8Nagpa03h7/xbmLfg7XEM",
-	"UmQIOWYyx01F06iDdTysgbd17d/3CtA5llIsNRh5bjPQps8sZfAF5y4gBQKjbEXGj4EL53PPttWTxWgw",
-	"5WNx9gyQ72UiEuzSjZlug/6V1GYr+2zULr1yLLW4ywY5M/aOFWbw3/gsenj27Fd9TyXQocgPt7YF52Ih",
-	"t8X3gf9Gw483N1dwcXU5AwZ5o6j9AN0VB64YIxMvlBSGsj/zbjBKRCJuqM3NZdZUlIW4g52Lq8s32nqJ",
-	"lo3K0NYMqjHFzL7GrJDWzVCB5UIWLEOKqETQazKGphUDTzIujKlZzces5kskDSIsUaBilmZRsqJMd5RW",
-	"7Lf1i/Q4TgRFKU2pGiG4WIZF7T9Ng5iGv12/f0fenP7w3Q2MZY2C1Xz0q5YitTu0CVvbRenTGNLPScgE",
-	"SQDzJOSxJJol0X/+9e8kekhncDaZbKTkI1NgIg6nsY5jOJuc0Z9vYjibntrp5B0qTSiWiLnMOeoYfKRo",
-	"W6qRh+kYvpqcwqrgpYv1PcTLCDwlGOayO6XZT0pecdLwkQexucxbj2Ax/N8mgMUQyEFSUyLsjtxsCheN",
-	"pgqf7KGlfbaxTyqEgXKdJZwgl6htP5BjVjKF3pYs3OdbDOSS36GASiraLc0lMnQwarihjjq4PBXJpD4b",
-	"BlOKdm/zaBadjiajU4s7prBoMi5sCfI7XS/RwkAn5GUezaLwPh4yrW8nk+dRrKFqccVKV5IEGuAg3s2X",
-	"S3uIt1pJmtOav7bc35kTcteU3WbGPc7YUm9NVTHV7p4zjgxbaoLyTkk6uqVh4wqN4pnu6XGvhG80XClZ",
-	"oSmw0aBwybVRLQGCRQfqvvG+ltpWVuCS5AiuKabzREhRtr3u3QuoGqFhxU0BXhA4Sr0/ODRwGT3N8S6F",
-	"XB6fJ+JscgbSFKhWXHtPGpo+bOlJ05PI47pkfIND3cyGO83mV3mZwWjI2dNDOvJ5aOGeFTopHjFxHzr3",
-	"xssSzfsaxcXV5ctCZkt7oSDYrT2/Fpyuc1Soi1HBiumNRPJF4qKXEeOQYR7VnO1N9mOMf/3FIMa1Ql8e",
-	"ZT7QvLZ9IfW+1GO/mpy+9HSKEobd3GyQ7ZiBii99ZjmNYcWEgbNXOKx6F9YfnGbElISzArRhyngUStei",
-	"pjFoaqNXRTvaAbHdRhxRpF3nof2OMH/UsdYHFXuB9ydsNVo+kwunoXkLPPf9IRvwnzGka+40DdWe50AT",
-	"4ZihNT+6CzRL3lXWNs+G9G/r4M2OuGzXXQpqxzxZtty2CCNLc0WzyJYCURxRNUV4OqCz96Jt/OR61lJ2",
-	"Rd/3eDZx37odc36QFw1OCraluSK9Uxm2bzlbnQ1W85VYNJtOJrYT41VT2buJ7Xf8bbx56LW7k9yjIJ5r",
-	"WFoeQrlCyyroyCVbvOOy0R053nOW433bcDz8Y4a6/YOJ4kkj2LOIXce5zvnlInjEyyHtgCHDs+o1ED4+",
-	"qn9+OwSPn7k2QfDYBXVsezK7qa597+NHx1s+xFEt9Z4yjdoAin15AEsMR8wRIYkITYRb46RGdeKPR9MY",
-	"ppNJv5cYwXd3qFpTUNNGEe/OTzmV9ZgIo5jQLCOZZsAXwEQL3GAF9sjV9xpCuuEelcJRbDfbaN3aOe5d",
-	"uDmoww27oEalVrjg95g7OOCGWtMc7xNxlPq9/DK9nfkGbo09MwjURnq8Cwhr2QdCL923Mm+/rG/3aP6H",
-	"Id/ik/6rhdY2h7IjxKyZvRdRNcZKmxSDwT0CI2hWIXixzoNpE5EVTCwxH8GNtbDbCRTMs58Fq3HD/jNw",
-	"Vgt0TCI6uqY70h8QNYk9aH07mf65irkwUCLTphdlpB+vl3k7/H3BkeUsPT1MiZlipMHj11fMi1qSb/6E",
-	"n+KEw3VbLO1yq5wvFqioI/CSOHSfvrj6NFJCRVDk9TWD6WQagwdAC3E1qqDvVyg/++BcMrUMGXoXfUOW",
-	"dxhXShG+fAKkLcfpGepAOPUX6oYP2W7vKX9JErwmg/cz1TBFdXl9Vw4cFtDjzzx/eKytdczyEzXtzfpX",
-	"H7mP2q2ThnWpVDNTrCslW88O8fsvLZv2g9fN+ndOfwpr8Rc5V3dkt8d/Hrqn278ykXOqygIZ5XjqHm8w",
-	"Wpu919Rtl+RrfyqZQDj6sa1R+W7lB8VzR8OfKNKTP/3y31te/7i3znx99P7fAAAA//8=",
+	"1Fz9chs3kn+VrrmrslQ1oihLcSVUbW1pE+9Gt1nZZyu7d7Xj8oCcJolkCEwGGElcl6ryNHkwP8lVN4D5",
+	"4lAiFTvZ+8cWOQOg0d3o/vUH+CGa6VWhFSprosmHqERTaGWQP/xJZG/wpwqNpU8zrSwq/lMURS5nwkqt",
+	"jn8wWtF3eCdWRY705wqNEQuMJlGlflT6VsFPFZZrKEQpVmixhJnOdVVGcWSq2QyNiSZzkRu8jyMzW+JK",
+	"0Cz/WeI8mkT/cdxQeOyemuOXZanL6P7+Po4yNLNSFkRLNCGSQaqisudglwieElBihYa/mUvMM9Bln6RR",
+	"dB9Hl8piqUTupn98z7+S2AsFlcK7AmcWM5gLmVcldgmXBlLpqQKkiVKm9ErbP+tKZZ+fyCttYU5L8bpv",
+	"xa3V2i4/D6fC7PtybKYzhJMxHIQJnhn43qve30UuM2F1CTzrYQzCgIDwpmMq6OkPOLOdLX6vxI2QuZg6",
+	"pd5d/bHhSYbR5GQ8jltHIsdsgeVPzwxkwoqpMCzkSpUoZktabAT/q6sSSnfyYCXWpK70n9IWluIGYYqo",
+	"oCg1HR3MzsGgyqRagLQgFkIqmtGIOY6iOLLSElnRN2G19r7udz5xj4rmayeD8QQGdpjJjKkXytxiCVKB",
+	"lSscwUW9TbsUNlHG6hINTIWdLdEM7p1fyeiQrAY3nijauZcyTwQiL1Fk6zBUGp4tTHQrZzhKFIl+P5H/",
+	"yoN1vcRtKrBpA+oXq4ZEsgS1/LzBtrMlk5tlkpYR+etSF1haicHGxlHR+upDJKzFVeGsv10XpCpkcBZY",
+	"EkdmJQqLbGa61F8qSF+/ensNxzcnx15eKdTuA7TK1zHcLtEusQS7lKYWdSNBJx/WUrfyVOschWqt/F4w",
+	"/+e6XNFfUSYsHpHyNIOMLaVa0Ji5VNIs9xwks9bWm69zYez7+igPPzbVdCXtvlT+VGG155ASZyhv9hxk",
+	"sLyRM3y/ZYPGCouPaS9r1Ft+0w+pnNbk+at5NPnnjqMrE92/2/AsVZ5DpazMG11gy4XKkk6oKvdH0ZYV",
+	"Y4PA7tZ+WhpTFdmeGsOc/amSJU35T9KEDtfqDQdmtUnoaGhXQnFzqDpUvasJcO6GiGYWvWbXsNex9UeO",
+	"/pQWV2YnQdKCngJRlmJNnxXe2fdibrHcPOSvSyRh0DFWLKPC26N5lefOSNFw/vqZgZSnSUeDyhiA3qbk",
+	"elIIb8b1Hrfy7Q2aKrdP4dzO7Hoy3dupfhsOXpfZqcLbFA6cdYzZRa3RgrMWhzGk7q8UDsgfTpHPCSh9",
+	"S8+WmGdpog7oOxoLTnNphsOYfCjJyn1Hvi6OUFUrolrhbRRMUhRHNE8UR4Xzq6S+DkZFdHhzsXaKr1f1",
+	"IbgheBXFkVTur3cDsm+bgY1tkxt0iOGZCfhATHVlQbgd1j4ikPw5iKNjbYx0jr1L4CsVbJOTI3FTKOAD",
+	"BHrOSITI0wp3MIlXeBt0a7cXkUxnoBPN01X+UxiLT32K6/Bhj83UULovqH8shYVbtlelVotzmOsSpiEg",
+	"JIy4SxjYV5E4ujvSZUbm8XmXA73QJL8VawNM8gCiaU1zsp1XYW9DvPoWRW73RXeNxw6npyrYW4lsPXgc",
+	"niJhv8gQ0bW6P0b2tjNntcOLxNLu1roAsTv+zZ+/htPT06/OgXnuZO49+7MmvjjIcC6q3E6ch/OBS6KC",
+	"MwdpD0fwVyws0cGYXM5KbXCmVebs6A4wg0S/0EdbgOemNWTqyJ0uUWRYvjdyoYStSmTPuhJ336FakCY8",
+	"/+JFHK2kCp9PBuRZiHWuxcBKF8QPKXL5L8yaaDhlaaUxULDx4uwcpB0iBFaVsTDFRKUyS0GojF+sXzDu",
+	"hRss5Xw9ggsLK20spEdHK3F35Gk6mq4tGvJaJ/A3+SeYrsHL4xC0miFkSBF0n9E0amcedzHwJq/98xYA",
+	"nWKu1cKA1efsgfo6s9BBF5y6gFYIgrwVCT+m2JZ1bm9ZPQpGgygfOmd7GPmWJyLCLt2Yk02j/1obu+F9",
+	"etilBcdStrui4zNjr1hhBv+O96K7e8826nvMgXZJZh8a1LwHSPawp0OxVMe012DjvS2FMmJGEw+4iz+7",
+	"/aeXV3+/+O7ym9SxK+Zj1B4Jt9IuWd1KFEarc6DAYg2a4upb6XzNTvJuUndM33WzyIanb+3otBP2BSfy",
+	"9au//e3y+vrlN1Ec+R1EcfT65dU3l1d/ieLo+6u/Xr36x9Wmh+l400GNDxHXIBuHVH9AqLivWDNhxc4H",
+	"Z0iLHuAg6UQu1Y+DORQHeMnawF9eXvusCUn7+zffeXDpIMojwKTHSt7PQ8zaDXj1PUbtJt68fHsNF68v",
+	"XfZ00zfXeZOdU4rfoBUy37CCbqJHd+JH7yd0l57tC6WVQnapYU4uH5BbuIWT8diFU02OU98qODgZj9kJ",
+	"VsVhS1Ahj9ZThhaA3SpROnY+c/thD7nzlsLIh+HkA+ZgPzbinUWVYfY+HKKeoRMrma+PTIEzOZczTnk2",
+	"8MLzEUqc6TIzoLTCGIwmtC4NiKkLaIVpdC9HcYMGKEJ0ppCxvBk9DSP0eL4NJ7Ss0DMDDg81cOfBw9kT",
+	"eT9mWXeTX97s8Za7zGE4Cge2HS/7ebsqebifrWCzu4umfOeN2B66MWz3iKFianRe2drQpWT+XCL5vfFG",
+	"3KGEmj0kdGcRc2ns6NF0Hi++uaF79tFzvUlXc6i/vb5+TfZtAgKyqhTTHMHUOQKXkyGkNy+1skSV8Owf",
+	"JSpR10tpINOzakXBqHTRx8XrS7IWCsHoqpwh76Ws7HLCj3G21Iw2uTxisZyLGZJNSRQ9pj2QckAoBh4v",
+	"rS1EIY9FIRdIQAphgQpLwZWxUq9YW9KV+LF5kB7GiSI7xXiiUkqqRViU/zNcSTHwX29fXRGodVLRBSpR",
+	"yNEPRquUd8hG1/Ci9GoM6YckBIRJ0IUkaFUSTZLo48+/JNF9OoGz8bgXmZNOJ2r3Wu1hDGfjM/rnqxjO",
+	"Tk55On2DpaFgJlFTnUk0MXjAbDhjQ27ZxPDF+BRulzJ3kH9rCc7XvcNcvFOa/SiXK0kcPvCxzFRnax/I",
+	"xPBlP46JIVTAiU2JcqaKZytxXhmkg64yMnj0XW+fhhAiHSeuO0Gm0VWuMpzlokQvSxE+Zxtl9oW8QQUr",
+	"XdJuaS7FpS7SUAS8myFrftDQ2sJmpS6OpIIDX+EJ5Z2Y9cGFe/woUf0TG4MVC0iNnyo9nLBGeZQjDHy7",
+	"LrD0kVPL1RKgSBQhCtpl7FwvKfwsrzJm94fEgYEkmnxI2NEl0eTjz7/EiXN39adG6T7+/Mv9fXoYu2Mk",
+	"F4qLixtMlnaDtS7kDKVTbxeiOGIdY1txQpbRH4xoEp2OxqNTjtHski1fjzH01QIHIqeLhjU9dkDgxghe",
+	"CnIOGSyQovEafKf+5Hh21pnPxmSeg8iNbqGVlL1LGtMZcA5HGJhLJXIyDU00ctAOcMuWJ2KlBWnPIR1C",
+	"6GmimvMbEhkPxTMbTo7p8JFECgfhsbEyz2EpSFwTCElyl7eOYYl5Frt0Mcv6VkhLti34DzdLDD5NzP5y",
+	"is76KV87dsAu9aFLmqh67Vo7eFmXFHqpbBkMg3TFEXawwUXJzPBJ+wdtNyV6UgfsfYqbvjG++qV04/+b",
+	"rXvSrVxhosg+FTyB4lNtWgl9ZCHaJa6Jmolb7Q9XaVijoOjiKlEubWXOPTksCZdnV9VqiiUcpH+kJ0k1",
+	"Hj9/IbM/fPz5FzrzPJ0tK0wP6ykTZTU8//IL8JN2IRozjAVNb3tjCKfj8ZF7nTelK3ueqNYcrI2krpxo",
+	"04Zkua6JpYVHnhj2LzVp4zRRuiQu+ndrc2OdxYP/7h95rkdvWtZE+fPvxMoGw6ef6pcvs2hCR3k47CQL",
+	"EFbhbEa/PYnFnBk46GNIcxjzCRZHBmkOi5lzQwRnJrWwpHWAIHRSGPanzGsOVF68OCevITPuqAi9DifP",
+	"v4Rc04AZebsl3iVqthSlmDkLuDHL2O1aEtFsMKM4ooNNUQ2H6XXvwwYG4+Kwvn1J2PzvIq98/bYfTb71",
+	"QreaZfvgUTgwSIhR3yBj2yGqaI4H6XoXd5vbno/Hn7xvqasLW3o+wqF1nj8llJr2Yn5pQtB/H0dnn4HQ",
+	"rU0pKYk/ncCLF3yeZJb2/eU5vBh7DduqXNDo1jmcjJ+7ici6ugPqcInrvKEtfuG2OER5LbPj4dYzHn26",
+	"++iN7qdqtRLluhX4B/gz6ZpYPQ9RCEceYmG4COIHUZxxd1R/Ch0LhTZD2dLBWKd2jGQeuHvJofBQZ3Sa",
+	"bLy3YWS6jtnDMcCjUQzyBOvRUlNMDBfeDofNdXzQUphEkZhZB4fsHNG/o6Hb6dBfGCZ4kAG/7mQzXP+T",
+	"ztZ7nZU637dROHggI96NM72k/71sy+9nOM5OWcO+doseXa8LDHYi7S+fnsPZC4cUdbbm3j1uEuwpvrCQ",
+	"ozDWBc8soQeMUKIGrJDv7zs7Of3tOOIbIk/i9g4hF+WCG+KEgs0Q8v+hNYzZ8ngITFvZ2Tzex9FxqzNh",
+	"2FZe7BQ6QhM5UijdINFZLgngz4RKVKElYX1bhxwVYSC1IKB13RKRaFdGXd3qO2lsmqii1FZPq3ndmnmQ",
+	"thV9Am110jOL9sjYEsUqpYjhhvwob5jx/GyJsx8xc6b+pu5S5q85KD0g8NyHiQwaUNAcnZzkIT8Qeb4t",
+	"X+ZSGL4DVjUhYaIc4MqF4kiGDllrZg6KFH0pTZOu5TjEIOO3Ja7AaodKQ5yl6/p94VNLctaqktY5iPBE",
+	"z3lPDfajydL/OfrOrXf01r13dJmlgSMuPEpU2tRIN7AKh7FrV4sWixLR1fmnpBmcMCMcQgEn5qZdAyZu",
+	"c361qKa5nMGPuGbFYgMUngUe/4hY0FhZUhiSYTkCCvqkasrHcV8owolko5ZMgpHG+oli4IY6F1wqNEF8",
+	"U5zrkrunvei8VDp9zqa2p36Ua5AmLSGKjSvYB8n4An6Ri1nona5VskmdhKKutPVaS2H6GcHB1voeDnlm",
+	"ONAwrnffcMIyUSfjMYWrNEmnwOJgDsUL0iURth1/F8StEO3uQR8MxHxxotrxbNg/t3rtApMejwT72t8Y",
+	"h86hDR0qDyvn1qio28xa+7V+X8JADPcUamOfhwhHdF/i3bCG+qHzv9c+dkaGbVvdhQC7N82wj+hWoaQS",
+	"LI0+XTsAyOf73TlxhZZoaW0xOT7O9UzkS23s5Mvxl+Me0P6jzP4wnp7MPv78S/zV/Dl+/PmXaO9rIFwL",
+	"GgA9LSfHrdzO9BwofetybmtCbSjKXGJ9xeVw5CMQb/gTtV9xiFQv2GMCIzFIlSg+Pt6M+tCquYNAZoUv",
+	"JvSTwQEo7gSdt9/5Oe1c+eHTExrHoVYWuBVE0A/uMtPUFQJrqzuCS/dGoXWZr2m3K5+5XAquDPj8a6sM",
+	"6eaG8aR+xkyZeN54qU9aaKI2gq5Vq5X0ftslGA34SvGnvDR0zXlgdy2EpePSy+SOlCYfumi0aAR1jPHc",
+	"qcmjQUYHgp3D6VkHinP1mFOHtbnlqLlOQp3D6RfNiFZTk1TtogFnDXWG53A6Dq8MFIljAj+dMnIjBnKy",
+	"jeHspswdZT1BuQR9gKEMxEjJE+Xy+v7ek8rgdrk+dDmYVgukj5tyrepY5PkXL9opwbhtx0PFsI+uMmkY",
+	"VbFSaoWJ8u3QNHk7x/M7Rl+TPaKvuFaERDlNaEpn4W13Fo4KLI+84qZNJNRWEZOogdW6rY8juOpr+XkX",
+	"+SSqH8o41C3ArESeY+lq4Y7B/6aBo6uabCDg2g7uFTAuuQv6X616WheKhedPysi0DHroeXP90nVXdLiJ",
+	"tJOS+o7tLXbP39/k0nPRTtg8LIHWpewu4wfmbPhaM8lE7+5jRlrDPYlFqaeE9FUGpKgwFblQMwefhdM+",
+	"+PblxTfnrXxACNgoPCJPfaurPPNJxtEGWKa1v31QSnvwauB6sKu3a4IXBXeIb0aFZOA5eypcPtLhWZ8V",
+	"tZo3eDh6jL9wwLDEa1yrnEZzH27lPmnxCm0pZ9urwq21nhl4XeoV2iVW5CEX0thyHRIuFu8s4F2hDUdG",
+	"4LDnCAgwY5YorfJ16/qWJ7+sQiHWEwIHaV1opZG+xp/hTQqZPjxP1Nn4rNVzOhADhS09evCI5OMiF7Jn",
+	"7gdA8iZT/CpPOy405OzxIfXd+q78W1KoqXhAxO2mma3WaoH2VYHq4vVl9CtTyANNTpvc82vBadOdFFAB",
+	"l6RNr4Xok1ilVi9UHHqLHuQcJxa2W3j/+JMZeHcX5tPb+DecH7G+q+upGuu98lN+fIPQIm9u0ulzEhZW",
+	"cuGTIKcx3Apl4ewz/BbHVVi/c509tJ4YK8qQFUobUtMYjFgbwq1DBrjeSF3jVwxl3Y4w+zf2eW8e0ttd",
+	"Vefz+rta3bYI0ns8dwJrOR0+RVDdqfbxnc3vDWx1n3/FtUG+liyV0/PpGmTmr3mJzjXmGNLmCnRa557d",
+	"xxDRNNech1wfQfAd036vyB9vZOhlnYndM5H3aOJuY70mFeJTzv5S8LZ16wvwO9mCzpWITWpeE9+N/NfW",
+	"bXJ3ZWc1n0IMP6Mi7uSqWvGnMRdp/cfBnvvNC2FbGCQzAwu+TuijNWbQgYNMeCN1Zeo77i1l2Zp2ddfp",
+	"f69ulOYnBYZ+Qccpf7ub4amOaYchTwsytweXnDarw20+1K7YxJtq6kst+1FfP97ajtGu/ekdLnvDgXD3",
+	"GRP1QFYghpPxuN0L7CuAvXjfl9w61bwJyDn3vknrcil1r3BIinmr1Eqd+RxZU4hxV+iVm4MC7rALUbJW",
+	"z+UdZk2TnlQZ3iXqIPV7+efJu4lvwG5szwRC2jo93FYHaQzhU5syHjcwzW3937gZY/Mq5CM5cMLUvZ8f",
+	"qvt8jFgheLLOg2iTbk067IRzvjxoKQrsyX8CTmrhVmWi6luX9S/zdO5bunTR8/HJb8uYi3YjR8OfUNVc",
+	"d38miMvfqb/lnXJCjcR7+PkZ86TA8qvf4Pfi6hqHa5XdVKtMzudYcseDo2S0e+J1MIawWsOKTJHn18R1",
+	"tHgDyCauaCo5nyGIuN4ze+tsXCuz/YiR5pStv2geLoy0F6qH9zK3e2RcP7UTfMv51Jan6rqogS7Fxgd2",
+	"AfTxB5ndP5SccBfEdyhl14p5MPyDAQ1UKoRd9pqJu/b7d4VN243XdfNzZb9J7ul3Uq76lze26M99/e3m",
+	"j0VRFB3XKUVXNWplf0aN2FtB3XCzQasn6aDd9/WXUmbuGt1RSXzy9Xj/Pl8HOWytEwh/dBHueAn3nsgl",
+	"PNJsNmk1mSXKl2YI/ri+mqbGa+vbNyCVsSgyV/1oGr6IT4XOcxMu8vxUV7brdk7wqG6Jvk9luMcmTtTT",
+	"70k5QBfivlB5uX93/38BAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

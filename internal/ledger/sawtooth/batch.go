@@ -248,3 +248,36 @@ func CheckBatchForID(id string, payload []byte) error {
 	}
 	return nil
 }
+
+// DecodeBatchHeader decodes b's header: the batch signer's public key and the
+// ids of its transactions, in order. Errors wrap ErrMalformedBatch.
+func DecodeBatchHeader(b *sawtoothpb.Batch) (*sawtoothpb.BatchHeader, error) {
+	var h sawtoothpb.BatchHeader
+	if err := proto.Unmarshal(b.GetHeader(), &h); err != nil {
+		return nil, fmt.Errorf("%w: decoding batch header: %v", ErrMalformedBatch, err)
+	}
+	return &h, nil
+}
+
+// TransactionIDs returns the ids of the transactions of a serialized Batch,
+// in order, as its header lists them (as the transactions' own
+// header_signatures when the header lists none). Errors wrap
+// ErrMalformedBatch.
+func TransactionIDs(payload []byte) ([]string, error) {
+	b, err := ParseBatch(payload)
+	if err != nil {
+		return nil, err
+	}
+	h, err := DecodeBatchHeader(b)
+	if err != nil {
+		return nil, err
+	}
+	if len(h.TransactionIds) > 0 {
+		return h.TransactionIds, nil
+	}
+	ids := make([]string, len(b.Transactions))
+	for i, txn := range b.Transactions {
+		ids[i] = txn.HeaderSignature
+	}
+	return ids, nil
+}

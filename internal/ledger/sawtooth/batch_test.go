@@ -228,3 +228,26 @@ func BenchmarkParseAndVerifyBatch(b *testing.B) {
 		}
 	}
 }
+
+func TestTransactionIDs_AreTheHeadersListInOrder(t *testing.T) {
+	t.Parallel()
+	s := testSigner(t, 7)
+	_, payload := newBatch(t, s, []byte("one"), []byte("two"), []byte("three"))
+	b, err := sawtooth.ParseBatch(payload)
+	require.NoError(t, err)
+	h, err := sawtooth.DecodeBatchHeader(b)
+	require.NoError(t, err)
+	require.Equal(t, s.PublicKey(), h.SignerPublicKey)
+
+	ids, err := sawtooth.TransactionIDs(payload)
+	require.NoError(t, err)
+	require.Len(t, ids, 3)
+	for i, txn := range b.Transactions {
+		require.Equal(t, txn.HeaderSignature, ids[i])
+	}
+
+	_, err = sawtooth.TransactionIDs(nil)
+	require.ErrorIs(t, err, sawtooth.ErrMalformedBatch)
+	_, err = sawtooth.TransactionIDs([]byte("\xff\xff"))
+	require.ErrorIs(t, err, sawtooth.ErrMalformedBatch)
+}

@@ -24,6 +24,15 @@ const (
 	CodeStatusIDQueryInvalid    = 66 // 400: GET /batch_statuses without ids
 )
 
+// Codes ledgerq's Sawtooth-compatible ingress (POST /batches, GET and POST
+// /batch_statuses) adds for conditions Sawtooth's REST API does not meet.
+// They start at 100, above every code Sawtooth uses.
+const (
+	CodeDatabaseUnavailable = 100 // 503: ledgerq's database did not answer in time
+	CodeRequestTooLarge     = 101 // 413: over ledgerq's body, batch count or batch size limits
+	CodeInvalidParameter    = 102 // 400: a bad service id, or a parameter given twice
+)
+
 // ErrorResponse is the body of a Sawtooth REST API error.
 type ErrorResponse struct {
 	Error APIError `json:"error"`
@@ -64,6 +73,7 @@ type BatchStatusEntry struct {
 type InvalidTransaction struct {
 	ID      string `json:"id"`
 	Message string `json:"message"`
-	// ExtendedData is family-specific bytes, base64 encoded.
-	ExtendedData string `json:"extended_data"`
+	// ExtendedData is family-specific bytes, base64 encoded. Sawtooth's REST
+	// API leaves the field out when it is empty.
+	ExtendedData string `json:"extended_data,omitempty"`
 }

@@ -1,0 +1,29 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// BatchWithPayload is a stored batch with its payload.
+type BatchWithPayload struct {
+	Batch
+	// Payload is empty for a batch row written by hand without its payload
+	// row.
+	Payload []byte
+}
+
+// BatchGetMany returns the stored batches among ids, with their payloads, in
+// no particular order; an id that is not stored has no entry. The caller
+// bounds ids: every payload is read into memory.
+func (s *Store) BatchGetMany(ctx context.Context, ids []string) ([]BatchWithPayload, error) {
+	rows, err := s.q.BatchGetMany(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading %d batches: %w", len(ids), err)
+	}
+	out := make([]BatchWithPayload, len(rows))
+	for i, r := range rows {
+		out[i] = BatchWithPayload{Batch: batchFromRow(r.LedgerqBatch), Payload: r.Payload}
+	}
+	return out, nil
+}
