@@ -65,3 +65,24 @@ func TestBatchOverview_CountsBatchesPerServiceAndStateWithTheOldestWaiting(t *te
 	require.NoError(t, rows.Err())
 	require.Equal(t, []string{"a/committed=1:", "a/new=2:a3", "a/pending=1:a2", "b/queued=1:b1"}, got)
 }
+
+// A time the API could not read back ('infinity', written by an operator's
+// SQL) is refused by the table, in every time column.
+func TestBatchesTable_RefusesInfiniteTimes(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	clk := testfactory.NewClock()
+	testfactory.New(t, st, clk).PutBatches(testfactory.Batch{ID: "f1", ServiceID: "s"})
+	for _, col := range []string{"created_at", "received_at", "updated_at", "queued_at", "next_check_at", "last_submitted_at"} {
+		for _, v := range []string{"infinity", "-infinity"} {
+			_, err := st.DB().Exec(t.Context(), `SAVEPOINT s`)
+			require.NoError(t, err)
+			_, err = st.DB().Exec(t.Context(), `UPDATE ledgerq.batches SET `+col+` = '`+v+`' WHERE id = 'f1'`)
+			var pgErr *pgconn.PgError
+			require.True(t, errors.As(err, &pgErr), "%s = %s: stored, want a CHECK violation (err %v)", col, v, err)
+			require.Equal(t, "batches_times_finite", pgErr.ConstraintName, "%s = %s: %v", col, v, err)
+			_, err = st.DB().Exec(t.Context(), `ROLLBACK TO SAVEPOINT s`)
+			require.NoError(t, err)
+		}
+	}
+}
