@@ -82,9 +82,13 @@ func (f *apiFixture) lockWaiters() int {
 
 func TestAPI_RequestsWhileTheDatabaseHangsAnswer503ByTheRequestTimeout(t *testing.T) {
 	t.Parallel()
-	f := setup(t, func(c *httpapi.Config) { c.RequestTimeout = 300 * time.Millisecond })
+	// 1s: short beside the 20s lock, long enough for a loaded CI machine.
+	f := setup(t, func(c *httpapi.Config) { c.RequestTimeout = time.Second })
 	id, payload := signedBatch(t)
-	require.Equal(t, http.StatusCreated, f.post("/v1/batches", batchBody(t, id, "svc", payload, "")).StatusCode)
+	// Until the lock is taken a request may still miss the deadline on a
+	// busy machine; it must succeed within a few tries.
+	untilStatus(t, http.StatusCreated, func() httpResult { return f.post("/v1/batches", batchBody(t, id, "svc", payload, "")) },
+		"POST before the lock: %s")
 	newID, newPayload := signedBatch(t)
 
 	release := lockBatches(t, f.db.URL, 20*time.Second)
@@ -98,8 +102,8 @@ func TestAPI_RequestsWhileTheDatabaseHangsAnswer503ByTheRequestTimeout(t *testin
 		resp := do()
 		took := time.Since(began)
 		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s while the table is locked: %s", name, resp.Body)
-		require.JSONEq(t, `{"success":false,"message":"database did not answer within 300ms"}`, resp.Body, name)
-		require.Less(t, took, 3*time.Second, "%s answered after %s", name, took)
+		require.JSONEq(t, `{"success":false,"message":"database did not answer within 1s"}`, resp.Body, name)
+		require.Less(t, took, 5*time.Second, "%s answered after %s", name, took)
 	}
 	// The timed-out statements were cancelled in PostgreSQL, not left
 	// waiting for the lock on connections the pool gave up.
@@ -108,14 +112,29 @@ func TestAPI_RequestsWhileTheDatabaseHangsAnswer503ByTheRequestTimeout(t *testin
 
 	release()
 	for name, do := range requests {
-		resp := do()
 		want := http.StatusOK
 		if name == "POST" {
 			want = http.StatusCreated
 		}
-		require.Equal(t, want, resp.StatusCode, "%s after the lock is released: %s", name, resp.Body)
+		untilStatus(t, want, do, "%s after the lock is released: %s", name)
 	}
 	require.Equal(t, 2, f.count(), fmt.Sprintf("the POST that timed out stored nothing; its retry stored %s", newID))
+}
+
+// untilStatus repeats do, for up to 10s, until it answers want: the
+// requests a test makes outside the fault it stages, on a machine that may
+// be slow enough to miss a short request deadline once.
+func untilStatus(t *testing.T, want int, do func() httpResult, msgAndArgs ...any) {
+	t.Helper()
+	var last httpResult
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if last = do(); last.StatusCode == want {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Equal(t, want, last.StatusCode, append(msgAndArgs, last.Body)...)
 }
 
 // serveOn serves the API over st (a store on db, perhaps through a proxy).
