@@ -74,7 +74,7 @@ func TestBatchLane_ConcurrentRoundsNeverDeadlock(t *testing.T) {
 	db := testdb.New(t)
 	const (
 		processes = 3
-		services  = 6
+		services  = 12
 		runFor    = 6 * time.Second
 		roundMax  = 20
 	)
@@ -97,13 +97,22 @@ func TestBatchLane_ConcurrentRoundsNeverDeadlock(t *testing.T) {
 	now := func() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
 	// Intake: each service has one writer, which stores its batches in
-	// created_at order, so the order check below is exact.
+	// created_at order, so the order check below is exact. It stores about
+	// as many as the lane sends one at a time per service, so that the
+	// drain at the end stays short.
 	for s := range services {
 		st := stores[s%processes]
 		service := fmt.Sprintf("svc-%d", s)
 		wg.Go(func() {
+			pace := time.NewTicker(100 * time.Millisecond)
+			defer pace.Stop()
 			for running.Err() == nil {
-				n := 1 + mrand.IntN(3)
+				select {
+				case <-running.Done():
+					return
+				case <-pace.C:
+				}
+				n := 1 + mrand.IntN(2)
 				at := now()
 				nbs := make([]store.NewBatch, n)
 				for i := range nbs {
@@ -187,6 +196,9 @@ func TestBatchLane_ConcurrentRoundsNeverDeadlock(t *testing.T) {
 	require.Empty(t, errs.counts, "no round may fail; the first failures:\n%s", strings.Join(errs.first, "\n"))
 	require.Zero(t, deadlocks, "PostgreSQL detected deadlocks between the lane's transactions")
 
+	states, err := db.Store.BatchCountByState(ctx)
+	require.NoError(t, err)
+	t.Logf("batches by state after the concurrent rounds: %v", states)
 	requireLaneInvariants(t, db)
 	drainLane(t, db.Store)
 	requireLaneInvariants(t, db)
@@ -250,7 +262,7 @@ func requireLaneInvariants(t *testing.T, db *testdb.DB) {
 func drainLane(t *testing.T, st *store.Store) {
 	t.Helper()
 	ctx := t.Context()
-	for range 1000 {
+	for range 10000 {
 		now := time.Now().UTC().Truncate(time.Microsecond)
 		_, err := st.BatchQueue(ctx, store.BatchQueueParams{Now: now, Reconcile: true, ReconcileMax: 1000})
 		require.NoError(t, err)
@@ -286,5 +298,5 @@ func drainLane(t *testing.T, st *store.Store) {
 			t.Fatalf("the lane is stuck with batches waiting: %v", waiting)
 		}
 	}
-	t.Fatal("the lane did not drain in 1000 rounds")
+	t.Fatal("the lane did not drain in 10000 rounds")
 }
