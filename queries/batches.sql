@@ -3,6 +3,10 @@
 -- batch_payloads, in one statement. ON CONFLICT makes a re-post of a known id
 -- a no-op (and stores no second payload); the caller compares the stored
 -- batches (BatchGetMany) to decide between "same batch" and conflict.
+-- Rows are inserted in id order, whatever the order of the request: an
+-- insert waits for another transaction's uncommitted row with the same id
+-- (a client's retry still in flight elsewhere), and two requests holding
+-- ids the other wants, in different orders, would deadlock.
 WITH u AS (
     SELECT unnest(@ids::text[]) AS id, unnest(@service_ids::text[]) AS service_id,
            unnest(@payloads::bytea[]) AS payload, unnest(@created_ats::timestamptz[]) AS created_at
@@ -10,6 +14,7 @@ WITH u AS (
 ins AS (
     INSERT INTO ledgerq.batches (id, service_id, created_at, received_at, updated_at)
     SELECT u.id, u.service_id, u.created_at, @now::timestamptz, @now::timestamptz FROM u
+    ORDER BY u.id
     ON CONFLICT (id) DO NOTHING
     RETURNING *
 ),

@@ -300,3 +300,35 @@ func drainLane(t *testing.T, st *store.Store) {
 	}
 	t.Fatal("the lane did not drain in 10000 rounds")
 }
+
+// A client that posts the same batches again before its first request ended
+// (a retry after a timeout, to another ledgerq process), in another order,
+// waits for the first request's rows; it must not deadlock with it.
+func TestBatchInsert_ConcurrentRepostsInAnyOrderNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := t.Context()
+	deadlocksBefore := databaseDeadlocks(t, db)
+	for range 30 {
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		nbs := make([]store.NewBatch, 50)
+		for i := range nbs {
+			nbs[i] = store.NewBatch{ID: randomID(t), ServiceID: fmt.Sprintf("svc-%d", i%3), Payload: []byte{1}, CreatedAt: now}
+		}
+		reversed := slices.Clone(nbs)
+		slices.Reverse(reversed)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, batches := range [][]store.NewBatch{nbs, reversed} {
+			wg.Go(func() {
+				<-start
+				_, errs[i] = db.Store.BatchInsert(ctx, store.BatchInsertParams{Now: now, Batches: batches})
+			})
+		}
+		close(start)
+		wg.Wait()
+		require.NoError(t, errors.Join(errs...))
+	}
+	require.Equal(t, deadlocksBefore, databaseDeadlocks(t, db), "PostgreSQL detected deadlocks between the requests")
+}

@@ -457,6 +457,7 @@ WITH u AS (
 ins AS (
     INSERT INTO ledgerq.batches (id, service_id, created_at, received_at, updated_at)
     SELECT u.id, u.service_id, u.created_at, $5::timestamptz, $5::timestamptz FROM u
+    ORDER BY u.id
     ON CONFLICT (id) DO NOTHING
     RETURNING id, service_id, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at
 ),
@@ -496,6 +497,10 @@ type BatchInsertManyRow struct {
 // batch_payloads, in one statement. ON CONFLICT makes a re-post of a known id
 // a no-op (and stores no second payload); the caller compares the stored
 // batches (BatchGetMany) to decide between "same batch" and conflict.
+// Rows are inserted in id order, whatever the order of the request: an
+// insert waits for another transaction's uncommitted row with the same id
+// (a client's retry still in flight elsewhere), and two requests holding
+// ids the other wants, in different orders, would deadlock.
 func (q *Queries) BatchInsertMany(ctx context.Context, arg BatchInsertManyParams) ([]BatchInsertManyRow, error) {
 	rows, err := q.db.Query(ctx, batchInsertMany,
 		arg.Ids,
