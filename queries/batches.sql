@@ -3,6 +3,10 @@
 -- batch_payloads, in one statement. ON CONFLICT makes a re-post of a known id
 -- a no-op (and stores no second payload); the caller compares the stored
 -- batches (BatchGetMany) to decide between "same batch" and conflict.
+-- Rows are inserted in id order, whatever the order of the request: an
+-- insert waits for another transaction's uncommitted row with the same id
+-- (a client's retry still in flight elsewhere), and two requests holding
+-- ids the other wants, in different orders, would deadlock.
 WITH u AS (
     SELECT unnest(@ids::text[]) AS id, unnest(@service_ids::text[]) AS service_id,
            unnest(@payloads::bytea[]) AS payload, unnest(@created_ats::timestamptz[]) AS created_at
@@ -10,6 +14,7 @@ WITH u AS (
 ins AS (
     INSERT INTO ledgerq.batches (id, service_id, created_at, received_at, updated_at)
     SELECT u.id, u.service_id, u.created_at, @now::timestamptz, @now::timestamptz FROM u
+    ORDER BY u.id
     ON CONFLICT (id) DO NOTHING
     RETURNING *
 ),
@@ -65,12 +70,14 @@ ORDER BY k;
 -- cost is the services it is given, never all of them: each service is one
 -- probe of batches_active_by_service and one of batches_new_by_service
 -- (scalar subqueries, so the planner cannot turn them into a scan of every
--- active or new batch), and the rows are updated through the primary key
+-- active or new batch), and the rows are reached through the primary key
 -- (the guards are a CASE, which no partial index can answer).
-UPDATE ledgerq.batches b
-SET queued_at = @now::timestamptz, updated_at = @now::timestamptz
-WHERE b.id = ANY (ARRAY(
-    SELECT x.next_id
+-- Like every statement of the lane that waits for row locks, it locks its
+-- rows first in primary-key order (the locked CTE): an UPDATE alone locks
+-- them in whatever order its plan visits them (heap order for a bitmap scan),
+-- and two statements locking shared rows in different orders deadlock.
+WITH next AS (
+    SELECT x.next_id AS id
     FROM (SELECT DISTINCT s AS service_id FROM unnest(@service_ids::text[]) AS s) svc,
     LATERAL (
         SELECT (SELECT n.id FROM ledgerq.batches n
@@ -83,8 +90,17 @@ WHERE b.id = ANY (ARRAY(
                 LIMIT 1) AS busy
     ) x
     WHERE x.busy IS NULL AND x.next_id IS NOT NULL
-))
-  AND CASE WHEN b.status IS NULL THEN NOT b.submitted AND b.queued_at IS NULL ELSE false END
+),
+locked AS (
+    SELECT l.id FROM ledgerq.batches l
+    WHERE l.id = ANY (ARRAY(SELECT next.id FROM next))
+      AND CASE WHEN l.status IS NULL THEN NOT l.submitted AND l.queued_at IS NULL ELSE false END
+    ORDER BY l.id
+    FOR NO KEY UPDATE
+)
+UPDATE ledgerq.batches b
+SET queued_at = @now::timestamptz, updated_at = @now::timestamptz
+WHERE b.id = ANY (ARRAY(SELECT locked.id FROM locked))
 RETURNING b.id, b.service_id;
 
 -- name: BatchIdleServices :many
@@ -119,8 +135,10 @@ LIMIT @max;
 -- Queuer round, seed 001 steps 3 and 4: every unknown batch, and every delayed
 -- batch whose last attempt is outside the delay window (window x
 -- 2^(attempts-1), capped), is queued again. Reads only the batches_retry index.
--- The outer WHERE re-checks each row under its lock, so a concurrent round
--- cannot queue a batch the submitter claimed in the meantime.
+-- The rows are locked first, in primary-key order (the index walks them in
+-- last_submitted_at order, which other statements do not share), and
+-- locking re-checks each row's guard on its latest version, so a concurrent
+-- round cannot queue a batch the submitter claimed in the meantime.
 WITH due AS (
     SELECT r.id FROM ledgerq.batches r
     WHERE r.status IN ('unknown', 'delayed') AND NOT r.submitted AND r.queued_at IS NULL
@@ -128,11 +146,17 @@ WITH due AS (
            OR r.last_submitted_at <= sqlc.arg(now)::timestamptz - make_interval(0, 0, 0, 0, 0, 0,
                 least(sqlc.arg(delay_window_secs)::float8 * power(2, least(greatest(r.attempts - 1, 0), 40)),
                       sqlc.arg(delay_cap_secs)::float8)))
+),
+locked AS (
+    SELECT l.id FROM ledgerq.batches l
+    WHERE l.id = ANY (ARRAY(SELECT due.id FROM due))
+      AND NOT l.submitted AND l.queued_at IS NULL AND l.status IN ('unknown', 'delayed')
+    ORDER BY l.id
+    FOR NO KEY UPDATE
 )
 UPDATE ledgerq.batches b
 SET queued_at = @now::timestamptz, updated_at = @now::timestamptz
-WHERE b.id = ANY (ARRAY(SELECT due.id FROM due))
-  AND NOT b.submitted AND b.queued_at IS NULL AND b.status IN ('unknown', 'delayed')
+WHERE b.id = ANY (ARRAY(SELECT locked.id FROM locked))
 RETURNING b.id, b.service_id, b.status;
 
 -- name: BatchClaimQueued :many
@@ -168,25 +192,36 @@ RETURNING b.id, b.service_id, b.attempts,
 --   delayed  -> delayed, submitted = false (a transient failure; the queuer
 --               retries it after the delay window);
 --   rejected -> invalid (the ledger refused the batch itself).
+-- The rows are locked first, in primary-key order, whatever the order of
+-- @ids: a monitor that took over an expired lease records the same batches,
+-- and two statements locking shared rows in different orders deadlock.
+-- Locking re-checks the fence on each row's latest version.
 WITH o AS (
     SELECT unnest(@ids::text[]) AS id, unnest(@attempts::int4[]) AS attempts,
            unnest(@results::text[]) AS result, unnest(@reasons::text[]) AS reason
+),
+held AS (
+    -- Rows are reached by primary key: the claim guard is a CASE, which no
+    -- partial index can answer, so the plan never scans every held batch.
+    SELECT h.id, o.result, o.reason
+    FROM ledgerq.batches h JOIN o ON o.id = h.id AND o.attempts = h.attempts
+    WHERE h.id = ANY(@ids::text[])
+      AND CASE WHEN h.claim_expires_at IS NULL THEN false ELSE true END
+      AND o.result IN ('accepted', 'delayed', 'rejected')
+    ORDER BY h.id
+    FOR NO KEY UPDATE OF h
 )
 UPDATE ledgerq.batches b
-SET status = (CASE o.result WHEN 'accepted' THEN 'pending' WHEN 'delayed' THEN 'delayed' ELSE 'invalid' END)::ledgerq.batch_status,
-    submitted = (o.result <> 'delayed'),
+SET status = (CASE held.result WHEN 'accepted' THEN 'pending' WHEN 'delayed' THEN 'delayed' ELSE 'invalid' END)::ledgerq.batch_status,
+    submitted = (held.result <> 'delayed'),
     claim_expires_at = NULL,
-    next_check_at = CASE WHEN o.result = 'accepted' THEN @next_check_at::timestamptz END,
-    last_error = CASE WHEN o.result = 'accepted' THEN NULL ELSE o.reason END,
-    finished_at = CASE WHEN o.result = 'rejected' THEN @now::timestamptz END,
+    next_check_at = CASE WHEN held.result = 'accepted' THEN @next_check_at::timestamptz END,
+    last_error = CASE WHEN held.result = 'accepted' THEN NULL ELSE held.reason END,
+    finished_at = CASE WHEN held.result = 'rejected' THEN @now::timestamptz END,
     updated_at = @now::timestamptz
-FROM o
--- Rows are reached by primary key: the claim guard is a CASE, which no
--- partial index can answer, so the plan never scans every held batch.
-WHERE b.id = ANY(@ids::text[]) AND b.id = o.id AND b.attempts = o.attempts
-  AND CASE WHEN b.claim_expires_at IS NULL THEN false ELSE true END
-  AND o.result IN ('accepted', 'delayed', 'rejected')
-RETURNING b.id, b.service_id, o.result::text AS result;
+FROM held
+WHERE b.id = ANY (ARRAY(SELECT held.id FROM held)) AND b.id = held.id
+RETURNING b.id, b.service_id, held.result::text AS result;
 
 -- name: BatchClaimPendingForCheck :many
 -- Monitor claim: pending batches due for a status check. Moving next_check_at
@@ -226,25 +261,36 @@ RETURNING b.id, b.service_id, b.attempts;
 --   COMMITTED -> committed, INVALID -> invalid (terminal);
 --   UNKNOWN   -> unknown with submitted = false (seed 001 note), and queued at
 --               once (seed 001 step 3), so the submitter sends it again.
+-- The rows are locked first, in primary-key order, whatever the order of
+-- @ids: the submitter of an expired lease, or another monitor, may record
+-- the same batches, and two statements locking shared rows in different
+-- orders deadlock. Locking re-checks the guard on each row's latest version.
 WITH o AS (
     SELECT unnest(@ids::text[]) AS id, unnest(@attempts::int4[]) AS attempts,
            unnest(@statuses::text[]) AS status, unnest(@reasons::text[]) AS reason
+),
+checked AS (
+    -- Rows are reached by primary key: the guard is a CASE, which no partial
+    -- index can answer, so the plan never scans every batch in flight.
+    SELECT c.id, o.status, o.reason
+    FROM ledgerq.batches c JOIN o ON o.id = c.id AND o.attempts = c.attempts
+    WHERE c.id = ANY(@ids::text[])
+      AND CASE WHEN c.status = 'pending' THEN true ELSE c.claim_expires_at IS NOT NULL END
+      AND o.status IN ('pending', 'unknown', 'committed', 'valid', 'invalid')
+    ORDER BY c.id
+    FOR NO KEY UPDATE OF c
 )
 UPDATE ledgerq.batches b
-SET status = o.status::ledgerq.batch_status,
-    submitted = (o.status <> 'unknown'),
+SET status = checked.status::ledgerq.batch_status,
+    submitted = (checked.status <> 'unknown'),
     claim_expires_at = NULL,
-    queued_at = CASE WHEN o.status = 'unknown' THEN @now::timestamptz END,
-    next_check_at = CASE WHEN o.status = 'pending' THEN @next_check_at::timestamptz END,
-    last_error = CASE WHEN o.status = 'pending' THEN NULL ELSE nullif(o.reason, '') END,
-    finished_at = CASE WHEN o.status IN ('committed', 'valid', 'invalid') THEN @now::timestamptz END,
+    queued_at = CASE WHEN checked.status = 'unknown' THEN @now::timestamptz END,
+    next_check_at = CASE WHEN checked.status = 'pending' THEN @next_check_at::timestamptz END,
+    last_error = CASE WHEN checked.status = 'pending' THEN NULL ELSE nullif(checked.reason, '') END,
+    finished_at = CASE WHEN checked.status IN ('committed', 'valid', 'invalid') THEN @now::timestamptz END,
     updated_at = @now::timestamptz
-FROM o
--- Rows are reached by primary key: the guard is a CASE, which no partial
--- index can answer, so the plan never scans every batch in flight.
-WHERE b.id = ANY(@ids::text[]) AND b.id = o.id AND b.attempts = o.attempts
-  AND CASE WHEN b.status = 'pending' THEN true ELSE b.claim_expires_at IS NOT NULL END
-  AND o.status IN ('pending', 'unknown', 'committed', 'valid', 'invalid')
+FROM checked
+WHERE b.id = ANY (ARRAY(SELECT checked.id FROM checked)) AND b.id = checked.id
 RETURNING b.id, b.service_id, b.status::text AS status;
 
 -- name: BatchCountByState :many

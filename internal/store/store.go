@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"syscall"
@@ -97,10 +98,57 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// txAttempts bounds how often withTx runs a transaction that PostgreSQL
+// aborted to break a deadlock or a serialization failure.
+const txAttempts = 5
+
+// SQLSTATEs of the transactions PostgreSQL aborts so that another can go on:
+// running them again is the documented answer.
+const (
+	sqlstateSerializationFailure = "40001"
+	sqlstateDeadlockDetected     = "40P01"
+)
+
 // withTx runs fn in a transaction and commits it when fn returns nil. The
 // rollback runs under context.WithoutCancel, so a cancelled ctx never leaves a
 // transaction open on the connection.
+//
+// A transaction PostgreSQL aborted as a deadlock victim (40P01) or for a
+// serialization failure (40001) is run again, after a short random pause,
+// up to txAttempts times in all: it changed nothing, and an outcome
+// transaction that gave up would leave batches the ledger accepted held
+// until their lease expires. fn must therefore be safe to run again: it may
+// only build its results from what its statements return.
 func (s *Store) withTx(ctx context.Context, fn func(q *dbsqlc.Queries) error) error {
+	for attempt := 1; ; attempt++ {
+		err := s.runTx(ctx, fn)
+		if err == nil || !retryableTx(err) {
+			return err
+		}
+		if attempt == txAttempts {
+			return fmt.Errorf("transaction aborted %d times: %w", attempt, err)
+		}
+		// Transactions that collided once would collide again if they ran
+		// again in step.
+		pause := time.Duration(attempt) * (5*time.Millisecond + rand.N(20*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+	}
+}
+
+// retryableTx reports whether err aborted a transaction that may simply run
+// again.
+func retryableTx(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) &&
+		(pgErr.Code == sqlstateDeadlockDetected || pgErr.Code == sqlstateSerializationFailure)
+}
+
+// runTx is one run of withTx.
+func (s *Store) runTx(ctx context.Context, fn func(q *dbsqlc.Queries) error) error {
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("beginning transaction: %w", err)

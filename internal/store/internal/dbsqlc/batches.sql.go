@@ -11,10 +11,8 @@ import (
 )
 
 const batchAdmit = `-- name: BatchAdmit :many
-UPDATE ledgerq.batches b
-SET queued_at = $1::timestamptz, updated_at = $1::timestamptz
-WHERE b.id = ANY (ARRAY(
-    SELECT x.next_id
+WITH next AS (
+    SELECT x.next_id AS id
     FROM (SELECT DISTINCT s AS service_id FROM unnest($2::text[]) AS s) svc,
     LATERAL (
         SELECT (SELECT n.id FROM ledgerq.batches n
@@ -27,8 +25,17 @@ WHERE b.id = ANY (ARRAY(
                 LIMIT 1) AS busy
     ) x
     WHERE x.busy IS NULL AND x.next_id IS NOT NULL
-))
-  AND CASE WHEN b.status IS NULL THEN NOT b.submitted AND b.queued_at IS NULL ELSE false END
+),
+locked AS (
+    SELECT l.id FROM ledgerq.batches l
+    WHERE l.id = ANY (ARRAY(SELECT next.id FROM next))
+      AND CASE WHEN l.status IS NULL THEN NOT l.submitted AND l.queued_at IS NULL ELSE false END
+    ORDER BY l.id
+    FOR NO KEY UPDATE
+)
+UPDATE ledgerq.batches b
+SET queued_at = $1::timestamptz, updated_at = $1::timestamptz
+WHERE b.id = ANY (ARRAY(SELECT locked.id FROM locked))
 RETURNING b.id, b.service_id
 `
 
@@ -49,8 +56,12 @@ type BatchAdmitRow struct {
 // cost is the services it is given, never all of them: each service is one
 // probe of batches_active_by_service and one of batches_new_by_service
 // (scalar subqueries, so the planner cannot turn them into a scan of every
-// active or new batch), and the rows are updated through the primary key
+// active or new batch), and the rows are reached through the primary key
 // (the guards are a CASE, which no partial index can answer).
+// Like every statement of the lane that waits for row locks, it locks its
+// rows first in primary-key order (the locked CTE): an UPDATE alone locks
+// them in whatever order its plan visits them (heap order for a bitmap scan),
+// and two statements locking shared rows in different orders deadlock.
 func (q *Queries) BatchAdmit(ctx context.Context, arg BatchAdmitParams) ([]BatchAdmitRow, error) {
 	rows, err := q.db.Query(ctx, batchAdmit, arg.Now, arg.ServiceIds)
 	if err != nil {
@@ -446,6 +457,7 @@ WITH u AS (
 ins AS (
     INSERT INTO ledgerq.batches (id, service_id, created_at, received_at, updated_at)
     SELECT u.id, u.service_id, u.created_at, $5::timestamptz, $5::timestamptz FROM u
+    ORDER BY u.id
     ON CONFLICT (id) DO NOTHING
     RETURNING id, service_id, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at
 ),
@@ -485,6 +497,10 @@ type BatchInsertManyRow struct {
 // batch_payloads, in one statement. ON CONFLICT makes a re-post of a known id
 // a no-op (and stores no second payload); the caller compares the stored
 // batches (BatchGetMany) to decide between "same batch" and conflict.
+// Rows are inserted in id order, whatever the order of the request: an
+// insert waits for another transaction's uncommitted row with the same id
+// (a client's retry still in flight elsewhere), and two requests holding
+// ids the other wants, in different orders, would deadlock.
 func (q *Queries) BatchInsertMany(ctx context.Context, arg BatchInsertManyParams) ([]BatchInsertManyRow, error) {
 	rows, err := q.db.Query(ctx, batchInsertMany,
 		arg.Ids,
@@ -643,11 +659,17 @@ WITH due AS (
            OR r.last_submitted_at <= $1::timestamptz - make_interval(0, 0, 0, 0, 0, 0,
                 least($2::float8 * power(2, least(greatest(r.attempts - 1, 0), 40)),
                       $3::float8)))
+),
+locked AS (
+    SELECT l.id FROM ledgerq.batches l
+    WHERE l.id = ANY (ARRAY(SELECT due.id FROM due))
+      AND NOT l.submitted AND l.queued_at IS NULL AND l.status IN ('unknown', 'delayed')
+    ORDER BY l.id
+    FOR NO KEY UPDATE
 )
 UPDATE ledgerq.batches b
 SET queued_at = $1::timestamptz, updated_at = $1::timestamptz
-WHERE b.id = ANY (ARRAY(SELECT due.id FROM due))
-  AND NOT b.submitted AND b.queued_at IS NULL AND b.status IN ('unknown', 'delayed')
+WHERE b.id = ANY (ARRAY(SELECT locked.id FROM locked))
 RETURNING b.id, b.service_id, b.status
 `
 
@@ -666,8 +688,10 @@ type BatchQueueRetriesRow struct {
 // Queuer round, seed 001 steps 3 and 4: every unknown batch, and every delayed
 // batch whose last attempt is outside the delay window (window x
 // 2^(attempts-1), capped), is queued again. Reads only the batches_retry index.
-// The outer WHERE re-checks each row under its lock, so a concurrent round
-// cannot queue a batch the submitter claimed in the meantime.
+// The rows are locked first, in primary-key order (the index walks them in
+// last_submitted_at order, which other statements do not share), and
+// locking re-checks each row's guard on its latest version, so a concurrent
+// round cannot queue a batch the submitter claimed in the meantime.
 func (q *Queries) BatchQueueRetries(ctx context.Context, arg BatchQueueRetriesParams) ([]BatchQueueRetriesRow, error) {
 	rows, err := q.db.Query(ctx, batchQueueRetries, arg.Now, arg.DelayWindowSecs, arg.DelayCapSecs)
 	if err != nil {
@@ -692,20 +716,29 @@ const batchRecordStatusMany = `-- name: BatchRecordStatusMany :many
 WITH o AS (
     SELECT unnest($3::text[]) AS id, unnest($4::int4[]) AS attempts,
            unnest($5::text[]) AS status, unnest($6::text[]) AS reason
+),
+checked AS (
+    -- Rows are reached by primary key: the guard is a CASE, which no partial
+    -- index can answer, so the plan never scans every batch in flight.
+    SELECT c.id, o.status, o.reason
+    FROM ledgerq.batches c JOIN o ON o.id = c.id AND o.attempts = c.attempts
+    WHERE c.id = ANY($3::text[])
+      AND CASE WHEN c.status = 'pending' THEN true ELSE c.claim_expires_at IS NOT NULL END
+      AND o.status IN ('pending', 'unknown', 'committed', 'valid', 'invalid')
+    ORDER BY c.id
+    FOR NO KEY UPDATE OF c
 )
 UPDATE ledgerq.batches b
-SET status = o.status::ledgerq.batch_status,
-    submitted = (o.status <> 'unknown'),
+SET status = checked.status::ledgerq.batch_status,
+    submitted = (checked.status <> 'unknown'),
     claim_expires_at = NULL,
-    queued_at = CASE WHEN o.status = 'unknown' THEN $1::timestamptz END,
-    next_check_at = CASE WHEN o.status = 'pending' THEN $2::timestamptz END,
-    last_error = CASE WHEN o.status = 'pending' THEN NULL ELSE nullif(o.reason, '') END,
-    finished_at = CASE WHEN o.status IN ('committed', 'valid', 'invalid') THEN $1::timestamptz END,
+    queued_at = CASE WHEN checked.status = 'unknown' THEN $1::timestamptz END,
+    next_check_at = CASE WHEN checked.status = 'pending' THEN $2::timestamptz END,
+    last_error = CASE WHEN checked.status = 'pending' THEN NULL ELSE nullif(checked.reason, '') END,
+    finished_at = CASE WHEN checked.status IN ('committed', 'valid', 'invalid') THEN $1::timestamptz END,
     updated_at = $1::timestamptz
-FROM o
-WHERE b.id = ANY($3::text[]) AND b.id = o.id AND b.attempts = o.attempts
-  AND CASE WHEN b.status = 'pending' THEN true ELSE b.claim_expires_at IS NOT NULL END
-  AND o.status IN ('pending', 'unknown', 'committed', 'valid', 'invalid')
+FROM checked
+WHERE b.id = ANY (ARRAY(SELECT checked.id FROM checked)) AND b.id = checked.id
 RETURNING b.id, b.service_id, b.status::text AS status
 `
 
@@ -733,8 +766,10 @@ type BatchRecordStatusManyRow struct {
 //	UNKNOWN   -> unknown with submitted = false (seed 001 note), and queued at
 //	            once (seed 001 step 3), so the submitter sends it again.
 //
-// Rows are reached by primary key: the guard is a CASE, which no partial
-// index can answer, so the plan never scans every batch in flight.
+// The rows are locked first, in primary-key order, whatever the order of
+// @ids: the submitter of an expired lease, or another monitor, may record
+// the same batches, and two statements locking shared rows in different
+// orders deadlock. Locking re-checks the guard on each row's latest version.
 func (q *Queries) BatchRecordStatusMany(ctx context.Context, arg BatchRecordStatusManyParams) ([]BatchRecordStatusManyRow, error) {
 	rows, err := q.db.Query(ctx, batchRecordStatusMany,
 		arg.Now,
@@ -766,20 +801,29 @@ const batchRecordSubmitMany = `-- name: BatchRecordSubmitMany :many
 WITH o AS (
     SELECT unnest($3::text[]) AS id, unnest($4::int4[]) AS attempts,
            unnest($5::text[]) AS result, unnest($6::text[]) AS reason
+),
+held AS (
+    -- Rows are reached by primary key: the claim guard is a CASE, which no
+    -- partial index can answer, so the plan never scans every held batch.
+    SELECT h.id, o.result, o.reason
+    FROM ledgerq.batches h JOIN o ON o.id = h.id AND o.attempts = h.attempts
+    WHERE h.id = ANY($3::text[])
+      AND CASE WHEN h.claim_expires_at IS NULL THEN false ELSE true END
+      AND o.result IN ('accepted', 'delayed', 'rejected')
+    ORDER BY h.id
+    FOR NO KEY UPDATE OF h
 )
 UPDATE ledgerq.batches b
-SET status = (CASE o.result WHEN 'accepted' THEN 'pending' WHEN 'delayed' THEN 'delayed' ELSE 'invalid' END)::ledgerq.batch_status,
-    submitted = (o.result <> 'delayed'),
+SET status = (CASE held.result WHEN 'accepted' THEN 'pending' WHEN 'delayed' THEN 'delayed' ELSE 'invalid' END)::ledgerq.batch_status,
+    submitted = (held.result <> 'delayed'),
     claim_expires_at = NULL,
-    next_check_at = CASE WHEN o.result = 'accepted' THEN $1::timestamptz END,
-    last_error = CASE WHEN o.result = 'accepted' THEN NULL ELSE o.reason END,
-    finished_at = CASE WHEN o.result = 'rejected' THEN $2::timestamptz END,
+    next_check_at = CASE WHEN held.result = 'accepted' THEN $1::timestamptz END,
+    last_error = CASE WHEN held.result = 'accepted' THEN NULL ELSE held.reason END,
+    finished_at = CASE WHEN held.result = 'rejected' THEN $2::timestamptz END,
     updated_at = $2::timestamptz
-FROM o
-WHERE b.id = ANY($3::text[]) AND b.id = o.id AND b.attempts = o.attempts
-  AND CASE WHEN b.claim_expires_at IS NULL THEN false ELSE true END
-  AND o.result IN ('accepted', 'delayed', 'rejected')
-RETURNING b.id, b.service_id, o.result::text AS result
+FROM held
+WHERE b.id = ANY (ARRAY(SELECT held.id FROM held)) AND b.id = held.id
+RETURNING b.id, b.service_id, held.result::text AS result
 `
 
 type BatchRecordSubmitManyParams struct {
@@ -805,8 +849,10 @@ type BatchRecordSubmitManyRow struct {
 //	            retries it after the delay window);
 //	rejected -> invalid (the ledger refused the batch itself).
 //
-// Rows are reached by primary key: the claim guard is a CASE, which no
-// partial index can answer, so the plan never scans every held batch.
+// The rows are locked first, in primary-key order, whatever the order of
+// @ids: a monitor that took over an expired lease records the same batches,
+// and two statements locking shared rows in different orders deadlock.
+// Locking re-checks the fence on each row's latest version.
 func (q *Queries) BatchRecordSubmitMany(ctx context.Context, arg BatchRecordSubmitManyParams) ([]BatchRecordSubmitManyRow, error) {
 	rows, err := q.db.Query(ctx, batchRecordSubmitMany,
 		arg.NextCheckAt,

@@ -19,3 +19,49 @@ func (q *Queries) SchemaEnsure(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, schemaEnsure)
 	return err
 }
+
+const schemaTryLock = `-- name: SchemaTryLock :one
+SELECT pg_try_advisory_lock(7810759523990401281) AS locked
+`
+
+// Takes the migration lock for this session if no other session holds it:
+// every ledgerq migrator holds it, on a connection of its own, from before
+// SchemaEnsure until its migrations are done, so processes started together
+// serialise (README). The key is "ledgerq" in ASCII followed by 1; goose's
+// own lock (taken inside, for older binaries) has another key. It never
+// waits in PostgreSQL: a waiting statement holds a snapshot, and CREATE
+// INDEX CONCURRENTLY in a migration waits for every older snapshot, so the
+// lock holder and the waiters would wait for each other where PostgreSQL's
+// deadlock detector cannot see it. Callers poll instead.
+func (q *Queries) SchemaTryLock(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, schemaTryLock)
+	var locked bool
+	err := row.Scan(&locked)
+	return locked, err
+}
+
+const schemaUnlock = `-- name: SchemaUnlock :one
+SELECT pg_advisory_unlock(7810759523990401281) AS unlocked
+`
+
+// Releases the migration lock SchemaTryLock took for this session.
+func (q *Queries) SchemaUnlock(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, schemaUnlock)
+	var unlocked bool
+	err := row.Scan(&unlocked)
+	return unlocked, err
+}
+
+const schemaVersionTableExists = `-- name: SchemaVersionTableExists :one
+SELECT (to_regclass('ledgerq.goose_db_version') IS NOT NULL)::bool AS present
+`
+
+// Whether goose's version table exists, read without creating it (goose
+// creates it when asked for the version): only a migrator holding the
+// migration lock creates anything in the schema.
+func (q *Queries) SchemaVersionTableExists(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, schemaVersionTableExists)
+	var present bool
+	err := row.Scan(&present)
+	return present, err
+}
