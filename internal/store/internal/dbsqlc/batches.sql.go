@@ -82,6 +82,85 @@ func (q *Queries) BatchAdmit(ctx context.Context, arg BatchAdmitParams) ([]Batch
 	return items, nil
 }
 
+const batchAdmitAndClaim = `-- name: BatchAdmitAndClaim :many
+WITH next AS (
+    SELECT x.next_id AS id
+    FROM (SELECT DISTINCT s AS service_id FROM unnest($3::text[]) AS s) svc,
+    LATERAL (
+        SELECT (SELECT n.id FROM ledgerq.batches n
+                WHERE n.service_id = svc.service_id AND n.status IS NULL AND NOT n.submitted
+                ORDER BY n.created_at, n.id LIMIT 1) AS next_id,
+               (SELECT 1 FROM ledgerq.batches a
+                WHERE a.service_id = svc.service_id
+                  AND (a.status IN ('pending', 'unknown', 'delayed')
+                       OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
+                LIMIT 1) AS busy
+    ) x
+    WHERE x.busy IS NULL AND x.next_id IS NOT NULL
+),
+locked AS (
+    SELECT l.id FROM ledgerq.batches l
+    WHERE l.id = ANY (ARRAY(SELECT next.id FROM next))
+      AND CASE WHEN l.status IS NULL THEN NOT l.submitted AND l.queued_at IS NULL ELSE false END
+    ORDER BY l.id
+    FOR NO KEY UPDATE
+)
+UPDATE ledgerq.batches b
+SET submitted = true,
+    claim_expires_at = $1::timestamptz,
+    attempts = b.attempts + 1,
+    last_submitted_at = $2::timestamptz,
+    updated_at = $2::timestamptz
+WHERE b.id = ANY (ARRAY(SELECT locked.id FROM locked))
+RETURNING b.id, b.service_id, b.attempts,
+    coalesce((SELECT p.payload FROM ledgerq.batch_payloads p WHERE p.id = b.id), ''::bytea)::bytea AS payload
+`
+
+type BatchAdmitAndClaimParams struct {
+	LeaseExpiresAt time.Time
+	Now            time.Time
+	ServiceIds     []string
+}
+
+type BatchAdmitAndClaimRow struct {
+	ID        string
+	ServiceID string
+	Attempts  int32
+	Payload   []byte
+}
+
+// Admission straight into a submitter's hands: as BatchAdmit, but the next
+// batch of each freed service is claimed at once (held, with a lease and its
+// attempt counted, as BatchClaimQueued would) instead of queued, for a
+// submitter of the process whose transaction freed the service. It saves the
+// queued state's write and the claim's statement. Should that process die
+// before sending, the lease runs out and the monitor asks the ledger, as for
+// any submitter that died mid-send: UNKNOWN sends the batch again.
+func (q *Queries) BatchAdmitAndClaim(ctx context.Context, arg BatchAdmitAndClaimParams) ([]BatchAdmitAndClaimRow, error) {
+	rows, err := q.db.Query(ctx, batchAdmitAndClaim, arg.LeaseExpiresAt, arg.Now, arg.ServiceIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BatchAdmitAndClaimRow{}
+	for rows.Next() {
+		var i BatchAdmitAndClaimRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.ServiceID,
+			&i.Attempts,
+			&i.Payload,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const batchClaimExpiredHeld = `-- name: BatchClaimExpiredHeld :many
 WITH expired AS (
     SELECT h.id FROM ledgerq.batches h
