@@ -10,6 +10,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/testdb"
@@ -570,6 +572,17 @@ func TestE2E_ThreeServeProcessesWithFaultsAndAKilledProcessCommitEveryBatchInOrd
 	for _, p := range procs[:2] {
 		require.Equal(t, 0, p.wait(t, time.Minute), "serve exits 0 on SIGTERM: %s", p.stderr)
 	}
+
+	// No transaction of the three processes was a deadlock victim (issue 8):
+	// a backend reports its statistics at the latest when it exits, and every
+	// connection of the processes has ended by now.
+	conn, err := pgx.Connect(t.Context(), db)
+	require.NoError(t, err)
+	defer func() { _ = conn.Close(context.Background()) }()
+	var deadlocks int64
+	require.NoError(t, conn.QueryRow(t.Context(),
+		`SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&deadlocks))
+	require.Zero(t, deadlocks, "PostgreSQL detected deadlocks between the processes")
 }
 
 func TestE2E_OnceRunFromCronDrivesTheWorkloadToCompletion(t *testing.T) {
