@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -348,4 +349,26 @@ func testConnectionsCut(t *testing.T, reset bool) {
 		require.Positive(t, proxy.cut(reset))
 		requireAvailableOr503(t, "after the pool's connections were cut", requests, ok)
 	}
+}
+
+// A client that gives up while its request waits for the database is not a
+// server failure: the request is counted as 499 (nginx's "client closed
+// request"), never as 500, and logged at debug.
+func TestAPI_AClientThatGoesAwayIsNotA500(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(c *httpapi.Config) { c.RequestTimeout = 20 * time.Second })
+	release := lockBatches(t, f.db.URL, 20*time.Second)
+	defer release()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.url+"/v1/batches/abc", nil)
+	require.NoError(t, err)
+	_, err = http.DefaultClient.Do(req)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the client gave up")
+	var body string
+	require.Eventually(t, func() bool {
+		body = f.get("/metrics").Body
+		return strings.Contains(body, `ledgerq_http_requests_total{code="499",method="GET",route="/v1/batches/:id"} 1`)
+	}, 10*time.Second, 50*time.Millisecond, "the abandoned request is counted as 499")
+	require.NotContains(t, body, `code="500"`)
 }

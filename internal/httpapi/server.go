@@ -176,6 +176,13 @@ func (s *Server) handleError(err error, c echo.Context) {
 		}
 		return
 	}
+	if errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil {
+		// The client went away while its request waited: nothing to answer
+		// and nothing failed here. Counted as nginx's 499, logged at debug.
+		s.logger.Debug("httpapi: client went away", "uri", c.Request().RequestURI, "error", err)
+		c.Response().Status = statusClientClosedRequest
+		return
+	}
 	status, msg := http.StatusInternalServerError, "internal error"
 	var apiErr *Error
 	var he *echo.HTTPError
