@@ -8,4 +8,5 @@ const (
 	BatchQueuer    = "ledgerq_batch_queuer"
 	BatchSubmitter = "ledgerq_batch_submitter"
 	BatchMonitor   = "ledgerq_batch_monitor"
+	Shards         = "ledgerq_shards"
 )

@@ -86,6 +86,7 @@ var indexDrivenRounds = []string{
 	"BatchQueueRetries", "BatchAdmit", "BatchIdleServices", "BatchDepthByState",
 	"BatchRecordSubmitMany", "BatchRecordStatusMany", "BatchGetMany",
 	"BatchListByService",
+	"ShardSchedule", "ShardRelease", "ShardExtendLease", "ShardHeld",
 }
 
 // Rounds that read every waiting batch by design (the depth a scrape

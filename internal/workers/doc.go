@@ -1,4 +1,25 @@
-// Package workers will hold the shard scheduler of DESIGN.md §2.4 (seed 002):
-// per-key work such as a wallet's send-tx tasks, claimed as leased shards. No
-// lane uses it yet; the wallet-lane work builds it.
+// Package workers runs the shard scheduler of DESIGN.md §2.4 (seed 002):
+// per-key work, such as a wallet's send-tx tasks, kept in ledgerq.shards and
+// run by a pool of workers, one worker per shard at a time.
+//
+// A shard is keyed "<kind>:<rest>" (wallet:<chain>:<address>); the kind picks
+// the Job that runs it. Schedule moves an idle shard to pending (FIFO by the
+// time it was scheduled) and wakes the workers; a worker claims the oldest
+// pending shard under a lease and runs its job's cycles — collect, execute,
+// commit (which removes the executed work) — until a collect finds nothing
+// or the quantum is spent, then releases it in one owner-checked UPDATE:
+// pending when work may be left or a schedule landed during the run
+// (more_work), else idle. The Rescuer puts running shards whose lease
+// expired back to pending; the late writes of their old worker are fenced
+// by the claim's owner and run number and change nothing.
+//
+// The seed's rules and the tests named after them:
+//
+//	scheduling: idle → pending atomically, no-op on pending   TestSeed002_Scheduling*
+//	workers claim FIFO, run a cycle loop, re-schedule or idle  TestSeed002_Worker*
+//	empty collect ends the run at once                        TestSeed002_ExecutionLoop*
+//	failed work is still removed; never retried forever       TestSeed002_ErrorHandling*
+//	time quantum: a backlog yields, other shards run          TestSeed002_TimeQuantum*
+//	mutual exclusion (with leases and fencing across processes) TestSeed002_Concurrency*
+//	shutdown: stop claiming, finish the cycle, release, join  TestSeed002_Shutdown*
 package workers

@@ -57,6 +57,50 @@ func (ns NullLedgerqBatchStatus) Value() (driver.Value, error) {
 	return string(ns.LedgerqBatchStatus), nil
 }
 
+// Seed 002 shard state: idle (dormant), pending (in the queue), running (a worker holds it under a lease).
+type LedgerqShardState string
+
+const (
+	LedgerqShardStateIdle    LedgerqShardState = "idle"
+	LedgerqShardStatePending LedgerqShardState = "pending"
+	LedgerqShardStateRunning LedgerqShardState = "running"
+)
+
+func (e *LedgerqShardState) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = LedgerqShardState(s)
+	case string:
+		*e = LedgerqShardState(s)
+	default:
+		return fmt.Errorf("unsupported scan type for LedgerqShardState: %T", src)
+	}
+	return nil
+}
+
+type NullLedgerqShardState struct {
+	LedgerqShardState LedgerqShardState
+	Valid             bool // Valid is true if LedgerqShardState is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullLedgerqShardState) Scan(value interface{}) error {
+	if value == nil {
+		ns.LedgerqShardState, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.LedgerqShardState.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullLedgerqShardState) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.LedgerqShardState), nil
+}
+
 // Batch lane (seed 001): signed ledger batches, sent one at a time per service_id in created_at order, ties broken by id.
 type LedgerqBatch struct {
 	// Batch id: for Sawtooth, the batch header_signature. Re-posting the same id with the same content is idempotent.
@@ -113,4 +157,54 @@ type LedgerqBatchPayload struct {
 	Payload []byte
 	// The batch's service (ledgerq.batches.service_id), copied at intake and never changed: listing a service's batches reads this table's index, not the hot one.
 	ServiceID string
+}
+
+// Shard scheduler (seed 002): one row per key whose work one worker at a time runs, claimed oldest pending first under a lease.
+type LedgerqShard struct {
+	// Shard key, <kind>:<rest> (wallet:<chain>:<address>); the kind picks the job that runs it.
+	Key string
+	// idle: no work known; pending: waiting in the queue; running: a worker holds it (owner, lease).
+	State LedgerqShardState
+	// Queue position of a pending shard: claims take the oldest first (FIFO). After a failed run it is in the future (backoff) and the shard is not claimed before it.
+	ScheduledAt *time.Time
+	// The worker running the shard (process and worker); with run, the fence of its commits, lease extensions and release.
+	Owner *string
+	// Number of claims so far; the claim's number is its fencing token, so a worker whose lease was rescued changes nothing even if its owner name comes back.
+	Run int64
+	// When the current run started.
+	ClaimedAt *time.Time
+	// End of the running worker's lease; extended while the run lasts. A running shard past it is put back to pending by the rescuer.
+	LeaseExpiresAt *time.Time
+	// A schedule() landed while the shard ran: its release puts it back to pending even if the job found no work left (closes katana's lost wake-up).
+	MoreWork bool
+	// Consecutive runs that ended in an error; the backoff before the next claim grows with it, and a successful run resets it.
+	Failures int32
+	// Error of the last failed run (kept after later successes, for operators).
+	LastError *string
+	// How often a run's lease expired and the rescuer put the shard back to pending.
+	Rescues int64
+	// When the last run ended with a release.
+	LastReleasedAt *time.Time
+	// When the shard was first scheduled.
+	CreatedAt time.Time
+	// Last change to the row.
+	UpdatedAt time.Time
+}
+
+// Shards at a glance: per job kind and state, how many, the oldest queued, expired leases waiting for the rescuer, shards whose last run failed.
+type LedgerqShardOverview struct {
+	// Job kind: the key's prefix before the first colon.
+	Kind string
+	// idle, pending or running.
+	State string
+	// Number of shards of this kind in this state.
+	Shards int64
+	// Queue position of the oldest pending shard (NULL for other states).
+	OldestScheduledAt interface{}
+	// Running shards whose lease has passed (by the database clock): their worker is gone or stuck.
+	ExpiredLeases int64
+	// Shards whose last run ended in an error.
+	Failing int64
+	// Leases rescued over the life of these shards.
+	Rescues int64
 }

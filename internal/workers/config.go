@@ -1,0 +1,85 @@
+package workers
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+)
+
+// Config configures a Pool and its Rescuer.
+type Config struct {
+	// Workers is the number of workers of one process (seed 002: one per
+	// CPU core by default).
+	Workers int
+	// Quantum is the longest a worker keeps running one shard's cycles
+	// before it yields it back to the queue (seed 002: 100 ms). It is checked
+	// after each cycle, so a run may exceed it by one cycle.
+	Quantum time.Duration
+	// Lease is how long a claim holds a shard without being extended; a
+	// worker extends it between cycles once half of it is spent, and the
+	// Rescuer frees a shard whose lease passed. A cycle must take less.
+	Lease time.Duration
+	// RescueInterval is the time between two Rescuer rounds.
+	RescueInterval time.Duration
+	// PollInterval is the longest an idle worker waits before it tries to
+	// claim without a wake-up (NOTIFY may be lost).
+	PollInterval time.Duration
+	// DBTimeout bounds each of the pool's own database calls.
+	DBTimeout time.Duration
+	// Backoff is the wait before the next run of a shard whose run failed; it
+	// doubles with each consecutive failed run, up to MaxBackoff.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+}
+
+// Defaults returns the configuration of seed 002 and DESIGN §2.4.
+func Defaults() Config {
+	return Config{
+		Workers:        runtime.NumCPU(),
+		Quantum:        100 * time.Millisecond,
+		Lease:          30 * time.Second,
+		RescueInterval: 5 * time.Second,
+		PollInterval:   time.Second,
+		DBTimeout:      5 * time.Second,
+		Backoff:        time.Second,
+		MaxBackoff:     time.Minute,
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Workers < 1 {
+		errs = append(errs, fmt.Errorf("shard workers must be at least 1, got %d", c.Workers))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"quantum", c.Quantum}, {"lease", c.Lease}, {"rescue interval", c.RescueInterval},
+		{"poll interval", c.PollInterval}, {"database timeout", c.DBTimeout},
+		{"backoff", c.Backoff}, {"max backoff", c.MaxBackoff},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("shard %s must be positive, got %s", d.name, d.v))
+		}
+	}
+	if c.Quantum > 0 && c.Lease > 0 && c.Lease < 2*c.Quantum {
+		errs = append(errs, fmt.Errorf("shard lease (%s) must be at least twice the quantum (%s): a run would lose its shard", c.Lease, c.Quantum))
+	}
+	if c.Backoff > 0 && c.MaxBackoff > 0 && c.MaxBackoff < c.Backoff {
+		errs = append(errs, fmt.Errorf("shard max backoff (%s) is below the backoff (%s)", c.MaxBackoff, c.Backoff))
+	}
+	return errors.Join(errs...)
+}
+
+// backoff is the wait before the next run after failures consecutive
+// failed runs (failures >= 1).
+func (c Config) backoff(failures int) time.Duration {
+	d := c.Backoff << min(max(failures-1, 0), 20)
+	if d > c.MaxBackoff || d <= 0 {
+		d = c.MaxBackoff
+	}
+	return d
+}

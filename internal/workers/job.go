@@ -1,0 +1,56 @@
+package workers
+
+import (
+	"context"
+	"strings"
+
+	"github.com/ledgerq/ledgerq/internal/store"
+)
+
+// Claim is a worker's hold on one shard: its key, the worker that holds it
+// and the run number that fences every write of the run. A job passes it to
+// store.ShardFenced when it commits.
+type Claim = store.ShardClaim
+
+// ErrLeaseLost says the claim no longer holds its shard (the Rescuer took it
+// over after its lease expired). A Cycle's Commit or Drop returns it, wrapped
+// or not, when its fenced write found the claim gone: the worker then stops
+// the run without releasing the shard, which is another worker's now.
+var ErrLeaseLost = store.ErrShardLeaseLost
+
+// Job runs the work of one kind of shard, one cycle at a time (seed 002's
+// execution loop). A Pool calls it for one shard from one worker at a time,
+// but for different shards from several workers at once.
+type Job interface {
+	// Collect takes a snapshot of the shard's pending work (seed step 1)
+	// and returns it as a Cycle, or nil when there is none: the run then
+	// ends at once and the shard goes idle (unless a schedule landed
+	// meanwhile). It should take a bounded amount of work, so that a cycle
+	// fits well inside the lease.
+	Collect(ctx context.Context, c Claim) (Cycle, error)
+}
+
+// Cycle is one collected snapshot of a shard's work on its way through seed
+// 002's execute → commit → remove.
+type Cycle interface {
+	// Execute runs the work (seed step 2). It may call the ledger; no
+	// database transaction may be open across it.
+	Execute(ctx context.Context) error
+	// Commit persists what Execute produced and removes the executed work
+	// from the shard's pool (seed steps 3 and 4) in one transaction fenced
+	// by the claim (store.ShardFenced): done apart, a crash between them
+	// would execute the work twice.
+	Commit(ctx context.Context) error
+	// Drop removes the work from the shard's pool after Execute or Commit
+	// failed with cause (seed 002, error handling: failed work is still
+	// removed), fenced like Commit. The pool never runs the same work
+	// again; a job that wants to retry transient failures keeps the work
+	// here and gives up after Claim.Failures consecutive failed runs.
+	Drop(ctx context.Context, cause error) error
+}
+
+// kindOf returns a shard key's job kind: the prefix before the first ':'.
+func kindOf(key string) string {
+	kind, _, _ := strings.Cut(key, ":")
+	return kind
+}

@@ -1,0 +1,57 @@
+package workers
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/ledgerq/ledgerq/internal/loop"
+	"github.com/ledgerq/ledgerq/internal/store"
+)
+
+// rescueMax is the most shards one Rescuer round puts back; a full round is
+// followed by another at once.
+const rescueMax = 100
+
+// Rescuer is the monitor side of the shards: every RescueInterval it puts
+// running shards whose lease expired (their worker died or hung) back to
+// pending, at the back of the queue, and wakes the workers. The old worker's
+// late release, lease extension or fenced commit then changes nothing. Any
+// number of processes may run it.
+type Rescuer struct {
+	*loop.Loop
+	cfg   Config
+	store *store.Store
+	deps  loop.Deps
+
+	// OnRescued, when set, is called after a round rescued shards (this
+	// process's Pool.Poke). Set it before Start.
+	OnRescued func()
+}
+
+// NewRescuer returns the shards' rescuer. It needs no NOTIFY channel.
+func NewRescuer(st *store.Store, deps loop.Deps, cfg Config) *Rescuer {
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Rescuer{cfg: cfg, store: st, deps: deps}
+	r.Loop = loop.NewService("shard_rescuer", cfg.RescueInterval, deps, rescueMax, r.RunOnce)
+	return r
+}
+
+// RunOnce rescues up to rescueMax shards whose lease passed and returns how
+// many it rescued.
+func (r *Rescuer) RunOnce(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.DBTimeout)
+	defer cancel()
+	keys, err := r.store.ShardRescue(ctx, store.ShardRescueParams{Now: r.deps.Clock.Now(), Max: rescueMax})
+	if err != nil {
+		return 0, err
+	}
+	if len(keys) > 0 {
+		r.deps.Logger.Warn("shard rescuer: leases expired, shards queued again", "shards", len(keys), "keys", keys)
+		if r.OnRescued != nil {
+			r.OnRescued()
+		}
+	}
+	return len(keys), nil
+}
