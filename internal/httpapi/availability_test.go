@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
