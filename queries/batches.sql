@@ -72,12 +72,6 @@ ORDER BY k;
 -- (scalar subqueries, so the planner cannot turn them into a scan of every
 -- active or new batch), and the rows are reached through the primary key
 -- (the guards are a CASE, which no partial index can answer).
--- With @claim, the batch is not queued but claimed at once for a submitter
--- of the process whose transaction freed the service (held, with a lease
--- until @lease_expires_at and its attempt counted, as BatchClaimQueued
--- would), and its payload is returned: no queued state to write, no claim
--- to run. Should that process die before sending, the lease runs out and the
--- monitor asks the ledger, as for any submitter that died mid-send.
 -- Like every statement of the lane that waits for row locks, it locks its
 -- rows first in primary-key order (the locked CTE): an UPDATE alone locks
 -- them in whatever order its plan visits them (heap order for a bitmap scan),
@@ -105,17 +99,49 @@ locked AS (
     FOR NO KEY UPDATE
 )
 UPDATE ledgerq.batches b
-SET queued_at = CASE WHEN @claim::boolean THEN NULL ELSE @now::timestamptz END,
-    submitted = @claim::boolean,
-    claim_expires_at = CASE WHEN @claim::boolean THEN sqlc.narg(lease_expires_at)::timestamptz END,
-    attempts = b.attempts + (CASE WHEN @claim::boolean THEN 1 ELSE 0 END),
-    last_submitted_at = CASE WHEN @claim::boolean THEN @now::timestamptz ELSE b.last_submitted_at END,
+SET queued_at = @now::timestamptz, updated_at = @now::timestamptz
+WHERE b.id = ANY (ARRAY(SELECT locked.id FROM locked))
+RETURNING b.id, b.service_id;
+
+-- name: BatchAdmitAndClaim :many
+-- Admission straight into a submitter's hands: as BatchAdmit, but the next
+-- batch of each freed service is claimed at once (held, with a lease and its
+-- attempt counted, as BatchClaimQueued would) instead of queued, for a
+-- submitter of the process whose transaction freed the service. It saves the
+-- queued state's write and the claim's statement. Should that process die
+-- before sending, the lease runs out and the monitor asks the ledger, as for
+-- any submitter that died mid-send: UNKNOWN sends the batch again.
+WITH next AS (
+    SELECT x.next_id AS id
+    FROM (SELECT DISTINCT s AS service_id FROM unnest(@service_ids::text[]) AS s) svc,
+    LATERAL (
+        SELECT (SELECT n.id FROM ledgerq.batches n
+                WHERE n.service_id = svc.service_id AND n.status IS NULL AND NOT n.submitted
+                ORDER BY n.created_at, n.id LIMIT 1) AS next_id,
+               (SELECT 1 FROM ledgerq.batches a
+                WHERE a.service_id = svc.service_id
+                  AND (a.status IN ('pending', 'unknown', 'delayed')
+                       OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
+                LIMIT 1) AS busy
+    ) x
+    WHERE x.busy IS NULL AND x.next_id IS NOT NULL
+),
+locked AS (
+    SELECT l.id FROM ledgerq.batches l
+    WHERE l.id = ANY (ARRAY(SELECT next.id FROM next))
+      AND CASE WHEN l.status IS NULL THEN NOT l.submitted AND l.queued_at IS NULL ELSE false END
+    ORDER BY l.id
+    FOR NO KEY UPDATE
+)
+UPDATE ledgerq.batches b
+SET submitted = true,
+    claim_expires_at = @lease_expires_at::timestamptz,
+    attempts = b.attempts + 1,
+    last_submitted_at = @now::timestamptz,
     updated_at = @now::timestamptz
 WHERE b.id = ANY (ARRAY(SELECT locked.id FROM locked))
 RETURNING b.id, b.service_id, b.attempts,
-    (CASE WHEN @claim::boolean
-          THEN coalesce((SELECT p.payload FROM ledgerq.batch_payloads p WHERE p.id = b.id), ''::bytea)
-          ELSE ''::bytea END)::bytea AS payload;
+    coalesce((SELECT p.payload FROM ledgerq.batch_payloads p WHERE p.id = b.id), ''::bytea)::bytea AS payload;
 
 -- name: BatchIdleServices :many
 -- Queuer reconciliation (the recovery path, not the hot path): services that

@@ -165,7 +165,7 @@ func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) ([]Inserte
 				known[r.LedgerqBatch.ID] = r
 			}
 		}
-		admitted, err := admit(ctx, q, p.Now, time.Time{}, services)
+		admitted, err := admit(ctx, q, p.Now, services)
 		if err != nil {
 			return err
 		}
@@ -205,28 +205,45 @@ func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) ([]Inserte
 
 // admit runs the batch lane's admission for services inside a transaction:
 // under each service's advisory lock (taken in key order), a service with no
-// active batch gets its oldest never-sent batch queued — or, with a non-zero
-// claimUntil, claimed for a submitter of the caller's process with a lease
-// until then. It returns the batches it admitted, by id, with their payloads
-// when claimed.
-func admit(ctx context.Context, q *dbsqlc.Queries, now, claimUntil time.Time, services []string) (map[string]ClaimedBatch, error) {
+// active batch gets its oldest never-sent batch queued. It returns the
+// batches it queued, by id.
+func admit(ctx context.Context, q *dbsqlc.Queries, now time.Time, services []string) (map[string]QueuedBatch, error) {
 	if len(services) == 0 {
 		return nil, nil
 	}
 	if err := q.BatchServicesLock(ctx, services); err != nil {
 		return nil, fmt.Errorf("locking %d services for admission: %w", len(services), err)
 	}
-	p := dbsqlc.BatchAdmitParams{Now: now, ServiceIds: services, Claim: !claimUntil.IsZero()}
-	if p.Claim {
-		p.LeaseExpiresAt = &claimUntil
-	}
-	rows, err := q.BatchAdmit(ctx, p)
+	rows, err := q.BatchAdmit(ctx, dbsqlc.BatchAdmitParams{Now: now, ServiceIds: services})
 	if err != nil {
 		return nil, fmt.Errorf("admitting the next batches of %d services: %w", len(services), err)
 	}
-	out := make(map[string]ClaimedBatch, len(rows))
+	out := make(map[string]QueuedBatch, len(rows))
 	for _, r := range rows {
-		out[r.ID] = ClaimedBatch{ID: r.ID, ServiceID: r.ServiceID, Payload: r.Payload, Attempt: int(r.Attempts)}
+		out[r.ID] = QueuedBatch{ID: r.ID, ServiceID: r.ServiceID}
+	}
+	return out, nil
+}
+
+// admitAndClaim is admit for a submitter of the caller's process: under the
+// same advisory locks, the next batch of each idle service is claimed (held,
+// with a lease until leaseUntil) rather than queued.
+func admitAndClaim(ctx context.Context, q *dbsqlc.Queries, now, leaseUntil time.Time, services []string) ([]ClaimedBatch, error) {
+	if len(services) == 0 {
+		return nil, nil
+	}
+	if err := q.BatchServicesLock(ctx, services); err != nil {
+		return nil, fmt.Errorf("locking %d services for admission: %w", len(services), err)
+	}
+	rows, err := q.BatchAdmitAndClaim(ctx, dbsqlc.BatchAdmitAndClaimParams{
+		Now: now, LeaseExpiresAt: leaseUntil, ServiceIds: services,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("admitting and claiming the next batches of %d services: %w", len(services), err)
+	}
+	out := make([]ClaimedBatch, len(rows))
+	for i, r := range rows {
+		out[i] = ClaimedBatch{ID: r.ID, ServiceID: r.ServiceID, Payload: r.Payload, Attempt: int(r.Attempts)}
 	}
 	return out, nil
 }
@@ -323,12 +340,12 @@ func (s *Store) BatchQueue(ctx context.Context, p BatchQueueParams) ([]QueuedBat
 			if err != nil {
 				return fmt.Errorf("finding idle services: %w", err)
 			}
-			admitted, err := admit(ctx, q, p.Now, time.Time{}, idle)
+			admitted, err := admit(ctx, q, p.Now, idle)
 			if err != nil {
 				return err
 			}
 			for _, a := range admitted {
-				out = append(out, QueuedBatch{ID: a.ID, ServiceID: a.ServiceID})
+				out = append(out, a)
 			}
 		}
 		if len(out) > 0 {
@@ -461,7 +478,7 @@ func (s *Store) BatchRecordSubmit(ctx context.Context, p BatchRecordSubmitParams
 				freed = append(freed, r.ServiceID)
 			}
 		}
-		admitted, err := admit(ctx, q, p.Now, time.Time{}, freed)
+		admitted, err := admit(ctx, q, p.Now, freed)
 		if err != nil {
 			return err
 		}
@@ -576,16 +593,17 @@ func (s *Store) BatchRecordStatuses(ctx context.Context, p BatchRecordStatusesPa
 				freed = append(freed, r.ServiceID)
 			}
 		}
-		admitted, err := admit(ctx, q, p.Now, p.ClaimAdmittedUntil, freed)
-		if err != nil {
-			return err
-		}
-		if p.ClaimAdmittedUntil.IsZero() {
-			res.Queued = len(admitted)
-		} else {
-			for _, a := range admitted {
-				res.Claimed = append(res.Claimed, a)
+		if !p.ClaimAdmittedUntil.IsZero() {
+			res.Claimed, err = admitAndClaim(ctx, q, p.Now, p.ClaimAdmittedUntil, freed)
+			if err != nil {
+				return err
 			}
+		} else {
+			admitted, err := admit(ctx, q, p.Now, freed)
+			if err != nil {
+				return err
+			}
+			res.Queued = len(admitted)
 		}
 		res.Queued += res.ByResult[string(BatchStatusUnknown)]
 		return wakeAll(ctx, q, wakeIf{res.Queued > 0, notify.BatchSubmitter})

@@ -13,7 +13,7 @@ import (
 const batchAdmit = `-- name: BatchAdmit :many
 WITH next AS (
     SELECT x.next_id AS id
-    FROM (SELECT DISTINCT s AS service_id FROM unnest($4::text[]) AS s) svc,
+    FROM (SELECT DISTINCT s AS service_id FROM unnest($2::text[]) AS s) svc,
     LATERAL (
         SELECT (SELECT n.id FROM ledgerq.batches n
                 WHERE n.service_id = svc.service_id AND n.status IS NULL AND NOT n.submitted
@@ -34,31 +34,19 @@ locked AS (
     FOR NO KEY UPDATE
 )
 UPDATE ledgerq.batches b
-SET queued_at = CASE WHEN $1::boolean THEN NULL ELSE $2::timestamptz END,
-    submitted = $1::boolean,
-    claim_expires_at = CASE WHEN $1::boolean THEN $3::timestamptz END,
-    attempts = b.attempts + (CASE WHEN $1::boolean THEN 1 ELSE 0 END),
-    last_submitted_at = CASE WHEN $1::boolean THEN $2::timestamptz ELSE b.last_submitted_at END,
-    updated_at = $2::timestamptz
+SET queued_at = $1::timestamptz, updated_at = $1::timestamptz
 WHERE b.id = ANY (ARRAY(SELECT locked.id FROM locked))
-RETURNING b.id, b.service_id, b.attempts,
-    (CASE WHEN $1::boolean
-          THEN coalesce((SELECT p.payload FROM ledgerq.batch_payloads p WHERE p.id = b.id), ''::bytea)
-          ELSE ''::bytea END)::bytea AS payload
+RETURNING b.id, b.service_id
 `
 
 type BatchAdmitParams struct {
-	Claim          bool
-	Now            time.Time
-	LeaseExpiresAt *time.Time
-	ServiceIds     []string
+	Now        time.Time
+	ServiceIds []string
 }
 
 type BatchAdmitRow struct {
 	ID        string
 	ServiceID string
-	Attempts  int32
-	Payload   []byte
 }
 
 // Admission, seed 001 steps 5 and 6 for the given services only: a service
@@ -70,23 +58,12 @@ type BatchAdmitRow struct {
 // (scalar subqueries, so the planner cannot turn them into a scan of every
 // active or new batch), and the rows are reached through the primary key
 // (the guards are a CASE, which no partial index can answer).
-// With @claim, the batch is not queued but claimed at once for a submitter
-// of the process whose transaction freed the service (held, with a lease
-// until @lease_expires_at and its attempt counted, as BatchClaimQueued
-// would), and its payload is returned: no queued state to write, no claim
-// to run. Should that process die before sending, the lease runs out and the
-// monitor asks the ledger, as for any submitter that died mid-send.
 // Like every statement of the lane that waits for row locks, it locks its
 // rows first in primary-key order (the locked CTE): an UPDATE alone locks
 // them in whatever order its plan visits them (heap order for a bitmap scan),
 // and two statements locking shared rows in different orders deadlock.
 func (q *Queries) BatchAdmit(ctx context.Context, arg BatchAdmitParams) ([]BatchAdmitRow, error) {
-	rows, err := q.db.Query(ctx, batchAdmit,
-		arg.Claim,
-		arg.Now,
-		arg.LeaseExpiresAt,
-		arg.ServiceIds,
-	)
+	rows, err := q.db.Query(ctx, batchAdmit, arg.Now, arg.ServiceIds)
 	if err != nil {
 		return nil, err
 	}
@@ -94,6 +71,80 @@ func (q *Queries) BatchAdmit(ctx context.Context, arg BatchAdmitParams) ([]Batch
 	items := []BatchAdmitRow{}
 	for rows.Next() {
 		var i BatchAdmitRow
+		if err := rows.Scan(&i.ID, &i.ServiceID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const batchAdmitAndClaim = `-- name: BatchAdmitAndClaim :many
+WITH next AS (
+    SELECT x.next_id AS id
+    FROM (SELECT DISTINCT s AS service_id FROM unnest($3::text[]) AS s) svc,
+    LATERAL (
+        SELECT (SELECT n.id FROM ledgerq.batches n
+                WHERE n.service_id = svc.service_id AND n.status IS NULL AND NOT n.submitted
+                ORDER BY n.created_at, n.id LIMIT 1) AS next_id,
+               (SELECT 1 FROM ledgerq.batches a
+                WHERE a.service_id = svc.service_id
+                  AND (a.status IN ('pending', 'unknown', 'delayed')
+                       OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
+                LIMIT 1) AS busy
+    ) x
+    WHERE x.busy IS NULL AND x.next_id IS NOT NULL
+),
+locked AS (
+    SELECT l.id FROM ledgerq.batches l
+    WHERE l.id = ANY (ARRAY(SELECT next.id FROM next))
+      AND CASE WHEN l.status IS NULL THEN NOT l.submitted AND l.queued_at IS NULL ELSE false END
+    ORDER BY l.id
+    FOR NO KEY UPDATE
+)
+UPDATE ledgerq.batches b
+SET submitted = true,
+    claim_expires_at = $1::timestamptz,
+    attempts = b.attempts + 1,
+    last_submitted_at = $2::timestamptz,
+    updated_at = $2::timestamptz
+WHERE b.id = ANY (ARRAY(SELECT locked.id FROM locked))
+RETURNING b.id, b.service_id, b.attempts,
+    coalesce((SELECT p.payload FROM ledgerq.batch_payloads p WHERE p.id = b.id), ''::bytea)::bytea AS payload
+`
+
+type BatchAdmitAndClaimParams struct {
+	LeaseExpiresAt time.Time
+	Now            time.Time
+	ServiceIds     []string
+}
+
+type BatchAdmitAndClaimRow struct {
+	ID        string
+	ServiceID string
+	Attempts  int32
+	Payload   []byte
+}
+
+// Admission straight into a submitter's hands: as BatchAdmit, but the next
+// batch of each freed service is claimed at once (held, with a lease and its
+// attempt counted, as BatchClaimQueued would) instead of queued, for a
+// submitter of the process whose transaction freed the service. It saves the
+// queued state's write and the claim's statement. Should that process die
+// before sending, the lease runs out and the monitor asks the ledger, as for
+// any submitter that died mid-send: UNKNOWN sends the batch again.
+func (q *Queries) BatchAdmitAndClaim(ctx context.Context, arg BatchAdmitAndClaimParams) ([]BatchAdmitAndClaimRow, error) {
+	rows, err := q.db.Query(ctx, batchAdmitAndClaim, arg.LeaseExpiresAt, arg.Now, arg.ServiceIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BatchAdmitAndClaimRow{}
+	for rows.Next() {
+		var i BatchAdmitAndClaimRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.ServiceID,
