@@ -29,9 +29,6 @@ type BatchConfig struct {
 	// TrackMax bounds the batches followed in memory; beyond it batches are
 	// left to the database path.
 	TrackMax int
-	// HandOffLease is the lease of a batch claimed for a submitter of this
-	// process (OnClaimed): the submitters' claim lease.
-	HandOffLease time.Duration
 }
 
 // BatchMonitor asks the ledger about pending batches and about held batches
@@ -54,11 +51,6 @@ type BatchMonitor struct {
 	// batch of a freed service, or an unknown batch to send again): the
 	// submitters of this process. Set it before Start.
 	OnQueued func()
-	// OnClaimed, when set, makes the transaction that frees a service claim
-	// its next batch for a submitter of this process instead of queuing it,
-	// and receives those batches to hand to that submitter (which must send
-	// them within HandOffLease). Set it before Start.
-	OnClaimed func([]store.ClaimedBatch)
 }
 
 // Track makes the monitor follow accepted batches in memory: it asks about
@@ -172,17 +164,11 @@ func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
 	if len(local) > 0 {
 		nextCheck = nextCheck.Add(m.cfg.TrackGrace)
 	}
-	params := store.BatchRecordStatusesParams{Now: done, NextCheckAt: nextCheck, Outcomes: outcomes}
-	if m.OnClaimed != nil {
-		params.ClaimAdmittedUntil = done.Add(m.cfg.HandOffLease)
-	}
-	rec, err := m.store.BatchRecordStatuses(recCtx, params)
+	rec, err := m.store.BatchRecordStatuses(recCtx, store.BatchRecordStatusesParams{
+		Now: done, NextCheckAt: nextCheck, Outcomes: outcomes,
+	})
 	if err != nil {
 		return len(due), err
-	}
-	if len(rec.Claimed) > 0 {
-		m.deps.Metrics.Transition("batch", "queued", len(rec.Claimed))
-		m.OnClaimed(rec.Claimed)
 	}
 	m.follow.settle(outcomes, nextCheck)
 	for st, n := range rec.ByResult {

@@ -283,7 +283,7 @@ func (c *Config) BatchMonitorConfig() monitor.BatchConfig {
 	return monitor.BatchConfig{
 		PollInterval: c.Loops.PollInterval, DBTimeout: c.Loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
 		CheckBatchSize: b.CheckBatchSize, CheckInterval: b.CheckInterval, ClaimLease: b.ClaimLease,
-		TrackGrace: b.TrackGrace, TrackMax: 100000, HandOffLease: b.ClaimLease,
+		TrackGrace: b.TrackGrace, TrackMax: 100000,
 	}
 }
 

@@ -259,7 +259,6 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.started {
 		return errors.New("node already started")
 	}
-	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	// Accepted batches are followed in memory only by a running process: a
 	// RunOnce (cron) process exits, and its batches must stay claimable by
 	// the next run's monitor at their first check.
@@ -270,19 +269,8 @@ func (n *Node) Start(ctx context.Context) error {
 				n.batchMonitor.Track(acc, storedCheckAt, firstCheck)
 			}
 		}
-		// The next batch of a service the monitor frees goes straight to a
-		// submitter of this process, claimed in the same transaction: no
-		// queued state to write, no claim to run (a RunOnce process would
-		// exit before sending, so only a running one does this).
-		if len(n.batchSubmitters) > 0 {
-			var next int
-			n.batchMonitor.OnClaimed = func(claimed []store.ClaimedBatch) {
-				s := n.batchSubmitters[next%len(n.batchSubmitters)]
-				next++
-				s.HandOff(work, claimed)
-			}
-		}
 	}
+	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	if err := n.listener.Start(work); err != nil {
 		cancel()
 		return err

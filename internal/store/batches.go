@@ -225,29 +225,6 @@ func admit(ctx context.Context, q *dbsqlc.Queries, now time.Time, services []str
 	return out, nil
 }
 
-// admitAndClaim is admit for a submitter of the caller's process: under the
-// same advisory locks, the next batch of each idle service is claimed (held,
-// with a lease until leaseUntil) rather than queued.
-func admitAndClaim(ctx context.Context, q *dbsqlc.Queries, now, leaseUntil time.Time, services []string) ([]ClaimedBatch, error) {
-	if len(services) == 0 {
-		return nil, nil
-	}
-	if err := q.BatchServicesLock(ctx, services); err != nil {
-		return nil, fmt.Errorf("locking %d services for admission: %w", len(services), err)
-	}
-	rows, err := q.BatchAdmitAndClaim(ctx, dbsqlc.BatchAdmitAndClaimParams{
-		Now: now, LeaseExpiresAt: leaseUntil, ServiceIds: services,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("admitting and claiming the next batches of %d services: %w", len(services), err)
-	}
-	out := make([]ClaimedBatch, len(rows))
-	for i, r := range rows {
-		out[i] = ClaimedBatch{ID: r.ID, ServiceID: r.ServiceID, Payload: r.Payload, Attempt: int(r.Attempts)}
-	}
-	return out, nil
-}
-
 // BatchGet returns one batch, or an error wrapping ErrNotFound.
 func (s *Store) BatchGet(ctx context.Context, id string) (Batch, error) {
 	row, err := one(s.q.BatchGet(ctx, id))
@@ -438,11 +415,6 @@ type BatchRecorded struct {
 	// transaction: the next batch of a service that was freed, or an
 	// unknown batch queued again.
 	Queued int
-	// Claimed are the next batches of freed services that the transaction
-	// claimed for the caller's submitter instead of queuing them (when the
-	// parameters asked for it, ClaimAdmittedUntil): held, with a lease, to
-	// be sent by that submitter.
-	Claimed []ClaimedBatch
 }
 
 // BatchRecordSubmit applies the submitter's results of one round in one
@@ -554,11 +526,6 @@ type BatchRecordStatusesParams struct {
 	// NextCheckAt is when a batch still pending is asked about again.
 	NextCheckAt time.Time
 	Outcomes    []StatusOutcome
-	// ClaimAdmittedUntil, when set, claims the next batch of each freed
-	// service for a submitter of the caller's process, with a lease until
-	// then, instead of queuing it (BatchRecorded.Claimed): the caller must
-	// hand them to that submitter.
-	ClaimAdmittedUntil time.Time
 }
 
 // BatchRecordStatuses applies the monitor's results of one round in one
@@ -593,19 +560,11 @@ func (s *Store) BatchRecordStatuses(ctx context.Context, p BatchRecordStatusesPa
 				freed = append(freed, r.ServiceID)
 			}
 		}
-		if !p.ClaimAdmittedUntil.IsZero() {
-			res.Claimed, err = admitAndClaim(ctx, q, p.Now, p.ClaimAdmittedUntil, freed)
-			if err != nil {
-				return err
-			}
-		} else {
-			admitted, err := admit(ctx, q, p.Now, freed)
-			if err != nil {
-				return err
-			}
-			res.Queued = len(admitted)
+		admitted, err := admit(ctx, q, p.Now, freed)
+		if err != nil {
+			return err
 		}
-		res.Queued += res.ByResult[string(BatchStatusUnknown)]
+		res.Queued = len(admitted) + res.ByResult[string(BatchStatusUnknown)]
 		return wakeAll(ctx, q, wakeIf{res.Queued > 0, notify.BatchSubmitter})
 	})
 	return res, err

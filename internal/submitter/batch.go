@@ -3,7 +3,6 @@ package submitter
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
@@ -52,20 +51,6 @@ type BatchSubmitter struct {
 	// batch of a service freed by a rejection): the submitters of this
 	// process. Set it before Start.
 	OnQueued func()
-
-	mu sync.Mutex
-	// handed are batches another service of this process claimed for this
-	// submitter (HandOff): held in the database with a lease, sent by the
-	// next round before anything it claims itself.
-	handed  []handedBatch
-	stopped bool
-}
-
-// handedBatch is a batch handed to the submitter, and when: it must be sent
-// well within the lease the other service took for it.
-type handedBatch struct {
-	store.ClaimedBatch
-	at time.Time
 }
 
 // NewBatchSubmitter returns the batch lane's submitter.
@@ -75,107 +60,17 @@ func NewBatchSubmitter(st *store.Store, l ledger.BatchLedger, deps loop.Deps, cf
 	return s
 }
 
-// HandOff gives the submitter batches claimed for it elsewhere in this
-// process (the monitor's transaction that freed their services claimed
-// them): it sends them in its next round, before anything it claims itself.
-// Once the submitter has stopped, it hands them back at once (release).
-func (s *BatchSubmitter) HandOff(ctx context.Context, batches []store.ClaimedBatch) {
-	if len(batches) == 0 {
-		return
-	}
-	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		s.release(ctx, batches)
-		return
-	}
-	at := s.deps.Clock.Now()
-	for _, b := range batches {
-		s.handed = append(s.handed, handedBatch{ClaimedBatch: b, at: at})
-	}
-	s.mu.Unlock()
-	s.Poke()
-}
-
-// Stop stops the loop, then hands back the batches handed to it that it
-// never sent, so that they go out again at once instead of after their lease.
-func (s *BatchSubmitter) Stop() {
-	s.Loop.Stop()
-	s.mu.Lock()
-	s.stopped = true
-	left := make([]store.ClaimedBatch, len(s.handed))
-	for i, h := range s.handed {
-		left[i] = h.ClaimedBatch
-	}
-	s.handed = nil
-	s.mu.Unlock()
-	s.release(context.Background(), left)
-}
-
-// release hands back held batches that were never sent: the ledger has not
-// seen them, which is what UNKNOWN records (seed 001: not submitted, and
-// queued again at once). Each applies only while its claim still holds it.
-func (s *BatchSubmitter) release(ctx context.Context, batches []store.ClaimedBatch) {
-	if len(batches) == 0 {
-		return
-	}
-	out := make([]store.StatusOutcome, len(batches))
-	for i, b := range batches {
-		out[i] = store.StatusOutcome{ID: b.ID, Attempt: b.Attempt, Status: store.BatchStatusUnknown, Reason: "handed back unsent by a stopping submitter"}
-	}
-	recCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DBTimeout)
-	defer cancel()
-	now := s.deps.Clock.Now()
-	if _, err := s.store.BatchRecordStatuses(recCtx, store.BatchRecordStatusesParams{Now: now, NextCheckAt: now, Outcomes: out}); err != nil {
-		s.deps.Logger.Warn("submitter: handing back unsent batches failed; their lease will run out", "batches", len(batches), "error", err)
-	}
-}
-
-// takeHanded removes up to max handed batches, oldest first, and returns
-// them with those handed so long ago that their lease may run out before the
-// ledger call ends (a submitter far behind): those are not sent but handed
-// back (release).
-func (s *BatchSubmitter) takeHanded(now time.Time, max int) (send, stale []store.ClaimedBatch) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := min(max, len(s.handed))
-	for _, h := range s.handed[:n] {
-		if now.Sub(h.at) > s.cfg.ClaimLease-s.cfg.LedgerTimeout {
-			stale = append(stale, h.ClaimedBatch)
-			continue
-		}
-		send = append(send, h.ClaimedBatch)
-	}
-	s.handed = append(s.handed[:0], s.handed[n:]...)
-	return send, stale
-}
-
-// RunOnce sends the batches handed to it and claims queued ones, up to
-// SubmitBatchSize in all, and records the outcomes. It returns how many
-// batches it sent.
+// RunOnce claims up to SubmitBatchSize queued batches, sends them and records
+// the outcomes. It returns how many batches it claimed.
 func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
 	now := s.deps.Clock.Now()
-	claimed, stale := s.takeHanded(now, s.cfg.SubmitBatchSize)
-	s.release(ctx, stale)
-	if rest := s.cfg.SubmitBatchSize - len(claimed); rest > 0 {
-		claimCtx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
-		more, err := s.store.BatchClaimQueued(claimCtx, store.BatchClaimQueuedParams{
-			Now: now, LeaseUntil: now.Add(s.cfg.ClaimLease), Max: rest,
-		})
-		cancel()
-		if err != nil && len(claimed) == 0 {
-			return 0, err
-		}
-		if err != nil {
-			s.deps.Logger.Warn("submitter: claiming queued batches failed; sending the handed ones", "error", err)
-		}
-		claimed = append(claimed, more...)
-	}
-	if len(claimed) == 0 {
-		return 0, nil
-	}
-	if s.pendingHanded() {
-		s.Poke()
+	claimCtx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
+	claimed, err := s.store.BatchClaimQueued(claimCtx, store.BatchClaimQueuedParams{
+		Now: now, LeaseUntil: now.Add(s.cfg.ClaimLease), Max: s.cfg.SubmitBatchSize,
+	})
+	cancel()
+	if err != nil || len(claimed) == 0 {
+		return 0, err
 	}
 
 	batches := make([]ledger.Batch, len(claimed))
@@ -251,10 +146,4 @@ func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
 	s.deps.Logger.Debug("submitter: sent batches", "claimed", len(claimed),
 		"accepted", counts[store.SubmitAccepted], "delayed", counts[store.SubmitDelayed], "rejected", counts[store.SubmitRejected])
 	return len(claimed), nil
-}
-
-func (s *BatchSubmitter) pendingHanded() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.handed) > 0
 }
