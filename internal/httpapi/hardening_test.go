@@ -25,6 +25,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
+	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 )
@@ -216,7 +217,7 @@ func TestBatchesAPI_HostileInputNeverAnswers5xx(t *testing.T) {
 	batches := signedBatches(t, 6)
 	for range 600 {
 		method, target, body := hostileRequest(r, batches)
-		require.True(t, checkHostile(t, h, method, target, body), "%s %q", method, target)
+		require.True(t, checkHostile(t, h, method, target, body), "%s %.300q", method, target)
 	}
 }
 
@@ -267,12 +268,19 @@ func checkHostile(t *testing.T, h http.Handler, method, target string, body []by
 		return false
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if strings.HasPrefix(target, "/batches") {
+		req.Header.Set("Content-Type", "application/octet-stream")
+	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
-	require.Less(t, rec.Code, 500, "%s %q with %q: %s", method, target, body, rec.Body)
+	require.Less(t, rec.Code, 500, "%s %.300q with %.300q: %.300s", method, target, body, rec.Body)
 	if rec.Code >= 400 {
-		require.True(t, json.Valid(rec.Body.Bytes()), "%s %q: %s", method, target, rec.Body)
-		require.Contains(t, rec.Body.String(), `"success":false`, "%s %q", method, target)
+		require.True(t, json.Valid(rec.Body.Bytes()), "%s %.300q: %.300s", method, target, rec.Body)
+		want := `"success":false`
+		if path, _, _ := strings.Cut(target, "?"); path == "/batches" || path == "/batch_statuses" {
+			want = `{"error":{"code":` // Sawtooth's error object on Sawtooth's routes
+		}
+		require.Contains(t, rec.Body.String(), want, "%.200s %.200q", method, target)
 	}
 	return true
 }
@@ -341,7 +349,24 @@ func hostileRequest(r *rand.Rand, batches []signed) (method, target string, body
 	}
 
 	method = http.MethodGet
-	switch r.IntN(10) {
+	switch n := r.IntN(13); n {
+	case 10, 11:
+		// The Sawtooth ingress: a BatchList (or bytes that are not one)
+		// under a hostile service id.
+		target = "/batches"
+		if r.IntN(2) == 0 {
+			target += "?service_id=" + esc(text())
+		}
+		raw, _ := base64.StdEncoding.DecodeString(b.payload)
+		body = pick2(r, [][]byte{sawtooth.AppendBatchList(nil, raw), raw, []byte(text()), nil})
+		return http.MethodPost, target, body
+	case 12:
+		// Statuses: never with a wait, which would hold the test.
+		ids := esc(text())
+		if r.IntN(2) == 0 {
+			ids = b.id + "," + ids
+		}
+		return http.MethodGet, "/batch_statuses?id=" + ids + "&wait=" + pick([]string{"0", "false"}), nil
 	case 0:
 		target = "/v1/batches/" + esc(text())
 	case 1:
@@ -526,3 +551,5 @@ func TestPostBatches_FieldNamesAreExactAndGivenOnce(t *testing.T) {
 	}
 	require.Equal(t, 0, f.count(), "nothing stored")
 }
+
+func pick2[T any](r *rand.Rand, xs []T) T { return xs[r.IntN(len(xs))] }

@@ -31,6 +31,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 	"google.golang.org/protobuf/proto"
@@ -341,7 +342,10 @@ func serviceParam(p apigen.PostSawtoothBatchesParams) (string, error) {
 			fmt.Sprintf("the X-Ledgerq-Service-Id header (%q) and the service_id query parameter (%q) name different services.", header, query))
 	}
 	svc := cmp.Or(query, header)
-	if len(svc) > maxServiceIDLen {
+	if problem := textProblem(svc); problem != "" {
+		return "", stErr(http.StatusBadRequest, stInvalidParameter, "the service id "+problem+".")
+	}
+	if utf8.RuneCountInString(svc) > maxServiceIDLen {
 		return "", stErr(http.StatusBadRequest, stInvalidParameter,
 			fmt.Sprintf("the service id is longer than %d characters.", maxServiceIDLen))
 	}

@@ -485,3 +485,23 @@ func TestSawtooth_ADatabaseThatDoesNotAnswerIs503WithinTheRequestTimeout(t *test
 	requireSawtoothError(t, f.get("/batch_statuses?wait=60&id="+url.QueryEscape(ids[0])), http.StatusServiceUnavailable, sawtooth.CodeDatabaseUnavailable)
 	require.Less(t, time.Since(began), 3*time.Second)
 }
+
+// The service id of the Sawtooth ingress is checked as POST /v1/batches
+// checks it: NUL and invalid UTF-8 are refused before the database sees them
+// (PostgreSQL would answer 22021, a 500), and its length counts characters.
+func TestSawtooth_TheServiceIDIsCheckedAsTheBatchAPIChecksIt(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	_, list := batchList(t, 1)
+	for _, q := range []string{"a%00b", "%FF", "%C3"} {
+		requireSawtoothError(t, f.postBatchList("/batches?service_id="+q, list), http.StatusBadRequest, sawtooth.CodeInvalidParameter)
+	}
+	requireSawtoothError(t, f.postBatchList("/batches", list, "X-Ledgerq-Service-Id", "svc\xff"), http.StatusBadRequest, sawtooth.CodeInvalidParameter)
+	require.Zero(t, f.count())
+
+	ids, list := batchList(t, 1)
+	euros := strings.Repeat("€", 256) // 768 bytes, 256 characters: the table takes it
+	resp := f.postBatchList("/batches?service_id="+url.QueryEscape(euros), list)
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, resp.Body)
+	require.Equal(t, euros, f.serviceOf(ids[0]))
+}
