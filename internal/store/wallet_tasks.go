@@ -1,0 +1,761 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/big"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
+)
+
+// TaskStatus is a send-tx task's status, with seed 004's codes.
+type TaskStatus int16
+
+// Task statuses, as stored (seed 004: Waiting 0, Executing 1, Error 2, Done 3).
+const (
+	TaskWaiting   TaskStatus = 0
+	TaskExecuting TaskStatus = 1
+	TaskError     TaskStatus = 2
+	TaskDone      TaskStatus = 3
+)
+
+// String is the seed's name of the status ("Waiting", "Executing", "Error",
+// "Done").
+func (s TaskStatus) String() string {
+	switch s {
+	case TaskWaiting:
+		return "Waiting"
+	case TaskExecuting:
+		return "Executing"
+	case TaskError:
+		return "Error"
+	case TaskDone:
+		return "Done"
+	}
+	return fmt.Sprintf("TaskStatus(%d)", int16(s))
+}
+
+// Terminal reports whether the task has ended (Error or Done).
+func (s TaskStatus) Terminal() bool { return s == TaskError || s == TaskDone }
+
+// QueueType is the order in which a wallet's waiting tasks are sent (seed
+// 004's sendTxQueueType).
+type QueueType string
+
+// Queue types.
+const (
+	// QueuePriority: highest priority first, then oldest, then id.
+	QueuePriority QueueType = "priority"
+	// QueueFIFO: oldest first, then id; priority is ignored.
+	QueueFIFO QueueType = "fifo"
+)
+
+// TaskRequest is the transaction a task asks for.
+type TaskRequest struct {
+	// To is the recipient, 0x-prefixed hex (stored lower-case).
+	To string
+	// Value in wei; nil is zero.
+	Value *big.Int
+	Data  []byte
+	// GasLimit is nil when the worker is to estimate it.
+	GasLimit *uint64
+}
+
+// Task is one row of ledgerq.wallet_tasks.
+type Task struct {
+	ID             string
+	Wallet         string
+	ChainID        int64
+	Sender         string
+	Priority       int32
+	Status         TaskStatus
+	Request        TaskRequest
+	IdempotencyKey string
+	RequestHash    []byte
+	TxHash         string
+	Error          string
+	Reverted       bool
+	Cancelled      bool
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	StartedAt      *time.Time
+	FinishedAt     *time.Time
+}
+
+func taskFromRow(r dbsqlc.LedgerqWalletTask) Task {
+	t := Task{
+		ID: r.ID, Wallet: r.WalletID, ChainID: r.ChainID, Sender: r.Sender, Priority: r.Priority,
+		Status: TaskStatus(r.Status),
+		Request: TaskRequest{
+			To: r.ToAddress, Value: bigFromNumeric(r.ValueWei), Data: r.Data,
+		},
+		RequestHash: r.RequestHash, Reverted: r.Reverted, Cancelled: r.Cancelled,
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
+	}
+	if r.GasLimit != nil {
+		g := uint64(*r.GasLimit)
+		t.Request.GasLimit = &g
+	}
+	if r.IdempotencyKey != nil {
+		t.IdempotencyKey = *r.IdempotencyKey
+	}
+	if r.TxHash != nil {
+		t.TxHash = *r.TxHash
+	}
+	if r.Error != nil {
+		t.Error = *r.Error
+	}
+	return t
+}
+
+// WalletShardKey is the key of the shard that works the tasks of sender on
+// chainID (DESIGN §2.4): wallet:<chain>:<address>.
+func WalletShardKey(chainID int64, sender string) string {
+	return fmt.Sprintf("wallet:%d:%s", chainID, sender)
+}
+
+// IdempotencyConflictError says the wallet already has a task under the
+// idempotency key, stored from a different request body (the API's 422).
+type IdempotencyConflictError struct {
+	Wallet string
+	Key    string
+	// TaskID is the task stored under the key.
+	TaskID string
+}
+
+func (e *IdempotencyConflictError) Error() string {
+	return fmt.Sprintf("wallet %q already has task %s under idempotency key %q, with a different request", e.Wallet, e.TaskID, e.Key)
+}
+
+// TaskInsertParams is what TaskInsert stores.
+type TaskInsertParams struct {
+	Now time.Time
+	// Wallet is the configured wallet's name.
+	Wallet string
+	// ChainID and Sender are the wallet's chain and address: the queue.
+	ChainID  int64
+	Sender   string
+	Priority int32
+	Request  TaskRequest
+	// IdempotencyKey is empty when the client sent none.
+	IdempotencyKey string
+}
+
+var hexAddress = regexp.MustCompile(`^0x[0-9a-fA-F]{40}$`)
+
+// TaskRequestHash is the SHA-256 of a task's request body, the fingerprint
+// a replay under the same idempotency key must match.
+func TaskRequestHash(p TaskInsertParams) []byte {
+	h := sha256.New()
+	var n [8]byte
+	field := func(b []byte) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	field([]byte("ledgerq send-tx v1"))
+	field(binary.BigEndian.AppendUint64(nil, uint64(p.ChainID)))
+	field([]byte(lowerHex(p.Sender)))
+	field([]byte(lowerHex(p.Request.To)))
+	v := p.Request.Value
+	if v == nil {
+		v = new(big.Int)
+	}
+	field(v.Bytes())
+	field(p.Request.Data)
+	if p.Request.GasLimit != nil {
+		field(binary.BigEndian.AppendUint64(nil, *p.Request.GasLimit))
+	} else {
+		field(nil)
+	}
+	field(binary.BigEndian.AppendUint32(nil, uint32(p.Priority)))
+	return h.Sum(nil)
+}
+
+// TaskInsert stores a waiting task and schedules its wallet's shard in the
+// same transaction, so a committed task always has a shard that will run it.
+// With an idempotency key already used by the wallet it stores nothing: the
+// same request body returns the stored task with created false; a different
+// one fails with *IdempotencyConflictError. Concurrent inserts under one key
+// store one task (ON CONFLICT DO NOTHING waits for the other insert, then the
+// stored row is read back in this transaction).
+func (s *Store) TaskInsert(ctx context.Context, p TaskInsertParams) (task Task, created bool, err error) {
+	if !hexAddress.MatchString(p.Sender) || !hexAddress.MatchString(p.Request.To) {
+		return Task{}, false, fmt.Errorf("storing a task: sender %q or recipient %q is not a hex address", p.Sender, p.Request.To)
+	}
+	if p.Request.Value != nil && p.Request.Value.Sign() < 0 {
+		return Task{}, false, fmt.Errorf("storing a task: negative value %s", p.Request.Value)
+	}
+	if p.Request.GasLimit != nil && *p.Request.GasLimit > 1<<63-1 {
+		return Task{}, false, fmt.Errorf("storing a task: gas limit %d out of range", *p.Request.GasLimit)
+	}
+	hash := TaskRequestHash(p)
+	id, err := newTaskID(p.Now)
+	if err != nil {
+		return Task{}, false, err
+	}
+	ins := dbsqlc.TaskInsertParams{
+		ID: id, WalletID: p.Wallet, ChainID: p.ChainID, Sender: lowerHex(p.Sender), Priority: p.Priority,
+		ToAddress: lowerHex(p.Request.To), ValueWei: numericFromBig(p.Request.Value), Data: p.Request.Data,
+		RequestHash: hash, Now: p.Now,
+	}
+	if ins.Data == nil {
+		ins.Data = []byte{}
+	}
+	if p.Request.GasLimit != nil {
+		g := int64(*p.Request.GasLimit)
+		ins.GasLimit = &g
+	}
+	if p.IdempotencyKey != "" {
+		ins.IdempotencyKey = &p.IdempotencyKey
+	}
+	err = s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		row, err := one(q.TaskInsert(ctx, ins))
+		switch {
+		case err == nil:
+			task, created = taskFromRow(row), true
+			_, err := shardSchedule(ctx, q, ShardScheduleParams{Now: p.Now, Key: WalletShardKey(p.ChainID, ins.Sender)})
+			return err
+		case !errors.Is(err, ErrNotFound):
+			return fmt.Errorf("storing a task of wallet %q: %w", p.Wallet, err)
+		}
+		// The key is taken (only a keyed insert can conflict).
+		row, err = one(q.TaskGetByIdempotencyKey(ctx, dbsqlc.TaskGetByIdempotencyKeyParams{
+			WalletID: p.Wallet, IdempotencyKey: ins.IdempotencyKey,
+		}))
+		if err != nil {
+			return fmt.Errorf("reading the task of wallet %q under idempotency key %q: %w", p.Wallet, p.IdempotencyKey, err)
+		}
+		if string(row.RequestHash) != string(hash) {
+			return &IdempotencyConflictError{Wallet: p.Wallet, Key: p.IdempotencyKey, TaskID: row.ID}
+		}
+		task, created = taskFromRow(row), false
+		return nil
+	})
+	if err != nil {
+		return Task{}, false, err
+	}
+	return task, created, nil
+}
+
+// TaskGet returns the wallet's task id. A task of another wallet is
+// ErrNotFound, as a missing one is.
+func (s *Store) TaskGet(ctx context.Context, wallet, id string) (Task, error) {
+	row, err := one(s.q.TaskGet(ctx, dbsqlc.TaskGetParams{ID: id, WalletID: wallet}))
+	if err != nil {
+		return Task{}, fmt.Errorf("reading task %q of wallet %q: %w", id, wallet, err)
+	}
+	return taskFromRow(row), nil
+}
+
+// TaskListParams select a page of a wallet's tasks.
+type TaskListParams struct {
+	Wallet string
+	// Status, when set, keeps only tasks in it.
+	Status *TaskStatus
+	// After is the last id of the previous page ("" for the first).
+	After string
+	Limit int
+}
+
+// TaskList returns up to Limit of the wallet's tasks after p.After, in id
+// (creation) order.
+func (s *Store) TaskList(ctx context.Context, p TaskListParams) ([]Task, error) {
+	qp := dbsqlc.TaskListParams{WalletID: p.Wallet, After: p.After, Max: int32(p.Limit)}
+	if p.Status != nil {
+		st := int16(*p.Status)
+		qp.Status = &st
+	}
+	rows, err := s.q.TaskList(ctx, qp)
+	if err != nil {
+		return nil, fmt.Errorf("listing the tasks of wallet %q: %w", p.Wallet, err)
+	}
+	return tasksFromRows(rows), nil
+}
+
+// TaskCancelParams name the task to cancel.
+type TaskCancelParams struct {
+	Now    time.Time
+	Wallet string
+	ID     string
+}
+
+// TaskCancel cancels the wallet's task if it is still waiting (seed 004: an
+// aborted task ends in Error): it returns true and the cancelled task. A task
+// that has started or ended is left alone: it returns false and the task as
+// it is. A missing task, or one of another wallet, is ErrNotFound.
+func (s *Store) TaskCancel(ctx context.Context, p TaskCancelParams) (Task, bool, error) {
+	row, err := one(s.q.TaskCancel(ctx, dbsqlc.TaskCancelParams{Now: p.Now, ID: p.ID, WalletID: p.Wallet}))
+	switch {
+	case err == nil:
+		return taskFromRow(row), true, nil
+	case !errors.Is(err, ErrNotFound):
+		return Task{}, false, fmt.Errorf("cancelling task %q of wallet %q: %w", p.ID, p.Wallet, err)
+	}
+	t, err := s.TaskGet(ctx, p.Wallet, p.ID)
+	if err != nil {
+		return Task{}, false, err
+	}
+	return t, false, nil
+}
+
+// TaskNextWaitingParams select a wallet's next waiting tasks.
+type TaskNextWaitingParams struct {
+	ChainID int64
+	Sender  string
+	Queue   QueueType
+	Max     int
+}
+
+// TaskNextWaiting returns up to Max of the wallet's waiting tasks in queue
+// order: for QueuePriority highest priority first, then oldest, then id (seed
+// 004 leaves ties unordered; ledgerq makes them deterministic); for QueueFIFO
+// oldest first, then id. It locks nothing: only the wallet's shard reads its
+// queue, and AttemptsStore starts a task only if it is still waiting.
+func (s *Store) TaskNextWaiting(ctx context.Context, p TaskNextWaitingParams) ([]Task, error) {
+	var rows []dbsqlc.LedgerqWalletTask
+	var err error
+	switch p.Queue {
+	case QueuePriority:
+		rows, err = s.q.TaskNextWaitingPriority(ctx, dbsqlc.TaskNextWaitingPriorityParams{
+			ChainID: p.ChainID, Sender: lowerHex(p.Sender), Max: int32(p.Max),
+		})
+	case QueueFIFO:
+		rows, err = s.q.TaskNextWaitingFIFO(ctx, dbsqlc.TaskNextWaitingFIFOParams{
+			ChainID: p.ChainID, Sender: lowerHex(p.Sender), Max: int32(p.Max),
+		})
+	default:
+		return nil, fmt.Errorf("reading waiting tasks: unknown queue type %q", p.Queue)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the waiting tasks of %s: %w", WalletShardKey(p.ChainID, p.Sender), err)
+	}
+	return tasksFromRows(rows), nil
+}
+
+// TaskFailParams end a task in error.
+type TaskFailParams struct {
+	Now    time.Time
+	ID     string
+	Reason string
+}
+
+// TaskFail ends a waiting or executing task in Error with the reason (a
+// deterministic send failure) and drops its live, unmined attempts: they
+// will never be mined. It returns ErrNotFound if the task is not waiting or
+// executing.
+func (s *Store) TaskFail(ctx context.Context, p TaskFailParams) (Task, error) {
+	if p.Reason == "" {
+		return Task{}, fmt.Errorf("failing task %q: no reason given", p.ID)
+	}
+	var out Task
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		row, err := one(q.TaskFinishError(ctx, dbsqlc.TaskFinishErrorParams{Now: p.Now, ID: p.ID, Error: p.Reason}))
+		if err != nil {
+			return fmt.Errorf("failing task %q: %w", p.ID, err)
+		}
+		if _, err := q.AttemptDropByTask(ctx, dbsqlc.AttemptDropByTaskParams{Now: p.Now, TaskID: p.ID, Error: p.Reason}); err != nil {
+			return fmt.Errorf("dropping the attempts of task %q: %w", p.ID, err)
+		}
+		out = taskFromRow(row)
+		return nil
+	})
+	return out, err
+}
+
+// TaskDeleteFinishedParams bound one retention round.
+type TaskDeleteFinishedParams struct {
+	// Before: tasks finished before it are deleted.
+	Before time.Time
+	Max    int
+}
+
+// TaskDeleteFinished deletes up to Max tasks (and their attempts) that ended
+// before p.Before, oldest first, and returns how many it deleted. Retention
+// calls it until it deletes fewer than Max.
+func (s *Store) TaskDeleteFinished(ctx context.Context, p TaskDeleteFinishedParams) (int64, error) {
+	n, err := s.q.TaskDeleteFinished(ctx, dbsqlc.TaskDeleteFinishedParams{Before: p.Before, Max: int32(p.Max)})
+	if err != nil {
+		return 0, fmt.Errorf("deleting finished tasks: %w", err)
+	}
+	return n, nil
+}
+
+func tasksFromRows(rows []dbsqlc.LedgerqWalletTask) []Task {
+	out := make([]Task, len(rows))
+	for i, r := range rows {
+		out[i] = taskFromRow(r)
+	}
+	return out
+}
+
+// newTaskID returns a UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, then
+// random bits, so ids sort roughly by creation time and keyset pages follow
+// it. Generated here rather than by PostgreSQL (15 has no uuidv7()).
+func newTaskID(now time.Time) (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[6:]); err != nil {
+		return "", fmt.Errorf("generating a task id: %w", err)
+	}
+	ms := uint64(now.UnixMilli())
+	b[0], b[1], b[2], b[3], b[4], b[5] = byte(ms>>40), byte(ms>>32), byte(ms>>24), byte(ms>>16), byte(ms>>8), byte(ms)
+	b[6] = 0x70 | b[6]&0x0f
+	b[8] = 0x80 | b[8]&0x3f
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32], nil
+}
+
+// lowerHex lower-cases an 0x-prefixed hex string (addresses and hashes are
+// stored lower-case, so a checksummed address finds the same rows).
+func lowerHex(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'F' || c == 'X' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return string(b)
+}
+
+func numericFromBig(v *big.Int) pgtype.Numeric {
+	if v == nil {
+		v = new(big.Int)
+	}
+	return pgtype.Numeric{Int: new(big.Int).Set(v), Valid: true}
+}
+
+// bigFromNumeric converts an integral numeric (numeric(78,0) columns).
+func bigFromNumeric(n pgtype.Numeric) *big.Int {
+	if !n.Valid || n.Int == nil {
+		return new(big.Int)
+	}
+	v := new(big.Int).Set(n.Int)
+	switch {
+	case n.Exp > 0:
+		v.Mul(v, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n.Exp)), nil))
+	case n.Exp < 0:
+		v.Quo(v, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(-n.Exp)), nil))
+	}
+	return v
+}
+
+// pgUniqueViolation reports whether err is a unique violation of the named
+// constraint or index.
+func pgUniqueViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == constraint
+}
+
+// AttemptState is a transaction attempt's state.
+type AttemptState string
+
+// Attempt states, as stored.
+const (
+	// AttemptSigned: stored before any broadcast, not known sent (seed 003's
+	// borrowed transaction); recover re-broadcasts it.
+	AttemptSigned AttemptState = "signed"
+	// AttemptSent: broadcast, or its outcome was indeterminate.
+	AttemptSent AttemptState = "sent"
+	// AttemptConfirmed: mined.
+	AttemptConfirmed AttemptState = "confirmed"
+	// AttemptDropped: will never be mined; its nonce is free again.
+	AttemptDropped AttemptState = "dropped"
+)
+
+// SignedTx is a transaction the caller signed for a task, to be stored
+// before it is broadcast.
+type SignedTx struct {
+	TaskID string
+	Nonce  int64
+	// TxHash is the signed transaction's hash, 0x-prefixed hex.
+	TxHash string
+	// Raw is the signed transaction as it will be broadcast.
+	Raw                  []byte
+	GasLimit             uint64
+	MaxFeePerGas         *big.Int
+	MaxPriorityFeePerGas *big.Int
+}
+
+// Attempt is one row of ledgerq.tx_attempts.
+type Attempt struct {
+	SignedTx
+	ChainID     int64
+	Sender      string
+	State       AttemptState
+	LastError   string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	SentAt      *time.Time
+	ConfirmedAt *time.Time
+}
+
+func attemptFromRow(r dbsqlc.LedgerqTxAttempt) Attempt {
+	a := Attempt{
+		SignedTx: SignedTx{
+			TaskID: r.TaskID, Nonce: r.Nonce, TxHash: r.TxHash, Raw: r.Raw, GasLimit: uint64(r.GasLimit),
+			MaxFeePerGas: bigFromNumeric(r.MaxFeePerGas), MaxPriorityFeePerGas: bigFromNumeric(r.MaxPriorityFeePerGas),
+		},
+		ChainID: r.ChainID, Sender: r.Sender, State: AttemptState(r.State),
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		SentAt: utcPtr(r.SentAt), ConfirmedAt: utcPtr(r.ConfirmedAt),
+	}
+	if r.LastError != nil {
+		a.LastError = *r.LastError
+	}
+	return a
+}
+
+func attemptsFromRows(rows []dbsqlc.LedgerqTxAttempt) []Attempt {
+	out := make([]Attempt, len(rows))
+	for i, r := range rows {
+		out[i] = attemptFromRow(r)
+	}
+	return out
+}
+
+// NonceMovedError says the wallet's next nonce was not the one the caller
+// signed with: another writer stored attempts meanwhile (or reconciliation
+// moved it). Nothing was stored; the caller reads the nonce again and signs
+// again.
+type NonceMovedError struct {
+	ChainID  int64
+	Sender   string
+	Expected int64
+}
+
+func (e *NonceMovedError) Error() string {
+	return fmt.Sprintf("next nonce of %s is no longer %d", WalletShardKey(e.ChainID, e.Sender), e.Expected)
+}
+
+// NonceTakenError says a live attempt already holds one of the nonces: a
+// second transaction for it would be a double spend, so nothing was stored.
+type NonceTakenError struct {
+	ChainID int64
+	Sender  string
+}
+
+func (e *NonceTakenError) Error() string {
+	return fmt.Sprintf("a live transaction attempt of %s already holds one of these nonces", WalletShardKey(e.ChainID, e.Sender))
+}
+
+// TaskNotWaitingError says some tasks were no longer waiting (cancelled, or
+// started by another worker) when their attempts were to be stored. Nothing
+// was stored.
+type TaskNotWaitingError struct {
+	Wanted, Waiting int
+}
+
+func (e *TaskNotWaitingError) Error() string {
+	return fmt.Sprintf("only %d of %d tasks are still waiting", e.Waiting, e.Wanted)
+}
+
+// WalletNonceGet returns the next nonce ledgerq will assign for sender on
+// chainID, or ErrNotFound before its first attempt (the caller then starts
+// from the chain's pending nonce).
+func (s *Store) WalletNonceGet(ctx context.Context, chainID int64, sender string) (int64, error) {
+	row, err := one(s.q.WalletNonceGet(ctx, dbsqlc.WalletNonceGetParams{ChainID: chainID, Sender: lowerHex(sender)}))
+	if err != nil {
+		return 0, fmt.Errorf("reading the next nonce of %s: %w", WalletShardKey(chainID, sender), err)
+	}
+	return row.NextNonce, nil
+}
+
+// AttemptsStoreParams are the signed transactions of one send round.
+type AttemptsStoreParams struct {
+	Now     time.Time
+	ChainID int64
+	Sender  string
+	// FirstNonce is the next nonce the caller read (WalletNonceGet, or the
+	// chain's pending nonce for an address with none stored) and signed
+	// Attempts[0] with; Attempts[i] has nonce FirstNonce+i.
+	FirstNonce int64
+	// Attempts: one per task, each task waiting.
+	Attempts []SignedTx
+}
+
+// AttemptsStore is the write-ahead of DESIGN §2.3 and seed 003: in one
+// transaction it moves the tasks waiting -> executing, advances the wallet's
+// next nonce from FirstNonce past the attempts, and stores the attempts
+// (signed, with their raw bytes) — before anything is broadcast.
+//
+// The caller reads the next nonce, signs with consecutive nonces from it,
+// and stores; the nonce moves only if it is still FirstNonce (a
+// compare-and-set), so the caller never needs to sign inside a database
+// transaction. It fails, storing nothing, with *NonceMovedError when the
+// nonce moved, *NonceTakenError when a live attempt already holds one of the
+// nonces (the unique index refuses a second transaction for a nonce), and
+// *TaskNotWaitingError when a task was cancelled or started meanwhile.
+// Signed bytes of a failed store were never stored, so they must not be
+// broadcast. A worker runs it inside ShardFenced, so a worker whose lease
+// was rescued stores nothing.
+func (s *Store) AttemptsStore(ctx context.Context, p AttemptsStoreParams) ([]Attempt, error) {
+	n := len(p.Attempts)
+	if n == 0 {
+		return nil, nil
+	}
+	sender := lowerHex(p.Sender)
+	ins := dbsqlc.AttemptInsertManyParams{
+		ChainID: p.ChainID, Sender: sender, Now: p.Now,
+		TxHashes: make([]string, n), TaskIds: make([]string, n), Nonces: make([]int64, n), Raws: make([][]byte, n),
+		GasLimits: make([]int64, n), MaxFees: make([]pgtype.Numeric, n), MaxTips: make([]pgtype.Numeric, n),
+	}
+	seen := make(map[string]bool, n)
+	for i, a := range p.Attempts {
+		switch {
+		case a.Nonce != p.FirstNonce+int64(i):
+			return nil, fmt.Errorf("storing attempts: attempt %d has nonce %d, not %d: nonces must be consecutive from the next nonce", i, a.Nonce, p.FirstNonce+int64(i))
+		case seen[a.TaskID]:
+			return nil, fmt.Errorf("storing attempts: task %q twice", a.TaskID)
+		case a.GasLimit == 0 || a.GasLimit > 1<<63-1:
+			return nil, fmt.Errorf("storing attempts: gas limit %d out of range", a.GasLimit)
+		}
+		seen[a.TaskID] = true
+		ins.TxHashes[i], ins.TaskIds[i], ins.Nonces[i], ins.Raws[i] = lowerHex(a.TxHash), a.TaskID, a.Nonce, a.Raw
+		ins.GasLimits[i], ins.MaxFees[i], ins.MaxTips[i] = int64(a.GasLimit), numericFromBig(a.MaxFeePerGas), numericFromBig(a.MaxPriorityFeePerGas)
+	}
+	key := WalletShardKey(p.ChainID, sender)
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		started, err := q.TaskStartMany(ctx, dbsqlc.TaskStartManyParams{Now: p.Now, Ids: ins.TaskIds, ChainID: p.ChainID, Sender: sender})
+		if err != nil {
+			return fmt.Errorf("starting the tasks of %s: %w", key, err)
+		}
+		if started != int64(n) {
+			return &TaskNotWaitingError{Wanted: n, Waiting: int(started)}
+		}
+		_, err = one(q.WalletNonceAdvance(ctx, dbsqlc.WalletNonceAdvanceParams{
+			ChainID: p.ChainID, Sender: sender, Expected: p.FirstNonce, Next: p.FirstNonce + int64(n), Now: p.Now,
+		}))
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return &NonceMovedError{ChainID: p.ChainID, Sender: sender, Expected: p.FirstNonce}
+		case err != nil:
+			return fmt.Errorf("advancing the next nonce of %s: %w", key, err)
+		}
+		if _, err := q.AttemptInsertMany(ctx, ins); err != nil {
+			if pgUniqueViolation(err, "tx_attempts_live_nonce") {
+				return &NonceTakenError{ChainID: p.ChainID, Sender: sender}
+			}
+			return fmt.Errorf("storing the attempts of %s: %w", key, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Attempt, n)
+	for i, a := range p.Attempts {
+		a.TxHash = ins.TxHashes[i]
+		out[i] = Attempt{SignedTx: a, ChainID: p.ChainID, Sender: sender, State: AttemptSigned, CreatedAt: p.Now, UpdatedAt: p.Now}
+	}
+	return out, nil
+}
+
+// AttemptsListParams select a wallet's attempts in nonce order.
+type AttemptsListParams struct {
+	ChainID int64
+	Sender  string
+	// Below, for AttemptsSentBelow: only nonces below it (the chain's nonce).
+	Below int64
+	Max   int
+}
+
+// AttemptsUnsent returns the wallet's attempts that were signed and stored
+// but are not known sent, in nonce order: seed 003's recover re-broadcasts
+// them first, with the same bytes.
+func (s *Store) AttemptsUnsent(ctx context.Context, p AttemptsListParams) ([]Attempt, error) {
+	rows, err := s.q.AttemptsUnsent(ctx, dbsqlc.AttemptsUnsentParams{ChainID: p.ChainID, Sender: lowerHex(p.Sender), Max: int32(p.Max)})
+	if err != nil {
+		return nil, fmt.Errorf("reading the unsent attempts of %s: %w", WalletShardKey(p.ChainID, p.Sender), err)
+	}
+	return attemptsFromRows(rows), nil
+}
+
+// AttemptsSentBelow returns the wallet's sent attempts with a nonce below
+// p.Below (the chain's nonce passed them: confirm looks up their receipts),
+// in nonce order.
+func (s *Store) AttemptsSentBelow(ctx context.Context, p AttemptsListParams) ([]Attempt, error) {
+	rows, err := s.q.AttemptsSentBelow(ctx, dbsqlc.AttemptsSentBelowParams{ChainID: p.ChainID, Sender: lowerHex(p.Sender), Below: p.Below, Max: int32(p.Max)})
+	if err != nil {
+		return nil, fmt.Errorf("reading the sent attempts of %s: %w", WalletShardKey(p.ChainID, p.Sender), err)
+	}
+	return attemptsFromRows(rows), nil
+}
+
+// AttemptListByTask returns a task's attempts, oldest first.
+func (s *Store) AttemptListByTask(ctx context.Context, taskID string) ([]Attempt, error) {
+	rows, err := s.q.AttemptListByTask(ctx, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("reading the attempts of task %q: %w", taskID, err)
+	}
+	return attemptsFromRows(rows), nil
+}
+
+// AttemptMarkSentParams record broadcasts.
+type AttemptMarkSentParams struct {
+	Now      time.Time
+	ChainID  int64
+	TxHashes []string
+	// Error is the broadcast's error when its outcome was indeterminate
+	// (treated as sent), for operators; empty on success.
+	Error string
+}
+
+// AttemptMarkSent moves signed attempts to sent and returns how many moved;
+// attempts in any other state are left alone.
+func (s *Store) AttemptMarkSent(ctx context.Context, p AttemptMarkSentParams) (int64, error) {
+	hashes := make([]string, len(p.TxHashes))
+	for i, h := range p.TxHashes {
+		hashes[i] = lowerHex(h)
+	}
+	qp := dbsqlc.AttemptMarkSentParams{Now: p.Now, ChainID: p.ChainID, TxHashes: hashes}
+	if p.Error != "" {
+		qp.Error = &p.Error
+	}
+	n, err := s.q.AttemptMarkSent(ctx, qp)
+	if err != nil {
+		return 0, fmt.Errorf("marking attempts sent: %w", err)
+	}
+	return n, nil
+}
+
+// AttemptConfirmParams record a receipt.
+type AttemptConfirmParams struct {
+	Now     time.Time
+	ChainID int64
+	TxHash  string
+	// Reverted: the receipt's status is 0. The task is done all the same.
+	Reverted bool
+}
+
+// AttemptConfirm records that the attempt was mined: in one transaction the
+// attempt becomes confirmed and its task done with the attempt's hash (and
+// reverted as the receipt says). It returns the task, or ErrNotFound when the
+// attempt is not live or its task is not executing (nothing changes then).
+func (s *Store) AttemptConfirm(ctx context.Context, p AttemptConfirmParams) (Task, error) {
+	hash := lowerHex(p.TxHash)
+	var out Task
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		taskID, err := one(q.AttemptConfirm(ctx, dbsqlc.AttemptConfirmParams{Now: p.Now, ChainID: p.ChainID, TxHash: hash}))
+		if err != nil {
+			return fmt.Errorf("confirming attempt %s: %w", hash, err)
+		}
+		row, err := one(q.TaskFinishDone(ctx, dbsqlc.TaskFinishDoneParams{Now: p.Now, ID: taskID, TxHash: &hash, Reverted: p.Reverted}))
+		if err != nil {
+			return fmt.Errorf("finishing task %q of attempt %s: %w", taskID, hash, err)
+		}
+		out = taskFromRow(row)
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,390 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
+)
+
+const (
+	taskChain  = int64(1337)
+	taskSender = "0x00000000000000000000000000000000000000a1"
+	taskTo     = "0x00000000000000000000000000000000000000b2"
+)
+
+// newTask is a task of wallet "main" on taskChain/taskSender.
+func newTask(now time.Time, priority int32, key string) store.TaskInsertParams {
+	return store.TaskInsertParams{
+		Now: now, Wallet: "main", ChainID: taskChain, Sender: taskSender, Priority: priority,
+		Request:        store.TaskRequest{To: taskTo, Value: big.NewInt(1), Data: []byte{0xca, 0xfe}},
+		IdempotencyKey: key,
+	}
+}
+
+func insertTask(t *testing.T, st *store.Store, p store.TaskInsertParams) store.Task {
+	t.Helper()
+	task, created, err := st.TaskInsert(t.Context(), p)
+	require.NoError(t, err)
+	require.True(t, created)
+	return task
+}
+
+func taskIDs(tasks []store.Task) []string {
+	out := make([]string, len(tasks))
+	for i, t := range tasks {
+		out[i] = t.ID
+	}
+	return out
+}
+
+func TestTasks_InsertStoresAWaitingTaskAndSchedulesItsWalletShard(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	ctx := t.Context()
+	now := testfactory.Start()
+	p := newTask(now, 5, "")
+	p.Sender = "0x00000000000000000000000000000000000000A1" // checksummed: stored lower-case
+	gas := uint64(21000)
+	p.Request.GasLimit = &gas
+	p.Request.Value, _ = new(big.Int).SetString("115792089237316195423570985008687907853269984665640564039457584007913129639935", 10)
+	task := insertTask(t, st, p)
+	require.Equal(t, store.TaskWaiting, task.Status)
+	require.Equal(t, taskSender, task.Sender)
+	require.Equal(t, 0, p.Request.Value.Cmp(task.Request.Value), "a uint256 survives the round trip")
+	require.Equal(t, gas, *task.Request.GasLimit)
+	got, err := st.TaskGet(ctx, "main", task.ID)
+	require.NoError(t, err)
+	require.Equal(t, task, got)
+
+	shard, err := st.ShardGet(ctx, store.WalletShardKey(taskChain, taskSender))
+	require.NoError(t, err)
+	require.Equal(t, "wallet:1337:"+taskSender, shard.Key)
+	require.Equal(t, store.ShardPending, shard.State, "the task's shard is scheduled in the task's transaction")
+}
+
+func TestTasks_IdempotencyReplayWithTheSameBodyReturnsTheSameTask(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	now := testfactory.Start()
+	first := insertTask(t, st, newTask(now, 1, "k1"))
+	again, created, err := st.TaskInsert(t.Context(), newTask(now.Add(time.Second), 1, "k1"))
+	require.NoError(t, err)
+	require.False(t, created)
+	require.Equal(t, first, again)
+
+	// The key is per wallet: another wallet may use it.
+	other := newTask(now, 1, "k1")
+	other.Wallet = "other"
+	_, created, err = st.TaskInsert(t.Context(), other)
+	require.NoError(t, err)
+	require.True(t, created)
+}
+
+func TestTasks_IdempotencySameKeyWithADifferentBodyIsAConflict(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	now := testfactory.Start()
+	first := insertTask(t, st, newTask(now, 1, "k1"))
+	for name, change := range map[string]func(*store.TaskInsertParams){
+		"priority": func(p *store.TaskInsertParams) { p.Priority = 2 },
+		"value":    func(p *store.TaskInsertParams) { p.Request.Value = big.NewInt(2) },
+		"data":     func(p *store.TaskInsertParams) { p.Request.Data = []byte{0xca} },
+		"to":       func(p *store.TaskInsertParams) { p.Request.To = taskSender },
+		"gas": func(p *store.TaskInsertParams) {
+			g := uint64(1)
+			p.Request.GasLimit = &g
+		},
+	} {
+		p := newTask(now, 1, "k1")
+		change(&p)
+		_, _, err := st.TaskInsert(t.Context(), p)
+		var conflict *store.IdempotencyConflictError
+		require.ErrorAs(t, err, &conflict, name)
+		require.Equal(t, first.ID, conflict.TaskID, name)
+	}
+	tasks, err := st.TaskList(t.Context(), store.TaskListParams{Wallet: "main", Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, tasks, 1)
+}
+
+func TestTasks_IdempotencyConcurrentInsertsWithOneKeyStoreOneTask(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	now := testfactory.Start()
+	const n = 50
+	// A connection per caller, so that the inserts really overlap.
+	st, err := store.OpenPool(t.Context(), db.URL, n)
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	require.NoError(t, st.Ping(t.Context()))
+	var wg sync.WaitGroup
+	ids := make([]string, n)
+	created := make([]bool, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			task, c, err := st.TaskInsert(t.Context(), newTask(now, 1, "same"))
+			ids[i], created[i], errs[i] = task.ID, c, err
+		}()
+	}
+	close(start)
+	wg.Wait()
+	made := 0
+	for i := range n {
+		require.NoError(t, errs[i])
+		require.Equal(t, ids[0], ids[i], "every caller gets the one task")
+		if created[i] {
+			made++
+		}
+	}
+	require.Equal(t, 1, made, "exactly one insert created it")
+	var rows int
+	require.NoError(t, db.Store.DB().QueryRow(t.Context(), `SELECT count(*) FROM ledgerq.wallet_tasks`).Scan(&rows))
+	require.Equal(t, 1, rows)
+}
+
+func TestTasks_ATaskOfAnotherWalletIsNotFound(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	now := testfactory.Start()
+	task := insertTask(t, st, newTask(now, 1, ""))
+	_, err := st.TaskGet(t.Context(), "other", task.ID)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = st.TaskGet(t.Context(), "main", "0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, _, err = st.TaskCancel(t.Context(), store.TaskCancelParams{Now: now, Wallet: "other", ID: task.ID})
+	require.ErrorIs(t, err, store.ErrNotFound)
+	got, err := st.TaskGet(t.Context(), "main", task.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.TaskWaiting, got.Status, "another wallet's cancel changed nothing")
+	list, err := st.TaskList(t.Context(), store.TaskListParams{Wallet: "other", Limit: 10})
+	require.NoError(t, err)
+	require.Empty(t, list)
+}
+
+func TestTasks_ListPagesByIdAndFiltersByStatus(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	now := testfactory.Start()
+	var all []string
+	for i := range 5 {
+		all = append(all, insertTask(t, st, newTask(now.Add(time.Duration(i)*time.Millisecond), 0, "")).ID)
+	}
+	_, ok, err := st.TaskCancel(t.Context(), store.TaskCancelParams{Now: now, Wallet: "main", ID: all[1]})
+	require.NoError(t, err)
+	require.True(t, ok)
+
+	page1, err := st.TaskList(t.Context(), store.TaskListParams{Wallet: "main", Limit: 3})
+	require.NoError(t, err)
+	page2, err := st.TaskList(t.Context(), store.TaskListParams{Wallet: "main", Limit: 3, After: page1[2].ID})
+	require.NoError(t, err)
+	require.Equal(t, all, append(taskIDs(page1), taskIDs(page2)...), "UUIDv7 ids page in creation order")
+
+	errStatus := store.TaskError
+	failed, err := st.TaskList(t.Context(), store.TaskListParams{Wallet: "main", Limit: 10, Status: &errStatus})
+	require.NoError(t, err)
+	require.Equal(t, []string{all[1]}, taskIDs(failed))
+}
+
+// Seed 004: a waiting task is aborted when its client cancels (or
+// disconnects), and ends in Error; one that is executing is not.
+func TestTasks_CancellationOfAWaitingTaskEndsItInErrorAndAStartedTaskIsNotCancelled(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	now := testfactory.Start()
+	waiting := insertTask(t, st, newTask(now, 1, ""))
+	started := insertTask(t, st, newTask(now, 1, ""))
+	storeAttempts(t, st, now, 0, started)
+
+	got, ok, err := st.TaskCancel(t.Context(), store.TaskCancelParams{Now: now.Add(time.Second), Wallet: "main", ID: waiting.ID})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, store.TaskError, got.Status)
+	require.True(t, got.Cancelled)
+	require.NotEmpty(t, got.Error)
+	require.Equal(t, now.Add(time.Second), *got.FinishedAt)
+
+	again, ok, err := st.TaskCancel(t.Context(), store.TaskCancelParams{Now: now.Add(2 * time.Second), Wallet: "main", ID: waiting.ID})
+	require.NoError(t, err)
+	require.False(t, ok, "cancelling twice changes nothing")
+	require.Equal(t, got, again)
+
+	cur, ok, err := st.TaskCancel(t.Context(), store.TaskCancelParams{Now: now, Wallet: "main", ID: started.ID})
+	require.NoError(t, err)
+	require.False(t, ok, "an executing task's transaction is signed: it is not cancelled")
+	require.Equal(t, store.TaskExecuting, cur.Status)
+}
+
+// Seed 004, task selection with sendTxQueueType=priority: the next task is
+// the one with the highest priority; ledgerq orders equal priorities oldest
+// first, then by id, so the order is deterministic.
+func TestTasks_PriorityQueueTakesHighestPriorityFirstThenOldest(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	now := testfactory.Start()
+	low := insertTask(t, st, newTask(now, 1, ""))
+	highLate := insertTask(t, st, newTask(now.Add(2*time.Second), 9, ""))
+	highEarly := insertTask(t, st, newTask(now.Add(time.Second), 9, ""))
+	mid := insertTask(t, st, newTask(now, 5, ""))
+	tieA := insertTask(t, st, newTask(now.Add(3*time.Second), 0, ""))
+	tieB := insertTask(t, st, newTask(now.Add(3*time.Second), 0, ""))
+	ties := []string{tieA.ID, tieB.ID}
+	if ties[1] < ties[0] {
+		ties[0], ties[1] = ties[1], ties[0]
+	}
+	other := newTask(now, 100, "")
+	other.Sender = taskTo // another wallet's queue
+	insertTask(t, st, other)
+
+	next, err := st.TaskNextWaiting(t.Context(), store.TaskNextWaitingParams{ChainID: taskChain, Sender: taskSender, Queue: store.QueuePriority, Max: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{highEarly.ID, highLate.ID, mid.ID, low.ID, ties[0], ties[1]}, taskIDs(next))
+
+	first2, err := st.TaskNextWaiting(t.Context(), store.TaskNextWaitingParams{ChainID: taskChain, Sender: taskSender, Queue: store.QueuePriority, Max: 2})
+	require.NoError(t, err)
+	require.Equal(t, []string{highEarly.ID, highLate.ID}, taskIDs(first2))
+}
+
+// Seed 004, sendTxQueueType=fifo: first in, first out; priority is not relevant.
+func TestTasks_FIFOQueueTakesOldestFirstAndIgnoresPriority(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	now := testfactory.Start()
+	a := insertTask(t, st, newTask(now, 0, ""))
+	b := insertTask(t, st, newTask(now.Add(time.Second), 9, ""))
+	c := insertTask(t, st, newTask(now.Add(2*time.Second), 5, ""))
+	cancelled := insertTask(t, st, newTask(now.Add(-time.Second), 0, ""))
+	_, _, err := st.TaskCancel(t.Context(), store.TaskCancelParams{Now: now, Wallet: "main", ID: cancelled.ID})
+	require.NoError(t, err)
+
+	next, err := st.TaskNextWaiting(t.Context(), store.TaskNextWaitingParams{ChainID: taskChain, Sender: taskSender, Queue: store.QueueFIFO, Max: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{a.ID, b.ID, c.ID}, taskIDs(next), "only waiting tasks, oldest first")
+}
+
+// Seed 004, "concurrency should always be 1": the lock per wallet is its
+// shard. Every task of one wallet schedules the same shard, and a shard is
+// claimed by one worker at a time, so a second claim finds nothing while the
+// first holds it, even with more tasks arriving (they set more_work).
+func TestTasks_LockOneWorkerAtATimePerWalletThroughItsShard(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	ctx := t.Context()
+	now := testfactory.Start()
+	insertTask(t, st, newTask(now, 0, ""))
+	insertTask(t, st, newTask(now, 0, ""))
+	claim := func() (store.ShardClaim, error) {
+		return st.ShardClaim(ctx, store.ShardClaimParams{Now: now, Owner: "p/1", LeaseUntil: now.Add(time.Minute), Kinds: []string{"wallet"}})
+	}
+	c, err := claim()
+	require.NoError(t, err)
+	require.Equal(t, store.WalletShardKey(taskChain, taskSender), c.Key)
+	insertTask(t, st, newTask(now, 0, ""))
+	_, err = claim()
+	require.ErrorIs(t, err, store.ErrNotFound, "the wallet's shard is held: no second worker for it")
+	shard, err := st.ShardGet(ctx, c.Key)
+	require.NoError(t, err)
+	require.True(t, shard.MoreWork, "a task stored during the run re-queues the shard at release")
+}
+
+// Impossible states are refused by the database itself, whatever the code
+// that writes them.
+func TestTasks_CheckConstraintsRefuseImpossibleStates(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := t.Context()
+	now := testfactory.Start()
+	task := insertTask(t, db.Store, newTask(now, 0, ""))
+	hash := "0x" + fmt.Sprintf("%064x", 1)
+	for _, c := range []struct{ constraint, set string }{
+		{"wallet_tasks_status_code", `status = 4`},
+		{"wallet_tasks_done_has_tx_hash", `status = 3, started_at = now(), finished_at = now()`},
+		{"wallet_tasks_done_has_tx_hash", `tx_hash = '` + hash + `'`},
+		{"wallet_tasks_error_iff_failed", `status = 2, finished_at = now()`},
+		{"wallet_tasks_error_iff_failed", `error = 'x'`},
+		{"wallet_tasks_finished_iff_terminal", `status = 2, error = 'x'`},
+		{"wallet_tasks_finished_iff_terminal", `finished_at = now()`},
+		{"wallet_tasks_started_iff_sent", `status = 1`},
+		{"wallet_tasks_started_iff_sent", `started_at = now()`},
+		{"wallet_tasks_reverted_only_done", `reverted = true`},
+		{"wallet_tasks_cancelled_is_error", `cancelled = true`},
+		{"wallet_tasks_sender_format", `sender = '0xABC'`},
+		{"wallet_tasks_tx_hash_format", `status = 3, started_at = now(), finished_at = now(), tx_hash = 'abc'`},
+		{"wallet_tasks_value_uint256", `value_wei = -1`},
+		{"wallet_tasks_value_uint256", `value_wei = 2::numeric ^ 256`},
+	} {
+		_, err := db.Store.DB().Exec(ctx, `UPDATE ledgerq.wallet_tasks SET `+c.set+` WHERE id = $1`, task.ID)
+		requireCheckViolation(t, err, c.constraint, c.set)
+	}
+	storeAttempts(t, db.Store, now, 0, task)
+	for _, c := range []struct{ constraint, set string }{
+		{"tx_attempts_sent_at", `state = 'sent'`},
+		{"tx_attempts_sent_at", `sent_at = now()`},
+		{"tx_attempts_confirmed_iff_mined", `state = 'confirmed'`},
+		{"tx_attempts_confirmed_iff_mined", `confirmed_at = now()`},
+		{"tx_attempts_nonce_not_negative", `nonce = -1`},
+		{"tx_attempts_fees_uint256", `max_priority_fee_per_gas = max_fee_per_gas + 1`},
+	} {
+		_, err := db.Store.DB().Exec(ctx, `UPDATE ledgerq.tx_attempts SET `+c.set+` WHERE task_id = $1`, task.ID)
+		requireCheckViolation(t, err, c.constraint, c.set)
+	}
+	_, err := db.Store.DB().Exec(ctx, `UPDATE ledgerq.wallet_nonces SET next_nonce = -1`)
+	requireCheckViolation(t, err, "wallet_nonces_next_nonce_not_negative", "next_nonce = -1")
+}
+
+func requireCheckViolation(t *testing.T, err error, constraint, what string) {
+	t.Helper()
+	var pgErr interface{ SQLState() string }
+	require.Error(t, err, "%s must be refused", what)
+	require.True(t, errors.As(err, &pgErr), "%s: %v", what, err)
+	require.Equal(t, "23514", pgErr.SQLState(), "%s: %v", what, err)
+	require.Contains(t, err.Error(), constraint, what)
+}
+
+// storeAttempts signs (fakes) one attempt per task with consecutive nonces
+// from first and stores them.
+func storeAttempts(t *testing.T, st *store.Store, now time.Time, first int64, tasks ...store.Task) []store.Attempt {
+	t.Helper()
+	p := store.AttemptsStoreParams{Now: now, ChainID: taskChain, Sender: taskSender, FirstNonce: first}
+	for i, task := range tasks {
+		p.Attempts = append(p.Attempts, fakeSigned(task.ID, first+int64(i)))
+	}
+	out, err := st.AttemptsStore(t.Context(), p)
+	require.NoError(t, err)
+	return out
+}
+
+var fakeHashes struct {
+	sync.Mutex
+	n int
+}
+
+// fakeSigned is a stand-in for a signed transaction: a unique hash, raw
+// bytes that name the task and nonce.
+func fakeSigned(taskID string, nonce int64) store.SignedTx {
+	fakeHashes.Lock()
+	fakeHashes.n++
+	n := fakeHashes.n
+	fakeHashes.Unlock()
+	return store.SignedTx{
+		TaskID: taskID, Nonce: nonce, TxHash: fmt.Sprintf("0x%064x", n),
+		Raw:      []byte(fmt.Sprintf("raw %s %d", taskID, nonce)),
+		GasLimit: 21000, MaxFeePerGas: big.NewInt(2_000_000_000), MaxPriorityFeePerGas: big.NewInt(1_000_000_000),
+	}
+}
+
+var _ = context.Background

@@ -1,0 +1,175 @@
+-- name: TaskInsert :one
+-- Intake (seed 004, DESIGN §2.3): stores a send-tx task. A key already used by
+-- the wallet makes this a no-op that returns no row (ON CONFLICT DO NOTHING
+-- waits for a concurrent insert of the same key to commit or roll back, so of
+-- N concurrent inserts exactly one stores a row); the caller then reads the
+-- stored task (TaskGetByIdempotencyKey) in the same transaction and compares
+-- request hashes.
+INSERT INTO ledgerq.wallet_tasks (
+    id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit,
+    idempotency_key, request_hash, created_at, updated_at
+) VALUES (
+    @id, @wallet_id, @chain_id, @sender, @priority, 0, @to_address, @value_wei, @data, sqlc.narg(gas_limit),
+    sqlc.narg(idempotency_key), @request_hash, @now::timestamptz, @now::timestamptz
+)
+ON CONFLICT (wallet_id, idempotency_key) DO NOTHING
+RETURNING *;
+
+-- name: TaskGetByIdempotencyKey :one
+SELECT * FROM ledgerq.wallet_tasks WHERE wallet_id = @wallet_id AND idempotency_key = @idempotency_key;
+
+-- name: TaskGet :one
+-- A task of another wallet is not found: "missing" and "not yours" are one.
+SELECT * FROM ledgerq.wallet_tasks WHERE id = @id AND wallet_id = @wallet_id;
+
+-- name: TaskList :many
+-- One wallet's tasks, keyset pagination by id (UUIDv7: creation order),
+-- through (wallet_id, id); the status filter is optional.
+SELECT * FROM ledgerq.wallet_tasks
+WHERE wallet_id = @wallet_id
+  AND (sqlc.narg(status)::smallint IS NULL OR status = sqlc.narg(status)::smallint)
+  AND id > @after
+ORDER BY id
+LIMIT @max;
+
+-- name: TaskCancel :one
+-- Seed 004: a waiting task is aborted (the client cancelled it or went away)
+-- and ends in Error. Conditional on waiting: a task the worker has started
+-- (its transaction is signed and stored) is not cancelled.
+UPDATE ledgerq.wallet_tasks
+SET status = 2, cancelled = true, error = 'cancelled', finished_at = @now::timestamptz, updated_at = @now::timestamptz
+WHERE id = @id AND wallet_id = @wallet_id AND status = 0
+RETURNING *;
+
+-- name: TaskNextWaitingPriority :many
+-- Seed 004 priority queue, made deterministic: the wallet's waiting tasks,
+-- highest priority first, then oldest, then id; through
+-- wallet_tasks_waiting_priority. Not a claim: only the wallet's shard reads
+-- its queue, and TaskStartMany is conditional on waiting.
+SELECT * FROM ledgerq.wallet_tasks
+WHERE chain_id = @chain_id AND sender = @sender AND status = 0
+ORDER BY priority DESC, created_at, id
+LIMIT @max;
+
+-- name: TaskNextWaitingFIFO :many
+-- Seed 004 FIFO queue: the wallet's waiting tasks, oldest first, then id;
+-- through wallet_tasks_waiting_fifo.
+SELECT * FROM ledgerq.wallet_tasks
+WHERE chain_id = @chain_id AND sender = @sender AND status = 0
+ORDER BY created_at, id
+LIMIT @max;
+
+-- name: TaskStartMany :execrows
+-- Write-ahead (DESIGN §2.3): the tasks whose attempts are being stored move
+-- waiting -> executing, locked in id order. The caller checks that every one
+-- moved: a task cancelled meanwhile fails the whole store.
+UPDATE ledgerq.wallet_tasks t
+SET status = 1, started_at = @now::timestamptz, updated_at = @now::timestamptz
+WHERE t.id = ANY (ARRAY(
+    SELECT w.id FROM ledgerq.wallet_tasks w
+    WHERE w.id = ANY(@ids::text[]) AND w.chain_id = @chain_id AND w.sender = @sender AND w.status = 0
+    ORDER BY w.id
+    FOR UPDATE
+));
+
+-- name: TaskFinishDone :one
+-- Confirm (seed 003): the task's transaction was mined; a reverted receipt is
+-- still done, with reverted set.
+UPDATE ledgerq.wallet_tasks
+SET status = 3, tx_hash = @tx_hash, reverted = @reverted, finished_at = @now::timestamptz, updated_at = @now::timestamptz
+WHERE id = @id AND status = 1
+RETURNING *;
+
+-- name: TaskFinishError :one
+-- A deterministic failure ends a waiting or executing task in error.
+UPDATE ledgerq.wallet_tasks
+SET status = 2, error = @error::text, finished_at = @now::timestamptz, updated_at = @now::timestamptz
+WHERE id = @id AND status IN (0, 1)
+RETURNING *;
+
+-- name: TaskDeleteFinished :execrows
+-- Retention: up to @max tasks finished before @before, oldest first, through
+-- wallet_tasks_finished; their attempts go with them (ON DELETE CASCADE).
+-- SKIP LOCKED: a row another transaction holds is left for the next round.
+WITH old AS (
+    SELECT f.id FROM ledgerq.wallet_tasks f
+    WHERE f.finished_at IS NOT NULL AND f.finished_at < @before::timestamptz
+    ORDER BY f.finished_at
+    LIMIT @max
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM ledgerq.wallet_tasks t
+WHERE t.id = ANY (ARRAY(SELECT old.id FROM old));
+
+-- name: WalletNonceGet :one
+SELECT * FROM ledgerq.wallet_nonces WHERE chain_id = @chain_id AND sender = @sender;
+
+-- name: WalletNonceAdvance :one
+-- Write-ahead: the next nonce moves from @expected to @next, but only if it
+-- is still @expected (compare-and-set: the caller signed with the nonces it
+-- read); the first store of an address inserts the row. No row: another
+-- writer moved it, and nothing may be stored.
+INSERT INTO ledgerq.wallet_nonces AS n (chain_id, sender, next_nonce, created_at, updated_at)
+VALUES (@chain_id, @sender, @next, @now::timestamptz, @now::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET next_nonce = @next, updated_at = @now::timestamptz
+WHERE n.next_nonce = @expected
+RETURNING n.next_nonce;
+
+-- name: AttemptInsertMany :execrows
+-- Write-ahead: stores signed transactions before any broadcast, in nonce
+-- order. tx_attempts_live_nonce refuses a second live attempt for a nonce.
+WITH u AS (
+    SELECT unnest(@tx_hashes::text[]) AS tx_hash, unnest(@task_ids::text[]) AS task_id,
+           unnest(@nonces::bigint[]) AS nonce, unnest(@raws::bytea[]) AS raw,
+           unnest(@gas_limits::bigint[]) AS gas_limit, unnest(@max_fees::numeric[]) AS max_fee,
+           unnest(@max_tips::numeric[]) AS max_tip
+)
+INSERT INTO ledgerq.tx_attempts (
+    chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas,
+    created_at, updated_at
+)
+SELECT @chain_id, u.tx_hash, u.task_id, @sender, u.nonce, u.raw, u.gas_limit, u.max_fee, u.max_tip,
+       @now::timestamptz, @now::timestamptz
+FROM u
+ORDER BY u.nonce;
+
+-- name: AttemptsUnsent :many
+-- Recover (seed 003): attempts signed and stored but not known sent, in nonce
+-- order, through tx_attempts_signed.
+SELECT * FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state = 'signed'
+ORDER BY nonce
+LIMIT @max;
+
+-- name: AttemptsSentBelow :many
+-- Confirm (seed 003): sent attempts whose nonce the chain has passed
+-- (nonce < @below), in nonce order, through tx_attempts_sent.
+SELECT * FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state = 'sent' AND nonce < @below
+ORDER BY nonce
+LIMIT @max;
+
+-- name: AttemptMarkSent :execrows
+-- Send or recover: the broadcast succeeded or its outcome is indeterminate
+-- (treated as sent). Only signed attempts move; rows through the primary key.
+UPDATE ledgerq.tx_attempts
+SET state = 'sent', sent_at = @now::timestamptz, updated_at = @now::timestamptz, last_error = sqlc.narg(error)
+WHERE chain_id = @chain_id AND tx_hash = ANY(@tx_hashes::text[]) AND state = 'signed';
+
+-- name: AttemptConfirm :one
+-- Confirm: the attempt's receipt was found. Returns its task.
+UPDATE ledgerq.tx_attempts
+SET state = 'confirmed', confirmed_at = @now::timestamptz, updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('signed', 'sent')
+RETURNING task_id;
+
+-- name: AttemptDropByTask :execrows
+-- A task that failed deterministically: its live, unmined attempts will never
+-- be mined, and their nonces are free again (recycling them is the next step).
+UPDATE ledgerq.tx_attempts
+SET state = 'dropped', last_error = @error::text, updated_at = @now::timestamptz
+WHERE task_id = @task_id AND state IN ('signed', 'sent');
+
+-- name: AttemptListByTask :many
+SELECT * FROM ledgerq.tx_attempts WHERE task_id = @task_id ORDER BY created_at, tx_hash;
