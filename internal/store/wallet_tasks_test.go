@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/big"
@@ -386,5 +385,3 @@ func fakeSigned(taskID string, nonce int64) store.SignedTx {
 		GasLimit: 21000, MaxFeePerGas: big.NewInt(2_000_000_000), MaxPriorityFeePerGas: big.NewInt(1_000_000_000),
 	}
 }
-
-var _ = context.Background
