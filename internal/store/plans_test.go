@@ -87,6 +87,9 @@ var indexDrivenRounds = []string{
 	"BatchRecordSubmitMany", "BatchRecordStatusMany", "BatchGetMany",
 	"BatchListByService",
 	"ShardSchedule", "ShardRelease", "ShardExtendLease", "ShardHeld",
+	"TaskGetByIdempotencyKey", "TaskGet", "TaskList", "TaskCancel",
+	"TaskNextWaitingPriority", "TaskNextWaitingFIFO", "TaskStartMany", "TaskFinishDone", "TaskFinishError",
+	"WalletNonceAdvance", "AttemptsUnsent", "AttemptsSentBelow", "AttemptMarkSent", "AttemptConfirm", "AttemptDropByTask",
 }
 
 // Rounds that read every waiting batch by design (the depth a scrape
@@ -123,6 +126,25 @@ func TestQueries_ClaimsAndRoundsAreIndexDrivenAndNeverScanTerminalRows(t *testin
 		) AS k(submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at)
 		WHERE g % 5 = (CASE WHEN k.status = 'pending' THEN 2 WHEN k.status = 'delayed' THEN 3
 			WHEN k.submitted THEN 1 WHEN k.queued_at IS NOT NULL THEN 0 ELSE 4 END)`, t0)
+	require.NoError(t, err)
+	// A busy wallet lane: waiting tasks of 100 wallets, executing ones with
+	// their attempts, signed or sent.
+	_, err = db.Store.DB().Exec(ctx, `
+		INSERT INTO ledgerq.wallet_tasks (id, wallet_id, chain_id, sender, status, to_address, request_hash,
+			created_at, updated_at, started_at)
+		SELECT md5('busy' || g)::uuid::text, 'w' || (g % 100), 1, '0x' || lpad(to_hex(g % 100), 40, '0'),
+			g % 2, '0x' || lpad('b', 40, '0'), sha256(g::text::bytea), $1, $1, CASE WHEN g % 2 = 1 THEN $1::timestamptz END
+		FROM generate_series(1, 6000) g`, t0)
+	require.NoError(t, err)
+	_, err = db.Store.DB().Exec(ctx, `
+		INSERT INTO ledgerq.tx_attempts (chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit,
+			max_fee_per_gas, max_priority_fee_per_gas, state, created_at, updated_at, sent_at)
+		SELECT 1, '0x' || lpad(to_hex(g), 64, '0'), md5('busy' || g)::uuid::text, '0x' || lpad(to_hex(g % 100), 40, '0'),
+			g, '\x01', 21000, 2, 1, CASE WHEN g % 4 = 1 THEN 'signed' ELSE 'sent' END::ledgerq.tx_attempt_state,
+			$1, $1, CASE WHEN g % 4 = 3 THEN $1::timestamptz END
+		FROM generate_series(1, 6000) g WHERE g % 2 = 1`, t0)
+	require.NoError(t, err)
+	_, err = db.Store.DB().Exec(ctx, `ANALYZE ledgerq.wallet_tasks, ledgerq.tx_attempts`)
 	require.NoError(t, err)
 	clk := testfactory.NewClock()
 	testfactory.New(t, db.Store, clk).PutBatches(
@@ -199,6 +221,24 @@ func TestQueries_ClaimsAndRoundsAreIndexDrivenAndNeverScanTerminalRows(t *testin
 		SELECT id, service_id, '\x00' FROM ledgerq.batches ON CONFLICT (id) DO NOTHING`)
 	require.NoError(t, err)
 	_, err = db.Store.DB().Exec(ctx, `ANALYZE ledgerq.batch_payloads`)
+	require.NoError(t, err)
+	// And 50 000 done tasks with their confirmed attempts.
+	_, err = db.Store.DB().Exec(ctx, `
+		INSERT INTO ledgerq.wallet_tasks (id, wallet_id, chain_id, sender, status, to_address, request_hash,
+			tx_hash, created_at, updated_at, started_at, finished_at)
+		SELECT md5('done' || g)::uuid::text, 'w' || (g % 100), 1, '0x' || lpad(to_hex(g % 100), 40, '0'),
+			3, '0x' || lpad('b', 40, '0'), sha256(g::text::bytea), '0x' || lpad(to_hex(100000 + g), 64, '0'),
+			$1, $1, $1, $1
+		FROM generate_series(1, 50000) g`, t0)
+	require.NoError(t, err)
+	_, err = db.Store.DB().Exec(ctx, `
+		INSERT INTO ledgerq.tx_attempts (chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit,
+			max_fee_per_gas, max_priority_fee_per_gas, state, created_at, updated_at, sent_at, confirmed_at)
+		SELECT 1, '0x' || lpad(to_hex(100000 + g), 64, '0'), md5('done' || g)::uuid::text,
+			'0x' || lpad(to_hex(g % 100), 40, '0'), 100000 + g, '\x01', 21000, 2, 1, 'confirmed', $1, $1, $1, $1
+		FROM generate_series(1, 50000) g`, t0)
+	require.NoError(t, err)
+	_, err = db.Store.DB().Exec(ctx, `ANALYZE ledgerq.wallet_tasks, ledgerq.tx_attempts`)
 	require.NoError(t, err)
 	explainAll("a busy lane and 50 000 terminal batches", false)
 }
