@@ -1,0 +1,231 @@
+package evm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/ledgerq/ledgerq/internal/ledger"
+)
+
+// DefaultCallTimeout bounds each call to the node when Config leaves it 0.
+const DefaultCallTimeout = 10 * time.Second
+
+// Config configures a Ledger.
+type Config struct {
+	// CallTimeout bounds every call to the node (inside the caller's own
+	// deadline, if shorter). 0 means DefaultCallTimeout.
+	CallTimeout time.Duration
+}
+
+// Client is the part of go-ethereum's ethclient the adapter uses. Both
+// *ethclient.Client and ethclient/simulated's Client have it.
+type Client interface {
+	ChainID(ctx context.Context) (*big.Int, error)
+	PendingNonceAt(ctx context.Context, account common.Address) (uint64, error)
+	NonceAt(ctx context.Context, account common.Address, blockNumber *big.Int) (uint64, error)
+	BalanceAt(ctx context.Context, account common.Address, blockNumber *big.Int) (*big.Int, error)
+	HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error)
+	SuggestGasPrice(ctx context.Context) (*big.Int, error)
+	SuggestGasTipCap(ctx context.Context) (*big.Int, error)
+	EstimateGas(ctx context.Context, msg ethereum.CallMsg) (uint64, error)
+	SendTransaction(ctx context.Context, tx *types.Transaction) error
+	TransactionReceipt(ctx context.Context, txHash common.Hash) (*types.Receipt, error)
+}
+
+// Ledger is a ledger.WalletLedger over one node's JSON-RPC endpoint.
+type Ledger struct {
+	ec      Client
+	closer  func()
+	timeout time.Duration
+}
+
+var _ ledger.WalletLedger = (*Ledger)(nil)
+
+// Dial connects to the node at url (http, https, ws, wss or an IPC path).
+func Dial(ctx context.Context, url string, cfg Config) (*Ledger, error) {
+	ec, err := ethclient.DialContext(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("evm: dialing %s: %w", url, err)
+	}
+	l := New(ec, cfg)
+	l.closer = ec.Close
+	return l, nil
+}
+
+// New returns a Ledger over an existing client (ethclient/simulated's in
+// tests). Close leaves c open.
+func New(c Client, cfg Config) *Ledger {
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	return &Ledger{ec: c, timeout: cfg.CallTimeout}
+}
+
+// Close closes the connection Dial opened.
+func (l *Ledger) Close() {
+	if l.closer != nil {
+		l.closer()
+	}
+}
+
+func (l *Ledger) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, l.timeout)
+}
+
+// ChainID implements ledger.WalletLedger.
+func (l *Ledger) ChainID(ctx context.Context) (*big.Int, error) {
+	ctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	id, err := l.ec.ChainID(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("evm: eth_chainId: %w", err)
+	}
+	return id, nil
+}
+
+// PendingNonceAt implements ledger.WalletLedger.
+func (l *Ledger) PendingNonceAt(ctx context.Context, addr ledger.Address) (uint64, error) {
+	ctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	n, err := l.ec.PendingNonceAt(ctx, common.Address(addr))
+	if err != nil {
+		return 0, fmt.Errorf("evm: pending nonce of %s: %w", addr.Hex(), err)
+	}
+	return n, nil
+}
+
+// NonceAt implements ledger.WalletLedger.
+func (l *Ledger) NonceAt(ctx context.Context, addr ledger.Address) (uint64, error) {
+	ctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	n, err := l.ec.NonceAt(ctx, common.Address(addr), nil)
+	if err != nil {
+		return 0, fmt.Errorf("evm: latest nonce of %s: %w", addr.Hex(), err)
+	}
+	return n, nil
+}
+
+// BalanceAt implements ledger.WalletLedger.
+func (l *Ledger) BalanceAt(ctx context.Context, addr ledger.Address) (*big.Int, error) {
+	ctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	b, err := l.ec.BalanceAt(ctx, common.Address(addr), nil)
+	if err != nil {
+		return nil, fmt.Errorf("evm: balance of %s: %w", addr.Hex(), err)
+	}
+	return b, nil
+}
+
+// SuggestFees implements ledger.WalletLedger: the node's suggested tip, and a
+// fee cap of 2 × the latest base fee + tip, so the transaction stays
+// includable through several blocks of rising base fee. On a chain without a
+// base fee (pre-London) both are the node's gas price.
+func (l *Ledger) SuggestFees(ctx context.Context) (ledger.Fees, error) {
+	ctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	head, err := l.ec.HeaderByNumber(ctx, nil)
+	if err != nil {
+		return ledger.Fees{}, fmt.Errorf("evm: latest header: %w", err)
+	}
+	if head.BaseFee == nil {
+		price, err := l.ec.SuggestGasPrice(ctx)
+		if err != nil {
+			return ledger.Fees{}, fmt.Errorf("evm: eth_gasPrice: %w", err)
+		}
+		return ledger.Fees{TipCap: price, FeeCap: new(big.Int).Set(price)}, nil
+	}
+	tip, err := l.ec.SuggestGasTipCap(ctx)
+	if err != nil {
+		return ledger.Fees{}, fmt.Errorf("evm: eth_maxPriorityFeePerGas: %w", err)
+	}
+	feeCap := new(big.Int).Mul(head.BaseFee, big.NewInt(2))
+	feeCap.Add(feeCap, tip)
+	return ledger.Fees{TipCap: tip, FeeCap: feeCap}, nil
+}
+
+// EstimateGas implements ledger.WalletLedger.
+func (l *Ledger) EstimateGas(ctx context.Context, msg ledger.CallMsg) (uint64, error) {
+	ctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	cm := ethereum.CallMsg{From: common.Address(msg.From), Value: msg.Value, Data: msg.Data}
+	if msg.To != nil {
+		to := common.Address(*msg.To)
+		cm.To = &to
+	}
+	g, err := l.ec.EstimateGas(ctx, cm)
+	if err != nil {
+		return 0, fmt.Errorf("evm: eth_estimateGas: %w", err)
+	}
+	return g, nil
+}
+
+// SendRawTransaction implements ledger.WalletLedger. It returns nil when the
+// node took the transaction or already had it (`already known`), and a
+// *ledger.SendError otherwise. The bytes are decoded and sent through
+// ethclient, which encodes them back byte for byte (eth_sendRawTransaction);
+// bytes that do not decode are refused without a call.
+func (l *Ledger) SendRawTransaction(ctx context.Context, raw []byte) error {
+	var tx types.Transaction
+	if err := tx.UnmarshalBinary(raw); err != nil {
+		return ledger.NewSendError(ledger.SendRejected, "transaction does not decode", err)
+	}
+	ctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	err := l.ec.SendTransaction(ctx, &tx)
+	if err == nil {
+		return nil
+	}
+	r := classifySend(err)
+	if r == ledger.SendAccepted {
+		return nil
+	}
+	return ledger.NewSendError(r, err.Error(), err)
+}
+
+// classifySend tells what a failed eth_sendRawTransaction means. Only a
+// JSON-RPC error object is the node's own answer; its message is classified
+// by prefix. An HTTP status error (a proxy's 5xx, a 429), a timeout or a
+// transport error may have come after the node took the transaction.
+func classifySend(err error) ledger.SendResult {
+	var httpErr rpc.HTTPError
+	if errors.As(err, &httpErr) {
+		return ledger.SendIndeterminate
+	}
+	var rpcErr rpc.Error
+	if errors.As(err, &rpcErr) {
+		return ledger.ClassifySendMessage(rpcErr.Error())
+	}
+	return ledger.SendIndeterminate
+}
+
+// TransactionReceipt implements ledger.WalletLedger. A node that has no
+// receipt answers null, which is Found: false; any error is returned as such
+// and never read as "not found".
+func (l *Ledger) TransactionReceipt(ctx context.Context, hash ledger.TxHash) (ledger.Receipt, error) {
+	ctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	r, err := l.ec.TransactionReceipt(ctx, common.Hash(hash))
+	if errors.Is(err, ethereum.NotFound) {
+		return ledger.Receipt{}, nil
+	}
+	if err != nil {
+		return ledger.Receipt{}, fmt.Errorf("evm: receipt of %s: %w", hash.Hex(), err)
+	}
+	out := ledger.Receipt{Found: true, Status: ledger.ReceiptReverted, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}
+	if r.Status == types.ReceiptStatusSuccessful {
+		out.Status = ledger.ReceiptSuccess
+	}
+	if r.BlockNumber != nil {
+		out.BlockNumber = r.BlockNumber.Uint64()
+	}
+	return out, nil
+}

@@ -1,0 +1,481 @@
+package evmsim
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/big"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/params"
+
+	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/ledger"
+)
+
+// RevertMarker: a transaction whose data starts with it is mined reverted.
+var RevertMarker = []byte{0xde, 0xad, 0xbe, 0xef}
+
+// Config configures a Ledger. Rates are fractions in [0, 1].
+type Config struct {
+	// Seed seeds every random choice.
+	Seed int64
+	// Clock tells the ledger's time; nil means clock.Real.
+	Clock clock.Clock
+	// ChainID is the EIP-155 chain id; 0 means 1337, as geth --dev.
+	ChainID int64
+	// Alloc funds accounts at genesis, in wei.
+	Alloc map[common.Address]*big.Int
+	// BlockPeriod is the time between blocks by Clock; 0 mines only on Mine.
+	BlockPeriod time.Duration
+	// BaseFee is every block's base fee in wei; 0 means 1 gwei.
+	BaseFee int64
+	// Tip is the priority fee the ledger suggests; 0 means 1 gwei.
+	Tip int64
+	// GasLimit is the block gas limit; 0 means 30 000 000.
+	GasLimit uint64
+	// TransientRate is the fraction of sends refused before the ledger looks
+	// at them (over HTTP: a 503).
+	TransientRate float64
+	// LostResponseRate is the fraction of sends the ledger takes but whose
+	// answer is lost: the caller gets a timeout (over HTTP: the connection
+	// is cut).
+	LostResponseRate float64
+	// Latency is a real wait before every send, honouring the caller's
+	// context.
+	Latency time.Duration
+}
+
+// ErrTransient is the answer of a send that a simulated fault refused.
+const ErrTransient = "simulated transient failure: try again"
+
+// ErrLostResponse is the answer of a send whose response a simulated fault lost.
+const ErrLostResponse = "simulated lost response: timeout"
+
+type account struct {
+	balance *big.Int
+	nonce   uint64
+}
+
+type receipt struct {
+	tx       *types.Transaction
+	status   uint64
+	block    uint64
+	index    uint
+	gasUsed  uint64
+	price    *big.Int
+	contract common.Address
+}
+
+// Block is a mined block's header fields.
+type Block struct {
+	Number  uint64
+	Time    time.Time
+	BaseFee *big.Int
+	GasUsed uint64
+	Hash    common.Hash
+	Parent  common.Hash
+}
+
+// Ledger is the simulated EVM ledger. It is safe for concurrent use.
+type Ledger struct {
+	cfg     Config
+	clock   clock.Clock
+	signer  types.Signer
+	chainID *big.Int
+	genesis time.Time
+
+	mu       sync.Mutex
+	rng      *rand.Rand
+	accounts map[common.Address]*account
+	pool     map[common.Address]map[uint64]*types.Transaction
+	known    map[common.Hash]bool // in the pool or mined
+	receipts map[common.Hash]*receipt
+	blocks   []Block
+}
+
+var _ ledger.WalletLedger = (*Ledger)(nil)
+
+// New returns a Ledger at its genesis block, dated the clock's now.
+func New(cfg Config) *Ledger {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.ChainID == 0 {
+		cfg.ChainID = 1337
+	}
+	if cfg.BaseFee == 0 {
+		cfg.BaseFee = params.GWei
+	}
+	if cfg.Tip == 0 {
+		cfg.Tip = params.GWei
+	}
+	if cfg.GasLimit == 0 {
+		cfg.GasLimit = 30_000_000
+	}
+	l := &Ledger{
+		cfg:      cfg,
+		clock:    cfg.Clock,
+		chainID:  big.NewInt(cfg.ChainID),
+		signer:   types.LatestSignerForChainID(big.NewInt(cfg.ChainID)),
+		genesis:  cfg.Clock.Now(),
+		rng:      rand.New(rand.NewPCG(uint64(cfg.Seed), 0x65766d73696d)),
+		accounts: map[common.Address]*account{},
+		pool:     map[common.Address]map[uint64]*types.Transaction{},
+		known:    map[common.Hash]bool{},
+		receipts: map[common.Hash]*receipt{},
+	}
+	for a, b := range cfg.Alloc {
+		l.accounts[a] = &account{balance: new(big.Int).Set(b)}
+	}
+	l.blocks = []Block{{Number: 0, Time: l.genesis, BaseFee: big.NewInt(cfg.BaseFee), Hash: blockHash(0, l.genesis)}}
+	return l
+}
+
+func blockHash(n uint64, t time.Time) common.Hash {
+	return common.BytesToHash(fmt.Appendf(nil, "evmsim block %d at %d", n, t.UnixNano()))
+}
+
+func (l *Ledger) acct(a common.Address) *account {
+	ac, ok := l.accounts[a]
+	if !ok {
+		ac = &account{balance: new(big.Int)}
+		l.accounts[a] = ac
+	}
+	return ac
+}
+
+// catchUp mines the blocks whose time has come. Called with mu held.
+func (l *Ledger) catchUp() {
+	if l.cfg.BlockPeriod <= 0 {
+		return
+	}
+	now := l.clock.Now()
+	for {
+		next := l.blocks[len(l.blocks)-1].Time.Add(l.cfg.BlockPeriod)
+		if next.After(now) {
+			return
+		}
+		l.mine(next)
+	}
+}
+
+// Mine produces one block now, whatever the period.
+func (l *Ledger) Mine() Block {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.catchUp()
+	return l.mine(l.clock.Now())
+}
+
+func intrinsicGas(tx *types.Transaction) uint64 {
+	g := params.TxGas
+	if tx.To() == nil {
+		g = params.TxGasContractCreation
+	}
+	for _, b := range tx.Data() {
+		if b == 0 {
+			g += params.TxDataZeroGas
+		} else {
+			g += params.TxDataNonZeroGasEIP2028
+		}
+	}
+	return g
+}
+
+func effectivePrice(tx *types.Transaction, baseFee *big.Int) *big.Int {
+	p := new(big.Int).Add(baseFee, tx.GasTipCap())
+	if p.Cmp(tx.GasFeeCap()) > 0 {
+		p.Set(tx.GasFeeCap())
+	}
+	return p
+}
+
+// mine includes, sender by sender in address order, each sender's pool
+// transactions from its nonce on while they are contiguous, affordable and
+// fit the block. Called with mu held.
+func (l *Ledger) mine(at time.Time) Block {
+	parent := l.blocks[len(l.blocks)-1]
+	b := Block{Number: parent.Number + 1, Time: at, BaseFee: big.NewInt(l.cfg.BaseFee), Parent: parent.Hash}
+	b.Hash = blockHash(b.Number, at)
+	senders := make([]common.Address, 0, len(l.pool))
+	for a := range l.pool {
+		senders = append(senders, a)
+	}
+	sort.Slice(senders, func(i, j int) bool { return bytes.Compare(senders[i][:], senders[j][:]) < 0 })
+	var index uint
+	for _, from := range senders {
+		ac := l.acct(from)
+		for {
+			tx, ok := l.pool[from][ac.nonce]
+			if !ok {
+				break
+			}
+			gas := intrinsicGas(tx)
+			price := effectivePrice(tx, b.BaseFee)
+			fee := new(big.Int).Mul(price, new(big.Int).SetUint64(gas))
+			cost := new(big.Int).Add(fee, tx.Value())
+			if b.GasUsed+gas > l.cfg.GasLimit || ac.balance.Cmp(cost) < 0 {
+				break
+			}
+			r := &receipt{tx: tx, status: types.ReceiptStatusSuccessful, block: b.Number, index: index, gasUsed: gas, price: price}
+			ac.balance.Sub(ac.balance, fee)
+			if bytes.HasPrefix(tx.Data(), RevertMarker) {
+				r.status = types.ReceiptStatusFailed
+			} else {
+				ac.balance.Sub(ac.balance, tx.Value())
+				to := tx.To()
+				if to == nil {
+					r.contract = crypto.CreateAddress(from, ac.nonce)
+					to = &r.contract
+				}
+				dst := l.acct(*to)
+				dst.balance.Add(dst.balance, tx.Value())
+			}
+			delete(l.pool[from], ac.nonce)
+			ac.nonce++
+			l.receipts[tx.Hash()] = r
+			b.GasUsed += gas
+			index++
+		}
+		if len(l.pool[from]) == 0 {
+			delete(l.pool, from)
+		}
+	}
+	// Pool entries below their sender's nonce can never be mined: drop them,
+	// as geth's pool does on a new head. Their hashes stay unknown.
+	for from, txs := range l.pool {
+		for n, tx := range txs {
+			if n < l.acct(from).nonce {
+				delete(txs, n)
+				delete(l.known, tx.Hash())
+			}
+		}
+	}
+	l.blocks = append(l.blocks, b)
+	return b
+}
+
+// sendError is a send refused with geth's message.
+func sendError(format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	return ledger.NewSendError(ledger.ClassifySendMessage(msg), msg, nil)
+}
+
+// Send takes one signed transaction. It returns nil, a *ledger.SendError
+// carrying geth's message, or, for a simulated fault, a *ledger.SendError
+// with ErrTransient or ErrLostResponse (both indeterminate to the caller;
+// only the lost response took the transaction).
+func (l *Ledger) Send(ctx context.Context, raw []byte) error {
+	_, err := l.send(ctx, raw)
+	return err
+}
+
+// fault is what a simulated fault did to a send.
+type fault int
+
+const (
+	noFault fault = iota
+	faultTransient
+	faultLost
+)
+
+func (l *Ledger) send(ctx context.Context, raw []byte) (fault, error) {
+	if l.cfg.Latency > 0 {
+		t := time.NewTimer(l.cfg.Latency)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return noFault, ledger.NewSendError(ledger.SendIndeterminate, ctx.Err().Error(), ctx.Err())
+		case <-t.C:
+		}
+	}
+	var tx types.Transaction
+	if err := tx.UnmarshalBinary(raw); err != nil {
+		return noFault, sendError("rlp: %v", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.catchUp()
+	if l.cfg.TransientRate > 0 && l.rng.Float64() < l.cfg.TransientRate {
+		return faultTransient, ledger.NewSendError(ledger.SendIndeterminate, ErrTransient, nil)
+	}
+	lost := l.cfg.LostResponseRate > 0 && l.rng.Float64() < l.cfg.LostResponseRate
+	err := l.admit(&tx)
+	if lost && err == nil {
+		return faultLost, ledger.NewSendError(ledger.SendIndeterminate, ErrLostResponse, context.DeadlineExceeded)
+	}
+	return noFault, err
+}
+
+// admit applies geth's pool checks, in geth's order where it matters.
+// Called with mu held.
+func (l *Ledger) admit(tx *types.Transaction) error {
+	if l.known[tx.Hash()] {
+		return sendError("already known")
+	}
+	if tx.ChainId().Cmp(l.chainID) != 0 {
+		return sendError("invalid sender: invalid chain id for signer: have %v want %v", tx.ChainId(), l.chainID)
+	}
+	from, err := types.Sender(l.signer, tx)
+	if err != nil {
+		return sendError("invalid sender: %v", err)
+	}
+	if tx.Gas() > l.cfg.GasLimit {
+		return sendError("exceeds block gas limit")
+	}
+	if tx.GasTipCap().Cmp(tx.GasFeeCap()) > 0 {
+		return sendError("max priority fee per gas higher than max fee per gas: address %s, maxPriorityFeePerGas: %v, maxFeePerGas: %v", from.Hex(), tx.GasTipCap(), tx.GasFeeCap())
+	}
+	if need := intrinsicGas(tx); tx.Gas() < need {
+		return sendError("intrinsic gas too low: gas %d, minimum needed %d", tx.Gas(), need)
+	}
+	ac := l.acct(from)
+	if tx.Nonce() < ac.nonce {
+		return sendError("nonce too low: next nonce %d, tx nonce %d", ac.nonce, tx.Nonce())
+	}
+	baseFee := l.blocks[len(l.blocks)-1].BaseFee
+	if tx.GasFeeCap().Cmp(baseFee) < 0 {
+		return sendError("max fee per gas less than block base fee: address %s, maxFeePerGas: %v, baseFee: %v", from.Hex(), tx.GasFeeCap(), baseFee)
+	}
+	cost := tx.Cost()
+	if ac.balance.Cmp(cost) < 0 {
+		return sendError("insufficient funds for gas * price + value: balance %v, tx cost %v, overshot %v", ac.balance, cost, new(big.Int).Sub(cost, ac.balance))
+	}
+	if old, ok := l.pool[from][tx.Nonce()]; ok {
+		// geth's price bump: a replacement pays at least 10% more in both
+		// the fee cap and the tip.
+		if !atLeastTenPercentMore(tx.GasFeeCap(), old.GasFeeCap()) || !atLeastTenPercentMore(tx.GasTipCap(), old.GasTipCap()) {
+			return sendError("replacement transaction underpriced: new tx gas fee cap %v <= %v queued + 10%% replacement penalty", tx.GasFeeCap(), old.GasFeeCap())
+		}
+		delete(l.known, old.Hash())
+	}
+	if l.pool[from] == nil {
+		l.pool[from] = map[uint64]*types.Transaction{}
+	}
+	l.pool[from][tx.Nonce()] = tx
+	l.known[tx.Hash()] = true
+	return nil
+}
+
+func atLeastTenPercentMore(n, old *big.Int) bool {
+	// n*100 >= old*110
+	a := new(big.Int).Mul(n, big.NewInt(100))
+	b := new(big.Int).Mul(old, big.NewInt(110))
+	return a.Cmp(b) >= 0
+}
+
+// ChainID implements ledger.WalletLedger.
+func (l *Ledger) ChainID(context.Context) (*big.Int, error) { return new(big.Int).Set(l.chainID), nil }
+
+// PendingNonceAt implements ledger.WalletLedger: the account's nonce plus its
+// contiguous pool transactions.
+func (l *Ledger) PendingNonceAt(_ context.Context, addr ledger.Address) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.catchUp()
+	from := common.Address(addr)
+	n := l.acct(from).nonce
+	for {
+		if _, ok := l.pool[from][n]; !ok {
+			return n, nil
+		}
+		n++
+	}
+}
+
+// NonceAt implements ledger.WalletLedger.
+func (l *Ledger) NonceAt(_ context.Context, addr ledger.Address) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.catchUp()
+	return l.acct(common.Address(addr)).nonce, nil
+}
+
+// BalanceAt implements ledger.WalletLedger.
+func (l *Ledger) BalanceAt(_ context.Context, addr ledger.Address) (*big.Int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.catchUp()
+	return new(big.Int).Set(l.acct(common.Address(addr)).balance), nil
+}
+
+// SuggestFees implements ledger.WalletLedger as the evm adapter computes it.
+func (l *Ledger) SuggestFees(context.Context) (ledger.Fees, error) {
+	tip := big.NewInt(l.cfg.Tip)
+	feeCap := new(big.Int).Mul(big.NewInt(l.cfg.BaseFee), big.NewInt(2))
+	return ledger.Fees{TipCap: tip, FeeCap: feeCap.Add(feeCap, tip)}, nil
+}
+
+// EstimateGas implements ledger.WalletLedger: the intrinsic gas.
+func (l *Ledger) EstimateGas(_ context.Context, msg ledger.CallMsg) (uint64, error) {
+	var to *common.Address
+	if msg.To != nil {
+		a := common.Address(*msg.To)
+		to = &a
+	}
+	return intrinsicGas(types.NewTx(&types.DynamicFeeTx{To: to, Data: msg.Data})), nil
+}
+
+// SendRawTransaction implements ledger.WalletLedger. `already known` is a
+// success, as the evm adapter reports it.
+func (l *Ledger) SendRawTransaction(ctx context.Context, raw []byte) error {
+	err := l.Send(ctx, raw)
+	if ledger.SendResultOf(err) == ledger.SendAccepted {
+		return nil
+	}
+	return err
+}
+
+// TransactionReceipt implements ledger.WalletLedger.
+func (l *Ledger) TransactionReceipt(_ context.Context, hash ledger.TxHash) (ledger.Receipt, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.catchUp()
+	r, ok := l.receipts[common.Hash(hash)]
+	if !ok {
+		return ledger.Receipt{}, nil
+	}
+	out := ledger.Receipt{Found: true, Status: ledger.ReceiptReverted, BlockNumber: r.block, GasUsed: r.gasUsed, EffectiveGasPrice: new(big.Int).Set(r.price)}
+	if r.status == types.ReceiptStatusSuccessful {
+		out.Status = ledger.ReceiptSuccess
+	}
+	return out, nil
+}
+
+// Head returns the latest block, after mining those whose time has come.
+func (l *Ledger) Head() Block {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.catchUp()
+	return l.blocks[len(l.blocks)-1]
+}
+
+// BlockByNumber returns block n, if mined.
+func (l *Ledger) BlockByNumber(n uint64) (Block, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.catchUp()
+	if n >= uint64(len(l.blocks)) {
+		return Block{}, false
+	}
+	return l.blocks[n], true
+}
+
+// receiptOf returns a copy of the stored receipt of hash, for the server.
+func (l *Ledger) receiptOf(hash common.Hash) (receipt, Block, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.catchUp()
+	r, ok := l.receipts[hash]
+	if !ok {
+		return receipt{}, Block{}, false
+	}
+	return *r, l.blocks[r.block], true
+}

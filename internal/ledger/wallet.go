@@ -1,0 +1,243 @@
+package ledger
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+)
+
+// Address is an account on an account-and-nonce ledger (20 bytes on EVM
+// chains). It converts to and from go-ethereum's common.Address, which has the
+// same underlying type, without this package importing go-ethereum.
+type Address [20]byte
+
+// Hex returns the address as 0x-prefixed lower-case hex.
+func (a Address) Hex() string { return "0x" + hex.EncodeToString(a[:]) }
+
+// TxHash identifies a signed transaction (32 bytes on EVM chains).
+type TxHash [32]byte
+
+// Hex returns the hash as 0x-prefixed lower-case hex.
+func (h TxHash) Hex() string { return "0x" + hex.EncodeToString(h[:]) }
+
+// Fees are EIP-1559 fees per gas, in the chain's smallest unit (wei).
+type Fees struct {
+	// TipCap is the priority fee per gas the node suggests.
+	TipCap *big.Int
+	// FeeCap is the most paid per gas: the tip plus room for the base fee to
+	// rise (2 × base fee + tip, the convention go-ethereum's own clients use).
+	FeeCap *big.Int
+}
+
+// CallMsg is what EstimateGas needs to know about a transaction.
+type CallMsg struct {
+	From  Address
+	To    *Address // nil creates a contract
+	Value *big.Int
+	Data  []byte
+}
+
+// ReceiptStatus is a mined transaction's outcome.
+type ReceiptStatus int
+
+// The receipt statuses. A reverted transaction is mined, used its nonce and
+// paid for its gas: for the wallet lane it is done, not failed.
+const (
+	ReceiptSuccess ReceiptStatus = iota + 1
+	ReceiptReverted
+)
+
+func (s ReceiptStatus) String() string {
+	switch s {
+	case ReceiptSuccess:
+		return "success"
+	case ReceiptReverted:
+		return "reverted"
+	}
+	return fmt.Sprintf("ReceiptStatus(%d)", int(s))
+}
+
+// Receipt is a ledger's answer about one transaction hash. Found is false
+// when the ledger has no receipt for it (not mined, or not known at all);
+// only then are the other fields zero.
+type Receipt struct {
+	Found             bool
+	Status            ReceiptStatus
+	BlockNumber       uint64
+	GasUsed           uint64
+	EffectiveGasPrice *big.Int
+}
+
+// WalletLedger is what the wallet lane's worker (seed 003) needs from an
+// account-and-nonce ledger. Every address is a sender ledgerq signs for;
+// transactions are signed by the caller and sent as raw bytes, so the ledger
+// never sees a key.
+//
+// Read calls return plain (possibly wrapped) errors: a failed read means "ask
+// again later", never "absent" (DESIGN §7: a failed receipt lookup is not a
+// replacement). SendRawTransaction returns nil or a *SendError.
+type WalletLedger interface {
+	// ChainID is the chain's EIP-155 id; transactions must be signed for it.
+	ChainID(ctx context.Context) (*big.Int, error)
+	// PendingNonceAt is the next nonce counting transactions in the node's pool.
+	PendingNonceAt(ctx context.Context, addr Address) (uint64, error)
+	// NonceAt is the next nonce by the latest block: every nonce below it is
+	// mined.
+	NonceAt(ctx context.Context, addr Address) (uint64, error)
+	// BalanceAt is the balance by the latest block.
+	BalanceAt(ctx context.Context, addr Address) (*big.Int, error)
+	// SuggestFees is the node's current EIP-1559 fee suggestion.
+	SuggestFees(ctx context.Context) (Fees, error)
+	// EstimateGas is the gas limit the node estimates for msg.
+	EstimateGas(ctx context.Context, msg CallMsg) (uint64, error)
+	// SendRawTransaction broadcasts one signed transaction. nil means the node
+	// took it; otherwise the error is a *SendError whose Result tells the
+	// worker what to do with the nonce.
+	SendRawTransaction(ctx context.Context, raw []byte) error
+	// TransactionReceipt reports whether hash is mined and how it ended.
+	TransactionReceipt(ctx context.Context, hash TxHash) (Receipt, error)
+}
+
+// SendResult is what a send's outcome means for the transaction and its
+// nonce (DESIGN §2.3).
+type SendResult int
+
+const (
+	// SendAccepted: the node took the transaction, or already had it
+	// (`already known`). It is sent.
+	SendAccepted SendResult = iota + 1
+	// SendNonceTooLow: the chain has moved past this nonce. It is a success
+	// only if one of our hashes for the nonce has a receipt; otherwise another
+	// transaction used the nonce. Only the worker, holding every hash sent for
+	// the nonce, can tell which.
+	SendNonceTooLow
+	// SendUnderpriced: the fees are too low for the pool or to replace what it
+	// holds for the nonce. Bump the fees and send again with the same nonce.
+	SendUnderpriced
+	// SendRejected: the node refused the transaction itself (funds, gas,
+	// fee cap below base fee, invalid sender, gas limit). It is not sent and
+	// sending the same bytes will get the same answer: the nonce may be
+	// recycled.
+	SendRejected
+	// SendIndeterminate: a timeout, a transport error, a 5xx or an error the
+	// node did not explain. The transaction may be out: treat it as sent and
+	// never recycle its nonce.
+	SendIndeterminate
+)
+
+func (r SendResult) String() string {
+	switch r {
+	case SendAccepted:
+		return "accepted"
+	case SendNonceTooLow:
+		return "nonce_too_low"
+	case SendUnderpriced:
+		return "underpriced"
+	case SendRejected:
+		return "rejected"
+	case SendIndeterminate:
+		return "indeterminate"
+	}
+	return fmt.Sprintf("SendResult(%d)", int(r))
+}
+
+// Class is the ledger error class of a failed send with this result.
+// SendAccepted is not a failure and has none (0).
+func (r SendResult) Class() Class {
+	switch r {
+	case SendNonceTooLow, SendUnderpriced, SendRejected:
+		return Deterministic
+	case SendIndeterminate:
+		return Indeterminate
+	}
+	return 0
+}
+
+// SendError is a classified failed send. It unwraps to a *Error of the
+// result's class, so ClassOf and ReasonOf work on it as on any ledger error.
+type SendError struct {
+	Result SendResult
+	err    *Error
+}
+
+// NewSendError classifies a send failure. reason is the node's message (or
+// the transport's); cause may be nil.
+func NewSendError(result SendResult, reason string, cause error) *SendError {
+	return &SendError{Result: result, err: NewError(result.Class(), reason, cause)}
+}
+
+func (e *SendError) Error() string {
+	return fmt.Sprintf("send %s: %v", e.Result, e.err)
+}
+
+// Unwrap returns the classified *Error.
+func (e *SendError) Unwrap() error { return e.err }
+
+// sendPrefixes maps the beginnings of go-ethereum's send error messages to
+// what they mean. Nodes add details after the phrase ("nonce too low: next
+// nonce 1, tx nonce 0"), so only prefixes are matched. Other clients (Erigon,
+// Nethermind, Besu) use the same phrases for these cases or fall through to
+// SendIndeterminate, the safe default.
+var sendPrefixes = []struct {
+	prefix string
+	result SendResult
+}{
+	{"already known", SendAccepted},
+	{"known transaction", SendAccepted}, // older geth, and several other clients
+
+	{"nonce too low", SendNonceTooLow},
+
+	{"replacement transaction underpriced", SendUnderpriced},
+	{"transaction underpriced", SendUnderpriced},
+	{"transaction gas price below minimum", SendUnderpriced},
+	{"gas tip below minimum", SendUnderpriced},
+	{"max fee per gas below minimum", SendUnderpriced},
+
+	{"insufficient funds", SendRejected},
+	{"intrinsic gas too low", SendRejected},
+	{"insufficient gas for floor data gas cost", SendRejected},
+	{"max fee per gas less than block base fee", SendRejected},
+	{"fee cap less than block base fee", SendRejected},
+	{"fee cap below block base fee", SendRejected},
+	{"max priority fee per gas higher than max fee per gas", SendRejected},
+	{"invalid sender", SendRejected},
+	{"invalid chain id", SendRejected},
+	{"only replay-protected", SendRejected},
+	{"exceeds block gas limit", SendRejected},
+	{"gas limit reached", SendRejected},
+	{"transaction gas limit too high", SendRejected},
+	{"oversized data", SendRejected},
+	{"negative value", SendRejected},
+	{"transaction type not supported", SendRejected},
+	{"tx fee (", SendRejected}, // "tx fee (2.00 ether) exceeds the configured cap (1.00 ether)"
+}
+
+// ClassifySendMessage classifies a node's answer to a send by the beginning
+// of its message (case-insensitive, leading space ignored). A message that
+// matches nothing is SendIndeterminate: an unexplained error may still mean
+// the transaction went out, so its nonce must not be recycled.
+func ClassifySendMessage(msg string) SendResult {
+	m := strings.ToLower(strings.TrimSpace(msg))
+	for _, p := range sendPrefixes {
+		if strings.HasPrefix(m, p.prefix) {
+			return p.result
+		}
+	}
+	return SendIndeterminate
+}
+
+// SendResultOf returns what a send's error means: SendAccepted for nil, the
+// Result of a *SendError, and SendIndeterminate for any other error.
+func SendResultOf(err error) SendResult {
+	if err == nil {
+		return SendAccepted
+	}
+	var se *SendError
+	if errors.As(err, &se) {
+		return se.Result
+	}
+	return SendIndeterminate
+}
