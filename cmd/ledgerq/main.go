@@ -23,7 +23,7 @@ Commands:
   serve      run the HTTP API and the loops against DATABASE_URL
   once       run one round of every enabled loop, then exit (for cron)
   migrate    apply or inspect schema migrations: up, down, status, version
-  simledger  serve the simulated ledger over Sawtooth's REST API
+  simledger  serve a simulated ledger (--kind sawtooth: Sawtooth's REST API; --kind evm: Ethereum JSON-RPC)
   bench      generate load and report throughput and latency
   sawtooth   Sawtooth helpers: 'sawtooth sample' prints signed sample batches
   version    print the version

@@ -1,8 +1,10 @@
 // Package ledger defines what ledgerq needs from a ledger, one interface per
-// lane in a file named for it (batch.go: BatchLedger), and the classes of
-// error a ledger call can end in (this file). Adapters live in sub-packages:
-// sim (the simulated ledger), sawtooth (Hyperledger Sawtooth's REST API). Each
-// lane chooses its adapter with its own flag.
+// lane in a file named for it (batch.go: BatchLedger, wallet.go:
+// WalletLedger), and the classes of error a ledger call can end in (this
+// file). Adapters live in sub-packages: sim (the simulated Sawtooth ledger),
+// sawtooth (Hyperledger Sawtooth's REST API), evm (Ethereum JSON-RPC through
+// go-ethereum's ethclient) and evmsim (a simulated EVM chain). Each lane
+// chooses its adapter with its own flag.
 package ledger
 
 import (
