@@ -168,13 +168,31 @@ func (s *Server) PostBatches(c echo.Context) error {
 	}
 	status := http.StatusOK
 	out := make([]batchJSON, len(res))
-	received, queued := 0, 0
 	for i, r := range res {
 		created := r.Created
 		out[i] = toBatch(r.Batch)
 		out[i].Created = &created
 		if created {
 			status = http.StatusCreated
+		}
+	}
+	s.stored(res)
+	if single {
+		return c.JSON(status, batchResultJSON{BatchResult: apigen.BatchResult{Success: true}, Batch: out[0]})
+	}
+	return c.JSON(status, batchesResultJSON{BatchesResult: apigen.BatchesResult{Success: true}, Batches: out})
+}
+
+// strictUnmarshal decodes one JSON value held in memory into v, strictly:
+// every object key must name a field of v's type exactly (encoding/json
+// would ignore case) and be given once (it would keep the last), and
+// unknown fields are refused.
+// stored counts what an intake stored — batches received, and those queued
+// at once (their service was idle) — and wakes this process's submitters
+// for the queued ones. It returns the two counts.
+func (s *Server) stored(res []store.InsertedBatch) (received, queued int) {
+	for _, r := range res {
+		if r.Created {
 			received++
 			if r.Batch.QueuedAt != nil {
 				queued++
@@ -186,16 +204,9 @@ func (s *Server) PostBatches(c echo.Context) error {
 	if queued > 0 && s.onQueued != nil {
 		s.onQueued()
 	}
-	if single {
-		return c.JSON(status, batchResultJSON{BatchResult: apigen.BatchResult{Success: true}, Batch: out[0]})
-	}
-	return c.JSON(status, batchesResultJSON{BatchesResult: apigen.BatchesResult{Success: true}, Batches: out})
+	return received, queued
 }
 
-// strictUnmarshal decodes one JSON value held in memory into v, strictly:
-// every object key must name a field of v's type exactly (encoding/json
-// would ignore case) and be given once (it would keep the last), and
-// unknown fields are refused.
 func strictUnmarshal(raw []byte, v any) *Error {
 	if err := checkFields(json.NewDecoder(bytes.NewReader(raw)), reflect.TypeOf(v), ""); err != nil {
 		return err

@@ -283,20 +283,7 @@ func (s *Server) storeBatchList(c echo.Context, params apigen.PostSawtoothBatche
 	if err != nil {
 		return "", err
 	}
-	received, queued := 0, 0
-	for _, r := range res {
-		if r.Created {
-			received++
-			if r.Batch.QueuedAt != nil {
-				queued++
-			}
-		}
-	}
-	s.metrics.Transition("batch", "received", received)
-	s.metrics.Transition("batch", "queued", queued)
-	if queued > 0 && s.onQueued != nil {
-		s.onQueued()
-	}
+	received, queued := s.stored(res)
 	s.logger.Debug("httpapi: sawtooth batch list stored", "batches", len(raws), "new", received, "queued", queued)
 	return sawtoothLink(req, "/batch_statuses", "id", strings.Join(ids, ",")), nil
 }
