@@ -49,7 +49,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	if e.Err != nil {
+	// A node's message is often both the reason and the wrapped error: say
+	// it once.
+	if e.Err != nil && e.Err.Error() != e.Reason {
 		return fmt.Sprintf("%s ledger error: %s: %v", e.Class, e.Reason, e.Err)
 	}
 	return fmt.Sprintf("%s ledger error: %s", e.Class, e.Reason)

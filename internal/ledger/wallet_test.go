@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
@@ -86,5 +87,23 @@ func TestSendError_CarriesResultAndLedgerClass(t *testing.T) {
 	}
 	if !errors.Is(ledger.NewSendError(ledger.SendIndeterminate, "timeout", context.DeadlineExceeded), context.DeadlineExceeded) {
 		t.Error("a SendError does not unwrap to its cause")
+	}
+}
+
+// A node's message that is both the reason and the wrapped error is said
+// once: "…: replacement transaction underpriced", not twice.
+func TestError_AReasonThatIsTheWrappedErrorIsSaidOnce(t *testing.T) {
+	msg := "replacement transaction underpriced"
+	cause := errors.New(msg)
+	err := ledger.NewSendError(ledger.ClassifySendMessage(msg), msg, cause)
+	if n := strings.Count(err.Error(), msg); n != 1 {
+		t.Errorf("%q says the message %d times, want once", err.Error(), n)
+	}
+	if !errors.Is(err, cause) {
+		t.Errorf("%v does not unwrap to its cause", err)
+	}
+	other := ledger.NewError(ledger.Transient, "validator busy", errors.New("503 Service Unavailable"))
+	if !strings.Contains(other.Error(), "validator busy: 503 Service Unavailable") {
+		t.Errorf("%q lost a cause that adds something", other.Error())
 	}
 }
