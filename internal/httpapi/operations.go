@@ -36,3 +36,10 @@ func (s *Server) Metrics(c echo.Context) error {
 	s.promHandler.ServeHTTP(c.Response(), c.Request())
 	return nil
 }
+
+// HeadHealthz answers HEAD /healthz as GET would, without the body (net/http
+// drops the body of an answer to HEAD).
+func (s *Server) HeadHealthz(c echo.Context) error { return s.Healthz(c) }
+
+// HeadReadyz answers HEAD /readyz as GET would, without the body.
+func (s *Server) HeadReadyz(c echo.Context) error { return s.Readyz(c) }

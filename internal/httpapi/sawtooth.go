@@ -124,7 +124,7 @@ func asSawtoothError(err error) *sawtoothError {
 	case errors.As(err, &he) && he.Code < http.StatusInternalServerError:
 		// The binder's: a parameter given more than once.
 		return stErr(he.Code, stInvalidParameter, fmt.Sprint(he.Message))
-	case errors.Is(err, context.DeadlineExceeded), store.IsUnavailable(err):
+	case store.IsUnavailable(err): // a request's deadline included
 		return &sawtoothError{status: http.StatusServiceUnavailable, body: stUnavailable, cause: err}
 	}
 	return &sawtoothError{status: http.StatusInternalServerError, body: stUnknown, cause: err}

@@ -58,9 +58,6 @@ func DefaultConfig() Config {
 // bound each of their database calls with RequestTimeout instead.
 var longPollRoutes = map[string]bool{"/batch_statuses": true}
 
-// sawtoothRoutes answer errors as Sawtooth's REST API does (sawtooth.go).
-var sawtoothRoutes = map[string]bool{"/batches": true, "/batch_statuses": true}
-
 // Readiness reports whether the database is reachable and migrated.
 type Readiness interface {
 	Ready(ctx context.Context) error
@@ -90,6 +87,9 @@ type Server struct {
 	echo        *echo.Echo
 	// onQueued is called after a request queued batches (OnBatchesQueued).
 	onQueued func()
+	// sawtoothPaths are the routes of the Sawtooth drop-in (x-sawtooth in
+	// the document), whose errors are Sawtooth error objects.
+	sawtoothPaths map[string]bool
 }
 
 // OnBatchesQueued sets f to be called after a request queued batches for
@@ -138,13 +138,14 @@ func New(cfg Config, deps Deps) *Server {
 	if reg := s.metrics.Registry(); reg != nil {
 		s.promHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	}
-	guards, err := queryGuards()
+	rules, err := queryGuards()
 	if err != nil {
 		// The document is embedded at generate time and a test loads it, so
 		// this is a build that should never have passed.
 		panic(fmt.Sprintf("httpapi: %v", err))
 	}
-	apigen.RegisterHandlersWithOptions(e, s, apigen.RegisterHandlersOptions{OperationMiddlewares: guards})
+	s.sawtoothPaths = rules.sawtoothPaths
+	apigen.RegisterHandlersWithOptions(e, s, apigen.RegisterHandlersOptions{OperationMiddlewares: rules.guards})
 	s.echo = e
 	return s
 }
@@ -168,7 +169,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
-	if sawtoothRoutes[c.Path()] {
+	if s.sawtoothPaths[c.Path()] {
 		// Errors raised before the route's own middleware ran (the body
 		// limit) still answer in Sawtooth's shape on Sawtooth's routes.
 		if werr := s.sawtoothFail(c, err); werr != nil {

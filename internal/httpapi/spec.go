@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"regexp"
 	"slices"
 	"sync"
 
@@ -32,16 +33,22 @@ func (s *Server) GetOpenAPI(c echo.Context) error {
 // Operations marked x-sawtooth (the Sawtooth drop-in) get sawtoothErrors
 // instead: Sawtooth ignores query parameters it does not know, and every
 // error of theirs, the binder's included, is a Sawtooth error object.
-var queryGuards = sync.OnceValues(func() (map[string][]echo.MiddlewareFunc, error) {
+//
+// It also returns the echo paths of those operations: handleError answers
+// their errors in Sawtooth's shape too when echo raises them before the
+// operation's middleware runs (the body limit).
+var queryGuards = sync.OnceValues(func() (specRules, error) {
 	doc, err := apigen.GetSpec()
 	if err != nil {
-		return nil, fmt.Errorf("loading the embedded OpenAPI document: %w", err)
+		return specRules{}, fmt.Errorf("loading the embedded OpenAPI document: %w", err)
 	}
-	guards := make(map[string][]echo.MiddlewareFunc)
-	for _, item := range doc.Paths.Map() {
+	rules := specRules{guards: make(map[string][]echo.MiddlewareFunc), sawtoothPaths: make(map[string]bool)}
+	guards := rules.guards
+	for path, item := range doc.Paths.Map() {
 		for _, op := range item.Operations() {
 			if sawtoothOperation(op) {
 				guards[op.OperationID] = []echo.MiddlewareFunc{sawtoothErrors}
+				rules.sawtoothPaths[echoPath(path)] = true
 				continue
 			}
 			declared := make(map[string]bool)
@@ -53,8 +60,24 @@ var queryGuards = sync.OnceValues(func() (map[string][]echo.MiddlewareFunc, erro
 			guards[op.OperationID] = []echo.MiddlewareFunc{checkQuery(declared)}
 		}
 	}
-	return guards, nil
+	return rules, nil
 })
+
+// specRules is what queryGuards derives from the document.
+type specRules struct {
+	// guards are the middlewares of each operation, by operationId.
+	guards map[string][]echo.MiddlewareFunc
+	// sawtoothPaths are the echo route paths of the x-sawtooth operations.
+	sawtoothPaths map[string]bool
+}
+
+// echoPath turns an OpenAPI path template (/v1/batches/{id}) into the route
+// path echo reports in c.Path() (/v1/batches/:id).
+func echoPath(template string) string {
+	return pathParam.ReplaceAllString(template, ":$1")
+}
+
+var pathParam = regexp.MustCompile(`\{([^}]+)\}`)
 
 func checkQuery(declared map[string]bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {

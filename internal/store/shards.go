@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ledgerq/ledgerq/internal/notify"
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
@@ -298,20 +300,11 @@ func (s *Store) ShardCountByState(ctx context.Context) (map[ShardState]int64, er
 // gets a store bound to that transaction. It returns an error wrapping
 // ErrShardLeaseLost when the claim no longer holds the shard.
 func (s *Store) ShardFenced(ctx context.Context, c ShardClaim, fn func(tx *Store) error) error {
-	tx, err := s.db.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("beginning the transaction of shard %q: %w", c.Key, err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	txs := NewTx(tx)
-	if err := shardHeld(ctx, txs.q, c); err != nil {
-		return err
-	}
-	if err := fn(txs); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("committing the transaction of shard %q: %w", c.Key, err)
-	}
-	return nil
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		txs := NewTx(tx)
+		if err := shardHeld(ctx, txs.q, c); err != nil {
+			return err
+		}
+		return fn(txs)
+	})
 }

@@ -149,12 +149,19 @@ func retryableTx(err error) bool {
 
 // runTx is one run of withTx.
 func (s *Store) runTx(ctx context.Context, fn func(q *dbsqlc.Queries) error) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error { return fn(s.q.WithTx(tx)) })
+}
+
+// inTx runs fn in one transaction and commits it when fn returns nil. The
+// rollback runs under context.WithoutCancel, so a cancelled ctx never leaves
+// a transaction open on the connection.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("beginning transaction: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := fn(s.q.WithTx(tx)); err != nil {
+	if err := fn(tx); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
