@@ -74,24 +74,9 @@ func (e *sawtoothError) Error() string {
 	return e.body.String()
 }
 
-// Sawtooth's errors, with its codes, titles and messages.
+// The Sawtooth errors of the ingress: Sawtooth's own
+// (sawtooth.API…), and those of conditions Sawtooth does not meet.
 var (
-	stSubmitWrongType = sawtooth.APIError{Code: sawtooth.CodeSubmissionWrongType, Title: "Wrong Content Type",
-		Message: "Batches must be submitted in a BatchList protobuf binary, with a 'Content-Type' header of 'application/octet-stream'."}
-	stNoBatches = sawtooth.APIError{Code: sawtooth.CodeNoBatchesSubmitted, Title: "No Batches Submitted",
-		Message: "The protobuf BatchList you submitted was empty and contained no Batches. You must submit at least one Batch."}
-	stBadProtobuf = sawtooth.APIError{Code: sawtooth.CodeBadProtobufSubmitted, Title: "Protobuf Not Decodable",
-		Message: "The protobuf BatchList you submitted was malformed and could not be read."}
-	stBatchesInvalid = sawtooth.APIError{Code: sawtooth.CodeSubmittedBatchesInvalid, Title: "Submitted Batches Invalid",
-		Message: "The submitted BatchList was rejected by the validator. It was poorly formed, or has an invalid signature."}
-	stStatusWrongType = sawtooth.APIError{Code: sawtooth.CodeStatusWrongContentType, Title: "Wrong Content Type",
-		Message: "Requests for batch statuses sent as a POST must have a 'Content-Type' header of 'application/json'."}
-	stStatusBody = sawtooth.APIError{Code: sawtooth.CodeStatusBodyInvalid, Title: "Bad Status Request",
-		Message: "Requests for batch statuses sent as a POST must have a JSON formatted body with an array of at least one id string."}
-	stStatusIDQuery = sawtooth.APIError{Code: sawtooth.CodeStatusIDQueryInvalid, Title: "Id Query Invalid or Missing",
-		Message: "Requests for batch statuses sent as a GET request must have an 'id' query parameter with a comma-separated list of at least one batch id."}
-	stInvalidID = sawtooth.APIError{Code: sawtooth.CodeInvalidResourceID, Title: "Invalid Resource Id",
-		Message: "Blockchain items are identified by 128 character hex-strings. A submitted block, batch, or transaction id was invalid: "}
 	stUnknown = sawtooth.APIError{Code: sawtooth.CodeUnknownValidatorError, Title: "Unknown Error",
 		Message: "An unknown error occurred in ledgerq while processing your request."}
 
@@ -215,7 +200,7 @@ func (s *Server) PostSawtoothBatches(c echo.Context, params apigen.PostSawtoothB
 func (s *Server) storeBatchList(c echo.Context, params apigen.PostSawtoothBatchesParams) (string, error) {
 	req := c.Request()
 	if !hasMediaType(req, "application/octet-stream") {
-		return "", stErr(http.StatusBadRequest, stSubmitWrongType, "")
+		return "", stErr(http.StatusBadRequest, sawtooth.APISubmissionWrongType, "")
 	}
 	service, err := serviceParam(params)
 	if err != nil {
@@ -226,14 +211,14 @@ func (s *Server) storeBatchList(c echo.Context, params apigen.PostSawtoothBatche
 		return "", s.bodyError(err)
 	}
 	if len(body) == 0 {
-		return "", stErr(http.StatusBadRequest, stNoBatches, "")
+		return "", stErr(http.StatusBadRequest, sawtooth.APINoBatchesSubmitted, "")
 	}
 	raws, err := sawtooth.SplitBatchList(body)
 	if err != nil {
-		return "", stErr(http.StatusBadRequest, stBadProtobuf, "")
+		return "", stErr(http.StatusBadRequest, sawtooth.APIBadProtobufSubmitted, "")
 	}
 	if len(raws) == 0 {
-		return "", stErr(http.StatusBadRequest, stNoBatches, "")
+		return "", stErr(http.StatusBadRequest, sawtooth.APINoBatchesSubmitted, "")
 	}
 	if len(raws) > s.cfg.MaxBatchesPerRequest {
 		return "", stErr(http.StatusRequestEntityTooLarge, stTooLarge,
@@ -256,10 +241,10 @@ func (s *Server) storeBatchList(c echo.Context, params apigen.PostSawtoothBatche
 		// that decodes but does not verify is the validator's to refuse (30).
 		var pb sawtoothpb.Batch
 		if err := proto.Unmarshal(raw, &pb); err != nil {
-			return "", stErr(http.StatusBadRequest, stBadProtobuf, "")
+			return "", stErr(http.StatusBadRequest, sawtooth.APIBadProtobufSubmitted, "")
 		}
 		if _, err := sawtooth.ParseAndVerifyBatch(raw); err != nil {
-			return "", stErr(http.StatusBadRequest, stBatchesInvalid, fmt.Sprintf(" Batch %d: %v", i, err))
+			return "", stErr(http.StatusBadRequest, sawtooth.APISubmittedBatchesInvalid, fmt.Sprintf(" Batch %d: %v", i, err))
 		}
 		ids[i] = pb.HeaderSignature
 		if slices.Contains(ids[:i], ids[i]) {
@@ -269,7 +254,7 @@ func (s *Server) storeBatchList(c echo.Context, params apigen.PostSawtoothBatche
 		if svc == "" {
 			h, err := sawtooth.DecodeBatchHeader(&pb)
 			if err != nil {
-				return "", stErr(http.StatusBadRequest, stBatchesInvalid, fmt.Sprintf(" Batch %d: %v", i, err))
+				return "", stErr(http.StatusBadRequest, sawtooth.APISubmittedBatchesInvalid, fmt.Sprintf(" Batch %d: %v", i, err))
 			}
 			// One signer's batches keep their order by default.
 			svc = h.SignerPublicKey
@@ -347,13 +332,13 @@ func (s *Server) bodyError(err error) error {
 			fmt.Sprintf("the body is larger than %d bytes (--max-body-bytes).", s.cfg.MaxBodyBytes))
 	}
 	// The client broke off the body.
-	return stErr(http.StatusBadRequest, stBadProtobuf, "")
+	return stErr(http.StatusBadRequest, sawtooth.APIBadProtobufSubmitted, "")
 }
 
 // GetSawtoothBatchStatuses answers GET /batch_statuses?id=a,b[&wait[=N]].
 func (s *Server) GetSawtoothBatchStatuses(c echo.Context, params apigen.GetSawtoothBatchStatusesParams) error {
 	if params.ID == nil {
-		return s.sawtoothFail(c, stErr(http.StatusBadRequest, stStatusIDQuery, ""))
+		return s.sawtoothFail(c, stErr(http.StatusBadRequest, sawtooth.APIStatusIDQueryInvalid, ""))
 	}
 	return s.answerStatuses(c, strings.Split(*params.ID, ","), params.Wait, true)
 }
@@ -363,7 +348,7 @@ func (s *Server) GetSawtoothBatchStatuses(c echo.Context, params apigen.GetSawto
 func (s *Server) PostSawtoothBatchStatuses(c echo.Context, params apigen.PostSawtoothBatchStatusesParams) error {
 	req := c.Request()
 	if !hasMediaType(req, "application/json") {
-		return s.sawtoothFail(c, stErr(http.StatusBadRequest, stStatusWrongType, ""))
+		return s.sawtoothFail(c, stErr(http.StatusBadRequest, sawtooth.APIStatusWrongContentType, ""))
 	}
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
@@ -372,15 +357,15 @@ func (s *Server) PostSawtoothBatchStatuses(c echo.Context, params apigen.PostSaw
 		if errors.As(err, &maxErr) || errors.As(err, &he) && he.Code == http.StatusRequestEntityTooLarge {
 			return s.sawtoothFail(c, s.bodyError(err))
 		}
-		return s.sawtoothFail(c, stErr(http.StatusBadRequest, stStatusBody, ""))
+		return s.sawtoothFail(c, stErr(http.StatusBadRequest, sawtooth.APIStatusBodyInvalid, ""))
 	}
 	var ids []string
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&ids); err != nil || len(ids) == 0 || dec.More() {
-		return s.sawtoothFail(c, stErr(http.StatusBadRequest, stStatusBody, ""))
+		return s.sawtoothFail(c, stErr(http.StatusBadRequest, sawtooth.APIStatusBodyInvalid, ""))
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return s.sawtoothFail(c, stErr(http.StatusBadRequest, stStatusBody, ""))
+		return s.sawtoothFail(c, stErr(http.StatusBadRequest, sawtooth.APIStatusBodyInvalid, ""))
 	}
 	return s.answerStatuses(c, ids, params.Wait, false)
 }
@@ -388,7 +373,7 @@ func (s *Server) PostSawtoothBatchStatuses(c echo.Context, params apigen.PostSaw
 func (s *Server) answerStatuses(c echo.Context, ids []string, waitParam *string, withLink bool) error {
 	for _, id := range ids {
 		if !sawtooth.IsID(id) {
-			return s.sawtoothFail(c, stErr(http.StatusBadRequest, stInvalidID, id))
+			return s.sawtoothFail(c, stErr(http.StatusBadRequest, sawtooth.APIInvalidResourceID, id))
 		}
 	}
 	req := c.Request()

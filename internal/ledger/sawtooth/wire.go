@@ -49,6 +49,30 @@ func (e APIError) String() string {
 	return fmt.Sprintf("%s (code %d): %s", e.Title, e.Code, e.Message)
 }
 
+// Sawtooth REST API's own errors, with its codes, titles and messages as
+// Sawtooth words them (rest_api/sawtooth_rest_api/exceptions.py). A message
+// ending in ": " takes the details after it.
+var (
+	APIValidatorDisconnected = APIError{Code: CodeValidatorDisconnected, Title: "Validator Disconnected",
+		Message: "The validator disconnected before sending a response. Try your request again later."}
+	APISubmittedBatchesInvalid = APIError{Code: CodeSubmittedBatchesInvalid, Title: "Submitted Batches Invalid",
+		Message: "The submitted BatchList was rejected by the validator. It was poorly formed, or has an invalid signature."}
+	APINoBatchesSubmitted = APIError{Code: CodeNoBatchesSubmitted, Title: "No Batches Submitted",
+		Message: "The protobuf BatchList you submitted was empty and contained no Batches. You must submit at least one Batch."}
+	APIBadProtobufSubmitted = APIError{Code: CodeBadProtobufSubmitted, Title: "Protobuf Not Decodable",
+		Message: "The protobuf BatchList you submitted was malformed and could not be read."}
+	APISubmissionWrongType = APIError{Code: CodeSubmissionWrongType, Title: "Wrong Content Type",
+		Message: "Batches must be submitted in a BatchList protobuf binary, with a 'Content-Type' header of 'application/octet-stream'."}
+	APIStatusWrongContentType = APIError{Code: CodeStatusWrongContentType, Title: "Wrong Content Type",
+		Message: "Requests for batch statuses sent as a POST must have a 'Content-Type' header of 'application/json'."}
+	APIStatusBodyInvalid = APIError{Code: CodeStatusBodyInvalid, Title: "Bad Status Request",
+		Message: "Requests for batch statuses sent as a POST must have a JSON formatted body with an array of at least one id string."}
+	APIStatusIDQueryInvalid = APIError{Code: CodeStatusIDQueryInvalid, Title: "Id Query Invalid or Missing",
+		Message: "Requests for batch statuses sent as a GET request must have an 'id' query parameter with a comma-separated list of at least one batch id."}
+	APIInvalidResourceID = APIError{Code: CodeInvalidResourceID, Title: "Invalid Resource Id",
+		Message: "Blockchain items are identified by 128 character hex-strings. A submitted block, batch, or transaction id was invalid: "}
+)
+
 // SubmitResponse is the body of a 202 answer to POST /batches.
 type SubmitResponse struct {
 	Link string `json:"link"`

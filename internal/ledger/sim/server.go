@@ -57,34 +57,13 @@ type server struct {
 	log *slog.Logger
 }
 
-// Sawtooth REST API errors the server answers with (titles and messages as
-// Sawtooth words them).
-var (
-	errValidatorDisconnected = sawtooth.APIError{Code: sawtooth.CodeValidatorDisconnected, Title: "Validator Disconnected",
-		Message: "The validator disconnected before sending a response. Try your request again later."}
-	errBatchesInvalid = sawtooth.APIError{Code: sawtooth.CodeSubmittedBatchesInvalid, Title: "Submitted Batches Invalid",
-		Message: "The submitted BatchList was rejected by the validator. It was poorly formed, or has an invalid signature."}
-	errNoBatches = sawtooth.APIError{Code: sawtooth.CodeNoBatchesSubmitted, Title: "No Batches Submitted",
-		Message: "The protobuf BatchList you submitted was empty and contained no Batches. You must submit at least one Batch."}
-	errBadProtobuf = sawtooth.APIError{Code: sawtooth.CodeBadProtobufSubmitted, Title: "Protobuf Not Decodable",
-		Message: "The protobuf BatchList you submitted was malformed and could not be read."}
-	errSubmitWrongType = sawtooth.APIError{Code: sawtooth.CodeSubmissionWrongType, Title: "Wrong Content Type",
-		Message: "Batches must be submitted in a BatchList protobuf binary, with a 'Content-Type' header of 'application/octet-stream'."}
-	errStatusWrongType = sawtooth.APIError{Code: sawtooth.CodeStatusWrongContentType, Title: "Wrong Content Type",
-		Message: "Requests for batch statuses sent as a POST must have a 'Content-Type' header of 'application/json'."}
-	errStatusBody = sawtooth.APIError{Code: sawtooth.CodeStatusBodyInvalid, Title: "Bad Status Request",
-		Message: "Requests for batch statuses sent as a POST must have a JSON formatted body with an array of at least one id string."}
-	errStatusIDQuery = sawtooth.APIError{Code: sawtooth.CodeStatusIDQueryInvalid, Title: "Id Query Invalid or Missing",
-		Message: "Requests for batch statuses sent as a GET request must have an 'id' query parameter with a comma-separated list of at least one batch id."}
-	errInvalidID = sawtooth.APIError{Code: sawtooth.CodeInvalidResourceID, Title: "Invalid Resource Id",
-		Message: "Blockchain items are identified by 128 character hex-strings. A submitted block, batch, or transaction id was invalid: "}
-	errTooLarge = sawtooth.APIError{Code: 0, Title: "Request Entity Too Large",
-		Message: "The BatchList is larger than the simulated REST API accepts."}
-)
+// errTooLarge is the simulated REST API's own: Sawtooth has no code for it.
+var errTooLarge = sawtooth.APIError{Code: 0, Title: "Request Entity Too Large",
+	Message: "The BatchList is larger than the simulated REST API accepts."}
 
 func (s *server) submitBatches(w http.ResponseWriter, r *http.Request) {
 	if !hasMediaType(r, "application/octet-stream") {
-		writeAPIError(w, http.StatusBadRequest, errSubmitWrongType)
+		writeAPIError(w, http.StatusBadRequest, sawtooth.APISubmissionWrongType)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBatchListBytes))
@@ -94,16 +73,16 @@ func (s *server) submitBatches(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.log.DebugContext(r.Context(), "simledger: reading batch list failed", "error", err)
-		writeAPIError(w, http.StatusBadRequest, errBadProtobuf)
+		writeAPIError(w, http.StatusBadRequest, sawtooth.APIBadProtobufSubmitted)
 		return
 	}
 	payloads, err := sawtooth.SplitBatchList(body)
 	if err != nil {
-		writeAPIError(w, http.StatusBadRequest, errBadProtobuf)
+		writeAPIError(w, http.StatusBadRequest, sawtooth.APIBadProtobufSubmitted)
 		return
 	}
 	if len(payloads) == 0 {
-		writeAPIError(w, http.StatusBadRequest, errNoBatches)
+		writeAPIError(w, http.StatusBadRequest, sawtooth.APINoBatchesSubmitted)
 		return
 	}
 	batches := make([]ledger.Batch, len(payloads))
@@ -113,7 +92,7 @@ func (s *server) submitBatches(w http.ResponseWriter, r *http.Request) {
 		// decodes but is wrong is the validator's to refuse (30).
 		var pb sawtoothpb.Batch
 		if err := proto.Unmarshal(p, &pb); err != nil {
-			writeAPIError(w, http.StatusBadRequest, errBadProtobuf)
+			writeAPIError(w, http.StatusBadRequest, sawtooth.APIBadProtobufSubmitted)
 			return
 		}
 		batches[i] = ledger.Batch{ID: pb.HeaderSignature, Payload: p}
@@ -121,12 +100,12 @@ func (s *server) submitBatches(w http.ResponseWriter, r *http.Request) {
 
 	res, err := s.l.submitBatches(r.Context(), batches, true)
 	if err != nil {
-		writeAPIError(w, http.StatusServiceUnavailable, errValidatorDisconnected)
+		writeAPIError(w, http.StatusServiceUnavailable, sawtooth.APIValidatorDisconnected)
 		return
 	}
 	if res.refused {
 		s.log.InfoContext(r.Context(), "simledger: batch list refused", "batches", len(batches))
-		writeAPIError(w, http.StatusBadRequest, errBatchesInvalid)
+		writeAPIError(w, http.StatusBadRequest, sawtooth.APISubmittedBatchesInvalid)
 		return
 	}
 	if res.callErr != nil {
@@ -150,7 +129,7 @@ func (s *server) getBatchStatuses(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(ids) == 0 {
-		writeAPIError(w, http.StatusBadRequest, errStatusIDQuery)
+		writeAPIError(w, http.StatusBadRequest, sawtooth.APIStatusIDQueryInvalid)
 		return
 	}
 	s.batchStatuses(w, r, ids)
@@ -158,13 +137,13 @@ func (s *server) getBatchStatuses(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) postBatchStatuses(w http.ResponseWriter, r *http.Request) {
 	if !hasMediaType(r, "application/json") {
-		writeAPIError(w, http.StatusBadRequest, errStatusWrongType)
+		writeAPIError(w, http.StatusBadRequest, sawtooth.APIStatusWrongContentType)
 		return
 	}
 	var ids []string
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxStatusBodyBytes))
 	if err := dec.Decode(&ids); err != nil || len(ids) == 0 {
-		writeAPIError(w, http.StatusBadRequest, errStatusBody)
+		writeAPIError(w, http.StatusBadRequest, sawtooth.APIStatusBodyInvalid)
 		return
 	}
 	s.batchStatuses(w, r, ids)
@@ -173,7 +152,7 @@ func (s *server) postBatchStatuses(w http.ResponseWriter, r *http.Request) {
 func (s *server) batchStatuses(w http.ResponseWriter, r *http.Request, ids []string) {
 	for _, id := range ids {
 		if !sawtooth.IsID(id) {
-			e := errInvalidID
+			e := sawtooth.APIInvalidResourceID
 			e.Message += id
 			writeAPIError(w, http.StatusBadRequest, e)
 			return
@@ -181,7 +160,7 @@ func (s *server) batchStatuses(w http.ResponseWriter, r *http.Request, ids []str
 	}
 	entries, err := s.l.batchStatusEntries(r.Context(), ids)
 	if err != nil {
-		writeAPIError(w, http.StatusServiceUnavailable, errValidatorDisconnected)
+		writeAPIError(w, http.StatusServiceUnavailable, sawtooth.APIValidatorDisconnected)
 		return
 	}
 	writeJSON(w, http.StatusOK, sawtooth.BatchStatusesResponse{Data: entries, Link: statusLink(r, ids)})
