@@ -1,0 +1,133 @@
+// Package wallet holds the wallets ledgerq signs for (DESIGN.md §2.3): their
+// names, their chain, their address and a Signer whose private key never
+// leaves the process (never stored in the database, never logged).
+package wallet
+
+import (
+	"crypto/ecdsa"
+	"errors"
+	"fmt"
+	"math/big"
+	"regexp"
+	"sort"
+
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/ledgerq/ledgerq/internal/ledger"
+)
+
+// Signer signs transactions from one address.
+type Signer interface {
+	// Address is the account the signer signs for.
+	Address() ledger.Address
+	// SignTx returns tx signed for chainID (EIP-155 / London signer).
+	SignTx(tx *types.Transaction, chainID *big.Int) (*types.Transaction, error)
+}
+
+// Wallet is one configured sending account.
+type Wallet struct {
+	// ID is the wallet's name in the API (/v1/wallets/{wallet}/…) and in
+	// wallet_tasks.wallet_id.
+	ID string
+	// ChainID is the chain the wallet sends on.
+	ChainID int64
+	// Signer signs for the wallet's address.
+	Signer Signer
+}
+
+// Address is the wallet's account.
+func (w Wallet) Address() ledger.Address { return w.Signer.Address() }
+
+// idPattern is what a wallet name may be: it appears in URL paths and
+// shard keys.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// ValidID reports whether id can name a wallet.
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
+// Registry is the set of configured wallets, by name and by (chain,
+// address). It is built once at start and read-only after.
+type Registry struct {
+	byID     map[string]Wallet
+	bySender map[senderKey]Wallet
+}
+
+type senderKey struct {
+	chainID int64
+	addr    ledger.Address
+}
+
+// NewRegistry checks ws (valid, distinct names; one wallet per chain and
+// address, since one shard sends for an address) and indexes them.
+func NewRegistry(ws ...Wallet) (*Registry, error) {
+	r := &Registry{byID: map[string]Wallet{}, bySender: map[senderKey]Wallet{}}
+	for _, w := range ws {
+		switch {
+		case !ValidID(w.ID):
+			return nil, fmt.Errorf("wallet %q: a name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit", w.ID)
+		case w.ChainID <= 0:
+			return nil, fmt.Errorf("wallet %q: chain id %d is not positive", w.ID, w.ChainID)
+		case w.Signer == nil:
+			return nil, fmt.Errorf("wallet %q: no signer", w.ID)
+		}
+		if _, dup := r.byID[w.ID]; dup {
+			return nil, fmt.Errorf("wallet %q is configured twice", w.ID)
+		}
+		k := senderKey{w.ChainID, w.Address()}
+		if other, dup := r.bySender[k]; dup {
+			return nil, fmt.Errorf("wallets %q and %q both send from %s on chain %d", other.ID, w.ID, w.Address().Hex(), w.ChainID)
+		}
+		r.byID[w.ID] = w
+		r.bySender[k] = w
+	}
+	return r, nil
+}
+
+// ByID returns the wallet named id.
+func (r *Registry) ByID(id string) (Wallet, bool) {
+	w, ok := r.byID[id]
+	return w, ok
+}
+
+// BySender returns the wallet that sends from addr on chainID.
+func (r *Registry) BySender(chainID int64, addr ledger.Address) (Wallet, bool) {
+	w, ok := r.bySender[senderKey{chainID, addr}]
+	return w, ok
+}
+
+// All returns every wallet, by name.
+func (r *Registry) All() []Wallet {
+	ws := make([]Wallet, 0, len(r.byID))
+	for _, w := range r.byID {
+		ws = append(ws, w)
+	}
+	sort.Slice(ws, func(i, j int) bool { return ws[i].ID < ws[j].ID })
+	return ws
+}
+
+// KeySigner signs with an in-memory private key (a keystore file's, once
+// unlocked, or a test's).
+type KeySigner struct {
+	key  *ecdsa.PrivateKey
+	addr ledger.Address
+}
+
+// NewKeySigner returns a Signer for key.
+func NewKeySigner(key *ecdsa.PrivateKey) (*KeySigner, error) {
+	if key == nil {
+		return nil, errors.New("wallet: nil private key")
+	}
+	return &KeySigner{key: key, addr: ledger.Address(crypto.PubkeyToAddress(key.PublicKey))}, nil
+}
+
+// Address implements Signer.
+func (s *KeySigner) Address() ledger.Address { return s.addr }
+
+// SignTx implements Signer.
+func (s *KeySigner) SignTx(tx *types.Transaction, chainID *big.Int) (*types.Transaction, error) {
+	return types.SignTx(tx, types.LatestSignerForChainID(chainID), s.key)
+}
+
+// String never shows the key.
+func (s *KeySigner) String() string { return "KeySigner(" + s.addr.Hex() + ")" }
