@@ -8,60 +8,78 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
-// RetentionConfig configures BatchRetention.
+// RetentionConfig configures a Retention.
 type RetentionConfig struct {
 	// Interval is the wait between rounds once the backlog is cleared; a
 	// round that deleted a full BatchSize is followed by another at once.
 	Interval time.Duration
 	// DBTimeout bounds each round's delete.
 	DBTimeout time.Duration
-	// Age is how long a terminal batch is kept after it finished. Zero (or
+	// Age is how long a finished row is kept after it finished. Zero (or
 	// less) turns retention off: rounds delete nothing and never touch the
 	// database, so every row is kept.
 	Age time.Duration
-	// BatchSize is the most batches one round deletes (one statement, one
+	// BatchSize is the most rows one round deletes (one statement, one
 	// short transaction); it must be at least 1 when Age is set.
 	BatchSize int
 }
 
-// BatchRetention deletes the batch lane's terminal batches (committed, valid,
-// invalid) that finished more than Age ago, BatchSize at a time, so that the
-// table and its indexes stay flat under churn (DESIGN §5). A batch that is
-// not terminal is never deleted, whatever its age. Several processes may run
-// it at once: each round skips the rows another round holds.
-type BatchRetention struct {
+// Retention deletes one lane's finished rows that finished more than Age
+// ago, BatchSize at a time, so that the lane's tables and indexes stay flat
+// under churn (DESIGN §5). A row that has not finished is never deleted,
+// whatever its age. Several processes may run it at once: each round skips
+// the rows another round holds.
+type Retention struct {
 	*loop.Loop
-	cfg   RetentionConfig
-	store *store.Store
-	deps  loop.Deps
+	cfg    RetentionConfig
+	lane   string
+	delete func(ctx context.Context, cutoff time.Time, max int) (int64, error)
+	deps   loop.Deps
 }
+
+// BatchRetention is the batch lane's Retention: terminal batches
+// (committed, valid, invalid).
+type BatchRetention = Retention
 
 // NewBatchRetention returns the batch lane's retention service. It needs no
 // NOTIFY channel: deps.Wake may be nil.
-func NewBatchRetention(st *store.Store, deps loop.Deps, cfg RetentionConfig) *BatchRetention {
-	r := &BatchRetention{cfg: cfg, store: st, deps: deps}
-	r.Loop = loop.NewService("batch_retention", cfg.Interval, deps, cfg.BatchSize, r.RunOnce)
+func NewBatchRetention(st *store.Store, deps loop.Deps, cfg RetentionConfig) *Retention {
+	return newRetention("batch", deps, cfg, func(ctx context.Context, cutoff time.Time, max int) (int64, error) {
+		n, err := st.BatchDeleteFinished(ctx, store.BatchDeleteFinishedParams{Cutoff: cutoff, Max: max})
+		return int64(n), err
+	})
+}
+
+// NewTaskRetention returns the wallet lane's retention service: send-tx
+// tasks that ended (done or error), with their transaction attempts.
+func NewTaskRetention(st *store.Store, deps loop.Deps, cfg RetentionConfig) *Retention {
+	return newRetention("wallet", deps, cfg, func(ctx context.Context, cutoff time.Time, max int) (int64, error) {
+		return st.TaskDeleteFinished(ctx, store.TaskDeleteFinishedParams{Before: cutoff, Max: max})
+	})
+}
+
+func newRetention(lane string, deps loop.Deps, cfg RetentionConfig, del func(context.Context, time.Time, int) (int64, error)) *Retention {
+	r := &Retention{cfg: cfg, lane: lane, delete: del, deps: deps}
+	r.Loop = loop.NewService(lane+"_retention", cfg.Interval, deps, cfg.BatchSize, r.RunOnce)
 	return r
 }
 
-// RunOnce deletes up to BatchSize terminal batches that finished before
+// RunOnce deletes up to BatchSize finished rows that finished before
 // now - Age and returns how many it deleted. With Age zero it returns 0 at
 // once.
-func (r *BatchRetention) RunOnce(ctx context.Context) (int, error) {
+func (r *Retention) RunOnce(ctx context.Context) (int, error) {
 	if r.cfg.Age <= 0 {
 		return 0, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.DBTimeout)
 	defer cancel()
-	n, err := r.store.BatchDeleteFinished(ctx, store.BatchDeleteFinishedParams{
-		Cutoff: r.deps.Clock.Now().Add(-r.cfg.Age), Max: r.cfg.BatchSize,
-	})
+	n, err := r.delete(ctx, r.deps.Clock.Now().Add(-r.cfg.Age), r.cfg.BatchSize)
 	if err != nil {
 		return 0, err
 	}
 	if n > 0 {
-		r.deps.Metrics.Transition("batch", "deleted", n)
-		r.deps.Logger.Debug("retention: deleted finished batches", "count", n)
+		r.deps.Metrics.Transition(r.lane, "deleted", int(n))
+		r.deps.Logger.Debug("retention: deleted finished rows", "lane", r.lane, "count", n)
 	}
-	return n, nil
+	return int(n), nil
 }
