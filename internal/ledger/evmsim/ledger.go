@@ -1,9 +1,12 @@
 package evmsim
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"math/big"
 	"math/rand/v2"
 	"sort"
@@ -50,6 +53,11 @@ type Config struct {
 	// Latency is a real wait before every send, honouring the caller's
 	// context.
 	Latency time.Duration
+	// Journal, when set, receives every mined transaction's raw bytes, one
+	// hex line each, in the order they were mined: Replay of it rebuilds
+	// the chain's accounts and receipts after a restart (ledgerq dev keeps
+	// its chain in its data directory this way).
+	Journal io.Writer
 }
 
 // ErrTransient is the answer of a send that a simulated fault refused.
@@ -98,6 +106,9 @@ type Ledger struct {
 	known    map[common.Hash]bool // in the pool or mined
 	receipts map[common.Hash]*receipt
 	blocks   []Block
+
+	journalErr error
+	replaying  bool
 }
 
 var _ ledger.WalletLedger = (*Ledger)(nil)
@@ -241,6 +252,7 @@ func (l *Ledger) mine(at time.Time) Block {
 			delete(l.pool[from], ac.nonce)
 			ac.nonce++
 			l.receipts[tx.Hash()] = r
+			l.journal(tx)
 			b.GasUsed += gas
 			index++
 		}
@@ -260,6 +272,90 @@ func (l *Ledger) mine(at time.Time) Block {
 	}
 	l.blocks = append(l.blocks, b)
 	return b
+}
+
+// journal writes a mined transaction to cfg.Journal. Called with mu held.
+func (l *Ledger) journal(tx *types.Transaction) {
+	if l.cfg.Journal == nil || l.journalErr != nil || l.replaying {
+		return
+	}
+	raw, err := tx.MarshalBinary()
+	if err == nil {
+		_, err = fmt.Fprintf(l.cfg.Journal, "%x\n", raw)
+	}
+	l.journalErr = err
+}
+
+// JournalErr returns the first error writing the journal; after it the
+// journal is no longer written.
+func (l *Ledger) JournalErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.journalErr
+}
+
+// Replay mines again, in order, the transactions of a journal a Ledger with
+// the same Config wrote, without writing them to the journal again:
+// balances, nonces and receipts are as they were, block numbers and times
+// are new. A torn last line (the process died while writing it) ends the
+// replay without an error; any other bad line is an error.
+func (l *Ledger) Replay(r io.Reader) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.replaying = true
+	defer func() { l.replaying = false }()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	var pending []*types.Transaction
+	n := 0
+	for line := 1; sc.Scan(); line++ {
+		raw, err := hex.DecodeString(sc.Text())
+		var tx types.Transaction
+		if err == nil {
+			err = tx.UnmarshalBinary(raw)
+		}
+		if err != nil {
+			if !l.lastLine(sc) {
+				return n, fmt.Errorf("evmsim: journal line %d: %w", line, err)
+			}
+			break
+		}
+		pending = append(pending, &tx)
+	}
+	if err := sc.Err(); err != nil {
+		return n, fmt.Errorf("evmsim: reading the journal: %w", err)
+	}
+	for _, tx := range pending {
+		if err := l.admit(tx); err != nil {
+			return n, fmt.Errorf("evmsim: journal transaction %s: %w", tx.Hash().Hex(), err)
+		}
+		n++
+		// A full block (or a transaction whose turn has not come) is mined
+		// before the next is admitted, so the order is the journal's.
+		if l.pendingCount() >= 1000 {
+			l.mine(l.clock.Now())
+		}
+	}
+	for l.pendingCount() > 0 {
+		before := l.pendingCount()
+		l.mine(l.clock.Now())
+		if l.pendingCount() == before {
+			return n, fmt.Errorf("evmsim: %d journal transactions cannot be mined again", before)
+		}
+	}
+	return n, nil
+}
+
+// lastLine reports whether sc has no line after the current one.
+func (l *Ledger) lastLine(sc *bufio.Scanner) bool { return !sc.Scan() }
+
+// pendingCount is the number of transactions in the pool. Called with mu held.
+func (l *Ledger) pendingCount() int {
+	n := 0
+	for _, txs := range l.pool {
+		n += len(txs)
+	}
+	return n
 }
 
 // sendError is a send refused with geth's message.
