@@ -186,8 +186,10 @@ func launch(t testing.TB, bin, version, dir string, o options) (*Node, error) {
 		}
 		return nil, fmt.Errorf("%v; last lines of %s:\n%s", err, logPath, tail)
 	}
-	t.Logf("testgeth: geth %s (%s) answers at %s after %s: pid %d, chain %s, dev account %s, miner gas price %s, log %s",
-		version, bin, n.URL, time.Since(began).Round(time.Millisecond), cmd.Process.Pid, n.ChainID, n.Dev.Hex(), n.minerTipText(), logPath)
+	// One line per node, which CI's log shows (.ci/run lists them): the
+	// version that ran, and for which test.
+	t.Logf("testgeth: geth %s answers at %s for %s after %s (binary %s, pid %d, chain %s, dev account %s, miner gas price %s, log %s)",
+		version, n.URL, t.Name(), time.Since(began).Round(time.Millisecond), bin, cmd.Process.Pid, n.ChainID, n.Dev.Hex(), n.minerTipText(), logPath)
 	return n, nil
 }
 

@@ -256,11 +256,18 @@ func TestStop_KillsGethWhenTheTestEnds(t *testing.T) {
 }
 
 // TestStart_GethDiesWithAKilledTestBinary: when the test binary is killed
-// (a timeout, SIGKILL) no cleanup runs, and geth must not outlive it.
+// (a timeout, SIGKILL) no cleanup runs, and geth must not outlive it. The
+// test runs itself as a child process that starts geth and kills itself.
 func TestStart_GethDiesWithAKilledTestBinary(t *testing.T) {
+	if os.Getenv("TESTGETH_CHILD") == "die" {
+		n := testgeth.Start(t)
+		os.Stdout.WriteString("GETH_PID=" + strconv.Itoa(n.Pid()) + "\n")
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // not reached
+	}
 	t.Parallel()
 	testgeth.Binary(t) // skip or fail here as the other tests would
-	cmd := exec.Command(os.Args[0], "-test.run=^TestChild_StartsGethThenDies$", "-test.v")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestStart_GethDiesWithAKilledTestBinary$", "-test.v")
 	cmd.Env = append(os.Environ(), "TESTGETH_CHILD=die")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -293,18 +300,6 @@ func TestStart_GethDiesWithAKilledTestBinary(t *testing.T) {
 	}
 }
 
-// TestChild_StartsGethThenDies is TestStart_GethDiesWithAKilledTestBinary's
-// child: it starts geth, prints its pid, and kills its own process.
-func TestChild_StartsGethThenDies(t *testing.T) {
-	if os.Getenv("TESTGETH_CHILD") != "die" {
-		t.Skip("runs only as TestStart_GethDiesWithAKilledTestBinary's child")
-	}
-	n := testgeth.Start(t)
-	os.Stdout.WriteString("GETH_PID=" + strconv.Itoa(n.Pid()) + "\n")
-	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-	select {} // not reached
-}
-
 // alive says whether pid is a running process (a zombie no one has reaped
 // yet counts as dead).
 func alive(pid int) bool {
@@ -319,8 +314,15 @@ func alive(pid int) bool {
 }
 
 // TestBinary_MissingGethSkipsOutsideCIAndFailsInCI: CI must run the geth
-// tests, so there a missing binary is a failure, not a skip.
+// tests, so there a missing binary is a failure, not a skip. The test runs
+// itself as a child process with no geth to find.
 func TestBinary_MissingGethSkipsOutsideCIAndFailsInCI(t *testing.T) {
+	const name = "TestBinary_MissingGethSkipsOutsideCIAndFailsInCI"
+	if os.Getenv("TESTGETH_CHILD") == "binary" {
+		testgeth.Binary(t)
+		t.Log("found a geth binary")
+		return
+	}
 	t.Parallel()
 	empty := t.TempDir() // a PATH with no geth on it
 	for _, c := range []struct {
@@ -328,26 +330,17 @@ func TestBinary_MissingGethSkipsOutsideCIAndFailsInCI(t *testing.T) {
 		wantExit bool
 		want     string
 	}{
-		{"", false, "--- SKIP: TestChild_AsksForTheBinary"},
-		{"false", false, "--- SKIP: TestChild_AsksForTheBinary"},
-		{"true", true, "--- FAIL: TestChild_AsksForTheBinary"},
+		{"", false, "--- SKIP: " + name},
+		{"false", false, "--- SKIP: " + name},
+		{"true", true, "--- FAIL: " + name},
 	} {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestChild_AsksForTheBinary$", "-test.v")
+		cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$", "-test.v")
 		cmd.Env = []string{"TESTGETH_CHILD=binary", "PATH=" + empty, "CI=" + c.ci, testgeth.EnvBinary + "="}
 		out, err := cmd.CombinedOutput()
 		if exited := err != nil; exited != c.wantExit || !strings.Contains(string(out), c.want) || !strings.Contains(string(out), testgeth.EnvBinary) {
 			t.Errorf("CI=%q without geth: error %v; want failure %v, %q and a mention of %s in:\n%s", c.ci, err, c.wantExit, c.want, testgeth.EnvBinary, out)
 		}
 	}
-}
-
-// TestChild_AsksForTheBinary is TestBinary_MissingGethSkipsOutsideCIAndFailsInCI's child.
-func TestChild_AsksForTheBinary(t *testing.T) {
-	if os.Getenv("TESTGETH_CHILD") != "binary" {
-		t.Skip("runs only as TestBinary_MissingGethSkipsOutsideCIAndFailsInCI's child")
-	}
-	testgeth.Binary(t)
-	t.Log("found a geth binary")
 }
 
 func TestCheckNonces_OnePerNonceContiguous(t *testing.T) {
