@@ -1,12 +1,13 @@
 package evm_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
+	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"testing"
 	"time"
 
@@ -18,36 +19,129 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
+	"github.com/ledgerq/ledgerq/internal/testgeth"
 )
+
+// The adapter's rules run twice: in-process against ethclient/simulated
+// (TestLedger_Simulated) and over HTTP against a real `geth --dev
+// --dev.period 1` (TestLedger_Geth), with the same assertions. A real node
+// makes a block every second whatever the test does, so a case that must see
+// a transaction before it is mined either asks bundle.holdsBlocks or sends it
+// with a nonce gap: a queued transaction is never mined.
+var cases = []struct {
+	name string
+	run  func(t *testing.T, bd bundle)
+}{
+	{"SentTransactionIsMinedWithSuccessReceipt", testSentTransactionIsMinedWithSuccessReceipt},
+	{"RevertedCallHasRevertedReceipt", testRevertedCallHasRevertedReceipt},
+	{"SendingTheSameBytesAgainIsAccepted", testSendingTheSameBytesAgainIsAccepted},
+	{"NonceTooLowIsItsOwnResult", testNonceTooLowIsItsOwnResult},
+	{"UnderpricedReplacementAsksForABump", testUnderpricedReplacementAsksForABump},
+	{"InsufficientFundsRecyclesTheNonce", testInsufficientFundsRecyclesTheNonce},
+	{"IntrinsicGasTooLowRecyclesTheNonce", testIntrinsicGasTooLowRecyclesTheNonce},
+	{"TransportFailuresAreIndeterminate", testTransportFailuresAreIndeterminate},
+}
 
 // revertingInit deploys a contract whose code is PUSH1 0 PUSH1 0 REVERT: every
 // call to it reverts.
 var revertingInit = common.FromHex("0x6005600c60003960056000f3" + "60006000fd")
 
+// bundle is what one case gets: a ledger over its backend, and a key of its
+// own holding 100 ether that nothing else sends from.
 type bundle struct {
-	backend *simulated.Backend
 	l       *evm.Ledger
 	key     *ecdsa.PrivateKey
 	from    ledger.Address
 	chainID *big.Int
+	// mine returns once tx is in a block, and that block's number.
+	mine func(t *testing.T, tx *types.Transaction) uint64
+	// holdsBlocks: no block is made until mine is called, so the state
+	// between sending and mining can be checked (the simulated backend).
+	holdsBlocks bool
 }
 
-func setup(t *testing.T) bundle {
-	t.Helper()
-	key, err := crypto.GenerateKey()
+var hundredEther = new(big.Int).Mul(big.NewInt(100), big.NewInt(params.Ether))
+
+func TestLedger_Simulated(t *testing.T) {
+	t.Parallel()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t, setupSimulated(t))
+		})
+	}
+}
+
+// TestLedger_Geth runs the cases against one real geth node (each case with
+// its own funded key), plus what only a node behind a network can show.
+func TestLedger_Geth(t *testing.T) {
+	t.Parallel()
+	node := testgeth.Start(t)
+	l, err := evm.Dial(context.Background(), node.URL, evm.Config{CallTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(l.Close)
+	setup := func(t *testing.T) bundle {
+		t.Helper()
+		key := newKey(t)
+		node.Fund(t, crypto.PubkeyToAddress(key.PublicKey), hundredEther)
+		return bundle{
+			l: l, key: key, from: ledger.Address(crypto.PubkeyToAddress(key.PublicKey)), chainID: node.ChainID,
+			mine: func(t *testing.T, tx *types.Transaction) uint64 {
+				t.Helper()
+				return node.WaitMined(t, tx.Hash()).BlockNumber.Uint64()
+			},
+		}
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t, setup(t))
+		})
+	}
+	t.Run("LostResponseIsIndeterminateAndTheTransactionIsMined", func(t *testing.T) {
+		t.Parallel()
+		testLostResponseIsIndeterminateAndTheTransactionIsMined(t, setup(t), node)
+	})
+}
+
+func setupSimulated(t *testing.T) bundle {
+	t.Helper()
+	key := newKey(t)
 	from := crypto.PubkeyToAddress(key.PublicKey)
-	funds := new(big.Int).Mul(big.NewInt(100), big.NewInt(params.Ether))
-	b := simulated.NewBackend(types.GenesisAlloc{from: {Balance: funds}})
+	b := simulated.NewBackend(types.GenesisAlloc{from: {Balance: hundredEther}})
 	t.Cleanup(func() { _ = b.Close() })
 	l := evm.New(b.Client(), evm.Config{CallTimeout: 5 * time.Second})
 	id, err := l.ChainID(context.Background())
 	if err != nil {
 		t.Fatalf("ChainID: %v", err)
 	}
-	return bundle{backend: b, l: l, key: key, from: ledger.Address(from), chainID: id}
+	return bundle{
+		l: l, key: key, from: ledger.Address(from), chainID: id, holdsBlocks: true,
+		mine: func(t *testing.T, _ *types.Transaction) uint64 {
+			t.Helper()
+			head, err := b.Client().HeaderByHash(context.Background(), b.Commit())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return head.Number.Uint64()
+		},
+	}
+}
+
+func newKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// newAddress is an address no other case pays.
+func newAddress(t *testing.T) common.Address {
+	return crypto.PubkeyToAddress(newKey(t).PublicKey)
 }
 
 // sign builds and signs an EIP-1559 transaction from key.
@@ -84,6 +178,8 @@ func (bd bundle) fees(t *testing.T) ledger.Fees {
 	return f
 }
 
+// wantResult checks a send's result and logs the node's words, so the test
+// log shows what each backend answered.
 func wantResult(t *testing.T, err error, want ledger.SendResult) {
 	t.Helper()
 	if got := ledger.SendResultOf(err); got != want {
@@ -92,13 +188,12 @@ func wantResult(t *testing.T, err error, want ledger.SendResult) {
 	if want != ledger.SendAccepted && ledger.ClassOf(err) != want.Class() {
 		t.Fatalf("class = %s, want %s", ledger.ClassOf(err), want.Class())
 	}
+	t.Logf("%s: %v", want, err)
 }
 
-func TestLedger_SentTransactionIsMinedWithSuccessReceipt(t *testing.T) {
-	t.Parallel()
-	bd := setup(t)
+func testSentTransactionIsMinedWithSuccessReceipt(t *testing.T, bd bundle) {
 	ctx := context.Background()
-	to := common.HexToAddress("0x00000000000000000000000000000000000000aa")
+	to := newAddress(t)
 	gas, err := bd.l.EstimateGas(ctx, ledger.CallMsg{From: bd.from, To: (*ledger.Address)(&to), Value: big.NewInt(1)})
 	if err != nil || gas != params.TxGas {
 		t.Fatalf("EstimateGas = %d, %v; want %d", gas, err, params.TxGas)
@@ -110,19 +205,21 @@ func TestLedger_SentTransactionIsMinedWithSuccessReceipt(t *testing.T) {
 	if n, err := bd.l.PendingNonceAt(ctx, bd.from); err != nil || n != 1 {
 		t.Fatalf("PendingNonceAt = %d, %v; want 1", n, err)
 	}
-	if n, err := bd.l.NonceAt(ctx, bd.from); err != nil || n != 0 {
-		t.Fatalf("NonceAt before mining = %d, %v; want 0", n, err)
+	if bd.holdsBlocks {
+		if n, err := bd.l.NonceAt(ctx, bd.from); err != nil || n != 0 {
+			t.Fatalf("NonceAt before mining = %d, %v; want 0", n, err)
+		}
+		// Before mining geth answers null or "transaction indexing is in
+		// progress"; either way, never a receipt.
+		r, err := bd.l.TransactionReceipt(ctx, ledger.TxHash(tx.Hash()))
+		if r.Found {
+			t.Fatalf("receipt before mining = %+v, %v; want none", r, err)
+		}
 	}
-	// Before mining geth answers null or "transaction indexing is in
-	// progress"; either way, never a receipt.
+	block := bd.mine(t, tx)
 	r, err := bd.l.TransactionReceipt(ctx, ledger.TxHash(tx.Hash()))
-	if r.Found {
-		t.Fatalf("receipt before mining = %+v, %v; want none", r, err)
-	}
-	bd.backend.Commit()
-	r, err = bd.l.TransactionReceipt(ctx, ledger.TxHash(tx.Hash()))
-	if err != nil || !r.Found || r.Status != ledger.ReceiptSuccess || r.BlockNumber != 1 || r.GasUsed != params.TxGas {
-		t.Fatalf("receipt after mining = %+v, %v; want found, success, block 1", r, err)
+	if err != nil || !r.Found || r.Status != ledger.ReceiptSuccess || r.BlockNumber != block || r.GasUsed != params.TxGas {
+		t.Fatalf("receipt after mining = %+v, %v; want found, success, block %d", r, err, block)
 	}
 	if n, err := bd.l.NonceAt(ctx, bd.from); err != nil || n != 1 {
 		t.Fatalf("NonceAt after mining = %d, %v; want 1", n, err)
@@ -133,16 +230,14 @@ func TestLedger_SentTransactionIsMinedWithSuccessReceipt(t *testing.T) {
 	}
 }
 
-func TestLedger_RevertedCallHasRevertedReceipt(t *testing.T) {
-	t.Parallel()
-	bd := setup(t)
+func testRevertedCallHasRevertedReceipt(t *testing.T, bd bundle) {
 	ctx := context.Background()
 	fees := bd.fees(t)
 	deploy := bd.sign(t, bd.key, 0, nil, 0, 200_000, fees, revertingInit)
 	if err := bd.l.SendRawTransaction(ctx, raw(t, deploy)); err != nil {
 		t.Fatalf("deploy: %v", err)
 	}
-	bd.backend.Commit()
+	bd.mine(t, deploy)
 	r, err := bd.l.TransactionReceipt(ctx, ledger.TxHash(deploy.Hash()))
 	if err != nil || r.Status != ledger.ReceiptSuccess {
 		t.Fatalf("deploy receipt = %+v, %v", r, err)
@@ -152,92 +247,82 @@ func TestLedger_RevertedCallHasRevertedReceipt(t *testing.T) {
 	if err := bd.l.SendRawTransaction(ctx, raw(t, call)); err != nil {
 		t.Fatalf("call: %v", err)
 	}
-	bd.backend.Commit()
+	block := bd.mine(t, call)
 	r, err = bd.l.TransactionReceipt(ctx, ledger.TxHash(call.Hash()))
-	if err != nil || !r.Found || r.Status != ledger.ReceiptReverted || r.BlockNumber != 2 {
-		t.Fatalf("call receipt = %+v, %v; want found, reverted, block 2", r, err)
+	if err != nil || !r.Found || r.Status != ledger.ReceiptReverted || r.BlockNumber != block {
+		t.Fatalf("call receipt = %+v, %v; want found, reverted, block %d", r, err, block)
 	}
 	if n, err := bd.l.NonceAt(ctx, bd.from); err != nil || n != 2 {
 		t.Fatalf("a reverted call uses its nonce: NonceAt = %d, %v; want 2", n, err)
 	}
 }
 
-func TestLedger_SendingTheSameBytesAgainIsAccepted(t *testing.T) {
-	t.Parallel()
-	bd := setup(t)
+func testSendingTheSameBytesAgainIsAccepted(t *testing.T, bd bundle) {
 	to := common.Address{0xaa}
-	tx := raw(t, bd.sign(t, bd.key, 0, &to, 1, params.TxGas, bd.fees(t), nil))
+	// Nonce 1 with nonce 0 unsent: the transaction waits in the pool's queue,
+	// so no block takes it between the two sends.
+	tx := raw(t, bd.sign(t, bd.key, 1, &to, 1, params.TxGas, bd.fees(t), nil))
 	if err := bd.l.SendRawTransaction(context.Background(), tx); err != nil {
 		t.Fatalf("first send: %v", err)
 	}
 	// geth answers "already known"; that is a success.
-	wantResult(t, bd.l.SendRawTransaction(context.Background(), tx), ledger.SendAccepted)
+	err := bd.l.SendRawTransaction(context.Background(), tx)
+	wantResult(t, err, ledger.SendAccepted)
 }
 
-func TestLedger_NonceTooLowIsItsOwnResult(t *testing.T) {
-	t.Parallel()
-	bd := setup(t)
+func testNonceTooLowIsItsOwnResult(t *testing.T, bd bundle) {
 	to := common.Address{0xaa}
 	fees := bd.fees(t)
-	if err := bd.l.SendRawTransaction(context.Background(), raw(t, bd.sign(t, bd.key, 0, &to, 1, params.TxGas, fees, nil))); err != nil {
+	first := bd.sign(t, bd.key, 0, &to, 1, params.TxGas, fees, nil)
+	if err := bd.l.SendRawTransaction(context.Background(), raw(t, first)); err != nil {
 		t.Fatal(err)
 	}
-	bd.backend.Commit()
+	bd.mine(t, first)
 	other := raw(t, bd.sign(t, bd.key, 0, &to, 2, params.TxGas, fees, nil))
 	// geth's pool drops the mined transaction asynchronously after the new
 	// head; until then it still answers "replacement transaction underpriced".
 	deadline := time.Now().Add(10 * time.Second)
 	err := bd.l.SendRawTransaction(context.Background(), other)
 	for ledger.SendResultOf(err) == ledger.SendUnderpriced && time.Now().Before(deadline) {
-		runtime.Gosched()
+		time.Sleep(5 * time.Millisecond) // the pool's own goroutine: nothing to drive
 		err = bd.l.SendRawTransaction(context.Background(), other)
 	}
 	wantResult(t, err, ledger.SendNonceTooLow)
 }
 
-func TestLedger_UnderpricedReplacementAsksForABump(t *testing.T) {
-	t.Parallel()
-	bd := setup(t)
+func testUnderpricedReplacementAsksForABump(t *testing.T, bd bundle) {
 	to := common.Address{0xaa}
 	fees := bd.fees(t)
-	if err := bd.l.SendRawTransaction(context.Background(), raw(t, bd.sign(t, bd.key, 0, &to, 1, params.TxGas, fees, nil))); err != nil {
+	// Nonce 1 with nonce 0 unsent: queued, so never mined under the test.
+	if err := bd.l.SendRawTransaction(context.Background(), raw(t, bd.sign(t, bd.key, 1, &to, 1, params.TxGas, fees, nil))); err != nil {
 		t.Fatal(err)
 	}
-	same := bd.sign(t, bd.key, 0, &to, 2, params.TxGas, fees, nil)
+	same := bd.sign(t, bd.key, 1, &to, 2, params.TxGas, fees, nil)
 	wantResult(t, bd.l.SendRawTransaction(context.Background(), raw(t, same)), ledger.SendUnderpriced)
 
 	bumped := ledger.Fees{TipCap: new(big.Int).Mul(fees.TipCap, big.NewInt(2)), FeeCap: new(big.Int).Mul(fees.FeeCap, big.NewInt(2))}
-	replacement := bd.sign(t, bd.key, 0, &to, 3, params.TxGas, bumped, nil)
+	replacement := bd.sign(t, bd.key, 1, &to, 3, params.TxGas, bumped, nil)
 	if err := bd.l.SendRawTransaction(context.Background(), raw(t, replacement)); err != nil {
 		t.Fatalf("a replacement with doubled fees: %v", err)
 	}
 }
 
-func TestLedger_InsufficientFundsRecyclesTheNonce(t *testing.T) {
-	t.Parallel()
-	bd := setup(t)
-	poor, err := crypto.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
+func testInsufficientFundsRecyclesTheNonce(t *testing.T, bd bundle) {
+	poor := newKey(t)
 	to := common.Address{0xaa}
 	tx := bd.sign(t, poor, 0, &to, 1, params.TxGas, bd.fees(t), nil)
 	wantResult(t, bd.l.SendRawTransaction(context.Background(), raw(t, tx)), ledger.SendRejected)
 }
 
-func TestLedger_IntrinsicGasTooLowRecyclesTheNonce(t *testing.T) {
-	t.Parallel()
-	bd := setup(t)
+func testIntrinsicGasTooLowRecyclesTheNonce(t *testing.T, bd bundle) {
 	to := common.Address{0xaa}
 	tx := bd.sign(t, bd.key, 0, &to, 1, 20_000, bd.fees(t), nil)
 	wantResult(t, bd.l.SendRawTransaction(context.Background(), raw(t, tx)), ledger.SendRejected)
 }
 
-// TestLedger_TransportFailuresAreIndeterminate: a proxy's 502 and a node that
-// does not answer in time may both have taken the transaction.
-func TestLedger_TransportFailuresAreIndeterminate(t *testing.T) {
-	t.Parallel()
-	bd := setup(t)
+// testTransportFailuresAreIndeterminate: a proxy's 502 and a node that does
+// not answer in time may both have taken the transaction.
+func testTransportFailuresAreIndeterminate(t *testing.T, bd bundle) {
 	to := common.Address{0xaa}
 	tx := raw(t, bd.sign(t, bd.key, 0, &to, 1, params.TxGas, bd.fees(t), nil))
 
@@ -262,5 +347,42 @@ func TestLedger_TransportFailuresAreIndeterminate(t *testing.T) {
 		}
 		wantResult(t, l.SendRawTransaction(context.Background(), tx), ledger.SendIndeterminate)
 		l.Close()
+	}
+}
+
+// testLostResponseIsIndeterminateAndTheTransactionIsMined: the node takes the
+// transaction but its answer never reaches the adapter (a proxy cuts the
+// connection). The send is indeterminate — and the chain mines it, which is
+// why an indeterminate nonce must never be given to another transaction.
+func testLostResponseIsIndeterminateAndTheTransactionIsMined(t *testing.T, bd bundle, node *testgeth.Node) {
+	cutter := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		resp, err := http.Post(node.URL, "application/json", bytes.NewReader(body))
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		}
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+	}))
+	t.Cleanup(cutter.Close)
+	l, err := evm.Dial(context.Background(), cutter.URL, evm.Config{CallTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+
+	to := newAddress(t)
+	tx := bd.sign(t, bd.key, 0, &to, 7, params.TxGas, bd.fees(t), nil)
+	wantResult(t, l.SendRawTransaction(context.Background(), raw(t, tx)), ledger.SendIndeterminate)
+	block := bd.mine(t, tx)
+	r, err := bd.l.TransactionReceipt(context.Background(), ledger.TxHash(tx.Hash()))
+	if err != nil || !r.Found || r.Status != ledger.ReceiptSuccess || r.BlockNumber != block {
+		t.Fatalf("receipt of the transaction whose answer was lost = %+v, %v; want mined with success in block %d", r, err, block)
 	}
 }

@@ -1,0 +1,17 @@
+// Package testgeth runs a real go-ethereum node for tests: `geth --dev
+// --dev.period 1` (a single-node proof-of-stake chain, id 1337, that makes a
+// block every second and funds one unlocked developer account), with a
+// private data directory and HTTP JSON-RPC on a free port of 127.0.0.1.
+//
+// The binary is LEDGERQ_TEST_GETH, else `geth` on PATH. Without one the test
+// is skipped with a message saying how to install it, except under CI=true,
+// where a missing geth fails the test: CI (.ci/run) installs geth so that the
+// tests that need it run for real.
+//
+// Start ties the node to a test: it is killed (its whole process group) when
+// the test ends, and dies with the test binary if that exits first. MinedFrom
+// reads a chain back the way any client would, for end-to-end checks that
+// every task's transaction was mined exactly once.
+//
+// Only tests import this package.
+package testgeth

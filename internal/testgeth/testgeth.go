@@ -1,0 +1,413 @@
+package testgeth
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/rpc"
+)
+
+// EnvBinary names the environment variable holding the geth binary's path.
+const EnvBinary = "LEDGERQ_TEST_GETH"
+
+// InstallCommand installs the geth the tests are written against.
+const InstallCommand = "go install github.com/ethereum/go-ethereum/cmd/geth@v1.17.8"
+
+// DevChainID is the chain id of `geth --dev`.
+const DevChainID = 1337
+
+// StallingMinerGasPrice is the least tip a Stalling node mines: 5 gwei. Its
+// pool still takes a transaction with a 1 gwei tip, which then stays pending
+// until it is replaced with a higher tip (DESIGN §3, for bump tests).
+var StallingMinerGasPrice = big.NewInt(5_000_000_000)
+
+const (
+	// readyTimeout bounds how long a starting node may take to answer. It is
+	// 2–6 s on an idle machine; CI's machines are shared.
+	readyTimeout = 60 * time.Second
+	// minedTimeout bounds WaitMined: a block comes every second.
+	minedTimeout = 60 * time.Second
+	callTimeout  = 10 * time.Second
+	pollInterval = 100 * time.Millisecond
+	// portAttempts: a free port found by listening and closing can be taken
+	// by another process before geth binds it; then geth exits and Start
+	// tries new ports.
+	portAttempts = 3
+)
+
+// Option changes how Start runs the node.
+type Option func(*options)
+
+type options struct {
+	minerGasPrice *big.Int
+}
+
+// Stalling runs the node with --miner.gasprice 5000000000: it accepts
+// transactions with a lower tip but never mines them, so a sender can be
+// made to wait on a nonce and bump it. Fund still works (it pays 5 gwei).
+func Stalling() Option {
+	return func(o *options) { o.minerGasPrice = StallingMinerGasPrice }
+}
+
+// Node is a running `geth --dev --dev.period 1`.
+type Node struct {
+	// URL is the HTTP JSON-RPC endpoint, http://127.0.0.1:<port>.
+	URL string
+	// ChainID is DevChainID.
+	ChainID *big.Int
+	// Dev is the developer account: unlocked in the node, funded with more
+	// ether than any test needs; Fund sends from it.
+	Dev common.Address
+	// Version is what `geth version` says, e.g. 1.17.8-stable.
+	Version string
+	// Binary is the path of the geth that runs.
+	Binary string
+
+	minerGasPrice *big.Int // nil: the dev default (1 wei)
+	cmd           *exec.Cmd
+	exited        chan struct{} // closed when the process has been reaped
+	logPath       string
+	rpc           *rpc.Client
+	ec            *ethclient.Client
+	stopOnce      sync.Once
+}
+
+// Start runs a geth --dev node for t and returns once it answers JSON-RPC.
+// The node is killed when t ends (Stop). Without a geth binary t is skipped,
+// or fails under CI=true.
+func Start(t testing.TB, opts ...Option) *Node {
+	t.Helper()
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	bin, version := Binary(t)
+	// Made before Stop is registered, so it is removed after the process
+	// that writes into it is dead (cleanups run last-in first-out).
+	dir := t.TempDir()
+	var lastErr error
+	for attempt := 1; attempt <= portAttempts; attempt++ {
+		n, err := launch(t, bin, version, filepath.Join(dir, fmt.Sprintf("run%d", attempt)), o)
+		if err == nil {
+			return n
+		}
+		lastErr = err
+		if !errors.Is(err, errPortTaken) {
+			break
+		}
+	}
+	t.Fatalf("testgeth: starting geth %s: %v", version, lastErr)
+	return nil
+}
+
+var errPortTaken = errors.New("a port was taken before geth bound it")
+
+func launch(t testing.TB, bin, version, dir string, o options) (*Node, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	httpPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	authPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--dev", "--dev.period", "1",
+		"--datadir", filepath.Join(dir, "data"),
+		"--ipcdisable",
+		"--http", "--http.addr", "127.0.0.1", "--http.port", strconv.Itoa(httpPort),
+		"--http.api", "eth,net,web3,txpool",
+		// The engine API endpoint is opened even in dev mode; on its default
+		// port two nodes would collide.
+		"--authrpc.addr", "127.0.0.1", "--authrpc.port", strconv.Itoa(authPort),
+		"--nodiscover", "--maxpeers", "0",
+		// geth sizes its caches for mainnet (4 GiB); a dev chain needs little.
+		"--cache", "256",
+		"--verbosity", "3",
+	}
+	if o.minerGasPrice != nil {
+		args = append(args, "--miner.gasprice", o.minerGasPrice.String())
+	}
+	logPath := filepath.Join(dir, "geth.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close() // the child has its own descriptor
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("running %s: %w", bin, err)
+	}
+	n := &Node{
+		URL:           fmt.Sprintf("http://127.0.0.1:%d", httpPort),
+		ChainID:       big.NewInt(DevChainID),
+		Version:       version,
+		Binary:        bin,
+		minerGasPrice: o.minerGasPrice,
+		cmd:           cmd,
+		exited:        make(chan struct{}),
+		logPath:       logPath,
+	}
+	go func() {
+		_ = cmd.Wait()
+		close(n.exited)
+	}()
+	t.Cleanup(n.Stop)
+
+	began := time.Now()
+	if err := n.waitReady(); err != nil {
+		n.Stop()
+		tail := n.logTail(25)
+		if strings.Contains(tail, "address already in use") {
+			return nil, fmt.Errorf("%w: %v", errPortTaken, err)
+		}
+		return nil, fmt.Errorf("%v; last lines of %s:\n%s", err, logPath, tail)
+	}
+	// One line per node, which CI's log shows (.ci/run lists them): the
+	// version that ran, and for which test.
+	t.Logf("testgeth: geth %s answers at %s for %s after %s (binary %s, pid %d, chain %s, dev account %s, miner gas price %s, log %s)",
+		version, n.URL, t.Name(), time.Since(began).Round(time.Millisecond), bin, cmd.Process.Pid, n.ChainID, n.Dev.Hex(), n.minerTipText(), logPath)
+	return n, nil
+}
+
+// waitReady polls the node until it answers with chain id 1337 and names
+// its developer account, or the process exits, or readyTimeout passes.
+func (n *Node) waitReady() error {
+	rc, err := rpc.Dial(n.URL) // HTTP: connects on the first call
+	if err != nil {
+		return fmt.Errorf("dialing %s: %w", n.URL, err)
+	}
+	n.rpc = rc
+	n.ec = ethclient.NewClient(rc)
+	deadline := time.Now().Add(readyTimeout)
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	var lastErr error
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		id, err := n.ec.ChainID(ctx)
+		cancel()
+		if err == nil {
+			if id.Cmp(n.ChainID) != 0 {
+				return fmt.Errorf("chain id %s, want %s", id, n.ChainID)
+			}
+			return n.readDevAccount()
+		}
+		lastErr = err
+		select {
+		case <-n.exited:
+			return fmt.Errorf("geth exited (%v) before answering", n.cmd.ProcessState)
+		case <-tick.C:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no answer from %s within %s: %v", n.URL, readyTimeout, lastErr)
+		}
+	}
+}
+
+func (n *Node) readDevAccount() error {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	var accounts []common.Address
+	if err := n.rpc.CallContext(ctx, &accounts, "eth_accounts"); err != nil {
+		return fmt.Errorf("eth_accounts: %w", err)
+	}
+	if len(accounts) == 0 {
+		return errors.New("eth_accounts: no developer account")
+	}
+	n.Dev = accounts[0]
+	return nil
+}
+
+// Stop kills the node's process group and waits until the process is gone.
+// Safe to call twice; Start registers it as a cleanup.
+func (n *Node) Stop() {
+	n.stopOnce.Do(func() {
+		if n.ec != nil {
+			n.ec.Close()
+		}
+		// SIGKILL, not a graceful stop: the data directory is thrown away.
+		_ = killGroup(n.cmd.Process)
+		select {
+		case <-n.exited:
+		case <-time.After(30 * time.Second):
+			// Cannot happen short of a kernel problem; say so rather than hang.
+			fmt.Fprintf(os.Stderr, "testgeth: geth pid %d still running 30s after SIGKILL\n", n.cmd.Process.Pid)
+		}
+	})
+}
+
+// Pid is the geth process id.
+func (n *Node) Pid() int { return n.cmd.Process.Pid }
+
+// Client is an ethclient connected to the node, closed by Stop.
+func (n *Node) Client() *ethclient.Client { return n.ec }
+
+// RPC is the raw JSON-RPC client under Client, for calls ethclient lacks
+// (txpool_content, eth_sendTransaction).
+func (n *Node) RPC() *rpc.Client { return n.rpc }
+
+// MinerGasPrice is the least tip the node mines: 1 wei (the dev default), or
+// StallingMinerGasPrice for a Stalling node.
+func (n *Node) MinerGasPrice() *big.Int {
+	if n.minerGasPrice == nil {
+		return big.NewInt(1)
+	}
+	return new(big.Int).Set(n.minerGasPrice)
+}
+
+func (n *Node) minerTipText() string {
+	if n.minerGasPrice == nil {
+		return "1 wei (dev default)"
+	}
+	return n.minerGasPrice.String() + " wei (stalling)"
+}
+
+// Fund sends wei from the developer account to addr (eth_sendTransaction,
+// signed by the node with the unlocked developer key) and returns the
+// transaction's receipt once it is mined with success.
+func (n *Node) Fund(t testing.TB, addr common.Address, wei *big.Int) *types.Receipt {
+	t.Helper()
+	args := map[string]any{"from": n.Dev, "to": addr, "value": (*hexutil.Big)(wei)}
+	if n.minerGasPrice != nil {
+		// The node's own default tip would be mined by a dev node but not
+		// by a stalling one.
+		args["maxPriorityFeePerGas"] = (*hexutil.Big)(n.minerGasPrice)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	var hash common.Hash
+	if err := n.rpc.CallContext(ctx, &hash, "eth_sendTransaction", args); err != nil {
+		t.Fatalf("testgeth: funding %s with %s wei: eth_sendTransaction: %v", addr.Hex(), wei, err)
+	}
+	r := n.WaitMined(t, hash)
+	if r.Status != types.ReceiptStatusSuccessful {
+		t.Fatalf("testgeth: funding %s: transaction %s failed (status %d)", addr.Hex(), hash.Hex(), r.Status)
+	}
+	return r
+}
+
+// WaitMined polls for hash's receipt and returns it once the transaction is
+// mined (successful or reverted). It fails t after a minute.
+func (n *Node) WaitMined(t testing.TB, hash common.Hash) *types.Receipt {
+	t.Helper()
+	deadline := time.Now().Add(minedTimeout)
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		r, err := n.ec.TransactionReceipt(ctx, hash)
+		cancel()
+		if err == nil {
+			return r
+		}
+		// Not found yet, or "transaction indexing is in progress": ask again.
+		if time.Now().After(deadline) {
+			t.Fatalf("testgeth: transaction %s not mined within %s: %v", hash.Hex(), minedTimeout, err)
+		}
+		if !errors.Is(err, ethereum.NotFound) && !strings.Contains(err.Error(), "indexing") {
+			t.Logf("testgeth: receipt of %s: %v", hash.Hex(), err)
+		}
+		<-tick.C
+	}
+}
+
+func (n *Node) logTail(lines int) string {
+	b, err := os.ReadFile(n.logPath)
+	if err != nil {
+		return fmt.Sprintf("(log unreadable: %v)", err)
+	}
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+var (
+	versionsMu sync.Mutex
+	versions   = map[string]string{} // binary path → version
+)
+
+// Binary returns the geth binary to run and its version: EnvBinary, else
+// geth on PATH. Without one it skips t, or fails it under CI=true. A binary
+// named by EnvBinary that does not run fails t.
+func Binary(t testing.TB) (path, version string) {
+	t.Helper()
+	path = os.Getenv(EnvBinary)
+	if path == "" {
+		p, err := exec.LookPath("geth")
+		if err != nil {
+			if inCI() {
+				t.Fatalf("testgeth: CI=true and no geth binary: %s is unset and geth is not on PATH (.ci/run installs it with %s)", EnvBinary, InstallCommand)
+			}
+			t.Skipf("testgeth: skipped: no geth binary (set %s=/path/to/geth, or put geth on PATH; install with %s)", EnvBinary, InstallCommand)
+		}
+		path = p
+	}
+	versionsMu.Lock()
+	defer versionsMu.Unlock()
+	if v, ok := versions[path]; ok {
+		return path, v
+	}
+	v, err := readVersion(path)
+	if err != nil {
+		t.Fatalf("testgeth: geth binary %s: %v", path, err)
+	}
+	versions[path] = v
+	return path, v
+}
+
+func inCI() bool {
+	ci, err := strconv.ParseBool(os.Getenv("CI"))
+	return err == nil && ci
+}
+
+// readVersion runs `geth version` and returns its "Version:" line's value.
+func readVersion(path string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "version").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("`%s version`: %w: %s", path, err, bytes.TrimSpace(out))
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "Version:"); ok {
+			return strings.TrimSpace(v), nil
+		}
+	}
+	return "", fmt.Errorf("`%s version` printed no Version line: %s", path, bytes.TrimSpace(out))
+}
