@@ -50,7 +50,9 @@ type broadcastCycle struct {
 	*shard
 	attempts []store.Attempt
 	results  []broadcastResult
-	// learned is the chain's nonce read after a `nonce too low` (0: none).
+	// learned is the chain's nonce read after a `nonce too low` (0: none):
+	// the run's next send starts at or above it (sendCycle.Commit moves the
+	// next nonce up).
 	learned uint64
 }
 
@@ -124,7 +126,7 @@ func (c *broadcastCycle) nonceTooLow(ctx context.Context, r *broadcastResult, fr
 func (c *broadcastCycle) Commit(ctx context.Context) error {
 	now := c.now()
 	err := c.fenced(ctx, func(tx *store.Store) error {
-		return recordBroadcasts(ctx, c.shard, tx, now, c.results, c.learned)
+		return recordBroadcasts(ctx, c.shard, tx, now, c.results)
 	})
 	if err != nil {
 		return fmt.Errorf("recording the broadcasts of %s: %w", c.claim.Key, err)
@@ -134,9 +136,8 @@ func (c *broadcastCycle) Commit(ctx context.Context) error {
 	return nil
 }
 
-// recordBroadcasts writes broadcast outcomes inside a fenced transaction,
-// and moves the next nonce up to a chain nonce learned meanwhile.
-func recordBroadcasts(ctx context.Context, s *shard, tx *store.Store, now time.Time, results []broadcastResult, learned uint64) error {
+// recordBroadcasts writes broadcast outcomes inside a fenced transaction.
+func recordBroadcasts(ctx context.Context, s *shard, tx *store.Store, now time.Time, results []broadcastResult) error {
 	var taken []string
 	for _, r := range results {
 		a := r.attempt
@@ -165,11 +166,6 @@ func recordBroadcasts(ctx context.Context, s *shard, tx *store.Store, now time.T
 	}
 	if len(taken) > 0 {
 		if _, err := tx.AttemptMarkSent(ctx, store.AttemptMarkSentParams{Now: now, ChainID: s.chainID(), TxHashes: taken}); err != nil {
-			return err
-		}
-	}
-	if learned > 0 {
-		if _, err := tx.WalletNonceRaise(ctx, store.WalletNonceRaiseParams{Now: now, ChainID: s.chainID(), Sender: s.sender, AtLeast: int64(learned)}); err != nil {
 			return err
 		}
 	}

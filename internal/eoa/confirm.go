@@ -123,15 +123,15 @@ func (c *confirmCycle) broadcastUncertain(ctx context.Context) error {
 	return nil
 }
 
-// Commit records the confirmations, replacements and new broadcasts, and
-// moves the next nonce up to the chain's, in one fenced transaction.
+// Commit records the confirmations, replacements and new broadcasts in one
+// fenced transaction; the run's send starts at or above the chain's nonce.
 func (c *confirmCycle) Commit(ctx context.Context) error {
 	now := c.now()
 	err := c.fenced(ctx, func(tx *store.Store) error {
-		if err := recordBroadcasts(ctx, c.shard, tx, now, c.confirmed, c.chainNonce); err != nil {
+		if err := recordBroadcasts(ctx, c.shard, tx, now, c.confirmed); err != nil {
 			return err
 		}
-		if err := recordBroadcasts(ctx, c.shard, tx, now, c.replaced, 0); err != nil {
+		if err := recordBroadcasts(ctx, c.shard, tx, now, c.replaced); err != nil {
 			return err
 		}
 		for _, r := range c.resent {

@@ -15,13 +15,14 @@
 //   - confirm, once per run: the chain's nonce (NonceAt, latest); receipts
 //     of the sent attempts it passed (done, or done with reverted); a new
 //     broadcast, same bytes, of sent attempts whose last broadcast was
-//     indeterminate; the next nonce moved up to the chain's.
+//     indeterminate.
 //   - Config.Stalls, once per run: the seam for gas bumps, no-ops and nonce
 //     resets (the next issue). nil by default.
 //   - send: waiting tasks in queue order up to the in-flight budget, fees
 //     from SuggestFees, gas from the task or EstimateGas, signed by the
 //     wallet's Signer with freed nonces first and then consecutive new ones
-//     (the chain's nonce the first time), and stored with the tasks' move to
+//     from the wallet's next nonce (the chain's nonce the first time, and
+//     moved up to it when the chain passed it), and stored with the tasks' move to
 //     executing in one fenced transaction (store.AttemptsStore) before
 //     anything is broadcast. The recover cycle that follows broadcasts them.
 //

@@ -119,14 +119,14 @@ func TestSeed003_ReplacedOnlyWhenEveryLookupSaysAbsentForTheGraceNeverOnAFailedL
 		e.led.failReceipt = nil
 		e.drive(t, e.pool, 3, task)
 		e.requireDoneOnce(t, task)
-		require.Len(t, e.led.records(), 1)
+		require.Equal(t, 1, len(e.led.records()))
 	})
 	t.Run("replaced", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}})
 		task := e.post(t, 0, 0, 1000, nil)
 		e.drive1(t)
-		require.Len(t, e.led.records(), 1)
+		require.Equal(t, 1, len(e.led.records()))
 		// Someone replaces our pooled transaction with their own for nonce 0.
 		e.sendOutside(t, 0, 0)
 		e.chain.Mine()
@@ -190,7 +190,7 @@ func TestSeed003_ACollectWithNothingToDoNowEndsTheRun(t *testing.T) {
 	tasks := e.postN(t, 2)
 	runPool(t, e.pool)
 	require.Equal(t, 1, e.led.callsOf("NonceAt"))
-	require.Len(t, e.led.records(), 2)
+	require.Equal(t, 2, len(e.led.records()))
 
 	queued, err := e.follower.RunOnce(t.Context())
 	require.NoError(t, err)

@@ -175,7 +175,7 @@ func (c *sendCycle) sign(p prepared, nonce uint64, fees ledger.Fees, chainID *bi
 func (c *sendCycle) Commit(ctx context.Context) error {
 	now := c.now()
 	err := c.fenced(ctx, func(tx *store.Store) error {
-		if err := recordBroadcasts(ctx, c.shard, tx, now, c.failed, 0); err != nil {
+		if err := recordBroadcasts(ctx, c.shard, tx, now, c.failed); err != nil {
 			return err
 		}
 		if !c.first && c.firstNonce > c.next {
