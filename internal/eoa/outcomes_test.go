@@ -97,6 +97,18 @@ func TestSeed003_NonceTooLowFromAnotherSenderRequeuesTheTaskAndRaisesTheNextNonc
 			require.Contains(t, a.LastError, "used by another transaction")
 		}
 	}
+
+	// The chain passes the next nonce (4 is used outside ledgerq): the
+	// next task starts at the chain's nonce, with no round trip.
+	e.sendOutside(t, 0, 4)
+	e.chain.Mine()
+	next := e.post(t, 0, 0, 1, nil)
+	e.drive(t, e.pool, 10, next)
+	require.Equal(t, []int64{5}, e.requireDoneOnce(t, next))
+	require.Equal(t, 1, len(e.attempts(t, next)))
+	stored, err := e.st.WalletNonceGet(t.Context(), chainID, e.wallets[0].Address().Hex())
+	require.NoError(t, err)
+	require.Equal(t, int64(6), stored)
 }
 
 // DESIGN §7 (engine-core counted a failed receipt lookup as a replacement
@@ -115,7 +127,7 @@ func TestSeed003_ReplacedOnlyWhenEveryLookupSaysAbsentForTheGraceNeverOnAFailedL
 			e.clk.Advance(e.cfg.ReplacedAfter)
 		}
 		require.Equal(t, store.TaskExecuting, e.task(t, task).Status, "still waiting for an answer")
-		require.Len(t, e.attempts(t, task), 1, "never sent again")
+		require.Equal(t, 1, len(e.attempts(t, task)), "never sent again")
 		e.led.failReceipt = nil
 		e.drive(t, e.pool, 3, task)
 		e.requireDoneOnce(t, task)
@@ -131,10 +143,10 @@ func TestSeed003_ReplacedOnlyWhenEveryLookupSaysAbsentForTheGraceNeverOnAFailedL
 		e.sendOutside(t, 0, 0)
 		e.chain.Mine()
 		e.drive1(t)
-		require.Equal(t, store.TaskExecuting, e.task(t, task).Status, "absent once is not replaced")
+		require.Equal(t, 1, len(e.attempts(t, task)), "absent once is not replaced")
 		e.clk.Advance(e.cfg.ReplacedAfter - time.Second)
 		e.drive1(t)
-		require.Equal(t, store.TaskExecuting, e.task(t, task).Status, "not yet past the grace")
+		require.Equal(t, 1, len(e.attempts(t, task)), "not yet past the grace")
 		e.clk.Advance(time.Second)
 		e.drive1(t)
 		e.chain.Mine()
