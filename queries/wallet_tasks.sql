@@ -173,3 +173,116 @@ WHERE task_id = @task_id AND state IN ('signed', 'sent');
 
 -- name: AttemptListByTask :many
 SELECT * FROM ledgerq.tx_attempts WHERE task_id = @task_id ORDER BY created_at, tx_hash;
+
+-- name: WalletNonceRaise :execrows
+-- Reconciliation (seed 003's nonce sync, upward only): the chain's nonce
+-- passed the next nonce (someone else sent from the address), so the next new
+-- nonce starts at the chain's. No live attempt can sit at or above the old
+-- next nonce, so none is skipped over. Lowering it is a nonce reset (the next
+-- issue).
+UPDATE ledgerq.wallet_nonces
+SET next_nonce = @at_least, updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND sender = @sender AND next_nonce < @at_least;
+
+-- name: WalletNoncesFreed :many
+-- Send (seed 003's recycled nonces): nonces from @from_nonce (the chain's nonce) up
+-- to the next nonce that no live attempt holds — their attempt was dropped (a
+-- deterministic rejection, a replacement) — lowest first. The next send fills
+-- them before taking new nonces, so the chain never waits on a gap. Each probe
+-- goes through tx_attempts_live_nonce.
+SELECT g.nonce::bigint AS nonce
+FROM ledgerq.wallet_nonces w
+CROSS JOIN LATERAL generate_series(@from_nonce::bigint, w.next_nonce - 1) AS g(nonce)
+WHERE w.chain_id = @chain_id AND w.sender = @sender
+  AND NOT EXISTS (
+      SELECT 1 FROM ledgerq.tx_attempts a
+      WHERE a.chain_id = w.chain_id AND a.sender = w.sender AND a.nonce = g.nonce AND a.state <> 'dropped'
+  )
+ORDER BY g.nonce
+LIMIT @max;
+
+-- name: AttemptsInFlight :one
+-- Send (seed 003's in-flight budget): the wallet's attempts signed or sent
+-- and not yet confirmed, through tx_attempts_signed and tx_attempts_sent.
+SELECT count(*) FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state IN ('signed', 'sent');
+
+-- name: AttemptsSentUncertain :many
+-- Confirm: sent attempts whose last broadcast was indeterminate (last_error
+-- set) and whose nonce the chain has not passed (nonce >= @from_nonce), in nonce
+-- order: they are re-broadcast with the same bytes, since a transaction the
+-- node never took would hold up every later nonce.
+SELECT * FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state = 'sent' AND nonce >= @from_nonce
+  AND last_error IS NOT NULL
+ORDER BY nonce
+LIMIT @max;
+
+-- name: AttemptRecordBroadcast :execrows
+-- Confirm: the outcome of re-broadcasting a sent attempt; @error NULL when the
+-- node took it (or already had it).
+UPDATE ledgerq.tx_attempts
+SET last_error = sqlc.narg(error), updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state = 'sent';
+
+-- name: AttemptDrop :one
+-- A live, unmined attempt that will never be mined (its nonce went to another
+-- transaction, or it was signed and never broadcast and is released) is
+-- dropped; its nonce is free again. Returns its task.
+UPDATE ledgerq.tx_attempts
+SET state = 'dropped', last_error = @error::text, updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('signed', 'sent')
+RETURNING task_id;
+
+-- name: TaskRequeue :one
+-- The task's only live attempt was dropped without being mined: the task goes
+-- back to waiting, to be sent again with a new nonce.
+UPDATE ledgerq.wallet_tasks
+SET status = 0, started_at = NULL, updated_at = @now::timestamptz
+WHERE id = @id AND status = 1
+RETURNING *;
+
+-- name: WalletsWithWork :many
+-- Follower: the (chain, sender) pairs with live attempts (signed or sent) or
+-- waiting tasks, in (chain_id, sender) order after the given pair. Each part
+-- is a loose index scan (one index probe per distinct pair, through
+-- tx_attempts_signed, tx_attempts_sent and wallet_tasks_waiting_fifo), so a
+-- long queue of one wallet costs no more than a short one.
+WITH RECURSIVE
+signed(chain_id, sender) AS (
+    (SELECT a.chain_id, a.sender FROM ledgerq.tx_attempts a
+     WHERE a.state = 'signed' AND (a.chain_id, a.sender) > (@after_chain_id::bigint, @after_sender::text)
+     ORDER BY a.chain_id, a.sender LIMIT 1)
+    UNION ALL
+    SELECT n.chain_id, n.sender FROM signed s CROSS JOIN LATERAL (
+        SELECT a.chain_id, a.sender FROM ledgerq.tx_attempts a
+        WHERE a.state = 'signed' AND (a.chain_id, a.sender) > (s.chain_id, s.sender)
+        ORDER BY a.chain_id, a.sender LIMIT 1
+    ) n
+),
+sent(chain_id, sender) AS (
+    (SELECT a.chain_id, a.sender FROM ledgerq.tx_attempts a
+     WHERE a.state = 'sent' AND (a.chain_id, a.sender) > (@after_chain_id::bigint, @after_sender::text)
+     ORDER BY a.chain_id, a.sender LIMIT 1)
+    UNION ALL
+    SELECT n.chain_id, n.sender FROM sent s CROSS JOIN LATERAL (
+        SELECT a.chain_id, a.sender FROM ledgerq.tx_attempts a
+        WHERE a.state = 'sent' AND (a.chain_id, a.sender) > (s.chain_id, s.sender)
+        ORDER BY a.chain_id, a.sender LIMIT 1
+    ) n
+),
+waiting(chain_id, sender) AS (
+    (SELECT t.chain_id, t.sender FROM ledgerq.wallet_tasks t
+     WHERE t.status = 0 AND (t.chain_id, t.sender) > (@after_chain_id::bigint, @after_sender::text)
+     ORDER BY t.chain_id, t.sender LIMIT 1)
+    UNION ALL
+    SELECT n.chain_id, n.sender FROM waiting w CROSS JOIN LATERAL (
+        SELECT t.chain_id, t.sender FROM ledgerq.wallet_tasks t
+        WHERE t.status = 0 AND (t.chain_id, t.sender) > (w.chain_id, w.sender)
+        ORDER BY t.chain_id, t.sender LIMIT 1
+    ) n
+)
+SELECT u.chain_id::bigint AS chain_id, u.sender::text AS sender
+FROM (SELECT * FROM signed UNION SELECT * FROM sent UNION SELECT * FROM waiting) u
+ORDER BY u.chain_id, u.sender
+LIMIT @max;

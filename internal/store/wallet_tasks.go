@@ -582,6 +582,11 @@ type AttemptsStoreParams struct {
 	FirstNonce int64
 	// Attempts: one per task, each task waiting.
 	Attempts []SignedTx
+	// Reused are attempts at freed nonces (seed 003's recycled nonces):
+	// below FirstNonce, each held by no live attempt (the unique index
+	// refuses one that is). They do not move the next nonce. One per task,
+	// each task waiting, none also in Attempts.
+	Reused []SignedTx
 }
 
 // AttemptsStore is the write-ahead of DESIGN §2.3 and seed 003: in one
@@ -599,8 +604,13 @@ type AttemptsStoreParams struct {
 // Signed bytes of a failed store were never stored, so they must not be
 // broadcast. A worker runs it inside ShardFenced, so a worker whose lease
 // was rescued stores nothing.
+//
+// Reused attempts are stored in the same transaction; they need the
+// wallet's next nonce to be stored already and equal to FirstNonce. It
+// returns the stored attempts, Reused first, then Attempts.
 func (s *Store) AttemptsStore(ctx context.Context, p AttemptsStoreParams) ([]Attempt, error) {
-	n := len(p.Attempts)
+	all := append(append([]SignedTx(nil), p.Reused...), p.Attempts...)
+	n := len(all)
 	if n == 0 {
 		return nil, nil
 	}
@@ -611,16 +621,25 @@ func (s *Store) AttemptsStore(ctx context.Context, p AttemptsStoreParams) ([]Att
 		GasLimits: make([]int64, n), MaxFees: make([]pgtype.Numeric, n), MaxTips: make([]pgtype.Numeric, n),
 	}
 	seen := make(map[string]bool, n)
-	for i, a := range p.Attempts {
+	reusedNonces := make(map[int64]bool, len(p.Reused))
+	for i, a := range all {
+		reused := i < len(p.Reused)
 		switch {
-		case a.Nonce != p.FirstNonce+int64(i):
-			return nil, fmt.Errorf("storing attempts: attempt %d has nonce %d, not %d: nonces must be consecutive from the next nonce", i, a.Nonce, p.FirstNonce+int64(i))
+		case reused && (a.Nonce < 0 || a.Nonce >= p.FirstNonce):
+			return nil, fmt.Errorf("storing attempts: reused nonce %d is not below the next nonce %d", a.Nonce, p.FirstNonce)
+		case reused && reusedNonces[a.Nonce]:
+			return nil, fmt.Errorf("storing attempts: reused nonce %d twice", a.Nonce)
+		case !reused && a.Nonce != p.FirstNonce+int64(i-len(p.Reused)):
+			return nil, fmt.Errorf("storing attempts: attempt %d has nonce %d, not %d: nonces must be consecutive from the next nonce", i-len(p.Reused), a.Nonce, p.FirstNonce+int64(i-len(p.Reused)))
 		case seen[a.TaskID]:
 			return nil, fmt.Errorf("storing attempts: task %q twice", a.TaskID)
 		case a.GasLimit == 0 || a.GasLimit > 1<<63-1:
 			return nil, fmt.Errorf("storing attempts: gas limit %d out of range", a.GasLimit)
 		}
 		seen[a.TaskID] = true
+		if reused {
+			reusedNonces[a.Nonce] = true
+		}
 		ins.TxHashes[i], ins.TaskIds[i], ins.Nonces[i], ins.Raws[i] = lowerHex(a.TxHash), a.TaskID, a.Nonce, a.Raw
 		ins.GasLimits[i], ins.MaxFees[i], ins.MaxTips[i] = int64(a.GasLimit), numericFromBig(a.MaxFeePerGas), numericFromBig(a.MaxPriorityFeePerGas)
 	}
@@ -633,8 +652,17 @@ func (s *Store) AttemptsStore(ctx context.Context, p AttemptsStoreParams) ([]Att
 		if started != int64(n) {
 			return &TaskNotWaitingError{Wanted: n, Waiting: int(started)}
 		}
+		if len(p.Reused) > 0 {
+			// A nonce below the next one was assigned before: only then can
+			// it have been freed.
+			if _, err := one(q.WalletNonceGet(ctx, dbsqlc.WalletNonceGetParams{ChainID: p.ChainID, Sender: sender})); errors.Is(err, ErrNotFound) {
+				return &NonceMovedError{ChainID: p.ChainID, Sender: sender, Expected: p.FirstNonce}
+			} else if err != nil {
+				return fmt.Errorf("reading the next nonce of %s: %w", key, err)
+			}
+		}
 		_, err = one(q.WalletNonceAdvance(ctx, dbsqlc.WalletNonceAdvanceParams{
-			ChainID: p.ChainID, Sender: sender, Expected: p.FirstNonce, Next: p.FirstNonce + int64(n), Now: p.Now,
+			ChainID: p.ChainID, Sender: sender, Expected: p.FirstNonce, Next: p.FirstNonce + int64(len(p.Attempts)), Now: p.Now,
 		}))
 		switch {
 		case errors.Is(err, ErrNotFound):
@@ -654,7 +682,7 @@ func (s *Store) AttemptsStore(ctx context.Context, p AttemptsStoreParams) ([]Att
 		return nil, err
 	}
 	out := make([]Attempt, n)
-	for i, a := range p.Attempts {
+	for i, a := range all {
 		a.TxHash = ins.TxHashes[i]
 		out[i] = Attempt{SignedTx: a, ChainID: p.ChainID, Sender: sender, State: AttemptSigned, CreatedAt: p.Now, UpdatedAt: p.Now}
 	}

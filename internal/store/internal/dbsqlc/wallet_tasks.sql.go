@@ -33,6 +33,35 @@ func (q *Queries) AttemptConfirm(ctx context.Context, arg AttemptConfirmParams) 
 	return task_id, err
 }
 
+const attemptDrop = `-- name: AttemptDrop :one
+UPDATE ledgerq.tx_attempts
+SET state = 'dropped', last_error = $1::text, updated_at = $2::timestamptz
+WHERE chain_id = $3 AND tx_hash = $4 AND state IN ('signed', 'sent')
+RETURNING task_id
+`
+
+type AttemptDropParams struct {
+	Error   string
+	Now     time.Time
+	ChainID int64
+	TxHash  string
+}
+
+// A live, unmined attempt that will never be mined (its nonce went to another
+// transaction, or it was signed and never broadcast and is released) is
+// dropped; its nonce is free again. Returns its task.
+func (q *Queries) AttemptDrop(ctx context.Context, arg AttemptDropParams) (string, error) {
+	row := q.db.QueryRow(ctx, attemptDrop,
+		arg.Error,
+		arg.Now,
+		arg.ChainID,
+		arg.TxHash,
+	)
+	var task_id string
+	err := row.Scan(&task_id)
+	return task_id, err
+}
+
 const attemptDropByTask = `-- name: AttemptDropByTask :execrows
 UPDATE ledgerq.tx_attempts
 SET state = 'dropped', last_error = $1::text, updated_at = $2::timestamptz
@@ -174,6 +203,53 @@ func (q *Queries) AttemptMarkSent(ctx context.Context, arg AttemptMarkSentParams
 	return result.RowsAffected(), nil
 }
 
+const attemptRecordBroadcast = `-- name: AttemptRecordBroadcast :execrows
+UPDATE ledgerq.tx_attempts
+SET last_error = $1, updated_at = $2::timestamptz
+WHERE chain_id = $3 AND tx_hash = $4 AND state = 'sent'
+`
+
+type AttemptRecordBroadcastParams struct {
+	Error   *string
+	Now     time.Time
+	ChainID int64
+	TxHash  string
+}
+
+// Confirm: the outcome of re-broadcasting a sent attempt; @error NULL when the
+// node took it (or already had it).
+func (q *Queries) AttemptRecordBroadcast(ctx context.Context, arg AttemptRecordBroadcastParams) (int64, error) {
+	result, err := q.db.Exec(ctx, attemptRecordBroadcast,
+		arg.Error,
+		arg.Now,
+		arg.ChainID,
+		arg.TxHash,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const attemptsInFlight = `-- name: AttemptsInFlight :one
+SELECT count(*) FROM ledgerq.tx_attempts
+WHERE chain_id = $1 AND sender = $2 AND state IN ('signed', 'sent')
+`
+
+type AttemptsInFlightParams struct {
+	ChainID int64
+	Sender  string
+}
+
+// Send (seed 003's in-flight budget): the wallet's attempts signed or sent
+// and not yet confirmed, through tx_attempts_signed and tx_attempts_sent.
+func (q *Queries) AttemptsInFlight(ctx context.Context, arg AttemptsInFlightParams) (int64, error) {
+	row := q.db.QueryRow(ctx, attemptsInFlight, arg.ChainID, arg.Sender)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const attemptsSentBelow = `-- name: AttemptsSentBelow :many
 SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state = 'sent' AND nonce < $3
@@ -195,6 +271,66 @@ func (q *Queries) AttemptsSentBelow(ctx context.Context, arg AttemptsSentBelowPa
 		arg.ChainID,
 		arg.Sender,
 		arg.Below,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LedgerqTxAttempt{}
+	for rows.Next() {
+		var i LedgerqTxAttempt
+		if err := rows.Scan(
+			&i.ChainID,
+			&i.TxHash,
+			&i.TaskID,
+			&i.Sender,
+			&i.Nonce,
+			&i.Raw,
+			&i.GasLimit,
+			&i.MaxFeePerGas,
+			&i.MaxPriorityFeePerGas,
+			&i.State,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.SentAt,
+			&i.ConfirmedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const attemptsSentUncertain = `-- name: AttemptsSentUncertain :many
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at FROM ledgerq.tx_attempts
+WHERE chain_id = $1 AND sender = $2 AND state = 'sent' AND nonce >= $3
+  AND last_error IS NOT NULL
+ORDER BY nonce
+LIMIT $4
+`
+
+type AttemptsSentUncertainParams struct {
+	ChainID   int64
+	Sender    string
+	FromNonce int64
+	Max       int32
+}
+
+// Confirm: sent attempts whose last broadcast was indeterminate (last_error
+// set) and whose nonce the chain has not passed (nonce >= @from_nonce), in nonce
+// order: they are re-broadcast with the same bytes, since a transaction the
+// node never took would hold up every later nonce.
+func (q *Queries) AttemptsSentUncertain(ctx context.Context, arg AttemptsSentUncertainParams) ([]LedgerqTxAttempt, error) {
+	rows, err := q.db.Query(ctx, attemptsSentUncertain,
+		arg.ChainID,
+		arg.Sender,
+		arg.FromNonce,
 		arg.Max,
 	)
 	if err != nil {
@@ -772,6 +908,48 @@ func (q *Queries) TaskNextWaitingPriority(ctx context.Context, arg TaskNextWaiti
 	return items, nil
 }
 
+const taskRequeue = `-- name: TaskRequeue :one
+UPDATE ledgerq.wallet_tasks
+SET status = 0, started_at = NULL, updated_at = $1::timestamptz
+WHERE id = $2 AND status = 1
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at
+`
+
+type TaskRequeueParams struct {
+	Now time.Time
+	ID  string
+}
+
+// The task's only live attempt was dropped without being mined: the task goes
+// back to waiting, to be sent again with a new nonce.
+func (q *Queries) TaskRequeue(ctx context.Context, arg TaskRequeueParams) (LedgerqWalletTask, error) {
+	row := q.db.QueryRow(ctx, taskRequeue, arg.Now, arg.ID)
+	var i LedgerqWalletTask
+	err := row.Scan(
+		&i.ID,
+		&i.WalletID,
+		&i.ChainID,
+		&i.Sender,
+		&i.Priority,
+		&i.Status,
+		&i.ToAddress,
+		&i.ValueWei,
+		&i.Data,
+		&i.GasLimit,
+		&i.IdempotencyKey,
+		&i.RequestHash,
+		&i.TxHash,
+		&i.Error,
+		&i.Reverted,
+		&i.Cancelled,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+	)
+	return i, err
+}
+
 const taskStartMany = `-- name: TaskStartMany :execrows
 UPDATE ledgerq.wallet_tasks t
 SET status = 1, started_at = $1::timestamptz, updated_at = $1::timestamptz
@@ -860,4 +1038,162 @@ func (q *Queries) WalletNonceGet(ctx context.Context, arg WalletNonceGetParams) 
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const walletNonceRaise = `-- name: WalletNonceRaise :execrows
+UPDATE ledgerq.wallet_nonces
+SET next_nonce = $1, updated_at = $2::timestamptz
+WHERE chain_id = $3 AND sender = $4 AND next_nonce < $1
+`
+
+type WalletNonceRaiseParams struct {
+	AtLeast int64
+	Now     time.Time
+	ChainID int64
+	Sender  string
+}
+
+// Reconciliation (seed 003's nonce sync, upward only): the chain's nonce
+// passed the next nonce (someone else sent from the address), so the next new
+// nonce starts at the chain's. No live attempt can sit at or above the old
+// next nonce, so none is skipped over. Lowering it is a nonce reset (the next
+// issue).
+func (q *Queries) WalletNonceRaise(ctx context.Context, arg WalletNonceRaiseParams) (int64, error) {
+	result, err := q.db.Exec(ctx, walletNonceRaise,
+		arg.AtLeast,
+		arg.Now,
+		arg.ChainID,
+		arg.Sender,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const walletNoncesFreed = `-- name: WalletNoncesFreed :many
+SELECT g.nonce::bigint AS nonce
+FROM ledgerq.wallet_nonces w
+CROSS JOIN LATERAL generate_series($1::bigint, w.next_nonce - 1) AS g(nonce)
+WHERE w.chain_id = $2 AND w.sender = $3
+  AND NOT EXISTS (
+      SELECT 1 FROM ledgerq.tx_attempts a
+      WHERE a.chain_id = w.chain_id AND a.sender = w.sender AND a.nonce = g.nonce AND a.state <> 'dropped'
+  )
+ORDER BY g.nonce
+LIMIT $4
+`
+
+type WalletNoncesFreedParams struct {
+	FromNonce int64
+	ChainID   int64
+	Sender    string
+	Max       int32
+}
+
+// Send (seed 003's recycled nonces): nonces from @from_nonce (the chain's nonce) up
+// to the next nonce that no live attempt holds — their attempt was dropped (a
+// deterministic rejection, a replacement) — lowest first. The next send fills
+// them before taking new nonces, so the chain never waits on a gap. Each probe
+// goes through tx_attempts_live_nonce.
+func (q *Queries) WalletNoncesFreed(ctx context.Context, arg WalletNoncesFreedParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, walletNoncesFreed,
+		arg.FromNonce,
+		arg.ChainID,
+		arg.Sender,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []int64{}
+	for rows.Next() {
+		var nonce int64
+		if err := rows.Scan(&nonce); err != nil {
+			return nil, err
+		}
+		items = append(items, nonce)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const walletsWithWork = `-- name: WalletsWithWork :many
+WITH RECURSIVE
+signed(chain_id, sender) AS (
+    (SELECT a.chain_id, a.sender FROM ledgerq.tx_attempts a
+     WHERE a.state = 'signed' AND (a.chain_id, a.sender) > ($2::bigint, $3::text)
+     ORDER BY a.chain_id, a.sender LIMIT 1)
+    UNION ALL
+    SELECT n.chain_id, n.sender FROM signed s CROSS JOIN LATERAL (
+        SELECT a.chain_id, a.sender FROM ledgerq.tx_attempts a
+        WHERE a.state = 'signed' AND (a.chain_id, a.sender) > (s.chain_id, s.sender)
+        ORDER BY a.chain_id, a.sender LIMIT 1
+    ) n
+),
+sent(chain_id, sender) AS (
+    (SELECT a.chain_id, a.sender FROM ledgerq.tx_attempts a
+     WHERE a.state = 'sent' AND (a.chain_id, a.sender) > ($2::bigint, $3::text)
+     ORDER BY a.chain_id, a.sender LIMIT 1)
+    UNION ALL
+    SELECT n.chain_id, n.sender FROM sent s CROSS JOIN LATERAL (
+        SELECT a.chain_id, a.sender FROM ledgerq.tx_attempts a
+        WHERE a.state = 'sent' AND (a.chain_id, a.sender) > (s.chain_id, s.sender)
+        ORDER BY a.chain_id, a.sender LIMIT 1
+    ) n
+),
+waiting(chain_id, sender) AS (
+    (SELECT t.chain_id, t.sender FROM ledgerq.wallet_tasks t
+     WHERE t.status = 0 AND (t.chain_id, t.sender) > ($2::bigint, $3::text)
+     ORDER BY t.chain_id, t.sender LIMIT 1)
+    UNION ALL
+    SELECT n.chain_id, n.sender FROM waiting w CROSS JOIN LATERAL (
+        SELECT t.chain_id, t.sender FROM ledgerq.wallet_tasks t
+        WHERE t.status = 0 AND (t.chain_id, t.sender) > (w.chain_id, w.sender)
+        ORDER BY t.chain_id, t.sender LIMIT 1
+    ) n
+)
+SELECT u.chain_id::bigint AS chain_id, u.sender::text AS sender
+FROM (SELECT chain_id, sender FROM signed UNION SELECT chain_id, sender FROM sent UNION SELECT chain_id, sender FROM waiting) u
+ORDER BY u.chain_id, u.sender
+LIMIT $1
+`
+
+type WalletsWithWorkParams struct {
+	Max          int32
+	AfterChainID int64
+	AfterSender  string
+}
+
+type WalletsWithWorkRow struct {
+	ChainID int64
+	Sender  string
+}
+
+// Follower: the (chain, sender) pairs with live attempts (signed or sent) or
+// waiting tasks, in (chain_id, sender) order after the given pair. Each part
+// is a loose index scan (one index probe per distinct pair, through
+// tx_attempts_signed, tx_attempts_sent and wallet_tasks_waiting_fifo), so a
+// long queue of one wallet costs no more than a short one.
+func (q *Queries) WalletsWithWork(ctx context.Context, arg WalletsWithWorkParams) ([]WalletsWithWorkRow, error) {
+	rows, err := q.db.Query(ctx, walletsWithWork, arg.Max, arg.AfterChainID, arg.AfterSender)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WalletsWithWorkRow{}
+	for rows.Next() {
+		var i WalletsWithWorkRow
+		if err := rows.Scan(&i.ChainID, &i.Sender); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -1,0 +1,102 @@
+package eoa
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/store"
+)
+
+// Config configures a Job and its Follower.
+type Config struct {
+	// InFlight is seed 003's in-flight budget (MAX_INFLIGHT_PER_EOA): the
+	// most attempts a wallet has signed or sent and not yet confirmed. A send
+	// takes at most this many minus those.
+	InFlight int
+	// QueueType is the order in which a wallet's waiting tasks are sent
+	// (seed 004's sendTxQueueType).
+	QueueType store.QueueType
+	// LedgerTimeout bounds each ledger call.
+	LedgerTimeout time.Duration
+	// DBTimeout bounds each database call (a fenced commit is one call).
+	DBTimeout time.Duration
+	// ReplacedAfter is how long a sent attempt's nonce must have been passed
+	// by the chain, with every receipt lookup of its hashes answering "no
+	// receipt", before the attempt counts as replaced (DESIGN §7: a failed
+	// lookup is never "absent"; a node that has not indexed a new block yet
+	// is not either) and its task is sent again.
+	ReplacedAfter time.Duration
+	// MaxFailures is the number of consecutive failed runs after which the
+	// task at the head of the queue, whose gas estimate failed while the
+	// node answered the fee suggestion, ends in error: a task the node
+	// refuses to estimate must not hold up its wallet forever (seed 002:
+	// failed work is not retried forever).
+	MaxFailures int
+	// FollowInterval is the Follower's interval: how often the shard of a
+	// wallet with attempts in flight runs, to confirm them.
+	FollowInterval time.Duration
+	// Stalls, when set, is asked once per run for a cycle that unsticks the
+	// wallet (the next issue's gas bumps, no-ops and nonce resets). nil
+	// leaves a stalled nonce as it is.
+	Stalls Stalls
+	// Clock tells the time written to the database; nil is clock.Real.
+	Clock clock.Clock
+	// Logger gets the worker's logs (never a key); nil discards them.
+	Logger *slog.Logger
+}
+
+// Defaults returns seed 003's settings: a budget of 100, the priority queue,
+// and a Follower interval of one second.
+func Defaults() Config {
+	return Config{
+		InFlight:       100,
+		QueueType:      store.QueuePriority,
+		LedgerTimeout:  10 * time.Second,
+		DBTimeout:      5 * time.Second,
+		ReplacedAfter:  time.Minute,
+		MaxFailures:    10,
+		FollowInterval: time.Second,
+	}
+}
+
+// Validate reports the settings that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	if c.InFlight < 1 {
+		errs = append(errs, fmt.Errorf("wallet in-flight budget must be at least 1, got %d", c.InFlight))
+	}
+	if c.QueueType != store.QueuePriority && c.QueueType != store.QueueFIFO {
+		errs = append(errs, fmt.Errorf("wallet queue type must be %q or %q, got %q", store.QueuePriority, store.QueueFIFO, c.QueueType))
+	}
+	if c.MaxFailures < 1 {
+		errs = append(errs, fmt.Errorf("wallet max failures must be at least 1, got %d", c.MaxFailures))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"ledger timeout", c.LedgerTimeout}, {"database timeout", c.DBTimeout},
+		{"follow interval", c.FollowInterval},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("wallet %s must be positive, got %s", d.name, d.v))
+		}
+	}
+	if c.ReplacedAfter < 0 {
+		errs = append(errs, fmt.Errorf("wallet replaced-after must not be negative, got %s", c.ReplacedAfter))
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}

@@ -1,0 +1,90 @@
+package eoa
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/loop"
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/wallet"
+)
+
+// followPage is how many wallets one Follower query lists.
+const followPage = 500
+
+// Follower brings wallet shards back while they have work the chain must
+// finish: seed 003's "requeue the job while work remains". A run whose
+// attempts are sent but not yet mined ends (a collect with nothing to do
+// now ends the run: no spinning), so every Config.FollowInterval the
+// Follower schedules the shard of every configured wallet with attempts in
+// flight or waiting tasks; its next run confirms what was mined and sends
+// what the budget allows. Scheduling a pending shard changes nothing and a
+// running one is queued again after its run, so any number of processes
+// may run a Follower. It is a loop.Service.
+type Follower struct {
+	*loop.Loop
+	cfg     Config
+	store   *store.Store
+	wallets *wallet.Registry
+
+	// OnScheduled, when set, is called after a round queued shards (this
+	// process's Pool.Poke; other processes hear the NOTIFY). Set it before
+	// Start.
+	OnScheduled func()
+}
+
+// NewFollower returns the wallet shards' follower.
+func NewFollower(st *store.Store, wallets *wallet.Registry, cfg Config) (*Follower, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	f := &Follower{cfg: cfg, store: st, wallets: wallets}
+	f.Loop = loop.NewService("wallet_follower", cfg.FollowInterval, loop.Deps{Clock: cfg.Clock, Logger: cfg.Logger}, 0, f.RunOnce)
+	return f, nil
+}
+
+// RunOnce schedules the shard of every configured wallet with attempts in
+// flight or waiting tasks and returns how many it moved from idle to
+// pending. Tests call it directly.
+func (f *Follower) RunOnce(ctx context.Context) (int, error) {
+	queued := 0
+	var after store.WalletKey
+	for {
+		page, err := within(ctx, f.cfg.DBTimeout, func(ctx context.Context) ([]store.WalletKey, error) {
+			return f.store.WalletsWithWork(ctx, store.WalletsWithWorkParams{After: after, Max: followPage})
+		})
+		if err != nil {
+			return queued, err
+		}
+		for _, w := range page {
+			if !common.IsHexAddress(w.Sender) {
+				continue
+			}
+			if _, ok := f.wallets.BySender(w.ChainID, ledger.Address(common.HexToAddress(w.Sender))); !ok {
+				continue
+			}
+			key := store.WalletShardKey(w.ChainID, w.Sender)
+			res, err := within(ctx, f.cfg.DBTimeout, func(ctx context.Context) (store.ShardScheduled, error) {
+				return f.store.ShardSchedule(ctx, store.ShardScheduleParams{Now: f.cfg.Clock.Now(), Key: key})
+			})
+			if err != nil {
+				return queued, fmt.Errorf("following %s: %w", key, err)
+			}
+			if res == store.ShardQueued {
+				queued++
+			}
+		}
+		if len(page) < followPage {
+			break
+		}
+		after = page[len(page)-1]
+	}
+	if queued > 0 && f.OnScheduled != nil {
+		f.OnScheduled()
+	}
+	return queued, nil
+}

@@ -1,0 +1,490 @@
+package eoa
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"errors"
+	"fmt"
+	"math/big"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/params"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
+	"github.com/ledgerq/ledgerq/internal/loop"
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
+	"github.com/ledgerq/ledgerq/internal/wallet"
+	"github.com/ledgerq/ledgerq/internal/workers"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+const (
+	chainID     = int64(1337)
+	blockPeriod = time.Second
+)
+
+var ether = big.NewInt(params.Ether)
+
+// sendRecord is one SendRawTransaction that reached the recording ledger.
+type sendRecord struct {
+	from  common.Address
+	nonce uint64
+	hash  string
+	raw   []byte
+	err   error
+}
+
+// recLedger wraps the simulated chain: it records every broadcast, counts
+// calls, lets a test fail receipt lookups or act before a send, and makes
+// every fee suggestion one wei higher than the last, so that a transaction
+// signed again never has the bytes of the first.
+type recLedger struct {
+	*evmsim.Ledger
+	t *testing.T
+
+	mu    sync.Mutex
+	sends []sendRecord
+	calls map[string]int
+	tip   int64
+	// minedIsNonceTooLow answers a mined transaction's hash with geth's
+	// `nonce too low` (evmsim says `already known`).
+	minedIsNonceTooLow bool
+	// beforeSend, when set, runs before each send reaches the chain.
+	beforeSend func(tx *types.Transaction)
+	// failReceipt, when set, makes the lookup of hash fail when it returns true.
+	failReceipt func(hash string) bool
+	// onSuggestFees, when set, runs inside SuggestFees.
+	onSuggestFees func()
+	// estimateErr, when set, is EstimateGas's error for msg (nil: estimate).
+	estimateErr func(msg ledger.CallMsg) error
+}
+
+func newRecLedger(t *testing.T, chain *evmsim.Ledger) *recLedger {
+	return &recLedger{Ledger: chain, t: t, calls: map[string]int{}}
+}
+
+func (l *recLedger) count(name string) {
+	l.mu.Lock()
+	l.calls[name]++
+	l.mu.Unlock()
+}
+
+func (l *recLedger) callsOf(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.calls[name]
+}
+
+func (l *recLedger) totalCalls() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, c := range l.calls {
+		n += c
+	}
+	return n
+}
+
+func (l *recLedger) ChainID(ctx context.Context) (*big.Int, error) {
+	l.count("ChainID")
+	return l.Ledger.ChainID(ctx)
+}
+
+func (l *recLedger) NonceAt(ctx context.Context, a ledger.Address) (uint64, error) {
+	l.count("NonceAt")
+	return l.Ledger.NonceAt(ctx, a)
+}
+
+func (l *recLedger) EstimateGas(ctx context.Context, m ledger.CallMsg) (uint64, error) {
+	l.count("EstimateGas")
+	l.mu.Lock()
+	fail := l.estimateErr
+	l.mu.Unlock()
+	if fail != nil {
+		if err := fail(m); err != nil {
+			return 0, err
+		}
+	}
+	return l.Ledger.EstimateGas(ctx, m)
+}
+
+func (l *recLedger) SuggestFees(ctx context.Context) (ledger.Fees, error) {
+	l.count("SuggestFees")
+	l.mu.Lock()
+	hook := l.onSuggestFees
+	l.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	f, err := l.Ledger.SuggestFees(ctx)
+	if err != nil {
+		return f, err
+	}
+	l.mu.Lock()
+	l.tip++
+	bump := big.NewInt(l.tip)
+	l.mu.Unlock()
+	return ledger.Fees{TipCap: new(big.Int).Add(f.TipCap, bump), FeeCap: new(big.Int).Add(f.FeeCap, bump)}, nil
+}
+
+func (l *recLedger) TransactionReceipt(ctx context.Context, h ledger.TxHash) (ledger.Receipt, error) {
+	l.count("TransactionReceipt")
+	l.mu.Lock()
+	fail := l.failReceipt
+	l.mu.Unlock()
+	if fail != nil && fail(h.Hex()) {
+		return ledger.Receipt{}, errors.New("simulated receipt lookup failure")
+	}
+	return l.Ledger.TransactionReceipt(ctx, h)
+}
+
+func (l *recLedger) SendRawTransaction(ctx context.Context, raw []byte) error {
+	l.count("SendRawTransaction")
+	var tx types.Transaction
+	require.NoError(l.t, tx.UnmarshalBinary(raw))
+	from, err := types.Sender(types.LatestSignerForChainID(big.NewInt(chainID)), &tx)
+	require.NoError(l.t, err)
+	l.mu.Lock()
+	hook, tooLow := l.beforeSend, l.minedIsNonceTooLow
+	l.mu.Unlock()
+	if hook != nil {
+		hook(&tx)
+	}
+	if tooLow {
+		if rc, _ := l.Ledger.TransactionReceipt(ctx, ledger.TxHash(tx.Hash())); rc.Found {
+			err = ledger.NewSendError(ledger.SendNonceTooLow, fmt.Sprintf("nonce too low: tx nonce %d", tx.Nonce()), nil)
+		} else {
+			err = l.Ledger.SendRawTransaction(ctx, raw)
+		}
+	} else {
+		err = l.Ledger.SendRawTransaction(ctx, raw)
+	}
+	l.mu.Lock()
+	l.sends = append(l.sends, sendRecord{from: from, nonce: tx.Nonce(), hash: tx.Hash().Hex(), raw: raw, err: err})
+	l.mu.Unlock()
+	return err
+}
+
+func (l *recLedger) records() []sendRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]sendRecord(nil), l.sends...)
+}
+
+// hashesPerNonce returns, per sender and nonce, the distinct hashes ever
+// broadcast.
+func (l *recLedger) hashesPerNonce() map[common.Address]map[uint64]map[string]bool {
+	out := map[common.Address]map[uint64]map[string]bool{}
+	for _, r := range l.records() {
+		if out[r.from] == nil {
+			out[r.from] = map[uint64]map[string]bool{}
+		}
+		if out[r.from][r.nonce] == nil {
+			out[r.from][r.nonce] = map[string]bool{}
+		}
+		out[r.from][r.nonce][r.hash] = true
+	}
+	return out
+}
+
+type env struct {
+	db       *testdb.DB
+	st       *store.Store
+	clk      *clock.Fake
+	chain    *evmsim.Ledger
+	led      *recLedger
+	keys     []*ecdsa.PrivateKey
+	wallets  []wallet.Wallet
+	reg      *wallet.Registry
+	cfg      Config
+	wcfg     workers.Config
+	job      *Job
+	pool     *workers.Pool
+	follower *Follower
+	rescuer  *workers.Rescuer
+	// recipients counts the tasks posted, for unique recipients.
+	recipients int
+}
+
+type options struct {
+	wallets int
+	sim     evmsim.Config
+	cfg     func(*Config)
+	fund    *big.Int
+}
+
+func setup(t *testing.T, o options) *env {
+	t.Helper()
+	if o.wallets == 0 {
+		o.wallets = 1
+	}
+	if o.fund == nil {
+		o.fund = new(big.Int).Mul(big.NewInt(1000), ether)
+	}
+	e := &env{db: testdb.New(t), clk: testfactory.NewClock()}
+	e.st = e.db.Store
+	o.sim.Clock = e.clk
+	o.sim.ChainID = chainID
+	if o.sim.BlockPeriod == 0 {
+		o.sim.BlockPeriod = blockPeriod
+	}
+	o.sim.Alloc = map[common.Address]*big.Int{}
+	for i := range o.wallets {
+		key, err := crypto.GenerateKey()
+		require.NoError(t, err)
+		signer, err := wallet.NewKeySigner(key)
+		require.NoError(t, err)
+		e.keys = append(e.keys, key)
+		e.wallets = append(e.wallets, wallet.Wallet{ID: fmt.Sprintf("w%d", i), ChainID: chainID, Signer: signer})
+		o.sim.Alloc[common.Address(signer.Address())] = o.fund
+	}
+	var err error
+	e.reg, err = wallet.NewRegistry(e.wallets...)
+	require.NoError(t, err)
+	e.chain = evmsim.New(o.sim)
+	e.led = newRecLedger(t, e.chain)
+	e.cfg = Defaults()
+	e.cfg.Clock = e.clk
+	if o.cfg != nil {
+		o.cfg(&e.cfg)
+	}
+	e.wcfg = workers.Defaults()
+	e.wcfg.Workers = 1
+	e.job, e.pool = e.newProcess(t, e.led)
+	e.follower, err = NewFollower(e.st, e.reg, e.cfg)
+	require.NoError(t, err)
+	e.rescuer = workers.NewRescuer(e.st, loop.Deps{Clock: e.clk}, e.wcfg)
+	return e
+}
+
+// newProcess returns a new Job and Pool on the same database and chain: a
+// restarted or second ledgerq process.
+func (e *env) newProcess(t *testing.T, led ledger.WalletLedger) (*Job, *workers.Pool) {
+	t.Helper()
+	job, err := NewJob(e.st, led, e.reg, e.cfg)
+	require.NoError(t, err)
+	pool, err := workers.NewPool(e.st, loop.Deps{Clock: e.clk}, e.wcfg, map[string]workers.Job{Kind: job})
+	require.NoError(t, err)
+	return job, pool
+}
+
+func (e *env) addr(w int) common.Address { return common.Address(e.wallets[w].Address()) }
+
+func (e *env) key(w int) string { return store.WalletShardKey(chainID, e.wallets[w].Address().Hex()) }
+
+// post stores a task of wallet w to a recipient of its own, one
+// microsecond after the previous one.
+func (e *env) post(t *testing.T, w int, priority int32, value int64, data []byte) store.Task {
+	t.Helper()
+	e.recipients++
+	to := common.BigToAddress(big.NewInt(int64(0x10000 + e.recipients)))
+	e.clk.Advance(time.Microsecond)
+	task, created, err := e.st.TaskInsert(t.Context(), store.TaskInsertParams{
+		Now: e.clk.Now(), Wallet: e.wallets[w].ID, ChainID: chainID, Sender: e.wallets[w].Address().Hex(), Priority: priority,
+		Request: store.TaskRequest{To: to.Hex(), Value: big.NewInt(value), Data: data},
+	})
+	require.NoError(t, err)
+	require.True(t, created)
+	return task
+}
+
+func (e *env) task(t *testing.T, task store.Task) store.Task {
+	t.Helper()
+	got, err := e.st.TaskGet(t.Context(), task.Wallet, task.ID)
+	require.NoError(t, err)
+	return got
+}
+
+func (e *env) attempts(t *testing.T, task store.Task) []store.Attempt {
+	t.Helper()
+	atts, err := e.st.AttemptListByTask(t.Context(), task.ID)
+	require.NoError(t, err)
+	return atts
+}
+
+// runPool runs pool until no shard is waiting.
+func runPool(t *testing.T, pool *workers.Pool) {
+	t.Helper()
+	for range 10_000 {
+		ran, err := pool.RunOnce(t.Context())
+		require.NoError(t, err)
+		if !ran {
+			return
+		}
+	}
+	t.Fatal("the pool never ran out of shards")
+}
+
+// drive runs rounds of follower, pool and one block period until every task
+// has ended, at most rounds times.
+func (e *env) drive(t *testing.T, pool *workers.Pool, rounds int, tasks ...store.Task) {
+	t.Helper()
+	for range rounds {
+		if e.allEnded(t, tasks) {
+			return
+		}
+		_, err := e.follower.RunOnce(t.Context())
+		require.NoError(t, err)
+		runPool(t, pool)
+		e.clk.Advance(blockPeriod)
+	}
+	if !e.allEnded(t, tasks) {
+		t.Fatalf("tasks still running after %d rounds", rounds)
+	}
+}
+
+func (e *env) allEnded(t *testing.T, tasks []store.Task) bool {
+	t.Helper()
+	for _, task := range tasks {
+		if !e.task(t, task).Status.Terminal() {
+			return false
+		}
+	}
+	return true
+}
+
+// requireDoneOnce checks that every task is done exactly once: done with
+// the hash of its one confirmed attempt, mined on the chain, its recipient
+// paid its value exactly once (a second execution would pay twice). It
+// returns the nonce of each task's transaction.
+func (e *env) requireDoneOnce(t *testing.T, tasks ...store.Task) []int64 {
+	t.Helper()
+	ctx := t.Context()
+	nonces := make([]int64, len(tasks))
+	for i, task := range tasks {
+		got := e.task(t, task)
+		require.Equal(t, store.TaskDone, got.Status, "task %d: %s", i, got.Error)
+		var confirmed []store.Attempt
+		for _, a := range e.attempts(t, task) {
+			if a.State == store.AttemptConfirmed {
+				confirmed = append(confirmed, a)
+			}
+		}
+		require.Len(t, confirmed, 1, "task %d has one confirmed attempt", i)
+		require.Equal(t, confirmed[0].TxHash, got.TxHash)
+		rc, err := e.chain.TransactionReceipt(ctx, ledger.TxHash(common.HexToHash(got.TxHash)))
+		require.NoError(t, err)
+		require.True(t, rc.Found, "task %d's transaction is mined", i)
+		if rc.Status == ledger.ReceiptSuccess {
+			bal, err := e.chain.BalanceAt(ctx, ledger.Address(common.HexToAddress(got.Request.To)))
+			require.NoError(t, err)
+			require.Equal(t, 0, bal.Cmp(got.Request.Value), "task %d's recipient was paid once", i)
+		}
+		var tx types.Transaction
+		require.NoError(t, tx.UnmarshalBinary(confirmed[0].Raw))
+		require.Equal(t, confirmed[0].Nonce, int64(tx.Nonce()))
+		nonces[i] = confirmed[0].Nonce
+	}
+	return nonces
+}
+
+// requireContiguous checks that nonces are exactly from..from+len-1 and that
+// the chain's nonce of wallet w is right after them: no nonce skipped, none
+// used twice.
+func (e *env) requireContiguous(t *testing.T, w int, from int64, nonces []int64) {
+	t.Helper()
+	sorted := append([]int64(nil), nonces...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	for i, n := range sorted {
+		require.Equal(t, from+int64(i), n, "nonces are contiguous from %d: %v", from, sorted)
+	}
+	chainNonce, err := e.chain.NonceAt(t.Context(), e.wallets[w].Address())
+	require.NoError(t, err)
+	require.Equal(t, uint64(from+int64(len(nonces))), chainNonce, "the chain's nonce is right after the tasks'")
+}
+
+// requireOneTxPerNonce checks that no nonce of wallet w was ever broadcast
+// with two different transactions.
+func (e *env) requireOneTxPerNonce(t *testing.T, w int) {
+	t.Helper()
+	for nonce, hashes := range e.led.hashesPerNonce()[e.addr(w)] {
+		require.Len(t, hashes, 1, "nonce %d was broadcast as %d different transactions", nonce, len(hashes))
+	}
+}
+
+// crashedRun claims the wallet's shard as a process that then dies: it runs
+// cycles of job until stop says the next step is not to happen, and leaves
+// the shard running under its claim. stop gets the cycle and the step
+// ("execute" or "commit") about to run.
+func (e *env) crashedRun(t *testing.T, job *Job, w int, stop func(cyc workers.Cycle, step string) bool) workers.Claim {
+	t.Helper()
+	ctx := t.Context()
+	now := e.clk.Now()
+	c, err := e.st.ShardClaim(ctx, store.ShardClaimParams{Now: now, Owner: "crashed/0", LeaseUntil: now.Add(e.wcfg.Lease), Kinds: []string{Kind}})
+	require.NoError(t, err)
+	require.Equal(t, e.key(w), c.Key)
+	for range 100 {
+		cyc, err := job.Collect(ctx, c)
+		require.NoError(t, err)
+		require.NotNil(t, cyc, "the run ended before its crash point")
+		if stop(cyc, "execute") {
+			return c
+		}
+		require.NoError(t, cyc.Execute(ctx))
+		if stop(cyc, "commit") {
+			return c
+		}
+		require.NoError(t, cyc.Commit(ctx))
+	}
+	t.Fatal("no crash point reached")
+	return c
+}
+
+// expireLeases moves time past the lease and lets the rescuer put the dead
+// process's shards back in the queue.
+func (e *env) expireLeases(t *testing.T) {
+	t.Helper()
+	e.clk.Advance(e.wcfg.Lease + time.Second)
+	_, err := e.rescuer.RunOnce(t.Context())
+	require.NoError(t, err)
+}
+
+// sendOutside sends a transaction from wallet w with nonce, signed with its
+// key outside ledgerq (an operator's wallet app), with 10 gwei fees so that
+// it replaces what the pool holds for the nonce.
+func (e *env) sendOutside(t *testing.T, w int, nonce uint64) string {
+	t.Helper()
+	id := big.NewInt(chainID)
+	to := common.Address{0xee}
+	tx, err := types.SignNewTx(e.keys[w], types.LatestSignerForChainID(id), &types.DynamicFeeTx{
+		ChainID: id, Nonce: nonce, GasTipCap: big.NewInt(10 * params.GWei), GasFeeCap: big.NewInt(20 * params.GWei),
+		Gas: params.TxGas, To: &to, Value: big.NewInt(1),
+	})
+	require.NoError(t, err)
+	raw, err := tx.MarshalBinary()
+	require.NoError(t, err)
+	require.NoError(t, e.chain.SendRawTransaction(t.Context(), raw))
+	return tx.Hash().Hex()
+}
+
+// queueOrder returns the ids of tasks in the order queue sends them.
+func queueOrder(tasks []store.Task, queue store.QueueType) []string {
+	sorted := append([]store.Task(nil), tasks...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if queue == store.QueuePriority && a.Priority != b.Priority {
+			return a.Priority > b.Priority
+		}
+		if !a.CreatedAt.Equal(b.CreatedAt) {
+			return a.CreatedAt.Before(b.CreatedAt)
+		}
+		return a.ID < b.ID
+	})
+	ids := make([]string, len(sorted))
+	for i, task := range sorted {
+		ids[i] = task.ID
+	}
+	return ids
+}

@@ -1,0 +1,83 @@
+package eoa
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/store"
+)
+
+// DESIGN §2.4 with §2.3's write-ahead: two processes on one database never
+// sign two transactions for one nonce. Process A signs t1 for nonce 0 and
+// stalls past its lease; process B takes the shard over and sends t0 (a
+// higher priority, posted meanwhile) with nonce 0 and t1 with nonce 1. A's
+// late write-ahead is fenced: nothing of it is stored or broadcast.
+func TestSeed003_TwoProcessesNeverSignTwoTransactionsForOneNonce(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{})
+	ledA := newRecLedger(t, e.chain)
+	entered, release := make(chan struct{}), make(chan struct{})
+	first := true
+	ledA.onSuggestFees = func() {
+		if first {
+			first = false
+			close(entered)
+			<-release
+		}
+	}
+	_, poolA := e.newProcess(t, ledA)
+	t1 := e.post(t, 0, 0, 1001, nil)
+	done := make(chan error, 1)
+	go func() {
+		_, err := poolA.RunOnce(context.WithoutCancel(t.Context()))
+		done <- err
+	}()
+	<-entered
+
+	t0 := e.post(t, 0, 9, 1000, nil)
+	e.expireLeases(t)
+	runPool(t, e.pool) // process B
+	close(release)
+	require.NoError(t, <-done)
+
+	require.Empty(t, ledA.records(), "A broadcast nothing")
+	for _, task := range []store.Task{t0, t1} {
+		require.Len(t, e.attempts(t, task), 1, "one attempt per task: A stored nothing")
+	}
+	e.drive(t, e.pool, 10, t0, t1)
+	nonces := e.requireDoneOnce(t, t0, t1)
+	require.Equal(t, []int64{0, 1}, nonces)
+	e.requireOneTxPerNonce(t, 0)
+}
+
+// Seed 002's "failed work is not retried forever", for a task the node will
+// not estimate: while the node answers the fee suggestion, a gas estimate
+// that fails for the first task of a send fails the run; after
+// Config.MaxFailures such runs the task ends in error and the tasks behind
+// it are sent.
+func TestSeed003_ATaskWhoseGasEstimateKeepsFailingEndsInErrorAfterMaxFailures(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{cfg: func(c *Config) { c.MaxFailures = 3 }})
+	bad := e.post(t, 0, 0, 1000, nil)
+	badTo := ledger.Address(common.HexToAddress(bad.Request.To))
+	e.led.estimateErr = func(m ledger.CallMsg) error {
+		if m.To != nil && *m.To == badTo {
+			return errors.New("execution reverted")
+		}
+		return nil
+	}
+	later := e.postN(t, 2)
+	runPool(t, e.pool)
+	require.Equal(t, store.TaskWaiting, e.task(t, bad).Status, "one failed run is not enough")
+	e.drive(t, e.pool, 30, append([]store.Task{bad}, later...)...)
+	failed := e.task(t, bad)
+	require.Equal(t, store.TaskError, failed.Status)
+	require.Equal(t, "gas estimate failed in 3 consecutive runs: execution reverted", failed.Error)
+	nonces := e.requireDoneOnce(t, later...)
+	e.requireContiguous(t, 0, 0, nonces)
+}

@@ -1,0 +1,225 @@
+package eoa
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+
+	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/store"
+)
+
+// sendCycle is seed 003's send: waiting tasks in queue order, up to the
+// in-flight budget, built with the node's EIP-1559 fee suggestion, signed
+// with freed nonces first and then consecutive new ones, and stored with
+// their tasks' move to executing in one fenced transaction (the
+// write-ahead) before anything is broadcast. The recover cycle that follows
+// broadcasts them.
+type sendCycle struct {
+	*shard
+	tasks []store.Task
+	// next is the wallet's stored next nonce; first: none is stored yet.
+	next  int64
+	first bool
+	// freed are nonces below next that no live attempt holds, lowest first.
+	freed []int64
+
+	// Execute's results.
+	firstNonce int64
+	reused     []store.SignedTx
+	added      []store.SignedTx
+	failed     []broadcastResult
+}
+
+// estimateError is a gas estimate that failed for the first task of a send
+// while the node answered the fee suggestion: the task, not the node, is the
+// likely cause.
+type estimateError struct {
+	task store.Task
+	err  error
+}
+
+func (e *estimateError) Error() string {
+	return fmt.Sprintf("estimating the gas of task %s: %v", e.task.ID, e.err)
+}
+
+func (e *estimateError) Unwrap() error { return e.err }
+
+// collectSend takes the wallet's next nonce and freed nonces for a send of
+// tasks.
+func (j *Job) collectSend(ctx context.Context, s *shard, tasks []store.Task) (*sendCycle, error) {
+	c := &sendCycle{shard: s, tasks: tasks}
+	next, err := dbCall(ctx, j, func(ctx context.Context) (int64, error) {
+		return j.store.WalletNonceGet(ctx, s.chainID(), s.sender)
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		// The wallet's first send starts from the chain's nonce.
+		c.first = true
+		return c, nil
+	case err != nil:
+		return nil, err
+	}
+	c.next = next
+	c.freed, err = dbCall(ctx, j, func(ctx context.Context) ([]int64, error) {
+		return j.store.WalletNoncesFreed(ctx, store.WalletNoncesFreedParams{
+			ChainID: s.chainID(), Sender: s.sender, From: int64(s.run.chainNonce), Max: len(tasks),
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// prepared is a task with its gas limit, before it has a nonce.
+type prepared struct {
+	task store.Task
+	gas  uint64
+}
+
+// Execute builds and signs; it writes nothing and broadcasts nothing.
+func (c *sendCycle) Execute(ctx context.Context) error {
+	fees, err := ledgerCall(ctx, c.job, c.job.ledger.SuggestFees)
+	if err != nil {
+		return fmt.Errorf("reading the fee suggestion for %s: %w", c.claim.Key, err)
+	}
+	var ready []prepared
+	for _, t := range c.tasks {
+		gas, err := c.gasOf(ctx, t)
+		switch {
+		case err == nil:
+			ready = append(ready, prepared{task: t, gas: gas})
+			continue
+		case ledger.ClassOf(err) == ledger.Deterministic:
+			c.failed = append(c.failed, broadcastResult{attempt: store.Attempt{SignedTx: store.SignedTx{TaskID: t.ID}}, outcome: rejected, reason: ledger.ReasonOf(err)})
+			continue
+		case len(ready) == 0 && len(c.failed) == 0:
+			return &estimateError{task: t, err: err}
+		}
+		// Not this task's turn yet: it and the tasks after it wait, in
+		// queue order, for the next send.
+		break
+	}
+
+	chainNonce := int64(c.run.chainNonce)
+	c.firstNonce = max(c.next, chainNonce)
+	if c.first {
+		c.firstNonce = chainNonce
+	}
+	chainID := big.NewInt(c.chainID())
+	for i, p := range ready {
+		reuse := i < len(c.freed)
+		nonce := c.firstNonce + int64(i-len(c.freed))
+		if reuse {
+			nonce = c.freed[i]
+		}
+		signed, err := c.sign(p, uint64(nonce), fees, chainID)
+		if err != nil {
+			return err
+		}
+		if reuse {
+			c.reused = append(c.reused, signed)
+		} else {
+			c.added = append(c.added, signed)
+		}
+	}
+	return nil
+}
+
+// gasOf is the task's gas limit, or the node's estimate.
+func (c *sendCycle) gasOf(ctx context.Context, t store.Task) (uint64, error) {
+	if t.Request.GasLimit != nil {
+		return *t.Request.GasLimit, nil
+	}
+	to := ledger.Address(common.HexToAddress(t.Request.To))
+	msg := ledger.CallMsg{From: c.wallet.Address(), To: &to, Value: t.Request.Value, Data: t.Request.Data}
+	return ledgerCall(ctx, c.job, func(ctx context.Context) (uint64, error) { return c.job.ledger.EstimateGas(ctx, msg) })
+}
+
+// sign builds the task's EIP-1559 transaction and signs it with the wallet's
+// signer (the key never leaves it).
+func (c *sendCycle) sign(p prepared, nonce uint64, fees ledger.Fees, chainID *big.Int) (store.SignedTx, error) {
+	to := common.HexToAddress(p.task.Request.To)
+	value := p.task.Request.Value
+	if value == nil {
+		value = new(big.Int)
+	}
+	tx := types.NewTx(&types.DynamicFeeTx{
+		ChainID: chainID, Nonce: nonce, GasTipCap: fees.TipCap, GasFeeCap: fees.FeeCap, Gas: p.gas,
+		To: &to, Value: value, Data: p.task.Request.Data,
+	})
+	signed, err := c.wallet.Signer.SignTx(tx, chainID)
+	if err != nil {
+		return store.SignedTx{}, fmt.Errorf("signing task %s for %s: %w", p.task.ID, c.claim.Key, err)
+	}
+	raw, err := signed.MarshalBinary()
+	if err != nil {
+		return store.SignedTx{}, fmt.Errorf("encoding task %s's transaction: %w", p.task.ID, err)
+	}
+	return store.SignedTx{
+		TaskID: p.task.ID, Nonce: int64(nonce), TxHash: signed.Hash().Hex(), Raw: raw, GasLimit: p.gas,
+		MaxFeePerGas: fees.FeeCap, MaxPriorityFeePerGas: fees.TipCap,
+	}, nil
+}
+
+// Commit is the write-ahead: the tasks whose gas the node refused end in
+// error, the next nonce moves up to the chain's if it is below, and the
+// attempts are stored with their tasks' move to executing, all in one
+// transaction fenced by the claim. Nothing was broadcast yet, so a commit
+// that fails leaves nothing behind.
+func (c *sendCycle) Commit(ctx context.Context) error {
+	now := c.now()
+	err := c.fenced(ctx, func(tx *store.Store) error {
+		if err := recordBroadcasts(ctx, c.shard, tx, now, c.failed); err != nil {
+			return err
+		}
+		if !c.first && c.firstNonce > c.next {
+			if _, err := tx.WalletNonceRaise(ctx, store.WalletNonceRaiseParams{Now: now, ChainID: c.chainID(), Sender: c.sender, AtLeast: c.firstNonce}); err != nil {
+				return err
+			}
+		}
+		_, err := tx.AttemptsStore(ctx, store.AttemptsStoreParams{
+			Now: now, ChainID: c.chainID(), Sender: c.sender, FirstNonce: c.firstNonce, Attempts: c.added, Reused: c.reused,
+		})
+		return err
+	})
+	var notWaiting *store.TaskNotWaitingError
+	if errors.As(err, &notWaiting) {
+		// A task was cancelled meanwhile: nothing was stored, and the next
+		// collect reads the queue again.
+		c.job.log.Info("eoa: a task left the queue while it was signed, sending again", "shard", c.claim.Key)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("storing the attempts of %s: %w", c.claim.Key, err)
+	}
+	for _, a := range c.reused {
+		c.run.fresh[a.TxHash] = true
+	}
+	for _, a := range c.added {
+		c.run.fresh[a.TxHash] = true
+	}
+	c.logOutcomes(c.failed)
+	return nil
+}
+
+// Drop stores nothing, so the tasks stay waiting for the next run; after
+// Config.MaxFailures consecutive failed runs whose send failed on the gas
+// estimate of the first task, that task ends in error, so that it does not
+// hold up its wallet forever.
+func (c *sendCycle) Drop(ctx context.Context, cause error) error {
+	var ee *estimateError
+	if !errors.As(cause, &ee) || c.claim.Failures+1 < c.job.cfg.MaxFailures {
+		return nil
+	}
+	reason := fmt.Sprintf("gas estimate failed in %d consecutive runs: %s", c.claim.Failures+1, ledger.ReasonOf(ee.err))
+	return c.fenced(ctx, func(tx *store.Store) error {
+		_, err := tx.TaskFail(ctx, store.TaskFailParams{Now: c.now(), ID: ee.task.ID, Reason: reason})
+		return c.tolerate(err, "fail")
+	})
+}

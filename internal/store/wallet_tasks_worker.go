@@ -1,0 +1,185 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
+)
+
+// The wallet shard's own reads and writes (seed 003's worker, package eoa),
+// beside the write-ahead and confirm of wallet_tasks.go.
+
+// WalletNonceRaiseParams move a wallet's next nonce up to the chain's.
+type WalletNonceRaiseParams struct {
+	Now     time.Time
+	ChainID int64
+	Sender  string
+	// AtLeast is the chain's nonce.
+	AtLeast int64
+}
+
+// WalletNonceRaise moves the wallet's next nonce up to p.AtLeast when it is
+// below (the chain's nonce passed it: someone else sent from the address) and
+// reports whether it moved. It never moves it down, and does nothing before
+// the wallet's first attempt (the first send starts from the chain's nonce).
+func (s *Store) WalletNonceRaise(ctx context.Context, p WalletNonceRaiseParams) (bool, error) {
+	n, err := s.q.WalletNonceRaise(ctx, dbsqlc.WalletNonceRaiseParams{
+		AtLeast: p.AtLeast, Now: p.Now, ChainID: p.ChainID, Sender: lowerHex(p.Sender),
+	})
+	if err != nil {
+		return false, fmt.Errorf("raising the next nonce of %s to %d: %w", WalletShardKey(p.ChainID, p.Sender), p.AtLeast, err)
+	}
+	return n > 0, nil
+}
+
+// WalletNoncesFreedParams select a wallet's freed nonces.
+type WalletNoncesFreedParams struct {
+	ChainID int64
+	Sender  string
+	// From is the chain's nonce: nonces below it are used.
+	From int64
+	Max  int
+}
+
+// WalletNoncesFreed returns up to Max nonces from p.From up to the wallet's
+// next nonce that no live attempt holds (their attempt was dropped), lowest
+// first: seed 003's recycled nonces, which the next send fills before it
+// takes new ones so that the chain never waits on a gap. None before the
+// wallet's first attempt.
+func (s *Store) WalletNoncesFreed(ctx context.Context, p WalletNoncesFreedParams) ([]int64, error) {
+	out, err := s.q.WalletNoncesFreed(ctx, dbsqlc.WalletNoncesFreedParams{
+		FromNonce: p.From, ChainID: p.ChainID, Sender: lowerHex(p.Sender), Max: int32(p.Max),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the freed nonces of %s: %w", WalletShardKey(p.ChainID, p.Sender), err)
+	}
+	return out, nil
+}
+
+// AttemptsInFlight returns how many of the wallet's attempts are signed or
+// sent and not yet confirmed: what seed 003's in-flight budget counts.
+func (s *Store) AttemptsInFlight(ctx context.Context, chainID int64, sender string) (int, error) {
+	n, err := s.q.AttemptsInFlight(ctx, dbsqlc.AttemptsInFlightParams{ChainID: chainID, Sender: lowerHex(sender)})
+	if err != nil {
+		return 0, fmt.Errorf("counting the attempts in flight of %s: %w", WalletShardKey(chainID, sender), err)
+	}
+	return int(n), nil
+}
+
+// AttemptsSentUncertainParams select the sent attempts to broadcast again.
+type AttemptsSentUncertainParams struct {
+	ChainID int64
+	Sender  string
+	// From is the chain's nonce: attempts below it are mined or replaced,
+	// which confirm finds out.
+	From int64
+	Max  int
+}
+
+// AttemptsSentUncertain returns the wallet's sent attempts from nonce p.From
+// on whose last broadcast had an indeterminate outcome (LastError set), in
+// nonce order. They count as sent, so their nonce is never recycled, but the
+// node may never have taken them: confirm broadcasts them again, with the
+// same bytes.
+func (s *Store) AttemptsSentUncertain(ctx context.Context, p AttemptsSentUncertainParams) ([]Attempt, error) {
+	rows, err := s.q.AttemptsSentUncertain(ctx, dbsqlc.AttemptsSentUncertainParams{
+		ChainID: p.ChainID, Sender: lowerHex(p.Sender), FromNonce: p.From, Max: int32(p.Max),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the uncertain attempts of %s: %w", WalletShardKey(p.ChainID, p.Sender), err)
+	}
+	return attemptsFromRows(rows), nil
+}
+
+// AttemptRecordBroadcastParams record a sent attempt's new broadcast.
+type AttemptRecordBroadcastParams struct {
+	Now     time.Time
+	ChainID int64
+	TxHash  string
+	// Error is the broadcast's error when its outcome was indeterminate
+	// again; empty when the node took the transaction or already had it.
+	Error string
+}
+
+// AttemptRecordBroadcast records the outcome of broadcasting a sent attempt
+// again and reports whether the attempt was still sent.
+func (s *Store) AttemptRecordBroadcast(ctx context.Context, p AttemptRecordBroadcastParams) (bool, error) {
+	qp := dbsqlc.AttemptRecordBroadcastParams{Now: p.Now, ChainID: p.ChainID, TxHash: lowerHex(p.TxHash)}
+	if p.Error != "" {
+		qp.Error = &p.Error
+	}
+	n, err := s.q.AttemptRecordBroadcast(ctx, qp)
+	if err != nil {
+		return false, fmt.Errorf("recording the broadcast of attempt %s: %w", p.TxHash, err)
+	}
+	return n > 0, nil
+}
+
+// AttemptRequeueParams name an attempt that will never be mined.
+type AttemptRequeueParams struct {
+	Now     time.Time
+	ChainID int64
+	TxHash  string
+	// Reason is kept on the dropped attempt, for operators.
+	Reason string
+}
+
+// AttemptRequeue drops a live, unmined attempt that will never be mined —
+// another transaction took its nonce, or it was signed and never broadcast —
+// and puts its task back to waiting, in one transaction: the task is sent
+// again with a new nonce, and the attempt's nonce is free. It returns the
+// task, or ErrNotFound when the attempt was not live or its task not
+// executing (nothing changes then).
+func (s *Store) AttemptRequeue(ctx context.Context, p AttemptRequeueParams) (Task, error) {
+	if p.Reason == "" {
+		return Task{}, fmt.Errorf("requeueing the task of attempt %s: no reason given", p.TxHash)
+	}
+	hash := lowerHex(p.TxHash)
+	var out Task
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		taskID, err := one(q.AttemptDrop(ctx, dbsqlc.AttemptDropParams{Error: p.Reason, Now: p.Now, ChainID: p.ChainID, TxHash: hash}))
+		if err != nil {
+			return fmt.Errorf("dropping attempt %s: %w", hash, err)
+		}
+		row, err := one(q.TaskRequeue(ctx, dbsqlc.TaskRequeueParams{Now: p.Now, ID: taskID}))
+		if err != nil {
+			return fmt.Errorf("requeueing task %q of attempt %s: %w", taskID, hash, err)
+		}
+		out = taskFromRow(row)
+		return nil
+	})
+	return out, err
+}
+
+// WalletKey names one wallet's queue: a chain and a sender address.
+type WalletKey struct {
+	ChainID int64
+	// Sender is lower-case hex.
+	Sender string
+}
+
+// WalletsWithWorkParams select a page of wallets with work.
+type WalletsWithWorkParams struct {
+	// After is the last wallet of the previous page (zero for the first).
+	After WalletKey
+	Max   int
+}
+
+// WalletsWithWork returns up to Max wallets, in (chain, sender) order after
+// p.After, that have attempts in flight (signed or sent) or waiting tasks:
+// the shards that must keep running until their transactions are confirmed.
+func (s *Store) WalletsWithWork(ctx context.Context, p WalletsWithWorkParams) ([]WalletKey, error) {
+	rows, err := s.q.WalletsWithWork(ctx, dbsqlc.WalletsWithWorkParams{
+		Max: int32(p.Max), AfterChainID: p.After.ChainID, AfterSender: lowerHex(p.After.Sender),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the wallets with work: %w", err)
+	}
+	out := make([]WalletKey, len(rows))
+	for i, r := range rows {
+		out[i] = WalletKey{ChainID: r.ChainID, Sender: r.Sender}
+	}
+	return out, nil
+}

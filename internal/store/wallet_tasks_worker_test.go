@@ -1,0 +1,231 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
+)
+
+// Seed 003's recycled nonces: a nonce whose attempt was dropped (a
+// deterministic rejection) is free again, from the chain's nonce up to the
+// next nonce, lowest first; a live or confirmed attempt's nonce is not.
+func TestAttempts_FreedNoncesAreTheDroppedOnesBetweenTheChainNonceAndTheNextNonce(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	ctx := t.Context()
+	now := testfactory.Start()
+	freed := func(from int64) []int64 {
+		t.Helper()
+		out, err := st.WalletNoncesFreed(ctx, store.WalletNoncesFreedParams{ChainID: taskChain, Sender: taskSender, From: from, Max: 10})
+		require.NoError(t, err)
+		return out
+	}
+	require.Empty(t, freed(0), "no nonce is freed before the first attempt")
+	var tasks []store.Task
+	for range 5 {
+		tasks = append(tasks, insertTask(t, st, newTask(now, 0, "")))
+	}
+	stored := storeAttempts(t, st, now, 2, tasks...) // nonces 2..6
+	require.Empty(t, freed(2))
+	for _, i := range []int{1, 3} { // nonces 3 and 5
+		_, err := st.TaskFail(ctx, store.TaskFailParams{Now: now, ID: tasks[i].ID, Reason: "insufficient funds"})
+		require.NoError(t, err)
+	}
+	_, err := st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[0].TxHash})
+	require.NoError(t, err)
+	require.Equal(t, []int64{3, 5}, freed(2))
+	require.Equal(t, []int64{5}, freed(4), "nonces below the chain's nonce are used")
+	out, err := st.WalletNoncesFreed(ctx, store.WalletNoncesFreedParams{ChainID: taskChain, Sender: taskSender, From: 2, Max: 1})
+	require.NoError(t, err)
+	require.Equal(t, []int64{3}, out, "lowest first, up to Max")
+}
+
+// The next send fills freed nonces before new ones, in the same write-ahead
+// transaction; a reused nonce must be below the next nonce and free, and
+// does not move the next nonce.
+func TestAttempts_WriteAheadReusesFreedNoncesBelowTheNextNonce(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	ctx := t.Context()
+	now := testfactory.Start()
+	a := insertTask(t, st, newTask(now, 0, ""))
+	b := insertTask(t, st, newTask(now, 0, ""))
+	storeAttempts(t, st, now, 0, a, b)
+	_, err := st.TaskFail(ctx, store.TaskFailParams{Now: now, ID: a.ID, Reason: "insufficient funds"})
+	require.NoError(t, err)
+
+	c := insertTask(t, st, newTask(now, 0, ""))
+	d := insertTask(t, st, newTask(now, 0, ""))
+	storeParams := func(reusedNonce int64) store.AttemptsStoreParams {
+		return store.AttemptsStoreParams{
+			Now: now, ChainID: taskChain, Sender: taskSender, FirstNonce: 2,
+			Reused: []store.SignedTx{fakeSigned(c.ID, reusedNonce)}, Attempts: []store.SignedTx{fakeSigned(d.ID, 2)},
+		}
+	}
+	_, err = st.AttemptsStore(ctx, storeParams(2))
+	require.ErrorContains(t, err, "not below the next nonce")
+	_, err = st.AttemptsStore(ctx, storeParams(1))
+	var taken *store.NonceTakenError
+	require.ErrorAs(t, err, &taken, "nonce 1 is held by b's live attempt")
+	got, err := st.TaskGet(ctx, "main", c.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.TaskWaiting, got.Status, "a refused store stores nothing")
+
+	out, err := st.AttemptsStore(ctx, storeParams(0))
+	require.NoError(t, err)
+	require.Equal(t, []int64{0, 2}, nonces(out), "reused first, then new")
+	next, err := st.WalletNonceGet(ctx, taskChain, taskSender)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), next, "only the new attempt moved the next nonce")
+
+	// Reusing needs a next nonce: none was ever assigned on another sender.
+	other := "0x00000000000000000000000000000000000000c3"
+	p := newTask(now, 0, "")
+	p.Sender = other
+	e := insertTask(t, st, p)
+	_, err = st.AttemptsStore(ctx, store.AttemptsStoreParams{
+		Now: now, ChainID: taskChain, Sender: other, FirstNonce: 5, Reused: []store.SignedTx{fakeSigned(e.ID, 1)},
+	})
+	var moved *store.NonceMovedError
+	require.ErrorAs(t, err, &moved)
+}
+
+// Reconciliation: the next nonce moves up to the chain's nonce, never down,
+// and not before the first attempt.
+func TestAttempts_NextNonceIsRaisedToTheChainNonceAndNeverLowered(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	ctx := t.Context()
+	now := testfactory.Start()
+	raise := func(to int64) bool {
+		t.Helper()
+		moved, err := st.WalletNonceRaise(ctx, store.WalletNonceRaiseParams{Now: now, ChainID: taskChain, Sender: taskSender, AtLeast: to})
+		require.NoError(t, err)
+		return moved
+	}
+	require.False(t, raise(4), "no row before the first attempt")
+	storeAttempts(t, st, now, 0, insertTask(t, st, newTask(now, 0, "")))
+	require.True(t, raise(4))
+	require.False(t, raise(2))
+	next, err := st.WalletNonceGet(ctx, taskChain, taskSender)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), next)
+}
+
+// The in-flight budget counts signed and sent attempts, not confirmed or
+// dropped ones; uncertain sent attempts (indeterminate broadcast) are listed
+// for a new broadcast until one is recorded as taken.
+func TestAttempts_InFlightCountAndUncertainBroadcasts(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	ctx := t.Context()
+	now := testfactory.Start()
+	var tasks []store.Task
+	for range 4 {
+		tasks = append(tasks, insertTask(t, st, newTask(now, 0, "")))
+	}
+	stored := storeAttempts(t, st, now, 0, tasks...)
+	inFlight := func() int {
+		t.Helper()
+		n, err := st.AttemptsInFlight(ctx, taskChain, taskSender)
+		require.NoError(t, err)
+		return n
+	}
+	require.Equal(t, 4, inFlight())
+	_, err := st.AttemptMarkSent(ctx, store.AttemptMarkSentParams{Now: now, ChainID: taskChain, TxHashes: []string{stored[1].TxHash, stored[2].TxHash}, Error: "timeout"})
+	require.NoError(t, err)
+	_, err = st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[0].TxHash})
+	require.NoError(t, err)
+	_, err = st.TaskFail(ctx, store.TaskFailParams{Now: now, ID: tasks[3].ID, Reason: "insufficient funds"})
+	require.NoError(t, err)
+	require.Equal(t, 2, inFlight())
+
+	uncertain := func(from int64) []int64 {
+		t.Helper()
+		out, err := st.AttemptsSentUncertain(ctx, store.AttemptsSentUncertainParams{ChainID: taskChain, Sender: taskSender, From: from, Max: 10})
+		require.NoError(t, err)
+		return nonces(out)
+	}
+	require.Equal(t, []int64{1, 2}, uncertain(0))
+	require.Equal(t, []int64{2}, uncertain(2))
+	ok, err := st.AttemptRecordBroadcast(ctx, store.AttemptRecordBroadcastParams{Now: now, ChainID: taskChain, TxHash: stored[1].TxHash})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, []int64{2}, uncertain(0), "taken: certain now")
+	ok, err = st.AttemptRecordBroadcast(ctx, store.AttemptRecordBroadcastParams{Now: now, ChainID: taskChain, TxHash: stored[0].TxHash})
+	require.NoError(t, err)
+	require.False(t, ok, "a confirmed attempt is not sent")
+}
+
+// An attempt that will never be mined (its nonce went to another
+// transaction) is dropped and its task goes back to waiting, in one
+// transaction; only a live attempt of an executing task.
+func TestAttempts_RequeueDropsTheAttemptAndPutsItsTaskBackToWaiting(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	ctx := t.Context()
+	now := testfactory.Start()
+	task := insertTask(t, st, newTask(now, 0, ""))
+	stored := storeAttempts(t, st, now, 0, task)
+	back, err := st.AttemptRequeue(ctx, store.AttemptRequeueParams{Now: now.Add(time.Second), ChainID: taskChain, TxHash: stored[0].TxHash, Reason: "nonce too low"})
+	require.NoError(t, err)
+	require.Equal(t, store.TaskWaiting, back.Status)
+	require.Nil(t, back.StartedAt)
+	atts, err := st.AttemptListByTask(ctx, task.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.AttemptDropped, atts[0].State)
+	require.Equal(t, "nonce too low", atts[0].LastError)
+	_, err = st.AttemptRequeue(ctx, store.AttemptRequeueParams{Now: now, ChainID: taskChain, TxHash: stored[0].TxHash, Reason: "again"})
+	require.ErrorIs(t, err, store.ErrNotFound)
+	next, err := st.TaskNextWaiting(ctx, store.TaskNextWaitingParams{ChainID: taskChain, Sender: taskSender, Queue: store.QueueFIFO, Max: 10})
+	require.NoError(t, err)
+	require.Equal(t, []string{task.ID}, taskIDs(next))
+}
+
+// The follower's list: every wallet with attempts in flight or waiting
+// tasks, once, in (chain, sender) order, by pages; wallets whose work is all
+// finished are not listed.
+func TestWallets_WithWorkListsWalletsWithAttemptsInFlightOrWaitingTasks(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	ctx := t.Context()
+	now := testfactory.Start()
+	sender := func(n byte) string {
+		return "0x00000000000000000000000000000000000000" + string("0123456789abcdef"[n>>4]) + string("0123456789abcdef"[n&15])
+	}
+	task := func(s string) store.Task {
+		p := newTask(now, 0, "")
+		p.Sender = s
+		return insertTask(t, st, p)
+	}
+	store1 := func(s string, tk store.Task) store.Attempt {
+		out, err := st.AttemptsStore(ctx, store.AttemptsStoreParams{Now: now, ChainID: taskChain, Sender: s, FirstNonce: 0, Attempts: []store.SignedTx{fakeSigned(tk.ID, 0)}})
+		require.NoError(t, err)
+		return out[0]
+	}
+	task(sender(0x10))                       // waiting
+	task(sender(0x10))                       // waiting, same wallet
+	store1(sender(0x20), task(sender(0x20))) // signed
+	sent := store1(sender(0x30), task(sender(0x30)))
+	_, err := st.AttemptMarkSent(ctx, store.AttemptMarkSentParams{Now: now, ChainID: taskChain, TxHashes: []string{sent.TxHash}})
+	require.NoError(t, err)
+	done := store1(sender(0x40), task(sender(0x40)))
+	_, err = st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: done.TxHash})
+	require.NoError(t, err)
+
+	all, err := st.WalletsWithWork(ctx, store.WalletsWithWorkParams{Max: 10})
+	require.NoError(t, err)
+	want := []store.WalletKey{{taskChain, sender(0x10)}, {taskChain, sender(0x20)}, {taskChain, sender(0x30)}}
+	require.Equal(t, want, all)
+	page, err := st.WalletsWithWork(ctx, store.WalletsWithWorkParams{Max: 2})
+	require.NoError(t, err)
+	require.Equal(t, want[:2], page)
+	page, err = st.WalletsWithWork(ctx, store.WalletsWithWorkParams{After: page[1], Max: 2})
+	require.NoError(t, err)
+	require.Equal(t, want[2:], page)
+}
