@@ -26,6 +26,8 @@ Commands:
   simledger  serve a simulated ledger (--kind sawtooth: Sawtooth's REST API; --kind evm: Ethereum JSON-RPC)
   bench      generate load and report throughput and latency
   sawtooth   Sawtooth helpers: 'sawtooth sample' prints signed sample batches
+  keys       API keys of the wallet routes: create, list, revoke
+  wallet     wallets: 'wallet new' writes a new keystore file
   version    print the version
 
 Run 'ledgerq <command> --help' for the flags of a command.
@@ -64,6 +66,10 @@ func run(ctx context.Context, args []string) int {
 		err = runBench(ctx, rest)
 	case "sawtooth":
 		err = runSawtooth(ctx, rest)
+	case "keys":
+		err = runKeys(ctx, rest)
+	case "wallet":
+		err = runWallet(ctx, rest)
 	case "version", "--version", "-version":
 		fmt.Println("ledgerq", versionString())
 		return 0

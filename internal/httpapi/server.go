@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -30,6 +31,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // Config configures the API.
@@ -46,17 +48,23 @@ type Config struct {
 	// (longPollRoutes) are not bounded here: they bound each database call
 	// themselves with it.
 	RequestTimeout time.Duration
+	// TaskMaxWait bounds how long POST /v1/wallets/{wallet}/send-tx without
+	// task=true waits for its task to end; past it the answer is 202 with
+	// the task, to be polled. Zero or less answers at once.
+	TaskMaxWait time.Duration
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20, RequestTimeout: 5 * time.Second}
+	return Config{MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20, RequestTimeout: 5 * time.Second,
+		TaskMaxWait: 50 * time.Second}
 }
 
 // longPollRoutes are the routes whose requests may wait longer than
-// RequestTimeout by design (Sawtooth's GET /batch_statuses?wait=N); they
-// bound each of their database calls with RequestTimeout instead.
-var longPollRoutes = map[string]bool{"/batch_statuses": true}
+// RequestTimeout by design (Sawtooth's GET /batch_statuses?wait=N, a
+// send-tx waiting for its task); they bound each of their database calls
+// with RequestTimeout instead.
+var longPollRoutes = map[string]bool{"/batch_statuses": true, "/v1/wallets/:wallet/send-tx": true}
 
 // Readiness reports whether the database is reachable and migrated.
 type Readiness interface {
@@ -66,6 +74,10 @@ type Readiness interface {
 // Deps is what the API is built with besides its configuration.
 type Deps struct {
 	Store *store.Store
+	// Wallets are the wallets this process serves the wallet routes for;
+	// nil means none (every wallet route answers 401 without a key and 404
+	// with one).
+	Wallets *wallet.Registry
 	// Ready answers /readyz; nil means always ready.
 	Ready   Readiness
 	Clock   clock.Clock
@@ -90,6 +102,11 @@ type Server struct {
 	// sawtoothPaths are the routes of the Sawtooth drop-in (x-sawtooth in
 	// the document), whose errors are Sawtooth error objects.
 	sawtoothPaths map[string]bool
+	wallets       *wallet.Registry
+	// stopping is closed by StopWaiting: requests waiting for a task
+	// answer at once.
+	stopping     chan struct{}
+	stopWaitOnce sync.Once
 }
 
 // OnBatchesQueued sets f to be called after a request queued batches for
@@ -105,7 +122,8 @@ func New(cfg Config, deps Deps) *Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, store: deps.Store, ready: deps.Ready, clock: deps.Clock, logger: logger, metrics: deps.Metrics}
+	s := &Server{cfg: cfg, store: deps.Store, ready: deps.Ready, clock: deps.Clock, logger: logger, metrics: deps.Metrics,
+		wallets: deps.Wallets, stopping: make(chan struct{})}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
@@ -145,7 +163,7 @@ func New(cfg Config, deps Deps) *Server {
 		panic(fmt.Sprintf("httpapi: %v", err))
 	}
 	s.sawtoothPaths = rules.sawtoothPaths
-	apigen.RegisterHandlersWithOptions(e, s, apigen.RegisterHandlersOptions{OperationMiddlewares: rules.guards})
+	apigen.RegisterHandlersWithOptions(e, s, apigen.RegisterHandlersOptions{OperationMiddlewares: s.withAPIKeys(rules)})
 	s.echo = e
 	return s
 }

@@ -42,7 +42,7 @@ var queryGuards = sync.OnceValues(func() (specRules, error) {
 	if err != nil {
 		return specRules{}, fmt.Errorf("loading the embedded OpenAPI document: %w", err)
 	}
-	rules := specRules{guards: make(map[string][]echo.MiddlewareFunc), sawtoothPaths: make(map[string]bool)}
+	rules := specRules{guards: make(map[string][]echo.MiddlewareFunc), sawtoothPaths: make(map[string]bool), secured: make(map[string]bool)}
 	guards := rules.guards
 	for path, item := range doc.Paths.Map() {
 		for _, op := range item.Operations() {
@@ -58,6 +58,9 @@ var queryGuards = sync.OnceValues(func() (specRules, error) {
 				}
 			}
 			guards[op.OperationID] = []echo.MiddlewareFunc{checkQuery(declared)}
+			if op.Security != nil && len(*op.Security) > 0 {
+				rules.secured[op.OperationID] = true
+			}
 		}
 	}
 	return rules, nil
@@ -69,6 +72,9 @@ type specRules struct {
 	guards map[string][]echo.MiddlewareFunc
 	// sawtoothPaths are the echo route paths of the x-sawtooth operations.
 	sawtoothPaths map[string]bool
+	// secured are the operations that declare a security requirement: an
+	// API key (requireAPIKey runs before their other middleware).
+	secured map[string]bool
 }
 
 // echoPath turns an OpenAPI path template (/v1/batches/{id}) into the route

@@ -131,6 +131,102 @@ func (e SawtoothBatchStatusStatus) Valid() bool {
 	}
 }
 
+// Defines values for SendTxTaskStatusCode.
+const (
+	SendTxTaskStatusCodeN0 SendTxTaskStatusCode = 0
+	SendTxTaskStatusCodeN1 SendTxTaskStatusCode = 1
+	SendTxTaskStatusCodeN2 SendTxTaskStatusCode = 2
+	SendTxTaskStatusCodeN3 SendTxTaskStatusCode = 3
+)
+
+// Valid indicates whether the value is a known member of the SendTxTaskStatusCode enum.
+func (e SendTxTaskStatusCode) Valid() bool {
+	switch e {
+	case SendTxTaskStatusCodeN0:
+		return true
+	case SendTxTaskStatusCodeN1:
+		return true
+	case SendTxTaskStatusCodeN2:
+		return true
+	case SendTxTaskStatusCodeN3:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for SendTxTaskStatusStatus.
+const (
+	SendTxTaskStatusStatusDone      SendTxTaskStatusStatus = "Done"
+	SendTxTaskStatusStatusError     SendTxTaskStatusStatus = "Error"
+	SendTxTaskStatusStatusExecuting SendTxTaskStatusStatus = "Executing"
+	SendTxTaskStatusStatusWaiting   SendTxTaskStatusStatus = "Waiting"
+)
+
+// Valid indicates whether the value is a known member of the SendTxTaskStatusStatus enum.
+func (e SendTxTaskStatusStatus) Valid() bool {
+	switch e {
+	case SendTxTaskStatusStatusDone:
+		return true
+	case SendTxTaskStatusStatusError:
+		return true
+	case SendTxTaskStatusStatusExecuting:
+		return true
+	case SendTxTaskStatusStatusWaiting:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WalletTaskCode.
+const (
+	WalletTaskCodeN0 WalletTaskCode = 0
+	WalletTaskCodeN1 WalletTaskCode = 1
+	WalletTaskCodeN2 WalletTaskCode = 2
+	WalletTaskCodeN3 WalletTaskCode = 3
+)
+
+// Valid indicates whether the value is a known member of the WalletTaskCode enum.
+func (e WalletTaskCode) Valid() bool {
+	switch e {
+	case WalletTaskCodeN0:
+		return true
+	case WalletTaskCodeN1:
+		return true
+	case WalletTaskCodeN2:
+		return true
+	case WalletTaskCodeN3:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WalletTaskStatus.
+const (
+	WalletTaskStatusDone      WalletTaskStatus = "done"
+	WalletTaskStatusError     WalletTaskStatus = "error"
+	WalletTaskStatusExecuting WalletTaskStatus = "executing"
+	WalletTaskStatusWaiting   WalletTaskStatus = "waiting"
+)
+
+// Valid indicates whether the value is a known member of the WalletTaskStatus enum.
+func (e WalletTaskStatus) Valid() bool {
+	switch e {
+	case WalletTaskStatusDone:
+		return true
+	case WalletTaskStatusError:
+		return true
+	case WalletTaskStatusExecuting:
+		return true
+	case WalletTaskStatusWaiting:
+		return true
+	default:
+		return false
+	}
+}
+
 // Batch defines model for Batch.
 type Batch struct {
 	Attempts int `json:"attempts"`
@@ -284,6 +380,122 @@ type SawtoothLink struct {
 	Link string `json:"link"`
 }
 
+// SendTxRequest The transaction to send.
+type SendTxRequest struct {
+	// To The recipient, 0x and 40 hex digits; a mixed-case address must carry a valid EIP-55 checksum.
+	To string `json:"to"`
+
+	// Value Wei to send, a decimal string (or 0x hex) of a uint256. Default 0.
+	//
+	// Example: 1000000000000000000
+	Value *string `json:"value,omitempty"`
+
+	// Data Call data, 0x-prefixed hex, at most 131072 bytes. Default empty.
+	Data *string `json:"data,omitempty"`
+
+	// GasLimit Gas limit; default estimated by the worker.
+	GasLimit *int64 `json:"gas_limit,omitempty"`
+
+	// Priority With the `priority` queue type, higher is sent first (default 0); ignored by `fifo`.
+	Priority *int32 `json:"priority,omitempty"`
+}
+
+// SendTxTaskStatus Seed 004's task status object.
+type SendTxTaskStatus struct {
+	Success bool                   `json:"success"`
+	Code    SendTxTaskStatusCode   `json:"code"`
+	Status  SendTxTaskStatusStatus `json:"status"`
+
+	// TxID Done only, the mined transaction's hash.
+	TxID *string `json:"txId,omitempty"`
+
+	// Message Error only, why the task failed.
+	Message *string `json:"message,omitempty"`
+}
+
+// SendTxTaskStatusCode defines model for SendTxTaskStatus.Code.
+type SendTxTaskStatusCode int
+
+// SendTxTaskStatusStatus defines model for SendTxTaskStatus.Status.
+type SendTxTaskStatusStatus string
+
+// WalletTask defines model for WalletTask.
+type WalletTask struct {
+	// ID Task id, a UUIDv7.
+	ID      string `json:"id"`
+	Wallet  string `json:"wallet"`
+	ChainID int64  `json:"chain_id"`
+
+	// From The wallet's address, lower-case hex.
+	From string `json:"from"`
+
+	// To Lower-case hex.
+	To string `json:"to"`
+
+	// Value Wei, decimal.
+	Value string `json:"value"`
+
+	// Data Call data, 0x hex; absent in lists.
+	Data *string `json:"data,omitempty"`
+
+	// GasLimit As requested; absent when the worker estimates it.
+	GasLimit *int64           `json:"gas_limit,omitempty"`
+	Priority int32            `json:"priority"`
+	Status   WalletTaskStatus `json:"status"`
+
+	// Code The status's seed 004 code.
+	Code           WalletTaskCode `json:"code"`
+	IdempotencyKey *string        `json:"idempotency_key,omitempty"`
+
+	// TxHash For a done task, the hash of the mined transaction.
+	TxHash *string `json:"tx_hash,omitempty"`
+
+	// Error For a task in error, why (`cancelled` when the client cancelled it).
+	Error *string `json:"error,omitempty"`
+
+	// Reverted The mined transaction reverted (its receipt's status is 0); the task is done all the same.
+	Reverted bool `json:"reverted"`
+
+	// Cancelled The client cancelled the task while it was waiting.
+	Cancelled bool      `json:"cancelled"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+
+	// StartedAt When its first transaction was signed and stored.
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+// WalletTaskCode The status's seed 004 code.
+type WalletTaskCode int
+
+// WalletTaskPage defines model for WalletTaskPage.
+type WalletTaskPage struct {
+	Success bool         `json:"success"`
+	Tasks   []WalletTask `json:"tasks"`
+
+	// NextAfter Present when the page is full; the next page's `after`.
+	NextAfter *string `json:"next_after,omitempty"`
+}
+
+// WalletTaskResult defines model for WalletTaskResult.
+type WalletTaskResult struct {
+	Success bool `json:"success"`
+
+	// Created In `POST …/send-tx` answers only, whether this request stored the task.
+	Created *bool      `json:"created,omitempty"`
+	Task    WalletTask `json:"task"`
+}
+
+// WalletTaskStatus Seed 004's statuses: waiting (code 0), executing (1: its transaction is signed and sent), error (2), done (3: mined).
+type WalletTaskStatus string
+
+// TaskID defines model for TaskID.
+type TaskID = string
+
+// Wallet defines model for Wallet.
+type Wallet = string
+
 // BadRequest defines model for BadRequest.
 type BadRequest = Error
 
@@ -299,8 +511,14 @@ type SawtoothInternalError = SawtoothError
 // SawtoothUnavailable A Sawtooth REST API error.
 type SawtoothUnavailable = SawtoothError
 
+// Unauthorized defines model for Unauthorized.
+type Unauthorized = Error
+
 // Unavailable defines model for Unavailable.
 type Unavailable = Error
+
+// WalletNotFound defines model for WalletNotFound.
+type WalletNotFound = Error
 
 // GetSawtoothBatchStatusesParams defines parameters for GetSawtoothBatchStatuses.
 type GetSawtoothBatchStatusesParams struct {
@@ -346,11 +564,41 @@ type ListBatchesParams struct {
 	After *string `form:"after,omitempty" json:"after,omitempty"`
 }
 
+// SendTxParams defines parameters for SendTx.
+type SendTxParams struct {
+	// Task `true` (or `1`): answer 202 at once with the task (fire and forget); `false` (or `0`, the default): wait for the task to end.
+	Task *string `form:"task,omitempty" json:"task,omitempty"`
+
+	// IdempotencyKey 1 to 256 printable ASCII characters; unique per wallet.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// ListWalletTasksParams defines parameters for ListWalletTasks.
+type ListWalletTasksParams struct {
+	// Status Only the tasks in this status.
+	Status *WalletTaskStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// Limit Page size.
+	Limit *string `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After Only ids greater than this (the previous page's `next_after`).
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+}
+
+// GetSendTxTaskStatusParams defines parameters for GetSendTxTaskStatus.
+type GetSendTxTaskStatusParams struct {
+	// XWalletID The wallet the task belongs to.
+	XWalletID string `json:"X-Wallet-ID"`
+}
+
 // PostSawtoothBatchStatusesJSONRequestBody defines body for PostSawtoothBatchStatuses for application/json ContentType.
 type PostSawtoothBatchStatusesJSONRequestBody = PostSawtoothBatchStatusesJSONBody
 
 // PostBatchesJSONRequestBody defines body for PostBatches for application/json ContentType.
 type PostBatchesJSONRequestBody = BatchSubmission
+
+// SendTxJSONRequestBody defines body for SendTx for application/json ContentType.
+type SendTxJSONRequestBody = SendTxRequest
 
 // AsNewBatch returns the union data inside the BatchSubmission as a NewBatch
 func (t BatchSubmission) AsNewBatch() (NewBatch, error) {
@@ -514,6 +762,21 @@ type ServerInterface interface {
 	// GetBatch One batch.
 	// (GET /v1/batches/{id})
 	GetBatch(ctx echo.Context, id string) error
+	// SendTx Send a transaction from a wallet (store a send-tx task).
+	// (POST /v1/wallets/{wallet}/send-tx)
+	SendTx(ctx echo.Context, wallet Wallet, params SendTxParams) error
+	// ListWalletTasks List a wallet's tasks, oldest first, one page at a time.
+	// (GET /v1/wallets/{wallet}/tasks)
+	ListWalletTasks(ctx echo.Context, wallet Wallet, params ListWalletTasksParams) error
+	// CancelWalletTask Cancel a waiting task.
+	// (DELETE /v1/wallets/{wallet}/tasks/{id})
+	CancelWalletTask(ctx echo.Context, wallet Wallet, id TaskID) error
+	// GetWalletTask One task of a wallet.
+	// (GET /v1/wallets/{wallet}/tasks/{id})
+	GetWalletTask(ctx echo.Context, wallet Wallet, id TaskID) error
+	// GetSendTxTaskStatus Seed 004: the status of a send-tx task.
+	// (GET /wallet/tasks/send-tx/{taskId})
+	GetSendTxTaskStatus(ctx echo.Context, taskID string, params GetSendTxTaskStatusParams) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -717,6 +980,173 @@ func (w *ServerInterfaceWrapper) GetBatch(ctx echo.Context) error {
 	return err
 }
 
+// SendTx converts echo context to params.
+func (w *ServerInterfaceWrapper) SendTx(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "wallet" -------------
+	var wallet Wallet
+
+	err = runtime.BindStyledParameterWithOptions("simple", "wallet", ctx.Param("wallet"), &wallet, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wallet: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params SendTxParams
+	// ------------- Optional query parameter "task" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "task", ctx.QueryParams(), &params.Task, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter task: %s", err))
+	}
+
+	headers := ctx.Request().Header
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey string
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for Idempotency-Key, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter Idempotency-Key: %s", err))
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.SendTx(ctx, wallet, params)
+	return err
+}
+
+// ListWalletTasks converts echo context to params.
+func (w *ServerInterfaceWrapper) ListWalletTasks(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "wallet" -------------
+	var wallet Wallet
+
+	err = runtime.BindStyledParameterWithOptions("simple", "wallet", ctx.Param("wallet"), &wallet, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wallet: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListWalletTasksParams
+	// ------------- Optional query parameter "status" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "status", ctx.QueryParams(), &params.Status, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter status: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", ctx.QueryParams(), &params.After, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter after: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListWalletTasks(ctx, wallet, params)
+	return err
+}
+
+// CancelWalletTask converts echo context to params.
+func (w *ServerInterfaceWrapper) CancelWalletTask(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "wallet" -------------
+	var wallet Wallet
+
+	err = runtime.BindStyledParameterWithOptions("simple", "wallet", ctx.Param("wallet"), &wallet, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wallet: %s", err))
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id TaskID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CancelWalletTask(ctx, wallet, id)
+	return err
+}
+
+// GetWalletTask converts echo context to params.
+func (w *ServerInterfaceWrapper) GetWalletTask(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "wallet" -------------
+	var wallet Wallet
+
+	err = runtime.BindStyledParameterWithOptions("simple", "wallet", ctx.Param("wallet"), &wallet, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wallet: %s", err))
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id TaskID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetWalletTask(ctx, wallet, id)
+	return err
+}
+
+// GetSendTxTaskStatus converts echo context to params.
+func (w *ServerInterfaceWrapper) GetSendTxTaskStatus(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "taskId" -------------
+	var taskID string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "taskId", ctx.Param("taskId"), &taskID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter taskId: %s", err))
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetSendTxTaskStatusParams
+
+	headers := ctx.Request().Header
+	// ------------- Required header parameter "X-Wallet-ID" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("X-Wallet-ID")]; found {
+		var XWalletID string
+		n := len(valueList)
+		if n != 1 {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Expected one value for X-Wallet-ID, got %d", n))
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "X-Wallet-ID", valueList[0], &XWalletID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		if err != nil {
+			return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter X-Wallet-ID: %s", err))
+		}
+
+		params.XWalletID = XWalletID
+	} else {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Header parameter X-Wallet-ID is required, but not found"))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetSendTxTaskStatus(ctx, taskID, params)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -776,6 +1206,11 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/batches", wrapper.PostSawtoothBatches, options.OperationMiddlewares["postSawtoothBatches"]...)
 	router.GET(options.BaseURL+"/batch_statuses", wrapper.GetSawtoothBatchStatuses, options.OperationMiddlewares["getSawtoothBatchStatuses"]...)
 	router.POST(options.BaseURL+"/batch_statuses", wrapper.PostSawtoothBatchStatuses, options.OperationMiddlewares["postSawtoothBatchStatuses"]...)
+	router.POST(options.BaseURL+"/v1/wallets/:wallet/send-tx", wrapper.SendTx, options.OperationMiddlewares["sendTx"]...)
+	router.GET(options.BaseURL+"/v1/wallets/:wallet/tasks", wrapper.ListWalletTasks, options.OperationMiddlewares["listWalletTasks"]...)
+	router.DELETE(options.BaseURL+"/v1/wallets/:wallet/tasks/:id", wrapper.CancelWalletTask, options.OperationMiddlewares["cancelWalletTask"]...)
+	router.GET(options.BaseURL+"/v1/wallets/:wallet/tasks/:id", wrapper.GetWalletTask, options.OperationMiddlewares["getWalletTask"]...)
+	router.GET(options.BaseURL+"/wallet/tasks/send-tx/:taskId", wrapper.GetSendTxTaskStatus, options.OperationMiddlewares["getSendTxTaskStatus"]...)
 
 }
 
@@ -784,98 +1219,152 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1Fz9chs3kn+VrrmrslQ1oihLcSVUbW1pE+9Gt1nZZyu7d7Xj8oCcJolkCEwGGElcl6ryNHkwP8lVN4D5",
-	"4lAiFTvZ+8cWOQOg0d3o/vUH+CGa6VWhFSprosmHqERTaGWQP/xJZG/wpwqNpU8zrSwq/lMURS5nwkqt",
-	"jn8wWtF3eCdWRY705wqNEQuMJlGlflT6VsFPFZZrKEQpVmixhJnOdVVGcWSq2QyNiSZzkRu8jyMzW+JK",
-	"0Cz/WeI8mkT/cdxQeOyemuOXZanL6P7+Po4yNLNSFkRLNCGSQaqisudglwieElBihYa/mUvMM9Bln6RR",
-	"dB9Hl8piqUTupn98z7+S2AsFlcK7AmcWM5gLmVcldgmXBlLpqQKkiVKm9ErbP+tKZZ+fyCttYU5L8bpv",
-	"xa3V2i4/D6fC7PtybKYzhJMxHIQJnhn43qve30UuM2F1CTzrYQzCgIDwpmMq6OkPOLOdLX6vxI2QuZg6",
-	"pd5d/bHhSYbR5GQ8jltHIsdsgeVPzwxkwoqpMCzkSpUoZktabAT/q6sSSnfyYCXWpK70n9IWluIGYYqo",
-	"oCg1HR3MzsGgyqRagLQgFkIqmtGIOY6iOLLSElnRN2G19r7udz5xj4rmayeD8QQGdpjJjKkXytxiCVKB",
-	"lSscwUW9TbsUNlHG6hINTIWdLdEM7p1fyeiQrAY3nijauZcyTwQiL1Fk6zBUGp4tTHQrZzhKFIl+P5H/",
-	"yoN1vcRtKrBpA+oXq4ZEsgS1/LzBtrMlk5tlkpYR+etSF1haicHGxlHR+upDJKzFVeGsv10XpCpkcBZY",
-	"EkdmJQqLbGa61F8qSF+/ensNxzcnx15eKdTuA7TK1zHcLtEusQS7lKYWdSNBJx/WUrfyVOschWqt/F4w",
-	"/+e6XNFfUSYsHpHyNIOMLaVa0Ji5VNIs9xwks9bWm69zYez7+igPPzbVdCXtvlT+VGG155ASZyhv9hxk",
-	"sLyRM3y/ZYPGCouPaS9r1Ft+0w+pnNbk+at5NPnnjqMrE92/2/AsVZ5DpazMG11gy4XKkk6oKvdH0ZYV",
-	"Y4PA7tZ+WhpTFdmeGsOc/amSJU35T9KEDtfqDQdmtUnoaGhXQnFzqDpUvasJcO6GiGYWvWbXsNex9UeO",
-	"/pQWV2YnQdKCngJRlmJNnxXe2fdibrHcPOSvSyRh0DFWLKPC26N5lefOSNFw/vqZgZSnSUeDyhiA3qbk",
-	"elIIb8b1Hrfy7Q2aKrdP4dzO7Hoy3dupfhsOXpfZqcLbFA6cdYzZRa3RgrMWhzGk7q8UDsgfTpHPCSh9",
-	"S8+WmGdpog7oOxoLTnNphsOYfCjJyn1Hvi6OUFUrolrhbRRMUhRHNE8UR4Xzq6S+DkZFdHhzsXaKr1f1",
-	"IbgheBXFkVTur3cDsm+bgY1tkxt0iOGZCfhATHVlQbgd1j4ikPw5iKNjbYx0jr1L4CsVbJOTI3FTKOAD",
-	"BHrOSITI0wp3MIlXeBt0a7cXkUxnoBPN01X+UxiLT32K6/Bhj83UULovqH8shYVbtlelVotzmOsSpiEg",
-	"JIy4SxjYV5E4ujvSZUbm8XmXA73QJL8VawNM8gCiaU1zsp1XYW9DvPoWRW73RXeNxw6npyrYW4lsPXgc",
-	"niJhv8gQ0bW6P0b2tjNntcOLxNLu1roAsTv+zZ+/htPT06/OgXnuZO49+7MmvjjIcC6q3E6ch/OBS6KC",
-	"MwdpD0fwVyws0cGYXM5KbXCmVebs6A4wg0S/0EdbgOemNWTqyJ0uUWRYvjdyoYStSmTPuhJ336FakCY8",
-	"/+JFHK2kCp9PBuRZiHWuxcBKF8QPKXL5L8yaaDhlaaUxULDx4uwcpB0iBFaVsTDFRKUyS0GojF+sXzDu",
-	"hRss5Xw9ggsLK20spEdHK3F35Gk6mq4tGvJaJ/A3+SeYrsHL4xC0miFkSBF0n9E0amcedzHwJq/98xYA",
-	"nWKu1cKA1efsgfo6s9BBF5y6gFYIgrwVCT+m2JZ1bm9ZPQpGgygfOmd7GPmWJyLCLt2Yk02j/1obu+F9",
-	"etilBcdStrui4zNjr1hhBv+O96K7e8826nvMgXZJZh8a1LwHSPawp0OxVMe012DjvS2FMmJGEw+4iz+7",
-	"/aeXV3+/+O7ym9SxK+Zj1B4Jt9IuWd1KFEarc6DAYg2a4upb6XzNTvJuUndM33WzyIanb+3otBP2BSfy",
-	"9au//e3y+vrlN1Ec+R1EcfT65dU3l1d/ieLo+6u/Xr36x9Wmh+l400GNDxHXIBuHVH9AqLivWDNhxc4H",
-	"Z0iLHuAg6UQu1Y+DORQHeMnawF9eXvusCUn7+zffeXDpIMojwKTHSt7PQ8zaDXj1PUbtJt68fHsNF68v",
-	"XfZ00zfXeZOdU4rfoBUy37CCbqJHd+JH7yd0l57tC6WVQnapYU4uH5BbuIWT8diFU02OU98qODgZj9kJ",
-	"VsVhS1Ahj9ZThhaA3SpROnY+c/thD7nzlsLIh+HkA+ZgPzbinUWVYfY+HKKeoRMrma+PTIEzOZczTnk2",
-	"8MLzEUqc6TIzoLTCGIwmtC4NiKkLaIVpdC9HcYMGKEJ0ppCxvBk9DSP0eL4NJ7Ss0DMDDg81cOfBw9kT",
-	"eT9mWXeTX97s8Za7zGE4Cge2HS/7ebsqebifrWCzu4umfOeN2B66MWz3iKFianRe2drQpWT+XCL5vfFG",
-	"3KGEmj0kdGcRc2ns6NF0Hi++uaF79tFzvUlXc6i/vb5+TfZtAgKyqhTTHMHUOQKXkyGkNy+1skSV8Owf",
-	"JSpR10tpINOzakXBqHTRx8XrS7IWCsHoqpwh76Ws7HLCj3G21Iw2uTxisZyLGZJNSRQ9pj2QckAoBh4v",
-	"rS1EIY9FIRdIQAphgQpLwZWxUq9YW9KV+LF5kB7GiSI7xXiiUkqqRViU/zNcSTHwX29fXRGodVLRBSpR",
-	"yNEPRquUd8hG1/Ci9GoM6YckBIRJ0IUkaFUSTZLo48+/JNF9OoGz8bgXmZNOJ2r3Wu1hDGfjM/rnqxjO",
-	"Tk55On2DpaFgJlFTnUk0MXjAbDhjQ27ZxPDF+BRulzJ3kH9rCc7XvcNcvFOa/SiXK0kcPvCxzFRnax/I",
-	"xPBlP46JIVTAiU2JcqaKZytxXhmkg64yMnj0XW+fhhAiHSeuO0Gm0VWuMpzlokQvSxE+Zxtl9oW8QQUr",
-	"XdJuaS7FpS7SUAS8myFrftDQ2sJmpS6OpIIDX+EJ5Z2Y9cGFe/woUf0TG4MVC0iNnyo9nLBGeZQjDHy7",
-	"LrD0kVPL1RKgSBQhCtpl7FwvKfwsrzJm94fEgYEkmnxI2NEl0eTjz7/EiXN39adG6T7+/Mv9fXoYu2Mk",
-	"F4qLixtMlnaDtS7kDKVTbxeiOGIdY1txQpbRH4xoEp2OxqNTjtHski1fjzH01QIHIqeLhjU9dkDgxghe",
-	"CnIOGSyQovEafKf+5Hh21pnPxmSeg8iNbqGVlL1LGtMZcA5HGJhLJXIyDU00ctAOcMuWJ2KlBWnPIR1C",
-	"6GmimvMbEhkPxTMbTo7p8JFECgfhsbEyz2EpSFwTCElyl7eOYYl5Frt0Mcv6VkhLti34DzdLDD5NzP5y",
-	"is76KV87dsAu9aFLmqh67Vo7eFmXFHqpbBkMg3TFEXawwUXJzPBJ+wdtNyV6UgfsfYqbvjG++qV04/+b",
-	"rXvSrVxhosg+FTyB4lNtWgl9ZCHaJa6Jmolb7Q9XaVijoOjiKlEubWXOPTksCZdnV9VqiiUcpH+kJ0k1",
-	"Hj9/IbM/fPz5FzrzPJ0tK0wP6ykTZTU8//IL8JN2IRozjAVNb3tjCKfj8ZF7nTelK3ueqNYcrI2krpxo",
-	"04Zkua6JpYVHnhj2LzVp4zRRuiQu+ndrc2OdxYP/7h95rkdvWtZE+fPvxMoGw6ef6pcvs2hCR3k47CQL",
-	"EFbhbEa/PYnFnBk46GNIcxjzCRZHBmkOi5lzQwRnJrWwpHWAIHRSGPanzGsOVF68OCevITPuqAi9DifP",
-	"v4Rc04AZebsl3iVqthSlmDkLuDHL2O1aEtFsMKM4ooNNUQ2H6XXvwwYG4+Kwvn1J2PzvIq98/bYfTb71",
-	"QreaZfvgUTgwSIhR3yBj2yGqaI4H6XoXd5vbno/Hn7xvqasLW3o+wqF1nj8llJr2Yn5pQtB/H0dnn4HQ",
-	"rU0pKYk/ncCLF3yeZJb2/eU5vBh7DduqXNDo1jmcjJ+7ici6ugPqcInrvKEtfuG2OER5LbPj4dYzHn26",
-	"++iN7qdqtRLluhX4B/gz6ZpYPQ9RCEceYmG4COIHUZxxd1R/Ch0LhTZD2dLBWKd2jGQeuHvJofBQZ3Sa",
-	"bLy3YWS6jtnDMcCjUQzyBOvRUlNMDBfeDofNdXzQUphEkZhZB4fsHNG/o6Hb6dBfGCZ4kAG/7mQzXP+T",
-	"ztZ7nZU637dROHggI96NM72k/71sy+9nOM5OWcO+doseXa8LDHYi7S+fnsPZC4cUdbbm3j1uEuwpvrCQ",
-	"ozDWBc8soQeMUKIGrJDv7zs7Of3tOOIbIk/i9g4hF+WCG+KEgs0Q8v+hNYzZ8ngITFvZ2Tzex9FxqzNh",
-	"2FZe7BQ6QhM5UijdINFZLgngz4RKVKElYX1bhxwVYSC1IKB13RKRaFdGXd3qO2lsmqii1FZPq3ndmnmQ",
-	"thV9Am110jOL9sjYEsUqpYjhhvwob5jx/GyJsx8xc6b+pu5S5q85KD0g8NyHiQwaUNAcnZzkIT8Qeb4t",
-	"X+ZSGL4DVjUhYaIc4MqF4kiGDllrZg6KFH0pTZOu5TjEIOO3Ja7AaodKQ5yl6/p94VNLctaqktY5iPBE",
-	"z3lPDfajydL/OfrOrXf01r13dJmlgSMuPEpU2tRIN7AKh7FrV4sWixLR1fmnpBmcMCMcQgEn5qZdAyZu",
-	"c361qKa5nMGPuGbFYgMUngUe/4hY0FhZUhiSYTkCCvqkasrHcV8owolko5ZMgpHG+oli4IY6F1wqNEF8",
-	"U5zrkrunvei8VDp9zqa2p36Ua5AmLSGKjSvYB8n4An6Ri1nona5VskmdhKKutPVaS2H6GcHB1voeDnlm",
-	"ONAwrnffcMIyUSfjMYWrNEmnwOJgDsUL0iURth1/F8StEO3uQR8MxHxxotrxbNg/t3rtApMejwT72t8Y",
-	"h86hDR0qDyvn1qio28xa+7V+X8JADPcUamOfhwhHdF/i3bCG+qHzv9c+dkaGbVvdhQC7N82wj+hWoaQS",
-	"LI0+XTsAyOf73TlxhZZoaW0xOT7O9UzkS23s5Mvxl+Me0P6jzP4wnp7MPv78S/zV/Dl+/PmXaO9rIFwL",
-	"GgA9LSfHrdzO9BwofetybmtCbSjKXGJ9xeVw5CMQb/gTtV9xiFQv2GMCIzFIlSg+Pt6M+tCquYNAZoUv",
-	"JvSTwQEo7gSdt9/5Oe1c+eHTExrHoVYWuBVE0A/uMtPUFQJrqzuCS/dGoXWZr2m3K5+5XAquDPj8a6sM",
-	"6eaG8aR+xkyZeN54qU9aaKI2gq5Vq5X0ftslGA34SvGnvDR0zXlgdy2EpePSy+SOlCYfumi0aAR1jPHc",
-	"qcmjQUYHgp3D6VkHinP1mFOHtbnlqLlOQp3D6RfNiFZTk1TtogFnDXWG53A6Dq8MFIljAj+dMnIjBnKy",
-	"jeHspswdZT1BuQR9gKEMxEjJE+Xy+v7ek8rgdrk+dDmYVgukj5tyrepY5PkXL9opwbhtx0PFsI+uMmkY",
-	"VbFSaoWJ8u3QNHk7x/M7Rl+TPaKvuFaERDlNaEpn4W13Fo4KLI+84qZNJNRWEZOogdW6rY8juOpr+XkX",
-	"+SSqH8o41C3ArESeY+lq4Y7B/6aBo6uabCDg2g7uFTAuuQv6X616WheKhedPysi0DHroeXP90nVXdLiJ",
-	"tJOS+o7tLXbP39/k0nPRTtg8LIHWpewu4wfmbPhaM8lE7+5jRlrDPYlFqaeE9FUGpKgwFblQMwefhdM+",
-	"+PblxTfnrXxACNgoPCJPfaurPPNJxtEGWKa1v31QSnvwauB6sKu3a4IXBXeIb0aFZOA5eypcPtLhWZ8V",
-	"tZo3eDh6jL9wwLDEa1yrnEZzH27lPmnxCm0pZ9urwq21nhl4XeoV2iVW5CEX0thyHRIuFu8s4F2hDUdG",
-	"4LDnCAgwY5YorfJ16/qWJ7+sQiHWEwIHaV1opZG+xp/hTQqZPjxP1Nn4rNVzOhADhS09evCI5OMiF7Jn",
-	"7gdA8iZT/CpPOy405OzxIfXd+q78W1KoqXhAxO2mma3WaoH2VYHq4vVl9CtTyANNTpvc82vBadOdFFAB",
-	"l6RNr4Xok1ilVi9UHHqLHuQcJxa2W3j/+JMZeHcX5tPb+DecH7G+q+upGuu98lN+fIPQIm9u0ulzEhZW",
-	"cuGTIKcx3Apl4ewz/BbHVVi/c509tJ4YK8qQFUobUtMYjFgbwq1DBrjeSF3jVwxl3Y4w+zf2eW8e0ttd",
-	"Vefz+rta3bYI0ns8dwJrOR0+RVDdqfbxnc3vDWx1n3/FtUG+liyV0/PpGmTmr3mJzjXmGNLmCnRa557d",
-	"xxDRNNech1wfQfAd036vyB9vZOhlnYndM5H3aOJuY70mFeJTzv5S8LZ16wvwO9mCzpWITWpeE9+N/NfW",
-	"bXJ3ZWc1n0IMP6Mi7uSqWvGnMRdp/cfBnvvNC2FbGCQzAwu+TuijNWbQgYNMeCN1Zeo77i1l2Zp2ddfp",
-	"f69ulOYnBYZ+Qccpf7ub4amOaYchTwsytweXnDarw20+1K7YxJtq6kst+1FfP97ajtGu/ekdLnvDgXD3",
-	"GRP1QFYghpPxuN0L7CuAvXjfl9w61bwJyDn3vknrcil1r3BIinmr1Eqd+RxZU4hxV+iVm4MC7rALUbJW",
-	"z+UdZk2TnlQZ3iXqIPV7+efJu4lvwG5szwRC2jo93FYHaQzhU5syHjcwzW3937gZY/Mq5CM5cMLUvZ8f",
-	"qvt8jFgheLLOg2iTbk067IRzvjxoKQrsyX8CTmrhVmWi6luX9S/zdO5bunTR8/HJb8uYi3YjR8OfUNVc",
-	"d38miMvfqb/lnXJCjcR7+PkZ86TA8qvf4Pfi6hqHa5XdVKtMzudYcseDo2S0e+J1MIawWsOKTJHn18R1",
-	"tHgDyCauaCo5nyGIuN4ze+tsXCuz/YiR5pStv2geLoy0F6qH9zK3e2RcP7UTfMv51Jan6rqogS7Fxgd2",
-	"AfTxB5ndP5SccBfEdyhl14p5MPyDAQ1UKoRd9pqJu/b7d4VN243XdfNzZb9J7ul3Uq76lze26M99/e3m",
-	"j0VRFB3XKUVXNWplf0aN2FtB3XCzQasn6aDd9/WXUmbuGt1RSXzy9Xj/Pl8HOWytEwh/dBHueAn3nsgl",
-	"PNJsNmk1mSXKl2YI/ri+mqbGa+vbNyCVsSgyV/1oGr6IT4XOcxMu8vxUV7brdk7wqG6Jvk9luMcmTtTT",
-	"70k5QBfivlB5uX93/38BAAD//w==",
+	"7H19cxs30udXQfG2yuTVUBpSL7Gp2npKib0bXby2z1bW91TG5wE5oIjVEGAGoCSuS1X5NPlg+SRX3Q1g",
+	"XjikSMV2dus2f8QiOYMBGo3uX7/Op85EzxdaCWVNZ/SpMxM8EwX+eZGJ+UJboexbscj5SmTwbSbMpJAL",
+	"K7XqjDqpLZYiZbczoZidCVaIn5fCWFa4OxhXLA0DTVb9H8QqZVxlzFhdiIwpbWdSXZ0xPjZCWabtTBS3",
+	"0oiDTtQxk5mYc3iqUMt5Z/RTBx7X+RB17GohOqOOsYVUV537+6hzyc31Sz3hNLHmPC9ngllurp8Y9uPb",
+	"lxFLD28Gh7c8z4U1h5/oj/tDuMIcfpLZfVp/fPNx91FnwQs+F9bRCp5+8Xzzc5nMWJezH3+8eN6DoSX8",
+	"uOB21ok6is9hcJl1og7QTxZAaVjptilEnfc46/Zn0oqeGAaDs27a79M37NX53178+YcX//3u8vXbFx//",
+	"cvHyRbppQnTHXpO6h4vNQisjkCzf8uwtcQR8mmgF3AR/8sUil7RZh/8wtGPijs8XuYA/58IYfgVDL9W1",
+	"0reK/bwUxYoForOJzvWygE1aTibCmM5oynMj7quz+1Mhpp1R538clix+SL+awxdFoQuacZ163/KMSbVY",
+	"2jNkaDcTpKPBb6ZS5BnTRXNKB537qHOhrCgUz2n4h9f8Oyd7rthSibuFmFiRsSmX+bIQ9YlLw1LpZsUE",
+	"DJTiTF9p+xe9VNmXn+QrbdkUHoXPfcdvrdZ29mUo5Uffl2ITnQk2iFnXDwCCwrHe33kuM251wXDUXsS4",
+	"YZz5K4moTI//ISa2tsQfFb/hMudjYurd2V+UNMlEZzSI46hyJHKRXYni5yeGZdzyMTe4yUtVCD6ZwcMO",
+	"2H/rZRFk8ZyvgF3hH6Utm/EbwcZCKLYoNBwdkZ0xI1Qm1RWTlvErLhWMaPgUpbCVFqbVee6fVl3X/c4n",
+	"7sGt+Y72IB6xlhVmEnUF48rcioJJxayciwN2HpZpZ9wmCtWKYWNuJzNhWtfuNI+diXnrwhMFK3e7jAMx",
+	"nheCZyt/qzQ4mh/oVk7EQaJg639UfGlnupD/FNljRd5cGgNTOn9zwa7FaoRzZOduXBxgxL4VvBAFS5Zx",
+	"fDS5Fiv8Q7CuLtj/6Z+/uQBFO2r+3PsC8vKV9hONgNJaCdwJYkk6QBp48UZfiwznB9LJ3mrmoAab6TxL",
+	"VCanU1EABLgWK9M7YKDG0vfv3/dh5UJZoJ1I3V3M8BXcecusJvpohXsQVRFM8+66HFlTXrR/exzZ30k6",
+	"WOGGI7wuw8OFy3KKJMkJB+whz1u5TnkpPWJKM7OczByIgO1DCDPFvZPG7/eXYaatT8bjYAO+8QdxotVU",
+	"Xi0LkUXwa6KuxSoc0olewCHVTFrkUOshWaYFXSLupMGHScO4QgSaKI+giBG92CEIYABUScXEDSCACTd0",
+	"/MP6HfaxkxluQZZJWB/P3xR6IQorhadY1FlUvvrU4daK+YKQuGNP0N1XooCNnhSC2zYUfqFY+ub1u0sG",
+	"qNaJvpQFJMa0ylcRgHRYGlHSS81SGJKoQ4FPTx5rnQuuKk/+yJGnprqYw1+djFvRBzncWUPkUWcqlTSz",
+	"PW+SWcvJjDo5N/Zj0IrtP5vleC7tvrP8eSmWe95SiImQN3veZERxIyfi44YFGuvE07Zjgxz1Dq90tyyJ",
+	"a/L89bQz+mnHu5emc/9h7eQt85wtlZV5yQsIAoSywBNqmTupCDYAPN6Tu7KeCscsF9meHHNfNTR+InOo",
+	"QrWwYE+s6hRqHFrfoag8VLVZlUYkITeYNJLoDcrDvY6tO3Lwp7RibnbaSHigmwEvCr6Cz0rc2Y98akWx",
+	"fsjfFAIt5GBrL5xqmC7znPQF3I5fPzEsxWHSg1Zm9GJ7fecau+CvjMIaN9LtrTDL3D6GcjuT69Hz3jzr",
+	"d/7gNfwaStymrEvSMUItsRKWkbToRSylv1LWBWg5FnhOmNK38NtM5FmaqC58F6E2Rc6FEXpBBdF3BFm8",
+	"d0OJ244XSYhkcvhnQRAV2JcAVQcOLzlkos5Ez8MhuAFLBY15+utDy95XxUCr64DA9xPjdR4f66VlnFYY",
+	"dISf8peYHBxrY1r9OK+Vl020j0BNrhgeIKanCOphelqJHUTiK3HreWu3CwWITj9PYR7P8p9DWHzuUxws",
+	"8T0WE/Bjc6Pegw1wi/Kq0OrqDDHc2PtWwNzaxaPSZJGoc9fXRQbicVinQMPKz2/BPsAptyCayjCDzbTy",
+	"a2uj1feC53ZfdFdqbH96lgvUVjxbtR6Hx+ywe0jbpAO7PzTtTWcObC2QiEDS+tLqALF+/9u/fMeOjo6e",
+	"nTGkuYPQpNmflKZ6NxNTvsztiDSc8wEkyitzJm3vgP0gFhbmgeaRnBTaiIlWGcnRHWAGbP2V7m8AnuvS",
+	"EGcH6pTMyo9GXilul4VAzTrndy+FugJOGJ6cRp25VP7zoGU/F3yVa97ypHOgh+S5/KfISsdSiruVRgzs",
+	"vtPjMyZt20TYfGksG4tEpTIj5zpcGC4wdMGNKOR0dcDOLZtrY1na78/5Xd/NqT9eWWFAaw3Y3+S3bLxi",
+	"bj96TKuJYJmY6Ew0CQ137UzjOgZep7X7vQJAxyLX6sowq89QAzV55kp7XiB2QfcDB20Fmx+BjYY8t/de",
+	"PQhG/VZuO2d7CPmKJoKJXdA9g3Wh/0Ybu6Z9GtilAsdSlLu8pjMjx1h+BHeN06K7a88q6ntIgdanjDrU",
+	"s3kDkOwhT9tsqZpoD2Djoy24MnwCA7eoi7/Q+tOLV38/f3nxPCVyRXiMqneyW2lnLs7FjVZnDAyLVT1o",
+	"tdN+l15wnN9l+ZA1TV9Z0VHN7PNK5LvXf/vbxeXli+edqONW0Ik6b168en7x6q+dqPPjqx9evX7/al3D",
+	"1LRpK8d7i6uVjG2s37KpYt9tzbjlOx+cNi7aQkHgiVyq61YfCgFekDbsry8undcEdvvHty8duCSI8gAw",
+	"aZAS17ONWLsBr6bGCGri7Yt3l+iTQwfJum4OfpOdvfPPheUyX5OCNNCDK3F377fpFOlobkolGkNRFozT",
+	"dEEt3LJBHJM5VYYL9K1i3UEcoxJcLnqVjfJ+tAYzVADsxh2FY+eCIJ/22Hdckr9zO5zcIg72I6O4s0Jl",
+	"IvvoD1FD0PG5zFd9sxATOZUT9D6X8MLRkRVioovMMKWViJjRgNalcRF6jIsE3ssFvxGGgYVIohCxvDl4",
+	"HEZo0HwTTqhIoScmBAQ83Nl6OBtb3rRZVnXnlxN7uOQ6cRCOsq6t2stu3DpL9vaTFSh2d+GUl06I7cEb",
+	"7XIPvdtjo/OlDYIuBfFHjuSPxgnx1HnhRQBfTiLm0tiDB915+PDWBQmVXd5VsgT2EIINZvCxoHUR2H4a",
+	"vuN57o5AfNdfFGIq70TGZuIuAhCJKHlwNIi/GTJExwfsOUFi4nV8DLdWFDDY/43vuj/F/We8Pz3v/+XD",
+	"p+F973/+adveA4dfcfMxl3PZguL+CjwHP515IM6EsXIOZhagc4yC6OKawG04bFLZ0+MOgkg5B3ww2CYB",
+	"j8EoKaQupF21nAePdlJ/TUoeMAYjRmwmr2YUFEHf0FQWxgYzjsW9MyavFIYXxiuWTuVUp825Hg23SugT",
+	"kLy6nWkLMZELiRIpvkOBfxzD3rFMXklrwGCYw372J9wIxrOsEMaZQhNeFCvGGZ5u9uLiTf/khE1mYnJt",
+	"lvO1ba3u6nF8/6eH5MsNz5dt0kVIz6AR42BPyTnPGY2BgdH4Dubfg4PF2VIqOzw5LXkuRrebD911BvHa",
+	"f3tJGqu3HMdLbq53hOQNhS1ExuL4+ImhGJvzfPrkiE1a30HZOBpEw+jowzaWGG6T4C8oFcOFu1ZlrG/K",
+	"ZS6yrbL4pBVcv+fS0oUv7sRk6f9GJBR1nmsltuLqo61enAbj2LuLFo0Hz6hg0blUImuqQG5mW9d2vNlf",
+	"5FDKFrcRxZeBJfbFdFxNRJ6LDWp8ksPpZeGqcrduZzIXoGBvuWG3tAMPuPFO76POZMalct6FNYG4maNg",
+	"j9rh52Xw0z8BGUesjRi04gLfhWkHg8cEUasDfHMf7aLFQICEXEqpUDmbrawBAwcLocUsdumLigA4Hatu",
+	"Gjatkvu5tp/Sbkc/g+NHhYmrwiCGEQo9fyAL0kn/iOX6VhSkEWbi7oEzs1U/n4cYusgCxQMtSDMHjW2Y",
+	"tK1qejPLPN0EgCmbFFTIjz9ePL/55kG8K8v024/XYrXdZzJsIII9lPUzlDE3orCbTvya7GL+etaVFgg6",
+	"EXIBG+b0hjQII4JgkIZl6OLL85CI8YBgcGK92OSdfg9bBg8n+FKdHEgfMCswjdlnLB/s7mf2U3j2iGh9",
+	"KXQrIftyyHgDMHq5O38jtrr7CLpj09FHWgPhSfXApR71r23ldjY8ekxKQHWAp1uBVeTh1NZZgI64DUnT",
+	"explIRs6aBkneXAj/OQqh6fiPnM6NhyOqKIaG6kLD2QolGzxiDSFr5Fd8Gjsw8317u7yCiTZ4uwbbkY9",
+	"9LjtFH5UdPfhHK3ffvn1EIyAvr1Lg8txtwwtmPV2cTfcl+aPkUh1WXS0ncoPEHlTJkLFkPAeiJGHgqyL",
+	"bsC4FzHhQTnrDkZNfz1aphX5LZSFW9BG6A57Ecm37tGIpFmvmtdwG3C/qOB+4XB/1or7MQFQTJZw/N8B",
+	"1ZzreyF/EKvv0U21AWPyufBZlYxTgDQNabw+5zXyP33P7UwX+G0ujClzFR0EM5QRa2dCFuaAoYYbazsL",
+	"Gbe8EOxK3tBJX6FNnKiZzrMyu/FarCjUh4UhdGNZGhLmVjIjrRI2d4ypyedL26JXzlVYZzf1LrVrsTKM",
+	"Dk7ai1januqc//zxt19+TQ/YOdyQKL0QiuhR6KUt/VGuqsc5LUP6J/kDMLM6qmQmJ8qnJruc0eN4QAtH",
+	"vsfTg88vVzqzdkHJq1JNW3Rw6Y7+/vLyDax3BLp0WfBxLpgJ2S3OlyIVmxZaWTL76eaDRCXqcoZwZ7Kc",
+	"I5intZ6/uXhiMMxp9LKYCFx1sbQzyosVk5nGOCnmyFtRTPlEAPcnCgXIagFYVDFfEXIIi+ELecgX8koo",
+	"4gyhRIFuJtBv6OdM5/y6/CHtRYnixGGsWCoF5889FP9B4nPD/te7168Yt86fCBvGF/LgH0arFFeIZjSx",
+	"I1wasfRT4sVH4gVs4s39pDNKOr/98mvSuU9H7DiOGzklXUz93b1gpxfBZrsA6VbWCAnux/Ex/O9ZxI4H",
+	"R3invhGFwbD9WGdSmIi5yLDB1CRQSSZix8NholyUtQLHkecKsTQio9Ciyz72sj9iJ/GRs4ZtJVk8Uc2C",
+	"D+c/TRTNAkkK0+qj9QL42oX7xzpbuVh/xJ42Q/3l8mE/EkXefBytEFOYZ0SiVON3DYIaWB4oQzy4ZX51",
+	"JiY5L4RjGu4/Z2tFXSST5rrAGgKFiQfuKAgm7iZi4cU6UCMEIbJCL/pSsa5LgvYZ0BEyHmVE4E+Jajq1",
+	"I2b5FUuNGyrtjZB1nVbmhn2/WojCJRdUolFvX8BowBewSqdU4GRN8mWG5P6UkLZIOqNPCSLApDP67Zdf",
+	"o4QiQuFTyd2//fLr/T1IQDyv5Ds160SWdo20JLF8oY4TQABKgTlRKA1AMrsT2Bl1jg7igyNydM5QSTUI",
+	"A19dtRUXnpekaZCDeWocsBd8MmMyY1cgh9MQn07dEXXkDMmBZVThjPHc6EpAL0UXbQrQSFJMhoOlpngO",
+	"MqgM2HerOSBFJViDTMukPWNpWxA7TVQpKHyuz7aQ/1ocCOfhgu0p6/qfjZV5DhYTk3bEfB4ppXZGbCby",
+	"LCKvOe61BzY+xEKjgFWDmZQYUhoLErPKVSpR7DN10f00UeHZgTvwsZQ39ULZwgsGSQgf8ZvXmjIzeNLQ",
+	"55/CfFIy+lwWKHxjXIK40mWIrFy6L62QcyefFjiAwlNtKjmvwjggs4LZjOhpf36V+mcsmNXsVaIos8uc",
+	"uengTlAqqlrOx6Jg3fS/4JdkGcfDU5n9GeBB5IbDuuReGDJRVrPh0xPmBq1HMZFguNFwtQ9gHMVxny7H",
+	"RemlPUtUZQzkRmBXtIe1gb1chcnCgw/cZFCRhanFaaJ0AVR01wZxY0nisf/dPPJoEKxL1kS580/bSsEW",
+	"kgXh4ousM4Kj3J6ZUa9j/unTWjEsbnNmWLcZZjW9CE8w7xsBY1iRkRoCM2AUNktaQh5lAQ0obqQ1gvjT",
+	"0zNSiqFqDBh3MHxKrjrmXRmJmsx4wSckAddGiStgFQVmo656Sx012j/69sV8YVd/Jw8DlTk3DRLadKtx",
+	"b7ceha4RgvGxvhFlbXVjVjDG1nl9aJRSD+P4s1fJ1nlhQ4WaP7Sk+dNcquu0kRYjjc+LuY86x19gohsL",
+	"xlLY/nTETk/xPMksberLM3YaOw7byFys5K0zNoiHNBBIVzqgzlbCOk9Y4gktsW3mYc8O2wud8e6j3e9e",
+	"q7Vdzue8WFVyYzz8GdVFrJ76QD16DPiVQdvc3dRBCz588kU9C23aEgpb0wGCYgTxgLWyBPd9Kj5xsnHa",
+	"BpHpKkINhwAP7kKQx5GPwPo0B+zcyWG/uJoOmnGTKNhm5ME2OQfz31HQ7XTozw1OuJUAv+9kI1z/Vmer",
+	"vc5KcI6t5dZuSRqt+2fcTv9ryZY/TnAcHyGHfUcP7V+uFsLLibT5+PSMHZ8SUtTZCivFsSS9wfjcslxw",
+	"Y8lKxx3aIoQS1SKFXDX58eDo61HEld8PouoKWc6LK/RIcsXWTch/Q2kYoeRxEBiWsrN4vI86h5XinXZZ",
+	"eb6T6chKyxFM6RKJljHURC20BKxvg8mxBAykrgBoXVa2iFeLByi1+6U0Nk3UotBWj5fTUEjeTauMPmJV",
+	"dtITK2zf2ELweQoWAxY344IRz2N+jMhI1N+EnhiUNoNeIgDPTZiIoEFwGKOWs9DDH3wcryWljFwYrt+C",
+	"Kk3CRBHgyrlCSwZDVOXIaBQp+FKaMqMR7RAjEL/NxJxZTajU21k6lLgsnA9LTiqFBMEH4X/RU1xTif2c",
+	"x/YlPa//jq7rX2ShYQGZR4lKyzKCNayCZiz5Yxm/KoSgcAz6boPPFgxOkZtqmQQ6uYsnhi2W41xOyFdl",
+	"NAkg/5un8bUQC/INgxmSieKAgdEnVVlhETU3hdOWrJVbuAwDN1DEMCpExqUSxm/fWEx1gb063Na5Xal1",
+	"1TBBnrq7qB0HcAnM2FBNi98ZV+OyyPnEd+oILFm6Tnzdg7ThWTNumq7H1kYuDRzyxKChYahTjEHPaKIG",
+	"cQzmKgxSy0EmmAP2giQnwqbjT0bcXAi7u9HHWmy+KFFVe9avH6shd4FJD1uCTe4vhUPt0Ibsv63MudEq",
+	"qtd7B73WLN1pseEeM9sQUHFHdN/Jr0dF1s//XuvYGRlWZXUdAuxeV4Y6op6oLRUvVi2pvDsAyOF+fUco",
+	"FxlDKaPDw1xPeD7Txo6exk/jBtD+L5n9OR4PJr/98mv0bDoUv/3ya2fvpkOYLt0CeipKDqNFJHq6St+S",
+	"z20FqE3wIpelV7534CwQJ/gTtV/+NLCel8cARiImVaJy6kGCYtSZVmUQGMQKBgaazmAPFHeCzps7TB3V",
+	"Gkzh6fG9FVhgFsyHKcQ/qHWWS0EOUveAXdAVC62LfAWrnTvP5YxjZMD5XyuZ+jQ2i0fhNyTKyNHG7fqo",
+	"giaCEKRqxorT+119wsIwV0zxOVtUXVZaHOLukHsZ1JFrZFhy0QELNsaQ2ORBI6MGwc7Y0XENimPSOboO",
+	"g7hFqzk4oc7Y0Ul5R6XuT6pq0AC9hjoTZ+wo9pe01FFEAH5qaablNoCSLQVn3WVOM2tsFDnoPQxFIAZM",
+	"nijy67suWypjt7NVj3wwlSphZzflWgVbZHhyWnUJRlU57kOTTXSVSYOoyjeqSpTrGACDV308f6D1NdrD",
+	"+ooCI1D03lRCZ/5qOgv9hSj6jnHT0hKqsohJVMvT6tXBB+xVk8vP6sgnUU1ThlA3Z2bO81wUVC5CBP4X",
+	"NRwparKGgIMc3MtgnGGjgH9W4ml1KOZ/f5RHpiLQfX4htRQIKUC+Wc9OTOqaGmyQe65bIDYqW1QdNtt3",
+	"oNICtE74ljFLugYimc6He+rp1p6kuCj0GJC+yhgwKhvznKsJwWdO3Me+f3H+/KziD/AGG5hHoKlv9TLP",
+	"nJPxYA0sw7O/37pLe9CqpRllpUfeAnPH1q1CEPDoPeXkjyQ867yiVuMCewcP0Zd1EZY4jquE02Ds3kbq",
+	"AxfPhS3kZHNUuPKsJ4a9KfRc2JlYgoa8ksYWK+9wseLOMnG30AYtI0bY84ABYBZZorTKV5UcRDf9YukD",
+	"sW4ileQhTDhxMf5M3KQs072zRB3Hx5Wy7BYbyC/pwYMHUz5c5FyqB9oHth0a95THHRe45fjhW0Lnv/r+",
+	"V3YhzGLLFlezczZKqythXy+EOn9z0fmdLuRGSmA79dyz2FGZBuVRAYakTSNX6bNIpUrSVeSTmLZSDh0L",
+	"myW8+/mzCXhqF/P5Zfxb9I9Ylz72WI51WvmxHShxcaNaV0xu2VxeOSfIUcRuubLs+Is0n3TPrzXf9Kkn",
+	"WEPgpFBaTjWNqBXp7WzVJoDDQkKMXyGUpRW5irR/TZ33dhvf7so6X1bfBXbbsJFO49EJDPvUe8xG1Yfa",
+	"R3eWLTk3qs8fxMoIzK2Xivh8vGIyc52QeC0XP2JpmcefBt8zffQWTZmr36b6AILv6PZ7Dfp4zUMvgyd2",
+	"T0feg467teeVrhDncnZ98zY9N/SI3EkW1LqGrM/mDdDdyH9uXCbVhkU1/xu6EH3Tbn7nqrBj/Li9KHu9",
+	"Z9IGAsnMsCvMl3bWGhKoS5BJ3Ei9NKFQo8IsG92uVBPyR2WjlF032/q1E/NXsxkeq5h2uOVxRuZm4xLd",
+	"ZsHcxkNNwSZcVBlfqsiP0KFvYzpGNfand+iHyLqumUGitngFIjaI42ousIsANux9F3KrRfNGTE4x901a",
+	"8qWEXGHvFHNSqeI6cz6yMhBDXSYVjQEGt18FL5CrqTdDSNKTKhN3ieqmbi0/DT6MXKZ3KXtGzLut096m",
+	"OEgpCB+blPGwgCkbWn7lZIz1bmEP+MABUzea3Yc8H6wLcdM681ub1GPSfiXo88WbZnwhGvs/YrRrvvFY",
+	"okJjstC8utaSjNxFw3jwdQlzXk3kKOnjo5qrep0Whr9TV/+VokMNtrf35QnzKMPy2Vd4O0mIcVCq7Dpb",
+	"lU3/3UwOdne8ttoQVms2B1Hk6DWijJbQzSWOMcLv6P0FjIjLPb23JOMqnu0HhDTV5VIvRl9qUn1QuL3h",
+	"ud3D4/q5leA79KdWNFVdRbVkKZY6sA6g8dVM25wT1ENxh1B2YMxue0/Nz/SSpi8OmzYLr8uyo/9X8T39",
+	"QcwVmtNu5Z+1N325AtzNeVzvrMsgcVdS/4GubwLSC9HcUHuJtR1nte8S5fpAAGMZX4SaUW2ir/+jMoxu",
+	"2u+7R/XxezQF0lGiyuZLruOS8a2WMKtJ5xlWiunCtViizKqpznN9i0+iTHVpMYsLK11DpQdgrhRWRvUS",
+	"NZBWrfgIDRhw9t0000qkGAVM6ZVSLp3L2c5Dn5wv7QG7mFa7g2TSTLRSlGHjC9sSRd0drKsCzQghyjyn",
+	"DGyprpy49F0gyiYjXWlpVlKF2USsbFAyYlQKcuZbmXg9lIbC3pSkQAXRIqmodLjnIrWkxjH1Xxo2BqZ3",
+	"ZXV+20DqusKZk5gZNl4lyoPpEVsAkJCW1YshhvGwBFg0PVe5GjGr2ViwhYZVJIpblvr326WUslXbusCa",
+	"T7CVhehzlfWnurgStld5KK4MnuqLTYAV1t7QN2K85AMsTMRSxcqbVzwVy5pA3EfEiOS7cVld3gSo8kcJ",
+	"KV1tO56tShFUoqiAlGooogCrRtTSOw0hXhfxLRdg+/5lhSPCX+kZrgW+K4PSxB3VhkOuCcg6lx64zD9X",
+	"FO3JUSIXr+2Ph8MyT5B8buhxsuWrB/HFFfQ2gW2l/tKOEoVnyAdCcJKAHLG5Y0RsQ3PGr4E/W+wbg828",
+	"1vVhm7AtL3GV/p1154N722MXZM0g7Y08I1f4qcHNXWBFJ5CQFc9Y6rYQR4nduS7PCZ6wafU9PVYz19Sv",
+	"zXeBPQZaPTCuP0NLD4RdHC0DeO7w5JQtCqkslm6fv/vu4qJWK7JU8uelQEhJ52JjbljjhG1NC9vemXrv",
+	"8oEKUKYOUp34rtqoZHRCvWQ68d3TMR9MB/Gzk5PB+Pnx0fBpfBQPhqfHJ+eTwdFplmWnx8+/Pf9mGPqd",
+	"rPeh2yM3q9b58StbxmttPjZAqPrJq6g+5jXfQf2dYy2SaNNc3F2HLS9avY861ZeZbru79uJTXMVu2Xhf",
+	"gE6llwhOvBNMgXKlsgovQfHqVN+IoneGug6TdWu67l+Ovo8C04OdUG758sBdEXjj7W+fOW/ps9i5cFhA",
+	"8qTNJK5ac1Wc+nD4dabeQDGYoUg8DLjOqeU1WBR59sbGGFUQ4DU4FZR8ZWPItZxB1V5tvvLTB6xurbWf",
+	"+ekDKJCKcS6wJUM1f88tzpGI3oHUMIRqES9nXG2xtkJzp32iX6wrXesJ6nNHnagzZy9J1zEGwTp+1ds/",
+	"XMYq0bJEYbiMwXHH+iBX84CvDFXacfAZuxK20lZUF2DjbIixlbLTfD4MFiJk1k+U4nGfMyy23nzuP7Gx",
+	"P8bJ0+j3tjVAhgzxeG/P11NQ/y6yEaN3vPTwIIEj53EhH8xD0bwdZWNwbGYiF23vozsvHSEVR4xUHoW6",
+	"vJSm18NnMShxA6Y/vsyRnTuzyvVb2OYHaXRQo3fdJUqTsXzLV2CbNxExankxtcGVMWLH8bM2IUnTrTSW",
+	"+x1S8oEr3Qv6v9JhfRgrRxUXltK3/w7HdreYUXtYBhguHjyL+WA87E+OsuP+N+Jk2n/KT8f9byZPs2ci",
+	"ng74cIx1Dp4fR9gWEU8geYZwmAlXbCxYtYPmlwjieIMGnTW+72C1iAGdO1iUiDqy928F+74jB1idtO2C",
+	"K9oYbfn/8uD+R8F+Pi587doLU4FF6UFr1570ySlMZ40cfoKPF7Wo4Pq+NRpm1jW6d9ZiF8lKhCdy6N4k",
+	"yrXVbL563BV9E/37F899rXfzleHijk9svqKSKRj/iSlfxVbreIjxxNAt7ihKHHLH1ofPtRJJJ0rwPQH4",
+	"TXzn2iFGiXIAQGc+GZ7uTBGg6CmLWfo+hFIGLA2vM0gjNmQpckGaqC6N44QcNl4DJX/E0ueo5t3vMIV0",
+	"4wsJEjXjZtY7cIWQ22FPitZ3WUWU4eujNnWxar6eYodYL0nybENEl/hnr6hutLnXfGkalq8u3FIvHFjn",
+	"K0SVK4rZFX2WXcnpRRaNnHL/QopOfHcyOYmPRXZ8NJyMTwaDo6fjyTR+xvmJeMqPB3GWHfOBGMbHYvr0",
+	"eDwV2WAsBqfZdAzqfhif7u0UrpmeG0Xxk9Ls/Y9M/nwOIZJ/1QYqJJ+rDqANUvo+fLveX1yPhYlCAQ8F",
+	"8Cq1FgfluaikULeftUoHkG61y8pfC5lRd9x+AXR31e/uegyr9yrP8WkCWw80PaUSXK0lBNCYo3rLSHob",
+	"EnaI8M2IQ7USJgJMtes5Ur6gwhuPjbwAl4SZKNJOSogMa6l9E+XQ3riimkh0hm5UtDkPEhI9oL6TKmi+",
+	"B9rXjCpta7yGZAttLIHismrchn6eTCpjBc+IncoWMsALC53nxrcG/TkEAEODKObyRGfCdb5o79oRJerx",
+	"nVdrhAu1nPcf7v9fAAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -148,6 +148,22 @@ func (ns NullLedgerqTxAttemptState) Value() (driver.Value, error) {
 	return string(ns.LedgerqTxAttemptState), nil
 }
 
+// API keys (ledgerq keys create): the SHA-256 of each key's token, never the token; a key opens the routes of the wallets it is scoped to.
+type LedgerqApiKey struct {
+	// Key id: a UUIDv7, lower-case text; shown by ledgerq keys list and taken by ledgerq keys revoke. Not secret.
+	ID string
+	// Operator's name for the key (who or what uses it).
+	Name string
+	// SHA-256 of the token (lq_…) the client sends as Authorization: Bearer or X-API-Key; the token itself is shown once, at creation, and not stored.
+	TokenHash []byte
+	// Names of the wallets the key may use (wallet_tasks.wallet_id); any other wallet answers 404 to it, as a missing one does.
+	WalletIds []string
+	// When the key was created.
+	CreatedAt time.Time
+	// When the key was revoked; a revoked key is refused (401) from then on. NULL while it is valid.
+	RevokedAt *time.Time
+}
+
 // Batch lane (seed 001): signed ledger batches, sent one at a time per service_id in created_at order, ties broken by id.
 type LedgerqBatch struct {
 	// Batch id: for Sawtooth, the batch header_signature. Re-posting the same id with the same content is idempotent.

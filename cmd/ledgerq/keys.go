@@ -1,0 +1,362 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/ledgerq/ledgerq/internal/node"
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/wallet"
+)
+
+const keysUsage = `Usage: ledgerq keys <command> [flags]
+
+API keys open the wallet routes (/v1/wallets/{wallet}/…, /wallet/tasks/…) of the
+wallets they are scoped to; clients send them as Authorization: Bearer <key> or
+X-API-Key: <key>. ledgerq stores only each key's SHA-256.
+
+Commands:
+  create   create a key: ledgerq keys create --name NAME --wallet W [--wallet W2 …];
+           prints the key once (stdout), its id and scope (stderr)
+  list     list the keys (--all: with the revoked ones)
+  revoke   revoke a key: ledgerq keys revoke ID
+
+Run 'ledgerq keys <command> --help' for the flags of a command.
+`
+
+const walletUsage = `Usage: ledgerq wallet <command> [flags]
+
+Commands:
+  new   create a new go-ethereum keystore file (encrypted private key):
+        ledgerq wallet new --keystore-dir DIR [--light-kdf] [--name NAME]
+
+Run 'ledgerq wallet <command> --help' for the flags of a command.
+`
+
+// runKeys runs the API key commands.
+func runKeys(ctx context.Context, args []string) error {
+	return keysCommand(ctx, args, os.Stdout, os.Stderr)
+}
+
+func keysCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, keysUsage)
+		return errUsage
+	}
+	switch args[0] {
+	case "create":
+		return runKeysCreate(ctx, args[1:], stdout, stderr)
+	case "list":
+		return runKeysList(ctx, args[1:], stdout, stderr)
+	case "revoke":
+		return runKeysRevoke(ctx, args[1:], stdout, stderr)
+	case "help", "--help", "-help", "-h":
+		fmt.Fprint(stdout, keysUsage)
+		return nil
+	}
+	fmt.Fprintf(stderr, "ledgerq keys: unknown command %q\n\n%s", args[0], keysUsage)
+	return errUsage
+}
+
+// keysFlags are the flags every keys command takes: the database.
+type keysFlags struct {
+	databaseURL string
+}
+
+// newKeysFlagSet registers the database flag. The environment fills only
+// it (envFlags): a command's own flags, such as --wallet, are per call,
+// and LEDGERQ_WALLET is serve's keystore list.
+func newKeysFlagSet(name, summary string, stderr io.Writer) (*flag.FlagSet, *keysFlags) {
+	kf := &keysFlags{}
+	fs := newFlagSet(name, summary)
+	fs.SetOutput(stderr)
+	fs.StringVar(&kf.databaseURL, "database-url", "", "PostgreSQL connection URL")
+	fs.Usage = func() {
+		out := fs.Output()
+		fmt.Fprintf(out, "Usage: ledgerq %s [flags]\n\n%s\n\nFlags (only --database-url is read from the environment, from the variables shown):\n", name, summary)
+		fs.VisitAll(func(f *flag.Flag) {
+			def, env := "", ""
+			if f.DefValue != "" && f.DefValue != "false" {
+				def = fmt.Sprintf(" (default %s)", f.DefValue)
+			}
+			if f.Name == "database-url" {
+				env = " [" + envName(f.Name) + "]"
+			}
+			fmt.Fprintf(out, "  --%s\t%s%s%s\n", f.Name, f.Usage, def, env)
+		})
+	}
+	return fs, kf
+}
+
+// envFlags fills the flags names that the command line did not set from
+// their environment variables, as parseFlags does for every flag.
+func envFlags(fs *flag.FlagSet, names ...string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	env := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	for _, n := range names {
+		if f := fs.Lookup(n); f != nil && !set[n] {
+			env.Var(f.Value, f.Name, f.Usage)
+		}
+	}
+	return applyEnv(env)
+}
+
+// parseKeysFlags parses args; it returns the positional arguments.
+func parseKeysFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := envFlags(fs, "database-url"); err != nil {
+		return nil, err
+	}
+	return fs.Args(), nil
+}
+
+// open connects to the database of the keys commands.
+func (kf *keysFlags) open(ctx context.Context) (*store.Store, error) {
+	if kf.databaseURL == "" {
+		return nil, errors.New("no database: set DATABASE_URL or --database-url")
+	}
+	st, err := store.Open(ctx, kf.databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := st.Ping(pingCtx); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("cannot reach the database at %s: %w", node.RedactURL(kf.databaseURL), err)
+	}
+	return st, nil
+}
+
+// notMigrated adds the remedy to an error from a database without the
+// api_keys table.
+func notMigrated(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+		return fmt.Errorf("%w (the database is not migrated: run ledgerq migrate up)", err)
+	}
+	return err
+}
+
+// stringsFlag is a repeatable string flag.
+type stringsFlag []string
+
+func (s *stringsFlag) String() string { return strings.Join(*s, ",") }
+
+func (s *stringsFlag) Set(v string) error {
+	for part := range strings.SplitSeq(v, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			*s = append(*s, part)
+		}
+	}
+	return nil
+}
+
+func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, kf := newKeysFlagSet("keys create", "Create an API key scoped to one or more wallets. The key is printed once, alone on stdout\n(so that KEY=$(ledgerq keys create …) keeps it); its id and scope go to stderr. ledgerq stores only\nits SHA-256: a lost key cannot be shown again, only revoked and replaced.", stderr)
+	name := fs.String("name", "", "what the key is for (who or what uses it); required")
+	var wallets stringsFlag
+	fs.Var(&wallets, "wallet", "a wallet the key may use (repeatable, or comma-separated); at least one")
+	asJSON := fs.Bool("json", false, "print the key, its id, name and wallets as one JSON object on stdout")
+	rest, err := parseKeysFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(rest) > 0:
+		return fmt.Errorf("unexpected argument %q", rest[0])
+	case *name == "":
+		return errors.New("--name is required (what the key is for)")
+	case !utf8.ValidString(*name) || strings.ContainsRune(*name, 0) || utf8.RuneCountInString(*name) > 256:
+		return errors.New("--name must be at most 256 characters of UTF-8 text without NUL")
+	case len(wallets) == 0:
+		return errors.New("--wallet is required: the wallets the key may use")
+	}
+	for _, w := range wallets {
+		if !wallet.ValidID(w) {
+			return fmt.Errorf("--wallet %q: a wallet name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit", w)
+		}
+	}
+	st, err := kf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	key, token, err := st.APIKeyCreate(ctx, store.APIKeyCreateParams{Now: time.Now(), Name: *name, Wallets: wallets})
+	if err != nil {
+		return notMigrated(err)
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(struct {
+			ID      string   `json:"id"`
+			Name    string   `json:"name"`
+			Wallets []string `json:"wallets"`
+			Key     string   `json:"key"`
+		}{key.ID, key.Name, key.Wallets, token})
+	}
+	fmt.Fprintln(stdout, token)
+	fmt.Fprintf(stderr, "ledgerq keys: created key %s (%q) for wallet(s) %s.\n"+
+		"The key above is shown this once; ledgerq keeps only its hash. Send it as\n"+
+		"  Authorization: Bearer <key>   (or X-API-Key: <key>)\n", key.ID, key.Name, strings.Join(key.Wallets, ", "))
+	return nil
+}
+
+func runKeysList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, kf := newKeysFlagSet("keys list", "List the API keys, oldest first (never the keys themselves: ledgerq does not have them).", stderr)
+	all := fs.Bool("all", false, "include revoked keys")
+	rest, err := parseKeysFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("unexpected argument %q", rest[0])
+	}
+	st, err := kf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	keys, err := st.APIKeyList(ctx, *all)
+	if err != nil {
+		return notMigrated(err)
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tNAME\tWALLETS\tCREATED\tREVOKED")
+	for _, k := range keys {
+		revoked := "-"
+		if k.RevokedAt != nil {
+			revoked = k.RevokedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, strings.Join(k.Wallets, ","), k.CreatedAt.UTC().Format(time.RFC3339), revoked)
+	}
+	return w.Flush()
+}
+
+func runKeysRevoke(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, kf := newKeysFlagSet("keys revoke", "Revoke an API key: ledgerq keys revoke ID. From then on it is refused (401).", stderr)
+	rest, err := parseKeysFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return errors.New("want one key id (see ledgerq keys list)")
+	}
+	st, err := kf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	key, revoked, err := st.APIKeyRevoke(ctx, store.APIKeyRevokeParams{Now: time.Now(), ID: rest[0]})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("no key %q (see ledgerq keys list --all)", rest[0])
+	case err != nil:
+		return notMigrated(err)
+	case !revoked:
+		fmt.Fprintf(stdout, "key %s (%q) was already revoked at %s\n", key.ID, key.Name, key.RevokedAt.UTC().Format(time.RFC3339))
+	default:
+		fmt.Fprintf(stdout, "revoked key %s (%q)\n", key.ID, key.Name)
+	}
+	return nil
+}
+
+// runWallet runs the wallet commands.
+func runWallet(_ context.Context, args []string) error {
+	return walletCommand(args, os.Stdout, os.Stderr, os.LookupEnv)
+}
+
+func walletCommand(args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, walletUsage)
+		return errUsage
+	}
+	switch args[0] {
+	case "new":
+		return runWalletNew(args[1:], stdout, stderr, lookupEnv)
+	case "help", "--help", "-help", "-h":
+		fmt.Fprint(stdout, walletUsage)
+		return nil
+	}
+	fmt.Fprintf(stderr, "ledgerq wallet: unknown command %q\n\n%s", args[0], walletUsage)
+	return errUsage
+}
+
+// runWalletNew writes a new keystore file, encrypted with a passphrase read
+// from --passphrase-file or the environment (never from the command line,
+// where other users of the machine could read it), and prints its address
+// and path.
+func runWalletNew(args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) error {
+	fs := newFlagSet("wallet new", "Create a new private key and write it, encrypted, as a go-ethereum keystore file (the format\ngeth and clef read) into --keystore-dir. The passphrase is the first line of --passphrase-file,\nelse LEDGERQ_WALLET_PASSPHRASE_<NAME> (with --name), else LEDGERQ_WALLET_PASSPHRASE. Prints the\naddress (fund it before sending) and the file, and the flags that make ledgerq use it.")
+	fs.SetOutput(stderr)
+	dir := fs.String("keystore-dir", "", "directory to write the keystore file into (created 0700 if missing); required")
+	name := fs.String("name", "", "the wallet's name in ledgerq, for the printed flags and LEDGERQ_WALLET_PASSPHRASE_<NAME>")
+	passFile := fs.String("passphrase-file", "", "file whose first line is the passphrase")
+	light := fs.Bool("light-kdf", false, "encrypt with light scrypt parameters (4 MB, fast; geth's --lightkdf) instead of the standard ones (256 MB, about a second to unlock): for development")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *dir == "" {
+		return errors.New("--keystore-dir is required")
+	}
+	if *name != "" && !wallet.ValidID(*name) {
+		return fmt.Errorf("--name %q: a wallet name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit", *name)
+	}
+	pass, from, err := newWalletPassphrase(*passFile, *name, lookupEnv)
+	if err != nil {
+		return err
+	}
+	params := wallet.StandardScrypt
+	if *light {
+		params = wallet.LightScrypt
+	}
+	addr, path, err := wallet.NewKeystore(*dir, pass, params)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "address:  %s\nkeystore: %s\n", common.Address(addr).Hex(), path)
+	n := *name
+	if n == "" {
+		n = "NAME"
+	}
+	fmt.Fprintf(stderr, "ledgerq wallet new: encrypted with the passphrase from %s. To send from it:\n"+
+		"  ledgerq serve --wallet %s=%s --wallet-passphrase-file %s=<passphrase file>\n"+
+		"  (or the passphrase in %s)\n", from, n, path, n, wallet.PassphraseEnv(n))
+	if pass == "" {
+		fmt.Fprintln(stderr, "ledgerq wallet new: warning: the passphrase is empty: anyone who reads the file has the key")
+	}
+	return nil
+}
+
+func newWalletPassphrase(file, name string, lookupEnv func(string) (string, bool)) (pass, from string, err error) {
+	if file != "" {
+		pass, err := wallet.ReadPassphraseFile(file)
+		if err != nil {
+			return "", "", err
+		}
+		return pass, "file " + file, nil
+	}
+	if name != "" {
+		if v, ok := lookupEnv(wallet.PassphraseEnv(name)); ok && v != "" {
+			return v, wallet.PassphraseEnv(name), nil
+		}
+	}
+	if v, ok := lookupEnv(wallet.PassphraseEnvAll); ok && v != "" {
+		return v, wallet.PassphraseEnvAll, nil
+	}
+	return "", "", fmt.Errorf("no passphrase: give --passphrase-file or set %s", wallet.PassphraseEnvAll)
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/wallet"
+)
+
+// TestMain stops the PostgreSQL the keys tests start (testdb).
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+func keys(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err = keysCommand(context.Background(), args, &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+// The key is printed once, alone on stdout; list shows it without the key;
+// revoke makes it open nothing.
+func TestKeys_CreatePrintsTheKeyOnceListShowsItAndRevokeEndsIt(t *testing.T) {
+	db := testdb.New(t)
+	out, notes, err := keys(t, "create", "--database-url", db.URL, "--name", "ci bot", "--wallet", "main", "--wallet", "hot,main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(out)
+	if !regexp.MustCompile(`^lq_[A-Za-z0-9_-]{43}$`).MatchString(token) {
+		t.Fatalf("stdout %q is not the key alone", out)
+	}
+	key, err := db.Store.APIKeyLookup(context.Background(), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(key.Wallets, ",") != "hot,main" || key.Name != "ci bot" || !strings.Contains(notes, key.ID) {
+		t.Fatalf("key %+v, notes %q", key, notes)
+	}
+
+	t.Setenv("DATABASE_URL", db.URL)
+	list, _, err := keys(t, "list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(list, key.ID) || !strings.Contains(list, "hot,main") || strings.Contains(list, token[3:]) {
+		t.Fatalf("list %q", list)
+	}
+
+	revoked, _, err := keys(t, "revoke", key.ID)
+	if err != nil || !strings.Contains(revoked, "revoked key "+key.ID) {
+		t.Fatalf("revoke: %q, %v", revoked, err)
+	}
+	if _, err := db.Store.APIKeyLookup(context.Background(), token); err == nil {
+		t.Fatal("a revoked key still opens the API")
+	}
+	again, _, err := keys(t, "revoke", key.ID)
+	if err != nil || !strings.Contains(again, "already revoked") {
+		t.Fatalf("revoke again: %q, %v", again, err)
+	}
+	if list, _, _ := keys(t, "list"); strings.Contains(list, key.ID) {
+		t.Fatalf("list holds a revoked key without --all: %q", list)
+	}
+	if list, _, _ := keys(t, "list", "--all"); !strings.Contains(list, key.ID) {
+		t.Fatalf("list --all lacks the revoked key: %q", list)
+	}
+	if _, _, err := keys(t, "revoke", "0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b"); err == nil || !strings.Contains(err.Error(), "no key") {
+		t.Fatalf("revoking a missing key: %v", err)
+	}
+}
+
+// serve's LEDGERQ_WALLET lists keystores (NAME=FILE); keys create's
+// --wallet is a wallet name and must not read it.
+func TestKeys_CreateReadsOnlyTheDatabaseFromTheEnvironment(t *testing.T) {
+	db := testdb.New(t)
+	t.Setenv("DATABASE_URL", db.URL)
+	t.Setenv("LEDGERQ_WALLET", "main=/keys/main.json")
+	t.Setenv("LEDGERQ_NAME", "from the environment")
+	out, _, err := keys(t, "create", "--json", "--name", "n", "--wallet", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		ID, Name, Key string
+		Wallets       []string
+	}
+	if err := json.Unmarshal([]byte(out), &created); err != nil {
+		t.Fatalf("%q: %v", out, err)
+	}
+	if created.Name != "n" || len(created.Wallets) != 1 || created.Wallets[0] != "main" {
+		t.Fatalf("created %+v", created)
+	}
+	if _, err := db.Store.APIKeyLookup(context.Background(), created.Key); err != nil {
+		t.Fatal(err)
+	}
+	// Neither a name nor wallets come from the environment.
+	if _, _, err := keys(t, "create", "--wallet", "main"); err == nil || !strings.Contains(err.Error(), "--name is required") {
+		t.Fatalf("without --name: %v", err)
+	}
+	if _, _, err := keys(t, "create", "--name", "n"); err == nil || !strings.Contains(err.Error(), "--wallet is required") {
+		t.Fatalf("without --wallet: %v", err)
+	}
+}
+
+func TestKeys_CreateRefusesAKeyWithoutNameOrWalletsOrWithABadWalletName(t *testing.T) {
+	// Refused before the database is asked: its URL goes nowhere.
+	for msg, args := range map[string][]string{
+		"--name is required":     {"create", "--wallet", "main"},
+		"--wallet is required":   {"create", "--name", "n"},
+		`--wallet "a b"`:         {"create", "--name", "n", "--wallet", "a b"},
+		`unexpected argument`:    {"create", "--name", "n", "--wallet", "main", "extra"},
+		"--name must be at most": {"create", "--name", "a\x00b", "--wallet", "main"},
+	} {
+		args = append(args[:1], append([]string{"--database-url", "postgres://unused.invalid/db"}, args[1:]...)...)
+		if _, _, err := keys(t, args...); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("%q: error %v, want %q", args, err, msg)
+		}
+	}
+}
+
+// ledgerq wallet new writes a keystore the wallet lane loads, with the
+// scrypt parameters asked for, and prints its address and file.
+func TestWalletNew_WritesAKeystoreFileTheWalletLaneLoads(t *testing.T) {
+	dir := t.TempDir()
+	passFile := filepath.Join(dir, "pass")
+	if err := os.WriteFile(passFile, []byte("pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	err := walletCommand([]string{"new", "--keystore-dir", filepath.Join(dir, "ks"), "--light-kdf", "--passphrase-file", passFile, "--name", "hot"},
+		&out, &errOut, func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^address:  (0x[0-9a-fA-F]{40})\nkeystore: (.+)$`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("stdout %q", out.String())
+	}
+	signer, err := wallet.OpenKeystore(m[2], "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.EqualFold(signer.Address().Hex(), m[1]) {
+		t.Fatalf("file holds %s, printed %s", signer.Address().Hex(), m[1])
+	}
+	data, _ := os.ReadFile(m[2])
+	if !strings.Contains(string(data), `"n":4096`) {
+		t.Errorf("--light-kdf: keystore %s", data)
+	}
+	if !strings.Contains(errOut.String(), "--wallet hot="+m[2]) || strings.Contains(out.String()+errOut.String(), "pw\n") {
+		t.Errorf("notes %q", errOut.String())
+	}
+
+	// The passphrase never comes from the command line: without a file or
+	// a variable there is none.
+	err = walletCommand([]string{"new", "--keystore-dir", dir}, &out, &errOut, func(string) (string, bool) { return "", false })
+	if err == nil || !strings.Contains(err.Error(), "no passphrase") {
+		t.Fatalf("no passphrase: %v", err)
+	}
+	env := func(n string) (string, bool) { return "from-env", n == "LEDGERQ_WALLET_PASSPHRASE" }
+	out.Reset()
+	if err := walletCommand([]string{"new", "--keystore-dir", dir, "--light-kdf"}, &out, &errOut, env); err != nil {
+		t.Fatal(err)
+	}
+	path := regexp.MustCompile(`keystore: (.+)`).FindStringSubmatch(out.String())[1]
+	if _, err := wallet.OpenKeystore(path, "from-env"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,515 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/labstack/echo/v4"
+
+	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
+	"github.com/ledgerq/ledgerq/internal/store"
+)
+
+// The wallet lane's routes (seed 004, DESIGN §2.3): send-tx tasks, stored
+// for the wallet's worker, which signs and sends them in queue order.
+
+const (
+	// maxTxData is the most call data a task carries (the table's
+	// wallet_tasks_data_size).
+	maxTxData = 128 << 10
+	// maxIdempotencyKey is the longest Idempotency-Key (the table's
+	// wallet_tasks_idempotency_key_size).
+	maxIdempotencyKey = 256
+	// taskPollFirst and taskPollMax pace a waiting send-tx's reads of its
+	// task: often at first (a fast chain ends a task within a second), then
+	// less. No NOTIFY says that a task ended.
+	taskPollFirst = 50 * time.Millisecond
+	taskPollMax   = 500 * time.Millisecond
+)
+
+var (
+	hexAddress = regexp.MustCompile(`^0x[0-9a-fA-F]{40}$`)
+	taskID     = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	// maxUint256 is 2^256 - 1.
+	maxUint256 = new(big.Int).Sub(new(big.Int).Lsh(big.NewInt(1), 256), big.NewInt(1))
+)
+
+// StopWaiting makes every request that waits for its task (send-tx without
+// task=true) answer 202 with the task at once, and later ones not wait.
+// Call it when the server starts to shut down (http.Server's
+// RegisterOnShutdown), so that a restart answers the waiting clients
+// instead of dropping them: a dropped client would read as one that went
+// away, whose waiting task is cancelled. Safe to call more than once.
+func (s *Server) StopWaiting() { s.stopWaitOnce.Do(func() { close(s.stopping) }) }
+
+// SendTx answers POST /v1/wallets/{wallet}/send-tx: it stores a task (or
+// finds the one stored under the Idempotency-Key) and, without task=true,
+// waits for it to end.
+func (s *Server) SendTx(c echo.Context, walletName string, params apigen.SendTxParams) error {
+	w, err := s.walletFor(c, walletName, "path parameter wallet")
+	if err != nil {
+		return err
+	}
+	fireAndForget, apiErr := parseTaskParam(params.Task)
+	if apiErr != nil {
+		return apiErr
+	}
+	key, apiErr := checkIdempotencyKey(params.IdempotencyKey)
+	if apiErr != nil {
+		return apiErr
+	}
+	var raw json.RawMessage
+	if err := decodeJSON(c, &raw); err != nil {
+		return err
+	}
+	var body apigen.SendTxRequest
+	if err := strictUnmarshal(raw, &body); err != nil {
+		return err
+	}
+	req, apiErr := validateSendTx(body)
+	if apiErr != nil {
+		return apiErr
+	}
+
+	ctx := c.Request().Context()
+	// The insert runs to its end even if the client goes away meanwhile:
+	// then its task exists, and is cancelled below like any other.
+	dctx, cancel := s.dbContext(context.WithoutCancel(ctx))
+	task, created, err := s.store.TaskInsert(dctx, store.TaskInsertParams{
+		Now: s.clock.Now(), Wallet: w.ID, ChainID: w.ChainID, Sender: w.Address().Hex(),
+		Priority: deref(body.Priority), Request: req, IdempotencyKey: key,
+	})
+	cancel()
+	var conflict *store.IdempotencyConflictError
+	if errors.As(err, &conflict) {
+		return errorf(http.StatusUnprocessableEntity, "Idempotency-Key %q: wallet %q already has task %s under this key, stored from a different request", key, w.ID, conflict.TaskID)
+	}
+	if err != nil {
+		return err
+	}
+	if created {
+		s.metrics.Transition("wallet", "received", 1)
+	}
+	if !fireAndForget && !task.Status.Terminal() {
+		// Only the request that stored the task cancels it when its client
+		// leaves: a replay merely watches.
+		task, err = s.awaitTask(ctx, task, created)
+		if err != nil {
+			return err
+		}
+	}
+	h := c.Response().Header()
+	h.Set(echo.HeaderLocation, taskPath(task))
+	if !created {
+		h.Set("Idempotent-Replayed", "true")
+	}
+	status := http.StatusAccepted
+	if task.Status.Terminal() {
+		status = http.StatusOK
+	}
+	return c.JSON(status, walletTaskResultJSON{
+		WalletTaskResult: apigen.WalletTaskResult{Success: true, Created: &created},
+		Task:             toWalletTask(task, true),
+	})
+}
+
+// awaitTask reads task again until it has ended, the wait is over
+// (TaskMaxWait, or StopWaiting), or the client goes away. It returns the
+// task as last read. When the client goes away and cancel is set, a task
+// still waiting is cancelled (seed 004: the task is aborted if the client
+// disconnects); an executing one is not, as its transaction may be out.
+func (s *Server) awaitTask(ctx context.Context, task store.Task, cancel bool) (store.Task, error) {
+	if s.cfg.TaskMaxWait <= 0 {
+		return task, nil
+	}
+	// Wall time, as it bounds a request, not a rule of the lane.
+	deadline := time.Now().Add(s.cfg.TaskMaxWait)
+	interval := taskPollFirst
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return task, nil
+		}
+		timer := time.NewTimer(min(interval, left))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return store.Task{}, s.clientLeft(ctx, task, cancel)
+		case <-s.stopping:
+			timer.Stop()
+			return task, nil
+		case <-timer.C:
+		}
+		interval = min(2*interval, taskPollMax)
+		dctx, done := s.dbContext(ctx)
+		t, err := s.store.TaskGet(dctx, task.Wallet, task.ID)
+		done()
+		switch {
+		case ctx.Err() != nil:
+			return store.Task{}, s.clientLeft(ctx, task, cancel)
+		case err != nil:
+			return store.Task{}, err
+		}
+		task = t
+		if task.Status.Terminal() {
+			return task, nil
+		}
+	}
+}
+
+// clientLeft cancels task, if cancel is set and it is still waiting, for a
+// client that went away, and returns the request's error.
+func (s *Server) clientLeft(ctx context.Context, task store.Task, cancel bool) error {
+	select {
+	case <-s.stopping:
+		// The server is closing the connection, not the client.
+		return ctx.Err()
+	default:
+	}
+	if !cancel {
+		return ctx.Err()
+	}
+	dctx, done := s.dbContext(context.WithoutCancel(ctx))
+	defer done()
+	t, cancelled, err := s.store.TaskCancel(dctx, store.TaskCancelParams{Now: s.clock.Now(), Wallet: task.Wallet, ID: task.ID})
+	switch {
+	case err != nil:
+		s.logger.Warn("httpapi: cancelling the task of a client that went away", "task", task.ID, "wallet", task.Wallet, "error", err)
+	case cancelled:
+		s.metrics.Transition("wallet", "cancelled", 1)
+		s.logger.Debug("httpapi: client went away; its waiting task is cancelled", "task", task.ID, "wallet", task.Wallet)
+	default:
+		s.logger.Debug("httpapi: client went away; its task is not waiting and goes on", "task", task.ID, "wallet", task.Wallet, "status", t.Status.String())
+	}
+	return ctx.Err()
+}
+
+// GetWalletTask answers GET /v1/wallets/{wallet}/tasks/{id}.
+func (s *Server) GetWalletTask(c echo.Context, walletName, id string) error {
+	task, err := s.readTask(c, walletName, "path parameter wallet", id, "path parameter id")
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, walletTaskResultJSON{WalletTaskResult: apigen.WalletTaskResult{Success: true}, Task: toWalletTask(task, true)})
+}
+
+// CancelWalletTask answers DELETE /v1/wallets/{wallet}/tasks/{id}: a waiting
+// task is cancelled; a task already cancelled answers as if it was now, so
+// that a retried DELETE succeeds; any other is 409.
+func (s *Server) CancelWalletTask(c echo.Context, walletName, id string) error {
+	w, err := s.walletFor(c, walletName, "path parameter wallet")
+	if err != nil {
+		return err
+	}
+	if err := checkTaskID(id, "path parameter id"); err != nil {
+		return err
+	}
+	task, cancelled, err := s.store.TaskCancel(c.Request().Context(), store.TaskCancelParams{Now: s.clock.Now(), Wallet: w.ID, ID: id})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return errNotFound
+	case err != nil:
+		return err
+	case cancelled:
+		s.metrics.Transition("wallet", "cancelled", 1)
+	case !task.Cancelled:
+		return errorf(http.StatusConflict, "task %s is %s: only a waiting task can be cancelled", task.ID, statusName(task.Status))
+	}
+	return c.JSON(http.StatusOK, walletTaskResultJSON{WalletTaskResult: apigen.WalletTaskResult{Success: true}, Task: toWalletTask(task, true)})
+}
+
+// ListWalletTasks answers GET /v1/wallets/{wallet}/tasks: one page of the
+// wallet's tasks by id.
+func (s *Server) ListWalletTasks(c echo.Context, walletName string, params apigen.ListWalletTasksParams) error {
+	w, err := s.walletFor(c, walletName, "path parameter wallet")
+	if err != nil {
+		return err
+	}
+	p := store.TaskListParams{Wallet: w.ID, After: deref(params.After), Limit: 100}
+	if problem := textProblem(p.After); problem != "" {
+		return errorf(http.StatusBadRequest, "query parameter after: %s", problem)
+	}
+	if st := deref(params.Status); st != "" {
+		parsed, ok := parseStatusName(string(st))
+		if !ok {
+			return errorf(http.StatusBadRequest, "query parameter status: want waiting, executing, error or done, got %q", st)
+		}
+		p.Status = &parsed
+	}
+	if l := deref(params.Limit); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 1000 {
+			return errorf(http.StatusBadRequest, "query parameter limit: must be a whole number from 1 to 1000")
+		}
+		p.Limit = n
+	}
+	tasks, err := s.store.TaskList(c.Request().Context(), p)
+	if err != nil {
+		return err
+	}
+	page := walletTaskPageJSON{WalletTaskPage: apigen.WalletTaskPage{Success: true}, Tasks: make([]walletTaskJSON, len(tasks))}
+	for i, t := range tasks {
+		page.Tasks[i] = toWalletTask(t, false)
+	}
+	if len(tasks) == p.Limit {
+		page.NextAfter = &tasks[len(tasks)-1].ID
+	}
+	return c.JSON(http.StatusOK, page)
+}
+
+// GetSendTxTaskStatus answers seed 004's GET /wallet/tasks/send-tx/{taskId}
+// with X-Wallet-ID: exactly the seed's object, written without a trailing
+// newline, so a client that compares bytes gets what the seed shows.
+func (s *Server) GetSendTxTaskStatus(c echo.Context, id string, params apigen.GetSendTxTaskStatusParams) error {
+	task, err := s.readTask(c, params.XWalletID, "header X-Wallet-ID", id, "path parameter taskId")
+	if err != nil {
+		return err
+	}
+	out := apigen.SendTxTaskStatus{
+		Success: true, Code: apigen.SendTxTaskStatusCode(task.Status), Status: apigen.SendTxTaskStatusStatus(task.Status.String()),
+	}
+	switch task.Status {
+	case store.TaskDone:
+		out.TxID = &task.TxHash
+	case store.TaskError:
+		out.Message = &task.Error
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return fmt.Errorf("writing the status of task %s: %w", task.ID, err)
+	}
+	return c.JSONBlob(http.StatusOK, b)
+}
+
+// readTask returns the task id of wallet walletName, if the request's key
+// may see it.
+func (s *Server) readTask(c echo.Context, walletName, walletParam, id, idParam string) (store.Task, error) {
+	w, err := s.walletFor(c, walletName, walletParam)
+	if err != nil {
+		return store.Task{}, err
+	}
+	if err := checkTaskID(id, idParam); err != nil {
+		return store.Task{}, err
+	}
+	task, err := s.store.TaskGet(c.Request().Context(), w.ID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Task{}, errNotFound
+	}
+	return task, err
+}
+
+// checkTaskID refuses an id PostgreSQL could not hold as text (400) and
+// answers an id no task can have as a missing task, without asking.
+func checkTaskID(id, param string) error {
+	if problem := textProblem(id); problem != "" {
+		return errorf(http.StatusBadRequest, "%s: %s", param, problem)
+	}
+	if !taskID.MatchString(id) {
+		return errNotFound
+	}
+	return nil
+}
+
+// parseTaskParam reads task=true|false (or 1|0); absent is false.
+func parseTaskParam(p *string) (bool, *Error) {
+	if p == nil {
+		return false, nil
+	}
+	switch strings.ToLower(*p) {
+	case "true", "1":
+		return true, nil
+	case "false", "0":
+		return false, nil
+	}
+	return false, errorf(http.StatusBadRequest, "query parameter task: must be true or false")
+}
+
+// checkIdempotencyKey allows 1 to 256 printable ASCII characters (an HTTP
+// structured-field string, as the Idempotency-Key draft has it), which
+// PostgreSQL text always holds.
+func checkIdempotencyKey(p *string) (string, *Error) {
+	if p == nil {
+		return "", nil
+	}
+	key := *p
+	if key == "" || len(key) > maxIdempotencyKey {
+		return "", errorf(http.StatusBadRequest, "header Idempotency-Key: must be 1 to %d characters", maxIdempotencyKey)
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return "", errorf(http.StatusBadRequest, "header Idempotency-Key: must be printable ASCII")
+		}
+	}
+	return key, nil
+}
+
+// validateSendTx checks a send-tx body and returns the task's request.
+func validateSendTx(b apigen.SendTxRequest) (store.TaskRequest, *Error) {
+	var req store.TaskRequest
+	switch {
+	case b.To == "":
+		return req, errorf(http.StatusBadRequest, "field to: required (0x and 40 hex digits)")
+	case !hexAddress.MatchString(b.To):
+		return req, errorf(http.StatusBadRequest, "field to: must be 0x and 40 hex digits")
+	case mixedCase(b.To[2:]) && common.HexToAddress(b.To).Hex() != b.To:
+		// A mixed-case address carries an EIP-55 checksum; a wrong one is
+		// a mistyped address, and the value would be lost.
+		return req, errorf(http.StatusBadRequest, "field to: mixed-case address with a wrong EIP-55 checksum (write it in one case, or as %s if that is the one meant)", common.HexToAddress(b.To).Hex())
+	}
+	req.To = b.To
+	req.Value = new(big.Int)
+	if b.Value != nil {
+		v, ok := parseUint256(*b.Value)
+		if !ok {
+			return req, errorf(http.StatusBadRequest, "field value: must be a whole number of wei from 0 to 2^256-1, as a decimal string or 0x hex")
+		}
+		req.Value = v
+	}
+	if b.Data != nil {
+		d := *b.Data
+		if !strings.HasPrefix(d, "0x") {
+			return req, errorf(http.StatusBadRequest, "field data: must be 0x-prefixed hex")
+		}
+		if (len(d)-2)/2 > maxTxData {
+			return req, errorf(http.StatusRequestEntityTooLarge, "field data: larger than %d bytes", maxTxData)
+		}
+		data, err := hex.DecodeString(d[2:])
+		if err != nil {
+			return req, errorf(http.StatusBadRequest, "field data: must be 0x and an even number of hex digits")
+		}
+		req.Data = data
+	}
+	if b.GasLimit != nil {
+		if *b.GasLimit < 1 {
+			return req, errorf(http.StatusBadRequest, "field gas_limit: must be a positive whole number")
+		}
+		g := uint64(*b.GasLimit)
+		req.GasLimit = &g
+	}
+	return req, nil
+}
+
+// mixedCase reports whether hex digits have letters in both cases.
+func mixedCase(h string) bool {
+	return strings.ToLower(h) != h && strings.ToUpper(h) != h
+}
+
+// parseUint256 reads a decimal or 0x-hex whole number below 2^256.
+func parseUint256(s string) (*big.Int, bool) {
+	digits, base := s, 10
+	if rest, ok := strings.CutPrefix(s, "0x"); ok {
+		digits, base = rest, 16
+	}
+	if digits == "" {
+		return nil, false
+	}
+	for _, c := range []byte(digits) {
+		if !('0' <= c && c <= '9' || base == 16 && ('a' <= c && c <= 'f' || 'A' <= c && c <= 'F')) {
+			return nil, false
+		}
+	}
+	// Leading zeros say nothing; past them, a uint256 has at most 78
+	// decimal or 64 hex digits (a longer string is not parsed at all).
+	digits = strings.TrimLeft(digits, "0")
+	if len(digits) > 78 {
+		return nil, false
+	}
+	v, ok := new(big.Int).SetString("0"+digits, base)
+	if !ok || v.Cmp(maxUint256) > 0 {
+		return nil, false
+	}
+	return v, true
+}
+
+// statusName is a task status as the /v1 routes write it.
+func statusName(st store.TaskStatus) apigen.WalletTaskStatus {
+	switch st {
+	case store.TaskWaiting:
+		return apigen.WalletTaskStatusWaiting
+	case store.TaskExecuting:
+		return apigen.WalletTaskStatusExecuting
+	case store.TaskError:
+		return apigen.WalletTaskStatusError
+	case store.TaskDone:
+		return apigen.WalletTaskStatusDone
+	}
+	return apigen.WalletTaskStatus(st.String())
+}
+
+func parseStatusName(name string) (store.TaskStatus, bool) {
+	for _, st := range []store.TaskStatus{store.TaskWaiting, store.TaskExecuting, store.TaskError, store.TaskDone} {
+		if string(statusName(st)) == name {
+			return st, true
+		}
+	}
+	return 0, false
+}
+
+// taskPath is the task's URL path.
+func taskPath(t store.Task) string {
+	return "/v1/wallets/" + url.PathEscape(t.Wallet) + "/tasks/" + t.ID
+}
+
+// walletTaskJSON is apigen.WalletTask as the API writes it, its times
+// written by apiTime (see batchJSON).
+type walletTaskJSON struct {
+	apigen.WalletTask
+	CreatedAt  apiTime  `json:"created_at"`
+	UpdatedAt  apiTime  `json:"updated_at"`
+	StartedAt  *apiTime `json:"started_at,omitempty"`
+	FinishedAt *apiTime `json:"finished_at,omitempty"`
+}
+
+// walletTaskResultJSON and walletTaskPageJSON are the generated results
+// with walletTaskJSON in them.
+type (
+	walletTaskResultJSON struct {
+		apigen.WalletTaskResult
+		Task walletTaskJSON `json:"task"`
+	}
+	walletTaskPageJSON struct {
+		apigen.WalletTaskPage
+		Tasks []walletTaskJSON `json:"tasks"`
+	}
+)
+
+// toWalletTask converts a stored task; lists leave its data out.
+func toWalletTask(t store.Task, withData bool) walletTaskJSON {
+	o := apigen.WalletTask{
+		ID: t.ID, Wallet: t.Wallet, ChainID: t.ChainID, From: t.Sender, To: t.Request.To,
+		Value: t.Request.Value.String(), Priority: t.Priority, Status: statusName(t.Status),
+		Code: apigen.WalletTaskCode(t.Status), Reverted: t.Reverted, Cancelled: t.Cancelled,
+	}
+	if withData {
+		d := "0x" + hex.EncodeToString(t.Request.Data)
+		o.Data = &d
+	}
+	if t.Request.GasLimit != nil {
+		g := int64(*t.Request.GasLimit)
+		o.GasLimit = &g
+	}
+	if t.IdempotencyKey != "" {
+		o.IdempotencyKey = &t.IdempotencyKey
+	}
+	if t.TxHash != "" {
+		o.TxHash = &t.TxHash
+	}
+	if t.Error != "" {
+		o.Error = &t.Error
+	}
+	return walletTaskJSON{
+		WalletTask: o, CreatedAt: apiTime(t.CreatedAt), UpdatedAt: apiTime(t.UpdatedAt),
+		StartedAt: apiTimePtr(t.StartedAt), FinishedAt: apiTimePtr(t.FinishedAt),
+	}
+}

@@ -1,0 +1,403 @@
+package wallet_test
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/accounts/keystore"
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+
+	"github.com/ledgerq/ledgerq/internal/wallet"
+)
+
+// keystoreFixture is a keystore file written by geth's own code, with light
+// scrypt parameters, and the key it holds.
+type keystoreFixture struct {
+	dir, path, passphrase string
+	key                   *keystore.Key
+}
+
+func newKeystoreFile(t *testing.T, passphrase string) keystoreFixture {
+	t.Helper()
+	dir := t.TempDir()
+	_, path, err := wallet.NewKeystore(dir, passphrase, wallet.LightScrypt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := keystore.DecryptKey(data, passphrase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keystoreFixture{dir: dir, path: path, passphrase: passphrase, key: key}
+}
+
+// env is a fake environment for KeystoreConfig.LookupEnv.
+func env(vars map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	}
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestKeystore_AWalletIsUnlockedFromItsKeystoreFileAndSignsForItsAddress(t *testing.T) {
+	t.Parallel()
+	ks := newKeystoreFile(t, "correct horse")
+	reg, err := wallet.LoadKeystores(wallet.KeystoreConfig{
+		ChainID: 1337,
+		Wallets: []wallet.KeystoreSpec{{Name: "main", Path: ks.path}},
+		LookupEnv: env(map[string]string{
+			"LEDGERQ_WALLET_PASSPHRASE_MAIN": "correct horse",
+		}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, ok := reg.ByID("main")
+	if !ok {
+		t.Fatal("wallet main not in the registry")
+	}
+	if common.Address(w.Address()) != ks.key.Address || w.ChainID != 1337 {
+		t.Fatalf("wallet %s on %d, want %s on 1337", w.Address().Hex(), w.ChainID, ks.key.Address.Hex())
+	}
+	tx := types.NewTx(&types.DynamicFeeTx{ChainID: big.NewInt(1337), Nonce: 0, Gas: 21000, GasFeeCap: big.NewInt(1), GasTipCap: big.NewInt(1)})
+	signed, err := w.Signer.SignTx(tx, big.NewInt(1337))
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, err := types.Sender(types.LatestSignerForChainID(big.NewInt(1337)), signed)
+	if err != nil || from != ks.key.Address {
+		t.Fatalf("signed by %s (%v), want %s", from.Hex(), err, ks.key.Address.Hex())
+	}
+}
+
+func TestKeystore_AWrongPassphraseNamesTheWalletTheFileAndTheSourceButNotThePassphrase(t *testing.T) {
+	t.Parallel()
+	ks := newKeystoreFile(t, "right passphrase")
+	_, err := wallet.LoadKeystores(wallet.KeystoreConfig{
+		ChainID:   1,
+		Wallets:   []wallet.KeystoreSpec{{Name: "hot-1", Path: ks.path}},
+		LookupEnv: env(map[string]string{"LEDGERQ_WALLET_PASSPHRASE_HOT_1": "WRONG-passphrase-42"}),
+	})
+	if !errors.Is(err, wallet.ErrWrongPassphrase) {
+		t.Fatalf("error %v, want ErrWrongPassphrase", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{`"hot-1"`, ks.path, "LEDGERQ_WALLET_PASSPHRASE_HOT_1", "wrong passphrase"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not name %q", msg, want)
+		}
+	}
+	for _, secret := range []string{"WRONG-passphrase-42", "right passphrase"} {
+		if strings.Contains(msg, secret) {
+			t.Errorf("error %q holds a passphrase", msg)
+		}
+	}
+}
+
+// A wallet's passphrase comes from the most specific source: its own file,
+// its own variable, the file of every wallet, the variable of every wallet.
+func TestKeystore_PassphraseComesFromTheMostSpecificSource(t *testing.T) {
+	t.Parallel()
+	ks := newKeystoreFile(t, "the one")
+	dir := t.TempDir()
+	own := writeFile(t, dir, "own", "the one\r\nsecond line ignored\n")
+	all := writeFile(t, dir, "all", "the one\n")
+	wrongFile := writeFile(t, dir, "wrong", "not it\n")
+	for _, tc := range []struct {
+		name  string
+		files wallet.PassphraseFiles
+		vars  map[string]string
+		from  string // "" when the load must fail
+	}{
+		{"own file beats everything", wallet.PassphraseFiles{All: wrongFile, ByName: map[string]string{"w": own}},
+			map[string]string{"LEDGERQ_WALLET_PASSPHRASE_W": "not it", "LEDGERQ_WALLET_PASSPHRASE": "not it"}, "file " + own},
+		{"own variable beats the common file", wallet.PassphraseFiles{All: wrongFile},
+			map[string]string{"LEDGERQ_WALLET_PASSPHRASE_W": "the one", "LEDGERQ_WALLET_PASSPHRASE": "not it"}, "variable LEDGERQ_WALLET_PASSPHRASE_W"},
+		{"common file beats the common variable", wallet.PassphraseFiles{All: all, ByName: map[string]string{"other": wrongFile}},
+			map[string]string{"LEDGERQ_WALLET_PASSPHRASE": "not it", "LEDGERQ_WALLET_PASSPHRASE_OTHER": "not it"}, "file " + all},
+		{"common variable last", wallet.PassphraseFiles{}, map[string]string{"LEDGERQ_WALLET_PASSPHRASE": "the one"}, "variable LEDGERQ_WALLET_PASSPHRASE"},
+		{"an empty variable is unset", wallet.PassphraseFiles{}, map[string]string{"LEDGERQ_WALLET_PASSPHRASE_W": "", "LEDGERQ_WALLET_PASSPHRASE": "the one"}, "variable LEDGERQ_WALLET_PASSPHRASE"},
+		{"none", wallet.PassphraseFiles{}, map[string]string{}, ""},
+	} {
+		var logs bytes.Buffer
+		_, err := wallet.LoadKeystores(wallet.KeystoreConfig{
+			ChainID: 1, Wallets: []wallet.KeystoreSpec{{Name: "w", Path: ks.path}},
+			PassphraseFiles: tc.files, LookupEnv: env(tc.vars),
+			Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		})
+		switch {
+		case tc.from == "" && err == nil:
+			t.Errorf("%s: loaded without a passphrase", tc.name)
+		case tc.from == "" && !strings.Contains(err.Error(), "no passphrase"):
+			t.Errorf("%s: error %v", tc.name, err)
+		case tc.from != "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.from != "" && !strings.Contains(logs.String(), tc.from):
+			t.Errorf("%s: log %q does not say the passphrase came from %s", tc.name, logs.String(), tc.from)
+		}
+	}
+}
+
+// A file that is not an encrypted keystore (a private key saved in plain
+// hex, say) is refused with a message that does not quote it.
+func TestKeystore_AFileThatIsNotAKeystoreIsRefusedWithoutQuotingIt(t *testing.T) {
+	t.Parallel()
+	key, err := crypto.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := hex.EncodeToString(crypto.FromECDSA(key))
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"hex":       plain,
+		"0xhex":     "0x" + plain,
+		"plainjson": `{"address":"00","privatekey":"` + plain + `","id":"x","version":3}`,
+		"array":     `["` + plain + `"]`,
+	} {
+		path := writeFile(t, dir, name, content)
+		_, err := wallet.OpenKeystore(path, "pass")
+		if err == nil {
+			t.Fatalf("%s: opened", name)
+		}
+		if strings.Contains(err.Error(), plain[:8]) || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: error %q quotes the file or does not name it", name, err)
+		}
+	}
+}
+
+func TestKeystore_AFileWhoseKeyIsNotOfTheAddressItNamesIsRefused(t *testing.T) {
+	t.Parallel()
+	ks := newKeystoreFile(t, "p")
+	data, err := os.ReadFile(ks.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["address"] = strings.Repeat("ab", 20)
+	forged, _ := json.Marshal(m)
+	path := writeFile(t, t.TempDir(), "forged.json", string(forged))
+	if _, err := wallet.OpenKeystore(path, "p"); err == nil || !strings.Contains(err.Error(), "not of the address") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// No private key is ever written to a log: the wallet is loaded with
+// logging at debug, and neither the key (in hex or decimal) nor the
+// passphrase appears in the log, in an error, or in any formatting of the
+// package's exported values.
+func TestKeystore_NeitherKeyNorPassphraseIsLoggedOrPrinted(t *testing.T) {
+	t.Parallel()
+	const passphrase = "s3cret-Passphrase-Never-Printed"
+	ks := newKeystoreFile(t, passphrase)
+	passFile := writeFile(t, t.TempDir(), "pass", passphrase+"\n")
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	specs := wallet.KeystoreSpecs{}
+	if err := specs.Set("main=" + ks.path); err != nil {
+		t.Fatal(err)
+	}
+	files := wallet.PassphraseFiles{}
+	if err := files.Set("main=" + passFile); err != nil {
+		t.Fatal(err)
+	}
+	cfg := wallet.KeystoreConfig{ChainID: 1337, Wallets: specs, PassphraseFiles: files, Logger: logger,
+		LookupEnv: env(map[string]string{"LEDGERQ_WALLET_PASSPHRASE": passphrase})}
+	reg, err := wallet.LoadKeystores(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A failed load logs and errs too.
+	_, failErr := wallet.LoadKeystores(wallet.KeystoreConfig{ChainID: 1, Wallets: specs, Logger: logger,
+		LookupEnv: env(map[string]string{"LEDGERQ_WALLET_PASSPHRASE": passphrase + "x"})})
+	if failErr == nil {
+		t.Fatal("a wrong passphrase loaded")
+	}
+	if !strings.Contains(logs.String(), `"msg":"wallet: loaded"`) {
+		t.Fatalf("nothing logged at debug: %s", logs.String())
+	}
+
+	w, _ := reg.ByID("main")
+	signer, err := wallet.OpenKeystore(ks.path, passphrase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dw, err := wallet.EnsureDevWallet(t.TempDir(), "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	printed := logs.String() + failErr.Error()
+	for _, v := range []any{reg, *reg, w, w.Signer, signer, *signer, specs, &specs, files, &files, cfg, dw, reg.All()} {
+		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%x", "%d"} {
+			printed += fmt.Sprintf(verb, v) + "\n"
+		}
+	}
+	d := ks.key.PrivateKey.D
+	for name, secret := range map[string]string{
+		"the passphrase":      passphrase,
+		"the key in hex":      hex.EncodeToString(crypto.FromECDSA(ks.key.PrivateKey)),
+		"the key in HEX":      strings.ToUpper(hex.EncodeToString(crypto.FromECDSA(ks.key.PrivateKey))),
+		"the key in decimal":  d.String(),
+		"the key's hex words": fmt.Sprintf("%x", d.Bits()[0]),
+	} {
+		if strings.Contains(printed, secret) {
+			t.Errorf("%s appears in the logs or the printed values", name)
+		}
+	}
+	// The dev wallet's passphrase file is not printed either.
+	devPass, err := wallet.ReadPassphraseFile(dw.PassphraseFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(printed, devPass) {
+		t.Error("the dev wallet's passphrase appears in the printed values")
+	}
+}
+
+func TestKeystoreSpecs_FlagTakesNameEqualsFileRepeatedOrCommaSeparated(t *testing.T) {
+	t.Parallel()
+	var specs wallet.KeystoreSpecs
+	for _, v := range []string{"a=/k/a.json, b.2=/k/b.json", "c-3=rel/c.json"} {
+		if err := specs.Set(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := wallet.KeystoreSpecs{{Name: "a", Path: "/k/a.json"}, {Name: "b.2", Path: "/k/b.json"}, {Name: "c-3", Path: "rel/c.json"}}
+	if fmt.Sprint(specs) != fmt.Sprint(want) || specs.String() != "a=/k/a.json,b.2=/k/b.json,c-3=rel/c.json" {
+		t.Fatalf("specs %v", specs)
+	}
+	for _, bad := range []string{"nofile", "=x.json", "a=", "-a=x.json", "a b=x.json", "file=x.json", "FILE=x.json"} {
+		var s wallet.KeystoreSpecs
+		if err := s.Set(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestPassphraseFiles_FlagTakesAFileForEveryWalletOrNameEqualsFile(t *testing.T) {
+	t.Parallel()
+	var p wallet.PassphraseFiles
+	for _, v := range []string{"/run/secrets/all", "hot=/run/secrets/hot", "./odd=name"} {
+		if err := p.Set(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.All != "./odd=name" || p.ByName["hot"] != "/run/secrets/hot" || len(p.ByName) != 1 {
+		t.Fatalf("%+v", p)
+	}
+}
+
+func TestKeystore_TwoWalletsWhosePassphraseVariablesCoincideAreRefused(t *testing.T) {
+	t.Parallel()
+	a, b := newKeystoreFile(t, "p"), newKeystoreFile(t, "p")
+	_, err := wallet.LoadKeystores(wallet.KeystoreConfig{ChainID: 1,
+		Wallets:   []wallet.KeystoreSpec{{Name: "a-b", Path: a.path}, {Name: "a_b", Path: b.path}},
+		LookupEnv: env(map[string]string{"LEDGERQ_WALLET_PASSPHRASE": "p"})})
+	if err == nil || !strings.Contains(err.Error(), "LEDGERQ_WALLET_PASSPHRASE_A_B") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// NewKeystore writes what geth writes: a file geth's keystore reads, named
+// UTC--<time>--<address>, readable by its owner only, with the scrypt
+// parameters asked for.
+func TestNewKeystore_WritesAGethKeystoreFileOnlyItsOwnerCanRead(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "keys")
+	addr, path, err := wallet.NewKeystore(dir, "pw", wallet.LightScrypt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`^UTC--\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}\.\d+Z--` + hex.EncodeToString(addr[:]) + `$`).MatchString(filepath.Base(path)) {
+		t.Errorf("file name %s", filepath.Base(path))
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", st.Mode().Perm())
+	}
+	if dst, err := os.Stat(dir); err != nil || dst.Mode().Perm() != 0o700 {
+		t.Errorf("directory mode %v (%v), want 0700", dst.Mode().Perm(), err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Crypto struct {
+			KDFParams struct{ N, P int } `json:"kdfparams"`
+		} `json:"crypto"`
+	}
+	if err := json.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	if file.Crypto.KDFParams.N != wallet.LightScrypt.N || file.Crypto.KDFParams.P != wallet.LightScrypt.P {
+		t.Errorf("scrypt n=%d p=%d, want %+v", file.Crypto.KDFParams.N, file.Crypto.KDFParams.P, wallet.LightScrypt)
+	}
+	key, err := keystore.DecryptKey(data, "pw")
+	if err != nil || key.Address != common.Address(addr) {
+		t.Fatalf("geth reads %v (%v), want %s", key, err, addr.Hex())
+	}
+	if wallet.StandardScrypt.N != keystore.StandardScryptN || wallet.StandardScrypt.N <= wallet.LightScrypt.N {
+		t.Errorf("standard scrypt %+v", wallet.StandardScrypt)
+	}
+}
+
+// ledgerq dev keeps its wallet between runs: the second call finds the
+// files the first made.
+func TestEnsureDevWallet_CreatesTheWalletOnceAndThenReusesIt(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first, err := wallet.EnsureDevWallet(dir, "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := wallet.EnsureDevWallet(dir, "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !first.Created || second.Created || first.Address != second.Address {
+		t.Fatalf("first %+v, second %+v", first, second)
+	}
+	reg, err := wallet.LoadKeystores(wallet.KeystoreConfig{ChainID: 1337, Wallets: []wallet.KeystoreSpec{second.Spec},
+		PassphraseFiles: wallet.PassphraseFiles{ByName: map[string]string{"dev": second.PassphraseFile}}, LookupEnv: env(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, _ := reg.ByID("dev"); w.Address() != first.Address {
+		t.Fatalf("loaded %s, want %s", w.Address().Hex(), first.Address.Hex())
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Errorf("dir holds %d entries, want the keystore and the passphrase file", len(entries))
+	}
+}
