@@ -29,6 +29,7 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
 		fs.IntVar(&c.API.MaxBatchesPerRequest, "max-batches-per-request", c.API.MaxBatchesPerRequest, "most batches in one POST /v1/batches")
 		fs.IntVar(&c.API.MaxPayloadBytes, "max-payload-bytes", c.API.MaxPayloadBytes, "largest batch payload the API accepts")
 		fs.DurationVar(&c.API.RequestTimeout, "api-request-timeout", c.API.RequestTimeout, "a request whose database work takes longer answers 503 (long-polls bound each database call with it)")
+		fs.DurationVar(&c.API.TaskMaxWait, "send-tx-max-wait", c.API.TaskMaxWait, "wallet lane: the longest POST /v1/wallets/{wallet}/send-tx waits for its task to end before answering 202 with it (the client then polls)")
 		fs.DurationVar(&c.API.ReadHeaderTimeout, "api-read-header-timeout", c.API.ReadHeaderTimeout, "time a client has to send a request's headers")
 		fs.DurationVar(&c.API.ReadTimeout, "api-read-timeout", c.API.ReadTimeout, "time a client has to send a whole request, headers and body (408 past it)")
 		fs.DurationVar(&c.API.WriteTimeout, "api-write-timeout", c.API.WriteTimeout, "time a client has to read a response, from its first byte (a long-poll's wait does not count)")
@@ -63,6 +64,28 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
 	fs.DurationVar(&b.TrackGrace, "track-grace", b.TrackGrace, "batch lane: how long past its next check a batch this process follows in memory is left to it before other processes' monitors take it over")
 	fs.DurationVar(&b.ReconcileInterval, "reconcile-interval", b.ReconcileInterval, "batch lane: how often the queuer admits batches no transaction admitted (rows written by hand); a scan over the services")
 	registerSim(fs, &b.Ledger.Sim)
+	registerWallet(fs, &c.Wallet, parts)
+}
+
+// registerWallet registers the wallet lane's flags.
+func registerWallet(fs *flag.FlagSet, w *node.WalletConfig, parts flagParts) {
+	if parts.ledger {
+		fs.Var(&w.Keystores, "wallet", "wallet lane: a wallet ledgerq signs for, NAME=KEYSTORE_FILE (a go-ethereum keystore file); repeat or comma-separate for several. Its passphrase: --wallet-passphrase-file, else LEDGERQ_WALLET_PASSPHRASE_<NAME>, else LEDGERQ_WALLET_PASSPHRASE")
+		fs.Var(&w.PassphraseFiles, "wallet-passphrase-file", "wallet lane: a file whose first line unlocks the wallets (FILE), or one wallet (NAME=FILE); repeatable")
+		fs.StringVar(&w.Ledger.Kind, "wallet-ledger", w.Ledger.Kind, "wallet lane: evm (a node's JSON-RPC at --wallet-ledger-url) or sim (an in-process simulated EVM chain)")
+		fs.StringVar(&w.Ledger.URL, "wallet-ledger-url", w.Ledger.URL, "wallet lane: the EVM node's JSON-RPC URL, for --wallet-ledger evm (for example http://127.0.0.1:8545)")
+	}
+	fs.DurationVar(&w.Ledger.Timeout, "wallet-ledger-timeout", w.Ledger.Timeout, "wallet lane: timeout of one call to the chain")
+	fs.StringVar(&w.QueueType, "send-tx-queue-type", w.QueueType, "wallet lane: order of a wallet's waiting tasks: priority (highest first, then oldest) or fifo")
+	fs.IntVar(&w.InFlight, "wallet-in-flight", w.InFlight, "wallet lane: most transactions a wallet has signed or sent and not yet confirmed")
+	fs.DurationVar(&w.FollowInterval, "wallet-follow-interval", w.FollowInterval, "wallet lane: how often a wallet with transactions in flight is checked for receipts")
+	fs.DurationVar(&w.ReplacedAfter, "wallet-replaced-after", w.ReplacedAfter, "wallet lane: how long a nonce the chain passed, whose hashes have no receipt, waits before its transaction counts as replaced and its task is sent again")
+	fs.IntVar(&w.Shards.Workers, "shard-workers", w.Shards.Workers, "shards: workers of this process (one shard each at a time)")
+	fs.DurationVar(&w.Shards.Quantum, "shard-quantum", w.Shards.Quantum, "shards: longest a worker runs one shard before yielding it")
+	fs.DurationVar(&w.Shards.Lease, "shard-lease", w.Shards.Lease, "shards: a claim's lease; a shard whose lease passed is rescued")
+	fs.DurationVar(&w.RetentionAge, "wallet-retention-age", w.RetentionAge, "wallet lane: delete finished tasks (done, error) older than this (0: keep them forever); run by the monitor role")
+	fs.IntVar(&w.RetentionBatchSize, "wallet-retention-batch-size", w.RetentionBatchSize, "wallet lane: most finished tasks deleted in one statement")
+	fs.DurationVar(&w.RetentionInterval, "wallet-retention-interval", w.RetentionInterval, "wallet lane: wait after a retention round that found less than a full batch to delete")
 }
 
 // registerSim registers the simulated ledger's flags (also used by simledger).

@@ -2,14 +2,22 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"math/big"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/pgcluster"
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // runDev runs ledgerq on its embedded default: a private PostgreSQL cluster
@@ -56,12 +64,108 @@ func runDev(ctx context.Context, args []string) error {
 		cfg.DatabaseURL = cluster.ConnString("ledgerq")
 		logger.Info("dev: private PostgreSQL running", "data_dir", dir, "database_url", node.RedactURL(cfg.DatabaseURL))
 	}
+	dev, err := devWalletLane(&cfg, dataDir)
+	if err != nil {
+		return err
+	}
 	n, err := node.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer n.Close()
+	token, err := devAPIKey(ctx, n.Store(), dataDir, cfg.Clock)
+	if err != nil {
+		return err
+	}
 	return n.Serve(ctx, func(addr string) {
-		fmt.Fprintf(os.Stdout, "ledgerq dev: API at http://%s (simulated ledger; Ctrl-C to stop)\n", addr)
+		fmt.Fprintf(os.Stdout, "ledgerq dev: API at http://%s (simulated ledgers; Ctrl-C to stop)\n", addr)
+		printDevWallet(os.Stdout, addr, dev, token)
 	})
+}
+
+// devWalletName is the wallet ledgerq dev creates and signs for.
+const devWalletName = "dev"
+
+// devWalletLane configures the wallet lane of ledgerq dev: a dev wallet kept
+// in dataDir (a keystore file and its passphrase), funded on a simulated EVM
+// chain (chain id 1337, a block a second) whose mined transactions are
+// journaled in dataDir, so that a second run finds the same chain.
+func devWalletLane(cfg *node.Config, dataDir string) (wallet.DevWallet, error) {
+	dir, err := filepath.Abs(filepath.Join(dataDir, "wallets"))
+	if err != nil {
+		return wallet.DevWallet{}, err
+	}
+	dev, err := wallet.EnsureDevWallet(dir, devWalletName)
+	if err != nil {
+		return dev, fmt.Errorf("dev wallet: %w", err)
+	}
+	pass, err := wallet.ReadPassphraseFile(dev.PassphraseFile)
+	if err != nil {
+		return dev, fmt.Errorf("dev wallet: %w", err)
+	}
+	signer, err := wallet.OpenKeystore(dev.Spec.Path, pass)
+	if err != nil {
+		return dev, fmt.Errorf("dev wallet: %w", err)
+	}
+	reg, err := wallet.NewRegistry(wallet.Wallet{ID: devWalletName, ChainID: devChainID, Signer: signer})
+	if err != nil {
+		return dev, err
+	}
+	w := &cfg.Wallet
+	w.Registry = reg
+	w.Ledger.Kind = node.WalletLedgerSim
+	w.Ledger.Sim = evmsim.Config{
+		ChainID: devChainID, BlockPeriod: time.Second,
+		Alloc: node.FundAlloc(devFunds, signer.Address()),
+	}
+	w.Ledger.SimJournal = filepath.Join(dir, "evmsim-chain.journal")
+	return dev, nil
+}
+
+// devChainID is the simulated chain's id in ledgerq dev, geth --dev's.
+const devChainID = 1337
+
+// devFunds is the dev wallet's genesis balance: 1000 ether.
+var devFunds = new(big.Int).Mul(big.NewInt(1000), big.NewInt(1e18))
+
+// devAPIKey returns the dev wallet's API key, kept in dataDir/dev-api-key
+// (0600): the one stored there if the database still knows it, else a new
+// one. The database stores only its hash.
+func devAPIKey(ctx context.Context, st *store.Store, dataDir string, clk clock.Clock) (string, error) {
+	file := filepath.Join(dataDir, "dev-api-key")
+	if b, err := os.ReadFile(file); err == nil {
+		token := strings.TrimSpace(string(b))
+		k, err := st.APIKeyLookup(ctx, token)
+		if err == nil && k.Allows(devWalletName) {
+			return token, nil
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return "", fmt.Errorf("dev API key: %w", err)
+		}
+	}
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	_, token, err := st.APIKeyCreate(ctx, store.APIKeyCreateParams{Now: clk.Now(), Name: "ledgerq dev", Wallets: []string{devWalletName}})
+	if err != nil {
+		return "", fmt.Errorf("dev API key: %w", err)
+	}
+	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("dev API key: %w", err)
+	}
+	return token, nil
+}
+
+// printDevWallet tells how to send a transaction from the dev wallet and
+// follow it to Done.
+func printDevWallet(w io.Writer, addr string, dev wallet.DevWallet, token string) {
+	fmt.Fprintf(w, `ledgerq dev: wallet %q is %s on the simulated EVM chain %d (keystore %s)
+ledgerq dev: its API key (kept in the data directory) is %s
+Send 1 wei and wait until the transaction is mined:
+  curl -sS -X POST http://%s/v1/wallets/%s/send-tx -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"to":"0x000000000000000000000000000000000000dEaD","value":"1"}'
+Or fire and forget, then poll the task (seed 004's status endpoint) until "status":"Done":
+  curl -sS -X POST 'http://%s/v1/wallets/%s/send-tx?task=true' -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"to":"0x000000000000000000000000000000000000dEaD","value":"1"}'
+  curl -sS http://%s/wallet/tasks/send-tx/TASK_ID -H 'X-Wallet-ID: %s' -H 'Authorization: Bearer %s'
+`, devWalletName, dev.Address.Hex(), devChainID, dev.Spec.Path, token,
+		addr, devWalletName, token, addr, devWalletName, token, addr, devWalletName, token)
 }

@@ -32,6 +32,9 @@ type Config struct {
 	API   APIConfig
 	Loops LoopsConfig
 	Batch BatchConfig
+	// Wallet configures the wallet lane; it runs when wallets are
+	// configured.
+	Wallet WalletConfig
 
 	// ShutdownTimeout is how long, on shutdown, in-flight work may take to
 	// finish before it is cancelled.
@@ -52,6 +55,9 @@ type APIConfig struct {
 	MaxPayloadBytes int
 	// RequestTimeout bounds each request's database work (503 past it).
 	RequestTimeout time.Duration
+	// TaskMaxWait is the longest POST …/send-tx waits for its task to end
+	// before answering 202 with the task, for the client to poll.
+	TaskMaxWait time.Duration
 	// ReadHeaderTimeout bounds the reading of a request's headers.
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds the reading of a whole request, headers and body:
@@ -160,7 +166,7 @@ func Defaults() Config {
 		API: APIConfig{
 			Enabled: true, Addr: "127.0.0.1:8080",
 			MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20,
-			RequestTimeout: 5 * time.Second, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+			RequestTimeout: 5 * time.Second, TaskMaxWait: 50 * time.Second, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 			WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxConnections: 1024,
 		},
 		Loops: LoopsConfig{
@@ -178,6 +184,7 @@ func Defaults() Config {
 			TrackGrace: 10 * time.Second, ReconcileInterval: 30 * time.Second,
 			RetentionAge: 7 * 24 * time.Hour, RetentionBatchSize: 1000, RetentionInterval: time.Minute,
 		},
+		Wallet:          walletDefaults(),
 		ShutdownTimeout: 30 * time.Second,
 	}
 }
@@ -207,6 +214,8 @@ func (c *Config) ValidateSettings() error {
 		return errors.New("--max-body-bytes, --max-batches-per-request and --max-payload-bytes must be at least 1")
 	case c.API.RequestTimeout <= 0:
 		return errors.New("--api-request-timeout must be positive")
+	case c.API.TaskMaxWait < 0:
+		return errors.New("--send-tx-max-wait must not be negative (0 answers at once, as task=true does)")
 	case c.API.ReadHeaderTimeout <= 0 || c.API.ReadTimeout <= 0 || c.API.WriteTimeout <= 0 || c.API.IdleTimeout <= 0:
 		return errors.New("--api-read-header-timeout, --api-read-timeout, --api-write-timeout and --api-idle-timeout must be positive")
 	case c.API.ReadHeaderTimeout > c.API.ReadTimeout:
@@ -235,6 +244,9 @@ func (c *Config) ValidateSettings() error {
 		return errors.New("--retention-batch-size must be at least 1 and --retention-interval positive")
 	case b.TrackGrace <= 0 || b.ReconcileInterval <= 0:
 		return errors.New("--track-grace and --reconcile-interval must be positive")
+	}
+	if err := c.Wallet.validate(); err != nil {
+		return err
 	}
 	if b.Ledger.URL != "" {
 		u, err := url.ParseRequestURI(b.Ledger.URL)

@@ -26,7 +26,11 @@ import (
 	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/submitter"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 )
+
+// onceShardRuns bounds the shard runs of one RunOnce.
+const onceShardRuns = 10000
 
 // Node is one ledgerq process.
 type Node struct {
@@ -45,6 +49,8 @@ type Node struct {
 	batchSubmitters []*submitter.BatchSubmitter
 	batchMonitor    *monitor.BatchMonitor
 	batchRetention  *monitor.BatchRetention
+
+	wallet *walletLane // nil when no wallet is configured
 
 	started bool
 	cancel  context.CancelFunc // cancels in-flight work of the started loops
@@ -90,7 +96,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			n.logger.Info("ledgerq: migrated database", "applied", len(res), "version", n.migrator.LatestVersion())
 		}
 	}
-	if err := n.build(); err != nil {
+	if err := n.build(ctx); err != nil {
 		n.Close()
 		return nil, err
 	}
@@ -98,7 +104,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 }
 
 // build creates the ledgers, loops, metrics collectors and API.
-func (n *Node) build() error {
+func (n *Node) build(ctx context.Context) error {
 	c := &n.cfg
 	l, err := n.newBatchLedger()
 	if err != nil {
@@ -124,10 +130,17 @@ func (n *Node) build() error {
 				loop.Deps{Clock: n.clock, Logger: n.logger, Metrics: n.metrics}, c.BatchRetentionConfig())
 		}
 	}
+	if err := n.buildWalletLane(ctx); err != nil {
+		return err
+	}
+	var wallets *wallet.Registry
+	if n.wallet != nil {
+		wallets = n.wallet.wallets
+	}
 	n.api = httpapi.New(httpapi.Config{
 		MaxBodyBytes: c.API.MaxBodyBytes, MaxBatchesPerRequest: c.API.MaxBatchesPerRequest, MaxPayloadBytes: c.API.MaxPayloadBytes,
-		RequestTimeout: c.API.RequestTimeout,
-	}, httpapi.Deps{Store: n.store, Ready: n, Clock: n.clock, Logger: n.logger, Metrics: n.metrics})
+		RequestTimeout: c.API.RequestTimeout, TaskMaxWait: c.API.TaskMaxWait,
+	}, httpapi.Deps{Store: n.store, Wallets: wallets, Ready: n, Clock: n.clock, Logger: n.logger, Metrics: n.metrics})
 	n.wireBatchLane()
 	n.metrics.RegisterDepth("batch", store.BatchWaitingStates,
 		func(ctx context.Context) ([]metrics.StateDepth, error) {
@@ -225,11 +238,28 @@ func (n *Node) services() []loop.Service {
 	if n.batchRetention != nil {
 		s = append(s, n.batchRetention)
 	}
+	if w := n.wallet; w != nil {
+		if w.pool != nil {
+			s = append(s, w.pool)
+		}
+		if w.rescuer != nil {
+			s = append(s, w.rescuer)
+		}
+		if w.follower != nil {
+			s = append(s, w.follower)
+		}
+		if w.retention != nil {
+			s = append(s, w.retention)
+		}
+	}
 	return s
 }
 
 // Close releases the database. Stop the node first.
 func (n *Node) Close() {
+	if n.wallet != nil && n.wallet.closeLed != nil {
+		n.wallet.closeLed()
+	}
 	if n.migrator != nil {
 		_ = n.migrator.Close()
 	}
@@ -328,6 +358,32 @@ func (n *Node) RunOnce(ctx context.Context) error {
 	if n.batchRetention != nil {
 		round("batch retention", "deleted", n.batchRetention.RunOnce)
 	}
+	if w := n.wallet; w != nil {
+		if w.rescuer != nil {
+			round("shard rescuer", "rescued", w.rescuer.RunOnce)
+		}
+		if w.follower != nil {
+			round("wallet follower", "scheduled", w.follower.RunOnce)
+		}
+		if w.pool != nil {
+			round("wallet shards", "runs", func(ctx context.Context) (int, error) {
+				// Every pending shard once (a run yields after its quantum):
+				// a bounded number of runs, so a cron process ends.
+				runs := 0
+				for runs < onceShardRuns {
+					ran, err := w.pool.RunOnce(ctx)
+					if err != nil || !ran {
+						return runs, err
+					}
+					runs++
+				}
+				return runs, nil
+			})
+		}
+		if w.retention != nil {
+			round("wallet retention", "deleted", w.retention.RunOnce)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -351,6 +407,9 @@ func (n *Node) Serve(ctx context.Context, ready func(addr string)) error {
 			n.Stop()
 			return err
 		}
+		// Shutdown does not wait for requests that wait for a task: they
+		// answer 202 with the task at once, so the client polls it.
+		srv.RegisterOnShutdown(n.api.StopWaiting)
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- err

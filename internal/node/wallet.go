@@ -1,0 +1,266 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+
+	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/eoa"
+	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/evm"
+	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
+	"github.com/ledgerq/ledgerq/internal/loop"
+	"github.com/ledgerq/ledgerq/internal/monitor"
+	"github.com/ledgerq/ledgerq/internal/notify"
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/wallet"
+	"github.com/ledgerq/ledgerq/internal/workers"
+)
+
+// WalletConfig configures the wallet lane (DESIGN §2.3; seeds 002, 003 and
+// 004): send-tx tasks worked by one shard per wallet. The lane runs when at
+// least one wallet is configured (Keystores or Registry).
+type WalletConfig struct {
+	Ledger WalletLedgerConfig
+	// Keystores are the wallets, each a go-ethereum keystore file unlocked
+	// at start (--wallet NAME=FILE).
+	Keystores wallet.KeystoreSpecs
+	// PassphraseFiles unlock them (--wallet-passphrase-file); without one a
+	// wallet's passphrase comes from the environment.
+	PassphraseFiles wallet.PassphraseFiles
+	// Registry, when set, is used instead of Keystores (dev, bench, tests).
+	Registry *wallet.Registry
+	// QueueType is "priority" (highest first, then oldest) or "fifo".
+	QueueType string
+	// InFlight is the most attempts a wallet has signed or sent and not
+	// yet confirmed (seed 003's budget).
+	InFlight int
+	// FollowInterval is how often a wallet with attempts in flight is run
+	// to confirm them.
+	FollowInterval time.Duration
+	// ReplacedAfter is how long a passed nonce whose hashes have no receipt
+	// waits before its attempt counts as replaced.
+	ReplacedAfter time.Duration
+	// Shards configures the shard workers (seed 002).
+	Shards workers.Config
+	// RetentionAge is how long finished tasks are kept (0: forever);
+	// deleted RetentionBatchSize at a time by the monitor role.
+	RetentionAge       time.Duration
+	RetentionBatchSize int
+	RetentionInterval  time.Duration
+}
+
+// WalletLedgerConfig chooses the wallet lane's chain.
+type WalletLedgerConfig struct {
+	// Kind is "evm" (a node's JSON-RPC at URL) or "sim" (the in-process
+	// simulated EVM chain).
+	Kind string
+	URL  string
+	// Timeout bounds one call to the chain.
+	Timeout time.Duration
+	// Sim configures the simulated chain, for Kind "sim".
+	Sim evmsim.Config
+	// SimJournal, for Kind "sim", is a file the simulated chain keeps its
+	// mined transactions in and replays at start, so that it survives a
+	// restart (ledgerq dev); empty keeps it in memory only.
+	SimJournal string
+	// Instance, when set, is used instead of building a chain from Kind.
+	Instance ledger.WalletLedger
+}
+
+// Wallet ledger kinds.
+const (
+	WalletLedgerEVM = "evm"
+	WalletLedgerSim = "sim"
+)
+
+// walletDefaults are the wallet lane's defaults.
+func walletDefaults() WalletConfig {
+	e := eoa.Defaults()
+	return WalletConfig{
+		Ledger:    WalletLedgerConfig{Kind: WalletLedgerEVM, Timeout: e.LedgerTimeout},
+		QueueType: string(store.QueuePriority), InFlight: e.InFlight,
+		FollowInterval: e.FollowInterval, ReplacedAfter: e.ReplacedAfter,
+		Shards:       workers.Defaults(),
+		RetentionAge: 7 * 24 * time.Hour, RetentionBatchSize: 1000, RetentionInterval: time.Minute,
+	}
+}
+
+// Enabled reports whether any wallet is configured.
+func (w *WalletConfig) Enabled() bool { return w.Registry != nil || len(w.Keystores) > 0 }
+
+// validate reports the first wallet setting that cannot work.
+func (w *WalletConfig) validate() error {
+	if !w.Enabled() {
+		return nil
+	}
+	l := &w.Ledger
+	switch {
+	case l.Instance == nil && l.Kind != WalletLedgerEVM && l.Kind != WalletLedgerSim:
+		return fmt.Errorf("--wallet-ledger %q: want evm or sim", l.Kind)
+	case l.Instance == nil && l.Kind == WalletLedgerEVM && l.URL == "":
+		return errors.New("--wallet-ledger evm needs --wallet-ledger-url (the node's JSON-RPC, for example http://127.0.0.1:8545)")
+	case l.Timeout <= 0:
+		return errors.New("--wallet-ledger-timeout must be positive")
+	case w.RetentionAge < 0:
+		return errors.New("--wallet-retention-age must not be negative (0 keeps finished tasks forever)")
+	case w.RetentionAge > 0 && (w.RetentionBatchSize < 1 || w.RetentionInterval <= 0):
+		return errors.New("--wallet-retention-batch-size must be at least 1 and --wallet-retention-interval positive")
+	}
+	if l.Kind == WalletLedgerEVM && l.URL != "" {
+		if _, err := url.Parse(l.URL); err != nil {
+			return fmt.Errorf("--wallet-ledger-url: %w", err)
+		}
+	}
+	if err := w.eoaConfig(nil).Validate(); err != nil {
+		return fmt.Errorf("wallet lane: %w (--send-tx-queue-type, --wallet-in-flight, --wallet-follow-interval)", err)
+	}
+	if err := w.Shards.Validate(); err != nil {
+		return fmt.Errorf("wallet lane: %w (--shard-*)", err)
+	}
+	return nil
+}
+
+// eoaConfig is the wallet worker's share of w.
+func (w *WalletConfig) eoaConfig(n *Node) eoa.Config {
+	c := eoa.Defaults()
+	c.InFlight, c.QueueType = w.InFlight, store.QueueType(w.QueueType)
+	c.LedgerTimeout, c.FollowInterval, c.ReplacedAfter = w.Ledger.Timeout, w.FollowInterval, w.ReplacedAfter
+	if n != nil {
+		c.DBTimeout, c.Clock, c.Logger = n.cfg.Loops.DBTimeout, n.clock, n.logger
+	}
+	return c
+}
+
+// walletLane is the wallet lane's part of a node.
+type walletLane struct {
+	ledger    ledger.WalletLedger
+	closeLed  func()
+	wallets   *wallet.Registry
+	pool      *workers.Pool
+	rescuer   *workers.Rescuer
+	follower  *eoa.Follower
+	retention *monitor.Retention
+}
+
+// buildWalletLane opens the chain, unlocks the wallets and builds the shard
+// pool (submitter role), the rescuer, follower and retention (monitor role).
+func (n *Node) buildWalletLane(ctx context.Context) error {
+	w := &n.cfg.Wallet
+	if !w.Enabled() {
+		return nil
+	}
+	lane := &walletLane{}
+	led, closeLed, err := n.newWalletLedger(ctx)
+	if err != nil {
+		return err
+	}
+	lane.ledger, lane.closeLed = led, closeLed
+	n.wallet = lane
+	lane.wallets = w.Registry
+	if lane.wallets == nil {
+		callCtx, cancel := context.WithTimeout(ctx, w.Ledger.Timeout)
+		chainID, err := led.ChainID(callCtx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("wallet lane: reading the chain id: %w", err)
+		}
+		if !chainID.IsInt64() || chainID.Sign() <= 0 {
+			return fmt.Errorf("wallet lane: chain id %s is not a positive 64-bit number", chainID)
+		}
+		if lane.wallets, err = wallet.LoadKeystores(wallet.KeystoreConfig{
+			ChainID: chainID.Int64(), Wallets: w.Keystores, PassphraseFiles: w.PassphraseFiles, Logger: n.logger,
+		}); err != nil {
+			return err
+		}
+	}
+	deps := loop.Deps{Clock: n.clock, Logger: n.logger, Metrics: n.metrics}
+	ec := w.eoaConfig(n)
+	if n.cfg.Loops.Submitter {
+		job, err := eoa.NewJob(n.store, led, lane.wallets, ec)
+		if err != nil {
+			return err
+		}
+		wake := deps
+		wake.Wake = n.listener.Subscribe(notify.Shards)
+		if lane.pool, err = workers.NewPool(n.store, wake, w.Shards, map[string]workers.Job{"wallet": job}); err != nil {
+			return err
+		}
+	}
+	if n.cfg.Loops.Monitor {
+		lane.rescuer = workers.NewRescuer(n.store, deps, w.Shards)
+		if lane.follower, err = eoa.NewFollower(n.store, lane.wallets, ec); err != nil {
+			return err
+		}
+		if lane.pool != nil {
+			lane.rescuer.OnRescued, lane.follower.OnScheduled = lane.pool.Poke, lane.pool.Poke
+		}
+		if w.RetentionAge > 0 {
+			lane.retention = monitor.NewTaskRetention(n.store, deps, monitor.RetentionConfig{
+				Interval: w.RetentionInterval, DBTimeout: n.cfg.Loops.DBTimeout, Age: w.RetentionAge, BatchSize: w.RetentionBatchSize,
+			})
+		}
+	}
+	return nil
+}
+
+// newWalletLedger returns the wallet lane's chain and what closes it.
+func (n *Node) newWalletLedger(ctx context.Context) (ledger.WalletLedger, func(), error) {
+	lc := &n.cfg.Wallet.Ledger
+	switch {
+	case lc.Instance != nil:
+		return lc.Instance, func() {}, nil
+	case lc.Kind == WalletLedgerSim:
+		return openEVMSim(lc.Sim, lc.SimJournal, n.clock)
+	default:
+		l, err := evm.Dial(ctx, lc.URL, evm.Config{CallTimeout: lc.Timeout})
+		if err != nil {
+			return nil, nil, fmt.Errorf("wallet lane: %w", err)
+		}
+		return l, l.Close, nil
+	}
+}
+
+// openEVMSim builds the simulated EVM chain, replaying its journal first
+// when it has one.
+func openEVMSim(cfg evmsim.Config, journal string, clk clock.Clock) (ledger.WalletLedger, func(), error) {
+	if cfg.Clock == nil {
+		cfg.Clock = clk
+	}
+	if journal == "" {
+		return evmsim.New(cfg), func() {}, nil
+	}
+	past, err := os.ReadFile(journal)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, nil, fmt.Errorf("wallet lane: reading the simulated chain's journal: %w", err)
+	}
+	f, err := os.OpenFile(journal, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("wallet lane: opening the simulated chain's journal: %w", err)
+	}
+	cfg.Journal = f
+	l := evmsim.New(cfg)
+	if _, err := l.Replay(bytes.NewReader(past)); err != nil {
+		_ = f.Close()
+		return nil, nil, fmt.Errorf("wallet lane: replaying the simulated chain's journal %s: %w", journal, err)
+	}
+	return l, func() { _ = f.Close() }, nil
+}
+
+// FundAlloc is a genesis allocation of amount wei to every address, for a
+// simulated chain.
+func FundAlloc(amount *big.Int, addrs ...ledger.Address) map[common.Address]*big.Int {
+	m := make(map[common.Address]*big.Int, len(addrs))
+	for _, a := range addrs {
+		m[common.Address(a)] = new(big.Int).Set(amount)
+	}
+	return m
+}
