@@ -32,7 +32,8 @@ import (
 //	--wallet NAME=KEYSTORE_FILE           repeatable, or a comma-separated list
 //	                                      (env LEDGERQ_WALLET); NAME is the wallet's
 //	                                      name in the API (/v1/wallets/NAME/…)
-//	--wallet-passphrase-file [NAME=]FILE  repeatable (env LEDGERQ_WALLET_PASSPHRASE_FILE);
+//	--wallet-passphrase-file [NAME=]FILE  repeatable, or a comma-separated list
+//	                                      (env LEDGERQ_WALLET_PASSPHRASE_FILE);
 //	                                      the passphrase is the file's first line, as
 //	                                      with geth's --password; without NAME= it is
 //	                                      every wallet's
@@ -150,9 +151,22 @@ func (p *PassphraseFiles) String() string {
 	return strings.Join(parts, ",")
 }
 
-// Set records one file.
+// Set records the files of v, one or a comma-separated list (so that one
+// environment variable can give several; a path therefore cannot hold a
+// comma).
 func (p *PassphraseFiles) Set(v string) error {
-	v = strings.TrimSpace(v)
+	for part := range strings.SplitSeq(v, ",") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		if err := p.set(strings.TrimSpace(part)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *PassphraseFiles) set(v string) error {
 	if name, file, ok := strings.Cut(v, "="); ok && ValidID(name) {
 		if file == "" {
 			return fmt.Errorf("passphrase file of wallet %q: empty path", name)
@@ -163,8 +177,8 @@ func (p *PassphraseFiles) Set(v string) error {
 		p.ByName[name] = file
 		return nil
 	}
-	if v == "" {
-		return errors.New("passphrase file: empty path")
+	if p.All != "" && p.All != v {
+		return fmt.Errorf("passphrase files %s and %s are both for every wallet: give NAME=FILE for all but one", p.All, v)
 	}
 	p.All = v
 	return nil

@@ -304,13 +304,17 @@ func TestKeystoreSpecs_FlagTakesNameEqualsFileRepeatedOrCommaSeparated(t *testin
 func TestPassphraseFiles_FlagTakesAFileForEveryWalletOrNameEqualsFile(t *testing.T) {
 	t.Parallel()
 	var p wallet.PassphraseFiles
-	for _, v := range []string{"/run/secrets/all", "hot=/run/secrets/hot", "./odd=name"} {
+	for _, v := range []string{"./odd=name", "hot=/run/secrets/hot, cold=/run/secrets/cold"} {
 		if err := p.Set(v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if p.All != "./odd=name" || p.ByName["hot"] != "/run/secrets/hot" || len(p.ByName) != 1 {
+	if p.All != "./odd=name" || p.ByName["hot"] != "/run/secrets/hot" || p.ByName["cold"] != "/run/secrets/cold" || len(p.ByName) != 2 {
 		t.Fatalf("%+v", p)
+	}
+	// Two files for every wallet would leave one unused.
+	if err := p.Set("/run/secrets/all"); err == nil {
+		t.Fatal("a second file for every wallet accepted")
 	}
 }
 
