@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ledgerq/ledgerq/internal/crashpoint"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
@@ -76,6 +77,7 @@ func (c *broadcastCycle) Execute(ctx context.Context) error {
 			return ctx.Err()
 		}
 		err := c.send(ctx, a.Raw)
+		crashpoint.Hit(CrashBroadcast)
 		delete(c.run.fresh, a.TxHash)
 		r := &c.results[i]
 		switch res := ledger.SendResultOf(err); res {

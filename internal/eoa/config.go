@@ -100,3 +100,14 @@ func (c Config) withDefaults() Config {
 	}
 	return c
 }
+
+// The crash points of the worker (internal/crashpoint): an end-to-end test
+// arms one with LEDGERQ_CRASH_AT to SIGKILL the process exactly there.
+const (
+	// CrashStored: attempts stored (write-ahead committed), none broadcast.
+	CrashStored = "eoa.stored"
+	// CrashBroadcast: a transaction broadcast, its result not recorded.
+	CrashBroadcast = "eoa.broadcast"
+	// CrashMined: receipts found, the confirmation not recorded.
+	CrashMined = "eoa.mined"
+)

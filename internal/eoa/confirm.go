@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ledgerq/ledgerq/internal/crashpoint"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
@@ -126,6 +127,9 @@ func (c *confirmCycle) broadcastUncertain(ctx context.Context) error {
 // Commit records the confirmations, replacements and new broadcasts in one
 // fenced transaction; the run's send starts at or above the chain's nonce.
 func (c *confirmCycle) Commit(ctx context.Context) error {
+	if len(c.confirmed) > 0 {
+		crashpoint.Hit(CrashMined)
+	}
 	now := c.now()
 	err := c.fenced(ctx, func(tx *store.Store) error {
 		if err := recordBroadcasts(ctx, c.shard, tx, now, c.confirmed); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 
+	"github.com/ledgerq/ledgerq/internal/crashpoint"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
@@ -197,6 +198,9 @@ func (c *sendCycle) Commit(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("storing the attempts of %s: %w", c.claim.Key, err)
+	}
+	if len(c.added)+len(c.reused) > 0 {
+		crashpoint.Hit(CrashStored)
 	}
 	for _, a := range c.reused {
 		c.run.fresh[a.TxHash] = true
