@@ -139,6 +139,8 @@ type WalletReport struct {
 	Config  WalletConfig
 	Prefix  string
 	ChainID int64
+	// Wallets are the run's addresses, in wallet order.
+	Wallets []common.Address
 	Planned int
 	// Enqueued counts the tasks stored.
 	Enqueued int
@@ -343,6 +345,9 @@ func (r *walletRun) fundFromDev(ctx context.Context, addrs []ledger.Address) err
 func (r *walletRun) run(ctx context.Context) (*WalletReport, error) {
 	c := &r.cfg
 	rep := &WalletReport{Config: *c, Prefix: r.prefix, ChainID: r.chainID, Planned: c.Wallets * c.TasksPerWallet, FundTime: r.fund}
+	for _, w := range r.wallets {
+		rep.Wallets = append(rep.Wallets, common.Address(w.Address()))
+	}
 	rep.Config.Progress, rep.Config.Node.Logger, rep.Config.Node.Wallet.Registry, rep.Config.Node.Wallet.Ledger.Instance = nil, nil, nil, nil
 
 	connected := r.node.Listener().Connected()
