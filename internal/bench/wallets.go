@@ -486,7 +486,7 @@ func (r *walletRun) progress(ctx context.Context, start time.Time, ingestOver bo
 	enq := int(r.enqueued.Load())
 	var counts [4]int
 	for _, w := range r.wallets {
-		for _, st := range []store.TaskStatus{store.TaskWaiting, store.TaskExecuting, store.TaskError} {
+		for _, st := range []store.TaskStatus{store.TaskWaiting, store.TaskExecuting, store.TaskError, store.TaskDone} {
 			n, err := r.countStatus(ctx, w.ID, st)
 			if err != nil {
 				if ctx.Err() == nil {
@@ -498,7 +498,7 @@ func (r *walletRun) progress(ctx context.Context, start time.Time, ingestOver bo
 		}
 	}
 	open := counts[store.TaskWaiting] + counts[store.TaskExecuting]
-	done := enq - open - counts[store.TaskError]
+	done := counts[store.TaskDone]
 	fmt.Fprintf(r.cfg.Progress, "bench: %6.1fs  enqueued %d/%d  waiting %d  executing %d  done %d  error %d\n",
 		time.Since(start).Seconds(), enq, r.cfg.Wallets*r.cfg.TasksPerWallet,
 		counts[store.TaskWaiting], counts[store.TaskExecuting], done, counts[store.TaskError])
