@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/big"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -21,6 +22,10 @@ Workloads:
             real queuer, submitter and monitor send them to the in-process
             simulated ledger; reports ingest/s, committed/s and latency
             (--mode e2e, preload or http)
+  wallets   the wallet lane: fresh funded wallets x send-tx tasks enqueued while
+            the shard workers sign, send and confirm them on the in-process
+            simulated EVM chain (--ledger sim) or a real node (--ledger evm);
+            reports enqueued/s, confirmed/s and latency, and checks the nonces
 
 Run 'ledgerq bench <workload> --help' for its flags. Point --database-url at a
 database of its own: the run adds its batches to ledgerq.batches and leaves them.
@@ -35,6 +40,8 @@ func runBench(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "batches":
 		return runBenchBatches(ctx, args[1:])
+	case "wallets":
+		return runBenchWallets(ctx, args[1:])
 	case "help", "--help", "-help", "-h":
 		fmt.Print(benchUsage)
 		return nil
@@ -119,6 +126,66 @@ func runBenchBatches(ctx context.Context, args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 	rep, err := bench.RunBatches(ctx, cfg, w)
+	if rep != nil {
+		if werr := rep.WriteSummary(os.Stdout); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
+	return err
+}
+
+const benchWalletsSummary = `Load the wallet lane and measure it. The run migrates the database, makes
+--wallets fresh random keys, funds them (at genesis of the simulated chain, or with
+--fund-from-dev-account from a geth --dev node's developer account), and runs the
+wallet lane as 'serve' does — shard workers, rescuer and follower, woken by
+LISTEN/NOTIFY; API off, batch lane idle — while --ingest-workers store
+--tasks-per-wallet send-tx tasks per wallet (store.TaskInsert, one per task, as
+one POST send-tx). It prints a progress line a second to stderr, waits up to
+--grace for every task to end, and prints a summary to stdout: tasks/s enqueued,
+tasks/s confirmed from the first enqueue to the last done, and the p50/p99/max
+latency from created_at to finished_at, read from the database.
+
+At the end it checks that every task is done, that every wallet has exactly one
+confirmed transaction per nonce, contiguous from 0 (ledgerq.tx_attempts), and that
+the chain's nonce of every wallet equals --tasks-per-wallet; it exits non-zero when
+a task did not finish or a check failed.
+
+Examples:
+  ledgerq bench wallets --wallets 20 --tasks-per-wallet 50
+  ledgerq bench wallets --block-period 50ms --chain-transient-rate 0.05 --chain-lost-response-rate 0.05
+  geth --dev --dev.period 1 --http --http.port 8545 &
+  ledgerq bench wallets --wallets 5 --tasks-per-wallet 20 --ledger evm \
+      --ledger-url http://127.0.0.1:8545 --fund-from-dev-account`
+
+func runBenchWallets(ctx context.Context, args []string) error {
+	cfg := bench.DefaultWalletConfig()
+	var fundEther float64 = 1
+	err := parseNodeFlags("bench wallets", benchWalletsSummary, &cfg.Node, flagParts{}, args, "warn", func(fs *flag.FlagSet) {
+		fs.IntVar(&cfg.Wallets, "wallets", cfg.Wallets, "number of wallets, each a fresh random key, funded before the run")
+		fs.IntVar(&cfg.TasksPerWallet, "tasks-per-wallet", cfg.TasksPerWallet, "send-tx tasks enqueued per wallet")
+		fs.IntVar(&cfg.IngestWorkers, "ingest-workers", cfg.IngestWorkers, "concurrent enqueue workers, each with its own connection (as concurrent API requests)")
+		fs.StringVar(&cfg.Ledger, "ledger", cfg.Ledger, "chain: sim (in-process simulated EVM chain) or evm (a node's JSON-RPC at --ledger-url)")
+		fs.StringVar(&cfg.LedgerURL, "ledger-url", cfg.LedgerURL, "for --ledger evm: the node's JSON-RPC URL (for example http://127.0.0.1:8545)")
+		fs.BoolVar(&cfg.FundFromDevAccount, "fund-from-dev-account", cfg.FundFromDevAccount, "for --ledger evm: fund the wallets with eth_sendTransaction from the node's first account (geth --dev's unlocked developer account)")
+		fs.Float64Var(&fundEther, "fund-ether", fundEther, "ether given to each wallet")
+		fs.DurationVar(&cfg.Sim.BlockPeriod, "block-period", cfg.Sim.BlockPeriod, "for --ledger sim: time between two blocks")
+		fs.Float64Var(&cfg.Sim.TransientRate, "chain-transient-rate", cfg.Sim.TransientRate, "for --ledger sim: fraction of sends refused with a transient error")
+		fs.Float64Var(&cfg.Sim.LostResponseRate, "chain-lost-response-rate", cfg.Sim.LostResponseRate, "for --ledger sim: fraction of sends taken whose answer is lost (a timeout)")
+		fs.DurationVar(&cfg.Sim.Latency, "chain-send-latency", cfg.Sim.Latency, "for --ledger sim: wait before every send")
+		fs.Int64Var(&cfg.Sim.Seed, "chain-seed", cfg.Sim.Seed, "for --ledger sim: seed of the chain's random faults")
+		fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after every task is stored, how long to wait for every task to end")
+		fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "time between two progress lines (and completion checks)")
+	})
+	if err != nil {
+		return err
+	}
+	wei, _ := new(big.Float).Mul(big.NewFloat(fundEther), big.NewFloat(1e18)).Int(nil)
+	cfg.FundWei = wei
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	cfg.Progress = os.Stderr
+	rep, err := bench.RunWallets(ctx, cfg)
 	if rep != nil {
 		if werr := rep.WriteSummary(os.Stdout); werr != nil {
 			return errors.Join(err, werr)

@@ -1,0 +1,674 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/big"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/evm"
+	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
+	"github.com/ledgerq/ledgerq/internal/node"
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/wallet"
+)
+
+// ErrWalletCheck is wrapped by RunWallets' error when a task did not finish
+// done or a check of the nonces failed.
+var ErrWalletCheck = errors.New("wallet bench check failed")
+
+// The wallet bench's chains.
+const (
+	WalletLedgerSim = node.WalletLedgerSim
+	WalletLedgerEVM = node.WalletLedgerEVM
+)
+
+// benchRecipient receives every bench transaction's wei.
+var benchRecipient = common.HexToAddress("0x00000000000000000000000000000000000b3c11")
+
+// WalletConfig configures a wallet-lane run.
+type WalletConfig struct {
+	// Node is the ledgerq process under test: the database, the loops'
+	// timings and the wallet lane's settings. Its API is off, its batch lane
+	// idle; Wallet.Registry and Wallet.Ledger.Instance are set by the run.
+	Node node.Config
+
+	Wallets        int
+	TasksPerWallet int
+	// IngestWorkers store the tasks (store.TaskInsert, one task per call, as
+	// one POST send-tx) concurrently, each with its own connection.
+	IngestWorkers int
+
+	// Ledger is WalletLedgerSim (the in-process simulated chain, configured
+	// by Sim) or WalletLedgerEVM (a node's JSON-RPC at LedgerURL).
+	Ledger    string
+	LedgerURL string
+	// Sim configures the simulated chain; its Alloc is set by the run.
+	Sim evmsim.Config
+	// FundFromDevAccount funds the wallets on an evm chain with
+	// eth_sendTransaction from the node's first account (geth --dev's
+	// unlocked developer account).
+	FundFromDevAccount bool
+	// FundWei is what each wallet is given.
+	FundWei *big.Int
+	// Value is what each task's transaction sends, in wei.
+	Value *big.Int
+
+	// Grace is how long the run waits, once every task is stored, for every
+	// task to end.
+	Grace time.Duration
+	// Progress receives a line every ProgressInterval; nil discards them.
+	Progress         io.Writer
+	ProgressInterval time.Duration
+}
+
+// DefaultWalletConfig returns the defaults of `ledgerq bench wallets`: the
+// node's defaults and a simulated chain mining every 200 ms.
+func DefaultWalletConfig() WalletConfig {
+	n := node.Defaults()
+	n.API.Enabled = false
+	return WalletConfig{
+		Node:           n,
+		Wallets:        10,
+		TasksPerWallet: 20,
+		IngestWorkers:  4,
+		Ledger:         WalletLedgerSim,
+		Sim:            evmsim.Config{Seed: 1, BlockPeriod: 200 * time.Millisecond},
+		FundWei:        new(big.Int).Exp(big.NewInt(10), big.NewInt(18), nil), // 1 ether
+		Value:          big.NewInt(1),
+		Grace:          2 * time.Minute,
+
+		ProgressInterval: time.Second,
+	}
+}
+
+// Validate reports the first problem with the configuration.
+func (c *WalletConfig) Validate() error {
+	if err := c.Node.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case c.Wallets < 1 || c.TasksPerWallet < 1:
+		return errors.New("--wallets and --tasks-per-wallet must be at least 1")
+	case c.IngestWorkers < 1:
+		return errors.New("--ingest-workers must be at least 1")
+	case c.Ledger != WalletLedgerSim && c.Ledger != WalletLedgerEVM:
+		return fmt.Errorf("--ledger %q: want sim or evm", c.Ledger)
+	case c.Ledger == WalletLedgerEVM && c.LedgerURL == "":
+		return errors.New("--ledger evm needs --ledger-url (the node's JSON-RPC, for example http://127.0.0.1:8545)")
+	case c.Ledger == WalletLedgerEVM && !c.FundFromDevAccount:
+		return errors.New("--ledger evm needs a funder for the fresh wallets: --fund-from-dev-account (geth --dev)")
+	case c.Ledger == WalletLedgerSim && c.FundFromDevAccount:
+		return errors.New("--fund-from-dev-account is for --ledger evm; the simulated chain funds the wallets at genesis")
+	case c.Sim.BlockPeriod <= 0:
+		return errors.New("--block-period must be positive")
+	case c.Sim.TransientRate < 0 || c.Sim.TransientRate >= 1 || c.Sim.LostResponseRate < 0 || c.Sim.LostResponseRate >= 1:
+		return errors.New("--chain-transient-rate and --chain-lost-response-rate must be in [0, 1)")
+	case c.FundWei == nil || c.FundWei.Sign() <= 0 || c.Value == nil || c.Value.Sign() < 0:
+		return errors.New("the funding must be positive and the value not negative")
+	case c.Grace < 0:
+		return errors.New("--grace must not be negative")
+	case c.ProgressInterval <= 0:
+		return errors.New("--progress-interval must be positive")
+	case !c.Node.Loops.Submitter || !c.Node.Loops.Monitor:
+		return errors.New("the bench runs the wallet lane's roles: submitter and monitor")
+	}
+	return nil
+}
+
+// WalletReport is the outcome of a run. Counts and times come from the run's
+// rows in ledgerq.wallet_tasks and ledgerq.tx_attempts, read at the end.
+type WalletReport struct {
+	Config  WalletConfig
+	Prefix  string
+	ChainID int64
+	// Wallets are the run's addresses, in wallet order.
+	Wallets []common.Address
+	Planned int
+	// Enqueued counts the tasks stored.
+	Enqueued int
+	// By final status; Waiting and Executing are unfinished.
+	Done, Error, Waiting, Executing, Reverted int
+	// Attempts counts every transaction signed.
+	Attempts int
+
+	// FundTime is how long funding the wallets took (evm), before the clock.
+	FundTime time.Duration
+	// EnqueueTime runs from the first TaskInsert call to the end of the
+	// last; EnqueueRate is Enqueued / EnqueueTime.
+	EnqueueTime time.Duration
+	EnqueueRate float64
+	// EndToEnd runs from the first created_at to the last finished_at;
+	// ConfirmRate is Done / EndToEnd.
+	EndToEnd    time.Duration
+	ConfirmRate float64
+	// Latency of done tasks, created_at to finished_at.
+	P50, P99, Max time.Duration
+	Wall          time.Duration
+
+	// Problems are the failed checks, empty when every task is done, each
+	// wallet has exactly one confirmed attempt per nonce 0…M-1 (and the
+	// chain's nonce is M).
+	Problems []string
+
+	Interrupted, TimedOut bool
+}
+
+// RunWallets runs the workload and reports. The error wraps ErrWalletCheck
+// when a task did not end done or a check failed; the report comes with it.
+func RunWallets(ctx context.Context, cfg WalletConfig) (*WalletReport, error) {
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	if cfg.Node.Logger == nil {
+		cfg.Node.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Node.Clock = clock.Real{}
+	cfg.Node.API.Enabled = false
+	cfg.Node.DBMinConns = max(cfg.Node.DBMinConns, 4+cfg.Node.Wallet.Shards.Workers)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &walletRun{cfg: cfg}
+	defer r.close()
+	if err := r.open(ctx); err != nil {
+		return nil, err
+	}
+	return r.run(ctx)
+}
+
+type walletRun struct {
+	cfg     WalletConfig
+	prefix  string
+	chainID int64
+	wallets []wallet.Wallet
+	ledger  ledger.WalletLedger
+	closeL  func()
+	node    *node.Node
+	ingest  *store.Store
+	fund    time.Duration
+
+	enqueued atomic.Int64
+}
+
+func (r *walletRun) close() {
+	if r.ingest != nil {
+		r.ingest.Close()
+	}
+	if r.node != nil {
+		r.node.Close()
+	}
+	if r.closeL != nil {
+		r.closeL()
+	}
+}
+
+// open makes the wallets, the chain (funding them), the node and the ingest
+// pool.
+func (r *walletRun) open(ctx context.Context) error {
+	c := &r.cfg
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:]) // never fails (Go 1.24+)
+	r.prefix = "bw-" + hex.EncodeToString(rnd[:]) + "-"
+
+	signers := make([]*wallet.KeySigner, c.Wallets)
+	addrs := make([]ledger.Address, c.Wallets)
+	for i := range signers {
+		key, err := crypto.GenerateKey()
+		if err != nil {
+			return fmt.Errorf("generating wallet key: %w", err)
+		}
+		if signers[i], err = wallet.NewKeySigner(key); err != nil {
+			return err
+		}
+		addrs[i] = signers[i].Address()
+	}
+
+	switch c.Ledger {
+	case WalletLedgerSim:
+		sc := c.Sim
+		sc.Alloc = node.FundAlloc(c.FundWei, addrs...)
+		r.ledger, r.closeL = evmsim.New(sc), func() {}
+	default:
+		l, err := evm.Dial(ctx, c.LedgerURL, evm.Config{CallTimeout: c.Node.Wallet.Ledger.Timeout})
+		if err != nil {
+			return err
+		}
+		r.ledger, r.closeL = l, l.Close
+	}
+	callCtx, cancel := context.WithTimeout(ctx, c.Node.Wallet.Ledger.Timeout)
+	chainID, err := r.ledger.ChainID(callCtx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("reading the chain id: %w", err)
+	}
+	if !chainID.IsInt64() || chainID.Sign() <= 0 {
+		return fmt.Errorf("chain id %s is not a positive 64-bit number", chainID)
+	}
+	r.chainID = chainID.Int64()
+
+	r.wallets = make([]wallet.Wallet, c.Wallets)
+	for i, s := range signers {
+		r.wallets[i] = wallet.Wallet{ID: fmt.Sprintf("%s%d", r.prefix, i), ChainID: r.chainID, Signer: s}
+	}
+	reg, err := wallet.NewRegistry(r.wallets...)
+	if err != nil {
+		return err
+	}
+	if c.Ledger == WalletLedgerEVM {
+		began := time.Now()
+		if err := r.fundFromDev(ctx, addrs); err != nil {
+			return err
+		}
+		r.fund = time.Since(began)
+		fmt.Fprintf(c.Progress, "bench: funded %d wallets from the node's developer account in %s\n", len(addrs), round(r.fund))
+	}
+
+	nc := c.Node
+	nc.Wallet.Registry = reg
+	nc.Wallet.Ledger.Kind = c.Ledger
+	nc.Wallet.Ledger.URL = c.LedgerURL
+	nc.Wallet.Ledger.Instance = r.ledger
+	if r.node, err = node.Open(ctx, nc); err != nil {
+		return err
+	}
+	if r.ingest, err = store.OpenPool(ctx, c.Node.DatabaseURL, c.IngestWorkers); err != nil {
+		return err
+	}
+	return warm(ctx, r.ingest.Pool(), c.IngestWorkers)
+}
+
+// fundFromDev sends FundWei to every address from eth_accounts[0] with
+// eth_sendTransaction (the node signs: geth --dev's developer account is
+// unlocked) and waits until every funding transaction is mined.
+func (r *walletRun) fundFromDev(ctx context.Context, addrs []ledger.Address) error {
+	c := &r.cfg
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cl, err := rpc.DialContext(ctx, c.LedgerURL)
+	if err != nil {
+		return fmt.Errorf("funding: dialing %s: %w", c.LedgerURL, err)
+	}
+	defer cl.Close()
+	var accounts []common.Address
+	if err := cl.CallContext(ctx, &accounts, "eth_accounts"); err != nil {
+		return fmt.Errorf("funding: eth_accounts: %w", err)
+	}
+	if len(accounts) == 0 {
+		return errors.New("funding: eth_accounts lists no account; --fund-from-dev-account needs geth --dev")
+	}
+	hashes := make([]ledger.TxHash, len(addrs))
+	for i, a := range addrs {
+		args := map[string]any{"from": accounts[0], "to": common.Address(a), "value": (*hexutil.Big)(c.FundWei)}
+		var h common.Hash
+		if err := cl.CallContext(ctx, &h, "eth_sendTransaction", args); err != nil {
+			return fmt.Errorf("funding %s: eth_sendTransaction: %w", a.Hex(), err)
+		}
+		hashes[i] = ledger.TxHash(h)
+	}
+	for i, h := range hashes {
+		for {
+			rc, err := r.ledger.TransactionReceipt(ctx, h)
+			if err == nil && rc.Found {
+				if rc.Status != ledger.ReceiptSuccess {
+					return fmt.Errorf("funding %s: transaction %s %s", addrs[i].Hex(), h.Hex(), rc.Status)
+				}
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("funding %s: transaction %s not mined: %w", addrs[i].Hex(), h.Hex(), ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func (r *walletRun) run(ctx context.Context) (*WalletReport, error) {
+	c := &r.cfg
+	rep := &WalletReport{Config: *c, Prefix: r.prefix, ChainID: r.chainID, Planned: c.Wallets * c.TasksPerWallet, FundTime: r.fund}
+	for _, w := range r.wallets {
+		rep.Wallets = append(rep.Wallets, common.Address(w.Address()))
+	}
+	rep.Config.Progress, rep.Config.Node.Logger, rep.Config.Node.Wallet.Registry, rep.Config.Node.Wallet.Ledger.Instance = nil, nil, nil, nil
+
+	connected := r.node.Listener().Connected()
+	if err := r.node.Start(ctx); err != nil {
+		return nil, err
+	}
+	stopNode := sync.OnceFunc(r.node.Stop)
+	defer stopNode()
+	select {
+	case <-connected:
+	case <-time.After(10 * time.Second):
+		return nil, errors.New("the notification listener did not connect within 10s")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+
+	start := time.Now()
+	in := &ingestion{done: make(chan struct{})}
+	go func() {
+		defer close(in.done)
+		in.err = r.ingestAll(ctx)
+		in.end = time.Now()
+	}()
+
+	ticker := time.NewTicker(c.ProgressInterval)
+	defer ticker.Stop()
+	var graceC <-chan time.Time
+	ingesting := in.done
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			rep.Interrupted = true
+			<-in.done
+			break wait
+		case <-ingesting:
+			ingesting = nil
+			if in.err != nil {
+				break wait
+			}
+			grace := time.NewTimer(c.Grace)
+			defer grace.Stop()
+			graceC = grace.C
+		case <-graceC:
+			if done, _ := r.progress(ctx, start, true); !done {
+				rep.TimedOut = true
+			}
+			break wait
+		case <-ticker.C:
+			if done, _ := r.progress(ctx, start, ingesting == nil); done {
+				break wait
+			}
+		}
+	}
+	stopNode()
+	rep.Wall = time.Since(start)
+	rep.EnqueueTime = in.end.Sub(start)
+
+	sumCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancel()
+	if err := r.summarize(sumCtx, rep); err != nil {
+		return nil, errors.Join(in.err, err)
+	}
+	if in.err != nil {
+		return rep, in.err
+	}
+	if len(rep.Problems) > 0 {
+		return rep, fmt.Errorf("%d problem(s), the first: %s: %w", len(rep.Problems), rep.Problems[0], ErrWalletCheck)
+	}
+	return rep, nil
+}
+
+// ingestAll stores the tasks, round-robin over the wallets, with
+// IngestWorkers goroutines, one TaskInsert (one transaction) per task.
+func (r *walletRun) ingestAll(ctx context.Context) error {
+	c := &r.cfg
+	total := int64(c.Wallets * c.TasksPerWallet)
+	var (
+		next    atomic.Int64
+		failed  atomic.Bool
+		errOnce sync.Once
+		err     error
+		wg      sync.WaitGroup
+	)
+	for range c.IngestWorkers {
+		wg.Go(func() {
+			for ctx.Err() == nil && !failed.Load() {
+				i := next.Add(1) - 1
+				if i >= total {
+					return
+				}
+				w := r.wallets[i%int64(c.Wallets)]
+				callCtx, cancel := context.WithTimeout(ctx, c.Node.Loops.DBTimeout)
+				_, _, e := r.ingest.TaskInsert(callCtx, store.TaskInsertParams{
+					Now: c.Node.Clock.Now(), Wallet: w.ID, ChainID: w.ChainID, Sender: w.Address().Hex(),
+					Request: store.TaskRequest{To: benchRecipient.Hex(), Value: c.Value},
+				})
+				cancel()
+				if e != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					failed.Store(true)
+					errOnce.Do(func() { err = fmt.Errorf("enqueue: %w", e) })
+					return
+				}
+				r.enqueued.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return err
+}
+
+// countStatus counts a wallet's tasks in status st, a page at a time.
+func (r *walletRun) countStatus(ctx context.Context, walletID string, st store.TaskStatus) (int, error) {
+	n, after := 0, ""
+	for {
+		page, err := r.node.Store().TaskList(ctx, store.TaskListParams{Wallet: walletID, Status: &st, After: after, Limit: 1000})
+		if err != nil {
+			return 0, err
+		}
+		n += len(page)
+		if len(page) < 1000 {
+			return n, nil
+		}
+		after = page[len(page)-1].ID
+	}
+}
+
+// progress writes one line and reports whether ingest is over and no task
+// is waiting or executing.
+func (r *walletRun) progress(ctx context.Context, start time.Time, ingestOver bool) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Node.Loops.DBTimeout)
+	defer cancel()
+	enq := int(r.enqueued.Load())
+	var counts [4]int
+	for _, w := range r.wallets {
+		for _, st := range []store.TaskStatus{store.TaskWaiting, store.TaskExecuting, store.TaskError, store.TaskDone} {
+			n, err := r.countStatus(ctx, w.ID, st)
+			if err != nil {
+				if ctx.Err() == nil {
+					fmt.Fprintf(r.cfg.Progress, "bench: counting tasks: %v\n", err)
+				}
+				return false, err
+			}
+			counts[st] += n
+		}
+	}
+	open := counts[store.TaskWaiting] + counts[store.TaskExecuting]
+	done := counts[store.TaskDone]
+	fmt.Fprintf(r.cfg.Progress, "bench: %6.1fs  enqueued %d/%d  waiting %d  executing %d  done %d  error %d\n",
+		time.Since(start).Seconds(), enq, r.cfg.Wallets*r.cfg.TasksPerWallet,
+		counts[store.TaskWaiting], counts[store.TaskExecuting], done, counts[store.TaskError])
+	return ingestOver && open == 0, nil
+}
+
+// summarize reads the run's tasks and attempts, fills the counts and
+// latencies, and checks every wallet's nonces.
+func (r *walletRun) summarize(ctx context.Context, rep *WalletReport) error {
+	st := r.node.Store()
+	m := r.cfg.TasksPerWallet
+	var (
+		lat           []time.Duration
+		first, last   time.Time
+		problem       = func(f string, a ...any) { rep.Problems = append(rep.Problems, fmt.Sprintf(f, a...)) }
+		maxedProblems = 20
+	)
+	for _, w := range r.wallets {
+		var tasks []store.Task
+		after := ""
+		for {
+			page, err := st.TaskList(ctx, store.TaskListParams{Wallet: w.ID, After: after, Limit: 1000})
+			if err != nil {
+				return err
+			}
+			tasks = append(tasks, page...)
+			if len(page) < 1000 {
+				break
+			}
+			after = page[len(page)-1].ID
+		}
+		rep.Enqueued += len(tasks)
+		confirmed := map[int64][]string{} // nonce -> hashes of confirmed attempts
+		for _, t := range tasks {
+			switch t.Status {
+			case store.TaskDone:
+				rep.Done++
+				if t.Reverted {
+					rep.Reverted++
+				}
+			case store.TaskError:
+				rep.Error++
+				problem("wallet %s: task %s ended in error: %s", w.ID, t.ID, t.Error)
+			case store.TaskWaiting:
+				rep.Waiting++
+				problem("wallet %s: task %s still waiting", w.ID, t.ID)
+			case store.TaskExecuting:
+				rep.Executing++
+				problem("wallet %s: task %s still executing", w.ID, t.ID)
+			}
+			if first.IsZero() || t.CreatedAt.Before(first) {
+				first = t.CreatedAt
+			}
+			if t.Status == store.TaskDone && t.FinishedAt != nil {
+				lat = append(lat, t.FinishedAt.Sub(t.CreatedAt))
+				if t.FinishedAt.After(last) {
+					last = *t.FinishedAt
+				}
+			}
+			atts, err := st.AttemptListByTask(ctx, t.ID)
+			if err != nil {
+				return err
+			}
+			rep.Attempts += len(atts)
+			var mine []string
+			for _, a := range atts {
+				if a.State == store.AttemptConfirmed {
+					confirmed[a.Nonce] = append(confirmed[a.Nonce], a.TxHash)
+					mine = append(mine, a.TxHash)
+				}
+			}
+			switch {
+			case t.Status == store.TaskDone && len(mine) != 1:
+				problem("wallet %s: done task %s has %d confirmed attempts, want 1", w.ID, t.ID, len(mine))
+			case t.Status == store.TaskDone && !strings.EqualFold(mine[0], t.TxHash):
+				problem("wallet %s: done task %s has tx hash %s but its confirmed attempt is %s", w.ID, t.ID, t.TxHash, mine[0])
+			}
+		}
+		if len(tasks) != m {
+			problem("wallet %s: %d tasks stored, want %d", w.ID, len(tasks), m)
+		}
+		// One confirmed transaction per nonce, contiguous from 0 (fresh keys).
+		for nonce, hs := range confirmed {
+			if nonce < 0 || nonce >= int64(m) {
+				problem("wallet %s: confirmed attempt at nonce %d, outside 0..%d", w.ID, nonce, m-1)
+			} else if len(hs) != 1 {
+				problem("wallet %s: nonce %d confirmed %d times (%v)", w.ID, nonce, len(hs), hs)
+			}
+		}
+		for nonce := int64(0); nonce < int64(m); nonce++ {
+			if len(confirmed[nonce]) == 0 {
+				problem("wallet %s: no confirmed transaction at nonce %d", w.ID, nonce)
+			}
+		}
+		callCtx, cancel := context.WithTimeout(ctx, r.cfg.Node.Wallet.Ledger.Timeout)
+		chainNonce, err := r.ledger.NonceAt(callCtx, w.Address())
+		cancel()
+		switch {
+		case err != nil:
+			problem("wallet %s: reading its nonce from the chain: %v", w.ID, err)
+		case chainNonce != uint64(m):
+			problem("wallet %s: the chain's nonce is %d, want %d", w.ID, chainNonce, m)
+		}
+	}
+	if len(rep.Problems) > maxedProblems {
+		n := len(rep.Problems)
+		rep.Problems = append(rep.Problems[:maxedProblems], fmt.Sprintf("… and %d more", n-maxedProblems))
+	}
+	if rep.EnqueueTime > 0 {
+		rep.EnqueueRate = float64(rep.Enqueued) / rep.EnqueueTime.Seconds()
+	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		pct := func(p float64) time.Duration { return lat[max(0, int(math.Ceil(p*float64(len(lat))))-1)] }
+		rep.P50, rep.P99, rep.Max = pct(0.5), pct(0.99), lat[len(lat)-1]
+		rep.EndToEnd = last.Sub(first)
+		if rep.EndToEnd > 0 {
+			rep.ConfirmRate = float64(rep.Done) / rep.EndToEnd.Seconds()
+		}
+	}
+	return nil
+}
+
+// WriteSummary prints the configuration and the results.
+func (rep *WalletReport) WriteSummary(w io.Writer) error {
+	c := &rep.Config
+	wc := &c.Node.Wallet
+	status := "complete, every check passed"
+	switch {
+	case rep.Interrupted:
+		status = "interrupted"
+	case rep.TimedOut:
+		status = "grace period ran out"
+	case len(rep.Problems) > 0:
+		status = "CHECKS FAILED"
+	}
+	chain := fmt.Sprintf("simulated EVM (in process), chain %d, block period %s, transient %g, lost responses %g, latency %s, seed %d",
+		rep.ChainID, c.Sim.BlockPeriod, c.Sim.TransientRate, c.Sim.LostResponseRate, c.Sim.Latency, c.Sim.Seed)
+	if c.Ledger == WalletLedgerEVM {
+		chain = fmt.Sprintf("evm at %s, chain %d; wallets funded from the developer account in %s", node.RedactURL(c.LedgerURL), rep.ChainID, round(rep.FundTime))
+	}
+	lines := []string{
+		"ledgerq bench wallets: " + status,
+		"configuration",
+		fmt.Sprintf("  database          %s", node.RedactURL(c.Node.DatabaseURL)),
+		fmt.Sprintf("  workload          %d wallets x %d tasks = %d send-tx tasks (wallets %s*, fresh keys)", c.Wallets, c.TasksPerWallet, rep.Planned, rep.Prefix),
+		fmt.Sprintf("  enqueue           %d workers, one TaskInsert per task; grace %s", c.IngestWorkers, c.Grace),
+		fmt.Sprintf("  chain             %s", chain),
+		fmt.Sprintf("  wallet lane       %d shard workers, quantum %s, lease %s; in flight %d, follow interval %s, queue %s",
+			wc.Shards.Workers, wc.Shards.Quantum, wc.Shards.Lease, wc.InFlight, wc.FollowInterval, wc.QueueType),
+		"results",
+		fmt.Sprintf("  tasks             %d enqueued of %d; %d done (%d reverted), %d error, %d waiting, %d executing; %d transactions signed",
+			rep.Enqueued, rep.Planned, rep.Done, rep.Reverted, rep.Error, rep.Waiting, rep.Executing, rep.Attempts),
+		fmt.Sprintf("  enqueue           %.0f tasks/s (%d in %s)", rep.EnqueueRate, rep.Enqueued, round(rep.EnqueueTime)),
+		fmt.Sprintf("  confirmed         %.1f tasks/s (%d from first enqueue to last done in %s)", rep.ConfirmRate, rep.Done, round(rep.EndToEnd)),
+		fmt.Sprintf("  latency           enqueue to done: p50 %s, p99 %s, max %s", round(rep.P50), round(rep.P99), round(rep.Max)),
+		fmt.Sprintf("  wall              %s", round(rep.Wall)),
+	}
+	if len(rep.Problems) == 0 {
+		lines = append(lines, "  checks            every task done; per wallet one confirmed transaction per nonce, contiguous from 0; chain nonce = tasks per wallet")
+	} else {
+		lines = append(lines, "  checks            FAILED:")
+		for _, p := range rep.Problems {
+			lines = append(lines, "    "+p)
+		}
+	}
+	for _, l := range lines {
+		if _, err := fmt.Fprintln(w, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}

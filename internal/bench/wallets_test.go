@@ -1,0 +1,100 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/bench"
+	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testgeth"
+)
+
+// walletSetup returns a configuration for a tiny wallet run on a fresh
+// database, with the lane's timings fast enough for a test.
+func walletSetup(t testing.TB, wallets, perWallet int) (bench.WalletConfig, *lockedBuffer) {
+	t.Helper()
+	db := testdb.New(t)
+	progress := &lockedBuffer{}
+	cfg := bench.DefaultWalletConfig()
+	cfg.Node.DatabaseURL = db.URL
+	cfg.Wallets, cfg.TasksPerWallet = wallets, perWallet
+	cfg.IngestWorkers = 2
+	cfg.Grace = time.Minute
+	cfg.Node.Loops.PollInterval = 50 * time.Millisecond
+	cfg.Node.Wallet.FollowInterval = 50 * time.Millisecond
+	cfg.Sim.BlockPeriod = 20 * time.Millisecond
+	cfg.Progress = progress
+	cfg.ProgressInterval = 50 * time.Millisecond
+	return cfg, progress
+}
+
+func requireAllDone(t *testing.T, rep *bench.WalletReport, want int) {
+	t.Helper()
+	require.Empty(t, rep.Problems)
+	require.Equal(t, want, rep.Planned)
+	require.Equal(t, want, rep.Enqueued)
+	require.Equal(t, want, rep.Done)
+	require.Zero(t, rep.Error+rep.Waiting+rep.Executing)
+	require.Equal(t, want, rep.Attempts, "one transaction signed per task")
+	require.Positive(t, rep.EnqueueRate)
+	require.Positive(t, rep.ConfirmRate)
+	require.Positive(t, rep.P50)
+	require.LessOrEqual(t, rep.P50, rep.P99)
+	require.LessOrEqual(t, rep.P99, rep.Max)
+	var sum bytes.Buffer
+	require.NoError(t, rep.WriteSummary(&sum))
+	require.Contains(t, sum.String(), "every check passed")
+}
+
+func TestRunWallets_TinySimRunConfirmsEveryTaskOncePerNonce(t *testing.T) {
+	t.Parallel()
+	cfg, progress := walletSetup(t, 2, 5)
+
+	rep, err := bench.RunWallets(context.Background(), cfg)
+	require.NoError(t, err)
+	requireAllDone(t, rep, 10)
+	require.Contains(t, progress.String(), "enqueued 10/10")
+}
+
+func TestRunWallets_RealGethConfirmsEveryTaskOncePerNonce(t *testing.T) {
+	t.Parallel()
+	geth := testgeth.Start(t)
+	cfg, progress := walletSetup(t, 2, 3)
+	cfg.Ledger, cfg.LedgerURL, cfg.FundFromDevAccount = bench.WalletLedgerEVM, geth.URL, true
+
+	rep, err := bench.RunWallets(context.Background(), cfg)
+	require.NoError(t, err)
+	requireAllDone(t, rep, 6)
+	require.Contains(t, progress.String(), "funded 2 wallets")
+
+	// What the chain itself holds: every wallet's transactions, one per
+	// nonce, contiguous from 0.
+	require.Len(t, rep.Wallets, 2)
+	for _, addr := range rep.Wallets {
+		txs, err := testgeth.MinedFrom(t.Context(), geth.URL, addr)
+		require.NoError(t, err)
+		require.Len(t, txs, 3)
+		require.NoError(t, testgeth.CheckNonces(txs))
+		require.Zero(t, txs[0].Nonce)
+	}
+}
+
+func TestWalletConfig_EVMNeedsAURLAndAFunder(t *testing.T) {
+	cfg := bench.DefaultWalletConfig()
+	cfg.Node.DatabaseURL = "postgres://x@/db"
+	cfg.Ledger = bench.WalletLedgerEVM
+	err := cfg.Validate()
+	require.Error(t, err)
+	require.True(t, strings.Contains(err.Error(), "--ledger-url"), err.Error())
+	cfg.LedgerURL = "http://127.0.0.1:8545"
+	err = cfg.Validate()
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "--fund-from-dev-account")
+	cfg.FundFromDevAccount = true
+	require.NoError(t, cfg.Validate())
+}
