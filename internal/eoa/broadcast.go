@@ -68,6 +68,7 @@ func (c *broadcastCycle) Execute(ctx context.Context) error {
 	for i, a := range c.attempts {
 		c.results[i].attempt = a
 		fresh := c.run.fresh[a.TxHash]
+		delete(c.run.fresh, a.TxHash)
 		if releasing && fresh {
 			c.results[i].outcome, c.results[i].reason = requeued, "released: an earlier nonce was rejected before it was broadcast"
 			continue
@@ -76,7 +77,6 @@ func (c *broadcastCycle) Execute(ctx context.Context) error {
 			return ctx.Err()
 		}
 		err := c.send(ctx, a.Raw)
-		delete(c.run.fresh, a.TxHash)
 		r := &c.results[i]
 		switch res := ledger.SendResultOf(err); res {
 		case ledger.SendAccepted:

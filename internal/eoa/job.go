@@ -93,15 +93,21 @@ type runState struct {
 }
 
 // runFor returns the state of claim c's run, new at the run's first collect.
+// A shard's run numbers grow with each claim: the state of an older run (a
+// worker of this process whose lease was rescued, still finishing a cycle)
+// never replaces the current one's.
 func (j *Job) runFor(c workers.Claim) *runState {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	rs := j.runs[c.Key]
-	if rs == nil || rs.owner != c.Owner || rs.run != c.Run {
-		rs = &runState{owner: c.Owner, run: c.Run, fresh: map[string]bool{}}
-		j.runs[c.Key] = rs
+	if rs != nil && rs.owner == c.Owner && rs.run == c.Run {
+		return rs
 	}
-	return rs
+	fresh := &runState{owner: c.Owner, run: c.Run, fresh: map[string]bool{}}
+	if rs == nil || c.Run > rs.run {
+		j.runs[c.Key] = fresh
+	}
+	return fresh
 }
 
 // shard is one claimed wallet shard, as its cycles see it.
