@@ -65,6 +65,7 @@ type broadcastCycle struct {
 func (c *broadcastCycle) Execute(ctx context.Context) error {
 	c.results = make([]broadcastResult, len(c.attempts))
 	releasing := false
+	b := c.budget()
 	for i, a := range c.attempts {
 		c.results[i].attempt = a
 		fresh := c.run.fresh[a.TxHash]
@@ -75,6 +76,9 @@ func (c *broadcastCycle) Execute(ctx context.Context) error {
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if b.spent(i) {
+			break // the rest stays signed: the next cycle broadcasts it
 		}
 		err := c.send(ctx, a.Raw)
 		r := &c.results[i]

@@ -273,6 +273,19 @@ func within[T any](ctx context.Context, d time.Duration, fn func(context.Context
 	return fn(ctx)
 }
 
+// budget is a cycle's Config.CycleBudget, counted from its start in real
+// time (it bounds network waits, as the timeouts do).
+type budget struct {
+	start time.Time
+	limit time.Duration
+}
+
+func (s *shard) budget() budget { return budget{start: time.Now(), limit: s.job.cfg.CycleBudget} }
+
+// spent reports whether a cycle that has already made calls ledger calls
+// must make no more; the first call is always made, so every cycle moves.
+func (b budget) spent(calls int) bool { return calls > 0 && time.Since(b.start) >= b.limit }
+
 // send broadcasts raw under Config.LedgerTimeout.
 func (s *shard) send(ctx context.Context, raw []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, s.job.cfg.LedgerTimeout)

@@ -89,7 +89,14 @@ func (c *sendCycle) Execute(ctx context.Context) error {
 		return fmt.Errorf("reading the fee suggestion for %s: %w", c.claim.Key, err)
 	}
 	var ready []prepared
+	b, calls := c.budget(), 0
 	for _, t := range c.tasks {
+		if t.Request.GasLimit == nil {
+			if b.spent(calls) {
+				break // the rest wait, in queue order, for the next send
+			}
+			calls++
+		}
 		gas, err := c.gasOf(ctx, t)
 		switch {
 		case err == nil:
