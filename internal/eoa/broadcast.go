@@ -64,13 +64,12 @@ type broadcastCycle struct {
 // rejected nonce.
 func (c *broadcastCycle) Execute(ctx context.Context) error {
 	c.results = make([]broadcastResult, len(c.attempts))
-	releasing := false
 	b := c.budget()
 	for i, a := range c.attempts {
 		c.results[i].attempt = a
 		fresh := c.run.fresh[a.TxHash]
 		delete(c.run.fresh, a.TxHash)
-		if releasing && fresh {
+		if c.run.releasing && fresh {
 			c.results[i].outcome, c.results[i].reason = requeued, "released: an earlier nonce was rejected before it was broadcast"
 			continue
 		}
@@ -95,7 +94,7 @@ func (c *broadcastCycle) Execute(ctx context.Context) error {
 			c.nonceTooLow(ctx, r, fresh, err)
 		case ledger.SendRejected:
 			r.outcome, r.reason = rejected, ledger.ReasonOf(err)
-			releasing = true
+			c.run.releasing = true
 		}
 	}
 	return nil

@@ -90,6 +90,9 @@ type runState struct {
 	// fresh holds the hashes of attempts this run stored and has not
 	// broadcast yet: they were certainly never sent.
 	fresh map[string]bool
+	// releasing: a broadcast was rejected since the run's last send, so
+	// fresh attempts are released instead of broadcast (broadcastCycle).
+	releasing bool
 }
 
 // runFor returns the state of claim c's run, new at the run's first collect.

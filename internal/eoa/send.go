@@ -205,6 +205,7 @@ func (c *sendCycle) Commit(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("storing the attempts of %s: %w", c.claim.Key, err)
 	}
+	c.run.releasing = false
 	for _, a := range c.reused {
 		c.run.fresh[a.TxHash] = true
 	}
