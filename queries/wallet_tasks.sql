@@ -188,8 +188,9 @@ WHERE chain_id = @chain_id AND sender = @sender AND next_nonce < @at_least;
 -- Send (seed 003's recycled nonces): nonces from @from_nonce (the chain's nonce) up
 -- to the next nonce that no live attempt holds — their attempt was dropped (a
 -- deterministic rejection, a replacement) — lowest first. The next send fills
--- them before taking new nonces, so the chain never waits on a gap. Each probe
--- goes through tx_attempts_live_nonce.
+-- them before taking new nonces, so the chain never waits on a gap. The
+-- attempts are read through tx_attempts_live_nonce from @from_nonce on only
+-- (the confirmed ones below it may be many).
 SELECT g.nonce::bigint AS nonce
 FROM ledgerq.wallet_nonces w
 CROSS JOIN LATERAL generate_series(@from_nonce::bigint, w.next_nonce - 1) AS g(nonce)
@@ -197,6 +198,7 @@ WHERE w.chain_id = @chain_id AND w.sender = @sender
   AND NOT EXISTS (
       SELECT 1 FROM ledgerq.tx_attempts a
       WHERE a.chain_id = w.chain_id AND a.sender = w.sender AND a.nonce = g.nonce AND a.state <> 'dropped'
+        AND a.nonce >= @from_nonce::bigint
   )
 ORDER BY g.nonce
 LIMIT @max;

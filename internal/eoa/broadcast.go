@@ -65,20 +65,23 @@ type broadcastCycle struct {
 // rejected nonce.
 func (c *broadcastCycle) Execute(ctx context.Context) error {
 	c.results = make([]broadcastResult, len(c.attempts))
-	releasing := false
+	b := c.budget()
 	for i, a := range c.attempts {
 		c.results[i].attempt = a
 		fresh := c.run.fresh[a.TxHash]
-		if releasing && fresh {
+		delete(c.run.fresh, a.TxHash)
+		if c.run.releasing && fresh {
 			c.results[i].outcome, c.results[i].reason = requeued, "released: an earlier nonce was rejected before it was broadcast"
 			continue
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if b.spent(i) {
+			break // the rest stays signed: the next cycle broadcasts it
+		}
 		err := c.send(ctx, a.Raw)
 		crashpoint.Hit(CrashBroadcast)
-		delete(c.run.fresh, a.TxHash)
 		r := &c.results[i]
 		switch res := ledger.SendResultOf(err); res {
 		case ledger.SendAccepted:
@@ -93,7 +96,7 @@ func (c *broadcastCycle) Execute(ctx context.Context) error {
 			c.nonceTooLow(ctx, r, fresh, err)
 		case ledger.SendRejected:
 			r.outcome, r.reason = rejected, ledger.ReasonOf(err)
-			releasing = true
+			c.run.releasing = true
 		}
 	}
 	return nil

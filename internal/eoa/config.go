@@ -23,6 +23,13 @@ type Config struct {
 	LedgerTimeout time.Duration
 	// DBTimeout bounds each database call (a fenced commit is one call).
 	DBTimeout time.Duration
+	// CycleBudget bounds the ledger calls of one cycle: past it, a cycle
+	// makes no new call and leaves the rest of its work (attempts to
+	// broadcast, receipts to look up, tasks to sign) to the next one. A
+	// cycle so lasts at most CycleBudget plus one LedgerTimeout, which must
+	// fit well inside the shard lease (workers.Config.Lease) even when the
+	// node stops answering.
+	CycleBudget time.Duration
 	// ReplacedAfter is how long a sent attempt's nonce must have been passed
 	// by the chain, with every receipt lookup of its hashes answering "no
 	// receipt", before the attempt counts as replaced (DESIGN §7: a failed
@@ -56,6 +63,7 @@ func Defaults() Config {
 		QueueType:      store.QueuePriority,
 		LedgerTimeout:  10 * time.Second,
 		DBTimeout:      5 * time.Second,
+		CycleBudget:    5 * time.Second,
 		ReplacedAfter:  time.Minute,
 		MaxFailures:    10,
 		FollowInterval: time.Second,
@@ -78,7 +86,7 @@ func (c Config) Validate() error {
 		name string
 		v    time.Duration
 	}{
-		{"ledger timeout", c.LedgerTimeout}, {"database timeout", c.DBTimeout},
+		{"ledger timeout", c.LedgerTimeout}, {"database timeout", c.DBTimeout}, {"cycle budget", c.CycleBudget},
 		{"follow interval", c.FollowInterval},
 	} {
 		if d.v <= 0 {

@@ -63,7 +63,17 @@ func (c *confirmCycle) lookUpReceipts(ctx context.Context) error {
 	c.job.mu.Lock()
 	before := c.job.absent[c.claim.Key]
 	c.job.mu.Unlock()
-	for _, a := range passed {
+	b := c.budget()
+	for i, a := range passed {
+		if b.spent(i) {
+			// The rest are asked about in the next run; keep their clocks.
+			for _, rest := range passed[i:] {
+				if since, ok := before[rest.TxHash]; ok {
+					absent[rest.TxHash] = since
+				}
+			}
+			break
+		}
 		hash, rc, failed := c.receiptOf(ctx, hashesOfNonce(a))
 		switch {
 		case rc.Found:
@@ -104,9 +114,13 @@ func (c *confirmCycle) broadcastUncertain(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, a := range uncertain {
+	b := c.budget()
+	for i, a := range uncertain {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if b.spent(i) {
+			break // the next run's confirm sends the rest
 		}
 		err := c.send(ctx, a.Raw)
 		r := broadcastResult{attempt: a, outcome: sent}

@@ -75,4 +75,6 @@
 //	no spinning: nothing to do now ends the run             TestSeed003_ACollectWithNothingToDoNowEndsTheRun
 //	failed work not retried forever (gas estimate)          TestSeed003_ATaskWhoseGasEstimateKeepsFailingEndsInErrorAfterMaxFailures
 //	the shard comes back while attempts are in flight       TestFollower_SchedulesConfiguredWalletsWithAttemptsInFlightOrWaitingTasks
+//	the services on their own loops, on the wall clock      TestSeed003_AStartedPoolAndFollowerFinishEveryTask
+//	a cycle fits inside the lease (Config.CycleBudget)      TestSeed003_ACycleMakesNoLedgerCallPastItsBudget
 package eoa

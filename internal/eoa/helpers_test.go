@@ -273,9 +273,14 @@ func setup(t *testing.T, o options) *env {
 // restarted or second ledgerq process.
 func (e *env) newProcess(t *testing.T, led ledger.WalletLedger) (*Job, *workers.Pool) {
 	t.Helper()
+	return e.newProcessOn(t, led, e.clk)
+}
+
+func (e *env) newProcessOn(t *testing.T, led ledger.WalletLedger, clk clock.Clock) (*Job, *workers.Pool) {
+	t.Helper()
 	job, err := NewJob(e.st, led, e.reg, e.cfg)
 	require.NoError(t, err)
-	pool, err := workers.NewPool(e.st, loop.Deps{Clock: e.clk}, e.wcfg, map[string]workers.Job{Kind: job})
+	pool, err := workers.NewPool(e.st, loop.Deps{Clock: clk}, e.wcfg, map[string]workers.Job{Kind: job})
 	require.NoError(t, err)
 	return job, pool
 }
@@ -288,11 +293,22 @@ func (e *env) key(w int) string { return store.WalletShardKey(chainID, e.wallets
 // microsecond after the previous one.
 func (e *env) post(t *testing.T, w int, priority int32, value int64, data []byte) store.Task {
 	t.Helper()
+	e.clk.Advance(time.Microsecond)
+	return e.insert(t, w, e.clk.Now(), priority, value, data)
+}
+
+// postAt stores a task of wallet w at now.
+func (e *env) postAt(t *testing.T, w int, now time.Time, value int64) store.Task {
+	t.Helper()
+	return e.insert(t, w, now.UTC().Truncate(time.Microsecond), 0, value, nil)
+}
+
+func (e *env) insert(t *testing.T, w int, now time.Time, priority int32, value int64, data []byte) store.Task {
+	t.Helper()
 	e.recipients++
 	to := common.BigToAddress(big.NewInt(int64(0x10000 + e.recipients)))
-	e.clk.Advance(time.Microsecond)
 	task, created, err := e.st.TaskInsert(t.Context(), store.TaskInsertParams{
-		Now: e.clk.Now(), Wallet: e.wallets[w].ID, ChainID: chainID, Sender: e.wallets[w].Address().Hex(), Priority: priority,
+		Now: now, Wallet: e.wallets[w].ID, ChainID: chainID, Sender: e.wallets[w].Address().Hex(), Priority: priority,
 		Request: store.TaskRequest{To: to.Hex(), Value: big.NewInt(value), Data: data},
 	})
 	require.NoError(t, err)

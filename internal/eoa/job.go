@@ -90,18 +90,27 @@ type runState struct {
 	// fresh holds the hashes of attempts this run stored and has not
 	// broadcast yet: they were certainly never sent.
 	fresh map[string]bool
+	// releasing: a broadcast was rejected since the run's last send, so
+	// fresh attempts are released instead of broadcast (broadcastCycle).
+	releasing bool
 }
 
 // runFor returns the state of claim c's run, new at the run's first collect.
+// A shard's run numbers grow with each claim: the state of an older run (a
+// worker of this process whose lease was rescued, still finishing a cycle)
+// never replaces the current one's.
 func (j *Job) runFor(c workers.Claim) *runState {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	rs := j.runs[c.Key]
-	if rs == nil || rs.owner != c.Owner || rs.run != c.Run {
-		rs = &runState{owner: c.Owner, run: c.Run, fresh: map[string]bool{}}
-		j.runs[c.Key] = rs
+	if rs != nil && rs.owner == c.Owner && rs.run == c.Run {
+		return rs
 	}
-	return rs
+	fresh := &runState{owner: c.Owner, run: c.Run, fresh: map[string]bool{}}
+	if rs == nil || c.Run > rs.run {
+		j.runs[c.Key] = fresh
+	}
+	return fresh
 }
 
 // shard is one claimed wallet shard, as its cycles see it.
@@ -266,6 +275,19 @@ func within[T any](ctx context.Context, d time.Duration, fn func(context.Context
 	defer cancel()
 	return fn(ctx)
 }
+
+// budget is a cycle's Config.CycleBudget, counted from its start in real
+// time (it bounds network waits, as the timeouts do).
+type budget struct {
+	start time.Time
+	limit time.Duration
+}
+
+func (s *shard) budget() budget { return budget{start: time.Now(), limit: s.job.cfg.CycleBudget} }
+
+// spent reports whether a cycle that has already made calls ledger calls
+// must make no more; the first call is always made, so every cycle moves.
+func (b budget) spent(calls int) bool { return calls > 0 && time.Since(b.start) >= b.limit }
 
 // send broadcasts raw under Config.LedgerTimeout.
 func (s *shard) send(ctx context.Context, raw []byte) error {

@@ -1,11 +1,14 @@
 package eoa
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
 // Seed 003 with seed 004's queue: every task posted for a wallet ends done
@@ -38,6 +41,48 @@ func TestSeed003_TasksEndDoneOnceWithContiguousNoncesInQueueOrder(t *testing.T) 
 				got[nonces[i]-2] = task.ID
 			}
 			require.Equal(t, want, got, "nonces follow the queue order")
+		})
+	}
+}
+
+// Seed 002's "a cycle fits well inside the lease" with a node that answers
+// slowly: past Config.CycleBudget a cycle makes no new ledger call and
+// leaves the rest to the next cycle — yet every cycle makes one, so the work
+// moves.
+func TestSeed003_ACycleMakesNoLedgerCallPastItsBudget(t *testing.T) {
+	t.Parallel()
+	for _, gasGiven := range []bool{false, true} {
+		t.Run(fmt.Sprintf("gas given %v", gasGiven), func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, options{cfg: func(c *Config) { c.CycleBudget = time.Nanosecond }})
+			tasks := e.postN(t, 4)
+			if gasGiven {
+				_, err := e.st.DB().Exec(t.Context(), `UPDATE ledgerq.wallet_tasks SET gas_limit = 21000`)
+				require.NoError(t, err)
+			}
+			perCycle := map[string][]int{}
+			e.crashedRun(t, e.job, 0, func(cyc workers.Cycle, step string) bool {
+				kind := fmt.Sprintf("%T", cyc)
+				switch step {
+				case "execute":
+					perCycle[kind] = append(perCycle[kind], e.led.totalCalls())
+				case "commit":
+					last := len(perCycle[kind]) - 1
+					perCycle[kind][last] = e.led.totalCalls() - perCycle[kind][last]
+				}
+				_, isBroadcast := cyc.(*broadcastCycle)
+				return isBroadcast && step == "commit" && len(perCycle[kind]) == len(tasks)
+			})
+			if gasGiven {
+				// One send signs all four (the fee suggestion only); each
+				// broadcast cycle sends one.
+				require.Equal(t, []int{1}, perCycle["*eoa.sendCycle"])
+			} else {
+				// Each send: the fee suggestion and one estimate.
+				require.Equal(t, []int{2, 2, 2, 2}, perCycle["*eoa.sendCycle"])
+			}
+			require.Equal(t, []int{1, 1, 1, 1}, perCycle["*eoa.broadcastCycle"])
+			require.Equal(t, len(tasks), len(e.led.records()))
 		})
 	}
 }

@@ -3,12 +3,16 @@ package eoa
 import (
 	"context"
 	"errors"
+	"math/big"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
@@ -80,4 +84,54 @@ func TestSeed003_ATaskWhoseGasEstimateKeepsFailingEndsInErrorAfterMaxFailures(t 
 	require.Equal(t, "gas estimate failed in 3 consecutive runs: execution reverted", failed.Error)
 	nonces := e.requireDoneOnce(t, later...)
 	e.requireContiguous(t, 0, 0, nonces)
+}
+
+// The services as a process runs them, on the wall clock: a started Pool
+// (two workers) and Follower send and confirm every task of three wallets,
+// blocks coming every 20 ms; nothing drives them but their own loops.
+func TestSeed003_AStartedPoolAndFollowerFinishEveryTask(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{wallets: 3})
+	e.cfg.Clock = clock.Real{}
+	e.cfg.FollowInterval = 20 * time.Millisecond
+	e.wcfg.Workers = 2
+	e.wcfg.PollInterval = 20 * time.Millisecond
+	// setup built the chain on the fake clock: build it again on the real one.
+	alloc := map[common.Address]*big.Int{}
+	for w := range e.wallets {
+		alloc[e.addr(w)] = new(big.Int).Mul(big.NewInt(1000), ether)
+	}
+	e.chain = evmsim.New(evmsim.Config{Clock: clock.Real{}, ChainID: chainID, BlockPeriod: 20 * time.Millisecond, Alloc: alloc})
+	e.led = newRecLedger(t, e.chain)
+	_, pool := e.newProcessOn(t, e.led, clock.Real{})
+	follower, err := NewFollower(e.st, e.reg, e.cfg)
+	require.NoError(t, err)
+	follower.OnScheduled = pool.Poke
+
+	var tasks [][]store.Task
+	for w := range e.wallets {
+		var ts []store.Task
+		for i := range 30 {
+			ts = append(ts, e.postAt(t, w, time.Now(), int64(1000+i)))
+		}
+		tasks = append(tasks, ts)
+	}
+	ctx := context.WithoutCancel(t.Context())
+	require.NoError(t, pool.Start(ctx))
+	require.NoError(t, follower.Start(ctx))
+	defer pool.Stop()
+	defer follower.Stop()
+	require.Eventually(t, func() bool {
+		for _, ts := range tasks {
+			if !e.allEnded(t, ts) {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 20*time.Millisecond)
+	for w, ts := range tasks {
+		nonces := e.requireDoneOnce(t, ts...)
+		e.requireContiguous(t, w, 0, nonces)
+		e.requireOneTxPerNonce(t, w)
+	}
 }

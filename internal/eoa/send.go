@@ -90,7 +90,14 @@ func (c *sendCycle) Execute(ctx context.Context) error {
 		return fmt.Errorf("reading the fee suggestion for %s: %w", c.claim.Key, err)
 	}
 	var ready []prepared
+	b, calls := c.budget(), 0
 	for _, t := range c.tasks {
+		if t.Request.GasLimit == nil {
+			if b.spent(calls) {
+				break // the rest wait, in queue order, for the next send
+			}
+			calls++
+		}
 		gas, err := c.gasOf(ctx, t)
 		switch {
 		case err == nil:
@@ -202,6 +209,7 @@ func (c *sendCycle) Commit(ctx context.Context) error {
 	if len(c.added)+len(c.reused) > 0 {
 		crashpoint.Hit(CrashStored)
 	}
+	c.run.releasing = false
 	for _, a := range c.reused {
 		c.run.fresh[a.TxHash] = true
 	}

@@ -61,7 +61,7 @@ func (s *Store) WalletNoncesFreed(ctx context.Context, p WalletNoncesFreedParams
 // AttemptsInFlight returns how many of the wallet's attempts are signed or
 // sent and not yet confirmed: what seed 003's in-flight budget counts.
 func (s *Store) AttemptsInFlight(ctx context.Context, chainID int64, sender string) (int, error) {
-	n, err := s.q.AttemptsInFlight(ctx, dbsqlc.AttemptsInFlightParams{ChainID: chainID, Sender: lowerHex(sender)})
+	n, err := one(s.q.AttemptsInFlight(ctx, dbsqlc.AttemptsInFlightParams{ChainID: chainID, Sender: lowerHex(sender)}))
 	if err != nil {
 		return 0, fmt.Errorf("counting the attempts in flight of %s: %w", WalletShardKey(chainID, sender), err)
 	}

@@ -1079,6 +1079,7 @@ WHERE w.chain_id = $2 AND w.sender = $3
   AND NOT EXISTS (
       SELECT 1 FROM ledgerq.tx_attempts a
       WHERE a.chain_id = w.chain_id AND a.sender = w.sender AND a.nonce = g.nonce AND a.state <> 'dropped'
+        AND a.nonce >= $1::bigint
   )
 ORDER BY g.nonce
 LIMIT $4
@@ -1094,8 +1095,9 @@ type WalletNoncesFreedParams struct {
 // Send (seed 003's recycled nonces): nonces from @from_nonce (the chain's nonce) up
 // to the next nonce that no live attempt holds — their attempt was dropped (a
 // deterministic rejection, a replacement) — lowest first. The next send fills
-// them before taking new nonces, so the chain never waits on a gap. Each probe
-// goes through tx_attempts_live_nonce.
+// them before taking new nonces, so the chain never waits on a gap. The
+// attempts are read through tx_attempts_live_nonce from @from_nonce on only
+// (the confirmed ones below it may be many).
 func (q *Queries) WalletNoncesFreed(ctx context.Context, arg WalletNoncesFreedParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, walletNoncesFreed,
 		arg.FromNonce,
