@@ -126,6 +126,12 @@ func (w *WalletConfig) validate() error {
 	if err := w.Shards.Validate(); err != nil {
 		return fmt.Errorf("wallet lane: %w (--shard-*)", err)
 	}
+	// A cycle makes no new ledger call past the cycle budget, so it lasts
+	// at most the budget plus one call; the lease must outlast it, or the
+	// rescuer would hand a shard to a second worker mid-cycle.
+	if ec := w.eoaConfig(nil); w.Shards.Lease <= 2*(ec.CycleBudget+ec.LedgerTimeout) {
+		return fmt.Errorf("--shard-lease (%s) must be more than twice a wallet cycle's longest run (cycle budget %s + --wallet-ledger-timeout %s)", w.Shards.Lease, ec.CycleBudget, ec.LedgerTimeout)
+	}
 	return nil
 }
 
@@ -191,7 +197,7 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 		}
 		wake := deps
 		wake.Wake = n.listener.Subscribe(notify.Shards)
-		if lane.pool, err = workers.NewPool(n.store, wake, w.Shards, map[string]workers.Job{"wallet": job}); err != nil {
+		if lane.pool, err = workers.NewPool(n.store, wake, w.Shards, map[string]workers.Job{eoa.Kind: job}); err != nil {
 			return err
 		}
 	}
