@@ -21,22 +21,30 @@ DROP VIEW ledgerq.batch_overview;
 ALTER TABLE ledgerq.batches ADD COLUMN seq bigint NOT NULL DEFAULT nextval('ledgerq.batch_seq');
 ALTER SEQUENCE ledgerq.batch_seq OWNED BY ledgerq.batches.seq;
 
-ALTER TABLE ledgerq.batch_payloads ADD COLUMN seq bigint;
-UPDATE ledgerq.batch_payloads p SET seq = b.seq FROM ledgerq.batches b WHERE b.id = p.id;
--- A batch row written by hand without its payload row keeps its id: the id
--- lives in batch_payloads from now on.
-INSERT INTO ledgerq.batch_payloads (id, service_id, payload, seq)
-SELECT b.id, b.service_id, '\x', b.seq FROM ledgerq.batches b
-WHERE NOT EXISTS (SELECT 1 FROM ledgerq.batch_payloads p WHERE p.id = b.id);
-ALTER TABLE ledgerq.batch_payloads ALTER COLUMN seq SET NOT NULL;
+-- batch_payloads is rebuilt rather than updated in place: an UPDATE of every
+-- row would leave the table and its indexes twice their size. Every batch
+-- gets its row, a batch written by hand without one (as an operator could)
+-- with an empty payload: its id lives in batch_payloads from now on.
+CREATE TABLE ledgerq.batch_payloads_keyed (
+    id         text   NOT NULL,
+    payload    bytea  NOT NULL,
+    service_id text   NOT NULL,
+    seq        bigint NOT NULL
+);
+INSERT INTO ledgerq.batch_payloads_keyed (id, payload, service_id, seq)
+SELECT b.id, coalesce(p.payload, '\x'), coalesce(p.service_id, b.service_id), b.seq
+FROM ledgerq.batches b LEFT JOIN ledgerq.batch_payloads p ON p.id = b.id;
+DROP TABLE ledgerq.batch_payloads;
+ALTER TABLE ledgerq.batch_payloads_keyed RENAME TO batch_payloads;
 
-ALTER TABLE ledgerq.batch_payloads DROP CONSTRAINT batch_payloads_id_fkey;
 ALTER TABLE ledgerq.batches DROP CONSTRAINT batches_pkey;
 ALTER TABLE ledgerq.batches ADD CONSTRAINT batches_pkey PRIMARY KEY (seq);
 ALTER TABLE ledgerq.batch_payloads
+    ADD CONSTRAINT batch_payloads_pkey PRIMARY KEY (id),
     ADD CONSTRAINT batch_payloads_seq_key UNIQUE (seq),
     ADD CONSTRAINT batch_payloads_seq_fkey FOREIGN KEY (seq) REFERENCES ledgerq.batches (seq) ON DELETE CASCADE,
     ADD CONSTRAINT batch_payloads_id_not_empty CHECK (id <> '' AND length(id) <= 256);
+CREATE INDEX batch_payloads_service_id_id ON ledgerq.batch_payloads (service_id, id);
 
 -- The indexes that ended in the id end in seq: batches_new_by_service still
 -- serves admission's oldest-first walk (the tie on created_at is broken by
@@ -58,6 +66,8 @@ COMMENT ON TABLE ledgerq.batches IS 'Batch lane (seed 001): the state of each si
 COMMENT ON COLUMN ledgerq.batches.seq IS 'The batch''s key (ledgerq.batch_seq): narrow and ever-growing, so the many updates of a batch append small entries to the primary key. The client''s id is ledgerq.batch_payloads.id of the same seq.';
 COMMENT ON TABLE ledgerq.batch_payloads IS 'Batch lane: what a client handed in for each batch (its id, service and signed payload), written once when the batch is stored; deleted with its batch.';
 COMMENT ON COLUMN ledgerq.batch_payloads.id IS 'Batch id, unique: for Sawtooth, the batch header_signature. Re-posting the same id with the same content is idempotent.';
+COMMENT ON COLUMN ledgerq.batch_payloads.payload IS 'The signed batch as sent to the ledger (for Sawtooth, a serialized Batch protobuf message).';
+COMMENT ON COLUMN ledgerq.batch_payloads.service_id IS 'The batch''s service (ledgerq.batches.service_id), copied at intake and never changed: listing a service''s batches reads this table''s index, not the hot one.';
 COMMENT ON COLUMN ledgerq.batch_payloads.seq IS 'The batch (ledgerq.batches.seq).';
 
 CREATE VIEW ledgerq.batch_overview AS
