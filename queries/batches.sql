@@ -1,51 +1,62 @@
 -- name: BatchInsertMany :many
--- Intake: stores every batch of one request, and its payload in
--- batch_payloads, in one statement. ON CONFLICT makes a re-post of a known id
--- a no-op (and stores no second payload); the caller compares the stored
+-- Intake: stores every batch of one request, its state row in batches and
+-- what the client handed in (id, service, payload) in batch_payloads, in one
+-- statement. Both rows carry the seq drawn here. The id is unique in
+-- batch_payloads, so that insert comes first: ON CONFLICT makes a re-post of
+-- a known id a no-op (no seq, no state row); the caller compares the stored
 -- batches (BatchGetMany) to decide between "same batch" and conflict.
 -- Rows are inserted in id order, whatever the order of the request: an
 -- insert waits for another transaction's uncommitted row with the same id
 -- (a client's retry still in flight elsewhere), and two requests holding
--- ids the other wants, in different orders, would deadlock.
+-- ids the other wants, in different orders, would deadlock. (The foreign key
+-- from batch_payloads to batches is checked at the end of the statement, when
+-- both rows exist.)
 WITH u AS (
     SELECT unnest(@ids::text[]) AS id, unnest(@service_ids::text[]) AS service_id,
            unnest(@payloads::bytea[]) AS payload, unnest(@created_ats::timestamptz[]) AS created_at
 ),
-ins AS (
-    INSERT INTO ledgerq.batches (id, service_id, created_at, received_at, updated_at)
-    SELECT u.id, u.service_id, u.created_at, @now::timestamptz, @now::timestamptz FROM u
+pay AS (
+    INSERT INTO ledgerq.batch_payloads (seq, id, service_id, payload)
+    SELECT nextval('ledgerq.batch_seq'), u.id, u.service_id, u.payload FROM u
     ORDER BY u.id
     ON CONFLICT (id) DO NOTHING
-    RETURNING *
+    RETURNING seq, id
 ),
-pay AS (
-    INSERT INTO ledgerq.batch_payloads (id, service_id, payload)
-    SELECT u.id, u.service_id, u.payload FROM u JOIN ins ON ins.id = u.id
+ins AS (
+    INSERT INTO ledgerq.batches (seq, service_id, created_at, received_at, updated_at)
+    SELECT pay.seq, u.service_id, u.created_at, @now::timestamptz, @now::timestamptz
+    FROM pay JOIN u ON u.id = pay.id
+    RETURNING *
 )
-SELECT * FROM ins;
+SELECT pay.id, ins.* FROM ins JOIN pay ON pay.seq = ins.seq;
 
 -- name: BatchGetMany :many
--- The stored batches among @ids, with their payloads (intake compares them).
-SELECT sqlc.embed(b), coalesce(p.payload, ''::bytea)::bytea AS payload
-FROM ledgerq.batches b LEFT JOIN ledgerq.batch_payloads p ON p.id = b.id
-WHERE b.id = ANY(@ids::text[]);
+-- The stored batches among @ids, with their payloads (intake compares them):
+-- through batch_payloads' unique id, then the state row by seq.
+SELECT p.id, sqlc.embed(b), p.payload
+FROM ledgerq.batch_payloads p JOIN ledgerq.batches b ON b.seq = p.seq
+WHERE p.id = ANY(@ids::text[]);
 
 -- name: BatchGet :one
-SELECT * FROM ledgerq.batches WHERE id = @id;
+SELECT p.id, sqlc.embed(b)
+FROM ledgerq.batch_payloads p JOIN ledgerq.batches b ON b.seq = p.seq
+WHERE p.id = @id;
 
 -- name: BatchList :many
--- Keyset pagination by id, through the primary key; the status filter is
--- optional.
-SELECT * FROM ledgerq.batches
-WHERE (sqlc.narg(status)::ledgerq.batch_status IS NULL OR status = sqlc.narg(status)::ledgerq.batch_status)
-  AND id > @after
-ORDER BY id
+-- Keyset pagination by id, through batch_payloads' unique id; the status
+-- filter is optional.
+SELECT p.id, sqlc.embed(b)
+FROM ledgerq.batch_payloads p JOIN ledgerq.batches b ON b.seq = p.seq
+WHERE (sqlc.narg(status)::ledgerq.batch_status IS NULL OR b.status = sqlc.narg(status)::ledgerq.batch_status)
+  AND p.id > @after
+ORDER BY p.id
 LIMIT @max;
 
 -- name: BatchListByService :many
 -- One service's batches, keyset pagination by id, through the write-once
 -- batch_payloads (service_id, id) index; the status filter is optional.
-SELECT b.* FROM ledgerq.batch_payloads p JOIN ledgerq.batches b ON b.id = p.id
+SELECT p.id, sqlc.embed(b)
+FROM ledgerq.batch_payloads p JOIN ledgerq.batches b ON b.seq = p.seq
 WHERE p.service_id = @service_id
   AND (sqlc.narg(status)::ledgerq.batch_status IS NULL OR b.status = sqlc.narg(status)::ledgerq.batch_status)
   AND p.id > @after
@@ -68,40 +79,49 @@ ORDER BY k;
 -- oldest never-sent batch queued, created_at order, ties broken by id. Runs
 -- in the transaction that freed the services, after BatchServicesLock, so its
 -- cost is the services it is given, never all of them: each service is one
--- probe of batches_active_by_service and one of batches_new_by_service
+-- probe of batches_active_by_service and two of batches_new_by_service
 -- (scalar subqueries, so the planner cannot turn them into a scan of every
--- active or new batch), and the rows are reached through the primary key
--- (the guards are a CASE, which no partial index can answer).
+-- active or new batch): the oldest created_at, then the batches created
+-- then, whose ids (in batch_payloads, one probe each: the hot row has no
+-- id) break the tie. The rows are reached through the primary key (the
+-- guards are a CASE, which no partial index can answer).
 -- Like every statement of the lane that waits for row locks, it locks its
 -- rows first in primary-key order (the locked CTE): an UPDATE alone locks
 -- them in whatever order its plan visits them (heap order for a bitmap scan),
 -- and two statements locking shared rows in different orders deadlock.
 WITH next AS (
-    SELECT x.next_id AS id
+    SELECT x.next_seq AS seq
     FROM (SELECT DISTINCT s AS service_id FROM unnest(@service_ids::text[]) AS s) svc,
     LATERAL (
-        SELECT (SELECT n.id FROM ledgerq.batches n
+        SELECT (SELECT n.seq FROM ledgerq.batches n
                 WHERE n.service_id = svc.service_id AND n.status IS NULL AND NOT n.submitted
-                ORDER BY n.created_at, n.id LIMIT 1) AS next_id,
+                  AND n.created_at = (SELECT o.created_at FROM ledgerq.batches o
+                                      WHERE o.service_id = svc.service_id AND o.status IS NULL AND NOT o.submitted
+                                      ORDER BY o.created_at LIMIT 1)
+                ORDER BY (SELECT p.id FROM ledgerq.batch_payloads p WHERE p.seq = n.seq)
+                LIMIT 1) AS next_seq,
                (SELECT 1 FROM ledgerq.batches a
                 WHERE a.service_id = svc.service_id
                   AND (a.status IN ('pending', 'unknown', 'delayed')
                        OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
                 LIMIT 1) AS busy
     ) x
-    WHERE x.busy IS NULL AND x.next_id IS NOT NULL
+    -- Only busy is tested here: a test of next_seq too would evaluate its
+    -- probes twice. A service with no never-sent batch has a NULL next_seq,
+    -- which matches no row below.
+    WHERE x.busy IS NULL
 ),
 locked AS (
-    SELECT l.id FROM ledgerq.batches l
-    WHERE l.id = ANY (ARRAY(SELECT next.id FROM next))
+    SELECT l.seq FROM ledgerq.batches l
+    WHERE l.seq = ANY (ARRAY(SELECT next.seq FROM next))
       AND CASE WHEN l.status IS NULL THEN NOT l.submitted AND l.queued_at IS NULL ELSE false END
-    ORDER BY l.id
+    ORDER BY l.seq
     FOR NO KEY UPDATE
 )
 UPDATE ledgerq.batches b
 SET queued_at = @now::timestamptz, updated_at = @now::timestamptz
-WHERE b.id = ANY (ARRAY(SELECT locked.id FROM locked))
-RETURNING b.id, b.service_id;
+WHERE b.seq = ANY (ARRAY(SELECT locked.seq FROM locked))
+RETURNING b.seq, b.service_id;
 
 -- name: BatchIdleServices :many
 -- Queuer reconciliation (the recovery path, not the hot path): services that
@@ -140,7 +160,7 @@ LIMIT @max;
 -- locking re-checks each row's guard on its latest version, so a concurrent
 -- round cannot queue a batch the submitter claimed in the meantime.
 WITH due AS (
-    SELECT r.id FROM ledgerq.batches r
+    SELECT r.seq FROM ledgerq.batches r
     WHERE r.status IN ('unknown', 'delayed') AND NOT r.submitted AND r.queued_at IS NULL
       AND (r.status = 'unknown'
            OR r.last_submitted_at <= sqlc.arg(now)::timestamptz - make_interval(0, 0, 0, 0, 0, 0,
@@ -148,16 +168,16 @@ WITH due AS (
                       sqlc.arg(delay_cap_secs)::float8)))
 ),
 locked AS (
-    SELECT l.id FROM ledgerq.batches l
-    WHERE l.id = ANY (ARRAY(SELECT due.id FROM due))
+    SELECT l.seq FROM ledgerq.batches l
+    WHERE l.seq = ANY (ARRAY(SELECT due.seq FROM due))
       AND NOT l.submitted AND l.queued_at IS NULL AND l.status IN ('unknown', 'delayed')
-    ORDER BY l.id
+    ORDER BY l.seq
     FOR NO KEY UPDATE
 )
 UPDATE ledgerq.batches b
 SET queued_at = @now::timestamptz, updated_at = @now::timestamptz
-WHERE b.id = ANY (ARRAY(SELECT locked.id FROM locked))
-RETURNING b.id, b.service_id, b.status;
+WHERE b.seq = ANY (ARRAY(SELECT locked.seq FROM locked))
+RETURNING b.seq, b.service_id, b.status;
 
 -- name: BatchClaimQueued :many
 -- Submitter claim: takes up to @max queued batches, oldest first, that no other
@@ -166,24 +186,31 @@ RETURNING b.id, b.service_id, b.status;
 -- attempts is incremented here and is the fencing token of the outcome update.
 -- Every claim updates its rows through the primary key (= ANY (ARRAY(…))):
 -- joined to the CTE instead, the planner may hash the CTE and scan the whole
--- table for it.
+-- table for it. The id and payload come from batch_payloads, one probe of its
+-- seq per claimed row (a LATERAL with LIMIT, which the planner cannot turn
+-- into a join by hash either).
 WITH claimable AS (
-    SELECT q.id FROM ledgerq.batches q
+    SELECT q.seq FROM ledgerq.batches q
     WHERE q.queued_at IS NOT NULL
-    ORDER BY q.queued_at, q.created_at, q.id
+    ORDER BY q.queued_at, q.created_at, q.seq
     LIMIT @max
     FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+    UPDATE ledgerq.batches b
+    SET submitted = true,
+        queued_at = NULL,
+        claim_expires_at = @lease_expires_at::timestamptz,
+        attempts = b.attempts + 1,
+        last_submitted_at = @now::timestamptz,
+        updated_at = @now::timestamptz
+    WHERE b.seq = ANY (ARRAY(SELECT claimable.seq FROM claimable))
+    RETURNING b.seq, b.service_id, b.attempts
 )
-UPDATE ledgerq.batches b
-SET submitted = true,
-    queued_at = NULL,
-    claim_expires_at = @lease_expires_at::timestamptz,
-    attempts = b.attempts + 1,
-    last_submitted_at = @now::timestamptz,
-    updated_at = @now::timestamptz
-WHERE b.id = ANY (ARRAY(SELECT claimable.id FROM claimable))
-RETURNING b.id, b.service_id, b.attempts,
-    coalesce((SELECT p.payload FROM ledgerq.batch_payloads p WHERE p.id = b.id), ''::bytea)::bytea AS payload;
+SELECT c.seq, c.service_id, c.attempts,
+    coalesce(p.id, '')::text AS id, coalesce(p.payload, ''::bytea)::bytea AS payload
+FROM claimed c
+LEFT JOIN LATERAL (SELECT x.id, x.payload FROM ledgerq.batch_payloads x WHERE x.seq = c.seq LIMIT 1) p ON true;
 
 -- name: BatchRecordSubmitMany :many
 -- Submitter outcomes of one round, in one statement. Each row applies only
@@ -193,22 +220,22 @@ RETURNING b.id, b.service_id, b.attempts,
 --               retries it after the delay window);
 --   rejected -> invalid (the ledger refused the batch itself).
 -- The rows are locked first, in primary-key order, whatever the order of
--- @ids: a monitor that took over an expired lease records the same batches,
+-- @seqs: a monitor that took over an expired lease records the same batches,
 -- and two statements locking shared rows in different orders deadlock.
 -- Locking re-checks the fence on each row's latest version.
 WITH o AS (
-    SELECT unnest(@ids::text[]) AS id, unnest(@attempts::int4[]) AS attempts,
+    SELECT unnest(@seqs::int8[]) AS seq, unnest(@attempts::int4[]) AS attempts,
            unnest(@results::text[]) AS result, unnest(@reasons::text[]) AS reason
 ),
 held AS (
     -- Rows are reached by primary key: the claim guard is a CASE, which no
     -- partial index can answer, so the plan never scans every held batch.
-    SELECT h.id, o.result, o.reason
-    FROM ledgerq.batches h JOIN o ON o.id = h.id AND o.attempts = h.attempts
-    WHERE h.id = ANY(@ids::text[])
+    SELECT h.seq, o.result, o.reason
+    FROM ledgerq.batches h JOIN o ON o.seq = h.seq AND o.attempts = h.attempts
+    WHERE h.seq = ANY(@seqs::int8[])
       AND CASE WHEN h.claim_expires_at IS NULL THEN false ELSE true END
       AND o.result IN ('accepted', 'delayed', 'rejected')
-    ORDER BY h.id
+    ORDER BY h.seq
     FOR NO KEY UPDATE OF h
 )
 UPDATE ledgerq.batches b
@@ -220,14 +247,15 @@ SET status = (CASE held.result WHEN 'accepted' THEN 'pending' WHEN 'delayed' THE
     finished_at = CASE WHEN held.result = 'rejected' THEN @now::timestamptz END,
     updated_at = @now::timestamptz
 FROM held
-WHERE b.id = ANY (ARRAY(SELECT held.id FROM held)) AND b.id = held.id
-RETURNING b.id, b.service_id, held.result::text AS result;
+WHERE b.seq = ANY (ARRAY(SELECT held.seq FROM held)) AND b.seq = held.seq
+RETURNING b.seq, b.service_id, held.result::text AS result;
 
 -- name: BatchClaimPendingForCheck :many
 -- Monitor claim: pending batches due for a status check. Moving next_check_at
--- forward in the claiming statement keeps other monitors off them.
+-- forward in the claiming statement keeps other monitors off them. The id the
+-- ledger knows the batch by is one probe of batch_payloads' seq per row.
 WITH due AS (
-    SELECT p.id FROM ledgerq.batches p
+    SELECT p.seq FROM ledgerq.batches p
     WHERE p.status = 'pending' AND p.next_check_at <= @now::timestamptz
     ORDER BY p.next_check_at
     LIMIT @max
@@ -235,14 +263,15 @@ WITH due AS (
 )
 UPDATE ledgerq.batches b
 SET next_check_at = @next_check_at::timestamptz, updated_at = @now::timestamptz
-WHERE b.id = ANY (ARRAY(SELECT due.id FROM due))
-RETURNING b.id, b.service_id, b.attempts;
+WHERE b.seq = ANY (ARRAY(SELECT due.seq FROM due))
+RETURNING b.seq, b.service_id, b.attempts,
+    coalesce((SELECT x.id FROM ledgerq.batch_payloads x WHERE x.seq = b.seq), '')::text AS id;
 
 -- name: BatchClaimExpiredHeld :many
 -- Monitor claim: batches a submitter claimed but never answered for (it died
 -- mid-send). The monitor takes over the lease while it asks the ledger.
 WITH expired AS (
-    SELECT h.id FROM ledgerq.batches h
+    SELECT h.seq FROM ledgerq.batches h
     WHERE h.claim_expires_at IS NOT NULL AND h.claim_expires_at <= @now::timestamptz
     ORDER BY h.claim_expires_at
     LIMIT @max
@@ -250,8 +279,9 @@ WITH expired AS (
 )
 UPDATE ledgerq.batches b
 SET claim_expires_at = @lease_expires_at::timestamptz, updated_at = @now::timestamptz
-WHERE b.id = ANY (ARRAY(SELECT expired.id FROM expired))
-RETURNING b.id, b.service_id, b.attempts;
+WHERE b.seq = ANY (ARRAY(SELECT expired.seq FROM expired))
+RETURNING b.seq, b.service_id, b.attempts,
+    coalesce((SELECT x.id FROM ledgerq.batch_payloads x WHERE x.seq = b.seq), '')::text AS id;
 
 -- name: BatchRecordStatusMany :many
 -- Monitor outcomes of one round, in one statement, each conditional on the
@@ -262,22 +292,22 @@ RETURNING b.id, b.service_id, b.attempts;
 --   UNKNOWN   -> unknown with submitted = false (seed 001 note), and queued at
 --               once (seed 001 step 3), so the submitter sends it again.
 -- The rows are locked first, in primary-key order, whatever the order of
--- @ids: the submitter of an expired lease, or another monitor, may record
+-- @seqs: the submitter of an expired lease, or another monitor, may record
 -- the same batches, and two statements locking shared rows in different
 -- orders deadlock. Locking re-checks the guard on each row's latest version.
 WITH o AS (
-    SELECT unnest(@ids::text[]) AS id, unnest(@attempts::int4[]) AS attempts,
+    SELECT unnest(@seqs::int8[]) AS seq, unnest(@attempts::int4[]) AS attempts,
            unnest(@statuses::text[]) AS status, unnest(@reasons::text[]) AS reason
 ),
 checked AS (
     -- Rows are reached by primary key: the guard is a CASE, which no partial
     -- index can answer, so the plan never scans every batch in flight.
-    SELECT c.id, o.status, o.reason
-    FROM ledgerq.batches c JOIN o ON o.id = c.id AND o.attempts = c.attempts
-    WHERE c.id = ANY(@ids::text[])
+    SELECT c.seq, o.status, o.reason
+    FROM ledgerq.batches c JOIN o ON o.seq = c.seq AND o.attempts = c.attempts
+    WHERE c.seq = ANY(@seqs::int8[])
       AND CASE WHEN c.status = 'pending' THEN true ELSE c.claim_expires_at IS NOT NULL END
       AND o.status IN ('pending', 'unknown', 'committed', 'valid', 'invalid')
-    ORDER BY c.id
+    ORDER BY c.seq
     FOR NO KEY UPDATE OF c
 )
 UPDATE ledgerq.batches b
@@ -290,8 +320,8 @@ SET status = checked.status::ledgerq.batch_status,
     finished_at = CASE WHEN checked.status IN ('committed', 'valid', 'invalid') THEN @now::timestamptz END,
     updated_at = @now::timestamptz
 FROM checked
-WHERE b.id = ANY (ARRAY(SELECT checked.id FROM checked)) AND b.id = checked.id
-RETURNING b.id, b.service_id, b.status::text AS status;
+WHERE b.seq = ANY (ARRAY(SELECT checked.seq FROM checked)) AND b.seq = checked.seq
+RETURNING b.seq, b.service_id, b.status::text AS status;
 
 -- name: BatchCountByState :many
 -- Depth of the batch lane per state, for metrics and the bench.
@@ -344,16 +374,18 @@ WHERE starts_with(b.service_id, @prefix::text);
 
 -- name: BatchSeedFinished :execrows
 -- Bench only (`ledgerq bench batches --backlog-finished N`): N committed
--- batches with payloads of @payload_bytes bytes, finished at @at, service ids
--- starting with @prefix, as a long-running lane leaves behind. No loop or API
--- path runs it.
-WITH ins AS (
-    INSERT INTO ledgerq.batches (id, service_id, created_at, submitted, status, attempts,
+-- batches with payloads of @payload_bytes bytes, finished at @at, ids and
+-- service ids starting with @prefix, as a long-running lane leaves behind. No
+-- loop or API path runs it.
+WITH g AS (
+    SELECT nextval('ledgerq.batch_seq') AS seq, g FROM generate_series(1, @n::int) g
+),
+ins AS (
+    INSERT INTO ledgerq.batches (seq, service_id, created_at, submitted, status, attempts,
         last_submitted_at, finished_at, received_at, updated_at)
-    SELECT @prefix::text || g, @prefix::text || (g % 1000), @at::timestamptz, true, 'committed', 1,
+    SELECT g.seq, @prefix::text || (g.g % 1000), @at::timestamptz, true, 'committed', 1,
         @at::timestamptz, @at::timestamptz, @at::timestamptz, @at::timestamptz
-    FROM generate_series(1, @n::int) g
-    RETURNING id, service_id
+    FROM g
 )
-INSERT INTO ledgerq.batch_payloads (id, service_id, payload)
-SELECT ins.id, ins.service_id, decode(repeat('00', @payload_bytes::int), 'hex') FROM ins;
+INSERT INTO ledgerq.batch_payloads (seq, id, service_id, payload)
+SELECT g.seq, @prefix::text || g.g, @prefix::text || (g.g % 1000), decode(repeat('00', @payload_bytes::int), 'hex') FROM g;

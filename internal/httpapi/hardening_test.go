@@ -70,7 +70,7 @@ func TestGetBatches_StoredTimeOutsideYears0To9999StillAnswers200(t *testing.T) {
 	f.exec(`UPDATE ledgerq.batches SET status = 'committed', submitted = true, attempts = 1, queued_at = NULL,
 		created_at = '10000-01-01 00:00:00+00', received_at = '10000-01-02 00:00:00+00',
 		last_submitted_at = '10000-01-03 00:00:00+00', finished_at = '10000-01-04 00:00:00+00',
-		updated_at = '0002-06-01 12:00:00.5+00 BC' WHERE id = $1`, id)
+		updated_at = '0002-06-01 12:00:00.5+00 BC' WHERE seq = (SELECT seq FROM ledgerq.batch_payloads WHERE id = $1)`, id)
 
 	for _, resp := range []httpResult{
 		f.getRaw("/v1/batches/" + id),

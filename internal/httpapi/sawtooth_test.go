@@ -84,7 +84,7 @@ func (f *apiFixture) serviceOf(id string) string {
 	f.t.Helper()
 	var svc string
 	require.NoError(f.t, f.db.Store.Pool().QueryRow(context.Background(),
-		`SELECT service_id FROM ledgerq.batches WHERE id = $1`, id).Scan(&svc))
+		`SELECT service_id FROM ledgerq.batch_payloads WHERE id = $1`, id).Scan(&svc))
 	return svc
 }
 
@@ -149,7 +149,8 @@ func TestSawtooth_ABatchListKeepsItsOrderWithinAService(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, resp.StatusCode, resp.Body)
 
 	rows, err := f.db.Store.Pool().Query(context.Background(),
-		`SELECT id FROM ledgerq.batches WHERE service_id = $1 ORDER BY created_at, id`, testSigner.PublicKey())
+		`SELECT p.id FROM ledgerq.batches b JOIN ledgerq.batch_payloads p ON p.seq = b.seq
+		 WHERE b.service_id = $1 ORDER BY b.created_at, p.id`, testSigner.PublicKey())
 	require.NoError(t, err)
 	var order []string
 	for rows.Next() {
@@ -294,7 +295,7 @@ func (f *apiFixture) setState(id, state string) {
 	}
 	set, ok := sets[state]
 	require.True(f.t, ok, state)
-	tag, err := f.db.Store.Pool().Exec(context.Background(), `UPDATE ledgerq.batches SET `+set+` WHERE id = $1`, id)
+	tag, err := f.db.Store.Pool().Exec(context.Background(), `UPDATE ledgerq.batches SET `+set+` WHERE seq = (SELECT seq FROM ledgerq.batch_payloads WHERE id = $1)`, id)
 	require.NoError(f.t, err)
 	require.Equal(f.t, int64(1), tag.RowsAffected())
 }

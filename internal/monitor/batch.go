@@ -83,9 +83,9 @@ func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
 		}
 	}()
 	due := append([]store.CheckBatch(nil), taken...)
-	local := make(map[string]bool, len(due))
+	local := make(map[int64]bool, len(due))
 	for _, d := range due {
-		local[d.ID] = true
+		local[d.Seq] = true
 	}
 	if rest := m.cfg.CheckBatchSize - len(due); rest > 0 {
 		claimCtx, cancel := context.WithTimeout(ctx, m.cfg.DBTimeout)
@@ -97,7 +97,7 @@ func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
 			return 0, err
 		}
 		for _, c := range claimed {
-			if !local[c.ID] {
+			if !local[c.Seq] {
 				due = append(due, c)
 			}
 		}
@@ -124,7 +124,7 @@ func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
 		if !ok {
 			res = ledger.BatchStatusResult{Status: ledger.BatchUnknown}
 		}
-		o := store.StatusOutcome{ID: d.ID, Attempt: d.Attempt, Reason: res.Reason}
+		o := store.StatusOutcome{Seq: d.Seq, Attempt: d.Attempt, Reason: res.Reason}
 		switch res.Status {
 		case ledger.BatchCommitted:
 			o.Status = store.BatchStatusCommitted
@@ -134,8 +134,8 @@ func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
 				o.Reason = "the ledger reported the batch invalid"
 			}
 		case ledger.BatchPending:
-			if local[d.ID] {
-				if m.follow.again(d.ID, now.Add(m.cfg.CheckInterval), m.cfg.CheckInterval) {
+			if local[d.Seq] {
+				if m.follow.again(d.Seq, now.Add(m.cfg.CheckInterval), m.cfg.CheckInterval) {
 					continue // asked again from memory; the stored check time still holds others off
 				}
 				o.Status = store.BatchStatusPending // push the stored check time forward

@@ -14,12 +14,13 @@ import (
 type followed struct {
 	mu    sync.Mutex
 	max   int
-	items map[string]tracked
-	queue dueQueue // entries whose due no longer matches items[id] are stale
+	items map[int64]tracked // by seq
+	queue dueQueue          // entries whose due no longer matches items[seq] are stale
 }
 
 // tracked is a pending batch followed in memory.
 type tracked struct {
+	id        string
 	serviceID string
 	attempt   int
 	due       time.Time // next check, in memory
@@ -29,7 +30,7 @@ type tracked struct {
 
 type dueEntry struct {
 	due time.Time
-	id  string
+	seq int64
 }
 
 type dueQueue []dueEntry
@@ -46,7 +47,7 @@ func (q *dueQueue) Pop() any {
 }
 
 func newFollowed(max int) *followed {
-	return &followed{max: max, items: map[string]tracked{}}
+	return &followed{max: max, items: map[int64]tracked{}}
 }
 
 // add follows batches, first due at due, whose stored check time is stored.
@@ -58,8 +59,8 @@ func (f *followed) add(batches []store.CheckBatch, due, stored time.Time) {
 		if len(f.items) >= f.max {
 			return
 		}
-		f.items[b.ID] = tracked{serviceID: b.ServiceID, attempt: b.Attempt, due: due, stored: stored}
-		heap.Push(&f.queue, dueEntry{due: due, id: b.ID})
+		f.items[b.Seq] = tracked{id: b.ID, serviceID: b.ServiceID, attempt: b.Attempt, due: due, stored: stored}
+		heap.Push(&f.queue, dueEntry{due: due, seq: b.Seq})
 	}
 }
 
@@ -71,13 +72,13 @@ func (f *followed) take(now time.Time, max int) []store.CheckBatch {
 	var out []store.CheckBatch
 	for len(out) < max && f.queue.Len() > 0 && !f.queue[0].due.After(now) {
 		e := heap.Pop(&f.queue).(dueEntry)
-		t, ok := f.items[e.id]
+		t, ok := f.items[e.seq]
 		if !ok || t.taken || !t.due.Equal(e.due) {
 			continue // stale entry
 		}
 		t.taken = true
-		f.items[e.id] = t
-		out = append(out, store.CheckBatch{ID: e.id, ServiceID: t.serviceID, Attempt: t.attempt})
+		f.items[e.seq] = t
+		out = append(out, store.CheckBatch{Seq: e.seq, ID: t.id, ServiceID: t.serviceID, Attempt: t.attempt})
 	}
 	return out
 }
@@ -85,12 +86,12 @@ func (f *followed) take(now time.Time, max int) []store.CheckBatch {
 // again sets the next in-memory check of a taken batch that is still
 // pending. It reports false when the stored check time comes too near and
 // must be written forward (recordPending).
-func (f *followed) again(id string, due time.Time, interval time.Duration) bool {
+func (f *followed) again(seq int64, due time.Time, interval time.Duration) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t := f.items[id]
+	t := f.items[seq]
 	t.due = due
-	f.items[id] = t
+	f.items[seq] = t
 	return t.stored.After(due.Add(interval))
 }
 
@@ -100,16 +101,16 @@ func (f *followed) settle(outcomes []store.StatusOutcome, stored time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, o := range outcomes {
-		t, ok := f.items[o.ID]
+		t, ok := f.items[o.Seq]
 		if !ok {
 			continue
 		}
 		if o.Status == store.BatchStatusPending {
 			t.stored = stored
-			f.items[o.ID] = t
+			f.items[o.Seq] = t
 			continue
 		}
-		delete(f.items, o.ID)
+		delete(f.items, o.Seq)
 	}
 }
 
@@ -120,7 +121,7 @@ func (f *followed) release(batches []store.CheckBatch, now, retry time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, b := range batches {
-		t, ok := f.items[b.ID]
+		t, ok := f.items[b.Seq]
 		if !ok {
 			continue
 		}
@@ -128,7 +129,7 @@ func (f *followed) release(batches []store.CheckBatch, now, retry time.Time) {
 			t.due = retry
 		}
 		t.taken = false
-		f.items[b.ID] = t
-		heap.Push(&f.queue, dueEntry{due: t.due, id: b.ID})
+		f.items[b.Seq] = t
+		heap.Push(&f.queue, dueEntry{due: t.due, seq: b.Seq})
 	}
 }

@@ -124,7 +124,7 @@ func TestBatchPayload_IsStoredOnceAndClaimedAsStored(t *testing.T) {
 	require.Len(t, claimed, 1)
 	require.Equal(t, payload, claimed[0].Payload)
 
-	_, err = st.DB().Exec(t.Context(), `DELETE FROM ledgerq.batches WHERE id = $1`, id)
+	_, err = st.DB().Exec(t.Context(), `DELETE FROM ledgerq.batches WHERE seq = $1`, claimed[0].Seq)
 	require.NoError(t, err)
 	require.NoError(t, st.DB().QueryRow(t.Context(), `SELECT count(*) FROM ledgerq.batch_payloads WHERE id = $1`, id).Scan(&rows))
 	require.Zero(t, rows, "the payload goes with its batch")

@@ -41,8 +41,13 @@ func ParseBatchStatus(s string) (BatchStatus, error) {
 	return "", fmt.Errorf("unknown batch status %q (want pending, unknown, delayed, committed, valid or invalid)", s)
 }
 
-// Batch is one row of the batch lane.
+// Batch is one batch of the batch lane: its state row and the id the
+// client gave it.
 type Batch struct {
+	// Seq is the batch's key in the store (ledgerq.batches.seq): the rounds
+	// of the lane locate and record batches by it.
+	Seq int64
+	// ID is the client's id, unique (for Sawtooth, the header_signature).
 	ID              string
 	ServiceID       string
 	CreatedAt       time.Time
@@ -59,9 +64,10 @@ type Batch struct {
 	UpdatedAt       time.Time
 }
 
-func batchFromRow(r dbsqlc.LedgerqBatch) Batch {
+func batchFromRow(id string, r dbsqlc.LedgerqBatch) Batch {
 	b := Batch{
-		ID:              r.ID,
+		Seq:             r.Seq,
+		ID:              id,
 		ServiceID:       r.ServiceID,
 		CreatedAt:       r.CreatedAt.UTC(),
 		Submitted:       r.Submitted,
@@ -144,7 +150,12 @@ func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) ([]Inserte
 		created := make(map[string]dbsqlc.LedgerqBatch, len(rows))
 		var services []string
 		for _, r := range rows {
-			created[r.ID] = dbsqlc.LedgerqBatch(r)
+			created[r.ID] = dbsqlc.LedgerqBatch{
+				Seq: r.Seq, ServiceID: r.ServiceID, CreatedAt: r.CreatedAt, Submitted: r.Submitted,
+				Status: r.Status, QueuedAt: r.QueuedAt, ClaimExpiresAt: r.ClaimExpiresAt, Attempts: r.Attempts,
+				LastSubmittedAt: r.LastSubmittedAt, NextCheckAt: r.NextCheckAt, LastError: r.LastError,
+				ReceivedAt: r.ReceivedAt, FinishedAt: r.FinishedAt, UpdatedAt: r.UpdatedAt,
+			}
 			services = append(services, r.ServiceID)
 		}
 		var known map[string]dbsqlc.BatchGetManyRow
@@ -162,7 +173,7 @@ func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) ([]Inserte
 			}
 			known = make(map[string]dbsqlc.BatchGetManyRow, len(existing))
 			for _, r := range existing {
-				known[r.LedgerqBatch.ID] = r
+				known[r.ID] = r
 			}
 		}
 		admitted, err := admit(ctx, q, p.Now, services)
@@ -172,8 +183,8 @@ func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) ([]Inserte
 		out = make([]InsertedBatch, 0, n)
 		for _, nb := range p.Batches {
 			if r, ok := created[nb.ID]; ok {
-				b := batchFromRow(r)
-				if _, ok := admitted[nb.ID]; ok {
+				b := batchFromRow(nb.ID, r)
+				if _, ok := admitted[r.Seq]; ok {
 					b.QueuedAt = &p.Now
 				}
 				out = append(out, InsertedBatch{Batch: b, Created: true})
@@ -190,7 +201,7 @@ func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) ([]Inserte
 			case !nb.CreatedAt.IsZero() && !existing.LedgerqBatch.CreatedAt.Equal(nb.CreatedAt):
 				return &ConflictError{ID: nb.ID, Field: "created_at"}
 			}
-			out = append(out, InsertedBatch{Batch: batchFromRow(existing.LedgerqBatch)})
+			out = append(out, InsertedBatch{Batch: batchFromRow(existing.ID, existing.LedgerqBatch)})
 		}
 		if len(admitted) > 0 {
 			return wake(ctx, q, notify.BatchSubmitter)
@@ -206,8 +217,8 @@ func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) ([]Inserte
 // admit runs the batch lane's admission for services inside a transaction:
 // under each service's advisory lock (taken in key order), a service with no
 // active batch gets its oldest never-sent batch queued. It returns the
-// batches it queued, by id.
-func admit(ctx context.Context, q *dbsqlc.Queries, now time.Time, services []string) (map[string]QueuedBatch, error) {
+// batches it queued, by seq.
+func admit(ctx context.Context, q *dbsqlc.Queries, now time.Time, services []string) (map[int64]QueuedBatch, error) {
 	if len(services) == 0 {
 		return nil, nil
 	}
@@ -218,9 +229,9 @@ func admit(ctx context.Context, q *dbsqlc.Queries, now time.Time, services []str
 	if err != nil {
 		return nil, fmt.Errorf("admitting the next batches of %d services: %w", len(services), err)
 	}
-	out := make(map[string]QueuedBatch, len(rows))
+	out := make(map[int64]QueuedBatch, len(rows))
 	for _, r := range rows {
-		out[r.ID] = QueuedBatch{ID: r.ID, ServiceID: r.ServiceID}
+		out[r.Seq] = QueuedBatch{Seq: r.Seq, ServiceID: r.ServiceID}
 	}
 	return out, nil
 }
@@ -231,7 +242,7 @@ func (s *Store) BatchGet(ctx context.Context, id string) (Batch, error) {
 	if err != nil {
 		return Batch{}, fmt.Errorf("reading batch %q: %w", id, err)
 	}
-	return batchFromRow(row), nil
+	return batchFromRow(row.ID, row.LedgerqBatch), nil
 }
 
 // BatchListParams selects batches for BatchList.
@@ -249,28 +260,34 @@ func (s *Store) BatchList(ctx context.Context, f BatchListParams) ([]Batch, erro
 		st := dbsqlc.LedgerqBatchStatus(f.Status)
 		status = &st
 	}
-	var rows []dbsqlc.LedgerqBatch
-	var err error
+	var out []Batch
 	if f.ServiceID != "" {
-		rows, err = s.q.BatchListByService(ctx, dbsqlc.BatchListByServiceParams{
+		rows, err := s.q.BatchListByService(ctx, dbsqlc.BatchListByServiceParams{
 			ServiceID: f.ServiceID, Status: status, After: f.After, Max: int32(f.Limit),
 		})
-	} else {
-		rows, err = s.q.BatchList(ctx, dbsqlc.BatchListParams{Status: status, After: f.After, Max: int32(f.Limit)})
+		if err != nil {
+			return nil, fmt.Errorf("listing the batches of service %q: %w", f.ServiceID, err)
+		}
+		out = make([]Batch, len(rows))
+		for i, r := range rows {
+			out[i] = batchFromRow(r.ID, r.LedgerqBatch)
+		}
+		return out, nil
 	}
+	rows, err := s.q.BatchList(ctx, dbsqlc.BatchListParams{Status: status, After: f.After, Max: int32(f.Limit)})
 	if err != nil {
 		return nil, fmt.Errorf("listing batches: %w", err)
 	}
-	out := make([]Batch, len(rows))
+	out = make([]Batch, len(rows))
 	for i, r := range rows {
-		out[i] = batchFromRow(r)
+		out[i] = batchFromRow(r.ID, r.LedgerqBatch)
 	}
 	return out, nil
 }
 
 // QueuedBatch is a batch the queuer marked for sending.
 type QueuedBatch struct {
-	ID        string
+	Seq       int64
 	ServiceID string
 	Status    BatchStatus
 }
@@ -306,7 +323,7 @@ func (s *Store) BatchQueue(ctx context.Context, p BatchQueueParams) ([]QueuedBat
 			return fmt.Errorf("queuing batches to retry: %w", err)
 		}
 		for _, r := range rows {
-			qb := QueuedBatch{ID: r.ID, ServiceID: r.ServiceID}
+			qb := QueuedBatch{Seq: r.Seq, ServiceID: r.ServiceID}
 			if r.Status != nil {
 				qb.Status = BatchStatus(*r.Status)
 			}
@@ -336,6 +353,7 @@ func (s *Store) BatchQueue(ctx context.Context, p BatchQueueParams) ([]QueuedBat
 // ClaimedBatch is a batch a submitter holds, with the attempt number that
 // fences its outcome.
 type ClaimedBatch struct {
+	Seq       int64
 	ID        string
 	ServiceID string
 	Payload   []byte
@@ -361,7 +379,7 @@ func (s *Store) BatchClaimQueued(ctx context.Context, p BatchClaimQueuedParams) 
 	}
 	out := make([]ClaimedBatch, len(rows))
 	for i, r := range rows {
-		out[i] = ClaimedBatch{ID: r.ID, ServiceID: r.ServiceID, Payload: r.Payload, Attempt: int(r.Attempts)}
+		out[i] = ClaimedBatch{Seq: r.Seq, ID: r.ID, ServiceID: r.ServiceID, Payload: r.Payload, Attempt: int(r.Attempts)}
 	}
 	return out, nil
 }
@@ -390,7 +408,7 @@ func (r SubmitResult) String() string {
 
 // SubmitOutcome records one claimed batch's result.
 type SubmitOutcome struct {
-	ID      string
+	Seq     int64 // the claimed batch's Seq
 	Attempt int
 	Result  SubmitResult
 	Reason  string
@@ -426,15 +444,15 @@ func (s *Store) BatchRecordSubmit(ctx context.Context, p BatchRecordSubmitParams
 	n := len(p.Outcomes)
 	qp := dbsqlc.BatchRecordSubmitManyParams{
 		Now: p.Now, NextCheckAt: p.NextCheckAt,
-		Ids: make([]string, n), Attempts: make([]int32, n), Results: make([]string, n), Reasons: make([]string, n),
+		Seqs: make([]int64, n), Attempts: make([]int32, n), Results: make([]string, n), Reasons: make([]string, n),
 	}
 	for i, o := range p.Outcomes {
 		switch o.Result {
 		case SubmitAccepted, SubmitDelayed, SubmitRejected:
 		default:
-			return BatchRecorded{}, fmt.Errorf("batch %q: unknown submit result %d", o.ID, o.Result)
+			return BatchRecorded{}, fmt.Errorf("batch seq %d: unknown submit result %d", o.Seq, o.Result)
 		}
-		qp.Ids[i], qp.Attempts[i], qp.Results[i], qp.Reasons[i] = o.ID, int32(o.Attempt), o.Result.String(), o.Reason
+		qp.Seqs[i], qp.Attempts[i], qp.Results[i], qp.Reasons[i] = o.Seq, int32(o.Attempt), o.Result.String(), o.Reason
 	}
 	var res BatchRecorded
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
@@ -465,6 +483,7 @@ func (s *Store) BatchRecordSubmit(ctx context.Context, p BatchRecordSubmitParams
 
 // CheckBatch is a batch the monitor asks the ledger about.
 type CheckBatch struct {
+	Seq       int64
 	ID        string
 	ServiceID string
 	Attempt   int
@@ -496,7 +515,7 @@ func (s *Store) BatchClaimForCheck(ctx context.Context, p BatchClaimForCheckPara
 	}
 	out := make([]CheckBatch, 0, len(held))
 	for _, r := range held {
-		out = append(out, CheckBatch{ID: r.ID, ServiceID: r.ServiceID, Attempt: int(r.Attempts), Held: true})
+		out = append(out, CheckBatch{Seq: r.Seq, ID: r.ID, ServiceID: r.ServiceID, Attempt: int(r.Attempts), Held: true})
 	}
 	if rest := p.Max - len(out); rest > 0 {
 		pending, err := s.q.BatchClaimPendingForCheck(ctx, dbsqlc.BatchClaimPendingForCheckParams{
@@ -506,7 +525,7 @@ func (s *Store) BatchClaimForCheck(ctx context.Context, p BatchClaimForCheckPara
 			return nil, fmt.Errorf("claiming pending batches for check: %w", err)
 		}
 		for _, r := range pending {
-			out = append(out, CheckBatch{ID: r.ID, ServiceID: r.ServiceID, Attempt: int(r.Attempts)})
+			out = append(out, CheckBatch{Seq: r.Seq, ID: r.ID, ServiceID: r.ServiceID, Attempt: int(r.Attempts)})
 		}
 	}
 	return out, nil
@@ -514,7 +533,7 @@ func (s *Store) BatchClaimForCheck(ctx context.Context, p BatchClaimForCheckPara
 
 // StatusOutcome is the ledger's answer for one checked batch, in store terms.
 type StatusOutcome struct {
-	ID      string
+	Seq     int64 // the checked batch's Seq
 	Attempt int
 	Status  BatchStatus // pending, unknown, committed, valid or invalid
 	Reason  string
@@ -538,13 +557,13 @@ func (s *Store) BatchRecordStatuses(ctx context.Context, p BatchRecordStatusesPa
 	n := len(p.Outcomes)
 	qp := dbsqlc.BatchRecordStatusManyParams{
 		Now: p.Now, NextCheckAt: p.NextCheckAt,
-		Ids: make([]string, n), Attempts: make([]int32, n), Statuses: make([]string, n), Reasons: make([]string, n),
+		Seqs: make([]int64, n), Attempts: make([]int32, n), Statuses: make([]string, n), Reasons: make([]string, n),
 	}
 	for i, o := range p.Outcomes {
 		if o.Status == BatchStatusNone || o.Status == BatchStatusDelayed {
-			return BatchRecorded{}, fmt.Errorf("batch %q: %q is not a status the ledger reports", o.ID, o.Status)
+			return BatchRecorded{}, fmt.Errorf("batch seq %d: %q is not a status the ledger reports", o.Seq, o.Status)
 		}
-		qp.Ids[i], qp.Attempts[i], qp.Statuses[i], qp.Reasons[i] = o.ID, int32(o.Attempt), string(o.Status), o.Reason
+		qp.Seqs[i], qp.Attempts[i], qp.Statuses[i], qp.Reasons[i] = o.Seq, int32(o.Attempt), string(o.Status), o.Reason
 	}
 	var res BatchRecorded
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {

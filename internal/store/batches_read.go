@@ -8,8 +8,6 @@ import (
 // BatchWithPayload is a stored batch with its payload.
 type BatchWithPayload struct {
 	Batch
-	// Payload is empty for a batch row written by hand without its payload
-	// row.
 	Payload []byte
 }
 
@@ -23,7 +21,7 @@ func (s *Store) BatchGetMany(ctx context.Context, ids []string) ([]BatchWithPayl
 	}
 	out := make([]BatchWithPayload, len(rows))
 	for i, r := range rows {
-		out[i] = BatchWithPayload{Batch: batchFromRow(r.LedgerqBatch), Payload: r.Payload}
+		out[i] = BatchWithPayload{Batch: batchFromRow(r.ID, r.LedgerqBatch), Payload: r.Payload}
 	}
 	return out, nil
 }

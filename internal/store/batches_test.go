@@ -77,7 +77,7 @@ func TestBatchesTable_RefusesInfiniteTimes(t *testing.T) {
 		for _, v := range []string{"infinity", "-infinity"} {
 			_, err := st.DB().Exec(t.Context(), `SAVEPOINT s`)
 			require.NoError(t, err)
-			_, err = st.DB().Exec(t.Context(), `UPDATE ledgerq.batches SET `+col+` = '`+v+`' WHERE id = 'f1'`)
+			_, err = st.DB().Exec(t.Context(), `UPDATE ledgerq.batches SET `+col+` = '`+v+`' WHERE seq = (SELECT seq FROM ledgerq.batch_payloads WHERE id = 'f1')`)
 			var pgErr *pgconn.PgError
 			require.True(t, errors.As(err, &pgErr), "%s = %s: stored, want a CHECK violation (err %v)", col, v, err)
 			require.Equal(t, "batches_times_finite", pgErr.ConstraintName, "%s = %s: %v", col, v, err)

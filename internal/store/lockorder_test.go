@@ -6,9 +6,9 @@ package store_test
 // that overlap most: leases that expire at once (so monitors take held
 // batches over while their submitter records them), checks due at once,
 // delay windows of zero (so a delayed batch is queued again while other
-// queuers look at it), outcomes recorded in reverse id order by submitters
-// and in id order by monitors. No call may fail, PostgreSQL must have seen no
-// deadlock (pg_stat_database.deadlocks: the store retries a deadlock victim,
+// queuers look at it), outcomes recorded in reverse key (seq) order by
+// submitters and in key order by monitors. No call may fail, PostgreSQL must
+// have seen no deadlock (pg_stat_database.deadlocks: the store retries a deadlock victim,
 // so a clean run of calls alone would not prove the lock order), and the
 // lane's invariants must hold afterwards.
 
@@ -133,7 +133,7 @@ func TestBatchLane_ConcurrentRoundsNeverDeadlock(t *testing.T) {
 		})
 		// Submitter: claims with a lease that has already expired, so the
 		// monitors take the batches over while it records them; outcomes in
-		// reverse id order.
+		// reverse key order.
 		wg.Go(func() {
 			for running.Err() == nil {
 				at := now()
@@ -151,15 +151,15 @@ func TestBatchLane_ConcurrentRoundsNeverDeadlock(t *testing.T) {
 					case x < 7:
 						r = store.SubmitRejected
 					}
-					out[i] = store.SubmitOutcome{ID: c.ID, Attempt: c.Attempt, Result: r, Reason: "stress"}
+					out[i] = store.SubmitOutcome{Seq: c.Seq, Attempt: c.Attempt, Result: r, Reason: "stress"}
 				}
-				slices.SortFunc(out, func(a, b store.SubmitOutcome) int { return cmp.Compare(b.ID, a.ID) })
+				slices.SortFunc(out, func(a, b store.SubmitOutcome) int { return cmp.Compare(b.Seq, a.Seq) })
 				_, err = st.BatchRecordSubmit(ctx, store.BatchRecordSubmitParams{Now: now(), NextCheckAt: now(), Outcomes: out})
 				errs.add("submitter record", err)
 			}
 		})
 		// Monitor: takes over expired held batches and due pending ones;
-		// outcomes in id order.
+		// outcomes in key order.
 		wg.Go(func() {
 			for running.Err() == nil {
 				at := now()
@@ -179,9 +179,9 @@ func TestBatchLane_ConcurrentRoundsNeverDeadlock(t *testing.T) {
 					case x < 10:
 						s = store.BatchStatusInvalid
 					}
-					out[i] = store.StatusOutcome{ID: d.ID, Attempt: d.Attempt, Status: s, Reason: "stress"}
+					out[i] = store.StatusOutcome{Seq: d.Seq, Attempt: d.Attempt, Status: s, Reason: "stress"}
 				}
-				slices.SortFunc(out, func(a, b store.StatusOutcome) int { return cmp.Compare(a.ID, b.ID) })
+				slices.SortFunc(out, func(a, b store.StatusOutcome) int { return cmp.Compare(a.Seq, b.Seq) })
 				_, err = st.BatchRecordStatuses(ctx, store.BatchRecordStatusesParams{Now: now(), NextCheckAt: now(), Outcomes: out})
 				errs.add("monitor record", err)
 			}
@@ -247,10 +247,11 @@ func requireLaneInvariants(t *testing.T, db *testdb.DB) {
 	require.Empty(t, busy, "services with more than one active batch")
 
 	rows, err = db.Store.DB().Query(ctx, `
-		SELECT s.id || ' sent before the older ' || n.id FROM ledgerq.batches s
-		JOIN ledgerq.batches n ON n.service_id = s.service_id
+		SELECT sp.id || ' sent before the older ' || np.id
+		FROM ledgerq.batches s JOIN ledgerq.batch_payloads sp ON sp.seq = s.seq
+		JOIN ledgerq.batches n ON n.service_id = s.service_id JOIN ledgerq.batch_payloads np ON np.seq = n.seq
 		WHERE s.attempts > 0 AND n.attempts = 0 AND n.status IS NULL
-		  AND (n.created_at, n.id) < (s.created_at, s.id)`)
+		  AND (n.created_at, np.id) < (s.created_at, sp.id)`)
 	require.NoError(t, err)
 	order, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
@@ -270,7 +271,7 @@ func drainLane(t *testing.T, st *store.Store) {
 		require.NoError(t, err)
 		var sub []store.SubmitOutcome
 		for _, c := range claimed {
-			sub = append(sub, store.SubmitOutcome{ID: c.ID, Attempt: c.Attempt, Result: store.SubmitAccepted})
+			sub = append(sub, store.SubmitOutcome{Seq: c.Seq, Attempt: c.Attempt, Result: store.SubmitAccepted})
 		}
 		_, err = st.BatchRecordSubmit(ctx, store.BatchRecordSubmitParams{Now: now, NextCheckAt: now, Outcomes: sub})
 		require.NoError(t, err)
@@ -278,7 +279,7 @@ func drainLane(t *testing.T, st *store.Store) {
 		require.NoError(t, err)
 		var fin []store.StatusOutcome
 		for _, d := range due {
-			fin = append(fin, store.StatusOutcome{ID: d.ID, Attempt: d.Attempt, Status: store.BatchStatusCommitted})
+			fin = append(fin, store.StatusOutcome{Seq: d.Seq, Attempt: d.Attempt, Status: store.BatchStatusCommitted})
 		}
 		_, err = st.BatchRecordStatuses(ctx, store.BatchRecordStatusesParams{Now: now, NextCheckAt: now, Outcomes: fin})
 		require.NoError(t, err)

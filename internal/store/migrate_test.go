@@ -14,6 +14,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
 	"github.com/ledgerq/ledgerq/migrations"
 )
 
@@ -107,4 +108,177 @@ func TestMigrations_EveryTableViewAndColumnHasAComment(t *testing.T) {
 	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	require.Empty(t, missing, "tables, views or columns without a COMMENT")
+}
+
+// The rows of a lane in every state, as migration 00010's schema held them:
+// an id, a service, the state columns and, but for one row written by hand,
+// a payload.
+type oldBatchRow struct {
+	id, service, state string
+	createdAt          time.Time
+	payload            []byte // nil: no batch_payloads row
+}
+
+// Issue 7: migration 00011 keys ledgerq.batches by a bigint and moves the
+// client's id to batch_payloads. A database holding batches in every state
+// keeps every one of them, each state, payload and id intact; the lane goes
+// on from there (the tie on created_at still broken by id, every batch
+// finished); and the Down gives the rows their ids back.
+func TestMigration00011_UpgradeKeepsBatchesInEveryStateAndDownRestoresTheirIDs(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := testdb.NewEmpty(t)
+	st, err := store.Open(ctx, u)
+	require.NoError(t, err)
+	defer st.Close()
+	m, err := st.NewMigrator(nil)
+	require.NoError(t, err)
+	defer m.Close()
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+	_, err = m.DownTo(ctx, 10)
+	require.NoError(t, err)
+
+	// Times in the past, so that the held batch's lease has run out and the
+	// pending one is due when the lane runs on below.
+	t0 := time.Now().UTC().Truncate(time.Microsecond).Add(-time.Hour)
+	sets := map[string]string{
+		"new":       ``,
+		"queued":    `queued_at = $1`,
+		"held":      `submitted = true, claim_expires_at = $1, attempts = 1, last_submitted_at = $1`,
+		"pending":   `submitted = true, status = 'pending', attempts = 1, last_submitted_at = $1, next_check_at = $1`,
+		"unknown":   `status = 'unknown', attempts = 1, last_submitted_at = $1`,
+		"delayed":   `status = 'delayed', attempts = 2, last_submitted_at = $1, last_error = 'busy'`,
+		"committed": `submitted = true, status = 'committed', attempts = 1, last_submitted_at = $1, finished_at = $1`,
+		"valid":     `submitted = true, status = 'valid', attempts = 1, last_submitted_at = $1, finished_at = $1`,
+		"invalid":   `submitted = true, status = 'invalid', attempts = 1, last_submitted_at = $1, finished_at = $1, last_error = 'bad nonce'`,
+	}
+	var old []oldBatchRow
+	for state := range sets {
+		old = append(old, oldBatchRow{id: "b-" + state, service: "s-" + state, state: state, createdAt: t0, payload: []byte("payload " + state)})
+	}
+	// Two never-sent batches of one service created at once, the greater id
+	// stored first; and a row an operator wrote without its payload row.
+	old = append(old,
+		oldBatchRow{id: "tie-b", service: "s-tie", state: "new", createdAt: t0, payload: []byte("b")},
+		oldBatchRow{id: "tie-a", service: "s-tie", state: "new", createdAt: t0, payload: []byte("a")},
+		oldBatchRow{id: "bare", service: "s-bare", state: "new", createdAt: t0.Add(-time.Minute)},
+	)
+	for _, r := range old {
+		_, err := st.DB().Exec(ctx, `INSERT INTO ledgerq.batches (id, service_id, created_at, received_at, updated_at)
+			VALUES ($1, $2, $3, $3, $3)`, r.id, r.service, r.createdAt)
+		require.NoError(t, err, r.id)
+		if set := sets[r.state]; set != "" {
+			_, err = st.DB().Exec(ctx, `UPDATE ledgerq.batches SET `+set+` WHERE id = $2`, t0, r.id)
+			require.NoError(t, err, r.id)
+		}
+		if r.payload != nil {
+			_, err = st.DB().Exec(ctx, `INSERT INTO ledgerq.batch_payloads (id, service_id, payload) VALUES ($1, $2, $3)`, r.id, r.service, r.payload)
+			require.NoError(t, err, r.id)
+		}
+	}
+	// What every row says, read the same way before and after: its state by
+	// the batch_overview's names, and its columns.
+	type summary struct {
+		Service, State, LastError string
+		Attempts                  int
+		Submitted, Leased, Due    bool
+		Finished                  bool
+	}
+	want := map[string]summary{}
+	rows, err := st.DB().Query(ctx, `
+		SELECT id, service_id, coalesce(status::text, CASE WHEN submitted THEN 'held' WHEN queued_at IS NOT NULL THEN 'queued' ELSE 'new' END),
+			coalesce(last_error, ''), attempts, submitted, claim_expires_at IS NOT NULL, next_check_at IS NOT NULL, finished_at IS NOT NULL
+		FROM ledgerq.batches`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var id string
+		var s summary
+		require.NoError(t, rows.Scan(&id, &s.Service, &s.State, &s.LastError, &s.Attempts, &s.Submitted, &s.Leased, &s.Due, &s.Finished))
+		want[id] = s
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, want, len(old))
+	for _, r := range old {
+		require.Equal(t, r.state, want[r.id].State, "the fixture of %s", r.id)
+	}
+
+	_, err = m.Up(ctx)
+	require.NoError(t, err)
+
+	ids := make([]string, len(old))
+	for i, r := range old {
+		ids[i] = r.id
+	}
+	stored, err := st.BatchGetMany(ctx, ids)
+	require.NoError(t, err)
+	require.Len(t, stored, len(old), "every batch is still there, found by its id")
+	byID := map[string]store.BatchWithPayload{}
+	seqs := map[int64]bool{}
+	for _, b := range stored {
+		byID[b.ID] = b
+		require.NotZero(t, b.Seq, b.ID)
+		require.False(t, seqs[b.Seq], "%s: seq %d given twice", b.ID, b.Seq)
+		seqs[b.Seq] = true
+	}
+	for _, r := range old {
+		b := byID[r.id]
+		state := string(b.Status)
+		switch {
+		case b.Status != store.BatchStatusNone:
+		case b.Submitted:
+			state = "held"
+		case b.QueuedAt != nil:
+			state = "queued"
+		default:
+			state = "new"
+		}
+		got := summary{
+			Service: b.ServiceID, State: state, LastError: b.LastError, Attempts: b.Attempts, Submitted: b.Submitted,
+			Leased: b.ClaimExpiresAt != nil, Due: b.NextCheckAt != nil, Finished: b.FinishedAt != nil,
+		}
+		require.Equal(t, want[r.id], got, r.id)
+		require.Equal(t, r.createdAt, b.CreatedAt, r.id)
+		require.Equal(t, string(r.payload), string(b.Payload), "%s: its payload", r.id)
+	}
+
+	// The lane goes on: a batch posted now gets a seq of its own, and the
+	// tie of s-tie is broken by id, tie-a first.
+	id, payload := testfactory.SignedBatch(t)
+	ins, err := st.BatchInsert(ctx, store.BatchInsertParams{Now: time.Now().UTC(), Batches: []store.NewBatch{{ID: id, ServiceID: "s-after", Payload: payload}}})
+	require.NoError(t, err)
+	require.False(t, seqs[ins[0].Batch.Seq], "the sequence continues after the upgraded rows")
+	_, err = st.BatchQueue(ctx, store.BatchQueueParams{Now: time.Now().UTC(), Reconcile: true, ReconcileMax: 100})
+	require.NoError(t, err)
+	tieA, err := st.BatchGet(ctx, "tie-a")
+	require.NoError(t, err)
+	tieB, err := st.BatchGet(ctx, "tie-b")
+	require.NoError(t, err)
+	require.NotNil(t, tieA.QueuedAt, "tie-a, the smaller id, is admitted")
+	require.Nil(t, tieB.QueuedAt, "tie-b waits for tie-a")
+	drainLane(t, st)
+
+	// Down: the rows keep their ids, their payloads are found by id again.
+	_, err = m.DownTo(ctx, 10)
+	require.NoError(t, err)
+	rows, err = st.DB().Query(ctx, `
+		SELECT b.id, b.status::text, coalesce(p.payload, '\x') FROM ledgerq.batches b
+		LEFT JOIN ledgerq.batch_payloads p ON p.id = b.id ORDER BY b.id`)
+	require.NoError(t, err)
+	got := map[string]string{}
+	for rows.Next() {
+		var id, status string
+		var payload []byte
+		require.NoError(t, rows.Scan(&id, &status, &payload))
+		got[id] = string(payload)
+		require.Contains(t, []string{"committed", "valid", "invalid"}, status, "%s drained before the Down", id)
+	}
+	require.NoError(t, rows.Err())
+	wantDown := map[string]string{id: string(payload)}
+	for _, r := range old {
+		wantDown[r.id] = string(r.payload)
+	}
+	require.Equal(t, wantDown, got)
+	_, err = m.Up(ctx)
+	require.NoError(t, err, "up again after the down")
 }

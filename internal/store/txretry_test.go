@@ -55,6 +55,8 @@ func deadlockOutcomeTransaction(t *testing.T, ctx context.Context, db *testdb.DB
 		testfactory.Batch{ID: a, ServiceID: "sa", Submitted: true, Attempts: 1, LastSubmittedAt: now, ClaimExpiresAt: now.Add(time.Minute)},
 		testfactory.Batch{ID: b, ServiceID: "sb", Submitted: true, Attempts: 1, LastSubmittedAt: now, ClaimExpiresAt: now.Add(time.Minute)},
 	)
+	// The rows are locked in key order: a's seq is the smaller.
+	seqA, seqB := rows.Get(a).Seq, rows.Get(b).Seq
 
 	// The other transaction holds b.
 	other, err := pgx.Connect(ctx, db.URL)
@@ -63,7 +65,7 @@ func deadlockOutcomeTransaction(t *testing.T, ctx context.Context, db *testdb.DB
 	otherTx, err := other.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = otherTx.Rollback(context.Background()) }()
-	_, err = otherTx.Exec(ctx, `UPDATE ledgerq.batches SET updated_at = updated_at WHERE id = $1`, b)
+	_, err = otherTx.Exec(ctx, `UPDATE ledgerq.batches SET updated_at = updated_at WHERE seq = $1`, seqB)
 	require.NoError(t, err)
 
 	// The outcome transaction locks a, then waits for b.
@@ -76,8 +78,8 @@ func deadlockOutcomeTransaction(t *testing.T, ctx context.Context, db *testdb.DB
 		rec, err := db.Store.BatchRecordSubmit(ctx, store.BatchRecordSubmitParams{
 			Now: now, NextCheckAt: now.Add(time.Second),
 			Outcomes: []store.SubmitOutcome{
-				{ID: a, Attempt: 1, Result: store.SubmitAccepted},
-				{ID: b, Attempt: 1, Result: store.SubmitAccepted},
+				{Seq: seqA, Attempt: 1, Result: store.SubmitAccepted},
+				{Seq: seqB, Attempt: 1, Result: store.SubmitAccepted},
 			},
 		})
 		done <- result{rec, err}
@@ -87,7 +89,7 @@ func deadlockOutcomeTransaction(t *testing.T, ctx context.Context, db *testdb.DB
 	// The other transaction now waits for a: a cycle. When the outcome
 	// transaction is the victim, the other one gets a and commits, which
 	// frees b for the outcome transaction's second run.
-	_, err = otherTx.Exec(ctx, `UPDATE ledgerq.batches SET updated_at = updated_at WHERE id = $1`, a)
+	_, err = otherTx.Exec(ctx, `UPDATE ledgerq.batches SET updated_at = updated_at WHERE seq = $1`, seqA)
 	if isDeadlock(err) {
 		t.Logf("try %d: the other transaction was the deadlock victim", try)
 		require.NoError(t, otherTx.Rollback(ctx))

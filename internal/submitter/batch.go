@@ -91,7 +91,7 @@ func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
 		if err == nil {
 			err = perBatch[i]
 		}
-		o := store.SubmitOutcome{ID: c.ID, Attempt: c.Attempt, Result: store.SubmitAccepted}
+		o := store.SubmitOutcome{Seq: c.Seq, Attempt: c.Attempt, Result: store.SubmitAccepted}
 		if err != nil {
 			switch ledger.ClassOf(err) {
 			case ledger.Transient:
@@ -135,7 +135,7 @@ func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
 		acc := make([]store.CheckBatch, 0, counts[store.SubmitAccepted])
 		for i, o := range outcomes {
 			if o.Result == store.SubmitAccepted {
-				acc = append(acc, store.CheckBatch{ID: o.ID, ServiceID: claimed[i].ServiceID, Attempt: o.Attempt})
+				acc = append(acc, store.CheckBatch{Seq: o.Seq, ID: claimed[i].ID, ServiceID: claimed[i].ServiceID, Attempt: o.Attempt})
 			}
 		}
 		s.OnAccepted(acc, storedCheck)

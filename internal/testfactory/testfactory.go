@@ -115,15 +115,18 @@ func (f *Factory) InsertBatch(ctx context.Context, r Batch) error {
 		return fmt.Errorf("beginning transaction: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// The state row first, then the client's id (and a payload) in
+	// batch_payloads, under the state row's seq.
 	_, err = tx.Exec(ctx, `
-		INSERT INTO ledgerq.batches (id, service_id, created_at, submitted, status, attempts,
-			last_submitted_at, queued_at, claim_expires_at, finished_at, next_check_at, received_at, updated_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
+		WITH b AS (
+			INSERT INTO ledgerq.batches (service_id, created_at, submitted, status, attempts,
+				last_submitted_at, queued_at, claim_expires_at, finished_at, next_check_at, received_at, updated_at)
+			VALUES ($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)
+			RETURNING seq
+		)
+		INSERT INTO ledgerq.batch_payloads (seq, id, service_id, payload) SELECT b.seq, $1, $2, '\x00' FROM b`,
 		r.ID, r.ServiceID, r.CreatedAt, r.Submitted, status, r.Attempts, lastSubmit, queuedAt, lease, finished, nextCheck, now)
 	if err != nil {
-		return err
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO ledgerq.batch_payloads (id, service_id, payload) VALUES ($1, $2, '\x00')`, r.ID, r.ServiceID); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)

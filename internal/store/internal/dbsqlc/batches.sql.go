@@ -12,31 +12,38 @@ import (
 
 const batchAdmit = `-- name: BatchAdmit :many
 WITH next AS (
-    SELECT x.next_id AS id
+    SELECT x.next_seq AS seq
     FROM (SELECT DISTINCT s AS service_id FROM unnest($2::text[]) AS s) svc,
     LATERAL (
-        SELECT (SELECT n.id FROM ledgerq.batches n
+        SELECT (SELECT n.seq FROM ledgerq.batches n
                 WHERE n.service_id = svc.service_id AND n.status IS NULL AND NOT n.submitted
-                ORDER BY n.created_at, n.id LIMIT 1) AS next_id,
+                  AND n.created_at = (SELECT o.created_at FROM ledgerq.batches o
+                                      WHERE o.service_id = svc.service_id AND o.status IS NULL AND NOT o.submitted
+                                      ORDER BY o.created_at LIMIT 1)
+                ORDER BY (SELECT p.id FROM ledgerq.batch_payloads p WHERE p.seq = n.seq)
+                LIMIT 1) AS next_seq,
                (SELECT 1 FROM ledgerq.batches a
                 WHERE a.service_id = svc.service_id
                   AND (a.status IN ('pending', 'unknown', 'delayed')
                        OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
                 LIMIT 1) AS busy
     ) x
-    WHERE x.busy IS NULL AND x.next_id IS NOT NULL
+    -- Only busy is tested here: a test of next_seq too would evaluate its
+    -- probes twice. A service with no never-sent batch has a NULL next_seq,
+    -- which matches no row below.
+    WHERE x.busy IS NULL
 ),
 locked AS (
-    SELECT l.id FROM ledgerq.batches l
-    WHERE l.id = ANY (ARRAY(SELECT next.id FROM next))
+    SELECT l.seq FROM ledgerq.batches l
+    WHERE l.seq = ANY (ARRAY(SELECT next.seq FROM next))
       AND CASE WHEN l.status IS NULL THEN NOT l.submitted AND l.queued_at IS NULL ELSE false END
-    ORDER BY l.id
+    ORDER BY l.seq
     FOR NO KEY UPDATE
 )
 UPDATE ledgerq.batches b
 SET queued_at = $1::timestamptz, updated_at = $1::timestamptz
-WHERE b.id = ANY (ARRAY(SELECT locked.id FROM locked))
-RETURNING b.id, b.service_id
+WHERE b.seq = ANY (ARRAY(SELECT locked.seq FROM locked))
+RETURNING b.seq, b.service_id
 `
 
 type BatchAdmitParams struct {
@@ -45,7 +52,7 @@ type BatchAdmitParams struct {
 }
 
 type BatchAdmitRow struct {
-	ID        string
+	Seq       int64
 	ServiceID string
 }
 
@@ -54,10 +61,12 @@ type BatchAdmitRow struct {
 // oldest never-sent batch queued, created_at order, ties broken by id. Runs
 // in the transaction that freed the services, after BatchServicesLock, so its
 // cost is the services it is given, never all of them: each service is one
-// probe of batches_active_by_service and one of batches_new_by_service
+// probe of batches_active_by_service and two of batches_new_by_service
 // (scalar subqueries, so the planner cannot turn them into a scan of every
-// active or new batch), and the rows are reached through the primary key
-// (the guards are a CASE, which no partial index can answer).
+// active or new batch): the oldest created_at, then the batches created
+// then, whose ids (in batch_payloads, one probe each: the hot row has no
+// id) break the tie. The rows are reached through the primary key (the
+// guards are a CASE, which no partial index can answer).
 // Like every statement of the lane that waits for row locks, it locks its
 // rows first in primary-key order (the locked CTE): an UPDATE alone locks
 // them in whatever order its plan visits them (heap order for a bitmap scan),
@@ -71,7 +80,7 @@ func (q *Queries) BatchAdmit(ctx context.Context, arg BatchAdmitParams) ([]Batch
 	items := []BatchAdmitRow{}
 	for rows.Next() {
 		var i BatchAdmitRow
-		if err := rows.Scan(&i.ID, &i.ServiceID); err != nil {
+		if err := rows.Scan(&i.Seq, &i.ServiceID); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -84,7 +93,7 @@ func (q *Queries) BatchAdmit(ctx context.Context, arg BatchAdmitParams) ([]Batch
 
 const batchClaimExpiredHeld = `-- name: BatchClaimExpiredHeld :many
 WITH expired AS (
-    SELECT h.id FROM ledgerq.batches h
+    SELECT h.seq FROM ledgerq.batches h
     WHERE h.claim_expires_at IS NOT NULL AND h.claim_expires_at <= $2::timestamptz
     ORDER BY h.claim_expires_at
     LIMIT $3
@@ -92,8 +101,9 @@ WITH expired AS (
 )
 UPDATE ledgerq.batches b
 SET claim_expires_at = $1::timestamptz, updated_at = $2::timestamptz
-WHERE b.id = ANY (ARRAY(SELECT expired.id FROM expired))
-RETURNING b.id, b.service_id, b.attempts
+WHERE b.seq = ANY (ARRAY(SELECT expired.seq FROM expired))
+RETURNING b.seq, b.service_id, b.attempts,
+    coalesce((SELECT x.id FROM ledgerq.batch_payloads x WHERE x.seq = b.seq), '')::text AS id
 `
 
 type BatchClaimExpiredHeldParams struct {
@@ -103,9 +113,10 @@ type BatchClaimExpiredHeldParams struct {
 }
 
 type BatchClaimExpiredHeldRow struct {
-	ID        string
+	Seq       int64
 	ServiceID string
 	Attempts  int32
+	ID        string
 }
 
 // Monitor claim: batches a submitter claimed but never answered for (it died
@@ -119,7 +130,12 @@ func (q *Queries) BatchClaimExpiredHeld(ctx context.Context, arg BatchClaimExpir
 	items := []BatchClaimExpiredHeldRow{}
 	for rows.Next() {
 		var i BatchClaimExpiredHeldRow
-		if err := rows.Scan(&i.ID, &i.ServiceID, &i.Attempts); err != nil {
+		if err := rows.Scan(
+			&i.Seq,
+			&i.ServiceID,
+			&i.Attempts,
+			&i.ID,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -132,7 +148,7 @@ func (q *Queries) BatchClaimExpiredHeld(ctx context.Context, arg BatchClaimExpir
 
 const batchClaimPendingForCheck = `-- name: BatchClaimPendingForCheck :many
 WITH due AS (
-    SELECT p.id FROM ledgerq.batches p
+    SELECT p.seq FROM ledgerq.batches p
     WHERE p.status = 'pending' AND p.next_check_at <= $2::timestamptz
     ORDER BY p.next_check_at
     LIMIT $3
@@ -140,8 +156,9 @@ WITH due AS (
 )
 UPDATE ledgerq.batches b
 SET next_check_at = $1::timestamptz, updated_at = $2::timestamptz
-WHERE b.id = ANY (ARRAY(SELECT due.id FROM due))
-RETURNING b.id, b.service_id, b.attempts
+WHERE b.seq = ANY (ARRAY(SELECT due.seq FROM due))
+RETURNING b.seq, b.service_id, b.attempts,
+    coalesce((SELECT x.id FROM ledgerq.batch_payloads x WHERE x.seq = b.seq), '')::text AS id
 `
 
 type BatchClaimPendingForCheckParams struct {
@@ -151,13 +168,15 @@ type BatchClaimPendingForCheckParams struct {
 }
 
 type BatchClaimPendingForCheckRow struct {
-	ID        string
+	Seq       int64
 	ServiceID string
 	Attempts  int32
+	ID        string
 }
 
 // Monitor claim: pending batches due for a status check. Moving next_check_at
-// forward in the claiming statement keeps other monitors off them.
+// forward in the claiming statement keeps other monitors off them. The id the
+// ledger knows the batch by is one probe of batch_payloads' seq per row.
 func (q *Queries) BatchClaimPendingForCheck(ctx context.Context, arg BatchClaimPendingForCheckParams) ([]BatchClaimPendingForCheckRow, error) {
 	rows, err := q.db.Query(ctx, batchClaimPendingForCheck, arg.NextCheckAt, arg.Now, arg.Max)
 	if err != nil {
@@ -167,7 +186,12 @@ func (q *Queries) BatchClaimPendingForCheck(ctx context.Context, arg BatchClaimP
 	items := []BatchClaimPendingForCheckRow{}
 	for rows.Next() {
 		var i BatchClaimPendingForCheckRow
-		if err := rows.Scan(&i.ID, &i.ServiceID, &i.Attempts); err != nil {
+		if err := rows.Scan(
+			&i.Seq,
+			&i.ServiceID,
+			&i.Attempts,
+			&i.ID,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -180,34 +204,40 @@ func (q *Queries) BatchClaimPendingForCheck(ctx context.Context, arg BatchClaimP
 
 const batchClaimQueued = `-- name: BatchClaimQueued :many
 WITH claimable AS (
-    SELECT q.id FROM ledgerq.batches q
+    SELECT q.seq FROM ledgerq.batches q
     WHERE q.queued_at IS NOT NULL
-    ORDER BY q.queued_at, q.created_at, q.id
-    LIMIT $3
+    ORDER BY q.queued_at, q.created_at, q.seq
+    LIMIT $1
     FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+    UPDATE ledgerq.batches b
+    SET submitted = true,
+        queued_at = NULL,
+        claim_expires_at = $2::timestamptz,
+        attempts = b.attempts + 1,
+        last_submitted_at = $3::timestamptz,
+        updated_at = $3::timestamptz
+    WHERE b.seq = ANY (ARRAY(SELECT claimable.seq FROM claimable))
+    RETURNING b.seq, b.service_id, b.attempts
 )
-UPDATE ledgerq.batches b
-SET submitted = true,
-    queued_at = NULL,
-    claim_expires_at = $1::timestamptz,
-    attempts = b.attempts + 1,
-    last_submitted_at = $2::timestamptz,
-    updated_at = $2::timestamptz
-WHERE b.id = ANY (ARRAY(SELECT claimable.id FROM claimable))
-RETURNING b.id, b.service_id, b.attempts,
-    coalesce((SELECT p.payload FROM ledgerq.batch_payloads p WHERE p.id = b.id), ''::bytea)::bytea AS payload
+SELECT c.seq, c.service_id, c.attempts,
+    coalesce(p.id, '')::text AS id, coalesce(p.payload, ''::bytea)::bytea AS payload
+FROM claimed c
+LEFT JOIN LATERAL (SELECT x.id, x.payload FROM ledgerq.batch_payloads x WHERE x.seq = c.seq LIMIT 1) p ON true
 `
 
 type BatchClaimQueuedParams struct {
+	Max            int32
 	LeaseExpiresAt time.Time
 	Now            time.Time
-	Max            int32
 }
 
 type BatchClaimQueuedRow struct {
-	ID        string
+	Seq       int64
 	ServiceID string
 	Attempts  int32
+	ID        string
 	Payload   []byte
 }
 
@@ -217,9 +247,11 @@ type BatchClaimQueuedRow struct {
 // attempts is incremented here and is the fencing token of the outcome update.
 // Every claim updates its rows through the primary key (= ANY (ARRAY(…))):
 // joined to the CTE instead, the planner may hash the CTE and scan the whole
-// table for it.
+// table for it. The id and payload come from batch_payloads, one probe of its
+// seq per claimed row (a LATERAL with LIMIT, which the planner cannot turn
+// into a join by hash either).
 func (q *Queries) BatchClaimQueued(ctx context.Context, arg BatchClaimQueuedParams) ([]BatchClaimQueuedRow, error) {
-	rows, err := q.db.Query(ctx, batchClaimQueued, arg.LeaseExpiresAt, arg.Now, arg.Max)
+	rows, err := q.db.Query(ctx, batchClaimQueued, arg.Max, arg.LeaseExpiresAt, arg.Now)
 	if err != nil {
 		return nil, err
 	}
@@ -228,9 +260,10 @@ func (q *Queries) BatchClaimQueued(ctx context.Context, arg BatchClaimQueuedPara
 	for rows.Next() {
 		var i BatchClaimQueuedRow
 		if err := rows.Scan(
-			&i.ID,
+			&i.Seq,
 			&i.ServiceID,
 			&i.Attempts,
+			&i.ID,
 			&i.Payload,
 		); err != nil {
 			return nil, err
@@ -327,43 +360,53 @@ func (q *Queries) BatchDepthByState(ctx context.Context) ([]BatchDepthByStateRow
 }
 
 const batchGet = `-- name: BatchGet :one
-SELECT id, service_id, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at FROM ledgerq.batches WHERE id = $1
+SELECT p.id, b.service_id, b.created_at, b.submitted, b.status, b.queued_at, b.claim_expires_at, b.attempts, b.last_submitted_at, b.next_check_at, b.last_error, b.received_at, b.finished_at, b.updated_at, b.seq
+FROM ledgerq.batch_payloads p JOIN ledgerq.batches b ON b.seq = p.seq
+WHERE p.id = $1
 `
 
-func (q *Queries) BatchGet(ctx context.Context, id string) (LedgerqBatch, error) {
+type BatchGetRow struct {
+	ID           string
+	LedgerqBatch LedgerqBatch
+}
+
+func (q *Queries) BatchGet(ctx context.Context, id string) (BatchGetRow, error) {
 	row := q.db.QueryRow(ctx, batchGet, id)
-	var i LedgerqBatch
+	var i BatchGetRow
 	err := row.Scan(
 		&i.ID,
-		&i.ServiceID,
-		&i.CreatedAt,
-		&i.Submitted,
-		&i.Status,
-		&i.QueuedAt,
-		&i.ClaimExpiresAt,
-		&i.Attempts,
-		&i.LastSubmittedAt,
-		&i.NextCheckAt,
-		&i.LastError,
-		&i.ReceivedAt,
-		&i.FinishedAt,
-		&i.UpdatedAt,
+		&i.LedgerqBatch.ServiceID,
+		&i.LedgerqBatch.CreatedAt,
+		&i.LedgerqBatch.Submitted,
+		&i.LedgerqBatch.Status,
+		&i.LedgerqBatch.QueuedAt,
+		&i.LedgerqBatch.ClaimExpiresAt,
+		&i.LedgerqBatch.Attempts,
+		&i.LedgerqBatch.LastSubmittedAt,
+		&i.LedgerqBatch.NextCheckAt,
+		&i.LedgerqBatch.LastError,
+		&i.LedgerqBatch.ReceivedAt,
+		&i.LedgerqBatch.FinishedAt,
+		&i.LedgerqBatch.UpdatedAt,
+		&i.LedgerqBatch.Seq,
 	)
 	return i, err
 }
 
 const batchGetMany = `-- name: BatchGetMany :many
-SELECT b.id, b.service_id, b.created_at, b.submitted, b.status, b.queued_at, b.claim_expires_at, b.attempts, b.last_submitted_at, b.next_check_at, b.last_error, b.received_at, b.finished_at, b.updated_at, coalesce(p.payload, ''::bytea)::bytea AS payload
-FROM ledgerq.batches b LEFT JOIN ledgerq.batch_payloads p ON p.id = b.id
-WHERE b.id = ANY($1::text[])
+SELECT p.id, b.service_id, b.created_at, b.submitted, b.status, b.queued_at, b.claim_expires_at, b.attempts, b.last_submitted_at, b.next_check_at, b.last_error, b.received_at, b.finished_at, b.updated_at, b.seq, p.payload
+FROM ledgerq.batch_payloads p JOIN ledgerq.batches b ON b.seq = p.seq
+WHERE p.id = ANY($1::text[])
 `
 
 type BatchGetManyRow struct {
+	ID           string
 	LedgerqBatch LedgerqBatch
 	Payload      []byte
 }
 
-// The stored batches among @ids, with their payloads (intake compares them).
+// The stored batches among @ids, with their payloads (intake compares them):
+// through batch_payloads' unique id, then the state row by seq.
 func (q *Queries) BatchGetMany(ctx context.Context, ids []string) ([]BatchGetManyRow, error) {
 	rows, err := q.db.Query(ctx, batchGetMany, ids)
 	if err != nil {
@@ -374,7 +417,7 @@ func (q *Queries) BatchGetMany(ctx context.Context, ids []string) ([]BatchGetMan
 	for rows.Next() {
 		var i BatchGetManyRow
 		if err := rows.Scan(
-			&i.LedgerqBatch.ID,
+			&i.ID,
 			&i.LedgerqBatch.ServiceID,
 			&i.LedgerqBatch.CreatedAt,
 			&i.LedgerqBatch.Submitted,
@@ -388,6 +431,7 @@ func (q *Queries) BatchGetMany(ctx context.Context, ids []string) ([]BatchGetMan
 			&i.LedgerqBatch.ReceivedAt,
 			&i.LedgerqBatch.FinishedAt,
 			&i.LedgerqBatch.UpdatedAt,
+			&i.LedgerqBatch.Seq,
 			&i.Payload,
 		); err != nil {
 			return nil, err
@@ -454,18 +498,20 @@ WITH u AS (
     SELECT unnest($1::text[]) AS id, unnest($2::text[]) AS service_id,
            unnest($3::bytea[]) AS payload, unnest($4::timestamptz[]) AS created_at
 ),
-ins AS (
-    INSERT INTO ledgerq.batches (id, service_id, created_at, received_at, updated_at)
-    SELECT u.id, u.service_id, u.created_at, $5::timestamptz, $5::timestamptz FROM u
+pay AS (
+    INSERT INTO ledgerq.batch_payloads (seq, id, service_id, payload)
+    SELECT nextval('ledgerq.batch_seq'), u.id, u.service_id, u.payload FROM u
     ORDER BY u.id
     ON CONFLICT (id) DO NOTHING
-    RETURNING id, service_id, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at
+    RETURNING seq, id
 ),
-pay AS (
-    INSERT INTO ledgerq.batch_payloads (id, service_id, payload)
-    SELECT u.id, u.service_id, u.payload FROM u JOIN ins ON ins.id = u.id
+ins AS (
+    INSERT INTO ledgerq.batches (seq, service_id, created_at, received_at, updated_at)
+    SELECT pay.seq, u.service_id, u.created_at, $5::timestamptz, $5::timestamptz
+    FROM pay JOIN u ON u.id = pay.id
+    RETURNING service_id, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at, seq
 )
-SELECT id, service_id, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at FROM ins
+SELECT pay.id, ins.service_id, ins.created_at, ins.submitted, ins.status, ins.queued_at, ins.claim_expires_at, ins.attempts, ins.last_submitted_at, ins.next_check_at, ins.last_error, ins.received_at, ins.finished_at, ins.updated_at, ins.seq FROM ins JOIN pay ON pay.seq = ins.seq
 `
 
 type BatchInsertManyParams struct {
@@ -491,16 +537,21 @@ type BatchInsertManyRow struct {
 	ReceivedAt      time.Time
 	FinishedAt      *time.Time
 	UpdatedAt       time.Time
+	Seq             int64
 }
 
-// Intake: stores every batch of one request, and its payload in
-// batch_payloads, in one statement. ON CONFLICT makes a re-post of a known id
-// a no-op (and stores no second payload); the caller compares the stored
+// Intake: stores every batch of one request, its state row in batches and
+// what the client handed in (id, service, payload) in batch_payloads, in one
+// statement. Both rows carry the seq drawn here. The id is unique in
+// batch_payloads, so that insert comes first: ON CONFLICT makes a re-post of
+// a known id a no-op (no seq, no state row); the caller compares the stored
 // batches (BatchGetMany) to decide between "same batch" and conflict.
 // Rows are inserted in id order, whatever the order of the request: an
 // insert waits for another transaction's uncommitted row with the same id
 // (a client's retry still in flight elsewhere), and two requests holding
-// ids the other wants, in different orders, would deadlock.
+// ids the other wants, in different orders, would deadlock. (The foreign key
+// from batch_payloads to batches is checked at the end of the statement, when
+// both rows exist.)
 func (q *Queries) BatchInsertMany(ctx context.Context, arg BatchInsertManyParams) ([]BatchInsertManyRow, error) {
 	rows, err := q.db.Query(ctx, batchInsertMany,
 		arg.Ids,
@@ -531,6 +582,7 @@ func (q *Queries) BatchInsertMany(ctx context.Context, arg BatchInsertManyParams
 			&i.ReceivedAt,
 			&i.FinishedAt,
 			&i.UpdatedAt,
+			&i.Seq,
 		); err != nil {
 			return nil, err
 		}
@@ -543,10 +595,11 @@ func (q *Queries) BatchInsertMany(ctx context.Context, arg BatchInsertManyParams
 }
 
 const batchList = `-- name: BatchList :many
-SELECT id, service_id, created_at, submitted, status, queued_at, claim_expires_at, attempts, last_submitted_at, next_check_at, last_error, received_at, finished_at, updated_at FROM ledgerq.batches
-WHERE ($1::ledgerq.batch_status IS NULL OR status = $1::ledgerq.batch_status)
-  AND id > $2
-ORDER BY id
+SELECT p.id, b.service_id, b.created_at, b.submitted, b.status, b.queued_at, b.claim_expires_at, b.attempts, b.last_submitted_at, b.next_check_at, b.last_error, b.received_at, b.finished_at, b.updated_at, b.seq
+FROM ledgerq.batch_payloads p JOIN ledgerq.batches b ON b.seq = p.seq
+WHERE ($1::ledgerq.batch_status IS NULL OR b.status = $1::ledgerq.batch_status)
+  AND p.id > $2
+ORDER BY p.id
 LIMIT $3
 `
 
@@ -556,32 +609,38 @@ type BatchListParams struct {
 	Max    int32
 }
 
-// Keyset pagination by id, through the primary key; the status filter is
-// optional.
-func (q *Queries) BatchList(ctx context.Context, arg BatchListParams) ([]LedgerqBatch, error) {
+type BatchListRow struct {
+	ID           string
+	LedgerqBatch LedgerqBatch
+}
+
+// Keyset pagination by id, through batch_payloads' unique id; the status
+// filter is optional.
+func (q *Queries) BatchList(ctx context.Context, arg BatchListParams) ([]BatchListRow, error) {
 	rows, err := q.db.Query(ctx, batchList, arg.Status, arg.After, arg.Max)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []LedgerqBatch{}
+	items := []BatchListRow{}
 	for rows.Next() {
-		var i LedgerqBatch
+		var i BatchListRow
 		if err := rows.Scan(
 			&i.ID,
-			&i.ServiceID,
-			&i.CreatedAt,
-			&i.Submitted,
-			&i.Status,
-			&i.QueuedAt,
-			&i.ClaimExpiresAt,
-			&i.Attempts,
-			&i.LastSubmittedAt,
-			&i.NextCheckAt,
-			&i.LastError,
-			&i.ReceivedAt,
-			&i.FinishedAt,
-			&i.UpdatedAt,
+			&i.LedgerqBatch.ServiceID,
+			&i.LedgerqBatch.CreatedAt,
+			&i.LedgerqBatch.Submitted,
+			&i.LedgerqBatch.Status,
+			&i.LedgerqBatch.QueuedAt,
+			&i.LedgerqBatch.ClaimExpiresAt,
+			&i.LedgerqBatch.Attempts,
+			&i.LedgerqBatch.LastSubmittedAt,
+			&i.LedgerqBatch.NextCheckAt,
+			&i.LedgerqBatch.LastError,
+			&i.LedgerqBatch.ReceivedAt,
+			&i.LedgerqBatch.FinishedAt,
+			&i.LedgerqBatch.UpdatedAt,
+			&i.LedgerqBatch.Seq,
 		); err != nil {
 			return nil, err
 		}
@@ -594,7 +653,8 @@ func (q *Queries) BatchList(ctx context.Context, arg BatchListParams) ([]Ledgerq
 }
 
 const batchListByService = `-- name: BatchListByService :many
-SELECT b.id, b.service_id, b.created_at, b.submitted, b.status, b.queued_at, b.claim_expires_at, b.attempts, b.last_submitted_at, b.next_check_at, b.last_error, b.received_at, b.finished_at, b.updated_at FROM ledgerq.batch_payloads p JOIN ledgerq.batches b ON b.id = p.id
+SELECT p.id, b.service_id, b.created_at, b.submitted, b.status, b.queued_at, b.claim_expires_at, b.attempts, b.last_submitted_at, b.next_check_at, b.last_error, b.received_at, b.finished_at, b.updated_at, b.seq
+FROM ledgerq.batch_payloads p JOIN ledgerq.batches b ON b.seq = p.seq
 WHERE p.service_id = $1
   AND ($2::ledgerq.batch_status IS NULL OR b.status = $2::ledgerq.batch_status)
   AND p.id > $3
@@ -609,9 +669,14 @@ type BatchListByServiceParams struct {
 	Max       int32
 }
 
+type BatchListByServiceRow struct {
+	ID           string
+	LedgerqBatch LedgerqBatch
+}
+
 // One service's batches, keyset pagination by id, through the write-once
 // batch_payloads (service_id, id) index; the status filter is optional.
-func (q *Queries) BatchListByService(ctx context.Context, arg BatchListByServiceParams) ([]LedgerqBatch, error) {
+func (q *Queries) BatchListByService(ctx context.Context, arg BatchListByServiceParams) ([]BatchListByServiceRow, error) {
 	rows, err := q.db.Query(ctx, batchListByService,
 		arg.ServiceID,
 		arg.Status,
@@ -622,24 +687,25 @@ func (q *Queries) BatchListByService(ctx context.Context, arg BatchListByService
 		return nil, err
 	}
 	defer rows.Close()
-	items := []LedgerqBatch{}
+	items := []BatchListByServiceRow{}
 	for rows.Next() {
-		var i LedgerqBatch
+		var i BatchListByServiceRow
 		if err := rows.Scan(
 			&i.ID,
-			&i.ServiceID,
-			&i.CreatedAt,
-			&i.Submitted,
-			&i.Status,
-			&i.QueuedAt,
-			&i.ClaimExpiresAt,
-			&i.Attempts,
-			&i.LastSubmittedAt,
-			&i.NextCheckAt,
-			&i.LastError,
-			&i.ReceivedAt,
-			&i.FinishedAt,
-			&i.UpdatedAt,
+			&i.LedgerqBatch.ServiceID,
+			&i.LedgerqBatch.CreatedAt,
+			&i.LedgerqBatch.Submitted,
+			&i.LedgerqBatch.Status,
+			&i.LedgerqBatch.QueuedAt,
+			&i.LedgerqBatch.ClaimExpiresAt,
+			&i.LedgerqBatch.Attempts,
+			&i.LedgerqBatch.LastSubmittedAt,
+			&i.LedgerqBatch.NextCheckAt,
+			&i.LedgerqBatch.LastError,
+			&i.LedgerqBatch.ReceivedAt,
+			&i.LedgerqBatch.FinishedAt,
+			&i.LedgerqBatch.UpdatedAt,
+			&i.LedgerqBatch.Seq,
 		); err != nil {
 			return nil, err
 		}
@@ -653,7 +719,7 @@ func (q *Queries) BatchListByService(ctx context.Context, arg BatchListByService
 
 const batchQueueRetries = `-- name: BatchQueueRetries :many
 WITH due AS (
-    SELECT r.id FROM ledgerq.batches r
+    SELECT r.seq FROM ledgerq.batches r
     WHERE r.status IN ('unknown', 'delayed') AND NOT r.submitted AND r.queued_at IS NULL
       AND (r.status = 'unknown'
            OR r.last_submitted_at <= $1::timestamptz - make_interval(0, 0, 0, 0, 0, 0,
@@ -661,16 +727,16 @@ WITH due AS (
                       $3::float8)))
 ),
 locked AS (
-    SELECT l.id FROM ledgerq.batches l
-    WHERE l.id = ANY (ARRAY(SELECT due.id FROM due))
+    SELECT l.seq FROM ledgerq.batches l
+    WHERE l.seq = ANY (ARRAY(SELECT due.seq FROM due))
       AND NOT l.submitted AND l.queued_at IS NULL AND l.status IN ('unknown', 'delayed')
-    ORDER BY l.id
+    ORDER BY l.seq
     FOR NO KEY UPDATE
 )
 UPDATE ledgerq.batches b
 SET queued_at = $1::timestamptz, updated_at = $1::timestamptz
-WHERE b.id = ANY (ARRAY(SELECT locked.id FROM locked))
-RETURNING b.id, b.service_id, b.status
+WHERE b.seq = ANY (ARRAY(SELECT locked.seq FROM locked))
+RETURNING b.seq, b.service_id, b.status
 `
 
 type BatchQueueRetriesParams struct {
@@ -680,7 +746,7 @@ type BatchQueueRetriesParams struct {
 }
 
 type BatchQueueRetriesRow struct {
-	ID        string
+	Seq       int64
 	ServiceID string
 	Status    *LedgerqBatchStatus
 }
@@ -701,7 +767,7 @@ func (q *Queries) BatchQueueRetries(ctx context.Context, arg BatchQueueRetriesPa
 	items := []BatchQueueRetriesRow{}
 	for rows.Next() {
 		var i BatchQueueRetriesRow
-		if err := rows.Scan(&i.ID, &i.ServiceID, &i.Status); err != nil {
+		if err := rows.Scan(&i.Seq, &i.ServiceID, &i.Status); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -714,18 +780,18 @@ func (q *Queries) BatchQueueRetries(ctx context.Context, arg BatchQueueRetriesPa
 
 const batchRecordStatusMany = `-- name: BatchRecordStatusMany :many
 WITH o AS (
-    SELECT unnest($3::text[]) AS id, unnest($4::int4[]) AS attempts,
+    SELECT unnest($3::int8[]) AS seq, unnest($4::int4[]) AS attempts,
            unnest($5::text[]) AS status, unnest($6::text[]) AS reason
 ),
 checked AS (
     -- Rows are reached by primary key: the guard is a CASE, which no partial
     -- index can answer, so the plan never scans every batch in flight.
-    SELECT c.id, o.status, o.reason
-    FROM ledgerq.batches c JOIN o ON o.id = c.id AND o.attempts = c.attempts
-    WHERE c.id = ANY($3::text[])
+    SELECT c.seq, o.status, o.reason
+    FROM ledgerq.batches c JOIN o ON o.seq = c.seq AND o.attempts = c.attempts
+    WHERE c.seq = ANY($3::int8[])
       AND CASE WHEN c.status = 'pending' THEN true ELSE c.claim_expires_at IS NOT NULL END
       AND o.status IN ('pending', 'unknown', 'committed', 'valid', 'invalid')
-    ORDER BY c.id
+    ORDER BY c.seq
     FOR NO KEY UPDATE OF c
 )
 UPDATE ledgerq.batches b
@@ -738,21 +804,21 @@ SET status = checked.status::ledgerq.batch_status,
     finished_at = CASE WHEN checked.status IN ('committed', 'valid', 'invalid') THEN $1::timestamptz END,
     updated_at = $1::timestamptz
 FROM checked
-WHERE b.id = ANY (ARRAY(SELECT checked.id FROM checked)) AND b.id = checked.id
-RETURNING b.id, b.service_id, b.status::text AS status
+WHERE b.seq = ANY (ARRAY(SELECT checked.seq FROM checked)) AND b.seq = checked.seq
+RETURNING b.seq, b.service_id, b.status::text AS status
 `
 
 type BatchRecordStatusManyParams struct {
 	Now         time.Time
 	NextCheckAt time.Time
-	Ids         []string
+	Seqs        []int64
 	Attempts    []int32
 	Statuses    []string
 	Reasons     []string
 }
 
 type BatchRecordStatusManyRow struct {
-	ID        string
+	Seq       int64
 	ServiceID string
 	Status    string
 }
@@ -767,14 +833,14 @@ type BatchRecordStatusManyRow struct {
 //	            once (seed 001 step 3), so the submitter sends it again.
 //
 // The rows are locked first, in primary-key order, whatever the order of
-// @ids: the submitter of an expired lease, or another monitor, may record
+// @seqs: the submitter of an expired lease, or another monitor, may record
 // the same batches, and two statements locking shared rows in different
 // orders deadlock. Locking re-checks the guard on each row's latest version.
 func (q *Queries) BatchRecordStatusMany(ctx context.Context, arg BatchRecordStatusManyParams) ([]BatchRecordStatusManyRow, error) {
 	rows, err := q.db.Query(ctx, batchRecordStatusMany,
 		arg.Now,
 		arg.NextCheckAt,
-		arg.Ids,
+		arg.Seqs,
 		arg.Attempts,
 		arg.Statuses,
 		arg.Reasons,
@@ -786,7 +852,7 @@ func (q *Queries) BatchRecordStatusMany(ctx context.Context, arg BatchRecordStat
 	items := []BatchRecordStatusManyRow{}
 	for rows.Next() {
 		var i BatchRecordStatusManyRow
-		if err := rows.Scan(&i.ID, &i.ServiceID, &i.Status); err != nil {
+		if err := rows.Scan(&i.Seq, &i.ServiceID, &i.Status); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -799,18 +865,18 @@ func (q *Queries) BatchRecordStatusMany(ctx context.Context, arg BatchRecordStat
 
 const batchRecordSubmitMany = `-- name: BatchRecordSubmitMany :many
 WITH o AS (
-    SELECT unnest($3::text[]) AS id, unnest($4::int4[]) AS attempts,
+    SELECT unnest($3::int8[]) AS seq, unnest($4::int4[]) AS attempts,
            unnest($5::text[]) AS result, unnest($6::text[]) AS reason
 ),
 held AS (
     -- Rows are reached by primary key: the claim guard is a CASE, which no
     -- partial index can answer, so the plan never scans every held batch.
-    SELECT h.id, o.result, o.reason
-    FROM ledgerq.batches h JOIN o ON o.id = h.id AND o.attempts = h.attempts
-    WHERE h.id = ANY($3::text[])
+    SELECT h.seq, o.result, o.reason
+    FROM ledgerq.batches h JOIN o ON o.seq = h.seq AND o.attempts = h.attempts
+    WHERE h.seq = ANY($3::int8[])
       AND CASE WHEN h.claim_expires_at IS NULL THEN false ELSE true END
       AND o.result IN ('accepted', 'delayed', 'rejected')
-    ORDER BY h.id
+    ORDER BY h.seq
     FOR NO KEY UPDATE OF h
 )
 UPDATE ledgerq.batches b
@@ -822,21 +888,21 @@ SET status = (CASE held.result WHEN 'accepted' THEN 'pending' WHEN 'delayed' THE
     finished_at = CASE WHEN held.result = 'rejected' THEN $2::timestamptz END,
     updated_at = $2::timestamptz
 FROM held
-WHERE b.id = ANY (ARRAY(SELECT held.id FROM held)) AND b.id = held.id
-RETURNING b.id, b.service_id, held.result::text AS result
+WHERE b.seq = ANY (ARRAY(SELECT held.seq FROM held)) AND b.seq = held.seq
+RETURNING b.seq, b.service_id, held.result::text AS result
 `
 
 type BatchRecordSubmitManyParams struct {
 	NextCheckAt time.Time
 	Now         time.Time
-	Ids         []string
+	Seqs        []int64
 	Attempts    []int32
 	Results     []string
 	Reasons     []string
 }
 
 type BatchRecordSubmitManyRow struct {
-	ID        string
+	Seq       int64
 	ServiceID string
 	Result    string
 }
@@ -850,14 +916,14 @@ type BatchRecordSubmitManyRow struct {
 //	rejected -> invalid (the ledger refused the batch itself).
 //
 // The rows are locked first, in primary-key order, whatever the order of
-// @ids: a monitor that took over an expired lease records the same batches,
+// @seqs: a monitor that took over an expired lease records the same batches,
 // and two statements locking shared rows in different orders deadlock.
 // Locking re-checks the fence on each row's latest version.
 func (q *Queries) BatchRecordSubmitMany(ctx context.Context, arg BatchRecordSubmitManyParams) ([]BatchRecordSubmitManyRow, error) {
 	rows, err := q.db.Query(ctx, batchRecordSubmitMany,
 		arg.NextCheckAt,
 		arg.Now,
-		arg.Ids,
+		arg.Seqs,
 		arg.Attempts,
 		arg.Results,
 		arg.Reasons,
@@ -869,7 +935,7 @@ func (q *Queries) BatchRecordSubmitMany(ctx context.Context, arg BatchRecordSubm
 	items := []BatchRecordSubmitManyRow{}
 	for rows.Next() {
 		var i BatchRecordSubmitManyRow
-		if err := rows.Scan(&i.ID, &i.ServiceID, &i.Result); err != nil {
+		if err := rows.Scan(&i.Seq, &i.ServiceID, &i.Result); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -932,35 +998,37 @@ func (q *Queries) BatchRunSummary(ctx context.Context, prefix string) (BatchRunS
 }
 
 const batchSeedFinished = `-- name: BatchSeedFinished :execrows
-WITH ins AS (
-    INSERT INTO ledgerq.batches (id, service_id, created_at, submitted, status, attempts,
+WITH g AS (
+    SELECT nextval('ledgerq.batch_seq') AS seq, g FROM generate_series(1, $3::int) g
+),
+ins AS (
+    INSERT INTO ledgerq.batches (seq, service_id, created_at, submitted, status, attempts,
         last_submitted_at, finished_at, received_at, updated_at)
-    SELECT $2::text || g, $2::text || (g % 1000), $3::timestamptz, true, 'committed', 1,
-        $3::timestamptz, $3::timestamptz, $3::timestamptz, $3::timestamptz
-    FROM generate_series(1, $4::int) g
-    RETURNING id, service_id
+    SELECT g.seq, $1::text || (g.g % 1000), $4::timestamptz, true, 'committed', 1,
+        $4::timestamptz, $4::timestamptz, $4::timestamptz, $4::timestamptz
+    FROM g
 )
-INSERT INTO ledgerq.batch_payloads (id, service_id, payload)
-SELECT ins.id, ins.service_id, decode(repeat('00', $1::int), 'hex') FROM ins
+INSERT INTO ledgerq.batch_payloads (seq, id, service_id, payload)
+SELECT g.seq, $1::text || g.g, $1::text || (g.g % 1000), decode(repeat('00', $2::int), 'hex') FROM g
 `
 
 type BatchSeedFinishedParams struct {
-	PayloadBytes int32
 	Prefix       string
-	At           time.Time
+	PayloadBytes int32
 	N            int32
+	At           time.Time
 }
 
 // Bench only (`ledgerq bench batches --backlog-finished N`): N committed
-// batches with payloads of @payload_bytes bytes, finished at @at, service ids
-// starting with @prefix, as a long-running lane leaves behind. No loop or API
-// path runs it.
+// batches with payloads of @payload_bytes bytes, finished at @at, ids and
+// service ids starting with @prefix, as a long-running lane leaves behind. No
+// loop or API path runs it.
 func (q *Queries) BatchSeedFinished(ctx context.Context, arg BatchSeedFinishedParams) (int64, error) {
 	result, err := q.db.Exec(ctx, batchSeedFinished,
-		arg.PayloadBytes,
 		arg.Prefix,
-		arg.At,
+		arg.PayloadBytes,
 		arg.N,
+		arg.At,
 	)
 	if err != nil {
 		return 0, err

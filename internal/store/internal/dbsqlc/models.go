@@ -164,10 +164,8 @@ type LedgerqApiKey struct {
 	RevokedAt *time.Time
 }
 
-// Batch lane (seed 001): signed ledger batches, sent one at a time per service_id in created_at order, ties broken by id.
+// Batch lane (seed 001): the state of each signed ledger batch, keyed by seq; batches are sent one at a time per service_id in created_at order, ties broken by id (in batch_payloads).
 type LedgerqBatch struct {
-	// Batch id: for Sawtooth, the batch header_signature. Re-posting the same id with the same content is idempotent.
-	ID string
 	// Ordering key: at most one batch per service_id is at the ledger at a time.
 	ServiceID string
 	// Client-given creation time; batches of one service go out in this order, ties broken by id.
@@ -194,6 +192,8 @@ type LedgerqBatch struct {
 	FinishedAt *time.Time
 	// Last change to the row.
 	UpdatedAt time.Time
+	// The batch's key (ledgerq.batch_seq): narrow and ever-growing, so the many updates of a batch append small entries to the primary key. The client's id is ledgerq.batch_payloads.id of the same seq.
+	Seq int64
 }
 
 // Batch lane at a glance: batches per service and state (new, queued, held, or the status), and the oldest batch still waiting.
@@ -212,14 +212,16 @@ type LedgerqBatchOverview struct {
 	OldestWaitingID interface{}
 }
 
-// Batch lane: the signed payload of each batch, written once when the batch is stored; deleted with its batch.
+// Batch lane: what a client handed in for each batch (its id, service and signed payload), written once when the batch is stored; deleted with its batch.
 type LedgerqBatchPayload struct {
-	// The batch (ledgerq.batches.id).
+	// Batch id, unique: for Sawtooth, the batch header_signature. Re-posting the same id with the same content is idempotent.
 	ID string
 	// The signed batch as sent to the ledger (for Sawtooth, a serialized Batch protobuf message).
 	Payload []byte
 	// The batch's service (ledgerq.batches.service_id), copied at intake and never changed: listing a service's batches reads this table's index, not the hot one.
 	ServiceID string
+	// The batch (ledgerq.batches.seq).
+	Seq int64
 }
 
 // Shard scheduler (seed 002): one row per key whose work one worker at a time runs, claimed oldest pending first under a lease.
