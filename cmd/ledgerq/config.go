@@ -80,6 +80,7 @@ func registerWallet(fs *flag.FlagSet, w *node.WalletConfig, parts flagParts) {
 	fs.IntVar(&w.InFlight, "wallet-in-flight", w.InFlight, "wallet lane: most transactions a wallet has signed or sent and not yet confirmed")
 	fs.DurationVar(&w.FollowInterval, "wallet-follow-interval", w.FollowInterval, "wallet lane: how often a wallet with transactions in flight is checked for receipts")
 	fs.DurationVar(&w.ReplacedAfter, "wallet-replaced-after", w.ReplacedAfter, "wallet lane: how long a nonce the chain passed, whose hashes have no receipt, waits before its transaction counts as replaced and its task is sent again")
+	fs.DurationVar(&w.CycleBudget, "wallet-cycle-budget", w.CycleBudget, "wallet lane: a cycle of a wallet's run makes no new call to the chain past this; with --wallet-ledger-timeout it must fit twice in --shard-lease")
 	fs.IntVar(&w.Shards.Workers, "shard-workers", w.Shards.Workers, "shards: workers of this process (one shard each at a time)")
 	fs.DurationVar(&w.Shards.Quantum, "shard-quantum", w.Shards.Quantum, "shards: longest a worker runs one shard before yielding it")
 	fs.DurationVar(&w.Shards.Lease, "shard-lease", w.Shards.Lease, "shards: a claim's lease; a shard whose lease passed is rescued")

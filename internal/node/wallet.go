@@ -46,6 +46,9 @@ type WalletConfig struct {
 	// FollowInterval is how often a wallet with attempts in flight is run
 	// to confirm them.
 	FollowInterval time.Duration
+	// CycleBudget bounds the ledger calls of one cycle of a wallet's run:
+	// past it the cycle makes no new call.
+	CycleBudget time.Duration
 	// ReplacedAfter is how long a passed nonce whose hashes have no receipt
 	// waits before its attempt counts as replaced.
 	ReplacedAfter time.Duration
@@ -88,7 +91,7 @@ func walletDefaults() WalletConfig {
 	return WalletConfig{
 		Ledger:    WalletLedgerConfig{Kind: WalletLedgerEVM, Timeout: e.LedgerTimeout},
 		QueueType: string(store.QueuePriority), InFlight: e.InFlight,
-		FollowInterval: e.FollowInterval, ReplacedAfter: e.ReplacedAfter,
+		FollowInterval: e.FollowInterval, ReplacedAfter: e.ReplacedAfter, CycleBudget: e.CycleBudget,
 		Shards:       workers.Defaults(),
 		RetentionAge: 7 * 24 * time.Hour, RetentionBatchSize: 1000, RetentionInterval: time.Minute,
 	}
@@ -129,8 +132,8 @@ func (w *WalletConfig) validate() error {
 	// A cycle makes no new ledger call past the cycle budget, so it lasts
 	// at most the budget plus one call; the lease must outlast it, or the
 	// rescuer would hand a shard to a second worker mid-cycle.
-	if ec := w.eoaConfig(nil); w.Shards.Lease <= 2*(ec.CycleBudget+ec.LedgerTimeout) {
-		return fmt.Errorf("--shard-lease (%s) must be more than twice a wallet cycle's longest run (cycle budget %s + --wallet-ledger-timeout %s)", w.Shards.Lease, ec.CycleBudget, ec.LedgerTimeout)
+	if ec := w.eoaConfig(nil); w.Shards.Lease < 2*(ec.CycleBudget+ec.LedgerTimeout) {
+		return fmt.Errorf("--shard-lease (%s) must be at least twice a wallet cycle's longest run (--wallet-cycle-budget %s + --wallet-ledger-timeout %s)", w.Shards.Lease, ec.CycleBudget, ec.LedgerTimeout)
 	}
 	return nil
 }
@@ -139,7 +142,7 @@ func (w *WalletConfig) validate() error {
 func (w *WalletConfig) eoaConfig(n *Node) eoa.Config {
 	c := eoa.Defaults()
 	c.InFlight, c.QueueType = w.InFlight, store.QueueType(w.QueueType)
-	c.LedgerTimeout, c.FollowInterval, c.ReplacedAfter = w.Ledger.Timeout, w.FollowInterval, w.ReplacedAfter
+	c.LedgerTimeout, c.FollowInterval, c.ReplacedAfter, c.CycleBudget = w.Ledger.Timeout, w.FollowInterval, w.ReplacedAfter, w.CycleBudget
 	if n != nil {
 		c.DBTimeout, c.Clock, c.Logger = n.cfg.Loops.DBTimeout, n.clock, n.logger
 	}
