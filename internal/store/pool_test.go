@@ -345,7 +345,7 @@ func TestPool_LimitsStayExactUnderConcurrentIntakeFromSeveralProcesses(t *testin
 	defer cancel()
 	procs := make([]*store.Store, 3)
 	for i := range procs {
-		st, err := store.OpenPool(ctx, db.URL, 6)
+		st, err := store.OpenPool(ctx, db.URL, 4)
 		require.NoError(t, err)
 		t.Cleanup(st.Close)
 		procs[i] = st
@@ -429,6 +429,74 @@ func TestPool_LimitsStayExactUnderConcurrentIntakeFromSeveralProcesses(t *testin
 		require.NotEqual(t, int64(len(run)), firstQueued, "%s: queued nonce %d follows its pending run %v without a gap", sender, firstQueued, run)
 	}
 	require.NoError(t, rows.Err())
+}
+
+// Two processes race for the pool's last pending place. Each takes the
+// chain's row lock before it counts, so with the lock held elsewhere both
+// wait; released, exactly one is admitted and the other finds the pool full.
+// (Without the lock both would count the other's insert as uncommitted and
+// both commit: one over the limit.)
+func TestPool_TwoProcessesRacingForTheLastPlaceAdmitExactlyOne(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	limits := store.PoolLimits{MaxPending: 3, MaxQueued: 10, MaxPerSender: 16, TTL: time.Hour}
+	now := testfactory.Start()
+	for s := range 2 {
+		_, err := db.Store.PoolAdd(ctx, store.PoolAddParams{Now: now, Tx: poolTx(s, 0, 10, 10), Limits: limits})
+		require.NoError(t, err)
+	}
+	procs := make([]*store.Store, 2)
+	for i := range procs {
+		st, err := store.OpenPool(ctx, db.URL, 1)
+		require.NoError(t, err)
+		t.Cleanup(st.Close)
+		procs[i] = st
+	}
+
+	holder, err := db.Store.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(context.WithoutCancel(ctx)) }()
+	_, err = holder.Exec(ctx, `SELECT chain_id FROM ledgerq.pool_chains WHERE chain_id = $1 FOR UPDATE`, poolChain)
+	require.NoError(t, err)
+
+	errs := make(chan error, 2)
+	for i, st := range procs {
+		go func() {
+			_, err := st.PoolAdd(ctx, store.PoolAddParams{Now: now, Tx: poolTx(10+i, 0, 10, 10), Limits: limits})
+			errs <- err
+		}()
+	}
+	// Both intakes have written their row and wait for the chain's lock.
+	for waiting := 0; waiting < 2; {
+		require.Zero(t, len(errs), "an intake finished without waiting for the chain's lock")
+		require.NoError(t, db.Store.DB().QueryRow(ctx, `
+			SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%pool_chains%'`).Scan(&waiting))
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the intakes never waited for the chain's lock: %v", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	require.NoError(t, holder.Rollback(ctx))
+	var admitted, full int
+	for range 2 {
+		switch err := <-errs; {
+		case err == nil:
+			admitted++
+		case errors.Is(err, store.ErrPoolFull):
+			full++
+		default:
+			t.Fatalf("intake failed: %v", err)
+		}
+	}
+	require.Equal(t, 1, admitted, "exactly one takes the last place")
+	require.Equal(t, 1, full)
+	var pending int
+	require.NoError(t, db.Store.DB().QueryRow(ctx, `SELECT count(*) FROM ledgerq.pool_txs WHERE state = 'pending'`).Scan(&pending))
+	require.Equal(t, limits.MaxPending, pending)
 }
 
 func TestPoolTxs_CheckConstraintsRefuseImpossibleStates(t *testing.T) {

@@ -107,6 +107,33 @@ func (e HealthStatus) Valid() bool {
 	}
 }
 
+// Defines values for PoolTxState.
+const (
+	PoolTxStateDropped  PoolTxState = "dropped"
+	PoolTxStateIncluded PoolTxState = "included"
+	PoolTxStatePending  PoolTxState = "pending"
+	PoolTxStateQueued   PoolTxState = "queued"
+	PoolTxStateReplaced PoolTxState = "replaced"
+)
+
+// Valid indicates whether the value is a known member of the PoolTxState enum.
+func (e PoolTxState) Valid() bool {
+	switch e {
+	case PoolTxStateDropped:
+		return true
+	case PoolTxStateIncluded:
+		return true
+	case PoolTxStatePending:
+		return true
+	case PoolTxStateQueued:
+		return true
+	case PoolTxStateReplaced:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SawtoothBatchStatusStatus.
 const (
 	SawtoothBatchStatusStatusCOMMITTED SawtoothBatchStatusStatus = "COMMITTED"
@@ -228,6 +255,70 @@ type NewBatch struct {
 // NewBatches defines model for NewBatches.
 type NewBatches = []NewBatch
 
+// NewPoolTx A signed transaction to add to the pool.
+type NewPoolTx struct {
+	// Raw The signed transaction (RLP, or an EIP-2718 typed envelope) as 0x-prefixed hex, as `eth_sendRawTransaction` takes it.
+	Raw string `json:"raw"`
+}
+
+// PoolTx defines model for PoolTx.
+type PoolTx struct {
+	Hash    string `json:"hash"`
+	ChainID int64  `json:"chain_id"`
+
+	// Sender The address recovered from the signature, lower-case.
+	Sender string `json:"sender"`
+	Nonce  int64  `json:"nonce"`
+
+	// Type EIP-2718 type: 0 legacy, 1 access list, 2 dynamic fee.
+	Type int `json:"type"`
+
+	// To The recipient; absent for a contract creation.
+	To  *string `json:"to,omitempty"`
+	Gas int64   `json:"gas"`
+
+	// GasFeeCap Max fee per gas in wei, decimal (a legacy transaction's gas price).
+	GasFeeCap string `json:"gas_fee_cap"`
+
+	// GasTipCap Max priority fee per gas in wei, decimal (a legacy transaction's gas price).
+	GasTipCap string `json:"gas_tip_cap"`
+
+	// Value Value in wei, decimal.
+	Value string      `json:"value"`
+	State PoolTxState `json:"state"`
+
+	// ReplacedBy State `replaced`, the hash of the replacement.
+	ReplacedBy *string `json:"replaced_by,omitempty"`
+
+	// DropReason State `dropped`, why (`expired`, `stale`).
+	DropReason *string `json:"drop_reason,omitempty"`
+
+	// BundleBlock State `included`, the block number of its bundle.
+	BundleBlock *int64    `json:"bundle_block,omitempty"`
+	ReceivedAt  time.Time `json:"received_at"`
+
+	// ExpiresAt When it is dropped as expired if still pending or queued.
+	ExpiresAt time.Time `json:"expires_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// PoolTxResult defines model for PoolTxResult.
+type PoolTxResult struct {
+	Success bool `json:"success"`
+
+	// Created In `POST /v1/pool/txs` answers only, whether this request stored the transaction.
+	Created *bool `json:"created,omitempty"`
+
+	// Replaced In `POST /v1/pool/txs` answers only, the hash of the transaction it replaced.
+	Replaced *string `json:"replaced,omitempty"`
+	Tx       PoolTx  `json:"tx"`
+}
+
+// PoolTxState `pending` (its nonce is next: a bundle may take it), `queued` (a nonce
+// gap before it), `included` (in a bundle), `replaced` (a dearer
+// transaction took its nonce), `dropped` (it will not be bundled).
+type PoolTxState string
+
 // PostBatchesResult `BatchResult` for a batch object, `BatchesResult` for an array.
 type PostBatchesResult struct {
 	union json.RawMessage
@@ -331,6 +422,9 @@ type PostSawtoothBatchesParams struct {
 	XLedgerqServiceID *string `json:"X-Ledgerq-Service-Id,omitempty"`
 }
 
+// PostRPCJSONBody defines parameters for PostRPC.
+type PostRPCJSONBody = interface{}
+
 // ListBatchesParams defines parameters for ListBatches.
 type ListBatchesParams struct {
 	// ServiceID Only the batches of this service.
@@ -349,8 +443,14 @@ type ListBatchesParams struct {
 // PostSawtoothBatchStatusesJSONRequestBody defines body for PostSawtoothBatchStatuses for application/json ContentType.
 type PostSawtoothBatchStatusesJSONRequestBody = PostSawtoothBatchStatusesJSONBody
 
+// PostRPCJSONRequestBody defines body for PostRPC for application/json ContentType.
+type PostRPCJSONRequestBody = PostRPCJSONBody
+
 // PostBatchesJSONRequestBody defines body for PostBatches for application/json ContentType.
 type PostBatchesJSONRequestBody = BatchSubmission
+
+// PostPoolTxJSONRequestBody defines body for PostPoolTx for application/json ContentType.
+type PostPoolTxJSONRequestBody = NewPoolTx
 
 // AsNewBatch returns the union data inside the BatchSubmission as a NewBatch
 func (t BatchSubmission) AsNewBatch() (NewBatch, error) {
@@ -505,6 +605,9 @@ type ServerInterface interface {
 	// HeadReadyz The database answers and is migrated (GET /readyz without a body).
 	// (HEAD /readyz)
 	HeadReadyz(ctx echo.Context) error
+	// PostRPC Builder lane: Ethereum JSON-RPC for the transaction pool.
+	// (POST /rpc)
+	PostRPC(ctx echo.Context) error
 	// ListBatches List batches, by id, one page at a time.
 	// (GET /v1/batches)
 	ListBatches(ctx echo.Context, params ListBatchesParams) error
@@ -514,6 +617,12 @@ type ServerInterface interface {
 	// GetBatch One batch.
 	// (GET /v1/batches/{id})
 	GetBatch(ctx echo.Context, id string) error
+	// PostPoolTx Builder lane: add a signed transaction to the pool.
+	// (POST /v1/pool/txs)
+	PostPoolTx(ctx echo.Context) error
+	// GetPoolTx Builder lane: a pool transaction and its state.
+	// (GET /v1/pool/txs/{hash})
+	GetPoolTx(ctx echo.Context, hash string) error
 }
 
 // ServerInterfaceWrapper converts echo contexts to parameters.
@@ -653,6 +762,15 @@ func (w *ServerInterfaceWrapper) HeadReadyz(ctx echo.Context) error {
 	return err
 }
 
+// PostRPC converts echo context to params.
+func (w *ServerInterfaceWrapper) PostRPC(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PostRPC(ctx)
+	return err
+}
+
 // ListBatches converts echo context to params.
 func (w *ServerInterfaceWrapper) ListBatches(ctx echo.Context) error {
 	var err error
@@ -717,6 +835,31 @@ func (w *ServerInterfaceWrapper) GetBatch(ctx echo.Context) error {
 	return err
 }
 
+// PostPoolTx converts echo context to params.
+func (w *ServerInterfaceWrapper) PostPoolTx(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PostPoolTx(ctx)
+	return err
+}
+
+// GetPoolTx converts echo context to params.
+func (w *ServerInterfaceWrapper) GetPoolTx(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "hash" -------------
+	var hash string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "hash", ctx.Param("hash"), &hash, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter hash: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetPoolTx(ctx, hash)
+	return err
+}
+
 // This is a simple interface which specifies echo.Route addition functions which
 // are present on both echo.Echo and echo.Group, since we want to allow using
 // either of them for path registration
@@ -776,6 +919,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/batches", wrapper.PostSawtoothBatches, options.OperationMiddlewares["postSawtoothBatches"]...)
 	router.GET(options.BaseURL+"/batch_statuses", wrapper.GetSawtoothBatchStatuses, options.OperationMiddlewares["getSawtoothBatchStatuses"]...)
 	router.POST(options.BaseURL+"/batch_statuses", wrapper.PostSawtoothBatchStatuses, options.OperationMiddlewares["postSawtoothBatchStatuses"]...)
+	router.POST(options.BaseURL+"/rpc", wrapper.PostRPC, options.OperationMiddlewares["postRPC"]...)
+	router.POST(options.BaseURL+"/v1/pool/txs", wrapper.PostPoolTx, options.OperationMiddlewares["postPoolTx"]...)
+	router.GET(options.BaseURL+"/v1/pool/txs/:hash", wrapper.GetPoolTx, options.OperationMiddlewares["getPoolTx"]...)
 
 }
 
@@ -784,98 +930,130 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1Fz9chs3kn+VrrmrslQ1oihLcSVUbW1pE+9Gt1nZZyu7d7Xj8oCcJolkCEwGGElcl6ryNHkwP8lVN4D5",
-	"4lAiFTvZ+8cWOQOg0d3o/vUH+CGa6VWhFSprosmHqERTaGWQP/xJZG/wpwqNpU8zrSwq/lMURS5nwkqt",
-	"jn8wWtF3eCdWRY705wqNEQuMJlGlflT6VsFPFZZrKEQpVmixhJnOdVVGcWSq2QyNiSZzkRu8jyMzW+JK",
-	"0Cz/WeI8mkT/cdxQeOyemuOXZanL6P7+Po4yNLNSFkRLNCGSQaqisudglwieElBihYa/mUvMM9Bln6RR",
-	"dB9Hl8piqUTupn98z7+S2AsFlcK7AmcWM5gLmVcldgmXBlLpqQKkiVKm9ErbP+tKZZ+fyCttYU5L8bpv",
-	"xa3V2i4/D6fC7PtybKYzhJMxHIQJnhn43qve30UuM2F1CTzrYQzCgIDwpmMq6OkPOLOdLX6vxI2QuZg6",
-	"pd5d/bHhSYbR5GQ8jltHIsdsgeVPzwxkwoqpMCzkSpUoZktabAT/q6sSSnfyYCXWpK70n9IWluIGYYqo",
-	"oCg1HR3MzsGgyqRagLQgFkIqmtGIOY6iOLLSElnRN2G19r7udz5xj4rmayeD8QQGdpjJjKkXytxiCVKB",
-	"lSscwUW9TbsUNlHG6hINTIWdLdEM7p1fyeiQrAY3nijauZcyTwQiL1Fk6zBUGp4tTHQrZzhKFIl+P5H/",
-	"yoN1vcRtKrBpA+oXq4ZEsgS1/LzBtrMlk5tlkpYR+etSF1haicHGxlHR+upDJKzFVeGsv10XpCpkcBZY",
-	"EkdmJQqLbGa61F8qSF+/ensNxzcnx15eKdTuA7TK1zHcLtEusQS7lKYWdSNBJx/WUrfyVOschWqt/F4w",
-	"/+e6XNFfUSYsHpHyNIOMLaVa0Ji5VNIs9xwks9bWm69zYez7+igPPzbVdCXtvlT+VGG155ASZyhv9hxk",
-	"sLyRM3y/ZYPGCouPaS9r1Ft+0w+pnNbk+at5NPnnjqMrE92/2/AsVZ5DpazMG11gy4XKkk6oKvdH0ZYV",
-	"Y4PA7tZ+WhpTFdmeGsOc/amSJU35T9KEDtfqDQdmtUnoaGhXQnFzqDpUvasJcO6GiGYWvWbXsNex9UeO",
-	"/pQWV2YnQdKCngJRlmJNnxXe2fdibrHcPOSvSyRh0DFWLKPC26N5lefOSNFw/vqZgZSnSUeDyhiA3qbk",
-	"elIIb8b1Hrfy7Q2aKrdP4dzO7Hoy3dupfhsOXpfZqcLbFA6cdYzZRa3RgrMWhzGk7q8UDsgfTpHPCSh9",
-	"S8+WmGdpog7oOxoLTnNphsOYfCjJyn1Hvi6OUFUrolrhbRRMUhRHNE8UR4Xzq6S+DkZFdHhzsXaKr1f1",
-	"IbgheBXFkVTur3cDsm+bgY1tkxt0iOGZCfhATHVlQbgd1j4ikPw5iKNjbYx0jr1L4CsVbJOTI3FTKOAD",
-	"BHrOSITI0wp3MIlXeBt0a7cXkUxnoBPN01X+UxiLT32K6/Bhj83UULovqH8shYVbtlelVotzmOsSpiEg",
-	"JIy4SxjYV5E4ujvSZUbm8XmXA73QJL8VawNM8gCiaU1zsp1XYW9DvPoWRW73RXeNxw6npyrYW4lsPXgc",
-	"niJhv8gQ0bW6P0b2tjNntcOLxNLu1roAsTv+zZ+/htPT06/OgXnuZO49+7MmvjjIcC6q3E6ch/OBS6KC",
-	"MwdpD0fwVyws0cGYXM5KbXCmVebs6A4wg0S/0EdbgOemNWTqyJ0uUWRYvjdyoYStSmTPuhJ336FakCY8",
-	"/+JFHK2kCp9PBuRZiHWuxcBKF8QPKXL5L8yaaDhlaaUxULDx4uwcpB0iBFaVsTDFRKUyS0GojF+sXzDu",
-	"hRss5Xw9ggsLK20spEdHK3F35Gk6mq4tGvJaJ/A3+SeYrsHL4xC0miFkSBF0n9E0amcedzHwJq/98xYA",
-	"nWKu1cKA1efsgfo6s9BBF5y6gFYIgrwVCT+m2JZ1bm9ZPQpGgygfOmd7GPmWJyLCLt2Yk02j/1obu+F9",
-	"etilBcdStrui4zNjr1hhBv+O96K7e8826nvMgXZJZh8a1LwHSPawp0OxVMe012DjvS2FMmJGEw+4iz+7",
-	"/aeXV3+/+O7ym9SxK+Zj1B4Jt9IuWd1KFEarc6DAYg2a4upb6XzNTvJuUndM33WzyIanb+3otBP2BSfy",
-	"9au//e3y+vrlN1Ec+R1EcfT65dU3l1d/ieLo+6u/Xr36x9Wmh+l400GNDxHXIBuHVH9AqLivWDNhxc4H",
-	"Z0iLHuAg6UQu1Y+DORQHeMnawF9eXvusCUn7+zffeXDpIMojwKTHSt7PQ8zaDXj1PUbtJt68fHsNF68v",
-	"XfZ00zfXeZOdU4rfoBUy37CCbqJHd+JH7yd0l57tC6WVQnapYU4uH5BbuIWT8diFU02OU98qODgZj9kJ",
-	"VsVhS1Ahj9ZThhaA3SpROnY+c/thD7nzlsLIh+HkA+ZgPzbinUWVYfY+HKKeoRMrma+PTIEzOZczTnk2",
-	"8MLzEUqc6TIzoLTCGIwmtC4NiKkLaIVpdC9HcYMGKEJ0ppCxvBk9DSP0eL4NJ7Ss0DMDDg81cOfBw9kT",
-	"eT9mWXeTX97s8Za7zGE4Cge2HS/7ebsqebifrWCzu4umfOeN2B66MWz3iKFianRe2drQpWT+XCL5vfFG",
-	"3KGEmj0kdGcRc2ns6NF0Hi++uaF79tFzvUlXc6i/vb5+TfZtAgKyqhTTHMHUOQKXkyGkNy+1skSV8Owf",
-	"JSpR10tpINOzakXBqHTRx8XrS7IWCsHoqpwh76Ws7HLCj3G21Iw2uTxisZyLGZJNSRQ9pj2QckAoBh4v",
-	"rS1EIY9FIRdIQAphgQpLwZWxUq9YW9KV+LF5kB7GiSI7xXiiUkqqRViU/zNcSTHwX29fXRGodVLRBSpR",
-	"yNEPRquUd8hG1/Ci9GoM6YckBIRJ0IUkaFUSTZLo48+/JNF9OoGz8bgXmZNOJ2r3Wu1hDGfjM/rnqxjO",
-	"Tk55On2DpaFgJlFTnUk0MXjAbDhjQ27ZxPDF+BRulzJ3kH9rCc7XvcNcvFOa/SiXK0kcPvCxzFRnax/I",
-	"xPBlP46JIVTAiU2JcqaKZytxXhmkg64yMnj0XW+fhhAiHSeuO0Gm0VWuMpzlokQvSxE+Zxtl9oW8QQUr",
-	"XdJuaS7FpS7SUAS8myFrftDQ2sJmpS6OpIIDX+EJ5Z2Y9cGFe/woUf0TG4MVC0iNnyo9nLBGeZQjDHy7",
-	"LrD0kVPL1RKgSBQhCtpl7FwvKfwsrzJm94fEgYEkmnxI2NEl0eTjz7/EiXN39adG6T7+/Mv9fXoYu2Mk",
-	"F4qLixtMlnaDtS7kDKVTbxeiOGIdY1txQpbRH4xoEp2OxqNTjtHski1fjzH01QIHIqeLhjU9dkDgxghe",
-	"CnIOGSyQovEafKf+5Hh21pnPxmSeg8iNbqGVlL1LGtMZcA5HGJhLJXIyDU00ctAOcMuWJ2KlBWnPIR1C",
-	"6GmimvMbEhkPxTMbTo7p8JFECgfhsbEyz2EpSFwTCElyl7eOYYl5Frt0Mcv6VkhLti34DzdLDD5NzP5y",
-	"is76KV87dsAu9aFLmqh67Vo7eFmXFHqpbBkMg3TFEXawwUXJzPBJ+wdtNyV6UgfsfYqbvjG++qV04/+b",
-	"rXvSrVxhosg+FTyB4lNtWgl9ZCHaJa6Jmolb7Q9XaVijoOjiKlEubWXOPTksCZdnV9VqiiUcpH+kJ0k1",
-	"Hj9/IbM/fPz5FzrzPJ0tK0wP6ykTZTU8//IL8JN2IRozjAVNb3tjCKfj8ZF7nTelK3ueqNYcrI2krpxo",
-	"04Zkua6JpYVHnhj2LzVp4zRRuiQu+ndrc2OdxYP/7h95rkdvWtZE+fPvxMoGw6ef6pcvs2hCR3k47CQL",
-	"EFbhbEa/PYnFnBk46GNIcxjzCRZHBmkOi5lzQwRnJrWwpHWAIHRSGPanzGsOVF68OCevITPuqAi9DifP",
-	"v4Rc04AZebsl3iVqthSlmDkLuDHL2O1aEtFsMKM4ooNNUQ2H6XXvwwYG4+Kwvn1J2PzvIq98/bYfTb71",
-	"QreaZfvgUTgwSIhR3yBj2yGqaI4H6XoXd5vbno/Hn7xvqasLW3o+wqF1nj8llJr2Yn5pQtB/H0dnn4HQ",
-	"rU0pKYk/ncCLF3yeZJb2/eU5vBh7DduqXNDo1jmcjJ+7ici6ugPqcInrvKEtfuG2OER5LbPj4dYzHn26",
-	"++iN7qdqtRLluhX4B/gz6ZpYPQ9RCEceYmG4COIHUZxxd1R/Ch0LhTZD2dLBWKd2jGQeuHvJofBQZ3Sa",
-	"bLy3YWS6jtnDMcCjUQzyBOvRUlNMDBfeDofNdXzQUphEkZhZB4fsHNG/o6Hb6dBfGCZ4kAG/7mQzXP+T",
-	"ztZ7nZU637dROHggI96NM72k/71sy+9nOM5OWcO+doseXa8LDHYi7S+fnsPZC4cUdbbm3j1uEuwpvrCQ",
-	"ozDWBc8soQeMUKIGrJDv7zs7Of3tOOIbIk/i9g4hF+WCG+KEgs0Q8v+hNYzZ8ngITFvZ2Tzex9FxqzNh",
-	"2FZe7BQ6QhM5UijdINFZLgngz4RKVKElYX1bhxwVYSC1IKB13RKRaFdGXd3qO2lsmqii1FZPq3ndmnmQ",
-	"thV9Am110jOL9sjYEsUqpYjhhvwob5jx/GyJsx8xc6b+pu5S5q85KD0g8NyHiQwaUNAcnZzkIT8Qeb4t",
-	"X+ZSGL4DVjUhYaIc4MqF4kiGDllrZg6KFH0pTZOu5TjEIOO3Ja7AaodKQ5yl6/p94VNLctaqktY5iPBE",
-	"z3lPDfajydL/OfrOrXf01r13dJmlgSMuPEpU2tRIN7AKh7FrV4sWixLR1fmnpBmcMCMcQgEn5qZdAyZu",
-	"c361qKa5nMGPuGbFYgMUngUe/4hY0FhZUhiSYTkCCvqkasrHcV8owolko5ZMgpHG+oli4IY6F1wqNEF8",
-	"U5zrkrunvei8VDp9zqa2p36Ua5AmLSGKjSvYB8n4An6Ri1nona5VskmdhKKutPVaS2H6GcHB1voeDnlm",
-	"ONAwrnffcMIyUSfjMYWrNEmnwOJgDsUL0iURth1/F8StEO3uQR8MxHxxotrxbNg/t3rtApMejwT72t8Y",
-	"h86hDR0qDyvn1qio28xa+7V+X8JADPcUamOfhwhHdF/i3bCG+qHzv9c+dkaGbVvdhQC7N82wj+hWoaQS",
-	"LI0+XTsAyOf73TlxhZZoaW0xOT7O9UzkS23s5Mvxl+Me0P6jzP4wnp7MPv78S/zV/Dl+/PmXaO9rIFwL",
-	"GgA9LSfHrdzO9BwofetybmtCbSjKXGJ9xeVw5CMQb/gTtV9xiFQv2GMCIzFIlSg+Pt6M+tCquYNAZoUv",
-	"JvSTwQEo7gSdt9/5Oe1c+eHTExrHoVYWuBVE0A/uMtPUFQJrqzuCS/dGoXWZr2m3K5+5XAquDPj8a6sM",
-	"6eaG8aR+xkyZeN54qU9aaKI2gq5Vq5X0ftslGA34SvGnvDR0zXlgdy2EpePSy+SOlCYfumi0aAR1jPHc",
-	"qcmjQUYHgp3D6VkHinP1mFOHtbnlqLlOQp3D6RfNiFZTk1TtogFnDXWG53A6Dq8MFIljAj+dMnIjBnKy",
-	"jeHspswdZT1BuQR9gKEMxEjJE+Xy+v7ek8rgdrk+dDmYVgukj5tyrepY5PkXL9opwbhtx0PFsI+uMmkY",
-	"VbFSaoWJ8u3QNHk7x/M7Rl+TPaKvuFaERDlNaEpn4W13Fo4KLI+84qZNJNRWEZOogdW6rY8juOpr+XkX",
-	"+SSqH8o41C3ArESeY+lq4Y7B/6aBo6uabCDg2g7uFTAuuQv6X616WheKhedPysi0DHroeXP90nVXdLiJ",
-	"tJOS+o7tLXbP39/k0nPRTtg8LIHWpewu4wfmbPhaM8lE7+5jRlrDPYlFqaeE9FUGpKgwFblQMwefhdM+",
-	"+PblxTfnrXxACNgoPCJPfaurPPNJxtEGWKa1v31QSnvwauB6sKu3a4IXBXeIb0aFZOA5eypcPtLhWZ8V",
-	"tZo3eDh6jL9wwLDEa1yrnEZzH27lPmnxCm0pZ9urwq21nhl4XeoV2iVW5CEX0thyHRIuFu8s4F2hDUdG",
-	"4LDnCAgwY5YorfJ16/qWJ7+sQiHWEwIHaV1opZG+xp/hTQqZPjxP1Nn4rNVzOhADhS09evCI5OMiF7Jn",
-	"7gdA8iZT/CpPOy405OzxIfXd+q78W1KoqXhAxO2mma3WaoH2VYHq4vVl9CtTyANNTpvc82vBadOdFFAB",
-	"l6RNr4Xok1ilVi9UHHqLHuQcJxa2W3j/+JMZeHcX5tPb+DecH7G+q+upGuu98lN+fIPQIm9u0ulzEhZW",
-	"cuGTIKcx3Apl4ewz/BbHVVi/c509tJ4YK8qQFUobUtMYjFgbwq1DBrjeSF3jVwxl3Y4w+zf2eW8e0ttd",
-	"Vefz+rta3bYI0ns8dwJrOR0+RVDdqfbxnc3vDWx1n3/FtUG+liyV0/PpGmTmr3mJzjXmGNLmCnRa557d",
-	"xxDRNNech1wfQfAd036vyB9vZOhlnYndM5H3aOJuY70mFeJTzv5S8LZ16wvwO9mCzpWITWpeE9+N/NfW",
-	"bXJ3ZWc1n0IMP6Mi7uSqWvGnMRdp/cfBnvvNC2FbGCQzAwu+TuijNWbQgYNMeCN1Zeo77i1l2Zp2ddfp",
-	"f69ulOYnBYZ+Qccpf7ub4amOaYchTwsytweXnDarw20+1K7YxJtq6kst+1FfP97ajtGu/ekdLnvDgXD3",
-	"GRP1QFYghpPxuN0L7CuAvXjfl9w61bwJyDn3vknrcil1r3BIinmr1Eqd+RxZU4hxV+iVm4MC7rALUbJW",
-	"z+UdZk2TnlQZ3iXqIPV7+efJu4lvwG5szwRC2jo93FYHaQzhU5syHjcwzW3937gZY/Mq5CM5cMLUvZ8f",
-	"qvt8jFgheLLOg2iTbk067IRzvjxoKQrsyX8CTmrhVmWi6luX9S/zdO5bunTR8/HJb8uYi3YjR8OfUNVc",
-	"d38miMvfqb/lnXJCjcR7+PkZ86TA8qvf4Pfi6hqHa5XdVKtMzudYcseDo2S0e+J1MIawWsOKTJHn18R1",
-	"tHgDyCauaCo5nyGIuN4ze+tsXCuz/YiR5pStv2geLoy0F6qH9zK3e2RcP7UTfMv51Jan6rqogS7Fxgd2",
-	"AfTxB5ndP5SccBfEdyhl14p5MPyDAQ1UKoRd9pqJu/b7d4VN243XdfNzZb9J7ul3Uq76lze26M99/e3m",
-	"j0VRFB3XKUVXNWplf0aN2FtB3XCzQasn6aDd9/WXUmbuGt1RSXzy9Xj/Pl8HOWytEwh/dBHueAn3nsgl",
-	"PNJsNmk1mSXKl2YI/ri+mqbGa+vbNyCVsSgyV/1oGr6IT4XOcxMu8vxUV7brdk7wqG6Jvk9luMcmTtTT",
-	"70k5QBfivlB5uX93/38BAAD//w==",
+	"3H39cttG8uCrdOHuymQVRFEf9i+hamtLSbyJbxNbZyvJXS1cwhAYkhODMwhmIIpxqSpPkwfLk1x1zwy+",
+	"CFKkYiW52z82JgnM9HT39He3PgaJWuZKcml0MPkYFFznSmpOH75g6Vv+c8m1wU+JkoZL+ifL80wkzAgl",
+	"j3/SSuJ3/I4t84zjP5dcazbnwSQo5QepVhJ+LnmxhpwVbMkNLyBRmSqLIAx0mSRc62AyY5nm92GgkwVf",
+	"Mlzlvxd8FkyC/3ZcQ3hsf9XHL4tCFcH9/X0YpFwnhcgRlmCCIIOQeWkuwCw4OEhAsiXX9M1M8CwFVXRB",
+	"GgX3YfBKGl5IltnlHz7zHwT2UkIp+V3OE8NTmDGRlQVvAy40xMJBBRwXignS18r8S5UyfXogXysDM9yK",
+	"9n3HVkYps3gaTPnVD8VYolIOJ2MY+AWeafjesd4PLBMpM6oAWnUYAtPAwD9pkQpq+hNPTOuI30t2y0TG",
+	"ppap92d/XuMk5cHkZDwOG1ci4+mcFz8/05Ayw6ZME5FLWXCWLHCzEfwfVRZQ2JsHS7ZGdsX/SGVgwW45",
+	"TDmXkBcKrw5PL0BzmQo5B2GAzZmQuKJmMz4KwsAIg2AFX/ndmue63/vGPUiaLy0NxhPoOWEqUoKeSb3i",
+	"BQgJRiz5CC6rY5oFM5HURhVcw5SZZMF179npkRQvybL34JHEkzsq00LAsoKzdO1fFZpW8wutRMJHkUTS",
+	"H0byP3ixrhd8GwtsyoDqwbIGESVBRT8nsE2yIHDTVOA2LLsqVM4LI7iXsWGQN776GDBj+DK30t+sc2QV",
+	"FDhzXiBGkoIzw0nMtKF/JSG+evPuGo5vT44dvWKo1Acoma1DWC24WfACzELoitQ1BS19iEvtzlOlMs5k",
+	"Y+cbRvifqWKJ/wpSZvgRMk/9kjaFkHN8Zyak0IsDXxJp4+j11xnT5qa6yv0/63K6FOZQKH8ueXngKwVP",
+	"uLg98CXNi1uR8JstB9SGGf4Q9xJHvaMn3Sul5ZosezMLJv/Z8+1SB/fvNzRLmWVQSiOymhdIcnFpkCdk",
+	"mbmraIqSbAOP7sZ5GhxT5umBHEOY/bkUBS75H+SEFtaqA3tkNUFocWibQmF9qVpQva8AsOoGgSYUXZFq",
+	"OOjauiuH/xSGL/VehMQNHQSsKNgaP0t+Z27YzPBi85JfFRyJgddYEo1yJ49mZZZZIYWv09fPNMS0TDzq",
+	"ZUZv6G1SrkMF/2RYnXEr3t5yXWbmMZjbG12Phns71O/8xWsjO5Z8FcPASseQVNSaG7DSYhhCbP8VwwD1",
+	"4ZTTPQGpVvjbgmdpHMkBfofvguVcXGEYog5FWtnvUNeFAZflEqGWfBV4kRSEAa4ThEFu9SqyrzWjAry8",
+	"GVtbxlfL6hLconkVhIGQ9l/ve2jfFAMbx0Y1aC2GZ9rbB2yqSgPMnrDSER7kpwAOr7XWwir2NoBvpJdN",
+	"lo6ITSaBLhCoGVkiCJ6SfA+R+JqvPG/t9yBH0enh5PrxLP8phMWnvsWV+3DAYSpTukuoHxfMwIrkVaHk",
+	"/AJmqoCpdwjRRtzHDeyySBjcHakiRfF42sZAxzXJVmytgUDusWgay5xsx5U/Wx+uvuEsM4dad7XG9ren",
+	"zElbsXTdex0eQ2G3SR/QFbs/BPa2O2eUtRcRpe2jtQ3E9vtv//UlnJ2dfX4BhHNLc6fZn9X+xSDlM1Zm",
+	"ZmI1nHNcIumVOQgzHMG/eW4QDrLJRVIozRMlUytH9zAzkPRzdbTF8NyUhgQdqtMFZykvbrSYS2bKgpNm",
+	"XbK7b7mcIyecPn8RBksh/eeTHnrmbJ0p1rPTJeJDsEz8wtPaG46JWnEI6Gy8OL8AYfoAgWWpDUx5JGOR",
+	"xsBkSg9WD2j7wC0vxGw9gksDS6UNxEdHS3Z35GA6mq4N16i1TuA78QVM1+DoMQQlEw4pRw+6i2h8a28c",
+	"t23gTVy73xsG6JRnSs41GHVBGqjLM3PlecGyCyjJgaG2QuKH6NsSzx1MqweNUU/KXffsACHf0EQI2Cv7",
+	"zsmm0H/NV1dKZdd3B17iS+IH9PQKJjVL8GvEHUtTj8JcqWzzZhdstYVam+sN3n57FTqV/PLV1dHpf518",
+	"BniCFLi85ZnK+RCYhvHdUV7wmbjjKSz4HcUHYm4WN5rL9C1bXddrxmDYB65BmNGDLgOC2kePPRHWUdOl",
+	"TDN+M81U8mETAWQ2QixkkpUpT+PQMi0+DLJcTpEVZ3QN7Tqj5qUR0rw4r0/jPfymVjpHp3vBhHSX5YB3",
+	"UTGmhcpvCs50nw3lYMdncgJ9tVjDIOZ3OSIyDiHWhmU8Hu7Uvydn92Fg39G9Yv9HlOLCoIfitkIyu11A",
+	"zEAbkWXgDEin/kuejvYX5B6UF/dhMLdRlwMQ9V/2rZsZ5zcJyzdP8B27gxnnkPMC5kyjNFlxEaIoFEuW",
+	"wYBBxucsWTcvwTNNz+aFSPhuDH7m9jci375/XghVCLN+SkA+vw+DBdOLzchEy1AKA4ma4EAsnz8qYtLc",
+	"+DmtkGcs4enNdL2Vof0z7jLiiZxLAO6npQtmbN+LrEou0z4HHIUeS9OCaw0FT9QtR0aeFWppLRqvb0PI",
+	"1IoXRwlrGZ+bu501Az/7BXGsKHMxoPdNyJE+RvVDXfBE5IJLcwFsSn4cWuMMEiVNwRIDZL4JJXeC+6Ly",
+	"Qbp7tGT9BMaOG0M4AUZ2KWRCmxBOIV1LthQJcvNoJ9s8f0wMqYkPvN23LCt7wP0Bv+5eot18Me7qGrov",
+	"DRldsY2/JW41K5jagqZ97T2YdVyrHb5qyNgHA1iWPR7llu4XXEYb4djc6dhFB/aNLTfk0m5/7LRx2R8J",
+	"S/fyNy0UYbwsSB++mlu9r45YNHcPmXfOAtnutZm7HfTcFqNyqjOGARoaxHaUT+F3ZgLMWR6UsEEbCv2n",
+	"ZuCK2TciOWc5TPlMFf6RyqqBgZDVQvhLJWLx9ZSzgheRbFuU6gNU0OAr3sxAIGGFGl8q9FbcqumwHQKr",
+	"40lVGMyDEzQ4w5o4Oe8PI10pbTZCNB3kNWKWsROHzcBS6Lwvv4J7xoWa9g8xNUOjD0WZ2iBToMn7gp2o",
+	"3QH3ui/h0OFfF5G7aRCyJ6byL3v++NXrHy6/ffVVbNEVErWbb8JKmIXTumiAXgBf5mYNCgXESliduJdT",
+	"VOe3Cb6GV7ARDuvRqu1Iy5dvvvvu1fX1y6+CMHAnCMLg6uXrr169/joIg+9f//v1mx9fb7JTSzb1uoU+",
+	"LdGLxr5b3UNUfihZU2bY3t5lHxftwCDyRCbkh17562WtUfD1y+uGyP3+7bde4lIc74HoXQeVdJ5dyNov",
+	"Otl1eqtYytuX767h8uqVLTHYdHOr5OLeefevuGEi25DpdqEHT+LePlBHUw3Dhvlb11nY+gmqwBhMeaZW",
+	"cDIe25xDXQigVhIGJ+MxRYrKfLjbEENmaER5d2pMV97w8QC605H8m7tjrjvEwWFo5HcGbbX0xl+ijqBj",
+	"S5Gtj3TOEzETCdUF1DE4h0fyAIqUFB0PQSvn6lr7miIaFe9lnN1yDao0ThRSwFuPHhdI6+B8WzCt7Qna",
+	"oGHto+y2dtsk77r163aG2Ik9OnIbORSzhYFpJpXcum2WHB4mK0js7sMp3zohdgBv9Ms9cv2mWmWlqQRd",
+	"jOLPVlvcaCfErZVQoQeJbiUi+j8PB7Bo880D3ZOOnvU4d/Wl/ub6+grlGxp+aVmwacZBV4k0G1pBl2dW",
+	"KGkQKubQP4pkJK/RbE9VUqKHjERFmC+vXqG0kBy0KouE01mK0iwm9DNPFopCslRDZHgxYwlHmRJJsrrX",
+	"OadIha+YO14Yk7NcHLNczDkaUhzmXPKCGe9GI7fES7RV/Q/xMIwkyimyJ0ophZz7Tek/msqNNPzPd29e",
+	"AzOOKirnkuVi9JNWMqYTktDVtCk+GkL8MfL2d+R5IfJcFQWTKPj919+i4D6ewPl43ElfIU9Hcv+CxmEI",
+	"5+Nz/L/PQzg/OaPl1C0vtPiFp5GcqlRwHYKLKmuKoaJa1iE8H5/BaiEyGxffWqfmikP9WnRSXP0oE0uB",
+	"GB64gP9UpWsX7Q/hs26wPwRfJopoiqQVVbRawWel5njRZYoCD7/rnFOjhYjXiaIJkCpuy7tSnmSs4I6W",
+	"zH9ON2pR5+KWS1iiL2IWuJakejDkUA78LuG5deMsuisJi87AkZAwcN6hr4EKiR9sToR+imT3xoZg2Bxi",
+	"7ZaKhxPiKGflMA3frHNeuPRCQ9WiQRFJtCjwlKFVvcjw1lmBATIYfRkFk48RKboomPz+629hZNVd9alm",
+	"ut9//e3+Ph6G9hqJuaQKvA0kC7OBWutF+fpCJxeCMCAeI1lxgpLRXYxgEpyNxqMzSmSYBUm+DmLwqznv",
+	"8Zwua9R00AEeGyN4yVA5pDDnRkNcGd+xuzkOnVV5QC0yL4BlWjWslZi0C0WphVU4TMNMSJahaKi9kUEz",
+	"C1Q0NBExLQhzgY7tpoUeR7K+vz7bt8uf2VByBIfzJGIY+J9teHvBkFwT8JUk1qsNYcGzNLQ1FUTrFRMG",
+	"ZZvXH3aVEFwtBenLKbfST7oCS2vYxc51iSNZ7V1xB21rM6cvpSm8YBC2gogUrFdRItV0037E48YIjwuk",
+	"ujoQ/Ea7EjGpav1fH92BbsSSRxLlU04LSLrVulH1womIZsHXCM3E7vaP17HfI0fv4nUkbW5XXzhwiBK2",
+	"GMXlWAbxP/GXqByPT1+I9B+///ob3nlazhQlj4fVkpE0Ck4/ew5u0baJRggjQuPTThjC2Xh8ZB+nQ6nS",
+	"XESysQZxI7IrZaOVRlquK2Bx45EDhvRLBdo4jqQqEIvu2UrcGCvx4H91rzwF1jYlayTd/bdkJYHhcrTV",
+	"w6/SYIJXud/tRAngd6FoRreGn8icahh0bUg9DOkGsyPNcQ3DU6uG0JyZVMQSxhoEvtxYkz4lXJOj8uLF",
+	"BWoNkVLZsS8IPjn9zIbRIUFtt+B3kUwWrGCJlYAbq4ztqQUCTQIzCAO82OjVkJteFQhv2GAUfFerl2ib",
+	"/2BDxsg8XW/ynSO6UUTbnVdhoDlajOrWpl76oMI1dsL1Pmx3gJyOx5+8uL/NC1sKo/2ltZo/Ris17vj8",
+	"Qnun/z4Mzp8A0K2V2zGSP57Aixd0n0Qad/XlBbwYOw7bylxQ89YFnIxP7UIoXe0FtXaJLU/HIz63R+yD",
+	"vKLZcX9/Br19tv/bGy0C5XLJinXD8ffmz6QtYtXMeyHkebC5ppizeymg7FH1yZf15kr3RUt7fZ1KMaJ4",
+	"oBJ/a4X7YjzLydppG7JM1yFpODLw8C0y8hjx0UKhTwyXTg77w7V00ILpSCKZiQf75BzCv6eg2+vSX2oC",
+	"uBcBf+xmk7n+hUrXB92VKt63EfTeUTbS9jMdpf9esuWvExznZ8RhX9pNj67XOfdyIu5uH1/A+QtrKap0",
+	"TQ0u1EnTYXxmIONMG+s8E4V2CKFI9kgh1wRzfnL252HEdQ2dhM0TQsaKOWX2mIRNF/L/QWkYkuRxJjAe",
+	"ZW/xeB8Gx43y3X5ZebmX6wi154iudG2JJplAAz9hMpK5Emjrm8rlKNEGknM0tK4bJGLN8kGbt/pWaBNH",
+	"Mi+UUdNyVvUvDeImo0+gyU4qMdwcaVNwtozRY7hFPUoHJns+WfDkgy3jYXBbtfLR1+SUUh6yayaS0cAZ",
+	"rtGKSQ7pB5Zl2+JlNoTh2sRk7RJG0hpcGZPkyeAla6xMTpHEL4Wuw7Xkh2hO9tuCL8Eoa5V6P0tVRa65",
+	"Cy2JpFFKWMUg/C9qRmeqbT9cLP7fR9/a/Y7e2eeOXqWxx4h1jyIZ14WEG7YKubFrW7DJ5gXnthh2ipxB",
+	"ATO0Q9Dh5JluFkpSMV7xTENeTjORwAe+JsYiAeR/8zj+wHmO74oC3ZCUFyNAp49yvQ62sEsUZkmyUXCJ",
+	"hBHauIVCoK4T61xKrj35bHp5BJcOXE+VVjOgruSpe8t2ESKXIMTaVrV6yrgqV8oHhx2WrEMnPqkrTLXX",
+	"guluRLC3/7RjhzzT5Gho2+CqKWAZyZPxGN1VXKSVYLFmDvoLwgYRtl1/68QtOTf7O33Q4/OFkWz6s/78",
+	"1A+xj5n0sCfY5f5aOLQurS/j3s2cW72idsdXpde6xbs9PtxjoA1dHMJf0UOBt6/V0Pfd/4POsbdl2JTV",
+	"bRNg/8py0hHtLJSQjKjRhWsPA/L0sMZsm2gJFsbkk+PjTCUsWyhtJp+NPxt3DO1/ivQf4+lJ8vuvv4Wf",
+	"z07577/+FhzcK025oB6jp6HkqN/Rip6BVCsbc1uj1cZZkQle9YEPR84DcYI/koclh5D1vDxGYyQEISNJ",
+	"18eJUeda1cVUKFaowqobDPaG4l6m8/bG+LNWXzzdHt9dCRWzwIohQD/Zjv+pTQRWUncEr+wTuVJFtsbT",
+	"Ll3kcsEoM+Dir400pF0bxpPqN0LKxOHGUX3SsCYqIWj7GRpB73dtgLkGlyn+lJ31tpzS1rcRdWx4GdWR",
+	"VKhD5zUXjaDyMU4tmzzoZLRMsAs4O2+Z4pQ9ptBhJW7Ja66CUBdw9rx+o1HUJGQzaUBRQ5XyCzgb+0d6",
+	"ksQhGj+tNHJNBlSyteBsh8wtZB1C2QC9N0PJEEMmj6SN67vhADKF1WI9tDGYRp+Q85syJStf5PT5i2ZI",
+	"MGzKcZ8x7FpXqdBkVRFTKskj6XoGcfFmjOcv9L4mB3hfYcUIkbScUKfO/NP2LhzlvDhyjBvXnlCTRXQk",
+	"e3Zr9weN4HWXyy/alk8ku66MtboZ6CXLMl7YXLhF8N/UcbRZkw0LuJKDBzmMC2oV/KWRT2ubYv73R0Vk",
+	"GgLd17zZpsKqeNW36+/FpK6tcYvcc0NOKPWcNwM2uynQmFzURnzPmjVeKyTp4P19SJZWf01iXqgpWvoy",
+	"BWRUmLKMycSaz8xyH3zz8vKri0Y8wDts6B6hpl6pMktdkHG0YSzj3t/spNIBuOqZoWPz7QrNi5yKsDe9",
+	"QhTwFD1lNh5p7VkXFTWKDjgcPYRfGJBZ4jiukU7DtYdbsY9cvOSmEMn2rHBjr2cargq15GbBS9SQc6FN",
+	"sfYBF8PvDPC7XGnyjMDaniNAg5mnkVQyWzdmHDjwi9InYh0gMIirRCu+6XL8Kb+NIVXDi0iej88bNac9",
+	"PpA/0oMXD0E+zjMmOuK+x0jeRIrb5XHXBV85f/iVagBVm/4NKlRQ7CBxs2hmq7Sac/Mm5/Ly6lXwB0PI",
+	"PUVOm9hze8FZXZ3krQJKSetOCdEnkUqNWqjQ1xbtxBwFFrZLePfzJxPwtmH808v4txQfMa6q67Ec67Ty",
+	"YybUobVIh5u06pyYgaWYuyDIWQgrJg2cP8HAutd+/9bMJ196og0rfFQorkGNQ9BsrdFu7RPA1UGqHL8k",
+	"U9aeyLWh/D113ttdfLsv6zytvqvYbQshncazN7Ci0/AxhGovdYjuLPJke7oAhcvR26sv4XQ0ppJAKuUM",
+	"LSLJyZ6rI2qu4uXymYa4yJMYcpZ8INbUKpLcLKypHQI9qEO4FXxJB0gYuu2q+GCjqZpGbzTSCN9xs1Cp",
+	"nkRyawP2oOCmLKSuGquGoe3Wpua3V2kcRjKW3Ny4WrPY/TznprHOl6qUJka1zQz5IFXjJC2Da1T9TAk+",
+	"i06Gb0unXtb8aFZwqgId9u7wxfobphdxJAduIV9tZSnpC/NwvVaBly+38wbFjbmzWUtXVEYvUG+edQMQ",
+	"BbZl/euX15FstqIdf8Qf7+uCHmFsOqLMsuEI3vJZqVlWl6Ei4SPpSgdJsLSJ7SQQWju2vcsoBZlaTeyo",
+	"J/vdSQjmLpL2wxix70PddNHium/L6s+Go17KlBfUIZzGaDMxGiZlT6wKsC2NeAmoxubo7HQ8fg6D2NzR",
+	"E272FO2YEM0iSdWmVKnJU55OaCmewskLMHc6Ho6qY/uCyUQtuT06lTCfjsc2lE3sMedmMQK05CqLcFqK",
+	"DIGy2R/0zGbbAtxvr74MHp9p78ZRK8B9+Mc3ivWMIIKB86pJ0nya7Hu/gdSAyi7YBKvZ1kZVFK0xSZF8",
+	"absR6CmpjJi5LRF8f8pK0EkQqc3ZuU44F42q5DQSq24PsiMhFY2/IpxWIZZ2xPIJjeFPG8DxVkP4x/yB",
+	"vsCODeIshZ15en7y/FM6IH0xxy4WYNCWO5aKND+FtiWvbUNrftG4ihN46V6vWdKHu5sSxw8Z8coSPzs1",
+	"Wc+u3Opl/puvNacRd0JaTp2uQaRuZBBrjcQLIa7H6cVVitZ+9IG/emRenxDJRNVH+lB27A26rRuJbFEl",
+	"LA/Mdz2Y39rYr84YuMysGzC3bd9qmOJezN/qHNyE5grxrsUvW49J3N3azWXa/EhedieW5ZI+jamWyX3s",
+	"bU3bHC60BUEi1TCnxvbqpgnttHrBb4UqdTUvscEsW7OTdjTjX1W0WY+n7JvGbJm/WfT3WP9tj1ceF4vd",
+	"HoOl7FIVlaZLbWsy6FB1GUZDclSj7LZWLTbFrdpjcCAMmJ2NFckdwfMQTsbjZsuMK5TphMVdZUqr6GUC",
+	"YkYl4sLYlEPVUuNzR9W8kirD5FJJdb3C1GtjXAMNUn8KNCqrsUpVLbuQKb+L5CB2Z/nPyfuJ61OqZc8E",
+	"vIESD7dZU7UgfKxF9bCAqSc//sk1i5sTAx5IFa+Y7o6yrsphNVtycGBdeNJG7dKtylxbuAoEvWA579B/",
+	"ApZqfvhAJKvhBNWU59ZYAmtZnY5P/lzEXDbrHWv8+OKfdXssCFWJxW7eSEx5JyTv8OkR8yiT8/M/4W8P",
+	"VKUAtqNkk61SMZvxggoDLSSj/c3b3lAbOpJLFEUOXxNb+OkEIIm4vC54eIJY2/WBSU4r4xoJ4AeENDk1",
+	"bmih76tsblS93klwHpCY/NRK8B2lHRuaqq2ieor5ax3YNqCPP4r0flcM3w4b3KPiq2LMQf/wydpUyplZ",
+	"dHpu2vL7LzWbtguv63r0/Z/klf4lzFVNcd3JPz6QtT1eieiiCkazQgtntnVwY6OOwZYmmGpoZHtm0MBP",
+	"C7Ozwo5cHZSfFXY043Zq5ILfUYkRKgx3sUNXE0phqnommy8OpcgiMq+rXHbtiCy1dUKRdCVMLsRYlBkK",
+	"QjcYCfjPJct8uavd45mdrkS9Xj5aGclBZWy5eKOTlcrH46Xygov+agaDOcuHITBYiPmCu0oUP5npogLA",
+	"KwIXQyMVaucfgc2S4rYzziFhuS15EXkkba2w18gnJ2P4H157qsxZH2ShkMCrimwpsn7qeupsbY+f39Wg",
+	"FSVZneqe2PnK8Qi+82FKVvBItkIJj4/euZlZT2Nu1mNU/3RDszGhbVtPDFKnifWmsenS6BSAHTStKEsN",
+	"mxT5tBbgbojfuc7mOnyvisaYsRaI1s57VL1iw3RpYKaacAl23I0LHEzoByNyuhonof8eJIWl0bxx/3ui",
+	"LKIrRm9R0YbDhHa06/xVmdatGVaVWanrUHlU9HMv23VLJnZntsH9e/xEdmE1ys4SdUP+Ouw0sxpVtWHB",
+	"hOZdqYg+CArC0VMFhbeat9Xfe2h1qOyO/54+mmztxMwTUcey78bc3mH1ly2qrBECMfrDFs+f+Jef3Ams",
+	"3TCYtQ70zA817I5e2RkVZ2kKbMvs7ebQ7f54eCevuDUuftVOeIaNMSS+z80OgySToTmmOpJxc9J1PAxr",
+	"I2MwXdcjH2+m65hI7Ic5D6yhEDdmTccT6Bsj3TYBaDQnobCqA7DdwfuZBnNeWwYPei9NhNu07fiOZMKL",
+	"c+q3TMVcGL3FhXEjXv8eTsw+dkNryOr/z75M54ptpPTrv4FgmOF91+u++mrzzyypKddhVWdoS8kbJWGj",
+	"mkMalR79HUiNRsVBsxn060KkdrbWUYGYdE067nm6xMPGPt5Ne3ATaoPzw5BQfD3QgTppdJ5G0tVro/Ft",
+	"m+3qxg9TjeQBIbXhLLW1EHUXKOIpV1mm/XSfn6v8X9XjDS6GjWbOjsa7MJKPH55kZYbPcvly7Pv39/83",
+	"AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
