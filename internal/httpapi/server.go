@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
@@ -83,6 +84,12 @@ type Deps struct {
 	Clock   clock.Clock
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics
+	// Pool configures the builder lane's ingress (POST /rpc, /v1/pool/txs);
+	// nil when the lane is off, and those routes answer 404. New panics on
+	// an invalid one (PoolConfig.Validate) or one without PoolChain.
+	Pool *PoolConfig
+	// PoolChain gives the pool the chain's nonces; required with Pool.
+	PoolChain PoolChain
 }
 
 // Server is the HTTP API. It implements apigen.ServerInterface: one method per
@@ -107,6 +114,10 @@ type Server struct {
 	// answer at once.
 	stopping     chan struct{}
 	stopWaitOnce sync.Once
+	// pool, poolChain and rpc serve the builder lane; nil when it is off.
+	pool      *PoolConfig
+	poolChain PoolChain
+	rpc       *rpc.Server
 }
 
 // OnBatchesQueued sets f to be called after a request queued batches for
@@ -124,6 +135,21 @@ func New(cfg Config, deps Deps) *Server {
 	}
 	s := &Server{cfg: cfg, store: deps.Store, ready: deps.Ready, clock: deps.Clock, logger: logger, metrics: deps.Metrics,
 		wallets: deps.Wallets, stopping: make(chan struct{})}
+	if deps.Pool != nil {
+		pool := *deps.Pool
+		if err := pool.Validate(); err != nil {
+			panic(fmt.Sprintf("httpapi: %v", err))
+		}
+		if deps.PoolChain == nil {
+			panic("httpapi: Deps.Pool is set without Deps.PoolChain")
+		}
+		s.pool, s.poolChain = &pool, deps.PoolChain
+		srv, err := s.newRPCServer()
+		if err != nil {
+			panic(fmt.Sprintf("httpapi: %v", err))
+		}
+		s.rpc = srv
+	}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true

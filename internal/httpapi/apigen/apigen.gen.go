@@ -107,6 +107,33 @@ func (e HealthStatus) Valid() bool {
 	}
 }
 
+// Defines values for PoolTxState.
+const (
+	PoolTxStateDropped  PoolTxState = "dropped"
+	PoolTxStateIncluded PoolTxState = "included"
+	PoolTxStatePending  PoolTxState = "pending"
+	PoolTxStateQueued   PoolTxState = "queued"
+	PoolTxStateReplaced PoolTxState = "replaced"
+)
+
+// Valid indicates whether the value is a known member of the PoolTxState enum.
+func (e PoolTxState) Valid() bool {
+	switch e {
+	case PoolTxStateDropped:
+		return true
+	case PoolTxStateIncluded:
+		return true
+	case PoolTxStatePending:
+		return true
+	case PoolTxStateQueued:
+		return true
+	case PoolTxStateReplaced:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SawtoothBatchStatusStatus.
 const (
 	SawtoothBatchStatusStatusCOMMITTED SawtoothBatchStatusStatus = "COMMITTED"
@@ -323,6 +350,70 @@ type NewBatch struct {
 
 // NewBatches defines model for NewBatches.
 type NewBatches = []NewBatch
+
+// NewPoolTx A signed transaction to add to the pool.
+type NewPoolTx struct {
+	// Raw The signed transaction (RLP, or an EIP-2718 typed envelope) as 0x-prefixed hex, as `eth_sendRawTransaction` takes it.
+	Raw string `json:"raw"`
+}
+
+// PoolTx defines model for PoolTx.
+type PoolTx struct {
+	Hash    string `json:"hash"`
+	ChainID int64  `json:"chain_id"`
+
+	// Sender The address recovered from the signature, lower-case.
+	Sender string `json:"sender"`
+	Nonce  int64  `json:"nonce"`
+
+	// Type EIP-2718 type: 0 legacy, 1 access list, 2 dynamic fee.
+	Type int `json:"type"`
+
+	// To The recipient; absent for a contract creation.
+	To  *string `json:"to,omitempty"`
+	Gas int64   `json:"gas"`
+
+	// GasFeeCap Max fee per gas in wei, decimal (a legacy transaction's gas price).
+	GasFeeCap string `json:"gas_fee_cap"`
+
+	// GasTipCap Max priority fee per gas in wei, decimal (a legacy transaction's gas price).
+	GasTipCap string `json:"gas_tip_cap"`
+
+	// Value Value in wei, decimal.
+	Value string      `json:"value"`
+	State PoolTxState `json:"state"`
+
+	// ReplacedBy State `replaced`, the hash of the replacement.
+	ReplacedBy *string `json:"replaced_by,omitempty"`
+
+	// DropReason State `dropped`, why (`expired`, `stale`).
+	DropReason *string `json:"drop_reason,omitempty"`
+
+	// BundleBlock State `included`, the block number of its bundle.
+	BundleBlock *int64    `json:"bundle_block,omitempty"`
+	ReceivedAt  time.Time `json:"received_at"`
+
+	// ExpiresAt When it is dropped as expired if still pending or queued.
+	ExpiresAt time.Time `json:"expires_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// PoolTxResult defines model for PoolTxResult.
+type PoolTxResult struct {
+	Success bool `json:"success"`
+
+	// Created In `POST /v1/pool/txs` answers only, whether this request stored the transaction.
+	Created *bool `json:"created,omitempty"`
+
+	// Replaced In `POST /v1/pool/txs` answers only, the hash of the transaction it replaced.
+	Replaced *string `json:"replaced,omitempty"`
+	Tx       PoolTx  `json:"tx"`
+}
+
+// PoolTxState `pending` (its nonce is next: a bundle may take it), `queued` (a nonce
+// gap before it), `included` (in a bundle), `replaced` (a dearer
+// transaction took its nonce), `dropped` (it will not be bundled).
+type PoolTxState string
 
 // PostBatchesResult `BatchResult` for a batch object, `BatchesResult` for an array.
 type PostBatchesResult struct {
@@ -549,6 +640,9 @@ type PostSawtoothBatchesParams struct {
 	XLedgerqServiceID *string `json:"X-Ledgerq-Service-Id,omitempty"`
 }
 
+// PostRPCJSONBody defines parameters for PostRPC.
+type PostRPCJSONBody = interface{}
+
 // ListBatchesParams defines parameters for ListBatches.
 type ListBatchesParams struct {
 	// ServiceID Only the batches of this service.
@@ -594,8 +688,14 @@ type GetSendTxTaskStatusParams struct {
 // PostSawtoothBatchStatusesJSONRequestBody defines body for PostSawtoothBatchStatuses for application/json ContentType.
 type PostSawtoothBatchStatusesJSONRequestBody = PostSawtoothBatchStatusesJSONBody
 
+// PostRPCJSONRequestBody defines body for PostRPC for application/json ContentType.
+type PostRPCJSONRequestBody = PostRPCJSONBody
+
 // PostBatchesJSONRequestBody defines body for PostBatches for application/json ContentType.
 type PostBatchesJSONRequestBody = BatchSubmission
+
+// PostPoolTxJSONRequestBody defines body for PostPoolTx for application/json ContentType.
+type PostPoolTxJSONRequestBody = NewPoolTx
 
 // SendTxJSONRequestBody defines body for SendTx for application/json ContentType.
 type SendTxJSONRequestBody = SendTxRequest
@@ -753,6 +853,9 @@ type ServerInterface interface {
 	// HeadReadyz The database answers and is migrated (GET /readyz without a body).
 	// (HEAD /readyz)
 	HeadReadyz(ctx echo.Context) error
+	// PostRPC Builder lane: Ethereum JSON-RPC for the transaction pool.
+	// (POST /rpc)
+	PostRPC(ctx echo.Context) error
 	// ListBatches List batches, by id, one page at a time.
 	// (GET /v1/batches)
 	ListBatches(ctx echo.Context, params ListBatchesParams) error
@@ -762,6 +865,12 @@ type ServerInterface interface {
 	// GetBatch One batch.
 	// (GET /v1/batches/{id})
 	GetBatch(ctx echo.Context, id string) error
+	// PostPoolTx Builder lane: add a signed transaction to the pool.
+	// (POST /v1/pool/txs)
+	PostPoolTx(ctx echo.Context) error
+	// GetPoolTx Builder lane: a pool transaction and its state.
+	// (GET /v1/pool/txs/{hash})
+	GetPoolTx(ctx echo.Context, hash string) error
 	// SendTx Send a transaction from a wallet (store a send-tx task).
 	// (POST /v1/wallets/{wallet}/send-tx)
 	SendTx(ctx echo.Context, wallet Wallet, params SendTxParams) error
@@ -916,6 +1025,15 @@ func (w *ServerInterfaceWrapper) HeadReadyz(ctx echo.Context) error {
 	return err
 }
 
+// PostRPC converts echo context to params.
+func (w *ServerInterfaceWrapper) PostRPC(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PostRPC(ctx)
+	return err
+}
+
 // ListBatches converts echo context to params.
 func (w *ServerInterfaceWrapper) ListBatches(ctx echo.Context) error {
 	var err error
@@ -977,6 +1095,31 @@ func (w *ServerInterfaceWrapper) GetBatch(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetBatch(ctx, id)
+	return err
+}
+
+// PostPoolTx converts echo context to params.
+func (w *ServerInterfaceWrapper) PostPoolTx(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PostPoolTx(ctx)
+	return err
+}
+
+// GetPoolTx converts echo context to params.
+func (w *ServerInterfaceWrapper) GetPoolTx(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "hash" -------------
+	var hash string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "hash", ctx.Param("hash"), &hash, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter hash: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetPoolTx(ctx, hash)
 	return err
 }
 
@@ -1211,6 +1354,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.DELETE(options.BaseURL+"/v1/wallets/:wallet/tasks/:id", wrapper.CancelWalletTask, options.OperationMiddlewares["cancelWalletTask"]...)
 	router.GET(options.BaseURL+"/v1/wallets/:wallet/tasks/:id", wrapper.GetWalletTask, options.OperationMiddlewares["getWalletTask"]...)
 	router.GET(options.BaseURL+"/wallet/tasks/send-tx/:taskId", wrapper.GetSendTxTaskStatus, options.OperationMiddlewares["getSendTxTaskStatus"]...)
+	router.POST(options.BaseURL+"/rpc", wrapper.PostRPC, options.OperationMiddlewares["postRPC"]...)
+	router.POST(options.BaseURL+"/v1/pool/txs", wrapper.PostPoolTx, options.OperationMiddlewares["postPoolTx"]...)
+	router.GET(options.BaseURL+"/v1/pool/txs/:hash", wrapper.GetPoolTx, options.OperationMiddlewares["getPoolTx"]...)
 
 }
 
@@ -1219,152 +1365,182 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H19cxs30udXQfG2yuTVUBpSL7Gp2npKib0bXby2z1bW91TG5wE5oIjVEGAGoCSuS1X5NPlg+SRX3Q1g",
-	"XjikSMV2dus2f8QiOYMBGo3uX7/Op85EzxdaCWVNZ/SpMxM8EwX+eZGJ+UJboexbscj5SmTwbSbMpJAL",
-	"K7XqjDqpLZYiZbczoZidCVaIn5fCWFa4OxhXLA0DTVb9H8QqZVxlzFhdiIwpbWdSXZ0xPjZCWabtTBS3",
-	"0oiDTtQxk5mYc3iqUMt5Z/RTBx7X+RB17GohOqOOsYVUV537+6hzyc31Sz3hNLHmPC9ngllurp8Y9uPb",
-	"lxFLD28Gh7c8z4U1h5/oj/tDuMIcfpLZfVp/fPNx91FnwQs+F9bRCp5+8Xzzc5nMWJezH3+8eN6DoSX8",
-	"uOB21ok6is9hcJl1og7QTxZAaVjptilEnfc46/Zn0oqeGAaDs27a79M37NX53178+YcX//3u8vXbFx//",
-	"cvHyRbppQnTHXpO6h4vNQisjkCzf8uwtcQR8mmgF3AR/8sUil7RZh/8wtGPijs8XuYA/58IYfgVDL9W1",
-	"0reK/bwUxYoForOJzvWygE1aTibCmM5oynMj7quz+1Mhpp1R538clix+SL+awxdFoQuacZ163/KMSbVY",
-	"2jNkaDcTpKPBb6ZS5BnTRXNKB537qHOhrCgUz2n4h9f8Oyd7rthSibuFmFiRsSmX+bIQ9YlLw1LpZsUE",
-	"DJTiTF9p+xe9VNmXn+QrbdkUHoXPfcdvrdZ29mUo5Uffl2ITnQk2iFnXDwCCwrHe33kuM251wXDUXsS4",
-	"YZz5K4moTI//ISa2tsQfFb/hMudjYurd2V+UNMlEZzSI46hyJHKRXYni5yeGZdzyMTe4yUtVCD6ZwcMO",
-	"2H/rZRFk8ZyvgF3hH6Utm/EbwcZCKLYoNBwdkZ0xI1Qm1RWTlvErLhWMaPgUpbCVFqbVee6fVl3X/c4n",
-	"7sGt+Y72IB6xlhVmEnUF48rcioJJxayciwN2HpZpZ9wmCtWKYWNuJzNhWtfuNI+diXnrwhMFK3e7jAMx",
-	"nheCZyt/qzQ4mh/oVk7EQaJg639UfGlnupD/FNljRd5cGgNTOn9zwa7FaoRzZOduXBxgxL4VvBAFS5Zx",
-	"fDS5Fiv8Q7CuLtj/6Z+/uQBFO2r+3PsC8vKV9hONgNJaCdwJYkk6QBp48UZfiwznB9LJ3mrmoAab6TxL",
-	"VCanU1EABLgWK9M7YKDG0vfv3/dh5UJZoJ1I3V3M8BXcecusJvpohXsQVRFM8+66HFlTXrR/exzZ30k6",
-	"WOGGI7wuw8OFy3KKJMkJB+whz1u5TnkpPWJKM7OczByIgO1DCDPFvZPG7/eXYaatT8bjYAO+8QdxotVU",
-	"Xi0LkUXwa6KuxSoc0olewCHVTFrkUOshWaYFXSLupMGHScO4QgSaKI+giBG92CEIYABUScXEDSCACTd0",
-	"/MP6HfaxkxluQZZJWB/P3xR6IQorhadY1FlUvvrU4daK+YKQuGNP0N1XooCNnhSC2zYUfqFY+ub1u0sG",
-	"qNaJvpQFJMa0ylcRgHRYGlHSS81SGJKoQ4FPTx5rnQuuKk/+yJGnprqYw1+djFvRBzncWUPkUWcqlTSz",
-	"PW+SWcvJjDo5N/Zj0IrtP5vleC7tvrP8eSmWe95SiImQN3veZERxIyfi44YFGuvE07Zjgxz1Dq90tyyJ",
-	"a/L89bQz+mnHu5emc/9h7eQt85wtlZV5yQsIAoSywBNqmTupCDYAPN6Tu7KeCscsF9meHHNfNTR+InOo",
-	"QrWwYE+s6hRqHFrfoag8VLVZlUYkITeYNJLoDcrDvY6tO3Lwp7RibnbaSHigmwEvCr6Cz0rc2Y98akWx",
-	"fsjfFAIt5GBrL5xqmC7znPQF3I5fPzEsxWHSg1Zm9GJ7fecau+CvjMIaN9LtrTDL3D6GcjuT69Hz3jzr",
-	"d/7gNfwaStymrEvSMUItsRKWkbToRSylv1LWBWg5FnhOmNK38NtM5FmaqC58F6E2Rc6FEXpBBdF3BFm8",
-	"d0OJ244XSYhkcvhnQRAV2JcAVQcOLzlkos5Ez8MhuAFLBY15+utDy95XxUCr64DA9xPjdR4f66VlnFYY",
-	"dISf8peYHBxrY1r9OK+Vl020j0BNrhgeIKanCOphelqJHUTiK3HreWu3CwWITj9PYR7P8p9DWHzuUxws",
-	"8T0WE/Bjc6Pegw1wi/Kq0OrqDDHc2PtWwNzaxaPSZJGoc9fXRQbicVinQMPKz2/BPsAptyCayjCDzbTy",
-	"a2uj1feC53ZfdFdqbH96lgvUVjxbtR6Hx+ywe0jbpAO7PzTtTWcObC2QiEDS+tLqALF+/9u/fMeOjo6e",
-	"nTGkuYPQpNmflKZ6NxNTvsztiDSc8wEkyitzJm3vgP0gFhbmgeaRnBTaiIlWGcnRHWAGbP2V7m8AnuvS",
-	"EGcH6pTMyo9GXilul4VAzTrndy+FugJOGJ6cRp25VP7zoGU/F3yVa97ypHOgh+S5/KfISsdSiruVRgzs",
-	"vtPjMyZt20TYfGksG4tEpTIj5zpcGC4wdMGNKOR0dcDOLZtrY1na78/5Xd/NqT9eWWFAaw3Y3+S3bLxi",
-	"bj96TKuJYJmY6Ew0CQ137UzjOgZep7X7vQJAxyLX6sowq89QAzV55kp7XiB2QfcDB20Fmx+BjYY8t/de",
-	"PQhG/VZuO2d7CPmKJoKJXdA9g3Wh/0Ybu6Z9GtilAsdSlLu8pjMjx1h+BHeN06K7a88q6ntIgdanjDrU",
-	"s3kDkOwhT9tsqZpoD2Djoy24MnwCA7eoi7/Q+tOLV38/f3nxPCVyRXiMqneyW2lnLs7FjVZnDAyLVT1o",
-	"tdN+l15wnN9l+ZA1TV9Z0VHN7PNK5LvXf/vbxeXli+edqONW0Ik6b168en7x6q+dqPPjqx9evX7/al3D",
-	"1LRpK8d7i6uVjG2s37KpYt9tzbjlOx+cNi7aQkHgiVyq61YfCgFekDbsry8undcEdvvHty8duCSI8gAw",
-	"aZAS17ONWLsBr6bGCGri7Yt3l+iTQwfJum4OfpOdvfPPheUyX5OCNNCDK3F377fpFOlobkolGkNRFozT",
-	"dEEt3LJBHJM5VYYL9K1i3UEcoxJcLnqVjfJ+tAYzVADsxh2FY+eCIJ/22Hdckr9zO5zcIg72I6O4s0Jl",
-	"IvvoD1FD0PG5zFd9sxATOZUT9D6X8MLRkRVioovMMKWViJjRgNalcRF6jIsE3ssFvxGGgYVIohCxvDl4",
-	"HEZo0HwTTqhIoScmBAQ83Nl6OBtb3rRZVnXnlxN7uOQ6cRCOsq6t2stu3DpL9vaTFSh2d+GUl06I7cEb",
-	"7XIPvdtjo/OlDYIuBfFHjuSPxgnx1HnhRQBfTiLm0tiDB915+PDWBQmVXd5VsgT2EIINZvCxoHUR2H4a",
-	"vuN57o5AfNdfFGIq70TGZuIuAhCJKHlwNIi/GTJExwfsOUFi4nV8DLdWFDDY/43vuj/F/We8Pz3v/+XD",
-	"p+F973/+adveA4dfcfMxl3PZguL+CjwHP515IM6EsXIOZhagc4yC6OKawG04bFLZ0+MOgkg5B3ww2CYB",
-	"j8EoKaQupF21nAePdlJ/TUoeMAYjRmwmr2YUFEHf0FQWxgYzjsW9MyavFIYXxiuWTuVUp825Hg23SugT",
-	"kLy6nWkLMZELiRIpvkOBfxzD3rFMXklrwGCYw372J9wIxrOsEMaZQhNeFCvGGZ5u9uLiTf/khE1mYnJt",
-	"lvO1ba3u6nF8/6eH5MsNz5dt0kVIz6AR42BPyTnPGY2BgdH4Dubfg4PF2VIqOzw5LXkuRrebD911BvHa",
-	"f3tJGqu3HMdLbq53hOQNhS1ExuL4+ImhGJvzfPrkiE1a30HZOBpEw+jowzaWGG6T4C8oFcOFu1ZlrG/K",
-	"ZS6yrbL4pBVcv+fS0oUv7sRk6f9GJBR1nmsltuLqo61enAbj2LuLFo0Hz6hg0blUImuqQG5mW9d2vNlf",
-	"5FDKFrcRxZeBJfbFdFxNRJ6LDWp8ksPpZeGqcrduZzIXoGBvuWG3tAMPuPFO76POZMalct6FNYG4maNg",
-	"j9rh52Xw0z8BGUesjRi04gLfhWkHg8cEUasDfHMf7aLFQICEXEqpUDmbrawBAwcLocUsdumLigA4Hatu",
-	"Gjatkvu5tp/Sbkc/g+NHhYmrwiCGEQo9fyAL0kn/iOX6VhSkEWbi7oEzs1U/n4cYusgCxQMtSDMHjW2Y",
-	"tK1qejPLPN0EgCmbFFTIjz9ePL/55kG8K8v024/XYrXdZzJsIII9lPUzlDE3orCbTvya7GL+etaVFgg6",
-	"EXIBG+b0hjQII4JgkIZl6OLL85CI8YBgcGK92OSdfg9bBg8n+FKdHEgfMCswjdlnLB/s7mf2U3j2iGh9",
-	"KXQrIftyyHgDMHq5O38jtrr7CLpj09FHWgPhSfXApR71r23ldjY8ekxKQHWAp1uBVeTh1NZZgI64DUnT",
-	"explIRs6aBkneXAj/OQqh6fiPnM6NhyOqKIaG6kLD2QolGzxiDSFr5Fd8Gjsw8317u7yCiTZ4uwbbkY9",
-	"9LjtFH5UdPfhHK3ffvn1EIyAvr1Lg8txtwwtmPV2cTfcl+aPkUh1WXS0ncoPEHlTJkLFkPAeiJGHgqyL",
-	"bsC4FzHhQTnrDkZNfz1aphX5LZSFW9BG6A57Ecm37tGIpFmvmtdwG3C/qOB+4XB/1or7MQFQTJZw/N8B",
-	"1ZzreyF/EKvv0U21AWPyufBZlYxTgDQNabw+5zXyP33P7UwX+G0ujClzFR0EM5QRa2dCFuaAoYYbazsL",
-	"Gbe8EOxK3tBJX6FNnKiZzrMyu/FarCjUh4UhdGNZGhLmVjIjrRI2d4ypyedL26JXzlVYZzf1LrVrsTKM",
-	"Dk7ai1januqc//zxt19+TQ/YOdyQKL0QiuhR6KUt/VGuqsc5LUP6J/kDMLM6qmQmJ8qnJruc0eN4QAtH",
-	"vsfTg88vVzqzdkHJq1JNW3Rw6Y7+/vLyDax3BLp0WfBxLpgJ2S3OlyIVmxZaWTL76eaDRCXqcoZwZ7Kc",
-	"I5intZ6/uXhiMMxp9LKYCFx1sbQzyosVk5nGOCnmyFtRTPlEAPcnCgXIagFYVDFfEXIIi+ELecgX8koo",
-	"4gyhRIFuJtBv6OdM5/y6/CHtRYnixGGsWCoF5889FP9B4nPD/te7168Yt86fCBvGF/LgH0arFFeIZjSx",
-	"I1wasfRT4sVH4gVs4s39pDNKOr/98mvSuU9H7DiOGzklXUz93b1gpxfBZrsA6VbWCAnux/Ex/O9ZxI4H",
-	"R3invhGFwbD9WGdSmIi5yLDB1CRQSSZix8NholyUtQLHkecKsTQio9Ciyz72sj9iJ/GRs4ZtJVk8Uc2C",
-	"D+c/TRTNAkkK0+qj9QL42oX7xzpbuVh/xJ42Q/3l8mE/EkXefBytEFOYZ0SiVON3DYIaWB4oQzy4ZX51",
-	"JiY5L4RjGu4/Z2tFXSST5rrAGgKFiQfuKAgm7iZi4cU6UCMEIbJCL/pSsa5LgvYZ0BEyHmVE4E+Jajq1",
-	"I2b5FUuNGyrtjZB1nVbmhn2/WojCJRdUolFvX8BowBewSqdU4GRN8mWG5P6UkLZIOqNPCSLApDP67Zdf",
-	"o4QiQuFTyd2//fLr/T1IQDyv5Ds160SWdo20JLF8oY4TQABKgTlRKA1AMrsT2Bl1jg7igyNydM5QSTUI",
-	"A19dtRUXnpekaZCDeWocsBd8MmMyY1cgh9MQn07dEXXkDMmBZVThjPHc6EpAL0UXbQrQSFJMhoOlpngO",
-	"MqgM2HerOSBFJViDTMukPWNpWxA7TVQpKHyuz7aQ/1ocCOfhgu0p6/qfjZV5DhYTk3bEfB4ppXZGbCby",
-	"LCKvOe61BzY+xEKjgFWDmZQYUhoLErPKVSpR7DN10f00UeHZgTvwsZQ39ULZwgsGSQgf8ZvXmjIzeNLQ",
-	"55/CfFIy+lwWKHxjXIK40mWIrFy6L62QcyefFjiAwlNtKjmvwjggs4LZjOhpf36V+mcsmNXsVaIos8uc",
-	"uengTlAqqlrOx6Jg3fS/4JdkGcfDU5n9GeBB5IbDuuReGDJRVrPh0xPmBq1HMZFguNFwtQ9gHMVxny7H",
-	"RemlPUtUZQzkRmBXtIe1gb1chcnCgw/cZFCRhanFaaJ0AVR01wZxY0nisf/dPPJoEKxL1kS580/bSsEW",
-	"kgXh4ousM4Kj3J6ZUa9j/unTWjEsbnNmWLcZZjW9CE8w7xsBY1iRkRoCM2AUNktaQh5lAQ0obqQ1gvjT",
-	"0zNSiqFqDBh3MHxKrjrmXRmJmsx4wSckAddGiStgFQVmo656Sx012j/69sV8YVd/Jw8DlTk3DRLadKtx",
-	"b7ceha4RgvGxvhFlbXVjVjDG1nl9aJRSD+P4s1fJ1nlhQ4WaP7Sk+dNcquu0kRYjjc+LuY86x19gohsL",
-	"xlLY/nTETk/xPMksberLM3YaOw7byFys5K0zNoiHNBBIVzqgzlbCOk9Y4gktsW3mYc8O2wud8e6j3e9e",
-	"q7Vdzue8WFVyYzz8GdVFrJ76QD16DPiVQdvc3dRBCz588kU9C23aEgpb0wGCYgTxgLWyBPd9Kj5xsnHa",
-	"BpHpKkINhwAP7kKQx5GPwPo0B+zcyWG/uJoOmnGTKNhm5ME2OQfz31HQ7XTozw1OuJUAv+9kI1z/Vmer",
-	"vc5KcI6t5dZuSRqt+2fcTv9ryZY/TnAcHyGHfUcP7V+uFsLLibT5+PSMHZ8SUtTZCivFsSS9wfjcslxw",
-	"Y8lKxx3aIoQS1SKFXDX58eDo61HEld8PouoKWc6LK/RIcsXWTch/Q2kYoeRxEBiWsrN4vI86h5XinXZZ",
-	"eb6T6chKyxFM6RKJljHURC20BKxvg8mxBAykrgBoXVa2iFeLByi1+6U0Nk3UotBWj5fTUEjeTauMPmJV",
-	"dtITK2zf2ELweQoWAxY344IRz2N+jMhI1N+EnhiUNoNeIgDPTZiIoEFwGKOWs9DDH3wcryWljFwYrt+C",
-	"Kk3CRBHgyrlCSwZDVOXIaBQp+FKaMqMR7RAjEL/NxJxZTajU21k6lLgsnA9LTiqFBMEH4X/RU1xTif2c",
-	"x/YlPa//jq7rX2ShYQGZR4lKyzKCNayCZiz5Yxm/KoSgcAz6boPPFgxOkZtqmQQ6uYsnhi2W41xOyFdl",
-	"NAkg/5un8bUQC/INgxmSieKAgdEnVVlhETU3hdOWrJVbuAwDN1DEMCpExqUSxm/fWEx1gb063Na5Xal1",
-	"1TBBnrq7qB0HcAnM2FBNi98ZV+OyyPnEd+oILFm6Tnzdg7ThWTNumq7H1kYuDRzyxKChYahTjEHPaKIG",
-	"cQzmKgxSy0EmmAP2giQnwqbjT0bcXAi7u9HHWmy+KFFVe9avH6shd4FJD1uCTe4vhUPt0Ibsv63MudEq",
-	"qtd7B73WLN1pseEeM9sQUHFHdN/Jr0dF1s//XuvYGRlWZXUdAuxeV4Y6op6oLRUvVi2pvDsAyOF+fUco",
-	"FxlDKaPDw1xPeD7Txo6exk/jBtD+L5n9OR4PJr/98mv0bDoUv/3ya2fvpkOYLt0CeipKDqNFJHq6St+S",
-	"z20FqE3wIpelV7534CwQJ/gTtV/+NLCel8cARiImVaJy6kGCYtSZVmUQGMQKBgaazmAPFHeCzps7TB3V",
-	"Gkzh6fG9FVhgFsyHKcQ/qHWWS0EOUveAXdAVC62LfAWrnTvP5YxjZMD5XyuZ+jQ2i0fhNyTKyNHG7fqo",
-	"giaCEKRqxorT+119wsIwV0zxOVtUXVZaHOLukHsZ1JFrZFhy0QELNsaQ2ORBI6MGwc7Y0XENimPSOboO",
-	"g7hFqzk4oc7Y0Ul5R6XuT6pq0AC9hjoTZ+wo9pe01FFEAH5qaablNoCSLQVn3WVOM2tsFDnoPQxFIAZM",
-	"nijy67suWypjt7NVj3wwlSphZzflWgVbZHhyWnUJRlU57kOTTXSVSYOoyjeqSpTrGACDV308f6D1NdrD",
-	"+ooCI1D03lRCZ/5qOgv9hSj6jnHT0hKqsohJVMvT6tXBB+xVk8vP6sgnUU1ThlA3Z2bO81wUVC5CBP4X",
-	"NRwparKGgIMc3MtgnGGjgH9W4ml1KOZ/f5RHpiLQfX4htRQIKUC+Wc9OTOqaGmyQe65bIDYqW1QdNtt3",
-	"oNICtE74ljFLugYimc6He+rp1p6kuCj0GJC+yhgwKhvznKsJwWdO3Me+f3H+/KziD/AGG5hHoKlv9TLP",
-	"nJPxYA0sw7O/37pLe9CqpRllpUfeAnPH1q1CEPDoPeXkjyQ867yiVuMCewcP0Zd1EZY4jquE02Ds3kbq",
-	"AxfPhS3kZHNUuPKsJ4a9KfRc2JlYgoa8ksYWK+9wseLOMnG30AYtI0bY84ABYBZZorTKV5UcRDf9YukD",
-	"sW4ileQhTDhxMf5M3KQs072zRB3Hx5Wy7BYbyC/pwYMHUz5c5FyqB9oHth0a95THHRe45fjhW0Lnv/r+",
-	"V3YhzGLLFlezczZKqythXy+EOn9z0fmdLuRGSmA79dyz2FGZBuVRAYakTSNX6bNIpUrSVeSTmLZSDh0L",
-	"myW8+/mzCXhqF/P5Zfxb9I9Ylz72WI51WvmxHShxcaNaV0xu2VxeOSfIUcRuubLs+Is0n3TPrzXf9Kkn",
-	"WEPgpFBaTjWNqBXp7WzVJoDDQkKMXyGUpRW5irR/TZ33dhvf7so6X1bfBXbbsJFO49EJDPvUe8xG1Yfa",
-	"R3eWLTk3qs8fxMoIzK2Xivh8vGIyc52QeC0XP2JpmcefBt8zffQWTZmr36b6AILv6PZ7Dfp4zUMvgyd2",
-	"T0feg467teeVrhDncnZ98zY9N/SI3EkW1LqGrM/mDdDdyH9uXCbVhkU1/xu6EH3Tbn7nqrBj/Li9KHu9",
-	"Z9IGAsnMsCvMl3bWGhKoS5BJ3Ei9NKFQo8IsG92uVBPyR2WjlF032/q1E/NXsxkeq5h2uOVxRuZm4xLd",
-	"ZsHcxkNNwSZcVBlfqsiP0KFvYzpGNfand+iHyLqumUGitngFIjaI42ousIsANux9F3KrRfNGTE4x901a",
-	"8qWEXGHvFHNSqeI6cz6yMhBDXSYVjQEGt18FL5CrqTdDSNKTKhN3ieqmbi0/DT6MXKZ3KXtGzLut096m",
-	"OEgpCB+blPGwgCkbWn7lZIz1bmEP+MABUzea3Yc8H6wLcdM681ub1GPSfiXo88WbZnwhGvs/YrRrvvFY",
-	"okJjstC8utaSjNxFw3jwdQlzXk3kKOnjo5qrep0Whr9TV/+VokMNtrf35QnzKMPy2Vd4O0mIcVCq7Dpb",
-	"lU3/3UwOdne8ttoQVms2B1Hk6DWijJbQzSWOMcLv6P0FjIjLPb23JOMqnu0HhDTV5VIvRl9qUn1QuL3h",
-	"ud3D4/q5leA79KdWNFVdRbVkKZY6sA6g8dVM25wT1ENxh1B2YMxue0/Nz/SSpi8OmzYLr8uyo/9X8T39",
-	"QcwVmtNu5Z+1N325AtzNeVzvrMsgcVdS/4GubwLSC9HcUHuJtR1nte8S5fpAAGMZX4SaUW2ir/+jMoxu",
-	"2u+7R/XxezQF0lGiyuZLruOS8a2WMKtJ5xlWiunCtViizKqpznN9i0+iTHVpMYsLK11DpQdgrhRWRvUS",
-	"NZBWrfgIDRhw9t0000qkGAVM6ZVSLp3L2c5Dn5wv7QG7mFa7g2TSTLRSlGHjC9sSRd0drKsCzQghyjyn",
-	"DGyprpy49F0gyiYjXWlpVlKF2USsbFAyYlQKcuZbmXg9lIbC3pSkQAXRIqmodLjnIrWkxjH1Xxo2BqZ3",
-	"ZXV+20DqusKZk5gZNl4lyoPpEVsAkJCW1YshhvGwBFg0PVe5GjGr2ViwhYZVJIpblvr326WUslXbusCa",
-	"T7CVhehzlfWnurgStld5KK4MnuqLTYAV1t7QN2K85AMsTMRSxcqbVzwVy5pA3EfEiOS7cVld3gSo8kcJ",
-	"KV1tO56tShFUoqiAlGooogCrRtTSOw0hXhfxLRdg+/5lhSPCX+kZrgW+K4PSxB3VhkOuCcg6lx64zD9X",
-	"FO3JUSIXr+2Ph8MyT5B8buhxsuWrB/HFFfQ2gW2l/tKOEoVnyAdCcJKAHLG5Y0RsQ3PGr4E/W+wbg828",
-	"1vVhm7AtL3GV/p1154N722MXZM0g7Y08I1f4qcHNXWBFJ5CQFc9Y6rYQR4nduS7PCZ6wafU9PVYz19Sv",
-	"zXeBPQZaPTCuP0NLD4RdHC0DeO7w5JQtCqkslm6fv/vu4qJWK7JU8uelQEhJ52JjbljjhG1NC9vemXrv",
-	"8oEKUKYOUp34rtqoZHRCvWQ68d3TMR9MB/Gzk5PB+Pnx0fBpfBQPhqfHJ+eTwdFplmWnx8+/Pf9mGPqd",
-	"rPeh2yM3q9b58StbxmttPjZAqPrJq6g+5jXfQf2dYy2SaNNc3F2HLS9avY861ZeZbru79uJTXMVu2Xhf",
-	"gE6llwhOvBNMgXKlsgovQfHqVN+IoneGug6TdWu67l+Ovo8C04OdUG758sBdEXjj7W+fOW/ps9i5cFhA",
-	"8qTNJK5ac1Wc+nD4dabeQDGYoUg8DLjOqeU1WBR59sbGGFUQ4DU4FZR8ZWPItZxB1V5tvvLTB6xurbWf",
-	"+ekDKJCKcS6wJUM1f88tzpGI3oHUMIRqES9nXG2xtkJzp32iX6wrXesJ6nNHnagzZy9J1zEGwTp+1ds/",
-	"XMYq0bJEYbiMwXHH+iBX84CvDFXacfAZuxK20lZUF2DjbIixlbLTfD4MFiJk1k+U4nGfMyy23nzuP7Gx",
-	"P8bJ0+j3tjVAhgzxeG/P11NQ/y6yEaN3vPTwIIEj53EhH8xD0bwdZWNwbGYiF23vozsvHSEVR4xUHoW6",
-	"vJSm18NnMShxA6Y/vsyRnTuzyvVb2OYHaXRQo3fdJUqTsXzLV2CbNxExankxtcGVMWLH8bM2IUnTrTSW",
-	"+x1S8oEr3Qv6v9JhfRgrRxUXltK3/w7HdreYUXtYBhguHjyL+WA87E+OsuP+N+Jk2n/KT8f9byZPs2ci",
-	"ng74cIx1Dp4fR9gWEU8geYZwmAlXbCxYtYPmlwjieIMGnTW+72C1iAGdO1iUiDqy928F+74jB1idtO2C",
-	"K9oYbfn/8uD+R8F+Pi587doLU4FF6UFr1570ySlMZ40cfoKPF7Wo4Pq+NRpm1jW6d9ZiF8lKhCdy6N4k",
-	"yrXVbL563BV9E/37F899rXfzleHijk9svqKSKRj/iSlfxVbreIjxxNAt7ihKHHLH1ofPtRJJJ0rwPQH4",
-	"TXzn2iFGiXIAQGc+GZ7uTBGg6CmLWfo+hFIGLA2vM0gjNmQpckGaqC6N44QcNl4DJX/E0ueo5t3vMIV0",
-	"4wsJEjXjZtY7cIWQ22FPitZ3WUWU4eujNnWxar6eYodYL0nybENEl/hnr6hutLnXfGkalq8u3FIvHFjn",
-	"K0SVK4rZFX2WXcnpRRaNnHL/QopOfHcyOYmPRXZ8NJyMTwaDo6fjyTR+xvmJeMqPB3GWHfOBGMbHYvr0",
-	"eDwV2WAsBqfZdAzqfhif7u0UrpmeG0Xxk9Ls/Y9M/nwOIZJ/1QYqJJ+rDqANUvo+fLveX1yPhYlCAQ8F",
-	"8Cq1FgfluaikULeftUoHkG61y8pfC5lRd9x+AXR31e/uegyr9yrP8WkCWw80PaUSXK0lBNCYo3rLSHob",
-	"EnaI8M2IQ7USJgJMtes5Ur6gwhuPjbwAl4SZKNJOSogMa6l9E+XQ3riimkh0hm5UtDkPEhI9oL6TKmi+",
-	"B9rXjCpta7yGZAttLIHismrchn6eTCpjBc+IncoWMsALC53nxrcG/TkEAEODKObyRGfCdb5o79oRJerx",
-	"nVdrhAu1nPcf7v9fAAAA//8=",
+	"7H3rcttG1uCrdHG/LZNbIAVSl9hUTX2lxJ6JNo7jtZ3JfhV4hSbRJHsEdjPopiiOS1V5mjxYnmTrnL6g",
+	"AYI3xfLM7E5+xCIJ9OX0ud/6U2ss5wspmNCqNfzUmjGasQL/vM7YfCE1E/odW+R0zTL4NmNqXPCF5lK0",
+	"hq1UF0uWktWMCaJnjBTslyVTmhT2DUIFSf1A43X3O7ZOCRUZUVoWLCNC6hkX00tCR4oJTaSesWLFFeu1",
+	"opYaz9icwqxMLOet4c8tmK71MWrp9YK1hi2lCy6mrYeHqPWBqtvXckzNwurr/DBjRFN1+0yRH9+9jkh6",
+	"ctc/WdE8Z1qdfDJ/PJzAE+rkE88e0ur09ekeotaCFnTOtIUVzH79cvu8hGekTcmPP16/7MDQHH5cUD1r",
+	"RS1B5zA4z1pRC+DHC4A07HTXEqLWT7jq5jnNjp4pAoOTdtrtmm/Im6vvX/3pu1f/9f7DD+9e3fz5+vWr",
+	"dNuCzBtHLeoBHlYLKRRDsHxNs3cGI+DTWArAJviTLhY5N4d18jdlTozd0/kiZ/DnnClFpzD0UtwKuRLk",
+	"lyUr1sQDnYxlLpcFHNJyPGZKtYYTmiv2EK7uPwo2aQ1b/+2kRPET86s6eVUUsjArrkLva5oRLhZLfYkI",
+	"bVeCcFT4zYSzPCOyqC+p13qIWtdCs0LQ3Ay/f89/cLFXgiwFu1+wsWYZmVCeLwtWXThXJOV2VYTBQCmu",
+	"9I3Uf5ZLkT39It9ITSYwFc77nq60lHr2NJByox8LsbHMGOnHpO0GAEZhUe+vNOcZ1bIgOGonIlQRStyT",
+	"BqhEjv7GxrqyxR8FvaM8pyOD1IejPythkrHWsB/HUUASOcumrPjlmSIZ1XREFR7yUhSMjmcwWY/8l1wW",
+	"nhfP6RrQFf4RUpMZvWNkxJggi0IC6bDskigmMi6mhGtCp5QLGFHRCXJhzTUsq/XSzRbu6+Fgitt7NN+Y",
+	"M4iHpGGHGUdZQahQK1YQLojmc9YjV36bekZ1IlCsKDKiejxjqnHvVvLoGZs3bjwRsHN7yjgQoXnBaLZ2",
+	"r3KFo7mBVnzMeomAo/9R0KWeyYL/nWWPZXlzrhQs6ertNbll6yGukVzZcXGAIfma0YIVJFnG8en4lq3x",
+	"D0basiD/u3v19hoE7bD+c+cJ+OUb6RYaAaSlYHgSBiUNAUnAxTt5yzJcH3AnvZLEqhpkJvMsERmfTFgB",
+	"KsAtW6tOj4AYS3/66acu7JwJDbBjqX2LKLqGN1dESwMfKfAMolCDqb9d5SMbwsuc3xEk+wdBBzvcQsKb",
+	"PNw/uCyXaDi50QOO4OeNWCcclx4SIYlajmdWiYDjQxVmgmfHlTvvp0GmnTMjOWiv3zhCHEsx4dNlwbII",
+	"fk3ELVt7Ih3LBRCpJFwjhmqnkmWSmUfYPVc4GVeECtRAE+E0KIOIju0YFUCBUsUFYXegAYypMuTv9291",
+	"Hz2e4RFkGYf90fxtIRes0Jw5iEWtRfDVpxbVms0XRhO36Amye8oKOOhxwahu0sKvBUnf/vD+AwGt1rK+",
+	"lHhNjEiRryNQ0mFrBpKOa5bM0LA6ZPhm5pGUOaMimPmGIk5NZDGHv1oZ1awLfLi1oZFHrQkXXM2OfIln",
+	"DZQZtXKq9I2Xis0/q+VozvWxq/xlyZZHvlKwMeN3R76kWHHHx+xmywaVtuxpF9kgRr3HJ+0rS4M1ef7D",
+	"pDX8+cC3l6r18HGD8pZ5TpZC87zEBVQCmNCAE2KZW64INgBM78Ad7CfAmOUiOxJjHkJD42djDgVQ8xt2",
+	"wAqXUMHQ6glFJVFVVlUakUZzg0UjiN4iPzyKbC3JwZ9cs7k66CBhQrsCWhR0DZ8Fu9c3dKJZsUnkbwuG",
+	"FrK3tRdWNEyWeW7kBbyOXz9TJMVh0l4jMjq2vXlytVNwT0Z+j1vh9o6pZa4fA7mDwfXodW9f9XtHeDW/",
+	"hmCrlLQNd4xQSqyZJoZbdCKSmr9S0gbVcsSQToiQK/htxvIsTUQbvotQmiLmwggdL4LMd0Zlcd4NwVYt",
+	"x5JQk8nhn4VRUQF9jULVAuI1DpmoNZZzTwR3YKmgMW/++thw9iEbaHQdGOX7mXIyj47kUhNqduhlhFvy",
+	"UywOyFqpRj/OD8LxJnOOAE0qCBIQkRNU6mF5UrADWOIbtnK4ddiDDFinWydTj0f5z8EsPjcVe0v8iM14",
+	"/bF+UD+BDbBCflVIMb1EHW7kfCtgbh3iUamjSNS678oiA/Y4qEKgZuXnK7APcMkNGk0wTH87rNzemmD1",
+	"LaO5Pla7KyW2o57lAqUVzdaN5PCYE7aTNC3ao/u+ZW+jObC1gCMCSKtbqyqI1fff/fkbcnp6+uKSIMyt",
+	"Cm0k+7PSVG9nbEKXuR4aCWd9AIlwwpxw3emR79hCwzrQPOLjQio2liIzfPQANQOOfiq7WxTPTW6IqwNx",
+	"aszKG8WnguplwVCyzun9ayamgAmD84uoNefCfe43nOeCrnNJG2a6AnhwmvO/s6x0LKV4WmlEwO67OLsk",
+	"XDcthMyXSpMRS0TKM+Nchwf9A8o8cMcKPln3yJUmc6k0SbvdOb3v2jV1R2vNFEitPvmef01Ga2LPo0Ok",
+	"GDOSsbHMWB3Q8NbBMK7qwJuwtr8HCuiI5VJMFdHyEiVQHWem0uGCQRd0P1CQVnD4EdhoiHNHn9VeZdQd",
+	"5S46O4LJB5IIFnZt3ulvMv03bPVWyvzD/ZFEfIX4AJZeQYWiY/gaYEezzIFwIWW+SdkFXW05rc3x2u9e",
+	"v42sSH51/bY7+Kr/nMAOMsLEHcvlgnUIVSS+7y4KNuH3LCMzdo+utpTp2Y1iIntHVx/KMVOi6S1ThOve",
+	"XpMBltp0HgcCrCamlyLL2c0ol+PbTQCg2khSLsb5MmNZGhmkhYeJWM5HgIoTJEMzTi8kGi70xVm5G2fh",
+	"h1LpDIzuGeXCEssR74JgzAq5uCkYVU06lF07PLPApa9ma9JO2f0CAJlGJFWa5szEhbbK3/7pQ9Qy76hG",
+	"tv8TcHGOPho7FRyznYXwCVGa5zmxCqQV/0uW9Q5n5G4pFw9Ra2q8LkcA6ivz1s2EsZsxXWzu4Ht6TyaM",
+	"kQUryJQq4CYrxiNghXxOc9KmJGdTOl6HRPBM4bOLgo/Zbgg+t/Nrvtg+/6LgsuB6/ZQLefEQtWZUzTY9",
+	"ExVFKWoJkARHQvnsUR6TcOJzHGGR0zHLbkbrrQjtnrHECDuyJgGxP82tM2P7XKhVMpE1GeDoB8yygilF",
+	"CjaWdwwQeVLIudFonLyNSC5XrOiiX3DXbKeh4+cwJ45hZdYH9DFcOZyPls2rLtiYLzgT2ofZQRunZCyF",
+	"LuhYE1TfuBQ7l3vhbZD6HBVePySxxcaI9AlFvZTkXOmIDEi2FnTOx4DNvZ1oc/4YH1IID6DuO5ovG5b7",
+	"V/i6TkS78SKuyxqkl4BHe7RxVGJHM4ypymiqZO+WWfq1qu6rgMfudWAZ9HiUWXqYcxl0hBN9r1LrHTjU",
+	"txzwpd322CAg9keupU78oYbCteMF2X7S3Gp91diivt+n3lkNZLvVpu93nOc2H5UVnSlpg6KBaIdRD3av",
+	"h4RazQNjn6BDgf0UOq6oeSMRU7ogIzaRhXvEazWkzYUfCH7xLBZezzAEmYiqRilviV8NvOLUDFgkWYHE",
+	"FxKsFTtq1qm6wEp/kneDueW0AswwKs6CNbuR3kqlN1w0NeAFPsvUssPQsRRZ68uNYJ+xrqbDXUyha3Sf",
+	"l6m6ZHQ0OVuw5rU7gq6bAg41/LUeuZvgIBt8Kn82+0+v3/z16vX1y9SAK8LTDt8kK65nVuqCAnpJ2Hyh",
+	"19XMroOMojJVBNcXWAUb7rAGqVr1tHzzw/ffX3/48OplK2rZHbSi1ttXb15ev/lLK2r9+Oa7Nz/89GYT",
+	"nSq8qdEsdGGJRjA2UXXDobJjjzWjmh5sXTZh0Q4IAk7kXNw28l/Ha7Ukf3n1IWC5P7577Tgu+vH2eO9q",
+	"oMT97ALWYd7JutHrfSnvXr3/gIFrjCJumrk+uHhwCstLpinPN3i6GWjvTuzbR8poTAfaUH/LlCWTioTJ",
+	"TO0Ry+WK9OPYxBzKnBq5EqTdj2P0FC0Xnd2KGCBD4OXdKTFtptCnI84dt+Te3O1z3cEOjgMju9egq2U3",
+	"johqjI7Oeb7uqgUb8wkfY4pG6YOzcEQLoMhQ0LGIKGlNXaNfo0fD417O6B1TRC61ZYXo8Fa9xznSajDf",
+	"5kyrWoIua8bZKLu13eqR1836dTVCbNkebrkKHPTZkrYOg0p23CpKdo7jFch2D8GU15aJHYEbzXwPTb+R",
+	"kvlSe0aXAvsz2RY3yjLx1KaqMO+htBwR7J/9DiycvHFDTGSg1/tU2iOYYA0ZXMLUJgtspoZvaJ5bEth0",
+	"21lXcv+0H381IOhC7pGXxm9scB2noVqzAgb7P/F9++e4+4J2J1fdP3/8NHjo/I//2KeHg7GU8zlv0OL+",
+	"AjgHP106bzVhSvM5WDJkZBB1JYtb4wHe8FrMueBz0A/6+zwYzg3TQA9O20ndM6lxZKExHJEZn85M5pAx",
+	"vHmhtI91kLhzSfhUoJ00WpN0wicyra/1dLDXVN5r+cPpIcM/i+HsSManXKtLQskczhOdFd67gfGCMS2K",
+	"NaEEqRvduefnZDxj41u1nG8ca3iqZ/HDf+zjL1tM858YdwgaEeodXGYMzB6M72H9HSAsSpZc6MH5RYlz",
+	"McamXX5bqx9v/HcUp9FyBzl+oOr2QJW8JrAZy0gcnz1TJhHNpge4DOJtUt+qsnHUjwbR6cd9PuCtHPyV",
+	"yVe2dvu6TIibUJ7vsYvPG5XrnyjX5sFX92y8dH+jJhS1XkrBdurVRxrb1w0SD+YIdNE5r4UmQARSNdu5",
+	"t7Pt5rnVUnbEVk0SJqDEsTodFWOW52yLGB/nQL3EP1We1mrGc7DYyYoqsjInsCfWffH4qAKcUbP6+cEn",
+	"szwDHmdQG3XQIE/kEKRFF+bRmYZ1n98BUgwYiPeEcoHCWe1EDRjYWwgNZrGt8RFGAXcRFX9oQYHUxnly",
+	"vSfOcvaoXMqQGcQwQiHne0qFLPcP3dcAqT00s1M+X3lnIMs8xD0sjGT2EtsF+Y7AyufbFGBTcgUi5Mcf",
+	"r1/efbVX3+VljdrNLVvv9pkMahrBEcL6BfKYO1bobRS/wbuIe974+dA7vIADs3KDK1QjPGPgimQYB89z",
+	"n628hzFYtl5sS+GwsTxl1ZdwccB9bCi4LOt7RAzvxSNSWkumG+S1hk77ZsXo9eH4jbrV/Y2LjjWRPsIa",
+	"AL/ped44yv0R1T8U83i+U7E6LNQBMmLlKwuPNMp8yWAQF0HOgwdRRjo88QTuMytjPXFEgWis5ffuiYKU",
+	"aPGIXN4vkYL7aN2HqtvDc0oClWSHs2+wIyiB0+2G8BPFmn7/9bcTMAK6+v7oUBNVt/tjTEfB/DEcqcqL",
+	"TndDeQ+Qt6XrBoaE80AMnSpI2ugGjDsRYU4pJ+3+sO6vR8s04N9MaHgFbYT2oBMZ/tY+HRpu1gmTf1de",
+	"72eB3s+s3p816v1YJcPGSyD/9wA16/pe8O/Y+lt0U23RMemcudIjQk0WYepr3VxhWOR++pbqmSzw25wp",
+	"VRb0WBVMmbIxPWO8UD2CEm4k9cyXpdGCkSm/M5S+Rps4ETOZZ2UJ0C1bm+gVVk+bF8v6ab+2EhnNLuFw",
+	"Rxg8u1rqBrlyJfw+26lzqd2ytTJxepZ2IpI21wPmv9z8/utvaY9cwQuJkAsmDDwKudSlP8qWvlunpa+R",
+	"Mv4ALD+MgvK9RLj6PVtYdRb3zcYR75F6cP5ypzOtF6bCi4tJgwwu3dHffvjwFvY7BFm6LOgoZ0T5FHDr",
+	"S+GCTAoptDH7zcu9RCTiwwzVnfFyjsq82evV2+tnCnMBlVwWY4a7LpZ6ZorH2HgmMZkQC0k1KyZ0zAD7",
+	"E4EMZL1gmGPjyqZPYDN0wU/ogk+ZMJjBBCvQzYQJIFyTdjqnt+UPaSdKBDUYRoqlEEB/dlL8B4FPFfmf",
+	"7394Q6i2/kQ4MLrgvb8pKVLcIZrRBh3h0YiknxLHPhLHYBNn7ietYdL6/dffktZDOiRncVxLvG5jfdzh",
+	"Ve2dCA7bBkh3ooavAj2Lz+B/LyJy1j/FN+UdKxTmto5kxpmKiE2fVJgsCCJJReRsMEiEjbIG6jjiXMGW",
+	"imUmtGhL9Bzvj8h5fGqtYR1UVCaiXhVt/aeJMKtAkMKyumi9gH5tc2JHMlvbhNiIPK/nw5bbh/NIhPHm",
+	"42gFm8A6I8NKJX5XA6iC7YEwRMItixAzNs5pwSzSUPc52+h8YHjSXBZYaCswO9eSAiPsfswWjq0DNHwQ",
+	"IivkossFadsEClcmGCHimbRh/CkRdad2RDSdklTZodLOEFHXSmWqyLfrBStsBm4QjXr3CkYDvIBdWqEC",
+	"lGXi+aQNmIxfJq3hpwQ1wKQ1/P3X36LERIT8pxK7f//1t4cH4IBIr8Z3qjaBzPUGaA3HctXslgGBUgrI",
+	"iUypD5zZUmBr2Drtxb1T4+icoZCqAQa+mjZ14LgqQVMDB3HQ6JFXdDwjPCNT4MOpj0+nlkQtOH0FTRlV",
+	"uCQ0VzII6KXoosVETm5iMhQsNUFz4EFlwL4dJkoXQbAGkZZwfUnSpiB2moiSUbiE+F0h/404EK7DBttT",
+	"0nY/mwzQGYXjGhJXbGUSPyIyY3kWGa85nrVTbFyIxYwCVg2WG2FIacQMmxW2nN/EPlMb3U8T4ef22IHT",
+	"muKCV0IXjjFwo+Gj/uakJs8UUhr6/FNYj801tKVS8I2yVZRCliGycuuu/pjPLX9a4AACqVoFhWFMWUVm",
+	"DasZmtn+9CZ1cyyIluRNIkz5g7q0y8GTMPVaNg25nf4n/JIs43hwwbM/gXoQ2eGweU/HD5kILcng+Tmx",
+	"g1ajmAgwPGh42gUwTuO4ax7HTcmlvkxEMAZiI6Ar2sNSwVmu/WJh4p5dDAoyv7Q4TYQsAIr2Wc9utOF4",
+	"5H/VSR4Ngk3OmghL/+ZYTbDF8AL/8HXWGgIpN2dmVJv9/Pxpo2MMHnOmSLseZlWdCCmYdhWDMTTLjBgC",
+	"M2DoD4tro3mUVeYguBHWqMRfXFwaoehbKwDi9gfPjauOOFdGIsYzWtCx4YAbo8SBsooMs9Z8aEezIbR/",
+	"5OrVfKHXfzUeBtMLqG6QmEPXEs92Jym0FWOEjuQdKxsQ1VYFY+xc18dav6FBHH/2VjJVXNjSxsERrZH8",
+	"ac7FbVpLi+HK5cU8RK2zJ1jo1q4KKRx/OiQXF0hPPEvr8vKSXMQWw7YiFylx65L044EZCLirIVBrK2Ez",
+	"FNjiudli08r9mZ00dwPCt08Pf3ujIc1yPqfFOsiNcerPsMpi5cQF6tFjQKcKbXP7UgsteP/JVb4vpGpK",
+	"KGxMB/CCEdgDNpQx6r6rVzWYrKy0Qc10HaGEQwUP3kIljyIegfWpeuTK8mG3uYoMmlGVCDhmxMEmPgfr",
+	"P5DRHUT0VwoX3AiAP0bZqK5/LbP1UbTinWMbeaE7Kquq/hl70v9cvOUfxzjOThHDvjGTdj+sF8zxibQ+",
+	"fXpJzi6MpiizNbZTwr5NNcSnmuSMKm2sdDyhHUwoEQ1cyLZcOuuffjmI2B5V/SjcIclpMUWPJBVk04T8",
+	"F+SGEXIeqwLDVg5mjw9R6ySocG/mlVcHmY6ktBzBlC410TKGmoiF5KDra29yLEEHElNQtD4ER0TDCluT",
+	"2v2aK50mYlFILUfLie+21E5DRB+SEJ3kWDPdVbpgdJ6CxYAdgHDDqM9jfoypdLOZM9g4zqTNoJcIlOe6",
+	"mohKA6MwRiVnoYM/uDheQ0qZcWHYpmSiNAkTYRSunAq0ZDBEVY6MRpGAL7kqMxrRDlEM9bcZmxMtjVbq",
+	"7Czp68AX1ofFx0G1rfdBuF/kBPdU6n7WY/vazNd9b57rXme+q5cxjxKRlrW2G7oKmrHGH0votGDMhGPQ",
+	"d+t9tmBwslyFtcTo5C6eKbJYjnI+Nr4qJQ0Dcr85GN8ytjC+YTBDMlb0CBh9WA5h1xbVD4WaI9moSbYZ",
+	"BnagiGBUyBiXgil3fKYCo0eu7HLdqVRazynPT+1bpmcdYAmsWJnCb3cythAcSyaiGkqWrhNX98C1n2tG",
+	"Vd312NjtsKaHPFNoaCjTTlGhZzQR/TgGcxUGqeQgGzUH7AVunAjbyN8YcXPG9OFGH2mw+aJEhPas2z+2",
+	"DDlETdpvCdaxv2QOFaL12X87kXOrVVRtiuTlWr2+vcGGe8xqfUDFkuixi9+MimzS/1H7OFgzDHl1VQU4",
+	"vPkCyohqojYXtFg3pPIeoEAOjmvOZ3KRMZQyPDnJ5ZjmM6n08Hn8PK4p2v/Jsz/Fo/74919/i15MBuz3",
+	"X39rHd2ZE9OlG5SeQMhhtMiwnraQK+NzW4PWxmiR89Ir3+lZC8Qy/kQclz8NqOf4MSgjEeEiEblp1Ids",
+	"1JpWZRAY2AoGBurOYKcoHqQ6b2/DelrpworU4xqQEY8smA9TsL+Z/rI2Bdlz3R65Nk8spCzyNex2bj2X",
+	"M4qRAet/DTL1zdgkHvrfEChDCxt76sNAm/BM0LT8CJze76sLZorYYorP2cf1Q9AHHE/HuJdBHNlu3yUW",
+	"9Yi3MQYGTfYaGRUV7JKcnlVUcUw6R9ehZ7doNXsn1CU5PS/fCOr+uAiDBug1lBm7JKexe6ShjiIC5aeS",
+	"ZloeAwjZknFWXeZmZbWDMg56p4aiIgZIngjj17etaEVGVrN1x/hgglY61m7KpfC2yOD8InQJRiEfd6HJ",
+	"unaVcYValevmmgjbVgsGD308/0Dra3iE9RV5RDDRexWEztzThha6C1Z0LeKmpSUUoohKRMNs1RY6PfKm",
+	"juWXVc0nEXVTxmjdlKg5zXNWmHIRA+B/UsPRRE02NGDPB48yGGfYTevvQTytqoq53x/lkQkYussvNH23",
+	"fAqQ62h5EJLazl9b+J5tqY3dfBehw2b3CQR98quAbxizhKsHkmp9fDCNj5uTFBeFHIGmLzICiEpGNKdi",
+	"bNRnarCPfPvq6uVl4A9wBhuYRyCpV3KZZ9bJ2NtQlmHub3ee0hGwaujYHjSSXmDu2KZVCAwevafU+CON",
+	"Pmu9olriBju9ffAlbVRLLMYF4TQYu7MV+oDFc6YLPt4eFQ7meqbI20LOmZ6xJUjIKVe6WDuHi2b3mrD7",
+	"hVRoGRGje/YIKMwsS4QU+TrIQbTLL5YuEGsXEiQPYcKJjfFn7C4lmexcJuIsPgvKshtsILelvYQHSz5Z",
+	"5JSLPT22m4jGzvI4coFXzva/4ttjV88/OAW/ih1HHGbnbOVWU6Z/WDBx9fa69QddyLWUwGbo2bnIaZkG",
+	"5bQCDEmrWq7SZ+FKQdJV5JKYdkIOHQvbObz9+bMxeNNT8fPz+HfoH9E2feyxGGul8mPbtOPmhpXW8VST",
+	"OZ9aJ8hpRFZUaHL2JB3a7fyVDvUu9QRrCCwXSsulppHp17+arZsYsN+Ij/ELVGXNjmxF2j+nzHu3C28P",
+	"RZ2nlXce3bYcpJV4hgL9OXUec1DVoY6RncVivD1cAMyl++7tN2TQizGXEHNGIwNINLKnsotJ4Ww5f6ZI",
+	"WizGKVnQ8S2ippKJYHpmVO2I4IMqIneczXEDYwpmuyxujTdVYXfaIIzwPdMzmalhIrb2KGwXTC8Lm2k7",
+	"o2rWiUxDQ6yDuM7SKBGpYPrG5pql9ucp08E438il0CmIbarRBvG9xXAYGMO3/BnDs2BkuM6N2O5t0Z0U",
+	"DNNNO40zfL3+lqpZmoi2HchlW5mTdIl5MF4lwcul2zmF4kbfm6ilTSrDF7B9lTEDAASmq+NfXn1IRNit",
+	"6eQT/PhQJvTYaxnEMs87PfKOTZaK5mW+Kxx8ImzqIDKW6mFbDgTajumApKUkuVwNTSmG+a4fEX2fCPMh",
+	"Bug7VzcSWlq2NjLyMzDUlyJjBTbRy1LQmSgWe5gdy4KYrl9ABJhj0z0dxPE5aaf6Hp+wtSE44xjPLBGY",
+	"bYqZmixj2RCHYhnpXxB9r9JOz2/bJUyO5ZyZrWOu9CCOjSsb0WPK9KxHQJPzGuFoyXNYlIn+gGU22ebg",
+	"fvf2m9bjI+11P6pfuHP/uF5KDV26Sdta1chpPk/0vVlBClZlBgyXFXZ+wiyKSifxRLwyDTvwKSE1n9gp",
+	"Yflul57RCcIzE7OzaczWG+X5NBxW2UHHXEAksUM8wtS7WKoeyydUhj+vA8dpDdEfsweaHDvGiTPn5oat",
+	"s/755zRAmnyOdSiQdpXvmFPEFsM4LVptG1Lz64AUh+SVfb1ESefuDjmO68PrhCV8tmKyvN5lq5X5HVsr",
+	"hiVoXBhMHa0Jz2xXbVopWYtIWpa7pT5Eaz46x19Z0tbERHLuW63ti479AGbrRiCb+4DlkfGuvfGtjfnK",
+	"iIGNzNo7GLbN6+8bOQj5K821NlfzFuCu+N+3btOUUEcV9oqRNncBHL23zUpi/Li7d8lm/+0tAOKZIlMs",
+	"K/KUxpWV6gW743KpfD1jgCxbo5OmdPIflbRZ3uDSdPefQf4w6e+x9tsBrzzOF7vdB4vRJe+VRqI2ORm4",
+	"qTINI+Ac/raHrVmLIbuVB9ytQdq2508idjjPI9KP47BkxibK1NziNjOlkvQyJHyCKeJcm5CDL6lxsSPf",
+	"0tdHmGwoqcxXGDlpDGOAQup2AUqlb2Hkc9m5yNh9Itqp3cvP/Y9DWxBV8p4hcQpK2tmmTZWM8LEa1X4G",
+	"U16O8oVzFjebau4JFa+oql+c6NNhsXzSLuvSHW1STd3y6trMZiCoGV2w2vkPiTk1158zEb5/p78IrdK5",
+	"02hWg7j/ZQFzFeY7lvBxyT/rajkzZomltkw6xbgTHG/n6QHzKJXzxRe46danApiKkk20Ki+QtCvpHa7e",
+	"NrrawJCcAyuy8BqaxE/f9CyOMRHOwvsJfG0fjgxyGh4XBID3MGnTvsLc6+EqMsOJ/Ou1AOcRgcnPLQTf",
+	"Y9gxkFRVEdWQzF/KwKoCjdd87/Lhm/s4Dsj48ojZbr6f5TNd+P3katN25vWhvB3yC1ml/xDk8hcd7cQf",
+	"58ja7q8EcGEGo16BhjPZerdJkMdgUhO0v1el2la77Rrqm3b6XZsH5drpdyfMXKwyY/eYYgQCwxJ2ZHNC",
+	"0U1VXlvgkkPRswjIazOXbTkizUyeUCJsCpN1MRbLHBih7R1O2C9Lmrt0VzPHM9OAHGu9nLcyEW2vbFl/",
+	"o+WV0vnjhXSMC+9opmRKF52IUNc/EfVE17z80i/ACQLrQ0MRalqEExMlhWknjJExXZiUF75IhMkVdhK5",
+	"34/Jf3fSU+ZW+0ANBRmeT7JFz/rA1tSZ3B7XdyQ4KwyyWtE9NFeQpT3yvXNT0oIlouJKeLz3zraVfxp1",
+	"s7xp6IsrmsElBttqYuB06m2oHDLYMDo6YNuhFmVOwwRFPq8GuHvF721lc+m+l0XQib+yRKPnPSpfMVBd",
+	"Asj4S2CI6QhtHQdD/EHzBZJGP3LfE4FuadIPO2Y+RRTRdRYN1+ovejZnV7sDu0I1HZ+ZldkKlUd5Pw/S",
+	"XbdEYndGG+zf8RPphf62B3OoG/zXQieMavhsw4JyxepcEWwQYIS9p3IKb1Vvy1u5wwqV3f7fwaOPrRqY",
+	"eaLTMei7cbVVx1/+6qNGsIjeH9Z4vuA99XYHRm9oTyobeubu/ajdZr/bK06zjNAt19OF99I1+8NrccWt",
+	"fvG31YBnFLQhcXVu5r4UVBnCm9wSkYaXwaWdqFQy2qN1eSvKzWid4hG7+87aRlFIg+vY0iFpummtqgJg",
+	"D0EEoc8DMNXBh6kGU1ZqBnutlxDgJmxrG0VfnAWNoreYMPYWpH8OI+YQvaHSi/H/ZVumRmIbIf3ymlBN",
+	"NdtOXrZR2Mkn88eD68q33fp5r21ZmX3SNCVtu87AHR/z8g3ZkCIvK98lwjaHBbagXGe6zDQsc03BTG+W",
+	"dtrt2qm6+D0GPtJhIsqO7LYNu3L919HGkXmG7aNAF8O+6y50m+dypYhvX8E1lnZi+zvf/kUuNUlhZ6aJ",
+	"SsUlHbaB8V1ZcfXtNJOCpVgakGJ0307qYsLOuiBc98j1JGwZnHE1lkKYsjvX7SoRpuWrvcLNmECmrU5q",
+	"++VY55BrDVt2Hm5zbVbFhV9NRMquxUNi+sNcuv7GTr9Ofbc/e/VUgFcIKsPLOzaUauwp7AcC+gqQhe21",
+	"5Y5tTu+7tpvOeUwUGa3BfDWhgyFZUJOSU+2QMogHpTvZLM+2s4tAcIxAbsAuEkE1SV9Lw1JSU8dZOTqP",
+	"ms+wvy3rUpF1J7KYMt0JJsWdwayuAw2gQnpdNirDNoRDUs0LIBT7l5W47aFYNgrDczT2JqpDttTTBTxC",
+	"/Cgd6NbwRNoKOiMlwnSVM41Vog1L1Nd92DKQcgO6+w7k2JplQ+NtRjMbZdu61B0NdoRdyG1n4E0s7dly",
+	"YNsp0YGj9NM63+bZYFAWD5tEPExDc5PY9pbM3MO/q/8n18NEIA05UYqLnFFF8MaXyKCNvZkUvgb8bBCh",
+	"Cjv8b8rPJnZcPmLbf7Y2Q62pRTXgNf20Myy9CR6fatjcBlR0uSSAipcktUeIo8SWrks6QQrzCQUwhpbE",
+	"3vTRFKnFxqON8WbbtLWhMeohYeU+zDs4vwCrU2js53j1/pvr60oDmaXgvyzNjaaGLrYWjNYobGet6O47",
+	"nY/uKRIYEKatfCu+D7sXD89Ng+lWfP98RPuTfvzi/Lw/enl2Ongen8b9wcXZ+dW4f3qRZdnF2cuvr74a",
+	"+CbIm5dTHFGwWbkO5gu7ZzZ6/25TtSqUF4g+4iQfHLnttgqTNnCibWuxb52Ur/g3HqKWY/b73oY9+Gdx",
+	"F4eV6D4BnMqYOFC8ZUwecqWw8rayE6fyjhWdS5R1WMFfkXX/dPB9lLrdP0gPtu1wWXawjm4O6Klz4f5Q",
+	"VA+IBThPWq/srNy4ZDwigy+z9JoWg2XLBocxU9aI5Q21KHLojTmroRLgJLj34X1Jc8n2oUbRHnZk/vkj",
+	"tryr9KT++SMIkCAUybBPa8V9aTZnQdQ2NZJVQ6iSBm+Nqx3Wlu/4fkyuH2lz24/WXH5hrqfLrL3Elb/u",
+	"2bYk6RyfHEiC3MBEYHIgAXLHpkG2EQoGcoS0GHxJpkwHdw3JAmycLRmFJe9Un08H8/mA2i3UZB9+ziTA",
+	"zRsp/p0J+I/xBtUugdiZDogI8Xh/0JcTUP8qvBFzFWnp4UEAR9bjYnww+3IXD+SNPo0jYzlruiX7qnSE",
+	"BI4YLpwWaovV6l4PV9ok2B2Y/ooJ3SNX1qyyTVh3+UFq1yrM6ZqMWCKkMZZXdI13Y9c0YpTybKK9K2NI",
+	"zuIXTUzSLDe4beIPcMk9T8Lw1y9bX4hY9+vKUeDCEnL1r0C2fyDKiAgX91/EtD8adMen2Vn3K3Y+6T6n",
+	"F6PuV+Pn2QsWT/p0MMLmJw4fhyb7gfrLQHCYMRVkxEh4rc5TBL+cQYPOGncZSRjKReeO8z0vVedfSu37",
+	"xjjAqqBtZlzR1tyy/y8J998C9vNh4Q/2zjFTbll60Jqlp/lkBaa1Rk4+wcfr7GFnv4raLTpVie6ctXi1",
+	"TBDhiax2rxJh79oZhg7wshOkgX/3+qVrAGlCBaWTn93Tsc7XNteKseyZ8sV71WtQMPDor5A4jRKrueN9",
+	"KC+lYEkrSvDyUPwmvrd3pESJsAqAzFyHDGVLW/FO0QmJSfqTD6X0ServOE0jMiApYoFPcUstk8PbGEDI",
+	"n5L0JYp5+zssId16S2kisHq4Z7uj7VZ7UrS+y9ZCGd4pv621ff3O2kNiw+YaxS3BX4M/R4V/o+0XUJam",
+	"4YjlUkwV0XJHE0GPOl8g/BwIZtsJrryq0NxuW2s04W6pbcX35+Pz+IxlZ6eD8ei83z99PhpP4heUnrPn",
+	"9KwfZ9kZ7bNBfMYmz89GE5b1R6x/kU1GIO4H8cXRTuGK6bmVFT8rzd5/8+TP5xAy/C/sqmz4c+gA2sKl",
+	"H/y3m5cOyhFTke/qYwJ4QQOWXkkXQV+FZloL2gK3w9bLfyl4Zq7M6hYAd9sS0z6PYfVOMI9Lit5J0GaW",
+	"ILhaSQgwYw6r98iYK9Kxbay7ocy3MMJEgIm0jYjLW2ud8VjLC7AlZ4kw0kkwlmGDRXezmr/zLBBNhnX6",
+	"FvXmcPYCEj2g7nolkHx7eloPg17WTkKShVTaKMVlK0ntL/khXCjNaGbQqewrDbiwkHmu3H1Bv/gAoO8a",
+	"T2xV3IzZdrjNrXyjRDz+OqYK4HyDt4ePD/83AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

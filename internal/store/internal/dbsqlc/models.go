@@ -59,6 +59,52 @@ func (ns NullLedgerqBatchStatus) Value() (driver.Value, error) {
 	return string(ns.LedgerqBatchStatus), nil
 }
 
+// Pool transaction: pending (its nonce is next in line: the chain's nonce, then gap-free), queued (a nonce gap before it), included (in a bundle: bundle_block), replaced (a dearer transaction took its nonce: replaced_by), dropped (will not be bundled: drop_reason).
+type LedgerqPoolTxState string
+
+const (
+	LedgerqPoolTxStatePending  LedgerqPoolTxState = "pending"
+	LedgerqPoolTxStateQueued   LedgerqPoolTxState = "queued"
+	LedgerqPoolTxStateIncluded LedgerqPoolTxState = "included"
+	LedgerqPoolTxStateReplaced LedgerqPoolTxState = "replaced"
+	LedgerqPoolTxStateDropped  LedgerqPoolTxState = "dropped"
+)
+
+func (e *LedgerqPoolTxState) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = LedgerqPoolTxState(s)
+	case string:
+		*e = LedgerqPoolTxState(s)
+	default:
+		return fmt.Errorf("unsupported scan type for LedgerqPoolTxState: %T", src)
+	}
+	return nil
+}
+
+type NullLedgerqPoolTxState struct {
+	LedgerqPoolTxState LedgerqPoolTxState
+	Valid              bool // Valid is true if LedgerqPoolTxState is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullLedgerqPoolTxState) Scan(value interface{}) error {
+	if value == nil {
+		ns.LedgerqPoolTxState, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.LedgerqPoolTxState.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullLedgerqPoolTxState) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.LedgerqPoolTxState), nil
+}
+
 // Seed 002 shard state: idle (dormant), pending (in the queue), running (a worker holds it under a lease).
 type LedgerqShardState string
 
@@ -222,6 +268,92 @@ type LedgerqBatchPayload struct {
 	ServiceID string
 	// The batch (ledgerq.batches.seq).
 	Seq int64
+}
+
+// Builder lane: one row per chain the pool serves. An intake that adds a pending or queued transaction locks it (FOR UPDATE) as its last step, counts the pool and commits: so the global limits (1000 pending, 1000 queued) are exact across processes. Held only for the count and the commit.
+type LedgerqPoolChain struct {
+	// Chain id.
+	ChainID int64
+	// When the chain's first transaction arrived.
+	CreatedAt time.Time
+}
+
+// Builder lane pool at a glance: transactions per chain, state and (for dropped) reason, with the oldest of each group and the next expiry.
+type LedgerqPoolOverview struct {
+	// Chain id.
+	ChainID int64
+	// pending, queued, included, replaced or dropped.
+	State string
+	// For dropped transactions, why (expired, stale); NULL for the other states.
+	DropReason *string
+	// Number of transactions in this state (and reason). The pool's limits count pending and queued.
+	Txs int64
+	// Number of distinct senders among them.
+	Senders int64
+	// received_at of the oldest among them.
+	OldestReceivedAt interface{}
+	// Hash of the oldest among them.
+	OldestTxHash interface{}
+	// For pending and queued, the earliest expires_at: the next transaction the TTL sweep will drop (NULL for the other states).
+	NextExpiresAt interface{}
+	// For included, the number of bundles holding them (0 for the other states).
+	Bundles int64
+}
+
+// Builder lane: one row per sender the pool has seen. Its row lock is the sender's intake lock: every intake and sweep of a sender's transactions holds it, so the seed's nonce rules and the per-sender limit stay exact across processes.
+type LedgerqPoolSender struct {
+	// Chain id.
+	ChainID int64
+	// Address, lower-case hex.
+	Sender string
+	// Highest account nonce the chain reported for the sender at an intake (it never moves back, so a lagging read cannot lower it).
+	ChainNonce int64
+	// The nonce after the sender's pending run (chain_nonce, then its included and pending transactions without a gap), as the last intake or sweep left it; a transaction with it becomes pending.
+	NextNonce int64
+	// When the sender's first transaction arrived.
+	CreatedAt time.Time
+	// Last intake or sweep of the sender.
+	UpdatedAt time.Time
+}
+
+// Builder lane transaction pool (seed 000): one row per transaction received, kept in every state (nothing is deleted silently).
+type LedgerqPoolTx struct {
+	// EVM chain id the transaction is signed for (the configured one; others are refused).
+	ChainID int64
+	// Transaction hash, lower-case hex; with chain_id, the primary key. The same bytes sent again are this row (already known), never a new one.
+	TxHash string
+	// Address recovered from the signature, lower-case hex.
+	Sender string
+	// Account nonce; at most one pending, queued or included transaction per (chain_id, sender, nonce).
+	Nonce int64
+	// EIP-2718 type: 0 legacy, 1 access list, 2 dynamic fee.
+	TxType int16
+	// Recipient, lower-case hex; NULL for a contract creation.
+	ToAddress *string
+	// Fee cap in wei: max fee per gas, or the gas price of a legacy or access-list transaction. A replacement must be at least 110 % of it.
+	GasFeeCap pgtype.Numeric
+	// Tip in wei: max priority fee per gas, or the gas price. A replacement must be at least 110 % of it too; the minimum price applies to it (as in geth).
+	GasTipCap pgtype.Numeric
+	// Gas limit.
+	Gas int64
+	// Value in wei.
+	ValueWei pgtype.Numeric
+	// The signed transaction as received (RLP or typed envelope): what a bundle carries.
+	Raw []byte
+	// pending, queued, included (in bundle bundle_block), replaced (by replaced_by), dropped (drop_reason). The first three are live: they hold the nonce.
+	State LedgerqPoolTxState
+	// State replaced: hash of the transaction that took this nonce with fee cap and tip both >= 110 %.
+	ReplacedBy *string
+	// State dropped: why. expired (TTL passed while pending or queued), stale (the chain's nonce for the sender passed it).
+	DropReason *string
+	// State included: block number of the bundle the transaction is in (a later migration makes it a foreign key to the bundles table).
+	BundleBlock *int64
+	// When ledgerq stored it (or stored the same bytes again after it was replaced or dropped).
+	ReceivedAt time.Time
+	// received_at + TTL (seed 000: 1 h): a transaction still pending or queued then is dropped as expired by the sweep.
+	ExpiresAt time.Time
+	// Last change to the row.
+	UpdatedAt time.Time
 }
 
 // Shard scheduler (seed 002): one row per key whose work one worker at a time runs, claimed oldest pending first under a lease.

@@ -1,0 +1,87 @@
+package httpapi
+
+import (
+	"math/big"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/txpool"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/params"
+	"github.com/stretchr/testify/require"
+)
+
+// The pool checks transactions as geth's own pool does (seed 000's size,
+// minimum price, gas and value rules among them): for each case, checkPoolTx
+// and go-ethereum's core/txpool.ValidateTransaction, on the same rules,
+// accept it or refuse it with the same message.
+func TestCheckPoolTx_RefusesWhatGethsPoolRefusesWithItsMessage(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultPoolConfig(4242)
+	cfg.MaxTxSize = 64 << 10
+	chainID := big.NewInt(cfg.ChainID)
+	zero := uint64(0)
+	chainConfig := &params.ChainConfig{
+		ChainID: chainID, HomesteadBlock: common.Big0, EIP150Block: common.Big0, EIP155Block: common.Big0,
+		EIP158Block: common.Big0, ByzantiumBlock: common.Big0, ConstantinopleBlock: common.Big0,
+		PetersburgBlock: common.Big0, IstanbulBlock: common.Big0, MuirGlacierBlock: common.Big0, BerlinBlock: common.Big0,
+		LondonBlock: common.Big0, ArrowGlacierBlock: common.Big0, GrayGlacierBlock: common.Big0,
+		MergeNetsplitBlock: common.Big0, TerminalTotalDifficulty: common.Big0, ShanghaiTime: &zero,
+	}
+	head := &types.Header{Number: big.NewInt(1), Difficulty: common.Big0, Time: 1, GasLimit: cfg.BlockGasLimit}
+	opts := &txpool.ValidationOptions{
+		Config: chainConfig, Accept: 1<<types.LegacyTxType | 1<<types.AccessListTxType | 1<<types.DynamicFeeTxType,
+		MaxSize: uint64(cfg.MaxTxSize), MinTip: cfg.MinTip,
+	}
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	to := common.HexToAddress("0xb2")
+	gwei := big.NewInt(1_000_000_000)
+	huge := new(big.Int).Lsh(common.Big1, 256)
+	sign := func(chain *big.Int, data types.TxData) *types.Transaction {
+		tx, err := types.SignNewTx(key, types.LatestSignerForChainID(chain), data)
+		require.NoError(t, err)
+		return tx
+	}
+	dyn := func(mut func(*types.DynamicFeeTx)) *types.Transaction {
+		d := &types.DynamicFeeTx{ChainID: chainID, GasFeeCap: big.NewInt(2e9), GasTipCap: gwei, Gas: 21000, To: &to, Value: common.Big1}
+		mut(d)
+		return sign(chainID, d)
+	}
+	for _, tc := range []struct {
+		name string
+		tx   *types.Transaction
+	}{
+		{"a transfer", dyn(func(*types.DynamicFeeTx) {})},
+		{"legacy", sign(chainID, &types.LegacyTx{GasPrice: gwei, Gas: 21000, To: &to})},
+		{"access list", sign(chainID, &types.AccessListTx{ChainID: chainID, GasPrice: gwei, Gas: 21000 + 2*2400 + 3*1900, To: &to,
+			AccessList: types.AccessList{{Address: to, StorageKeys: []common.Hash{{1}, {2}}}, {Address: common.Address{9}, StorageKeys: []common.Hash{{3}}}}})},
+		{"access list short of its gas", sign(chainID, &types.AccessListTx{ChainID: chainID, GasPrice: gwei, Gas: 21000 + 2400, To: &to,
+			AccessList: types.AccessList{{Address: to, StorageKeys: []common.Hash{{1}}}}})},
+		{"size over the limit", dyn(func(d *types.DynamicFeeTx) { d.Data = make([]byte, 70<<10); d.Gas = 2_000_000 })},
+		{"tip below the minimum", dyn(func(d *types.DynamicFeeTx) { d.GasTipCap = big.NewInt(999_999_999) })},
+		{"legacy price below the minimum", sign(chainID, &types.LegacyTx{GasPrice: big.NewInt(1), Gas: 21000, To: &to})},
+		{"gas 0", dyn(func(d *types.DynamicFeeTx) { d.Gas = 0 })},
+		{"calldata short of gas", dyn(func(d *types.DynamicFeeTx) { d.Data = []byte{0, 1, 0, 2}; d.Gas = 21000 + 4 + 16 + 4 + 15 })},
+		{"calldata with its gas", dyn(func(d *types.DynamicFeeTx) { d.Data = []byte{0, 1, 0, 2}; d.Gas = 21000 + 4 + 16 + 4 + 16 })},
+		{"creation with its gas", dyn(func(d *types.DynamicFeeTx) { d.To = nil; d.Data = make([]byte, 33); d.Gas = 53000 + 33*4 + 2*2 })},
+		{"creation short of init code words", dyn(func(d *types.DynamicFeeTx) { d.To = nil; d.Data = make([]byte, 33); d.Gas = 53000 + 33*4 + 2 })},
+		{"init code too large", dyn(func(d *types.DynamicFeeTx) { d.To = nil; d.Data = make([]byte, 49153); d.Gas = 10_000_000 })},
+		{"gas over the block limit", dyn(func(d *types.DynamicFeeTx) { d.Gas = cfg.BlockGasLimit + 1 })},
+		{"fee cap over 256 bits", dyn(func(d *types.DynamicFeeTx) { d.GasFeeCap = huge })},
+		{"tip over 256 bits", dyn(func(d *types.DynamicFeeTx) { d.GasFeeCap, d.GasTipCap = huge, huge })},
+		{"tip above the fee cap", dyn(func(d *types.DynamicFeeTx) { d.GasTipCap = big.NewInt(3e9) })},
+		{"another chain", sign(common.Big1, &types.DynamicFeeTx{ChainID: common.Big1, GasFeeCap: gwei, GasTipCap: gwei, Gas: 21000, To: &to})},
+		{"negative value", dyn(func(d *types.DynamicFeeTx) { d.Value = big.NewInt(-1) })},
+		{"value over 256 bits", dyn(func(d *types.DynamicFeeTx) { d.Value = huge })},
+	} {
+		_, got := cfg.checkPoolTx(tc.tx)
+		want := txpool.ValidateTransaction(tc.tx, head, types.LatestSigner(chainConfig), opts)
+		if want == nil {
+			require.NoError(t, got, tc.name)
+			continue
+		}
+		require.EqualError(t, got, want.Error(), tc.name)
+	}
+}

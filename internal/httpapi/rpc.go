@@ -1,0 +1,199 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/http"
+	"strconv"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/rpc"
+	"github.com/labstack/echo/v4"
+
+	"github.com/ledgerq/ledgerq/internal/store"
+)
+
+// newRPCServer builds the builder lane's JSON-RPC server: go-ethereum's own
+// rpc.Server (framing, batches, errors and parameter decoding as geth does
+// them), with ledgerq's methods registered under eth, net and ledgerq.
+func (s *Server) newRPCServer() (*rpc.Server, error) {
+	srv := rpc.NewServer()
+	srv.SetHTTPBodyLimit(int(min(s.cfg.MaxBodyBytes, 1<<31-1)))
+	srv.SetBatchLimits(s.pool.RPCBatchLimit, int(min(s.cfg.MaxBodyBytes, 1<<31-1)))
+	for name, api := range map[string]any{"eth": &ethAPI{s}, "net": &netAPI{s}, "ledgerq": &ledgerqAPI{s}} {
+		if err := srv.RegisterName(name, api); err != nil {
+			return nil, fmt.Errorf("registering JSON-RPC namespace %s: %w", name, err)
+		}
+	}
+	return srv, nil
+}
+
+// PostRPC answers POST /rpc with the JSON-RPC server, or 404 when the
+// builder lane is off.
+func (s *Server) PostRPC(c echo.Context) error {
+	if s.rpc == nil {
+		return errLaneOff
+	}
+	s.rpc.ServeHTTP(c.Response(), c.Request())
+	return nil
+}
+
+// rpcFail turns an error of the pool or the store into what a JSON-RPC
+// client gets: refusals as they are (their own codes and geth's messages),
+// an unreachable database as an internal error that says so, anything else
+// logged and answered "internal error".
+func (s *Server) rpcFail(method string, err error) error {
+	var perr *poolError
+	switch {
+	case errors.As(err, &perr):
+		return perr
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), store.IsUnavailable(err):
+		s.logger.Warn("httpapi: JSON-RPC call without a database", "method", method, "error", err)
+		return &poolError{status: http.StatusServiceUnavailable, code: rpcCodeInternal, msg: "database unavailable"}
+	}
+	s.logger.Error("httpapi: JSON-RPC call failed", "method", method, "error", err)
+	return &poolError{status: http.StatusInternalServerError, code: rpcCodeInternal, msg: "internal error"}
+}
+
+// ethAPI is the eth namespace. Every exported method is a JSON-RPC method
+// (go-ethereum's rpc registers them by name: SendRawTransaction is
+// eth_sendRawTransaction).
+type ethAPI struct{ s *Server }
+
+// SendRawTransaction is eth_sendRawTransaction: the pool's intake. It
+// returns the transaction's hash, or geth's error.
+func (api *ethAPI) SendRawTransaction(ctx context.Context, raw hexutil.Bytes) (common.Hash, error) {
+	_, hash, err := api.s.poolSubmit(ctx, raw)
+	if err != nil {
+		return common.Hash{}, api.s.rpcFail("eth_sendRawTransaction", err)
+	}
+	return hash, nil
+}
+
+// ChainId is eth_chainId: the configured chain id.
+func (api *ethAPI) ChainId() *hexutil.Big {
+	return (*hexutil.Big)(big.NewInt(api.s.pool.ChainID))
+}
+
+// GetTransactionCount is eth_getTransactionCount: with latest (safe,
+// finalized) the chain's nonce; with pending, the chain's nonce past every
+// nonce the pool's included and pending transactions hold without a gap.
+// Other blocks are not served: the chain's history is not at hand.
+func (api *ethAPI) GetTransactionCount(ctx context.Context, address common.Address, block rpc.BlockNumberOrHash) (*hexutil.Uint64, error) {
+	number, ok := block.Number()
+	if !ok || (number != rpc.PendingBlockNumber && number != rpc.LatestBlockNumber &&
+		number != rpc.SafeBlockNumber && number != rpc.FinalizedBlockNumber) {
+		return nil, poolRefusal(http.StatusBadRequest, "block %s is not served: only latest and pending", block.String())
+	}
+	chainCtx, cancel := context.WithTimeout(ctx, api.s.pool.ChainTimeout)
+	nonce, err := api.s.poolChain.NonceAt(chainCtx, address)
+	cancel()
+	if err != nil {
+		api.s.logger.Warn("httpapi: pool chain did not answer", "error", err, "sender", address)
+		return nil, &poolError{status: http.StatusServiceUnavailable, code: rpcCodeInternal, msg: "chain unavailable: cannot read the nonce"}
+	}
+	if number == rpc.PendingBlockNumber {
+		nonce, err = api.s.store.PoolPendingNonce(ctx, api.s.pool.ChainID, address.Hex(), nonce)
+		if err != nil {
+			return nil, api.s.rpcFail("eth_getTransactionCount", err)
+		}
+	}
+	return (*hexutil.Uint64)(&nonce), nil
+}
+
+// GetTransactionByHash is eth_getTransactionByHash for the pool's pending,
+// queued and included transactions, as geth answers for a transaction not
+// yet in a block (blockHash, blockNumber and transactionIndex null); null for
+// a hash the pool does not hold (replaced and dropped ones included).
+func (api *ethAPI) GetTransactionByHash(ctx context.Context, hash common.Hash) (*rpcTransaction, error) {
+	tx, err := api.s.store.PoolGet(ctx, api.s.pool.ChainID, hash.Hex())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, api.s.rpcFail("eth_getTransactionByHash", err)
+	case !tx.State.Live():
+		return nil, nil
+	}
+	decoded := new(types.Transaction)
+	if err := decoded.UnmarshalBinary(tx.Raw); err != nil {
+		return nil, api.s.rpcFail("eth_getTransactionByHash", fmt.Errorf("decoding stored transaction %s: %w", tx.Hash, err))
+	}
+	return newRPCTransaction(decoded, common.HexToAddress(tx.Sender)), nil
+}
+
+// rpcTransaction is a transaction as geth's eth_getTransactionByHash
+// writes it (internal/ethapi.RPCTransaction), for one not yet in a block.
+type rpcTransaction struct {
+	BlockHash        *common.Hash      `json:"blockHash"`
+	BlockNumber      *hexutil.Big      `json:"blockNumber"`
+	From             common.Address    `json:"from"`
+	Gas              hexutil.Uint64    `json:"gas"`
+	GasPrice         *hexutil.Big      `json:"gasPrice"`
+	GasFeeCap        *hexutil.Big      `json:"maxFeePerGas,omitempty"`
+	GasTipCap        *hexutil.Big      `json:"maxPriorityFeePerGas,omitempty"`
+	Hash             common.Hash       `json:"hash"`
+	Input            hexutil.Bytes     `json:"input"`
+	Nonce            hexutil.Uint64    `json:"nonce"`
+	To               *common.Address   `json:"to"`
+	TransactionIndex *hexutil.Uint64   `json:"transactionIndex"`
+	Value            *hexutil.Big      `json:"value"`
+	Type             hexutil.Uint64    `json:"type"`
+	Accesses         *types.AccessList `json:"accessList,omitempty"`
+	ChainID          *hexutil.Big      `json:"chainId,omitempty"`
+	V                *hexutil.Big      `json:"v"`
+	R                *hexutil.Big      `json:"r"`
+	S                *hexutil.Big      `json:"s"`
+	YParity          *hexutil.Uint64   `json:"yParity,omitempty"`
+}
+
+func newRPCTransaction(tx *types.Transaction, from common.Address) *rpcTransaction {
+	v, r, s := tx.RawSignatureValues()
+	out := &rpcTransaction{
+		From: from, Gas: hexutil.Uint64(tx.Gas()), GasPrice: (*hexutil.Big)(tx.GasPrice()), Hash: tx.Hash(),
+		Input: tx.Data(), Nonce: hexutil.Uint64(tx.Nonce()), To: tx.To(), Value: (*hexutil.Big)(tx.Value()),
+		Type: hexutil.Uint64(tx.Type()), V: (*hexutil.Big)(v), R: (*hexutil.Big)(r), S: (*hexutil.Big)(s),
+	}
+	if id := tx.ChainId(); id.Sign() != 0 {
+		out.ChainID = (*hexutil.Big)(id)
+	}
+	if tx.Type() != types.LegacyTxType {
+		al := tx.AccessList()
+		yParity := hexutil.Uint64(v.Sign())
+		out.Accesses, out.YParity = &al, &yParity
+	}
+	if tx.Type() == types.DynamicFeeTxType {
+		// Not in a block: geth reports the fee cap as the gas price.
+		out.GasFeeCap, out.GasTipCap = (*hexutil.Big)(tx.GasFeeCap()), (*hexutil.Big)(tx.GasTipCap())
+		out.GasPrice = (*hexutil.Big)(tx.GasFeeCap())
+	}
+	return out
+}
+
+// netAPI is the net namespace.
+type netAPI struct{ s *Server }
+
+// Version is net_version: the chain id in decimal.
+func (api *netAPI) Version() string { return strconv.FormatInt(api.s.pool.ChainID, 10) }
+
+// ledgerqAPI is ledgerq's own namespace.
+type ledgerqAPI struct{ s *Server }
+
+// TxStatus is ledgerq_txStatus: the pool's record of hash, as GET
+// /v1/pool/txs/{hash} answers it (pending, queued, included in bundle N,
+// replaced by H, dropped with a reason), or null when the pool never held it.
+func (api *ledgerqAPI) TxStatus(ctx context.Context, hash common.Hash) (*poolTxJSON, error) {
+	tx, err := api.s.store.PoolGet(ctx, api.s.pool.ChainID, hash.Hex())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, api.s.rpcFail("ledgerq_txStatus", err)
+	}
+	out := toPoolTx(tx)
+	return &out, nil
+}

@@ -1,0 +1,669 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"math/big"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
+)
+
+// PoolTxState is a pool transaction's state (DESIGN §2.2).
+type PoolTxState string
+
+// Pool transaction states. Pending, queued and included are live: they hold
+// their sender's nonce.
+const (
+	// PoolPending: the nonce is next in line (the chain's nonce, then the
+	// sender's included and pending transactions without a gap); a bundle
+	// may take it.
+	PoolPending PoolTxState = "pending"
+	// PoolQueued: a nonce gap before it; it waits until the gap is filled.
+	PoolQueued PoolTxState = "queued"
+	// PoolIncluded: in a bundle (PoolTx.BundleBlock).
+	PoolIncluded PoolTxState = "included"
+	// PoolReplaced: a transaction with the same nonce and fee cap and tip
+	// both at least 110 % of it took its place (PoolTx.ReplacedBy).
+	PoolReplaced PoolTxState = "replaced"
+	// PoolDropped: it will not be bundled (PoolTx.DropReason).
+	PoolDropped PoolTxState = "dropped"
+)
+
+// Live reports whether the state holds the sender's nonce.
+func (s PoolTxState) Live() bool { return s == PoolPending || s == PoolQueued || s == PoolIncluded }
+
+// Drop reasons.
+const (
+	// PoolDropExpired: the TTL passed while it was pending or queued.
+	PoolDropExpired = "expired"
+	// PoolDropStale: the chain's nonce for the sender passed it, so it can
+	// never run.
+	PoolDropStale = "stale"
+)
+
+// PoolTx is one row of ledgerq.pool_txs.
+type PoolTx struct {
+	ChainID int64
+	Hash    string
+	Sender  string
+	Nonce   uint64
+	// Type is the EIP-2718 type: 0 legacy, 1 access list, 2 dynamic fee.
+	Type uint8
+	// To is "" for a contract creation.
+	To string
+	// GasFeeCap is the max fee per gas (a legacy transaction's gas price);
+	// GasTipCap the max priority fee per gas (its gas price too).
+	GasFeeCap *big.Int
+	GasTipCap *big.Int
+	Gas       uint64
+	Value     *big.Int
+	Raw       []byte
+	State     PoolTxState
+	// ReplacedBy is the replacement's hash (state replaced).
+	ReplacedBy string
+	// DropReason says why (state dropped).
+	DropReason string
+	// BundleBlock is the block number of its bundle (state included).
+	BundleBlock *int64
+	ReceivedAt  time.Time
+	ExpiresAt   time.Time
+	UpdatedAt   time.Time
+}
+
+func poolTxFromRow(r dbsqlc.LedgerqPoolTx) PoolTx {
+	t := PoolTx{
+		ChainID: r.ChainID, Hash: r.TxHash, Sender: r.Sender, Nonce: uint64(r.Nonce), Type: uint8(r.TxType),
+		GasFeeCap: bigFromNumeric(r.GasFeeCap), GasTipCap: bigFromNumeric(r.GasTipCap), Gas: uint64(r.Gas),
+		Value: bigFromNumeric(r.ValueWei), Raw: r.Raw, State: PoolTxState(r.State), BundleBlock: r.BundleBlock,
+		ReceivedAt: r.ReceivedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+	}
+	if r.ToAddress != nil {
+		t.To = *r.ToAddress
+	}
+	if r.ReplacedBy != nil {
+		t.ReplacedBy = *r.ReplacedBy
+	}
+	if r.DropReason != nil {
+		t.DropReason = *r.DropReason
+	}
+	return t
+}
+
+// PoolLimits are seed 000's pool limits, all configurable.
+type PoolLimits struct {
+	// MaxPending and MaxQueued bound the pool's pending and queued
+	// transactions on the chain (seed: 1000 each), across processes.
+	MaxPending int
+	MaxQueued  int
+	// MaxPerSender bounds one sender's pending and queued transactions
+	// (seed: 16); included ones do not count.
+	MaxPerSender int
+	// TTL: a transaction still pending or queued this long after it was
+	// received is dropped as expired by PoolExpire (seed: 1 h).
+	TTL time.Duration
+}
+
+// DefaultPoolLimits returns seed 000's limits.
+func DefaultPoolLimits() PoolLimits {
+	return PoolLimits{MaxPending: 1000, MaxQueued: 1000, MaxPerSender: 16, TTL: time.Hour}
+}
+
+// Validate reports a limit that cannot work.
+func (l PoolLimits) Validate() error {
+	switch {
+	case l.MaxPending < 1, l.MaxQueued < 0, l.MaxPerSender < 1:
+		return fmt.Errorf("pool limits: max pending (%d) and max per sender (%d) must be at least 1, max queued (%d) at least 0",
+			l.MaxPending, l.MaxPerSender, l.MaxQueued)
+	case l.TTL <= 0:
+		return fmt.Errorf("pool limits: TTL must be positive, got %s", l.TTL)
+	}
+	return nil
+}
+
+// The pool's refusals. Their messages are go-ethereum's, word for word, so
+// that clients which match on them (ethers, viem, ledgerq's own wallet lane)
+// understand ledgerq as they understand geth.
+var (
+	// ErrPoolAlreadyKnown: the same bytes are pending, queued or included.
+	ErrPoolAlreadyKnown = errors.New("already known")
+	// ErrPoolReplaceUnderpriced: the nonce is taken and the new transaction
+	// does not raise both fee cap and tip by at least 10 %.
+	ErrPoolReplaceUnderpriced = errors.New("replacement transaction underpriced")
+	// ErrPoolFull: the pool holds its limit of pending or queued
+	// transactions (HTTP 429).
+	ErrPoolFull = errors.New("txpool is full")
+)
+
+// PoolNonceTooLowError: the nonce is below the sender's next one (the
+// chain's, or past transactions already in bundles).
+type PoolNonceTooLowError struct {
+	Next, Nonce uint64
+}
+
+func (e *PoolNonceTooLowError) Error() string {
+	return fmt.Sprintf("nonce too low: next nonce %d, tx nonce %d", e.Next, e.Nonce)
+}
+
+// PoolAccountLimitError: the sender already has its limit of pending and
+// queued transactions (HTTP 429).
+type PoolAccountLimitError struct {
+	Pooled int
+}
+
+func (e *PoolAccountLimitError) Error() string {
+	return fmt.Sprintf("account limit exceeded: pooled %d txs", e.Pooled)
+}
+
+// NewPoolTx is a decoded, validated transaction for PoolAdd. The caller
+// decodes it (go-ethereum's types), recovers the sender and checks the
+// seed's size, price, gas and value rules and the chain id.
+type NewPoolTx struct {
+	ChainID   int64
+	Hash      string
+	Sender    string
+	Nonce     uint64
+	Type      uint8
+	To        string
+	GasFeeCap *big.Int
+	GasTipCap *big.Int
+	Gas       uint64
+	Value     *big.Int
+	Raw       []byte
+}
+
+// PoolAddParams is one intake.
+type PoolAddParams struct {
+	Now time.Time
+	Tx  NewPoolTx
+	// ChainNonce is the sender's nonce in the chain's latest executed
+	// state, read before the call (no network call runs inside the
+	// database transaction). A value lower than one seen before is ignored.
+	ChainNonce uint64
+	Limits     PoolLimits
+}
+
+// PoolAddResult is what an intake did.
+type PoolAddResult struct {
+	Tx PoolTx
+	// Replaced is the hash of the transaction it replaced, if any.
+	Replaced string
+	// Promoted counts the sender's queued transactions that became pending
+	// with it (their gap closed).
+	Promoted int
+}
+
+// poolAddAttempts bounds how often PoolAdd reruns an intake whose
+// conditional writes found a row moved by a writer that does not take the
+// sender's lock (a bundle taking a pending transaction).
+const poolAddAttempts = 5
+
+// errPoolMoved says a conditional write of an intake found its row in
+// another state than the intake read: the intake runs again.
+var errPoolMoved = errors.New("pool transaction changed state during intake")
+
+// PoolAdd admits a transaction to the pool by seed 000's rules, in one
+// database transaction under the sender's row lock (pool_senders), so
+// concurrent intakes of one sender from any number of processes apply them
+// one after the other:
+//
+//   - the same bytes pending, queued or included: ErrPoolAlreadyKnown,
+//     nothing stored;
+//   - a nonce below the next one: *PoolNonceTooLowError;
+//   - the nonce of a pending or queued transaction: it replaces it only
+//     with fee cap and tip both ≥ 110 % of the old (the old becomes
+//     replaced), else ErrPoolReplaceUnderpriced;
+//   - the sender's next nonce: pending, and its queued successors without a
+//     gap become pending with it; a higher nonce: queued;
+//   - more than MaxPerSender pending and queued: *PoolAccountLimitError;
+//     more than MaxPending or MaxQueued on the chain: ErrPoolFull. The
+//     global count runs under the chain's row lock (pool_chains), taken
+//     last and held to commit, so the limits are exact across processes.
+//
+// The same bytes after they were replaced or dropped go through the same
+// rules and, when admitted, bring their row back. Pending and queued
+// transactions whose nonce the chain has passed are dropped (stale).
+func (s *Store) PoolAdd(ctx context.Context, p PoolAddParams) (PoolAddResult, error) {
+	if err := p.Limits.Validate(); err != nil {
+		return PoolAddResult{}, err
+	}
+	if err := p.Tx.check(); err != nil {
+		return PoolAddResult{}, fmt.Errorf("storing pool transaction %s: %w", p.Tx.Hash, err)
+	}
+	if p.ChainNonce > math.MaxInt64 {
+		return PoolAddResult{}, fmt.Errorf("storing pool transaction %s: chain nonce %d out of range", p.Tx.Hash, p.ChainNonce)
+	}
+	for attempt := 1; ; attempt++ {
+		res, err := s.poolAddOnce(ctx, p)
+		if !errors.Is(err, errPoolMoved) || attempt == poolAddAttempts {
+			return res, err
+		}
+	}
+}
+
+var hexHash = regexp.MustCompile(`^0x[0-9a-fA-F]{64}$`)
+
+func (t NewPoolTx) check() error {
+	switch {
+	case t.ChainID <= 0:
+		return fmt.Errorf("chain id %d is not positive", t.ChainID)
+	case !hexHash.MatchString(t.Hash):
+		return fmt.Errorf("hash %q is not 32 bytes of hex", t.Hash)
+	case !hexAddress.MatchString(t.Sender), t.To != "" && !hexAddress.MatchString(t.To):
+		return fmt.Errorf("sender %q or recipient %q is not a hex address", t.Sender, t.To)
+	case t.Nonce >= math.MaxInt64:
+		return fmt.Errorf("nonce %d out of range", t.Nonce)
+	case t.Gas == 0 || t.Gas > math.MaxInt64:
+		return fmt.Errorf("gas %d out of range", t.Gas)
+	case t.Type > 2:
+		return fmt.Errorf("transaction type %d is not pooled", t.Type)
+	case t.GasFeeCap == nil || t.GasTipCap == nil || t.Value == nil:
+		return errors.New("fee cap, tip and value are required")
+	case t.GasFeeCap.Sign() < 0 || t.GasTipCap.Sign() < 0 || t.Value.Sign() < 0,
+		t.GasFeeCap.BitLen() > 256 || t.GasTipCap.BitLen() > 256 || t.Value.BitLen() > 256:
+		return fmt.Errorf("fee cap %s, tip %s or value %s is not a uint256", t.GasFeeCap, t.GasTipCap, t.Value)
+	case t.GasTipCap.Cmp(t.GasFeeCap) > 0:
+		return fmt.Errorf("tip %s above fee cap %s", t.GasTipCap, t.GasFeeCap)
+	case len(t.Raw) == 0:
+		return errors.New("no raw bytes")
+	}
+	return nil
+}
+
+func (s *Store) poolAddOnce(ctx context.Context, p PoolAddParams) (PoolAddResult, error) {
+	tx := p.Tx
+	tx.Hash, tx.Sender, tx.To = lowerHex(tx.Hash), lowerHex(tx.Sender), lowerHex(tx.To)
+	var res PoolAddResult
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		res = PoolAddResult{}
+		base, err := one(q.PoolSenderLock(ctx, dbsqlc.PoolSenderLockParams{
+			ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: int64(p.ChainNonce), Now: p.Now,
+		}))
+		if err != nil {
+			return fmt.Errorf("locking pool sender %s: %w", tx.Sender, err)
+		}
+		known, err := one(q.PoolTxGet(ctx, dbsqlc.PoolTxGetParams{ChainID: tx.ChainID, TxHash: tx.Hash}))
+		revive := err == nil
+		switch {
+		case revive && PoolTxState(known.State).Live():
+			return ErrPoolAlreadyKnown
+		case err != nil && !errors.Is(err, ErrNotFound):
+			return fmt.Errorf("reading pool transaction %s: %w", tx.Hash, err)
+		}
+		rows, err := q.PoolSenderLive(ctx, dbsqlc.PoolSenderLiveParams{ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: base})
+		if err != nil {
+			return fmt.Errorf("reading the pool transactions of %s: %w", tx.Sender, err)
+		}
+		slots := make([]poolSlot, len(rows))
+		for i, r := range rows {
+			slots[i] = poolSlot{hash: r.TxHash, nonce: uint64(r.Nonce), state: PoolTxState(r.State),
+				feeCap: bigFromNumeric(r.GasFeeCap), tip: bigFromNumeric(r.GasTipCap)}
+		}
+		plan, err := planPoolAdd(slots, uint64(base), poolSlot{hash: tx.Hash, nonce: tx.Nonce, feeCap: tx.GasFeeCap, tip: tx.GasTipCap}, p.Limits.MaxPerSender)
+		if err != nil {
+			return err
+		}
+		if err := applyPoolPlan(ctx, q, p, tx, plan, revive); err != nil {
+			return err
+		}
+		if plan.grows.pending || plan.grows.queued {
+			// Last: the chain's lock is held from here to the commit.
+			if err := poolCheckLimits(ctx, q, tx.ChainID, p, plan); err != nil {
+				return err
+			}
+		}
+		res = PoolAddResult{Replaced: plan.replace.hash, Promoted: len(plan.promote), Tx: PoolTx{
+			ChainID: tx.ChainID, Hash: tx.Hash, Sender: tx.Sender, Nonce: tx.Nonce, Type: tx.Type, To: tx.To,
+			GasFeeCap: new(big.Int).Set(tx.GasFeeCap), GasTipCap: new(big.Int).Set(tx.GasTipCap), Gas: tx.Gas,
+			Value: new(big.Int).Set(tx.Value), Raw: tx.Raw, State: plan.state,
+			ReceivedAt: p.Now.UTC(), ExpiresAt: p.Now.Add(p.Limits.TTL).UTC(), UpdatedAt: p.Now.UTC(),
+		}}
+		return nil
+	})
+	if err != nil {
+		return PoolAddResult{}, err
+	}
+	return res, nil
+}
+
+// applyPoolPlan writes an intake's plan, each write conditional on the state
+// the plan was made from.
+func applyPoolPlan(ctx context.Context, q *dbsqlc.Queries, p PoolAddParams, tx NewPoolTx, plan poolPlan, revive bool) error {
+	if len(plan.stale) > 0 {
+		n, err := q.PoolTxsDrop(ctx, dbsqlc.PoolTxsDropParams{
+			DropReason: PoolDropStale, Now: p.Now, ChainID: tx.ChainID, TxHashes: plan.stale,
+		})
+		if err != nil {
+			return fmt.Errorf("dropping stale pool transactions of %s: %w", tx.Sender, err)
+		}
+		if n != int64(len(plan.stale)) {
+			return errPoolMoved
+		}
+	}
+	if plan.replace.hash != "" {
+		n, err := q.PoolTxReplace(ctx, dbsqlc.PoolTxReplaceParams{
+			ReplacedBy: &tx.Hash, Now: p.Now, ChainID: tx.ChainID, TxHash: plan.replace.hash,
+			Expected: dbsqlc.LedgerqPoolTxState(plan.replace.state),
+		})
+		if err != nil {
+			return fmt.Errorf("replacing pool transaction %s: %w", plan.replace.hash, err)
+		}
+		if n != 1 {
+			return errPoolMoved
+		}
+	}
+	expires := p.Now.Add(p.Limits.TTL)
+	state := dbsqlc.LedgerqPoolTxState(plan.state)
+	var n int64
+	var err error
+	if revive {
+		n, err = q.PoolTxRevive(ctx, dbsqlc.PoolTxReviveParams{
+			State: state, Now: p.Now, ExpiresAt: expires, ChainID: tx.ChainID, TxHash: tx.Hash,
+		})
+	} else {
+		ins := dbsqlc.PoolTxInsertParams{
+			ChainID: tx.ChainID, TxHash: tx.Hash, Sender: tx.Sender, Nonce: int64(tx.Nonce), TxType: int16(tx.Type),
+			GasFeeCap: numericFromBig(tx.GasFeeCap), GasTipCap: numericFromBig(tx.GasTipCap), Gas: int64(tx.Gas),
+			ValueWei: numericFromBig(tx.Value), Raw: tx.Raw, State: state, Now: p.Now, ExpiresAt: expires,
+		}
+		if tx.To != "" {
+			ins.ToAddress = &tx.To
+		}
+		n, err = q.PoolTxInsert(ctx, ins)
+	}
+	if err != nil {
+		return fmt.Errorf("storing pool transaction %s: %w", tx.Hash, err)
+	}
+	if n != 1 {
+		return errPoolMoved
+	}
+	for _, move := range []struct {
+		hashes   []string
+		from, to PoolTxState
+	}{{plan.promote, PoolQueued, PoolPending}, {plan.demote, PoolPending, PoolQueued}} {
+		if len(move.hashes) == 0 {
+			continue
+		}
+		n, err := q.PoolTxsSetState(ctx, dbsqlc.PoolTxsSetStateParams{
+			ToState: dbsqlc.LedgerqPoolTxState(move.to), Now: p.Now, ChainID: tx.ChainID, TxHashes: move.hashes,
+			FromState: dbsqlc.LedgerqPoolTxState(move.from),
+		})
+		if err != nil {
+			return fmt.Errorf("moving pool transactions of %s from %s to %s: %w", tx.Sender, move.from, move.to, err)
+		}
+		if n != int64(len(move.hashes)) {
+			return errPoolMoved
+		}
+	}
+	if _, err := q.PoolSenderSetNext(ctx, dbsqlc.PoolSenderSetNextParams{
+		NextNonce: int64(plan.next), Now: p.Now, ChainID: tx.ChainID, Sender: tx.Sender,
+	}); err != nil {
+		return fmt.Errorf("recording the next nonce of %s: %w", tx.Sender, err)
+	}
+	return nil
+}
+
+// poolCheckLimits is the intake's last step when it grows the pool: under
+// the chain's row lock, held until the commit that follows, it counts the
+// chain's pending and queued transactions, its own writes included. Every
+// intake that grows the pool takes the lock before counting, so each counts
+// what the one before committed: two processes cannot both take the last
+// place. Transactions that shrink the pool (a bundle, the sweep) need not
+// take it: a count that misses a shrink is only conservative.
+func poolCheckLimits(ctx context.Context, q *dbsqlc.Queries, chainID int64, p PoolAddParams, plan poolPlan) error {
+	if _, err := one(q.PoolChainLock(ctx, chainID)); errors.Is(err, ErrNotFound) {
+		if err := q.PoolChainEnsure(ctx, dbsqlc.PoolChainEnsureParams{ChainID: chainID, Now: p.Now}); err != nil {
+			return fmt.Errorf("creating the pool lock of chain %d: %w", chainID, err)
+		}
+		_, err = one(q.PoolChainLock(ctx, chainID))
+		if err != nil {
+			return fmt.Errorf("locking the pool of chain %d: %w", chainID, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("locking the pool of chain %d: %w", chainID, err)
+	}
+	counts, err := one(q.PoolCountWaiting(ctx, chainID))
+	if err != nil {
+		return fmt.Errorf("counting the pool of chain %d: %w", chainID, err)
+	}
+	if (plan.grows.pending && counts.Pending > int64(p.Limits.MaxPending)) ||
+		(plan.grows.queued && counts.Queued > int64(p.Limits.MaxQueued)) {
+		return ErrPoolFull
+	}
+	return nil
+}
+
+// poolSlot is one of a sender's live transactions as intake plans with it.
+type poolSlot struct {
+	hash        string
+	nonce       uint64
+	state       PoolTxState
+	feeCap, tip *big.Int
+}
+
+// poolPlan is what an intake writes.
+type poolPlan struct {
+	// state is the new transaction's: pending or queued.
+	state PoolTxState
+	// replace is the transaction it replaces (hash "" for none).
+	replace poolSlot
+	// stale are waiting transactions below the chain's nonce, to drop.
+	stale []string
+	// promote are queued transactions that become pending; demote pending
+	// ones behind a gap that wait again.
+	promote, demote []string
+	// next is the nonce after the sender's pending run.
+	next uint64
+	// grows says whether the sender's pending or queued count grows, which
+	// the global limits must then allow.
+	grows struct{ pending, queued bool }
+}
+
+// planPoolAdd applies seed 000's rules to a sender's live transactions
+// (slots: pending and queued ones, and included ones from base up), the
+// chain's nonce base, and the new transaction in. It is the whole decision
+// of an intake; the caller writes it.
+func planPoolAdd(slots []poolSlot, base uint64, in poolSlot, maxPerSender int) (poolPlan, error) {
+	var plan poolPlan
+	byNonce := make(map[uint64]poolSlot, len(slots)+1)
+	var before struct{ pending, queued int }
+	for _, sl := range slots {
+		switch sl.state {
+		case PoolPending:
+			before.pending++
+		case PoolQueued:
+			before.queued++
+		}
+		if sl.nonce < base && sl.state != PoolIncluded {
+			plan.stale = append(plan.stale, sl.hash)
+			continue
+		}
+		byNonce[sl.nonce] = sl
+	}
+	included := func(n uint64) bool { sl, ok := byNonce[n]; return ok && sl.state == PoolIncluded }
+	// The next nonce a client may use: the chain's, past the transactions
+	// already in bundles.
+	next := base
+	for included(next) {
+		next++
+	}
+	if in.nonce < next {
+		return poolPlan{}, &PoolNonceTooLowError{Next: next, Nonce: in.nonce}
+	}
+	if included(in.nonce) {
+		// Only if a bundle's transactions went back to pending below it.
+		n := in.nonce + 1
+		for included(n) {
+			n++
+		}
+		return poolPlan{}, &PoolNonceTooLowError{Next: n, Nonce: in.nonce}
+	}
+	waiting := before.pending + before.queued - len(plan.stale)
+	if old, ok := byNonce[in.nonce]; ok {
+		if !outbids(in, old) {
+			return poolPlan{}, ErrPoolReplaceUnderpriced
+		}
+		plan.replace = old
+	} else if waiting >= maxPerSender {
+		return poolPlan{}, &PoolAccountLimitError{Pooled: waiting}
+	}
+	in.state = ""
+	byNonce[in.nonce] = in
+
+	// The pending run: from the chain's nonce, every nonce held without a
+	// gap. Queued transactions in it are promoted; pending ones past it
+	// wait again.
+	run := base
+	for {
+		sl, ok := byNonce[run]
+		if !ok {
+			break
+		}
+		if sl.state == PoolQueued {
+			plan.promote = append(plan.promote, sl.hash)
+		}
+		run++
+	}
+	plan.next = run
+	plan.state = PoolQueued
+	if in.nonce < run {
+		plan.state = PoolPending
+	}
+	var after struct{ pending, queued int }
+	for n, sl := range byNonce {
+		inRun := n < run
+		switch {
+		case sl.state == PoolIncluded:
+		case inRun:
+			after.pending++
+		default:
+			after.queued++
+			if sl.state == PoolPending {
+				plan.demote = append(plan.demote, sl.hash)
+			}
+		}
+	}
+	slices.Sort(plan.promote)
+	slices.Sort(plan.demote)
+	plan.grows.pending = after.pending > before.pending
+	plan.grows.queued = after.queued > before.queued
+	return plan, nil
+}
+
+// outbids reports whether in may replace old: seed 000 and geth's default
+// price bump, fee cap and tip both at least 110 % of the old ones.
+func outbids(in, old poolSlot) bool {
+	return atLeast110Percent(in.feeCap, old.feeCap) && atLeast110Percent(in.tip, old.tip)
+}
+
+// atLeast110Percent reports whether v*100 >= old*110, in integers (no
+// rounding: 10 wei over 100 is enough, 10 over 101 is not).
+func atLeast110Percent(v, old *big.Int) bool {
+	lhs := new(big.Int).Mul(v, big.NewInt(100))
+	rhs := new(big.Int).Mul(old, big.NewInt(110))
+	return lhs.Cmp(rhs) >= 0
+}
+
+// PoolGet returns the chain's transaction with hash (any state), or
+// ErrNotFound.
+func (s *Store) PoolGet(ctx context.Context, chainID int64, hash string) (PoolTx, error) {
+	row, err := one(s.q.PoolTxGet(ctx, dbsqlc.PoolTxGetParams{ChainID: chainID, TxHash: lowerHex(hash)}))
+	if err != nil {
+		return PoolTx{}, fmt.Errorf("reading pool transaction %s: %w", hash, err)
+	}
+	return poolTxFromRow(row), nil
+}
+
+// PoolPendingNonce returns the sender's next nonce counting the pool
+// (eth_getTransactionCount with "pending"): from chainNonce, the chain's,
+// past every nonce an included or pending transaction holds without a gap.
+// Queued transactions are not counted, as in geth.
+func (s *Store) PoolPendingNonce(ctx context.Context, chainID int64, sender string, chainNonce uint64) (uint64, error) {
+	if chainNonce > math.MaxInt64 {
+		return chainNonce, nil
+	}
+	nonces, err := s.q.PoolSenderRun(ctx, dbsqlc.PoolSenderRunParams{
+		ChainID: chainID, Sender: lowerHex(sender), FromNonce: int64(chainNonce),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reading the pending nonces of %s: %w", sender, err)
+	}
+	next := chainNonce
+	for _, n := range nonces {
+		if uint64(n) != next {
+			break
+		}
+		next++
+	}
+	return next, nil
+}
+
+// PoolExpireParams bound one TTL sweep round.
+type PoolExpireParams struct {
+	Now     time.Time
+	ChainID int64
+	// MaxSenders bounds the senders one round sweeps.
+	MaxSenders int
+}
+
+// PoolExpire is seed 000's TTL sweep, for the monitor to call each round:
+// pending and queued transactions whose expires_at has passed become
+// dropped with reason expired, for up to MaxSenders senders, each under its
+// intake lock (a sender whose intake is running is left for the next round).
+// A pending transaction dropped leaves a gap: the sender's pending
+// transactions above it become queued again. It returns how many it dropped;
+// the caller runs it again while it sweeps MaxSenders senders.
+func (s *Store) PoolExpire(ctx context.Context, p PoolExpireParams) (dropped int64, senders int, err error) {
+	if p.MaxSenders < 1 {
+		return 0, 0, fmt.Errorf("expiring pool transactions: max senders %d must be at least 1", p.MaxSenders)
+	}
+	err = s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		dropped, senders = 0, 0
+		locked, err := q.PoolSendersLockExpired(ctx, dbsqlc.PoolSendersLockExpiredParams{
+			ChainID: p.ChainID, Now: p.Now, Max: int32(min(p.MaxSenders, math.MaxInt32)),
+		})
+		if err != nil {
+			return fmt.Errorf("locking senders with expired pool transactions: %w", err)
+		}
+		if len(locked) == 0 {
+			return nil
+		}
+		rows, err := q.PoolTxsExpire(ctx, dbsqlc.PoolTxsExpireParams{Now: p.Now, ChainID: p.ChainID, Senders: locked})
+		if err != nil {
+			return fmt.Errorf("expiring pool transactions: %w", err)
+		}
+		gaps := map[string]int64{}
+		for _, r := range rows {
+			if PoolTxState(r.Was) != PoolPending {
+				continue
+			}
+			if g, ok := gaps[r.Sender]; !ok || r.Nonce < g {
+				gaps[r.Sender] = r.Nonce
+			}
+		}
+		for _, sender := range slices.Sorted(maps.Keys(gaps)) {
+			gap := gaps[sender]
+			if _, err := q.PoolTxsDemoteAbove(ctx, dbsqlc.PoolTxsDemoteAboveParams{
+				Now: p.Now, ChainID: p.ChainID, Sender: sender, Gap: gap,
+			}); err != nil {
+				return fmt.Errorf("re-queueing the pending transactions of %s above nonce %d: %w", sender, gap, err)
+			}
+			if _, err := q.PoolSenderLowerNext(ctx, dbsqlc.PoolSenderLowerNextParams{
+				Gap: gap, Now: p.Now, ChainID: p.ChainID, Sender: sender,
+			}); err != nil {
+				return fmt.Errorf("recording the next nonce of %s: %w", sender, err)
+			}
+		}
+		dropped, senders = int64(len(rows)), len(locked)
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return dropped, senders, nil
+}

@@ -1,0 +1,551 @@
+package store_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/big"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
+)
+
+const poolChain = int64(4242)
+
+// poolSender is the address of test sender i.
+func poolSender(i int) string { return fmt.Sprintf("0x%040x", 0xa000+i) }
+
+// poolTx is a transaction of sender i with nonce and fees in wei; its hash
+// and bytes follow from them (and salt), so the same arguments are the same
+// transaction.
+func poolTx(sender int, nonce uint64, feeCap, tip int64, salt ...string) store.NewPoolTx {
+	body := fmt.Sprintf("%d/%d/%d/%d/%v", sender, nonce, feeCap, tip, salt)
+	sum := sha256.Sum256([]byte(body))
+	return store.NewPoolTx{
+		ChainID: poolChain, Hash: "0x" + hex.EncodeToString(sum[:]), Sender: poolSender(sender), Nonce: nonce,
+		Type: 2, To: poolSender(999), GasFeeCap: big.NewInt(feeCap), GasTipCap: big.NewInt(tip), Gas: 21000,
+		Value: big.NewInt(1), Raw: []byte(body),
+	}
+}
+
+type poolFixture struct {
+	t      *testing.T
+	st     *store.Store
+	now    time.Time
+	limits store.PoolLimits
+	// chainNonce is what the chain reports for every sender.
+	chainNonce uint64
+}
+
+func newPoolFixture(t *testing.T, st *store.Store) *poolFixture {
+	t.Helper()
+	return &poolFixture{t: t, st: st, now: testfactory.Start(), limits: store.DefaultPoolLimits()}
+}
+
+func (f *poolFixture) add(tx store.NewPoolTx) (store.PoolAddResult, error) {
+	return f.st.PoolAdd(f.t.Context(), store.PoolAddParams{Now: f.now, Tx: tx, ChainNonce: f.chainNonce, Limits: f.limits})
+}
+
+func (f *poolFixture) mustAdd(tx store.NewPoolTx) store.PoolAddResult {
+	f.t.Helper()
+	res, err := f.add(tx)
+	require.NoError(f.t, err, "adding nonce %d of %s", tx.Nonce, tx.Sender)
+	return res
+}
+
+func (f *poolFixture) get(hash string) store.PoolTx {
+	f.t.Helper()
+	tx, err := f.st.PoolGet(f.t.Context(), poolChain, hash)
+	require.NoError(f.t, err)
+	return tx
+}
+
+// states returns the sender's transactions as "nonce:state", in nonce then
+// received order.
+func (f *poolFixture) states(sender int) []string {
+	f.t.Helper()
+	rows, err := f.st.DB().Query(f.t.Context(), `
+		SELECT nonce || ':' || state FROM ledgerq.pool_txs
+		WHERE chain_id = $1 AND sender = $2 AND state IN ('pending', 'queued', 'included')
+		ORDER BY nonce`, poolChain, poolSender(sender))
+	require.NoError(f.t, err)
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		require.NoError(f.t, rows.Scan(&s))
+		out = append(out, s)
+	}
+	require.NoError(f.t, rows.Err())
+	return out
+}
+
+func (f *poolFixture) count(where string, args ...any) int {
+	f.t.Helper()
+	var n int
+	require.NoError(f.t, f.st.DB().QueryRow(f.t.Context(), `SELECT count(*) FROM ledgerq.pool_txs WHERE `+where, args...).Scan(&n))
+	return n
+}
+
+func TestPool_NonceEqualToTheNextIsPendingAndAboveItIsQueued(t *testing.T) {
+	t.Parallel()
+	f := newPoolFixture(t, testdb.NewTx(t))
+	f.chainNonce = 3
+	require.Equal(t, store.PoolPending, f.mustAdd(poolTx(1, 3, 10, 10)).Tx.State)
+	require.Equal(t, store.PoolQueued, f.mustAdd(poolTx(1, 5, 10, 10)).Tx.State, "nonce 4 is missing")
+	require.Equal(t, store.PoolPending, f.mustAdd(poolTx(1, 4, 10, 10)).Tx.State)
+	next, err := f.st.PoolPendingNonce(t.Context(), poolChain, poolSender(1), 3)
+	require.NoError(t, err)
+	require.Equal(t, uint64(6), next)
+}
+
+func TestPool_NonceBelowTheNextIsRefusedAsNonceTooLow(t *testing.T) {
+	t.Parallel()
+	f := newPoolFixture(t, testdb.NewTx(t))
+	f.chainNonce = 1
+	_, err := f.add(poolTx(1, 0, 10, 10))
+	require.EqualError(t, err, "nonce too low: next nonce 1, tx nonce 0")
+	var low *store.PoolNonceTooLowError
+	require.ErrorAs(t, err, &low)
+	require.Equal(t, 0, f.count("true"), "nothing stored")
+
+	// Transactions already in a bundle hold their nonces too: the next
+	// nonce is past them.
+	f.mustAdd(poolTx(1, 1, 10, 10))
+	f.mustAdd(poolTx(1, 2, 10, 10))
+	_, err = f.st.DB().Exec(t.Context(), `UPDATE ledgerq.pool_txs SET state = 'included', bundle_block = 7 WHERE nonce IN (1, 2)`)
+	require.NoError(t, err)
+	_, err = f.add(poolTx(1, 2, 20, 20))
+	require.EqualError(t, err, "nonce too low: next nonce 3, tx nonce 2", "an included transaction cannot be replaced")
+	require.Equal(t, store.PoolPending, f.mustAdd(poolTx(1, 3, 10, 10)).Tx.State)
+}
+
+func TestPool_FillingAGapPromotesTheGapFreeQueuedSuccessorsInTheSameTransaction(t *testing.T) {
+	t.Parallel()
+	f := newPoolFixture(t, testdb.NewTx(t))
+	for _, n := range []uint64{2, 3, 5} {
+		require.Equal(t, store.PoolQueued, f.mustAdd(poolTx(1, n, 10, 10)).Tx.State)
+	}
+	require.Equal(t, store.PoolPending, f.mustAdd(poolTx(1, 0, 10, 10)).Tx.State)
+	require.Equal(t, []string{"0:pending", "2:queued", "3:queued", "5:queued"}, f.states(1))
+
+	res := f.mustAdd(poolTx(1, 1, 10, 10))
+	require.Equal(t, store.PoolPending, res.Tx.State)
+	require.Equal(t, 2, res.Promoted)
+	require.Equal(t, []string{"0:pending", "1:pending", "2:pending", "3:pending", "5:queued"}, f.states(1),
+		"2 and 3 follow 1 without a gap; 5 waits for 4")
+	var next int64
+	require.NoError(t, f.st.DB().QueryRow(t.Context(), `SELECT next_nonce FROM ledgerq.pool_senders WHERE sender = $1`, poolSender(1)).Scan(&next))
+	require.Equal(t, int64(4), next)
+}
+
+func TestPool_InsertsInReverseNonceOrderEndAllPending(t *testing.T) {
+	t.Parallel()
+	f := newPoolFixture(t, testdb.NewTx(t))
+	for n := 5; n >= 1; n-- {
+		require.Equal(t, store.PoolQueued, f.mustAdd(poolTx(1, uint64(n), 10, 10)).Tx.State, "nonce %d", n)
+	}
+	res := f.mustAdd(poolTx(1, 0, 10, 10))
+	require.Equal(t, 5, res.Promoted)
+	require.Equal(t, []string{"0:pending", "1:pending", "2:pending", "3:pending", "4:pending", "5:pending"}, f.states(1))
+}
+
+func TestPool_ReplacementNeedsFeeCapAndTipBothAtLeast110Percent(t *testing.T) {
+	t.Parallel()
+	f := newPoolFixture(t, testdb.NewTx(t))
+	old := f.mustAdd(poolTx(1, 0, 1000, 100)).Tx
+	queued := f.mustAdd(poolTx(1, 2, 1000, 100)).Tx
+
+	for _, tc := range []struct {
+		name        string
+		feeCap, tip int64
+	}{
+		{"both +5 %", 1050, 105},
+		{"fee cap +10 % alone", 1100, 100},
+		{"tip +10 % alone", 1000, 110},
+		{"fee cap +10 %, tip +9 %", 1100, 109},
+	} {
+		_, err := f.add(poolTx(1, 0, tc.feeCap, tc.tip))
+		require.EqualError(t, err, "replacement transaction underpriced", tc.name)
+		require.ErrorIs(t, err, store.ErrPoolReplaceUnderpriced)
+	}
+	require.Equal(t, store.PoolPending, f.get(old.Hash).State, "the refused replacements changed nothing")
+	require.Equal(t, 2, f.count("true"))
+
+	res := f.mustAdd(poolTx(1, 0, 1100, 110))
+	require.Equal(t, store.PoolPending, res.Tx.State, "the replacement of a pending transaction is pending")
+	require.Equal(t, old.Hash, res.Replaced)
+	got := f.get(old.Hash)
+	require.Equal(t, store.PoolReplaced, got.State)
+	require.Equal(t, res.Tx.Hash, got.ReplacedBy)
+
+	res = f.mustAdd(poolTx(1, 2, 5000, 5000))
+	require.Equal(t, store.PoolQueued, res.Tx.State, "the replacement of a queued transaction is queued")
+	require.Equal(t, store.PoolReplaced, f.get(queued.Hash).State)
+	require.Equal(t, []string{"0:pending", "2:queued"}, f.states(1))
+}
+
+func TestPool_IdenticalBytesAreAlreadyKnownAndAddNoRow(t *testing.T) {
+	t.Parallel()
+	f := newPoolFixture(t, testdb.NewTx(t))
+	tx := poolTx(1, 0, 10, 10)
+	f.mustAdd(tx)
+	queued := poolTx(1, 4, 10, 10)
+	f.mustAdd(queued)
+	for _, again := range []store.NewPoolTx{tx, queued} {
+		_, err := f.add(again)
+		require.EqualError(t, err, "already known")
+		require.ErrorIs(t, err, store.ErrPoolAlreadyKnown)
+	}
+	require.Equal(t, 2, f.count("true"))
+
+	// Bytes that were replaced come back only by the rules: their
+	// replacement is dearer, so they are underpriced.
+	dearer := poolTx(1, 0, 20, 20)
+	f.mustAdd(dearer)
+	_, err := f.add(tx)
+	require.ErrorIs(t, err, store.ErrPoolReplaceUnderpriced)
+	require.Equal(t, 3, f.count("true"))
+}
+
+func TestPool_PerSenderLimitRefusesTheSeventeenthAndAllowsReplacements(t *testing.T) {
+	t.Parallel()
+	f := newPoolFixture(t, testdb.NewTx(t))
+	for n := range uint64(16) {
+		f.mustAdd(poolTx(1, n*2, 10, 10)) // one pending, 15 queued
+	}
+	_, err := f.add(poolTx(1, 40, 10, 10))
+	require.EqualError(t, err, "account limit exceeded: pooled 16 txs")
+	var limit *store.PoolAccountLimitError
+	require.ErrorAs(t, err, &limit)
+	f.mustAdd(poolTx(1, 2, 11, 11)) // a replacement takes no new place
+	f.mustAdd(poolTx(2, 0, 10, 10)) // another sender has its own 16
+
+	// Included transactions are out of the pool: they do not count.
+	_, err = f.st.DB().Exec(t.Context(), `UPDATE ledgerq.pool_txs SET state = 'included', bundle_block = 1 WHERE sender = $1 AND nonce = 0`, poolSender(1))
+	require.NoError(t, err)
+	f.mustAdd(poolTx(1, 40, 10, 10))
+}
+
+func TestPool_GlobalLimitsRefuseAFullPoolAndStoreNothing(t *testing.T) {
+	t.Parallel()
+	f := newPoolFixture(t, testdb.NewTx(t))
+	f.limits.MaxPending, f.limits.MaxQueued = 3, 2
+	for s := range 3 {
+		f.mustAdd(poolTx(s, 0, 10, 10))
+	}
+	_, err := f.add(poolTx(3, 0, 10, 10))
+	require.EqualError(t, err, "txpool is full")
+	require.ErrorIs(t, err, store.ErrPoolFull)
+	f.mustAdd(poolTx(3, 5, 10, 10))
+	f.mustAdd(poolTx(4, 5, 10, 10))
+	_, err = f.add(poolTx(5, 5, 10, 10))
+	require.ErrorIs(t, err, store.ErrPoolFull, "2 queued is the limit")
+	require.Equal(t, 5, f.count("true"), "the refused transactions stored nothing")
+	var senders int
+	require.NoError(t, f.st.DB().QueryRow(t.Context(), `SELECT count(*) FROM ledgerq.pool_senders`).Scan(&senders))
+	require.Equal(t, 5, senders, "a refused sender's lock row is rolled back with it")
+
+	// A replacement grows nothing, so a full pool still takes it.
+	f.mustAdd(poolTx(0, 0, 11, 11))
+	// A promotion that would overfill pending is refused whole: one place is
+	// free, and nonce 0 would take it with its queued successor 1.
+	_, err = f.st.DB().Exec(t.Context(), `UPDATE ledgerq.pool_txs SET state = 'included', bundle_block = 1 WHERE sender = $1`, poolSender(1))
+	require.NoError(t, err)
+	_, err = f.st.DB().Exec(t.Context(), `UPDATE ledgerq.pool_txs SET state = 'dropped', drop_reason = 'test' WHERE sender = $1`, poolSender(4))
+	require.NoError(t, err)
+	f.mustAdd(poolTx(3, 1, 10, 10))
+	_, err = f.add(poolTx(3, 0, 10, 10))
+	require.ErrorIs(t, err, store.ErrPoolFull)
+	require.Equal(t, []string{"1:queued", "5:queued"}, f.states(3))
+}
+
+func TestPool_TTLExpiryDropsWithReasonExpiredAndRequeuesWhatFollowsTheGap(t *testing.T) {
+	t.Parallel()
+	f := newPoolFixture(t, testdb.NewTx(t))
+	f.limits.TTL = time.Hour
+	first := f.mustAdd(poolTx(1, 0, 10, 10)).Tx
+	f.now = f.now.Add(30 * time.Minute)
+	f.mustAdd(poolTx(1, 1, 10, 10))
+	f.mustAdd(poolTx(1, 3, 10, 10))
+	f.mustAdd(poolTx(2, 7, 10, 10))
+	require.Equal(t, first.ReceivedAt.Add(time.Hour), first.ExpiresAt)
+
+	dropped, _, err := f.st.PoolExpire(t.Context(), store.PoolExpireParams{Now: first.ExpiresAt.Add(-time.Microsecond), ChainID: poolChain, MaxSenders: 10})
+	require.NoError(t, err)
+	require.Zero(t, dropped, "not yet")
+
+	dropped, senders, err := f.st.PoolExpire(t.Context(), store.PoolExpireParams{Now: first.ExpiresAt, ChainID: poolChain, MaxSenders: 10})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), dropped)
+	require.Equal(t, 1, senders)
+	got := f.get(first.Hash)
+	require.Equal(t, store.PoolDropped, got.State)
+	require.Equal(t, "expired", got.DropReason)
+	require.Equal(t, []string{"1:queued", "3:queued"}, f.states(1), "1 waits for 0 again")
+
+	dropped, _, err = f.st.PoolExpire(t.Context(), store.PoolExpireParams{Now: f.now.Add(time.Hour), ChainID: poolChain, MaxSenders: 10})
+	require.NoError(t, err)
+	require.Equal(t, int64(3), dropped, "queued transactions expire too")
+	require.Equal(t, 4, f.count("state = 'dropped' AND drop_reason = 'expired'"))
+
+	// The sender starts again from its next nonce.
+	require.Equal(t, store.PoolPending, f.mustAdd(poolTx(1, 0, 10, 10, "again")).Tx.State)
+}
+
+func TestPool_ExpiredBytesSentAgainAreAdmittedAgainAsTheSameRow(t *testing.T) {
+	t.Parallel()
+	f := newPoolFixture(t, testdb.NewTx(t))
+	tx := f.mustAdd(poolTx(1, 0, 10, 10)).Tx
+	f.now = f.now.Add(2 * time.Hour)
+	_, _, err := f.st.PoolExpire(t.Context(), store.PoolExpireParams{Now: f.now, ChainID: poolChain, MaxSenders: 10})
+	require.NoError(t, err)
+	res := f.mustAdd(poolTx(1, 0, 10, 10))
+	require.Equal(t, tx.Hash, res.Tx.Hash)
+	require.Equal(t, store.PoolPending, res.Tx.State)
+	require.Empty(t, res.Tx.DropReason)
+	require.Equal(t, f.now, res.Tx.ReceivedAt)
+	require.Equal(t, 1, f.count("true"))
+}
+
+func TestPool_WaitingTransactionsTheChainNoncePassedAreDroppedAsStale(t *testing.T) {
+	t.Parallel()
+	f := newPoolFixture(t, testdb.NewTx(t))
+	f.mustAdd(poolTx(1, 0, 10, 10))
+	f.mustAdd(poolTx(1, 1, 10, 10))
+	f.mustAdd(poolTx(1, 3, 10, 10))
+	f.chainNonce = 2 // nonces 0 and 1 were used outside the pool
+	res := f.mustAdd(poolTx(1, 2, 10, 10))
+	require.Equal(t, store.PoolPending, res.Tx.State)
+	require.Equal(t, []string{"2:pending", "3:pending"}, f.states(1))
+	require.Equal(t, 2, f.count("drop_reason = 'stale'"))
+
+	// A lagging chain read does not move the sender back.
+	f.chainNonce = 0
+	_, err := f.add(poolTx(1, 1, 10, 10, "late"))
+	require.EqualError(t, err, "nonce too low: next nonce 2, tx nonce 1")
+}
+
+// Several processes (stores with their own connection pools) take
+// transactions for one sender and for many senders at once: the per-sender
+// and the global limits hold exactly, no nonce is ever live twice, and the
+// pending run never has a gap.
+func TestPool_LimitsStayExactUnderConcurrentIntakeFromSeveralProcesses(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	procs := make([]*store.Store, 3)
+	for i := range procs {
+		st, err := store.OpenPool(ctx, db.URL, 4)
+		require.NoError(t, err)
+		t.Cleanup(st.Close)
+		procs[i] = st
+	}
+	limits := store.PoolLimits{MaxPending: 25, MaxQueued: 15, MaxPerSender: 16, TTL: time.Hour}
+	now := testfactory.Start()
+
+	type outcome struct {
+		tx  store.NewPoolTx
+		err error
+	}
+	var mu sync.Mutex
+	var outcomes []outcome
+	var wg sync.WaitGroup
+	// Sender 0: 40 intakes over nonces 0..19, each nonce twice with the
+	// same fees from two processes (one of them must be refused) — more
+	// than its 16 places.
+	// Senders 1..80: nonces 0 and 2 each — more than the pool's 25 pending
+	// and 15 queued places.
+	var txs []store.NewPoolTx
+	for n := range uint64(20) {
+		txs = append(txs, poolTx(0, n, 10, 10, "a"), poolTx(0, n, 10, 10, "b"))
+	}
+	for s := 1; s <= 80; s++ {
+		txs = append(txs, poolTx(s, 0, 10, 10), poolTx(s, 2, 10, 10))
+	}
+	for i, tx := range txs {
+		wg.Go(func() {
+			_, err := procs[i%len(procs)].PoolAdd(ctx, store.PoolAddParams{Now: now, Tx: tx, Limits: limits})
+			mu.Lock()
+			outcomes = append(outcomes, outcome{tx, err})
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+
+	admitted := 0
+	for _, o := range outcomes {
+		var acct *store.PoolAccountLimitError
+		var low *store.PoolNonceTooLowError
+		switch {
+		case o.err == nil:
+			admitted++
+		case errors.Is(o.err, store.ErrPoolFull), errors.Is(o.err, store.ErrPoolReplaceUnderpriced),
+			errors.As(o.err, &acct), errors.As(o.err, &low):
+		default:
+			t.Fatalf("intake of %s nonce %d failed: %v", o.tx.Sender, o.tx.Nonce, o.err)
+		}
+	}
+	var pending, queued, sender0, liveDup int
+	require.NoError(t, db.Store.DB().QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'queued'),
+		       count(*) FILTER (WHERE sender = $1 AND state IN ('pending', 'queued'))
+		FROM ledgerq.pool_txs`, poolSender(0)).Scan(&pending, &queued, &sender0))
+	require.NoError(t, db.Store.DB().QueryRow(ctx, `
+		SELECT count(*) FROM (SELECT sender, nonce FROM ledgerq.pool_txs WHERE state IN ('pending', 'queued', 'included')
+		GROUP BY sender, nonce HAVING count(*) > 1) d`).Scan(&liveDup))
+	t.Logf("admitted %d of %d intakes: %d pending, %d queued, sender 0 holds %d", admitted, len(txs), pending, queued, sender0)
+	require.LessOrEqual(t, pending, limits.MaxPending)
+	require.LessOrEqual(t, queued, limits.MaxQueued)
+	require.LessOrEqual(t, sender0, limits.MaxPerSender)
+	require.Zero(t, liveDup, "a nonce live twice")
+	require.Equal(t, admitted, pending+queued, "every admitted transaction is in the pool (none was replaced: equal fees)")
+
+	// Every sender's pending transactions are a gap-free run from 0, and
+	// its queued ones follow a gap.
+	rows, err := db.Store.DB().Query(ctx, `
+		SELECT sender, array_agg(nonce ORDER BY nonce) FILTER (WHERE state = 'pending'),
+		       coalesce(min(nonce) FILTER (WHERE state = 'queued'), -1)
+		FROM ledgerq.pool_txs WHERE state IN ('pending', 'queued') GROUP BY sender`)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var sender string
+		var run []int64
+		var firstQueued int64
+		require.NoError(t, rows.Scan(&sender, &run, &firstQueued))
+		for i, n := range run {
+			require.Equal(t, int64(i), n, "%s: pending run %v has a gap", sender, run)
+		}
+		require.NotEqual(t, int64(len(run)), firstQueued, "%s: queued nonce %d follows its pending run %v without a gap", sender, firstQueued, run)
+	}
+	require.NoError(t, rows.Err())
+}
+
+// Two processes race for the pool's last pending place. Each takes the
+// chain's row lock before it counts, so with the lock held elsewhere both
+// wait; released, exactly one is admitted and the other finds the pool full.
+// (Without the lock both would count the other's insert as uncommitted and
+// both commit: one over the limit.)
+func TestPool_TwoProcessesRacingForTheLastPlaceAdmitExactlyOne(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	limits := store.PoolLimits{MaxPending: 3, MaxQueued: 10, MaxPerSender: 16, TTL: time.Hour}
+	now := testfactory.Start()
+	for s := range 2 {
+		_, err := db.Store.PoolAdd(ctx, store.PoolAddParams{Now: now, Tx: poolTx(s, 0, 10, 10), Limits: limits})
+		require.NoError(t, err)
+	}
+	procs := make([]*store.Store, 2)
+	for i := range procs {
+		st, err := store.OpenPool(ctx, db.URL, 1)
+		require.NoError(t, err)
+		t.Cleanup(st.Close)
+		procs[i] = st
+	}
+
+	holder, err := db.Store.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(context.WithoutCancel(ctx)) }()
+	_, err = holder.Exec(ctx, `SELECT chain_id FROM ledgerq.pool_chains WHERE chain_id = $1 FOR UPDATE`, poolChain)
+	require.NoError(t, err)
+
+	errs := make(chan error, 2)
+	for i, st := range procs {
+		go func() {
+			_, err := st.PoolAdd(ctx, store.PoolAddParams{Now: now, Tx: poolTx(10+i, 0, 10, 10), Limits: limits})
+			errs <- err
+		}()
+	}
+	// Both intakes have written their row and wait for the chain's lock.
+	for waiting := 0; waiting < 2; {
+		require.Zero(t, len(errs), "an intake finished without waiting for the chain's lock")
+		require.NoError(t, db.Store.DB().QueryRow(ctx, `
+			SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%pool_chains%'`).Scan(&waiting))
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the intakes never waited for the chain's lock: %v", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	require.NoError(t, holder.Rollback(ctx))
+	var admitted, full int
+	for range 2 {
+		switch err := <-errs; {
+		case err == nil:
+			admitted++
+		case errors.Is(err, store.ErrPoolFull):
+			full++
+		default:
+			t.Fatalf("intake failed: %v", err)
+		}
+	}
+	require.Equal(t, 1, admitted, "exactly one takes the last place")
+	require.Equal(t, 1, full)
+	var pending int
+	require.NoError(t, db.Store.DB().QueryRow(ctx, `SELECT count(*) FROM ledgerq.pool_txs WHERE state = 'pending'`).Scan(&pending))
+	require.Equal(t, limits.MaxPending, pending)
+}
+
+func TestPoolTxs_CheckConstraintsRefuseImpossibleStates(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	f := newPoolFixture(t, st)
+	tx := f.mustAdd(poolTx(1, 0, 10, 10)).Tx
+	other := f.mustAdd(poolTx(1, 1, 10, 10)).Tx
+	for _, tc := range []struct{ name, set string }{
+		{"replaced without replaced_by", "state = 'replaced'"},
+		{"replaced_by on a pending row", "replaced_by = '" + other.Hash + "'"},
+		{"dropped without a reason", "state = 'dropped'"},
+		{"a reason on a pending row", "drop_reason = 'expired'"},
+		{"included without a bundle", "state = 'included'"},
+		{"a bundle on a pending row", "bundle_block = 3"},
+		{"tip above the fee cap", "gas_tip_cap = 11"},
+		{"zero gas", "gas = 0"},
+		{"negative value", "value_wei = -1"},
+		{"expiry before receipt", "expires_at = received_at"},
+		{"a second live transaction for the nonce", "nonce = 1"},
+		{"upper-case hash", "tx_hash = upper(tx_hash)"},
+	} {
+		_, err := st.DB().Exec(t.Context(), `SAVEPOINT c`)
+		require.NoError(t, err)
+		_, err = st.DB().Exec(t.Context(), `UPDATE ledgerq.pool_txs SET `+tc.set+` WHERE tx_hash = $1`, tx.Hash)
+		require.Error(t, err, tc.name)
+		_, err = st.DB().Exec(t.Context(), `ROLLBACK TO SAVEPOINT c`)
+		require.NoError(t, err)
+	}
+}
+
+func TestPoolOverview_CountsTransactionsPerStateAndDropReason(t *testing.T) {
+	t.Parallel()
+	f := newPoolFixture(t, testdb.NewTx(t))
+	f.mustAdd(poolTx(1, 0, 10, 10))
+	f.mustAdd(poolTx(2, 0, 10, 10))
+	f.mustAdd(poolTx(2, 3, 10, 10))
+	f.mustAdd(poolTx(2, 0, 20, 20))
+	rows, err := f.st.DB().Query(t.Context(), `
+		SELECT state || coalesce('/' || drop_reason, '') || '=' || txs || '/' || senders
+		FROM ledgerq.pool_overview WHERE chain_id = $1 ORDER BY 1`, poolChain)
+	require.NoError(t, err)
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		got = append(got, s)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"pending=2/2", "queued=1/1", "replaced=1/1"}, got)
+}

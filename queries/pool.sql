@@ -1,0 +1,150 @@
+-- name: PoolSenderLock :one
+-- Intake, first statement (seed 000, DESIGN §2.2): takes the sender's intake
+-- lock, inserting its row on its first transaction. Concurrent intakes of one
+-- sender, in any process, queue here until the holder commits, so each reads
+-- the sender's transactions as the previous one left them. The chain's nonce
+-- only moves forward: a lagging read cannot lower it.
+INSERT INTO ledgerq.pool_senders AS s (chain_id, sender, chain_nonce, next_nonce, created_at, updated_at)
+VALUES (@chain_id, @sender, @chain_nonce, @chain_nonce, @now::timestamptz, @now::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET chain_nonce = GREATEST(s.chain_nonce, EXCLUDED.chain_nonce), updated_at = EXCLUDED.updated_at
+RETURNING s.chain_nonce;
+
+-- name: PoolSenderSetNext :execrows
+-- Intake and sweep, under the sender's lock: the nonce after its pending run.
+UPDATE ledgerq.pool_senders
+SET next_nonce = @next_nonce, updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND sender = @sender;
+
+-- name: PoolSenderLive :many
+-- Intake, under the sender's lock: the sender's pending and queued
+-- transactions, and its included ones from the chain's nonce up (those below
+-- have been executed). Through pool_txs_live_nonce.
+SELECT tx_hash, nonce, state, gas_fee_cap, gas_tip_cap
+FROM ledgerq.pool_txs
+WHERE chain_id = @chain_id AND sender = @sender
+  AND state IN ('pending', 'queued', 'included')
+  AND (state <> 'included' OR nonce >= @chain_nonce)
+ORDER BY nonce;
+
+-- name: PoolSenderRun :many
+-- eth_getTransactionCount(pending): the sender's pending and included nonces
+-- from the chain's nonce up, in order; the caller counts the gap-free run.
+SELECT nonce
+FROM ledgerq.pool_txs
+WHERE chain_id = @chain_id AND sender = @sender
+  AND state IN ('pending', 'included') AND nonce >= @from_nonce
+ORDER BY nonce;
+
+-- name: PoolTxGet :one
+SELECT * FROM ledgerq.pool_txs WHERE chain_id = @chain_id AND tx_hash = @tx_hash;
+
+-- name: PoolTxInsert :execrows
+-- Intake: a new transaction, pending or queued. A hash already stored
+-- inserts nothing (0 rows): the caller read it under the sender's lock first,
+-- so that only happens when the row moved under it.
+INSERT INTO ledgerq.pool_txs (
+    chain_id, tx_hash, sender, nonce, tx_type, to_address, gas_fee_cap, gas_tip_cap, gas, value_wei, raw,
+    state, received_at, expires_at, updated_at
+) VALUES (
+    @chain_id, @tx_hash, @sender, @nonce, @tx_type, sqlc.narg(to_address), @gas_fee_cap, @gas_tip_cap, @gas, @value_wei, @raw,
+    @state, @now::timestamptz, @expires_at::timestamptz, @now::timestamptz
+)
+ON CONFLICT (chain_id, tx_hash) DO NOTHING;
+
+-- name: PoolTxRevive :execrows
+-- Intake: the same bytes sent again after they were replaced or dropped are
+-- admitted again by the same rules, as the same row (the hash is its key).
+UPDATE ledgerq.pool_txs
+SET state = @state, replaced_by = NULL, drop_reason = NULL,
+    received_at = @now::timestamptz, expires_at = @expires_at::timestamptz, updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('replaced', 'dropped');
+
+-- name: PoolTxReplace :execrows
+-- Seed 000 replacement: the old transaction of the nonce retires, pointing at
+-- its replacement, before the replacement is stored (one live transaction
+-- per nonce). Conditional on the state the caller read: 0 rows means a
+-- bundle took it meanwhile.
+UPDATE ledgerq.pool_txs
+SET state = 'replaced', replaced_by = @replaced_by, updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state = @expected;
+
+-- name: PoolTxsSetState :execrows
+-- Intake, under the sender's lock: promotes queued transactions whose gap
+-- closed to pending, or demotes pending ones behind a new gap to queued.
+-- Conditional on the state the caller read; it checks the row count.
+UPDATE ledgerq.pool_txs
+SET state = @to_state, updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND tx_hash = ANY(@tx_hashes::text[]) AND state = @from_state;
+
+-- name: PoolTxsDrop :execrows
+-- Intake, under the sender's lock: waiting transactions whose nonce the
+-- chain has passed can never run; they are dropped with the reason.
+UPDATE ledgerq.pool_txs
+SET state = 'dropped', drop_reason = @drop_reason::text, updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND tx_hash = ANY(@tx_hashes::text[]) AND state IN ('pending', 'queued');
+
+-- name: PoolChainEnsure :exec
+INSERT INTO ledgerq.pool_chains (chain_id, created_at) VALUES (@chain_id, @now::timestamptz)
+ON CONFLICT (chain_id) DO NOTHING;
+
+-- name: PoolChainLock :one
+-- Intake, last step when it adds a pending or queued transaction: the
+-- chain's lock, held until commit. Every transaction that grows the pool
+-- takes it before counting, so each counts what the previous committed: the
+-- global limits are exact across processes.
+SELECT chain_id FROM ledgerq.pool_chains WHERE chain_id = @chain_id FOR UPDATE;
+
+-- name: PoolCountWaiting :one
+-- Intake, under the chain's lock: the pool's pending and queued transactions
+-- (its own writes included), through pool_txs_waiting.
+SELECT count(*) FILTER (WHERE state = 'pending') AS pending,
+       count(*) FILTER (WHERE state = 'queued') AS queued
+FROM ledgerq.pool_txs
+WHERE chain_id = @chain_id AND state IN ('pending', 'queued');
+
+-- name: PoolSendersLockExpired :many
+-- TTL sweep (seed 000's CleanupExpiredTransactions): locks, in sender order,
+-- up to @max senders that have a pending or queued transaction expired at
+-- @now. A sender whose intake holds its lock is skipped (SKIP LOCKED) and
+-- swept by a later round.
+SELECT s.sender FROM ledgerq.pool_senders s
+WHERE s.chain_id = @chain_id
+  AND s.sender IN (
+      SELECT t.sender FROM ledgerq.pool_txs t
+      WHERE t.chain_id = @chain_id AND t.state IN ('pending', 'queued') AND t.expires_at <= @now::timestamptz
+  )
+ORDER BY s.sender
+LIMIT @max
+FOR UPDATE SKIP LOCKED;
+
+-- name: PoolTxsExpire :many
+-- TTL sweep, under the locks of @senders: their pending and queued
+-- transactions expired at @now become dropped (expired). Returns each with
+-- the state it had, so the caller can demote pending successors of a gap.
+WITH expired AS (
+    SELECT e.tx_hash, e.state AS was
+    FROM ledgerq.pool_txs e
+    WHERE e.chain_id = @chain_id AND e.sender = ANY(@senders::text[])
+      AND e.state IN ('pending', 'queued') AND e.expires_at <= @now::timestamptz
+    FOR UPDATE
+)
+UPDATE ledgerq.pool_txs t
+SET state = 'dropped', drop_reason = 'expired', updated_at = @now::timestamptz
+FROM expired
+WHERE t.chain_id = @chain_id AND t.tx_hash = expired.tx_hash
+RETURNING t.sender, t.nonce, expired.was;
+
+-- name: PoolTxsDemoteAbove :execrows
+-- TTL sweep, under the sender's lock: a pending transaction dropped at
+-- nonce @gap leaves a gap; the sender's pending ones above it wait again
+-- (queued) until it is filled.
+UPDATE ledgerq.pool_txs
+SET state = 'queued', updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND sender = @sender AND state = 'pending' AND nonce > @gap;
+
+-- name: PoolSenderLowerNext :execrows
+-- TTL sweep, under the sender's lock: the pending run now ends at @gap.
+UPDATE ledgerq.pool_senders
+SET next_nonce = LEAST(next_nonce, @gap), updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND sender = @sender;
