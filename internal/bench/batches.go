@@ -356,6 +356,38 @@ type ingestion struct {
 	end time.Time
 }
 
+// await waits for a run to end and reports how it ended: every item final
+// (done says so; it is asked on every tick and, after ingest ended, once
+// more when the grace period is over), ingest failed, the grace period after
+// ingest passed (timedOut), or ctx ended (interrupted, once the ingest
+// workers have stopped).
+func (in *ingestion) await(ctx context.Context, tick <-chan time.Time, grace time.Duration, done func(ingestOver bool) bool) (interrupted, timedOut bool) {
+	var graceC <-chan time.Time
+	ingesting := in.done
+	for {
+		select {
+		case <-ctx.Done():
+			<-in.done // the workers stop at once on ctx
+			return true, false
+		case <-ingesting:
+			ingesting = nil
+			if in.err != nil {
+				return false, false
+			}
+			t := time.NewTimer(grace)
+			defer t.Stop()
+			graceC = t.C
+		case <-graceC:
+			// One last look: the items may have finished since the last tick.
+			return false, !done(true)
+		case <-tick:
+			if done(ingesting == nil) {
+				return false, false
+			}
+		}
+	}
+}
+
 func (r *batchRun) startIngest(ctx context.Context, start time.Time) *ingestion {
 	in := &ingestion{done: make(chan struct{})}
 	go func() {
@@ -401,35 +433,10 @@ func (r *batchRun) run(ctx context.Context) (*BatchReport, error) {
 		in = r.startIngest(ctx, start)
 	}
 
-	var graceC <-chan time.Time
-	ingesting := in.done
-wait:
-	for {
-		select {
-		case <-ctx.Done():
-			rep.Interrupted = true
-			<-in.done // the workers stop at once on ctx
-			break wait
-		case <-ingesting:
-			ingesting = nil
-			if in.err != nil {
-				break wait
-			}
-			grace := time.NewTimer(c.Grace)
-			defer grace.Stop()
-			graceC = grace.C
-		case <-graceC:
-			// One last look: the batches may have finished since the last tick.
-			if done, _ := r.progress(ctx, start, true); !done {
-				rep.TimedOut = true
-			}
-			break wait
-		case <-ticker.C:
-			if done, _ := r.progress(ctx, start, ingesting == nil); done {
-				break wait
-			}
-		}
-	}
+	rep.Interrupted, rep.TimedOut = in.await(ctx, ticker.C, c.Grace, func(ingestOver bool) bool {
+		done, _ := r.progress(ctx, start, ingestOver)
+		return done
+	})
 	rep, err = r.finish(ctx, rep, start, in, stopLoops)
 	if rep != nil && c.Mode == ModePreload && err == nil {
 		err = r.measureProcessing(context.WithoutCancel(ctx), rep, loopStart)

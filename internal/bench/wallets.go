@@ -374,34 +374,10 @@ func (r *walletRun) run(ctx context.Context) (*WalletReport, error) {
 
 	ticker := time.NewTicker(c.ProgressInterval)
 	defer ticker.Stop()
-	var graceC <-chan time.Time
-	ingesting := in.done
-wait:
-	for {
-		select {
-		case <-ctx.Done():
-			rep.Interrupted = true
-			<-in.done
-			break wait
-		case <-ingesting:
-			ingesting = nil
-			if in.err != nil {
-				break wait
-			}
-			grace := time.NewTimer(c.Grace)
-			defer grace.Stop()
-			graceC = grace.C
-		case <-graceC:
-			if done, _ := r.progress(ctx, start, true); !done {
-				rep.TimedOut = true
-			}
-			break wait
-		case <-ticker.C:
-			if done, _ := r.progress(ctx, start, ingesting == nil); done {
-				break wait
-			}
-		}
-	}
+	rep.Interrupted, rep.TimedOut = in.await(ctx, ticker.C, c.Grace, func(ingestOver bool) bool {
+		done, _ := r.progress(ctx, start, ingestOver)
+		return done
+	})
 	stopNode()
 	rep.Wall = time.Since(start)
 	rep.EnqueueTime = in.end.Sub(start)
