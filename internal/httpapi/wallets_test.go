@@ -314,9 +314,12 @@ func TestWallets_AClientThatDisconnectsDoesNotCancelAnExecutingTaskNorAReplayedO
 	// wait. Were it to arrive later, the test would pass without checking.
 	time.Sleep(200 * time.Millisecond)
 	leave()
-	require.Never(t, func() bool {
-		return f.task(executing.ID).Status != store.TaskExecuting || f.task(waiting).Status != store.TaskWaiting
-	}, 500*time.Millisecond, 50*time.Millisecond, "a task was cancelled")
+	// Checked in this goroutine, not with require.Never, whose last check
+	// may still run when it returns and the fixture's pool is closed.
+	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		require.Equal(t, store.TaskExecuting, f.task(executing.ID).Status, "the executing task was cancelled")
+		require.Equal(t, store.TaskWaiting, f.task(waiting).Status, "the replayed task was cancelled")
+	}
 }
 
 // The wait is bounded: past TaskMaxWait the answer is 202 with the task,

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
+	"fmt"
 	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -355,6 +357,9 @@ func testTransportFailuresAreIndeterminate(t *testing.T, bd bundle) {
 // connection). The send is indeterminate — and the chain mines it, which is
 // why an indeterminate nonce must never be given to another transaction.
 func testLostResponseIsIndeterminateAndTheTransactionIsMined(t *testing.T, bd bundle, node *testgeth.Node) {
+	// What the node answered, which the adapter never sees: the premise
+	// (the node took the transaction) is checked, not assumed.
+	upstream := make(chan string, 10)
 	cutter := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
@@ -362,8 +367,11 @@ func testLostResponseIsIndeterminateAndTheTransactionIsMined(t *testing.T, bd bu
 		}
 		resp, err := http.Post(node.URL, "application/json", bytes.NewReader(body))
 		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
+			answer, _ := io.ReadAll(resp.Body)
 			_ = resp.Body.Close()
+			upstream <- fmt.Sprintf("%s %s", resp.Status, answer)
+		} else {
+			upstream <- err.Error()
 		}
 		conn, _, err := http.NewResponseController(w).Hijack()
 		if err == nil {
@@ -380,6 +388,9 @@ func testLostResponseIsIndeterminateAndTheTransactionIsMined(t *testing.T, bd bu
 	to := newAddress(t)
 	tx := bd.sign(t, bd.key, 0, &to, 7, params.TxGas, bd.fees(t), nil)
 	wantResult(t, l.SendRawTransaction(context.Background(), raw(t, tx)), ledger.SendIndeterminate)
+	if answer := <-upstream; !strings.Contains(answer, tx.Hash().Hex()) {
+		t.Fatalf("the node did not take the transaction %s: it answered %s", tx.Hash().Hex(), answer)
+	}
 	block := bd.mine(t, tx)
 	r, err := bd.l.TransactionReceipt(context.Background(), ledger.TxHash(tx.Hash()))
 	if err != nil || !r.Found || r.Status != ledger.ReceiptSuccess || r.BlockNumber != block {
