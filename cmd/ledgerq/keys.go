@@ -125,12 +125,13 @@ func parseKeysFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	return fs.Args(), nil
 }
 
-// open connects to the database of the keys commands.
-func (kf *keysFlags) open(ctx context.Context) (*store.Store, error) {
-	if kf.databaseURL == "" {
+// openStore connects to the database at url and checks that it answers
+// (the commands that work on the database directly: keys, migrate).
+func openStore(ctx context.Context, url string) (*store.Store, error) {
+	if url == "" {
 		return nil, errors.New("no database: set DATABASE_URL or --database-url")
 	}
-	st, err := store.Open(ctx, kf.databaseURL)
+	st, err := store.Open(ctx, url)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +139,7 @@ func (kf *keysFlags) open(ctx context.Context) (*store.Store, error) {
 	defer cancel()
 	if err := st.Ping(pingCtx); err != nil {
 		st.Close()
-		return nil, fmt.Errorf("cannot reach the database at %s: %w", node.RedactURL(kf.databaseURL), err)
+		return nil, fmt.Errorf("cannot reach the database at %s: %w", node.RedactURL(url), err)
 	}
 	return st, nil
 }
@@ -192,7 +193,7 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return fmt.Errorf("--wallet %q: a wallet name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit", w)
 		}
 	}
-	st, err := kf.open(ctx)
+	st, err := openStore(ctx, kf.databaseURL)
 	if err != nil {
 		return err
 	}
@@ -226,7 +227,7 @@ func runKeysList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(rest) > 0 {
 		return fmt.Errorf("unexpected argument %q", rest[0])
 	}
-	st, err := kf.open(ctx)
+	st, err := openStore(ctx, kf.databaseURL)
 	if err != nil {
 		return err
 	}
@@ -256,7 +257,7 @@ func runKeysRevoke(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if len(rest) != 1 {
 		return errors.New("want one key id (see ledgerq keys list)")
 	}
-	st, err := kf.open(ctx)
+	st, err := openStore(ctx, kf.databaseURL)
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"github.com/ledgerq/ledgerq/internal/node"
-	"github.com/ledgerq/ledgerq/internal/store"
-
 	"context"
 	"errors"
 	"fmt"
@@ -39,22 +36,13 @@ func runMigrate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *databaseURL == "" {
-		return errors.New("no database: set DATABASE_URL or --database-url")
-	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	st, err := store.Open(ctx, *databaseURL)
+	st, err := openStore(ctx, *databaseURL)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	pingCtx, cancelPing := context.WithTimeout(ctx, 10*time.Second)
-	err = st.Ping(pingCtx)
-	cancelPing()
-	if err != nil {
-		return fmt.Errorf("cannot reach the database at %s: %w", node.RedactURL(*databaseURL), err)
-	}
 	m, err := st.NewMigrator(logger)
 	if err != nil {
 		return err

@@ -183,10 +183,6 @@ func (s *Server) PostBatches(c echo.Context) error {
 	return c.JSON(status, batchesResultJSON{BatchesResult: apigen.BatchesResult{Success: true}, Batches: out})
 }
 
-// strictUnmarshal decodes one JSON value held in memory into v, strictly:
-// every object key must name a field of v's type exactly (encoding/json
-// would ignore case) and be given once (it would keep the last), and
-// unknown fields are refused.
 // stored counts what an intake stored — batches received, and those queued
 // at once (their service was idle) — and wakes this process's submitters
 // for the queued ones. It returns the two counts.
@@ -207,6 +203,10 @@ func (s *Server) stored(res []store.InsertedBatch) (received, queued int) {
 	return received, queued
 }
 
+// strictUnmarshal decodes one JSON value held in memory into v, strictly:
+// every object key must name a field of v's type exactly (encoding/json
+// would ignore case) and be given once (it would keep the last), and
+// unknown fields are refused.
 func strictUnmarshal(raw []byte, v any) *Error {
 	if err := checkFields(json.NewDecoder(bytes.NewReader(raw)), reflect.TypeOf(v), ""); err != nil {
 		return err
@@ -220,6 +220,19 @@ func strictUnmarshal(raw []byte, v any) *Error {
 			apiErr = errorf(http.StatusBadRequest, "invalid JSON body: %v", err)
 		}
 		return apiErr
+	}
+	return nil
+}
+
+// decodeStrictJSON decodes the request body into v: decodeJSON's checks,
+// then strictUnmarshal's (field names exact and given once).
+func decodeStrictJSON(c echo.Context, v any) error {
+	var raw json.RawMessage
+	if err := decodeJSON(c, &raw); err != nil {
+		return err
+	}
+	if err := strictUnmarshal(raw, v); err != nil {
+		return err
 	}
 	return nil
 }
@@ -480,9 +493,9 @@ func (s *Server) GetBatch(c echo.Context, id string) error {
 
 // ListBatches answers GET /v1/batches: one page of batches by id. Unknown and
 // repeated query parameters were refused before the parameters were bound (see
-// queryGuards); limit arrives as text, so that a bad one gets this message.
+// queryGuards); limit arrives as text (parseLimit).
 func (s *Server) ListBatches(c echo.Context, params apigen.ListBatchesParams) error {
-	f := store.BatchListParams{ServiceID: deref(params.ServiceID), After: deref(params.After), Limit: 100}
+	f := store.BatchListParams{ServiceID: deref(params.ServiceID), After: deref(params.After)}
 	for _, q := range []struct{ name, value string }{{"service_id", f.ServiceID}, {"after", f.After}} {
 		if problem := textProblem(q.value); problem != "" {
 			return errorf(http.StatusBadRequest, "query parameter %s: %s", q.name, problem)
@@ -495,13 +508,11 @@ func (s *Server) ListBatches(c echo.Context, params apigen.ListBatchesParams) er
 		}
 		f.Status = parsed
 	}
-	if l := deref(params.Limit); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 1000 {
-			return errorf(http.StatusBadRequest, "query parameter limit: must be a whole number from 1 to 1000")
-		}
-		f.Limit = n
+	limit, apiErr := parseLimit(params.Limit)
+	if apiErr != nil {
+		return apiErr
 	}
+	f.Limit = limit
 	batches, err := s.store.BatchList(c.Request().Context(), f)
 	if err != nil {
 		return err
@@ -514,6 +525,21 @@ func (s *Server) ListBatches(c echo.Context, params apigen.ListBatchesParams) er
 		page.NextAfter = &batches[len(batches)-1].ID
 	}
 	return c.JSON(http.StatusOK, page)
+}
+
+// parseLimit reads the limit query parameter of a list: absent, 100; else
+// a whole number from 1 to 1000. It arrives as text, so that a bad one gets
+// this message.
+func parseLimit(p *string) (int, *Error) {
+	l := deref(p)
+	if l == "" {
+		return 100, nil
+	}
+	n, err := strconv.Atoi(l)
+	if err != nil || n < 1 || n > 1000 {
+		return 0, errorf(http.StatusBadRequest, "query parameter limit: must be a whole number from 1 to 1000")
+	}
+	return n, nil
 }
 
 // deref returns what p points to, or the zero value for nil: optional

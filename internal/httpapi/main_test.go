@@ -128,15 +128,15 @@ func requireDescribed(t *testing.T, req *http.Request, resp *http.Response, body
 	require.NoError(t, err, "%s %s answered %d %s, which the document does not describe", req.Method, req.URL, resp.StatusCode, body)
 }
 
-// testLogger logs through t, at warn level and above.
-func testLogger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+// testLogger logs through tb, at warn level and above.
+func testLogger(tb testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tbWriter{tb}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-type tWriter struct{ t *testing.T }
+type tbWriter struct{ tb testing.TB }
 
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(string(bytes.TrimRight(p, "\n")))
+func (w tbWriter) Write(p []byte) (int, error) {
+	w.tb.Log(string(bytes.TrimRight(p, "\n")))
 	return len(p), nil
 }
 

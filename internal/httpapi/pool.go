@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -293,12 +292,8 @@ func (s *Server) PostPoolTx(c echo.Context) error {
 		return errLaneOff
 	}
 	// Strictly, as POST /v1/batches: the field name exact and given once.
-	var doc json.RawMessage
-	if err := decodeJSON(c, &doc); err != nil {
-		return err
-	}
 	var body apigen.NewPoolTx
-	if err := strictUnmarshal(doc, &body); err != nil {
+	if err := decodeStrictJSON(c, &body); err != nil {
 		return err
 	}
 	if body.Raw == "" {

@@ -100,11 +100,10 @@ func stErr(status int, base sawtooth.APIError, detail string) *sawtoothError {
 func asSawtoothError(err error) *sawtoothError {
 	var se *sawtoothError
 	var he *echo.HTTPError
-	var maxErr *http.MaxBytesError
 	switch {
 	case errors.As(err, &se):
 		return se
-	case errors.As(err, &maxErr), errors.As(err, &he) && he.Code == http.StatusRequestEntityTooLarge:
+	case bodyTooLarge(err):
 		return stErr(http.StatusRequestEntityTooLarge, stTooLarge, "the body is larger than --max-body-bytes.")
 	case errors.As(err, &he) && he.Code < http.StatusInternalServerError:
 		// The binder's: a parameter given more than once.
@@ -153,10 +152,6 @@ func sawtoothErrors(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// statusClientClosedRequest is nginx's status for a request whose client
-// went away before the answer: it is never sent, only counted.
-const statusClientClosedRequest = 499
-
 // sawtoothFail answers err as a Sawtooth error object and logs server-side
 // failures. A client that went away gets no answer.
 func (s *Server) sawtoothFail(c echo.Context, err error) error {
@@ -176,14 +171,6 @@ func (s *Server) sawtoothFail(c echo.Context, err error) error {
 		s.logger.Debug("httpapi: sawtooth request refused", "uri", req.RequestURI, "code", e.body.Code, "message", e.body.Message)
 	}
 	return writeSawtoothError(c, e)
-}
-
-// dbContext bounds one database call by RequestTimeout (no bound when zero).
-func (s *Server) dbContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	if s.cfg.RequestTimeout <= 0 {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
 }
 
 // PostSawtoothBatches answers POST /batches: it stores every batch of the
@@ -324,10 +311,17 @@ func serviceParam(p apigen.PostSawtoothBatchesParams) (string, error) {
 	return svc, nil
 }
 
-func (s *Server) bodyError(err error) error {
+// bodyTooLarge reports whether err, from reading a request body, is the
+// body limit's: http.MaxBytesError, or echo's 413 for a body without a
+// Content-Length.
+func bodyTooLarge(err error) bool {
 	var maxErr *http.MaxBytesError
 	var he *echo.HTTPError
-	if errors.As(err, &maxErr) || errors.As(err, &he) && he.Code == http.StatusRequestEntityTooLarge {
+	return errors.As(err, &maxErr) || errors.As(err, &he) && he.Code == http.StatusRequestEntityTooLarge
+}
+
+func (s *Server) bodyError(err error) error {
+	if bodyTooLarge(err) {
 		return stErr(http.StatusRequestEntityTooLarge, stTooLarge,
 			fmt.Sprintf("the body is larger than %d bytes (--max-body-bytes).", s.cfg.MaxBodyBytes))
 	}
@@ -352,9 +346,7 @@ func (s *Server) PostSawtoothBatchStatuses(c echo.Context, params apigen.PostSaw
 	}
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
-		var maxErr *http.MaxBytesError
-		var he *echo.HTTPError
-		if errors.As(err, &maxErr) || errors.As(err, &he) && he.Code == http.StatusRequestEntityTooLarge {
+		if bodyTooLarge(err) {
 			return s.sawtoothFail(c, s.bodyError(err))
 		}
 		return s.sawtoothFail(c, stErr(http.StatusBadRequest, sawtooth.APIStatusBodyInvalid, ""))

@@ -366,6 +366,18 @@ func (s *Server) requestDeadline(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// dbContext bounds one database call by RequestTimeout (no bound when zero).
+func (s *Server) dbContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.cfg.RequestTimeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
+}
+
+// statusClientClosedRequest is nginx's status for a request whose client
+// went away before the answer: it is never sent, only counted.
+const statusClientClosedRequest = 499
+
 const watchedBodyKey = "httpapi.body"
 
 // watchBody wraps the request body so that handleError can tell a body cut

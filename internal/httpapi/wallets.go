@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -69,12 +68,8 @@ func (s *Server) SendTx(c echo.Context, walletName string, params apigen.SendTxP
 	if apiErr != nil {
 		return apiErr
 	}
-	var raw json.RawMessage
-	if err := decodeJSON(c, &raw); err != nil {
-		return err
-	}
 	var body apigen.SendTxRequest
-	if err := strictUnmarshal(raw, &body); err != nil {
+	if err := decodeStrictJSON(c, &body); err != nil {
 		return err
 	}
 	req, apiErr := validateSendTx(body)
@@ -236,7 +231,7 @@ func (s *Server) ListWalletTasks(c echo.Context, walletName string, params apige
 	if err != nil {
 		return err
 	}
-	p := store.TaskListParams{Wallet: w.ID, After: deref(params.After), Limit: 100}
+	p := store.TaskListParams{Wallet: w.ID, After: deref(params.After)}
 	if problem := textProblem(p.After); problem != "" {
 		return errorf(http.StatusBadRequest, "query parameter after: %s", problem)
 	}
@@ -247,13 +242,11 @@ func (s *Server) ListWalletTasks(c echo.Context, walletName string, params apige
 		}
 		p.Status = &parsed
 	}
-	if l := deref(params.Limit); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 1000 {
-			return errorf(http.StatusBadRequest, "query parameter limit: must be a whole number from 1 to 1000")
-		}
-		p.Limit = n
+	limit, apiErr := parseLimit(params.Limit)
+	if apiErr != nil {
+		return apiErr
 	}
+	p.Limit = limit
 	tasks, err := s.store.TaskList(c.Request().Context(), p)
 	if err != nil {
 		return err

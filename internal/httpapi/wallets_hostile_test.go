@@ -3,8 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"log/slog"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"net/http"
@@ -37,13 +36,7 @@ func TestWalletsAPI_HostileInputNeverAnswers5xx(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 1))
 	for range 1200 {
 		req := hostileWalletRequest(r, pieces)
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		require.Less(t, rec.Code, 500, "%s %.300q %v: %.300s", req.Method, req.URL.RequestURI(), req.Header, rec.Body)
-		if rec.Code >= 400 {
-			require.True(t, json.Valid(rec.Body.Bytes()), "%s %.300q: %.300s", req.Method, req.URL.RequestURI(), rec.Body)
-			require.Contains(t, rec.Body.String(), `"success":false`, "%s %.300q", req.Method, req.URL.RequestURI())
-		}
+		requireNoFaultAnswer(t, h, req, false, fmt.Sprintf("%s %.300q %v", req.Method, req.URL.RequestURI(), req.Header))
 	}
 }
 
@@ -63,8 +56,7 @@ func hostileWalletHandler(t *testing.T) (http.Handler, hostilePieces) {
 	main, other := newTestWallet(t, "main"), newTestWallet(t, "other")
 	reg, err := wallet.NewRegistry(main, other)
 	require.NoError(t, err)
-	logger := slog.New(slog.NewTextHandler(tbWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	api := httpapi.New(cfg, httpapi.Deps{Store: db.Store, Wallets: reg, Clock: clock.NewFake(t0), Logger: logger, Metrics: metrics.New()})
+	api := httpapi.New(cfg, httpapi.Deps{Store: db.Store, Wallets: reg, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: metrics.New()})
 
 	p := hostilePieces{keys: []string{createAPIKey(t, db.Store, "main"), createAPIKey(t, db.Store, "other", "main")}}
 	revoked, token, err := db.Store.APIKeyCreate(context.Background(), store.APIKeyCreateParams{Now: t0, Name: "revoked", Wallets: []string{"main"}})
