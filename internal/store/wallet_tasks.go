@@ -299,8 +299,11 @@ func (s *Store) TaskCancel(ctx context.Context, p TaskCancelParams) (Task, bool,
 	case !errors.Is(err, ErrNotFound):
 		return Task{}, false, fmt.Errorf("cancelling task %q of wallet %q: %w", p.ID, p.Wallet, err)
 	}
-	task, err := s.TaskGet(ctx, p.Wallet, p.ID)
-	return task, false, err
+	row, err = one(s.q.TaskGet(ctx, dbsqlc.TaskGetParams{ID: p.ID, WalletID: p.Wallet}))
+	if err != nil {
+		return Task{}, false, fmt.Errorf("reading task %q of wallet %q: %w", p.ID, p.Wallet, err)
+	}
+	return taskFromRow(row), false, nil
 }
 
 // TaskNextWaitingParams select a wallet's next waiting tasks.
