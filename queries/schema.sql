@@ -20,7 +20,8 @@ SELECT pg_try_advisory_lock(7810759523990401281) AS locked;
 SELECT pg_advisory_unlock(7810759523990401281) AS unlocked;
 
 -- name: SchemaVersionTableExists :one
--- Whether goose's version table exists, read without creating it (goose
--- creates it when asked for the version): only a migrator holding the
--- migration lock creates anything in the schema.
-SELECT (to_regclass('ledgerq.goose_db_version') IS NOT NULL)::bool AS present;
+-- Whether goose's version table (@version_table, store.MigrationTable)
+-- exists, read without creating it (goose creates it when asked for the
+-- version): only a migrator holding the migration lock creates anything in
+-- the schema.
+SELECT (to_regclass(@version_table::text) IS NOT NULL)::bool AS present;

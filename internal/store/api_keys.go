@@ -63,18 +63,13 @@ type APIKeyCreateParams struct {
 // returned this once: only its SHA-256 is stored.
 func (s *Store) APIKeyCreate(ctx context.Context, p APIKeyCreateParams) (APIKey, string, error) {
 	var raw [apiKeyTokenBytes]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return APIKey{}, "", fmt.Errorf("generating an API key: %w", err)
-	}
+	// crypto/rand.Read never returns an error (Go 1.24+); it panics instead.
+	_, _ = rand.Read(raw[:])
 	token := APIKeyTokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
-	id, err := newTaskID(p.Now) // a UUIDv7, as task ids are
-	if err != nil {
-		return APIKey{}, "", err
-	}
 	// Never nil: no wallets is for the table's CHECK to refuse, not a NULL.
 	wallets := append([]string{}, slices.Compact(slices.Sorted(slices.Values(p.Wallets)))...)
 	row, err := one(s.q.APIKeyInsert(ctx, dbsqlc.APIKeyInsertParams{
-		ID: id, Name: p.Name, TokenHash: apiKeyHash(token), WalletIds: wallets, Now: p.Now,
+		ID: newUUIDv7(p.Now), Name: p.Name, TokenHash: apiKeyHash(token), WalletIds: wallets, Now: p.Now,
 	}))
 	if err != nil {
 		return APIKey{}, "", fmt.Errorf("storing API key %q: %w", p.Name, err)

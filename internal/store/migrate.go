@@ -191,7 +191,7 @@ func (m *Migrator) Status(ctx context.Context) ([]*goose.MigrationStatus, error)
 // It creates nothing (readiness probes call it while another process may be
 // migrating): a database without goose's version table is at version 0.
 func (m *Migrator) Versions(ctx context.Context) (current, latest int64, err error) {
-	present, err := one(m.store.q.SchemaVersionTableExists(ctx))
+	present, err := one(m.store.q.SchemaVersionTableExists(ctx, MigrationTable))
 	if err != nil {
 		return 0, 0, fmt.Errorf("reading migration version: %w", err)
 	}

@@ -70,13 +70,7 @@ func TestMigrator_ConcurrentMigratorsOnAFreshDatabaseAllSucceed(t *testing.T) {
 func TestMigrator_VersionsCreatesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	u := testdb.NewEmpty(t)
-	st, err := store.Open(ctx, u)
-	require.NoError(t, err)
-	defer st.Close()
-	m, err := st.NewMigrator(nil)
-	require.NoError(t, err)
-	defer m.Close()
+	st, m := freshMigrator(t)
 	exists := func(regtype, object string) bool {
 		var found bool
 		require.NoError(t, st.DB().QueryRow(ctx, `SELECT `+regtype+`($1) IS NOT NULL`, object).Scan(&found))

@@ -37,16 +37,23 @@ func embeddedVersions(t *testing.T) []int64 {
 	return versions
 }
 
+// freshMigrator returns a store on a new, empty database and its migrator,
+// both closed when the test ends.
+func freshMigrator(t *testing.T) (*store.Store, *store.Migrator) {
+	t.Helper()
+	st, err := store.Open(t.Context(), testdb.NewEmpty(t))
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	m, err := st.NewMigrator(nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	return st, m
+}
+
 func TestMigrator_UpDownUpOnAFreshDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	u := testdb.NewEmpty(t)
-	st, err := store.Open(ctx, u)
-	require.NoError(t, err)
-	defer st.Close()
-	m, err := st.NewMigrator(nil)
-	require.NoError(t, err)
-	defer m.Close()
+	st, m := freshMigrator(t)
 	versions := embeddedVersions(t)
 
 	tables := func() []string {
@@ -127,14 +134,8 @@ type oldBatchRow struct {
 func TestMigration00011_UpgradeKeepsBatchesInEveryStateAndDownRestoresTheirIDs(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	u := testdb.NewEmpty(t)
-	st, err := store.Open(ctx, u)
-	require.NoError(t, err)
-	defer st.Close()
-	m, err := st.NewMigrator(nil)
-	require.NoError(t, err)
-	defer m.Close()
-	_, err = m.Up(ctx)
+	st, m := freshMigrator(t)
+	_, err := m.Up(ctx)
 	require.NoError(t, err)
 	_, err = m.DownTo(ctx, 10)
 	require.NoError(t, err)

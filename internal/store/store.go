@@ -109,9 +109,7 @@ const (
 	sqlstateDeadlockDetected     = "40P01"
 )
 
-// withTx runs fn in a transaction and commits it when fn returns nil. The
-// rollback runs under context.WithoutCancel, so a cancelled ctx never leaves a
-// transaction open on the connection.
+// withTx runs fn in a transaction (inTx) with the queries bound to it.
 //
 // A transaction PostgreSQL aborted as a deadlock victim (40P01) or for a
 // serialization failure (40001) is run again, after a short random pause,
@@ -121,7 +119,7 @@ const (
 // only build its results from what its statements return.
 func (s *Store) withTx(ctx context.Context, fn func(q *dbsqlc.Queries) error) error {
 	for attempt := 1; ; attempt++ {
-		err := s.runTx(ctx, fn)
+		err := s.inTx(ctx, func(tx pgx.Tx) error { return fn(s.q.WithTx(tx)) })
 		if err == nil || !retryableTx(err) {
 			return err
 		}
@@ -145,11 +143,6 @@ func retryableTx(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) &&
 		(pgErr.Code == sqlstateDeadlockDetected || pgErr.Code == sqlstateSerializationFailure)
-}
-
-// runTx is one run of withTx.
-func (s *Store) runTx(ctx context.Context, fn func(q *dbsqlc.Queries) error) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error { return fn(s.q.WithTx(tx)) })
 }
 
 // inTx runs fn in one transaction and commits it when fn returns nil. The

@@ -201,12 +201,8 @@ func (s *Store) TaskInsert(ctx context.Context, p TaskInsertParams) (task Task, 
 		return Task{}, false, fmt.Errorf("storing a task: gas limit %d out of range", *p.Request.GasLimit)
 	}
 	hash := TaskRequestHash(p)
-	id, err := newTaskID(p.Now)
-	if err != nil {
-		return Task{}, false, err
-	}
 	ins := dbsqlc.TaskInsertParams{
-		ID: id, WalletID: p.Wallet, ChainID: p.ChainID, Sender: lowerHex(p.Sender), Priority: p.Priority,
+		ID: newUUIDv7(p.Now), WalletID: p.Wallet, ChainID: p.ChainID, Sender: lowerHex(p.Sender), Priority: p.Priority,
 		ToAddress: lowerHex(p.Request.To), ValueWei: numericFromBig(p.Request.Value), Data: p.Request.Data,
 		RequestHash: hash, Now: p.Now,
 	}
@@ -400,20 +396,20 @@ func tasksFromRows(rows []dbsqlc.LedgerqWalletTask) []Task {
 	return out
 }
 
-// newTaskID returns a UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, then
-// random bits, so ids sort roughly by creation time and keyset pages follow
-// it. Generated here rather than by PostgreSQL (15 has no uuidv7()).
-func newTaskID(now time.Time) (string, error) {
+// newUUIDv7 returns a UUIDv7 (RFC 9562), the id of tasks and API keys: 48
+// bits of Unix milliseconds, then random bits, so ids sort roughly by
+// creation time and keyset pages follow it. Generated here rather than by
+// PostgreSQL (15 has no uuidv7()), from the caller's now.
+func newUUIDv7(now time.Time) string {
 	var b [16]byte
-	if _, err := rand.Read(b[6:]); err != nil {
-		return "", fmt.Errorf("generating a task id: %w", err)
-	}
+	// crypto/rand.Read never returns an error (Go 1.24+); it panics instead.
+	_, _ = rand.Read(b[6:])
 	ms := uint64(now.UnixMilli())
 	b[0], b[1], b[2], b[3], b[4], b[5] = byte(ms>>40), byte(ms>>32), byte(ms>>24), byte(ms>>16), byte(ms>>8), byte(ms)
 	b[6] = 0x70 | b[6]&0x0f
 	b[8] = 0x80 | b[8]&0x3f
 	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32], nil
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
 
 // lowerHex lower-cases an 0x-prefixed hex string (addresses and hashes are

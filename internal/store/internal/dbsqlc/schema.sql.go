@@ -53,14 +53,15 @@ func (q *Queries) SchemaUnlock(ctx context.Context) (bool, error) {
 }
 
 const schemaVersionTableExists = `-- name: SchemaVersionTableExists :one
-SELECT (to_regclass('ledgerq.goose_db_version') IS NOT NULL)::bool AS present
+SELECT (to_regclass($1::text) IS NOT NULL)::bool AS present
 `
 
-// Whether goose's version table exists, read without creating it (goose
-// creates it when asked for the version): only a migrator holding the
-// migration lock creates anything in the schema.
-func (q *Queries) SchemaVersionTableExists(ctx context.Context) (bool, error) {
-	row := q.db.QueryRow(ctx, schemaVersionTableExists)
+// Whether goose's version table (@version_table, store.MigrationTable)
+// exists, read without creating it (goose creates it when asked for the
+// version): only a migrator holding the migration lock creates anything in
+// the schema.
+func (q *Queries) SchemaVersionTableExists(ctx context.Context, versionTable string) (bool, error) {
+	row := q.db.QueryRow(ctx, schemaVersionTableExists, versionTable)
 	var present bool
 	err := row.Scan(&present)
 	return present, err
