@@ -251,16 +251,10 @@ func (r *walletRun) open(ctx context.Context) error {
 		}
 		r.ledger, r.closeL = l, l.Close
 	}
-	callCtx, cancel := context.WithTimeout(ctx, c.Node.Wallet.Ledger.Timeout)
-	chainID, err := r.ledger.ChainID(callCtx)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("reading the chain id: %w", err)
+	var err error
+	if r.chainID, err = node.ReadChainID(ctx, r.ledger, c.Node.Wallet.Ledger.Timeout); err != nil {
+		return err
 	}
-	if !chainID.IsInt64() || chainID.Sign() <= 0 {
-		return fmt.Errorf("chain id %s is not a positive 64-bit number", chainID)
-	}
-	r.chainID = chainID.Int64()
 
 	r.wallets = make([]wallet.Wallet, c.Wallets)
 	for i, s := range signers {
