@@ -646,14 +646,8 @@ func (r *batchRun) measureProcessing(ctx context.Context, rep *BatchReport, loop
 	if len(lat) == 0 {
 		return nil
 	}
-	slices.Sort(lat)
-	// percentile_disc's rule, as BatchRunSummary: the first latency whose
-	// cumulative share reaches p.
-	pct := func(p float64) time.Duration {
-		return lat[max(0, int(math.Ceil(p*float64(len(lat))))-1)]
-	}
 	pr := &rep.Processing
-	pr.P50, pr.P99, pr.Max = pct(0.5), pct(0.99), lat[len(lat)-1]
+	pr.P50, pr.P99, pr.Max = percentiles(lat)
 	pr.Time = pr.Max
 	if pr.Time > 0 {
 		pr.Rate = float64(len(lat)) / pr.Time.Seconds()
@@ -753,6 +747,17 @@ func (rep *BatchReport) WriteSummary(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// percentiles sorts lat (not empty) and returns its p50, p99 and max by
+// percentile_disc's rule, as BatchRunSummary: the first latency whose
+// cumulative share reaches p.
+func percentiles(lat []time.Duration) (p50, p99, most time.Duration) {
+	slices.Sort(lat)
+	pct := func(p float64) time.Duration {
+		return lat[max(0, int(math.Ceil(p*float64(len(lat))))-1)]
+	}
+	return pct(0.5), pct(0.99), lat[len(lat)-1]
 }
 
 func round(d time.Duration) time.Duration {

@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"math/big"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -253,16 +251,10 @@ func (r *walletRun) open(ctx context.Context) error {
 		}
 		r.ledger, r.closeL = l, l.Close
 	}
-	callCtx, cancel := context.WithTimeout(ctx, c.Node.Wallet.Ledger.Timeout)
-	chainID, err := r.ledger.ChainID(callCtx)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("reading the chain id: %w", err)
+	var err error
+	if r.chainID, err = node.ReadChainID(ctx, r.ledger, c.Node.Wallet.Ledger.Timeout); err != nil {
+		return err
 	}
-	if !chainID.IsInt64() || chainID.Sign() <= 0 {
-		return fmt.Errorf("chain id %s is not a positive 64-bit number", chainID)
-	}
-	r.chainID = chainID.Int64()
 
 	r.wallets = make([]wallet.Wallet, c.Wallets)
 	for i, s := range signers {
@@ -438,17 +430,18 @@ func (r *walletRun) ingestAll(ctx context.Context) error {
 	return err
 }
 
-// countStatus counts a wallet's tasks in status st, a page at a time.
-func (r *walletRun) countStatus(ctx context.Context, walletID string, st store.TaskStatus) (int, error) {
-	n, after := 0, ""
+// tasks lists every task of a wallet, a page at a time.
+func (r *walletRun) tasks(ctx context.Context, walletID string) ([]store.Task, error) {
+	var tasks []store.Task
+	after := ""
 	for {
-		page, err := r.node.Store().TaskList(ctx, store.TaskListParams{Wallet: walletID, Status: &st, After: after, Limit: 1000})
+		page, err := r.node.Store().TaskList(ctx, store.TaskListParams{Wallet: walletID, After: after, Limit: 1000})
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		n += len(page)
+		tasks = append(tasks, page...)
 		if len(page) < 1000 {
-			return n, nil
+			return tasks, nil
 		}
 		after = page[len(page)-1].ID
 	}
@@ -462,15 +455,15 @@ func (r *walletRun) progress(ctx context.Context, start time.Time, ingestOver bo
 	enq := int(r.enqueued.Load())
 	var counts [4]int
 	for _, w := range r.wallets {
-		for _, st := range []store.TaskStatus{store.TaskWaiting, store.TaskExecuting, store.TaskError, store.TaskDone} {
-			n, err := r.countStatus(ctx, w.ID, st)
-			if err != nil {
-				if ctx.Err() == nil {
-					fmt.Fprintf(r.cfg.Progress, "bench: counting tasks: %v\n", err)
-				}
-				return false, err
+		tasks, err := r.tasks(ctx, w.ID)
+		if err != nil {
+			if ctx.Err() == nil {
+				fmt.Fprintf(r.cfg.Progress, "bench: counting tasks: %v\n", err)
 			}
-			counts[st] += n
+			return false, err
+		}
+		for _, t := range tasks {
+			counts[t.Status]++
 		}
 	}
 	open := counts[store.TaskWaiting] + counts[store.TaskExecuting]
@@ -493,18 +486,9 @@ func (r *walletRun) summarize(ctx context.Context, rep *WalletReport) error {
 		maxedProblems = 20
 	)
 	for _, w := range r.wallets {
-		var tasks []store.Task
-		after := ""
-		for {
-			page, err := st.TaskList(ctx, store.TaskListParams{Wallet: w.ID, After: after, Limit: 1000})
-			if err != nil {
-				return err
-			}
-			tasks = append(tasks, page...)
-			if len(page) < 1000 {
-				break
-			}
-			after = page[len(page)-1].ID
+		tasks, err := r.tasks(ctx, w.ID)
+		if err != nil {
+			return err
 		}
 		rep.Enqueued += len(tasks)
 		confirmed := map[int64][]string{} // nonce -> hashes of confirmed attempts
@@ -587,9 +571,7 @@ func (r *walletRun) summarize(ctx context.Context, rep *WalletReport) error {
 		rep.EnqueueRate = float64(rep.Enqueued) / rep.EnqueueTime.Seconds()
 	}
 	if len(lat) > 0 {
-		slices.Sort(lat)
-		pct := func(p float64) time.Duration { return lat[max(0, int(math.Ceil(p*float64(len(lat))))-1)] }
-		rep.P50, rep.P99, rep.Max = pct(0.5), pct(0.99), lat[len(lat)-1]
+		rep.P50, rep.P99, rep.Max = percentiles(lat)
 		rep.EndToEnd = last.Sub(first)
 		if rep.EndToEnd > 0 {
 			rep.ConfirmRate = float64(rep.Done) / rep.EndToEnd.Seconds()

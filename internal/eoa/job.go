@@ -118,7 +118,7 @@ type shard struct {
 	job    *Job
 	claim  workers.Claim
 	wallet wallet.Wallet
-	// sender is the wallet's address, lower-case hex, as stored.
+	// sender is the wallet's address in hex (EIP-55; the store lower-cases it).
 	sender string
 	run    *runState
 }
@@ -211,7 +211,7 @@ func (j *Job) Collect(ctx context.Context, c workers.Claim) (workers.Cycle, erro
 // WalletView is what a run knows of its wallet when it asks Config.Stalls.
 type WalletView struct {
 	Wallet wallet.Wallet
-	// Sender is the wallet's address, lower-case hex.
+	// Sender is the wallet's address in hex (EIP-55; the store lower-cases it).
 	Sender string
 	// ChainNonce is the chain's nonce as this run's confirm read it.
 	ChainNonce uint64

@@ -123,7 +123,8 @@ func (w *WalletConfig) validate() error {
 			return fmt.Errorf("--wallet-ledger-url: %w", err)
 		}
 	}
-	if err := w.eoaConfig(nil).Validate(); err != nil {
+	ec := w.eoaConfig(nil)
+	if err := ec.Validate(); err != nil {
 		return fmt.Errorf("wallet lane: %w (--send-tx-queue-type, --wallet-in-flight, --wallet-follow-interval)", err)
 	}
 	if err := w.Shards.Validate(); err != nil {
@@ -132,7 +133,7 @@ func (w *WalletConfig) validate() error {
 	// A cycle makes no new ledger call past the cycle budget, so it lasts
 	// at most the budget plus one call; the lease must outlast it, or the
 	// rescuer would hand a shard to a second worker mid-cycle.
-	if ec := w.eoaConfig(nil); w.Shards.Lease < 2*(ec.CycleBudget+ec.LedgerTimeout) {
+	if w.Shards.Lease < 2*(ec.CycleBudget+ec.LedgerTimeout) {
 		return fmt.Errorf("--shard-lease (%s) must be at least twice a wallet cycle's longest run (--wallet-cycle-budget %s + --wallet-ledger-timeout %s)", w.Shards.Lease, ec.CycleBudget, ec.LedgerTimeout)
 	}
 	return nil
@@ -176,17 +177,12 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 	n.wallet = lane
 	lane.wallets = w.Registry
 	if lane.wallets == nil {
-		callCtx, cancel := context.WithTimeout(ctx, w.Ledger.Timeout)
-		chainID, err := led.ChainID(callCtx)
-		cancel()
+		chainID, err := ReadChainID(ctx, led, w.Ledger.Timeout)
 		if err != nil {
-			return fmt.Errorf("wallet lane: reading the chain id: %w", err)
-		}
-		if !chainID.IsInt64() || chainID.Sign() <= 0 {
-			return fmt.Errorf("wallet lane: chain id %s is not a positive 64-bit number", chainID)
+			return fmt.Errorf("wallet lane: %w", err)
 		}
 		if lane.wallets, err = wallet.LoadKeystores(wallet.KeystoreConfig{
-			ChainID: chainID.Int64(), Wallets: w.Keystores, PassphraseFiles: w.PassphraseFiles, Logger: n.logger,
+			ChainID: chainID, Wallets: w.Keystores, PassphraseFiles: w.PassphraseFiles, Logger: n.logger,
 		}); err != nil {
 			return err
 		}
@@ -219,6 +215,21 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// ReadChainID reads led's chain id within timeout; it must be a positive
+// 64-bit number, as wallets and tasks store it.
+func ReadChainID(ctx context.Context, led ledger.WalletLedger, timeout time.Duration) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	id, err := led.ChainID(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading the chain id: %w", err)
+	}
+	if !id.IsInt64() || id.Sign() <= 0 {
+		return 0, fmt.Errorf("chain id %s is not a positive 64-bit number", id)
+	}
+	return id.Int64(), nil
 }
 
 // newWalletLedger returns the wallet lane's chain and what closes it.

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -334,8 +333,7 @@ func OpenKeystore(path, passphrase string) (*KeySigner, error) {
 		return nil, fmt.Errorf("keystore %s: cannot decrypt: %w", path, err)
 	}
 	if head.Address != "" {
-		named, err := hex.DecodeString(strings.TrimPrefix(strings.ToLower(head.Address), "0x"))
-		if err != nil || len(named) != common.AddressLength || common.BytesToAddress(named) != key.Address {
+		if !common.IsHexAddress(head.Address) || common.HexToAddress(head.Address) != key.Address {
 			return nil, fmt.Errorf("keystore %s: holds the key of %s, not of the address %q it names", path, key.Address.Hex(), head.Address)
 		}
 	}
