@@ -37,11 +37,8 @@ type Retention struct {
 	deps   loop.Deps
 }
 
-// BatchRetention is the batch lane's Retention: terminal batches
-// (committed, valid, invalid).
-type BatchRetention = Retention
-
-// NewBatchRetention returns the batch lane's retention service. It needs no
+// NewBatchRetention returns the batch lane's retention service: terminal
+// batches (committed, valid, invalid). It needs no
 // NOTIFY channel: deps.Wake may be nil.
 func NewBatchRetention(st *store.Store, deps loop.Deps, cfg RetentionConfig) *Retention {
 	return newRetention("batch", deps, cfg, func(ctx context.Context, cutoff time.Time, max int) (int64, error) {

@@ -52,7 +52,7 @@ func retentionSetupTx(t *testing.T) *retentionSetup {
 	}
 }
 
-func (r *retentionSetup) retention() *monitor.BatchRetention {
+func (r *retentionSetup) retention() *monitor.Retention {
 	return monitor.NewBatchRetention(r.st, r.deps, r.cfg)
 }
 

@@ -48,7 +48,7 @@ type Node struct {
 	batchQueuer     *queuer.BatchQueuer
 	batchSubmitters []*submitter.BatchSubmitter
 	batchMonitor    *monitor.BatchMonitor
-	batchRetention  *monitor.BatchRetention
+	batchRetention  *monitor.Retention
 
 	wallet *walletLane // nil when no wallet is configured
 

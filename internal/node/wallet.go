@@ -152,7 +152,6 @@ func (w *WalletConfig) eoaConfig(n *Node) eoa.Config {
 
 // walletLane is the wallet lane's part of a node.
 type walletLane struct {
-	ledger    ledger.WalletLedger
 	closeLed  func()
 	wallets   *wallet.Registry
 	pool      *workers.Pool
@@ -173,7 +172,7 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	lane.ledger, lane.closeLed = led, closeLed
+	lane.closeLed = closeLed
 	n.wallet = lane
 	lane.wallets = w.Registry
 	if lane.wallets == nil {
