@@ -420,8 +420,16 @@ func (n *Node) Serve(ctx context.Context, ready func(addr string)) error {
 			ready(ln.Addr().String())
 		}
 	}
-	n.logger.Info("ledgerq: running", "queuer", c.Loops.Queuer, "submitter", c.Loops.Submitter,
-		"monitor", c.Loops.Monitor, "batch_ledger", n.batchLedgerName())
+	running := []any{"queuer", c.Loops.Queuer, "submitter", c.Loops.Submitter,
+		"monitor", c.Loops.Monitor, "batch_ledger", n.batchLedgerName()}
+	if n.wallet != nil {
+		var names []string
+		for _, w := range n.wallet.wallets.All() {
+			names = append(names, w.ID)
+		}
+		running = append(running, "wallets", names, "wallet_ledger", n.cfg.Wallet.Ledger.Kind)
+	}
+	n.logger.Info("ledgerq: running", running...)
 
 	var serveErr error
 	select {
