@@ -502,11 +502,10 @@ func (l *Ledger) BalanceAt(_ context.Context, addr ledger.Address) (*big.Int, er
 	return new(big.Int).Set(l.acct(common.Address(addr)).balance), nil
 }
 
-// SuggestFees implements ledger.WalletLedger as the evm adapter computes it.
+// SuggestFees implements ledger.WalletLedger as the evm adapter computes it
+// (ledger.FeesOver the base fee with the configured tip).
 func (l *Ledger) SuggestFees(context.Context) (ledger.Fees, error) {
-	tip := big.NewInt(l.cfg.Tip)
-	feeCap := new(big.Int).Mul(big.NewInt(l.cfg.BaseFee), big.NewInt(2))
-	return ledger.Fees{TipCap: tip, FeeCap: feeCap.Add(feeCap, tip)}, nil
+	return ledger.FeesOver(big.NewInt(l.cfg.BaseFee), big.NewInt(l.cfg.Tip)), nil
 }
 
 // EstimateGas implements ledger.WalletLedger: the intrinsic gas.
