@@ -32,6 +32,14 @@ type Fees struct {
 	FeeCap *big.Int
 }
 
+// FeesOver returns the fees to offer over a block's base fee with the given
+// tip: the tip, and a fee cap of 2 × baseFee + tip, so the transaction stays
+// includable through several blocks of rising base fee.
+func FeesOver(baseFee, tip *big.Int) Fees {
+	feeCap := new(big.Int).Mul(baseFee, big.NewInt(2))
+	return Fees{TipCap: tip, FeeCap: feeCap.Add(feeCap, tip)}
+}
+
 // CallMsg is what EstimateGas needs to know about a transaction.
 type CallMsg struct {
 	From  Address

@@ -381,11 +381,8 @@ func requireFaults(t *testing.T, st simStats, fig laneFigures) {
 // and its API's base URL.
 func startServe(t *testing.T, dbURL, ledgerURL string, extra ...string) (*proc, string) {
 	t.Helper()
-	addr := freeAddr(t)
-	args := append([]string{"serve", "--http-addr", addr, "--batch-ledger", "sawtooth", "--batch-ledger-url", ledgerURL}, extra...)
-	p := startProc(t, t.TempDir(), []string{"DATABASE_URL=" + dbURL}, args...)
-	waitHTTPWhile(t, p, "http://"+addr+"/readyz", http.StatusOK, time.Minute)
-	return p, "http://" + addr
+	args := append([]string{"serve", "--batch-ledger", "sawtooth", "--batch-ledger-url", ledgerURL}, extra...)
+	return startReady(t, t.TempDir(), []string{"DATABASE_URL=" + dbURL}, args...)
 }
 
 func running(p *proc) bool {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,7 +18,6 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testgeth"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // walletE2E is a wallet lane under test: one keystore wallet "w" funded on a
@@ -43,12 +40,8 @@ func newWalletE2E(t *testing.T) *walletE2E {
 	g := testgeth.Start(t)
 	e := &walletE2E{t: t, geth: g, db: testdb.New(t).URL, dir: t.TempDir(),
 		recipent: common.HexToAddress("0x000000000000000000000000000000000000dEaD")}
-	const pass = "e2e wallet passphrase"
-	addr, file, err := wallet.NewKeystore(filepath.Join(e.dir, "keystore"), pass, wallet.LightScrypt)
-	require.NoError(t, err)
+	addr, file, passFile := newKeystoreWallet(t, e.dir, "e2e wallet passphrase")
 	e.sender = common.Address(addr)
-	passFile := filepath.Join(e.dir, "passphrase")
-	require.NoError(t, os.WriteFile(passFile, []byte(pass+"\n"), 0o600))
 	g.Fund(t, e.sender, new(big.Int).Mul(big.NewInt(100), big.NewInt(1e18)))
 	e.args = []string{"serve", "--batch-ledger", "sim",
 		"--wallet", "w=" + file, "--wallet-passphrase-file", passFile,
@@ -61,13 +54,11 @@ func newWalletE2E(t *testing.T) *walletE2E {
 // start runs one serve process; crashAt arms a crash point (LEDGERQ_CRASH_AT).
 func (e *walletE2E) start(crashAt string) (*proc, string) {
 	e.t.Helper()
-	addr := freeAddr(e.t)
 	env := []string{"DATABASE_URL=" + e.db}
 	if crashAt != "" {
 		env = append(env, "LEDGERQ_CRASH_AT="+crashAt)
 	}
-	p := startProc(e.t, e.dir, env, append(append([]string(nil), e.args...), "--http-addr", addr)...)
-	waitHTTPWhile(e.t, p, "http://"+addr+"/readyz", http.StatusOK, time.Minute)
+	p, api := startReady(e.t, e.dir, env, e.args...)
 	if e.token == "" {
 		st, err := store.OpenPool(ctxT(e.t, 10*time.Second), e.db, 0)
 		require.NoError(e.t, err)
@@ -75,7 +66,7 @@ func (e *walletE2E) start(crashAt string) (*proc, string) {
 		st.Close()
 		require.NoError(e.t, err)
 	}
-	return p, "http://" + addr
+	return p, api
 }
 
 // post enqueues n fire-and-forget tasks, each under its own idempotency

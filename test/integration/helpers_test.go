@@ -6,12 +6,16 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 type batchJSON struct {
@@ -37,20 +41,40 @@ type httpResult struct {
 
 func postJSON(t testing.TB, url string, body []byte) httpResult {
 	t.Helper()
-	resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+	return post(t, url, "application/json", body)
+}
+
+// post POSTs body as contentType and returns the answer.
+func post(t testing.TB, url, contentType string, body []byte) httpResult {
+	t.Helper()
+	resp, err := http.Post(url, contentType, bytes.NewReader(body))
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return httpResult{StatusCode: resp.StatusCode, Body: string(b)}
+	return readResult(t, resp)
 }
 
 func getJSON(t testing.TB, url string) httpResult {
 	t.Helper()
 	resp, err := http.Get(url)
 	require.NoError(t, err)
+	return readResult(t, resp)
+}
+
+func readResult(t testing.TB, resp *http.Response) httpResult {
+	t.Helper()
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return httpResult{StatusCode: resp.StatusCode, Body: string(b)}
+}
+
+// newKeystoreWallet writes a geth keystore file for a new key under
+// dir/keystore (light scrypt) and a passphrase file for it under dir, and
+// returns the key's address and both files.
+func newKeystoreWallet(t testing.TB, dir, pass string) (addr ledger.Address, keystoreFile, passFile string) {
+	t.Helper()
+	addr, keystoreFile, err := wallet.NewKeystore(filepath.Join(dir, "keystore"), pass, wallet.LightScrypt)
+	require.NoError(t, err)
+	passFile = filepath.Join(dir, "passphrase")
+	require.NoError(t, os.WriteFile(passFile, []byte(pass+"\n"), 0o600))
+	return addr, keystoreFile, passFile
 }

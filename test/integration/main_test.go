@@ -110,6 +110,17 @@ func startProc(t *testing.T, dir string, env []string, args ...string) *proc {
 	return p
 }
 
+// startReady starts the ledgerq binary as startProc does, with --http-addr
+// on a free port added to args, waits until its /readyz answers 200, and
+// returns it with its base URL.
+func startReady(t *testing.T, dir string, env []string, args ...string) (*proc, string) {
+	t.Helper()
+	addr := freeAddr(t)
+	p := startProc(t, dir, env, append(append([]string(nil), args...), "--http-addr", addr)...)
+	waitHTTPWhile(t, p, "http://"+addr+"/readyz", http.StatusOK, time.Minute)
+	return p, "http://" + addr
+}
+
 func (p *proc) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
 	require.NoError(t, p.cmd.Process.Signal(sig))

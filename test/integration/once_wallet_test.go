@@ -3,8 +3,6 @@ package integration
 import (
 	"fmt"
 	"math/big"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +13,6 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // TestOnce_WalletLaneFromCronSendsAndConfirmsEveryTask: with no serve
@@ -26,11 +23,7 @@ import (
 func TestOnce_WalletLaneFromCronSendsAndConfirmsEveryTask(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	const pass = "once wallet passphrase"
-	addr, file, err := wallet.NewKeystore(filepath.Join(dir, "keystore"), pass, wallet.LightScrypt)
-	require.NoError(t, err)
-	passFile := filepath.Join(dir, "passphrase")
-	require.NoError(t, os.WriteFile(passFile, []byte(pass+"\n"), 0o600))
+	addr, file, passFile := newKeystoreWallet(t, dir, "once wallet passphrase")
 
 	chainAddr := freeAddr(t)
 	chain := startProc(t, dir, nil, "simledger", "--kind", "evm", "--addr", chainAddr, "--log-level", "warn",

@@ -17,13 +17,11 @@ package integration
 //     "title", "message"}}, code 30 for a BatchList the validator refuses.
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -172,12 +170,8 @@ type stError struct {
 
 func postBatchList(t *testing.T, api string, list []byte) (int, []byte) {
 	t.Helper()
-	resp, err := http.Post(api+"/batches", "application/octet-stream", bytes.NewReader(list))
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, body
+	r := post(t, api+"/batches", "application/octet-stream", list)
+	return r.StatusCode, []byte(r.Body)
 }
 
 func TestSawtoothClient_SubmitsToLedgerqUnchangedAndSeesItsBatchesCommittedInOrder(t *testing.T) {
@@ -276,12 +270,9 @@ func TestSawtoothClient_SubmitsToLedgerqUnchangedAndSeesItsBatchesCommittedInOrd
 	require.Contains(t, r.Body, `"status":"UNKNOWN"`, "the good batch of the refused list was not stored")
 
 	// The wrong content type is Sawtooth's code 42.
-	resp2, err := http.Post(api+"/batches", "application/json", bytes.NewReader(batchListOf(good)))
-	require.NoError(t, err)
-	body, err = io.ReadAll(resp2.Body)
-	resp2.Body.Close()
-	require.NoError(t, err)
-	require.Equal(t, http.StatusBadRequest, resp2.StatusCode, "%s", body)
+	r = post(t, api+"/batches", "application/json", batchListOf(good))
+	body = []byte(r.Body)
+	require.Equal(t, http.StatusBadRequest, r.StatusCode, "%s", body)
 	refusal = stError{}
 	require.NoError(t, json.Unmarshal(body, &refusal), "%s", body)
 	require.Equal(t, 42, refusal.Error.Code, "%s", body)

@@ -125,10 +125,9 @@ func (l *Ledger) BalanceAt(ctx context.Context, addr ledger.Address) (*big.Int, 
 	return b, nil
 }
 
-// SuggestFees implements ledger.WalletLedger: the node's suggested tip, and a
-// fee cap of 2 × the latest base fee + tip, so the transaction stays
-// includable through several blocks of rising base fee. On a chain without a
-// base fee (pre-London) both are the node's gas price.
+// SuggestFees implements ledger.WalletLedger: ledger.FeesOver the latest
+// base fee with the node's suggested tip. On a chain without a base fee
+// (pre-London) both are the node's gas price.
 func (l *Ledger) SuggestFees(ctx context.Context) (ledger.Fees, error) {
 	ctx, cancel := l.callCtx(ctx)
 	defer cancel()
@@ -147,9 +146,7 @@ func (l *Ledger) SuggestFees(ctx context.Context) (ledger.Fees, error) {
 	if err != nil {
 		return ledger.Fees{}, fmt.Errorf("evm: eth_maxPriorityFeePerGas: %w", err)
 	}
-	feeCap := new(big.Int).Mul(head.BaseFee, big.NewInt(2))
-	feeCap.Add(feeCap, tip)
-	return ledger.Fees{TipCap: tip, FeeCap: feeCap}, nil
+	return ledger.FeesOver(head.BaseFee, tip), nil
 }
 
 // EstimateGas implements ledger.WalletLedger.

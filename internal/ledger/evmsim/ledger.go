@@ -185,12 +185,14 @@ func (l *Ledger) Mine() Block {
 	return l.mine(l.clock.Now())
 }
 
-func intrinsicGas(tx *types.Transaction) uint64 {
+// intrinsicGas is the gas a transaction pays before any code runs: a call's
+// or a contract creation's base cost and its data's cost.
+func intrinsicGas(create bool, data []byte) uint64 {
 	g := params.TxGas
-	if tx.To() == nil {
+	if create {
 		g = params.TxGasContractCreation
 	}
-	for _, b := range tx.Data() {
+	for _, b := range data {
 		if b == 0 {
 			g += params.TxDataZeroGas
 		} else {
@@ -228,7 +230,7 @@ func (l *Ledger) mine(at time.Time) Block {
 			if !ok {
 				break
 			}
-			gas := intrinsicGas(tx)
+			gas := intrinsicGas(tx.To() == nil, tx.Data())
 			price := effectivePrice(tx, b.BaseFee)
 			fee := new(big.Int).Mul(price, new(big.Int).SetUint64(gas))
 			cost := new(big.Int).Add(fee, tx.Value())
@@ -315,7 +317,7 @@ func (l *Ledger) Replay(r io.Reader) (int, error) {
 			err = tx.UnmarshalBinary(raw)
 		}
 		if err != nil {
-			if !l.lastLine(sc) {
+			if sc.Scan() { // not the last line
 				return n, fmt.Errorf("evmsim: journal line %d: %w", line, err)
 			}
 			break
@@ -346,9 +348,6 @@ func (l *Ledger) Replay(r io.Reader) (int, error) {
 	return n, nil
 }
 
-// lastLine reports whether sc has no line after the current one.
-func (l *Ledger) lastLine(sc *bufio.Scanner) bool { return !sc.Scan() }
-
 // pendingCount is the number of transactions in the pool. Called with mu held.
 func (l *Ledger) pendingCount() int {
 	n := 0
@@ -369,7 +368,7 @@ func sendError(format string, args ...any) error {
 // with ErrTransient or ErrLostResponse (both indeterminate to the caller;
 // only the lost response took the transaction).
 func (l *Ledger) Send(ctx context.Context, raw []byte) error {
-	_, err := l.send(ctx, raw)
+	_, _, err := l.send(ctx, raw)
 	return err
 }
 
@@ -382,32 +381,33 @@ const (
 	faultLost
 )
 
-func (l *Ledger) send(ctx context.Context, raw []byte) (fault, error) {
+// send returns the transaction's hash with the ledger's answer.
+func (l *Ledger) send(ctx context.Context, raw []byte) (common.Hash, fault, error) {
 	if l.cfg.Latency > 0 {
 		t := time.NewTimer(l.cfg.Latency)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return noFault, ledger.NewSendError(ledger.SendIndeterminate, ctx.Err().Error(), ctx.Err())
+			return common.Hash{}, noFault, ledger.NewSendError(ledger.SendIndeterminate, ctx.Err().Error(), ctx.Err())
 		case <-t.C:
 		}
 	}
 	var tx types.Transaction
 	if err := tx.UnmarshalBinary(raw); err != nil {
-		return noFault, sendError("rlp: %v", err)
+		return common.Hash{}, noFault, sendError("rlp: %v", err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.catchUp()
 	if l.cfg.TransientRate > 0 && l.rng.Float64() < l.cfg.TransientRate {
-		return faultTransient, ledger.NewSendError(ledger.SendIndeterminate, ErrTransient, nil)
+		return tx.Hash(), faultTransient, ledger.NewSendError(ledger.SendIndeterminate, ErrTransient, nil)
 	}
 	lost := l.cfg.LostResponseRate > 0 && l.rng.Float64() < l.cfg.LostResponseRate
 	err := l.admit(&tx)
 	if lost && err == nil {
-		return faultLost, ledger.NewSendError(ledger.SendIndeterminate, ErrLostResponse, context.DeadlineExceeded)
+		return tx.Hash(), faultLost, ledger.NewSendError(ledger.SendIndeterminate, ErrLostResponse, context.DeadlineExceeded)
 	}
-	return noFault, err
+	return tx.Hash(), noFault, err
 }
 
 // admit applies geth's pool checks, in geth's order where it matters.
@@ -429,7 +429,7 @@ func (l *Ledger) admit(tx *types.Transaction) error {
 	if tx.GasTipCap().Cmp(tx.GasFeeCap()) > 0 {
 		return sendError("max priority fee per gas higher than max fee per gas: address %s, maxPriorityFeePerGas: %v, maxFeePerGas: %v", from.Hex(), tx.GasTipCap(), tx.GasFeeCap())
 	}
-	if need := intrinsicGas(tx); tx.Gas() < need {
+	if need := intrinsicGas(tx.To() == nil, tx.Data()); tx.Gas() < need {
 		return sendError("intrinsic gas too low: gas %d, minimum needed %d", tx.Gas(), need)
 	}
 	ac := l.acct(from)
@@ -502,21 +502,15 @@ func (l *Ledger) BalanceAt(_ context.Context, addr ledger.Address) (*big.Int, er
 	return new(big.Int).Set(l.acct(common.Address(addr)).balance), nil
 }
 
-// SuggestFees implements ledger.WalletLedger as the evm adapter computes it.
+// SuggestFees implements ledger.WalletLedger as the evm adapter computes it
+// (ledger.FeesOver the base fee with the configured tip).
 func (l *Ledger) SuggestFees(context.Context) (ledger.Fees, error) {
-	tip := big.NewInt(l.cfg.Tip)
-	feeCap := new(big.Int).Mul(big.NewInt(l.cfg.BaseFee), big.NewInt(2))
-	return ledger.Fees{TipCap: tip, FeeCap: feeCap.Add(feeCap, tip)}, nil
+	return ledger.FeesOver(big.NewInt(l.cfg.BaseFee), big.NewInt(l.cfg.Tip)), nil
 }
 
 // EstimateGas implements ledger.WalletLedger: the intrinsic gas.
 func (l *Ledger) EstimateGas(_ context.Context, msg ledger.CallMsg) (uint64, error) {
-	var to *common.Address
-	if msg.To != nil {
-		a := common.Address(*msg.To)
-		to = &a
-	}
-	return intrinsicGas(types.NewTx(&types.DynamicFeeTx{To: to, Data: msg.Data})), nil
+	return intrinsicGas(msg.To == nil, msg.Data), nil
 }
 
 // SendRawTransaction implements ledger.WalletLedger. `already known` is a

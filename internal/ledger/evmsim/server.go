@@ -223,16 +223,14 @@ func (s *server) call(ctx context.Context, req rpcRequest) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		f, err := l.send(ctx, raw)
+		hash, f, err := l.send(ctx, raw)
 		if f != noFault {
 			return nil, errFault{f}
 		}
 		if err != nil {
 			return nil, err
 		}
-		var tx types.Transaction
-		_ = tx.UnmarshalBinary(raw)
-		return tx.Hash(), nil
+		return hash, nil
 	case "eth_getTransactionReceipt":
 		h, err := param[common.Hash](req, 0)
 		if err != nil {
