@@ -24,22 +24,22 @@ import (
 // real geth --dev chain, served by ledgerq serve processes the test starts
 // and kills.
 type walletE2E struct {
-	t        *testing.T
-	geth     *testgeth.Node
-	db       string
-	dir      string
-	args     []string
-	sender   common.Address
-	token    string
-	taskIDs  []string
-	recipent common.Address
+	t         *testing.T
+	geth      *testgeth.Node
+	db        string
+	dir       string
+	args      []string
+	sender    common.Address
+	token     string
+	taskIDs   []string
+	recipient common.Address
 }
 
 func newWalletE2E(t *testing.T) *walletE2E {
 	t.Helper()
 	g := testgeth.Start(t)
 	e := &walletE2E{t: t, geth: g, db: testdb.New(t).URL, dir: t.TempDir(),
-		recipent: common.HexToAddress("0x000000000000000000000000000000000000dEaD")}
+		recipient: common.HexToAddress("0x000000000000000000000000000000000000dEaD")}
 	addr, file, passFile := newKeystoreWallet(t, e.dir, "e2e wallet passphrase")
 	e.sender = common.Address(addr)
 	g.Fund(t, e.sender, new(big.Int).Mul(big.NewInt(100), big.NewInt(1e18)))
@@ -77,7 +77,7 @@ func (e *walletE2E) post(api string, n int, retryAPI func() string) {
 	e.t.Helper()
 	for range n {
 		i := len(e.taskIDs)
-		body := fmt.Sprintf(`{"to":%q,"value":"%d"}`, e.recipent.Hex(), i+1)
+		body := fmt.Sprintf(`{"to":%q,"value":"%d"}`, e.recipient.Hex(), i+1)
 		key := fmt.Sprintf("e2e-task-%d", i)
 		id, err := e.send(api, key, body)
 		for try := 0; err != nil && retryAPI != nil && try < 3; try++ {
