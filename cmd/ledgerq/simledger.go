@@ -17,6 +17,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
+	"github.com/ledgerq/ledgerq/internal/ledger/jam"
 	"github.com/ledgerq/ledgerq/internal/ledger/sim"
 	"github.com/ledgerq/ledgerq/internal/node"
 )
@@ -25,7 +26,44 @@ import (
 const (
 	simKindSawtooth = "sawtooth"
 	simKindEVM      = "evm"
+	simKindJAM      = "jam"
 )
+
+// jamSimFlags are the simulated JAM chain's flags.
+type jamSimFlags struct {
+	slotLength      time.Duration
+	cores           int
+	noGuaranteeRate float64
+	lateRate        float64
+	lateSlots       uint64
+	lostRate        float64
+	transientRate   float64
+	guaranteeDelay  uint64
+	accumulateDelay uint64
+}
+
+func (f jamSimFlags) config(seed int64, c clock.Clock) jam.Config {
+	return jam.Config{
+		Clock: c, Seed: seed, SlotLength: f.slotLength, Cores: f.cores,
+		NoGuarantee: f.noGuaranteeRate, LateGuarantee: f.lateRate, LateSlots: f.lateSlots,
+		LostResponse: f.lostRate, TransientError: f.transientRate,
+		GuaranteeDelaySlots: f.guaranteeDelay, AccumulateDelaySlots: f.accumulateDelay,
+	}
+}
+
+// registerJAMSim registers the simulated JAM chain's flags; --sim-seed is
+// shared with the other simulations.
+func registerJAMSim(fs *flag.FlagSet, f *jamSimFlags) {
+	fs.DurationVar(&f.slotLength, "jam-slot-length", jam.DefaultSlotLength, "simulated JAM chain: timeslot length")
+	fs.IntVar(&f.cores, "jam-cores", jam.DefaultCores, "simulated JAM chain: number of cores")
+	fs.Float64Var(&f.noGuaranteeRate, "jam-no-guarantee-rate", 0, "simulated JAM chain: fraction of taken work packages never guaranteed")
+	fs.Float64Var(&f.lateRate, "jam-late-guarantee-rate", 0, "simulated JAM chain: fraction of taken work packages guaranteed late (--jam-late-slots), if their anchor is still recent")
+	fs.Uint64Var(&f.lateSlots, "jam-late-slots", jam.DefaultLateSlots, "simulated JAM chain: slots after submission a late guarantee comes")
+	fs.Float64Var(&f.lostRate, "jam-lost-rate", 0, "simulated JAM chain: fraction of submissions taken whose answer is lost (connection cut)")
+	fs.Float64Var(&f.transientRate, "jam-transient-rate", 0, "simulated JAM chain: fraction of submissions refused with a 503")
+	fs.Uint64Var(&f.guaranteeDelay, "jam-guarantee-delay-slots", 1, "simulated JAM chain: slots after submission a work package is guaranteed")
+	fs.Uint64Var(&f.accumulateDelay, "jam-accumulate-delay-slots", 1, "simulated JAM chain: slots after its guarantee a work package is accumulated")
+}
 
 // evmSimFlags are the simulated EVM ledger's flags.
 type evmSimFlags struct {
@@ -79,17 +117,19 @@ type simLedgerSetup struct {
 	logLevel string
 	sim      node.SimConfig
 	evm      evmSimFlags
+	jam      jamSimFlags
 }
 
 func parseSimLedger(args []string) (simLedgerSetup, error) {
 	s := simLedgerSetup{sim: node.Defaults().Batch.Ledger.Sim}
 	s.sim.MaxEvents = 0
-	fs := newFlagSet("simledger", "Serve a simulated ledger: with --kind sawtooth (the default) over Sawtooth's REST API\n(POST /batches, GET and POST /batch_statuses, GET /debug/log and /debug/stats);\nwith --kind evm over Ethereum JSON-RPC (POST /, default address 127.0.0.1:8545).")
-	fs.StringVar(&s.kind, "kind", simKindSawtooth, "which ledger to serve: sawtooth or evm")
-	fs.StringVar(&s.addr, "addr", "127.0.0.1:8008", "address to listen on (127.0.0.1:8545 for --kind evm when not given)")
+	fs := newFlagSet("simledger", "Serve a simulated ledger: with --kind sawtooth (the default) over Sawtooth's REST API\n(POST /batches, GET and POST /batch_statuses, GET /debug/log and /debug/stats);\nwith --kind evm over Ethereum JSON-RPC (POST /, default address 127.0.0.1:8545);\nwith --kind jam a JAM chain for the builder lane (GET /info, /recent, /blocks, POST /work-packages,\nGET /debug/log and /debug/stats; default address 127.0.0.1:19800).")
+	fs.StringVar(&s.kind, "kind", simKindSawtooth, "which ledger to serve: sawtooth, evm or jam")
+	fs.StringVar(&s.addr, "addr", "127.0.0.1:8008", "address to listen on (127.0.0.1:8545 for --kind evm, 127.0.0.1:19800 for --kind jam, when not given)")
 	fs.StringVar(&s.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	registerSim(fs, &s.sim)
 	registerEVMSim(fs, &s.evm)
+	registerJAMSim(fs, &s.jam)
 	if err := parseFlags(fs, args); err != nil {
 		return s, err
 	}
@@ -101,8 +141,15 @@ func parseSimLedger(args []string) (simLedgerSetup, error) {
 		if !addrSet {
 			s.addr = "127.0.0.1:8545"
 		}
+	case simKindJAM:
+		if !addrSet {
+			s.addr = "127.0.0.1:19800"
+		}
+		if s.jam.slotLength <= 0 || s.jam.cores <= 0 {
+			return s, fmt.Errorf("--jam-slot-length and --jam-cores must be positive")
+		}
 	default:
-		return s, fmt.Errorf("--kind: %q is not sawtooth or evm", s.kind)
+		return s, fmt.Errorf("--kind: %q is not sawtooth, evm or jam", s.kind)
 	}
 	return s, nil
 }
@@ -122,6 +169,9 @@ func registerEVMSim(fs *flag.FlagSet, f *evmSimFlags) {
 
 // handler builds the served ledger.
 func (s simLedgerSetup) handler(c clock.Clock, logger *slog.Logger) (http.Handler, error) {
+	if s.kind == simKindJAM {
+		return jam.NewHandler(jam.New(s.jam.config(s.sim.Seed, c))), nil
+	}
 	if s.kind == simKindEVM {
 		cfg, err := s.evm.config(s.sim.Seed, c)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
+	"github.com/ledgerq/ledgerq/internal/ledger/jam"
 )
 
 func TestSimLedger_DefaultKindIsSawtooth(t *testing.T) {
@@ -52,9 +53,49 @@ func TestSimLedger_KindEVMServesJSONRPCWithFundedAccounts(t *testing.T) {
 	}
 }
 
+func TestSimLedger_KindJAMServesTheBuilderLanesChain(t *testing.T) {
+	s, err := parseSimLedger([]string{"--kind", "jam", "--jam-slot-length", "2s", "--jam-cores", "3",
+		"--jam-transient-rate", "1", "--jam-late-slots", "5", "--sim-seed", "9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.addr != "127.0.0.1:19800" {
+		t.Fatalf("jam default addr = %q, want 127.0.0.1:19800", s.addr)
+	}
+	want := jam.Config{Seed: 9, SlotLength: 2 * time.Second, Cores: 3, TransientError: 1, LateSlots: 5,
+		GuaranteeDelaySlots: 1, AccumulateDelaySlots: 1}
+	if got := s.jam.config(s.sim.Seed, nil); got != want {
+		t.Fatalf("jam config = %+v, want %+v", got, want)
+	}
+	c := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	h, err := s.handler(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	cl := jam.NewClient(srv.URL, srv.Client())
+	c.Advance(5 * time.Second)
+	info, err := cl.Info(context.Background())
+	if err != nil || info.SlotLength != 2*time.Second || info.Cores != 3 || info.Slot(c.Now()) != 2 {
+		t.Fatalf("Info = %+v, %v; want 2 s slots, 3 cores, slot 2", info, err)
+	}
+	recent, err := cl.RecentBlocks(context.Background())
+	if err != nil || len(recent) != 3 {
+		t.Fatalf("RecentBlocks = %v, %v; want slots 0..2", recent, err)
+	}
+	err = cl.SubmitWorkPackage(context.Background(), ledger.WorkPackage{Number: 1, Version: 1, Anchor: recent[2], Txs: [][]byte{{0x01}}})
+	if ledger.ClassOf(err) != ledger.Transient {
+		t.Fatalf("submit with --jam-transient-rate 1 = %v, want a transient error", err)
+	}
+}
+
 func TestSimLedger_RefusesUnknownKindAndBadAlloc(t *testing.T) {
 	if _, err := parseSimLedger([]string{"--kind", "bitcoin"}); err == nil {
 		t.Error("--kind bitcoin accepted")
+	}
+	if _, err := parseSimLedger([]string{"--kind", "jam", "--jam-cores", "0"}); err == nil {
+		t.Error("--jam-cores 0 accepted")
 	}
 	s, err := parseSimLedger([]string{"--kind", "evm", "--evm-alloc", "0x12=5"})
 	if err == nil {
