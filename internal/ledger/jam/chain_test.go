@@ -458,3 +458,17 @@ func TestChain_ConcurrentUseIsSafe(t *testing.T) {
 		t.Fatalf("taken = %d, want 8", s.Taken)
 	}
 }
+
+func TestChain_KeepsAtLeastTheNewestMaxBlocks(t *testing.T) {
+	t.Parallel()
+	b := setup(t, jam.Config{MaxBlocks: 10})
+	b.advance(25)
+	bs, err := b.chain.Blocks(ctx, 0, 0)
+	if err != nil || len(bs) < 10 || len(bs) >= 20 || bs[len(bs)-1].Slot != 25 {
+		t.Fatalf("Blocks(0) = %d blocks ending at %d, %v; want 10 to 19 ending at 25", len(bs), bs[len(bs)-1].Slot, err)
+	}
+	if recent, _ := b.chain.RecentBlocks(ctx); len(recent) != ledger.RecentHistorySize || recent[0].Number != 18 {
+		t.Fatalf("recent = %v, want slots 18..25", recent)
+	}
+	submit(t, b.chain, pkg(t, b.chain, 1, ledger.Hash{}, 1, b.tx(t)))
+}
