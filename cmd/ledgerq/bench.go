@@ -26,6 +26,10 @@ Workloads:
             the shard workers sign, send and confirm them on the in-process
             simulated EVM chain (--ledger sim) or a real node (--ledger evm);
             reports enqueued/s, confirmed/s and latency, and checks the nonces
+  builder   the builder lane: senders x transactions sent with go-ethereum's ethclient
+            to POST /rpc while the bundler, submitter and monitor cut, submit and
+            follow bundles on an in-process simulated JAM chain; reports tx/s
+            accepted, bundles/s finalized, latency, and checks the chain's log
 
 Run 'ledgerq bench <workload> --help' for its flags. Point --database-url at a
 database of its own: the run adds its batches to ledgerq.batches and leaves them.
@@ -42,6 +46,8 @@ func runBench(ctx context.Context, args []string) error {
 		return runBenchBatches(ctx, args[1:])
 	case "wallets":
 		return runBenchWallets(ctx, args[1:])
+	case "builder":
+		return runBenchBuilder(ctx, args[1:])
 	case "help", "--help", "-help", "-h":
 		fmt.Print(benchUsage)
 		return nil
@@ -186,6 +192,54 @@ func runBenchWallets(ctx context.Context, args []string) error {
 	}
 	cfg.Progress = os.Stderr
 	rep, err := bench.RunWallets(ctx, cfg)
+	if rep != nil {
+		if werr := rep.WriteSummary(os.Stdout); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
+	return err
+}
+
+const benchBuilderSummary = `Load the builder lane and measure it. The run migrates the database, makes
+--senders fresh keys and signs --txs-per-sender transactions each (before the clock
+starts), serves the API on a loopback listener, and runs the bundler, bundle
+submitter and bundle monitor against an in-process simulated JAM chain
+(--slot-length, faults by the --jam-* flags). --clients senders at a time send
+their transactions in nonce order with go-ethereum's ethclient to POST /rpc; a full
+pool or sender (the pool's back-pressure) makes the client wait and send again. It
+prints a progress line a second to stderr and a summary to stdout: accepted tx/s,
+finalized bundles/s, p50/p99 bundle submit->finalized and transaction
+received->finalized, and the chain's counts. It exits non-zero when an accepted
+transaction was not executed exactly once, in nonce order, within --grace.
+
+Example:
+  ledgerq bench builder --senders 20 --txs-per-sender 50 --slot-length 500ms`
+
+func runBenchBuilder(ctx context.Context, args []string) error {
+	cfg := bench.DefaultBuilderConfig()
+	err := parseNodeFlags("bench builder", benchBuilderSummary, &cfg.Node, flagParts{}, args, "warn", func(fs *flag.FlagSet) {
+		fs.IntVar(&cfg.Senders, "senders", cfg.Senders, "number of senders, each a fresh random key")
+		fs.IntVar(&cfg.TxsPerSender, "txs-per-sender", cfg.TxsPerSender, "transactions per sender, nonces 0 and up")
+		fs.IntVar(&cfg.Clients, "clients", cfg.Clients, "senders sending at once (each its transactions in nonce order)")
+		fs.DurationVar(&cfg.Chain.SlotLength, "slot-length", cfg.Chain.SlotLength, "the simulated JAM chain's timeslot")
+		fs.IntVar(&cfg.Chain.Cores, "jam-cores", cfg.Chain.Cores, "the simulated JAM chain's cores (0: 2)")
+		fs.Int64Var(&cfg.Chain.Seed, "jam-seed", cfg.Chain.Seed, "seed of the simulated JAM chain's faults")
+		fs.Float64Var(&cfg.Chain.NoGuarantee, "jam-no-guarantee-rate", cfg.Chain.NoGuarantee, "fraction of taken work packages never guaranteed")
+		fs.Float64Var(&cfg.Chain.LateGuarantee, "jam-late-guarantee-rate", cfg.Chain.LateGuarantee, "fraction of taken work packages guaranteed late (--jam-late-slots)")
+		fs.Uint64Var(&cfg.Chain.LateSlots, "jam-late-slots", cfg.Chain.LateSlots, "slots a late guarantee comes after the submit (0: 4)")
+		fs.Float64Var(&cfg.Chain.LostResponse, "jam-lost-rate", cfg.Chain.LostResponse, "fraction of submits taken whose answer is lost")
+		fs.Float64Var(&cfg.Chain.TransientError, "jam-transient-rate", cfg.Chain.TransientError, "fraction of submits refused with a transient error")
+		fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after the last transaction is accepted, how long to wait for every one to be finalized")
+		fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "time between two progress lines (and completion checks)")
+	})
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	cfg.Progress = os.Stderr
+	rep, err := bench.RunBuilder(ctx, cfg)
 	if rep != nil {
 		if werr := rep.WriteSummary(os.Stdout); werr != nil {
 			return errors.Join(err, werr)

@@ -65,6 +65,35 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
 	fs.DurationVar(&b.ReconcileInterval, "reconcile-interval", b.ReconcileInterval, "batch lane: how often the queuer admits batches no transaction admitted (rows written by hand); a scan over the services")
 	registerSim(fs, &b.Ledger.Sim)
 	registerWallet(fs, &c.Wallet, parts)
+	registerBuilder(fs, &c.Builder, parts)
+}
+
+// registerBuilder registers the builder lane's flags.
+func registerBuilder(fs *flag.FlagSet, b *node.BuilderConfig, parts flagParts) {
+	if parts.ledger {
+		fs.BoolVar(&b.Enabled, "builder", b.Enabled, "run the builder lane: the transaction pool behind POST /rpc (eth_sendRawTransaction) and /v1/pool/txs, and its bundles on a JAM chain")
+		fs.StringVar(&b.Ledger.Kind, "builder-ledger", b.Ledger.Kind, "builder lane: jam (a JAM chain at --builder-ledger-url, such as 'ledgerq simledger --kind jam') or sim (a simulated JAM chain in this process)")
+		fs.StringVar(&b.Ledger.URL, "builder-ledger-url", b.Ledger.URL, "builder lane: the JAM chain's URL, for --builder-ledger jam (for example http://127.0.0.1:19800)")
+	}
+	fs.Int64Var(&b.ChainID, "builder-chain-id", b.ChainID, "builder lane: the EVM chain id transactions must be signed for (eth_chainId)")
+	fs.DurationVar(&b.Ledger.Timeout, "builder-ledger-timeout", b.Ledger.Timeout, "builder lane: timeout of one call to the JAM chain")
+	fs.IntVar(&b.Pool.MaxPending, "pool-max-pending", b.Pool.MaxPending, "builder lane: most pending transactions in the pool (a full pool answers 429 / txpool is full)")
+	fs.IntVar(&b.Pool.MaxQueued, "pool-max-queued", b.Pool.MaxQueued, "builder lane: most queued (nonce-gapped) transactions in the pool")
+	fs.IntVar(&b.Pool.MaxPerSender, "pool-max-per-sender", b.Pool.MaxPerSender, "builder lane: most pending and queued transactions of one sender")
+	fs.DurationVar(&b.Pool.TTL, "pool-ttl", b.Pool.TTL, "builder lane: a transaction still pending or queued after this is dropped (reason expired)")
+	fs.IntVar(&b.MaxTxSize, "pool-max-tx-size", b.MaxTxSize, "builder lane: largest transaction accepted, in bytes")
+	fs.Int64Var(&b.MinTipWei, "pool-min-tip", b.MinTipWei, "builder lane: minimum tip (a legacy transaction's gas price) in wei")
+	fs.IntVar(&b.BundleSize, "bundle-size", b.BundleSize, "builder lane: most transactions in one bundle")
+	fs.IntVar(&b.MaxQueued, "bundle-queue-size", b.MaxQueued, "builder lane: most bundles queued; while it is full, pending transactions wait")
+	fs.IntVar(&b.Cores, "builder-cores", b.Cores, "builder lane: most bundles submitted at once (one per core), across every process")
+	fs.DurationVar(&b.GuaranteeTimeout, "guarantee-timeout", b.GuaranteeTimeout, "builder lane: a submitted bundle without a guarantee after this is requeued with its next version")
+	fs.IntVar(&b.MaxVersions, "bundle-max-versions", b.MaxVersions, "builder lane: versions a bundle is submitted in before it is dropped (its transactions return to pending)")
+	fs.Uint64Var(&b.FinalityDepth, "bundle-finality-depth", b.FinalityDepth, "builder lane: JAM blocks after its accumulation that a bundle is finalized")
+	fs.DurationVar(&b.WindowOpen, "submit-window-open", b.WindowOpen, "builder lane: the submission window opens this long before each timeslot (0: half the slot, seed 000's 3 s of 6 s)")
+	fs.DurationVar(&b.WindowClose, "submit-window-close", b.WindowClose, "builder lane: the submission window closes this long before each timeslot (0: a sixth of the slot, seed 000's 1 s of 6 s)")
+	fs.DurationVar(&b.SubmitBackoff, "submit-backoff", b.SubmitBackoff, "builder lane: wait after a refused submit; doubles with each refusal of the bundle")
+	fs.DurationVar(&b.SubmitBackoffMax, "submit-backoff-max", b.SubmitBackoffMax, "builder lane: the longest wait after a refused submit")
+	fs.DurationVar(&b.Ledger.Sim.SlotLength, "builder-sim-slot-length", b.Ledger.Sim.SlotLength, "builder lane: the simulated JAM chain's timeslot, for --builder-ledger sim (0: 6s)")
 }
 
 // registerWallet registers the wallet lane's flags.

@@ -267,6 +267,9 @@ func (s *Server) poolSubmit(ctx context.Context, raw []byte) (store.PoolAddResul
 	if err != nil {
 		return store.PoolAddResult{}, hash, poolStoreError(err)
 	}
+	if (res.Tx.State == store.PoolPending || res.Promoted > 0) && s.onPoolPending != nil {
+		s.onPoolPending()
+	}
 	return res, hash, nil
 }
 

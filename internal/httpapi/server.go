@@ -118,12 +118,20 @@ type Server struct {
 	pool      *PoolConfig
 	poolChain PoolChain
 	rpc       *rpc.Server
+	// onPoolPending is called after an intake left a transaction pending
+	// (OnPoolPending).
+	onPoolPending func()
 }
 
 // OnBatchesQueued sets f to be called after a request queued batches for
 // sending (the batch submitters of this process, which then need no NOTIFY).
 // Call it before serving.
 func (s *Server) OnBatchesQueued(f func()) { s.onQueued = f }
+
+// OnPoolPending sets f to be called after an intake left a transaction
+// pending: the bundler of this process, which else waits for its poll. Call
+// it before serving.
+func (s *Server) OnPoolPending(f func()) { s.onPoolPending = f }
 
 var _ apigen.ServerInterface = (*Server)(nil)
 

@@ -210,3 +210,28 @@ func PickAnchor(recent []BlockRef, offset int) (BlockRef, bool) {
 	}
 	return recent[i], true
 }
+
+// TxHashOf is a signed transaction's hash: Keccak-256 over its binary
+// encoding (the RLP of a legacy transaction, the typed envelope otherwise).
+func TxHashOf(raw []byte) Hash {
+	k := sha3.NewLegacyKeccak256()
+	k.Write(raw)
+	var out Hash
+	k.Sum(out[:0])
+	return out
+}
+
+// BlockHash is the package's EVM block hash (BundleHash over its
+// transactions).
+func (wp WorkPackage) BlockHash() Hash {
+	hashes := make([]Hash, len(wp.Txs))
+	for i, raw := range wp.Txs {
+		hashes[i] = TxHashOf(raw)
+	}
+	return BundleHash(wp.Parent, wp.Number, hashes)
+}
+
+// Hash is the package's work-package hash (PackageHash).
+func (wp WorkPackage) Hash() Hash {
+	return PackageHash(wp.BlockHash(), wp.Version, wp.Core, wp.Anchor)
+}

@@ -55,3 +55,16 @@ func TestPackageHash_DiffersPerVersionNotBlockHash(t *testing.T) {
 		t.Error("two versions share a package hash")
 	}
 }
+
+func TestWorkPackageHash_IsPackageHashOverKeccakOfEachTx(t *testing.T) {
+	raw := [][]byte{{0xc0}, {0x02, 0xc0}}
+	wp := WorkPackage{Number: 3, Parent: Hash{7}, Version: 2, Core: 1, Anchor: BlockRef{Number: 9, Hash: Hash{4}}, Txs: raw}
+	// Keccak-256 of the empty RLP list 0xc0 is a well-known constant.
+	if got := TxHashOf([]byte{0xc0}).Hex(); got != "0x1dcc4de8dec75d7aab85b567b6ccd41ad312451b948a7413f0a142fd40d49347" {
+		t.Fatalf("keccak(0xc0) = %s", got)
+	}
+	want := PackageHash(BundleHash(Hash{7}, 3, []Hash{TxHashOf(raw[0]), TxHashOf(raw[1])}), 2, 1, wp.Anchor)
+	if wp.Hash() != want {
+		t.Error("WorkPackage.Hash is not PackageHash over BundleHash of the transactions' hashes")
+	}
+}

@@ -35,6 +35,8 @@ type Config struct {
 	// Wallet configures the wallet lane; it runs when wallets are
 	// configured.
 	Wallet WalletConfig
+	// Builder configures the builder lane; it runs when enabled.
+	Builder BuilderConfig
 
 	// ShutdownTimeout is how long, on shutdown, in-flight work may take to
 	// finish before it is cancelled.
@@ -185,6 +187,7 @@ func Defaults() Config {
 			RetentionAge: 7 * 24 * time.Hour, RetentionBatchSize: 1000, RetentionInterval: time.Minute,
 		},
 		Wallet:          walletDefaults(),
+		Builder:         builderDefaults(),
 		ShutdownTimeout: 30 * time.Second,
 	}
 }
@@ -246,6 +249,9 @@ func (c *Config) ValidateSettings() error {
 		return errors.New("--track-grace and --reconcile-interval must be positive")
 	}
 	if err := c.Wallet.validate(); err != nil {
+		return err
+	}
+	if err := c.Builder.validate(); err != nil {
 		return err
 	}
 	if b.Ledger.URL != "" {

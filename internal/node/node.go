@@ -50,7 +50,8 @@ type Node struct {
 	batchMonitor    *monitor.BatchMonitor
 	batchRetention  *monitor.Retention
 
-	wallet *walletLane // nil when no wallet is configured
+	wallet  *walletLane  // nil when no wallet is configured
+	builder *builderLane // nil when the builder lane is off
 
 	started bool
 	cancel  context.CancelFunc // cancels in-flight work of the started loops
@@ -133,6 +134,9 @@ func (n *Node) build(ctx context.Context) error {
 	if err := n.buildWalletLane(ctx); err != nil {
 		return err
 	}
+	if err := n.buildBuilderLane(ctx); err != nil {
+		return err
+	}
 	var wallets *wallet.Registry
 	if n.wallet != nil {
 		wallets = n.wallet.wallets
@@ -140,8 +144,11 @@ func (n *Node) build(ctx context.Context) error {
 	n.api = httpapi.New(httpapi.Config{
 		MaxBodyBytes: c.API.MaxBodyBytes, MaxBatchesPerRequest: c.API.MaxBatchesPerRequest, MaxPayloadBytes: c.API.MaxPayloadBytes,
 		RequestTimeout: c.API.RequestTimeout, TaskMaxWait: c.API.TaskMaxWait,
-	}, httpapi.Deps{Store: n.store, Wallets: wallets, Ready: n, Clock: n.clock, Logger: n.logger, Metrics: n.metrics})
+	}, n.apiDeps(wallets))
 	n.wireBatchLane()
+	if n.builder != nil && n.builder.bundler != nil {
+		n.api.OnPoolPending(n.builder.bundler.Poke)
+	}
 	n.metrics.RegisterDepth("batch", store.BatchWaitingStates,
 		func(ctx context.Context) ([]metrics.StateDepth, error) {
 			rows, err := n.store.BatchDepthByState(ctx)
@@ -238,6 +245,17 @@ func (n *Node) services() []loop.Service {
 	if n.batchRetention != nil {
 		s = append(s, n.batchRetention)
 	}
+	if b := n.builder; b != nil {
+		if b.bundler != nil {
+			s = append(s, b.bundler)
+		}
+		if b.submitter != nil {
+			s = append(s, b.submitter)
+		}
+		if b.monitor != nil {
+			s = append(s, b.monitor)
+		}
+	}
 	if w := n.wallet; w != nil {
 		if w.pool != nil {
 			s = append(s, w.pool)
@@ -259,6 +277,9 @@ func (n *Node) services() []loop.Service {
 func (n *Node) Close() {
 	if n.wallet != nil && n.wallet.closeLed != nil {
 		n.wallet.closeLed()
+	}
+	if n.builder != nil && n.builder.closeLed != nil {
+		n.builder.closeLed()
 	}
 	if n.migrator != nil {
 		_ = n.migrator.Close()
@@ -358,6 +379,17 @@ func (n *Node) RunOnce(ctx context.Context) error {
 	if n.batchRetention != nil {
 		round("batch retention", "deleted", n.batchRetention.RunOnce)
 	}
+	if b := n.builder; b != nil {
+		if b.bundler != nil {
+			round("bundler", "cut", b.bundler.RunOnce)
+		}
+		if b.submitter != nil {
+			round("bundle submitter", "submitted", b.submitter.RunOnce)
+		}
+		if b.monitor != nil {
+			round("bundle monitor", "blocks", b.monitor.RunOnce)
+		}
+	}
 	if w := n.wallet; w != nil {
 		if w.rescuer != nil {
 			round("shard rescuer", "rescued", w.rescuer.RunOnce)
@@ -428,6 +460,9 @@ func (n *Node) Serve(ctx context.Context, ready func(addr string)) error {
 			names = append(names, w.ID)
 		}
 		running = append(running, "wallets", names, "wallet_ledger", n.cfg.Wallet.Ledger.Kind)
+	}
+	if n.builder != nil {
+		running = append(running, "builder_chain_id", n.cfg.Builder.ChainID, "builder_ledger", n.builderLedgerName())
 	}
 	n.logger.Info("ledgerq: running", running...)
 

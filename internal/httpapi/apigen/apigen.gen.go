@@ -89,6 +89,36 @@ func (e BatchStatus) Valid() bool {
 	}
 }
 
+// Defines values for BundleState.
+const (
+	BundleStateAccumulated BundleState = "accumulated"
+	BundleStateDropped     BundleState = "dropped"
+	BundleStateFinalized   BundleState = "finalized"
+	BundleStateGuaranteed  BundleState = "guaranteed"
+	BundleStateQueued      BundleState = "queued"
+	BundleStateSubmitted   BundleState = "submitted"
+)
+
+// Valid indicates whether the value is a known member of the BundleState enum.
+func (e BundleState) Valid() bool {
+	switch e {
+	case BundleStateAccumulated:
+		return true
+	case BundleStateDropped:
+		return true
+	case BundleStateFinalized:
+		return true
+	case BundleStateGuaranteed:
+		return true
+	case BundleStateQueued:
+		return true
+	case BundleStateSubmitted:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HealthStatus.
 const (
 	HealthStatusReady HealthStatus = "ready"
@@ -312,6 +342,88 @@ type BatchesResult struct {
 	Success bool    `json:"success"`
 }
 
+// Bundle defines model for Bundle.
+type Bundle struct {
+	ChainID int64 `json:"chain_id"`
+
+	// Number The EVM block number; the chain executes them in order, each once.
+	Number int64 `json:"number"`
+
+	// Hash The block's hash (over its parent, number and transactions).
+	Hash   string      `json:"hash"`
+	Parent string      `json:"parent"`
+	State  BundleState `json:"state"`
+
+	// Version The version submitted last or next (1 is the first; a requeue adds one).
+	Version int `json:"version"`
+	TxCount int `json:"tx_count"`
+
+	// Core State `submitted`, the core it holds.
+	Core *int `json:"core,omitempty"`
+
+	// AnchorSlot The slot of the JAM block the current or next version is anchored to.
+	AnchorSlot *int64 `json:"anchor_slot,omitempty"`
+
+	// GuaranteedVersion The version whose guarantee came first (the only one that counts).
+	GuaranteedVersion *int    `json:"guaranteed_version,omitempty"`
+	GuaranteedPackage *string `json:"guaranteed_package,omitempty"`
+	AccumulatedSlot   *int64  `json:"accumulated_slot,omitempty"`
+	DropReason        *string `json:"drop_reason,omitempty"`
+
+	// SubmitFailures Refused submits so far (each backs off longer).
+	SubmitFailures int `json:"submit_failures"`
+
+	// NextSubmitAt State `queued`, the earliest it is submitted again.
+	NextSubmitAt  *time.Time `json:"next_submit_at,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+	SubmittedAt   *time.Time `json:"submitted_at,omitempty"`
+	GuaranteedAt  *time.Time `json:"guaranteed_at,omitempty"`
+	AccumulatedAt *time.Time `json:"accumulated_at,omitempty"`
+	FinalizedAt   *time.Time `json:"finalized_at,omitempty"`
+	UpdatedAt     time.Time  `json:"updated_at"`
+
+	// Txs `GET /v1/bundles/{block}` only: the transactions' hashes, in execution order.
+	Txs *[]string `json:"txs,omitempty"`
+
+	// Versions `GET /v1/bundles/{block}` only: every submitted version.
+	Versions *[]BundleVersion `json:"versions,omitempty"`
+}
+
+// BundlePage defines model for BundlePage.
+type BundlePage struct {
+	Bundles []Bundle `json:"bundles"`
+
+	// NextAfter When the page is full, the `after` of the next page.
+	NextAfter *int64 `json:"next_after,omitempty"`
+}
+
+// BundleState Seed 000's bundle states: `queued` (waiting for the submission window
+// and a core), `submitted` (holds a core, waiting for a guarantee),
+// `guaranteed` (a version was guaranteed; the core is free),
+// `accumulated` (executed on the chain), `finalized`, `dropped` (gave up
+// after the retry limit, or its predecessor was dropped: its
+// transactions went back to pending).
+type BundleState string
+
+// BundleVersion defines model for BundleVersion.
+type BundleVersion struct {
+	Version int `json:"version"`
+
+	// PackageHash The work-package hash guarantees and accumulations name.
+	PackageHash string `json:"package_hash"`
+	Core        int    `json:"core"`
+
+	// AnchorSlot The timeslot of the JAM block it is anchored to.
+	AnchorSlot  int64     `json:"anchor_slot"`
+	SubmittedAt time.Time `json:"submitted_at"`
+
+	// Outcome `sent`, `unknown` (the answer was lost), or `refused: <reason>`; absent while being sent.
+	Outcome *string `json:"outcome,omitempty"`
+
+	// GuaranteedSlot The slot of the JAM block that guaranteed it, if one did.
+	GuaranteedSlot *int64 `json:"guaranteed_slot,omitempty"`
+}
+
 // Error defines model for Error.
 type Error struct {
 	// Success Always false.
@@ -396,6 +508,9 @@ type PoolTx struct {
 	// ExpiresAt When it is dropped as expired if still pending or queued.
 	ExpiresAt time.Time `json:"expires_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+
+	// BundleState State `included`, its bundle's state (`accumulated` and `finalized` mean executed).
+	BundleState *BundleState `json:"bundle_state,omitempty"`
 }
 
 // PoolTxResult defines model for PoolTxResult.
@@ -658,6 +773,18 @@ type ListBatchesParams struct {
 	After *string `form:"after,omitempty" json:"after,omitempty"`
 }
 
+// ListBundlesParams defines parameters for ListBundles.
+type ListBundlesParams struct {
+	// State Only the bundles in this state.
+	State *BundleState `form:"state,omitempty" json:"state,omitempty"`
+
+	// After Only block numbers greater than this (the previous page's `next_after`).
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// Limit Page size.
+	Limit *string `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
 // SendTxParams defines parameters for SendTx.
 type SendTxParams struct {
 	// Task `true` (or `1`): answer 202 at once with the task (fire and forget); `false` (or `0`, the default): wait for the task to end.
@@ -865,6 +992,12 @@ type ServerInterface interface {
 	// GetBatch One batch.
 	// (GET /v1/batches/{id})
 	GetBatch(ctx echo.Context, id string) error
+	// ListBundles Builder lane: bundles by block number, one page at a time.
+	// (GET /v1/bundles)
+	ListBundles(ctx echo.Context, params ListBundlesParams) error
+	// GetBundle Builder lane: one bundle, its transactions and its versions.
+	// (GET /v1/bundles/{block})
+	GetBundle(ctx echo.Context, block string) error
 	// PostPoolTx Builder lane: add a signed transaction to the pool.
 	// (POST /v1/pool/txs)
 	PostPoolTx(ctx echo.Context) error
@@ -1095,6 +1228,54 @@ func (w *ServerInterfaceWrapper) GetBatch(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetBatch(ctx, id)
+	return err
+}
+
+// ListBundles converts echo context to params.
+func (w *ServerInterfaceWrapper) ListBundles(ctx echo.Context) error {
+	var err error
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ListBundlesParams
+	// ------------- Optional query parameter "state" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "state", ctx.QueryParams(), &params.State, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter state: %s", err))
+	}
+
+	// ------------- Optional query parameter "after" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "after", ctx.QueryParams(), &params.After, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter after: %s", err))
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", ctx.QueryParams(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter limit: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListBundles(ctx, params)
+	return err
+}
+
+// GetBundle converts echo context to params.
+func (w *ServerInterfaceWrapper) GetBundle(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "block" -------------
+	var block string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "block", ctx.Param("block"), &block, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter block: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetBundle(ctx, block)
 	return err
 }
 
@@ -1357,6 +1538,8 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/rpc", wrapper.PostRPC, options.OperationMiddlewares["postRPC"]...)
 	router.POST(options.BaseURL+"/v1/pool/txs", wrapper.PostPoolTx, options.OperationMiddlewares["postPoolTx"]...)
 	router.GET(options.BaseURL+"/v1/pool/txs/:hash", wrapper.GetPoolTx, options.OperationMiddlewares["getPoolTx"]...)
+	router.GET(options.BaseURL+"/v1/bundles", wrapper.ListBundles, options.OperationMiddlewares["listBundles"]...)
+	router.GET(options.BaseURL+"/v1/bundles/:block", wrapper.GetBundle, options.OperationMiddlewares["getBundle"]...)
 
 }
 
@@ -1365,182 +1548,202 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rcttG1uCrdHG/LZNbIAVSl9hUTX2lxJ6JNo7jtZ3JfhV4hSbRJHsEdjPopiiOS1V5mjxYnmTrnL6g",
-	"AYI3xfLM7E5+xCIJ9OX0ud/6U2ss5wspmNCqNfzUmjGasQL/vM7YfCE1E/odW+R0zTL4NmNqXPCF5lK0",
-	"hq1UF0uWktWMCaJnjBTslyVTmhT2DUIFSf1A43X3O7ZOCRUZUVoWLCNC6hkX00tCR4oJTaSesWLFFeu1",
-	"opYaz9icwqxMLOet4c8tmK71MWrp9YK1hi2lCy6mrYeHqPWBqtvXckzNwurr/DBjRFN1+0yRH9+9jkh6",
-	"ctc/WdE8Z1qdfDJ/PJzAE+rkE88e0ur09ekeotaCFnTOtIUVzH79cvu8hGekTcmPP16/7MDQHH5cUD1r",
-	"RS1B5zA4z1pRC+DHC4A07HTXEqLWT7jq5jnNjp4pAoOTdtrtmm/Im6vvX/3pu1f/9f7DD+9e3fz5+vWr",
-	"dNuCzBtHLeoBHlYLKRRDsHxNs3cGI+DTWArAJviTLhY5N4d18jdlTozd0/kiZ/DnnClFpzD0UtwKuRLk",
-	"lyUr1sQDnYxlLpcFHNJyPGZKtYYTmiv2EK7uPwo2aQ1b/+2kRPET86s6eVUUsjArrkLva5oRLhZLfYkI",
-	"bVeCcFT4zYSzPCOyqC+p13qIWtdCs0LQ3Ay/f89/cLFXgiwFu1+wsWYZmVCeLwtWXThXJOV2VYTBQCmu",
-	"9I3Uf5ZLkT39It9ITSYwFc77nq60lHr2NJByox8LsbHMGOnHpO0GAEZhUe+vNOcZ1bIgOGonIlQRStyT",
-	"BqhEjv7GxrqyxR8FvaM8pyOD1IejPythkrHWsB/HUUASOcumrPjlmSIZ1XREFR7yUhSMjmcwWY/8l1wW",
-	"nhfP6RrQFf4RUpMZvWNkxJggi0IC6bDskigmMi6mhGtCp5QLGFHRCXJhzTUsq/XSzRbu6+Fgitt7NN+Y",
-	"M4iHpGGHGUdZQahQK1YQLojmc9YjV36bekZ1IlCsKDKiejxjqnHvVvLoGZs3bjwRsHN7yjgQoXnBaLZ2",
-	"r3KFo7mBVnzMeomAo/9R0KWeyYL/nWWPZXlzrhQs6ertNbll6yGukVzZcXGAIfma0YIVJFnG8en4lq3x",
-	"D0basiD/u3v19hoE7bD+c+cJ+OUb6RYaAaSlYHgSBiUNAUnAxTt5yzJcH3AnvZLEqhpkJvMsERmfTFgB",
-	"KsAtW6tOj4AYS3/66acu7JwJDbBjqX2LKLqGN1dESwMfKfAMolCDqb9d5SMbwsuc3xEk+wdBBzvcQsKb",
-	"PNw/uCyXaDi50QOO4OeNWCcclx4SIYlajmdWiYDjQxVmgmfHlTvvp0GmnTMjOWiv3zhCHEsx4dNlwbII",
-	"fk3ELVt7Ih3LBRCpJFwjhmqnkmWSmUfYPVc4GVeECtRAE+E0KIOIju0YFUCBUsUFYXegAYypMuTv9291",
-	"Hz2e4RFkGYf90fxtIRes0Jw5iEWtRfDVpxbVms0XRhO36Amye8oKOOhxwahu0sKvBUnf/vD+AwGt1rK+",
-	"lHhNjEiRryNQ0mFrBpKOa5bM0LA6ZPhm5pGUOaMimPmGIk5NZDGHv1oZ1awLfLi1oZFHrQkXXM2OfIln",
-	"DZQZtXKq9I2Xis0/q+VozvWxq/xlyZZHvlKwMeN3R76kWHHHx+xmywaVtuxpF9kgRr3HJ+0rS4M1ef7D",
-	"pDX8+cC3l6r18HGD8pZ5TpZC87zEBVQCmNCAE2KZW64INgBM78Ad7CfAmOUiOxJjHkJD42djDgVQ8xt2",
-	"wAqXUMHQ6glFJVFVVlUakUZzg0UjiN4iPzyKbC3JwZ9cs7k66CBhQrsCWhR0DZ8Fu9c3dKJZsUnkbwuG",
-	"FrK3tRdWNEyWeW7kBbyOXz9TJMVh0l4jMjq2vXlytVNwT0Z+j1vh9o6pZa4fA7mDwfXodW9f9XtHeDW/",
-	"hmCrlLQNd4xQSqyZJoZbdCKSmr9S0gbVcsSQToiQK/htxvIsTUQbvotQmiLmwggdL4LMd0Zlcd4NwVYt",
-	"x5JQk8nhn4VRUQF9jULVAuI1DpmoNZZzTwR3YKmgMW/++thw9iEbaHQdGOX7mXIyj47kUhNqduhlhFvy",
-	"UywOyFqpRj/OD8LxJnOOAE0qCBIQkRNU6mF5UrADWOIbtnK4ddiDDFinWydTj0f5z8EsPjcVe0v8iM14",
-	"/bF+UD+BDbBCflVIMb1EHW7kfCtgbh3iUamjSNS678oiA/Y4qEKgZuXnK7APcMkNGk0wTH87rNzemmD1",
-	"LaO5Pla7KyW2o57lAqUVzdaN5PCYE7aTNC3ao/u+ZW+jObC1gCMCSKtbqyqI1fff/fkbcnp6+uKSIMyt",
-	"Cm0k+7PSVG9nbEKXuR4aCWd9AIlwwpxw3emR79hCwzrQPOLjQio2liIzfPQANQOOfiq7WxTPTW6IqwNx",
-	"aszKG8WnguplwVCyzun9ayamgAmD84uoNefCfe43nOeCrnNJG2a6AnhwmvO/s6x0LKV4WmlEwO67OLsk",
-	"XDcthMyXSpMRS0TKM+Nchwf9A8o8cMcKPln3yJUmc6k0SbvdOb3v2jV1R2vNFEitPvmef01Ga2LPo0Ok",
-	"GDOSsbHMWB3Q8NbBMK7qwJuwtr8HCuiI5VJMFdHyEiVQHWem0uGCQRd0P1CQVnD4EdhoiHNHn9VeZdQd",
-	"5S46O4LJB5IIFnZt3ulvMv03bPVWyvzD/ZFEfIX4AJZeQYWiY/gaYEezzIFwIWW+SdkFXW05rc3x2u9e",
-	"v42sSH51/bY7+Kr/nMAOMsLEHcvlgnUIVSS+7y4KNuH3LCMzdo+utpTp2Y1iIntHVx/KMVOi6S1ThOve",
-	"XpMBltp0HgcCrCamlyLL2c0ol+PbTQCg2khSLsb5MmNZGhmkhYeJWM5HgIoTJEMzTi8kGi70xVm5G2fh",
-	"h1LpDIzuGeXCEssR74JgzAq5uCkYVU06lF07PLPApa9ma9JO2f0CAJlGJFWa5szEhbbK3/7pQ9Qy76hG",
-	"tv8TcHGOPho7FRyznYXwCVGa5zmxCqQV/0uW9Q5n5G4pFw9Ra2q8LkcA6ivz1s2EsZsxXWzu4Ht6TyaM",
-	"kQUryJQq4CYrxiNghXxOc9KmJGdTOl6HRPBM4bOLgo/Zbgg+t/Nrvtg+/6LgsuB6/ZQLefEQtWZUzTY9",
-	"ExVFKWoJkARHQvnsUR6TcOJzHGGR0zHLbkbrrQjtnrHECDuyJgGxP82tM2P7XKhVMpE1GeDoB8yygilF",
-	"CjaWdwwQeVLIudFonLyNSC5XrOiiX3DXbKeh4+cwJ45hZdYH9DFcOZyPls2rLtiYLzgT2ofZQRunZCyF",
-	"LuhYE1TfuBQ7l3vhbZD6HBVePySxxcaI9AlFvZTkXOmIDEi2FnTOx4DNvZ1oc/4YH1IID6DuO5ovG5b7",
-	"V/i6TkS78SKuyxqkl4BHe7RxVGJHM4ypymiqZO+WWfq1qu6rgMfudWAZ9HiUWXqYcxl0hBN9r1LrHTjU",
-	"txzwpd322CAg9keupU78oYbCteMF2X7S3Gp91diivt+n3lkNZLvVpu93nOc2H5UVnSlpg6KBaIdRD3av",
-	"h4RazQNjn6BDgf0UOq6oeSMRU7ogIzaRhXvEazWkzYUfCH7xLBZezzAEmYiqRilviV8NvOLUDFgkWYHE",
-	"FxKsFTtq1qm6wEp/kneDueW0AswwKs6CNbuR3kqlN1w0NeAFPsvUssPQsRRZ68uNYJ+xrqbDXUyha3Sf",
-	"l6m6ZHQ0OVuw5rU7gq6bAg41/LUeuZvgIBt8Kn82+0+v3/z16vX1y9SAK8LTDt8kK65nVuqCAnpJ2Hyh",
-	"19XMroOMojJVBNcXWAUb7rAGqVr1tHzzw/ffX3/48OplK2rZHbSi1ttXb15ev/lLK2r9+Oa7Nz/89GYT",
-	"nSq8qdEsdGGJRjA2UXXDobJjjzWjmh5sXTZh0Q4IAk7kXNw28l/Ha7Ukf3n1IWC5P7577Tgu+vH2eO9q",
-	"oMT97ALWYd7JutHrfSnvXr3/gIFrjCJumrk+uHhwCstLpinPN3i6GWjvTuzbR8poTAfaUH/LlCWTioTJ",
-	"TO0Ry+WK9OPYxBzKnBq5EqTdj2P0FC0Xnd2KGCBD4OXdKTFtptCnI84dt+Te3O1z3cEOjgMju9egq2U3",
-	"johqjI7Oeb7uqgUb8wkfY4pG6YOzcEQLoMhQ0LGIKGlNXaNfo0fD417O6B1TRC61ZYXo8Fa9xznSajDf",
-	"5kyrWoIua8bZKLu13eqR1836dTVCbNkebrkKHPTZkrYOg0p23CpKdo7jFch2D8GU15aJHYEbzXwPTb+R",
-	"kvlSe0aXAvsz2RY3yjLx1KaqMO+htBwR7J/9DiycvHFDTGSg1/tU2iOYYA0ZXMLUJgtspoZvaJ5bEth0",
-	"21lXcv+0H381IOhC7pGXxm9scB2noVqzAgb7P/F9++e4+4J2J1fdP3/8NHjo/I//2KeHg7GU8zlv0OL+",
-	"AjgHP106bzVhSvM5WDJkZBB1JYtb4wHe8FrMueBz0A/6+zwYzg3TQA9O20ndM6lxZKExHJEZn85M5pAx",
-	"vHmhtI91kLhzSfhUoJ00WpN0wicyra/1dLDXVN5r+cPpIcM/i+HsSManXKtLQskczhOdFd67gfGCMS2K",
-	"NaEEqRvduefnZDxj41u1nG8ca3iqZ/HDf+zjL1tM858YdwgaEeodXGYMzB6M72H9HSAsSpZc6MH5RYlz",
-	"McamXX5bqx9v/HcUp9FyBzl+oOr2QJW8JrAZy0gcnz1TJhHNpge4DOJtUt+qsnHUjwbR6cd9PuCtHPyV",
-	"yVe2dvu6TIibUJ7vsYvPG5XrnyjX5sFX92y8dH+jJhS1XkrBdurVRxrb1w0SD+YIdNE5r4UmQARSNdu5",
-	"t7Pt5rnVUnbEVk0SJqDEsTodFWOW52yLGB/nQL3EP1We1mrGc7DYyYoqsjInsCfWffH4qAKcUbP6+cEn",
-	"szwDHmdQG3XQIE/kEKRFF+bRmYZ1n98BUgwYiPeEcoHCWe1EDRjYWwgNZrGt8RFGAXcRFX9oQYHUxnly",
-	"vSfOcvaoXMqQGcQwQiHne0qFLPcP3dcAqT00s1M+X3lnIMs8xD0sjGT2EtsF+Y7AyufbFGBTcgUi5Mcf",
-	"r1/efbVX3+VljdrNLVvv9pkMahrBEcL6BfKYO1bobRS/wbuIe974+dA7vIADs3KDK1QjPGPgimQYB89z",
-	"n628hzFYtl5sS+GwsTxl1ZdwccB9bCi4LOt7RAzvxSNSWkumG+S1hk77ZsXo9eH4jbrV/Y2LjjWRPsIa",
-	"AL/ped44yv0R1T8U83i+U7E6LNQBMmLlKwuPNMp8yWAQF0HOgwdRRjo88QTuMytjPXFEgWis5ffuiYKU",
-	"aPGIXN4vkYL7aN2HqtvDc0oClWSHs2+wIyiB0+2G8BPFmn7/9bcTMAK6+v7oUBNVt/tjTEfB/DEcqcqL",
-	"TndDeQ+Qt6XrBoaE80AMnSpI2ugGjDsRYU4pJ+3+sO6vR8s04N9MaHgFbYT2oBMZ/tY+HRpu1gmTf1de",
-	"72eB3s+s3p816v1YJcPGSyD/9wA16/pe8O/Y+lt0U23RMemcudIjQk0WYepr3VxhWOR++pbqmSzw25wp",
-	"VRb0WBVMmbIxPWO8UD2CEm4k9cyXpdGCkSm/M5S+Rps4ETOZZ2UJ0C1bm+gVVk+bF8v6ab+2EhnNLuFw",
-	"Rxg8u1rqBrlyJfw+26lzqd2ytTJxepZ2IpI21wPmv9z8/utvaY9cwQuJkAsmDDwKudSlP8qWvlunpa+R",
-	"Mv4ALD+MgvK9RLj6PVtYdRb3zcYR75F6cP5ypzOtF6bCi4tJgwwu3dHffvjwFvY7BFm6LOgoZ0T5FHDr",
-	"S+GCTAoptDH7zcu9RCTiwwzVnfFyjsq82evV2+tnCnMBlVwWY4a7LpZ6ZorH2HgmMZkQC0k1KyZ0zAD7",
-	"E4EMZL1gmGPjyqZPYDN0wU/ogk+ZMJjBBCvQzYQJIFyTdjqnt+UPaSdKBDUYRoqlEEB/dlL8B4FPFfmf",
-	"7394Q6i2/kQ4MLrgvb8pKVLcIZrRBh3h0YiknxLHPhLHYBNn7ietYdL6/dffktZDOiRncVxLvG5jfdzh",
-	"Ve2dCA7bBkh3ooavAj2Lz+B/LyJy1j/FN+UdKxTmto5kxpmKiE2fVJgsCCJJReRsMEiEjbIG6jjiXMGW",
-	"imUmtGhL9Bzvj8h5fGqtYR1UVCaiXhVt/aeJMKtAkMKyumi9gH5tc2JHMlvbhNiIPK/nw5bbh/NIhPHm",
-	"42gFm8A6I8NKJX5XA6iC7YEwRMItixAzNs5pwSzSUPc52+h8YHjSXBZYaCswO9eSAiPsfswWjq0DNHwQ",
-	"IivkossFadsEClcmGCHimbRh/CkRdad2RDSdklTZodLOEFHXSmWqyLfrBStsBm4QjXr3CkYDvIBdWqEC",
-	"lGXi+aQNmIxfJq3hpwQ1wKQ1/P3X36LERIT8pxK7f//1t4cH4IBIr8Z3qjaBzPUGaA3HctXslgGBUgrI",
-	"iUypD5zZUmBr2Drtxb1T4+icoZCqAQa+mjZ14LgqQVMDB3HQ6JFXdDwjPCNT4MOpj0+nlkQtOH0FTRlV",
-	"uCQ0VzII6KXoosVETm5iMhQsNUFz4EFlwL4dJkoXQbAGkZZwfUnSpiB2moiSUbiE+F0h/404EK7DBttT",
-	"0nY/mwzQGYXjGhJXbGUSPyIyY3kWGa85nrVTbFyIxYwCVg2WG2FIacQMmxW2nN/EPlMb3U8T4ef22IHT",
-	"muKCV0IXjjFwo+Gj/uakJs8UUhr6/FNYj801tKVS8I2yVZRCliGycuuu/pjPLX9a4AACqVoFhWFMWUVm",
-	"DasZmtn+9CZ1cyyIluRNIkz5g7q0y8GTMPVaNg25nf4n/JIs43hwwbM/gXoQ2eGweU/HD5kILcng+Tmx",
-	"g1ajmAgwPGh42gUwTuO4ax7HTcmlvkxEMAZiI6Ar2sNSwVmu/WJh4p5dDAoyv7Q4TYQsAIr2Wc9utOF4",
-	"5H/VSR4Ngk3OmghL/+ZYTbDF8AL/8HXWGgIpN2dmVJv9/Pxpo2MMHnOmSLseZlWdCCmYdhWDMTTLjBgC",
-	"M2DoD4tro3mUVeYguBHWqMRfXFwaoehbKwDi9gfPjauOOFdGIsYzWtCx4YAbo8SBsooMs9Z8aEezIbR/",
-	"5OrVfKHXfzUeBtMLqG6QmEPXEs92Jym0FWOEjuQdKxsQ1VYFY+xc18dav6FBHH/2VjJVXNjSxsERrZH8",
-	"ac7FbVpLi+HK5cU8RK2zJ1jo1q4KKRx/OiQXF0hPPEvr8vKSXMQWw7YiFylx65L044EZCLirIVBrK2Ez",
-	"FNjiudli08r9mZ00dwPCt08Pf3ujIc1yPqfFOsiNcerPsMpi5cQF6tFjQKcKbXP7UgsteP/JVb4vpGpK",
-	"KGxMB/CCEdgDNpQx6r6rVzWYrKy0Qc10HaGEQwUP3kIljyIegfWpeuTK8mG3uYoMmlGVCDhmxMEmPgfr",
-	"P5DRHUT0VwoX3AiAP0bZqK5/LbP1UbTinWMbeaE7Kquq/hl70v9cvOUfxzjOThHDvjGTdj+sF8zxibQ+",
-	"fXpJzi6MpiizNbZTwr5NNcSnmuSMKm2sdDyhHUwoEQ1cyLZcOuuffjmI2B5V/SjcIclpMUWPJBVk04T8",
-	"F+SGEXIeqwLDVg5mjw9R6ySocG/mlVcHmY6ktBzBlC410TKGmoiF5KDra29yLEEHElNQtD4ER0TDCluT",
-	"2v2aK50mYlFILUfLie+21E5DRB+SEJ3kWDPdVbpgdJ6CxYAdgHDDqM9jfoypdLOZM9g4zqTNoJcIlOe6",
-	"mohKA6MwRiVnoYM/uDheQ0qZcWHYpmSiNAkTYRSunAq0ZDBEVY6MRpGAL7kqMxrRDlEM9bcZmxMtjVbq",
-	"7Czp68AX1ofFx0G1rfdBuF/kBPdU6n7WY/vazNd9b57rXme+q5cxjxKRlrW2G7oKmrHGH0votGDMhGPQ",
-	"d+t9tmBwslyFtcTo5C6eKbJYjnI+Nr4qJQ0Dcr85GN8ytjC+YTBDMlb0CBh9WA5h1xbVD4WaI9moSbYZ",
-	"BnagiGBUyBiXgil3fKYCo0eu7HLdqVRazynPT+1bpmcdYAmsWJnCb3cythAcSyaiGkqWrhNX98C1n2tG",
-	"Vd312NjtsKaHPFNoaCjTTlGhZzQR/TgGcxUGqeQgGzUH7AVunAjbyN8YcXPG9OFGH2mw+aJEhPas2z+2",
-	"DDlETdpvCdaxv2QOFaL12X87kXOrVVRtiuTlWr2+vcGGe8xqfUDFkuixi9+MimzS/1H7OFgzDHl1VQU4",
-	"vPkCyohqojYXtFg3pPIeoEAOjmvOZ3KRMZQyPDnJ5ZjmM6n08Hn8PK4p2v/Jsz/Fo/74919/i15MBuz3",
-	"X39rHd2ZE9OlG5SeQMhhtMiwnraQK+NzW4PWxmiR89Ir3+lZC8Qy/kQclz8NqOf4MSgjEeEiEblp1Ids",
-	"1JpWZRAY2AoGBurOYKcoHqQ6b2/DelrpworU4xqQEY8smA9TsL+Z/rI2Bdlz3R65Nk8spCzyNex2bj2X",
-	"M4qRAet/DTL1zdgkHvrfEChDCxt76sNAm/BM0LT8CJze76sLZorYYorP2cf1Q9AHHE/HuJdBHNlu3yUW",
-	"9Yi3MQYGTfYaGRUV7JKcnlVUcUw6R9ehZ7doNXsn1CU5PS/fCOr+uAiDBug1lBm7JKexe6ShjiIC5aeS",
-	"ZloeAwjZknFWXeZmZbWDMg56p4aiIgZIngjj17etaEVGVrN1x/hgglY61m7KpfC2yOD8InQJRiEfd6HJ",
-	"unaVcYValevmmgjbVgsGD308/0Dra3iE9RV5RDDRexWEztzThha6C1Z0LeKmpSUUoohKRMNs1RY6PfKm",
-	"juWXVc0nEXVTxmjdlKg5zXNWmHIRA+B/UsPRRE02NGDPB48yGGfYTevvQTytqoq53x/lkQkYussvNH23",
-	"fAqQ62h5EJLazl9b+J5tqY3dfBehw2b3CQR98quAbxizhKsHkmp9fDCNj5uTFBeFHIGmLzICiEpGNKdi",
-	"bNRnarCPfPvq6uVl4A9wBhuYRyCpV3KZZ9bJ2NtQlmHub3ee0hGwaujYHjSSXmDu2KZVCAwevafU+CON",
-	"Pmu9olriBju9ffAlbVRLLMYF4TQYu7MV+oDFc6YLPt4eFQ7meqbI20LOmZ6xJUjIKVe6WDuHi2b3mrD7",
-	"hVRoGRGje/YIKMwsS4QU+TrIQbTLL5YuEGsXEiQPYcKJjfFn7C4lmexcJuIsPgvKshtsILelvYQHSz5Z",
-	"5JSLPT22m4jGzvI4coFXzva/4ttjV88/OAW/ih1HHGbnbOVWU6Z/WDBx9fa69QddyLWUwGbo2bnIaZkG",
-	"5bQCDEmrWq7SZ+FKQdJV5JKYdkIOHQvbObz9+bMxeNNT8fPz+HfoH9E2feyxGGul8mPbtOPmhpXW8VST",
-	"OZ9aJ8hpRFZUaHL2JB3a7fyVDvUu9QRrCCwXSsulppHp17+arZsYsN+Ij/ELVGXNjmxF2j+nzHu3C28P",
-	"RZ2nlXce3bYcpJV4hgL9OXUec1DVoY6RncVivD1cAMyl++7tN2TQizGXEHNGIwNINLKnsotJ4Ww5f6ZI",
-	"WizGKVnQ8S2ippKJYHpmVO2I4IMqIneczXEDYwpmuyxujTdVYXfaIIzwPdMzmalhIrb2KGwXTC8Lm2k7",
-	"o2rWiUxDQ6yDuM7SKBGpYPrG5pql9ucp08E438il0CmIbarRBvG9xXAYGMO3/BnDs2BkuM6N2O5t0Z0U",
-	"DNNNO40zfL3+lqpZmoi2HchlW5mTdIl5MF4lwcul2zmF4kbfm6ilTSrDF7B9lTEDAASmq+NfXn1IRNit",
-	"6eQT/PhQJvTYaxnEMs87PfKOTZaK5mW+Kxx8ImzqIDKW6mFbDgTajumApKUkuVwNTSmG+a4fEX2fCPMh",
-	"Bug7VzcSWlq2NjLyMzDUlyJjBTbRy1LQmSgWe5gdy4KYrl9ABJhj0z0dxPE5aaf6Hp+wtSE44xjPLBGY",
-	"bYqZmixj2RCHYhnpXxB9r9JOz2/bJUyO5ZyZrWOu9CCOjSsb0WPK9KxHQJPzGuFoyXNYlIn+gGU22ebg",
-	"fvf2m9bjI+11P6pfuHP/uF5KDV26Sdta1chpPk/0vVlBClZlBgyXFXZ+wiyKSifxRLwyDTvwKSE1n9gp",
-	"Yflul57RCcIzE7OzaczWG+X5NBxW2UHHXEAksUM8wtS7WKoeyydUhj+vA8dpDdEfsweaHDvGiTPn5oat",
-	"s/755zRAmnyOdSiQdpXvmFPEFsM4LVptG1Lz64AUh+SVfb1ESefuDjmO68PrhCV8tmKyvN5lq5X5HVsr",
-	"hiVoXBhMHa0Jz2xXbVopWYtIWpa7pT5Eaz46x19Z0tbERHLuW63ti479AGbrRiCb+4DlkfGuvfGtjfnK",
-	"iIGNzNo7GLbN6+8bOQj5K821NlfzFuCu+N+3btOUUEcV9oqRNncBHL23zUpi/Li7d8lm/+0tAOKZIlMs",
-	"K/KUxpWV6gW743KpfD1jgCxbo5OmdPIflbRZ3uDSdPefQf4w6e+x9tsBrzzOF7vdB4vRJe+VRqI2ORm4",
-	"qTINI+Ac/raHrVmLIbuVB9ytQdq2508idjjPI9KP47BkxibK1NziNjOlkvQyJHyCKeJcm5CDL6lxsSPf",
-	"0tdHmGwoqcxXGDlpDGOAQup2AUqlb2Hkc9m5yNh9Itqp3cvP/Y9DWxBV8p4hcQpK2tmmTZWM8LEa1X4G",
-	"U16O8oVzFjebau4JFa+oql+c6NNhsXzSLuvSHW1STd3y6trMZiCoGV2w2vkPiTk1158zEb5/p78IrdK5",
-	"02hWg7j/ZQFzFeY7lvBxyT/rajkzZomltkw6xbgTHG/n6QHzKJXzxRe46danApiKkk20Ki+QtCvpHa7e",
-	"NrrawJCcAyuy8BqaxE/f9CyOMRHOwvsJfG0fjgxyGh4XBID3MGnTvsLc6+EqMsOJ/Ou1AOcRgcnPLQTf",
-	"Y9gxkFRVEdWQzF/KwKoCjdd87/Lhm/s4Dsj48ojZbr6f5TNd+P3katN25vWhvB3yC1ml/xDk8hcd7cQf",
-	"58ja7q8EcGEGo16BhjPZerdJkMdgUhO0v1el2la77Rrqm3b6XZsH5drpdyfMXKwyY/eYYgQCwxJ2ZHNC",
-	"0U1VXlvgkkPRswjIazOXbTkizUyeUCJsCpN1MRbLHBih7R1O2C9Lmrt0VzPHM9OAHGu9nLcyEW2vbFl/",
-	"o+WV0vnjhXSMC+9opmRKF52IUNc/EfVE17z80i/ACQLrQ0MRalqEExMlhWknjJExXZiUF75IhMkVdhK5",
-	"34/Jf3fSU+ZW+0ANBRmeT7JFz/rA1tSZ3B7XdyQ4KwyyWtE9NFeQpT3yvXNT0oIlouJKeLz3zraVfxp1",
-	"s7xp6IsrmsElBttqYuB06m2oHDLYMDo6YNuhFmVOwwRFPq8GuHvF721lc+m+l0XQib+yRKPnPSpfMVBd",
-	"Asj4S2CI6QhtHQdD/EHzBZJGP3LfE4FuadIPO2Y+RRTRdRYN1+ovejZnV7sDu0I1HZ+ZldkKlUd5Pw/S",
-	"XbdEYndGG+zf8RPphf62B3OoG/zXQieMavhsw4JyxepcEWwQYIS9p3IKb1Vvy1u5wwqV3f7fwaOPrRqY",
-	"eaLTMei7cbVVx1/+6qNGsIjeH9Z4vuA99XYHRm9oTyobeubu/ajdZr/bK06zjNAt19OF99I1+8NrccWt",
-	"fvG31YBnFLQhcXVu5r4UVBnCm9wSkYaXwaWdqFQy2qN1eSvKzWid4hG7+87aRlFIg+vY0iFpummtqgJg",
-	"D0EEoc8DMNXBh6kGU1ZqBnutlxDgJmxrG0VfnAWNoreYMPYWpH8OI+YQvaHSi/H/ZVumRmIbIf3ymlBN",
-	"NdtOXrZR2Mkn88eD68q33fp5r21ZmX3SNCVtu87AHR/z8g3ZkCIvK98lwjaHBbagXGe6zDQsc03BTG+W",
-	"dtrt2qm6+D0GPtJhIsqO7LYNu3L919HGkXmG7aNAF8O+6y50m+dypYhvX8E1lnZi+zvf/kUuNUlhZ6aJ",
-	"SsUlHbaB8V1ZcfXtNJOCpVgakGJ0307qYsLOuiBc98j1JGwZnHE1lkKYsjvX7SoRpuWrvcLNmECmrU5q",
-	"++VY55BrDVt2Hm5zbVbFhV9NRMquxUNi+sNcuv7GTr9Ofbc/e/VUgFcIKsPLOzaUauwp7AcC+gqQhe21",
-	"5Y5tTu+7tpvOeUwUGa3BfDWhgyFZUJOSU+2QMogHpTvZLM+2s4tAcIxAbsAuEkE1SV9Lw1JSU8dZOTqP",
-	"ms+wvy3rUpF1J7KYMt0JJsWdwayuAw2gQnpdNirDNoRDUs0LIBT7l5W47aFYNgrDczT2JqpDttTTBTxC",
-	"/Cgd6NbwRNoKOiMlwnSVM41Vog1L1Nd92DKQcgO6+w7k2JplQ+NtRjMbZdu61B0NdoRdyG1n4E0s7dly",
-	"YNsp0YGj9NM63+bZYFAWD5tEPExDc5PY9pbM3MO/q/8n18NEIA05UYqLnFFF8MaXyKCNvZkUvgb8bBCh",
-	"Cjv8b8rPJnZcPmLbf7Y2Q62pRTXgNf20Myy9CR6fatjcBlR0uSSAipcktUeIo8SWrks6QQrzCQUwhpbE",
-	"3vTRFKnFxqON8WbbtLWhMeohYeU+zDs4vwCrU2js53j1/pvr60oDmaXgvyzNjaaGLrYWjNYobGet6O47",
-	"nY/uKRIYEKatfCu+D7sXD89Ng+lWfP98RPuTfvzi/Lw/enl2Ongen8b9wcXZ+dW4f3qRZdnF2cuvr74a",
-	"+CbIm5dTHFGwWbkO5gu7ZzZ6/25TtSqUF4g+4iQfHLnttgqTNnCibWuxb52Ur/g3HqKWY/b73oY9+Gdx",
-	"F4eV6D4BnMqYOFC8ZUwecqWw8rayE6fyjhWdS5R1WMFfkXX/dPB9lLrdP0gPtu1wWXawjm4O6Klz4f5Q",
-	"VA+IBThPWq/srNy4ZDwigy+z9JoWg2XLBocxU9aI5Q21KHLojTmroRLgJLj34X1Jc8n2oUbRHnZk/vkj",
-	"tryr9KT++SMIkCAUybBPa8V9aTZnQdQ2NZJVQ6iSBm+Nqx3Wlu/4fkyuH2lz24/WXH5hrqfLrL3Elb/u",
-	"2bYk6RyfHEiC3MBEYHIgAXLHpkG2EQoGcoS0GHxJpkwHdw3JAmycLRmFJe9Un08H8/mA2i3UZB9+ziTA",
-	"zRsp/p0J+I/xBtUugdiZDogI8Xh/0JcTUP8qvBFzFWnp4UEAR9bjYnww+3IXD+SNPo0jYzlruiX7qnSE",
-	"BI4YLpwWaovV6l4PV9ok2B2Y/ooJ3SNX1qyyTVh3+UFq1yrM6ZqMWCKkMZZXdI13Y9c0YpTybKK9K2NI",
-	"zuIXTUzSLDe4beIPcMk9T8Lw1y9bX4hY9+vKUeDCEnL1r0C2fyDKiAgX91/EtD8adMen2Vn3K3Y+6T6n",
-	"F6PuV+Pn2QsWT/p0MMLmJw4fhyb7gfrLQHCYMRVkxEh4rc5TBL+cQYPOGncZSRjKReeO8z0vVedfSu37",
-	"xjjAqqBtZlzR1tyy/y8J998C9vNh4Q/2zjFTbll60Jqlp/lkBaa1Rk4+wcfr7GFnv4raLTpVie6ctXi1",
-	"TBDhiax2rxJh79oZhg7wshOkgX/3+qVrAGlCBaWTn93Tsc7XNteKseyZ8sV71WtQMPDor5A4jRKrueN9",
-	"KC+lYEkrSvDyUPwmvrd3pESJsAqAzFyHDGVLW/FO0QmJSfqTD6X0ServOE0jMiApYoFPcUstk8PbGEDI",
-	"n5L0JYp5+zssId16S2kisHq4Z7uj7VZ7UrS+y9ZCGd4pv621ff3O2kNiw+YaxS3BX4M/R4V/o+0XUJam",
-	"4YjlUkwV0XJHE0GPOl8g/BwIZtsJrryq0NxuW2s04W6pbcX35+Pz+IxlZ6eD8ei83z99PhpP4heUnrPn",
-	"9KwfZ9kZ7bNBfMYmz89GE5b1R6x/kU1GIO4H8cXRTuGK6bmVFT8rzd5/8+TP5xAy/C/sqmz4c+gA2sKl",
-	"H/y3m5cOyhFTke/qYwJ4QQOWXkkXQV+FZloL2gK3w9bLfyl4Zq7M6hYAd9sS0z6PYfVOMI9Lit5J0GaW",
-	"ILhaSQgwYw6r98iYK9Kxbay7ocy3MMJEgIm0jYjLW2ud8VjLC7AlZ4kw0kkwlmGDRXezmr/zLBBNhnX6",
-	"FvXmcPYCEj2g7nolkHx7eloPg17WTkKShVTaKMVlK0ntL/khXCjNaGbQqewrDbiwkHmu3H1Bv/gAoO8a",
-	"T2xV3IzZdrjNrXyjRDz+OqYK4HyDt4ePD/83AAD//w==",
+	"7H3rchs31uCroLjflsitpkRSl9hUTX2lxE6iL47jtZ1kv0p73WA3KGLUBJgGKIrjUlWeJg+WJ9nCOQAa",
+	"3WxebTmZncmPWCS7cTk4OPfLh1YqpzMpmNCqNfzQmjCasQL+vM7YdCY1E/o1m+V0yTLzbcZUWvCZ5lK0",
+	"hq1EF3OWkMWECaInjBTs1zlTmhT2DUIFSfxA6bL7HVsmhIqMKC0LlhEh9YSLm0tCR4oJTaSesGLBFTtu",
+	"RS2VTtiUmlmZmE9bw19aZrrWu6illzPWGraULri4aT08RK23VN2+kCnFhdXX+XbCiKbq9kiRH1+/iEhy",
+	"ctc/WdA8Z1qdfMA/Hk7ME+rkA88ekur09ekeotaMFnTKtIWVmf362fp5Cc9Im5Iff7x+1jFDc/PjjOpJ",
+	"K2oJOjWD86wVtQz8eGEgbXa6aQlR62dYdfOcuKMjRczgpJ10u/gNeXn1/fO/fff8v9+8/eH18/dfX794",
+	"nqxbEL6x16IezMNqJoViAJYvafYaMcJ8SqUw2GT+pLNZzvGwTv6u8MTYPZ3Ocmb+nDKl6I0Zei5uhVwI",
+	"8uucFUvigU5Smct5YQ5pnqZMqdZwTHPFHsLV/UfBxq1h63+clCh+gr+qk+dFIQtccRV6X9KMcDGb60tA",
+	"aLsSgKOCb8ac5RmRRX1Jx62HqHUtNCsEzXH47Xv+yMVeCTIX7H7GUs0yMqY8nxesunCuSMLtqggzAyWw",
+	"0pdSfy3nInv8Rb6UmozNVDDvG7rQUurJ40DKjb4vxFKZMdLvkbYbwBAKi3o/0ZxnVMuCwKidiFBFKHFP",
+	"IlCJHP2dpbqyxR8FvaM8pyNE6t3Rn5UwyVhr2O/1ouBK5Cy7YcWvR4pkVNMRVXDIc1Ewmk7MZMfkv+W8",
+	"8LR4SpcGXc0/QmoyoXeMjBgTZFZIc3VYdkkUExkXN4RrQm8oF2ZERcdAhTXXZlmtZ262cF8PO9+4rUfz",
+	"FZ5Bb0gadphx4BWECrVgBeGCaD5lx+TKb1NPqI4FsBVFRlSnE6Ya9245j56waePGY2F2bk8ZBiI0LxjN",
+	"lu5VrmA0N9CCp+w4FubofxR0riey4P9g2aEkb8qVMku6enVNbtlyCGskV3ZcGGBIvmS0YAWJ573eaXrL",
+	"lvAHI21ZkP/TvXp1bRjtsP5z5xHo5UvpFhoZSEvB4CQQJfECSYOLd/KWZbA+Q530QhIrapCJzLNYZHw8",
+	"ZoURAW7ZUnWOiWFjyc8//9w1O2dCG9ixxL5FFF2aNxdES4SPFHAGUSjB1N+u0pEV5oXnt8eV/UjQmR2u",
+	"ucKrNNw/OC+XiJQc5YA96Hkj1glHpYdESKLm6cQKEeb4QIQZw9lx5c77cZBp48xwHbSXb9xFTKUY85t5",
+	"wbLI/BqLW7b0lzSVM3NJJeEaMFQ7kSyTDB9h91zBZFwRKkACjYWToBARHdlBEUAZoYoLwu6MBJBShdff",
+	"79/KPjqdwBFkGTf7o/mrQs5YoTlzEItas+CrDy2qNZvOUBK36Gl49w0rzEGnBaO6SQq/FiR59cObt8RI",
+	"tZb0JcRLYkSKfBkZId1sDSHpqGZJDJHUAcHHmUdS5oyKYOb3FHBqLIup+auVUc26hg63ViTyqDXmgqvJ",
+	"ni/xrOFmRq2cKv3ec8Xmn9V8NOV631X+OmfzPV8pWMr43Z4vKVbc8ZS9X7NBpS152nRtAKPewJP2lTli",
+	"TZ7/MG4Nf9nx7blqPbxbuXnzPCdzoXle4gIIAUxogxNinluqaHQAM70Dd7CfAGPms2xPjHkIFY1fUB0K",
+	"oOY37IAVLqGCodUTispLVVlVqUSi5GYWDSB6BfRwr2trr5z5k2s2VTsdpJnQroAWBV2az4Ld6/d0rFmx",
+	"eslfFQw0ZK9rzyxrGM/zHPmFeR2+PlIkgWGS40ZkdGR79eRqp+CejPwe18LtNVPzXB8CuZ3BdfC616/6",
+	"jbt4NbuGYIuEtJE6RsAllkwTpBadiCT4V0LaRrQcMbgnRMiF+W3C8iyJRdt8FwE3Bcw1I3Q8C8LvUGRx",
+	"1g3BFi1HkkCSyc0/MxRRDfqiQNUylxcNMlErlVN/Ce6MpgLKPP71ruHsQzLQaDpA4ftIOZ5HR3KuCcUd",
+	"eh7hlvwYizPXWqlGO84PwtEmPEcDTSoIXCAixyDUm+VJwXYgiS/ZwuHWbg8yQzrdOpk6HOU/BbH45Ld4",
+	"LrJ8X9JH03Q+nef70fqodd+VRWaoXP/pQ1QZROWyOgwX+uKsHMLJQ+EYAzOGSCey8K+v4rX5xaII+a+r",
+	"78kol+ktfErnBSgeskAKescKg30oDppRQX40aLXHosy+0gnlwrL8ffZjXpVFA1kCakUSz/iSCDcgC2Y0",
+	"WKNJqeONYz85RJoL13ZhhPZCzt4XjFp9Yv3DpygH0tzowwfNN+g9RK2bOS2o0OzQNT+pjjGj6a1l8uvf",
+	"6VffsTjRjFoOYRYTqRjxb5HU6AljXihN2uacjBxeasipnAutOpvPq2/2P6Fq0jwzIPGRIuYJ0pZ3RkfR",
+	"isxogbxnPh0ZEi4yogsqFE3Nu5U5V7d+6gQRRDML8kZEtFwQsZDRIudGp+CgmHkkRcNK5frsdmznZiGw",
+	"g+bNP//J3WJ8CoUguHSE3bN0rtFkOzW6GgwaEaNgEylStud1HqDJ32rVa9d8FsryO8rlQHatWP8uGOvc",
+	"S9nvrZ2ygWO/ZuO5YpmFtiJKkjEtSBv2OaLprSJyPCa5FDes2IZrZ6Fcf9hV+8Iwqvv3gNsNWmzwKD7Z",
+	"sKXkm+dWkwXIqJMPcMgPCdwf1P9DbD4C7GcqIv7czWWEacC14bjsirhR4ajhYQ8O0WDCAQz12IlklLfE",
+	"KLGeBbX7ztYA5OOSUNTY54zQLDMaPdtymBflCg6AMVo2ysXZkSrg3I7UP1kIbAL1aV1Y8UzTX35LAP0F",
+	"LDVAB+IA51bvTE053KYDwsoPUQIRkrvLdShubYBNf4tG+HOTJoi02Gp/Tt7xiuHeVK92OG6T6yG3RqF6",
+	"w1hGer3ekSI4BihATA0DVWpBuebixpr7GKKfQs7KRSYXsTCcjIK8YxStUg4ibZB97G8RCYeiJUfuRLFI",
+	"Sq6ekDYtmTdV5YPZZSBYKTIu7LuBpJqQtmUyGZGiZD1mYV7mSSKSGGlpBs/f0DtG5rNYwOlYh7kuliTn",
+	"U2udBO5dsIwZgV0WsCo7wND8GIuQ9JEFKmVGkJXE6mKdqlLp1cnQXFJutFURv1uBvNZCQW/G1uhqlSu+",
+	"p9awTVg3BLZZYEfh4nC5/CwQrtc/dVqV/vbXKqgOkAlMz3wMol/Gsz1XbBilnOtUTpsMFUYtN1hm1e8E",
+	"JU2ruxvsyaWyZoekQGHB+YVQgkfXUOIjMBYTnjMyYub6OOvfWkZ3AWIRiNPv10upC1ncdu1jKKp62CgQ",
+	"Tj0GAlILOmUbZx18tJxyXuXPm3SxGgUsWU5l3xapqnpobZVNRNO7v/e4Pd5ps8oQqEaSsCikuLkE8jdy",
+	"AQ3m6uwSxrAV8N7sUHOt5wu6VASW3OBG2ATU0kDh9tYEq28ZzfW+LpXSTO4I4nwGJmKaLRvp2iFmFTtJ",
+	"06K9jWnbstcZurREJ40BaXVrVT2+phd8/RU5PT19eolysPVboTn9qPSPtzM2pvNcD9GsbB3vsXAWdMJ1",
+	"55h8x2barAN8kjwtpGKpFBnymR0v3o3srvH2NGi1ZnVHiiToy32v+I2gel4wMGdP6f0LJm4MJgzOL6LW",
+	"lAv3ud9wnjO6zCVtmOnKwIMjryujORI4rSQiI6rYxdklcOTVhZDpXGkyYrFIeIYRbaB+uQcUPnDHCj5e",
+	"HpMrTaZSaZJ0u1N637Vr6o6WmqkkFu0++Z5/SUZLYs+jAzoqyVgqM1YHtHlrZxhXHU8NDAx/D7w+I2a0",
+	"RUW0vASzbx1nbqTDBUQXYGtUEwpcO/LK9t5ntdUD5I5y0z3bQwIPzL9mYdf4Tn/V0vqSLV5Jmb+93/MS",
+	"XwE+sIrxxcCOZpkD4UzKfPVmF3Sx5rRWx2u/fvEqsnbw59evuoMv+k+I2UFGmLhjuZyxDqGK9O67s4KN",
+	"+T3LyITdQ3xLwvTkvWIie00Xb8sxE6LpLVOENzD/+imZpTadx44Aa9Kh3oMQtdboxEWazzNvdgotQEYS",
+	"M9cQx9lTzgLzh13BR9pwtq27XOORQkWItKu6hSEogRpBpox6o1YGqn/VvHmgqXmwas1tXLvTYSKymCxJ",
+	"O2H3M4MARvBUmuYs2WxSBEMwvqMa2RWosija26kMetpZjOisNM9zp+FYsWXOsgOsikZkvcEQjT2F8Buq",
+	"3o8Ze5/S2eoOvqf3ZMwYmbGC3FBlqOCC8ciQcD6ludE0c3ZD02V4eY8UPDsreMo2Q/CJnV/z2fr5ZwWX",
+	"BdfLx1zI08AevR7ID1FLGA62J5TPDgqvqNuMIfg8Zdn70XItQrtnLBEBpcSqcfan6TbdB9xOhnius0/T",
+	"LCuYUqRgqbxjBpHHhZyiJObkhIjkcsGKLgQRbbPK70mVkAQ3WJbBuaFl86oLlvIZZ0J7jRCNKKkUuqCp",
+	"JiB2WmPgRsUQf6zPUeFRQ9Kz2BiRvlEDDbxyrnREBiRbCjrlqcHmzbbO848014LV+o7m84bl/mS+rl+i",
+	"zXjRq/NIpyGWlk2LNu6W2NGQMFUJTfXau2WWJtBqrEtAY7daOhE9DvJh7xaJZmSbE32vEmuO2DUQLaBL",
+	"m/XIQXDZD1xL/fKHkhXXjhZk26/mWq2xRhb1/Tax1EpO67VNfb/hPNcFtFjWmZC2ET4A7SBEkt3rIaHO",
+	"KDulS5D9jN4XRrlQfCMWN3RGRmyMDmfziJdqSJsLP5D5xZNY83oG8coV6yXRUt4Sv5pOxVTKNVkYji+k",
+	"0bLsqFnNtFkGn3gjp1tOK8CMzXbMV1LplXiOGvCCAKfEksMwCiWyWqMbwT5j41J2j0cJ46i2haRUlwxR",
+	"KU6HrYX47HGvm6ITa/hrw3feh2boVYh9jftPrl/+dPXi+lmC4ELBt2rA5npiua4RQC8Jm870spoGtpMy",
+	"V+aVwPoCbWaTi+W0Ekjp8OqrH77//vrt2+fPWlHL7qAVtV49f/ns+uU3raj148vvXv7w88tVdNrkOqnG",
+	"MDaCselWNxwq2/dYM6rpzlpxExZtcVLlXNw20l9Ha7Uk3zx/G5DcH1+/cBQX7I9brI41UMJ+NgFrN6tq",
+	"XVn3NqDXz9+8hSh3CDleVc99JPLO+S7PmKY8X6HpONDWndi39+TRkDu0Iv6W+U2YtwSZT+0Ry+WC9Hs9",
+	"9BSUCThyIUi73+uBQjqfbYsgeIhC6/RGjmnTij7sce6wJffmZlvxBnKwHxjZvTayWvbeXaIaoaNTni+7",
+	"asZSPuYp5HOUtkMLR9AAigwYHYuIks6LNcIQUapK3MsZvWOKyLm2pBAM9er4MANgDebrjIBVTdCl2Dgd",
+	"ZbO0Wz3yulq/rIaTW7IHW64CB2zN6LzyEah23CpKdvajFUB2d8GUF5aI7YEbzXQPVL+Rkvlce0KH8RYA",
+	"hvfKEvHEO7qdZdVSRKP/bDe8weSNG2IiM3K9z7vdgwjWkMFlV62SwObb8BXNc3sFVs2N1gTeP+33vhgQ",
+	"MH0fk2do70Zch2mo1qwwg/3f3n37l173Ke2Or7pfv/sweOj8r//YJocbZQm86auL+8bgnPnp0lnZCVOa",
+	"T40mQ0aIqAtZ3KLlesVqMeWCT4180N9mwXBmmIb74KSdxD2ToCELlOGITPjNBNOMUPHG0EG32l7nkvAb",
+	"AXrSaEmSMR/LpL7W08FWVXmr5m9ODwj+Wc+cHcn4DdfqklAyNecJxgpv3QA/R0qLYkkogdsNZujzc5JO",
+	"WHqr5tOVYw1P9az38B/b6Msa1fxnxh2CRoR6AxeOAamGvXuz/o65WJTMudCD84sS53oQyO6S4Vr93sp/",
+	"e1EaLTdcx7dU3e4okjcGzpwdKcxas7kELt14Hde3omwv6keD6PTdNhvwWgr+HJObrd6+LLPnxpTnW/Ti",
+	"80bh+mcMzWlFrecYq4d/gyQUtZ5JwTbK1Xsq29cNHM/MEciiU15zqdh42o17O1uvnlspZYNPGDM2DUrs",
+	"K9NRkbI8Z2vYeJqb20v8U+VpYVCHUaqpcsFRW3z0F4d7FU4fojXi51uf+XJkaByiNsigQVLJLkgLJsyP",
+	"CmT/4iHahYsZAuItoVwAc1YbUcMM7DWEBrXYFgQRKIA7j4o/tKCaysp5cr3Fz3J2UOJlPd5+XMjplroi",
+	"lvqH5msDqS13ZiN/vvLGQJYF0UgWFsiZPcd2zsk9sPLJOgEY67MYFvLjj9fP7r7YKu/ysqDN+1u23Gwz",
+	"GdQkgj2Y9VOgMXes0Otu/ArtIu55tPOBdXimrZdxroxoYcQITxi4Ihn47/PcpzZvIQyWrBfrQk+sL09Z",
+	"8SVcnKE+1oVd1gA6wIf39ID815LoBkmw1TyLJsHoxe74fY6x781xcHj1AdYG8KuW55Wj3O5R/Sifx5ON",
+	"gtVurg7DIxa+DNGeSpmvLxT4RYDywEGUng5/eQLzmeWx/nJEAWvcL967RIsDYr4/R77uwbIPVbe7x8IE",
+	"IsmmaP0NTgmYbjOEH8nX9Mdvv58YJaCr7/d2NVF1u93HtBfMD6FIVVp0uhnKW4C8Lrc3UCScBWLo4+Tb",
+	"YAbsdSKXQGO+6w/r9nrQTAP6zYQ2r4CO0B50IqRv7dMhUrNOmCm88HI/C+R+ZuX+rFHuh5IaLJ2b6//G",
+	"QM2avmf8O7b8FsxUa2RMOmWuTgmhGP2Y+MI4ropM5H76luqJLODbnClVVv+wIpjCGjN6wnihjglwuJHU",
+	"E1/DhhaM3PA7vOlL0IljMZF5VtYLuWVL9F5BqTV8sSy25tdWIiPu0hzuCJxnV3PdwFeuhN9nO3EmtVu2",
+	"VOinZ0knIklz8aD81/d//PZ7ckyuzAuxkDMmEB6FhNw5y5lsnTyX1+cKqqA9AGoVRUGtn1i4Yj+2CstZ",
+	"r48bB7yH2wPzlzudaD3DcjBcjBt4cGmO/vbt21dmv0PDS+cFHeWVNBG0pXBBxoUUGtV+fPk4FrF4OwFx",
+	"J51PQZjHvV69uj6ChCqi5LxIGey6mOsJZpqxdCIhCBKqTmlWjGnKDPbHAgjIcsYgxsbVWDsxm6EzfkJn",
+	"/IYJxAwmWAFmJggA4Zq0kym9LX9IOhHmtgDw50Jg8D1MCv8A8Kki//Xmh5eEamtPNAdGZ/z470qKBHYI",
+	"ajSio3k0IsmH2JGP2BHY2Kn7cWsYt/747fe49ZAMyVmvVwsYb0Mxnd1L4HUic9jWQboRNXzJqLPemfnf",
+	"04ic9U/hTQkR9v9gGRnJjDMVERv2qSDI0bAkFZGzwSAW1ssaiOOAcwWDlEhwLdp6Po72R+S8d2q1YR2U",
+	"X4pFvYSatZ/GAlcBIDXL6oL2YuRrG8s7ktnSBvJG5Ek9jrfcvjmPWKA1H0az2RgRklIJ39UAqsz2DDOE",
+	"i1tWLMpYmtOCRS4hyn7OVsokIk2aygJyjgVmvuJVYITdp2zmyLqBhndCZIWcdbkgbRtA4WoKRYB4NjrR",
+	"/BSLulE7IprekETZoZLOEFDXcmWqyLfLGSts5HDgjXr93Ixm8MLs0jIVc7PQn0/aBpPhy7g1/BCDBBi3",
+	"hn/89nsUo0fIfyqx+4/ffn94MBQQ7ivaTtUqkLleAS1SLFf6zhKgIONw2OobymxvYGvYOj3uHZ+ioXMC",
+	"TKoGGPPVTVO5zqsSNDVwEAeNY/KcphPCM3Jj6HDi/dOJvaIWnL7cRulVuCQ0VzJw6CVgooVATo4+GWo0",
+	"NUFzSHDzDvt2GOBdBM4azDfm+pIkTU7sJBYloXCB/Jtc/it+IFiHdbYnpO1+xgjQCTXHNSSuMgsGfkRk",
+	"wvIsQqs5nHU9lxBHMVoN1CYBl1KZ44Qp6jZLynr3k1j4uT12wLSYFPFc6MIRBo4SPshvjmvyTMFNA5t/",
+	"YtZjYw19bpYRrrDkkpCli6zcuitWxqeWPs1gAAG3WgVVZJiygszSrGaIs/3tZeLmmBEtyctYYNqGurTL",
+	"gZPA4i42fLqd/Kf5JZ73eoMLnv3NiAeRHQ4q/Xb8kLHQkgyenBM7aNWLCQCDgzZPOwfGaa/XxcdhU3Ku",
+	"L2MRjAHYaNAV9GGpzFku/WLNxMd2McDI/NJ6SSxkYaBon/XkRiPFI/+7fuVBIVilrLGw9x+PFZ0tSAv8",
+	"w9dZa2iucnNkRrUy8C8fVsrLwjFnirTrblbVieAG065iZgzNMmRDRg0Y+sPiGiWPsiSdYdwAaxDiLy4u",
+	"kSn6OowGcfuDJ2iqI86UEYt0QguaIgVcGaUXCKtAMGuVijdUJgb9Ry6eT2d6+RNaGLBwcF0hwUPXEs52",
+	"41VoK8YIHck7VlYrrq3KjLFxXe9qxYkHvd4nrztbxYU1NR/dpUXOn+Rc3Ca1sBiuXFzMQ9Q6e4SFri3B",
+	"mJjjT4bk4gLuE8+SOr+8JBc9i2FrkYuUuHVJ+r0BDmSoK15QqytB5VSzxXPcYtPK/ZmdNJcOhrdPd397",
+	"pXrtfDqlxTKIjXHiz7BKYuXYOerBYkBvFOjm9qUWaPD+kyuTN5NKryu/UA8H8IzRkAeoPovivituhZis",
+	"LLcByXQZAYcDAc+8BUIeBTzCYkDkytJht7kKD5pQFQtzzICDTXTOrH9HQrfTpb9SsOBGAHzczQZx/UuZ",
+	"Lfe6K+uLg2zICKvaZ+xJ/7Voy59HOM5OAcO+wkm7b5cz5uhEUp8+uSRnFygpymwJtZehyHMN8akmOYPy",
+	"KEZLhxPaQIRi0UCFbH3ms/7p54OILWjdj8IdkpwWN2CRpIKsqpD/hNQwAspjRWCzlZ3J40PUOgnK4TXT",
+	"yqudVEdSao5GlS4l0dKHGouZ5EbW117lmBsZSNwYQettcEQ0zAzG0O4XXOkkFrNCajmaj31p5nYSIvqQ",
+	"hOgkU810V+mC0WliNAYoqgMbBnke4mMw081GzkCVeQybASuREZ7rYiIIDYyaMSoxCx2spJDn60LK0IRh",
+	"K5iLUiWMBQpcORWgyYCLqhwZlCJhvuSqjGgEPUQxkN8mbEq0RKnU6VnS56/PrA2Lp0GWsLdBuF/kmNiS",
+	"VVb2sxbbFzhf9w0+173OfAlwVI9ikZQ5wiuyCqixaI8l9KZgDN0xYLv1NlujcLJchTnQYOQujhSZzUc5",
+	"T9FWpSQSIPebg/EtYzO0DRs1JGPFMTFKH6RD2LVF9UOheCQrudQ2wsAOFJGyUowUTLnjwwyMY3Jll+tO",
+	"pVKnXnl6at/CAvcGS8yKFSasu5OxCeyQMhHVULI0nbi8B679XBOq6qbHxtYINTnkSIGiobD3ggLLaCz6",
+	"vZ5RV80glRhkFHOMvsDRiLDu+qMSN2VM7670kQadL4pFqM+6/UN90V3EpO2aYB37S+JQubQ++m8jcq7V",
+	"iqoVlD1fq+flN+hwh6zWO1TsFd138atekdX7v9c+dpYMQ1pdFQF2LxoBPKIaqM0FLZYNobw7CJCD/Sr5",
+	"YywyuFKGJye5TGk+kUoPn/Se9GqC9n/y7G+9UT/947ffo6fjAfvjt99be7fxgHDpBqEnYHLgLULS0xZy",
+	"gTa3pZHasFSkt8p3jq0GYgl/LPaLnzao5+ixEUYiwkUscqzqD2TUqlalE9iQFXAM1I3BTlDcSXRe37Pl",
+	"tNKy5a2rZgbGWY8sEA9TsL9jMxobguyp7jG5xidmUhb50ux2ai2XEwqeAWt/DSL1cWzSG/rfAChDCxt7",
+	"6sNAmvBEEEuVBEbvN9UFM0VsMsWnbPryNmgaBqeD5mXDjmxrsBKLjonXMQaIJluVjIoIdklOzyqiOASd",
+	"g+nQk1ssI+eMUJfk9Lx8I8j74yJ0GoDVUGbskpz23CMNeRSREX4qYablMRgmWxLOqskcV1Y7KDTQOzEU",
+	"BDGD5LFAu77tWyMyspgsO2iDCUoAWb0Jy4KiLjI4vwhNglFIx51rsi5dZVyBVOVav8TC1uA2g4c2nj9R",
+	"+xruoX1FHhHQe68C15l7Gu9Cd8aKrkXcpNSEQhRRsWiYrVr655i8rGP5ZVXyiUVdlUGpmxI1pXnOCkwX",
+	"QQD/RRVH9JqsSMCeDu6lME6gCtg/An9aVRRzvx9kkQkIuosvxHphPgTItb/YCUltxbI1dM/234LWP7PQ",
+	"YLP5BIKmelXAN4xZwtUDSbXePWCXpOYgxVkhR7Ysn0FUMqI5FSmKzxSxj3z7/OrZZWAPcAqbUY8Mp17I",
+	"eZ5ZI+PxirBs5v524yntAauG9m5B16kZxI6taoWGwIP1lKI9EuVZaxXVEjbYOd4GX9IGscRiXOBOM2N3",
+	"1kLfYPGU6YKn673CwVxHirwq5JTpCZsbDnnDlS6WzuCi2b0m7H4mFWhGBGXPY2IEZpbFAmqOlzGIdvnF",
+	"3Dli7UKC4CEIOLE+/ozdJSSTnctYnPXOgrTsBh3IbWnrxTNLPpnllIstDbmaLo2d5bDrYl452/6K76VV",
+	"Pf/gFPwqNhxxGJ2zllrdMP3DjImrV9etjzQh10ICm6Fn5yKnZRiUkwpsudBqrNInoUpB0FXkgpg2Qg4M",
+	"C+spvP35kxF4rAX56Wn8a7CPaBs+dijGWq58aE832Nyw0meOajLlN9YIchqRBRWanD1KOzc7f6WdnQs9",
+	"gRwCS4WScqlJhM39FpNlEwH2G/E+fgGiLO7IZqT9NXne6014uyvqPC6/8+i25iAtx8Mb6M+pc8hBVYfa",
+	"h3cWs3S9u8AQl+7rV1+RwXEPYgkhZjRCQIKSfSO7EBTO5tMjRZJilibE1vKNiJKxYHqConZE4EEVkTvO",
+	"prCBlBq1XRa3aE3FbheBG+F7picyU8NYrK2t2C6Ynhc20nZC1aQTYSFGyIO4zpIoFolg2vUcSezPN0wH",
+	"43wl50Inhm1TDTqIry0Gw5gxfMkfqIxvlAxXcRLKvc2644JBuGmncYYvl99SNUli0bYDuWgrPEkXmGfG",
+	"q3YXseF2TqB4r+/Ra2mDyuAFLHoIaoABAVaj/Ob521iE1ZpOPpgfH8qAHlslXczzvHNMoPkFzct4V3Pw",
+	"sbChg0BYqodtKZCRdrACkpaS5HIxxFQM/K4fEX0fC/zQM9B3pm6ssF2WNkL+GSjqc5GxAoroZYmRmSgk",
+	"e+COZUGw6pe5BBBj0z0d9HrnpJ3oe3jC5obAjCmcWSwg2hQiNVnGsiEMxTLSvyD6XiWdY79tFzCZyinD",
+	"rUOs9KDXQ1M2oMcN05NjYiQ5LxGO5jw3i0LvD3QLWWfgfv3qq9bhnva6HdUv3Jl/XC2lhpZepG21aqA0",
+	"n8b73iwgBavCAcNlhZWfIIqi0nYsFs+xYAc8JaTmYzulWb7bpSd0gvAMfXY2jNlaozydNodVVtDBbsUS",
+	"2skBTL2JpWqxfERh+NMacJzUEH2cPtBk2EEjzpRjO+6z/vmnVECabI51KJB2le7gKUJpZJgWtLYVrvll",
+	"cBWH5Ll9vURJZ+4OKY6rH+yYpfls2WTZC3atlvkdWyoGKWhcIKaOloRntho4rTUWScp0t8S7aPGjM/wF",
+	"nUYaiEjOfam1bd6xH4zauuLI5t5huae/a6t/a2W+0mNgPbO2YeO6eX1z0p2Qv1Jca3U1rwzcFf/H2m1i",
+	"CnVUIa/gaXPd4um9LVbSg4+ba5es1g1fAyCeKXIDaUX+pnFluXrB7ricK5/PGCDLWu8kpk7+WUGbZbvX",
+	"hqt+hcgfBv0dqr/t8Mphttj1NljwLnmrNFxqjMmATZVhGAHl8K0h10YthuRW7tCIk7RtzZ9YbDCeR6Tf",
+	"64UpMzZQpmYWt5EplaCXIeFjCBHnGl0OPqXG+Y58SV/vYbKupDJeYeS4sRnDCKRuF0ao9CWMfCw7Fxm7",
+	"j0U7sXv5pf9uaBOiStozJE5ASTrrpKmSEB4qUW0nMGUn1c8cs7haVHOLq3hBVTV6JSvDYSF90i7r0h1t",
+	"XA3d8uLaxEYgqAmdsdr5DwmemqvPGQtfv9N3Ta9U7kTJatDrf17AXIXxjiV8XPDPsprODFFiiU2TTsDv",
+	"ZI638/iAOUjkfPrJJcgG2u1CATCjZBWtMj4eM2j6aldyvLt422hqM4rk1JAiC68hBn76ome9HgTCWXg/",
+	"gq3t7Z5OTqRxgQN4C5HG8hXYj8RlZIYT+ddrDs49HJOfmgm+AbdjwKmqLKohmL/kgVUB+uQDzx422fCx",
+	"j8gOEV8eMdvNfWVKUWlG9aSWc1Ol33+q2LSeePldHn8urfRPQS7foGkz/pRNIRsVMGwcAtHT0Mek6/qY",
+	"QCZhO5cLQ+GhkE4nInKGNTPypYvTBTPacSx+3lNfW20MSa5i4Vpv+NYkdjVckXRukyRtfLX9ZWrkpNmM",
+	"0YJgfXDfvUNk2MIo53fsMJMTaIsWfjtriyU8UVsE+GzQ2djuKlvY42WNfhT2onlsTWl9gcrewUren693",
+	"PirhKlu7blb4LBK1na0OYrurScwGv1173c7/35SuapZywBlVsX2bdlmzS1W7Dm+MgjAExLUnKI0y1bl9",
+	"9L5gQDAdFZLCEMcE+z5A4rZqbB3d0Dn6kiTufJNYoL8M/D6uj2UZzzmGvq1RqSNCWS+ggNi2c00Cse0A",
+	"vIvU4AhyveX5GmkBG2j9ZQQG2+l4jaxge3X961whkEhh1w0NEVwihkO+9ZfIOcnW+0INeCE7Qi+MvDBe",
+	"2+8tiJHEsEfte81VW3a0XbMebNXTtTHWrlVPd8yw2dyE3UP4slFGrdIQ2XwTcIGVLZHcfrFtP89cVpQt",
+	"dUAzvGSxsOHR1n1ZzHOjZNm+JIT9Oqe5S6XBOY6wuQnkkTtPaCza/pJaX6bVw6Tz9QvplKIJvWOEkhs6",
+	"60SEutrMYINyjVEu/QKckmn9c6CeY/sRghFYZtoxYySlMwyn5bNYYB6S0/b7/R75n04yk7m1bID1A5Qp",
+	"n8ADXvuBzdfHuGFX0yw4KwjgsmaBIbZlTY7J984FSgsWi4qb4nDPoG1Z8zimrLL74mc3YgUNktbl25rT",
+	"qZe4dMhgQ/TAudsOLTR4Gig3fFrr0uYVv7FVU8rQAFkEXX4qS0Qb0kG5EIFZJICMbzBHsNuEFQ6H8IPm",
+	"M7ga/ch9TwS4vEk/rMb9GBFKrmp5uFZ0tXFlzy4MteeqGlTQ8VHfmc1+PcizupNdbE2U18ZIBvt375Fs",
+	"Tr6TFB7qCv210AkjJnwmQ0G5YnWqaCRLQwiPH8vhvNZ0FpFVB2u0xbc8OPjYqkEfj3Q6iL4rbTM7bqdl",
+	"RIpZxPFHC0iPf1A+rMzuAOWG9riyoSPXU4zUyrptlMtolhG6pmVv2Kt3szhmY5bW6jSvqsFUUVDizOXQ",
+	"B8pOKOzHIgkb5CadqBQy2qNl2XHt/WiZwBE7PaiNgkIStHpNhqSpi2tVBABFBkDoYwyx8shuosENKyWD",
+	"rTpOCHAMCbNNKC7OgiYUaxQe22Hxr6Hv7CI3VOo8/+uoPnQlXLBsne5Mdc3XyxYhPfmAfzy4ir/rtZ83",
+	"2qas2yex4HnbdR3o+HgaX+wVbuRl5btY2MLzhiwoV/U2w2KoruCotdYm3a6dqgvfg3ErGcai7PZiW7w4",
+	"my7qODLPoDSlkcWgp4sLC8tzuVDEl8biGspGQGldX1pOzjVJzM6wQFvF3R2WmPMV32H17SSTgiWQdphA",
+	"5KCd1MWbOe2CcH1MrsdhO4KMq1QKgSn9rpJmLLCcvG0PiyoQluxLbC0+63hyZefLrgZtrnFVXPjVRKTs",
+	"iDAkWHvu0vVOcPJ14isJ27aWAV4BqJCWd2yYFupTUGvMyCvmWtg6nu7YpvS+ayv1nfeIIqOlUV8xLGFI",
+	"ZhTDfavV1wa9QemqxuXZUrmRYRwjwzfMLmJBNUleSCQpCdaIqBydR80jqJ3PulRk3bEsbpjuBJPCzsys",
+	"rrqdQYXkuiyCCiWOh6Qac0go1EYtcdtDsSxCCueI+iaIQ7aMhAumCPGjdM5bxRPuVlB1MRZYsRaLtkUr",
+	"mqjPKbUppuUGdPe14WNLlg3Rkw1qNvC2ZSk7InaEHU5s14FVLD22pUZsFWYHjtIH7PymZ4NBWZgEg/wh",
+	"xN1N4pq1Q3zJxtriXA9jAXfIsVJY5IQqAt3kIkQb2/XcfG3ws4GFKugetMo/m8hx+YgtLd5atfAnFtUM",
+	"reknnWFpTfD4VMPmtkFFF6dqUPGSJPYIYZSevdflPYEb5oMVzRhaEttFrMmpAEXNG30KtiB8Q9H1XbwZ",
+	"fTPv4PzCaJ1CQ63oqzdfXV9XitPNBf91jt3S8V6sLUZRu2Eb61BMuXCf+9HH1ysLFAhsWdPq3YedEYbn",
+	"2Lyi1bt/MqL9cb/39Py8P3p2djp40jvt9QcXZ+dXaf/0Isuyi7NnX159MfANFlYbX+1RDKLSau4zm2dW",
+	"+gqsE7UqNy9gfcRxPnPktpK7mbSBEq1bi33rpHzFv/EQtRyx3/a22YN/FnaxW/mPR4BTGW9nbrwlTB5y",
+	"JbPyurJjp/KOFZ1L4HVQHajC6/5y8D1I3O7vJAfbUvss21lGxwN67Dj7j4oYMpfFUJ6kXjWi0s0RLSKD",
+	"z7P0mhQDJVEQhyELB9nyilgUOfSGfJhQCHAc3NvwPqe6ZHtcAGsPuz388g7K6Vb6XfzyzjCQIMyJQQ34",
+	"ivkSN2dB1Mb6C1VFqJJiZ5WrDdqW7yazTx4BaXNb6x4ba2Hr28zqS9y2qABhHb7q7J94EAayxAIjWcx1",
+	"B5euLbIGjhwhLQZfkhumgz6G4LxdF39S0k716WQwH62i3UJ9rMonSzBY7Xb17yyDP8caVGswtTHyBBDi",
+	"cHvQ52NQ/yy0EfIgaGnhAQBH1uKCNphtkSs70kYfIpqxnGnWlPHoDSGBIYYLJ4XaRPi61cOlTUMISiwU",
+	"E/qYXFm1yhZ432QHqbVsmtIlGbFYSFSWF3RpdPO6RAxcno21N2UMyVnvaRORxOUGnaw+gkpuedIMf/2s",
+	"9Zku63ZZOQpMWEIu/hmu7Ud4GQHhev2nPdofDbrpaXbW/YKdj7tP6MWo+0X6JHvKeuM+HYygsJrDxyFG",
+	"P1DfaAyGSakgI0bCln2P4fxyCg0Ya1yjs9CVC8YdZ3ueq84/ldj3FRrAqqBtJlzR2rj1f8mL+28G++mw",
+	"8AfbzxRLOZQWtGbuiZ8sw7TayMkH8/E62xwFWuvQV+XozlgLbesCD09kpXsVC9vHbxgawMsq0wj/7vUz",
+	"V1waXQWlkZ/d01TnSxtrxVh2pHxhgGqLNXA8+vZUp1FsJXfotfZMCha3ohgak8M3vXvbfy2KhRUAZOaq",
+	"bylbNgP6lY9JjyQ/e1dKnyS+f3oSkQFJAAt8iFtiiRx0ejJM/pQkz4DN29/NEpK1HdBjAZVJjm3l1c1i",
+	"TwLad1m2MGOa8nxd25x6P/xdfMPYonmN8xfxZy/3b7S+uXWpGo5YLsWNIlpuKFDsUeczuJ8DxmyrzJZt",
+	"kLFzfq2IleuA3+rdn6fnvTOWnZ0O0tF5v3/6ZJSOe08pPWdP6Fm/l2VntM8GvTM2fnI2GrOsP2L9i2w8",
+	"Mux+0LvY2yhcUT3XkuKjUu39N03+dAYhpH9hxwakz6EBaA2VfvDfrjY0liOmIl8xEB14QXG34/JeBDWb",
+	"mu9a0HKgHbZ1+KbgGbbj7BYG7rbctn0e3OqdYB6XcLXxQuMsgXO1EhCAYw6rUdjQFA5L0rvup748IgQC",
+	"jKVNeSg74jvlsRYXYNPZY4HcSTCWQfFm17XV91MNWBOSTt/+Bg9nKyDBAupaNxrOt6VfxjDok+E4JJlJ",
+	"pVEoLstUa99AkHChNKMZolPZs8LgwkzmuXK9CH/1DkDfkYbYjPsJs6X2m9sERLE4vNVjBXC+eOzDu4f/",
+	"FwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

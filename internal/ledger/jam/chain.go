@@ -427,6 +427,19 @@ func (c *Chain) Refusals() []Execution {
 	return cloneLog(c.refusals)
 }
 
+// NonceAt is the builder service's EVM state: sender's account nonce after
+// every executed block (0 before its first transaction). It is what the
+// builder's pool reads as the chain's nonce.
+func (c *Chain) NonceAt(ctx context.Context, sender common.Address) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.advanceLocked()
+	return c.nextNonce[sender], nil
+}
+
 // Stats returns the counters.
 func (c *Chain) Stats() Stats {
 	c.mu.Lock()

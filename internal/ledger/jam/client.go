@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
+
 	"github.com/ledgerq/ledgerq/internal/ledger"
 )
 
@@ -96,6 +98,14 @@ func (c *Client) Log(ctx context.Context) (LogJSON, error) {
 	var out LogJSON
 	err := c.get(ctx, "/debug/log", &out)
 	return out, err
+}
+
+// NonceAt is GET /nonce: sender's nonce in the builder service's EVM state
+// (httpapi.PoolChain).
+func (c *Client) NonceAt(ctx context.Context, sender common.Address) (uint64, error) {
+	var out NonceJSON
+	err := c.get(ctx, "/nonce?address="+sender.Hex(), &out)
+	return out.Nonce, err
 }
 
 // Stats is GET /debug/stats.

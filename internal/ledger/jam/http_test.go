@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ethereum/go-ethereum/crypto"
+
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/jam"
 )
@@ -183,4 +185,23 @@ func TestClient_UnreachableChainIsTransient(t *testing.T) {
 	wantClass(t, err, ledger.Transient)
 	_, err = c.Info(ctx)
 	wantClass(t, err, ledger.Transient)
+}
+
+func TestClient_NonceAtIsTheSendersNonceAfterExecutedBlocks(t *testing.T) {
+	t.Parallel()
+	b := setup(t, jam.Config{})
+	c := serve(t, b)
+	from := crypto.PubkeyToAddress(b.key.PublicKey)
+	if n, err := c.NonceAt(ctx, from); err != nil || n != 0 {
+		t.Fatalf("NonceAt before any block = %d, %v; want 0", n, err)
+	}
+	wp := pkg(t, c, 1, ledger.Hash{}, 1, b.tx(t), b.tx(t))
+	submit(t, c, wp)
+	if n, _ := c.NonceAt(ctx, from); n != 0 {
+		t.Fatalf("NonceAt with the block only submitted = %d, want 0", n)
+	}
+	b.advance(2)
+	if n, err := c.NonceAt(ctx, from); err != nil || n != 2 {
+		t.Fatalf("NonceAt after the block executed = %d, %v; want 2", n, err)
+	}
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
@@ -84,6 +86,7 @@ func NewHandler(c *Chain) http.Handler {
 	mux.HandleFunc("GET /recent", s.recent)
 	mux.HandleFunc("POST /work-packages", s.submit)
 	mux.HandleFunc("GET /blocks", s.blocks)
+	mux.HandleFunc("GET /nonce", s.nonce)
 	mux.HandleFunc("GET /debug/log", s.debugLog)
 	mux.HandleFunc("GET /debug/stats", s.debugStats)
 	return mux
@@ -98,6 +101,27 @@ func (s *server) info(w http.ResponseWriter, r *http.Request) {
 		Head:     info.Slot(s.c.clock.Now()),
 		Executed: ExecutedJSON{Number: info.Executed.Number, Hash: info.Executed.Hash.Hex()},
 	})
+}
+
+// NonceJSON is GET /nonce's answer.
+type NonceJSON struct {
+	Address string `json:"address"`
+	Nonce   uint64 `json:"nonce"`
+}
+
+func (s *server) nonce(w http.ResponseWriter, r *http.Request) {
+	a := r.URL.Query().Get("address")
+	if !common.IsHexAddress(a) {
+		writeJSON(w, http.StatusBadRequest, ErrorJSON{Reason: "bad address", Message: "address: want 0x and 40 hex digits"})
+		return
+	}
+	addr := common.HexToAddress(a)
+	n, err := s.c.NonceAt(r.Context(), addr)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, ErrorJSON{Reason: "unavailable", Message: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, NonceJSON{Address: strings.ToLower(addr.Hex()), Nonce: n})
 }
 
 func (s *server) recent(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,405 @@
+package bench
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
+
+	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/ledger/jam"
+	"github.com/ledgerq/ledgerq/internal/node"
+	"github.com/ledgerq/ledgerq/internal/store"
+)
+
+// ErrBuilderCheck is wrapped by RunBuilder's error when a transaction was
+// not executed exactly once, in nonce order, or a bundle did not finalize.
+var ErrBuilderCheck = errors.New("builder bench check failed")
+
+// BuilderConfig configures a builder-lane run.
+type BuilderConfig struct {
+	// Node is the ledgerq process under test; its builder lane is enabled
+	// and given the simulated JAM chain by the run, and its API served on a
+	// loopback listener.
+	Node node.Config
+	// Senders each send TxsPerSender transactions, nonces 0.., through
+	// POST /rpc with go-ethereum's ethclient; Clients of them at once.
+	Senders      int
+	TxsPerSender int
+	Clients      int
+	// Chain is the simulated JAM chain (its clock is set by the run).
+	Chain jam.Config
+	// Grace is how long, after the last transaction is accepted, every
+	// transaction may take to reach a finalized bundle.
+	Grace            time.Duration
+	ProgressInterval time.Duration
+	Progress         io.Writer
+}
+
+// DefaultBuilderConfig returns a run of 20 senders × 50 transactions on a
+// chain with 500 ms slots.
+func DefaultBuilderConfig() BuilderConfig {
+	nc := node.Defaults()
+	nc.Loops.PollInterval = 100 * time.Millisecond
+	nc.Builder.Enabled = true
+	nc.Builder.GuaranteeTimeout = 1500 * time.Millisecond
+	return BuilderConfig{
+		Node: nc, Senders: 20, TxsPerSender: 50, Clients: 20,
+		Chain: jam.Config{SlotLength: 500 * time.Millisecond, Seed: 1},
+		Grace: 2 * time.Minute, ProgressInterval: time.Second,
+	}
+}
+
+// Validate reports a configuration that cannot run.
+func (c *BuilderConfig) Validate() error {
+	switch {
+	case c.Senders < 1 || c.TxsPerSender < 1 || c.Clients < 1:
+		return errors.New("--senders, --txs-per-sender and --clients must be at least 1")
+	case c.Chain.SlotLength <= 0:
+		return errors.New("--slot-length must be positive")
+	case c.Grace <= 0 || c.ProgressInterval <= 0:
+		return errors.New("--grace and --progress-interval must be positive")
+	}
+	return nil
+}
+
+// BuilderReport is a builder-lane run's outcome.
+type BuilderReport struct {
+	Senders, TxsPerSender int
+	SlotLength            time.Duration
+	// Accepted transactions, and the client's retries after a full pool or
+	// sender (the pool's back-pressure); Refused ones ended in another error.
+	Accepted, Retries, Refused int64
+	// SendTime is from the first send to the last acceptance; Wall to the
+	// last finalized bundle (or the end of the grace period).
+	SendTime, Wall time.Duration
+	// Bundles finalized, with their transactions, and how many versions
+	// were submitted in all (a requeue is a version more).
+	Bundles, FinalizedTxs, Versions int64
+	// Submit→finalized per bundle (first version's submit), and a
+	// transaction's received→finalized.
+	BundleP50, BundleP99, TxP50, TxP99 time.Duration
+	// The chain's own counts: executions, refused second executions of a
+	// block number, nonce gaps.
+	Chain    jam.Stats
+	TimedOut bool
+	Problems []string
+}
+
+// RunBuilder runs the workload and reports.
+func RunBuilder(ctx context.Context, cfg BuilderConfig) (*BuilderReport, error) {
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	if cfg.Node.Logger == nil {
+		cfg.Node.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Node.Clock = clock.Real{}
+	cfg.Chain.Clock = clock.Real{}
+	chain := jam.New(cfg.Chain)
+	cfg.Node.Builder.Enabled = true
+	cfg.Node.Builder.Ledger.Instance = chain
+	cfg.Node.API.Enabled = false
+
+	keys, txs, err := signBuilderTxs(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n, err := node.Open(ctx, cfg.Node)
+	if err != nil {
+		return nil, err
+	}
+	defer n.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	if err := n.Start(ctx); err != nil {
+		return nil, err
+	}
+	stop := sync.OnceFunc(n.Stop)
+	defer stop()
+	cl, err := ethclient.DialContext(ctx, "http://"+ln.Addr().String()+"/rpc")
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+
+	r := &builderRun{cfg: cfg, chain: chain, st: n.Store(), client: cl, keys: keys, txs: txs}
+	return r.run(ctx, stop)
+}
+
+type builderRun struct {
+	cfg    BuilderConfig
+	chain  *jam.Chain
+	st     *store.Store
+	client *ethclient.Client
+	keys   []*ecdsa.PrivateKey
+	txs    [][]*types.Transaction // per sender, in nonce order
+
+	accepted, retries, refused atomic.Int64
+}
+
+// signBuilderTxs makes the senders' keys and signs every transaction before
+// the clock starts.
+func signBuilderTxs(c BuilderConfig) ([]*ecdsa.PrivateKey, [][]*types.Transaction, error) {
+	chainID := big.NewInt(c.Node.Builder.ChainID)
+	signer := types.LatestSignerForChainID(chainID)
+	keys := make([]*ecdsa.PrivateKey, c.Senders)
+	txs := make([][]*types.Transaction, c.Senders)
+	for i := range keys {
+		key, err := crypto.GenerateKey()
+		if err != nil {
+			return nil, nil, err
+		}
+		keys[i] = key
+		for nonce := range c.TxsPerSender {
+			tx, err := types.SignNewTx(key, signer, &types.DynamicFeeTx{
+				ChainID: chainID, Nonce: uint64(nonce), GasTipCap: big.NewInt(c.Node.Builder.MinTipWei),
+				GasFeeCap: big.NewInt(2 * c.Node.Builder.MinTipWei), Gas: 21_000, To: &benchRecipient, Value: big.NewInt(1),
+			})
+			if err != nil {
+				return nil, nil, err
+			}
+			txs[i] = append(txs[i], tx)
+		}
+	}
+	return keys, txs, nil
+}
+
+func (r *builderRun) run(ctx context.Context, stopNode func()) (*BuilderReport, error) {
+	c := &r.cfg
+	rep := &BuilderReport{Senders: c.Senders, TxsPerSender: c.TxsPerSender, SlotLength: c.Chain.SlotLength}
+	start := time.Now()
+	in := &ingestion{done: make(chan struct{})}
+	go func() {
+		defer close(in.done)
+		in.err = r.sendAll(ctx)
+		in.end = time.Now()
+	}()
+	total := int64(c.Senders * c.TxsPerSender)
+	tick := time.NewTicker(c.ProgressInterval)
+	defer tick.Stop()
+	interrupted, timedOut := in.await(ctx, tick.C, c.Grace, func(sendOver bool) bool {
+		fin, err := r.finalizedTxs(ctx)
+		if err != nil {
+			fmt.Fprintf(c.Progress, "bench: counting finalized transactions: %v\n", err)
+			return false
+		}
+		st := r.chain.Stats()
+		fmt.Fprintf(c.Progress, "bench: %6.1fs  accepted %d/%d  retries %d  finalized %d  chain: slot %d executed %d held %d duplicates %d\n",
+			time.Since(start).Seconds(), r.accepted.Load(), total, r.retries.Load(), fin, st.Head, st.Executed, st.Held, st.Duplicates)
+		return sendOver && fin >= r.accepted.Load()
+	})
+	stopNode()
+	rep.Wall = time.Since(start)
+	rep.SendTime = in.end.Sub(start)
+	rep.TimedOut = timedOut
+	rep.Accepted, rep.Retries, rep.Refused = r.accepted.Load(), r.retries.Load(), r.refused.Load()
+	if interrupted {
+		return rep, ctx.Err()
+	}
+	sumCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := r.summarize(sumCtx, rep); err != nil {
+		return rep, errors.Join(in.err, err)
+	}
+	if in.err != nil {
+		return rep, in.err
+	}
+	if len(rep.Problems) > 0 {
+		return rep, fmt.Errorf("%d problem(s), the first: %s: %w", len(rep.Problems), rep.Problems[0], ErrBuilderCheck)
+	}
+	return rep, nil
+}
+
+// sendAll sends every sender's transactions in nonce order, Clients senders
+// at a time. A full pool or sender is back-pressure: the client waits and
+// sends the same transaction again.
+func (r *builderRun) sendAll(ctx context.Context) error {
+	sem := make(chan struct{}, r.cfg.Clients)
+	var wg sync.WaitGroup
+	errc := make(chan error, len(r.txs))
+	for _, txs := range r.txs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			for _, tx := range txs {
+				if err := r.send(ctx, tx); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	return <-errc
+}
+
+func (r *builderRun) send(ctx context.Context, tx *types.Transaction) error {
+	for {
+		err := r.client.SendTransaction(ctx, tx)
+		switch {
+		case err == nil:
+			r.accepted.Add(1)
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case strings.HasPrefix(err.Error(), "txpool is full"), strings.HasPrefix(err.Error(), "account limit exceeded"):
+			r.retries.Add(1)
+			select {
+			case <-time.After(50 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		default:
+			r.refused.Add(1)
+			return fmt.Errorf("sending %s: %w", tx.Hash().Hex(), err)
+		}
+	}
+}
+
+// senders returns the run's senders, lower-case hex.
+func (r *builderRun) senders() []string {
+	out := make([]string, len(r.keys))
+	for i, k := range r.keys {
+		out[i] = strings.ToLower(crypto.PubkeyToAddress(k.PublicKey).Hex())
+	}
+	return out
+}
+
+// finalizedTxs counts the run's transactions whose bundle is finalized.
+func (r *builderRun) finalizedTxs(ctx context.Context) (int64, error) {
+	var n int64
+	err := r.st.Pool().QueryRow(ctx, `
+		SELECT count(*) FROM ledgerq.pool_txs t JOIN ledgerq.bundles b ON b.id = t.bundle_id
+		WHERE t.chain_id = $1 AND t.sender = ANY($2) AND b.state = 'finalized'`,
+		r.cfg.Node.Builder.ChainID, r.senders()).Scan(&n)
+	return n, err
+}
+
+// summarize reads the figures from the database and checks the chain's
+// execution log: every accepted transaction executed once, in nonce order
+// per sender, no block number twice.
+func (r *builderRun) summarize(ctx context.Context, rep *BuilderReport) error {
+	chainID, senders := r.cfg.Node.Builder.ChainID, r.senders()
+	if err := r.st.Pool().QueryRow(ctx, `
+		SELECT count(DISTINCT b.id), count(*),
+		       coalesce(percentile_disc(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM t.finished - t.received_at)), 0)::float8,
+		       coalesce(percentile_disc(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM t.finished - t.received_at)), 0)::float8
+		FROM (SELECT t.received_at, b.finalized_at AS finished, b.id
+		      FROM ledgerq.pool_txs t JOIN ledgerq.bundles b ON b.id = t.bundle_id
+		      WHERE t.chain_id = $1 AND t.sender = ANY($2) AND b.state = 'finalized') t
+		JOIN ledgerq.bundles b ON b.id = t.id`, chainID, senders).
+		Scan(&rep.Bundles, &rep.FinalizedTxs, seconds(&rep.TxP50), seconds(&rep.TxP99)); err != nil {
+		return fmt.Errorf("reading the finalized transactions: %w", err)
+	}
+	if err := r.st.Pool().QueryRow(ctx, `
+		SELECT coalesce(percentile_disc(0.5) WITHIN GROUP (ORDER BY d), 0)::float8,
+		       coalesce(percentile_disc(0.99) WITHIN GROUP (ORDER BY d), 0)::float8,
+		       coalesce(sum(versions), 0)
+		FROM (SELECT extract(epoch FROM b.finalized_at - min(v.submitted_at)) AS d, count(v.*) AS versions
+		      FROM ledgerq.bundles b JOIN ledgerq.bundle_versions v ON v.bundle_id = b.id
+		      WHERE b.chain_id = $1 AND b.state = 'finalized'
+		        AND EXISTS (SELECT 1 FROM ledgerq.pool_txs t WHERE t.bundle_id = b.id AND t.sender = ANY($2))
+		      GROUP BY b.id) x`, chainID, senders).
+		Scan(seconds(&rep.BundleP50), seconds(&rep.BundleP99), &rep.Versions); err != nil {
+		return fmt.Errorf("reading the finalized bundles: %w", err)
+	}
+	rep.Chain = r.chain.Stats()
+	executed := map[string]int{}
+	for _, e := range r.chain.Executions() {
+		for _, h := range e.TxHashes {
+			executed[h]++
+		}
+	}
+	var missing, twice int
+	for _, txs := range r.txs {
+		for _, tx := range txs {
+			switch executed[strings.ToLower(tx.Hash().Hex())] {
+			case 0:
+				missing++
+			case 1:
+			default:
+				twice++
+			}
+		}
+	}
+	if missing > 0 && rep.Accepted == int64(len(r.txs)*r.cfg.TxsPerSender) {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%d accepted transactions were never executed", missing))
+	}
+	if twice > 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%d transactions were executed more than once", twice))
+	}
+	if rep.Chain.NonceGaps > 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("the chain executed %d transactions out of nonce order", rep.Chain.NonceGaps))
+	}
+	if rep.TimedOut {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("%d of %d accepted transactions were not finalized within the grace period", rep.Accepted-rep.FinalizedTxs, rep.Accepted))
+	}
+	return nil
+}
+
+// secondsScanner scans float8 seconds into a Duration.
+type secondsScanner struct{ d *time.Duration }
+
+func seconds(d *time.Duration) secondsScanner { return secondsScanner{d} }
+
+func (s secondsScanner) Scan(src any) error {
+	f, ok := src.(float64)
+	if !ok {
+		return fmt.Errorf("want float8 seconds, got %T", src)
+	}
+	*s.d = time.Duration(f * float64(time.Second))
+	return nil
+}
+
+// WriteSummary writes the report for people.
+func (rep *BuilderReport) WriteSummary(w io.Writer) error {
+	secs := func(d time.Duration) float64 { return max(d.Seconds(), 1e-9) }
+	_, err := fmt.Fprintf(w, `builder lane: %d senders x %d transactions through POST /rpc (ethclient), simulated JAM chain, %s slots
+  accepted:   %d transactions in %s = %.0f tx/s (client retries after a full pool or sender: %d; refused: %d)
+  finalized:  %d bundles with %d transactions in %s = %.2f bundles/s, %.0f tx/s
+  versions:   %d submitted for %d bundles
+  latency:    bundle submit->finalized p50 %s p99 %s; transaction received->finalized p50 %s p99 %s
+  chain:      executed %d blocks, refused %d second executions, %d parent mismatches, %d nonce gaps, faults %+v
+`,
+		rep.Senders, rep.TxsPerSender, rep.SlotLength,
+		rep.Accepted, round(rep.SendTime), float64(rep.Accepted)/secs(rep.SendTime), rep.Retries, rep.Refused,
+		rep.Bundles, rep.FinalizedTxs, round(rep.Wall), float64(rep.Bundles)/secs(rep.Wall), float64(rep.FinalizedTxs)/secs(rep.Wall),
+		rep.Versions, rep.Bundles,
+		round(rep.BundleP50), round(rep.BundleP99), round(rep.TxP50), round(rep.TxP99),
+		rep.Chain.Executed, rep.Chain.Duplicates, rep.Chain.ParentMismatches, rep.Chain.NonceGaps, rep.Chain.Faults)
+	for _, p := range rep.Problems {
+		if _, err := fmt.Fprintf(w, "  PROBLEM:    %s\n", p); err != nil {
+			return err
+		}
+	}
+	return err
+}

@@ -1,0 +1,153 @@
+package monitor
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/loop"
+	"github.com/ledgerq/ledgerq/internal/store"
+)
+
+// BundleConfig configures the BundleMonitor.
+type BundleConfig struct {
+	ChainID      int64
+	PollInterval time.Duration
+	// DBTimeout bounds each database call; LedgerTimeout each chain call.
+	DBTimeout     time.Duration
+	LedgerTimeout time.Duration
+	// BlocksPerRound is the most JAM blocks one round imports.
+	BlocksPerRound int
+	// FinalityDepth is how many blocks after its accumulation a bundle is
+	// finalized.
+	FinalityDepth uint64
+	// GuaranteeTimeout is how long a submitted bundle waits for a guarantee
+	// before it is requeued with the next version (seed 000: 18 s).
+	GuaranteeTimeout time.Duration
+	// MaxVersions is seed 000's retry limit: a bundle whose last version
+	// timed out is dropped (its transactions return to pending).
+	MaxVersions int
+	// SweepSenders bounds the senders one pool TTL sweep handles.
+	SweepSenders int
+}
+
+// BundleMonitor follows the JAM chain for the builder lane (seed 000; DESIGN
+// §2.2): it imports every block since the last one it processed — never only
+// the head — and applies their guarantees (first guarantee of any version
+// wins, the core is freed), accumulations and finality; then it requeues
+// bundles whose guarantee timed out, with the conditional update that
+// requires no version guaranteed, and drops those past the retry limit once
+// no version of them can still be guaranteed. It also runs the pool's TTL
+// sweep (expired transactions become dropped, reason expired).
+type BundleMonitor struct {
+	*loop.Loop
+	cfg    BundleConfig
+	store  *store.Store
+	ledger ledger.BundleLedger
+	deps   loop.Deps
+
+	// OnCoresFreed, when set, is called after a round freed cores or
+	// requeued bundles (the bundle submitters of this process); OnDropped
+	// after it returned transactions to the pool (the bundler). Set them
+	// before Start.
+	OnCoresFreed func()
+	OnDropped    func()
+}
+
+// NewBundleMonitor returns the builder lane's monitor.
+func NewBundleMonitor(st *store.Store, l ledger.BundleLedger, deps loop.Deps, cfg BundleConfig) *BundleMonitor {
+	m := &BundleMonitor{cfg: cfg, store: st, ledger: l, deps: deps}
+	m.Loop = loop.NewService("bundle_monitor", cfg.PollInterval, deps, cfg.BlocksPerRound, m.RunOnce)
+	return m
+}
+
+// RunOnce imports up to BlocksPerRound blocks, checks timeouts and sweeps
+// the pool; it returns how many blocks it imported.
+func (m *BundleMonitor) RunOnce(ctx context.Context) (int, error) {
+	blocks, head, err := m.newBlocks(ctx)
+	if err != nil {
+		return 0, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, m.cfg.DBTimeout)
+	defer cancel()
+	now := m.deps.Clock.Now()
+	freed := false
+	if len(blocks) > 0 {
+		applied, err := m.store.BundleApplyBlocks(dctx, m.cfg.ChainID, blocks, m.cfg.FinalityDepth, now)
+		if err != nil {
+			return 0, fmt.Errorf("applying JAM blocks %d..%d: %w", blocks[0].Slot, blocks[len(blocks)-1].Slot, err)
+		}
+		m.deps.Metrics.Transition("bundle", string(store.BundleGuaranteed), applied.Guaranteed)
+		m.deps.Metrics.Transition("bundle", string(store.BundleAccumulated), applied.Accumulated)
+		m.deps.Metrics.Transition("bundle", string(store.BundleFinalized), applied.Finalized)
+		if applied.Ignored > 0 {
+			m.deps.Logger.Warn("JAM blocks named work packages that are not a live bundle's", "chain_id", m.cfg.ChainID,
+				"ignored", applied.Ignored, "from_slot", blocks[0].Slot, "to_slot", blocks[len(blocks)-1].Slot)
+		}
+		freed = applied.Guaranteed > 0
+	}
+	res, err := m.store.BundleTimeouts(dctx, store.BundleTimeoutParams{
+		ChainID: m.cfg.ChainID, Now: now, Timeout: m.cfg.GuaranteeTimeout, MaxVersions: m.cfg.MaxVersions, HeadSlot: head,
+	})
+	if err != nil {
+		return len(blocks), fmt.Errorf("checking guarantee timeouts: %w", err)
+	}
+	for _, n := range res.Requeued {
+		m.deps.Logger.Warn("bundle guarantee timed out: requeued with the next version", "chain_id", m.cfg.ChainID, "block", n)
+	}
+	for _, n := range res.Dropped {
+		m.deps.Logger.Error("bundle dropped: its transactions return to the pool", "chain_id", m.cfg.ChainID, "block", n)
+	}
+	m.deps.Metrics.Transition("bundle", "requeued", len(res.Requeued))
+	m.deps.Metrics.Transition("bundle", string(store.BundleDropped), len(res.Dropped))
+	if (freed || len(res.Requeued) > 0 || len(res.Dropped) > 0) && m.OnCoresFreed != nil {
+		m.OnCoresFreed()
+	}
+	if len(res.Dropped) > 0 && m.OnDropped != nil {
+		m.OnDropped()
+	}
+	if m.cfg.SweepSenders > 0 {
+		expired, _, err := m.store.PoolExpire(dctx, store.PoolExpireParams{Now: now, ChainID: m.cfg.ChainID, MaxSenders: m.cfg.SweepSenders})
+		if err != nil {
+			return len(blocks), fmt.Errorf("sweeping expired pool transactions: %w", err)
+		}
+		m.deps.Metrics.Transition("pool", "expired", int(expired))
+	}
+	return len(blocks), nil
+}
+
+// newBlocks reads the blocks after the last processed one, and the head
+// slot they reach. With none processed yet (a new database), it starts at
+// the oldest recent block: no older block can hold a package of ours.
+func (m *BundleMonitor) newBlocks(ctx context.Context) ([]ledger.JAMBlock, uint64, error) {
+	dctx, cancel := context.WithTimeout(ctx, m.cfg.DBTimeout)
+	after, ok, err := m.store.BundleProcessedSlot(dctx, m.cfg.ChainID)
+	cancel()
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the last processed JAM block: %w", err)
+	}
+	lctx, cancel := context.WithTimeout(ctx, m.cfg.LedgerTimeout)
+	defer cancel()
+	if !ok {
+		recent, err := m.ledger.RecentBlocks(lctx)
+		if err != nil {
+			return nil, 0, fmt.Errorf("reading the chain's recent blocks: %w", err)
+		}
+		if len(recent) == 0 {
+			return nil, 0, nil
+		}
+		if recent[0].Number > 0 {
+			after = recent[0].Number - 1
+		}
+	}
+	blocks, err := m.ledger.Blocks(lctx, after, m.cfg.BlocksPerRound)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading JAM blocks after slot %d: %w", after, err)
+	}
+	head := after
+	if len(blocks) > 0 {
+		head = blocks[len(blocks)-1].Slot
+	}
+	return blocks, head, nil
+}

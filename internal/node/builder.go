@@ -1,0 +1,245 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/ledgerq/ledgerq/internal/httpapi"
+	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/jam"
+	"github.com/ledgerq/ledgerq/internal/loop"
+	"github.com/ledgerq/ledgerq/internal/monitor"
+	"github.com/ledgerq/ledgerq/internal/queuer"
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/submitter"
+	"github.com/ledgerq/ledgerq/internal/wallet"
+)
+
+// BuilderConfig configures the builder lane (seed 000; DESIGN §2.2): the
+// transaction pool behind POST /rpc and /v1/pool/txs, and the bundles cut
+// from it and followed on a JAM chain. The lane runs when Enabled.
+type BuilderConfig struct {
+	Enabled bool
+	// ChainID is the EVM chain id the pool takes transactions for.
+	ChainID int64
+	Ledger  BuilderLedgerConfig
+	// Pool limits (seed 000: 1000 pending, 1000 queued, 16 per sender, TTL
+	// 1 h), the largest transaction and the minimum tip.
+	Pool      store.PoolLimits
+	MaxTxSize int
+	MinTipWei int64
+	// BundleSize is the most transactions in a bundle; MaxQueued the bundle
+	// queue's size (pending transactions wait while it is full).
+	BundleSize int
+	MaxQueued  int
+	// Cores is the most bundles submitted at once (seed 000: 2).
+	Cores int
+	// GuaranteeTimeout is how long a submitted bundle waits for a guarantee
+	// before its next version is queued (seed 000: 18 s); MaxVersions the
+	// retry limit (3) past which it is dropped.
+	GuaranteeTimeout time.Duration
+	MaxVersions      int
+	// FinalityDepth is how many JAM blocks after accumulation a bundle is
+	// finalized.
+	FinalityDepth uint64
+	// WindowOpen and WindowClose: the submission window, before each
+	// timeslot (seed 000: 3 s to 1 s before a 6 s slot). Zero scales the
+	// seed's window to the chain's slot length.
+	WindowOpen, WindowClose time.Duration
+	// SubmitBackoff and SubmitBackoffMax bound the wait after a refused
+	// submit.
+	SubmitBackoff, SubmitBackoffMax time.Duration
+}
+
+// BuilderLedgerConfig chooses the builder lane's JAM chain.
+type BuilderLedgerConfig struct {
+	// Kind is "jam" (a chain served over HTTP at URL, such as 'ledgerq
+	// simledger --kind jam') or "sim" (the simulated JAM chain in this
+	// process).
+	Kind string
+	URL  string
+	// Timeout bounds one call to the chain.
+	Timeout time.Duration
+	// Sim configures the simulated chain, for Kind "sim".
+	Sim jam.Config
+	// Instance, when set, is used instead of building a chain from Kind;
+	// PoolChain, when set, gives the pool its nonces instead of Instance.
+	Instance  ledger.BundleLedger
+	PoolChain httpapi.PoolChain
+}
+
+// Builder ledger kinds.
+const (
+	BuilderLedgerJAM = "jam"
+	BuilderLedgerSim = "sim"
+)
+
+// builderDefaults are the builder lane's defaults.
+func builderDefaults() BuilderConfig {
+	return BuilderConfig{
+		ChainID: 1337,
+		Ledger:  BuilderLedgerConfig{Kind: BuilderLedgerJAM, Timeout: 5 * time.Second},
+		Pool:    store.DefaultPoolLimits(), MaxTxSize: 32 << 10, MinTipWei: 1_000_000_000,
+		BundleSize: 100, MaxQueued: 16, Cores: 2,
+		GuaranteeTimeout: 18 * time.Second, MaxVersions: 3, FinalityDepth: 2,
+		SubmitBackoff: time.Second, SubmitBackoffMax: 30 * time.Second,
+	}
+}
+
+// validate reports the first builder setting that cannot work.
+func (b *BuilderConfig) validate() error {
+	if !b.Enabled {
+		return nil
+	}
+	l := &b.Ledger
+	switch {
+	case b.ChainID <= 0:
+		return errors.New("--builder-chain-id must be positive")
+	case l.Instance == nil && l.Kind != BuilderLedgerJAM && l.Kind != BuilderLedgerSim:
+		return fmt.Errorf("--builder-ledger %q: want jam or sim", l.Kind)
+	case l.Instance == nil && l.Kind == BuilderLedgerJAM && l.URL == "":
+		return errors.New("--builder-ledger jam needs --builder-ledger-url (for example http://127.0.0.1:8546, 'ledgerq simledger --kind jam')")
+	case l.Timeout <= 0:
+		return errors.New("--builder-ledger-timeout must be positive")
+	case b.BundleSize < 1 || b.MaxQueued < 1 || b.Cores < 1:
+		return errors.New("--bundle-size, --bundle-queue-size and --builder-cores must be at least 1")
+	case b.GuaranteeTimeout <= 0 || b.MaxVersions < 1:
+		return errors.New("--guarantee-timeout must be positive and --bundle-max-versions at least 1")
+	case b.WindowOpen < 0 || b.WindowClose < 0 || (b.WindowOpen > 0 && b.WindowClose >= b.WindowOpen):
+		return errors.New("--submit-window-open must be longer than --submit-window-close (both before the next slot; 0 scales the seed's 3 s and 1 s to the slot)")
+	case b.SubmitBackoff <= 0 || b.SubmitBackoffMax < b.SubmitBackoff:
+		return errors.New("--submit-backoff must be positive and --submit-backoff-max at least as long")
+	case b.MinTipWei < 0:
+		return errors.New("--pool-min-tip must not be negative")
+	}
+	if l.URL != "" {
+		u, err := url.ParseRequestURI(l.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+			return fmt.Errorf("--builder-ledger-url %q: want an http or https URL", l.URL)
+		}
+	}
+	return b.poolConfig().Validate()
+}
+
+// poolConfig is the ingress's share of b.
+func (b *BuilderConfig) poolConfig() httpapi.PoolConfig {
+	c := httpapi.DefaultPoolConfig(b.ChainID)
+	c.Limits, c.MaxTxSize, c.MinTip = b.Pool, b.MaxTxSize, big.NewInt(b.MinTipWei)
+	c.ChainTimeout = b.Ledger.Timeout
+	return c
+}
+
+// builderLane is the builder lane's part of a node.
+type builderLane struct {
+	ledger     ledger.BundleLedger
+	poolChain  httpapi.PoolChain
+	closeLed   func()
+	bundler    *queuer.Bundler
+	submitter  *submitter.BundleSubmitter
+	monitor    *monitor.BundleMonitor
+}
+
+// buildBuilderLane opens the JAM chain and builds the bundler (queuer
+// role), the bundle submitter (submitter role) and the bundle monitor with
+// the pool's TTL sweep (monitor role).
+func (n *Node) buildBuilderLane(ctx context.Context) error {
+	b := &n.cfg.Builder
+	if !b.Enabled {
+		return nil
+	}
+	led, pc, closeLed, err := n.newBundleLedger()
+	if err != nil {
+		return err
+	}
+	lane := &builderLane{ledger: led, poolChain: pc, closeLed: closeLed}
+	n.builder = lane
+	loops := n.cfg.Loops
+	deps := loop.Deps{Clock: n.clock, Logger: n.logger, Metrics: n.metrics}
+	if loops.Queuer {
+		lane.bundler = queuer.NewBundler(n.store, led, deps, queuer.BundlerConfig{
+			ChainID: b.ChainID, PollInterval: loops.PollInterval, DBTimeout: loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
+			BundleSize: b.BundleSize, MaxQueued: b.MaxQueued, MaxBundles: b.MaxQueued, Cores: b.Cores,
+		})
+	}
+	if loops.Submitter {
+		dctx, cancel := context.WithTimeout(ctx, loops.DBTimeout)
+		err := n.store.BundleEnsureCores(dctx, b.ChainID, b.Cores, n.clock.Now())
+		cancel()
+		if err != nil {
+			return fmt.Errorf("builder lane: %w", err)
+		}
+		lane.submitter = submitter.NewBundleSubmitter(n.store, led, deps, submitter.BundleConfig{
+			ChainID: b.ChainID, PollInterval: loops.PollInterval, DBTimeout: loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
+			Cores: b.Cores, WindowOpen: b.WindowOpen, WindowClose: b.WindowClose,
+			MinBackoff: b.SubmitBackoff, MaxBackoff: b.SubmitBackoffMax,
+		})
+	}
+	if loops.Monitor {
+		lane.monitor = monitor.NewBundleMonitor(n.store, led, deps, monitor.BundleConfig{
+			ChainID: b.ChainID, PollInterval: loops.PollInterval, DBTimeout: loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
+			BlocksPerRound: 64, FinalityDepth: b.FinalityDepth, GuaranteeTimeout: b.GuaranteeTimeout,
+			MaxVersions: b.MaxVersions, SweepSenders: 100,
+		})
+	}
+	// This process's loops hand each other work without waiting for a poll.
+	if lane.bundler != nil && lane.submitter != nil {
+		lane.bundler.OnCut = lane.submitter.Poke
+	}
+	if lane.submitter != nil && lane.monitor != nil {
+		lane.monitor.OnCoresFreed = lane.submitter.Poke
+	}
+	if lane.bundler != nil && lane.monitor != nil {
+		lane.monitor.OnDropped = lane.bundler.Poke
+	}
+	return nil
+}
+
+func (n *Node) builderLedgerName() string {
+	if n.cfg.Builder.Ledger.Instance != nil {
+		return "given"
+	}
+	return n.cfg.Builder.Ledger.Kind
+}
+
+// apiDeps are the HTTP API's dependencies: the builder lane's ingress is on
+// only with the lane.
+func (n *Node) apiDeps(wallets *wallet.Registry) httpapi.Deps {
+	d := httpapi.Deps{Store: n.store, Wallets: wallets, Ready: n, Clock: n.clock, Logger: n.logger, Metrics: n.metrics}
+	if b := n.builder; b != nil {
+		pc := n.cfg.Builder.poolConfig()
+		d.Pool, d.PoolChain = &pc, b.poolChain
+	}
+	return d
+}
+
+// newBundleLedger returns the builder lane's JAM chain, the pool's view of
+// its EVM service's nonces, and what closes them.
+func (n *Node) newBundleLedger() (ledger.BundleLedger, httpapi.PoolChain, func(), error) {
+	lc := &n.cfg.Builder.Ledger
+	if lc.Instance != nil {
+		pc := lc.PoolChain
+		if pc == nil {
+			p, ok := lc.Instance.(httpapi.PoolChain)
+			if !ok {
+				return nil, nil, nil, errors.New("builder lane: the given chain gives no nonces and no PoolChain is set")
+			}
+			pc = p
+		}
+		return lc.Instance, pc, func() {}, nil
+	}
+	if lc.Kind == BuilderLedgerSim {
+		cfg := lc.Sim
+		if cfg.Clock == nil {
+			cfg.Clock = n.clock
+		}
+		c := jam.New(cfg)
+		return c, c, func() {}, nil
+	}
+	c := jam.NewClient(lc.URL, &http.Client{Timeout: lc.Timeout})
+	return c, c, func() {}, nil
+}

@@ -1,0 +1,177 @@
+package submitter
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/loop"
+	"github.com/ledgerq/ledgerq/internal/store"
+)
+
+// BundleConfig configures the BundleSubmitter.
+type BundleConfig struct {
+	ChainID      int64
+	PollInterval time.Duration
+	// DBTimeout bounds each database call; LedgerTimeout each chain call.
+	DBTimeout     time.Duration
+	LedgerTimeout time.Duration
+	// Cores is the most bundles submitted at once (one per core row).
+	Cores int
+	// WindowOpen and WindowClose bound the submission window: from
+	// WindowOpen to WindowClose before the next timeslot (seed 000: 3 s and
+	// 1 s of a 6 s slot). Zero values scale the seed's to the chain's slot.
+	WindowOpen, WindowClose time.Duration
+	// MinBackoff and MaxBackoff bound the wait after a refused submit; it
+	// doubles with each refusal of the same bundle.
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// BundleSubmitter submits queued bundles to the JAM chain (seed 000's queue
+// runner): inside the submission window only, lowest block number first, at
+// most one bundle per free core — cores are rows claimed with SKIP LOCKED, so
+// the limit holds across processes. store.BundleClaim takes the core, builds
+// the version's work package (rebuilding it on a fresh anchor when its anchor
+// is stale or the version is above 1) and records it, in one transaction;
+// the chain call comes after the commit, and its outcome is recorded after.
+type BundleSubmitter struct {
+	*loop.Loop
+	cfg    BundleConfig
+	store  *store.Store
+	ledger ledger.BundleLedger
+	deps   loop.Deps
+
+	info *ledger.ChainInfo // read once; only the loop's goroutine touches it
+
+	// OnSubmitted, when set, is called after a round submitted bundles: the
+	// bundle monitor of this process. Set it before Start.
+	OnSubmitted func()
+}
+
+// NewBundleSubmitter returns the builder lane's submitter.
+func NewBundleSubmitter(st *store.Store, l ledger.BundleLedger, deps loop.Deps, cfg BundleConfig) *BundleSubmitter {
+	s := &BundleSubmitter{cfg: cfg, store: st, ledger: l, deps: deps}
+	s.Loop = loop.NewService("bundle_submitter", cfg.PollInterval, deps, 0, s.RunOnce)
+	return s
+}
+
+// Window returns the submission window around now: it opens open before
+// the next timeslot and closes close before it. In reports whether now is
+// inside; next is when the next window opens (now, when inside).
+func Window(info ledger.ChainInfo, now time.Time, open, close time.Duration) (in bool, next time.Time) {
+	slot := info.Slot(now)
+	for s := slot + 1; ; s++ {
+		start := info.SlotStart(s)
+		from, to := start.Add(-open), start.Add(-close)
+		switch {
+		case now.Before(from):
+			return false, from
+		case now.Before(to):
+			return true, now
+		}
+	}
+}
+
+// windowBounds returns the configured window, or the seed's (3 s and 1 s
+// before a 6 s slot) scaled to the chain's slot length.
+func (s *BundleSubmitter) windowBounds(slot time.Duration) (open, close time.Duration) {
+	open, close = s.cfg.WindowOpen, s.cfg.WindowClose
+	if open <= 0 {
+		open = slot / 2
+	}
+	if close <= 0 {
+		close = slot / 6
+	}
+	return open, close
+}
+
+// RunOnce submits what the window and the free cores allow and returns how
+// many bundles it submitted.
+func (s *BundleSubmitter) RunOnce(ctx context.Context) (int, error) {
+	if s.info == nil {
+		lctx, cancel := context.WithTimeout(ctx, s.cfg.LedgerTimeout)
+		info, err := s.ledger.Info(lctx)
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("reading the chain's info: %w", err)
+		}
+		s.info = &info
+	}
+	open, close := s.windowBounds(s.info.SlotLength)
+	in, next := Window(*s.info, s.deps.Clock.Now(), open, close)
+	if !in {
+		s.PokeAfter(next.Sub(s.deps.Clock.Now()))
+		return 0, nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.LedgerTimeout)
+	recent, err := s.ledger.RecentBlocks(lctx)
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("reading the chain's recent blocks: %w", err)
+	}
+	sent := 0
+	for range s.cfg.Cores {
+		claim, err := s.claim(ctx, recent)
+		if err != nil || claim == nil {
+			if sent > 0 && s.OnSubmitted != nil {
+				s.OnSubmitted()
+			}
+			return sent, err
+		}
+		if err := s.submit(ctx, claim); err != nil {
+			return sent, err
+		}
+		sent++
+	}
+	if sent > 0 && s.OnSubmitted != nil {
+		s.OnSubmitted()
+	}
+	return sent, nil
+}
+
+func (s *BundleSubmitter) claim(ctx context.Context, recent []ledger.BlockRef) (*store.BundleClaim, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
+	defer cancel()
+	return s.store.BundleClaim(ctx, store.BundleClaimParams{
+		ChainID: s.cfg.ChainID, Recent: recent, Cores: s.cfg.Cores, Now: s.deps.Clock.Now(),
+	})
+}
+
+// submit sends one claimed version and records what the chain said. A
+// crash between the claim and the record leaves the bundle submitted: the
+// guarantee timeout requeues it, as for a package the guarantors lost.
+func (s *BundleSubmitter) submit(ctx context.Context, c *store.BundleClaim) error {
+	wp := c.Package
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.LedgerTimeout)
+	began := time.Now()
+	sendErr := s.ledger.SubmitWorkPackage(lctx, wp)
+	cancel()
+	s.deps.Metrics.LedgerCall("bundle", "submit", time.Since(began), sendErr, nil)
+	hash := wp.Hash()
+	log := s.deps.Logger.With("chain_id", s.cfg.ChainID, "block", wp.Number, "version", wp.Version, "core", wp.Core,
+		"package", hash.Hex(), "anchor_slot", wp.Anchor.Number, "rebuilt", c.Rebuilt)
+	switch {
+	case sendErr == nil:
+		log.Info("bundle submitted")
+	case ledger.ClassOf(sendErr) == ledger.Indeterminate:
+		log.Warn("bundle submit answer lost: counted as submitted", "error", sendErr)
+	default:
+		log.Warn("bundle submit refused", "class", ledger.ClassOf(sendErr), "error", sendErr)
+	}
+	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DBTimeout)
+	defer dcancel()
+	err := s.store.BundleSubmitResult(dctx, store.BundleSubmitResultParams{
+		ChainID: s.cfg.ChainID, PackageHash: hash, Err: sendErr, Now: s.deps.Clock.Now(),
+		MinBackoff: s.cfg.MinBackoff, MaxBackoff: s.cfg.MaxBackoff,
+	})
+	if err != nil {
+		return fmt.Errorf("recording the submit of bundle %d v%d: %w", wp.Number, wp.Version, err)
+	}
+	if sendErr == nil || ledger.ClassOf(sendErr) == ledger.Indeterminate {
+		s.deps.Metrics.Transition("bundle", string(store.BundleSubmitted), 1)
+	} else {
+		s.deps.Metrics.Transition("bundle", "submit_refused", 1)
+	}
+	return nil
+}
