@@ -521,3 +521,53 @@ type LedgerqWalletTaskOverview struct {
 	// The address's next nonce (NULL before its first attempt).
 	NextNonce int64
 }
+
+// Webhook outbox: one row per (event, endpoint), written in the transaction of the task change it tells about, then delivered with retries and backoff.
+type LedgerqWebhookDelivery struct {
+	// The webhook-id header: stable across redeliveries, so a receiver counts the event once.
+	ID string
+	// The endpoint it goes to; deleted with it.
+	EndpointID string
+	// submitted, confirmed, failed or replaced.
+	EventType string
+	// The task the event is about (no foreign key: a delivery may outlive the task's retention).
+	TaskID string
+	// The event's data object, as of the change; the body is {"type":"task.<event_type>","timestamp":<created_at>,"data":<payload>}.
+	Payload []byte
+	// When the event happened (the change's now); the body's timestamp.
+	CreatedAt time.Time
+	// POSTs started so far (counted when claimed, so a send cut short by a crash counts).
+	Attempts int32
+	// When the row is due: the retry time after a failure, or the lease end while a deliverer holds it (a deliverer that died is succeeded after it).
+	NextAttemptAt time.Time
+	// When the last POST was started.
+	LastAttemptAt *time.Time
+	// When an endpoint answered 2xx: final.
+	DeliveredAt *time.Time
+	// When the give-up limit of attempts was reached: final; last_error says why.
+	GaveUpAt *time.Time
+	// HTTP status of the last answer; NULL when there was none (transport error, timeout).
+	LastStatus *int32
+	// Why the last attempt failed (status and start of the body, or the transport error), for operators.
+	LastError *string
+}
+
+// Webhook endpoints: URLs told about one wallet's task events; a wallet may have several.
+type LedgerqWebhookEndpoint struct {
+	// Endpoint id: a UUIDv7, lower-case text.
+	ID string
+	// Name of the wallet whose task events the endpoint receives (wallet_tasks.wallet_id).
+	WalletID string
+	// Where events are POSTed (http or https).
+	Url string
+	// Standard Webhooks signing secret (whsec_ + base64). A SHARED secret: the receiver holds the same value to verify webhook-signature, so it is stored as it is (not hashed) and must be treated like a credential.
+	Secret string
+	// Events the endpoint is subscribed to: any of submitted, confirmed, failed, replaced (default all).
+	EventTypes []string
+	// A disabled endpoint gets no new events, and its pending deliveries wait until it is enabled again.
+	Enabled bool
+	// When the endpoint was registered.
+	CreatedAt time.Time
+	// Last change to the row.
+	UpdatedAt time.Time
+}
