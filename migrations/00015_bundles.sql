@@ -125,10 +125,12 @@ COMMENT ON COLUMN ledgerq.bundles.updated_at IS 'Last change to the row.';
 
 -- One live bundle per number; also the cut's read of the highest live number.
 CREATE UNIQUE INDEX bundles_live_number ON ledgerq.bundles (chain_id, number) WHERE state <> 'dropped';
--- Reads by number (a dropped one included), the list, the drop's cascade.
+-- Reads by number (a dropped one included) and the list.
 CREATE INDEX bundles_number ON ledgerq.bundles (chain_id, number);
 -- The claim (lowest number first) and the count of the queue.
 CREATE INDEX bundles_queued ON ledgerq.bundles (chain_id, number) WHERE state = 'queued';
+-- The drop's cascade: the live bundles that have not executed.
+CREATE INDEX bundles_unexecuted ON ledgerq.bundles (chain_id, number) WHERE state IN ('queued', 'submitted', 'guaranteed');
 -- The guarantee timeout.
 CREATE INDEX bundles_submitted ON ledgerq.bundles (chain_id, submitted_at) WHERE state = 'submitted';
 -- Finality.

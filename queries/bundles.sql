@@ -216,7 +216,7 @@ LIMIT @max;
 
 -- name: BundleDropIDs :many
 -- Drop, under the chain's lock: the bundle and every live one above it that
--- has not executed (their parent never will), through bundles_number.
+-- has not executed (their parent never will), through bundles_unexecuted.
 SELECT id FROM ledgerq.bundles
 WHERE chain_id = @chain_id AND number >= @number
   AND state IN ('queued', 'submitted', 'guaranteed')

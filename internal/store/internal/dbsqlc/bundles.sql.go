@@ -225,7 +225,7 @@ type BundleDropIDsParams struct {
 }
 
 // Drop, under the chain's lock: the bundle and every live one above it that
-// has not executed (their parent never will), through bundles_number.
+// has not executed (their parent never will), through bundles_unexecuted.
 func (q *Queries) BundleDropIDs(ctx context.Context, arg BundleDropIDsParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, bundleDropIDs, arg.ChainID, arg.Number)
 	if err != nil {
