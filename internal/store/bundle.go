@@ -275,7 +275,7 @@ func (s *Store) BundleCut(ctx context.Context, p BundleCutParams) ([]Bundle, err
 				h := anchor.Hash.Hex()
 				ins.AnchorSlot, ins.AnchorHash = &slot, &h
 			}
-			row, err := q.BundleInsert(ctx, ins)
+			row, err := one(q.BundleInsert(ctx, ins))
 			if err != nil {
 				return fmt.Errorf("storing bundle %d of chain %d: %w", number, p.ChainID, err)
 			}
