@@ -59,6 +59,53 @@ func (ns NullLedgerqBatchStatus) Value() (driver.Value, error) {
 	return string(ns.LedgerqBatchStatus), nil
 }
 
+// Bundle (seed 000): queued (waiting for a core), submitted (a version is with the guarantors; holds a core), guaranteed (a version is in a block's E_G; core free), accumulated (in E_A: executed), finalized (accumulated finality-depth slots ago), dropped (given up: drop_reason; its transactions went back to pending).
+type LedgerqBundleState string
+
+const (
+	LedgerqBundleStateQueued      LedgerqBundleState = "queued"
+	LedgerqBundleStateSubmitted   LedgerqBundleState = "submitted"
+	LedgerqBundleStateGuaranteed  LedgerqBundleState = "guaranteed"
+	LedgerqBundleStateAccumulated LedgerqBundleState = "accumulated"
+	LedgerqBundleStateFinalized   LedgerqBundleState = "finalized"
+	LedgerqBundleStateDropped     LedgerqBundleState = "dropped"
+)
+
+func (e *LedgerqBundleState) Scan(src interface{}) error {
+	switch s := src.(type) {
+	case []byte:
+		*e = LedgerqBundleState(s)
+	case string:
+		*e = LedgerqBundleState(s)
+	default:
+		return fmt.Errorf("unsupported scan type for LedgerqBundleState: %T", src)
+	}
+	return nil
+}
+
+type NullLedgerqBundleState struct {
+	LedgerqBundleState LedgerqBundleState
+	Valid              bool // Valid is true if LedgerqBundleState is not NULL
+}
+
+// Scan implements the Scanner interface.
+func (ns *NullLedgerqBundleState) Scan(value interface{}) error {
+	if value == nil {
+		ns.LedgerqBundleState, ns.Valid = "", false
+		return nil
+	}
+	ns.Valid = true
+	return ns.LedgerqBundleState.Scan(value)
+}
+
+// Value implements the driver Valuer interface.
+func (ns NullLedgerqBundleState) Value() (driver.Value, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	return string(ns.LedgerqBundleState), nil
+}
+
 // Pool transaction: pending (its nonce is next in line: the chain's nonce, then gap-free), queued (a nonce gap before it), included (in a bundle: bundle_block), replaced (a dearer transaction took its nonce: replaced_by), dropped (will not be bundled: drop_reason).
 type LedgerqPoolTxState string
 
@@ -270,6 +317,124 @@ type LedgerqBatchPayload struct {
 	Seq int64
 }
 
+// Builder lane: one row per chain the bundler serves. Its row lock (FOR UPDATE) serializes what changes the chain's line of bundle numbers (cutting, dropping) and the monitor's reading of JAM blocks.
+type LedgerqBuilderChain struct {
+	// EVM chain id (as pool_txs.chain_id).
+	ChainID int64
+	// Timeslot of the last JAM block whose guarantees and accumulations were applied; NULL before the first. Blocks are applied in slot order, each once.
+	ProcessedSlot *int64
+	// When the chain's first bundle was cut or first block read.
+	CreatedAt time.Time
+	// Last change to the row.
+	UpdatedAt time.Time
+}
+
+// Builder lane bundles (seed 000): one row per EVM block cut from the pool, kept in every state. A dropped number is cut again as a new row.
+type LedgerqBundle struct {
+	// Surrogate key (pool_txs.bundle_id, bundle_versions.bundle_id, cores.bundle_id point at it).
+	ID int64
+	// EVM chain id.
+	ChainID int64
+	// EVM block number: consecutive per chain, the builder service executes them strictly in order. At most one live (not dropped) bundle per (chain_id, number).
+	Number int64
+	// Hash of the bundle numbered number - 1 (or of the chain's executed block), 0x-hex.
+	Parent string
+	// The block's hash, ledger.BundleHash(parent, number, its transactions' hashes in order); the same for every version.
+	Hash string
+	// queued, submitted, guaranteed, accumulated, finalized or dropped.
+	State LedgerqBundleState
+	// Submission round: 1 first; a guarantee timeout requeues with version + 1 (seed: a version above 1 is always rebuilt on a fresh anchor).
+	Version int32
+	// State submitted: the core the current version was submitted for (cores.bundle_id points back). NULL otherwise.
+	Core *int32
+	// Timeslot of the JAM block the next (queued) or current (submitted) version is built on; NULL forces a rebuild on a fresh anchor at the next claim.
+	AnchorSlot *int64
+	// Header hash of that anchor block, 0x-hex; NULL with anchor_slot.
+	AnchorHash *string
+	// Work-package hash of the first version seen guaranteed (E_G); set once, never overwritten: later guarantees of other versions are ignored.
+	GuaranteedHash *string
+	// Version of that package.
+	GuaranteedVersion *int32
+	// States accumulated and finalized: timeslot of the block whose E_A carried it.
+	AccumulatedSlot *int64
+	// Submissions refused (transient or deterministic) so far: the backoff doubles with each.
+	SubmitFailures int32
+	// A queued bundle is not claimed before it (the backoff after a refused submission).
+	NextSubmitAt time.Time
+	// State dropped: why (no guarantee after N versions; predecessor N dropped).
+	DropReason *string
+	// Number of transactions cut into it.
+	TxCount int32
+	// When it was cut.
+	CreatedAt time.Time
+	// When its latest version was claimed for submission (the guarantee timeout counts from it); NULL before the first.
+	SubmittedAt *time.Time
+	// When the first guarantee was applied.
+	GuaranteedAt *time.Time
+	// When the accumulation was applied.
+	AccumulatedAt *time.Time
+	// When it became final.
+	FinalizedAt *time.Time
+	// Last change to the row.
+	UpdatedAt time.Time
+}
+
+// Builder lane bundles at a glance: per chain and state, how many, their transactions, number range, the longest unchanged, work packages submitted and cores held.
+type LedgerqBundleOverview struct {
+	// Chain id.
+	ChainID int64
+	// queued, submitted, guaranteed, accumulated, finalized or dropped.
+	State string
+	// Number of bundles in this state.
+	Bundles int64
+	// Transactions cut into them (tx_count; a dropped bundle's are back in the pool).
+	Txs int64
+	// Lowest block number among them (for queued: the next to be claimed).
+	LowestNumber interface{}
+	// Highest block number among them.
+	HighestNumber interface{}
+	// updated_at of the one unchanged longest (for submitted: the one waiting longest for its guarantee or timeout).
+	OldestUpdatedAt interface{}
+	// Work packages (versions, resubmissions of one package counted once) claimed for them.
+	VersionsSubmitted interface{}
+	// Cores they hold (only submitted bundles hold one; at most the chain's core count).
+	CoresHeld int64
+}
+
+// Builder lane: every work package claimed for submission, one row per package hash (seed 000 keeps every version's hash to match E_G). The same package claimed again (same version, core and anchor after a refusal) is the same row.
+type LedgerqBundleVersion struct {
+	// ledger.PackageHash(bundle hash, version, core, anchor), 0x-hex: what guarantees and accumulations name.
+	PackageHash string
+	// The bundle.
+	BundleID int64
+	// The bundle's version the package is.
+	Version int32
+	// Core it was built for.
+	Core int32
+	// Timeslot of its anchor: once the chain is past anchor_slot + 8 it can no longer be guaranteed.
+	AnchorSlot int64
+	// Header hash of its anchor.
+	AnchorHash string
+	// When it was (last) claimed for submission.
+	SubmittedAt time.Time
+	// The submission's answer: NULL not yet recorded, sent (the guarantors took it), unknown (indeterminate: the guarantee timeout decides), refused: <reason>.
+	Outcome *string
+	// Timeslot of the block whose E_G guaranteed it, for the one version that won; NULL for the others (a later guarantee of another version is ignored).
+	GuaranteedSlot *int64
+}
+
+// Builder lane: one row per JAM core a chain's bundles may use. A claim locks a free row FOR UPDATE SKIP LOCKED and points it at the bundle it submits, so at most that many bundles are submitted at once across processes.
+type LedgerqCore struct {
+	// Chain id.
+	ChainID int64
+	// Core index, 0 to cores - 1.
+	Core int32
+	// The submitted bundle holding the core (bundles.core points back); NULL when free.
+	BundleID *int64
+	// Last change to the row.
+	UpdatedAt time.Time
+}
+
 // Builder lane: one row per chain the pool serves. An intake that adds a pending or queued transaction locks it (FOR UPDATE) as its last step, counts the pool and commits: so the global limits (1000 pending, 1000 queued) are exact across processes. Held only for the count and the commit.
 type LedgerqPoolChain struct {
 	// Chain id.
@@ -340,13 +505,13 @@ type LedgerqPoolTx struct {
 	ValueWei pgtype.Numeric
 	// The signed transaction as received (RLP or typed envelope): what a bundle carries.
 	Raw []byte
-	// pending, queued, included (in bundle bundle_block), replaced (by replaced_by), dropped (drop_reason). The first three are live: they hold the nonce.
+	// pending, queued, included (in bundle bundle_id, number bundle_block), replaced (by replaced_by), dropped (drop_reason). The first three are live: they hold the nonce.
 	State LedgerqPoolTxState
 	// State replaced: hash of the transaction that took this nonce with fee cap and tip both >= 110 %.
 	ReplacedBy *string
 	// State dropped: why. expired (TTL passed while pending or queued), stale (the chain's nonce for the sender passed it).
 	DropReason *string
-	// State included: block number of the bundle the transaction is in (a later migration makes it a foreign key to the bundles table).
+	// State included: block number of its bundle (bundles.number of bundle_id, kept in step).
 	BundleBlock *int64
 	// When ledgerq stored it (or stored the same bytes again after it was replaced or dropped).
 	ReceivedAt time.Time
@@ -354,6 +519,10 @@ type LedgerqPoolTx struct {
 	ExpiresAt time.Time
 	// Last change to the row.
 	UpdatedAt time.Time
+	// State included: the bundle it is in. A dropped bundle's transactions go back to pending with it NULL.
+	BundleID *int64
+	// State included: its position in the bundle (0 first): the execution order.
+	BundlePos *int32
 }
 
 // Shard scheduler (seed 002): one row per key whose work one worker at a time runs, claimed oldest pending first under a lease.
@@ -520,4 +689,54 @@ type LedgerqWalletTaskOverview struct {
 	OldestID interface{}
 	// The address's next nonce (NULL before its first attempt).
 	NextNonce int64
+}
+
+// Webhook outbox: one row per (event, endpoint), written in the transaction of the task change it tells about, then delivered with retries and backoff.
+type LedgerqWebhookDelivery struct {
+	// The webhook-id header: stable across redeliveries, so a receiver counts the event once.
+	ID string
+	// The endpoint it goes to; deleted with it.
+	EndpointID string
+	// submitted, confirmed, failed or replaced.
+	EventType string
+	// The task the event is about (no foreign key: a delivery may outlive the task's retention).
+	TaskID string
+	// The event's data object, as of the change; the body is {"type":"task.<event_type>","timestamp":<created_at>,"data":<payload>}.
+	Payload []byte
+	// When the event happened (the change's now); the body's timestamp.
+	CreatedAt time.Time
+	// POSTs started so far (counted when claimed, so a send cut short by a crash counts).
+	Attempts int32
+	// When the row is due: the retry time after a failure, or the lease end while a deliverer holds it (a deliverer that died is succeeded after it).
+	NextAttemptAt time.Time
+	// When the last POST was started.
+	LastAttemptAt *time.Time
+	// When an endpoint answered 2xx: final.
+	DeliveredAt *time.Time
+	// When the give-up limit of attempts was reached: final; last_error says why.
+	GaveUpAt *time.Time
+	// HTTP status of the last answer; NULL when there was none (transport error, timeout).
+	LastStatus *int32
+	// Why the last attempt failed (status and start of the body, or the transport error), for operators.
+	LastError *string
+}
+
+// Webhook endpoints: URLs told about one wallet's task events; a wallet may have several.
+type LedgerqWebhookEndpoint struct {
+	// Endpoint id: a UUIDv7, lower-case text.
+	ID string
+	// Name of the wallet whose task events the endpoint receives (wallet_tasks.wallet_id).
+	WalletID string
+	// Where events are POSTed (http or https).
+	Url string
+	// Standard Webhooks signing secret (whsec_ + base64). A SHARED secret: the receiver holds the same value to verify webhook-signature, so it is stored as it is (not hashed) and must be treated like a credential.
+	Secret string
+	// Events the endpoint is subscribed to: any of submitted, confirmed, failed, replaced (default all).
+	EventTypes []string
+	// A disabled endpoint gets no new events, and its pending deliveries wait until it is enabled again.
+	Enabled bool
+	// When the endpoint was registered.
+	CreatedAt time.Time
+	// Last change to the row.
+	UpdatedAt time.Time
 }

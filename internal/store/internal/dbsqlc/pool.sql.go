@@ -280,7 +280,7 @@ func (q *Queries) PoolSendersLockExpired(ctx context.Context, arg PoolSendersLoc
 }
 
 const poolTxGet = `-- name: PoolTxGet :one
-SELECT chain_id, tx_hash, sender, nonce, tx_type, to_address, gas_fee_cap, gas_tip_cap, gas, value_wei, raw, state, replaced_by, drop_reason, bundle_block, received_at, expires_at, updated_at FROM ledgerq.pool_txs WHERE chain_id = $1 AND tx_hash = $2
+SELECT chain_id, tx_hash, sender, nonce, tx_type, to_address, gas_fee_cap, gas_tip_cap, gas, value_wei, raw, state, replaced_by, drop_reason, bundle_block, received_at, expires_at, updated_at, bundle_id, bundle_pos FROM ledgerq.pool_txs WHERE chain_id = $1 AND tx_hash = $2
 `
 
 type PoolTxGetParams struct {
@@ -310,6 +310,8 @@ func (q *Queries) PoolTxGet(ctx context.Context, arg PoolTxGetParams) (LedgerqPo
 		&i.ReceivedAt,
 		&i.ExpiresAt,
 		&i.UpdatedAt,
+		&i.BundleID,
+		&i.BundlePos,
 	)
 	return i, err
 }

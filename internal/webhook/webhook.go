@@ -1,0 +1,300 @@
+// Package webhook delivers the wallet lane's task events (DESIGN §2.3) to the
+// endpoints registered for each wallet.
+//
+// Task transitions write their events to an outbox (store.WebhookEmit) in the
+// transaction that changes the task, so an event exists exactly when its
+// change committed. The Deliverer claims due outbox rows in one statement
+// (FOR UPDATE SKIP LOCKED, leasing each row until now + Lease), commits,
+// and only then POSTs them, signed with the Standard Webhooks scheme
+// (webhook-id, webhook-timestamp, webhook-signature). A 2xx answer delivers
+// the row; anything else schedules another attempt with exponential backoff
+// and jitter, up to a give-up limit. A deliverer that dies mid-send leaves
+// its rows leased: they are claimed again after the lease, with the same
+// webhook-id, so receivers deduplicate by it. Delivery is at least once.
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/ledgerq/ledgerq/internal/loop"
+	"github.com/ledgerq/ledgerq/internal/store"
+)
+
+// Config configures a Deliverer.
+type Config struct {
+	// Interval is the poll interval: the longest a due delivery waits.
+	Interval time.Duration
+	// BatchSize is the most deliveries one round claims.
+	BatchSize int
+	// Concurrency is how many POSTs a round makes at once.
+	Concurrency int
+	// RequestTimeout bounds one POST, answer included.
+	RequestTimeout time.Duration
+	// Lease is how long a claimed delivery is held before another deliverer
+	// may claim it again (its deliverer died). It must exceed
+	// RequestTimeout + DBTimeout, so a live deliverer records its outcome
+	// before its lease runs out and no delivery is sent by two at once.
+	Lease time.Duration
+	// DBTimeout bounds each database statement.
+	DBTimeout time.Duration
+	// BackoffBase is the wait after the first failed attempt; it doubles
+	// with each further failure, up to BackoffMax.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// MaxAttempts is the give-up limit: after this many failed attempts the
+	// delivery is given up, with its last error kept.
+	MaxAttempts int
+}
+
+// Defaults returns the default configuration: 12 attempts over about five
+// hours (5 s doubling, capped at one hour).
+func Defaults() Config {
+	return Config{
+		Interval: time.Second, BatchSize: 100, Concurrency: 8,
+		RequestTimeout: 10 * time.Second, Lease: time.Minute, DBTimeout: 5 * time.Second,
+		BackoffBase: 5 * time.Second, BackoffMax: time.Hour, MaxAttempts: 12,
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case c.Interval <= 0:
+		return errors.New("webhook: interval must be positive")
+	case c.BatchSize < 1 || c.Concurrency < 1:
+		return errors.New("webhook: batch size and concurrency must be at least 1")
+	case c.RequestTimeout <= 0 || c.DBTimeout <= 0:
+		return errors.New("webhook: request and database timeouts must be positive")
+	case c.Lease <= c.RequestTimeout+c.DBTimeout:
+		return fmt.Errorf("webhook: lease %s must exceed request timeout + database timeout (%s)", c.Lease, c.RequestTimeout+c.DBTimeout)
+	case c.BackoffBase <= 0 || c.BackoffMax < c.BackoffBase:
+		return errors.New("webhook: backoff base must be positive and at most the backoff max")
+	case c.MaxAttempts < 1:
+		return errors.New("webhook: max attempts must be at least 1")
+	}
+	return nil
+}
+
+// Backoff is the wait after failed attempt number attempt (from 1):
+// min(ceiling, base × 2^(attempt-1)), less a jitter of up to a quarter of it, so
+// deliveries that failed together do not come back together. jitter(n)
+// returns a duration in [0, n).
+func Backoff(base, ceiling time.Duration, attempt int, jitter func(time.Duration) time.Duration) time.Duration {
+	d := base
+	for n := 1; n < attempt && d < ceiling; n++ {
+		d *= 2
+	}
+	d = min(d, ceiling)
+	if q := d / 4; q > 0 && jitter != nil {
+		d -= jitter(q)
+	}
+	return d
+}
+
+// Option changes a Deliverer.
+type Option func(*Deliverer)
+
+// WithHTTPClient sends with client (default: one that follows no
+// redirects: a 3xx is a failed attempt).
+func WithHTTPClient(client *http.Client) Option { return func(d *Deliverer) { d.client = client } }
+
+// WithJitter sets the backoff jitter: jitter(n) returns a duration in
+// [0, n) (default: uniform random). Tests make it deterministic.
+func WithJitter(jitter func(time.Duration) time.Duration) Option {
+	return func(d *Deliverer) { d.jitter = jitter }
+}
+
+// Deliverer is the delivery loop service.
+type Deliverer struct {
+	*loop.Loop
+	st     *store.Store
+	cfg    Config
+	deps   loop.Deps
+	client *http.Client
+	jitter func(time.Duration) time.Duration
+	log    *slog.Logger
+}
+
+// New returns a Deliverer. Several may run, in one process or many: each
+// claims disjoint deliveries.
+func New(st *store.Store, deps loop.Deps, cfg Config, opts ...Option) (*Deliverer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d := &Deliverer{
+		st: st, cfg: cfg, deps: deps, log: deps.Logger,
+		client: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		jitter: func(n time.Duration) time.Duration { return rand.N(n) },
+	}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	for _, o := range opts {
+		o(d)
+	}
+	d.Loop = loop.NewService("webhook_delivery", cfg.Interval, deps, cfg.BatchSize, d.RunOnce)
+	return d, nil
+}
+
+// Body is what a delivery POSTs: the Standard Webhooks payload shape.
+type Body struct {
+	// Type is "task." and the event type (task.submitted, task.confirmed,
+	// task.failed, task.replaced).
+	Type string `json:"type"`
+	// Timestamp is when the event happened.
+	Timestamp time.Time `json:"timestamp"`
+	// Data is the event's payload (store.WebhookTaskData for task events).
+	Data json.RawMessage `json:"data"`
+}
+
+// body is the same bytes on every attempt of a delivery.
+func body(d store.WebhookDelivery) ([]byte, error) {
+	return json.Marshal(Body{Type: "task." + string(d.Type), Timestamp: d.CreatedAt, Data: d.Payload})
+}
+
+// RunOnce claims up to BatchSize due deliveries, POSTs them (Concurrency at
+// a time) and records each outcome. It returns how many it claimed.
+func (d *Deliverer) RunOnce(ctx context.Context) (int, error) {
+	now := d.deps.Clock.Now()
+	cctx, cancel := context.WithTimeout(ctx, d.cfg.DBTimeout)
+	claimed, err := d.st.WebhookDeliveriesClaim(cctx, store.WebhookDeliveriesClaimParams{
+		Now: now, LeaseUntil: now.Add(d.cfg.Lease), Max: d.cfg.BatchSize,
+	})
+	cancel()
+	if err != nil {
+		return 0, err
+	}
+	var (
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, d.cfg.Concurrency)
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, dv := range claimed {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := d.deliver(ctx, dv); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return len(claimed), errors.Join(errs...)
+}
+
+// deliver sends one claimed delivery and records the outcome.
+func (d *Deliverer) deliver(ctx context.Context, dv store.WebhookDelivery) error {
+	status, sendErr := d.send(ctx, dv)
+	if ctx.Err() != nil {
+		// Shutting down: the attempt was cut short by us, not the
+		// endpoint. The lease brings it back, with the same id.
+		return nil
+	}
+	now := d.deps.Clock.Now()
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.DBTimeout)
+	defer cancel()
+	if sendErr == nil {
+		if _, err := d.st.WebhookDeliveryDelivered(rctx, store.WebhookDeliveryDeliveredParams{Now: now, ID: dv.ID, Status: status}); err != nil {
+			return err
+		}
+		d.deps.Metrics.Transition("webhook", "delivered", 1)
+		return nil
+	}
+	p := store.WebhookDeliveryFailedParams{Now: now, ID: dv.ID, Attempt: dv.Attempt, Status: status, Error: sendErr.Error()}
+	if dv.Attempt >= d.cfg.MaxAttempts {
+		p.GiveUp = true
+	} else {
+		p.NextAttemptAt = now.Add(Backoff(d.cfg.BackoffBase, d.cfg.BackoffMax, dv.Attempt, d.jitter))
+	}
+	recorded, err := d.st.WebhookDeliveryFailed(rctx, p)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !recorded:
+	case p.GiveUp:
+		d.deps.Metrics.Transition("webhook", "gave_up", 1)
+		d.log.Warn("webhook: delivery given up", "delivery", dv.ID, "endpoint", dv.EndpointID, "task", dv.TaskID,
+			"event", dv.Type, "attempts", dv.Attempt, "error", sendErr)
+	default:
+		d.deps.Metrics.Transition("webhook", "retry", 1)
+		d.log.Debug("webhook: delivery failed, will retry", "delivery", dv.ID, "endpoint", dv.EndpointID,
+			"attempt", dv.Attempt, "next_attempt_at", p.NextAttemptAt, "error", sendErr)
+	}
+	return nil
+}
+
+// errorBodyBytes is how much of a failed answer's body is kept in
+// last_error; drainBytes how much is read so the connection can be reused.
+const (
+	errorBodyBytes = 256
+	drainBytes     = 64 << 10
+)
+
+// send POSTs the delivery once and returns the answer's status (0 when
+// there was none) and an error unless the endpoint answered 2xx.
+func (d *Deliverer) send(ctx context.Context, dv store.WebhookDelivery) (int, error) {
+	payload, err := body(dv)
+	if err != nil {
+		return 0, fmt.Errorf("encoding the body: %w", err)
+	}
+	signer, err := standardwebhooks.NewWebhook(dv.Secret)
+	if err != nil {
+		return 0, fmt.Errorf("reading the endpoint's secret: %w", err)
+	}
+	ts := d.deps.Clock.Now()
+	sig, err := signer.Sign(dv.ID, ts, payload)
+	if err != nil {
+		return 0, fmt.Errorf("signing: %w", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, dv.URL, strings.NewReader(string(payload)))
+	if err != nil {
+		return 0, fmt.Errorf("building the request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "ledgerq-webhooks")
+	req.Header.Set(standardwebhooks.HeaderWebhookID, dv.ID)
+	req.Header.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(ts.Unix(), 10))
+	req.Header.Set(standardwebhooks.HeaderWebhookSignature, sig)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("posting to the endpoint: %w", err)
+	}
+	defer resp.Body.Close()
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, errorBodyBytes))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainBytes))
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		return resp.StatusCode, nil
+	}
+	return resp.StatusCode, fmt.Errorf("HTTP %d: %s", resp.StatusCode, printable(head))
+}
+
+// printable keeps an answer's body readable in last_error.
+func printable(b []byte) string {
+	s := strings.ToValidUTF8(string(b), string(utf8.RuneError))
+	return strings.TrimSpace(strings.Map(func(r rune) rune {
+		if r < 0x20 && r != ' ' {
+			return ' '
+		}
+		return r
+	}, s))
+}

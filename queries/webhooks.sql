@@ -1,0 +1,73 @@
+-- name: WebhookEndpointInsert :one
+INSERT INTO ledgerq.webhook_endpoints (id, wallet_id, url, secret, event_types, enabled, created_at, updated_at)
+VALUES (@id, @wallet_id, @url, @secret, @event_types::text[], @enabled, @now::timestamptz, @now::timestamptz)
+RETURNING *;
+
+-- name: WebhookEndpointList :many
+-- A wallet's endpoints in id (creation) order, through webhook_endpoints_wallet.
+SELECT * FROM ledgerq.webhook_endpoints WHERE wallet_id = @wallet_id ORDER BY id;
+
+-- name: WebhookEndpointDelete :execrows
+-- An endpoint of another wallet is not found: "missing" and "not yours" are
+-- one. Its pending deliveries go with it (ON DELETE CASCADE).
+DELETE FROM ledgerq.webhook_endpoints WHERE id = @id AND wallet_id = @wallet_id;
+
+-- name: WebhookDeliveriesEmit :execrows
+-- Outbox (DESIGN §2.3): runs inside the transaction of the task changes it
+-- tells about, so the rows commit or roll back with them. One row per event
+-- and enabled endpoint of the event's wallet subscribed to its type, in one
+-- set-based statement; the arrays are parallel, one element per event. Due
+-- at once. Endpoints through webhook_endpoints_wallet.
+WITH ev AS (
+    SELECT unnest(@wallet_ids::text[]) AS wallet_id, unnest(@event_types::text[]) AS event_type,
+           unnest(@task_ids::text[]) AS task_id, unnest(@payloads::text[]) AS payload,
+           generate_subscripts(@wallet_ids::text[], 1) AS n
+)
+INSERT INTO ledgerq.webhook_deliveries (endpoint_id, event_type, task_id, payload, created_at, next_attempt_at)
+SELECT e.id, ev.event_type, ev.task_id, ev.payload::jsonb, @now::timestamptz, @now::timestamptz
+FROM ev
+JOIN ledgerq.webhook_endpoints e ON e.wallet_id = ev.wallet_id
+WHERE e.enabled AND ev.event_type = ANY (e.event_types)
+ORDER BY ev.n, e.id;
+
+-- name: WebhookDeliveriesClaim :many
+-- Delivery claim (DESIGN §2.3): up to @max pending deliveries due at @now,
+-- earliest first, through webhook_deliveries_due; SKIP LOCKED so concurrent
+-- deliverers take disjoint rows. Claiming counts the attempt and leases the
+-- row by moving next_attempt_at to @lease_until, in this one statement: the
+-- POST happens after it commits (no transaction is held across it), and a
+-- deliverer that dies before recording the outcome leaves the row to be
+-- claimed again after the lease, with the same id. Rows of disabled endpoints
+-- wait.
+WITH due AS (
+    SELECT d.id FROM ledgerq.webhook_deliveries d
+    WHERE d.delivered_at IS NULL AND d.gave_up_at IS NULL AND d.next_attempt_at <= @now::timestamptz
+      AND EXISTS (SELECT 1 FROM ledgerq.webhook_endpoints x WHERE x.id = d.endpoint_id AND x.enabled)
+    ORDER BY d.next_attempt_at, d.id
+    LIMIT @max
+    FOR UPDATE OF d SKIP LOCKED
+)
+UPDATE ledgerq.webhook_deliveries d
+SET attempts = d.attempts + 1, last_attempt_at = @now::timestamptz, next_attempt_at = @lease_until::timestamptz
+FROM due, ledgerq.webhook_endpoints e
+WHERE d.id = due.id AND e.id = d.endpoint_id
+RETURNING d.id, d.endpoint_id, d.event_type, d.task_id, d.payload, d.created_at, d.attempts, e.url, e.secret;
+
+-- name: WebhookDeliveryMarkDelivered :execrows
+-- The endpoint answered 2xx. Not conditional on the attempt: a late success
+-- of a deliverer whose lease ran out is still a delivery.
+UPDATE ledgerq.webhook_deliveries
+SET delivered_at = @now::timestamptz, last_status = @status
+WHERE id = @id AND delivered_at IS NULL AND gave_up_at IS NULL;
+
+-- name: WebhookDeliveryMarkFailed :execrows
+-- The attempt failed: schedule the next one, or give up (@gave_up_at set).
+-- Conditional on the attempt number the claim returned, so only the holder of
+-- the current lease decides what comes next.
+UPDATE ledgerq.webhook_deliveries
+SET last_status = sqlc.narg(status), last_error = @error::text, next_attempt_at = @next_attempt_at::timestamptz,
+    gave_up_at = sqlc.narg(gave_up_at)
+WHERE id = @id AND attempts = @attempts AND delivered_at IS NULL AND gave_up_at IS NULL;
+
+-- name: WebhookDeliveryGet :one
+SELECT * FROM ledgerq.webhook_deliveries WHERE id = @id;
