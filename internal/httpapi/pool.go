@@ -343,7 +343,27 @@ func (s *Server) GetPoolTx(c echo.Context, hash string) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, poolTxResult(tx, nil, ""))
+	out := poolTxResult(tx, nil, "")
+	if out.Tx.BundleState, err = s.bundleStateOf(c.Request().Context(), tx); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// bundleStateOf returns the state of an included transaction's bundle (nil
+// for the other states): the rest of its story.
+func (s *Server) bundleStateOf(ctx context.Context, tx store.PoolTx) (*apigen.BundleState, error) {
+	if tx.State != store.PoolIncluded || tx.BundleBlock == nil {
+		return nil, nil
+	}
+	b, err := s.store.BundleGet(ctx, tx.ChainID, uint64(*tx.BundleBlock))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ptr(apigen.BundleState(b.State)), nil
 }
 
 func ptr[T any](v T) *T {

@@ -185,7 +185,8 @@ type ledgerqAPI struct{ s *Server }
 
 // TxStatus is ledgerq_txStatus: the pool's record of hash, as GET
 // /v1/pool/txs/{hash} answers it (pending, queued, included in bundle N,
-// replaced by H, dropped with a reason), or null when the pool never held it.
+// replaced by H, dropped with a reason; an included one with its bundle's
+// state), or null when the pool never held it.
 func (api *ledgerqAPI) TxStatus(ctx context.Context, hash common.Hash) (*poolTxJSON, error) {
 	tx, err := api.s.store.PoolGet(ctx, api.s.pool.ChainID, hash.Hex())
 	switch {
@@ -195,5 +196,8 @@ func (api *ledgerqAPI) TxStatus(ctx context.Context, hash common.Hash) (*poolTxJ
 		return nil, api.s.rpcFail("ledgerq_txStatus", err)
 	}
 	out := toPoolTx(tx)
+	if out.BundleState, err = api.s.bundleStateOf(ctx, tx); err != nil {
+		return nil, api.s.rpcFail("ledgerq_txStatus", err)
+	}
 	return &out, nil
 }

@@ -81,9 +81,18 @@ func (m *BundleMonitor) RunOnce(ctx context.Context) (int, error) {
 		m.deps.Metrics.Transition("bundle", string(store.BundleGuaranteed), applied.Guaranteed)
 		m.deps.Metrics.Transition("bundle", string(store.BundleAccumulated), applied.Accumulated)
 		m.deps.Metrics.Transition("bundle", string(store.BundleFinalized), applied.Finalized)
-		if applied.Ignored > 0 {
-			m.deps.Logger.Warn("JAM blocks named work packages that are not a live bundle's", "chain_id", m.cfg.ChainID,
-				"ignored", applied.Ignored, "from_slot", blocks[0].Slot, "to_slot", blocks[len(blocks)-1].Slot)
+		if applied.IgnoredGuarantees+applied.IgnoredAccumulations > 0 {
+			// A later guarantee of a bundle already guaranteed (the first one
+			// wins), or one for a dropped bundle.
+			m.deps.Logger.Info("JAM blocks named work packages of bundles past that state",
+				"chain_id", m.cfg.ChainID, "guarantees", applied.IgnoredGuarantees, "accumulations", applied.IgnoredAccumulations,
+				"from_slot", blocks[0].Slot, "to_slot", blocks[len(blocks)-1].Slot)
+		}
+		if applied.UnknownGuarantees+applied.UnknownAccumulations > 0 {
+			// Another builder's packages on the same chain, or ours from a
+			// database that was reset.
+			m.deps.Logger.Debug("JAM blocks named work packages this database does not know",
+				"chain_id", m.cfg.ChainID, "guarantees", applied.UnknownGuarantees, "accumulations", applied.UnknownAccumulations)
 		}
 		freed = applied.Guaranteed > 0
 	}

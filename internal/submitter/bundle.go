@@ -148,7 +148,7 @@ func (s *BundleSubmitter) submit(ctx context.Context, c *store.BundleClaim) erro
 	sendErr := s.ledger.SubmitWorkPackage(lctx, wp)
 	cancel()
 	s.deps.Metrics.LedgerCall("bundle", "submit", time.Since(began), sendErr, nil)
-	hash := wp.Hash()
+	hash := c.PackageHash()
 	log := s.deps.Logger.With("chain_id", s.cfg.ChainID, "block", wp.Number, "version", wp.Version, "core", wp.Core,
 		"package", hash.Hex(), "anchor_slot", wp.Anchor.Number, "rebuilt", c.Rebuilt)
 	switch {
