@@ -16,13 +16,13 @@ import (
 // batchJSON).
 type bundleJSON struct {
 	apigen.Bundle
-	NextSubmitAt  *apiTime `json:"next_submit_at,omitempty"`
-	CreatedAt     apiTime  `json:"created_at"`
-	SubmittedAt   *apiTime `json:"submitted_at,omitempty"`
-	GuaranteedAt  *apiTime `json:"guaranteed_at,omitempty"`
-	AccumulatedAt *apiTime `json:"accumulated_at,omitempty"`
-	FinalizedAt   *apiTime `json:"finalized_at,omitempty"`
-	UpdatedAt     apiTime  `json:"updated_at"`
+	NextSubmitAt  *apiTime            `json:"next_submit_at,omitempty"`
+	CreatedAt     apiTime             `json:"created_at"`
+	SubmittedAt   *apiTime            `json:"submitted_at,omitempty"`
+	GuaranteedAt  *apiTime            `json:"guaranteed_at,omitempty"`
+	AccumulatedAt *apiTime            `json:"accumulated_at,omitempty"`
+	FinalizedAt   *apiTime            `json:"finalized_at,omitempty"`
+	UpdatedAt     apiTime             `json:"updated_at"`
 	Versions      []bundleVersionJSON `json:"versions,omitempty"`
 }
 

@@ -136,12 +136,12 @@ func (b *BuilderConfig) poolConfig() httpapi.PoolConfig {
 
 // builderLane is the builder lane's part of a node.
 type builderLane struct {
-	ledger     ledger.BundleLedger
-	poolChain  httpapi.PoolChain
-	closeLed   func()
-	bundler    *queuer.Bundler
-	submitter  *submitter.BundleSubmitter
-	monitor    *monitor.BundleMonitor
+	ledger    ledger.BundleLedger
+	poolChain httpapi.PoolChain
+	closeLed  func()
+	bundler   *queuer.Bundler
+	submitter *submitter.BundleSubmitter
+	monitor   *monitor.BundleMonitor
 }
 
 // buildBuilderLane opens the JAM chain and builds the bundler (queuer
