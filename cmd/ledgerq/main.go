@@ -23,7 +23,7 @@ Commands:
   serve      run the HTTP API and the loops against DATABASE_URL
   once       run one round of every enabled loop, then exit (for cron)
   migrate    apply or inspect schema migrations: up, down, status, version
-  simledger  serve a simulated ledger (--kind sawtooth: Sawtooth's REST API; --kind evm: Ethereum JSON-RPC)
+  simledger  serve a simulated ledger (--kind sawtooth: Sawtooth's REST API; --kind evm: Ethereum JSON-RPC; --kind jam: a JAM chain for the builder lane)
   bench      generate load and report throughput and latency
   sawtooth   Sawtooth helpers: 'sawtooth sample' prints signed sample batches
   keys       API keys of the wallet routes: create, list, revoke

@@ -1,0 +1,119 @@
+package node_test
+
+import (
+	"context"
+	"math/big"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
+
+	"github.com/ledgerq/ledgerq/internal/node"
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testdb"
+)
+
+func builderConfig() node.Config {
+	c := node.Defaults()
+	c.DatabaseURL = "postgres://unused"
+	c.Builder.Enabled = true
+	c.Builder.Ledger.URL = "http://127.0.0.1:19800"
+	return c
+}
+
+func TestBuilderConfig_DefaultsAreValidAndBadSettingsNameTheirFlag(t *testing.T) {
+	t.Parallel()
+	c := builderConfig()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("the builder lane's defaults: %v", err)
+	}
+	for _, tc := range []struct {
+		flag string
+		set  func(*node.Config)
+	}{
+		{"--builder-ledger-url", func(c *node.Config) { c.Builder.Ledger.URL = "" }},
+		{"--builder-ledger-url", func(c *node.Config) { c.Builder.Ledger.URL = "ftp://x" }},
+		{"--builder-ledger", func(c *node.Config) { c.Builder.Ledger.Kind = "nope" }},
+		{"--builder-chain-id", func(c *node.Config) { c.Builder.ChainID = 0 }},
+		{"--bundle-size", func(c *node.Config) { c.Builder.BundleSize = 0 }},
+		{"--builder-cores", func(c *node.Config) { c.Builder.Cores = 0 }},
+		{"--bundle-max-versions", func(c *node.Config) { c.Builder.MaxVersions = 0 }},
+		{"--submit-window-open", func(c *node.Config) { c.Builder.WindowOpen, c.Builder.WindowClose = time.Second, 2 * time.Second }},
+		{"--submit-backoff", func(c *node.Config) { c.Builder.SubmitBackoff = 0 }},
+		{"--pool-min-tip", func(c *node.Config) { c.Builder.MinTipWei = -1 }},
+	} {
+		c := builderConfig()
+		tc.set(&c)
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("want an error naming %s, got %v", tc.flag, err)
+		}
+	}
+}
+
+// The builder lane on the in-process simulated JAM chain (--builder-ledger
+// sim): a transaction sent with ethclient to /rpc ends in a finalized
+// bundle.
+func TestBuilderLane_SimChainTakesATransactionFromRPCToAFinalizedBundle(t *testing.T) {
+	t.Parallel()
+	c := node.Defaults()
+	c.DatabaseURL = testdb.New(t).URL
+	c.Loops.PollInterval = 50 * time.Millisecond
+	c.Builder.Enabled = true
+	c.Builder.Ledger.Kind = node.BuilderLedgerSim
+	c.Builder.Ledger.Sim.SlotLength = 200 * time.Millisecond
+	c.Builder.GuaranteeTimeout = 600 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := node.Open(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	srv := httptest.NewServer(n.Handler())
+	defer srv.Close()
+	if err := n.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	cl, err := ethclient.DialContext(ctx, srv.URL+"/rpc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	key, _ := crypto.GenerateKey()
+	id := big.NewInt(c.Builder.ChainID)
+	to := common.Address{0xde, 0xad}
+	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(id), &types.DynamicFeeTx{
+		ChainID: id, GasTipCap: big.NewInt(1e9), GasFeeCap: big.NewInt(2e9), Gas: 21000, To: &to, Value: big.NewInt(1),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.SendTransaction(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		p, err := n.Store().PoolGet(ctx, c.Builder.ChainID, tx.Hash().Hex())
+		if err == nil && p.BundleBlock != nil {
+			b, err := n.Store().BundleGet(ctx, c.Builder.ChainID, uint64(*p.BundleBlock))
+			if err == nil && b.State == store.BundleFinalized {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the transaction's bundle was not finalized: %v", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	// Once executed, the chain's nonce is the pool's latest nonce.
+	if n, err := cl.NonceAt(ctx, crypto.PubkeyToAddress(key.PublicKey), nil); err != nil || n != 1 {
+		t.Fatalf("eth_getTransactionCount latest = %d, %v; want 1", n, err)
+	}
+}
