@@ -43,7 +43,7 @@ func TestBuilderConfig_DefaultsAreValidAndBadSettingsNameTheirFlag(t *testing.T)
 		{"--bundle-size", func(c *node.Config) { c.Builder.BundleSize = 0 }},
 		{"--builder-cores", func(c *node.Config) { c.Builder.Cores = 0 }},
 		{"--bundle-max-versions", func(c *node.Config) { c.Builder.MaxVersions = 0 }},
-		{"--submit-window-open", func(c *node.Config) { c.Builder.WindowOpen, c.Builder.WindowClose = time.Second, 2 * time.Second }},
+		{"--submit-window-open", func(c *node.Config) { c.Builder.WindowOpen, c.Builder.WindowClose = time.Second, 2*time.Second }},
 		{"--submit-backoff", func(c *node.Config) { c.Builder.SubmitBackoff = 0 }},
 		{"--pool-min-tip", func(c *node.Config) { c.Builder.MinTipWei = -1 }},
 	} {
