@@ -115,6 +115,12 @@ func registerWallet(fs *flag.FlagSet, w *node.WalletConfig, parts flagParts) {
 	fs.DurationVar(&w.Shards.Lease, "shard-lease", w.Shards.Lease, "shards: a claim's lease; a shard whose lease passed is rescued")
 	fs.DurationVar(&w.RetentionAge, "wallet-retention-age", w.RetentionAge, "wallet lane: delete finished tasks (done, error) older than this (0: keep them forever); run by the monitor role")
 	fs.IntVar(&w.RetentionBatchSize, "wallet-retention-batch-size", w.RetentionBatchSize, "wallet lane: most finished tasks deleted in one statement")
+	fs.IntVar(&w.Webhooks.MaxAttempts, "webhook-max-attempts", w.Webhooks.MaxAttempts, "wallet lane: attempts to deliver one webhook event to one endpoint before it is given up (kept in ledgerq.webhook_deliveries with its last error)")
+	fs.DurationVar(&w.Webhooks.BackoffBase, "webhook-backoff", w.Webhooks.BackoffBase, "wallet lane: wait after a failed webhook delivery; doubles with each failure")
+	fs.DurationVar(&w.Webhooks.BackoffMax, "webhook-backoff-max", w.Webhooks.BackoffMax, "wallet lane: the longest wait between two attempts of a webhook delivery")
+	fs.DurationVar(&w.Webhooks.RequestTimeout, "webhook-timeout", w.Webhooks.RequestTimeout, "wallet lane: timeout of one webhook POST; --webhook-lease must exceed it")
+	fs.DurationVar(&w.Webhooks.Lease, "webhook-lease", w.Webhooks.Lease, "wallet lane: a claimed webhook delivery is held this long before another process may send it again (its sender died)")
+	fs.DurationVar(&w.Webhooks.Interval, "webhook-interval", w.Webhooks.Interval, "wallet lane: how often due webhook deliveries are looked for")
 	fs.DurationVar(&w.RetentionInterval, "wallet-retention-interval", w.RetentionInterval, "wallet lane: wait after a retention round that found less than a full batch to delete")
 }
 

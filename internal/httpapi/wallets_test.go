@@ -457,6 +457,10 @@ func (f *walletFixture) walletRoutes(taskID string) map[string]func(headers ...s
 		"seed": func(h ...string) httpResult {
 			return f.call(http.MethodGet, "/wallet/tasks/send-tx/"+taskID, nil, append(h, "X-Wallet-ID", "main")...)
 		},
+		"webhooks create": func(h ...string) httpResult {
+			return f.call(http.MethodPost, "/v1/wallets/main/webhooks", []byte(`{"url":"https://hooks.example/a"}`), h...)
+		},
+		"webhooks list": func(h ...string) httpResult { return f.call(http.MethodGet, "/v1/wallets/main/webhooks", nil, h...) },
 	}
 }
 

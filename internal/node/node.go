@@ -269,6 +269,9 @@ func (n *Node) services() []loop.Service {
 		if w.retention != nil {
 			s = append(s, w.retention)
 		}
+		if w.webhooks != nil {
+			s = append(s, w.webhooks)
+		}
 	}
 	return s
 }
@@ -414,6 +417,9 @@ func (n *Node) RunOnce(ctx context.Context) error {
 		}
 		if w.retention != nil {
 			round("wallet retention", "deleted", w.retention.RunOnce)
+		}
+		if w.webhooks != nil {
+			round("webhook delivery", "delivered", w.webhooks.RunOnce)
 		}
 	}
 	return errors.Join(errs...)

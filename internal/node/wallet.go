@@ -22,6 +22,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/notify"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/wallet"
+	"github.com/ledgerq/ledgerq/internal/webhook"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -59,6 +60,9 @@ type WalletConfig struct {
 	RetentionAge       time.Duration
 	RetentionBatchSize int
 	RetentionInterval  time.Duration
+	// Webhooks configures the delivery of the wallets' task events to
+	// their webhook endpoints (monitor role).
+	Webhooks webhook.Config
 }
 
 // WalletLedgerConfig chooses the wallet lane's chain.
@@ -94,6 +98,7 @@ func walletDefaults() WalletConfig {
 		FollowInterval: e.FollowInterval, ReplacedAfter: e.ReplacedAfter, CycleBudget: e.CycleBudget,
 		Shards:       workers.Defaults(),
 		RetentionAge: 7 * 24 * time.Hour, RetentionBatchSize: 1000, RetentionInterval: time.Minute,
+		Webhooks: webhook.Defaults(),
 	}
 }
 
@@ -130,6 +135,9 @@ func (w *WalletConfig) validate() error {
 	if err := w.Shards.Validate(); err != nil {
 		return fmt.Errorf("wallet lane: %w (--shard-*)", err)
 	}
+	if err := w.Webhooks.Validate(); err != nil {
+		return fmt.Errorf("wallet lane: %w (--webhook-*)", err)
+	}
 	// A cycle makes no new ledger call past the cycle budget, so it lasts
 	// at most the budget plus one call; the lease must outlast it, or the
 	// rescuer would hand a shard to a second worker mid-cycle.
@@ -158,6 +166,7 @@ type walletLane struct {
 	rescuer   *workers.Rescuer
 	follower  *eoa.Follower
 	retention *monitor.Retention
+	webhooks  *webhook.Deliverer
 }
 
 // buildWalletLane opens the chain, unlocks the wallets and builds the shard
@@ -206,6 +215,11 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 		}
 		if lane.pool != nil {
 			lane.rescuer.OnRescued, lane.follower.OnScheduled = lane.pool.Poke, lane.pool.Poke
+		}
+		wc := w.Webhooks
+		wc.DBTimeout = min(wc.DBTimeout, n.cfg.Loops.DBTimeout)
+		if lane.webhooks, err = webhook.New(n.store, deps, wc); err != nil {
+			return fmt.Errorf("wallet lane: %w", err)
 		}
 		if w.RetentionAge > 0 {
 			lane.retention = monitor.NewTaskRetention(n.store, deps, monitor.RetentionConfig{

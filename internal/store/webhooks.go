@@ -83,6 +83,16 @@ func NewWebhookSecret() string {
 // webhookSecret is the form of a secret (the table's webhook_endpoints_secret_format).
 var webhookSecret = regexp.MustCompile(`^whsec_[A-Za-z0-9+/]{32,88}={0,2}$`)
 
+// ValidWebhookSecret reports whether secret is a Standard Webhooks secret
+// the table takes: whsec_ and the standard base64 of 24 to 64 bytes.
+func ValidWebhookSecret(secret string) bool {
+	if !webhookSecret.MatchString(secret) {
+		return false
+	}
+	raw, err := base64.StdEncoding.DecodeString(secret[len(WebhookSecretPrefix):])
+	return err == nil && len(raw) >= 24 && len(raw) <= 64
+}
+
 // WebhookEndpointCreateParams is a new endpoint.
 type WebhookEndpointCreateParams struct {
 	Now    time.Time
@@ -104,11 +114,8 @@ func (s *Store) WebhookEndpointCreate(ctx context.Context, p WebhookEndpointCrea
 	if secret == "" {
 		secret = NewWebhookSecret()
 	}
-	if !webhookSecret.MatchString(secret) {
+	if !ValidWebhookSecret(secret) {
 		return WebhookEndpoint{}, fmt.Errorf("storing a webhook endpoint of wallet %q: the secret is not whsec_ and base64 of 24 to 64 bytes", p.Wallet)
-	}
-	if _, err := base64.StdEncoding.DecodeString(secret[len(WebhookSecretPrefix):]); err != nil {
-		return WebhookEndpoint{}, fmt.Errorf("storing a webhook endpoint of wallet %q: the secret is not base64: %w", p.Wallet, err)
 	}
 	types := p.EventTypes
 	if len(types) == 0 {

@@ -284,6 +284,30 @@ func (e WalletTaskStatus) Valid() bool {
 	}
 }
 
+// Defines values for WebhookEventType.
+const (
+	WebhookEventTypeConfirmed WebhookEventType = "confirmed"
+	WebhookEventTypeFailed    WebhookEventType = "failed"
+	WebhookEventTypeReplaced  WebhookEventType = "replaced"
+	WebhookEventTypeSubmitted WebhookEventType = "submitted"
+)
+
+// Valid indicates whether the value is a known member of the WebhookEventType enum.
+func (e WebhookEventType) Valid() bool {
+	switch e {
+	case WebhookEventTypeConfirmed:
+		return true
+	case WebhookEventTypeFailed:
+		return true
+	case WebhookEventTypeReplaced:
+		return true
+	case WebhookEventTypeSubmitted:
+		return true
+	default:
+		return false
+	}
+}
+
 // Batch defines model for Batch.
 type Batch struct {
 	Attempts int `json:"attempts"`
@@ -696,6 +720,39 @@ type WalletTaskResult struct {
 // WalletTaskStatus Seed 004's statuses: waiting (code 0), executing (1: its transaction is signed and sent), error (2), done (3: mined).
 type WalletTaskStatus string
 
+// WebhookEndpoint defines model for WebhookEndpoint.
+type WebhookEndpoint struct {
+	ID         string             `json:"id"`
+	Wallet     string             `json:"wallet"`
+	URL        string             `json:"url"`
+	EventTypes []WebhookEventType `json:"event_types"`
+	Enabled    bool               `json:"enabled"`
+
+	// Secret Only in the answer of the POST that created it.
+	Secret    *string   `json:"secret,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// WebhookEndpointList defines model for WebhookEndpointList.
+type WebhookEndpointList struct {
+	Webhooks []WebhookEndpoint `json:"webhooks"`
+}
+
+// WebhookEndpointRequest defines model for WebhookEndpointRequest.
+type WebhookEndpointRequest struct {
+	// URL An absolute http or https URL, at most 2048 bytes.
+	URL string `json:"url"`
+
+	// EventTypes The events to receive; absent or empty is all four.
+	EventTypes *[]WebhookEventType `json:"event_types,omitempty"`
+
+	// Secret A Standard Webhooks secret (`whsec_` and base64 of 24 to 64 bytes) to sign with; absent generates one.
+	Secret *string `json:"secret,omitempty"`
+}
+
+// WebhookEventType defines model for WebhookEventType.
+type WebhookEventType string
+
 // TaskID defines model for TaskID.
 type TaskID = string
 
@@ -826,6 +883,9 @@ type PostPoolTxJSONRequestBody = NewPoolTx
 
 // SendTxJSONRequestBody defines body for SendTx for application/json ContentType.
 type SendTxJSONRequestBody = SendTxRequest
+
+// CreateWalletWebhookJSONRequestBody defines body for CreateWalletWebhook for application/json ContentType.
+type CreateWalletWebhookJSONRequestBody = WebhookEndpointRequest
 
 // AsNewBatch returns the union data inside the BatchSubmission as a NewBatch
 func (t BatchSubmission) AsNewBatch() (NewBatch, error) {
@@ -1016,6 +1076,15 @@ type ServerInterface interface {
 	// GetWalletTask One task of a wallet.
 	// (GET /v1/wallets/{wallet}/tasks/{id})
 	GetWalletTask(ctx echo.Context, wallet Wallet, id TaskID) error
+	// ListWalletWebhooks A wallet's webhook endpoints (without their secrets).
+	// (GET /v1/wallets/{wallet}/webhooks)
+	ListWalletWebhooks(ctx echo.Context, wallet Wallet) error
+	// CreateWalletWebhook Register a webhook endpoint for a wallet's task events.
+	// (POST /v1/wallets/{wallet}/webhooks)
+	CreateWalletWebhook(ctx echo.Context, wallet Wallet) error
+	// DeleteWalletWebhook Delete a webhook endpoint and its undelivered events.
+	// (DELETE /v1/wallets/{wallet}/webhooks/{id})
+	DeleteWalletWebhook(ctx echo.Context, wallet Wallet, id string) error
 	// GetSendTxTaskStatus Seed 004: the status of a send-tx task.
 	// (GET /wallet/tasks/send-tx/{taskId})
 	GetSendTxTaskStatus(ctx echo.Context, taskID string, params GetSendTxTaskStatusParams) error
@@ -1433,6 +1502,62 @@ func (w *ServerInterfaceWrapper) GetWalletTask(ctx echo.Context) error {
 	return err
 }
 
+// ListWalletWebhooks converts echo context to params.
+func (w *ServerInterfaceWrapper) ListWalletWebhooks(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "wallet" -------------
+	var wallet Wallet
+
+	err = runtime.BindStyledParameterWithOptions("simple", "wallet", ctx.Param("wallet"), &wallet, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wallet: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListWalletWebhooks(ctx, wallet)
+	return err
+}
+
+// CreateWalletWebhook converts echo context to params.
+func (w *ServerInterfaceWrapper) CreateWalletWebhook(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "wallet" -------------
+	var wallet Wallet
+
+	err = runtime.BindStyledParameterWithOptions("simple", "wallet", ctx.Param("wallet"), &wallet, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wallet: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.CreateWalletWebhook(ctx, wallet)
+	return err
+}
+
+// DeleteWalletWebhook converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteWalletWebhook(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "wallet" -------------
+	var wallet Wallet
+
+	err = runtime.BindStyledParameterWithOptions("simple", "wallet", ctx.Param("wallet"), &wallet, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wallet: %s", err))
+	}
+
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", ctx.Param("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter id: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteWalletWebhook(ctx, wallet, id)
+	return err
+}
+
 // GetSendTxTaskStatus converts echo context to params.
 func (w *ServerInterfaceWrapper) GetSendTxTaskStatus(ctx echo.Context) error {
 	var err error
@@ -1534,6 +1659,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/wallets/:wallet/tasks", wrapper.ListWalletTasks, options.OperationMiddlewares["listWalletTasks"]...)
 	router.DELETE(options.BaseURL+"/v1/wallets/:wallet/tasks/:id", wrapper.CancelWalletTask, options.OperationMiddlewares["cancelWalletTask"]...)
 	router.GET(options.BaseURL+"/v1/wallets/:wallet/tasks/:id", wrapper.GetWalletTask, options.OperationMiddlewares["getWalletTask"]...)
+	router.GET(options.BaseURL+"/v1/wallets/:wallet/webhooks", wrapper.ListWalletWebhooks, options.OperationMiddlewares["listWalletWebhooks"]...)
+	router.POST(options.BaseURL+"/v1/wallets/:wallet/webhooks", wrapper.CreateWalletWebhook, options.OperationMiddlewares["createWalletWebhook"]...)
+	router.DELETE(options.BaseURL+"/v1/wallets/:wallet/webhooks/:id", wrapper.DeleteWalletWebhook, options.OperationMiddlewares["deleteWalletWebhook"]...)
 	router.GET(options.BaseURL+"/wallet/tasks/send-tx/:taskId", wrapper.GetSendTxTaskStatus, options.OperationMiddlewares["getSendTxTaskStatus"]...)
 	router.POST(options.BaseURL+"/rpc", wrapper.PostRPC, options.OperationMiddlewares["postRPC"]...)
 	router.POST(options.BaseURL+"/v1/pool/txs", wrapper.PostPoolTx, options.OperationMiddlewares["postPoolTx"]...)
@@ -1548,202 +1676,213 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rchs31uCroLjflsitpkRSl9hUTX2lxE6iL47jtZ1kv0p73WA3KGLUBJgGKIrjUlWeJg+WJ9nCOQAa",
-	"3WxebTmZncmPWCS7cTk4OPfLh1YqpzMpmNCqNfzQmjCasQL+vM7YdCY1E/o1m+V0yTLzbcZUWvCZ5lK0",
-	"hq1EF3OWkMWECaInjBTs1zlTmhT2DUIFSfxA6bL7HVsmhIqMKC0LlhEh9YSLm0tCR4oJTaSesGLBFTtu",
-	"RS2VTtiUmlmZmE9bw19aZrrWu6illzPWGraULri4aT08RK23VN2+kCnFhdXX+XbCiKbq9kiRH1+/iEhy",
-	"ctc/WdA8Z1qdfMA/Hk7ME+rkA88ekur09ekeotaMFnTKtIWVmf362fp5Cc9Im5Iff7x+1jFDc/PjjOpJ",
-	"K2oJOjWD86wVtQz8eGEgbXa6aQlR62dYdfOcuKMjRczgpJ10u/gNeXn1/fO/fff8v9+8/eH18/dfX794",
-	"nqxbEL6x16IezMNqJoViAJYvafYaMcJ8SqUw2GT+pLNZzvGwTv6u8MTYPZ3Ocmb+nDKl6I0Zei5uhVwI",
-	"8uucFUvigU5Smct5YQ5pnqZMqdZwTHPFHsLV/UfBxq1h63+clCh+gr+qk+dFIQtccRV6X9KMcDGb60tA",
-	"aLsSgKOCb8ac5RmRRX1Jx62HqHUtNCsEzXH47Xv+yMVeCTIX7H7GUs0yMqY8nxesunCuSMLtqggzAyWw",
-	"0pdSfy3nInv8Rb6UmozNVDDvG7rQUurJ40DKjb4vxFKZMdLvkbYbwBAKi3o/0ZxnVMuCwKidiFBFKHFP",
-	"IlCJHP2dpbqyxR8FvaM8pyNE6t3Rn5UwyVhr2O/1ouBK5Cy7YcWvR4pkVNMRVXDIc1Ewmk7MZMfkv+W8",
-	"8LR4SpcGXc0/QmoyoXeMjBgTZFZIc3VYdkkUExkXN4RrQm8oF2ZERcdAhTXXZlmtZ262cF8PO9+4rUfz",
-	"FZ5Bb0gadphx4BWECrVgBeGCaD5lx+TKb1NPqI4FsBVFRlSnE6Ya9245j56waePGY2F2bk8ZBiI0LxjN",
-	"lu5VrmA0N9CCp+w4FubofxR0riey4P9g2aEkb8qVMku6enVNbtlyCGskV3ZcGGBIvmS0YAWJ573eaXrL",
-	"lvAHI21ZkP/TvXp1bRjtsP5z5xHo5UvpFhoZSEvB4CQQJfECSYOLd/KWZbA+Q530QhIrapCJzLNYZHw8",
-	"ZoURAW7ZUnWOiWFjyc8//9w1O2dCG9ixxL5FFF2aNxdES4SPFHAGUSjB1N+u0pEV5oXnt8eV/UjQmR2u",
-	"ucKrNNw/OC+XiJQc5YA96Hkj1glHpYdESKLm6cQKEeb4QIQZw9lx5c77cZBp48xwHbSXb9xFTKUY85t5",
-	"wbLI/BqLW7b0lzSVM3NJJeEaMFQ7kSyTDB9h91zBZFwRKkACjYWToBARHdlBEUAZoYoLwu6MBJBShdff",
-	"79/KPjqdwBFkGTf7o/mrQs5YoTlzEItas+CrDy2qNZvOUBK36Gl49w0rzEGnBaO6SQq/FiR59cObt8RI",
-	"tZb0JcRLYkSKfBkZId1sDSHpqGZJDJHUAcHHmUdS5oyKYOb3FHBqLIup+auVUc26hg63ViTyqDXmgqvJ",
-	"ni/xrOFmRq2cKv3ec8Xmn9V8NOV631X+OmfzPV8pWMr43Z4vKVbc8ZS9X7NBpS152nRtAKPewJP2lTli",
-	"TZ7/MG4Nf9nx7blqPbxbuXnzPCdzoXle4gIIAUxogxNinluqaHQAM70Dd7CfAGPms2xPjHkIFY1fUB0K",
-	"oOY37IAVLqGCodUTispLVVlVqUSi5GYWDSB6BfRwr2trr5z5k2s2VTsdpJnQroAWBV2az4Ld6/d0rFmx",
-	"eslfFQw0ZK9rzyxrGM/zHPmFeR2+PlIkgWGS40ZkdGR79eRqp+CejPwe18LtNVPzXB8CuZ3BdfC616/6",
-	"jbt4NbuGYIuEtJE6RsAllkwTpBadiCT4V0LaRrQcMbgnRMiF+W3C8iyJRdt8FwE3Bcw1I3Q8C8LvUGRx",
-	"1g3BFi1HkkCSyc0/MxRRDfqiQNUylxcNMlErlVN/Ce6MpgLKPP71ruHsQzLQaDpA4ftIOZ5HR3KuCcUd",
-	"eh7hlvwYizPXWqlGO84PwtEmPEcDTSoIXCAixyDUm+VJwXYgiS/ZwuHWbg8yQzrdOpk6HOU/BbH45Ld4",
-	"LrJ8X9JH03Q+nef70fqodd+VRWaoXP/pQ1QZROWyOgwX+uKsHMLJQ+EYAzOGSCey8K+v4rX5xaII+a+r",
-	"78kol+ktfErnBSgeskAKescKg30oDppRQX40aLXHosy+0gnlwrL8ffZjXpVFA1kCakUSz/iSCDcgC2Y0",
-	"WKNJqeONYz85RJoL13ZhhPZCzt4XjFp9Yv3DpygH0tzowwfNN+g9RK2bOS2o0OzQNT+pjjGj6a1l8uvf",
-	"6VffsTjRjFoOYRYTqRjxb5HU6AljXihN2uacjBxeasipnAutOpvPq2/2P6Fq0jwzIPGRIuYJ0pZ3RkfR",
-	"isxogbxnPh0ZEi4yogsqFE3Nu5U5V7d+6gQRRDML8kZEtFwQsZDRIudGp+CgmHkkRcNK5frsdmznZiGw",
-	"g+bNP//J3WJ8CoUguHSE3bN0rtFkOzW6GgwaEaNgEylStud1HqDJ32rVa9d8FsryO8rlQHatWP8uGOvc",
-	"S9nvrZ2ygWO/ZuO5YpmFtiJKkjEtSBv2OaLprSJyPCa5FDes2IZrZ6Fcf9hV+8Iwqvv3gNsNWmzwKD7Z",
-	"sKXkm+dWkwXIqJMPcMgPCdwf1P9DbD4C7GcqIv7czWWEacC14bjsirhR4ajhYQ8O0WDCAQz12IlklLfE",
-	"KLGeBbX7ztYA5OOSUNTY54zQLDMaPdtymBflCg6AMVo2ysXZkSrg3I7UP1kIbAL1aV1Y8UzTX35LAP0F",
-	"LDVAB+IA51bvTE053KYDwsoPUQIRkrvLdShubYBNf4tG+HOTJoi02Gp/Tt7xiuHeVK92OG6T6yG3RqF6",
-	"w1hGer3ekSI4BihATA0DVWpBuebixpr7GKKfQs7KRSYXsTCcjIK8YxStUg4ibZB97G8RCYeiJUfuRLFI",
-	"Sq6ekDYtmTdV5YPZZSBYKTIu7LuBpJqQtmUyGZGiZD1mYV7mSSKSGGlpBs/f0DtG5rNYwOlYh7kuliTn",
-	"U2udBO5dsIwZgV0WsCo7wND8GIuQ9JEFKmVGkJXE6mKdqlLp1cnQXFJutFURv1uBvNZCQW/G1uhqlSu+",
-	"p9awTVg3BLZZYEfh4nC5/CwQrtc/dVqV/vbXKqgOkAlMz3wMol/Gsz1XbBilnOtUTpsMFUYtN1hm1e8E",
-	"JU2ruxvsyaWyZoekQGHB+YVQgkfXUOIjMBYTnjMyYub6OOvfWkZ3AWIRiNPv10upC1ncdu1jKKp62CgQ",
-	"Tj0GAlILOmUbZx18tJxyXuXPm3SxGgUsWU5l3xapqnpobZVNRNO7v/e4Pd5ps8oQqEaSsCikuLkE8jdy",
-	"AQ3m6uwSxrAV8N7sUHOt5wu6VASW3OBG2ATU0kDh9tYEq28ZzfW+LpXSTO4I4nwGJmKaLRvp2iFmFTtJ",
-	"06K9jWnbstcZurREJ40BaXVrVT2+phd8/RU5PT19eolysPVboTn9qPSPtzM2pvNcD9GsbB3vsXAWdMJ1",
-	"55h8x2barAN8kjwtpGKpFBnymR0v3o3srvH2NGi1ZnVHiiToy32v+I2gel4wMGdP6f0LJm4MJgzOL6LW",
-	"lAv3ud9wnjO6zCVtmOnKwIMjryujORI4rSQiI6rYxdklcOTVhZDpXGkyYrFIeIYRbaB+uQcUPnDHCj5e",
-	"HpMrTaZSaZJ0u1N637Vr6o6WmqkkFu0++Z5/SUZLYs+jAzoqyVgqM1YHtHlrZxhXHU8NDAx/D7w+I2a0",
-	"RUW0vASzbx1nbqTDBUQXYGtUEwpcO/LK9t5ntdUD5I5y0z3bQwIPzL9mYdf4Tn/V0vqSLV5Jmb+93/MS",
-	"XwE+sIrxxcCOZpkD4UzKfPVmF3Sx5rRWx2u/fvEqsnbw59evuoMv+k+I2UFGmLhjuZyxDqGK9O67s4KN",
-	"+T3LyITdQ3xLwvTkvWIie00Xb8sxE6LpLVOENzD/+imZpTadx44Aa9Kh3oMQtdboxEWazzNvdgotQEYS",
-	"M9cQx9lTzgLzh13BR9pwtq27XOORQkWItKu6hSEogRpBpox6o1YGqn/VvHmgqXmwas1tXLvTYSKymCxJ",
-	"O2H3M4MARvBUmuYs2WxSBEMwvqMa2RWosija26kMetpZjOisNM9zp+FYsWXOsgOsikZkvcEQjT2F8Buq",
-	"3o8Ze5/S2eoOvqf3ZMwYmbGC3FBlqOCC8ciQcD6ludE0c3ZD02V4eY8UPDsreMo2Q/CJnV/z2fr5ZwWX",
-	"BdfLx1zI08AevR7ID1FLGA62J5TPDgqvqNuMIfg8Zdn70XItQrtnLBEBpcSqcfan6TbdB9xOhnius0/T",
-	"LCuYUqRgqbxjBpHHhZyiJObkhIjkcsGKLgQRbbPK70mVkAQ3WJbBuaFl86oLlvIZZ0J7jRCNKKkUuqCp",
-	"JiB2WmPgRsUQf6zPUeFRQ9Kz2BiRvlEDDbxyrnREBiRbCjrlqcHmzbbO848014LV+o7m84bl/mS+rl+i",
-	"zXjRq/NIpyGWlk2LNu6W2NGQMFUJTfXau2WWJtBqrEtAY7daOhE9DvJh7xaJZmSbE32vEmuO2DUQLaBL",
-	"m/XIQXDZD1xL/fKHkhXXjhZk26/mWq2xRhb1/Tax1EpO67VNfb/hPNcFtFjWmZC2ET4A7SBEkt3rIaHO",
-	"KDulS5D9jN4XRrlQfCMWN3RGRmyMDmfziJdqSJsLP5D5xZNY83oG8coV6yXRUt4Sv5pOxVTKNVkYji+k",
-	"0bLsqFnNtFkGn3gjp1tOK8CMzXbMV1LplXiOGvCCAKfEksMwCiWyWqMbwT5j41J2j0cJ46i2haRUlwxR",
-	"KU6HrYX47HGvm6ITa/hrw3feh2boVYh9jftPrl/+dPXi+lmC4ELBt2rA5npiua4RQC8Jm870spoGtpMy",
-	"V+aVwPoCbWaTi+W0Ekjp8OqrH77//vrt2+fPWlHL7qAVtV49f/ns+uU3raj148vvXv7w88tVdNrkOqnG",
-	"MDaCselWNxwq2/dYM6rpzlpxExZtcVLlXNw20l9Ha7Uk3zx/G5DcH1+/cBQX7I9brI41UMJ+NgFrN6tq",
-	"XVn3NqDXz9+8hSh3CDleVc99JPLO+S7PmKY8X6HpONDWndi39+TRkDu0Iv6W+U2YtwSZT+0Ry+WC9Hs9",
-	"9BSUCThyIUi73+uBQjqfbYsgeIhC6/RGjmnTij7sce6wJffmZlvxBnKwHxjZvTayWvbeXaIaoaNTni+7",
-	"asZSPuYp5HOUtkMLR9AAigwYHYuIks6LNcIQUapK3MsZvWOKyLm2pBAM9er4MANgDebrjIBVTdCl2Dgd",
-	"ZbO0Wz3yulq/rIaTW7IHW64CB2zN6LzyEah23CpKdvajFUB2d8GUF5aI7YEbzXQPVL+Rkvlce0KH8RYA",
-	"hvfKEvHEO7qdZdVSRKP/bDe8weSNG2IiM3K9z7vdgwjWkMFlV62SwObb8BXNc3sFVs2N1gTeP+33vhgQ",
-	"MH0fk2do70Zch2mo1qwwg/3f3n37l173Ke2Or7pfv/sweOj8r//YJocbZQm86auL+8bgnPnp0lnZCVOa",
-	"T40mQ0aIqAtZ3KLlesVqMeWCT4180N9mwXBmmIb74KSdxD2ToCELlOGITPjNBNOMUPHG0EG32l7nkvAb",
-	"AXrSaEmSMR/LpL7W08FWVXmr5m9ODwj+Wc+cHcn4DdfqklAyNecJxgpv3QA/R0qLYkkogdsNZujzc5JO",
-	"WHqr5tOVYw1P9az38B/b6Msa1fxnxh2CRoR6AxeOAamGvXuz/o65WJTMudCD84sS53oQyO6S4Vr93sp/",
-	"e1EaLTdcx7dU3e4okjcGzpwdKcxas7kELt14Hde3omwv6keD6PTdNhvwWgr+HJObrd6+LLPnxpTnW/Ti",
-	"80bh+mcMzWlFrecYq4d/gyQUtZ5JwTbK1Xsq29cNHM/MEciiU15zqdh42o17O1uvnlspZYNPGDM2DUrs",
-	"K9NRkbI8Z2vYeJqb20v8U+VpYVCHUaqpcsFRW3z0F4d7FU4fojXi51uf+XJkaByiNsigQVLJLkgLJsyP",
-	"CmT/4iHahYsZAuItoVwAc1YbUcMM7DWEBrXYFgQRKIA7j4o/tKCaysp5cr3Fz3J2UOJlPd5+XMjplroi",
-	"lvqH5msDqS13ZiN/vvLGQJYF0UgWFsiZPcd2zsk9sPLJOgEY67MYFvLjj9fP7r7YKu/ysqDN+1u23Gwz",
-	"GdQkgj2Y9VOgMXes0Otu/ArtIu55tPOBdXimrZdxroxoYcQITxi4Ihn47/PcpzZvIQyWrBfrQk+sL09Z",
-	"8SVcnKE+1oVd1gA6wIf39ID815LoBkmw1TyLJsHoxe74fY6x781xcHj1AdYG8KuW55Wj3O5R/Sifx5ON",
-	"gtVurg7DIxa+DNGeSpmvLxT4RYDywEGUng5/eQLzmeWx/nJEAWvcL967RIsDYr4/R77uwbIPVbe7x8IE",
-	"IsmmaP0NTgmYbjOEH8nX9Mdvv58YJaCr7/d2NVF1u93HtBfMD6FIVVp0uhnKW4C8Lrc3UCScBWLo4+Tb",
-	"YAbsdSKXQGO+6w/r9nrQTAP6zYQ2r4CO0B50IqRv7dMhUrNOmCm88HI/C+R+ZuX+rFHuh5IaLJ2b6//G",
-	"QM2avmf8O7b8FsxUa2RMOmWuTgmhGP2Y+MI4ropM5H76luqJLODbnClVVv+wIpjCGjN6wnihjglwuJHU",
-	"E1/DhhaM3PA7vOlL0IljMZF5VtYLuWVL9F5BqTV8sSy25tdWIiPu0hzuCJxnV3PdwFeuhN9nO3EmtVu2",
-	"VOinZ0knIklz8aD81/d//PZ7ckyuzAuxkDMmEB6FhNw5y5lsnTyX1+cKqqA9AGoVRUGtn1i4Yj+2CstZ",
-	"r48bB7yH2wPzlzudaD3DcjBcjBt4cGmO/vbt21dmv0PDS+cFHeWVNBG0pXBBxoUUGtV+fPk4FrF4OwFx",
-	"J51PQZjHvV69uj6ChCqi5LxIGey6mOsJZpqxdCIhCBKqTmlWjGnKDPbHAgjIcsYgxsbVWDsxm6EzfkJn",
-	"/IYJxAwmWAFmJggA4Zq0kym9LX9IOhHmtgDw50Jg8D1MCv8A8Kki//Xmh5eEamtPNAdGZ/z470qKBHYI",
-	"ajSio3k0IsmH2JGP2BHY2Kn7cWsYt/747fe49ZAMyVmvVwsYb0Mxnd1L4HUic9jWQboRNXzJqLPemfnf",
-	"04ic9U/hTQkR9v9gGRnJjDMVERv2qSDI0bAkFZGzwSAW1ssaiOOAcwWDlEhwLdp6Po72R+S8d2q1YR2U",
-	"X4pFvYSatZ/GAlcBIDXL6oL2YuRrG8s7ktnSBvJG5Ek9jrfcvjmPWKA1H0az2RgRklIJ39UAqsz2DDOE",
-	"i1tWLMpYmtOCRS4hyn7OVsokIk2aygJyjgVmvuJVYITdp2zmyLqBhndCZIWcdbkgbRtA4WoKRYB4NjrR",
-	"/BSLulE7IprekETZoZLOEFDXcmWqyLfLGSts5HDgjXr93Ixm8MLs0jIVc7PQn0/aBpPhy7g1/BCDBBi3",
-	"hn/89nsUo0fIfyqx+4/ffn94MBQQ7ivaTtUqkLleAS1SLFf6zhKgIONw2OobymxvYGvYOj3uHZ+ioXMC",
-	"TKoGGPPVTVO5zqsSNDVwEAeNY/KcphPCM3Jj6HDi/dOJvaIWnL7cRulVuCQ0VzJw6CVgooVATo4+GWo0",
-	"NUFzSHDzDvt2GOBdBM4azDfm+pIkTU7sJBYloXCB/Jtc/it+IFiHdbYnpO1+xgjQCTXHNSSuMgsGfkRk",
-	"wvIsQqs5nHU9lxBHMVoN1CYBl1KZ44Qp6jZLynr3k1j4uT12wLSYFPFc6MIRBo4SPshvjmvyTMFNA5t/",
-	"YtZjYw19bpYRrrDkkpCli6zcuitWxqeWPs1gAAG3WgVVZJiygszSrGaIs/3tZeLmmBEtyctYYNqGurTL",
-	"gZPA4i42fLqd/Kf5JZ73eoMLnv3NiAeRHQ4q/Xb8kLHQkgyenBM7aNWLCQCDgzZPOwfGaa/XxcdhU3Ku",
-	"L2MRjAHYaNAV9GGpzFku/WLNxMd2McDI/NJ6SSxkYaBon/XkRiPFI/+7fuVBIVilrLGw9x+PFZ0tSAv8",
-	"w9dZa2iucnNkRrUy8C8fVsrLwjFnirTrblbVieAG065iZgzNMmRDRg0Y+sPiGiWPsiSdYdwAaxDiLy4u",
-	"kSn6OowGcfuDJ2iqI86UEYt0QguaIgVcGaUXCKtAMGuVijdUJgb9Ry6eT2d6+RNaGLBwcF0hwUPXEs52",
-	"41VoK8YIHck7VlYrrq3KjLFxXe9qxYkHvd4nrztbxYU1NR/dpUXOn+Rc3Ca1sBiuXFzMQ9Q6e4SFri3B",
-	"mJjjT4bk4gLuE8+SOr+8JBc9i2FrkYuUuHVJ+r0BDmSoK15QqytB5VSzxXPcYtPK/ZmdNJcOhrdPd397",
-	"pXrtfDqlxTKIjXHiz7BKYuXYOerBYkBvFOjm9qUWaPD+kyuTN5NKryu/UA8H8IzRkAeoPovivituhZis",
-	"LLcByXQZAYcDAc+8BUIeBTzCYkDkytJht7kKD5pQFQtzzICDTXTOrH9HQrfTpb9SsOBGAHzczQZx/UuZ",
-	"Lfe6K+uLg2zICKvaZ+xJ/7Voy59HOM5OAcO+wkm7b5cz5uhEUp8+uSRnFygpymwJtZehyHMN8akmOYPy",
-	"KEZLhxPaQIRi0UCFbH3ms/7p54OILWjdj8IdkpwWN2CRpIKsqpD/hNQwAspjRWCzlZ3J40PUOgnK4TXT",
-	"yqudVEdSao5GlS4l0dKHGouZ5EbW117lmBsZSNwYQettcEQ0zAzG0O4XXOkkFrNCajmaj31p5nYSIvqQ",
-	"hOgkU810V+mC0WliNAYoqgMbBnke4mMw081GzkCVeQybASuREZ7rYiIIDYyaMSoxCx2spJDn60LK0IRh",
-	"K5iLUiWMBQpcORWgyYCLqhwZlCJhvuSqjGgEPUQxkN8mbEq0RKnU6VnS56/PrA2Lp0GWsLdBuF/kmNiS",
-	"VVb2sxbbFzhf9w0+173OfAlwVI9ikZQ5wiuyCqixaI8l9KZgDN0xYLv1NlujcLJchTnQYOQujhSZzUc5",
-	"T9FWpSQSIPebg/EtYzO0DRs1JGPFMTFKH6RD2LVF9UOheCQrudQ2wsAOFJGyUowUTLnjwwyMY3Jll+tO",
-	"pVKnXnl6at/CAvcGS8yKFSasu5OxCeyQMhHVULI0nbi8B679XBOq6qbHxtYINTnkSIGiobD3ggLLaCz6",
-	"vZ5RV80glRhkFHOMvsDRiLDu+qMSN2VM7670kQadL4pFqM+6/UN90V3EpO2aYB37S+JQubQ++m8jcq7V",
-	"iqoVlD1fq+flN+hwh6zWO1TsFd138atekdX7v9c+dpYMQ1pdFQF2LxoBPKIaqM0FLZYNobw7CJCD/Sr5",
-	"YywyuFKGJye5TGk+kUoPn/Se9GqC9n/y7G+9UT/947ffo6fjAfvjt99be7fxgHDpBqEnYHLgLULS0xZy",
-	"gTa3pZHasFSkt8p3jq0GYgl/LPaLnzao5+ixEUYiwkUscqzqD2TUqlalE9iQFXAM1I3BTlDcSXRe37Pl",
-	"tNKy5a2rZgbGWY8sEA9TsL9jMxobguyp7jG5xidmUhb50ux2ai2XEwqeAWt/DSL1cWzSG/rfAChDCxt7",
-	"6sNAmvBEEEuVBEbvN9UFM0VsMsWnbPryNmgaBqeD5mXDjmxrsBKLjonXMQaIJluVjIoIdklOzyqiOASd",
-	"g+nQk1ssI+eMUJfk9Lx8I8j74yJ0GoDVUGbskpz23CMNeRSREX4qYablMRgmWxLOqskcV1Y7KDTQOzEU",
-	"BDGD5LFAu77tWyMyspgsO2iDCUoAWb0Jy4KiLjI4vwhNglFIx51rsi5dZVyBVOVav8TC1uA2g4c2nj9R",
-	"+xruoX1FHhHQe68C15l7Gu9Cd8aKrkXcpNSEQhRRsWiYrVr655i8rGP5ZVXyiUVdlUGpmxI1pXnOCkwX",
-	"QQD/RRVH9JqsSMCeDu6lME6gCtg/An9aVRRzvx9kkQkIuosvxHphPgTItb/YCUltxbI1dM/234LWP7PQ",
-	"YLP5BIKmelXAN4xZwtUDSbXePWCXpOYgxVkhR7Ysn0FUMqI5FSmKzxSxj3z7/OrZZWAPcAqbUY8Mp17I",
-	"eZ5ZI+PxirBs5v524yntAauG9m5B16kZxI6taoWGwIP1lKI9EuVZaxXVEjbYOd4GX9IGscRiXOBOM2N3",
-	"1kLfYPGU6YKn673CwVxHirwq5JTpCZsbDnnDlS6WzuCi2b0m7H4mFWhGBGXPY2IEZpbFAmqOlzGIdvnF",
-	"3Dli7UKC4CEIOLE+/ozdJSSTnctYnPXOgrTsBh3IbWnrxTNLPpnllIstDbmaLo2d5bDrYl452/6K76VV",
-	"Pf/gFPwqNhxxGJ2zllrdMP3DjImrV9etjzQh10ICm6Fn5yKnZRiUkwpsudBqrNInoUpB0FXkgpg2Qg4M",
-	"C+spvP35kxF4rAX56Wn8a7CPaBs+dijGWq58aE832Nyw0meOajLlN9YIchqRBRWanD1KOzc7f6WdnQs9",
-	"gRwCS4WScqlJhM39FpNlEwH2G/E+fgGiLO7IZqT9NXne6014uyvqPC6/8+i25iAtx8Mb6M+pc8hBVYfa",
-	"h3cWs3S9u8AQl+7rV1+RwXEPYgkhZjRCQIKSfSO7EBTO5tMjRZJilibE1vKNiJKxYHqConZE4EEVkTvO",
-	"prCBlBq1XRa3aE3FbheBG+F7picyU8NYrK2t2C6Ynhc20nZC1aQTYSFGyIO4zpIoFolg2vUcSezPN0wH",
-	"43wl50Inhm1TDTqIry0Gw5gxfMkfqIxvlAxXcRLKvc2644JBuGmncYYvl99SNUli0bYDuWgrPEkXmGfG",
-	"q3YXseF2TqB4r+/Ra2mDyuAFLHoIaoABAVaj/Ob521iE1ZpOPpgfH8qAHlslXczzvHNMoPkFzct4V3Pw",
-	"sbChg0BYqodtKZCRdrACkpaS5HIxxFQM/K4fEX0fC/zQM9B3pm6ssF2WNkL+GSjqc5GxAoroZYmRmSgk",
-	"e+COZUGw6pe5BBBj0z0d9HrnpJ3oe3jC5obAjCmcWSwg2hQiNVnGsiEMxTLSvyD6XiWdY79tFzCZyinD",
-	"rUOs9KDXQ1M2oMcN05NjYiQ5LxGO5jw3i0LvD3QLWWfgfv3qq9bhnva6HdUv3Jl/XC2lhpZepG21aqA0",
-	"n8b73iwgBavCAcNlhZWfIIqi0nYsFs+xYAc8JaTmYzulWb7bpSd0gvAMfXY2jNlaozydNodVVtDBbsUS",
-	"2skBTL2JpWqxfERh+NMacJzUEH2cPtBk2EEjzpRjO+6z/vmnVECabI51KJB2le7gKUJpZJgWtLYVrvll",
-	"cBWH5Ll9vURJZ+4OKY6rH+yYpfls2WTZC3atlvkdWyoGKWhcIKaOloRntho4rTUWScp0t8S7aPGjM/wF",
-	"nUYaiEjOfam1bd6xH4zauuLI5t5huae/a6t/a2W+0mNgPbO2YeO6eX1z0p2Qv1Jca3U1rwzcFf/H2m1i",
-	"CnVUIa/gaXPd4um9LVbSg4+ba5es1g1fAyCeKXIDaUX+pnFluXrB7ricK5/PGCDLWu8kpk7+WUGbZbvX",
-	"hqt+hcgfBv0dqr/t8Mphttj1NljwLnmrNFxqjMmATZVhGAHl8K0h10YthuRW7tCIk7RtzZ9YbDCeR6Tf",
-	"64UpMzZQpmYWt5EplaCXIeFjCBHnGl0OPqXG+Y58SV/vYbKupDJeYeS4sRnDCKRuF0ao9CWMfCw7Fxm7",
-	"j0U7sXv5pf9uaBOiStozJE5ASTrrpKmSEB4qUW0nMGUn1c8cs7haVHOLq3hBVTV6JSvDYSF90i7r0h1t",
-	"XA3d8uLaxEYgqAmdsdr5DwmemqvPGQtfv9N3Ta9U7kTJatDrf17AXIXxjiV8XPDPsprODFFiiU2TTsDv",
-	"ZI638/iAOUjkfPrJJcgG2u1CATCjZBWtMj4eM2j6aldyvLt422hqM4rk1JAiC68hBn76ome9HgTCWXg/",
-	"gq3t7Z5OTqRxgQN4C5HG8hXYj8RlZIYT+ddrDs49HJOfmgm+AbdjwKmqLKohmL/kgVUB+uQDzx422fCx",
-	"j8gOEV8eMdvNfWVKUWlG9aSWc1Ol33+q2LSeePldHn8urfRPQS7foGkz/pRNIRsVMGwcAtHT0Mek6/qY",
-	"QCZhO5cLQ+GhkE4nInKGNTPypYvTBTPacSx+3lNfW20MSa5i4Vpv+NYkdjVckXRukyRtfLX9ZWrkpNmM",
-	"0YJgfXDfvUNk2MIo53fsMJMTaIsWfjtriyU8UVsE+GzQ2djuKlvY42WNfhT2onlsTWl9gcrewUren693",
-	"PirhKlu7blb4LBK1na0OYrurScwGv1173c7/35SuapZywBlVsX2bdlmzS1W7Dm+MgjAExLUnKI0y1bl9",
-	"9L5gQDAdFZLCEMcE+z5A4rZqbB3d0Dn6kiTufJNYoL8M/D6uj2UZzzmGvq1RqSNCWS+ggNi2c00Cse0A",
-	"vIvU4AhyveX5GmkBG2j9ZQQG2+l4jaxge3X961whkEhh1w0NEVwihkO+9ZfIOcnW+0INeCE7Qi+MvDBe",
-	"2+8tiJHEsEfte81VW3a0XbMebNXTtTHWrlVPd8yw2dyE3UP4slFGrdIQ2XwTcIGVLZHcfrFtP89cVpQt",
-	"dUAzvGSxsOHR1n1ZzHOjZNm+JIT9Oqe5S6XBOY6wuQnkkTtPaCza/pJaX6bVw6Tz9QvplKIJvWOEkhs6",
-	"60SEutrMYINyjVEu/QKckmn9c6CeY/sRghFYZtoxYySlMwyn5bNYYB6S0/b7/R75n04yk7m1bID1A5Qp",
-	"n8ADXvuBzdfHuGFX0yw4KwjgsmaBIbZlTY7J984FSgsWi4qb4nDPoG1Z8zimrLL74mc3YgUNktbl25rT",
-	"qZe4dMhgQ/TAudsOLTR4Gig3fFrr0uYVv7FVU8rQAFkEXX4qS0Qb0kG5EIFZJICMbzBHsNuEFQ6H8IPm",
-	"M7ga/ch9TwS4vEk/rMb9GBFKrmp5uFZ0tXFlzy4MteeqGlTQ8VHfmc1+PcizupNdbE2U18ZIBvt375Fs",
-	"Tr6TFB7qCv210AkjJnwmQ0G5YnWqaCRLQwiPH8vhvNZ0FpFVB2u0xbc8OPjYqkEfj3Q6iL4rbTM7bqdl",
-	"RIpZxPFHC0iPf1A+rMzuAOWG9riyoSPXU4zUyrptlMtolhG6pmVv2Kt3szhmY5bW6jSvqsFUUVDizOXQ",
-	"B8pOKOzHIgkb5CadqBQy2qNl2XHt/WiZwBE7PaiNgkIStHpNhqSpi2tVBABFBkDoYwyx8shuosENKyWD",
-	"rTpOCHAMCbNNKC7OgiYUaxQe22Hxr6Hv7CI3VOo8/+uoPnQlXLBsne5Mdc3XyxYhPfmAfzy4ir/rtZ83",
-	"2qas2yex4HnbdR3o+HgaX+wVbuRl5btY2MLzhiwoV/U2w2KoruCotdYm3a6dqgvfg3ErGcai7PZiW7w4",
-	"my7qODLPoDSlkcWgp4sLC8tzuVDEl8biGspGQGldX1pOzjVJzM6wQFvF3R2WmPMV32H17SSTgiWQdphA",
-	"5KCd1MWbOe2CcH1MrsdhO4KMq1QKgSn9rpJmLLCcvG0PiyoQluxLbC0+63hyZefLrgZtrnFVXPjVRKTs",
-	"iDAkWHvu0vVOcPJ14isJ27aWAV4BqJCWd2yYFupTUGvMyCvmWtg6nu7YpvS+ayv1nfeIIqOlUV8xLGFI",
-	"ZhTDfavV1wa9QemqxuXZUrmRYRwjwzfMLmJBNUleSCQpCdaIqBydR80jqJ3PulRk3bEsbpjuBJPCzsys",
-	"rrqdQYXkuiyCCiWOh6Qac0go1EYtcdtDsSxCCueI+iaIQ7aMhAumCPGjdM5bxRPuVlB1MRZYsRaLtkUr",
-	"mqjPKbUppuUGdPe14WNLlg3Rkw1qNvC2ZSk7InaEHU5s14FVLD22pUZsFWYHjtIH7PymZ4NBWZgEg/wh",
-	"xN1N4pq1Q3zJxtriXA9jAXfIsVJY5IQqAt3kIkQb2/XcfG3ws4GFKugetMo/m8hx+YgtLd5atfAnFtUM",
-	"reknnWFpTfD4VMPmtkFFF6dqUPGSJPYIYZSevdflPYEb5oMVzRhaEttFrMmpAEXNG30KtiB8Q9H1XbwZ",
-	"fTPv4PzCaJ1CQ63oqzdfXV9XitPNBf91jt3S8V6sLUZRu2Eb61BMuXCf+9HH1ysLFAhsWdPq3YedEYbn",
-	"2Lyi1bt/MqL9cb/39Py8P3p2djp40jvt9QcXZ+dXaf/0Isuyi7NnX159MfANFlYbX+1RDKLSau4zm2dW",
-	"+gqsE7UqNy9gfcRxPnPktpK7mbSBEq1bi33rpHzFv/EQtRyx3/a22YN/FnaxW/mPR4BTGW9nbrwlTB5y",
-	"JbPyurJjp/KOFZ1L4HVQHajC6/5y8D1I3O7vJAfbUvss21lGxwN67Dj7j4oYMpfFUJ6kXjWi0s0RLSKD",
-	"z7P0mhQDJVEQhyELB9nyilgUOfSGfJhQCHAc3NvwPqe6ZHtcAGsPuz388g7K6Vb6XfzyzjCQIMyJQQ34",
-	"ivkSN2dB1Mb6C1VFqJJiZ5WrDdqW7yazTx4BaXNb6x4ba2Hr28zqS9y2qABhHb7q7J94EAayxAIjWcx1",
-	"B5euLbIGjhwhLQZfkhumgz6G4LxdF39S0k716WQwH62i3UJ9rMonSzBY7Xb17yyDP8caVGswtTHyBBDi",
-	"cHvQ52NQ/yy0EfIgaGnhAQBH1uKCNphtkSs70kYfIpqxnGnWlPHoDSGBIYYLJ4XaRPi61cOlTUMISiwU",
-	"E/qYXFm1yhZ432QHqbVsmtIlGbFYSFSWF3RpdPO6RAxcno21N2UMyVnvaRORxOUGnaw+gkpuedIMf/2s",
-	"9Zku63ZZOQpMWEIu/hmu7Ud4GQHhev2nPdofDbrpaXbW/YKdj7tP6MWo+0X6JHvKeuM+HYygsJrDxyFG",
-	"P1DfaAyGSakgI0bCln2P4fxyCg0Ya1yjs9CVC8YdZ3ueq84/ldj3FRrAqqBtJlzR2rj1f8mL+28G++mw",
-	"8AfbzxRLOZQWtGbuiZ8sw7TayMkH8/E62xwFWuvQV+XozlgLbesCD09kpXsVC9vHbxgawMsq0wj/7vUz",
-	"V1waXQWlkZ/d01TnSxtrxVh2pHxhgGqLNXA8+vZUp1FsJXfotfZMCha3ohgak8M3vXvbfy2KhRUAZOaq",
-	"bylbNgP6lY9JjyQ/e1dKnyS+f3oSkQFJAAt8iFtiiRx0ejJM/pQkz4DN29/NEpK1HdBjAZVJjm3l1c1i",
-	"TwLad1m2MGOa8nxd25x6P/xdfMPYonmN8xfxZy/3b7S+uXWpGo5YLsWNIlpuKFDsUeczuJ8DxmyrzJZt",
-	"kLFzfq2IleuA3+rdn6fnvTOWnZ0O0tF5v3/6ZJSOe08pPWdP6Fm/l2VntM8GvTM2fnI2GrOsP2L9i2w8",
-	"Mux+0LvY2yhcUT3XkuKjUu39N03+dAYhpH9hxwakz6EBaA2VfvDfrjY0liOmIl8xEB14QXG34/JeBDWb",
-	"mu9a0HKgHbZ1+KbgGbbj7BYG7rbctn0e3OqdYB6XcLXxQuMsgXO1EhCAYw6rUdjQFA5L0rvup748IgQC",
-	"jKVNeSg74jvlsRYXYNPZY4HcSTCWQfFm17XV91MNWBOSTt/+Bg9nKyDBAupaNxrOt6VfxjDok+E4JJlJ",
-	"pVEoLstUa99AkHChNKMZolPZs8LgwkzmuXK9CH/1DkDfkYbYjPsJs6X2m9sERLE4vNVjBXC+eOzDu4f/",
-	"FwAA//8=",
+	"7H3rchs31uCroLjflsmtpkxSl9hUTX2lxJqJvnEcr+0k+1U6qwa7QRKjJsA0QFEcl6ryNHmwPMkWzgHQ",
+	"6GbzaiuZ2Zn8iEWyG5eDg3O/fGylcjaXggmtWsOPrSmjGSvgz5uMzeZSM6HfsXlOVywz32ZMpQWfay5F",
+	"a9hKdLFgCVlOmSB6ykjBfl4wpUlh3yBUkMQPlK66f2WrhFCREaVlwTIipJ5yMbkkdKSY0ETqKSuWXLGT",
+	"VtRS6ZTNqJmVicWsNfyxZaZr/RS19GrOWsOW0gUXk9bjY9T6QNXda5lSXFh9nR+mjGiq7p4p8t271xFJ",
+	"nt/3ny9pnjOtnn/EPx6fmyfU8488e0yq09ene4xac1rQGdMWVmb2m1eb5yU8I21Kvvvu5lXHDM3Nj3Oq",
+	"p62oJejMDM6zVtQy8OOFgbTZ6bYlRK0fYNXNc+KOniliBiftpNvFb8ibq2+u//TX6/9+/+Hbd9e3f755",
+	"fZ1sWhC+cdCiHs3Dai6FYgCWL2n2DjHCfEqlMNhk/qTzec7xsJ7/TeGJsQc6m+fM/DljStGJGXoh7oRc",
+	"CvLzghUr4oFOUpnLRWEOaZGmTKnWcExzxR7D1f1HwcatYet/PC9R/Dn+qp5fF4UscMVV6H1JM8LFfKEv",
+	"AaHtSgCOCr4Zc5ZnRBb1JZ20HqPWjdCsEDTH4Xfv+RMXeyXIQrCHOUs1y8iY8nxRsOrCuSIJt6sizAyU",
+	"wErfSP1nuRDZ0y/yjdRkbKaCed/TpZZST58GUm70QyGWyoyRfo+03QCGUFjU+57mPKNaFgRG7USEKkKJ",
+	"exKBSuTobyzVlS1+J+g95TkdIVLvj/6shEnGWsN+rxcFVyJn2YQVPz9TJKOajqiCQ16IgtF0aiY7If8t",
+	"F4WnxTO6Muhq/hFSkym9Z2TEmCDzQpqrw7JLopjIuJgQrgmdUC7MiIqOgQprrs2yWq/cbOG+Hve+cTuP",
+	"5is8g96QNOww48ArCBVqyQrCBdF8xk7Ild+mnlIdC2ArioyoTqdMNe7dch49ZbPGjcfC7NyeMgxEaF4w",
+	"mq3cq1zBaG6gJU/ZSSzM0X8n6EJPZcH/zrJjSd6MK2WWdPX2htyx1RDWSK7suDDAkHzJaMEKEi96vdP0",
+	"jq3gD0basiD/p3v19sYw2mH9584T0Ms30i00MpCWgsFJIEriBZIGF+/lHctgfYY66aUkVtQgU5lnscj4",
+	"eMwKIwLcsZXqnBDDxpIffviha3bOhDawY4l9iyi6Mm8uiZYIHyngDKJQgqm/XaUja8wLz++AK/uJoDM7",
+	"3HCF12m4f3BRLhEpOcoBB9DzRqwTjkoPiZBELdKpFSLM8YEIM4az48qd99Mg09aZ4TpoL9+4i5hKMeaT",
+	"RcGyyPwaizu28pc0lXNzSSXhGjBUO5EskwwfYQ9cwWRcESpAAo2Fk6AQER3ZQRFAGaGKC8LujQSQUoXX",
+	"3+/fyj46ncIRZBk3+6P520LOWaE5cxCLWvPgq48tqjWbzVESt+hpePeEFeag04JR3SSF3wiSvP32/Qdi",
+	"pFpL+hLiJTEiRb6KjJButoaQdFSzJIZI6oDg48wjKXNGRTDzLQWcGstiZv5qZVSzrqHDrTWJPGqNueBq",
+	"euBLPGu4mVErp0rfeq7Y/LNajGZcH7rKnxdsceArBUsZvz/wJcWKe56y2w0bVNqSp23XBjDqPTxpX1kg",
+	"1uT5t+PW8Mc9316o1uNPazdvkedkITTPS1wAIYAJbXBCLHJLFY0OYKZ34A72E2DMYp4diDGPoaLxI6pD",
+	"AdT8hh2wwiVUMLR6QlF5qSqrKpVIlNzMogFEb4EeHnRt7ZUzf3LNZmqvgzQT2hXQoqAr81mwB31Lx5oV",
+	"65f8bcFAQ/a69tyyhvEiz5FfmNfh62eKJDBMctKIjI5sr59c7RTck5Hf40a4vWNqketjILc3uI5e9+ZV",
+	"v3cXr2bXEGyZkDZSxwi4xIppgtSiE5EE/0pI24iWIwb3hAi5NL9NWZ4lsWib7yLgpoC5ZoSOZ0H4HYos",
+	"zroh2LLlSBJIMrn5Z44iqkFfFKha5vKiQSZqpXLmL8G90VRAmce/fmo4+5AMNJoOUPh+phzPoyO50ITi",
+	"Dj2PcEt+isWZa61Uox3nW+FoE56jgSYVBC4QkWMQ6s3ypGB7kMQ3bOlwa78HmSGdbp1MHY/yn4NYfPZb",
+	"vBBZfijpo2m6mC3yw2h91HroyiIzVK7/8jGqDKJyWR2GC31xVg7h5KFwjIEZQ6RTWfjX1/Ha/GJRhPzX",
+	"1TdklMv0Dj6liwIUD1kgBb1nhcE+FAfNqCA/GrQ6YFFmX+mUcmFZ/iH7Ma/KooEsAbUiiWd8SYQbkAUz",
+	"GqzRpNTJ1rFfHCPNhWu7MEJ7Iee3BaNWn9j88CnKgTQ3+vBR8w16j1FrsqAFFZodu+YX1THmNL2zTH7z",
+	"O/3qOxYnmlHLIcxyKhUj/i2SGj1hzAulSduck5HDSw05lQuhVWf7efXN/qdUTZtnBiR+poh5grTlvdFR",
+	"tCJzWiDvWcxGhoSLjOiCCkVT825lzvWtnzpBBNHMgrwRES0XRCxktMi50Sk4KGYeSdGwUrk++x3buVkI",
+	"7KB589ffu1uMT6EQBJeOsAeWLjSabGdGV4NBI2IUbCJFyg68zgM0+VuteuOaz0JZfk+5HMiuFet/CsY6",
+	"91L2rbVTNnDsd2y8UCyz0FZESTKmBWnDPkc0vVNEjsckl2LCil24dhbK9cddtS8Mo3q4Bdxu0GKDR/HJ",
+	"hi0lf7m2mixARj3/CIf8mMD9Qf0/xOZngP1MRcSfu7mMMA24NhyXXRM3Khw1POzBMRpMOIChHnuRjPKW",
+	"GCXWs6B239kagHxcEooa+4IRmmVGo2c7DvOiXMERMEbLRrk4O1IFnLuR+nsLgW2gPq0LK55p+stvCaC/",
+	"gKUG6EAc4Nz6nakph7t0QFj5MUogQnJ/uQ7FrS2w6e/QCH9o0gSRFlvtz8k7XjE8mOrVDsdtcjPkNihU",
+	"7xnLSK/Xe6YIjgEKEFPDQJVaUq65mFhzH0P0U8hZucjkMhaGk1GQd4yiVcpBpA2yj/0tIuFQtOTInSgW",
+	"ScnVE9KmJfOmqnwwuwwEK0XGhX03kFQT0rZMJiNSlKzHLMzLPElEEiMtzeH5Cb1nZDGPBZyOdZjrYkVy",
+	"PrPWSeDeBcuYEdhlAauyAwzNj7EISR9ZolJmBFlJrC7WqSqVXp0MzSXlRlsV8bsVyGstFPTmbIOuVrni",
+	"B2oNu4R1Q2CbBXYULo6Xy88C4XrzU6dV6e9wrYLqAJnA9MzHIPplPDtwxYZRyoVO5azJUGHUcoNlVv1O",
+	"UNK0urvBnlwqa3ZIChQWnF8IJXh0DSU+AmM55TkjI2auj7P+bWR0FyAWgTh9u1lKXcrirmsfQ1HVw0aB",
+	"cOoxEJBa0BnbOuvgk+WU8yp/3qaL1ShgyXIq+7ZIVdVDa6tsIpre/X3A7fFOm3WGQDWShGUhxeQSyN/I",
+	"BTSYq7NPGMNOwHuzQ821ni/pShFYcoMbYRtQSwOF21sTrL5mNNeHulRKM7kjiIs5mIhptmqka8eYVewk",
+	"TYv2NqZdy95k6NISnTQGpNWtVfX4ml7w56/I6enpy0uUg63fCs3pz0r/eDtjY7rI9RDNytbxHgtnQSdc",
+	"d07IX9lcm3WAT5KnhVQslSJDPrPnxZvI7gZvT4NWa1b3TJEEfbm3ik8E1YuCgTl7Rh9eMzExmDA4v4ha",
+	"My7c537Dec7pKpe0YaYrAw+OvK6M5kjgtJKIjKhiF2eXwJHXF0JmC6XJiMUi4RlGtIH65R5Q+MA9K/h4",
+	"dUKuNJlJpUnS7c7oQ9euqTtaaaaSWLT75Bv+JRmtiD2PDuioJGOpzFgd0OatvWFcdTw1MDD8PfD6jJjR",
+	"FhXR8hLMvnWcmUiHC4guwNaoJhS4duSV7YPPaqcHyB3ltnt2gAQemH/Nwm7wnf66pfUNW76VMv/wcOAl",
+	"vgJ8YBXji4EdzTIHwrmU+frNLuhyw2mtj9d+9/ptZO3g1zdvu4Mv+i+I2UFGmLhnuZyzDqGK9B6684KN",
+	"+QPLyJQ9QHxLwvT0VjGRvaPLD+WYCdH0jinCG5h//ZTMUpvOY0+ANelQtyBEbTQ6cZHmi8ybnUILkJHE",
+	"zDXEcQ6Us8D8YVfwiTacXesu1/hMoSJE2lXdwhCUQI0gM0a9USsD1b9q3jzS1DxYt+Y2rt3pMBFZTlek",
+	"nbCHuUEAI3gqTXOWbDcpgiEY31GN7ApUWRTt7VQGPe0sRnRWmue503Cs2LJg2RFWRSOyTjBE40AhfELV",
+	"7Zix25TO13fwDX0gY8bInBVkQpWhgkvGI0PC+YzmRtPM2YSmq/DyPlPw7LzgKdsOwRd2fs3nm+efF1wW",
+	"XK+eciEvA3v0ZiA/Ri1hONiBUD47KryibjOG4POUZbej1UaEds9YIgJKiVXj7E+zXboPuJ0M8dxkn6ZZ",
+	"VjClSMFSec8MIo8LOUNJzMkJEcnlkhVdCCLaZZU/kCohCW6wLINzQ8vmVRcs5XPOhPYaIRpRUil0QVNN",
+	"QOy0xsCtiiH+WJ+jwqOGpGexMSJ9owYaeOVc6YgMSLYSdMZTg83bbZ3nn2iuBav1Pc0XDcv93nxdv0Tb",
+	"8aJX55FOQywtmxZt3C2xoyFhqhKa6rV3yyxNoNVYl4DG7rR0Inoc5cPeLxLNyDbP9YNKrDli30C0gC5t",
+	"1yMHwWU/ci31yx9KVlw7WpDtvpobtcYaWdQPu8RSKzlt1jb1w5bz3BTQYllnQtpG+AC0gxBJ9qCHhDqj",
+	"7IyuQPYzel8Y5ULxjVhM6JyM2BgdzuYRL9WQNhd+IPOLJ7Hm9QzilSvWS6KlvCN+NZ2KqZRrsjQcX0ij",
+	"ZdlRs5ppsww+8UZOt5xWgBnb7ZhvpdJr8Rw14AUBToklh2EUSmS1RjeCfcbGpewfjxLGUe0KSakuGaJS",
+	"nA5bC/E54F43RSfW8NeG79yGZuh1iP0Z95/cvPn+6vXNqwTBhYJv1YDN9dRyXSOAXhI2m+tVNQ1sL2Wu",
+	"zCuB9QXazDYXy2klkNLh1VfffvPNzYcP169aUcvuoBW13l6/eXXz5i+tqPXdm7+++faHN+votM11Uo1h",
+	"bARj061uOFR26LFmVNO9teImLNrhpMq5uGukv47Wakn+cv0hILnfvXvtKC7YH3dYHWughP1sA9Z+VtW6",
+	"su5tQO+u33+AKHcIOV5Xz30k8t75Lq+Ypjxfo+k40M6d2LcP5NGQO7Qm/pb5TZi3BJlP7RHL5ZL0ez30",
+	"FJQJOHIpSLvf64FCupjviiB4jELr9FaOadOKPh5w7rAl9+Z2W/EWcnAYGNmDNrJadusuUY3Q0RnPV101",
+	"Zykf8xTyOUrboYUjaABFBoyORURJ58UaYYgoVSXu5YzeM0XkQltSCIZ6dXKcAbAG801GwKom6FJsnI6y",
+	"XdqtHnldrV9Vw8kt2YMtV4EDtmZ0XvkIVDtuFSU7h9EKILv7YMprS8QOwI1mugeq30jJfKE9ocN4CwDD",
+	"rbJEPPGObmdZtRTR6D+7DW8weeOGmMiMXO/zbg8ggjVkcNlV6ySw+TZ8RfPcXoF1c6M1gfdP+70vBgRM",
+	"3yfkFdq7EddhGqo1K8xg/7f30P6x131Ju+Or7p9/+jh47Pyv/9glhxtlCbzp64v7i8E589Ols7ITpjSf",
+	"GU2GjBBRl7K4Q8v1mtVixgWfGfmgv8uC4cwwDffBSTuJeyZBQxYowxGZ8skU04xQ8cbQQbfaXueS8IkA",
+	"PWm0IsmYj2VSX+vpYKeqvFPzN6cHBP+sZ86OZHzCtboklMzMeYKxwls3wM+R0qJYEUrgdoMZ+vycpFOW",
+	"3qnFbO1Yw1M96z3+xy76skE1/4Fxh6ARod7AhWNAqmHvway/Yy4WJQsu9OD8osS5HgSyu2S4Vr+39t9B",
+	"lEbLLdfxA1V3e4rkjYEzZ88UZq3ZXAKXbryJ61tRthf1o0F0+tMuG/BGCn6Nyc1Wb1+V2XNjyvMdevF5",
+	"o3D9A4bmtKLWNcbq4d8gCUWtV1KwrXL1gcr2TQPHM3MEsuiM11wqNp52697ONqvnVkrZ4hPGjE2DEofK",
+	"dFSkLM/ZBjae5ub2Ev9UeVoY1GGUaqpccNQOH/3F8V6F08dog/j5wWe+PDM0DlEbZNAgqWQfpAUT5icF",
+	"sn/xGO3DxQwB8ZZQLoA5q62oYQb2GkKDWmwLgggUwJ1HxR9aUE1l7Ty53uFnOTsq8bIebz8u5GxHXRFL",
+	"/UPztYHUjjuzlT9feWMgy4JoJAsL5MyeYzvn5AFY+WKTAIz1WQwL+e67m1f3X+yUd3lZ0Ob2jq2220wG",
+	"NYngAGb9EmjMPSv0phu/RruIex7tfGAdnmvrZVwoI1oYMcITBq5IBv77PPepzTsIgyXrxabQE+vLU1Z8",
+	"CRdnqI91YZc1gI7w4b08Iv+1JLpBEmw1z6JJMHq9P36fY+x7cxwcXn2AtQH8uuV57Sh3e1Q/yefxYqtg",
+	"tZ+rw/CIpS9DdKBS5usLBX4RoDxwEKWnw1+ewHxmeay/HFHAGg+L9y7R4oiY798jX/do2Yequ/1jYQKR",
+	"ZFu0/hanBEy3HcJP5Gv67ZdfnxsloKsfDnY1UXW328d0EMyPoUhVWnS6Hco7gLwptzdQJJwFYujj5Ntg",
+	"Bux1IpdAY77rD+v2etBMA/rNhDavgI7QHnQipG/t0yFSs06YKbz0cj8L5H5m5f6sUe43G2OjqZR31yKb",
+	"Sy6ORJ6jKCTIcYKO8sYaBzW6z+6Z0LfmmQPunN2aefWDGX3LzTvbUByjhoCKpUVTTbhvRb6CokllbLhl",
+	"O3CDMB8RYdUY9VWj+Ysi32nf/XS+YGapQrY8kAqRb7wQVbx5zdWhuLPEEQ4/T4eqaznbtd36CfZY/77m",
+	"vJrxuoqV6/IjPAD+GRtHUBZiLKz9mSsQDsdyUeztjDsEswdb0PaKvNdUZLTIiB3SaI3mWdJOllPF0lsM",
+	"lUODu8HpwZnZzcUZGhg7YCDiEwGORr+5CROsAC1Cit1hNxbb1wrJeSPvVOu5AZj51xaYdNbOQe/shbV1",
+	"btcqarhh5tyGFh6ygWWlUg9FijEvZpjRA6aa0CPeWEFTsXRh5Kz35hCtj3HO/8pWX4M/YIMyT2fMFYQi",
+	"FMPME1+BzJXritxPX1M9NYBiNMuZUmWZJavrKizmpaeMF+qEgCoxknrqi4XRgpEJv0eRagXGx1hMZZ6V",
+	"hZnu2ArDBKCmJb5YVrX0ayuPA3dpoDuCKIWrhZ42HrjbZztxvos7tlKWcCadiCTNVdryn29/++XX5IRc",
+	"mRdiIedMIDwKCUnKlhbbgqQugdpVrkLDKxSFi4KiarFwVdVsuauzXh83DtcQmBXMX+7UICjW3eJi3KDs",
+	"lH6/rz98eGv2OzRKy6IwRDfMx0OjNRdkXEih0b6KL5/EIhYfpqBXposZWE1wr1dvb57BhSNKLoqUwa6L",
+	"hZ5iSi9LpxKizaG8n2bFmKaGWWWxAEnNEDEzoytm+dxshs75czrnEyYQM+y9tpF23JCJGb0rf0g6ESYR",
+	"AvAXQmCWE0wK/wDwqSL/9f7bN+YSo+PGHBid85O/KSkS2CHYKxEdzaMRST7GTk6LHTWOnV01bg3j1m+/",
+	"/Bq3HpMhOev1apk5bahatn+t0U5kDttGomxFDV+b76x3Zv73MiJn/VN4U0Iq099ZRkYy40xFxMbXK4gm",
+	"N3RaReRsMIiFDWcJ7B6AcwWD3HOI4bCF05yQHZHz3qk1O+qgzl0s6rUqLWeLBa4CQGqW1QUzEcugeu2M",
+	"PnRHMlvZjImIvKgnTJTbN+cRC3Sbwmg27S1CmVXCdzWAKrM9wznh4pal4TKW5rRgkcs8tZ+ztXq0SJNm",
+	"soDiDgJLDOBVYIQ9pGzu5GcDDe/tzQo573JB2jZSzRVviwDxbBi4+SkWde9hRDSdkETZoZLOEFDXqj9U",
+	"ka9Xc1bYFI3A7f/u2oxm8MLs0krv5mZh4BRpG0yGL+PW8GMMqnbcGv72y69RjK53/6nE7t9++fXx0VBA",
+	"uK/opFLrQOZ6DbRIsVyNUUuAgtTuYatvKLO9ga1h6/Skd3KKHqUpMKkaYMxXk0ZhogRNDRzEQeOEXNN0",
+	"SnhGJoYOJz4QKLFX1ILT1zUq3beXhOZKBpETCfjCIGKeo/ObKgIR/ZBJ7COj2mEmTRF4xbGwA9eXJGmK",
+	"FkpiURIKlzG1LbZqzeEO67BRTQlpu58x1H5KzXENiSuBhRF2EZmyPIvQPQlnXU/axlEiYotAge++TCbF",
+	"WiA2HdWGUSWx8HN77IBpMfvsWujCEQarwoDU5LgmzxTcNHCuJmY9NqjbJ8EaLRZr2wlZxiKUW3dVIfnM",
+	"0qc5DCDgVqugXBdTVpBZmdUMcbY/vUncHHMjbr6JBebHqUu7HDgJrKJl81TayX+aX+JFrze44NmfjHgQ",
+	"2eGgpHrHDxkLLcngxTmxg1bDRQBgcNDmaecpPu31uvg4bEou9GUsgjFQqFc2o8/IqVSs/GLNxCd2McDI",
+	"/NJ6SSxkYaBon/XkRiPFI/+7fuXB8rJOWWNh7z8eK3q1kRb4h2+y1tBc5eYQuGoJ9h8/rtXxhmPOFGnX",
+	"41lUJ4IbTLuKmTE0y5ANGeF76A+La5Q8ytqfhnEDrMFacnFxiUzRF7w1iNsfvECfCHE241ikU1rQFCng",
+	"2ii9QFgFglkrCb+lBDwYmuTy2uhp36MpFyu01y0/eOhawtluvQptxRihI3nPyrLwtVWZMbau66daFfhB",
+	"r/fZC3xXcWFDcV13aZHzJzkXd0kt/pArF4D4GLXOnmChG2vdJub4kyG5uID7xLOkzi8vyUXPYthG5CIl",
+	"bl2Sfm+AAxnqihfU6kpQotps8Ry32LRyf2bPm2u0w9un+7+9ViZ8MZvRYhUEITrxZ1glsXLsIqJAZ6YT",
+	"BdqtfakFplL/ydUjnUulN9W5qcddecZoyAOU+UZx31URRExWltuAZLqKgMOBgGfeAiGPAh5h1TVyZemw",
+	"21yFB02pioU5ZsDBJjpn1r8nodvr0l8pWHAjAD7tZoO4/qXMVgfdlc1VmLak3latIvak/7Foyx9HOM5O",
+	"AcO+wkm7H1Zz5uhEUp8+uSRnFygpymwFRe6hmn4N8akmOYM6VEZLhxPaQoRi0UCFbCH8s/7p7wcR2zmg",
+	"H4U7JDktJuD6oYKsq5D/hNQwAspjRWCzlb3J42PUeh7UHW2mlVd7qY6k1ByNKl1KomWwSizAZI3YhHL9",
+	"wshAYmIErQ/BEdGwBAPm0LzmSiexmBdSy9Fi7Gvgt5MQ0YckRCeZaqa7SheMzhKjMUD1MtgwyPMQiIgp",
+	"xTZEEdp5YHwiWImM8FwXE0FoYNSMUQkO62DJmjzfFLuLJgzbKkKUKmEsUODKqQBNBmIBypFBKRLmS67K",
+	"0HHQQxQD+W3KZkRLlEqdniV9oZC5tWHxNCjH4G0Q7hc5JrY2oJX9rMX2Nc7XfY/PdW8y32sB1aNYJGUx",
+	"hjVZBdRYtMcSOikYQ7832G69zdYonCxXYbEJ8CYWzxSZL0Y5T9FWpSQSIPebg/EdY3O0DRs1JGPFCTFK",
+	"H+Sd2bVF9UOheCRrRStsKJcdKCJlSS4pmHLHh6luJ+TKLtedSqUhiPL01L6FnUQMlpgVK6wM4k7GVgoB",
+	"S3xUQ8nSdOISzLj2c02pqpseG3vQ1OSQZwoUDYVNbhRYRmPR7/WMumoGqSR7oJhj9AWORoRN1x+VuBlj",
+	"en+ljzTofFEsQn3W7R8KOe8jJu3WBOvYXxKHyqX1YdZbkXOjVlQtVe/5Wr0ASoMOd8xqvUPFXtFDF7/u",
+	"FVm//wftY2/JMKTVVRFg/+o8wCOqGTFc0GLVkDOxhwA5OKxlCiZ9gCtl+Px5LlOaT6XSwxe9F72aoP2f",
+	"PPtTb9RPf/vl1+jleMB+++XX1sH9kiAvpUHoCZgceIuQ9LSFXKLNbWWkNqzJ663ynROrgVjCH4vDElUM",
+	"6jl6bISRiHARixzbpwAZtapVGW1jyAo4BurGYCco7iU6b26OdVrpjfXBlY0E46xHFgg8LNjfsOuXzfXw",
+	"VPeE3OATcymLfGV2O7OWyykFz4C1vwYpUTg26Q39bwCUoYWNPfVhIE14Iog1oQKj9/vqgpkiNmvtc3bX",
+	"+hB0Z4TTQfOyYUe2B2OJRSfE6xgDRJOdSkZFBLskp2cVURwiCcB06Mkt1ut0RqhLcnpevhEkWHMROg3A",
+	"aigzdklOe+6RhoS1yAg/lXj+8hgMky0JZ9VkjiurHRQa6J0YCoKYQfJYoF3fNggTGVlOVx20wQS11qze",
+	"hPWXURcZnF+EJsEopOPONVmXrjKuQKpyPbZiYZsdmMFDG88fqH0ND9C+Io8I6L1XgevMPY13oTtnRdci",
+	"blJqQiGKqFg0zFatsXZC3tSx/LIq+cSirsqg1E2JmtE8ZwXm5SGA/0EVR/SarEnAng4epDBOodzi3wN/",
+	"WlUUc78fZZEJCLoL5MbCjD7W0vUZ2gtJbWnIDXTPNjqEHmvz0GCz/QSC7qVVwDeMWcLVA0m1fnrEdnTN",
+	"0eDzQo5s/VODqGREcypSFJ8pYh/5+vrq1WVgD3AKm1GPDKdeykWeWSPjyZqwbOb+euspHQCrhj6aQXu/",
+	"OcYOrmmFhsCD9ZSiPRLlWWsV1RI22DnZBV/SBrHEYlzgTjNjdzZC32DxjOmCp5u9wsFczxR5W8gZ01O2",
+	"MBxywpUufNikZg+asIe5VKAZEZQ9T4gRmFkWC2juUAZ72+UXC+eItQsJgocg4MT6+DN2n5BMdi5jcdY7",
+	"C+pfNOhAbks7L55Z8vN5TrnY0fmw6dLYWY67LuaVs92v+KaF1fMPTsGvYssRh9E5G6nVhOlv50xcvb1p",
+	"faIJuRaT1ww9Oxc5LcOgnFRg6zJXY5U+C1UKgq4iF8S0FXJgWNhM4e3Pn43AY9Hdz0/j34F9RNvwsWMx",
+	"1nLlY5tnwuaGlYaeVJMZn1gjyGlEllRocvYkfTPt/JW+oS70BJK1LBVKyqUmEXZRXU5XTQTYb8T7+AWI",
+	"srgjm/r7j8nz3m3D231R52n5nUe3DQdpOR7eQH9OnWMOqjrUIbyzmKeb3QWGuHTfvf2KDE56EEsIMaMR",
+	"AhKU7InsQvYNW8yeKZIU8zQhtmh6RJSMBdNTFLUjAg+qiNxzNoMNpNSo7bK4Q2sqthUK3AjfMD2VmRrG",
+	"YmMR23bB9KKwkbZTqqadCCveQsLZTZZEsUgE0665U2J/njAdjPOVXAidGLZNNeggvogjDGPG8LXVoAWJ",
+	"UTJcaV+oqznvjgsG4aadxhm+XH1N1TSJRdsO5KKt8CRdYJ4Zr9rGyYbbOYHiVj+g19IGlcELWF0W1AAD",
+	"Aiz7+5frD7EIy+I9/2h+fCwDemw7CrHI884JgS5DNC/jXc3Bx8KGDgJhqR62pUBG2sFSc1pKksvlEHPe",
+	"8Lt+RPRDLPBDz0DfmbqxlUFZQw75Z6CoL0TGCqhWmiVGZqKQVYc7lgXB8ormEkCMTfd00Oudk3aiH+AJ",
+	"m4QHM6ZwZrGAaFOI1GQZy4YwFMtI/4LoB5V0Tvy2XcBkKmcMtw6x0oNeD03ZgB4TpqcnxEhyXiIcLXhu",
+	"FoXeH2jLtMnA/e7tV63jPe11O6pfuDP/uKJ1Db0TSdtq1UBpPo/3vVlAClaFA4bLCkvsQRRFpb9jLK6x",
+	"MhI8JaTmYzulWb7bpSd0gvAMfXY2jNlaozydNodVlirDtvAS+nYCTL2JpWqxfEJh+PMacJzUEH2aPtBk",
+	"2EEjzoxrZJz988+pgDTZHOtQIO0q3cFThBr0MC1obWtc88vgKg7JtX29REln7g4pjivU7pil+WzZZNl0",
+	"e6OW+Ve2UgxyfblATB2tCM9s2wVa6+CUlHnFiXfR4kdn+AtaOjUQkZz7mpa7vGOQGbjmyObeYXmgv2un",
+	"f2ttvtJjYD2ztjPupnl9F+i9kL9SxXB9NW8N3BX/+8ZtYq2KqEJewdPWGvZ7PWhwYKtC9eDj9iJR6w0a",
+	"NgCIZ4pMIK3I3zSuLFcv2D2XC+UTxwNk2eidxBz1Pypos+yr3XDVrxD5w6C/Y/W3PV45zha72QYL3iVv",
+	"lYZLjTEZsKkyDCOgHL4H78aoxZDcyj06HpO2TTeMxRbjeUT6vV6YMmMDZWpmcRuZUgl6GRI+hhBxrtHl",
+	"4FNqnO/I1073HibrSirjFUaOG5sxjEDqdmGESl8rzseyc5Gxh1i0E7uXH/s/DW1CVEl7hsQJKElnkzRV",
+	"EsJjJardBKZsWf07xyyuVy/e4SpeUlWNXsnKcFhIn7TLunRHG1dDt7y4NrURCGpK56x2/kOCp+YKIcfC",
+	"F0p2GU7VEskoWQ16/d8XMFdhvGMJHxf8s6rWjYAoscTmnSfgdzLH23l6wBwlcr787BJkA+12oQCYUbKO",
+	"Vhkfjxl017YrOdlfvG00tRlFcmZIkYXXEAM/fXXJXg8C4Sy8n8DW9uFAJyfSuMABvINIY50gbPzkMjLD",
+	"ifzrNQfnAY7Jz80E34PbMeBUVRbVEMxf8sCqAP38I88et9nwsWHTHhFfHjHbzQ28SlFpTvW0lnNTpd9/",
+	"qNi0mXj5XZ78XlrpH4JcvhPedvwpu+82KmDYoQmip6FhVNc1jIJMwnYul4bCQ8WyTkTkHAtsYNEUDIan",
+	"2qhaPxyor6134CVXsXA9jnwPKLsarki6sEmSNr7a/jIzctJ8zmhBsBGDb5MkMuwVl/N7dpzJCbRFC7+9",
+	"tcUSnqgtAny26Gxsf5UtbKa1QT8Km349taa0uRJw72gl74/XO5+UcJU9tLcrfBaJ2s5WB7Hd1SRmg9+u",
+	"j3nn/29KVzVLOeCMqti+S7us2aWq7d23RkEYAuL6wJRGmercPnpfMCCYjgpJYYhjgg12IHFbNfbob2jR",
+	"f0kSd75JLNBfBn4f1zC4jOccQ4PsqNQRoX4iUEDsj7whgdi2Wt9HanAE+fr7bypb3yAtYKfCfxiBwbaU",
+	"3yAr2KaI/zpXCCRS2HVD5xmXiOGQb/Mlck6yzb5QA17IjtBLIy+MNzbWDGIkMexR+6ae1d5IbdcVDXui",
+	"dW2MteuJ1h0z7Oo5ZQ8QvmyUUas0RDbfBFxgZe85t1/wWhrB2GZF2VIHNMNLFgsbHm3dl8UiN0qWbQBF",
+	"2M8LmrtUGpzjGXaRgjxy5wmNRdtfUuvLtHqYdL5+IZ1SNKX3jFAyofNORKgrgg82KNeB6tIvwCmZ1j8H",
+	"6jlWtSIYgWWmHTNGUjrHcFo+jwXmITltv9/vkf/pJDOZW8sGWD9AmfIJPOC1H9h8fYwbdsUjg7OCAC5r",
+	"Fhhi/+vkhHzjXKC0YLGouCmO9wza3mBPY8oq29z+7kasoBPdpnxbczr1WsIOGWyIHjh326GFBk8D5YbP",
+	"a13avuL3tmpKGRogi6CdWmWJaEM6KhciMIsEkPGdPAm29bHC4RB+0HwOV6Mfue+JAJc36YdtD54iQsm1",
+	"hwjXiq42ruzZhaH2XFWDCjo+6juz2a9HeVb3sottiPLaGslg/+49kc3Jt+zDQ12jvxY6YcSEz2QoKFes",
+	"ThWNZGkI4clTOZw3ms4isu5gjXb4lgdHH1s16OOJTgfRd60/ccfttIxIMYs4+WQB6ekPyoeV2R2g3NAe",
+	"Vzb0zDVvJLWyblvlMpplhG7ojR42Rd8ujtmYpY06zdtqMFUUlDhzOfSBshMK+7FIwk7kSScqhYz2aFW2",
+	"trwdrRI4YqcHtVFQSIKe2smQNLXLrooAoMgACH2MIVYe2U80mLBSMtip44QAx5Aw2+3n4izo9rNB4bGt",
+	"bP8x9J195IZKQf1/HdWHroULegXAm+qar5ctQvr8I/7x6Eqrb9Z+3mubsm6fxM4SbdfepePjaXyxV7iR",
+	"l5XvYmE7fBiyoFx58QyLobqCo9Zam3S7dqoufA/GrWQYi7Ktlu2l5Wy6qOPIPIPSlEYWg+ZZLiwsz+VS",
+	"EV8ai2soGwE1zH1pObnQJDE7wwJtFXd3WGLOt9aA1beTTAqWQNphApGDdlIXb+a0C8L1CbkZh31fMq5S",
+	"KQSm9LtKmrHAvh1BvW5lS/YlthafdTy5/h5l+5g217gqLvxqIlK2nhkSrD136ZrUOPk68SXbbf/gAK8A",
+	"VEjLOzZMC/UpqDVm5BVzLWwdT3dsM/rQtZX6zntEkdHKqK8YljAkc4rhvtXqa4PeoHRV4/JsqdzIMI6R",
+	"4RtmF7GgmiSvJZKUBGtEVI7Oo+YzaFLCulRk3bEsJkx3gklhZ2ZWV93OoEJyUxZBhRLHQ1KNOSQUaqOW",
+	"uO2hWBYhhXNEfRPEIVtGwgVThPhROuet4gl3K6i6GAusWItF26I1TdTnlNoU03IDuvvO8LEVy4boyQY1",
+	"G3jbqpQdETvCVlK2vcs6lp7YUiO2CrMDR+kDdn7Ts8GgLEyCQf4Q4u4msT0KGMSXbG3iwPUwFnCHHCuF",
+	"RU6pItC2M0K0wTXD1wY/G1iogjZt6/yziRyXj9geDq11C39iUc3Qmn7SGZbWBI9PNWxuG1R0caoGFS9J",
+	"Yo8QRunZe13eE7hhPljRjKElse0am5wK0D2i0adgq8c39DjYx5vRN/MOzi+M1ik01Iq+ev/VzU2lON1C",
+	"8J8XDJzzeC82FqOo3bCtdShmXLjP/ejT65UFCgT2Bmv1HsIWNMNz7BLU6j28GNH+uN97eX7eH706Ox28",
+	"6J32+oOLs/OrtH96kWXZxdmrL6++GPhONusdBg8oBlHp6fk7m2fWGrhsErUqNy9gfcRxPnPktpK7mbSB",
+	"Em1ai33refmKf+Mxajliv+ttswf/LOxiv/IfTwCnMt7O3HhLmDzkSmbldWXHTuU9KzqXwOugOlCF1/3D",
+	"wfcocbu/lxxsS+2zbG8ZHQ/oqePsPyliyFwWQ3mSetWISttctIgMfp+l16QYKImCOAxZOMiW18SiyKE3",
+	"5MOEQoDj4N6G93uqS7bHBbD2sNvDjz9BOd1Kv4sffzIMJAhzYlADvmK+xM1ZELWx/kJVEaqk2Fnlaou2",
+	"5dt2HZJHQNrc1rrHDobYYzyz+hK3LSpAWIevOocnHoSBLLHASBZz3cGla4usgSNHSIvBl2TCdNAwFpy3",
+	"m+JPStqpPp8M5qNVtFuoj1X5bAkG620F/51l8MdYg2qd/LZGngBCHG8P+v0Y1D8LbYQ8CFpaeADAkbW4",
+	"oA1mV+TKnrTRh4hmLGeaNWU8ekNIYIjhwkmhNhG+bvVwadMQghILxYQ+IVdWrbIF3rfZQWq98WZ0RUYs",
+	"FhKV5SVdGd28LhEDl2dj7U0ZQ3LWe9lEJHG5QcvAT6CSO540w9+8av1Ol3W3rBwFJiwhl/8M1/YTvIyA",
+	"cL3+yx7tjwbd9DQ7637BzsfdF/Ri1P0ifZG9ZL1xnw5GUFjN4eMQox+o7+gIw6RUkBEjYW/Up3B+OYUG",
+	"jDWuo2ToygXjjrM9L1Tnn0rs+woNYFXQNhOuaGPc+r/kxf03g/18WPitbRyNpRxKC9r+3DPsZ9mIpqUc",
+	"7potHo2rT4qBDZ09NyAhs8/UJJF/4+Xnw8urUuazCFZCvR7Yja07VWcT8dwcXOmGdG1KVdWfmPgYYfBn",
+	"ud6X5gM2v0ywgZt33DvJENuftsHEJhVDKbFsmpp0IqyWLkXKoli8/fb9B6wjj30TROZEPm/Kb2hYCt0Y",
+	"Y9FOLIC60BbMfzJysNJ0Ng+/LBOVXOvLS0JjUbCM5RxipFNaQFssn7gZDt85IX+GjRP7PHeBiAXTBXcL",
+	"Zg+IHZzmZETTOzkeB52vBFnM0ZXnupi4kNVYmPUZXpjgmSa+H+tvv/yadIaoSfrCTUYN5zPmGltO5VJA",
+	"Hoy1mxhZGWwHysjeNC8xqFESBo21Qqg+jU59/kjKDc1797Lb959qFbuIZBBXj4f6bzL5+cjkO6gmyQrD",
+	"u2tk0taxqajOljIdx+AbNOTqDcLvP88NiraSa549VZrl2TqjeAXbyv6Ntp8PbRGkTUjrookWwnIYlu1E",
+	"WvxkzTjWRv78o/l4k23PTar1ja5dFhtCAM2Ug7ijyNqcVSxsd+lhGJZR9j7B8+nevHLMtsL1QM2mqc5X",
+	"NgOAseyZ8uWqqo1/AZF909TTKLb2ZOgA/EoKFreiuKUfbjL4pvdguwJHsbBmKZm5mrDKFnOTAmyWPZL8",
+	"4AN8+iS59raoiAxIAljiEy8Sq3pD/9FVJyKnJHkFxif7u1mCDSiAOKdqwfRYQL28E9sPYLsxLgGfUFlM",
+	"O2Oa8nxTM0fwZAf28n0iFsG+sImUIP4cRE4aiZZFC++wGLFciokiWm5pm+FR53cIigzMRbb3QVTWVjWH",
+	"Wy+tGgGiQbTCeXreO2PZ2ekgHZ33+6cvRum495LSc/aCnvV7WXZG+2zQO2PjF2ejMcv6I9a/yMYj2h8N",
+	"Br2Lg0MVKg6RjQaCZ6Uz5t80+/O5KZH+hX3E0GoQuiU3UOlH/+2aEwtKt0a+jjWGlQUlh0/KexFUEm2+",
+	"a0EjrHbYbOwvBc+wSXy3MHC3TWDs8xDs2QnmcWUAtl5onCUI+auEqeKYw2puILQqxkZJrie/L9oN4alj",
+	"aRNxPSPyLo1atKotshQL5E6CsQxaitjG7GWX/4A1Ien0TRnxcHYCEvzyrqG44Xw7urgNg+5tjkMSo4Kj",
+	"qbZsnqJ9W2vChdKMZohOZSc1gwtzmefKdcj+2Yel+T6JxNaBmjLbAKq5eVUUi+MbkFcA51saPP70+P8C",
+	"AAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
