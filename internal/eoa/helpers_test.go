@@ -5,7 +5,9 @@ import (
 	"crypto/ecdsa"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
+	"os"
 	"sort"
 	"sync"
 	"testing"
@@ -29,6 +31,14 @@ import (
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
+
+// testLogger discards logs unless LEDGERQ_TEST_LOG is set (then: stderr).
+func testLogger() *slog.Logger {
+	if os.Getenv("LEDGERQ_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
 
 const (
 	chainID     = int64(1337)
@@ -257,6 +267,7 @@ func setup(t *testing.T, o options) *env {
 	e.led = newRecLedger(t, e.chain)
 	e.cfg = Defaults()
 	e.cfg.Clock = e.clk
+	e.cfg.Logger = testLogger()
 	if o.cfg != nil {
 		o.cfg(&e.cfg)
 	}
@@ -280,7 +291,7 @@ func (e *env) newProcessOn(t *testing.T, led ledger.WalletLedger, clk clock.Cloc
 	t.Helper()
 	job, err := NewJob(e.st, led, e.reg, e.cfg)
 	require.NoError(t, err)
-	pool, err := workers.NewPool(e.st, loop.Deps{Clock: clk}, e.wcfg, map[string]workers.Job{Kind: job})
+	pool, err := workers.NewPool(e.st, loop.Deps{Clock: clk, Logger: testLogger()}, e.wcfg, map[string]workers.Job{Kind: job})
 	require.NoError(t, err)
 	return job, pool
 }
