@@ -73,6 +73,9 @@ type recLedger struct {
 	minedIsNonceTooLow bool
 	// beforeSend, when set, runs before each send reaches the chain.
 	beforeSend func(tx *types.Transaction)
+	// refuse, when set and returning an error, answers a send with it
+	// without the transaction reaching the chain.
+	refuse func(tx *types.Transaction) error
 	// failReceipt, when set, makes the lookup of hash fail when it returns true.
 	failReceipt func(hash string) bool
 	// onSuggestFees, when set, runs inside SuggestFees.
@@ -167,12 +170,18 @@ func (l *recLedger) SendRawTransaction(ctx context.Context, raw []byte) error {
 	from, err := types.Sender(types.LatestSignerForChainID(big.NewInt(chainID)), &tx)
 	require.NoError(l.t, err)
 	l.mu.Lock()
-	hook, tooLow := l.beforeSend, l.minedIsNonceTooLow
+	hook, tooLow, refuse := l.beforeSend, l.minedIsNonceTooLow, l.refuse
 	l.mu.Unlock()
 	if hook != nil {
 		hook(&tx)
 	}
-	if tooLow {
+	var refused error
+	if refuse != nil {
+		refused = refuse(&tx)
+	}
+	if refused != nil {
+		err = refused
+	} else if tooLow {
 		if rc, _ := l.Ledger.TransactionReceipt(ctx, ledger.TxHash(tx.Hash())); rc.Found {
 			err = ledger.NewSendError(ledger.SendNonceTooLow, fmt.Sprintf("nonce too low: tx nonce %d", tx.Nonce()), nil)
 		} else {
