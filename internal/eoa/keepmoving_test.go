@@ -194,7 +194,9 @@ func TestSeed003_AnyMinedHashOfANonceMakesItsTaskDoneNotReplaced(t *testing.T) {
 // no waiting task fills gets a no-op, so the later nonces are mined.
 func TestSeed003_ATransportErrorNeverFreesANonceAndAFreedNonceNoTaskFillsGetsANoop(t *testing.T) {
 	t.Parallel()
-	e := setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}})
+	// No stall: the no-op comes from the freed-nonce rule alone (a stall
+	// past its timeout would fill the gap too).
+	e := setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}, cfg: func(c *Config) { c.StallTimeout = time.Hour }})
 	a := e.post(t, 0, 0, 1, nil)
 	b := e.post(t, 0, 0, 1, nil)
 	var refusal error = ledger.NewSendError(ledger.SendIndeterminate, "i/o timeout", nil)
