@@ -94,7 +94,7 @@ func (c *broadcastCycle) Execute(ctx context.Context) error {
 		case ledger.SendIndeterminate, ledger.SendUnderpriced:
 			// Indeterminate: it may be out. Underpriced: the pool holds
 			// another transaction for the nonce or wants higher fees — a
-			// gas bump (the next issue) decides. Either way the nonce stays
+			// gas bump (stall.go) decides. Either way the nonce stays
 			// taken and confirm broadcasts it again.
 			r.outcome, r.reason = sent, fmt.Sprintf("%s: %s", res, ledger.ReasonOf(err))
 		case ledger.SendNonceTooLow:

@@ -342,3 +342,37 @@ func mustBalance(t *testing.T, e *env, a common.Address) *big.Int {
 	require.NoError(t, err)
 	return b
 }
+
+// Rule 3, the limit: with more freed nonces than Config.MaxRecycled (here
+// 0), they are filled with no-ops at once instead of waiting for tasks;
+// the waiting task takes a new nonce.
+func TestSeed003_MoreFreedNoncesThanMaxRecycledAreFilledWithNoops(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}, cfg: func(c *Config) {
+		c.StallTimeout = time.Hour
+		c.MaxRecycled = 0
+	}})
+	a := e.post(t, 0, 0, 1, nil)
+	b := e.post(t, 0, 0, 1, nil)
+	e.led.refuse = func(tx *types.Transaction) error {
+		if tx.Nonce() == 0 {
+			return ledger.NewSendError(ledger.SendIndeterminate, "i/o timeout", nil)
+		}
+		return nil
+	}
+	e.drive1(t)
+	e.led.refuse = func(tx *types.Transaction) error {
+		if tx.Nonce() == 0 && tx.To() != nil && *tx.To() != e.addr(0) {
+			return ledger.NewSendError(ledger.SendRejected, "intrinsic gas too low", nil)
+		}
+		return nil
+	}
+	c := e.post(t, 0, 0, 1, nil)
+	e.drive1(t)
+	require.Equal(t, store.TaskError, e.task(t, a).Status)
+	require.Equal(t, map[int64]string{0: string(store.AttemptSent)}, e.noops(t), "a no-op, not the waiting task")
+	e.chain.Mine()
+	e.drive(t, e.pool, 5, b, c)
+	require.Equal(t, []int64{1, 2}, e.requireDoneOnce(t, b, c))
+	e.requireContiguous(t, 0, 0, []int64{0, 1, 2})
+}
