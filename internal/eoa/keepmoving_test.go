@@ -376,3 +376,42 @@ func TestSeed003_MoreFreedNoncesThanMaxRecycledAreFilledWithNoops(t *testing.T) 
 	require.Equal(t, []int64{1, 2}, e.requireDoneOnce(t, b, c))
 	e.requireContiguous(t, 0, 0, []int64{0, 1, 2})
 }
+
+// Rule 5 with bumps: a task whose nonce another transaction took is
+// replaced only when every hash we sent for it is definitively absent — a
+// failed lookup of the superseded original is "ask again later" even while
+// its bump answers "no receipt".
+func TestSeed003_ReplacedOnlyWhenEveryHashOfTheNonceBumpsIncludedIsDefinitivelyAbsent(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *Config) {
+		c.StallTimeout = testStall
+		c.ReplacedAfter = 0
+	}})
+	task := e.post(t, 0, 0, 1000, nil)
+	e.drive1(t)
+	first := e.attempts(t, task)[0].TxHash
+	e.led.refuse = func(tx *types.Transaction) error {
+		if tx.Hash().Hex() != first {
+			return ledger.NewSendError(ledger.SendIndeterminate, "connection reset by peer", nil)
+		}
+		return nil
+	}
+	e.clk.Advance(testStall)
+	e.drive1(t)
+	require.Equal(t, 1, e.task(t, task).Bumps)
+	e.sendOutside(t, 0, 0)
+	e.chain.Mine()
+
+	e.led.failReceipt = func(h string) bool { return strings.EqualFold(h, first) }
+	for range 3 {
+		e.drive1(t)
+		e.clk.Advance(blockPeriod)
+	}
+	got := e.task(t, task)
+	require.Equal(t, store.TaskExecuting, got.Status, "one hash unanswered: not replaced")
+	require.Zero(t, got.Replacements)
+
+	e.led.failReceipt = nil
+	e.drive1(t)
+	require.Equal(t, 1, e.task(t, task).Replacements, "every hash absent: replaced")
+}
