@@ -103,5 +103,7 @@
 //	nonce reset, recorded                                  TestSeed003_ANextNonceThatCannotHealIsResetToTheChainsAndRecorded
 //	balance health pauses sending                          TestSeed003_SendingPausesBelowTheBalanceThresholdUntilTheBalanceRecovers
 //	replacement limit                                      TestSeed003_AReplacedTaskGoesBackToWaitingAtMostMaxReplacementsTimes
+//	replaced only when every hash, bumps included, absent  TestSeed003_ReplacedOnlyWhenEveryHashOfTheNonceBumpsIncludedIsDefinitivelyAbsent
+//	more freed nonces than MaxRecycled: no-ops at once     TestSeed003_MoreFreedNoncesThanMaxRecycledAreFilledWithNoops
 //	real geth, stalling miner: bumped until mined          TestSeed003_OnAStallingGethLowTipTasksAreBumpedUntilMined
 package eoa
