@@ -288,3 +288,121 @@ SELECT u.chain_id::bigint AS chain_id, u.sender::text AS sender
 FROM (SELECT * FROM signed UNION SELECT * FROM sent UNION SELECT * FROM waiting) u
 ORDER BY u.chain_id, u.sender
 LIMIT @max;
+
+-- Wallet lane II (seed 003): bumps, no-ops, resets, balance health.
+
+-- name: AttemptHashesOfNonce :many
+-- Confirm: every hash ever stored for the nonce on behalf of the same task
+-- (or of a no-op, task NULL): a bump's superseded attempts may still be the
+-- one mined. Through tx_attempts_nonce.
+SELECT tx_hash FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND nonce = @nonce
+  AND task_id IS NOT DISTINCT FROM sqlc.narg(task_id)::text
+ORDER BY created_at DESC, tx_hash;
+
+-- name: AttemptLiveAt :one
+-- Stall: the live (signed or sent) attempt holding a nonce, if any.
+SELECT * FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND nonce = @nonce AND state IN ('signed', 'sent');
+
+-- name: AttemptMaxLiveNonce :one
+-- Recycled nonces: the highest nonce a live attempt holds (-1: none).
+SELECT coalesce(max(nonce), -1)::bigint AS nonce FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state IN ('signed', 'sent');
+
+-- name: AttemptSupersede :one
+-- Gas bump: the attempt a bump replaces leaves the live set (its hash may
+-- still be mined: confirm looks it up with the nonce's other hashes).
+UPDATE ledgerq.tx_attempts
+SET state = 'dropped', superseded_by = @superseded_by::text, last_error = 'superseded by gas bump ' || @superseded_by::text,
+    updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state = 'sent'
+RETURNING task_id;
+
+-- name: AttemptInsertOne :exec
+-- Gas bump or no-op: one signed transaction, stored before any broadcast.
+INSERT INTO ledgerq.tx_attempts (
+    chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas,
+    created_at, updated_at
+) VALUES (
+    @chain_id, @tx_hash, sqlc.narg(task_id)::text, @sender, @nonce, @raw, @gas_limit, @max_fee, @max_tip,
+    @now::timestamptz, @now::timestamptz
+);
+
+-- name: AttemptConfirmSuperseded :one
+-- Confirm: a superseded attempt of a nonce was the one mined (its bump was
+-- dropped first, in the same transaction).
+UPDATE ledgerq.tx_attempts
+SET state = 'confirmed', confirmed_at = @now::timestamptz, updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state = 'dropped'
+  AND task_id IS NOT DISTINCT FROM sqlc.narg(task_id)::text
+RETURNING task_id;
+
+-- name: TaskCountBump :execrows
+UPDATE ledgerq.wallet_tasks
+SET bumps = bumps + 1, price_capped_at = NULL, updated_at = @now::timestamptz
+WHERE id = @id AND status = 1;
+
+-- name: TaskMarkPriceCapped :execrows
+-- A bump the price cap refused: the task stays, the operator is told once.
+UPDATE ledgerq.wallet_tasks
+SET price_capped_at = @now::timestamptz, updated_at = @now::timestamptz
+WHERE id = @id AND status = 1 AND price_capped_at IS NULL;
+
+-- name: TaskRequeueReplaced :one
+-- Replacement: another transaction took the task's nonce; the task goes back
+-- to waiting and counts it.
+UPDATE ledgerq.wallet_tasks
+SET status = 0, started_at = NULL, replacements = replacements + 1, updated_at = @now::timestamptz
+WHERE id = @id AND status = 1
+RETURNING *;
+
+-- name: WalletNonceReset :execrows
+-- Nonce reset / recycled nonces above the highest live one: the next nonce
+-- moves (down or up) from @from to @to, only if it is still @from and no live
+-- attempt sits at or above @to (none is skipped over or reused).
+UPDATE ledgerq.wallet_nonces w
+SET next_nonce = @to_nonce::bigint, updated_at = @now::timestamptz
+WHERE w.chain_id = @chain_id AND w.sender = @sender AND w.next_nonce = @from_nonce::bigint
+  AND NOT EXISTS (
+      SELECT 1 FROM ledgerq.tx_attempts a
+      WHERE a.chain_id = w.chain_id AND a.sender = w.sender AND a.state IN ('signed', 'sent')
+        AND a.nonce >= @to_nonce::bigint
+  );
+
+-- name: WalletHealthGet :one
+SELECT * FROM ledgerq.wallet_health WHERE chain_id = @chain_id AND sender = @sender;
+
+-- name: WalletHealthObserveNonce :exec
+-- Confirm: the chain's nonce as read; chain_nonce_since moves only when the
+-- nonce changed (the stall timeout counts from it).
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, chain_nonce, chain_nonce_since, created_at, updated_at)
+VALUES (@chain_id, @sender, @chain_nonce::bigint, @now::timestamptz, @now::timestamptz, @now::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET chain_nonce = @chain_nonce::bigint, updated_at = @now::timestamptz,
+    chain_nonce_since = CASE WHEN h.chain_nonce IS DISTINCT FROM @chain_nonce::bigint THEN @now::timestamptz ELSE h.chain_nonce_since END;
+
+-- name: WalletHealthSetBalance :one
+-- Balance health: the balance as read; sending pauses while it is below the
+-- threshold. Returns the row.
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, balance_wei, balance_at, paused, created_at, updated_at)
+VALUES (@chain_id, @sender, @balance::numeric, @now::timestamptz, false, @now::timestamptz, @now::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET balance_wei = @balance::numeric, balance_at = @now::timestamptz, paused = @balance::numeric < h.threshold_wei, updated_at = @now::timestamptz
+RETURNING *;
+
+-- name: WalletHealthRaiseThreshold :exec
+-- A send refused for insufficient funds: the threshold rises to at least the
+-- refused transaction's cost, and the balance is read again before the next
+-- send.
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, threshold_wei, created_at, updated_at)
+VALUES (@chain_id, @sender, @at_least::numeric, @now::timestamptz, @now::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET threshold_wei = greatest(h.threshold_wei, @at_least::numeric), balance_at = NULL, updated_at = @now::timestamptz;
+
+-- name: WalletHealthRecordReset :exec
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at)
+VALUES (@chain_id, @sender, 1, @now::timestamptz, @from_nonce::bigint, @to_nonce::bigint, @now::timestamptz, @now::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET resets = h.resets + 1, last_reset_at = @now::timestamptz, last_reset_from = @from_nonce::bigint,
+    last_reset_to = @to_nonce::bigint, updated_at = @now::timestamptz;

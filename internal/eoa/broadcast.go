@@ -3,6 +3,8 @@ package eoa
 import (
 	"context"
 	"fmt"
+	"math/big"
+	"strings"
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/crashpoint"
@@ -40,6 +42,9 @@ type broadcastResult struct {
 	reason   string
 	hash     string // mined: the hash that has the receipt
 	reverted bool
+	// replaced: requeued because another transaction took the nonce (every
+	// hash of ours definitively absent): counted against MaxReplacements.
+	replaced bool
 }
 
 // broadcastCycle is seed 003's recover: the attempts signed and stored but
@@ -89,12 +94,20 @@ func (c *broadcastCycle) Execute(ctx context.Context) error {
 		case ledger.SendIndeterminate, ledger.SendUnderpriced:
 			// Indeterminate: it may be out. Underpriced: the pool holds
 			// another transaction for the nonce or wants higher fees — a
-			// gas bump (the next issue) decides. Either way the nonce stays
+			// gas bump (stall.go) decides. Either way the nonce stays
 			// taken and confirm broadcasts it again.
 			r.outcome, r.reason = sent, fmt.Sprintf("%s: %s", res, ledger.ReasonOf(err))
 		case ledger.SendNonceTooLow:
 			c.nonceTooLow(ctx, r, fresh, err)
 		case ledger.SendRejected:
+			if c.isBump(ctx, a) {
+				// A bump the node refuses (its higher fees cost more than
+				// the balance, say): the attempt it superseded may still be
+				// mined, so the task does not fail; the next stall round
+				// decides again.
+				r.outcome, r.reason = sent, fmt.Sprintf("%s: %s", res, ledger.ReasonOf(err))
+				continue
+			}
 			r.outcome, r.reason = rejected, ledger.ReasonOf(err)
 			c.run.releasing = true
 		}
@@ -116,7 +129,7 @@ func (c *broadcastCycle) nonceTooLow(ctx context.Context, r *broadcastResult, fr
 			c.learned = n
 		}
 	}
-	hash, rc, failed := c.receiptOf(ctx, hashesOfNonce(r.attempt))
+	hash, rc, failed := c.receiptOfNonce(ctx, r.attempt)
 	switch {
 	case rc.Found:
 		r.outcome, r.hash, r.reverted = mined, hash, rc.Status == ledger.ReceiptReverted
@@ -156,13 +169,15 @@ func recordBroadcasts(ctx context.Context, s *shard, tx *store.Store, now time.T
 			}
 			_, err = tx.AttemptMarkSent(ctx, store.AttemptMarkSentParams{Now: now, ChainID: s.chainID(), TxHashes: []string{a.TxHash}, Error: r.reason})
 		case mined:
-			_, err = tx.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: s.chainID(), TxHash: r.hash, Reverted: r.reverted})
+			_, err = tx.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: s.chainID(), TxHash: r.hash, Live: a.TxHash, Reverted: r.reverted})
 			err = s.tolerate(err, "confirm")
 		case rejected:
-			_, err = tx.TaskFail(ctx, store.TaskFailParams{Now: now, ID: a.TaskID, Reason: r.reason})
-			err = s.tolerate(err, "fail")
+			err = s.recordRejected(ctx, tx, now, a, r.reason)
 		case requeued:
-			_, err = tx.AttemptRequeue(ctx, store.AttemptRequeueParams{Now: now, ChainID: s.chainID(), TxHash: a.TxHash, Reason: r.reason})
+			_, err = tx.AttemptRequeue(ctx, store.AttemptRequeueParams{
+				Now: now, ChainID: s.chainID(), TxHash: a.TxHash, Reason: r.reason,
+				Replaced: r.replaced, MaxReplacements: s.job.cfg.MaxReplacements,
+			})
 			err = s.tolerate(err, "requeue")
 		}
 		if err != nil {
@@ -175,6 +190,48 @@ func recordBroadcasts(ctx context.Context, s *shard, tx *store.Store, now time.T
 		}
 	}
 	return nil
+}
+
+// recordRejected records a deterministic rejection: the task ends in error
+// (a no-op is only dropped: its nonce is free again), and a refusal for
+// insufficient funds raises the wallet's balance threshold to the refused
+// transaction's most fees (gas × fee cap: what any transaction needs, its
+// value aside), so that sending pauses until the balance covers them. A
+// single task whose value is more than the wallet holds so fails alone.
+func (s *shard) recordRejected(ctx context.Context, tx *store.Store, now time.Time, a store.Attempt, reason string) error {
+	var err error
+	if a.Noop() {
+		_, err = tx.AttemptRequeue(ctx, store.AttemptRequeueParams{Now: now, ChainID: s.chainID(), TxHash: a.TxHash, Reason: reason})
+		err = s.tolerate(err, "drop no-op")
+	} else {
+		_, err = tx.TaskFail(ctx, store.TaskFailParams{Now: now, ID: a.TaskID, Reason: reason})
+		err = s.tolerate(err, "fail")
+	}
+	if err != nil || !strings.HasPrefix(reason, "insufficient funds") {
+		return err
+	}
+	cost := attemptFees(a)
+	if cost == nil {
+		return nil
+	}
+	s.job.log.Warn("eoa: insufficient funds, the balance threshold rises", "shard", s.claim.Key, "threshold_wei", cost.String())
+	return tx.WalletHealthRaiseThreshold(ctx, now, s.chainID(), s.sender, cost)
+}
+
+// attemptFees is the most a signed attempt can pay in fees: gas × fee cap
+// (nil without signed bytes).
+func attemptFees(a store.Attempt) *big.Int {
+	if a.GasLimit == 0 || a.MaxFeePerGas == nil {
+		return nil
+	}
+	return new(big.Int).Mul(new(big.Int).SetUint64(a.GasLimit), a.MaxFeePerGas)
+}
+
+// isBump reports whether a superseded an earlier attempt of its nonce (a
+// failed read says no).
+func (s *shard) isBump(ctx context.Context, a store.Attempt) bool {
+	hashes, err := s.hashesOfNonce(ctx, a)
+	return err == nil && len(hashes) > 1
 }
 
 // logOutcomes logs what operators need to know: failures and requeues.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/big"
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
@@ -45,10 +46,34 @@ type Config struct {
 	// FollowInterval is the Follower's interval: how often the shard of a
 	// wallet with attempts in flight runs, to confirm them.
 	FollowInterval time.Duration
-	// Stalls, when set, is asked once per run for a cycle that unsticks the
-	// wallet (the next issue's gas bumps, no-ops and nonce resets). nil
-	// leaves a stalled nonce as it is.
-	Stalls Stalls
+	// StallTimeout is how long the chain's nonce must not have moved, with
+	// one of our attempts holding it, before that attempt is bumped (signed
+	// again with higher fees), or, if none holds it, a no-op fills it. A
+	// bump waits StallTimeout again before the next one, unless the node
+	// refused it as underpriced (then the next run bumps again).
+	StallTimeout time.Duration
+	// PriceCap caps a bump's fee cap (and tip), in wei; nil or zero: no cap.
+	// A bump the cap stops leaves the task as it is and tells the operator
+	// (a warn log, the task's PriceCappedAt, OnPriceCapped).
+	PriceCap *big.Int
+	// OnPriceCapped, when set, is called once each time a task's bump is
+	// first stopped by PriceCap (the hook for webhooks).
+	OnPriceCapped func(PriceCapped)
+	// ResetGap: a next nonce more than ResetGap above the chain's with
+	// nothing in flight is reset to the chain's (recorded on the wallet's
+	// health row); 0 means InFlight.
+	ResetGap int
+	// MaxRecycled: with more freed nonces than this (seed 003's
+	// MAX_RECYCLED_THRESHOLD), they are filled with no-ops at once rather
+	// than left for waiting tasks.
+	MaxRecycled int
+	// BalanceMaxAge is how old the stored balance may be before a send reads
+	// it again; sending pauses while it is below the wallet's threshold.
+	BalanceMaxAge time.Duration
+	// MaxReplacements is how many times a task whose nonce another
+	// transaction took goes back to waiting; once more and it ends in
+	// error. 0: a replaced task ends in error at once.
+	MaxReplacements int
 	// Clock tells the time written to the database; nil is clock.Real.
 	Clock clock.Clock
 	// Logger gets the worker's logs (never a key); nil discards them.
@@ -67,7 +92,23 @@ func Defaults() Config {
 		ReplacedAfter:  time.Minute,
 		MaxFailures:    10,
 		FollowInterval: time.Second,
+
+		StallTimeout:    5 * time.Minute,
+		MaxRecycled:     50,
+		BalanceMaxAge:   5 * time.Minute,
+		MaxReplacements: 3,
 	}
+}
+
+// PriceCapped is what OnPriceCapped is told: a task's stalled transaction
+// could not be bumped within Config.PriceCap.
+type PriceCapped struct {
+	// Shard is the wallet's shard key; Wallet its configured name.
+	Shard, Wallet string
+	TaskID        string
+	Nonce         int64
+	// FeeCap is the fee cap of the task's newest attempt, in wei.
+	FeeCap *big.Int
 }
 
 // Validate reports the settings that cannot work.
@@ -79,6 +120,12 @@ func (c Config) Validate() error {
 	if c.QueueType != store.QueuePriority && c.QueueType != store.QueueFIFO {
 		errs = append(errs, fmt.Errorf("wallet queue type must be %q or %q, got %q", store.QueuePriority, store.QueueFIFO, c.QueueType))
 	}
+	if c.ResetGap < 0 || c.MaxRecycled < 0 || c.MaxReplacements < 0 {
+		errs = append(errs, fmt.Errorf("wallet reset gap, max recycled and max replacements must not be negative, got %d, %d, %d", c.ResetGap, c.MaxRecycled, c.MaxReplacements))
+	}
+	if c.PriceCap != nil && c.PriceCap.Sign() < 0 {
+		errs = append(errs, fmt.Errorf("wallet price cap must not be negative, got %s", c.PriceCap))
+	}
 	if c.MaxFailures < 1 {
 		errs = append(errs, fmt.Errorf("wallet max failures must be at least 1, got %d", c.MaxFailures))
 	}
@@ -87,7 +134,7 @@ func (c Config) Validate() error {
 		v    time.Duration
 	}{
 		{"ledger timeout", c.LedgerTimeout}, {"database timeout", c.DBTimeout}, {"cycle budget", c.CycleBudget},
-		{"follow interval", c.FollowInterval},
+		{"follow interval", c.FollowInterval}, {"stall timeout", c.StallTimeout}, {"balance max age", c.BalanceMaxAge},
 	} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("wallet %s must be positive, got %s", d.name, d.v))
@@ -102,6 +149,9 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
+	}
+	if c.ResetGap == 0 {
+		c.ResetGap = c.InFlight
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -74,7 +74,7 @@ func (c *confirmCycle) lookUpReceipts(ctx context.Context) error {
 			}
 			break
 		}
-		hash, rc, failed := c.receiptOf(ctx, hashesOfNonce(a))
+		hash, rc, failed := c.receiptOfNonce(ctx, a)
 		switch {
 		case rc.Found:
 			c.confirmed = append(c.confirmed, broadcastResult{attempt: a, outcome: mined, hash: hash, reverted: rc.Status == ledger.ReceiptReverted})
@@ -88,7 +88,7 @@ func (c *confirmCycle) lookUpReceipts(ctx context.Context) error {
 				since = now
 			}
 			if now.Sub(since) >= c.job.cfg.ReplacedAfter {
-				c.replaced = append(c.replaced, broadcastResult{attempt: a, outcome: requeued,
+				c.replaced = append(c.replaced, broadcastResult{attempt: a, outcome: requeued, replaced: true,
 					reason: fmt.Sprintf("replaced: the chain passed nonce %d and no hash of ours has a receipt since %s", a.Nonce, since.Format(time.RFC3339))})
 				continue
 			}
@@ -127,6 +127,10 @@ func (c *confirmCycle) broadcastUncertain(ctx context.Context) error {
 		switch res := ledger.SendResultOf(err); res {
 		case ledger.SendAccepted:
 		case ledger.SendRejected:
+			if c.isBump(ctx, a) {
+				r.reason = fmt.Sprintf("%s: %s", res, ledger.ReasonOf(err)) // see broadcastCycle
+				break
+			}
 			r.outcome, r.reason = rejected, ledger.ReasonOf(err)
 		default:
 			// Still uncertain (or, for `nonce too low`, mined or replaced
@@ -146,6 +150,9 @@ func (c *confirmCycle) Commit(ctx context.Context) error {
 	}
 	now := c.now()
 	err := c.fenced(ctx, func(tx *store.Store) error {
+		if err := tx.WalletHealthObserveNonce(ctx, now, c.chainID(), c.sender, int64(c.chainNonce)); err != nil {
+			return err
+		}
 		if err := recordBroadcasts(ctx, c.shard, tx, now, c.confirmed); err != nil {
 			return err
 		}
@@ -155,8 +162,7 @@ func (c *confirmCycle) Commit(ctx context.Context) error {
 		for _, r := range c.resent {
 			var err error
 			if r.outcome == rejected {
-				_, err = tx.TaskFail(ctx, store.TaskFailParams{Now: now, ID: r.attempt.TaskID, Reason: r.reason})
-				err = c.tolerate(err, "fail")
+				err = c.recordRejected(ctx, tx, now, r.attempt, r.reason)
 			} else {
 				_, err = tx.AttemptRecordBroadcast(ctx, store.AttemptRecordBroadcastParams{Now: now, ChainID: c.chainID(), TxHash: r.attempt.TxHash, Error: r.reason})
 			}

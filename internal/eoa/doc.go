@@ -16,8 +16,21 @@
 //     of the sent attempts it passed (done, or done with reverted); a new
 //     broadcast, same bytes, of sent attempts whose last broadcast was
 //     indeterminate.
-//   - Config.Stalls, once per run: the seam for gas bumps, no-ops and nonce
-//     resets (the next issue). nil by default.
+//   - keep moving, once per run each (stall.go): reconcile the next nonce
+//     with the chain's (a reset when it is below the chain's, or more than
+//     Config.ResetGap above it with nothing in flight, recorded on the
+//     wallet's health row; freed nonces above the highest live attempt are
+//     discarded); a gas bump of a nonce stalled for Config.StallTimeout
+//     (fee cap and tip max(previous × 1.2, the suggestion), within
+//     Config.PriceCap, stored as a new attempt superseding the old before
+//     it is broadcast; underpriced: again at the next run; at the cap: the
+//     task stays, PriceCappedAt and Config.OnPriceCapped tell the
+//     operator), or a no-op (0-value transfer to self, an attempt of no
+//     task) if no attempt holds the stalled nonce; the balance, read when
+//     missing or older than Config.BalanceMaxAge (below the threshold,
+//     which insufficient-funds refusals raise to the refused fees, the run
+//     sends nothing); no-ops for freed nonces no waiting task fills (or
+//     more than Config.MaxRecycled of them).
 //   - send: waiting tasks in queue order up to the in-flight budget, fees
 //     from SuggestFees, gas from the task or EstimateGas, signed by the
 //     wallet's Signer with freed nonces first and then consecutive new ones
@@ -37,8 +50,8 @@
 //   - indeterminate (timeouts, transport, unexplained errors): treated as
 //     sent and never recycled; the attempt keeps the error, and each confirm
 //     broadcasts it again with the same bytes until the node takes it or the
-//     chain passes its nonce. Underpriced is kept the same way until the
-//     next issue's bump.
+//     chain passes its nonce. Underpriced is kept the same way; once
+//     its nonce has stalled, the next run bumps it.
 //   - `nonce too low`: a success when one of our hashes for the nonce has a
 //     receipt (a failed lookup: sent, confirm asks again). If none has and
 //     the attempt was never broadcast before (stored by this run), another
@@ -52,12 +65,16 @@
 //     the same cycle after it that were never broadcast are released (their
 //     tasks wait again) and the next send fills the freed nonces, lowest
 //     first, before taking new ones, so the chain never waits on a gap. A
-//     freed nonce no task fills is the next issue's no-op.
+//     freed nonce no task fills gets a no-op. A refused gas bump does not
+//     fail its task (the attempt it superseded may still be mined).
 //
-// Confirm counts an attempt the chain passed as replaced (dropped, task back
-// to waiting) only when every lookup of its hashes answered "no receipt" for
-// Config.ReplacedAfter (default one minute); a failed lookup is "ask again
-// later", never "absent" (DESIGN §7).
+// Confirm looks up every hash of a nonce (the attempt's and those of the gas
+// bumps it superseded): any one mined makes the task done with that hash.
+// It counts an attempt the chain passed as replaced only when every lookup
+// of those hashes answered "no receipt" for Config.ReplacedAfter (default
+// one minute); a failed lookup is "ask again later", never "absent" (DESIGN
+// §7). A replaced task goes back to waiting at most Config.MaxReplacements
+// times (default 3, counted on the task), then ends in error.
 //
 // The rules and the tests named after them:
 //
@@ -77,4 +94,16 @@
 //	the shard comes back while attempts are in flight       TestFollower_SchedulesConfiguredWalletsWithAttemptsInFlightOrWaitingTasks
 //	the services on their own loops, on the wall clock      TestSeed003_AStartedPoolAndFollowerFinishEveryTask
 //	a cycle fits inside the lease (Config.CycleBudget)      TestSeed003_ACycleMakesNoLedgerCallPastItsBudget
+//	stall: bump until mined, count on the task             TestSeed003_AStalledNonceIsBumpedUntilMinedWithTheBumpCountOnTheTask
+//	stall: the price cap stops a bump, operator told       TestSeed003_ABumpStoppedByThePriceCapLeavesTheTaskAndTellsTheOperator
+//	stall: underpriced bump raised again next run          TestSeed003_ABumpRefusedAsUnderpricedIsRaisedAgainInTheNextRun
+//	any mined hash of a nonce is done                      TestSeed003_AnyMinedHashOfANonceMakesItsTaskDoneNotReplaced
+//	transport never frees; freed nonce gets a no-op        TestSeed003_ATransportErrorNeverFreesANonceAndAFreedNonceNoTaskFillsGetsANoop
+//	freed nonces above the highest live are discarded      TestSeed003_FreedNoncesAboveTheHighestLiveAttemptAreDiscarded
+//	nonce reset, recorded                                  TestSeed003_ANextNonceThatCannotHealIsResetToTheChainsAndRecorded
+//	balance health pauses sending                          TestSeed003_SendingPausesBelowTheBalanceThresholdUntilTheBalanceRecovers
+//	replacement limit                                      TestSeed003_AReplacedTaskGoesBackToWaitingAtMostMaxReplacementsTimes
+//	replaced only when every hash, bumps included, absent  TestSeed003_ReplacedOnlyWhenEveryHashOfTheNonceBumpsIncludedIsDefinitivelyAbsent
+//	more freed nonces than MaxRecycled: no-ops at once     TestSeed003_MoreFreedNoncesThanMaxRecycledAreFilledWithNoops
+//	real geth, stalling miner: bumped until mined          TestSeed003_OnAStallingGethLowTipTasksAreBumpedUntilMined
 package eoa

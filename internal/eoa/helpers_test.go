@@ -5,7 +5,9 @@ import (
 	"crypto/ecdsa"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/big"
+	"os"
 	"sort"
 	"sync"
 	"testing"
@@ -29,6 +31,14 @@ import (
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
+
+// testLogger discards logs unless LEDGERQ_TEST_LOG is set (then: stderr).
+func testLogger() *slog.Logger {
+	if os.Getenv("LEDGERQ_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
 
 const (
 	chainID     = int64(1337)
@@ -63,6 +73,9 @@ type recLedger struct {
 	minedIsNonceTooLow bool
 	// beforeSend, when set, runs before each send reaches the chain.
 	beforeSend func(tx *types.Transaction)
+	// refuse, when set and returning an error, answers a send with it
+	// without the transaction reaching the chain.
+	refuse func(tx *types.Transaction) error
 	// failReceipt, when set, makes the lookup of hash fail when it returns true.
 	failReceipt func(hash string) bool
 	// onSuggestFees, when set, runs inside SuggestFees.
@@ -157,12 +170,18 @@ func (l *recLedger) SendRawTransaction(ctx context.Context, raw []byte) error {
 	from, err := types.Sender(types.LatestSignerForChainID(big.NewInt(chainID)), &tx)
 	require.NoError(l.t, err)
 	l.mu.Lock()
-	hook, tooLow := l.beforeSend, l.minedIsNonceTooLow
+	hook, tooLow, refuse := l.beforeSend, l.minedIsNonceTooLow, l.refuse
 	l.mu.Unlock()
 	if hook != nil {
 		hook(&tx)
 	}
-	if tooLow {
+	var refused error
+	if refuse != nil {
+		refused = refuse(&tx)
+	}
+	if refused != nil {
+		err = refused
+	} else if tooLow {
 		if rc, _ := l.Ledger.TransactionReceipt(ctx, ledger.TxHash(tx.Hash())); rc.Found {
 			err = ledger.NewSendError(ledger.SendNonceTooLow, fmt.Sprintf("nonce too low: tx nonce %d", tx.Nonce()), nil)
 		} else {
@@ -257,6 +276,7 @@ func setup(t *testing.T, o options) *env {
 	e.led = newRecLedger(t, e.chain)
 	e.cfg = Defaults()
 	e.cfg.Clock = e.clk
+	e.cfg.Logger = testLogger()
 	if o.cfg != nil {
 		o.cfg(&e.cfg)
 	}
@@ -280,7 +300,7 @@ func (e *env) newProcessOn(t *testing.T, led ledger.WalletLedger, clk clock.Cloc
 	t.Helper()
 	job, err := NewJob(e.st, led, e.reg, e.cfg)
 	require.NoError(t, err)
-	pool, err := workers.NewPool(e.st, loop.Deps{Clock: clk}, e.wcfg, map[string]workers.Job{Kind: job})
+	pool, err := workers.NewPool(e.st, loop.Deps{Clock: clk, Logger: testLogger()}, e.wcfg, map[string]workers.Job{Kind: job})
 	require.NoError(t, err)
 	return job, pool
 }

@@ -33,7 +33,9 @@ const Kind = "wallet"
 //  2. confirm, once per run: the chain's nonce, receipts of the sent
 //     attempts it passed, a new broadcast of sent attempts whose last
 //     broadcast was indeterminate;
-//  3. Config.Stalls, once per run (the next issue's seam);
+//  3. keep moving, each once per run (stall.go): nonce reconciliation,
+//     a gas bump or no-op for a stalled nonce, the balance check (sending
+//     pauses below the threshold), no-ops for freed nonces no task fills;
 //  4. send: waiting tasks in queue order up to the in-flight budget, signed
 //     with freed nonces first, then new ones, and stored (the write-ahead)
 //     before the recover cycle that follows broadcasts them.
@@ -83,8 +85,13 @@ type runState struct {
 	// run, so that attempts the chain has not reached end the run instead
 	// of being asked about again and again (no spinning).
 	confirmed bool
-	// stallsAsked: Config.Stalls was asked this run.
-	stallsAsked bool
+	// reconciled, stallChecked, balanceChecked, noopsChecked: the run's
+	// nonce reconciliation, stall check, balance check and freed-nonce
+	// no-ops were collected (each at most once per run).
+	reconciled, stallChecked, balanceChecked, noopsChecked bool
+	// paused: the balance check found the balance below the threshold: the
+	// run sends nothing.
+	paused bool
 	// chainNonce is the chain's nonce as this run last learned it.
 	chainNonce uint64
 	// fresh holds the hashes of attempts this run stored and has not
@@ -146,7 +153,8 @@ func parseKey(key string) (int64, ledger.Address, error) {
 }
 
 // Collect is seed 003's run, one cycle at a time: recover, then confirm
-// (once per run), then the stall seam (once per run), then send. It returns
+// (once per run), then what keeps the wallet moving (once per run), then
+// send. It returns
 // nil when none has work, which ends the run.
 func (j *Job) Collect(ctx context.Context, c workers.Claim) (workers.Cycle, error) {
 	chainID, addr, err := parseKey(c.Key)
@@ -195,37 +203,13 @@ func (j *Job) Collect(ctx context.Context, c workers.Claim) (workers.Cycle, erro
 		s.run.confirmed = true
 		return &confirmCycle{shard: s}, nil
 	}
-	if j.cfg.Stalls != nil && !s.run.stallsAsked {
-		s.run.stallsAsked = true
-		cyc, err := j.cfg.Stalls.Collect(ctx, c, WalletView{Wallet: w, Sender: s.sender, ChainNonce: s.run.chainNonce, InFlight: inFlight})
-		if err != nil || cyc != nil {
-			return cyc, err
-		}
+	if cyc, err := j.collectKeepMoving(ctx, s, inFlight, len(tasks)); cyc != nil || err != nil {
+		return cyc, err
 	}
-	if len(tasks) == 0 {
+	if len(tasks) == 0 || s.run.paused {
 		return nil, nil
 	}
 	return j.collectSend(ctx, s, tasks)
-}
-
-// WalletView is what a run knows of its wallet when it asks Config.Stalls.
-type WalletView struct {
-	Wallet wallet.Wallet
-	// Sender is the wallet's address in hex (EIP-55; the store lower-cases it).
-	Sender string
-	// ChainNonce is the chain's nonce as this run's confirm read it.
-	ChainNonce uint64
-	// InFlight is the number of attempts signed or sent and not confirmed.
-	InFlight int
-}
-
-// Stalls is the seam for the robustness half of seed 003 (the next issue):
-// gas bumps of a nonce stalled past its timeout, no-op transactions for
-// freed nonces no task fills, nonce resets. A run asks it once, after
-// confirm and before send; the cycle it returns commits through
-// store.ShardFenced like every other.
-type Stalls interface {
-	Collect(ctx context.Context, c workers.Claim, v WalletView) (workers.Cycle, error)
 }
 
 // checkChain makes sure the ledger is the wallet's chain before anything is
@@ -313,10 +297,30 @@ func (s *shard) learnChainNonce(n uint64) {
 	}
 }
 
-// hashesOfNonce returns our hashes for an attempt's nonce: those whose
-// receipt makes it mined. Each task has one attempt here; the next issue's
-// gas bumps add the attempts a bump replaced.
-func hashesOfNonce(a store.Attempt) []string { return []string{a.TxHash} }
+// hashesOfNonce returns our hashes for an attempt's nonce, newest first:
+// the attempt's own and those of the gas bumps it superseded (or that
+// superseded it), any of which may be the one mined.
+func (s *shard) hashesOfNonce(ctx context.Context, a store.Attempt) ([]string, error) {
+	hashes, err := dbCall(ctx, s.job, func(ctx context.Context) ([]string, error) { return s.job.store.AttemptHashesOfNonce(ctx, a) })
+	if err != nil {
+		return nil, err
+	}
+	if len(hashes) == 0 {
+		hashes = []string{a.TxHash}
+	}
+	return hashes, nil
+}
+
+// receiptOfNonce looks up the receipts of every hash of a's nonce
+// (hashesOfNonce); a failed read of the hashes is a failed lookup.
+func (s *shard) receiptOfNonce(ctx context.Context, a store.Attempt) (hash string, r ledger.Receipt, failed bool) {
+	hashes, err := s.hashesOfNonce(ctx, a)
+	if err != nil {
+		s.job.log.Debug("eoa: reading the hashes of a nonce failed, asking again later", "shard", s.claim.Key, "nonce", a.Nonce, "error", err)
+		return "", ledger.Receipt{}, true
+	}
+	return s.receiptOf(ctx, hashes)
+}
 
 // receiptOf looks up the receipts of hashes: the first found, or found
 // false. failed is true when a lookup failed and none was found: "ask again

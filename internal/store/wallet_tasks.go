@@ -83,13 +83,21 @@ type Task struct {
 	IdempotencyKey string
 	RequestHash    []byte
 	TxHash         string
-	Error          string
-	Reverted       bool
-	Cancelled      bool
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	StartedAt      *time.Time
-	FinishedAt     *time.Time
+	// Bumps is how many gas bumps the task's transaction had.
+	Bumps int
+	// Replacements is how many times another transaction took the task's
+	// nonce and the task went back to waiting.
+	Replacements int
+	// PriceCappedAt is when a gas bump was refused by the price cap (nil:
+	// never, or bumped since).
+	PriceCappedAt *time.Time
+	Error         string
+	Reverted      bool
+	Cancelled     bool
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	StartedAt     *time.Time
+	FinishedAt    *time.Time
 }
 
 func taskFromRow(r dbsqlc.LedgerqWalletTask) Task {
@@ -102,6 +110,7 @@ func taskFromRow(r dbsqlc.LedgerqWalletTask) Task {
 		RequestHash: r.RequestHash, Reverted: r.Reverted, Cancelled: r.Cancelled,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
+		Bumps: int(r.Bumps), Replacements: int(r.Replacements), PriceCappedAt: utcPtr(r.PriceCappedAt),
 	}
 	if r.GasLimit != nil {
 		g := uint64(*r.GasLimit)
@@ -361,7 +370,7 @@ func (s *Store) TaskFail(ctx context.Context, p TaskFailParams) (Task, error) {
 		if err != nil {
 			return fmt.Errorf("failing task %q: %w", p.ID, err)
 		}
-		if _, err := q.AttemptDropByTask(ctx, dbsqlc.AttemptDropByTaskParams{Now: p.Now, TaskID: p.ID, Error: p.Reason}); err != nil {
+		if _, err := q.AttemptDropByTask(ctx, dbsqlc.AttemptDropByTaskParams{Now: p.Now, TaskID: &p.ID, Error: p.Reason}); err != nil {
 			return fmt.Errorf("dropping the attempts of task %q: %w", p.ID, err)
 		}
 		out = taskFromRow(row)
@@ -494,12 +503,19 @@ type Attempt struct {
 	UpdatedAt   time.Time
 	SentAt      *time.Time
 	ConfirmedAt *time.Time
+	// SupersededBy is the hash of the gas bump that replaced this attempt
+	// for its nonce (it is dropped, but may still be mined).
+	SupersededBy string
 }
+
+// Noop reports whether the attempt is a no-op (a 0-value transfer to self
+// filling a nonce no task holds): an attempt of no task.
+func (a Attempt) Noop() bool { return a.TaskID == "" }
 
 func attemptFromRow(r dbsqlc.LedgerqTxAttempt) Attempt {
 	a := Attempt{
 		SignedTx: SignedTx{
-			TaskID: r.TaskID, Nonce: r.Nonce, TxHash: r.TxHash, Raw: r.Raw, GasLimit: uint64(r.GasLimit),
+			TaskID: deref(r.TaskID), Nonce: r.Nonce, TxHash: r.TxHash, Raw: r.Raw, GasLimit: uint64(r.GasLimit),
 			MaxFeePerGas: bigFromNumeric(r.MaxFeePerGas), MaxPriorityFeePerGas: bigFromNumeric(r.MaxPriorityFeePerGas),
 		},
 		ChainID: r.ChainID, Sender: r.Sender, State: AttemptState(r.State),
@@ -508,6 +524,9 @@ func attemptFromRow(r dbsqlc.LedgerqTxAttempt) Attempt {
 	}
 	if r.LastError != nil {
 		a.LastError = *r.LastError
+	}
+	if r.SupersededBy != nil {
+		a.SupersededBy = *r.SupersededBy
 	}
 	return a
 }
@@ -718,7 +737,7 @@ func (s *Store) AttemptsSentBelow(ctx context.Context, p AttemptsListParams) ([]
 
 // AttemptListByTask returns a task's attempts, oldest first.
 func (s *Store) AttemptListByTask(ctx context.Context, taskID string) ([]Attempt, error) {
-	rows, err := s.q.AttemptListByTask(ctx, taskID)
+	rows, err := s.q.AttemptListByTask(ctx, &taskID)
 	if err != nil {
 		return nil, fmt.Errorf("reading the attempts of task %q: %w", taskID, err)
 	}
@@ -757,29 +776,57 @@ func (s *Store) AttemptMarkSent(ctx context.Context, p AttemptMarkSentParams) (i
 type AttemptConfirmParams struct {
 	Now     time.Time
 	ChainID int64
-	TxHash  string
+	// TxHash is the hash that has the receipt.
+	TxHash string
+	// Live, when set and not TxHash, is the nonce's live attempt: TxHash is
+	// one it superseded (a gas bump that was not the one mined). Live is
+	// dropped and TxHash confirmed.
+	Live string
 	// Reverted: the receipt's status is 0. The task is done all the same.
 	Reverted bool
 }
 
 // AttemptConfirm records that the attempt was mined: in one transaction the
 // attempt becomes confirmed and its task done with the attempt's hash (and
-// reverted as the receipt says). It returns the task, or ErrNotFound when the
-// attempt is not live or its task is not executing (nothing changes then).
+// reverted as the receipt says); a no-op has no task (the zero Task). It
+// returns the task, or ErrNotFound when the attempt is not live (or, with
+// p.Live, the superseded hash is not Live's task's) or its task is not
+// executing (nothing changes then).
 func (s *Store) AttemptConfirm(ctx context.Context, p AttemptConfirmParams) (Task, error) {
-	hash := lowerHex(p.TxHash)
+	hash, live := lowerHex(p.TxHash), lowerHex(p.Live)
 	var out Task
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
-		taskID, err := one(q.AttemptConfirm(ctx, dbsqlc.AttemptConfirmParams{Now: p.Now, ChainID: p.ChainID, TxHash: hash}))
+		var taskID *string
+		var err error
+		if live == "" || live == hash {
+			taskID, err = one(q.AttemptConfirm(ctx, dbsqlc.AttemptConfirmParams{Now: p.Now, ChainID: p.ChainID, TxHash: hash}))
+		} else {
+			// The live bump leaves the live set first: the unique index
+			// holds one live attempt per nonce at every row.
+			taskID, err = one(q.AttemptDrop(ctx, dbsqlc.AttemptDropParams{Error: "superseded attempt " + hash + " was mined", Now: p.Now, ChainID: p.ChainID, TxHash: live}))
+			if err == nil {
+				taskID, err = one(q.AttemptConfirmSuperseded(ctx, dbsqlc.AttemptConfirmSupersededParams{Now: p.Now, ChainID: p.ChainID, TxHash: hash, TaskID: taskID}))
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("confirming attempt %s: %w", hash, err)
 		}
-		row, err := one(q.TaskFinishDone(ctx, dbsqlc.TaskFinishDoneParams{Now: p.Now, ID: taskID, TxHash: &hash, Reverted: p.Reverted}))
+		if taskID == nil {
+			return nil // a no-op
+		}
+		row, err := one(q.TaskFinishDone(ctx, dbsqlc.TaskFinishDoneParams{Now: p.Now, ID: *taskID, TxHash: &hash, Reverted: p.Reverted}))
 		if err != nil {
-			return fmt.Errorf("finishing task %q of attempt %s: %w", taskID, hash, err)
+			return fmt.Errorf("finishing task %q of attempt %s: %w", *taskID, hash, err)
 		}
 		out = taskFromRow(row)
 		return nil
 	})
 	return out, err
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -124,14 +124,21 @@ type AttemptRequeueParams struct {
 	TxHash  string
 	// Reason is kept on the dropped attempt, for operators.
 	Reason string
+	// Replaced: another transaction took the attempt's nonce (every hash of
+	// ours definitively absent). The task's replacements count goes up, and
+	// past MaxReplacements the task ends in error with Reason instead.
+	Replaced        bool
+	MaxReplacements int
 }
 
 // AttemptRequeue drops a live, unmined attempt that will never be mined —
 // another transaction took its nonce, or it was signed and never broadcast —
 // and puts its task back to waiting, in one transaction: the task is sent
-// again with a new nonce, and the attempt's nonce is free. It returns the
-// task, or ErrNotFound when the attempt was not live or its task not
-// executing (nothing changes then).
+// again with a new nonce, and the attempt's nonce is free. A replaced task
+// that already went back MaxReplacements times ends in error instead. A
+// no-op's attempt is only dropped (the zero Task). It returns the task, or
+// ErrNotFound when the attempt was not live or its task not executing
+// (nothing changes then).
 func (s *Store) AttemptRequeue(ctx context.Context, p AttemptRequeueParams) (Task, error) {
 	if p.Reason == "" {
 		return Task{}, fmt.Errorf("requeueing the task of attempt %s: no reason given", p.TxHash)
@@ -143,9 +150,22 @@ func (s *Store) AttemptRequeue(ctx context.Context, p AttemptRequeueParams) (Tas
 		if err != nil {
 			return fmt.Errorf("dropping attempt %s: %w", hash, err)
 		}
-		row, err := one(q.TaskRequeue(ctx, dbsqlc.TaskRequeueParams{Now: p.Now, ID: taskID}))
+		if taskID == nil {
+			return nil // a no-op
+		}
+		var row dbsqlc.LedgerqWalletTask
+		switch {
+		case !p.Replaced:
+			row, err = one(q.TaskRequeue(ctx, dbsqlc.TaskRequeueParams{Now: p.Now, ID: *taskID}))
+		default:
+			row, err = one(q.TaskRequeueReplaced(ctx, dbsqlc.TaskRequeueReplacedParams{Now: p.Now, ID: *taskID}))
+			if err == nil && int(row.Replacements) > p.MaxReplacements {
+				reason := fmt.Sprintf("%s (replaced %d times, the limit is %d)", p.Reason, row.Replacements, p.MaxReplacements)
+				row, err = one(q.TaskFinishError(ctx, dbsqlc.TaskFinishErrorParams{Now: p.Now, ID: *taskID, Error: reason}))
+			}
+		}
 		if err != nil {
-			return fmt.Errorf("requeueing task %q of attempt %s: %w", taskID, hash, err)
+			return fmt.Errorf("requeueing task %q of attempt %s: %w", *taskID, hash, err)
 		}
 		out = taskFromRow(row)
 		return nil

@@ -43,6 +43,11 @@ type Config struct {
 	Tip int64
 	// GasLimit is the block gas limit; 0 means 30 000 000.
 	GasLimit uint64
+	// MinTip is the least effective tip per gas a block includes, in wei
+	// (geth's --miner.gasprice): a transaction paying less stays in the pool
+	// and holds up its sender's later nonces — a stalled nonce. 0: none.
+	// SetMinTip changes it while the ledger runs.
+	MinTip int64
 	// TransientRate is the fraction of sends refused before the ledger looks
 	// at them (over HTTP: a 503).
 	TransientRate float64
@@ -109,6 +114,7 @@ type Ledger struct {
 
 	journalErr error
 	replaying  bool
+	minTip     *big.Int
 }
 
 var _ ledger.WalletLedger = (*Ledger)(nil)
@@ -145,6 +151,7 @@ func New(cfg Config) *Ledger {
 	for a, b := range cfg.Alloc {
 		l.accounts[a] = &account{balance: new(big.Int).Set(b)}
 	}
+	l.minTip = big.NewInt(cfg.MinTip)
 	l.blocks = []Block{{Number: 0, Time: l.genesis, BaseFee: big.NewInt(cfg.BaseFee), Hash: blockHash(0, l.genesis)}}
 	return l
 }
@@ -232,6 +239,9 @@ func (l *Ledger) mine(at time.Time) Block {
 			}
 			gas := intrinsicGas(tx.To() == nil, tx.Data())
 			price := effectivePrice(tx, b.BaseFee)
+			if new(big.Int).Sub(price, b.BaseFee).Cmp(l.minTip) < 0 {
+				break // below the miner's minimum tip: stalls the sender
+			}
 			fee := new(big.Int).Mul(price, new(big.Int).SetUint64(gas))
 			cost := new(big.Int).Add(fee, tx.Value())
 			if b.GasUsed+gas > l.cfg.GasLimit || ac.balance.Cmp(cost) < 0 {
@@ -305,7 +315,11 @@ func (l *Ledger) Replay(r io.Reader) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.replaying = true
-	defer func() { l.replaying = false }()
+	// Every journal transaction was mined once: the minimum tip of the time
+	// does not stop it again.
+	minTip := l.minTip
+	l.minTip = new(big.Int)
+	defer func() { l.replaying, l.minTip = false, minTip }()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
 	var pending []*types.Transaction
@@ -537,6 +551,25 @@ func (l *Ledger) TransactionReceipt(_ context.Context, hash ledger.TxHash) (ledg
 		out.Status = ledger.ReceiptSuccess
 	}
 	return out, nil
+}
+
+// SetMinTip changes Config.MinTip: the least effective tip a block
+// includes, in wei (0: none). Blocks due before the change are mined first
+// under the old one.
+func (l *Ledger) SetMinTip(wei int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.catchUp()
+	l.minTip = big.NewInt(wei)
+}
+
+// Credit adds wei to addr's balance (a deposit from outside the simulation).
+func (l *Ledger) Credit(addr common.Address, wei *big.Int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.catchUp()
+	ac := l.acct(addr)
+	ac.balance.Add(ac.balance, wei)
 }
 
 // Head returns the latest block, after mining those whose time has come.

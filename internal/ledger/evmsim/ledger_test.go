@@ -256,3 +256,41 @@ func errOrOK(err error) error {
 	}
 	return err
 }
+
+// geth's --miner.gasprice: a transaction whose effective tip is below the
+// minimum stays in the pool and holds up its sender's later nonces; a
+// replacement paying enough is mined, and so is anything once the minimum
+// drops.
+func TestLedger_ATipBelowTheMinimumStallsTheSenderUntilReplacedOrTheMinimumDrops(t *testing.T) {
+	ctx := context.Background()
+	b := setup(t, evmsim.Config{MinTip: 5 * params.GWei})
+	low := sign(t, b.key, 0, 1, 10, 1, nil)
+	next := sign(t, b.key, 1, 6, 20, 1, nil)
+	wantResult(t, b.l.SendRawTransaction(ctx, low), ledger.SendAccepted)
+	wantResult(t, b.l.SendRawTransaction(ctx, next), ledger.SendAccepted)
+	b.l.Mine()
+	if n, _ := b.l.NonceAt(ctx, b.from); n != 0 {
+		t.Fatalf("nonce = %d, want 0: the low tip stalls the sender", n)
+	}
+	bumped := sign(t, b.key, 0, 6, 20, 1, nil)
+	wantResult(t, b.l.SendRawTransaction(ctx, bumped), ledger.SendAccepted)
+	b.l.Mine()
+	if n, _ := b.l.NonceAt(ctx, b.from); n != 2 {
+		t.Fatalf("nonce = %d, want 2 after the bump", n)
+	}
+	if !receipt(t, b.l, hashOf(t, bumped)).Found || receipt(t, b.l, hashOf(t, low)).Found {
+		t.Fatal("the bump, not the low transaction, is mined")
+	}
+
+	wantResult(t, b.l.SendRawTransaction(ctx, sign(t, b.key, 2, 1, 10, 1, nil)), ledger.SendAccepted)
+	b.l.Mine()
+	if n, _ := b.l.NonceAt(ctx, b.from); n != 2 {
+		t.Fatalf("nonce = %d, want 2", n)
+	}
+	b.l.SetMinTip(0)
+	b.l.Mine()
+	if n, _ := b.l.NonceAt(ctx, b.from); n != 3 {
+		t.Fatalf("nonce = %d, want 3 once the minimum drops", n)
+	}
+	b.l.Credit(common.Address(b.from), big.NewInt(7))
+}

@@ -581,8 +581,8 @@ type LedgerqTxAttempt struct {
 	ChainID int64
 	// Hash of the signed transaction, lower-case hex.
 	TxHash string
-	// The task this transaction carries out; deleted with it.
-	TaskID string
+	// The task this transaction carries out; deleted with it. NULL for a no-op (0-value transfer to self filling a nonce no task holds).
+	TaskID *string
 	// Signing address, lower-case hex (the task's sender).
 	Sender string
 	// Account nonce; at most one live (not dropped) attempt per (chain_id, sender, nonce).
@@ -607,6 +607,40 @@ type LedgerqTxAttempt struct {
 	SentAt *time.Time
 	// When its receipt was recorded.
 	ConfirmedAt *time.Time
+	// Hash of the gas bump that replaced this attempt for its nonce (the attempt is dropped but may still be mined).
+	SupersededBy *string
+}
+
+// Wallet lane: per (chain, sender) health (seed 003's eoa_health): when the chain's nonce last moved, the balance and the threshold below which sending pauses, and the last nonce reset.
+type LedgerqWalletHealth struct {
+	// Chain id.
+	ChainID int64
+	// Address, lower-case hex.
+	Sender string
+	// The chain's nonce (by the latest block) as confirm last read it.
+	ChainNonce *int64
+	// When confirm first read chain_nonce: the nonce has not moved since (the stall timeout counts from here).
+	ChainNonceSince *time.Time
+	// Balance by the latest block, as last read.
+	BalanceWei pgtype.Numeric
+	// When balance_wei was read; NULL asks for a new read.
+	BalanceAt *time.Time
+	// Sending pauses while the balance is below it; it rises to the cost of a transaction refused for insufficient funds.
+	ThresholdWei pgtype.Numeric
+	// Sending is paused: the balance is below the threshold (tasks wait, no send is made).
+	Paused bool
+	// How many nonce resets the wallet had.
+	Resets int32
+	// When the next nonce was last reset to the chain's.
+	LastResetAt *time.Time
+	// The next nonce before the last reset.
+	LastResetFrom *int64
+	// The next nonce after the last reset (the chain's nonce).
+	LastResetTo *int64
+	// When the row was first written.
+	CreatedAt time.Time
+	// Last change to the row.
+	UpdatedAt time.Time
 }
 
 // Wallet lane: the next nonce ledgerq will sign with, per (chain, sender) (seed 003's optimistic transaction count).
@@ -665,6 +699,12 @@ type LedgerqWalletTask struct {
 	StartedAt *time.Time
 	// When the task reached error or done; retention counts from here.
 	FinishedAt *time.Time
+	// Gas bumps: how many times the task's stalled transaction was signed again with higher fees.
+	Bumps int32
+	// How many times another transaction took the task's nonce (every hash of ours definitively absent) and the task went back to waiting.
+	Replacements int32
+	// When a gas bump of the task was refused by the configured price cap (the operator is told; the task stays).
+	PriceCappedAt *time.Time
 }
 
 // Wallet lane at a glance: tasks per wallet, address and status, the oldest of each, and the address's next nonce.

@@ -26,9 +26,38 @@ type AttemptConfirmParams struct {
 }
 
 // Confirm: the attempt's receipt was found. Returns its task.
-func (q *Queries) AttemptConfirm(ctx context.Context, arg AttemptConfirmParams) (string, error) {
+func (q *Queries) AttemptConfirm(ctx context.Context, arg AttemptConfirmParams) (*string, error) {
 	row := q.db.QueryRow(ctx, attemptConfirm, arg.Now, arg.ChainID, arg.TxHash)
-	var task_id string
+	var task_id *string
+	err := row.Scan(&task_id)
+	return task_id, err
+}
+
+const attemptConfirmSuperseded = `-- name: AttemptConfirmSuperseded :one
+UPDATE ledgerq.tx_attempts
+SET state = 'confirmed', confirmed_at = $1::timestamptz, updated_at = $1::timestamptz
+WHERE chain_id = $2 AND tx_hash = $3 AND state = 'dropped'
+  AND task_id IS NOT DISTINCT FROM $4::text
+RETURNING task_id
+`
+
+type AttemptConfirmSupersededParams struct {
+	Now     time.Time
+	ChainID int64
+	TxHash  string
+	TaskID  *string
+}
+
+// Confirm: a superseded attempt of a nonce was the one mined (its bump was
+// dropped first, in the same transaction).
+func (q *Queries) AttemptConfirmSuperseded(ctx context.Context, arg AttemptConfirmSupersededParams) (*string, error) {
+	row := q.db.QueryRow(ctx, attemptConfirmSuperseded,
+		arg.Now,
+		arg.ChainID,
+		arg.TxHash,
+		arg.TaskID,
+	)
+	var task_id *string
 	err := row.Scan(&task_id)
 	return task_id, err
 }
@@ -50,14 +79,14 @@ type AttemptDropParams struct {
 // A live, unmined attempt that will never be mined (its nonce went to another
 // transaction, or it was signed and never broadcast and is released) is
 // dropped; its nonce is free again. Returns its task.
-func (q *Queries) AttemptDrop(ctx context.Context, arg AttemptDropParams) (string, error) {
+func (q *Queries) AttemptDrop(ctx context.Context, arg AttemptDropParams) (*string, error) {
 	row := q.db.QueryRow(ctx, attemptDrop,
 		arg.Error,
 		arg.Now,
 		arg.ChainID,
 		arg.TxHash,
 	)
-	var task_id string
+	var task_id *string
 	err := row.Scan(&task_id)
 	return task_id, err
 }
@@ -71,7 +100,7 @@ WHERE task_id = $3 AND state IN ('signed', 'sent')
 type AttemptDropByTaskParams struct {
 	Error  string
 	Now    time.Time
-	TaskID string
+	TaskID *string
 }
 
 // A task that failed deterministically: its live, unmined attempts will never
@@ -82,6 +111,50 @@ func (q *Queries) AttemptDropByTask(ctx context.Context, arg AttemptDropByTaskPa
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const attemptHashesOfNonce = `-- name: AttemptHashesOfNonce :many
+
+SELECT tx_hash FROM ledgerq.tx_attempts
+WHERE chain_id = $1 AND sender = $2 AND nonce = $3
+  AND task_id IS NOT DISTINCT FROM $4::text
+ORDER BY created_at DESC, tx_hash
+`
+
+type AttemptHashesOfNonceParams struct {
+	ChainID int64
+	Sender  string
+	Nonce   int64
+	TaskID  *string
+}
+
+// Wallet lane II (seed 003): bumps, no-ops, resets, balance health.
+// Confirm: every hash ever stored for the nonce on behalf of the same task
+// (or of a no-op, task NULL): a bump's superseded attempts may still be the
+// one mined. Through tx_attempts_nonce.
+func (q *Queries) AttemptHashesOfNonce(ctx context.Context, arg AttemptHashesOfNonceParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, attemptHashesOfNonce,
+		arg.ChainID,
+		arg.Sender,
+		arg.Nonce,
+		arg.TaskID,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var tx_hash string
+		if err := rows.Scan(&tx_hash); err != nil {
+			return nil, err
+		}
+		items = append(items, tx_hash)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const attemptInsertMany = `-- name: AttemptInsertMany :execrows
@@ -135,11 +208,51 @@ func (q *Queries) AttemptInsertMany(ctx context.Context, arg AttemptInsertManyPa
 	return result.RowsAffected(), nil
 }
 
-const attemptListByTask = `-- name: AttemptListByTask :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at FROM ledgerq.tx_attempts WHERE task_id = $1 ORDER BY created_at, tx_hash
+const attemptInsertOne = `-- name: AttemptInsertOne :exec
+INSERT INTO ledgerq.tx_attempts (
+    chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas,
+    created_at, updated_at
+) VALUES (
+    $1, $2, $3::text, $4, $5, $6, $7, $8, $9,
+    $10::timestamptz, $10::timestamptz
+)
 `
 
-func (q *Queries) AttemptListByTask(ctx context.Context, taskID string) ([]LedgerqTxAttempt, error) {
+type AttemptInsertOneParams struct {
+	ChainID  int64
+	TxHash   string
+	TaskID   *string
+	Sender   string
+	Nonce    int64
+	Raw      []byte
+	GasLimit int64
+	MaxFee   pgtype.Numeric
+	MaxTip   pgtype.Numeric
+	Now      time.Time
+}
+
+// Gas bump or no-op: one signed transaction, stored before any broadcast.
+func (q *Queries) AttemptInsertOne(ctx context.Context, arg AttemptInsertOneParams) error {
+	_, err := q.db.Exec(ctx, attemptInsertOne,
+		arg.ChainID,
+		arg.TxHash,
+		arg.TaskID,
+		arg.Sender,
+		arg.Nonce,
+		arg.Raw,
+		arg.GasLimit,
+		arg.MaxFee,
+		arg.MaxTip,
+		arg.Now,
+	)
+	return err
+}
+
+const attemptListByTask = `-- name: AttemptListByTask :many
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by FROM ledgerq.tx_attempts WHERE task_id = $1 ORDER BY created_at, tx_hash
+`
+
+func (q *Queries) AttemptListByTask(ctx context.Context, taskID *string) ([]LedgerqTxAttempt, error) {
 	rows, err := q.db.Query(ctx, attemptListByTask, taskID)
 	if err != nil {
 		return nil, err
@@ -164,6 +277,7 @@ func (q *Queries) AttemptListByTask(ctx context.Context, taskID string) ([]Ledge
 			&i.UpdatedAt,
 			&i.SentAt,
 			&i.ConfirmedAt,
+			&i.SupersededBy,
 		); err != nil {
 			return nil, err
 		}
@@ -173,6 +287,42 @@ func (q *Queries) AttemptListByTask(ctx context.Context, taskID string) ([]Ledge
 		return nil, err
 	}
 	return items, nil
+}
+
+const attemptLiveAt = `-- name: AttemptLiveAt :one
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by FROM ledgerq.tx_attempts
+WHERE chain_id = $1 AND sender = $2 AND nonce = $3 AND state IN ('signed', 'sent')
+`
+
+type AttemptLiveAtParams struct {
+	ChainID int64
+	Sender  string
+	Nonce   int64
+}
+
+// Stall: the live (signed or sent) attempt holding a nonce, if any.
+func (q *Queries) AttemptLiveAt(ctx context.Context, arg AttemptLiveAtParams) (LedgerqTxAttempt, error) {
+	row := q.db.QueryRow(ctx, attemptLiveAt, arg.ChainID, arg.Sender, arg.Nonce)
+	var i LedgerqTxAttempt
+	err := row.Scan(
+		&i.ChainID,
+		&i.TxHash,
+		&i.TaskID,
+		&i.Sender,
+		&i.Nonce,
+		&i.Raw,
+		&i.GasLimit,
+		&i.MaxFeePerGas,
+		&i.MaxPriorityFeePerGas,
+		&i.State,
+		&i.LastError,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.SentAt,
+		&i.ConfirmedAt,
+		&i.SupersededBy,
+	)
+	return i, err
 }
 
 const attemptMarkSent = `-- name: AttemptMarkSent :execrows
@@ -203,6 +353,24 @@ func (q *Queries) AttemptMarkSent(ctx context.Context, arg AttemptMarkSentParams
 	return result.RowsAffected(), nil
 }
 
+const attemptMaxLiveNonce = `-- name: AttemptMaxLiveNonce :one
+SELECT coalesce(max(nonce), -1)::bigint AS nonce FROM ledgerq.tx_attempts
+WHERE chain_id = $1 AND sender = $2 AND state IN ('signed', 'sent')
+`
+
+type AttemptMaxLiveNonceParams struct {
+	ChainID int64
+	Sender  string
+}
+
+// Recycled nonces: the highest nonce a live attempt holds (-1: none).
+func (q *Queries) AttemptMaxLiveNonce(ctx context.Context, arg AttemptMaxLiveNonceParams) (int64, error) {
+	row := q.db.QueryRow(ctx, attemptMaxLiveNonce, arg.ChainID, arg.Sender)
+	var nonce int64
+	err := row.Scan(&nonce)
+	return nonce, err
+}
+
 const attemptRecordBroadcast = `-- name: AttemptRecordBroadcast :execrows
 UPDATE ledgerq.tx_attempts
 SET last_error = $1, updated_at = $2::timestamptz
@@ -231,6 +399,35 @@ func (q *Queries) AttemptRecordBroadcast(ctx context.Context, arg AttemptRecordB
 	return result.RowsAffected(), nil
 }
 
+const attemptSupersede = `-- name: AttemptSupersede :one
+UPDATE ledgerq.tx_attempts
+SET state = 'dropped', superseded_by = $1::text, last_error = 'superseded by gas bump ' || $1::text,
+    updated_at = $2::timestamptz
+WHERE chain_id = $3 AND tx_hash = $4 AND state = 'sent'
+RETURNING task_id
+`
+
+type AttemptSupersedeParams struct {
+	SupersededBy string
+	Now          time.Time
+	ChainID      int64
+	TxHash       string
+}
+
+// Gas bump: the attempt a bump replaces leaves the live set (its hash may
+// still be mined: confirm looks it up with the nonce's other hashes).
+func (q *Queries) AttemptSupersede(ctx context.Context, arg AttemptSupersedeParams) (*string, error) {
+	row := q.db.QueryRow(ctx, attemptSupersede,
+		arg.SupersededBy,
+		arg.Now,
+		arg.ChainID,
+		arg.TxHash,
+	)
+	var task_id *string
+	err := row.Scan(&task_id)
+	return task_id, err
+}
+
 const attemptsInFlight = `-- name: AttemptsInFlight :one
 SELECT count(*) FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state IN ('signed', 'sent')
@@ -251,7 +448,7 @@ func (q *Queries) AttemptsInFlight(ctx context.Context, arg AttemptsInFlightPara
 }
 
 const attemptsSentBelow = `-- name: AttemptsSentBelow :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state = 'sent' AND nonce < $3
 ORDER BY nonce
 LIMIT $4
@@ -296,6 +493,7 @@ func (q *Queries) AttemptsSentBelow(ctx context.Context, arg AttemptsSentBelowPa
 			&i.UpdatedAt,
 			&i.SentAt,
 			&i.ConfirmedAt,
+			&i.SupersededBy,
 		); err != nil {
 			return nil, err
 		}
@@ -308,7 +506,7 @@ func (q *Queries) AttemptsSentBelow(ctx context.Context, arg AttemptsSentBelowPa
 }
 
 const attemptsSentUncertain = `-- name: AttemptsSentUncertain :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state = 'sent' AND nonce >= $3
   AND last_error IS NOT NULL
 ORDER BY nonce
@@ -356,6 +554,7 @@ func (q *Queries) AttemptsSentUncertain(ctx context.Context, arg AttemptsSentUnc
 			&i.UpdatedAt,
 			&i.SentAt,
 			&i.ConfirmedAt,
+			&i.SupersededBy,
 		); err != nil {
 			return nil, err
 		}
@@ -368,7 +567,7 @@ func (q *Queries) AttemptsSentUncertain(ctx context.Context, arg AttemptsSentUnc
 }
 
 const attemptsUnsent = `-- name: AttemptsUnsent :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state = 'signed'
 ORDER BY nonce
 LIMIT $3
@@ -407,6 +606,7 @@ func (q *Queries) AttemptsUnsent(ctx context.Context, arg AttemptsUnsentParams) 
 			&i.UpdatedAt,
 			&i.SentAt,
 			&i.ConfirmedAt,
+			&i.SupersededBy,
 		); err != nil {
 			return nil, err
 		}
@@ -422,7 +622,7 @@ const taskCancel = `-- name: TaskCancel :one
 UPDATE ledgerq.wallet_tasks
 SET status = 2, cancelled = true, error = 'cancelled', finished_at = $1::timestamptz, updated_at = $1::timestamptz
 WHERE id = $2 AND wallet_id = $3 AND status = 0
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at
 `
 
 type TaskCancelParams struct {
@@ -458,8 +658,30 @@ func (q *Queries) TaskCancel(ctx context.Context, arg TaskCancelParams) (Ledgerq
 		&i.UpdatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.Bumps,
+		&i.Replacements,
+		&i.PriceCappedAt,
 	)
 	return i, err
+}
+
+const taskCountBump = `-- name: TaskCountBump :execrows
+UPDATE ledgerq.wallet_tasks
+SET bumps = bumps + 1, price_capped_at = NULL, updated_at = $1::timestamptz
+WHERE id = $2 AND status = 1
+`
+
+type TaskCountBumpParams struct {
+	Now time.Time
+	ID  string
+}
+
+func (q *Queries) TaskCountBump(ctx context.Context, arg TaskCountBumpParams) (int64, error) {
+	result, err := q.db.Exec(ctx, taskCountBump, arg.Now, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const taskDeleteFinished = `-- name: TaskDeleteFinished :execrows
@@ -494,7 +716,7 @@ const taskFinishDone = `-- name: TaskFinishDone :one
 UPDATE ledgerq.wallet_tasks
 SET status = 3, tx_hash = $1, reverted = $2, finished_at = $3::timestamptz, updated_at = $3::timestamptz
 WHERE id = $4 AND status = 1
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at
 `
 
 type TaskFinishDoneParams struct {
@@ -535,6 +757,9 @@ func (q *Queries) TaskFinishDone(ctx context.Context, arg TaskFinishDoneParams) 
 		&i.UpdatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.Bumps,
+		&i.Replacements,
+		&i.PriceCappedAt,
 	)
 	return i, err
 }
@@ -543,7 +768,7 @@ const taskFinishError = `-- name: TaskFinishError :one
 UPDATE ledgerq.wallet_tasks
 SET status = 2, error = $1::text, finished_at = $2::timestamptz, updated_at = $2::timestamptz
 WHERE id = $3 AND status IN (0, 1)
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at
 `
 
 type TaskFinishErrorParams struct {
@@ -577,12 +802,15 @@ func (q *Queries) TaskFinishError(ctx context.Context, arg TaskFinishErrorParams
 		&i.UpdatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.Bumps,
+		&i.Replacements,
+		&i.PriceCappedAt,
 	)
 	return i, err
 }
 
 const taskGet = `-- name: TaskGet :one
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at FROM ledgerq.wallet_tasks WHERE id = $1 AND wallet_id = $2
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at FROM ledgerq.wallet_tasks WHERE id = $1 AND wallet_id = $2
 `
 
 type TaskGetParams struct {
@@ -615,12 +843,15 @@ func (q *Queries) TaskGet(ctx context.Context, arg TaskGetParams) (LedgerqWallet
 		&i.UpdatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.Bumps,
+		&i.Replacements,
+		&i.PriceCappedAt,
 	)
 	return i, err
 }
 
 const taskGetByIdempotencyKey = `-- name: TaskGetByIdempotencyKey :one
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at FROM ledgerq.wallet_tasks WHERE wallet_id = $1 AND idempotency_key = $2
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at FROM ledgerq.wallet_tasks WHERE wallet_id = $1 AND idempotency_key = $2
 `
 
 type TaskGetByIdempotencyKeyParams struct {
@@ -652,6 +883,9 @@ func (q *Queries) TaskGetByIdempotencyKey(ctx context.Context, arg TaskGetByIdem
 		&i.UpdatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.Bumps,
+		&i.Replacements,
+		&i.PriceCappedAt,
 	)
 	return i, err
 }
@@ -665,7 +899,7 @@ INSERT INTO ledgerq.wallet_tasks (
     $10, $11, $12::timestamptz, $12::timestamptz
 )
 ON CONFLICT (wallet_id, idempotency_key) DO NOTHING
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at
 `
 
 type TaskInsertParams struct {
@@ -726,12 +960,15 @@ func (q *Queries) TaskInsert(ctx context.Context, arg TaskInsertParams) (Ledgerq
 		&i.UpdatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.Bumps,
+		&i.Replacements,
+		&i.PriceCappedAt,
 	)
 	return i, err
 }
 
 const taskList = `-- name: TaskList :many
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at FROM ledgerq.wallet_tasks
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at FROM ledgerq.wallet_tasks
 WHERE wallet_id = $1
   AND ($2::smallint IS NULL OR status = $2::smallint)
   AND id > $3
@@ -783,6 +1020,9 @@ func (q *Queries) TaskList(ctx context.Context, arg TaskListParams) ([]LedgerqWa
 			&i.UpdatedAt,
 			&i.StartedAt,
 			&i.FinishedAt,
+			&i.Bumps,
+			&i.Replacements,
+			&i.PriceCappedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -794,8 +1034,28 @@ func (q *Queries) TaskList(ctx context.Context, arg TaskListParams) ([]LedgerqWa
 	return items, nil
 }
 
+const taskMarkPriceCapped = `-- name: TaskMarkPriceCapped :execrows
+UPDATE ledgerq.wallet_tasks
+SET price_capped_at = $1::timestamptz, updated_at = $1::timestamptz
+WHERE id = $2 AND status = 1 AND price_capped_at IS NULL
+`
+
+type TaskMarkPriceCappedParams struct {
+	Now time.Time
+	ID  string
+}
+
+// A bump the price cap refused: the task stays, the operator is told once.
+func (q *Queries) TaskMarkPriceCapped(ctx context.Context, arg TaskMarkPriceCappedParams) (int64, error) {
+	result, err := q.db.Exec(ctx, taskMarkPriceCapped, arg.Now, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const taskNextWaitingFIFO = `-- name: TaskNextWaitingFIFO :many
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at FROM ledgerq.wallet_tasks
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at FROM ledgerq.wallet_tasks
 WHERE chain_id = $1 AND sender = $2 AND status = 0
 ORDER BY created_at, id
 LIMIT $3
@@ -839,6 +1099,9 @@ func (q *Queries) TaskNextWaitingFIFO(ctx context.Context, arg TaskNextWaitingFI
 			&i.UpdatedAt,
 			&i.StartedAt,
 			&i.FinishedAt,
+			&i.Bumps,
+			&i.Replacements,
+			&i.PriceCappedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -851,7 +1114,7 @@ func (q *Queries) TaskNextWaitingFIFO(ctx context.Context, arg TaskNextWaitingFI
 }
 
 const taskNextWaitingPriority = `-- name: TaskNextWaitingPriority :many
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at FROM ledgerq.wallet_tasks
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at FROM ledgerq.wallet_tasks
 WHERE chain_id = $1 AND sender = $2 AND status = 0
 ORDER BY priority DESC, created_at, id
 LIMIT $3
@@ -897,6 +1160,9 @@ func (q *Queries) TaskNextWaitingPriority(ctx context.Context, arg TaskNextWaiti
 			&i.UpdatedAt,
 			&i.StartedAt,
 			&i.FinishedAt,
+			&i.Bumps,
+			&i.Replacements,
+			&i.PriceCappedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -912,7 +1178,7 @@ const taskRequeue = `-- name: TaskRequeue :one
 UPDATE ledgerq.wallet_tasks
 SET status = 0, started_at = NULL, updated_at = $1::timestamptz
 WHERE id = $2 AND status = 1
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at
 `
 
 type TaskRequeueParams struct {
@@ -946,6 +1212,54 @@ func (q *Queries) TaskRequeue(ctx context.Context, arg TaskRequeueParams) (Ledge
 		&i.UpdatedAt,
 		&i.StartedAt,
 		&i.FinishedAt,
+		&i.Bumps,
+		&i.Replacements,
+		&i.PriceCappedAt,
+	)
+	return i, err
+}
+
+const taskRequeueReplaced = `-- name: TaskRequeueReplaced :one
+UPDATE ledgerq.wallet_tasks
+SET status = 0, started_at = NULL, replacements = replacements + 1, updated_at = $1::timestamptz
+WHERE id = $2 AND status = 1
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at
+`
+
+type TaskRequeueReplacedParams struct {
+	Now time.Time
+	ID  string
+}
+
+// Replacement: another transaction took the task's nonce; the task goes back
+// to waiting and counts it.
+func (q *Queries) TaskRequeueReplaced(ctx context.Context, arg TaskRequeueReplacedParams) (LedgerqWalletTask, error) {
+	row := q.db.QueryRow(ctx, taskRequeueReplaced, arg.Now, arg.ID)
+	var i LedgerqWalletTask
+	err := row.Scan(
+		&i.ID,
+		&i.WalletID,
+		&i.ChainID,
+		&i.Sender,
+		&i.Priority,
+		&i.Status,
+		&i.ToAddress,
+		&i.ValueWei,
+		&i.Data,
+		&i.GasLimit,
+		&i.IdempotencyKey,
+		&i.RequestHash,
+		&i.TxHash,
+		&i.Error,
+		&i.Reverted,
+		&i.Cancelled,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.Bumps,
+		&i.Replacements,
+		&i.PriceCappedAt,
 	)
 	return i, err
 }
@@ -982,6 +1296,162 @@ func (q *Queries) TaskStartMany(ctx context.Context, arg TaskStartManyParams) (i
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const walletHealthGet = `-- name: WalletHealthGet :one
+SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at FROM ledgerq.wallet_health WHERE chain_id = $1 AND sender = $2
+`
+
+type WalletHealthGetParams struct {
+	ChainID int64
+	Sender  string
+}
+
+func (q *Queries) WalletHealthGet(ctx context.Context, arg WalletHealthGetParams) (LedgerqWalletHealth, error) {
+	row := q.db.QueryRow(ctx, walletHealthGet, arg.ChainID, arg.Sender)
+	var i LedgerqWalletHealth
+	err := row.Scan(
+		&i.ChainID,
+		&i.Sender,
+		&i.ChainNonce,
+		&i.ChainNonceSince,
+		&i.BalanceWei,
+		&i.BalanceAt,
+		&i.ThresholdWei,
+		&i.Paused,
+		&i.Resets,
+		&i.LastResetAt,
+		&i.LastResetFrom,
+		&i.LastResetTo,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const walletHealthObserveNonce = `-- name: WalletHealthObserveNonce :exec
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, chain_nonce, chain_nonce_since, created_at, updated_at)
+VALUES ($1, $2, $3::bigint, $4::timestamptz, $4::timestamptz, $4::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET chain_nonce = $3::bigint, updated_at = $4::timestamptz,
+    chain_nonce_since = CASE WHEN h.chain_nonce IS DISTINCT FROM $3::bigint THEN $4::timestamptz ELSE h.chain_nonce_since END
+`
+
+type WalletHealthObserveNonceParams struct {
+	ChainID    int64
+	Sender     string
+	ChainNonce int64
+	Now        time.Time
+}
+
+// Confirm: the chain's nonce as read; chain_nonce_since moves only when the
+// nonce changed (the stall timeout counts from it).
+func (q *Queries) WalletHealthObserveNonce(ctx context.Context, arg WalletHealthObserveNonceParams) error {
+	_, err := q.db.Exec(ctx, walletHealthObserveNonce,
+		arg.ChainID,
+		arg.Sender,
+		arg.ChainNonce,
+		arg.Now,
+	)
+	return err
+}
+
+const walletHealthRaiseThreshold = `-- name: WalletHealthRaiseThreshold :exec
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, threshold_wei, created_at, updated_at)
+VALUES ($1, $2, $3::numeric, $4::timestamptz, $4::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET threshold_wei = greatest(h.threshold_wei, $3::numeric), balance_at = NULL, updated_at = $4::timestamptz
+`
+
+type WalletHealthRaiseThresholdParams struct {
+	ChainID int64
+	Sender  string
+	AtLeast pgtype.Numeric
+	Now     time.Time
+}
+
+// A send refused for insufficient funds: the threshold rises to at least the
+// refused transaction's cost, and the balance is read again before the next
+// send.
+func (q *Queries) WalletHealthRaiseThreshold(ctx context.Context, arg WalletHealthRaiseThresholdParams) error {
+	_, err := q.db.Exec(ctx, walletHealthRaiseThreshold,
+		arg.ChainID,
+		arg.Sender,
+		arg.AtLeast,
+		arg.Now,
+	)
+	return err
+}
+
+const walletHealthRecordReset = `-- name: WalletHealthRecordReset :exec
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at)
+VALUES ($1, $2, 1, $3::timestamptz, $4::bigint, $5::bigint, $3::timestamptz, $3::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET resets = h.resets + 1, last_reset_at = $3::timestamptz, last_reset_from = $4::bigint,
+    last_reset_to = $5::bigint, updated_at = $3::timestamptz
+`
+
+type WalletHealthRecordResetParams struct {
+	ChainID   int64
+	Sender    string
+	Now       time.Time
+	FromNonce int64
+	ToNonce   int64
+}
+
+func (q *Queries) WalletHealthRecordReset(ctx context.Context, arg WalletHealthRecordResetParams) error {
+	_, err := q.db.Exec(ctx, walletHealthRecordReset,
+		arg.ChainID,
+		arg.Sender,
+		arg.Now,
+		arg.FromNonce,
+		arg.ToNonce,
+	)
+	return err
+}
+
+const walletHealthSetBalance = `-- name: WalletHealthSetBalance :one
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, balance_wei, balance_at, paused, created_at, updated_at)
+VALUES ($1, $2, $3::numeric, $4::timestamptz, false, $4::timestamptz, $4::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET balance_wei = $3::numeric, balance_at = $4::timestamptz, paused = $3::numeric < h.threshold_wei, updated_at = $4::timestamptz
+RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at
+`
+
+type WalletHealthSetBalanceParams struct {
+	ChainID int64
+	Sender  string
+	Balance pgtype.Numeric
+	Now     time.Time
+}
+
+// Balance health: the balance as read; sending pauses while it is below the
+// threshold. Returns the row.
+func (q *Queries) WalletHealthSetBalance(ctx context.Context, arg WalletHealthSetBalanceParams) (LedgerqWalletHealth, error) {
+	row := q.db.QueryRow(ctx, walletHealthSetBalance,
+		arg.ChainID,
+		arg.Sender,
+		arg.Balance,
+		arg.Now,
+	)
+	var i LedgerqWalletHealth
+	err := row.Scan(
+		&i.ChainID,
+		&i.Sender,
+		&i.ChainNonce,
+		&i.ChainNonceSince,
+		&i.BalanceWei,
+		&i.BalanceAt,
+		&i.ThresholdWei,
+		&i.Paused,
+		&i.Resets,
+		&i.LastResetAt,
+		&i.LastResetFrom,
+		&i.LastResetTo,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
 }
 
 const walletNonceAdvance = `-- name: WalletNonceAdvance :one
@@ -1064,6 +1534,42 @@ func (q *Queries) WalletNonceRaise(ctx context.Context, arg WalletNonceRaisePara
 		arg.Now,
 		arg.ChainID,
 		arg.Sender,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const walletNonceReset = `-- name: WalletNonceReset :execrows
+UPDATE ledgerq.wallet_nonces w
+SET next_nonce = $1::bigint, updated_at = $2::timestamptz
+WHERE w.chain_id = $3 AND w.sender = $4 AND w.next_nonce = $5::bigint
+  AND NOT EXISTS (
+      SELECT 1 FROM ledgerq.tx_attempts a
+      WHERE a.chain_id = w.chain_id AND a.sender = w.sender AND a.state IN ('signed', 'sent')
+        AND a.nonce >= $1::bigint
+  )
+`
+
+type WalletNonceResetParams struct {
+	ToNonce   int64
+	Now       time.Time
+	ChainID   int64
+	Sender    string
+	FromNonce int64
+}
+
+// Nonce reset / recycled nonces above the highest live one: the next nonce
+// moves (down or up) from @from to @to, only if it is still @from and no live
+// attempt sits at or above @to (none is skipped over or reused).
+func (q *Queries) WalletNonceReset(ctx context.Context, arg WalletNonceResetParams) (int64, error) {
+	result, err := q.db.Exec(ctx, walletNonceReset,
+		arg.ToNonce,
+		arg.Now,
+		arg.ChainID,
+		arg.Sender,
+		arg.FromNonce,
 	)
 	if err != nil {
 		return 0, err

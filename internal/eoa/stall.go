@@ -1,0 +1,448 @@
+package eoa
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+	"strings"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/params"
+
+	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/workers"
+)
+
+// What keeps a wallet moving when the chain does not cooperate (seed 003's
+// gas bumps, no-ops, nonce resets and health). Each is collected at most
+// once per run, after confirm and before send, in this order:
+//
+//  1. reconcile: the next nonce is moved to max(chain's nonce, highest live
+//     nonce + 1) when it is below the chain's (a reset) or above that (freed
+//     nonces at the top are discarded; far above with nothing in flight is
+//     a reset). Resets are recorded on the wallet's health row and logged.
+//  2. stall: the chain's nonce has not moved for Config.StallTimeout and
+//     one of our sent attempts holds it: a gas bump (a new attempt, stored
+//     before it is broadcast); none holds it but later ones are in flight:
+//     a no-op fills it.
+//  3. balance: read when missing or older than Config.BalanceMaxAge; below
+//     the threshold the run sends nothing.
+//  4. no-ops for freed nonces no waiting task fills (or more than
+//     Config.MaxRecycled of them).
+
+// collectKeepMoving returns the first of these with work, or nil.
+func (j *Job) collectKeepMoving(ctx context.Context, s *shard, inFlight, waiting int) (workers.Cycle, error) {
+	if !s.run.reconciled {
+		s.run.reconciled = true
+		if cyc, err := j.collectReconcile(ctx, s, inFlight); cyc != nil || err != nil {
+			return cyc, err
+		}
+	}
+	if !s.run.stallChecked {
+		s.run.stallChecked = true
+		if cyc, err := j.collectStall(ctx, s, inFlight); cyc != nil || err != nil {
+			return cyc, err
+		}
+	}
+	var freed []int64
+	if !s.run.noopsChecked {
+		var err error
+		freed, err = dbCall(ctx, j, func(ctx context.Context) ([]int64, error) {
+			return j.store.WalletNoncesFreed(ctx, store.WalletNoncesFreedParams{
+				ChainID: s.chainID(), Sender: s.sender, From: int64(s.run.chainNonce), Max: max(j.cfg.InFlight, j.cfg.MaxRecycled+1),
+			})
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if waiting == 0 && len(freed) == 0 {
+		return nil, nil
+	}
+	if !s.run.balanceChecked {
+		s.run.balanceChecked = true
+		h, err := dbCall(ctx, j, func(ctx context.Context) (store.WalletHealth, error) {
+			return j.store.WalletHealthGet(ctx, s.chainID(), s.sender)
+		})
+		switch {
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		case err != nil || h.BalanceAt == nil || s.now().Sub(*h.BalanceAt) >= j.cfg.BalanceMaxAge:
+			return &balanceCycle{shard: s}, nil
+		}
+		s.run.paused = h.Paused
+	}
+	if s.run.paused {
+		return nil, nil
+	}
+	if !s.run.noopsChecked {
+		s.run.noopsChecked = true
+		budget := j.cfg.InFlight - inFlight
+		if len(freed) > 0 && budget > 0 && (waiting == 0 || len(freed) > j.cfg.MaxRecycled) {
+			return &noopCycle{shard: s, nonces: freed[:min(len(freed), budget)], why: "freed nonce no task fills"}, nil
+		}
+	}
+	return nil, nil
+}
+
+// collectReconcile compares the wallet's next nonce with the chain's and
+// the highest live attempt.
+func (j *Job) collectReconcile(ctx context.Context, s *shard, inFlight int) (workers.Cycle, error) {
+	next, err := dbCall(ctx, j, func(ctx context.Context) (int64, error) {
+		return j.store.WalletNonceGet(ctx, s.chainID(), s.sender)
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil // the first send starts from the chain's nonce
+	}
+	if err != nil {
+		return nil, err
+	}
+	maxLive, err := dbCall(ctx, j, func(ctx context.Context) (int64, error) {
+		return j.store.AttemptMaxLiveNonce(ctx, s.chainID(), s.sender)
+	})
+	if err != nil {
+		return nil, err
+	}
+	chain := int64(s.run.chainNonce)
+	target := max(chain, maxLive+1)
+	if next == target || next > chain && next < target {
+		return nil, nil
+	}
+	return &nonceCycle{shard: s, from: next, to: target,
+		reset: next < chain || inFlight == 0 && next-chain > int64(j.cfg.ResetGap)}, nil
+}
+
+// nonceCycle moves the wallet's next nonce: a reset (recorded and logged)
+// or a trim of freed nonces above every live attempt (seed 003: recycled
+// nonces at or above the highest submitted one are discarded).
+type nonceCycle struct {
+	*shard
+	from, to int64
+	reset    bool
+}
+
+// Execute makes no call.
+func (c *nonceCycle) Execute(context.Context) error { return nil }
+
+// Commit moves the next nonce if it is still from and no live attempt is at
+// or above to.
+func (c *nonceCycle) Commit(ctx context.Context) error {
+	var moved bool
+	err := c.fenced(ctx, func(tx *store.Store) error {
+		var err error
+		moved, err = tx.WalletNonceReset(ctx, store.WalletNonceResetParams{
+			Now: c.now(), ChainID: c.chainID(), Sender: c.sender, From: c.from, To: c.to, Record: c.reset,
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("moving the next nonce of %s: %w", c.claim.Key, err)
+	}
+	switch {
+	case !moved:
+	case c.reset:
+		c.job.log.Warn("eoa: nonce reset to the chain's", "shard", c.claim.Key, "from", c.from, "to", c.to, "chain_nonce", c.run.chainNonce)
+	default:
+		c.job.log.Info("eoa: freed nonces above the highest live attempt discarded", "shard", c.claim.Key, "from", c.from, "to", c.to)
+	}
+	return nil
+}
+
+// Drop changes nothing; the next run looks again.
+func (c *nonceCycle) Drop(context.Context, error) error { return nil }
+
+// collectStall looks for a stalled nonce: the chain's nonce unmoved for
+// StallTimeout with attempts in flight.
+func (j *Job) collectStall(ctx context.Context, s *shard, inFlight int) (workers.Cycle, error) {
+	if inFlight == 0 {
+		return nil, nil
+	}
+	h, err := dbCall(ctx, j, func(ctx context.Context) (store.WalletHealth, error) {
+		return j.store.WalletHealthGet(ctx, s.chainID(), s.sender)
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	chain := int64(s.run.chainNonce)
+	if h.ChainNonce == nil || *h.ChainNonce != chain {
+		return nil, nil
+	}
+	now := s.now()
+	stalledFor := now.Sub(*h.ChainNonceSince)
+	if stalledFor < j.cfg.StallTimeout {
+		return nil, nil
+	}
+	live, err := dbCall(ctx, j, func(ctx context.Context) (store.Attempt, error) {
+		return j.store.AttemptLiveAt(ctx, s.chainID(), s.sender, chain)
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		maxLive, err := dbCall(ctx, j, func(ctx context.Context) (int64, error) {
+			return j.store.AttemptMaxLiveNonce(ctx, s.chainID(), s.sender)
+		})
+		if err != nil || maxLive <= chain {
+			return nil, err
+		}
+		// A gap: later nonces wait on one nothing holds.
+		return &noopCycle{shard: s, nonces: []int64{chain}, why: "stalled nonce no attempt holds"}, nil
+	case err != nil:
+		return nil, err
+	case live.State != store.AttemptSent:
+		return nil, nil // recover broadcasts it first
+	}
+	underpriced := strings.HasPrefix(live.LastError, ledger.SendUnderpriced.String())
+	if !underpriced && now.Sub(live.CreatedAt) < j.cfg.StallTimeout {
+		return nil, nil // the newest attempt has not had its time yet
+	}
+	return &bumpCycle{shard: s, old: live}, nil
+}
+
+// bumpCycle signs the stalled nonce's newest attempt again with fee cap and
+// tip raised to max(previous × 1.2, the node's suggestion), within
+// Config.PriceCap, and stores it as a new attempt (superseding the old one)
+// before the recover cycle that follows broadcasts it.
+type bumpCycle struct {
+	*shard
+	old store.Attempt
+
+	bumped *store.SignedTx
+	// capped: the cap leaves no valid replacement (geth wants 10% more).
+	capped bool
+}
+
+// raise is x × 1.2, at least x + 1.
+func raise(x *big.Int) *big.Int {
+	r := new(big.Int).Mul(x, big.NewInt(12))
+	r.Quo(r, big.NewInt(10))
+	if r.Cmp(x) <= 0 {
+		r.Add(x, big.NewInt(1))
+	}
+	return r
+}
+
+func maxBig(a, b *big.Int) *big.Int {
+	if a.Cmp(b) >= 0 {
+		return new(big.Int).Set(a)
+	}
+	return new(big.Int).Set(b)
+}
+
+// tenPercentMore reports whether n ≥ old × 1.1, geth's replacement rule.
+func tenPercentMore(n, old *big.Int) bool {
+	return new(big.Int).Mul(n, big.NewInt(100)).Cmp(new(big.Int).Mul(old, big.NewInt(110))) >= 0
+}
+
+// Execute reads the fee suggestion and signs the bump; it writes nothing.
+func (c *bumpCycle) Execute(ctx context.Context) error {
+	var old types.Transaction
+	if err := old.UnmarshalBinary(c.old.Raw); err != nil {
+		return fmt.Errorf("decoding attempt %s to bump it: %w", c.old.TxHash, err)
+	}
+	limit := c.job.cfg.PriceCap
+	if limit != nil && limit.Sign() > 0 && old.GasFeeCap().Cmp(limit) >= 0 {
+		c.capped = true // at the cap already: no call
+		return nil
+	}
+	fees, err := ledgerCall(ctx, c.job, c.job.ledger.SuggestFees)
+	if err != nil {
+		return fmt.Errorf("reading the fee suggestion to bump %s: %w", c.claim.Key, err)
+	}
+	tip := maxBig(raise(old.GasTipCap()), fees.TipCap)
+	feeCap := maxBig(maxBig(raise(old.GasFeeCap()), fees.FeeCap), tip)
+	if limit != nil && limit.Sign() > 0 && feeCap.Cmp(limit) > 0 {
+		feeCap = new(big.Int).Set(limit)
+		if tip.Cmp(feeCap) > 0 {
+			tip = new(big.Int).Set(feeCap)
+		}
+		if !tenPercentMore(feeCap, old.GasFeeCap()) || !tenPercentMore(tip, old.GasTipCap()) {
+			c.capped = true
+			return nil
+		}
+	}
+	chainID := big.NewInt(c.chainID())
+	tx := types.NewTx(&types.DynamicFeeTx{
+		ChainID: chainID, Nonce: old.Nonce(), GasTipCap: tip, GasFeeCap: feeCap, Gas: old.Gas(),
+		To: old.To(), Value: old.Value(), Data: old.Data(),
+	})
+	signed, err := c.signRaw(tx, chainID)
+	if err != nil {
+		return err
+	}
+	signed.TaskID = c.old.TaskID
+	c.bumped = &signed
+	return nil
+}
+
+// signRaw signs tx with the wallet's signer and encodes it.
+func (s *shard) signRaw(tx *types.Transaction, chainID *big.Int) (store.SignedTx, error) {
+	signed, err := s.wallet.Signer.SignTx(tx, chainID)
+	if err != nil {
+		return store.SignedTx{}, fmt.Errorf("signing nonce %d for %s: %w", tx.Nonce(), s.claim.Key, err)
+	}
+	raw, err := signed.MarshalBinary()
+	if err != nil {
+		return store.SignedTx{}, fmt.Errorf("encoding nonce %d's transaction: %w", tx.Nonce(), err)
+	}
+	return store.SignedTx{
+		Nonce: int64(tx.Nonce()), TxHash: signed.Hash().Hex(), Raw: raw, GasLimit: tx.Gas(),
+		MaxFeePerGas: tx.GasFeeCap(), MaxPriorityFeePerGas: tx.GasTipCap(),
+	}, nil
+}
+
+// Commit stores the bump (the write-ahead), or records that the price cap
+// stopped it and tells the operator.
+func (c *bumpCycle) Commit(ctx context.Context) error {
+	now := c.now()
+	if c.capped {
+		if c.old.Noop() {
+			c.job.log.Warn("eoa: a stalled no-op is at the price cap", "shard", c.claim.Key, "nonce", c.old.Nonce)
+			return nil
+		}
+		var news bool
+		err := c.fenced(ctx, func(tx *store.Store) error {
+			var err error
+			news, err = tx.TaskMarkPriceCapped(ctx, now, c.old.TaskID)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("recording the price cap of %s: %w", c.claim.Key, err)
+		}
+		if news {
+			c.job.log.Warn("eoa: stalled transaction at the price cap, not bumped; the task stays", "shard", c.claim.Key,
+				"task", c.old.TaskID, "nonce", c.old.Nonce, "max_fee_per_gas", c.old.MaxFeePerGas.String(), "price_cap", c.job.cfg.PriceCap.String())
+			if hook := c.job.cfg.OnPriceCapped; hook != nil {
+				hook(PriceCapped{Shard: c.claim.Key, Wallet: c.wallet.ID, TaskID: c.old.TaskID, Nonce: c.old.Nonce, FeeCap: c.old.MaxFeePerGas})
+			}
+		}
+		return nil
+	}
+	err := c.fenced(ctx, func(tx *store.Store) error {
+		return tx.AttemptBump(ctx, store.AttemptBumpParams{Now: now, ChainID: c.chainID(), Sender: c.sender, Old: c.old.TxHash, New: *c.bumped})
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		c.job.log.Info("eoa: the stalled attempt moved meanwhile, not bumped", "shard", c.claim.Key, "tx_hash", c.old.TxHash)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("storing the gas bump of %s: %w", c.claim.Key, err)
+	}
+	c.job.log.Info("eoa: stalled nonce, gas bump stored", "shard", c.claim.Key, "task", c.old.TaskID, "nonce", c.old.Nonce,
+		"old_tx_hash", c.old.TxHash, "tx_hash", c.bumped.TxHash, "max_fee_per_gas", c.bumped.MaxFeePerGas.String(),
+		"max_priority_fee_per_gas", c.bumped.MaxPriorityFeePerGas.String())
+	return nil
+}
+
+// Drop stores nothing: the next run looks again.
+func (c *bumpCycle) Drop(context.Context, error) error { return nil }
+
+// noopCycle fills nonces no live attempt holds with 0-value transfers to
+// the wallet itself, stored (attempts of no task) before the recover cycle
+// that follows broadcasts them.
+type noopCycle struct {
+	*shard
+	nonces []int64
+	why    string
+	signed []store.SignedTx
+}
+
+// Execute reads the fee suggestion and signs; it writes nothing.
+func (c *noopCycle) Execute(ctx context.Context) error {
+	if err := c.checkChain(ctx); err != nil {
+		return err
+	}
+	fees, err := ledgerCall(ctx, c.job, c.job.ledger.SuggestFees)
+	if err != nil {
+		return fmt.Errorf("reading the fee suggestion for no-ops of %s: %w", c.claim.Key, err)
+	}
+	chainID := big.NewInt(c.chainID())
+	self := common.Address(c.wallet.Address())
+	for _, n := range c.nonces {
+		tx := types.NewTx(&types.DynamicFeeTx{
+			ChainID: chainID, Nonce: uint64(n), GasTipCap: fees.TipCap, GasFeeCap: fees.FeeCap, Gas: params.TxGas,
+			To: &self, Value: new(big.Int),
+		})
+		signed, err := c.signRaw(tx, chainID)
+		if err != nil {
+			return err
+		}
+		c.signed = append(c.signed, signed)
+	}
+	return nil
+}
+
+// Commit stores the no-ops in one fenced transaction; a nonce taken or no
+// longer a gap meanwhile stores none of them (the next run looks again).
+func (c *noopCycle) Commit(ctx context.Context) error {
+	now := c.now()
+	err := c.fenced(ctx, func(tx *store.Store) error {
+		for _, n := range c.signed {
+			if err := tx.AttemptStoreNoop(ctx, store.AttemptStoreNoopParams{Now: now, ChainID: c.chainID(), Sender: c.sender, Tx: n}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var taken *store.NonceTakenError
+	var moved *store.NonceMovedError
+	if errors.As(err, &taken) || errors.As(err, &moved) {
+		c.job.log.Info("eoa: a no-op's nonce is no longer free, none stored", "shard", c.claim.Key, "error", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("storing the no-ops of %s: %w", c.claim.Key, err)
+	}
+	c.job.log.Info("eoa: no-ops stored", "shard", c.claim.Key, "nonces", c.nonces, "why", c.why)
+	return nil
+}
+
+// Drop stores nothing.
+func (c *noopCycle) Drop(context.Context, error) error { return nil }
+
+// balanceCycle reads the wallet's balance and records whether sending
+// pauses (below the threshold, which insufficient-funds refusals raise).
+type balanceCycle struct {
+	*shard
+	balance *big.Int
+}
+
+// Execute reads the balance.
+func (c *balanceCycle) Execute(ctx context.Context) error {
+	addr := c.wallet.Address()
+	b, err := ledgerCall(ctx, c.job, func(ctx context.Context) (*big.Int, error) { return c.job.ledger.BalanceAt(ctx, addr) })
+	if err != nil {
+		return fmt.Errorf("reading the balance of %s: %w", c.claim.Key, err)
+	}
+	c.balance = b
+	return nil
+}
+
+// Commit records the balance; below the threshold the run sends nothing.
+func (c *balanceCycle) Commit(ctx context.Context) error {
+	var h store.WalletHealth
+	err := c.fenced(ctx, func(tx *store.Store) error {
+		var err error
+		h, err = tx.WalletHealthSetBalance(ctx, c.now(), c.chainID(), c.sender, c.balance)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("recording the balance of %s: %w", c.claim.Key, err)
+	}
+	if h.Paused && !c.run.paused {
+		c.job.log.Warn("eoa: balance below the threshold, sending paused", "shard", c.claim.Key,
+			"balance_wei", h.Balance.String(), "threshold_wei", h.Threshold.String())
+	}
+	c.run.paused = h.Paused
+	return nil
+}
+
+// Drop records nothing; the run does not send (no balance known).
+func (c *balanceCycle) Drop(context.Context, error) error {
+	c.run.paused = true
+	return nil
+}
