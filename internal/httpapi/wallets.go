@@ -458,10 +458,11 @@ func taskPath(t store.Task) string {
 // written by apiTime (see batchJSON).
 type walletTaskJSON struct {
 	apigen.WalletTask
-	CreatedAt  apiTime  `json:"created_at"`
-	UpdatedAt  apiTime  `json:"updated_at"`
-	StartedAt  *apiTime `json:"started_at,omitempty"`
-	FinishedAt *apiTime `json:"finished_at,omitempty"`
+	CreatedAt     apiTime  `json:"created_at"`
+	UpdatedAt     apiTime  `json:"updated_at"`
+	StartedAt     *apiTime `json:"started_at,omitempty"`
+	FinishedAt    *apiTime `json:"finished_at,omitempty"`
+	PriceCappedAt *apiTime `json:"price_capped_at,omitempty"`
 }
 
 // walletTaskResultJSON and walletTaskPageJSON are the generated results
@@ -501,8 +502,43 @@ func toWalletTask(t store.Task, withData bool) walletTaskJSON {
 	if t.Error != "" {
 		o.Error = &t.Error
 	}
+	if t.Bumps > 0 {
+		o.Bumps = &t.Bumps
+	}
+	if t.Replacements > 0 {
+		o.Replacements = &t.Replacements
+	}
 	return walletTaskJSON{
 		WalletTask: o, CreatedAt: apiTime(t.CreatedAt), UpdatedAt: apiTime(t.UpdatedAt),
 		StartedAt: apiTimePtr(t.StartedAt), FinishedAt: apiTimePtr(t.FinishedAt),
+		PriceCappedAt: apiTimePtr(t.PriceCappedAt),
 	}
+}
+
+// GetWallet answers GET /v1/wallets/{wallet}: the wallet and its health.
+func (s *Server) GetWallet(c echo.Context, walletName apigen.Wallet) error {
+	w, err := s.walletFor(c, walletName, "path parameter wallet")
+	if err != nil {
+		return err
+	}
+	addr := w.Address().Hex()
+	out := apigen.WalletInfo{Wallet: w.ID, Address: addr, ChainID: w.ChainID}
+	h, err := s.store.WalletHealthGet(c.Request().Context(), w.ChainID, addr)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return err
+	default:
+		out.Health = &apigen.WalletHealth{
+			ChainNonce: h.ChainNonce, ChainNonceSince: h.ChainNonceSince, BalanceAt: h.BalanceAt,
+			Paused: h.Paused, Resets: h.Resets, LastResetAt: h.LastResetAt, LastResetFrom: h.LastResetFrom, LastResetTo: h.LastResetTo,
+		}
+		if h.Balance != nil {
+			out.Health.Balance = ptr(h.Balance.String())
+		}
+		if h.Threshold != nil {
+			out.Health.Threshold = ptr(h.Threshold.String())
+		}
+	}
+	return c.JSON(http.StatusOK, out)
 }

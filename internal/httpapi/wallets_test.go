@@ -461,6 +461,7 @@ func (f *walletFixture) walletRoutes(taskID string) map[string]func(headers ...s
 			return f.call(http.MethodPost, "/v1/wallets/main/webhooks", []byte(`{"url":"https://hooks.example/a"}`), h...)
 		},
 		"webhooks list": func(h ...string) httpResult { return f.call(http.MethodGet, "/v1/wallets/main/webhooks", nil, h...) },
+		"wallet":        func(h ...string) httpResult { return f.call(http.MethodGet, "/v1/wallets/main", nil, h...) },
 	}
 }
 

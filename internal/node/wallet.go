@@ -53,6 +53,17 @@ type WalletConfig struct {
 	// ReplacedAfter is how long a passed nonce whose hashes have no receipt
 	// waits before its attempt counts as replaced.
 	ReplacedAfter time.Duration
+	// StallTimeout, PriceCapWei, ResetGap, MaxRecycled, BalanceMaxAge and
+	// MaxReplacements keep a wallet moving when the chain does not
+	// cooperate (see eoa.Config): gas bumps and no-ops after a stall, the
+	// bump's price cap (decimal wei, "" or "0": none), nonce resets, freed
+	// nonces, balance health and replaced tasks.
+	StallTimeout    time.Duration
+	PriceCapWei     string
+	ResetGap        int
+	MaxRecycled     int
+	BalanceMaxAge   time.Duration
+	MaxReplacements int
 	// Shards configures the shard workers (seed 002).
 	Shards workers.Config
 	// RetentionAge is how long finished tasks are kept (0: forever);
@@ -96,6 +107,8 @@ func walletDefaults() WalletConfig {
 		Ledger:    WalletLedgerConfig{Kind: WalletLedgerEVM, Timeout: e.LedgerTimeout},
 		QueueType: string(store.QueuePriority), InFlight: e.InFlight,
 		FollowInterval: e.FollowInterval, ReplacedAfter: e.ReplacedAfter, CycleBudget: e.CycleBudget,
+		StallTimeout: e.StallTimeout, ResetGap: e.ResetGap, MaxRecycled: e.MaxRecycled,
+		BalanceMaxAge: e.BalanceMaxAge, MaxReplacements: e.MaxReplacements,
 		Shards:       workers.Defaults(),
 		RetentionAge: 7 * 24 * time.Hour, RetentionBatchSize: 1000, RetentionInterval: time.Minute,
 		Webhooks: webhook.Defaults(),
@@ -128,6 +141,9 @@ func (w *WalletConfig) validate() error {
 			return fmt.Errorf("--wallet-ledger-url: %w", err)
 		}
 	}
+	if _, err := w.priceCap(); err != nil {
+		return err
+	}
 	ec := w.eoaConfig(nil)
 	if err := ec.Validate(); err != nil {
 		return fmt.Errorf("wallet lane: %w (--send-tx-queue-type, --wallet-in-flight, --wallet-follow-interval)", err)
@@ -147,13 +163,30 @@ func (w *WalletConfig) validate() error {
 	return nil
 }
 
+// priceCap parses PriceCapWei: nil for none.
+func (w *WalletConfig) priceCap() (*big.Int, error) {
+	if w.PriceCapWei == "" || w.PriceCapWei == "0" {
+		return nil, nil
+	}
+	v, ok := new(big.Int).SetString(w.PriceCapWei, 10)
+	if !ok || v.Sign() < 0 || v.BitLen() > 256 {
+		return nil, fmt.Errorf("--wallet-price-cap %q: want a decimal amount of wei (0: no cap)", w.PriceCapWei)
+	}
+	return v, nil
+}
+
 // eoaConfig is the wallet worker's share of w.
 func (w *WalletConfig) eoaConfig(n *Node) eoa.Config {
 	c := eoa.Defaults()
 	c.InFlight, c.QueueType = w.InFlight, store.QueueType(w.QueueType)
 	c.LedgerTimeout, c.FollowInterval, c.ReplacedAfter, c.CycleBudget = w.Ledger.Timeout, w.FollowInterval, w.ReplacedAfter, w.CycleBudget
+	c.StallTimeout, c.ResetGap, c.MaxRecycled = w.StallTimeout, w.ResetGap, w.MaxRecycled
+	c.BalanceMaxAge, c.MaxReplacements = w.BalanceMaxAge, w.MaxReplacements
+	c.PriceCap, _ = w.priceCap() // validated
 	if n != nil {
 		c.DBTimeout, c.Clock, c.Logger = n.cfg.Loops.DBTimeout, n.clock, n.logger
+		m := n.metrics
+		c.OnPriceCapped = func(eoa.PriceCapped) { m.Transition("wallet", "price_capped", 1) }
 	}
 	return c
 }

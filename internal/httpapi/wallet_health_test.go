@@ -1,0 +1,62 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"math/big"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestWallets_GetWalletShowsItsAddressChainAndHealthOnceItHasRun(t *testing.T) {
+	t.Parallel()
+	f := setupWallets(t)
+	addr := f.main.Address().Hex()
+	resp := f.call(http.MethodGet, "/v1/wallets/main", nil, bearer(f.key)...)
+	require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
+	require.JSONEq(t, `{"wallet":"main","address":"`+addr+`","chain_id":1337}`, resp.Body, "no health before the wallet's first run")
+
+	ctx := context.Background()
+	require.NoError(t, f.db.Store.WalletHealthObserveNonce(ctx, t0, walletChain, addr, 7))
+	_, err := f.db.Store.WalletHealthSetBalance(ctx, t0, walletChain, addr, big.NewInt(5))
+	require.NoError(t, err)
+	require.NoError(t, f.db.Store.WalletHealthRaiseThreshold(ctx, t0, walletChain, addr, big.NewInt(100)))
+	resp = f.call(http.MethodGet, "/v1/wallets/main", nil, bearer(f.key)...)
+	require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
+	var got struct {
+		Health struct {
+			ChainNonce *int64  `json:"chain_nonce"`
+			Balance    *string `json:"balance"`
+			Threshold  *string `json:"threshold"`
+			Paused     bool    `json:"paused"`
+			Resets     int     `json:"resets"`
+		} `json:"health"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(resp.Body), &got))
+	require.NotNil(t, got.Health.ChainNonce)
+	require.EqualValues(t, 7, *got.Health.ChainNonce)
+	require.NotNil(t, got.Health.Threshold)
+	require.Equal(t, "100", *got.Health.Threshold)
+
+	// Another wallet's key gets the same 404 as an unknown wallet.
+	resp = f.call(http.MethodGet, "/v1/wallets/main", nil, bearer(f.otherKey)...)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, resp.Body)
+}
+
+func TestWallets_ATaskShowsItsBumpsReplacementsAndPriceCap(t *testing.T) {
+	t.Parallel()
+	f := setupWallets(t)
+	id := decodeTask(t, f.sendTx("?task=true", txBody("1"))).Task.ID
+	resp := f.call(http.MethodGet, "/v1/wallets/main/tasks/"+id, nil, bearer(f.key)...)
+	require.NotContains(t, resp.Body, `"bumps"`, "a task never bumped shows no bumps")
+	_, err := f.db.Store.Pool().Exec(context.Background(),
+		`UPDATE ledgerq.wallet_tasks SET bumps = 2, replacements = 1, price_capped_at = $2 WHERE id = $1`, id, t0)
+	require.NoError(t, err)
+	resp = f.call(http.MethodGet, "/v1/wallets/main/tasks/"+id, nil, bearer(f.key)...)
+	require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
+	require.Contains(t, resp.Body, `"bumps":2`)
+	require.Contains(t, resp.Body, `"replacements":1`)
+	require.Contains(t, resp.Body, `"price_capped_at":"`+t0.Format("2006-01-02T15:04:05"))
+}
