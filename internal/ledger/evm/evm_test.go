@@ -204,8 +204,19 @@ func testSentTransactionIsMinedWithSuccessReceipt(t *testing.T, bd bundle) {
 	if err := bd.l.SendRawTransaction(ctx, raw(t, tx)); err != nil {
 		t.Fatalf("SendRawTransaction: %v", err)
 	}
-	if n, err := bd.l.PendingNonceAt(ctx, bd.from); err != nil || n != 1 {
-		t.Fatalf("PendingNonceAt = %d, %v; want 1", n, err)
+	// The pool promotes a new transaction in its own goroutine (go-ethereum
+	// adds it to the pool without waiting for the promotion): the pending
+	// nonce follows within moments, not necessarily at once.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := bd.l.PendingNonceAt(ctx, bd.from)
+		if err == nil && n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PendingNonceAt = %d, %v; want 1", n, err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	if bd.holdsBlocks {
 		if n, err := bd.l.NonceAt(ctx, bd.from); err != nil || n != 0 {
