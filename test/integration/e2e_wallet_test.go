@@ -35,9 +35,9 @@ type walletE2E struct {
 	recipient common.Address
 }
 
-func newWalletE2E(t *testing.T) *walletE2E {
+func newWalletE2E(t *testing.T, opts ...testgeth.Option) *walletE2E {
 	t.Helper()
-	g := testgeth.Start(t)
+	g := testgeth.Start(t, opts...)
 	e := &walletE2E{t: t, geth: g, db: testdb.New(t).URL, dir: t.TempDir(),
 		recipient: common.HexToAddress("0x000000000000000000000000000000000000dEaD")}
 	addr, file, passFile := newKeystoreWallet(t, e.dir, "e2e wallet passphrase")
@@ -118,6 +118,7 @@ type e2eTask struct {
 	Status string `json:"status"`
 	TxHash string `json:"tx_hash"`
 	Error  string `json:"error"`
+	Bumps  int    `json:"bumps"`
 }
 
 func (e *walletE2E) task(api, id string) e2eTask {
