@@ -150,26 +150,33 @@ WHERE chain_id = @chain_id AND sender = @sender AND state = 'sent' AND nonce < @
 ORDER BY nonce
 LIMIT @max;
 
--- name: AttemptMarkSent :execrows
+-- name: AttemptMarkSent :many
 -- Send or recover: the broadcast succeeded or its outcome is indeterminate
 -- (treated as sent). Only signed attempts move; rows through the primary key.
+-- Returns the moved attempts (their tasks are told: submitted).
 UPDATE ledgerq.tx_attempts
 SET state = 'sent', sent_at = @now::timestamptz, updated_at = @now::timestamptz, last_error = sqlc.narg(error)
-WHERE chain_id = @chain_id AND tx_hash = ANY(@tx_hashes::text[]) AND state = 'signed';
+WHERE chain_id = @chain_id AND tx_hash = ANY(@tx_hashes::text[]) AND state = 'signed'
+RETURNING *;
+
+-- name: TaskGetMany :many
+-- The tasks of attempts that changed, in id order, through the primary key.
+SELECT * FROM ledgerq.wallet_tasks WHERE id = ANY(@ids::text[]) ORDER BY id;
 
 -- name: AttemptConfirm :one
 -- Confirm: the attempt's receipt was found. Returns its task.
 UPDATE ledgerq.tx_attempts
 SET state = 'confirmed', confirmed_at = @now::timestamptz, updated_at = @now::timestamptz
 WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('signed', 'sent')
-RETURNING task_id;
+RETURNING task_id, nonce;
 
--- name: AttemptDropByTask :execrows
+-- name: AttemptDropByTask :many
 -- A task that failed deterministically: its live, unmined attempts will never
 -- be mined, and their nonces are free again (recycling them is the next step).
 UPDATE ledgerq.tx_attempts
 SET state = 'dropped', last_error = @error::text, updated_at = @now::timestamptz
-WHERE task_id = @task_id AND state IN ('signed', 'sent');
+WHERE task_id = @task_id AND state IN ('signed', 'sent')
+RETURNING tx_hash, nonce;
 
 -- name: AttemptListByTask :many
 SELECT * FROM ledgerq.tx_attempts WHERE task_id = @task_id ORDER BY created_at, tx_hash;
@@ -230,11 +237,11 @@ WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state = 'sent';
 -- name: AttemptDrop :one
 -- A live, unmined attempt that will never be mined (its nonce went to another
 -- transaction, or it was signed and never broadcast and is released) is
--- dropped; its nonce is free again. Returns its task.
+-- dropped; its nonce is free again. Returns its task and nonce.
 UPDATE ledgerq.tx_attempts
 SET state = 'dropped', last_error = @error::text, updated_at = @now::timestamptz
 WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('signed', 'sent')
-RETURNING task_id;
+RETURNING task_id, nonce;
 
 -- name: TaskRequeue :one
 -- The task's only live attempt was dropped without being mined: the task goes
@@ -336,7 +343,7 @@ UPDATE ledgerq.tx_attempts
 SET state = 'confirmed', confirmed_at = @now::timestamptz, updated_at = @now::timestamptz
 WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state = 'dropped'
   AND task_id IS NOT DISTINCT FROM sqlc.narg(task_id)::text
-RETURNING task_id;
+RETURNING task_id, nonce;
 
 -- name: TaskCountBump :execrows
 UPDATE ledgerq.wallet_tasks

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -10,6 +11,8 @@ import (
 	"fmt"
 	"math/big"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -297,22 +300,34 @@ type TaskCancelParams struct {
 }
 
 // TaskCancel cancels the wallet's task if it is still waiting (seed 004: an
-// aborted task ends in Error): it returns true and the cancelled task. A task
-// that has started or ended is left alone: it returns false and the task as
-// it is. A missing task, or one of another wallet, is ErrNotFound.
+// aborted task ends in Error): it returns true and the cancelled task, and
+// emits failed in the same transaction. A task that has started or ended is
+// left alone: it returns false and the task as it is. A missing task, or one
+// of another wallet, is ErrNotFound.
 func (s *Store) TaskCancel(ctx context.Context, p TaskCancelParams) (Task, bool, error) {
-	row, err := one(s.q.TaskCancel(ctx, dbsqlc.TaskCancelParams{Now: p.Now, ID: p.ID, WalletID: p.Wallet}))
-	switch {
-	case err == nil:
-		return taskFromRow(row), true, nil
-	case !errors.Is(err, ErrNotFound):
-		return Task{}, false, fmt.Errorf("cancelling task %q of wallet %q: %w", p.ID, p.Wallet, err)
-	}
-	row, err = one(s.q.TaskGet(ctx, dbsqlc.TaskGetParams{ID: p.ID, WalletID: p.Wallet}))
+	var out Task
+	var cancelled bool
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		row, err := one(q.TaskCancel(ctx, dbsqlc.TaskCancelParams{Now: p.Now, ID: p.ID, WalletID: p.Wallet}))
+		switch {
+		case err == nil:
+			out, cancelled = taskFromRow(row), true
+			_, err := emitWebhookEvents(ctx, q, p.Now, []WebhookEvent{TaskWebhookEvent(WebhookFailed, out, "", nil)})
+			return err
+		case !errors.Is(err, ErrNotFound):
+			return fmt.Errorf("cancelling task %q of wallet %q: %w", p.ID, p.Wallet, err)
+		}
+		row, err = one(q.TaskGet(ctx, dbsqlc.TaskGetParams{ID: p.ID, WalletID: p.Wallet}))
+		if err != nil {
+			return fmt.Errorf("reading task %q of wallet %q: %w", p.ID, p.Wallet, err)
+		}
+		out, cancelled = taskFromRow(row), false
+		return nil
+	})
 	if err != nil {
-		return Task{}, false, fmt.Errorf("reading task %q of wallet %q: %w", p.ID, p.Wallet, err)
+		return Task{}, false, err
 	}
-	return taskFromRow(row), false, nil
+	return out, cancelled, nil
 }
 
 // TaskNextWaitingParams select a wallet's next waiting tasks.
@@ -358,8 +373,9 @@ type TaskFailParams struct {
 
 // TaskFail ends a waiting or executing task in Error with the reason (a
 // deterministic send failure) and drops its live, unmined attempts: they
-// will never be mined. It returns ErrNotFound if the task is not waiting or
-// executing.
+// will never be mined. It emits failed in the same transaction, naming the
+// dropped attempt (a task has at most one live attempt) when there was one.
+// It returns ErrNotFound if the task is not waiting or executing.
 func (s *Store) TaskFail(ctx context.Context, p TaskFailParams) (Task, error) {
 	if p.Reason == "" {
 		return Task{}, fmt.Errorf("failing task %q: no reason given", p.ID)
@@ -370,11 +386,17 @@ func (s *Store) TaskFail(ctx context.Context, p TaskFailParams) (Task, error) {
 		if err != nil {
 			return fmt.Errorf("failing task %q: %w", p.ID, err)
 		}
-		if _, err := q.AttemptDropByTask(ctx, dbsqlc.AttemptDropByTaskParams{Now: p.Now, TaskID: &p.ID, Error: p.Reason}); err != nil {
+		dropped, err := q.AttemptDropByTask(ctx, dbsqlc.AttemptDropByTaskParams{Now: p.Now, TaskID: &p.ID, Error: p.Reason})
+		if err != nil {
 			return fmt.Errorf("dropping the attempts of task %q: %w", p.ID, err)
 		}
 		out = taskFromRow(row)
-		return nil
+		ev := TaskWebhookEvent(WebhookFailed, out, "", nil)
+		if len(dropped) > 0 {
+			ev = TaskWebhookEvent(WebhookFailed, out, dropped[0].TxHash, &dropped[0].Nonce)
+		}
+		_, err = emitWebhookEvents(ctx, q, p.Now, []WebhookEvent{ev})
+		return err
 	})
 	return out, err
 }
@@ -755,7 +777,11 @@ type AttemptMarkSentParams struct {
 }
 
 // AttemptMarkSent moves signed attempts to sent and returns how many moved;
-// attempts in any other state are left alone.
+// attempts in any other state are left alone. In the same transaction each
+// moved attempt of a task emits submitted with its hash and nonce, in nonce
+// order: an attempt marked sent again (a new broadcast of the same bytes)
+// moves nothing and emits nothing, and a gas bump, a new attempt, emits
+// submitted again with its new hash. No-ops emit nothing.
 func (s *Store) AttemptMarkSent(ctx context.Context, p AttemptMarkSentParams) (int64, error) {
 	hashes := make([]string, len(p.TxHashes))
 	for i, h := range p.TxHashes {
@@ -765,11 +791,57 @@ func (s *Store) AttemptMarkSent(ctx context.Context, p AttemptMarkSentParams) (i
 	if p.Error != "" {
 		qp.Error = &p.Error
 	}
-	n, err := s.q.AttemptMarkSent(ctx, qp)
+	var n int64
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		rows, err := q.AttemptMarkSent(ctx, qp)
+		if err != nil {
+			return fmt.Errorf("marking attempts sent: %w", err)
+		}
+		n = int64(len(rows))
+		return emitSubmitted(ctx, q, p.Now, rows)
+	})
 	if err != nil {
-		return 0, fmt.Errorf("marking attempts sent: %w", err)
+		return 0, err
 	}
 	return n, nil
+}
+
+// emitSubmitted emits submitted for the attempts of tasks that moved to
+// sent, in nonce order.
+func emitSubmitted(ctx context.Context, q *dbsqlc.Queries, now time.Time, moved []dbsqlc.LedgerqTxAttempt) error {
+	var ids []string
+	for _, a := range moved {
+		if a.TaskID != nil {
+			ids = append(ids, *a.TaskID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := q.TaskGetMany(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("reading the tasks of %d sent attempts: %w", len(ids), err)
+	}
+	tasks := make(map[string]Task, len(rows))
+	for _, r := range rows {
+		tasks[r.ID] = taskFromRow(r)
+	}
+	slices.SortFunc(moved, func(a, b dbsqlc.LedgerqTxAttempt) int {
+		return cmp.Or(cmp.Compare(a.Nonce, b.Nonce), strings.Compare(a.TxHash, b.TxHash))
+	})
+	events := make([]WebhookEvent, 0, len(ids))
+	for _, a := range moved {
+		if a.TaskID == nil {
+			continue
+		}
+		t, ok := tasks[*a.TaskID]
+		if !ok {
+			return fmt.Errorf("reading the task of sent attempt %s: %w", a.TxHash, ErrNotFound)
+		}
+		events = append(events, TaskWebhookEvent(WebhookSubmitted, t, a.TxHash, &a.Nonce))
+	}
+	_, err = emitWebhookEvents(ctx, q, now, events)
+	return err
 }
 
 // AttemptConfirmParams record a receipt.
@@ -788,8 +860,8 @@ type AttemptConfirmParams struct {
 
 // AttemptConfirm records that the attempt was mined: in one transaction the
 // attempt becomes confirmed and its task done with the attempt's hash (and
-// reverted as the receipt says); a no-op has no task (the zero Task). It
-// returns the task, or ErrNotFound when the attempt is not live (or, with
+// reverted as the receipt says), and confirmed is emitted with the mined
+// hash and nonce; a no-op has no task (the zero Task). It returns the task, or ErrNotFound when the attempt is not live (or, with
 // p.Live, the superseded hash is not Live's task's) or its task is not
 // executing (nothing changes then).
 func (s *Store) AttemptConfirm(ctx context.Context, p AttemptConfirmParams) (Task, error) {
@@ -797,19 +869,25 @@ func (s *Store) AttemptConfirm(ctx context.Context, p AttemptConfirmParams) (Tas
 	var out Task
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
 		var taskID *string
-		var err error
+		var nonce int64
 		if live == "" || live == hash {
-			taskID, err = one(q.AttemptConfirm(ctx, dbsqlc.AttemptConfirmParams{Now: p.Now, ChainID: p.ChainID, TxHash: hash}))
+			r, err := one(q.AttemptConfirm(ctx, dbsqlc.AttemptConfirmParams{Now: p.Now, ChainID: p.ChainID, TxHash: hash}))
+			if err != nil {
+				return fmt.Errorf("confirming attempt %s: %w", hash, err)
+			}
+			taskID, nonce = r.TaskID, r.Nonce
 		} else {
 			// The live bump leaves the live set first: the unique index
 			// holds one live attempt per nonce at every row.
-			taskID, err = one(q.AttemptDrop(ctx, dbsqlc.AttemptDropParams{Error: "superseded attempt " + hash + " was mined", Now: p.Now, ChainID: p.ChainID, TxHash: live}))
-			if err == nil {
-				taskID, err = one(q.AttemptConfirmSuperseded(ctx, dbsqlc.AttemptConfirmSupersededParams{Now: p.Now, ChainID: p.ChainID, TxHash: hash, TaskID: taskID}))
+			d, err := one(q.AttemptDrop(ctx, dbsqlc.AttemptDropParams{Error: "superseded attempt " + hash + " was mined", Now: p.Now, ChainID: p.ChainID, TxHash: live}))
+			if err != nil {
+				return fmt.Errorf("confirming attempt %s: %w", hash, err)
 			}
-		}
-		if err != nil {
-			return fmt.Errorf("confirming attempt %s: %w", hash, err)
+			r, err := one(q.AttemptConfirmSuperseded(ctx, dbsqlc.AttemptConfirmSupersededParams{Now: p.Now, ChainID: p.ChainID, TxHash: hash, TaskID: d.TaskID}))
+			if err != nil {
+				return fmt.Errorf("confirming attempt %s: %w", hash, err)
+			}
+			taskID, nonce = r.TaskID, r.Nonce
 		}
 		if taskID == nil {
 			return nil // a no-op
@@ -819,7 +897,8 @@ func (s *Store) AttemptConfirm(ctx context.Context, p AttemptConfirmParams) (Tas
 			return fmt.Errorf("finishing task %q of attempt %s: %w", *taskID, hash, err)
 		}
 		out = taskFromRow(row)
-		return nil
+		_, err = emitWebhookEvents(ctx, q, p.Now, []WebhookEvent{TaskWebhookEvent(WebhookConfirmed, out, hash, &nonce)})
+		return err
 	})
 	return out, err
 }

@@ -136,7 +136,9 @@ type AttemptRequeueParams struct {
 // and puts its task back to waiting, in one transaction: the task is sent
 // again with a new nonce, and the attempt's nonce is free. A replaced task
 // that already went back MaxReplacements times ends in error instead. A
-// no-op's attempt is only dropped (the zero Task). It returns the task, or
+// replaced task emits replaced (with the dropped hash and nonce), and failed
+// too when it ends in error, in the same transaction; other requeues emit
+// nothing. A no-op's attempt is only dropped (the zero Task). It returns the task, or
 // ErrNotFound when the attempt was not live or its task not executing
 // (nothing changes then).
 func (s *Store) AttemptRequeue(ctx context.Context, p AttemptRequeueParams) (Task, error) {
@@ -146,10 +148,11 @@ func (s *Store) AttemptRequeue(ctx context.Context, p AttemptRequeueParams) (Tas
 	hash := lowerHex(p.TxHash)
 	var out Task
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
-		taskID, err := one(q.AttemptDrop(ctx, dbsqlc.AttemptDropParams{Error: p.Reason, Now: p.Now, ChainID: p.ChainID, TxHash: hash}))
+		dropped, err := one(q.AttemptDrop(ctx, dbsqlc.AttemptDropParams{Error: p.Reason, Now: p.Now, ChainID: p.ChainID, TxHash: hash}))
 		if err != nil {
 			return fmt.Errorf("dropping attempt %s: %w", hash, err)
 		}
+		taskID := dropped.TaskID
 		if taskID == nil {
 			return nil // a no-op
 		}
@@ -168,7 +171,15 @@ func (s *Store) AttemptRequeue(ctx context.Context, p AttemptRequeueParams) (Tas
 			return fmt.Errorf("requeueing task %q of attempt %s: %w", *taskID, hash, err)
 		}
 		out = taskFromRow(row)
-		return nil
+		if !p.Replaced {
+			return nil
+		}
+		events := []WebhookEvent{TaskWebhookEvent(WebhookReplaced, out, hash, &dropped.Nonce)}
+		if out.Status == TaskError {
+			events = append(events, TaskWebhookEvent(WebhookFailed, out, hash, &dropped.Nonce))
+		}
+		_, err = emitWebhookEvents(ctx, q, p.Now, events)
+		return err
 	})
 	return out, err
 }

@@ -16,7 +16,7 @@ const attemptConfirm = `-- name: AttemptConfirm :one
 UPDATE ledgerq.tx_attempts
 SET state = 'confirmed', confirmed_at = $1::timestamptz, updated_at = $1::timestamptz
 WHERE chain_id = $2 AND tx_hash = $3 AND state IN ('signed', 'sent')
-RETURNING task_id
+RETURNING task_id, nonce
 `
 
 type AttemptConfirmParams struct {
@@ -25,12 +25,17 @@ type AttemptConfirmParams struct {
 	TxHash  string
 }
 
+type AttemptConfirmRow struct {
+	TaskID *string
+	Nonce  int64
+}
+
 // Confirm: the attempt's receipt was found. Returns its task.
-func (q *Queries) AttemptConfirm(ctx context.Context, arg AttemptConfirmParams) (*string, error) {
+func (q *Queries) AttemptConfirm(ctx context.Context, arg AttemptConfirmParams) (AttemptConfirmRow, error) {
 	row := q.db.QueryRow(ctx, attemptConfirm, arg.Now, arg.ChainID, arg.TxHash)
-	var task_id *string
-	err := row.Scan(&task_id)
-	return task_id, err
+	var i AttemptConfirmRow
+	err := row.Scan(&i.TaskID, &i.Nonce)
+	return i, err
 }
 
 const attemptConfirmSuperseded = `-- name: AttemptConfirmSuperseded :one
@@ -38,7 +43,7 @@ UPDATE ledgerq.tx_attempts
 SET state = 'confirmed', confirmed_at = $1::timestamptz, updated_at = $1::timestamptz
 WHERE chain_id = $2 AND tx_hash = $3 AND state = 'dropped'
   AND task_id IS NOT DISTINCT FROM $4::text
-RETURNING task_id
+RETURNING task_id, nonce
 `
 
 type AttemptConfirmSupersededParams struct {
@@ -48,25 +53,30 @@ type AttemptConfirmSupersededParams struct {
 	TaskID  *string
 }
 
+type AttemptConfirmSupersededRow struct {
+	TaskID *string
+	Nonce  int64
+}
+
 // Confirm: a superseded attempt of a nonce was the one mined (its bump was
 // dropped first, in the same transaction).
-func (q *Queries) AttemptConfirmSuperseded(ctx context.Context, arg AttemptConfirmSupersededParams) (*string, error) {
+func (q *Queries) AttemptConfirmSuperseded(ctx context.Context, arg AttemptConfirmSupersededParams) (AttemptConfirmSupersededRow, error) {
 	row := q.db.QueryRow(ctx, attemptConfirmSuperseded,
 		arg.Now,
 		arg.ChainID,
 		arg.TxHash,
 		arg.TaskID,
 	)
-	var task_id *string
-	err := row.Scan(&task_id)
-	return task_id, err
+	var i AttemptConfirmSupersededRow
+	err := row.Scan(&i.TaskID, &i.Nonce)
+	return i, err
 }
 
 const attemptDrop = `-- name: AttemptDrop :one
 UPDATE ledgerq.tx_attempts
 SET state = 'dropped', last_error = $1::text, updated_at = $2::timestamptz
 WHERE chain_id = $3 AND tx_hash = $4 AND state IN ('signed', 'sent')
-RETURNING task_id
+RETURNING task_id, nonce
 `
 
 type AttemptDropParams struct {
@@ -76,25 +86,31 @@ type AttemptDropParams struct {
 	TxHash  string
 }
 
+type AttemptDropRow struct {
+	TaskID *string
+	Nonce  int64
+}
+
 // A live, unmined attempt that will never be mined (its nonce went to another
 // transaction, or it was signed and never broadcast and is released) is
-// dropped; its nonce is free again. Returns its task.
-func (q *Queries) AttemptDrop(ctx context.Context, arg AttemptDropParams) (*string, error) {
+// dropped; its nonce is free again. Returns its task and nonce.
+func (q *Queries) AttemptDrop(ctx context.Context, arg AttemptDropParams) (AttemptDropRow, error) {
 	row := q.db.QueryRow(ctx, attemptDrop,
 		arg.Error,
 		arg.Now,
 		arg.ChainID,
 		arg.TxHash,
 	)
-	var task_id *string
-	err := row.Scan(&task_id)
-	return task_id, err
+	var i AttemptDropRow
+	err := row.Scan(&i.TaskID, &i.Nonce)
+	return i, err
 }
 
-const attemptDropByTask = `-- name: AttemptDropByTask :execrows
+const attemptDropByTask = `-- name: AttemptDropByTask :many
 UPDATE ledgerq.tx_attempts
 SET state = 'dropped', last_error = $1::text, updated_at = $2::timestamptz
 WHERE task_id = $3 AND state IN ('signed', 'sent')
+RETURNING tx_hash, nonce
 `
 
 type AttemptDropByTaskParams struct {
@@ -103,14 +119,31 @@ type AttemptDropByTaskParams struct {
 	TaskID *string
 }
 
+type AttemptDropByTaskRow struct {
+	TxHash string
+	Nonce  int64
+}
+
 // A task that failed deterministically: its live, unmined attempts will never
 // be mined, and their nonces are free again (recycling them is the next step).
-func (q *Queries) AttemptDropByTask(ctx context.Context, arg AttemptDropByTaskParams) (int64, error) {
-	result, err := q.db.Exec(ctx, attemptDropByTask, arg.Error, arg.Now, arg.TaskID)
+func (q *Queries) AttemptDropByTask(ctx context.Context, arg AttemptDropByTaskParams) ([]AttemptDropByTaskRow, error) {
+	rows, err := q.db.Query(ctx, attemptDropByTask, arg.Error, arg.Now, arg.TaskID)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	items := []AttemptDropByTaskRow{}
+	for rows.Next() {
+		var i AttemptDropByTaskRow
+		if err := rows.Scan(&i.TxHash, &i.Nonce); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const attemptHashesOfNonce = `-- name: AttemptHashesOfNonce :many
@@ -325,10 +358,11 @@ func (q *Queries) AttemptLiveAt(ctx context.Context, arg AttemptLiveAtParams) (L
 	return i, err
 }
 
-const attemptMarkSent = `-- name: AttemptMarkSent :execrows
+const attemptMarkSent = `-- name: AttemptMarkSent :many
 UPDATE ledgerq.tx_attempts
 SET state = 'sent', sent_at = $1::timestamptz, updated_at = $1::timestamptz, last_error = $2
 WHERE chain_id = $3 AND tx_hash = ANY($4::text[]) AND state = 'signed'
+RETURNING chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by
 `
 
 type AttemptMarkSentParams struct {
@@ -340,17 +374,47 @@ type AttemptMarkSentParams struct {
 
 // Send or recover: the broadcast succeeded or its outcome is indeterminate
 // (treated as sent). Only signed attempts move; rows through the primary key.
-func (q *Queries) AttemptMarkSent(ctx context.Context, arg AttemptMarkSentParams) (int64, error) {
-	result, err := q.db.Exec(ctx, attemptMarkSent,
+// Returns the moved attempts (their tasks are told: submitted).
+func (q *Queries) AttemptMarkSent(ctx context.Context, arg AttemptMarkSentParams) ([]LedgerqTxAttempt, error) {
+	rows, err := q.db.Query(ctx, attemptMarkSent,
 		arg.Now,
 		arg.Error,
 		arg.ChainID,
 		arg.TxHashes,
 	)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	items := []LedgerqTxAttempt{}
+	for rows.Next() {
+		var i LedgerqTxAttempt
+		if err := rows.Scan(
+			&i.ChainID,
+			&i.TxHash,
+			&i.TaskID,
+			&i.Sender,
+			&i.Nonce,
+			&i.Raw,
+			&i.GasLimit,
+			&i.MaxFeePerGas,
+			&i.MaxPriorityFeePerGas,
+			&i.State,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.SentAt,
+			&i.ConfirmedAt,
+			&i.SupersededBy,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const attemptMaxLiveNonce = `-- name: AttemptMaxLiveNonce :one
@@ -888,6 +952,55 @@ func (q *Queries) TaskGetByIdempotencyKey(ctx context.Context, arg TaskGetByIdem
 		&i.PriceCappedAt,
 	)
 	return i, err
+}
+
+const taskGetMany = `-- name: TaskGetMany :many
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at FROM ledgerq.wallet_tasks WHERE id = ANY($1::text[]) ORDER BY id
+`
+
+// The tasks of attempts that changed, in id order, through the primary key.
+func (q *Queries) TaskGetMany(ctx context.Context, ids []string) ([]LedgerqWalletTask, error) {
+	rows, err := q.db.Query(ctx, taskGetMany, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LedgerqWalletTask{}
+	for rows.Next() {
+		var i LedgerqWalletTask
+		if err := rows.Scan(
+			&i.ID,
+			&i.WalletID,
+			&i.ChainID,
+			&i.Sender,
+			&i.Priority,
+			&i.Status,
+			&i.ToAddress,
+			&i.ValueWei,
+			&i.Data,
+			&i.GasLimit,
+			&i.IdempotencyKey,
+			&i.RequestHash,
+			&i.TxHash,
+			&i.Error,
+			&i.Reverted,
+			&i.Cancelled,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.StartedAt,
+			&i.FinishedAt,
+			&i.Bumps,
+			&i.Replacements,
+			&i.PriceCappedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const taskInsert = `-- name: TaskInsert :one
