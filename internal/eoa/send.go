@@ -126,7 +126,7 @@ func (c *sendCycle) Execute(ctx context.Context) error {
 		if reuse {
 			nonce = c.freed[i]
 		}
-		signed, err := c.sign(p, uint64(nonce), fees, chainID)
+		signed, err := c.sign(p, uint64(nonce), taskFees(p.task.Request, fees), chainID)
 		if err != nil {
 			return err
 		}
@@ -137,6 +137,28 @@ func (c *sendCycle) Execute(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// taskFees are the fees of a task's first transaction: those its request
+// names, else the node's suggestion. A tip without a fee cap gets the
+// suggestion's room for the base fee (2 × base fee) on top of it; a fee cap
+// below the tip is raised to it.
+func taskFees(r store.TaskRequest, suggested ledger.Fees) ledger.Fees {
+	if r.TipCap == nil && r.FeeCap == nil {
+		return suggested
+	}
+	f := ledger.Fees{TipCap: suggested.TipCap, FeeCap: r.FeeCap}
+	if r.TipCap != nil {
+		f.TipCap = r.TipCap
+	}
+	if f.FeeCap == nil {
+		room := new(big.Int).Sub(suggested.FeeCap, suggested.TipCap)
+		f.FeeCap = room.Add(room, f.TipCap)
+	}
+	if f.FeeCap.Cmp(f.TipCap) < 0 {
+		f.TipCap = f.FeeCap
+	}
+	return f
 }
 
 // gasOf is the task's gas limit, or the node's estimate.

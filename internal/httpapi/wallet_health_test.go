@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math/big"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -59,4 +60,30 @@ func TestWallets_ATaskShowsItsBumpsReplacementsAndPriceCap(t *testing.T) {
 	require.Contains(t, resp.Body, `"bumps":2`)
 	require.Contains(t, resp.Body, `"replacements":1`)
 	require.Contains(t, resp.Body, `"price_capped_at":"`+t0.Format("2006-01-02T15:04:05"))
+}
+
+func TestWallets_SendTxTakesTheFirstTransactionsFeesAndRefusesBadOnes(t *testing.T) {
+	t.Parallel()
+	f := setupWallets(t)
+	body := `{"to":"` + recipient + `","value":"1","max_priority_fee_per_gas":"1000000000","max_fee_per_gas":"0x77359400"}`
+	resp := f.sendTx("?task=true", body, "Idempotency-Key", "fees-1")
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, resp.Body)
+	require.Contains(t, resp.Body, `"max_priority_fee_per_gas":"1000000000"`)
+	require.Contains(t, resp.Body, `"max_fee_per_gas":"2000000000"`)
+	task := f.onlyTask()
+	require.Equal(t, "1000000000", task.Request.TipCap.String())
+	// The same key with another tip is another request.
+	resp = f.sendTx("?task=true", strings.Replace(body, `"1000000000"`, `"1000000001"`, 1), "Idempotency-Key", "fees-1")
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, resp.Body)
+	for b, want := range map[string]string{
+		`{"to":"` + recipient + `","max_priority_fee_per_gas":"-1"}`:                                 "field max_priority_fee_per_gas",
+		`{"to":"` + recipient + `","max_fee_per_gas":"1.5"}`:                                         "field max_fee_per_gas",
+		`{"to":"` + recipient + `","max_priority_fee_per_gas":"5","max_fee_per_gas":"4"}`:            "at least max_priority_fee_per_gas",
+		`{"to":"` + recipient + `","max_priority_fee_per_gas":"0x1` + strings.Repeat("0", 64) + `"}`: "field max_priority_fee_per_gas",
+	} {
+		resp := f.sendTx("?task=true", b)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", b, resp.Body)
+		require.Contains(t, resp.Body, want, b)
+	}
+	require.Equal(t, task.ID, f.onlyTask().ID, "a refused request stores nothing")
 }

@@ -390,6 +390,23 @@ func validateSendTx(b apigen.SendTxRequest) (store.TaskRequest, *Error) {
 		g := uint64(*b.GasLimit)
 		req.GasLimit = &g
 	}
+	for _, f := range []struct {
+		name string
+		in   *string
+		out  **big.Int
+	}{{"max_priority_fee_per_gas", b.MaxPriorityFeePerGas, &req.TipCap}, {"max_fee_per_gas", b.MaxFeePerGas, &req.FeeCap}} {
+		if f.in == nil {
+			continue
+		}
+		v, ok := parseUint256(*f.in)
+		if !ok {
+			return req, errorf(http.StatusBadRequest, "field %s: must be a whole number of wei from 0 to 2^256-1, as a decimal string or 0x hex", f.name)
+		}
+		*f.out = v
+	}
+	if req.TipCap != nil && req.FeeCap != nil && req.TipCap.Cmp(req.FeeCap) > 0 {
+		return req, errorf(http.StatusBadRequest, "field max_fee_per_gas: must be at least max_priority_fee_per_gas (%s)", req.TipCap)
+	}
 	return req, nil
 }
 
@@ -501,6 +518,12 @@ func toWalletTask(t store.Task, withData bool) walletTaskJSON {
 	}
 	if t.Error != "" {
 		o.Error = &t.Error
+	}
+	if t.Request.TipCap != nil {
+		o.MaxPriorityFeePerGas = ptr(t.Request.TipCap.String())
+	}
+	if t.Request.FeeCap != nil {
+		o.MaxFeePerGas = ptr(t.Request.FeeCap.String())
 	}
 	if t.Bumps > 0 {
 		o.Bumps = &t.Bumps

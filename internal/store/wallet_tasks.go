@@ -72,6 +72,10 @@ type TaskRequest struct {
 	Data  []byte
 	// GasLimit is nil when the worker is to estimate it.
 	GasLimit *uint64
+	// TipCap and FeeCap are the fees (wei per gas) the request asked for its
+	// first transaction; nil: the node's suggestion (FeeCap: 2 × base fee +
+	// tip). Gas bumps raise them.
+	TipCap, FeeCap *big.Int
 }
 
 // Task is one row of ledgerq.wallet_tasks.
@@ -118,6 +122,12 @@ func taskFromRow(r dbsqlc.LedgerqWalletTask) Task {
 	if r.GasLimit != nil {
 		g := uint64(*r.GasLimit)
 		t.Request.GasLimit = &g
+	}
+	if r.TipCapWei.Valid {
+		t.Request.TipCap = bigFromNumeric(r.TipCapWei)
+	}
+	if r.FeeCapWei.Valid {
+		t.Request.FeeCap = bigFromNumeric(r.FeeCapWei)
 	}
 	if r.IdempotencyKey != nil {
 		t.IdempotencyKey = *r.IdempotencyKey
@@ -192,6 +202,18 @@ func TaskRequestHash(p TaskInsertParams) []byte {
 		field(nil)
 	}
 	field(binary.BigEndian.AppendUint32(nil, uint32(p.Priority)))
+	// Added later: only when set, so a request without them keeps the
+	// fingerprint it had before (a replay after an upgrade still matches).
+	if p.Request.TipCap != nil || p.Request.FeeCap != nil {
+		field([]byte("fees"))
+		for _, f := range []*big.Int{p.Request.TipCap, p.Request.FeeCap} {
+			if f == nil {
+				field(nil)
+			} else {
+				field(append([]byte{1}, f.Bytes()...))
+			}
+		}
+	}
 	return h.Sum(nil)
 }
 
@@ -212,6 +234,14 @@ func (s *Store) TaskInsert(ctx context.Context, p TaskInsertParams) (task Task, 
 	if p.Request.GasLimit != nil && *p.Request.GasLimit > 1<<63-1 {
 		return Task{}, false, fmt.Errorf("storing a task: gas limit %d out of range", *p.Request.GasLimit)
 	}
+	for _, f := range []*big.Int{p.Request.TipCap, p.Request.FeeCap} {
+		if f != nil && (f.Sign() < 0 || f.BitLen() > 256) {
+			return Task{}, false, fmt.Errorf("storing a task: fee %s is not a uint256", f)
+		}
+	}
+	if p.Request.TipCap != nil && p.Request.FeeCap != nil && p.Request.TipCap.Cmp(p.Request.FeeCap) > 0 {
+		return Task{}, false, fmt.Errorf("storing a task: tip %s above fee cap %s", p.Request.TipCap, p.Request.FeeCap)
+	}
 	hash := TaskRequestHash(p)
 	ins := dbsqlc.TaskInsertParams{
 		ID: newUUIDv7(p.Now), WalletID: p.Wallet, ChainID: p.ChainID, Sender: lowerHex(p.Sender), Priority: p.Priority,
@@ -224,6 +254,12 @@ func (s *Store) TaskInsert(ctx context.Context, p TaskInsertParams) (task Task, 
 	if p.Request.GasLimit != nil {
 		g := int64(*p.Request.GasLimit)
 		ins.GasLimit = &g
+	}
+	if p.Request.TipCap != nil {
+		ins.TipCapWei = numericFromBig(p.Request.TipCap)
+	}
+	if p.Request.FeeCap != nil {
+		ins.FeeCapWei = numericFromBig(p.Request.FeeCap)
 	}
 	if p.IdempotencyKey != "" {
 		ins.IdempotencyKey = &p.IdempotencyKey

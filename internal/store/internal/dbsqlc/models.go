@@ -705,6 +705,10 @@ type LedgerqWalletTask struct {
 	Replacements int32
 	// When a gas bump of the task was refused by the configured price cap (the operator is told; the task stays).
 	PriceCappedAt *time.Time
+	// The tip (max priority fee per gas, wei) the request asked for its first transaction; NULL: the node's suggestion. Bumps raise it.
+	TipCapWei pgtype.Numeric
+	// The fee cap (max fee per gas, wei) the request asked for its first transaction; NULL: 2 x base fee + tip. Never below tip_cap_wei.
+	FeeCapWei pgtype.Numeric
 }
 
 // Wallet lane at a glance: tasks per wallet, address and status, the oldest of each, and the address's next nonce.

@@ -686,7 +686,7 @@ const taskCancel = `-- name: TaskCancel :one
 UPDATE ledgerq.wallet_tasks
 SET status = 2, cancelled = true, error = 'cancelled', finished_at = $1::timestamptz, updated_at = $1::timestamptz
 WHERE id = $2 AND wallet_id = $3 AND status = 0
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei
 `
 
 type TaskCancelParams struct {
@@ -725,6 +725,8 @@ func (q *Queries) TaskCancel(ctx context.Context, arg TaskCancelParams) (Ledgerq
 		&i.Bumps,
 		&i.Replacements,
 		&i.PriceCappedAt,
+		&i.TipCapWei,
+		&i.FeeCapWei,
 	)
 	return i, err
 }
@@ -780,7 +782,7 @@ const taskFinishDone = `-- name: TaskFinishDone :one
 UPDATE ledgerq.wallet_tasks
 SET status = 3, tx_hash = $1, reverted = $2, finished_at = $3::timestamptz, updated_at = $3::timestamptz
 WHERE id = $4 AND status = 1
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei
 `
 
 type TaskFinishDoneParams struct {
@@ -824,6 +826,8 @@ func (q *Queries) TaskFinishDone(ctx context.Context, arg TaskFinishDoneParams) 
 		&i.Bumps,
 		&i.Replacements,
 		&i.PriceCappedAt,
+		&i.TipCapWei,
+		&i.FeeCapWei,
 	)
 	return i, err
 }
@@ -832,7 +836,7 @@ const taskFinishError = `-- name: TaskFinishError :one
 UPDATE ledgerq.wallet_tasks
 SET status = 2, error = $1::text, finished_at = $2::timestamptz, updated_at = $2::timestamptz
 WHERE id = $3 AND status IN (0, 1)
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei
 `
 
 type TaskFinishErrorParams struct {
@@ -869,12 +873,14 @@ func (q *Queries) TaskFinishError(ctx context.Context, arg TaskFinishErrorParams
 		&i.Bumps,
 		&i.Replacements,
 		&i.PriceCappedAt,
+		&i.TipCapWei,
+		&i.FeeCapWei,
 	)
 	return i, err
 }
 
 const taskGet = `-- name: TaskGet :one
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at FROM ledgerq.wallet_tasks WHERE id = $1 AND wallet_id = $2
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei FROM ledgerq.wallet_tasks WHERE id = $1 AND wallet_id = $2
 `
 
 type TaskGetParams struct {
@@ -910,12 +916,14 @@ func (q *Queries) TaskGet(ctx context.Context, arg TaskGetParams) (LedgerqWallet
 		&i.Bumps,
 		&i.Replacements,
 		&i.PriceCappedAt,
+		&i.TipCapWei,
+		&i.FeeCapWei,
 	)
 	return i, err
 }
 
 const taskGetByIdempotencyKey = `-- name: TaskGetByIdempotencyKey :one
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at FROM ledgerq.wallet_tasks WHERE wallet_id = $1 AND idempotency_key = $2
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei FROM ledgerq.wallet_tasks WHERE wallet_id = $1 AND idempotency_key = $2
 `
 
 type TaskGetByIdempotencyKeyParams struct {
@@ -950,12 +958,14 @@ func (q *Queries) TaskGetByIdempotencyKey(ctx context.Context, arg TaskGetByIdem
 		&i.Bumps,
 		&i.Replacements,
 		&i.PriceCappedAt,
+		&i.TipCapWei,
+		&i.FeeCapWei,
 	)
 	return i, err
 }
 
 const taskGetMany = `-- name: TaskGetMany :many
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at FROM ledgerq.wallet_tasks WHERE id = ANY($1::text[]) ORDER BY id
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei FROM ledgerq.wallet_tasks WHERE id = ANY($1::text[]) ORDER BY id
 `
 
 // The tasks of attempts that changed, in id order, through the primary key.
@@ -992,6 +1002,8 @@ func (q *Queries) TaskGetMany(ctx context.Context, ids []string) ([]LedgerqWalle
 			&i.Bumps,
 			&i.Replacements,
 			&i.PriceCappedAt,
+			&i.TipCapWei,
+			&i.FeeCapWei,
 		); err != nil {
 			return nil, err
 		}
@@ -1006,13 +1018,14 @@ func (q *Queries) TaskGetMany(ctx context.Context, ids []string) ([]LedgerqWalle
 const taskInsert = `-- name: TaskInsert :one
 INSERT INTO ledgerq.wallet_tasks (
     id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit,
-    idempotency_key, request_hash, created_at, updated_at
+    idempotency_key, request_hash, created_at, updated_at, tip_cap_wei, fee_cap_wei
 ) VALUES (
     $1, $2, $3, $4, $5, 0, $6, $7, $8, $9,
-    $10, $11, $12::timestamptz, $12::timestamptz
+    $10, $11, $12::timestamptz, $12::timestamptz,
+    $13::numeric, $14::numeric
 )
 ON CONFLICT (wallet_id, idempotency_key) DO NOTHING
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei
 `
 
 type TaskInsertParams struct {
@@ -1028,6 +1041,8 @@ type TaskInsertParams struct {
 	IdempotencyKey *string
 	RequestHash    []byte
 	Now            time.Time
+	TipCapWei      pgtype.Numeric
+	FeeCapWei      pgtype.Numeric
 }
 
 // Intake (seed 004, DESIGN §2.3): stores a send-tx task. A key already used by
@@ -1050,6 +1065,8 @@ func (q *Queries) TaskInsert(ctx context.Context, arg TaskInsertParams) (Ledgerq
 		arg.IdempotencyKey,
 		arg.RequestHash,
 		arg.Now,
+		arg.TipCapWei,
+		arg.FeeCapWei,
 	)
 	var i LedgerqWalletTask
 	err := row.Scan(
@@ -1076,12 +1093,14 @@ func (q *Queries) TaskInsert(ctx context.Context, arg TaskInsertParams) (Ledgerq
 		&i.Bumps,
 		&i.Replacements,
 		&i.PriceCappedAt,
+		&i.TipCapWei,
+		&i.FeeCapWei,
 	)
 	return i, err
 }
 
 const taskList = `-- name: TaskList :many
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at FROM ledgerq.wallet_tasks
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei FROM ledgerq.wallet_tasks
 WHERE wallet_id = $1
   AND ($2::smallint IS NULL OR status = $2::smallint)
   AND id > $3
@@ -1136,6 +1155,8 @@ func (q *Queries) TaskList(ctx context.Context, arg TaskListParams) ([]LedgerqWa
 			&i.Bumps,
 			&i.Replacements,
 			&i.PriceCappedAt,
+			&i.TipCapWei,
+			&i.FeeCapWei,
 		); err != nil {
 			return nil, err
 		}
@@ -1168,7 +1189,7 @@ func (q *Queries) TaskMarkPriceCapped(ctx context.Context, arg TaskMarkPriceCapp
 }
 
 const taskNextWaitingFIFO = `-- name: TaskNextWaitingFIFO :many
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at FROM ledgerq.wallet_tasks
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei FROM ledgerq.wallet_tasks
 WHERE chain_id = $1 AND sender = $2 AND status = 0
 ORDER BY created_at, id
 LIMIT $3
@@ -1215,6 +1236,8 @@ func (q *Queries) TaskNextWaitingFIFO(ctx context.Context, arg TaskNextWaitingFI
 			&i.Bumps,
 			&i.Replacements,
 			&i.PriceCappedAt,
+			&i.TipCapWei,
+			&i.FeeCapWei,
 		); err != nil {
 			return nil, err
 		}
@@ -1227,7 +1250,7 @@ func (q *Queries) TaskNextWaitingFIFO(ctx context.Context, arg TaskNextWaitingFI
 }
 
 const taskNextWaitingPriority = `-- name: TaskNextWaitingPriority :many
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at FROM ledgerq.wallet_tasks
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei FROM ledgerq.wallet_tasks
 WHERE chain_id = $1 AND sender = $2 AND status = 0
 ORDER BY priority DESC, created_at, id
 LIMIT $3
@@ -1276,6 +1299,8 @@ func (q *Queries) TaskNextWaitingPriority(ctx context.Context, arg TaskNextWaiti
 			&i.Bumps,
 			&i.Replacements,
 			&i.PriceCappedAt,
+			&i.TipCapWei,
+			&i.FeeCapWei,
 		); err != nil {
 			return nil, err
 		}
@@ -1291,7 +1316,7 @@ const taskRequeue = `-- name: TaskRequeue :one
 UPDATE ledgerq.wallet_tasks
 SET status = 0, started_at = NULL, updated_at = $1::timestamptz
 WHERE id = $2 AND status = 1
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei
 `
 
 type TaskRequeueParams struct {
@@ -1328,6 +1353,8 @@ func (q *Queries) TaskRequeue(ctx context.Context, arg TaskRequeueParams) (Ledge
 		&i.Bumps,
 		&i.Replacements,
 		&i.PriceCappedAt,
+		&i.TipCapWei,
+		&i.FeeCapWei,
 	)
 	return i, err
 }
@@ -1336,7 +1363,7 @@ const taskRequeueReplaced = `-- name: TaskRequeueReplaced :one
 UPDATE ledgerq.wallet_tasks
 SET status = 0, started_at = NULL, replacements = replacements + 1, updated_at = $1::timestamptz
 WHERE id = $2 AND status = 1
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei
 `
 
 type TaskRequeueReplacedParams struct {
@@ -1373,6 +1400,8 @@ func (q *Queries) TaskRequeueReplaced(ctx context.Context, arg TaskRequeueReplac
 		&i.Bumps,
 		&i.Replacements,
 		&i.PriceCappedAt,
+		&i.TipCapWei,
+		&i.FeeCapWei,
 	)
 	return i, err
 }

@@ -1,0 +1,28 @@
+package store
+
+import (
+	"encoding/hex"
+	"math/big"
+	"testing"
+)
+
+// A request without fees keeps the fingerprint it had before the fee fields
+// existed (the value below is what the earlier code computed), so a replay
+// under the same idempotency key after an upgrade still matches; fees change
+// it.
+func TestTaskRequestHash_ARequestWithoutFeesKeepsItsEarlierFingerprint(t *testing.T) {
+	g := uint64(21000)
+	p := TaskInsertParams{ChainID: 1337, Sender: "0x00000000000000000000000000000000000000aa", Priority: 3,
+		Request: TaskRequest{To: "0x00000000000000000000000000000000000000bb", Value: big.NewInt(7), Data: []byte{1, 2}, GasLimit: &g}}
+	if got := hex.EncodeToString(TaskRequestHash(p)); got != "7afc6c8d37797930855e8749882fbafd2b2786fe27ba4535ffca89873bd51a74" {
+		t.Fatalf("fingerprint without fees changed: %s", got)
+	}
+	withTip := p
+	withTip.Request.TipCap = big.NewInt(1)
+	withCap := p
+	withCap.Request.FeeCap = big.NewInt(1)
+	a, b := string(TaskRequestHash(withTip)), string(TaskRequestHash(withCap))
+	if a == string(TaskRequestHash(p)) || a == b {
+		t.Fatal("a tip and a fee cap of the same amount, or none, share a fingerprint")
+	}
+}
