@@ -3,6 +3,7 @@ package bench_test
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,4 +98,46 @@ func TestWalletConfig_EVMNeedsAURLAndAFunder(t *testing.T) {
 	require.Contains(t, err.Error(), "--fund-from-dev-account")
 	cfg.FundFromDevAccount = true
 	require.NoError(t, cfg.Validate())
+}
+
+// A fault run: rewinds (transactions returned to the pool), transient
+// errors and lost responses. Lost transactions are left out: they heal only
+// by a gas bump after the lane's stall timeout, 5 minutes, which the node
+// does not let a run shorten.
+func TestRunWallets_AFaultRunWithRewindsEndsEveryTaskDoneOrErrorAndTheChainAgrees(t *testing.T) {
+	t.Parallel()
+	cfg, _ := walletSetup(t, 2, 8)
+	cfg.Sim.Seed = 5
+	cfg.Sim.RewindRate, cfg.Sim.RewindDepth = 0.1, 2
+	cfg.Sim.TransientRate, cfg.Sim.LostResponseRate = 0.1, 0.1
+	require.True(t, cfg.FaultRun())
+
+	rep, err := bench.RunWallets(context.Background(), cfg)
+	require.NoError(t, err, "%v", rep)
+	require.Empty(t, rep.Problems)
+	require.Equal(t, 16, rep.Done+rep.Error)
+	require.NotNil(t, rep.ChainFaults)
+	require.Positive(t, rep.ChainFaults.Rewinds)
+	var sum bytes.Buffer
+	require.NoError(t, rep.WriteSummary(&sum))
+	require.Contains(t, sum.String(), "gas bumps")
+	require.Contains(t, sum.String(), "rewinds")
+	require.Contains(t, sum.String(), "every task done or error with a reason")
+}
+
+// A rewind that drops what it un-mines takes back transactions whose tasks
+// the lane already counted done: the chain check must say so.
+func TestRunWallets_TheChainCheckReportsADoneTaskWhoseTransactionARewindDropped(t *testing.T) {
+	t.Parallel()
+	cfg, _ := walletSetup(t, 1, 6)
+	cfg.Sim.Seed = 2
+	cfg.Sim.RewindRate, cfg.Sim.RewindDepth, cfg.Sim.RewindDropRate = 0.3, 3, 1
+	cfg.Grace = 5 * time.Second
+
+	rep, err := bench.RunWallets(context.Background(), cfg)
+	require.ErrorIs(t, err, bench.ErrWalletCheck)
+	require.Positive(t, rep.ChainFaults.Dropped)
+	require.True(t, slices.ContainsFunc(rep.Problems, func(p string) bool {
+		return strings.Contains(p, "on the chain: done task") && strings.Contains(p, "0 mined")
+	}), "problems: %v", rep.Problems)
 }
