@@ -3,7 +3,6 @@ package bench_test
 import (
 	"bytes"
 	"context"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -123,21 +122,5 @@ func TestRunWallets_AFaultRunWithRewindsEndsEveryTaskDoneOrErrorAndTheChainAgree
 	require.Contains(t, sum.String(), "gas bumps")
 	require.Contains(t, sum.String(), "rewinds")
 	require.Contains(t, sum.String(), "every task done or error with a reason")
-}
-
-// A rewind that drops what it un-mines takes back transactions whose tasks
-// the lane already counted done: the chain check must say so.
-func TestRunWallets_TheChainCheckReportsADoneTaskWhoseTransactionARewindDropped(t *testing.T) {
-	t.Parallel()
-	cfg, _ := walletSetup(t, 1, 6)
-	cfg.Sim.Seed = 2
-	cfg.Sim.RewindRate, cfg.Sim.RewindDepth, cfg.Sim.RewindDropRate = 0.3, 3, 1
-	cfg.Grace = 5 * time.Second
-
-	rep, err := bench.RunWallets(context.Background(), cfg)
-	require.ErrorIs(t, err, bench.ErrWalletCheck)
-	require.Positive(t, rep.ChainFaults.Dropped)
-	require.True(t, slices.ContainsFunc(rep.Problems, func(p string) bool {
-		return strings.Contains(p, "on the chain: done task") && strings.Contains(p, "0 mined")
-	}), "problems: %v", rep.Problems)
+	t.Log(sum.String())
 }
