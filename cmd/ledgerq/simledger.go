@@ -75,6 +75,10 @@ type evmSimFlags struct {
 	transientRate float64
 	lostRate      float64
 	latency       time.Duration
+	lostTxRate    float64
+	rewindRate    float64
+	rewindDepth   int
+	rewindDrop    float64
 }
 
 func (f evmSimFlags) config(seed int64, c clock.Clock) (evmsim.Config, error) {
@@ -85,8 +89,28 @@ func (f evmSimFlags) config(seed int64, c clock.Clock) (evmsim.Config, error) {
 	return evmsim.Config{
 		Seed: seed, Clock: c, ChainID: f.chainID, Alloc: alloc, BlockPeriod: f.blockPeriod,
 		BaseFee: f.baseFee, Tip: f.tip, TransientRate: f.transientRate, LostResponseRate: f.lostRate,
-		Latency: f.latency,
+		Latency: f.latency, LostTxRate: f.lostTxRate, RewindRate: f.rewindRate, RewindDepth: f.rewindDepth,
+		RewindDropRate: f.rewindDrop,
 	}, nil
+}
+
+// validate reports the first fault setting out of range.
+func (f evmSimFlags) validate() error {
+	for _, r := range []struct {
+		name string
+		v    float64
+	}{{"transient", f.transientRate}, {"lost", f.lostRate}, {"lost-tx", f.lostTxRate}, {"rewind", f.rewindRate}, {"rewind-drop", f.rewindDrop}} {
+		if r.v < 0 || r.v > 1 {
+			return fmt.Errorf("--evm-%s-rate %g: want a fraction in [0, 1]", r.name, r.v)
+		}
+	}
+	if f.rewindRate >= 1 {
+		return errors.New("--evm-rewind-rate must be below 1 (at 1 the chain never grows)")
+	}
+	if f.rewindDepth < 1 {
+		return errors.New("--evm-rewind-depth must be at least 1")
+	}
+	return nil
 }
 
 // parseAlloc reads "0xaddr=wei,0xaddr=wei".
@@ -141,6 +165,9 @@ func parseSimLedger(args []string) (simLedgerSetup, error) {
 		if !addrSet {
 			s.addr = "127.0.0.1:8545"
 		}
+		if err := s.evm.validate(); err != nil {
+			return s, err
+		}
 	case simKindJAM:
 		if !addrSet {
 			s.addr = "127.0.0.1:19800"
@@ -165,6 +192,10 @@ func registerEVMSim(fs *flag.FlagSet, f *evmSimFlags) {
 	fs.Float64Var(&f.transientRate, "evm-transient-rate", 0, "simulated EVM ledger: fraction of sends refused with a 503")
 	fs.Float64Var(&f.lostRate, "evm-lost-rate", 0, "simulated EVM ledger: fraction of sends taken whose answer is lost (connection cut)")
 	fs.DurationVar(&f.latency, "evm-latency", 0, "simulated EVM ledger: latency of each send")
+	fs.Float64Var(&f.lostTxRate, "evm-lost-tx-rate", 0, "simulated EVM ledger: fraction of sends answered success whose transaction is dropped from the pool, never mined")
+	fs.Float64Var(&f.rewindRate, "evm-rewind-rate", 0, "simulated EVM ledger: fraction of blocks after which the chain rewinds --evm-rewind-depth blocks, as a reorg (transactions un-mined, receipts gone, nonces back)")
+	fs.IntVar(&f.rewindDepth, "evm-rewind-depth", 1, "simulated EVM ledger: blocks a rewind takes back")
+	fs.Float64Var(&f.rewindDrop, "evm-rewind-drop-rate", 0, "simulated EVM ledger: fraction of rewound transactions dropped instead of returned to the pool")
 }
 
 // handler builds the served ledger.

@@ -119,6 +119,10 @@ func (c *WalletConfig) Validate() error {
 		return errors.New("--block-period must be positive")
 	case c.Sim.TransientRate < 0 || c.Sim.TransientRate >= 1 || c.Sim.LostResponseRate < 0 || c.Sim.LostResponseRate >= 1:
 		return errors.New("--chain-transient-rate and --chain-lost-response-rate must be in [0, 1)")
+	case c.Sim.LostTxRate < 0 || c.Sim.LostTxRate >= 1 || c.Sim.RewindRate < 0 || c.Sim.RewindRate >= 1 || c.Sim.RewindDropRate < 0 || c.Sim.RewindDropRate > 1:
+		return errors.New("--chain-lost-tx-rate and --chain-rewind-rate must be in [0, 1), --chain-rewind-drop-rate in [0, 1]")
+	case c.Sim.RewindDepth < 0:
+		return errors.New("--chain-rewind-depth must not be negative")
 	case c.FundWei == nil || c.FundWei.Sign() <= 0 || c.Value == nil || c.Value.Sign() < 0:
 		return errors.New("the funding must be positive and the value not negative")
 	case c.Grace < 0:
@@ -161,12 +165,28 @@ type WalletReport struct {
 	P50, P99, Max time.Duration
 	Wall          time.Duration
 
+	// Fault figures, summed over the wallets (CheckWalletOnChain): gas
+	// bumps and replacements of the tasks, no-ops signed and mined, nonce
+	// resets; and, on the in-process simulated chain, the faults it made.
+	Bumps, Replacements, Noops, NoopsMined, Resets int
+	ChainFaults                                    *evmsim.Stats
+
 	// Problems are the failed checks, empty when every task is done, each
 	// wallet has exactly one confirmed attempt per nonce 0…M-1 (and the
-	// chain's nonce is M).
+	// chain's nonce is M), and the chain agrees (CheckWalletOnChain). In a
+	// fault run (FaultRun) a task may end in error with a reason, and no-ops
+	// may take nonces.
 	Problems []string
 
 	Interrupted, TimedOut bool
+}
+
+// FaultRun reports whether the simulated chain loses transactions or
+// rewinds: faults the wallet lane heals with no-ops, bumps, replacements
+// and resets, so that a task may end in error and the chain's nonce may pass
+// the task count.
+func (c *WalletConfig) FaultRun() bool {
+	return c.Ledger == WalletLedgerSim && (c.Sim.LostTxRate > 0 || c.Sim.RewindRate > 0)
 }
 
 // RunWallets runs the workload and reports. The error wraps ErrWalletCheck
@@ -484,6 +504,7 @@ func (r *walletRun) summarize(ctx context.Context, rep *WalletReport) error {
 		first, last   time.Time
 		problem       = func(f string, a ...any) { rep.Problems = append(rep.Problems, fmt.Sprintf(f, a...)) }
 		maxedProblems = 20
+		faults        = r.cfg.FaultRun()
 	)
 	for _, w := range r.wallets {
 		tasks, err := r.tasks(ctx, w.ID)
@@ -501,7 +522,9 @@ func (r *walletRun) summarize(ctx context.Context, rep *WalletReport) error {
 				}
 			case store.TaskError:
 				rep.Error++
-				problem("wallet %s: task %s ended in error: %s", w.ID, t.ID, t.Error)
+				if !faults {
+					problem("wallet %s: task %s ended in error: %s", w.ID, t.ID, t.Error)
+				}
 			case store.TaskWaiting:
 				rep.Waiting++
 				problem("wallet %s: task %s still waiting", w.ID, t.ID)
@@ -540,6 +563,21 @@ func (r *walletRun) summarize(ctx context.Context, rep *WalletReport) error {
 		if len(tasks) != m {
 			problem("wallet %s: %d tasks stored, want %d", w.ID, len(tasks), m)
 		}
+		chk, err := CheckWalletOnChain(ctx, r.ledger, st, r.chainID, common.Address(w.Address()), tasks, r.cfg.Node.Wallet.Ledger.Timeout)
+		if err != nil {
+			problem("wallet %s: checking the chain: %v", w.ID, err)
+		}
+		for _, p := range chk.Problems {
+			problem("wallet %s: on the chain: %s", w.ID, p)
+		}
+		rep.Bumps += chk.Bumps
+		rep.Replacements += chk.Replacements
+		rep.Noops += chk.Noops
+		rep.NoopsMined += chk.NoopsMined
+		rep.Resets += chk.Resets
+		if faults {
+			continue // no-ops may take nonces: the chain check is the nonce check
+		}
 		// One confirmed transaction per nonce, contiguous from 0 (fresh keys).
 		for nonce, hs := range confirmed {
 			if nonce < 0 || nonce >= int64(m) {
@@ -562,6 +600,10 @@ func (r *walletRun) summarize(ctx context.Context, rep *WalletReport) error {
 		case chainNonce != uint64(m):
 			problem("wallet %s: the chain's nonce is %d, want %d", w.ID, chainNonce, m)
 		}
+	}
+	if sim, ok := r.ledger.(*evmsim.Ledger); ok {
+		stats := sim.Stats()
+		rep.ChainFaults = &stats
 	}
 	if len(rep.Problems) > maxedProblems {
 		n := len(rep.Problems)
@@ -593,8 +635,8 @@ func (rep *WalletReport) WriteSummary(w io.Writer) error {
 	case len(rep.Problems) > 0:
 		status = "CHECKS FAILED"
 	}
-	chain := fmt.Sprintf("simulated EVM (in process), chain %d, block period %s, transient %g, lost responses %g, latency %s, seed %d",
-		rep.ChainID, c.Sim.BlockPeriod, c.Sim.TransientRate, c.Sim.LostResponseRate, c.Sim.Latency, c.Sim.Seed)
+	chain := fmt.Sprintf("simulated EVM (in process), chain %d, block period %s, transient %g, lost responses %g, lost transactions %g, rewinds %g (depth %d, drop %g), latency %s, seed %d",
+		rep.ChainID, c.Sim.BlockPeriod, c.Sim.TransientRate, c.Sim.LostResponseRate, c.Sim.LostTxRate, c.Sim.RewindRate, max(c.Sim.RewindDepth, 1), c.Sim.RewindDropRate, c.Sim.Latency, c.Sim.Seed)
 	if c.Ledger == WalletLedgerEVM {
 		chain = fmt.Sprintf("evm at %s, chain %d; wallets funded from the developer account in %s", node.RedactURL(c.LedgerURL), rep.ChainID, round(rep.FundTime))
 	}
@@ -614,10 +656,19 @@ func (rep *WalletReport) WriteSummary(w io.Writer) error {
 		fmt.Sprintf("  confirmed         %.1f tasks/s (%d from first enqueue to last done in %s)", rep.ConfirmRate, rep.Done, round(rep.EndToEnd)),
 		fmt.Sprintf("  latency           enqueue to done: p50 %s, p99 %s, max %s", round(rep.P50), round(rep.P99), round(rep.Max)),
 		fmt.Sprintf("  wall              %s", round(rep.Wall)),
+		fmt.Sprintf("  keeping moving    %d gas bumps, %d replacements, %d no-ops signed (%d mined), %d nonce resets",
+			rep.Bumps, rep.Replacements, rep.Noops, rep.NoopsMined, rep.Resets),
 	}
-	if len(rep.Problems) == 0 {
-		lines = append(lines, "  checks            every task done; per wallet one confirmed transaction per nonce, contiguous from 0; chain nonce = tasks per wallet")
-	} else {
+	if f := rep.ChainFaults; f != nil {
+		lines = append(lines, fmt.Sprintf("  chain faults      %d transient, %d lost responses, %d lost transactions, %d rewinds (%d blocks, %d transactions un-mined, %d dropped)",
+			f.Transient, f.LostResponses, f.LostTxs, f.Rewinds, f.RewoundBlocks, f.Unmined, f.Dropped))
+	}
+	switch {
+	case len(rep.Problems) == 0 && c.FaultRun():
+		lines = append(lines, "  checks            every task done or error with a reason; on the chain per wallet nonces contiguous from 0, each one mined transaction of ours, one per done task, none for error tasks")
+	case len(rep.Problems) == 0:
+		lines = append(lines, "  checks            every task done; per wallet one confirmed transaction per nonce, contiguous from 0; chain nonce = tasks per wallet; the chain agrees")
+	default:
 		lines = append(lines, "  checks            FAILED:")
 		for _, p := range rep.Problems {
 			lines = append(lines, "    "+p)

@@ -98,3 +98,29 @@ func TestWalletConfig_EVMNeedsAURLAndAFunder(t *testing.T) {
 	cfg.FundFromDevAccount = true
 	require.NoError(t, cfg.Validate())
 }
+
+// A fault run: rewinds (transactions returned to the pool), transient
+// errors and lost responses. Lost transactions are left out: they heal only
+// by a gas bump after the lane's stall timeout, 5 minutes, which the node
+// does not let a run shorten.
+func TestRunWallets_AFaultRunWithRewindsEndsEveryTaskDoneOrErrorAndTheChainAgrees(t *testing.T) {
+	t.Parallel()
+	cfg, _ := walletSetup(t, 2, 8)
+	cfg.Sim.Seed = 5
+	cfg.Sim.RewindRate, cfg.Sim.RewindDepth = 0.1, 2
+	cfg.Sim.TransientRate, cfg.Sim.LostResponseRate = 0.1, 0.1
+	require.True(t, cfg.FaultRun())
+
+	rep, err := bench.RunWallets(context.Background(), cfg)
+	require.NoError(t, err, "%v", rep)
+	require.Empty(t, rep.Problems)
+	require.Equal(t, 16, rep.Done+rep.Error)
+	require.NotNil(t, rep.ChainFaults)
+	require.Positive(t, rep.ChainFaults.Rewinds)
+	var sum bytes.Buffer
+	require.NoError(t, rep.WriteSummary(&sum))
+	require.Contains(t, sum.String(), "gas bumps")
+	require.Contains(t, sum.String(), "rewinds")
+	require.Contains(t, sum.String(), "every task done or error with a reason")
+	t.Log(sum.String())
+}

@@ -1,7 +1,10 @@
 // Package evmsim is a simulated EVM ledger for the wallet lane's fault tests:
 // accounts with balances and nonces, a pool keyed by (sender, nonce) with
 // geth's replacement rule, blocks, receipts, and fault rates (transient
-// errors, lost responses, latency). It answers with go-ethereum's error
+// errors, lost responses, latency, lost transactions — taken, answered
+// success, never mined — and reorg-like rewinds that un-mine the last
+// blocks, returning their transactions to the pool or dropping them; Rewind
+// does one on demand, Stats counts them all). It answers with go-ethereum's error
 // strings, so ledger.ClassifySendMessage reads it as it reads geth.
 //
 // It runs in-process (Ledger implements ledger.WalletLedger) or behind

@@ -58,6 +58,20 @@ type Config struct {
 	// Latency is a real wait before every send, honouring the caller's
 	// context.
 	Latency time.Duration
+	// LostTxRate is the fraction of sends that pass the pool's checks and
+	// answer success but whose transaction is dropped from the pool at
+	// once: never mined, its hash unknown (the same bytes sent again are
+	// taken anew).
+	LostTxRate float64
+	// RewindRate is the fraction of mined blocks after which the chain
+	// rewinds RewindDepth blocks, as a reorg would (see Rewind). Ignored
+	// with a Journal.
+	RewindRate float64
+	// RewindDepth is how many blocks a rewind takes back; 0 means 1.
+	RewindDepth int
+	// RewindDropRate is the fraction of the rewound transactions dropped
+	// instead of returned to the pool.
+	RewindDropRate float64
 	// Journal, when set, receives every mined transaction's raw bytes, one
 	// hex line each, in the order they were mined: Replay of it rebuilds
 	// the chain's accounts and receipts after a restart (ledgerq dev keeps
@@ -112,9 +126,21 @@ type Ledger struct {
 	receipts map[common.Hash]*receipt
 	blocks   []Block
 
+	blockTxs [][]*types.Transaction // blockTxs[n]: block n's transactions in order
+
 	journalErr error
 	replaying  bool
 	minTip     *big.Int
+	stats      Stats
+}
+
+// Stats counts the simulated faults a Ledger has produced.
+type Stats struct {
+	// Transient sends refused, responses lost, transactions lost.
+	Transient, LostResponses, LostTxs int
+	// Rewinds, the blocks they took back, the transactions they un-mined
+	// and, of those, the ones dropped rather than returned to the pool.
+	Rewinds, RewoundBlocks, Unmined, Dropped int
 }
 
 var _ ledger.WalletLedger = (*Ledger)(nil)
@@ -136,6 +162,9 @@ func New(cfg Config) *Ledger {
 	if cfg.GasLimit == 0 {
 		cfg.GasLimit = 30_000_000
 	}
+	if cfg.RewindDepth <= 0 {
+		cfg.RewindDepth = 1
+	}
 	l := &Ledger{
 		cfg:      cfg,
 		clock:    cfg.Clock,
@@ -152,12 +181,15 @@ func New(cfg Config) *Ledger {
 		l.accounts[a] = &account{balance: new(big.Int).Set(b)}
 	}
 	l.minTip = big.NewInt(cfg.MinTip)
-	l.blocks = []Block{{Number: 0, Time: l.genesis, BaseFee: big.NewInt(cfg.BaseFee), Hash: blockHash(0, l.genesis)}}
+	l.blocks = []Block{{Number: 0, Time: l.genesis, BaseFee: big.NewInt(cfg.BaseFee), Hash: blockHash(0, l.genesis, 0)}}
+	l.blockTxs = [][]*types.Transaction{nil}
 	return l
 }
 
-func blockHash(n uint64, t time.Time) common.Hash {
-	return common.BytesToHash(fmt.Appendf(nil, "evmsim block %d at %d", n, t.UnixNano()))
+// blockHash names block n mined at t after the chain's rewinds-th rewind, so
+// that a block mined again after a rewind has a new hash.
+func blockHash(n uint64, t time.Time, rewinds int) common.Hash {
+	return common.BytesToHash(fmt.Appendf(nil, "evmsim block %d at %d after %d rewinds", n, t.UnixNano(), rewinds))
 }
 
 func (l *Ledger) acct(a common.Address) *account {
@@ -169,18 +201,28 @@ func (l *Ledger) acct(a common.Address) *account {
 	return ac
 }
 
-// catchUp mines the blocks whose time has come. Called with mu held.
+// catchUp mines the blocks whose time has come. With a RewindRate, each
+// block mined may call for a rewind, done once they are all mined: the
+// blocks rewound are mined again, their time having come, by the next call.
+// Called with mu held.
 func (l *Ledger) catchUp() {
 	if l.cfg.BlockPeriod <= 0 {
 		return
 	}
 	now := l.clock.Now()
+	rewind := false
 	for {
 		next := l.blocks[len(l.blocks)-1].Time.Add(l.cfg.BlockPeriod)
 		if next.After(now) {
-			return
+			break
 		}
 		l.mine(next)
+		if l.cfg.RewindRate > 0 && l.cfg.Journal == nil && !l.replaying && l.rng.Float64() < l.cfg.RewindRate {
+			rewind = true
+		}
+	}
+	if rewind {
+		l.rewind(l.cfg.RewindDepth)
 	}
 }
 
@@ -223,7 +265,8 @@ func effectivePrice(tx *types.Transaction, baseFee *big.Int) *big.Int {
 func (l *Ledger) mine(at time.Time) Block {
 	parent := l.blocks[len(l.blocks)-1]
 	b := Block{Number: parent.Number + 1, Time: at, BaseFee: big.NewInt(l.cfg.BaseFee), Parent: parent.Hash}
-	b.Hash = blockHash(b.Number, at)
+	b.Hash = blockHash(b.Number, at, l.stats.Rewinds)
+	var included []*types.Transaction
 	senders := make([]common.Address, 0, len(l.pool))
 	for a := range l.pool {
 		senders = append(senders, a)
@@ -264,6 +307,7 @@ func (l *Ledger) mine(at time.Time) Block {
 			delete(l.pool[from], ac.nonce)
 			ac.nonce++
 			l.receipts[tx.Hash()] = r
+			included = append(included, tx)
 			l.journal(tx)
 			b.GasUsed += gas
 			index++
@@ -283,7 +327,86 @@ func (l *Ledger) mine(at time.Time) Block {
 		}
 	}
 	l.blocks = append(l.blocks, b)
+	l.blockTxs = append(l.blockTxs, included)
 	return b
+}
+
+// Rewind takes back the last n blocks (never the genesis block), as a reorg
+// to a chain n blocks shorter would: their transactions are un-mined, newest
+// first — balances and nonces go back, receipts disappear — and each is
+// returned to the pool, or dropped (its hash unknown again) at the
+// RewindDropRate. Blocks whose time has come are mined again by the next
+// call. It returns how many transactions were un-mined, and an error with a
+// Journal (the journal cannot take a block back).
+func (l *Ledger) Rewind(n int) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.catchUp()
+	if l.cfg.Journal != nil {
+		return 0, fmt.Errorf("evmsim: a ledger with a journal cannot rewind")
+	}
+	return l.rewind(n), nil
+}
+
+// rewind takes back up to n blocks. Called with mu held.
+func (l *Ledger) rewind(n int) int {
+	n = min(n, len(l.blocks)-1)
+	if n <= 0 {
+		return 0
+	}
+	l.stats.Rewinds++
+	l.stats.RewoundBlocks += n
+	unmined := 0
+	for range n {
+		last := len(l.blocks) - 1
+		txs := l.blockTxs[last]
+		for i := len(txs) - 1; i >= 0; i-- {
+			l.unmine(txs[i])
+			unmined++
+		}
+		l.blocks, l.blockTxs = l.blocks[:last], l.blockTxs[:last]
+	}
+	l.stats.Unmined += unmined
+	return unmined
+}
+
+// unmine reverses a mined transaction, its sender's newest. Called with mu
+// held.
+func (l *Ledger) unmine(tx *types.Transaction) {
+	h := tx.Hash()
+	r := l.receipts[h]
+	from, _ := types.Sender(l.signer, tx) // it was mined: its signature is good
+	ac := l.acct(from)
+	fee := new(big.Int).Mul(r.price, new(big.Int).SetUint64(r.gasUsed))
+	ac.balance.Add(ac.balance, fee)
+	if r.status == types.ReceiptStatusSuccessful {
+		to := tx.To()
+		if to == nil {
+			to = &r.contract
+		}
+		dst := l.acct(*to)
+		dst.balance.Sub(dst.balance, tx.Value())
+		ac.balance.Add(ac.balance, tx.Value())
+	}
+	ac.nonce = tx.Nonce()
+	delete(l.receipts, h)
+	if l.cfg.RewindDropRate > 0 && l.rng.Float64() < l.cfg.RewindDropRate {
+		delete(l.known, h)
+		l.stats.Dropped++
+		return
+	}
+	if l.pool[from] == nil {
+		l.pool[from] = map[uint64]*types.Transaction{}
+	}
+	l.pool[from][tx.Nonce()] = tx
+}
+
+// Stats returns the faults produced so far.
+func (l *Ledger) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.catchUp()
+	return l.stats
 }
 
 // journal writes a mined transaction to cfg.Journal. Called with mu held.
@@ -414,11 +537,24 @@ func (l *Ledger) send(ctx context.Context, raw []byte) (common.Hash, fault, erro
 	defer l.mu.Unlock()
 	l.catchUp()
 	if l.cfg.TransientRate > 0 && l.rng.Float64() < l.cfg.TransientRate {
+		l.stats.Transient++
 		return tx.Hash(), faultTransient, ledger.NewSendError(ledger.SendIndeterminate, ErrTransient, nil)
 	}
 	lost := l.cfg.LostResponseRate > 0 && l.rng.Float64() < l.cfg.LostResponseRate
+	lostTx := l.cfg.LostTxRate > 0 && l.rng.Float64() < l.cfg.LostTxRate
 	err := l.admit(&tx)
+	if lostTx && err == nil {
+		// Dropped from the pool: as if a replacement or eviction took it.
+		from, _ := types.Sender(l.signer, &tx)
+		delete(l.pool[from], tx.Nonce())
+		if len(l.pool[from]) == 0 {
+			delete(l.pool, from)
+		}
+		delete(l.known, tx.Hash())
+		l.stats.LostTxs++
+	}
 	if lost && err == nil {
+		l.stats.LostResponses++
 		return tx.Hash(), faultLost, ledger.NewSendError(ledger.SendIndeterminate, ErrLostResponse, context.DeadlineExceeded)
 	}
 	return tx.Hash(), noFault, err
