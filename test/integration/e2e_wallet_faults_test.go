@@ -30,10 +30,9 @@ import (
 // one mined transaction of ours, exactly one per done task (its recorded
 // hash) and none for an error task.
 //
-// Lost transactions (--evm-lost-tx-rate) are off by default: the lane heals
-// one only by a gas bump after eoa's StallTimeout, 5 minutes, which serve
-// has no flag to shorten. LEDGERQ_E2E_LOST_TX_RATE turns them on (give the
-// test a long -timeout).
+// Lost transactions (--evm-lost-tx-rate, 5 % unless LEDGERQ_E2E_LOST_TX_RATE
+// says otherwise) heal only by a gas bump or re-send after the stall
+// timeout, set to 2s here (--wallet-stall-timeout).
 func TestE2E_WalletFaultRunWithSIGKILLsEndsEveryTaskDoneOrErrorWithContiguousNonces(t *testing.T) {
 	t.Parallel()
 	seed := time.Now().UnixNano()
@@ -44,7 +43,7 @@ func TestE2E_WalletFaultRunWithSIGKILLsEndsEveryTaskDoneOrErrorWithContiguousNon
 	}
 	lostTx := os.Getenv("LEDGERQ_E2E_LOST_TX_RATE")
 	if lostTx == "" {
-		lostTx = "0"
+		lostTx = "0.05"
 	}
 	t.Logf("seed %d (LEDGERQ_E2E_FAULT_SEED), lost-tx rate %s", seed, lostTx)
 	rnd := rand.New(rand.NewPCG(uint64(seed), 11))
@@ -67,7 +66,7 @@ func TestE2E_WalletFaultRunWithSIGKILLsEndsEveryTaskDoneOrErrorWithContiguousNon
 		"--wallet", "w=" + file, "--wallet-passphrase-file", passFile,
 		"--wallet-ledger", "evm", "--wallet-ledger-url", chainURL, "--wallet-ledger-timeout", "1s", "--wallet-cycle-budget", "500ms",
 		"--wallet-follow-interval", "200ms", "--poll-interval", "200ms",
-		"--shard-lease", "4s", "--wallet-replaced-after", "5s", "--shutdown-timeout", "5s"}
+		"--shard-lease", "4s", "--wallet-replaced-after", "5s", "--shutdown-timeout", "5s", "--wallet-stall-timeout", "2s"}
 
 	const rounds, perRound = 3, 12
 	for round := range rounds {
