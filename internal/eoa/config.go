@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
@@ -74,6 +75,9 @@ type Config struct {
 	// transaction took goes back to waiting; once more and it ends in
 	// error. 0: a replaced task ends in error at once.
 	MaxReplacements int
+	// Metrics, when set, counts what keeps wallets moving: the lane
+	// "wallet" outcomes bumped, noop, nonce_reset, paused and replaced.
+	Metrics *metrics.Metrics
 	// Clock tells the time written to the database; nil is clock.Real.
 	Clock clock.Clock
 	// Logger gets the worker's logs (never a key); nil discards them.

@@ -176,6 +176,7 @@ func (c *confirmCycle) Commit(ctx context.Context) error {
 		return fmt.Errorf("recording the confirmations of %s: %w", c.claim.Key, err)
 	}
 	c.learnChainNonce(c.chainNonce)
+	c.job.cfg.Metrics.Transition("wallet", "replaced", len(c.replaced))
 	c.logOutcomes(c.replaced)
 	c.logOutcomes(c.resent)
 	return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
+	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
@@ -73,13 +74,19 @@ func minedTip(t *testing.T, a store.Attempt) *big.Int {
 // until a block takes it; the bump count is on the task.
 func TestSeed003_AStalledNonceIsBumpedUntilMinedWithTheBumpCountOnTheTask(t *testing.T) {
 	t.Parallel()
-	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *Config) { c.StallTimeout = testStall }})
+	m := metrics.New()
+	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *Config) { c.StallTimeout, c.Metrics = testStall, m }})
 	tasks := e.postN(t, 2)
 	e.drive(t, e.pool, 400, tasks...)
 	nonces := e.requireDoneOnce(t, tasks...)
 	e.requireContiguous(t, 0, 0, nonces)
+	bumps := 0
+	defer func() {
+		require.EqualValues(t, bumps, m.TransitionCount("wallet", "bumped"), "every bump is counted in /metrics")
+	}()
 	for i, task := range tasks {
 		got := e.task(t, task)
+		bumps += got.Bumps
 		require.Positive(t, got.Bumps, "task %d was bumped", i)
 		atts := e.attempts(t, task)
 		require.Len(t, atts, got.Bumps+1, "each bump is a new attempt")

@@ -145,6 +145,7 @@ func (c *nonceCycle) Commit(ctx context.Context) error {
 	case !moved:
 	case c.reset:
 		c.job.log.Warn("eoa: nonce reset to the chain's", "shard", c.claim.Key, "from", c.from, "to", c.to, "chain_nonce", c.run.chainNonce)
+		c.job.cfg.Metrics.Transition("wallet", "nonce_reset", 1)
 	default:
 		c.job.log.Info("eoa: freed nonces above the highest live attempt discarded", "shard", c.claim.Key, "from", c.from, "to", c.to)
 	}
@@ -332,6 +333,7 @@ func (c *bumpCycle) Commit(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("storing the gas bump of %s: %w", c.claim.Key, err)
 	}
+	c.job.cfg.Metrics.Transition("wallet", "bumped", 1)
 	c.job.log.Info("eoa: stalled nonce, gas bump stored", "shard", c.claim.Key, "task", c.old.TaskID, "nonce", c.old.Nonce,
 		"old_tx_hash", c.old.TxHash, "tx_hash", c.bumped.TxHash, "max_fee_per_gas", c.bumped.MaxFeePerGas.String(),
 		"max_priority_fee_per_gas", c.bumped.MaxPriorityFeePerGas.String())
@@ -397,6 +399,7 @@ func (c *noopCycle) Commit(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("storing the no-ops of %s: %w", c.claim.Key, err)
 	}
+	c.job.cfg.Metrics.Transition("wallet", "noop", len(c.nonces))
 	c.job.log.Info("eoa: no-ops stored", "shard", c.claim.Key, "nonces", c.nonces, "why", c.why)
 	return nil
 }
@@ -436,6 +439,7 @@ func (c *balanceCycle) Commit(ctx context.Context) error {
 	if h.Paused && !c.run.paused {
 		c.job.log.Warn("eoa: balance below the threshold, sending paused", "shard", c.claim.Key,
 			"balance_wei", h.Balance.String(), "threshold_wei", h.Threshold.String())
+		c.job.cfg.Metrics.Transition("wallet", "paused", 1)
 	}
 	c.run.paused = h.Paused
 	return nil

@@ -87,3 +87,22 @@ func TestWallets_SendTxTakesTheFirstTransactionsFeesAndRefusesBadOnes(t *testing
 	}
 	require.Equal(t, task.ID, f.onlyTask().ID, "a refused request stores nothing")
 }
+
+func TestWallets_AWaitingTaskOfAPausedWalletSaysSo(t *testing.T) {
+	t.Parallel()
+	f := setupWallets(t)
+	id := decodeTask(t, f.sendTx("?task=true", txBody("1"))).Task.ID
+	resp := f.call(http.MethodGet, "/v1/wallets/main/tasks/"+id, nil, bearer(f.key)...)
+	require.NotContains(t, resp.Body, "wallet_paused")
+	ctx := context.Background()
+	addr := f.main.Address().Hex()
+	_, err := f.db.Store.WalletHealthSetBalance(ctx, t0, walletChain, addr, big.NewInt(5))
+	require.NoError(t, err)
+	require.NoError(t, f.db.Store.WalletHealthRaiseThreshold(ctx, t0, walletChain, addr, big.NewInt(100)))
+	_, err = f.db.Store.WalletHealthSetBalance(ctx, t0, walletChain, addr, big.NewInt(5)) // below: paused
+	require.NoError(t, err)
+	resp = f.call(http.MethodGet, "/v1/wallets/main/tasks/"+id, nil, bearer(f.key)...)
+	require.Contains(t, resp.Body, `"wallet_paused":true`, resp.Body)
+	resp = f.call(http.MethodGet, "/v1/wallets/main/tasks", nil, bearer(f.key)...)
+	require.Contains(t, resp.Body, `"wallet_paused":true`, resp.Body)
+}

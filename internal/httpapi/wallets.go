@@ -196,7 +196,38 @@ func (s *Server) GetWalletTask(c echo.Context, walletName, id string) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, walletTaskResultJSON{WalletTaskResult: apigen.WalletTaskResult{Success: true}, Task: toWalletTask(task, true)})
+	out := toWalletTask(task, true)
+	if err := s.markPaused(c, task.ChainID, task.Sender, &out); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, walletTaskResultJSON{WalletTaskResult: apigen.WalletTaskResult{Success: true}, Task: out})
+}
+
+// markPaused sets wallet_paused on the waiting tasks among tasks when the
+// wallet (chain, sender) is paused for its balance: one read of its health.
+func (s *Server) markPaused(c echo.Context, chainID int64, sender string, tasks ...*walletTaskJSON) error {
+	waiting := false
+	for _, t := range tasks {
+		waiting = waiting || t.Status == apigen.WalletTaskStatusWaiting
+	}
+	if !waiting {
+		return nil
+	}
+	h, err := s.store.WalletHealthGet(c.Request().Context(), chainID, sender)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case !h.Paused:
+		return nil
+	}
+	for _, t := range tasks {
+		if t.Status == apigen.WalletTaskStatusWaiting {
+			t.WalletPaused = ptr(true)
+		}
+	}
+	return nil
 }
 
 // CancelWalletTask answers DELETE /v1/wallets/{wallet}/tasks/{id}: a waiting
@@ -252,8 +283,13 @@ func (s *Server) ListWalletTasks(c echo.Context, walletName string, params apige
 		return err
 	}
 	page := walletTaskPageJSON{WalletTaskPage: apigen.WalletTaskPage{Success: true}, Tasks: make([]walletTaskJSON, len(tasks))}
+	ptrs := make([]*walletTaskJSON, len(tasks))
 	for i, t := range tasks {
 		page.Tasks[i] = toWalletTask(t, false)
+		ptrs[i] = &page.Tasks[i]
+	}
+	if err := s.markPaused(c, w.ChainID, w.Address().Hex(), ptrs...); err != nil {
+		return err
 	}
 	if len(tasks) == p.Limit {
 		page.NextAfter = &tasks[len(tasks)-1].ID

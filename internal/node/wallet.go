@@ -186,6 +186,7 @@ func (w *WalletConfig) eoaConfig(n *Node) eoa.Config {
 	if n != nil {
 		c.DBTimeout, c.Clock, c.Logger = n.cfg.Loops.DBTimeout, n.clock, n.logger
 		m := n.metrics
+		c.Metrics = m
 		c.OnPriceCapped = func(eoa.PriceCapped) { m.Transition("wallet", "price_capped", 1) }
 	}
 	return c
