@@ -57,15 +57,7 @@ func TestBundleQueries_ClaimsAndRoundsAreIndexDrivenBehindManyFinalizedBundles(t
 	conn, err := db.Store.Pool().Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
-	enums := map[uint32]bool{}
-	rows, err := conn.Query(ctx, `SELECT oid FROM pg_type WHERE typtype = 'e'`)
-	require.NoError(t, err)
-	for rows.Next() {
-		var oid uint32
-		require.NoError(t, rows.Scan(&oid))
-		enums[oid] = true
-	}
-	require.NoError(t, rows.Err())
+	enums := enumOIDs(ctx, t, conn)
 	for _, name := range []string{
 		"CoreClaimFree", "BundleClaimNext", "BundleCountQueued", "BundleLastLive", "BundleCutTxs", "BundleTimedOut",
 		"BundleFinalize", "BundleVersionGet", "BundleRequeue", "BundleDropIDs", "BundleTxsRaw", "BundleTxsReturn",

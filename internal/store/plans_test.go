@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/store"
@@ -171,15 +172,7 @@ func TestQueries_ClaimsAndRoundsAreIndexDrivenAndNeverScanTerminalRows(t *testin
 	conn, err := db.Store.Pool().Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
-	enums := map[uint32]bool{}
-	rows, err := conn.Query(ctx, `SELECT oid FROM pg_type WHERE typtype = 'e'`)
-	require.NoError(t, err)
-	for rows.Next() {
-		var oid uint32
-		require.NoError(t, rows.Scan(&oid))
-		enums[oid] = true
-	}
-	require.NoError(t, rows.Err())
+	enums := enumOIDs(ctx, t, conn)
 	explainAll := func(phase string, busyOnly bool) {
 		t.Helper()
 		_, err := db.Store.DB().Exec(ctx, `ANALYZE ledgerq.batches`)
@@ -282,4 +275,20 @@ func paramValue(t *testing.T, query string, i int, oid uint32, t0 time.Time) any
 	}
 	t.Fatalf("query %s: parameter $%d has type OID %d; give paramValue a value for it", query, i+1, oid)
 	return nil
+}
+
+// enumOIDs returns the OIDs of the database's enum types: EXPLAIN of a
+// generated query binds its enum parameters as text cast to them.
+func enumOIDs(ctx context.Context, t *testing.T, conn *pgxpool.Conn) map[uint32]bool {
+	t.Helper()
+	enums := map[uint32]bool{}
+	rows, err := conn.Query(ctx, `SELECT oid FROM pg_type WHERE typtype = 'e'`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var oid uint32
+		require.NoError(t, rows.Scan(&oid))
+		enums[oid] = true
+	}
+	require.NoError(t, rows.Err())
+	return enums
 }
