@@ -43,10 +43,6 @@ type BundleSubmitter struct {
 	deps   loop.Deps
 
 	info *ledger.ChainInfo // read once; only the loop's goroutine touches it
-
-	// OnSubmitted, when set, is called after a round submitted bundles: the
-	// bundle monitor of this process. Set it before Start.
-	OnSubmitted func()
 }
 
 // NewBundleSubmitter returns the builder lane's submitter.
@@ -114,18 +110,12 @@ func (s *BundleSubmitter) RunOnce(ctx context.Context) (int, error) {
 	for range s.cfg.Cores {
 		claim, err := s.claim(ctx, recent)
 		if err != nil || claim == nil {
-			if sent > 0 && s.OnSubmitted != nil {
-				s.OnSubmitted()
-			}
 			return sent, err
 		}
 		if err := s.submit(ctx, claim); err != nil {
 			return sent, err
 		}
 		sent++
-	}
-	if sent > 0 && s.OnSubmitted != nil {
-		s.OnSubmitted()
 	}
 	return sent, nil
 }

@@ -217,10 +217,10 @@ func New(cfg Config) *Chain {
 		cfg.MaxBlocks = DefaultMaxBlocks
 	}
 	cfg.MaxBlocks = max(cfg.MaxBlocks, ledger.RecentHistorySize)
-	cfg.NoGuarantee = clampRate(cfg.NoGuarantee)
-	cfg.LateGuarantee = clampRate(cfg.LateGuarantee)
-	cfg.LostResponse = clampRate(cfg.LostResponse)
-	cfg.TransientError = clampRate(cfg.TransientError)
+	cfg.NoGuarantee = ledger.ClampRate(cfg.NoGuarantee)
+	cfg.LateGuarantee = ledger.ClampRate(cfg.LateGuarantee)
+	cfg.LostResponse = ledger.ClampRate(cfg.LostResponse)
+	cfg.TransientError = ledger.ClampRate(cfg.TransientError)
 	c := &Chain{
 		cfg:   cfg,
 		clock: cfg.Clock,
@@ -582,14 +582,4 @@ func blockHash(parent ledger.Hash, slot uint64) ledger.Hash {
 	var out ledger.Hash
 	k.Sum(out[:0])
 	return out
-}
-
-func clampRate(r float64) float64 {
-	switch {
-	case r < 0 || r != r: // NaN counts as 0
-		return 0
-	case r > 1:
-		return 1
-	}
-	return r
 }

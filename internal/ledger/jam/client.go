@@ -8,11 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -122,27 +120,16 @@ func (c *Client) SubmitWorkPackage(ctx context.Context, wp ledger.WorkPackage) e
 	if err != nil {
 		return ledger.NewError(ledger.Deterministic, "encoding work package", err)
 	}
-	// Whether the whole request reached the connection decides between
-	// Transient (the chain cannot have the package) and Indeterminate.
-	var wrote atomic.Bool
-	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(info httptrace.WroteRequestInfo) {
-			if info.Err == nil {
-				wrote.Store(true)
-			}
-		},
-	})
-	req, err := http.NewRequestWithContext(tctx, http.MethodPost, c.base+"/work-packages", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/work-packages", bytes.NewReader(body))
 	if err != nil {
 		return ledger.NewError(ledger.Transient, "building POST /work-packages", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.http.Do(req)
+	// Whether the whole request reached the connection decides between
+	// Transient (the chain cannot have the package) and Indeterminate.
+	resp, err := ledger.SendHTTP(c.http, req, "POST /work-packages")
 	if err != nil {
-		if wrote.Load() {
-			return ledger.NewError(ledger.Indeterminate, "POST /work-packages failed after the request was sent", err)
-		}
-		return ledger.NewError(ledger.Transient, "POST /work-packages failed before the request was sent", err)
+		return err
 	}
 	defer closeBody(resp)
 	if resp.StatusCode == http.StatusOK {

@@ -9,10 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
@@ -164,7 +162,7 @@ func (c *Client) bisect(ctx context.Context, batches []ledger.Batch, idx []int, 
 // refused for the list's content, or failed as a whole.
 type postResult struct {
 	refusal *APIError
-	err     *ledger.Error
+	err     error // a *ledger.Error
 }
 
 func (c *Client) post(ctx context.Context, batches []ledger.Batch, idx []int) postResult {
@@ -177,28 +175,17 @@ func (c *Client) post(ctx context.Context, batches []ledger.Batch, idx []int) po
 		body = AppendBatchList(body, batches[i].Payload)
 	}
 
-	// Whether the whole request reached the connection decides between
-	// Transient (the ledger cannot have the batches) and Indeterminate.
-	var wrote atomic.Bool
-	tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(info httptrace.WroteRequestInfo) {
-			if info.Err == nil {
-				wrote.Store(true)
-			}
-		},
-	})
-	req, err := http.NewRequestWithContext(tctx, http.MethodPost, c.base+"/batches", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/batches", bytes.NewReader(body))
 	if err != nil {
 		return postResult{err: ledger.NewError(ledger.Transient, "building POST /batches", err)}
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
 	req.Header.Set("Accept", "application/json")
-	resp, err := c.http.Do(req)
+	// Whether the whole request reached the connection decides between
+	// Transient (the ledger cannot have the batches) and Indeterminate.
+	resp, err := ledger.SendHTTP(c.http, req, "POST /batches")
 	if err != nil {
-		if wrote.Load() {
-			return postResult{err: ledger.NewError(ledger.Indeterminate, "POST /batches failed after the request was sent", err)}
-		}
-		return postResult{err: ledger.NewError(ledger.Transient, "POST /batches failed before the request was sent", err)}
+		return postResult{err: err}
 	}
 	defer closeBody(resp)
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {

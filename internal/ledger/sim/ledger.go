@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/ledger"
 )
 
 // Config configures a simulated Ledger. Rates are fractions in [0, 1]; a
@@ -130,10 +131,10 @@ func New(cfg Config) *Ledger {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	cfg.RejectRate = clampRate(cfg.RejectRate)
-	cfg.TransientRate = clampRate(cfg.TransientRate)
-	cfg.LostRate = clampRate(cfg.LostRate)
-	cfg.DropResponseRate = clampRate(cfg.DropResponseRate)
+	cfg.RejectRate = ledger.ClampRate(cfg.RejectRate)
+	cfg.TransientRate = ledger.ClampRate(cfg.TransientRate)
+	cfg.LostRate = ledger.ClampRate(cfg.LostRate)
+	cfg.DropResponseRate = ledger.ClampRate(cfg.DropResponseRate)
 	return &Ledger{
 		cfg:   cfg,
 		clock: cfg.Clock,
@@ -227,14 +228,4 @@ func (l *Ledger) wait(ctx context.Context) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-func clampRate(r float64) float64 {
-	switch {
-	case r < 0 || r != r: // NaN counts as 0
-		return 0
-	case r > 1:
-		return 1
-	}
-	return r
 }
