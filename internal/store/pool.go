@@ -47,24 +47,11 @@ const (
 	PoolDropStale = "stale"
 )
 
-// PoolTx is one row of ledgerq.pool_txs.
+// PoolTx is one row of ledgerq.pool_txs: the transaction as PoolAdd took it,
+// and what became of it.
 type PoolTx struct {
-	ChainID int64
-	Hash    string
-	Sender  string
-	Nonce   uint64
-	// Type is the EIP-2718 type: 0 legacy, 1 access list, 2 dynamic fee.
-	Type uint8
-	// To is "" for a contract creation.
-	To string
-	// GasFeeCap is the max fee per gas (a legacy transaction's gas price);
-	// GasTipCap the max priority fee per gas (its gas price too).
-	GasFeeCap *big.Int
-	GasTipCap *big.Int
-	Gas       uint64
-	Value     *big.Int
-	Raw       []byte
-	State     PoolTxState
+	NewPoolTx
+	State PoolTxState
 	// ReplacedBy is the replacement's hash (state replaced).
 	ReplacedBy string
 	// DropReason says why (state dropped).
@@ -78,9 +65,12 @@ type PoolTx struct {
 
 func poolTxFromRow(r dbsqlc.LedgerqPoolTx) PoolTx {
 	t := PoolTx{
-		ChainID: r.ChainID, Hash: r.TxHash, Sender: r.Sender, Nonce: uint64(r.Nonce), Type: uint8(r.TxType),
-		GasFeeCap: bigFromNumeric(r.GasFeeCap), GasTipCap: bigFromNumeric(r.GasTipCap), Gas: uint64(r.Gas),
-		Value: bigFromNumeric(r.ValueWei), Raw: r.Raw, State: PoolTxState(r.State), BundleBlock: r.BundleBlock,
+		NewPoolTx: NewPoolTx{
+			ChainID: r.ChainID, Hash: r.TxHash, Sender: r.Sender, Nonce: uint64(r.Nonce), Type: uint8(r.TxType),
+			GasFeeCap: bigFromNumeric(r.GasFeeCap), GasTipCap: bigFromNumeric(r.GasTipCap), Gas: uint64(r.Gas),
+			Value: bigFromNumeric(r.ValueWei), Raw: r.Raw,
+		},
+		State: PoolTxState(r.State), BundleBlock: r.BundleBlock,
 		ReceivedAt: r.ReceivedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
 	if r.ToAddress != nil {
@@ -164,12 +154,16 @@ func (e *PoolAccountLimitError) Error() string {
 // decodes it (go-ethereum's types), recovers the sender and checks the
 // seed's size, price, gas and value rules and the chain id.
 type NewPoolTx struct {
-	ChainID   int64
-	Hash      string
-	Sender    string
-	Nonce     uint64
-	Type      uint8
-	To        string
+	ChainID int64
+	Hash    string
+	Sender  string
+	Nonce   uint64
+	// Type is the EIP-2718 type: 0 legacy, 1 access list, 2 dynamic fee.
+	Type uint8
+	// To is "" for a contract creation.
+	To string
+	// GasFeeCap is the max fee per gas (a legacy transaction's gas price);
+	// GasTipCap the max priority fee per gas (its gas price too).
 	GasFeeCap *big.Int
 	GasTipCap *big.Int
 	Gas       uint64
@@ -317,10 +311,10 @@ func (s *Store) poolAddOnce(ctx context.Context, p PoolAddParams) (PoolAddResult
 				return err
 			}
 		}
+		stored := tx
+		stored.GasFeeCap, stored.GasTipCap, stored.Value = new(big.Int).Set(tx.GasFeeCap), new(big.Int).Set(tx.GasTipCap), new(big.Int).Set(tx.Value)
 		res = PoolAddResult{Replaced: plan.replace.hash, Promoted: len(plan.promote), Tx: PoolTx{
-			ChainID: tx.ChainID, Hash: tx.Hash, Sender: tx.Sender, Nonce: tx.Nonce, Type: tx.Type, To: tx.To,
-			GasFeeCap: new(big.Int).Set(tx.GasFeeCap), GasTipCap: new(big.Int).Set(tx.GasTipCap), Gas: tx.Gas,
-			Value: new(big.Int).Set(tx.Value), Raw: tx.Raw, State: plan.state,
+			NewPoolTx: stored, State: plan.state,
 			ReceivedAt: p.Now.UTC(), ExpiresAt: p.Now.Add(p.Limits.TTL).UTC(), UpdatedAt: p.Now.UTC(),
 		}}
 		return nil
