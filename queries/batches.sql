@@ -247,7 +247,12 @@ SET status = (CASE held.result WHEN 'accepted' THEN 'pending' WHEN 'delayed' THE
     finished_at = CASE WHEN held.result = 'rejected' THEN @now::timestamptz END,
     updated_at = @now::timestamptz
 FROM held
-WHERE b.seq = ANY (ARRAY(SELECT held.seq FROM held)) AND b.seq = held.seq
+-- Joined on seq alone: the planner reaches each row by its primary key from
+-- the locked rows (or, on a table small enough, hashes them). An added
+-- `b.seq = ANY (ARRAY(SELECT held.seq FROM held))` looked like a guard and
+-- was a trap: expecting one locked row, the planner chose an inner index
+-- scan on that list, run once per row, a thousand buffers a row at 500 rows.
+WHERE b.seq = held.seq
 RETURNING b.seq, b.service_id, held.result::text AS result;
 
 -- name: BatchClaimPendingForCheck :many
@@ -320,7 +325,8 @@ SET status = checked.status::ledgerq.batch_status,
     finished_at = CASE WHEN checked.status IN ('committed', 'valid', 'invalid') THEN @now::timestamptz END,
     updated_at = @now::timestamptz
 FROM checked
-WHERE b.seq = ANY (ARRAY(SELECT checked.seq FROM checked)) AND b.seq = checked.seq
+-- Joined on seq alone, as in BatchRecordSubmitMany.
+WHERE b.seq = checked.seq
 RETURNING b.seq, b.service_id, b.status::text AS status;
 
 -- name: BatchCountByState :many

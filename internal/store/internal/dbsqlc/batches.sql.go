@@ -804,7 +804,7 @@ SET status = checked.status::ledgerq.batch_status,
     finished_at = CASE WHEN checked.status IN ('committed', 'valid', 'invalid') THEN $1::timestamptz END,
     updated_at = $1::timestamptz
 FROM checked
-WHERE b.seq = ANY (ARRAY(SELECT checked.seq FROM checked)) AND b.seq = checked.seq
+WHERE b.seq = checked.seq
 RETURNING b.seq, b.service_id, b.status::text AS status
 `
 
@@ -836,6 +836,7 @@ type BatchRecordStatusManyRow struct {
 // @seqs: the submitter of an expired lease, or another monitor, may record
 // the same batches, and two statements locking shared rows in different
 // orders deadlock. Locking re-checks the guard on each row's latest version.
+// Joined on seq alone, as in BatchRecordSubmitMany.
 func (q *Queries) BatchRecordStatusMany(ctx context.Context, arg BatchRecordStatusManyParams) ([]BatchRecordStatusManyRow, error) {
 	rows, err := q.db.Query(ctx, batchRecordStatusMany,
 		arg.Now,
@@ -888,7 +889,7 @@ SET status = (CASE held.result WHEN 'accepted' THEN 'pending' WHEN 'delayed' THE
     finished_at = CASE WHEN held.result = 'rejected' THEN $2::timestamptz END,
     updated_at = $2::timestamptz
 FROM held
-WHERE b.seq = ANY (ARRAY(SELECT held.seq FROM held)) AND b.seq = held.seq
+WHERE b.seq = held.seq
 RETURNING b.seq, b.service_id, held.result::text AS result
 `
 
@@ -919,6 +920,11 @@ type BatchRecordSubmitManyRow struct {
 // @seqs: a monitor that took over an expired lease records the same batches,
 // and two statements locking shared rows in different orders deadlock.
 // Locking re-checks the fence on each row's latest version.
+// Joined on seq alone: the planner reaches each row by its primary key from
+// the locked rows (or, on a table small enough, hashes them). An added
+// `b.seq = ANY (ARRAY(SELECT held.seq FROM held))` looked like a guard and
+// was a trap: expecting one locked row, the planner chose an inner index
+// scan on that list, run once per row, a thousand buffers a row at 500 rows.
 func (q *Queries) BatchRecordSubmitMany(ctx context.Context, arg BatchRecordSubmitManyParams) ([]BatchRecordSubmitManyRow, error) {
 	rows, err := q.db.Query(ctx, batchRecordSubmitMany,
 		arg.NextCheckAt,
