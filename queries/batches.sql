@@ -73,6 +73,45 @@ SELECT pg_advisory_xact_lock(1818585457, k)::text
 FROM (SELECT DISTINCT hashtext(s) AS k FROM unnest(@service_ids::text[]) AS s) keys
 ORDER BY k;
 
+-- name: BatchServicesLockForIntake :many
+-- Intake's admission locks, the same advisory locks as BatchServicesLock,
+-- taken in key order, with the mode chosen per service by a probe of
+-- batches_active_by_service in this statement's snapshot:
+--   busy -> shared. Intake admits nothing into a busy service, so intakes
+--           of one busy service do not wait for each other; the transaction
+--           that frees the service takes the lock exclusively, so it waits
+--           for them and its admission sees their batches.
+--   idle -> exclusive, under which the intake admits (BatchAdmit).
+-- A service that was freed between this probe and the lock is found by
+-- BatchServicesIdle after the lock, and admitted after the commit.
+-- Services whose keys collide share a lock, exclusive if any of them is idle.
+SELECT keys.service_ids::text[] AS service_ids, keys.busy::bool AS busy,
+       (CASE WHEN keys.busy THEN pg_advisory_xact_lock_shared(1818585457, keys.k)
+             ELSE pg_advisory_xact_lock(1818585457, keys.k) END)::text AS locked
+FROM (
+    SELECT hashtext(d.s) AS k, array_agg(d.s ORDER BY d.s) AS service_ids,
+           bool_and((SELECT 1 FROM ledgerq.batches a
+                     WHERE a.service_id = d.s
+                       AND (a.status IN ('pending', 'unknown', 'delayed')
+                            OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
+                     LIMIT 1) IS NOT NULL) AS busy
+    FROM (SELECT DISTINCT s FROM unnest(@service_ids::text[]) AS s) d
+    GROUP BY 1
+) keys
+ORDER BY keys.k;
+
+-- name: BatchServicesIdle :many
+-- The services among @service_ids with no active batch, in this statement's
+-- snapshot: one probe of batches_active_by_service each.
+SELECT d.s::text AS service_id
+FROM (SELECT DISTINCT s FROM unnest(@service_ids::text[]) AS s) d
+WHERE (SELECT 1 FROM ledgerq.batches a
+       WHERE a.service_id = d.s
+         AND (a.status IN ('pending', 'unknown', 'delayed')
+              OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
+       LIMIT 1) IS NULL
+ORDER BY 1;
+
 -- name: BatchAdmit :many
 -- Admission, seed 001 steps 5 and 6 for the given services only: a service
 -- with no active batch (queued, held, pending, unknown or delayed) gets its

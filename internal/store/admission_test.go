@@ -6,6 +6,7 @@ package store_test
 // such transactions for one service never queue two batches.
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -128,4 +129,85 @@ func TestBatchPayload_IsStoredOnceAndClaimedAsStored(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, st.DB().QueryRow(t.Context(), `SELECT count(*) FROM ledgerq.batch_payloads WHERE id = $1`, id).Scan(&rows))
 	require.Zero(t, rows, "the payload goes with its batch")
+}
+
+// An intake into a busy service takes the service's lock shared: it does not
+// wait for another intake of the service (which holds it shared too), only
+// for a transaction that frees the service (which holds it exclusively).
+func TestBatchInsert_IntoABusyServiceDoesNotWaitForAnotherIntakeOfIt(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	clk := testfactory.NewClock()
+	rows := testfactory.New(t, db.Store, clk)
+	rows.PutBatches(testfactory.Batch{ID: "active", ServiceID: "s", Submitted: true, Status: store.BatchStatusPending})
+
+	// Another intake of s, in flight: it holds s's lock shared.
+	other, err := db.Store.DB().Begin(t.Context())
+	require.NoError(t, err)
+	defer func() { _ = other.Rollback(t.Context()) }()
+	_, err = other.Exec(t.Context(), `SELECT pg_advisory_xact_lock_shared(1818585457, hashtext('s'))`)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	id, payload := testfactory.SignedBatch(t)
+	_, err = db.Store.BatchInsert(ctx, store.BatchInsertParams{Now: clk.Now(), Batches: []store.NewBatch{{ID: id, ServiceID: "s", Payload: payload}}})
+	require.NoError(t, err, "the intake waited for the other intake of the busy service")
+	require.Nil(t, rows.Get(id).QueuedAt, "the service is busy")
+}
+
+// The service's active batch gets its final status while an intake waits for
+// the service's lock: the finisher's admission ran before the intake's batch
+// was committed and found nothing to queue, and the intake, which saw the
+// service busy, queues its batch after its own commit.
+func TestBatchInsert_AdmitsItsBatchWhenTheServiceWasFreedWhileItWaitedForTheLock(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	clk := testfactory.NewClock()
+	rows := testfactory.New(t, db.Store, clk)
+	rows.PutBatches(testfactory.Batch{ID: "active", ServiceID: "s", Submitted: true, Status: store.BatchStatusPending})
+	active := rows.Get("active")
+
+	// The finisher: the active batch committed, the service locked for its
+	// admission, not yet committed.
+	fin, err := db.Store.DB().Begin(t.Context())
+	require.NoError(t, err)
+	defer func() { _ = fin.Rollback(t.Context()) }()
+	_, err = fin.Exec(t.Context(), `UPDATE ledgerq.batches SET status = 'committed', finished_at = $2, updated_at = $2
+		WHERE seq = $1`, active.Seq, clk.Now())
+	require.NoError(t, err)
+	_, err = fin.Exec(t.Context(), `SELECT pg_advisory_xact_lock(1818585457, hashtext('s'))`)
+	require.NoError(t, err)
+
+	id, payload := testfactory.SignedBatch(t)
+	type result struct {
+		out []store.InsertedBatch
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := db.Store.BatchInsert(t.Context(), store.BatchInsertParams{Now: clk.Now(), Batches: []store.NewBatch{{ID: id, ServiceID: "s", Payload: payload}}})
+		done <- result{out, err}
+	}()
+	// The intake saw the service busy and waits for its lock.
+	require.Eventually(t, func() bool {
+		var waiting int
+		require.NoError(t, db.Store.DB().QueryRow(t.Context(),
+			`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&waiting))
+		return waiting == 1
+	}, 5*time.Second, 10*time.Millisecond)
+	// The finisher's admission cannot see the intake's batch: it queues
+	// nothing, and commits.
+	require.NoError(t, fin.Commit(t.Context()))
+
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the intake did not return")
+	}
+	require.NoError(t, r.err)
+	require.Len(t, r.out, 1)
+	require.NotNil(t, r.out[0].Batch.QueuedAt, "the intake reports its batch queued")
+	require.Equal(t, []string{id}, rows.QueuedIDs(), "the freed service's next batch is queued")
 }

@@ -141,8 +141,12 @@ func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) ([]Inserte
 			ins.CreatedAts[i] = p.Now
 		}
 	}
-	var out []InsertedBatch
+	var (
+		out      []InsertedBatch
+		deferred []string
+	)
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		out, deferred = nil, nil
 		rows, err := q.BatchInsertMany(ctx, ins)
 		if err != nil {
 			return fmt.Errorf("inserting %d batches: %w", n, err)
@@ -176,10 +180,11 @@ func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) ([]Inserte
 				known[r.ID] = r
 			}
 		}
-		admitted, err := admit(ctx, q, p.Now, services)
+		admitted, freed, err := admitAtIntake(ctx, q, p.Now, services)
 		if err != nil {
 			return err
 		}
+		deferred = freed
 		out = make([]InsertedBatch, 0, n)
 		for _, nb := range p.Batches {
 			if r, ok := created[nb.ID]; ok {
@@ -211,7 +216,73 @@ func (s *Store) BatchInsert(ctx context.Context, p BatchInsertParams) ([]Inserte
 	if err != nil {
 		return nil, err
 	}
+	if len(deferred) > 0 {
+		// Services freed while this transaction waited for their locks: now
+		// that its batches are committed, admit them as their finisher would
+		// have. Should this fail or the process die here, the queuer's
+		// reconciliation admits them (the batches are stored).
+		var admitted map[int64]QueuedBatch
+		err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+			var err error
+			if admitted, err = admit(ctx, q, p.Now, deferred); err != nil || len(admitted) == 0 {
+				return err
+			}
+			return wake(ctx, q, notify.BatchSubmitter)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("batches stored; admitting %d services freed meanwhile: %w", len(deferred), err)
+		}
+		for i := range out {
+			if _, ok := admitted[out[i].Batch.Seq]; ok && out[i].Created {
+				out[i].Batch.QueuedAt = &p.Now
+			}
+		}
+	}
 	return out, nil
+}
+
+// admitAtIntake runs admission in an intake transaction, after its INSERT:
+// a service seen idle is locked exclusively and admitted as admit does; a
+// service seen busy is locked shared (intakes of a busy service do not wait
+// for each other; its finisher, which locks exclusively, waits for them and
+// admits after them). A busy service found idle once its lock is held was
+// freed by a transaction that committed before it could see this one's
+// batches: those services are returned as freed, for admission after the
+// commit.
+func admitAtIntake(ctx context.Context, q *dbsqlc.Queries, now time.Time, services []string) (map[int64]QueuedBatch, []string, error) {
+	if len(services) == 0 {
+		return nil, nil, nil
+	}
+	locks, err := q.BatchServicesLockForIntake(ctx, services)
+	if err != nil {
+		return nil, nil, fmt.Errorf("locking %d services for admission: %w", len(services), err)
+	}
+	var idle, busy []string
+	for _, l := range locks {
+		if l.Busy {
+			busy = append(busy, l.ServiceIds...)
+		} else {
+			idle = append(idle, l.ServiceIds...)
+		}
+	}
+	var admitted map[int64]QueuedBatch
+	if len(idle) > 0 {
+		rows, err := q.BatchAdmit(ctx, dbsqlc.BatchAdmitParams{Now: now, ServiceIds: idle})
+		if err != nil {
+			return nil, nil, fmt.Errorf("admitting the next batches of %d services: %w", len(idle), err)
+		}
+		admitted = make(map[int64]QueuedBatch, len(rows))
+		for _, r := range rows {
+			admitted[r.Seq] = QueuedBatch{Seq: r.Seq, ServiceID: r.ServiceID}
+		}
+	}
+	var freed []string
+	if len(busy) > 0 {
+		if freed, err = q.BatchServicesIdle(ctx, busy); err != nil {
+			return nil, nil, fmt.Errorf("probing %d services: %w", len(busy), err)
+		}
+	}
+	return admitted, freed, nil
 }
 
 // admit runs the batch lane's admission for services inside a transaction:

@@ -86,6 +86,7 @@ func generatedSQL(t *testing.T) map[string]string {
 var indexDrivenRounds = []string{
 	"BatchQueueRetries", "BatchAdmit", "BatchIdleServices", "BatchDepthByState",
 	"BatchRecordSubmitMany", "BatchRecordStatusMany", "BatchInsertMany", "BatchGetMany",
+	"BatchServicesLockForIntake", "BatchServicesIdle",
 	"BatchGet", "BatchList", "BatchListByService",
 	"ShardSchedule", "ShardRelease", "ShardExtendLease", "ShardHeld",
 	"TaskGetByIdempotencyKey", "TaskGet", "TaskList", "TaskCancel",

@@ -1042,6 +1042,39 @@ func (q *Queries) BatchSeedFinished(ctx context.Context, arg BatchSeedFinishedPa
 	return result.RowsAffected(), nil
 }
 
+const batchServicesIdle = `-- name: BatchServicesIdle :many
+SELECT d.s::text AS service_id
+FROM (SELECT DISTINCT s FROM unnest($1::text[]) AS s) d
+WHERE (SELECT 1 FROM ledgerq.batches a
+       WHERE a.service_id = d.s
+         AND (a.status IN ('pending', 'unknown', 'delayed')
+              OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
+       LIMIT 1) IS NULL
+ORDER BY 1
+`
+
+// The services among @service_ids with no active batch, in this statement's
+// snapshot: one probe of batches_active_by_service each.
+func (q *Queries) BatchServicesIdle(ctx context.Context, serviceIds []string) ([]string, error) {
+	rows, err := q.db.Query(ctx, batchServicesIdle, serviceIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var service_id string
+		if err := rows.Scan(&service_id); err != nil {
+			return nil, err
+		}
+		items = append(items, service_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const batchServicesLock = `-- name: BatchServicesLock :exec
 SELECT pg_advisory_xact_lock(1818585457, k)::text
 FROM (SELECT DISTINCT hashtext(s) AS k FROM unnest($1::text[]) AS s) keys
@@ -1056,4 +1089,60 @@ ORDER BY k
 func (q *Queries) BatchServicesLock(ctx context.Context, serviceIds []string) error {
 	_, err := q.db.Exec(ctx, batchServicesLock, serviceIds)
 	return err
+}
+
+const batchServicesLockForIntake = `-- name: BatchServicesLockForIntake :many
+SELECT keys.service_ids::text[] AS service_ids, keys.busy::bool AS busy,
+       (CASE WHEN keys.busy THEN pg_advisory_xact_lock_shared(1818585457, keys.k)
+             ELSE pg_advisory_xact_lock(1818585457, keys.k) END)::text AS locked
+FROM (
+    SELECT hashtext(d.s) AS k, array_agg(d.s ORDER BY d.s) AS service_ids,
+           bool_and((SELECT 1 FROM ledgerq.batches a
+                     WHERE a.service_id = d.s
+                       AND (a.status IN ('pending', 'unknown', 'delayed')
+                            OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
+                     LIMIT 1) IS NOT NULL) AS busy
+    FROM (SELECT DISTINCT s FROM unnest($1::text[]) AS s) d
+    GROUP BY 1
+) keys
+ORDER BY keys.k
+`
+
+type BatchServicesLockForIntakeRow struct {
+	ServiceIds []string
+	Busy       bool
+	Locked     string
+}
+
+// Intake's admission locks, the same advisory locks as BatchServicesLock,
+// taken in key order, with the mode chosen per service by a probe of
+// batches_active_by_service in this statement's snapshot:
+//
+//	busy -> shared. Intake admits nothing into a busy service, so intakes
+//	        of one busy service do not wait for each other; the transaction
+//	        that frees the service takes the lock exclusively, so it waits
+//	        for them and its admission sees their batches.
+//	idle -> exclusive, under which the intake admits (BatchAdmit).
+//
+// A service that was freed between this probe and the lock is found by
+// BatchServicesIdle after the lock, and admitted after the commit.
+// Services whose keys collide share a lock, exclusive if any of them is idle.
+func (q *Queries) BatchServicesLockForIntake(ctx context.Context, serviceIds []string) ([]BatchServicesLockForIntakeRow, error) {
+	rows, err := q.db.Query(ctx, batchServicesLockForIntake, serviceIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BatchServicesLockForIntakeRow{}
+	for rows.Next() {
+		var i BatchServicesLockForIntakeRow
+		if err := rows.Scan(&i.ServiceIds, &i.Busy, &i.Locked); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
