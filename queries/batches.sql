@@ -368,6 +368,15 @@ FROM checked
 WHERE b.seq = checked.seq
 RETURNING b.seq, b.service_id, b.status::text AS status;
 
+-- name: BatchWakeIfQueued :exec
+-- Wakes the loops on @channel (NOTIFY) when batches of @service_ids were
+-- queued at @now, by this transaction: one probe of batches_queued. Lets a
+-- transaction sent in one round trip wake the submitters only when it
+-- queued something.
+SELECT pg_notify(@channel::text, '')
+WHERE EXISTS (SELECT 1 FROM ledgerq.batches q
+              WHERE q.queued_at = @now::timestamptz AND q.service_id = ANY(@service_ids::text[]));
+
 -- name: BatchCountByState :many
 -- Depth of the batch lane per state, for metrics and the bench.
 SELECT coalesce(status::text, CASE WHEN submitted THEN 'held' WHEN queued_at IS NOT NULL THEN 'queued' ELSE 'new' END)::text AS state,

@@ -46,6 +46,10 @@ type BatchMonitor struct {
 	// monitors off); the database claim remains the path for the rest and
 	// the recovery path when a process dies.
 	follow *followed
+	// lastClaim is when a round last claimed batches in the database. While
+	// the followed batches keep the rounds busy, the database is asked at
+	// most once per check interval (its batches are due at that grain).
+	lastClaim time.Time
 
 	// OnQueued, when set, is called after a round queued batches (the next
 	// batch of a freed service, or an unknown batch to send again): the
@@ -87,7 +91,8 @@ func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
 	for _, d := range due {
 		local[d.Seq] = true
 	}
-	if rest := m.cfg.CheckBatchSize - len(due); rest > 0 {
+	if rest := m.cfg.CheckBatchSize - len(due); rest > 0 && (len(taken) == 0 || now.Sub(m.lastClaim) >= m.cfg.CheckInterval) {
+		m.lastClaim = now
 		claimCtx, cancel := context.WithTimeout(ctx, m.cfg.DBTimeout)
 		claimed, err := m.store.BatchClaimForCheck(claimCtx, store.BatchClaimForCheckParams{
 			Now: now, LeaseUntil: now.Add(m.cfg.ClaimLease), NextCheckAt: now.Add(m.cfg.CheckInterval), Max: rest,
@@ -124,7 +129,7 @@ func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
 		if !ok {
 			res = ledger.BatchStatusResult{Status: ledger.BatchUnknown}
 		}
-		o := store.StatusOutcome{Seq: d.Seq, Attempt: d.Attempt, Reason: res.Reason}
+		o := store.StatusOutcome{Seq: d.Seq, ServiceID: d.ServiceID, Attempt: d.Attempt, Reason: res.Reason}
 		switch res.Status {
 		case ledger.BatchCommitted:
 			o.Status = store.BatchStatusCommitted

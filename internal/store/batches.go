@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/ledgerq/ledgerq/internal/notify"
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
@@ -491,6 +494,11 @@ type BatchRecordSubmitParams struct {
 	// NextCheckAt is when the monitor first asks about an accepted batch.
 	NextCheckAt time.Time
 	Outcomes    []SubmitOutcome
+	// Followed says a monitor of the caller's process follows the accepted
+	// batches in memory: no other monitor is woken for them (they take them
+	// over only after NextCheckAt). A round of accepted batches only is then
+	// recorded by one statement, without a transaction around it.
+	Followed bool
 }
 
 // BatchRecorded is what recording a round's outcomes changed.
@@ -525,6 +533,14 @@ func (s *Store) BatchRecordSubmit(ctx context.Context, p BatchRecordSubmitParams
 		}
 		qp.Seqs[i], qp.Attempts[i], qp.Results[i], qp.Reasons[i] = o.Seq, int32(o.Attempt), o.Result.String(), o.Reason
 	}
+	if p.Followed && !slices.ContainsFunc(p.Outcomes, func(o SubmitOutcome) bool { return o.Result != SubmitAccepted }) {
+		// Nothing to admit and no one to wake: the UPDATE alone.
+		rows, err := s.q.BatchRecordSubmitMany(ctx, qp)
+		if err != nil {
+			return BatchRecorded{}, fmt.Errorf("recording %d submit outcomes: %w", n, err)
+		}
+		return BatchRecorded{Applied: len(rows), ByResult: map[string]int{SubmitAccepted.String(): len(rows)}}, nil
+	}
 	var res BatchRecorded
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
 		rows, err := q.BatchRecordSubmitMany(ctx, qp)
@@ -545,7 +561,7 @@ func (s *Store) BatchRecordSubmit(ctx context.Context, p BatchRecordSubmitParams
 		}
 		res.Queued = len(admitted)
 		return wakeAll(ctx, q,
-			wakeIf{res.ByResult[SubmitAccepted.String()] > 0, notify.BatchMonitor},
+			wakeIf{res.ByResult[SubmitAccepted.String()] > 0 && !p.Followed, notify.BatchMonitor},
 			wakeIf{res.ByResult[SubmitDelayed.String()] > 0, notify.BatchQueuer},
 			wakeIf{res.Queued > 0, notify.BatchSubmitter})
 	})
@@ -604,10 +620,13 @@ func (s *Store) BatchClaimForCheck(ctx context.Context, p BatchClaimForCheckPara
 
 // StatusOutcome is the ledger's answer for one checked batch, in store terms.
 type StatusOutcome struct {
-	Seq     int64 // the checked batch's Seq
-	Attempt int
-	Status  BatchStatus // pending, unknown, committed, valid or invalid
-	Reason  string
+	Seq int64 // the checked batch's Seq
+	// ServiceID is the batch's service: a final status frees it, and its
+	// next batch is admitted in the same transaction.
+	ServiceID string
+	Attempt   int
+	Status    BatchStatus // pending, unknown, committed, valid or invalid
+	Reason    string
 }
 
 // BatchRecordStatusesParams are the monitor's results of one round.
@@ -622,42 +641,58 @@ type BatchRecordStatusesParams struct {
 // statement and one transaction, each conditional on the attempt the monitor
 // checked. An unknown batch is queued again at once (seed 001 step 3); a
 // batch that reached a final status frees its service, whose next batch is
-// admitted in the same transaction. It wakes the submitter when anything was
-// queued.
+// admitted in the same transaction. It wakes the submitters when anything
+// was queued. The transaction's statements reach the server in one round
+// trip: the services to lock and admit are those of the final outcomes
+// (an outcome that no longer applies leaves its service busy, and admission
+// queues nothing for it).
 func (s *Store) BatchRecordStatuses(ctx context.Context, p BatchRecordStatusesParams) (BatchRecorded, error) {
 	n := len(p.Outcomes)
 	qp := dbsqlc.BatchRecordStatusManyParams{
 		Now: p.Now, NextCheckAt: p.NextCheckAt,
 		Seqs: make([]int64, n), Attempts: make([]int32, n), Statuses: make([]string, n), Reasons: make([]string, n),
 	}
+	var freed, queueing []string
 	for i, o := range p.Outcomes {
 		if o.Status == BatchStatusNone || o.Status == BatchStatusDelayed {
 			return BatchRecorded{}, fmt.Errorf("batch seq %d: %q is not a status the ledger reports", o.Seq, o.Status)
 		}
+		if o.ServiceID == "" {
+			return BatchRecorded{}, fmt.Errorf("batch seq %d: outcome without its service", o.Seq)
+		}
 		qp.Seqs[i], qp.Attempts[i], qp.Statuses[i], qp.Reasons[i] = o.Seq, int32(o.Attempt), string(o.Status), o.Reason
+		switch {
+		case o.Status.Terminal():
+			freed = append(freed, o.ServiceID)
+			queueing = append(queueing, o.ServiceID)
+		case o.Status == BatchStatusUnknown:
+			queueing = append(queueing, o.ServiceID)
+		}
 	}
-	var res BatchRecorded
-	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
-		rows, err := q.BatchRecordStatusMany(ctx, qp)
-		if err != nil {
-			return fmt.Errorf("recording %d batch statuses: %w", n, err)
+	var (
+		rows     []dbsqlc.BatchRecordStatusManyRow
+		admitted []dbsqlc.BatchAdmitRow
+	)
+	err := s.sendTx(ctx, func(b *pgx.Batch) {
+		rows, admitted = nil, nil
+		dbsqlc.QueueBatchRecordStatusMany(b, qp, &rows)
+		if len(freed) > 0 {
+			dbsqlc.QueueBatchServicesLock(b, freed)
+			dbsqlc.QueueBatchAdmit(b, dbsqlc.BatchAdmitParams{Now: p.Now, ServiceIds: freed}, &admitted)
 		}
-		res = BatchRecorded{Applied: len(rows), ByResult: map[string]int{}}
-		var freed []string
-		for _, r := range rows {
-			res.ByResult[r.Status]++
-			if BatchStatus(r.Status).Terminal() {
-				freed = append(freed, r.ServiceID)
-			}
+		if len(queueing) > 0 {
+			dbsqlc.QueueBatchWakeIfQueued(b, dbsqlc.BatchWakeIfQueuedParams{Channel: notify.BatchSubmitter, Now: p.Now, ServiceIds: queueing})
 		}
-		admitted, err := admit(ctx, q, p.Now, freed)
-		if err != nil {
-			return err
-		}
-		res.Queued = len(admitted) + res.ByResult[string(BatchStatusUnknown)]
-		return wakeAll(ctx, q, wakeIf{res.Queued > 0, notify.BatchSubmitter})
 	})
-	return res, err
+	if err != nil {
+		return BatchRecorded{}, fmt.Errorf("recording %d batch statuses: %w", n, err)
+	}
+	res := BatchRecorded{Applied: len(rows), ByResult: map[string]int{}}
+	for _, r := range rows {
+		res.ByResult[r.Status]++
+	}
+	res.Queued = len(admitted) + res.ByResult[string(BatchStatusUnknown)]
+	return res, nil
 }
 
 // BatchCountByState returns the number of batches per state: new, queued,

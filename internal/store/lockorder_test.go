@@ -179,7 +179,7 @@ func TestBatchLane_ConcurrentRoundsNeverDeadlock(t *testing.T) {
 					case x < 10:
 						s = store.BatchStatusInvalid
 					}
-					out[i] = store.StatusOutcome{Seq: d.Seq, Attempt: d.Attempt, Status: s, Reason: "stress"}
+					out[i] = store.StatusOutcome{Seq: d.Seq, ServiceID: d.ServiceID, Attempt: d.Attempt, Status: s, Reason: "stress"}
 				}
 				slices.SortFunc(out, func(a, b store.StatusOutcome) int { return cmp.Compare(a.Seq, b.Seq) })
 				_, err = st.BatchRecordStatuses(ctx, store.BatchRecordStatusesParams{Now: now(), NextCheckAt: now(), Outcomes: out})
@@ -279,7 +279,7 @@ func drainLane(t *testing.T, st *store.Store) {
 		require.NoError(t, err)
 		var fin []store.StatusOutcome
 		for _, d := range due {
-			fin = append(fin, store.StatusOutcome{Seq: d.Seq, Attempt: d.Attempt, Status: store.BatchStatusCommitted})
+			fin = append(fin, store.StatusOutcome{Seq: d.Seq, ServiceID: d.ServiceID, Attempt: d.Attempt, Status: store.BatchStatusCommitted})
 		}
 		_, err = st.BatchRecordStatuses(ctx, store.BatchRecordStatusesParams{Now: now, NextCheckAt: now, Outcomes: fin})
 		require.NoError(t, err)

@@ -118,8 +118,32 @@ const (
 // until their lease expires. fn must therefore be safe to run again: it may
 // only build its results from what its statements return.
 func (s *Store) withTx(ctx context.Context, fn func(q *dbsqlc.Queries) error) error {
+	return retryTx(ctx, func() error {
+		return s.inTx(ctx, func(tx pgx.Tx) error { return fn(s.q.WithTx(tx)) })
+	})
+}
+
+// sendTx sends the statements build queues as one transaction in one round
+// trip: a batch sent on the pool runs as one implicit transaction (on a
+// store made by NewTx, in a savepoint of its transaction). Like withTx, it
+// runs again a transaction aborted by a deadlock or a serialization failure;
+// build is called for each attempt.
+func (s *Store) sendTx(ctx context.Context, build func(b *pgx.Batch)) error {
+	return retryTx(ctx, func() error {
+		b := &pgx.Batch{}
+		build(b)
+		if s.pool != nil {
+			return s.pool.SendBatch(ctx, b).Close()
+		}
+		return s.inTx(ctx, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
+	})
+}
+
+// retryTx runs a transaction, and again when it was aborted by a deadlock
+// or a serialization failure, up to txAttempts times.
+func retryTx(ctx context.Context, run func() error) error {
 	for attempt := 1; ; attempt++ {
-		err := s.inTx(ctx, func(tx pgx.Tx) error { return fn(s.q.WithTx(tx)) })
+		err := run()
 		if err == nil || !retryableTx(err) {
 			return err
 		}

@@ -118,7 +118,7 @@ func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
 		storedCheck = storedCheck.Add(s.cfg.TrackGrace)
 	}
 	rec, err := s.store.BatchRecordSubmit(recCtx, store.BatchRecordSubmitParams{
-		Now: done, NextCheckAt: storedCheck, Outcomes: outcomes,
+		Now: done, NextCheckAt: storedCheck, Outcomes: outcomes, Followed: s.OnAccepted != nil,
 	})
 	if err != nil {
 		return len(claimed), err

@@ -1146,3 +1146,24 @@ func (q *Queries) BatchServicesLockForIntake(ctx context.Context, serviceIds []s
 	}
 	return items, nil
 }
+
+const batchWakeIfQueued = `-- name: BatchWakeIfQueued :exec
+SELECT pg_notify($1::text, '')
+WHERE EXISTS (SELECT 1 FROM ledgerq.batches q
+              WHERE q.queued_at = $2::timestamptz AND q.service_id = ANY($3::text[]))
+`
+
+type BatchWakeIfQueuedParams struct {
+	Channel    string
+	Now        time.Time
+	ServiceIds []string
+}
+
+// Wakes the loops on @channel (NOTIFY) when batches of @service_ids were
+// queued at @now, by this transaction: one probe of batches_queued. Lets a
+// transaction sent in one round trip wake the submitters only when it
+// queued something.
+func (q *Queries) BatchWakeIfQueued(ctx context.Context, arg BatchWakeIfQueuedParams) error {
+	_, err := q.db.Exec(ctx, batchWakeIfQueued, arg.Channel, arg.Now, arg.ServiceIds)
+	return err
+}

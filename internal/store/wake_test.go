@@ -1,0 +1,134 @@
+package store_test
+
+// The outcome transactions wake other processes' loops (NOTIFY) when, and
+// only when, they made work for them.
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/notify"
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
+)
+
+const wakeProbe = "ledgerq_test_wake_probe"
+
+// listen returns a connection listening on channels and the probe channel.
+func listen(t *testing.T, url string, channels ...string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	for _, ch := range append(channels, wakeProbe) {
+		_, err := conn.Exec(t.Context(), "LISTEN "+pgx.Identifier{ch}.Sanitize())
+		require.NoError(t, err)
+	}
+	return conn
+}
+
+// woken returns the channels notified before the probe, which it sends: a
+// connection's notifications arrive in the order they were committed.
+func woken(t *testing.T, db *testdb.DB, conn *pgx.Conn) []string {
+	t.Helper()
+	require.NoError(t, db.Store.Notify(t.Context(), wakeProbe))
+	var got []string
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		require.NoError(t, err)
+		if n.Channel == wakeProbe {
+			return got
+		}
+		got = append(got, n.Channel)
+	}
+}
+
+func TestBatchRecordStatuses_WakesTheSubmittersOnlyWhenItQueuedABatch(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	clk := testfactory.NewClock()
+	rows := testfactory.New(t, db.Store, clk)
+	conn := listen(t, db.URL, notify.BatchSubmitter)
+	rows.PutBatches(
+		testfactory.Batch{ID: "a1", ServiceID: "a", Submitted: true, Status: store.BatchStatusPending},
+		testfactory.Batch{ID: "a2", ServiceID: "a"},
+		testfactory.Batch{ID: "b1", ServiceID: "b", Submitted: true, Status: store.BatchStatusPending},
+		testfactory.Batch{ID: "c1", ServiceID: "c", Submitted: true, Status: store.BatchStatusPending},
+	)
+	record := func(id string, status store.BatchStatus) store.BatchRecorded {
+		b := rows.Get(id)
+		rec, err := db.Store.BatchRecordStatuses(t.Context(), store.BatchRecordStatusesParams{
+			Now: clk.Now(), NextCheckAt: clk.Now().Add(time.Second),
+			Outcomes: []store.StatusOutcome{{Seq: b.Seq, ServiceID: b.ServiceID, Attempt: b.Attempts, Status: status}},
+		})
+		require.NoError(t, err)
+		return rec
+	}
+
+	// b had no other batch: its service is freed, nothing is queued.
+	require.Equal(t, 0, record("b1", store.BatchStatusCommitted).Queued)
+	require.Empty(t, woken(t, db, conn), "nothing was queued")
+	// Still pending: nothing changes.
+	require.Equal(t, 0, record("c1", store.BatchStatusPending).Queued)
+	require.Empty(t, woken(t, db, conn))
+	// a's next batch is queued by the transaction that commits a1.
+	clk.Advance(time.Second)
+	rec := record("a1", store.BatchStatusCommitted)
+	require.Equal(t, 1, rec.Queued)
+	require.Equal(t, []string{"a2"}, rows.QueuedIDs())
+	require.Equal(t, []string{notify.BatchSubmitter}, woken(t, db, conn))
+	// An unknown batch is queued again at once.
+	clk.Advance(time.Second)
+	require.Equal(t, 1, record("c1", store.BatchStatusUnknown).Queued)
+	require.Equal(t, []string{notify.BatchSubmitter}, woken(t, db, conn))
+}
+
+func TestBatchRecordStatuses_RefusesAnOutcomeWithoutItsService(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	clk := testfactory.NewClock()
+	testfactory.New(t, st, clk).PutBatches(testfactory.Batch{ID: "a1", ServiceID: "a", Submitted: true, Status: store.BatchStatusPending})
+	b, err := st.BatchGet(t.Context(), "a1")
+	require.NoError(t, err)
+	_, err = st.BatchRecordStatuses(t.Context(), store.BatchRecordStatusesParams{
+		Now: clk.Now(), NextCheckAt: clk.Now(),
+		Outcomes: []store.StatusOutcome{{Seq: b.Seq, Attempt: b.Attempts, Status: store.BatchStatusCommitted}},
+	})
+	require.ErrorContains(t, err, "without its service")
+	got, err := st.BatchGet(t.Context(), "a1")
+	require.NoError(t, err)
+	require.Equal(t, store.BatchStatusPending, got.Status, "nothing was recorded")
+}
+
+func TestBatchRecordSubmit_WakesOtherMonitorsOnlyForBatchesNotFollowedInMemory(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	clk := testfactory.NewClock()
+	rows := testfactory.New(t, db.Store, clk)
+	conn := listen(t, db.URL, notify.BatchMonitor)
+	rows.PutBatches(testfactory.Batch{ID: "a1", ServiceID: "a", Queued: true}, testfactory.Batch{ID: "b1", ServiceID: "b", Queued: true})
+	for _, followed := range []bool{true, false} {
+		claimed, err := db.Store.BatchClaimQueued(t.Context(), store.BatchClaimQueuedParams{Now: clk.Now(), LeaseUntil: clk.Now().Add(time.Minute), Max: 1})
+		require.NoError(t, err)
+		require.Len(t, claimed, 1)
+		rec, err := db.Store.BatchRecordSubmit(t.Context(), store.BatchRecordSubmitParams{
+			Now: clk.Now(), NextCheckAt: clk.Now().Add(time.Second), Followed: followed,
+			Outcomes: []store.SubmitOutcome{{Seq: claimed[0].Seq, Attempt: claimed[0].Attempt, Result: store.SubmitAccepted}},
+		})
+		require.NoError(t, err)
+		require.Equal(t, 1, rec.Applied)
+		require.Equal(t, store.BatchStatusPending, rows.Get(claimed[0].ID).Status)
+		if followed {
+			require.Empty(t, woken(t, db, conn), "this process's monitor follows the batch")
+		} else {
+			require.Equal(t, []string{notify.BatchMonitor}, woken(t, db, conn))
+		}
+	}
+}
