@@ -182,3 +182,44 @@ func TestBatchMonitor_AFollowedBatchOfADeadProcessIsTakenOverAfterItsStoredCheck
 	require.Equal(t, 1, b.runOnce("other monitor", other.RunOnce))
 	require.Equal(t, store.BatchStatusCommitted, b.get(id).Status)
 }
+
+// While batches followed in memory keep its rounds busy, the monitor claims
+// in the database (batches of other processes, expired leases) at most once
+// per check interval: the claim costs a statement per round, and the
+// database's batches are due at that grain anyway.
+func TestBatchMonitor_WhileFollowedBatchesKeepItBusyItClaimsFromTheDatabaseOncePerCheckInterval(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	l := &ledgertest.BatchLedger{}
+	m := b.monitor(l)
+	t0 := b.clock.Now()
+	b.rows.PutBatches(
+		testfactory.Batch{ID: "f1", ServiceID: "f", Submitted: true, Status: store.BatchStatusPending},
+		testfactory.Batch{ID: "g1", ServiceID: "g", Submitted: true, Status: store.BatchStatusPending},
+	)
+	stored := t0.Add(time.Hour)
+	_, err := b.st.DB().Exec(t.Context(), `UPDATE ledgerq.batches SET next_check_at = $1`, stored)
+	require.NoError(t, err)
+	l.SetStatus("f1", ledger.BatchPending, "")
+	l.SetStatus("g1", ledger.BatchPending, "")
+	follow := func(id string, after time.Duration) {
+		got := b.get(id)
+		m.Track([]store.CheckBatch{{Seq: got.Seq, ID: id, ServiceID: got.ServiceID, Attempt: got.Attempts}}, stored, after)
+	}
+	follow("f1", 0)
+	follow("g1", 10*time.Millisecond)
+	require.Equal(t, 1, b.runOnce("monitor", m.RunOnce), "f1, from memory")
+
+	// Another process's batch comes due in the database.
+	b.rows.PutBatches(testfactory.Batch{ID: "x1", ServiceID: "x", Submitted: true, Status: store.BatchStatusPending})
+	_, err = b.st.DB().Exec(t.Context(), `UPDATE ledgerq.batches SET next_check_at = $1 WHERE status = 'pending' AND service_id = 'x'`, t0.Add(5*time.Millisecond))
+	require.NoError(t, err)
+	l.SetStatus("x1", ledger.BatchCommitted, "")
+	b.clock.Advance(10 * time.Millisecond)
+	require.Equal(t, 1, b.runOnce("monitor", m.RunOnce), "g1, from memory; the database was asked 10ms ago")
+	require.Equal(t, store.BatchStatusPending, b.get("x1").Status)
+
+	b.clock.Set(t0.Add(b.cfg.CheckInterval))
+	require.Equal(t, 2, b.runOnce("monitor", m.RunOnce), "f1 from memory, x1 from the database")
+	require.Equal(t, store.BatchStatusCommitted, b.get("x1").Status)
+}
