@@ -8,7 +8,7 @@ import (
 	"fmt"
 
 	"github.com/decred/dcrd/dcrec/secp256k1/v4"
-	"github.com/decred/dcrd/dcrec/secp256k1/v4/ecdsa"
+	"github.com/ethereum/go-ethereum/crypto"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -155,8 +155,7 @@ func verifySignature(pubHex string, msg []byte, sigHex string) error {
 	if _, err := hex.Decode(pubBytes[:], []byte(pubHex)); err != nil {
 		return fmt.Errorf("decoding signer public key: %w", err)
 	}
-	pub, err := secp256k1.ParsePubKey(pubBytes[:])
-	if err != nil {
+	if _, err := secp256k1.ParsePubKey(pubBytes[:]); err != nil {
 		return fmt.Errorf("parsing signer public key: %w", err)
 	}
 	var sig [64]byte
@@ -177,7 +176,10 @@ func verifySignature(pubHex string, msg []byte, sigHex string) error {
 		return errors.New("signature s is not normalized (high s)")
 	}
 	hash := sha256.Sum256(msg)
-	if !ecdsa.NewSignature(&r, &s).Verify(hash[:], pub) {
+	// go-ethereum's VerifySignature is libsecp256k1's verify (the
+	// validators' own) when built with cgo, about four times faster than the
+	// pure Go one, which it falls back to without cgo.
+	if !crypto.VerifySignature(pubBytes[:], hash[:], sig[:]) {
 		return errors.New("signature does not verify")
 	}
 	return nil
