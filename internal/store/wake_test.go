@@ -132,3 +132,33 @@ func TestBatchRecordSubmit_WakesOtherMonitorsOnlyForBatchesNotFollowedInMemory(t
 		}
 	}
 }
+
+// The monitor's outcome transaction reaches the server in one round trip; it
+// is still one transaction: when the admission it ends with fails, the
+// statuses it recorded before are not kept either.
+func TestBatchRecordStatuses_IsOneTransactionEvenInOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	clk := testfactory.NewClock()
+	rows := testfactory.New(t, db.Store, clk)
+	rows.PutBatches(
+		testfactory.Batch{ID: "a1", ServiceID: "boom", Submitted: true, Status: store.BatchStatusPending},
+		testfactory.Batch{ID: "a2", ServiceID: "boom"},
+	)
+	// Admission of service boom fails (as a statement that errors would).
+	_, err := db.Store.DB().Exec(t.Context(), `
+		CREATE FUNCTION ledgerq.test_refuse_admission() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN RAISE EXCEPTION 'admission refused by the test'; END $$;
+		CREATE TRIGGER test_refuse_admission BEFORE UPDATE ON ledgerq.batches FOR EACH ROW
+		WHEN (OLD.queued_at IS NULL AND NEW.queued_at IS NOT NULL AND NEW.service_id = 'boom')
+		EXECUTE FUNCTION ledgerq.test_refuse_admission();`)
+	require.NoError(t, err)
+	a1 := rows.Get("a1")
+	_, err = db.Store.BatchRecordStatuses(t.Context(), store.BatchRecordStatusesParams{
+		Now: clk.Now(), NextCheckAt: clk.Now().Add(time.Second),
+		Outcomes: []store.StatusOutcome{{Seq: a1.Seq, ServiceID: a1.ServiceID, Attempt: a1.Attempts, Status: store.BatchStatusCommitted}},
+	})
+	require.ErrorContains(t, err, "admission refused by the test")
+	require.Equal(t, store.BatchStatusPending, rows.Get("a1").Status, "the status recorded before the failed admission is rolled back")
+	require.Empty(t, rows.QueuedIDs())
+}
