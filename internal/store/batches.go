@@ -268,16 +268,9 @@ func admitAtIntake(ctx context.Context, q *dbsqlc.Queries, now time.Time, servic
 			idle = append(idle, l.ServiceIds...)
 		}
 	}
-	var admitted map[int64]QueuedBatch
-	if len(idle) > 0 {
-		rows, err := q.BatchAdmit(ctx, dbsqlc.BatchAdmitParams{Now: now, ServiceIds: idle})
-		if err != nil {
-			return nil, nil, fmt.Errorf("admitting the next batches of %d services: %w", len(idle), err)
-		}
-		admitted = make(map[int64]QueuedBatch, len(rows))
-		for _, r := range rows {
-			admitted[r.Seq] = QueuedBatch{Seq: r.Seq, ServiceID: r.ServiceID}
-		}
+	admitted, err := admitLocked(ctx, q, now, idle)
+	if err != nil {
+		return nil, nil, err
 	}
 	var freed []string
 	if len(busy) > 0 {
@@ -298,6 +291,15 @@ func admit(ctx context.Context, q *dbsqlc.Queries, now time.Time, services []str
 	}
 	if err := q.BatchServicesLock(ctx, services); err != nil {
 		return nil, fmt.Errorf("locking %d services for admission: %w", len(services), err)
+	}
+	return admitLocked(ctx, q, now, services)
+}
+
+// admitLocked is admission for services whose locks the transaction holds
+// exclusively.
+func admitLocked(ctx context.Context, q *dbsqlc.Queries, now time.Time, services []string) (map[int64]QueuedBatch, error) {
+	if len(services) == 0 {
+		return nil, nil
 	}
 	rows, err := q.BatchAdmit(ctx, dbsqlc.BatchAdmitParams{Now: now, ServiceIds: services})
 	if err != nil {
