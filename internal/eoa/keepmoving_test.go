@@ -172,22 +172,7 @@ func TestSeed003_ABumpRefusedAsUnderpricedIsRaisedAgainInTheNextRun(t *testing.T
 // the task is not sent again (DESIGN §7).
 func TestSeed003_AnyMinedHashOfANonceMakesItsTaskDoneNotReplaced(t *testing.T) {
 	t.Parallel()
-	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *Config) {
-		c.StallTimeout = testStall
-		c.ReplacedAfter = 0
-	}})
-	task := e.post(t, 0, 0, 1000, nil)
-	e.drive1(t)
-	first := e.attempts(t, task)[0].TxHash
-	e.led.refuse = func(tx *types.Transaction) error {
-		if tx.Hash().Hex() != first {
-			return ledger.NewSendError(ledger.SendIndeterminate, "connection reset by peer", nil)
-		}
-		return nil
-	}
-	e.clk.Advance(testStall)
-	e.drive1(t)
-	require.Equal(t, 1, e.task(t, task).Bumps)
+	e, task, first := bumpedWithTheBumpLost(t)
 	e.chain.SetMinTip(0)
 	e.chain.Mine()
 	e.drive(t, e.pool, 5, task)
@@ -390,6 +375,30 @@ func TestSeed003_MoreFreedNoncesThanMaxRecycledAreFilledWithNoops(t *testing.T) 
 // its bump answers "no receipt".
 func TestSeed003_ReplacedOnlyWhenEveryHashOfTheNonceBumpsIncludedIsDefinitivelyAbsent(t *testing.T) {
 	t.Parallel()
+	e, task, first := bumpedWithTheBumpLost(t)
+	e.sendOutside(t, 0, 0)
+	e.chain.Mine()
+
+	e.led.failReceipt = func(h string) bool { return strings.EqualFold(h, first) }
+	for range 3 {
+		e.drive1(t)
+		e.clk.Advance(blockPeriod)
+	}
+	got := e.task(t, task)
+	require.Equal(t, store.TaskExecuting, got.Status, "one hash unanswered: not replaced")
+	require.Zero(t, got.Replacements)
+
+	e.led.failReceipt = nil
+	e.drive1(t)
+	require.Equal(t, 1, e.task(t, task).Replacements, "every hash absent: replaced")
+}
+
+// bumpedWithTheBumpLost posts a task whose tip is below the chain's minimum,
+// lets it stall and be bumped once, the bump's send lost on the way (an
+// indeterminate transport error: only the original reached the chain). It
+// returns the task and its original hash.
+func bumpedWithTheBumpLost(t *testing.T) (*env, store.Task, string) {
+	t.Helper()
 	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *Config) {
 		c.StallTimeout = testStall
 		c.ReplacedAfter = 0
@@ -406,19 +415,5 @@ func TestSeed003_ReplacedOnlyWhenEveryHashOfTheNonceBumpsIncludedIsDefinitivelyA
 	e.clk.Advance(testStall)
 	e.drive1(t)
 	require.Equal(t, 1, e.task(t, task).Bumps)
-	e.sendOutside(t, 0, 0)
-	e.chain.Mine()
-
-	e.led.failReceipt = func(h string) bool { return strings.EqualFold(h, first) }
-	for range 3 {
-		e.drive1(t)
-		e.clk.Advance(blockPeriod)
-	}
-	got := e.task(t, task)
-	require.Equal(t, store.TaskExecuting, got.Status, "one hash unanswered: not replaced")
-	require.Zero(t, got.Replacements)
-
-	e.led.failReceipt = nil
-	e.drive1(t)
-	require.Equal(t, 1, e.task(t, task).Replacements, "every hash absent: replaced")
+	return e, task, first
 }

@@ -78,6 +78,14 @@ func (e emitSetup) markSent(t *testing.T, now time.Time, hashes ...string) int64
 	return n
 }
 
+// clearOutbox empties the outbox, so that a test sees only the events of
+// the transitions after it.
+func (e emitSetup) clearOutbox(t *testing.T) {
+	t.Helper()
+	_, err := e.st.DB().Exec(t.Context(), `DELETE FROM ledgerq.webhook_deliveries`)
+	require.NoError(t, err)
+}
+
 func nonce(n int64) *int64 { return &n }
 
 // submitted: an attempt of a task moving signed -> sent emits once, with
@@ -178,10 +186,9 @@ func TestWebhookEmit_ConfirmedOnceWhenATaskIsDone(t *testing.T) {
 	// b's attempt is bumped and the superseded one is mined.
 	bump := fakeSigned(b.ID, 1)
 	require.NoError(t, e.st.AttemptBump(ctx, store.AttemptBumpParams{Now: now, ChainID: taskChain, Sender: taskSender, Old: stored[1].TxHash, New: bump}))
-	_, err := e.st.DB().Exec(ctx, `DELETE FROM ledgerq.webhook_deliveries`)
-	require.NoError(t, err)
+	e.clearOutbox(t)
 
-	_, err = e.st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[0].TxHash, Reverted: true})
+	_, err := e.st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[0].TxHash, Reverted: true})
 	require.NoError(t, err)
 	_, err = e.st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now.Add(time.Second), ChainID: taskChain, TxHash: stored[1].TxHash, Live: bump.TxHash})
 	require.NoError(t, err)
@@ -251,8 +258,7 @@ func TestWebhookEmit_ReplacedWhenAnotherTransactionTookTheNonceAndFailedTooPastT
 	c := insertTask(t, e.st, newTask(now, 0, ""))
 	stored := storeAttempts(t, e.st, now, 0, a, b, c)
 	e.markSent(t, now, stored[0].TxHash, stored[1].TxHash)
-	_, err := e.st.DB().Exec(ctx, `DELETE FROM ledgerq.webhook_deliveries`)
-	require.NoError(t, err)
+	e.clearOutbox(t)
 
 	back, err := e.st.AttemptRequeue(ctx, store.AttemptRequeueParams{Now: now, ChainID: taskChain, TxHash: stored[0].TxHash,
 		Reason: "replaced", Replaced: true, MaxReplacements: 1})
@@ -283,8 +289,7 @@ func TestWebhookEmit_ATransitionThatRollsBackEmitsNothing(t *testing.T) {
 	w := insertTask(t, e.st, newTask(now, 0, ""))
 	stored := storeAttempts(t, e.st, now, 0, a, b, c)
 	e.markSent(t, now, stored[1].TxHash, stored[2].TxHash)
-	_, err := e.st.DB().Exec(ctx, `DELETE FROM ledgerq.webhook_deliveries`)
-	require.NoError(t, err)
+	e.clearOutbox(t)
 
 	steps := map[string]func(tx *store.Store) error{
 		"submitted": func(tx *store.Store) error {
