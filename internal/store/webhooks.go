@@ -250,9 +250,8 @@ func emitWebhookEvents(ctx context.Context, q *dbsqlc.Queries, now time.Time, ev
 	return n, nil
 }
 
-// WebhookDelivery is a claimed delivery: the event, where it goes, and the
-// secret to sign it with.
-type WebhookDelivery struct {
+// WebhookOutboxEvent is one event in the outbox, addressed to one endpoint.
+type WebhookOutboxEvent struct {
 	// ID is the webhook-id: the same on every attempt.
 	ID         string
 	EndpointID string
@@ -260,6 +259,12 @@ type WebhookDelivery struct {
 	TaskID     string
 	Payload    json.RawMessage
 	CreatedAt  time.Time
+}
+
+// WebhookDelivery is a claimed delivery: the event, where it goes, and the
+// secret to sign it with.
+type WebhookDelivery struct {
+	WebhookOutboxEvent
 	// Attempt is this attempt's number, from 1; record the outcome with it.
 	Attempt int
 	URL     string
@@ -292,8 +297,9 @@ func (s *Store) WebhookDeliveriesClaim(ctx context.Context, p WebhookDeliveriesC
 	out := make([]WebhookDelivery, len(rows))
 	for i, r := range rows {
 		out[i] = WebhookDelivery{
-			ID: r.ID, EndpointID: r.EndpointID, Type: WebhookEventType(r.EventType), TaskID: r.TaskID,
-			Payload: r.Payload, CreatedAt: r.CreatedAt.UTC(), Attempt: int(r.Attempts), URL: r.Url, Secret: r.Secret,
+			WebhookOutboxEvent: WebhookOutboxEvent{ID: r.ID, EndpointID: r.EndpointID, Type: WebhookEventType(r.EventType),
+				TaskID: r.TaskID, Payload: r.Payload, CreatedAt: r.CreatedAt.UTC()},
+			Attempt: int(r.Attempts), URL: r.Url, Secret: r.Secret,
 		}
 	}
 	return out, nil
@@ -363,12 +369,7 @@ func (s *Store) WebhookDeliveryFailed(ctx context.Context, p WebhookDeliveryFail
 
 // WebhookDeliveryState is a delivery as stored, for operators and tests.
 type WebhookDeliveryState struct {
-	ID            string
-	EndpointID    string
-	Type          WebhookEventType
-	TaskID        string
-	Payload       json.RawMessage
-	CreatedAt     time.Time
+	WebhookOutboxEvent
 	Attempts      int
 	NextAttemptAt time.Time
 	LastAttemptAt *time.Time
@@ -386,8 +387,9 @@ func (s *Store) WebhookDeliveryGet(ctx context.Context, id string) (WebhookDeliv
 		return WebhookDeliveryState{}, fmt.Errorf("reading webhook delivery %q: %w", id, err)
 	}
 	d := WebhookDeliveryState{
-		ID: r.ID, EndpointID: r.EndpointID, Type: WebhookEventType(r.EventType), TaskID: r.TaskID, Payload: r.Payload,
-		CreatedAt: r.CreatedAt.UTC(), Attempts: int(r.Attempts), NextAttemptAt: r.NextAttemptAt.UTC(),
+		WebhookOutboxEvent: WebhookOutboxEvent{ID: r.ID, EndpointID: r.EndpointID, Type: WebhookEventType(r.EventType),
+			TaskID: r.TaskID, Payload: r.Payload, CreatedAt: r.CreatedAt.UTC()},
+		Attempts: int(r.Attempts), NextAttemptAt: r.NextAttemptAt.UTC(),
 		LastAttemptAt: utcPtr(r.LastAttemptAt), DeliveredAt: utcPtr(r.DeliveredAt), GaveUpAt: utcPtr(r.GaveUpAt),
 	}
 	if r.LastStatus != nil {
