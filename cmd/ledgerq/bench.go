@@ -158,7 +158,7 @@ that every done task has exactly one mined transaction (its recorded hash) and e
 nonce below the chain's is taken by one mined transaction of ours. It exits non-zero
 when a task did not finish or a check failed.
 
-A fault run (--chain-lost-tx-rate or --chain-rewind-rate above 0) lets a task end in
+A fault run (--chain-lost-tx-rate or --chain-reorg-rate above 0) lets a task end in
 error with a reason and no-ops take nonces; it reports the gas bumps, replacements,
 no-ops and nonce resets (wallet_tasks, tx_attempts, wallet_health) and the chain's
 faults. A lost transaction is healed by a gas bump once its nonce has stalled for the
@@ -167,7 +167,7 @@ wallet lane's stall timeout (5 minutes; no flag yet): give such a run a long --g
 Examples:
   ledgerq bench wallets --wallets 20 --tasks-per-wallet 50
   ledgerq bench wallets --block-period 50ms --chain-transient-rate 0.05 --chain-lost-response-rate 0.05
-  ledgerq bench wallets --wallets 3 --tasks-per-wallet 10 --chain-rewind-rate 0.1 --chain-rewind-depth 2 \
+  ledgerq bench wallets --wallets 3 --tasks-per-wallet 10 --chain-reorg-rate 0.1 --chain-reorg-depth 2 \
       --chain-lost-tx-rate 0.02 --chain-transient-rate 0.05 --chain-lost-response-rate 0.05 --grace 15m
   geth --dev --dev.period 1 --http --http.port 8545 &
   ledgerq bench wallets --wallets 5 --tasks-per-wallet 20 --ledger evm \
@@ -189,9 +189,9 @@ func runBenchWallets(ctx context.Context, args []string) error {
 		fs.Float64Var(&cfg.Sim.LostResponseRate, "chain-lost-response-rate", cfg.Sim.LostResponseRate, "for --ledger sim: fraction of sends taken whose answer is lost (a timeout)")
 		fs.DurationVar(&cfg.Sim.Latency, "chain-send-latency", cfg.Sim.Latency, "for --ledger sim: wait before every send")
 		fs.Float64Var(&cfg.Sim.LostTxRate, "chain-lost-tx-rate", cfg.Sim.LostTxRate, "for --ledger sim: fraction of sends answered success whose transaction is dropped from the pool, never mined (a fault run: tasks may end in error with a reason)")
-		fs.Float64Var(&cfg.Sim.RewindRate, "chain-rewind-rate", cfg.Sim.RewindRate, "for --ledger sim: fraction of blocks after which the chain rewinds --chain-rewind-depth blocks, as a reorg (a fault run)")
-		fs.IntVar(&cfg.Sim.RewindDepth, "chain-rewind-depth", 1, "for --ledger sim: blocks a rewind takes back")
-		fs.Float64Var(&cfg.Sim.RewindDropRate, "chain-rewind-drop-rate", cfg.Sim.RewindDropRate, "for --ledger sim: fraction of rewound transactions dropped instead of returned to the pool")
+		fs.Float64Var(&cfg.Sim.ReorgRate, "chain-reorg-rate", cfg.Sim.ReorgRate, "for --ledger sim: fraction of blocks after which the chain reorganizes its last --chain-reorg-depth blocks (a fault run)")
+		fs.IntVar(&cfg.Sim.ReorgDepth, "chain-reorg-depth", 1, "for --ledger sim: blocks a reorg replaces")
+		fs.Float64Var(&cfg.Sim.ReorgDropRate, "chain-reorg-drop-rate", cfg.Sim.ReorgDropRate, "for --ledger sim: fraction of a reorg's transactions dropped instead of returned to the pool")
 		fs.Int64Var(&cfg.Sim.Seed, "chain-seed", cfg.Sim.Seed, "for --ledger sim: seed of the chain's random faults")
 		fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after every task is stored, how long to wait for every task to end")
 		fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "time between two progress lines (and completion checks)")

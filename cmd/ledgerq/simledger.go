@@ -76,9 +76,9 @@ type evmSimFlags struct {
 	lostRate      float64
 	latency       time.Duration
 	lostTxRate    float64
-	rewindRate    float64
-	rewindDepth   int
-	rewindDrop    float64
+	reorgRate     float64
+	reorgDepth    int
+	reorgDrop     float64
 }
 
 func (f evmSimFlags) config(seed int64, c clock.Clock) (evmsim.Config, error) {
@@ -89,8 +89,8 @@ func (f evmSimFlags) config(seed int64, c clock.Clock) (evmsim.Config, error) {
 	return evmsim.Config{
 		Seed: seed, Clock: c, ChainID: f.chainID, Alloc: alloc, BlockPeriod: f.blockPeriod,
 		BaseFee: f.baseFee, Tip: f.tip, TransientRate: f.transientRate, LostResponseRate: f.lostRate,
-		Latency: f.latency, LostTxRate: f.lostTxRate, RewindRate: f.rewindRate, RewindDepth: f.rewindDepth,
-		RewindDropRate: f.rewindDrop,
+		Latency: f.latency, LostTxRate: f.lostTxRate, ReorgRate: f.reorgRate, ReorgDepth: f.reorgDepth,
+		ReorgDropRate: f.reorgDrop,
 	}, nil
 }
 
@@ -99,16 +99,16 @@ func (f evmSimFlags) validate() error {
 	for _, r := range []struct {
 		name string
 		v    float64
-	}{{"transient", f.transientRate}, {"lost", f.lostRate}, {"lost-tx", f.lostTxRate}, {"rewind", f.rewindRate}, {"rewind-drop", f.rewindDrop}} {
+	}{{"transient", f.transientRate}, {"lost", f.lostRate}, {"lost-tx", f.lostTxRate}, {"reorg", f.reorgRate}, {"reorg-drop", f.reorgDrop}} {
 		if r.v < 0 || r.v > 1 {
 			return fmt.Errorf("--evm-%s-rate %g: want a fraction in [0, 1]", r.name, r.v)
 		}
 	}
-	if f.rewindRate >= 1 {
-		return errors.New("--evm-rewind-rate must be below 1 (at 1 the chain never grows)")
+	if f.reorgRate >= 1 {
+		return errors.New("--evm-reorg-rate must be below 1 (at 1 the chain never grows)")
 	}
-	if f.rewindDepth < 1 {
-		return errors.New("--evm-rewind-depth must be at least 1")
+	if f.reorgDepth < 1 {
+		return errors.New("--evm-reorg-depth must be at least 1")
 	}
 	return nil
 }
@@ -193,9 +193,9 @@ func registerEVMSim(fs *flag.FlagSet, f *evmSimFlags) {
 	fs.Float64Var(&f.lostRate, "evm-lost-rate", 0, "simulated EVM ledger: fraction of sends taken whose answer is lost (connection cut)")
 	fs.DurationVar(&f.latency, "evm-latency", 0, "simulated EVM ledger: latency of each send")
 	fs.Float64Var(&f.lostTxRate, "evm-lost-tx-rate", 0, "simulated EVM ledger: fraction of sends answered success whose transaction is dropped from the pool, never mined")
-	fs.Float64Var(&f.rewindRate, "evm-rewind-rate", 0, "simulated EVM ledger: fraction of blocks after which the chain rewinds --evm-rewind-depth blocks, as a reorg (transactions un-mined, receipts gone, nonces back)")
-	fs.IntVar(&f.rewindDepth, "evm-rewind-depth", 1, "simulated EVM ledger: blocks a rewind takes back")
-	fs.Float64Var(&f.rewindDrop, "evm-rewind-drop-rate", 0, "simulated EVM ledger: fraction of rewound transactions dropped instead of returned to the pool")
+	fs.Float64Var(&f.reorgRate, "evm-reorg-rate", 0, "simulated EVM ledger: fraction of blocks after which the chain reorganizes: its last --evm-reorg-depth blocks are replaced by new ones (their transactions un-mined, receipts gone, nonces back, then mined again in blocks with other hashes)")
+	fs.IntVar(&f.reorgDepth, "evm-reorg-depth", 1, "simulated EVM ledger: blocks a reorg replaces")
+	fs.Float64Var(&f.reorgDrop, "evm-reorg-drop-rate", 0, "simulated EVM ledger: fraction of a reorg's transactions dropped instead of returned to the pool")
 }
 
 // handler builds the served ledger.

@@ -106,9 +106,9 @@ func TestSimLedger_RefusesUnknownKindAndBadAlloc(t *testing.T) {
 	}
 }
 
-func TestSimLedger_KindEVMTakesLostTransactionAndRewindFaultsAndRefusesThemOutOfRange(t *testing.T) {
+func TestSimLedger_KindEVMTakesLostTransactionAndReorgFaultsAndRefusesThemOutOfRange(t *testing.T) {
 	s, err := parseSimLedger([]string{"--kind", "evm", "--sim-seed", "4", "--evm-lost-tx-rate", "0.05",
-		"--evm-rewind-rate", "0.1", "--evm-rewind-depth", "2", "--evm-rewind-drop-rate", "0.5"})
+		"--evm-reorg-rate", "0.1", "--evm-reorg-depth", "2", "--evm-reorg-drop-rate", "0.5"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,11 +116,11 @@ func TestSimLedger_KindEVMTakesLostTransactionAndRewindFaultsAndRefusesThemOutOf
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Seed != 4 || cfg.LostTxRate != 0.05 || cfg.RewindRate != 0.1 || cfg.RewindDepth != 2 || cfg.RewindDropRate != 0.5 {
-		t.Fatalf("evm config = %+v, want seed 4, lost-tx 0.05, rewind 0.1 depth 2 drop 0.5", cfg)
+	if cfg.Seed != 4 || cfg.LostTxRate != 0.05 || cfg.ReorgRate != 0.1 || cfg.ReorgDepth != 2 || cfg.ReorgDropRate != 0.5 {
+		t.Fatalf("evm config = %+v, want seed 4, lost-tx 0.05, reorg 0.1 depth 2 drop 0.5", cfg)
 	}
 	for _, bad := range [][]string{
-		{"--evm-lost-tx-rate", "1.5"}, {"--evm-rewind-rate", "1"}, {"--evm-rewind-depth", "0"}, {"--evm-rewind-drop-rate", "-0.1"},
+		{"--evm-lost-tx-rate", "1.5"}, {"--evm-reorg-rate", "1"}, {"--evm-reorg-depth", "0"}, {"--evm-reorg-drop-rate", "-0.1"},
 	} {
 		if _, err := parseSimLedger(append([]string{"--kind", "evm"}, bad...)); err == nil {
 			t.Errorf("%v accepted", bad)

@@ -119,10 +119,10 @@ func (c *WalletConfig) Validate() error {
 		return errors.New("--block-period must be positive")
 	case c.Sim.TransientRate < 0 || c.Sim.TransientRate >= 1 || c.Sim.LostResponseRate < 0 || c.Sim.LostResponseRate >= 1:
 		return errors.New("--chain-transient-rate and --chain-lost-response-rate must be in [0, 1)")
-	case c.Sim.LostTxRate < 0 || c.Sim.LostTxRate >= 1 || c.Sim.RewindRate < 0 || c.Sim.RewindRate >= 1 || c.Sim.RewindDropRate < 0 || c.Sim.RewindDropRate > 1:
-		return errors.New("--chain-lost-tx-rate and --chain-rewind-rate must be in [0, 1), --chain-rewind-drop-rate in [0, 1]")
-	case c.Sim.RewindDepth < 0:
-		return errors.New("--chain-rewind-depth must not be negative")
+	case c.Sim.LostTxRate < 0 || c.Sim.LostTxRate >= 1 || c.Sim.ReorgRate < 0 || c.Sim.ReorgRate >= 1 || c.Sim.ReorgDropRate < 0 || c.Sim.ReorgDropRate > 1:
+		return errors.New("--chain-lost-tx-rate and --chain-reorg-rate must be in [0, 1), --chain-reorg-drop-rate in [0, 1]")
+	case c.Sim.ReorgDepth < 0:
+		return errors.New("--chain-reorg-depth must not be negative")
 	case c.FundWei == nil || c.FundWei.Sign() <= 0 || c.Value == nil || c.Value.Sign() < 0:
 		return errors.New("the funding must be positive and the value not negative")
 	case c.Grace < 0:
@@ -182,11 +182,11 @@ type WalletReport struct {
 }
 
 // FaultRun reports whether the simulated chain loses transactions or
-// rewinds: faults the wallet lane heals with no-ops, bumps, replacements
+// reorgs: faults the wallet lane heals with no-ops, bumps, replacements
 // and resets, so that a task may end in error and the chain's nonce may pass
 // the task count.
 func (c *WalletConfig) FaultRun() bool {
-	return c.Ledger == WalletLedgerSim && (c.Sim.LostTxRate > 0 || c.Sim.RewindRate > 0)
+	return c.Ledger == WalletLedgerSim && (c.Sim.LostTxRate > 0 || c.Sim.ReorgRate > 0)
 }
 
 // RunWallets runs the workload and reports. The error wraps ErrWalletCheck
@@ -635,8 +635,8 @@ func (rep *WalletReport) WriteSummary(w io.Writer) error {
 	case len(rep.Problems) > 0:
 		status = "CHECKS FAILED"
 	}
-	chain := fmt.Sprintf("simulated EVM (in process), chain %d, block period %s, transient %g, lost responses %g, lost transactions %g, rewinds %g (depth %d, drop %g), latency %s, seed %d",
-		rep.ChainID, c.Sim.BlockPeriod, c.Sim.TransientRate, c.Sim.LostResponseRate, c.Sim.LostTxRate, c.Sim.RewindRate, max(c.Sim.RewindDepth, 1), c.Sim.RewindDropRate, c.Sim.Latency, c.Sim.Seed)
+	chain := fmt.Sprintf("simulated EVM (in process), chain %d, block period %s, transient %g, lost responses %g, lost transactions %g, reorgs %g (depth %d, drop %g), latency %s, seed %d",
+		rep.ChainID, c.Sim.BlockPeriod, c.Sim.TransientRate, c.Sim.LostResponseRate, c.Sim.LostTxRate, c.Sim.ReorgRate, max(c.Sim.ReorgDepth, 1), c.Sim.ReorgDropRate, c.Sim.Latency, c.Sim.Seed)
 	if c.Ledger == WalletLedgerEVM {
 		chain = fmt.Sprintf("evm at %s, chain %d; wallets funded from the developer account in %s", node.RedactURL(c.LedgerURL), rep.ChainID, round(rep.FundTime))
 	}
@@ -660,8 +660,8 @@ func (rep *WalletReport) WriteSummary(w io.Writer) error {
 			rep.Bumps, rep.Replacements, rep.Noops, rep.NoopsMined, rep.Resets),
 	}
 	if f := rep.ChainFaults; f != nil {
-		lines = append(lines, fmt.Sprintf("  chain faults      %d transient, %d lost responses, %d lost transactions, %d rewinds (%d blocks, %d transactions un-mined, %d dropped)",
-			f.Transient, f.LostResponses, f.LostTxs, f.Rewinds, f.RewoundBlocks, f.Unmined, f.Dropped))
+		lines = append(lines, fmt.Sprintf("  chain faults      %d transient, %d lost responses, %d lost transactions, %d reorgs (%d blocks, %d transactions un-mined, %d dropped)",
+			f.Transient, f.LostResponses, f.LostTxs, f.Reorgs, f.ReorgedBlocks, f.Unmined, f.Dropped))
 	}
 	switch {
 	case len(rep.Problems) == 0 && c.FaultRun():

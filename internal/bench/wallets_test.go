@@ -99,15 +99,15 @@ func TestWalletConfig_EVMNeedsAURLAndAFunder(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 }
 
-// A fault run: rewinds (transactions returned to the pool), transient
+// A fault run: reorgs (transactions returned to the pool), transient
 // errors and lost responses. Lost transactions are left out: they heal only
 // by a gas bump after the lane's stall timeout, 5 minutes, which the node
 // does not let a run shorten.
-func TestRunWallets_AFaultRunWithRewindsEndsEveryTaskDoneOrErrorAndTheChainAgrees(t *testing.T) {
+func TestRunWallets_AFaultRunWithReorgsEndsEveryTaskDoneOrErrorAndTheChainAgrees(t *testing.T) {
 	t.Parallel()
 	cfg, _ := walletSetup(t, 2, 8)
 	cfg.Sim.Seed = 5
-	cfg.Sim.RewindRate, cfg.Sim.RewindDepth = 0.1, 2
+	cfg.Sim.ReorgRate, cfg.Sim.ReorgDepth = 0.1, 2
 	cfg.Sim.TransientRate, cfg.Sim.LostResponseRate = 0.1, 0.1
 	require.True(t, cfg.FaultRun())
 
@@ -116,11 +116,11 @@ func TestRunWallets_AFaultRunWithRewindsEndsEveryTaskDoneOrErrorAndTheChainAgree
 	require.Empty(t, rep.Problems)
 	require.Equal(t, 16, rep.Done+rep.Error)
 	require.NotNil(t, rep.ChainFaults)
-	require.Positive(t, rep.ChainFaults.Rewinds)
+	require.Positive(t, rep.ChainFaults.Reorgs)
 	var sum bytes.Buffer
 	require.NoError(t, rep.WriteSummary(&sum))
 	require.Contains(t, sum.String(), "gas bumps")
-	require.Contains(t, sum.String(), "rewinds")
+	require.Contains(t, sum.String(), "reorgs")
 	require.Contains(t, sum.String(), "every task done or error with a reason")
 	t.Log(sum.String())
 }

@@ -72,9 +72,13 @@ func (s ReceiptStatus) String() string {
 // when the ledger has no receipt for it (not mined, or not known at all);
 // only then are the other fields zero.
 type Receipt struct {
-	Found             bool
-	Status            ReceiptStatus
-	BlockNumber       uint64
+	Found       bool
+	Status      ReceiptStatus
+	BlockNumber uint64
+	// BlockHash is the hash of the block the receipt is in: if the chain's
+	// block at BlockNumber has another hash, the receipt is of a block that
+	// left the chain.
+	BlockHash         Hash
 	GasUsed           uint64
 	EffectiveGasPrice *big.Int
 }
@@ -107,6 +111,10 @@ type WalletLedger interface {
 	SendRawTransaction(ctx context.Context, raw []byte) error
 	// TransactionReceipt reports whether hash is mined and how it ended.
 	TransactionReceipt(ctx context.Context, hash TxHash) (Receipt, error)
+	// HeadBlock is the chain's latest block.
+	HeadBlock(ctx context.Context) (BlockRef, error)
+	// BlockAt is the chain's block at number; found is false above the head.
+	BlockAt(ctx context.Context, number uint64) (b BlockRef, found bool, err error)
 }
 
 // SendResult is what a send's outcome means for the transaction and its

@@ -22,7 +22,7 @@ import (
 // TestE2E_WalletFaultRunWithSIGKILLsEndsEveryTaskDoneOrErrorWithContiguousNonces
 // is the wallet lane's fault run (issue 11 item 8): a simulated EVM chain
 // (`ledgerq simledger --kind evm`) with transient errors, lost responses and
-// reorg-like rewinds (2 blocks, transactions returned to the pool), one
+// reorgs (2 blocks, transactions returned to the pool), one
 // keystore wallet served by `ledgerq serve`, tasks posted over HTTP while
 // serve is SIGKILLed at random moments and restarted. Every task must end
 // done or error with a reason, and the chain, read with ethclient (the evm
@@ -57,7 +57,7 @@ func TestE2E_WalletFaultRunWithSIGKILLsEndsEveryTaskDoneOrErrorWithContiguousNon
 	chain := startProc(t, t.TempDir(), nil, "simledger", "--kind", "evm", "--addr", chainAddr, "--log-level", "warn",
 		"--sim-seed", strconv.FormatInt(seed, 10), "--evm-block-period", "250ms", "--evm-alloc", sender.Hex()+"="+fund.String(),
 		"--evm-transient-rate", "0.08", "--evm-lost-rate", "0.08", "--evm-lost-tx-rate", lostTx,
-		"--evm-rewind-rate", "0.08", "--evm-rewind-depth", "2")
+		"--evm-reorg-rate", "0.08", "--evm-reorg-depth", "2")
 	waitHTTPWhile(t, chain, chainURL, http.StatusMethodNotAllowed, time.Minute) // JSON-RPC: POST only
 
 	e := &walletE2E{t: t, db: testdb.New(t).URL, dir: dir, sender: sender,

@@ -224,5 +224,32 @@ func (l *Ledger) TransactionReceipt(ctx context.Context, hash ledger.TxHash) (le
 	if r.BlockNumber != nil {
 		out.BlockNumber = r.BlockNumber.Uint64()
 	}
+	out.BlockHash = ledger.Hash(r.BlockHash)
 	return out, nil
+}
+
+// HeadBlock implements ledger.WalletLedger.
+func (l *Ledger) HeadBlock(ctx context.Context) (ledger.BlockRef, error) {
+	ctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	h, err := l.ec.HeaderByNumber(ctx, nil)
+	if err != nil {
+		return ledger.BlockRef{}, fmt.Errorf("evm: latest header: %w", err)
+	}
+	return ledger.BlockRef{Number: h.Number.Uint64(), Hash: ledger.Hash(h.Hash())}, nil
+}
+
+// BlockAt implements ledger.WalletLedger. A node that has no block at number
+// (above its head) answers null, which is found false.
+func (l *Ledger) BlockAt(ctx context.Context, number uint64) (ledger.BlockRef, bool, error) {
+	ctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	h, err := l.ec.HeaderByNumber(ctx, new(big.Int).SetUint64(number))
+	if errors.Is(err, ethereum.NotFound) {
+		return ledger.BlockRef{}, false, nil
+	}
+	if err != nil {
+		return ledger.BlockRef{}, false, fmt.Errorf("evm: header %d: %w", number, err)
+	}
+	return ledger.BlockRef{Number: h.Number.Uint64(), Hash: ledger.Hash(h.Hash())}, true, nil
 }

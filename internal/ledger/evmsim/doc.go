@@ -2,10 +2,11 @@
 // accounts with balances and nonces, a pool keyed by (sender, nonce) with
 // geth's replacement rule, blocks, receipts, and fault rates (transient
 // errors, lost responses, latency, lost transactions — taken, answered
-// success, never mined — and reorg-like rewinds that un-mine the last
-// blocks, returning their transactions to the pool or dropping them; Rewind
-// does one on demand, Stats counts them all). It answers with go-ethereum's error
-// strings, so ledger.ClassifySendMessage reads it as it reads geth.
+// success, never mined — and reorgs that un-mine the last blocks, returning
+// their transactions to the pool or dropping them, and mine new blocks with
+// other hashes in their place; Reorg does one on demand, Stats counts them
+// all). It answers with go-ethereum's error strings, so
+// ledger.ClassifySendMessage reads it as it reads geth.
 //
 // It runs in-process (Ledger implements ledger.WalletLedger) or behind
 // Ethereum JSON-RPC (NewServer), which go-ethereum's ethclient and so the evm

@@ -60,9 +60,9 @@ func TestLedger_ARewindUnminesTheLastBlocksAndReturnsTheirTransactionsToThePool(
 		t.Fatal(err)
 	}
 	bd.l.Mine()
-	n, err := bd.l.Rewind(1)
+	n, err := bd.l.Reorg(1)
 	if err != nil || n != 1 {
-		t.Fatalf("Rewind(1) = %d, %v; want 1 transaction un-mined", n, err)
+		t.Fatalf("Reorg(1) = %d, %v; want 1 transaction un-mined", n, err)
 	}
 	if r := receipt(t, bd.l, hashOf(t, tx1)); r.Found {
 		t.Fatalf("the rewound transaction still has a receipt: %+v", r)
@@ -76,7 +76,7 @@ func TestLedger_ARewindUnminesTheLastBlocksAndReturnsTheirTransactionsToThePool(
 	if h := bd.l.Head(); h.Number != 1 {
 		t.Fatalf("head after rewinding 1 of 2 blocks = %d, want 1", h.Number)
 	}
-	if n, _ := bd.l.Rewind(5); n != 1 {
+	if n, _ := bd.l.Reorg(5); n != 1 {
 		t.Fatalf("Rewind past genesis un-mined %d, want 1", n)
 	}
 	if b := mustBalance(t, bd.l, bd.from); b.Cmp(before) != 0 {
@@ -91,21 +91,21 @@ func TestLedger_ARewindUnminesTheLastBlocksAndReturnsTheirTransactionsToThePool(
 			t.Fatalf("a returned transaction was not mined again in block 1: %+v", r)
 		}
 	}
-	if s := bd.l.Stats(); s.Rewinds != 2 || s.Unmined != 2 || s.Dropped != 0 {
+	if s := bd.l.Stats(); s.Reorgs != 2 || s.Unmined != 2 || s.Dropped != 0 {
 		t.Fatalf("stats = %+v, want 2 rewinds, 2 un-mined, none dropped", s)
 	}
 }
 
 func TestLedger_ARewindAtTheDropRateDropsItsTransactionsAndTheSameBytesAreTakenAgain(t *testing.T) {
 	t.Parallel()
-	bd := setup(t, evmsim.Config{RewindDropRate: 1})
+	bd := setup(t, evmsim.Config{ReorgDropRate: 1})
 	ctx := context.Background()
 	tx := sign(t, bd.key, 0, 1, 3, 1, nil)
 	if err := bd.l.SendRawTransaction(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
 	bd.l.Mine()
-	if _, err := bd.l.Rewind(1); err != nil {
+	if _, err := bd.l.Reorg(1); err != nil {
 		t.Fatal(err)
 	}
 	bd.l.Mine()
@@ -131,7 +131,7 @@ func TestLedger_RewindsComeAtTheRatePerBlockAndTheSameSeedRewindsAlike(t *testin
 	key, _ := crypto.GenerateKey()
 	run := func(seed int64) (evmsim.Stats, uint64) {
 		c := clock.NewFake(t0)
-		l := evmsim.New(evmsim.Config{Seed: seed, Clock: c, BlockPeriod: time.Second, RewindRate: 0.2, RewindDepth: 2,
+		l := evmsim.New(evmsim.Config{Seed: seed, Clock: c, BlockPeriod: time.Second, ReorgRate: 0.2, ReorgDepth: 2,
 			LostTxRate: 0.2, Alloc: map[common.Address]*big.Int{crypto.PubkeyToAddress(key.PublicKey): ether}})
 		for n := uint64(0); n < 60; n++ {
 			_ = l.Send(context.Background(), sign(t, key, n, 1, 3, 1, nil))
@@ -145,7 +145,7 @@ func TestLedger_RewindsComeAtTheRatePerBlockAndTheSameSeedRewindsAlike(t *testin
 	if a != b || na != nb {
 		t.Fatalf("one seed, two runs: %+v nonce %d, then %+v nonce %d", a, na, b, nb)
 	}
-	if a.Rewinds == 0 || a.RewoundBlocks < a.Rewinds || a.RewoundBlocks > 2*a.Rewinds || a.LostTxs == 0 {
+	if a.Reorgs == 0 || a.ReorgedBlocks < a.Reorgs || a.ReorgedBlocks > 2*a.Reorgs || a.LostTxs == 0 {
 		t.Fatalf("stats at rewind rate 0.2 depth 2 and lost rate 0.2 over 60 blocks = %+v, want some of each", a)
 	}
 }

@@ -63,15 +63,15 @@ type Config struct {
 	// once: never mined, its hash unknown (the same bytes sent again are
 	// taken anew).
 	LostTxRate float64
-	// RewindRate is the fraction of mined blocks after which the chain
-	// rewinds RewindDepth blocks, as a reorg would (see Rewind). Ignored
+	// ReorgRate is the fraction of mined blocks after which the chain
+	// reorganizes its last ReorgDepth blocks (see Reorg). Ignored
 	// with a Journal.
-	RewindRate float64
-	// RewindDepth is how many blocks a rewind takes back; 0 means 1.
-	RewindDepth int
-	// RewindDropRate is the fraction of the rewound transactions dropped
+	ReorgRate float64
+	// ReorgDepth is how many blocks a reorg replaces; 0 means 1.
+	ReorgDepth int
+	// ReorgDropRate is the fraction of a reorg's transactions dropped
 	// instead of returned to the pool.
-	RewindDropRate float64
+	ReorgDropRate float64
 	// Journal, when set, receives every mined transaction's raw bytes, one
 	// hex line each, in the order they were mined: Replay of it rebuilds
 	// the chain's accounts and receipts after a restart (ledgerq dev keeps
@@ -108,6 +108,9 @@ type Block struct {
 	GasUsed uint64
 	Hash    common.Hash
 	Parent  common.Hash
+	// era is how many reorgs the chain had when the block was mined: a
+	// block mined again at the same height after a reorg has another hash.
+	era int
 }
 
 // Ledger is the simulated EVM ledger. It is safe for concurrent use.
@@ -138,9 +141,9 @@ type Ledger struct {
 type Stats struct {
 	// Transient sends refused, responses lost, transactions lost.
 	Transient, LostResponses, LostTxs int
-	// Rewinds, the blocks they took back, the transactions they un-mined
+	// Reorgs, the blocks they replaced, the transactions they un-mined
 	// and, of those, the ones dropped rather than returned to the pool.
-	Rewinds, RewoundBlocks, Unmined, Dropped int
+	Reorgs, ReorgedBlocks, Unmined, Dropped int
 }
 
 var _ ledger.WalletLedger = (*Ledger)(nil)
@@ -162,8 +165,8 @@ func New(cfg Config) *Ledger {
 	if cfg.GasLimit == 0 {
 		cfg.GasLimit = 30_000_000
 	}
-	if cfg.RewindDepth <= 0 {
-		cfg.RewindDepth = 1
+	if cfg.ReorgDepth <= 0 {
+		cfg.ReorgDepth = 1
 	}
 	l := &Ledger{
 		cfg:      cfg,
@@ -181,15 +184,11 @@ func New(cfg Config) *Ledger {
 		l.accounts[a] = &account{balance: new(big.Int).Set(b)}
 	}
 	l.minTip = big.NewInt(cfg.MinTip)
-	l.blocks = []Block{{Number: 0, Time: l.genesis, BaseFee: big.NewInt(cfg.BaseFee), Hash: blockHash(0, l.genesis, 0)}}
+	genesis := Block{Number: 0, Time: l.genesis, BaseFee: big.NewInt(cfg.BaseFee)}
+	genesis.Hash = l.header(genesis).Hash()
+	l.blocks = []Block{genesis}
 	l.blockTxs = [][]*types.Transaction{nil}
 	return l
-}
-
-// blockHash names block n mined at t after the chain's rewinds-th rewind, so
-// that a block mined again after a rewind has a new hash.
-func blockHash(n uint64, t time.Time, rewinds int) common.Hash {
-	return common.BytesToHash(fmt.Appendf(nil, "evmsim block %d at %d after %d rewinds", n, t.UnixNano(), rewinds))
 }
 
 func (l *Ledger) acct(a common.Address) *account {
@@ -201,28 +200,29 @@ func (l *Ledger) acct(a common.Address) *account {
 	return ac
 }
 
-// catchUp mines the blocks whose time has come. With a RewindRate, each
-// block mined may call for a rewind, done once they are all mined: the
-// blocks rewound are mined again, their time having come, by the next call.
+// catchUp mines the blocks whose time has come. With a ReorgRate, each
+// block mined may call for a reorg, done once they are all mined: the
+// blocks taken back are mined again, their time having come, by the next
+// call, with other hashes.
 // Called with mu held.
 func (l *Ledger) catchUp() {
 	if l.cfg.BlockPeriod <= 0 {
 		return
 	}
 	now := l.clock.Now()
-	rewind := false
+	reorg := false
 	for {
 		next := l.blocks[len(l.blocks)-1].Time.Add(l.cfg.BlockPeriod)
 		if next.After(now) {
 			break
 		}
 		l.mine(next)
-		if l.cfg.RewindRate > 0 && l.cfg.Journal == nil && !l.replaying && l.rng.Float64() < l.cfg.RewindRate {
-			rewind = true
+		if l.cfg.ReorgRate > 0 && l.cfg.Journal == nil && !l.replaying && l.rng.Float64() < l.cfg.ReorgRate {
+			reorg = true
 		}
 	}
-	if rewind {
-		l.rewind(l.cfg.RewindDepth)
+	if reorg {
+		l.reorg(l.cfg.ReorgDepth)
 	}
 }
 
@@ -264,8 +264,7 @@ func effectivePrice(tx *types.Transaction, baseFee *big.Int) *big.Int {
 // fit the block. Called with mu held.
 func (l *Ledger) mine(at time.Time) Block {
 	parent := l.blocks[len(l.blocks)-1]
-	b := Block{Number: parent.Number + 1, Time: at, BaseFee: big.NewInt(l.cfg.BaseFee), Parent: parent.Hash}
-	b.Hash = blockHash(b.Number, at, l.stats.Rewinds)
+	b := Block{Number: parent.Number + 1, Time: at, BaseFee: big.NewInt(l.cfg.BaseFee), Parent: parent.Hash, era: l.stats.Reorgs}
 	var included []*types.Transaction
 	senders := make([]common.Address, 0, len(l.pool))
 	for a := range l.pool {
@@ -326,36 +325,39 @@ func (l *Ledger) mine(at time.Time) Block {
 			}
 		}
 	}
+	// The hash is the header's, as a client computes it from the header
+	// the server answers: it names the parent, the time and the era.
+	b.Hash = l.header(b).Hash()
 	l.blocks = append(l.blocks, b)
 	l.blockTxs = append(l.blockTxs, included)
 	return b
 }
 
-// Rewind takes back the last n blocks (never the genesis block), as a reorg
+// Reorg takes back the last n blocks (never the genesis block), as a reorg
 // to a chain n blocks shorter would: their transactions are un-mined, newest
 // first — balances and nonces go back, receipts disappear — and each is
 // returned to the pool, or dropped (its hash unknown again) at the
-// RewindDropRate. Blocks whose time has come are mined again by the next
+// ReorgDropRate. Blocks whose time has come are mined again by the next
 // call. It returns how many transactions were un-mined, and an error with a
 // Journal (the journal cannot take a block back).
-func (l *Ledger) Rewind(n int) (int, error) {
+func (l *Ledger) Reorg(n int) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.catchUp()
 	if l.cfg.Journal != nil {
-		return 0, fmt.Errorf("evmsim: a ledger with a journal cannot rewind")
+		return 0, fmt.Errorf("evmsim: a ledger with a journal cannot reorganize")
 	}
-	return l.rewind(n), nil
+	return l.reorg(n), nil
 }
 
-// rewind takes back up to n blocks. Called with mu held.
-func (l *Ledger) rewind(n int) int {
+// reorg takes back up to n blocks. Called with mu held.
+func (l *Ledger) reorg(n int) int {
 	n = min(n, len(l.blocks)-1)
 	if n <= 0 {
 		return 0
 	}
-	l.stats.Rewinds++
-	l.stats.RewoundBlocks += n
+	l.stats.Reorgs++
+	l.stats.ReorgedBlocks += n
 	unmined := 0
 	for range n {
 		last := len(l.blocks) - 1
@@ -390,7 +392,7 @@ func (l *Ledger) unmine(tx *types.Transaction) {
 	}
 	ac.nonce = tx.Nonce()
 	delete(l.receipts, h)
-	if l.cfg.RewindDropRate > 0 && l.rng.Float64() < l.cfg.RewindDropRate {
+	if l.cfg.ReorgDropRate > 0 && l.rng.Float64() < l.cfg.ReorgDropRate {
 		delete(l.known, h)
 		l.stats.Dropped++
 		return
@@ -399,6 +401,33 @@ func (l *Ledger) unmine(tx *types.Transaction) {
 		l.pool[from] = map[uint64]*types.Transaction{}
 	}
 	l.pool[from][tx.Nonce()] = tx
+}
+
+// SetReorgDropRate changes Config.ReorgDropRate: the fraction of a reorg's
+// transactions dropped instead of returned to the pool (1: a node that lost
+// its blocks and its pool).
+func (l *Ledger) SetReorgDropRate(rate float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cfg.ReorgDropRate = rate
+}
+
+// ForgetPool drops every transaction of the pool, as a node restarted
+// without its pool's journal: their hashes are unknown again, and the same
+// bytes sent again are taken anew.
+func (l *Ledger) ForgetPool() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.catchUp()
+	n := 0
+	for from, txs := range l.pool {
+		for _, tx := range txs {
+			delete(l.known, tx.Hash())
+			n++
+		}
+		delete(l.pool, from)
+	}
+	return n
 }
 
 // Stats returns the faults produced so far.
@@ -682,11 +711,27 @@ func (l *Ledger) TransactionReceipt(_ context.Context, hash ledger.TxHash) (ledg
 	if !ok {
 		return ledger.Receipt{}, nil
 	}
-	out := ledger.Receipt{Found: true, Status: ledger.ReceiptReverted, BlockNumber: r.block, GasUsed: r.gasUsed, EffectiveGasPrice: new(big.Int).Set(r.price)}
+	out := ledger.Receipt{Found: true, Status: ledger.ReceiptReverted, BlockNumber: r.block, BlockHash: ledger.Hash(l.blocks[r.block].Hash),
+		GasUsed: r.gasUsed, EffectiveGasPrice: new(big.Int).Set(r.price)}
 	if r.status == types.ReceiptStatusSuccessful {
 		out.Status = ledger.ReceiptSuccess
 	}
 	return out, nil
+}
+
+// HeadBlock implements ledger.WalletLedger.
+func (l *Ledger) HeadBlock(context.Context) (ledger.BlockRef, error) {
+	b := l.Head()
+	return ledger.BlockRef{Number: b.Number, Hash: ledger.Hash(b.Hash)}, nil
+}
+
+// BlockAt implements ledger.WalletLedger.
+func (l *Ledger) BlockAt(_ context.Context, number uint64) (ledger.BlockRef, bool, error) {
+	b, ok := l.BlockByNumber(number)
+	if !ok {
+		return ledger.BlockRef{}, false, nil
+	}
+	return ledger.BlockRef{Number: b.Number, Hash: ledger.Hash(b.Hash)}, true, nil
 }
 
 // SetMinTip changes Config.MinTip: the least effective tip a block

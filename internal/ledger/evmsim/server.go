@@ -255,6 +255,6 @@ func (l *Ledger) header(b Block) *types.Header {
 		ParentHash: b.Parent, UncleHash: types.EmptyUncleHash, Root: types.EmptyRootHash,
 		TxHash: types.EmptyTxsHash, ReceiptHash: types.EmptyReceiptsHash, Difficulty: new(big.Int),
 		Number: new(big.Int).SetUint64(b.Number), GasLimit: l.cfg.GasLimit, GasUsed: b.GasUsed,
-		Time: uint64(b.Time.Unix()), Extra: []byte{}, BaseFee: b.BaseFee,
+		Time: uint64(b.Time.Unix()), Extra: fmt.Appendf(nil, "evmsim era %d", b.era), BaseFee: b.BaseFee,
 	}
 }
