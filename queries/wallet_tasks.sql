@@ -82,10 +82,13 @@ WHERE id = @id AND status = 1
 RETURNING *;
 
 -- name: TaskFinishError :one
--- A deterministic failure ends a waiting or executing task in error.
-UPDATE ledgerq.wallet_tasks
+-- A deterministic failure ends a waiting or executing task in error. A task
+-- whose transaction has a receipt (an attempt mined or confirmed) never does:
+-- it was sent, whatever else failed. Attempts through tx_attempts_task.
+UPDATE ledgerq.wallet_tasks t
 SET status = 2, error = @error::text, finished_at = @now::timestamptz, updated_at = @now::timestamptz
-WHERE id = @id AND status IN (0, 1)
+WHERE t.id = @id AND t.status IN (0, 1)
+  AND NOT EXISTS (SELECT 1 FROM ledgerq.tx_attempts a WHERE a.task_id = t.id AND a.state IN ('mined', 'confirmed'))
 RETURNING *;
 
 -- name: TaskDeleteFinished :execrows
@@ -165,11 +168,66 @@ RETURNING *;
 SELECT * FROM ledgerq.wallet_tasks WHERE id = ANY(@ids::text[]) ORDER BY id;
 
 -- name: AttemptConfirm :one
--- Confirm: the attempt's receipt was found. Returns its task.
+-- Confirm: the attempt's receipt is deep enough to be final (from signed or
+-- sent when the first receipt already is, from mined otherwise). Returns its
+-- task. A live hash is unique (tx_attempts_live_nonce), so this is one row.
 UPDATE ledgerq.tx_attempts
-SET state = 'confirmed', confirmed_at = @now::timestamptz, updated_at = @now::timestamptz
-WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('signed', 'sent')
+SET state = 'confirmed', confirmed_at = @now::timestamptz, updated_at = @now::timestamptz,
+    mined_block = coalesce(sqlc.narg(mined_block)::bigint, mined_block),
+    mined_block_hash = coalesce(sqlc.narg(mined_block_hash)::text, mined_block_hash),
+    mined_at = CASE WHEN sqlc.narg(mined_block)::bigint IS NULL THEN mined_at ELSE coalesce(mined_at, @now::timestamptz) END
+WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('signed', 'sent', 'mined')
 RETURNING task_id, nonce;
+
+-- name: AttemptMarkMined :one
+-- Confirm: the attempt has a receipt in @mined_block, not yet deep enough to
+-- be final; a mined attempt seen in another block (re-mined after a reorg)
+-- moves to it. Its task stays executing.
+UPDATE ledgerq.tx_attempts
+SET state = 'mined', mined_block = @mined_block::bigint, mined_block_hash = @mined_block_hash::text,
+    mined_at = CASE WHEN state = 'mined' AND mined_block_hash = @mined_block_hash::text THEN mined_at ELSE @now::timestamptz END,
+    updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('signed', 'sent', 'mined')
+RETURNING task_id, nonce;
+
+-- name: AttemptsMined :many
+-- Confirm: the wallet's attempts mined but not yet final, in nonce order,
+-- through tx_attempts_mined: each pass checks their receipts again.
+SELECT * FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state = 'mined'
+ORDER BY nonce
+LIMIT @max;
+
+-- name: AttemptsMinedFrom :many
+-- Confirm: mined or confirmed attempts at or above @from_nonce (the chain's
+-- nonce): the chain says none of them is in it (a reorg, a node that lost
+-- blocks or was restored from an older state, a node behind the others).
+-- Through tx_attempts_nonce.
+SELECT * FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND nonce >= @from_nonce AND state IN ('mined', 'confirmed')
+ORDER BY nonce
+LIMIT @max;
+
+-- name: AttemptReopen :one
+-- Confirm: a mined or confirmed attempt whose transaction left the chain goes
+-- back to sent, with its same bytes, to be broadcast again (its nonce stays
+-- held: it is never signed with other content while this may still land).
+-- @error records why and makes it due for a broadcast.
+UPDATE ledgerq.tx_attempts
+SET state = 'sent', sent_at = coalesce(sent_at, @now::timestamptz), confirmed_at = NULL,
+    mined_block = NULL, mined_block_hash = NULL, mined_at = NULL, reorgs = reorgs + 1,
+    last_error = @error::text, updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('mined', 'confirmed')
+RETURNING task_id, nonce, mined_block;
+
+-- name: TaskReopen :one
+-- Confirm: the task's mined transaction left the chain; a done task is
+-- executing again (its transaction is being sent again, with the same
+-- bytes), and the reorg is counted.
+UPDATE ledgerq.wallet_tasks
+SET status = 1, tx_hash = NULL, reverted = false, finished_at = NULL, reorgs = reorgs + 1, updated_at = @now::timestamptz
+WHERE id = @id AND status IN (1, 3)
+RETURNING *;
 
 -- name: AttemptDropByTask :many
 -- A task that failed deterministically: its live, unmined attempts will never
@@ -180,7 +238,8 @@ WHERE task_id = @task_id AND state IN ('signed', 'sent')
 RETURNING tx_hash, nonce;
 
 -- name: AttemptListByTask :many
-SELECT * FROM ledgerq.tx_attempts WHERE task_id = @task_id ORDER BY created_at, tx_hash;
+-- A task's attempts in the order they were stored, through tx_attempts_task.
+SELECT * FROM ledgerq.tx_attempts WHERE task_id = @task_id ORDER BY id;
 
 -- name: WalletNonceRaise :execrows
 -- Reconciliation (seed 003's nonce sync, upward only): the chain's nonce
@@ -213,9 +272,13 @@ LIMIT @max;
 
 -- name: AttemptsInFlight :one
 -- Send (seed 003's in-flight budget): the wallet's attempts signed or sent
--- and not yet confirmed, through tx_attempts_signed and tx_attempts_sent.
-SELECT count(*) FROM ledgerq.tx_attempts
-WHERE chain_id = @chain_id AND sender = @sender AND state IN ('signed', 'sent');
+-- and not yet mined, through tx_attempts_signed and tx_attempts_sent; and
+-- its mined attempts not yet final, through tx_attempts_mined (confirm
+-- follows them; they take no room in the budget).
+SELECT count(*) FILTER (WHERE state IN ('signed', 'sent')) AS in_flight,
+       count(*) FILTER (WHERE state = 'mined') AS mined
+FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state IN ('signed', 'sent', 'mined');
 
 -- name: AttemptsSentUncertain :many
 -- Confirm: sent attempts whose last broadcast was indeterminate (last_error
@@ -228,6 +291,16 @@ WHERE chain_id = @chain_id AND sender = @sender AND state = 'sent' AND nonce >= 
 ORDER BY nonce
 LIMIT @max;
 
+-- name: AttemptsSentFrom :many
+-- Confirm: every sent attempt whose nonce the chain has not passed (nonce >=
+-- @from_nonce), in nonce order, through tx_attempts_sent: broadcast again
+-- with the same bytes when the chain lost blocks or its nonce has not moved
+-- for a while (a node that restarted has forgotten its pool).
+SELECT * FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state = 'sent' AND nonce >= @from_nonce
+ORDER BY nonce
+LIMIT @max;
+
 -- name: AttemptRecordBroadcast :execrows
 -- Confirm: the outcome of re-broadcasting a sent attempt; @error NULL when the
 -- node took it (or already had it).
@@ -236,12 +309,15 @@ SET last_error = sqlc.narg(error), updated_at = @now::timestamptz
 WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state = 'sent';
 
 -- name: AttemptDrop :one
--- A live, unmined attempt that will never be mined (its nonce went to another
--- transaction, or it was signed and never broadcast and is released) is
--- dropped; its nonce is free again. Returns its task and nonce.
+-- A live attempt that will never be final (its nonce went to another
+-- transaction, it was signed and never broadcast and is released, or a
+-- superseded attempt of its nonce was the one mined) is dropped; its nonce is
+-- free again unless another attempt takes it in the same transaction.
+-- Returns its task and nonce.
 UPDATE ledgerq.tx_attempts
-SET state = 'dropped', last_error = @error::text, updated_at = @now::timestamptz
-WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('signed', 'sent')
+SET state = 'dropped', last_error = @error::text, updated_at = @now::timestamptz,
+    mined_block = NULL, mined_block_hash = NULL, mined_at = NULL
+WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('signed', 'sent', 'mined')
 RETURNING task_id, nonce;
 
 -- name: TaskRequeue :one
@@ -253,11 +329,14 @@ WHERE id = @id AND status = 1
 RETURNING *;
 
 -- name: WalletsWithWork :many
--- Follower: the (chain, sender) pairs with live attempts (signed or sent) or
--- waiting tasks, in (chain_id, sender) order after the given pair. Each part
--- is a loose index scan (one index probe per distinct pair, through
--- tx_attempts_signed, tx_attempts_sent and wallet_tasks_waiting_fifo), so a
--- long queue of one wallet costs no more than a short one.
+-- Follower: the (chain, sender) pairs with live attempts (signed, sent or
+-- mined) or waiting tasks, and those whose chain nonce moved after
+-- @watch_since (their final transactions are watched a while longer, in case
+-- the chain loses them), in (chain_id, sender) order after the given pair.
+-- Each attempts and tasks part is a loose index scan (one index probe per
+-- distinct pair, through tx_attempts_signed, tx_attempts_sent,
+-- tx_attempts_mined and wallet_tasks_waiting_fifo), so a long queue of one
+-- wallet costs no more than a short one; wallet_health has a row per wallet.
 WITH RECURSIVE
 signed(chain_id, sender) AS (
     (SELECT a.chain_id, a.sender FROM ledgerq.tx_attempts a
@@ -281,6 +360,17 @@ sent(chain_id, sender) AS (
         ORDER BY a.chain_id, a.sender LIMIT 1
     ) n
 ),
+mined(chain_id, sender) AS (
+    (SELECT a.chain_id, a.sender FROM ledgerq.tx_attempts a
+     WHERE a.state = 'mined' AND (a.chain_id, a.sender) > (@after_chain_id::bigint, @after_sender::text)
+     ORDER BY a.chain_id, a.sender LIMIT 1)
+    UNION ALL
+    SELECT n.chain_id, n.sender FROM mined m CROSS JOIN LATERAL (
+        SELECT a.chain_id, a.sender FROM ledgerq.tx_attempts a
+        WHERE a.state = 'mined' AND (a.chain_id, a.sender) > (m.chain_id, m.sender)
+        ORDER BY a.chain_id, a.sender LIMIT 1
+    ) n
+),
 waiting(chain_id, sender) AS (
     (SELECT t.chain_id, t.sender FROM ledgerq.wallet_tasks t
      WHERE t.status = 0 AND (t.chain_id, t.sender) > (@after_chain_id::bigint, @after_sender::text)
@@ -291,9 +381,15 @@ waiting(chain_id, sender) AS (
         WHERE t.status = 0 AND (t.chain_id, t.sender) > (w.chain_id, w.sender)
         ORDER BY t.chain_id, t.sender LIMIT 1
     ) n
+),
+watched(chain_id, sender) AS (
+    SELECT h.chain_id, h.sender FROM ledgerq.wallet_health h
+    WHERE h.chain_nonce_since > @watch_since::timestamptz
+      AND (h.chain_id, h.sender) > (@after_chain_id::bigint, @after_sender::text)
 )
 SELECT u.chain_id::bigint AS chain_id, u.sender::text AS sender
-FROM (SELECT * FROM signed UNION SELECT * FROM sent UNION SELECT * FROM waiting) u
+FROM (SELECT * FROM signed UNION SELECT * FROM sent UNION SELECT * FROM mined
+      UNION SELECT * FROM waiting UNION SELECT * FROM watched) u
 ORDER BY u.chain_id, u.sender
 LIMIT @max;
 
@@ -303,10 +399,11 @@ LIMIT @max;
 -- Confirm: every hash ever stored for the nonce on behalf of the same task
 -- (or of a no-op, task NULL): a bump's superseded attempts may still be the
 -- one mined. Through tx_attempts_nonce.
-SELECT tx_hash FROM ledgerq.tx_attempts
-WHERE chain_id = @chain_id AND sender = @sender AND nonce = @nonce
-  AND task_id IS NOT DISTINCT FROM sqlc.narg(task_id)::text
-ORDER BY created_at DESC, tx_hash;
+SELECT a.tx_hash FROM ledgerq.tx_attempts a
+WHERE a.chain_id = @chain_id AND a.sender = @sender AND a.nonce = @nonce
+  AND a.task_id IS NOT DISTINCT FROM sqlc.narg(task_id)::text
+GROUP BY a.tx_hash
+ORDER BY max(a.id) DESC;
 
 -- name: AttemptLiveAt :one
 -- Stall: the live (signed or sent) attempt holding a nonce, if any.
@@ -314,9 +411,18 @@ SELECT * FROM ledgerq.tx_attempts
 WHERE chain_id = @chain_id AND sender = @sender AND nonce = @nonce AND state IN ('signed', 'sent');
 
 -- name: AttemptMaxLiveNonce :one
--- Recycled nonces: the highest nonce a live attempt holds (-1: none).
+-- Recycled nonces: the highest nonce a live attempt (signed, sent or mined)
+-- holds (-1: none).
 SELECT coalesce(max(nonce), -1)::bigint AS nonce FROM ledgerq.tx_attempts
-WHERE chain_id = @chain_id AND sender = @sender AND state IN ('signed', 'sent');
+WHERE chain_id = @chain_id AND sender = @sender AND state IN ('signed', 'sent', 'mined');
+
+-- name: AttemptMaxHeldNonce :one
+-- Reconciliation: the highest nonce any attempt not dropped holds, confirmed
+-- ones included (-1: none). The next nonce never moves to or below it: a
+-- nonce ledgerq signed for is not signed again with other content while its
+-- transaction may still land.
+SELECT coalesce(max(nonce), -1)::bigint AS nonce FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state <> 'dropped';
 
 -- name: AttemptSupersede :one
 -- Gas bump: the attempt a bump replaces leaves the live set (its hash may
@@ -337,13 +443,25 @@ INSERT INTO ledgerq.tx_attempts (
     @now::timestamptz, @now::timestamptz
 );
 
--- name: AttemptConfirmSuperseded :one
+-- name: AttemptMineSuperseded :one
 -- Confirm: a superseded attempt of a nonce was the one mined (its bump was
--- dropped first, in the same transaction).
+-- dropped first, in the same transaction): it becomes the nonce's live
+-- attempt again, mined or, with @final, confirmed. The same bytes may have
+-- been stored more than once for the task (signed again after a refusal):
+-- the newest row takes it.
 UPDATE ledgerq.tx_attempts
-SET state = 'confirmed', confirmed_at = @now::timestamptz, updated_at = @now::timestamptz
-WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state = 'dropped'
-  AND task_id IS NOT DISTINCT FROM sqlc.narg(task_id)::text
+SET state = CASE WHEN @final::boolean THEN 'confirmed' ELSE 'mined' END::ledgerq.tx_attempt_state,
+    confirmed_at = CASE WHEN @final::boolean THEN @now::timestamptz END,
+    mined_block = sqlc.narg(mined_block)::bigint, mined_block_hash = sqlc.narg(mined_block_hash)::text,
+    mined_at = CASE WHEN sqlc.narg(mined_block)::bigint IS NULL THEN NULL ELSE @now::timestamptz END,
+    updated_at = @now::timestamptz
+WHERE id = (
+    SELECT d.id FROM ledgerq.tx_attempts d
+    WHERE d.chain_id = @chain_id AND d.tx_hash = @tx_hash AND d.state = 'dropped'
+      AND d.task_id IS NOT DISTINCT FROM sqlc.narg(task_id)::text
+    ORDER BY d.id DESC
+    LIMIT 1
+)
 RETURNING task_id, nonce;
 
 -- name: TaskCountBump :execrows
@@ -367,14 +485,15 @@ RETURNING *;
 
 -- name: WalletNonceReset :execrows
 -- Nonce reset / recycled nonces above the highest live one: the next nonce
--- moves (down or up) from @from to @to, only if it is still @from and no live
--- attempt sits at or above @to (none is skipped over or reused).
+-- moves (down or up) from @from to @to, only if it is still @from and no
+-- attempt that is not dropped (confirmed ones included) sits at or above @to:
+-- none is skipped over or signed again with other content.
 UPDATE ledgerq.wallet_nonces w
 SET next_nonce = @to_nonce::bigint, updated_at = @now::timestamptz
 WHERE w.chain_id = @chain_id AND w.sender = @sender AND w.next_nonce = @from_nonce::bigint
   AND NOT EXISTS (
       SELECT 1 FROM ledgerq.tx_attempts a
-      WHERE a.chain_id = w.chain_id AND a.sender = w.sender AND a.state IN ('signed', 'sent')
+      WHERE a.chain_id = w.chain_id AND a.sender = w.sender AND a.state <> 'dropped'
         AND a.nonce >= @to_nonce::bigint
   );
 
@@ -382,31 +501,31 @@ WHERE w.chain_id = @chain_id AND w.sender = @sender AND w.next_nonce = @from_non
 SELECT * FROM ledgerq.wallet_health WHERE chain_id = @chain_id AND sender = @sender;
 
 -- name: WalletHealthObserveNonce :exec
--- Confirm: the chain's nonce as read; chain_nonce_since moves only when the
--- nonce changed (the stall timeout counts from it).
-INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, chain_nonce, chain_nonce_since, created_at, updated_at)
-VALUES (@chain_id, @sender, @chain_nonce::bigint, @now::timestamptz, @now::timestamptz, @now::timestamptz)
+-- Confirm: the chain's nonce and head as read; chain_nonce_since moves only
+-- when the nonce changed (the stall timeout counts from it).
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, chain_nonce, chain_nonce_since, chain_head, created_at, updated_at)
+VALUES (@chain_id, @sender, @chain_nonce::bigint, @now::timestamptz, @chain_head::bigint, @now::timestamptz, @now::timestamptz)
 ON CONFLICT (chain_id, sender) DO UPDATE
-SET chain_nonce = @chain_nonce::bigint, updated_at = @now::timestamptz,
+SET chain_nonce = @chain_nonce::bigint, chain_head = @chain_head::bigint, updated_at = @now::timestamptz,
     chain_nonce_since = CASE WHEN h.chain_nonce IS DISTINCT FROM @chain_nonce::bigint THEN @now::timestamptz ELSE h.chain_nonce_since END;
 
 -- name: WalletHealthSetBalance :one
--- Balance health: the balance as read; sending pauses while it is below the
--- threshold. Returns the row.
-INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, balance_wei, balance_at, paused, created_at, updated_at)
-VALUES (@chain_id, @sender, @balance::numeric, @now::timestamptz, false, @now::timestamptz, @now::timestamptz)
+-- Balance health: the balance as read, and the threshold computed with it
+-- (what a plain transfer costs at the fees of the moment); sending pauses
+-- while the balance is below it. Returns the row.
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, balance_wei, balance_at, threshold_wei, paused, created_at, updated_at)
+VALUES (@chain_id, @sender, @balance::numeric, @now::timestamptz, @threshold::numeric, @balance::numeric < @threshold::numeric,
+        @now::timestamptz, @now::timestamptz)
 ON CONFLICT (chain_id, sender) DO UPDATE
-SET balance_wei = @balance::numeric, balance_at = @now::timestamptz, paused = @balance::numeric < h.threshold_wei, updated_at = @now::timestamptz
+SET balance_wei = @balance::numeric, balance_at = @now::timestamptz, threshold_wei = @threshold::numeric,
+    paused = @balance::numeric < @threshold::numeric, updated_at = @now::timestamptz
 RETURNING *;
 
--- name: WalletHealthRaiseThreshold :exec
--- A send refused for insufficient funds: the threshold rises to at least the
--- refused transaction's cost, and the balance is read again before the next
--- send.
-INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, threshold_wei, created_at, updated_at)
-VALUES (@chain_id, @sender, @at_least::numeric, @now::timestamptz, @now::timestamptz)
-ON CONFLICT (chain_id, sender) DO UPDATE
-SET threshold_wei = greatest(h.threshold_wei, @at_least::numeric), balance_at = NULL, updated_at = @now::timestamptz;
+-- name: WalletHealthBalanceStale :exec
+-- A send refused for insufficient funds: the balance is read again before
+-- the next send (the refused task alone ended in error).
+UPDATE ledgerq.wallet_health SET balance_at = NULL, updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND sender = @sender;
 
 -- name: WalletHealthRecordReset :exec
 INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at)

@@ -3,7 +3,6 @@ package eoa
 import (
 	"context"
 	"fmt"
-	"math/big"
 	"strings"
 	"time"
 
@@ -42,6 +41,11 @@ type broadcastResult struct {
 	reason   string
 	hash     string // mined: the hash that has the receipt
 	reverted bool
+	// block and blockHash: mined, the receipt's block; final: it is deep
+	// enough (the task is done), else the attempt is only mined.
+	block     uint64
+	blockHash string
+	final     bool
 	// replaced: requeued because another transaction took the nonce (every
 	// hash of ours definitively absent): counted against MaxReplacements.
 	replaced bool
@@ -133,6 +137,9 @@ func (c *broadcastCycle) nonceTooLow(ctx context.Context, r *broadcastResult, fr
 	switch {
 	case rc.Found:
 		r.outcome, r.hash, r.reverted = mined, hash, rc.Status == ledger.ReceiptReverted
+		// Its depth is known at the next confirm, unless one block is
+		// enough: a receipt is one.
+		r.block, r.blockHash, r.final = rc.BlockNumber, rc.BlockHash.Hex(), c.job.cfg.confirmations(c.chainID()) <= 1
 	case failed || !fresh:
 		r.outcome, r.reason = sent, fmt.Sprintf("%s: %s", ledger.SendNonceTooLow, ledger.ReasonOf(sendErr))
 	default:
@@ -169,7 +176,8 @@ func recordBroadcasts(ctx context.Context, s *shard, tx *store.Store, now time.T
 			}
 			_, err = tx.AttemptMarkSent(ctx, store.AttemptMarkSentParams{Now: now, ChainID: s.chainID(), TxHashes: []string{a.TxHash}, Error: r.reason})
 		case mined:
-			_, err = tx.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: s.chainID(), TxHash: r.hash, Live: a.TxHash, Reverted: r.reverted})
+			_, err = tx.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: s.chainID(), TxHash: r.hash, Live: a.TxHash,
+				Block: r.block, BlockHash: r.blockHash, Final: r.final, Reverted: r.reverted})
 			err = s.tolerate(err, "confirm")
 		case rejected:
 			err = s.recordRejected(ctx, tx, now, a, r.reason)
@@ -193,11 +201,10 @@ func recordBroadcasts(ctx context.Context, s *shard, tx *store.Store, now time.T
 }
 
 // recordRejected records a deterministic rejection: the task ends in error
-// (a no-op is only dropped: its nonce is free again), and a refusal for
-// insufficient funds raises the wallet's balance threshold to the refused
-// transaction's most fees (gas × fee cap: what any transaction needs, its
-// value aside), so that sending pauses until the balance covers them. A
-// single task whose value is more than the wallet holds so fails alone.
+// alone (a no-op is only dropped: its nonce is free again). A refusal for
+// insufficient funds asks for a new balance read before the next send: the
+// balance check pauses the wallet only when it cannot pay for a plain
+// transfer, never because of one task's value or fees.
 func (s *shard) recordRejected(ctx context.Context, tx *store.Store, now time.Time, a store.Attempt, reason string) error {
 	var err error
 	if a.Noop() {
@@ -210,21 +217,7 @@ func (s *shard) recordRejected(ctx context.Context, tx *store.Store, now time.Ti
 	if err != nil || !strings.HasPrefix(reason, "insufficient funds") {
 		return err
 	}
-	cost := attemptFees(a)
-	if cost == nil {
-		return nil
-	}
-	s.job.log.Warn("eoa: insufficient funds, the balance threshold rises", "shard", s.claim.Key, "threshold_wei", cost.String())
-	return tx.WalletHealthRaiseThreshold(ctx, now, s.chainID(), s.sender, cost)
-}
-
-// attemptFees is the most a signed attempt can pay in fees: gas × fee cap
-// (nil without signed bytes).
-func attemptFees(a store.Attempt) *big.Int {
-	if a.GasLimit == 0 || a.MaxFeePerGas == nil {
-		return nil
-	}
-	return new(big.Int).Mul(new(big.Int).SetUint64(a.GasLimit), a.MaxFeePerGas)
+	return tx.WalletHealthBalanceStale(ctx, now, s.chainID(), s.sender)
 }
 
 // isBump reports whether a superseded an earlier attempt of its nonce (a

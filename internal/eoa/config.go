@@ -39,11 +39,27 @@ type Config struct {
 	// is not either) and its task is sent again.
 	ReplacedAfter time.Duration
 	// MaxFailures is the number of consecutive failed runs after which the
-	// task at the head of the queue, whose gas estimate failed while the
-	// node answered the fee suggestion, ends in error: a task the node
-	// refuses to estimate must not hold up its wallet forever (seed 002:
-	// failed work is not retried forever).
+	// task at the head of the queue ends in error when its send keeps
+	// failing for a reason of its own (its gas estimate refused while the
+	// node answers, a value the database or the signer refuses): one task
+	// must not hold up its wallet forever, and failed work is not retried
+	// forever. After a failed run a send takes that one task alone, so the
+	// task that fails is the one that ends in error.
 	MaxFailures int
+	// Confirmations is how many blocks deep (its own block counting as one)
+	// a transaction must be before its task is done; until then the task is
+	// executing, its attempt mined, and each pass checks that its block is
+	// still on the chain. 0: DefaultConfirmations of the wallet's chain.
+	Confirmations int
+	// RebroadcastAfter: while the chain's nonce has not moved for this long
+	// with transactions sent past it, they are broadcast again with the same
+	// bytes (a node that restarted or lost its pool has forgotten them),
+	// at most once per RebroadcastAfter.
+	RebroadcastAfter time.Duration
+	// WatchAfter: a wallet whose chain nonce moved within it is followed
+	// although it has nothing in flight, so that final transactions a node
+	// then loses (a crash, a restore from an older state) are sent again.
+	WatchAfter time.Duration
 	// FollowInterval is the Follower's interval: how often the shard of a
 	// wallet with attempts in flight runs, to confirm them.
 	FollowInterval time.Duration
@@ -97,6 +113,9 @@ func Defaults() Config {
 		MaxFailures:    10,
 		FollowInterval: time.Second,
 
+		RebroadcastAfter: 15 * time.Second,
+		WatchAfter:       time.Minute,
+
 		StallTimeout:    5 * time.Minute,
 		MaxRecycled:     50,
 		BalanceMaxAge:   5 * time.Minute,
@@ -133,12 +152,19 @@ func (c Config) Validate() error {
 	if c.MaxFailures < 1 {
 		errs = append(errs, fmt.Errorf("wallet max failures must be at least 1, got %d", c.MaxFailures))
 	}
+	if c.Confirmations < 0 || c.Confirmations > maxConfirmations {
+		errs = append(errs, fmt.Errorf("wallet confirmations must be from 0 (by chain) to %d, got %d", maxConfirmations, c.Confirmations))
+	}
+	if c.WatchAfter < 0 {
+		errs = append(errs, fmt.Errorf("wallet watch-after must not be negative, got %s", c.WatchAfter))
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{
 		{"ledger timeout", c.LedgerTimeout}, {"database timeout", c.DBTimeout}, {"cycle budget", c.CycleBudget},
 		{"follow interval", c.FollowInterval}, {"stall timeout", c.StallTimeout}, {"balance max age", c.BalanceMaxAge},
+		{"rebroadcast after", c.RebroadcastAfter},
 	} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("wallet %s must be positive, got %s", d.name, d.v))
@@ -161,6 +187,38 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
+}
+
+// maxConfirmations bounds Config.Confirmations (a day of 12 s blocks is
+// 7200).
+const maxConfirmations = 10_000
+
+// DefaultConfirmations is how many blocks deep a transaction must be on
+// chainID before its task is done, when Config.Confirmations is 0: 1 on
+// development chains (geth --dev's 1337, Hardhat's and Anvil's 31337), whose
+// blocks come from one node that no one else can reorganize; 64 on Polygon
+// PoS (137), whose reorganizations have run that deep; 15 on BNB Smart
+// Chain (56); 12 everywhere else (Ethereum mainnet and its test networks
+// included: past about a dozen blocks a reorganization of proof-of-stake
+// Ethereum has not been seen; the chain's finality comes later still).
+func DefaultConfirmations(chainID int64) int {
+	switch chainID {
+	case 1337, 31337:
+		return 1
+	case 137:
+		return 64
+	case 56:
+		return 15
+	}
+	return 12
+}
+
+// confirmations is the depth a transaction must reach on chainID.
+func (c Config) confirmations(chainID int64) int {
+	if c.Confirmations > 0 {
+		return c.Confirmations
+	}
+	return DefaultConfirmations(chainID)
 }
 
 // The crash points of the worker (internal/crashpoint): an end-to-end test

@@ -1,55 +1,259 @@
 package eoa
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/ledgerq/ledgerq/internal/crashpoint"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
-// confirmCycle is seed 003's confirm, run once per run: it reads the chain's
-// nonce, looks up the receipts of the sent attempts the chain has passed, and
-// broadcasts again the sent attempts at or above it whose last broadcast was
-// indeterminate.
+// confirmCycle is seed 003's confirm, run once per run, made to follow a
+// chain that can take blocks back. It reads the chain's nonce and head, then:
+//
+//  1. mined or confirmed attempts at or above the chain's nonce are not in
+//     the chain (a reorg, a node that lost blocks or was restored from an
+//     older state, a node behind the others): unless a receipt still says
+//     otherwise, each goes back to sent (its task executing again) and its
+//     same bytes are broadcast again — its nonce is never signed with other
+//     content while it may still land;
+//  2. mined attempts below it are checked again: a receipt in a block the
+//     chain still has counts its confirmations, and at Config.Confirmations
+//     the task is done; a receipt gone, or in a block the chain replaced,
+//     sends the attempt back to sent as in 1 (unless another hash of the
+//     nonce was the one mined);
+//  3. sent attempts it passed get their receipts looked up (every hash of
+//     the nonce): mined, or done at once when already deep enough;
+//  4. sent attempts from the chain's nonce on are broadcast again with the
+//     same bytes when their last broadcast was indeterminate, when 1 or 2
+//     found the chain had lost blocks, or when the chain's nonce has not
+//     moved for Config.RebroadcastAfter (a node that lost its pool).
 type confirmCycle struct {
 	*shard
+	depth      int
 	chainNonce uint64
-	// confirmed: attempts with a receipt (the task is done).
+	head       ledger.BlockRef
+	// blocks caches the chain's block hash by number for this cycle.
+	blocks map[uint64]ledger.Hash
+
+	// reopened: mined or confirmed attempts whose transaction left the
+	// chain, with why.
+	reopened []reopened
+	// confirmed: attempts with a receipt, mined or final (the task is done).
 	confirmed []broadcastResult
 	// replaced: attempts passed by the chain whose hashes have had no
 	// receipt for Config.ReplacedAfter.
 	replaced []broadcastResult
 	// resent: outcomes of the new broadcasts.
 	resent []broadcastResult
+	// rebroadcast: the cycle broadcast every sent attempt from the chain's
+	// nonce on (Commit remembers when).
+	rebroadcast bool
 }
 
-// Execute reads the chain; it writes nothing.
+// reopened is an attempt whose mined transaction is no longer on the chain.
+type reopened struct {
+	attempt store.Attempt
+	reason  string
+}
+
+// chainWatch is what a Job remembers of a wallet's chain between runs.
+type chainWatch struct {
+	// nonce is the chain's nonce as last read, since when it has not moved.
+	nonce uint64
+	since time.Time
+	// rebroadcastAt is when the sent attempts were last broadcast again
+	// because the nonce did not move.
+	rebroadcastAt time.Time
+}
+
+// Execute reads the chain; it writes nothing but broadcasts stored bytes.
 func (c *confirmCycle) Execute(ctx context.Context) error {
 	if err := c.checkChain(ctx); err != nil {
 		return err
 	}
+	c.depth = c.job.cfg.confirmations(c.chainID())
+	c.blocks = map[uint64]ledger.Hash{}
 	n, err := c.readChainNonce(ctx)
 	if err != nil {
 		return err
 	}
 	c.chainNonce = n
-	if err := c.lookUpReceipts(ctx); err != nil {
+	c.head, err = ledgerCall(ctx, c.job, c.job.ledger.HeadBlock)
+	if err != nil {
+		return fmt.Errorf("reading the chain's head for %s: %w", c.claim.Key, err)
+	}
+	c.blocks[c.head.Number] = c.head.Hash
+	b := c.budget()
+	if err := c.checkMinedFrom(ctx, b); err != nil {
 		return err
 	}
-	return c.broadcastUncertain(ctx)
+	if err := c.checkMined(ctx, b); err != nil {
+		return err
+	}
+	if err := c.lookUpReceipts(ctx, b); err != nil {
+		return err
+	}
+	return c.broadcastAgain(ctx)
 }
 
-// lookUpReceipts: the chain's nonce passed these attempts, so each was mined
-// or another transaction took its nonce. A receipt makes the task done (a
-// reverted one too). A failed lookup means "ask again later". Only when
-// every hash of the nonce has answered "no receipt" for ReplacedAfter is the
-// attempt replaced: it is dropped and its task sent again with a new nonce
-// (DESIGN §7: engine-core counted a failed lookup as a replacement and sent
-// the transaction twice).
-func (c *confirmCycle) lookUpReceipts(ctx context.Context) error {
+// canonical reports whether the chain's block at r's number is r's block,
+// from one read per block number and cycle. A failed read counts as
+// unknown: ok false.
+func (c *confirmCycle) canonical(ctx context.Context, r ledger.Receipt) (canonical, ok bool) {
+	h, known := c.blocks[r.BlockNumber]
+	if !known {
+		type lookup struct {
+			blk   ledger.BlockRef
+			found bool
+		}
+		got, err := ledgerCall(ctx, c.job, func(ctx context.Context) (lookup, error) {
+			blk, found, err := c.job.ledger.BlockAt(ctx, r.BlockNumber)
+			return lookup{blk, found}, err
+		})
+		if err != nil {
+			c.job.log.Debug("eoa: block lookup failed, asking again later", "shard", c.claim.Key, "block", r.BlockNumber, "error", err)
+			return false, false
+		}
+		if got.found {
+			h = got.blk.Hash
+		}
+		c.blocks[r.BlockNumber] = h
+	}
+	return h == r.BlockHash, true
+}
+
+// final reports whether a receipt in block number is Config.Confirmations
+// deep by the cycle's head.
+func (c *confirmCycle) final(number uint64) bool {
+	return c.depth <= 1 || c.head.Number >= number && c.head.Number-number+1 >= uint64(c.depth)
+}
+
+// found is a receipt of one of the hashes of a nonce, in a block the chain
+// has.
+type found struct {
+	hash    string
+	receipt ledger.Receipt
+}
+
+// receiptOnChain looks up every hash of a's nonce and returns the one whose
+// receipt is in a block the chain has. failed: a lookup failed and none was
+// found, "ask again later".
+func (c *confirmCycle) receiptOnChain(ctx context.Context, a store.Attempt) (f found, ok, failed bool) {
+	hashes, err := c.hashesOfNonce(ctx, a)
+	if err != nil {
+		return found{}, false, true
+	}
+	for _, h := range hashes {
+		rc, err := ledgerCall(ctx, c.job, func(ctx context.Context) (ledger.Receipt, error) {
+			return c.job.ledger.TransactionReceipt(ctx, ledger.TxHash(common.HexToHash(h)))
+		})
+		if err != nil {
+			failed = true
+			continue
+		}
+		if !rc.Found {
+			continue
+		}
+		canonical, known := c.canonical(ctx, rc)
+		switch {
+		case !known:
+			failed = true
+		case canonical:
+			return found{hash: h, receipt: rc}, true, false
+		}
+	}
+	return found{}, false, failed
+}
+
+// record turns a receipt of a's nonce into a's outcome: mined in its block,
+// or final.
+func (c *confirmCycle) record(a store.Attempt, f found) broadcastResult {
+	return broadcastResult{attempt: a, outcome: mined, hash: f.hash, reverted: f.receipt.Status == ledger.ReceiptReverted,
+		block: f.receipt.BlockNumber, blockHash: f.receipt.BlockHash.Hex(), final: c.final(f.receipt.BlockNumber)}
+}
+
+// checkMinedFrom is step 1: mined or confirmed attempts the chain's nonce
+// has not reached.
+func (c *confirmCycle) checkMinedFrom(ctx context.Context, b budget) error {
+	gone, err := dbCall(ctx, c.job, func(ctx context.Context) ([]store.Attempt, error) {
+		return c.job.store.AttemptsMinedFrom(ctx, store.AttemptsMinedFromParams{
+			ChainID: c.chainID(), Sender: c.sender, From: int64(c.chainNonce), Max: c.job.cfg.InFlight,
+		})
+	})
+	if err != nil {
+		return err
+	}
+	for i, a := range gone {
+		if b.spent(i) {
+			break // the next run looks again
+		}
+		f, ok, failed := c.receiptOnChain(ctx, a)
+		switch {
+		case ok:
+			// The node's nonce lags its receipts (another node behind a
+			// load balancer): the receipt decides, and a confirmed attempt
+			// stays as it is.
+			if a.State == store.AttemptMined {
+				c.confirmed = append(c.confirmed, c.record(a, f))
+			}
+		case failed:
+		default:
+			c.reopened = append(c.reopened, reopened{attempt: a,
+				reason: fmt.Sprintf("left the chain: the chain's nonce is %d and no hash of nonce %d has a receipt", c.chainNonce, a.Nonce)})
+		}
+	}
+	return nil
+}
+
+// checkMined is step 2: mined attempts below the chain's nonce, not yet
+// final.
+func (c *confirmCycle) checkMined(ctx context.Context, b budget) error {
+	minedAtts, err := dbCall(ctx, c.job, func(ctx context.Context) ([]store.Attempt, error) {
+		return c.job.store.AttemptsMined(ctx, store.AttemptsListParams{ChainID: c.chainID(), Sender: c.sender, Max: c.job.cfg.InFlight})
+	})
+	if err != nil {
+		return err
+	}
+	calls := 0
+	for _, a := range minedAtts {
+		if a.Nonce >= int64(c.chainNonce) {
+			continue // step 1's
+		}
+		if b.spent(calls) {
+			break
+		}
+		calls++
+		f, ok, failed := c.receiptOnChain(ctx, a)
+		switch {
+		case ok:
+			r := c.record(a, f)
+			if r.final || r.hash != a.TxHash || r.block != blockOf(a) || r.blockHash != a.MinedBlockHash {
+				c.confirmed = append(c.confirmed, r)
+			}
+		case failed:
+		default:
+			c.reopened = append(c.reopened, reopened{attempt: a,
+				reason: fmt.Sprintf("left the chain: its receipt in block %d is gone", blockOf(a))})
+		}
+	}
+	return nil
+}
+
+// lookUpReceipts is step 3: the chain's nonce passed these attempts, so
+// each was mined or another transaction took its nonce. A receipt makes the
+// attempt mined (the task done when it is deep enough; a reverted one too).
+// A failed lookup means "ask again later". Only when every hash of the nonce
+// has answered "no receipt" for ReplacedAfter is the attempt replaced: it is
+// dropped and its task sent again with a new nonce (DESIGN §7: engine-core
+// counted a failed lookup as a replacement and sent the transaction twice).
+func (c *confirmCycle) lookUpReceipts(ctx context.Context, b budget) error {
 	passed, err := dbCall(ctx, c.job, func(ctx context.Context) ([]store.Attempt, error) {
 		return c.job.store.AttemptsSentBelow(ctx, store.AttemptsListParams{
 			ChainID: c.chainID(), Sender: c.sender, Below: int64(c.chainNonce), Max: c.job.cfg.InFlight,
@@ -63,7 +267,6 @@ func (c *confirmCycle) lookUpReceipts(ctx context.Context) error {
 	c.job.mu.Lock()
 	before := c.job.absent[c.claim.Key]
 	c.job.mu.Unlock()
-	b := c.budget()
 	for i, a := range passed {
 		if b.spent(i) {
 			// The rest are asked about in the next run; keep their clocks.
@@ -74,10 +277,10 @@ func (c *confirmCycle) lookUpReceipts(ctx context.Context) error {
 			}
 			break
 		}
-		hash, rc, failed := c.receiptOfNonce(ctx, a)
+		f, ok, failed := c.receiptOnChain(ctx, a)
 		switch {
-		case rc.Found:
-			c.confirmed = append(c.confirmed, broadcastResult{attempt: a, outcome: mined, hash: hash, reverted: rc.Status == ledger.ReceiptReverted})
+		case ok:
+			c.confirmed = append(c.confirmed, c.record(a, f))
 		case failed:
 			if since, ok := before[a.TxHash]; ok {
 				absent[a.TxHash] = since
@@ -101,21 +304,42 @@ func (c *confirmCycle) lookUpReceipts(ctx context.Context) error {
 	return nil
 }
 
-// broadcastUncertain sends again, with the same bytes, the sent attempts the
-// chain has not reached whose last broadcast was indeterminate: the node may
-// never have taken them, and every later nonce would wait on them. The same
-// bytes make it harmless when it did (`already known`).
-func (c *confirmCycle) broadcastUncertain(ctx context.Context) error {
-	uncertain, err := dbCall(ctx, c.job, func(ctx context.Context) ([]store.Attempt, error) {
-		return c.job.store.AttemptsSentUncertain(ctx, store.AttemptsSentUncertainParams{
-			ChainID: c.chainID(), Sender: c.sender, From: int64(c.chainNonce), Max: c.job.cfg.InFlight,
+// broadcastAgain is step 4: it sends again, with the same bytes, the
+// attempts the chain has not reached that it may not have: those step 1 or
+// 2 found off the chain, the sent ones whose last broadcast was
+// indeterminate (the node may never have taken them, and every later nonce
+// would wait on them), and, when the chain lost blocks or its nonce has not
+// moved for RebroadcastAfter, every sent one from the chain's nonce on. The
+// same bytes make it harmless when the node has them (`already known`).
+func (c *confirmCycle) broadcastAgain(ctx context.Context) error {
+	var due []store.Attempt
+	for _, r := range c.reopened {
+		a := r.attempt
+		a.State = store.AttemptSent
+		due = append(due, a)
+	}
+	c.rebroadcast = len(c.reopened) > 0 || c.stuck()
+	var err error
+	var live []store.Attempt
+	if c.rebroadcast {
+		live, err = dbCall(ctx, c.job, func(ctx context.Context) ([]store.Attempt, error) {
+			return c.job.store.AttemptsSentFrom(ctx, store.AttemptsSentUncertainParams{
+				ChainID: c.chainID(), Sender: c.sender, From: int64(c.chainNonce), Max: c.job.cfg.InFlight,
+			})
 		})
-	})
+	} else {
+		live, err = dbCall(ctx, c.job, func(ctx context.Context) ([]store.Attempt, error) {
+			return c.job.store.AttemptsSentUncertain(ctx, store.AttemptsSentUncertainParams{
+				ChainID: c.chainID(), Sender: c.sender, From: int64(c.chainNonce), Max: c.job.cfg.InFlight,
+			})
+		})
+	}
 	if err != nil {
 		return err
 	}
+	due = mergeByNonce(due, live)
 	b := c.budget()
-	for i, a := range uncertain {
+	for i, a := range due {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -127,8 +351,13 @@ func (c *confirmCycle) broadcastUncertain(ctx context.Context) error {
 		switch res := ledger.SendResultOf(err); res {
 		case ledger.SendAccepted:
 		case ledger.SendRejected:
-			if c.isBump(ctx, a) {
-				r.reason = fmt.Sprintf("%s: %s", res, ledger.ReasonOf(err)) // see broadcastCycle
+			if a.Reorgs > 0 || c.isReopened(a) || c.isBump(ctx, a) {
+				// A transaction that was mined once (its block left the
+				// chain) or a bump whose superseded attempt may still be
+				// mined: the refusal is of this moment (the balance the
+				// reorg took back, say); its nonce stays held and the
+				// next pass sends it again.
+				r.reason = fmt.Sprintf("%s: %s", res, ledger.ReasonOf(err))
 				break
 			}
 			r.outcome, r.reason = rejected, ledger.ReasonOf(err)
@@ -142,16 +371,81 @@ func (c *confirmCycle) broadcastUncertain(ctx context.Context) error {
 	return nil
 }
 
-// Commit records the confirmations, replacements and new broadcasts in one
-// fenced transaction; the run's send starts at or above the chain's nonce.
+// isReopened reports whether step 1 or 2 found a off the chain.
+func (c *confirmCycle) isReopened(a store.Attempt) bool {
+	for _, r := range c.reopened {
+		if r.attempt.ID == a.ID {
+			return true
+		}
+	}
+	return false
+}
+
+// stuck reports whether the chain's nonce has not moved for
+// RebroadcastAfter, and the sent attempts were not broadcast again for as
+// long.
+func (c *confirmCycle) stuck() bool {
+	c.job.mu.Lock()
+	defer c.job.mu.Unlock()
+	w := c.job.watch[c.claim.Key]
+	now := c.now()
+	if w == nil || w.nonce != c.chainNonce {
+		return false
+	}
+	after := c.job.cfg.RebroadcastAfter
+	return now.Sub(w.since) >= after && now.Sub(w.rebroadcastAt) >= after
+}
+
+// blockOf is the block a mined attempt was last seen in (0: none).
+func blockOf(a store.Attempt) uint64 {
+	if a.MinedBlock == nil {
+		return 0
+	}
+	return uint64(*a.MinedBlock)
+}
+
+// sortByNonce sorts attempts by nonce, then by when they were stored.
+func sortByNonce(as []store.Attempt) {
+	slices.SortFunc(as, func(a, b store.Attempt) int { return cmp.Or(cmp.Compare(a.Nonce, b.Nonce), cmp.Compare(a.ID, b.ID)) })
+}
+
+// mergeByNonce returns a and b in nonce order, each attempt once.
+func mergeByNonce(a, b []store.Attempt) []store.Attempt {
+	seen := make(map[int64]bool, len(a))
+	out := append([]store.Attempt(nil), a...)
+	for _, x := range a {
+		seen[x.ID] = true
+	}
+	for _, x := range b {
+		if !seen[x.ID] {
+			out = append(out, x)
+		}
+	}
+	sortByNonce(out)
+	return out
+}
+
+// Commit records, in one fenced transaction, the chain's nonce and head,
+// the attempts that left the chain, the receipts (mined or final), the
+// replacements and the new broadcasts; the run's send starts at or above
+// the chain's nonce.
 func (c *confirmCycle) Commit(ctx context.Context) error {
 	if len(c.confirmed) > 0 {
 		crashpoint.Hit(CrashMined)
 	}
 	now := c.now()
+	var reorgs int
 	err := c.fenced(ctx, func(tx *store.Store) error {
-		if err := tx.WalletHealthObserveNonce(ctx, now, c.chainID(), c.sender, int64(c.chainNonce)); err != nil {
+		reorgs = 0
+		if err := tx.WalletHealthObserveNonce(ctx, now, c.chainID(), c.sender, int64(c.chainNonce), int64(c.head.Number)); err != nil {
 			return err
+		}
+		for _, r := range c.reopened {
+			_, err := tx.AttemptReopen(ctx, store.AttemptReopenParams{Now: now, ChainID: c.chainID(), TxHash: r.attempt.TxHash, Reason: r.reason})
+			if err = c.tolerate(err, "reopen"); err != nil {
+				return err
+			}
+			reorgs++
 		}
 		if err := recordBroadcasts(ctx, c.shard, tx, now, c.confirmed); err != nil {
 			return err
@@ -175,11 +469,32 @@ func (c *confirmCycle) Commit(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recording the confirmations of %s: %w", c.claim.Key, err)
 	}
+	c.remember(now)
 	c.learnChainNonce(c.chainNonce)
 	c.job.cfg.Metrics.Transition("wallet", "replaced", len(c.replaced))
+	c.job.cfg.Metrics.Transition("wallet", "reorged", reorgs)
+	for _, r := range c.reopened {
+		c.job.log.Warn("eoa: a mined transaction left the chain, sending it again", "shard", c.claim.Key, "task", r.attempt.TaskID,
+			"nonce", r.attempt.Nonce, "tx_hash", r.attempt.TxHash, "reason", r.reason)
+	}
 	c.logOutcomes(c.replaced)
 	c.logOutcomes(c.resent)
 	return nil
+}
+
+// remember keeps, for the next runs, since when the chain's nonce has not
+// moved and when the sent attempts were last broadcast again.
+func (c *confirmCycle) remember(now time.Time) {
+	c.job.mu.Lock()
+	defer c.job.mu.Unlock()
+	w := c.job.watch[c.claim.Key]
+	if w == nil || w.nonce != c.chainNonce {
+		w = &chainWatch{nonce: c.chainNonce, since: now}
+		c.job.watch[c.claim.Key] = w
+	}
+	if c.rebroadcast {
+		w.rebroadcastAt = now
+	}
 }
 
 // Drop records nothing: the attempts stay as they were and the next run's

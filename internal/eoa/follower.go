@@ -53,9 +53,10 @@ func NewFollower(st *store.Store, wallets *wallet.Registry, cfg Config) (*Follow
 func (f *Follower) RunOnce(ctx context.Context) (int, error) {
 	queued := 0
 	var after store.WalletKey
+	watchSince := f.cfg.Clock.Now().Add(-f.cfg.WatchAfter)
 	for {
 		page, err := within(ctx, f.cfg.DBTimeout, func(ctx context.Context) ([]store.WalletKey, error) {
-			return f.store.WalletsWithWork(ctx, store.WalletsWithWorkParams{After: after, Max: followPage})
+			return f.store.WalletsWithWork(ctx, store.WalletsWithWorkParams{After: after, WatchSince: watchSince, Max: followPage})
 		})
 		if err != nil {
 			return queued, err

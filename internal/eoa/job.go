@@ -55,6 +55,9 @@ type Job struct {
 	// absent holds, per shard key, when each sent attempt (by hash) was
 	// first seen passed by the chain's nonce without a receipt.
 	absent map[string]map[string]time.Time
+	// watch holds, per shard key, what the wallet's last confirm saw of the
+	// chain's nonce.
+	watch map[string]*chainWatch
 	// chainID is the ledger's chain id once read.
 	chainID *big.Int
 }
@@ -73,7 +76,7 @@ func NewJob(st *store.Store, led ledger.WalletLedger, wallets *wallet.Registry, 
 	cfg = cfg.withDefaults()
 	return &Job{
 		cfg: cfg, store: st, ledger: led, wallets: wallets, log: cfg.Logger,
-		runs: map[string]*runState{}, absent: map[string]map[string]time.Time{},
+		runs: map[string]*runState{}, absent: map[string]map[string]time.Time{}, watch: map[string]*chainWatch{},
 	}, nil
 }
 
@@ -180,13 +183,20 @@ func (j *Job) Collect(ctx context.Context, c workers.Claim) (workers.Cycle, erro
 		return &broadcastCycle{shard: s, attempts: unsent}, nil
 	}
 
-	inFlight, err := dbCall(ctx, j, func(ctx context.Context) (int, error) {
+	live, err := dbCall(ctx, j, func(ctx context.Context) (store.AttemptsLive, error) {
 		return j.store.AttemptsInFlight(ctx, chainID, s.sender)
 	})
 	if err != nil {
 		return nil, err
 	}
+	inFlight := live.InFlight
 	budget := j.cfg.InFlight - inFlight
+	if c.Failures > 0 {
+		// The last run failed: this one sends the head of the queue alone,
+		// so that a task whose send keeps failing is the one that ends in
+		// error (sendCycle.Drop), not the tasks sent with it.
+		budget = min(budget, 1)
+	}
 	var tasks []store.Task
 	if budget > 0 {
 		tasks, err = dbCall(ctx, j, func(ctx context.Context) ([]store.Task, error) {
@@ -196,8 +206,17 @@ func (j *Job) Collect(ctx context.Context, c workers.Claim) (workers.Cycle, erro
 			return nil, err
 		}
 	}
-	if inFlight == 0 && len(tasks) == 0 {
-		return nil, nil
+	if inFlight == 0 && live.Mined == 0 && len(tasks) == 0 {
+		if s.run.confirmed {
+			return nil, nil
+		}
+		// Nothing in flight: a wallet whose chain nonce moved a short while
+		// ago is still checked once, in case the chain lost its final
+		// transactions.
+		watched, err := j.watched(ctx, s)
+		if err != nil || !watched {
+			return nil, err
+		}
 	}
 	if !s.run.confirmed {
 		s.run.confirmed = true
@@ -210,6 +229,24 @@ func (j *Job) Collect(ctx context.Context, c workers.Claim) (workers.Cycle, erro
 		return nil, nil
 	}
 	return j.collectSend(ctx, s, tasks)
+}
+
+// watched reports whether the wallet's chain nonce moved within
+// Config.WatchAfter.
+func (j *Job) watched(ctx context.Context, s *shard) (bool, error) {
+	if j.cfg.WatchAfter <= 0 {
+		return false, nil
+	}
+	h, err := dbCall(ctx, j, func(ctx context.Context) (store.WalletHealth, error) {
+		return j.store.WalletHealthGet(ctx, s.chainID(), s.sender)
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return h.ChainNonceSince != nil && s.now().Sub(*h.ChainNonceSince) < j.cfg.WatchAfter, nil
 }
 
 // checkChain makes sure the ledger is the wallet's chain before anything is

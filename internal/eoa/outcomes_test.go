@@ -218,6 +218,16 @@ func TestSeed003_ACollectWithNothingToDoNowEndsTheRun(t *testing.T) {
 
 	e.chain.Mine()
 	e.drive(t, e.pool, 3, tasks...)
+	// Its chain nonce moved a moment ago: it is watched a while longer,
+	// one confirm a run (the chain's nonce and head), in case the chain
+	// loses its transactions.
+	queued, err = e.follower.RunOnce(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 1, queued, "watched after its last transaction")
+	nonces := e.led.callsOf("NonceAt")
+	runPool(t, e.pool)
+	require.Equal(t, nonces+1, e.led.callsOf("NonceAt"), "a watched wallet: one confirm")
+	e.clk.Advance(e.cfg.WatchAfter)
 	calls := e.led.totalCalls()
 	_, err = e.st.ShardSchedule(t.Context(), store.ShardScheduleParams{Now: e.clk.Now(), Key: e.key(0)})
 	require.NoError(t, err)

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -185,11 +188,11 @@ func (c *sendCycle) sign(p prepared, nonce uint64, fees ledger.Fees, chainID *bi
 	})
 	signed, err := c.wallet.Signer.SignTx(tx, chainID)
 	if err != nil {
-		return store.SignedTx{}, fmt.Errorf("signing task %s for %s: %w", p.task.ID, c.claim.Key, err)
+		return store.SignedTx{}, &taskError{task: p.task, err: fmt.Errorf("signing for %s: %w", c.claim.Key, err)}
 	}
 	raw, err := signed.MarshalBinary()
 	if err != nil {
-		return store.SignedTx{}, fmt.Errorf("encoding task %s's transaction: %w", p.task.ID, err)
+		return store.SignedTx{}, &taskError{task: p.task, err: fmt.Errorf("encoding its transaction: %w", err)}
 	}
 	return store.SignedTx{
 		TaskID: p.task.ID, Nonce: int64(nonce), TxHash: signed.Hash().Hex(), Raw: raw, GasLimit: p.gas,
@@ -242,18 +245,60 @@ func (c *sendCycle) Commit(ctx context.Context) error {
 	return nil
 }
 
-// Drop stores nothing, so the tasks stay waiting for the next run; after
-// Config.MaxFailures consecutive failed runs whose send failed on the gas
-// estimate of the first task, that task ends in error, so that it does not
-// hold up its wallet forever.
+// Drop stores nothing, so the tasks stay waiting for the next run. When
+// the send failed for a reason of the task's own (its gas estimate refused
+// while the node answered the fee suggestion, its signing, or a value the
+// database refuses) in Config.MaxFailures consecutive runs, that task ends in
+// error, so that it does not hold up its wallet forever. After a failed run
+// the next send takes the head of the queue alone (Collect), so the task
+// that ends in error is the one that fails. A node or database that cannot
+// be reached fails no task.
 func (c *sendCycle) Drop(ctx context.Context, cause error) error {
-	var ee *estimateError
-	if !errors.As(cause, &ee) || c.claim.Failures+1 < c.job.cfg.MaxFailures {
+	task, ok := c.blame(cause)
+	if !ok || c.claim.Failures+1 < c.job.cfg.MaxFailures {
 		return nil
 	}
-	reason := fmt.Sprintf("gas estimate failed in %d consecutive runs: %s", c.claim.Failures+1, ledger.ReasonOf(ee.err))
-	return c.fenced(ctx, func(tx *store.Store) error {
-		_, err := tx.TaskFail(ctx, store.TaskFailParams{Now: c.now(), ID: ee.task.ID, Reason: reason})
+	reason := fmt.Sprintf("its send failed in %d consecutive runs: %v", c.claim.Failures+1, cause)
+	var ee *estimateError
+	if errors.As(cause, &ee) {
+		reason = fmt.Sprintf("gas estimate failed in %d consecutive runs: %s", c.claim.Failures+1, ledger.ReasonOf(ee.err))
+	}
+	err := c.fenced(ctx, func(tx *store.Store) error {
+		_, err := tx.TaskFail(ctx, store.TaskFailParams{Now: c.now(), ID: task.ID, Reason: reason})
 		return c.tolerate(err, "fail")
 	})
+	if err == nil {
+		c.job.log.Warn("eoa: a task whose send keeps failing ended in error", "shard", c.claim.Key, "task", task.ID, "reason", reason)
+	}
+	return err
 }
+
+// blame returns the task a send's failure is attributed to: the task whose
+// gas estimate or signing failed, or, for a value the database refuses
+// (a data exception or a constraint, SQLSTATE class 22 or 23), the task when
+// the send was of that one task alone.
+func (c *sendCycle) blame(cause error) (store.Task, bool) {
+	var ee *estimateError
+	var te *taskError
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(cause, &ee):
+		return ee.task, true
+	case errors.As(cause, &te):
+		return te.task, true
+	case errors.As(cause, &pgErr) && (strings.HasPrefix(pgErr.Code, "22") || strings.HasPrefix(pgErr.Code, "23")) && len(c.tasks) == 1:
+		return c.tasks[0], true
+	}
+	return store.Task{}, false
+}
+
+// taskError is a send's failure that is the task's own (its transaction
+// could not be signed or encoded).
+type taskError struct {
+	task store.Task
+	err  error
+}
+
+func (e *taskError) Error() string { return fmt.Sprintf("task %s: %v", e.task.ID, e.err) }
+
+func (e *taskError) Unwrap() error { return e.err }

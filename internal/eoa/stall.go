@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -70,7 +71,7 @@ func (j *Job) collectKeepMoving(ctx context.Context, s *shard, inFlight, waiting
 		switch {
 		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return nil, err
-		case err != nil || h.BalanceAt == nil || s.now().Sub(*h.BalanceAt) >= j.cfg.BalanceMaxAge:
+		case err != nil || h.BalanceAt == nil || s.now().Sub(*h.BalanceAt) >= j.balanceMaxAge(h):
 			return &balanceCycle{shard: s}, nil
 		}
 		s.run.paused = h.Paused
@@ -88,6 +89,19 @@ func (j *Job) collectKeepMoving(ctx context.Context, s *shard, inFlight, waiting
 	return nil, nil
 }
 
+// pausedBalanceMaxAge is how old the balance of a paused wallet may be: it
+// is read again this often (when the wallet has work), so that a wallet that
+// was funded, or whose fees fell, goes on within seconds.
+const pausedBalanceMaxAge = 10 * time.Second
+
+// balanceMaxAge is how old h's balance may be before a send reads it again.
+func (j *Job) balanceMaxAge(h store.WalletHealth) time.Duration {
+	if h.Paused {
+		return min(j.cfg.BalanceMaxAge, pausedBalanceMaxAge)
+	}
+	return j.cfg.BalanceMaxAge
+}
+
 // collectReconcile compares the wallet's next nonce with the chain's and
 // the highest live attempt.
 func (j *Job) collectReconcile(ctx context.Context, s *shard, inFlight int) (workers.Cycle, error) {
@@ -100,14 +114,16 @@ func (j *Job) collectReconcile(ctx context.Context, s *shard, inFlight int) (wor
 	if err != nil {
 		return nil, err
 	}
-	maxLive, err := dbCall(ctx, j, func(ctx context.Context) (int64, error) {
-		return j.store.AttemptMaxLiveNonce(ctx, s.chainID(), s.sender)
+	// Confirmed attempts count: a nonce the chain no longer has (it lost
+	// the block) is still ours, its same bytes sent again by confirm.
+	maxHeld, err := dbCall(ctx, j, func(ctx context.Context) (int64, error) {
+		return j.store.AttemptMaxHeldNonce(ctx, s.chainID(), s.sender)
 	})
 	if err != nil {
 		return nil, err
 	}
 	chain := int64(s.run.chainNonce)
-	target := max(chain, maxLive+1)
+	target := max(chain, maxHeld+1)
 	if next == target || next > chain && next < target {
 		return nil, nil
 	}
@@ -407,37 +423,48 @@ func (c *noopCycle) Commit(ctx context.Context) error {
 // Drop stores nothing.
 func (c *noopCycle) Drop(context.Context, error) error { return nil }
 
-// balanceCycle reads the wallet's balance and records whether sending
-// pauses (below the threshold, which insufficient-funds refusals raise).
+// balanceCycle reads the wallet's balance and the fees of the moment, and
+// records whether sending pauses: below the threshold, what a plain
+// transfer costs at those fees (gas 21000 × fee cap), the wallet could send
+// nothing, so its tasks wait rather than each end in error. The threshold is
+// computed anew at each read, so a wallet paused when fees were high goes
+// on when they fall or it is funded; a task that costs more (its value, its
+// gas, its own fee cap) is refused by the node and ends in error alone.
 type balanceCycle struct {
 	*shard
-	balance *big.Int
+	balance   *big.Int
+	threshold *big.Int
 }
 
-// Execute reads the balance.
+// Execute reads the balance and the fee suggestion.
 func (c *balanceCycle) Execute(ctx context.Context) error {
 	addr := c.wallet.Address()
 	b, err := ledgerCall(ctx, c.job, func(ctx context.Context) (*big.Int, error) { return c.job.ledger.BalanceAt(ctx, addr) })
 	if err != nil {
 		return fmt.Errorf("reading the balance of %s: %w", c.claim.Key, err)
 	}
+	fees, err := ledgerCall(ctx, c.job, c.job.ledger.SuggestFees)
+	if err != nil {
+		return fmt.Errorf("reading the fee suggestion for the balance threshold of %s: %w", c.claim.Key, err)
+	}
 	c.balance = b
+	c.threshold = new(big.Int).Mul(big.NewInt(int64(params.TxGas)), fees.FeeCap)
 	return nil
 }
 
-// Commit records the balance; below the threshold the run sends nothing.
+// Commit records the balance and threshold; below it the run sends nothing.
 func (c *balanceCycle) Commit(ctx context.Context) error {
 	var h store.WalletHealth
 	err := c.fenced(ctx, func(tx *store.Store) error {
 		var err error
-		h, err = tx.WalletHealthSetBalance(ctx, c.now(), c.chainID(), c.sender, c.balance)
+		h, err = tx.WalletHealthSetBalance(ctx, c.now(), c.chainID(), c.sender, c.balance, c.threshold)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("recording the balance of %s: %w", c.claim.Key, err)
 	}
 	if h.Paused && !c.run.paused {
-		c.job.log.Warn("eoa: balance below the threshold, sending paused", "shard", c.claim.Key,
+		c.job.log.Warn("eoa: balance below what a plain transfer costs, sending paused", "shard", c.claim.Key,
 			"balance_wei", h.Balance.String(), "threshold_wei", h.Threshold.String())
 		c.job.cfg.Metrics.Transition("wallet", "paused", 1)
 	}

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"net/http"
 	"strings"
@@ -53,12 +54,21 @@ type Config struct {
 	// task=true waits for its task to end; past it the answer is 202 with
 	// the task, to be polled. Zero or less answers at once.
 	TaskMaxWait time.Duration
+	// MaxFeePerGas is the highest max_fee_per_gas (and
+	// max_priority_fee_per_gas) a send-tx may ask for, in wei: above it the
+	// request is 400. A fee cap no chain charges is a mistake, and one the
+	// wallet cannot pay would only end its task in error.
+	MaxFeePerGas *big.Int
 }
+
+// DefaultMaxFeePerGas is the default Config.MaxFeePerGas: 10 000 gwei, ten
+// times the highest base fee Ethereum mainnet has seen.
+var DefaultMaxFeePerGas = big.NewInt(10_000_000_000_000)
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20, RequestTimeout: 5 * time.Second,
-		TaskMaxWait: 50 * time.Second}
+		TaskMaxWait: 50 * time.Second, MaxFeePerGas: new(big.Int).Set(DefaultMaxFeePerGas)}
 }
 
 // longPollRoutes are the routes whose requests may wait longer than
@@ -140,6 +150,9 @@ func New(cfg Config, deps Deps) *Server {
 	logger := deps.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxFeePerGas == nil {
+		cfg.MaxFeePerGas = DefaultMaxFeePerGas
 	}
 	s := &Server{cfg: cfg, store: deps.Store, ready: deps.Ready, clock: deps.Clock, logger: logger, metrics: deps.Metrics,
 		wallets: deps.Wallets, stopping: make(chan struct{})}

@@ -20,10 +20,9 @@ func TestWallets_GetWalletShowsItsAddressChainAndHealthOnceItHasRun(t *testing.T
 	require.JSONEq(t, `{"wallet":"main","address":"`+addr+`","chain_id":1337}`, resp.Body, "no health before the wallet's first run")
 
 	ctx := context.Background()
-	require.NoError(t, f.db.Store.WalletHealthObserveNonce(ctx, t0, walletChain, addr, 7))
-	_, err := f.db.Store.WalletHealthSetBalance(ctx, t0, walletChain, addr, big.NewInt(5))
+	require.NoError(t, f.db.Store.WalletHealthObserveNonce(ctx, t0, walletChain, addr, 7, 12))
+	_, err := f.db.Store.WalletHealthSetBalance(ctx, t0, walletChain, addr, big.NewInt(5), big.NewInt(100))
 	require.NoError(t, err)
-	require.NoError(t, f.db.Store.WalletHealthRaiseThreshold(ctx, t0, walletChain, addr, big.NewInt(100)))
 	resp = f.call(http.MethodGet, "/v1/wallets/main", nil, bearer(f.key)...)
 	require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
 	var got struct {
@@ -96,10 +95,7 @@ func TestWallets_AWaitingTaskOfAPausedWalletSaysSo(t *testing.T) {
 	require.NotContains(t, resp.Body, "wallet_paused")
 	ctx := context.Background()
 	addr := f.main.Address().Hex()
-	_, err := f.db.Store.WalletHealthSetBalance(ctx, t0, walletChain, addr, big.NewInt(5))
-	require.NoError(t, err)
-	require.NoError(t, f.db.Store.WalletHealthRaiseThreshold(ctx, t0, walletChain, addr, big.NewInt(100)))
-	_, err = f.db.Store.WalletHealthSetBalance(ctx, t0, walletChain, addr, big.NewInt(5)) // below: paused
+	_, err := f.db.Store.WalletHealthSetBalance(ctx, t0, walletChain, addr, big.NewInt(5), big.NewInt(100)) // below: paused
 	require.NoError(t, err)
 	resp = f.call(http.MethodGet, "/v1/wallets/main/tasks/"+id, nil, bearer(f.key)...)
 	require.Contains(t, resp.Body, `"wallet_paused":true`, resp.Body)

@@ -72,7 +72,7 @@ func (s *Server) SendTx(c echo.Context, walletName string, params apigen.SendTxP
 	if err := decodeStrictJSON(c, &body); err != nil {
 		return err
 	}
-	req, apiErr := validateSendTx(body)
+	req, apiErr := validateSendTx(body, s.cfg.MaxFeePerGas)
 	if apiErr != nil {
 		return apiErr
 	}
@@ -200,7 +200,72 @@ func (s *Server) GetWalletTask(c echo.Context, walletName, id string) error {
 	if err := s.markPaused(c, task.ChainID, task.Sender, &out); err != nil {
 		return err
 	}
+	if err := s.addAttempts(c, task, &out); err != nil {
+		return err
+	}
 	return c.JSON(http.StatusOK, walletTaskResultJSON{WalletTaskResult: apigen.WalletTaskResult{Success: true}, Task: out})
+}
+
+// addAttempts lists the task's attempts in out, and, for a task whose
+// transaction is mined, its block and confirmations (by the chain head the
+// wallet's last check read).
+func (s *Server) addAttempts(c echo.Context, task store.Task, out *walletTaskJSON) error {
+	ctx := c.Request().Context()
+	atts, err := s.store.AttemptListByTask(ctx, task.ID)
+	if err != nil {
+		return err
+	}
+	var head *int64
+	h, err := s.store.WalletHealthGet(ctx, task.ChainID, task.Sender)
+	switch {
+	case err == nil:
+		head = h.ChainHead
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	out.Attempts = make([]txAttemptJSON, len(atts))
+	for i, a := range atts {
+		out.Attempts[i] = toTxAttempt(a, head)
+		if a.MinedBlock != nil && (a.State == store.AttemptMined || a.State == store.AttemptConfirmed) {
+			out.MinedBlock, out.Confirmations = a.MinedBlock, out.Attempts[i].Confirmations
+		}
+	}
+	return nil
+}
+
+// txAttemptJSON is apigen.TxAttempt as the API writes it, its times written
+// by apiTime (see batchJSON).
+type txAttemptJSON struct {
+	apigen.TxAttempt
+	CreatedAt   apiTime  `json:"created_at"`
+	SentAt      *apiTime `json:"sent_at,omitempty"`
+	ConfirmedAt *apiTime `json:"confirmed_at,omitempty"`
+}
+
+// toTxAttempt converts a stored attempt; head is the chain's head as the
+// wallet last read it (nil: unknown), from which a mined attempt's
+// confirmations are counted.
+func toTxAttempt(a store.Attempt, head *int64) txAttemptJSON {
+	o := apigen.TxAttempt{
+		Nonce: a.Nonce, TxHash: a.TxHash, State: apigen.TxAttemptState(a.State), GasLimit: int64(a.GasLimit),
+		MaxPriorityFeePerGas: a.MaxPriorityFeePerGas.String(), MaxFeePerGas: a.MaxFeePerGas.String(), MinedBlock: a.MinedBlock,
+	}
+	if a.MinedBlockHash != "" {
+		o.MinedBlockHash = &a.MinedBlockHash
+	}
+	if a.MinedBlock != nil && head != nil && *head >= *a.MinedBlock && (a.State == store.AttemptMined || a.State == store.AttemptConfirmed) {
+		o.Confirmations = ptr(*head - *a.MinedBlock + 1)
+	}
+	if a.SupersededBy != "" {
+		o.SupersededBy = &a.SupersededBy
+	}
+	if a.Reorgs > 0 {
+		o.Reorgs = &a.Reorgs
+	}
+	if a.LastError != "" {
+		o.LastError = &a.LastError
+	}
+	return txAttemptJSON{TxAttempt: o, CreatedAt: apiTime(a.CreatedAt), SentAt: apiTimePtr(a.SentAt), ConfirmedAt: apiTimePtr(a.ConfirmedAt)}
 }
 
 // markPaused sets wallet_paused on the waiting tasks among tasks when the
@@ -383,8 +448,17 @@ func checkIdempotencyKey(p *string) (string, *Error) {
 	return key, nil
 }
 
-// validateSendTx checks a send-tx body and returns the task's request.
-func validateSendTx(b apigen.SendTxRequest) (store.TaskRequest, *Error) {
+// Bounds of a send-tx's gas limit: a plain transfer's gas, and the largest
+// integer a JSON client reads exactly (2^53 - 1).
+const (
+	minGasLimit = 21_000
+	maxGasLimit = 1<<53 - 1
+)
+
+// validateSendTx checks a send-tx body and returns the task's request. Every
+// amount fits what the chain and the schema hold; fees above maxFee are
+// refused.
+func validateSendTx(b apigen.SendTxRequest, maxFee *big.Int) (store.TaskRequest, *Error) {
 	var req store.TaskRequest
 	switch {
 	case b.To == "":
@@ -420,8 +494,8 @@ func validateSendTx(b apigen.SendTxRequest) (store.TaskRequest, *Error) {
 		req.Data = data
 	}
 	if b.GasLimit != nil {
-		if *b.GasLimit < 1 {
-			return req, errorf(http.StatusBadRequest, "field gas_limit: must be a positive whole number")
+		if *b.GasLimit < minGasLimit || *b.GasLimit > maxGasLimit {
+			return req, errorf(http.StatusBadRequest, "field gas_limit: must be from %d (a plain transfer) to %d", minGasLimit, int64(maxGasLimit))
 		}
 		g := uint64(*b.GasLimit)
 		req.GasLimit = &g
@@ -437,6 +511,9 @@ func validateSendTx(b apigen.SendTxRequest) (store.TaskRequest, *Error) {
 		v, ok := parseUint256(*f.in)
 		if !ok {
 			return req, errorf(http.StatusBadRequest, "field %s: must be a whole number of wei from 0 to 2^256-1, as a decimal string or 0x hex", f.name)
+		}
+		if v.Cmp(maxFee) > 0 {
+			return req, errorf(http.StatusBadRequest, "field %s: %s wei per gas is above this server's ceiling of %s (--wallet-max-fee-per-gas)", f.name, v, maxFee)
 		}
 		*f.out = v
 	}
@@ -516,6 +593,8 @@ type walletTaskJSON struct {
 	StartedAt     *apiTime `json:"started_at,omitempty"`
 	FinishedAt    *apiTime `json:"finished_at,omitempty"`
 	PriceCappedAt *apiTime `json:"price_capped_at,omitempty"`
+	// Attempts, only when one task is read.
+	Attempts []txAttemptJSON `json:"attempts,omitempty"`
 }
 
 // walletTaskResultJSON and walletTaskPageJSON are the generated results
@@ -566,6 +645,9 @@ func toWalletTask(t store.Task, withData bool) walletTaskJSON {
 	}
 	if t.Replacements > 0 {
 		o.Replacements = &t.Replacements
+	}
+	if t.Reorgs > 0 {
+		o.Reorgs = &t.Reorgs
 	}
 	return walletTaskJSON{
 		WalletTask: o, CreatedAt: apiTime(t.CreatedAt), UpdatedAt: apiTime(t.UpdatedAt),

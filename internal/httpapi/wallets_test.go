@@ -181,7 +181,7 @@ func (f *walletFixture) startTask(task store.Task) string {
 func (f *walletFixture) finishTask(task store.Task) string {
 	f.t.Helper()
 	hash := f.startTask(task)
-	_, err := f.db.Store.AttemptConfirm(context.Background(), store.AttemptConfirmParams{Now: t0, ChainID: task.ChainID, TxHash: hash})
+	_, err := f.db.Store.AttemptConfirm(context.Background(), store.AttemptConfirmParams{Now: t0, ChainID: task.ChainID, TxHash: hash, Final: true})
 	require.NoError(f.t, err)
 	return hash
 }

@@ -65,7 +65,7 @@ func (s *Server) CreateWalletWebhook(c echo.Context, walletName apigen.Wallet) e
 	p := store.WebhookEndpointCreateParams{Now: s.clock.Now(), Wallet: w.ID, URL: body.URL, Secret: deref(body.Secret)}
 	for _, t := range deref(body.EventTypes) {
 		if !t.Valid() {
-			return errorf(http.StatusBadRequest, "field event_types: want submitted, confirmed, failed or replaced, got %q", t)
+			return errorf(http.StatusBadRequest, "field event_types: want submitted, confirmed, failed, replaced or reorged, got %q", t)
 		}
 		p.EventTypes = append(p.EventTypes, store.WebhookEventType(t))
 	}

@@ -42,7 +42,7 @@ func TestWebhooks_CreateShowsTheSecretOnceListHidesItDeleteRemoves(t *testing.T)
 	for _, w := range list.Webhooks {
 		require.Nil(t, w.Secret)
 		if w.URL == "http://hooks.example/b" {
-			require.Len(t, w.EventTypes, 4, "no event_types subscribes to all four")
+			require.Len(t, w.EventTypes, 5, "no event_types subscribes to all five")
 		}
 	}
 

@@ -141,9 +141,10 @@ func (n *Node) build(ctx context.Context) error {
 	if n.wallet != nil {
 		wallets = n.wallet.wallets
 	}
+	maxFee, _ := c.Wallet.maxFeePerGas() // validated
 	n.api = httpapi.New(httpapi.Config{
 		MaxBodyBytes: c.API.MaxBodyBytes, MaxBatchesPerRequest: c.API.MaxBatchesPerRequest, MaxPayloadBytes: c.API.MaxPayloadBytes,
-		RequestTimeout: c.API.RequestTimeout, TaskMaxWait: c.API.TaskMaxWait,
+		RequestTimeout: c.API.RequestTimeout, TaskMaxWait: c.API.TaskMaxWait, MaxFeePerGas: maxFee,
 	}, n.apiDeps(wallets))
 	n.wireBatchLane()
 	if n.builder != nil && n.builder.bundler != nil {

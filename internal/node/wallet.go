@@ -14,6 +14,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/eoa"
+	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
@@ -64,6 +65,16 @@ type WalletConfig struct {
 	MaxRecycled     int
 	BalanceMaxAge   time.Duration
 	MaxReplacements int
+	// Confirmations is how many blocks deep a transaction must be before
+	// its task is done (0: by chain id, see eoa.DefaultConfirmations);
+	// RebroadcastAfter and WatchAfter keep sent and final transactions on a
+	// chain that loses them (see eoa.Config).
+	Confirmations    int
+	RebroadcastAfter time.Duration
+	WatchAfter       time.Duration
+	// MaxFeePerGasWei is the highest fee cap or tip a send-tx may ask for,
+	// decimal wei (the API answers 400 above it).
+	MaxFeePerGasWei string
 	// Shards configures the shard workers (seed 002).
 	Shards workers.Config
 	// RetentionAge is how long finished tasks are kept (0: forever);
@@ -109,8 +120,10 @@ func walletDefaults() WalletConfig {
 		FollowInterval: e.FollowInterval, ReplacedAfter: e.ReplacedAfter, CycleBudget: e.CycleBudget,
 		StallTimeout: e.StallTimeout, ResetGap: e.ResetGap, MaxRecycled: e.MaxRecycled,
 		BalanceMaxAge: e.BalanceMaxAge, MaxReplacements: e.MaxReplacements,
-		Shards:       workers.Defaults(),
-		RetentionAge: 7 * 24 * time.Hour, RetentionBatchSize: 1000, RetentionInterval: time.Minute,
+		Confirmations: e.Confirmations, RebroadcastAfter: e.RebroadcastAfter, WatchAfter: e.WatchAfter,
+		MaxFeePerGasWei: httpapi.DefaultMaxFeePerGas.String(),
+		Shards:          workers.Defaults(),
+		RetentionAge:    7 * 24 * time.Hour, RetentionBatchSize: 1000, RetentionInterval: time.Minute,
 		Webhooks: webhook.Defaults(),
 	}
 }
@@ -144,6 +157,9 @@ func (w *WalletConfig) validate() error {
 	if _, err := w.priceCap(); err != nil {
 		return err
 	}
+	if _, err := w.maxFeePerGas(); err != nil {
+		return err
+	}
 	ec := w.eoaConfig(nil)
 	if err := ec.Validate(); err != nil {
 		return fmt.Errorf("wallet lane: %w (--send-tx-queue-type, --wallet-in-flight, --wallet-follow-interval)", err)
@@ -175,6 +191,15 @@ func (w *WalletConfig) priceCap() (*big.Int, error) {
 	return v, nil
 }
 
+// maxFeePerGas parses MaxFeePerGasWei.
+func (w *WalletConfig) maxFeePerGas() (*big.Int, error) {
+	v, ok := new(big.Int).SetString(w.MaxFeePerGasWei, 10)
+	if !ok || v.Sign() <= 0 || v.BitLen() > 256 {
+		return nil, fmt.Errorf("--wallet-max-fee-per-gas %q: want a positive decimal amount of wei", w.MaxFeePerGasWei)
+	}
+	return v, nil
+}
+
 // eoaConfig is the wallet worker's share of w.
 func (w *WalletConfig) eoaConfig(n *Node) eoa.Config {
 	c := eoa.Defaults()
@@ -182,6 +207,7 @@ func (w *WalletConfig) eoaConfig(n *Node) eoa.Config {
 	c.LedgerTimeout, c.FollowInterval, c.ReplacedAfter, c.CycleBudget = w.Ledger.Timeout, w.FollowInterval, w.ReplacedAfter, w.CycleBudget
 	c.StallTimeout, c.ResetGap, c.MaxRecycled = w.StallTimeout, w.ResetGap, w.MaxRecycled
 	c.BalanceMaxAge, c.MaxReplacements = w.BalanceMaxAge, w.MaxReplacements
+	c.Confirmations, c.RebroadcastAfter, c.WatchAfter = w.Confirmations, w.RebroadcastAfter, w.WatchAfter
 	c.PriceCap, _ = w.priceCap() // validated
 	if n != nil {
 		c.DBTimeout, c.Clock, c.Logger = n.cfg.Loops.DBTimeout, n.clock, n.logger

@@ -98,13 +98,16 @@ type Task struct {
 	// PriceCappedAt is when a gas bump was refused by the price cap (nil:
 	// never, or bumped since).
 	PriceCappedAt *time.Time
-	Error         string
-	Reverted      bool
-	Cancelled     bool
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
-	StartedAt     *time.Time
-	FinishedAt    *time.Time
+	// Reorgs is how many times the task's mined transaction left the chain
+	// and the task was executing again.
+	Reorgs     int
+	Error      string
+	Reverted   bool
+	Cancelled  bool
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	StartedAt  *time.Time
+	FinishedAt *time.Time
 }
 
 func taskFromRow(r dbsqlc.LedgerqWalletTask) Task {
@@ -118,6 +121,7 @@ func taskFromRow(r dbsqlc.LedgerqWalletTask) Task {
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
 		Bumps: int(r.Bumps), Replacements: int(r.Replacements), PriceCappedAt: utcPtr(r.PriceCappedAt),
+		Reorgs: int(r.Reorgs),
 	}
 	if r.GasLimit != nil {
 		g := uint64(*r.GasLimit)
@@ -530,7 +534,10 @@ const (
 	AttemptSigned AttemptState = "signed"
 	// AttemptSent: broadcast, or its outcome was indeterminate.
 	AttemptSent AttemptState = "sent"
-	// AttemptConfirmed: mined.
+	// AttemptMined: it has a receipt, but fewer blocks on top of it than the
+	// lane's confirmations; its task is still executing.
+	AttemptMined AttemptState = "mined"
+	// AttemptConfirmed: mined and deep enough: final.
 	AttemptConfirmed AttemptState = "confirmed"
 	// AttemptDropped: will never be mined; its nonce is free again.
 	AttemptDropped AttemptState = "dropped"
@@ -553,6 +560,8 @@ type SignedTx struct {
 // Attempt is one row of ledgerq.tx_attempts.
 type Attempt struct {
 	SignedTx
+	// ID is the row's key, in the order attempts were stored.
+	ID          int64
 	ChainID     int64
 	Sender      string
 	State       AttemptState
@@ -564,6 +573,13 @@ type Attempt struct {
 	// SupersededBy is the hash of the gas bump that replaced this attempt
 	// for its nonce (it is dropped, but may still be mined).
 	SupersededBy string
+	// MinedBlock and MinedBlockHash are the block its receipt was last seen
+	// in (mined and confirmed attempts), MinedAt when.
+	MinedBlock     *int64
+	MinedBlockHash string
+	MinedAt        *time.Time
+	// Reorgs is how many times its mined transaction left the chain.
+	Reorgs int
 }
 
 // Noop reports whether the attempt is a no-op (a 0-value transfer to self
@@ -576,9 +592,13 @@ func attemptFromRow(r dbsqlc.LedgerqTxAttempt) Attempt {
 			TaskID: deref(r.TaskID), Nonce: r.Nonce, TxHash: r.TxHash, Raw: r.Raw, GasLimit: uint64(r.GasLimit),
 			MaxFeePerGas: bigFromNumeric(r.MaxFeePerGas), MaxPriorityFeePerGas: bigFromNumeric(r.MaxPriorityFeePerGas),
 		},
-		ChainID: r.ChainID, Sender: r.Sender, State: AttemptState(r.State),
+		ID: r.ID, ChainID: r.ChainID, Sender: r.Sender, State: AttemptState(r.State),
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		SentAt: utcPtr(r.SentAt), ConfirmedAt: utcPtr(r.ConfirmedAt),
+		MinedBlock: r.MinedBlock, MinedAt: utcPtr(r.MinedAt), Reorgs: int(r.Reorgs),
+	}
+	if r.MinedBlockHash != nil {
+		a.MinedBlockHash = *r.MinedBlockHash
 	}
 	if r.LastError != nil {
 		a.LastError = *r.LastError
@@ -888,45 +908,88 @@ type AttemptConfirmParams struct {
 	TxHash string
 	// Live, when set and not TxHash, is the nonce's live attempt: TxHash is
 	// one it superseded (a gas bump that was not the one mined). Live is
-	// dropped and TxHash confirmed.
+	// dropped and TxHash takes its place.
 	Live string
+	// Block and BlockHash are the receipt's block.
+	Block     uint64
+	BlockHash string
+	// Final: the block is deep enough (the lane's confirmations). Otherwise
+	// the attempt is only mined and its task stays executing.
+	Final bool
 	// Reverted: the receipt's status is 0. The task is done all the same.
 	Reverted bool
 }
 
-// AttemptConfirm records that the attempt was mined: in one transaction the
-// attempt becomes confirmed and its task done with the attempt's hash (and
-// reverted as the receipt says), and confirmed is emitted with the mined
-// hash and nonce; a no-op has no task (the zero Task). It returns the task, or ErrNotFound when the attempt is not live (or, with
-// p.Live, the superseded hash is not Live's task's) or its task is not
-// executing (nothing changes then).
+// AttemptConfirm records a receipt of the attempt's transaction. With Final
+// it is final: in one transaction the attempt becomes confirmed and its task
+// done with the attempt's hash (and reverted as the receipt says), and
+// confirmed is emitted with the mined hash and nonce. Without it the attempt
+// becomes mined in p.Block (or moves there, mined again after a reorg) and
+// its task stays executing. A no-op has no task (the zero Task). It returns
+// the task, or ErrNotFound when the attempt is not live (or, with p.Live,
+// the superseded hash is not Live's task's) or its task is not executing
+// (nothing changes then).
 func (s *Store) AttemptConfirm(ctx context.Context, p AttemptConfirmParams) (Task, error) {
 	hash, live := lowerHex(p.TxHash), lowerHex(p.Live)
+	if p.Block > 1<<63-1 {
+		return Task{}, fmt.Errorf("confirming attempt %s: block %d out of range", hash, p.Block)
+	}
+	block, blockHash := int64(p.Block), lowerHex(p.BlockHash)
+	// A final receipt may come without its block (a caller that has only
+	// the receipt's word); a mined one needs it, to be checked again.
+	var blockArg *int64
+	var blockHashArg *string
+	switch {
+	case blockHash != "":
+		blockArg, blockHashArg = &block, &blockHash
+	case !p.Final:
+		return Task{}, fmt.Errorf("recording attempt %s mined: no block hash", hash)
+	}
 	var out Task
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
 		var taskID *string
 		var nonce int64
-		if live == "" || live == hash {
-			r, err := one(q.AttemptConfirm(ctx, dbsqlc.AttemptConfirmParams{Now: p.Now, ChainID: p.ChainID, TxHash: hash}))
-			if err != nil {
-				return fmt.Errorf("confirming attempt %s: %w", hash, err)
-			}
-			taskID, nonce = r.TaskID, r.Nonce
-		} else {
+		switch {
+		case live != "" && live != hash:
 			// The live bump leaves the live set first: the unique index
 			// holds one live attempt per nonce at every row.
 			d, err := one(q.AttemptDrop(ctx, dbsqlc.AttemptDropParams{Error: "superseded attempt " + hash + " was mined", Now: p.Now, ChainID: p.ChainID, TxHash: live}))
 			if err != nil {
 				return fmt.Errorf("confirming attempt %s: %w", hash, err)
 			}
-			r, err := one(q.AttemptConfirmSuperseded(ctx, dbsqlc.AttemptConfirmSupersededParams{Now: p.Now, ChainID: p.ChainID, TxHash: hash, TaskID: d.TaskID}))
+			r, err := one(q.AttemptMineSuperseded(ctx, dbsqlc.AttemptMineSupersededParams{
+				Final: p.Final, Now: p.Now, MinedBlock: blockArg, MinedBlockHash: blockHashArg, ChainID: p.ChainID, TxHash: hash, TaskID: d.TaskID,
+			}))
 			if err != nil {
 				return fmt.Errorf("confirming attempt %s: %w", hash, err)
+			}
+			taskID, nonce = r.TaskID, r.Nonce
+		case p.Final:
+			r, err := one(q.AttemptConfirm(ctx, dbsqlc.AttemptConfirmParams{Now: p.Now, MinedBlock: blockArg, MinedBlockHash: blockHashArg, ChainID: p.ChainID, TxHash: hash}))
+			if err != nil {
+				return fmt.Errorf("confirming attempt %s: %w", hash, err)
+			}
+			taskID, nonce = r.TaskID, r.Nonce
+		default:
+			r, err := one(q.AttemptMarkMined(ctx, dbsqlc.AttemptMarkMinedParams{MinedBlock: block, MinedBlockHash: blockHash, Now: p.Now, ChainID: p.ChainID, TxHash: hash}))
+			if err != nil {
+				return fmt.Errorf("recording attempt %s mined: %w", hash, err)
 			}
 			taskID, nonce = r.TaskID, r.Nonce
 		}
 		if taskID == nil {
 			return nil // a no-op
+		}
+		if !p.Final {
+			rows, err := q.TaskGetMany(ctx, []string{*taskID})
+			if err != nil {
+				return fmt.Errorf("reading task %q of attempt %s: %w", *taskID, hash, err)
+			}
+			if len(rows) != 1 || rows[0].Status != int16(TaskExecuting) {
+				return fmt.Errorf("recording attempt %s mined: task %q is not executing: %w", hash, *taskID, ErrNotFound)
+			}
+			out = taskFromRow(rows[0])
+			return nil
 		}
 		row, err := one(q.TaskFinishDone(ctx, dbsqlc.TaskFinishDoneParams{Now: p.Now, ID: *taskID, TxHash: &hash, Reverted: p.Reverted}))
 		if err != nil {
@@ -934,6 +997,56 @@ func (s *Store) AttemptConfirm(ctx context.Context, p AttemptConfirmParams) (Tas
 		}
 		out = taskFromRow(row)
 		_, err = emitWebhookEvents(ctx, q, p.Now, []WebhookEvent{TaskWebhookEvent(WebhookConfirmed, out, hash, &nonce)})
+		return err
+	})
+	return out, err
+}
+
+// AttemptReopenParams name a mined or confirmed attempt whose transaction
+// left the chain.
+type AttemptReopenParams struct {
+	Now     time.Time
+	ChainID int64
+	TxHash  string
+	// Reason is kept as the attempt's last error, for operators; it also
+	// makes the attempt due for a new broadcast.
+	Reason string
+}
+
+// AttemptReopen records that a mined or confirmed attempt's transaction is
+// no longer on the chain (a reorg, a node that lost blocks or was restored
+// from an older state): in one transaction the attempt goes back to sent —
+// its nonce stays held and its same bytes are broadcast again — and its task
+// is executing again (a done one too), with the reorg counted on both; a
+// task that was done emits reorged. It returns the task (the zero Task for a
+// no-op), or ErrNotFound when the attempt is not mined or confirmed.
+func (s *Store) AttemptReopen(ctx context.Context, p AttemptReopenParams) (Task, error) {
+	if p.Reason == "" {
+		return Task{}, fmt.Errorf("reopening attempt %s: no reason given", p.TxHash)
+	}
+	hash := lowerHex(p.TxHash)
+	var out Task
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		r, err := one(q.AttemptReopen(ctx, dbsqlc.AttemptReopenParams{Now: p.Now, Error: p.Reason, ChainID: p.ChainID, TxHash: hash}))
+		if err != nil {
+			return fmt.Errorf("reopening attempt %s: %w", hash, err)
+		}
+		if r.TaskID == nil {
+			return nil
+		}
+		before, err := q.TaskGetMany(ctx, []string{*r.TaskID})
+		if err != nil {
+			return fmt.Errorf("reading task %q of attempt %s: %w", *r.TaskID, hash, err)
+		}
+		row, err := one(q.TaskReopen(ctx, dbsqlc.TaskReopenParams{Now: p.Now, ID: *r.TaskID}))
+		if err != nil {
+			return fmt.Errorf("reopening task %q of attempt %s: %w", *r.TaskID, hash, err)
+		}
+		out = taskFromRow(row)
+		if len(before) != 1 || before[0].Status != int16(TaskDone) {
+			return nil
+		}
+		_, err = emitWebhookEvents(ctx, q, p.Now, []WebhookEvent{TaskWebhookEvent(WebhookReorged, out, hash, &r.Nonce)})
 		return err
 	})
 	return out, err

@@ -180,7 +180,7 @@ func TestAttempts_ConfirmEndsTheTaskDoneWithItsHashAndRevertedFlag(t *testing.T)
 	_, err := st.AttemptMarkSent(ctx, store.AttemptMarkSentParams{Now: now, ChainID: taskChain, TxHashes: []string{stored[0].TxHash}})
 	require.NoError(t, err)
 
-	done, err := st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now.Add(time.Minute), ChainID: taskChain, TxHash: stored[0].TxHash})
+	done, err := st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now.Add(time.Minute), ChainID: taskChain, TxHash: stored[0].TxHash, Final: true})
 	require.NoError(t, err)
 	require.Equal(t, store.TaskDone, done.Status)
 	require.Equal(t, stored[0].TxHash, done.TxHash)
@@ -188,12 +188,12 @@ func TestAttempts_ConfirmEndsTheTaskDoneWithItsHashAndRevertedFlag(t *testing.T)
 	require.Equal(t, now.Add(time.Minute), *done.FinishedAt)
 
 	// A signed attempt found mined by recover is confirmed too.
-	revDone, err := st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[1].TxHash, Reverted: true})
+	revDone, err := st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[1].TxHash, Reverted: true, Final: true})
 	require.NoError(t, err)
 	require.Equal(t, store.TaskDone, revDone.Status)
 	require.True(t, revDone.Reverted)
 
-	_, err = st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[0].TxHash})
+	_, err = st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[0].TxHash, Final: true})
 	require.ErrorIs(t, err, store.ErrNotFound, "confirming twice changes nothing")
 	atts, err := st.AttemptListByTask(ctx, ok.ID)
 	require.NoError(t, err)
@@ -238,7 +238,7 @@ func TestTasks_RetentionDeletesFinishedTasksOlderThanTheAgeInSmallBatches(t *tes
 	}
 	doneOld := insertTask(t, st, newTask(now, 0, ""))
 	att := storeAttempts(t, st, now, 0, doneOld)
-	_, err := st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: att[0].TxHash})
+	_, err := st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: att[0].TxHash, Final: true})
 	require.NoError(t, err)
 	waiting := insertTask(t, st, newTask(now, 0, ""))
 	recent := insertTask(t, st, newTask(now, 0, ""))

@@ -38,12 +38,23 @@ func (s *Store) AttemptLiveAt(ctx context.Context, chainID int64, sender string,
 	return attemptFromRow(row), nil
 }
 
-// AttemptMaxLiveNonce returns the highest nonce a live attempt of the wallet
-// holds, or -1 when none does.
+// AttemptMaxLiveNonce returns the highest nonce a live attempt (signed,
+// sent or mined) of the wallet holds, or -1 when none does.
 func (s *Store) AttemptMaxLiveNonce(ctx context.Context, chainID int64, sender string) (int64, error) {
 	n, err := one(s.q.AttemptMaxLiveNonce(ctx, dbsqlc.AttemptMaxLiveNonceParams{ChainID: chainID, Sender: lowerHex(sender)}))
 	if err != nil {
 		return 0, fmt.Errorf("reading the highest live nonce of %s: %w", WalletShardKey(chainID, sender), err)
+	}
+	return n, nil
+}
+
+// AttemptMaxHeldNonce returns the highest nonce any attempt of the wallet
+// that is not dropped holds, confirmed ones included, or -1 when none does:
+// the next nonce never moves to or below it.
+func (s *Store) AttemptMaxHeldNonce(ctx context.Context, chainID int64, sender string) (int64, error) {
+	n, err := one(s.q.AttemptMaxHeldNonce(ctx, dbsqlc.AttemptMaxHeldNonceParams{ChainID: chainID, Sender: lowerHex(sender)}))
+	if err != nil {
+		return 0, fmt.Errorf("reading the highest held nonce of %s: %w", WalletShardKey(chainID, sender), err)
 	}
 	return n, nil
 }
@@ -209,8 +220,11 @@ type WalletHealth struct {
 	// BalanceAt nil after an insufficient-funds failure asks for a new read).
 	Balance   *big.Int
 	BalanceAt *time.Time
-	// Threshold: sending pauses while the balance is below it.
+	// Threshold: sending pauses while the balance is below it (what a plain
+	// transfer cost at the fees read with the balance).
 	Threshold *big.Int
+	// ChainHead is the chain's latest block as the last confirm read it.
+	ChainHead *int64
 	Paused    bool
 	// Resets counts nonce resets; the last one's time and nonces.
 	Resets                     int
@@ -222,7 +236,7 @@ type WalletHealth struct {
 func healthFromRow(r dbsqlc.LedgerqWalletHealth) WalletHealth {
 	h := WalletHealth{
 		ChainID: r.ChainID, Sender: r.Sender, ChainNonce: r.ChainNonce, ChainNonceSince: utcPtr(r.ChainNonceSince),
-		BalanceAt: utcPtr(r.BalanceAt), Threshold: bigFromNumeric(r.ThresholdWei), Paused: r.Paused,
+		BalanceAt: utcPtr(r.BalanceAt), Threshold: bigFromNumeric(r.ThresholdWei), Paused: r.Paused, ChainHead: r.ChainHead,
 		Resets: int(r.Resets), LastResetAt: utcPtr(r.LastResetAt), LastResetFrom: r.LastResetFrom, LastResetTo: r.LastResetTo,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
@@ -242,31 +256,33 @@ func (s *Store) WalletHealthGet(ctx context.Context, chainID int64, sender strin
 	return healthFromRow(row), nil
 }
 
-// WalletHealthObserveNonce records the chain's nonce as confirm read it;
-// the time it was first seen moves only when it changed.
-func (s *Store) WalletHealthObserveNonce(ctx context.Context, now time.Time, chainID int64, sender string, nonce int64) error {
-	if err := s.q.WalletHealthObserveNonce(ctx, dbsqlc.WalletHealthObserveNonceParams{ChainID: chainID, Sender: lowerHex(sender), ChainNonce: nonce, Now: now}); err != nil {
+// WalletHealthObserveNonce records the chain's nonce and head as confirm
+// read them; the time the nonce was first seen moves only when it changed.
+func (s *Store) WalletHealthObserveNonce(ctx context.Context, now time.Time, chainID int64, sender string, nonce, head int64) error {
+	if err := s.q.WalletHealthObserveNonce(ctx, dbsqlc.WalletHealthObserveNonceParams{ChainID: chainID, Sender: lowerHex(sender), ChainNonce: nonce, ChainHead: head, Now: now}); err != nil {
 		return fmt.Errorf("recording the chain's nonce of %s: %w", WalletShardKey(chainID, sender), err)
 	}
 	return nil
 }
 
-// WalletHealthSetBalance records the wallet's balance as read and whether
-// sending pauses (balance below the threshold); it returns the row.
-func (s *Store) WalletHealthSetBalance(ctx context.Context, now time.Time, chainID int64, sender string, balance *big.Int) (WalletHealth, error) {
-	row, err := one(s.q.WalletHealthSetBalance(ctx, dbsqlc.WalletHealthSetBalanceParams{ChainID: chainID, Sender: lowerHex(sender), Balance: numericFromBig(balance), Now: now}))
+// WalletHealthSetBalance records the wallet's balance as read and the
+// threshold computed with it, and whether sending pauses (balance below the
+// threshold); it returns the row.
+func (s *Store) WalletHealthSetBalance(ctx context.Context, now time.Time, chainID int64, sender string, balance, threshold *big.Int) (WalletHealth, error) {
+	row, err := one(s.q.WalletHealthSetBalance(ctx, dbsqlc.WalletHealthSetBalanceParams{
+		ChainID: chainID, Sender: lowerHex(sender), Balance: numericFromBig(balance), Threshold: numericFromBig(threshold), Now: now,
+	}))
 	if err != nil {
 		return WalletHealth{}, fmt.Errorf("recording the balance of %s: %w", WalletShardKey(chainID, sender), err)
 	}
 	return healthFromRow(row), nil
 }
 
-// WalletHealthRaiseThreshold raises the wallet's balance threshold to at
-// least atLeast (the cost of a transaction refused for insufficient funds)
-// and asks for a new balance read before the next send.
-func (s *Store) WalletHealthRaiseThreshold(ctx context.Context, now time.Time, chainID int64, sender string, atLeast *big.Int) error {
-	if err := s.q.WalletHealthRaiseThreshold(ctx, dbsqlc.WalletHealthRaiseThresholdParams{ChainID: chainID, Sender: lowerHex(sender), AtLeast: numericFromBig(atLeast), Now: now}); err != nil {
-		return fmt.Errorf("raising the balance threshold of %s: %w", WalletShardKey(chainID, sender), err)
+// WalletHealthBalanceStale asks for a new balance read before the wallet's
+// next send (a send was refused for insufficient funds).
+func (s *Store) WalletHealthBalanceStale(ctx context.Context, now time.Time, chainID int64, sender string) error {
+	if err := s.q.WalletHealthBalanceStale(ctx, dbsqlc.WalletHealthBalanceStaleParams{ChainID: chainID, Sender: lowerHex(sender), Now: now}); err != nil {
+		return fmt.Errorf("marking the balance of %s stale: %w", WalletShardKey(chainID, sender), err)
 	}
 	return nil
 }

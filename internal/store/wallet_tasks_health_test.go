@@ -44,7 +44,7 @@ func TestAttempts_ABumpSupersedesTheLiveAttemptAndAnyOfItsHashesConfirmsTheTask(
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{old.TxHash, bump.TxHash}, hashes)
 
-	done, err := st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now.Add(time.Second), ChainID: taskChain, TxHash: old.TxHash, Live: bump.TxHash})
+	done, err := st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now.Add(time.Second), ChainID: taskChain, TxHash: old.TxHash, Live: bump.TxHash, Final: true})
 	require.NoError(t, err)
 	require.Equal(t, store.TaskDone, done.Status)
 	require.Equal(t, old.TxHash, done.TxHash)
@@ -79,7 +79,7 @@ func TestAttempts_ANoopFillsOnlyAFreeNonceBelowTheNextOne(t *testing.T) {
 	live, err := st.AttemptLiveAt(ctx, taskChain, taskSender, 0)
 	require.NoError(t, err)
 	require.True(t, live.Noop())
-	got, err := st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: n.TxHash})
+	got, err := st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: n.TxHash, Final: true})
 	require.NoError(t, err)
 	require.Empty(t, got.ID, "no task")
 }
@@ -118,26 +118,25 @@ func TestWallet_ANonceResetNeverSkipsOrReusesALiveNonceAndIsRecorded(t *testing.
 	require.Equal(t, int64(2), *h.LastResetTo)
 }
 
-// Balance health: the threshold only rises and asks for a new read; a read
-// below it pauses, one at or above it resumes.
-func TestWallet_SendingPausesWhileTheBalanceIsBelowTheThreshold(t *testing.T) {
+// Balance health: the threshold is set with each read (what a plain
+// transfer costs then), so it falls as well as rises; a read below it pauses,
+// one at or above it resumes, and a refusal for funds asks for a new read.
+func TestWallet_SendingPausesWhileTheBalanceIsBelowTheThresholdOfItsRead(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	ctx := t.Context()
 	now := testfactory.Start()
-	h, err := st.WalletHealthSetBalance(ctx, now, taskChain, taskSender, big.NewInt(100))
-	require.NoError(t, err)
-	require.False(t, h.Paused)
-	require.NoError(t, st.WalletHealthRaiseThreshold(ctx, now, taskChain, taskSender, big.NewInt(500)))
-	require.NoError(t, st.WalletHealthRaiseThreshold(ctx, now, taskChain, taskSender, big.NewInt(300)))
-	h, err = st.WalletHealthGet(ctx, taskChain, taskSender)
-	require.NoError(t, err)
-	require.Equal(t, int64(500), h.Threshold.Int64(), "only rises")
-	require.Nil(t, h.BalanceAt, "read again before the next send")
-	h, err = st.WalletHealthSetBalance(ctx, now, taskChain, taskSender, big.NewInt(499))
+	h, err := st.WalletHealthSetBalance(ctx, now, taskChain, taskSender, big.NewInt(100), big.NewInt(500))
 	require.NoError(t, err)
 	require.True(t, h.Paused)
-	h, err = st.WalletHealthSetBalance(ctx, now, taskChain, taskSender, big.NewInt(500))
+	require.Equal(t, int64(500), h.Threshold.Int64())
+	h, err = st.WalletHealthSetBalance(ctx, now, taskChain, taskSender, big.NewInt(100), big.NewInt(100))
 	require.NoError(t, err)
-	require.False(t, h.Paused)
+	require.False(t, h.Paused, "fees fell: the threshold falls with them")
+	require.Equal(t, int64(100), h.Threshold.Int64())
+	require.NoError(t, st.WalletHealthBalanceStale(ctx, now, taskChain, taskSender))
+	h, err = st.WalletHealthGet(ctx, taskChain, taskSender)
+	require.NoError(t, err)
+	require.Nil(t, h.BalanceAt, "read again before the next send")
+	require.Equal(t, int64(100), h.Threshold.Int64(), "a refusal does not raise it")
 }

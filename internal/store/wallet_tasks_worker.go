@@ -58,14 +58,54 @@ func (s *Store) WalletNoncesFreed(ctx context.Context, p WalletNoncesFreedParams
 	return out, nil
 }
 
+// AttemptsLive counts a wallet's live attempts.
+type AttemptsLive struct {
+	// InFlight: signed or sent and not yet mined (what seed 003's in-flight
+	// budget counts).
+	InFlight int
+	// Mined: mined, not yet final.
+	Mined int
+}
+
 // AttemptsInFlight returns how many of the wallet's attempts are signed or
-// sent and not yet confirmed: what seed 003's in-flight budget counts.
-func (s *Store) AttemptsInFlight(ctx context.Context, chainID int64, sender string) (int, error) {
-	n, err := one(s.q.AttemptsInFlight(ctx, dbsqlc.AttemptsInFlightParams{ChainID: chainID, Sender: lowerHex(sender)}))
+// sent and not yet mined, and how many are mined but not yet final.
+func (s *Store) AttemptsInFlight(ctx context.Context, chainID int64, sender string) (AttemptsLive, error) {
+	r, err := one(s.q.AttemptsInFlight(ctx, dbsqlc.AttemptsInFlightParams{ChainID: chainID, Sender: lowerHex(sender)}))
 	if err != nil {
-		return 0, fmt.Errorf("counting the attempts in flight of %s: %w", WalletShardKey(chainID, sender), err)
+		return AttemptsLive{}, fmt.Errorf("counting the attempts in flight of %s: %w", WalletShardKey(chainID, sender), err)
 	}
-	return int(n), nil
+	return AttemptsLive{InFlight: int(r.InFlight), Mined: int(r.Mined)}, nil
+}
+
+// AttemptsMined returns the wallet's attempts that are mined but not yet
+// final, in nonce order: each confirm checks their receipts again.
+func (s *Store) AttemptsMined(ctx context.Context, p AttemptsListParams) ([]Attempt, error) {
+	rows, err := s.q.AttemptsMined(ctx, dbsqlc.AttemptsMinedParams{ChainID: p.ChainID, Sender: lowerHex(p.Sender), Max: int32(p.Max)})
+	if err != nil {
+		return nil, fmt.Errorf("reading the mined attempts of %s: %w", WalletShardKey(p.ChainID, p.Sender), err)
+	}
+	return attemptsFromRows(rows), nil
+}
+
+// AttemptsMinedFromParams select the mined or confirmed attempts the chain
+// no longer has.
+type AttemptsMinedFromParams struct {
+	ChainID int64
+	Sender  string
+	// From is the chain's nonce.
+	From int64
+	Max  int
+}
+
+// AttemptsMinedFrom returns the wallet's mined or confirmed attempts at or
+// above nonce p.From (the chain's nonce), in nonce order: by the chain's
+// own count none of them is in it.
+func (s *Store) AttemptsMinedFrom(ctx context.Context, p AttemptsMinedFromParams) ([]Attempt, error) {
+	rows, err := s.q.AttemptsMinedFrom(ctx, dbsqlc.AttemptsMinedFromParams{ChainID: p.ChainID, Sender: lowerHex(p.Sender), FromNonce: p.From, Max: int32(p.Max)})
+	if err != nil {
+		return nil, fmt.Errorf("reading the mined attempts of %s from nonce %d: %w", WalletShardKey(p.ChainID, p.Sender), p.From, err)
+	}
+	return attemptsFromRows(rows), nil
 }
 
 // AttemptsSentUncertainParams select the sent attempts to broadcast again.
@@ -89,6 +129,19 @@ func (s *Store) AttemptsSentUncertain(ctx context.Context, p AttemptsSentUncerta
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading the uncertain attempts of %s: %w", WalletShardKey(p.ChainID, p.Sender), err)
+	}
+	return attemptsFromRows(rows), nil
+}
+
+// AttemptsSentFrom returns every sent attempt of the wallet from nonce
+// p.From on, in nonce order: confirm broadcasts them again, with the same
+// bytes, when the chain lost blocks or its nonce has not moved for a while.
+func (s *Store) AttemptsSentFrom(ctx context.Context, p AttemptsSentUncertainParams) ([]Attempt, error) {
+	rows, err := s.q.AttemptsSentFrom(ctx, dbsqlc.AttemptsSentFromParams{
+		ChainID: p.ChainID, Sender: lowerHex(p.Sender), FromNonce: p.From, Max: int32(p.Max),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the sent attempts of %s: %w", WalletShardKey(p.ChainID, p.Sender), err)
 	}
 	return attemptsFromRows(rows), nil
 }
@@ -195,15 +248,19 @@ type WalletKey struct {
 type WalletsWithWorkParams struct {
 	// After is the last wallet of the previous page (zero for the first).
 	After WalletKey
-	Max   int
+	// WatchSince: wallets whose chain nonce moved after it are listed too,
+	// so that their final transactions are watched a while longer.
+	WatchSince time.Time
+	Max        int
 }
 
 // WalletsWithWork returns up to Max wallets, in (chain, sender) order after
-// p.After, that have attempts in flight (signed or sent) or waiting tasks:
-// the shards that must keep running until their transactions are confirmed.
+// p.After, that have live attempts (signed, sent or mined) or waiting tasks,
+// or whose chain nonce moved after p.WatchSince: the shards that must keep
+// running until their transactions are final (and a while after).
 func (s *Store) WalletsWithWork(ctx context.Context, p WalletsWithWorkParams) ([]WalletKey, error) {
 	rows, err := s.q.WalletsWithWork(ctx, dbsqlc.WalletsWithWorkParams{
-		Max: int32(p.Max), AfterChainID: p.After.ChainID, AfterSender: lowerHex(p.After.Sender),
+		Max: int32(p.Max), AfterChainID: p.After.ChainID, AfterSender: lowerHex(p.After.Sender), WatchSince: p.WatchSince,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing the wallets with work: %w", err)

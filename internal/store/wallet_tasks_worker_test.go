@@ -37,7 +37,7 @@ func TestAttempts_FreedNoncesAreTheDroppedOnesBetweenTheChainNonceAndTheNextNonc
 		_, err := st.TaskFail(ctx, store.TaskFailParams{Now: now, ID: tasks[i].ID, Reason: "insufficient funds"})
 		require.NoError(t, err)
 	}
-	_, err := st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[0].TxHash})
+	_, err := st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[0].TxHash, Final: true})
 	require.NoError(t, err)
 	require.Equal(t, []int64{3, 5}, freed(2))
 	require.Equal(t, []int64{5}, freed(4), "nonces below the chain's nonce are used")
@@ -135,12 +135,12 @@ func TestAttempts_InFlightCountAndUncertainBroadcasts(t *testing.T) {
 		t.Helper()
 		n, err := st.AttemptsInFlight(ctx, taskChain, taskSender)
 		require.NoError(t, err)
-		return n
+		return n.InFlight
 	}
 	require.Equal(t, 4, inFlight())
 	_, err := st.AttemptMarkSent(ctx, store.AttemptMarkSentParams{Now: now, ChainID: taskChain, TxHashes: []string{stored[1].TxHash, stored[2].TxHash}, Error: "timeout"})
 	require.NoError(t, err)
-	_, err = st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[0].TxHash})
+	_, err = st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[0].TxHash, Final: true})
 	require.NoError(t, err)
 	_, err = st.TaskFail(ctx, store.TaskFailParams{Now: now, ID: tasks[3].ID, Reason: "insufficient funds"})
 	require.NoError(t, err)
@@ -216,7 +216,7 @@ func TestWallets_WithWorkListsWalletsWithAttemptsInFlightOrWaitingTasks(t *testi
 	_, err := st.AttemptMarkSent(ctx, store.AttemptMarkSentParams{Now: now, ChainID: taskChain, TxHashes: []string{sent.TxHash}})
 	require.NoError(t, err)
 	done := store1(sender(0x40), task(sender(0x40)))
-	_, err = st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: done.TxHash})
+	_, err = st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: done.TxHash, Final: true})
 	require.NoError(t, err)
 
 	all, err := st.WalletsWithWork(ctx, store.WalletsWithWorkParams{Max: 10})
@@ -262,7 +262,13 @@ func TestWallets_WorkerQueriesAreIndexDriven(t *testing.T) {
 	exec(`
 		INSERT INTO ledgerq.wallet_nonces (chain_id, sender, next_nonce, created_at, updated_at)
 		SELECT 1, '0x' || lpad(to_hex(g), 40, '0'), 6000, $1, $1 FROM generate_series(0, 9999) g`, t0)
-	exec(`ANALYZE ledgerq.wallet_tasks, ledgerq.tx_attempts, ledgerq.wallet_nonces`)
+	// One health row per wallet, the chain nonce of 1 % of them moved a
+	// moment ago (the Follower watches those).
+	exec(`
+		INSERT INTO ledgerq.wallet_health (chain_id, sender, chain_nonce, chain_nonce_since, created_at, updated_at)
+		SELECT 1, '0x' || lpad(to_hex(g), 40, '0'), 6000, $1::timestamptz - CASE WHEN g % 100 = 0 THEN interval '1 second' ELSE interval '1 day' END, $1, $1
+		FROM generate_series(0, 9999) g`, t0)
+	exec(`ANALYZE ledgerq.wallet_tasks, ledgerq.tx_attempts, ledgerq.wallet_nonces, ledgerq.wallet_health`)
 
 	generated := generatedSQL(t)
 	conn, err := db.Store.Pool().Acquire(ctx)

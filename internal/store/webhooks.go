@@ -24,16 +24,21 @@ type WebhookEventType string
 const (
 	// WebhookSubmitted: a transaction for the task was broadcast.
 	WebhookSubmitted WebhookEventType = "submitted"
-	// WebhookConfirmed: the task's transaction was mined (the task is done).
+	// WebhookConfirmed: the task's transaction is mined and deep enough (the
+	// task is done).
 	WebhookConfirmed WebhookEventType = "confirmed"
 	// WebhookFailed: the task ended in error.
 	WebhookFailed WebhookEventType = "failed"
 	// WebhookReplaced: another transaction took the task's nonce.
 	WebhookReplaced WebhookEventType = "replaced"
+	// WebhookReorged: the done task's transaction left the chain (a reorg,
+	// or a node that lost blocks); the task is executing again and the same
+	// transaction is being sent again.
+	WebhookReorged WebhookEventType = "reorged"
 )
 
 // WebhookEventTypes are every event type, the default subscription.
-var WebhookEventTypes = []WebhookEventType{WebhookSubmitted, WebhookConfirmed, WebhookFailed, WebhookReplaced}
+var WebhookEventTypes = []WebhookEventType{WebhookSubmitted, WebhookConfirmed, WebhookFailed, WebhookReplaced, WebhookReorged}
 
 // Valid reports whether t is one of WebhookEventTypes.
 func (t WebhookEventType) Valid() bool { return slices.Contains(WebhookEventTypes, t) }

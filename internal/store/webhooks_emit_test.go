@@ -139,7 +139,7 @@ func TestWebhookEmit_AGasBumpSentEmitsSubmittedAgainWithTheNewHash(t *testing.T)
 	require.Len(t, outbox(t, e.st), 1, "storing the bump is not a broadcast")
 	e.markSent(t, now.Add(time.Second), bump.TxHash)
 	e.markSent(t, now.Add(2*time.Second), bump.TxHash)
-	_, err := e.st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now.Add(3 * time.Second), ChainID: taskChain, TxHash: bump.TxHash})
+	_, err := e.st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now.Add(3 * time.Second), ChainID: taskChain, TxHash: bump.TxHash, Final: true})
 	require.NoError(t, err)
 	require.Equal(t, []outboxRow{
 		{Endpoint: e.all, Type: store.WebhookSubmitted, TaskID: task.ID, TxHash: old.TxHash, Nonce: nonce(0), Status: "Executing"},
@@ -188,11 +188,11 @@ func TestWebhookEmit_ConfirmedOnceWhenATaskIsDone(t *testing.T) {
 	require.NoError(t, e.st.AttemptBump(ctx, store.AttemptBumpParams{Now: now, ChainID: taskChain, Sender: taskSender, Old: stored[1].TxHash, New: bump}))
 	e.clearOutbox(t)
 
-	_, err := e.st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[0].TxHash, Reverted: true})
+	_, err := e.st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[0].TxHash, Reverted: true, Final: true})
 	require.NoError(t, err)
-	_, err = e.st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now.Add(time.Second), ChainID: taskChain, TxHash: stored[1].TxHash, Live: bump.TxHash})
+	_, err = e.st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now.Add(time.Second), ChainID: taskChain, TxHash: stored[1].TxHash, Live: bump.TxHash, Final: true})
 	require.NoError(t, err)
-	_, err = e.st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[0].TxHash})
+	_, err = e.st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[0].TxHash, Final: true})
 	require.ErrorIs(t, err, store.ErrNotFound, "confirmed already: nothing changes")
 	require.Equal(t, []outboxRow{
 		{Endpoint: e.all, Type: store.WebhookConfirmed, TaskID: a.ID, TxHash: stored[0].TxHash, Nonce: nonce(0), Status: "Done"},
@@ -209,7 +209,7 @@ func TestWebhookEmit_ConfirmedOnceWhenATaskIsDone(t *testing.T) {
 	before := len(outbox(t, e.st))
 	noop := fakeSigned("", cs[0].Nonce)
 	require.NoError(t, e.st.AttemptStoreNoop(ctx, store.AttemptStoreNoopParams{Now: now, ChainID: taskChain, Sender: taskSender, Tx: noop}))
-	_, err = e.st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: noop.TxHash})
+	_, err = e.st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: noop.TxHash, Final: true})
 	require.NoError(t, err)
 	require.Len(t, outbox(t, e.st), before)
 }
@@ -297,7 +297,7 @@ func TestWebhookEmit_ATransitionThatRollsBackEmitsNothing(t *testing.T) {
 			return err
 		},
 		"confirmed": func(tx *store.Store) error {
-			_, err := tx.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[1].TxHash})
+			_, err := tx.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[1].TxHash, Final: true})
 			return err
 		},
 		"failed": func(tx *store.Store) error {

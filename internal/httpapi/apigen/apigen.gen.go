@@ -236,6 +236,33 @@ func (e SendTxTaskStatusStatus) Valid() bool {
 	}
 }
 
+// Defines values for TxAttemptState.
+const (
+	TxAttemptStateConfirmed TxAttemptState = "confirmed"
+	TxAttemptStateDropped   TxAttemptState = "dropped"
+	TxAttemptStateMined     TxAttemptState = "mined"
+	TxAttemptStateSent      TxAttemptState = "sent"
+	TxAttemptStateSigned    TxAttemptState = "signed"
+)
+
+// Valid indicates whether the value is a known member of the TxAttemptState enum.
+func (e TxAttemptState) Valid() bool {
+	switch e {
+	case TxAttemptStateConfirmed:
+		return true
+	case TxAttemptStateDropped:
+		return true
+	case TxAttemptStateMined:
+		return true
+	case TxAttemptStateSent:
+		return true
+	case TxAttemptStateSigned:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WalletTaskCode.
 const (
 	WalletTaskCodeN0 WalletTaskCode = 0
@@ -288,6 +315,7 @@ func (e WalletTaskStatus) Valid() bool {
 const (
 	WebhookEventTypeConfirmed WebhookEventType = "confirmed"
 	WebhookEventTypeFailed    WebhookEventType = "failed"
+	WebhookEventTypeReorged   WebhookEventType = "reorged"
 	WebhookEventTypeReplaced  WebhookEventType = "replaced"
 	WebhookEventTypeSubmitted WebhookEventType = "submitted"
 )
@@ -298,6 +326,8 @@ func (e WebhookEventType) Valid() bool {
 	case WebhookEventTypeConfirmed:
 		return true
 	case WebhookEventTypeFailed:
+		return true
+	case WebhookEventTypeReorged:
 		return true
 	case WebhookEventTypeReplaced:
 		return true
@@ -623,18 +653,23 @@ type SendTxRequest struct {
 	// Data Call data, 0x-prefixed hex, at most 131072 bytes. Default empty.
 	Data *string `json:"data,omitempty"`
 
-	// GasLimit Gas limit; default estimated by the worker.
+	// GasLimit Gas limit, from 21000 (a plain transfer) to 2^53-1; default estimated by the worker.
 	GasLimit *int64 `json:"gas_limit,omitempty"`
 
 	// Priority With the `priority` queue type, higher is sent first (default 0); ignored by `fifo`.
 	Priority *int32 `json:"priority,omitempty"`
 
 	// MaxPriorityFeePerGas The tip of the first transaction, wei per gas (decimal or 0x hex); default the
-	// node's suggestion. A transaction that stalls is bumped from it (1.2x, or the
-	// node's suggestion if higher, up to --wallet-price-cap).
+	// node's suggestion. At most the server's ceiling (--wallet-max-fee-per-gas, 10000
+	// gwei by default): above it the request is refused with 400. A transaction that
+	// stalls is bumped from it (1.2x, or the node's suggestion if higher, up to
+	// --wallet-price-cap).
 	MaxPriorityFeePerGas *string `json:"max_priority_fee_per_gas,omitempty"`
 
-	// MaxFeePerGas The fee cap of the first transaction, wei per gas; at least the tip. Default 2 x base fee + tip.
+	// MaxFeePerGas The fee cap of the first transaction, wei per gas; at least the tip and at most the
+	// server's ceiling (--wallet-max-fee-per-gas, 10000 gwei by default): above it the
+	// request is refused with 400. Default 2 x base fee + tip. A task whose fees (or
+	// value) the wallet cannot pay ends in error alone; the wallet goes on.
 	MaxFeePerGas *string `json:"max_fee_per_gas,omitempty"`
 }
 
@@ -656,6 +691,44 @@ type SendTxTaskStatusCode int
 
 // SendTxTaskStatusStatus defines model for SendTxTaskStatus.Status.
 type SendTxTaskStatusStatus string
+
+// TxAttempt One transaction signed for a task.
+type TxAttempt struct {
+	Nonce  int64  `json:"nonce"`
+	TxHash string `json:"tx_hash"`
+
+	// State signed (stored, not yet known to be broadcast), sent, mined (not yet deep enough), confirmed (final), dropped (will never be final: refused, replaced, or superseded by a gas bump).
+	State    TxAttemptState `json:"state"`
+	GasLimit int64          `json:"gas_limit"`
+
+	// MaxPriorityFeePerGas Tip signed, wei per gas.
+	MaxPriorityFeePerGas string `json:"max_priority_fee_per_gas"`
+
+	// MaxFeePerGas Fee cap signed, wei per gas.
+	MaxFeePerGas string `json:"max_fee_per_gas"`
+
+	// CreatedAt When it was signed and stored (before any broadcast).
+	CreatedAt      time.Time  `json:"created_at"`
+	SentAt         *time.Time `json:"sent_at,omitempty"`
+	MinedBlock     *int64     `json:"mined_block,omitempty"`
+	MinedBlockHash *string    `json:"mined_block_hash,omitempty"`
+
+	// Confirmations Blocks deep at the wallet's last check (mined and confirmed).
+	Confirmations *int64     `json:"confirmations,omitempty"`
+	ConfirmedAt   *time.Time `json:"confirmed_at,omitempty"`
+
+	// SupersededBy The hash of the gas bump that replaced it.
+	SupersededBy *string `json:"superseded_by,omitempty"`
+
+	// Reorgs Times its mined transaction left the chain.
+	Reorgs *int `json:"reorgs,omitempty"`
+
+	// LastError The last broadcast error, or why it was dropped.
+	LastError *string `json:"last_error,omitempty"`
+}
+
+// TxAttemptState signed (stored, not yet known to be broadcast), sent, mined (not yet deep enough), confirmed (final), dropped (will never be final: refused, replaced, or superseded by a gas bump).
+type TxAttemptState string
 
 // WalletHealth defines model for WalletHealth.
 type WalletHealth struct {
@@ -711,7 +784,7 @@ type WalletTask struct {
 	Priority int32            `json:"priority"`
 	Status   WalletTaskStatus `json:"status"`
 
-	// Code The status's seed 004 code.
+	// Code The status's code (waiting 0, executing 1, error 2, done 3).
 	Code           WalletTaskCode `json:"code"`
 	IdempotencyKey *string        `json:"idempotency_key,omitempty"`
 
@@ -750,9 +823,21 @@ type WalletTask struct {
 
 	// WalletPaused Present (true) on a waiting task while its wallet sends nothing because its balance is below the wallet's threshold (see GET /v1/wallets/{wallet}).
 	WalletPaused *bool `json:"wallet_paused,omitempty"`
+
+	// Reorgs Times its mined transaction left the chain (a reorg, or a node that lost blocks) and was sent again with the same bytes.
+	Reorgs *int `json:"reorgs,omitempty"`
+
+	// MinedBlock The block its transaction was last seen mined in (executing while not yet deep enough, and done).
+	MinedBlock *int64 `json:"mined_block,omitempty"`
+
+	// Confirmations How many blocks deep its transaction was at the wallet's last check (its own block counts as one); it is done at --wallet-confirmations.
+	Confirmations *int64 `json:"confirmations,omitempty"`
+
+	// Attempts Every transaction signed for the task, in the order they were stored (gas bumps and sends after a replacement included); only when one task is read.
+	Attempts *[]TxAttempt `json:"attempts,omitempty"`
 }
 
-// WalletTaskCode The status's seed 004 code.
+// WalletTaskCode The status's code (waiting 0, executing 1, error 2, done 3).
 type WalletTaskCode int
 
 // WalletTaskPage defines model for WalletTaskPage.
@@ -773,7 +858,7 @@ type WalletTaskResult struct {
 	Task    WalletTask `json:"task"`
 }
 
-// WalletTaskStatus Seed 004's statuses: waiting (code 0), executing (1: its transaction is signed and sent), error (2), done (3: mined).
+// WalletTaskStatus The statuses and their codes: waiting (0), executing (1: its transaction is signed, sent, or mined but not yet --wallet-confirmations blocks deep), error (2), done (3: its transaction is that deep). A done task whose transaction leaves the chain (a reorg, a node that lost blocks) is executing again, its same transaction sent again.
 type WalletTaskStatus string
 
 // WebhookEndpoint defines model for WebhookEndpoint.
@@ -806,7 +891,7 @@ type WebhookEndpointRequest struct {
 	Secret *string `json:"secret,omitempty"`
 }
 
-// WebhookEventType defines model for WebhookEventType.
+// WebhookEventType submitted: a transaction was broadcast; confirmed: it is final (the task is done); failed: the task ended in error; replaced: another transaction took its nonce; reorged: a done task's transaction left the chain and is being sent again.
 type WebhookEventType string
 
 // TaskID defines model for TaskID.
@@ -1752,226 +1837,240 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37chs31iD+Kij+vl+Z3G3KJHWJTdXUV0rsmegbx/HaTrJfpb1qsBsUMWoCTAOUxHGpKk+TB8uTbOEc",
-	"AI1udvNmK8nsJH/EItmNy8HBuV8+dlI5X0jBhFad8cfOjNGMFfDnZcbmC6mZ0G/ZIqcrlplvM6bSgi80",
-	"l6Iz7iS6WLKE3M2YIHrGSMF+WjKlSWHfIFSQxA+Urvp/Z6uEUJERpWXBMiKknnFxfU7oRDGhidQzVtxx",
-	"xY46UUelMzanZlYmlvPO+MeOma7zIero1YJ1xh2lCy6uOw8PUec9VTevZEpxYfV1vp8xoqm6eaLId29f",
-	"RSR5ejt8ekfznGn19CP+8fDUPKGefuTZQ1Kdvj7dQ9RZ0ILOmbawMrNfvmifl/CMdCn57rvLFz0zNDc/",
-	"LqiedaKOoHMzOM86UcfAjxcG0manm5YQdX6AVTfPiTt6oogZnHSTfh+/Ia8vvnn5l7+//O937799+/Lq",
-	"r5evXiZtC8I39lrUg3lYLaRQDMDyJc3eIkaYT6kUBpvMn3SxyDke1tN/KDwxdk/ni5yZP+dMKXpthl6K",
-	"GyHvBPlpyYoV8UAnqczlsjCHtExTplRnPKW5Yg/h6v6jYNPOuPP/PS1R/Cn+qp6+LApZ4Iqr0PuSZoSL",
-	"xVKfA0LblQAcFXwz5SzPiCzqSzrqPESdS6FZIWiOw2/f8ycu9kKQpWD3C5ZqlpEp5fmyYNWFc0USbldF",
-	"mBkogZW+lvqvcimyx1/ka6nJ1EwF876jd1pKPXscSLnR94VYKjNGhgPSdQMYQmFR73ua84xqWRAYtRcR",
-	"qggl7kkEKpGTf7BUV7b4naC3lOd0gki9O/qzEiYZ64yHg0EUXImcZdes+OmJIhnVdEIVHPJSFIymMzPZ",
-	"EflvuSw8LZ7TlUFX84+QmszoLSMTxgRZFNJcHZadE8VExsU14ZrQa8qFGVHRKVBhzbVZVueFmy3c18PO",
-	"N27r0XyFZzAYk4YdZhx4BaFC3bGCcEE0n7MjcuG3qWdUxwLYiiITqtMZU417t5xHz9i8ceOxMDu3pwwD",
-	"EZoXjGYr9ypXMJob6I6n7CgW5ui/E3SpZ7Lg/2TZoSRvzpUyS7p4c0lu2GoMayQXdlwYYEy+ZLRgBYmX",
-	"g8FxesNW8AcjXVmQ/92/eHNpGO24/nPvEejla+kWGhlIS8HgJBAl8QJJg4u38oZlsD5DnfSdJFbUIDOZ",
-	"Z7HI+HTKCiMC3LCV6h0Rw8aSH374oW92zoQ2sGOJfYsoujJv3hEtET5SwBlEoQRTf7tKR9aYF57fHlf2",
-	"E0FndthyhddpuH9wWS4RKTnKAXvQ80asE45Kj4mQRC3TmRUizPGBCDOFs+PKnffjINPGmeE6aC/fuIuY",
-	"SjHl18uCZZH5NRY3bOUvaSoX5pJKwjVgqHYiWSYZPsLuuYLJuCJUgAQaCydBISI6soMigDJCFReE3RoJ",
-	"IKUKr7/fv5V9dDqDI8gybvZH8zeFXLBCc+YgFnUWwVcfO1RrNl+gJG7R0/Dua1aYg04LRnWTFH4pSPLm",
-	"23fviZFqLelLiJfEiBT5KjJCutkaQtJRzZIYIqkDgo8zT6TMGRXBzFcUcGoqi7n5q5NRzfqGDnfWJPKo",
-	"M+WCq9meL/Gs4WZGnZwqfeW5YvPPajmZc73vKn9asuWerxQsZfx2z5cUK255yq5aNqi0JU+brg1g1Dt4",
-	"0r6yRKzJ82+nnfGPO769VJ2HD2s3b5nnZCk0z0tcACGACW1wQixzSxWNDmCmd+AO9hNgzHKR7YkxD6Gi",
-	"8SOqQwHU/IYdsMIlVDC0ekJReakqqyqVSJTczKIBRG+AHu51be2VM39yzeZqp4M0E9oV0KKgK/NZsHt9",
-	"RaeaFeuX/E3BQEP2uvbCsobpMs+RX5jX4esniiQwTHLUiIyObK+fXO0U3JOR32Mr3N4ytcz1IZDbGVwH",
-	"r7t91e/cxavZNQS7S0gXqWMEXGLFNEFq0YtIgn8lpGtEywmDe0KEvDO/zVieJbHomu8i4KaAuWaEnmdB",
-	"+B2KLM66Idhdx5EkkGRy888CRVSDvihQdczlRYNM1Enl3F+CW6OpgDKPf31oOPuQDDSaDlD4fqIcz6MT",
-	"udSE4g49j3BLfozFmWutVKMd51vhaBOeo4EmFQQuEJFTEOrN8qRgO5DE1+zO4dZuDzJDOt06mToc5T8H",
-	"sfjst3gpsnxf0kfTdDlf5vvR+qhz35dFZqjc8PlDVBlE5bI6DBf67KQcwslD4RgjM4ZIZ7Lwr6/jtfnF",
-	"ogj5r4tvyCSX6Q18SpcFKB6yQAp6ywqDfSgOmlFBfjRotceizL7SGeXCsvx99mNelUUDWQJqRRLP+JII",
-	"NyALZjRYo0mpo41jPztEmgvXdmaE9kIurgpGrT7R/vAxyoE0N/rwQfONBg9R53pJCyo0O3TNz6pjLGh6",
-	"Y5l8+zvD6jsWJ5pRyyHM3UwqRvxbJDV6wpQXSpOuOScjh5caciqXQqve5vMamv3PqJo1zwxI/EQR8wTp",
-	"ylujo2hFFrRA3rOcTwwJFxnRBRWKpubdypzrWz92ggiimQV5IyJaLohYyGiRc6NTcFDMPJKiYaVyfXY7",
-	"tlOzENhB8+Zffu9uMT6FQhBcOsLuWbrUaLKdG10NBo2IUbCJFCnb8zqP0ORvterWNZ+EsvyOcjmQXSvW",
-	"fwjGOvVS9pW1UzZw7LdsulQss9BWREkypQXpwj4nNL1RRE6nJJfimhXbcO0klOsPu2pfGEZ1fwW43aDF",
-	"Bo/ikw1bSv720mqyABn19CMc8kMC9wf1/xCbnwD2MxURf+7mMsI04NpwXHZN3Khw1PCwR4doMOEAhnrs",
-	"RDLKW2KUWM+CukNnawDycU4oauxLRmiWGY2ebTnMs3IFB8AYLRvl4uxIFXBuR+rvLQQ2gfq4Lqx4pukv",
-	"vyWA/gKWGqADcYBz63emphxu0wFh5YcogQjJ3eU6FLc2wGa4RSP8oUkTRFpstT8n73jFcG+qVzsct8l2",
-	"yLUoVO8Yy8hgMHiiCI4BChBT40CVuqNcc3FtzX0M0U8hZ+Uik3exMJyMgrxjFK1SDiJdkH3sbxEJh6Il",
-	"R+5FsUhKrp6QLi2ZN1Xlg9l5IFgpMi3su4GkmpCuZTIZkaJkPWZhXuZJIpIYaWkBz1/TW0aWi1jA6ViH",
-	"uS5WJOdza50E7l2wjBmBXRawKjvA2PwYi5D0kTtUyowgK4nVxXpVpdKrk6G5pNxopyJ+dwJ5rYOC3oK1",
-	"6GqVK76n1rBNWDcEtllgR+HicLn8JBCu2586rkp/+2sVVAfIBKZnPgXRL+PZnis2jFIudSrnTYYKo5Yb",
-	"LLPqd4KSptXdDfbkUlmzQ1KgsOD8QijBo2so8REYdzOeMzJh5vo4618rozsDsQjE6at2KfVOFjd9+xiK",
-	"qh42CoRTj4GA1ILO2cZZR58sp5xW+fMmXaxGAUuWU9m3RaqqHlpbZRPR9O7vPW6Pd9qsMwSqkSTcFVJc",
-	"nwP5m7iABnN1dglj2Ap4b3aoudbzO7pSBJbc4EbYBNTSQOH21gSrrxnN9b4uldJM7gjicgEmYpqtGuna",
-	"IWYVO0nTor2Naduy2wxdWqKTxoC0urWqHl/TC/76FTk+Pn5+jnKw9VuhOf1J6R/vZmxKl7keo1nZOt5j",
-	"4SzohOveEfk7W2izDvBJ8rSQiqVSZMhndrx417Lf4u1p0GrN6p4okqAv90rxa0H1smBgzp7T+1dMXBtM",
-	"GJ2eRZ05F+7zsOE8F3SVS9ow04WBB0deV0ZzJHBaSUQmVLGzk3PgyOsLIfOl0mTCYpHwDCPaQP1yDyh8",
-	"4JYVfLo6IheazKXSJOn35/S+b9fUn6w0U0ksukPyDf+STFbEnkcPdFSSsVRmrA5o89bOMK46nhoYGP4e",
-	"eH0mzGiLimh5DmbfOs5cS4cLiC7A1qgmFLh25JXtvc9qqwfIHeWme7aHBB6Yf83CLvGd4bql9TW7eyNl",
-	"/v5+z0t8AfjAKsYXAzuaZQ6ECynz9Ztd0LuW01ofr/v21ZvI2sFfXr7pj74YPiNmBxlh4pblcsF6hCoy",
-	"uO8vCjbl9ywjM3YP8S0J07MrxUT2lt69L8dMiKY3TBHewPzrp2SW2nQeOwKsSYe6AiGq1ejERZovM292",
-	"Ci1ARhIz1xDH2VPOAvOHXcEn2nC2rbtc4xOFihDpVnULQ1ACNYLMGfVGrQxU/6p580BT82jdmtu4dqfD",
-	"RORutiLdhN0vDAIYwVNpmrNks0kRDMH4jmpkV6DKomhvpzLoaWcxorPSPM+dhmPFliXLDrAqGpH1GkM0",
-	"9hTCr6m6mjJ2ldLF+g6+ofdkyhhZsIJcU2Wo4B3jkSHhfE5zo2nm7Jqmq/DyPlHw7KLgKdsMwWd2fs0X",
-	"7fMvCi4LrlePuZDngT26HcgPUUcYDrYnlE8OCq+o24wh+Dxl2dVk1YrQ7hlLREApsWqc/Wm+TfcBt5Mh",
-	"nm32aZplBVOKFCyVt8wg8rSQc5TEnJwQkVzesaIPQUTbrPJ7UiUkwQ2WZXBuaNm86oKlfMGZ0F4jRCNK",
-	"KoUuaKoJiJ3WGLhRMcQf63NUeNSYDCw2RmRo1EADr5wrHZERyVaCznlqsHmzrfP0E821YLW+pfmyYbnf",
-	"m6/rl2gzXgzqPNJpiKVl06KNuyV2NCRMVUJTvfZumaUJtBrrEtDYrZZORI+DfNi7RaIZ2eapvleJNUfs",
-	"GogW0KXNeuQouOwHrqV++UPJimtHC7LtV7NVa6yRRX2/TSy1klO7tqnvN5xnW0CLZZ0J6RrhA9AOQiTZ",
-	"vR4T6oyyc7oC2c/ofWGUC8U3YnFNF2TCpuhwNo94qYZ0ufADmV88iTWvZxCvXLFeEi3lDfGr6VVMpVyT",
-	"O8PxhTRalh01q5k2y+ATb+R0y+kEmLHZjvlGKr0Wz1EDXhDglFhyGEahRFZrdCPYZ2xcyu7xKGEc1baQ",
-	"lOqSISrF6bC1EJ897nVTdGINf234zlVohl6H2F9x/8nl6+8vXl2+SBBcKPhWDdhczyzXNQLoOWHzhV5V",
-	"08B2UubKvBJYX6DNbHKxHFcCKR1effXtN99cvn//8kUn6tgddKLOm5evX1y+/lsn6nz3+u+vv/3h9To6",
-	"bXKdVGMYG8HYdKsbDpXte6wZ1XRnrbgJi7Y4qXIubhrpr6O1WpK/vXwfkNzv3r5yFBfsj1usjjVQwn42",
-	"AWs3q2pdWfc2oLcv372HKHcIOV5Xz30k8s75Li+Ypjxfo+k40Nad2Lf35NGQO7Qm/pb5TZi3BJlP3QnL",
-	"5R0ZDgboKSgTcOSdIN3hYAAK6XKxLYLgIQqt0xs5pk0r+rjHucOW3JubbcUbyMF+YGT32shq2ZW7RDVC",
-	"R+c8X/XVgqV8ylPI5yhthxaOoAEUGTA6FhElnRdrgiGiVJW4lzN6yxSRS21JIRjq1dFhBsAazNuMgFVN",
-	"0KXYOB1ls7RbPfK6Wr+qhpNbsgdbrgIHbM3ovPIRqHbcKkr29qMVQHZ3wZRXlojtgRvNdA9Uv4mS+VJ7",
-	"QofxFgCGK2WJeOId3c6yaimi0X+2G95g8sYNMZEZud7n3e5BBGvI4LKr1klg8234iua5vQLr5kZrAh8e",
-	"DwdfjAiYvo/IC7R3I67DNFRrVpjB/s/gvvvjoP+c9qcX/b9++Dh66P2P/9gmhxtlCbzp64v7m8E589O5",
-	"s7ITpjSfG02GTBBR72Rxg5brNavFnAs+N/LBcJsFY07vQX1bsOLKWprWoTyF+MCFO3OMEgxAHxmF0xlx",
-	"zg30ckYhzZERzRcl5EbkHugNjPg/4bdNQPrCLtDZiravVPMdV0m6zsYkCzK4N8feK2ENiVlCZmDyXF5f",
-	"G9hLcUQuqgg3o0YXpHmuDL2YLOcLZzcx5GF4NLp3IfQNoxE+JTN+PWNFRJYLg70u8b0Ppq1+ShdWh9js",
-	"0rbAaaBoTl5N3DMJmiLBnBHZ2V3mjAv+dDAY9M4Jvxag6U5WJJnyqUzq2HY82mrs2Gq7MfcPWPbJwBwD",
-	"yfg11waNyNzcSDA3efsUeKpSWhQrQgnQZ3AknJ6SdMbSG7Wcr13M8F6eDB7+YxuHaDGu/MC4IzERod5E",
-	"iWNAsqhFI4OAlCy50KPTsxL3B5CK4NIZO8PB2n978QotNxDU91Td7KhUNYY+nTxRmHdos0Fcwnib3GaV",
-	"kUE0jEbR8YdtVvxWHvwS09Ot5WVV5j9OKc+3WDZOG9WjHzC4qhN1XmK0Jf4NsmzUeSEF26gZ7WkuuWyQ",
-	"WcwcgTYx5zWnmI2I3ri3k3YDi5UzN3j1Mef2oICECc2ptYzXK0/AD3VbI8pKFIqq0O2GKDv8QXbQE+9I",
-	"OsR4P6y+faV44zbfma/LLDZ444mzSM0opuTO5S2DiinACsjCbN+TcvgONmOkZM8levs7g0YuebRgiumD",
-	"YPasOoThVHvC7Xl1BKTt+8B9AFEOS9WYi1njbDBHA6N/DeDHX20Q+dFWh5ieFUzNZJ41xXuipw7WpWxQ",
-	"Gcq6FssVQaUTrMDdEON7W2hS7d7arfu9td/XSzGV+0YqIo/coqce7H81N3bmqcgmc0KF4jxErjrPZnNd",
-	"DVK+oo/bVbDudqgZxre3H3++aJIm+RyiCio2QAhStHENWIIDbIJWkJoyZhAlNWccZv4DDTAkwsidMN0W",
-	"0wSE5KcG9cx7zeJTmhvZifinSl6J+Ms1LNYGF2+JcTv7NKxoNt+895mjRu61ggXYcIKkzF1EBnABflIi",
-	"mCEAO2iBRnzznkQuQLlVWzUUb2FrMCvbgloCDVguIsEfWlCNbO08ud4Sp3ByUOGCer6aYwIb6nLZGxi6",
-	"fw2kjrax5w367YV3prEsiOa1sEDN1mu8LrhnD6x81mZAwvpmRoD/7rvLF7dfbLUX8bIg3NUNW20mYqN9",
-	"NWp/aam6Mboj4EippW42H50epB5vmZJ08TQwd2lNa91i0TpBhTQFf/CiJd4TAmgocdQQI78p+lUhnMYZ",
-	"OBwCwogAr26DjnxebklpulJBaQjMrzMCmjpA4Dquadd7KL7PS2/v3JUrbOIvtoQLaXc12nDNavbEOlVv",
-	"4iLocr5lhW5jImvKCHHPo+sVHPYLbQO/lmDmGIQA54pkEFKZ577azBZeY/W0Qm/CDjP5mgGnwn19WcYD",
-	"wqqeH1CSpJQvgrokVbm2ydLxaneSeYrpiM2pCchNANYG8OvBAGtHuT3I7ZPCUJ5ttJTsFn1ytptsOPKP",
-	"XZWqQ3PBka4ulqxHpKEvLq+qIhQpL5QxAU4OKOnppTYIdlyX+gNa5PUI0lWMEZebWK/P2dsSDXLWaPv3",
-	"Qm8QfgMMGpCrDKjxVCnw0lpDgL/woQS5X1phieoHpBb+FmVhDjbQUHWze8h1oFFsSgrdEPsC022G8COF",
-	"NP368y9PDYb39f3eEU1U3WwPZdoL5odQ2Sp9Pd4M5S1AbishE1g7naNr7MlGF7zNg17k8rTNd8PxmkrI",
-	"qzyJCW1eAUNmd9SLkGZ3j8dIoXthQZo7b5xkgXGSWeNk1micNBtjk5mUNy9FtpBcHIg8B1F9UHcEneTb",
-	"zDeGl7FbJvSVeWaPO2e3Zl59b0bfcPNOWmqw1RBQsbRoKj38rchXUJuzTEG0rBRuEJa9QFg1JhfU+Niy",
-	"yLeGEezE6zbyBTNLFbLlgVSIfOOFqOLNK672xZ07HGH/83SoulYaqG71cRPssP5dvca1GIkqVq7LxPAA",
-	"hAHZcNWy3ndhwxy4AoF3KpfFzjFf+2D2aAPaXpB3moqMFhmxQyqCz5JucjdTLL3CjAyM6zA4PToxuzk7",
-	"QT92D7xY/BptV35z10ywApRtKbZHd1tsX6tX7GMJZlovDMDMv7aOuXOqjwYnz6xLfbPyXcMNM+cmtPCQ",
-	"Ddw/lbJ7Ukx5McfEcfAnhYGXjYXaFUuXRs56Zw7RGlkX/O9s9TWEnbTYvOicubqjhGI2Y+IL3bqqsJH7",
-	"6WuqZwZQjGY5U6qs5mlNQgprxuoZ44U6IqAeTaSe+Zq0tGDkmt+iSLUCD2ksQEL19T9v2Ao9yVA6HV8s",
-	"i6f7tZXHgbs00J1AMOzFUs8aD9zts5u4EJkbtlKWcCa9iCTNxYDzn65+/fmX5IhcmBdiIRdMIDwKCbVw",
-	"LC22crWr0+MKpKJ3GGoPR0Ht3li44r22qurJYIgbh2sIzArmL3dqEBTLu3Jrca/usQwv+/r9+zdmv2Oj",
-	"iC0LQ3TDsg/oWeeCTAspNDqB8eWjWMTi/Qx05XQ5B+Mi7vXizeUTuHBEyWWRMth1sdQztL6wdCYhqRGq",
-	"SGtWTCkaBGIBkpohYmZGVzP9qdkMXfCndMGvmUDMsPc6CExI5vSm/CHpRVirAoC/FAKT6WFS+AeATxX5",
-	"r3ffvjaXGOODzIHRBT/6h5IigR2CUxXR0TwakeRj7OS02FHj2Dl/48447vz68y9x5yEZk5PBoJYA3oWo",
-	"id1L2vcic9g24HkjavgS0CeDE/O/5xE5GR7DmxIy5v/JMjKRGWcqIjaNU0HSoqHTKiIno1EsbNR0YB4E",
-	"nCsYlDgCt4Az7lghOyKng+PAu+SqJMeiXhLdcrZY4CoApGZZfbCmsgyaJMzpfX8is5VNzI3Is3pebrl9",
-	"cx6xwOg8GM1WV4hQZpXwXQ2gymzPcE64uGUF4oylOS1Y5Aqc2M/ZWtsDpElzWUANMYGVrPAqMMLuU7Zw",
-	"8rOBhg8qzAq56HNBujYhwtUIjgDxbLah+SkW9SC1iGh6TRJlh0p6Y0Bdq/5QRb5eLVhhM4GD6NK3L81o",
-	"Bi/MLq30bm4WxueTrsFk+DLujD/GoGrHnfGvP/8SxRjh6T+V2P3rz788PBgKCPcVI2nUOpC5XgOtDfqx",
-	"pewtAQoqCI07Q0OZ7Q3sjDvHR4OjYwx7mQGTqgHGfHXdKEyUoKmBgzhoHJGXNJ0RnpFrQ4cTH2+e2Ctq",
-	"wenLZ5ZRgueE5koGAboJBOxAYibHGEuqCCSOQsEaH4DfDRO2iyD4EuuHcX1Okqag9CQWJaFwifmbQvjX",
-	"4jphHTZ4PiFd9zNmdM6oOa4xcZVWMZEjIjOWZxHGUMFZ12sD4SgRsbVGISasrFmCjkRb9cRG6yex8HN7",
-	"7IBpscjBS6ELRxisCgNSk+OaPFNw0yACLDHrsbmDvtaK0WLRTi5kGfJabt0VH+dzS58WMICAW62CqrBM",
-	"WUFmZVYzxtn+8jpxc0Bk2+tYYBkGdW6XAyeBxVptOnQ3+U/zS7wcDEZnPPuLEQ8iOxx07un5IWOhJRk9",
-	"OyV20GpUMgAMDto87cLZjgeDPj5ObDTGeSyCMVCoV7ZwhJFTqVj5xZqJj+xigJH5pQ2SWMjCQNE+68mN",
-	"RopH/lf9yoPlZZ2yxsLefzxWDL1DWuAfvsw6Y3OVmzMtqp1+flwP2oFjzhTp1sOmVS+CG0z7ipkxNMuQ",
-	"DRnhe+wPi2uUPMoS84ZxA6zBWnJ2do5M0fdVMIg7HD1D1yFxdvBYpDNa0BQp4Noog0BYBYJZ6zy0odMQ",
-	"GJrk3Uujp32P5mlsBFS3/OChW1/KxqsAdl46kbes7D5UW5UZY+O6PtSaDY0Gg8/eR6aKCy09HNylRc6f",
-	"5FzcJLU0F65cnstD1Dl5hIW2tlRIzPEnY3J2BveJZ0mdX56Ts4HFsFbkIiVunZPhYIQDGeqKF9TqStAJ",
-	"xWzxFLfYtHJ/Zk+bWwHB28e7v73WjWY5n9NiFeS6OPFnXCWxcuoC70FnptcKtFv7UgdMpf6TK3u/kEq3",
-	"lVOsh/d7xmjIA3STQXHfFatGTFaW24BkuoqAw4GAZ94CIY8CHmFxX3Jh6bDbXIUHzaiKhTlmwMEmOmfW",
-	"vyOh2+nSXyhYcCMAPu1mg7j+pcxWe92V9mKfGyq8VK0i9qT/WLTl9yMcJ8eAYV/hpP33qwVzdCKpT5+c",
-	"k5MzlBRltoJeStC0qYb4PpkBtHQ4oQ1EKBYNVMj2WzoZHv92ELENqoZRuEOS0+IaXD9UkHUV8l+QGkZA",
-	"eawIbLayM3l8iDpPg/L2zbTyYifVkZSao1GlS0m0jOmKBZisEZtQrl8aGUhcG0HrfXBENKz0hanar7jS",
-	"SSwWhdRyspz6VkvdJET0MQnRSaYaoo8LRueJ0RigSC5sGOR5yJbAyjU2jwK6xmESBViJjPBcFxNBaGDU",
-	"jFGJYO9hZcQ8b0sRQxOG7UgmSpUwFihw5VSAJgPxDWHKDojW5jdVZiiCHoL+e6iYrSVKpU7Pkr4e3cLa",
-	"sHgaVP3yNgj3i5wSW4Layn7WYvsK5+u/w+f6l5lv6eWyepKy5tearAJqLNpjCb0umA0kB9utt9kahZPl",
-	"KqxpBt7E4okii+Uk5ynaqpREAuR+czC+YWyBtmGjhmSsOCJG6YPyBnZtUf1QKB7JWm00G/FoB4pIWflV",
-	"Cqbc8WFFhSNyYZfrTqXSd055emrfwmhZgyVmxRhY60/GFqQDS3xUQ8nSdOLqGHDt55pRVTc9NrY6rMkh",
-	"TxQoGgp7KSqwjMZiOBgYddUMUskpRjHH6AscjQht1x+VuDljeneljzTofFEsQn3W7R/6hewiJm3XBOvY",
-	"XxKHyqXtBvlw7cjZqhVVOyJ5vlavs9egwx2yWu9QsVd038Wve0XW7/9e+9hZMgxpdVUE2L0IJPCIauI1",
-	"F7RYNaTm7iBAjvbrzIe5xeBKGT99msuU5jOp9PjZ4NmgJmj/J8/+MpgM019//iV6Ph2xX3/+pbN3W05I",
-	"f24QegImB94iJD1dIe/Q5rYyUhu2fvBW+d6R1UAs4Y/FfvnQBvUcPTbCSES4iEWOXfqAjFrVqoy2MWQF",
-	"HAN1Y7ATFHcSndt7sB5XWrC+d9XJwTjrkQWCKQv2D2wuayNuPdU9Ipf4xELKIl+Z3c6t5XJGwTNg7a9B",
-	"5j2OTQZj/xsAZWxhY099HEgTnghi6dHA6P2uumCmiC2O8DmbuL4PmoDD6aB52bAjFxfoseiIeB1jhGiy",
-	"VcmoiGDn5PikIopDJAGYDj25xbLwzgh1To5PyzeCOj5chE4DsBrKjJ2T44F7pKEuQmSEn0rSYXkMhsmW",
-	"hLNqMseV1Q4KDfRODAVBzCB5LNCub/vQiozczVY9tMEEJX2t3oRtPlAXGZ2ehSbBKKTjzjVZl64yrkCq",
-	"cq1cY2F7apnBQxvP76h9jffQviKPCOi9V4HrzD2Nd6G/YEXfIm5SakIhiqhYNMxWLeV7RF7Xsfy8KvnE",
-	"oq7KoNRNiZrTPGcFln9AAP9BFUf0mqxJwJ4O7qUwYvrbPwN/WlUUc78fZJEJCLoLTsf63z7W0rWz3AlJ",
-	"XfpdM92z/bShle8iNNhsPoGgSX4V8A1jlnD1QFKdD5hEmDVHuC8KObFl9g2iulBsEJ8pYh/5+uXFi/PA",
-	"HuAUNqMeGU59J5d5Zo2MR2vCspn7642ntAesGtq1B12kFxg7uKYVGgIP1lOK9kiUZ61VVEvYYO9oG3xJ",
-	"F8QSi3GBO82M3WuFvsHiOdMFT9u9wsFcTxR5U8g50zO2NBzymitd+LBJze41YfcLqUAzIih7HhEjMLMs",
-	"FtBDrAz2tssvls4RaxcSBA9BwIn18WfsNiGZ7J3H4mRwEpRZa9CB3Ja2Xjyz5KeLnHKxpcF206Wxsxx2",
-	"XcwrJ9tf8b2xq+cfnIJfxYYjDqNzWqnVNdPfLpi4eHPZ+UQTci0mrxl6di5yXIZBOanAtv+oxip9FqoU",
-	"BF1FLohpI+TAsNBO4e3Pn43AY2+Hz0/j34J9RNvwsUMx1nLlQ3u0w+bGlb7xVJM5v7ZGkOOI3FGhycmj",
-	"tGe381fa07vQE0hAs1QoKZeaRNis/262aiLAfiPexy9AlMUd2fokf0ye93YT3u6KOo/L7zy6tRyk5Xh4",
-	"A/059Q45qOpQ+/DOYpG2uwsMcem/ffMVGR0NIJYQYkYjBCQo2deyD9k3bDl/okhSLNKE2N48EVEyFkzP",
-	"UNSOCDyoInLL2Rw2kFKjtsviBq2p2L0ycCN8w/RMZmoci9ZeCd2C6WVhI21nVM16ETZWgISzyyyJYpEI",
-	"pl0P0cT+fM10MM5Xcil0Ytg21aCD+FrhMIwZw5fwhU53kIZnO0hA+fZFf1owCDftNc7w5eprqmZJLLp2",
-	"IBdthSfpAvPMeNVuoTbczgkUV/oevZY2qAxewCYGoAYYEGB3ib+9fB+LsPry04/mx4cyoMd2PRPLPO8d",
-	"EWhmSfMy3tUcfCxs6CAQluphWwpkpB1M7NVSklzejTHnDb8bRkTfxwI/DAz0nakbO2aVpYqRfwaK+lJk",
-	"rICs6CwxMhOFrDrcsSwIVvE2lwBibPrHo8HglHQTfQ9P2CQ8mDGFM4sFRJtCpCbLWDaGoVhGhmdE36uk",
-	"d+S37QImUzlnuHWIlR4NBmjKBvS4Znp2RIwk5yXCyZLnZlHo/YHun20G7rdvvuoc7mmv21H9wp35x9VG",
-	"bmjRTbpWqwZK83m8780CUrAqHDBcVljJGaIoKm3EY/ESC3DCU0JqPrVTmuW7XXpCJwjP0Gdnw5itNcrT",
-	"aXNYZUXcGZufEyWhPTzA1JtYqhbLRxSGP68Bx0kN0afpA02GHTTizLlGxjk8/ZwKSJPNsQ4F0q3SHTxF",
-	"aHUE04LWtsY1vwyu4pi8tK+XKOnM3SHFcf2AHLM0ny2bvB2GzvVGLfPvbKUY5PpygZg6WRGe2e5etNYo",
-	"NCnzihPvosWPzvAXdA5tICI596XTt3nHIDNwzZHNvcNyT3/XVv/W2nylx8B6ZlHqa53XpYDvhvyVYtnr",
-	"q3lj4K74P1u3iSVdogp5BU9bZzwcDKAkiS0+OoCPm2uRrvcBawEQzxS5hrQif9O4sly9YLdcLpVPHA+Q",
-	"pdU7iTnqv1fQJhwCpNc3XPULRP4w6O9Q/W2HVw6zxbbbYMG75K3ScKkxJgM2VYZhBJTD0YoPrVGLIbkt",
-	"4zuQP7ZwbUw3jMUG43lEhoNBmDJjA2VqZnEbmVIJehkTPoUQca7R5eBTapzvyLfo8R4m60oq4xUmjhub",
-	"MYxA6nZhhEpfktjHsnORsftYdBO7lx+HH8Y2IaqkPWPiBJSk1yZNlYTwUIlqO4HxmXG/dcziepOMLa7i",
-	"O6qq0StZGQ4L6ZN2WefuaONq6JYX12Y2AkHN6ILVzn9M8NRcv41Y+H4cLsOp2okDJavRYPjbAuYijHcs",
-	"4eOCf1bVuhEQJZbYvPME/E5QgeXxAXOQyPn8s0uQDbTbhQJgRsk6WmV8OmUFBAbiSo52F28bTW1GkZwb",
-	"UmThNcbAT1/EfDCAQDgL70ewtb3f08mJNC5wAG8h0lj7CPuLuozMcCL/es3BuYdj8nMzwXfgdgw4VZVF",
-	"NQTzlzywKkA//cizh002fOwLukPEl0fMbnOf2FJUWlA9q+XcVOn37yo2tRMvv8uj30or/V2Qyzdc3ow/",
-	"0IeqXQHDRqAQPQ19SfuuLylkEnZzeWcoPFRh60VELrDABhZNwWB4qo2q9cOe+hpZU9fIRSxcK03fatSu",
-	"hiuSLm2SpI2vtr/MjZy0WDBaEOz35btxigxbEuf8lh1mcgJt0cJvZ22xhCdqiwCfDTob211lC3u2tuhH",
-	"YW/Zx9aU2htODA5W8n5/vfNRCRec4A4Kn0WirrPVQWx3NYnZ4Le1z6ve/9uUrmqWcsCZVLF9m3ZZs0vh",
-	"IE8/whAPG6MgDAFx7QZLo0x1bh+9LxgQTEeFpDDEMcE+jgVbayf3BJwPSC9s+S9pu5Gfk8SdbxIL9JeB",
-	"38e6ioJ4TiMZcx2VOiLUhAQKuNSpnLOWBGLEx52kBkeQX37/TWXrLdICNsT+wwgMuM82WcH23v73uUIg",
-	"kcKuGxocukQMh3ztl8g5ydp9oQa8kB2h74y8MG3t3x7ESGLYo/a946stOLuu+S623u3bGGvXerc/Zdg8",
-	"fsbuIXzZKKNWaYhsvgm4wMoWx26/WCaYZy4rypY6oBlesljY8GjrviyWuVGybJ9Rwn5a0tyl0uAcT7BZ",
-	"KeSRO09oLLr+klpfptXDpPP1C+mUohm9ZVAiedGLCHUF5sEG5RqdnvsFOCXT+udAPceqVgQjsMy0ruI0",
-	"hNPyRSwwD8lp+8PhgPz/TjKTubVsgPUDlCmfwANe+5HN18e4YVc8MjgrCOCyZoExwYoJR+Qb5wKlBYtF",
-	"xU1xuGfQtqB9HFPWa3bnW9z+xkasoOFxW76tOZ16fWSHDDZED5y73dBCg6eBcsPntS5tXvE7WzWlDA2Q",
-	"RdC1t7JEtCEdlAsRmEUCyPiG8bakrxUOx/CD5gu4GsPIfU8EuLzJMOzN9BgRSq6HVbhWdLVxZc8uDLXn",
-	"qhpU0PNR35nNfj3Is7qTXawlymtjJIP9e/BINiffGbqs01yhvxY6YcSEz2QoKFesThWNZGkI4dFjOZxb",
-	"TWcRWXewRlt8y6ODj60a9PFIp4Poa2+7rdi2ZFnP7bSMSDGLOPpkAenxD8qHldkdoNzQnVY25PpD9Uit",
-	"rNtGuYxmGaGukHCtq6Wj49vFMRuz1KrTvKkGU0VBiTOXQx8oO6GwH4sEf7qCb5NeVAoZ3cmq7KB+NVkl",
-	"cMROD+qioAD90q+w7FYyJgl2/8+SiCRK05wlvZoIAIoMgNDHGGLlkd1Eg2tWSgZbdZwQ4BgSZlsSnp0E",
-	"LQlbFB4o2P9H0Xd2kRsqTQL+fVQfuhYu6BUAb6prvl714v4bbQb1tjkYuglxkTYnjmqfBE/m8paL63HY",
-	"Xs6F/0FpxrIBHdfVjnNRpUVZF4fG5+6oig3hyXr4UNmzABmljYGutj3rck0KDuU1RCy4UMvplKecCd2f",
-	"LkVmHdw0N0KHqyHvhjDCCi0LSmrHm80qFIPSaZiokpStpG0hgWp3Bez5USxFy5X+wRXCrl3pJgwpH7Fl",
-	"5TuPevOCtm0t9w53efiVG+50F2y5XZbtfE9x5b/XbbUlluEYw2LDP36Aam6Vcss/fjBHWF7wCwvTKFDj",
-	"3Z1GhAsvtb3G7ffatUxot2q807YUhX0Sm4t0XXezno+T8xgNnPa88l0sbIMrw+6VaxuQYZFjV0jYemGS",
-	"ft9O1YfvwWidjGNR9vS1jXydrwZtFzLPoOSs0bGgc68L98xzeaeIL3nHNZSDgd4EvmSkXGqSmJ1h4cVK",
-	"GEtYOtK3AYLVd5NMCpZAOnECEcF2UhdH6qwGhOsjcjkN255lXKVSCCzV4SrkxgJ7DAV1+JUtxZnYGpvW",
-	"oex6EZXd0ww1Q5gKv5qIlJ3XxgRrSp67Hm1Ob058K4YE/aQBvwBQoYzWs+GXaCeBGoJGDzEXyNbndcc2",
-	"p/d9W4HzdEAUmaxi4cKNxtgtlGtSrao4GozKEBTbrAtLYEdGIJwYedDsIhZUk+SVRIKVYO2XytF51ETi",
-	"yvpUZP2pLK6Z7gWTws7MrK5qpUGF5LIsbgyly8ekGktMKNQ8DlodOihWeEEs0I4Eao4tD+OCpEL8KINu",
-	"rEEJ7lZQTTUWWIkaizFGaxYmz3xs6ni5Ad1/a+TTFcvGGKEC5jOQWVelTojYEXZStK2o1rH0yJYQstXV",
-	"HTjK2A4XD3EyGpUFhzB5B1JX3CS29wiDuLGNzVm4HscC7pATkWGRRigwikcWIdpUZYUmPqqgR/TBTHTN",
-	"c5dYVDO0Zpj0xqWV0ONTDZu7BhVd/LlBxXOS2COEUQb2Xpf3BG6YD0I2Y2hJbLf/JmchdIVp9BXarhAN",
-	"vUt28VIOzbyj0zOyKLjQUAP+4t1Xl5eVopNLwX9aMgi6cTy/pchM7YZtrC8z58J9HkafXocwMAxga8zO",
-	"4D5sLTU+xY5mncH9swkdToeD56enw8mLk+PRs8HxYDg6Ozm9SIfHZ1mWnZ28+PLii5HvULXe3nyPIi+A",
-	"nWU+529qdl1rzNSmQlVuXsD6iON85shthwYzaQMlaluLfetp+Yp/4yHqOGK/7W2zB/8s7GK3sj6PAKcy",
-	"jtbceKfEOMiVzMrbwBw7lbes6J0Dr4OqXxVe94eD7x9cpv9NzZm7RAKay2IoT1KvBjM8Hg6+GLkWMWDp",
-	"HP02S69JMVDqCHEYsuuQLa+JRZFDb8hzC4UAx8G9bf5fRbEyRLhaMchtzoKoi3VVqopQbz9ty7fj2yc/",
-	"iHS57WGBDXwhJoxnVl/itvUMCOvwVW//hKIwQC0WGKFmrjuEatjiieCgFdJi8Dm5ZroUTTAooy2urKSd",
-	"6vPJYD4KTbuF+hi0z5Y4tN4C9c/sod/Hylvr0LkxogwQ4k+j0+ejjZDfRIOOsAbAkbW4oA1mW0TajrTR",
-	"h35nLGeaNWUye0NIYIjhwkmhtsBF3erhyiFAaFksFBP6iFxYtco2bthkB6n1vJzTFZmwWEhhG+yujG5e",
-	"l4iBy7Op9qaMMTkZPG8ikrjcoBXoJ1DJLU+a4S9fdH6jy7pdVo4CE5aQd/8K1/YTogcA4QbD5wM6nIz6",
-	"6XF20v+CnU77z+jZpP9F+ix7zgbTIR1NoGCiw8cxRjXVGjynVJAJI2HP48dwajuFBow1rlNsGKIBxh3n",
-	"U1qq3r+U2PcVGsCqoG0mXFFrPsq/5cX9k8F+Piz81ja5xxItpQVtd+4Z9qltRNNSDndNVP+YPsWGjr0t",
-	"SMjsMzVJ5E+8/PzexieKWAQroV5P2MCWvKrXRjzbg6bdkK79sKr6ExMf+w/+LNfT1nzAprYJNmb0ATlO",
-	"MsS2xl0wsUnFUEosmyEnvQi7IEiRsigWb7599x77Q2A/FJE5kc+b8hsaEUOX1Vh0EwugPrT785+MHKw0",
-	"nS/CL8sERNfS9pzQWBQsYzmH3IeUFtDuzidkh8P3jshfYePEPs9dgHHBdMHdgtk9YgenOZnQ9EZOp0FH",
-	"O0GWC3Tlue5ELhQ9FmZ9hhcmeKaJ77P868+/JL0xapK+IJtRw/mcuYa1M3knIL/N2k2MrAy2A2Vkb5qX",
-	"GNQoCYPGWiFUn0anPn+EdEtT7p3s9sPHWsU2Ihnky+Ch/kkmPx+ZfAtVYllheHeNTNr6VBXV2VKmwxh8",
-	"g4ZcvUH4/ee5QdFGcs2zx0qfPllnFC9gW9mfaPv50BZB2oS0LqJoKSyHYdlWpMVP1oxjbeRPP5qPl9nm",
-	"+MFaP/jaZbEhBNAkPYg7iqzNWcXCdo0fh2EZZU8jPJ/+5QvHbCtcD9Rsmup8ZTN7GMueKF+GrtrQGxDZ",
-	"N0M+jmJrT4bO3i+kYHEnijv6/jKDbwb3ttt3FAtrlpKZq/WsbJFGKcBmOSDJDz7AZ0iSl94WFZERSQBL",
-	"fEJVYlVv6Cu86kXkmCQvwPhkfzdLsAEFEOdUbYQQC6iDeWT7fGw2xiXgEyqL5GdMU563NWkFT3ZgL98l",
-	"EhnsC22kBPFnL3IStceolg6LCculuFZEyw3tcDzq/AbBzoG5yPY0icqayeZw6yWTI0A0iFY4TU8HJyw7",
-	"OR6lk9Ph8PjZJJ0OnlN6yp7Rk+Egy07okI0GJ2z67GQyZdlwwoZn2XRCh5PRaHC2d6hCxSHSaiB4Ujpj",
-	"/qTZn89NifQv7A+IVoPQLdlCpR/8t2tOLCjJHPn69BhWFpQSPyrvRVAhuPmuBQ3uumETwb8VHGirYP3C",
-	"wN02d7LPQ7BnL5jHlffYeKFxliDkrxKmimOOqzm/EIqNDdAsbHxHNwxPnUqbYF8GtjuXRi1a1RZPiwVy",
-	"J8FYBq2CLt5cQoycSuXCUF8ZsCYknb7ZKh7OVkCCX962+ADOt6U74zjoyug4JDEqOJpqy6ZI2rerJ1wo",
-	"zWiG6FR2SDS4sJB5rlzn+598WJrvf0psfbcZs43dmpvSRbEwHBW+izvjj56X/vrzL4Zzcp2XnyyTw88P",
-	"D0kFcL5VycOHh/8bAAD//w==",
+	"7L3rktu2mij6KiidOWXpHKpNqS+x1bVqqhM7Kz0rcbxtJ9lTYaYJkZCEaQpQCKi7tVxdlafJg+VJduH7",
+	"ABCkqKvtJGtP8iNuSSSu3/36vpPJ+UIKJrTqjN53ZozmrIQ/r3M2X0jNhH7DFgVdsdx8mzOVlXyhuRSd",
+	"USfV5ZKl5H7GBNEzRkr285IpTUr7BqGCpH6gbNX/B1ulhIqcKC1LlhMh9YyL6SWhY8WEJlLPWHnPFTvp",
+	"RB2VzdicmlmZWM47ox87ZrrOT1FHrxasM+ooXXIx7Tw+Rp13VN1+LTOKC2uu892MEU3V7RNFvnvzdUTS",
+	"p3eDp/e0KJhWT9/jH49PzRPq6XueP6b16ZvTPUadBS3pnGl7Vmb26xeb5yU8J11Kvvvu+kXPDM3Njwuq",
+	"Z52oI+jcDM7zTtQx58dLc9Jmp9uWEHV+gFW3z4k7eqKIGZx0034fvyGvrr55+bd/vPzPt+++ffPy5svr",
+	"r1+mmxaEbxy0qEfzsFpIoRgcy+c0f4MQYT5lUhhoMn/SxaLgeFlP/1vhjbEHOl8UzPw5Z0rRqRl6KW6F",
+	"vBfk5yUrV8QfOslkIZeluaRlljGlOqMJLRR7DFf3byWbdEad/+dpBeJP8Vf19GVZyhJXXD+9z2lOuFgs",
+	"9SUAtF0JnKOCbyacFTmRZXNJJ53HqHMtNCsFLXD43Xv+wMVeCbIU7GHBMs1yMqG8WJasvnCuSMrtqggz",
+	"A6Ww0ldSfymXIv/0i3wlNZmYqWDet/ReS6lnn+ak3OiHnlgmc0YGMem6AQyhsKD3PS14TrUsCYzaiwhV",
+	"hBL3JB4qkeP/ZpmubfE7Qe8oL+gYgXp/8GfVmeSsMxrEcRSgRMHyKSt/fqJITjUdUwWXvBQlo9nMTHZC",
+	"/lMuS0+L53RlwNX8I6QmM3rHyJgxQRalNKjD8kuimMi5mBKuCZ1SLsyIik6ACmuuzbI6L9xs4b4e98a4",
+	"nVfzBd5BPCItO8w58ApChbpnJeGCaD5nJ+TKb1PPqE4EsBVFxlRnM6Za9245j56xeevGE2F2bm8ZBiK0",
+	"KBnNV+5VrmA0N9A9z9hJIszVfyfoUs9kyf/J8mNJ3pwrZZZ09fqa3LLVCNZIruy4MMCIfM5oyUqSLOP4",
+	"NLtlK/iDka4syf/uX72+Nox21Py59wno5SvpFhqZk5aCwU0gSCICSQOLd/KW5bA+Q530vSRW1CAzWeSJ",
+	"yPlkwkojAtyyleqdEMPG0h9++KFvds6ENmfHUvsWUXRl3rwnWuL5SAF3EIUSTPPtOh1ZY154fweg7Ace",
+	"ndnhBhRep+H+wWW1RKTkKAccQM9boU44Kj0iQhK1zGZWiDDXByLMBO6OK3ffnwaYts4M6KC9fOMQMZNi",
+	"wqfLkuWR+TURt2zlkTSTC4OkknANEKqdSJZLho+wB65gMq4IFSCBJsJJUAiIjuygCKCMUMUFYXdGAsio",
+	"QvT3+7eyj85mcAV5zs3+aPG6lAtWas7ciUWdRfDV+w7Vms0XKIlb8DS8e8pKc9FZyahuk8KvBUlff/v2",
+	"HTFSrSV9KfGSGJGiWEVGSDdbw5N0VLMihkjqgODjzGMpC0ZFMPMNBZiayHJu/urkVLO+ocOdNYk86ky4",
+	"4Gp24Es8b8HMqFNQpW88V2z/WS3Hc64PXeXPS7Y88JWSZYzfHfiSYuUdz9jNhg0qbcnTNrQBiHoLT9pX",
+	"lgg1RfHtpDP6cc+3l6rz+NMa5i2LgiyF5kUFCyAEMKENTIhlYami0QHM9O64g/0EELNc5AdCzGOoaPyI",
+	"6lBwan7D7rDCJdQgtH5DUYVUtVVVSiRKbmbRcESvgR4ehLYW5cyfXLO52usizYR2BbQs6cp8FuxB39CJ",
+	"ZuU6kr8uGWjIXtdeWNYwWRYF8gvzOnz9RJEUhklPWoHRke31m2vcgnsy8nvceG5vmFoW+piT2/u4jl73",
+	"5lW/dYjXsGsIdp+SLlLHCLjEimmC1KIXkRT/SknXiJZjBnhChLw3v81YkaeJ6JrvIuCmALlmhJ5nQfgd",
+	"iizOuiHYfceRJJBkCvPPAkVUA74oUHUM8qJBJupkcu6R4M5oKqDM418/tdx9SAZaTQcofD9RjufRsVxq",
+	"QnGHnke4JX+KxRm0VqrVjvOtcLQJ79GcJhUEEIjICQj1ZnlSsD1I4it272BrvweZIZ1unUwdD/Ifg1h8",
+	"dCxeirw4lPTRLFvOl8VhtD7qPPRlmRsqN3j+GNUGUYWsD8OFvjirhnDyUDjG0Iwhspks/evrcG1+sSBC",
+	"/uPqGzIuZHYLn7JlCYqHLJGC3rHSQB+Kg2ZUkB8NWB2wKLOvbEa5sCz/kP2YV2XZQpaAWpHUM740wg3I",
+	"khkN1mhS6mTr2M+OkebCtV0Yob2Ui5uSUatPbH74FOVAWhh9+Kj5hvFj1JkuaUmFZseu+Vl9jAXNbi2T",
+	"3/zOoP6OhYl20HIAcz+TihH/FsmMnjDhpdKka+7JyOGVhpzJpdCqt/2+Bmb/M6pm7TMDED9RxDxBuvLO",
+	"6ChakQUtkfcs52NDwkVOdEmFopl5tzbn+tZPnSCCYGaPvBUQLRdEKGS0LLjRKTgoZh5I0bBSQ5/9ru3c",
+	"LAR20L75l987LManUAgCpCPsgWVLjSbbudHVYNCIGAWbSJGxA9F5iCZ/q1VvXPNZKMvvKZcD2bVi/U/B",
+	"WOdeyr6xdsoWjv2GTZaK5fa0FVGSTGhJurDPMc1uFZGTCSmkmLJyF6ydhXL9caj2mWFUDzcA2y1abPAo",
+	"PtmypfTvL60mCyejnr6HS35MAX9Q/w+h+QlAP1MR8fdukBGmAdeG47Jr4kaNo4aXPTxGgwkHMNRjL5JR",
+	"YYlRYj0L6g6crQHIxyWhqLEvGaF5bjR6tuMyL6oVHHHGaNmoFmdHqh3nbqD+3p7AtqM+bQornml65LcE",
+	"0CNgpQG6Iw5gbh1nGsrhLh0QVn6MEognub9ch+LWlrMZ7NAIf2jTBJEWW+3PyTteMTyY6jUux21y88lt",
+	"UKjeMpaTOI6fKIJjgALE1ChQpe4p11xMrbmPIfgp5Kxc5PI+EYaTUZB3jKJVyUGkC7KP/S0i4VC04si9",
+	"KBFpxdVT0qUV86aqejC/DAQrRSalfTeQVFPStUwmJ1JUrMcszMs8aURSIy0t4PkpvWNkuUgE3I51mOty",
+	"RQo+t9ZJ4N4ly5kR2GUJq7IDjMyPiQhJH7lHpcwIspJYXaxXVyq9OhmaS6qNdmridyeQ1zoo6C3YBl2t",
+	"huIHag27hHVDYNsFdhQujpfLzwLhevNTp3Xp73CtguoAmMD0zCcg+uU8P3DFhlHKpc7kvM1QYdRyA2VW",
+	"/U5R0rS6u4GeQiprdkhLFBacXwgleHQNpT4C437GC0bGzKCPs/5tZHQXIBaBOH2zWUq9l+Vt3z6Goqo/",
+	"GwXCqYdAAGpB52zrrMMPllPO6/x5my7WoIAVy6nt2wJVXQ9trLKNaHr39wHY45026wyBaiQJ96UU00sg",
+	"f2MX0GBQZ58whp0H780ODdd6cU9XisCSW9wI2w61MlC4vbWd1VeMFvpQl0plJncEcbkAEzHNV6107Riz",
+	"ip2kbdHexrRr2ZsMXVqik8YcaX1rdT2+oRd8+QU5PT19folysPVboTn9SeUf7+ZsQpeFHqFZ2TreE+Es",
+	"6ITr3gn5B1tosw7wSfKslIplUuTIZ/ZEvKnsb/D2tGi1ZnVPFEnRl3uj+FRQvSwZmLPn9OFrJqYGEobn",
+	"F1FnzoX7PGi5zwVdFZK2zHRlzoMjr6uiOVK4rTQiY6rYxdklcOT1hZD5UmkyZolIeY4RbaB+uQcUPnDH",
+	"Sj5ZnZArTeZSaZL2+3P60Ldr6o9Xmqk0Ed0B+YZ/TsYrYu+jBzoqyVkmc9Y8aPPW3mdcdzy1MDD8PfD6",
+	"jJnRFhXR8hLMvk2YmUoHCwguwNaoJhS4duSV7YPvaqcHyF3lNjw7QAIPzL9mYdf4zmDd0vqK3b+Wsnj3",
+	"cCASXwE8sJrxxZwdzXN3hAspi3XMLun9httaH6/75uvXkbWDv7x+3R9+NnhGzA5ywsQdK+SC9QhVJH7o",
+	"L0o24Q8sJzP2APEtKdOzG8VE/obev6vGTImmt0wR3sL8m7dkltp2H3seWJsOdQNC1EajExdZscy92Sm0",
+	"ABlJzKAhjnOgnAXmD7uCD7Th7Fp3tcYnChUh0q3rFoagBGoEmTPqjVo5qP518+aRpubhujW3de1Oh4nI",
+	"/WxFuil7WBgAMIKn0rRg6XaTIhiC8R3Vyq5AlUXR3k5lwNPOYkRnpXlROA3Hii1Llh9hVTQi6xRDNA4U",
+	"wqdU3UwYu8noYn0H39AHMmGMLFhJplQZKnjPeGRIOJ/TwmiaBZvSbBUi7xMFzy5KnrHtJ/jMzq/5YvP8",
+	"i5LLkuvVp1zI88AevfmQH6OOMBzswFM+Oyq8omkzhuDzjOU349VGgHbPWCICSolV4+xP8126D7idDPHc",
+	"ZJ+meV4ypUjJMnnHDCBPSjlHSczJCREp5D0r+xBEtMsqfyBVQhLcYlkG54aW7asuWcYXnAntNUI0omRS",
+	"6JJmmoDYaY2BWxVD/LE5R41HjUhsoTEiA6MGmvMquNIRGZJ8JeicZwaat9s6zz/QXAtW6ztaLFuW+735",
+	"uolE2+EibvJIpyFWlk0LNg5L7GhImOqEpo72bpmVCbQe6xLQ2J2WTgSPo3zY+0WiGdnmqX5QqTVH7BuI",
+	"FtCl7XrkMED2I9fSRP5QsuLa0YJ8N2pu1BobZFE/7BJLreS0WdvUD1vuc1NAi2WdKeka4QPADkIk2YMe",
+	"EeqMsnO6AtnP6H1hlAvFNxIxpQsyZhN0OJtHvFRDulz4gcwvnsSa13OIV65ZL4mW8pb41fRqplKuyb3h",
+	"+EIaLcuOmjdMm1XwiTdyuuV0AsjYbsd8LZVei+doHF4Q4JRachhGoURWa3Qj2GdsXMr+8ShhHNWukJT6",
+	"kiEqxemwjRCfA/C6LTqxAb82fOcmNEOvn9iXuP/0+tX3V19fv0jxuFDwrRuwuZ5ZrmsE0EvC5gu9qqeB",
+	"7aXMVXklsL5Am9nmYjmtBVI6uPri22++uX737uWLTtSxO+hEndcvX724fvX3TtT57tU/Xn37w6t1cNrm",
+	"OqnHMLYeYxtWt1wqO/Rac6rp3lpxGxTtcFIVXNy20l9Ha7Ukf3/5LiC537352lFcsD/usDo2jhL2s+2w",
+	"9rOqNpV1bwN68/LtO4hyh5DjdfXcRyLvne/ygmnKizWajgPt3Il9+0AeDblDa+Jvld+EeUuQ+dQds0Le",
+	"k0Eco6egSsCR94J0B3EMCulysSuC4DEKrdNbOaZNK3p/wL3Dltyb223FW8jBYcfIHrSR1fIbh0QNQkfn",
+	"vFj11YJlfMIzyOeobIf2HEEDKHNgdCwiSjov1hhDRKmqYK9g9I4pIpfakkIw1KuT4wyAjTPfZASsa4Iu",
+	"xcbpKNul3fqVN9X6VT2c3JI92HL9cMDWjM4rH4Fqx62DZO8wWgFkdx9I+doSsQNgo53ugeo3VrJYak/o",
+	"MN4CjuFGWSKeeke3s6xaimj0n92GN5i8dUNM5Eau93m3BxDBBjC47Kp1EtiODV/QorAosG5utCbwwekg",
+	"/mxIwPR9Ql6gvRthHaahWrPSDPZf8UP3x7j/nPYnV/0vf3o/fOz9f/+2Sw43yhJ409cX93cDc+hoBz18",
+	"OIjj2Mimi4JygduesLJnNj38r/PT/uDSmeMJU5rPjcpDxgjR97K8RRP3mnljTh/43AgSz+P4s8Hz58Pz",
+	"s8/O4ufPB2Blxp9g7l2WkDl9ADVwwcoba7Fav60JxBkuHOxgtGFwhZFRXJ0x6NLcQsEopEsyovkC3a/2",
+	"aiB3SrHyDrAvY7zgYkq6LnkcXBcTxvoLVvanVEWGYcQxmZoZAt/FiNCxvIOIVBjRqXig7WG4Goh9Z3Fc",
+	"AcCQPADZhA39/2ZpJ+QKE7UwrHLCmCJdWSYCVOBemAeWUWEUhQVdESZysHkhd6OFFDaZzj46lZAQhYrE",
+	"RlD6zB6/s6jtvgdzlnvdAek6S5wsSfxgkKNXARocmJA5GIaX06kBPCkqB5Jz4x10Q4nYfkVk6w1d1SmC",
+	"TbOlRaHM8+PlfOEsW4aAD06GDz7JYW0jhE/IjE9nrIzIckG0TIRfOxgf+xld9HZcDgQd2Itp4TlOo0jd",
+	"Mykai8HgFNnpXW6TC8915x/3LgmfCrBFjFcknfCJTJtofjrcaY7aaV0zFBKQ7yw2IEByPuXaICiZG5oJ",
+	"BkFvQQRfYkbLckUoAQ4Krp7zc5LNWHarlvM10hlSzrP48d928fAN5q8fGHdMICLUG5FxDEjntSBsgJ+S",
+	"JRd6eH5RoXUMySIu4bQD4Fj/7yBuruUWlveOqts91d7W4LSzJwoJjs3XcSn9myRrqy7G0SAaRqc/7fKz",
+	"bJSSXmIBAWsbW1UZqhPKix22p/NWBfYHDH/rRJ2XGA+Lf4O2EXVeSMG26q4HGrSuW6RKM0eg7815w21p",
+	"Y9a37u1sswnMagJb4i7ePVxh3t8RgRchvbMeVzT6mFtpgwcx4YY6tNtCPi9kdqtIztjCcFodlmeBoF/A",
+	"YdLFMzIkwQ5oHX2HuDAxdcS+fZwtfLiWIdLuqrunyh1OUM+na42DVKzIuJQ0z6jSvcPddJ81ZbkDvUj1",
+	"jOGWLDdz8H6BKC0A2zIIaHdnrYYnOx1OOwW1L62QhudVEwd2elEOEEP44TOcY+wDyyun+4FJTsHbN7sd",
+	"g/GRnsEBkAJZTlv3PYdgBbVOZkjBJrqKzd0n/4EJfRTiPAsddPUFWjRZSyfF8hhagoXbI0tE0CqAm+m6",
+	"h4F+MCGX01kvqkgE6UKUQC/yjvMuGs7ZHSvNwPDzyMl1kXdpALSr5YKViuUo7VCQT41E1wtzPHH56LXS",
+	"HXvjnYDQbLOwr7EVN2Grd/Zdwx3j1oMRtW7prYEpzXAD/bAbHNfkC++Oe3Bhnc7PVhGjLSi5TgpqtLSN",
+	"T2H1jqNCG8e0oBaTmjWs4Iem1xKtLhTKs9HdLi07/FHIcOZDUo5F9uDtG8Vbt/nWfF3lw8MbT5xva0ax",
+	"uMdc3jGovQYqC1mY7XuVA76DzcilrrSZI/jV0PGckil2PAEJhjAa1RHkOBgBdZBDzj2GeElDJ7bLfRdY",
+	"6I3pFmr8Co4ff7XpaCc7Q2v0rGRqJou8LXMEY35gXcqGp6PVzEK5Imi+Bn9yN4T43g7e18B+u3W/t834",
+	"ei0m8tCcB9TldtCjoyO5DMbOPBXZ5pioUZzHyNX52+74a5yUrw3odhWse/OpGQXtAyriNLQmSFHbIKo7",
+	"FQqiUSH11mzE/LUi96z0RcC6jsFgHoIC6xFm59AwEIg4v3LvErN4gepAKi9Ud1SepO7lY6uUk22+yRji",
+	"EeeLrSJPeAChSA7FzMCIYw0eYD8bs8zAeGgQAxpYO4odTh5IbswM6pn32nl4VnBzav6pSqdF/LUStk3T",
+	"2pEtcPFhWNHuCHvna3A8UdYJ5pLG4silkYopGUTWlDiMSG4u/DSUjfbR/UOlbJOO+JW8J3PQmQJlse16",
+	"tymQ5nkjUGJELKaXG5YvBetduuhKG6ztWWBtYYemBz7/0GoChvbv4UogM/bgw9G4AA/Jdr3GDLxB/fvS",
+	"q/LeTuzCWj28BiVt10CZ6x3BrmdHVb9qFj1w/H9LcVdLfMMYQnNSJ7sksy1OkisfkcXyICXMngV6Pbw3",
+	"xEWIHwAyzzZ5IbFIbkSwSO7dZzudjryqKnxzy1bb+dfwUHeKp1dU3SJP2V+nHp4f5T3YMSXp4m2M2i3r",
+	"O9yiZ+t6/oZqEq1kB8iMYkxYrZQLl/1qaCTS9BZFNQKumrts9UNIyzM08mcQBbnYZouqtNZgqRp1Yeet",
+	"cxgDI8IFd1v8DpfVHShNVyooiIZVJYwyoY5QDk4bHosDnAnPP4rhwyhAMApmigD4oE5dSKUt1+nBbYEQ",
+	"YbA+ECF80UP02m6/uc+qqMy5Kyvetm5bapFsDgm0aVX1LOd1maFtERgaesdKvUlEWT8y9zxyUgisXWib",
+	"oLEEZ1ccgojnpkXhD2iHJGOt9eUO26padyG2m1uPSH94fkTpwEp6D+oH1rXGNn/X1/tzpfO6waaNYedO",
+	"2l4P2l27yt3WoQ8KF3+21V+2X5T4xX6a19A/dlMp5u2FAbu6XLIekYYiOlG2JnIrL/KDmmNL73udAJKS",
+	"1nXqgHp6LZ10FWPE1RBp1tHv7YjavmiN0fEqZRAmDzIQAFcV+O7paBBNad1BHuFD/eSw8h8VqB9RAuT3",
+	"KN94tJuOqtv9UyMDfX1b8ZYtMeow3fYT/kSpB7/98utTA+F9/XBw5oH1721POTjozI+hsnX6err9lHcc",
+	"8rZSjy4SDQuEzRjHcFA18vSjG/dCZbg7GK2Jh1x5pxP6LWRpCfJ4qb1Q2K5vhupuzyna3WHPqtrd09bp",
+	"QG6BV07IVcUXbJxQXQiCYMo2MWijDMRVsGGQgTBsHeSfmrnJC0mhs+Teu95Z4Hpn1vWet7rezYWx8UzK",
+	"25ciX0gujkSKo7gZaMqCjotdRl/Do9kdE/rGPHMALbFbM6++M6NvoShnG2pANxBLsaxsa33yrShWzuJn",
+	"S6BYEQEoA5bdw7Pa5UMy/HlZFjvDmPfi4Vv5nZmlfrLVhex2H9Xh5muuDoWdexzh8Pt0oLpWmrRpK3YT",
+	"7LH+faNWGzHadahcJ3TwAKQh2HS5qt9QacOsuQJBfiKX5d5m3EMge7gFbK/IW01FTsuc2CGNCmaeJd30",
+	"fqZYdoMZ4RhXbmB6eGZ2c3GGGhnErBoqDOqa39yUCVaCnUaK3dmlFtrX+qX4WOaZ1gtzYOZf20fJRY4O",
+	"47Nna8rhHn4EM+c2sPAnu+5Td5V1RoSuKUremX5ZOcpH1gIK/nAMNA/VuN6lDbcaVRoeBP57I+Gl9z+P",
+	"9tBdL5HR4Po8j3qitinpoO6qoPbSOnup1TwP/O+49nrWm11Ae78sxbKlEaPfGli2vpYF/wdbfQXR/xsE",
+	"BsMDbfsHQpGxpr7fiGvOEbmfvqJ6ZuCF0bxgSlVNFaxRVWHrDpA81AkB7Xcs9cy3BqElI1N+hxLzCsIg",
+	"EwEKiLdI3LIVhotCByt8seph5ddWQSXu0gDZGHISr5Z61gr3bp/d1GUq3LKVsvwj7UUkbe/JUvx889sv",
+	"v6ZGNrllq0TIBRN4HqWEkqSWJVm1yZVLdX0qMAQUWsBEQQuVRLgeKra5xVk8wI0DNQKeDfNXOzV4il02",
+	"uHVX1vdYZfl89e7da7NfgNVlaXhPWH0Pw2e5IJNSCo2RnvjySSIS8W4GOJQt0VOGe716ff0E6A5Rcllm",
+	"DHZdLvUM8YtlM2kDmQm0p5pQtPckAtDP0HIzo2td9dRshi74U7rgUyYQMix5C6KP0zm9rX5IexGWDITD",
+	"XwqBeAWTwj9w+FSR/3j77StDyzBNw1wYXfCT/1ZSpLBDiJxEcDSPRiR9nzgxPHFMKXERnklnlHR+++XX",
+	"pPOYjshZHDfqcHUhyHv/zmK9yFy2DUHcChq+E89ZfGb+9zwiZ4NTeFNC4bJ/GrFc5pypiNhqOgosgoZd",
+	"qYicDYeJsMmrgYEdYK5kVWC4o39Wh4rIeXwauOZds5pENDtTWQafCFwFHKlZVh/8ESyHXnVz+tAfy3xl",
+	"6yNF5FmzPFK1fXMficAkKRjNBzqBmUzCd40DNQoPMQIEIG7VCCZnWUFLFrk6k/ZzvtZ9DmnSXJagQAgs",
+	"KIyowAh7yNii0lVYlduVl3LRN1qIzUt3rVoiADxb9MX8lIhmrlBENJ2SVNmh0h6wM6fdUkW+Wi1YaQsy",
+	"BUl+b16a0QxcmF1aFUt5dzbpGkiGL5PO6H0ClpSkM/rtl1+jBBPt/KcKun/75dfHR0MBAV8xXF6tHzLX",
+	"a0drI/ttRzFLgIJCrqPOwFBmi4GdUef0JD45xdj2GTCpxsGYr6atMlV1NI3jIO40TshLms0Iz8nU0OHU",
+	"p/2mFkXtcfouBlWy1iWhhZJBnmQKUflQH4djqhu1ogbUDfV50N2wblYZ5MBh1gXXlyRtyw1OE1ERClcf",
+	"bVsm9Vp6HazD5jCnpOt+xsI6M2qua0RchCLm00dkxgqr1+NdN0u04igRsS0fQPlvii+2+KRNmk4T4ef2",
+	"0AHTYq25l0KXjjDUYjcs1+S5AkyDNI/UrMeWcPElL40Iho4bIavMw2rrLjyEzy19WsAAArBaBc05mLKC",
+	"zMqsZoSz/e1V6uZYGKn7VSKwGp66tMuBm8CeGbYqVTf9d/NLsozj4QXP/2bEg8gOBw1Ue37IRGhJhs/O",
+	"iR20nhwKBwYXbZ52OSuncdzHx4kNZbtMRDAG6jbK1u8z4joVK79YM/GJXQwwMr+0OE2ELM0p2mc9udFI",
+	"8cj/aqI8GNbWKWsiLP7jtWJ+DdIC//B13hkZVG5PeK83XP1xPeIRrjlXpNvMXlUQLTuf075iZgzNcmRD",
+	"RgcZ+cviGiWPqtOXYdxw1hAdcnFxiUzRt7czgDsYPkPnO3FujkRkM1rSDCng2ihxIKwCwWw0gN3S8BXs",
+	"iPL+pVFXv0fvA/ZjbcbL4aVbV9lWVAAzPmSCVU1gG6syY2xd10+Nnq/DOP7o7TzrsLChlZ5DWuT8acHF",
+	"bdqoNsCVKzfwGHXOPsFCN3a2S831pyNycQH4xPO0yS8vyUVsIWwjcJEKti7JIB7iQIa6IoJaXQkaUpot",
+	"nuMW21bu7+xpe0dWePt0/7fXmoIu53NaroKSA078GdVJrJy4/GcwHdCpAj3XvtQBS7j/5LqPLaTSm6ra",
+	"N7OsPWM05AGaeqK473oGISQry21AMl1FwOFAwDNvgZBHAY6wxwq5snTYba7Gg2ZUJcJcM8BgG50z69+T",
+	"0O2F9FcKFtx6AB+G2SCufy7z1UG4srnnwpZCm3XjkL3pPxdt+eMIx9kpQNgXOGn/3WrBHJ1Im9Onl+Ts",
+	"AiVFma+gpS30zm0Avs8FBy0dbmgLEUpECxWybW/PBqe/34nYPsGDKNwhKWg5Bc8eFWRdhfwXpIYRUB4r",
+	"Aput7E0eH6PO06DLWDutvNpLdSSV5mhU6UoSraIiEwGWe4QmlOuXRgYSUyNovQuuiIYFl7Fi1tdc6TQR",
+	"i1JqOV5OfMfbbhoC+oiE4CQzDakbJaPz1GgMEAgOGwZ5HqJhsYCoTZaG5t2YKQ1WIiM8N8VEEBoYNWPU",
+	"0lQxKMrF+LRU6kAThm0MLSqVMBEocBVUgCYj64mloBQJ8yVXVaEY0EMwPAMaF2mJUqnTs6QvC76wNiye",
+	"BcWXvQ3C/SInxHYCsrKftdh+jfP13+Jz/evcd1ZG9SgRaVV6eU1WATUW7bGETktms3DAdutttkbhZIUK",
+	"S0uDo7h8oshiOS54hrYqJZEAud/cGd8ytkDbsFFDclaeEKP0QZU5u7aoeSkUr2StRLWNGbYDRaRqwCEF",
+	"U+76MHf1hFzZ5bpbqbX/Vp6e2rcwTs5AiVkxxuP5m7F1wcEmHzVAsjKduHJyXPu5ZlQ1TY+tHecbcogN",
+	"ZlfY0l6BZTQRgzg26qoZpFbaCcUcoy9wNCJsQn9U4uaM6f2VPtKi80WJCPVZt39o27iPmLRbE2xCf0Uc",
+	"akjbDQpubAbOjVpRvTGt52vNcuctOtwxq/UOFYuihy5+3Suyjv8H7WNvyTCk1XURYP9a/MAj6vWvuKDl",
+	"qqVC0h4C5PCwBulY4glcKaOnTwuZ0WImlR49i5/FDUH733n+t3g8yH775dfo+WTIfvvl187eLdFrVaha",
+	"hJ6AyYG3yKYvCXmPNreVkdqwA5+3yvdOrAZiCX8iDitLZUDP0WMjjESEi0QU2CwdyKhVrapgKkNWwDHQ",
+	"NAY7QXEv0Tk4f5/DgVk8p3FQRwOxx/co88ACLuCSGepYhYB7qntCrvGJhZRlsTK7nVvL5YyCZ8DaX4MC",
+	"aDg2iUf+NziUkT0be+ujQJrwRBA7QARG77f1BTNFbI26oIH8B8vI79qL+hh25MI+PRSdEK9jDBFMdioZ",
+	"NRHskpye1URxCKgA06Ent9idyxmhLsnpefVGUE6Vi9BpAFZDmbNLchq7R1rK00X1AIAnQRcOcI5VhLPp",
+	"fTcra1wUGuidGAqCmAHyRKBdH5cJYfKzVQ9tMEFnFas3YbdF1EWG5xehSTAK6bhzTTalq5wrkKoAKKVg",
+	"ibCtjc3goY3nD9S+RgdoX5EHBPTeq8B15p5GXIDCVRZw00oTCkFEJaJltnpHlRPyqgnll3XJJxFNVcbm",
+	"fhI1p0XBSqzChwf8J1Uc0WuyJgF7OniQwoi5w/8M/Gl1Ucz9fpRFJiDoLvcA2zD5UFrLrPcDUpe73E73",
+	"FqWEMvLg2gkNNttv4HOau+iz+sG3jFmdqz8k1fkJM7Dz9gSGRSnHNtLWAKqLtC9tOCsEwnz18urFZWAP",
+	"cAqbUY8Mp76XyyK3RsaTNWHZzP3V1ls64KzWomGqcANSsgWGUK5phYbAg/WUoj0S5VlrFdUSNtg72XW+",
+	"pAtiiYW4wJ1mxu5tPH0DxXOmS55t9goHcz1R5HUp50zP2NJwyClXuvTRo5o9aMIeFlKBZkRQ9jwhRmBm",
+	"eSKqJHAdLL9cOkesXUgQPAQBJ9bHn7O7lOSyd5mIs/gsqHbdogO5Le1EPLPkp1DLsk7uW4TklmwonOU4",
+	"dDGvnO1+5ZXUX8qlyBv3H9yCX8WWKw6jczZSqynT3y6YuHp93flAE3IjNLH99Oxc5LQKg6oKNWJn0Vqs",
+	"0kehSkHQVeSCmLaeHBgWNlN4+/NHI/DYYu/j0/g3YB/RNnzsWIi1XHn/fVVqh5EWYXMjH+gE5k1N5nxq",
+	"jSCnEbmnQpOz8ADAvb73CWwUwV65+ZFX+CrJKKJCfqGlQmm11DQiiq6UkVvbCLDfiPfxYywq7sgWQftz",
+	"8rw32+B2X9D5tPzOg9uGi7QcDzHQ31PvmIuqD3UI7ywX2WZ3gSEu/TevvyDDkxhiCSFmNMKDBCV7KvuQ",
+	"XMWW8yeKpOUiS4ltkRoRJRPB9AxF7YjAgyoid5zNseIhNWq7LG/RmqqgWWngRviG6ZnM1SgRG1vWdUum",
+	"l6WNtJ1RNetF2N8OYquv8zRKRCqYvrGxZqn9ecp0MM4Xcil0atg21aCD+JZNMIwZw3dSgQobkGVpG/lB",
+	"F61Ff1IyCDfttc7w+eorqmZpIrp2IBdthTfpAvPMeLUALxdu5wSKG/2AXksbVAYvYC85UAPMEWCTv7+/",
+	"fJeIsAnO0/fmx8cqoMc2nxbLouidkDdsslS0qOJdzcUnwoYOAmGpX7alQEbawbxtLSUp5P0IUxrxu0FE",
+	"9EMi8ENsTt+ZurFxcdUxBvlnoKgvRc5KSNPPUyMzUUiaxB3LkmAzJYMEEGPTPx3G8TnppvoBnrA5ljBj",
+	"BneWCIg2hUhNlrN8BEOxnAwuiH5Qae/Eb9sFTGZyznDrECs9jGM0ZQN4TJmenRAjyXmJcLzkhVkUen+M",
+	"ZjbZZOB+8/qLzvGe9qYd1S/cmX9ci5qgIw1x5oSu1aqB0nwc73u7gBSsCgcMlxU21IEoinCNJ4l4iX0Q",
+	"bOECzSd2Sszmw116QicIz9FnZ8OYrTXK02lzWVVjkhmbXxIliZAEz9SbWOoWy08oDH9cA46TGqIP0wfa",
+	"DDtoxJlzjYxzcP4xFZA2m2PzFEi3TnfwFqHGl63hzx70Gtf8PEDFEXlpX69A0tcLCyiOa8vqmKX5bNnk",
+	"3SB0rrdqmf9gK8UglZsLhNTxivDcNlmmtdTviKRV2njqXbT40Rn+qtTwNiJScN/Bapd3DBIk1xzZ3Dss",
+	"D/R37fRvrc1XeQysZxalvo3zugz//YC/1rNofTWvzbkr/s+N23QFPkPyCp62zmgQx0FrB2zf4Ns5DFpr",
+	"kay3Y95wQDxXZAppRR7TuLJcvWR3XC6VrwsQAMtG7ySWIPijgjbhEqB6QguqXyHwh0F/x+pve7xynC12",
+	"sw0WvEveKg1IjTEZsKkqDCOgHI5W/LQxajEkt1V8B/LHDVwbsy4TscV4Dq0fwpQZGyjTMIvbyJRa0MuI",
+	"8AmEiHONLgefUuN8R75TqvcwWVdSFa8wdtzYjGEEUrcLI1T6zjA+lp2LnD0kopvavfw4+GlkE6Iq2jMi",
+	"TkBJe5ukqYoQHitR7SYwPjPu945ZXO9VuMNVDCUDw+iVvFHQyS7r0l1tUg/d8uLazEYgqBldsMb9jwje",
+	"mmt7mAjfFtFlONUbIqJkNYwHv+/BXIXxjtX5uOCfVb0sCESJpTb9PgW/ExTY+fQHc5TI+fyjS5AttNuF",
+	"AmBGyTpY5XwyYSUEBuJKTvYXb1tNbUaRxLqYeF4jDPz0vaTiGALh7Hl/AlvbuwOdnEjjAgfwDiKNpa3A",
+	"zZ27jMxwIv96w8F5gGPyYzPBt+B2DDhVnUW1BPNXPLAuQD99z/PHbTZ8QOl9Ir48YCLWon/9xscBBKLS",
+	"gupZI+emTr//ULFpM/Hyuzz5vbTSPwS4vhV+m9vgB9oBb1bAPsffjXADZX36NhEPMwm7hbw3FB6K7PUi",
+	"IhdYZwRrx2AwPNVG1frhQH2NrKlr5CoRrjEDrvqJcmmBXJFsqV2NIYivtr/MjZy0WDBaEmy77IagIodv",
+	"SMHv2HEmJ9AW7fntrS1W54naIpzPFp2N7a+ywdC2Sf0G/QjrkuLZfGpNab2dn1Py4qOVvD9e7/ykhAtu",
+	"cA+FzwJR19nqsOJYLYnZwLe1z6ve/92Urm6WcoczrkP7Lu2yYZfCQZ6+hyEet0ZBGALiur5XRpn63D56",
+	"XzAgmI4KSWGIY4rt9Eu21tX7CTgfkF7YKmhSIPG9JKm73zQR6C8Dv491FQXxnEYy5jqqdEQo+QkUcKkz",
+	"OWcbEogRHveSGhxBfvn9N7Wtb5AWsHTyn0ZgwH1ukhXg1/9JKAQSKey6pc+8S8RwwLcZiZyTbLMv1Bwv",
+	"ZEfoeyMvTMgmn2QQI4lhj6AoQrHEmsGFdAs2pdkqIhS0l76NsSb5StA5z/oTxnqEKiijS641KKNWabDF",
+	"CdEFVrJM3rHS+RK1soWleO6yomypA5ojkiXChkdb92W5LIySRa3Pjv28pIVLpcE5jPhipBuuiPeEJqLr",
+	"kdT6Mq0eJp2vX0inFM3oHYOa3YteRKjrTgE2qBRfTi/9ApySaf1zoJ7bHlAYgWWmdTXbIZyWLxKBeUhO",
+	"2x8MYvL/OslMFtayUZWz9gk84LUf2nx9jBt2tUGDu4IALmsWGBGsmHBCvnEuUFqyRNTcFMd7Bl9LWbx7",
+	"+ESmrFfs3o7/uxuxzKzbNZ21YpuhIcuG6IFztxtaaPA2UG74uNal7St+a6umVKEBsiQOmBtLRBvSUbkQ",
+	"gVkkOJkpdWXtsWKzFQ5H8IPmC0CNQeS+JwJc3mQQNmD9FBFKrlFtuFZ0tXFl7y4MteeqHlTQ81Hfuc1+",
+	"PcqzupddbEOU19ZIBvt3/IlsTjh6rQx3jf7a0wkjJnwmQ0m5Yk2qaCRLQwhPPpXDeaPpzHeDrmW/bvct",
+	"D4++tnrQxye6HQRfi+22YtuS5T230yoixSzi5IMFpE9/UT6szO7Alkue1DbkmutBkeSwrNtWuYzmOaGu",
+	"d0G9YKan47vFMRuztFGneV0PpoqCEmcuhz5QdkJhPxEp/oStUdJe1SOTdMcrH5aU34xXKVxx0GnTCAqp",
+	"+XyDZbfSEUnZwwJ8VBFJlaYFS3sNEQAUGThCH2OIlUf2Ew2mrJIMduo44YFjSJjtO35xFvQd36Dw2B6Y",
+	"fw59Zx+5odYD4n+O6kPXwgW9AuBNde3o1ezdsNVm0Gw8haGbEBdpc+Ko9knwZC7vuJiOwt6cLvwPSjNW",
+	"3Tu5rrfrjGr9Hbs4tO86nRjCk/fwoaolBTJKGwNd7xnZ5ZqUHMpriERwoZaTCc84E7o/WYrcOrhpYYQO",
+	"1yLADWGEFVoVlNSON5tVKAal0zBRBaQ7W3jZNsGuNc/Ali7lUmxA6R9cPfAGSrdBSPWI7RrQ+aSYF/S8",
+	"3IB3uMvjUW6wFy7Ycrss3xtPceV/FLbaEstwjWGx4R9/gmputXLLP/5krrBC8Ct7plGgxjucRoALkdqi",
+	"8Wa8dh0xNls13mpbisI+iSWwu4qxnMTxWc/HyXmIBk57WfsuEbZFnGH3YU9NDn37sJCw9cKk/b6dqg/f",
+	"g9E6HSUidS1e0gjNA85Xg7YLWeRQctboWBM+kakL9ywKea+IL3nHNZSDgV4UvmSkXGqSmp1h4cVaGEtY",
+	"OjKsAa5IN82lYCmkE6cQEWwndXGkzmpAuD4h15OwcWDOVSaFwFIdrkJuIrD2eNCOQNlSnKmtsWkdyq5G",
+	"edV/0FAzPFPhVxORqnfhiGBNyUvX5dDpzanvSJGinzTgF3BUKKP1bPgl2kmghqDRQwwC2fq87trm9KFv",
+	"K3Cex0SR8SoRLtxohK2WuSb1qorDeFiFoNh2d1gCO7Kd0BfS7CIRVJP0a4kEK8XaL7Wr86CJxJX1qcj7",
+	"E1lOme4Fk8LOzKyuaqUBhfS6Km4MpctHpB5LTCjUPA76pLpTrPGCRKAdCdQcWx7GBUmF8FEF3ViDEuBW",
+	"UE01EViJGosxRmsWJs98bOp4tQHdf2Pk0xXLRxihAuYzkFlXlU6I0BG2YbWdxtah9MSWELLV1d1xVLEd",
+	"Lh7ibDisCg5h8g6krrhJbOs0hg3vt/Xe4XqUCMAhJyLDIo1QADX4IwSbuqzQxkcNZLbJxXsy0TXPXWpB",
+	"zdCaQdobVVZCD08NaO4aUHTx5wYUL0lqrxBGiS1eV3gCGBY2LTZ4wES+yVkITX9afYW2OUZLC5d9vJQD",
+	"M+/w/IIsSi401IC/evvF9XWt6ORS8J+XDIJuHM/fUGSmgWFb68vMuXCfB9GH1yEMDAPYXLYTP4Sdw0bn",
+	"2LCuEz88G9PBZBA/Pz8fjF+cnQ6fxafxYHhxdn6VDU4v8jy/OHvx+dVnQ9+AbNSpLGfWfrZ/2Q6Aziqf",
+	"83c1u6713dqkQtUwL2B9xHE+c+W2Q4OZtIUSbVqLfetp9Yp/4zHqOGK/622zB/8s7GK/sj6f4JyqOFqD",
+	"8U6JcSdXMStvA3PsVN6xsncJvA6qftV43Z/ufP/kMv3vas7cJxLQIIuhPGmzGszgdBB/NnSdcsDSOfx9",
+	"lt6QYqDUEcIwZNchW14TiyIH3pDnFgoBjoN72/y/imJliHCjZZDdnD2iLtZVqStCvcO0Ld9t8ZD8INLl",
+	"tocFtsCGmDCeW32J29YzIKzDV73DE4rCALVEYISaQXcI1bDFE8FBK6SF4EsyZboSTTAoY1NcWUU71ceT",
+	"wXwUmnYL9TFoHy1xaL3D7V/ZQ3+MlbfRgHVrRBkAxF9Gp49HGyG/iQYNf80BR9bigjaYXRFpe9JGH/qd",
+	"s4Jp1pbJ7A0hgSGGCyeF2gIXTauHK4cAoWWJUEzoE3Jl1SrbuGGbHaRqZwojzemKjFkipLD9k1dGN29K",
+	"xMDl2UR7U8aInMXP24gkLjfo9PoBVHLHk2b46xed3wlZd8vKUWDCEvL+XwFtPyB6AAAuHjyP6WA87Gen",
+	"+Vn/M3Y+6T+jF+P+Z9mz/DmLJwM6HNf6zY4wqqnRvzujgowZCVtafwqntlNowFjj+v+GIRpg3HE+paXq",
+	"/UuJfV+gAax+tO2EK9qYj/I/EnH/YrAfDwq/db2qoURLZUHbn3uG7XpbwbSSw10v2T+nT7GlcfEGIGT2",
+	"mYYk8hdcfnxv4xNFLIBVp95M2MDOxKq3iXhuDpp2Q7ouzKruT0x97D/4s1x3W/MB29um2JjRB+Q4yRC7",
+	"O3fBxCYVQymx6gmd9iLsgiBFxqJEvP727TvsD4H9UETuRD5vym/pxwxdVhPRTe0B9aHdn/9k5GCl6XwR",
+	"flklILqWtpeEJqJkOSs45D5ktIR2dz4hOxy+d0K+hI0T+zx3AcYl0yV3C2YPCB2cFmRMs1s5mQQd7QRZ",
+	"LtCV57oTuVD0RJj1GV6Y4p2mvt30b7/8mvZGqEn6gmxGDedz5hrWzuS9gPw2azcxsjLYDpSRvWlRQVCr",
+	"JAwaa41QfRid+vgR0ht6k+9ltx98qlXsIpJBvgxe6l9k8uORyTdQJZaVhnc3yKStT1VTnS1lOo7Bt2jI",
+	"dQzC7z8OBkVbyTXPP1X69Nk6o3gB28r/AtuPB7Z4pG1A6yKKlsJyGJbvBFr8ZM041kb+9L35eJ1vjx9s",
+	"9INvIIsNIYAm6UHcUWRtzioRtmv8KAzLqHoa4f30r184ZlvjeqBm00wXK5vZw1j+RPkydPWG3gDIvhny",
+	"aZRYezJ09n4hBUs6UdLRD9c5fBM/2G7fUSKsWUrmrtazskUapQCbZUzSH3yAz4CkL70tKiJDkgKU+ISq",
+	"1Kre0Fd41YvIKUlfgPHJ/m6WYAMKIM6p3gghEVAH88T2+dhujEvBJ1QVyc+ZprzY1KQVPNmBvXyfSGSw",
+	"L2wiJQg/B5GTaHOMauWwGLNCiqkiWm5ph+NB53cIdg7MRbanSVTVTDaX2yyZHAGgQbTCeXYen7H87HSY",
+	"jc8Hg9Nn42wSP6f0nD2jZ4M4z8/ogA3jMzZ5djaesHwwZoOLfDKmg/FwGF8cHKpQc4hsNBA8qZwxf9Hs",
+	"j+emRPoX9gdEq0HoltxApR/9t2tOLCjJHPn69BhWFpQSP6nwIqgQ3I5rQYO7bthE8O8lB9oqWL80526b",
+	"O9nnIdizF8zjyntsRWicJQj5q4Wp4pijes4vhGJjAzR7Nr6jG4anTqRNsK8C251LoxGtaounJQK5k2As",
+	"h1ZBV6+vIUZOZXJhqK8MWBOSTt9sFS9n50GCX962+ADOt6M74yjoyug4JDEqOJpqq6ZI2rerJ1wozWiO",
+	"4FR1SDSwsJBFoVzn+599WJrvf0psfbcZs43d2pvSRYkwHBW+Szqj956X/vbLr4Zzcl1UnyyTw8+Pj2nt",
+	"4HyrksefHv9PAAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

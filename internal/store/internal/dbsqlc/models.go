@@ -202,6 +202,7 @@ type LedgerqTxAttemptState string
 const (
 	LedgerqTxAttemptStateSigned    LedgerqTxAttemptState = "signed"
 	LedgerqTxAttemptStateSent      LedgerqTxAttemptState = "sent"
+	LedgerqTxAttemptStateMined     LedgerqTxAttemptState = "mined"
 	LedgerqTxAttemptStateConfirmed LedgerqTxAttemptState = "confirmed"
 	LedgerqTxAttemptStateDropped   LedgerqTxAttemptState = "dropped"
 )
@@ -595,7 +596,7 @@ type LedgerqTxAttempt struct {
 	MaxFeePerGas pgtype.Numeric
 	// EIP-1559 tip signed, in wei.
 	MaxPriorityFeePerGas pgtype.Numeric
-	// signed: stored, not known broadcast (recover re-broadcasts it); sent; confirmed: mined; dropped: will never be mined.
+	// signed: stored, not known broadcast (recover re-broadcasts it); sent; mined: has a receipt, not yet deep enough to be final; confirmed: final; dropped: will never be mined (or superseded by a gas bump).
 	State LedgerqTxAttemptState
 	// Last broadcast error (for operators), or why the attempt was dropped.
 	LastError *string
@@ -605,10 +606,20 @@ type LedgerqTxAttempt struct {
 	UpdatedAt time.Time
 	// When a broadcast was recorded as done (or indeterminate).
 	SentAt *time.Time
-	// When its receipt was recorded.
+	// When it became final (confirmed).
 	ConfirmedAt *time.Time
 	// Hash of the gas bump that replaced this attempt for its nonce (the attempt is dropped but may still be mined).
 	SupersededBy *string
+	// Surrogate key, in the order attempts were stored. The same signed bytes (and hash) may be stored again after a refusal; among live attempts (not dropped) a hash is unique.
+	ID int64
+	// Block number its receipt was last seen in (mined and confirmed; NULL for attempts confirmed before this was kept).
+	MinedBlock *int64
+	// Hash of that block: a pass that finds another hash at that height, or no receipt, knows the block left the chain.
+	MinedBlockHash *string
+	// When its receipt was first seen in mined_block.
+	MinedAt *time.Time
+	// How many times its mined transaction left the chain (a reorg, or a node that lost blocks) and it went back to sent, to be broadcast again with the same bytes.
+	Reorgs int32
 }
 
 // Wallet lane: per (chain, sender) health (seed 003's eoa_health): when the chain's nonce last moved, the balance and the threshold below which sending pauses, and the last nonce reset.
@@ -625,7 +636,7 @@ type LedgerqWalletHealth struct {
 	BalanceWei pgtype.Numeric
 	// When balance_wei was read; NULL asks for a new read.
 	BalanceAt *time.Time
-	// Sending pauses while the balance is below it; it rises to the cost of a transaction refused for insufficient funds.
+	// Sending pauses while the balance is below it: what a plain transfer costs at the fees read with the balance, recomputed at every read (a task the wallet cannot afford ends in error alone).
 	ThresholdWei pgtype.Numeric
 	// Sending is paused: the balance is below the threshold (tasks wait, no send is made).
 	Paused bool
@@ -641,6 +652,8 @@ type LedgerqWalletHealth struct {
 	CreatedAt time.Time
 	// Last change to the row.
 	UpdatedAt time.Time
+	// The chain's latest block number as the wallet's last confirm pass read it: a mined attempt has chain_head - mined_block + 1 confirmations.
+	ChainHead *int64
 }
 
 // Wallet lane: the next nonce ledgerq will sign with, per (chain, sender) (seed 003's optimistic transaction count).
@@ -669,7 +682,7 @@ type LedgerqWalletTask struct {
 	Sender string
 	// Client-given priority: with the priority queue type, higher goes first.
 	Priority int32
-	// Seed 004 status code: 0 Waiting, 1 Executing (a transaction is signed for it), 2 Error, 3 Done (mined). 2 and 3 are terminal.
+	// Status code: 0 Waiting, 1 Executing (a transaction is signed for it, sent, or mined but not yet deep enough), 2 Error, 3 Done (its transaction is the configured number of blocks deep). 2 and 3 are terminal, but a done task whose transaction leaves the chain is executing again.
 	Status int16
 	// Request: recipient, lower-case hex.
 	ToAddress string
@@ -709,6 +722,8 @@ type LedgerqWalletTask struct {
 	TipCapWei pgtype.Numeric
 	// The fee cap (max fee per gas, wei) the request asked for its first transaction; NULL: 2 x base fee + tip. Never below tip_cap_wei.
 	FeeCapWei pgtype.Numeric
+	// How many times the task's mined transaction left the chain (a reorg, or a node that lost blocks); the task was then executing again, its same transaction sent again.
+	Reorgs int32
 }
 
 // Wallet lane at a glance: tasks per wallet, address and status, the oldest of each, and the address's next nonce.
@@ -741,7 +756,7 @@ type LedgerqWebhookDelivery struct {
 	ID string
 	// The endpoint it goes to; deleted with it.
 	EndpointID string
-	// submitted, confirmed, failed or replaced.
+	// submitted, confirmed, failed, replaced or reorged.
 	EventType string
 	// The task the event is about (no foreign key: a delivery may outlive the task's retention).
 	TaskID string
@@ -775,7 +790,7 @@ type LedgerqWebhookEndpoint struct {
 	Url string
 	// Standard Webhooks signing secret (whsec_ + base64). A SHARED secret: the receiver holds the same value to verify webhook-signature, so it is stored as it is (not hashed) and must be treated like a credential.
 	Secret string
-	// Events the endpoint is subscribed to: any of submitted, confirmed, failed, replaced (default all).
+	// Events the endpoint is subscribed to: any of submitted, confirmed, failed, replaced, reorged (default all).
 	EventTypes []string
 	// A disabled endpoint gets no new events, and its pending deliveries wait until it is enabled again.
 	Enabled bool

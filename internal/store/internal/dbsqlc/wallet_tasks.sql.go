@@ -14,15 +14,20 @@ import (
 
 const attemptConfirm = `-- name: AttemptConfirm :one
 UPDATE ledgerq.tx_attempts
-SET state = 'confirmed', confirmed_at = $1::timestamptz, updated_at = $1::timestamptz
-WHERE chain_id = $2 AND tx_hash = $3 AND state IN ('signed', 'sent')
+SET state = 'confirmed', confirmed_at = $1::timestamptz, updated_at = $1::timestamptz,
+    mined_block = coalesce($2::bigint, mined_block),
+    mined_block_hash = coalesce($3::text, mined_block_hash),
+    mined_at = CASE WHEN $2::bigint IS NULL THEN mined_at ELSE coalesce(mined_at, $1::timestamptz) END
+WHERE chain_id = $4 AND tx_hash = $5 AND state IN ('signed', 'sent', 'mined')
 RETURNING task_id, nonce
 `
 
 type AttemptConfirmParams struct {
-	Now     time.Time
-	ChainID int64
-	TxHash  string
+	Now            time.Time
+	MinedBlock     *int64
+	MinedBlockHash *string
+	ChainID        int64
+	TxHash         string
 }
 
 type AttemptConfirmRow struct {
@@ -30,52 +35,27 @@ type AttemptConfirmRow struct {
 	Nonce  int64
 }
 
-// Confirm: the attempt's receipt was found. Returns its task.
+// Confirm: the attempt's receipt is deep enough to be final (from signed or
+// sent when the first receipt already is, from mined otherwise). Returns its
+// task. A live hash is unique (tx_attempts_live_nonce), so this is one row.
 func (q *Queries) AttemptConfirm(ctx context.Context, arg AttemptConfirmParams) (AttemptConfirmRow, error) {
-	row := q.db.QueryRow(ctx, attemptConfirm, arg.Now, arg.ChainID, arg.TxHash)
-	var i AttemptConfirmRow
-	err := row.Scan(&i.TaskID, &i.Nonce)
-	return i, err
-}
-
-const attemptConfirmSuperseded = `-- name: AttemptConfirmSuperseded :one
-UPDATE ledgerq.tx_attempts
-SET state = 'confirmed', confirmed_at = $1::timestamptz, updated_at = $1::timestamptz
-WHERE chain_id = $2 AND tx_hash = $3 AND state = 'dropped'
-  AND task_id IS NOT DISTINCT FROM $4::text
-RETURNING task_id, nonce
-`
-
-type AttemptConfirmSupersededParams struct {
-	Now     time.Time
-	ChainID int64
-	TxHash  string
-	TaskID  *string
-}
-
-type AttemptConfirmSupersededRow struct {
-	TaskID *string
-	Nonce  int64
-}
-
-// Confirm: a superseded attempt of a nonce was the one mined (its bump was
-// dropped first, in the same transaction).
-func (q *Queries) AttemptConfirmSuperseded(ctx context.Context, arg AttemptConfirmSupersededParams) (AttemptConfirmSupersededRow, error) {
-	row := q.db.QueryRow(ctx, attemptConfirmSuperseded,
+	row := q.db.QueryRow(ctx, attemptConfirm,
 		arg.Now,
+		arg.MinedBlock,
+		arg.MinedBlockHash,
 		arg.ChainID,
 		arg.TxHash,
-		arg.TaskID,
 	)
-	var i AttemptConfirmSupersededRow
+	var i AttemptConfirmRow
 	err := row.Scan(&i.TaskID, &i.Nonce)
 	return i, err
 }
 
 const attemptDrop = `-- name: AttemptDrop :one
 UPDATE ledgerq.tx_attempts
-SET state = 'dropped', last_error = $1::text, updated_at = $2::timestamptz
-WHERE chain_id = $3 AND tx_hash = $4 AND state IN ('signed', 'sent')
+SET state = 'dropped', last_error = $1::text, updated_at = $2::timestamptz,
+    mined_block = NULL, mined_block_hash = NULL, mined_at = NULL
+WHERE chain_id = $3 AND tx_hash = $4 AND state IN ('signed', 'sent', 'mined')
 RETURNING task_id, nonce
 `
 
@@ -91,9 +71,11 @@ type AttemptDropRow struct {
 	Nonce  int64
 }
 
-// A live, unmined attempt that will never be mined (its nonce went to another
-// transaction, or it was signed and never broadcast and is released) is
-// dropped; its nonce is free again. Returns its task and nonce.
+// A live attempt that will never be final (its nonce went to another
+// transaction, it was signed and never broadcast and is released, or a
+// superseded attempt of its nonce was the one mined) is dropped; its nonce is
+// free again unless another attempt takes it in the same transaction.
+// Returns its task and nonce.
 func (q *Queries) AttemptDrop(ctx context.Context, arg AttemptDropParams) (AttemptDropRow, error) {
 	row := q.db.QueryRow(ctx, attemptDrop,
 		arg.Error,
@@ -148,10 +130,11 @@ func (q *Queries) AttemptDropByTask(ctx context.Context, arg AttemptDropByTaskPa
 
 const attemptHashesOfNonce = `-- name: AttemptHashesOfNonce :many
 
-SELECT tx_hash FROM ledgerq.tx_attempts
-WHERE chain_id = $1 AND sender = $2 AND nonce = $3
-  AND task_id IS NOT DISTINCT FROM $4::text
-ORDER BY created_at DESC, tx_hash
+SELECT a.tx_hash FROM ledgerq.tx_attempts a
+WHERE a.chain_id = $1 AND a.sender = $2 AND a.nonce = $3
+  AND a.task_id IS NOT DISTINCT FROM $4::text
+GROUP BY a.tx_hash
+ORDER BY max(a.id) DESC
 `
 
 type AttemptHashesOfNonceParams struct {
@@ -282,9 +265,10 @@ func (q *Queries) AttemptInsertOne(ctx context.Context, arg AttemptInsertOnePara
 }
 
 const attemptListByTask = `-- name: AttemptListByTask :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by FROM ledgerq.tx_attempts WHERE task_id = $1 ORDER BY created_at, tx_hash
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts WHERE task_id = $1 ORDER BY id
 `
 
+// A task's attempts in the order they were stored, through tx_attempts_task.
 func (q *Queries) AttemptListByTask(ctx context.Context, taskID *string) ([]LedgerqTxAttempt, error) {
 	rows, err := q.db.Query(ctx, attemptListByTask, taskID)
 	if err != nil {
@@ -311,6 +295,11 @@ func (q *Queries) AttemptListByTask(ctx context.Context, taskID *string) ([]Ledg
 			&i.SentAt,
 			&i.ConfirmedAt,
 			&i.SupersededBy,
+			&i.ID,
+			&i.MinedBlock,
+			&i.MinedBlockHash,
+			&i.MinedAt,
+			&i.Reorgs,
 		); err != nil {
 			return nil, err
 		}
@@ -323,7 +312,7 @@ func (q *Queries) AttemptListByTask(ctx context.Context, taskID *string) ([]Ledg
 }
 
 const attemptLiveAt = `-- name: AttemptLiveAt :one
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND nonce = $3 AND state IN ('signed', 'sent')
 `
 
@@ -354,7 +343,50 @@ func (q *Queries) AttemptLiveAt(ctx context.Context, arg AttemptLiveAtParams) (L
 		&i.SentAt,
 		&i.ConfirmedAt,
 		&i.SupersededBy,
+		&i.ID,
+		&i.MinedBlock,
+		&i.MinedBlockHash,
+		&i.MinedAt,
+		&i.Reorgs,
 	)
+	return i, err
+}
+
+const attemptMarkMined = `-- name: AttemptMarkMined :one
+UPDATE ledgerq.tx_attempts
+SET state = 'mined', mined_block = $1::bigint, mined_block_hash = $2::text,
+    mined_at = CASE WHEN state = 'mined' AND mined_block_hash = $2::text THEN mined_at ELSE $3::timestamptz END,
+    updated_at = $3::timestamptz
+WHERE chain_id = $4 AND tx_hash = $5 AND state IN ('signed', 'sent', 'mined')
+RETURNING task_id, nonce
+`
+
+type AttemptMarkMinedParams struct {
+	MinedBlock     int64
+	MinedBlockHash string
+	Now            time.Time
+	ChainID        int64
+	TxHash         string
+}
+
+type AttemptMarkMinedRow struct {
+	TaskID *string
+	Nonce  int64
+}
+
+// Confirm: the attempt has a receipt in @mined_block, not yet deep enough to
+// be final; a mined attempt seen in another block (re-mined after a reorg)
+// moves to it. Its task stays executing.
+func (q *Queries) AttemptMarkMined(ctx context.Context, arg AttemptMarkMinedParams) (AttemptMarkMinedRow, error) {
+	row := q.db.QueryRow(ctx, attemptMarkMined,
+		arg.MinedBlock,
+		arg.MinedBlockHash,
+		arg.Now,
+		arg.ChainID,
+		arg.TxHash,
+	)
+	var i AttemptMarkMinedRow
+	err := row.Scan(&i.TaskID, &i.Nonce)
 	return i, err
 }
 
@@ -362,7 +394,7 @@ const attemptMarkSent = `-- name: AttemptMarkSent :many
 UPDATE ledgerq.tx_attempts
 SET state = 'sent', sent_at = $1::timestamptz, updated_at = $1::timestamptz, last_error = $2
 WHERE chain_id = $3 AND tx_hash = ANY($4::text[]) AND state = 'signed'
-RETURNING chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by
+RETURNING chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs
 `
 
 type AttemptMarkSentParams struct {
@@ -406,6 +438,11 @@ func (q *Queries) AttemptMarkSent(ctx context.Context, arg AttemptMarkSentParams
 			&i.SentAt,
 			&i.ConfirmedAt,
 			&i.SupersededBy,
+			&i.ID,
+			&i.MinedBlock,
+			&i.MinedBlockHash,
+			&i.MinedAt,
+			&i.Reorgs,
 		); err != nil {
 			return nil, err
 		}
@@ -417,9 +454,30 @@ func (q *Queries) AttemptMarkSent(ctx context.Context, arg AttemptMarkSentParams
 	return items, nil
 }
 
+const attemptMaxHeldNonce = `-- name: AttemptMaxHeldNonce :one
+SELECT coalesce(max(nonce), -1)::bigint AS nonce FROM ledgerq.tx_attempts
+WHERE chain_id = $1 AND sender = $2 AND state <> 'dropped'
+`
+
+type AttemptMaxHeldNonceParams struct {
+	ChainID int64
+	Sender  string
+}
+
+// Reconciliation: the highest nonce any attempt not dropped holds, confirmed
+// ones included (-1: none). The next nonce never moves to or below it: a
+// nonce ledgerq signed for is not signed again with other content while its
+// transaction may still land.
+func (q *Queries) AttemptMaxHeldNonce(ctx context.Context, arg AttemptMaxHeldNonceParams) (int64, error) {
+	row := q.db.QueryRow(ctx, attemptMaxHeldNonce, arg.ChainID, arg.Sender)
+	var nonce int64
+	err := row.Scan(&nonce)
+	return nonce, err
+}
+
 const attemptMaxLiveNonce = `-- name: AttemptMaxLiveNonce :one
 SELECT coalesce(max(nonce), -1)::bigint AS nonce FROM ledgerq.tx_attempts
-WHERE chain_id = $1 AND sender = $2 AND state IN ('signed', 'sent')
+WHERE chain_id = $1 AND sender = $2 AND state IN ('signed', 'sent', 'mined')
 `
 
 type AttemptMaxLiveNonceParams struct {
@@ -427,12 +485,65 @@ type AttemptMaxLiveNonceParams struct {
 	Sender  string
 }
 
-// Recycled nonces: the highest nonce a live attempt holds (-1: none).
+// Recycled nonces: the highest nonce a live attempt (signed, sent or mined)
+// holds (-1: none).
 func (q *Queries) AttemptMaxLiveNonce(ctx context.Context, arg AttemptMaxLiveNonceParams) (int64, error) {
 	row := q.db.QueryRow(ctx, attemptMaxLiveNonce, arg.ChainID, arg.Sender)
 	var nonce int64
 	err := row.Scan(&nonce)
 	return nonce, err
+}
+
+const attemptMineSuperseded = `-- name: AttemptMineSuperseded :one
+UPDATE ledgerq.tx_attempts
+SET state = CASE WHEN $1::boolean THEN 'confirmed' ELSE 'mined' END::ledgerq.tx_attempt_state,
+    confirmed_at = CASE WHEN $1::boolean THEN $2::timestamptz END,
+    mined_block = $3::bigint, mined_block_hash = $4::text,
+    mined_at = CASE WHEN $3::bigint IS NULL THEN NULL ELSE $2::timestamptz END,
+    updated_at = $2::timestamptz
+WHERE id = (
+    SELECT d.id FROM ledgerq.tx_attempts d
+    WHERE d.chain_id = $5 AND d.tx_hash = $6 AND d.state = 'dropped'
+      AND d.task_id IS NOT DISTINCT FROM $7::text
+    ORDER BY d.id DESC
+    LIMIT 1
+)
+RETURNING task_id, nonce
+`
+
+type AttemptMineSupersededParams struct {
+	Final          bool
+	Now            time.Time
+	MinedBlock     *int64
+	MinedBlockHash *string
+	ChainID        int64
+	TxHash         string
+	TaskID         *string
+}
+
+type AttemptMineSupersededRow struct {
+	TaskID *string
+	Nonce  int64
+}
+
+// Confirm: a superseded attempt of a nonce was the one mined (its bump was
+// dropped first, in the same transaction): it becomes the nonce's live
+// attempt again, mined or, with @final, confirmed. The same bytes may have
+// been stored more than once for the task (signed again after a refusal):
+// the newest row takes it.
+func (q *Queries) AttemptMineSuperseded(ctx context.Context, arg AttemptMineSupersededParams) (AttemptMineSupersededRow, error) {
+	row := q.db.QueryRow(ctx, attemptMineSuperseded,
+		arg.Final,
+		arg.Now,
+		arg.MinedBlock,
+		arg.MinedBlockHash,
+		arg.ChainID,
+		arg.TxHash,
+		arg.TaskID,
+	)
+	var i AttemptMineSupersededRow
+	err := row.Scan(&i.TaskID, &i.Nonce)
+	return i, err
 }
 
 const attemptRecordBroadcast = `-- name: AttemptRecordBroadcast :execrows
@@ -461,6 +572,44 @@ func (q *Queries) AttemptRecordBroadcast(ctx context.Context, arg AttemptRecordB
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const attemptReopen = `-- name: AttemptReopen :one
+UPDATE ledgerq.tx_attempts
+SET state = 'sent', sent_at = coalesce(sent_at, $1::timestamptz), confirmed_at = NULL,
+    mined_block = NULL, mined_block_hash = NULL, mined_at = NULL, reorgs = reorgs + 1,
+    last_error = $2::text, updated_at = $1::timestamptz
+WHERE chain_id = $3 AND tx_hash = $4 AND state IN ('mined', 'confirmed')
+RETURNING task_id, nonce, mined_block
+`
+
+type AttemptReopenParams struct {
+	Now     time.Time
+	Error   string
+	ChainID int64
+	TxHash  string
+}
+
+type AttemptReopenRow struct {
+	TaskID     *string
+	Nonce      int64
+	MinedBlock *int64
+}
+
+// Confirm: a mined or confirmed attempt whose transaction left the chain goes
+// back to sent, with its same bytes, to be broadcast again (its nonce stays
+// held: it is never signed with other content while this may still land).
+// @error records why and makes it due for a broadcast.
+func (q *Queries) AttemptReopen(ctx context.Context, arg AttemptReopenParams) (AttemptReopenRow, error) {
+	row := q.db.QueryRow(ctx, attemptReopen,
+		arg.Now,
+		arg.Error,
+		arg.ChainID,
+		arg.TxHash,
+	)
+	var i AttemptReopenRow
+	err := row.Scan(&i.TaskID, &i.Nonce, &i.MinedBlock)
+	return i, err
 }
 
 const attemptSupersede = `-- name: AttemptSupersede :one
@@ -493,8 +642,10 @@ func (q *Queries) AttemptSupersede(ctx context.Context, arg AttemptSupersedePara
 }
 
 const attemptsInFlight = `-- name: AttemptsInFlight :one
-SELECT count(*) FROM ledgerq.tx_attempts
-WHERE chain_id = $1 AND sender = $2 AND state IN ('signed', 'sent')
+SELECT count(*) FILTER (WHERE state IN ('signed', 'sent')) AS in_flight,
+       count(*) FILTER (WHERE state = 'mined') AS mined
+FROM ledgerq.tx_attempts
+WHERE chain_id = $1 AND sender = $2 AND state IN ('signed', 'sent', 'mined')
 `
 
 type AttemptsInFlightParams struct {
@@ -502,17 +653,146 @@ type AttemptsInFlightParams struct {
 	Sender  string
 }
 
+type AttemptsInFlightRow struct {
+	InFlight int64
+	Mined    int64
+}
+
 // Send (seed 003's in-flight budget): the wallet's attempts signed or sent
-// and not yet confirmed, through tx_attempts_signed and tx_attempts_sent.
-func (q *Queries) AttemptsInFlight(ctx context.Context, arg AttemptsInFlightParams) (int64, error) {
+// and not yet mined, through tx_attempts_signed and tx_attempts_sent; and
+// its mined attempts not yet final, through tx_attempts_mined (confirm
+// follows them; they take no room in the budget).
+func (q *Queries) AttemptsInFlight(ctx context.Context, arg AttemptsInFlightParams) (AttemptsInFlightRow, error) {
 	row := q.db.QueryRow(ctx, attemptsInFlight, arg.ChainID, arg.Sender)
-	var count int64
-	err := row.Scan(&count)
-	return count, err
+	var i AttemptsInFlightRow
+	err := row.Scan(&i.InFlight, &i.Mined)
+	return i, err
+}
+
+const attemptsMined = `-- name: AttemptsMined :many
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts
+WHERE chain_id = $1 AND sender = $2 AND state = 'mined'
+ORDER BY nonce
+LIMIT $3
+`
+
+type AttemptsMinedParams struct {
+	ChainID int64
+	Sender  string
+	Max     int32
+}
+
+// Confirm: the wallet's attempts mined but not yet final, in nonce order,
+// through tx_attempts_mined: each pass checks their receipts again.
+func (q *Queries) AttemptsMined(ctx context.Context, arg AttemptsMinedParams) ([]LedgerqTxAttempt, error) {
+	rows, err := q.db.Query(ctx, attemptsMined, arg.ChainID, arg.Sender, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LedgerqTxAttempt{}
+	for rows.Next() {
+		var i LedgerqTxAttempt
+		if err := rows.Scan(
+			&i.ChainID,
+			&i.TxHash,
+			&i.TaskID,
+			&i.Sender,
+			&i.Nonce,
+			&i.Raw,
+			&i.GasLimit,
+			&i.MaxFeePerGas,
+			&i.MaxPriorityFeePerGas,
+			&i.State,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.SentAt,
+			&i.ConfirmedAt,
+			&i.SupersededBy,
+			&i.ID,
+			&i.MinedBlock,
+			&i.MinedBlockHash,
+			&i.MinedAt,
+			&i.Reorgs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const attemptsMinedFrom = `-- name: AttemptsMinedFrom :many
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts
+WHERE chain_id = $1 AND sender = $2 AND nonce >= $3 AND state IN ('mined', 'confirmed')
+ORDER BY nonce
+LIMIT $4
+`
+
+type AttemptsMinedFromParams struct {
+	ChainID   int64
+	Sender    string
+	FromNonce int64
+	Max       int32
+}
+
+// Confirm: mined or confirmed attempts at or above @from_nonce (the chain's
+// nonce): the chain says none of them is in it (a reorg, a node that lost
+// blocks or was restored from an older state, a node behind the others).
+// Through tx_attempts_nonce.
+func (q *Queries) AttemptsMinedFrom(ctx context.Context, arg AttemptsMinedFromParams) ([]LedgerqTxAttempt, error) {
+	rows, err := q.db.Query(ctx, attemptsMinedFrom,
+		arg.ChainID,
+		arg.Sender,
+		arg.FromNonce,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LedgerqTxAttempt{}
+	for rows.Next() {
+		var i LedgerqTxAttempt
+		if err := rows.Scan(
+			&i.ChainID,
+			&i.TxHash,
+			&i.TaskID,
+			&i.Sender,
+			&i.Nonce,
+			&i.Raw,
+			&i.GasLimit,
+			&i.MaxFeePerGas,
+			&i.MaxPriorityFeePerGas,
+			&i.State,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.SentAt,
+			&i.ConfirmedAt,
+			&i.SupersededBy,
+			&i.ID,
+			&i.MinedBlock,
+			&i.MinedBlockHash,
+			&i.MinedAt,
+			&i.Reorgs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const attemptsSentBelow = `-- name: AttemptsSentBelow :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state = 'sent' AND nonce < $3
 ORDER BY nonce
 LIMIT $4
@@ -558,6 +838,76 @@ func (q *Queries) AttemptsSentBelow(ctx context.Context, arg AttemptsSentBelowPa
 			&i.SentAt,
 			&i.ConfirmedAt,
 			&i.SupersededBy,
+			&i.ID,
+			&i.MinedBlock,
+			&i.MinedBlockHash,
+			&i.MinedAt,
+			&i.Reorgs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const attemptsSentFrom = `-- name: AttemptsSentFrom :many
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts
+WHERE chain_id = $1 AND sender = $2 AND state = 'sent' AND nonce >= $3
+ORDER BY nonce
+LIMIT $4
+`
+
+type AttemptsSentFromParams struct {
+	ChainID   int64
+	Sender    string
+	FromNonce int64
+	Max       int32
+}
+
+// Confirm: every sent attempt whose nonce the chain has not passed (nonce >=
+// @from_nonce), in nonce order, through tx_attempts_sent: broadcast again
+// with the same bytes when the chain lost blocks or its nonce has not moved
+// for a while (a node that restarted has forgotten its pool).
+func (q *Queries) AttemptsSentFrom(ctx context.Context, arg AttemptsSentFromParams) ([]LedgerqTxAttempt, error) {
+	rows, err := q.db.Query(ctx, attemptsSentFrom,
+		arg.ChainID,
+		arg.Sender,
+		arg.FromNonce,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LedgerqTxAttempt{}
+	for rows.Next() {
+		var i LedgerqTxAttempt
+		if err := rows.Scan(
+			&i.ChainID,
+			&i.TxHash,
+			&i.TaskID,
+			&i.Sender,
+			&i.Nonce,
+			&i.Raw,
+			&i.GasLimit,
+			&i.MaxFeePerGas,
+			&i.MaxPriorityFeePerGas,
+			&i.State,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.SentAt,
+			&i.ConfirmedAt,
+			&i.SupersededBy,
+			&i.ID,
+			&i.MinedBlock,
+			&i.MinedBlockHash,
+			&i.MinedAt,
+			&i.Reorgs,
 		); err != nil {
 			return nil, err
 		}
@@ -570,7 +920,7 @@ func (q *Queries) AttemptsSentBelow(ctx context.Context, arg AttemptsSentBelowPa
 }
 
 const attemptsSentUncertain = `-- name: AttemptsSentUncertain :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state = 'sent' AND nonce >= $3
   AND last_error IS NOT NULL
 ORDER BY nonce
@@ -619,6 +969,11 @@ func (q *Queries) AttemptsSentUncertain(ctx context.Context, arg AttemptsSentUnc
 			&i.SentAt,
 			&i.ConfirmedAt,
 			&i.SupersededBy,
+			&i.ID,
+			&i.MinedBlock,
+			&i.MinedBlockHash,
+			&i.MinedAt,
+			&i.Reorgs,
 		); err != nil {
 			return nil, err
 		}
@@ -631,7 +986,7 @@ func (q *Queries) AttemptsSentUncertain(ctx context.Context, arg AttemptsSentUnc
 }
 
 const attemptsUnsent = `-- name: AttemptsUnsent :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state = 'signed'
 ORDER BY nonce
 LIMIT $3
@@ -671,6 +1026,11 @@ func (q *Queries) AttemptsUnsent(ctx context.Context, arg AttemptsUnsentParams) 
 			&i.SentAt,
 			&i.ConfirmedAt,
 			&i.SupersededBy,
+			&i.ID,
+			&i.MinedBlock,
+			&i.MinedBlockHash,
+			&i.MinedAt,
+			&i.Reorgs,
 		); err != nil {
 			return nil, err
 		}
@@ -686,7 +1046,7 @@ const taskCancel = `-- name: TaskCancel :one
 UPDATE ledgerq.wallet_tasks
 SET status = 2, cancelled = true, error = 'cancelled', finished_at = $1::timestamptz, updated_at = $1::timestamptz
 WHERE id = $2 AND wallet_id = $3 AND status = 0
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs
 `
 
 type TaskCancelParams struct {
@@ -727,6 +1087,7 @@ func (q *Queries) TaskCancel(ctx context.Context, arg TaskCancelParams) (Ledgerq
 		&i.PriceCappedAt,
 		&i.TipCapWei,
 		&i.FeeCapWei,
+		&i.Reorgs,
 	)
 	return i, err
 }
@@ -782,7 +1143,7 @@ const taskFinishDone = `-- name: TaskFinishDone :one
 UPDATE ledgerq.wallet_tasks
 SET status = 3, tx_hash = $1, reverted = $2, finished_at = $3::timestamptz, updated_at = $3::timestamptz
 WHERE id = $4 AND status = 1
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs
 `
 
 type TaskFinishDoneParams struct {
@@ -828,15 +1189,17 @@ func (q *Queries) TaskFinishDone(ctx context.Context, arg TaskFinishDoneParams) 
 		&i.PriceCappedAt,
 		&i.TipCapWei,
 		&i.FeeCapWei,
+		&i.Reorgs,
 	)
 	return i, err
 }
 
 const taskFinishError = `-- name: TaskFinishError :one
-UPDATE ledgerq.wallet_tasks
+UPDATE ledgerq.wallet_tasks t
 SET status = 2, error = $1::text, finished_at = $2::timestamptz, updated_at = $2::timestamptz
-WHERE id = $3 AND status IN (0, 1)
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei
+WHERE t.id = $3 AND t.status IN (0, 1)
+  AND NOT EXISTS (SELECT 1 FROM ledgerq.tx_attempts a WHERE a.task_id = t.id AND a.state IN ('mined', 'confirmed'))
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs
 `
 
 type TaskFinishErrorParams struct {
@@ -845,7 +1208,9 @@ type TaskFinishErrorParams struct {
 	ID    string
 }
 
-// A deterministic failure ends a waiting or executing task in error.
+// A deterministic failure ends a waiting or executing task in error. A task
+// whose transaction has a receipt (an attempt mined or confirmed) never does:
+// it was sent, whatever else failed. Attempts through tx_attempts_task.
 func (q *Queries) TaskFinishError(ctx context.Context, arg TaskFinishErrorParams) (LedgerqWalletTask, error) {
 	row := q.db.QueryRow(ctx, taskFinishError, arg.Error, arg.Now, arg.ID)
 	var i LedgerqWalletTask
@@ -875,12 +1240,13 @@ func (q *Queries) TaskFinishError(ctx context.Context, arg TaskFinishErrorParams
 		&i.PriceCappedAt,
 		&i.TipCapWei,
 		&i.FeeCapWei,
+		&i.Reorgs,
 	)
 	return i, err
 }
 
 const taskGet = `-- name: TaskGet :one
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei FROM ledgerq.wallet_tasks WHERE id = $1 AND wallet_id = $2
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs FROM ledgerq.wallet_tasks WHERE id = $1 AND wallet_id = $2
 `
 
 type TaskGetParams struct {
@@ -918,12 +1284,13 @@ func (q *Queries) TaskGet(ctx context.Context, arg TaskGetParams) (LedgerqWallet
 		&i.PriceCappedAt,
 		&i.TipCapWei,
 		&i.FeeCapWei,
+		&i.Reorgs,
 	)
 	return i, err
 }
 
 const taskGetByIdempotencyKey = `-- name: TaskGetByIdempotencyKey :one
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei FROM ledgerq.wallet_tasks WHERE wallet_id = $1 AND idempotency_key = $2
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs FROM ledgerq.wallet_tasks WHERE wallet_id = $1 AND idempotency_key = $2
 `
 
 type TaskGetByIdempotencyKeyParams struct {
@@ -960,12 +1327,13 @@ func (q *Queries) TaskGetByIdempotencyKey(ctx context.Context, arg TaskGetByIdem
 		&i.PriceCappedAt,
 		&i.TipCapWei,
 		&i.FeeCapWei,
+		&i.Reorgs,
 	)
 	return i, err
 }
 
 const taskGetMany = `-- name: TaskGetMany :many
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei FROM ledgerq.wallet_tasks WHERE id = ANY($1::text[]) ORDER BY id
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs FROM ledgerq.wallet_tasks WHERE id = ANY($1::text[]) ORDER BY id
 `
 
 // The tasks of attempts that changed, in id order, through the primary key.
@@ -1004,6 +1372,7 @@ func (q *Queries) TaskGetMany(ctx context.Context, ids []string) ([]LedgerqWalle
 			&i.PriceCappedAt,
 			&i.TipCapWei,
 			&i.FeeCapWei,
+			&i.Reorgs,
 		); err != nil {
 			return nil, err
 		}
@@ -1025,7 +1394,7 @@ INSERT INTO ledgerq.wallet_tasks (
     $13::numeric, $14::numeric
 )
 ON CONFLICT (wallet_id, idempotency_key) DO NOTHING
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs
 `
 
 type TaskInsertParams struct {
@@ -1095,12 +1464,13 @@ func (q *Queries) TaskInsert(ctx context.Context, arg TaskInsertParams) (Ledgerq
 		&i.PriceCappedAt,
 		&i.TipCapWei,
 		&i.FeeCapWei,
+		&i.Reorgs,
 	)
 	return i, err
 }
 
 const taskList = `-- name: TaskList :many
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei FROM ledgerq.wallet_tasks
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs FROM ledgerq.wallet_tasks
 WHERE wallet_id = $1
   AND ($2::smallint IS NULL OR status = $2::smallint)
   AND id > $3
@@ -1157,6 +1527,7 @@ func (q *Queries) TaskList(ctx context.Context, arg TaskListParams) ([]LedgerqWa
 			&i.PriceCappedAt,
 			&i.TipCapWei,
 			&i.FeeCapWei,
+			&i.Reorgs,
 		); err != nil {
 			return nil, err
 		}
@@ -1189,7 +1560,7 @@ func (q *Queries) TaskMarkPriceCapped(ctx context.Context, arg TaskMarkPriceCapp
 }
 
 const taskNextWaitingFIFO = `-- name: TaskNextWaitingFIFO :many
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei FROM ledgerq.wallet_tasks
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs FROM ledgerq.wallet_tasks
 WHERE chain_id = $1 AND sender = $2 AND status = 0
 ORDER BY created_at, id
 LIMIT $3
@@ -1238,6 +1609,7 @@ func (q *Queries) TaskNextWaitingFIFO(ctx context.Context, arg TaskNextWaitingFI
 			&i.PriceCappedAt,
 			&i.TipCapWei,
 			&i.FeeCapWei,
+			&i.Reorgs,
 		); err != nil {
 			return nil, err
 		}
@@ -1250,7 +1622,7 @@ func (q *Queries) TaskNextWaitingFIFO(ctx context.Context, arg TaskNextWaitingFI
 }
 
 const taskNextWaitingPriority = `-- name: TaskNextWaitingPriority :many
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei FROM ledgerq.wallet_tasks
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs FROM ledgerq.wallet_tasks
 WHERE chain_id = $1 AND sender = $2 AND status = 0
 ORDER BY priority DESC, created_at, id
 LIMIT $3
@@ -1301,6 +1673,7 @@ func (q *Queries) TaskNextWaitingPriority(ctx context.Context, arg TaskNextWaiti
 			&i.PriceCappedAt,
 			&i.TipCapWei,
 			&i.FeeCapWei,
+			&i.Reorgs,
 		); err != nil {
 			return nil, err
 		}
@@ -1312,11 +1685,60 @@ func (q *Queries) TaskNextWaitingPriority(ctx context.Context, arg TaskNextWaiti
 	return items, nil
 }
 
+const taskReopen = `-- name: TaskReopen :one
+UPDATE ledgerq.wallet_tasks
+SET status = 1, tx_hash = NULL, reverted = false, finished_at = NULL, reorgs = reorgs + 1, updated_at = $1::timestamptz
+WHERE id = $2 AND status IN (1, 3)
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs
+`
+
+type TaskReopenParams struct {
+	Now time.Time
+	ID  string
+}
+
+// Confirm: the task's mined transaction left the chain; a done task is
+// executing again (its transaction is being sent again, with the same
+// bytes), and the reorg is counted.
+func (q *Queries) TaskReopen(ctx context.Context, arg TaskReopenParams) (LedgerqWalletTask, error) {
+	row := q.db.QueryRow(ctx, taskReopen, arg.Now, arg.ID)
+	var i LedgerqWalletTask
+	err := row.Scan(
+		&i.ID,
+		&i.WalletID,
+		&i.ChainID,
+		&i.Sender,
+		&i.Priority,
+		&i.Status,
+		&i.ToAddress,
+		&i.ValueWei,
+		&i.Data,
+		&i.GasLimit,
+		&i.IdempotencyKey,
+		&i.RequestHash,
+		&i.TxHash,
+		&i.Error,
+		&i.Reverted,
+		&i.Cancelled,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.Bumps,
+		&i.Replacements,
+		&i.PriceCappedAt,
+		&i.TipCapWei,
+		&i.FeeCapWei,
+		&i.Reorgs,
+	)
+	return i, err
+}
+
 const taskRequeue = `-- name: TaskRequeue :one
 UPDATE ledgerq.wallet_tasks
 SET status = 0, started_at = NULL, updated_at = $1::timestamptz
 WHERE id = $2 AND status = 1
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs
 `
 
 type TaskRequeueParams struct {
@@ -1355,6 +1777,7 @@ func (q *Queries) TaskRequeue(ctx context.Context, arg TaskRequeueParams) (Ledge
 		&i.PriceCappedAt,
 		&i.TipCapWei,
 		&i.FeeCapWei,
+		&i.Reorgs,
 	)
 	return i, err
 }
@@ -1363,7 +1786,7 @@ const taskRequeueReplaced = `-- name: TaskRequeueReplaced :one
 UPDATE ledgerq.wallet_tasks
 SET status = 0, started_at = NULL, replacements = replacements + 1, updated_at = $1::timestamptz
 WHERE id = $2 AND status = 1
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs
 `
 
 type TaskRequeueReplacedParams struct {
@@ -1402,6 +1825,7 @@ func (q *Queries) TaskRequeueReplaced(ctx context.Context, arg TaskRequeueReplac
 		&i.PriceCappedAt,
 		&i.TipCapWei,
 		&i.FeeCapWei,
+		&i.Reorgs,
 	)
 	return i, err
 }
@@ -1440,8 +1864,26 @@ func (q *Queries) TaskStartMany(ctx context.Context, arg TaskStartManyParams) (i
 	return result.RowsAffected(), nil
 }
 
+const walletHealthBalanceStale = `-- name: WalletHealthBalanceStale :exec
+UPDATE ledgerq.wallet_health SET balance_at = NULL, updated_at = $1::timestamptz
+WHERE chain_id = $2 AND sender = $3
+`
+
+type WalletHealthBalanceStaleParams struct {
+	Now     time.Time
+	ChainID int64
+	Sender  string
+}
+
+// A send refused for insufficient funds: the balance is read again before
+// the next send (the refused task alone ended in error).
+func (q *Queries) WalletHealthBalanceStale(ctx context.Context, arg WalletHealthBalanceStaleParams) error {
+	_, err := q.db.Exec(ctx, walletHealthBalanceStale, arg.Now, arg.ChainID, arg.Sender)
+	return err
+}
+
 const walletHealthGet = `-- name: WalletHealthGet :one
-SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at FROM ledgerq.wallet_health WHERE chain_id = $1 AND sender = $2
+SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head FROM ledgerq.wallet_health WHERE chain_id = $1 AND sender = $2
 `
 
 type WalletHealthGetParams struct {
@@ -1467,15 +1909,16 @@ func (q *Queries) WalletHealthGet(ctx context.Context, arg WalletHealthGetParams
 		&i.LastResetTo,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ChainHead,
 	)
 	return i, err
 }
 
 const walletHealthObserveNonce = `-- name: WalletHealthObserveNonce :exec
-INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, chain_nonce, chain_nonce_since, created_at, updated_at)
-VALUES ($1, $2, $3::bigint, $4::timestamptz, $4::timestamptz, $4::timestamptz)
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, chain_nonce, chain_nonce_since, chain_head, created_at, updated_at)
+VALUES ($1, $2, $3::bigint, $4::timestamptz, $5::bigint, $4::timestamptz, $4::timestamptz)
 ON CONFLICT (chain_id, sender) DO UPDATE
-SET chain_nonce = $3::bigint, updated_at = $4::timestamptz,
+SET chain_nonce = $3::bigint, chain_head = $5::bigint, updated_at = $4::timestamptz,
     chain_nonce_since = CASE WHEN h.chain_nonce IS DISTINCT FROM $3::bigint THEN $4::timestamptz ELSE h.chain_nonce_since END
 `
 
@@ -1484,43 +1927,18 @@ type WalletHealthObserveNonceParams struct {
 	Sender     string
 	ChainNonce int64
 	Now        time.Time
+	ChainHead  int64
 }
 
-// Confirm: the chain's nonce as read; chain_nonce_since moves only when the
-// nonce changed (the stall timeout counts from it).
+// Confirm: the chain's nonce and head as read; chain_nonce_since moves only
+// when the nonce changed (the stall timeout counts from it).
 func (q *Queries) WalletHealthObserveNonce(ctx context.Context, arg WalletHealthObserveNonceParams) error {
 	_, err := q.db.Exec(ctx, walletHealthObserveNonce,
 		arg.ChainID,
 		arg.Sender,
 		arg.ChainNonce,
 		arg.Now,
-	)
-	return err
-}
-
-const walletHealthRaiseThreshold = `-- name: WalletHealthRaiseThreshold :exec
-INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, threshold_wei, created_at, updated_at)
-VALUES ($1, $2, $3::numeric, $4::timestamptz, $4::timestamptz)
-ON CONFLICT (chain_id, sender) DO UPDATE
-SET threshold_wei = greatest(h.threshold_wei, $3::numeric), balance_at = NULL, updated_at = $4::timestamptz
-`
-
-type WalletHealthRaiseThresholdParams struct {
-	ChainID int64
-	Sender  string
-	AtLeast pgtype.Numeric
-	Now     time.Time
-}
-
-// A send refused for insufficient funds: the threshold rises to at least the
-// refused transaction's cost, and the balance is read again before the next
-// send.
-func (q *Queries) WalletHealthRaiseThreshold(ctx context.Context, arg WalletHealthRaiseThresholdParams) error {
-	_, err := q.db.Exec(ctx, walletHealthRaiseThreshold,
-		arg.ChainID,
-		arg.Sender,
-		arg.AtLeast,
-		arg.Now,
+		arg.ChainHead,
 	)
 	return err
 }
@@ -1553,28 +1971,33 @@ func (q *Queries) WalletHealthRecordReset(ctx context.Context, arg WalletHealthR
 }
 
 const walletHealthSetBalance = `-- name: WalletHealthSetBalance :one
-INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, balance_wei, balance_at, paused, created_at, updated_at)
-VALUES ($1, $2, $3::numeric, $4::timestamptz, false, $4::timestamptz, $4::timestamptz)
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, balance_wei, balance_at, threshold_wei, paused, created_at, updated_at)
+VALUES ($1, $2, $3::numeric, $4::timestamptz, $5::numeric, $3::numeric < $5::numeric,
+        $4::timestamptz, $4::timestamptz)
 ON CONFLICT (chain_id, sender) DO UPDATE
-SET balance_wei = $3::numeric, balance_at = $4::timestamptz, paused = $3::numeric < h.threshold_wei, updated_at = $4::timestamptz
-RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at
+SET balance_wei = $3::numeric, balance_at = $4::timestamptz, threshold_wei = $5::numeric,
+    paused = $3::numeric < $5::numeric, updated_at = $4::timestamptz
+RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head
 `
 
 type WalletHealthSetBalanceParams struct {
-	ChainID int64
-	Sender  string
-	Balance pgtype.Numeric
-	Now     time.Time
+	ChainID   int64
+	Sender    string
+	Balance   pgtype.Numeric
+	Now       time.Time
+	Threshold pgtype.Numeric
 }
 
-// Balance health: the balance as read; sending pauses while it is below the
-// threshold. Returns the row.
+// Balance health: the balance as read, and the threshold computed with it
+// (what a plain transfer costs at the fees of the moment); sending pauses
+// while the balance is below it. Returns the row.
 func (q *Queries) WalletHealthSetBalance(ctx context.Context, arg WalletHealthSetBalanceParams) (LedgerqWalletHealth, error) {
 	row := q.db.QueryRow(ctx, walletHealthSetBalance,
 		arg.ChainID,
 		arg.Sender,
 		arg.Balance,
 		arg.Now,
+		arg.Threshold,
 	)
 	var i LedgerqWalletHealth
 	err := row.Scan(
@@ -1592,6 +2015,7 @@ func (q *Queries) WalletHealthSetBalance(ctx context.Context, arg WalletHealthSe
 		&i.LastResetTo,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ChainHead,
 	)
 	return i, err
 }
@@ -1689,7 +2113,7 @@ SET next_nonce = $1::bigint, updated_at = $2::timestamptz
 WHERE w.chain_id = $3 AND w.sender = $4 AND w.next_nonce = $5::bigint
   AND NOT EXISTS (
       SELECT 1 FROM ledgerq.tx_attempts a
-      WHERE a.chain_id = w.chain_id AND a.sender = w.sender AND a.state IN ('signed', 'sent')
+      WHERE a.chain_id = w.chain_id AND a.sender = w.sender AND a.state <> 'dropped'
         AND a.nonce >= $1::bigint
   )
 `
@@ -1703,8 +2127,9 @@ type WalletNonceResetParams struct {
 }
 
 // Nonce reset / recycled nonces above the highest live one: the next nonce
-// moves (down or up) from @from to @to, only if it is still @from and no live
-// attempt sits at or above @to (none is skipped over or reused).
+// moves (down or up) from @from to @to, only if it is still @from and no
+// attempt that is not dropped (confirmed ones included) sits at or above @to:
+// none is skipped over or signed again with other content.
 func (q *Queries) WalletNonceReset(ctx context.Context, arg WalletNonceResetParams) (int64, error) {
 	result, err := q.db.Exec(ctx, walletNonceReset,
 		arg.ToNonce,
@@ -1795,6 +2220,17 @@ sent(chain_id, sender) AS (
         ORDER BY a.chain_id, a.sender LIMIT 1
     ) n
 ),
+mined(chain_id, sender) AS (
+    (SELECT a.chain_id, a.sender FROM ledgerq.tx_attempts a
+     WHERE a.state = 'mined' AND (a.chain_id, a.sender) > ($2::bigint, $3::text)
+     ORDER BY a.chain_id, a.sender LIMIT 1)
+    UNION ALL
+    SELECT n.chain_id, n.sender FROM mined m CROSS JOIN LATERAL (
+        SELECT a.chain_id, a.sender FROM ledgerq.tx_attempts a
+        WHERE a.state = 'mined' AND (a.chain_id, a.sender) > (m.chain_id, m.sender)
+        ORDER BY a.chain_id, a.sender LIMIT 1
+    ) n
+),
 waiting(chain_id, sender) AS (
     (SELECT t.chain_id, t.sender FROM ledgerq.wallet_tasks t
      WHERE t.status = 0 AND (t.chain_id, t.sender) > ($2::bigint, $3::text)
@@ -1805,9 +2241,15 @@ waiting(chain_id, sender) AS (
         WHERE t.status = 0 AND (t.chain_id, t.sender) > (w.chain_id, w.sender)
         ORDER BY t.chain_id, t.sender LIMIT 1
     ) n
+),
+watched(chain_id, sender) AS (
+    SELECT h.chain_id, h.sender FROM ledgerq.wallet_health h
+    WHERE h.chain_nonce_since > $4::timestamptz
+      AND (h.chain_id, h.sender) > ($2::bigint, $3::text)
 )
 SELECT u.chain_id::bigint AS chain_id, u.sender::text AS sender
-FROM (SELECT chain_id, sender FROM signed UNION SELECT chain_id, sender FROM sent UNION SELECT chain_id, sender FROM waiting) u
+FROM (SELECT chain_id, sender FROM signed UNION SELECT chain_id, sender FROM sent UNION SELECT chain_id, sender FROM mined
+      UNION SELECT chain_id, sender FROM waiting UNION SELECT chain_id, sender FROM watched) u
 ORDER BY u.chain_id, u.sender
 LIMIT $1
 `
@@ -1816,6 +2258,7 @@ type WalletsWithWorkParams struct {
 	Max          int32
 	AfterChainID int64
 	AfterSender  string
+	WatchSince   time.Time
 }
 
 type WalletsWithWorkRow struct {
@@ -1823,13 +2266,21 @@ type WalletsWithWorkRow struct {
 	Sender  string
 }
 
-// Follower: the (chain, sender) pairs with live attempts (signed or sent) or
-// waiting tasks, in (chain_id, sender) order after the given pair. Each part
-// is a loose index scan (one index probe per distinct pair, through
-// tx_attempts_signed, tx_attempts_sent and wallet_tasks_waiting_fifo), so a
-// long queue of one wallet costs no more than a short one.
+// Follower: the (chain, sender) pairs with live attempts (signed, sent or
+// mined) or waiting tasks, and those whose chain nonce moved after
+// @watch_since (their final transactions are watched a while longer, in case
+// the chain loses them), in (chain_id, sender) order after the given pair.
+// Each attempts and tasks part is a loose index scan (one index probe per
+// distinct pair, through tx_attempts_signed, tx_attempts_sent,
+// tx_attempts_mined and wallet_tasks_waiting_fifo), so a long queue of one
+// wallet costs no more than a short one; wallet_health has a row per wallet.
 func (q *Queries) WalletsWithWork(ctx context.Context, arg WalletsWithWorkParams) ([]WalletsWithWorkRow, error) {
-	rows, err := q.db.Query(ctx, walletsWithWork, arg.Max, arg.AfterChainID, arg.AfterSender)
+	rows, err := q.db.Query(ctx, walletsWithWork,
+		arg.Max,
+		arg.AfterChainID,
+		arg.AfterSender,
+		arg.WatchSince,
+	)
 	if err != nil {
 		return nil, err
 	}
