@@ -34,6 +34,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/wallet"
+	"github.com/ledgerq/ledgerq/internal/webhook"
 )
 
 // Config configures the API.
@@ -54,12 +55,16 @@ type Config struct {
 	// task=true waits for its task to end; past it the answer is 202 with
 	// the task, to be polled. Zero or less answers at once.
 	TaskMaxWait time.Duration
+	// Webhooks is what a registered webhook endpoint is held to: a public
+	// target unless AllowPrivate, and at most MaxEndpoints per wallet
+	// (webhook.DefaultMaxEndpoints when zero).
+	Webhooks webhook.EndpointConfig
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20, RequestTimeout: 5 * time.Second,
-		TaskMaxWait: 50 * time.Second}
+		TaskMaxWait: 50 * time.Second, Webhooks: webhook.Defaults().EndpointConfig}
 }
 
 // longPollRoutes are the routes whose requests may wait longer than
@@ -91,6 +96,9 @@ type Deps struct {
 	Pool *PoolConfig
 	// PoolChain gives the pool the chain's nonces; required with Pool.
 	PoolChain PoolChain
+	// Resolver resolves the host names of webhook endpoints at
+	// registration; nil is net.DefaultResolver.
+	Resolver webhook.Resolver
 }
 
 // Server is the HTTP API. It implements apigen.ServerInterface: one method per
@@ -122,6 +130,8 @@ type Server struct {
 	// onPoolPending is called after an intake left a transaction pending
 	// (OnPoolPending).
 	onPoolPending func()
+	// resolver resolves webhook endpoints' host names at registration.
+	resolver webhook.Resolver
 }
 
 // OnBatchesQueued sets f to be called after a request queued batches for
@@ -143,7 +153,10 @@ func New(cfg Config, deps Deps) *Server {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, store: deps.Store, ready: deps.Ready, clock: deps.Clock, logger: logger, metrics: deps.Metrics,
-		wallets: deps.Wallets, stopping: make(chan struct{})}
+		wallets: deps.Wallets, stopping: make(chan struct{}), resolver: deps.Resolver}
+	if s.resolver == nil {
+		s.resolver = net.DefaultResolver
+	}
 	if deps.Pool != nil {
 		pool := *deps.Pool
 		if err := pool.Validate(); err != nil {
