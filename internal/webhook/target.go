@@ -201,7 +201,7 @@ func ParseURL(raw string) (*url.URL, error) {
 	case u.Hostname() == "":
 		return nil, errors.New("no host")
 	}
-	if _, port, ok := hostPort(u.Host); ok {
+	if port, given := urlPort(u.Host); given {
 		n, err := strconv.Atoi(port)
 		if err != nil || n < 1 || n > 65535 {
 			return nil, fmt.Errorf("port %q: want a number from 1 to 65535", port)
@@ -210,14 +210,14 @@ func ParseURL(raw string) (*url.URL, error) {
 	return u, nil
 }
 
-// hostPort splits a URL's host[:port] and reports whether there was a
-// colon for a port (an empty port counts: it is refused).
-func hostPort(hostport string) (host, port string, ok bool) {
+// urlPort returns the port of a URL's host[:port] and whether one was given:
+// a colon after the host, even with nothing after it (which is refused).
+func urlPort(hostport string) (port string, given bool) {
 	i := strings.LastIndex(hostport, ":")
 	if i < 0 || i < strings.LastIndex(hostport, "]") {
-		return hostport, "", false
+		return "", false
 	}
-	return hostport[:i], hostport[i+1:], true
+	return hostport[i+1:], true
 }
 
 // CheckTarget refuses an endpoint's URL at registration: one ParseURL
