@@ -1,6 +1,19 @@
+-- name: WebhookEndpointsLockWallet :exec
+-- Serialises the registrations of one wallet's endpoints: a
+-- transaction-scoped advisory lock on the wallet's name, taken before
+-- WebhookEndpointInsert in the same transaction, so that the count the
+-- insert checks includes every endpoint registered before it (READ
+-- COMMITTED: a new snapshot per statement) and two registrations cannot
+-- pass the cap together. Wallets whose names' hashes collide share a lock.
+SELECT pg_advisory_xact_lock(2003330416, hashtext(@wallet_id::text))::text;
+
 -- name: WebhookEndpointInsert :one
+-- The wallet's new endpoint, unless it has @max_endpoints already: then no
+-- row. Runs after WebhookEndpointsLockWallet (the cap's count is exact
+-- under it); the count goes through webhook_endpoints_wallet.
 INSERT INTO ledgerq.webhook_endpoints (id, wallet_id, url, secret, event_types, enabled, created_at, updated_at)
-VALUES (@id, @wallet_id, @url, @secret, @event_types::text[], @enabled, @now::timestamptz, @now::timestamptz)
+SELECT @id::text, @wallet_id::text, @url::text, @secret::text, @event_types::text[], @enabled::boolean, @now::timestamptz, @now::timestamptz
+WHERE (SELECT count(*) FROM ledgerq.webhook_endpoints x WHERE x.wallet_id = @wallet_id::text) < @max_endpoints::bigint
 RETURNING *;
 
 -- name: WebhookEndpointList :many

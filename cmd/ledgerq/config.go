@@ -131,6 +131,8 @@ func registerWallet(fs *flag.FlagSet, w *node.WalletConfig, parts flagParts) {
 	fs.DurationVar(&w.Webhooks.RequestTimeout, "webhook-timeout", w.Webhooks.RequestTimeout, "wallet lane: timeout of one webhook POST; --webhook-lease must exceed it")
 	fs.DurationVar(&w.Webhooks.Lease, "webhook-lease", w.Webhooks.Lease, "wallet lane: a claimed webhook delivery is held this long before another process may send it again (its sender died)")
 	fs.DurationVar(&w.Webhooks.Interval, "webhook-interval", w.Webhooks.Interval, "wallet lane: how often due webhook deliveries are looked for")
+	fs.BoolVar(&w.Webhooks.AllowPrivate, "webhook-allow-private", w.Webhooks.AllowPrivate, "wallet lane: let webhook endpoints be at loopback, private, link-local and other non-public addresses (receivers on this machine, in tests and development); off, such a URL is refused at registration and never connected to")
+	fs.IntVar(&w.Webhooks.MaxEndpoints, "webhook-max-endpoints", w.Webhooks.MaxEndpoints, "wallet lane: most webhook endpoints one wallet may have (one more is refused with 409)")
 	fs.DurationVar(&w.RetentionInterval, "wallet-retention-interval", w.RetentionInterval, "wallet lane: wait after a retention round that found less than a full batch to delete")
 }
 

@@ -25,7 +25,7 @@ import (
 // process, the API and every loop.
 func runDev(ctx context.Context, args []string) error {
 	var dataDir string
-	cfg := node.Defaults()
+	cfg := devDefaults()
 	err := parseNodeFlags("dev", "Run ledgerq on its embedded default: a private PostgreSQL cluster started from the local\nPostgreSQL binaries under --data-dir (or the database at DATABASE_URL when set), the simulated\nledger in-process, the HTTP API and every loop. Ctrl-C stops ledgerq and the cluster; a second\nrun reuses the data.",
 		&cfg, flagParts{api: true, roles: true}, args, "info", func(fs *flag.FlagSet) {
 			fs.StringVar(&dataDir, "data-dir", ".ledgerq", "directory of the private PostgreSQL cluster")
@@ -81,6 +81,16 @@ func runDev(ctx context.Context, args []string) error {
 		fmt.Fprintf(os.Stdout, "ledgerq dev: API at http://%s (simulated ledgers; Ctrl-C to stop)\n", addr)
 		printDevWallet(os.Stdout, addr, dev, token)
 	})
+}
+
+// devDefaults are the settings dev starts from: node.Defaults, with
+// webhook endpoints allowed at non-public addresses, since a developer's
+// receivers are on this machine (--webhook-allow-private=false restores the
+// rule).
+func devDefaults() node.Config {
+	c := node.Defaults()
+	c.Wallet.Webhooks.AllowPrivate = true
+	return c
 }
 
 // devWalletName is the wallet ledgerq dev creates and signs for.

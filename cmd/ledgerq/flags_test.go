@@ -61,6 +61,8 @@ func TestRegisterConfig_EachFlagSetsItsOneField(t *testing.T) {
 		"--api-idle-timeout=7s":        func(c *node.Config) { c.API.IdleTimeout = 7 * time.Second },
 		"--api-max-connections=9":      func(c *node.Config) { c.API.MaxConnections = 9 },
 		"--database-url=postgres://db": func(c *node.Config) { c.DatabaseURL = "postgres://db" },
+		"--webhook-allow-private":      func(c *node.Config) { c.Wallet.Webhooks.AllowPrivate = true },
+		"--webhook-max-endpoints=7":    func(c *node.Config) { c.Wallet.Webhooks.MaxEndpoints = 7 },
 	} {
 		got, expected := node.Defaults(), node.Defaults()
 		require.NoError(t, parseFlags(serveFlags(&got), []string{flagArgs}), flagArgs)
@@ -108,4 +110,16 @@ func TestUsage_ListsEveryFlagWithItsEnvironmentVariable(t *testing.T) {
 	require.Contains(t, b.String(), "DATABASE_URL or LEDGERQ_DATABASE_URL")
 	require.Contains(t, b.String(), "LEDGERQ_DELAY_WINDOW")
 	require.Contains(t, b.String(), "LEDGERQ_BATCH_LEDGER_URL")
+}
+
+// ledgerq dev's webhook receivers are on loopback: it allows non-public
+// targets unless told otherwise; serve does not.
+func TestDevConfig_AllowsPrivateWebhookTargetsByDefault(t *testing.T) {
+	require.False(t, node.Defaults().Wallet.Webhooks.AllowPrivate, "serve refuses non-public webhook targets by default")
+	cfg := devDefaults()
+	require.True(t, cfg.Wallet.Webhooks.AllowPrivate)
+	fs := newFlagSet("dev", "summary")
+	registerConfig(fs, &cfg, flagParts{api: true, roles: true})
+	require.NoError(t, parseFlags(fs, []string{"--webhook-allow-private=false"}))
+	require.False(t, cfg.Wallet.Webhooks.AllowPrivate)
 }

@@ -157,18 +157,18 @@ func sawtoothErrors(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) sawtoothFail(c echo.Context, err error) error {
 	req := c.Request()
 	if errors.Is(req.Context().Err(), context.Canceled) {
-		s.logger.Debug("httpapi: client went away", "uri", req.RequestURI, "error", err)
+		s.logger.Debug("httpapi: client went away", "uri", logURI(req), "error", err)
 		c.Response().Status = statusClientClosedRequest
 		return nil
 	}
 	e := asSawtoothError(err)
 	switch {
 	case e.status == http.StatusServiceUnavailable:
-		s.logger.Warn("httpapi: database unavailable", "uri", req.RequestURI, "error", e.cause)
+		s.logger.Warn("httpapi: database unavailable", "uri", logURI(req), "error", e.cause)
 	case e.status >= http.StatusInternalServerError:
-		s.logger.Error("httpapi: request failed", "uri", req.RequestURI, "error", e.cause)
+		s.logger.Error("httpapi: request failed", "uri", logURI(req), "error", e.cause)
 	default:
-		s.logger.Debug("httpapi: sawtooth request refused", "uri", req.RequestURI, "code", e.body.Code, "message", e.body.Message)
+		s.logger.Debug("httpapi: sawtooth request refused", "uri", logURI(req), "code", e.body.Code, "message", e.body.Message)
 	}
 	return writeSawtoothError(c, e)
 }

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/labstack/echo/v4"
@@ -34,6 +35,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/wallet"
+	"github.com/ledgerq/ledgerq/internal/webhook"
 )
 
 // Config configures the API.
@@ -59,6 +61,10 @@ type Config struct {
 	// request is 400. A fee cap no chain charges is a mistake, and one the
 	// wallet cannot pay would only end its task in error.
 	MaxFeePerGas *big.Int
+	// Webhooks is what a registered webhook endpoint is held to: a public
+	// target unless AllowPrivate, and at most MaxEndpoints per wallet
+	// (webhook.DefaultMaxEndpoints when zero).
+	Webhooks webhook.EndpointConfig
 }
 
 // DefaultMaxFeePerGas is the default Config.MaxFeePerGas: 10 000 gwei, ten
@@ -68,7 +74,7 @@ var DefaultMaxFeePerGas = big.NewInt(10_000_000_000_000)
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20, RequestTimeout: 5 * time.Second,
-		TaskMaxWait: 50 * time.Second, MaxFeePerGas: new(big.Int).Set(DefaultMaxFeePerGas)}
+		TaskMaxWait: 50 * time.Second, MaxFeePerGas: new(big.Int).Set(DefaultMaxFeePerGas), Webhooks: webhook.Defaults().EndpointConfig}
 }
 
 // longPollRoutes are the routes whose requests may wait longer than
@@ -100,6 +106,9 @@ type Deps struct {
 	Pool *PoolConfig
 	// PoolChain gives the pool the chain's nonces; required with Pool.
 	PoolChain PoolChain
+	// Resolver resolves the host names of webhook endpoints at
+	// registration; nil is net.DefaultResolver.
+	Resolver webhook.Resolver
 }
 
 // Server is the HTTP API. It implements apigen.ServerInterface: one method per
@@ -131,6 +140,8 @@ type Server struct {
 	// onPoolPending is called after an intake left a transaction pending
 	// (OnPoolPending).
 	onPoolPending func()
+	// resolver resolves webhook endpoints' host names at registration.
+	resolver webhook.Resolver
 }
 
 // OnBatchesQueued sets f to be called after a request queued batches for
@@ -155,7 +166,10 @@ func New(cfg Config, deps Deps) *Server {
 		cfg.MaxFeePerGas = DefaultMaxFeePerGas
 	}
 	s := &Server{cfg: cfg, store: deps.Store, ready: deps.Ready, clock: deps.Clock, logger: logger, metrics: deps.Metrics,
-		wallets: deps.Wallets, stopping: make(chan struct{})}
+		wallets: deps.Wallets, stopping: make(chan struct{}), resolver: deps.Resolver}
+	if s.resolver == nil {
+		s.resolver = net.DefaultResolver
+	}
 	if deps.Pool != nil {
 		pool := *deps.Pool
 		if err := pool.Validate(); err != nil {
@@ -188,9 +202,11 @@ func New(cfg Config, deps Deps) *Server {
 			if v.Status >= 500 {
 				level = slog.LevelWarn
 			}
-			attrs := []any{"method", v.Method, "uri", v.URI, "status", v.Status, "latency", v.Latency}
+			attrs := []any{"method", clip(v.Method, logMethodBytes), "uri", clip(v.URI, logURIBytes), "status", v.Status, "latency", v.Latency}
 			if v.Error != nil {
-				attrs = append(attrs, "error", v.Error)
+				// An answer's message may quote the request (an unknown
+				// query parameter's name).
+				attrs = append(attrs, "error", clip(v.Error.Error(), logURIBytes))
 			}
 			logger.Log(c.Request().Context(), level, "httpapi: request", attrs...)
 			return nil
@@ -245,7 +261,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if errors.Is(err, context.Canceled) && c.Request().Context().Err() != nil {
 		// The client went away while its request waited: nothing to answer
 		// and nothing failed here. Counted as nginx's 499, logged at debug.
-		s.logger.Debug("httpapi: client went away", "uri", c.Request().RequestURI, "error", err)
+		s.logger.Debug("httpapi: client went away", "uri", logURI(c.Request()), "error", err)
 		c.Response().Status = statusClientClosedRequest
 		return
 	}
@@ -276,12 +292,12 @@ func (s *Server) handleError(err error, c echo.Context) {
 		if s.cfg.RequestTimeout > 0 {
 			msg = fmt.Sprintf("database did not answer within %s", s.cfg.RequestTimeout)
 		}
-		s.logger.Warn("httpapi: database did not answer in time", "error", err, "uri", c.Request().RequestURI, "timeout", s.cfg.RequestTimeout)
+		s.logger.Warn("httpapi: database did not answer in time", "error", err, "uri", logURI(c.Request()), "timeout", s.cfg.RequestTimeout)
 	case store.IsUnavailable(err):
 		status, msg = http.StatusServiceUnavailable, "database unavailable"
-		s.logger.Warn("httpapi: database unavailable", "error", err, "uri", c.Request().RequestURI)
+		s.logger.Warn("httpapi: database unavailable", "error", err, "uri", logURI(c.Request()))
 	default:
-		s.logger.Error("httpapi: request failed", "error", err, "uri", c.Request().RequestURI)
+		s.logger.Error("httpapi: request failed", "error", err, "uri", logURI(c.Request()))
 	}
 	if err := c.JSON(status, apigen.Error{Success: false, Message: msg}); err != nil {
 		s.logger.Debug("httpapi: writing error response", "error", err)
@@ -393,6 +409,31 @@ func (s *Server) dbContext(ctx context.Context) (context.Context, context.Cancel
 		return context.WithCancel(ctx)
 	}
 	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
+}
+
+// logURIBytes and logMethodBytes are the most of a request's URI (or an
+// error quoting it) and method a log line carries: a client may send up to
+// the header limit (1 MiB) of either, and one request should not make a log
+// line of that size.
+const (
+	logURIBytes    = 1024
+	logMethodBytes = 32
+)
+
+// logURI is r's request URI as logs carry it (clip).
+func logURI(r *http.Request) string { return clip(r.RequestURI, logURIBytes) }
+
+// clip returns s if it has at most n bytes, else its first n bytes or fewer
+// (cut between runes) and its length.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:cut], len(s))
 }
 
 // statusClientClosedRequest is nginx's status for a request whose client

@@ -69,7 +69,8 @@ func setupWallets(t *testing.T, mutate ...func(*httpapi.Config)) *walletFixture 
 	reg, err := wallet.NewRegistry(main, other)
 	require.NoError(t, err)
 	m := metrics.New()
-	api := httpapi.New(cfg, httpapi.Deps{Store: db.Store, Wallets: reg, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: m})
+	api := httpapi.New(cfg, httpapi.Deps{Store: db.Store, Wallets: reg, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: m,
+		Resolver: testHosts})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	return &walletFixture{

@@ -1,14 +1,16 @@
 package httpapi
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"net/http"
-	"net/url"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/webhook"
 )
 
 // maxWebhookURL bounds an endpoint's URL.
@@ -21,30 +23,38 @@ type webhookEndpointJSON struct {
 	CreatedAt apiTime `json:"created_at"`
 }
 
+// toWebhookEndpoint is e as the API shows it: its URL's password, if any,
+// as xxxxx (the stored URL keeps it, for delivery), and its secret only
+// withSecret (the answer of the create).
 func toWebhookEndpoint(e store.WebhookEndpoint, withSecret bool) webhookEndpointJSON {
 	types := make([]apigen.WebhookEventType, len(e.EventTypes))
 	for i, t := range e.EventTypes {
 		types[i] = apigen.WebhookEventType(t)
 	}
-	o := apigen.WebhookEndpoint{ID: e.ID, Wallet: e.Wallet, URL: e.URL, EventTypes: types, Enabled: e.Enabled}
+	o := apigen.WebhookEndpoint{ID: e.ID, Wallet: e.Wallet, URL: webhook.RedactURL(e.URL), EventTypes: types, Enabled: e.Enabled}
 	if withSecret {
 		o.Secret = &e.Secret
 	}
 	return webhookEndpointJSON{WebhookEndpoint: o, CreatedAt: apiTime(e.CreatedAt)}
 }
 
-// checkWebhookURL refuses what no delivery could reach: anything but an
-// absolute http or https URL with a host.
-func checkWebhookURL(raw string) error {
+// checkWebhookURL refuses what no delivery could reach or may reach: a
+// malformed URL, a host name that does not resolve, and (unless
+// AllowPrivate) a target that is or resolves to a non-public address
+// (webhook.CheckTarget). Its messages never repeat the URL, whose password
+// would then be in logs.
+func (s *Server) checkWebhookURL(ctx context.Context, raw string) error {
 	if problem := textProblem(raw); problem != "" {
 		return errorf(http.StatusBadRequest, "field url: %s", problem)
 	}
 	if len(raw) > maxWebhookURL {
 		return errorf(http.StatusBadRequest, "field url: longer than %d bytes", maxWebhookURL)
 	}
-	u, err := url.ParseRequestURI(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errorf(http.StatusBadRequest, "field url: want an absolute http or https URL, got %q", raw)
+	if err := webhook.CheckTarget(ctx, raw, s.cfg.Webhooks.AllowPrivate, s.resolver); err != nil {
+		if errors.Is(err, webhook.ErrNotPublic) {
+			return errorf(http.StatusBadRequest, "field url: %v; webhooks reach public addresses only", err)
+		}
+		return errorf(http.StatusBadRequest, "field url: %v", err)
 	}
 	return nil
 }
@@ -56,13 +66,15 @@ func (s *Server) CreateWalletWebhook(c echo.Context, walletName apigen.Wallet) e
 		return err
 	}
 	var body apigen.WebhookEndpointRequest
-	if err := decodeJSON(c, &body); err != nil {
+	if err := decodeStrictJSON(c, &body); err != nil {
 		return err
 	}
-	if err := checkWebhookURL(body.URL); err != nil {
+	ctx := c.Request().Context()
+	if err := s.checkWebhookURL(ctx, body.URL); err != nil {
 		return err
 	}
-	p := store.WebhookEndpointCreateParams{Now: s.clock.Now(), Wallet: w.ID, URL: body.URL, Secret: deref(body.Secret)}
+	max := cmp.Or(s.cfg.Webhooks.MaxEndpoints, webhook.DefaultMaxEndpoints)
+	p := store.WebhookEndpointCreateParams{Now: s.clock.Now(), Wallet: w.ID, URL: body.URL, Secret: deref(body.Secret), MaxEndpoints: max}
 	for _, t := range deref(body.EventTypes) {
 		if !t.Valid() {
 			return errorf(http.StatusBadRequest, "field event_types: want submitted, confirmed, failed, replaced or reorged, got %q", t)
@@ -72,8 +84,11 @@ func (s *Server) CreateWalletWebhook(c echo.Context, walletName apigen.Wallet) e
 	if p.Secret != "" && !store.ValidWebhookSecret(p.Secret) {
 		return errorf(http.StatusBadRequest, "field secret: want whsec_ and the base64 of 24 to 64 bytes")
 	}
-	e, err := s.store.WebhookEndpointCreate(c.Request().Context(), p)
-	if err != nil {
+	e, err := s.store.WebhookEndpointCreate(ctx, p)
+	switch {
+	case errors.Is(err, store.ErrWebhookEndpointLimit):
+		return errorf(http.StatusConflict, "wallet %s has %d webhook endpoints, the most a wallet may have: delete one to add another", walletName, max)
+	case err != nil:
 		return err
 	}
 	return c.JSON(http.StatusCreated, toWebhookEndpoint(e, true))

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -143,7 +144,10 @@ func (m *Metrics) LedgerCall(lane, op string, took time.Duration, err error, per
 	}
 }
 
-// HTTPRequest records one answered request.
+// HTTPRequest records one answered request. route must be the matched
+// route's template (a bounded set), "" when none matched; the method is
+// counted as one of the standard methods or "other". A label value a client
+// chooses would be a new series per request: memory without bound.
 func (m *Metrics) HTTPRequest(route, method string, code int, took time.Duration) {
 	if m == nil {
 		return
@@ -151,8 +155,20 @@ func (m *Metrics) HTTPRequest(route, method string, code int, took time.Duration
 	if route == "" {
 		route = "unmatched"
 	}
+	method = MethodLabel(method)
 	m.httpRequests.WithLabelValues(route, method, strconv.Itoa(code)).Inc()
 	m.httpDuration.WithLabelValues(route, method).Observe(took.Seconds())
+}
+
+// MethodLabel is method as a label value: one of the methods of RFC 9110
+// (and PATCH), or "other" for any other name a client sends.
+func MethodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return method
+	}
+	return "other"
 }
 
 // StateDepth is how many items of a lane wait in one state and when the

@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"time"
@@ -109,7 +111,15 @@ type WebhookEndpointCreateParams struct {
 	EventTypes []WebhookEventType
 	// Disabled stores the endpoint disabled.
 	Disabled bool
+	// MaxEndpoints is the most endpoints the wallet may have: with that
+	// many already, the create is refused (ErrWebhookEndpointLimit). 0 is
+	// no limit.
+	MaxEndpoints int
 }
+
+// ErrWebhookEndpointLimit is WebhookEndpointCreate's refusal: the wallet
+// has MaxEndpoints endpoints already.
+var ErrWebhookEndpointLimit = errors.New("webhook endpoint limit reached")
 
 // WebhookEndpointCreate registers an endpoint for a wallet's events and
 // returns it, with its secret. A wallet may have several endpoints; each
@@ -134,11 +144,28 @@ func (s *Store) WebhookEndpointCreate(ctx context.Context, p WebhookEndpointCrea
 		names = append(names, string(t))
 	}
 	slices.Sort(names)
-	row, err := one(s.q.WebhookEndpointInsert(ctx, dbsqlc.WebhookEndpointInsertParams{
+	insert := dbsqlc.WebhookEndpointInsertParams{
 		ID: newUUIDv7(p.Now), WalletID: p.Wallet, Url: p.URL, Secret: secret,
-		EventTypes: slices.Compact(names), Enabled: !p.Disabled, Now: p.Now,
-	}))
-	if err != nil {
+		EventTypes: slices.Compact(names), Enabled: !p.Disabled, Now: p.Now, MaxEndpoints: math.MaxInt64,
+	}
+	if p.MaxEndpoints > 0 {
+		insert.MaxEndpoints = int64(p.MaxEndpoints)
+	}
+	var row dbsqlc.LedgerqWebhookEndpoint
+	// The lock makes the insert's count of the wallet's endpoints exact, so
+	// concurrent creates cannot pass the limit together.
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		if err := q.WebhookEndpointsLockWallet(ctx, p.Wallet); err != nil {
+			return err
+		}
+		var err error
+		row, err = one(q.WebhookEndpointInsert(ctx, insert))
+		return err
+	})
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return WebhookEndpoint{}, fmt.Errorf("storing a webhook endpoint of wallet %q: it has %d already: %w", p.Wallet, p.MaxEndpoints, ErrWebhookEndpointLimit)
+	case err != nil:
 		return WebhookEndpoint{}, fmt.Errorf("storing a webhook endpoint of wallet %q: %w", p.Wallet, err)
 	}
 	return webhookEndpointFromRow(row), nil

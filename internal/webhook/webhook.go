@@ -36,6 +36,9 @@ import (
 
 // Config configures a Deliverer.
 type Config struct {
+	// EndpointConfig is what endpoints are held to; the deliverer connects
+	// to non-public addresses only with AllowPrivate.
+	EndpointConfig
 	// Interval is the poll interval: the longest a due delivery waits.
 	Interval time.Duration
 	// BatchSize is the most deliveries one round claims.
@@ -67,6 +70,7 @@ func Defaults() Config {
 		Interval: time.Second, BatchSize: 100, Concurrency: 8,
 		RequestTimeout: 10 * time.Second, Lease: time.Minute, DBTimeout: 5 * time.Second,
 		BackoffBase: 5 * time.Second, BackoffMax: time.Hour, MaxAttempts: 12,
+		EndpointConfig: EndpointConfig{MaxEndpoints: DefaultMaxEndpoints},
 	}
 }
 
@@ -85,6 +89,8 @@ func (c Config) Validate() error {
 		return errors.New("webhook: backoff base must be positive and at most the backoff max")
 	case c.MaxAttempts < 1:
 		return errors.New("webhook: max attempts must be at least 1")
+	case c.MaxEndpoints < 1:
+		return errors.New("webhook: max endpoints must be at least 1")
 	}
 	return nil
 }
@@ -108,8 +114,9 @@ func Backoff(base, ceiling time.Duration, attempt int, jitter func(time.Duration
 // Option changes a Deliverer.
 type Option func(*Deliverer)
 
-// WithHTTPClient sends with client (default: one that follows no
-// redirects: a 3xx is a failed attempt).
+// WithHTTPClient sends with client (default: newClient's, which connects
+// to public addresses only unless AllowPrivate, uses no proxy and follows
+// no redirects: a 3xx is a failed attempt).
 func WithHTTPClient(client *http.Client) Option { return func(d *Deliverer) { d.client = client } }
 
 // WithJitter sets the backoff jitter: jitter(n) returns a duration in
@@ -137,7 +144,7 @@ func New(st *store.Store, deps loop.Deps, cfg Config, opts ...Option) (*Delivere
 	}
 	d := &Deliverer{
 		st: st, cfg: cfg, deps: deps, log: deps.Logger,
-		client: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		client: newClient(cfg.AllowPrivate),
 		jitter: func(n time.Duration) time.Duration { return rand.N(n) },
 	}
 	if d.log == nil {

@@ -225,20 +225,25 @@ func (q *Queries) WebhookEndpointDelete(ctx context.Context, arg WebhookEndpoint
 
 const webhookEndpointInsert = `-- name: WebhookEndpointInsert :one
 INSERT INTO ledgerq.webhook_endpoints (id, wallet_id, url, secret, event_types, enabled, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5::text[], $6, $7::timestamptz, $7::timestamptz)
+SELECT $1::text, $2::text, $3::text, $4::text, $5::text[], $6::boolean, $7::timestamptz, $7::timestamptz
+WHERE (SELECT count(*) FROM ledgerq.webhook_endpoints x WHERE x.wallet_id = $2::text) < $8::bigint
 RETURNING id, wallet_id, url, secret, event_types, enabled, created_at, updated_at
 `
 
 type WebhookEndpointInsertParams struct {
-	ID         string
-	WalletID   string
-	Url        string
-	Secret     string
-	EventTypes []string
-	Enabled    bool
-	Now        time.Time
+	ID           string
+	WalletID     string
+	Url          string
+	Secret       string
+	EventTypes   []string
+	Enabled      bool
+	Now          time.Time
+	MaxEndpoints int64
 }
 
+// The wallet's new endpoint, unless it has @max_endpoints already: then no
+// row. Runs after WebhookEndpointsLockWallet (the cap's count is exact
+// under it); the count goes through webhook_endpoints_wallet.
 func (q *Queries) WebhookEndpointInsert(ctx context.Context, arg WebhookEndpointInsertParams) (LedgerqWebhookEndpoint, error) {
 	row := q.db.QueryRow(ctx, webhookEndpointInsert,
 		arg.ID,
@@ -248,6 +253,7 @@ func (q *Queries) WebhookEndpointInsert(ctx context.Context, arg WebhookEndpoint
 		arg.EventTypes,
 		arg.Enabled,
 		arg.Now,
+		arg.MaxEndpoints,
 	)
 	var i LedgerqWebhookEndpoint
 	err := row.Scan(
@@ -295,4 +301,19 @@ func (q *Queries) WebhookEndpointList(ctx context.Context, walletID string) ([]L
 		return nil, err
 	}
 	return items, nil
+}
+
+const webhookEndpointsLockWallet = `-- name: WebhookEndpointsLockWallet :exec
+SELECT pg_advisory_xact_lock(2003330416, hashtext($1::text))::text
+`
+
+// Serialises the registrations of one wallet's endpoints: a
+// transaction-scoped advisory lock on the wallet's name, taken before
+// WebhookEndpointInsert in the same transaction, so that the count the
+// insert checks includes every endpoint registered before it (READ
+// COMMITTED: a new snapshot per statement) and two registrations cannot
+// pass the cap together. Wallets whose names' hashes collide share a lock.
+func (q *Queries) WebhookEndpointsLockWallet(ctx context.Context, walletID string) error {
+	_, err := q.db.Exec(ctx, webhookEndpointsLockWallet, walletID)
+	return err
 }

@@ -1,0 +1,91 @@
+package webhook_test
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/store"
+)
+
+// endpointAt registers an endpoint of wallet at the receiver's path, under
+// another spelling of its host: host:port.
+func (s *setup) endpointAt(wallet, hostPort, path string) store.WebhookEndpoint {
+	s.t.Helper()
+	ep, err := s.st.WebhookEndpointCreate(s.ctx, store.WebhookEndpointCreateParams{Now: s.clock.Now(), Wallet: wallet, URL: "http://" + hostPort + path})
+	require.NoError(s.t, err)
+	key, err := standardwebhooks.NewWebhook(ep.Secret)
+	require.NoError(s.t, err)
+	s.recv.mu.Lock()
+	s.recv.keys[path] = key
+	s.recv.mu.Unlock()
+	return ep
+}
+
+// Registration refuses non-public targets, but a name may resolve elsewhere
+// by the time a delivery connects (DNS rebinding), and rows may be written
+// by hand: the deliverer checks the address it actually dials. Here
+// "localhost" and the literal 127.0.0.1 stand for a name that now resolves
+// to loopback.
+func TestDeliverer_NonPublicAddressIsRefusedAtDialAndNothingReachesTheReceiver(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t)
+	s.cfg.AllowPrivate = false
+	u, err := url.Parse(s.recv.srv.URL)
+	require.NoError(t, err)
+	s.endpointAt("alpha", "localhost:"+u.Port(), "/a")
+	s.endpointAt("alpha", "127.0.0.1:"+u.Port(), "/b")
+	s.emit(event("alpha", store.WebhookConfirmed, "task-1"))
+	d := s.deliverer()
+
+	require.Equal(t, 2, s.runOnce(d))
+	require.Empty(t, s.recv.receptions(), "nothing reaches a loopback receiver")
+	var n int
+	require.NoError(t, s.st.Pool().QueryRow(s.ctx, `SELECT count(*) FROM ledgerq.webhook_deliveries
+		WHERE delivered_at IS NULL AND last_status IS NULL AND last_error LIKE '%non-public address (loopback)%'`).Scan(&n))
+	require.Equal(t, 2, n, "each attempt failed at dial time, with the reason as its last error")
+}
+
+// The same deliveries go through when non-public addresses are allowed
+// (tests' and ledgerq dev's loopback receivers).
+func TestDeliverer_AllowPrivateDeliversToALoopbackReceiver(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t)
+	s.cfg.AllowPrivate = true
+	u, err := url.Parse(s.recv.srv.URL)
+	require.NoError(t, err)
+	s.endpointAt("alpha", "localhost:"+u.Port(), "/a")
+	s.endpointAt("alpha", "127.0.0.1:"+u.Port(), "/b")
+	s.emit(event("alpha", store.WebhookConfirmed, "task-1"))
+	require.Equal(t, 2, s.runOnce(s.deliverer()))
+	require.Len(t, s.recv.receptions(), 2)
+}
+
+// A redirect is not followed: it could point anywhere, and the answer is a
+// failed attempt.
+func TestDeliverer_RedirectIsAFailedAttemptAndIsNotFollowed(t *testing.T) {
+	t.Parallel()
+	s := newSetup(t)
+	s.endpoint("alpha", "/a")
+	s.endpoint("alpha", "/b")
+	s.recv.answer = func(path string, _ int) int {
+		if path == "/a" {
+			return http.StatusTemporaryRedirect
+		}
+		return http.StatusNoContent
+	}
+	s.emit(event("alpha", store.WebhookConfirmed, "task-1"))
+	require.Equal(t, 2, s.runOnce(s.deliverer()))
+	var a string
+	for _, r := range s.recv.receptions() {
+		if r.endpoint == "/a" {
+			a = r.id
+		}
+	}
+	dv := s.delivery(a)
+	require.Nil(t, dv.DeliveredAt)
+	require.Equal(t, http.StatusTemporaryRedirect, dv.LastStatus)
+}
