@@ -279,6 +279,7 @@ func TestWallets_WorkerQueriesAreIndexDriven(t *testing.T) {
 		for _, name := range []string{
 			"WalletNonceGet", "WalletNonceRaise", "WalletNoncesFreed", "AttemptsInFlight", "AttemptsSentUncertain",
 			"AttemptRecordBroadcast", "AttemptDrop", "TaskRequeue", "WalletsWithWork",
+			"AttemptsMined", "AttemptsMinedFrom", "AttemptsSentFrom", "AttemptMaxHeldNonce", "AttemptReopen", "AttemptMarkMined",
 		} {
 			sql, ok := generated[name]
 			require.True(t, ok, "query %s not found in the generated code (run sqlc generate)", name)
