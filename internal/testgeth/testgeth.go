@@ -400,6 +400,41 @@ func (n *Node) WaitMined(t testing.TB, hash common.Hash) *types.Receipt {
 	}
 }
 
+// WaitHead waits until the node's head is at least number (a block comes
+// every second) and returns the head. It fails t after a minute.
+func (n *Node) WaitHead(t testing.TB, number uint64) uint64 {
+	t.Helper()
+	deadline := time.Now().Add(minedTimeout)
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		head, err := n.ec.BlockNumber(ctx)
+		cancel()
+		if err == nil && head >= number {
+			return head
+		}
+		if time.Now().After(deadline) {
+			p := n.current()
+			t.Fatalf("testgeth: head did not reach block %d within %s (head %d, %v); last lines of %s:\n%s", number, minedTimeout, head, err, p.logPath, p.logTail(25))
+		}
+		<-tick.C
+	}
+}
+
+// Nonce is addr's nonce at the head: how many of its transactions the chain
+// holds.
+func (n *Node) Nonce(t testing.TB, addr common.Address) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	nonce, err := n.ec.NonceAt(ctx, addr, nil)
+	if err != nil {
+		t.Fatalf("testgeth: nonce of %s: %v", addr.Hex(), err)
+	}
+	return nonce
+}
+
 func (p *process) logTail(lines int) string {
 	b, err := os.ReadFile(p.logPath)
 	if err != nil {
