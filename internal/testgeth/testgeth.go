@@ -58,6 +58,7 @@ type Option func(*options)
 
 type options struct {
 	minerGasPrice *big.Int
+	crashable     bool
 }
 
 // Stalling runs the node with --miner.gasprice 5000000000: it accepts
@@ -82,6 +83,7 @@ type Node struct {
 	Binary string
 
 	minerGasPrice *big.Int // nil: the dev default (1 wei)
+	crashable     bool
 	rpc           *rpc.Client
 	ec            *ethclient.Client
 	stopOnce      sync.Once
@@ -89,9 +91,10 @@ type Node struct {
 	dir      string // the data directory and logs
 	httpPort int    // the same for every process, so URL stays valid
 
-	mu   sync.Mutex
-	proc *process // the geth process running now, or the last one
-	runs int      // geth processes started
+	mu      sync.Mutex
+	proc    *process // the geth process running now, or the last one
+	runs    int      // geth processes started
+	stopped bool
 }
 
 // process is one run of geth.
@@ -128,6 +131,12 @@ func Start(t testing.TB, opts ...Option) *Node {
 	for attempt := 1; attempt <= portAttempts; attempt++ {
 		n, err := launch(t, bin, version, filepath.Join(dir, fmt.Sprintf("run%d", attempt)), o)
 		if err == nil {
+			if o.crashable {
+				// A crash before any clean shutdown would leave geth
+				// unable to mine (see Crashable).
+				n.WaitHead(t, 1)
+				n.Checkpoint(t)
+			}
 			return n
 		}
 		lastErr = err
@@ -155,6 +164,7 @@ func launch(t testing.TB, bin, version, dir string, o options) (*Node, error) {
 		Version:       version,
 		Binary:        bin,
 		minerGasPrice: o.minerGasPrice,
+		crashable:     o.crashable,
 		dir:           dir,
 		httpPort:      httpPort,
 	}
@@ -171,7 +181,11 @@ func launch(t testing.TB, bin, version, dir string, o options) (*Node, error) {
 		return nil, err
 	}
 	n.Dev = p.dev
-	n.logStarted(t, p, "")
+	what := ""
+	if n.crashable {
+		what = "crashable"
+	}
+	n.logStarted(t, p, what)
 	return n, nil
 }
 
@@ -193,6 +207,10 @@ func (n *Node) args(authPort int) []string {
 	}
 	if n.minerGasPrice != nil {
 		args = append(args, "--miner.gasprice", n.minerGasPrice.String())
+	}
+	if n.crashable {
+		// See Crashable.
+		args = append(args, "--state.scheme", "path", "--txpool.nolocals")
 	}
 	return args
 }
@@ -303,7 +321,10 @@ func (n *Node) readDevAccount() (common.Address, error) {
 // Safe to call twice; Start registers it as a cleanup.
 func (n *Node) Stop() {
 	n.stopOnce.Do(func() {
-		p := n.current()
+		n.mu.Lock()
+		n.stopped = true
+		p := n.proc
+		n.mu.Unlock()
 		if n.ec != nil {
 			n.ec.Close()
 		}
