@@ -13,5 +13,17 @@
 // reads a chain back the way any client would, for end-to-end checks that
 // every task's transaction was mined exactly once.
 //
+// A Crashable node can crash and lose blocks as a real one does: Kill
+// SIGKILLs geth, and Restart brings it back behind the same URL at the head
+// of its last Checkpoint, without the blocks mined since and their
+// transactions:
+//
+//	n := testgeth.Start(t, testgeth.Crashable())
+//	n.Fund(t, sender, wei)
+//	saved := n.Checkpoint(t) // what a crash will not take back
+//	// ... transactions from sender mined in blocks after saved ...
+//	n.Kill()
+//	head := n.Restart(t) // == saved; sender's nonce as it was at saved
+//
 // Only tests import this package.
 package testgeth

@@ -58,6 +58,7 @@ type Option func(*options)
 
 type options struct {
 	minerGasPrice *big.Int
+	crashable     bool
 }
 
 // Stalling runs the node with --miner.gasprice 5000000000: it accepts
@@ -82,12 +83,35 @@ type Node struct {
 	Binary string
 
 	minerGasPrice *big.Int // nil: the dev default (1 wei)
-	cmd           *exec.Cmd
-	exited        chan struct{} // closed when the process has been reaped
-	logPath       string
+	crashable     bool
 	rpc           *rpc.Client
 	ec            *ethclient.Client
 	stopOnce      sync.Once
+
+	dir      string // the data directory and logs
+	httpPort int    // the same for every process, so URL stays valid
+
+	mu      sync.Mutex
+	proc    *process // the geth process running now, or the last one
+	runs    int      // geth processes started
+	stopped bool
+}
+
+// process is one run of geth.
+type process struct {
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when the process has been reaped
+	logPath string
+	began   time.Time
+	ready   time.Duration  // from began until it answered
+	dev     common.Address // its eth_accounts[0]
+}
+
+// current is the geth process running now, or the last one.
+func (n *Node) current() *process {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.proc
 }
 
 // Start runs a geth --dev node for t and returns once it answers JSON-RPC.
@@ -107,6 +131,12 @@ func Start(t testing.TB, opts ...Option) *Node {
 	for attempt := 1; attempt <= portAttempts; attempt++ {
 		n, err := launch(t, bin, version, filepath.Join(dir, fmt.Sprintf("run%d", attempt)), o)
 		if err == nil {
+			if o.crashable {
+				// A crash before any clean shutdown would leave geth
+				// unable to mine (see Crashable).
+				n.WaitHead(t, 1)
+				n.Checkpoint(t)
+			}
 			return n
 		}
 		lastErr = err
@@ -128,15 +158,44 @@ func launch(t testing.TB, bin, version, dir string, o options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	authPort, err := freePort()
+	n := &Node{
+		URL:           fmt.Sprintf("http://127.0.0.1:%d", httpPort),
+		ChainID:       big.NewInt(DevChainID),
+		Version:       version,
+		Binary:        bin,
+		minerGasPrice: o.minerGasPrice,
+		crashable:     o.crashable,
+		dir:           dir,
+		httpPort:      httpPort,
+	}
+	rc, err := rpc.Dial(n.URL) // HTTP: connects on the first call
 	if err != nil {
+		return nil, fmt.Errorf("dialing %s: %w", n.URL, err)
+	}
+	n.rpc = rc
+	n.ec = ethclient.NewClient(rc)
+	t.Cleanup(n.Stop)
+	p, err := n.run()
+	if err != nil {
+		n.Stop()
 		return nil, err
 	}
+	n.Dev = p.dev
+	what := ""
+	if n.crashable {
+		what = "crashable"
+	}
+	n.logStarted(t, p, what)
+	return n, nil
+}
+
+// args are geth's arguments, with authPort for the engine API.
+func (n *Node) args(authPort int) []string {
 	args := []string{
 		"--dev", "--dev.period", "1",
-		"--datadir", filepath.Join(dir, "data"),
+		"--datadir", filepath.Join(n.dir, "data"),
 		"--ipcdisable",
-		"--http", "--http.addr", "127.0.0.1", "--http.port", strconv.Itoa(httpPort),
+		"--http", "--http.addr", "127.0.0.1", "--http.port", strconv.Itoa(n.httpPort),
 		"--http.api", "eth,net,web3,txpool",
 		// The engine API endpoint is opened even in dev mode; on its default
 		// port two nodes would collide.
@@ -146,62 +205,78 @@ func launch(t testing.TB, bin, version, dir string, o options) (*Node, error) {
 		"--cache", "256",
 		"--verbosity", "3",
 	}
-	if o.minerGasPrice != nil {
-		args = append(args, "--miner.gasprice", o.minerGasPrice.String())
+	if n.minerGasPrice != nil {
+		args = append(args, "--miner.gasprice", n.minerGasPrice.String())
 	}
-	logPath := filepath.Join(dir, "geth.log")
+	if n.crashable {
+		// See Crashable.
+		args = append(args, "--state.scheme", "path", "--txpool.nolocals")
+	}
+	return args
+}
+
+// run starts a geth process on the node's data directory and HTTP port and
+// waits until it answers; it is then the node's current process. On error
+// the process is dead.
+func (n *Node) run() (*process, error) {
+	authPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	n.runs++
+	logName := "geth.log"
+	if n.runs > 1 {
+		logName = fmt.Sprintf("geth-%d.log", n.runs)
+	}
+	n.mu.Unlock()
+	logPath := filepath.Join(n.dir, logName)
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	defer logFile.Close() // the child has its own descriptor
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(n.Binary, n.args(authPort)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("running %s: %w", bin, err)
+		return nil, fmt.Errorf("running %s: %w", n.Binary, err)
 	}
-	n := &Node{
-		URL:           fmt.Sprintf("http://127.0.0.1:%d", httpPort),
-		ChainID:       big.NewInt(DevChainID),
-		Version:       version,
-		Binary:        bin,
-		minerGasPrice: o.minerGasPrice,
-		cmd:           cmd,
-		exited:        make(chan struct{}),
-		logPath:       logPath,
-	}
+	p := &process{cmd: cmd, exited: make(chan struct{}), logPath: logPath, began: time.Now()}
 	go func() {
 		_ = cmd.Wait()
-		close(n.exited)
+		close(p.exited)
 	}()
-	t.Cleanup(n.Stop)
-
-	began := time.Now()
-	if err := n.waitReady(); err != nil {
-		n.Stop()
-		tail := n.logTail(25)
+	n.mu.Lock()
+	n.proc = p
+	n.mu.Unlock()
+	if err := n.waitReady(p); err != nil {
+		p.kill()
+		tail := p.logTail(25)
 		if strings.Contains(tail, "address already in use") {
 			return nil, fmt.Errorf("%w: %v", errPortTaken, err)
 		}
 		return nil, fmt.Errorf("%v; last lines of %s:\n%s", err, logPath, tail)
 	}
-	// One line per node, which CI's log shows (.ci/run lists them): the
-	// version that ran, and for which test.
-	t.Logf("testgeth: geth %s answers at %s for %s after %s (binary %s, pid %d, chain %s, dev account %s, miner gas price %s, log %s)",
-		version, n.URL, t.Name(), time.Since(began).Round(time.Millisecond), bin, cmd.Process.Pid, n.ChainID, n.Dev.Hex(), n.minerTipText(), logPath)
-	return n, nil
+	p.ready = time.Since(p.began)
+	return p, nil
 }
 
-// waitReady polls the node until it answers with chain id 1337 and names
-// its developer account, or the process exits, or readyTimeout passes.
-func (n *Node) waitReady() error {
-	rc, err := rpc.Dial(n.URL) // HTTP: connects on the first call
-	if err != nil {
-		return fmt.Errorf("dialing %s: %w", n.URL, err)
+// logStarted logs the line CI's log shows for each geth process (.ci/run
+// lists them): the version that ran, and for which test; then what the
+// process is, if not the node's first.
+func (n *Node) logStarted(t testing.TB, p *process, what string) {
+	t.Helper()
+	if what != "" {
+		what = "; " + what
 	}
-	n.rpc = rc
-	n.ec = ethclient.NewClient(rc)
+	t.Logf("testgeth: geth %s answers at %s for %s after %s (binary %s, pid %d, chain %s, dev account %s, miner gas price %s, log %s%s)",
+		n.Version, n.URL, t.Name(), p.ready.Round(time.Millisecond), n.Binary, p.cmd.Process.Pid, n.ChainID, n.Dev.Hex(), n.minerTipText(), p.logPath, what)
+}
+
+// waitReady polls p until it answers with chain id 1337 and names its
+// developer account (into p.dev), or it exits, or readyTimeout passes.
+func (n *Node) waitReady(p *process) error {
 	deadline := time.Now().Add(readyTimeout)
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
@@ -214,12 +289,13 @@ func (n *Node) waitReady() error {
 			if id.Cmp(n.ChainID) != 0 {
 				return fmt.Errorf("chain id %s, want %s", id, n.ChainID)
 			}
-			return n.readDevAccount()
+			p.dev, err = n.readDevAccount()
+			return err
 		}
 		lastErr = err
 		select {
-		case <-n.exited:
-			return fmt.Errorf("geth exited (%v) before answering", n.cmd.ProcessState)
+		case <-p.exited:
+			return fmt.Errorf("geth exited (%v) before answering", p.cmd.ProcessState)
 		case <-tick.C:
 		}
 		if time.Now().After(deadline) {
@@ -228,40 +304,50 @@ func (n *Node) waitReady() error {
 	}
 }
 
-func (n *Node) readDevAccount() error {
+func (n *Node) readDevAccount() (common.Address, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	var accounts []common.Address
 	if err := n.rpc.CallContext(ctx, &accounts, "eth_accounts"); err != nil {
-		return fmt.Errorf("eth_accounts: %w", err)
+		return common.Address{}, fmt.Errorf("eth_accounts: %w", err)
 	}
 	if len(accounts) == 0 {
-		return errors.New("eth_accounts: no developer account")
+		return common.Address{}, errors.New("eth_accounts: no developer account")
 	}
-	n.Dev = accounts[0]
-	return nil
+	return accounts[0], nil
 }
 
 // Stop kills the node's process group and waits until the process is gone.
 // Safe to call twice; Start registers it as a cleanup.
 func (n *Node) Stop() {
 	n.stopOnce.Do(func() {
+		n.mu.Lock()
+		n.stopped = true
+		p := n.proc
+		n.mu.Unlock()
 		if n.ec != nil {
 			n.ec.Close()
 		}
 		// SIGKILL, not a graceful stop: the data directory is thrown away.
-		_ = killGroup(n.cmd.Process)
-		select {
-		case <-n.exited:
-		case <-time.After(30 * time.Second):
-			// Cannot happen short of a kernel problem; say so rather than hang.
-			fmt.Fprintf(os.Stderr, "testgeth: geth pid %d still running 30s after SIGKILL\n", n.cmd.Process.Pid)
+		if p != nil {
+			p.kill()
 		}
 	})
 }
 
+// kill sends SIGKILL to p's process group and waits until p is reaped.
+func (p *process) kill() {
+	_ = killGroup(p.cmd.Process)
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		// Cannot happen short of a kernel problem; say so rather than hang.
+		fmt.Fprintf(os.Stderr, "testgeth: geth pid %d still running 30s after SIGKILL\n", p.cmd.Process.Pid)
+	}
+}
+
 // Pid is the geth process id.
-func (n *Node) Pid() int { return n.cmd.Process.Pid }
+func (n *Node) Pid() int { return n.current().cmd.Process.Pid }
 
 // Client is an ethclient connected to the node, closed by Stop.
 func (n *Node) Client() *ethclient.Client { return n.ec }
@@ -335,8 +421,43 @@ func (n *Node) WaitMined(t testing.TB, hash common.Hash) *types.Receipt {
 	}
 }
 
-func (n *Node) logTail(lines int) string {
-	b, err := os.ReadFile(n.logPath)
+// WaitHead waits until the node's head is at least number (a block comes
+// every second) and returns the head. It fails t after a minute.
+func (n *Node) WaitHead(t testing.TB, number uint64) uint64 {
+	t.Helper()
+	deadline := time.Now().Add(minedTimeout)
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		head, err := n.ec.BlockNumber(ctx)
+		cancel()
+		if err == nil && head >= number {
+			return head
+		}
+		if time.Now().After(deadline) {
+			p := n.current()
+			t.Fatalf("testgeth: head did not reach block %d within %s (head %d, %v); last lines of %s:\n%s", number, minedTimeout, head, err, p.logPath, p.logTail(25))
+		}
+		<-tick.C
+	}
+}
+
+// Nonce is addr's nonce at the head: how many of its transactions the chain
+// holds.
+func (n *Node) Nonce(t testing.TB, addr common.Address) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	nonce, err := n.ec.NonceAt(ctx, addr, nil)
+	if err != nil {
+		t.Fatalf("testgeth: nonce of %s: %v", addr.Hex(), err)
+	}
+	return nonce
+}
+
+func (p *process) logTail(lines int) string {
+	b, err := os.ReadFile(p.logPath)
 	if err != nil {
 		return fmt.Sprintf("(log unreadable: %v)", err)
 	}

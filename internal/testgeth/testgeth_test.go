@@ -110,6 +110,27 @@ func TestDevNode(t *testing.T) {
 		}
 	})
 
+	t.Run("WaitHeadAndNonceReadTheHead", func(t *testing.T) {
+		t.Parallel()
+		a := newAccount(t)
+		n.Fund(t, a.addr, oneEther)
+		if got := n.Nonce(t, a.addr); got != 0 {
+			t.Fatalf("Nonce of a fresh account = %d; want 0", got)
+		}
+		to := common.Address{0xab}
+		r := n.WaitMined(t, send(t, n, a, 0, &to, big.NewInt(1), params.TxGas, big.NewInt(params.GWei), nil).Hash())
+		if got := n.Nonce(t, a.addr); got != 1 {
+			t.Fatalf("Nonce after one mined transaction = %d; want 1", got)
+		}
+		want := r.BlockNumber.Uint64() + 2
+		if head := n.WaitHead(t, want); head < want {
+			t.Fatalf("WaitHead(%d) = %d", want, head)
+		}
+		if head, err := n.Client().BlockNumber(context.Background()); err != nil || head < want {
+			t.Fatalf("head after WaitHead(%d) = %d, %v", want, head, err)
+		}
+	})
+
 	t.Run("FundPaysFromTheDevAccountAndWaitsForTheReceipt", func(t *testing.T) {
 		t.Parallel()
 		a := newAccount(t)
