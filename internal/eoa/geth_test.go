@@ -116,3 +116,148 @@ func TestSeed003_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
 		t.Logf("task %d: done after %d bumps", i, got.Bumps)
 	}
 }
+
+// gethWallet is one funded wallet served by a Job, Pool and Follower on
+// the real clock against a real geth.
+type gethWallet struct {
+	node     *testgeth.Node
+	st       *store.Store
+	w        wallet.Wallet
+	addr     common.Address
+	pool     *workers.Pool
+	follower *Follower
+	tasks    []store.Task
+}
+
+func newGethWallet(t *testing.T, node *testgeth.Node) *gethWallet {
+	t.Helper()
+	ctx := t.Context()
+	db := testdb.New(t)
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	signer, err := wallet.NewKeySigner(key)
+	require.NoError(t, err)
+	g := &gethWallet{node: node, st: db.Store, w: wallet.Wallet{ID: "geth", ChainID: testgeth.DevChainID, Signer: signer}}
+	g.addr = common.Address(g.w.Address())
+	node.Fund(t, g.addr, big.NewInt(params.Ether))
+	reg, err := wallet.NewRegistry(g.w)
+	require.NoError(t, err)
+	led, err := evm.Dial(ctx, node.URL, evm.Config{CallTimeout: 2 * time.Second})
+	require.NoError(t, err)
+	t.Cleanup(led.Close)
+	cfg := Defaults()
+	cfg.LedgerTimeout, cfg.CycleBudget = 2*time.Second, time.Second
+	cfg.Logger = testLogger()
+	job, err := NewJob(db.Store, led, reg, cfg)
+	require.NoError(t, err)
+	wcfg := workers.Defaults()
+	wcfg.Workers, wcfg.Backoff = 1, 100*time.Millisecond
+	g.pool, err = workers.NewPool(db.Store, loop.Deps{Clock: clock.Real{}, Logger: testLogger()}, wcfg, map[string]workers.Job{Kind: job})
+	require.NoError(t, err)
+	g.follower, err = NewFollower(db.Store, reg, cfg)
+	require.NoError(t, err)
+	return g
+}
+
+// post stores n tasks, each paying its own amount to its own recipient.
+func (g *gethWallet) post(t *testing.T, n int) []store.Task {
+	t.Helper()
+	var out []store.Task
+	for range n {
+		i := len(g.tasks)
+		task, _, err := g.st.TaskInsert(t.Context(), store.TaskInsertParams{
+			Now: time.Now(), Wallet: g.w.ID, ChainID: testgeth.DevChainID, Sender: g.addr.Hex(),
+			Request: store.TaskRequest{To: common.BigToAddress(big.NewInt(int64(0x6000 + i))).Hex(), Value: big.NewInt(int64(1000 + i))},
+		})
+		require.NoError(t, err)
+		g.tasks = append(g.tasks, task)
+		out = append(out, task)
+	}
+	return out
+}
+
+// driveUntilDone runs the follower and the pool until every task is done.
+func (g *gethWallet) driveUntilDone(t *testing.T, within time.Duration) {
+	t.Helper()
+	ctx := t.Context()
+	deadline := time.Now().Add(within)
+	for {
+		done := 0
+		for _, task := range g.tasks {
+			got, err := g.st.TaskGet(ctx, task.Wallet, task.ID)
+			require.NoError(t, err)
+			require.NotEqual(t, store.TaskError, got.Status, got.Error)
+			if got.Status == store.TaskDone {
+				done++
+			}
+		}
+		if done == len(g.tasks) {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "%d of %d tasks done after %s", done, len(g.tasks), within)
+		_, err := g.follower.RunOnce(ctx)
+		require.NoError(t, err)
+		for {
+			ran, err := g.pool.RunOnce(ctx)
+			require.NoError(t, err)
+			if !ran {
+				break
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// A real geth crashes and comes back without its last blocks, which held
+// three final transactions of ours (and without its pool): their tasks do
+// not stay done with hashes the chain no longer has. They are executing
+// again, their same bytes are sent again and mined again with the same
+// hashes, the wallet's next nonce is not moved down, and the wallet goes on
+// sending. The chain, read block by block, ends with one transaction per
+// task at contiguous nonces.
+func TestSeed003_OnAGethThatLosesBlocksTheirTasksAreSentAgainAndTheWalletGoesOn(t *testing.T) {
+	t.Parallel()
+	node := testgeth.Start(t, testgeth.Crashable())
+	g := newGethWallet(t, node)
+	g.post(t, 3)
+	g.driveUntilDone(t, time.Minute)
+	saved := node.Checkpoint(t)
+	lost := g.post(t, 3)
+	g.driveUntilDone(t, time.Minute)
+	hashes := map[string]string{}
+	for _, task := range lost {
+		got, err := g.st.TaskGet(t.Context(), task.Wallet, task.ID)
+		require.NoError(t, err)
+		hashes[task.ID] = got.TxHash
+	}
+	require.EqualValues(t, 6, node.Nonce(t, g.addr))
+
+	node.Kill()
+	head := node.Restart(t)
+	require.Equal(t, saved, head)
+	require.EqualValues(t, 3, node.Nonce(t, g.addr), "geth lost nonces 3 to 5")
+	g.post(t, 2)
+	g.driveUntilDone(t, 2*time.Minute)
+
+	ctx := t.Context()
+	mined, err := testgeth.MinedFrom(ctx, node.URL, g.addr)
+	require.NoError(t, err)
+	require.NoError(t, testgeth.CheckNonces(mined))
+	require.Len(t, mined, len(g.tasks), "one mined transaction per task, nothing else")
+	byHash, err := testgeth.ByHash(mined)
+	require.NoError(t, err)
+	for i, task := range g.tasks {
+		got, err := g.st.TaskGet(ctx, task.Wallet, task.ID)
+		require.NoError(t, err)
+		tx, ok := byHash[common.HexToHash(got.TxHash)]
+		require.True(t, ok, "task %d is done with a hash the chain has", i)
+		require.EqualValues(t, i, tx.Nonce)
+		atts, err := g.st.AttemptListByTask(ctx, task.ID)
+		require.NoError(t, err)
+		require.Len(t, atts, 1, "task %d: its nonce was never signed again", i)
+		if want, ok := hashes[task.ID]; ok {
+			require.Equal(t, want, got.TxHash, "task %d is done again with its same transaction", i)
+			require.Equal(t, 1, got.Reorgs, "task %d", i)
+		}
+	}
+}
