@@ -39,8 +39,10 @@ type confirmCycle struct {
 	depth      int
 	chainNonce uint64
 	head       ledger.BlockRef
-	// blocks caches the chain's block hash by number for this cycle.
-	blocks map[uint64]ledger.Hash
+	// blocks caches the chain's block hash by number for this cycle, and
+	// atNonce the wallet's transactions the chain's blocks hold by nonce.
+	blocks  map[uint64]ledger.Hash
+	atNonce map[uint64]ledger.NonceTx
 
 	// reopened: mined or confirmed attempts whose transaction left the
 	// chain, with why.
@@ -80,6 +82,7 @@ func (c *confirmCycle) Execute(ctx context.Context) error {
 	}
 	c.depth = c.job.cfg.confirmations(c.chainID())
 	c.blocks = map[uint64]ledger.Hash{}
+	c.atNonce = map[uint64]ledger.NonceTx{}
 	n, err := c.readChainNonce(ctx)
 	if err != nil {
 		return err
@@ -142,20 +145,36 @@ type found struct {
 	receipt ledger.Receipt
 }
 
-// receiptOnChain looks up every hash of a's nonce and returns the one whose
-// receipt is in a block the chain has. failed: a lookup failed and none was
-// found, "ask again later".
-func (c *confirmCycle) receiptOnChain(ctx context.Context, a store.Attempt) (f found, ok, failed bool) {
+// onChain is what the chain says of an attempt's nonce.
+type onChain struct {
+	// ok: one of our hashes of the nonce is mined, in a block the chain has.
+	ok    bool
+	found found
+	// other: the chain's blocks hold another transaction at the nonce.
+	other *ledger.NonceTx
+	// failed: a lookup failed and nothing was found: ask again later.
+	failed bool
+}
+
+// lookUp asks the chain about a's nonce: first the receipts of every hash of
+// the nonce (the node's index by hash), each checked against the block the
+// chain has at its number; then, when none is found and the chain's nonce
+// has passed a's, the chain's blocks themselves (TxsAtNonce): a node that
+// lost blocks may keep index entries of transactions it has mined again
+// elsewhere, or of none, so "no receipt" alone is never "another
+// transaction took the nonce".
+func (c *confirmCycle) lookUp(ctx context.Context, a store.Attempt) onChain {
 	hashes, err := c.hashesOfNonce(ctx, a)
 	if err != nil {
-		return found{}, false, true
+		return onChain{failed: true}
 	}
+	var out onChain
 	for _, h := range hashes {
 		rc, err := ledgerCall(ctx, c.job, func(ctx context.Context) (ledger.Receipt, error) {
 			return c.job.ledger.TransactionReceipt(ctx, ledger.TxHash(common.HexToHash(h)))
 		})
 		if err != nil {
-			failed = true
+			out.failed = true
 			continue
 		}
 		if !rc.Found {
@@ -164,12 +183,54 @@ func (c *confirmCycle) receiptOnChain(ctx context.Context, a store.Attempt) (f f
 		canonical, known := c.canonical(ctx, rc)
 		switch {
 		case !known:
-			failed = true
+			out.failed = true
 		case canonical:
-			return found{hash: h, receipt: rc}, true, false
+			return onChain{ok: true, found: found{hash: h, receipt: rc}}
+		default:
+			c.job.log.Debug("eoa: a receipt in a block the chain no longer has", "shard", c.claim.Key, "tx_hash", h,
+				"block", rc.BlockNumber, "block_hash", rc.BlockHash.Hex(), "chain_block_hash", c.blocks[rc.BlockNumber].Hex())
 		}
 	}
-	return found{}, false, failed
+	if uint64(a.Nonce) >= c.chainNonce {
+		return out // not passed: no block holds it
+	}
+	tx, ok := c.txAtNonce(ctx, uint64(a.Nonce))
+	switch {
+	case !ok:
+		return onChain{failed: true}
+	case slices.Contains(hashes, tx.Hash.Hex()):
+		return onChain{ok: true, found: found{hash: tx.Hash.Hex(), receipt: tx.Receipt}}
+	}
+	return onChain{other: &tx}
+}
+
+// txAtNonce returns the wallet's transaction the chain's blocks hold at
+// nonce, from one TxsAtNonce call per block and cycle; ok is false when it
+// could not tell.
+func (c *confirmCycle) txAtNonce(ctx context.Context, nonce uint64) (ledger.NonceTx, bool) {
+	if tx, ok := c.atNonce[nonce]; ok {
+		return tx, true
+	}
+	type answer struct {
+		txs   []ledger.NonceTx
+		found bool
+	}
+	addr := c.wallet.Address()
+	got, err := ledgerCall(ctx, c.job, func(ctx context.Context) (answer, error) {
+		txs, found, err := c.job.ledger.TxsAtNonce(ctx, addr, nonce)
+		return answer{txs, found}, err
+	})
+	if err != nil || !got.found {
+		c.job.log.Debug("eoa: reading the block of a nonce failed, asking again later", "shard", c.claim.Key, "nonce", nonce, "error", err)
+		return ledger.NonceTx{}, false
+	}
+	for _, tx := range got.txs {
+		if canonical, known := c.canonical(ctx, tx.Receipt); known && canonical {
+			c.atNonce[tx.Nonce] = tx
+		}
+	}
+	tx, ok := c.atNonce[nonce]
+	return tx, ok
 }
 
 // record turns a receipt of a's nonce into a's outcome: mined in its block,
@@ -194,16 +255,16 @@ func (c *confirmCycle) checkMinedFrom(ctx context.Context, b budget) error {
 		if b.spent(i) {
 			break // the next run looks again
 		}
-		f, ok, failed := c.receiptOnChain(ctx, a)
+		got := c.lookUp(ctx, a)
 		switch {
-		case ok:
+		case got.ok:
 			// The node's nonce lags its receipts (another node behind a
 			// load balancer): the receipt decides, and a confirmed attempt
 			// stays as it is.
 			if a.State == store.AttemptMined {
-				c.confirmed = append(c.confirmed, c.record(a, f))
+				c.confirmed = append(c.confirmed, c.record(a, got.found))
 			}
-		case failed:
+		case got.failed:
 		default:
 			c.reopened = append(c.reopened, reopened{attempt: a,
 				reason: fmt.Sprintf("left the chain: the chain's nonce is %d and no hash of nonce %d has a receipt", c.chainNonce, a.Nonce)})
@@ -230,17 +291,17 @@ func (c *confirmCycle) checkMined(ctx context.Context, b budget) error {
 			break
 		}
 		calls++
-		f, ok, failed := c.receiptOnChain(ctx, a)
+		got := c.lookUp(ctx, a)
 		switch {
-		case ok:
-			r := c.record(a, f)
+		case got.ok:
+			r := c.record(a, got.found)
 			if r.final || r.hash != a.TxHash || r.block != blockOf(a) || r.blockHash != a.MinedBlockHash {
 				c.confirmed = append(c.confirmed, r)
 			}
-		case failed:
+		case got.failed:
 		default:
 			c.reopened = append(c.reopened, reopened{attempt: a,
-				reason: fmt.Sprintf("left the chain: its receipt in block %d is gone", blockOf(a))})
+				reason: fmt.Sprintf("left the chain: block %d no longer holds it", blockOf(a))})
 		}
 	}
 	return nil
@@ -249,10 +310,13 @@ func (c *confirmCycle) checkMined(ctx context.Context, b budget) error {
 // lookUpReceipts is step 3: the chain's nonce passed these attempts, so
 // each was mined or another transaction took its nonce. A receipt makes the
 // attempt mined (the task done when it is deep enough; a reverted one too).
-// A failed lookup means "ask again later". Only when every hash of the nonce
-// has answered "no receipt" for ReplacedAfter is the attempt replaced: it is
-// dropped and its task sent again with a new nonce (DESIGN §7: engine-core
-// counted a failed lookup as a replacement and sent the transaction twice).
+// A failed lookup means "ask again later". An attempt is replaced only when
+// the chain's own blocks show another transaction at its nonce, that
+// transaction is final, and no hash of ours has been mined for
+// ReplacedAfter: it is dropped and its task sent again with a new nonce
+// (engine-core counted a failed lookup as a replacement and sent the
+// transaction twice; a node's index by hash can be stale after it lost
+// blocks, so "no receipt" alone is not enough either).
 func (c *confirmCycle) lookUpReceipts(ctx context.Context, b budget) error {
 	passed, err := dbCall(ctx, c.job, func(ctx context.Context) ([]store.Attempt, error) {
 		return c.job.store.AttemptsSentBelow(ctx, store.AttemptsListParams{
@@ -277,11 +341,13 @@ func (c *confirmCycle) lookUpReceipts(ctx context.Context, b budget) error {
 			}
 			break
 		}
-		f, ok, failed := c.receiptOnChain(ctx, a)
+		got := c.lookUp(ctx, a)
 		switch {
-		case ok:
-			c.confirmed = append(c.confirmed, c.record(a, f))
-		case failed:
+		case got.ok:
+			c.confirmed = append(c.confirmed, c.record(a, got.found))
+		case got.other == nil:
+			// A failed lookup (or a nonce the chain no longer passes):
+			// "ask again later", never "absent".
 			if since, ok := before[a.TxHash]; ok {
 				absent[a.TxHash] = since
 			}
@@ -290,9 +356,14 @@ func (c *confirmCycle) lookUpReceipts(ctx context.Context, b budget) error {
 			if !ok {
 				since = now
 			}
-			if now.Sub(since) >= c.job.cfg.ReplacedAfter {
+			// Another transaction holds the nonce in the chain's blocks.
+			// Ours can land only if that block leaves the chain: the task
+			// is sent again only once it is final and ReplacedAfter has
+			// passed.
+			if other := got.other; now.Sub(since) >= c.job.cfg.ReplacedAfter && c.final(other.Receipt.BlockNumber) {
 				c.replaced = append(c.replaced, broadcastResult{attempt: a, outcome: requeued, replaced: true,
-					reason: fmt.Sprintf("replaced: the chain passed nonce %d and no hash of ours has a receipt since %s", a.Nonce, since.Format(time.RFC3339))})
+					reason: fmt.Sprintf("replaced: transaction %s took nonce %d in block %d; no hash of ours is mined (since %s)",
+						other.Hash.Hex(), a.Nonce, other.Receipt.BlockNumber, since.Format(time.RFC3339))})
 				continue
 			}
 			absent[a.TxHash] = since

@@ -78,6 +78,9 @@ type recLedger struct {
 	refuse func(tx *types.Transaction) error
 	// failReceipt, when set, makes the lookup of hash fail when it returns true.
 	failReceipt func(hash string) bool
+	// failBlocks makes every read of the blocks of a nonce (TxsAtNonce)
+	// fail.
+	failBlocks bool
 	// onSuggestFees, when set, runs inside SuggestFees.
 	onSuggestFees func()
 	// estimateErr, when set, is EstimateGas's error for msg (nil: estimate).
@@ -161,6 +164,17 @@ func (l *recLedger) TransactionReceipt(ctx context.Context, h ledger.TxHash) (le
 		return ledger.Receipt{}, errors.New("simulated receipt lookup failure")
 	}
 	return l.Ledger.TransactionReceipt(ctx, h)
+}
+
+func (l *recLedger) TxsAtNonce(ctx context.Context, a ledger.Address, nonce uint64) ([]ledger.NonceTx, bool, error) {
+	l.count("TxsAtNonce")
+	l.mu.Lock()
+	fail := l.failBlocks
+	l.mu.Unlock()
+	if fail {
+		return nil, false, errors.New("simulated block read failure")
+	}
+	return l.Ledger.TxsAtNonce(ctx, a, nonce)
 }
 
 func (l *recLedger) SendRawTransaction(ctx context.Context, raw []byte) error {

@@ -368,9 +368,10 @@ func TestSeed003_MoreFreedNoncesThanMaxRecycledAreFilledWithNoops(t *testing.T) 
 }
 
 // Rule 5 with bumps: a task whose nonce another transaction took is
-// replaced only when every hash we sent for it is definitively absent — a
-// failed lookup of the superseded original is "ask again later" even while
-// its bump answers "no receipt".
+// replaced only when that is definitive — the chain's blocks show another
+// transaction at the nonce, none of the hashes we sent (bumps included) — a
+// failed lookup of the superseded original and a failed read of the blocks
+// are "ask again later", even while its bump answers "no receipt".
 func TestSeed003_ReplacedOnlyWhenEveryHashOfTheNonceBumpsIncludedIsDefinitivelyAbsent(t *testing.T) {
 	t.Parallel()
 	e, task, first := bumpedWithTheBumpLost(t)
@@ -378,17 +379,18 @@ func TestSeed003_ReplacedOnlyWhenEveryHashOfTheNonceBumpsIncludedIsDefinitivelyA
 	e.chain.Mine()
 
 	e.led.failReceipt = func(h string) bool { return strings.EqualFold(h, first) }
+	e.led.failBlocks = true
 	for range 3 {
 		e.drive1(t)
 		e.clk.Advance(blockPeriod)
 	}
 	got := e.task(t, task)
-	require.Equal(t, store.TaskExecuting, got.Status, "one hash unanswered: not replaced")
+	require.Equal(t, store.TaskExecuting, got.Status, "one hash unanswered, the blocks unread: not replaced")
 	require.Zero(t, got.Replacements)
 
-	e.led.failReceipt = nil
+	e.led.failBlocks = false
 	e.drive1(t)
-	require.Equal(t, 1, e.task(t, task).Replacements, "every hash absent: replaced")
+	require.Equal(t, 1, e.task(t, task).Replacements, "the block of the nonce holds another transaction: replaced")
 }
 
 // bumpedWithTheBumpLost posts a task whose tip is below the chain's minimum,

@@ -112,27 +112,30 @@ func TestSeed003_NonceTooLowFromAnotherSenderRequeuesTheTaskAndRaisesTheNextNonc
 	require.Equal(t, int64(6), stored)
 }
 
-// DESIGN §7 (engine-core counted a failed receipt lookup as a replacement
-// and sent the transaction again): a transaction the chain passed is
-// replaced only when every lookup of its hashes answered "no receipt" for
-// Config.ReplacedAfter; failed lookups mean "ask again later".
-func TestSeed003_ReplacedOnlyWhenEveryLookupSaysAbsentForTheGraceNeverOnAFailedLookup(t *testing.T) {
+// Engine-core counted a failed receipt lookup as a replacement and sent the
+// transaction again: a transaction the chain passed is replaced only when
+// the chain's own blocks show another transaction at its nonce, for
+// Config.ReplacedAfter; failed lookups mean "ask again later", and a block
+// read that finds ours makes it mined even when every receipt lookup fails.
+func TestSeed003_ReplacedOnlyWhenTheChainsBlocksShowAnotherTransactionNeverOnAFailedLookup(t *testing.T) {
 	t.Parallel()
 	t.Run("failed lookups", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t, options{})
 		task := e.post(t, 0, 0, 1000, nil)
 		e.led.failReceipt = func(string) bool { return true }
+		e.led.failBlocks = true
 		for range 5 {
 			e.drive1(t)
 			e.clk.Advance(e.cfg.ReplacedAfter)
 		}
 		require.Equal(t, store.TaskExecuting, e.task(t, task).Status, "still waiting for an answer")
 		require.Equal(t, 1, len(e.attempts(t, task)), "never sent again")
-		e.led.failReceipt = nil
+		e.led.failBlocks = false
 		e.drive(t, e.pool, 3, task)
 		e.requireDoneOnce(t, task)
 		require.Equal(t, 1, len(e.led.records()))
+		require.Positive(t, e.led.callsOf("TxsAtNonce"), "found by the block that holds its nonce, every receipt lookup failing")
 	})
 	t.Run("replaced", func(t *testing.T) {
 		t.Parallel()

@@ -365,3 +365,54 @@ func TestSeed003_AMinedTransactionMinedAgainInANewBlockFollowsItThere(t *testing
 	e.requireDoneOnce(t, task)
 	e.requireOneTxPerNonce(t, 0)
 }
+
+// staleIndex answers for hashes it was told a receipt of the block they were
+// in before the chain lost it, as a geth that crashed does (its index by
+// hash keeps entries of the lost blocks, so the transactions it mines again
+// in other blocks are answered from the lost ones).
+type staleIndex struct {
+	*recLedger
+	stale map[ledger.TxHash]ledger.Receipt
+}
+
+func (l *staleIndex) TransactionReceipt(ctx context.Context, h ledger.TxHash) (ledger.Receipt, error) {
+	if r, ok := l.stale[h]; ok {
+		return r, nil
+	}
+	return l.recLedger.TransactionReceipt(ctx, h)
+}
+
+// A node whose index by hash answers receipts of blocks it lost, for
+// transactions it has mined again elsewhere: their tasks are not taken for
+// replaced (and sent a second time with new nonces); the blocks of their
+// nonces show them mined, and they are done once.
+func TestSeed003_ANodeWhoseIndexIsStaleAfterLosingBlocksSendsNothingTwice(t *testing.T) {
+	t.Parallel()
+	e := finalEnv(t, 1)
+	e.cfg.ReplacedAfter = 0
+	tasks := e.postN(t, 3)
+	e.drive1(t)
+	e.mineAndFollow(t)
+	e.requireDoneOnce(t, tasks...)
+	stale := &staleIndex{recLedger: e.led, stale: map[ledger.TxHash]ledger.Receipt{}}
+	for _, task := range tasks {
+		h := ledger.TxHash(common.HexToHash(e.task(t, task).TxHash))
+		r, err := e.chain.TransactionReceipt(t.Context(), h)
+		require.NoError(t, err)
+		r.BlockNumber += 7 // a block number the new chain reaches, with the lost block's hash
+		stale.stale[h] = r
+	}
+	e.chain.SetReorgDropRate(1)
+	_, err := e.chain.Reorg(1)
+	require.NoError(t, err)
+	_, e.pool = e.newProcess(t, stale)
+	for range 12 {
+		e.mineAndFollow(t)
+	}
+	e.requireContiguous(t, 0, 0, e.requireDoneOnce(t, tasks...))
+	e.requireOneTxPerNonce(t, 0)
+	for _, task := range tasks {
+		require.Len(t, e.attempts(t, task), 1, "never signed again")
+		require.Zero(t, e.task(t, task).Replacements)
+	}
+}

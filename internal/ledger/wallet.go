@@ -115,6 +115,23 @@ type WalletLedger interface {
 	HeadBlock(ctx context.Context) (BlockRef, error)
 	// BlockAt is the chain's block at number; found is false above the head.
 	BlockAt(ctx context.Context, number uint64) (b BlockRef, found bool, err error)
+	// TxsAtNonce answers "which transaction took addr's nonce?" from the
+	// chain's blocks themselves, never from the node's index by hash (a
+	// node that lost blocks may keep stale entries there): it returns every
+	// transaction of addr in the canonical block that holds addr's
+	// transaction with nonce, each with its receipt. found is false when
+	// the chain's nonce of addr (latest) is not above nonce. An error means
+	// it could not tell (the state it needs is pruned, the chain moved
+	// meanwhile): ask again later.
+	TxsAtNonce(ctx context.Context, addr Address, nonce uint64) (txs []NonceTx, found bool, err error)
+}
+
+// NonceTx is one mined transaction of an account: its nonce, its hash and
+// its receipt (Found, with its block).
+type NonceTx struct {
+	Nonce   uint64
+	Hash    TxHash
+	Receipt Receipt
 }
 
 // SendResult is what a send's outcome means for the transaction and its

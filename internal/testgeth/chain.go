@@ -18,6 +18,7 @@ type MinedTx struct {
 	Hash   common.Hash
 	To     *common.Address // nil for a contract creation
 	Value  *big.Int
+	Data   []byte
 	Status uint64 // types.ReceiptStatusSuccessful or types.ReceiptStatusFailed
 }
 
@@ -59,7 +60,7 @@ func MinedFrom(ctx context.Context, url string, from common.Address) ([]MinedTx,
 			if err != nil {
 				return nil, fmt.Errorf("testgeth: receipt of %s in block %d: %w", tx.Hash().Hex(), num, err)
 			}
-			out = append(out, MinedTx{Block: num, Nonce: tx.Nonce(), Hash: tx.Hash(), To: tx.To(), Value: tx.Value(), Status: r.Status})
+			out = append(out, MinedTx{Block: num, Nonce: tx.Nonce(), Hash: tx.Hash(), To: tx.To(), Value: tx.Value(), Data: tx.Data(), Status: r.Status})
 		}
 	}
 	return out, nil

@@ -90,11 +90,17 @@ func (e *walletE2E) post(api string, n int, retryAPI func() string) {
 }
 
 func (e *walletE2E) send(api, key, body string) (string, error) {
-	req, err := http.NewRequest(http.MethodPost, api+"/v1/wallets/w/send-tx?task=true", strings.NewReader(body))
+	return sendTask(api, e.token, "w", key, body)
+}
+
+// sendTask posts a fire-and-forget send-tx of wallet under an idempotency
+// key and returns the task's id.
+func sendTask(api, token, wallet, key, body string) (string, error) {
+	req, err := http.NewRequest(http.MethodPost, api+"/v1/wallets/"+wallet+"/send-tx?task=true", strings.NewReader(body))
 	if err != nil {
 		return "", err
 	}
-	req.Header.Set("Authorization", "Bearer "+e.token)
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)

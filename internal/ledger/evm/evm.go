@@ -34,6 +34,7 @@ type Client interface {
 	NonceAt(ctx context.Context, account common.Address, blockNumber *big.Int) (uint64, error)
 	BalanceAt(ctx context.Context, account common.Address, blockNumber *big.Int) (*big.Int, error)
 	HeaderByNumber(ctx context.Context, number *big.Int) (*types.Header, error)
+	BlockByHash(ctx context.Context, hash common.Hash) (*types.Block, error)
 	SuggestGasPrice(ctx context.Context) (*big.Int, error)
 	SuggestGasTipCap(ctx context.Context) (*big.Int, error)
 	EstimateGas(ctx context.Context, msg ethereum.CallMsg) (uint64, error)
@@ -252,4 +253,125 @@ func (l *Ledger) BlockAt(ctx context.Context, number uint64) (ledger.BlockRef, b
 		return ledger.BlockRef{}, false, fmt.Errorf("evm: header %d: %w", number, err)
 	}
 	return ledger.BlockRef{Number: h.Number.Uint64(), Hash: ledger.Hash(h.Hash())}, true, nil
+}
+
+// TxsAtNonce implements ledger.WalletLedger from blocks alone: the block
+// where addr's nonce passed nonce is found by the account's nonce at past
+// blocks (eth_getTransactionCount at a number: an exponential search down
+// from the head, then a binary one, so a recent block costs a few calls),
+// and its body and receipts are read by its hash (eth_getBlockByHash,
+// eth_getBlockReceipts), which no stale index by transaction hash can
+// mislead. A block whose state the node has pruned makes it an error.
+func (l *Ledger) TxsAtNonce(ctx context.Context, addr ledger.Address, nonce uint64) ([]ledger.NonceTx, bool, error) {
+	ctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	account := common.Address(addr)
+	head, err := l.ec.HeaderByNumber(ctx, nil)
+	if err != nil {
+		return nil, false, fmt.Errorf("evm: latest header: %w", err)
+	}
+	passed := func(n uint64) (bool, error) {
+		got, err := l.ec.NonceAt(ctx, account, new(big.Int).SetUint64(n))
+		if err != nil {
+			return false, fmt.Errorf("evm: nonce of %s at block %d: %w", addr.Hex(), n, err)
+		}
+		return got > nonce, nil
+	}
+	top := head.Number.Uint64()
+	if ok, err := passed(top); err != nil || !ok {
+		return nil, false, err
+	}
+	// The lowest block whose state has the nonce passed: in (lo, hi].
+	hi, lo, step := top, uint64(0), uint64(1)
+	for hi > 0 {
+		probe := hi - min(step, hi)
+		ok, err := passed(probe)
+		if err != nil {
+			return nil, false, err
+		}
+		if !ok {
+			lo = probe
+			break
+		}
+		hi, step = probe, step*2
+		if probe == 0 {
+			// Passed at genesis: no block holds it.
+			return nil, false, fmt.Errorf("evm: the nonce of %s is above %d at genesis", addr.Hex(), nonce)
+		}
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		ok, err := passed(mid)
+		if err != nil {
+			return nil, false, err
+		}
+		if ok {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	header, err := l.ec.HeaderByNumber(ctx, new(big.Int).SetUint64(hi))
+	if err != nil {
+		return nil, false, fmt.Errorf("evm: header %d: %w", hi, err)
+	}
+	block, err := l.ec.BlockByHash(ctx, header.Hash())
+	if err != nil {
+		return nil, false, fmt.Errorf("evm: block %d: %w", hi, err)
+	}
+	receipts, err := l.blockReceipts(ctx, block)
+	if err != nil {
+		return nil, false, fmt.Errorf("evm: receipts of block %d: %w", hi, err)
+	}
+	if len(receipts) != len(block.Transactions()) {
+		return nil, false, fmt.Errorf("evm: block %d has %d transactions and %d receipts", hi, len(block.Transactions()), len(receipts))
+	}
+	var out []ledger.NonceTx
+	held := false
+	for i, tx := range block.Transactions() {
+		from, err := types.Sender(types.LatestSignerForChainID(tx.ChainId()), tx)
+		if err != nil || from != account {
+			continue
+		}
+		r := receipts[i]
+		rc := ledger.Receipt{Found: true, Status: ledger.ReceiptReverted, BlockNumber: hi, BlockHash: ledger.Hash(block.Hash()),
+			GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}
+		if r.Status == types.ReceiptStatusSuccessful {
+			rc.Status = ledger.ReceiptSuccess
+		}
+		out = append(out, ledger.NonceTx{Nonce: tx.Nonce(), Hash: ledger.TxHash(tx.Hash()), Receipt: rc})
+		held = held || tx.Nonce() == nonce
+	}
+	if !held {
+		// The chain moved between the reads (a reorg): ask again.
+		return nil, false, fmt.Errorf("evm: block %d does not hold nonce %d of %s", hi, nonce, addr.Hex())
+	}
+	return out, true, nil
+}
+
+// blockReceipter is a client that reads a block's receipts by the block
+// (eth_getBlockReceipts): *ethclient.Client.
+type blockReceipter interface {
+	BlockReceipts(ctx context.Context, blockNrOrHash rpc.BlockNumberOrHash) ([]*types.Receipt, error)
+}
+
+// blockReceipts returns the receipts of block's transactions in order: by
+// the block's hash where the client can, else one by one by transaction
+// hash (ethclient/simulated, whose index a crash cannot leave stale).
+func (l *Ledger) blockReceipts(ctx context.Context, block *types.Block) ([]*types.Receipt, error) {
+	if br, ok := l.ec.(blockReceipter); ok {
+		return br.BlockReceipts(ctx, rpc.BlockNumberOrHashWithHash(block.Hash(), false))
+	}
+	out := make([]*types.Receipt, len(block.Transactions()))
+	for i, tx := range block.Transactions() {
+		r, err := l.ec.TransactionReceipt(ctx, tx.Hash())
+		if err != nil {
+			return nil, err
+		}
+		if r.BlockHash != block.Hash() {
+			return nil, fmt.Errorf("the receipt of %s is in block %s, not %s", tx.Hash().Hex(), r.BlockHash.Hex(), block.Hash().Hex())
+		}
+		out[i] = r
+	}
+	return out, nil
 }

@@ -42,6 +42,7 @@ var cases = []struct {
 	{"InsufficientFundsRecyclesTheNonce", testInsufficientFundsRecyclesTheNonce},
 	{"IntrinsicGasTooLowRecyclesTheNonce", testIntrinsicGasTooLowRecyclesTheNonce},
 	{"TransportFailuresAreIndeterminate", testTransportFailuresAreIndeterminate},
+	{"TxsAtNonceReadsTheBlockThatHoldsANonce", testTxsAtNonceReadsTheBlockThatHoldsANonce},
 }
 
 // revertingInit deploys a contract whose code is PUSH1 0 PUSH1 0 REVERT: every
@@ -406,5 +407,46 @@ func testLostResponseIsIndeterminateAndTheTransactionIsMined(t *testing.T, bd bu
 	r, err := bd.l.TransactionReceipt(context.Background(), ledger.TxHash(tx.Hash()))
 	if err != nil || !r.Found || r.Status != ledger.ReceiptSuccess || r.BlockNumber != block {
 		t.Fatalf("receipt of the transaction whose answer was lost = %+v, %v; want mined with success in block %d", r, err, block)
+	}
+}
+
+// TxsAtNonce finds, from blocks alone, the block that holds each nonce, and
+// gives the account's transactions in it with their receipts; a nonce the
+// chain has not reached is not found.
+func testTxsAtNonceReadsTheBlockThatHoldsANonce(t *testing.T, bd bundle) {
+	ctx := context.Background()
+	to := newAddress(t)
+	fees := bd.fees(t)
+	var blocks []uint64
+	var hashes []common.Hash
+	for nonce := range uint64(3) {
+		tx := bd.sign(t, bd.key, nonce, &to, 1, params.TxGas, fees, nil)
+		if err := bd.l.SendRawTransaction(ctx, raw(t, tx)); err != nil {
+			t.Fatalf("SendRawTransaction: %v", err)
+		}
+		blocks = append(blocks, bd.mine(t, tx))
+		hashes = append(hashes, tx.Hash())
+	}
+	for nonce := range uint64(3) {
+		txs, found, err := bd.l.TxsAtNonce(ctx, bd.from, nonce)
+		if err != nil || !found {
+			t.Fatalf("TxsAtNonce(%d) = %v, %v, %v; want found", nonce, txs, found, err)
+		}
+		var got *ledger.NonceTx
+		for i := range txs {
+			if txs[i].Nonce == nonce {
+				got = &txs[i]
+			}
+		}
+		if got == nil || common.Hash(got.Hash) != hashes[nonce] || got.Receipt.BlockNumber != blocks[nonce] ||
+			got.Receipt.Status != ledger.ReceiptSuccess || !got.Receipt.Found {
+			t.Fatalf("TxsAtNonce(%d) = %+v; want %s in block %d", nonce, txs, hashes[nonce].Hex(), blocks[nonce])
+		}
+		if r, err := bd.l.TransactionReceipt(ctx, got.Hash); err != nil || r.BlockHash != got.Receipt.BlockHash {
+			t.Fatalf("the receipt by hash is in block %s, TxsAtNonce's in %s (%v)", r.BlockHash.Hex(), got.Receipt.BlockHash.Hex(), err)
+		}
+	}
+	if txs, found, err := bd.l.TxsAtNonce(ctx, bd.from, 3); err != nil || found {
+		t.Fatalf("TxsAtNonce(3) = %v, %v, %v; want not found", txs, found, err)
 	}
 }

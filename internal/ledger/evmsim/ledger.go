@@ -10,13 +10,16 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/params"
+	"github.com/ethereum/go-ethereum/trie"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger"
@@ -111,6 +114,8 @@ type Block struct {
 	// era is how many reorgs the chain had when the block was mined: a
 	// block mined again at the same height after a reorg has another hash.
 	era int
+	// txRoot is the root of its transactions, as a header has it.
+	txRoot common.Hash
 }
 
 // Ledger is the simulated EVM ledger. It is safe for concurrent use.
@@ -184,7 +189,7 @@ func New(cfg Config) *Ledger {
 		l.accounts[a] = &account{balance: new(big.Int).Set(b)}
 	}
 	l.minTip = big.NewInt(cfg.MinTip)
-	genesis := Block{Number: 0, Time: l.genesis, BaseFee: big.NewInt(cfg.BaseFee)}
+	genesis := Block{Number: 0, Time: l.genesis, BaseFee: big.NewInt(cfg.BaseFee), txRoot: types.EmptyTxsHash}
 	genesis.Hash = l.header(genesis).Hash()
 	l.blocks = []Block{genesis}
 	l.blockTxs = [][]*types.Transaction{nil}
@@ -326,7 +331,9 @@ func (l *Ledger) mine(at time.Time) Block {
 		}
 	}
 	// The hash is the header's, as a client computes it from the header
-	// the server answers: it names the parent, the time and the era.
+	// the server answers: it names the parent, the time, the era and the
+	// transactions.
+	b.txRoot = types.DeriveSha(types.Transactions(included), trie.NewStackTrie(nil))
 	b.Hash = l.header(b).Hash()
 	l.blocks = append(l.blocks, b)
 	l.blockTxs = append(l.blockTxs, included)
@@ -734,6 +741,55 @@ func (l *Ledger) BlockAt(_ context.Context, number uint64) (ledger.BlockRef, boo
 	return ledger.BlockRef{Number: b.Number, Hash: ledger.Hash(b.Hash)}, true, nil
 }
 
+// TxsAtNonce implements ledger.WalletLedger: addr's transactions in the
+// block that holds its transaction with nonce, with their receipts.
+func (l *Ledger) TxsAtNonce(_ context.Context, addr ledger.Address, nonce uint64) ([]ledger.NonceTx, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.catchUp()
+	from := common.Address(addr)
+	if l.acct(from).nonce <= nonce {
+		return nil, false, nil
+	}
+	for n := len(l.blocks) - 1; n >= 0; n-- {
+		var out []ledger.NonceTx
+		held := false
+		for _, tx := range l.blockTxs[n] {
+			if sender, _ := types.Sender(l.signer, tx); sender != from {
+				continue
+			}
+			r := l.receipts[tx.Hash()]
+			rc := ledger.Receipt{Found: true, Status: ledger.ReceiptReverted, BlockNumber: r.block, BlockHash: ledger.Hash(l.blocks[r.block].Hash),
+				GasUsed: r.gasUsed, EffectiveGasPrice: new(big.Int).Set(r.price)}
+			if r.status == types.ReceiptStatusSuccessful {
+				rc.Status = ledger.ReceiptSuccess
+			}
+			out = append(out, ledger.NonceTx{Nonce: tx.Nonce(), Hash: ledger.TxHash(tx.Hash()), Receipt: rc})
+			held = held || tx.Nonce() == nonce
+		}
+		if held {
+			return out, true, nil
+		}
+	}
+	return nil, false, fmt.Errorf("evmsim: no block holds nonce %d of %s", nonce, from.Hex())
+}
+
+// nonceAtBlock is addr's nonce by block n: one more than its transaction
+// with the highest nonce in blocks 0 to n. Called with mu held.
+func (l *Ledger) nonceAtBlock(addr common.Address, n uint64) uint64 {
+	for b := min(n, uint64(len(l.blocks)-1)); ; b-- {
+		txs := l.blockTxs[b]
+		for i := len(txs) - 1; i >= 0; i-- {
+			if sender, _ := types.Sender(l.signer, txs[i]); sender == addr {
+				return txs[i].Nonce() + 1
+			}
+		}
+		if b == 0 {
+			return 0
+		}
+	}
+}
+
 // SetMinTip changes Config.MinTip: the least effective tip a block
 // includes, in wei (0: none). Blocks due before the change are mined first
 // under the old one.
@@ -770,6 +826,66 @@ func (l *Ledger) BlockByNumber(n uint64) (Block, bool) {
 		return Block{}, false
 	}
 	return l.blocks[n], true
+}
+
+// BlockByHash returns the canonical block with hash h, if any.
+func (l *Ledger) BlockByHash(h common.Hash) (Block, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.catchUp()
+	for i := len(l.blocks) - 1; i >= 0; i-- {
+		if l.blocks[i].Hash == h {
+			return l.blocks[i], true
+		}
+	}
+	return Block{}, false
+}
+
+// NonceAtBlock is addr's nonce by block n (the head's above it).
+func (l *Ledger) NonceAtBlock(addr common.Address, n uint64) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.catchUp()
+	return l.nonceAtBlock(addr, n)
+}
+
+// blockByTag returns the block a JSON-RPC block tag or number names.
+func (l *Ledger) blockByTag(tag string) (Block, bool, error) {
+	switch tag {
+	case "latest", "pending", "safe", "finalized":
+		return l.Head(), true, nil
+	case "earliest":
+		b, ok := l.BlockByNumber(0)
+		return b, ok, nil
+	}
+	if strings.HasPrefix(tag, "0x") && len(tag) == 66 {
+		b, ok := l.BlockByHash(common.HexToHash(tag))
+		return b, ok, nil
+	}
+	n, err := hexutil.DecodeUint64(tag)
+	if err != nil {
+		return Block{}, false, &rpcError{Code: -32602, Message: "invalid block number"}
+	}
+	b, ok := l.BlockByNumber(n)
+	return b, ok, nil
+}
+
+// blockContents returns block b's transactions and their receipts, for the
+// server.
+func (l *Ledger) blockContents(b Block) ([]rpcTx, []*types.Receipt) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if b.Number >= uint64(len(l.blocks)) || l.blocks[b.Number].Hash != b.Hash {
+		return nil, nil
+	}
+	txs := make([]rpcTx, 0, len(l.blockTxs[b.Number]))
+	receipts := make([]*types.Receipt, 0, len(txs))
+	for i, tx := range l.blockTxs[b.Number] {
+		from, _ := types.Sender(l.signer, tx)
+		txs = append(txs, rpcTx{Transaction: tx, From: from, Block: b, Index: uint(i)})
+		receipts = append(receipts, receiptJSON(*l.receipts[tx.Hash()], b))
+	}
+	return txs, receipts
 }
 
 // receiptOf returns a copy of the stored receipt of hash, for the server.

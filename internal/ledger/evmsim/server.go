@@ -23,10 +23,11 @@ const maxBodyBytes = 4 << 20
 
 // NewServer serves l over Ethereum JSON-RPC (HTTP POST, single or batched
 // requests), enough for go-ethereum's ethclient and so the evm adapter:
-// eth_chainId, net_version, eth_blockNumber, eth_getBlockByNumber (header
-// only), eth_getTransactionCount (latest or pending), eth_getBalance,
-// eth_gasPrice, eth_maxPriorityFeePerGas, eth_estimateGas,
-// eth_sendRawTransaction and eth_getTransactionReceipt. Refusals carry geth's
+// eth_chainId, net_version, eth_blockNumber, eth_getBlockByNumber and
+// eth_getBlockByHash (with or without full transactions),
+// eth_getBlockReceipts, eth_getTransactionCount (latest, pending or at a
+// block number), eth_getBalance, eth_gasPrice, eth_maxPriorityFeePerGas,
+// eth_estimateGas, eth_sendRawTransaction and eth_getTransactionReceipt. Refusals carry geth's
 // messages with geth's code (-32000). A simulated transient failure is an
 // HTTP 503; a lost response cuts the connection after the ledger took the
 // transaction. Latency applies to sends only.
@@ -167,10 +168,17 @@ func (s *server) call(ctx context.Context, req rpcRequest) (any, error) {
 		}
 		tag, _ := param[string](req, 1)
 		var n uint64
-		if tag == "pending" {
+		switch tag {
+		case "pending":
 			n, err = l.PendingNonceAt(ctx, ledger.Address(addr))
-		} else {
+		case "", "latest", "safe", "finalized":
 			n, err = l.NonceAt(ctx, ledger.Address(addr))
+		default:
+			num, derr := hexutil.DecodeUint64(tag)
+			if derr != nil {
+				return nil, &rpcError{Code: -32602, Message: "invalid block number"}
+			}
+			n = l.NonceAtBlock(addr, num)
 		}
 		return hexutil.Uint64(n), err
 	case "eth_getBalance":
@@ -196,28 +204,41 @@ func (s *server) call(ctx context.Context, req rpcRequest) (any, error) {
 		}
 		g, err := l.EstimateGas(ctx, msg)
 		return hexutil.Uint64(g), err
-	case "eth_getBlockByNumber":
-		tag, err := param[string](req, 0)
-		if err != nil {
-			return nil, err
-		}
+	case "eth_getBlockByNumber", "eth_getBlockByHash", "eth_getBlockReceipts":
 		var b Block
-		switch tag {
-		case "latest", "pending", "safe", "finalized":
-			b = l.Head()
-		case "earliest":
-			b, _ = l.BlockByNumber(0)
-		default:
-			n, err := hexutil.DecodeUint64(tag)
+		var ok bool
+		if req.Method == "eth_getBlockByHash" {
+			h, err := param[common.Hash](req, 0)
 			if err != nil {
-				return nil, &rpcError{Code: -32602, Message: "invalid block number"}
+				return nil, err
 			}
-			var ok bool
-			if b, ok = l.BlockByNumber(n); !ok {
-				return nil, nil
+			b, ok = l.BlockByHash(h)
+		} else {
+			tag, err := param[string](req, 0)
+			if err != nil {
+				// eth_getBlockReceipts also takes {"blockHash": …}.
+				ref, rerr := param[struct {
+					BlockHash common.Hash `json:"blockHash"`
+				}](req, 0)
+				if rerr != nil {
+					return nil, err
+				}
+				tag = ref.BlockHash.Hex()
+			}
+			b, ok, err = l.blockByTag(tag)
+			if err != nil {
+				return nil, err
 			}
 		}
-		return l.header(b), nil
+		if !ok {
+			return nil, nil
+		}
+		txs, receipts := l.blockContents(b)
+		if req.Method == "eth_getBlockReceipts" {
+			return receipts, nil
+		}
+		full, _ := param[bool](req, 1)
+		return l.blockJSON(b, txs, full), nil
 	case "eth_sendRawTransaction":
 		raw, err := param[hexutil.Bytes](req, 0)
 		if err != nil {
@@ -240,20 +261,69 @@ func (s *server) call(ctx context.Context, req rpcRequest) (any, error) {
 		if !ok {
 			return nil, nil
 		}
-		rc := &types.Receipt{
-			Type: r.tx.Type(), Status: r.status, CumulativeGasUsed: r.gasUsed, Logs: []*types.Log{},
-			TxHash: h, ContractAddress: r.contract, GasUsed: r.gasUsed, EffectiveGasPrice: r.price,
-			BlockHash: b.Hash, BlockNumber: new(big.Int).SetUint64(b.Number), TransactionIndex: r.index,
-		}
-		return rc, nil
+		return receiptJSON(r, b), nil
 	}
 	return nil, &rpcError{Code: -32601, Message: fmt.Sprintf("the method %s does not exist/is not available", req.Method)}
+}
+
+// receiptJSON is a receipt as geth answers it.
+func receiptJSON(r receipt, b Block) *types.Receipt {
+	return &types.Receipt{
+		Type: r.tx.Type(), Status: r.status, CumulativeGasUsed: r.gasUsed, Logs: []*types.Log{},
+		TxHash: r.tx.Hash(), ContractAddress: r.contract, GasUsed: r.gasUsed, EffectiveGasPrice: r.price,
+		BlockHash: b.Hash, BlockNumber: new(big.Int).SetUint64(b.Number), TransactionIndex: r.index,
+	}
+}
+
+// rpcTx is a transaction in a block as geth answers it: the transaction's
+// own fields and where it is.
+type rpcTx struct {
+	*types.Transaction
+	From  common.Address
+	Block Block
+	Index uint
+}
+
+func (t rpcTx) MarshalJSON() ([]byte, error) {
+	raw, err := t.Transaction.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	m["from"] = t.From
+	m["blockHash"] = t.Block.Hash
+	m["blockNumber"] = hexutil.Uint64(t.Block.Number)
+	m["transactionIndex"] = hexutil.Uint64(t.Index)
+	return json.Marshal(m)
+}
+
+// blockJSON is a block as geth answers it: its header's fields, its hash
+// and its transactions, in full or as hashes.
+func (l *Ledger) blockJSON(b Block, txs []rpcTx, full bool) map[string]any {
+	raw, _ := json.Marshal(l.header(b))
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	m["hash"] = b.Hash
+	m["uncles"] = []common.Hash{}
+	list := make([]any, len(txs))
+	for i, tx := range txs {
+		if full {
+			list[i] = tx
+		} else {
+			list[i] = tx.Hash()
+		}
+	}
+	m["transactions"] = list
+	return m
 }
 
 func (l *Ledger) header(b Block) *types.Header {
 	return &types.Header{
 		ParentHash: b.Parent, UncleHash: types.EmptyUncleHash, Root: types.EmptyRootHash,
-		TxHash: types.EmptyTxsHash, ReceiptHash: types.EmptyReceiptsHash, Difficulty: new(big.Int),
+		TxHash: b.txRoot, ReceiptHash: types.EmptyReceiptsHash, Difficulty: new(big.Int),
 		Number: new(big.Int).SetUint64(b.Number), GasLimit: l.cfg.GasLimit, GasUsed: b.GasUsed,
 		Time: uint64(b.Time.Unix()), Extra: fmt.Appendf(nil, "evmsim era %d", b.era), BaseFee: b.BaseFee,
 	}

@@ -100,3 +100,62 @@ func TestServer_FaultsAreIndeterminateOverHTTP(t *testing.T) {
 		t.Fatalf("a transient failure took the transaction: pending nonce %d", n)
 	}
 }
+
+// The blocks a client reads, in process and through the evm adapter over
+// HTTP, are the chain's: a block's hash is its header's (a receipt's block
+// is the block at its number), TxsAtNonce finds each nonce's block by the
+// account's nonce at past blocks, and after a reorg both name the block of
+// the new chain.
+func TestServer_TxsAtNonceAndBlockHashesFollowTheChainThroughAReorg(t *testing.T) {
+	t.Parallel()
+	bd := setup(t, evmsim.Config{BlockPeriod: time.Second})
+	over := serve(t, bd)
+	ctx := context.Background()
+	var hashes []ledger.TxHash
+	for nonce := range uint64(3) {
+		tx := sign(t, bd.key, nonce, 1, 3, 1, nil)
+		if err := bd.l.SendRawTransaction(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		hashes = append(hashes, hashOf(t, tx))
+		bd.clock.Advance(time.Second)
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, l := range []ledger.WalletLedger{bd.l, over} {
+			for nonce, h := range hashes {
+				r, err := l.TransactionReceipt(ctx, h)
+				if err != nil || !r.Found {
+					t.Fatalf("%s: receipt of nonce %d = %+v, %v", when, nonce, r, err)
+				}
+				b, found, err := l.BlockAt(ctx, r.BlockNumber)
+				if err != nil || !found || b.Hash != r.BlockHash {
+					t.Fatalf("%s: block %d = %+v, %v, %v; the receipt says %s", when, r.BlockNumber, b, found, err, r.BlockHash.Hex())
+				}
+				txs, found, err := l.TxsAtNonce(ctx, bd.from, uint64(nonce))
+				var got ledger.NonceTx
+				for _, tx := range txs {
+					if tx.Nonce == uint64(nonce) {
+						got = tx
+					}
+				}
+				if err != nil || !found || got.Hash != h || got.Receipt.BlockHash != r.BlockHash {
+					t.Fatalf("%s: TxsAtNonce(%d) = %+v, %v, %v; want %s in %s", when, nonce, txs, found, err, h.Hex(), r.BlockHash.Hex())
+				}
+			}
+			if _, found, err := l.TxsAtNonce(ctx, bd.from, 3); err != nil || found {
+				t.Fatalf("%s: TxsAtNonce(3) found %v, %v", when, found, err)
+			}
+		}
+	}
+	check("before the reorg")
+	before := bd.l.Head()
+	if _, err := bd.l.Reorg(2); err != nil {
+		t.Fatal(err)
+	}
+	bd.clock.Advance(2 * time.Second) // the two blocks mined again, with their transactions
+	if after, _ := bd.l.BlockByNumber(before.Number); after.Hash == before.Hash {
+		t.Fatal("the reorg left the head's hash")
+	}
+	check("after the reorg")
+}
