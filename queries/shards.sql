@@ -20,7 +20,8 @@ RETURNING s.state;
 -- scheduled_at, ties by key) whose kind this process has a job for and whose
 -- backoff has passed, that no other worker is claiming (SKIP LOCKED), becomes
 -- running under @owner with a lease. run is incremented: it is the claim's
--- fencing token.
+-- fencing token. @liveness_lock is the claiming process's liveness lock, NULL
+-- when it holds none (the lease alone then frees the shard if it dies).
 WITH next AS (
     SELECT p.key FROM ledgerq.shards p
     WHERE p.state = 'pending' AND p.scheduled_at <= @now::timestamptz
@@ -36,6 +37,7 @@ SET state = 'running',
     run = s.run + 1,
     claimed_at = @now::timestamptz,
     lease_expires_at = @lease_expires_at::timestamptz,
+    liveness_lock = sqlc.narg(liveness_lock)::integer,
     updated_at = @now::timestamptz
 WHERE s.key = ANY (ARRAY(SELECT next.key FROM next))
 RETURNING s.key, s.run, s.failures;
@@ -62,6 +64,7 @@ SET state = CASE WHEN @work_left::boolean OR s.more_work THEN 'pending' ELSE 'id
     owner = NULL,
     claimed_at = NULL,
     lease_expires_at = NULL,
+    liveness_lock = NULL,
     more_work = false,
     failures = CASE WHEN @failed::boolean THEN s.failures + 1 ELSE 0 END,
     last_error = CASE WHEN @failed::boolean THEN @error::text ELSE s.last_error END,
@@ -88,6 +91,7 @@ SET state = 'pending',
     owner = NULL,
     claimed_at = NULL,
     lease_expires_at = NULL,
+    liveness_lock = NULL,
     more_work = false,
     rescues = s.rescues + 1,
     updated_at = @now::timestamptz

@@ -38,7 +38,7 @@ ORDER BY ev.n, e.id;
 -- POST happens after it commits (no transaction is held across it), and a
 -- deliverer that dies before recording the outcome leaves the row to be
 -- claimed again after the lease, with the same id. Rows of disabled endpoints
--- wait.
+-- wait. @liveness_lock is the claiming process's liveness lock (NULL: none).
 WITH due AS (
     SELECT d.id FROM ledgerq.webhook_deliveries d
     WHERE d.delivered_at IS NULL AND d.gave_up_at IS NULL AND d.next_attempt_at <= @now::timestamptz
@@ -48,7 +48,8 @@ WITH due AS (
     FOR UPDATE OF d SKIP LOCKED
 )
 UPDATE ledgerq.webhook_deliveries d
-SET attempts = d.attempts + 1, last_attempt_at = @now::timestamptz, next_attempt_at = @lease_until::timestamptz
+SET attempts = d.attempts + 1, last_attempt_at = @now::timestamptz, next_attempt_at = @lease_until::timestamptz,
+    liveness_lock = sqlc.narg(liveness_lock)::integer
 FROM due, ledgerq.webhook_endpoints e
 WHERE d.id = due.id AND e.id = d.endpoint_id
 RETURNING d.id, d.endpoint_id, d.event_type, d.task_id, d.payload, d.created_at, d.attempts, e.url, e.secret;
@@ -57,7 +58,7 @@ RETURNING d.id, d.endpoint_id, d.event_type, d.task_id, d.payload, d.created_at,
 -- The endpoint answered 2xx. Not conditional on the attempt: a late success
 -- of a deliverer whose lease ran out is still a delivery.
 UPDATE ledgerq.webhook_deliveries
-SET delivered_at = @now::timestamptz, last_status = @status
+SET delivered_at = @now::timestamptz, last_status = @status, liveness_lock = NULL
 WHERE id = @id AND delivered_at IS NULL AND gave_up_at IS NULL;
 
 -- name: WebhookDeliveryMarkFailed :execrows
@@ -66,7 +67,7 @@ WHERE id = @id AND delivered_at IS NULL AND gave_up_at IS NULL;
 -- the current lease decides what comes next.
 UPDATE ledgerq.webhook_deliveries
 SET last_status = sqlc.narg(status), last_error = @error::text, next_attempt_at = @next_attempt_at::timestamptz,
-    gave_up_at = sqlc.narg(gave_up_at)
+    gave_up_at = sqlc.narg(gave_up_at), liveness_lock = NULL
 WHERE id = @id AND attempts = @attempts AND delivered_at IS NULL AND gave_up_at IS NULL;
 
 -- name: WebhookDeliveryGet :one

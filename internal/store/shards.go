@@ -36,6 +36,9 @@ type Shard struct {
 	Run            int64
 	ClaimedAt      *time.Time
 	LeaseExpiresAt *time.Time
+	// LivenessLock is the liveness lock of the holder's process (Liveness),
+	// 0 when the claim recorded none: only its lease frees the shard then.
+	LivenessLock   int32
 	MoreWork       bool
 	Failures       int
 	LastError      string
@@ -65,6 +68,9 @@ func shardFromRow(r dbsqlc.LedgerqShard) Shard {
 	}
 	if r.LastError != nil {
 		s.LastError = *r.LastError
+	}
+	if r.LivenessLock != nil {
+		s.LivenessLock = *r.LivenessLock
 	}
 	return s
 }
@@ -164,11 +170,12 @@ type ShardClaimParams struct {
 
 // ShardClaim claims the oldest pending shard of the given kinds whose
 // backoff has passed (FIFO by scheduled_at), skipping those another worker
-// is claiming, and marks it running under p.Owner with a lease. It returns
-// ErrNotFound when no shard is waiting.
+// is claiming, and marks it running under p.Owner with a lease and the
+// store's liveness lock, if it holds one. It returns ErrNotFound when no
+// shard is waiting.
 func (s *Store) ShardClaim(ctx context.Context, p ShardClaimParams) (ShardClaim, error) {
 	row, err := one(s.q.ShardClaim(ctx, dbsqlc.ShardClaimParams{
-		Owner: p.Owner, Now: p.Now, LeaseExpiresAt: p.LeaseUntil, Kinds: p.Kinds,
+		Owner: p.Owner, Now: p.Now, LeaseExpiresAt: p.LeaseUntil, Kinds: p.Kinds, LivenessLock: s.livenessLock(),
 	}))
 	if err != nil {
 		return ShardClaim{}, fmt.Errorf("claiming a shard: %w", err)

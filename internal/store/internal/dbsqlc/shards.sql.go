@@ -14,7 +14,7 @@ const shardClaim = `-- name: ShardClaim :one
 WITH next AS (
     SELECT p.key FROM ledgerq.shards p
     WHERE p.state = 'pending' AND p.scheduled_at <= $2::timestamptz
-      AND split_part(p.key, ':', 1) = ANY($4::text[])
+      AND split_part(p.key, ':', 1) = ANY($5::text[])
     ORDER BY p.scheduled_at, p.key
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -26,6 +26,7 @@ SET state = 'running',
     run = s.run + 1,
     claimed_at = $2::timestamptz,
     lease_expires_at = $3::timestamptz,
+    liveness_lock = $4::integer,
     updated_at = $2::timestamptz
 WHERE s.key = ANY (ARRAY(SELECT next.key FROM next))
 RETURNING s.key, s.run, s.failures
@@ -35,6 +36,7 @@ type ShardClaimParams struct {
 	Owner          string
 	Now            time.Time
 	LeaseExpiresAt time.Time
+	LivenessLock   *int32
 	Kinds          []string
 }
 
@@ -48,12 +50,14 @@ type ShardClaimRow struct {
 // scheduled_at, ties by key) whose kind this process has a job for and whose
 // backoff has passed, that no other worker is claiming (SKIP LOCKED), becomes
 // running under @owner with a lease. run is incremented: it is the claim's
-// fencing token.
+// fencing token. @liveness_lock is the claiming process's liveness lock, NULL
+// when it holds none (the lease alone then frees the shard if it dies).
 func (q *Queries) ShardClaim(ctx context.Context, arg ShardClaimParams) (ShardClaimRow, error) {
 	row := q.db.QueryRow(ctx, shardClaim,
 		arg.Owner,
 		arg.Now,
 		arg.LeaseExpiresAt,
+		arg.LivenessLock,
 		arg.Kinds,
 	)
 	var i ShardClaimRow
@@ -125,7 +129,7 @@ func (q *Queries) ShardExtendLease(ctx context.Context, arg ShardExtendLeasePara
 }
 
 const shardGet = `-- name: ShardGet :one
-SELECT key, state, scheduled_at, owner, run, claimed_at, lease_expires_at, more_work, failures, last_error, rescues, last_released_at, created_at, updated_at FROM ledgerq.shards WHERE key = $1
+SELECT key, state, scheduled_at, owner, run, claimed_at, lease_expires_at, more_work, failures, last_error, rescues, last_released_at, created_at, updated_at, liveness_lock FROM ledgerq.shards WHERE key = $1
 `
 
 func (q *Queries) ShardGet(ctx context.Context, key string) (LedgerqShard, error) {
@@ -146,6 +150,7 @@ func (q *Queries) ShardGet(ctx context.Context, key string) (LedgerqShard, error
 		&i.LastReleasedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.LivenessLock,
 	)
 	return i, err
 }
@@ -181,6 +186,7 @@ SET state = CASE WHEN $1::boolean OR s.more_work THEN 'pending' ELSE 'idle' END:
     owner = NULL,
     claimed_at = NULL,
     lease_expires_at = NULL,
+    liveness_lock = NULL,
     more_work = false,
     failures = CASE WHEN $4::boolean THEN s.failures + 1 ELSE 0 END,
     last_error = CASE WHEN $4::boolean THEN $5::text ELSE s.last_error END,
@@ -237,6 +243,7 @@ SET state = 'pending',
     owner = NULL,
     claimed_at = NULL,
     lease_expires_at = NULL,
+    liveness_lock = NULL,
     more_work = false,
     rescues = s.rescues + 1,
     updated_at = $1::timestamptz
