@@ -247,19 +247,29 @@ type ShardRescueParams struct {
 	Max int
 }
 
-// ShardRescue puts up to Max running shards whose lease expired back to
-// pending (their worker died or hung) and notifies the workers. It returns
-// the keys it rescued.
-func (s *Store) ShardRescue(ctx context.Context, p ShardRescueParams) ([]string, error) {
-	var out []string
+// ShardRescued is a shard a rescue put back in the queue.
+type ShardRescued struct {
+	Key string
+	// HolderDied says its lease was still running: the liveness lock its
+	// claim recorded was no longer held (the holder's process died or lost
+	// its connection). Otherwise the lease had expired.
+	HolderDied bool
+}
+
+// ShardRescue puts up to Max running shards whose holder is gone back to
+// pending and notifies the workers: those whose holder's liveness lock is
+// no longer held, at once, and those whose lease expired. It returns the
+// shards it rescued.
+func (s *Store) ShardRescue(ctx context.Context, p ShardRescueParams) ([]ShardRescued, error) {
+	var out []ShardRescued
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
 		rows, err := q.ShardRescue(ctx, dbsqlc.ShardRescueParams{Now: p.Now, Max: int32(p.Max)})
 		if err != nil {
-			return fmt.Errorf("rescuing shards with expired leases: %w", err)
+			return fmt.Errorf("rescuing shards whose holder is gone: %w", err)
 		}
-		out = make([]string, len(rows))
+		out = make([]ShardRescued, len(rows))
 		for i, r := range rows {
-			out[i] = r.Key
+			out[i] = ShardRescued{Key: r.Key, HolderDied: r.HolderDied}
 		}
 		return wakeAll(ctx, q, wakeIf{len(rows) > 0, notify.Shards})
 	})
