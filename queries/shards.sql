@@ -95,7 +95,7 @@ gone AS (
            OR (r.liveness_lock IS NOT NULL AND r.liveness_lock::bigint NOT IN (SELECT live.lock FROM live)))
     ORDER BY r.lease_expires_at
     LIMIT @max
-    FOR UPDATE OF r SKIP LOCKED
+    FOR UPDATE SKIP LOCKED
 )
 UPDATE ledgerq.shards s
 SET state = 'pending',

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
 // livenessProcess is one ledgerq process as the database sees it: a store
@@ -93,4 +94,67 @@ func TestLiveness_HoldsALockOfItsOwnAndTakesItAgainWhenItsConnectionDies(t *test
 	require.Error(t, err, "a store has one liveness")
 	_, err = testdb.NewTx(t).NewLiveness(store.LivenessConfig{}, nil)
 	require.Error(t, err, "a store bound to a transaction is no process")
+}
+
+// A dead deliverer lets go at once: a delivery claimed by a process whose
+// liveness connection then closed is claimed again, same id, at the next
+// claim, with its lease still running; one held by a live process is not.
+// A delivery whose failure was recorded is no longer in flight: it waits for
+// its retry time even after its last deliverer died.
+func TestWebhookDeliveriesClaim_DeliveryOfADeadDelivererIsClaimedAgainBeforeItsLease(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := t.Context()
+	now := testfactory.Start()
+	lease := time.Minute
+	dead, alive := newLivenessProcess(t, db), newLivenessProcess(t, db)
+	_, err := db.Store.WebhookEndpointCreate(ctx, store.WebhookEndpointCreateParams{Now: now, Wallet: "alpha", URL: "https://example.test/hook"})
+	require.NoError(t, err)
+	_, err = db.Store.WebhookEmit(ctx, now, taskEvent("alpha", store.WebhookSubmitted, "t1"), taskEvent("alpha", store.WebhookConfirmed, "t1"))
+	require.NoError(t, err)
+	claim := func(p livenessProcess, at time.Time) []store.WebhookDelivery {
+		t.Helper()
+		ds, err := p.st.WebhookDeliveriesClaim(ctx, store.WebhookDeliveriesClaimParams{Now: at, LeaseUntil: at.Add(lease), Max: 1})
+		require.NoError(t, err)
+		return ds
+	}
+	byDead, byAlive := claim(dead, now), claim(alive, now)
+	require.Len(t, byDead, 1)
+	require.Len(t, byAlive, 1)
+	for _, c := range []struct {
+		d    store.WebhookDelivery
+		lock int32
+	}{{byDead[0], dead.lock}, {byAlive[0], alive.lock}} {
+		got, err := db.Store.WebhookDeliveryGet(ctx, c.d.ID)
+		require.NoError(t, err)
+		require.Equal(t, c.lock, got.LivenessLock, "the claim records its process's liveness lock")
+	}
+	require.Empty(t, claim(alive, now.Add(time.Second)), "both deliverers alive, both leases running")
+
+	dead.liveness.Stop() // closes its connection
+	awaitReleased(t, db.Store, dead.lock)
+	again := claim(alive, now.Add(time.Second))
+	require.Len(t, again, 1, "the dead deliverer's delivery, 59 s before its lease ends")
+	require.Equal(t, byDead[0].ID, again[0].ID, "with the same webhook-id")
+	require.Equal(t, 2, again[0].Attempt)
+	require.Empty(t, claim(alive, now.Add(time.Second)), "the live deliverer's own stays with it")
+
+	// The live deliverer records a failure: the row waits for its retry
+	// time, whoever claimed it last.
+	retryAt := now.Add(10 * time.Second)
+	ok, err := alive.st.WebhookDeliveryFailed(ctx, store.WebhookDeliveryFailedParams{
+		Now: now.Add(time.Second), ID: again[0].ID, Attempt: again[0].Attempt, Error: "HTTP 500", Status: 500, NextAttemptAt: retryAt,
+	})
+	require.NoError(t, err)
+	require.True(t, ok)
+	got, err := db.Store.WebhookDeliveryGet(ctx, again[0].ID)
+	require.NoError(t, err)
+	require.Zero(t, got.LivenessLock, "no longer in flight")
+	alive.terminate(t, db.Store)
+	late := newLivenessProcess(t, db)
+	ds := claim(late, now.Add(2*time.Second))
+	require.Len(t, ds, 1, "the other delivery of the process that died")
+	require.Equal(t, byAlive[0].ID, ds[0].ID)
+	require.Empty(t, claim(late, retryAt.Add(-time.Millisecond)), "the failed one waits for its retry time")
+	require.Len(t, claim(late, retryAt), 1)
 }
