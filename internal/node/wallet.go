@@ -275,14 +275,11 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 	return nil
 }
 
-// holdLiveness takes the process's liveness lock, if the wallet lane
-// claims, before the loops claim anything, so that their first claims
-// record it. A failure is logged, not returned: claims made without the
-// lock wait for their lease, as before, and the liveness loop tries again.
+// holdLiveness takes the process's liveness lock (n.liveness() must not be
+// nil) before the loops claim anything, so that their first claims record
+// it. A failure is logged, not returned: claims made without the lock wait
+// for their lease, as before, and the liveness loop tries again.
 func (n *Node) holdLiveness(ctx context.Context) {
-	if n.wallet == nil || n.wallet.liveness == nil {
-		return
-	}
 	if err := n.wallet.liveness.RunOnce(ctx); err != nil {
 		n.logger.Warn("liveness: lock not taken yet; until it is, this process's claims are freed only by their lease", "error", err)
 	}
