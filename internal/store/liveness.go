@@ -118,8 +118,13 @@ func (l *Liveness) RunOnce(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
-		l.log.Warn("liveness: connection lost, and the lock with it: this process's claims are taken over", "lock", l.held.Load(), "error", err)
-		l.drop(ctx)
+		if ctx.Err() != nil {
+			// Cancelled: not a lost connection.
+			return ctx.Err()
+		}
+		l.log.Warn("liveness: connection lost, and the lock with it: other processes may take over this process's claims",
+			"lock", l.held.Load(), "error", err)
+		l.drop()
 	}
 	return l.lock(ctx)
 }
@@ -141,33 +146,37 @@ func (l *Liveness) lock(ctx context.Context) error {
 		}
 		locked, err := one(q.LivenessTryLock(ctx, dbsqlc.LivenessTryLockParams{Class: LivenessClass, ID: id}))
 		if err != nil {
-			_ = conn.Close(context.WithoutCancel(ctx))
+			l.close(conn)
 			return fmt.Errorf("liveness: taking lock %d: %w", id, err)
 		}
 		if locked {
 			if l.last != 0 && id != l.last {
-				l.log.Warn("liveness: lock taken with a new id: claims made under the old one are taken over", "lock", id, "old_lock", l.last)
+				l.log.Warn("liveness: lock taken again under a new id, another session holds the old one", "lock", id, "old_lock", l.last)
 			}
 			l.conn, l.last = conn, id
 			l.held.Store(id)
 			return nil
 		}
 	}
-	_ = conn.Close(context.WithoutCancel(ctx))
+	l.close(conn)
 	return fmt.Errorf("liveness: %d random lock ids were all held by other sessions", livenessDraws)
 }
 
 // drop forgets the lock and closes its connection, which releases the lock
 // if the session still lives. Call it with mu held.
-func (l *Liveness) drop(ctx context.Context) {
+func (l *Liveness) drop() {
 	l.held.Store(0)
-	if l.conn == nil {
-		return
+	if l.conn != nil {
+		l.close(l.conn)
+		l.conn = nil
 	}
-	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.Timeout)
+}
+
+// close closes conn within the timeout, whatever the caller's context.
+func (l *Liveness) close(conn *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.Timeout)
 	defer cancel()
-	_ = l.conn.Close(closeCtx)
-	l.conn = nil
+	_ = conn.Close(ctx)
 }
 
 // Stop stops the checks and releases the lock: the process's claims left
@@ -177,7 +186,7 @@ func (l *Liveness) Stop() {
 	l.Loop.Stop()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.drop(context.Background())
+	l.drop()
 }
 
 // livenessLock is the lock id a claim made through s records: nil when s
