@@ -20,7 +20,8 @@ RETURNING s.state;
 -- scheduled_at, ties by key) whose kind this process has a job for and whose
 -- backoff has passed, that no other worker is claiming (SKIP LOCKED), becomes
 -- running under @owner with a lease. run is incremented: it is the claim's
--- fencing token.
+-- fencing token. @liveness_lock is the claiming process's liveness lock, NULL
+-- when it holds none (the lease alone then frees the shard if it dies).
 WITH next AS (
     SELECT p.key FROM ledgerq.shards p
     WHERE p.state = 'pending' AND p.scheduled_at <= @now::timestamptz
@@ -36,6 +37,7 @@ SET state = 'running',
     run = s.run + 1,
     claimed_at = @now::timestamptz,
     lease_expires_at = @lease_expires_at::timestamptz,
+    liveness_lock = sqlc.narg(liveness_lock)::integer,
     updated_at = @now::timestamptz
 WHERE s.key = ANY (ARRAY(SELECT next.key FROM next))
 RETURNING s.key, s.run, s.failures;
@@ -62,6 +64,7 @@ SET state = CASE WHEN @work_left::boolean OR s.more_work THEN 'pending' ELSE 'id
     owner = NULL,
     claimed_at = NULL,
     lease_expires_at = NULL,
+    liveness_lock = NULL,
     more_work = false,
     failures = CASE WHEN @failed::boolean THEN s.failures + 1 ELSE 0 END,
     last_error = CASE WHEN @failed::boolean THEN @error::text ELSE s.last_error END,
@@ -71,13 +74,25 @@ WHERE s.key = @key AND s.state = 'running' AND s.owner = @owner::text AND s.run 
 RETURNING s.state;
 
 -- name: ShardRescue :many
--- Monitor claim: running shards whose lease expired (their worker died or
--- hung) go back to pending at once, so another worker runs them. The late
+-- Monitor claim: running shards whose holder is gone go back to pending at
+-- once, so another worker runs them. A holder is gone when its process's
+-- liveness lock, recorded by the claim, is no longer held (the process died
+-- or lost its connection: a dead holder lets go at once), or when the lease
+-- expired (the worker hung, or the claim recorded no liveness lock: the
+-- lease is the backstop). The held locks are read once per statement, so
+-- the cost is one read of pg_locks and of the running shards. The late
 -- release, lease extension or fenced commit of the old claim then matches
 -- nothing: owner is cleared here and the next claim gets a new run.
-WITH expired AS (
-    SELECT r.key FROM ledgerq.shards r
-    WHERE r.state = 'running' AND r.lease_expires_at <= @now::timestamptz
+WITH live AS MATERIALIZED (
+    SELECT l.lock FROM ledgerq.liveness_locks l
+),
+gone AS (
+    SELECT r.key, r.lease_expires_at > @now::timestamptz AS holder_died
+    FROM ledgerq.shards r
+    WHERE r.state = 'running'
+      AND (r.lease_expires_at <= @now::timestamptz
+           -- IS NOT NULL: NULL NOT IN (no rows) is true.
+           OR (r.liveness_lock IS NOT NULL AND r.liveness_lock::bigint NOT IN (SELECT live.lock FROM live)))
     ORDER BY r.lease_expires_at
     LIMIT @max
     FOR UPDATE SKIP LOCKED
@@ -88,11 +103,13 @@ SET state = 'pending',
     owner = NULL,
     claimed_at = NULL,
     lease_expires_at = NULL,
+    liveness_lock = NULL,
     more_work = false,
     rescues = s.rescues + 1,
     updated_at = @now::timestamptz
-WHERE s.key = ANY (ARRAY(SELECT expired.key FROM expired))
-RETURNING s.key, s.run;
+WHERE s.key = ANY (ARRAY(SELECT gone.key FROM gone))
+RETURNING s.key, s.run,
+    (s.key = ANY (ARRAY(SELECT gone.key FROM gone WHERE gone.holder_died)))::boolean AS holder_died;
 
 -- name: ShardHeld :one
 -- Fence of a job's commit: run inside the job's transaction before it writes,

@@ -44,33 +44,61 @@ WHERE e.enabled AND ev.event_type = ANY (e.event_types)
 ORDER BY ev.n, e.id;
 
 -- name: WebhookDeliveriesClaim :many
--- Delivery claim (DESIGN §2.3): up to @max pending deliveries due at @now,
--- earliest first, through webhook_deliveries_due; SKIP LOCKED so concurrent
--- deliverers take disjoint rows. Claiming counts the attempt and leases the
--- row by moving next_attempt_at to @lease_until, in this one statement: the
--- POST happens after it commits (no transaction is held across it), and a
--- deliverer that dies before recording the outcome leaves the row to be
--- claimed again after the lease, with the same id. Rows of disabled endpoints
--- wait.
-WITH due AS (
-    SELECT d.id FROM ledgerq.webhook_deliveries d
+-- Delivery claim (DESIGN §2.3): up to @max pending deliveries, SKIP LOCKED so
+-- concurrent deliverers take disjoint rows. Claiming counts the attempt and
+-- leases the row by moving next_attempt_at to @lease_until, in this one
+-- statement: the POST happens after it commits (no transaction is held
+-- across it). A row whose deliverer dies before recording the outcome is
+-- claimed again with the same id: at once when the liveness lock its claim
+-- recorded is no longer held (a dead holder lets go at once), else after the
+-- lease. So the claim takes, first, the in-flight rows of dead deliverers
+-- (orphaned: the few rows of webhook_deliveries_in_flight, checked against
+-- one read of pg_locks), then the rows due at @now, earliest first (due:
+-- through webhook_deliveries_due, which is read no further than @now). Rows
+-- of disabled endpoints wait. @liveness_lock is the claiming process's
+-- liveness lock (NULL: none).
+WITH live AS MATERIALIZED (
+    SELECT l.lock FROM ledgerq.liveness_locks l
+),
+orphaned AS (
+    SELECT d.id, d.next_attempt_at FROM ledgerq.webhook_deliveries d
+    WHERE d.liveness_lock IS NOT NULL AND d.delivered_at IS NULL AND d.gave_up_at IS NULL
+      AND d.next_attempt_at > @now::timestamptz
+      AND d.liveness_lock::bigint NOT IN (SELECT live.lock FROM live)
+      AND EXISTS (SELECT 1 FROM ledgerq.webhook_endpoints x WHERE x.id = d.endpoint_id AND x.enabled)
+    ORDER BY d.next_attempt_at, d.id
+    LIMIT @max
+    FOR UPDATE OF d SKIP LOCKED
+),
+due AS (
+    SELECT d.id, d.next_attempt_at FROM ledgerq.webhook_deliveries d
     WHERE d.delivered_at IS NULL AND d.gave_up_at IS NULL AND d.next_attempt_at <= @now::timestamptz
       AND EXISTS (SELECT 1 FROM ledgerq.webhook_endpoints x WHERE x.id = d.endpoint_id AND x.enabled)
     ORDER BY d.next_attempt_at, d.id
     LIMIT @max
     FOR UPDATE OF d SKIP LOCKED
+),
+claimed AS (
+    SELECT c.id FROM (
+        SELECT orphaned.id, 0 AS pass, orphaned.next_attempt_at FROM orphaned
+        UNION ALL
+        SELECT due.id, 1 AS pass, due.next_attempt_at FROM due
+    ) c
+    ORDER BY c.pass, c.next_attempt_at, c.id
+    LIMIT @max
 )
 UPDATE ledgerq.webhook_deliveries d
-SET attempts = d.attempts + 1, last_attempt_at = @now::timestamptz, next_attempt_at = @lease_until::timestamptz
-FROM due, ledgerq.webhook_endpoints e
-WHERE d.id = due.id AND e.id = d.endpoint_id
+SET attempts = d.attempts + 1, last_attempt_at = @now::timestamptz, next_attempt_at = @lease_until::timestamptz,
+    liveness_lock = sqlc.narg(liveness_lock)::integer
+FROM claimed, ledgerq.webhook_endpoints e
+WHERE d.id = claimed.id AND e.id = d.endpoint_id
 RETURNING d.id, d.endpoint_id, d.event_type, d.task_id, d.payload, d.created_at, d.attempts, e.url, e.secret;
 
 -- name: WebhookDeliveryMarkDelivered :execrows
 -- The endpoint answered 2xx. Not conditional on the attempt: a late success
 -- of a deliverer whose lease ran out is still a delivery.
 UPDATE ledgerq.webhook_deliveries
-SET delivered_at = @now::timestamptz, last_status = @status
+SET delivered_at = @now::timestamptz, last_status = @status, liveness_lock = NULL
 WHERE id = @id AND delivered_at IS NULL AND gave_up_at IS NULL;
 
 -- name: WebhookDeliveryMarkFailed :execrows
@@ -79,7 +107,7 @@ WHERE id = @id AND delivered_at IS NULL AND gave_up_at IS NULL;
 -- the current lease decides what comes next.
 UPDATE ledgerq.webhook_deliveries
 SET last_status = sqlc.narg(status), last_error = @error::text, next_attempt_at = @next_attempt_at::timestamptz,
-    gave_up_at = sqlc.narg(gave_up_at)
+    gave_up_at = sqlc.narg(gave_up_at), liveness_lock = NULL
 WHERE id = @id AND attempts = @attempts AND delivered_at IS NULL AND gave_up_at IS NULL;
 
 -- name: WebhookDeliveryGet :one

@@ -280,6 +280,9 @@ func (n *Node) services() []loop.Service {
 
 // Close releases the database. Stop the node first.
 func (n *Node) Close() {
+	if l := n.liveness(); l != nil {
+		l.Stop() // the lock RunOnce took (Stop released Start's)
+	}
 	if n.wallet != nil && n.wallet.closeLed != nil {
 		n.wallet.closeLed()
 	}
@@ -331,13 +334,28 @@ func (n *Node) Start(ctx context.Context) error {
 		cancel()
 		return err
 	}
-	if err := loop.StartAll(work, n.services()...); err != nil {
+	services := n.services()
+	if l := n.liveness(); l != nil {
+		// First, and taken before: the loops' first claims record it.
+		n.holdLiveness(ctx)
+		services = append([]loop.Service{l}, services...)
+	}
+	if err := loop.StartAll(work, services...); err != nil {
 		n.listener.Stop()
 		cancel()
 		return err
 	}
 	n.started, n.cancel = true, cancel
 	return nil
+}
+
+// liveness returns the process's liveness lock, or nil when it holds none
+// (no wallet lane, or one that claims nothing).
+func (n *Node) liveness() *store.Liveness {
+	if n.wallet == nil {
+		return nil
+	}
+	return n.wallet.liveness
 }
 
 // Stop stops claiming work, waits for every loop's round in flight to finish
@@ -347,6 +365,12 @@ func (n *Node) Stop() {
 		return
 	}
 	loop.StopAll(n.services()...)
+	if l := n.liveness(); l != nil {
+		// Last: while the loops finished their rounds, their claims were
+		// still this process's; from here any process may take over what
+		// is left.
+		l.Stop()
+	}
 	n.cancel()
 	n.listener.Stop()
 	n.started = false
@@ -364,6 +388,9 @@ func (n *Node) CancelWork() {
 // submitters, monitor) and returns every round's error joined: the cron
 // deployment. It is safe beside other RunOnce callers and started nodes.
 func (n *Node) RunOnce(ctx context.Context) error {
+	if n.liveness() != nil {
+		n.holdLiveness(ctx)
+	}
 	var errs []error
 	round := func(name string, count string, run func(context.Context) (int, error)) {
 		k, err := run(ctx)

@@ -227,6 +227,9 @@ type walletLane struct {
 	follower  *eoa.Follower
 	retention *monitor.Retention
 	webhooks  *webhook.Deliverer
+	// liveness is the process's liveness lock, recorded by the shard and
+	// webhook claims of the pool and the deliverer; nil when neither runs.
+	liveness *store.Liveness
 }
 
 // buildWalletLane opens the chain, unlocks the wallets and builds the shard
@@ -287,7 +290,25 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 			})
 		}
 	}
+	if lane.pool != nil || lane.webhooks != nil {
+		// A dead holder lets go at once: the claims record this lock, and
+		// another process's rescuer or deliverer takes them over as soon as
+		// PostgreSQL releases it.
+		if lane.liveness, err = n.store.NewLiveness(store.LivenessConfig{}, n.logger); err != nil {
+			return fmt.Errorf("wallet lane: %w", err)
+		}
+	}
 	return nil
+}
+
+// holdLiveness takes the process's liveness lock (n.liveness() must not be
+// nil) before the loops claim anything, so that their first claims record
+// it. A failure is logged, not returned: claims made without the lock wait
+// for their lease, as before, and the liveness loop tries again.
+func (n *Node) holdLiveness(ctx context.Context) {
+	if err := n.wallet.liveness.RunOnce(ctx); err != nil {
+		n.logger.Warn("liveness: lock not taken yet; until it is, this process's claims are freed only by their lease", "error", err)
+	}
 }
 
 // ReadChainID reads led's chain id within timeout; it must be a positive

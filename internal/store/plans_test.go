@@ -205,7 +205,11 @@ func TestQueries_ClaimsAndRoundsAreIndexDrivenAndNeverScanTerminalRows(t *testin
 			text := strings.Join(plan, "\n")
 			t.Logf("EXPLAIN %s, %s:\n%s", phase, name, text)
 			require.NotEmpty(t, plan, "%s, %s", phase, name)
-			require.NotContains(t, text, "Seq Scan", "%s: %s scans a table", phase, name)
+			// The claims that check holders' liveness locks read pg_database
+			// once per statement, for the current database's oid: a catalog
+			// of a few rows, not a table of ours.
+			ours := strings.ReplaceAll(text, "Seq Scan on pg_database", "")
+			require.NotContains(t, ours, "Seq Scan", "%s: %s scans a table", phase, name)
 		}
 	}
 	explainAll("a busy lane", true)

@@ -36,6 +36,9 @@ type Shard struct {
 	Run            int64
 	ClaimedAt      *time.Time
 	LeaseExpiresAt *time.Time
+	// LivenessLock is the liveness lock of the holder's process (Liveness),
+	// 0 when the claim recorded none: only its lease frees the shard then.
+	LivenessLock   int32
 	MoreWork       bool
 	Failures       int
 	LastError      string
@@ -65,6 +68,9 @@ func shardFromRow(r dbsqlc.LedgerqShard) Shard {
 	}
 	if r.LastError != nil {
 		s.LastError = *r.LastError
+	}
+	if r.LivenessLock != nil {
+		s.LivenessLock = *r.LivenessLock
 	}
 	return s
 }
@@ -164,11 +170,12 @@ type ShardClaimParams struct {
 
 // ShardClaim claims the oldest pending shard of the given kinds whose
 // backoff has passed (FIFO by scheduled_at), skipping those another worker
-// is claiming, and marks it running under p.Owner with a lease. It returns
-// ErrNotFound when no shard is waiting.
+// is claiming, and marks it running under p.Owner with a lease and the
+// store's liveness lock, if it holds one. It returns ErrNotFound when no
+// shard is waiting.
 func (s *Store) ShardClaim(ctx context.Context, p ShardClaimParams) (ShardClaim, error) {
 	row, err := one(s.q.ShardClaim(ctx, dbsqlc.ShardClaimParams{
-		Owner: p.Owner, Now: p.Now, LeaseExpiresAt: p.LeaseUntil, Kinds: p.Kinds,
+		Owner: p.Owner, Now: p.Now, LeaseExpiresAt: p.LeaseUntil, Kinds: p.Kinds, LivenessLock: s.livenessLock(),
 	}))
 	if err != nil {
 		return ShardClaim{}, fmt.Errorf("claiming a shard: %w", err)
@@ -240,19 +247,29 @@ type ShardRescueParams struct {
 	Max int
 }
 
-// ShardRescue puts up to Max running shards whose lease expired back to
-// pending (their worker died or hung) and notifies the workers. It returns
-// the keys it rescued.
-func (s *Store) ShardRescue(ctx context.Context, p ShardRescueParams) ([]string, error) {
-	var out []string
+// ShardRescued is a shard a rescue put back in the queue.
+type ShardRescued struct {
+	Key string
+	// HolderDied says its lease was still running: the liveness lock its
+	// claim recorded was no longer held (the holder's process died or lost
+	// its connection). Otherwise the lease had expired.
+	HolderDied bool
+}
+
+// ShardRescue puts up to Max running shards whose holder is gone back to
+// pending and notifies the workers: those whose holder's liveness lock is
+// no longer held, at once, and those whose lease expired. It returns the
+// shards it rescued.
+func (s *Store) ShardRescue(ctx context.Context, p ShardRescueParams) ([]ShardRescued, error) {
+	var out []ShardRescued
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
 		rows, err := q.ShardRescue(ctx, dbsqlc.ShardRescueParams{Now: p.Now, Max: int32(p.Max)})
 		if err != nil {
-			return fmt.Errorf("rescuing shards with expired leases: %w", err)
+			return fmt.Errorf("rescuing shards whose holder is gone: %w", err)
 		}
-		out = make([]string, len(rows))
+		out = make([]ShardRescued, len(rows))
 		for i, r := range rows {
-			out[i] = r.Key
+			out[i] = ShardRescued{Key: r.Key, HolderDied: r.HolderDied}
 		}
 		return wakeAll(ctx, q, wakeIf{len(rows) > 0, notify.Shards})
 	})

@@ -106,3 +106,76 @@ func TestShards_TableRefusesImpossibleStates(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+// A dead holder lets go at once: of three running shards, the one whose
+// holder's liveness connection died is rescued at the next round, with its
+// lease still running; the one of a live holder and the one claimed without
+// a liveness lock wait for their lease, the backstop.
+func TestShardRescue_TakesOverTheShardOfADeadHolderBeforeItsLeaseEnds(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := t.Context()
+	now := testfactory.Start()
+	lease := 30 * time.Second
+	dead, alive := newLivenessProcess(t, db), newLivenessProcess(t, db)
+	leaseOnly := db.Store // no liveness
+	claims := map[string]store.ShardClaim{}
+	for i, p := range []*store.Store{dead.st, alive.st, leaseOnly} {
+		key := []string{"w:dead", "w:alive", "w:lease-only"}[i]
+		_, err := p.ShardSchedule(ctx, store.ShardScheduleParams{Now: now, Key: key})
+		require.NoError(t, err)
+		c, err := p.ShardClaim(ctx, store.ShardClaimParams{Now: now, Owner: key, LeaseUntil: now.Add(lease), Kinds: []string{"w"}})
+		require.NoError(t, err)
+		require.Equal(t, key, c.Key)
+		claims[key] = c
+	}
+	for key, want := range map[string]int32{"w:dead": dead.lock, "w:alive": alive.lock, "w:lease-only": 0} {
+		s, err := db.Store.ShardGet(ctx, key)
+		require.NoError(t, err)
+		require.Equal(t, want, s.LivenessLock, "%s records its holder's liveness lock", key)
+	}
+	rescue := func(at time.Time) []store.ShardRescued {
+		t.Helper()
+		rescued, err := db.Store.ShardRescue(ctx, store.ShardRescueParams{Now: at, Max: 100})
+		require.NoError(t, err)
+		return rescued
+	}
+	require.Empty(t, rescue(now.Add(time.Second)), "every holder alive, every lease running")
+
+	dead.terminate(t, db.Store)
+	require.Equal(t, []store.ShardRescued{{Key: "w:dead", HolderDied: true}}, rescue(now.Add(time.Second)),
+		"the dead holder's shard, 29 s before its lease ends")
+	s, err := db.Store.ShardGet(ctx, "w:dead")
+	require.NoError(t, err)
+	require.Equal(t, store.ShardPending, s.State)
+	require.Zero(t, s.LivenessLock)
+	require.ErrorIs(t, dead.st.ShardHeld(ctx, claims["w:dead"]), store.ErrShardLeaseLost, "the dead holder's late commit is fenced off")
+	require.NoError(t, alive.st.ShardHeld(ctx, claims["w:alive"]))
+
+	require.Empty(t, rescue(now.Add(lease-time.Millisecond)))
+	require.ElementsMatch(t, []store.ShardRescued{{Key: "w:alive"}, {Key: "w:lease-only"}}, rescue(now.Add(lease)),
+		"the lease stays the backstop")
+}
+
+// A claim made without a liveness lock is freed by its lease alone, also
+// when no process holds a liveness lock at all (NULL NOT IN an empty set
+// would be true).
+func TestShardRescue_AClaimWithoutALivenessLockWaitsForItsLease(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	ctx := t.Context()
+	now := testfactory.Start()
+	var held int
+	require.NoError(t, st.DB().QueryRow(ctx, `SELECT count(*) FROM ledgerq.liveness_locks`).Scan(&held))
+	require.Zero(t, held, "no process holds a liveness lock in this database")
+	_, err := st.ShardSchedule(ctx, store.ShardScheduleParams{Now: now, Key: "w:a"})
+	require.NoError(t, err)
+	_, err = st.ShardClaim(ctx, store.ShardClaimParams{Now: now, Owner: "p/1", LeaseUntil: now.Add(time.Minute), Kinds: []string{"w"}})
+	require.NoError(t, err)
+	rescued, err := st.ShardRescue(ctx, store.ShardRescueParams{Now: now.Add(time.Minute - time.Millisecond), Max: 100})
+	require.NoError(t, err)
+	require.Empty(t, rescued)
+	rescued, err = st.ShardRescue(ctx, store.ShardRescueParams{Now: now.Add(time.Minute), Max: 100})
+	require.NoError(t, err)
+	require.Equal(t, []store.ShardRescued{{Key: "w:a"}}, rescued)
+}

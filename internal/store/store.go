@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,6 +37,9 @@ type Store struct {
 	db   DB
 	pool *pgxpool.Pool // nil for a store made by NewTx
 	q    *dbsqlc.Queries
+	// liveness is the process's liveness lock (NewLiveness), recorded by
+	// the claims made through this store; nil when it has none.
+	liveness atomic.Pointer[Liveness]
 }
 
 // New wraps an open pool.

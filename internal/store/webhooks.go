@@ -313,15 +313,16 @@ type WebhookDeliveriesClaimParams struct {
 }
 
 // WebhookDeliveriesClaim claims up to Max pending deliveries due at Now,
-// earliest first, counting the attempt and leasing each until LeaseUntil.
-// Concurrent claims take disjoint rows, so no delivery is sent by two
-// deliverers at once while its lease runs.
+// earliest first, counting the attempt and leasing each until LeaseUntil
+// under the store's liveness lock, if it holds one. Concurrent claims take
+// disjoint rows, so no delivery is sent by two deliverers at once while its
+// lease runs.
 func (s *Store) WebhookDeliveriesClaim(ctx context.Context, p WebhookDeliveriesClaimParams) ([]WebhookDelivery, error) {
 	if !p.LeaseUntil.After(p.Now) {
 		return nil, fmt.Errorf("claiming webhook deliveries: lease end %s is not after now %s", p.LeaseUntil, p.Now)
 	}
 	rows, err := s.q.WebhookDeliveriesClaim(ctx, dbsqlc.WebhookDeliveriesClaimParams{
-		Now: p.Now, LeaseUntil: p.LeaseUntil, Max: int32(p.Max),
+		Now: p.Now, LeaseUntil: p.LeaseUntil, Max: int32(p.Max), LivenessLock: s.livenessLock(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claiming webhook deliveries: %w", err)
@@ -410,6 +411,9 @@ type WebhookDeliveryState struct {
 	// LastStatus is 0 when the last attempt had no answer.
 	LastStatus int
 	LastError  string
+	// LivenessLock is the liveness lock of the process sending it, while
+	// one is; 0 otherwise (or when its claim recorded none).
+	LivenessLock int32
 }
 
 // WebhookDeliveryGet returns delivery id.
@@ -429,6 +433,9 @@ func (s *Store) WebhookDeliveryGet(ctx context.Context, id string) (WebhookDeliv
 	}
 	if r.LastError != nil {
 		d.LastError = *r.LastError
+	}
+	if r.LivenessLock != nil {
+		d.LivenessLock = *r.LivenessLock
 	}
 	return d, nil
 }

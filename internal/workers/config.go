@@ -18,9 +18,13 @@ type Config struct {
 	Quantum time.Duration
 	// Lease is how long a claim holds a shard without being extended; a
 	// worker extends it between cycles once half of it is spent, and the
-	// Rescuer frees a shard whose lease passed. A cycle must take less.
+	// Rescuer frees a shard whose lease passed. A cycle must take less. It
+	// is the backstop: the shard of a holder whose process died is freed
+	// at the first Rescuer round after its death (store.Liveness).
 	Lease time.Duration
-	// RescueInterval is the time between two Rescuer rounds.
+	// RescueInterval is the time between two Rescuer rounds: how long, at
+	// most, the wallet of a dead holder waits before another process may
+	// take it (default 1 s). A round is one cheap statement.
 	RescueInterval time.Duration
 	// PollInterval is the longest an idle worker waits before it tries to
 	// claim without a wake-up (NOTIFY may be lost).
@@ -39,7 +43,7 @@ func Defaults() Config {
 		Workers:        runtime.NumCPU(),
 		Quantum:        100 * time.Millisecond,
 		Lease:          30 * time.Second,
-		RescueInterval: 5 * time.Second,
+		RescueInterval: time.Second,
 		PollInterval:   time.Second,
 		DBTimeout:      5 * time.Second,
 		Backoff:        time.Second,

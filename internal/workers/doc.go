@@ -9,9 +9,11 @@
 // commit (which removes the executed work) — until a collect finds nothing
 // or the quantum is spent, then releases it in one owner-checked UPDATE:
 // pending when work may be left or a schedule landed during the run
-// (more_work), else idle. The Rescuer puts running shards whose lease
-// expired back to pending; the late writes of their old worker are fenced
-// by the claim's owner and run number and change nothing.
+// (more_work), else idle. The Rescuer puts running shards whose holder is
+// gone back to pending: at once when the holder's process died (its
+// liveness lock, recorded by the claim, is no longer held), else when the
+// lease expired; the late writes of their old worker are fenced by the
+// claim's owner and run number and change nothing.
 //
 // The seed's rules and the tests named after them:
 //

@@ -363,6 +363,67 @@ func TestSeed002_ConcurrencyStaleOwnerAfterRescueChangesNothing(t *testing.T) {
 	require.Equal(t, s, e.shard(t, "test:a"))
 }
 
+// A dead holder lets go at once, and a holder that only lost its liveness
+// connection (a blip: the process lives on) does not commit as a second
+// holder. Process A's worker is mid-cycle when the backend of A's liveness
+// connection is terminated; with A's lease still running, the rescuer of
+// process B frees the shard and B runs it. A then finishes its cycle: its
+// commit and release are fenced off, although A has meanwhile taken its
+// liveness lock again, with the same id.
+func TestSeed002_ConcurrencyHolderWhoseLivenessConnectionDiedIsTakenOverAndFencedBeforeItsLease(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	liveA, err := e.db.Store.NewLiveness(store.LivenessConfig{}, nil)
+	require.NoError(t, err)
+	t.Cleanup(liveA.Stop)
+	require.NoError(t, liveA.RunOnce(t.Context()))
+	lockA, ok := liveA.Held()
+	require.True(t, ok)
+	// Process B: its own store handle, pool and rescuer.
+	st2, err := store.Open(t.Context(), e.db.URL)
+	require.NoError(t, err)
+	t.Cleanup(st2.Close)
+	job2 := newTestJob(st2)
+	pool2, err := NewPool(st2, loop.Deps{Clock: e.clk}, e.cfg, map[string]Job{"test": job2})
+	require.NoError(t, err)
+	rescuer := NewRescuer(st2, loop.Deps{Clock: e.clk}, e.cfg)
+
+	e.job.add("test:a", "1")
+	job2.add("test:a", "1")
+	e.schedule(t, "test:a")
+	e.pool.hooks.afterCollect = func(key string) {
+		require.Equal(t, lockA, e.shard(t, key).LivenessLock, "A's claim records A's liveness lock")
+		n, err := rescuer.RunOnce(t.Context())
+		require.NoError(t, err)
+		require.Zero(t, n, "A is alive: its shard stays")
+
+		var pid int32
+		require.NoError(t, st2.DB().QueryRow(t.Context(), `SELECT pid FROM ledgerq.liveness_locks WHERE lock = $1`, lockA).Scan(&pid))
+		_, err = st2.DB().Exec(t.Context(), `SELECT pg_terminate_backend($1, 10000)`, pid)
+		require.NoError(t, err)
+		n, err = rescuer.RunOnce(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, 1, n, "no clock moved: the lease is running, the holder's lock is gone")
+		ran, err := pool2.RunOnce(t.Context())
+		require.NoError(t, err)
+		require.True(t, ran)
+
+		require.NoError(t, liveA.RunOnce(t.Context()))
+		again, ok := liveA.Held()
+		require.True(t, ok)
+		require.Equal(t, lockA, again, "A holds its lock again")
+	}
+	require.True(t, e.runOnce(t))
+	_, _, committed := e.job.snapshot()
+	require.Empty(t, committed["test:a"], "A's commit is fenced off")
+	_, _, committed2 := job2.snapshot()
+	require.Equal(t, []string{"1"}, committed2["test:a"], "B ran the work once")
+	s := e.shard(t, "test:a")
+	require.Equal(t, store.ShardIdle, s.State, "B's release stands, not A's")
+	require.Equal(t, int64(2), s.Run)
+	require.Equal(t, int64(1), s.Rescues)
+}
+
 func TestSeed002_ConcurrencyTwoProcessesNeverRunOneShardAtOnce(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)

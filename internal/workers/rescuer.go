@@ -13,8 +13,11 @@ import (
 const rescueMax = 100
 
 // Rescuer is the monitor side of the shards: every RescueInterval it puts
-// running shards whose lease expired (their worker died or hung) back to
-// pending, at the back of the queue, and wakes the workers. The old worker's
+// running shards whose holder is gone back to pending, at the back of the
+// queue, and wakes the workers. A holder is gone when the liveness lock of
+// its process (store.Liveness), recorded by its claim, is no longer held
+// (the process died: its shards move on within a round), or when its lease
+// expired (it hung, or claimed without a liveness lock). The old worker's
 // late release, lease extension or fenced commit then changes nothing. Any
 // number of processes may run it.
 type Rescuer struct {
@@ -38,20 +41,31 @@ func NewRescuer(st *store.Store, deps loop.Deps, cfg Config) *Rescuer {
 	return r
 }
 
-// RunOnce rescues up to rescueMax shards whose lease passed and returns how
-// many it rescued.
+// RunOnce rescues up to rescueMax shards whose holder is gone and returns
+// how many it rescued.
 func (r *Rescuer) RunOnce(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.DBTimeout)
 	defer cancel()
-	keys, err := r.store.ShardRescue(ctx, store.ShardRescueParams{Now: r.deps.Clock.Now(), Max: rescueMax})
+	rescued, err := r.store.ShardRescue(ctx, store.ShardRescueParams{Now: r.deps.Clock.Now(), Max: rescueMax})
 	if err != nil {
 		return 0, err
 	}
-	if len(keys) > 0 {
-		r.deps.Logger.Warn("shard rescuer: leases expired, shards queued again", "shards", len(keys), "keys", keys)
-		if r.OnRescued != nil {
-			r.OnRescued()
+	var died, expired []string
+	for _, s := range rescued {
+		if s.HolderDied {
+			died = append(died, s.Key)
+		} else {
+			expired = append(expired, s.Key)
 		}
 	}
-	return len(keys), nil
+	if len(died) > 0 {
+		r.deps.Logger.Warn("shard rescuer: holders' processes gone, shards queued again", "shards", len(died), "keys", died)
+	}
+	if len(expired) > 0 {
+		r.deps.Logger.Warn("shard rescuer: leases expired, shards queued again", "shards", len(expired), "keys", expired)
+	}
+	if len(rescued) > 0 && r.OnRescued != nil {
+		r.OnRescued()
+	}
+	return len(rescued), nil
 }

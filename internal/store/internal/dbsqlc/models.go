@@ -436,6 +436,14 @@ type LedgerqCore struct {
 	UpdatedAt time.Time
 }
 
+// Liveness locks held now in this database, one per live ledgerq process (session-level advisory locks of class 1819372662, two-key form): a claim whose recorded liveness_lock is missing here lost its holder.
+type LedgerqLivenessLock struct {
+	// The lock's id (its second key), as recorded in the claims of the process that holds it.
+	Lock int64
+	// The PostgreSQL backend of the process's liveness connection (pg_stat_activity.pid).
+	Pid *int32
+}
+
 // Builder lane: one row per chain the pool serves. An intake that adds a pending or queued transaction locks it (FOR UPDATE) as its last step, counts the pool and commits: so the global limits (1000 pending, 1000 queued) are exact across processes. Held only for the count and the commit.
 type LedgerqPoolChain struct {
 	// Chain id.
@@ -556,6 +564,8 @@ type LedgerqShard struct {
 	CreatedAt time.Time
 	// Last change to the row.
 	UpdatedAt time.Time
+	// Liveness lock of the holder's process (pg_locks: advisory, classid 1819372662, objid this, objsubid 2); once no session holds it the rescuer puts the shard back to pending without waiting for the lease. NULL: the lease alone.
+	LivenessLock *int32
 }
 
 // Shards at a glance: per job kind and state, how many, the oldest queued, expired leases waiting for the rescuer, shards whose last run failed.
@@ -778,6 +788,8 @@ type LedgerqWebhookDelivery struct {
 	LastStatus *int32
 	// Why the last attempt failed (status and start of the body, or the transport error), for operators.
 	LastError *string
+	// Liveness lock of the process sending the delivery (pg_locks: advisory, classid 1819372662, objid this, objsubid 2), set by its claim and cleared when its outcome is recorded; once no session holds it the delivery is claimed again without waiting for its lease. NULL: not in flight, or the lease alone.
+	LivenessLock *int32
 }
 
 // Webhook endpoints: URLs told about one wallet's task events; a wallet may have several.

@@ -14,7 +14,7 @@ const shardClaim = `-- name: ShardClaim :one
 WITH next AS (
     SELECT p.key FROM ledgerq.shards p
     WHERE p.state = 'pending' AND p.scheduled_at <= $2::timestamptz
-      AND split_part(p.key, ':', 1) = ANY($4::text[])
+      AND split_part(p.key, ':', 1) = ANY($5::text[])
     ORDER BY p.scheduled_at, p.key
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -26,6 +26,7 @@ SET state = 'running',
     run = s.run + 1,
     claimed_at = $2::timestamptz,
     lease_expires_at = $3::timestamptz,
+    liveness_lock = $4::integer,
     updated_at = $2::timestamptz
 WHERE s.key = ANY (ARRAY(SELECT next.key FROM next))
 RETURNING s.key, s.run, s.failures
@@ -35,6 +36,7 @@ type ShardClaimParams struct {
 	Owner          string
 	Now            time.Time
 	LeaseExpiresAt time.Time
+	LivenessLock   *int32
 	Kinds          []string
 }
 
@@ -48,12 +50,14 @@ type ShardClaimRow struct {
 // scheduled_at, ties by key) whose kind this process has a job for and whose
 // backoff has passed, that no other worker is claiming (SKIP LOCKED), becomes
 // running under @owner with a lease. run is incremented: it is the claim's
-// fencing token.
+// fencing token. @liveness_lock is the claiming process's liveness lock, NULL
+// when it holds none (the lease alone then frees the shard if it dies).
 func (q *Queries) ShardClaim(ctx context.Context, arg ShardClaimParams) (ShardClaimRow, error) {
 	row := q.db.QueryRow(ctx, shardClaim,
 		arg.Owner,
 		arg.Now,
 		arg.LeaseExpiresAt,
+		arg.LivenessLock,
 		arg.Kinds,
 	)
 	var i ShardClaimRow
@@ -125,7 +129,7 @@ func (q *Queries) ShardExtendLease(ctx context.Context, arg ShardExtendLeasePara
 }
 
 const shardGet = `-- name: ShardGet :one
-SELECT key, state, scheduled_at, owner, run, claimed_at, lease_expires_at, more_work, failures, last_error, rescues, last_released_at, created_at, updated_at FROM ledgerq.shards WHERE key = $1
+SELECT key, state, scheduled_at, owner, run, claimed_at, lease_expires_at, more_work, failures, last_error, rescues, last_released_at, created_at, updated_at, liveness_lock FROM ledgerq.shards WHERE key = $1
 `
 
 func (q *Queries) ShardGet(ctx context.Context, key string) (LedgerqShard, error) {
@@ -146,6 +150,7 @@ func (q *Queries) ShardGet(ctx context.Context, key string) (LedgerqShard, error
 		&i.LastReleasedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.LivenessLock,
 	)
 	return i, err
 }
@@ -181,6 +186,7 @@ SET state = CASE WHEN $1::boolean OR s.more_work THEN 'pending' ELSE 'idle' END:
     owner = NULL,
     claimed_at = NULL,
     lease_expires_at = NULL,
+    liveness_lock = NULL,
     more_work = false,
     failures = CASE WHEN $4::boolean THEN s.failures + 1 ELSE 0 END,
     last_error = CASE WHEN $4::boolean THEN $5::text ELSE s.last_error END,
@@ -224,9 +230,16 @@ func (q *Queries) ShardRelease(ctx context.Context, arg ShardReleaseParams) (Led
 }
 
 const shardRescue = `-- name: ShardRescue :many
-WITH expired AS (
-    SELECT r.key FROM ledgerq.shards r
-    WHERE r.state = 'running' AND r.lease_expires_at <= $1::timestamptz
+WITH live AS MATERIALIZED (
+    SELECT l.lock FROM ledgerq.liveness_locks l
+),
+gone AS (
+    SELECT r.key, r.lease_expires_at > $1::timestamptz AS holder_died
+    FROM ledgerq.shards r
+    WHERE r.state = 'running'
+      AND (r.lease_expires_at <= $1::timestamptz
+           -- IS NOT NULL: NULL NOT IN (no rows) is true.
+           OR (r.liveness_lock IS NOT NULL AND r.liveness_lock::bigint NOT IN (SELECT live.lock FROM live)))
     ORDER BY r.lease_expires_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -237,11 +250,13 @@ SET state = 'pending',
     owner = NULL,
     claimed_at = NULL,
     lease_expires_at = NULL,
+    liveness_lock = NULL,
     more_work = false,
     rescues = s.rescues + 1,
     updated_at = $1::timestamptz
-WHERE s.key = ANY (ARRAY(SELECT expired.key FROM expired))
-RETURNING s.key, s.run
+WHERE s.key = ANY (ARRAY(SELECT gone.key FROM gone))
+RETURNING s.key, s.run,
+    (s.key = ANY (ARRAY(SELECT gone.key FROM gone WHERE gone.holder_died)))::boolean AS holder_died
 `
 
 type ShardRescueParams struct {
@@ -250,12 +265,18 @@ type ShardRescueParams struct {
 }
 
 type ShardRescueRow struct {
-	Key string
-	Run int64
+	Key        string
+	Run        int64
+	HolderDied bool
 }
 
-// Monitor claim: running shards whose lease expired (their worker died or
-// hung) go back to pending at once, so another worker runs them. The late
+// Monitor claim: running shards whose holder is gone go back to pending at
+// once, so another worker runs them. A holder is gone when its process's
+// liveness lock, recorded by the claim, is no longer held (the process died
+// or lost its connection: a dead holder lets go at once), or when the lease
+// expired (the worker hung, or the claim recorded no liveness lock: the
+// lease is the backstop). The held locks are read once per statement, so
+// the cost is one read of pg_locks and of the running shards. The late
 // release, lease extension or fenced commit of the old claim then matches
 // nothing: owner is cleared here and the next claim gets a new run.
 func (q *Queries) ShardRescue(ctx context.Context, arg ShardRescueParams) ([]ShardRescueRow, error) {
@@ -267,7 +288,7 @@ func (q *Queries) ShardRescue(ctx context.Context, arg ShardRescueParams) ([]Sha
 	items := []ShardRescueRow{}
 	for rows.Next() {
 		var i ShardRescueRow
-		if err := rows.Scan(&i.Key, &i.Run); err != nil {
+		if err := rows.Scan(&i.Key, &i.Run, &i.HolderDied); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -11,25 +11,49 @@ import (
 )
 
 const webhookDeliveriesClaim = `-- name: WebhookDeliveriesClaim :many
-WITH due AS (
-    SELECT d.id FROM ledgerq.webhook_deliveries d
+WITH live AS MATERIALIZED (
+    SELECT l.lock FROM ledgerq.liveness_locks l
+),
+orphaned AS (
+    SELECT d.id, d.next_attempt_at FROM ledgerq.webhook_deliveries d
+    WHERE d.liveness_lock IS NOT NULL AND d.delivered_at IS NULL AND d.gave_up_at IS NULL
+      AND d.next_attempt_at > $1::timestamptz
+      AND d.liveness_lock::bigint NOT IN (SELECT live.lock FROM live)
+      AND EXISTS (SELECT 1 FROM ledgerq.webhook_endpoints x WHERE x.id = d.endpoint_id AND x.enabled)
+    ORDER BY d.next_attempt_at, d.id
+    LIMIT $4
+    FOR UPDATE OF d SKIP LOCKED
+),
+due AS (
+    SELECT d.id, d.next_attempt_at FROM ledgerq.webhook_deliveries d
     WHERE d.delivered_at IS NULL AND d.gave_up_at IS NULL AND d.next_attempt_at <= $1::timestamptz
       AND EXISTS (SELECT 1 FROM ledgerq.webhook_endpoints x WHERE x.id = d.endpoint_id AND x.enabled)
     ORDER BY d.next_attempt_at, d.id
-    LIMIT $3
+    LIMIT $4
     FOR UPDATE OF d SKIP LOCKED
+),
+claimed AS (
+    SELECT c.id FROM (
+        SELECT orphaned.id, 0 AS pass, orphaned.next_attempt_at FROM orphaned
+        UNION ALL
+        SELECT due.id, 1 AS pass, due.next_attempt_at FROM due
+    ) c
+    ORDER BY c.pass, c.next_attempt_at, c.id
+    LIMIT $4
 )
 UPDATE ledgerq.webhook_deliveries d
-SET attempts = d.attempts + 1, last_attempt_at = $1::timestamptz, next_attempt_at = $2::timestamptz
-FROM due, ledgerq.webhook_endpoints e
-WHERE d.id = due.id AND e.id = d.endpoint_id
+SET attempts = d.attempts + 1, last_attempt_at = $1::timestamptz, next_attempt_at = $2::timestamptz,
+    liveness_lock = $3::integer
+FROM claimed, ledgerq.webhook_endpoints e
+WHERE d.id = claimed.id AND e.id = d.endpoint_id
 RETURNING d.id, d.endpoint_id, d.event_type, d.task_id, d.payload, d.created_at, d.attempts, e.url, e.secret
 `
 
 type WebhookDeliveriesClaimParams struct {
-	Now        time.Time
-	LeaseUntil time.Time
-	Max        int32
+	Now          time.Time
+	LeaseUntil   time.Time
+	LivenessLock *int32
+	Max          int32
 }
 
 type WebhookDeliveriesClaimRow struct {
@@ -44,16 +68,26 @@ type WebhookDeliveriesClaimRow struct {
 	Secret     string
 }
 
-// Delivery claim (DESIGN §2.3): up to @max pending deliveries due at @now,
-// earliest first, through webhook_deliveries_due; SKIP LOCKED so concurrent
-// deliverers take disjoint rows. Claiming counts the attempt and leases the
-// row by moving next_attempt_at to @lease_until, in this one statement: the
-// POST happens after it commits (no transaction is held across it), and a
-// deliverer that dies before recording the outcome leaves the row to be
-// claimed again after the lease, with the same id. Rows of disabled endpoints
-// wait.
+// Delivery claim (DESIGN §2.3): up to @max pending deliveries, SKIP LOCKED so
+// concurrent deliverers take disjoint rows. Claiming counts the attempt and
+// leases the row by moving next_attempt_at to @lease_until, in this one
+// statement: the POST happens after it commits (no transaction is held
+// across it). A row whose deliverer dies before recording the outcome is
+// claimed again with the same id: at once when the liveness lock its claim
+// recorded is no longer held (a dead holder lets go at once), else after the
+// lease. So the claim takes, first, the in-flight rows of dead deliverers
+// (orphaned: the few rows of webhook_deliveries_in_flight, checked against
+// one read of pg_locks), then the rows due at @now, earliest first (due:
+// through webhook_deliveries_due, which is read no further than @now). Rows
+// of disabled endpoints wait. @liveness_lock is the claiming process's
+// liveness lock (NULL: none).
 func (q *Queries) WebhookDeliveriesClaim(ctx context.Context, arg WebhookDeliveriesClaimParams) ([]WebhookDeliveriesClaimRow, error) {
-	rows, err := q.db.Query(ctx, webhookDeliveriesClaim, arg.Now, arg.LeaseUntil, arg.Max)
+	rows, err := q.db.Query(ctx, webhookDeliveriesClaim,
+		arg.Now,
+		arg.LeaseUntil,
+		arg.LivenessLock,
+		arg.Max,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +158,7 @@ func (q *Queries) WebhookDeliveriesEmit(ctx context.Context, arg WebhookDeliveri
 }
 
 const webhookDeliveryGet = `-- name: WebhookDeliveryGet :one
-SELECT id, endpoint_id, event_type, task_id, payload, created_at, attempts, next_attempt_at, last_attempt_at, delivered_at, gave_up_at, last_status, last_error FROM ledgerq.webhook_deliveries WHERE id = $1
+SELECT id, endpoint_id, event_type, task_id, payload, created_at, attempts, next_attempt_at, last_attempt_at, delivered_at, gave_up_at, last_status, last_error, liveness_lock FROM ledgerq.webhook_deliveries WHERE id = $1
 `
 
 func (q *Queries) WebhookDeliveryGet(ctx context.Context, id string) (LedgerqWebhookDelivery, error) {
@@ -144,13 +178,14 @@ func (q *Queries) WebhookDeliveryGet(ctx context.Context, id string) (LedgerqWeb
 		&i.GaveUpAt,
 		&i.LastStatus,
 		&i.LastError,
+		&i.LivenessLock,
 	)
 	return i, err
 }
 
 const webhookDeliveryMarkDelivered = `-- name: WebhookDeliveryMarkDelivered :execrows
 UPDATE ledgerq.webhook_deliveries
-SET delivered_at = $1::timestamptz, last_status = $2
+SET delivered_at = $1::timestamptz, last_status = $2, liveness_lock = NULL
 WHERE id = $3 AND delivered_at IS NULL AND gave_up_at IS NULL
 `
 
@@ -173,7 +208,7 @@ func (q *Queries) WebhookDeliveryMarkDelivered(ctx context.Context, arg WebhookD
 const webhookDeliveryMarkFailed = `-- name: WebhookDeliveryMarkFailed :execrows
 UPDATE ledgerq.webhook_deliveries
 SET last_status = $1, last_error = $2::text, next_attempt_at = $3::timestamptz,
-    gave_up_at = $4
+    gave_up_at = $4, liveness_lock = NULL
 WHERE id = $5 AND attempts = $6 AND delivered_at IS NULL AND gave_up_at IS NULL
 `
 
