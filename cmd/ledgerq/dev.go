@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/pgcluster"
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // runDev runs ledgerq on its embedded default: a private PostgreSQL cluster
@@ -100,24 +100,24 @@ const devWalletName = "dev"
 // in dataDir (a keystore file and its passphrase), funded on a simulated EVM
 // chain (chain id 1337, a block a second) whose mined transactions are
 // journaled in dataDir, so that a second run finds the same chain.
-func devWalletLane(cfg *node.Config, dataDir string) (wallet.DevWallet, error) {
+func devWalletLane(cfg *node.Config, dataDir string) (keystore.DevWallet, error) {
 	dir, err := filepath.Abs(filepath.Join(dataDir, "wallets"))
 	if err != nil {
-		return wallet.DevWallet{}, err
+		return keystore.DevWallet{}, err
 	}
-	dev, err := wallet.EnsureDevWallet(dir, devWalletName)
+	dev, err := keystore.EnsureDevWallet(dir, devWalletName)
 	if err != nil {
 		return dev, fmt.Errorf("dev wallet: %w", err)
 	}
-	pass, err := wallet.ReadPassphraseFile(dev.PassphraseFile)
+	pass, err := keystore.ReadPassphraseFile(dev.PassphraseFile)
 	if err != nil {
 		return dev, fmt.Errorf("dev wallet: %w", err)
 	}
-	signer, err := wallet.OpenKeystore(dev.Spec.Path, pass)
+	signer, err := keystore.OpenKeystore(dev.Spec.Path, pass)
 	if err != nil {
 		return dev, fmt.Errorf("dev wallet: %w", err)
 	}
-	reg, err := wallet.NewRegistry(wallet.Wallet{ID: devWalletName, ChainID: devChainID, Signer: signer})
+	reg, err := keystore.NewRegistry(keystore.Wallet{ID: devWalletName, ChainID: devChainID, Signer: signer})
 	if err != nil {
 		return dev, err
 	}
@@ -168,7 +168,7 @@ func devAPIKey(ctx context.Context, st *store.Store, dataDir string, clk clock.C
 
 // printDevWallet tells how to send a transaction from the dev wallet and
 // follow it to Done.
-func printDevWallet(w io.Writer, addr string, dev wallet.DevWallet, token string) {
+func printDevWallet(w io.Writer, addr string, dev keystore.DevWallet, token string) {
 	fmt.Fprintf(w, `ledgerq dev: wallet %q is %s on the simulated EVM chain %d (keystore %s)
 ledgerq dev: its API key (kept in the data directory) is %s
 Send 1 wei and wait until the transaction is mined:

@@ -16,9 +16,9 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 const keysUsage = `Usage: ledgerq keys <command> [flags]
@@ -189,7 +189,7 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return errors.New("--wallet is required: the wallets the key may use")
 	}
 	for _, w := range wallets {
-		if !wallet.ValidID(w) {
+		if !keystore.ValidID(w) {
 			return fmt.Errorf("--wallet %q: a wallet name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit", w)
 		}
 	}
@@ -314,18 +314,18 @@ func runWalletNew(args []string, stdout, stderr io.Writer, lookupEnv func(string
 	if *dir == "" {
 		return errors.New("--keystore-dir is required")
 	}
-	if *name != "" && !wallet.ValidID(*name) {
+	if *name != "" && !keystore.ValidID(*name) {
 		return fmt.Errorf("--name %q: a wallet name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit", *name)
 	}
 	pass, from, err := newWalletPassphrase(*passFile, *name, lookupEnv)
 	if err != nil {
 		return err
 	}
-	params := wallet.StandardScrypt
+	params := keystore.StandardScrypt
 	if *light {
-		params = wallet.LightScrypt
+		params = keystore.LightScrypt
 	}
-	addr, path, err := wallet.NewKeystore(*dir, pass, params)
+	addr, path, err := keystore.NewKeystore(*dir, pass, params)
 	if err != nil {
 		return err
 	}
@@ -336,7 +336,7 @@ func runWalletNew(args []string, stdout, stderr io.Writer, lookupEnv func(string
 	}
 	fmt.Fprintf(stderr, "ledgerq wallet new: encrypted with the passphrase from %s. To send from it:\n"+
 		"  ledgerq serve --wallet %s=%s --wallet-passphrase-file %s=<passphrase file>\n"+
-		"  (or the passphrase in %s)\n", from, n, path, n, wallet.PassphraseEnv(n))
+		"  (or the passphrase in %s)\n", from, n, path, n, keystore.PassphraseEnv(n))
 	if pass == "" {
 		fmt.Fprintln(stderr, "ledgerq wallet new: warning: the passphrase is empty: anyone who reads the file has the key")
 	}
@@ -345,19 +345,19 @@ func runWalletNew(args []string, stdout, stderr io.Writer, lookupEnv func(string
 
 func newWalletPassphrase(file, name string, lookupEnv func(string) (string, bool)) (pass, from string, err error) {
 	if file != "" {
-		pass, err := wallet.ReadPassphraseFile(file)
+		pass, err := keystore.ReadPassphraseFile(file)
 		if err != nil {
 			return "", "", err
 		}
 		return pass, "file " + file, nil
 	}
 	if name != "" {
-		if v, ok := lookupEnv(wallet.PassphraseEnv(name)); ok && v != "" {
-			return v, wallet.PassphraseEnv(name), nil
+		if v, ok := lookupEnv(keystore.PassphraseEnv(name)); ok && v != "" {
+			return v, keystore.PassphraseEnv(name), nil
 		}
 	}
-	if v, ok := lookupEnv(wallet.PassphraseEnvAll); ok && v != "" {
-		return v, wallet.PassphraseEnvAll, nil
+	if v, ok := lookupEnv(keystore.PassphraseEnvAll); ok && v != "" {
+		return v, keystore.PassphraseEnvAll, nil
 	}
-	return "", "", fmt.Errorf("no passphrase: give --passphrase-file or set %s", wallet.PassphraseEnvAll)
+	return "", "", fmt.Errorf("no passphrase: give --passphrase-file or set %s", keystore.PassphraseEnvAll)
 }

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/testdb"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // TestMain stops the PostgreSQL the keys tests start (testdb).
@@ -142,7 +142,7 @@ func TestWalletNew_WritesAKeystoreFileTheWalletLaneLoads(t *testing.T) {
 	if m == nil {
 		t.Fatalf("stdout %q", out.String())
 	}
-	signer, err := wallet.OpenKeystore(m[2], "pw")
+	signer, err := keystore.OpenKeystore(m[2], "pw")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestWalletNew_WritesAKeystoreFileTheWalletLaneLoads(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := regexp.MustCompile(`keystore: (.+)`).FindStringSubmatch(out.String())[1]
-	if _, err := wallet.OpenKeystore(path, "from-env"); err != nil {
+	if _, err := keystore.OpenKeystore(path, "from-env"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -20,12 +20,12 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // ErrWalletCheck is wrapped by RunWallets' error when a task did not finish
@@ -216,7 +216,7 @@ type walletRun struct {
 	cfg     WalletConfig
 	prefix  string
 	chainID int64
-	wallets []wallet.Wallet
+	wallets []keystore.Wallet
 	ledger  ledger.WalletLedger
 	closeL  func()
 	node    *node.Node
@@ -246,14 +246,14 @@ func (r *walletRun) open(ctx context.Context) error {
 	_, _ = rand.Read(rnd[:]) // never fails (Go 1.24+)
 	r.prefix = "bw-" + hex.EncodeToString(rnd[:]) + "-"
 
-	signers := make([]*wallet.KeySigner, c.Wallets)
+	signers := make([]*keystore.KeySigner, c.Wallets)
 	addrs := make([]ledger.Address, c.Wallets)
 	for i := range signers {
 		key, err := crypto.GenerateKey()
 		if err != nil {
 			return fmt.Errorf("generating wallet key: %w", err)
 		}
-		if signers[i], err = wallet.NewKeySigner(key); err != nil {
+		if signers[i], err = keystore.NewKeySigner(key); err != nil {
 			return err
 		}
 		addrs[i] = signers[i].Address()
@@ -276,11 +276,11 @@ func (r *walletRun) open(ctx context.Context) error {
 		return err
 	}
 
-	r.wallets = make([]wallet.Wallet, c.Wallets)
+	r.wallets = make([]keystore.Wallet, c.Wallets)
 	for i, s := range signers {
-		r.wallets[i] = wallet.Wallet{ID: fmt.Sprintf("%s%d", r.prefix, i), ChainID: r.chainID, Signer: s}
+		r.wallets[i] = keystore.Wallet{ID: fmt.Sprintf("%s%d", r.prefix, i), ChainID: r.chainID, Signer: s}
 	}
-	reg, err := wallet.NewRegistry(r.wallets...)
+	reg, err := keystore.NewRegistry(r.wallets...)
 	if err != nil {
 		return err
 	}

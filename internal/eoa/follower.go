@@ -6,10 +6,10 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // followPage is how many wallets one Follower query lists.
@@ -28,7 +28,7 @@ type Follower struct {
 	*loop.Loop
 	cfg     Config
 	store   *store.Store
-	wallets *wallet.Registry
+	wallets *keystore.Registry
 
 	// OnScheduled, when set, is called after a round queued shards (this
 	// process's Pool.Poke; other processes hear the NOTIFY). Set it before
@@ -37,7 +37,7 @@ type Follower struct {
 }
 
 // NewFollower returns the wallet shards' follower.
-func NewFollower(st *store.Store, wallets *wallet.Registry, cfg Config) (*Follower, error) {
+func NewFollower(st *store.Store, wallets *keystore.Registry, cfg Config) (*Follower, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -11,13 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testgeth"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/workers"
 
 	"github.com/ethereum/go-ethereum/crypto"
@@ -49,12 +49,12 @@ func TestSeed003_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
 	db := testdb.New(t)
 	key, err := crypto.GenerateKey()
 	require.NoError(t, err)
-	signer, err := wallet.NewKeySigner(key)
+	signer, err := keystore.NewKeySigner(key)
 	require.NoError(t, err)
-	w := wallet.Wallet{ID: "geth", ChainID: testgeth.DevChainID, Signer: signer}
+	w := keystore.Wallet{ID: "geth", ChainID: testgeth.DevChainID, Signer: signer}
 	addr := common.Address(w.Address())
 	node.Fund(t, addr, big.NewInt(params.Ether))
-	reg, err := wallet.NewRegistry(w)
+	reg, err := keystore.NewRegistry(w)
 	require.NoError(t, err)
 	led, err := evm.Dial(ctx, node.URL, evm.Config{})
 	require.NoError(t, err)
@@ -122,7 +122,7 @@ func TestSeed003_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
 type gethWallet struct {
 	node     *testgeth.Node
 	st       *store.Store
-	w        wallet.Wallet
+	w        keystore.Wallet
 	addr     common.Address
 	pool     *workers.Pool
 	follower *Follower
@@ -135,12 +135,12 @@ func newGethWallet(t *testing.T, node *testgeth.Node) *gethWallet {
 	db := testdb.New(t)
 	key, err := crypto.GenerateKey()
 	require.NoError(t, err)
-	signer, err := wallet.NewKeySigner(key)
+	signer, err := keystore.NewKeySigner(key)
 	require.NoError(t, err)
-	g := &gethWallet{node: node, st: db.Store, w: wallet.Wallet{ID: "geth", ChainID: testgeth.DevChainID, Signer: signer}}
+	g := &gethWallet{node: node, st: db.Store, w: keystore.Wallet{ID: "geth", ChainID: testgeth.DevChainID, Signer: signer}}
 	g.addr = common.Address(g.w.Address())
 	node.Fund(t, g.addr, big.NewInt(params.Ether))
-	reg, err := wallet.NewRegistry(g.w)
+	reg, err := keystore.NewRegistry(g.w)
 	require.NoError(t, err)
 	led, err := evm.Dial(ctx, node.URL, evm.Config{CallTimeout: 2 * time.Second})
 	require.NoError(t, err)

@@ -20,13 +20,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -239,8 +239,8 @@ type env struct {
 	chain    *evmsim.Ledger
 	led      *recLedger
 	keys     []*ecdsa.PrivateKey
-	wallets  []wallet.Wallet
-	reg      *wallet.Registry
+	wallets  []keystore.Wallet
+	reg      *keystore.Registry
 	cfg      Config
 	wcfg     workers.Config
 	job      *Job
@@ -277,14 +277,14 @@ func setup(t *testing.T, o options) *env {
 	for i := range o.wallets {
 		key, err := crypto.GenerateKey()
 		require.NoError(t, err)
-		signer, err := wallet.NewKeySigner(key)
+		signer, err := keystore.NewKeySigner(key)
 		require.NoError(t, err)
 		e.keys = append(e.keys, key)
-		e.wallets = append(e.wallets, wallet.Wallet{ID: fmt.Sprintf("w%d", i), ChainID: chainID, Signer: signer})
+		e.wallets = append(e.wallets, keystore.Wallet{ID: fmt.Sprintf("w%d", i), ChainID: chainID, Signer: signer})
 		o.sim.Alloc[common.Address(signer.Address())] = o.fund
 	}
 	var err error
-	e.reg, err = wallet.NewRegistry(e.wallets...)
+	e.reg, err = keystore.NewRegistry(e.wallets...)
 	require.NoError(t, err)
 	e.chain = evmsim.New(o.sim)
 	e.led = newRecLedger(t, e.chain)

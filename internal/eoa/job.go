@@ -13,9 +13,9 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -46,7 +46,7 @@ type Job struct {
 	cfg     Config
 	store   *store.Store
 	ledger  ledger.WalletLedger
-	wallets *wallet.Registry
+	wallets *keystore.Registry
 	log     *slog.Logger
 
 	mu sync.Mutex
@@ -66,7 +66,7 @@ var _ workers.Job = (*Job)(nil)
 
 // NewJob returns the wallet shard's job: it sends the tasks of the wallets
 // in wallets through led.
-func NewJob(st *store.Store, led ledger.WalletLedger, wallets *wallet.Registry, cfg Config) (*Job, error) {
+func NewJob(st *store.Store, led ledger.WalletLedger, wallets *keystore.Registry, cfg Config) (*Job, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func (j *Job) runFor(c workers.Claim) *runState {
 type shard struct {
 	job    *Job
 	claim  workers.Claim
-	wallet wallet.Wallet
+	wallet keystore.Wallet
 	// sender is the wallet's address in hex (EIP-55; the store lower-cases it).
 	sender string
 	run    *runState

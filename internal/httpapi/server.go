@@ -32,9 +32,9 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/webhook"
 )
 
@@ -94,7 +94,7 @@ type Deps struct {
 	// Wallets are the wallets this process serves the wallet routes for;
 	// nil means none (every wallet route answers 401 without a key and 404
 	// with one).
-	Wallets *wallet.Registry
+	Wallets *keystore.Registry
 	// Ready answers /readyz; nil means always ready.
 	Ready   Readiness
 	Clock   clock.Clock
@@ -128,7 +128,7 @@ type Server struct {
 	// sawtoothPaths are the routes of the Sawtooth drop-in (x-sawtooth in
 	// the document), whose errors are Sawtooth error objects.
 	sawtoothPaths map[string]bool
-	wallets       *wallet.Registry
+	wallets       *keystore.Registry
 	// stopping is closed by StopWaiting: requests waiting for a task
 	// answer at once.
 	stopping     chan struct{}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // The wallet routes' access rules (DESIGN §2.3, §4):
@@ -109,17 +109,17 @@ func apiKeyToken(h http.Header) (token, problem string) {
 
 // walletFor returns the configured wallet name if the request's key is
 // scoped to it, else errNotFound.
-func (s *Server) walletFor(c echo.Context, name, param string) (wallet.Wallet, error) {
+func (s *Server) walletFor(c echo.Context, name, param string) (keystore.Wallet, error) {
 	if problem := textProblem(name); problem != "" {
-		return wallet.Wallet{}, errorf(http.StatusBadRequest, "%s: %s", param, problem)
+		return keystore.Wallet{}, errorf(http.StatusBadRequest, "%s: %s", param, problem)
 	}
 	key, _ := c.Get(apiKeyContextKey).(store.APIKey)
 	if !key.Allows(name) || s.wallets == nil {
-		return wallet.Wallet{}, errNotFound
+		return keystore.Wallet{}, errNotFound
 	}
 	w, ok := s.wallets.ByID(name)
 	if !ok {
-		return wallet.Wallet{}, errNotFound
+		return keystore.Wallet{}, errNotFound
 	}
 	return w, nil
 }

@@ -18,10 +18,10 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // TestWalletsAPI_HostileInputNeverAnswers5xx is
@@ -54,7 +54,7 @@ func hostileWalletHandler(t *testing.T) (http.Handler, hostilePieces) {
 	cfg.MaxBodyBytes = 256 << 10
 	cfg.TaskMaxWait = 5 * time.Millisecond
 	main, other := newTestWallet(t, "main"), newTestWallet(t, "other")
-	reg, err := wallet.NewRegistry(main, other)
+	reg, err := keystore.NewRegistry(main, other)
 	require.NoError(t, err)
 	api := httpapi.New(cfg, httpapi.Deps{Store: db.Store, Wallets: reg, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: metrics.New()})
 

@@ -19,10 +19,10 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 const (
@@ -34,18 +34,18 @@ type walletFixture struct {
 	*apiFixture
 	api *httpapi.Server
 	// main and other are configured wallets.
-	main, other wallet.Wallet
+	main, other keystore.Wallet
 	// key opens main and "ghost" (not configured); otherKey opens other.
 	key, otherKey string
 }
 
-func newTestWallet(t testing.TB, id string) wallet.Wallet {
+func newTestWallet(t testing.TB, id string) keystore.Wallet {
 	t.Helper()
 	k, err := crypto.GenerateKey()
 	require.NoError(t, err)
-	s, err := wallet.NewKeySigner(k)
+	s, err := keystore.NewKeySigner(k)
 	require.NoError(t, err)
-	return wallet.Wallet{ID: id, ChainID: walletChain, Signer: s}
+	return keystore.Wallet{ID: id, ChainID: walletChain, Signer: s}
 }
 
 func createAPIKey(t testing.TB, st *store.Store, wallets ...string) string {
@@ -66,7 +66,7 @@ func setupWallets(t *testing.T, mutate ...func(*httpapi.Config)) *walletFixture 
 		m(&cfg)
 	}
 	main, other := newTestWallet(t, "main"), newTestWallet(t, "other")
-	reg, err := wallet.NewRegistry(main, other)
+	reg, err := keystore.NewRegistry(main, other)
 	require.NoError(t, err)
 	m := metrics.New()
 	api := httpapi.New(cfg, httpapi.Deps{Store: db.Store, Wallets: reg, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: m,
@@ -774,7 +774,7 @@ func TestWallets_UnreachableDatabaseIs503(t *testing.T) {
 	down, err := store.Open(context.Background(), "postgres://ledgerq@127.0.0.1:1/none?connect_timeout=2")
 	require.NoError(t, err)
 	t.Cleanup(down.Close)
-	reg, err := wallet.NewRegistry(newTestWallet(t, "main"))
+	reg, err := keystore.NewRegistry(newTestWallet(t, "main"))
 	require.NoError(t, err)
 	api := httpapi.New(httpapi.DefaultConfig(), httpapi.Deps{Store: down, Wallets: reg, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: metrics.New()})
 	srv := httptest.NewServer(api.Handler())

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/httpapi"
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/jam"
 	"github.com/ledgerq/ledgerq/internal/loop"
@@ -17,7 +18,6 @@ import (
 	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/submitter"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // BuilderConfig configures the builder lane (seed 000; DESIGN §2.2): the
@@ -208,7 +208,7 @@ func (n *Node) builderLedgerName() string {
 
 // apiDeps are the HTTP API's dependencies: the builder lane's ingress is on
 // only with the lane.
-func (n *Node) apiDeps(wallets *wallet.Registry) httpapi.Deps {
+func (n *Node) apiDeps(wallets *keystore.Registry) httpapi.Deps {
 	d := httpapi.Deps{Store: n.store, Wallets: wallets, Ready: n, Clock: n.clock, Logger: n.logger, Metrics: n.metrics}
 	if b := n.builder; b != nil {
 		pc := n.cfg.Builder.poolConfig()

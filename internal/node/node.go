@@ -16,6 +16,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
 	"github.com/ledgerq/ledgerq/internal/ledger/sim"
@@ -26,7 +27,6 @@ import (
 	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/submitter"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // onceShardRuns bounds the shard runs of one RunOnce.
@@ -137,7 +137,7 @@ func (n *Node) build(ctx context.Context) error {
 	if err := n.buildBuilderLane(ctx); err != nil {
 		return err
 	}
-	var wallets *wallet.Registry
+	var wallets *keystore.Registry
 	if n.wallet != nil {
 		wallets = n.wallet.wallets
 	}

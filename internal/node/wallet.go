@@ -15,6 +15,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/eoa"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
@@ -22,7 +23,6 @@ import (
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/notify"
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/webhook"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
@@ -34,12 +34,12 @@ type WalletConfig struct {
 	Ledger WalletLedgerConfig
 	// Keystores are the wallets, each a go-ethereum keystore file unlocked
 	// at start (--wallet NAME=FILE).
-	Keystores wallet.KeystoreSpecs
+	Keystores keystore.KeystoreSpecs
 	// PassphraseFiles unlock them (--wallet-passphrase-file); without one a
 	// wallet's passphrase comes from the environment.
-	PassphraseFiles wallet.PassphraseFiles
+	PassphraseFiles keystore.PassphraseFiles
 	// Registry, when set, is used instead of Keystores (dev, bench, tests).
-	Registry *wallet.Registry
+	Registry *keystore.Registry
 	// QueueType is "priority" (highest first, then oldest) or "fifo".
 	QueueType string
 	// InFlight is the most attempts a wallet has signed or sent and not
@@ -221,7 +221,7 @@ func (w *WalletConfig) eoaConfig(n *Node) eoa.Config {
 // walletLane is the wallet lane's part of a node.
 type walletLane struct {
 	closeLed  func()
-	wallets   *wallet.Registry
+	wallets   *keystore.Registry
 	pool      *workers.Pool
 	rescuer   *workers.Rescuer
 	follower  *eoa.Follower
@@ -252,7 +252,7 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("wallet lane: %w", err)
 		}
-		if lane.wallets, err = wallet.LoadKeystores(wallet.KeystoreConfig{
+		if lane.wallets, err = keystore.LoadKeystores(keystore.KeystoreConfig{
 			ChainID: chainID, Wallets: w.Keystores, PassphraseFiles: w.PassphraseFiles, Logger: n.logger,
 		}); err != nil {
 			return err

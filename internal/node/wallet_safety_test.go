@@ -21,11 +21,11 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // walletAPI is a running node with one wallet "w" holding 1000 ether on a
@@ -44,9 +44,9 @@ func startWalletAPI(t *testing.T, mutate func(*node.Config)) *walletAPI {
 	db := testdb.New(t)
 	key, err := crypto.GenerateKey()
 	require.NoError(t, err)
-	signer, err := wallet.NewKeySigner(key)
+	signer, err := keystore.NewKeySigner(key)
 	require.NoError(t, err)
-	reg, err := wallet.NewRegistry(wallet.Wallet{ID: "w", ChainID: 1337, Signer: signer})
+	reg, err := keystore.NewRegistry(keystore.Wallet{ID: "w", ChainID: 1337, Signer: signer})
 	require.NoError(t, err)
 	addr := common.Address(signer.Address())
 	chain := evmsim.New(evmsim.Config{ChainID: 1337, BlockPeriod: 100 * time.Millisecond,

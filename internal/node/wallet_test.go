@@ -7,8 +7,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/crypto"
 
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/node"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 func walletConfig(t *testing.T) node.Config {
@@ -17,11 +17,11 @@ func walletConfig(t *testing.T) node.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := wallet.NewKeySigner(key)
+	s, err := keystore.NewKeySigner(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := wallet.NewRegistry(wallet.Wallet{ID: "w", ChainID: 1337, Signer: s})
+	reg, err := keystore.NewRegistry(keystore.Wallet{ID: "w", ChainID: 1337, Signer: s})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
-	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 type batchJSON struct {
@@ -72,7 +72,7 @@ func readResult(t testing.TB, resp *http.Response) httpResult {
 // returns the key's address and both files.
 func newKeystoreWallet(t testing.TB, dir, pass string) (addr ledger.Address, keystoreFile, passFile string) {
 	t.Helper()
-	addr, keystoreFile, err := wallet.NewKeystore(filepath.Join(dir, "keystore"), pass, wallet.LightScrypt)
+	addr, keystoreFile, err := keystore.NewKeystore(filepath.Join(dir, "keystore"), pass, keystore.LightScrypt)
 	require.NoError(t, err)
 	passFile = filepath.Join(dir, "passphrase")
 	require.NoError(t, os.WriteFile(passFile, []byte(pass+"\n"), 0o600))

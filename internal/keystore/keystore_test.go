@@ -1,4 +1,4 @@
-package wallet_test
+package keystore_test
 
 import (
 	"bytes"
@@ -14,25 +14,25 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ethereum/go-ethereum/accounts/keystore"
+	gethkeystore "github.com/ethereum/go-ethereum/accounts/keystore"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 
-	"github.com/ledgerq/ledgerq/internal/wallet"
+	"github.com/ledgerq/ledgerq/internal/keystore"
 )
 
 // keystoreFixture is a keystore file written by geth's own code, with light
 // scrypt parameters, and the key it holds.
 type keystoreFixture struct {
 	dir, path, passphrase string
-	key                   *keystore.Key
+	key                   *gethkeystore.Key
 }
 
 func newKeystoreFile(t *testing.T, passphrase string) keystoreFixture {
 	t.Helper()
 	dir := t.TempDir()
-	_, path, err := wallet.NewKeystore(dir, passphrase, wallet.LightScrypt)
+	_, path, err := keystore.NewKeystore(dir, passphrase, keystore.LightScrypt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func newKeystoreFile(t *testing.T, passphrase string) keystoreFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := keystore.DecryptKey(data, passphrase)
+	key, err := gethkeystore.DecryptKey(data, passphrase)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,9 +67,9 @@ func writeFile(t *testing.T, dir, name, content string) string {
 func TestKeystore_AWalletIsUnlockedFromItsKeystoreFileAndSignsForItsAddress(t *testing.T) {
 	t.Parallel()
 	ks := newKeystoreFile(t, "correct horse")
-	reg, err := wallet.LoadKeystores(wallet.KeystoreConfig{
+	reg, err := keystore.LoadKeystores(keystore.KeystoreConfig{
 		ChainID: 1337,
-		Wallets: []wallet.KeystoreSpec{{Name: "main", Path: ks.path}},
+		Wallets: []keystore.KeystoreSpec{{Name: "main", Path: ks.path}},
 		LookupEnv: env(map[string]string{
 			"LEDGERQ_WALLET_PASSPHRASE_MAIN": "correct horse",
 		}),
@@ -98,12 +98,12 @@ func TestKeystore_AWalletIsUnlockedFromItsKeystoreFileAndSignsForItsAddress(t *t
 func TestKeystore_AWrongPassphraseNamesTheWalletTheFileAndTheSourceButNotThePassphrase(t *testing.T) {
 	t.Parallel()
 	ks := newKeystoreFile(t, "right passphrase")
-	_, err := wallet.LoadKeystores(wallet.KeystoreConfig{
+	_, err := keystore.LoadKeystores(keystore.KeystoreConfig{
 		ChainID:   1,
-		Wallets:   []wallet.KeystoreSpec{{Name: "hot-1", Path: ks.path}},
+		Wallets:   []keystore.KeystoreSpec{{Name: "hot-1", Path: ks.path}},
 		LookupEnv: env(map[string]string{"LEDGERQ_WALLET_PASSPHRASE_HOT_1": "WRONG-passphrase-42"}),
 	})
-	if !errors.Is(err, wallet.ErrWrongPassphrase) {
+	if !errors.Is(err, keystore.ErrWrongPassphrase) {
 		t.Fatalf("error %v, want ErrWrongPassphrase", err)
 	}
 	msg := err.Error()
@@ -130,23 +130,23 @@ func TestKeystore_PassphraseComesFromTheMostSpecificSource(t *testing.T) {
 	wrongFile := writeFile(t, dir, "wrong", "not it\n")
 	for _, tc := range []struct {
 		name  string
-		files wallet.PassphraseFiles
+		files keystore.PassphraseFiles
 		vars  map[string]string
 		from  string // "" when the load must fail
 	}{
-		{"own file beats everything", wallet.PassphraseFiles{All: wrongFile, ByName: map[string]string{"w": own}},
+		{"own file beats everything", keystore.PassphraseFiles{All: wrongFile, ByName: map[string]string{"w": own}},
 			map[string]string{"LEDGERQ_WALLET_PASSPHRASE_W": "not it", "LEDGERQ_WALLET_PASSPHRASE": "not it"}, "file " + own},
-		{"own variable beats the common file", wallet.PassphraseFiles{All: wrongFile},
+		{"own variable beats the common file", keystore.PassphraseFiles{All: wrongFile},
 			map[string]string{"LEDGERQ_WALLET_PASSPHRASE_W": "the one", "LEDGERQ_WALLET_PASSPHRASE": "not it"}, "variable LEDGERQ_WALLET_PASSPHRASE_W"},
-		{"common file beats the common variable", wallet.PassphraseFiles{All: all, ByName: map[string]string{"other": wrongFile}},
+		{"common file beats the common variable", keystore.PassphraseFiles{All: all, ByName: map[string]string{"other": wrongFile}},
 			map[string]string{"LEDGERQ_WALLET_PASSPHRASE": "not it", "LEDGERQ_WALLET_PASSPHRASE_OTHER": "not it"}, "file " + all},
-		{"common variable last", wallet.PassphraseFiles{}, map[string]string{"LEDGERQ_WALLET_PASSPHRASE": "the one"}, "variable LEDGERQ_WALLET_PASSPHRASE"},
-		{"an empty variable is unset", wallet.PassphraseFiles{}, map[string]string{"LEDGERQ_WALLET_PASSPHRASE_W": "", "LEDGERQ_WALLET_PASSPHRASE": "the one"}, "variable LEDGERQ_WALLET_PASSPHRASE"},
-		{"none", wallet.PassphraseFiles{}, map[string]string{}, ""},
+		{"common variable last", keystore.PassphraseFiles{}, map[string]string{"LEDGERQ_WALLET_PASSPHRASE": "the one"}, "variable LEDGERQ_WALLET_PASSPHRASE"},
+		{"an empty variable is unset", keystore.PassphraseFiles{}, map[string]string{"LEDGERQ_WALLET_PASSPHRASE_W": "", "LEDGERQ_WALLET_PASSPHRASE": "the one"}, "variable LEDGERQ_WALLET_PASSPHRASE"},
+		{"none", keystore.PassphraseFiles{}, map[string]string{}, ""},
 	} {
 		var logs bytes.Buffer
-		_, err := wallet.LoadKeystores(wallet.KeystoreConfig{
-			ChainID: 1, Wallets: []wallet.KeystoreSpec{{Name: "w", Path: ks.path}},
+		_, err := keystore.LoadKeystores(keystore.KeystoreConfig{
+			ChainID: 1, Wallets: []keystore.KeystoreSpec{{Name: "w", Path: ks.path}},
 			PassphraseFiles: tc.files, LookupEnv: env(tc.vars),
 			Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		})
@@ -180,7 +180,7 @@ func TestKeystore_AFileThatIsNotAKeystoreIsRefusedWithoutQuotingIt(t *testing.T)
 		"array":     `["` + plain + `"]`,
 	} {
 		path := writeFile(t, dir, name, content)
-		_, err := wallet.OpenKeystore(path, "pass")
+		_, err := keystore.OpenKeystore(path, "pass")
 		if err == nil {
 			t.Fatalf("%s: opened", name)
 		}
@@ -204,7 +204,7 @@ func TestKeystore_AFileWhoseKeyIsNotOfTheAddressItNamesIsRefused(t *testing.T) {
 	m["address"] = strings.Repeat("ab", 20)
 	forged, _ := json.Marshal(m)
 	path := writeFile(t, t.TempDir(), "forged.json", string(forged))
-	if _, err := wallet.OpenKeystore(path, "p"); err == nil || !strings.Contains(err.Error(), "not of the address") {
+	if _, err := keystore.OpenKeystore(path, "p"); err == nil || !strings.Contains(err.Error(), "not of the address") {
 		t.Fatalf("error %v", err)
 	}
 }
@@ -220,22 +220,22 @@ func TestKeystore_NeitherKeyNorPassphraseIsLoggedOrPrinted(t *testing.T) {
 	passFile := writeFile(t, t.TempDir(), "pass", passphrase+"\n")
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	specs := wallet.KeystoreSpecs{}
+	specs := keystore.KeystoreSpecs{}
 	if err := specs.Set("main=" + ks.path); err != nil {
 		t.Fatal(err)
 	}
-	files := wallet.PassphraseFiles{}
+	files := keystore.PassphraseFiles{}
 	if err := files.Set("main=" + passFile); err != nil {
 		t.Fatal(err)
 	}
-	cfg := wallet.KeystoreConfig{ChainID: 1337, Wallets: specs, PassphraseFiles: files, Logger: logger,
+	cfg := keystore.KeystoreConfig{ChainID: 1337, Wallets: specs, PassphraseFiles: files, Logger: logger,
 		LookupEnv: env(map[string]string{"LEDGERQ_WALLET_PASSPHRASE": passphrase})}
-	reg, err := wallet.LoadKeystores(cfg)
+	reg, err := keystore.LoadKeystores(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A failed load logs and errs too.
-	_, failErr := wallet.LoadKeystores(wallet.KeystoreConfig{ChainID: 1, Wallets: specs, Logger: logger,
+	_, failErr := keystore.LoadKeystores(keystore.KeystoreConfig{ChainID: 1, Wallets: specs, Logger: logger,
 		LookupEnv: env(map[string]string{"LEDGERQ_WALLET_PASSPHRASE": passphrase + "x"})})
 	if failErr == nil {
 		t.Fatal("a wrong passphrase loaded")
@@ -245,11 +245,11 @@ func TestKeystore_NeitherKeyNorPassphraseIsLoggedOrPrinted(t *testing.T) {
 	}
 
 	w, _ := reg.ByID("main")
-	signer, err := wallet.OpenKeystore(ks.path, passphrase)
+	signer, err := keystore.OpenKeystore(ks.path, passphrase)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dw, err := wallet.EnsureDevWallet(t.TempDir(), "dev")
+	dw, err := keystore.EnsureDevWallet(t.TempDir(), "dev")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestKeystore_NeitherKeyNorPassphraseIsLoggedOrPrinted(t *testing.T) {
 		}
 	}
 	// The dev wallet's passphrase file is not printed either.
-	devPass, err := wallet.ReadPassphraseFile(dw.PassphraseFile)
+	devPass, err := keystore.ReadPassphraseFile(dw.PassphraseFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,18 +283,18 @@ func TestKeystore_NeitherKeyNorPassphraseIsLoggedOrPrinted(t *testing.T) {
 
 func TestKeystoreSpecs_FlagTakesNameEqualsFileRepeatedOrCommaSeparated(t *testing.T) {
 	t.Parallel()
-	var specs wallet.KeystoreSpecs
+	var specs keystore.KeystoreSpecs
 	for _, v := range []string{"a=/k/a.json, b.2=/k/b.json", "c-3=rel/c.json"} {
 		if err := specs.Set(v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	want := wallet.KeystoreSpecs{{Name: "a", Path: "/k/a.json"}, {Name: "b.2", Path: "/k/b.json"}, {Name: "c-3", Path: "rel/c.json"}}
+	want := keystore.KeystoreSpecs{{Name: "a", Path: "/k/a.json"}, {Name: "b.2", Path: "/k/b.json"}, {Name: "c-3", Path: "rel/c.json"}}
 	if fmt.Sprint(specs) != fmt.Sprint(want) || specs.String() != "a=/k/a.json,b.2=/k/b.json,c-3=rel/c.json" {
 		t.Fatalf("specs %v", specs)
 	}
 	for _, bad := range []string{"nofile", "=x.json", "a=", "-a=x.json", "a b=x.json", "file=x.json", "FILE=x.json"} {
-		var s wallet.KeystoreSpecs
+		var s keystore.KeystoreSpecs
 		if err := s.Set(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -303,7 +303,7 @@ func TestKeystoreSpecs_FlagTakesNameEqualsFileRepeatedOrCommaSeparated(t *testin
 
 func TestPassphraseFiles_FlagTakesAFileForEveryWalletOrNameEqualsFile(t *testing.T) {
 	t.Parallel()
-	var p wallet.PassphraseFiles
+	var p keystore.PassphraseFiles
 	for _, v := range []string{"./odd=name", "hot=/run/secrets/hot, cold=/run/secrets/cold"} {
 		if err := p.Set(v); err != nil {
 			t.Fatal(err)
@@ -321,8 +321,8 @@ func TestPassphraseFiles_FlagTakesAFileForEveryWalletOrNameEqualsFile(t *testing
 func TestKeystore_TwoWalletsWhosePassphraseVariablesCoincideAreRefused(t *testing.T) {
 	t.Parallel()
 	a, b := newKeystoreFile(t, "p"), newKeystoreFile(t, "p")
-	_, err := wallet.LoadKeystores(wallet.KeystoreConfig{ChainID: 1,
-		Wallets:   []wallet.KeystoreSpec{{Name: "a-b", Path: a.path}, {Name: "a_b", Path: b.path}},
+	_, err := keystore.LoadKeystores(keystore.KeystoreConfig{ChainID: 1,
+		Wallets:   []keystore.KeystoreSpec{{Name: "a-b", Path: a.path}, {Name: "a_b", Path: b.path}},
 		LookupEnv: env(map[string]string{"LEDGERQ_WALLET_PASSPHRASE": "p"})})
 	if err == nil || !strings.Contains(err.Error(), "LEDGERQ_WALLET_PASSPHRASE_A_B") {
 		t.Fatalf("error %v", err)
@@ -335,7 +335,7 @@ func TestKeystore_TwoWalletsWhosePassphraseVariablesCoincideAreRefused(t *testin
 func TestNewKeystore_WritesAGethKeystoreFileOnlyItsOwnerCanRead(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "keys")
-	addr, path, err := wallet.NewKeystore(dir, "pw", wallet.LightScrypt)
+	addr, path, err := keystore.NewKeystore(dir, "pw", keystore.LightScrypt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,15 +364,15 @@ func TestNewKeystore_WritesAGethKeystoreFileOnlyItsOwnerCanRead(t *testing.T) {
 	if err := json.Unmarshal(data, &file); err != nil {
 		t.Fatal(err)
 	}
-	if file.Crypto.KDFParams.N != wallet.LightScrypt.N || file.Crypto.KDFParams.P != wallet.LightScrypt.P {
-		t.Errorf("scrypt n=%d p=%d, want %+v", file.Crypto.KDFParams.N, file.Crypto.KDFParams.P, wallet.LightScrypt)
+	if file.Crypto.KDFParams.N != keystore.LightScrypt.N || file.Crypto.KDFParams.P != keystore.LightScrypt.P {
+		t.Errorf("scrypt n=%d p=%d, want %+v", file.Crypto.KDFParams.N, file.Crypto.KDFParams.P, keystore.LightScrypt)
 	}
-	key, err := keystore.DecryptKey(data, "pw")
+	key, err := gethkeystore.DecryptKey(data, "pw")
 	if err != nil || key.Address != common.Address(addr) {
 		t.Fatalf("geth reads %v (%v), want %s", key, err, addr.Hex())
 	}
-	if wallet.StandardScrypt.N != keystore.StandardScryptN || wallet.StandardScrypt.N <= wallet.LightScrypt.N {
-		t.Errorf("standard scrypt %+v", wallet.StandardScrypt)
+	if keystore.StandardScrypt.N != gethkeystore.StandardScryptN || keystore.StandardScrypt.N <= keystore.LightScrypt.N {
+		t.Errorf("standard scrypt %+v", keystore.StandardScrypt)
 	}
 }
 
@@ -381,19 +381,19 @@ func TestNewKeystore_WritesAGethKeystoreFileOnlyItsOwnerCanRead(t *testing.T) {
 func TestEnsureDevWallet_CreatesTheWalletOnceAndThenReusesIt(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	first, err := wallet.EnsureDevWallet(dir, "dev")
+	first, err := keystore.EnsureDevWallet(dir, "dev")
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := wallet.EnsureDevWallet(dir, "dev")
+	second, err := keystore.EnsureDevWallet(dir, "dev")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !first.Created || second.Created || first.Address != second.Address {
 		t.Fatalf("first %+v, second %+v", first, second)
 	}
-	reg, err := wallet.LoadKeystores(wallet.KeystoreConfig{ChainID: 1337, Wallets: []wallet.KeystoreSpec{second.Spec},
-		PassphraseFiles: wallet.PassphraseFiles{ByName: map[string]string{"dev": second.PassphraseFile}}, LookupEnv: env(nil)})
+	reg, err := keystore.LoadKeystores(keystore.KeystoreConfig{ChainID: 1337, Wallets: []keystore.KeystoreSpec{second.Spec},
+		PassphraseFiles: keystore.PassphraseFiles{ByName: map[string]string{"dev": second.PassphraseFile}}, LookupEnv: env(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
-// Package wallet holds the wallets ledgerq signs for (DESIGN.md §2.3): their
-// names, their chain, their address and a Signer whose private key never
+// Package keystore holds the keys of the wallets ledgerq signs for: go-ethereum
+// keystore files unlocked at start, and a Registry of the wallets by name and
+// by address, each with its chain and a Signer whose private key never
 // leaves the process (never stored in the database, never logged).
-package wallet
+package keystore
 
 import (
 	"crypto/ecdsa"

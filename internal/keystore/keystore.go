@@ -1,4 +1,4 @@
-package wallet
+package keystore
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ethereum/go-ethereum/accounts/keystore"
+	gethkeystore "github.com/ethereum/go-ethereum/accounts/keystore"
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
@@ -325,9 +325,9 @@ func OpenKeystore(path, passphrase string) (*KeySigner, error) {
 		// field names match without case here.
 		return nil, fmt.Errorf("keystore %s: no crypto section: not an encrypted keystore file", path)
 	}
-	key, err := keystore.DecryptKey(data, passphrase)
+	key, err := gethkeystore.DecryptKey(data, passphrase)
 	switch {
-	case errors.Is(err, keystore.ErrDecrypt):
+	case errors.Is(err, gethkeystore.ErrDecrypt):
 		return nil, fmt.Errorf("keystore %s: %w", path, ErrWrongPassphrase)
 	case err != nil:
 		return nil, fmt.Errorf("keystore %s: cannot decrypt: %w", path, err)
@@ -346,10 +346,10 @@ type ScryptParams struct{ N, P int }
 var (
 	// StandardScrypt is geth's default: about 256 MB and a second of CPU to
 	// unlock.
-	StandardScrypt = ScryptParams{N: keystore.StandardScryptN, P: keystore.StandardScryptP}
+	StandardScrypt = ScryptParams{N: gethkeystore.StandardScryptN, P: gethkeystore.StandardScryptP}
 	// LightScrypt is geth's --lightkdf: about 4 MB and a few milliseconds;
 	// for development and tests.
-	LightScrypt = ScryptParams{N: keystore.LightScryptN, P: keystore.LightScryptP}
+	LightScrypt = ScryptParams{N: gethkeystore.LightScryptN, P: gethkeystore.LightScryptP}
 )
 
 // NewKeystore generates a private key and writes it, encrypted with
@@ -357,7 +357,7 @@ var (
 // missing; the file is 0600), named as geth names them
 // (UTC--<time>--<address>). It returns the address and the file.
 func NewKeystore(dir, passphrase string, params ScryptParams) (ledger.Address, string, error) {
-	acct, err := keystore.StoreKey(dir, passphrase, params.N, params.P)
+	acct, err := gethkeystore.StoreKey(dir, passphrase, params.N, params.P)
 	if err != nil {
 		return ledger.Address{}, "", fmt.Errorf("writing a new keystore into %s: %w", dir, err)
 	}

@@ -1,4 +1,4 @@
-package wallet_test
+package keystore_test
 
 import (
 	"math/big"
@@ -9,16 +9,16 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 
-	"github.com/ledgerq/ledgerq/internal/wallet"
+	"github.com/ledgerq/ledgerq/internal/keystore"
 )
 
-func newSigner(t *testing.T) *wallet.KeySigner {
+func newSigner(t *testing.T) *keystore.KeySigner {
 	t.Helper()
 	key, err := crypto.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := wallet.NewKeySigner(key)
+	s, err := keystore.NewKeySigner(key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func newSigner(t *testing.T) *wallet.KeySigner {
 func TestRegistry_FindsWalletsByNameAndBySender(t *testing.T) {
 	t.Parallel()
 	a, b := newSigner(t), newSigner(t)
-	r, err := wallet.NewRegistry(wallet.Wallet{ID: "hot", ChainID: 1337, Signer: a}, wallet.Wallet{ID: "cold", ChainID: 1337, Signer: b})
+	r, err := keystore.NewRegistry(keystore.Wallet{ID: "hot", ChainID: 1337, Signer: a}, keystore.Wallet{ID: "cold", ChainID: 1337, Signer: b})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func TestRegistry_FindsWalletsByNameAndBySender(t *testing.T) {
 func TestRegistry_RefusesBadNamesDuplicatesAndSharedSenders(t *testing.T) {
 	t.Parallel()
 	a := newSigner(t)
-	for name, ws := range map[string][]wallet.Wallet{
+	for name, ws := range map[string][]keystore.Wallet{
 		"bad name":      {{ID: "a/b", ChainID: 1, Signer: a}},
 		"empty name":    {{ID: "", ChainID: 1, Signer: a}},
 		"chain":         {{ID: "a", ChainID: 0, Signer: a}},
@@ -57,7 +57,7 @@ func TestRegistry_RefusesBadNamesDuplicatesAndSharedSenders(t *testing.T) {
 		"same name":     {{ID: "a", ChainID: 1, Signer: a}, {ID: "a", ChainID: 2, Signer: newSigner(t)}},
 		"shared sender": {{ID: "a", ChainID: 1, Signer: a}, {ID: "b", ChainID: 1, Signer: a}},
 	} {
-		if _, err := wallet.NewRegistry(ws...); err == nil {
+		if _, err := keystore.NewRegistry(ws...); err == nil {
 			t.Errorf("%s: NewRegistry accepted %v", name, ws)
 		}
 	}
