@@ -35,6 +35,7 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
 		fs.DurationVar(&c.API.WriteTimeout, "api-write-timeout", c.API.WriteTimeout, "time a client has to read a response, from its first byte (a long-poll's wait does not count)")
 		fs.DurationVar(&c.API.IdleTimeout, "api-idle-timeout", c.API.IdleTimeout, "close a keep-alive connection that waits longer for its next request")
 		fs.IntVar(&c.API.MaxConnections, "api-max-connections", c.API.MaxConnections, "most connections the API holds open; at the cap a new one closes the longest-idle keep-alive connection or waits")
+		fs.IntVar(&c.API.WebhookMaxEndpoints, "webhook-max-endpoints", c.API.WebhookMaxEndpoints, "wallet lane: most webhook endpoints one wallet may have (one more is refused with 409)")
 		fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGTERM, how long to let in-flight work finish before cancelling it")
 	}
 	if parts.roles {
@@ -133,7 +134,6 @@ func registerWallet(fs *flag.FlagSet, w *node.WalletConfig, parts flagParts) {
 	fs.DurationVar(&w.Webhooks.Lease, "webhook-lease", w.Webhooks.Lease, "wallet lane: a claimed webhook delivery is held this long before another process may send it again (its sender died)")
 	fs.DurationVar(&w.Webhooks.Interval, "webhook-interval", w.Webhooks.Interval, "wallet lane: how often due webhook deliveries are looked for")
 	fs.BoolVar(&w.Webhooks.AllowPrivate, "webhook-allow-private", w.Webhooks.AllowPrivate, "wallet lane: let webhook endpoints be at loopback, private, link-local and other non-public addresses (receivers on this machine, in tests and development); off, such a URL is refused at registration and never connected to")
-	fs.IntVar(&w.Webhooks.MaxEndpoints, "webhook-max-endpoints", w.Webhooks.MaxEndpoints, "wallet lane: most webhook endpoints one wallet may have (one more is refused with 409)")
 	fs.DurationVar(&w.RetentionInterval, "wallet-retention-interval", w.RetentionInterval, "wallet lane: wait after a retention round that found less than a full batch to delete")
 }
 

@@ -31,11 +31,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/egress"
 	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/ledgerq/ledgerq/internal/webhook"
 )
 
 // Config configures the API.
@@ -61,10 +61,20 @@ type Config struct {
 	// request is 400. A fee cap no chain charges is a mistake, and one the
 	// wallet cannot pay would only end its task in error.
 	MaxFeePerGas *big.Int
-	// Webhooks is what a registered webhook endpoint is held to: a public
-	// target unless AllowPrivate, and at most MaxEndpoints per wallet
-	// (webhook.DefaultMaxEndpoints when zero).
-	Webhooks webhook.EndpointConfig
+	// Webhooks is what a registered webhook endpoint is held to.
+	Webhooks WebhookEndpoints
+}
+
+// WebhookEndpoints is what a webhook endpoint is held to when it is
+// registered.
+type WebhookEndpoints struct {
+	// AllowPrivate lets endpoints be at non-public addresses
+	// (egress.CheckAddr): loopback receivers in tests and ledgerq dev. The
+	// deliverer has the same setting (monitor.WebhookConfig.AllowPrivate),
+	// which the same flag sets.
+	AllowPrivate bool
+	// MaxEndpoints is the most endpoints one wallet may have.
+	MaxEndpoints int
 }
 
 // DefaultMaxFeePerGas is the default Config.MaxFeePerGas: 10 000 gwei, ten
@@ -74,7 +84,7 @@ var DefaultMaxFeePerGas = big.NewInt(10_000_000_000_000)
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20, RequestTimeout: 5 * time.Second,
-		TaskMaxWait: 50 * time.Second, MaxFeePerGas: new(big.Int).Set(DefaultMaxFeePerGas), Webhooks: webhook.Defaults().EndpointConfig}
+		TaskMaxWait: 50 * time.Second, MaxFeePerGas: new(big.Int).Set(DefaultMaxFeePerGas), Webhooks: WebhookEndpoints{MaxEndpoints: 25}}
 }
 
 // longPollRoutes are the routes whose requests may wait longer than
@@ -108,7 +118,7 @@ type Deps struct {
 	PoolChain PoolChain
 	// Resolver resolves the host names of webhook endpoints at
 	// registration; nil is net.DefaultResolver.
-	Resolver webhook.Resolver
+	Resolver egress.Resolver
 }
 
 // Server is the HTTP API. It implements apigen.ServerInterface: one method per
@@ -141,7 +151,7 @@ type Server struct {
 	// (OnPoolPending).
 	onPoolPending func()
 	// resolver resolves webhook endpoints' host names at registration.
-	resolver webhook.Resolver
+	resolver egress.Resolver
 }
 
 // OnBatchesQueued sets f to be called after a request queued batches for

@@ -1,16 +1,15 @@
 package httpapi
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ledgerq/ledgerq/internal/egress"
 	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/ledgerq/ledgerq/internal/webhook"
 )
 
 // maxWebhookURL bounds an endpoint's URL.
@@ -31,7 +30,7 @@ func toWebhookEndpoint(e store.WebhookEndpoint, withSecret bool) webhookEndpoint
 	for i, t := range e.EventTypes {
 		types[i] = apigen.WebhookEventType(t)
 	}
-	o := apigen.WebhookEndpoint{ID: e.ID, Wallet: e.Wallet, URL: webhook.RedactURL(e.URL), EventTypes: types, Enabled: e.Enabled}
+	o := apigen.WebhookEndpoint{ID: e.ID, Wallet: e.Wallet, URL: egress.RedactURL(e.URL), EventTypes: types, Enabled: e.Enabled}
 	if withSecret {
 		o.Secret = &e.Secret
 	}
@@ -41,7 +40,7 @@ func toWebhookEndpoint(e store.WebhookEndpoint, withSecret bool) webhookEndpoint
 // checkWebhookURL refuses what no delivery could reach or may reach: a
 // malformed URL, a host name that does not resolve, and (unless
 // AllowPrivate) a target that is or resolves to a non-public address
-// (webhook.CheckTarget). Its messages never repeat the URL, whose password
+// (egress.CheckTarget). Its messages never repeat the URL, whose password
 // would then be in logs.
 func (s *Server) checkWebhookURL(ctx context.Context, raw string) error {
 	if problem := textProblem(raw); problem != "" {
@@ -50,8 +49,8 @@ func (s *Server) checkWebhookURL(ctx context.Context, raw string) error {
 	if len(raw) > maxWebhookURL {
 		return errorf(http.StatusBadRequest, "field url: longer than %d bytes", maxWebhookURL)
 	}
-	if err := webhook.CheckTarget(ctx, raw, s.cfg.Webhooks.AllowPrivate, s.resolver); err != nil {
-		if errors.Is(err, webhook.ErrNotPublic) {
+	if err := egress.CheckTarget(ctx, raw, s.cfg.Webhooks.AllowPrivate, s.resolver); err != nil {
+		if errors.Is(err, egress.ErrNotPublic) {
 			return errorf(http.StatusBadRequest, "field url: %v; webhooks reach public addresses only", err)
 		}
 		return errorf(http.StatusBadRequest, "field url: %v", err)
@@ -73,7 +72,7 @@ func (s *Server) CreateWalletWebhook(c echo.Context, walletName apigen.Wallet) e
 	if err := s.checkWebhookURL(ctx, body.URL); err != nil {
 		return err
 	}
-	max := cmp.Or(s.cfg.Webhooks.MaxEndpoints, webhook.DefaultMaxEndpoints)
+	max := s.cfg.Webhooks.MaxEndpoints
 	p := store.WebhookEndpointCreateParams{Now: s.clock.Now(), Wallet: w.ID, URL: body.URL, Secret: deref(body.Secret), MaxEndpoints: max}
 	for _, t := range deref(body.EventTypes) {
 		if !t.Valid() {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/queuer"
@@ -75,6 +76,9 @@ type APIConfig struct {
 	// new connection closes the longest-idle keep-alive one, or waits in the
 	// kernel's accept queue until a connection ends.
 	MaxConnections int
+	// WebhookMaxEndpoints is the most webhook endpoints one wallet may
+	// have.
+	WebhookMaxEndpoints int
 }
 
 // LoopsConfig chooses the roles this process runs and their shared timings.
@@ -170,6 +174,7 @@ func Defaults() Config {
 			MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20,
 			RequestTimeout: 5 * time.Second, TaskMaxWait: 50 * time.Second, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 			WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxConnections: 1024,
+			WebhookMaxEndpoints: httpapi.DefaultConfig().Webhooks.MaxEndpoints,
 		},
 		Loops: LoopsConfig{
 			Queuer: true, Submitter: true, Monitor: true,
@@ -250,6 +255,9 @@ func (c *Config) ValidateSettings() error {
 	}
 	if err := c.Wallet.validate(); err != nil {
 		return err
+	}
+	if c.Wallet.Enabled() && c.API.WebhookMaxEndpoints < 1 {
+		return errors.New("--webhook-max-endpoints must be at least 1")
 	}
 	if err := c.Builder.validate(); err != nil {
 		return err

@@ -145,7 +145,7 @@ func (n *Node) build(ctx context.Context) error {
 	n.api = httpapi.New(httpapi.Config{
 		MaxBodyBytes: c.API.MaxBodyBytes, MaxBatchesPerRequest: c.API.MaxBatchesPerRequest, MaxPayloadBytes: c.API.MaxPayloadBytes,
 		RequestTimeout: c.API.RequestTimeout, TaskMaxWait: c.API.TaskMaxWait, MaxFeePerGas: maxFee,
-		Webhooks: c.Wallet.Webhooks.EndpointConfig,
+		Webhooks: httpapi.WebhookEndpoints{AllowPrivate: c.Wallet.Webhooks.AllowPrivate, MaxEndpoints: c.API.WebhookMaxEndpoints},
 	}, n.apiDeps(wallets))
 	n.wireBatchLane()
 	if n.builder != nil && n.builder.bundler != nil {

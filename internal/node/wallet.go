@@ -23,7 +23,6 @@ import (
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/notify"
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/ledgerq/ledgerq/internal/webhook"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -84,7 +83,7 @@ type WalletConfig struct {
 	RetentionInterval  time.Duration
 	// Webhooks configures the delivery of the wallets' task events to
 	// their webhook endpoints (monitor role).
-	Webhooks webhook.Config
+	Webhooks monitor.WebhookConfig
 }
 
 // WalletLedgerConfig chooses the wallet lane's chain.
@@ -124,7 +123,7 @@ func walletDefaults() WalletConfig {
 		MaxFeePerGasWei: httpapi.DefaultMaxFeePerGas.String(),
 		Shards:          workers.Defaults(),
 		RetentionAge:    7 * 24 * time.Hour, RetentionBatchSize: 1000, RetentionInterval: time.Minute,
-		Webhooks: webhook.Defaults(),
+		Webhooks: monitor.WebhookDefaults(),
 	}
 }
 
@@ -226,7 +225,7 @@ type walletLane struct {
 	rescuer   *workers.Rescuer
 	follower  *eoa.Follower
 	retention *monitor.Retention
-	webhooks  *webhook.Deliverer
+	webhooks  *monitor.WebhookDeliverer
 	// liveness is the process's liveness lock, recorded by the shard and
 	// webhook claims of the pool and the deliverer; nil when neither runs.
 	liveness *store.Liveness
@@ -281,7 +280,7 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 		}
 		wc := w.Webhooks
 		wc.DBTimeout = min(wc.DBTimeout, n.cfg.Loops.DBTimeout)
-		if lane.webhooks, err = webhook.New(n.store, deps, wc); err != nil {
+		if lane.webhooks, err = monitor.NewWebhookDeliverer(n.store, deps, wc); err != nil {
 			return fmt.Errorf("wallet lane: %w", err)
 		}
 		if w.RetentionAge > 0 {

@@ -62,7 +62,7 @@ func TestWalletConfig_RefusesWhatCannotRun(t *testing.T) {
 		"queue type":      func(c *node.Config) { c.Wallet.QueueType = "lifo" },
 		"in-flight":       func(c *node.Config) { c.Wallet.InFlight = 0 },
 		"retention":       func(c *node.Config) { c.Wallet.RetentionAge = -time.Second },
-		"no webhooks":     func(c *node.Config) { c.Wallet.Webhooks.MaxEndpoints = 0 },
+		"no webhooks":     func(c *node.Config) { c.API.WebhookMaxEndpoints = 0 },
 	} {
 		c := walletConfig(t)
 		mutate(&c)

@@ -1,4 +1,4 @@
-package webhook
+package egress
 
 import (
 	"errors"
@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/ledgerq/ledgerq/internal/loop"
 )
 
 func TestDialControl_RefusesNonPublicAddressesUnlessAllowed(t *testing.T) {
@@ -31,16 +29,15 @@ func TestDialControl_RefusesNonPublicAddressesUnlessAllowed(t *testing.T) {
 	}
 }
 
-// The deliverer's client takes no proxy from the environment (HTTP_PROXY
-// would make the proxy connect to the URL, past the dial-time check) and
-// follows no redirect.
-func TestNew_ClientUsesNoProxyAndFollowsNoRedirect(t *testing.T) {
+// NewClient takes no proxy from the environment (HTTP_PROXY would make the
+// proxy connect to the URL, past the dial-time check) and follows no
+// redirect.
+func TestNewClient_UsesNoProxyAndFollowsNoRedirect(t *testing.T) {
 	t.Parallel()
-	d, err := New(nil, loop.Deps{}, Defaults())
-	require.NoError(t, err)
-	tr, ok := d.client.Transport.(*http.Transport)
-	require.True(t, ok, "the client has its own transport, not http.DefaultTransport (which takes a proxy from the environment): %T", d.client.Transport)
+	c := NewClient(false)
+	tr, ok := c.Transport.(*http.Transport)
+	require.True(t, ok, "the client has its own transport, not http.DefaultTransport (which takes a proxy from the environment): %T", c.Transport)
 	require.Nil(t, tr.Proxy)
 	require.NotNil(t, tr.DialContext)
-	require.True(t, errors.Is(d.client.CheckRedirect(nil, nil), http.ErrUseLastResponse))
+	require.True(t, errors.Is(c.CheckRedirect(nil, nil), http.ErrUseLastResponse))
 }

@@ -1,4 +1,4 @@
-package webhook_test
+package egress_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ledgerq/ledgerq/internal/webhook"
+	"github.com/ledgerq/ledgerq/internal/egress"
 )
 
 func TestCheckAddr_OnlyPublicUnicastAddressesPass(t *testing.T) {
@@ -92,17 +92,17 @@ func TestCheckAddr_OnlyPublicUnicastAddressesPass(t *testing.T) {
 		"2002:6440:1::1":         "carrier-grade NAT",
 		"fe80::1%eth0":           "zone",
 	} {
-		err := webhook.CheckAddr(netip.MustParseAddr(addr))
+		err := egress.CheckAddr(netip.MustParseAddr(addr))
 		if want == "" {
 			require.NoError(t, err, addr)
 			continue
 		}
 		require.Error(t, err, addr)
-		require.ErrorIs(t, err, webhook.ErrNotPublic, addr)
+		require.ErrorIs(t, err, egress.ErrNotPublic, addr)
 		require.Contains(t, err.Error(), want, addr)
 		require.Contains(t, err.Error(), "non-public address", addr)
 	}
-	require.ErrorIs(t, webhook.CheckAddr(netip.Addr{}), webhook.ErrNotPublic, "the zero Addr")
+	require.ErrorIs(t, egress.CheckAddr(netip.Addr{}), egress.ErrNotPublic, "the zero Addr")
 }
 
 // hosts is a Resolver over a fixed table; a name not in it does not resolve.
@@ -167,7 +167,7 @@ func TestCheckTarget_RefusesMalformedAndNonPublicTargets(t *testing.T) {
 		"http://nowhere.example/":                 "does not resolve",
 		"http://empty.example/":                   "does not resolve",
 	} {
-		err := webhook.CheckTarget(ctx, raw, false, r)
+		err := egress.CheckTarget(ctx, raw, false, r)
 		if want == "" {
 			require.NoError(t, err, raw)
 			continue
@@ -180,7 +180,7 @@ func TestCheckTarget_RefusesMalformedAndNonPublicTargets(t *testing.T) {
 	// Allowed private: loopback and private receivers pass; a malformed URL
 	// or a name that does not resolve is still refused.
 	for _, raw := range []string{"http://127.0.0.1:8080/", "http://localhost:9000/", "http://10.1.2.3/", "http://[::1]/"} {
-		require.NoError(t, webhook.CheckTarget(ctx, raw, true, r), raw)
+		require.NoError(t, egress.CheckTarget(ctx, raw, true, r), raw)
 	}
 	for raw, want := range map[string]string{
 		"https://:80/":                 "no host",
@@ -190,7 +190,7 @@ func TestCheckTarget_RefusesMalformedAndNonPublicTargets(t *testing.T) {
 		"gopher://127.0.0.1/":          "http or https",
 		"http://user:pw@127.0.0.1:0/x": "port",
 	} {
-		err := webhook.CheckTarget(ctx, raw, true, r)
+		err := egress.CheckTarget(ctx, raw, true, r)
 		require.Error(t, err, raw)
 		require.Contains(t, err.Error(), want, raw)
 		require.False(t, strings.Contains(err.Error(), "pw"), raw)
@@ -205,6 +205,6 @@ func TestRedactURL_HidesThePasswordOnly(t *testing.T) {
 		"https://hooks.example/a":                 "https://hooks.example/a",
 		"https://:secret@hooks.example/":          "https://:xxxxx@hooks.example/",
 	} {
-		require.Equal(t, want, webhook.RedactURL(raw), raw)
+		require.Equal(t, want, egress.RedactURL(raw), raw)
 	}
 }

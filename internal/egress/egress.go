@@ -1,4 +1,15 @@
-package webhook
+// Package egress decides which addresses ledgerq may connect to on a user's
+// behalf: webhook endpoints are URLs a wallet's owner chooses, and ledgerq
+// POSTs to them from inside the operator's network, so a URL naming a
+// loopback, private, link-local or otherwise internal address (a cloud's
+// metadata service at 169.254.169.254, an admin port on 127.0.0.1) would let
+// any API key holder make ledgerq send requests there. The rule is applied
+// twice: when an endpoint is registered (CheckTarget, on the literal address
+// or every address its name resolves to), and when a delivery connects
+// (NewClient's dialer, on the address actually dialled), because a name may
+// resolve elsewhere by then (DNS rebinding). allowPrivate lifts it for
+// loopback receivers (tests, ledgerq dev).
+package egress
 
 import (
 	"context"
@@ -11,32 +22,6 @@ import (
 	"strings"
 	"time"
 )
-
-// Webhooks reach public addresses only: an endpoint is a URL a wallet's
-// owner chooses, and ledgerq POSTs to it from inside the operator's
-// network, so a URL naming a loopback, private, link-local or otherwise
-// internal address (a cloud's metadata service at 169.254.169.254, an admin
-// port on 127.0.0.1) would let any API key holder make ledgerq send requests
-// there. The rule is applied twice: when an endpoint is registered
-// (CheckTarget, on the literal address or every address its name resolves
-// to), and when a delivery connects (the dialer's Control, dial.go, on the
-// address actually dialled), because a name may resolve elsewhere by then
-// (DNS rebinding). EndpointConfig.AllowPrivate lifts it for loopback
-// receivers (tests, ledgerq dev).
-
-// EndpointConfig is what endpoints are held to, when they are registered
-// (package httpapi) and when a delivery connects.
-type EndpointConfig struct {
-	// AllowPrivate lets endpoints be at non-public addresses (CheckAddr):
-	// loopback receivers in tests and ledgerq dev. Off, registering one is
-	// refused and no delivery connects to one.
-	AllowPrivate bool
-	// MaxEndpoints is the most endpoints one wallet may have.
-	MaxEndpoints int
-}
-
-// DefaultMaxEndpoints is EndpointConfig.MaxEndpoints's default.
-const DefaultMaxEndpoints = 25
 
 // ErrNotPublic is what CheckAddr's refusals match (errors.Is).
 var ErrNotPublic = errors.New("non-public address")

@@ -1,9 +1,11 @@
-// Package webhook delivers the wallet lane's task events (DESIGN §2.3) to the
-// endpoints registered for each wallet.
+package monitor
+
+// The wallet lane's webhooks: the monitor role delivers each wallet's task
+// events to the endpoints registered for it.
 //
 // Task transitions write their events to an outbox (store.WebhookEmit) in the
 // transaction that changes the task, so an event exists exactly when its
-// change committed. The Deliverer claims due outbox rows in one statement
+// change committed. The WebhookDeliverer claims due outbox rows in one statement
 // (FOR UPDATE SKIP LOCKED, leasing each row until now + Lease), commits,
 // and only then POSTs them, signed with the Standard Webhooks scheme
 // (webhook-id, webhook-timestamp, webhook-signature). A 2xx answer delivers
@@ -11,7 +13,6 @@
 // and jitter, up to a give-up limit. A deliverer that dies mid-send leaves
 // its rows leased: they are claimed again after the lease, with the same
 // webhook-id, so receivers deduplicate by it. Delivery is at least once.
-package webhook
 
 import (
 	"context"
@@ -30,15 +31,16 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/ledgerq/ledgerq/internal/egress"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
-// Config configures a Deliverer.
-type Config struct {
-	// EndpointConfig is what endpoints are held to; the deliverer connects
-	// to non-public addresses only with AllowPrivate.
-	EndpointConfig
+// WebhookConfig configures a WebhookDeliverer.
+type WebhookConfig struct {
+	// AllowPrivate lets deliveries connect to non-public addresses
+	// (egress.CheckAddr): loopback receivers in tests and ledgerq dev.
+	AllowPrivate bool
 	// Interval is the poll interval: the longest a due delivery waits.
 	Interval time.Duration
 	// BatchSize is the most deliveries one round claims.
@@ -65,17 +67,16 @@ type Config struct {
 
 // Defaults returns the default configuration: 12 attempts over about five
 // hours (5 s doubling, capped at one hour).
-func Defaults() Config {
-	return Config{
+func WebhookDefaults() WebhookConfig {
+	return WebhookConfig{
 		Interval: time.Second, BatchSize: 100, Concurrency: 8,
 		RequestTimeout: 10 * time.Second, Lease: time.Minute, DBTimeout: 5 * time.Second,
 		BackoffBase: 5 * time.Second, BackoffMax: time.Hour, MaxAttempts: 12,
-		EndpointConfig: EndpointConfig{MaxEndpoints: DefaultMaxEndpoints},
 	}
 }
 
 // Validate reports the first setting that cannot work.
-func (c Config) Validate() error {
+func (c WebhookConfig) Validate() error {
 	switch {
 	case c.Interval <= 0:
 		return errors.New("webhook: interval must be positive")
@@ -89,17 +90,15 @@ func (c Config) Validate() error {
 		return errors.New("webhook: backoff base must be positive and at most the backoff max")
 	case c.MaxAttempts < 1:
 		return errors.New("webhook: max attempts must be at least 1")
-	case c.MaxEndpoints < 1:
-		return errors.New("webhook: max endpoints must be at least 1")
 	}
 	return nil
 }
 
-// Backoff is the wait after failed attempt number attempt (from 1):
+// WebhookBackoff is the wait after failed attempt number attempt (from 1):
 // min(ceiling, base × 2^(attempt-1)), less a jitter of up to a quarter of it, so
 // deliveries that failed together do not come back together. jitter(n)
 // returns a duration in [0, n).
-func Backoff(base, ceiling time.Duration, attempt int, jitter func(time.Duration) time.Duration) time.Duration {
+func WebhookBackoff(base, ceiling time.Duration, attempt int, jitter func(time.Duration) time.Duration) time.Duration {
 	d := base
 	for n := 1; n < attempt && d < ceiling; n++ {
 		d *= 2
@@ -111,40 +110,42 @@ func Backoff(base, ceiling time.Duration, attempt int, jitter func(time.Duration
 	return d
 }
 
-// Option changes a Deliverer.
-type Option func(*Deliverer)
+// WebhookOption changes a WebhookDeliverer.
+type WebhookOption func(*WebhookDeliverer)
 
-// WithHTTPClient sends with client (default: newClient's, which connects
+// WithWebhookClient sends with client (default: egress.NewClient's, which connects
 // to public addresses only unless AllowPrivate, uses no proxy and follows
 // no redirects: a 3xx is a failed attempt).
-func WithHTTPClient(client *http.Client) Option { return func(d *Deliverer) { d.client = client } }
-
-// WithJitter sets the backoff jitter: jitter(n) returns a duration in
-// [0, n) (default: uniform random). Tests make it deterministic.
-func WithJitter(jitter func(time.Duration) time.Duration) Option {
-	return func(d *Deliverer) { d.jitter = jitter }
+func WithWebhookClient(client *http.Client) WebhookOption {
+	return func(d *WebhookDeliverer) { d.client = client }
 }
 
-// Deliverer is the delivery loop service.
-type Deliverer struct {
+// WithWebhookJitter sets the backoff jitter: jitter(n) returns a duration in
+// [0, n) (default: uniform random). Tests make it deterministic.
+func WithWebhookJitter(jitter func(time.Duration) time.Duration) WebhookOption {
+	return func(d *WebhookDeliverer) { d.jitter = jitter }
+}
+
+// WebhookDeliverer is the delivery loop service.
+type WebhookDeliverer struct {
 	*loop.Loop
 	st     *store.Store
-	cfg    Config
+	cfg    WebhookConfig
 	deps   loop.Deps
 	client *http.Client
 	jitter func(time.Duration) time.Duration
 	log    *slog.Logger
 }
 
-// New returns a Deliverer. Several may run, in one process or many: each
+// NewWebhookDeliverer returns a WebhookDeliverer. Several may run, in one process or many: each
 // claims disjoint deliveries.
-func New(st *store.Store, deps loop.Deps, cfg Config, opts ...Option) (*Deliverer, error) {
+func NewWebhookDeliverer(st *store.Store, deps loop.Deps, cfg WebhookConfig, opts ...WebhookOption) (*WebhookDeliverer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d := &Deliverer{
+	d := &WebhookDeliverer{
 		st: st, cfg: cfg, deps: deps, log: deps.Logger,
-		client: newClient(cfg.AllowPrivate),
+		client: egress.NewClient(cfg.AllowPrivate),
 		jitter: func(n time.Duration) time.Duration { return rand.N(n) },
 	}
 	if d.log == nil {
@@ -157,8 +158,8 @@ func New(st *store.Store, deps loop.Deps, cfg Config, opts ...Option) (*Delivere
 	return d, nil
 }
 
-// Body is what a delivery POSTs: the Standard Webhooks payload shape.
-type Body struct {
+// WebhookBody is what a delivery POSTs: the Standard Webhooks payload shape.
+type WebhookBody struct {
 	// Type is "task." and the event type (task.submitted, task.confirmed,
 	// task.failed, task.replaced).
 	Type string `json:"type"`
@@ -169,13 +170,13 @@ type Body struct {
 }
 
 // body is the same bytes on every attempt of a delivery.
-func body(d store.WebhookDelivery) ([]byte, error) {
-	return json.Marshal(Body{Type: "task." + string(d.Type), Timestamp: d.CreatedAt, Data: d.Payload})
+func webhookBody(d store.WebhookDelivery) ([]byte, error) {
+	return json.Marshal(WebhookBody{Type: "task." + string(d.Type), Timestamp: d.CreatedAt, Data: d.Payload})
 }
 
 // RunOnce claims up to BatchSize due deliveries, POSTs them (Concurrency at
 // a time) and records each outcome. It returns how many it claimed.
-func (d *Deliverer) RunOnce(ctx context.Context) (int, error) {
+func (d *WebhookDeliverer) RunOnce(ctx context.Context) (int, error) {
 	now := d.deps.Clock.Now()
 	cctx, cancel := context.WithTimeout(ctx, d.cfg.DBTimeout)
 	claimed, err := d.st.WebhookDeliveriesClaim(cctx, store.WebhookDeliveriesClaimParams{
@@ -207,7 +208,7 @@ func (d *Deliverer) RunOnce(ctx context.Context) (int, error) {
 }
 
 // deliver sends one claimed delivery and records the outcome.
-func (d *Deliverer) deliver(ctx context.Context, dv store.WebhookDelivery) error {
+func (d *WebhookDeliverer) deliver(ctx context.Context, dv store.WebhookDelivery) error {
 	status, sendErr := d.send(ctx, dv)
 	if ctx.Err() != nil {
 		// Shutting down: the attempt was cut short by us, not the
@@ -228,7 +229,7 @@ func (d *Deliverer) deliver(ctx context.Context, dv store.WebhookDelivery) error
 	if dv.Attempt >= d.cfg.MaxAttempts {
 		p.GiveUp = true
 	} else {
-		p.NextAttemptAt = now.Add(Backoff(d.cfg.BackoffBase, d.cfg.BackoffMax, dv.Attempt, d.jitter))
+		p.NextAttemptAt = now.Add(WebhookBackoff(d.cfg.BackoffBase, d.cfg.BackoffMax, dv.Attempt, d.jitter))
 	}
 	recorded, err := d.st.WebhookDeliveryFailed(rctx, p)
 	if err != nil {
@@ -257,8 +258,8 @@ const (
 
 // send POSTs the delivery once and returns the answer's status (0 when
 // there was none) and an error unless the endpoint answered 2xx.
-func (d *Deliverer) send(ctx context.Context, dv store.WebhookDelivery) (int, error) {
-	payload, err := body(dv)
+func (d *WebhookDeliverer) send(ctx context.Context, dv store.WebhookDelivery) (int, error) {
+	payload, err := webhookBody(dv)
 	if err != nil {
 		return 0, fmt.Errorf("encoding the body: %w", err)
 	}
@@ -292,11 +293,11 @@ func (d *Deliverer) send(ctx context.Context, dv store.WebhookDelivery) (int, er
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
 		return resp.StatusCode, nil
 	}
-	return resp.StatusCode, fmt.Errorf("HTTP %d: %s", resp.StatusCode, printable(head))
+	return resp.StatusCode, fmt.Errorf("HTTP %d: %s", resp.StatusCode, printableAnswer(head))
 }
 
-// printable keeps an answer's body readable in last_error.
-func printable(b []byte) string {
+// printableAnswer keeps an answer's body readable in last_error.
+func printableAnswer(b []byte) string {
 	s := strings.ToValidUTF8(string(b), string(utf8.RuneError))
 	return strings.TrimSpace(strings.Map(func(r rune) rune {
 		if r < 0x20 && r != ' ' {

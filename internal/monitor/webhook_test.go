@@ -1,4 +1,4 @@
-package webhook_test
+package monitor_test
 
 // Delivery rules (DESIGN §2.3, issue 11 item 6). Every test has its own
 // committed database, a fake clock started at the wall clock (the receiver
@@ -25,18 +25,16 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/loop"
+	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
-	"github.com/ledgerq/ledgerq/internal/webhook"
 )
-
-func TestMain(m *testing.M) { testdb.Main(m) }
 
 // reception is one request the receiver took.
 type reception struct {
 	endpoint string
 	id       string
-	body     webhook.Body
+	body     monitor.WebhookBody
 }
 
 // receiver is the test endpoint server: one path per endpoint.
@@ -82,7 +80,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, err.Error(), http.StatusUnauthorized)
 		return
 	}
-	var body webhook.Body
+	var body monitor.WebhookBody
 	if err := json.Unmarshal(b, &body); err != nil {
 		r.t.Errorf("receiver: body %q: %v", b, err)
 	}
@@ -118,30 +116,30 @@ func (r *receiver) receptions() []reception {
 	return append([]reception(nil), r.got...)
 }
 
-type setup struct {
+type hookSetup struct {
 	t     *testing.T
 	ctx   context.Context
 	st    *store.Store
 	clock *clock.Fake
 	recv  *receiver
-	cfg   webhook.Config
+	cfg   monitor.WebhookConfig
 	deps  loop.Deps
 }
 
-func newSetup(t *testing.T) *setup {
+func newHookSetup(t *testing.T) *hookSetup {
 	t.Helper()
 	clk := clock.NewFake(time.Now())
-	cfg := webhook.Defaults()
+	cfg := monitor.WebhookDefaults()
 	cfg.BackoffBase, cfg.BackoffMax, cfg.Lease = time.Second, 8*time.Second, time.Minute
 	cfg.AllowPrivate = true // the receiver is on loopback
-	return &setup{
+	return &hookSetup{
 		t: t, ctx: context.Background(), st: testdb.New(t).Store, clock: clk, recv: newReceiver(t), cfg: cfg,
 		deps: loop.Deps{Clock: clk, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))},
 	}
 }
 
 // endpoint registers an endpoint of wallet at path of the receiver.
-func (s *setup) endpoint(wallet, path string) store.WebhookEndpoint {
+func (s *hookSetup) endpoint(wallet, path string) store.WebhookEndpoint {
 	s.t.Helper()
 	ep, err := s.st.WebhookEndpointCreate(s.ctx, store.WebhookEndpointCreateParams{Now: s.clock.Now(), Wallet: wallet, URL: s.recv.srv.URL + path})
 	require.NoError(s.t, err)
@@ -153,47 +151,47 @@ func (s *setup) endpoint(wallet, path string) store.WebhookEndpoint {
 	return ep
 }
 
-func (s *setup) deliverer(opts ...webhook.Option) *webhook.Deliverer {
+func (s *hookSetup) deliverer(opts ...monitor.WebhookOption) *monitor.WebhookDeliverer {
 	s.t.Helper()
-	opts = append([]webhook.Option{webhook.WithJitter(func(time.Duration) time.Duration { return 0 })}, opts...)
-	d, err := webhook.New(s.st, s.deps, s.cfg, opts...)
+	opts = append([]monitor.WebhookOption{monitor.WithWebhookJitter(func(time.Duration) time.Duration { return 0 })}, opts...)
+	d, err := monitor.NewWebhookDeliverer(s.st, s.deps, s.cfg, opts...)
 	require.NoError(s.t, err)
 	return d
 }
 
-func (s *setup) runOnce(d *webhook.Deliverer) int {
+func (s *hookSetup) runOnce(d *monitor.WebhookDeliverer) int {
 	s.t.Helper()
 	n, err := d.RunOnce(s.ctx)
 	require.NoError(s.t, err)
 	return n
 }
 
-func event(wallet string, typ store.WebhookEventType, taskID string) store.WebhookEvent {
+func hookEvent(wallet string, typ store.WebhookEventType, taskID string) store.WebhookEvent {
 	return store.TaskWebhookEvent(typ, store.Task{
 		ID: taskID, Wallet: wallet, ChainID: 1337, Sender: "0x00000000000000000000000000000000000000a1", Status: store.TaskExecuting,
 	}, "0x"+strings.Repeat("ab", 32), nil)
 }
 
-func (s *setup) emit(evs ...store.WebhookEvent) {
+func (s *hookSetup) emit(evs ...store.WebhookEvent) {
 	s.t.Helper()
 	_, err := s.st.WebhookEmit(s.ctx, s.clock.Now(), evs...)
 	require.NoError(s.t, err)
 }
 
-func (s *setup) delivery(id string) store.WebhookDeliveryState {
+func (s *hookSetup) delivery(id string) store.WebhookDeliveryState {
 	s.t.Helper()
 	d, err := s.st.WebhookDeliveryGet(s.ctx, id)
 	require.NoError(s.t, err)
 	return d
 }
 
-func TestDeliverer_EachEndpointOfTheWalletGetsTheEventOnce(t *testing.T) {
+func TestWebhookDeliverer_EachEndpointOfTheWalletGetsTheEventOnce(t *testing.T) {
 	t.Parallel()
-	s := newSetup(t)
+	s := newHookSetup(t)
 	s.endpoint("alpha", "/a")
 	s.endpoint("alpha", "/b")
 	s.endpoint("beta", "/other")
-	s.emit(event("alpha", store.WebhookSubmitted, "task-1"))
+	s.emit(hookEvent("alpha", store.WebhookSubmitted, "task-1"))
 	d := s.deliverer()
 
 	require.Equal(t, 2, s.runOnce(d))
@@ -216,9 +214,9 @@ func TestDeliverer_EachEndpointOfTheWalletGetsTheEventOnce(t *testing.T) {
 	}
 }
 
-func TestDeliverer_FailureThenSuccessRedeliversWithTheSameWebhookID(t *testing.T) {
+func TestWebhookDeliverer_FailureThenSuccessRedeliversWithTheSameWebhookID(t *testing.T) {
 	t.Parallel()
-	s := newSetup(t)
+	s := newHookSetup(t)
 	s.endpoint("alpha", "/a")
 	s.recv.answer = func(_ string, n int) int {
 		if n == 1 {
@@ -226,7 +224,7 @@ func TestDeliverer_FailureThenSuccessRedeliversWithTheSameWebhookID(t *testing.T
 		}
 		return http.StatusOK
 	}
-	s.emit(event("alpha", store.WebhookConfirmed, "task-1"))
+	s.emit(hookEvent("alpha", store.WebhookConfirmed, "task-1"))
 	d := s.deliverer()
 
 	require.Equal(t, 1, s.runOnce(d))
@@ -251,12 +249,12 @@ func TestDeliverer_FailureThenSuccessRedeliversWithTheSameWebhookID(t *testing.T
 	require.Equal(t, 2, dv.Attempts)
 }
 
-func TestDeliverer_BackoffDoublesFromTheBaseAndCapsAtTheMax(t *testing.T) {
+func TestWebhookDeliverer_BackoffDoublesFromTheBaseAndCapsAtTheMax(t *testing.T) {
 	t.Parallel()
-	s := newSetup(t)
+	s := newHookSetup(t)
 	s.endpoint("alpha", "/a")
 	s.recv.answer = func(string, int) int { return http.StatusServiceUnavailable }
-	s.emit(event("alpha", store.WebhookFailed, "task-1"))
+	s.emit(hookEvent("alpha", store.WebhookFailed, "task-1"))
 	d := s.deliverer()
 
 	var waits []time.Duration
@@ -270,7 +268,7 @@ func TestDeliverer_BackoffDoublesFromTheBaseAndCapsAtTheMax(t *testing.T) {
 	require.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second, 8 * time.Second}, waits)
 }
 
-func TestBackoff_JitterTakesAtMostAQuarterOff(t *testing.T) {
+func TestWebhookBackoff_JitterTakesAtMostAQuarterOff(t *testing.T) {
 	t.Parallel()
 	most := func(n time.Duration) time.Duration { return n - 1 }
 	none := func(time.Duration) time.Duration { return 0 }
@@ -278,19 +276,19 @@ func TestBackoff_JitterTakesAtMostAQuarterOff(t *testing.T) {
 		if attempt == 0 {
 			continue
 		}
-		require.Equal(t, want*time.Second, webhook.Backoff(4*time.Second, 40*time.Second, attempt, none), "attempt %d", attempt)
-		require.Equal(t, want*time.Second-(want*time.Second/4-1), webhook.Backoff(4*time.Second, 40*time.Second, attempt, most), "attempt %d", attempt)
+		require.Equal(t, want*time.Second, monitor.WebhookBackoff(4*time.Second, 40*time.Second, attempt, none), "attempt %d", attempt)
+		require.Equal(t, want*time.Second-(want*time.Second/4-1), monitor.WebhookBackoff(4*time.Second, 40*time.Second, attempt, most), "attempt %d", attempt)
 	}
-	require.Equal(t, time.Hour, webhook.Backoff(time.Second, time.Hour, 1000, none), "a huge attempt number stays at the cap")
+	require.Equal(t, time.Hour, monitor.WebhookBackoff(time.Second, time.Hour, 1000, none), "a huge attempt number stays at the cap")
 }
 
-func TestDeliverer_GivesUpAfterTheAttemptLimitAndKeepsTheLastError(t *testing.T) {
+func TestWebhookDeliverer_GivesUpAfterTheAttemptLimitAndKeepsTheLastError(t *testing.T) {
 	t.Parallel()
-	s := newSetup(t)
+	s := newHookSetup(t)
 	s.cfg.MaxAttempts = 3
 	s.endpoint("alpha", "/a")
 	s.recv.answer = func(string, int) int { return http.StatusBadGateway }
-	s.emit(event("alpha", store.WebhookReplaced, "task-1"))
+	s.emit(hookEvent("alpha", store.WebhookReplaced, "task-1"))
 	d := s.deliverer()
 
 	for range 3 {
@@ -309,16 +307,16 @@ func TestDeliverer_GivesUpAfterTheAttemptLimitAndKeepsTheLastError(t *testing.T)
 	require.Contains(t, dv.LastError, "HTTP 502")
 }
 
-func TestDeliverer_ConcurrentDeliverersNeverSendOneDeliveryTwice(t *testing.T) {
+func TestWebhookDeliverer_ConcurrentDeliverersNeverSendOneDeliveryTwice(t *testing.T) {
 	t.Parallel()
-	s := newSetup(t)
+	s := newHookSetup(t)
 	s.cfg.BatchSize, s.cfg.Concurrency = 7, 3
 	s.endpoint("alpha", "/a")
 	s.endpoint("alpha", "/b")
 	const events = 60
 	evs := make([]store.WebhookEvent, events)
 	for i := range evs {
-		evs[i] = event("alpha", store.WebhookSubmitted, "task-"+strconv.Itoa(i))
+		evs[i] = hookEvent("alpha", store.WebhookSubmitted, "task-"+strconv.Itoa(i))
 	}
 	s.emit(evs...)
 
@@ -349,17 +347,17 @@ func TestDeliverer_ConcurrentDeliverersNeverSendOneDeliveryTwice(t *testing.T) {
 	}
 }
 
-func TestEmit_EventOfARolledBackTransactionIsNeverDelivered(t *testing.T) {
+func TestWebhookEmit_EventOfARolledBackTransactionIsNeverDelivered(t *testing.T) {
 	t.Parallel()
-	s := newSetup(t)
+	s := newHookSetup(t)
 	s.endpoint("alpha", "/a")
 	tx, err := s.st.DB().Begin(s.ctx)
 	require.NoError(t, err)
-	n, err := store.NewTx(tx).WebhookEmit(s.ctx, s.clock.Now(), event("alpha", store.WebhookConfirmed, "rolled-back"))
+	n, err := store.NewTx(tx).WebhookEmit(s.ctx, s.clock.Now(), hookEvent("alpha", store.WebhookConfirmed, "rolled-back"))
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n, "the event was written inside the transaction")
 	require.NoError(t, tx.Rollback(s.ctx))
-	s.emit(event("alpha", store.WebhookConfirmed, "committed"))
+	s.emit(hookEvent("alpha", store.WebhookConfirmed, "committed"))
 
 	d := s.deliverer()
 	require.Equal(t, 1, s.runOnce(d))
@@ -372,11 +370,11 @@ func TestEmit_EventOfARolledBackTransactionIsNeverDelivered(t *testing.T) {
 	require.Equal(t, "committed", data.TaskID)
 }
 
-func TestDeliverer_ClaimedButNeverAnsweredIsRedeliveredAfterTheLeaseWithTheSameID(t *testing.T) {
+func TestWebhookDeliverer_ClaimedButNeverAnsweredIsRedeliveredAfterTheLeaseWithTheSameID(t *testing.T) {
 	t.Parallel()
-	s := newSetup(t)
+	s := newHookSetup(t)
 	s.endpoint("alpha", "/a")
-	s.emit(event("alpha", store.WebhookSubmitted, "task-1"))
+	s.emit(hookEvent("alpha", store.WebhookSubmitted, "task-1"))
 
 	// A deliverer claims the delivery and dies before it sends or records
 	// anything.
@@ -400,13 +398,13 @@ func TestDeliverer_ClaimedButNeverAnsweredIsRedeliveredAfterTheLeaseWithTheSameI
 	require.Equal(t, 2, dv.Attempts, "the crashed attempt counts")
 }
 
-func TestDeliverer_TimedOutRequestIsAFailedAttempt(t *testing.T) {
+func TestWebhookDeliverer_TimedOutRequestIsAFailedAttempt(t *testing.T) {
 	t.Parallel()
-	s := newSetup(t)
+	s := newHookSetup(t)
 	s.cfg.RequestTimeout = 50 * time.Millisecond
 	s.recv.hang = make(chan struct{}) // never answers
 	s.endpoint("alpha", "/a")
-	s.emit(event("alpha", store.WebhookSubmitted, "task-1"))
+	s.emit(hookEvent("alpha", store.WebhookSubmitted, "task-1"))
 	d := s.deliverer()
 	require.Equal(t, 1, s.runOnce(d))
 	got, err := s.st.WebhookDeliveriesClaim(s.ctx, store.WebhookDeliveriesClaimParams{Now: s.clock.Now().Add(time.Hour), LeaseUntil: s.clock.Now().Add(2 * time.Hour), Max: 1})
@@ -418,15 +416,15 @@ func TestDeliverer_TimedOutRequestIsAFailedAttempt(t *testing.T) {
 	require.Contains(t, dv.LastError, "deadline exceeded")
 }
 
-func TestDeliverer_RunningLoopDeliversAndStops(t *testing.T) {
+func TestWebhookDeliverer_RunningLoopDeliversAndStops(t *testing.T) {
 	t.Parallel()
-	s := newSetup(t)
+	s := newHookSetup(t)
 	s.cfg.Interval = 10 * time.Millisecond
 	s.endpoint("alpha", "/a")
 	done := make(chan struct{})
 	var once sync.Once
 	s.recv.answer = func(string, int) int { once.Do(func() { close(done) }); return http.StatusOK }
-	s.emit(event("alpha", store.WebhookConfirmed, "task-1"))
+	s.emit(hookEvent("alpha", store.WebhookConfirmed, "task-1"))
 	d := s.deliverer()
 	require.NoError(t, d.Start(s.ctx))
 	select {
@@ -438,9 +436,9 @@ func TestDeliverer_RunningLoopDeliversAndStops(t *testing.T) {
 	d.Stop()
 }
 
-func TestConfig_LeaseMustOutlastTheRequestAndTheRecord(t *testing.T) {
+func TestWebhookConfig_LeaseMustOutlastTheRequestAndTheRecord(t *testing.T) {
 	t.Parallel()
-	cfg := webhook.Defaults()
+	cfg := monitor.WebhookDefaults()
 	require.NoError(t, cfg.Validate())
 	cfg.Lease = cfg.RequestTimeout + cfg.DBTimeout
 	require.Error(t, cfg.Validate())

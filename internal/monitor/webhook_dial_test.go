@@ -1,4 +1,4 @@
-package webhook_test
+package monitor_test
 
 import (
 	"net/http"
@@ -13,7 +13,7 @@ import (
 
 // endpointAt registers an endpoint of wallet at the receiver's path, under
 // another spelling of its host: host:port.
-func (s *setup) endpointAt(wallet, hostPort, path string) store.WebhookEndpoint {
+func (s *hookSetup) endpointAt(wallet, hostPort, path string) store.WebhookEndpoint {
 	s.t.Helper()
 	ep, err := s.st.WebhookEndpointCreate(s.ctx, store.WebhookEndpointCreateParams{Now: s.clock.Now(), Wallet: wallet, URL: "http://" + hostPort + path})
 	require.NoError(s.t, err)
@@ -30,15 +30,15 @@ func (s *setup) endpointAt(wallet, hostPort, path string) store.WebhookEndpoint 
 // by hand: the deliverer checks the address it actually dials. Here
 // "localhost" and the literal 127.0.0.1 stand for a name that now resolves
 // to loopback.
-func TestDeliverer_NonPublicAddressIsRefusedAtDialAndNothingReachesTheReceiver(t *testing.T) {
+func TestWebhookDeliverer_NonPublicAddressIsRefusedAtDialAndNothingReachesTheReceiver(t *testing.T) {
 	t.Parallel()
-	s := newSetup(t)
+	s := newHookSetup(t)
 	s.cfg.AllowPrivate = false
 	u, err := url.Parse(s.recv.srv.URL)
 	require.NoError(t, err)
 	s.endpointAt("alpha", "localhost:"+u.Port(), "/a")
 	s.endpointAt("alpha", "127.0.0.1:"+u.Port(), "/b")
-	s.emit(event("alpha", store.WebhookConfirmed, "task-1"))
+	s.emit(hookEvent("alpha", store.WebhookConfirmed, "task-1"))
 	d := s.deliverer()
 
 	require.Equal(t, 2, s.runOnce(d))
@@ -51,24 +51,24 @@ func TestDeliverer_NonPublicAddressIsRefusedAtDialAndNothingReachesTheReceiver(t
 
 // The same deliveries go through when non-public addresses are allowed
 // (tests' and ledgerq dev's loopback receivers).
-func TestDeliverer_AllowPrivateDeliversToALoopbackReceiver(t *testing.T) {
+func TestWebhookDeliverer_AllowPrivateDeliversToALoopbackReceiver(t *testing.T) {
 	t.Parallel()
-	s := newSetup(t)
+	s := newHookSetup(t)
 	s.cfg.AllowPrivate = true
 	u, err := url.Parse(s.recv.srv.URL)
 	require.NoError(t, err)
 	s.endpointAt("alpha", "localhost:"+u.Port(), "/a")
 	s.endpointAt("alpha", "127.0.0.1:"+u.Port(), "/b")
-	s.emit(event("alpha", store.WebhookConfirmed, "task-1"))
+	s.emit(hookEvent("alpha", store.WebhookConfirmed, "task-1"))
 	require.Equal(t, 2, s.runOnce(s.deliverer()))
 	require.Len(t, s.recv.receptions(), 2)
 }
 
 // A redirect is not followed: it could point anywhere, and the answer is a
 // failed attempt.
-func TestDeliverer_RedirectIsAFailedAttemptAndIsNotFollowed(t *testing.T) {
+func TestWebhookDeliverer_RedirectIsAFailedAttemptAndIsNotFollowed(t *testing.T) {
 	t.Parallel()
-	s := newSetup(t)
+	s := newHookSetup(t)
 	s.endpoint("alpha", "/a")
 	s.endpoint("alpha", "/b")
 	s.recv.answer = func(path string, _ int) int {
@@ -77,7 +77,7 @@ func TestDeliverer_RedirectIsAFailedAttemptAndIsNotFollowed(t *testing.T) {
 		}
 		return http.StatusNoContent
 	}
-	s.emit(event("alpha", store.WebhookConfirmed, "task-1"))
+	s.emit(hookEvent("alpha", store.WebhookConfirmed, "task-1"))
 	require.Equal(t, 2, s.runOnce(s.deliverer()))
 	var a string
 	for _, r := range s.recv.receptions() {

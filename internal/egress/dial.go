@@ -1,4 +1,4 @@
-package webhook
+package egress
 
 import (
 	"fmt"
@@ -9,14 +9,14 @@ import (
 	"time"
 )
 
-// newClient returns the deliverer's HTTP client. Its dialer checks the
+// NewClient returns an HTTP client for requests to users' URLs. Its dialer checks the
 // address it is about to connect to (dialControl), after the name was
 // resolved, so a name that resolved to a public address at registration and
 // to an internal one now (DNS rebinding) is still refused. It uses no proxy
 // from the environment (the proxy would make the connection, to wherever
 // the URL says) and follows no redirect (a 3xx is a failed attempt, and a
 // redirect could point anywhere).
-func newClient(allowPrivate bool) *http.Client {
+func NewClient(allowPrivate bool) *http.Client {
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: dialControl(allowPrivate)}
 	transport := &http.Transport{
 		Proxy:                 nil,
@@ -44,7 +44,7 @@ func dialControl(allowPrivate bool) func(network, address string, _ syscall.RawC
 		}
 		ap, err := netip.ParseAddrPort(address)
 		if err != nil {
-			return fmt.Errorf("webhook: connecting to %s %q: not an IP address and port", network, address)
+			return fmt.Errorf("egress: connecting to %s %q: not an IP address and port", network, address)
 		}
 		return CheckAddr(ap.Addr())
 	}
