@@ -6,8 +6,8 @@
 // It is off unless the environment variable LEDGERQ_CRASH_AT names a point,
 // optionally with how many times the point is passed first:
 //
-//	LEDGERQ_CRASH_AT=eoa.stored       # SIGKILL the process the first time
-//	LEDGERQ_CRASH_AT=eoa.broadcast:3  # ... the third time
+//	LEDGERQ_CRASH_AT=wallet.stored       # SIGKILL the process the first time
+//	LEDGERQ_CRASH_AT=wallet.broadcast:3  # ... the third time
 //
 // The process then kills itself with SIGKILL, so nothing runs after it: no
 // deferred function, no rollback, no shutdown — as a power cut or the OOM

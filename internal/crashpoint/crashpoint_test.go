@@ -8,19 +8,19 @@ func TestHit_KillsOnlyOnTheNthPassOfTheArmedPoint(t *testing.T) {
 	kill = func() { killed++ }
 	t.Cleanup(func() { kill = old; _ = Arm("") })
 
-	if err := Arm("eoa.stored:2"); err != nil {
+	if err := Arm("wallet.stored:2"); err != nil {
 		t.Fatal(err)
 	}
-	Hit("eoa.broadcast")
-	Hit("eoa.stored")
+	Hit("wallet.broadcast")
+	Hit("wallet.stored")
 	if killed != 0 {
 		t.Fatalf("killed after the first pass of a point armed for the second")
 	}
-	Hit("eoa.stored")
+	Hit("wallet.stored")
 	if killed != 1 {
 		t.Fatalf("killed %d times at the second pass, want 1", killed)
 	}
-	Hit("eoa.stored")
+	Hit("wallet.stored")
 	if killed != 1 {
 		t.Fatalf("killed again after the point fired: %d", killed)
 	}
@@ -32,7 +32,7 @@ func TestHit_DisarmedNeverKills(t *testing.T) {
 	kill = func() { killed++ }
 	t.Cleanup(func() { kill = old })
 	_ = Arm("")
-	Hit("eoa.stored")
+	Hit("wallet.stored")
 	if killed != 0 {
 		t.Fatal("a disarmed point killed")
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
-	"github.com/ledgerq/ledgerq/internal/eoa"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
@@ -22,7 +21,9 @@ import (
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/notify"
+	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/submitter"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -55,7 +56,7 @@ type WalletConfig struct {
 	ReplacedAfter time.Duration
 	// StallTimeout, PriceCapWei, ResetGap, MaxRecycled, BalanceMaxAge and
 	// MaxReplacements keep a wallet moving when the chain does not
-	// cooperate (see eoa.Config): gas bumps and no-ops after a stall, the
+	// cooperate (see workers.WalletConfig): gas bumps and no-ops after a stall, the
 	// bump's price cap (decimal wei, "" or "0": none), nonce resets, freed
 	// nonces, balance health and replaced tasks.
 	StallTimeout    time.Duration
@@ -65,9 +66,9 @@ type WalletConfig struct {
 	BalanceMaxAge   time.Duration
 	MaxReplacements int
 	// Confirmations is how many blocks deep a transaction must be before
-	// its task is done (0: by chain id, see eoa.DefaultConfirmations);
+	// its task is done (0: by chain id, see workers.DefaultConfirmations);
 	// RebroadcastAfter and WatchAfter keep sent and final transactions on a
-	// chain that loses them (see eoa.Config).
+	// chain that loses them (see workers.WalletConfig).
 	Confirmations    int
 	RebroadcastAfter time.Duration
 	WatchAfter       time.Duration
@@ -112,7 +113,7 @@ const (
 
 // walletDefaults are the wallet lane's defaults.
 func walletDefaults() WalletConfig {
-	e := eoa.Defaults()
+	e := workers.WalletDefaults()
 	return WalletConfig{
 		Ledger:    WalletLedgerConfig{Kind: WalletLedgerEVM, Timeout: e.LedgerTimeout},
 		QueueType: string(store.QueuePriority), InFlight: e.InFlight,
@@ -159,7 +160,7 @@ func (w *WalletConfig) validate() error {
 	if _, err := w.maxFeePerGas(); err != nil {
 		return err
 	}
-	ec := w.eoaConfig(nil)
+	ec := w.laneConfig(nil)
 	if err := ec.Validate(); err != nil {
 		return fmt.Errorf("wallet lane: %w (--send-tx-queue-type, --wallet-in-flight, --wallet-follow-interval)", err)
 	}
@@ -199,9 +200,9 @@ func (w *WalletConfig) maxFeePerGas() (*big.Int, error) {
 	return v, nil
 }
 
-// eoaConfig is the wallet worker's share of w.
-func (w *WalletConfig) eoaConfig(n *Node) eoa.Config {
-	c := eoa.Defaults()
+// laneConfig is the wallet worker's share of w.
+func (w *WalletConfig) laneConfig(n *Node) workers.WalletConfig {
+	c := workers.WalletDefaults()
 	c.InFlight, c.QueueType = w.InFlight, store.QueueType(w.QueueType)
 	c.LedgerTimeout, c.FollowInterval, c.ReplacedAfter, c.CycleBudget = w.Ledger.Timeout, w.FollowInterval, w.ReplacedAfter, w.CycleBudget
 	c.StallTimeout, c.ResetGap, c.MaxRecycled = w.StallTimeout, w.ResetGap, w.MaxRecycled
@@ -212,7 +213,7 @@ func (w *WalletConfig) eoaConfig(n *Node) eoa.Config {
 		c.DBTimeout, c.Clock, c.Logger = n.cfg.Loops.DBTimeout, n.clock, n.logger
 		m := n.metrics
 		c.Metrics = m
-		c.OnPriceCapped = func(eoa.PriceCapped) { m.Transition("wallet", "price_capped", 1) }
+		c.OnPriceCapped = func(workers.PriceCapped) { m.Transition("wallet", "price_capped", 1) }
 	}
 	return c
 }
@@ -223,7 +224,7 @@ type walletLane struct {
 	wallets   *keystore.Registry
 	pool      *workers.Pool
 	rescuer   *workers.Rescuer
-	follower  *eoa.Follower
+	follower  *monitor.WalletFollower
 	retention *monitor.Retention
 	webhooks  *monitor.WebhookDeliverer
 	// liveness is the process's liveness lock, recorded by the shard and
@@ -258,21 +259,24 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 		}
 	}
 	deps := loop.Deps{Clock: n.clock, Logger: n.logger, Metrics: n.metrics}
-	ec := w.eoaConfig(n)
+	ec := w.laneConfig(n)
 	if n.cfg.Loops.Submitter {
-		job, err := eoa.NewJob(n.store, led, lane.wallets, ec)
+		job, err := workers.NewWalletJob(n.store, led, lane.wallets, ec, workers.WalletSteps{
+			Recover: submitter.WalletBroadcaster{}, Confirm: monitor.NewWalletConfirmer(),
+			KeepMoving: monitor.WalletKeeper{}, Send: queuer.WalletSender{},
+		})
 		if err != nil {
 			return err
 		}
 		wake := deps
 		wake.Wake = n.listener.Subscribe(notify.Shards)
-		if lane.pool, err = workers.NewPool(n.store, wake, w.Shards, map[string]workers.Job{eoa.Kind: job}); err != nil {
+		if lane.pool, err = workers.NewPool(n.store, wake, w.Shards, map[string]workers.Job{workers.WalletKind: job}); err != nil {
 			return err
 		}
 	}
 	if n.cfg.Loops.Monitor {
 		lane.rescuer = workers.NewRescuer(n.store, deps, w.Shards)
-		if lane.follower, err = eoa.NewFollower(n.store, lane.wallets, ec); err != nil {
+		if lane.follower, err = monitor.NewWalletFollower(n.store, lane.wallets, ec); err != nil {
 			return err
 		}
 		if lane.pool != nil {

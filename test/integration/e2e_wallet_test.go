@@ -14,10 +14,10 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ledgerq/ledgerq/internal/eoa"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testgeth"
+	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
 // walletE2E is a wallet lane under test: one keystore wallet "w" funded on a
@@ -209,7 +209,7 @@ func TestE2E_WalletLaneOnGethKilledAtEachCrashPointSendsEveryTaskOnce(t *testing
 	t.Parallel()
 	e := newWalletE2E(t)
 	var tasks map[string]e2eTask
-	for _, point := range []string{eoa.CrashStored, eoa.CrashBroadcast, eoa.CrashMined} {
+	for _, point := range []string{workers.CrashWalletStored, workers.CrashWalletBroadcast, workers.CrashWalletMined} {
 		victim, api := e.start(point)
 		// Posts that reach the victim after it died go to a fresh process.
 		var fresh *proc

@@ -1,4 +1,4 @@
-package eoa
+package queuer
 
 import (
 	"context"
@@ -15,16 +15,30 @@ import (
 	"github.com/ledgerq/ledgerq/internal/crashpoint"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
-// sendCycle is seed 003's send: waiting tasks in queue order, up to the
+// WalletSender is the wallet lane's queuer: the send step of a wallet's run
+// (workers.WalletJob). It decides what may go now — the waiting tasks in
+// queue order, up to the in-flight budget — assigns their nonces (freed
+// ones first, then consecutive new ones from the wallet's next nonce, the
+// chain's nonce the first time and moved up to it when the chain passed
+// it), signs them, and stores the attempts with the tasks' move to
+// executing in one fenced transaction (store.AttemptsStore) before anything
+// is broadcast: the write-ahead. A crash before the commit leaves nothing
+// signed; after it, the recover step broadcasts the stored bytes.
+type WalletSender struct{}
+
+var _ workers.WalletSender = WalletSender{}
+
+// sendCycle is one send: waiting tasks in queue order, up to the
 // in-flight budget, built with the node's EIP-1559 fee suggestion, signed
 // with freed nonces first and then consecutive new ones, and stored with
 // their tasks' move to executing in one fenced transaction (the
 // write-ahead) before anything is broadcast. The recover cycle that follows
 // broadcasts them.
 type sendCycle struct {
-	*shard
+	*workers.WalletShard
 	tasks []store.Task
 	// next is the wallet's stored next nonce; first: none is stored yet.
 	next  int64
@@ -36,7 +50,7 @@ type sendCycle struct {
 	firstNonce int64
 	reused     []store.SignedTx
 	added      []store.SignedTx
-	failed     []broadcastResult
+	failed     []workers.Result
 }
 
 // estimateError is a gas estimate that failed for the first task of a send
@@ -53,12 +67,12 @@ func (e *estimateError) Error() string {
 
 func (e *estimateError) Unwrap() error { return e.err }
 
-// collectSend takes the wallet's next nonce and freed nonces for a send of
+// Collect takes the wallet's next nonce and freed nonces for a send of
 // tasks.
-func (j *Job) collectSend(ctx context.Context, s *shard, tasks []store.Task) (*sendCycle, error) {
-	c := &sendCycle{shard: s, tasks: tasks}
-	next, err := dbCall(ctx, j, func(ctx context.Context) (int64, error) {
-		return j.store.WalletNonceGet(ctx, s.chainID(), s.sender)
+func (WalletSender) Collect(ctx context.Context, s *workers.WalletShard, tasks []store.Task) (workers.Cycle, error) {
+	c := &sendCycle{WalletShard: s, tasks: tasks}
+	next, err := workers.DBCall(ctx, s, func(ctx context.Context) (int64, error) {
+		return s.Store().WalletNonceGet(ctx, s.ChainID(), s.Sender)
 	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -69,9 +83,9 @@ func (j *Job) collectSend(ctx context.Context, s *shard, tasks []store.Task) (*s
 		return nil, err
 	}
 	c.next = next
-	c.freed, err = dbCall(ctx, j, func(ctx context.Context) ([]int64, error) {
-		return j.store.WalletNoncesFreed(ctx, store.WalletNoncesFreedParams{
-			ChainID: s.chainID(), Sender: s.sender, From: int64(s.run.chainNonce), Max: len(tasks),
+	c.freed, err = workers.DBCall(ctx, s, func(ctx context.Context) ([]int64, error) {
+		return s.Store().WalletNoncesFreed(ctx, store.WalletNoncesFreedParams{
+			ChainID: s.ChainID(), Sender: s.Sender, From: int64(s.Run.ChainNonce), Max: len(tasks),
 		})
 	})
 	if err != nil {
@@ -88,15 +102,15 @@ type prepared struct {
 
 // Execute builds and signs; it writes nothing and broadcasts nothing.
 func (c *sendCycle) Execute(ctx context.Context) error {
-	fees, err := ledgerCall(ctx, c.job, c.job.ledger.SuggestFees)
+	fees, err := workers.LedgerCall(ctx, c.WalletShard, c.Ledger().SuggestFees)
 	if err != nil {
-		return fmt.Errorf("reading the fee suggestion for %s: %w", c.claim.Key, err)
+		return fmt.Errorf("reading the fee suggestion for %s: %w", c.Claim.Key, err)
 	}
 	var ready []prepared
-	b, calls := c.budget(), 0
+	b, calls := c.Budget(), 0
 	for _, t := range c.tasks {
 		if t.Request.GasLimit == nil {
-			if b.spent(calls) {
+			if b.Spent(calls) {
 				break // the rest wait, in queue order, for the next send
 			}
 			calls++
@@ -107,7 +121,7 @@ func (c *sendCycle) Execute(ctx context.Context) error {
 			ready = append(ready, prepared{task: t, gas: gas})
 			continue
 		case ledger.ClassOf(err) == ledger.Deterministic:
-			c.failed = append(c.failed, broadcastResult{attempt: store.Attempt{SignedTx: store.SignedTx{TaskID: t.ID}}, outcome: rejected, reason: ledger.ReasonOf(err)})
+			c.failed = append(c.failed, workers.Result{Attempt: store.Attempt{SignedTx: store.SignedTx{TaskID: t.ID}}, Outcome: workers.Rejected, Reason: ledger.ReasonOf(err)})
 			continue
 		case len(ready) == 0 && len(c.failed) == 0:
 			return &estimateError{task: t, err: err}
@@ -117,12 +131,12 @@ func (c *sendCycle) Execute(ctx context.Context) error {
 		break
 	}
 
-	chainNonce := int64(c.run.chainNonce)
+	chainNonce := int64(c.Run.ChainNonce)
 	c.firstNonce = max(c.next, chainNonce)
 	if c.first {
 		c.firstNonce = chainNonce
 	}
-	chainID := big.NewInt(c.chainID())
+	chainID := big.NewInt(c.ChainID())
 	for i, p := range ready {
 		reuse := i < len(c.freed)
 		nonce := c.firstNonce + int64(i-len(c.freed))
@@ -170,8 +184,8 @@ func (c *sendCycle) gasOf(ctx context.Context, t store.Task) (uint64, error) {
 		return *t.Request.GasLimit, nil
 	}
 	to := ledger.Address(common.HexToAddress(t.Request.To))
-	msg := ledger.CallMsg{From: c.wallet.Address(), To: &to, Value: t.Request.Value, Data: t.Request.Data}
-	return ledgerCall(ctx, c.job, func(ctx context.Context) (uint64, error) { return c.job.ledger.EstimateGas(ctx, msg) })
+	msg := ledger.CallMsg{From: c.Wallet.Address(), To: &to, Value: t.Request.Value, Data: t.Request.Data}
+	return workers.LedgerCall(ctx, c.WalletShard, func(ctx context.Context) (uint64, error) { return c.Ledger().EstimateGas(ctx, msg) })
 }
 
 // sign builds the task's EIP-1559 transaction and signs it with the wallet's
@@ -186,9 +200,9 @@ func (c *sendCycle) sign(p prepared, nonce uint64, fees ledger.Fees, chainID *bi
 		ChainID: chainID, Nonce: nonce, GasTipCap: fees.TipCap, GasFeeCap: fees.FeeCap, Gas: p.gas,
 		To: &to, Value: value, Data: p.task.Request.Data,
 	})
-	signed, err := c.wallet.Signer.SignTx(tx, chainID)
+	signed, err := c.Wallet.Signer.SignTx(tx, chainID)
 	if err != nil {
-		return store.SignedTx{}, &taskError{task: p.task, err: fmt.Errorf("signing for %s: %w", c.claim.Key, err)}
+		return store.SignedTx{}, &taskError{task: p.task, err: fmt.Errorf("signing for %s: %w", c.Claim.Key, err)}
 	}
 	raw, err := signed.MarshalBinary()
 	if err != nil {
@@ -206,18 +220,18 @@ func (c *sendCycle) sign(p prepared, nonce uint64, fees ledger.Fees, chainID *bi
 // transaction fenced by the claim. Nothing was broadcast yet, so a commit
 // that fails leaves nothing behind.
 func (c *sendCycle) Commit(ctx context.Context) error {
-	now := c.now()
-	err := c.fenced(ctx, func(tx *store.Store) error {
-		if err := recordBroadcasts(ctx, c.shard, tx, now, c.failed); err != nil {
+	now := c.Now()
+	err := c.Fenced(ctx, func(tx *store.Store) error {
+		if err := c.RecordResults(ctx, tx, now, c.failed); err != nil {
 			return err
 		}
 		if !c.first && c.firstNonce > c.next {
-			if _, err := tx.WalletNonceRaise(ctx, store.WalletNonceRaiseParams{Now: now, ChainID: c.chainID(), Sender: c.sender, AtLeast: c.firstNonce}); err != nil {
+			if _, err := tx.WalletNonceRaise(ctx, store.WalletNonceRaiseParams{Now: now, ChainID: c.ChainID(), Sender: c.Sender, AtLeast: c.firstNonce}); err != nil {
 				return err
 			}
 		}
 		_, err := tx.AttemptsStore(ctx, store.AttemptsStoreParams{
-			Now: now, ChainID: c.chainID(), Sender: c.sender, FirstNonce: c.firstNonce, Attempts: c.added, Reused: c.reused,
+			Now: now, ChainID: c.ChainID(), Sender: c.Sender, FirstNonce: c.firstNonce, Attempts: c.added, Reused: c.reused,
 		})
 		return err
 	})
@@ -225,23 +239,23 @@ func (c *sendCycle) Commit(ctx context.Context) error {
 	if errors.As(err, &notWaiting) {
 		// A task was cancelled meanwhile: nothing was stored, and the next
 		// collect reads the queue again.
-		c.job.log.Info("eoa: a task left the queue while it was signed, sending again", "shard", c.claim.Key)
+		c.Log().Info("wallet: a task left the queue while it was signed, sending again", "shard", c.Claim.Key)
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("storing the attempts of %s: %w", c.claim.Key, err)
+		return fmt.Errorf("storing the attempts of %s: %w", c.Claim.Key, err)
 	}
 	if len(c.added)+len(c.reused) > 0 {
-		crashpoint.Hit(CrashStored)
+		crashpoint.Hit(workers.CrashWalletStored)
 	}
-	c.run.releasing = false
+	c.Run.Releasing = false
 	for _, a := range c.reused {
-		c.run.fresh[a.TxHash] = true
+		c.Run.Fresh[a.TxHash] = true
 	}
 	for _, a := range c.added {
-		c.run.fresh[a.TxHash] = true
+		c.Run.Fresh[a.TxHash] = true
 	}
-	c.logOutcomes(c.failed)
+	c.LogResults(c.failed)
 	return nil
 }
 
@@ -255,20 +269,20 @@ func (c *sendCycle) Commit(ctx context.Context) error {
 // be reached fails no task.
 func (c *sendCycle) Drop(ctx context.Context, cause error) error {
 	task, ok := c.blame(cause)
-	if !ok || c.claim.Failures+1 < c.job.cfg.MaxFailures {
+	if !ok || c.Claim.Failures+1 < c.Config().MaxFailures {
 		return nil
 	}
-	reason := fmt.Sprintf("its send failed in %d consecutive runs: %v", c.claim.Failures+1, cause)
+	reason := fmt.Sprintf("its send failed in %d consecutive runs: %v", c.Claim.Failures+1, cause)
 	var ee *estimateError
 	if errors.As(cause, &ee) {
-		reason = fmt.Sprintf("gas estimate failed in %d consecutive runs: %s", c.claim.Failures+1, ledger.ReasonOf(ee.err))
+		reason = fmt.Sprintf("gas estimate failed in %d consecutive runs: %s", c.Claim.Failures+1, ledger.ReasonOf(ee.err))
 	}
-	err := c.fenced(ctx, func(tx *store.Store) error {
-		_, err := tx.TaskFail(ctx, store.TaskFailParams{Now: c.now(), ID: task.ID, Reason: reason})
-		return c.tolerate(err, "fail")
+	err := c.Fenced(ctx, func(tx *store.Store) error {
+		_, err := tx.TaskFail(ctx, store.TaskFailParams{Now: c.Now(), ID: task.ID, Reason: reason})
+		return c.Tolerate(err, "fail")
 	})
 	if err == nil {
-		c.job.log.Warn("eoa: a task whose send keeps failing ended in error", "shard", c.claim.Key, "task", task.ID, "reason", reason)
+		c.Log().Warn("wallet: a task whose send keeps failing ended in error", "shard", c.Claim.Key, "task", task.ID, "reason", reason)
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package eoa
+package workers_test
 
 import (
 	"math/big"
@@ -10,9 +10,9 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
 // Seed 003, confirm: a reverted transaction is mined, used its nonce and
@@ -115,7 +115,7 @@ func TestSeed003_NonceTooLowFromAnotherSenderRequeuesTheTaskAndRaisesTheNextNonc
 // Engine-core counted a failed receipt lookup as a replacement and sent the
 // transaction again: a transaction the chain passed is replaced only when
 // the chain's own blocks show another transaction at its nonce, for
-// Config.ReplacedAfter; failed lookups mean "ask again later", and a block
+// workers.WalletConfig.ReplacedAfter; failed lookups mean "ask again later", and a block
 // read that finds ours makes it mined even when every receipt lookup fails.
 func TestSeed003_ReplacedOnlyWhenTheChainsBlocksShowAnotherTransactionNeverOnAFailedLookup(t *testing.T) {
 	t.Parallel()
@@ -168,11 +168,11 @@ func (e *env) drive1(t *testing.T) {
 	runPool(t, e.pool)
 }
 
-// Seed 003's in-flight budget: a wallet never has more than Config.InFlight
+// Seed 003's in-flight budget: a wallet never has more than workers.WalletConfig.InFlight
 // transactions signed or sent and not yet confirmed; the rest wait.
 func TestSeed003_TheInFlightBudgetIsRespected(t *testing.T) {
 	t.Parallel()
-	e := setup(t, options{cfg: func(c *Config) { c.InFlight = 3 }})
+	e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.InFlight = 3 }})
 	var mu sync.Mutex
 	most := 0
 	e.led.beforeSend = func(tx *types.Transaction) {
@@ -279,24 +279,4 @@ func TestFollower_SchedulesConfiguredWalletsWithAttemptsInFlightOrWaitingTasks(t
 	require.Equal(t, store.ShardIdle, gone.State, "not a configured wallet")
 	_, err = e.st.ShardGet(t.Context(), e.key(2))
 	require.ErrorIs(t, err, store.ErrNotFound, "no work, never scheduled")
-}
-
-func TestTaskFees_TheRequestsFeesOrTheSuggestion(t *testing.T) {
-	gwei := func(n int64) *big.Int { return new(big.Int).Mul(big.NewInt(n), big.NewInt(1e9)) }
-	sugg := ledger.Fees{TipCap: gwei(5), FeeCap: gwei(25)} // 2 × base fee = 20 gwei
-	for _, c := range []struct {
-		name     string
-		req      store.TaskRequest
-		tip, cap *big.Int
-	}{
-		{"none: the suggestion", store.TaskRequest{}, gwei(5), gwei(25)},
-		{"a tip: room for the base fee on top", store.TaskRequest{TipCap: gwei(1)}, gwei(1), gwei(21)},
-		{"both", store.TaskRequest{TipCap: gwei(1), FeeCap: gwei(3)}, gwei(1), gwei(3)},
-		{"a cap below the suggested tip lowers the tip", store.TaskRequest{FeeCap: gwei(3)}, gwei(3), gwei(3)},
-	} {
-		f := taskFees(c.req, sugg)
-		if f.TipCap.Cmp(c.tip) != 0 || f.FeeCap.Cmp(c.cap) != 0 {
-			t.Errorf("%s: tip %s cap %s, want %s %s", c.name, f.TipCap, f.FeeCap, c.tip, c.cap)
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package eoa
+package workers_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
 	"github.com/ledgerq/ledgerq/internal/loop"
+	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testgeth"
@@ -59,16 +60,16 @@ func TestSeed003_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
 	led, err := evm.Dial(ctx, node.URL, evm.Config{})
 	require.NoError(t, err)
 
-	cfg := Defaults()
+	cfg := workers.WalletDefaults()
 	cfg.StallTimeout = time.Second
 	cfg.Logger = testLogger()
-	job, err := NewJob(db.Store, lowTip{led}, reg, cfg)
+	job, err := workers.NewWalletJob(db.Store, lowTip{led}, reg, cfg, walletSteps())
 	require.NoError(t, err)
 	wcfg := workers.Defaults()
 	wcfg.Workers = 1
-	pool, err := workers.NewPool(db.Store, loop.Deps{Clock: clock.Real{}, Logger: testLogger()}, wcfg, map[string]workers.Job{Kind: job})
+	pool, err := workers.NewPool(db.Store, loop.Deps{Clock: clock.Real{}, Logger: testLogger()}, wcfg, map[string]workers.Job{workers.WalletKind: job})
 	require.NoError(t, err)
-	follower, err := NewFollower(db.Store, reg, cfg)
+	follower, err := monitor.NewWalletFollower(db.Store, reg, cfg)
 	require.NoError(t, err)
 
 	var tasks []store.Task
@@ -125,7 +126,7 @@ type gethWallet struct {
 	w        keystore.Wallet
 	addr     common.Address
 	pool     *workers.Pool
-	follower *Follower
+	follower *monitor.WalletFollower
 	tasks    []store.Task
 }
 
@@ -145,16 +146,16 @@ func newGethWallet(t *testing.T, node *testgeth.Node) *gethWallet {
 	led, err := evm.Dial(ctx, node.URL, evm.Config{CallTimeout: 2 * time.Second})
 	require.NoError(t, err)
 	t.Cleanup(led.Close)
-	cfg := Defaults()
+	cfg := workers.WalletDefaults()
 	cfg.LedgerTimeout, cfg.CycleBudget = 2*time.Second, time.Second
 	cfg.Logger = testLogger()
-	job, err := NewJob(db.Store, led, reg, cfg)
+	job, err := workers.NewWalletJob(db.Store, led, reg, cfg, walletSteps())
 	require.NoError(t, err)
 	wcfg := workers.Defaults()
 	wcfg.Workers, wcfg.Backoff = 1, 100*time.Millisecond
-	g.pool, err = workers.NewPool(db.Store, loop.Deps{Clock: clock.Real{}, Logger: testLogger()}, wcfg, map[string]workers.Job{Kind: job})
+	g.pool, err = workers.NewPool(db.Store, loop.Deps{Clock: clock.Real{}, Logger: testLogger()}, wcfg, map[string]workers.Job{workers.WalletKind: job})
 	require.NoError(t, err)
-	g.follower, err = NewFollower(db.Store, reg, cfg)
+	g.follower, err = monitor.NewWalletFollower(db.Store, reg, cfg)
 	require.NoError(t, err)
 	return g
 }

@@ -1,8 +1,9 @@
-package eoa
+package monitor
 
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 
@@ -10,23 +11,24 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
-// followPage is how many wallets one Follower query lists.
+// followPage is how many wallets one WalletFollower query lists.
 const followPage = 500
 
-// Follower brings wallet shards back while they have work the chain must
-// finish: seed 003's "requeue the job while work remains". A run whose
-// attempts are sent but not yet mined ends (a collect with nothing to do
-// now ends the run: no spinning), so every Config.FollowInterval the
-// Follower schedules the shard of every configured wallet with attempts in
+// WalletFollower brings wallet shards back while they have work the chain
+// must finish ("requeue the job while work remains"). A run whose attempts
+// are sent but not yet mined ends (a collect with nothing to do now ends the
+// run: no spinning), so every WalletConfig.FollowInterval the follower
+// schedules the shard of every configured wallet with attempts in
 // flight or waiting tasks; its next run confirms what was mined and sends
 // what the budget allows. Scheduling a pending shard changes nothing and a
 // running one is queued again after its run, so any number of processes
-// may run a Follower. It is a loop.Service.
-type Follower struct {
+// may run a follower. It is a loop.Service.
+type WalletFollower struct {
 	*loop.Loop
-	cfg     Config
+	cfg     workers.WalletConfig
 	store   *store.Store
 	wallets *keystore.Registry
 
@@ -36,13 +38,13 @@ type Follower struct {
 	OnScheduled func()
 }
 
-// NewFollower returns the wallet shards' follower.
-func NewFollower(st *store.Store, wallets *keystore.Registry, cfg Config) (*Follower, error) {
+// NewWalletFollower returns the wallet shards' follower.
+func NewWalletFollower(st *store.Store, wallets *keystore.Registry, cfg workers.WalletConfig) (*WalletFollower, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
-	f := &Follower{cfg: cfg, store: st, wallets: wallets}
+	cfg = cfg.WithDefaults()
+	f := &WalletFollower{cfg: cfg, store: st, wallets: wallets}
 	f.Loop = loop.NewService("wallet_follower", cfg.FollowInterval, loop.Deps{Clock: cfg.Clock, Logger: cfg.Logger}, 0, f.RunOnce)
 	return f, nil
 }
@@ -50,12 +52,12 @@ func NewFollower(st *store.Store, wallets *keystore.Registry, cfg Config) (*Foll
 // RunOnce schedules the shard of every configured wallet with attempts in
 // flight or waiting tasks and returns how many it moved from idle to
 // pending. Tests call it directly.
-func (f *Follower) RunOnce(ctx context.Context) (int, error) {
+func (f *WalletFollower) RunOnce(ctx context.Context) (int, error) {
 	queued := 0
 	var after store.WalletKey
 	watchSince := f.cfg.Clock.Now().Add(-f.cfg.WatchAfter)
 	for {
-		page, err := within(ctx, f.cfg.DBTimeout, func(ctx context.Context) ([]store.WalletKey, error) {
+		page, err := withTimeout(ctx, f.cfg.DBTimeout, func(ctx context.Context) ([]store.WalletKey, error) {
 			return f.store.WalletsWithWork(ctx, store.WalletsWithWorkParams{After: after, WatchSince: watchSince, Max: followPage})
 		})
 		if err != nil {
@@ -69,7 +71,7 @@ func (f *Follower) RunOnce(ctx context.Context) (int, error) {
 				continue
 			}
 			key := store.WalletShardKey(w.ChainID, w.Sender)
-			res, err := within(ctx, f.cfg.DBTimeout, func(ctx context.Context) (store.ShardScheduled, error) {
+			res, err := withTimeout(ctx, f.cfg.DBTimeout, func(ctx context.Context) (store.ShardScheduled, error) {
 				return f.store.ShardSchedule(ctx, store.ShardScheduleParams{Now: f.cfg.Clock.Now(), Key: key})
 			})
 			if err != nil {
@@ -88,4 +90,11 @@ func (f *Follower) RunOnce(ctx context.Context) (int, error) {
 		f.OnScheduled()
 	}
 	return queued, nil
+}
+
+// withTimeout runs fn under a deadline d.
+func withTimeout[T any](ctx context.Context, d time.Duration, fn func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return fn(ctx)
 }

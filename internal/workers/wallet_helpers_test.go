@@ -1,4 +1,4 @@
-package eoa
+package workers_test
 
 import (
 	"context"
@@ -24,13 +24,14 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/loop"
+	"github.com/ledgerq/ledgerq/internal/monitor"
+	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/submitter"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
-
-func TestMain(m *testing.M) { testdb.Main(m) }
 
 // testLogger discards logs unless LEDGERQ_TEST_LOG is set (then: stderr).
 func testLogger() *slog.Logger {
@@ -232,6 +233,18 @@ func (l *recLedger) hashesPerNonce() map[common.Address]map[uint64]map[string]bo
 	return out
 }
 
+// isCycle reports whether cyc is of the role's cycle type named (as %T
+// prints it).
+func isCycle(cyc workers.Cycle, name string) bool { return fmt.Sprintf("%T", cyc) == name }
+
+// walletSteps are the roles' steps, as node wires them.
+func walletSteps() workers.WalletSteps {
+	return workers.WalletSteps{
+		Recover: submitter.WalletBroadcaster{}, Confirm: monitor.NewWalletConfirmer(),
+		KeepMoving: monitor.WalletKeeper{}, Send: queuer.WalletSender{},
+	}
+}
+
 type env struct {
 	db       *testdb.DB
 	st       *store.Store
@@ -241,11 +254,11 @@ type env struct {
 	keys     []*ecdsa.PrivateKey
 	wallets  []keystore.Wallet
 	reg      *keystore.Registry
-	cfg      Config
+	cfg      workers.WalletConfig
 	wcfg     workers.Config
-	job      *Job
+	job      *workers.WalletJob
 	pool     *workers.Pool
-	follower *Follower
+	follower *monitor.WalletFollower
 	rescuer  *workers.Rescuer
 	// recipients counts the tasks posted, for unique recipients.
 	recipients int
@@ -254,7 +267,7 @@ type env struct {
 type options struct {
 	wallets int
 	sim     evmsim.Config
-	cfg     func(*Config)
+	cfg     func(*workers.WalletConfig)
 	fund    *big.Int
 }
 
@@ -288,7 +301,7 @@ func setup(t *testing.T, o options) *env {
 	require.NoError(t, err)
 	e.chain = evmsim.New(o.sim)
 	e.led = newRecLedger(t, e.chain)
-	e.cfg = Defaults()
+	e.cfg = workers.WalletDefaults()
 	e.cfg.Clock = e.clk
 	e.cfg.Logger = testLogger()
 	if o.cfg != nil {
@@ -297,7 +310,7 @@ func setup(t *testing.T, o options) *env {
 	e.wcfg = workers.Defaults()
 	e.wcfg.Workers = 1
 	e.job, e.pool = e.newProcess(t, e.led)
-	e.follower, err = NewFollower(e.st, e.reg, e.cfg)
+	e.follower, err = monitor.NewWalletFollower(e.st, e.reg, e.cfg)
 	require.NoError(t, err)
 	e.rescuer = workers.NewRescuer(e.st, loop.Deps{Clock: e.clk}, e.wcfg)
 	return e
@@ -305,16 +318,16 @@ func setup(t *testing.T, o options) *env {
 
 // newProcess returns a new Job and Pool on the same database and chain: a
 // restarted or second ledgerq process.
-func (e *env) newProcess(t *testing.T, led ledger.WalletLedger) (*Job, *workers.Pool) {
+func (e *env) newProcess(t *testing.T, led ledger.WalletLedger) (*workers.WalletJob, *workers.Pool) {
 	t.Helper()
 	return e.newProcessOn(t, led, e.clk)
 }
 
-func (e *env) newProcessOn(t *testing.T, led ledger.WalletLedger, clk clock.Clock) (*Job, *workers.Pool) {
+func (e *env) newProcessOn(t *testing.T, led ledger.WalletLedger, clk clock.Clock) (*workers.WalletJob, *workers.Pool) {
 	t.Helper()
-	job, err := NewJob(e.st, led, e.reg, e.cfg)
+	job, err := workers.NewWalletJob(e.st, led, e.reg, e.cfg, walletSteps())
 	require.NoError(t, err)
-	pool, err := workers.NewPool(e.st, loop.Deps{Clock: clk, Logger: testLogger()}, e.wcfg, map[string]workers.Job{Kind: job})
+	pool, err := workers.NewPool(e.st, loop.Deps{Clock: clk, Logger: testLogger()}, e.wcfg, map[string]workers.Job{workers.WalletKind: job})
 	require.NoError(t, err)
 	return job, pool
 }
@@ -468,11 +481,11 @@ func (e *env) requireOneTxPerNonce(t *testing.T, w int) {
 // cycles of job until stop says the next step is not to happen, and leaves
 // the shard running under its claim. stop gets the cycle and the step
 // ("execute" or "commit") about to run.
-func (e *env) crashedRun(t *testing.T, job *Job, w int, stop func(cyc workers.Cycle, step string) bool) workers.Claim {
+func (e *env) crashedRun(t *testing.T, job *workers.WalletJob, w int, stop func(cyc workers.Cycle, step string) bool) workers.Claim {
 	t.Helper()
 	ctx := t.Context()
 	now := e.clk.Now()
-	c, err := e.st.ShardClaim(ctx, store.ShardClaimParams{Now: now, Owner: "crashed/0", LeaseUntil: now.Add(e.wcfg.Lease), Kinds: []string{Kind}})
+	c, err := e.st.ShardClaim(ctx, store.ShardClaimParams{Now: now, Owner: "crashed/0", LeaseUntil: now.Add(e.wcfg.Lease), Kinds: []string{workers.WalletKind}})
 	require.NoError(t, err)
 	require.Equal(t, e.key(w), c.Key)
 	for range 100 {

@@ -1,4 +1,4 @@
-package eoa
+package workers_test
 
 import (
 	"context"
@@ -13,7 +13,9 @@ import (
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
+	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
 // DESIGN §2.4 with §2.3's write-ahead: two processes on one database never
@@ -62,11 +64,11 @@ func TestSeed003_TwoProcessesNeverSignTwoTransactionsForOneNonce(t *testing.T) {
 // Seed 002's "failed work is not retried forever", for a task the node will
 // not estimate: while the node answers the fee suggestion, a gas estimate
 // that fails for the first task of a send fails the run; after
-// Config.MaxFailures such runs the task ends in error and the tasks behind
+// workers.WalletConfig.MaxFailures such runs the task ends in error and the tasks behind
 // it are sent.
 func TestSeed003_ATaskWhoseGasEstimateKeepsFailingEndsInErrorAfterMaxFailures(t *testing.T) {
 	t.Parallel()
-	e := setup(t, options{cfg: func(c *Config) { c.MaxFailures = 3 }})
+	e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.MaxFailures = 3 }})
 	bad := e.post(t, 0, 0, 1000, nil)
 	badTo := ledger.Address(common.HexToAddress(bad.Request.To))
 	e.led.estimateErr = func(m ledger.CallMsg) error {
@@ -104,7 +106,7 @@ func TestSeed003_AStartedPoolAndFollowerFinishEveryTask(t *testing.T) {
 	e.chain = evmsim.New(evmsim.Config{Clock: clock.Real{}, ChainID: chainID, BlockPeriod: 20 * time.Millisecond, Alloc: alloc})
 	e.led = newRecLedger(t, e.chain)
 	_, pool := e.newProcessOn(t, e.led, clock.Real{})
-	follower, err := NewFollower(e.st, e.reg, e.cfg)
+	follower, err := monitor.NewWalletFollower(e.st, e.reg, e.cfg)
 	require.NoError(t, err)
 	follower.OnScheduled = pool.Poke
 

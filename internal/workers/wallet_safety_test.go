@@ -1,4 +1,4 @@
-package eoa
+package workers_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
 // Nothing a client sends and nothing a chain does may stop a wallet: a
@@ -112,7 +113,7 @@ func TestSeed003_ATaskTheWalletCannotAffordEndsInErrorAloneAndPausesNothing(t *t
 // runs after the first failure send it alone, so no other task is blamed.
 func TestSeed003_ATaskWhoseSendKeepsFailingOnItsOwnValueEndsInErrorAndTheWalletMovesOn(t *testing.T) {
 	t.Parallel()
-	e := setup(t, options{cfg: func(c *Config) { c.MaxFailures = 3 }})
+	e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.MaxFailures = 3 }})
 	ok1 := e.post(t, 0, 0, 1, nil)
 	poison := e.post(t, 0, 0, 2, nil)
 	rest := e.postN(t, 2)
@@ -148,7 +149,7 @@ func TestSeed003_ATaskWhoseSendKeepsFailingOnItsOwnValueEndsInErrorAndTheWalletM
 // finalEnv is a wallet on a simulated chain whose blocks come on demand.
 func finalEnv(t *testing.T, confirmations int) *env {
 	t.Helper()
-	return setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}, cfg: func(c *Config) {
+	return setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}, cfg: func(c *workers.WalletConfig) {
 		c.Confirmations = confirmations
 	}})
 }
@@ -161,7 +162,7 @@ func (e *env) mineAndFollow(t *testing.T) {
 	e.drive1(t)
 }
 
-// A transaction is final only when it is Config.Confirmations blocks deep:
+// A transaction is final only when it is workers.WalletConfig.Confirmations blocks deep:
 // until then its task is executing and its attempt mined in the block the
 // receipt names.
 func TestSeed003_ATaskIsDoneOnlyWhenItsTransactionIsConfirmationsDeep(t *testing.T) {

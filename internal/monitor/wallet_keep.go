@@ -1,4 +1,4 @@
-package eoa
+package monitor
 
 import (
 	"context"
@@ -17,43 +17,47 @@ import (
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
-// What keeps a wallet moving when the chain does not cooperate (seed 003's
-// gas bumps, no-ops, nonce resets and health). Each is collected at most
-// once per run, after confirm and before send, in this order:
+// WalletKeeper is the step of a wallet's run (workers.WalletJob) that keeps
+// the wallet moving when the chain does not cooperate: gas bumps, no-ops,
+// nonce resets and balance health. Each is collected at most once per run,
+// after confirm and before send, in this order:
 //
 //  1. reconcile: the next nonce is moved to max(chain's nonce, highest live
 //     nonce + 1) when it is below the chain's (a reset) or above that (freed
 //     nonces at the top are discarded; far above with nothing in flight is
 //     a reset). Resets are recorded on the wallet's health row and logged.
-//  2. stall: the chain's nonce has not moved for Config.StallTimeout and
+//  2. stall: the chain's nonce has not moved for WalletConfig.StallTimeout and
 //     one of our sent attempts holds it: a gas bump (a new attempt, stored
 //     before it is broadcast); none holds it but later ones are in flight:
 //     a no-op fills it.
-//  3. balance: read when missing or older than Config.BalanceMaxAge; below
+//  3. balance: read when missing or older than WalletConfig.BalanceMaxAge; below
 //     the threshold the run sends nothing.
 //  4. no-ops for freed nonces no waiting task fills (or more than
-//     Config.MaxRecycled of them).
+//     WalletConfig.MaxRecycled of them).
+type WalletKeeper struct{}
 
-// collectKeepMoving returns the first of these with work, or nil.
-func (j *Job) collectKeepMoving(ctx context.Context, s *shard, inFlight, waiting int) (workers.Cycle, error) {
-	if !s.run.reconciled {
-		s.run.reconciled = true
+var _ workers.WalletKeeper = WalletKeeper{}
+
+// Collect returns the first of these with work, or nil.
+func (j WalletKeeper) Collect(ctx context.Context, s *workers.WalletShard, inFlight, waiting int) (workers.Cycle, error) {
+	if !s.Run.Reconciled {
+		s.Run.Reconciled = true
 		if cyc, err := j.collectReconcile(ctx, s, inFlight); cyc != nil || err != nil {
 			return cyc, err
 		}
 	}
-	if !s.run.stallChecked {
-		s.run.stallChecked = true
+	if !s.Run.StallChecked {
+		s.Run.StallChecked = true
 		if cyc, err := j.collectStall(ctx, s, inFlight); cyc != nil || err != nil {
 			return cyc, err
 		}
 	}
 	var freed []int64
-	if !s.run.noopsChecked {
+	if !s.Run.NoopsChecked {
 		var err error
-		freed, err = dbCall(ctx, j, func(ctx context.Context) ([]int64, error) {
-			return j.store.WalletNoncesFreed(ctx, store.WalletNoncesFreedParams{
-				ChainID: s.chainID(), Sender: s.sender, From: int64(s.run.chainNonce), Max: max(j.cfg.InFlight, j.cfg.MaxRecycled+1),
+		freed, err = workers.DBCall(ctx, s, func(ctx context.Context) ([]int64, error) {
+			return s.Store().WalletNoncesFreed(ctx, store.WalletNoncesFreedParams{
+				ChainID: s.ChainID(), Sender: s.Sender, From: int64(s.Run.ChainNonce), Max: max(s.Config().InFlight, s.Config().MaxRecycled+1),
 			})
 		})
 		if err != nil {
@@ -63,27 +67,27 @@ func (j *Job) collectKeepMoving(ctx context.Context, s *shard, inFlight, waiting
 	if waiting == 0 && len(freed) == 0 {
 		return nil, nil
 	}
-	if !s.run.balanceChecked {
-		s.run.balanceChecked = true
-		h, err := dbCall(ctx, j, func(ctx context.Context) (store.WalletHealth, error) {
-			return j.store.WalletHealthGet(ctx, s.chainID(), s.sender)
+	if !s.Run.BalanceChecked {
+		s.Run.BalanceChecked = true
+		h, err := workers.DBCall(ctx, s, func(ctx context.Context) (store.WalletHealth, error) {
+			return s.Store().WalletHealthGet(ctx, s.ChainID(), s.Sender)
 		})
 		switch {
 		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return nil, err
-		case err != nil || h.BalanceAt == nil || s.now().Sub(*h.BalanceAt) >= j.balanceMaxAge(h):
-			return &balanceCycle{shard: s}, nil
+		case err != nil || h.BalanceAt == nil || s.Now().Sub(*h.BalanceAt) >= balanceMaxAge(s, h):
+			return &balanceCycle{WalletShard: s}, nil
 		}
-		s.run.paused = h.Paused
+		s.Run.Paused = h.Paused
 	}
-	if s.run.paused {
+	if s.Run.Paused {
 		return nil, nil
 	}
-	if !s.run.noopsChecked {
-		s.run.noopsChecked = true
-		budget := j.cfg.InFlight - inFlight
-		if len(freed) > 0 && budget > 0 && (waiting == 0 || len(freed) > j.cfg.MaxRecycled) {
-			return &noopCycle{shard: s, nonces: freed[:min(len(freed), budget)], why: "freed nonce no task fills"}, nil
+	if !s.Run.NoopsChecked {
+		s.Run.NoopsChecked = true
+		budget := s.Config().InFlight - inFlight
+		if len(freed) > 0 && budget > 0 && (waiting == 0 || len(freed) > s.Config().MaxRecycled) {
+			return &noopCycle{WalletShard: s, nonces: freed[:min(len(freed), budget)], why: "freed nonce no task fills"}, nil
 		}
 	}
 	return nil, nil
@@ -95,18 +99,18 @@ func (j *Job) collectKeepMoving(ctx context.Context, s *shard, inFlight, waiting
 const pausedBalanceMaxAge = 10 * time.Second
 
 // balanceMaxAge is how old h's balance may be before a send reads it again.
-func (j *Job) balanceMaxAge(h store.WalletHealth) time.Duration {
+func balanceMaxAge(s *workers.WalletShard, h store.WalletHealth) time.Duration {
 	if h.Paused {
-		return min(j.cfg.BalanceMaxAge, pausedBalanceMaxAge)
+		return min(s.Config().BalanceMaxAge, pausedBalanceMaxAge)
 	}
-	return j.cfg.BalanceMaxAge
+	return s.Config().BalanceMaxAge
 }
 
 // collectReconcile compares the wallet's next nonce with the chain's and
 // the highest live attempt.
-func (j *Job) collectReconcile(ctx context.Context, s *shard, inFlight int) (workers.Cycle, error) {
-	next, err := dbCall(ctx, j, func(ctx context.Context) (int64, error) {
-		return j.store.WalletNonceGet(ctx, s.chainID(), s.sender)
+func (j WalletKeeper) collectReconcile(ctx context.Context, s *workers.WalletShard, inFlight int) (workers.Cycle, error) {
+	next, err := workers.DBCall(ctx, s, func(ctx context.Context) (int64, error) {
+		return s.Store().WalletNonceGet(ctx, s.ChainID(), s.Sender)
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil // the first send starts from the chain's nonce
@@ -116,26 +120,26 @@ func (j *Job) collectReconcile(ctx context.Context, s *shard, inFlight int) (wor
 	}
 	// Confirmed attempts count: a nonce the chain no longer has (it lost
 	// the block) is still ours, its same bytes sent again by confirm.
-	maxHeld, err := dbCall(ctx, j, func(ctx context.Context) (int64, error) {
-		return j.store.AttemptMaxHeldNonce(ctx, s.chainID(), s.sender)
+	maxHeld, err := workers.DBCall(ctx, s, func(ctx context.Context) (int64, error) {
+		return s.Store().AttemptMaxHeldNonce(ctx, s.ChainID(), s.Sender)
 	})
 	if err != nil {
 		return nil, err
 	}
-	chain := int64(s.run.chainNonce)
+	chain := int64(s.Run.ChainNonce)
 	target := max(chain, maxHeld+1)
 	if next == target || next > chain && next < target {
 		return nil, nil
 	}
-	return &nonceCycle{shard: s, from: next, to: target,
-		reset: next < chain || inFlight == 0 && next-chain > int64(j.cfg.ResetGap)}, nil
+	return &nonceCycle{WalletShard: s, from: next, to: target,
+		reset: next < chain || inFlight == 0 && next-chain > int64(s.Config().ResetGap)}, nil
 }
 
 // nonceCycle moves the wallet's next nonce: a reset (recorded and logged)
 // or a trim of freed nonces above every live attempt (seed 003: recycled
 // nonces at or above the highest submitted one are discarded).
 type nonceCycle struct {
-	*shard
+	*workers.WalletShard
 	from, to int64
 	reset    bool
 }
@@ -147,23 +151,23 @@ func (c *nonceCycle) Execute(context.Context) error { return nil }
 // or above to.
 func (c *nonceCycle) Commit(ctx context.Context) error {
 	var moved bool
-	err := c.fenced(ctx, func(tx *store.Store) error {
+	err := c.Fenced(ctx, func(tx *store.Store) error {
 		var err error
 		moved, err = tx.WalletNonceReset(ctx, store.WalletNonceResetParams{
-			Now: c.now(), ChainID: c.chainID(), Sender: c.sender, From: c.from, To: c.to, Record: c.reset,
+			Now: c.Now(), ChainID: c.ChainID(), Sender: c.Sender, From: c.from, To: c.to, Record: c.reset,
 		})
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("moving the next nonce of %s: %w", c.claim.Key, err)
+		return fmt.Errorf("moving the next nonce of %s: %w", c.Claim.Key, err)
 	}
 	switch {
 	case !moved:
 	case c.reset:
-		c.job.log.Warn("eoa: nonce reset to the chain's", "shard", c.claim.Key, "from", c.from, "to", c.to, "chain_nonce", c.run.chainNonce)
-		c.job.cfg.Metrics.Transition("wallet", "nonce_reset", 1)
+		c.Log().Warn("wallet: nonce reset to the chain's", "shard", c.Claim.Key, "from", c.from, "to", c.to, "chain_nonce", c.Run.ChainNonce)
+		c.Metrics().Transition("wallet", "nonce_reset", 1)
 	default:
-		c.job.log.Info("eoa: freed nonces above the highest live attempt discarded", "shard", c.claim.Key, "from", c.from, "to", c.to)
+		c.Log().Info("wallet: freed nonces above the highest live attempt discarded", "shard", c.Claim.Key, "from", c.from, "to", c.to)
 	}
 	return nil
 }
@@ -173,12 +177,12 @@ func (c *nonceCycle) Drop(context.Context, error) error { return nil }
 
 // collectStall looks for a stalled nonce: the chain's nonce unmoved for
 // StallTimeout with attempts in flight.
-func (j *Job) collectStall(ctx context.Context, s *shard, inFlight int) (workers.Cycle, error) {
+func (j WalletKeeper) collectStall(ctx context.Context, s *workers.WalletShard, inFlight int) (workers.Cycle, error) {
 	if inFlight == 0 {
 		return nil, nil
 	}
-	h, err := dbCall(ctx, j, func(ctx context.Context) (store.WalletHealth, error) {
-		return j.store.WalletHealthGet(ctx, s.chainID(), s.sender)
+	h, err := workers.DBCall(ctx, s, func(ctx context.Context) (store.WalletHealth, error) {
+		return s.Store().WalletHealthGet(ctx, s.ChainID(), s.Sender)
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
@@ -186,46 +190,46 @@ func (j *Job) collectStall(ctx context.Context, s *shard, inFlight int) (workers
 	if err != nil {
 		return nil, err
 	}
-	chain := int64(s.run.chainNonce)
+	chain := int64(s.Run.ChainNonce)
 	if h.ChainNonce == nil || *h.ChainNonce != chain {
 		return nil, nil
 	}
-	now := s.now()
+	now := s.Now()
 	stalledFor := now.Sub(*h.ChainNonceSince)
-	if stalledFor < j.cfg.StallTimeout {
+	if stalledFor < s.Config().StallTimeout {
 		return nil, nil
 	}
-	live, err := dbCall(ctx, j, func(ctx context.Context) (store.Attempt, error) {
-		return j.store.AttemptLiveAt(ctx, s.chainID(), s.sender, chain)
+	live, err := workers.DBCall(ctx, s, func(ctx context.Context) (store.Attempt, error) {
+		return s.Store().AttemptLiveAt(ctx, s.ChainID(), s.Sender, chain)
 	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		maxLive, err := dbCall(ctx, j, func(ctx context.Context) (int64, error) {
-			return j.store.AttemptMaxLiveNonce(ctx, s.chainID(), s.sender)
+		maxLive, err := workers.DBCall(ctx, s, func(ctx context.Context) (int64, error) {
+			return s.Store().AttemptMaxLiveNonce(ctx, s.ChainID(), s.Sender)
 		})
 		if err != nil || maxLive <= chain {
 			return nil, err
 		}
 		// A gap: later nonces wait on one nothing holds.
-		return &noopCycle{shard: s, nonces: []int64{chain}, why: "stalled nonce no attempt holds"}, nil
+		return &noopCycle{WalletShard: s, nonces: []int64{chain}, why: "stalled nonce no attempt holds"}, nil
 	case err != nil:
 		return nil, err
 	case live.State != store.AttemptSent:
 		return nil, nil // recover broadcasts it first
 	}
 	underpriced := strings.HasPrefix(live.LastError, ledger.SendUnderpriced.String())
-	if !underpriced && now.Sub(live.CreatedAt) < j.cfg.StallTimeout {
+	if !underpriced && now.Sub(live.CreatedAt) < s.Config().StallTimeout {
 		return nil, nil // the newest attempt has not had its time yet
 	}
-	return &bumpCycle{shard: s, old: live}, nil
+	return &bumpCycle{WalletShard: s, old: live}, nil
 }
 
 // bumpCycle signs the stalled nonce's newest attempt again with fee cap and
 // tip raised to max(previous × 1.2, the node's suggestion), within
-// Config.PriceCap, and stores it as a new attempt (superseding the old one)
+// WalletConfig.PriceCap, and stores it as a new attempt (superseding the old one)
 // before the recover cycle that follows broadcasts it.
 type bumpCycle struct {
-	*shard
+	*workers.WalletShard
 	old store.Attempt
 
 	bumped *store.SignedTx
@@ -261,14 +265,14 @@ func (c *bumpCycle) Execute(ctx context.Context) error {
 	if err := old.UnmarshalBinary(c.old.Raw); err != nil {
 		return fmt.Errorf("decoding attempt %s to bump it: %w", c.old.TxHash, err)
 	}
-	limit := c.job.cfg.PriceCap
+	limit := c.Config().PriceCap
 	if limit != nil && limit.Sign() > 0 && old.GasFeeCap().Cmp(limit) >= 0 {
 		c.capped = true // at the cap already: no call
 		return nil
 	}
-	fees, err := ledgerCall(ctx, c.job, c.job.ledger.SuggestFees)
+	fees, err := workers.LedgerCall(ctx, c.WalletShard, c.Ledger().SuggestFees)
 	if err != nil {
-		return fmt.Errorf("reading the fee suggestion to bump %s: %w", c.claim.Key, err)
+		return fmt.Errorf("reading the fee suggestion to bump %s: %w", c.Claim.Key, err)
 	}
 	tip := maxBig(raise(old.GasTipCap()), fees.TipCap)
 	feeCap := maxBig(maxBig(raise(old.GasFeeCap()), fees.FeeCap), tip)
@@ -282,12 +286,12 @@ func (c *bumpCycle) Execute(ctx context.Context) error {
 			return nil
 		}
 	}
-	chainID := big.NewInt(c.chainID())
+	chainID := big.NewInt(c.ChainID())
 	tx := types.NewTx(&types.DynamicFeeTx{
 		ChainID: chainID, Nonce: old.Nonce(), GasTipCap: tip, GasFeeCap: feeCap, Gas: old.Gas(),
 		To: old.To(), Value: old.Value(), Data: old.Data(),
 	})
-	signed, err := c.signRaw(tx, chainID)
+	signed, err := c.SignRaw(tx, chainID)
 	if err != nil {
 		return err
 	}
@@ -296,61 +300,45 @@ func (c *bumpCycle) Execute(ctx context.Context) error {
 	return nil
 }
 
-// signRaw signs tx with the wallet's signer and encodes it.
-func (s *shard) signRaw(tx *types.Transaction, chainID *big.Int) (store.SignedTx, error) {
-	signed, err := s.wallet.Signer.SignTx(tx, chainID)
-	if err != nil {
-		return store.SignedTx{}, fmt.Errorf("signing nonce %d for %s: %w", tx.Nonce(), s.claim.Key, err)
-	}
-	raw, err := signed.MarshalBinary()
-	if err != nil {
-		return store.SignedTx{}, fmt.Errorf("encoding nonce %d's transaction: %w", tx.Nonce(), err)
-	}
-	return store.SignedTx{
-		Nonce: int64(tx.Nonce()), TxHash: signed.Hash().Hex(), Raw: raw, GasLimit: tx.Gas(),
-		MaxFeePerGas: tx.GasFeeCap(), MaxPriorityFeePerGas: tx.GasTipCap(),
-	}, nil
-}
-
 // Commit stores the bump (the write-ahead), or records that the price cap
 // stopped it and tells the operator.
 func (c *bumpCycle) Commit(ctx context.Context) error {
-	now := c.now()
+	now := c.Now()
 	if c.capped {
 		if c.old.Noop() {
-			c.job.log.Warn("eoa: a stalled no-op is at the price cap", "shard", c.claim.Key, "nonce", c.old.Nonce)
+			c.Log().Warn("wallet: a stalled no-op is at the price cap", "shard", c.Claim.Key, "nonce", c.old.Nonce)
 			return nil
 		}
 		var news bool
-		err := c.fenced(ctx, func(tx *store.Store) error {
+		err := c.Fenced(ctx, func(tx *store.Store) error {
 			var err error
 			news, err = tx.TaskMarkPriceCapped(ctx, now, c.old.TaskID)
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("recording the price cap of %s: %w", c.claim.Key, err)
+			return fmt.Errorf("recording the price cap of %s: %w", c.Claim.Key, err)
 		}
 		if news {
-			c.job.log.Warn("eoa: stalled transaction at the price cap, not bumped; the task stays", "shard", c.claim.Key,
-				"task", c.old.TaskID, "nonce", c.old.Nonce, "max_fee_per_gas", c.old.MaxFeePerGas.String(), "price_cap", c.job.cfg.PriceCap.String())
-			if hook := c.job.cfg.OnPriceCapped; hook != nil {
-				hook(PriceCapped{Shard: c.claim.Key, Wallet: c.wallet.ID, TaskID: c.old.TaskID, Nonce: c.old.Nonce, FeeCap: c.old.MaxFeePerGas})
+			c.Log().Warn("wallet: stalled transaction at the price cap, not bumped; the task stays", "shard", c.Claim.Key,
+				"task", c.old.TaskID, "nonce", c.old.Nonce, "max_fee_per_gas", c.old.MaxFeePerGas.String(), "price_cap", c.Config().PriceCap.String())
+			if hook := c.Config().OnPriceCapped; hook != nil {
+				hook(workers.PriceCapped{Shard: c.Claim.Key, Wallet: c.Wallet.ID, TaskID: c.old.TaskID, Nonce: c.old.Nonce, FeeCap: c.old.MaxFeePerGas})
 			}
 		}
 		return nil
 	}
-	err := c.fenced(ctx, func(tx *store.Store) error {
-		return tx.AttemptBump(ctx, store.AttemptBumpParams{Now: now, ChainID: c.chainID(), Sender: c.sender, Old: c.old.TxHash, New: *c.bumped})
+	err := c.Fenced(ctx, func(tx *store.Store) error {
+		return tx.AttemptBump(ctx, store.AttemptBumpParams{Now: now, ChainID: c.ChainID(), Sender: c.Sender, Old: c.old.TxHash, New: *c.bumped})
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		c.job.log.Info("eoa: the stalled attempt moved meanwhile, not bumped", "shard", c.claim.Key, "tx_hash", c.old.TxHash)
+		c.Log().Info("wallet: the stalled attempt moved meanwhile, not bumped", "shard", c.Claim.Key, "tx_hash", c.old.TxHash)
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("storing the gas bump of %s: %w", c.claim.Key, err)
+		return fmt.Errorf("storing the gas bump of %s: %w", c.Claim.Key, err)
 	}
-	c.job.cfg.Metrics.Transition("wallet", "bumped", 1)
-	c.job.log.Info("eoa: stalled nonce, gas bump stored", "shard", c.claim.Key, "task", c.old.TaskID, "nonce", c.old.Nonce,
+	c.Metrics().Transition("wallet", "bumped", 1)
+	c.Log().Info("wallet: stalled nonce, gas bump stored", "shard", c.Claim.Key, "task", c.old.TaskID, "nonce", c.old.Nonce,
 		"old_tx_hash", c.old.TxHash, "tx_hash", c.bumped.TxHash, "max_fee_per_gas", c.bumped.MaxFeePerGas.String(),
 		"max_priority_fee_per_gas", c.bumped.MaxPriorityFeePerGas.String())
 	return nil
@@ -363,7 +351,7 @@ func (c *bumpCycle) Drop(context.Context, error) error { return nil }
 // the wallet itself, stored (attempts of no task) before the recover cycle
 // that follows broadcasts them.
 type noopCycle struct {
-	*shard
+	*workers.WalletShard
 	nonces []int64
 	why    string
 	signed []store.SignedTx
@@ -371,21 +359,21 @@ type noopCycle struct {
 
 // Execute reads the fee suggestion and signs; it writes nothing.
 func (c *noopCycle) Execute(ctx context.Context) error {
-	if err := c.checkChain(ctx); err != nil {
+	if err := c.CheckChain(ctx); err != nil {
 		return err
 	}
-	fees, err := ledgerCall(ctx, c.job, c.job.ledger.SuggestFees)
+	fees, err := workers.LedgerCall(ctx, c.WalletShard, c.Ledger().SuggestFees)
 	if err != nil {
-		return fmt.Errorf("reading the fee suggestion for no-ops of %s: %w", c.claim.Key, err)
+		return fmt.Errorf("reading the fee suggestion for no-ops of %s: %w", c.Claim.Key, err)
 	}
-	chainID := big.NewInt(c.chainID())
-	self := common.Address(c.wallet.Address())
+	chainID := big.NewInt(c.ChainID())
+	self := common.Address(c.Wallet.Address())
 	for _, n := range c.nonces {
 		tx := types.NewTx(&types.DynamicFeeTx{
 			ChainID: chainID, Nonce: uint64(n), GasTipCap: fees.TipCap, GasFeeCap: fees.FeeCap, Gas: params.TxGas,
 			To: &self, Value: new(big.Int),
 		})
-		signed, err := c.signRaw(tx, chainID)
+		signed, err := c.SignRaw(tx, chainID)
 		if err != nil {
 			return err
 		}
@@ -397,10 +385,10 @@ func (c *noopCycle) Execute(ctx context.Context) error {
 // Commit stores the no-ops in one fenced transaction; a nonce taken or no
 // longer a gap meanwhile stores none of them (the next run looks again).
 func (c *noopCycle) Commit(ctx context.Context) error {
-	now := c.now()
-	err := c.fenced(ctx, func(tx *store.Store) error {
+	now := c.Now()
+	err := c.Fenced(ctx, func(tx *store.Store) error {
 		for _, n := range c.signed {
-			if err := tx.AttemptStoreNoop(ctx, store.AttemptStoreNoopParams{Now: now, ChainID: c.chainID(), Sender: c.sender, Tx: n}); err != nil {
+			if err := tx.AttemptStoreNoop(ctx, store.AttemptStoreNoopParams{Now: now, ChainID: c.ChainID(), Sender: c.Sender, Tx: n}); err != nil {
 				return err
 			}
 		}
@@ -409,14 +397,14 @@ func (c *noopCycle) Commit(ctx context.Context) error {
 	var taken *store.NonceTakenError
 	var moved *store.NonceMovedError
 	if errors.As(err, &taken) || errors.As(err, &moved) {
-		c.job.log.Info("eoa: a no-op's nonce is no longer free, none stored", "shard", c.claim.Key, "error", err)
+		c.Log().Info("wallet: a no-op's nonce is no longer free, none stored", "shard", c.Claim.Key, "error", err)
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("storing the no-ops of %s: %w", c.claim.Key, err)
+		return fmt.Errorf("storing the no-ops of %s: %w", c.Claim.Key, err)
 	}
-	c.job.cfg.Metrics.Transition("wallet", "noop", len(c.nonces))
-	c.job.log.Info("eoa: no-ops stored", "shard", c.claim.Key, "nonces", c.nonces, "why", c.why)
+	c.Metrics().Transition("wallet", "noop", len(c.nonces))
+	c.Log().Info("wallet: no-ops stored", "shard", c.Claim.Key, "nonces", c.nonces, "why", c.why)
 	return nil
 }
 
@@ -431,21 +419,21 @@ func (c *noopCycle) Drop(context.Context, error) error { return nil }
 // on when they fall or it is funded; a task that costs more (its value, its
 // gas, its own fee cap) is refused by the node and ends in error alone.
 type balanceCycle struct {
-	*shard
+	*workers.WalletShard
 	balance   *big.Int
 	threshold *big.Int
 }
 
 // Execute reads the balance and the fee suggestion.
 func (c *balanceCycle) Execute(ctx context.Context) error {
-	addr := c.wallet.Address()
-	b, err := ledgerCall(ctx, c.job, func(ctx context.Context) (*big.Int, error) { return c.job.ledger.BalanceAt(ctx, addr) })
+	addr := c.Wallet.Address()
+	b, err := workers.LedgerCall(ctx, c.WalletShard, func(ctx context.Context) (*big.Int, error) { return c.Ledger().BalanceAt(ctx, addr) })
 	if err != nil {
-		return fmt.Errorf("reading the balance of %s: %w", c.claim.Key, err)
+		return fmt.Errorf("reading the balance of %s: %w", c.Claim.Key, err)
 	}
-	fees, err := ledgerCall(ctx, c.job, c.job.ledger.SuggestFees)
+	fees, err := workers.LedgerCall(ctx, c.WalletShard, c.Ledger().SuggestFees)
 	if err != nil {
-		return fmt.Errorf("reading the fee suggestion for the balance threshold of %s: %w", c.claim.Key, err)
+		return fmt.Errorf("reading the fee suggestion for the balance threshold of %s: %w", c.Claim.Key, err)
 	}
 	c.balance = b
 	c.threshold = new(big.Int).Mul(big.NewInt(int64(params.TxGas)), fees.FeeCap)
@@ -455,25 +443,25 @@ func (c *balanceCycle) Execute(ctx context.Context) error {
 // Commit records the balance and threshold; below it the run sends nothing.
 func (c *balanceCycle) Commit(ctx context.Context) error {
 	var h store.WalletHealth
-	err := c.fenced(ctx, func(tx *store.Store) error {
+	err := c.Fenced(ctx, func(tx *store.Store) error {
 		var err error
-		h, err = tx.WalletHealthSetBalance(ctx, c.now(), c.chainID(), c.sender, c.balance, c.threshold)
+		h, err = tx.WalletHealthSetBalance(ctx, c.Now(), c.ChainID(), c.Sender, c.balance, c.threshold)
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("recording the balance of %s: %w", c.claim.Key, err)
+		return fmt.Errorf("recording the balance of %s: %w", c.Claim.Key, err)
 	}
-	if h.Paused && !c.run.paused {
-		c.job.log.Warn("eoa: balance below what a plain transfer costs, sending paused", "shard", c.claim.Key,
+	if h.Paused && !c.Run.Paused {
+		c.Log().Warn("wallet: balance below what a plain transfer costs, sending paused", "shard", c.Claim.Key,
 			"balance_wei", h.Balance.String(), "threshold_wei", h.Threshold.String())
-		c.job.cfg.Metrics.Transition("wallet", "paused", 1)
+		c.Metrics().Transition("wallet", "paused", 1)
 	}
-	c.run.paused = h.Paused
+	c.Run.Paused = h.Paused
 	return nil
 }
 
 // Drop records nothing; the run does not send (no balance known).
 func (c *balanceCycle) Drop(context.Context, error) error {
-	c.run.paused = true
+	c.Run.Paused = true
 	return nil
 }

@@ -1,4 +1,4 @@
-package eoa
+package workers_test
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ func TestSeed003_TasksEndDoneOnceWithContiguousNoncesInQueueOrder(t *testing.T) 
 	for _, queue := range []store.QueueType{store.QueuePriority, store.QueueFIFO} {
 		t.Run(string(queue), func(t *testing.T) {
 			t.Parallel()
-			e := setup(t, options{cfg: func(c *Config) { c.QueueType = queue }})
+			e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.QueueType = queue }})
 			// The wallet has used nonces 0 and 1 before ledgerq.
 			e.sendOutside(t, 0, 0)
 			e.sendOutside(t, 0, 1)
@@ -46,7 +46,7 @@ func TestSeed003_TasksEndDoneOnceWithContiguousNoncesInQueueOrder(t *testing.T) 
 }
 
 // Seed 002's "a cycle fits well inside the lease" with a node that answers
-// slowly: past Config.CycleBudget a cycle makes no new ledger call and
+// slowly: past workers.WalletConfig.CycleBudget a cycle makes no new ledger call and
 // leaves the rest to the next cycle — yet every cycle makes one, so the work
 // moves.
 func TestSeed003_ACycleMakesNoLedgerCallPastItsBudget(t *testing.T) {
@@ -54,7 +54,7 @@ func TestSeed003_ACycleMakesNoLedgerCallPastItsBudget(t *testing.T) {
 	for _, gasGiven := range []bool{false, true} {
 		t.Run(fmt.Sprintf("gas given %v", gasGiven), func(t *testing.T) {
 			t.Parallel()
-			e := setup(t, options{cfg: func(c *Config) { c.CycleBudget = time.Nanosecond }})
+			e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.CycleBudget = time.Nanosecond }})
 			tasks := e.postN(t, 4)
 			if gasGiven {
 				_, err := e.st.DB().Exec(t.Context(), `UPDATE ledgerq.wallet_tasks SET gas_limit = 21000`)
@@ -70,18 +70,18 @@ func TestSeed003_ACycleMakesNoLedgerCallPastItsBudget(t *testing.T) {
 					last := len(perCycle[kind]) - 1
 					perCycle[kind][last] = e.led.totalCalls() - perCycle[kind][last]
 				}
-				_, isBroadcast := cyc.(*broadcastCycle)
+				isBroadcast := isCycle(cyc, "*submitter.broadcastCycle")
 				return isBroadcast && step == "commit" && len(perCycle[kind]) == len(tasks)
 			})
 			if gasGiven {
 				// One send signs all four (the fee suggestion only); each
 				// broadcast cycle sends one.
-				require.Equal(t, []int{1}, perCycle["*eoa.sendCycle"])
+				require.Equal(t, []int{1}, perCycle["*queuer.sendCycle"])
 			} else {
 				// Each send: the fee suggestion and one estimate.
-				require.Equal(t, []int{2, 2, 2, 2}, perCycle["*eoa.sendCycle"])
+				require.Equal(t, []int{2, 2, 2, 2}, perCycle["*queuer.sendCycle"])
 			}
-			require.Equal(t, []int{1, 1, 1, 1}, perCycle["*eoa.broadcastCycle"])
+			require.Equal(t, []int{1, 1, 1, 1}, perCycle["*submitter.broadcastCycle"])
 			require.Equal(t, len(tasks), len(e.led.records()))
 		})
 	}

@@ -1,10 +1,11 @@
-package eoa
+package monitor
 
 import (
 	"cmp"
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -12,9 +13,38 @@ import (
 	"github.com/ledgerq/ledgerq/internal/crashpoint"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
-// confirmCycle is seed 003's confirm, run once per run, made to follow a
+// WalletConfirmer is the wallet lane's monitor: the confirm step of a
+// wallet's run (workers.WalletJob), once per run. It follows the chain the
+// way a production transaction manager does: receipts are not final until
+// they are deep enough, blocks can leave the chain, and a node's answers can
+// lag or be stale. It remembers, per wallet, since when each attempt's nonce
+// has been taken by another transaction and when its chain nonce last moved.
+type WalletConfirmer struct {
+	mu sync.Mutex
+	// absent holds, per shard key, when each sent attempt (by hash) was
+	// first seen taken by another transaction in the chain's blocks.
+	absent map[string]map[string]time.Time
+	// watch holds, per shard key, what the wallet's last confirm saw of the
+	// chain's nonce.
+	watch map[string]*chainWatch
+}
+
+var _ workers.WalletStep = (*WalletConfirmer)(nil)
+
+// NewWalletConfirmer returns the confirm step; one per process.
+func NewWalletConfirmer() *WalletConfirmer {
+	return &WalletConfirmer{absent: map[string]map[string]time.Time{}, watch: map[string]*chainWatch{}}
+}
+
+// Collect returns the run's confirm cycle.
+func (m *WalletConfirmer) Collect(_ context.Context, s *workers.WalletShard) (workers.Cycle, error) {
+	return &confirmCycle{WalletShard: s, m: m}, nil
+}
+
+// confirmCycle is a wallet's confirm, run once per run, made to follow a
 // chain that can take blocks back. It reads the chain's nonce and head, then:
 //
 //  1. mined or confirmed attempts at or above the chain's nonce are not in
@@ -35,7 +65,8 @@ import (
 //     found the chain had lost blocks, or when the chain's nonce has not
 //     moved for Config.RebroadcastAfter (a node that lost its pool).
 type confirmCycle struct {
-	*shard
+	*workers.WalletShard
+	m          *WalletConfirmer
 	depth      int
 	chainNonce uint64
 	head       ledger.BlockRef
@@ -48,12 +79,12 @@ type confirmCycle struct {
 	// chain, with why.
 	reopened []reopened
 	// confirmed: attempts with a receipt, mined or final (the task is done).
-	confirmed []broadcastResult
+	confirmed []workers.Result
 	// replaced: attempts passed by the chain whose hashes have had no
 	// receipt for Config.ReplacedAfter.
-	replaced []broadcastResult
+	replaced []workers.Result
 	// resent: outcomes of the new broadcasts.
-	resent []broadcastResult
+	resent []workers.Result
 	// rebroadcast: the cycle broadcast every sent attempt from the chain's
 	// nonce on (Commit remembers when).
 	rebroadcast bool
@@ -61,8 +92,8 @@ type confirmCycle struct {
 
 // reopened is an attempt whose mined transaction is no longer on the chain.
 type reopened struct {
-	attempt store.Attempt
-	reason  string
+	Attempt store.Attempt
+	Reason  string
 }
 
 // chainWatch is what a Job remembers of a wallet's chain between runs.
@@ -77,23 +108,23 @@ type chainWatch struct {
 
 // Execute reads the chain; it writes nothing but broadcasts stored bytes.
 func (c *confirmCycle) Execute(ctx context.Context) error {
-	if err := c.checkChain(ctx); err != nil {
+	if err := c.CheckChain(ctx); err != nil {
 		return err
 	}
-	c.depth = c.job.cfg.confirmations(c.chainID())
+	c.depth = c.Config().ConfirmationsOn(c.ChainID())
 	c.blocks = map[uint64]ledger.Hash{}
 	c.atNonce = map[uint64]ledger.NonceTx{}
-	n, err := c.readChainNonce(ctx)
+	n, err := c.ReadChainNonce(ctx)
 	if err != nil {
 		return err
 	}
 	c.chainNonce = n
-	c.head, err = ledgerCall(ctx, c.job, c.job.ledger.HeadBlock)
+	c.head, err = workers.LedgerCall(ctx, c.WalletShard, c.Ledger().HeadBlock)
 	if err != nil {
-		return fmt.Errorf("reading the chain's head for %s: %w", c.claim.Key, err)
+		return fmt.Errorf("reading the chain's head for %s: %w", c.Claim.Key, err)
 	}
 	c.blocks[c.head.Number] = c.head.Hash
-	b := c.budget()
+	b := c.Budget()
 	if err := c.checkMinedFrom(ctx, b); err != nil {
 		return err
 	}
@@ -116,12 +147,12 @@ func (c *confirmCycle) canonical(ctx context.Context, r ledger.Receipt) (canonic
 			blk   ledger.BlockRef
 			found bool
 		}
-		got, err := ledgerCall(ctx, c.job, func(ctx context.Context) (lookup, error) {
-			blk, found, err := c.job.ledger.BlockAt(ctx, r.BlockNumber)
+		got, err := workers.LedgerCall(ctx, c.WalletShard, func(ctx context.Context) (lookup, error) {
+			blk, found, err := c.Ledger().BlockAt(ctx, r.BlockNumber)
 			return lookup{blk, found}, err
 		})
 		if err != nil {
-			c.job.log.Debug("eoa: block lookup failed, asking again later", "shard", c.claim.Key, "block", r.BlockNumber, "error", err)
+			c.Log().Debug("wallet: block lookup failed, asking again later", "shard", c.Claim.Key, "block", r.BlockNumber, "error", err)
 			return false, false
 		}
 		if got.found {
@@ -164,14 +195,14 @@ type onChain struct {
 // elsewhere, or of none, so "no receipt" alone is never "another
 // transaction took the nonce".
 func (c *confirmCycle) lookUp(ctx context.Context, a store.Attempt) onChain {
-	hashes, err := c.hashesOfNonce(ctx, a)
+	hashes, err := c.HashesOfNonce(ctx, a)
 	if err != nil {
 		return onChain{failed: true}
 	}
 	var out onChain
 	for _, h := range hashes {
-		rc, err := ledgerCall(ctx, c.job, func(ctx context.Context) (ledger.Receipt, error) {
-			return c.job.ledger.TransactionReceipt(ctx, ledger.TxHash(common.HexToHash(h)))
+		rc, err := workers.LedgerCall(ctx, c.WalletShard, func(ctx context.Context) (ledger.Receipt, error) {
+			return c.Ledger().TransactionReceipt(ctx, ledger.TxHash(common.HexToHash(h)))
 		})
 		if err != nil {
 			out.failed = true
@@ -187,7 +218,7 @@ func (c *confirmCycle) lookUp(ctx context.Context, a store.Attempt) onChain {
 		case canonical:
 			return onChain{ok: true, found: found{hash: h, receipt: rc}}
 		default:
-			c.job.log.Debug("eoa: a receipt in a block the chain no longer has", "shard", c.claim.Key, "tx_hash", h,
+			c.Log().Debug("wallet: a receipt in a block the chain no longer has", "shard", c.Claim.Key, "tx_hash", h,
 				"block", rc.BlockNumber, "block_hash", rc.BlockHash.Hex(), "chain_block_hash", c.blocks[rc.BlockNumber].Hex())
 		}
 	}
@@ -215,13 +246,13 @@ func (c *confirmCycle) txAtNonce(ctx context.Context, nonce uint64) (ledger.Nonc
 		txs   []ledger.NonceTx
 		found bool
 	}
-	addr := c.wallet.Address()
-	got, err := ledgerCall(ctx, c.job, func(ctx context.Context) (answer, error) {
-		txs, found, err := c.job.ledger.TxsAtNonce(ctx, addr, nonce)
+	addr := c.Wallet.Address()
+	got, err := workers.LedgerCall(ctx, c.WalletShard, func(ctx context.Context) (answer, error) {
+		txs, found, err := c.Ledger().TxsAtNonce(ctx, addr, nonce)
 		return answer{txs, found}, err
 	})
 	if err != nil || !got.found {
-		c.job.log.Debug("eoa: reading the block of a nonce failed, asking again later", "shard", c.claim.Key, "nonce", nonce, "error", err)
+		c.Log().Debug("wallet: reading the block of a nonce failed, asking again later", "shard", c.Claim.Key, "nonce", nonce, "error", err)
 		return ledger.NonceTx{}, false
 	}
 	for _, tx := range got.txs {
@@ -233,26 +264,26 @@ func (c *confirmCycle) txAtNonce(ctx context.Context, nonce uint64) (ledger.Nonc
 	return tx, ok
 }
 
-// record turns a receipt of a's nonce into a's outcome: mined in its block,
+// record turns a receipt of a's nonce into a's Outcome: workers.Mined in its block,
 // or final.
-func (c *confirmCycle) record(a store.Attempt, f found) broadcastResult {
-	return broadcastResult{attempt: a, outcome: mined, hash: f.hash, reverted: f.receipt.Status == ledger.ReceiptReverted,
-		block: f.receipt.BlockNumber, blockHash: f.receipt.BlockHash.Hex(), final: c.final(f.receipt.BlockNumber)}
+func (c *confirmCycle) record(a store.Attempt, f found) workers.Result {
+	return workers.Result{Attempt: a, Outcome: workers.Mined, Hash: f.hash, Reverted: f.receipt.Status == ledger.ReceiptReverted,
+		Block: f.receipt.BlockNumber, BlockHash: f.receipt.BlockHash.Hex(), Final: c.final(f.receipt.BlockNumber)}
 }
 
 // checkMinedFrom is step 1: mined or confirmed attempts the chain's nonce
 // has not reached.
-func (c *confirmCycle) checkMinedFrom(ctx context.Context, b budget) error {
-	gone, err := dbCall(ctx, c.job, func(ctx context.Context) ([]store.Attempt, error) {
-		return c.job.store.AttemptsMinedFrom(ctx, store.AttemptsMinedFromParams{
-			ChainID: c.chainID(), Sender: c.sender, From: int64(c.chainNonce), Max: c.job.cfg.InFlight,
+func (c *confirmCycle) checkMinedFrom(ctx context.Context, b workers.Budget) error {
+	gone, err := workers.DBCall(ctx, c.WalletShard, func(ctx context.Context) ([]store.Attempt, error) {
+		return c.Store().AttemptsMinedFrom(ctx, store.AttemptsMinedFromParams{
+			ChainID: c.ChainID(), Sender: c.Sender, From: int64(c.chainNonce), Max: c.Config().InFlight,
 		})
 	})
 	if err != nil {
 		return err
 	}
 	for i, a := range gone {
-		if b.spent(i) {
+		if b.Spent(i) {
 			break // the next run looks again
 		}
 		got := c.lookUp(ctx, a)
@@ -266,8 +297,8 @@ func (c *confirmCycle) checkMinedFrom(ctx context.Context, b budget) error {
 			}
 		case got.failed:
 		default:
-			c.reopened = append(c.reopened, reopened{attempt: a,
-				reason: fmt.Sprintf("left the chain: the chain's nonce is %d and no hash of nonce %d has a receipt", c.chainNonce, a.Nonce)})
+			c.reopened = append(c.reopened, reopened{Attempt: a,
+				Reason: fmt.Sprintf("left the chain: the chain's nonce is %d and no hash of nonce %d has a receipt", c.chainNonce, a.Nonce)})
 		}
 	}
 	return nil
@@ -275,9 +306,9 @@ func (c *confirmCycle) checkMinedFrom(ctx context.Context, b budget) error {
 
 // checkMined is step 2: mined attempts below the chain's nonce, not yet
 // final.
-func (c *confirmCycle) checkMined(ctx context.Context, b budget) error {
-	minedAtts, err := dbCall(ctx, c.job, func(ctx context.Context) ([]store.Attempt, error) {
-		return c.job.store.AttemptsMined(ctx, store.AttemptsListParams{ChainID: c.chainID(), Sender: c.sender, Max: c.job.cfg.InFlight})
+func (c *confirmCycle) checkMined(ctx context.Context, b workers.Budget) error {
+	minedAtts, err := workers.DBCall(ctx, c.WalletShard, func(ctx context.Context) ([]store.Attempt, error) {
+		return c.Store().AttemptsMined(ctx, store.AttemptsListParams{ChainID: c.ChainID(), Sender: c.Sender, Max: c.Config().InFlight})
 	})
 	if err != nil {
 		return err
@@ -287,7 +318,7 @@ func (c *confirmCycle) checkMined(ctx context.Context, b budget) error {
 		if a.Nonce >= int64(c.chainNonce) {
 			continue // step 1's
 		}
-		if b.spent(calls) {
+		if b.Spent(calls) {
 			break
 		}
 		calls++
@@ -295,13 +326,13 @@ func (c *confirmCycle) checkMined(ctx context.Context, b budget) error {
 		switch {
 		case got.ok:
 			r := c.record(a, got.found)
-			if r.final || r.hash != a.TxHash || r.block != blockOf(a) || r.blockHash != a.MinedBlockHash {
+			if r.Final || r.Hash != a.TxHash || r.Block != blockOf(a) || r.BlockHash != a.MinedBlockHash {
 				c.confirmed = append(c.confirmed, r)
 			}
 		case got.failed:
 		default:
-			c.reopened = append(c.reopened, reopened{attempt: a,
-				reason: fmt.Sprintf("left the chain: block %d no longer holds it", blockOf(a))})
+			c.reopened = append(c.reopened, reopened{Attempt: a,
+				Reason: fmt.Sprintf("left the chain: block %d no longer holds it", blockOf(a))})
 		}
 	}
 	return nil
@@ -317,22 +348,22 @@ func (c *confirmCycle) checkMined(ctx context.Context, b budget) error {
 // (engine-core counted a failed lookup as a replacement and sent the
 // transaction twice; a node's index by hash can be stale after it lost
 // blocks, so "no receipt" alone is not enough either).
-func (c *confirmCycle) lookUpReceipts(ctx context.Context, b budget) error {
-	passed, err := dbCall(ctx, c.job, func(ctx context.Context) ([]store.Attempt, error) {
-		return c.job.store.AttemptsSentBelow(ctx, store.AttemptsListParams{
-			ChainID: c.chainID(), Sender: c.sender, Below: int64(c.chainNonce), Max: c.job.cfg.InFlight,
+func (c *confirmCycle) lookUpReceipts(ctx context.Context, b workers.Budget) error {
+	passed, err := workers.DBCall(ctx, c.WalletShard, func(ctx context.Context) ([]store.Attempt, error) {
+		return c.Store().AttemptsSentBelow(ctx, store.AttemptsListParams{
+			ChainID: c.ChainID(), Sender: c.Sender, Below: int64(c.chainNonce), Max: c.Config().InFlight,
 		})
 	})
 	if err != nil {
 		return err
 	}
-	now := c.now()
+	now := c.Now()
 	absent := map[string]time.Time{}
-	c.job.mu.Lock()
-	before := c.job.absent[c.claim.Key]
-	c.job.mu.Unlock()
+	c.m.mu.Lock()
+	before := c.m.absent[c.Claim.Key]
+	c.m.mu.Unlock()
 	for i, a := range passed {
-		if b.spent(i) {
+		if b.Spent(i) {
 			// The rest are asked about in the next run; keep their clocks.
 			for _, rest := range passed[i:] {
 				if since, ok := before[rest.TxHash]; ok {
@@ -360,18 +391,18 @@ func (c *confirmCycle) lookUpReceipts(ctx context.Context, b budget) error {
 			// Ours can land only if that block leaves the chain: the task
 			// is sent again only once it is final and ReplacedAfter has
 			// passed.
-			if other := got.other; now.Sub(since) >= c.job.cfg.ReplacedAfter && c.final(other.Receipt.BlockNumber) {
-				c.replaced = append(c.replaced, broadcastResult{attempt: a, outcome: requeued, replaced: true,
-					reason: fmt.Sprintf("replaced: transaction %s took nonce %d in block %d; no hash of ours is mined (since %s)",
+			if other := got.other; now.Sub(since) >= c.Config().ReplacedAfter && c.final(other.Receipt.BlockNumber) {
+				c.replaced = append(c.replaced, workers.Result{Attempt: a, Outcome: workers.Requeued, Replaced: true,
+					Reason: fmt.Sprintf("replaced: transaction %s took nonce %d in block %d; no hash of ours is mined (since %s)",
 						other.Hash.Hex(), a.Nonce, other.Receipt.BlockNumber, since.Format(time.RFC3339))})
 				continue
 			}
 			absent[a.TxHash] = since
 		}
 	}
-	c.job.mu.Lock()
-	c.job.absent[c.claim.Key] = absent
-	c.job.mu.Unlock()
+	c.m.mu.Lock()
+	c.m.absent[c.Claim.Key] = absent
+	c.m.mu.Unlock()
 	return nil
 }
 
@@ -385,7 +416,7 @@ func (c *confirmCycle) lookUpReceipts(ctx context.Context, b budget) error {
 func (c *confirmCycle) broadcastAgain(ctx context.Context) error {
 	var due []store.Attempt
 	for _, r := range c.reopened {
-		a := r.attempt
+		a := r.Attempt
 		a.State = store.AttemptSent
 		due = append(due, a)
 	}
@@ -393,15 +424,15 @@ func (c *confirmCycle) broadcastAgain(ctx context.Context) error {
 	var err error
 	var live []store.Attempt
 	if c.rebroadcast {
-		live, err = dbCall(ctx, c.job, func(ctx context.Context) ([]store.Attempt, error) {
-			return c.job.store.AttemptsSentFrom(ctx, store.AttemptsSentUncertainParams{
-				ChainID: c.chainID(), Sender: c.sender, From: int64(c.chainNonce), Max: c.job.cfg.InFlight,
+		live, err = workers.DBCall(ctx, c.WalletShard, func(ctx context.Context) ([]store.Attempt, error) {
+			return c.Store().AttemptsSentFrom(ctx, store.AttemptsSentUncertainParams{
+				ChainID: c.ChainID(), Sender: c.Sender, From: int64(c.chainNonce), Max: c.Config().InFlight,
 			})
 		})
 	} else {
-		live, err = dbCall(ctx, c.job, func(ctx context.Context) ([]store.Attempt, error) {
-			return c.job.store.AttemptsSentUncertain(ctx, store.AttemptsSentUncertainParams{
-				ChainID: c.chainID(), Sender: c.sender, From: int64(c.chainNonce), Max: c.job.cfg.InFlight,
+		live, err = workers.DBCall(ctx, c.WalletShard, func(ctx context.Context) ([]store.Attempt, error) {
+			return c.Store().AttemptsSentUncertain(ctx, store.AttemptsSentUncertainParams{
+				ChainID: c.ChainID(), Sender: c.Sender, From: int64(c.chainNonce), Max: c.Config().InFlight,
 			})
 		})
 	}
@@ -409,33 +440,33 @@ func (c *confirmCycle) broadcastAgain(ctx context.Context) error {
 		return err
 	}
 	due = mergeByNonce(due, live)
-	b := c.budget()
+	b := c.Budget()
 	for i, a := range due {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if b.spent(i) {
+		if b.Spent(i) {
 			break // the next run's confirm sends the rest
 		}
-		err := c.send(ctx, a.Raw)
-		r := broadcastResult{attempt: a, outcome: sent}
+		err := c.Send(ctx, a.Raw)
+		r := workers.Result{Attempt: a, Outcome: workers.Sent}
 		switch res := ledger.SendResultOf(err); res {
 		case ledger.SendAccepted:
 		case ledger.SendRejected:
-			if a.Reorgs > 0 || c.isReopened(a) || c.isBump(ctx, a) {
+			if a.Reorgs > 0 || c.isReopened(a) || c.IsBump(ctx, a) {
 				// A transaction that was mined once (its block left the
 				// chain) or a bump whose superseded attempt may still be
 				// mined: the refusal is of this moment (the balance the
 				// reorg took back, say); its nonce stays held and the
 				// next pass sends it again.
-				r.reason = fmt.Sprintf("%s: %s", res, ledger.ReasonOf(err))
+				r.Reason = fmt.Sprintf("%s: %s", res, ledger.ReasonOf(err))
 				break
 			}
-			r.outcome, r.reason = rejected, ledger.ReasonOf(err)
+			r.Outcome, r.Reason = workers.Rejected, ledger.ReasonOf(err)
 		default:
 			// Still uncertain (or, for `nonce too low`, mined or replaced
 			// since the nonce was read: the next confirm finds out).
-			r.reason = fmt.Sprintf("%s: %s", res, ledger.ReasonOf(err))
+			r.Reason = fmt.Sprintf("%s: %s", res, ledger.ReasonOf(err))
 		}
 		c.resent = append(c.resent, r)
 	}
@@ -445,7 +476,7 @@ func (c *confirmCycle) broadcastAgain(ctx context.Context) error {
 // isReopened reports whether step 1 or 2 found a off the chain.
 func (c *confirmCycle) isReopened(a store.Attempt) bool {
 	for _, r := range c.reopened {
-		if r.attempt.ID == a.ID {
+		if r.Attempt.ID == a.ID {
 			return true
 		}
 	}
@@ -456,14 +487,14 @@ func (c *confirmCycle) isReopened(a store.Attempt) bool {
 // RebroadcastAfter, and the sent attempts were not broadcast again for as
 // long.
 func (c *confirmCycle) stuck() bool {
-	c.job.mu.Lock()
-	defer c.job.mu.Unlock()
-	w := c.job.watch[c.claim.Key]
-	now := c.now()
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	w := c.m.watch[c.Claim.Key]
+	now := c.Now()
 	if w == nil || w.nonce != c.chainNonce {
 		return false
 	}
-	after := c.job.cfg.RebroadcastAfter
+	after := c.Config().RebroadcastAfter
 	return now.Sub(w.since) >= after && now.Sub(w.rebroadcastAt) >= after
 }
 
@@ -502,34 +533,34 @@ func mergeByNonce(a, b []store.Attempt) []store.Attempt {
 // the chain's nonce.
 func (c *confirmCycle) Commit(ctx context.Context) error {
 	if len(c.confirmed) > 0 {
-		crashpoint.Hit(CrashMined)
+		crashpoint.Hit(workers.CrashWalletMined)
 	}
-	now := c.now()
+	now := c.Now()
 	var reorgs int
-	err := c.fenced(ctx, func(tx *store.Store) error {
+	err := c.Fenced(ctx, func(tx *store.Store) error {
 		reorgs = 0
-		if err := tx.WalletHealthObserveNonce(ctx, now, c.chainID(), c.sender, int64(c.chainNonce), int64(c.head.Number)); err != nil {
+		if err := tx.WalletHealthObserveNonce(ctx, now, c.ChainID(), c.Sender, int64(c.chainNonce), int64(c.head.Number)); err != nil {
 			return err
 		}
 		for _, r := range c.reopened {
-			_, err := tx.AttemptReopen(ctx, store.AttemptReopenParams{Now: now, ChainID: c.chainID(), TxHash: r.attempt.TxHash, Reason: r.reason})
-			if err = c.tolerate(err, "reopen"); err != nil {
+			_, err := tx.AttemptReopen(ctx, store.AttemptReopenParams{Now: now, ChainID: c.ChainID(), TxHash: r.Attempt.TxHash, Reason: r.Reason})
+			if err = c.Tolerate(err, "reopen"); err != nil {
 				return err
 			}
 			reorgs++
 		}
-		if err := recordBroadcasts(ctx, c.shard, tx, now, c.confirmed); err != nil {
+		if err := c.RecordResults(ctx, tx, now, c.confirmed); err != nil {
 			return err
 		}
-		if err := recordBroadcasts(ctx, c.shard, tx, now, c.replaced); err != nil {
+		if err := c.RecordResults(ctx, tx, now, c.replaced); err != nil {
 			return err
 		}
 		for _, r := range c.resent {
 			var err error
-			if r.outcome == rejected {
-				err = c.recordRejected(ctx, tx, now, r.attempt, r.reason)
+			if r.Outcome == workers.Rejected {
+				err = c.RecordRejected(ctx, tx, now, r.Attempt, r.Reason)
 			} else {
-				_, err = tx.AttemptRecordBroadcast(ctx, store.AttemptRecordBroadcastParams{Now: now, ChainID: c.chainID(), TxHash: r.attempt.TxHash, Error: r.reason})
+				_, err = tx.AttemptRecordBroadcast(ctx, store.AttemptRecordBroadcastParams{Now: now, ChainID: c.ChainID(), TxHash: r.Attempt.TxHash, Error: r.Reason})
 			}
 			if err != nil {
 				return err
@@ -538,30 +569,30 @@ func (c *confirmCycle) Commit(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("recording the confirmations of %s: %w", c.claim.Key, err)
+		return fmt.Errorf("recording the confirmations of %s: %w", c.Claim.Key, err)
 	}
 	c.remember(now)
-	c.learnChainNonce(c.chainNonce)
-	c.job.cfg.Metrics.Transition("wallet", "replaced", len(c.replaced))
-	c.job.cfg.Metrics.Transition("wallet", "reorged", reorgs)
+	c.LearnChainNonce(c.chainNonce)
+	c.Metrics().Transition("wallet", "replaced", len(c.replaced))
+	c.Metrics().Transition("wallet", "reorged", reorgs)
 	for _, r := range c.reopened {
-		c.job.log.Warn("eoa: a mined transaction left the chain, sending it again", "shard", c.claim.Key, "task", r.attempt.TaskID,
-			"nonce", r.attempt.Nonce, "tx_hash", r.attempt.TxHash, "reason", r.reason)
+		c.Log().Warn("wallet: a mined transaction left the chain, sending it again", "shard", c.Claim.Key, "task", r.Attempt.TaskID,
+			"nonce", r.Attempt.Nonce, "tx_hash", r.Attempt.TxHash, "reason", r.Reason)
 	}
-	c.logOutcomes(c.replaced)
-	c.logOutcomes(c.resent)
+	c.LogResults(c.replaced)
+	c.LogResults(c.resent)
 	return nil
 }
 
 // remember keeps, for the next runs, since when the chain's nonce has not
 // moved and when the sent attempts were last broadcast again.
 func (c *confirmCycle) remember(now time.Time) {
-	c.job.mu.Lock()
-	defer c.job.mu.Unlock()
-	w := c.job.watch[c.claim.Key]
+	c.m.mu.Lock()
+	defer c.m.mu.Unlock()
+	w := c.m.watch[c.Claim.Key]
 	if w == nil || w.nonce != c.chainNonce {
 		w = &chainWatch{nonce: c.chainNonce, since: now}
-		c.job.watch[c.claim.Key] = w
+		c.m.watch[c.Claim.Key] = w
 	}
 	if c.rebroadcast {
 		w.rebroadcastAt = now

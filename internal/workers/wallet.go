@@ -1,0 +1,795 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+
+	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/keystore"
+	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/metrics"
+	"github.com/ledgerq/ledgerq/internal/store"
+)
+
+// The wallet lane's per-wallet work, run as the job of the "wallet" shards:
+// one shard per (chain, address), so one worker at a time assigns a
+// wallet's nonces while other wallets run in parallel.
+//
+// A run of a wallet's shard is a sequence of Cycles, each collected from
+// PostgreSQL, executed against the chain with no database transaction open,
+// and committed in one transaction fenced by the shard's claim
+// (store.ShardFenced), so a worker whose lease was rescued writes nothing.
+// WalletJob only sequences them; the rules are the roles', each beside the
+// same role's rules for the other lanes:
+//
+//  1. recover (submitter.WalletBroadcaster): attempts signed and stored but
+//     not known sent are broadcast in nonce order with their stored bytes,
+//     after a crash and as the second half of every send;
+//  2. confirm, once per run (monitor.WalletConfirmer): the chain's nonce
+//     and head, the receipts of what it passed, blocks that left the chain,
+//     new broadcasts of what the node may have lost;
+//  3. keep moving, each once per run (monitor.WalletKeeper): nonce
+//     reconciliation, a gas bump or no-op for a stalled nonce, the balance
+//     check, no-ops for freed nonces no task fills;
+//  4. send (queuer.WalletSender): waiting tasks in queue order up to the
+//     in-flight budget, signed with freed nonces first, then new ones, and
+//     stored (the write-ahead) before step 1 of the next cycle broadcasts
+//     them.
+//
+// A collect with none of these to do ends the run; the monitor's
+// WalletFollower brings the shard back while it has work the chain must
+// finish.
+
+// WalletKind is the shard kind of the wallet lane: keys
+// "wallet:<chain>:<address>" (store.WalletShardKey).
+const WalletKind = "wallet"
+
+// WalletConfig configures the wallet lane's per-wallet work.
+type WalletConfig struct {
+	// InFlight is the in-flight budget: the most attempts a wallet has
+	// signed or sent and not yet mined. A send takes at most this many
+	// minus those.
+	InFlight int
+	// QueueType is the order in which a wallet's waiting tasks are sent.
+	QueueType store.QueueType
+	// LedgerTimeout bounds each ledger call.
+	LedgerTimeout time.Duration
+	// DBTimeout bounds each database call (a fenced commit is one call).
+	DBTimeout time.Duration
+	// CycleBudget bounds the ledger calls of one cycle: past it, a cycle
+	// makes no new call and leaves the rest of its work to the next one. A
+	// cycle so lasts at most CycleBudget plus one LedgerTimeout, which must
+	// fit well inside the shard lease (Config.Lease) even when the node
+	// stops answering.
+	CycleBudget time.Duration
+	// ReplacedAfter is how long a sent attempt's nonce must have been taken
+	// by another transaction the chain's blocks show, with none of our
+	// hashes mined, before the attempt counts as replaced and its task is
+	// sent again.
+	ReplacedAfter time.Duration
+	// MaxFailures is the number of consecutive failed runs after which the
+	// task at the head of the queue ends in error when its send keeps
+	// failing for a reason of its own (its gas estimate refused while the
+	// node answers, a value the database or the signer refuses): one task
+	// must not hold up its wallet forever, and failed work is not retried
+	// forever. After a failed run a send takes that one task alone, so the
+	// task that fails is the one that ends in error.
+	MaxFailures int
+	// Confirmations is how many blocks deep (its own block counting as one)
+	// a transaction must be before its task is done; until then the task is
+	// executing, its attempt mined, and each pass checks that its block is
+	// still on the chain. 0: DefaultConfirmations of the wallet's chain.
+	Confirmations int
+	// RebroadcastAfter: while the chain's nonce has not moved for this long
+	// with transactions sent past it, they are broadcast again with the same
+	// bytes (a node that restarted or lost its pool has forgotten them),
+	// at most once per RebroadcastAfter.
+	RebroadcastAfter time.Duration
+	// WatchAfter: a wallet whose chain nonce moved within it is followed
+	// although it has nothing in flight, so that final transactions a node
+	// then loses (a crash, a restore from an older state) are sent again.
+	WatchAfter time.Duration
+	// FollowInterval is the WalletFollower's interval: how often the shard
+	// of a wallet with attempts in flight runs, to confirm them.
+	FollowInterval time.Duration
+	// StallTimeout is how long the chain's nonce must not have moved, with
+	// one of our attempts holding it, before that attempt is bumped (signed
+	// again with higher fees), or, if none holds it, a no-op fills it. A
+	// bump waits StallTimeout again before the next one, unless the node
+	// refused it as underpriced (then the next run bumps again).
+	StallTimeout time.Duration
+	// PriceCap caps a bump's fee cap (and tip), in wei; nil or zero: no cap.
+	// A bump the cap stops leaves the task as it is and tells the operator
+	// (a warn log, the task's PriceCappedAt, OnPriceCapped).
+	PriceCap *big.Int
+	// OnPriceCapped, when set, is called once each time a task's bump is
+	// first stopped by PriceCap (the hook for webhooks).
+	OnPriceCapped func(PriceCapped)
+	// ResetGap: a next nonce more than ResetGap above the chain's with
+	// nothing in flight is reset to the chain's (recorded on the wallet's
+	// health row); 0 means InFlight.
+	ResetGap int
+	// MaxRecycled: with more freed nonces than this, they are filled with
+	// no-ops at once rather than left for waiting tasks.
+	MaxRecycled int
+	// BalanceMaxAge is how old the stored balance may be before a send reads
+	// it again; sending pauses while it is below the wallet's threshold.
+	BalanceMaxAge time.Duration
+	// MaxReplacements is how many times a task whose nonce another
+	// transaction took goes back to waiting; once more and it ends in
+	// error. 0: a replaced task ends in error at once.
+	MaxReplacements int
+	// Metrics, when set, counts what keeps wallets moving: the lane
+	// "wallet" outcomes bumped, noop, nonce_reset, paused, replaced and
+	// reorged.
+	Metrics *metrics.Metrics
+	// Clock tells the time written to the database; nil is clock.Real.
+	Clock clock.Clock
+	// Logger gets the lane's logs (never a key); nil discards them.
+	Logger *slog.Logger
+}
+
+// WalletDefaults returns the wallet lane's defaults: a budget of 100, the
+// priority queue, one-second follow passes, a five-minute stall timeout.
+func WalletDefaults() WalletConfig {
+	return WalletConfig{
+		InFlight:       100,
+		QueueType:      store.QueuePriority,
+		LedgerTimeout:  10 * time.Second,
+		DBTimeout:      5 * time.Second,
+		CycleBudget:    5 * time.Second,
+		ReplacedAfter:  time.Minute,
+		MaxFailures:    10,
+		FollowInterval: time.Second,
+
+		RebroadcastAfter: 15 * time.Second,
+		WatchAfter:       time.Minute,
+
+		StallTimeout:    5 * time.Minute,
+		MaxRecycled:     50,
+		BalanceMaxAge:   5 * time.Minute,
+		MaxReplacements: 3,
+	}
+}
+
+// PriceCapped is what OnPriceCapped is told: a task's stalled transaction
+// could not be bumped within WalletConfig.PriceCap.
+type PriceCapped struct {
+	// Shard is the wallet's shard key; Wallet its configured name.
+	Shard, Wallet string
+	TaskID        string
+	Nonce         int64
+	// FeeCap is the fee cap of the task's newest attempt, in wei.
+	FeeCap *big.Int
+}
+
+// maxConfirmations bounds WalletConfig.Confirmations (a day of 12 s blocks
+// is 7200).
+const maxConfirmations = 10_000
+
+// Validate reports the settings that cannot work.
+func (c WalletConfig) Validate() error {
+	var errs []error
+	if c.InFlight < 1 {
+		errs = append(errs, fmt.Errorf("wallet in-flight budget must be at least 1, got %d", c.InFlight))
+	}
+	if c.QueueType != store.QueuePriority && c.QueueType != store.QueueFIFO {
+		errs = append(errs, fmt.Errorf("wallet queue type must be %q or %q, got %q", store.QueuePriority, store.QueueFIFO, c.QueueType))
+	}
+	if c.ResetGap < 0 || c.MaxRecycled < 0 || c.MaxReplacements < 0 {
+		errs = append(errs, fmt.Errorf("wallet reset gap, max recycled and max replacements must not be negative, got %d, %d, %d", c.ResetGap, c.MaxRecycled, c.MaxReplacements))
+	}
+	if c.PriceCap != nil && c.PriceCap.Sign() < 0 {
+		errs = append(errs, fmt.Errorf("wallet price cap must not be negative, got %s", c.PriceCap))
+	}
+	if c.MaxFailures < 1 {
+		errs = append(errs, fmt.Errorf("wallet max failures must be at least 1, got %d", c.MaxFailures))
+	}
+	if c.Confirmations < 0 || c.Confirmations > maxConfirmations {
+		errs = append(errs, fmt.Errorf("wallet confirmations must be from 0 (by chain) to %d, got %d", maxConfirmations, c.Confirmations))
+	}
+	if c.WatchAfter < 0 {
+		errs = append(errs, fmt.Errorf("wallet watch-after must not be negative, got %s", c.WatchAfter))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"ledger timeout", c.LedgerTimeout}, {"database timeout", c.DBTimeout}, {"cycle budget", c.CycleBudget},
+		{"follow interval", c.FollowInterval}, {"stall timeout", c.StallTimeout}, {"balance max age", c.BalanceMaxAge},
+		{"rebroadcast after", c.RebroadcastAfter},
+	} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("wallet %s must be positive, got %s", d.name, d.v))
+		}
+	}
+	if c.ReplacedAfter < 0 {
+		errs = append(errs, fmt.Errorf("wallet replaced-after must not be negative, got %s", c.ReplacedAfter))
+	}
+	return errors.Join(errs...)
+}
+
+// WithDefaults fills the settings that have a fallback: the real clock, a
+// reset gap of InFlight, a discarding logger.
+func (c WalletConfig) WithDefaults() WalletConfig {
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.ResetGap == 0 {
+		c.ResetGap = c.InFlight
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// DefaultConfirmations is how many blocks deep a transaction must be on
+// chainID before its task is done, when WalletConfig.Confirmations is 0: 1
+// on development chains (geth --dev's 1337, Hardhat's and Anvil's 31337),
+// whose blocks come from one node that no one else can reorganize; 64 on
+// Polygon PoS (137), whose reorganizations have run that deep; 15 on BNB
+// Smart Chain (56); 12 everywhere else (Ethereum mainnet and its test
+// networks included: past about a dozen blocks a reorganization of
+// proof-of-stake Ethereum has not been seen; the chain's finality comes
+// later still).
+func DefaultConfirmations(chainID int64) int {
+	switch chainID {
+	case 1337, 31337:
+		return 1
+	case 137:
+		return 64
+	case 56:
+		return 15
+	}
+	return 12
+}
+
+// ConfirmationsOn is the depth a transaction must reach on chainID.
+func (c WalletConfig) ConfirmationsOn(chainID int64) int {
+	if c.Confirmations > 0 {
+		return c.Confirmations
+	}
+	return DefaultConfirmations(chainID)
+}
+
+// The crash points of the wallet lane (internal/crashpoint): an end-to-end
+// test arms one with LEDGERQ_CRASH_AT to SIGKILL the process exactly there.
+const (
+	// CrashWalletStored: attempts stored (write-ahead committed), none
+	// broadcast.
+	CrashWalletStored = "wallet.stored"
+	// CrashWalletBroadcast: a transaction broadcast, its result not
+	// recorded.
+	CrashWalletBroadcast = "wallet.broadcast"
+	// CrashWalletMined: receipts found, the confirmation not recorded.
+	CrashWalletMined = "wallet.mined"
+)
+
+// WalletStep collects one step of a wallet's run: a Cycle, or nil when it
+// has nothing to do now.
+type WalletStep interface {
+	Collect(ctx context.Context, s *WalletShard) (Cycle, error)
+}
+
+// WalletKeeper collects what keeps a wallet moving, given how many of its
+// attempts are in flight and how many tasks wait.
+type WalletKeeper interface {
+	Collect(ctx context.Context, s *WalletShard, inFlight, waiting int) (Cycle, error)
+}
+
+// WalletSender collects a send of waiting tasks.
+type WalletSender interface {
+	Collect(ctx context.Context, s *WalletShard, tasks []store.Task) (Cycle, error)
+}
+
+// WalletSteps are the roles' steps a WalletJob sequences.
+type WalletSteps struct {
+	// Recover broadcasts what was stored and not known sent (submitter).
+	Recover WalletStep
+	// Confirm follows the chain, once per run (monitor).
+	Confirm WalletStep
+	// KeepMoving reconciles, bumps, fills and checks the balance (monitor).
+	KeepMoving WalletKeeper
+	// Send signs and stores waiting tasks (queuer).
+	Send WalletSender
+}
+
+// WalletJob sequences the steps of a wallet's run as the wallet shard's Job.
+type WalletJob struct {
+	cfg     WalletConfig
+	store   *store.Store
+	ledger  ledger.WalletLedger
+	wallets *keystore.Registry
+	steps   WalletSteps
+
+	mu sync.Mutex
+	// runs holds each shard's current run in this process, by key.
+	runs map[string]*WalletRun
+	// chainID is the ledger's chain id once read.
+	chainID *big.Int
+}
+
+var _ Job = (*WalletJob)(nil)
+
+// NewWalletJob returns the wallet shard's job: it runs the steps for the
+// wallets in wallets, through led.
+func NewWalletJob(st *store.Store, led ledger.WalletLedger, wallets *keystore.Registry, cfg WalletConfig, steps WalletSteps) (*WalletJob, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if st == nil || led == nil || wallets == nil {
+		return nil, errors.New("wallet job: it needs a store, a ledger and a wallet registry")
+	}
+	if steps.Recover == nil || steps.Confirm == nil || steps.KeepMoving == nil || steps.Send == nil {
+		return nil, errors.New("wallet job: every step is needed (recover, confirm, keep moving, send)")
+	}
+	return &WalletJob{cfg: cfg.WithDefaults(), store: st, ledger: led, wallets: wallets, steps: steps, runs: map[string]*WalletRun{}}, nil
+}
+
+// WalletRun is what one run of a shard remembers between its cycles.
+type WalletRun struct {
+	owner string
+	run   int64
+	// Confirmed: the run's confirm cycle was collected. Confirm runs once
+	// per run, so that attempts the chain has not reached end the run
+	// instead of being asked about again and again (no spinning).
+	Confirmed bool
+	// Reconciled, StallChecked, BalanceChecked, NoopsChecked: the run's
+	// nonce reconciliation, stall check, balance check and freed-nonce
+	// no-ops were collected (each at most once per run).
+	Reconciled, StallChecked, BalanceChecked, NoopsChecked bool
+	// Paused: the balance check found the balance below the threshold: the
+	// run sends nothing.
+	Paused bool
+	// ChainNonce is the chain's nonce as this run last learned it.
+	ChainNonce uint64
+	// Fresh holds the hashes of attempts this run stored and has not
+	// broadcast yet: they were certainly never sent.
+	Fresh map[string]bool
+	// Releasing: a broadcast was rejected since the run's last send, so
+	// fresh attempts are released instead of broadcast.
+	Releasing bool
+}
+
+// runFor returns the state of claim c's run, new at the run's first collect.
+// A shard's run numbers grow with each claim: the state of an older run (a
+// worker of this process whose lease was rescued, still finishing a cycle)
+// never replaces the current one's.
+func (j *WalletJob) runFor(c Claim) *WalletRun {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	rs := j.runs[c.Key]
+	if rs != nil && rs.owner == c.Owner && rs.run == c.Run {
+		return rs
+	}
+	fresh := &WalletRun{owner: c.Owner, run: c.Run, Fresh: map[string]bool{}}
+	if rs == nil || c.Run > rs.run {
+		j.runs[c.Key] = fresh
+	}
+	return fresh
+}
+
+// WalletShard is one claimed wallet shard, as its cycles see it.
+type WalletShard struct {
+	job    *WalletJob
+	Claim  Claim
+	Wallet keystore.Wallet
+	// Sender is the wallet's address in hex (EIP-55; the store lower-cases
+	// it).
+	Sender string
+	Run    *WalletRun
+}
+
+// ChainID is the wallet's chain.
+func (s *WalletShard) ChainID() int64 { return s.Wallet.ChainID }
+
+// Key is the shard's key.
+func (s *WalletShard) Key() string { return s.Claim.Key }
+
+// Config is the lane's configuration.
+func (s *WalletShard) Config() WalletConfig { return s.job.cfg }
+
+// Store is the database.
+func (s *WalletShard) Store() *store.Store { return s.job.store }
+
+// Ledger is the chain.
+func (s *WalletShard) Ledger() ledger.WalletLedger { return s.job.ledger }
+
+// Log is the lane's logger.
+func (s *WalletShard) Log() *slog.Logger { return s.job.cfg.Logger }
+
+// Metrics counts the lane's outcomes (nil: none).
+func (s *WalletShard) Metrics() *metrics.Metrics { return s.job.cfg.Metrics }
+
+// Now is the time written to the database.
+func (s *WalletShard) Now() time.Time { return s.job.cfg.Clock.Now() }
+
+// parseWalletKey splits a wallet shard key into its chain and address.
+func parseWalletKey(key string) (int64, ledger.Address, error) {
+	rest, ok := strings.CutPrefix(key, WalletKind+":")
+	if !ok {
+		return 0, ledger.Address{}, fmt.Errorf("shard key %q is not a wallet's", key)
+	}
+	chain, addr, ok := strings.Cut(rest, ":")
+	if !ok {
+		return 0, ledger.Address{}, fmt.Errorf("shard key %q has no address", key)
+	}
+	id, err := strconv.ParseInt(chain, 10, 64)
+	if err != nil {
+		return 0, ledger.Address{}, fmt.Errorf("shard key %q: chain id: %w", key, err)
+	}
+	if !common.IsHexAddress(addr) {
+		return 0, ledger.Address{}, fmt.Errorf("shard key %q: %q is not an address", key, addr)
+	}
+	return id, ledger.Address(common.HexToAddress(addr)), nil
+}
+
+// Collect sequences a wallet's run, one cycle at a time: recover, then
+// confirm (once per run), then what keeps the wallet moving (once per run),
+// then send. It returns nil when none has work, which ends the run.
+func (j *WalletJob) Collect(ctx context.Context, c Claim) (Cycle, error) {
+	chainID, addr, err := parseWalletKey(c.Key)
+	if err != nil {
+		return nil, err
+	}
+	w, ok := j.wallets.BySender(chainID, addr)
+	if !ok {
+		// Tasks of a wallet this process does not sign for (configuration
+		// changed): they wait; the follower does not bring the shard back.
+		j.cfg.Logger.Warn("wallet job: no configured wallet for shard, its tasks wait", "shard", c.Key)
+		return nil, nil
+	}
+	s := &WalletShard{job: j, Claim: c, Wallet: w, Sender: addr.Hex(), Run: j.runFor(c)}
+
+	if cyc, err := j.steps.Recover.Collect(ctx, s); cyc != nil || err != nil {
+		return cyc, err
+	}
+	live, err := DBCall(ctx, s, func(ctx context.Context) (store.AttemptsLive, error) {
+		return j.store.AttemptsInFlight(ctx, chainID, s.Sender)
+	})
+	if err != nil {
+		return nil, err
+	}
+	inFlight := live.InFlight
+	budget := j.cfg.InFlight - inFlight
+	if c.Failures > 0 {
+		// The last run failed: this one sends the head of the queue alone,
+		// so that a task whose send keeps failing is the one that ends in
+		// error (the send's Drop), not the tasks sent with it.
+		budget = min(budget, 1)
+	}
+	var tasks []store.Task
+	if budget > 0 {
+		tasks, err = DBCall(ctx, s, func(ctx context.Context) ([]store.Task, error) {
+			return j.store.TaskNextWaiting(ctx, store.TaskNextWaitingParams{ChainID: chainID, Sender: s.Sender, Queue: j.cfg.QueueType, Max: budget})
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if inFlight == 0 && live.Mined == 0 && len(tasks) == 0 {
+		if s.Run.Confirmed {
+			return nil, nil
+		}
+		// Nothing in flight: a wallet whose chain nonce moved a short while
+		// ago is still checked once, in case the chain lost its final
+		// transactions.
+		watched, err := j.watched(ctx, s)
+		if err != nil || !watched {
+			return nil, err
+		}
+	}
+	if !s.Run.Confirmed {
+		s.Run.Confirmed = true
+		return j.steps.Confirm.Collect(ctx, s)
+	}
+	if cyc, err := j.steps.KeepMoving.Collect(ctx, s, inFlight, len(tasks)); cyc != nil || err != nil {
+		return cyc, err
+	}
+	if len(tasks) == 0 || s.Run.Paused {
+		return nil, nil
+	}
+	return j.steps.Send.Collect(ctx, s, tasks)
+}
+
+// watched reports whether the wallet's chain nonce moved within
+// WalletConfig.WatchAfter.
+func (j *WalletJob) watched(ctx context.Context, s *WalletShard) (bool, error) {
+	if j.cfg.WatchAfter <= 0 {
+		return false, nil
+	}
+	h, err := DBCall(ctx, s, func(ctx context.Context) (store.WalletHealth, error) {
+		return j.store.WalletHealthGet(ctx, s.ChainID(), s.Sender)
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return h.ChainNonceSince != nil && s.Now().Sub(*h.ChainNonceSince) < j.cfg.WatchAfter, nil
+}
+
+// CheckChain makes sure the ledger is the wallet's chain before anything is
+// signed for it; the ledger's id is read once.
+func (s *WalletShard) CheckChain(ctx context.Context) error {
+	j := s.job
+	j.mu.Lock()
+	id := j.chainID
+	j.mu.Unlock()
+	if id == nil {
+		var err error
+		id, err = LedgerCall(ctx, s, j.ledger.ChainID)
+		if err != nil {
+			return fmt.Errorf("reading the ledger's chain id: %w", err)
+		}
+		j.mu.Lock()
+		j.chainID = id
+		j.mu.Unlock()
+	}
+	if !id.IsInt64() || id.Int64() != s.Wallet.ChainID {
+		return fmt.Errorf("wallet %q is on chain %d but the ledger is chain %s", s.Wallet.ID, s.Wallet.ChainID, id)
+	}
+	return nil
+}
+
+// Fenced runs fn in one transaction fenced by the shard's claim.
+func (s *WalletShard) Fenced(ctx context.Context, fn func(tx *store.Store) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.job.cfg.DBTimeout)
+	defer cancel()
+	return s.job.store.ShardFenced(ctx, s.Claim, fn)
+}
+
+// DBCall runs one database call of shard s under WalletConfig.DBTimeout.
+func DBCall[T any](ctx context.Context, s *WalletShard, fn func(context.Context) (T, error)) (T, error) {
+	return within(ctx, s.job.cfg.DBTimeout, fn)
+}
+
+// LedgerCall runs one ledger call of shard s under
+// WalletConfig.LedgerTimeout.
+func LedgerCall[T any](ctx context.Context, s *WalletShard, fn func(context.Context) (T, error)) (T, error) {
+	return within(ctx, s.job.cfg.LedgerTimeout, fn)
+}
+
+func within[T any](ctx context.Context, d time.Duration, fn func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return fn(ctx)
+}
+
+// Budget is a cycle's WalletConfig.CycleBudget, counted from its start in
+// real time (it bounds network waits, as the timeouts do).
+type Budget struct {
+	start time.Time
+	limit time.Duration
+}
+
+// Budget starts a cycle's budget.
+func (s *WalletShard) Budget() Budget { return Budget{start: time.Now(), limit: s.job.cfg.CycleBudget} }
+
+// Spent reports whether a cycle that has already made calls ledger calls
+// must make no more; the first call is always made, so every cycle moves.
+func (b Budget) Spent(calls int) bool { return calls > 0 && time.Since(b.start) >= b.limit }
+
+// Send broadcasts raw under WalletConfig.LedgerTimeout.
+func (s *WalletShard) Send(ctx context.Context, raw []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, s.job.cfg.LedgerTimeout)
+	defer cancel()
+	return s.job.ledger.SendRawTransaction(ctx, raw)
+}
+
+// ReadChainNonce reads the wallet's nonce by the latest block.
+func (s *WalletShard) ReadChainNonce(ctx context.Context) (uint64, error) {
+	addr := s.Wallet.Address()
+	n, err := LedgerCall(ctx, s, func(ctx context.Context) (uint64, error) { return s.job.ledger.NonceAt(ctx, addr) })
+	if err != nil {
+		return 0, fmt.Errorf("reading the chain's nonce of %s: %w", s.Claim.Key, err)
+	}
+	return n, nil
+}
+
+// LearnChainNonce records a chain nonce the run saw; it only moves up.
+func (s *WalletShard) LearnChainNonce(n uint64) {
+	if n > s.Run.ChainNonce {
+		s.Run.ChainNonce = n
+	}
+}
+
+// HashesOfNonce returns our hashes for an attempt's nonce, newest first:
+// the attempt's own and those of the gas bumps it superseded (or that
+// superseded it), any of which may be the one mined.
+func (s *WalletShard) HashesOfNonce(ctx context.Context, a store.Attempt) ([]string, error) {
+	hashes, err := DBCall(ctx, s, func(ctx context.Context) ([]string, error) { return s.job.store.AttemptHashesOfNonce(ctx, a) })
+	if err != nil {
+		return nil, err
+	}
+	if len(hashes) == 0 {
+		hashes = []string{a.TxHash}
+	}
+	return hashes, nil
+}
+
+// ReceiptOfNonce looks up the receipts of every hash of a's nonce
+// (HashesOfNonce) by hash: the first found, or found false. failed is true
+// when a lookup failed and none was found: "ask again later", never
+// "absent".
+func (s *WalletShard) ReceiptOfNonce(ctx context.Context, a store.Attempt) (hash string, r ledger.Receipt, failed bool) {
+	hashes, err := s.HashesOfNonce(ctx, a)
+	if err != nil {
+		s.Log().Debug("wallet: reading the hashes of a nonce failed, asking again later", "shard", s.Claim.Key, "nonce", a.Nonce, "error", err)
+		return "", ledger.Receipt{}, true
+	}
+	for _, h := range hashes {
+		rc, err := LedgerCall(ctx, s, func(ctx context.Context) (ledger.Receipt, error) {
+			return s.job.ledger.TransactionReceipt(ctx, ledger.TxHash(common.HexToHash(h)))
+		})
+		switch {
+		case err != nil:
+			s.Log().Debug("wallet: receipt lookup failed, asking again later", "shard", s.Claim.Key, "tx_hash", h, "error", err)
+			failed = true
+		case rc.Found:
+			return h, rc, false
+		}
+	}
+	return "", ledger.Receipt{}, failed
+}
+
+// Tolerate returns nil for ErrNotFound from a conditional write: the row
+// already left the state the write expects (recorded before, in this or an
+// earlier run), so there is nothing left to record.
+func (s *WalletShard) Tolerate(err error, what string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		s.Log().Warn("wallet: nothing to record, already recorded", "shard", s.Claim.Key, "what", what)
+		return nil
+	}
+	return err
+}
+
+// SignRaw signs tx with the wallet's signer (the key never leaves it) and
+// encodes it.
+func (s *WalletShard) SignRaw(tx *types.Transaction, chainID *big.Int) (store.SignedTx, error) {
+	signed, err := s.Wallet.Signer.SignTx(tx, chainID)
+	if err != nil {
+		return store.SignedTx{}, fmt.Errorf("signing nonce %d for %s: %w", tx.Nonce(), s.Claim.Key, err)
+	}
+	raw, err := signed.MarshalBinary()
+	if err != nil {
+		return store.SignedTx{}, fmt.Errorf("encoding nonce %d's transaction: %w", tx.Nonce(), err)
+	}
+	return store.SignedTx{
+		Nonce: int64(tx.Nonce()), TxHash: signed.Hash().Hex(), Raw: raw, GasLimit: tx.Gas(),
+		MaxFeePerGas: tx.GasFeeCap(), MaxPriorityFeePerGas: tx.GasTipCap(),
+	}, nil
+}
+
+// IsBump reports whether a superseded an earlier attempt of its nonce (a
+// failed read says no).
+func (s *WalletShard) IsBump(ctx context.Context, a store.Attempt) bool {
+	hashes, err := s.HashesOfNonce(ctx, a)
+	return err == nil && len(hashes) > 1
+}
+
+// Outcome is what a broadcast, or a receipt, means for an attempt.
+type Outcome int
+
+const (
+	// NotTried: not broadcast (the context ended first); it stays signed
+	// and the next run's recover broadcasts it.
+	NotTried Outcome = iota
+	// Sent: the node took it or already had it; with a reason, the outcome
+	// was indeterminate (timeout, transport) and it is treated as sent,
+	// never recycled, and broadcast again by confirm.
+	Sent
+	// Mined: one of our hashes for the nonce has a receipt: mined, or, when
+	// Final, done.
+	Mined
+	// Rejected: a deterministic refusal: the task ends in error and the
+	// nonce is freed for the next send.
+	Rejected
+	// Requeued: the attempt will never be mined (another transaction used
+	// its nonce, or it was never broadcast and is released): it is dropped
+	// and its task goes back to waiting.
+	Requeued
+)
+
+// Result is one attempt's outcome, recorded by RecordResults.
+type Result struct {
+	Attempt store.Attempt
+	Outcome Outcome
+	Reason  string
+	// Hash, for Mined: the hash that has the receipt.
+	Hash     string
+	Reverted bool
+	// Block and BlockHash, for Mined: the receipt's block; Final: it is
+	// deep enough (the task is done), else the attempt is only mined.
+	Block     uint64
+	BlockHash string
+	Final     bool
+	// Replaced: requeued because another transaction took the nonce:
+	// counted against MaxReplacements.
+	Replaced bool
+}
+
+// RecordResults writes outcomes inside a fenced transaction.
+func (s *WalletShard) RecordResults(ctx context.Context, tx *store.Store, now time.Time, results []Result) error {
+	var taken []string
+	for _, r := range results {
+		a := r.Attempt
+		var err error
+		switch r.Outcome {
+		case NotTried:
+		case Sent:
+			if r.Reason == "" {
+				taken = append(taken, a.TxHash)
+				continue
+			}
+			_, err = tx.AttemptMarkSent(ctx, store.AttemptMarkSentParams{Now: now, ChainID: s.ChainID(), TxHashes: []string{a.TxHash}, Error: r.Reason})
+		case Mined:
+			_, err = tx.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: s.ChainID(), TxHash: r.Hash, Live: a.TxHash,
+				Block: r.Block, BlockHash: r.BlockHash, Final: r.Final, Reverted: r.Reverted})
+			err = s.Tolerate(err, "confirm")
+		case Rejected:
+			err = s.RecordRejected(ctx, tx, now, a, r.Reason)
+		case Requeued:
+			_, err = tx.AttemptRequeue(ctx, store.AttemptRequeueParams{
+				Now: now, ChainID: s.ChainID(), TxHash: a.TxHash, Reason: r.Reason,
+				Replaced: r.Replaced, MaxReplacements: s.job.cfg.MaxReplacements,
+			})
+			err = s.Tolerate(err, "requeue")
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if len(taken) > 0 {
+		if _, err := tx.AttemptMarkSent(ctx, store.AttemptMarkSentParams{Now: now, ChainID: s.ChainID(), TxHashes: taken}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RecordRejected records a deterministic rejection: the task ends in error
+// alone (a no-op is only dropped: its nonce is free again). A refusal for
+// insufficient funds asks for a new balance read before the next send: the
+// balance check pauses the wallet only when it cannot pay for a plain
+// transfer, never because of one task's value or fees.
+func (s *WalletShard) RecordRejected(ctx context.Context, tx *store.Store, now time.Time, a store.Attempt, reason string) error {
+	var err error
+	if a.Noop() {
+		_, err = tx.AttemptRequeue(ctx, store.AttemptRequeueParams{Now: now, ChainID: s.ChainID(), TxHash: a.TxHash, Reason: reason})
+		err = s.Tolerate(err, "drop no-op")
+	} else {
+		_, err = tx.TaskFail(ctx, store.TaskFailParams{Now: now, ID: a.TaskID, Reason: reason})
+		err = s.Tolerate(err, "fail")
+	}
+	if err != nil || !strings.HasPrefix(reason, "insufficient funds") {
+		return err
+	}
+	return tx.WalletHealthBalanceStale(ctx, now, s.ChainID(), s.Sender)
+}
+
+// LogResults logs what operators need to know: failures and requeues.
+func (s *WalletShard) LogResults(results []Result) {
+	for _, r := range results {
+		switch r.Outcome {
+		case Rejected:
+			s.Log().Warn("wallet: transaction rejected, task failed", "shard", s.Claim.Key, "task", r.Attempt.TaskID,
+				"nonce", r.Attempt.Nonce, "tx_hash", r.Attempt.TxHash, "reason", r.Reason)
+		case Requeued:
+			s.Log().Info("wallet: attempt dropped, task back to waiting", "shard", s.Claim.Key, "task", r.Attempt.TaskID,
+				"nonce", r.Attempt.Nonce, "tx_hash", r.Attempt.TxHash, "reason", r.Reason)
+		}
+	}
+}
