@@ -33,7 +33,7 @@ type WalletFollower struct {
 	wallets *keystore.Registry
 
 	// OnScheduled, when set, is called after a round queued shards (this
-	// process's Pool.Poke; other processes hear the NOTIFY). Set it before
+	// process's Scheduler.Poke; other processes hear the NOTIFY). Set it before
 	// Start.
 	OnScheduled func()
 }

@@ -259,8 +259,8 @@ func (n *Node) services() []loop.Service {
 		}
 	}
 	if w := n.wallet; w != nil {
-		if w.pool != nil {
-			s = append(s, w.pool)
+		if w.scheduler != nil {
+			s = append(s, w.scheduler)
 		}
 		if w.rescuer != nil {
 			s = append(s, w.rescuer)
@@ -429,13 +429,13 @@ func (n *Node) RunOnce(ctx context.Context) error {
 		if w.follower != nil {
 			round("wallet follower", "scheduled", w.follower.RunOnce)
 		}
-		if w.pool != nil {
+		if w.scheduler != nil {
 			round("wallet shards", "runs", func(ctx context.Context) (int, error) {
 				// Every pending shard once (a run yields after its quantum):
 				// a bounded number of runs, so a cron process ends.
 				runs := 0
 				for runs < onceShardRuns {
-					ran, err := w.pool.RunOnce(ctx)
+					ran, err := w.scheduler.RunOnce(ctx)
 					if err != nil || !ran {
 						return runs, err
 					}

@@ -222,7 +222,7 @@ func (w *WalletConfig) laneConfig(n *Node) workers.WalletConfig {
 type walletLane struct {
 	closeLed  func()
 	wallets   *keystore.Registry
-	pool      *workers.Pool
+	scheduler *workers.Scheduler
 	rescuer   *workers.Rescuer
 	follower  *monitor.WalletFollower
 	retention *monitor.Retention
@@ -270,7 +270,7 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 		}
 		wake := deps
 		wake.Wake = n.listener.Subscribe(notify.Shards)
-		if lane.pool, err = workers.NewPool(n.store, wake, w.Shards, map[string]workers.Job{workers.WalletKind: job}); err != nil {
+		if lane.scheduler, err = workers.NewScheduler(n.store, wake, w.Shards, map[string]workers.Job{workers.WalletKind: job}); err != nil {
 			return err
 		}
 	}
@@ -279,8 +279,8 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 		if lane.follower, err = monitor.NewWalletFollower(n.store, lane.wallets, ec); err != nil {
 			return err
 		}
-		if lane.pool != nil {
-			lane.rescuer.OnRescued, lane.follower.OnScheduled = lane.pool.Poke, lane.pool.Poke
+		if lane.scheduler != nil {
+			lane.rescuer.OnRescued, lane.follower.OnScheduled = lane.scheduler.Poke, lane.scheduler.Poke
 		}
 		wc := w.Webhooks
 		wc.DBTimeout = min(wc.DBTimeout, n.cfg.Loops.DBTimeout)
@@ -293,7 +293,7 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 			})
 		}
 	}
-	if lane.pool != nil || lane.webhooks != nil {
+	if lane.scheduler != nil || lane.webhooks != nil {
 		// A dead holder lets go at once: the claims record this lock, and
 		// another process's rescuer or deliverer takes them over as soon as
 		// PostgreSQL releases it.

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Config configures a Pool and its Rescuer.
+// Config configures a Scheduler and its Rescuer.
 type Config struct {
 	// Workers is the number of workers of one process (seed 002: one per
 	// CPU core by default).
@@ -29,7 +29,7 @@ type Config struct {
 	// PollInterval is the longest an idle worker waits before it tries to
 	// claim without a wake-up (NOTIFY may be lost).
 	PollInterval time.Duration
-	// DBTimeout bounds each of the pool's own database calls.
+	// DBTimeout bounds each of the scheduler's own database calls.
 	DBTimeout time.Duration
 	// Backoff is the wait before the next run of a shard whose run failed; it
 	// doubles with each consecutive failed run, up to MaxBackoff.

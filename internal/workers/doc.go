@@ -1,6 +1,8 @@
-// Package workers runs the shard scheduler of DESIGN.md §2.4 (seed 002):
-// per-key work, such as a wallet's send-tx tasks, kept in ledgerq.shards and
-// run by a pool of workers, one worker per shard at a time.
+// Package workers is the shard scheduler (docs/design.md, "Shards"): per-key
+// work, such as a wallet's send-tx tasks, kept in ledgerq.shards and run by
+// the Scheduler's workers, one worker per shard at a time, each a loop like
+// every other service. wallet.go is the wallet shard's job: it runs the
+// wallet lane's role steps (queuer, submitter, monitor) in order.
 //
 // A shard is keyed "<kind>:<rest>" (wallet:<chain>:<address>); the kind picks
 // the Job that runs it. Schedule moves an idle shard to pending (FIFO by the
@@ -15,7 +17,7 @@
 // lease expired; the late writes of their old worker are fenced by the
 // claim's owner and run number and change nothing.
 //
-// The seed's rules and the tests named after them:
+// The scheduler's rules and the tests named after them:
 //
 //	scheduling: idle → pending atomically, no-op on pending   TestSeed002_Scheduling*
 //	workers claim FIFO, run a cycle loop, re-schedule or idle  TestSeed002_Worker*

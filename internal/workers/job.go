@@ -19,7 +19,7 @@ type Claim = store.ShardClaim
 var ErrLeaseLost = store.ErrShardLeaseLost
 
 // Job runs the work of one kind of shard, one cycle at a time (seed 002's
-// execution loop). A Pool calls it for one shard from one worker at a time,
+// execution loop). A Scheduler calls it for one shard from one worker at a time,
 // but for different shards from several workers at once.
 type Job interface {
 	// Collect takes a snapshot of the shard's pending work (seed step 1)
@@ -37,13 +37,13 @@ type Cycle interface {
 	// database transaction may be open across it.
 	Execute(ctx context.Context) error
 	// Commit persists what Execute produced and removes the executed work
-	// from the shard's pool (seed steps 3 and 4) in one transaction fenced
+	// from the shard's work (steps 3 and 4) in one transaction fenced
 	// by the claim (store.ShardFenced): done apart, a crash between them
 	// would execute the work twice.
 	Commit(ctx context.Context) error
-	// Drop removes the work from the shard's pool after Execute or Commit
+	// Drop removes the work from the shard after Execute or Commit
 	// failed with cause (seed 002, error handling: failed work is still
-	// removed), fenced like Commit. The pool never runs the same work
+	// removed), fenced like Commit. The scheduler never runs the same work
 	// again; a job that wants to retry transient failures keeps the work
 	// here and gives up after Claim.Failures consecutive failed runs.
 	Drop(ctx context.Context, cause error) error

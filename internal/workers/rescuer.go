@@ -27,7 +27,7 @@ type Rescuer struct {
 	deps  loop.Deps
 
 	// OnRescued, when set, is called after a round rescued shards (this
-	// process's Pool.Poke). Set it before Start.
+	// process's Scheduler.Poke). Set it before Start.
 	OnRescued func()
 }
 

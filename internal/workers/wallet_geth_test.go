@@ -67,7 +67,7 @@ func TestSeed003_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
 	require.NoError(t, err)
 	wcfg := workers.Defaults()
 	wcfg.Workers = 1
-	pool, err := workers.NewPool(db.Store, loop.Deps{Clock: clock.Real{}, Logger: testLogger()}, wcfg, map[string]workers.Job{workers.WalletKind: job})
+	pool, err := workers.NewScheduler(db.Store, loop.Deps{Clock: clock.Real{}, Logger: testLogger()}, wcfg, map[string]workers.Job{workers.WalletKind: job})
 	require.NoError(t, err)
 	follower, err := monitor.NewWalletFollower(db.Store, reg, cfg)
 	require.NoError(t, err)
@@ -125,7 +125,7 @@ type gethWallet struct {
 	st       *store.Store
 	w        keystore.Wallet
 	addr     common.Address
-	pool     *workers.Pool
+	pool     *workers.Scheduler
 	follower *monitor.WalletFollower
 	tasks    []store.Task
 }
@@ -153,7 +153,7 @@ func newGethWallet(t *testing.T, node *testgeth.Node) *gethWallet {
 	require.NoError(t, err)
 	wcfg := workers.Defaults()
 	wcfg.Workers, wcfg.Backoff = 1, 100*time.Millisecond
-	g.pool, err = workers.NewPool(db.Store, loop.Deps{Clock: clock.Real{}, Logger: testLogger()}, wcfg, map[string]workers.Job{workers.WalletKind: job})
+	g.pool, err = workers.NewScheduler(db.Store, loop.Deps{Clock: clock.Real{}, Logger: testLogger()}, wcfg, map[string]workers.Job{workers.WalletKind: job})
 	require.NoError(t, err)
 	g.follower, err = monitor.NewWalletFollower(db.Store, reg, cfg)
 	require.NoError(t, err)

@@ -257,7 +257,7 @@ type env struct {
 	cfg      workers.WalletConfig
 	wcfg     workers.Config
 	job      *workers.WalletJob
-	pool     *workers.Pool
+	pool     *workers.Scheduler
 	follower *monitor.WalletFollower
 	rescuer  *workers.Rescuer
 	// recipients counts the tasks posted, for unique recipients.
@@ -318,16 +318,16 @@ func setup(t *testing.T, o options) *env {
 
 // newProcess returns a new Job and Pool on the same database and chain: a
 // restarted or second ledgerq process.
-func (e *env) newProcess(t *testing.T, led ledger.WalletLedger) (*workers.WalletJob, *workers.Pool) {
+func (e *env) newProcess(t *testing.T, led ledger.WalletLedger) (*workers.WalletJob, *workers.Scheduler) {
 	t.Helper()
 	return e.newProcessOn(t, led, e.clk)
 }
 
-func (e *env) newProcessOn(t *testing.T, led ledger.WalletLedger, clk clock.Clock) (*workers.WalletJob, *workers.Pool) {
+func (e *env) newProcessOn(t *testing.T, led ledger.WalletLedger, clk clock.Clock) (*workers.WalletJob, *workers.Scheduler) {
 	t.Helper()
 	job, err := workers.NewWalletJob(e.st, led, e.reg, e.cfg, walletSteps())
 	require.NoError(t, err)
-	pool, err := workers.NewPool(e.st, loop.Deps{Clock: clk, Logger: testLogger()}, e.wcfg, map[string]workers.Job{workers.WalletKind: job})
+	pool, err := workers.NewScheduler(e.st, loop.Deps{Clock: clk, Logger: testLogger()}, e.wcfg, map[string]workers.Job{workers.WalletKind: job})
 	require.NoError(t, err)
 	return job, pool
 }
@@ -378,7 +378,7 @@ func (e *env) attempts(t *testing.T, task store.Task) []store.Attempt {
 }
 
 // runPool runs pool until no shard is waiting.
-func runPool(t *testing.T, pool *workers.Pool) {
+func runPool(t *testing.T, pool *workers.Scheduler) {
 	t.Helper()
 	for range 10_000 {
 		ran, err := pool.RunOnce(t.Context())
@@ -392,7 +392,7 @@ func runPool(t *testing.T, pool *workers.Pool) {
 
 // drive runs rounds of follower, pool and one block period until every task
 // has ended, at most rounds times.
-func (e *env) drive(t *testing.T, pool *workers.Pool, rounds int, tasks ...store.Task) {
+func (e *env) drive(t *testing.T, pool *workers.Scheduler, rounds int, tasks ...store.Task) {
 	t.Helper()
 	for range rounds {
 		if e.allEnded(t, tasks) {

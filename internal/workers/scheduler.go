@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	mrand "math/rand/v2"
 	"os"
 	"sort"
 	"strings"
@@ -18,31 +17,27 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
-// Pool is seed 002's scheduler and worker pool on PostgreSQL: Config.Workers
-// workers per process, each claiming the oldest pending shard of a kind it
-// has a Job for and running it until its work is empty or the quantum is
-// spent. It is a loop.Service.
-type Pool struct {
+// Scheduler is the shard scheduler and its workers on PostgreSQL:
+// Config.Workers workers per process, each a loop (package loop, the one
+// every service is built on) whose round claims the oldest pending shard of
+// a kind it has a Job for and runs it until its work is empty or the
+// quantum is spent. It is a loop.Service.
+type Scheduler struct {
 	cfg   Config
 	store *store.Store
 	deps  loop.Deps
 	jobs  map[string]Job
 	kinds []string
-	// owner names this pool's workers in the shards they hold: host, pid
-	// and a random part, so that two pools of one process differ.
-	owner string
-
-	// poke wakes an idle worker of this process without a database round
-	// trip: Schedule queued a shard, or a worker claimed one (there may be
-	// more).
-	poke chan struct{}
+	// owner names this scheduler's workers in the shards they hold: host,
+	// pid and a random part, so that two schedulers of one process differ.
+	owner   string
+	workers []*loop.Loop
 
 	hooks hooks
 
-	mu       sync.Mutex
-	started  bool
+	mu sync.Mutex
+	// stopping is closed by Stop: a run in progress ends after its cycle.
 	stopping chan struct{}
-	done     chan struct{}
 }
 
 // hooks let tests stop a run at a chosen point; nil in production.
@@ -53,20 +48,20 @@ type hooks struct {
 	beforeRelease func(key string)
 }
 
-// NewPool returns a pool that runs jobs, by kind (the shard key's prefix
-// before the first ':', "wallet" for "wallet:…"). deps.Wake should be the
-// notify.Shards subscription.
-func NewPool(st *store.Store, deps loop.Deps, cfg Config, jobs map[string]Job) (*Pool, error) {
+// NewScheduler returns a scheduler that runs jobs, by kind (the shard key's
+// prefix before the first ':', "wallet" for "wallet:…"). deps.Wake should be
+// the notify.Shards subscription: a wake-up starts one idle worker's round.
+func NewScheduler(st *store.Store, deps loop.Deps, cfg Config, jobs map[string]Job) (*Scheduler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if len(jobs) == 0 {
-		return nil, errors.New("shard pool: no jobs")
+		return nil, errors.New("shard scheduler: no jobs")
 	}
 	kinds := make([]string, 0, len(jobs))
 	for kind, j := range jobs {
 		if kind == "" || strings.Contains(kind, ":") || j == nil {
-			return nil, fmt.Errorf("shard pool: bad job kind %q (a non-empty key prefix without ':', with a job)", kind)
+			return nil, fmt.Errorf("shard scheduler: bad job kind %q (a non-empty key prefix without ':', with a job)", kind)
 		}
 		kinds = append(kinds, kind)
 	}
@@ -74,10 +69,19 @@ func NewPool(st *store.Store, deps loop.Deps, cfg Config, jobs map[string]Job) (
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Pool{
-		cfg: cfg, store: st, deps: deps, jobs: jobs, kinds: kinds,
-		owner: ownerName(), poke: make(chan struct{}, 1),
-	}, nil
+	s := &Scheduler{cfg: cfg, store: st, deps: deps, jobs: jobs, kinds: kinds, owner: ownerName(), stopping: make(chan struct{})}
+	for n := range cfg.Workers {
+		owner := fmt.Sprintf("%s/%d", s.owner, n)
+		s.workers = append(s.workers, loop.New(loop.Config{
+			Name: "shard_worker", Interval: cfg.PollInterval, Wake: deps.Wake, MaxBackoff: cfg.PollInterval,
+			Logger: deps.Logger, Observe: deps.Metrics.ObserveRound,
+		}, func(ctx context.Context) (bool, error) {
+			// A run that claimed a shard is followed by another at once:
+			// one wake-up may stand for several shards.
+			return s.runOnce(ctx, owner)
+		}))
+	}
+	return s, nil
 }
 
 func ownerName() string {
@@ -87,146 +91,82 @@ func ownerName() string {
 	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
-// Owner returns the name this pool's workers write into the shards they hold
-// (followed by "/<worker>").
-func (p *Pool) Owner() string { return p.owner }
+// Owner returns the name this scheduler's workers write into the shards
+// they hold (followed by "/<worker>").
+func (s *Scheduler) Owner() string { return s.owner }
 
-// Schedule is seed 002's schedule(key): the shard becomes pending if it was
-// idle or new (and every process's workers are notified), stays as it is if
+// Schedule is schedule(key): the shard becomes pending if it was idle or
+// new (and every process's workers are notified), stays as it is if
 // pending, and is queued again after its run if running. A worker of this
 // process is woken at once.
-func (p *Pool) Schedule(ctx context.Context, key string) (store.ShardScheduled, error) {
-	if _, ok := p.jobs[kindOf(key)]; !ok {
+func (s *Scheduler) Schedule(ctx context.Context, key string) (store.ShardScheduled, error) {
+	if _, ok := s.jobs[kindOf(key)]; !ok {
 		return 0, fmt.Errorf("scheduling shard %q: no job for kind %q", key, kindOf(key))
 	}
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.DBTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
 	defer cancel()
-	res, err := p.store.ShardSchedule(ctx, store.ShardScheduleParams{Now: p.deps.Clock.Now(), Key: key})
+	res, err := s.store.ShardSchedule(ctx, store.ShardScheduleParams{Now: s.deps.Clock.Now(), Key: key})
 	if err != nil {
 		return 0, err
 	}
 	if res == store.ShardQueued {
-		p.Poke()
+		s.Poke()
 	}
 	return res, nil
 }
 
-// Poke wakes one idle worker of this process.
-func (p *Pool) Poke() {
-	select {
-	case p.poke <- struct{}{}:
-	default:
+// Poke wakes this process's idle workers without a database round trip:
+// a shard was queued here (Schedule, the follower, the rescuer).
+func (s *Scheduler) Poke() {
+	for _, w := range s.workers {
+		w.Poke()
 	}
 }
 
 // Start starts the workers and returns at once. Cancelling ctx cancels the
 // work in flight; Stop lets it finish.
-func (p *Pool) Start(ctx context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.started {
-		return errors.New("shard pool: already started")
-	}
-	p.started = true
-	p.stopping = make(chan struct{})
-	p.done = make(chan struct{})
-	var wg sync.WaitGroup
-	for n := range p.cfg.Workers {
-		wg.Go(func() { p.work(ctx, fmt.Sprintf("%s/%d", p.owner, n)) })
-	}
-	go func() {
-		wg.Wait()
-		close(p.done)
-	}()
-	return nil
+func (s *Scheduler) Start(ctx context.Context) error {
+	return loop.StartAll(ctx, s.loops()...)
 }
 
-// Stop is seed 002's shutdown: workers stop claiming, each finishes the
+// Stop is the scheduler's shutdown: workers stop claiming, each finishes the
 // cycle it is in, releases its shard (back to pending, for any process to
 // run), and Stop returns when every worker has ended. Safe to call twice.
-func (p *Pool) Stop() {
-	p.mu.Lock()
-	if !p.started {
-		p.mu.Unlock()
-		return
-	}
+func (s *Scheduler) Stop() {
+	s.mu.Lock()
 	select {
-	case <-p.stopping:
+	case <-s.stopping:
 	default:
-		close(p.stopping)
+		close(s.stopping)
 	}
-	done := p.done
-	p.mu.Unlock()
-	<-done
+	s.mu.Unlock()
+	loop.StopAll(s.loops()...)
 }
 
-func (p *Pool) isStopping() bool {
-	p.mu.Lock()
-	stopping := p.stopping
-	p.mu.Unlock()
-	if stopping == nil {
-		return false
+func (s *Scheduler) loops() []loop.Service {
+	out := make([]loop.Service, len(s.workers))
+	for i, w := range s.workers {
+		out[i] = w
 	}
+	return out
+}
+
+func (s *Scheduler) isStopping() bool {
 	select {
-	case <-stopping:
+	case <-s.stopping:
 		return true
 	default:
 		return false
 	}
 }
 
-// work is one worker (seed 002, worker loop): it waits for a wake-up, a poke
-// or its poll interval, then claims and runs shards until none is waiting.
-func (p *Pool) work(ctx context.Context, owner string) {
-	// A short random start delay keeps workers started together apart.
-	timer := time.NewTimer(mrand.N(min(p.cfg.PollInterval/4, 100*time.Millisecond) + 1))
-	defer timer.Stop()
-	failures := 0
-	for {
-		select {
-		case <-p.stopping:
-			return
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		case <-p.deps.Wake:
-		case <-p.poke:
-		}
-		next := p.cfg.PollInterval
-		for !p.isStopping() && ctx.Err() == nil {
-			ran, err := p.runOnce(ctx, owner)
-			if err != nil {
-				if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-					return
-				}
-				failures++
-				next = min(p.cfg.PollInterval, 50*time.Millisecond<<min(failures, 10))
-				next = next/2 + mrand.N(next/2+1)
-				p.deps.Logger.Error("shard worker: round failed", "worker", owner, "error", err, "failures", failures, "retry_in", next)
-				break
-			}
-			failures = 0
-			if !ran {
-				break
-			}
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(next)
-	}
-}
-
 // RunOnce claims the oldest pending shard and runs it until it releases it.
 // It reports whether it claimed one. Tests call it directly.
-func (p *Pool) RunOnce(ctx context.Context) (bool, error) {
-	return p.runOnce(ctx, p.owner+"/once")
+func (s *Scheduler) RunOnce(ctx context.Context) (bool, error) {
+	return s.runOnce(ctx, s.owner+"/once")
 }
 
-func (p *Pool) runOnce(ctx context.Context, owner string) (bool, error) {
+func (p *Scheduler) runOnce(ctx context.Context, owner string) (bool, error) {
 	now := p.deps.Clock.Now()
 	claimCtx, cancel := context.WithTimeout(ctx, p.cfg.DBTimeout)
 	c, err := p.store.ShardClaim(claimCtx, store.ShardClaimParams{
@@ -239,14 +179,12 @@ func (p *Pool) runOnce(ctx context.Context, owner string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	// One wake-up may stand for several shards: pass it on.
-	p.Poke()
 	return true, p.run(ctx, c, now)
 }
 
 // run is seed 002's execution loop for one claimed shard, then its
 // post-processing (the release).
-func (p *Pool) run(ctx context.Context, c Claim, started time.Time) error {
+func (p *Scheduler) run(ctx context.Context, c Claim, started time.Time) error {
 	job := p.jobs[kindOf(c.Key)]
 	log := p.deps.Logger.With("shard", c.Key, "run", c.Run)
 	leaseUntil := started.Add(p.cfg.Lease)
@@ -328,7 +266,7 @@ func (p *Pool) run(ctx context.Context, c Claim, started time.Time) error {
 // release ends the run (seed 002, post-processing). It runs even when ctx
 // was cancelled, so that a stopping process hands its shards back instead of
 // leaving them to the Rescuer.
-func (p *Pool) release(ctx context.Context, c Claim, workLeft bool, failure error) error {
+func (p *Scheduler) release(ctx context.Context, c Claim, workLeft bool, failure error) error {
 	now := p.deps.Clock.Now()
 	notBefore := now
 	if failure != nil {

@@ -131,7 +131,7 @@ type env struct {
 	db   *testdb.DB
 	clk  *clock.Fake
 	job  *testJob
-	pool *Pool
+	pool *Scheduler
 	cfg  Config
 }
 
@@ -148,7 +148,7 @@ func setup(t *testing.T) *env {
 	clk := testfactory.NewClock()
 	job := newTestJob(db.Store)
 	cfg := testConfig()
-	pool, err := NewPool(db.Store, loop.Deps{Clock: clk}, cfg, map[string]Job{"test": job})
+	pool, err := NewScheduler(db.Store, loop.Deps{Clock: clk}, cfg, map[string]Job{"test": job})
 	require.NoError(t, err)
 	return &env{db: db, clk: clk, job: job, pool: pool, cfg: cfg}
 }
@@ -328,7 +328,7 @@ func TestSeed002_ConcurrencyStaleOwnerAfterRescueChangesNothing(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(st2.Close)
 	job2 := newTestJob(st2)
-	pool2, err := NewPool(st2, loop.Deps{Clock: e.clk}, e.cfg, map[string]Job{"test": job2})
+	pool2, err := NewScheduler(st2, loop.Deps{Clock: e.clk}, e.cfg, map[string]Job{"test": job2})
 	require.NoError(t, err)
 	rescuer := NewRescuer(st2, loop.Deps{Clock: e.clk}, e.cfg)
 
@@ -384,7 +384,7 @@ func TestSeed002_ConcurrencyHolderWhoseLivenessConnectionDiedIsTakenOverAndFence
 	require.NoError(t, err)
 	t.Cleanup(st2.Close)
 	job2 := newTestJob(st2)
-	pool2, err := NewPool(st2, loop.Deps{Clock: e.clk}, e.cfg, map[string]Job{"test": job2})
+	pool2, err := NewScheduler(st2, loop.Deps{Clock: e.clk}, e.cfg, map[string]Job{"test": job2})
 	require.NoError(t, err)
 	rescuer := NewRescuer(st2, loop.Deps{Clock: e.clk}, e.cfg)
 
@@ -433,13 +433,13 @@ func TestSeed002_ConcurrencyTwoProcessesNeverRunOneShardAtOnce(t *testing.T) {
 	cfg.Quantum = 2 * time.Millisecond
 	job := newTestJob(nil) // one backlog, shared by both processes
 	const shards, items = 6, 30
-	var pools []*Pool
+	var pools []*Scheduler
 	for range 2 {
 		st, err := store.Open(t.Context(), db.URL)
 		require.NoError(t, err)
 		t.Cleanup(st.Close)
 		j := &sharedJob{testJob: job, st: st}
-		p, err := NewPool(st, loop.Deps{Clock: clock.Real{}}, cfg, map[string]Job{"test": j})
+		p, err := NewScheduler(st, loop.Deps{Clock: clock.Real{}}, cfg, map[string]Job{"test": j})
 		require.NoError(t, err)
 		pools = append(pools, p)
 	}
