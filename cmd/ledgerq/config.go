@@ -1,11 +1,16 @@
 package main
 
 import (
+	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
+	"math/big"
 	"os"
 
+	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/node"
+	"github.com/ledgerq/ledgerq/internal/store"
 )
 
 // flagParts says which groups of node.Config flags a command takes.
@@ -35,7 +40,7 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
 		fs.DurationVar(&c.API.WriteTimeout, "api-write-timeout", c.API.WriteTimeout, "time a client has to read a response, from its first byte (a long-poll's wait does not count)")
 		fs.DurationVar(&c.API.IdleTimeout, "api-idle-timeout", c.API.IdleTimeout, "close a keep-alive connection that waits longer for its next request")
 		fs.IntVar(&c.API.MaxConnections, "api-max-connections", c.API.MaxConnections, "most connections the API holds open; at the cap a new one closes the longest-idle keep-alive connection or waits")
-		fs.IntVar(&c.API.WebhookMaxEndpoints, "webhook-max-endpoints", c.API.WebhookMaxEndpoints, "wallet lane: most webhook endpoints one wallet may have (one more is refused with 409)")
+		fs.IntVar(&c.API.Webhooks.MaxEndpoints, "webhook-max-endpoints", c.API.Webhooks.MaxEndpoints, "wallet lane: most webhook endpoints one wallet may have (one more is refused with 409)")
 		fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGTERM, how long to let in-flight work finish before cancelling it")
 	}
 	if parts.roles {
@@ -65,7 +70,7 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
 	fs.DurationVar(&b.TrackGrace, "track-grace", b.TrackGrace, "batch lane: how long past its next check a batch this process follows in memory is left to it before other processes' monitors take it over")
 	fs.DurationVar(&b.ReconcileInterval, "reconcile-interval", b.ReconcileInterval, "batch lane: how often the queuer admits batches no transaction admitted (rows written by hand); a scan over the services")
 	registerSim(fs, &b.Ledger.Sim)
-	registerWallet(fs, &c.Wallet, parts)
+	registerWallet(fs, &c.Wallet, &c.API.Config, parts)
 	registerBuilder(fs, &c.Builder, parts)
 }
 
@@ -98,29 +103,32 @@ func registerBuilder(fs *flag.FlagSet, b *node.BuilderConfig, parts flagParts) {
 }
 
 // registerWallet registers the wallet lane's flags.
-func registerWallet(fs *flag.FlagSet, w *node.WalletConfig, parts flagParts) {
+func registerWallet(fs *flag.FlagSet, w *node.WalletConfig, api *httpapi.Config, parts flagParts) {
 	if parts.ledger {
 		fs.Var(&w.Keystores, "wallet", "wallet lane: a wallet ledgerq signs for, NAME=KEYSTORE_FILE (a go-ethereum keystore file); repeat or comma-separate for several. Its passphrase: --wallet-passphrase-file, else LEDGERQ_WALLET_PASSPHRASE_<NAME>, else LEDGERQ_WALLET_PASSPHRASE")
 		fs.Var(&w.PassphraseFiles, "wallet-passphrase-file", "wallet lane: a file whose first line unlocks the wallets (FILE), or one wallet (NAME=FILE); repeatable")
 		fs.StringVar(&w.Ledger.Kind, "wallet-ledger", w.Ledger.Kind, "wallet lane: evm (a node's JSON-RPC at --wallet-ledger-url) or sim (an in-process simulated EVM chain)")
 		fs.StringVar(&w.Ledger.URL, "wallet-ledger-url", w.Ledger.URL, "wallet lane: the EVM node's JSON-RPC URL, for --wallet-ledger evm (for example http://127.0.0.1:8545)")
 	}
-	fs.DurationVar(&w.Ledger.Timeout, "wallet-ledger-timeout", w.Ledger.Timeout, "wallet lane: timeout of one call to the chain")
-	fs.StringVar(&w.QueueType, "send-tx-queue-type", w.QueueType, "wallet lane: order of a wallet's waiting tasks: priority (highest first, then oldest) or fifo")
-	fs.IntVar(&w.InFlight, "wallet-in-flight", w.InFlight, "wallet lane: most transactions a wallet has signed or sent and not yet confirmed")
-	fs.DurationVar(&w.FollowInterval, "wallet-follow-interval", w.FollowInterval, "wallet lane: how often a wallet with transactions in flight is checked for receipts")
-	fs.DurationVar(&w.ReplacedAfter, "wallet-replaced-after", w.ReplacedAfter, "wallet lane: how long a nonce the chain passed, whose hashes have no receipt, waits before its transaction counts as replaced and its task is sent again")
-	fs.DurationVar(&w.CycleBudget, "wallet-cycle-budget", w.CycleBudget, "wallet lane: a cycle of a wallet's run makes no new call to the chain past this; with --wallet-ledger-timeout it must fit twice in --shard-lease")
-	fs.DurationVar(&w.StallTimeout, "wallet-stall-timeout", w.StallTimeout, "wallet lane: a wallet whose chain nonce has not moved for this long gets its stalled transaction re-sent with fees raised (max of 1.2x and the node's suggestion), or a no-op for a nonce none of ours holds")
-	fs.StringVar(&w.PriceCapWei, "wallet-price-cap", w.PriceCapWei, "wallet lane: the highest fee cap a gas bump may offer, in wei (0: no cap); at the cap the task stays and is marked price_capped_at")
-	fs.IntVar(&w.ResetGap, "wallet-reset-gap", w.ResetGap, "wallet lane: a next nonce more than this above the chain's, with nothing in flight, is reset to the chain's (0: --wallet-in-flight)")
-	fs.IntVar(&w.MaxRecycled, "wallet-max-recycled", w.MaxRecycled, "wallet lane: with more freed nonces than this, they are filled with no-ops at once instead of waiting for tasks")
-	fs.DurationVar(&w.BalanceMaxAge, "wallet-balance-max-age", w.BalanceMaxAge, "wallet lane: a wallet's balance older than this is read again before sending; sending pauses while it is below the wallet's threshold")
-	fs.IntVar(&w.MaxReplacements, "wallet-max-replacements", w.MaxReplacements, "wallet lane: times a task whose nonce another transaction took goes back to waiting before it ends in error")
-	fs.IntVar(&w.Confirmations, "wallet-confirmations", w.Confirmations, "wallet lane: blocks deep (its own block counting as one) a transaction must be before its task is done; until then it is executing and a block that leaves the chain sends it again (0: by chain id: 1 on dev chains 1337 and 31337, 64 on Polygon, 15 on BNB Smart Chain, 12 elsewhere)")
-	fs.DurationVar(&w.RebroadcastAfter, "wallet-rebroadcast-after", w.RebroadcastAfter, "wallet lane: while a wallet's chain nonce has not moved for this long, its sent transactions are broadcast again with the same bytes (a node that restarted forgets its pool)")
-	fs.DurationVar(&w.WatchAfter, "wallet-watch-after", w.WatchAfter, "wallet lane: a wallet whose chain nonce moved within this is still checked with nothing in flight, so that final transactions a node then loses are sent again (0: only while it has work)")
-	fs.StringVar(&w.MaxFeePerGasWei, "wallet-max-fee-per-gas", w.MaxFeePerGasWei, "wallet lane: the highest max_fee_per_gas or max_priority_fee_per_gas a send-tx may ask for, in wei (400 above it)")
+	fs.DurationVar(&w.Lane.LedgerTimeout, "wallet-ledger-timeout", w.Lane.LedgerTimeout, "wallet lane: timeout of one call to the chain")
+	fs.Func("send-tx-queue-type", "wallet lane: order of a wallet's waiting tasks: priority (highest first, then oldest) or fifo (default "+string(w.Lane.QueueType)+")", func(v string) error {
+		w.Lane.QueueType = store.QueueType(v)
+		return nil
+	})
+	fs.IntVar(&w.Lane.InFlight, "wallet-in-flight", w.Lane.InFlight, "wallet lane: most transactions a wallet has signed or sent and not yet confirmed")
+	fs.DurationVar(&w.Lane.FollowInterval, "wallet-follow-interval", w.Lane.FollowInterval, "wallet lane: how often a wallet with transactions in flight is checked for receipts")
+	fs.DurationVar(&w.Lane.ReplacedAfter, "wallet-replaced-after", w.Lane.ReplacedAfter, "wallet lane: how long a nonce the chain passed, whose hashes have no receipt, waits before its transaction counts as replaced and its task is sent again")
+	fs.DurationVar(&w.Lane.CycleBudget, "wallet-cycle-budget", w.Lane.CycleBudget, "wallet lane: a cycle of a wallet's run makes no new call to the chain past this; with --wallet-ledger-timeout it must fit twice in --shard-lease")
+	fs.DurationVar(&w.Lane.StallTimeout, "wallet-stall-timeout", w.Lane.StallTimeout, "wallet lane: a wallet whose chain nonce has not moved for this long gets its stalled transaction re-sent with fees raised (max of 1.2x and the node's suggestion), or a no-op for a nonce none of ours holds")
+	fs.Var(weiFlag{&w.Lane.PriceCap, true}, "wallet-price-cap", "wallet lane: the highest fee cap a gas bump may offer, in wei (0: no cap); at the cap the task stays and is marked price_capped_at")
+	fs.IntVar(&w.Lane.ResetGap, "wallet-reset-gap", w.Lane.ResetGap, "wallet lane: a next nonce more than this above the chain's, with nothing in flight, is reset to the chain's (0: --wallet-in-flight)")
+	fs.IntVar(&w.Lane.MaxRecycled, "wallet-max-recycled", w.Lane.MaxRecycled, "wallet lane: with more freed nonces than this, they are filled with no-ops at once instead of waiting for tasks")
+	fs.DurationVar(&w.Lane.BalanceMaxAge, "wallet-balance-max-age", w.Lane.BalanceMaxAge, "wallet lane: a wallet's balance older than this is read again before sending; sending pauses while it is below the wallet's threshold")
+	fs.IntVar(&w.Lane.MaxReplacements, "wallet-max-replacements", w.Lane.MaxReplacements, "wallet lane: times a task whose nonce another transaction took goes back to waiting before it ends in error")
+	fs.IntVar(&w.Lane.Confirmations, "wallet-confirmations", w.Lane.Confirmations, "wallet lane: blocks deep (its own block counting as one) a transaction must be before its task is done; until then it is executing and a block that leaves the chain sends it again (0: by chain id: 1 on dev chains 1337 and 31337, 64 on Polygon, 15 on BNB Smart Chain, 12 elsewhere)")
+	fs.DurationVar(&w.Lane.RebroadcastAfter, "wallet-rebroadcast-after", w.Lane.RebroadcastAfter, "wallet lane: while a wallet's chain nonce has not moved for this long, its sent transactions are broadcast again with the same bytes (a node that restarted forgets its pool)")
+	fs.DurationVar(&w.Lane.WatchAfter, "wallet-watch-after", w.Lane.WatchAfter, "wallet lane: a wallet whose chain nonce moved within this is still checked with nothing in flight, so that final transactions a node then loses are sent again (0: only while it has work)")
+	fs.Var(weiFlag{&api.MaxFeePerGas, false}, "wallet-max-fee-per-gas", "wallet lane: the highest max_fee_per_gas or max_priority_fee_per_gas a send-tx may ask for, in wei (400 above it)")
 	fs.IntVar(&w.Shards.Workers, "shard-workers", w.Shards.Workers, "shards: workers of this process (one shard each at a time)")
 	fs.DurationVar(&w.Shards.Quantum, "shard-quantum", w.Shards.Quantum, "shards: longest a worker runs one shard before yielding it")
 	fs.DurationVar(&w.Shards.Lease, "shard-lease", w.Shards.Lease, "shards: a claim's lease; a shard whose lease passed is rescued (the backstop: a shard whose holder's process died is rescued at once)")
@@ -152,4 +160,34 @@ func registerSim(fs *flag.FlagSet, s *node.SimConfig) {
 
 func setupLogger(level string) (*slog.Logger, error) {
 	return newLogger(os.Stderr, level)
+}
+
+// weiFlag is a flag of a whole number of wei (a uint256, in decimal); with
+// zero, 0 or "" means none (nil).
+type weiFlag struct {
+	p    **big.Int
+	zero bool
+}
+
+func (f weiFlag) String() string {
+	if f.p == nil || *f.p == nil {
+		return "0"
+	}
+	return (*f.p).String()
+}
+
+func (f weiFlag) Set(s string) error {
+	if f.zero && (s == "" || s == "0") {
+		*f.p = nil
+		return nil
+	}
+	v, ok := new(big.Int).SetString(s, 10)
+	switch {
+	case !ok || v.Sign() < 0 || v.BitLen() > 256:
+		return fmt.Errorf("want a decimal amount of wei, got %q", s)
+	case v.Sign() == 0:
+		return errors.New("want a positive amount of wei")
+	}
+	*f.p = v
+	return nil
 }

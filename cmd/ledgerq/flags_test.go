@@ -62,7 +62,7 @@ func TestRegisterConfig_EachFlagSetsItsOneField(t *testing.T) {
 		"--api-max-connections=9":      func(c *node.Config) { c.API.MaxConnections = 9 },
 		"--database-url=postgres://db": func(c *node.Config) { c.DatabaseURL = "postgres://db" },
 		"--webhook-allow-private":      func(c *node.Config) { c.Wallet.Webhooks.AllowPrivate = true },
-		"--webhook-max-endpoints=7":    func(c *node.Config) { c.API.WebhookMaxEndpoints = 7 },
+		"--webhook-max-endpoints=7":    func(c *node.Config) { c.API.Webhooks.MaxEndpoints = 7 },
 	} {
 		got, expected := node.Defaults(), node.Defaults()
 		require.NoError(t, parseFlags(serveFlags(&got), []string{flagArgs}), flagArgs)

@@ -265,14 +265,14 @@ func (r *walletRun) open(ctx context.Context) error {
 		sc.Alloc = node.FundAlloc(c.FundWei, addrs...)
 		r.ledger, r.closeL = evmsim.New(sc), func() {}
 	default:
-		l, err := evm.Dial(ctx, c.LedgerURL, evm.Config{CallTimeout: c.Node.Wallet.Ledger.Timeout})
+		l, err := evm.Dial(ctx, c.LedgerURL, evm.Config{CallTimeout: c.Node.Wallet.Lane.LedgerTimeout})
 		if err != nil {
 			return err
 		}
 		r.ledger, r.closeL = l, l.Close
 	}
 	var err error
-	if r.chainID, err = node.ReadChainID(ctx, r.ledger, c.Node.Wallet.Ledger.Timeout); err != nil {
+	if r.chainID, err = node.ReadChainID(ctx, r.ledger, c.Node.Wallet.Lane.LedgerTimeout); err != nil {
 		return err
 	}
 
@@ -563,7 +563,7 @@ func (r *walletRun) summarize(ctx context.Context, rep *WalletReport) error {
 		if len(tasks) != m {
 			problem("wallet %s: %d tasks stored, want %d", w.ID, len(tasks), m)
 		}
-		chk, err := CheckWalletOnChain(ctx, r.ledger, st, r.chainID, common.Address(w.Address()), tasks, r.cfg.Node.Wallet.Ledger.Timeout)
+		chk, err := CheckWalletOnChain(ctx, r.ledger, st, r.chainID, common.Address(w.Address()), tasks, r.cfg.Node.Wallet.Lane.LedgerTimeout)
 		if err != nil {
 			problem("wallet %s: checking the chain: %v", w.ID, err)
 		}
@@ -591,7 +591,7 @@ func (r *walletRun) summarize(ctx context.Context, rep *WalletReport) error {
 				problem("wallet %s: no confirmed transaction at nonce %d", w.ID, nonce)
 			}
 		}
-		callCtx, cancel := context.WithTimeout(ctx, r.cfg.Node.Wallet.Ledger.Timeout)
+		callCtx, cancel := context.WithTimeout(ctx, r.cfg.Node.Wallet.Lane.LedgerTimeout)
 		chainNonce, err := r.ledger.NonceAt(callCtx, w.Address())
 		cancel()
 		switch {
@@ -648,7 +648,7 @@ func (rep *WalletReport) WriteSummary(w io.Writer) error {
 		fmt.Sprintf("  enqueue           %d workers, one TaskInsert per task; grace %s", c.IngestWorkers, c.Grace),
 		fmt.Sprintf("  chain             %s", chain),
 		fmt.Sprintf("  wallet lane       %d shard workers, quantum %s, lease %s; in flight %d, follow interval %s, queue %s",
-			wc.Shards.Workers, wc.Shards.Quantum, wc.Shards.Lease, wc.InFlight, wc.FollowInterval, wc.QueueType),
+			wc.Shards.Workers, wc.Shards.Quantum, wc.Shards.Lease, wc.Lane.InFlight, wc.Lane.FollowInterval, wc.Lane.QueueType),
 		"results",
 		fmt.Sprintf("  tasks             %d enqueued of %d; %d done (%d reverted), %d error, %d waiting, %d executing; %d transactions signed",
 			rep.Enqueued, rep.Planned, rep.Done, rep.Reverted, rep.Error, rep.Waiting, rep.Executing, rep.Attempts),

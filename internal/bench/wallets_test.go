@@ -26,7 +26,7 @@ func walletSetup(t testing.TB, wallets, perWallet int) (bench.WalletConfig, *loc
 	cfg.IngestWorkers = 2
 	cfg.Grace = time.Minute
 	cfg.Node.Loops.PollInterval = 50 * time.Millisecond
-	cfg.Node.Wallet.FollowInterval = 50 * time.Millisecond
+	cfg.Node.Wallet.Lane.FollowInterval = 50 * time.Millisecond
 	cfg.Sim.BlockPeriod = 20 * time.Millisecond
 	cfg.Progress = progress
 	cfg.ProgressInterval = 50 * time.Millisecond

@@ -38,8 +38,25 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
-// Config configures the API.
+// Config configures the API and its listener.
 type Config struct {
+	// Addr is the listen address.
+	Addr string
+	// ReadHeaderTimeout bounds the reading of a request's headers.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds the reading of a whole request, headers and body:
+	// a body trickled slower is cut off with 408.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds the writing of a response, counted from its first
+	// byte rather than from the request, so that a long-poll may wait.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that waits longer for its
+	// next request.
+	IdleTimeout time.Duration
+	// MaxConnections caps the connections the API holds open. At the cap a
+	// new connection closes the longest-idle keep-alive one, or waits in the
+	// kernel's accept queue until a connection ends.
+	MaxConnections int
 	// MaxBodyBytes limits request bodies (413 beyond it).
 	MaxBodyBytes int64
 	// MaxBatchesPerRequest limits the array of POST /v1/batches.
@@ -83,8 +100,12 @@ var DefaultMaxFeePerGas = big.NewInt(10_000_000_000_000)
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
-	return Config{MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20, RequestTimeout: 5 * time.Second,
-		TaskMaxWait: 50 * time.Second, MaxFeePerGas: new(big.Int).Set(DefaultMaxFeePerGas), Webhooks: WebhookEndpoints{MaxEndpoints: 25}}
+	return Config{
+		Addr: "127.0.0.1:8080", ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxConnections: 1024,
+		MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20, RequestTimeout: 5 * time.Second,
+		TaskMaxWait: 50 * time.Second, MaxFeePerGas: new(big.Int).Set(DefaultMaxFeePerGas), Webhooks: WebhookEndpoints{MaxEndpoints: 25},
+	}
 }
 
 // longPollRoutes are the routes whose requests may wait longer than

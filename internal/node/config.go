@@ -44,41 +44,12 @@ type Config struct {
 	ShutdownTimeout time.Duration
 }
 
-// APIConfig configures the HTTP API.
+// APIConfig configures the HTTP API: whether serve runs it, and the API's
+// own settings (httpapi.Config, its listener's included).
 type APIConfig struct {
 	// Enabled runs the API in Serve.
 	Enabled bool
-	// Addr is the listen address.
-	Addr string
-	// MaxBodyBytes limits request bodies (413 beyond it).
-	MaxBodyBytes int64
-	// MaxBatchesPerRequest limits the array of POST /v1/batches.
-	MaxBatchesPerRequest int
-	// MaxPayloadBytes limits one batch's decoded payload.
-	MaxPayloadBytes int
-	// RequestTimeout bounds each request's database work (503 past it).
-	RequestTimeout time.Duration
-	// TaskMaxWait is the longest POST …/send-tx waits for its task to end
-	// before answering 202 with the task, for the client to poll.
-	TaskMaxWait time.Duration
-	// ReadHeaderTimeout bounds the reading of a request's headers.
-	ReadHeaderTimeout time.Duration
-	// ReadTimeout bounds the reading of a whole request, headers and body:
-	// a body trickled slower is cut off with 408.
-	ReadTimeout time.Duration
-	// WriteTimeout bounds the writing of a response, counted from its first
-	// byte rather than from the request, so that a long-poll may wait.
-	WriteTimeout time.Duration
-	// IdleTimeout closes a keep-alive connection that waits longer for its
-	// next request.
-	IdleTimeout time.Duration
-	// MaxConnections caps the connections the API holds open. At the cap a
-	// new connection closes the longest-idle keep-alive one, or waits in the
-	// kernel's accept queue until a connection ends.
-	MaxConnections int
-	// WebhookMaxEndpoints is the most webhook endpoints one wallet may
-	// have.
-	WebhookMaxEndpoints int
+	httpapi.Config
 }
 
 // LoopsConfig chooses the roles this process runs and their shared timings.
@@ -169,13 +140,7 @@ const (
 func Defaults() Config {
 	return Config{
 		Migrate: true,
-		API: APIConfig{
-			Enabled: true, Addr: "127.0.0.1:8080",
-			MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20,
-			RequestTimeout: 5 * time.Second, TaskMaxWait: 50 * time.Second, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-			WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxConnections: 1024,
-			WebhookMaxEndpoints: httpapi.DefaultConfig().Webhooks.MaxEndpoints,
-		},
+		API:   APIConfig{Enabled: true, Config: httpapi.DefaultConfig()},
 		Loops: LoopsConfig{
 			Queuer: true, Submitter: true, Monitor: true,
 			PollInterval: time.Second, DBTimeout: 10 * time.Second,
@@ -256,7 +221,7 @@ func (c *Config) ValidateSettings() error {
 	if err := c.Wallet.validate(); err != nil {
 		return err
 	}
-	if c.Wallet.Enabled() && c.API.WebhookMaxEndpoints < 1 {
+	if c.Wallet.Enabled() && c.API.Webhooks.MaxEndpoints < 1 {
 		return errors.New("--webhook-max-endpoints must be at least 1")
 	}
 	if err := c.Builder.validate(); err != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
-	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
@@ -40,42 +39,12 @@ type WalletConfig struct {
 	PassphraseFiles keystore.PassphraseFiles
 	// Registry, when set, is used instead of Keystores (dev, bench, tests).
 	Registry *keystore.Registry
-	// QueueType is "priority" (highest first, then oldest) or "fifo".
-	QueueType string
-	// InFlight is the most attempts a wallet has signed or sent and not
-	// yet confirmed (seed 003's budget).
-	InFlight int
-	// FollowInterval is how often a wallet with attempts in flight is run
-	// to confirm them.
-	FollowInterval time.Duration
-	// CycleBudget bounds the ledger calls of one cycle of a wallet's run:
-	// past it the cycle makes no new call.
-	CycleBudget time.Duration
-	// ReplacedAfter is how long a passed nonce whose hashes have no receipt
-	// waits before its attempt counts as replaced.
-	ReplacedAfter time.Duration
-	// StallTimeout, PriceCapWei, ResetGap, MaxRecycled, BalanceMaxAge and
-	// MaxReplacements keep a wallet moving when the chain does not
-	// cooperate (see workers.WalletConfig): gas bumps and no-ops after a stall, the
-	// bump's price cap (decimal wei, "" or "0": none), nonce resets, freed
-	// nonces, balance health and replaced tasks.
-	StallTimeout    time.Duration
-	PriceCapWei     string
-	ResetGap        int
-	MaxRecycled     int
-	BalanceMaxAge   time.Duration
-	MaxReplacements int
-	// Confirmations is how many blocks deep a transaction must be before
-	// its task is done (0: by chain id, see workers.DefaultConfirmations);
-	// RebroadcastAfter and WatchAfter keep sent and final transactions on a
-	// chain that loses them (see workers.WalletConfig).
-	Confirmations    int
-	RebroadcastAfter time.Duration
-	WatchAfter       time.Duration
-	// MaxFeePerGasWei is the highest fee cap or tip a send-tx may ask for,
-	// decimal wei (the API answers 400 above it).
-	MaxFeePerGasWei string
-	// Shards configures the shard workers (seed 002).
+	// Lane is the per-wallet work's own settings: the in-flight budget,
+	// queue type, confirmations, stall timeout, price cap, ... (see
+	// workers.WalletConfig); node fills its clock, logger, metrics and
+	// database timeout.
+	Lane workers.WalletConfig
+	// Shards configures the shard scheduler.
 	Shards workers.Config
 	// RetentionAge is how long finished tasks are kept (0: forever);
 	// deleted RetentionBatchSize at a time by the monitor role.
@@ -93,8 +62,6 @@ type WalletLedgerConfig struct {
 	// simulated EVM chain).
 	Kind string
 	URL  string
-	// Timeout bounds one call to the chain.
-	Timeout time.Duration
 	// Sim configures the simulated chain, for Kind "sim".
 	Sim evmsim.Config
 	// SimJournal, for Kind "sim", is a file the simulated chain keeps its
@@ -113,17 +80,11 @@ const (
 
 // walletDefaults are the wallet lane's defaults.
 func walletDefaults() WalletConfig {
-	e := workers.WalletDefaults()
 	return WalletConfig{
-		Ledger:    WalletLedgerConfig{Kind: WalletLedgerEVM, Timeout: e.LedgerTimeout},
-		QueueType: string(store.QueuePriority), InFlight: e.InFlight,
-		FollowInterval: e.FollowInterval, ReplacedAfter: e.ReplacedAfter, CycleBudget: e.CycleBudget,
-		StallTimeout: e.StallTimeout, ResetGap: e.ResetGap, MaxRecycled: e.MaxRecycled,
-		BalanceMaxAge: e.BalanceMaxAge, MaxReplacements: e.MaxReplacements,
-		Confirmations: e.Confirmations, RebroadcastAfter: e.RebroadcastAfter, WatchAfter: e.WatchAfter,
-		MaxFeePerGasWei: httpapi.DefaultMaxFeePerGas.String(),
-		Shards:          workers.Defaults(),
-		RetentionAge:    7 * 24 * time.Hour, RetentionBatchSize: 1000, RetentionInterval: time.Minute,
+		Ledger:       WalletLedgerConfig{Kind: WalletLedgerEVM},
+		Lane:         workers.WalletDefaults(),
+		Shards:       workers.Defaults(),
+		RetentionAge: 7 * 24 * time.Hour, RetentionBatchSize: 1000, RetentionInterval: time.Minute,
 		Webhooks: monitor.WebhookDefaults(),
 	}
 }
@@ -142,7 +103,7 @@ func (w *WalletConfig) validate() error {
 		return fmt.Errorf("--wallet-ledger %q: want evm or sim", l.Kind)
 	case l.Instance == nil && l.Kind == WalletLedgerEVM && l.URL == "":
 		return errors.New("--wallet-ledger evm needs --wallet-ledger-url (the node's JSON-RPC, for example http://127.0.0.1:8545)")
-	case l.Timeout <= 0:
+	case w.Lane.LedgerTimeout <= 0:
 		return errors.New("--wallet-ledger-timeout must be positive")
 	case w.RetentionAge < 0:
 		return errors.New("--wallet-retention-age must not be negative (0 keeps finished tasks forever)")
@@ -154,13 +115,7 @@ func (w *WalletConfig) validate() error {
 			return fmt.Errorf("--wallet-ledger-url: %w", err)
 		}
 	}
-	if _, err := w.priceCap(); err != nil {
-		return err
-	}
-	if _, err := w.maxFeePerGas(); err != nil {
-		return err
-	}
-	ec := w.laneConfig(nil)
+	ec := w.Lane
 	if err := ec.Validate(); err != nil {
 		return fmt.Errorf("wallet lane: %w (--send-tx-queue-type, --wallet-in-flight, --wallet-follow-interval)", err)
 	}
@@ -179,42 +134,14 @@ func (w *WalletConfig) validate() error {
 	return nil
 }
 
-// priceCap parses PriceCapWei: nil for none.
-func (w *WalletConfig) priceCap() (*big.Int, error) {
-	if w.PriceCapWei == "" || w.PriceCapWei == "0" {
-		return nil, nil
-	}
-	v, ok := new(big.Int).SetString(w.PriceCapWei, 10)
-	if !ok || v.Sign() < 0 || v.BitLen() > 256 {
-		return nil, fmt.Errorf("--wallet-price-cap %q: want a decimal amount of wei (0: no cap)", w.PriceCapWei)
-	}
-	return v, nil
-}
-
-// maxFeePerGas parses MaxFeePerGasWei.
-func (w *WalletConfig) maxFeePerGas() (*big.Int, error) {
-	v, ok := new(big.Int).SetString(w.MaxFeePerGasWei, 10)
-	if !ok || v.Sign() <= 0 || v.BitLen() > 256 {
-		return nil, fmt.Errorf("--wallet-max-fee-per-gas %q: want a positive decimal amount of wei", w.MaxFeePerGasWei)
-	}
-	return v, nil
-}
-
-// laneConfig is the wallet worker's share of w.
+// laneConfig is w.Lane with what the node gives every service: its clock,
+// logger, metrics and the loops' database timeout.
 func (w *WalletConfig) laneConfig(n *Node) workers.WalletConfig {
-	c := workers.WalletDefaults()
-	c.InFlight, c.QueueType = w.InFlight, store.QueueType(w.QueueType)
-	c.LedgerTimeout, c.FollowInterval, c.ReplacedAfter, c.CycleBudget = w.Ledger.Timeout, w.FollowInterval, w.ReplacedAfter, w.CycleBudget
-	c.StallTimeout, c.ResetGap, c.MaxRecycled = w.StallTimeout, w.ResetGap, w.MaxRecycled
-	c.BalanceMaxAge, c.MaxReplacements = w.BalanceMaxAge, w.MaxReplacements
-	c.Confirmations, c.RebroadcastAfter, c.WatchAfter = w.Confirmations, w.RebroadcastAfter, w.WatchAfter
-	c.PriceCap, _ = w.priceCap() // validated
-	if n != nil {
-		c.DBTimeout, c.Clock, c.Logger = n.cfg.Loops.DBTimeout, n.clock, n.logger
-		m := n.metrics
-		c.Metrics = m
-		c.OnPriceCapped = func(workers.PriceCapped) { m.Transition("wallet", "price_capped", 1) }
-	}
+	c := w.Lane
+	c.DBTimeout, c.Clock, c.Logger = n.cfg.Loops.DBTimeout, n.clock, n.logger
+	m := n.metrics
+	c.Metrics = m
+	c.OnPriceCapped = func(workers.PriceCapped) { m.Transition("wallet", "price_capped", 1) }
 	return c
 }
 
@@ -248,7 +175,7 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 	n.wallet = lane
 	lane.wallets = w.Registry
 	if lane.wallets == nil {
-		chainID, err := ReadChainID(ctx, led, w.Ledger.Timeout)
+		chainID, err := ReadChainID(ctx, led, w.Lane.LedgerTimeout)
 		if err != nil {
 			return fmt.Errorf("wallet lane: %w", err)
 		}
@@ -338,7 +265,7 @@ func (n *Node) newWalletLedger(ctx context.Context) (ledger.WalletLedger, func()
 	case lc.Kind == WalletLedgerSim:
 		return openEVMSim(lc.Sim, lc.SimJournal, n.clock)
 	default:
-		l, err := evm.Dial(ctx, lc.URL, evm.Config{CallTimeout: lc.Timeout})
+		l, err := evm.Dial(ctx, lc.URL, evm.Config{CallTimeout: n.cfg.Wallet.Lane.LedgerTimeout})
 		if err != nil {
 			return nil, nil, fmt.Errorf("wallet lane: %w", err)
 		}

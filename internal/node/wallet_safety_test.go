@@ -58,7 +58,7 @@ func startWalletAPI(t *testing.T, mutate func(*node.Config)) *walletAPI {
 	cfg.Loops.PollInterval = 100 * time.Millisecond
 	cfg.Wallet.Registry = reg
 	cfg.Wallet.Ledger.Instance = chain
-	cfg.Wallet.FollowInterval = 100 * time.Millisecond
+	cfg.Wallet.Lane.FollowInterval = 100 * time.Millisecond
 	cfg.Wallet.Shards.Backoff = 100 * time.Millisecond
 	cfg.API.TaskMaxWait = 0
 	if mutate != nil {
@@ -180,7 +180,7 @@ func TestWalletAPI_AnIdenticalRetryOfARefusedSendTxDoesNotStopTheWallet(t *testi
 // wallet is not paused and sends the next task at once.
 func TestWalletAPI_ATasksUnaffordableFeesNeverPauseTheWallet(t *testing.T) {
 	t.Parallel()
-	w := startWalletAPI(t, func(c *node.Config) { c.Wallet.MaxFeePerGasWei = "1" + strings.Repeat("0", 30) })
+	w := startWalletAPI(t, func(c *node.Config) { c.API.MaxFeePerGas, _ = new(big.Int).SetString("1"+strings.Repeat("0", 30), 10) })
 	got := w.ended(w.send(`{"to":"0x000000000000000000000000000000000000dEaD","value":"1","max_fee_per_gas":"1000000000000000000000000000000"}`).ID)
 	require.Equal(t, "error", got.Status)
 	require.True(t, strings.HasPrefix(got.Error, "insufficient funds"), got.Error)
@@ -230,7 +230,7 @@ func mustField(t *testing.T, body, field string) string {
 // and confirmations too, executing until it is deep enough.
 func TestWalletAPI_ATaskShowsEveryAttemptWithItsBlockAndConfirmations(t *testing.T) {
 	t.Parallel()
-	w := startWalletAPI(t, func(c *node.Config) { c.Wallet.Confirmations = 3 })
+	w := startWalletAPI(t, func(c *node.Config) { c.Wallet.Lane.Confirmations = 3 })
 	id := w.send(`{"to":"0x000000000000000000000000000000000000dEaD","value":"7"}`).ID
 	var mined apiTask
 	require.Eventually(t, func() bool {

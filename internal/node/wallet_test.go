@@ -48,7 +48,7 @@ func TestWalletConfig_ShardLeaseMustOutlastTwoWalletCycles(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--shard-lease") {
 		t.Fatalf("Validate = %v, want the --shard-lease error", err)
 	}
-	c.Wallet.CycleBudget, c.Wallet.Ledger.Timeout = time.Second, 2*time.Second
+	c.Wallet.Lane.CycleBudget, c.Wallet.Lane.LedgerTimeout = time.Second, 2*time.Second
 	if err := c.Validate(); err != nil {
 		t.Fatalf("a lease of twice budget + timeout: %v", err)
 	}
@@ -59,10 +59,10 @@ func TestWalletConfig_RefusesWhatCannotRun(t *testing.T) {
 	for name, mutate := range map[string]func(*node.Config){
 		"evm without url": func(c *node.Config) { c.Wallet.Ledger.Kind = node.WalletLedgerEVM },
 		"unknown ledger":  func(c *node.Config) { c.Wallet.Ledger.Kind = "bitcoin" },
-		"queue type":      func(c *node.Config) { c.Wallet.QueueType = "lifo" },
-		"in-flight":       func(c *node.Config) { c.Wallet.InFlight = 0 },
+		"queue type":      func(c *node.Config) { c.Wallet.Lane.QueueType = "lifo" },
+		"in-flight":       func(c *node.Config) { c.Wallet.Lane.InFlight = 0 },
 		"retention":       func(c *node.Config) { c.Wallet.RetentionAge = -time.Second },
-		"no webhooks":     func(c *node.Config) { c.API.WebhookMaxEndpoints = 0 },
+		"no webhooks":     func(c *node.Config) { c.API.Webhooks.MaxEndpoints = 0 },
 	} {
 		c := walletConfig(t)
 		mutate(&c)

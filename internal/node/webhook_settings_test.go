@@ -57,7 +57,7 @@ func TestWalletLane_WebhookEndpointSettingsReachTheAPI(t *testing.T) {
 	}
 	got := register(t, func(c *node.Config) {
 		c.Wallet.Webhooks.AllowPrivate = true
-		c.API.WebhookMaxEndpoints = 1
+		c.API.Webhooks.MaxEndpoints = 1
 	})
 	if got[0] != http.StatusCreated || got[1] != http.StatusConflict {
 		t.Errorf("allowed private, at most 1: answers %v, want [201 409]", got)

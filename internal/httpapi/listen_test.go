@@ -1,4 +1,4 @@
-package node
+package httpapi_test
 
 import (
 	"bufio"
@@ -11,15 +11,17 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/httpapi"
 )
 
 // serveHandler serves h the way Serve serves the API, with a 1s write
 // timeout, and returns its address.
 func serveHandler(t *testing.T, h http.Handler) string {
 	t.Helper()
-	cfg := Defaults().API
+	cfg := httpapi.DefaultConfig()
 	cfg.Addr, cfg.WriteTimeout = "127.0.0.1:0", time.Second
-	srv, ln, err := cfg.listen(h, slog.New(slog.DiscardHandler))
+	srv, ln, err := cfg.Listen(h, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
