@@ -140,7 +140,7 @@ const (
 func Defaults() Config {
 	return Config{
 		Migrate: true,
-		API:   APIConfig{Enabled: true, Config: httpapi.DefaultConfig()},
+		API:     APIConfig{Enabled: true, Config: httpapi.DefaultConfig()},
 		Loops: LoopsConfig{
 			Queuer: true, Submitter: true, Monitor: true,
 			PollInterval: time.Second, DBTimeout: 10 * time.Second,
