@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -162,6 +163,24 @@ func TestKubernetes_ManifestsDecodeStrictlyIntoTheirTypes(t *testing.T) {
 		"split/api.yaml: Deployment ledgerq-api",
 		"split/monitor.yaml: Deployment ledgerq-monitor",
 	}, got)
+}
+
+func TestKubernetes_NamesAndLabelsAreValid(t *testing.T) {
+	t.Parallel()
+	check := func(where string, set map[string]string) {
+		for k, v := range set {
+			require.Empty(t, validation.IsQualifiedName(k), "%s: label key %q", where, k)
+			require.Empty(t, validation.IsValidLabelValue(v), "%s: label %s value %q", where, k, v)
+		}
+	}
+	for _, m := range loadManifests(t) {
+		where := m.file + ": " + m.name
+		require.Empty(t, validation.IsDNS1123Subdomain(m.name), "%s: name", where)
+		check(where, m.obj.(metav1.Object).GetLabels())
+	}
+	for _, w := range workloads(loadManifests(t)) {
+		check(w.file+": "+w.name+" pod template", w.pod.Labels)
+	}
 }
 
 func TestKubernetes_EveryPodRunsHardened(t *testing.T) {
