@@ -10,7 +10,7 @@ OAPI_CODEGEN = cd tools && $(GO) tool oapi-codegen -config ../api/oapi-codegen.y
 API_GEN = internal/httpapi/apigen/apigen.gen.go
 TEST_FLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: test fmt-check vet sqlc-check api-check go-test generate build
+.PHONY: test fmt-check vet sqlc-check api-check go-test generate build image
 
 test: fmt-check vet sqlc-check api-check go-test
 
@@ -48,3 +48,7 @@ generate:
 
 build:
 	$(GO) build -o bin/ledgerq ./cmd/ledgerq
+
+# The container image ledgerq:local, built without a registry (docs/deployment.md).
+image:
+	deploy/build-image.sh
