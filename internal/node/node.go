@@ -230,50 +230,65 @@ func (n *Node) BatchSubmitters() []*submitter.BatchSubmitter { return n.batchSub
 // BatchMonitor returns the batch lane's monitor.
 func (n *Node) BatchMonitor() *monitor.BatchMonitor { return n.batchMonitor }
 
-// services lists the enabled loops in pipeline order.
-func (n *Node) services() []loop.Service {
-	var s []loop.Service
-	if n.batchQueuer != nil {
-		s = append(s, n.batchQueuer)
+// laneService is one enabled service of a lane, declared once for serve
+// (Start, Stop) and once (RunOnce): its name, the service, and its round as
+// a cron run makes it, with what the round's count counts.
+type laneService struct {
+	name, counts string
+	service      loop.Service
+	runOnce      func(context.Context) (int, error)
+}
+
+// laneServices lists the enabled services of every lane, each lane in its
+// pipeline order (queuer, submitters, monitor).
+func (n *Node) laneServices() []laneService {
+	var s []laneService
+	add := func(ok bool, name, counts string, svc loop.Service, run func(context.Context) (int, error)) {
+		if ok {
+			s = append(s, laneService{name: name, counts: counts, service: svc, runOnce: run})
+		}
 	}
+	add(n.batchQueuer != nil, "batch queuer", "queued", n.batchQueuer, func(ctx context.Context) (int, error) { return n.batchQueuer.RunOnce(ctx) })
 	for _, b := range n.batchSubmitters {
-		s = append(s, b)
+		add(true, "batch submitter", "claimed", b, b.RunOnce)
 	}
-	if n.batchMonitor != nil {
-		s = append(s, n.batchMonitor)
-	}
-	if n.batchRetention != nil {
-		s = append(s, n.batchRetention)
-	}
+	add(n.batchMonitor != nil, "batch monitor", "checked", n.batchMonitor, func(ctx context.Context) (int, error) { return n.batchMonitor.RunOnce(ctx) })
+	add(n.batchRetention != nil, "batch retention", "deleted", n.batchRetention, func(ctx context.Context) (int, error) { return n.batchRetention.RunOnce(ctx) })
 	if b := n.builder; b != nil {
-		if b.bundler != nil {
-			s = append(s, b.bundler)
-		}
-		if b.submitter != nil {
-			s = append(s, b.submitter)
-		}
-		if b.monitor != nil {
-			s = append(s, b.monitor)
-		}
+		add(b.bundler != nil, "bundler", "cut", b.bundler, func(ctx context.Context) (int, error) { return b.bundler.RunOnce(ctx) })
+		add(b.submitter != nil, "bundle submitter", "submitted", b.submitter, func(ctx context.Context) (int, error) { return b.submitter.RunOnce(ctx) })
+		add(b.monitor != nil, "bundle monitor", "blocks", b.monitor, func(ctx context.Context) (int, error) { return b.monitor.RunOnce(ctx) })
 	}
 	if w := n.wallet; w != nil {
-		if w.scheduler != nil {
-			s = append(s, w.scheduler)
-		}
-		if w.rescuer != nil {
-			s = append(s, w.rescuer)
-		}
-		if w.follower != nil {
-			s = append(s, w.follower)
-		}
-		if w.retention != nil {
-			s = append(s, w.retention)
-		}
-		if w.webhooks != nil {
-			s = append(s, w.webhooks)
-		}
+		add(w.rescuer != nil, "shard rescuer", "rescued", w.rescuer, func(ctx context.Context) (int, error) { return w.rescuer.RunOnce(ctx) })
+		add(w.follower != nil, "wallet follower", "scheduled", w.follower, func(ctx context.Context) (int, error) { return w.follower.RunOnce(ctx) })
+		add(w.scheduler != nil, "wallet shards", "runs", w.scheduler, func(ctx context.Context) (int, error) {
+			// Every pending shard once (a run yields after its quantum): a
+			// bounded number of runs, so a cron process ends.
+			runs := 0
+			for runs < onceShardRuns {
+				ran, err := w.scheduler.RunOnce(ctx)
+				if err != nil || !ran {
+					return runs, err
+				}
+				runs++
+			}
+			return runs, nil
+		})
+		add(w.retention != nil, "wallet retention", "deleted", w.retention, func(ctx context.Context) (int, error) { return w.retention.RunOnce(ctx) })
+		add(w.webhooks != nil, "webhook delivery", "delivered", w.webhooks, func(ctx context.Context) (int, error) { return w.webhooks.RunOnce(ctx) })
 	}
 	return s
+}
+
+// services lists the enabled loops in pipeline order.
+func (n *Node) services() []loop.Service {
+	lanes := n.laneServices()
+	out := make([]loop.Service, len(lanes))
+	for i, l := range lanes {
+		out[i] = l.service
+	}
+	return out
 }
 
 // Close releases the database. Stop the node first.
@@ -390,63 +405,11 @@ func (n *Node) RunOnce(ctx context.Context) error {
 		n.holdLiveness(ctx)
 	}
 	var errs []error
-	round := func(name string, count string, run func(context.Context) (int, error)) {
-		k, err := run(ctx)
-		n.logger.Info("once: "+name+" round", count, k, "error", err)
+	for _, l := range n.laneServices() {
+		k, err := l.runOnce(ctx)
+		n.logger.Info("once: "+l.name+" round", l.counts, k, "error", err)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s round: %w", name, err))
-		}
-	}
-	if n.batchQueuer != nil {
-		round("batch queuer", "queued", n.batchQueuer.RunOnce)
-	}
-	for _, s := range n.batchSubmitters {
-		round("batch submitter", "claimed", s.RunOnce)
-	}
-	if n.batchMonitor != nil {
-		round("batch monitor", "checked", n.batchMonitor.RunOnce)
-	}
-	if n.batchRetention != nil {
-		round("batch retention", "deleted", n.batchRetention.RunOnce)
-	}
-	if b := n.builder; b != nil {
-		if b.bundler != nil {
-			round("bundler", "cut", b.bundler.RunOnce)
-		}
-		if b.submitter != nil {
-			round("bundle submitter", "submitted", b.submitter.RunOnce)
-		}
-		if b.monitor != nil {
-			round("bundle monitor", "blocks", b.monitor.RunOnce)
-		}
-	}
-	if w := n.wallet; w != nil {
-		if w.rescuer != nil {
-			round("shard rescuer", "rescued", w.rescuer.RunOnce)
-		}
-		if w.follower != nil {
-			round("wallet follower", "scheduled", w.follower.RunOnce)
-		}
-		if w.scheduler != nil {
-			round("wallet shards", "runs", func(ctx context.Context) (int, error) {
-				// Every pending shard once (a run yields after its quantum):
-				// a bounded number of runs, so a cron process ends.
-				runs := 0
-				for runs < onceShardRuns {
-					ran, err := w.scheduler.RunOnce(ctx)
-					if err != nil || !ran {
-						return runs, err
-					}
-					runs++
-				}
-				return runs, nil
-			})
-		}
-		if w.retention != nil {
-			round("wallet retention", "deleted", w.retention.RunOnce)
-		}
-		if w.webhooks != nil {
-			round("webhook delivery", "delivered", w.webhooks.RunOnce)
+			errs = append(errs, fmt.Errorf("%s round: %w", l.name, err))
 		}
 	}
 	return errors.Join(errs...)
