@@ -92,7 +92,7 @@ Examples:
 func runBenchBatches(ctx context.Context, args []string) error {
 	cfg := bench.DefaultBatchConfig()
 	var cpuProfile string
-	err := parseNodeFlags("bench batches", benchBatchesSummary, &cfg.Node, flagParts{}, args, "warn", func(fs *flag.FlagSet) {
+	err := parseNodeFlags("bench batches", benchBatchesSummary, &cfg.Node, flagParts{lane: "batch"}, args, "warn", func(fs *flag.FlagSet) {
 		fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (signing excluded) to this file, for go tool pprof")
 		fs.StringVar((*string)(&cfg.Mode), "mode", string(cfg.Mode), "what to measure: e2e (store while the loops run), preload (store everything, then time the loops from start to last commit) or http (post through the HTTP API while the loops run)")
 		fs.IntVar(&cfg.Services, "services", cfg.Services, "number of services (ordering keys); each has its own signing key")
@@ -176,7 +176,7 @@ Examples:
 func runBenchWallets(ctx context.Context, args []string) error {
 	cfg := bench.DefaultWalletConfig()
 	var fundEther float64 = 1
-	err := parseNodeFlags("bench wallets", benchWalletsSummary, &cfg.Node, flagParts{}, args, "warn", func(fs *flag.FlagSet) {
+	err := parseNodeFlags("bench wallets", benchWalletsSummary, &cfg.Node, flagParts{lane: "wallet"}, args, "warn", func(fs *flag.FlagSet) {
 		fs.IntVar(&cfg.Wallets, "wallets", cfg.Wallets, "number of wallets, each a fresh random key, funded before the run")
 		fs.IntVar(&cfg.TasksPerWallet, "tasks-per-wallet", cfg.TasksPerWallet, "send-tx tasks enqueued per wallet")
 		fs.IntVar(&cfg.IngestWorkers, "ingest-workers", cfg.IngestWorkers, "concurrent enqueue workers, each with its own connection (as concurrent API requests)")
@@ -231,7 +231,7 @@ Example:
 
 func runBenchBuilder(ctx context.Context, args []string) error {
 	cfg := bench.DefaultBuilderConfig()
-	err := parseNodeFlags("bench builder", benchBuilderSummary, &cfg.Node, flagParts{}, args, "warn", func(fs *flag.FlagSet) {
+	err := parseNodeFlags("bench builder", benchBuilderSummary, &cfg.Node, flagParts{lane: "builder"}, args, "warn", func(fs *flag.FlagSet) {
 		fs.IntVar(&cfg.Senders, "senders", cfg.Senders, "number of senders, each a fresh random key")
 		fs.IntVar(&cfg.TxsPerSender, "txs-per-sender", cfg.TxsPerSender, "transactions per sender, nonces 0 and up")
 		fs.IntVar(&cfg.Clients, "clients", cfg.Clients, "senders sending at once (each its transactions in nonce order)")

@@ -18,7 +18,13 @@ type flagParts struct {
 	api    bool // the HTTP API and the drain timeout (serve, dev)
 	roles  bool // --queuer, --submitter, --monitor (serve, once, dev)
 	ledger bool // --batch-ledger and --batch-ledger-url (serve, once)
+	// lane, when set, keeps only that lane's flags ("batch", "wallet" or
+	// "builder"): a bench of one lane takes no other lane's settings.
+	lane string
 }
+
+// has reports whether the command takes lane's flags.
+func (p flagParts) has(lane string) bool { return p.lane == "" || p.lane == lane }
 
 // registerConfig registers the flags that fill c, with c's current values as
 // defaults. Every command that builds a node (serve, once, dev, bench)
@@ -51,7 +57,19 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
 	fs.DurationVar(&c.Loops.PollInterval, "poll-interval", c.Loops.PollInterval, "how often each loop runs when no notification wakes it")
 	fs.DurationVar(&c.Loops.DBTimeout, "db-timeout", c.Loops.DBTimeout, "timeout of one database call from a loop")
 
-	b := &c.Batch
+	if parts.has("batch") {
+		registerBatch(fs, &c.Batch, parts)
+	}
+	if parts.has("wallet") {
+		registerWallet(fs, &c.Wallet, &c.API.Config, parts)
+	}
+	if parts.has("builder") {
+		registerBuilder(fs, &c.Builder, parts)
+	}
+}
+
+// registerBatch registers the batch lane's flags.
+func registerBatch(fs *flag.FlagSet, b *node.BatchConfig, parts flagParts) {
 	if parts.ledger {
 		fs.StringVar(&b.Ledger.Kind, "batch-ledger", b.Ledger.Kind, "batch lane ledger: sim (in-process simulated ledger) or sawtooth (Sawtooth REST API at --batch-ledger-url)")
 		fs.StringVar(&b.Ledger.URL, "batch-ledger-url", b.Ledger.URL, "batch lane: Sawtooth REST API, for --batch-ledger sawtooth (for example http://127.0.0.1:8008)")
@@ -70,8 +88,6 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
 	fs.DurationVar(&b.TrackGrace, "track-grace", b.TrackGrace, "batch lane: how long past its next check a batch this process follows in memory is left to it before other processes' monitors take it over")
 	fs.DurationVar(&b.ReconcileInterval, "reconcile-interval", b.ReconcileInterval, "batch lane: how often the queuer admits batches no transaction admitted (rows written by hand); a scan over the services")
 	registerSim(fs, &b.Ledger.Sim)
-	registerWallet(fs, &c.Wallet, &c.API.Config, parts)
-	registerBuilder(fs, &c.Builder, parts)
 }
 
 // registerBuilder registers the builder lane's flags.
