@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"math/big"
 	"os"
+	"strconv"
 
 	"github.com/ledgerq/ledgerq/internal/httpapi"
+	"github.com/ledgerq/ledgerq/internal/ledger/sim"
 	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
@@ -162,7 +164,7 @@ func registerWallet(fs *flag.FlagSet, w *node.WalletConfig, api *httpapi.Config,
 }
 
 // registerSim registers the simulated ledger's flags (also used by simledger).
-func registerSim(fs *flag.FlagSet, s *node.SimConfig) {
+func registerSim(fs *flag.FlagSet, s *sim.Config) {
 	fs.Int64Var(&s.Seed, "sim-seed", s.Seed, "simulated ledger: random seed")
 	fs.DurationVar(&s.Latency, "sim-latency", s.Latency, "simulated ledger: latency of each call")
 	fs.DurationVar(&s.CommitDelay, "sim-commit-delay", s.CommitDelay, "simulated ledger: time from acceptance to commit")
@@ -171,7 +173,7 @@ func registerSim(fs *flag.FlagSet, s *node.SimConfig) {
 	fs.Float64Var(&s.LostRate, "sim-lost-rate", s.LostRate, "simulated ledger: fraction of accepted batches it loses (they answer UNKNOWN)")
 	fs.Float64Var(&s.DropResponseRate, "sim-drop-response-rate", s.DropResponseRate, "simulated ledger: fraction of submit calls that succeed but whose answer is lost")
 	fs.IntVar(&s.MaxEvents, "sim-max-events", s.MaxEvents, "simulated ledger: keep at most this many events in its log (0: all)")
-	fs.BoolVar(&s.Verify, "sim-verify", s.Verify, "simulated ledger: verify each batch's signatures as a validator does (false: parse only; the ledger's cost, paid on its own machines in production)")
+	fs.Var(negatedFlag{&s.SkipVerify}, "sim-verify", "simulated ledger: verify each batch's signatures as a validator does (false: parse only; the ledger's cost, paid on its own machines in production)")
 }
 
 func setupLogger(level string) (*slog.Logger, error) {
@@ -207,3 +209,26 @@ func (f weiFlag) Set(s string) error {
 	*f.p = v
 	return nil
 }
+
+// negatedFlag is a boolean flag that sets the opposite of its value: a
+// setting named for what it turns off, offered as what it turns on.
+type negatedFlag struct{ p *bool }
+
+func (f negatedFlag) String() string {
+	if f.p == nil {
+		return "true"
+	}
+	return strconv.FormatBool(!*f.p)
+}
+
+func (f negatedFlag) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*f.p = !v
+	return nil
+}
+
+// IsBoolFlag lets --sim-verify stand alone for true.
+func (negatedFlag) IsBoolFlag() bool { return true }

@@ -139,7 +139,7 @@ type simLedgerSetup struct {
 	kind     string
 	addr     string
 	logLevel string
-	sim      node.SimConfig
+	sim      sim.Config
 	evm      evmSimFlags
 	jam      jamSimFlags
 }
@@ -210,7 +210,7 @@ func (s simLedgerSetup) handler(c clock.Clock, logger *slog.Logger) (http.Handle
 		}
 		return evmsim.NewServer(evmsim.New(cfg), logger), nil
 	}
-	return sim.NewServer(s.sim.New(c, logger), logger), nil
+	return sim.NewServer(node.NewSimLedger(s.sim, c, logger), logger), nil
 }
 
 // runSimLedger serves a simulated ledger over its real wire protocol, so that

@@ -250,7 +250,7 @@ func (r *batchRun) close() {
 
 func (r *batchRun) open(ctx context.Context) error {
 	c := &r.cfg
-	r.ledger = c.Node.Batch.Ledger.Sim.New(c.Node.Clock, c.Node.Logger)
+	r.ledger = node.NewSimLedger(c.Node.Batch.Ledger.Sim, c.Node.Clock, c.Node.Logger)
 	nc := c.Node
 	nc.Batch.Ledger.Instance = r.ledger
 	var err error
@@ -677,7 +677,7 @@ func (rep *BatchReport) WriteSummary(w io.Writer) error {
 		avg = float64(rep.Ledger.BatchesSubmitted) / float64(rep.Ledger.SubmitCalls)
 	}
 	verify := "signatures verified"
-	if !sc.Verify {
+	if sc.SkipVerify {
 		verify = "signatures not verified (--sim-verify=false)"
 	}
 	mode := map[Mode]string{

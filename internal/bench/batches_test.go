@@ -113,7 +113,7 @@ func TestRunBatches_PreloadStoresEveryBatchBeforeTheLoopsStart(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.cfg.Mode = bench.ModePreload
-	b.cfg.Node.Batch.Ledger.Sim.Verify = false
+	b.cfg.Node.Batch.Ledger.Sim.SkipVerify = true
 
 	rep, err := bench.RunBatches(context.Background(), b.cfg, workload(t, 3, 5))
 	require.NoError(t, err)

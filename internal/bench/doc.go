@@ -19,7 +19,7 @@
 //
 // Signing costs about 110 µs a batch and encoding the HTTP bodies is the
 // client's work, so both happen before the clock starts. The simulated ledger
-// verifies signatures too unless Node.Batch.Ledger.Sim.Verify is off (the
+// verifies signatures too unless Node.Batch.Ledger.Sim.SkipVerify is set (the
 // ledger's cost, paid on its own machines in production); the summary says
 // which.
 //

@@ -32,7 +32,7 @@ type batchLaneNode struct {
 
 // openBatchLaneNode opens the node; mutate changes the simulated ledger's
 // settings (from the defaults) before it is made.
-func openBatchLaneNode(t *testing.T, mutate func(*node.SimConfig)) *batchLaneNode {
+func openBatchLaneNode(t *testing.T, mutate func(*sim.Config)) *batchLaneNode {
 	t.Helper()
 	db := testdb.New(t)
 	clk := testfactory.NewClock()
@@ -43,7 +43,7 @@ func openBatchLaneNode(t *testing.T, mutate func(*node.SimConfig)) *batchLaneNod
 	if mutate != nil {
 		mutate(&simCfg)
 	}
-	l := simCfg.New(clk, logger)
+	l := node.NewSimLedger(simCfg, clk, logger)
 	cfg.Batch.Ledger.Instance = l
 	n, err := node.Open(t.Context(), cfg)
 	require.NoError(t, err)
@@ -102,7 +102,7 @@ func TestBatchLane_CommittedBatchUnblocksTheNextBatchOfItsService(t *testing.T) 
 
 func TestBatchLane_InvalidBatchUnblocksTheNextBatchOfItsService(t *testing.T) {
 	t.Parallel()
-	b := openBatchLaneNode(t, func(s *node.SimConfig) { s.RejectRate = 1 })
+	b := openBatchLaneNode(t, func(s *sim.Config) { s.RejectRate = 1 })
 	ids := b.rows.PostBatches("a", 2)
 	b.runLane(20)
 	for _, id := range ids {

@@ -10,6 +10,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/sim"
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/submitter"
@@ -108,26 +109,10 @@ type BatchLedgerConfig struct {
 	// Timeout bounds one ledger call.
 	Timeout time.Duration
 	// Sim configures the simulated ledger, for Kind "sim".
-	Sim SimConfig
+	Sim sim.Config
 	// Instance, when set, is used instead of building an adapter from Kind:
 	// bench and the tests hand in a ledger they also inspect.
 	Instance ledger.BatchLedger
-}
-
-// SimConfig configures the simulated ledger.
-type SimConfig struct {
-	Seed             int64
-	Latency          time.Duration
-	CommitDelay      time.Duration
-	RejectRate       float64
-	TransientRate    float64
-	LostRate         float64
-	DropResponseRate float64
-	// MaxEvents bounds the simulated ledger's event log.
-	MaxEvents int
-	// Verify makes the simulated ledger verify every batch's signatures, as
-	// a validator does; off, it only parses them (benchmarks of ledgerq).
-	Verify bool
 }
 
 // Ledger kinds of the batch lane.
@@ -148,7 +133,7 @@ func Defaults() Config {
 		Batch: BatchConfig{
 			Ledger: BatchLedgerConfig{
 				Kind: BatchLedgerSim, Timeout: 30 * time.Second,
-				Sim: SimConfig{Seed: 1, CommitDelay: 500 * time.Millisecond, MaxEvents: 10000, Verify: true},
+				Sim: sim.Config{Seed: 1, CommitDelay: 500 * time.Millisecond, MaxEvents: 10000},
 			},
 			DelayWindow: 15 * time.Second, DelayCap: 5 * time.Minute,
 			SubmitBatchSize: 100, ClaimLease: time.Minute, FirstCheck: 500 * time.Millisecond,

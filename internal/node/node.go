@@ -195,17 +195,15 @@ func (n *Node) newBatchLedger() (ledger.BatchLedger, error) {
 		}
 		return c, nil
 	default:
-		return lc.Sim.New(n.clock, n.logger), nil
+		return NewSimLedger(lc.Sim, n.clock, n.logger), nil
 	}
 }
 
-// New returns the simulated ledger s describes, on clk.
-func (s SimConfig) New(clk clock.Clock, logger *slog.Logger) *sim.Ledger {
-	return sim.New(sim.Config{
-		Seed: s.Seed, Clock: clk, Logger: logger, Latency: s.Latency, CommitDelay: s.CommitDelay,
-		RejectRate: s.RejectRate, TransientRate: s.TransientRate, LostRate: s.LostRate,
-		DropResponseRate: s.DropResponseRate, MaxEvents: s.MaxEvents, SkipVerify: !s.Verify,
-	})
+// NewSimLedger returns the simulated batch ledger cfg describes, on clk and
+// logger (which it takes from the node, not from cfg).
+func NewSimLedger(cfg sim.Config, clk clock.Clock, logger *slog.Logger) *sim.Ledger {
+	cfg.Clock, cfg.Logger = clk, logger
+	return sim.New(cfg)
 }
 
 // Store returns the node's store.
