@@ -91,7 +91,7 @@ var indexDrivenRounds = []string{
 	"ShardSchedule", "ShardRelease", "ShardExtendLease", "ShardHeld",
 	"TaskGetByIdempotencyKey", "TaskGet", "TaskList", "TaskCancel",
 	"TaskNextWaitingPriority", "TaskNextWaitingFIFO", "TaskStartMany", "TaskFinishDone", "TaskFinishError",
-	"WalletNonceAdvance", "AttemptsUnsent", "AttemptsSentBelow", "AttemptMarkSent", "AttemptConfirm", "AttemptDropByTask",
+	"WalletNonceAdvance", "AttemptListUnsent", "AttemptListSentBelow", "AttemptMarkSent", "AttemptConfirm", "AttemptDropByTask",
 }
 
 // Rounds that read every waiting batch by design (the depth a scrape
