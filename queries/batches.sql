@@ -63,7 +63,7 @@ WHERE p.service_id = @service_id
 ORDER BY p.id
 LIMIT @max;
 
--- name: BatchServicesLock :exec
+-- name: BatchServiceLock :exec
 -- Serialises admission per service: one transaction-scoped advisory lock per
 -- service, taken in key order so that two transactions never wait on each
 -- other in a cycle. Every statement that may admit a batch (BatchAdmit) runs
@@ -73,8 +73,8 @@ SELECT pg_advisory_xact_lock(1818585457, k)::text
 FROM (SELECT DISTINCT hashtext(s) AS k FROM unnest(@service_ids::text[]) AS s) keys
 ORDER BY k;
 
--- name: BatchServicesLockForIntake :many
--- Intake's admission locks, the same advisory locks as BatchServicesLock,
+-- name: BatchServiceLockForIntake :many
+-- Intake's admission locks, the same advisory locks as BatchServiceLock,
 -- taken in key order, with the mode chosen per service by a probe of
 -- batches_active_by_service in this statement's snapshot:
 --   busy -> shared. Intake admits nothing into a busy service, so intakes
@@ -83,7 +83,7 @@ ORDER BY k;
 --           for them and its admission sees their batches.
 --   idle -> exclusive, under which the intake admits (BatchAdmit).
 -- A service that was freed between this probe and the lock is found by
--- BatchServicesIdle after the lock, and admitted after the commit.
+-- BatchServiceFilterIdle after the lock, and admitted after the commit.
 -- Services whose keys collide share a lock, exclusive if any of them is idle.
 SELECT keys.service_ids::text[] AS service_ids, keys.busy::bool AS busy,
        (CASE WHEN keys.busy THEN pg_advisory_xact_lock_shared(1818585457, keys.k)
@@ -100,7 +100,7 @@ FROM (
 ) keys
 ORDER BY keys.k;
 
--- name: BatchServicesIdle :many
+-- name: BatchServiceFilterIdle :many
 -- The services among @service_ids with no active batch, in this statement's
 -- snapshot: one probe of batches_active_by_service each.
 SELECT d.s::text AS service_id
@@ -116,7 +116,7 @@ ORDER BY 1;
 -- Admission, seed 001 steps 5 and 6 for the given services only: a service
 -- with no active batch (queued, held, pending, unknown or delayed) gets its
 -- oldest never-sent batch queued, created_at order, ties broken by id. Runs
--- in the transaction that freed the services, after BatchServicesLock, so its
+-- in the transaction that freed the services, after BatchServiceLock, so its
 -- cost is the services it is given, never all of them: each service is one
 -- probe of batches_active_by_service and two of batches_new_by_service
 -- (scalar subqueries, so the planner cannot turn them into a scan of every
@@ -162,12 +162,12 @@ SET queued_at = @now::timestamptz, updated_at = @now::timestamptz
 WHERE b.seq = ANY (ARRAY(SELECT locked.seq FROM locked))
 RETURNING b.seq, b.service_id;
 
--- name: BatchIdleServices :many
+-- name: BatchServiceListIdle :many
 -- Queuer reconciliation (the recovery path, not the hot path): services that
 -- have a never-sent batch and no active one, which no transaction admitted
 -- (rows written by an operator's SQL, or by an older ledgerq). A loose index
 -- scan: one probe per service with never-sent batches. The queuer runs it
--- rarely and hands the result to BatchServicesLock and BatchAdmit.
+-- rarely and hands the result to BatchServiceLock and BatchAdmit.
 WITH RECURSIVE services AS (
     (SELECT n.service_id FROM ledgerq.batches n
      WHERE n.status IS NULL AND NOT n.submitted
@@ -443,3 +443,27 @@ ins AS (
 )
 INSERT INTO ledgerq.batch_payloads (seq, id, service_id, payload)
 SELECT g.seq, @prefix::text || g.g, @prefix::text || (g.g % 1000), decode(repeat('00', @payload_bytes::int), 'hex') FROM g;
+
+-- name: BatchDeleteFinished :execrows
+-- Retention (DESIGN §5): deletes up to @max terminal batches whose finished_at
+-- is before @cutoff, oldest first. finished_at is set exactly for the terminal
+-- statuses committed, valid and invalid (CHECK batches_finished_iff_terminal),
+-- so a batch still waiting or at the ledger is never deleted, whatever its age.
+-- The CTE walks the partial index batches_finished and stops after @max rows,
+-- so a round costs what it deletes, not the rows kept or the work waiting; SKIP
+-- LOCKED lets concurrent retention rounds (one per process) share the backlog
+-- instead of waiting on each other's locks. The seqs reach the DELETE as one
+-- array, so each row is found through the primary key: joined instead (USING,
+-- IN), the planner hashes the whole table once @max is a few hundred. The
+-- DELETE from ledgerq.batches is the whole operation: rows that belong to a
+-- batch (batch_payloads, say) must reference it ON DELETE CASCADE, never be
+-- deleted by a second statement here.
+WITH finished AS (
+    SELECT f.seq FROM ledgerq.batches f
+    WHERE f.finished_at IS NOT NULL AND f.finished_at < @cutoff::timestamptz
+    ORDER BY f.finished_at
+    LIMIT @max
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM ledgerq.batches b
+WHERE b.seq = ANY (ARRAY(SELECT finished.seq FROM finished));

@@ -29,7 +29,7 @@ LIMIT 1;
 -- queued bundles of the chain, through bundles_queued.
 SELECT count(*) FROM ledgerq.bundles WHERE chain_id = @chain_id AND state = 'queued';
 
--- name: BundleCutTxs :many
+-- name: BundleTxLockForCut :many
 -- Cut, under the chain's lock (seed 000, jamduna's flaw "taken in map
 -- order" closed): up to @max pending transactions in (sender, nonce) order,
 -- locked until the cut commits, through pool_txs_live_nonce.
@@ -49,7 +49,7 @@ INSERT INTO ledgerq.bundles (
 )
 RETURNING *;
 
--- name: BundleIncludeTxs :execrows
+-- name: BundleTxInclude :execrows
 -- Cut, in the bundle's transaction (seed 000's "remove only after a
 -- successful enqueue", by construction): the cut pending transactions are
 -- included, each at its position in @tx_hashes. Conditional on pending; the
@@ -94,7 +94,7 @@ ORDER BY number
 LIMIT 1
 FOR UPDATE SKIP LOCKED;
 
--- name: BundleTxsRaw :many
+-- name: BundleTxListRaw :many
 -- A bundle's transactions in execution order, through pool_txs_bundle.
 SELECT tx_hash, raw FROM ledgerq.pool_txs
 WHERE bundle_id = @bundle_id::bigint
@@ -203,7 +203,7 @@ WHERE b.id = @id AND b.chain_id = @chain_id AND b.state = 'submitted' AND b.vers
       SELECT 1 FROM ledgerq.bundle_versions v WHERE v.bundle_id = @id AND v.guaranteed_slot IS NOT NULL
   );
 
--- name: BundleTimedOut :many
+-- name: BundleListTimedOut :many
 -- Guarantee timeout: submitted bundles claimed at or before @before, in
 -- number order, with the newest anchor over their versions, through
 -- bundles_submitted.
@@ -214,7 +214,7 @@ WHERE b.chain_id = @chain_id AND b.state = 'submitted' AND b.submitted_at <= @be
 ORDER BY b.number
 LIMIT @max;
 
--- name: BundleDropIDs :many
+-- name: BundleListToDrop :many
 -- Drop, under the chain's lock: the bundle and every live one above it that
 -- has not executed (their parent never will), through bundles_unexecuted.
 SELECT id FROM ledgerq.bundles
@@ -239,7 +239,7 @@ SET state = 'dropped', core = NULL, drop_reason = @reason::text, updated_at = @n
 WHERE id = ANY(@ids::bigint[]) AND state IN ('queued', 'submitted', 'guaranteed')
 RETURNING id, number;
 
--- name: BundleTxsReturn :execrows
+-- name: BundleTxReturn :execrows
 -- Drop: a dropped bundle's transactions go back to pending (jamduna lost
 -- them), through pool_txs_bundle.
 UPDATE ledgerq.pool_txs
@@ -265,5 +265,5 @@ WHERE chain_id = @chain_id AND number > @after
 ORDER BY number, id
 LIMIT @max;
 
--- name: BundleVersionsOf :many
+-- name: BundleVersionList :many
 SELECT * FROM ledgerq.bundle_versions WHERE bundle_id = @bundle_id ORDER BY version, submitted_at, package_hash;

@@ -17,7 +17,7 @@ package store
 //   - BundleSubmitResult, BundleRequeue: the bundle's core, then the bundle.
 //   - BundleApplyBlocks: the chain row, then per package the bundle's core,
 //     then the bundle, then its version row.
-//   - BundleTimeouts' drop: the chain row, then the cores of every bundle it
+//   - BundleRetryTimedOut' drop: the chain row, then the cores of every bundle it
 //     drops (in core order), then the bundles, then their pool_txs.
 //
 // The seed's race (both versions of one bundle guaranteed after a timeout)
@@ -250,7 +250,7 @@ func (s *Store) BundleCut(ctx context.Context, p BundleCutParams) ([]Bundle, err
 			return fmt.Errorf("reading the last bundle of chain %d: %w", p.ChainID, err)
 		}
 		for queued < int64(p.MaxQueued) && len(cut) < p.MaxBundles {
-			hashes, err := q.BundleCutTxs(ctx, dbsqlc.BundleCutTxsParams{ChainID: p.ChainID, Max: int32(min(p.Size, math.MaxInt32))})
+			hashes, err := q.BundleTxLockForCut(ctx, dbsqlc.BundleTxLockForCutParams{ChainID: p.ChainID, Max: int32(min(p.Size, math.MaxInt32))})
 			if err != nil {
 				return fmt.Errorf("taking pending transactions of chain %d: %w", p.ChainID, err)
 			}
@@ -279,7 +279,7 @@ func (s *Store) BundleCut(ctx context.Context, p BundleCutParams) ([]Bundle, err
 			if err != nil {
 				return fmt.Errorf("storing bundle %d of chain %d: %w", number, p.ChainID, err)
 			}
-			n, err := q.BundleIncludeTxs(ctx, dbsqlc.BundleIncludeTxsParams{
+			n, err := q.BundleTxInclude(ctx, dbsqlc.BundleTxIncludeParams{
 				BundleID: row.ID, Number: row.Number, Now: p.Now, ChainID: p.ChainID, TxHashes: hashes,
 			})
 			if err != nil {
@@ -395,7 +395,7 @@ func (s *Store) BundleClaim(ctx context.Context, p BundleClaimParams) (*BundleCl
 		if err != nil {
 			return fmt.Errorf("claiming bundle %d: %w", b.Number, err)
 		}
-		txs, err := q.BundleTxsRaw(ctx, b.ID)
+		txs, err := q.BundleTxListRaw(ctx, b.ID)
 		if err != nil {
 			return fmt.Errorf("reading the transactions of bundle %d: %w", b.Number, err)
 		}
@@ -713,8 +713,8 @@ func bundleRequeue(ctx context.Context, q *dbsqlc.Queries, chainID, id int64, ve
 	return true, nil
 }
 
-// BundleTimeoutParams is one guarantee-timeout round.
-type BundleTimeoutParams struct {
+// BundleRetryTimedOutParams is one guarantee-timeout round.
+type BundleRetryTimedOutParams struct {
 	ChainID int64
 	Now     time.Time
 	// Timeout is the guarantee timeout (seed: 18 s) counted from the claim.
@@ -725,16 +725,16 @@ type BundleTimeoutParams struct {
 	HeadSlot uint64
 }
 
-// BundleTimeoutResult names (by number) the bundles a round requeued and
+// BundleRetryTimedOutResult names (by number) the bundles a round requeued and
 // dropped (a cascade's included).
-type BundleTimeoutResult struct {
+type BundleRetryTimedOutResult struct {
 	Requeued, Dropped []uint64
 }
 
 // bundleTimeoutBatch bounds the bundles one round looks at.
 const bundleTimeoutBatch = 1000
 
-// BundleTimeouts is seed 000's CheckTimeouts: a bundle submitted longer than
+// BundleRetryTimedOut is seed 000's CheckTimeouts: a bundle submitted longer than
 // Timeout is requeued as version+1 (BundleRequeue) while its version is
 // below MaxVersions. At MaxVersions it is dropped, but only once no version
 // can be guaranteed any more: every version's anchor has left the recent
@@ -744,12 +744,12 @@ const bundleTimeoutBatch = 1000
 // executed (their parent never will), frees their cores and returns all
 // their transactions to pending, in one transaction under the chain's lock:
 // nothing is deleted and no transaction is lost.
-func (s *Store) BundleTimeouts(ctx context.Context, p BundleTimeoutParams) (BundleTimeoutResult, error) {
-	var res BundleTimeoutResult
+func (s *Store) BundleRetryTimedOut(ctx context.Context, p BundleRetryTimedOutParams) (BundleRetryTimedOutResult, error) {
+	var res BundleRetryTimedOutResult
 	if p.MaxVersions < 1 {
 		return res, fmt.Errorf("bundle timeouts: max versions %d must be at least 1", p.MaxVersions)
 	}
-	rows, err := s.q.BundleTimedOut(ctx, dbsqlc.BundleTimedOutParams{
+	rows, err := s.q.BundleListTimedOut(ctx, dbsqlc.BundleListTimedOutParams{
 		ChainID: p.ChainID, Before: p.Now.Add(-p.Timeout), Max: bundleTimeoutBatch,
 	})
 	if err != nil {
@@ -777,7 +777,7 @@ func (s *Store) BundleTimeouts(ctx context.Context, p BundleTimeoutParams) (Bund
 
 // bundleDrop drops a bundle past the retry limit whose versions can no
 // longer be guaranteed, with its cascade; nothing when that does not hold.
-func (s *Store) bundleDrop(ctx context.Context, p BundleTimeoutParams, r dbsqlc.BundleTimedOutRow) ([]uint64, error) {
+func (s *Store) bundleDrop(ctx context.Context, p BundleRetryTimedOutParams, r dbsqlc.BundleListTimedOutRow) ([]uint64, error) {
 	var dropped []uint64
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
 		dropped = nil
@@ -792,7 +792,7 @@ func (s *Store) bundleDrop(ctx context.Context, p BundleTimeoutParams, r dbsqlc.
 		if !ledger.AnchorExpired(uint64(r.MaxAnchorSlot), head) {
 			return nil
 		}
-		ids, err := q.BundleDropIDs(ctx, dbsqlc.BundleDropIDsParams{ChainID: p.ChainID, Number: r.Number})
+		ids, err := q.BundleListToDrop(ctx, dbsqlc.BundleListToDropParams{ChainID: p.ChainID, Number: r.Number})
 		if err != nil {
 			return fmt.Errorf("reading the bundles from %d up: %w", r.Number, err)
 		}
@@ -829,7 +829,7 @@ func (s *Store) bundleDrop(ctx context.Context, p BundleTimeoutParams, r dbsqlc.
 		if _, err := q.CoreFree(ctx, dbsqlc.CoreFreeParams{Now: p.Now, ChainID: p.ChainID, BundleIds: all}); err != nil {
 			return fmt.Errorf("freeing the cores of dropped bundles: %w", err)
 		}
-		if _, err := q.BundleTxsReturn(ctx, dbsqlc.BundleTxsReturnParams{Now: p.Now, BundleIds: all}); err != nil {
+		if _, err := q.BundleTxReturn(ctx, dbsqlc.BundleTxReturnParams{Now: p.Now, BundleIds: all}); err != nil {
 			return fmt.Errorf("returning the transactions of dropped bundles to the pool: %w", err)
 		}
 		return nil
@@ -887,10 +887,10 @@ func (s *Store) BundleList(ctx context.Context, p BundleListParams) ([]Bundle, e
 	return out, nil
 }
 
-// BundleTxHashes returns the hashes of the transactions a bundle holds, in
+// BundleTxListHashes returns the hashes of the transactions a bundle holds, in
 // execution order (none for a dropped bundle: they are back in the pool).
-func (s *Store) BundleTxHashes(ctx context.Context, bundleID int64) ([]ledger.Hash, error) {
-	rows, err := s.q.BundleTxsRaw(ctx, bundleID)
+func (s *Store) BundleTxListHashes(ctx context.Context, bundleID int64) ([]ledger.Hash, error) {
+	rows, err := s.q.BundleTxListRaw(ctx, bundleID)
 	if err != nil {
 		return nil, fmt.Errorf("reading the transactions of bundle %d: %w", bundleID, err)
 	}
@@ -901,9 +901,9 @@ func (s *Store) BundleTxHashes(ctx context.Context, bundleID int64) ([]ledger.Ha
 	return out, nil
 }
 
-// BundleVersions returns every package claimed for a bundle, by version.
-func (s *Store) BundleVersions(ctx context.Context, bundleID int64) ([]BundleVersion, error) {
-	rows, err := s.q.BundleVersionsOf(ctx, bundleID)
+// BundleVersionList returns every package claimed for a bundle, by version.
+func (s *Store) BundleVersionList(ctx context.Context, bundleID int64) ([]BundleVersion, error) {
+	rows, err := s.q.BundleVersionList(ctx, bundleID)
 	if err != nil {
 		return nil, fmt.Errorf("reading the versions of bundle %d: %w", bundleID, err)
 	}

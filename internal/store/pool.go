@@ -329,7 +329,7 @@ func (s *Store) poolAddOnce(ctx context.Context, p PoolAddParams) (PoolAddResult
 // the plan was made from.
 func applyPoolPlan(ctx context.Context, q *dbsqlc.Queries, p PoolAddParams, tx NewPoolTx, plan poolPlan, revive bool) error {
 	if len(plan.stale) > 0 {
-		n, err := q.PoolTxsDrop(ctx, dbsqlc.PoolTxsDropParams{
+		n, err := q.PoolTxDrop(ctx, dbsqlc.PoolTxDropParams{
 			DropReason: PoolDropStale, Now: p.Now, ChainID: tx.ChainID, TxHashes: plan.stale,
 		})
 		if err != nil {
@@ -383,7 +383,7 @@ func applyPoolPlan(ctx context.Context, q *dbsqlc.Queries, p PoolAddParams, tx N
 		if len(move.hashes) == 0 {
 			continue
 		}
-		n, err := q.PoolTxsSetState(ctx, dbsqlc.PoolTxsSetStateParams{
+		n, err := q.PoolTxSetState(ctx, dbsqlc.PoolTxSetStateParams{
 			ToState: dbsqlc.LedgerqPoolTxState(move.to), Now: p.Now, ChainID: tx.ChainID, TxHashes: move.hashes,
 			FromState: dbsqlc.LedgerqPoolTxState(move.from),
 		})
@@ -618,7 +618,7 @@ func (s *Store) PoolExpire(ctx context.Context, p PoolExpireParams) (dropped int
 	}
 	err = s.withTx(ctx, func(q *dbsqlc.Queries) error {
 		dropped, senders = 0, 0
-		locked, err := q.PoolSendersLockExpired(ctx, dbsqlc.PoolSendersLockExpiredParams{
+		locked, err := q.PoolSenderLockExpired(ctx, dbsqlc.PoolSenderLockExpiredParams{
 			ChainID: p.ChainID, Now: p.Now, Max: int32(min(p.MaxSenders, math.MaxInt32)),
 		})
 		if err != nil {
@@ -627,7 +627,7 @@ func (s *Store) PoolExpire(ctx context.Context, p PoolExpireParams) (dropped int
 		if len(locked) == 0 {
 			return nil
 		}
-		rows, err := q.PoolTxsExpire(ctx, dbsqlc.PoolTxsExpireParams{Now: p.Now, ChainID: p.ChainID, Senders: locked})
+		rows, err := q.PoolTxExpire(ctx, dbsqlc.PoolTxExpireParams{Now: p.Now, ChainID: p.ChainID, Senders: locked})
 		if err != nil {
 			return fmt.Errorf("expiring pool transactions: %w", err)
 		}
@@ -642,7 +642,7 @@ func (s *Store) PoolExpire(ctx context.Context, p PoolExpireParams) (dropped int
 		}
 		for _, sender := range slices.Sorted(maps.Keys(gaps)) {
 			gap := gaps[sender]
-			if _, err := q.PoolTxsDemoteAbove(ctx, dbsqlc.PoolTxsDemoteAboveParams{
+			if _, err := q.PoolTxDemoteAbove(ctx, dbsqlc.PoolTxDemoteAboveParams{
 				Now: p.Now, ChainID: p.ChainID, Sender: sender, Gap: gap,
 			}); err != nil {
 				return fmt.Errorf("re-queueing the pending transactions of %s above nonce %d: %w", sender, gap, err)

@@ -318,3 +318,12 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// utcPtr returns t in UTC: pgx returns times in the local zone.
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}

@@ -18,7 +18,7 @@ import (
 )
 
 // The table refuses states the seed says cannot exist.
-func TestBatchesTable_RefusesStatesTheSeedRulesOut(t *testing.T) {
+func TestBatchTable_RefusesStatesTheSeedRulesOut(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	clk := testfactory.NewClock()
@@ -68,7 +68,7 @@ func TestBatchOverview_CountsBatchesPerServiceAndStateWithTheOldestWaiting(t *te
 
 // A time the API could not read back ('infinity', written by an operator's
 // SQL) is refused by the table, in every time column.
-func TestBatchesTable_RefusesInfiniteTimes(t *testing.T) {
+func TestBatchTable_RefusesInfiniteTimes(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	clk := testfactory.NewClock()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -256,7 +257,7 @@ func admitAtIntake(ctx context.Context, q *dbsqlc.Queries, now time.Time, servic
 	if len(services) == 0 {
 		return nil, nil, nil
 	}
-	locks, err := q.BatchServicesLockForIntake(ctx, services)
+	locks, err := q.BatchServiceLockForIntake(ctx, services)
 	if err != nil {
 		return nil, nil, fmt.Errorf("locking %d services for admission: %w", len(services), err)
 	}
@@ -274,7 +275,7 @@ func admitAtIntake(ctx context.Context, q *dbsqlc.Queries, now time.Time, servic
 	}
 	var freed []string
 	if len(busy) > 0 {
-		if freed, err = q.BatchServicesIdle(ctx, busy); err != nil {
+		if freed, err = q.BatchServiceFilterIdle(ctx, busy); err != nil {
 			return nil, nil, fmt.Errorf("probing %d services: %w", len(busy), err)
 		}
 	}
@@ -289,7 +290,7 @@ func admit(ctx context.Context, q *dbsqlc.Queries, now time.Time, services []str
 	if len(services) == 0 {
 		return nil, nil
 	}
-	if err := q.BatchServicesLock(ctx, services); err != nil {
+	if err := q.BatchServiceLock(ctx, services); err != nil {
 		return nil, fmt.Errorf("locking %d services for admission: %w", len(services), err)
 	}
 	return admitLocked(ctx, q, now, services)
@@ -319,6 +320,27 @@ func (s *Store) BatchGet(ctx context.Context, id string) (Batch, error) {
 		return Batch{}, fmt.Errorf("reading batch %q: %w", id, err)
 	}
 	return batchFromRow(row.ID, row.LedgerqBatch), nil
+}
+
+// BatchWithPayload is a stored batch with its payload.
+type BatchWithPayload struct {
+	Batch
+	Payload []byte
+}
+
+// BatchGetMany returns the stored batches among ids, with their payloads, in
+// no particular order; an id that is not stored has no entry. The caller
+// bounds ids: every payload is read into memory.
+func (s *Store) BatchGetMany(ctx context.Context, ids []string) ([]BatchWithPayload, error) {
+	rows, err := s.q.BatchGetMany(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading %d batches: %w", len(ids), err)
+	}
+	out := make([]BatchWithPayload, len(rows))
+	for i, r := range rows {
+		out[i] = BatchWithPayload{Batch: batchFromRow(r.ID, r.LedgerqBatch), Payload: r.Payload}
+	}
+	return out, nil
 }
 
 // BatchListParams selects batches for BatchList.
@@ -406,7 +428,7 @@ func (s *Store) BatchQueue(ctx context.Context, p BatchQueueParams) ([]QueuedBat
 			out = append(out, qb)
 		}
 		if p.Reconcile {
-			idle, err := q.BatchIdleServices(ctx, int32(max(p.ReconcileMax, 1)))
+			idle, err := q.BatchServiceListIdle(ctx, int32(max(p.ReconcileMax, 1)))
 			if err != nil {
 				return fmt.Errorf("finding idle services: %w", err)
 			}
@@ -679,7 +701,7 @@ func (s *Store) BatchRecordStatuses(ctx context.Context, p BatchRecordStatusesPa
 		rows, admitted = nil, nil
 		dbsqlc.QueueBatchRecordStatusMany(b, qp, &rows)
 		if len(freed) > 0 {
-			dbsqlc.QueueBatchServicesLock(b, freed)
+			dbsqlc.QueueBatchServiceLock(b, freed)
 			dbsqlc.QueueBatchAdmit(b, dbsqlc.BatchAdmitParams{Now: p.Now, ServiceIds: freed}, &admitted)
 		}
 		if len(queueing) > 0 {
@@ -763,15 +785,6 @@ func (s *Store) BatchRunSummary(ctx context.Context, prefix string) (BatchRunSum
 	}, nil
 }
 
-// utcPtr returns t in UTC: pgx returns times in the local zone.
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
-}
-
 // BatchSeedFinishedParams describes the terminal rows a benchmark seeds.
 type BatchSeedFinishedParams struct {
 	Prefix       string
@@ -789,6 +802,32 @@ func (s *Store) BatchSeedFinished(ctx context.Context, p BatchSeedFinishedParams
 	})
 	if err != nil {
 		return 0, fmt.Errorf("seeding %d finished batches: %w", p.N, err)
+	}
+	return int(n), nil
+}
+
+// BatchDeleteFinishedParams are the inputs of the batch lane's retention.
+type BatchDeleteFinishedParams struct {
+	// Cutoff: terminal batches that finished before it are deleted.
+	Cutoff time.Time
+	// Max is the most batches one call deletes (at least 1).
+	Max int
+}
+
+// BatchDeleteFinished deletes up to Max terminal batches (committed, valid,
+// invalid) whose finished_at is before Cutoff, oldest first, in one statement,
+// and returns how many it deleted. Batches that are not terminal are never
+// deleted, whatever their age. Fewer than Max means the backlog is cleared for
+// now (or another process's round holds the rest).
+func (s *Store) BatchDeleteFinished(ctx context.Context, p BatchDeleteFinishedParams) (int, error) {
+	if p.Max < 1 {
+		return 0, fmt.Errorf("deleting finished batches: max %d: want at least 1", p.Max)
+	}
+	n, err := s.q.BatchDeleteFinished(ctx, dbsqlc.BatchDeleteFinishedParams{
+		Cutoff: p.Cutoff, Max: int32(min(p.Max, math.MaxInt32)),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("deleting finished batches: %w", err)
 	}
 	return int(n), nil
 }
