@@ -1,5 +1,5 @@
 -- name: PoolSenderLock :one
--- Intake, first statement (seed 000, DESIGN §2.2): takes the sender's intake
+-- Intake, first statement: takes the sender's intake
 -- lock, inserting its row on its first transaction. Concurrent intakes of one
 -- sender, in any process, queue here until the holder commits, so each reads
 -- the sender's transactions as the previous one left them. The chain's nonce
@@ -61,7 +61,7 @@ SET state = @state, replaced_by = NULL, drop_reason = NULL,
 WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('replaced', 'dropped');
 
 -- name: PoolTxReplace :execrows
--- Seed 000 replacement: the old transaction of the nonce retires, pointing at
+-- Replacement: the old transaction of the nonce retires, pointing at
 -- its replacement, before the replacement is stored (one live transaction
 -- per nonce). Conditional on the state the caller read: 0 rows means a
 -- bundle took it meanwhile.
@@ -104,7 +104,7 @@ FROM ledgerq.pool_txs
 WHERE chain_id = @chain_id AND state IN ('pending', 'queued');
 
 -- name: PoolSenderLockExpired :many
--- TTL sweep (seed 000's CleanupExpiredTransactions): locks, in sender order,
+-- TTL sweep: locks, in sender order,
 -- up to @max senders that have a pending or queued transaction expired at
 -- @now. A sender whose intake holds its lock is skipped (SKIP LOCKED) and
 -- swept by a later round.

@@ -17,7 +17,7 @@ FROM u
 ORDER BY u.nonce;
 
 -- name: AttemptListUnsent :many
--- Recover (seed 003): attempts signed and stored but not known sent, in nonce
+-- Recover: attempts signed and stored but not known sent, in nonce
 -- order, through tx_attempts_signed.
 SELECT * FROM ledgerq.tx_attempts
 WHERE chain_id = @chain_id AND sender = @sender AND state = 'signed'
@@ -25,7 +25,7 @@ ORDER BY nonce
 LIMIT @max;
 
 -- name: AttemptListSentBelow :many
--- Confirm (seed 003): sent attempts whose nonce the chain has passed
+-- Confirm: sent attempts whose nonce the chain has passed
 -- (nonce < @below), in nonce order, through tx_attempts_sent.
 SELECT * FROM ledgerq.tx_attempts
 WHERE chain_id = @chain_id AND sender = @sender AND state = 'sent' AND nonce < @below
@@ -107,7 +107,7 @@ RETURNING tx_hash, nonce;
 SELECT * FROM ledgerq.tx_attempts WHERE task_id = @task_id ORDER BY id;
 
 -- name: AttemptCountLive :one
--- Send (seed 003's in-flight budget): the wallet's attempts signed or sent
+-- Send (the in-flight budget): the wallet's attempts signed or sent
 -- and not yet mined, through tx_attempts_signed and tx_attempts_sent; and
 -- its mined attempts not yet final, through tx_attempts_mined (confirm
 -- follows them; they take no room in the budget).

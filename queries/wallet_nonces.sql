@@ -14,18 +14,18 @@ WHERE n.next_nonce = @expected
 RETURNING n.next_nonce;
 
 -- name: WalletNonceRaise :execrows
--- Reconciliation (seed 003's nonce sync, upward only): the chain's nonce
+-- Reconciliation (nonce sync, upward only): the chain's nonce
 -- passed the next nonce (someone else sent from the address), so the next new
 -- nonce starts at the chain's. No live attempt can sit at or above the old
--- next nonce, so none is skipped over. Lowering it is a nonce reset (the next
--- issue).
+-- next nonce, so none is skipped over. Lowering it is a nonce reset
+-- (WalletNonceReset).
 UPDATE ledgerq.wallet_nonces
 SET next_nonce = @at_least, updated_at = @now::timestamptz
 WHERE chain_id = @chain_id AND sender = @sender AND next_nonce < @at_least;
 
 -- name: WalletNonceListFreed :many
--- Send (seed 003's recycled nonces): nonces from @from_nonce (the chain's nonce) up
--- to the next nonce that no live attempt holds — their attempt was dropped (a
+-- Send (recycled nonces): nonces from @from_nonce (the chain's nonce) up to
+-- the next nonce that no live attempt holds — their attempt was dropped (a
 -- deterministic rejection, a replacement) — lowest first. The next send fills
 -- them before taking new nonces, so the chain never waits on a gap. The
 -- attempts are read through tx_attempts_live_nonce from @from_nonce on only

@@ -1,5 +1,5 @@
 -- name: TaskInsert :one
--- Intake (seed 004, DESIGN §2.3): stores a send-tx task. A key already used by
+-- Intake: stores a send-tx task. A key already used by
 -- the wallet makes this a no-op that returns no row (ON CONFLICT DO NOTHING
 -- waits for a concurrent insert of the same key to commit or roll back, so of
 -- N concurrent inserts exactly one stores a row); the caller then reads the
@@ -34,7 +34,7 @@ ORDER BY id
 LIMIT @max;
 
 -- name: TaskCancel :one
--- Seed 004: a waiting task is aborted (the client cancelled it or went away)
+-- Cancel: a waiting task is aborted (the client cancelled it or went away)
 -- and ends in Error. Conditional on waiting: a task the worker has started
 -- (its transaction is signed and stored) is not cancelled.
 UPDATE ledgerq.wallet_tasks
@@ -43,8 +43,8 @@ WHERE id = @id AND wallet_id = @wallet_id AND status = 0
 RETURNING *;
 
 -- name: TaskNextWaitingPriority :many
--- Seed 004 priority queue, made deterministic: the wallet's waiting tasks,
--- highest priority first, then oldest, then id; through
+-- The priority queue: the wallet's waiting tasks, highest priority first,
+-- then oldest, then id (ties broken, so the order is deterministic); through
 -- wallet_tasks_waiting_priority. Not a claim: only the wallet's shard reads
 -- its queue, and TaskStartMany is conditional on waiting.
 SELECT * FROM ledgerq.wallet_tasks
@@ -53,7 +53,7 @@ ORDER BY priority DESC, created_at, id
 LIMIT @max;
 
 -- name: TaskNextWaitingFIFO :many
--- Seed 004 FIFO queue: the wallet's waiting tasks, oldest first, then id;
+-- The FIFO queue: the wallet's waiting tasks, oldest first, then id;
 -- through wallet_tasks_waiting_fifo.
 SELECT * FROM ledgerq.wallet_tasks
 WHERE chain_id = @chain_id AND sender = @sender AND status = 0
@@ -61,7 +61,7 @@ ORDER BY created_at, id
 LIMIT @max;
 
 -- name: TaskStartMany :execrows
--- Write-ahead (DESIGN §2.3): the tasks whose attempts are being stored move
+-- Write-ahead: the tasks whose attempts are being stored move
 -- waiting -> executing, locked in id order. The caller checks that every one
 -- moved: a task cancelled meanwhile fails the whole store.
 UPDATE ledgerq.wallet_tasks t
@@ -74,7 +74,7 @@ WHERE t.id = ANY (ARRAY(
 ));
 
 -- name: TaskFinishDone :one
--- Confirm (seed 003): the task's transaction was mined; a reverted receipt is
+-- Confirm: the task's transaction was mined; a reverted receipt is
 -- still done, with reverted set.
 UPDATE ledgerq.wallet_tasks
 SET status = 3, tx_hash = @tx_hash, reverted = @reverted, finished_at = @now::timestamptz, updated_at = @now::timestamptz

@@ -26,7 +26,7 @@ SELECT * FROM ledgerq.webhook_endpoints WHERE wallet_id = @wallet_id ORDER BY id
 DELETE FROM ledgerq.webhook_endpoints WHERE id = @id AND wallet_id = @wallet_id;
 
 -- name: WebhookDeliveryEmit :execrows
--- Outbox (DESIGN §2.3): runs inside the transaction of the task changes it
+-- Outbox: runs inside the transaction of the task changes it
 -- tells about, so the rows commit or roll back with them. One row per event
 -- and enabled endpoint of the event's wallet subscribed to its type, in one
 -- set-based statement; the arrays are parallel, one element per event. Due
@@ -44,7 +44,7 @@ WHERE e.enabled AND ev.event_type = ANY (e.event_types)
 ORDER BY ev.n, e.id;
 
 -- name: WebhookDeliveryClaim :many
--- Delivery claim (DESIGN §2.3): up to @max pending deliveries, SKIP LOCKED so
+-- Delivery claim: up to @max pending deliveries, SKIP LOCKED so
 -- concurrent deliverers take disjoint rows. Claiming counts the attempt and
 -- leases the row by moving next_attempt_at to @lease_until, in this one
 -- statement: the POST happens after it commits (no transaction is held

@@ -14,8 +14,8 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
 
-// BatchStatus is a batch's seed-001 status. The empty status is the seed's
-// None: never sent.
+// BatchStatus is a batch's status as the ledger reported it. The empty
+// status is None: never sent.
 type BatchStatus string
 
 // Batch statuses, as stored.
@@ -393,8 +393,8 @@ type QueuedBatch struct {
 // BatchQueueParams are the inputs of the queuer's round.
 type BatchQueueParams struct {
 	Now time.Time
-	// DelayWindow is the seed's delay window of a delayed batch; it doubles
-	// with each further attempt, up to DelayCap.
+	// DelayWindow is how long a delayed batch waits before it is queued
+	// again; it doubles with each further attempt, up to DelayCap.
 	DelayWindow time.Duration
 	DelayCap    time.Duration
 	// Reconcile also admits the next batch of every idle service that no
@@ -405,11 +405,10 @@ type BatchQueueParams struct {
 	ReconcileMax int
 }
 
-// BatchQueue runs the queuer's round (seed 001): unknown batches and delayed
-// batches outside their delay window are queued again (steps 3 and 4), and
-// with Reconcile, idle services get their oldest never-sent batch (steps 5
-// and 6, which admission otherwise does in the transaction that frees a
-// service). It wakes the batch submitter when it queued anything.
+// BatchQueue runs the queuer's round: unknown batches and delayed batches
+// outside their delay window are queued again, and with Reconcile, idle
+// services get their oldest never-sent batch (which admission otherwise does
+// in the transaction that frees a service). It wakes the batch submitter when it queued anything.
 func (s *Store) BatchQueue(ctx context.Context, p BatchQueueParams) ([]QueuedBatch, error) {
 	var out []QueuedBatch
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
@@ -466,8 +465,8 @@ type BatchClaimQueuedParams struct {
 	Max        int
 }
 
-// BatchClaimQueued claims up to Max queued batches for sending (seed 001:
-// submitted = true while the submitter has them) with a lease until LeaseUntil.
+// BatchClaimQueued claims up to Max queued batches for sending (submitted =
+// true while the submitter has them) with a lease until LeaseUntil.
 func (s *Store) BatchClaimQueued(ctx context.Context, p BatchClaimQueuedParams) ([]ClaimedBatch, error) {
 	rows, err := s.q.BatchClaimQueued(ctx, dbsqlc.BatchClaimQueuedParams{
 		Now: p.Now, LeaseExpiresAt: p.LeaseUntil, Max: int32(p.Max),
@@ -663,7 +662,7 @@ type BatchRecordStatusesParams struct {
 
 // BatchRecordStatuses applies the monitor's results of one round in one
 // statement and one transaction, each conditional on the attempt the monitor
-// checked. An unknown batch is queued again at once (seed 001 step 3); a
+// checked. An unknown batch is queued again at once; a
 // batch that reached a final status frees its service, whose next batch is
 // admitted in the same transaction. It wakes the submitters when anything
 // was queued. The transaction's statements reach the server in one round

@@ -546,7 +546,7 @@ func TestBundleRetryTimedOut_PastTheRetryLimitWaitsForAnchorExpiryThenDropsWithI
 	require.Equal(t, again[0].ID, f.get(42).ID, "the live bundle is read before the dropped one")
 }
 
-// The seed's race (DESIGN §7): bundle v1 submitted, its guarantee delayed
+// The requeue race: bundle v1 submitted, its guarantee delayed
 // past the timeout. In every order of events exactly one version is
 // guaranteed and the bundle is never submitted again after it.
 

@@ -20,8 +20,8 @@ type AttemptState string
 
 // Attempt states, as stored.
 const (
-	// AttemptSigned: stored before any broadcast, not known sent (seed 003's
-	// borrowed transaction); recover re-broadcasts it.
+	// AttemptSigned: stored before any broadcast, not known sent; recover
+	// re-broadcasts it.
 	AttemptSigned AttemptState = "signed"
 	// AttemptSent: broadcast, or its outcome was indeterminate.
 	AttemptSent AttemptState = "sent"
@@ -130,14 +130,14 @@ type AttemptStoreManyParams struct {
 	FirstNonce int64
 	// Attempts: one per task, each task waiting.
 	Attempts []SignedTx
-	// Reused are attempts at freed nonces (seed 003's recycled nonces):
+	// Reused are attempts at freed nonces (recycled nonces):
 	// below FirstNonce, each held by no live attempt (the unique index
 	// refuses one that is). They do not move the next nonce. One per task,
 	// each task waiting, none also in Attempts.
 	Reused []SignedTx
 }
 
-// AttemptStoreMany is the write-ahead of DESIGN §2.3 and seed 003: in one
+// AttemptStoreMany is the wallet lane's write-ahead: in one
 // transaction it moves the tasks waiting -> executing, advances the wallet's
 // next nonce from FirstNonce past the attempts, and stores the attempts
 // (signed, with their raw bytes) — before anything is broadcast.
@@ -346,7 +346,7 @@ type AttemptListParams struct {
 }
 
 // AttemptListUnsent returns the wallet's attempts that were signed and stored
-// but are not known sent, in nonce order: seed 003's recover re-broadcasts
+// but are not known sent, in nonce order: recover re-broadcasts
 // them first, with the same bytes.
 func (s *Store) AttemptListUnsent(ctx context.Context, p AttemptListParams) ([]Attempt, error) {
 	rows, err := s.q.AttemptListUnsent(ctx, dbsqlc.AttemptListUnsentParams{ChainID: p.ChainID, Sender: lowerHex(p.Sender), Max: int32(p.Max)})
@@ -485,8 +485,8 @@ func (s *Store) AttemptGetMaxHeldNonce(ctx context.Context, chainID int64, sende
 
 // AttemptCounts counts a wallet's live attempts.
 type AttemptCounts struct {
-	// InFlight: signed or sent and not yet mined (what seed 003's in-flight
-	// budget counts).
+	// InFlight: signed or sent and not yet mined (what the in-flight budget
+	// counts).
 	InFlight int
 	// Mined: mined, not yet final.
 	Mined int

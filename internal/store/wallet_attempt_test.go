@@ -14,7 +14,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
-// Write-ahead (DESIGN §2.3, seed 003): consecutive nonces from the wallet's
+// Write-ahead: consecutive nonces from the wallet's
 // next nonce, stored with the raw bytes, the next nonce advanced past them,
 // and the tasks executing, all in one transaction.
 func TestAttempt_WriteAheadStoresConsecutiveNoncesAdvancesTheNextNonceAndStartsTheTasks(t *testing.T) {
@@ -186,7 +186,7 @@ func TestAttempt_WriteAheadReusesFreedNoncesBelowTheNextNonce(t *testing.T) {
 	require.ErrorAs(t, err, &moved)
 }
 
-// Seed 003, recover: attempts signed and stored but not known sent come back
+// Recover: attempts signed and stored but not known sent come back
 // in nonce order with their bytes; once marked sent they are awaiting
 // confirmation instead.
 func TestAttempt_RecoverReturnsSignedButUnsentAttemptsInNonceOrder(t *testing.T) {
@@ -265,7 +265,7 @@ func TestAttempt_InFlightCountAndUncertainBroadcasts(t *testing.T) {
 	require.False(t, ok, "a confirmed attempt is not sent")
 }
 
-// Seed 003, confirm: a mined attempt makes its task done with its hash; a
+// Confirm: a mined attempt makes its task done with its hash; a
 // reverted receipt is done with reverted, not an error.
 func TestAttempt_ConfirmEndsTheTaskDoneWithItsHashAndRevertedFlag(t *testing.T) {
 	t.Parallel()

@@ -9,7 +9,8 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
 
-// WalletHealth is one row of ledgerq.wallet_health: seed 003's eoa_health.
+// WalletHealth is one row of ledgerq.wallet_health: what confirm last read
+// of the wallet's chain nonce and balance, and its nonce resets.
 type WalletHealth struct {
 	ChainID int64
 	Sender  string

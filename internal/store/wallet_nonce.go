@@ -67,7 +67,7 @@ type WalletNonceListFreedParams struct {
 
 // WalletNonceListFreed returns up to Max nonces from p.From up to the wallet's
 // next nonce that no live attempt holds (their attempt was dropped), lowest
-// first: seed 003's recycled nonces, which the next send fills before it
+// first: the recycled nonces, which the next send fills before it
 // takes new ones so that the chain never waits on a gap. None before the
 // wallet's first attempt.
 func (s *Store) WalletNonceListFreed(ctx context.Context, p WalletNonceListFreedParams) ([]int64, error) {

@@ -10,7 +10,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
-// Seed 003's recycled nonces: a nonce whose attempt was dropped (a
+// Recycled nonces: a nonce whose attempt was dropped (a
 // deterministic rejection) is free again, from the chain's nonce up to the
 // next nonce, lowest first; a live or confirmed attempt's nonce is not.
 func TestWalletNonce_FreedNoncesAreTheDroppedOnesBetweenTheChainNonceAndTheNextNonce(t *testing.T) {

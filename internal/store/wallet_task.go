@@ -13,10 +13,11 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
 
-// TaskStatus is a send-tx task's status, with seed 004's codes.
+// TaskStatus is a send-tx task's status. Its codes are stored and are part
+// of the API (webhook events carry them), so they never change.
 type TaskStatus int16
 
-// Task statuses, as stored (seed 004: Waiting 0, Executing 1, Error 2, Done 3).
+// Task statuses, as stored.
 const (
 	TaskWaiting   TaskStatus = 0
 	TaskExecuting TaskStatus = 1
@@ -24,8 +25,8 @@ const (
 	TaskDone      TaskStatus = 3
 )
 
-// String is the seed's name of the status ("Waiting", "Executing", "Error",
-// "Done").
+// String is the status's name in the API ("Waiting", "Executing",
+// "Error", "Done").
 func (s TaskStatus) String() string {
 	switch s {
 	case TaskWaiting:
@@ -43,8 +44,8 @@ func (s TaskStatus) String() string {
 // Terminal reports whether the task has ended (Error or Done).
 func (s TaskStatus) Terminal() bool { return s == TaskError || s == TaskDone }
 
-// QueueType is the order in which a wallet's waiting tasks are sent (seed
-// 004's sendTxQueueType).
+// QueueType is the order in which a wallet's waiting tasks are sent
+// (--send-tx-queue-type).
 type QueueType string
 
 // Queue types.
@@ -146,7 +147,8 @@ func tasksFromRows(rows []dbsqlc.LedgerqWalletTask) []Task {
 }
 
 // WalletShardKey is the key of the shard that works the tasks of sender on
-// chainID (DESIGN §2.4): wallet:<chain>:<address>.
+// chainID: wallet:<chain>:<address>. One shard per wallet, so one worker at
+// a time assigns its nonces.
 func WalletShardKey(chainID int64, sender string) string {
 	return fmt.Sprintf("wallet:%d:%s", chainID, sender)
 }
@@ -350,8 +352,8 @@ type TaskCancelParams struct {
 	ID     string
 }
 
-// TaskCancel cancels the wallet's task if it is still waiting (seed 004: an
-// aborted task ends in Error): it returns true and the cancelled task, and
+// TaskCancel cancels the wallet's task if it is still waiting (an aborted
+// task ends in Error): it returns true and the cancelled task, and
 // emits failed in the same transaction. A task that has started or ended is
 // left alone: it returns false and the task as it is. A missing task, or one
 // of another wallet, is ErrNotFound.
@@ -390,8 +392,8 @@ type TaskNextWaitingParams struct {
 }
 
 // TaskNextWaiting returns up to Max of the wallet's waiting tasks in queue
-// order: for QueuePriority highest priority first, then oldest, then id (seed
-// 004 leaves ties unordered; ledgerq makes them deterministic); for QueueFIFO
+// order: for QueuePriority highest priority first, then oldest, then id (ties
+// broken, so the order is deterministic); for QueueFIFO
 // oldest first, then id. It locks nothing: only the wallet's shard reads its
 // queue, and AttemptStoreMany starts a task only if it is still waiting.
 func (s *Store) TaskNextWaiting(ctx context.Context, p TaskNextWaitingParams) ([]Task, error) {

@@ -199,7 +199,7 @@ func TestTask_ListPagesByIdAndFiltersByStatus(t *testing.T) {
 	require.Equal(t, []string{all[1]}, taskIDs(failed))
 }
 
-// Seed 004: a waiting task is aborted when its client cancels (or
+// A waiting task is aborted when its client cancels (or
 // disconnects), and ends in Error; one that is executing is not.
 func TestTask_CancellationOfAWaitingTaskEndsItInErrorAndAStartedTaskIsNotCancelled(t *testing.T) {
 	t.Parallel()
@@ -228,7 +228,7 @@ func TestTask_CancellationOfAWaitingTaskEndsItInErrorAndAStartedTaskIsNotCancell
 	require.Equal(t, store.TaskExecuting, cur.Status)
 }
 
-// Seed 004, task selection with sendTxQueueType=priority: the next task is
+// The priority queue: the next task is
 // the one with the highest priority; ledgerq orders equal priorities oldest
 // first, then by id, so the order is deterministic.
 func TestTask_PriorityQueueTakesHighestPriorityFirstThenOldest(t *testing.T) {
@@ -258,7 +258,7 @@ func TestTask_PriorityQueueTakesHighestPriorityFirstThenOldest(t *testing.T) {
 	require.Equal(t, []string{highEarly.ID, highLate.ID}, taskIDs(first2))
 }
 
-// Seed 004, sendTxQueueType=fifo: first in, first out; priority is not relevant.
+// The FIFO queue: first in, first out; priority is not relevant.
 func TestTask_FIFOQueueTakesOldestFirstAndIgnoresPriority(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
@@ -275,7 +275,7 @@ func TestTask_FIFOQueueTakesOldestFirstAndIgnoresPriority(t *testing.T) {
 	require.Equal(t, []string{a.ID, b.ID, c.ID}, taskIDs(next), "only waiting tasks, oldest first")
 }
 
-// Seed 004, "concurrency should always be 1": the lock per wallet is its
+// One worker at a time per wallet: the lock per wallet is its
 // shard. Every task of one wallet schedules the same shard, and a shard is
 // claimed by one worker at a time, so a second claim finds nothing while the
 // first holds it, even with more tasks arriving (they set more_work).
@@ -354,7 +354,7 @@ func requireCheckViolation(t *testing.T, err error, constraint, what string) {
 	require.Contains(t, err.Error(), constraint, what)
 }
 
-// Seed 004's cache cleanup, made durable: finished tasks older than the
+// Retention: finished tasks older than the
 // retention are deleted in small batches (with their attempts); waiting,
 // executing and recent ones stay.
 func TestTask_RetentionDeletesFinishedTasksOlderThanTheAgeInSmallBatches(t *testing.T) {

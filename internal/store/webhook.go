@@ -15,9 +15,9 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
 
-// Wallet lane webhooks (DESIGN §2.3): the endpoints a wallet's owner
-// registers, and the outbox (webhook_deliveries) that task transitions write
-// in their own transaction and package webhook delivers.
+// Wallet lane webhooks: the endpoints a wallet's owner registers, and the
+// outbox (webhook_deliveries) that task transitions write in their own
+// transaction and the monitor's WebhookDeliverer delivers.
 
 // WebhookEventType is what happened to a task.
 type WebhookEventType string
@@ -213,7 +213,8 @@ type WebhookTaskData struct {
 	Wallet  string `json:"wallet"`
 	ChainID int64  `json:"chainId"`
 	Sender  string `json:"sender"`
-	// Status and Code are the task's seed 004 status after the change.
+	// Status and Code are the task's TaskStatus after the change, by name
+	// and by code.
 	Status string `json:"status"`
 	Code   int16  `json:"code"`
 	// TxHash is the transaction the event is about: the one broadcast

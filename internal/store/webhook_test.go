@@ -1,6 +1,6 @@
 package store_test
 
-// Webhook endpoints and outbox (DESIGN §2.3): rule tests in a rolled-back
+// Webhook endpoints and outbox: rule tests in a rolled-back
 // transaction with a fake clock.
 
 import (

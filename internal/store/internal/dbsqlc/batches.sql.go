@@ -56,7 +56,7 @@ type BatchAdmitRow struct {
 	ServiceID string
 }
 
-// Admission, seed 001 steps 5 and 6 for the given services only: a service
+// Admission, for the given services only: a service
 // with no active batch (queued, held, pending, unknown or delayed) gets its
 // oldest never-sent batch queued, created_at order, ties broken by id. Runs
 // in the transaction that freed the services, after BatchServiceLock, so its
@@ -242,8 +242,8 @@ type BatchClaimQueuedRow struct {
 }
 
 // Submitter claim: takes up to @max queued batches, oldest first, that no other
-// submitter holds (SKIP LOCKED), and marks them held with a lease (seed 001:
-// submitted = true guards against re-queuing while the submitter has them).
+// submitter holds (SKIP LOCKED), and marks them held with a lease
+// (submitted = true guards against re-queuing while the submitter has them).
 // attempts is incremented here and is the fencing token of the outcome update.
 // Every claim updates its rows through the primary key (= ANY (ARRAY(…))):
 // joined to the CTE instead, the planner may hash the CTE and scan the whole
@@ -327,7 +327,7 @@ type BatchDeleteFinishedParams struct {
 	Max    int32
 }
 
-// Retention (DESIGN §5): deletes up to @max terminal batches whose finished_at
+// Retention: deletes up to @max terminal batches whose finished_at
 // is before @cutoff, oldest first. finished_at is set exactly for the terminal
 // statuses committed, valid and invalid (CHECK batches_finished_iff_terminal),
 // so a batch still waiting or at the ledger is never deleted, whatever its age.
@@ -740,7 +740,7 @@ type BatchQueueRetriesRow struct {
 	Status    *LedgerqBatchStatus
 }
 
-// Queuer round, seed 001 steps 3 and 4: every unknown batch, and every delayed
+// Queuer round, the retries: every unknown batch, and every delayed
 // batch whose last attempt is outside the delay window (window x
 // 2^(attempts-1), capped), is queued again. Reads only the batches_retry index.
 // The rows are locked first, in primary-key order (the index walks them in
@@ -818,8 +818,8 @@ type BatchRecordStatusManyRow struct {
 //	PENDING   -> pending, next check at @next_check_at (a held batch the
 //	            ledger has after all, or a pending one asked about again);
 //	COMMITTED -> committed, INVALID -> invalid (terminal);
-//	UNKNOWN   -> unknown with submitted = false (seed 001 note), and queued at
-//	            once (seed 001 step 3), so the submitter sends it again.
+//	UNKNOWN   -> unknown with submitted = false (the ledger may not have it),
+//	            and queued at once, so the submitter sends it again.
 //
 // The rows are locked first, in primary-key order, whatever the order of
 // @seqs: the submitter of an expired lease, or another monitor, may record

@@ -98,8 +98,8 @@ type BundleClaimNextParams struct {
 	Now     time.Time
 }
 
-// Claim, under a core's lock (seed 000's Dequeue: lowest block number
-// first; its race guard: no version guaranteed): the lowest queued bundle
+// Claim, under a core's lock (lowest block number first; a bundle with a
+// version guaranteed is never claimed again): the lowest queued bundle
 // that is due, skipping one another claim holds, through bundles_queued.
 func (q *Queries) BundleClaimNext(ctx context.Context, arg BundleClaimNextParams) (LedgerqBundle, error) {
 	row := q.db.QueryRow(ctx, bundleClaimNext, arg.ChainID, arg.Now)
@@ -334,7 +334,8 @@ type BundleGuaranteeParams struct {
 
 // A block's E_G names a version of the bundle: the first guarantee wins.
 // From submitted or queued only, and only with no version guaranteed yet
-// (the seed's race); conditional on the core the caller locked.
+// (two versions of one bundle are never both guaranteed); conditional on
+// the core the caller locked.
 func (q *Queries) BundleGuarantee(ctx context.Context, arg BundleGuaranteeParams) (int64, error) {
 	result, err := q.db.Exec(ctx, bundleGuarantee,
 		arg.PackageHash,
@@ -599,7 +600,8 @@ type BundleMarkSubmittedParams struct {
 }
 
 // Claim, under the core's and the bundle's locks: conditional on queued with
-// no version guaranteed (the seed's race guard, again where it writes).
+// no version guaranteed (so two versions of one bundle are never both
+// guaranteed; checked again where it writes).
 func (q *Queries) BundleMarkSubmitted(ctx context.Context, arg BundleMarkSubmittedParams) (LedgerqBundle, error) {
 	row := q.db.QueryRow(ctx, bundleMarkSubmitted,
 		arg.Core,
@@ -655,8 +657,8 @@ type BundleRequeueParams struct {
 	Version int32
 }
 
-// Guarantee timeout (seed 000's Requeue with its race guard, closed where
-// it happens): version + 1 and a fresh anchor at the next claim, only while
+// Guarantee timeout, guarded where it writes against a guarantee of an
+// earlier version: version + 1 and a fresh anchor at the next claim, only while
 // the same version is still submitted and no version of the bundle is
 // guaranteed. A guarantee applied meanwhile makes it change nothing.
 func (q *Queries) BundleRequeue(ctx context.Context, arg BundleRequeueParams) (int64, error) {
@@ -725,8 +727,8 @@ type BundleTxIncludeParams struct {
 	TxHashes []string
 }
 
-// Cut, in the bundle's transaction (seed 000's "remove only after a
-// successful enqueue", by construction): the cut pending transactions are
+// Cut, in the bundle's transaction (a transaction leaves the pool only when
+// its bundle is stored, by construction): the cut pending transactions are
 // included, each at its position in @tx_hashes. Conditional on pending; the
 // caller checks the count.
 func (q *Queries) BundleTxInclude(ctx context.Context, arg BundleTxIncludeParams) (int64, error) {
@@ -788,9 +790,10 @@ type BundleTxLockForCutParams struct {
 	Max     int32
 }
 
-// Cut, under the chain's lock (seed 000, jamduna's flaw "taken in map
-// order" closed): up to @max pending transactions in (sender, nonce) order,
-// locked until the cut commits, through pool_txs_live_nonce.
+// Cut, under the chain's lock: up to @max pending transactions in (sender,
+// nonce) order, never an arbitrary one (which could cut a sender's later
+// nonce before an earlier one), locked until the cut commits, through
+// pool_txs_live_nonce.
 func (q *Queries) BundleTxLockForCut(ctx context.Context, arg BundleTxLockForCutParams) ([]string, error) {
 	rows, err := q.db.Query(ctx, bundleTxLockForCut, arg.ChainID, arg.Max)
 	if err != nil {
@@ -822,8 +825,8 @@ type BundleTxReturnParams struct {
 	BundleIds []int64
 }
 
-// Drop: a dropped bundle's transactions go back to pending (jamduna lost
-// them), through pool_txs_bundle.
+// Drop: a dropped bundle's transactions go back to pending (none is lost),
+// through pool_txs_bundle.
 func (q *Queries) BundleTxReturn(ctx context.Context, arg BundleTxReturnParams) (int64, error) {
 	result, err := q.db.Exec(ctx, bundleTxReturn, arg.Now, arg.BundleIds)
 	if err != nil {
@@ -1019,7 +1022,7 @@ type CoreClaimFreeParams struct {
 	Cores   int32
 }
 
-// Claim, first statement (seed 000: at most cores bundles submitted, across
+// Claim, first statement (at most @cores bundles submitted at once, across
 // processes): locks the lowest free core below @cores that no other claim
 // holds, through cores_free.
 func (q *Queries) CoreClaimFree(ctx context.Context, arg CoreClaimFreeParams) (int32, error) {

@@ -130,7 +130,7 @@ type PoolSenderLockParams struct {
 	Now        time.Time
 }
 
-// Intake, first statement (seed 000, DESIGN §2.2): takes the sender's intake
+// Intake, first statement: takes the sender's intake
 // lock, inserting its row on its first transaction. Concurrent intakes of one
 // sender, in any process, queue here until the holder commits, so each reads
 // the sender's transactions as the previous one left them. The chain's nonce
@@ -165,7 +165,7 @@ type PoolSenderLockExpiredParams struct {
 	Max     int32
 }
 
-// TTL sweep (seed 000's CleanupExpiredTransactions): locks, in sender order,
+// TTL sweep: locks, in sender order,
 // up to @max senders that have a pending or queued transaction expired at
 // @now. A sender whose intake holds its lock is skipped (SKIP LOCKED) and
 // swept by a later round.
@@ -491,7 +491,7 @@ type PoolTxReplaceParams struct {
 	Expected   LedgerqPoolTxState
 }
 
-// Seed 000 replacement: the old transaction of the nonce retires, pointing at
+// Replacement: the old transaction of the nonce retires, pointing at
 // its replacement, before the replacement is stored (one live transaction
 // per nonce). Conditional on the state the caller read: 0 rows means a
 // bundle took it meanwhile.

@@ -68,7 +68,7 @@ type AttemptCountLiveRow struct {
 	Mined    int64
 }
 
-// Send (seed 003's in-flight budget): the wallet's attempts signed or sent
+// Send (the in-flight budget): the wallet's attempts signed or sent
 // and not yet mined, through tx_attempts_signed and tx_attempts_sent; and
 // its mined attempts not yet final, through tx_attempts_mined (confirm
 // follows them; they take no room in the budget).
@@ -554,7 +554,7 @@ type AttemptListSentBelowParams struct {
 	Max     int32
 }
 
-// Confirm (seed 003): sent attempts whose nonce the chain has passed
+// Confirm: sent attempts whose nonce the chain has passed
 // (nonce < @below), in nonce order, through tx_attempts_sent.
 func (q *Queries) AttemptListSentBelow(ctx context.Context, arg AttemptListSentBelowParams) ([]LedgerqTxAttempt, error) {
 	rows, err := q.db.Query(ctx, attemptListSentBelow,
@@ -747,7 +747,7 @@ type AttemptListUnsentParams struct {
 	Max     int32
 }
 
-// Recover (seed 003): attempts signed and stored but not known sent, in nonce
+// Recover: attempts signed and stored but not known sent, in nonce
 // order, through tx_attempts_signed.
 func (q *Queries) AttemptListUnsent(ctx context.Context, arg AttemptListUnsentParams) ([]LedgerqTxAttempt, error) {
 	rows, err := q.db.Query(ctx, attemptListUnsent, arg.ChainID, arg.Sender, arg.Max)

@@ -87,8 +87,8 @@ type WalletNonceListFreedParams struct {
 	Max       int32
 }
 
-// Send (seed 003's recycled nonces): nonces from @from_nonce (the chain's nonce) up
-// to the next nonce that no live attempt holds — their attempt was dropped (a
+// Send (recycled nonces): nonces from @from_nonce (the chain's nonce) up to
+// the next nonce that no live attempt holds — their attempt was dropped (a
 // deterministic rejection, a replacement) — lowest first. The next send fills
 // them before taking new nonces, so the chain never waits on a gap. The
 // attempts are read through tx_attempts_live_nonce from @from_nonce on only
@@ -131,11 +131,11 @@ type WalletNonceRaiseParams struct {
 	Sender  string
 }
 
-// Reconciliation (seed 003's nonce sync, upward only): the chain's nonce
+// Reconciliation (nonce sync, upward only): the chain's nonce
 // passed the next nonce (someone else sent from the address), so the next new
 // nonce starts at the chain's. No live attempt can sit at or above the old
-// next nonce, so none is skipped over. Lowering it is a nonce reset (the next
-// issue).
+// next nonce, so none is skipped over. Lowering it is a nonce reset
+// (WalletNonceReset).
 func (q *Queries) WalletNonceRaise(ctx context.Context, arg WalletNonceRaiseParams) (int64, error) {
 	result, err := q.db.Exec(ctx, walletNonceRaise,
 		arg.AtLeast,

@@ -25,7 +25,7 @@ type TaskCancelParams struct {
 	WalletID string
 }
 
-// Seed 004: a waiting task is aborted (the client cancelled it or went away)
+// Cancel: a waiting task is aborted (the client cancelled it or went away)
 // and ends in Error. Conditional on waiting: a task the worker has started
 // (its transaction is signed and stored) is not cancelled.
 func (q *Queries) TaskCancel(ctx context.Context, arg TaskCancelParams) (LedgerqWalletTask, error) {
@@ -123,7 +123,7 @@ type TaskFinishDoneParams struct {
 	ID       string
 }
 
-// Confirm (seed 003): the task's transaction was mined; a reverted receipt is
+// Confirm: the task's transaction was mined; a reverted receipt is
 // still done, with reverted set.
 func (q *Queries) TaskFinishDone(ctx context.Context, arg TaskFinishDoneParams) (LedgerqWalletTask, error) {
 	row := q.db.QueryRow(ctx, taskFinishDone,
@@ -384,7 +384,7 @@ type TaskInsertParams struct {
 	FeeCapWei      pgtype.Numeric
 }
 
-// Intake (seed 004, DESIGN §2.3): stores a send-tx task. A key already used by
+// Intake: stores a send-tx task. A key already used by
 // the wallet makes this a no-op that returns no row (ON CONFLICT DO NOTHING
 // waits for a concurrent insert of the same key to commit or roll back, so of
 // N concurrent inserts exactly one stores a row); the caller then reads the
@@ -542,7 +542,7 @@ type TaskNextWaitingFIFOParams struct {
 	Max     int32
 }
 
-// Seed 004 FIFO queue: the wallet's waiting tasks, oldest first, then id;
+// The FIFO queue: the wallet's waiting tasks, oldest first, then id;
 // through wallet_tasks_waiting_fifo.
 func (q *Queries) TaskNextWaitingFIFO(ctx context.Context, arg TaskNextWaitingFIFOParams) ([]LedgerqWalletTask, error) {
 	rows, err := q.db.Query(ctx, taskNextWaitingFIFO, arg.ChainID, arg.Sender, arg.Max)
@@ -604,8 +604,8 @@ type TaskNextWaitingPriorityParams struct {
 	Max     int32
 }
 
-// Seed 004 priority queue, made deterministic: the wallet's waiting tasks,
-// highest priority first, then oldest, then id; through
+// The priority queue: the wallet's waiting tasks, highest priority first,
+// then oldest, then id (ties broken, so the order is deterministic); through
 // wallet_tasks_waiting_priority. Not a claim: only the wallet's shard reads
 // its queue, and TaskStartMany is conditional on waiting.
 func (q *Queries) TaskNextWaitingPriority(ctx context.Context, arg TaskNextWaitingPriorityParams) ([]LedgerqWalletTask, error) {
@@ -818,7 +818,7 @@ type TaskStartManyParams struct {
 	Sender  string
 }
 
-// Write-ahead (DESIGN §2.3): the tasks whose attempts are being stored move
+// Write-ahead: the tasks whose attempts are being stored move
 // waiting -> executing, locked in id order. The caller checks that every one
 // moved: a task cancelled meanwhile fails the whole store.
 func (q *Queries) TaskStartMany(ctx context.Context, arg TaskStartManyParams) (int64, error) {
