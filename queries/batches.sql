@@ -63,7 +63,7 @@ WHERE p.service_id = @service_id
 ORDER BY p.id
 LIMIT @max;
 
--- name: BatchServicesLock :exec
+-- name: BatchServiceLock :exec
 -- Serialises admission per service: one transaction-scoped advisory lock per
 -- service, taken in key order so that two transactions never wait on each
 -- other in a cycle. Every statement that may admit a batch (BatchAdmit) runs
@@ -73,8 +73,8 @@ SELECT pg_advisory_xact_lock(1818585457, k)::text
 FROM (SELECT DISTINCT hashtext(s) AS k FROM unnest(@service_ids::text[]) AS s) keys
 ORDER BY k;
 
--- name: BatchServicesLockForIntake :many
--- Intake's admission locks, the same advisory locks as BatchServicesLock,
+-- name: BatchServiceLockForIntake :many
+-- Intake's admission locks, the same advisory locks as BatchServiceLock,
 -- taken in key order, with the mode chosen per service by a probe of
 -- batches_active_by_service in this statement's snapshot:
 --   busy -> shared. Intake admits nothing into a busy service, so intakes
@@ -83,7 +83,7 @@ ORDER BY k;
 --           for them and its admission sees their batches.
 --   idle -> exclusive, under which the intake admits (BatchAdmit).
 -- A service that was freed between this probe and the lock is found by
--- BatchServicesIdle after the lock, and admitted after the commit.
+-- BatchServiceFilterIdle after the lock, and admitted after the commit.
 -- Services whose keys collide share a lock, exclusive if any of them is idle.
 SELECT keys.service_ids::text[] AS service_ids, keys.busy::bool AS busy,
        (CASE WHEN keys.busy THEN pg_advisory_xact_lock_shared(1818585457, keys.k)
@@ -100,7 +100,7 @@ FROM (
 ) keys
 ORDER BY keys.k;
 
--- name: BatchServicesIdle :many
+-- name: BatchServiceFilterIdle :many
 -- The services among @service_ids with no active batch, in this statement's
 -- snapshot: one probe of batches_active_by_service each.
 SELECT d.s::text AS service_id
@@ -113,10 +113,10 @@ WHERE (SELECT 1 FROM ledgerq.batches a
 ORDER BY 1;
 
 -- name: BatchAdmit :many
--- Admission, seed 001 steps 5 and 6 for the given services only: a service
+-- Admission, for the given services only: a service
 -- with no active batch (queued, held, pending, unknown or delayed) gets its
 -- oldest never-sent batch queued, created_at order, ties broken by id. Runs
--- in the transaction that freed the services, after BatchServicesLock, so its
+-- in the transaction that freed the services, after BatchServiceLock, so its
 -- cost is the services it is given, never all of them: each service is one
 -- probe of batches_active_by_service and two of batches_new_by_service
 -- (scalar subqueries, so the planner cannot turn them into a scan of every
@@ -162,12 +162,12 @@ SET queued_at = @now::timestamptz, updated_at = @now::timestamptz
 WHERE b.seq = ANY (ARRAY(SELECT locked.seq FROM locked))
 RETURNING b.seq, b.service_id;
 
--- name: BatchIdleServices :many
+-- name: BatchServiceListIdle :many
 -- Queuer reconciliation (the recovery path, not the hot path): services that
 -- have a never-sent batch and no active one, which no transaction admitted
 -- (rows written by an operator's SQL, or by an older ledgerq). A loose index
 -- scan: one probe per service with never-sent batches. The queuer runs it
--- rarely and hands the result to BatchServicesLock and BatchAdmit.
+-- rarely and hands the result to BatchServiceLock and BatchAdmit.
 WITH RECURSIVE services AS (
     (SELECT n.service_id FROM ledgerq.batches n
      WHERE n.status IS NULL AND NOT n.submitted
@@ -191,7 +191,7 @@ WHERE s.service_id IS NOT NULL
 LIMIT @max;
 
 -- name: BatchQueueRetries :many
--- Queuer round, seed 001 steps 3 and 4: every unknown batch, and every delayed
+-- Queuer round, the retries: every unknown batch, and every delayed
 -- batch whose last attempt is outside the delay window (window x
 -- 2^(attempts-1), capped), is queued again. Reads only the batches_retry index.
 -- The rows are locked first, in primary-key order (the index walks them in
@@ -220,8 +220,8 @@ RETURNING b.seq, b.service_id, b.status;
 
 -- name: BatchClaimQueued :many
 -- Submitter claim: takes up to @max queued batches, oldest first, that no other
--- submitter holds (SKIP LOCKED), and marks them held with a lease (seed 001:
--- submitted = true guards against re-queuing while the submitter has them).
+-- submitter holds (SKIP LOCKED), and marks them held with a lease
+-- (submitted = true guards against re-queuing while the submitter has them).
 -- attempts is incremented here and is the fencing token of the outcome update.
 -- Every claim updates its rows through the primary key (= ANY (ARRAY(…))):
 -- joined to the CTE instead, the planner may hash the CTE and scan the whole
@@ -333,8 +333,8 @@ RETURNING b.seq, b.service_id, b.attempts,
 --   PENDING   -> pending, next check at @next_check_at (a held batch the
 --               ledger has after all, or a pending one asked about again);
 --   COMMITTED -> committed, INVALID -> invalid (terminal);
---   UNKNOWN   -> unknown with submitted = false (seed 001 note), and queued at
---               once (seed 001 step 3), so the submitter sends it again.
+--   UNKNOWN   -> unknown with submitted = false (the ledger may not have it),
+--               and queued at once, so the submitter sends it again.
 -- The rows are locked first, in primary-key order, whatever the order of
 -- @seqs: the submitter of an expired lease, or another monitor, may record
 -- the same batches, and two statements locking shared rows in different
@@ -443,3 +443,27 @@ ins AS (
 )
 INSERT INTO ledgerq.batch_payloads (seq, id, service_id, payload)
 SELECT g.seq, @prefix::text || g.g, @prefix::text || (g.g % 1000), decode(repeat('00', @payload_bytes::int), 'hex') FROM g;
+
+-- name: BatchDeleteFinished :execrows
+-- Retention: deletes up to @max terminal batches whose finished_at
+-- is before @cutoff, oldest first. finished_at is set exactly for the terminal
+-- statuses committed, valid and invalid (CHECK batches_finished_iff_terminal),
+-- so a batch still waiting or at the ledger is never deleted, whatever its age.
+-- The CTE walks the partial index batches_finished and stops after @max rows,
+-- so a round costs what it deletes, not the rows kept or the work waiting; SKIP
+-- LOCKED lets concurrent retention rounds (one per process) share the backlog
+-- instead of waiting on each other's locks. The seqs reach the DELETE as one
+-- array, so each row is found through the primary key: joined instead (USING,
+-- IN), the planner hashes the whole table once @max is a few hundred. The
+-- DELETE from ledgerq.batches is the whole operation: rows that belong to a
+-- batch (batch_payloads, say) must reference it ON DELETE CASCADE, never be
+-- deleted by a second statement here.
+WITH finished AS (
+    SELECT f.seq FROM ledgerq.batches f
+    WHERE f.finished_at IS NOT NULL AND f.finished_at < @cutoff::timestamptz
+    ORDER BY f.finished_at
+    LIMIT @max
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM ledgerq.batches b
+WHERE b.seq = ANY (ARRAY(SELECT finished.seq FROM finished));

@@ -29,10 +29,11 @@ LIMIT 1;
 -- queued bundles of the chain, through bundles_queued.
 SELECT count(*) FROM ledgerq.bundles WHERE chain_id = @chain_id AND state = 'queued';
 
--- name: BundleCutTxs :many
--- Cut, under the chain's lock (seed 000, jamduna's flaw "taken in map
--- order" closed): up to @max pending transactions in (sender, nonce) order,
--- locked until the cut commits, through pool_txs_live_nonce.
+-- name: BundleTxLockForCut :many
+-- Cut, under the chain's lock: up to @max pending transactions in (sender,
+-- nonce) order, never an arbitrary one (which could cut a sender's later
+-- nonce before an earlier one), locked until the cut commits, through
+-- pool_txs_live_nonce.
 SELECT tx_hash FROM ledgerq.pool_txs
 WHERE chain_id = @chain_id AND state = 'pending'
 ORDER BY sender, nonce
@@ -49,9 +50,9 @@ INSERT INTO ledgerq.bundles (
 )
 RETURNING *;
 
--- name: BundleIncludeTxs :execrows
--- Cut, in the bundle's transaction (seed 000's "remove only after a
--- successful enqueue", by construction): the cut pending transactions are
+-- name: BundleTxInclude :execrows
+-- Cut, in the bundle's transaction (a transaction leaves the pool only when
+-- its bundle is stored, by construction): the cut pending transactions are
 -- included, each at its position in @tx_hashes. Conditional on pending; the
 -- caller checks the count.
 UPDATE ledgerq.pool_txs t
@@ -74,7 +75,7 @@ DELETE FROM ledgerq.cores
 WHERE chain_id = @chain_id AND core >= @cores::int AND bundle_id IS NULL;
 
 -- name: CoreClaimFree :one
--- Claim, first statement (seed 000: at most cores bundles submitted, across
+-- Claim, first statement (at most @cores bundles submitted at once, across
 -- processes): locks the lowest free core below @cores that no other claim
 -- holds, through cores_free.
 SELECT core FROM ledgerq.cores
@@ -84,8 +85,8 @@ LIMIT 1
 FOR UPDATE SKIP LOCKED;
 
 -- name: BundleClaimNext :one
--- Claim, under a core's lock (seed 000's Dequeue: lowest block number
--- first; its race guard: no version guaranteed): the lowest queued bundle
+-- Claim, under a core's lock (lowest block number first; a bundle with a
+-- version guaranteed is never claimed again): the lowest queued bundle
 -- that is due, skipping one another claim holds, through bundles_queued.
 SELECT * FROM ledgerq.bundles
 WHERE chain_id = @chain_id AND state = 'queued' AND next_submit_at <= @now::timestamptz
@@ -94,7 +95,7 @@ ORDER BY number
 LIMIT 1
 FOR UPDATE SKIP LOCKED;
 
--- name: BundleTxsRaw :many
+-- name: BundleTxListRaw :many
 -- A bundle's transactions in execution order, through pool_txs_bundle.
 SELECT tx_hash, raw FROM ledgerq.pool_txs
 WHERE bundle_id = @bundle_id::bigint
@@ -111,7 +112,8 @@ WHERE v.bundle_id = EXCLUDED.bundle_id AND v.guaranteed_slot IS NULL;
 
 -- name: BundleMarkSubmitted :one
 -- Claim, under the core's and the bundle's locks: conditional on queued with
--- no version guaranteed (the seed's race guard, again where it writes).
+-- no version guaranteed (so two versions of one bundle are never both
+-- guaranteed; checked again where it writes).
 UPDATE ledgerq.bundles
 SET state = 'submitted', core = @core::int, anchor_slot = @anchor_slot::bigint, anchor_hash = @anchor_hash::text,
     submitted_at = @now::timestamptz, updated_at = @now::timestamptz
@@ -167,7 +169,8 @@ WHERE v.package_hash = @package_hash AND b.id = v.bundle_id
 -- name: BundleGuarantee :execrows
 -- A block's E_G names a version of the bundle: the first guarantee wins.
 -- From submitted or queued only, and only with no version guaranteed yet
--- (the seed's race); conditional on the core the caller locked.
+-- (two versions of one bundle are never both guaranteed); conditional on
+-- the core the caller locked.
 UPDATE ledgerq.bundles
 SET state = 'guaranteed', core = NULL, guaranteed_hash = @package_hash::text, guaranteed_version = @version::int,
     guaranteed_at = @now::timestamptz, updated_at = @now::timestamptz
@@ -190,8 +193,8 @@ SET state = 'finalized', finalized_at = @now::timestamptz, updated_at = @now::ti
 WHERE chain_id = @chain_id AND state = 'accumulated' AND accumulated_slot <= @max_slot::bigint;
 
 -- name: BundleRequeue :execrows
--- Guarantee timeout (seed 000's Requeue with its race guard, closed where
--- it happens): version + 1 and a fresh anchor at the next claim, only while
+-- Guarantee timeout, guarded where it writes against a guarantee of an
+-- earlier version: version + 1 and a fresh anchor at the next claim, only while
 -- the same version is still submitted and no version of the bundle is
 -- guaranteed. A guarantee applied meanwhile makes it change nothing.
 UPDATE ledgerq.bundles b
@@ -203,7 +206,7 @@ WHERE b.id = @id AND b.chain_id = @chain_id AND b.state = 'submitted' AND b.vers
       SELECT 1 FROM ledgerq.bundle_versions v WHERE v.bundle_id = @id AND v.guaranteed_slot IS NOT NULL
   );
 
--- name: BundleTimedOut :many
+-- name: BundleListTimedOut :many
 -- Guarantee timeout: submitted bundles claimed at or before @before, in
 -- number order, with the newest anchor over their versions, through
 -- bundles_submitted.
@@ -214,7 +217,7 @@ WHERE b.chain_id = @chain_id AND b.state = 'submitted' AND b.submitted_at <= @be
 ORDER BY b.number
 LIMIT @max;
 
--- name: BundleDropIDs :many
+-- name: BundleListToDrop :many
 -- Drop, under the chain's lock: the bundle and every live one above it that
 -- has not executed (their parent never will), through bundles_unexecuted.
 SELECT id FROM ledgerq.bundles
@@ -239,9 +242,9 @@ SET state = 'dropped', core = NULL, drop_reason = @reason::text, updated_at = @n
 WHERE id = ANY(@ids::bigint[]) AND state IN ('queued', 'submitted', 'guaranteed')
 RETURNING id, number;
 
--- name: BundleTxsReturn :execrows
--- Drop: a dropped bundle's transactions go back to pending (jamduna lost
--- them), through pool_txs_bundle.
+-- name: BundleTxReturn :execrows
+-- Drop: a dropped bundle's transactions go back to pending (none is lost),
+-- through pool_txs_bundle.
 UPDATE ledgerq.pool_txs
 SET state = 'pending', bundle_id = NULL, bundle_block = NULL, bundle_pos = NULL, updated_at = @now::timestamptz
 WHERE bundle_id = ANY(@bundle_ids::bigint[]) AND state = 'included';
@@ -265,5 +268,5 @@ WHERE chain_id = @chain_id AND number > @after
 ORDER BY number, id
 LIMIT @max;
 
--- name: BundleVersionsOf :many
+-- name: BundleVersionList :many
 SELECT * FROM ledgerq.bundle_versions WHERE bundle_id = @bundle_id ORDER BY version, submitted_at, package_hash;

@@ -1,5 +1,5 @@
 -- name: PoolSenderLock :one
--- Intake, first statement (seed 000, DESIGN §2.2): takes the sender's intake
+-- Intake, first statement: takes the sender's intake
 -- lock, inserting its row on its first transaction. Concurrent intakes of one
 -- sender, in any process, queue here until the holder commits, so each reads
 -- the sender's transactions as the previous one left them. The chain's nonce
@@ -61,7 +61,7 @@ SET state = @state, replaced_by = NULL, drop_reason = NULL,
 WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('replaced', 'dropped');
 
 -- name: PoolTxReplace :execrows
--- Seed 000 replacement: the old transaction of the nonce retires, pointing at
+-- Replacement: the old transaction of the nonce retires, pointing at
 -- its replacement, before the replacement is stored (one live transaction
 -- per nonce). Conditional on the state the caller read: 0 rows means a
 -- bundle took it meanwhile.
@@ -69,7 +69,7 @@ UPDATE ledgerq.pool_txs
 SET state = 'replaced', replaced_by = @replaced_by, updated_at = @now::timestamptz
 WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state = @expected;
 
--- name: PoolTxsSetState :execrows
+-- name: PoolTxSetState :execrows
 -- Intake, under the sender's lock: promotes queued transactions whose gap
 -- closed to pending, or demotes pending ones behind a new gap to queued.
 -- Conditional on the state the caller read; it checks the row count.
@@ -77,7 +77,7 @@ UPDATE ledgerq.pool_txs
 SET state = @to_state, updated_at = @now::timestamptz
 WHERE chain_id = @chain_id AND tx_hash = ANY(@tx_hashes::text[]) AND state = @from_state;
 
--- name: PoolTxsDrop :execrows
+-- name: PoolTxDrop :execrows
 -- Intake, under the sender's lock: waiting transactions whose nonce the
 -- chain has passed can never run; they are dropped with the reason.
 UPDATE ledgerq.pool_txs
@@ -103,8 +103,8 @@ SELECT count(*) FILTER (WHERE state = 'pending') AS pending,
 FROM ledgerq.pool_txs
 WHERE chain_id = @chain_id AND state IN ('pending', 'queued');
 
--- name: PoolSendersLockExpired :many
--- TTL sweep (seed 000's CleanupExpiredTransactions): locks, in sender order,
+-- name: PoolSenderLockExpired :many
+-- TTL sweep: locks, in sender order,
 -- up to @max senders that have a pending or queued transaction expired at
 -- @now. A sender whose intake holds its lock is skipped (SKIP LOCKED) and
 -- swept by a later round.
@@ -118,7 +118,7 @@ ORDER BY s.sender
 LIMIT @max
 FOR UPDATE SKIP LOCKED;
 
--- name: PoolTxsExpire :many
+-- name: PoolTxExpire :many
 -- TTL sweep, under the locks of @senders: their pending and queued
 -- transactions expired at @now become dropped (expired). Returns each with
 -- the state it had, so the caller can demote pending successors of a gap.
@@ -135,7 +135,7 @@ FROM expired
 WHERE t.chain_id = @chain_id AND t.tx_hash = expired.tx_hash
 RETURNING t.sender, t.nonce, expired.was;
 
--- name: PoolTxsDemoteAbove :execrows
+-- name: PoolTxDemoteAbove :execrows
 -- TTL sweep, under the sender's lock: a pending transaction dropped at
 -- nonce @gap leaves a gap; the sender's pending ones above it wait again
 -- (queued) until it is filled.

@@ -1,5 +1,5 @@
 -- name: ShardSchedule :one
--- Seed 002, scheduling: idle -> pending atomically, the row inserted if the
+-- Scheduling: idle -> pending atomically, the row inserted if the
 -- key is new; on pending it changes nothing (the WHERE of DO UPDATE writes no
 -- row, so none is returned); on running it sets more_work, so that the
 -- release puts the shard back in the queue (katana lost this wake-up when it
@@ -16,7 +16,7 @@ WHERE s.state = 'idle' OR (s.state = 'running' AND NOT s.more_work)
 RETURNING s.state;
 
 -- name: ShardClaim :one
--- Seed 002, worker loop steps 1 and 2: the oldest pending shard (FIFO by
+-- Claim: the oldest pending shard (FIFO by
 -- scheduled_at, ties by key) whose kind this process has a job for and whose
 -- backoff has passed, that no other worker is claiming (SKIP LOCKED), becomes
 -- running under @owner with a lease. run is incremented: it is the claim's
@@ -51,7 +51,7 @@ WHERE s.key = @key AND s.state = 'running' AND s.owner = @owner::text AND s.run 
 RETURNING s.key;
 
 -- name: ShardRelease :one
--- Seed 002 post-processing, in one UPDATE that checks the claim (owner and
+-- Release, after a run, in one UPDATE that checks the claim (owner and
 -- run): back to pending, at the back of the queue (@scheduled_at), when the
 -- job left work (@work_left: the quantum ran out, shutdown, or a failed run,
 -- whose @scheduled_at is its backoff) or a schedule() landed meanwhile

@@ -1,4 +1,4 @@
--- name: WebhookEndpointsLockWallet :exec
+-- name: WebhookEndpointLockWallet :exec
 -- Serialises the registrations of one wallet's endpoints: a
 -- transaction-scoped advisory lock on the wallet's name, taken before
 -- WebhookEndpointInsert in the same transaction, so that the count the
@@ -9,7 +9,7 @@ SELECT pg_advisory_xact_lock(2003330416, hashtext(@wallet_id::text))::text;
 
 -- name: WebhookEndpointInsert :one
 -- The wallet's new endpoint, unless it has @max_endpoints already: then no
--- row. Runs after WebhookEndpointsLockWallet (the cap's count is exact
+-- row. Runs after WebhookEndpointLockWallet (the cap's count is exact
 -- under it); the count goes through webhook_endpoints_wallet.
 INSERT INTO ledgerq.webhook_endpoints (id, wallet_id, url, secret, event_types, enabled, created_at, updated_at)
 SELECT @id::text, @wallet_id::text, @url::text, @secret::text, @event_types::text[], @enabled::boolean, @now::timestamptz, @now::timestamptz
@@ -25,8 +25,8 @@ SELECT * FROM ledgerq.webhook_endpoints WHERE wallet_id = @wallet_id ORDER BY id
 -- one. Its pending deliveries go with it (ON DELETE CASCADE).
 DELETE FROM ledgerq.webhook_endpoints WHERE id = @id AND wallet_id = @wallet_id;
 
--- name: WebhookDeliveriesEmit :execrows
--- Outbox (DESIGN §2.3): runs inside the transaction of the task changes it
+-- name: WebhookDeliveryEmit :execrows
+-- Outbox: runs inside the transaction of the task changes it
 -- tells about, so the rows commit or roll back with them. One row per event
 -- and enabled endpoint of the event's wallet subscribed to its type, in one
 -- set-based statement; the arrays are parallel, one element per event. Due
@@ -43,8 +43,8 @@ JOIN ledgerq.webhook_endpoints e ON e.wallet_id = ev.wallet_id
 WHERE e.enabled AND ev.event_type = ANY (e.event_types)
 ORDER BY ev.n, e.id;
 
--- name: WebhookDeliveriesClaim :many
--- Delivery claim (DESIGN §2.3): up to @max pending deliveries, SKIP LOCKED so
+-- name: WebhookDeliveryClaim :many
+-- Delivery claim: up to @max pending deliveries, SKIP LOCKED so
 -- concurrent deliverers take disjoint rows. Claiming counts the attempt and
 -- leases the row by moving next_attempt_at to @lease_until, in this one
 -- statement: the POST happens after it commits (no transaction is held

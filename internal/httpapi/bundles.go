@@ -81,11 +81,11 @@ func (s *Server) GetBundle(c echo.Context, block string) error {
 	if err != nil {
 		return err
 	}
-	hashes, err := s.store.BundleTxHashes(ctx, b.ID)
+	hashes, err := s.store.BundleTxListHashes(ctx, b.ID)
 	if err != nil {
 		return err
 	}
-	versions, err := s.store.BundleVersions(ctx, b.ID)
+	versions, err := s.store.BundleVersionList(ctx, b.ID)
 	if err != nil {
 		return err
 	}

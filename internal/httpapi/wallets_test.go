@@ -172,7 +172,7 @@ func (f *walletFixture) startTask(task store.Task) string {
 	}
 	require.NoError(f.t, err)
 	hash := fmt.Sprintf("0x%064x", next+0xbeef)
-	_, err = f.db.Store.AttemptsStore(ctx, store.AttemptsStoreParams{Now: t0, ChainID: task.ChainID, Sender: task.Sender, FirstNonce: next,
+	_, err = f.db.Store.AttemptStoreMany(ctx, store.AttemptStoreManyParams{Now: t0, ChainID: task.ChainID, Sender: task.Sender, FirstNonce: next,
 		Attempts: []store.SignedTx{{TaskID: task.ID, Nonce: next, TxHash: hash, Raw: []byte("raw"), GasLimit: 21000}}})
 	require.NoError(f.t, err)
 	return hash

@@ -96,7 +96,7 @@ func (m *BundleMonitor) RunOnce(ctx context.Context) (int, error) {
 		}
 		freed = applied.Guaranteed > 0
 	}
-	res, err := m.store.BundleTimeouts(dctx, store.BundleTimeoutParams{
+	res, err := m.store.BundleRetryTimedOut(dctx, store.BundleRetryTimedOutParams{
 		ChainID: m.cfg.ChainID, Now: now, Timeout: m.cfg.GuaranteeTimeout, MaxVersions: m.cfg.MaxVersions, HeadSlot: head,
 	})
 	if err != nil {

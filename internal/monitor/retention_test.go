@@ -251,7 +251,7 @@ func TestBatchRetention_AgeZeroIsOffAndNeverTouchesTheDatabase(t *testing.T) {
 // generated source, since only the store may import that package.
 func deleteFinishedSQL(t *testing.T) string {
 	t.Helper()
-	src, err := os.ReadFile("../store/internal/dbsqlc/batch_retention.sql.go")
+	src, err := os.ReadFile("../store/internal/dbsqlc/batches.sql.go")
 	require.NoError(t, err, "run sqlc generate")
 	m := regexp.MustCompile("(?s)const batchDeleteFinished = `-- name: BatchDeleteFinished :execrows\\n(.*?)`").FindSubmatch(src)
 	require.NotNil(t, m, "BatchDeleteFinished not found in the generated code")

@@ -275,7 +275,7 @@ func (c *confirmCycle) record(a store.Attempt, f found) workers.Result {
 // has not reached.
 func (c *confirmCycle) checkMinedFrom(ctx context.Context, b workers.Budget) error {
 	gone, err := workers.DBCall(ctx, c.WalletShard, func(ctx context.Context) ([]store.Attempt, error) {
-		return c.Store().AttemptsMinedFrom(ctx, store.AttemptsMinedFromParams{
+		return c.Store().AttemptListMinedFrom(ctx, store.AttemptListFromParams{
 			ChainID: c.ChainID(), Sender: c.Sender, From: int64(c.chainNonce), Max: c.Config().InFlight,
 		})
 	})
@@ -308,7 +308,7 @@ func (c *confirmCycle) checkMinedFrom(ctx context.Context, b workers.Budget) err
 // final.
 func (c *confirmCycle) checkMined(ctx context.Context, b workers.Budget) error {
 	minedAtts, err := workers.DBCall(ctx, c.WalletShard, func(ctx context.Context) ([]store.Attempt, error) {
-		return c.Store().AttemptsMined(ctx, store.AttemptsListParams{ChainID: c.ChainID(), Sender: c.Sender, Max: c.Config().InFlight})
+		return c.Store().AttemptListMined(ctx, store.AttemptListParams{ChainID: c.ChainID(), Sender: c.Sender, Max: c.Config().InFlight})
 	})
 	if err != nil {
 		return err
@@ -350,7 +350,7 @@ func (c *confirmCycle) checkMined(ctx context.Context, b workers.Budget) error {
 // blocks, so "no receipt" alone is not enough either).
 func (c *confirmCycle) lookUpReceipts(ctx context.Context, b workers.Budget) error {
 	passed, err := workers.DBCall(ctx, c.WalletShard, func(ctx context.Context) ([]store.Attempt, error) {
-		return c.Store().AttemptsSentBelow(ctx, store.AttemptsListParams{
+		return c.Store().AttemptListSentBelow(ctx, store.AttemptListParams{
 			ChainID: c.ChainID(), Sender: c.Sender, Below: int64(c.chainNonce), Max: c.Config().InFlight,
 		})
 	})
@@ -425,13 +425,13 @@ func (c *confirmCycle) broadcastAgain(ctx context.Context) error {
 	var live []store.Attempt
 	if c.rebroadcast {
 		live, err = workers.DBCall(ctx, c.WalletShard, func(ctx context.Context) ([]store.Attempt, error) {
-			return c.Store().AttemptsSentFrom(ctx, store.AttemptsSentUncertainParams{
+			return c.Store().AttemptListSentFrom(ctx, store.AttemptListFromParams{
 				ChainID: c.ChainID(), Sender: c.Sender, From: int64(c.chainNonce), Max: c.Config().InFlight,
 			})
 		})
 	} else {
 		live, err = workers.DBCall(ctx, c.WalletShard, func(ctx context.Context) ([]store.Attempt, error) {
-			return c.Store().AttemptsSentUncertain(ctx, store.AttemptsSentUncertainParams{
+			return c.Store().AttemptListUncertain(ctx, store.AttemptListFromParams{
 				ChainID: c.ChainID(), Sender: c.Sender, From: int64(c.chainNonce), Max: c.Config().InFlight,
 			})
 		})

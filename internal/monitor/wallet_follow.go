@@ -58,7 +58,7 @@ func (f *WalletFollower) RunOnce(ctx context.Context) (int, error) {
 	watchSince := f.cfg.Clock.Now().Add(-f.cfg.WatchAfter)
 	for {
 		page, err := withTimeout(ctx, f.cfg.DBTimeout, func(ctx context.Context) ([]store.WalletKey, error) {
-			return f.store.WalletsWithWork(ctx, store.WalletsWithWorkParams{After: after, WatchSince: watchSince, Max: followPage})
+			return f.store.WalletListWithWork(ctx, store.WalletListWithWorkParams{After: after, WatchSince: watchSince, Max: followPage})
 		})
 		if err != nil {
 			return queued, err

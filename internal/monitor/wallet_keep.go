@@ -56,7 +56,7 @@ func (j WalletKeeper) Collect(ctx context.Context, s *workers.WalletShard, inFli
 	if !s.Run.NoopsChecked {
 		var err error
 		freed, err = workers.DBCall(ctx, s, func(ctx context.Context) ([]int64, error) {
-			return s.Store().WalletNoncesFreed(ctx, store.WalletNoncesFreedParams{
+			return s.Store().WalletNonceListFreed(ctx, store.WalletNonceListFreedParams{
 				ChainID: s.ChainID(), Sender: s.Sender, From: int64(s.Run.ChainNonce), Max: max(s.Config().InFlight, s.Config().MaxRecycled+1),
 			})
 		})
@@ -121,7 +121,7 @@ func (j WalletKeeper) collectReconcile(ctx context.Context, s *workers.WalletSha
 	// Confirmed attempts count: a nonce the chain no longer has (it lost
 	// the block) is still ours, its same bytes sent again by confirm.
 	maxHeld, err := workers.DBCall(ctx, s, func(ctx context.Context) (int64, error) {
-		return s.Store().AttemptMaxHeldNonce(ctx, s.ChainID(), s.Sender)
+		return s.Store().AttemptGetMaxHeldNonce(ctx, s.ChainID(), s.Sender)
 	})
 	if err != nil {
 		return nil, err
@@ -200,12 +200,12 @@ func (j WalletKeeper) collectStall(ctx context.Context, s *workers.WalletShard, 
 		return nil, nil
 	}
 	live, err := workers.DBCall(ctx, s, func(ctx context.Context) (store.Attempt, error) {
-		return s.Store().AttemptLiveAt(ctx, s.ChainID(), s.Sender, chain)
+		return s.Store().AttemptGetLiveAt(ctx, s.ChainID(), s.Sender, chain)
 	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		maxLive, err := workers.DBCall(ctx, s, func(ctx context.Context) (int64, error) {
-			return s.Store().AttemptMaxLiveNonce(ctx, s.ChainID(), s.Sender)
+			return s.Store().AttemptGetMaxLiveNonce(ctx, s.ChainID(), s.Sender)
 		})
 		if err != nil || maxLive <= chain {
 			return nil, err

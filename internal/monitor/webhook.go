@@ -179,7 +179,7 @@ func webhookBody(d store.WebhookDelivery) ([]byte, error) {
 func (d *WebhookDeliverer) RunOnce(ctx context.Context) (int, error) {
 	now := d.deps.Clock.Now()
 	cctx, cancel := context.WithTimeout(ctx, d.cfg.DBTimeout)
-	claimed, err := d.st.WebhookDeliveriesClaim(cctx, store.WebhookDeliveriesClaimParams{
+	claimed, err := d.st.WebhookDeliveryClaim(cctx, store.WebhookDeliveryClaimParams{
 		Now: now, LeaseUntil: now.Add(d.cfg.Lease), Max: d.cfg.BatchSize,
 	})
 	cancel()
@@ -219,19 +219,19 @@ func (d *WebhookDeliverer) deliver(ctx context.Context, dv store.WebhookDelivery
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.DBTimeout)
 	defer cancel()
 	if sendErr == nil {
-		if _, err := d.st.WebhookDeliveryDelivered(rctx, store.WebhookDeliveryDeliveredParams{Now: now, ID: dv.ID, Status: status}); err != nil {
+		if _, err := d.st.WebhookDeliveryMarkDelivered(rctx, store.WebhookDeliveryMarkDeliveredParams{Now: now, ID: dv.ID, Status: status}); err != nil {
 			return err
 		}
 		d.deps.Metrics.Transition("webhook", "delivered", 1)
 		return nil
 	}
-	p := store.WebhookDeliveryFailedParams{Now: now, ID: dv.ID, Attempt: dv.Attempt, Status: status, Error: sendErr.Error()}
+	p := store.WebhookDeliveryMarkFailedParams{Now: now, ID: dv.ID, Attempt: dv.Attempt, Status: status, Error: sendErr.Error()}
 	if dv.Attempt >= d.cfg.MaxAttempts {
 		p.GiveUp = true
 	} else {
 		p.NextAttemptAt = now.Add(WebhookBackoff(d.cfg.BackoffBase, d.cfg.BackoffMax, dv.Attempt, d.jitter))
 	}
-	recorded, err := d.st.WebhookDeliveryFailed(rctx, p)
+	recorded, err := d.st.WebhookDeliveryMarkFailed(rctx, p)
 	if err != nil {
 		return err
 	}

@@ -379,7 +379,7 @@ func TestWebhookDeliverer_ClaimedButNeverAnsweredIsRedeliveredAfterTheLeaseWithT
 	// A deliverer claims the delivery and dies before it sends or records
 	// anything.
 	now := s.clock.Now()
-	crashed, err := s.st.WebhookDeliveriesClaim(s.ctx, store.WebhookDeliveriesClaimParams{Now: now, LeaseUntil: now.Add(s.cfg.Lease), Max: 10})
+	crashed, err := s.st.WebhookDeliveryClaim(s.ctx, store.WebhookDeliveryClaimParams{Now: now, LeaseUntil: now.Add(s.cfg.Lease), Max: 10})
 	require.NoError(t, err)
 	require.Len(t, crashed, 1)
 
@@ -407,7 +407,7 @@ func TestWebhookDeliverer_TimedOutRequestIsAFailedAttempt(t *testing.T) {
 	s.emit(hookEvent("alpha", store.WebhookSubmitted, "task-1"))
 	d := s.deliverer()
 	require.Equal(t, 1, s.runOnce(d))
-	got, err := s.st.WebhookDeliveriesClaim(s.ctx, store.WebhookDeliveriesClaimParams{Now: s.clock.Now().Add(time.Hour), LeaseUntil: s.clock.Now().Add(2 * time.Hour), Max: 1})
+	got, err := s.st.WebhookDeliveryClaim(s.ctx, store.WebhookDeliveryClaimParams{Now: s.clock.Now().Add(time.Hour), LeaseUntil: s.clock.Now().Add(2 * time.Hour), Max: 1})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.Equal(t, 2, got[0].Attempt)

@@ -24,7 +24,7 @@ import (
 // ones first, then consecutive new ones from the wallet's next nonce, the
 // chain's nonce the first time and moved up to it when the chain passed
 // it), signs them, and stores the attempts with the tasks' move to
-// executing in one fenced transaction (store.AttemptsStore) before anything
+// executing in one fenced transaction (store.AttemptStoreMany) before anything
 // is broadcast: the write-ahead. A crash before the commit leaves nothing
 // signed; after it, the recover step broadcasts the stored bytes.
 type WalletSender struct{}
@@ -84,7 +84,7 @@ func (WalletSender) Collect(ctx context.Context, s *workers.WalletShard, tasks [
 	}
 	c.next = next
 	c.freed, err = workers.DBCall(ctx, s, func(ctx context.Context) ([]int64, error) {
-		return s.Store().WalletNoncesFreed(ctx, store.WalletNoncesFreedParams{
+		return s.Store().WalletNonceListFreed(ctx, store.WalletNonceListFreedParams{
 			ChainID: s.ChainID(), Sender: s.Sender, From: int64(s.Run.ChainNonce), Max: len(tasks),
 		})
 	})
@@ -230,7 +230,7 @@ func (c *sendCycle) Commit(ctx context.Context) error {
 				return err
 			}
 		}
-		_, err := tx.AttemptsStore(ctx, store.AttemptsStoreParams{
+		_, err := tx.AttemptStoreMany(ctx, store.AttemptStoreManyParams{
 			Now: now, ChainID: c.ChainID(), Sender: c.Sender, FirstNonce: c.firstNonce, Attempts: c.added, Reused: c.reused,
 		})
 		return err

@@ -1,7 +1,6 @@
 package store_test
 
-// Admission (DESIGN §2.1, seed 001 steps 5 and 6 done where a service is
-// freed): the transaction that stores a batch for an idle service, or gives a
+// Admission (done where a service is freed): the transaction that stores a batch for an idle service, or gives a
 // service's batch its final status, queues the service's next batch, and two
 // such transactions for one service never queue two batches.
 

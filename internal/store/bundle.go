@@ -1,6 +1,6 @@
 package store
 
-// The builder lane's bundles (seed 000's Bundle Queue, DESIGN §2.2): pending
+// The builder lane's bundles (its bundle queue): pending
 // pool transactions are cut into EVM blocks with consecutive numbers; each is
 // claimed onto a JAM core and submitted as a work package, one version at a
 // time, until a version is guaranteed, then accumulated, then final.
@@ -17,10 +17,10 @@ package store
 //   - BundleSubmitResult, BundleRequeue: the bundle's core, then the bundle.
 //   - BundleApplyBlocks: the chain row, then per package the bundle's core,
 //     then the bundle, then its version row.
-//   - BundleTimeouts' drop: the chain row, then the cores of every bundle it
-//     drops (in core order), then the bundles, then their pool_txs.
+//   - BundleRetryTimedOut's drop: the chain row, then the cores of every
+//     bundle it drops (in core order), then the bundles, then their pool_txs.
 //
-// The seed's race (both versions of one bundle guaranteed after a timeout)
+// The requeue race (both versions of one bundle guaranteed after a timeout)
 // is closed where it happens: requeue and claim both require that no
 // version is guaranteed, and a guarantee is applied only to a bundle that has
 // none (the first wins), each in one conditional statement.
@@ -37,7 +37,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
 
-// BundleState is a bundle's state (DESIGN §2.2).
+// BundleState is a bundle's state.
 type BundleState string
 
 // Bundle states.
@@ -216,14 +216,14 @@ type BundleCutParams struct {
 	Now    time.Time
 }
 
-// BundleCut cuts the chain's pending pool transactions into bundles (seed
-// 000, DESIGN §2.2), in one database transaction under the chain's lock:
+// BundleCut cuts the chain's pending pool transactions into bundles, in one
+// database transaction under the chain's lock:
 // while fewer than MaxQueued bundles are queued, fewer than MaxBundles were
 // cut and pending transactions remain, it takes up to Size of them in
 // (sender, nonce) order, makes them the bundle that follows the highest
 // live one (or Executed), and marks them included. A partial last bundle is
 // cut. Creating a bundle and including its transactions commit together, so
-// the seed's "remove from the pool only after a successful enqueue" holds by
+// a transaction leaves the pool only once its bundle is stored, by
 // construction.
 func (s *Store) BundleCut(ctx context.Context, p BundleCutParams) ([]Bundle, error) {
 	switch {
@@ -250,7 +250,7 @@ func (s *Store) BundleCut(ctx context.Context, p BundleCutParams) ([]Bundle, err
 			return fmt.Errorf("reading the last bundle of chain %d: %w", p.ChainID, err)
 		}
 		for queued < int64(p.MaxQueued) && len(cut) < p.MaxBundles {
-			hashes, err := q.BundleCutTxs(ctx, dbsqlc.BundleCutTxsParams{ChainID: p.ChainID, Max: int32(min(p.Size, math.MaxInt32))})
+			hashes, err := q.BundleTxLockForCut(ctx, dbsqlc.BundleTxLockForCutParams{ChainID: p.ChainID, Max: int32(min(p.Size, math.MaxInt32))})
 			if err != nil {
 				return fmt.Errorf("taking pending transactions of chain %d: %w", p.ChainID, err)
 			}
@@ -279,7 +279,7 @@ func (s *Store) BundleCut(ctx context.Context, p BundleCutParams) ([]Bundle, err
 			if err != nil {
 				return fmt.Errorf("storing bundle %d of chain %d: %w", number, p.ChainID, err)
 			}
-			n, err := q.BundleIncludeTxs(ctx, dbsqlc.BundleIncludeTxsParams{
+			n, err := q.BundleTxInclude(ctx, dbsqlc.BundleTxIncludeParams{
 				BundleID: row.ID, Number: row.Number, Now: p.Now, ChainID: p.ChainID, TxHashes: hashes,
 			})
 			if err != nil {
@@ -349,8 +349,8 @@ func (c *BundleClaim) PackageHash() ledger.Hash {
 }
 
 // BundleClaim takes a free core and the queued bundle with the lowest number
-// that is due and has no version guaranteed (seed 000's Dequeue and its race
-// guard), in one transaction: the core row (FOR UPDATE SKIP LOCKED) makes
+// that is due and has no version guaranteed (the requeue race's guard), in
+// one transaction: the core row (FOR UPDATE SKIP LOCKED) makes
 // "at most cores submitted" hold across processes. The bundle is rebuilt on
 // a fresh anchor when its version is above 1, it has no anchor, or its
 // anchor is stale at the head of Recent. It records the package's version
@@ -395,7 +395,7 @@ func (s *Store) BundleClaim(ctx context.Context, p BundleClaimParams) (*BundleCl
 		if err != nil {
 			return fmt.Errorf("claiming bundle %d: %w", b.Number, err)
 		}
-		txs, err := q.BundleTxsRaw(ctx, b.ID)
+		txs, err := q.BundleTxListRaw(ctx, b.ID)
 		if err != nil {
 			return fmt.Errorf("reading the transactions of bundle %d: %w", b.Number, err)
 		}
@@ -542,8 +542,9 @@ type BundleApplied struct {
 }
 
 // BundleApplyBlocks applies JAM blocks, oldest first, each in its own
-// transaction under the chain's lock (DESIGN §2.2's monitor: every block
-// since the last processed, never only the head). A block at or below the
+// transaction under the chain's lock (every block since the last processed,
+// never only the head: a guarantee or an accumulation in a skipped block
+// would be lost). A block at or below the
 // processed slot is skipped, so applying one twice is a no-op. In a block:
 // a guarantee of any version of a queued or submitted bundle with no
 // guarantee yet makes it guaranteed and frees its core (the first guarantee
@@ -680,8 +681,8 @@ func (s *Store) BundleProcessedSlot(ctx context.Context, chainID int64) (slot ui
 	return uint64(*processed), true, nil
 }
 
-// BundleRequeue is seed 000's requeue after a guarantee timeout, with its
-// race closed where it happens: one conditional UPDATE moves the bundle back
+// BundleRequeue is the requeue after a guarantee timeout, with its race
+// closed where it happens: one conditional UPDATE moves the bundle back
 // to queued with version+1 and no anchor (the next claim rebuilds) only while
 // version is still the submitted one and no version of it is guaranteed; its
 // core is freed in the same transaction. False when that guard failed (a
@@ -713,29 +714,29 @@ func bundleRequeue(ctx context.Context, q *dbsqlc.Queries, chainID, id int64, ve
 	return true, nil
 }
 
-// BundleTimeoutParams is one guarantee-timeout round.
-type BundleTimeoutParams struct {
+// BundleRetryTimedOutParams is one guarantee-timeout round.
+type BundleRetryTimedOutParams struct {
 	ChainID int64
 	Now     time.Time
-	// Timeout is the guarantee timeout (seed: 18 s) counted from the claim.
+	// Timeout is the guarantee timeout (18 s by default) counted from the claim.
 	Timeout time.Duration
-	// MaxVersions is the retry limit (seed: 3): a bundle past it is dropped.
+	// MaxVersions is the retry limit (3 by default): a bundle past it is dropped.
 	MaxVersions int
 	// HeadSlot is the chain's newest slot.
 	HeadSlot uint64
 }
 
-// BundleTimeoutResult names (by number) the bundles a round requeued and
+// BundleRetryTimedOutResult names (by number) the bundles a round requeued and
 // dropped (a cascade's included).
-type BundleTimeoutResult struct {
+type BundleRetryTimedOutResult struct {
 	Requeued, Dropped []uint64
 }
 
 // bundleTimeoutBatch bounds the bundles one round looks at.
 const bundleTimeoutBatch = 1000
 
-// BundleTimeouts is seed 000's CheckTimeouts: a bundle submitted longer than
-// Timeout is requeued as version+1 (BundleRequeue) while its version is
+// BundleRetryTimedOut is the guarantee timeout: a bundle submitted longer
+// than Timeout is requeued as version+1 (BundleRequeue) while its version is
 // below MaxVersions. At MaxVersions it is dropped, but only once no version
 // can be guaranteed any more: every version's anchor has left the recent
 // history at HeadSlot and at the processed slot (blocks up to it applied, so
@@ -744,12 +745,12 @@ const bundleTimeoutBatch = 1000
 // executed (their parent never will), frees their cores and returns all
 // their transactions to pending, in one transaction under the chain's lock:
 // nothing is deleted and no transaction is lost.
-func (s *Store) BundleTimeouts(ctx context.Context, p BundleTimeoutParams) (BundleTimeoutResult, error) {
-	var res BundleTimeoutResult
+func (s *Store) BundleRetryTimedOut(ctx context.Context, p BundleRetryTimedOutParams) (BundleRetryTimedOutResult, error) {
+	var res BundleRetryTimedOutResult
 	if p.MaxVersions < 1 {
 		return res, fmt.Errorf("bundle timeouts: max versions %d must be at least 1", p.MaxVersions)
 	}
-	rows, err := s.q.BundleTimedOut(ctx, dbsqlc.BundleTimedOutParams{
+	rows, err := s.q.BundleListTimedOut(ctx, dbsqlc.BundleListTimedOutParams{
 		ChainID: p.ChainID, Before: p.Now.Add(-p.Timeout), Max: bundleTimeoutBatch,
 	})
 	if err != nil {
@@ -777,7 +778,7 @@ func (s *Store) BundleTimeouts(ctx context.Context, p BundleTimeoutParams) (Bund
 
 // bundleDrop drops a bundle past the retry limit whose versions can no
 // longer be guaranteed, with its cascade; nothing when that does not hold.
-func (s *Store) bundleDrop(ctx context.Context, p BundleTimeoutParams, r dbsqlc.BundleTimedOutRow) ([]uint64, error) {
+func (s *Store) bundleDrop(ctx context.Context, p BundleRetryTimedOutParams, r dbsqlc.BundleListTimedOutRow) ([]uint64, error) {
 	var dropped []uint64
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
 		dropped = nil
@@ -792,7 +793,7 @@ func (s *Store) bundleDrop(ctx context.Context, p BundleTimeoutParams, r dbsqlc.
 		if !ledger.AnchorExpired(uint64(r.MaxAnchorSlot), head) {
 			return nil
 		}
-		ids, err := q.BundleDropIDs(ctx, dbsqlc.BundleDropIDsParams{ChainID: p.ChainID, Number: r.Number})
+		ids, err := q.BundleListToDrop(ctx, dbsqlc.BundleListToDropParams{ChainID: p.ChainID, Number: r.Number})
 		if err != nil {
 			return fmt.Errorf("reading the bundles from %d up: %w", r.Number, err)
 		}
@@ -829,7 +830,7 @@ func (s *Store) bundleDrop(ctx context.Context, p BundleTimeoutParams, r dbsqlc.
 		if _, err := q.CoreFree(ctx, dbsqlc.CoreFreeParams{Now: p.Now, ChainID: p.ChainID, BundleIds: all}); err != nil {
 			return fmt.Errorf("freeing the cores of dropped bundles: %w", err)
 		}
-		if _, err := q.BundleTxsReturn(ctx, dbsqlc.BundleTxsReturnParams{Now: p.Now, BundleIds: all}); err != nil {
+		if _, err := q.BundleTxReturn(ctx, dbsqlc.BundleTxReturnParams{Now: p.Now, BundleIds: all}); err != nil {
 			return fmt.Errorf("returning the transactions of dropped bundles to the pool: %w", err)
 		}
 		return nil
@@ -887,10 +888,10 @@ func (s *Store) BundleList(ctx context.Context, p BundleListParams) ([]Bundle, e
 	return out, nil
 }
 
-// BundleTxHashes returns the hashes of the transactions a bundle holds, in
+// BundleTxListHashes returns the hashes of the transactions a bundle holds, in
 // execution order (none for a dropped bundle: they are back in the pool).
-func (s *Store) BundleTxHashes(ctx context.Context, bundleID int64) ([]ledger.Hash, error) {
-	rows, err := s.q.BundleTxsRaw(ctx, bundleID)
+func (s *Store) BundleTxListHashes(ctx context.Context, bundleID int64) ([]ledger.Hash, error) {
+	rows, err := s.q.BundleTxListRaw(ctx, bundleID)
 	if err != nil {
 		return nil, fmt.Errorf("reading the transactions of bundle %d: %w", bundleID, err)
 	}
@@ -901,9 +902,9 @@ func (s *Store) BundleTxHashes(ctx context.Context, bundleID int64) ([]ledger.Ha
 	return out, nil
 }
 
-// BundleVersions returns every package claimed for a bundle, by version.
-func (s *Store) BundleVersions(ctx context.Context, bundleID int64) ([]BundleVersion, error) {
-	rows, err := s.q.BundleVersionsOf(ctx, bundleID)
+// BundleVersionList returns every package claimed for a bundle, by version.
+func (s *Store) BundleVersionList(ctx context.Context, bundleID int64) ([]BundleVersion, error) {
+	rows, err := s.q.BundleVersionList(ctx, bundleID)
 	if err != nil {
 		return nil, fmt.Errorf("reading the versions of bundle %d: %w", bundleID, err)
 	}

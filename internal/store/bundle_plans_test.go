@@ -59,8 +59,8 @@ func TestBundleQueries_ClaimsAndRoundsAreIndexDrivenBehindManyFinalizedBundles(t
 	defer conn.Release()
 	enums := enumOIDs(ctx, t, conn)
 	for _, name := range []string{
-		"CoreClaimFree", "BundleClaimNext", "BundleCountQueued", "BundleLastLive", "BundleCutTxs", "BundleTimedOut",
-		"BundleFinalize", "BundleVersionGet", "BundleRequeue", "BundleDropIDs", "BundleTxsRaw", "BundleTxsReturn",
+		"CoreClaimFree", "BundleClaimNext", "BundleCountQueued", "BundleLastLive", "BundleTxLockForCut", "BundleListTimedOut",
+		"BundleFinalize", "BundleVersionGet", "BundleRequeue", "BundleListToDrop", "BundleTxListRaw", "BundleTxReturn",
 		"BundleGet", "BundleList", "CoreLockOf",
 	} {
 		sql, ok := generated[name]

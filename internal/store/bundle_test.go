@@ -111,9 +111,9 @@ func (f *bundleFixture) block(guarantees, accumulations []ledger.Hash) store.Bun
 	return got
 }
 
-func (f *bundleFixture) timeouts(maxVersions int) store.BundleTimeoutResult {
+func (f *bundleFixture) timeouts(maxVersions int) store.BundleRetryTimedOutResult {
 	f.t.Helper()
-	res, err := f.st.BundleTimeouts(f.t.Context(), store.BundleTimeoutParams{
+	res, err := f.st.BundleRetryTimedOut(f.t.Context(), store.BundleRetryTimedOutParams{
 		ChainID: poolChain, Now: f.now, Timeout: bundleTimeout, MaxVersions: maxVersions, HeadSlot: f.head,
 	})
 	require.NoError(f.t, err)
@@ -130,7 +130,7 @@ func (f *bundleFixture) get(number uint64) store.Bundle {
 // guaranteedVersions counts the bundle's versions with a guarantee recorded.
 func (f *bundleFixture) guaranteedVersions(id int64) int {
 	f.t.Helper()
-	vs, err := f.st.BundleVersions(f.t.Context(), id)
+	vs, err := f.st.BundleVersionList(f.t.Context(), id)
 	require.NoError(f.t, err)
 	n := 0
 	for _, v := range vs {
@@ -191,7 +191,7 @@ func TestBundleCut_TakesPendingTxsInSenderNonceOrderIntoConsecutiveBundlesChaine
 	require.Equal(t, f.executed.Hash, bs[0].Parent)
 	require.Equal(t, bs[0].Hash, bs[1].Parent)
 	for i, b := range bs {
-		got, err := st.BundleTxHashes(t.Context(), b.ID)
+		got, err := st.BundleTxListHashes(t.Context(), b.ID)
 		require.NoError(t, err)
 		wantHashes := hashesOf(want[i*4 : min(len(want), i*4+4)]...)
 		require.Equal(t, wantHashes, got, "bundle %d", b.Number)
@@ -297,7 +297,7 @@ func TestBundleClaim_AtMostCoresBundlesAreSubmittedAcrossConcurrentClaimers(t *t
 		// Free both cores for the next round.
 		var hashes []ledger.Hash
 		for _, n := range claimed {
-			vs, err := db.Store.BundleVersions(t.Context(), f.get(n).ID)
+			vs, err := db.Store.BundleVersionList(t.Context(), f.get(n).ID)
 			require.NoError(t, err)
 			hashes = append(hashes, vs[0].PackageHash)
 		}
@@ -374,7 +374,7 @@ func TestBundleSubmitResult_RecordsEachClassAndBacksOffDoublingUpToTheCap(t *tes
 	f.addTxs(1, 1)
 	bs := f.cut(1, 10, 10)
 	outcome := func(c *store.BundleClaim) string {
-		vs, err := st.BundleVersions(t.Context(), bs[0].ID)
+		vs, err := st.BundleVersionList(t.Context(), bs[0].ID)
 		require.NoError(t, err)
 		for _, v := range vs {
 			if v.PackageHash == c.PackageHash() {
@@ -473,7 +473,7 @@ func TestBundleApplyBlocks_FirstGuaranteeWinsFreesTheCoreThenAccumulatesAndFinal
 	require.Equal(t, store.BundleFinalized, f.get(42).State)
 }
 
-func TestBundleTimeouts_RequeuesATimedOutBundleAsTheNextVersionAndFreesItsCore(t *testing.T) {
+func TestBundleRetryTimedOut_RequeuesATimedOutBundleAsTheNextVersionAndFreesItsCore(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	f := newBundleFixture(t, st)
@@ -492,7 +492,7 @@ func TestBundleTimeouts_RequeuesATimedOutBundleAsTheNextVersionAndFreesItsCore(t
 	require.Equal(t, f.now, b.NextSubmitAt)
 }
 
-func TestBundleTimeouts_PastTheRetryLimitWaitsForAnchorExpiryThenDropsWithItsSuccessorsAndLosesNoTx(t *testing.T) {
+func TestBundleRetryTimedOut_PastTheRetryLimitWaitsForAnchorExpiryThenDropsWithItsSuccessorsAndLosesNoTx(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	f := newBundleFixture(t, st)
@@ -514,7 +514,7 @@ func TestBundleTimeouts_PastTheRetryLimitWaitsForAnchorExpiryThenDropsWithItsSuc
 
 	// Its anchor is still recent: a guarantee may still come, it waits and
 	// keeps its core.
-	require.Equal(t, store.BundleTimeoutResult{}, f.timeouts(2))
+	require.Equal(t, store.BundleRetryTimedOutResult{}, f.timeouts(2))
 	require.Equal(t, store.BundleSubmitted, f.get(42).State)
 	// Blocks up to anchor + 8 applied: no version can be guaranteed any more.
 	for f.head < c42.Package.Anchor.Number+ledger.RecentHistorySize-1 {
@@ -546,7 +546,7 @@ func TestBundleTimeouts_PastTheRetryLimitWaitsForAnchorExpiryThenDropsWithItsSuc
 	require.Equal(t, again[0].ID, f.get(42).ID, "the live bundle is read before the dropped one")
 }
 
-// The seed's race (DESIGN §7): bundle v1 submitted, its guarantee delayed
+// The requeue race: bundle v1 submitted, its guarantee delayed
 // past the timeout. In every order of events exactly one version is
 // guaranteed and the bundle is never submitted again after it.
 
@@ -601,7 +601,7 @@ func TestBundleRace_AGuaranteeAfterV2IsQueuedMeansV2IsNeverClaimed(t *testing.T)
 	f.block([]ledger.Hash{v1.PackageHash()}, nil)
 	require.Nil(t, f.claim())
 	requireGuaranteedOnce(f, v1)
-	vs, err := f.st.BundleVersions(t.Context(), f.get(42).ID)
+	vs, err := f.st.BundleVersionList(t.Context(), f.get(42).ID)
 	require.NoError(t, err)
 	require.Len(t, vs, 1, "v2 was never built")
 }

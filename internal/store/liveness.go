@@ -43,7 +43,7 @@ type LivenessConfig struct {
 // (LivenessClass, a random positive id) held on a PostgreSQL connection of
 // its own, outside the pool. PostgreSQL releases it the moment that
 // connection ends, however the process dies, so a claim that records the
-// id (ShardClaim, WebhookDeliveriesClaim) is taken over within a rescue
+// id (ShardClaim, WebhookDeliveryClaim) is taken over within a rescue
 // round of its holder's death instead of at the end of its lease. While the
 // lock is not held (not yet taken, or its connection lost and not yet
 // replaced) claims record nothing and wait for their lease, as before.

@@ -101,7 +101,7 @@ func TestLiveness_HoldsALockOfItsOwnAndTakesItAgainWhenItsConnectionDies(t *test
 // claim, with its lease still running; one held by a live process is not.
 // A delivery whose failure was recorded is no longer in flight: it waits for
 // its retry time even after its last deliverer died.
-func TestWebhookDeliveriesClaim_DeliveryOfADeadDelivererIsClaimedAgainBeforeItsLease(t *testing.T) {
+func TestWebhookDeliveryClaim_DeliveryOfADeadDelivererIsClaimedAgainBeforeItsLease(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	ctx := t.Context()
@@ -114,7 +114,7 @@ func TestWebhookDeliveriesClaim_DeliveryOfADeadDelivererIsClaimedAgainBeforeItsL
 	require.NoError(t, err)
 	claim := func(p livenessProcess, at time.Time) []store.WebhookDelivery {
 		t.Helper()
-		ds, err := p.st.WebhookDeliveriesClaim(ctx, store.WebhookDeliveriesClaimParams{Now: at, LeaseUntil: at.Add(lease), Max: 1})
+		ds, err := p.st.WebhookDeliveryClaim(ctx, store.WebhookDeliveryClaimParams{Now: at, LeaseUntil: at.Add(lease), Max: 1})
 		require.NoError(t, err)
 		return ds
 	}
@@ -142,7 +142,7 @@ func TestWebhookDeliveriesClaim_DeliveryOfADeadDelivererIsClaimedAgainBeforeItsL
 	// The live deliverer records a failure: the row waits for its retry
 	// time, whoever claimed it last.
 	retryAt := now.Add(10 * time.Second)
-	ok, err := alive.st.WebhookDeliveryFailed(ctx, store.WebhookDeliveryFailedParams{
+	ok, err := alive.st.WebhookDeliveryMarkFailed(ctx, store.WebhookDeliveryMarkFailedParams{
 		Now: now.Add(time.Second), ID: again[0].ID, Attempt: again[0].Attempt, Error: "HTTP 500", Status: 500, NextAttemptAt: retryAt,
 	})
 	require.NoError(t, err)

@@ -231,7 +231,7 @@ func databaseDeadlocks(t *testing.T, db *testdb.DB, stores ...*store.Store) int6
 	return n
 }
 
-// requireLaneInvariants checks seed 001's rules on the rows: at most one
+// requireLaneInvariants checks the batch lane's rules on the rows: at most one
 // active batch per service, and no batch sent while an older batch of its
 // service was never sent.
 func requireLaneInvariants(t *testing.T, db *testdb.DB) {

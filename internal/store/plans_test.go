@@ -84,14 +84,14 @@ func generatedSQL(t *testing.T) map[string]string {
 // its read of the known ids; and the API's reads of batches by the client's
 // id, whose index is on another table than the rows (batch_payloads).
 var indexDrivenRounds = []string{
-	"BatchQueueRetries", "BatchAdmit", "BatchIdleServices", "BatchDepthByState",
+	"BatchQueueRetries", "BatchAdmit", "BatchServiceListIdle", "BatchDepthByState",
 	"BatchRecordSubmitMany", "BatchRecordStatusMany", "BatchInsertMany", "BatchGetMany",
-	"BatchServicesLockForIntake", "BatchServicesIdle",
+	"BatchServiceLockForIntake", "BatchServiceFilterIdle",
 	"BatchGet", "BatchList", "BatchListByService",
 	"ShardSchedule", "ShardRelease", "ShardExtendLease", "ShardHeld",
 	"TaskGetByIdempotencyKey", "TaskGet", "TaskList", "TaskCancel",
 	"TaskNextWaitingPriority", "TaskNextWaitingFIFO", "TaskStartMany", "TaskFinishDone", "TaskFinishError",
-	"WalletNonceAdvance", "AttemptsUnsent", "AttemptsSentBelow", "AttemptMarkSent", "AttemptConfirm", "AttemptDropByTask",
+	"WalletNonceAdvance", "AttemptListUnsent", "AttemptListSentBelow", "AttemptMarkSent", "AttemptConfirm", "AttemptDropByTask",
 }
 
 // Rounds that read every waiting batch by design (the depth a scrape

@@ -14,7 +14,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
 
-// PoolTxState is a pool transaction's state (DESIGN §2.2).
+// PoolTxState is a pool transaction's state.
 type PoolTxState string
 
 // Pool transaction states. Pending, queued and included are live: they hold
@@ -85,21 +85,21 @@ func poolTxFromRow(r dbsqlc.LedgerqPoolTx) PoolTx {
 	return t
 }
 
-// PoolLimits are seed 000's pool limits, all configurable.
+// PoolLimits are the pool's limits, all configurable.
 type PoolLimits struct {
 	// MaxPending and MaxQueued bound the pool's pending and queued
-	// transactions on the chain (seed: 1000 each), across processes.
+	// transactions on the chain (default 1000 each), across processes.
 	MaxPending int
 	MaxQueued  int
 	// MaxPerSender bounds one sender's pending and queued transactions
-	// (seed: 16); included ones do not count.
+	// (default 16); included ones do not count.
 	MaxPerSender int
 	// TTL: a transaction still pending or queued this long after it was
-	// received is dropped as expired by PoolExpire (seed: 1 h).
+	// received is dropped as expired by PoolExpire (default 1 h).
 	TTL time.Duration
 }
 
-// DefaultPoolLimits returns seed 000's limits.
+// DefaultPoolLimits returns the default limits.
 func DefaultPoolLimits() PoolLimits {
 	return PoolLimits{MaxPending: 1000, MaxQueued: 1000, MaxPerSender: 16, TTL: time.Hour}
 }
@@ -152,7 +152,7 @@ func (e *PoolAccountLimitError) Error() string {
 
 // NewPoolTx is a decoded, validated transaction for PoolAdd. The caller
 // decodes it (go-ethereum's types), recovers the sender and checks the
-// seed's size, price, gas and value rules and the chain id.
+// pool's size, price, gas and value rules and the chain id.
 type NewPoolTx struct {
 	ChainID int64
 	Hash    string
@@ -201,7 +201,7 @@ const poolAddAttempts = 5
 // another state than the intake read: the intake runs again.
 var errPoolMoved = errors.New("pool transaction changed state during intake")
 
-// PoolAdd admits a transaction to the pool by seed 000's rules, in one
+// PoolAdd admits a transaction to the pool by the pool's rules, in one
 // database transaction under the sender's row lock (pool_senders), so
 // concurrent intakes of one sender from any number of processes apply them
 // one after the other:
@@ -329,7 +329,7 @@ func (s *Store) poolAddOnce(ctx context.Context, p PoolAddParams) (PoolAddResult
 // the plan was made from.
 func applyPoolPlan(ctx context.Context, q *dbsqlc.Queries, p PoolAddParams, tx NewPoolTx, plan poolPlan, revive bool) error {
 	if len(plan.stale) > 0 {
-		n, err := q.PoolTxsDrop(ctx, dbsqlc.PoolTxsDropParams{
+		n, err := q.PoolTxDrop(ctx, dbsqlc.PoolTxDropParams{
 			DropReason: PoolDropStale, Now: p.Now, ChainID: tx.ChainID, TxHashes: plan.stale,
 		})
 		if err != nil {
@@ -383,7 +383,7 @@ func applyPoolPlan(ctx context.Context, q *dbsqlc.Queries, p PoolAddParams, tx N
 		if len(move.hashes) == 0 {
 			continue
 		}
-		n, err := q.PoolTxsSetState(ctx, dbsqlc.PoolTxsSetStateParams{
+		n, err := q.PoolTxSetState(ctx, dbsqlc.PoolTxSetStateParams{
 			ToState: dbsqlc.LedgerqPoolTxState(move.to), Now: p.Now, ChainID: tx.ChainID, TxHashes: move.hashes,
 			FromState: dbsqlc.LedgerqPoolTxState(move.from),
 		})
@@ -458,7 +458,7 @@ type poolPlan struct {
 	grows struct{ pending, queued bool }
 }
 
-// planPoolAdd applies seed 000's rules to a sender's live transactions
+// planPoolAdd applies the pool's rules to a sender's live transactions
 // (slots: pending and queued ones, and included ones from base up), the
 // chain's nonce base, and the new transaction in. It is the whole decision
 // of an intake; the caller writes it.
@@ -549,8 +549,7 @@ func planPoolAdd(slots []poolSlot, base uint64, in poolSlot, maxPerSender int) (
 	return plan, nil
 }
 
-// outbids reports whether in may replace old: seed 000 and geth's default
-// price bump, fee cap and tip both at least 110 % of the old ones.
+// outbids reports whether in may replace old: geth's default price bump, fee cap and tip both at least 110 % of the old ones.
 func outbids(in, old poolSlot) bool {
 	return atLeast110Percent(in.feeCap, old.feeCap) && atLeast110Percent(in.tip, old.tip)
 }
@@ -605,7 +604,7 @@ type PoolExpireParams struct {
 	MaxSenders int
 }
 
-// PoolExpire is seed 000's TTL sweep, for the monitor to call each round:
+// PoolExpire is the pool's TTL sweep, for the monitor to call each round:
 // pending and queued transactions whose expires_at has passed become
 // dropped with reason expired, for up to MaxSenders senders, each under its
 // intake lock (a sender whose intake is running is left for the next round).
@@ -618,7 +617,7 @@ func (s *Store) PoolExpire(ctx context.Context, p PoolExpireParams) (dropped int
 	}
 	err = s.withTx(ctx, func(q *dbsqlc.Queries) error {
 		dropped, senders = 0, 0
-		locked, err := q.PoolSendersLockExpired(ctx, dbsqlc.PoolSendersLockExpiredParams{
+		locked, err := q.PoolSenderLockExpired(ctx, dbsqlc.PoolSenderLockExpiredParams{
 			ChainID: p.ChainID, Now: p.Now, Max: int32(min(p.MaxSenders, math.MaxInt32)),
 		})
 		if err != nil {
@@ -627,7 +626,7 @@ func (s *Store) PoolExpire(ctx context.Context, p PoolExpireParams) (dropped int
 		if len(locked) == 0 {
 			return nil
 		}
-		rows, err := q.PoolTxsExpire(ctx, dbsqlc.PoolTxsExpireParams{Now: p.Now, ChainID: p.ChainID, Senders: locked})
+		rows, err := q.PoolTxExpire(ctx, dbsqlc.PoolTxExpireParams{Now: p.Now, ChainID: p.ChainID, Senders: locked})
 		if err != nil {
 			return fmt.Errorf("expiring pool transactions: %w", err)
 		}
@@ -642,7 +641,7 @@ func (s *Store) PoolExpire(ctx context.Context, p PoolExpireParams) (dropped int
 		}
 		for _, sender := range slices.Sorted(maps.Keys(gaps)) {
 			gap := gaps[sender]
-			if _, err := q.PoolTxsDemoteAbove(ctx, dbsqlc.PoolTxsDemoteAboveParams{
+			if _, err := q.PoolTxDemoteAbove(ctx, dbsqlc.PoolTxDemoteAboveParams{
 				Now: p.Now, ChainID: p.ChainID, Sender: sender, Gap: gap,
 			}); err != nil {
 				return fmt.Errorf("re-queueing the pending transactions of %s above nonce %d: %w", sender, gap, err)

@@ -499,7 +499,7 @@ func TestPool_TwoProcessesRacingForTheLastPlaceAdmitExactlyOne(t *testing.T) {
 	require.Equal(t, limits.MaxPending, pending)
 }
 
-func TestPoolTxs_CheckConstraintsRefuseImpossibleStates(t *testing.T) {
+func TestPoolTx_CheckConstraintsRefuseImpossibleStates(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	f := newPoolFixture(t, st)

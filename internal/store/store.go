@@ -5,9 +5,12 @@ package store
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"math/rand/v2"
 	"net"
 	"strings"
@@ -17,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
@@ -249,4 +253,77 @@ func unavailableCode(code string) bool {
 		return true
 	}
 	return false
+}
+
+// newUUIDv7 returns a UUIDv7 (RFC 9562), the id of tasks and API keys: 48
+// bits of Unix milliseconds, then random bits, so ids sort roughly by
+// creation time and keyset pages follow it. Generated here rather than by
+// PostgreSQL (15 has no uuidv7()), from the caller's now.
+func newUUIDv7(now time.Time) string {
+	var b [16]byte
+	// crypto/rand.Read never returns an error (Go 1.24+); it panics instead.
+	_, _ = crand.Read(b[6:])
+	ms := uint64(now.UnixMilli())
+	b[0], b[1], b[2], b[3], b[4], b[5] = byte(ms>>40), byte(ms>>32), byte(ms>>24), byte(ms>>16), byte(ms>>8), byte(ms)
+	b[6] = 0x70 | b[6]&0x0f
+	b[8] = 0x80 | b[8]&0x3f
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// lowerHex lower-cases an 0x-prefixed hex string (addresses and hashes are
+// stored lower-case, so a checksummed address finds the same rows).
+func lowerHex(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'F' || c == 'X' {
+			b[i] = c + ('a' - 'A')
+		}
+	}
+	return string(b)
+}
+
+func numericFromBig(v *big.Int) pgtype.Numeric {
+	if v == nil {
+		v = new(big.Int)
+	}
+	return pgtype.Numeric{Int: new(big.Int).Set(v), Valid: true}
+}
+
+// bigFromNumeric converts an integral numeric (numeric(78,0) columns).
+func bigFromNumeric(n pgtype.Numeric) *big.Int {
+	if !n.Valid || n.Int == nil {
+		return new(big.Int)
+	}
+	v := new(big.Int).Set(n.Int)
+	switch {
+	case n.Exp > 0:
+		v.Mul(v, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n.Exp)), nil))
+	case n.Exp < 0:
+		v.Quo(v, new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(-n.Exp)), nil))
+	}
+	return v
+}
+
+// pgUniqueViolation reports whether err is a unique violation of the named
+// constraint or index.
+func pgUniqueViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == constraint
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// utcPtr returns t in UTC: pgx returns times in the local zone.
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }

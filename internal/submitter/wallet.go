@@ -46,7 +46,7 @@ var _ workers.WalletStep = WalletBroadcaster{}
 // Collect returns a broadcast of the wallet's unsent attempts, or nil.
 func (WalletBroadcaster) Collect(ctx context.Context, s *workers.WalletShard) (workers.Cycle, error) {
 	unsent, err := workers.DBCall(ctx, s, func(ctx context.Context) ([]store.Attempt, error) {
-		return s.Store().AttemptsUnsent(ctx, store.AttemptsListParams{ChainID: s.ChainID(), Sender: s.Sender, Max: s.Config().InFlight})
+		return s.Store().AttemptListUnsent(ctx, store.AttemptListParams{ChainID: s.ChainID(), Sender: s.Sender, Max: s.Config().InFlight})
 	})
 	if err != nil || len(unsent) == 0 {
 		return nil, err

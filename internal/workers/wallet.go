@@ -455,8 +455,8 @@ func (j *WalletJob) Collect(ctx context.Context, c Claim) (Cycle, error) {
 	if cyc, err := j.steps.Recover.Collect(ctx, s); cyc != nil || err != nil {
 		return cyc, err
 	}
-	live, err := DBCall(ctx, s, func(ctx context.Context) (store.AttemptsLive, error) {
-		return j.store.AttemptsInFlight(ctx, chainID, s.Sender)
+	live, err := DBCall(ctx, s, func(ctx context.Context) (store.AttemptCounts, error) {
+		return j.store.AttemptCountLive(ctx, chainID, s.Sender)
 	})
 	if err != nil {
 		return nil, err
@@ -610,7 +610,7 @@ func (s *WalletShard) LearnChainNonce(n uint64) {
 // the attempt's own and those of the gas bumps it superseded (or that
 // superseded it), any of which may be the one mined.
 func (s *WalletShard) HashesOfNonce(ctx context.Context, a store.Attempt) ([]string, error) {
-	hashes, err := DBCall(ctx, s, func(ctx context.Context) ([]string, error) { return s.job.store.AttemptHashesOfNonce(ctx, a) })
+	hashes, err := DBCall(ctx, s, func(ctx context.Context) ([]string, error) { return s.job.store.AttemptListHashesOfNonce(ctx, a) })
 	if err != nil {
 		return nil, err
 	}
@@ -777,7 +777,7 @@ func (s *WalletShard) RecordRejected(ctx context.Context, tx *store.Store, now t
 	if err != nil || !strings.HasPrefix(reason, "insufficient funds") {
 		return err
 	}
-	return tx.WalletHealthBalanceStale(ctx, now, s.ChainID(), s.Sender)
+	return tx.WalletHealthMarkBalanceStale(ctx, now, s.ChainID(), s.Sender)
 }
 
 // LogResults logs what operators need to know: failures and requeues.

@@ -56,10 +56,10 @@ type BatchAdmitRow struct {
 	ServiceID string
 }
 
-// Admission, seed 001 steps 5 and 6 for the given services only: a service
+// Admission, for the given services only: a service
 // with no active batch (queued, held, pending, unknown or delayed) gets its
 // oldest never-sent batch queued, created_at order, ties broken by id. Runs
-// in the transaction that freed the services, after BatchServicesLock, so its
+// in the transaction that freed the services, after BatchServiceLock, so its
 // cost is the services it is given, never all of them: each service is one
 // probe of batches_active_by_service and two of batches_new_by_service
 // (scalar subqueries, so the planner cannot turn them into a scan of every
@@ -242,8 +242,8 @@ type BatchClaimQueuedRow struct {
 }
 
 // Submitter claim: takes up to @max queued batches, oldest first, that no other
-// submitter holds (SKIP LOCKED), and marks them held with a lease (seed 001:
-// submitted = true guards against re-queuing while the submitter has them).
+// submitter holds (SKIP LOCKED), and marks them held with a lease
+// (submitted = true guards against re-queuing while the submitter has them).
 // attempts is incremented here and is the fencing token of the outcome update.
 // Every claim updates its rows through the primary key (= ANY (ARRAY(…))):
 // joined to the CTE instead, the planner may hash the CTE and scan the whole
@@ -308,6 +308,44 @@ func (q *Queries) BatchCountByState(ctx context.Context) ([]BatchCountByStateRow
 		return nil, err
 	}
 	return items, nil
+}
+
+const batchDeleteFinished = `-- name: BatchDeleteFinished :execrows
+WITH finished AS (
+    SELECT f.seq FROM ledgerq.batches f
+    WHERE f.finished_at IS NOT NULL AND f.finished_at < $1::timestamptz
+    ORDER BY f.finished_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM ledgerq.batches b
+WHERE b.seq = ANY (ARRAY(SELECT finished.seq FROM finished))
+`
+
+type BatchDeleteFinishedParams struct {
+	Cutoff time.Time
+	Max    int32
+}
+
+// Retention: deletes up to @max terminal batches whose finished_at
+// is before @cutoff, oldest first. finished_at is set exactly for the terminal
+// statuses committed, valid and invalid (CHECK batches_finished_iff_terminal),
+// so a batch still waiting or at the ledger is never deleted, whatever its age.
+// The CTE walks the partial index batches_finished and stops after @max rows,
+// so a round costs what it deletes, not the rows kept or the work waiting; SKIP
+// LOCKED lets concurrent retention rounds (one per process) share the backlog
+// instead of waiting on each other's locks. The seqs reach the DELETE as one
+// array, so each row is found through the primary key: joined instead (USING,
+// IN), the planner hashes the whole table once @max is a few hundred. The
+// DELETE from ledgerq.batches is the whole operation: rows that belong to a
+// batch (batch_payloads, say) must reference it ON DELETE CASCADE, never be
+// deleted by a second statement here.
+func (q *Queries) BatchDeleteFinished(ctx context.Context, arg BatchDeleteFinishedParams) (int64, error) {
+	result, err := q.db.Exec(ctx, batchDeleteFinished, arg.Cutoff, arg.Max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const batchDepthByState = `-- name: BatchDepthByState :many
@@ -437,55 +475,6 @@ func (q *Queries) BatchGetMany(ctx context.Context, ids []string) ([]BatchGetMan
 			return nil, err
 		}
 		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const batchIdleServices = `-- name: BatchIdleServices :many
-WITH RECURSIVE services AS (
-    (SELECT n.service_id FROM ledgerq.batches n
-     WHERE n.status IS NULL AND NOT n.submitted
-     ORDER BY n.service_id LIMIT 1)
-    UNION ALL
-    SELECT (SELECT n.service_id FROM ledgerq.batches n
-            WHERE n.status IS NULL AND NOT n.submitted AND n.service_id > s.service_id
-            ORDER BY n.service_id LIMIT 1)
-    FROM services s
-    WHERE s.service_id IS NOT NULL
-)
-SELECT s.service_id::text AS service_id FROM services s
-WHERE s.service_id IS NOT NULL
-  -- A scalar probe per service (as in BatchAdmit): NOT EXISTS would let the
-  -- planner hash every active batch.
-  AND (SELECT 1 FROM ledgerq.batches a
-       WHERE a.service_id = s.service_id
-         AND (a.status IN ('pending', 'unknown', 'delayed')
-              OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
-       LIMIT 1) IS NULL
-LIMIT $1
-`
-
-// Queuer reconciliation (the recovery path, not the hot path): services that
-// have a never-sent batch and no active one, which no transaction admitted
-// (rows written by an operator's SQL, or by an older ledgerq). A loose index
-// scan: one probe per service with never-sent batches. The queuer runs it
-// rarely and hands the result to BatchServicesLock and BatchAdmit.
-func (q *Queries) BatchIdleServices(ctx context.Context, max int32) ([]string, error) {
-	rows, err := q.db.Query(ctx, batchIdleServices, max)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []string{}
-	for rows.Next() {
-		var service_id string
-		if err := rows.Scan(&service_id); err != nil {
-			return nil, err
-		}
-		items = append(items, service_id)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -751,7 +740,7 @@ type BatchQueueRetriesRow struct {
 	Status    *LedgerqBatchStatus
 }
 
-// Queuer round, seed 001 steps 3 and 4: every unknown batch, and every delayed
+// Queuer round, the retries: every unknown batch, and every delayed
 // batch whose last attempt is outside the delay window (window x
 // 2^(attempts-1), capped), is queued again. Reads only the batches_retry index.
 // The rows are locked first, in primary-key order (the index walks them in
@@ -829,8 +818,8 @@ type BatchRecordStatusManyRow struct {
 //	PENDING   -> pending, next check at @next_check_at (a held batch the
 //	            ledger has after all, or a pending one asked about again);
 //	COMMITTED -> committed, INVALID -> invalid (terminal);
-//	UNKNOWN   -> unknown with submitted = false (seed 001 note), and queued at
-//	            once (seed 001 step 3), so the submitter sends it again.
+//	UNKNOWN   -> unknown with submitted = false (the ledger may not have it),
+//	            and queued at once, so the submitter sends it again.
 //
 // The rows are locked first, in primary-key order, whatever the order of
 // @seqs: the submitter of an expired lease, or another monitor, may record
@@ -1042,7 +1031,7 @@ func (q *Queries) BatchSeedFinished(ctx context.Context, arg BatchSeedFinishedPa
 	return result.RowsAffected(), nil
 }
 
-const batchServicesIdle = `-- name: BatchServicesIdle :many
+const batchServiceFilterIdle = `-- name: BatchServiceFilterIdle :many
 SELECT d.s::text AS service_id
 FROM (SELECT DISTINCT s FROM unnest($1::text[]) AS s) d
 WHERE (SELECT 1 FROM ledgerq.batches a
@@ -1055,8 +1044,8 @@ ORDER BY 1
 
 // The services among @service_ids with no active batch, in this statement's
 // snapshot: one probe of batches_active_by_service each.
-func (q *Queries) BatchServicesIdle(ctx context.Context, serviceIds []string) ([]string, error) {
-	rows, err := q.db.Query(ctx, batchServicesIdle, serviceIds)
+func (q *Queries) BatchServiceFilterIdle(ctx context.Context, serviceIds []string) ([]string, error) {
+	rows, err := q.db.Query(ctx, batchServiceFilterIdle, serviceIds)
 	if err != nil {
 		return nil, err
 	}
@@ -1075,7 +1064,56 @@ func (q *Queries) BatchServicesIdle(ctx context.Context, serviceIds []string) ([
 	return items, nil
 }
 
-const batchServicesLock = `-- name: BatchServicesLock :exec
+const batchServiceListIdle = `-- name: BatchServiceListIdle :many
+WITH RECURSIVE services AS (
+    (SELECT n.service_id FROM ledgerq.batches n
+     WHERE n.status IS NULL AND NOT n.submitted
+     ORDER BY n.service_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT n.service_id FROM ledgerq.batches n
+            WHERE n.status IS NULL AND NOT n.submitted AND n.service_id > s.service_id
+            ORDER BY n.service_id LIMIT 1)
+    FROM services s
+    WHERE s.service_id IS NOT NULL
+)
+SELECT s.service_id::text AS service_id FROM services s
+WHERE s.service_id IS NOT NULL
+  -- A scalar probe per service (as in BatchAdmit): NOT EXISTS would let the
+  -- planner hash every active batch.
+  AND (SELECT 1 FROM ledgerq.batches a
+       WHERE a.service_id = s.service_id
+         AND (a.status IN ('pending', 'unknown', 'delayed')
+              OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
+       LIMIT 1) IS NULL
+LIMIT $1
+`
+
+// Queuer reconciliation (the recovery path, not the hot path): services that
+// have a never-sent batch and no active one, which no transaction admitted
+// (rows written by an operator's SQL, or by an older ledgerq). A loose index
+// scan: one probe per service with never-sent batches. The queuer runs it
+// rarely and hands the result to BatchServiceLock and BatchAdmit.
+func (q *Queries) BatchServiceListIdle(ctx context.Context, max int32) ([]string, error) {
+	rows, err := q.db.Query(ctx, batchServiceListIdle, max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var service_id string
+		if err := rows.Scan(&service_id); err != nil {
+			return nil, err
+		}
+		items = append(items, service_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const batchServiceLock = `-- name: BatchServiceLock :exec
 SELECT pg_advisory_xact_lock(1818585457, k)::text
 FROM (SELECT DISTINCT hashtext(s) AS k FROM unnest($1::text[]) AS s) keys
 ORDER BY k
@@ -1086,12 +1124,12 @@ ORDER BY k
 // other in a cycle. Every statement that may admit a batch (BatchAdmit) runs
 // after this one in the same transaction, so it sees the other admissions of
 // the service committed (READ COMMITTED: a new snapshot per statement).
-func (q *Queries) BatchServicesLock(ctx context.Context, serviceIds []string) error {
-	_, err := q.db.Exec(ctx, batchServicesLock, serviceIds)
+func (q *Queries) BatchServiceLock(ctx context.Context, serviceIds []string) error {
+	_, err := q.db.Exec(ctx, batchServiceLock, serviceIds)
 	return err
 }
 
-const batchServicesLockForIntake = `-- name: BatchServicesLockForIntake :many
+const batchServiceLockForIntake = `-- name: BatchServiceLockForIntake :many
 SELECT keys.service_ids::text[] AS service_ids, keys.busy::bool AS busy,
        (CASE WHEN keys.busy THEN pg_advisory_xact_lock_shared(1818585457, keys.k)
              ELSE pg_advisory_xact_lock(1818585457, keys.k) END)::text AS locked
@@ -1108,13 +1146,13 @@ FROM (
 ORDER BY keys.k
 `
 
-type BatchServicesLockForIntakeRow struct {
+type BatchServiceLockForIntakeRow struct {
 	ServiceIds []string
 	Busy       bool
 	Locked     string
 }
 
-// Intake's admission locks, the same advisory locks as BatchServicesLock,
+// Intake's admission locks, the same advisory locks as BatchServiceLock,
 // taken in key order, with the mode chosen per service by a probe of
 // batches_active_by_service in this statement's snapshot:
 //
@@ -1125,17 +1163,17 @@ type BatchServicesLockForIntakeRow struct {
 //	idle -> exclusive, under which the intake admits (BatchAdmit).
 //
 // A service that was freed between this probe and the lock is found by
-// BatchServicesIdle after the lock, and admitted after the commit.
+// BatchServiceFilterIdle after the lock, and admitted after the commit.
 // Services whose keys collide share a lock, exclusive if any of them is idle.
-func (q *Queries) BatchServicesLockForIntake(ctx context.Context, serviceIds []string) ([]BatchServicesLockForIntakeRow, error) {
-	rows, err := q.db.Query(ctx, batchServicesLockForIntake, serviceIds)
+func (q *Queries) BatchServiceLockForIntake(ctx context.Context, serviceIds []string) ([]BatchServiceLockForIntakeRow, error) {
+	rows, err := q.db.Query(ctx, batchServiceLockForIntake, serviceIds)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []BatchServicesLockForIntakeRow{}
+	items := []BatchServiceLockForIntakeRow{}
 	for rows.Next() {
-		var i BatchServicesLockForIntakeRow
+		var i BatchServiceLockForIntakeRow
 		if err := rows.Scan(&i.ServiceIds, &i.Busy, &i.Locked); err != nil {
 			return nil, err
 		}

@@ -98,8 +98,8 @@ type BundleClaimNextParams struct {
 	Now     time.Time
 }
 
-// Claim, under a core's lock (seed 000's Dequeue: lowest block number
-// first; its race guard: no version guaranteed): the lowest queued bundle
+// Claim, under a core's lock (lowest block number first; a bundle with a
+// version guaranteed is never claimed again): the lowest queued bundle
 // that is due, skipping one another claim holds, through bundles_queued.
 func (q *Queries) BundleClaimNext(ctx context.Context, arg BundleClaimNextParams) (LedgerqBundle, error) {
 	row := q.db.QueryRow(ctx, bundleClaimNext, arg.ChainID, arg.Now)
@@ -145,42 +145,6 @@ func (q *Queries) BundleCountQueued(ctx context.Context, chainID int64) (int64, 
 	return count, err
 }
 
-const bundleCutTxs = `-- name: BundleCutTxs :many
-SELECT tx_hash FROM ledgerq.pool_txs
-WHERE chain_id = $1 AND state = 'pending'
-ORDER BY sender, nonce
-LIMIT $2
-FOR UPDATE
-`
-
-type BundleCutTxsParams struct {
-	ChainID int64
-	Max     int32
-}
-
-// Cut, under the chain's lock (seed 000, jamduna's flaw "taken in map
-// order" closed): up to @max pending transactions in (sender, nonce) order,
-// locked until the cut commits, through pool_txs_live_nonce.
-func (q *Queries) BundleCutTxs(ctx context.Context, arg BundleCutTxsParams) ([]string, error) {
-	rows, err := q.db.Query(ctx, bundleCutTxs, arg.ChainID, arg.Max)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []string{}
-	for rows.Next() {
-		var tx_hash string
-		if err := rows.Scan(&tx_hash); err != nil {
-			return nil, err
-		}
-		items = append(items, tx_hash)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const bundleDrop = `-- name: BundleDrop :execrows
 UPDATE ledgerq.bundles b
 SET state = 'dropped', core = NULL, drop_reason = $1::text, updated_at = $2::timestamptz
@@ -210,40 +174,6 @@ func (q *Queries) BundleDrop(ctx context.Context, arg BundleDropParams) (int64, 
 		return 0, err
 	}
 	return result.RowsAffected(), nil
-}
-
-const bundleDropIDs = `-- name: BundleDropIDs :many
-SELECT id FROM ledgerq.bundles
-WHERE chain_id = $1 AND number >= $2
-  AND state IN ('queued', 'submitted', 'guaranteed')
-ORDER BY number
-`
-
-type BundleDropIDsParams struct {
-	ChainID int64
-	Number  int64
-}
-
-// Drop, under the chain's lock: the bundle and every live one above it that
-// has not executed (their parent never will), through bundles_unexecuted.
-func (q *Queries) BundleDropIDs(ctx context.Context, arg BundleDropIDsParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, bundleDropIDs, arg.ChainID, arg.Number)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []int64{}
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		items = append(items, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const bundleDropMany = `-- name: BundleDropMany :many
@@ -404,7 +334,8 @@ type BundleGuaranteeParams struct {
 
 // A block's E_G names a version of the bundle: the first guarantee wins.
 // From submitted or queued only, and only with no version guaranteed yet
-// (the seed's race); conditional on the core the caller locked.
+// (two versions of one bundle are never both guaranteed); conditional on
+// the core the caller locked.
 func (q *Queries) BundleGuarantee(ctx context.Context, arg BundleGuaranteeParams) (int64, error) {
 	result, err := q.db.Exec(ctx, bundleGuarantee,
 		arg.PackageHash,
@@ -412,40 +343,6 @@ func (q *Queries) BundleGuarantee(ctx context.Context, arg BundleGuaranteeParams
 		arg.Now,
 		arg.ID,
 		arg.Core,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const bundleIncludeTxs = `-- name: BundleIncludeTxs :execrows
-UPDATE ledgerq.pool_txs t
-SET state = 'included', bundle_id = $1::bigint, bundle_block = $2::bigint, bundle_pos = p.pos - 1,
-    updated_at = $3::timestamptz
-FROM unnest($5::text[]) WITH ORDINALITY AS p(tx_hash, pos)
-WHERE t.chain_id = $4 AND t.tx_hash = p.tx_hash AND t.state = 'pending'
-`
-
-type BundleIncludeTxsParams struct {
-	BundleID int64
-	Number   int64
-	Now      time.Time
-	ChainID  int64
-	TxHashes []string
-}
-
-// Cut, in the bundle's transaction (seed 000's "remove only after a
-// successful enqueue", by construction): the cut pending transactions are
-// included, each at its position in @tx_hashes. Conditional on pending; the
-// caller checks the count.
-func (q *Queries) BundleIncludeTxs(ctx context.Context, arg BundleIncludeTxsParams) (int64, error) {
-	result, err := q.db.Exec(ctx, bundleIncludeTxs,
-		arg.BundleID,
-		arg.Number,
-		arg.Now,
-		arg.ChainID,
-		arg.TxHashes,
 	)
 	if err != nil {
 		return 0, err
@@ -602,6 +499,90 @@ func (q *Queries) BundleList(ctx context.Context, arg BundleListParams) ([]Ledge
 	return items, nil
 }
 
+const bundleListTimedOut = `-- name: BundleListTimedOut :many
+SELECT b.id, b.number, b.version,
+       (SELECT max(v.anchor_slot) FROM ledgerq.bundle_versions v WHERE v.bundle_id = b.id)::bigint AS max_anchor_slot
+FROM ledgerq.bundles b
+WHERE b.chain_id = $1 AND b.state = 'submitted' AND b.submitted_at <= $2::timestamptz
+ORDER BY b.number
+LIMIT $3
+`
+
+type BundleListTimedOutParams struct {
+	ChainID int64
+	Before  time.Time
+	Max     int32
+}
+
+type BundleListTimedOutRow struct {
+	ID            int64
+	Number        int64
+	Version       int32
+	MaxAnchorSlot int64
+}
+
+// Guarantee timeout: submitted bundles claimed at or before @before, in
+// number order, with the newest anchor over their versions, through
+// bundles_submitted.
+func (q *Queries) BundleListTimedOut(ctx context.Context, arg BundleListTimedOutParams) ([]BundleListTimedOutRow, error) {
+	rows, err := q.db.Query(ctx, bundleListTimedOut, arg.ChainID, arg.Before, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BundleListTimedOutRow{}
+	for rows.Next() {
+		var i BundleListTimedOutRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Number,
+			&i.Version,
+			&i.MaxAnchorSlot,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const bundleListToDrop = `-- name: BundleListToDrop :many
+SELECT id FROM ledgerq.bundles
+WHERE chain_id = $1 AND number >= $2
+  AND state IN ('queued', 'submitted', 'guaranteed')
+ORDER BY number
+`
+
+type BundleListToDropParams struct {
+	ChainID int64
+	Number  int64
+}
+
+// Drop, under the chain's lock: the bundle and every live one above it that
+// has not executed (their parent never will), through bundles_unexecuted.
+func (q *Queries) BundleListToDrop(ctx context.Context, arg BundleListToDropParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, bundleListToDrop, arg.ChainID, arg.Number)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []int64{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const bundleMarkSubmitted = `-- name: BundleMarkSubmitted :one
 UPDATE ledgerq.bundles
 SET state = 'submitted', core = $1::int, anchor_slot = $2::bigint, anchor_hash = $3::text,
@@ -619,7 +600,8 @@ type BundleMarkSubmittedParams struct {
 }
 
 // Claim, under the core's and the bundle's locks: conditional on queued with
-// no version guaranteed (the seed's race guard, again where it writes).
+// no version guaranteed (so two versions of one bundle are never both
+// guaranteed; checked again where it writes).
 func (q *Queries) BundleMarkSubmitted(ctx context.Context, arg BundleMarkSubmittedParams) (LedgerqBundle, error) {
 	row := q.db.QueryRow(ctx, bundleMarkSubmitted,
 		arg.Core,
@@ -675,8 +657,8 @@ type BundleRequeueParams struct {
 	Version int32
 }
 
-// Guarantee timeout (seed 000's Requeue with its race guard, closed where
-// it happens): version + 1 and a fresh anchor at the next claim, only while
+// Guarantee timeout, guarded where it writes against a guarantee of an
+// earlier version: version + 1 and a fresh anchor at the next claim, only while
 // the same version is still submitted and no version of the bundle is
 // guaranteed. A guarantee applied meanwhile makes it change nothing.
 func (q *Queries) BundleRequeue(ctx context.Context, arg BundleRequeueParams) (int64, error) {
@@ -729,77 +711,61 @@ func (q *Queries) BundleSubmitRefused(ctx context.Context, arg BundleSubmitRefus
 	return result.RowsAffected(), nil
 }
 
-const bundleTimedOut = `-- name: BundleTimedOut :many
-SELECT b.id, b.number, b.version,
-       (SELECT max(v.anchor_slot) FROM ledgerq.bundle_versions v WHERE v.bundle_id = b.id)::bigint AS max_anchor_slot
-FROM ledgerq.bundles b
-WHERE b.chain_id = $1 AND b.state = 'submitted' AND b.submitted_at <= $2::timestamptz
-ORDER BY b.number
-LIMIT $3
+const bundleTxInclude = `-- name: BundleTxInclude :execrows
+UPDATE ledgerq.pool_txs t
+SET state = 'included', bundle_id = $1::bigint, bundle_block = $2::bigint, bundle_pos = p.pos - 1,
+    updated_at = $3::timestamptz
+FROM unnest($5::text[]) WITH ORDINALITY AS p(tx_hash, pos)
+WHERE t.chain_id = $4 AND t.tx_hash = p.tx_hash AND t.state = 'pending'
 `
 
-type BundleTimedOutParams struct {
-	ChainID int64
-	Before  time.Time
-	Max     int32
+type BundleTxIncludeParams struct {
+	BundleID int64
+	Number   int64
+	Now      time.Time
+	ChainID  int64
+	TxHashes []string
 }
 
-type BundleTimedOutRow struct {
-	ID            int64
-	Number        int64
-	Version       int32
-	MaxAnchorSlot int64
-}
-
-// Guarantee timeout: submitted bundles claimed at or before @before, in
-// number order, with the newest anchor over their versions, through
-// bundles_submitted.
-func (q *Queries) BundleTimedOut(ctx context.Context, arg BundleTimedOutParams) ([]BundleTimedOutRow, error) {
-	rows, err := q.db.Query(ctx, bundleTimedOut, arg.ChainID, arg.Before, arg.Max)
+// Cut, in the bundle's transaction (a transaction leaves the pool only when
+// its bundle is stored, by construction): the cut pending transactions are
+// included, each at its position in @tx_hashes. Conditional on pending; the
+// caller checks the count.
+func (q *Queries) BundleTxInclude(ctx context.Context, arg BundleTxIncludeParams) (int64, error) {
+	result, err := q.db.Exec(ctx, bundleTxInclude,
+		arg.BundleID,
+		arg.Number,
+		arg.Now,
+		arg.ChainID,
+		arg.TxHashes,
+	)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	defer rows.Close()
-	items := []BundleTimedOutRow{}
-	for rows.Next() {
-		var i BundleTimedOutRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.Number,
-			&i.Version,
-			&i.MaxAnchorSlot,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+	return result.RowsAffected(), nil
 }
 
-const bundleTxsRaw = `-- name: BundleTxsRaw :many
+const bundleTxListRaw = `-- name: BundleTxListRaw :many
 SELECT tx_hash, raw FROM ledgerq.pool_txs
 WHERE bundle_id = $1::bigint
 ORDER BY bundle_pos
 `
 
-type BundleTxsRawRow struct {
+type BundleTxListRawRow struct {
 	TxHash string
 	Raw    []byte
 }
 
 // A bundle's transactions in execution order, through pool_txs_bundle.
-func (q *Queries) BundleTxsRaw(ctx context.Context, bundleID int64) ([]BundleTxsRawRow, error) {
-	rows, err := q.db.Query(ctx, bundleTxsRaw, bundleID)
+func (q *Queries) BundleTxListRaw(ctx context.Context, bundleID int64) ([]BundleTxListRawRow, error) {
+	rows, err := q.db.Query(ctx, bundleTxListRaw, bundleID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []BundleTxsRawRow{}
+	items := []BundleTxListRawRow{}
 	for rows.Next() {
-		var i BundleTxsRawRow
+		var i BundleTxListRawRow
 		if err := rows.Scan(&i.TxHash, &i.Raw); err != nil {
 			return nil, err
 		}
@@ -811,21 +777,58 @@ func (q *Queries) BundleTxsRaw(ctx context.Context, bundleID int64) ([]BundleTxs
 	return items, nil
 }
 
-const bundleTxsReturn = `-- name: BundleTxsReturn :execrows
+const bundleTxLockForCut = `-- name: BundleTxLockForCut :many
+SELECT tx_hash FROM ledgerq.pool_txs
+WHERE chain_id = $1 AND state = 'pending'
+ORDER BY sender, nonce
+LIMIT $2
+FOR UPDATE
+`
+
+type BundleTxLockForCutParams struct {
+	ChainID int64
+	Max     int32
+}
+
+// Cut, under the chain's lock: up to @max pending transactions in (sender,
+// nonce) order, never an arbitrary one (which could cut a sender's later
+// nonce before an earlier one), locked until the cut commits, through
+// pool_txs_live_nonce.
+func (q *Queries) BundleTxLockForCut(ctx context.Context, arg BundleTxLockForCutParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, bundleTxLockForCut, arg.ChainID, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var tx_hash string
+		if err := rows.Scan(&tx_hash); err != nil {
+			return nil, err
+		}
+		items = append(items, tx_hash)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const bundleTxReturn = `-- name: BundleTxReturn :execrows
 UPDATE ledgerq.pool_txs
 SET state = 'pending', bundle_id = NULL, bundle_block = NULL, bundle_pos = NULL, updated_at = $1::timestamptz
 WHERE bundle_id = ANY($2::bigint[]) AND state = 'included'
 `
 
-type BundleTxsReturnParams struct {
+type BundleTxReturnParams struct {
 	Now       time.Time
 	BundleIds []int64
 }
 
-// Drop: a dropped bundle's transactions go back to pending (jamduna lost
-// them), through pool_txs_bundle.
-func (q *Queries) BundleTxsReturn(ctx context.Context, arg BundleTxsReturnParams) (int64, error) {
-	result, err := q.db.Exec(ctx, bundleTxsReturn, arg.Now, arg.BundleIds)
+// Drop: a dropped bundle's transactions go back to pending (none is lost),
+// through pool_txs_bundle.
+func (q *Queries) BundleTxReturn(ctx context.Context, arg BundleTxReturnParams) (int64, error) {
+	result, err := q.db.Exec(ctx, bundleTxReturn, arg.Now, arg.BundleIds)
 	if err != nil {
 		return 0, err
 	}
@@ -912,6 +915,40 @@ func (q *Queries) BundleVersionInsert(ctx context.Context, arg BundleVersionInse
 	return result.RowsAffected(), nil
 }
 
+const bundleVersionList = `-- name: BundleVersionList :many
+SELECT package_hash, bundle_id, version, core, anchor_slot, anchor_hash, submitted_at, outcome, guaranteed_slot FROM ledgerq.bundle_versions WHERE bundle_id = $1 ORDER BY version, submitted_at, package_hash
+`
+
+func (q *Queries) BundleVersionList(ctx context.Context, bundleID int64) ([]LedgerqBundleVersion, error) {
+	rows, err := q.db.Query(ctx, bundleVersionList, bundleID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LedgerqBundleVersion{}
+	for rows.Next() {
+		var i LedgerqBundleVersion
+		if err := rows.Scan(
+			&i.PackageHash,
+			&i.BundleID,
+			&i.Version,
+			&i.Core,
+			&i.AnchorSlot,
+			&i.AnchorHash,
+			&i.SubmittedAt,
+			&i.Outcome,
+			&i.GuaranteedSlot,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const bundleVersionSetGuaranteed = `-- name: BundleVersionSetGuaranteed :execrows
 UPDATE ledgerq.bundle_versions SET guaranteed_slot = $1::bigint WHERE package_hash = $2
 `
@@ -944,40 +981,6 @@ func (q *Queries) BundleVersionSetOutcome(ctx context.Context, arg BundleVersion
 		return 0, err
 	}
 	return result.RowsAffected(), nil
-}
-
-const bundleVersionsOf = `-- name: BundleVersionsOf :many
-SELECT package_hash, bundle_id, version, core, anchor_slot, anchor_hash, submitted_at, outcome, guaranteed_slot FROM ledgerq.bundle_versions WHERE bundle_id = $1 ORDER BY version, submitted_at, package_hash
-`
-
-func (q *Queries) BundleVersionsOf(ctx context.Context, bundleID int64) ([]LedgerqBundleVersion, error) {
-	rows, err := q.db.Query(ctx, bundleVersionsOf, bundleID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []LedgerqBundleVersion{}
-	for rows.Next() {
-		var i LedgerqBundleVersion
-		if err := rows.Scan(
-			&i.PackageHash,
-			&i.BundleID,
-			&i.Version,
-			&i.Core,
-			&i.AnchorSlot,
-			&i.AnchorHash,
-			&i.SubmittedAt,
-			&i.Outcome,
-			&i.GuaranteedSlot,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const coreAssign = `-- name: CoreAssign :execrows
@@ -1019,7 +1022,7 @@ type CoreClaimFreeParams struct {
 	Cores   int32
 }
 
-// Claim, first statement (seed 000: at most cores bundles submitted, across
+// Claim, first statement (at most @cores bundles submitted at once, across
 // processes): locks the lowest free core below @cores that no other claim
 // holds, through cores_free.
 func (q *Queries) CoreClaimFree(ctx context.Context, arg CoreClaimFreeParams) (int32, error) {

@@ -24,9 +24,9 @@ func QueueBatchRecordStatusMany(b *pgx.Batch, arg BatchRecordStatusManyParams, o
 		})
 }
 
-// QueueBatchServicesLock queues BatchServicesLock.
-func QueueBatchServicesLock(b *pgx.Batch, serviceIds []string) {
-	b.Queue(batchServicesLock, serviceIds)
+// QueueBatchServiceLock queues BatchServiceLock.
+func QueueBatchServiceLock(b *pgx.Batch, serviceIds []string) {
+	b.Queue(batchServiceLock, serviceIds)
 }
 
 // QueueBatchAdmit queues BatchAdmit; its rows are appended to out.

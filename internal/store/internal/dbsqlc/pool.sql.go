@@ -130,7 +130,7 @@ type PoolSenderLockParams struct {
 	Now        time.Time
 }
 
-// Intake, first statement (seed 000, DESIGN §2.2): takes the sender's intake
+// Intake, first statement: takes the sender's intake
 // lock, inserting its row on its first transaction. Concurrent intakes of one
 // sender, in any process, queue here until the holder commits, so each reads
 // the sender's transactions as the previous one left them. The chain's nonce
@@ -145,6 +145,48 @@ func (q *Queries) PoolSenderLock(ctx context.Context, arg PoolSenderLockParams) 
 	var chain_nonce int64
 	err := row.Scan(&chain_nonce)
 	return chain_nonce, err
+}
+
+const poolSenderLockExpired = `-- name: PoolSenderLockExpired :many
+SELECT s.sender FROM ledgerq.pool_senders s
+WHERE s.chain_id = $1
+  AND s.sender IN (
+      SELECT t.sender FROM ledgerq.pool_txs t
+      WHERE t.chain_id = $1 AND t.state IN ('pending', 'queued') AND t.expires_at <= $2::timestamptz
+  )
+ORDER BY s.sender
+LIMIT $3
+FOR UPDATE SKIP LOCKED
+`
+
+type PoolSenderLockExpiredParams struct {
+	ChainID int64
+	Now     time.Time
+	Max     int32
+}
+
+// TTL sweep: locks, in sender order,
+// up to @max senders that have a pending or queued transaction expired at
+// @now. A sender whose intake holds its lock is skipped (SKIP LOCKED) and
+// swept by a later round.
+func (q *Queries) PoolSenderLockExpired(ctx context.Context, arg PoolSenderLockExpiredParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, poolSenderLockExpired, arg.ChainID, arg.Now, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var sender string
+		if err := rows.Scan(&sender); err != nil {
+			return nil, err
+		}
+		items = append(items, sender)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const poolSenderLowerNext = `-- name: PoolSenderLowerNext :execrows
@@ -237,41 +279,106 @@ func (q *Queries) PoolSenderSetNext(ctx context.Context, arg PoolSenderSetNextPa
 	return result.RowsAffected(), nil
 }
 
-const poolSendersLockExpired = `-- name: PoolSendersLockExpired :many
-SELECT s.sender FROM ledgerq.pool_senders s
-WHERE s.chain_id = $1
-  AND s.sender IN (
-      SELECT t.sender FROM ledgerq.pool_txs t
-      WHERE t.chain_id = $1 AND t.state IN ('pending', 'queued') AND t.expires_at <= $2::timestamptz
-  )
-ORDER BY s.sender
-LIMIT $3
-FOR UPDATE SKIP LOCKED
+const poolTxDemoteAbove = `-- name: PoolTxDemoteAbove :execrows
+UPDATE ledgerq.pool_txs
+SET state = 'queued', updated_at = $1::timestamptz
+WHERE chain_id = $2 AND sender = $3 AND state = 'pending' AND nonce > $4
 `
 
-type PoolSendersLockExpiredParams struct {
-	ChainID int64
+type PoolTxDemoteAboveParams struct {
 	Now     time.Time
-	Max     int32
+	ChainID int64
+	Sender  string
+	Gap     int64
 }
 
-// TTL sweep (seed 000's CleanupExpiredTransactions): locks, in sender order,
-// up to @max senders that have a pending or queued transaction expired at
-// @now. A sender whose intake holds its lock is skipped (SKIP LOCKED) and
-// swept by a later round.
-func (q *Queries) PoolSendersLockExpired(ctx context.Context, arg PoolSendersLockExpiredParams) ([]string, error) {
-	rows, err := q.db.Query(ctx, poolSendersLockExpired, arg.ChainID, arg.Now, arg.Max)
+// TTL sweep, under the sender's lock: a pending transaction dropped at
+// nonce @gap leaves a gap; the sender's pending ones above it wait again
+// (queued) until it is filled.
+func (q *Queries) PoolTxDemoteAbove(ctx context.Context, arg PoolTxDemoteAboveParams) (int64, error) {
+	result, err := q.db.Exec(ctx, poolTxDemoteAbove,
+		arg.Now,
+		arg.ChainID,
+		arg.Sender,
+		arg.Gap,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const poolTxDrop = `-- name: PoolTxDrop :execrows
+UPDATE ledgerq.pool_txs
+SET state = 'dropped', drop_reason = $1::text, updated_at = $2::timestamptz
+WHERE chain_id = $3 AND tx_hash = ANY($4::text[]) AND state IN ('pending', 'queued')
+`
+
+type PoolTxDropParams struct {
+	DropReason string
+	Now        time.Time
+	ChainID    int64
+	TxHashes   []string
+}
+
+// Intake, under the sender's lock: waiting transactions whose nonce the
+// chain has passed can never run; they are dropped with the reason.
+func (q *Queries) PoolTxDrop(ctx context.Context, arg PoolTxDropParams) (int64, error) {
+	result, err := q.db.Exec(ctx, poolTxDrop,
+		arg.DropReason,
+		arg.Now,
+		arg.ChainID,
+		arg.TxHashes,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const poolTxExpire = `-- name: PoolTxExpire :many
+WITH expired AS (
+    SELECT e.tx_hash, e.state AS was
+    FROM ledgerq.pool_txs e
+    WHERE e.chain_id = $2 AND e.sender = ANY($3::text[])
+      AND e.state IN ('pending', 'queued') AND e.expires_at <= $1::timestamptz
+    FOR UPDATE
+)
+UPDATE ledgerq.pool_txs t
+SET state = 'dropped', drop_reason = 'expired', updated_at = $1::timestamptz
+FROM expired
+WHERE t.chain_id = $2 AND t.tx_hash = expired.tx_hash
+RETURNING t.sender, t.nonce, expired.was
+`
+
+type PoolTxExpireParams struct {
+	Now     time.Time
+	ChainID int64
+	Senders []string
+}
+
+type PoolTxExpireRow struct {
+	Sender string
+	Nonce  int64
+	Was    LedgerqPoolTxState
+}
+
+// TTL sweep, under the locks of @senders: their pending and queued
+// transactions expired at @now become dropped (expired). Returns each with
+// the state it had, so the caller can demote pending successors of a gap.
+func (q *Queries) PoolTxExpire(ctx context.Context, arg PoolTxExpireParams) ([]PoolTxExpireRow, error) {
+	rows, err := q.db.Query(ctx, poolTxExpire, arg.Now, arg.ChainID, arg.Senders)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []string{}
+	items := []PoolTxExpireRow{}
 	for rows.Next() {
-		var sender string
-		if err := rows.Scan(&sender); err != nil {
+		var i PoolTxExpireRow
+		if err := rows.Scan(&i.Sender, &i.Nonce, &i.Was); err != nil {
 			return nil, err
 		}
-		items = append(items, sender)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -384,7 +491,7 @@ type PoolTxReplaceParams struct {
 	Expected   LedgerqPoolTxState
 }
 
-// Seed 000 replacement: the old transaction of the nonce retires, pointing at
+// Replacement: the old transaction of the nonce retires, pointing at
 // its replacement, before the replacement is stored (one live transaction
 // per nonce). Conditional on the state the caller read: 0 rows means a
 // bundle took it meanwhile.
@@ -433,120 +540,13 @@ func (q *Queries) PoolTxRevive(ctx context.Context, arg PoolTxReviveParams) (int
 	return result.RowsAffected(), nil
 }
 
-const poolTxsDemoteAbove = `-- name: PoolTxsDemoteAbove :execrows
-UPDATE ledgerq.pool_txs
-SET state = 'queued', updated_at = $1::timestamptz
-WHERE chain_id = $2 AND sender = $3 AND state = 'pending' AND nonce > $4
-`
-
-type PoolTxsDemoteAboveParams struct {
-	Now     time.Time
-	ChainID int64
-	Sender  string
-	Gap     int64
-}
-
-// TTL sweep, under the sender's lock: a pending transaction dropped at
-// nonce @gap leaves a gap; the sender's pending ones above it wait again
-// (queued) until it is filled.
-func (q *Queries) PoolTxsDemoteAbove(ctx context.Context, arg PoolTxsDemoteAboveParams) (int64, error) {
-	result, err := q.db.Exec(ctx, poolTxsDemoteAbove,
-		arg.Now,
-		arg.ChainID,
-		arg.Sender,
-		arg.Gap,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const poolTxsDrop = `-- name: PoolTxsDrop :execrows
-UPDATE ledgerq.pool_txs
-SET state = 'dropped', drop_reason = $1::text, updated_at = $2::timestamptz
-WHERE chain_id = $3 AND tx_hash = ANY($4::text[]) AND state IN ('pending', 'queued')
-`
-
-type PoolTxsDropParams struct {
-	DropReason string
-	Now        time.Time
-	ChainID    int64
-	TxHashes   []string
-}
-
-// Intake, under the sender's lock: waiting transactions whose nonce the
-// chain has passed can never run; they are dropped with the reason.
-func (q *Queries) PoolTxsDrop(ctx context.Context, arg PoolTxsDropParams) (int64, error) {
-	result, err := q.db.Exec(ctx, poolTxsDrop,
-		arg.DropReason,
-		arg.Now,
-		arg.ChainID,
-		arg.TxHashes,
-	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const poolTxsExpire = `-- name: PoolTxsExpire :many
-WITH expired AS (
-    SELECT e.tx_hash, e.state AS was
-    FROM ledgerq.pool_txs e
-    WHERE e.chain_id = $2 AND e.sender = ANY($3::text[])
-      AND e.state IN ('pending', 'queued') AND e.expires_at <= $1::timestamptz
-    FOR UPDATE
-)
-UPDATE ledgerq.pool_txs t
-SET state = 'dropped', drop_reason = 'expired', updated_at = $1::timestamptz
-FROM expired
-WHERE t.chain_id = $2 AND t.tx_hash = expired.tx_hash
-RETURNING t.sender, t.nonce, expired.was
-`
-
-type PoolTxsExpireParams struct {
-	Now     time.Time
-	ChainID int64
-	Senders []string
-}
-
-type PoolTxsExpireRow struct {
-	Sender string
-	Nonce  int64
-	Was    LedgerqPoolTxState
-}
-
-// TTL sweep, under the locks of @senders: their pending and queued
-// transactions expired at @now become dropped (expired). Returns each with
-// the state it had, so the caller can demote pending successors of a gap.
-func (q *Queries) PoolTxsExpire(ctx context.Context, arg PoolTxsExpireParams) ([]PoolTxsExpireRow, error) {
-	rows, err := q.db.Query(ctx, poolTxsExpire, arg.Now, arg.ChainID, arg.Senders)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []PoolTxsExpireRow{}
-	for rows.Next() {
-		var i PoolTxsExpireRow
-		if err := rows.Scan(&i.Sender, &i.Nonce, &i.Was); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const poolTxsSetState = `-- name: PoolTxsSetState :execrows
+const poolTxSetState = `-- name: PoolTxSetState :execrows
 UPDATE ledgerq.pool_txs
 SET state = $1, updated_at = $2::timestamptz
 WHERE chain_id = $3 AND tx_hash = ANY($4::text[]) AND state = $5
 `
 
-type PoolTxsSetStateParams struct {
+type PoolTxSetStateParams struct {
 	ToState   LedgerqPoolTxState
 	Now       time.Time
 	ChainID   int64
@@ -557,8 +557,8 @@ type PoolTxsSetStateParams struct {
 // Intake, under the sender's lock: promotes queued transactions whose gap
 // closed to pending, or demotes pending ones behind a new gap to queued.
 // Conditional on the state the caller read; it checks the row count.
-func (q *Queries) PoolTxsSetState(ctx context.Context, arg PoolTxsSetStateParams) (int64, error) {
-	result, err := q.db.Exec(ctx, poolTxsSetState,
+func (q *Queries) PoolTxSetState(ctx context.Context, arg PoolTxSetStateParams) (int64, error) {
+	result, err := q.db.Exec(ctx, poolTxSetState,
 		arg.ToState,
 		arg.Now,
 		arg.ChainID,

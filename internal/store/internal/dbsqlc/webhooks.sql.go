@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-const webhookDeliveriesClaim = `-- name: WebhookDeliveriesClaim :many
+const webhookDeliveryClaim = `-- name: WebhookDeliveryClaim :many
 WITH live AS MATERIALIZED (
     SELECT l.lock FROM ledgerq.liveness_locks l
 ),
@@ -49,14 +49,14 @@ WHERE d.id = claimed.id AND e.id = d.endpoint_id
 RETURNING d.id, d.endpoint_id, d.event_type, d.task_id, d.payload, d.created_at, d.attempts, e.url, e.secret
 `
 
-type WebhookDeliveriesClaimParams struct {
+type WebhookDeliveryClaimParams struct {
 	Now          time.Time
 	LeaseUntil   time.Time
 	LivenessLock *int32
 	Max          int32
 }
 
-type WebhookDeliveriesClaimRow struct {
+type WebhookDeliveryClaimRow struct {
 	ID         string
 	EndpointID string
 	EventType  string
@@ -68,7 +68,7 @@ type WebhookDeliveriesClaimRow struct {
 	Secret     string
 }
 
-// Delivery claim (DESIGN §2.3): up to @max pending deliveries, SKIP LOCKED so
+// Delivery claim: up to @max pending deliveries, SKIP LOCKED so
 // concurrent deliverers take disjoint rows. Claiming counts the attempt and
 // leases the row by moving next_attempt_at to @lease_until, in this one
 // statement: the POST happens after it commits (no transaction is held
@@ -81,8 +81,8 @@ type WebhookDeliveriesClaimRow struct {
 // through webhook_deliveries_due, which is read no further than @now). Rows
 // of disabled endpoints wait. @liveness_lock is the claiming process's
 // liveness lock (NULL: none).
-func (q *Queries) WebhookDeliveriesClaim(ctx context.Context, arg WebhookDeliveriesClaimParams) ([]WebhookDeliveriesClaimRow, error) {
-	rows, err := q.db.Query(ctx, webhookDeliveriesClaim,
+func (q *Queries) WebhookDeliveryClaim(ctx context.Context, arg WebhookDeliveryClaimParams) ([]WebhookDeliveryClaimRow, error) {
+	rows, err := q.db.Query(ctx, webhookDeliveryClaim,
 		arg.Now,
 		arg.LeaseUntil,
 		arg.LivenessLock,
@@ -92,9 +92,9 @@ func (q *Queries) WebhookDeliveriesClaim(ctx context.Context, arg WebhookDeliver
 		return nil, err
 	}
 	defer rows.Close()
-	items := []WebhookDeliveriesClaimRow{}
+	items := []WebhookDeliveryClaimRow{}
 	for rows.Next() {
-		var i WebhookDeliveriesClaimRow
+		var i WebhookDeliveryClaimRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.EndpointID,
@@ -116,7 +116,7 @@ func (q *Queries) WebhookDeliveriesClaim(ctx context.Context, arg WebhookDeliver
 	return items, nil
 }
 
-const webhookDeliveriesEmit = `-- name: WebhookDeliveriesEmit :execrows
+const webhookDeliveryEmit = `-- name: WebhookDeliveryEmit :execrows
 WITH ev AS (
     SELECT unnest($2::text[]) AS wallet_id, unnest($3::text[]) AS event_type,
            unnest($4::text[]) AS task_id, unnest($5::text[]) AS payload,
@@ -130,7 +130,7 @@ WHERE e.enabled AND ev.event_type = ANY (e.event_types)
 ORDER BY ev.n, e.id
 `
 
-type WebhookDeliveriesEmitParams struct {
+type WebhookDeliveryEmitParams struct {
 	Now        time.Time
 	WalletIds  []string
 	EventTypes []string
@@ -138,13 +138,13 @@ type WebhookDeliveriesEmitParams struct {
 	Payloads   []string
 }
 
-// Outbox (DESIGN §2.3): runs inside the transaction of the task changes it
+// Outbox: runs inside the transaction of the task changes it
 // tells about, so the rows commit or roll back with them. One row per event
 // and enabled endpoint of the event's wallet subscribed to its type, in one
 // set-based statement; the arrays are parallel, one element per event. Due
 // at once. Endpoints through webhook_endpoints_wallet.
-func (q *Queries) WebhookDeliveriesEmit(ctx context.Context, arg WebhookDeliveriesEmitParams) (int64, error) {
-	result, err := q.db.Exec(ctx, webhookDeliveriesEmit,
+func (q *Queries) WebhookDeliveryEmit(ctx context.Context, arg WebhookDeliveryEmitParams) (int64, error) {
+	result, err := q.db.Exec(ctx, webhookDeliveryEmit,
 		arg.Now,
 		arg.WalletIds,
 		arg.EventTypes,
@@ -277,7 +277,7 @@ type WebhookEndpointInsertParams struct {
 }
 
 // The wallet's new endpoint, unless it has @max_endpoints already: then no
-// row. Runs after WebhookEndpointsLockWallet (the cap's count is exact
+// row. Runs after WebhookEndpointLockWallet (the cap's count is exact
 // under it); the count goes through webhook_endpoints_wallet.
 func (q *Queries) WebhookEndpointInsert(ctx context.Context, arg WebhookEndpointInsertParams) (LedgerqWebhookEndpoint, error) {
 	row := q.db.QueryRow(ctx, webhookEndpointInsert,
@@ -338,7 +338,7 @@ func (q *Queries) WebhookEndpointList(ctx context.Context, walletID string) ([]L
 	return items, nil
 }
 
-const webhookEndpointsLockWallet = `-- name: WebhookEndpointsLockWallet :exec
+const webhookEndpointLockWallet = `-- name: WebhookEndpointLockWallet :exec
 SELECT pg_advisory_xact_lock(2003330416, hashtext($1::text))::text
 `
 
@@ -348,7 +348,7 @@ SELECT pg_advisory_xact_lock(2003330416, hashtext($1::text))::text
 // insert checks includes every endpoint registered before it (READ
 // COMMITTED: a new snapshot per statement) and two registrations cannot
 // pass the cap together. Wallets whose names' hashes collide share a lock.
-func (q *Queries) WebhookEndpointsLockWallet(ctx context.Context, walletID string) error {
-	_, err := q.db.Exec(ctx, webhookEndpointsLockWallet, walletID)
+func (q *Queries) WebhookEndpointLockWallet(ctx context.Context, walletID string) error {
+	_, err := q.db.Exec(ctx, webhookEndpointLockWallet, walletID)
 	return err
 }

@@ -46,7 +46,7 @@ func taskIDs(tasks []store.Task) []string {
 	return out
 }
 
-func TestTasks_InsertStoresAWaitingTaskAndSchedulesItsWalletShard(t *testing.T) {
+func TestTask_InsertStoresAWaitingTaskAndSchedulesItsWalletShard(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	ctx := t.Context()
@@ -71,7 +71,7 @@ func TestTasks_InsertStoresAWaitingTaskAndSchedulesItsWalletShard(t *testing.T) 
 	require.Equal(t, store.ShardPending, shard.State, "the task's shard is scheduled in the task's transaction")
 }
 
-func TestTasks_IdempotencyReplayWithTheSameBodyReturnsTheSameTask(t *testing.T) {
+func TestTask_IdempotencyReplayWithTheSameBodyReturnsTheSameTask(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	now := testfactory.Start()
@@ -89,7 +89,7 @@ func TestTasks_IdempotencyReplayWithTheSameBodyReturnsTheSameTask(t *testing.T) 
 	require.True(t, created)
 }
 
-func TestTasks_IdempotencySameKeyWithADifferentBodyIsAConflict(t *testing.T) {
+func TestTask_IdempotencySameKeyWithADifferentBodyIsAConflict(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	now := testfactory.Start()
@@ -116,7 +116,7 @@ func TestTasks_IdempotencySameKeyWithADifferentBodyIsAConflict(t *testing.T) {
 	require.Len(t, tasks, 1)
 }
 
-func TestTasks_IdempotencyConcurrentInsertsWithOneKeyStoreOneTask(t *testing.T) {
+func TestTask_IdempotencyConcurrentInsertsWithOneKeyStoreOneTask(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	now := testfactory.Start()
@@ -156,7 +156,7 @@ func TestTasks_IdempotencyConcurrentInsertsWithOneKeyStoreOneTask(t *testing.T) 
 	require.Equal(t, 1, rows)
 }
 
-func TestTasks_ATaskOfAnotherWalletIsNotFound(t *testing.T) {
+func TestTask_ATaskOfAnotherWalletIsNotFound(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	now := testfactory.Start()
@@ -175,7 +175,7 @@ func TestTasks_ATaskOfAnotherWalletIsNotFound(t *testing.T) {
 	require.Empty(t, list)
 }
 
-func TestTasks_ListPagesByIdAndFiltersByStatus(t *testing.T) {
+func TestTask_ListPagesByIdAndFiltersByStatus(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	now := testfactory.Start()
@@ -199,9 +199,9 @@ func TestTasks_ListPagesByIdAndFiltersByStatus(t *testing.T) {
 	require.Equal(t, []string{all[1]}, taskIDs(failed))
 }
 
-// Seed 004: a waiting task is aborted when its client cancels (or
+// A waiting task is aborted when its client cancels (or
 // disconnects), and ends in Error; one that is executing is not.
-func TestTasks_CancellationOfAWaitingTaskEndsItInErrorAndAStartedTaskIsNotCancelled(t *testing.T) {
+func TestTask_CancellationOfAWaitingTaskEndsItInErrorAndAStartedTaskIsNotCancelled(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	now := testfactory.Start()
@@ -228,10 +228,10 @@ func TestTasks_CancellationOfAWaitingTaskEndsItInErrorAndAStartedTaskIsNotCancel
 	require.Equal(t, store.TaskExecuting, cur.Status)
 }
 
-// Seed 004, task selection with sendTxQueueType=priority: the next task is
+// The priority queue: the next task is
 // the one with the highest priority; ledgerq orders equal priorities oldest
 // first, then by id, so the order is deterministic.
-func TestTasks_PriorityQueueTakesHighestPriorityFirstThenOldest(t *testing.T) {
+func TestTask_PriorityQueueTakesHighestPriorityFirstThenOldest(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	now := testfactory.Start()
@@ -258,8 +258,8 @@ func TestTasks_PriorityQueueTakesHighestPriorityFirstThenOldest(t *testing.T) {
 	require.Equal(t, []string{highEarly.ID, highLate.ID}, taskIDs(first2))
 }
 
-// Seed 004, sendTxQueueType=fifo: first in, first out; priority is not relevant.
-func TestTasks_FIFOQueueTakesOldestFirstAndIgnoresPriority(t *testing.T) {
+// The FIFO queue: first in, first out; priority is not relevant.
+func TestTask_FIFOQueueTakesOldestFirstAndIgnoresPriority(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	now := testfactory.Start()
@@ -275,11 +275,11 @@ func TestTasks_FIFOQueueTakesOldestFirstAndIgnoresPriority(t *testing.T) {
 	require.Equal(t, []string{a.ID, b.ID, c.ID}, taskIDs(next), "only waiting tasks, oldest first")
 }
 
-// Seed 004, "concurrency should always be 1": the lock per wallet is its
+// One worker at a time per wallet: the lock per wallet is its
 // shard. Every task of one wallet schedules the same shard, and a shard is
 // claimed by one worker at a time, so a second claim finds nothing while the
 // first holds it, even with more tasks arriving (they set more_work).
-func TestTasks_LockOneWorkerAtATimePerWalletThroughItsShard(t *testing.T) {
+func TestTask_LockOneWorkerAtATimePerWalletThroughItsShard(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	ctx := t.Context()
@@ -302,7 +302,7 @@ func TestTasks_LockOneWorkerAtATimePerWalletThroughItsShard(t *testing.T) {
 
 // Impossible states are refused by the database itself, whatever the code
 // that writes them.
-func TestTasks_CheckConstraintsRefuseImpossibleStates(t *testing.T) {
+func TestTask_CheckConstraintsRefuseImpossibleStates(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	ctx := t.Context()
@@ -354,34 +354,52 @@ func requireCheckViolation(t *testing.T, err error, constraint, what string) {
 	require.Contains(t, err.Error(), constraint, what)
 }
 
-// storeAttempts signs (fakes) one attempt per task with consecutive nonces
-// from first and stores them.
-func storeAttempts(t *testing.T, st *store.Store, now time.Time, first int64, tasks ...store.Task) []store.Attempt {
-	t.Helper()
-	p := store.AttemptsStoreParams{Now: now, ChainID: taskChain, Sender: taskSender, FirstNonce: first}
-	for i, task := range tasks {
-		p.Attempts = append(p.Attempts, fakeSigned(task.ID, first+int64(i)))
+// Retention: finished tasks older than the
+// retention are deleted in small batches (with their attempts); waiting,
+// executing and recent ones stay.
+func TestTask_RetentionDeletesFinishedTasksOlderThanTheAgeInSmallBatches(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	ctx := t.Context()
+	now := testfactory.Start()
+	var old []store.Task
+	for range 3 {
+		task := insertTask(t, st, newTask(now, 0, ""))
+		_, _, err := st.TaskCancel(ctx, store.TaskCancelParams{Now: now, Wallet: "main", ID: task.ID})
+		require.NoError(t, err)
+		old = append(old, task)
 	}
-	out, err := st.AttemptsStore(t.Context(), p)
+	doneOld := insertTask(t, st, newTask(now, 0, ""))
+	att := storeAttempts(t, st, now, 0, doneOld)
+	_, err := st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: att[0].TxHash, Final: true})
 	require.NoError(t, err)
-	return out
-}
+	waiting := insertTask(t, st, newTask(now, 0, ""))
+	recent := insertTask(t, st, newTask(now, 0, ""))
+	_, _, err = st.TaskCancel(ctx, store.TaskCancelParams{Now: now.Add(time.Hour), Wallet: "main", ID: recent.ID})
+	require.NoError(t, err)
 
-var fakeHashes struct {
-	sync.Mutex
-	n int
-}
-
-// fakeSigned is a stand-in for a signed transaction: a unique hash, raw
-// bytes that name the task and nonce.
-func fakeSigned(taskID string, nonce int64) store.SignedTx {
-	fakeHashes.Lock()
-	fakeHashes.n++
-	n := fakeHashes.n
-	fakeHashes.Unlock()
-	return store.SignedTx{
-		TaskID: taskID, Nonce: nonce, TxHash: fmt.Sprintf("0x%064x", n),
-		Raw:      []byte(fmt.Sprintf("raw %s %d", taskID, nonce)),
-		GasLimit: 21000, MaxFeePerGas: big.NewInt(2_000_000_000), MaxPriorityFeePerGas: big.NewInt(1_000_000_000),
+	before := now.Add(time.Minute)
+	n, err := st.TaskDeleteFinished(ctx, store.TaskDeleteFinishedParams{Before: before, Max: 2})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n, "one small batch at a time")
+	n, err = st.TaskDeleteFinished(ctx, store.TaskDeleteFinishedParams{Before: before, Max: 2})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n)
+	n, err = st.TaskDeleteFinished(ctx, store.TaskDeleteFinishedParams{Before: before, Max: 2})
+	require.NoError(t, err)
+	require.Zero(t, n)
+	for _, task := range append(old, doneOld) {
+		_, err := st.TaskGet(ctx, "main", task.ID)
+		require.ErrorIs(t, err, store.ErrNotFound)
 	}
+	atts, err := st.AttemptListByTask(ctx, doneOld.ID)
+	require.NoError(t, err)
+	require.Empty(t, atts, "attempts go with their task")
+	for _, task := range []store.Task{waiting, recent} {
+		_, err := st.TaskGet(ctx, "main", task.ID)
+		require.NoError(t, err)
+	}
+	next, err := st.WalletNonceGet(ctx, taskChain, taskSender)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), next, "the next nonce outlives the attempts")
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
-func TestShards_ScheduleOnARunningShardSetsMoreWorkAndReleaseRequeuesIt(t *testing.T) {
+func TestShard_ScheduleOnARunningShardSetsMoreWorkAndReleaseRequeuesIt(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	ctx := t.Context()
@@ -36,7 +36,7 @@ func TestShards_ScheduleOnARunningShardSetsMoreWorkAndReleaseRequeuesIt(t *testi
 	require.Equal(t, now.Add(time.Second), *s.ScheduledAt, "at the back of the queue")
 }
 
-func TestShards_ReleaseByANonOwnerOrAnOlderRunChangesNothing(t *testing.T) {
+func TestShard_ReleaseByANonOwnerOrAnOlderRunChangesNothing(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	ctx := t.Context()
@@ -62,7 +62,7 @@ func TestShards_ReleaseByANonOwnerOrAnOlderRunChangesNothing(t *testing.T) {
 	require.NoError(t, st.ShardHeld(ctx, c))
 }
 
-func TestShards_ClaimSkipsOtherKindsAndShardsInBackoff(t *testing.T) {
+func TestShard_ClaimSkipsOtherKindsAndShardsInBackoff(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	ctx := t.Context()
@@ -86,7 +86,7 @@ func TestShards_ClaimSkipsOtherKindsAndShardsInBackoff(t *testing.T) {
 	require.Equal(t, 1, c.Failures)
 }
 
-func TestShards_TableRefusesImpossibleStates(t *testing.T) {
+func TestShard_TableRefusesImpossibleStates(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	ctx := t.Context()

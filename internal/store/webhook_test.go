@@ -1,6 +1,6 @@
 package store_test
 
-// Webhook endpoints and outbox (DESIGN §2.3): rule tests in a rolled-back
+// Webhook endpoints and outbox: rule tests in a rolled-back
 // transaction with a fake clock.
 
 import (
@@ -48,7 +48,7 @@ func (w *webhookSetup) emit(evs ...store.WebhookEvent) int64 {
 func (w *webhookSetup) claim(max int) []store.WebhookDelivery {
 	w.t.Helper()
 	now := w.clock.Now()
-	ds, err := w.st.WebhookDeliveriesClaim(w.ctx, store.WebhookDeliveriesClaimParams{Now: now, LeaseUntil: now.Add(time.Minute), Max: max})
+	ds, err := w.st.WebhookDeliveryClaim(w.ctx, store.WebhookDeliveryClaimParams{Now: now, LeaseUntil: now.Add(time.Minute), Max: max})
 	require.NoError(w.t, err)
 	return ds
 }
@@ -86,7 +86,7 @@ func TestWebhookEmit_OneDeliveryPerEnabledSubscribedEndpointOfTheWallet(t *testi
 	require.Len(t, got, 3)
 }
 
-func TestWebhookDeliveriesClaim_LeasedDeliveryIsClaimedAgainOnlyAfterTheLeaseWithTheSameID(t *testing.T) {
+func TestWebhookDeliveryClaim_LeasedDeliveryIsClaimedAgainOnlyAfterTheLeaseWithTheSameID(t *testing.T) {
 	t.Parallel()
 	w := webhookSetupTx(t)
 	w.endpoint("alpha")
@@ -103,26 +103,26 @@ func TestWebhookDeliveriesClaim_LeasedDeliveryIsClaimedAgainOnlyAfterTheLeaseWit
 	require.Equal(t, 2, again[0].Attempt)
 
 	// The first deliverer's late failure is not the current attempt's.
-	ok, err := w.st.WebhookDeliveryFailed(w.ctx, store.WebhookDeliveryFailedParams{
+	ok, err := w.st.WebhookDeliveryMarkFailed(w.ctx, store.WebhookDeliveryMarkFailedParams{
 		Now: w.clock.Now(), ID: first[0].ID, Attempt: first[0].Attempt, Error: "late", NextAttemptAt: w.clock.Now(),
 	})
 	require.NoError(t, err)
 	require.False(t, ok)
 	// Its late success is still a delivery.
-	ok, err = w.st.WebhookDeliveryDelivered(w.ctx, store.WebhookDeliveryDeliveredParams{Now: w.clock.Now(), ID: first[0].ID, Status: 204})
+	ok, err = w.st.WebhookDeliveryMarkDelivered(w.ctx, store.WebhookDeliveryMarkDeliveredParams{Now: w.clock.Now(), ID: first[0].ID, Status: 204})
 	require.NoError(t, err)
 	require.True(t, ok)
 	w.clock.Advance(time.Hour)
 	require.Empty(t, w.claim(10), "delivered is final")
 }
 
-func TestWebhookDeliveryFailed_GivingUpIsFinalAndKeepsTheError(t *testing.T) {
+func TestWebhookDeliveryMarkFailed_GivingUpIsFinalAndKeepsTheError(t *testing.T) {
 	t.Parallel()
 	w := webhookSetupTx(t)
 	w.endpoint("alpha")
 	w.emit(taskEvent("alpha", store.WebhookFailed, "t1"))
 	d := w.claim(1)[0]
-	ok, err := w.st.WebhookDeliveryFailed(w.ctx, store.WebhookDeliveryFailedParams{
+	ok, err := w.st.WebhookDeliveryMarkFailed(w.ctx, store.WebhookDeliveryMarkFailedParams{
 		Now: w.clock.Now(), ID: d.ID, Attempt: d.Attempt, Status: 500, Error: "HTTP 500: boom", GiveUp: true,
 	})
 	require.NoError(t, err)

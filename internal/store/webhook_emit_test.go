@@ -1,6 +1,6 @@
 package store_test
 
-// The outbox rule (DESIGN §2.3): every real transition of a task writes its
+// The outbox rule: every real transition of a task writes its
 // webhook event in the transaction of the change — once, and never when the
 // change rolls back.
 

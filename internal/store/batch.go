@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -13,8 +14,8 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
 
-// BatchStatus is a batch's seed-001 status. The empty status is the seed's
-// None: never sent.
+// BatchStatus is a batch's status as the ledger reported it. The empty
+// status is None: never sent.
 type BatchStatus string
 
 // Batch statuses, as stored.
@@ -256,7 +257,7 @@ func admitAtIntake(ctx context.Context, q *dbsqlc.Queries, now time.Time, servic
 	if len(services) == 0 {
 		return nil, nil, nil
 	}
-	locks, err := q.BatchServicesLockForIntake(ctx, services)
+	locks, err := q.BatchServiceLockForIntake(ctx, services)
 	if err != nil {
 		return nil, nil, fmt.Errorf("locking %d services for admission: %w", len(services), err)
 	}
@@ -274,7 +275,7 @@ func admitAtIntake(ctx context.Context, q *dbsqlc.Queries, now time.Time, servic
 	}
 	var freed []string
 	if len(busy) > 0 {
-		if freed, err = q.BatchServicesIdle(ctx, busy); err != nil {
+		if freed, err = q.BatchServiceFilterIdle(ctx, busy); err != nil {
 			return nil, nil, fmt.Errorf("probing %d services: %w", len(busy), err)
 		}
 	}
@@ -289,7 +290,7 @@ func admit(ctx context.Context, q *dbsqlc.Queries, now time.Time, services []str
 	if len(services) == 0 {
 		return nil, nil
 	}
-	if err := q.BatchServicesLock(ctx, services); err != nil {
+	if err := q.BatchServiceLock(ctx, services); err != nil {
 		return nil, fmt.Errorf("locking %d services for admission: %w", len(services), err)
 	}
 	return admitLocked(ctx, q, now, services)
@@ -319,6 +320,27 @@ func (s *Store) BatchGet(ctx context.Context, id string) (Batch, error) {
 		return Batch{}, fmt.Errorf("reading batch %q: %w", id, err)
 	}
 	return batchFromRow(row.ID, row.LedgerqBatch), nil
+}
+
+// BatchWithPayload is a stored batch with its payload.
+type BatchWithPayload struct {
+	Batch
+	Payload []byte
+}
+
+// BatchGetMany returns the stored batches among ids, with their payloads, in
+// no particular order; an id that is not stored has no entry. The caller
+// bounds ids: every payload is read into memory.
+func (s *Store) BatchGetMany(ctx context.Context, ids []string) ([]BatchWithPayload, error) {
+	rows, err := s.q.BatchGetMany(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading %d batches: %w", len(ids), err)
+	}
+	out := make([]BatchWithPayload, len(rows))
+	for i, r := range rows {
+		out[i] = BatchWithPayload{Batch: batchFromRow(r.ID, r.LedgerqBatch), Payload: r.Payload}
+	}
+	return out, nil
 }
 
 // BatchListParams selects batches for BatchList.
@@ -371,8 +393,8 @@ type QueuedBatch struct {
 // BatchQueueParams are the inputs of the queuer's round.
 type BatchQueueParams struct {
 	Now time.Time
-	// DelayWindow is the seed's delay window of a delayed batch; it doubles
-	// with each further attempt, up to DelayCap.
+	// DelayWindow is how long a delayed batch waits before it is queued
+	// again; it doubles with each further attempt, up to DelayCap.
 	DelayWindow time.Duration
 	DelayCap    time.Duration
 	// Reconcile also admits the next batch of every idle service that no
@@ -383,11 +405,10 @@ type BatchQueueParams struct {
 	ReconcileMax int
 }
 
-// BatchQueue runs the queuer's round (seed 001): unknown batches and delayed
-// batches outside their delay window are queued again (steps 3 and 4), and
-// with Reconcile, idle services get their oldest never-sent batch (steps 5
-// and 6, which admission otherwise does in the transaction that frees a
-// service). It wakes the batch submitter when it queued anything.
+// BatchQueue runs the queuer's round: unknown batches and delayed batches
+// outside their delay window are queued again, and with Reconcile, idle
+// services get their oldest never-sent batch (which admission otherwise does
+// in the transaction that frees a service). It wakes the batch submitter when it queued anything.
 func (s *Store) BatchQueue(ctx context.Context, p BatchQueueParams) ([]QueuedBatch, error) {
 	var out []QueuedBatch
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
@@ -406,7 +427,7 @@ func (s *Store) BatchQueue(ctx context.Context, p BatchQueueParams) ([]QueuedBat
 			out = append(out, qb)
 		}
 		if p.Reconcile {
-			idle, err := q.BatchIdleServices(ctx, int32(max(p.ReconcileMax, 1)))
+			idle, err := q.BatchServiceListIdle(ctx, int32(max(p.ReconcileMax, 1)))
 			if err != nil {
 				return fmt.Errorf("finding idle services: %w", err)
 			}
@@ -444,8 +465,8 @@ type BatchClaimQueuedParams struct {
 	Max        int
 }
 
-// BatchClaimQueued claims up to Max queued batches for sending (seed 001:
-// submitted = true while the submitter has them) with a lease until LeaseUntil.
+// BatchClaimQueued claims up to Max queued batches for sending (submitted =
+// true while the submitter has them) with a lease until LeaseUntil.
 func (s *Store) BatchClaimQueued(ctx context.Context, p BatchClaimQueuedParams) ([]ClaimedBatch, error) {
 	rows, err := s.q.BatchClaimQueued(ctx, dbsqlc.BatchClaimQueuedParams{
 		Now: p.Now, LeaseExpiresAt: p.LeaseUntil, Max: int32(p.Max),
@@ -641,7 +662,7 @@ type BatchRecordStatusesParams struct {
 
 // BatchRecordStatuses applies the monitor's results of one round in one
 // statement and one transaction, each conditional on the attempt the monitor
-// checked. An unknown batch is queued again at once (seed 001 step 3); a
+// checked. An unknown batch is queued again at once; a
 // batch that reached a final status frees its service, whose next batch is
 // admitted in the same transaction. It wakes the submitters when anything
 // was queued. The transaction's statements reach the server in one round
@@ -679,7 +700,7 @@ func (s *Store) BatchRecordStatuses(ctx context.Context, p BatchRecordStatusesPa
 		rows, admitted = nil, nil
 		dbsqlc.QueueBatchRecordStatusMany(b, qp, &rows)
 		if len(freed) > 0 {
-			dbsqlc.QueueBatchServicesLock(b, freed)
+			dbsqlc.QueueBatchServiceLock(b, freed)
 			dbsqlc.QueueBatchAdmit(b, dbsqlc.BatchAdmitParams{Now: p.Now, ServiceIds: freed}, &admitted)
 		}
 		if len(queueing) > 0 {
@@ -763,15 +784,6 @@ func (s *Store) BatchRunSummary(ctx context.Context, prefix string) (BatchRunSum
 	}, nil
 }
 
-// utcPtr returns t in UTC: pgx returns times in the local zone.
-func utcPtr(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
-}
-
 // BatchSeedFinishedParams describes the terminal rows a benchmark seeds.
 type BatchSeedFinishedParams struct {
 	Prefix       string
@@ -789,6 +801,32 @@ func (s *Store) BatchSeedFinished(ctx context.Context, p BatchSeedFinishedParams
 	})
 	if err != nil {
 		return 0, fmt.Errorf("seeding %d finished batches: %w", p.N, err)
+	}
+	return int(n), nil
+}
+
+// BatchDeleteFinishedParams are the inputs of the batch lane's retention.
+type BatchDeleteFinishedParams struct {
+	// Cutoff: terminal batches that finished before it are deleted.
+	Cutoff time.Time
+	// Max is the most batches one call deletes (at least 1).
+	Max int
+}
+
+// BatchDeleteFinished deletes up to Max terminal batches (committed, valid,
+// invalid) whose finished_at is before Cutoff, oldest first, in one statement,
+// and returns how many it deleted. Batches that are not terminal are never
+// deleted, whatever their age. Fewer than Max means the backlog is cleared for
+// now (or another process's round holds the rest).
+func (s *Store) BatchDeleteFinished(ctx context.Context, p BatchDeleteFinishedParams) (int, error) {
+	if p.Max < 1 {
+		return 0, fmt.Errorf("deleting finished batches: max %d: want at least 1", p.Max)
+	}
+	n, err := s.q.BatchDeleteFinished(ctx, dbsqlc.BatchDeleteFinishedParams{
+		Cutoff: p.Cutoff, Max: int32(min(p.Max, math.MaxInt32)),
+	})
+	if err != nil {
+		return 0, fmt.Errorf("deleting finished batches: %w", err)
 	}
 	return int(n), nil
 }

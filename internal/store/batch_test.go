@@ -1,7 +1,8 @@
 package store_test
 
 // The batch lane's rules that the database itself keeps: the CHECK
-// constraints that refuse states seed 001 rules out, and the operators' view.
+// constraints that refuse states the batch lane's rules rule out, and the
+// operators' view.
 
 import (
 	"errors"
@@ -17,8 +18,8 @@ import (
 	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
-// The table refuses states the seed says cannot exist.
-func TestBatchesTable_RefusesStatesTheSeedRulesOut(t *testing.T) {
+// The table refuses states the lane's rules say cannot exist.
+func TestBatchTable_RefusesStatesTheLaneRulesOut(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	clk := testfactory.NewClock()
@@ -68,7 +69,7 @@ func TestBatchOverview_CountsBatchesPerServiceAndStateWithTheOldestWaiting(t *te
 
 // A time the API could not read back ('infinity', written by an operator's
 // SQL) is refused by the table, in every time column.
-func TestBatchesTable_RefusesInfiniteTimes(t *testing.T) {
+func TestBatchTable_RefusesInfiniteTimes(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	clk := testfactory.NewClock()

@@ -15,9 +15,9 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
 
-// Wallet lane webhooks (DESIGN §2.3): the endpoints a wallet's owner
-// registers, and the outbox (webhook_deliveries) that task transitions write
-// in their own transaction and package webhook delivers.
+// Wallet lane webhooks: the endpoints a wallet's owner registers, and the
+// outbox (webhook_deliveries) that task transitions write in their own
+// transaction and the monitor's WebhookDeliverer delivers.
 
 // WebhookEventType is what happened to a task.
 type WebhookEventType string
@@ -155,7 +155,7 @@ func (s *Store) WebhookEndpointCreate(ctx context.Context, p WebhookEndpointCrea
 	// The lock makes the insert's count of the wallet's endpoints exact, so
 	// concurrent creates cannot pass the limit together.
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
-		if err := q.WebhookEndpointsLockWallet(ctx, p.Wallet); err != nil {
+		if err := q.WebhookEndpointLockWallet(ctx, p.Wallet); err != nil {
 			return err
 		}
 		var err error
@@ -213,7 +213,8 @@ type WebhookTaskData struct {
 	Wallet  string `json:"wallet"`
 	ChainID int64  `json:"chainId"`
 	Sender  string `json:"sender"`
-	// Status and Code are the task's seed 004 status after the change.
+	// Status and Code are the task's TaskStatus after the change, by name
+	// and by code.
 	Status string `json:"status"`
 	Code   int16  `json:"code"`
 	// TxHash is the transaction the event is about: the one broadcast
@@ -258,7 +259,7 @@ func emitWebhookEvents(ctx context.Context, q *dbsqlc.Queries, now time.Time, ev
 	if len(events) == 0 {
 		return 0, nil
 	}
-	p := dbsqlc.WebhookDeliveriesEmitParams{
+	p := dbsqlc.WebhookDeliveryEmitParams{
 		Now: now, WalletIds: make([]string, len(events)), EventTypes: make([]string, len(events)),
 		TaskIds: make([]string, len(events)), Payloads: make([]string, len(events)),
 	}
@@ -275,7 +276,7 @@ func emitWebhookEvents(ctx context.Context, q *dbsqlc.Queries, now time.Time, ev
 		}
 		p.WalletIds[i], p.EventTypes[i], p.TaskIds[i], p.Payloads[i] = ev.Wallet, string(ev.Type), ev.TaskID, string(payload)
 	}
-	n, err := q.WebhookDeliveriesEmit(ctx, p)
+	n, err := q.WebhookDeliveryEmit(ctx, p)
 	if err != nil {
 		return 0, fmt.Errorf("emitting %d webhook events: %w", len(events), err)
 	}
@@ -303,8 +304,8 @@ type WebhookDelivery struct {
 	Secret  string
 }
 
-// WebhookDeliveriesClaimParams bound one claim.
-type WebhookDeliveriesClaimParams struct {
+// WebhookDeliveryClaimParams bound one claim.
+type WebhookDeliveryClaimParams struct {
 	Now time.Time
 	// LeaseUntil is when the claimed deliveries become due again if no
 	// outcome is recorded (the deliverer died): after the request timeout.
@@ -312,16 +313,16 @@ type WebhookDeliveriesClaimParams struct {
 	Max        int
 }
 
-// WebhookDeliveriesClaim claims up to Max pending deliveries due at Now,
+// WebhookDeliveryClaim claims up to Max pending deliveries due at Now,
 // earliest first, counting the attempt and leasing each until LeaseUntil
 // under the store's liveness lock, if it holds one. Concurrent claims take
 // disjoint rows, so no delivery is sent by two deliverers at once while its
 // lease runs.
-func (s *Store) WebhookDeliveriesClaim(ctx context.Context, p WebhookDeliveriesClaimParams) ([]WebhookDelivery, error) {
+func (s *Store) WebhookDeliveryClaim(ctx context.Context, p WebhookDeliveryClaimParams) ([]WebhookDelivery, error) {
 	if !p.LeaseUntil.After(p.Now) {
 		return nil, fmt.Errorf("claiming webhook deliveries: lease end %s is not after now %s", p.LeaseUntil, p.Now)
 	}
-	rows, err := s.q.WebhookDeliveriesClaim(ctx, dbsqlc.WebhookDeliveriesClaimParams{
+	rows, err := s.q.WebhookDeliveryClaim(ctx, dbsqlc.WebhookDeliveryClaimParams{
 		Now: p.Now, LeaseUntil: p.LeaseUntil, Max: int32(p.Max), LivenessLock: s.livenessLock(),
 	})
 	if err != nil {
@@ -338,17 +339,17 @@ func (s *Store) WebhookDeliveriesClaim(ctx context.Context, p WebhookDeliveriesC
 	return out, nil
 }
 
-// WebhookDeliveryDeliveredParams record a 2xx answer.
-type WebhookDeliveryDeliveredParams struct {
+// WebhookDeliveryMarkDeliveredParams record a 2xx answer.
+type WebhookDeliveryMarkDeliveredParams struct {
 	Now    time.Time
 	ID     string
 	Status int
 }
 
-// WebhookDeliveryDelivered records that the endpoint answered 2xx and
+// WebhookDeliveryMarkDelivered records that the endpoint answered 2xx and
 // reports whether the delivery was still pending (a success recorded after
 // the lease ran out still counts).
-func (s *Store) WebhookDeliveryDelivered(ctx context.Context, p WebhookDeliveryDeliveredParams) (bool, error) {
+func (s *Store) WebhookDeliveryMarkDelivered(ctx context.Context, p WebhookDeliveryMarkDeliveredParams) (bool, error) {
 	if p.Status < 200 || p.Status > 299 {
 		return false, fmt.Errorf("recording webhook delivery %s: status %d is not 2xx", p.ID, p.Status)
 	}
@@ -361,8 +362,8 @@ func (s *Store) WebhookDeliveryDelivered(ctx context.Context, p WebhookDeliveryD
 	return n > 0, nil
 }
 
-// WebhookDeliveryFailedParams record a failed attempt.
-type WebhookDeliveryFailedParams struct {
+// WebhookDeliveryMarkFailedParams record a failed attempt.
+type WebhookDeliveryMarkFailedParams struct {
 	Now time.Time
 	ID  string
 	// Attempt is the number the claim returned.
@@ -376,11 +377,11 @@ type WebhookDeliveryFailedParams struct {
 	GiveUp bool
 }
 
-// WebhookDeliveryFailed records a failed attempt: the delivery is due again
+// WebhookDeliveryMarkFailed records a failed attempt: the delivery is due again
 // at NextAttemptAt, or given up. It reports whether it recorded anything:
 // false when the delivery was delivered, given up or claimed again since
 // (attempt is no longer the current one).
-func (s *Store) WebhookDeliveryFailed(ctx context.Context, p WebhookDeliveryFailedParams) (bool, error) {
+func (s *Store) WebhookDeliveryMarkFailed(ctx context.Context, p WebhookDeliveryMarkFailedParams) (bool, error) {
 	if p.Error == "" {
 		return false, fmt.Errorf("recording the failure of webhook delivery %s: no error given", p.ID)
 	}

@@ -24,7 +24,7 @@ func createKey(t *testing.T, st *store.Store, now time.Time, name string, wallet
 
 // The token is shown once: the table holds its SHA-256 and nothing else of
 // it, so a copy of the database opens nothing.
-func TestAPIKeys_CreateReturnsAHighEntropyTokenOnceAndStoresOnlyItsHash(t *testing.T) {
+func TestAPIKey_CreateReturnsAHighEntropyTokenOnceAndStoresOnlyItsHash(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	now := testfactory.Start()
@@ -45,7 +45,7 @@ func TestAPIKeys_CreateReturnsAHighEntropyTokenOnceAndStoresOnlyItsHash(t *testi
 	require.NotEqual(t, token, other)
 }
 
-func TestAPIKeys_LookupByTokenFindsTheKeyAndAnyOtherTokenIsNotFound(t *testing.T) {
+func TestAPIKey_LookupByTokenFindsTheKeyAndAnyOtherTokenIsNotFound(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	now := testfactory.Start()
@@ -78,7 +78,7 @@ func TestAPIKeys_LookupByTokenFindsTheKeyAndAnyOtherTokenIsNotFound(t *testing.T
 	}
 }
 
-func TestAPIKeys_ARevokedKeyIsNotFoundAndRevokingTwiceKeepsTheFirstTime(t *testing.T) {
+func TestAPIKey_ARevokedKeyIsNotFoundAndRevokingTwiceKeepsTheFirstTime(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	now := testfactory.Start()
@@ -101,7 +101,7 @@ func TestAPIKeys_ARevokedKeyIsNotFoundAndRevokingTwiceKeepsTheFirstTime(t *testi
 	}
 }
 
-func TestAPIKeys_ListIsOldestFirstAndHoldsRevokedKeysOnlyWhenAsked(t *testing.T) {
+func TestAPIKey_ListIsOldestFirstAndHoldsRevokedKeysOnlyWhenAsked(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	now := testfactory.Start()
@@ -128,7 +128,7 @@ func keyIDs(keys []store.APIKey) []string {
 
 // The table itself refuses a key without wallets, a wallet name the API
 // could not route, and an empty name.
-func TestAPIKeys_TheTableRefusesKeysWithoutWalletsOrWithBadNames(t *testing.T) {
+func TestAPIKey_TheTableRefusesKeysWithoutWalletsOrWithBadNames(t *testing.T) {
 	t.Parallel()
 	now := testfactory.Start()
 	for name, p := range map[string]store.APIKeyCreateParams{

@@ -12,7 +12,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
 
-// ShardState is a shard's seed-002 scheduling state.
+// ShardState is a shard's scheduling state.
 type ShardState string
 
 // Shard states, as stored.
@@ -103,7 +103,7 @@ const (
 	ShardMoreWork
 )
 
-// ShardSchedule is seed 002's schedule(key): an idle (or new) shard becomes
+// ShardSchedule is schedule(key): an idle (or new) shard becomes
 // pending, at the back of the queue, and the workers are notified when the
 // transaction commits; a pending shard is left alone; a running one gets
 // more_work, so its release puts it back in the queue even if its job saw no

@@ -1,0 +1,129 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"time"
+
+	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
+)
+
+// WalletHealth is one row of ledgerq.wallet_health: what confirm last read
+// of the wallet's chain nonce and balance, and its nonce resets.
+type WalletHealth struct {
+	ChainID int64
+	Sender  string
+	// ChainNonce is the chain's nonce as confirm last read it, unmoved since
+	// ChainNonceSince (both nil before the first read).
+	ChainNonce      *int64
+	ChainNonceSince *time.Time
+	// Balance as read at BalanceAt (both nil before the first read;
+	// BalanceAt nil after an insufficient-funds failure asks for a new read).
+	Balance   *big.Int
+	BalanceAt *time.Time
+	// Threshold: sending pauses while the balance is below it (what a plain
+	// transfer cost at the fees read with the balance).
+	Threshold *big.Int
+	// ChainHead is the chain's latest block as the last confirm read it.
+	ChainHead *int64
+	Paused    bool
+	// Resets counts nonce resets; the last one's time and nonces.
+	Resets                     int
+	LastResetAt                *time.Time
+	LastResetFrom, LastResetTo *int64
+	CreatedAt, UpdatedAt       time.Time
+}
+
+func healthFromRow(r dbsqlc.LedgerqWalletHealth) WalletHealth {
+	h := WalletHealth{
+		ChainID: r.ChainID, Sender: r.Sender, ChainNonce: r.ChainNonce, ChainNonceSince: utcPtr(r.ChainNonceSince),
+		BalanceAt: utcPtr(r.BalanceAt), Threshold: bigFromNumeric(r.ThresholdWei), Paused: r.Paused, ChainHead: r.ChainHead,
+		Resets: int(r.Resets), LastResetAt: utcPtr(r.LastResetAt), LastResetFrom: r.LastResetFrom, LastResetTo: r.LastResetTo,
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+	}
+	if r.BalanceWei.Valid {
+		h.Balance = bigFromNumeric(r.BalanceWei)
+	}
+	return h
+}
+
+// WalletHealthGet returns the wallet's health row, or ErrNotFound before
+// its first confirm or balance read.
+func (s *Store) WalletHealthGet(ctx context.Context, chainID int64, sender string) (WalletHealth, error) {
+	row, err := one(s.q.WalletHealthGet(ctx, dbsqlc.WalletHealthGetParams{ChainID: chainID, Sender: lowerHex(sender)}))
+	if err != nil {
+		return WalletHealth{}, fmt.Errorf("reading the health of %s: %w", WalletShardKey(chainID, sender), err)
+	}
+	return healthFromRow(row), nil
+}
+
+// WalletHealthObserveNonce records the chain's nonce and head as confirm
+// read them; the time the nonce was first seen moves only when it changed.
+func (s *Store) WalletHealthObserveNonce(ctx context.Context, now time.Time, chainID int64, sender string, nonce, head int64) error {
+	if err := s.q.WalletHealthObserveNonce(ctx, dbsqlc.WalletHealthObserveNonceParams{ChainID: chainID, Sender: lowerHex(sender), ChainNonce: nonce, ChainHead: head, Now: now}); err != nil {
+		return fmt.Errorf("recording the chain's nonce of %s: %w", WalletShardKey(chainID, sender), err)
+	}
+	return nil
+}
+
+// WalletHealthSetBalance records the wallet's balance as read and the
+// threshold computed with it, and whether sending pauses (balance below the
+// threshold); it returns the row.
+func (s *Store) WalletHealthSetBalance(ctx context.Context, now time.Time, chainID int64, sender string, balance, threshold *big.Int) (WalletHealth, error) {
+	row, err := one(s.q.WalletHealthSetBalance(ctx, dbsqlc.WalletHealthSetBalanceParams{
+		ChainID: chainID, Sender: lowerHex(sender), Balance: numericFromBig(balance), Threshold: numericFromBig(threshold), Now: now,
+	}))
+	if err != nil {
+		return WalletHealth{}, fmt.Errorf("recording the balance of %s: %w", WalletShardKey(chainID, sender), err)
+	}
+	return healthFromRow(row), nil
+}
+
+// WalletHealthMarkBalanceStale asks for a new balance read before the wallet's
+// next send (a send was refused for insufficient funds).
+func (s *Store) WalletHealthMarkBalanceStale(ctx context.Context, now time.Time, chainID int64, sender string) error {
+	if err := s.q.WalletHealthMarkBalanceStale(ctx, dbsqlc.WalletHealthMarkBalanceStaleParams{ChainID: chainID, Sender: lowerHex(sender), Now: now}); err != nil {
+		return fmt.Errorf("marking the balance of %s stale: %w", WalletShardKey(chainID, sender), err)
+	}
+	return nil
+}
+
+// WalletKey names one wallet's queue: a chain and a sender address.
+type WalletKey struct {
+	ChainID int64
+	// Sender is lower-case hex.
+	Sender string
+}
+
+// WalletListWithWorkParams select a page of wallets with work.
+type WalletListWithWorkParams struct {
+	// After is the last wallet of the previous page (zero for the first).
+	After WalletKey
+	// WatchSince: wallets whose chain nonce moved after it are listed too,
+	// so that their final transactions are watched a while longer.
+	WatchSince time.Time
+	Max        int
+}
+
+// WalletListWithWork returns up to Max wallets, in (chain, sender) order after
+// p.After, that have live attempts (signed, sent or mined) or waiting tasks,
+// or whose chain nonce moved after p.WatchSince: the shards that must keep
+// running until their transactions are final (and a while after).
+//
+// It reads tx_attempts and wallet_tasks as well as wallet_health; it lives
+// here because wallet_health is the wallet aggregate's row per wallet, and the
+// watch window it applies is that row's.
+func (s *Store) WalletListWithWork(ctx context.Context, p WalletListWithWorkParams) ([]WalletKey, error) {
+	rows, err := s.q.WalletListWithWork(ctx, dbsqlc.WalletListWithWorkParams{
+		Max: int32(p.Max), AfterChainID: p.After.ChainID, AfterSender: lowerHex(p.After.Sender), WatchSince: p.WatchSince,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the wallets with work: %w", err)
+	}
+	out := make([]WalletKey, len(rows))
+	for i, r := range rows {
+		out[i] = WalletKey{ChainID: r.ChainID, Sender: r.Sender}
+	}
+	return out, nil
+}

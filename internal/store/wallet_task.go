@@ -1,0 +1,484 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/big"
+	"regexp"
+	"time"
+
+	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
+)
+
+// TaskStatus is a send-tx task's status. Its codes are stored and are part
+// of the API (webhook events carry them), so they never change.
+type TaskStatus int16
+
+// Task statuses, as stored.
+const (
+	TaskWaiting   TaskStatus = 0
+	TaskExecuting TaskStatus = 1
+	TaskError     TaskStatus = 2
+	TaskDone      TaskStatus = 3
+)
+
+// String is the status's name in the API ("Waiting", "Executing",
+// "Error", "Done").
+func (s TaskStatus) String() string {
+	switch s {
+	case TaskWaiting:
+		return "Waiting"
+	case TaskExecuting:
+		return "Executing"
+	case TaskError:
+		return "Error"
+	case TaskDone:
+		return "Done"
+	}
+	return fmt.Sprintf("TaskStatus(%d)", int16(s))
+}
+
+// Terminal reports whether the task has ended (Error or Done).
+func (s TaskStatus) Terminal() bool { return s == TaskError || s == TaskDone }
+
+// QueueType is the order in which a wallet's waiting tasks are sent
+// (--send-tx-queue-type).
+type QueueType string
+
+// Queue types.
+const (
+	// QueuePriority: highest priority first, then oldest, then id.
+	QueuePriority QueueType = "priority"
+	// QueueFIFO: oldest first, then id; priority is ignored.
+	QueueFIFO QueueType = "fifo"
+)
+
+// TaskRequest is the transaction a task asks for.
+type TaskRequest struct {
+	// To is the recipient, 0x-prefixed hex (stored lower-case).
+	To string
+	// Value in wei; nil is zero.
+	Value *big.Int
+	Data  []byte
+	// GasLimit is nil when the worker is to estimate it.
+	GasLimit *uint64
+	// TipCap and FeeCap are the fees (wei per gas) the request asked for its
+	// first transaction; nil: the node's suggestion (FeeCap: 2 × base fee +
+	// tip). Gas bumps raise them.
+	TipCap, FeeCap *big.Int
+}
+
+// Task is one row of ledgerq.wallet_tasks.
+type Task struct {
+	ID             string
+	Wallet         string
+	ChainID        int64
+	Sender         string
+	Priority       int32
+	Status         TaskStatus
+	Request        TaskRequest
+	IdempotencyKey string
+	RequestHash    []byte
+	TxHash         string
+	// Bumps is how many gas bumps the task's transaction had.
+	Bumps int
+	// Replacements is how many times another transaction took the task's
+	// nonce and the task went back to waiting.
+	Replacements int
+	// PriceCappedAt is when a gas bump was refused by the price cap (nil:
+	// never, or bumped since).
+	PriceCappedAt *time.Time
+	// Reorgs is how many times the task's mined transaction left the chain
+	// and the task was executing again.
+	Reorgs     int
+	Error      string
+	Reverted   bool
+	Cancelled  bool
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
+	StartedAt  *time.Time
+	FinishedAt *time.Time
+}
+
+func taskFromRow(r dbsqlc.LedgerqWalletTask) Task {
+	t := Task{
+		ID: r.ID, Wallet: r.WalletID, ChainID: r.ChainID, Sender: r.Sender, Priority: r.Priority,
+		Status: TaskStatus(r.Status),
+		Request: TaskRequest{
+			To: r.ToAddress, Value: bigFromNumeric(r.ValueWei), Data: r.Data,
+		},
+		RequestHash: r.RequestHash, Reverted: r.Reverted, Cancelled: r.Cancelled,
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
+		Bumps: int(r.Bumps), Replacements: int(r.Replacements), PriceCappedAt: utcPtr(r.PriceCappedAt),
+		Reorgs: int(r.Reorgs),
+	}
+	if r.GasLimit != nil {
+		g := uint64(*r.GasLimit)
+		t.Request.GasLimit = &g
+	}
+	if r.TipCapWei.Valid {
+		t.Request.TipCap = bigFromNumeric(r.TipCapWei)
+	}
+	if r.FeeCapWei.Valid {
+		t.Request.FeeCap = bigFromNumeric(r.FeeCapWei)
+	}
+	if r.IdempotencyKey != nil {
+		t.IdempotencyKey = *r.IdempotencyKey
+	}
+	if r.TxHash != nil {
+		t.TxHash = *r.TxHash
+	}
+	if r.Error != nil {
+		t.Error = *r.Error
+	}
+	return t
+}
+
+func tasksFromRows(rows []dbsqlc.LedgerqWalletTask) []Task {
+	out := make([]Task, len(rows))
+	for i, r := range rows {
+		out[i] = taskFromRow(r)
+	}
+	return out
+}
+
+// WalletShardKey is the key of the shard that works the tasks of sender on
+// chainID: wallet:<chain>:<address>. One shard per wallet, so one worker at
+// a time assigns its nonces.
+func WalletShardKey(chainID int64, sender string) string {
+	return fmt.Sprintf("wallet:%d:%s", chainID, sender)
+}
+
+// IdempotencyConflictError says the wallet already has a task under the
+// idempotency key, stored from a different request body (the API's 422).
+type IdempotencyConflictError struct {
+	Wallet string
+	Key    string
+	// TaskID is the task stored under the key.
+	TaskID string
+}
+
+func (e *IdempotencyConflictError) Error() string {
+	return fmt.Sprintf("wallet %q already has task %s under idempotency key %q, with a different request", e.Wallet, e.TaskID, e.Key)
+}
+
+// TaskNotWaitingError says some tasks were no longer waiting (cancelled, or
+// started by another worker) when their attempts were to be stored. Nothing
+// was stored.
+type TaskNotWaitingError struct {
+	Wanted, Waiting int
+}
+
+func (e *TaskNotWaitingError) Error() string {
+	return fmt.Sprintf("only %d of %d tasks are still waiting", e.Waiting, e.Wanted)
+}
+
+// TaskInsertParams is what TaskInsert stores.
+type TaskInsertParams struct {
+	Now time.Time
+	// Wallet is the configured wallet's name.
+	Wallet string
+	// ChainID and Sender are the wallet's chain and address: the queue.
+	ChainID  int64
+	Sender   string
+	Priority int32
+	Request  TaskRequest
+	// IdempotencyKey is empty when the client sent none.
+	IdempotencyKey string
+}
+
+var hexAddress = regexp.MustCompile(`^0x[0-9a-fA-F]{40}$`)
+
+// TaskRequestHash is the SHA-256 of a task's request body, the fingerprint
+// a replay under the same idempotency key must match.
+func TaskRequestHash(p TaskInsertParams) []byte {
+	h := sha256.New()
+	var n [8]byte
+	field := func(b []byte) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	field([]byte("ledgerq send-tx v1"))
+	field(binary.BigEndian.AppendUint64(nil, uint64(p.ChainID)))
+	field([]byte(lowerHex(p.Sender)))
+	field([]byte(lowerHex(p.Request.To)))
+	v := p.Request.Value
+	if v == nil {
+		v = new(big.Int)
+	}
+	field(v.Bytes())
+	field(p.Request.Data)
+	if p.Request.GasLimit != nil {
+		field(binary.BigEndian.AppendUint64(nil, *p.Request.GasLimit))
+	} else {
+		field(nil)
+	}
+	field(binary.BigEndian.AppendUint32(nil, uint32(p.Priority)))
+	// Added later: only when set, so a request without them keeps the
+	// fingerprint it had before (a replay after an upgrade still matches).
+	if p.Request.TipCap != nil || p.Request.FeeCap != nil {
+		field([]byte("fees"))
+		for _, f := range []*big.Int{p.Request.TipCap, p.Request.FeeCap} {
+			if f == nil {
+				field(nil)
+			} else {
+				field(append([]byte{1}, f.Bytes()...))
+			}
+		}
+	}
+	return h.Sum(nil)
+}
+
+// TaskInsert stores a waiting task and schedules its wallet's shard in the
+// same transaction, so a committed task always has a shard that will run it.
+// With an idempotency key already used by the wallet it stores nothing: the
+// same request body returns the stored task with created false; a different
+// one fails with *IdempotencyConflictError. Concurrent inserts under one key
+// store one task (ON CONFLICT DO NOTHING waits for the other insert, then the
+// stored row is read back in this transaction).
+func (s *Store) TaskInsert(ctx context.Context, p TaskInsertParams) (task Task, created bool, err error) {
+	if !hexAddress.MatchString(p.Sender) || !hexAddress.MatchString(p.Request.To) {
+		return Task{}, false, fmt.Errorf("storing a task: sender %q or recipient %q is not a hex address", p.Sender, p.Request.To)
+	}
+	if p.Request.Value != nil && p.Request.Value.Sign() < 0 {
+		return Task{}, false, fmt.Errorf("storing a task: negative value %s", p.Request.Value)
+	}
+	if p.Request.GasLimit != nil && *p.Request.GasLimit > 1<<63-1 {
+		return Task{}, false, fmt.Errorf("storing a task: gas limit %d out of range", *p.Request.GasLimit)
+	}
+	for _, f := range []*big.Int{p.Request.TipCap, p.Request.FeeCap} {
+		if f != nil && (f.Sign() < 0 || f.BitLen() > 256) {
+			return Task{}, false, fmt.Errorf("storing a task: fee %s is not a uint256", f)
+		}
+	}
+	if p.Request.TipCap != nil && p.Request.FeeCap != nil && p.Request.TipCap.Cmp(p.Request.FeeCap) > 0 {
+		return Task{}, false, fmt.Errorf("storing a task: tip %s above fee cap %s", p.Request.TipCap, p.Request.FeeCap)
+	}
+	hash := TaskRequestHash(p)
+	ins := dbsqlc.TaskInsertParams{
+		ID: newUUIDv7(p.Now), WalletID: p.Wallet, ChainID: p.ChainID, Sender: lowerHex(p.Sender), Priority: p.Priority,
+		ToAddress: lowerHex(p.Request.To), ValueWei: numericFromBig(p.Request.Value), Data: p.Request.Data,
+		RequestHash: hash, Now: p.Now,
+	}
+	if ins.Data == nil {
+		ins.Data = []byte{}
+	}
+	if p.Request.GasLimit != nil {
+		g := int64(*p.Request.GasLimit)
+		ins.GasLimit = &g
+	}
+	if p.Request.TipCap != nil {
+		ins.TipCapWei = numericFromBig(p.Request.TipCap)
+	}
+	if p.Request.FeeCap != nil {
+		ins.FeeCapWei = numericFromBig(p.Request.FeeCap)
+	}
+	if p.IdempotencyKey != "" {
+		ins.IdempotencyKey = &p.IdempotencyKey
+	}
+	err = s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		row, err := one(q.TaskInsert(ctx, ins))
+		switch {
+		case err == nil:
+			task, created = taskFromRow(row), true
+			_, err := shardSchedule(ctx, q, ShardScheduleParams{Now: p.Now, Key: WalletShardKey(p.ChainID, ins.Sender)})
+			return err
+		case !errors.Is(err, ErrNotFound):
+			return fmt.Errorf("storing a task of wallet %q: %w", p.Wallet, err)
+		}
+		// The key is taken (only a keyed insert can conflict).
+		row, err = one(q.TaskGetByIdempotencyKey(ctx, dbsqlc.TaskGetByIdempotencyKeyParams{
+			WalletID: p.Wallet, IdempotencyKey: ins.IdempotencyKey,
+		}))
+		if err != nil {
+			return fmt.Errorf("reading the task of wallet %q under idempotency key %q: %w", p.Wallet, p.IdempotencyKey, err)
+		}
+		if string(row.RequestHash) != string(hash) {
+			return &IdempotencyConflictError{Wallet: p.Wallet, Key: p.IdempotencyKey, TaskID: row.ID}
+		}
+		task, created = taskFromRow(row), false
+		return nil
+	})
+	if err != nil {
+		return Task{}, false, err
+	}
+	return task, created, nil
+}
+
+// TaskGet returns the wallet's task id. A task of another wallet is
+// ErrNotFound, as a missing one is.
+func (s *Store) TaskGet(ctx context.Context, wallet, id string) (Task, error) {
+	row, err := one(s.q.TaskGet(ctx, dbsqlc.TaskGetParams{ID: id, WalletID: wallet}))
+	if err != nil {
+		return Task{}, fmt.Errorf("reading task %q of wallet %q: %w", id, wallet, err)
+	}
+	return taskFromRow(row), nil
+}
+
+// TaskListParams select a page of a wallet's tasks.
+type TaskListParams struct {
+	Wallet string
+	// Status, when set, keeps only tasks in it.
+	Status *TaskStatus
+	// After is the last id of the previous page ("" for the first).
+	After string
+	Limit int
+}
+
+// TaskList returns up to Limit of the wallet's tasks after p.After, in id
+// (creation) order.
+func (s *Store) TaskList(ctx context.Context, p TaskListParams) ([]Task, error) {
+	qp := dbsqlc.TaskListParams{WalletID: p.Wallet, After: p.After, Max: int32(p.Limit)}
+	if p.Status != nil {
+		st := int16(*p.Status)
+		qp.Status = &st
+	}
+	rows, err := s.q.TaskList(ctx, qp)
+	if err != nil {
+		return nil, fmt.Errorf("listing the tasks of wallet %q: %w", p.Wallet, err)
+	}
+	return tasksFromRows(rows), nil
+}
+
+// TaskCancelParams name the task to cancel.
+type TaskCancelParams struct {
+	Now    time.Time
+	Wallet string
+	ID     string
+}
+
+// TaskCancel cancels the wallet's task if it is still waiting (an aborted
+// task ends in Error): it returns true and the cancelled task, and
+// emits failed in the same transaction. A task that has started or ended is
+// left alone: it returns false and the task as it is. A missing task, or one
+// of another wallet, is ErrNotFound.
+func (s *Store) TaskCancel(ctx context.Context, p TaskCancelParams) (Task, bool, error) {
+	var out Task
+	var cancelled bool
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		row, err := one(q.TaskCancel(ctx, dbsqlc.TaskCancelParams{Now: p.Now, ID: p.ID, WalletID: p.Wallet}))
+		switch {
+		case err == nil:
+			out, cancelled = taskFromRow(row), true
+			_, err := emitWebhookEvents(ctx, q, p.Now, []WebhookEvent{TaskWebhookEvent(WebhookFailed, out, "", nil)})
+			return err
+		case !errors.Is(err, ErrNotFound):
+			return fmt.Errorf("cancelling task %q of wallet %q: %w", p.ID, p.Wallet, err)
+		}
+		row, err = one(q.TaskGet(ctx, dbsqlc.TaskGetParams{ID: p.ID, WalletID: p.Wallet}))
+		if err != nil {
+			return fmt.Errorf("reading task %q of wallet %q: %w", p.ID, p.Wallet, err)
+		}
+		out, cancelled = taskFromRow(row), false
+		return nil
+	})
+	if err != nil {
+		return Task{}, false, err
+	}
+	return out, cancelled, nil
+}
+
+// TaskNextWaitingParams select a wallet's next waiting tasks.
+type TaskNextWaitingParams struct {
+	ChainID int64
+	Sender  string
+	Queue   QueueType
+	Max     int
+}
+
+// TaskNextWaiting returns up to Max of the wallet's waiting tasks in queue
+// order: for QueuePriority highest priority first, then oldest, then id (ties
+// broken, so the order is deterministic); for QueueFIFO
+// oldest first, then id. It locks nothing: only the wallet's shard reads its
+// queue, and AttemptStoreMany starts a task only if it is still waiting.
+func (s *Store) TaskNextWaiting(ctx context.Context, p TaskNextWaitingParams) ([]Task, error) {
+	var rows []dbsqlc.LedgerqWalletTask
+	var err error
+	switch p.Queue {
+	case QueuePriority:
+		rows, err = s.q.TaskNextWaitingPriority(ctx, dbsqlc.TaskNextWaitingPriorityParams{
+			ChainID: p.ChainID, Sender: lowerHex(p.Sender), Max: int32(p.Max),
+		})
+	case QueueFIFO:
+		rows, err = s.q.TaskNextWaitingFIFO(ctx, dbsqlc.TaskNextWaitingFIFOParams{
+			ChainID: p.ChainID, Sender: lowerHex(p.Sender), Max: int32(p.Max),
+		})
+	default:
+		return nil, fmt.Errorf("reading waiting tasks: unknown queue type %q", p.Queue)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the waiting tasks of %s: %w", WalletShardKey(p.ChainID, p.Sender), err)
+	}
+	return tasksFromRows(rows), nil
+}
+
+// TaskFailParams end a task in error.
+type TaskFailParams struct {
+	Now    time.Time
+	ID     string
+	Reason string
+}
+
+// TaskFail ends a waiting or executing task in Error with the reason (a
+// deterministic send failure) and drops its live, unmined attempts: they
+// will never be mined. It emits failed in the same transaction, naming the
+// dropped attempt (a task has at most one live attempt) when there was one.
+// It returns ErrNotFound if the task is not waiting or executing.
+func (s *Store) TaskFail(ctx context.Context, p TaskFailParams) (Task, error) {
+	if p.Reason == "" {
+		return Task{}, fmt.Errorf("failing task %q: no reason given", p.ID)
+	}
+	var out Task
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		row, err := one(q.TaskFinishError(ctx, dbsqlc.TaskFinishErrorParams{Now: p.Now, ID: p.ID, Error: p.Reason}))
+		if err != nil {
+			return fmt.Errorf("failing task %q: %w", p.ID, err)
+		}
+		dropped, err := q.AttemptDropByTask(ctx, dbsqlc.AttemptDropByTaskParams{Now: p.Now, TaskID: &p.ID, Error: p.Reason})
+		if err != nil {
+			return fmt.Errorf("dropping the attempts of task %q: %w", p.ID, err)
+		}
+		out = taskFromRow(row)
+		ev := TaskWebhookEvent(WebhookFailed, out, "", nil)
+		if len(dropped) > 0 {
+			ev = TaskWebhookEvent(WebhookFailed, out, dropped[0].TxHash, &dropped[0].Nonce)
+		}
+		_, err = emitWebhookEvents(ctx, q, p.Now, []WebhookEvent{ev})
+		return err
+	})
+	return out, err
+}
+
+// TaskMarkPriceCapped records that a gas bump of the executing task was
+// refused by the price cap; it reports whether this is news (the first time
+// since the task's last bump).
+func (s *Store) TaskMarkPriceCapped(ctx context.Context, now time.Time, id string) (bool, error) {
+	n, err := s.q.TaskMarkPriceCapped(ctx, dbsqlc.TaskMarkPriceCappedParams{Now: now, ID: id})
+	if err != nil {
+		return false, fmt.Errorf("marking task %q price-capped: %w", id, err)
+	}
+	return n > 0, nil
+}
+
+// TaskDeleteFinishedParams bound one retention round.
+type TaskDeleteFinishedParams struct {
+	// Before: tasks finished before it are deleted.
+	Before time.Time
+	Max    int
+}
+
+// TaskDeleteFinished deletes up to Max tasks (and their attempts) that ended
+// before p.Before, oldest first, and returns how many it deleted. Retention
+// calls it until it deletes fewer than Max.
+func (s *Store) TaskDeleteFinished(ctx context.Context, p TaskDeleteFinishedParams) (int64, error) {
+	n, err := s.q.TaskDeleteFinished(ctx, dbsqlc.TaskDeleteFinishedParams{Before: p.Before, Max: int32(p.Max)})
+	if err != nil {
+		return 0, fmt.Errorf("deleting finished tasks: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,226 @@
+-- name: AttemptInsertMany :execrows
+-- Write-ahead: stores signed transactions before any broadcast, in nonce
+-- order. tx_attempts_live_nonce refuses a second live attempt for a nonce.
+WITH u AS (
+    SELECT unnest(@tx_hashes::text[]) AS tx_hash, unnest(@task_ids::text[]) AS task_id,
+           unnest(@nonces::bigint[]) AS nonce, unnest(@raws::bytea[]) AS raw,
+           unnest(@gas_limits::bigint[]) AS gas_limit, unnest(@max_fees::numeric[]) AS max_fee,
+           unnest(@max_tips::numeric[]) AS max_tip
+)
+INSERT INTO ledgerq.tx_attempts (
+    chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas,
+    created_at, updated_at
+)
+SELECT @chain_id, u.tx_hash, u.task_id, @sender, u.nonce, u.raw, u.gas_limit, u.max_fee, u.max_tip,
+       @now::timestamptz, @now::timestamptz
+FROM u
+ORDER BY u.nonce;
+
+-- name: AttemptListUnsent :many
+-- Recover: attempts signed and stored but not known sent, in nonce
+-- order, through tx_attempts_signed.
+SELECT * FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state = 'signed'
+ORDER BY nonce
+LIMIT @max;
+
+-- name: AttemptListSentBelow :many
+-- Confirm: sent attempts whose nonce the chain has passed
+-- (nonce < @below), in nonce order, through tx_attempts_sent.
+SELECT * FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state = 'sent' AND nonce < @below
+ORDER BY nonce
+LIMIT @max;
+
+-- name: AttemptMarkSent :many
+-- Send or recover: the broadcast succeeded or its outcome is indeterminate
+-- (treated as sent). Only signed attempts move; rows through the primary key.
+-- Returns the moved attempts (their tasks are told: submitted).
+UPDATE ledgerq.tx_attempts
+SET state = 'sent', sent_at = @now::timestamptz, updated_at = @now::timestamptz, last_error = sqlc.narg(error)
+WHERE chain_id = @chain_id AND tx_hash = ANY(@tx_hashes::text[]) AND state = 'signed'
+RETURNING *;
+
+-- name: AttemptConfirm :one
+-- Confirm: the attempt's receipt is deep enough to be final (from signed or
+-- sent when the first receipt already is, from mined otherwise). Returns its
+-- task. A live hash is unique (tx_attempts_live_nonce), so this is one row.
+UPDATE ledgerq.tx_attempts
+SET state = 'confirmed', confirmed_at = @now::timestamptz, updated_at = @now::timestamptz,
+    mined_block = coalesce(sqlc.narg(mined_block)::bigint, mined_block),
+    mined_block_hash = coalesce(sqlc.narg(mined_block_hash)::text, mined_block_hash),
+    mined_at = CASE WHEN sqlc.narg(mined_block)::bigint IS NULL THEN mined_at ELSE coalesce(mined_at, @now::timestamptz) END
+WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('signed', 'sent', 'mined')
+RETURNING task_id, nonce;
+
+-- name: AttemptMarkMined :one
+-- Confirm: the attempt has a receipt in @mined_block, not yet deep enough to
+-- be final; a mined attempt seen in another block (re-mined after a reorg)
+-- moves to it. Its task stays executing.
+UPDATE ledgerq.tx_attempts
+SET state = 'mined', mined_block = @mined_block::bigint, mined_block_hash = @mined_block_hash::text,
+    mined_at = CASE WHEN state = 'mined' AND mined_block_hash = @mined_block_hash::text THEN mined_at ELSE @now::timestamptz END,
+    updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('signed', 'sent', 'mined')
+RETURNING task_id, nonce;
+
+-- name: AttemptListMined :many
+-- Confirm: the wallet's attempts mined but not yet final, in nonce order,
+-- through tx_attempts_mined: each pass checks their receipts again.
+SELECT * FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state = 'mined'
+ORDER BY nonce
+LIMIT @max;
+
+-- name: AttemptListMinedFrom :many
+-- Confirm: mined or confirmed attempts at or above @from_nonce (the chain's
+-- nonce): the chain says none of them is in it (a reorg, a node that lost
+-- blocks or was restored from an older state, a node behind the others).
+-- Through tx_attempts_nonce.
+SELECT * FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND nonce >= @from_nonce AND state IN ('mined', 'confirmed')
+ORDER BY nonce
+LIMIT @max;
+
+-- name: AttemptReopen :one
+-- Confirm: a mined or confirmed attempt whose transaction left the chain goes
+-- back to sent, with its same bytes, to be broadcast again (its nonce stays
+-- held: it is never signed with other content while this may still land).
+-- @error records why and makes it due for a broadcast.
+UPDATE ledgerq.tx_attempts
+SET state = 'sent', sent_at = coalesce(sent_at, @now::timestamptz), confirmed_at = NULL,
+    mined_block = NULL, mined_block_hash = NULL, mined_at = NULL, reorgs = reorgs + 1,
+    last_error = @error::text, updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('mined', 'confirmed')
+RETURNING task_id, nonce, mined_block;
+
+-- name: AttemptDropByTask :many
+-- A task that failed deterministically: its live, unmined attempts will never
+-- be mined, and their nonces are free again (recycling them is the next step).
+UPDATE ledgerq.tx_attempts
+SET state = 'dropped', last_error = @error::text, updated_at = @now::timestamptz
+WHERE task_id = @task_id AND state IN ('signed', 'sent')
+RETURNING tx_hash, nonce;
+
+-- name: AttemptListByTask :many
+-- A task's attempts in the order they were stored, through tx_attempts_task.
+SELECT * FROM ledgerq.tx_attempts WHERE task_id = @task_id ORDER BY id;
+
+-- name: AttemptCountLive :one
+-- Send (the in-flight budget): the wallet's attempts signed or sent
+-- and not yet mined, through tx_attempts_signed and tx_attempts_sent; and
+-- its mined attempts not yet final, through tx_attempts_mined (confirm
+-- follows them; they take no room in the budget).
+SELECT count(*) FILTER (WHERE state IN ('signed', 'sent')) AS in_flight,
+       count(*) FILTER (WHERE state = 'mined') AS mined
+FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state IN ('signed', 'sent', 'mined');
+
+-- name: AttemptListUncertain :many
+-- Confirm: sent attempts whose last broadcast was indeterminate (last_error
+-- set) and whose nonce the chain has not passed (nonce >= @from_nonce), in nonce
+-- order: they are re-broadcast with the same bytes, since a transaction the
+-- node never took would hold up every later nonce.
+SELECT * FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state = 'sent' AND nonce >= @from_nonce
+  AND last_error IS NOT NULL
+ORDER BY nonce
+LIMIT @max;
+
+-- name: AttemptListSentFrom :many
+-- Confirm: every sent attempt whose nonce the chain has not passed (nonce >=
+-- @from_nonce), in nonce order, through tx_attempts_sent: broadcast again
+-- with the same bytes when the chain lost blocks or its nonce has not moved
+-- for a while (a node that restarted has forgotten its pool).
+SELECT * FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state = 'sent' AND nonce >= @from_nonce
+ORDER BY nonce
+LIMIT @max;
+
+-- name: AttemptRecordBroadcast :execrows
+-- Confirm: the outcome of re-broadcasting a sent attempt; @error NULL when the
+-- node took it (or already had it).
+UPDATE ledgerq.tx_attempts
+SET last_error = sqlc.narg(error), updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state = 'sent';
+
+-- name: AttemptDrop :one
+-- A live attempt that will never be final (its nonce went to another
+-- transaction, it was signed and never broadcast and is released, or a
+-- superseded attempt of its nonce was the one mined) is dropped; its nonce is
+-- free again unless another attempt takes it in the same transaction.
+-- Returns its task and nonce.
+UPDATE ledgerq.tx_attempts
+SET state = 'dropped', last_error = @error::text, updated_at = @now::timestamptz,
+    mined_block = NULL, mined_block_hash = NULL, mined_at = NULL
+WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('signed', 'sent', 'mined')
+RETURNING task_id, nonce;
+
+-- name: AttemptListHashesOfNonce :many
+-- Confirm: every hash ever stored for the nonce on behalf of the same task
+-- (or of a no-op, task NULL): a bump's superseded attempts may still be the
+-- one mined. Through tx_attempts_nonce.
+SELECT a.tx_hash FROM ledgerq.tx_attempts a
+WHERE a.chain_id = @chain_id AND a.sender = @sender AND a.nonce = @nonce
+  AND a.task_id IS NOT DISTINCT FROM sqlc.narg(task_id)::text
+GROUP BY a.tx_hash
+ORDER BY max(a.id) DESC;
+
+-- name: AttemptGetLiveAt :one
+-- Stall: the live (signed or sent) attempt holding a nonce, if any.
+SELECT * FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND nonce = @nonce AND state IN ('signed', 'sent');
+
+-- name: AttemptGetMaxLiveNonce :one
+-- Recycled nonces: the highest nonce a live attempt (signed, sent or mined)
+-- holds (-1: none).
+SELECT coalesce(max(nonce), -1)::bigint AS nonce FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state IN ('signed', 'sent', 'mined');
+
+-- name: AttemptGetMaxHeldNonce :one
+-- Reconciliation: the highest nonce any attempt not dropped holds, confirmed
+-- ones included (-1: none). The next nonce never moves to or below it: a
+-- nonce ledgerq signed for is not signed again with other content while its
+-- transaction may still land.
+SELECT coalesce(max(nonce), -1)::bigint AS nonce FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state <> 'dropped';
+
+-- name: AttemptSupersede :one
+-- Gas bump: the attempt a bump replaces leaves the live set (its hash may
+-- still be mined: confirm looks it up with the nonce's other hashes).
+UPDATE ledgerq.tx_attempts
+SET state = 'dropped', superseded_by = @superseded_by::text, last_error = 'superseded by gas bump ' || @superseded_by::text,
+    updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state = 'sent'
+RETURNING task_id;
+
+-- name: AttemptInsertOne :exec
+-- Gas bump or no-op: one signed transaction, stored before any broadcast.
+INSERT INTO ledgerq.tx_attempts (
+    chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas,
+    created_at, updated_at
+) VALUES (
+    @chain_id, @tx_hash, sqlc.narg(task_id)::text, @sender, @nonce, @raw, @gas_limit, @max_fee, @max_tip,
+    @now::timestamptz, @now::timestamptz
+);
+
+-- name: AttemptMineSuperseded :one
+-- Confirm: a superseded attempt of a nonce was the one mined (its bump was
+-- dropped first, in the same transaction): it becomes the nonce's live
+-- attempt again, mined or, with @final, confirmed. The same bytes may have
+-- been stored more than once for the task (signed again after a refusal):
+-- the newest row takes it.
+UPDATE ledgerq.tx_attempts
+SET state = CASE WHEN @final::boolean THEN 'confirmed' ELSE 'mined' END::ledgerq.tx_attempt_state,
+    confirmed_at = CASE WHEN @final::boolean THEN @now::timestamptz END,
+    mined_block = sqlc.narg(mined_block)::bigint, mined_block_hash = sqlc.narg(mined_block_hash)::text,
+    mined_at = CASE WHEN sqlc.narg(mined_block)::bigint IS NULL THEN NULL ELSE @now::timestamptz END,
+    updated_at = @now::timestamptz
+WHERE id = (
+    SELECT d.id FROM ledgerq.tx_attempts d
+    WHERE d.chain_id = @chain_id AND d.tx_hash = @tx_hash AND d.state = 'dropped'
+      AND d.task_id IS NOT DISTINCT FROM sqlc.narg(task_id)::text
+    ORDER BY d.id DESC
+    LIMIT 1
+)
+RETURNING task_id, nonce;
