@@ -99,14 +99,14 @@ func registerBuilder(fs *flag.FlagSet, b *node.BuilderConfig, parts flagParts) {
 		fs.StringVar(&b.Ledger.Kind, "builder-ledger", b.Ledger.Kind, "builder lane: jam (a JAM chain at --builder-ledger-url, such as 'ledgerq simledger --kind jam') or sim (a simulated JAM chain in this process)")
 		fs.StringVar(&b.Ledger.URL, "builder-ledger-url", b.Ledger.URL, "builder lane: the JAM chain's URL, for --builder-ledger jam (for example http://127.0.0.1:19800)")
 	}
-	fs.Int64Var(&b.ChainID, "builder-chain-id", b.ChainID, "builder lane: the EVM chain id transactions must be signed for (eth_chainId)")
+	fs.Int64Var(&b.Pool.ChainID, "builder-chain-id", b.Pool.ChainID, "builder lane: the EVM chain id transactions must be signed for (eth_chainId)")
 	fs.DurationVar(&b.Ledger.Timeout, "builder-ledger-timeout", b.Ledger.Timeout, "builder lane: timeout of one call to the JAM chain")
-	fs.IntVar(&b.Pool.MaxPending, "pool-max-pending", b.Pool.MaxPending, "builder lane: most pending transactions in the pool (a full pool answers 429 / txpool is full)")
-	fs.IntVar(&b.Pool.MaxQueued, "pool-max-queued", b.Pool.MaxQueued, "builder lane: most queued (nonce-gapped) transactions in the pool")
-	fs.IntVar(&b.Pool.MaxPerSender, "pool-max-per-sender", b.Pool.MaxPerSender, "builder lane: most pending and queued transactions of one sender")
-	fs.DurationVar(&b.Pool.TTL, "pool-ttl", b.Pool.TTL, "builder lane: a transaction still pending or queued after this is dropped (reason expired)")
-	fs.IntVar(&b.MaxTxSize, "pool-max-tx-size", b.MaxTxSize, "builder lane: largest transaction accepted, in bytes")
-	fs.Int64Var(&b.MinTipWei, "pool-min-tip", b.MinTipWei, "builder lane: minimum tip (a legacy transaction's gas price) in wei")
+	fs.IntVar(&b.Pool.Limits.MaxPending, "pool-max-pending", b.Pool.Limits.MaxPending, "builder lane: most pending transactions in the pool (a full pool answers 429 / txpool is full)")
+	fs.IntVar(&b.Pool.Limits.MaxQueued, "pool-max-queued", b.Pool.Limits.MaxQueued, "builder lane: most queued (nonce-gapped) transactions in the pool")
+	fs.IntVar(&b.Pool.Limits.MaxPerSender, "pool-max-per-sender", b.Pool.Limits.MaxPerSender, "builder lane: most pending and queued transactions of one sender")
+	fs.DurationVar(&b.Pool.Limits.TTL, "pool-ttl", b.Pool.Limits.TTL, "builder lane: a transaction still pending or queued after this is dropped (reason expired)")
+	fs.IntVar(&b.Pool.MaxTxSize, "pool-max-tx-size", b.Pool.MaxTxSize, "builder lane: largest transaction accepted, in bytes")
+	fs.Var(weiFlag{&b.Pool.MinTip, weiZeroAllowed}, "pool-min-tip", "builder lane: minimum tip (a legacy transaction's gas price) in wei")
 	fs.IntVar(&b.BundleSize, "bundle-size", b.BundleSize, "builder lane: most transactions in one bundle")
 	fs.IntVar(&b.MaxQueued, "bundle-queue-size", b.MaxQueued, "builder lane: most bundles queued; while it is full, pending transactions wait")
 	fs.IntVar(&b.Cores, "builder-cores", b.Cores, "builder lane: most bundles submitted at once (one per core), across every process")
@@ -138,7 +138,7 @@ func registerWallet(fs *flag.FlagSet, w *node.WalletConfig, api *httpapi.Config,
 	fs.DurationVar(&w.Lane.ReplacedAfter, "wallet-replaced-after", w.Lane.ReplacedAfter, "wallet lane: how long a nonce the chain passed, whose hashes have no receipt, waits before its transaction counts as replaced and its task is sent again")
 	fs.DurationVar(&w.Lane.CycleBudget, "wallet-cycle-budget", w.Lane.CycleBudget, "wallet lane: a cycle of a wallet's run makes no new call to the chain past this; with --wallet-ledger-timeout it must fit twice in --shard-lease")
 	fs.DurationVar(&w.Lane.StallTimeout, "wallet-stall-timeout", w.Lane.StallTimeout, "wallet lane: a wallet whose chain nonce has not moved for this long gets its stalled transaction re-sent with fees raised (max of 1.2x and the node's suggestion), or a no-op for a nonce none of ours holds")
-	fs.Var(weiFlag{&w.Lane.PriceCap, true}, "wallet-price-cap", "wallet lane: the highest fee cap a gas bump may offer, in wei (0: no cap); at the cap the task stays and is marked price_capped_at")
+	fs.Var(weiFlag{&w.Lane.PriceCap, weiZeroNone}, "wallet-price-cap", "wallet lane: the highest fee cap a gas bump may offer, in wei (0: no cap); at the cap the task stays and is marked price_capped_at")
 	fs.IntVar(&w.Lane.ResetGap, "wallet-reset-gap", w.Lane.ResetGap, "wallet lane: a next nonce more than this above the chain's, with nothing in flight, is reset to the chain's (0: --wallet-in-flight)")
 	fs.IntVar(&w.Lane.MaxRecycled, "wallet-max-recycled", w.Lane.MaxRecycled, "wallet lane: with more freed nonces than this, they are filled with no-ops at once instead of waiting for tasks")
 	fs.DurationVar(&w.Lane.BalanceMaxAge, "wallet-balance-max-age", w.Lane.BalanceMaxAge, "wallet lane: a wallet's balance older than this is read again before sending; sending pauses while it is below the wallet's threshold")
@@ -146,7 +146,7 @@ func registerWallet(fs *flag.FlagSet, w *node.WalletConfig, api *httpapi.Config,
 	fs.IntVar(&w.Lane.Confirmations, "wallet-confirmations", w.Lane.Confirmations, "wallet lane: blocks deep (its own block counting as one) a transaction must be before its task is done; until then it is executing and a block that leaves the chain sends it again (0: by chain id: 1 on dev chains 1337 and 31337, 64 on Polygon, 15 on BNB Smart Chain, 12 elsewhere)")
 	fs.DurationVar(&w.Lane.RebroadcastAfter, "wallet-rebroadcast-after", w.Lane.RebroadcastAfter, "wallet lane: while a wallet's chain nonce has not moved for this long, its sent transactions are broadcast again with the same bytes (a node that restarted forgets its pool)")
 	fs.DurationVar(&w.Lane.WatchAfter, "wallet-watch-after", w.Lane.WatchAfter, "wallet lane: a wallet whose chain nonce moved within this is still checked with nothing in flight, so that final transactions a node then loses are sent again (0: only while it has work)")
-	fs.Var(weiFlag{&api.MaxFeePerGas, false}, "wallet-max-fee-per-gas", "wallet lane: the highest max_fee_per_gas or max_priority_fee_per_gas a send-tx may ask for, in wei (400 above it)")
+	fs.Var(weiFlag{&api.MaxFeePerGas, weiZeroRefused}, "wallet-max-fee-per-gas", "wallet lane: the highest max_fee_per_gas or max_priority_fee_per_gas a send-tx may ask for, in wei (400 above it)")
 	fs.IntVar(&w.Shards.Workers, "shard-workers", w.Shards.Workers, "shards: workers of this process (one shard each at a time)")
 	fs.DurationVar(&w.Shards.Quantum, "shard-quantum", w.Shards.Quantum, "shards: longest a worker runs one shard before yielding it")
 	fs.DurationVar(&w.Shards.Lease, "shard-lease", w.Shards.Lease, "shards: a claim's lease; a shard whose lease passed is rescued (the backstop: a shard whose holder's process died is rescued at once)")
@@ -180,12 +180,24 @@ func setupLogger(level string) (*slog.Logger, error) {
 	return newLogger(os.Stderr, level)
 }
 
-// weiFlag is a flag of a whole number of wei (a uint256, in decimal); with
-// zero, 0 or "" means none (nil).
+// weiFlag is a flag of a whole number of wei (a uint256, in decimal); zero
+// says what 0 is.
 type weiFlag struct {
 	p    **big.Int
-	zero bool
+	zero weiZero
 }
+
+// weiZero is what a weiFlag makes of 0.
+type weiZero int
+
+const (
+	// weiZeroRefused: 0 is an error (the amount must be positive).
+	weiZeroRefused weiZero = iota
+	// weiZeroNone: 0 or "" means none (nil).
+	weiZeroNone
+	// weiZeroAllowed: 0 is an amount like any other.
+	weiZeroAllowed
+)
 
 func (f weiFlag) String() string {
 	if f.p == nil || *f.p == nil {
@@ -195,7 +207,7 @@ func (f weiFlag) String() string {
 }
 
 func (f weiFlag) Set(s string) error {
-	if f.zero && (s == "" || s == "0") {
+	if f.zero == weiZeroNone && (s == "" || s == "0") {
 		*f.p = nil
 		return nil
 	}
@@ -203,7 +215,7 @@ func (f weiFlag) Set(s string) error {
 	switch {
 	case !ok || v.Sign() < 0 || v.BitLen() > 256:
 		return fmt.Errorf("want a decimal amount of wei, got %q", s)
-	case v.Sign() == 0:
+	case v.Sign() == 0 && f.zero == weiZeroRefused:
 		return errors.New("want a positive amount of wei")
 	}
 	*f.p = v

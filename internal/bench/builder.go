@@ -162,7 +162,7 @@ type builderRun struct {
 // signBuilderTxs makes the senders' keys and signs every transaction before
 // the clock starts.
 func signBuilderTxs(c BuilderConfig) ([]*ecdsa.PrivateKey, [][]*types.Transaction, error) {
-	chainID := big.NewInt(c.Node.Builder.ChainID)
+	chainID := big.NewInt(c.Node.Builder.Pool.ChainID)
 	signer := types.LatestSignerForChainID(chainID)
 	keys := make([]*ecdsa.PrivateKey, c.Senders)
 	txs := make([][]*types.Transaction, c.Senders)
@@ -174,8 +174,8 @@ func signBuilderTxs(c BuilderConfig) ([]*ecdsa.PrivateKey, [][]*types.Transactio
 		keys[i] = key
 		for nonce := range c.TxsPerSender {
 			tx, err := types.SignNewTx(key, signer, &types.DynamicFeeTx{
-				ChainID: chainID, Nonce: uint64(nonce), GasTipCap: big.NewInt(c.Node.Builder.MinTipWei),
-				GasFeeCap: big.NewInt(2 * c.Node.Builder.MinTipWei), Gas: 21_000, To: &benchRecipient, Value: big.NewInt(1),
+				ChainID: chainID, Nonce: uint64(nonce), GasTipCap: new(big.Int).Set(c.Node.Builder.Pool.MinTip),
+				GasFeeCap: new(big.Int).Mul(c.Node.Builder.Pool.MinTip, big.NewInt(2)), Gas: 21_000, To: &benchRecipient, Value: big.NewInt(1),
 			})
 			if err != nil {
 				return nil, nil, err
@@ -300,7 +300,7 @@ func (r *builderRun) finalizedTxs(ctx context.Context) (int64, error) {
 	err := r.st.Pool().QueryRow(ctx, `
 		SELECT count(*) FROM ledgerq.pool_txs t JOIN ledgerq.bundles b ON b.id = t.bundle_id
 		WHERE t.chain_id = $1 AND t.sender = ANY($2) AND b.state = 'finalized'`,
-		r.cfg.Node.Builder.ChainID, r.senders()).Scan(&n)
+		r.cfg.Node.Builder.Pool.ChainID, r.senders()).Scan(&n)
 	return n, err
 }
 
@@ -308,7 +308,7 @@ func (r *builderRun) finalizedTxs(ctx context.Context) (int64, error) {
 // execution log: every accepted transaction executed once, in nonce order
 // per sender, no block number twice.
 func (r *builderRun) summarize(ctx context.Context, rep *BuilderReport) error {
-	chainID, senders := r.cfg.Node.Builder.ChainID, r.senders()
+	chainID, senders := r.cfg.Node.Builder.Pool.ChainID, r.senders()
 	if err := r.st.Pool().QueryRow(ctx, `
 		SELECT count(DISTINCT b.id), count(*),
 		       coalesce(percentile_disc(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM t.finished - t.received_at)), 0)::float8,

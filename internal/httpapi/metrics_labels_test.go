@@ -16,7 +16,9 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
+	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 	"github.com/ledgerq/ledgerq/internal/metrics"
+	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 )
 
@@ -73,11 +75,11 @@ func send(t *testing.T, method, url string, body []byte) int {
 func TestMetrics_ClientChosenMethodsPathsAndRPCMethodsAddNoSeries(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	pc := httpapi.DefaultPoolConfig(poolChainID)
+	pc := queuer.DefaultPoolConfig(poolChainID)
 	m := metrics.New()
 	api := httpapi.New(httpapi.DefaultConfig(), httpapi.Deps{
 		Store: db.Store, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: m,
-		Pool: &pc, PoolChain: httpapi.NewMemoryPoolChain(),
+		Pool: &pc, PoolChain: ledgertest.NewPoolChain(),
 	})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)

@@ -20,6 +20,8 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
+	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
+	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 )
@@ -30,21 +32,21 @@ const gwei = 1_000_000_000
 
 type poolFixture struct {
 	*apiFixture
-	chain *httpapi.MemoryPoolChain
+	chain *ledgertest.PoolChain
 	clock *clock.Fake
-	cfg   httpapi.PoolConfig
+	cfg   queuer.PoolConfig
 }
 
 // setupPool serves the API with the builder lane on, chain id 4242, over a
 // fresh database and an in-memory chain on which every nonce is 0.
-func setupPool(t *testing.T, mutate ...func(*httpapi.PoolConfig)) *poolFixture {
+func setupPool(t *testing.T, mutate ...func(*queuer.PoolConfig)) *poolFixture {
 	t.Helper()
 	db := testdb.New(t)
-	pc := httpapi.DefaultPoolConfig(poolChainID)
+	pc := queuer.DefaultPoolConfig(poolChainID)
 	for _, m := range mutate {
 		m(&pc)
 	}
-	chain := httpapi.NewMemoryPoolChain()
+	chain := ledgertest.NewPoolChain()
 	clk := clock.NewFake(t0)
 	api := httpapi.New(httpapi.DefaultConfig(), httpapi.Deps{
 		Store: db.Store, Clock: clk, Logger: testLogger(t), Pool: &pc, PoolChain: chain,
@@ -185,7 +187,7 @@ func TestPoolAPI_PostStoresPendingOrQueuedAndGetAnswersEveryState(t *testing.T) 
 
 func TestPoolAPI_RefusalsAnswerGethsMessagesWithTheirStatus(t *testing.T) {
 	t.Parallel()
-	f := setupPool(t, func(c *httpapi.PoolConfig) { c.Limits.MaxPending, c.Limits.MaxPerSender = 2, 3 })
+	f := setupPool(t, func(c *queuer.PoolConfig) { c.Limits.MaxPending, c.Limits.MaxPerSender = 2, 3 })
 	key := newKey(t)
 	f.chain.SetNonce(addr(key), 1)
 	for _, tc := range []struct {
@@ -227,7 +229,7 @@ func TestPoolAPI_RefusalsAnswerGethsMessagesWithTheirStatus(t *testing.T) {
 // message and nothing stored.
 func TestPoolAPI_ValidationRulesOfTheSeedRefuseTheTransaction(t *testing.T) {
 	t.Parallel()
-	f := setupPool(t, func(c *httpapi.PoolConfig) { c.MaxTxSize = 1024 })
+	f := setupPool(t, func(c *queuer.PoolConfig) { c.MaxTxSize = 1024 })
 	key := newKey(t)
 	dyn := func(mut func(*types.DynamicFeeTx)) *types.Transaction {
 		d := &types.DynamicFeeTx{ChainID: big.NewInt(poolChainID), GasFeeCap: big.NewInt(2 * gwei), GasTipCap: big.NewInt(gwei),

@@ -14,6 +14,7 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/labstack/echo/v4"
 
+	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
@@ -90,7 +91,7 @@ func (api *ethAPI) GetTransactionCount(ctx context.Context, address common.Addre
 		return nil, poolRefusal(http.StatusBadRequest, "block %s is not served: only latest and pending", block.String())
 	}
 	chainCtx, cancel := context.WithTimeout(ctx, api.s.pool.ChainTimeout)
-	nonce, err := api.s.poolChain.NonceAt(chainCtx, address)
+	nonce, err := api.s.poolChain.NonceAt(chainCtx, ledger.Address(address))
 	cancel()
 	if err != nil {
 		api.s.logger.Warn("httpapi: pool chain did not answer", "error", err, "sender", address)

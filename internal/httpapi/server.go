@@ -34,7 +34,9 @@ import (
 	"github.com/ledgerq/ledgerq/internal/egress"
 	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
 	"github.com/ledgerq/ledgerq/internal/keystore"
+	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/metrics"
+	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
@@ -134,9 +136,9 @@ type Deps struct {
 	// Pool configures the builder lane's ingress (POST /rpc, /v1/pool/txs);
 	// nil when the lane is off, and those routes answer 404. New panics on
 	// an invalid one (PoolConfig.Validate) or one without PoolChain.
-	Pool *PoolConfig
+	Pool *queuer.PoolConfig
 	// PoolChain gives the pool the chain's nonces; required with Pool.
-	PoolChain PoolChain
+	PoolChain ledger.PoolChain
 	// Resolver resolves the host names of webhook endpoints at
 	// registration; nil is net.DefaultResolver.
 	Resolver egress.Resolver
@@ -165,8 +167,8 @@ type Server struct {
 	stopping     chan struct{}
 	stopWaitOnce sync.Once
 	// pool, poolChain and rpc serve the builder lane; nil when it is off.
-	pool      *PoolConfig
-	poolChain PoolChain
+	pool      *queuer.PoolConfig
+	poolChain ledger.PoolChain
 	rpc       *rpc.Server
 	// onPoolPending is called after an intake left a transaction pending
 	// (OnPoolPending).

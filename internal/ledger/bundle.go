@@ -235,3 +235,15 @@ func (wp WorkPackage) BlockHash() Hash {
 func (wp WorkPackage) Hash() Hash {
 	return PackageHash(wp.BlockHash(), wp.Version, wp.Core, wp.Anchor)
 }
+
+// PoolChain is what the builder lane's pool needs of the chain its
+// transactions are for: each sender's nonce in the chain's latest executed
+// state, every transaction of an executed bundle counted, none of a bundle
+// still in flight (those are the pool's included transactions, which the
+// intake counts itself). It is read before the intake's database
+// transaction, never inside it; a read that lags is harmless (the pool
+// keeps the highest nonce it was told per sender). The JAM chain's client
+// (package jam) implements it; ledgertest.PoolChain is one in memory.
+type PoolChain interface {
+	NonceAt(ctx context.Context, sender Address) (uint64, error)
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/big"
 	"net/http"
 	"net/url"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/queuer"
-	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/submitter"
 )
 
@@ -25,14 +23,11 @@ import (
 // from it and followed on a JAM chain. The lane runs when Enabled.
 type BuilderConfig struct {
 	Enabled bool
-	// ChainID is the EVM chain id the pool takes transactions for.
-	ChainID int64
 	Ledger  BuilderLedgerConfig
-	// Pool limits (seed 000: 1000 pending, 1000 queued, 16 per sender, TTL
-	// 1 h), the largest transaction and the minimum tip.
-	Pool      store.PoolLimits
-	MaxTxSize int
-	MinTipWei int64
+	// Pool is the intake: the chain id transactions are signed for, the
+	// pool's limits, the largest transaction and the minimum tip. Its
+	// ChainTimeout is Ledger.Timeout.
+	Pool queuer.PoolConfig
 	// BundleSize is the most transactions in a bundle; MaxQueued the bundle
 	// queue's size (pending transactions wait while it is full).
 	BundleSize int
@@ -70,7 +65,7 @@ type BuilderLedgerConfig struct {
 	// Instance, when set, is used instead of building a chain from Kind;
 	// PoolChain, when set, gives the pool its nonces instead of Instance.
 	Instance  ledger.BundleLedger
-	PoolChain httpapi.PoolChain
+	PoolChain ledger.PoolChain
 }
 
 // Builder ledger kinds.
@@ -82,9 +77,8 @@ const (
 // builderDefaults are the builder lane's defaults.
 func builderDefaults() BuilderConfig {
 	return BuilderConfig{
-		ChainID: 1337,
-		Ledger:  BuilderLedgerConfig{Kind: BuilderLedgerJAM, Timeout: 5 * time.Second},
-		Pool:    store.DefaultPoolLimits(), MaxTxSize: 32 << 10, MinTipWei: 1_000_000_000,
+		Ledger:     BuilderLedgerConfig{Kind: BuilderLedgerJAM, Timeout: 5 * time.Second},
+		Pool:       queuer.DefaultPoolConfig(1337),
 		BundleSize: 100, MaxQueued: 16, Cores: 2,
 		GuaranteeTimeout: 18 * time.Second, MaxVersions: 3, FinalityDepth: 2,
 		SubmitBackoff: time.Second, SubmitBackoffMax: 30 * time.Second,
@@ -98,7 +92,7 @@ func (b *BuilderConfig) validate() error {
 	}
 	l := &b.Ledger
 	switch {
-	case b.ChainID <= 0:
+	case b.Pool.ChainID <= 0:
 		return errors.New("--builder-chain-id must be positive")
 	case l.Instance == nil && l.Kind != BuilderLedgerJAM && l.Kind != BuilderLedgerSim:
 		return fmt.Errorf("--builder-ledger %q: want jam or sim", l.Kind)
@@ -114,8 +108,14 @@ func (b *BuilderConfig) validate() error {
 		return errors.New("--submit-window-open must be longer than --submit-window-close (both before the next slot; 0 scales the seed's 3 s and 1 s to the slot)")
 	case b.SubmitBackoff <= 0 || b.SubmitBackoffMax < b.SubmitBackoff:
 		return errors.New("--submit-backoff must be positive and --submit-backoff-max at least as long")
-	case b.MinTipWei < 0:
+	case b.Pool.MinTip == nil || b.Pool.MinTip.Sign() < 0:
 		return errors.New("--pool-min-tip must not be negative")
+	case b.Pool.MaxTxSize < 1 || b.Pool.MaxTxSize > queuer.MaxPoolTxSize:
+		return fmt.Errorf("--pool-max-tx-size must be from 1 to %d bytes", queuer.MaxPoolTxSize)
+	case b.Pool.Limits.MaxPending < 1 || b.Pool.Limits.MaxPerSender < 1 || b.Pool.Limits.MaxQueued < 0:
+		return errors.New("--pool-max-pending and --pool-max-per-sender must be at least 1, --pool-max-queued at least 0")
+	case b.Pool.Limits.TTL <= 0:
+		return errors.New("--pool-ttl must be positive")
 	}
 	if l.URL != "" {
 		u, err := url.ParseRequestURI(l.URL)
@@ -126,10 +126,10 @@ func (b *BuilderConfig) validate() error {
 	return b.poolConfig().Validate()
 }
 
-// poolConfig is the ingress's share of b.
-func (b *BuilderConfig) poolConfig() httpapi.PoolConfig {
-	c := httpapi.DefaultPoolConfig(b.ChainID)
-	c.Limits, c.MaxTxSize, c.MinTip = b.Pool, b.MaxTxSize, big.NewInt(b.MinTipWei)
+// poolConfig is the intake's configuration: b.Pool, whose chain calls are
+// bounded by the lane's ledger timeout.
+func (b *BuilderConfig) poolConfig() queuer.PoolConfig {
+	c := b.Pool
 	c.ChainTimeout = b.Ledger.Timeout
 	return c
 }
@@ -137,7 +137,7 @@ func (b *BuilderConfig) poolConfig() httpapi.PoolConfig {
 // builderLane is the builder lane's part of a node.
 type builderLane struct {
 	ledger    ledger.BundleLedger
-	poolChain httpapi.PoolChain
+	poolChain ledger.PoolChain
 	closeLed  func()
 	bundler   *queuer.Bundler
 	submitter *submitter.BundleSubmitter
@@ -162,26 +162,26 @@ func (n *Node) buildBuilderLane(ctx context.Context) error {
 	deps := loop.Deps{Clock: n.clock, Logger: n.logger, Metrics: n.metrics}
 	if loops.Queuer {
 		lane.bundler = queuer.NewBundler(n.store, led, deps, queuer.BundlerConfig{
-			ChainID: b.ChainID, PollInterval: loops.PollInterval, DBTimeout: loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
+			ChainID: b.Pool.ChainID, PollInterval: loops.PollInterval, DBTimeout: loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
 			BundleSize: b.BundleSize, MaxQueued: b.MaxQueued, MaxBundles: b.MaxQueued, Cores: b.Cores,
 		})
 	}
 	if loops.Submitter {
 		dctx, cancel := context.WithTimeout(ctx, loops.DBTimeout)
-		err := n.store.BundleEnsureCores(dctx, b.ChainID, b.Cores, n.clock.Now())
+		err := n.store.BundleEnsureCores(dctx, b.Pool.ChainID, b.Cores, n.clock.Now())
 		cancel()
 		if err != nil {
 			return fmt.Errorf("builder lane: %w", err)
 		}
 		lane.submitter = submitter.NewBundleSubmitter(n.store, led, deps, submitter.BundleConfig{
-			ChainID: b.ChainID, PollInterval: loops.PollInterval, DBTimeout: loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
+			ChainID: b.Pool.ChainID, PollInterval: loops.PollInterval, DBTimeout: loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
 			Cores: b.Cores, WindowOpen: b.WindowOpen, WindowClose: b.WindowClose,
 			MinBackoff: b.SubmitBackoff, MaxBackoff: b.SubmitBackoffMax,
 		})
 	}
 	if loops.Monitor {
 		lane.monitor = monitor.NewBundleMonitor(n.store, led, deps, monitor.BundleConfig{
-			ChainID: b.ChainID, PollInterval: loops.PollInterval, DBTimeout: loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
+			ChainID: b.Pool.ChainID, PollInterval: loops.PollInterval, DBTimeout: loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
 			BlocksPerRound: 64, FinalityDepth: b.FinalityDepth, GuaranteeTimeout: b.GuaranteeTimeout,
 			MaxVersions: b.MaxVersions, SweepSenders: 100,
 		})
@@ -219,12 +219,12 @@ func (n *Node) apiDeps(wallets *keystore.Registry) httpapi.Deps {
 
 // newBundleLedger returns the builder lane's JAM chain, the pool's view of
 // its EVM service's nonces, and what closes them.
-func (n *Node) newBundleLedger() (ledger.BundleLedger, httpapi.PoolChain, func(), error) {
+func (n *Node) newBundleLedger() (ledger.BundleLedger, ledger.PoolChain, func(), error) {
 	lc := &n.cfg.Builder.Ledger
 	if lc.Instance != nil {
 		pc := lc.PoolChain
 		if pc == nil {
-			p, ok := lc.Instance.(httpapi.PoolChain)
+			p, ok := lc.Instance.(ledger.PoolChain)
 			if !ok {
 				return nil, nil, nil, errors.New("builder lane: the given chain gives no nonces and no PoolChain is set")
 			}

@@ -39,13 +39,16 @@ func TestBuilderConfig_DefaultsAreValidAndBadSettingsNameTheirFlag(t *testing.T)
 		{"--builder-ledger-url", func(c *node.Config) { c.Builder.Ledger.URL = "" }},
 		{"--builder-ledger-url", func(c *node.Config) { c.Builder.Ledger.URL = "ftp://x" }},
 		{"--builder-ledger", func(c *node.Config) { c.Builder.Ledger.Kind = "nope" }},
-		{"--builder-chain-id", func(c *node.Config) { c.Builder.ChainID = 0 }},
+		{"--builder-chain-id", func(c *node.Config) { c.Builder.Pool.ChainID = 0 }},
 		{"--bundle-size", func(c *node.Config) { c.Builder.BundleSize = 0 }},
 		{"--builder-cores", func(c *node.Config) { c.Builder.Cores = 0 }},
 		{"--bundle-max-versions", func(c *node.Config) { c.Builder.MaxVersions = 0 }},
 		{"--submit-window-open", func(c *node.Config) { c.Builder.WindowOpen, c.Builder.WindowClose = time.Second, 2*time.Second }},
 		{"--submit-backoff", func(c *node.Config) { c.Builder.SubmitBackoff = 0 }},
-		{"--pool-min-tip", func(c *node.Config) { c.Builder.MinTipWei = -1 }},
+		{"--pool-min-tip", func(c *node.Config) { c.Builder.Pool.MinTip = big.NewInt(-1) }},
+		{"--pool-max-tx-size", func(c *node.Config) { c.Builder.Pool.MaxTxSize = 1 << 20 }},
+		{"--pool-max-pending", func(c *node.Config) { c.Builder.Pool.Limits.MaxPending = 0 }},
+		{"--pool-ttl", func(c *node.Config) { c.Builder.Pool.Limits.TTL = 0 }},
 	} {
 		c := builderConfig()
 		tc.set(&c)
@@ -87,7 +90,7 @@ func TestBuilderLane_SimChainTakesATransactionFromRPCToAFinalizedBundle(t *testi
 	}
 	defer cl.Close()
 	key, _ := crypto.GenerateKey()
-	id := big.NewInt(c.Builder.ChainID)
+	id := big.NewInt(c.Builder.Pool.ChainID)
 	to := common.Address{0xde, 0xad}
 	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(id), &types.DynamicFeeTx{
 		ChainID: id, GasTipCap: big.NewInt(1e9), GasFeeCap: big.NewInt(2e9), Gas: 21000, To: &to, Value: big.NewInt(1),
@@ -99,9 +102,9 @@ func TestBuilderLane_SimChainTakesATransactionFromRPCToAFinalizedBundle(t *testi
 		t.Fatal(err)
 	}
 	for {
-		p, err := n.Store().PoolGet(ctx, c.Builder.ChainID, tx.Hash().Hex())
+		p, err := n.Store().PoolGet(ctx, c.Builder.Pool.ChainID, tx.Hash().Hex())
 		if err == nil && p.BundleBlock != nil {
-			b, err := n.Store().BundleGet(ctx, c.Builder.ChainID, uint64(*p.BundleBlock))
+			b, err := n.Store().BundleGet(ctx, c.Builder.Pool.ChainID, uint64(*p.BundleBlock))
 			if err == nil && b.State == store.BundleFinalized {
 				break
 			}

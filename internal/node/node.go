@@ -456,7 +456,7 @@ func (n *Node) Serve(ctx context.Context, ready func(addr string)) error {
 		running = append(running, "wallets", names, "wallet_ledger", n.cfg.Wallet.Ledger.Kind)
 	}
 	if n.builder != nil {
-		running = append(running, "builder_chain_id", n.cfg.Builder.ChainID, "builder_ledger", n.builderLedgerName())
+		running = append(running, "builder_chain_id", n.cfg.Builder.Pool.ChainID, "builder_ledger", n.builderLedgerName())
 	}
 	n.logger.Info("ledgerq: running", running...)
 

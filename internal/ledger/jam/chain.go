@@ -429,15 +429,15 @@ func (c *Chain) Refusals() []Execution {
 
 // NonceAt is the builder service's EVM state: sender's account nonce after
 // every executed block (0 before its first transaction). It is what the
-// builder's pool reads as the chain's nonce.
-func (c *Chain) NonceAt(ctx context.Context, sender common.Address) (uint64, error) {
+// builder's pool reads as the chain's nonce (ledger.PoolChain).
+func (c *Chain) NonceAt(ctx context.Context, sender ledger.Address) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.advanceLocked()
-	return c.nextNonce[sender], nil
+	return c.nextNonce[common.Address(sender)], nil
 }
 
 // Stats returns the counters.

@@ -99,10 +99,10 @@ func (c *Client) Log(ctx context.Context) (LogJSON, error) {
 }
 
 // NonceAt is GET /nonce: sender's nonce in the builder service's EVM state
-// (httpapi.PoolChain).
-func (c *Client) NonceAt(ctx context.Context, sender common.Address) (uint64, error) {
+// (ledger.PoolChain).
+func (c *Client) NonceAt(ctx context.Context, sender ledger.Address) (uint64, error) {
 	var out NonceJSON
-	err := c.get(ctx, "/nonce?address="+sender.Hex(), &out)
+	err := c.get(ctx, "/nonce?address="+common.Address(sender).Hex(), &out)
 	return out.Nonce, err
 }
 

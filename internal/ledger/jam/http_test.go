@@ -191,7 +191,7 @@ func TestClient_NonceAtIsTheSendersNonceAfterExecutedBlocks(t *testing.T) {
 	t.Parallel()
 	b := setup(t, jam.Config{})
 	c := serve(t, b)
-	from := crypto.PubkeyToAddress(b.key.PublicKey)
+	from := ledger.Address(crypto.PubkeyToAddress(b.key.PublicKey))
 	if n, err := c.NonceAt(ctx, from); err != nil || n != 0 {
 		t.Fatalf("NonceAt before any block = %d, %v; want 0", n, err)
 	}

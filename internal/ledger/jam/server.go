@@ -116,7 +116,7 @@ func (s *server) nonce(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	addr := common.HexToAddress(a)
-	n, err := s.c.NonceAt(r.Context(), addr)
+	n, err := s.c.NonceAt(r.Context(), ledger.Address(addr))
 	if err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, ErrorJSON{Reason: "unavailable", Message: err.Error()})
 		return

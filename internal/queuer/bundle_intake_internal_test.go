@@ -1,4 +1,4 @@
-package httpapi
+package queuer
 
 import (
 	"math/big"
@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The pool checks transactions as geth's own pool does (seed 000's size,
+// The pool checks transactions as geth's own pool does (the size,
 // minimum price, gas and value rules among them): for each case, checkPoolTx
 // and go-ethereum's core/txpool.ValidateTransaction, on the same rules,
 // accept it or refuse it with the same message.
