@@ -173,7 +173,7 @@ func printDevWallet(w io.Writer, addr string, dev keystore.DevWallet, token stri
 ledgerq dev: its API key (kept in the data directory) is %s
 Send 1 wei and wait until the transaction is mined:
   curl -sS -X POST http://%s/v1/wallets/%s/send-tx -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"to":"0x000000000000000000000000000000000000dEaD","value":"1"}'
-Or fire and forget, then poll the task (seed 004's status endpoint) until "status":"Done":
+Or fire and forget, then poll the task's status (the Hathor headless wallet's status route) until "status":"Done":
   curl -sS -X POST 'http://%s/v1/wallets/%s/send-tx?task=true' -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"to":"0x000000000000000000000000000000000000dEaD","value":"1"}'
   curl -sS http://%s/wallet/tasks/send-tx/TASK_ID -H 'X-Wallet-ID: %s' -H 'Authorization: Bearer %s'
 `, devWalletName, dev.Address.Hex(), devChainID, dev.Spec.Path, token,
