@@ -12,8 +12,8 @@ import (
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/jam"
-	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/monitor"
+	"github.com/ledgerq/ledgerq/internal/notify"
 	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/submitter"
 )
@@ -159,9 +159,8 @@ func (n *Node) buildBuilderLane(ctx context.Context) error {
 	lane := &builderLane{ledger: led, poolChain: pc, closeLed: closeLed}
 	n.builder = lane
 	loops := n.cfg.Loops
-	deps := loop.Deps{Clock: n.clock, Logger: n.logger, Metrics: n.metrics}
 	if loops.Queuer {
-		lane.bundler = queuer.NewBundler(n.store, led, deps, queuer.BundlerConfig{
+		lane.bundler = queuer.NewBundler(n.store, led, n.deps(notify.BundleQueuer), queuer.BundlerConfig{
 			ChainID: b.Pool.ChainID, PollInterval: loops.PollInterval, DBTimeout: loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
 			BundleSize: b.BundleSize, MaxQueued: b.MaxQueued, MaxBundles: b.MaxQueued, Cores: b.Cores,
 		})
@@ -173,14 +172,14 @@ func (n *Node) buildBuilderLane(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("builder lane: %w", err)
 		}
-		lane.submitter = submitter.NewBundleSubmitter(n.store, led, deps, submitter.BundleConfig{
+		lane.submitter = submitter.NewBundleSubmitter(n.store, led, n.deps(notify.BundleSubmitter), submitter.BundleConfig{
 			ChainID: b.Pool.ChainID, PollInterval: loops.PollInterval, DBTimeout: loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
 			Cores: b.Cores, WindowOpen: b.WindowOpen, WindowClose: b.WindowClose,
 			MinBackoff: b.SubmitBackoff, MaxBackoff: b.SubmitBackoffMax,
 		})
 	}
 	if loops.Monitor {
-		lane.monitor = monitor.NewBundleMonitor(n.store, led, deps, monitor.BundleConfig{
+		lane.monitor = monitor.NewBundleMonitor(n.store, led, n.deps(notify.BundleMonitor), monitor.BundleConfig{
 			ChainID: b.Pool.ChainID, PollInterval: loops.PollInterval, DBTimeout: loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
 			BlocksPerRound: 64, FinalityDepth: b.FinalityDepth, GuaranteeTimeout: b.GuaranteeTimeout,
 			MaxVersions: b.MaxVersions, SweepSenders: 100,

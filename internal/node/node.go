@@ -112,22 +112,18 @@ func (n *Node) build(ctx context.Context) error {
 	}
 	n.batchLedger = metrics.BatchLedger(l, n.metrics)
 	n.listener = notify.NewListener(c.DatabaseURL, n.logger)
-	deps := func(channel string) loop.Deps {
-		return loop.Deps{Clock: n.clock, Logger: n.logger, Metrics: n.metrics, Wake: n.listener.Subscribe(channel)}
-	}
 	if c.Loops.Queuer {
-		n.batchQueuer = queuer.NewBatchQueuer(n.store, deps(notify.BatchQueuer), c.BatchQueuerConfig())
+		n.batchQueuer = queuer.NewBatchQueuer(n.store, n.deps(notify.BatchQueuer), c.BatchQueuerConfig())
 	}
 	if c.Loops.Submitter {
 		for range c.Batch.Submitters {
-			n.batchSubmitters = append(n.batchSubmitters, submitter.NewBatchSubmitter(n.store, n.batchLedger, deps(notify.BatchSubmitter), c.BatchSubmitterConfig()))
+			n.batchSubmitters = append(n.batchSubmitters, submitter.NewBatchSubmitter(n.store, n.batchLedger, n.deps(notify.BatchSubmitter), c.BatchSubmitterConfig()))
 		}
 	}
 	if c.Loops.Monitor {
-		n.batchMonitor = monitor.NewBatchMonitor(n.store, n.batchLedger, deps(notify.BatchMonitor), c.BatchMonitorConfig())
+		n.batchMonitor = monitor.NewBatchMonitor(n.store, n.batchLedger, n.deps(notify.BatchMonitor), c.BatchMonitorConfig())
 		if c.Batch.RetentionAge > 0 {
-			n.batchRetention = monitor.NewBatchRetention(n.store,
-				loop.Deps{Clock: n.clock, Logger: n.logger, Metrics: n.metrics}, c.BatchRetentionConfig())
+			n.batchRetention = monitor.NewBatchRetention(n.store, n.deps(""), c.BatchRetentionConfig())
 		}
 	}
 	if err := n.buildWalletLane(ctx); err != nil {
@@ -159,6 +155,16 @@ func (n *Node) build(ctx context.Context) error {
 			return out, err
 		}, n.clock, 2*time.Second, n.logger)
 	return nil
+}
+
+// deps are a service's dependencies; a channel (one of package notify's)
+// wakes it when another process creates work for it.
+func (n *Node) deps(channel string) loop.Deps {
+	d := loop.Deps{Clock: n.clock, Logger: n.logger, Metrics: n.metrics}
+	if channel != "" {
+		d.Wake = n.listener.Subscribe(channel)
+	}
+	return d
 }
 
 // wireBatchLane lets the batch lane's services of this process hand each

@@ -17,7 +17,6 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
-	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/notify"
 	"github.com/ledgerq/ledgerq/internal/queuer"
@@ -185,7 +184,7 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 			return err
 		}
 	}
-	deps := loop.Deps{Clock: n.clock, Logger: n.logger, Metrics: n.metrics}
+	deps := n.deps("")
 	ec := w.laneConfig(n)
 	if n.cfg.Loops.Submitter {
 		job, err := workers.NewWalletJob(n.store, led, lane.wallets, ec, workers.WalletSteps{
@@ -195,9 +194,7 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		wake := deps
-		wake.Wake = n.listener.Subscribe(notify.Shards)
-		if lane.scheduler, err = workers.NewScheduler(n.store, wake, w.Shards, map[string]workers.Job{workers.WalletKind: job}); err != nil {
+		if lane.scheduler, err = workers.NewScheduler(n.store, n.deps(notify.Shards), w.Shards, map[string]workers.Job{workers.WalletKind: job}); err != nil {
 			return err
 		}
 	}
@@ -211,7 +208,7 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 		}
 		wc := w.Webhooks
 		wc.DBTimeout = min(wc.DBTimeout, n.cfg.Loops.DBTimeout)
-		if lane.webhooks, err = monitor.NewWebhookDeliverer(n.store, deps, wc); err != nil {
+		if lane.webhooks, err = monitor.NewWebhookDeliverer(n.store, n.deps(notify.WalletWebhooks), wc); err != nil {
 			return fmt.Errorf("wallet lane: %w", err)
 		}
 		if w.RetentionAge > 0 {

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/notify"
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
 
@@ -292,7 +293,7 @@ func (s *Store) BundleCut(ctx context.Context, p BundleCutParams) ([]Bundle, err
 			last = ledger.BlockRef{Number: number, Hash: hash}
 			queued++
 		}
-		return nil
+		return wakeAll(ctx, q, wakeIf{len(cut) > 0, notify.BundleSubmitter})
 	})
 	if err != nil {
 		return nil, err
@@ -479,7 +480,7 @@ func (s *Store) BundleSubmitResult(ctx context.Context, p BundleSubmitResultPara
 			return fmt.Errorf("recording the outcome of package %s: %w", pkg, err)
 		}
 		if p.Err == nil || class == ledger.Indeterminate {
-			return nil
+			return wake(ctx, q, notify.BundleMonitor)
 		}
 		if _, err := q.CoreLockOf(ctx, dbsqlc.CoreLockOfParams{ChainID: p.ChainID, BundleIds: []int64{v.BundleID}}); err != nil {
 			return fmt.Errorf("locking the core of bundle %d: %w", v.Number, err)
@@ -507,7 +508,7 @@ func (s *Store) BundleSubmitResult(ctx context.Context, p BundleSubmitResultPara
 		if _, err := q.CoreFree(ctx, dbsqlc.CoreFreeParams{Now: p.Now, ChainID: p.ChainID, BundleIds: []int64{v.BundleID}}); err != nil {
 			return fmt.Errorf("freeing the core of bundle %d: %w", v.Number, err)
 		}
-		return nil
+		return wake(ctx, q, notify.BundleSubmitter)
 	})
 }
 
@@ -657,6 +658,9 @@ func applyGuarantee(ctx context.Context, q *dbsqlc.Queries, chainID int64, h led
 			if _, err := q.CoreFree(ctx, dbsqlc.CoreFreeParams{Now: now, ChainID: chainID, BundleIds: []int64{v.BundleID}}); err != nil {
 				return fmt.Errorf("freeing the core of bundle %d: %w", v.Number, err)
 			}
+			if err := wake(ctx, q, notify.BundleSubmitter); err != nil {
+				return err
+			}
 		}
 		if _, err := q.BundleVersionSetGuaranteed(ctx, dbsqlc.BundleVersionSetGuaranteedParams{Slot: slot, PackageHash: h.Hex()}); err != nil {
 			return fmt.Errorf("recording the guarantee of package %s: %w", h.Hex(), err)
@@ -711,7 +715,7 @@ func bundleRequeue(ctx context.Context, q *dbsqlc.Queries, chainID, id int64, ve
 	if _, err := q.CoreFree(ctx, dbsqlc.CoreFreeParams{Now: now, ChainID: chainID, BundleIds: []int64{id}}); err != nil {
 		return false, fmt.Errorf("freeing the core of bundle %d: %w", id, err)
 	}
-	return true, nil
+	return true, wake(ctx, q, notify.BundleSubmitter)
 }
 
 // BundleRetryTimedOutParams is one guarantee-timeout round.
@@ -833,7 +837,7 @@ func (s *Store) bundleDrop(ctx context.Context, p BundleRetryTimedOutParams, r d
 		if _, err := q.BundleTxReturn(ctx, dbsqlc.BundleTxReturnParams{Now: p.Now, BundleIds: all}); err != nil {
 			return fmt.Errorf("returning the transactions of dropped bundles to the pool: %w", err)
 		}
-		return nil
+		return wakeAll(ctx, q, wakeIf{true, notify.BundleSubmitter}, wakeIf{true, notify.BundleQueuer})
 	})
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ledgerq/ledgerq/internal/notify"
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
 
@@ -310,6 +311,11 @@ func (s *Store) poolAddOnce(ctx context.Context, p PoolAddParams) (PoolAddResult
 			if err := poolCheckLimits(ctx, q, tx.ChainID, p, plan); err != nil {
 				return err
 			}
+		}
+		// A transaction the queuer may cut now: the bundle queuers hear of it
+		// at the commit.
+		if err := wakeAll(ctx, q, wakeIf{plan.state == PoolPending || len(plan.promote) > 0, notify.BundleQueuer}); err != nil {
+			return err
 		}
 		stored := tx
 		stored.GasFeeCap, stored.GasTipCap, stored.Value = new(big.Int).Set(tx.GasFeeCap), new(big.Int).Set(tx.GasTipCap), new(big.Int).Set(tx.Value)

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/notify"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
@@ -161,4 +162,78 @@ func TestBatchRecordStatuses_IsOneTransactionEvenInOneRoundTrip(t *testing.T) {
 	require.ErrorContains(t, err, "admission refused by the test")
 	require.Equal(t, store.BatchStatusPending, rows.Get("a1").Status, "the status recorded before the failed admission is rolled back")
 	require.Empty(t, rows.QueuedIDs())
+}
+
+// The builder lane's transactions wake the role they made work for: a
+// pending transaction the queuer (it may cut a bundle), a queued bundle or a
+// freed core the submitter, a sent version the monitor; and nothing else.
+func TestBuilderLane_WakesEachRoleOnlyWhenItMadeWorkForIt(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	conn := listen(t, db.URL, notify.BundleQueuer, notify.BundleSubmitter, notify.BundleMonitor)
+	f := newBundleFixture(t, db.Store)
+	pool := newPoolFixture(t, db.Store)
+	pool.now = f.now
+
+	pool.mustAdd(poolTx(1, 1, 2_000_000_000, 1_000_000_000))
+	require.Empty(t, woken(t, db, conn), "a nonce gap: nothing to cut")
+	pool.mustAdd(poolTx(1, 0, 2_000_000_000, 1_000_000_000))
+	require.Equal(t, []string{notify.BundleQueuer}, woken(t, db, conn), "pending, and its successor promoted")
+	pool.mustAdd(poolTx(1, 2, 2_000_000_000, 1_000_000_000))
+	require.Equal(t, []string{notify.BundleQueuer}, woken(t, db, conn))
+
+	require.Len(t, f.cut(1, 10, 3), 3) // 42, 43, 44
+	require.Equal(t, []string{notify.BundleSubmitter}, woken(t, db, conn))
+	require.Empty(t, f.cut(1, 10, 3))
+	require.Empty(t, woken(t, db, conn), "nothing cut")
+
+	c42 := f.mustClaim(42)
+	require.Empty(t, woken(t, db, conn), "a claim makes no work for another role")
+	f.result(c42, nil)
+	require.Equal(t, []string{notify.BundleMonitor}, woken(t, db, conn), "sent: the monitor follows it")
+	c43 := f.mustClaim(43)
+	f.result(c43, ledger.NewError(ledger.Transient, "busy", nil))
+	require.Equal(t, []string{notify.BundleSubmitter}, woken(t, db, conn), "refused: queued again, its core free")
+
+	f.block(nil, nil)
+	require.Empty(t, woken(t, db, conn), "an empty block frees nothing")
+	f.block([]ledger.Hash{c42.PackageHash()}, nil)
+	require.Equal(t, []string{notify.BundleSubmitter}, woken(t, db, conn), "guaranteed: its core is free")
+
+	f.now = f.now.Add(time.Hour)
+	c := f.claim()
+	require.NotNil(t, c)
+	f.now = f.now.Add(bundleTimeout)
+	woken(t, db, conn)
+	require.Len(t, f.timeouts(3).Requeued, 1)
+	require.Equal(t, []string{notify.BundleSubmitter}, woken(t, db, conn), "timed out: requeued, its core free")
+	f.mustClaim(c.Bundle.Number)
+	f.now = f.now.Add(bundleTimeout)
+	for f.head < c.Package.Anchor.Number+ledger.RecentHistorySize {
+		f.block(nil, nil)
+	}
+	woken(t, db, conn)
+	require.NotEmpty(t, f.timeouts(2).Dropped)
+	require.ElementsMatch(t, []string{notify.BundleSubmitter, notify.BundleQueuer}, woken(t, db, conn),
+		"dropped: its transactions are pending again and its core is free")
+}
+
+// A task's transition that stores webhook deliveries wakes the deliverers;
+// one that stores none (no endpoint subscribed) does not.
+func TestWebhookEmit_WakesTheDeliverersOnlyWhenItStoredADelivery(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	conn := listen(t, db.URL, notify.WalletWebhooks)
+	now := testfactory.Start()
+	ev := store.WebhookEvent{Wallet: "alpha", Type: store.WebhookSubmitted, TaskID: "t1"}
+	n, err := db.Store.WebhookEmit(t.Context(), now, ev)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Empty(t, woken(t, db, conn), "no endpoint: nothing to deliver")
+	_, err = db.Store.WebhookEndpointCreate(t.Context(), store.WebhookEndpointCreateParams{Now: now, Wallet: "alpha", URL: "https://example.test/hook"})
+	require.NoError(t, err)
+	n, err = db.Store.WebhookEmit(t.Context(), now, ev)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	require.Equal(t, []string{notify.WalletWebhooks}, woken(t, db, conn))
 }

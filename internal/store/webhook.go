@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ledgerq/ledgerq/internal/notify"
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
 
@@ -280,7 +281,7 @@ func emitWebhookEvents(ctx context.Context, q *dbsqlc.Queries, now time.Time, ev
 	if err != nil {
 		return 0, fmt.Errorf("emitting %d webhook events: %w", len(events), err)
 	}
-	return n, nil
+	return n, wakeAll(ctx, q, wakeIf{n > 0, notify.WalletWebhooks})
 }
 
 // WebhookOutboxEvent is one event in the outbox, addressed to one endpoint.
