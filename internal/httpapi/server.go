@@ -9,9 +9,7 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -335,59 +333,6 @@ func (s *Server) handleError(err error, c echo.Context) {
 	if err := c.JSON(status, apigen.Error{Success: false, Message: msg}); err != nil {
 		s.logger.Debug("httpapi: writing error response", "error", err)
 	}
-}
-
-// decodeJSON decodes the body strictly: unknown fields and trailing data are
-// refused, and a body over the limit is 413. Text that encoding/json would
-// quietly turn into U+FFFD is refused too (checkJSONText): "svc\xff" and
-// "svc\xfe" would be one service.
-func decodeJSON(c echo.Context, v any) error {
-	body, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		return jsonError(err)
-	}
-	if err := checkJSONText(body); err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errorf(http.StatusBadRequest, "request body must hold one JSON value")
-	}
-	return nil
-}
-
-func jsonError(err error) error {
-	var syntaxErr *json.SyntaxError
-	var typeErr *json.UnmarshalTypeError
-	var maxErr *http.MaxBytesError
-	var httpErr *echo.HTTPError
-	switch {
-	case errors.As(err, &maxErr):
-		return errorf(http.StatusRequestEntityTooLarge, "request body is larger than %d bytes", maxErr.Limit)
-	case errors.As(err, &httpErr):
-		// echo's body limit, from the reader of a body without a
-		// Content-Length (one with it is refused before the handler): the
-		// same answer either way.
-		return httpErr
-	case errors.Is(err, io.EOF):
-		return errorf(http.StatusBadRequest, "request body is empty")
-	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
-		return errorf(http.StatusBadRequest, "malformed JSON: %v", err)
-	case errors.As(err, &typeErr):
-		field := typeErr.Field
-		if field == "" {
-			field = "body"
-		}
-		return errorf(http.StatusBadRequest, "field %s: must be %s, got %s", field, jsonTypeName(typeErr.Type.Kind().String()), typeErr.Value)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		// encoding/json has no typed error for unknown fields.
-		return errorf(http.StatusBadRequest, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
-	}
-	return errorf(http.StatusBadRequest, "invalid JSON body: %v", err)
 }
 
 func jsonTypeName(kind string) string {
