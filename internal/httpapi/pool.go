@@ -37,12 +37,12 @@ func (e *poolError) Error() string { return e.msg }
 func (e *poolError) ErrorCode() int { return e.code }
 
 // JSON-RPC error codes: geth answers every transaction pool refusal with
-// -32000; limits get EIP-1474's "limit exceeded" so that clients can tell a
-// full pool from a bad transaction.
+// -32000, a full pool and the account limit included. Clients react to the
+// message, and some to the code: EIP-1474's -32005 ("limit exceeded") is
+// what rate-limited RPC providers answer, and viem retries it without end.
 const (
-	rpcCodeRefused       = -32000
-	rpcCodeLimitExceeded = -32005
-	rpcCodeInternal      = -32603
+	rpcCodeRefused  = -32000
+	rpcCodeInternal = -32603
 )
 
 func poolRefusal(status int, format string, args ...any) *poolError {
@@ -112,7 +112,7 @@ func poolStoreError(err error) error {
 	case errors.As(err, &low), errors.Is(err, store.ErrPoolReplaceUnderpriced):
 		return poolRefusal(http.StatusConflict, "%s", err.Error())
 	case errors.As(err, &acct), errors.Is(err, store.ErrPoolFull):
-		return &poolError{status: http.StatusTooManyRequests, code: rpcCodeLimitExceeded, msg: err.Error()}
+		return &poolError{status: http.StatusTooManyRequests, code: rpcCodeRefused, msg: err.Error()}
 	}
 	return err
 }

@@ -127,7 +127,7 @@ func TestRPC_RefusalsAreGethsErrorsWordForWord(t *testing.T) {
 
 	require.NoError(t, ec.SendTransaction(ctx, dynTx(t, newKey(t), 0, 2, 1)))
 	code, msg = rpcErr(t, ec.SendTransaction(ctx, dynTx(t, newKey(t), 0, 2, 1)))
-	require.Equal(t, -32005, code, "a full pool is EIP-1474's limit exceeded")
+	require.Equal(t, -32000, code, "a full pool is -32000 in geth: -32005 is a rate limit that viem retries forever")
 	require.Equal(t, "txpool is full", msg)
 
 	_, msg = rpcErr(t, ec.SendTransaction(ctx, signTx(t, key, 1, &types.DynamicFeeTx{ChainID: big.NewInt(1), Nonce: 2,

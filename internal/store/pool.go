@@ -46,6 +46,11 @@ const (
 	// PoolDropStale: the chain's nonce for the sender passed it, so it can
 	// never run.
 	PoolDropStale = "stale"
+	// PoolDropEvicted: its sender was at the account limit and sent a
+	// transaction with a lower nonce, nearer to running: the highest queued
+	// nonce makes room for it, as geth truncates an account's queue from the
+	// top, so that no sender is stranded behind its own nonce gap.
+	PoolDropEvicted = "evicted"
 )
 
 // PoolTx is one row of ledgerq.pool_txs: the transaction as PoolAdd took it,
@@ -188,6 +193,9 @@ type PoolAddResult struct {
 	Tx PoolTx
 	// Replaced is the hash of the transaction it replaced, if any.
 	Replaced string
+	// Evicted is the hash of the sender's queued transaction it made room
+	// for itself by dropping (at the account limit), if any.
+	Evicted string
 	// Promoted counts the sender's queued transactions that became pending
 	// with it (their gap closed).
 	Promoted int
@@ -215,7 +223,10 @@ var errPoolMoved = errors.New("pool transaction changed state during intake")
 //     replaced), else ErrPoolReplaceUnderpriced;
 //   - the sender's next nonce: pending, and its queued successors without a
 //     gap become pending with it; a higher nonce: queued;
-//   - more than MaxPerSender pending and queued: *PoolAccountLimitError;
+//   - more than MaxPerSender pending and queued: the sender's highest
+//     queued transaction is dropped (evicted) if its nonce is above the new
+//     one's, so the transaction that fills a gap always finds room; else
+//     *PoolAccountLimitError;
 //     more than MaxPending or MaxQueued on the chain: ErrPoolFull. The
 //     global count runs under the chain's row lock (pool_chains), taken
 //     last and held to commit, so the limits are exact across processes.
@@ -319,7 +330,7 @@ func (s *Store) poolAddOnce(ctx context.Context, p PoolAddParams) (PoolAddResult
 		}
 		stored := tx
 		stored.GasFeeCap, stored.GasTipCap, stored.Value = new(big.Int).Set(tx.GasFeeCap), new(big.Int).Set(tx.GasTipCap), new(big.Int).Set(tx.Value)
-		res = PoolAddResult{Replaced: plan.replace.hash, Promoted: len(plan.promote), Tx: PoolTx{
+		res = PoolAddResult{Replaced: plan.replace.hash, Evicted: plan.evict.hash, Promoted: len(plan.promote), Tx: PoolTx{
 			NewPoolTx: stored, State: plan.state,
 			ReceivedAt: p.Now.UTC(), ExpiresAt: p.Now.Add(p.Limits.TTL).UTC(), UpdatedAt: p.Now.UTC(),
 		}}
@@ -342,6 +353,17 @@ func applyPoolPlan(ctx context.Context, q *dbsqlc.Queries, p PoolAddParams, tx N
 			return fmt.Errorf("dropping stale pool transactions of %s: %w", tx.Sender, err)
 		}
 		if n != int64(len(plan.stale)) {
+			return errPoolMoved
+		}
+	}
+	if plan.evict.hash != "" {
+		n, err := q.PoolTxDrop(ctx, dbsqlc.PoolTxDropParams{
+			DropReason: PoolDropEvicted, Now: p.Now, ChainID: tx.ChainID, TxHashes: []string{plan.evict.hash},
+		})
+		if err != nil {
+			return fmt.Errorf("evicting pool transaction %s of %s: %w", plan.evict.hash, tx.Sender, err)
+		}
+		if n != 1 {
 			return errPoolMoved
 		}
 	}
@@ -454,6 +476,9 @@ type poolPlan struct {
 	replace poolSlot
 	// stale are waiting transactions below the chain's nonce, to drop.
 	stale []string
+	// evict is the queued transaction dropped to make room at the account
+	// limit (hash "" for none).
+	evict poolSlot
 	// promote are queued transactions that become pending; demote pending
 	// ones behind a gap that wait again.
 	promote, demote []string
@@ -510,7 +535,12 @@ func planPoolAdd(slots []poolSlot, base uint64, in poolSlot, maxPerSender int) (
 		}
 		plan.replace = old
 	} else if waiting >= maxPerSender {
-		return poolPlan{}, &PoolAccountLimitError{Pooled: waiting}
+		top, ok := highestQueued(byNonce)
+		if !ok || top.nonce < in.nonce {
+			return poolPlan{}, &PoolAccountLimitError{Pooled: waiting}
+		}
+		plan.evict = top
+		delete(byNonce, top.nonce)
 	}
 	in.state = ""
 	byNonce[in.nonce] = in
@@ -553,6 +583,18 @@ func planPoolAdd(slots []poolSlot, base uint64, in poolSlot, maxPerSender int) (
 	plan.grows.pending = after.pending > before.pending
 	plan.grows.queued = after.queued > before.queued
 	return plan, nil
+}
+
+// highestQueued returns the queued transaction with the highest nonce.
+func highestQueued(byNonce map[uint64]poolSlot) (poolSlot, bool) {
+	var top poolSlot
+	found := false
+	for n, sl := range byNonce {
+		if sl.state == PoolQueued && (!found || n > top.nonce) {
+			top, found = sl, true
+		}
+	}
+	return top, found
 }
 
 // outbids reports whether in may replace old: geth's default price bump, fee cap and tip both at least 110 % of the old ones.

@@ -235,6 +235,44 @@ func TestPool_PerSenderLimitRefusesTheSeventeenthAndAllowsReplacements(t *testin
 	f.mustAdd(poolTx(1, 40, 10, 10))
 }
 
+// No sender is stranded behind its own nonce gap: with nonces 1..16 in the
+// pool (its limit, all queued behind the missing 0), nonce 0 is taken and
+// the highest queued nonce makes room for it, as geth truncates an
+// account's queue from the top. A transaction further from running than
+// all the queued ones is still refused.
+func TestPool_AtTheAccountLimitTheGapFillerEvictsTheHighestQueuedNonce(t *testing.T) {
+	t.Parallel()
+	f := newPoolFixture(t, testdb.NewTx(t))
+	for n := uint64(1); n <= 16; n++ {
+		f.mustAdd(poolTx(1, n, 10, 10))
+	}
+	_, err := f.add(poolTx(1, 17, 10, 10))
+	require.EqualError(t, err, "account limit exceeded: pooled 16 txs", "above every queued nonce: no room is made")
+
+	top := poolTx(1, 16, 10, 10)
+	res := f.mustAdd(poolTx(1, 0, 10, 10))
+	require.Equal(t, store.PoolPending, res.Tx.State)
+	require.Equal(t, top.Hash, res.Evicted)
+	require.Equal(t, 15, res.Promoted)
+	want := []string{}
+	for n := range 16 {
+		want = append(want, fmt.Sprintf("%d:pending", n))
+	}
+	require.Equal(t, want, f.states(1))
+	evicted := f.get(top.Hash)
+	require.Equal(t, store.PoolDropped, evicted.State)
+	require.Equal(t, store.PoolDropEvicted, evicted.DropReason)
+
+	// A queued transaction nearer to running also takes the highest
+	// queued one's place.
+	for n := uint64(2); n <= 17; n++ {
+		f.mustAdd(poolTx(2, n, 10, 10))
+	}
+	res = f.mustAdd(poolTx(2, 1, 10, 10))
+	require.Equal(t, store.PoolQueued, res.Tx.State)
+	require.Equal(t, poolTx(2, 17, 10, 10).Hash, res.Evicted)
+}
+
 func TestPool_GlobalLimitsRefuseAFullPoolAndStoreNothing(t *testing.T) {
 	t.Parallel()
 	f := newPoolFixture(t, testdb.NewTx(t))
@@ -395,20 +433,22 @@ func TestPool_LimitsStayExactUnderConcurrentIntakeFromSeveralProcesses(t *testin
 			t.Fatalf("intake of %s nonce %d failed: %v", o.tx.Sender, o.tx.Nonce, o.err)
 		}
 	}
-	var pending, queued, sender0, liveDup int
+	var pending, queued, evicted, sender0, liveDup int
 	require.NoError(t, db.Store.DB().QueryRow(ctx, `
 		SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'queued'),
+		       count(*) FILTER (WHERE drop_reason = 'evicted'),
 		       count(*) FILTER (WHERE sender = $1 AND state IN ('pending', 'queued'))
-		FROM ledgerq.pool_txs`, poolSender(0)).Scan(&pending, &queued, &sender0))
+		FROM ledgerq.pool_txs`, poolSender(0)).Scan(&pending, &queued, &evicted, &sender0))
 	require.NoError(t, db.Store.DB().QueryRow(ctx, `
 		SELECT count(*) FROM (SELECT sender, nonce FROM ledgerq.pool_txs WHERE state IN ('pending', 'queued', 'included')
 		GROUP BY sender, nonce HAVING count(*) > 1) d`).Scan(&liveDup))
-	t.Logf("admitted %d of %d intakes: %d pending, %d queued, sender 0 holds %d", admitted, len(txs), pending, queued, sender0)
+	t.Logf("admitted %d of %d intakes: %d pending, %d queued, %d evicted, sender 0 holds %d", admitted, len(txs), pending, queued, evicted, sender0)
 	require.LessOrEqual(t, pending, limits.MaxPending)
 	require.LessOrEqual(t, queued, limits.MaxQueued)
 	require.LessOrEqual(t, sender0, limits.MaxPerSender)
 	require.Zero(t, liveDup, "a nonce live twice")
-	require.Equal(t, admitted, pending+queued, "every admitted transaction is in the pool (none was replaced: equal fees)")
+	require.Equal(t, admitted, pending+queued+evicted,
+		"every admitted transaction is in the pool or made room for a lower nonce of its sender (none was replaced: equal fees)")
 
 	// Every sender's pending transactions are a gap-free run from 0, and
 	// its queued ones follow a gap.
