@@ -52,7 +52,7 @@ type Batch struct {
 	// CreatedAt defaults to an hour before now.
 	CreatedAt time.Time
 	Submitted bool
-	// Status is the seed's batch_status; BatchStatusNone is NULL (never sent).
+	// Status is the batch's status; BatchStatusNone is NULL (never sent).
 	Status store.BatchStatus
 	// Attempts defaults to 1 when Status is set.
 	Attempts int
