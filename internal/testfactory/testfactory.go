@@ -17,10 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/stretchr/testify/require"
 )
 
 // Start is when the fake clocks of rule tests start: a fixed time, so a
