@@ -1,5 +1,5 @@
 // Command ledgerq is a durable submission queue in front of a ledger. See
-// README.md and DESIGN.md.
+// README.md and docs/design.md.
 package main
 
 import (

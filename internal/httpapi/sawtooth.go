@@ -1,6 +1,6 @@
 package httpapi
 
-// The Sawtooth drop-in (DESIGN §2.1): POST /batches, and GET and POST
+// The Sawtooth drop-in: POST /batches, and GET and POST
 // /batch_statuses, answer as Hyperledger Sawtooth's REST API does, so that a
 // Sawtooth client can post its BatchList to ledgerq instead of a validator
 // and poll ledgerq for the outcome. The batches land in ledgerq's batch lane

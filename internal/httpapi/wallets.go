@@ -20,8 +20,9 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
-// The wallet lane's routes (seed 004, DESIGN §2.3): send-tx tasks, stored
-// for the wallet's worker, which signs and sends them in queue order.
+// The wallet lane's routes: send-tx tasks, queued per wallet as the Hathor
+// headless wallet's send-tx queue does, stored for the wallet's worker, which
+// signs and sends them in queue order.
 
 const (
 	// maxTxData is the most call data a task carries (the table's
@@ -122,8 +123,8 @@ func (s *Server) SendTx(c echo.Context, walletName string, params apigen.SendTxP
 // awaitTask reads task again until it has ended, the wait is over
 // (TaskMaxWait, or StopWaiting), or the client goes away. It returns the
 // task as last read. When the client goes away and cancel is set, a task
-// still waiting is cancelled (seed 004: the task is aborted if the client
-// disconnects); an executing one is not, as its transaction may be out.
+// still waiting is cancelled (a task is aborted if its client disconnects);
+// an executing one is not, as its transaction may be out.
 func (s *Server) awaitTask(ctx context.Context, task store.Task, cancel bool) (store.Task, error) {
 	if s.cfg.TaskMaxWait <= 0 {
 		return task, nil
@@ -362,9 +363,10 @@ func (s *Server) ListWalletTasks(c echo.Context, walletName string, params apige
 	return c.JSON(http.StatusOK, page)
 }
 
-// GetSendTxTaskStatus answers seed 004's GET /wallet/tasks/send-tx/{taskId}
-// with X-Wallet-ID: exactly the seed's object, written without a trailing
-// newline, so a client that compares bytes gets what the seed shows.
+// GetSendTxTaskStatus answers the Hathor headless wallet's GET
+// /wallet/tasks/send-tx/{taskId} with X-Wallet-ID: exactly the headless
+// wallet's object, written without a trailing newline, so a client that
+// compares bytes gets what the headless wallet sends.
 func (s *Server) GetSendTxTaskStatus(c echo.Context, id string, params apigen.GetSendTxTaskStatusParams) error {
 	task, err := s.readTask(c, params.XWalletID, "header X-Wallet-ID", id, "path parameter taskId")
 	if err != nil {

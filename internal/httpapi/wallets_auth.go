@@ -11,7 +11,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
-// The wallet routes' access rules (DESIGN §2.3, §4):
+// The wallet routes' access rules:
 //   - every operation the document marks with a security requirement needs
 //     a valid API key, as Authorization: Bearer <key> or X-API-Key: <key>
 //     (the Hathor headless wallet's clients send the latter); both may be

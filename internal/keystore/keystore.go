@@ -22,9 +22,9 @@ import (
 
 // Keystore wallets: ledgerq signs with go-ethereum keystore files (Web3
 // Secret Storage, encrypted JSON), unlocked at start by a passphrase from the
-// environment or a file (DESIGN §2.3). The private key lives only in the
-// process's memory: it is never written to the database or a log, and no
-// exported value of this package prints it.
+// environment or a file. The private key lives only in the process's memory:
+// it is never written to the database or a log, and no exported value of this
+// package prints it.
 //
 // Configuration (the flags the commands register):
 //

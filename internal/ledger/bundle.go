@@ -9,10 +9,11 @@ import (
 	"golang.org/x/crypto/sha3"
 )
 
-// The builder lane (seed 000, DESIGN §2.2) hands EVM blocks ("bundles") to a
-// JAM chain as work packages. This file is what the lane needs from that chain:
-// its timeslots and recent blocks (for anchors), work-package submission, and
-// the blocks it produced (for guarantees and accumulations).
+// The builder lane (docs/design.md, "The builder lane") hands EVM blocks
+// ("bundles") to a JAM chain as work packages. This file is what the lane
+// needs from that chain: its timeslots and recent blocks (for anchors),
+// work-package submission, and the blocks it produced (for guarantees and
+// accumulations).
 
 // Hash is a 32-byte JAM or EVM hash.
 type Hash [32]byte
@@ -32,7 +33,7 @@ func ParseHash(s string) (Hash, bool) {
 	return h, true
 }
 
-// JAM's constants as seed 000 uses them.
+// JAM's constants as the builder lane uses them.
 const (
 	// RecentHistorySize is how many recent blocks a work package may anchor to.
 	RecentHistorySize = 8
@@ -176,9 +177,9 @@ func AnchorExpired(anchorSlot, slot uint64) bool {
 	return slot >= anchorSlot+RecentHistorySize
 }
 
-// AnchorOffset is seed 000's dynamic anchor offset: how many slots behind the
-// head a bundle with ahead bundles queued before it anchors, so later bundles
-// get fresher anchors (8 − 2 − ahead/cores, at least 1).
+// AnchorOffset is the builder lane's dynamic anchor offset: how many slots
+// behind the head a bundle with ahead bundles queued before it anchors, so
+// later bundles get fresher anchors (8 − 2 − ahead/cores, at least 1).
 func AnchorOffset(ahead, cores int) int {
 	if cores < 1 {
 		cores = 1

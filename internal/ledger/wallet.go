@@ -83,14 +83,14 @@ type Receipt struct {
 	EffectiveGasPrice *big.Int
 }
 
-// WalletLedger is what the wallet lane's worker (seed 003) needs from an
+// WalletLedger is what the wallet lane's per-wallet worker needs from an
 // account-and-nonce ledger. Every address is a sender ledgerq signs for;
 // transactions are signed by the caller and sent as raw bytes, so the ledger
 // never sees a key.
 //
 // Read calls return plain (possibly wrapped) errors: a failed read means "ask
-// again later", never "absent" (DESIGN §7: a failed receipt lookup is not a
-// replacement). SendRawTransaction returns nil or a *SendError.
+// again later", never "absent" (a failed receipt lookup never makes a task
+// replaced). SendRawTransaction returns nil or a *SendError.
 type WalletLedger interface {
 	// ChainID is the chain's EIP-155 id; transactions must be signed for it.
 	ChainID(ctx context.Context) (*big.Int, error)
@@ -135,7 +135,7 @@ type NonceTx struct {
 }
 
 // SendResult is what a send's outcome means for the transaction and its
-// nonce (DESIGN §2.3).
+// nonce (docs/design.md, "The wallet lane", rule 4).
 type SendResult int
 
 const (

@@ -1,6 +1,7 @@
 // Package metrics is ledgerq's Prometheus instrumentation: one registry per
-// process (node) with the series DESIGN §5 lists. Every method is safe on a
-// nil *Metrics, so tests and tools build services without metrics.
+// process (node) with the series docs/operations.md lists ("Metrics"). Every
+// method is safe on a nil *Metrics, so tests and tools build services without
+// metrics.
 package metrics
 
 import (

@@ -33,7 +33,8 @@ type BatchConfig struct {
 
 // BatchMonitor asks the ledger about pending batches and about held batches
 // whose submitter's lease expired (a submitter that died mid-send), and
-// records COMMITTED, INVALID, PENDING and UNKNOWN as seed 001 says.
+// records COMMITTED, INVALID and PENDING as they are, and UNKNOWN as unknown
+// with submitted cleared, so the batch is queued and sent again.
 type BatchMonitor struct {
 	*loop.Loop
 	cfg    BatchConfig

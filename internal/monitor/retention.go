@@ -26,9 +26,9 @@ type RetentionConfig struct {
 
 // Retention deletes one lane's finished rows that finished more than Age
 // ago, BatchSize at a time, so that the lane's tables and indexes stay flat
-// under churn (DESIGN §5). A row that has not finished is never deleted,
-// whatever its age. Several processes may run it at once: each round skips
-// the rows another round holds.
+// under churn (docs/operations.md, "Retention"). A row that has not finished
+// is never deleted, whatever its age. Several processes may run it at once:
+// each round skips the rows another round holds.
 type Retention struct {
 	*loop.Loop
 	cfg    RetentionConfig

@@ -136,8 +136,8 @@ func (j WalletKeeper) collectReconcile(ctx context.Context, s *workers.WalletSha
 }
 
 // nonceCycle moves the wallet's next nonce: a reset (recorded and logged)
-// or a trim of freed nonces above every live attempt (seed 003: recycled
-// nonces at or above the highest submitted one are discarded).
+// or a trim of freed nonces above every live attempt (recycled nonces at or
+// above the highest submitted one are discarded).
 type nonceCycle struct {
 	*workers.WalletShard
 	from, to int64

@@ -63,7 +63,8 @@ type LoopsConfig struct {
 	DBTimeout time.Duration
 }
 
-// BatchConfig configures the batch lane (seed 001).
+// BatchConfig configures the batch lane: batches sent one at a time per
+// service, in order (Hyperledger Grid's serial queuer).
 type BatchConfig struct {
 	Ledger BatchLedgerConfig
 	// DelayWindow is the wait before a transiently failed batch is retried;

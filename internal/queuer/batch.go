@@ -14,8 +14,8 @@ type BatchConfig struct {
 	PollInterval time.Duration
 	// DBTimeout bounds each database call.
 	DBTimeout time.Duration
-	// DelayWindow is the seed's delay window for a delayed batch (15 s); it
-	// doubles with each further attempt, up to DelayCap.
+	// DelayWindow is the delay window for a delayed batch (15 s by default,
+	// Grid's figure); it doubles with each further attempt, up to DelayCap.
 	DelayWindow time.Duration
 	DelayCap    time.Duration
 	// ReconcileInterval is how often the loop also admits the next batch of
@@ -27,7 +27,7 @@ type BatchConfig struct {
 }
 
 // BatchQueuer runs the time-driven part of Hyperledger Grid's one-round
-// serial strategy (seed 001): unknown batches and delayed batches whose delay
+// serial strategy: unknown batches and delayed batches whose delay
 // window passed are queued again. Admission — per service_id at most one
 // batch at the ledger, in created_at order, ties broken by id — happens in
 // the transactions that free a service (store.BatchInsert,

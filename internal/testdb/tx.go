@@ -13,12 +13,13 @@ import (
 )
 
 // Rule tests that need no commit and no NOTIFY run in a transaction that is
-// rolled back when the test ends (DESIGN §6). A rolled-back transaction leaves
-// its database as it found it, so these databases are reused: a test takes a
-// free one, or clones a new one from the template, and gives it back after its
-// rollback. Tests running in parallel never share one, so none waits on
-// another's uncommitted rows (two transactions inserting the same id in one
-// database would block each other on the primary key).
+// rolled back when the test ends (docs/design.md, "Finding and running a
+// rule's tests"). A rolled-back transaction leaves its database as it found
+// it, so these databases are reused: a test takes a free one, or clones a new
+// one from the template, and gives it back after its rollback. Tests running
+// in parallel never share one, so none waits on another's uncommitted rows
+// (two transactions inserting the same id in one database would block each
+// other on the primary key).
 var (
 	txMu   sync.Mutex
 	txFree []string // databases no test holds

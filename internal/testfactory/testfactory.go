@@ -17,10 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/stretchr/testify/require"
 )
 
 // Start is when the fake clocks of rule tests start: a fixed time, so a
@@ -52,7 +53,7 @@ type Batch struct {
 	// CreatedAt defaults to an hour before now.
 	CreatedAt time.Time
 	Submitted bool
-	// Status is the seed's batch_status; BatchStatusNone is NULL (never sent).
+	// Status is the batch's status; BatchStatusNone is NULL (never sent).
 	Status store.BatchStatus
 	// Attempts defaults to 1 when Status is set.
 	Attempts int

@@ -36,7 +36,8 @@ const DevChainID = 1337
 
 // StallingMinerGasPrice is the least tip a Stalling node mines: 5 gwei. Its
 // pool still takes a transaction with a 1 gwei tip, which then stays pending
-// until it is replaced with a higher tip (DESIGN §3, for bump tests).
+// until it is replaced with a higher tip: the stall the wallet lane's gas
+// bump tests need.
 var StallingMinerGasPrice = big.NewInt(5_000_000_000)
 
 const (

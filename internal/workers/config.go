@@ -9,11 +9,11 @@ import (
 
 // Config configures a Scheduler and its Rescuer.
 type Config struct {
-	// Workers is the number of workers of one process (seed 002: one per
-	// CPU core by default).
+	// Workers is the number of workers of one process (one per CPU core by
+	// default).
 	Workers int
 	// Quantum is the longest a worker keeps running one shard's cycles
-	// before it yields it back to the queue (seed 002: 100 ms). It is checked
+	// before it yields it back to the queue (100 ms by default). It is checked
 	// after each cycle, so a run may exceed it by one cycle.
 	Quantum time.Duration
 	// Lease is how long a claim holds a shard without being extended; a
@@ -37,7 +37,8 @@ type Config struct {
 	MaxBackoff time.Duration
 }
 
-// Defaults returns the configuration of seed 002 and DESIGN §2.4.
+// Defaults returns the shard scheduler's default configuration
+// (docs/design.md, "Shards").
 func Defaults() Config {
 	return Config{
 		Workers:        runtime.NumCPU(),

@@ -18,11 +18,12 @@ type Claim = store.ShardClaim
 // the run without releasing the shard, which is another worker's now.
 var ErrLeaseLost = store.ErrShardLeaseLost
 
-// Job runs the work of one kind of shard, one cycle at a time (seed 002's
-// execution loop). A Scheduler calls it for one shard from one worker at a time,
-// but for different shards from several workers at once.
+// Job runs the work of one kind of shard, one cycle at a time (the shard's
+// execution loop: collect, execute, commit, remove). A Scheduler calls it for
+// one shard from one worker at a time, but for different shards from several
+// workers at once.
 type Job interface {
-	// Collect takes a snapshot of the shard's pending work (seed step 1)
+	// Collect takes a snapshot of the shard's pending work (step 1)
 	// and returns it as a Cycle, or nil when there is none: the run then
 	// ends at once and the shard goes idle (unless a schedule landed
 	// meanwhile). It should take a bounded amount of work, so that a cycle
@@ -30,10 +31,10 @@ type Job interface {
 	Collect(ctx context.Context, c Claim) (Cycle, error)
 }
 
-// Cycle is one collected snapshot of a shard's work on its way through seed
-// 002's execute → commit → remove.
+// Cycle is one collected snapshot of a shard's work on its way through the
+// execution loop's execute → commit → remove.
 type Cycle interface {
-	// Execute runs the work (seed step 2). It may call the ledger; no
+	// Execute runs the work (step 2). It may call the ledger; no
 	// database transaction may be open across it.
 	Execute(ctx context.Context) error
 	// Commit persists what Execute produced and removes the executed work
@@ -42,8 +43,8 @@ type Cycle interface {
 	// would execute the work twice.
 	Commit(ctx context.Context) error
 	// Drop removes the work from the shard after Execute or Commit
-	// failed with cause (seed 002, error handling: failed work is still
-	// removed), fenced like Commit. The scheduler never runs the same work
+	// failed with cause (failed work is still removed),
+	// fenced like Commit. The scheduler never runs the same work
 	// again; a job that wants to retry transient failures keeps the work
 	// here and gives up after Claim.Failures consecutive failed runs.
 	Drop(ctx context.Context, cause error) error

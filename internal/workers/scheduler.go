@@ -182,8 +182,9 @@ func (p *Scheduler) runOnce(ctx context.Context, owner string) (bool, error) {
 	return true, p.run(ctx, c, now)
 }
 
-// run is seed 002's execution loop for one claimed shard, then its
-// post-processing (the release).
+// run is the execution loop for one claimed shard (collect, execute, commit,
+// until no work is left or the quantum is spent), then its post-processing
+// (the release).
 func (p *Scheduler) run(ctx context.Context, c Claim, started time.Time) error {
 	job := p.jobs[kindOf(c.Key)]
 	log := p.deps.Logger.With("shard", c.Key, "run", c.Run)
@@ -217,7 +218,7 @@ func (p *Scheduler) run(ctx context.Context, c Claim, started time.Time) error {
 			break
 		}
 		if cyc == nil {
-			// Seed 002: no pending work ends the loop at once.
+			// No pending work ends the loop at once: no spinning.
 			break
 		}
 		if p.hooks.afterCollect != nil {
@@ -238,7 +239,7 @@ func (p *Scheduler) run(ctx context.Context, c Claim, started time.Time) error {
 			break
 		}
 		if err != nil {
-			// Seed 002: the failed work is still removed. The run ends and
+			// The failed work is still removed. The run ends and
 			// the shard waits its backoff: a failing shard neither spins
 			// nor keeps a worker.
 			failure = fmt.Errorf("running a cycle of shard %q: %w", c.Key, err)
@@ -252,7 +253,7 @@ func (p *Scheduler) run(ctx context.Context, c Claim, started time.Time) error {
 			break
 		}
 		if p.deps.Clock.Now().Sub(started) >= p.cfg.Quantum {
-			// Seed 002, time quantum: yield, back of the queue.
+			// The time quantum is spent: yield, back of the queue.
 			workLeft = true
 			break
 		}
@@ -263,7 +264,7 @@ func (p *Scheduler) run(ctx context.Context, c Claim, started time.Time) error {
 	return p.release(ctx, c, workLeft, failure)
 }
 
-// release ends the run (seed 002, post-processing). It runs even when ctx
+// release ends the run (its post-processing). It runs even when ctx
 // was cancelled, so that a stopping process hands its shards back instead of
 // leaving them to the Rescuer.
 func (p *Scheduler) release(ctx context.Context, c Claim, workLeft bool, failure error) error {

@@ -1,9 +1,9 @@
-// Package jam is the simulated JAM chain behind the builder lane (seed 000,
-// DESIGN §2.2): timeslots, recent blocks for anchors, cores, work-package
-// submission with JAM's G15 anchor rule, guarantees (E_G) and accumulations
-// (E_A) per block, and the builder service that executes EVM blocks strictly
-// in block-number order, each once, and records every execution so a test can
-// prove each transaction ran exactly once.
+// Package jam is the simulated JAM chain behind the builder lane
+// (docs/design.md, "The builder lane"): timeslots, recent blocks for anchors,
+// cores, work-package submission with JAM's G15 anchor rule, guarantees (E_G)
+// and accumulations (E_A) per block, and the builder service that executes
+// EVM blocks strictly in block-number order, each once, and records every
+// execution so a test can prove each transaction ran exactly once.
 //
 // It runs in-process (Chain implements ledger.BundleLedger) or over HTTP
 // (NewHandler serves a Chain; Client implements ledger.BundleLedger against

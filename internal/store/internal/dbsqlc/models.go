@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// Seed 001 batch_status. NULL in batches.status is the seed's None (not yet sent).
+// Batch status: pending (the ledger has it), unknown (the ledger did not know it), delayed (a transient failure; sent again after the delay window), committed, valid, invalid (final). NULL in batches.status: not sent yet.
 type LedgerqBatchStatus string
 
 const (
@@ -59,7 +59,7 @@ func (ns NullLedgerqBatchStatus) Value() (driver.Value, error) {
 	return string(ns.LedgerqBatchStatus), nil
 }
 
-// Bundle (seed 000): queued (waiting for a core), submitted (a version is with the guarantors; holds a core), guaranteed (a version is in a block's E_G; core free), accumulated (in E_A: executed), finalized (accumulated finality-depth slots ago), dropped (given up: drop_reason; its transactions went back to pending).
+// Bundle state: queued (waiting for a core), submitted (a version is with the guarantors; holds a core), guaranteed (a version is in a block's E_G; core free), accumulated (in E_A: executed), finalized (accumulated finality-depth slots ago), dropped (given up: drop_reason; its transactions went back to pending).
 type LedgerqBundleState string
 
 const (
@@ -152,7 +152,7 @@ func (ns NullLedgerqPoolTxState) Value() (driver.Value, error) {
 	return string(ns.LedgerqPoolTxState), nil
 }
 
-// Seed 002 shard state: idle (dormant), pending (in the queue), running (a worker holds it under a lease).
+// Shard state: idle (dormant), pending (in the queue), running (a worker holds it under a lease).
 type LedgerqShardState string
 
 const (
@@ -196,7 +196,7 @@ func (ns NullLedgerqShardState) Value() (driver.Value, error) {
 	return string(ns.LedgerqShardState), nil
 }
 
-// Transaction attempt: signed (stored, not known to be broadcast: seed 003's borrowed), sent (broadcast, or its outcome was indeterminate), confirmed (mined), dropped (will never be mined: its nonce is free again).
+// Transaction attempt: signed (stored before it is broadcast, not known to be broadcast), sent (broadcast, or its outcome was indeterminate), mined (has a receipt, not yet deep enough to be final), confirmed (final), dropped (will never be mined: refused, replaced, or superseded by a gas bump).
 type LedgerqTxAttemptState string
 
 const (
@@ -258,17 +258,17 @@ type LedgerqApiKey struct {
 	RevokedAt *time.Time
 }
 
-// Batch lane (seed 001): the state of each signed ledger batch, keyed by seq; batches are sent one at a time per service_id in created_at order, ties broken by id (in batch_payloads).
+// Batch lane: the state of each signed ledger batch, keyed by seq; batches are sent one at a time per service_id in created_at order, ties broken by id (in batch_payloads).
 type LedgerqBatch struct {
 	// Ordering key: at most one batch per service_id is at the ledger at a time.
 	ServiceID string
 	// Client-given creation time; batches of one service go out in this order, ties broken by id.
 	CreatedAt time.Time
-	// Seed 001 submitted flag: true while the submitter holds the batch (status NULL, unknown or delayed, with a claim lease) and once it has reached the ledger (pending and after).
+	// Submitted flag: true while the submitter holds the batch (status NULL, unknown or delayed, with a claim lease) and once it has reached the ledger (pending and after).
 	Submitted bool
-	// Seed 001 batch_status; NULL is None (never sent). committed, valid and invalid are terminal.
+	// Batch status (batch_status); NULL: never sent. committed, valid and invalid are terminal.
 	Status *LedgerqBatchStatus
-	// Set by the queuer when the batch is in the seed's "queue now" set; cleared when the submitter claims it.
+	// Set when the batch is admitted (queued now: the submitter may claim it); cleared when the submitter claims it.
 	QueuedAt *time.Time
 	// Submitter claim lease. A held batch whose lease passed is checked with the ledger by the monitor (its submitter died mid-send).
 	ClaimExpiresAt *time.Time
@@ -330,7 +330,7 @@ type LedgerqBuilderChain struct {
 	UpdatedAt time.Time
 }
 
-// Builder lane bundles (seed 000): one row per EVM block cut from the pool, kept in every state. A dropped number is cut again as a new row.
+// Builder lane bundles: one row per EVM block cut from the pool, kept in every state. A dropped number is cut again as a new row.
 type LedgerqBundle struct {
 	// Surrogate key (pool_txs.bundle_id, bundle_versions.bundle_id, cores.bundle_id point at it).
 	ID int64
@@ -344,7 +344,7 @@ type LedgerqBundle struct {
 	Hash string
 	// queued, submitted, guaranteed, accumulated, finalized or dropped.
 	State LedgerqBundleState
-	// Submission round: 1 first; a guarantee timeout requeues with version + 1 (seed: a version above 1 is always rebuilt on a fresh anchor).
+	// Submission round: 1 first; a guarantee timeout requeues with version + 1 (a version above 1 is always rebuilt on a fresh anchor).
 	Version int32
 	// State submitted: the core the current version was submitted for (cores.bundle_id points back). NULL otherwise.
 	Core *int32
@@ -402,7 +402,7 @@ type LedgerqBundleOverview struct {
 	CoresHeld int64
 }
 
-// Builder lane: every work package claimed for submission, one row per package hash (seed 000 keeps every version's hash to match E_G). The same package claimed again (same version, core and anchor after a refusal) is the same row.
+// Builder lane: every work package claimed for submission, one row per package hash (every version's hash is kept, so that a guarantee of any version is recognised in E_G). The same package claimed again (same version, core and anchor after a refusal) is the same row.
 type LedgerqBundleVersion struct {
 	// ledger.PackageHash(bundle hash, version, core, anchor), 0x-hex: what guarantees and accumulations name.
 	PackageHash string
@@ -474,7 +474,7 @@ type LedgerqPoolOverview struct {
 	Bundles int64
 }
 
-// Builder lane: one row per sender the pool has seen. Its row lock is the sender's intake lock: every intake and sweep of a sender's transactions holds it, so the seed's nonce rules and the per-sender limit stay exact across processes.
+// Builder lane: one row per sender the pool has seen. Its row lock is the sender's intake lock: every intake and sweep of a sender's transactions holds it, so the pool's nonce-order rules and the per-sender limit stay exact across processes.
 type LedgerqPoolSender struct {
 	// Chain id.
 	ChainID int64
@@ -490,7 +490,7 @@ type LedgerqPoolSender struct {
 	UpdatedAt time.Time
 }
 
-// Builder lane transaction pool (seed 000): one row per transaction received, kept in every state (nothing is deleted silently).
+// Builder lane transaction pool: one row per transaction received, kept in every state (nothing is deleted silently).
 type LedgerqPoolTx struct {
 	// EVM chain id the transaction is signed for (the configured one; others are refused).
 	ChainID int64
@@ -524,7 +524,7 @@ type LedgerqPoolTx struct {
 	BundleBlock *int64
 	// When ledgerq stored it (or stored the same bytes again after it was replaced or dropped).
 	ReceivedAt time.Time
-	// received_at + TTL (seed 000: 1 h): a transaction still pending or queued then is dropped as expired by the sweep.
+	// received_at + the pool's TTL (--pool-ttl, 1 h by default): a transaction still pending or queued then is dropped as expired by the sweep.
 	ExpiresAt time.Time
 	// Last change to the row.
 	UpdatedAt time.Time
@@ -534,7 +534,7 @@ type LedgerqPoolTx struct {
 	BundlePos *int32
 }
 
-// Shard scheduler (seed 002): one row per key whose work one worker at a time runs, claimed oldest pending first under a lease.
+// Shard scheduler: one row per key whose work one worker at a time runs, claimed oldest pending first under a lease.
 type LedgerqShard struct {
 	// Shard key, <kind>:<rest> (wallet:<chain>:<address>); the kind picks the job that runs it.
 	Key string
@@ -586,7 +586,7 @@ type LedgerqShardOverview struct {
 	Rescues int64
 }
 
-// Wallet lane write-ahead log (seed 003's borrowed transactions): every transaction ledgerq signed, stored with its nonce and raw bytes before it is broadcast.
+// Wallet lane write-ahead log: every transaction ledgerq signed, stored with its nonce and raw bytes before it is broadcast.
 type LedgerqTxAttempt struct {
 	// Chain id; with tx_hash, the primary key.
 	ChainID int64
@@ -632,7 +632,7 @@ type LedgerqTxAttempt struct {
 	Reorgs int32
 }
 
-// Wallet lane: per (chain, sender) health (seed 003's eoa_health): when the chain's nonce last moved, the balance and the threshold below which sending pauses, and the last nonce reset.
+// Wallet lane: per (chain, sender) health: when the chain's nonce last moved, the balance and the threshold below which sending pauses, and the last nonce reset.
 type LedgerqWalletHealth struct {
 	// Chain id.
 	ChainID int64
@@ -666,7 +666,7 @@ type LedgerqWalletHealth struct {
 	ChainHead *int64
 }
 
-// Wallet lane: the next nonce ledgerq will sign with, per (chain, sender) (seed 003's optimistic transaction count).
+// Wallet lane: the next nonce ledgerq will sign with, per (chain, sender), counted optimistically: it counts the transactions ledgerq signed that the chain has not mined yet.
 type LedgerqWalletNonce struct {
 	// Chain id.
 	ChainID int64
@@ -680,7 +680,7 @@ type LedgerqWalletNonce struct {
 	UpdatedAt time.Time
 }
 
-// Wallet lane (seed 004): send-tx tasks, one transaction each, sent from their wallet's address by the wallet's shard in queue order.
+// Wallet lane: send-tx tasks, one transaction each, sent from their wallet's address by the wallet's shard in queue order.
 type LedgerqWalletTask struct {
 	// Task id: a UUIDv7 (time-ordered) generated by ledgerq in Go, lower-case text.
 	ID string
@@ -744,7 +744,7 @@ type LedgerqWalletTaskOverview struct {
 	ChainID int64
 	// The wallet's address.
 	Sender string
-	// waiting, executing, error or done (seed 004 codes 0 to 3).
+	// waiting, executing, error or done (status codes 0 to 3).
 	Status interface{}
 	// Number of tasks in this status.
 	Tasks int64
