@@ -23,17 +23,17 @@ type BundleConfig struct {
 	// finalized.
 	FinalityDepth uint64
 	// GuaranteeTimeout is how long a submitted bundle waits for a guarantee
-	// before it is requeued with the next version (seed 000: 18 s).
+	// before it is requeued with the next version (18 s by default).
 	GuaranteeTimeout time.Duration
-	// MaxVersions is seed 000's retry limit: a bundle whose last version
+	// MaxVersions is the retry limit: a bundle whose last version
 	// timed out is dropped (its transactions return to pending).
 	MaxVersions int
 	// SweepSenders bounds the senders one pool TTL sweep handles.
 	SweepSenders int
 }
 
-// BundleMonitor follows the JAM chain for the builder lane (seed 000; DESIGN
-// §2.2): it imports every block since the last one it processed — never only
+// BundleMonitor follows the JAM chain for the builder lane (docs/design.md,
+// "The builder lane"): it imports every block since the last one it processed — never only
 // the head — and applies their guarantees (first guarantee of any version
 // wins, the core is freed), accumulations and finality; then it requeues
 // bundles whose guarantee timed out, with the conditional update that

@@ -18,7 +18,8 @@ import (
 	"github.com/ledgerq/ledgerq/internal/submitter"
 )
 
-// BuilderConfig configures the builder lane (seed 000; DESIGN §2.2): the
+// BuilderConfig configures the builder lane (docs/design.md, "The builder
+// lane"): the
 // transaction pool behind POST /rpc and /v1/pool/txs, and the bundles cut
 // from it and followed on a JAM chain. The lane runs when Enabled.
 type BuilderConfig struct {
@@ -32,10 +33,10 @@ type BuilderConfig struct {
 	// queue's size (pending transactions wait while it is full).
 	BundleSize int
 	MaxQueued  int
-	// Cores is the most bundles submitted at once (seed 000: 2).
+	// Cores is the most bundles submitted at once (2 by default).
 	Cores int
 	// GuaranteeTimeout is how long a submitted bundle waits for a guarantee
-	// before its next version is queued (seed 000: 18 s); MaxVersions the
+	// before its next version is queued (18 s by default); MaxVersions the
 	// retry limit (3) past which it is dropped.
 	GuaranteeTimeout time.Duration
 	MaxVersions      int
@@ -43,8 +44,8 @@ type BuilderConfig struct {
 	// finalized.
 	FinalityDepth uint64
 	// WindowOpen and WindowClose: the submission window, before each
-	// timeslot (seed 000: 3 s to 1 s before a 6 s slot). Zero scales the
-	// seed's window to the chain's slot length.
+	// timeslot (jamduna's EVM builder: 3 s to 1 s before a 6 s slot). Zero
+	// scales that window to the chain's slot length.
 	WindowOpen, WindowClose time.Duration
 	// SubmitBackoff and SubmitBackoffMax bound the wait after a refused
 	// submit.
@@ -105,7 +106,7 @@ func (b *BuilderConfig) validate() error {
 	case b.GuaranteeTimeout <= 0 || b.MaxVersions < 1:
 		return errors.New("--guarantee-timeout must be positive and --bundle-max-versions at least 1")
 	case b.WindowOpen < 0 || b.WindowClose < 0 || (b.WindowOpen > 0 && b.WindowClose >= b.WindowOpen):
-		return errors.New("--submit-window-open must be longer than --submit-window-close (both before the next slot; 0 scales the seed's 3 s and 1 s to the slot)")
+		return errors.New("--submit-window-open must be longer than --submit-window-close (both before the next slot; 0 scales 3 s and 1 s of a 6 s slot to the chain's slot)")
 	case b.SubmitBackoff <= 0 || b.SubmitBackoffMax < b.SubmitBackoff:
 		return errors.New("--submit-backoff must be positive and --submit-backoff-max at least as long")
 	case b.Pool.MinTip == nil || b.Pool.MinTip.Sign() < 0:

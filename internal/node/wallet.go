@@ -25,8 +25,8 @@ import (
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
-// WalletConfig configures the wallet lane (DESIGN §2.3; seeds 002, 003 and
-// 004): send-tx tasks worked by one shard per wallet. The lane runs when at
+// WalletConfig configures the wallet lane (docs/design.md, "The wallet
+// lane"): send-tx tasks worked by one shard per wallet. The lane runs when at
 // least one wallet is configured (Keystores or Registry).
 type WalletConfig struct {
 	Ledger WalletLedgerConfig

@@ -31,8 +31,8 @@ type BundlerConfig struct {
 	Cores int
 }
 
-// Bundler cuts the pool's pending transactions into bundles (seed 000's
-// builder loop; DESIGN §2.2): in (sender, nonce) order, with consecutive block
+// Bundler cuts the pool's pending transactions into bundles (the builder
+// loop; docs/design.md, "The builder lane"): in (sender, nonce) order, with consecutive block
 // numbers, each bundle created and its transactions marked included in one
 // database transaction (store.BundleCut), so a transaction is never in the
 // pool and in a bundle at once, nor in neither.

@@ -20,16 +20,17 @@ type BundleConfig struct {
 	// Cores is the most bundles submitted at once (one per core row).
 	Cores int
 	// WindowOpen and WindowClose bound the submission window: from
-	// WindowOpen to WindowClose before the next timeslot (seed 000: 3 s and
-	// 1 s of a 6 s slot). Zero values scale the seed's to the chain's slot.
+	// WindowOpen to WindowClose before the next timeslot (jamduna's EVM
+	// builder: 3 s and 1 s of a 6 s slot). Zero values scale those to the
+	// chain's slot.
 	WindowOpen, WindowClose time.Duration
 	// MinBackoff and MaxBackoff bound the wait after a refused submit; it
 	// doubles with each refusal of the same bundle.
 	MinBackoff, MaxBackoff time.Duration
 }
 
-// BundleSubmitter submits queued bundles to the JAM chain (seed 000's queue
-// runner): inside the submission window only, lowest block number first, at
+// BundleSubmitter submits queued bundles to the JAM chain (the builder's
+// queue runner): inside the submission window only, lowest block number first, at
 // most one bundle per free core — cores are rows claimed with SKIP LOCKED, so
 // the limit holds across processes. store.BundleClaim takes the core, builds
 // the version's work package (rebuilding it on a fresh anchor when its anchor
@@ -69,7 +70,7 @@ func Window(info ledger.ChainInfo, now time.Time, open, close time.Duration) (in
 	}
 }
 
-// windowBounds returns the configured window, or the seed's (3 s and 1 s
+// windowBounds returns the configured window, or jamduna's (3 s and 1 s
 // before a 6 s slot) scaled to the chain's slot length.
 func (s *BundleSubmitter) windowBounds(slot time.Duration) (open, close time.Duration) {
 	open, close = s.cfg.WindowOpen, s.cfg.WindowClose
