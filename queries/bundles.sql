@@ -270,3 +270,16 @@ LIMIT @max;
 
 -- name: BundleVersionList :many
 SELECT * FROM ledgerq.bundle_versions WHERE bundle_id = @bundle_id ORDER BY version, submitted_at, package_hash;
+
+-- name: BundleHeads :one
+-- The chain's newest executed bundle (accumulated or finalized) and newest
+-- finalized one, 0 for none: the /rpc's latest and finalized blocks. Each
+-- walks bundles_number down from the top, past the few bundles still in
+-- flight.
+SELECT
+  coalesce((SELECT number FROM ledgerq.bundles e
+            WHERE e.chain_id = @chain_id AND e.state IN ('accumulated', 'finalized')
+            ORDER BY e.number DESC LIMIT 1), 0)::bigint AS executed,
+  coalesce((SELECT number FROM ledgerq.bundles f
+            WHERE f.chain_id = @chain_id AND f.state = 'finalized'
+            ORDER BY f.number DESC LIMIT 1), 0)::bigint AS finalized;

@@ -33,12 +33,14 @@ const gwei = 1_000_000_000
 type poolFixture struct {
 	*apiFixture
 	chain *ledgertest.PoolChain
+	evm   *ledgertest.EVMRPC
 	clock *clock.Fake
 	cfg   queuer.PoolConfig
 }
 
 // setupPool serves the API with the builder lane on, chain id 4242, over a
-// fresh database and an in-memory chain on which every nonce is 0.
+// fresh database, an in-memory chain on which every nonce is 0 and an
+// in-memory EVM JSON-RPC that answers nothing until told to.
 func setupPool(t *testing.T, mutate ...func(*queuer.PoolConfig)) *poolFixture {
 	t.Helper()
 	db := testdb.New(t)
@@ -47,13 +49,14 @@ func setupPool(t *testing.T, mutate ...func(*queuer.PoolConfig)) *poolFixture {
 		m(&pc)
 	}
 	chain := ledgertest.NewPoolChain()
+	evm := ledgertest.NewEVMRPC()
 	clk := clock.NewFake(t0)
 	api := httpapi.New(httpapi.DefaultConfig(), httpapi.Deps{
-		Store: db.Store, Clock: clk, Logger: testLogger(t), Pool: &pc, PoolChain: chain,
+		Store: db.Store, Clock: clk, Logger: testLogger(t), Pool: &pc, PoolChain: chain, EVM: evm, Version: "v9.9.9-test",
 	})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &poolFixture{apiFixture: &apiFixture{t: t, db: db, url: srv.URL}, chain: chain, clock: clk, cfg: pc}
+	return &poolFixture{apiFixture: &apiFixture{t: t, db: db, url: srv.URL}, chain: chain, evm: evm, clock: clk, cfg: pc}
 }
 
 func newKey(t testing.TB) *ecdsa.PrivateKey {

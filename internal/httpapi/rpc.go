@@ -25,7 +25,7 @@ func (s *Server) newRPCServer() (*rpc.Server, error) {
 	srv := rpc.NewServer()
 	srv.SetHTTPBodyLimit(int(min(s.cfg.MaxBodyBytes, 1<<31-1)))
 	srv.SetBatchLimits(s.pool.RPCBatchLimit, int(min(s.cfg.MaxBodyBytes, 1<<31-1)))
-	for name, api := range map[string]any{"eth": &ethAPI{s}, "net": &netAPI{s}, "ledgerq": &ledgerqAPI{s}} {
+	for name, api := range map[string]any{"eth": &ethAPI{s}, "net": &netAPI{s}, "web3": &web3API{s}, "ledgerq": &ledgerqAPI{s}} {
 		if err := srv.RegisterName(name, api); err != nil {
 			return nil, fmt.Errorf("registering JSON-RPC namespace %s: %w", name, err)
 		}
@@ -106,18 +106,29 @@ func (api *ethAPI) GetTransactionCount(ctx context.Context, address common.Addre
 	return (*hexutil.Uint64)(&nonce), nil
 }
 
-// GetTransactionByHash is eth_getTransactionByHash for the pool's pending,
-// queued and included transactions, as geth answers for a transaction not
-// yet in a block (blockHash, blockNumber and transactionIndex null); null for
-// a hash the pool does not hold (replaced and dropped ones included).
-func (api *ethAPI) GetTransactionByHash(ctx context.Context, hash common.Hash) (*rpcTransaction, error) {
-	tx, err := api.s.store.PoolGet(ctx, api.s.pool.ChainID, hash.Hex())
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, nil
-	case err != nil:
-		return nil, api.s.rpcFail("eth_getTransactionByHash", err)
-	case !tx.State.Live():
+// GetTransactionByHash is eth_getTransactionByHash. Once its bundle
+// executed, the chain's answer (with its block hash, number and index);
+// before, the pool's pending, queued and included transactions as geth
+// answers for a transaction not yet in a block (blockHash, blockNumber and
+// transactionIndex null); null for a hash the pool does not hold (replaced
+// and dropped ones included).
+func (api *ethAPI) GetTransactionByHash(ctx context.Context, hash common.Hash) (any, error) {
+	tx, executed, err := api.s.executedTx(ctx, "eth_getTransactionByHash", hash)
+	if err != nil {
+		return nil, err
+	}
+	if executed {
+		out, err := api.s.evmCall(ctx, "eth_getTransactionByHash", rawJSON(hash))
+		if err != nil || !isNull(out) {
+			return out, err
+		}
+		// The chain executed the bundle without it (it could not run):
+		// the pool's record stands.
+	}
+	if tx.Hash == "" {
+		return nil, nil // the pool never held it
+	}
+	if !tx.State.Live() {
 		return nil, nil
 	}
 	decoded := new(types.Transaction)

@@ -138,6 +138,11 @@ type Deps struct {
 	Pool *queuer.PoolConfig
 	// PoolChain gives the pool the chain's nonces; required with Pool.
 	PoolChain ledger.PoolChain
+	// EVM is the chain's EVM JSON-RPC, which /rpc reads blocks, receipts,
+	// state and fees from; nil answers those methods "not available".
+	EVM ledger.EVMRPC
+	// Version is ledgerq's version (web3_clientVersion).
+	Version string
 	// Resolver resolves the host names of webhook endpoints at
 	// registration; nil is net.DefaultResolver.
 	Resolver egress.Resolver
@@ -168,6 +173,8 @@ type Server struct {
 	// pool, poolChain and rpc serve the builder lane; nil when it is off.
 	pool      *queuer.PoolConfig
 	poolChain ledger.PoolChain
+	evm       ledger.EVMRPC
+	version   string
 	rpc       *rpc.Server
 	// onPoolPending is called after an intake left a transaction pending
 	// (OnPoolPending).
@@ -210,7 +217,10 @@ func New(cfg Config, deps Deps) *Server {
 		if deps.PoolChain == nil {
 			panic("httpapi: Deps.Pool is set without Deps.PoolChain")
 		}
-		s.pool, s.poolChain = &pool, deps.PoolChain
+		s.pool, s.poolChain, s.evm, s.version = &pool, deps.PoolChain, deps.EVM, deps.Version
+		if s.version == "" {
+			s.version = "devel"
+		}
 		srv, err := s.newRPCServer()
 		if err != nil {
 			panic(fmt.Sprintf("httpapi: %v", err))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"time"
 
 	"golang.org/x/crypto/sha3"
@@ -247,4 +248,15 @@ func (wp WorkPackage) Hash() Hash {
 // (package jam) implements it; ledgertest.PoolChain is one in memory.
 type PoolChain interface {
 	NonceAt(ctx context.Context, sender Address) (uint64, error)
+}
+
+// EVMRPC is the JSON-RPC of the EVM that executes the builder lane's
+// bundles, one EVM block per executed bundle: what /rpc reads from the chain
+// for its clients (balances, code, calls, gas estimates, fees, blocks and
+// receipts). Call returns the result as the node wrote it, or the node's
+// JSON-RPC error (package evmrpc's Error, whose code, message and data
+// pass to the client), or an error for no answer at all. Package evmrpc
+// implements it over HTTP and in-process.
+type EVMRPC interface {
+	Call(ctx context.Context, method string, params []json.RawMessage) (json.RawMessage, error)
 }

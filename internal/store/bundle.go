@@ -845,6 +845,21 @@ func (s *Store) bundleDrop(ctx context.Context, p BundleRetryTimedOutParams, r d
 	return dropped, nil
 }
 
+// BundleHeads are the chain's newest executed bundle (accumulated or
+// finalized) and newest finalized one; 0 for none.
+type BundleHeads struct {
+	Executed, Finalized uint64
+}
+
+// BundleHeads returns the chain's BundleHeads.
+func (s *Store) BundleHeads(ctx context.Context, chainID int64) (BundleHeads, error) {
+	r, err := s.q.BundleHeads(ctx, chainID)
+	if err != nil {
+		return BundleHeads{}, fmt.Errorf("reading the newest executed bundle of chain %d: %w", chainID, err)
+	}
+	return BundleHeads{Executed: uint64(r.Executed), Finalized: uint64(r.Finalized)}, nil
+}
+
 // BundleGet returns the chain's live bundle numbered number, else the newest
 // dropped one, or ErrNotFound.
 func (s *Store) BundleGet(ctx context.Context, chainID int64, number uint64) (Bundle, error) {

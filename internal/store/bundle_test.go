@@ -473,6 +473,36 @@ func TestBundleApplyBlocks_FirstGuaranteeWinsFreesTheCoreThenAccumulatesAndFinal
 	require.Equal(t, store.BundleFinalized, f.get(42).State)
 }
 
+// BundleHeads follows the bundles' states: the newest accumulated or
+// finalized bundle is the executed head, the newest finalized one the
+// finalized head; a bundle only guaranteed or in flight is neither.
+func TestBundleHeads_AreTheNewestExecutedAndTheNewestFinalizedBundle(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	f := newBundleFixture(t, st)
+	heads := func() store.BundleHeads {
+		t.Helper()
+		h, err := st.BundleHeads(t.Context(), poolChain)
+		require.NoError(t, err)
+		return h
+	}
+	require.Equal(t, store.BundleHeads{}, heads(), "no bundle yet")
+	f.addTxs(1, 3)
+	f.cut(1, 10, 10) // 42, 43, 44
+	c42, c43 := f.mustClaim(42), f.mustClaim(43)
+	f.block([]ledger.Hash{c42.PackageHash(), c43.PackageHash()}, nil)
+	require.Equal(t, store.BundleHeads{}, heads(), "guaranteed is not executed")
+	f.block(nil, []ledger.Hash{c42.PackageHash()})
+	require.Equal(t, store.BundleHeads{Executed: 42}, heads())
+	f.block(nil, []ledger.Hash{c43.PackageHash()})
+	require.Equal(t, store.BundleHeads{Executed: 43}, heads())
+	f.block(nil, nil)
+	require.Equal(t, store.BundleHeads{Executed: 43, Finalized: 42}, heads())
+	f.block(nil, nil)
+	require.Equal(t, store.BundleHeads{Executed: 43, Finalized: 43}, heads())
+	require.Equal(t, store.BundleQueued, f.get(44).State, "44 is above both")
+}
+
 func TestBundleRetryTimedOut_RequeuesATimedOutBundleAsTheNextVersionAndFreesItsCore(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)

@@ -350,6 +350,32 @@ func (q *Queries) BundleGuarantee(ctx context.Context, arg BundleGuaranteeParams
 	return result.RowsAffected(), nil
 }
 
+const bundleHeads = `-- name: BundleHeads :one
+SELECT
+  coalesce((SELECT number FROM ledgerq.bundles e
+            WHERE e.chain_id = $1 AND e.state IN ('accumulated', 'finalized')
+            ORDER BY e.number DESC LIMIT 1), 0)::bigint AS executed,
+  coalesce((SELECT number FROM ledgerq.bundles f
+            WHERE f.chain_id = $1 AND f.state = 'finalized'
+            ORDER BY f.number DESC LIMIT 1), 0)::bigint AS finalized
+`
+
+type BundleHeadsRow struct {
+	Executed  int64
+	Finalized int64
+}
+
+// The chain's newest executed bundle (accumulated or finalized) and newest
+// finalized one, 0 for none: the /rpc's latest and finalized blocks. Each
+// walks bundles_number down from the top, past the few bundles still in
+// flight.
+func (q *Queries) BundleHeads(ctx context.Context, chainID int64) (BundleHeadsRow, error) {
+	row := q.db.QueryRow(ctx, bundleHeads, chainID)
+	var i BundleHeadsRow
+	err := row.Scan(&i.Executed, &i.Finalized)
+	return i, err
+}
+
 const bundleInsert = `-- name: BundleInsert :one
 INSERT INTO ledgerq.bundles (
     chain_id, number, parent, hash, state, version, anchor_slot, anchor_hash, next_submit_at, tx_count,
