@@ -98,6 +98,7 @@ func registerBuilder(fs *flag.FlagSet, b *node.BuilderConfig, parts flagParts) {
 		fs.BoolVar(&b.Enabled, "builder", b.Enabled, "run the builder lane: the transaction pool behind POST /rpc (eth_sendRawTransaction) and /v1/pool/txs, and its bundles on a JAM chain")
 		fs.StringVar(&b.Ledger.Kind, "builder-ledger", b.Ledger.Kind, "builder lane: jam (a JAM chain at --builder-ledger-url, such as 'ledgerq simledger --kind jam') or sim (a simulated JAM chain in this process)")
 		fs.StringVar(&b.Ledger.URL, "builder-ledger-url", b.Ledger.URL, "builder lane: the JAM chain's URL, for --builder-ledger jam (for example http://127.0.0.1:19800)")
+		fs.StringVar(&b.Ledger.EVMURL, "builder-evm-rpc-url", b.Ledger.EVMURL, "builder lane: the JSON-RPC of the EVM that executes the bundles, which /rpc reads blocks, receipts, balances, calls, gas estimates and fees from (empty: --builder-ledger-url's /evm; with --builder-ledger sim, the simulated chain's own)")
 	}
 	fs.Int64Var(&b.Pool.ChainID, "builder-chain-id", b.Pool.ChainID, "builder lane: the EVM chain id transactions must be signed for (eth_chainId)")
 	fs.DurationVar(&b.Ledger.Timeout, "builder-ledger-timeout", b.Ledger.Timeout, "builder lane: timeout of one call to the JAM chain")

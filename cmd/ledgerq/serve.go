@@ -28,7 +28,7 @@ func parseNodeFlags(name, summary string, cfg *node.Config, parts flagParts, arg
 	if err != nil {
 		return err
 	}
-	cfg.Logger = logger
+	cfg.Logger, cfg.Version = logger, versionString()
 	return nil
 }
 

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/evmrpc"
 	"github.com/ledgerq/ledgerq/internal/ledger/jam"
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/notify"
@@ -59,14 +61,21 @@ type BuilderLedgerConfig struct {
 	// process).
 	Kind string
 	URL  string
-	// Timeout bounds one call to the chain.
+	// EVMURL is the JSON-RPC of the EVM that executes the bundles, which
+	// /rpc reads blocks, receipts, state and fees from; empty is URL's /evm
+	// (what 'ledgerq simledger --kind jam' serves). Kind "sim" serves it in
+	// this process.
+	EVMURL string
+	// Timeout bounds one call to the chain (its EVM JSON-RPC's included).
 	Timeout time.Duration
 	// Sim configures the simulated chain, for Kind "sim".
 	Sim jam.Config
 	// Instance, when set, is used instead of building a chain from Kind;
-	// PoolChain, when set, gives the pool its nonces instead of Instance.
+	// PoolChain, when set, gives the pool its nonces instead of Instance,
+	// and EVM, when set, is the EVM JSON-RPC instead of EVMURL's.
 	Instance  ledger.BundleLedger
 	PoolChain ledger.PoolChain
+	EVM       ledger.EVMRPC
 }
 
 // Builder ledger kinds.
@@ -118,10 +127,12 @@ func (b *BuilderConfig) validate() error {
 	case b.Pool.Limits.TTL <= 0:
 		return errors.New("--pool-ttl must be positive")
 	}
-	if l.URL != "" {
-		u, err := url.ParseRequestURI(l.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-			return fmt.Errorf("--builder-ledger-url %q: want an http or https URL", l.URL)
+	for flag, v := range map[string]string{"--builder-ledger-url": l.URL, "--builder-evm-rpc-url": l.EVMURL} {
+		if v == "" {
+			continue
+		}
+		if u, err := url.ParseRequestURI(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%s %q: want an http or https URL", flag, v)
 		}
 	}
 	return b.poolConfig().Validate()
@@ -139,6 +150,7 @@ func (b *BuilderConfig) poolConfig() queuer.PoolConfig {
 type builderLane struct {
 	ledger    ledger.BundleLedger
 	poolChain ledger.PoolChain
+	evm       ledger.EVMRPC
 	closeLed  func()
 	bundler   *queuer.Bundler
 	submitter *submitter.BundleSubmitter
@@ -153,11 +165,11 @@ func (n *Node) buildBuilderLane(ctx context.Context) error {
 	if !b.Enabled {
 		return nil
 	}
-	led, pc, closeLed, err := n.newBundleLedger()
+	lane, err := n.newBuilderChain()
 	if err != nil {
 		return err
 	}
-	lane := &builderLane{ledger: led, poolChain: pc, closeLed: closeLed}
+	led := lane.ledger
 	n.builder = lane
 	loops := n.cfg.Loops
 	if loops.Queuer {
@@ -209,28 +221,35 @@ func (n *Node) builderLedgerName() string {
 // apiDeps are the HTTP API's dependencies: the builder lane's ingress is on
 // only with the lane.
 func (n *Node) apiDeps(wallets *keystore.Registry) httpapi.Deps {
-	d := httpapi.Deps{Store: n.store, Wallets: wallets, Ready: n, Clock: n.clock, Logger: n.logger, Metrics: n.metrics}
+	d := httpapi.Deps{Store: n.store, Wallets: wallets, Ready: n, Clock: n.clock, Logger: n.logger, Metrics: n.metrics, Version: n.cfg.Version}
 	if b := n.builder; b != nil {
 		pc := n.cfg.Builder.poolConfig()
-		d.Pool, d.PoolChain = &pc, b.poolChain
+		d.Pool, d.PoolChain, d.EVM = &pc, b.poolChain, b.evm
 	}
 	return d
 }
 
-// newBundleLedger returns the builder lane's JAM chain, the pool's view of
-// its EVM service's nonces, and what closes them.
-func (n *Node) newBundleLedger() (ledger.BundleLedger, ledger.PoolChain, func(), error) {
+// newBuilderChain returns the builder lane with its JAM chain, the pool's
+// view of its EVM service's nonces, its EVM JSON-RPC, and what closes them.
+func (n *Node) newBuilderChain() (*builderLane, error) {
 	lc := &n.cfg.Builder.Ledger
 	if lc.Instance != nil {
-		pc := lc.PoolChain
-		if pc == nil {
+		lane := &builderLane{ledger: lc.Instance, poolChain: lc.PoolChain, evm: lc.EVM, closeLed: func() {}}
+		if lane.poolChain == nil {
 			p, ok := lc.Instance.(ledger.PoolChain)
 			if !ok {
-				return nil, nil, nil, errors.New("builder lane: the given chain gives no nonces and no PoolChain is set")
+				return nil, errors.New("builder lane: the given chain gives no nonces and no PoolChain is set")
 			}
-			pc = p
+			lane.poolChain = p
 		}
-		return lc.Instance, pc, func() {}, nil
+		if lane.evm == nil && lc.EVMURL != "" {
+			evm, err := evmrpc.New(evmrpc.Config{URL: lc.EVMURL, Timeout: lc.Timeout})
+			if err != nil {
+				return nil, fmt.Errorf("builder lane: %w", err)
+			}
+			lane.evm = evm
+		}
+		return lane, nil
 	}
 	if lc.Kind == BuilderLedgerSim {
 		cfg := lc.Sim
@@ -238,8 +257,16 @@ func (n *Node) newBundleLedger() (ledger.BundleLedger, ledger.PoolChain, func(),
 			cfg.Clock = n.clock
 		}
 		c := jam.New(cfg)
-		return c, c, func() {}, nil
+		return &builderLane{ledger: c, poolChain: c, closeLed: func() {}}, nil
 	}
 	c := jam.NewClient(lc.URL, &http.Client{Timeout: lc.Timeout})
-	return c, c, func() {}, nil
+	evmURL := lc.EVMURL
+	if evmURL == "" {
+		evmURL = strings.TrimSuffix(lc.URL, "/") + "/evm"
+	}
+	evm, err := evmrpc.New(evmrpc.Config{URL: evmURL, Timeout: lc.Timeout})
+	if err != nil {
+		return nil, fmt.Errorf("builder lane: --builder-evm-rpc-url: %w", err)
+	}
+	return &builderLane{ledger: c, poolChain: c, evm: evm, closeLed: func() {}}, nil
 }

@@ -30,6 +30,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock tells every rule the time; nil means the real clock.
 	Clock clock.Clock
+	// Version is ledgerq's version, as clients are told it
+	// (web3_clientVersion).
+	Version string
 
 	API   APIConfig
 	Loops LoopsConfig
