@@ -1,0 +1,76 @@
+package integration
+
+// Ethereum clients that are not ledgerq's code — ethers v6 and viem from
+// npm (test/clients, pinned in its package-lock.json) — against the builder
+// lane's POST /rpc, run with node --test: their default send-and-wait flows,
+// the error classes ethers raises for geth's refusals, and a burst of 20
+// senders × 25 that must run exactly once by the chain's blocks. Node is
+// needed; without it the test is skipped, except in CI (CI set), where it
+// fails.
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/testdb"
+)
+
+// clientsDir is test/clients, with its packages installed (npm ci) once.
+func clientsDir(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("node is not installed; CI runs the client tests")
+		}
+		t.Skip("node is not installed: the ethers and viem client tests need it")
+	}
+	dir, err := filepath.Abs(filepath.Join("..", "clients"))
+	require.NoError(t, err)
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ethers")); err != nil {
+		npm, err := exec.LookPath("npm")
+		require.NoError(t, err, "npm is needed to install test/clients' packages")
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund")
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "npm ci in test/clients:\n%s", out)
+	}
+	return dir
+}
+
+// runClientTests runs node --test in test/clients against rpcURL.
+func runClientTests(t *testing.T, dir, rpcURL string, env ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "--test", "--test-concurrency=1", "--test-reporter=spec")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), append([]string{"LEDGERQ_RPC_URL=" + rpcURL, "NO_COLOR=1"}, env...)...)
+	out, err := cmd.CombinedOutput()
+	t.Logf("node --test against %s:\n%s", rpcURL, out)
+	require.NoError(t, err, "the client tests failed")
+}
+
+// The builder lane as `serve --builder` runs it against a JAM chain in
+// another process (`simledger --kind jam`, which serves its EVM's JSON-RPC
+// at /evm).
+func TestClients_EthersAndViemAgainstServeAndAJAMChainProcess(t *testing.T) {
+	dir := clientsDir(t)
+	dbURL := testdb.New(t).URL
+	addr := freeAddr(t)
+	chain := startProc(t, t.TempDir(), nil, "simledger", "--kind", "jam", "--addr", addr, "--log-level", "warn",
+		"--jam-slot-length", "500ms")
+	jamURL := "http://" + addr
+	waitHTTPWhile(t, chain, jamURL+"/debug/stats", http.StatusOK, time.Minute)
+	_, api := startReady(t, t.TempDir(), []string{"DATABASE_URL=" + dbURL},
+		"serve", "--builder", "--builder-ledger-url", jamURL, "--poll-interval", "100ms", "--log-level", "warn")
+	runClientTests(t, dir, api+"/rpc")
+}
