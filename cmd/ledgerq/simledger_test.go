@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/big"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 	"time"
 
@@ -64,7 +65,7 @@ func TestSimLedger_KindJAMServesTheBuilderLanesChain(t *testing.T) {
 	}
 	want := jam.Config{Seed: 9, SlotLength: 2 * time.Second, Cores: 3, TransientError: 1, LateSlots: 5,
 		GuaranteeDelaySlots: 1, AccumulateDelaySlots: 1}
-	if got := s.jam.config(s.sim.Seed, nil); got != want {
+	if got := s.jam.config(s.sim.Seed, nil); !reflect.DeepEqual(got, want) {
 		t.Fatalf("jam config = %+v, want %+v", got, want)
 	}
 	c := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
