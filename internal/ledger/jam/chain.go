@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/big"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"time"
 
@@ -206,6 +207,7 @@ type Chain struct {
 	// halted, once set, stops executions: a package is held instead.
 	halted error
 	evm    *evmChain
+	rpc    http.Handler
 }
 
 var _ ledger.BundleLedger = (*Chain)(nil)
@@ -274,6 +276,7 @@ func Open(cfg Config) (*Chain, error) {
 		held:         map[uint64][]*pkg{},
 		evm:          evm,
 	}
+	c.rpc = newEVMServer(c)
 	c.blocks = []block{{slot: 0, hash: blockHash(ledger.Hash{}, 0)}}
 	c.mu.Lock()
 	c.advanceLocked()
