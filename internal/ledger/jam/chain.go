@@ -13,6 +13,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
 	"golang.org/x/crypto/sha3"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
@@ -94,6 +95,10 @@ type Config struct {
 	// FundDevAccounts funds each of DevAccounts with DevAccountBalance
 	// (10000 ether) at genesis; an Alloc entry for one of them wins.
 	FundDevAccounts bool
+	// Journal is the path of the file every executed package is appended
+	// to before its execution is visible; Open replays it. Empty: no
+	// journal, the chain starts afresh every time.
+	Journal string
 }
 
 // Execution is one entry of the builder service's log: a package it executed
@@ -205,15 +210,16 @@ type Chain struct {
 	refusals     []Execution
 	stats        Stats
 	// halted, once set, stops executions: a package is held instead.
-	halted error
-	evm    *evmChain
-	rpc    http.Handler
+	halted  error
+	evm     *evmChain
+	journal *journal // nil without Config.Journal
+	rpc     http.Handler
 }
 
 var _ ledger.BundleLedger = (*Chain)(nil)
 
-// New is Open for a chain that opens unless go-ethereum refuses its
-// genesis: New panics then.
+// New is Open for a chain without a Journal, which opens unless go-ethereum
+// refuses its genesis: New panics then.
 func New(cfg Config) *Chain {
 	c, err := Open(cfg)
 	if err != nil {
@@ -223,16 +229,45 @@ func New(cfg Config) *Chain {
 }
 
 // Open returns a chain holding its genesis block (and every block whose
-// slot has begun by the clock). Close releases it.
+// slot has begun by the clock). With a Journal it first replays the
+// journal's packages into the EVM and continues from the last: same genesis
+// time (so slots and JAM block hashes continue), same executed block, same
+// EVM blocks, balances and receipts. Close releases it.
 func Open(cfg Config) (*Chain, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
+	}
+	var (
+		j       *journal
+		hdr     *journalHeader
+		entries []journalEntry
+		err     error
+	)
+	if cfg.Journal != "" {
+		if j, hdr, entries, err = openJournal(cfg.Journal); err != nil {
+			return nil, err
+		}
+	}
+	fail := func(err error) (*Chain, error) {
+		if j != nil {
+			_ = j.close()
+		}
+		return nil, err
 	}
 	if cfg.ChainID == 0 {
 		cfg.ChainID = DefaultChainID
 	}
 	if cfg.ChainID < 0 {
-		return nil, fmt.Errorf("jam: chain id %d is negative", cfg.ChainID)
+		return fail(fmt.Errorf("jam: chain id %d is negative", cfg.ChainID))
+	}
+	if hdr != nil {
+		switch {
+		case !cfg.Genesis.IsZero() && !cfg.Genesis.Equal(hdr.Genesis):
+			return fail(fmt.Errorf("jam: journal %s has genesis %s, the configuration %s", cfg.Journal, hdr.Genesis, cfg.Genesis))
+		case hdr.ChainID != cfg.ChainID:
+			return fail(fmt.Errorf("jam: journal %s has chain id %d, the configuration %d", cfg.Journal, hdr.ChainID, cfg.ChainID))
+		}
+		cfg.Genesis = hdr.Genesis
 	}
 	if cfg.Genesis.IsZero() {
 		cfg.Genesis = cfg.Clock.Now()
@@ -262,7 +297,7 @@ func Open(cfg Config) (*Chain, error) {
 	cfg.TransientError = ledger.ClampRate(cfg.TransientError)
 	evm, err := newEVMChain(cfg.ChainID, genesisAlloc(cfg), uint64(max(0, cfg.Genesis.Unix())))
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	c := &Chain{
 		cfg:   cfg,
@@ -275,8 +310,15 @@ func Open(cfg Config) (*Chain, error) {
 		accumulateAt: map[uint64][]*pkg{},
 		held:         map[uint64][]*pkg{},
 		evm:          evm,
+		journal:      j,
 	}
 	c.rpc = newEVMServer(c)
+	if j != nil {
+		if err := c.replay(hdr, entries); err != nil {
+			evm.close()
+			return fail(err)
+		}
+	}
 	c.blocks = []block{{slot: 0, hash: blockHash(ledger.Hash{}, 0)}}
 	c.mu.Lock()
 	c.advanceLocked()
@@ -299,7 +341,44 @@ func genesisAlloc(cfg Config) map[common.Address]*big.Int {
 	return out
 }
 
-// Close stops the EVM; the chain is not used after.
+// replay writes a new journal's header, or executes an existing journal's
+// packages again, checking that they build the blocks they built.
+func (c *Chain) replay(hdr *journalHeader, entries []journalEntry) error {
+	genesis := c.evm.genesisHash()
+	if hdr == nil {
+		return c.journal.append(journalHeader{Genesis: c.cfg.Genesis, ChainID: c.cfg.ChainID, EVMGenesis: genesis})
+	}
+	if hdr.EVMGenesis != genesis {
+		return fmt.Errorf("jam: journal %s was written for EVM genesis %s, this chain's is %s (another alloc?)",
+			c.cfg.Journal, hdr.EVMGenesis.Hex(), genesis.Hex())
+	}
+	for _, e := range entries {
+		p := &pkg{wp: ledger.WorkPackage{Number: e.Number, Parent: ledger.Hash(e.Parent), Version: e.Version}}
+		for _, raw := range e.Txs {
+			p.wp.Txs = append(p.wp.Txs, raw)
+			p.txHashes = append(p.txHashes, ledger.Hash(crypto.Keccak256Hash(raw)))
+		}
+		p.block = ledger.BundleHash(p.wp.Parent, p.wp.Number, p.txHashes)
+		p.hash = ledger.Hash(e.PackageHash)
+		switch {
+		case e.Number != c.executed.Number+1 || p.wp.Parent != c.executed.Hash:
+			return fmt.Errorf("jam: journal %s: block %d on %s does not follow block %d %s",
+				c.cfg.Journal, e.Number, e.Parent.Hex(), c.executed.Number, c.executed.Hash.Hex())
+		case p.block != ledger.Hash(e.Hash):
+			return fmt.Errorf("jam: journal %s: block %d's transactions hash to %s, not %s", c.cfg.Journal, e.Number, p.block.Hex(), e.Hash.Hex())
+		}
+		ex, err := c.executeEVM(p, e.Slot, e.Time, nil)
+		if err != nil {
+			return err
+		}
+		if ex.EVMHash != e.EVMHash.Hex() {
+			return fmt.Errorf("jam: journal %s: block %d built EVM block %s again, not %s", c.cfg.Journal, e.Number, ex.EVMHash, e.EVMHash.Hex())
+		}
+	}
+	return nil
+}
+
+// Close stops the EVM and closes the journal; the chain is not used after.
 func (c *Chain) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -307,7 +386,12 @@ func (c *Chain) Close() error {
 	if c.halted == nil {
 		c.halted = errors.New("jam: chain closed")
 	}
-	return nil
+	if c.journal == nil {
+		return nil
+	}
+	err := c.journal.close()
+	c.journal = nil
+	return err
 }
 
 // Info reports the chain's slots, cores and the last executed EVM block.
@@ -619,11 +703,12 @@ func (c *Chain) offerLocked(p *pkg, s uint64) {
 	}
 }
 
-// executeLocked runs p as the next EVM block, dated slot s's start. An EVM
-// failure halts the service with p held: nothing after it may execute.
+// executeLocked runs p as the next EVM block, dated slot s's start. A
+// journal or EVM failure halts the service with p held: nothing after it may
+// execute.
 func (c *Chain) executeLocked(p *pkg, s uint64) {
 	start := c.cfg.Genesis.Add(time.Duration(s) * c.cfg.SlotLength).Unix()
-	if _, err := c.executeEVM(p, s, uint64(max(0, start))); err != nil {
+	if _, err := c.executeEVM(p, s, uint64(max(0, start)), c.journal); err != nil {
 		c.halted = err
 		c.held[p.wp.Number] = append(c.held[p.wp.Number], p)
 		return
@@ -632,12 +717,25 @@ func (c *Chain) executeLocked(p *pkg, s uint64) {
 	last.accumulations = append(last.accumulations, p.hash)
 }
 
-// executeEVM builds p's EVM block, makes it the EVM's head and the executed
-// block, and logs it. The caller holds mu.
-func (c *Chain) executeEVM(p *pkg, s, blockTime uint64) (Execution, error) {
+// executeEVM builds p's EVM block, appends it to j (when not nil), makes it
+// the EVM's head and the executed block, and logs it. The caller holds mu
+// or has the chain to itself.
+func (c *Chain) executeEVM(p *pkg, s, blockTime uint64, j *journal) (Execution, error) {
 	b, skipped, gaps, err := c.evm.build(p.block, blockTime, p.wp.Txs)
 	if err != nil {
 		return Execution{}, err
+	}
+	if j != nil {
+		e := journalEntry{
+			Number: p.wp.Number, Hash: common.Hash(p.block), Parent: common.Hash(p.wp.Parent), Version: p.wp.Version,
+			PackageHash: common.Hash(p.hash), Slot: s, Time: b.Time(), EVMHash: b.Hash(),
+		}
+		for _, raw := range p.wp.Txs {
+			e.Txs = append(e.Txs, raw)
+		}
+		if err := j.append(e); err != nil {
+			return Execution{}, err
+		}
 	}
 	if err := c.evm.insert(b); err != nil {
 		return Execution{}, err
