@@ -585,7 +585,7 @@ func (c *Chain) NonceAt(ctx context.Context, sender ledger.Address) (uint64, err
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	c.sync()
+	c.advance()
 	st, err := c.evm.bc.State()
 	if err != nil {
 		return 0, ledger.NewError(ledger.Transient, "reading the EVM state", err)
@@ -593,9 +593,9 @@ func (c *Chain) NonceAt(ctx context.Context, sender ledger.Address) (uint64, err
 	return st.GetNonce(common.Address(sender)), nil
 }
 
-// sync produces the blocks whose slot has begun, and with them every due
+// advance produces the blocks whose slot has begun, and with them every due
 // execution. EVM reads call it and then read without the mutex.
-func (c *Chain) sync() {
+func (c *Chain) advance() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.advanceLocked()

@@ -128,19 +128,19 @@ func (e *evmChain) genesisHash() common.Hash { return e.bc.Genesis().Hash() }
 
 func (e *evmChain) head() *types.Header { return e.bc.CurrentBlock() }
 
-// build executes raws, in order, as the block after the head, dated time
-// (raised to the parent's + 1 if need be) and carrying bundle. A transaction
+// build executes raws, in order, as the block after the head, dated
+// blockTime (raised to the parent's + 1 if need be) and carrying bundle. A transaction
 // the EVM refuses is left out, its state changes and gas undone, and listed
 // with geth's reason; a nonce error also reports a nonce gap. Nothing is
 // visible until insert.
-func (e *evmChain) build(bundle ledger.Hash, time uint64, raws [][]byte) (block *types.Block, skipped []SkippedTx, nonceGaps int, err error) {
+func (e *evmChain) build(bundle ledger.Hash, blockTime uint64, raws [][]byte) (block *types.Block, skipped []SkippedTx, nonceGaps int, err error) {
 	ctx := context.Background()
 	parent := e.bc.CurrentBlock()
 	header := &types.Header{
 		ParentHash: parent.Hash(),
 		Number:     new(big.Int).Add(parent.Number, common.Big1),
 		GasLimit:   core.CalcGasLimit(parent.GasLimit, BlockGasLimit),
-		Time:       max(time, parent.Time+1),
+		Time:       max(blockTime, parent.Time+1),
 		Extra:      append([]byte(nil), bundle[:]...),
 		Difficulty: new(big.Int),
 		BaseFee:    eip1559.CalcBaseFee(e.config, parent),
@@ -249,7 +249,7 @@ func (e *evmChain) headerOf(bnh rpc.BlockNumberOrHash) (*types.Header, error) {
 	if h, ok := bnh.Hash(); ok {
 		header := e.bc.GetHeaderByHash(h)
 		if header == nil {
-			return nil, fmt.Errorf("header for hash not found")
+			return nil, errors.New("header for hash not found")
 		}
 		if bnh.RequireCanonical && e.bc.GetCanonicalHash(header.Number.Uint64()) != h {
 			return nil, fmt.Errorf("hash %s is not currently canonical", h.Hex())

@@ -271,6 +271,12 @@ func TestEVM_ContractIsDeployedCalledAndEstimated(t *testing.T) {
 	if logs, err := e.eth.FilterLogs(ctx, ethereum.FilterQuery{BlockHash: &blockHash}); err != nil || len(logs) != 1 {
 		t.Fatalf("eth_getLogs by block hash = %d logs, %v; want 1", len(logs), err)
 	}
+	if logs, err := e.eth.FilterLogs(ctx, ethereum.FilterQuery{FromBlock: big.NewInt(3), Topics: [][]common.Hash{{value}}}); err != nil || len(logs) != 0 {
+		t.Fatalf("eth_getLogs from block 3, not executed yet = %d logs, %v; want none", len(logs), err)
+	}
+	if _, err := e.eth.FilterLogs(ctx, ethereum.FilterQuery{FromBlock: big.NewInt(2), ToBlock: big.NewInt(1)}); err == nil {
+		t.Fatal("eth_getLogs from block 2 to 1 answered")
+	}
 	other := common.BigToHash(big.NewInt(7))
 	if logs, err := e.eth.FilterLogs(ctx, ethereum.FilterQuery{FromBlock: big.NewInt(0), Topics: [][]common.Hash{{other}}}); err != nil || len(logs) != 0 {
 		t.Fatalf("eth_getLogs for another topic = %d logs, %v; want none", len(logs), err)

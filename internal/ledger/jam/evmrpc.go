@@ -53,7 +53,7 @@ type evmAPI struct {
 
 func newEVMServer(c *Chain) http.Handler {
 	a := &evmAPI{e: c.evm, chainID: big.NewInt(c.cfg.ChainID)}
-	return &jsonRPC{before: c.sync, methods: map[string]rpcMethod{
+	return &jsonRPC{before: c.advance, methods: map[string]rpcMethod{
 		"eth_chainId":               {0, a.chainIDHex},
 		"net_version":               {0, a.netVersion},
 		"web3_clientVersion":        {0, constant(ClientVersion)},
@@ -544,14 +544,17 @@ func (a *evmAPI) logs(_ context.Context, args rpcArgs) (any, error) {
 			case *n < 0:
 				return head
 			default:
-				return min(uint64(*n), head)
+				return uint64(*n)
 			}
 		}
 		from, to = resolve(f.FromBlock), resolve(f.ToBlock)
-		if from > to {
-			return nil, errors.New("invalid block range params")
+		if from > to && f.ToBlock != nil && *f.ToBlock >= 0 {
+			return nil, invalidParams("invalid block range params")
 		}
-		if to-from >= MaxLogsBlockRange {
+		// Blocks not executed yet have no logs: a range past the head
+		// (from block 9 to "latest" 5, say) has none.
+		to = min(to, head)
+		if to >= from && to-from >= MaxLogsBlockRange {
 			return nil, fmt.Errorf("block range too large: at most %d blocks", MaxLogsBlockRange)
 		}
 	}
