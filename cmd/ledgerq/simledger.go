@@ -40,6 +40,9 @@ type jamSimFlags struct {
 	transientRate   float64
 	guaranteeDelay  uint64
 	accumulateDelay uint64
+	chainID         int64
+	fundDevAccounts bool
+	journal         string
 }
 
 func (f jamSimFlags) config(seed int64, c clock.Clock) jam.Config {
@@ -48,6 +51,7 @@ func (f jamSimFlags) config(seed int64, c clock.Clock) jam.Config {
 		NoGuarantee: f.noGuaranteeRate, LateGuarantee: f.lateRate, LateSlots: f.lateSlots,
 		LostResponse: f.lostRate, TransientError: f.transientRate,
 		GuaranteeDelaySlots: f.guaranteeDelay, AccumulateDelaySlots: f.accumulateDelay,
+		ChainID: f.chainID, FundDevAccounts: f.fundDevAccounts, Journal: f.journal,
 	}
 }
 
@@ -63,6 +67,9 @@ func registerJAMSim(fs *flag.FlagSet, f *jamSimFlags) {
 	fs.Float64Var(&f.transientRate, "jam-transient-rate", 0, "simulated JAM chain: fraction of submissions refused with a 503")
 	fs.Uint64Var(&f.guaranteeDelay, "jam-guarantee-delay-slots", 1, "simulated JAM chain: slots after submission a work package is guaranteed")
 	fs.Uint64Var(&f.accumulateDelay, "jam-accumulate-delay-slots", 1, "simulated JAM chain: slots after its guarantee a work package is accumulated")
+	fs.Int64Var(&f.chainID, "jam-chain-id", jam.DefaultChainID, "simulated JAM chain: its EVM's chain id (ledgerq's --builder-chain-id)")
+	fs.BoolVar(&f.fundDevAccounts, "jam-fund-dev-accounts", true, "simulated JAM chain: fund the 20 accounts of the development mnemonic \"test test test test test test test test test test test junk\" (hardhat's and anvil's, 0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266 first) with 10000 ether each; =false funds none")
+	fs.StringVar(&f.journal, "jam-journal", "", "simulated JAM chain: file every executed bundle is appended to; a restart replays it and continues (same genesis, slots, blocks, balances, receipts). Empty: start afresh")
 }
 
 // evmSimFlags are the simulated EVM ledger's flags.
@@ -147,7 +154,7 @@ type simLedgerSetup struct {
 func parseSimLedger(args []string) (simLedgerSetup, error) {
 	s := simLedgerSetup{sim: node.Defaults().Batch.Ledger.Sim}
 	s.sim.MaxEvents = 0
-	fs := newFlagSet("simledger", "Serve a simulated ledger: with --kind sawtooth (the default) over Sawtooth's REST API\n(POST /batches, GET and POST /batch_statuses, GET /debug/log and /debug/stats);\nwith --kind evm over Ethereum JSON-RPC (POST /, default address 127.0.0.1:8545);\nwith --kind jam a JAM chain for the builder lane (GET /info, /recent, /blocks, POST /work-packages,\nGET /debug/log and /debug/stats; default address 127.0.0.1:19800).")
+	fs := newFlagSet("simledger", "Serve a simulated ledger: with --kind sawtooth (the default) over Sawtooth's REST API\n(POST /batches, GET and POST /batch_statuses, GET /debug/log and /debug/stats);\nwith --kind evm over Ethereum JSON-RPC (POST /, default address 127.0.0.1:8545);\nwith --kind jam a JAM chain for the builder lane (GET /info, /recent, /blocks, POST /work-packages,\nGET /debug/log and /debug/stats; default address 127.0.0.1:19800) and the Ethereum JSON-RPC of the\nEVM blocks it executed (POST /evm), where the 20 development accounts hardhat and anvil fund\n(mnemonic \"test test … junk\") have 10000 ether each unless --jam-fund-dev-accounts=false.")
 	fs.StringVar(&s.kind, "kind", simKindSawtooth, "which ledger to serve: sawtooth, evm or jam")
 	fs.StringVar(&s.addr, "addr", "127.0.0.1:8008", "address to listen on (127.0.0.1:8545 for --kind evm, 127.0.0.1:19800 for --kind jam, when not given)")
 	fs.StringVar(&s.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -172,8 +179,8 @@ func parseSimLedger(args []string) (simLedgerSetup, error) {
 		if !addrSet {
 			s.addr = "127.0.0.1:19800"
 		}
-		if s.jam.slotLength <= 0 || s.jam.cores <= 0 {
-			return s, fmt.Errorf("--jam-slot-length and --jam-cores must be positive")
+		if s.jam.slotLength <= 0 || s.jam.cores <= 0 || s.jam.chainID <= 0 {
+			return s, fmt.Errorf("--jam-slot-length, --jam-cores and --jam-chain-id must be positive")
 		}
 	default:
 		return s, fmt.Errorf("--kind: %q is not sawtooth, evm or jam", s.kind)
@@ -201,7 +208,13 @@ func registerEVMSim(fs *flag.FlagSet, f *evmSimFlags) {
 // handler builds the served ledger.
 func (s simLedgerSetup) handler(c clock.Clock, logger *slog.Logger) (http.Handler, error) {
 	if s.kind == simKindJAM {
-		return jam.NewHandler(jam.New(s.jam.config(s.sim.Seed, c))), nil
+		// The chain lives as long as the process: every journal line is
+		// synced when written, so nothing waits for a Close.
+		chain, err := jam.Open(s.jam.config(s.sim.Seed, c))
+		if err != nil {
+			return nil, err
+		}
+		return jam.NewHandler(chain), nil
 	}
 	if s.kind == simKindEVM {
 		cfg, err := s.evm.config(s.sim.Seed, c)

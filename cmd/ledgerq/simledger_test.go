@@ -4,8 +4,15 @@ import (
 	"context"
 	"math/big"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/ethclient"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger"
@@ -63,8 +70,8 @@ func TestSimLedger_KindJAMServesTheBuilderLanesChain(t *testing.T) {
 		t.Fatalf("jam default addr = %q, want 127.0.0.1:19800", s.addr)
 	}
 	want := jam.Config{Seed: 9, SlotLength: 2 * time.Second, Cores: 3, TransientError: 1, LateSlots: 5,
-		GuaranteeDelaySlots: 1, AccumulateDelaySlots: 1}
-	if got := s.jam.config(s.sim.Seed, nil); got != want {
+		GuaranteeDelaySlots: 1, AccumulateDelaySlots: 1, ChainID: 1337, FundDevAccounts: true}
+	if got := s.jam.config(s.sim.Seed, nil); !reflect.DeepEqual(got, want) {
 		t.Fatalf("jam config = %+v, want %+v", got, want)
 	}
 	c := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -90,12 +97,56 @@ func TestSimLedger_KindJAMServesTheBuilderLanesChain(t *testing.T) {
 	}
 }
 
+func TestSimLedger_KindJAMServesItsEVMWithTheDevAccountsFundedAndKeepsAJournal(t *testing.T) {
+	journal := filepath.Join(t.TempDir(), "jam.journal")
+	s, err := parseSimLedger([]string{"--kind", "jam", "--jam-journal", journal, "--jam-chain-id", "31337"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := s.jam.config(s.sim.Seed, nil); cfg.Journal != journal || !cfg.FundDevAccounts || cfg.ChainID != 31337 {
+		t.Fatalf("jam config = %+v, want the journal, chain id 31337 and the dev accounts funded by default", cfg)
+	}
+	h, err := s.handler(clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	eth, err := ethclient.Dial(srv.URL + "/evm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eth.Close()
+	if id, err := eth.ChainID(context.Background()); err != nil || id.Int64() != 31337 {
+		t.Fatalf("eth_chainId = %v, %v; want 31337", id, err)
+	}
+	first := common.HexToAddress("0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266")
+	tenThousand, _ := new(big.Int).SetString("10000000000000000000000", 10)
+	if b, err := eth.BalanceAt(context.Background(), first, nil); err != nil || b.Cmp(tenThousand) != 0 {
+		t.Fatalf("dev account 0 balance = %v, %v; want 10000 ether", b, err)
+	}
+	if raw, err := os.ReadFile(journal); err != nil || !strings.Contains(string(raw), `"chain_id":31337`) {
+		t.Fatalf("journal = %q, %v; want its header", raw, err)
+	}
+
+	s, err = parseSimLedger([]string{"--kind", "jam", "--jam-fund-dev-accounts=false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.jam.config(s.sim.Seed, nil).FundDevAccounts {
+		t.Fatal("--jam-fund-dev-accounts=false still funds them")
+	}
+}
+
 func TestSimLedger_RefusesUnknownKindAndBadAlloc(t *testing.T) {
 	if _, err := parseSimLedger([]string{"--kind", "bitcoin"}); err == nil {
 		t.Error("--kind bitcoin accepted")
 	}
 	if _, err := parseSimLedger([]string{"--kind", "jam", "--jam-cores", "0"}); err == nil {
 		t.Error("--jam-cores 0 accepted")
+	}
+	if _, err := parseSimLedger([]string{"--kind", "jam", "--jam-chain-id", "0"}); err == nil {
+		t.Error("--jam-chain-id 0 accepted")
 	}
 	s, err := parseSimLedger([]string{"--kind", "evm", "--evm-alloc", "0x12=5"})
 	if err == nil {

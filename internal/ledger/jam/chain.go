@@ -3,13 +3,17 @@ package jam
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math/big"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
 	"golang.org/x/crypto/sha3"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
@@ -84,6 +88,17 @@ type Config struct {
 	// MaxBlocks is how many of the newest blocks are kept; 0 means
 	// DefaultMaxBlocks.
 	MaxBlocks int
+	// ChainID is the EVM's chain id; 0 means DefaultChainID (1337).
+	ChainID int64
+	// Alloc funds EVM accounts at genesis, in wei.
+	Alloc map[common.Address]*big.Int
+	// FundDevAccounts funds each of DevAccounts with DevAccountBalance
+	// (10000 ether) at genesis; an Alloc entry for one of them wins.
+	FundDevAccounts bool
+	// Journal is the path of the file every executed package is appended
+	// to before its execution is visible; Open replays it. Empty: no
+	// journal, the chain starts afresh every time.
+	Journal string
 }
 
 // Execution is one entry of the builder service's log: a package it executed
@@ -93,13 +108,20 @@ type Execution struct {
 	Number      uint64 `json:"number"`
 	Version     int    `json:"version"`
 	PackageHash string `json:"package_hash"`
-	// BlockHash is the EVM block's hash (ledger.BundleHash).
+	// BlockHash is the bundle's hash (ledger.BundleHash): the executed
+	// block's name on the JAM side, and its EVM block's extraData.
 	BlockHash string `json:"block_hash"`
-	// TxHashes are the transactions' hashes, in order.
+	// TxHashes are the package's transactions' hashes, in order.
 	TxHashes []string `json:"tx_hashes"`
 	// Slot is the JAM block the package was accumulated in.
 	Slot    uint64 `json:"slot"`
 	Refused string `json:"refused,omitempty"`
+	// EVMHash is the EVM block's header hash, what eth_getBlockByNumber
+	// answers; empty for a refused package.
+	EVMHash string `json:"evm_hash,omitempty"`
+	// Skipped are the package's transactions the EVM refused, left out of
+	// the block.
+	Skipped []SkippedTx `json:"skipped,omitempty"`
 }
 
 // RefusalCounts counts packages refused at submission, by reason.
@@ -143,9 +165,14 @@ type Stats struct {
 	// Duplicates and ParentMismatches count packages the service refused.
 	Duplicates       uint64 `json:"duplicates"`
 	ParentMismatches uint64 `json:"parent_mismatches"`
-	// NonceGaps counts executed transactions whose nonce was not their
-	// sender's next.
+	// Skipped counts transactions of executed packages the EVM refused.
+	Skipped uint64 `json:"skipped"`
+	// NonceGaps counts those of them whose nonce was not their sender's
+	// next.
 	NonceGaps uint64 `json:"nonce_gaps"`
+	// Halted says why the builder service stopped executing (its journal
+	// or EVM failed); empty while it runs.
+	Halted string `json:"halted,omitempty"`
 }
 
 // pkg is a taken work package.
@@ -154,8 +181,6 @@ type pkg struct {
 	hash     ledger.Hash
 	block    ledger.Hash
 	txHashes []ledger.Hash
-	senders  []common.Address
-	nonces   []uint64
 }
 
 type block struct {
@@ -181,19 +206,68 @@ type Chain struct {
 	accumulateAt map[uint64][]*pkg
 	held         map[uint64][]*pkg // by EVM number, waiting for its predecessor
 	executed     ledger.BlockRef
-	nextNonce    map[common.Address]uint64
 	executions   []Execution
 	refusals     []Execution
 	stats        Stats
+	// halted, once set, stops executions: a package is held instead.
+	halted  error
+	evm     *evmChain
+	journal *journal // nil without Config.Journal
+	rpc     http.Handler
 }
 
 var _ ledger.BundleLedger = (*Chain)(nil)
 
-// New returns a chain holding its genesis block (and every block whose slot
-// has begun by the clock).
+// New is Open for a chain without a Journal, which opens unless go-ethereum
+// refuses its genesis: New panics then.
 func New(cfg Config) *Chain {
+	c, err := Open(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+// Open returns a chain holding its genesis block (and every block whose
+// slot has begun by the clock). With a Journal it first replays the
+// journal's packages into the EVM and continues from the last: same genesis
+// time (so slots and JAM block hashes continue), same executed block, same
+// EVM blocks, balances and receipts. Close releases it.
+func Open(cfg Config) (*Chain, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
+	}
+	var (
+		j       *journal
+		hdr     *journalHeader
+		entries []journalEntry
+		err     error
+	)
+	if cfg.Journal != "" {
+		if j, hdr, entries, err = openJournal(cfg.Journal); err != nil {
+			return nil, err
+		}
+	}
+	fail := func(err error) (*Chain, error) {
+		if j != nil {
+			_ = j.close()
+		}
+		return nil, err
+	}
+	if cfg.ChainID == 0 {
+		cfg.ChainID = DefaultChainID
+	}
+	if cfg.ChainID < 0 {
+		return fail(fmt.Errorf("jam: chain id %d is negative", cfg.ChainID))
+	}
+	if hdr != nil {
+		switch {
+		case !cfg.Genesis.IsZero() && !cfg.Genesis.Equal(hdr.Genesis):
+			return fail(fmt.Errorf("jam: journal %s has genesis %s, the configuration %s", cfg.Journal, hdr.Genesis, cfg.Genesis))
+		case hdr.ChainID != cfg.ChainID:
+			return fail(fmt.Errorf("jam: journal %s has chain id %d, the configuration %d", cfg.Journal, hdr.ChainID, cfg.ChainID))
+		}
+		cfg.Genesis = hdr.Genesis
 	}
 	if cfg.Genesis.IsZero() {
 		cfg.Genesis = cfg.Clock.Now()
@@ -221,6 +295,10 @@ func New(cfg Config) *Chain {
 	cfg.LateGuarantee = ledger.ClampRate(cfg.LateGuarantee)
 	cfg.LostResponse = ledger.ClampRate(cfg.LostResponse)
 	cfg.TransientError = ledger.ClampRate(cfg.TransientError)
+	evm, err := newEVMChain(cfg.ChainID, genesisAlloc(cfg), uint64(max(0, cfg.Genesis.Unix())))
+	if err != nil {
+		return fail(err)
+	}
 	c := &Chain{
 		cfg:   cfg,
 		clock: cfg.Clock,
@@ -231,13 +309,89 @@ func New(cfg Config) *Chain {
 		guaranteeAt:  map[uint64][]*pkg{},
 		accumulateAt: map[uint64][]*pkg{},
 		held:         map[uint64][]*pkg{},
-		nextNonce:    map[common.Address]uint64{},
+		evm:          evm,
+		journal:      j,
+	}
+	c.rpc = newEVMServer(c)
+	if j != nil {
+		if err := c.replay(hdr, entries); err != nil {
+			evm.close()
+			return fail(err)
+		}
 	}
 	c.blocks = []block{{slot: 0, hash: blockHash(ledger.Hash{}, 0)}}
 	c.mu.Lock()
 	c.advanceLocked()
 	c.mu.Unlock()
-	return c
+	return c, nil
+}
+
+// genesisAlloc is Alloc with, under FundDevAccounts, the dev accounts.
+func genesisAlloc(cfg Config) map[common.Address]*big.Int {
+	out := map[common.Address]*big.Int{}
+	if cfg.FundDevAccounts {
+		balance, _ := new(big.Int).SetString(DevAccountBalance, 10)
+		for _, a := range DevAccounts() {
+			out[a.Address] = balance
+		}
+	}
+	for a, wei := range cfg.Alloc {
+		out[a] = wei
+	}
+	return out
+}
+
+// replay writes a new journal's header, or executes an existing journal's
+// packages again, checking that they build the blocks they built.
+func (c *Chain) replay(hdr *journalHeader, entries []journalEntry) error {
+	genesis := c.evm.genesisHash()
+	if hdr == nil {
+		return c.journal.append(journalHeader{Genesis: c.cfg.Genesis, ChainID: c.cfg.ChainID, EVMGenesis: genesis})
+	}
+	if hdr.EVMGenesis != genesis {
+		return fmt.Errorf("jam: journal %s was written for EVM genesis %s, this chain's is %s (another alloc?)",
+			c.cfg.Journal, hdr.EVMGenesis.Hex(), genesis.Hex())
+	}
+	for _, e := range entries {
+		p := &pkg{wp: ledger.WorkPackage{Number: e.Number, Parent: ledger.Hash(e.Parent), Version: e.Version}}
+		for _, raw := range e.Txs {
+			p.wp.Txs = append(p.wp.Txs, raw)
+			p.txHashes = append(p.txHashes, ledger.Hash(crypto.Keccak256Hash(raw)))
+		}
+		p.block = ledger.BundleHash(p.wp.Parent, p.wp.Number, p.txHashes)
+		p.hash = ledger.Hash(e.PackageHash)
+		switch {
+		case e.Number != c.executed.Number+1 || p.wp.Parent != c.executed.Hash:
+			return fmt.Errorf("jam: journal %s: block %d on %s does not follow block %d %s",
+				c.cfg.Journal, e.Number, e.Parent.Hex(), c.executed.Number, c.executed.Hash.Hex())
+		case p.block != ledger.Hash(e.Hash):
+			return fmt.Errorf("jam: journal %s: block %d's transactions hash to %s, not %s", c.cfg.Journal, e.Number, p.block.Hex(), e.Hash.Hex())
+		}
+		ex, err := c.executeEVM(p, e.Slot, e.Time, nil)
+		if err != nil {
+			return err
+		}
+		if ex.EVMHash != e.EVMHash.Hex() {
+			return fmt.Errorf("jam: journal %s: block %d built EVM block %s again, not %s", c.cfg.Journal, e.Number, ex.EVMHash, e.EVMHash.Hex())
+		}
+	}
+	return nil
+}
+
+// Close stops the EVM and closes the journal; the chain is not used after.
+func (c *Chain) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.evm.close()
+	if c.halted == nil {
+		c.halted = errors.New("jam: chain closed")
+	}
+	if c.journal == nil {
+		return nil
+	}
+	err := c.journal.close()
+	c.journal = nil
+	return err
 }
 
 // Info reports the chain's slots, cores and the last executed EVM block.
@@ -384,15 +538,12 @@ func (c *Chain) checkLocked(wp ledger.WorkPackage) (*pkg, error) {
 			c.stats.Refused.BadTx++
 			return nil, ledger.NewError(ledger.Deterministic, ReasonBadTx, fmt.Errorf("transaction %d: %w", i, err))
 		}
-		from, err := types.Sender(types.LatestSignerForChainID(tx.ChainId()), &tx)
-		if err != nil {
+		if _, err := types.Sender(types.LatestSignerForChainID(tx.ChainId()), &tx); err != nil {
 			c.stats.Refused.BadTx++
 			return nil, ledger.NewError(ledger.Deterministic, ReasonBadTx, fmt.Errorf("transaction %d: recovering its sender: %w", i, err))
 		}
 		p.wp.Txs[i] = append([]byte(nil), raw...)
 		p.txHashes = append(p.txHashes, ledger.Hash(tx.Hash()))
-		p.senders = append(p.senders, from)
-		p.nonces = append(p.nonces, tx.Nonce())
 	}
 	p.block = ledger.BundleHash(wp.Parent, wp.Number, p.txHashes)
 	p.hash = ledger.PackageHash(p.block, wp.Version, wp.Core, wp.Anchor)
@@ -427,17 +578,27 @@ func (c *Chain) Refusals() []Execution {
 	return cloneLog(c.refusals)
 }
 
-// NonceAt is the builder service's EVM state: sender's account nonce after
-// every executed block (0 before its first transaction). It is what the
+// NonceAt is sender's account nonce in the builder service's EVM state after
+// the last executed block (0 before its first transaction). It is what the
 // builder's pool reads as the chain's nonce (ledger.PoolChain).
 func (c *Chain) NonceAt(ctx context.Context, sender ledger.Address) (uint64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	c.advance()
+	st, err := c.evm.bc.State()
+	if err != nil {
+		return 0, ledger.NewError(ledger.Transient, "reading the EVM state", err)
+	}
+	return st.GetNonce(common.Address(sender)), nil
+}
+
+// advance produces the blocks whose slot has begun, and with them every due
+// execution. EVM reads call it and then read without the mutex.
+func (c *Chain) advance() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.advanceLocked()
-	return c.nextNonce[common.Address(sender)], nil
 }
 
 // Stats returns the counters.
@@ -447,6 +608,9 @@ func (c *Chain) Stats() Stats {
 	c.advanceLocked()
 	s := c.stats
 	s.Head = c.headLocked()
+	if c.halted != nil {
+		s.Halted = c.halted.Error()
+	}
 	for _, q := range c.held {
 		s.Held += uint64(len(q))
 	}
@@ -457,6 +621,7 @@ func cloneLog(log []Execution) []Execution {
 	out := make([]Execution, len(log))
 	for i, e := range log {
 		e.TxHashes = append([]string(nil), e.TxHashes...)
+		e.Skipped = append([]SkippedTx(nil), e.Skipped...)
 		out[i] = e
 	}
 	return out
@@ -506,7 +671,7 @@ func (c *Chain) produceLocked(s uint64) {
 // then executes, in the same block, every held package whose turn came.
 func (c *Chain) accumulateLocked(p *pkg, s uint64) {
 	c.offerLocked(p, s)
-	for {
+	for c.halted == nil {
 		next := c.executed.Number + 1
 		q := c.held[next]
 		if len(q) == 0 {
@@ -525,7 +690,7 @@ func (c *Chain) accumulateLocked(p *pkg, s uint64) {
 // order, each once, on the executed parent.
 func (c *Chain) offerLocked(p *pkg, s uint64) {
 	switch next := c.executed.Number + 1; {
-	case p.wp.Number > next:
+	case p.wp.Number > next || c.halted != nil:
 		c.held[p.wp.Number] = append(c.held[p.wp.Number], p)
 	case p.wp.Number < next:
 		c.stats.Duplicates++
@@ -538,21 +703,51 @@ func (c *Chain) offerLocked(p *pkg, s uint64) {
 	}
 }
 
+// executeLocked runs p as the next EVM block, dated slot s's start. A
+// journal or EVM failure halts the service with p held: nothing after it may
+// execute.
 func (c *Chain) executeLocked(p *pkg, s uint64) {
-	for i, from := range p.senders {
-		want := c.nextNonce[from]
-		if p.nonces[i] != want {
-			c.stats.NonceGaps++
+	start := c.cfg.Genesis.Add(time.Duration(s) * c.cfg.SlotLength).Unix()
+	if _, err := c.executeEVM(p, s, uint64(max(0, start)), c.journal); err != nil {
+		c.halted = err
+		c.held[p.wp.Number] = append(c.held[p.wp.Number], p)
+		return
+	}
+	last := &c.blocks[len(c.blocks)-1]
+	last.accumulations = append(last.accumulations, p.hash)
+}
+
+// executeEVM builds p's EVM block, appends it to j (when not nil), makes it
+// the EVM's head and the executed block, and logs it. The caller holds mu
+// or has the chain to itself.
+func (c *Chain) executeEVM(p *pkg, s, blockTime uint64, j *journal) (Execution, error) {
+	b, skipped, gaps, err := c.evm.build(p.block, blockTime, p.wp.Txs)
+	if err != nil {
+		return Execution{}, err
+	}
+	if j != nil {
+		e := journalEntry{
+			Number: p.wp.Number, Hash: common.Hash(p.block), Parent: common.Hash(p.wp.Parent), Version: p.wp.Version,
+			PackageHash: common.Hash(p.hash), Slot: s, Time: b.Time(), EVMHash: b.Hash(),
 		}
-		if p.nonces[i] >= want {
-			c.nextNonce[from] = p.nonces[i] + 1
+		for _, raw := range p.wp.Txs {
+			e.Txs = append(e.Txs, raw)
 		}
+		if err := j.append(e); err != nil {
+			return Execution{}, err
+		}
+	}
+	if err := c.evm.insert(b); err != nil {
+		return Execution{}, err
 	}
 	c.executed = ledger.BlockRef{Number: p.wp.Number, Hash: p.block}
 	c.stats.Executed++
-	c.executions = append(c.executions, c.entry(p, s, ""))
-	last := &c.blocks[len(c.blocks)-1]
-	last.accumulations = append(last.accumulations, p.hash)
+	c.stats.Skipped += uint64(len(skipped))
+	c.stats.NonceGaps += uint64(gaps)
+	ex := c.entry(p, s, "")
+	ex.EVMHash, ex.Skipped = b.Hash().Hex(), skipped
+	c.executions = append(c.executions, ex)
+	return ex, nil
 }
 
 func (c *Chain) entry(p *pkg, s uint64, refused string) Execution {

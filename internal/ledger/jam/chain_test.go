@@ -3,6 +3,7 @@ package jam_test
 import (
 	"context"
 	"crypto/ecdsa"
+	"maps"
 	"math/big"
 	"strings"
 	"sync"
@@ -32,15 +33,33 @@ type bundle struct {
 	nonce uint64
 }
 
+// Test keys: key and other are funded at genesis (see setup).
+var (
+	key, _   = crypto.ToECDSA(common.LeftPadBytes([]byte{0x42}, 32))
+	other, _ = crypto.ToECDSA(common.LeftPadBytes([]byte{0x43}, 32))
+	ether    = big.NewInt(1e18)
+)
+
+// setup starts a chain on a fake clock at t0 (see withTestAlloc).
 func setup(t *testing.T, cfg jam.Config) *bundle {
 	t.Helper()
-	key, err := crypto.ToECDSA(common.LeftPadBytes([]byte{0x42}, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := clock.NewFake(t0)
 	cfg.Clock = c
-	return &bundle{chain: jam.New(cfg), clock: c, key: key}
+	chain := jam.New(withTestAlloc(cfg))
+	t.Cleanup(func() { _ = chain.Close() })
+	return &bundle{chain: chain, clock: c, key: key}
+}
+
+// withTestAlloc funds key and other with 100 ether each, unless cfg.Alloc
+// says otherwise.
+func withTestAlloc(cfg jam.Config) jam.Config {
+	alloc := map[common.Address]*big.Int{
+		crypto.PubkeyToAddress(key.PublicKey):   new(big.Int).Mul(big.NewInt(100), ether),
+		crypto.PubkeyToAddress(other.PublicKey): new(big.Int).Mul(big.NewInt(100), ether),
+	}
+	maps.Copy(alloc, cfg.Alloc)
+	cfg.Alloc = alloc
+	return cfg
 }
 
 // tx signs the next transaction.
@@ -387,7 +406,6 @@ func TestChain_NonceGapsAreCounted(t *testing.T) {
 	t.Parallel()
 	b := setup(t, jam.Config{})
 	b.advance(2)
-	other, _ := crypto.ToECDSA(common.LeftPadBytes([]byte{0x43}, 32))
 	// Sender one: 0, 1, then 3 (a gap). Sender two: 0, 1.
 	wp1 := pkg(t, b.chain, 1, ledger.Hash{}, 1, signTx(t, b.key, 0), signTx(t, other, 0), signTx(t, b.key, 1))
 	evm1, _ := hashes(t, wp1)
@@ -471,4 +489,27 @@ func TestChain_KeepsAtLeastTheNewestMaxBlocks(t *testing.T) {
 		t.Fatalf("recent = %v, want slots 18..25", recent)
 	}
 	submit(t, b.chain, pkg(t, b.chain, 1, ledger.Hash{}, 1, b.tx(t)))
+}
+
+func TestChain_TransactionTheEVMRefusesIsSkippedWithGethsReason(t *testing.T) {
+	t.Parallel()
+	b := setup(t, jam.Config{})
+	b.advance(2)
+	poor, _ := crypto.ToECDSA(common.LeftPadBytes([]byte{0x44}, 32))
+	wp := pkg(t, b.chain, 1, ledger.Hash{}, 1, signTx(t, poor, 0), b.tx(t))
+	submit(t, b.chain, wp)
+	b.advance(2)
+	ex := b.chain.Executions()
+	if len(ex) != 1 || len(ex[0].TxHashes) != 2 || len(ex[0].Skipped) != 1 || ex[0].Skipped[0].Hash != ex[0].TxHashes[0] ||
+		!strings.HasPrefix(ex[0].Skipped[0].Reason, "insufficient funds for gas * price + value") {
+		t.Fatalf("executions = %+v; want block 1 with the unfunded transaction skipped for insufficient funds", ex)
+	}
+	for k, want := range map[*ecdsa.PrivateKey]uint64{poor: 0, key: 1} {
+		if n, err := b.chain.NonceAt(ctx, ledger.Address(crypto.PubkeyToAddress(k.PublicKey))); err != nil || n != want {
+			t.Errorf("NonceAt = %d, %v; want %d", n, err, want)
+		}
+	}
+	if s := b.chain.Stats(); s.Executed != 1 || s.Skipped != 1 || s.NonceGaps != 0 {
+		t.Fatalf("stats = %+v", s)
+	}
 }

@@ -89,6 +89,7 @@ func NewHandler(c *Chain) http.Handler {
 	mux.HandleFunc("GET /nonce", s.nonce)
 	mux.HandleFunc("GET /debug/log", s.debugLog)
 	mux.HandleFunc("GET /debug/stats", s.debugStats)
+	mux.Handle("POST /evm", c.EVMHandler())
 	return mux
 }
 
