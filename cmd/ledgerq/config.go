@@ -119,6 +119,8 @@ func registerBuilder(fs *flag.FlagSet, b *node.BuilderConfig, parts flagParts) {
 	fs.DurationVar(&b.SubmitBackoff, "submit-backoff", b.SubmitBackoff, "builder lane: wait after a refused submit; doubles with each refusal of the bundle")
 	fs.DurationVar(&b.SubmitBackoffMax, "submit-backoff-max", b.SubmitBackoffMax, "builder lane: the longest wait after a refused submit")
 	fs.DurationVar(&b.Ledger.Sim.SlotLength, "builder-sim-slot-length", b.Ledger.Sim.SlotLength, "builder lane: the simulated JAM chain's timeslot, for --builder-ledger sim (0: 6s)")
+	fs.BoolVar(&b.Ledger.Sim.FundDevAccounts, "builder-sim-fund-dev-accounts", b.Ledger.Sim.FundDevAccounts, "builder lane: the simulated JAM chain's EVM funds the 20 accounts of the development mnemonic \"test test test test test test test test test test test junk\" (m/44'/60'/0'/0/0..19, as hardhat and anvil) with 10000 ether each, for --builder-ledger sim")
+	fs.StringVar(&b.Ledger.Sim.Journal, "builder-sim-journal", b.Ledger.Sim.Journal, "builder lane: a file the simulated JAM chain records what it executed in and replays at start, so that it survives a restart as the database does (empty: kept in memory only), for --builder-ledger sim")
 }
 
 // registerWallet registers the wallet lane's flags.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/big"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
@@ -111,16 +113,29 @@ func RunBuilder(ctx context.Context, cfg BuilderConfig) (*BuilderReport, error) 
 		return nil, err
 	}
 	cfg.Node.Clock = clock.Real{}
-	cfg.Chain.Clock = clock.Real{}
-	chain := jam.New(cfg.Chain)
-	cfg.Node.Builder.Enabled = true
-	cfg.Node.Builder.Ledger.Instance = chain
-	cfg.Node.API.Enabled = false
-
 	keys, txs, err := signBuilderTxs(cfg)
 	if err != nil {
 		return nil, err
 	}
+	// The senders are funded on the chain's EVM, which runs every
+	// transaction.
+	cfg.Chain.Clock = clock.Real{}
+	cfg.Chain.ChainID = cfg.Node.Builder.Pool.ChainID
+	cfg.Chain.Alloc = maps.Clone(cfg.Chain.Alloc)
+	if cfg.Chain.Alloc == nil {
+		cfg.Chain.Alloc = map[common.Address]*big.Int{}
+	}
+	for _, k := range keys {
+		cfg.Chain.Alloc[crypto.PubkeyToAddress(k.PublicKey)] = new(big.Int).Mul(big.NewInt(1000), big.NewInt(1e18))
+	}
+	chain, err := jam.Open(cfg.Chain)
+	if err != nil {
+		return nil, err
+	}
+	defer chain.Close()
+	cfg.Node.Builder.Enabled = true
+	cfg.Node.Builder.Ledger.Instance = chain
+	cfg.Node.API.Enabled = false
 	n, err := node.Open(ctx, cfg.Node)
 	if err != nil {
 		return nil, err
@@ -334,10 +349,19 @@ func (r *builderRun) summarize(ctx context.Context, rep *BuilderReport) error {
 	}
 	rep.Chain = r.chain.Stats()
 	executed := map[string]int{}
+	skipped := 0
 	for _, e := range r.chain.Executions() {
 		for _, h := range e.TxHashes {
 			executed[h]++
 		}
+		// A transaction the EVM refused is in its package but did not run.
+		for _, sk := range e.Skipped {
+			executed[sk.Hash]--
+			skipped++
+		}
+	}
+	if skipped > 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("the chain's EVM refused %d bundled transactions", skipped))
 	}
 	var missing, twice int
 	for _, txs := range r.txs {

@@ -87,7 +87,8 @@ const (
 // builderDefaults are the builder lane's defaults.
 func builderDefaults() BuilderConfig {
 	return BuilderConfig{
-		Ledger:     BuilderLedgerConfig{Kind: BuilderLedgerJAM, Timeout: 5 * time.Second},
+		Ledger: BuilderLedgerConfig{Kind: BuilderLedgerJAM, Timeout: 5 * time.Second,
+			Sim: jam.Config{FundDevAccounts: true}},
 		Pool:       queuer.DefaultPoolConfig(1337),
 		BundleSize: 100, MaxQueued: 16, Cores: 2,
 		GuaranteeTimeout: 18 * time.Second, MaxVersions: 3, FinalityDepth: 2,
@@ -256,8 +257,23 @@ func (n *Node) newBuilderChain() (*builderLane, error) {
 		if cfg.Clock == nil {
 			cfg.Clock = n.clock
 		}
-		c := jam.New(cfg)
-		return &builderLane{ledger: c, poolChain: c, closeLed: func() {}}, nil
+		if cfg.ChainID == 0 {
+			cfg.ChainID = n.cfg.Builder.Pool.ChainID
+		}
+		c, err := jam.Open(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("builder lane: the simulated JAM chain: %w", err)
+		}
+		evm, err := evmrpc.New(evmrpc.Config{Handler: c.EVMHandler(), Timeout: lc.Timeout})
+		if err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("builder lane: %w", err)
+		}
+		return &builderLane{ledger: c, poolChain: c, evm: evm, closeLed: func() {
+			if err := c.Close(); err != nil {
+				n.logger.Error("builder lane: closing the simulated JAM chain", "error", err)
+			}
+		}}, nil
 	}
 	c := jam.NewClient(lc.URL, &http.Client{Timeout: lc.Timeout})
 	evmURL := lc.EVMURL

@@ -13,6 +13,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
 
+	"github.com/ledgerq/ledgerq/internal/ledger/jam"
 	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
@@ -89,7 +90,7 @@ func TestBuilderLane_SimChainTakesATransactionFromRPCToAFinalizedBundle(t *testi
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	key, _ := crypto.GenerateKey()
+	key := jam.DevAccounts()[0].Key // funded on the simulated chain's EVM
 	id := big.NewInt(c.Builder.Pool.ChainID)
 	to := common.Address{0xde, 0xad}
 	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(id), &types.DynamicFeeTx{

@@ -24,6 +24,7 @@ import (
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/ledger/jam"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 )
 
@@ -34,6 +35,11 @@ type jamExecution struct {
 	PackageHash string   `json:"package_hash"`
 	TxHashes    []string `json:"tx_hashes"`
 	Refused     string   `json:"refused"`
+	// Skipped are transactions the EVM refused: in the package, not run.
+	Skipped []struct {
+		Hash   string `json:"hash"`
+		Reason string `json:"reason"`
+	} `json:"skipped"`
 }
 
 type jamLog struct {
@@ -120,8 +126,7 @@ func TestE2E_BuilderLaneTwoServeProcessesOnAFaultyJAMChainExecuteEveryTransactio
 	const senders, perSender = 8, 12
 	ss := make([]*builderSender, senders)
 	for i := range ss {
-		key, err := crypto.GenerateKey()
-		require.NoError(t, err)
+		key := jam.DevAccounts()[i].Key // funded by simledger's EVM
 		s := &builderSender{key: key, addr: crypto.PubkeyToAddress(key.PublicKey), want: map[uint64]string{}}
 		ss[i] = s
 		cl := clients[i%2]
@@ -180,6 +185,9 @@ func TestE2E_BuilderLaneTwoServeProcessesOnAFaultyJAMChainExecuteEveryTransactio
 	}
 	for n, c := range numbers {
 		require.Equal(t, 1, c, "block number %d executed %d times", n, c)
+	}
+	for _, e := range log.Executions {
+		require.Empty(t, e.Skipped, "block %d: the EVM refused transactions", e.Number)
 	}
 	byHash := map[string]string{}
 	for _, s := range ss {
