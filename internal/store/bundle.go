@@ -853,7 +853,7 @@ type BundleHeads struct {
 
 // BundleHeads returns the chain's BundleHeads.
 func (s *Store) BundleHeads(ctx context.Context, chainID int64) (BundleHeads, error) {
-	r, err := s.q.BundleHeads(ctx, chainID)
+	r, err := one(s.q.BundleHeads(ctx, chainID))
 	if err != nil {
 		return BundleHeads{}, fmt.Errorf("reading the newest executed bundle of chain %d: %w", chainID, err)
 	}
