@@ -249,6 +249,7 @@ type env struct {
 	db       *testdb.DB
 	st       *store.Store
 	clk      *clock.Fake
+	rows     *testfactory.Factory
 	chain    *evmsim.Ledger
 	led      *recLedger
 	keys     []*ecdsa.PrivateKey
@@ -281,6 +282,7 @@ func setup(t *testing.T, o options) *env {
 	}
 	e := &env{db: testdb.New(t), clk: testfactory.NewClock()}
 	e.st = e.db.Store
+	e.rows = testfactory.New(t, e.st, e.clk)
 	o.sim.Clock = e.clk
 	o.sim.ChainID = chainID
 	if o.sim.BlockPeriod == 0 {
@@ -354,13 +356,10 @@ func (e *env) insert(t *testing.T, w int, now time.Time, priority int32, value i
 	t.Helper()
 	e.recipients++
 	to := common.BigToAddress(big.NewInt(int64(0x10000 + e.recipients)))
-	task, created, err := e.st.TaskInsert(t.Context(), store.TaskInsertParams{
-		Now: now, Wallet: e.wallets[w].ID, ChainID: chainID, Sender: e.wallets[w].Address().Hex(), Priority: priority,
-		Request: store.TaskRequest{To: to.Hex(), Value: big.NewInt(value), Data: data},
+	return e.rows.PostTask(testfactory.Task{
+		Wallet: e.wallets[w].ID, ChainID: chainID, Sender: e.wallets[w].Address().Hex(), Priority: priority,
+		Request: store.TaskRequest{To: to.Hex(), Value: big.NewInt(value), Data: data}, CreatedAt: now,
 	})
-	require.NoError(t, err)
-	require.True(t, created)
-	return task
 }
 
 func (e *env) task(t *testing.T, task store.Task) store.Task {

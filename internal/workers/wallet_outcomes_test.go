@@ -12,6 +12,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -252,11 +253,10 @@ func TestFollower_SchedulesConfiguredWalletsWithAttemptsInFlightOrWaitingTasks(t
 	e.post(t, 0, 0, 1, nil)
 	e.post(t, 1, 0, 1, nil)
 	runPool(t, e.pool) // both sent, not mined: shards idle
-	_, _, err := e.st.TaskInsert(t.Context(), store.TaskInsertParams{
-		Now: e.clk.Now(), Wallet: "gone", ChainID: chainID, Sender: "0x00000000000000000000000000000000000000aa",
+	e.rows.PostTask(testfactory.Task{
+		Wallet: "gone", ChainID: chainID, Sender: "0x00000000000000000000000000000000000000aa",
 		Request: store.TaskRequest{To: "0x00000000000000000000000000000000000000bb", Value: big.NewInt(1)},
 	})
-	require.NoError(t, err)
 	runPool(t, e.pool) // the unknown wallet's run ends at once
 	for _, k := range []string{e.key(0), e.key(1)} {
 		s, err := e.st.ShardGet(t.Context(), k)

@@ -14,6 +14,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -29,12 +30,7 @@ var deadAddr = common.HexToAddress("0x000000000000000000000000000000000000dEaD")
 func (e *env) insertReq(t *testing.T, w int, req store.TaskRequest) store.Task {
 	t.Helper()
 	e.clk.Advance(time.Microsecond)
-	task, created, err := e.st.TaskInsert(t.Context(), store.TaskInsertParams{
-		Now: e.clk.Now(), Wallet: e.wallets[w].ID, ChainID: chainID, Sender: e.wallets[w].Address().Hex(), Request: req,
-	})
-	require.NoError(t, err)
-	require.True(t, created)
-	return task
+	return e.rows.PostTask(testfactory.Task{Wallet: e.wallets[w].ID, ChainID: chainID, Sender: e.wallets[w].Address().Hex(), Request: req})
 }
 
 // requireNoFailedRun checks that no run of wallet w's shard has failed:
