@@ -82,6 +82,7 @@ func TestSeed003_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
 		}))
 	}
 	deadline := time.Now().Add(2 * time.Minute)
+	head := node.WaitHead(t, 0)
 	for {
 		done := 0
 		for _, task := range tasks {
@@ -99,7 +100,8 @@ func TestSeed003_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
 		_, err := follower.RunOnce(ctx)
 		require.NoError(t, err)
 		runPool(t, pool)
-		time.Sleep(300 * time.Millisecond)
+		// Geth mines on its own clock: the next round looks at its next block.
+		head = node.WaitHead(t, head+1)
 	}
 
 	mined, err := testgeth.MinedFrom(ctx, node.URL, addr)
@@ -182,6 +184,7 @@ func (g *gethWallet) driveUntilDone(t *testing.T, within time.Duration) {
 	t.Helper()
 	ctx := t.Context()
 	deadline := time.Now().Add(within)
+	head := g.node.WaitHead(t, 0)
 	for {
 		done := 0
 		for _, task := range g.tasks {
@@ -205,7 +208,8 @@ func (g *gethWallet) driveUntilDone(t *testing.T, within time.Duration) {
 				break
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
+		// Geth mines on its own clock: the next round looks at its next block.
+		head = g.node.WaitHead(t, head+1)
 	}
 }
 
