@@ -292,8 +292,10 @@ func TestWallets_AClientThatDisconnectsDoesNotCancelAnExecutingTaskNorAReplayedO
 	// wait. Were it to arrive later, the test would pass without checking.
 	time.Sleep(200 * time.Millisecond)
 	leave()
-	// Checked in this goroutine, not with require.Never, whose last check
-	// may still run when it returns and the fixture's pool is closed.
+	// For half a second nothing may cancel either task: the check is that
+	// nothing happens. Checked in this goroutine, not with require.Never,
+	// whose last check may still run when it returns and the fixture's pool
+	// is closed.
 	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		require.Equal(t, store.TaskExecuting, f.task(executing.ID).Status, "the executing task was cancelled")
 		require.Equal(t, store.TaskWaiting, f.task(waiting).Status, "the replayed task was cancelled")
