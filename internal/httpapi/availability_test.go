@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
@@ -127,15 +128,10 @@ func TestAPI_RequestsWhileTheDatabaseHangsAnswer503ByTheRequestTimeout(t *testin
 // be slow enough to miss a short request deadline once.
 func untilStatus(t *testing.T, want int, do func() httpResult, msgAndArgs ...any) {
 	t.Helper()
-	var last httpResult
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if last = do(); last.StatusCode == want {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	require.Equal(t, want, last.StatusCode, append(msgAndArgs, last.Body)...)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		last := do()
+		assert.Equal(c, want, last.StatusCode, append(msgAndArgs, last.Body)...)
+	}, 10*time.Second, 100*time.Millisecond)
 }
 
 // serveOn serves the API over st (a store on db, perhaps through a proxy).

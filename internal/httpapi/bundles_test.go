@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
 // cut makes the pending pool transactions into bundles of size, as the
@@ -18,11 +18,9 @@ import (
 func (f *poolFixture) cut(size int) []store.Bundle {
 	f.t.Helper()
 	recent := []ledger.BlockRef{{Number: 10, Hash: ledger.Hash{10}}, {Number: 11, Hash: ledger.Hash{11}}}
-	bs, err := f.db.Store.BundleCut(context.Background(), store.BundleCutParams{
-		ChainID: poolChainID, Size: size, MaxQueued: 10, MaxBundles: 10, Recent: recent, Cores: 2, Now: t0,
+	return testfactory.New(f.t, f.db.Store, f.clock).CutBundles(store.BundleCutParams{
+		ChainID: poolChainID, Size: size, MaxQueued: 10, MaxBundles: 10, Recent: recent, Cores: 2,
 	})
-	require.NoError(f.t, err)
-	return bs
 }
 
 func TestBundles_GetShowsTheBundleItsTransactionsInOrderAndTheListPagesByNumber(t *testing.T) {

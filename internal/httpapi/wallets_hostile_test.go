@@ -22,6 +22,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
 // TestWalletsAPI_HostileInputNeverAnswers5xx is
@@ -56,7 +57,8 @@ func hostileWalletHandler(t *testing.T) (http.Handler, hostilePieces) {
 	main, other := newTestWallet(t, "main"), newTestWallet(t, "other")
 	reg, err := keystore.NewRegistry(main, other)
 	require.NoError(t, err)
-	api := httpapi.New(cfg, httpapi.Deps{Store: db.Store, Wallets: reg, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: metrics.New()})
+	clk := clock.NewFake(t0)
+	api := httpapi.New(cfg, httpapi.Deps{Store: db.Store, Wallets: reg, Clock: clk, Logger: testLogger(t), Metrics: metrics.New()})
 
 	p := hostilePieces{keys: []string{createAPIKey(t, db.Store, "main"), createAPIKey(t, db.Store, "other", "main")}}
 	revoked, token, err := db.Store.APIKeyCreate(context.Background(), store.APIKeyCreateParams{Now: t0, Name: "revoked", Wallets: []string{"main"}})
@@ -65,16 +67,14 @@ func hostileWalletHandler(t *testing.T) (http.Handler, hostilePieces) {
 	require.NoError(t, err)
 	p.keys = append(p.keys, token)
 
-	f := &walletFixture{apiFixture: &apiFixture{t: t, db: db}}
+	rows := testfactory.New(t, db.Store, clk)
 	for i := range 4 {
-		task, _, err := db.Store.TaskInsert(context.Background(), store.TaskInsertParams{Now: t0, Wallet: "main", ChainID: main.ChainID,
-			Sender: main.Address().Hex(), Request: store.TaskRequest{To: recipient}})
-		require.NoError(t, err)
+		task := rows.PostTask(testfactory.Task{ChainID: main.ChainID, Sender: main.Address().Hex(), Request: store.TaskRequest{To: recipient}})
 		switch i {
 		case 1:
-			f.startTask(task)
+			rows.StartTask(task)
 		case 2:
-			f.finishTask(task)
+			rows.FinishTask(task)
 		case 3:
 			_, err := db.Store.TaskFail(context.Background(), store.TaskFailParams{Now: t0, ID: task.ID, Reason: "\"quoted\" <reason> \u2028"})
 			require.NoError(t, err)

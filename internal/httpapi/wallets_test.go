@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +22,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
 const (
@@ -37,6 +37,8 @@ type walletFixture struct {
 	main, other keystore.Wallet
 	// key opens main and "ghost" (not configured); otherKey opens other.
 	key, otherKey string
+	// rows moves tasks as the wallet's worker would.
+	rows *testfactory.Factory
 }
 
 func newTestWallet(t testing.TB, id string) keystore.Wallet {
@@ -69,7 +71,8 @@ func setupWallets(t *testing.T, mutate ...func(*httpapi.Config)) *walletFixture 
 	reg, err := keystore.NewRegistry(main, other)
 	require.NoError(t, err)
 	m := metrics.New()
-	api := httpapi.New(cfg, httpapi.Deps{Store: db.Store, Wallets: reg, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: m,
+	clk := clock.NewFake(t0)
+	api := httpapi.New(cfg, httpapi.Deps{Store: db.Store, Wallets: reg, Clock: clk, Logger: testLogger(t), Metrics: m,
 		Resolver: testHosts})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
@@ -77,6 +80,7 @@ func setupWallets(t *testing.T, mutate ...func(*httpapi.Config)) *walletFixture 
 		apiFixture: &apiFixture{t: t, db: db, url: srv.URL, metrics: m}, api: api,
 		main: main, other: other,
 		key: createAPIKey(t, db.Store, "main", "ghost"), otherKey: createAPIKey(t, db.Store, "other"),
+		rows: testfactory.New(t, db.Store, clk),
 	}
 }
 
@@ -160,33 +164,6 @@ func (f *walletFixture) onlyTask() store.Task {
 	return tasks[0]
 }
 
-// startTask does what the wallet's worker does first: it stores a signed
-// attempt for the task, which moves it to executing. It returns the
-// attempt's hash.
-func (f *walletFixture) startTask(task store.Task) string {
-	f.t.Helper()
-	ctx := context.Background()
-	next, err := f.db.Store.WalletNonceGet(ctx, task.ChainID, task.Sender)
-	if errors.Is(err, store.ErrNotFound) {
-		next, err = 0, nil
-	}
-	require.NoError(f.t, err)
-	hash := fmt.Sprintf("0x%064x", next+0xbeef)
-	_, err = f.db.Store.AttemptStoreMany(ctx, store.AttemptStoreManyParams{Now: t0, ChainID: task.ChainID, Sender: task.Sender, FirstNonce: next,
-		Attempts: []store.SignedTx{{TaskID: task.ID, Nonce: next, TxHash: hash, Raw: []byte("raw"), GasLimit: 21000}}})
-	require.NoError(f.t, err)
-	return hash
-}
-
-// finishTask starts the task and records its transaction mined: done.
-func (f *walletFixture) finishTask(task store.Task) string {
-	f.t.Helper()
-	hash := f.startTask(task)
-	_, err := f.db.Store.AttemptConfirm(context.Background(), store.AttemptConfirmParams{Now: t0, ChainID: task.ChainID, TxHash: hash, Final: true})
-	require.NoError(f.t, err)
-	return hash
-}
-
 func TestWallets_SendTxWithTaskTrueAnswers202AtOnceWithTheWaitingTask(t *testing.T) {
 	t.Parallel()
 	f := setupWallets(t)
@@ -223,7 +200,7 @@ func TestWallets_SendTxWithoutTaskTrueWaitsUntilTheTaskIsDone(t *testing.T) {
 		t.Fatalf("answered %d before the task ended: %s", resp.StatusCode, resp.Body)
 	default:
 	}
-	hash := f.finishTask(task)
+	hash := f.rows.FinishTask(task).TxHash
 	var resp httpResult
 	select {
 	case resp = <-answered:
@@ -306,7 +283,7 @@ func TestWallets_AClientThatDisconnectsDoesNotCancelAnExecutingTaskNorAReplayedO
 
 	leave := post("exec")
 	executing := f.onlyTask()
-	f.startTask(executing)
+	f.rows.StartTask(executing)
 	leave()
 
 	waiting := decodeTask(t, f.sendTx("?task=true", txBody("1"), "Idempotency-Key", "replayed")).Task.ID
@@ -315,8 +292,10 @@ func TestWallets_AClientThatDisconnectsDoesNotCancelAnExecutingTaskNorAReplayedO
 	// wait. Were it to arrive later, the test would pass without checking.
 	time.Sleep(200 * time.Millisecond)
 	leave()
-	// Checked in this goroutine, not with require.Never, whose last check
-	// may still run when it returns and the fixture's pool is closed.
+	// For half a second nothing may cancel either task: the check is that
+	// nothing happens. Checked in this goroutine, not with require.Never,
+	// whose last check may still run when it returns and the fixture's pool
+	// is closed.
 	for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		require.Equal(t, store.TaskExecuting, f.task(executing.ID).Status, "the executing task was cancelled")
 		require.Equal(t, store.TaskWaiting, f.task(waiting).Status, "the replayed task was cancelled")
@@ -371,7 +350,7 @@ func TestWallets_IdempotencyReplayWithTheSameBodyAnswersTheSameTask(t *testing.T
 	require.Equal(t, "true", again.Header.Get("Idempotent-Replayed"))
 
 	// Once the task has ended a replay answers 200 with it, waiting or not.
-	hash := f.finishTask(f.task(id))
+	hash := f.rows.FinishTask(f.task(id)).TxHash
 	for _, q := range []string{"", "?task=true"} {
 		done := f.sendTx(q, txBody("5"), "Idempotency-Key", "pay-42")
 		require.Equal(t, http.StatusOK, done.StatusCode, done.Body)
@@ -563,7 +542,7 @@ func TestWallets_SeedStatusRouteAnswersTheSeedsExactBytesForEachStatus(t *testin
 	require.Equal(t, `{"success":true,"code":0,"status":"Waiting"}`, seed(waiting))
 
 	executing := newTask()
-	f.startTask(executing)
+	f.rows.StartTask(executing)
 	require.Equal(t, `{"success":true,"code":1,"status":"Executing"}`, seed(executing))
 
 	failed := newTask()
@@ -572,7 +551,7 @@ func TestWallets_SeedStatusRouteAnswersTheSeedsExactBytesForEachStatus(t *testin
 	require.Equal(t, `{"success":true,"code":2,"status":"Error","message":"nonce too low"}`, seed(failed))
 
 	done := newTask()
-	hash := f.finishTask(done)
+	hash := f.rows.FinishTask(done).TxHash
 	require.Equal(t, `{"success":true,"code":3,"status":"Done","txId":"`+hash+`"}`, seed(done))
 
 	// The header is required (400, the seed's bad request), after the key.
@@ -598,14 +577,14 @@ func TestWallets_DeleteCancelsAWaitingTaskAndAnyOtherIs409(t *testing.T) {
 	require.Equal(t, http.StatusOK, again.StatusCode, "a retried DELETE succeeds: %s", again.Body)
 
 	executing := f.task(decodeTask(t, f.sendTx("?task=true", txBody("2"))).Task.ID)
-	f.startTask(executing)
+	f.rows.StartTask(executing)
 	resp = del(executing.ID)
 	require.Equal(t, http.StatusConflict, resp.StatusCode, resp.Body)
 	require.Contains(t, resp.Body, "is executing")
 	require.Equal(t, store.TaskExecuting, f.task(executing.ID).Status)
 
 	done := f.task(decodeTask(t, f.sendTx("?task=true", txBody("3"))).Task.ID)
-	f.finishTask(done)
+	f.rows.FinishTask(done)
 	require.Equal(t, http.StatusConflict, del(done.ID).StatusCode)
 
 	failed := f.task(decodeTask(t, f.sendTx("?task=true", txBody("4"))).Task.ID)

@@ -1,7 +1,6 @@
 package monitor_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -9,25 +8,13 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
-// insertTask stores a waiting send-tx task of wallet "w" at the clock's now.
-func (r *retentionSetup) insertTask(n int) store.Task {
+// task posts a waiting send-tx task of wallet "w" at the clock's now.
+func (r *retentionSetup) task() store.Task {
 	r.t.Helper()
-	task, _, err := r.st.TaskInsert(r.t.Context(), store.TaskInsertParams{
-		Now: r.clock.Now(), Wallet: "w", ChainID: 1337,
-		Sender:  "0x00000000000000000000000000000000000000a1",
-		Request: store.TaskRequest{To: fmt.Sprintf("0x%040x", n)},
-	})
-	require.NoError(r.t, err)
-	return task
-}
-
-func (r *retentionSetup) cancelTask(id string) {
-	r.t.Helper()
-	_, ok, err := r.st.TaskCancel(r.t.Context(), store.TaskCancelParams{Now: r.clock.Now(), Wallet: "w", ID: id})
-	require.NoError(r.t, err)
-	require.True(r.t, ok)
+	return r.rows.PostTask(testfactory.Task{Wallet: "w"})
 }
 
 func (r *retentionSetup) taskExists(id string) bool {
@@ -43,12 +30,12 @@ func (r *retentionSetup) taskExists(id string) bool {
 func TestTaskRetention_FinishedTasksOlderThanTheAgeAreDeletedWaitingAndYoungerOnesKept(t *testing.T) {
 	t.Parallel()
 	r := retentionSetupTx(t)
-	old := r.insertTask(1)
-	waiting := r.insertTask(2)
-	r.cancelTask(old.ID)
+	old := r.task()
+	waiting := r.task()
+	r.rows.CancelTask(old)
 	r.clock.Advance(20 * time.Hour)
-	young := r.insertTask(3)
-	r.cancelTask(young.ID)
+	young := r.task()
+	r.rows.CancelTask(young)
 	r.clock.Advance(5 * time.Hour) // old finished 25h ago, young 5h ago, waiting created 25h ago
 
 	n := r.rows.Run("task retention", monitor.NewTaskRetention(r.st, r.deps, r.cfg).RunOnce)
@@ -62,8 +49,8 @@ func TestTaskRetention_DeletesAtMostBatchSizePerRound(t *testing.T) {
 	t.Parallel()
 	r := retentionSetupTx(t)
 	r.cfg.BatchSize = 2
-	for i := range 5 {
-		r.cancelTask(r.insertTask(i).ID)
+	for range 5 {
+		r.rows.CancelTask(r.task())
 	}
 	r.clock.Advance(48 * time.Hour)
 	ret := monitor.NewTaskRetention(r.st, r.deps, r.cfg)

@@ -5,25 +5,10 @@ import (
 	"net/url"
 	"testing"
 
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/store"
 )
-
-// endpointAt registers an endpoint of wallet at the receiver's path, under
-// another spelling of its host: host:port.
-func (s *hookSetup) endpointAt(wallet, hostPort, path string) store.WebhookEndpoint {
-	s.t.Helper()
-	ep, err := s.st.WebhookEndpointCreate(s.ctx, store.WebhookEndpointCreateParams{Now: s.clock.Now(), Wallet: wallet, URL: "http://" + hostPort + path})
-	require.NoError(s.t, err)
-	key, err := standardwebhooks.NewWebhook(ep.Secret)
-	require.NoError(s.t, err)
-	s.recv.mu.Lock()
-	s.recv.keys[path] = key
-	s.recv.mu.Unlock()
-	return ep
-}
 
 // Registration refuses non-public targets, but a name may resolve elsewhere
 // by the time a delivery connects (DNS rebinding), and rows may be written

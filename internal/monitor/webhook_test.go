@@ -28,6 +28,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
 // reception is one request the receiver took.
@@ -121,6 +122,7 @@ type hookSetup struct {
 	ctx   context.Context
 	st    *store.Store
 	clock *clock.Fake
+	rows  *testfactory.Factory
 	recv  *receiver
 	cfg   monitor.WebhookConfig
 	deps  loop.Deps
@@ -132,8 +134,9 @@ func newHookSetup(t *testing.T) *hookSetup {
 	cfg := monitor.WebhookDefaults()
 	cfg.BackoffBase, cfg.BackoffMax, cfg.Lease = time.Second, 8*time.Second, time.Minute
 	cfg.AllowPrivate = true // the receiver is on loopback
+	st := testdb.New(t).Store
 	return &hookSetup{
-		t: t, ctx: context.Background(), st: testdb.New(t).Store, clock: clk, recv: newReceiver(t), cfg: cfg,
+		t: t, ctx: context.Background(), st: st, clock: clk, rows: testfactory.New(t, st, clk), recv: newReceiver(t), cfg: cfg,
 		deps: loop.Deps{Clock: clk, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))},
 	}
 }
@@ -141,8 +144,14 @@ func newHookSetup(t *testing.T) *hookSetup {
 // endpoint registers an endpoint of wallet at path of the receiver.
 func (s *hookSetup) endpoint(wallet, path string) store.WebhookEndpoint {
 	s.t.Helper()
-	ep, err := s.st.WebhookEndpointCreate(s.ctx, store.WebhookEndpointCreateParams{Now: s.clock.Now(), Wallet: wallet, URL: s.recv.srv.URL + path})
-	require.NoError(s.t, err)
+	return s.endpointAt(wallet, strings.TrimPrefix(s.recv.srv.URL, "http://"), path)
+}
+
+// endpointAt registers an endpoint of wallet at http://hostPort/path, and
+// gives the receiver its secret for path.
+func (s *hookSetup) endpointAt(wallet, hostPort, path string) store.WebhookEndpoint {
+	s.t.Helper()
+	ep := s.rows.CreateWebhookEndpoint(testfactory.WebhookEndpoint{Wallet: wallet, URL: "http://" + hostPort + path})
 	key, err := standardwebhooks.NewWebhook(ep.Secret)
 	require.NoError(s.t, err)
 	s.recv.mu.Lock()

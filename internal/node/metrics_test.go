@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
@@ -107,7 +108,6 @@ func TestMetrics_BatchLaneFiguresMoveAsBatchesGoThrough(t *testing.T) {
 	require.NoError(t, n.Start(ctx))
 	defer n.Stop()
 	var after map[string]float64
-	deadline := time.Now().Add(time.Minute)
 	// Every batch committed, and each loop has counted a round: the queuer's
 	// first round may come after the batches committed, as the transactions
 	// that store and finish batches queue the next ones themselves.
@@ -119,14 +119,10 @@ func TestMetrics_BatchLaneFiguresMoveAsBatchesGoThrough(t *testing.T) {
 		}
 		return true
 	}
-	for {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		after = scrape(t, srv.URL)
-		if after[`ledgerq_transitions_total{lane="batch",outcome="committed"}`] == batches && rounds(after) {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "batches did not commit; last scrape: %v", after)
-		time.Sleep(20 * time.Millisecond) // polling an outside observer, not a loop's round
-	}
+		assert.True(c, after[`ledgerq_transitions_total{lane="batch",outcome="committed"}`] == batches && rounds(after), "last scrape: %v", after)
+	}, time.Minute, 20*time.Millisecond, "batches did not commit")
 	for _, state := range []string{"new", "queued", "held", "pending", "unknown", "delayed"} {
 		require.Zero(t, after[`ledgerq_queue_depth{lane="batch",state="`+state+`"}`], state)
 	}

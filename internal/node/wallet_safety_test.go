@@ -19,6 +19,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/keystore"
@@ -138,17 +139,12 @@ func (w *walletAPI) task(id string) apiTask {
 // ended waits until the task is done or in error and returns it.
 func (w *walletAPI) ended(id string) apiTask {
 	w.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		got := w.task(id)
-		if got.Status == "done" || got.Status == "error" {
-			return got
-		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("task %s is still %s after 20 s: %+v", id, got.Status, got)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	var got apiTask
+	require.EventuallyWithT(w.t, func(c *assert.CollectT) {
+		got = w.task(id)
+		assert.Contains(c, []string{"done", "error"}, got.Status, "task %s: %+v", id, got)
+	}, 20*time.Second, 50*time.Millisecond, "task %s did not end within 20 s", id)
+	return got
 }
 
 // requireMovesOn sends a plain transfer and requires it done within the

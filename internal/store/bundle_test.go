@@ -9,14 +9,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
-// The bundle tests share the pool tests' chain, senders and transactions
-// (poolChain, poolTx).
+// The bundle tests share the pool tests' chain (poolChain) and testfactory's
+// transactions (PoolTx).
 
 const (
 	bundleTimeout = 18 * time.Second
@@ -25,9 +26,10 @@ const (
 )
 
 type bundleFixture struct {
-	t   *testing.T
-	st  *store.Store
-	now time.Time
+	t     *testing.T
+	st    *store.Store
+	clock *clock.Fake
+	rows  *testfactory.Factory
 	// head is the newest JAM slot: recent() are the 8 blocks up to it.
 	head     uint64
 	cores    int
@@ -36,9 +38,10 @@ type bundleFixture struct {
 
 func newBundleFixture(t *testing.T, st *store.Store) *bundleFixture {
 	t.Helper()
-	f := &bundleFixture{t: t, st: st, now: testfactory.Start(), head: 100, cores: 2,
+	clk := testfactory.NewClock()
+	f := &bundleFixture{t: t, st: st, clock: clk, rows: testfactory.New(t, st, clk), head: 100, cores: 2,
 		executed: ledger.BlockRef{Number: 41, Hash: jamHash("executed", 41)}}
-	require.NoError(t, st.BundleEnsureCores(t.Context(), poolChain, f.cores, f.now))
+	require.NoError(t, st.BundleEnsureCores(t.Context(), poolChain, f.cores, f.clock.Now()))
 	return f
 }
 
@@ -56,31 +59,24 @@ func (f *bundleFixture) recent() []ledger.BlockRef {
 }
 
 // addTxs adds nonces 0..n-1 of sender, pending.
-func (f *bundleFixture) addTxs(sender, n int) []string {
+func (f *bundleFixture) addTxs(sender, n int) {
 	f.t.Helper()
-	var hashes []string
 	for i := range n {
-		tx := poolTx(sender, uint64(i), 2_000_000_000, 1_000_000_000)
-		_, err := f.st.PoolAdd(f.t.Context(), store.PoolAddParams{Now: f.now, Tx: tx, Limits: store.DefaultPoolLimits()})
-		require.NoError(f.t, err)
-		hashes = append(hashes, tx.Hash)
+		f.rows.AddPoolTxs(testfactory.PoolTx(sender, uint64(i), 2_000_000_000, 1_000_000_000))
 	}
-	return hashes
 }
 
 func (f *bundleFixture) cut(size, maxQueued, maxBundles int) []store.Bundle {
 	f.t.Helper()
-	bs, err := f.st.BundleCut(f.t.Context(), store.BundleCutParams{
+	return f.rows.CutBundles(store.BundleCutParams{
 		ChainID: poolChain, Size: size, MaxQueued: maxQueued, MaxBundles: maxBundles,
-		Executed: f.executed, Recent: f.recent(), Cores: f.cores, Now: f.now,
+		Executed: f.executed, Recent: f.recent(), Cores: f.cores,
 	})
-	require.NoError(f.t, err)
-	return bs
 }
 
 func (f *bundleFixture) claim() *store.BundleClaim {
 	f.t.Helper()
-	c, err := f.st.BundleClaim(f.t.Context(), store.BundleClaimParams{ChainID: poolChain, Recent: f.recent(), Cores: f.cores, Now: f.now})
+	c, err := f.st.BundleClaim(f.t.Context(), store.BundleClaimParams{ChainID: poolChain, Recent: f.recent(), Cores: f.cores, Now: f.clock.Now()})
 	require.NoError(f.t, err)
 	return c
 }
@@ -96,7 +92,7 @@ func (f *bundleFixture) mustClaim(number uint64) *store.BundleClaim {
 func (f *bundleFixture) result(c *store.BundleClaim, err error) {
 	f.t.Helper()
 	require.NoError(f.t, f.st.BundleSubmitResult(f.t.Context(), store.BundleSubmitResultParams{
-		ChainID: poolChain, PackageHash: c.PackageHash(), Err: err, Now: f.now, MinBackoff: minBackoff, MaxBackoff: maxBackoff,
+		ChainID: poolChain, PackageHash: c.PackageHash(), Err: err, Now: f.clock.Now(), MinBackoff: minBackoff, MaxBackoff: maxBackoff,
 	}))
 }
 
@@ -106,7 +102,7 @@ func (f *bundleFixture) block(guarantees, accumulations []ledger.Hash) store.Bun
 	f.head++
 	got, err := f.st.BundleApplyBlocks(f.t.Context(), poolChain, []ledger.JAMBlock{{
 		Slot: f.head, Hash: jamHash("jam", f.head), Guarantees: guarantees, Accumulations: accumulations,
-	}}, 2, f.now)
+	}}, 2, f.clock.Now())
 	require.NoError(f.t, err)
 	return got
 }
@@ -114,7 +110,7 @@ func (f *bundleFixture) block(guarantees, accumulations []ledger.Hash) store.Bun
 func (f *bundleFixture) timeouts(maxVersions int) store.BundleRetryTimedOutResult {
 	f.t.Helper()
 	res, err := f.st.BundleRetryTimedOut(f.t.Context(), store.BundleRetryTimedOutParams{
-		ChainID: poolChain, Now: f.now, Timeout: bundleTimeout, MaxVersions: maxVersions, HeadSlot: f.head,
+		ChainID: poolChain, Now: f.clock.Now(), Timeout: bundleTimeout, MaxVersions: maxVersions, HeadSlot: f.head,
 	})
 	require.NoError(f.t, err)
 	return res
@@ -176,9 +172,7 @@ func TestBundleCut_TakesPendingTxsInSenderNonceOrderIntoConsecutiveBundlesChaine
 	for _, sender := range []int{2, 1} {
 		var hs []string
 		for n := 2; n >= 0; n-- {
-			tx := poolTx(sender, uint64(n), 2_000_000_000, 1_000_000_000)
-			_, err := st.PoolAdd(t.Context(), store.PoolAddParams{Now: f.now, Tx: tx, Limits: store.DefaultPoolLimits()})
-			require.NoError(t, err)
+			tx := f.rows.AddPoolTxs(testfactory.PoolTx(sender, uint64(n), 2_000_000_000, 1_000_000_000))[0]
 			hs = append([]string{tx.Hash}, hs...)
 		}
 		want = append(hs, want...)
@@ -244,7 +238,7 @@ func TestBundleCut_CreatingTheBundleAndIncludingItsTxsCommitTogether(t *testing.
 			FOR EACH ROW EXECUTE FUNCTION pg_temp.refuse_nonce_2();`)
 	require.NoError(t, err)
 	_, err = st.BundleCut(t.Context(), store.BundleCutParams{
-		ChainID: poolChain, Size: 3, MaxQueued: 10, MaxBundles: 1, Executed: f.executed, Cores: 2, Now: f.now,
+		ChainID: poolChain, Size: 3, MaxQueued: 10, MaxBundles: 1, Executed: f.executed, Cores: 2, Now: f.clock.Now(),
 	})
 	require.Error(t, err)
 	bs, err := st.BundleList(t.Context(), store.BundleListParams{ChainID: poolChain, Limit: 10})
@@ -274,7 +268,7 @@ func TestBundleClaim_AtMostCoresBundlesAreSubmittedAcrossConcurrentClaimers(t *t
 		for _, st := range stores {
 			wg.Go(func() {
 				for range 3 {
-					c, err := st.BundleClaim(t.Context(), store.BundleClaimParams{ChainID: poolChain, Recent: f.recent(), Cores: f.cores, Now: f.now})
+					c, err := st.BundleClaim(t.Context(), store.BundleClaimParams{ChainID: poolChain, Recent: f.recent(), Cores: f.cores, Now: f.clock.Now()})
 					if err != nil {
 						t.Error(err)
 						return
@@ -332,7 +326,7 @@ func TestBundleClaim_SkipsABundleStillInItsBackoff(t *testing.T) {
 	f.result(c, ledger.NewError(ledger.Transient, "busy", nil))
 	f.mustClaim(43)
 	require.Nil(t, f.claim(), "42 waits its backoff")
-	f.now = f.now.Add(minBackoff)
+	f.clock.Advance(minBackoff)
 	f.mustClaim(42)
 }
 
@@ -357,7 +351,7 @@ func TestBundleClaim_RebuildsOnVersionAboveOneOrAStaleAnchorAndKeepsAFreshOne(t 
 	require.Equal(t, uint64(95), c2.Package.Anchor.Number, "offset 6 from head 101")
 
 	// Version 2 always rebuilds, even on a fresh anchor.
-	f.now = f.now.Add(bundleTimeout)
+	f.clock.Advance(bundleTimeout)
 	f.head = 96
 	require.Equal(t, []uint64{42, 43}, f.timeouts(3).Requeued)
 	c3 := f.mustClaim(42)
@@ -395,7 +389,7 @@ func TestBundleSubmitResult_RecordsEachClassAndBacksOffDoublingUpToTheCap(t *tes
 	require.Equal(t, store.BundleSubmitted, f.get(42).State)
 
 	// Requeue it by timeout so that refusals can follow.
-	f.now = f.now.Add(bundleTimeout)
+	f.clock.Advance(bundleTimeout)
 	f.timeouts(10)
 	for i, want := range []time.Duration{1, 2, 4, 8, 8} {
 		c := f.mustClaim(42)
@@ -409,9 +403,9 @@ func TestBundleSubmitResult_RecordsEachClassAndBacksOffDoublingUpToTheCap(t *tes
 		require.Equal(t, store.BundleQueued, b.State)
 		require.Nil(t, b.Core)
 		require.Equal(t, i+1, b.SubmitFailures)
-		require.Equal(t, f.now.Add(want*time.Second), b.NextSubmitAt, "refusal %d", i+1)
+		require.Equal(t, f.clock.Now().Add(want*time.Second), b.NextSubmitAt, "refusal %d", i+1)
 		require.NotNil(t, b.Anchor)
-		f.now = b.NextSubmitAt
+		f.clock.Set(b.NextSubmitAt)
 	}
 	// The core was freed each time: both are free.
 	var free int
@@ -423,7 +417,7 @@ func TestBundleSubmitResult_RecordsEachClassAndBacksOffDoublingUpToTheCap(t *tes
 	f.result(c, ledger.NewError(ledger.Deterministic, ledger.AnchorNotRecent+": anchor 90", nil))
 	b := f.get(42)
 	require.Nil(t, b.Anchor)
-	require.Equal(t, f.now, b.NextSubmitAt)
+	require.Equal(t, f.clock.Now(), b.NextSubmitAt)
 	c = f.mustClaim(42)
 	require.True(t, c.Rebuilt)
 }
@@ -452,7 +446,7 @@ func TestBundleApplyBlocks_FirstGuaranteeWinsFreesTheCoreThenAccumulatesAndFinal
 	require.Nil(t, holder)
 
 	// Applying the same block again changes nothing.
-	again, err := st.BundleApplyBlocks(t.Context(), poolChain, []ledger.JAMBlock{{Slot: g, Guarantees: []ledger.Hash{c2.PackageHash()}}}, 2, f.now)
+	again, err := st.BundleApplyBlocks(t.Context(), poolChain, []ledger.JAMBlock{{Slot: g, Guarantees: []ledger.Hash{c2.PackageHash()}}}, 2, f.clock.Now())
 	require.NoError(t, err)
 	require.Equal(t, store.BundleApplied{Skipped: 1}, again)
 	require.Equal(t, store.BundleSubmitted, f.get(43).State)
@@ -510,16 +504,16 @@ func TestBundleRetryTimedOut_RequeuesATimedOutBundleAsTheNextVersionAndFreesItsC
 	f.addTxs(1, 1)
 	f.cut(1, 10, 10)
 	f.mustClaim(42)
-	f.now = f.now.Add(bundleTimeout - time.Millisecond)
+	f.clock.Advance(bundleTimeout - time.Millisecond)
 	require.Empty(t, f.timeouts(3).Requeued, "not yet")
-	f.now = f.now.Add(time.Millisecond)
+	f.clock.Advance(time.Millisecond)
 	require.Equal(t, []uint64{42}, f.timeouts(3).Requeued)
 	b := f.get(42)
 	require.Equal(t, store.BundleQueued, b.State)
 	require.Equal(t, 2, b.Version)
 	require.Nil(t, b.Core)
 	require.Nil(t, b.Anchor)
-	require.Equal(t, f.now, b.NextSubmitAt)
+	require.Equal(t, f.clock.Now(), b.NextSubmitAt)
 }
 
 func TestBundleRetryTimedOut_PastTheRetryLimitWaitsForAnchorExpiryThenDropsWithItsSuccessorsAndLosesNoTx(t *testing.T) {
@@ -532,13 +526,13 @@ func TestBundleRetryTimedOut_PastTheRetryLimitWaitsForAnchorExpiryThenDropsWithI
 	// 42 reaches version 2 (the limit), 43 is guaranteed, 44 submitted, 45
 	// queued.
 	f.mustClaim(42)
-	f.now = f.now.Add(bundleTimeout)
+	f.clock.Advance(bundleTimeout)
 	f.timeouts(2)
 	c42 := f.mustClaim(42)
 	require.Equal(t, 2, c42.Package.Version)
 	c43 := f.mustClaim(43)
 	f.block([]ledger.Hash{c43.PackageHash()}, nil)
-	f.now = f.now.Add(bundleTimeout)
+	f.clock.Advance(bundleTimeout)
 	f.mustClaim(44) // not timed out below
 	require.Equal(t, map[string]int{"included": 4}, f.txStates())
 
@@ -587,7 +581,7 @@ func raceSetup(t *testing.T) (*bundleFixture, *store.BundleClaim) {
 	f.cut(1, 10, 10)
 	c := f.mustClaim(42)
 	f.result(c, nil)
-	f.now = f.now.Add(bundleTimeout)
+	f.clock.Advance(bundleTimeout)
 	return f, c
 }
 
@@ -617,7 +611,7 @@ func TestBundleRace_AGuaranteeBetweenTimeoutDetectionAndRequeueMakesTheRequeueAF
 	require.Equal(t, store.BundleSubmitted, b.State)
 	// ... then the guarantee is applied before its requeue runs.
 	f.block([]ledger.Hash{v1.PackageHash()}, nil)
-	ok, err := f.st.BundleRequeue(t.Context(), poolChain, b.ID, 1, f.now)
+	ok, err := f.st.BundleRequeue(t.Context(), poolChain, b.ID, 1, f.clock.Now())
 	require.NoError(t, err)
 	require.False(t, ok)
 	requireGuaranteedOnce(f, v1)

@@ -108,9 +108,8 @@ func TestWebhookDeliveryClaim_DeliveryOfADeadDelivererIsClaimedAgainBeforeItsLea
 	now := testfactory.Start()
 	lease := time.Minute
 	dead, alive := newLivenessProcess(t, db), newLivenessProcess(t, db)
-	_, err := db.Store.WebhookEndpointCreate(ctx, store.WebhookEndpointCreateParams{Now: now, Wallet: "alpha", URL: "https://example.test/hook"})
-	require.NoError(t, err)
-	_, err = db.Store.WebhookEmit(ctx, now, taskEvent("alpha", store.WebhookSubmitted, "t1"), taskEvent("alpha", store.WebhookConfirmed, "t1"))
+	testfactory.New(t, db.Store, testfactory.NewClock()).CreateWebhookEndpoint(testfactory.WebhookEndpoint{Wallet: "alpha"})
+	_, err := db.Store.WebhookEmit(ctx, now, taskEvent("alpha", store.WebhookSubmitted, "t1"), taskEvent("alpha", store.WebhookConfirmed, "t1"))
 	require.NoError(t, err)
 	claim := func(p livenessProcess, at time.Time) []store.WebhookDelivery {
 		t.Helper()

@@ -2,11 +2,8 @@ package store_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"math/big"
 	"sync"
 	"testing"
 	"time"
@@ -18,23 +15,9 @@ import (
 	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
-const poolChain = int64(4242)
-
-// poolSender is the address of test sender i.
-func poolSender(i int) string { return fmt.Sprintf("0x%040x", 0xa000+i) }
-
-// poolTx is a transaction of sender i with nonce and fees in wei; its hash
-// and bytes follow from them (and salt), so the same arguments are the same
-// transaction.
-func poolTx(sender int, nonce uint64, feeCap, tip int64, salt ...string) store.NewPoolTx {
-	body := fmt.Sprintf("%d/%d/%d/%d/%v", sender, nonce, feeCap, tip, salt)
-	sum := sha256.Sum256([]byte(body))
-	return store.NewPoolTx{
-		ChainID: poolChain, Hash: "0x" + hex.EncodeToString(sum[:]), Sender: poolSender(sender), Nonce: nonce,
-		Type: 2, To: poolSender(999), GasFeeCap: big.NewInt(feeCap), GasTipCap: big.NewInt(tip), Gas: 21000,
-		Value: big.NewInt(1), Raw: []byte(body),
-	}
-}
+// The pool tests' chain, senders and transactions are testfactory's
+// (PoolChainID, PoolSender, PoolTx).
+const poolChain = testfactory.PoolChainID
 
 type poolFixture struct {
 	t      *testing.T
@@ -75,7 +58,7 @@ func (f *poolFixture) states(sender int) []string {
 	rows, err := f.st.DB().Query(f.t.Context(), `
 		SELECT nonce || ':' || state FROM ledgerq.pool_txs
 		WHERE chain_id = $1 AND sender = $2 AND state IN ('pending', 'queued', 'included')
-		ORDER BY nonce`, poolChain, poolSender(sender))
+		ORDER BY nonce`, poolChain, testfactory.PoolSender(sender))
 	require.NoError(f.t, err)
 	defer rows.Close()
 	var out []string
@@ -99,10 +82,10 @@ func TestPool_NonceEqualToTheNextIsPendingAndAboveItIsQueued(t *testing.T) {
 	t.Parallel()
 	f := newPoolFixture(t, testdb.NewTx(t))
 	f.chainNonce = 3
-	require.Equal(t, store.PoolPending, f.mustAdd(poolTx(1, 3, 10, 10)).Tx.State)
-	require.Equal(t, store.PoolQueued, f.mustAdd(poolTx(1, 5, 10, 10)).Tx.State, "nonce 4 is missing")
-	require.Equal(t, store.PoolPending, f.mustAdd(poolTx(1, 4, 10, 10)).Tx.State)
-	next, err := f.st.PoolPendingNonce(t.Context(), poolChain, poolSender(1), 3)
+	require.Equal(t, store.PoolPending, f.mustAdd(testfactory.PoolTx(1, 3, 10, 10)).Tx.State)
+	require.Equal(t, store.PoolQueued, f.mustAdd(testfactory.PoolTx(1, 5, 10, 10)).Tx.State, "nonce 4 is missing")
+	require.Equal(t, store.PoolPending, f.mustAdd(testfactory.PoolTx(1, 4, 10, 10)).Tx.State)
+	next, err := f.st.PoolPendingNonce(t.Context(), poolChain, testfactory.PoolSender(1), 3)
 	require.NoError(t, err)
 	require.Equal(t, uint64(6), next)
 }
@@ -111,7 +94,7 @@ func TestPool_NonceBelowTheNextIsRefusedAsNonceTooLow(t *testing.T) {
 	t.Parallel()
 	f := newPoolFixture(t, testdb.NewTx(t))
 	f.chainNonce = 1
-	_, err := f.add(poolTx(1, 0, 10, 10))
+	_, err := f.add(testfactory.PoolTx(1, 0, 10, 10))
 	require.EqualError(t, err, "nonce too low: next nonce 1, tx nonce 0")
 	var low *store.PoolNonceTooLowError
 	require.ErrorAs(t, err, &low)
@@ -119,31 +102,31 @@ func TestPool_NonceBelowTheNextIsRefusedAsNonceTooLow(t *testing.T) {
 
 	// Transactions already in a bundle hold their nonces too: the next
 	// nonce is past them.
-	f.mustAdd(poolTx(1, 1, 10, 10))
-	f.mustAdd(poolTx(1, 2, 10, 10))
+	f.mustAdd(testfactory.PoolTx(1, 1, 10, 10))
+	f.mustAdd(testfactory.PoolTx(1, 2, 10, 10))
 	_, err = f.st.DB().Exec(t.Context(), `UPDATE ledgerq.pool_txs SET state = 'included', bundle_block = 7 WHERE nonce IN (1, 2)`)
 	require.NoError(t, err)
-	_, err = f.add(poolTx(1, 2, 20, 20))
+	_, err = f.add(testfactory.PoolTx(1, 2, 20, 20))
 	require.EqualError(t, err, "nonce too low: next nonce 3, tx nonce 2", "an included transaction cannot be replaced")
-	require.Equal(t, store.PoolPending, f.mustAdd(poolTx(1, 3, 10, 10)).Tx.State)
+	require.Equal(t, store.PoolPending, f.mustAdd(testfactory.PoolTx(1, 3, 10, 10)).Tx.State)
 }
 
 func TestPool_FillingAGapPromotesTheGapFreeQueuedSuccessorsInTheSameTransaction(t *testing.T) {
 	t.Parallel()
 	f := newPoolFixture(t, testdb.NewTx(t))
 	for _, n := range []uint64{2, 3, 5} {
-		require.Equal(t, store.PoolQueued, f.mustAdd(poolTx(1, n, 10, 10)).Tx.State)
+		require.Equal(t, store.PoolQueued, f.mustAdd(testfactory.PoolTx(1, n, 10, 10)).Tx.State)
 	}
-	require.Equal(t, store.PoolPending, f.mustAdd(poolTx(1, 0, 10, 10)).Tx.State)
+	require.Equal(t, store.PoolPending, f.mustAdd(testfactory.PoolTx(1, 0, 10, 10)).Tx.State)
 	require.Equal(t, []string{"0:pending", "2:queued", "3:queued", "5:queued"}, f.states(1))
 
-	res := f.mustAdd(poolTx(1, 1, 10, 10))
+	res := f.mustAdd(testfactory.PoolTx(1, 1, 10, 10))
 	require.Equal(t, store.PoolPending, res.Tx.State)
 	require.Equal(t, 2, res.Promoted)
 	require.Equal(t, []string{"0:pending", "1:pending", "2:pending", "3:pending", "5:queued"}, f.states(1),
 		"2 and 3 follow 1 without a gap; 5 waits for 4")
 	var next int64
-	require.NoError(t, f.st.DB().QueryRow(t.Context(), `SELECT next_nonce FROM ledgerq.pool_senders WHERE sender = $1`, poolSender(1)).Scan(&next))
+	require.NoError(t, f.st.DB().QueryRow(t.Context(), `SELECT next_nonce FROM ledgerq.pool_senders WHERE sender = $1`, testfactory.PoolSender(1)).Scan(&next))
 	require.Equal(t, int64(4), next)
 }
 
@@ -151,9 +134,9 @@ func TestPool_InsertsInReverseNonceOrderEndAllPending(t *testing.T) {
 	t.Parallel()
 	f := newPoolFixture(t, testdb.NewTx(t))
 	for n := 5; n >= 1; n-- {
-		require.Equal(t, store.PoolQueued, f.mustAdd(poolTx(1, uint64(n), 10, 10)).Tx.State, "nonce %d", n)
+		require.Equal(t, store.PoolQueued, f.mustAdd(testfactory.PoolTx(1, uint64(n), 10, 10)).Tx.State, "nonce %d", n)
 	}
-	res := f.mustAdd(poolTx(1, 0, 10, 10))
+	res := f.mustAdd(testfactory.PoolTx(1, 0, 10, 10))
 	require.Equal(t, 5, res.Promoted)
 	require.Equal(t, []string{"0:pending", "1:pending", "2:pending", "3:pending", "4:pending", "5:pending"}, f.states(1))
 }
@@ -161,8 +144,8 @@ func TestPool_InsertsInReverseNonceOrderEndAllPending(t *testing.T) {
 func TestPool_ReplacementNeedsFeeCapAndTipBothAtLeast110Percent(t *testing.T) {
 	t.Parallel()
 	f := newPoolFixture(t, testdb.NewTx(t))
-	old := f.mustAdd(poolTx(1, 0, 1000, 100)).Tx
-	queued := f.mustAdd(poolTx(1, 2, 1000, 100)).Tx
+	old := f.mustAdd(testfactory.PoolTx(1, 0, 1000, 100)).Tx
+	queued := f.mustAdd(testfactory.PoolTx(1, 2, 1000, 100)).Tx
 
 	for _, tc := range []struct {
 		name        string
@@ -173,21 +156,21 @@ func TestPool_ReplacementNeedsFeeCapAndTipBothAtLeast110Percent(t *testing.T) {
 		{"tip +10 % alone", 1000, 110},
 		{"fee cap +10 %, tip +9 %", 1100, 109},
 	} {
-		_, err := f.add(poolTx(1, 0, tc.feeCap, tc.tip))
+		_, err := f.add(testfactory.PoolTx(1, 0, tc.feeCap, tc.tip))
 		require.EqualError(t, err, "replacement transaction underpriced", tc.name)
 		require.ErrorIs(t, err, store.ErrPoolReplaceUnderpriced)
 	}
 	require.Equal(t, store.PoolPending, f.get(old.Hash).State, "the refused replacements changed nothing")
 	require.Equal(t, 2, f.count("true"))
 
-	res := f.mustAdd(poolTx(1, 0, 1100, 110))
+	res := f.mustAdd(testfactory.PoolTx(1, 0, 1100, 110))
 	require.Equal(t, store.PoolPending, res.Tx.State, "the replacement of a pending transaction is pending")
 	require.Equal(t, old.Hash, res.Replaced)
 	got := f.get(old.Hash)
 	require.Equal(t, store.PoolReplaced, got.State)
 	require.Equal(t, res.Tx.Hash, got.ReplacedBy)
 
-	res = f.mustAdd(poolTx(1, 2, 5000, 5000))
+	res = f.mustAdd(testfactory.PoolTx(1, 2, 5000, 5000))
 	require.Equal(t, store.PoolQueued, res.Tx.State, "the replacement of a queued transaction is queued")
 	require.Equal(t, store.PoolReplaced, f.get(queued.Hash).State)
 	require.Equal(t, []string{"0:pending", "2:queued"}, f.states(1))
@@ -196,9 +179,9 @@ func TestPool_ReplacementNeedsFeeCapAndTipBothAtLeast110Percent(t *testing.T) {
 func TestPool_IdenticalBytesAreAlreadyKnownAndAddNoRow(t *testing.T) {
 	t.Parallel()
 	f := newPoolFixture(t, testdb.NewTx(t))
-	tx := poolTx(1, 0, 10, 10)
+	tx := testfactory.PoolTx(1, 0, 10, 10)
 	f.mustAdd(tx)
-	queued := poolTx(1, 4, 10, 10)
+	queued := testfactory.PoolTx(1, 4, 10, 10)
 	f.mustAdd(queued)
 	for _, again := range []store.NewPoolTx{tx, queued} {
 		_, err := f.add(again)
@@ -209,7 +192,7 @@ func TestPool_IdenticalBytesAreAlreadyKnownAndAddNoRow(t *testing.T) {
 
 	// Bytes that were replaced come back only by the rules: their
 	// replacement is dearer, so they are underpriced.
-	dearer := poolTx(1, 0, 20, 20)
+	dearer := testfactory.PoolTx(1, 0, 20, 20)
 	f.mustAdd(dearer)
 	_, err := f.add(tx)
 	require.ErrorIs(t, err, store.ErrPoolReplaceUnderpriced)
@@ -220,19 +203,19 @@ func TestPool_PerSenderLimitRefusesTheSeventeenthAndAllowsReplacements(t *testin
 	t.Parallel()
 	f := newPoolFixture(t, testdb.NewTx(t))
 	for n := range uint64(16) {
-		f.mustAdd(poolTx(1, n*2, 10, 10)) // one pending, 15 queued
+		f.mustAdd(testfactory.PoolTx(1, n*2, 10, 10)) // one pending, 15 queued
 	}
-	_, err := f.add(poolTx(1, 40, 10, 10))
+	_, err := f.add(testfactory.PoolTx(1, 40, 10, 10))
 	require.EqualError(t, err, "account limit exceeded: pooled 16 txs")
 	var limit *store.PoolAccountLimitError
 	require.ErrorAs(t, err, &limit)
-	f.mustAdd(poolTx(1, 2, 11, 11)) // a replacement takes no new place
-	f.mustAdd(poolTx(2, 0, 10, 10)) // another sender has its own 16
+	f.mustAdd(testfactory.PoolTx(1, 2, 11, 11)) // a replacement takes no new place
+	f.mustAdd(testfactory.PoolTx(2, 0, 10, 10)) // another sender has its own 16
 
 	// Included transactions are out of the pool: they do not count.
-	_, err = f.st.DB().Exec(t.Context(), `UPDATE ledgerq.pool_txs SET state = 'included', bundle_block = 1 WHERE sender = $1 AND nonce = 0`, poolSender(1))
+	_, err = f.st.DB().Exec(t.Context(), `UPDATE ledgerq.pool_txs SET state = 'included', bundle_block = 1 WHERE sender = $1 AND nonce = 0`, testfactory.PoolSender(1))
 	require.NoError(t, err)
-	f.mustAdd(poolTx(1, 40, 10, 10))
+	f.mustAdd(testfactory.PoolTx(1, 40, 10, 10))
 }
 
 // No sender is stranded behind its own nonce gap: with nonces 1..16 in the
@@ -244,13 +227,13 @@ func TestPool_AtTheAccountLimitTheGapFillerEvictsTheHighestQueuedNonce(t *testin
 	t.Parallel()
 	f := newPoolFixture(t, testdb.NewTx(t))
 	for n := uint64(1); n <= 16; n++ {
-		f.mustAdd(poolTx(1, n, 10, 10))
+		f.mustAdd(testfactory.PoolTx(1, n, 10, 10))
 	}
-	_, err := f.add(poolTx(1, 17, 10, 10))
+	_, err := f.add(testfactory.PoolTx(1, 17, 10, 10))
 	require.EqualError(t, err, "account limit exceeded: pooled 16 txs", "above every queued nonce: no room is made")
 
-	top := poolTx(1, 16, 10, 10)
-	res := f.mustAdd(poolTx(1, 0, 10, 10))
+	top := testfactory.PoolTx(1, 16, 10, 10)
+	res := f.mustAdd(testfactory.PoolTx(1, 0, 10, 10))
 	require.Equal(t, store.PoolPending, res.Tx.State)
 	require.Equal(t, top.Hash, res.Evicted)
 	require.Equal(t, 15, res.Promoted)
@@ -266,11 +249,11 @@ func TestPool_AtTheAccountLimitTheGapFillerEvictsTheHighestQueuedNonce(t *testin
 	// A queued transaction nearer to running also takes the highest
 	// queued one's place.
 	for n := uint64(2); n <= 17; n++ {
-		f.mustAdd(poolTx(2, n, 10, 10))
+		f.mustAdd(testfactory.PoolTx(2, n, 10, 10))
 	}
-	res = f.mustAdd(poolTx(2, 1, 10, 10))
+	res = f.mustAdd(testfactory.PoolTx(2, 1, 10, 10))
 	require.Equal(t, store.PoolQueued, res.Tx.State)
-	require.Equal(t, poolTx(2, 17, 10, 10).Hash, res.Evicted)
+	require.Equal(t, testfactory.PoolTx(2, 17, 10, 10).Hash, res.Evicted)
 }
 
 func TestPool_GlobalLimitsRefuseAFullPoolAndStoreNothing(t *testing.T) {
@@ -278,14 +261,14 @@ func TestPool_GlobalLimitsRefuseAFullPoolAndStoreNothing(t *testing.T) {
 	f := newPoolFixture(t, testdb.NewTx(t))
 	f.limits.MaxPending, f.limits.MaxQueued = 3, 2
 	for s := range 3 {
-		f.mustAdd(poolTx(s, 0, 10, 10))
+		f.mustAdd(testfactory.PoolTx(s, 0, 10, 10))
 	}
-	_, err := f.add(poolTx(3, 0, 10, 10))
+	_, err := f.add(testfactory.PoolTx(3, 0, 10, 10))
 	require.EqualError(t, err, "txpool is full")
 	require.ErrorIs(t, err, store.ErrPoolFull)
-	f.mustAdd(poolTx(3, 5, 10, 10))
-	f.mustAdd(poolTx(4, 5, 10, 10))
-	_, err = f.add(poolTx(5, 5, 10, 10))
+	f.mustAdd(testfactory.PoolTx(3, 5, 10, 10))
+	f.mustAdd(testfactory.PoolTx(4, 5, 10, 10))
+	_, err = f.add(testfactory.PoolTx(5, 5, 10, 10))
 	require.ErrorIs(t, err, store.ErrPoolFull, "2 queued is the limit")
 	require.Equal(t, 5, f.count("true"), "the refused transactions stored nothing")
 	var senders int
@@ -293,15 +276,15 @@ func TestPool_GlobalLimitsRefuseAFullPoolAndStoreNothing(t *testing.T) {
 	require.Equal(t, 5, senders, "a refused sender's lock row is rolled back with it")
 
 	// A replacement grows nothing, so a full pool still takes it.
-	f.mustAdd(poolTx(0, 0, 11, 11))
+	f.mustAdd(testfactory.PoolTx(0, 0, 11, 11))
 	// A promotion that would overfill pending is refused whole: one place is
 	// free, and nonce 0 would take it with its queued successor 1.
-	_, err = f.st.DB().Exec(t.Context(), `UPDATE ledgerq.pool_txs SET state = 'included', bundle_block = 1 WHERE sender = $1`, poolSender(1))
+	_, err = f.st.DB().Exec(t.Context(), `UPDATE ledgerq.pool_txs SET state = 'included', bundle_block = 1 WHERE sender = $1`, testfactory.PoolSender(1))
 	require.NoError(t, err)
-	_, err = f.st.DB().Exec(t.Context(), `UPDATE ledgerq.pool_txs SET state = 'dropped', drop_reason = 'test' WHERE sender = $1`, poolSender(4))
+	_, err = f.st.DB().Exec(t.Context(), `UPDATE ledgerq.pool_txs SET state = 'dropped', drop_reason = 'test' WHERE sender = $1`, testfactory.PoolSender(4))
 	require.NoError(t, err)
-	f.mustAdd(poolTx(3, 1, 10, 10))
-	_, err = f.add(poolTx(3, 0, 10, 10))
+	f.mustAdd(testfactory.PoolTx(3, 1, 10, 10))
+	_, err = f.add(testfactory.PoolTx(3, 0, 10, 10))
 	require.ErrorIs(t, err, store.ErrPoolFull)
 	require.Equal(t, []string{"1:queued", "5:queued"}, f.states(3))
 }
@@ -310,11 +293,11 @@ func TestPool_TTLExpiryDropsWithReasonExpiredAndRequeuesWhatFollowsTheGap(t *tes
 	t.Parallel()
 	f := newPoolFixture(t, testdb.NewTx(t))
 	f.limits.TTL = time.Hour
-	first := f.mustAdd(poolTx(1, 0, 10, 10)).Tx
+	first := f.mustAdd(testfactory.PoolTx(1, 0, 10, 10)).Tx
 	f.now = f.now.Add(30 * time.Minute)
-	f.mustAdd(poolTx(1, 1, 10, 10))
-	f.mustAdd(poolTx(1, 3, 10, 10))
-	f.mustAdd(poolTx(2, 7, 10, 10))
+	f.mustAdd(testfactory.PoolTx(1, 1, 10, 10))
+	f.mustAdd(testfactory.PoolTx(1, 3, 10, 10))
+	f.mustAdd(testfactory.PoolTx(2, 7, 10, 10))
 	require.Equal(t, first.ReceivedAt.Add(time.Hour), first.ExpiresAt)
 
 	dropped, _, err := f.st.PoolExpire(t.Context(), store.PoolExpireParams{Now: first.ExpiresAt.Add(-time.Microsecond), ChainID: poolChain, MaxSenders: 10})
@@ -336,17 +319,17 @@ func TestPool_TTLExpiryDropsWithReasonExpiredAndRequeuesWhatFollowsTheGap(t *tes
 	require.Equal(t, 4, f.count("state = 'dropped' AND drop_reason = 'expired'"))
 
 	// The sender starts again from its next nonce.
-	require.Equal(t, store.PoolPending, f.mustAdd(poolTx(1, 0, 10, 10, "again")).Tx.State)
+	require.Equal(t, store.PoolPending, f.mustAdd(testfactory.PoolTx(1, 0, 10, 10, "again")).Tx.State)
 }
 
 func TestPool_ExpiredBytesSentAgainAreAdmittedAgainAsTheSameRow(t *testing.T) {
 	t.Parallel()
 	f := newPoolFixture(t, testdb.NewTx(t))
-	tx := f.mustAdd(poolTx(1, 0, 10, 10)).Tx
+	tx := f.mustAdd(testfactory.PoolTx(1, 0, 10, 10)).Tx
 	f.now = f.now.Add(2 * time.Hour)
 	_, _, err := f.st.PoolExpire(t.Context(), store.PoolExpireParams{Now: f.now, ChainID: poolChain, MaxSenders: 10})
 	require.NoError(t, err)
-	res := f.mustAdd(poolTx(1, 0, 10, 10))
+	res := f.mustAdd(testfactory.PoolTx(1, 0, 10, 10))
 	require.Equal(t, tx.Hash, res.Tx.Hash)
 	require.Equal(t, store.PoolPending, res.Tx.State)
 	require.Empty(t, res.Tx.DropReason)
@@ -357,18 +340,18 @@ func TestPool_ExpiredBytesSentAgainAreAdmittedAgainAsTheSameRow(t *testing.T) {
 func TestPool_WaitingTransactionsTheChainNoncePassedAreDroppedAsStale(t *testing.T) {
 	t.Parallel()
 	f := newPoolFixture(t, testdb.NewTx(t))
-	f.mustAdd(poolTx(1, 0, 10, 10))
-	f.mustAdd(poolTx(1, 1, 10, 10))
-	f.mustAdd(poolTx(1, 3, 10, 10))
+	f.mustAdd(testfactory.PoolTx(1, 0, 10, 10))
+	f.mustAdd(testfactory.PoolTx(1, 1, 10, 10))
+	f.mustAdd(testfactory.PoolTx(1, 3, 10, 10))
 	f.chainNonce = 2 // nonces 0 and 1 were used outside the pool
-	res := f.mustAdd(poolTx(1, 2, 10, 10))
+	res := f.mustAdd(testfactory.PoolTx(1, 2, 10, 10))
 	require.Equal(t, store.PoolPending, res.Tx.State)
 	require.Equal(t, []string{"2:pending", "3:pending"}, f.states(1))
 	require.Equal(t, 2, f.count("drop_reason = 'stale'"))
 
 	// A lagging chain read does not move the sender back.
 	f.chainNonce = 0
-	_, err := f.add(poolTx(1, 1, 10, 10, "late"))
+	_, err := f.add(testfactory.PoolTx(1, 1, 10, 10, "late"))
 	require.EqualError(t, err, "nonce too low: next nonce 2, tx nonce 1")
 }
 
@@ -405,10 +388,10 @@ func TestPool_LimitsStayExactUnderConcurrentIntakeFromSeveralProcesses(t *testin
 	// and 15 queued places.
 	var txs []store.NewPoolTx
 	for n := range uint64(20) {
-		txs = append(txs, poolTx(0, n, 10, 10, "a"), poolTx(0, n, 10, 10, "b"))
+		txs = append(txs, testfactory.PoolTx(0, n, 10, 10, "a"), testfactory.PoolTx(0, n, 10, 10, "b"))
 	}
 	for s := 1; s <= 80; s++ {
-		txs = append(txs, poolTx(s, 0, 10, 10), poolTx(s, 2, 10, 10))
+		txs = append(txs, testfactory.PoolTx(s, 0, 10, 10), testfactory.PoolTx(s, 2, 10, 10))
 	}
 	for i, tx := range txs {
 		wg.Go(func() {
@@ -438,7 +421,7 @@ func TestPool_LimitsStayExactUnderConcurrentIntakeFromSeveralProcesses(t *testin
 		SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'queued'),
 		       count(*) FILTER (WHERE drop_reason = 'evicted'),
 		       count(*) FILTER (WHERE sender = $1 AND state IN ('pending', 'queued'))
-		FROM ledgerq.pool_txs`, poolSender(0)).Scan(&pending, &queued, &evicted, &sender0))
+		FROM ledgerq.pool_txs`, testfactory.PoolSender(0)).Scan(&pending, &queued, &evicted, &sender0))
 	require.NoError(t, db.Store.DB().QueryRow(ctx, `
 		SELECT count(*) FROM (SELECT sender, nonce FROM ledgerq.pool_txs WHERE state IN ('pending', 'queued', 'included')
 		GROUP BY sender, nonce HAVING count(*) > 1) d`).Scan(&liveDup))
@@ -484,7 +467,7 @@ func TestPool_TwoProcessesRacingForTheLastPlaceAdmitExactlyOne(t *testing.T) {
 	limits := store.PoolLimits{MaxPending: 3, MaxQueued: 10, MaxPerSender: 16, TTL: time.Hour}
 	now := testfactory.Start()
 	for s := range 2 {
-		_, err := db.Store.PoolAdd(ctx, store.PoolAddParams{Now: now, Tx: poolTx(s, 0, 10, 10), Limits: limits})
+		_, err := db.Store.PoolAdd(ctx, store.PoolAddParams{Now: now, Tx: testfactory.PoolTx(s, 0, 10, 10), Limits: limits})
 		require.NoError(t, err)
 	}
 	procs := make([]*store.Store, 2)
@@ -504,7 +487,7 @@ func TestPool_TwoProcessesRacingForTheLastPlaceAdmitExactlyOne(t *testing.T) {
 	errs := make(chan error, 2)
 	for i, st := range procs {
 		go func() {
-			_, err := st.PoolAdd(ctx, store.PoolAddParams{Now: now, Tx: poolTx(10+i, 0, 10, 10), Limits: limits})
+			_, err := st.PoolAdd(ctx, store.PoolAddParams{Now: now, Tx: testfactory.PoolTx(10+i, 0, 10, 10), Limits: limits})
 			errs <- err
 		}()
 	}
@@ -543,8 +526,8 @@ func TestPoolTx_CheckConstraintsRefuseImpossibleStates(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	f := newPoolFixture(t, st)
-	tx := f.mustAdd(poolTx(1, 0, 10, 10)).Tx
-	other := f.mustAdd(poolTx(1, 1, 10, 10)).Tx
+	tx := f.mustAdd(testfactory.PoolTx(1, 0, 10, 10)).Tx
+	other := f.mustAdd(testfactory.PoolTx(1, 1, 10, 10)).Tx
 	for _, tc := range []struct{ name, set string }{
 		{"replaced without replaced_by", "state = 'replaced'"},
 		{"replaced_by on a pending row", "replaced_by = '" + other.Hash + "'"},
@@ -571,10 +554,10 @@ func TestPoolTx_CheckConstraintsRefuseImpossibleStates(t *testing.T) {
 func TestPoolOverview_CountsTransactionsPerStateAndDropReason(t *testing.T) {
 	t.Parallel()
 	f := newPoolFixture(t, testdb.NewTx(t))
-	f.mustAdd(poolTx(1, 0, 10, 10))
-	f.mustAdd(poolTx(2, 0, 10, 10))
-	f.mustAdd(poolTx(2, 3, 10, 10))
-	f.mustAdd(poolTx(2, 0, 20, 20))
+	f.mustAdd(testfactory.PoolTx(1, 0, 10, 10))
+	f.mustAdd(testfactory.PoolTx(2, 0, 10, 10))
+	f.mustAdd(testfactory.PoolTx(2, 3, 10, 10))
+	f.mustAdd(testfactory.PoolTx(2, 0, 20, 20))
 	rows, err := f.st.DB().Query(t.Context(), `
 		SELECT state || coalesce('/' || drop_reason, '') || '=' || txs || '/' || senders
 		FROM ledgerq.pool_overview WHERE chain_id = $1 ORDER BY 1`, poolChain)

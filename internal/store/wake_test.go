@@ -173,13 +173,13 @@ func TestBuilderLane_WakesEachRoleOnlyWhenItMadeWorkForIt(t *testing.T) {
 	conn := listen(t, db.URL, notify.BundleQueuer, notify.BundleSubmitter, notify.BundleMonitor)
 	f := newBundleFixture(t, db.Store)
 	pool := newPoolFixture(t, db.Store)
-	pool.now = f.now
+	pool.now = f.clock.Now()
 
-	pool.mustAdd(poolTx(1, 1, 2_000_000_000, 1_000_000_000))
+	pool.mustAdd(testfactory.PoolTx(1, 1, 2_000_000_000, 1_000_000_000))
 	require.Empty(t, woken(t, db, conn), "a nonce gap: nothing to cut")
-	pool.mustAdd(poolTx(1, 0, 2_000_000_000, 1_000_000_000))
+	pool.mustAdd(testfactory.PoolTx(1, 0, 2_000_000_000, 1_000_000_000))
 	require.Equal(t, []string{notify.BundleQueuer}, woken(t, db, conn), "pending, and its successor promoted")
-	pool.mustAdd(poolTx(1, 2, 2_000_000_000, 1_000_000_000))
+	pool.mustAdd(testfactory.PoolTx(1, 2, 2_000_000_000, 1_000_000_000))
 	require.Equal(t, []string{notify.BundleQueuer}, woken(t, db, conn))
 
 	require.Len(t, f.cut(1, 10, 3), 3) // 42, 43, 44
@@ -200,15 +200,15 @@ func TestBuilderLane_WakesEachRoleOnlyWhenItMadeWorkForIt(t *testing.T) {
 	f.block([]ledger.Hash{c42.PackageHash()}, nil)
 	require.Equal(t, []string{notify.BundleSubmitter}, woken(t, db, conn), "guaranteed: its core is free")
 
-	f.now = f.now.Add(time.Hour)
+	f.clock.Advance(time.Hour)
 	c := f.claim()
 	require.NotNil(t, c)
-	f.now = f.now.Add(bundleTimeout)
+	f.clock.Advance(bundleTimeout)
 	woken(t, db, conn)
 	require.Len(t, f.timeouts(3).Requeued, 1)
 	require.Equal(t, []string{notify.BundleSubmitter}, woken(t, db, conn), "timed out: requeued, its core free")
 	f.mustClaim(c.Bundle.Number)
-	f.now = f.now.Add(bundleTimeout)
+	f.clock.Advance(bundleTimeout)
 	for f.head < c.Package.Anchor.Number+ledger.RecentHistorySize {
 		f.block(nil, nil)
 	}
@@ -230,8 +230,7 @@ func TestWebhookEmit_WakesTheDeliverersOnlyWhenItStoredADelivery(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 	require.Empty(t, woken(t, db, conn), "no endpoint: nothing to deliver")
-	_, err = db.Store.WebhookEndpointCreate(t.Context(), store.WebhookEndpointCreateParams{Now: now, Wallet: "alpha", URL: "https://example.test/hook"})
-	require.NoError(t, err)
+	testfactory.New(t, db.Store, testfactory.NewClock()).CreateWebhookEndpoint(testfactory.WebhookEndpoint{Wallet: "alpha"})
 	n, err = db.Store.WebhookEmit(t.Context(), now, ev)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)

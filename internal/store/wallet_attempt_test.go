@@ -1,9 +1,6 @@
 package store_test
 
 import (
-	"fmt"
-	"math/big"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,11 +19,14 @@ func TestAttempt_WriteAheadStoresConsecutiveNoncesAdvancesTheNextNonceAndStartsT
 	st := testdb.NewTx(t)
 	ctx := t.Context()
 	now := testfactory.Start()
+	clk := testfactory.NewClock()
+	rows := testfactory.New(t, st, clk)
 	_, err := st.WalletNonceGet(ctx, taskChain, taskSender)
 	require.ErrorIs(t, err, store.ErrNotFound, "no nonce before the first attempt")
-	a := insertTask(t, st, newTask(now, 0, ""))
-	b := insertTask(t, st, newTask(now, 0, ""))
-	stored := storeAttempts(t, st, now.Add(time.Second), 7, a, b)
+	a := rows.PostTask(testfactory.Task{})
+	b := rows.PostTask(testfactory.Task{})
+	clk.Advance(time.Second)
+	stored := rows.StartTasks(7, a, b)
 	require.Equal(t, []int64{7, 8}, []int64{stored[0].Nonce, stored[1].Nonce})
 	next, err := st.WalletNonceGet(ctx, taskChain, taskSender)
 	require.NoError(t, err)
@@ -45,20 +45,20 @@ func TestAttempt_WriteAheadStoresConsecutiveNoncesAdvancesTheNextNonceAndStartsT
 	}
 
 	// The next round continues from 9; signing with 8 again is refused.
-	c := insertTask(t, st, newTask(now, 0, ""))
+	c := rows.PostTask(testfactory.Task{})
 	_, err = st.AttemptStoreMany(ctx, store.AttemptStoreManyParams{
-		Now: now, ChainID: taskChain, Sender: taskSender, FirstNonce: 8, Attempts: []store.SignedTx{fakeSigned(c.ID, 8)},
+		Now: now, ChainID: taskChain, Sender: taskSender, FirstNonce: 8, Attempts: []store.SignedTx{testfactory.SignedTx(c.ID, 8)},
 	})
 	var moved *store.NonceMovedError
 	require.ErrorAs(t, err, &moved)
 	// Nonces that are not consecutive are refused before anything is written.
-	d := insertTask(t, st, newTask(now, 0, ""))
+	d := rows.PostTask(testfactory.Task{})
 	_, err = st.AttemptStoreMany(ctx, store.AttemptStoreManyParams{
 		Now: now, ChainID: taskChain, Sender: taskSender, FirstNonce: 9,
-		Attempts: []store.SignedTx{fakeSigned(c.ID, 9), fakeSigned(d.ID, 11)},
+		Attempts: []store.SignedTx{testfactory.SignedTx(c.ID, 9), testfactory.SignedTx(d.ID, 11)},
 	})
 	require.ErrorContains(t, err, "consecutive")
-	storeAttempts(t, st, now, 9, c, d)
+	rows.StartTasks(9, c, d)
 }
 
 // The unique index over live attempts: a second transaction for a nonce that
@@ -70,14 +70,15 @@ func TestAttempt_TwoAttemptsForOneLiveNonceCannotBeStored(t *testing.T) {
 	st := testdb.NewTx(t)
 	ctx := t.Context()
 	now := testfactory.Start()
-	a := insertTask(t, st, newTask(now, 0, ""))
-	b := insertTask(t, st, newTask(now, 0, ""))
-	storeAttempts(t, st, now, 0, a)
+	rows := testfactory.New(t, st, testfactory.NewClock())
+	a := rows.PostTask(testfactory.Task{})
+	b := rows.PostTask(testfactory.Task{})
+	rows.StartTasks(0, a)
 	// Someone moves the next nonce back under the live attempt.
 	_, err := st.DB().Exec(ctx, `UPDATE ledgerq.wallet_nonces SET next_nonce = 0`)
 	require.NoError(t, err)
 	_, err = st.AttemptStoreMany(ctx, store.AttemptStoreManyParams{
-		Now: now, ChainID: taskChain, Sender: taskSender, FirstNonce: 0, Attempts: []store.SignedTx{fakeSigned(b.ID, 0)},
+		Now: now, ChainID: taskChain, Sender: taskSender, FirstNonce: 0, Attempts: []store.SignedTx{testfactory.SignedTx(b.ID, 0)},
 	})
 	var taken *store.NonceTakenError
 	require.ErrorAs(t, err, &taken)
@@ -91,7 +92,7 @@ func TestAttempt_TwoAttemptsForOneLiveNonceCannotBeStored(t *testing.T) {
 	// Once the live attempt is dropped (its task failed), the nonce is free.
 	_, err = st.TaskFail(ctx, store.TaskFailParams{Now: now, ID: a.ID, Reason: "insufficient funds"})
 	require.NoError(t, err)
-	storeAttempts(t, st, now, 0, b)
+	rows.StartTasks(0, b)
 }
 
 // A task moves to executing only with its attempt: a task cancelled between
@@ -102,8 +103,9 @@ func TestAttempt_ATaskMovesToExecutingOnlyWithItsAttempt(t *testing.T) {
 	st := testdb.NewTx(t)
 	ctx := t.Context()
 	now := testfactory.Start()
-	a := insertTask(t, st, newTask(now, 0, ""))
-	b := insertTask(t, st, newTask(now, 0, ""))
+	rows := testfactory.New(t, st, testfactory.NewClock())
+	a := rows.PostTask(testfactory.Task{})
+	b := rows.PostTask(testfactory.Task{})
 	next, err := st.TaskNextWaiting(ctx, store.TaskNextWaitingParams{ChainID: taskChain, Sender: taskSender, Queue: store.QueueFIFO, Max: 10})
 	require.NoError(t, err)
 	require.Len(t, next, 2)
@@ -113,7 +115,7 @@ func TestAttempt_ATaskMovesToExecutingOnlyWithItsAttempt(t *testing.T) {
 
 	_, err = st.AttemptStoreMany(ctx, store.AttemptStoreManyParams{
 		Now: now, ChainID: taskChain, Sender: taskSender, FirstNonce: 0,
-		Attempts: []store.SignedTx{fakeSigned(a.ID, 0), fakeSigned(b.ID, 1)},
+		Attempts: []store.SignedTx{testfactory.SignedTx(a.ID, 0), testfactory.SignedTx(b.ID, 1)},
 	})
 	var notWaiting *store.TaskNotWaitingError
 	require.ErrorAs(t, err, &notWaiting)
@@ -127,11 +129,9 @@ func TestAttempt_ATaskMovesToExecutingOnlyWithItsAttempt(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrNotFound, "no nonce was used")
 
 	// And the database refuses an attempt for a task of another wallet's queue.
-	other := newTask(now, 0, "")
-	other.Sender = taskTo
-	o := insertTask(t, st, other)
+	o := rows.PostTask(testfactory.Task{Sender: taskTo})
 	_, err = st.AttemptStoreMany(ctx, store.AttemptStoreManyParams{
-		Now: now, ChainID: taskChain, Sender: taskSender, FirstNonce: 0, Attempts: []store.SignedTx{fakeSigned(o.ID, 0)},
+		Now: now, ChainID: taskChain, Sender: taskSender, FirstNonce: 0, Attempts: []store.SignedTx{testfactory.SignedTx(o.ID, 0)},
 	})
 	require.ErrorAs(t, err, &notWaiting)
 }
@@ -144,18 +144,19 @@ func TestAttempt_WriteAheadReusesFreedNoncesBelowTheNextNonce(t *testing.T) {
 	st := testdb.NewTx(t)
 	ctx := t.Context()
 	now := testfactory.Start()
-	a := insertTask(t, st, newTask(now, 0, ""))
-	b := insertTask(t, st, newTask(now, 0, ""))
-	storeAttempts(t, st, now, 0, a, b)
+	rows := testfactory.New(t, st, testfactory.NewClock())
+	a := rows.PostTask(testfactory.Task{})
+	b := rows.PostTask(testfactory.Task{})
+	rows.StartTasks(0, a, b)
 	_, err := st.TaskFail(ctx, store.TaskFailParams{Now: now, ID: a.ID, Reason: "insufficient funds"})
 	require.NoError(t, err)
 
-	c := insertTask(t, st, newTask(now, 0, ""))
-	d := insertTask(t, st, newTask(now, 0, ""))
+	c := rows.PostTask(testfactory.Task{})
+	d := rows.PostTask(testfactory.Task{})
 	storeParams := func(reusedNonce int64) store.AttemptStoreManyParams {
 		return store.AttemptStoreManyParams{
 			Now: now, ChainID: taskChain, Sender: taskSender, FirstNonce: 2,
-			Reused: []store.SignedTx{fakeSigned(c.ID, reusedNonce)}, Attempts: []store.SignedTx{fakeSigned(d.ID, 2)},
+			Reused: []store.SignedTx{testfactory.SignedTx(c.ID, reusedNonce)}, Attempts: []store.SignedTx{testfactory.SignedTx(d.ID, 2)},
 		}
 	}
 	_, err = st.AttemptStoreMany(ctx, storeParams(2))
@@ -176,11 +177,9 @@ func TestAttempt_WriteAheadReusesFreedNoncesBelowTheNextNonce(t *testing.T) {
 
 	// Reusing needs a next nonce: none was ever assigned on another sender.
 	other := "0x00000000000000000000000000000000000000c3"
-	p := newTask(now, 0, "")
-	p.Sender = other
-	e := insertTask(t, st, p)
+	e := rows.PostTask(testfactory.Task{Sender: other})
 	_, err = st.AttemptStoreMany(ctx, store.AttemptStoreManyParams{
-		Now: now, ChainID: taskChain, Sender: other, FirstNonce: 5, Reused: []store.SignedTx{fakeSigned(e.ID, 1)},
+		Now: now, ChainID: taskChain, Sender: other, FirstNonce: 5, Reused: []store.SignedTx{testfactory.SignedTx(e.ID, 1)},
 	})
 	var moved *store.NonceMovedError
 	require.ErrorAs(t, err, &moved)
@@ -194,11 +193,12 @@ func TestAttempt_RecoverReturnsSignedButUnsentAttemptsInNonceOrder(t *testing.T)
 	st := testdb.NewTx(t)
 	ctx := t.Context()
 	now := testfactory.Start()
+	rows := testfactory.New(t, st, testfactory.NewClock())
 	var tasks []store.Task
 	for range 4 {
-		tasks = append(tasks, insertTask(t, st, newTask(now, 0, "")))
+		tasks = append(tasks, rows.PostTask(testfactory.Task{}))
 	}
-	stored := storeAttempts(t, st, now, 3, tasks...)
+	stored := rows.StartTasks(3, tasks...)
 	n, err := st.AttemptMarkSent(ctx, store.AttemptMarkSentParams{Now: now, ChainID: taskChain, TxHashes: []string{stored[1].TxHash}})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
@@ -228,11 +228,12 @@ func TestAttempt_InFlightCountAndUncertainBroadcasts(t *testing.T) {
 	st := testdb.NewTx(t)
 	ctx := t.Context()
 	now := testfactory.Start()
+	rows := testfactory.New(t, st, testfactory.NewClock())
 	var tasks []store.Task
 	for range 4 {
-		tasks = append(tasks, insertTask(t, st, newTask(now, 0, "")))
+		tasks = append(tasks, rows.PostTask(testfactory.Task{}))
 	}
-	stored := storeAttempts(t, st, now, 0, tasks...)
+	stored := rows.StartTasks(0, tasks...)
 	inFlight := func() int {
 		t.Helper()
 		n, err := st.AttemptCountLive(ctx, taskChain, taskSender)
@@ -272,9 +273,10 @@ func TestAttempt_ConfirmEndsTheTaskDoneWithItsHashAndRevertedFlag(t *testing.T) 
 	st := testdb.NewTx(t)
 	ctx := t.Context()
 	now := testfactory.Start()
-	ok := insertTask(t, st, newTask(now, 0, ""))
-	rev := insertTask(t, st, newTask(now, 0, ""))
-	stored := storeAttempts(t, st, now, 0, ok, rev)
+	rows := testfactory.New(t, st, testfactory.NewClock())
+	ok := rows.PostTask(testfactory.Task{})
+	rev := rows.PostTask(testfactory.Task{})
+	stored := rows.StartTasks(0, ok, rev)
 	_, err := st.AttemptMarkSent(ctx, store.AttemptMarkSentParams{Now: now, ChainID: taskChain, TxHashes: []string{stored[0].TxHash}})
 	require.NoError(t, err)
 
@@ -308,14 +310,15 @@ func TestAttempt_ABumpSupersedesTheLiveAttemptAndAnyOfItsHashesConfirmsTheTask(t
 	st := testdb.NewTx(t)
 	ctx := t.Context()
 	now := testfactory.Start()
-	task := insertTask(t, st, newTask(now, 0, ""))
-	old := storeAttempts(t, st, now, 0, task)[0]
+	rows := testfactory.New(t, st, testfactory.NewClock())
+	task := rows.PostTask(testfactory.Task{})
+	old := rows.StartTasks(0, task)[0]
 	_, err := st.AttemptMarkSent(ctx, store.AttemptMarkSentParams{Now: now, ChainID: taskChain, TxHashes: []string{old.TxHash}})
 	require.NoError(t, err)
 
-	bump := fakeSigned(task.ID, 0)
-	stale := fakeSigned(task.ID, 0)
-	err = st.AttemptBump(ctx, store.AttemptBumpParams{Now: now, ChainID: taskChain, Sender: taskSender, Old: stale.TxHash, New: fakeSigned(task.ID, 0)})
+	bump := testfactory.SignedTx(task.ID, 0)
+	stale := testfactory.SignedTx(task.ID, 0)
+	err = st.AttemptBump(ctx, store.AttemptBumpParams{Now: now, ChainID: taskChain, Sender: taskSender, Old: stale.TxHash, New: testfactory.SignedTx(task.ID, 0)})
 	require.ErrorIs(t, err, store.ErrNotFound, "not the live attempt: nothing stored")
 	require.NoError(t, st.AttemptBump(ctx, store.AttemptBumpParams{Now: now, ChainID: taskChain, Sender: taskSender, Old: old.TxHash, New: bump}))
 
@@ -350,9 +353,10 @@ func TestAttempt_ANoopFillsOnlyAFreeNonceBelowTheNextOne(t *testing.T) {
 	st := testdb.NewTx(t)
 	ctx := t.Context()
 	now := testfactory.Start()
-	a := insertTask(t, st, newTask(now, 0, ""))
-	storeAttempts(t, st, now, 0, a)
-	noop := func(n int64) store.SignedTx { s := fakeSigned("", n); s.TaskID = ""; return s }
+	rows := testfactory.New(t, st, testfactory.NewClock())
+	a := rows.PostTask(testfactory.Task{})
+	rows.StartTasks(0, a)
+	noop := func(n int64) store.SignedTx { s := testfactory.SignedTx("", n); s.TaskID = ""; return s }
 	var taken *store.NonceTakenError
 	require.ErrorAs(t, st.AttemptStoreNoop(ctx, store.AttemptStoreNoopParams{Now: now, ChainID: taskChain, Sender: taskSender, Tx: noop(0)}), &taken)
 	var moved *store.NonceMovedError
@@ -377,8 +381,9 @@ func TestAttempt_FailEndsTheTaskInErrorAndDropsItsAttempts(t *testing.T) {
 	st := testdb.NewTx(t)
 	ctx := t.Context()
 	now := testfactory.Start()
-	task := insertTask(t, st, newTask(now, 0, ""))
-	storeAttempts(t, st, now, 0, task)
+	rows := testfactory.New(t, st, testfactory.NewClock())
+	task := rows.PostTask(testfactory.Task{})
+	rows.StartTasks(0, task)
 	failed, err := st.TaskFail(ctx, store.TaskFailParams{Now: now, ID: task.ID, Reason: "intrinsic gas too low"})
 	require.NoError(t, err)
 	require.Equal(t, store.TaskError, failed.Status)
@@ -399,8 +404,9 @@ func TestAttempt_RequeueDropsTheAttemptAndPutsItsTaskBackToWaiting(t *testing.T)
 	st := testdb.NewTx(t)
 	ctx := t.Context()
 	now := testfactory.Start()
-	task := insertTask(t, st, newTask(now, 0, ""))
-	stored := storeAttempts(t, st, now, 0, task)
+	rows := testfactory.New(t, st, testfactory.NewClock())
+	task := rows.PostTask(testfactory.Task{})
+	stored := rows.StartTasks(0, task)
 	back, err := st.AttemptRequeue(ctx, store.AttemptRequeueParams{Now: now.Add(time.Second), ChainID: taskChain, TxHash: stored[0].TxHash, Reason: "nonce too low"})
 	require.NoError(t, err)
 	require.Equal(t, store.TaskWaiting, back.Status)
@@ -414,38 +420,6 @@ func TestAttempt_RequeueDropsTheAttemptAndPutsItsTaskBackToWaiting(t *testing.T)
 	next, err := st.TaskNextWaiting(ctx, store.TaskNextWaitingParams{ChainID: taskChain, Sender: taskSender, Queue: store.QueueFIFO, Max: 10})
 	require.NoError(t, err)
 	require.Equal(t, []string{task.ID}, taskIDs(next))
-}
-
-// storeAttempts signs (fakes) one attempt per task with consecutive nonces
-// from first and stores them.
-func storeAttempts(t *testing.T, st *store.Store, now time.Time, first int64, tasks ...store.Task) []store.Attempt {
-	t.Helper()
-	p := store.AttemptStoreManyParams{Now: now, ChainID: taskChain, Sender: taskSender, FirstNonce: first}
-	for i, task := range tasks {
-		p.Attempts = append(p.Attempts, fakeSigned(task.ID, first+int64(i)))
-	}
-	out, err := st.AttemptStoreMany(t.Context(), p)
-	require.NoError(t, err)
-	return out
-}
-
-var fakeHashes struct {
-	sync.Mutex
-	n int
-}
-
-// fakeSigned is a stand-in for a signed transaction: a unique hash, raw
-// bytes that name the task and nonce.
-func fakeSigned(taskID string, nonce int64) store.SignedTx {
-	fakeHashes.Lock()
-	fakeHashes.n++
-	n := fakeHashes.n
-	fakeHashes.Unlock()
-	return store.SignedTx{
-		TaskID: taskID, Nonce: nonce, TxHash: fmt.Sprintf("0x%064x", n),
-		Raw:      []byte(fmt.Sprintf("raw %s %d", taskID, nonce)),
-		GasLimit: 21000, MaxFeePerGas: big.NewInt(2_000_000_000), MaxPriorityFeePerGas: big.NewInt(1_000_000_000),
-	}
 }
 
 func nonces(atts []store.Attempt) []int64 {

@@ -45,25 +45,15 @@ func TestWallet_WithWorkListsWalletsWithAttemptsInFlightOrWaitingTasks(t *testin
 	sender := func(n byte) string {
 		return "0x00000000000000000000000000000000000000" + string("0123456789abcdef"[n>>4]) + string("0123456789abcdef"[n&15])
 	}
-	task := func(s string) store.Task {
-		p := newTask(now, 0, "")
-		p.Sender = s
-		return insertTask(t, st, p)
-	}
-	store1 := func(s string, tk store.Task) store.Attempt {
-		out, err := st.AttemptStoreMany(ctx, store.AttemptStoreManyParams{Now: now, ChainID: taskChain, Sender: s, FirstNonce: 0, Attempts: []store.SignedTx{fakeSigned(tk.ID, 0)}})
-		require.NoError(t, err)
-		return out[0]
-	}
-	task(sender(0x10))                       // waiting
-	task(sender(0x10))                       // waiting, same wallet
-	store1(sender(0x20), task(sender(0x20))) // signed
-	sent := store1(sender(0x30), task(sender(0x30)))
+	rows := testfactory.New(t, st, testfactory.NewClock())
+	task := func(s string) store.Task { return rows.PostTask(testfactory.Task{Sender: s}) }
+	task(sender(0x10))                 // waiting
+	task(sender(0x10))                 // waiting, same wallet
+	rows.StartTask(task(sender(0x20))) // signed
+	sent := rows.StartTask(task(sender(0x30)))
 	_, err := st.AttemptMarkSent(ctx, store.AttemptMarkSentParams{Now: now, ChainID: taskChain, TxHashes: []string{sent.TxHash}})
 	require.NoError(t, err)
-	done := store1(sender(0x40), task(sender(0x40)))
-	_, err = st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: done.TxHash, Final: true})
-	require.NoError(t, err)
+	rows.FinishTask(task(sender(0x40))) // done
 
 	all, err := st.WalletListWithWork(ctx, store.WalletListWithWorkParams{Max: 10})
 	require.NoError(t, err)

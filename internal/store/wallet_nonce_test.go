@@ -18,6 +18,7 @@ func TestWalletNonce_FreedNoncesAreTheDroppedOnesBetweenTheChainNonceAndTheNextN
 	st := testdb.NewTx(t)
 	ctx := t.Context()
 	now := testfactory.Start()
+	rows := testfactory.New(t, st, testfactory.NewClock())
 	freed := func(from int64) []int64 {
 		t.Helper()
 		out, err := st.WalletNonceListFreed(ctx, store.WalletNonceListFreedParams{ChainID: taskChain, Sender: taskSender, From: from, Max: 10})
@@ -27,9 +28,9 @@ func TestWalletNonce_FreedNoncesAreTheDroppedOnesBetweenTheChainNonceAndTheNextN
 	require.Empty(t, freed(0), "no nonce is freed before the first attempt")
 	var tasks []store.Task
 	for range 5 {
-		tasks = append(tasks, insertTask(t, st, newTask(now, 0, "")))
+		tasks = append(tasks, rows.PostTask(testfactory.Task{}))
 	}
-	stored := storeAttempts(t, st, now, 2, tasks...) // nonces 2..6
+	stored := rows.StartTasks(2, tasks...) // nonces 2..6
 	require.Empty(t, freed(2))
 	for _, i := range []int{1, 3} { // nonces 3 and 5
 		_, err := st.TaskFail(ctx, store.TaskFailParams{Now: now, ID: tasks[i].ID, Reason: "insufficient funds"})
@@ -51,6 +52,7 @@ func TestWalletNonce_NextNonceIsRaisedToTheChainNonceAndNeverLowered(t *testing.
 	st := testdb.NewTx(t)
 	ctx := t.Context()
 	now := testfactory.Start()
+	rows := testfactory.New(t, st, testfactory.NewClock())
 	raise := func(to int64) bool {
 		t.Helper()
 		moved, err := st.WalletNonceRaise(ctx, store.WalletNonceRaiseParams{Now: now, ChainID: taskChain, Sender: taskSender, AtLeast: to})
@@ -58,7 +60,7 @@ func TestWalletNonce_NextNonceIsRaisedToTheChainNonceAndNeverLowered(t *testing.
 		return moved
 	}
 	require.False(t, raise(4), "no row before the first attempt")
-	storeAttempts(t, st, now, 0, insertTask(t, st, newTask(now, 0, "")))
+	rows.StartTasks(0, rows.PostTask(testfactory.Task{}))
 	require.True(t, raise(4))
 	require.False(t, raise(2))
 	next, err := st.WalletNonceGet(ctx, taskChain, taskSender)
@@ -74,8 +76,9 @@ func TestWalletNonce_AResetNeverSkipsOrReusesALiveNonceAndIsRecorded(t *testing.
 	st := testdb.NewTx(t)
 	ctx := t.Context()
 	now := testfactory.Start()
-	a := insertTask(t, st, newTask(now, 0, ""))
-	storeAttempts(t, st, now, 4, a) // next nonce 5, live at 4
+	rows := testfactory.New(t, st, testfactory.NewClock())
+	a := rows.PostTask(testfactory.Task{})
+	rows.StartTasks(4, a) // next nonce 5, live at 4
 	p := store.WalletNonceResetParams{Now: now, ChainID: taskChain, Sender: taskSender, From: 5, To: 2, Record: true}
 	moved, err := st.WalletNonceReset(ctx, p)
 	require.NoError(t, err)

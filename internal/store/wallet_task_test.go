@@ -15,13 +15,17 @@ import (
 	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
+// The wallet tests' chain, sender and recipient: those of a testfactory.Task
+// that names none.
 const (
-	taskChain  = int64(1337)
-	taskSender = "0x00000000000000000000000000000000000000a1"
-	taskTo     = "0x00000000000000000000000000000000000000b2"
+	taskChain  = testfactory.WalletChainID
+	taskSender = testfactory.WalletSender
+	taskTo     = testfactory.WalletTo
 )
 
-// newTask is a task of wallet "main" on taskChain/taskSender.
+// newTask is a task of wallet "main" on taskChain/taskSender with a body of
+// its own, for the tests of TaskInsert itself (idempotency compares bodies);
+// other tests post their tasks with testfactory.
 func newTask(now time.Time, priority int32, key string) store.TaskInsertParams {
 	return store.TaskInsertParams{
 		Now: now, Wallet: "main", ChainID: taskChain, Sender: taskSender, Priority: priority,
@@ -160,7 +164,8 @@ func TestTask_ATaskOfAnotherWalletIsNotFound(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	now := testfactory.Start()
-	task := insertTask(t, st, newTask(now, 1, ""))
+	rows := testfactory.New(t, st, testfactory.NewClock())
+	task := rows.PostTask(testfactory.Task{Priority: 1})
 	_, err := st.TaskGet(t.Context(), "other", task.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	_, err = st.TaskGet(t.Context(), "main", "0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b")
@@ -179,9 +184,10 @@ func TestTask_ListPagesByIdAndFiltersByStatus(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	now := testfactory.Start()
+	rows := testfactory.New(t, st, testfactory.NewClock())
 	var all []string
 	for i := range 5 {
-		all = append(all, insertTask(t, st, newTask(now.Add(time.Duration(i)*time.Millisecond), 0, "")).ID)
+		all = append(all, rows.PostTask(testfactory.Task{CreatedAt: now.Add(time.Duration(i) * time.Millisecond)}).ID)
 	}
 	_, ok, err := st.TaskCancel(t.Context(), store.TaskCancelParams{Now: now, Wallet: "main", ID: all[1]})
 	require.NoError(t, err)
@@ -205,9 +211,10 @@ func TestTask_CancellationOfAWaitingTaskEndsItInErrorAndAStartedTaskIsNotCancell
 	t.Parallel()
 	st := testdb.NewTx(t)
 	now := testfactory.Start()
-	waiting := insertTask(t, st, newTask(now, 1, ""))
-	started := insertTask(t, st, newTask(now, 1, ""))
-	storeAttempts(t, st, now, 0, started)
+	rows := testfactory.New(t, st, testfactory.NewClock())
+	waiting := rows.PostTask(testfactory.Task{Priority: 1})
+	started := rows.PostTask(testfactory.Task{Priority: 1})
+	rows.StartTasks(0, started)
 
 	got, ok, err := st.TaskCancel(t.Context(), store.TaskCancelParams{Now: now.Add(time.Second), Wallet: "main", ID: waiting.ID})
 	require.NoError(t, err)
@@ -235,19 +242,18 @@ func TestTask_PriorityQueueTakesHighestPriorityFirstThenOldest(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	now := testfactory.Start()
-	low := insertTask(t, st, newTask(now, 1, ""))
-	highLate := insertTask(t, st, newTask(now.Add(2*time.Second), 9, ""))
-	highEarly := insertTask(t, st, newTask(now.Add(time.Second), 9, ""))
-	mid := insertTask(t, st, newTask(now, 5, ""))
-	tieA := insertTask(t, st, newTask(now.Add(3*time.Second), 0, ""))
-	tieB := insertTask(t, st, newTask(now.Add(3*time.Second), 0, ""))
+	rows := testfactory.New(t, st, testfactory.NewClock())
+	low := rows.PostTask(testfactory.Task{Priority: 1})
+	highLate := rows.PostTask(testfactory.Task{Priority: 9, CreatedAt: now.Add(2 * time.Second)})
+	highEarly := rows.PostTask(testfactory.Task{Priority: 9, CreatedAt: now.Add(time.Second)})
+	mid := rows.PostTask(testfactory.Task{Priority: 5})
+	tieA := rows.PostTask(testfactory.Task{CreatedAt: now.Add(3 * time.Second)})
+	tieB := rows.PostTask(testfactory.Task{CreatedAt: now.Add(3 * time.Second)})
 	ties := []string{tieA.ID, tieB.ID}
 	if ties[1] < ties[0] {
 		ties[0], ties[1] = ties[1], ties[0]
 	}
-	other := newTask(now, 100, "")
-	other.Sender = taskTo // another wallet's queue
-	insertTask(t, st, other)
+	rows.PostTask(testfactory.Task{Priority: 100, Sender: taskTo}) // another wallet's queue
 
 	next, err := st.TaskNextWaiting(t.Context(), store.TaskNextWaitingParams{ChainID: taskChain, Sender: taskSender, Queue: store.QueuePriority, Max: 10})
 	require.NoError(t, err)
@@ -263,12 +269,11 @@ func TestTask_FIFOQueueTakesOldestFirstAndIgnoresPriority(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	now := testfactory.Start()
-	a := insertTask(t, st, newTask(now, 0, ""))
-	b := insertTask(t, st, newTask(now.Add(time.Second), 9, ""))
-	c := insertTask(t, st, newTask(now.Add(2*time.Second), 5, ""))
-	cancelled := insertTask(t, st, newTask(now.Add(-time.Second), 0, ""))
-	_, _, err := st.TaskCancel(t.Context(), store.TaskCancelParams{Now: now, Wallet: "main", ID: cancelled.ID})
-	require.NoError(t, err)
+	rows := testfactory.New(t, st, testfactory.NewClock())
+	a := rows.PostTask(testfactory.Task{})
+	b := rows.PostTask(testfactory.Task{Priority: 9, CreatedAt: now.Add(time.Second)})
+	c := rows.PostTask(testfactory.Task{Priority: 5, CreatedAt: now.Add(2 * time.Second)})
+	rows.CancelTask(rows.PostTask(testfactory.Task{CreatedAt: now.Add(-time.Second)}))
 
 	next, err := st.TaskNextWaiting(t.Context(), store.TaskNextWaitingParams{ChainID: taskChain, Sender: taskSender, Queue: store.QueueFIFO, Max: 10})
 	require.NoError(t, err)
@@ -284,15 +289,16 @@ func TestTask_LockOneWorkerAtATimePerWalletThroughItsShard(t *testing.T) {
 	st := testdb.NewTx(t)
 	ctx := t.Context()
 	now := testfactory.Start()
-	insertTask(t, st, newTask(now, 0, ""))
-	insertTask(t, st, newTask(now, 0, ""))
+	rows := testfactory.New(t, st, testfactory.NewClock())
+	rows.PostTask(testfactory.Task{})
+	rows.PostTask(testfactory.Task{})
 	claim := func() (store.ShardClaim, error) {
 		return st.ShardClaim(ctx, store.ShardClaimParams{Now: now, Owner: "p/1", LeaseUntil: now.Add(time.Minute), Kinds: []string{"wallet"}})
 	}
 	c, err := claim()
 	require.NoError(t, err)
 	require.Equal(t, store.WalletShardKey(taskChain, taskSender), c.Key)
-	insertTask(t, st, newTask(now, 0, ""))
+	rows.PostTask(testfactory.Task{})
 	_, err = claim()
 	require.ErrorIs(t, err, store.ErrNotFound, "the wallet's shard is held: no second worker for it")
 	shard, err := st.ShardGet(ctx, c.Key)
@@ -306,8 +312,8 @@ func TestTask_CheckConstraintsRefuseImpossibleStates(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	ctx := t.Context()
-	now := testfactory.Start()
-	task := insertTask(t, db.Store, newTask(now, 0, ""))
+	rows := testfactory.New(t, db.Store, testfactory.NewClock())
+	task := rows.PostTask(testfactory.Task{})
 	hash := "0x" + fmt.Sprintf("%064x", 1)
 	for _, c := range []struct{ constraint, set string }{
 		{"wallet_tasks_status_code", `status = 4`},
@@ -329,7 +335,7 @@ func TestTask_CheckConstraintsRefuseImpossibleStates(t *testing.T) {
 		_, err := db.Store.DB().Exec(ctx, `UPDATE ledgerq.wallet_tasks SET `+c.set+` WHERE id = $1`, task.ID)
 		requireCheckViolation(t, err, c.constraint, c.set)
 	}
-	storeAttempts(t, db.Store, now, 0, task)
+	rows.StartTasks(0, task)
 	for _, c := range []struct{ constraint, set string }{
 		{"tx_attempts_sent_at", `state = 'sent'`},
 		{"tx_attempts_sent_at", `sent_at = now()`},
@@ -362,20 +368,16 @@ func TestTask_RetentionDeletesFinishedTasksOlderThanTheAgeInSmallBatches(t *test
 	st := testdb.NewTx(t)
 	ctx := t.Context()
 	now := testfactory.Start()
+	rows := testfactory.New(t, st, testfactory.NewClock())
 	var old []store.Task
 	for range 3 {
-		task := insertTask(t, st, newTask(now, 0, ""))
-		_, _, err := st.TaskCancel(ctx, store.TaskCancelParams{Now: now, Wallet: "main", ID: task.ID})
-		require.NoError(t, err)
-		old = append(old, task)
+		old = append(old, rows.CancelTask(rows.PostTask(testfactory.Task{})))
 	}
-	doneOld := insertTask(t, st, newTask(now, 0, ""))
-	att := storeAttempts(t, st, now, 0, doneOld)
-	_, err := st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: att[0].TxHash, Final: true})
-	require.NoError(t, err)
-	waiting := insertTask(t, st, newTask(now, 0, ""))
-	recent := insertTask(t, st, newTask(now, 0, ""))
-	_, _, err = st.TaskCancel(ctx, store.TaskCancelParams{Now: now.Add(time.Hour), Wallet: "main", ID: recent.ID})
+	doneOld := rows.PostTask(testfactory.Task{})
+	rows.FinishTask(doneOld)
+	waiting := rows.PostTask(testfactory.Task{})
+	recent := rows.PostTask(testfactory.Task{})
+	_, _, err := st.TaskCancel(ctx, store.TaskCancelParams{Now: now.Add(time.Hour), Wallet: "main", ID: recent.ID})
 	require.NoError(t, err)
 
 	before := now.Add(time.Minute)

@@ -53,6 +53,7 @@ func outbox(t *testing.T, st *store.Store) []outboxRow {
 // and one to confirmed only.
 type emitSetup struct {
 	st            *store.Store
+	rows          *testfactory.Factory
 	all           string
 	confirmedOnly string
 }
@@ -60,15 +61,12 @@ type emitSetup struct {
 func newEmitSetup(t *testing.T) emitSetup {
 	t.Helper()
 	st := testdb.NewTx(t)
-	now := testfactory.Start()
-	mk := func(types ...store.WebhookEventType) string {
-		ep, err := st.WebhookEndpointCreate(t.Context(), store.WebhookEndpointCreateParams{
-			Now: now, Wallet: "main", URL: "https://example.test/hook", EventTypes: types,
-		})
-		require.NoError(t, err)
-		return ep.ID
+	rows := testfactory.New(t, st, testfactory.NewClock())
+	return emitSetup{
+		st: st, rows: rows,
+		all:           rows.CreateWebhookEndpoint(testfactory.WebhookEndpoint{}).ID,
+		confirmedOnly: rows.CreateWebhookEndpoint(testfactory.WebhookEndpoint{EventTypes: []store.WebhookEventType{store.WebhookConfirmed}}).ID,
 	}
-	return emitSetup{st: st, all: mk(), confirmedOnly: mk(store.WebhookConfirmed)}
 }
 
 func (e emitSetup) markSent(t *testing.T, now time.Time, hashes ...string) int64 {
@@ -96,10 +94,10 @@ func TestWebhookEmit_SubmittedOnceWhenAnAttemptOfATaskMovesToSent(t *testing.T) 
 	e := newEmitSetup(t)
 	ctx := t.Context()
 	now := testfactory.Start()
-	a := insertTask(t, e.st, newTask(now, 0, ""))
-	b := insertTask(t, e.st, newTask(now, 0, ""))
-	c := insertTask(t, e.st, newTask(now, 0, ""))
-	stored := storeAttempts(t, e.st, now, 0, a, b, c)
+	a := e.rows.PostTask(testfactory.Task{})
+	b := e.rows.PostTask(testfactory.Task{})
+	c := e.rows.PostTask(testfactory.Task{})
+	stored := e.rows.StartTasks(0, a, b, c)
 	require.Empty(t, outbox(t, e.st), "storing attempts is not a broadcast")
 
 	require.EqualValues(t, 2, e.markSent(t, now, stored[1].TxHash, stored[0].TxHash))
@@ -118,7 +116,7 @@ func TestWebhookEmit_SubmittedOnceWhenAnAttemptOfATaskMovesToSent(t *testing.T) 
 	_, err = e.st.TaskFail(ctx, store.TaskFailParams{Now: now, ID: c.ID, Reason: "intrinsic gas too low"})
 	require.NoError(t, err)
 	before := len(outbox(t, e.st))
-	noop := fakeSigned("", 2)
+	noop := testfactory.SignedTx("", 2)
 	require.NoError(t, e.st.AttemptStoreNoop(ctx, store.AttemptStoreNoopParams{Now: now, ChainID: taskChain, Sender: taskSender, Tx: noop}))
 	require.EqualValues(t, 1, e.markSent(t, now, noop.TxHash))
 	require.Len(t, outbox(t, e.st), before, "a no-op emits nothing")
@@ -131,10 +129,10 @@ func TestWebhookEmit_AGasBumpSentEmitsSubmittedAgainWithTheNewHash(t *testing.T)
 	e := newEmitSetup(t)
 	ctx := t.Context()
 	now := testfactory.Start()
-	task := insertTask(t, e.st, newTask(now, 0, ""))
-	old := storeAttempts(t, e.st, now, 0, task)[0]
+	task := e.rows.PostTask(testfactory.Task{})
+	old := e.rows.StartTasks(0, task)[0]
 	e.markSent(t, now, old.TxHash)
-	bump := fakeSigned(task.ID, 0)
+	bump := testfactory.SignedTx(task.ID, 0)
 	require.NoError(t, e.st.AttemptBump(ctx, store.AttemptBumpParams{Now: now, ChainID: taskChain, Sender: taskSender, Old: old.TxHash, New: bump}))
 	require.Len(t, outbox(t, e.st), 1, "storing the bump is not a broadcast")
 	e.markSent(t, now.Add(time.Second), bump.TxHash)
@@ -179,12 +177,12 @@ func TestWebhookEmit_ConfirmedOnceWhenATaskIsDone(t *testing.T) {
 	e := newEmitSetup(t)
 	ctx := t.Context()
 	now := testfactory.Start()
-	a := insertTask(t, e.st, newTask(now, 0, ""))
-	b := insertTask(t, e.st, newTask(now, 0, ""))
-	stored := storeAttempts(t, e.st, now, 0, a, b)
+	a := e.rows.PostTask(testfactory.Task{})
+	b := e.rows.PostTask(testfactory.Task{})
+	stored := e.rows.StartTasks(0, a, b)
 	e.markSent(t, now, stored[0].TxHash, stored[1].TxHash)
 	// b's attempt is bumped and the superseded one is mined.
-	bump := fakeSigned(b.ID, 1)
+	bump := testfactory.SignedTx(b.ID, 1)
 	require.NoError(t, e.st.AttemptBump(ctx, store.AttemptBumpParams{Now: now, ChainID: taskChain, Sender: taskSender, Old: stored[1].TxHash, New: bump}))
 	e.clearOutbox(t)
 
@@ -202,12 +200,12 @@ func TestWebhookEmit_ConfirmedOnceWhenATaskIsDone(t *testing.T) {
 	}, sortedByTypeThenEndpoint(outbox(t, e.st), e))
 
 	// A mined no-op has no task to tell about.
-	c := insertTask(t, e.st, newTask(now, 0, ""))
-	cs := storeAttempts(t, e.st, now, 2, c)
+	c := e.rows.PostTask(testfactory.Task{})
+	cs := e.rows.StartTasks(2, c)
 	_, err = e.st.TaskFail(ctx, store.TaskFailParams{Now: now, ID: c.ID, Reason: "rejected"})
 	require.NoError(t, err)
 	before := len(outbox(t, e.st))
-	noop := fakeSigned("", cs[0].Nonce)
+	noop := testfactory.SignedTx("", cs[0].Nonce)
 	require.NoError(t, e.st.AttemptStoreNoop(ctx, store.AttemptStoreNoopParams{Now: now, ChainID: taskChain, Sender: taskSender, Tx: noop}))
 	_, err = e.st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: noop.TxHash, Final: true})
 	require.NoError(t, err)
@@ -222,9 +220,9 @@ func TestWebhookEmit_FailedOnceWhenATaskEndsInError(t *testing.T) {
 	e := newEmitSetup(t)
 	ctx := t.Context()
 	now := testfactory.Start()
-	a := insertTask(t, e.st, newTask(now, 0, ""))
-	b := insertTask(t, e.st, newTask(now, 0, ""))
-	stored := storeAttempts(t, e.st, now, 0, a)
+	a := e.rows.PostTask(testfactory.Task{})
+	b := e.rows.PostTask(testfactory.Task{})
+	stored := e.rows.StartTasks(0, a)
 	_, err := e.st.TaskFail(ctx, store.TaskFailParams{Now: now, ID: a.ID, Reason: "insufficient funds"})
 	require.NoError(t, err)
 	_, err = e.st.TaskFail(ctx, store.TaskFailParams{Now: now, ID: a.ID, Reason: "again"})
@@ -253,10 +251,10 @@ func TestWebhookEmit_ReplacedWhenAnotherTransactionTookTheNonceAndFailedTooPastT
 	e := newEmitSetup(t)
 	ctx := t.Context()
 	now := testfactory.Start()
-	a := insertTask(t, e.st, newTask(now, 0, ""))
-	b := insertTask(t, e.st, newTask(now, 0, ""))
-	c := insertTask(t, e.st, newTask(now, 0, ""))
-	stored := storeAttempts(t, e.st, now, 0, a, b, c)
+	a := e.rows.PostTask(testfactory.Task{})
+	b := e.rows.PostTask(testfactory.Task{})
+	c := e.rows.PostTask(testfactory.Task{})
+	stored := e.rows.StartTasks(0, a, b, c)
 	e.markSent(t, now, stored[0].TxHash, stored[1].TxHash)
 	e.clearOutbox(t)
 
@@ -283,11 +281,11 @@ func TestWebhookEmit_ATransitionThatRollsBackEmitsNothing(t *testing.T) {
 	e := newEmitSetup(t)
 	ctx := t.Context()
 	now := testfactory.Start()
-	a := insertTask(t, e.st, newTask(now, 0, ""))
-	b := insertTask(t, e.st, newTask(now, 0, ""))
-	c := insertTask(t, e.st, newTask(now, 0, ""))
-	w := insertTask(t, e.st, newTask(now, 0, ""))
-	stored := storeAttempts(t, e.st, now, 0, a, b, c)
+	a := e.rows.PostTask(testfactory.Task{})
+	b := e.rows.PostTask(testfactory.Task{})
+	c := e.rows.PostTask(testfactory.Task{})
+	w := e.rows.PostTask(testfactory.Task{})
+	stored := e.rows.StartTasks(0, a, b, c)
 	e.markSent(t, now, stored[1].TxHash, stored[2].TxHash)
 	e.clearOutbox(t)
 

@@ -15,6 +15,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
 type webhookSetup struct {
@@ -22,20 +23,18 @@ type webhookSetup struct {
 	ctx   context.Context
 	st    *store.Store
 	clock *clock.Fake
+	rows  *testfactory.Factory
 }
 
 func webhookSetupTx(t *testing.T) *webhookSetup {
 	t.Helper()
-	return &webhookSetup{t: t, ctx: context.Background(), st: testdb.NewTx(t), clock: clock.NewFake(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))}
+	st, clk := testdb.NewTx(t), clock.NewFake(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
+	return &webhookSetup{t: t, ctx: context.Background(), st: st, clock: clk, rows: testfactory.New(t, st, clk)}
 }
 
 func (w *webhookSetup) endpoint(wallet string, types ...store.WebhookEventType) store.WebhookEndpoint {
 	w.t.Helper()
-	ep, err := w.st.WebhookEndpointCreate(w.ctx, store.WebhookEndpointCreateParams{
-		Now: w.clock.Now(), Wallet: wallet, URL: "https://example.test/hook", EventTypes: types,
-	})
-	require.NoError(w.t, err)
-	return ep
+	return w.rows.CreateWebhookEndpoint(testfactory.WebhookEndpoint{Wallet: wallet, EventTypes: types})
 }
 
 func (w *webhookSetup) emit(evs ...store.WebhookEvent) int64 {
@@ -62,10 +61,7 @@ func TestWebhookEmit_OneDeliveryPerEnabledSubscribedEndpointOfTheWallet(t *testi
 	w := webhookSetupTx(t)
 	all1, all2 := w.endpoint("alpha"), w.endpoint("alpha")
 	confirmedOnly := w.endpoint("alpha", store.WebhookConfirmed)
-	_, err := w.st.WebhookEndpointCreate(w.ctx, store.WebhookEndpointCreateParams{
-		Now: w.clock.Now(), Wallet: "alpha", URL: "https://example.test/off", Disabled: true,
-	})
-	require.NoError(t, err)
+	w.rows.CreateWebhookEndpoint(testfactory.WebhookEndpoint{Wallet: "alpha", URL: "https://example.test/off", Disabled: true})
 	w.endpoint("beta")
 
 	require.EqualValues(t, 2, w.emit(taskEvent("alpha", store.WebhookSubmitted, "t1")), "submitted: the two endpoints subscribed to all")

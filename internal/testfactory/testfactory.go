@@ -1,12 +1,20 @@
-// Package testfactory writes rows for tests, in any state, the way an operator
-// with psql would: straight into the tables, so a test can start from a state
-// the loops would take many rounds to reach. Every row must still satisfy the
+// Package testfactory writes rows for tests, so a test can start from a state
+// the loops would take many rounds to reach.
+//
+// Batches are written in any state the way an operator with psql would:
+// straight into the tables (PutBatches). Every row must still satisfy the
 // table's CHECK constraints, so a state the rules say cannot exist fails here
-// instead of being tested.
+// instead of being tested. The other lanes' rows span several tables that
+// the store writes together (a task with its wallet's shard, an attempt with
+// the wallet's next nonce, a bundle with its transactions), so they are made
+// through the store as the lane's own code makes them: PostTask as the API,
+// StartTask as the wallet's worker, AddPoolTxs as the intake, CutBundles as
+// the bundler.
 //
 // A Factory works on any store (a pool, or a rolled-back transaction from
 // testdb.NewTx) and fills the columns a test leaves out relative to its
-// clock. Each lane has its own row type and methods (Batch, PutBatches, …).
+// clock. Each lane has its own row types and methods (Batch and PutBatches,
+// Task and PostTask, PoolTx and AddPoolTxs, …).
 package testfactory
 
 import (

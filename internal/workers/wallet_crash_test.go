@@ -45,7 +45,7 @@ func TestSeed003_RecoverAfterACrashBeforeBroadcastSendsTheStoredBytes(t *testing
 		broadcast := isCycle(cyc, "*submitter.broadcastCycle")
 		return broadcast
 	})
-	require.Empty(t, e.led.records(), "nothing was broadcast before the crash")
+	require.Empty(t, e.led.Sends(), "nothing was broadcast before the crash")
 	stored := e.storedAttempts(t, tasks)
 
 	e.expireLeases(t)
@@ -55,11 +55,11 @@ func TestSeed003_RecoverAfterACrashBeforeBroadcastSendsTheStoredBytes(t *testing
 	for _, task := range tasks {
 		require.Equal(t, stored[task.ID].TxHash, e.task(t, task).TxHash, "the stored transaction was the one mined")
 	}
-	for _, r := range e.led.records() {
+	for _, r := range e.led.Sends() {
 		var found bool
 		for _, a := range stored {
-			if a.TxHash == r.hash {
-				require.Equal(t, a.Raw, r.raw, "the same bytes")
+			if a.TxHash == r.Hash {
+				require.Equal(t, a.Raw, r.Raw, "the same bytes")
 				found = true
 			}
 		}
@@ -83,14 +83,14 @@ func TestSeed003_RecoverAfterACrashAfterBroadcastSendsNoSecondTransaction(t *tes
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}})
-			e.led.minedIsNonceTooLow = true
+			e.led.MinedIsNonceTooLow = true
 			tasks := e.postN(t, 5)
 			crashed, _ := e.newProcess(t, e.led)
 			e.crashedRun(t, crashed, 0, func(cyc workers.Cycle, step string) bool {
 				broadcast := isCycle(cyc, "*submitter.broadcastCycle")
 				return broadcast && step == "commit"
 			})
-			require.Equal(t, 5, len(e.led.records()), "broadcast before the crash")
+			require.Equal(t, 5, len(e.led.Sends()), "broadcast before the crash")
 			for _, task := range tasks {
 				require.Equal(t, store.AttemptSigned, e.attempts(t, task)[0].State, "the broadcast was not recorded")
 			}
@@ -101,13 +101,13 @@ func TestSeed003_RecoverAfterACrashAfterBroadcastSendsNoSecondTransaction(t *tes
 			e.expireLeases(t)
 			_, pool := e.newProcess(t, e.led)
 			runPool(t, pool)
-			again := e.led.records()[5:]
+			again := e.led.Sends()[5:]
 			require.Equal(t, 5, len(again), "recover broadcast each once more")
 			for _, r := range again {
 				if mined {
-					require.ErrorContains(t, r.err, "nonce too low")
+					require.ErrorContains(t, r.Err, "nonce too low")
 				} else {
-					require.NoError(t, r.err, "already known is a success")
+					require.NoError(t, r.Err, "already known is a success")
 				}
 			}
 			for range 3 {
@@ -117,7 +117,7 @@ func TestSeed003_RecoverAfterACrashAfterBroadcastSendsNoSecondTransaction(t *tes
 			nonces := e.requireDoneOnce(t, tasks...)
 			e.requireContiguous(t, 0, 0, nonces)
 			e.requireOneTxPerNonce(t, 0)
-			require.Equal(t, 10, len(e.led.records()), "nothing was sent a third time")
+			require.Equal(t, 10, len(e.led.Sends()), "nothing was sent a third time")
 		})
 	}
 }
@@ -138,7 +138,7 @@ func TestSeed003_ConfirmAfterACrashBeforeConfirmationMarksDoneOnce(t *testing.T)
 	_, err := e.follower.RunOnce(t.Context())
 	require.NoError(t, err)
 	var late workers.Cycle
-	lookups := e.led.callsOf("TransactionReceipt")
+	lookups := e.led.Calls("TransactionReceipt")
 	e.crashedRun(t, crashed, 0, func(cyc workers.Cycle, step string) bool {
 		if isCycle(cyc, "*monitor.confirmCycle") && step == "commit" {
 			late = cyc
@@ -146,7 +146,7 @@ func TestSeed003_ConfirmAfterACrashBeforeConfirmationMarksDoneOnce(t *testing.T)
 		}
 		return false
 	})
-	require.GreaterOrEqual(t, e.led.callsOf("TransactionReceipt")-lookups, 5, "the dead process had found the receipts")
+	require.GreaterOrEqual(t, e.led.Calls("TransactionReceipt")-lookups, 5, "the dead process had found the receipts")
 	for _, task := range tasks {
 		require.Equal(t, store.TaskExecuting, e.task(t, task).Status)
 	}
@@ -166,5 +166,5 @@ func TestSeed003_ConfirmAfterACrashBeforeConfirmationMarksDoneOnce(t *testing.T)
 	for _, task := range tasks {
 		require.Equal(t, finished[task.ID], e.task(t, task), "confirmed once")
 	}
-	require.Equal(t, 5, len(e.led.records()), "nothing was sent again")
+	require.Equal(t, 5, len(e.led.Sends()), "nothing was sent again")
 }

@@ -36,8 +36,8 @@ func TestSeed003_UnderTransientAndLostResponseFaultsEveryTaskIsDoneOnceWithNoNon
 		e.requireOneTxPerNonce(t, w)
 	}
 	var indeterminate int
-	for _, r := range e.led.records() {
-		if r.err != nil {
+	for _, r := range e.led.Sends() {
+		if r.Err != nil {
 			indeterminate++
 		}
 	}

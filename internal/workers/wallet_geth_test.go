@@ -18,6 +18,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
 	"github.com/ledgerq/ledgerq/internal/testgeth"
 	"github.com/ledgerq/ledgerq/internal/workers"
 
@@ -73,15 +74,15 @@ func TestSeed003_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
 	require.NoError(t, err)
 
 	var tasks []store.Task
+	rows := testfactory.New(t, db.Store, clock.Real{})
 	for i := range 3 {
-		task, _, err := db.Store.TaskInsert(ctx, store.TaskInsertParams{
-			Now: time.Now(), Wallet: w.ID, ChainID: testgeth.DevChainID, Sender: addr.Hex(),
+		tasks = append(tasks, rows.PostTask(testfactory.Task{
+			Wallet: w.ID, ChainID: testgeth.DevChainID, Sender: addr.Hex(),
 			Request: store.TaskRequest{To: common.BigToAddress(big.NewInt(int64(0x5000 + i))).Hex(), Value: big.NewInt(int64(1000 + i))},
-		})
-		require.NoError(t, err)
-		tasks = append(tasks, task)
+		}))
 	}
 	deadline := time.Now().Add(2 * time.Minute)
+	head := node.WaitHead(t, 0)
 	for {
 		done := 0
 		for _, task := range tasks {
@@ -99,7 +100,8 @@ func TestSeed003_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
 		_, err := follower.RunOnce(ctx)
 		require.NoError(t, err)
 		runPool(t, pool)
-		time.Sleep(300 * time.Millisecond)
+		// Geth mines on its own clock: the next round looks at its next block.
+		head = node.WaitHead(t, head+1)
 	}
 
 	mined, err := testgeth.MinedFrom(ctx, node.URL, addr)
@@ -123,6 +125,7 @@ func TestSeed003_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
 type gethWallet struct {
 	node     *testgeth.Node
 	st       *store.Store
+	rows     *testfactory.Factory
 	w        keystore.Wallet
 	addr     common.Address
 	pool     *workers.Scheduler
@@ -138,7 +141,7 @@ func newGethWallet(t *testing.T, node *testgeth.Node) *gethWallet {
 	require.NoError(t, err)
 	signer, err := keystore.NewKeySigner(key)
 	require.NoError(t, err)
-	g := &gethWallet{node: node, st: db.Store, w: keystore.Wallet{ID: "geth", ChainID: testgeth.DevChainID, Signer: signer}}
+	g := &gethWallet{node: node, st: db.Store, rows: testfactory.New(t, db.Store, clock.Real{}), w: keystore.Wallet{ID: "geth", ChainID: testgeth.DevChainID, Signer: signer}}
 	g.addr = common.Address(g.w.Address())
 	node.Fund(t, g.addr, big.NewInt(params.Ether))
 	reg, err := keystore.NewRegistry(g.w)
@@ -166,11 +169,10 @@ func (g *gethWallet) post(t *testing.T, n int) []store.Task {
 	var out []store.Task
 	for range n {
 		i := len(g.tasks)
-		task, _, err := g.st.TaskInsert(t.Context(), store.TaskInsertParams{
-			Now: time.Now(), Wallet: g.w.ID, ChainID: testgeth.DevChainID, Sender: g.addr.Hex(),
+		task := g.rows.PostTask(testfactory.Task{
+			Wallet: g.w.ID, ChainID: testgeth.DevChainID, Sender: g.addr.Hex(),
 			Request: store.TaskRequest{To: common.BigToAddress(big.NewInt(int64(0x6000 + i))).Hex(), Value: big.NewInt(int64(1000 + i))},
 		})
-		require.NoError(t, err)
 		g.tasks = append(g.tasks, task)
 		out = append(out, task)
 	}
@@ -182,6 +184,7 @@ func (g *gethWallet) driveUntilDone(t *testing.T, within time.Duration) {
 	t.Helper()
 	ctx := t.Context()
 	deadline := time.Now().Add(within)
+	head := g.node.WaitHead(t, 0)
 	for {
 		done := 0
 		for _, task := range g.tasks {
@@ -205,7 +208,8 @@ func (g *gethWallet) driveUntilDone(t *testing.T, within time.Duration) {
 				break
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
+		// Geth mines on its own clock: the next round looks at its next block.
+		head = g.node.WaitHead(t, head+1)
 	}
 }
 

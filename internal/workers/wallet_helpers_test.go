@@ -1,15 +1,12 @@
 package workers_test
 
 import (
-	"context"
 	"crypto/ecdsa"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/big"
 	"os"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +20,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
+	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/queuer"
@@ -48,189 +46,13 @@ const (
 
 var ether = big.NewInt(params.Ether)
 
-// sendRecord is one SendRawTransaction that reached the recording ledger.
-type sendRecord struct {
-	from  common.Address
-	nonce uint64
-	hash  string
-	raw   []byte
-	err   error
-}
-
-// recLedger wraps the simulated chain: it records every broadcast, counts
-// calls, lets a test fail receipt lookups or act before a send, and makes
-// every fee suggestion one wei higher than the last, so that a transaction
-// signed again never has the bytes of the first.
-type recLedger struct {
-	*evmsim.Ledger
-	t *testing.T
-
-	mu    sync.Mutex
-	sends []sendRecord
-	calls map[string]int
-	tip   int64
-	// minedIsNonceTooLow answers a mined transaction's hash with geth's
-	// `nonce too low` (evmsim says `already known`).
-	minedIsNonceTooLow bool
-	// beforeSend, when set, runs before each send reaches the chain.
-	beforeSend func(tx *types.Transaction)
-	// refuse, when set and returning an error, answers a send with it
-	// without the transaction reaching the chain.
-	refuse func(tx *types.Transaction) error
-	// failReceipt, when set, makes the lookup of hash fail when it returns true.
-	failReceipt func(hash string) bool
-	// failBlocks makes every read of the blocks of a nonce (TxsAtNonce)
-	// fail.
-	failBlocks bool
-	// onSuggestFees, when set, runs inside SuggestFees.
-	onSuggestFees func()
-	// estimateErr, when set, is EstimateGas's error for msg (nil: estimate).
-	estimateErr func(msg ledger.CallMsg) error
-}
-
-func newRecLedger(t *testing.T, chain *evmsim.Ledger) *recLedger {
-	return &recLedger{Ledger: chain, t: t, calls: map[string]int{}}
-}
-
-func (l *recLedger) count(name string) {
-	l.mu.Lock()
-	l.calls[name]++
-	l.mu.Unlock()
-}
-
-func (l *recLedger) callsOf(name string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.calls[name]
-}
-
-func (l *recLedger) totalCalls() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, c := range l.calls {
-		n += c
-	}
-	return n
-}
-
-func (l *recLedger) ChainID(ctx context.Context) (*big.Int, error) {
-	l.count("ChainID")
-	return l.Ledger.ChainID(ctx)
-}
-
-func (l *recLedger) NonceAt(ctx context.Context, a ledger.Address) (uint64, error) {
-	l.count("NonceAt")
-	return l.Ledger.NonceAt(ctx, a)
-}
-
-func (l *recLedger) EstimateGas(ctx context.Context, m ledger.CallMsg) (uint64, error) {
-	l.count("EstimateGas")
-	l.mu.Lock()
-	fail := l.estimateErr
-	l.mu.Unlock()
-	if fail != nil {
-		if err := fail(m); err != nil {
-			return 0, err
-		}
-	}
-	return l.Ledger.EstimateGas(ctx, m)
-}
-
-func (l *recLedger) SuggestFees(ctx context.Context) (ledger.Fees, error) {
-	l.count("SuggestFees")
-	l.mu.Lock()
-	hook := l.onSuggestFees
-	l.mu.Unlock()
-	if hook != nil {
-		hook()
-	}
-	f, err := l.Ledger.SuggestFees(ctx)
-	if err != nil {
-		return f, err
-	}
-	l.mu.Lock()
-	l.tip++
-	bump := big.NewInt(l.tip)
-	l.mu.Unlock()
-	return ledger.Fees{TipCap: new(big.Int).Add(f.TipCap, bump), FeeCap: new(big.Int).Add(f.FeeCap, bump)}, nil
-}
-
-func (l *recLedger) TransactionReceipt(ctx context.Context, h ledger.TxHash) (ledger.Receipt, error) {
-	l.count("TransactionReceipt")
-	l.mu.Lock()
-	fail := l.failReceipt
-	l.mu.Unlock()
-	if fail != nil && fail(h.Hex()) {
-		return ledger.Receipt{}, errors.New("simulated receipt lookup failure")
-	}
-	return l.Ledger.TransactionReceipt(ctx, h)
-}
-
-func (l *recLedger) TxsAtNonce(ctx context.Context, a ledger.Address, nonce uint64) ([]ledger.NonceTx, bool, error) {
-	l.count("TxsAtNonce")
-	l.mu.Lock()
-	fail := l.failBlocks
-	l.mu.Unlock()
-	if fail {
-		return nil, false, errors.New("simulated block read failure")
-	}
-	return l.Ledger.TxsAtNonce(ctx, a, nonce)
-}
-
-func (l *recLedger) SendRawTransaction(ctx context.Context, raw []byte) error {
-	l.count("SendRawTransaction")
-	var tx types.Transaction
-	require.NoError(l.t, tx.UnmarshalBinary(raw))
-	from, err := types.Sender(types.LatestSignerForChainID(big.NewInt(chainID)), &tx)
-	require.NoError(l.t, err)
-	l.mu.Lock()
-	hook, tooLow, refuse := l.beforeSend, l.minedIsNonceTooLow, l.refuse
-	l.mu.Unlock()
-	if hook != nil {
-		hook(&tx)
-	}
-	var refused error
-	if refuse != nil {
-		refused = refuse(&tx)
-	}
-	if refused != nil {
-		err = refused
-	} else if tooLow {
-		if rc, _ := l.Ledger.TransactionReceipt(ctx, ledger.TxHash(tx.Hash())); rc.Found {
-			err = ledger.NewSendError(ledger.SendNonceTooLow, fmt.Sprintf("nonce too low: tx nonce %d", tx.Nonce()), nil)
-		} else {
-			err = l.Ledger.SendRawTransaction(ctx, raw)
-		}
-	} else {
-		err = l.Ledger.SendRawTransaction(ctx, raw)
-	}
-	l.mu.Lock()
-	l.sends = append(l.sends, sendRecord{from: from, nonce: tx.Nonce(), hash: tx.Hash().Hex(), raw: raw, err: err})
-	l.mu.Unlock()
-	return err
-}
-
-func (l *recLedger) records() []sendRecord {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]sendRecord(nil), l.sends...)
-}
-
-// hashesPerNonce returns, per sender and nonce, the distinct hashes ever
-// broadcast.
-func (l *recLedger) hashesPerNonce() map[common.Address]map[uint64]map[string]bool {
-	out := map[common.Address]map[uint64]map[string]bool{}
-	for _, r := range l.records() {
-		if out[r.from] == nil {
-			out[r.from] = map[uint64]map[string]bool{}
-		}
-		if out[r.from][r.nonce] == nil {
-			out[r.from][r.nonce] = map[string]bool{}
-		}
-		out[r.from][r.nonce][r.hash] = true
-	}
-	return out
+// newRecLedger is the simulated chain behind a recording ledger whose fee
+// suggestions rise by a wei each time, so that a transaction signed again
+// never has the bytes of the first.
+func newRecLedger(chain *evmsim.Ledger) *ledgertest.WalletLedger {
+	l := ledgertest.NewWalletLedger(chain)
+	l.RaiseFees = true
+	return l
 }
 
 // isCycle reports whether cyc is of the role's cycle type named (as %T
@@ -249,8 +71,9 @@ type env struct {
 	db       *testdb.DB
 	st       *store.Store
 	clk      *clock.Fake
+	rows     *testfactory.Factory
 	chain    *evmsim.Ledger
-	led      *recLedger
+	led      *ledgertest.WalletLedger
 	keys     []*ecdsa.PrivateKey
 	wallets  []keystore.Wallet
 	reg      *keystore.Registry
@@ -281,6 +104,7 @@ func setup(t *testing.T, o options) *env {
 	}
 	e := &env{db: testdb.New(t), clk: testfactory.NewClock()}
 	e.st = e.db.Store
+	e.rows = testfactory.New(t, e.st, e.clk)
 	o.sim.Clock = e.clk
 	o.sim.ChainID = chainID
 	if o.sim.BlockPeriod == 0 {
@@ -300,7 +124,7 @@ func setup(t *testing.T, o options) *env {
 	e.reg, err = keystore.NewRegistry(e.wallets...)
 	require.NoError(t, err)
 	e.chain = evmsim.New(o.sim)
-	e.led = newRecLedger(t, e.chain)
+	e.led = newRecLedger(e.chain)
 	e.cfg = workers.WalletDefaults()
 	e.cfg.Clock = e.clk
 	e.cfg.Logger = testLogger()
@@ -354,13 +178,10 @@ func (e *env) insert(t *testing.T, w int, now time.Time, priority int32, value i
 	t.Helper()
 	e.recipients++
 	to := common.BigToAddress(big.NewInt(int64(0x10000 + e.recipients)))
-	task, created, err := e.st.TaskInsert(t.Context(), store.TaskInsertParams{
-		Now: now, Wallet: e.wallets[w].ID, ChainID: chainID, Sender: e.wallets[w].Address().Hex(), Priority: priority,
-		Request: store.TaskRequest{To: to.Hex(), Value: big.NewInt(value), Data: data},
+	return e.rows.PostTask(testfactory.Task{
+		Wallet: e.wallets[w].ID, ChainID: chainID, Sender: e.wallets[w].Address().Hex(), Priority: priority,
+		Request: store.TaskRequest{To: to.Hex(), Value: big.NewInt(value), Data: data}, CreatedAt: now,
 	})
-	require.NoError(t, err)
-	require.True(t, created)
-	return task
 }
 
 func (e *env) task(t *testing.T, task store.Task) store.Task {
@@ -472,7 +293,7 @@ func (e *env) requireContiguous(t *testing.T, w int, from int64, nonces []int64)
 // with two different transactions.
 func (e *env) requireOneTxPerNonce(t *testing.T, w int) {
 	t.Helper()
-	for nonce, hashes := range e.led.hashesPerNonce()[e.addr(w)] {
+	for nonce, hashes := range e.led.HashesPerNonce()[e.addr(w)] {
 		require.Len(t, hashes, 1, "nonce %d was broadcast as %d different transactions", nonce, len(hashes))
 	}
 }

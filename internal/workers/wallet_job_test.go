@@ -65,10 +65,10 @@ func TestSeed003_ACycleMakesNoLedgerCallPastItsBudget(t *testing.T) {
 				kind := fmt.Sprintf("%T", cyc)
 				switch step {
 				case "execute":
-					perCycle[kind] = append(perCycle[kind], e.led.totalCalls())
+					perCycle[kind] = append(perCycle[kind], e.led.TotalCalls())
 				case "commit":
 					last := len(perCycle[kind]) - 1
-					perCycle[kind][last] = e.led.totalCalls() - perCycle[kind][last]
+					perCycle[kind][last] = e.led.TotalCalls() - perCycle[kind][last]
 				}
 				isBroadcast := isCycle(cyc, "*submitter.broadcastCycle")
 				return isBroadcast && step == "commit" && len(perCycle[kind]) == len(tasks)
@@ -82,7 +82,7 @@ func TestSeed003_ACycleMakesNoLedgerCallPastItsBudget(t *testing.T) {
 				require.Equal(t, []int{2, 2, 2, 2}, perCycle["*queuer.sendCycle"])
 			}
 			require.Equal(t, []int{1, 1, 1, 1}, perCycle["*submitter.broadcastCycle"])
-			require.Equal(t, len(tasks), len(e.led.records()))
+			require.Equal(t, len(tasks), len(e.led.Sends()))
 		})
 	}
 }

@@ -152,7 +152,7 @@ func TestSeed003_ABumpRefusedAsUnderpricedIsRaisedAgainInTheNextRun(t *testing.T
 	e.drive1(t)
 	first := e.attempts(t, task)[0].TxHash
 	refused := ""
-	e.led.refuse = func(tx *types.Transaction) error {
+	e.led.Refuse = func(tx *types.Transaction) error {
 		if h := tx.Hash().Hex(); h != first && (refused == "" || refused == h) {
 			refused = h
 			return ledger.NewSendError(ledger.SendUnderpriced, "replacement transaction underpriced", nil)
@@ -193,7 +193,7 @@ func TestSeed003_ATransportErrorNeverFreesANonceAndAFreedNonceNoTaskFillsGetsANo
 	a := e.post(t, 0, 0, 1, nil)
 	b := e.post(t, 0, 0, 1, nil)
 	var refusal error = ledger.NewSendError(ledger.SendIndeterminate, "i/o timeout", nil)
-	e.led.refuse = func(tx *types.Transaction) error {
+	e.led.Refuse = func(tx *types.Transaction) error {
 		if tx.Nonce() == 0 {
 			return refusal
 		}
@@ -211,7 +211,7 @@ func TestSeed003_ATransportErrorNeverFreesANonceAndAFreedNonceNoTaskFillsGetsANo
 	refusal = ledger.NewSendError(ledger.SendRejected, "intrinsic gas too low", nil)
 	e.drive1(t)
 	require.Equal(t, store.TaskError, e.task(t, a).Status)
-	e.led.refuse = nil
+	e.led.Refuse = nil
 	e.drive1(t)
 	require.Equal(t, map[int64]string{0: string(store.AttemptSent)}, e.noops(t), "the freed nonce got a no-op")
 	e.chain.Mine()
@@ -282,7 +282,7 @@ func TestSeed003_SendingPausesWhileTheBalanceCannotPayAPlainTransferUntilItCan(t
 		e.drive1(t)
 		e.clk.Advance(blockPeriod)
 	}
-	require.Zero(t, e.led.callsOf("SendRawTransaction"), "paused: no send")
+	require.Zero(t, e.led.Calls("SendRawTransaction"), "paused: no send")
 	for _, task := range waiting {
 		require.Equal(t, store.TaskWaiting, e.task(t, task).Status)
 	}
@@ -345,14 +345,14 @@ func TestSeed003_MoreFreedNoncesThanMaxRecycledAreFilledWithNoops(t *testing.T) 
 	}})
 	a := e.post(t, 0, 0, 1, nil)
 	b := e.post(t, 0, 0, 1, nil)
-	e.led.refuse = func(tx *types.Transaction) error {
+	e.led.Refuse = func(tx *types.Transaction) error {
 		if tx.Nonce() == 0 {
 			return ledger.NewSendError(ledger.SendIndeterminate, "i/o timeout", nil)
 		}
 		return nil
 	}
 	e.drive1(t)
-	e.led.refuse = func(tx *types.Transaction) error {
+	e.led.Refuse = func(tx *types.Transaction) error {
 		if tx.Nonce() == 0 && tx.To() != nil && *tx.To() != e.addr(0) {
 			return ledger.NewSendError(ledger.SendRejected, "intrinsic gas too low", nil)
 		}
@@ -379,8 +379,8 @@ func TestSeed003_ReplacedOnlyWhenEveryHashOfTheNonceBumpsIncludedIsDefinitivelyA
 	e.sendOutside(t, 0, 0)
 	e.chain.Mine()
 
-	e.led.failReceipt = func(h string) bool { return strings.EqualFold(h, first) }
-	e.led.failBlocks = true
+	e.led.FailReceipt = func(h string) bool { return strings.EqualFold(h, first) }
+	e.led.FailBlocks = true
 	for range 3 {
 		e.drive1(t)
 		e.clk.Advance(blockPeriod)
@@ -389,7 +389,7 @@ func TestSeed003_ReplacedOnlyWhenEveryHashOfTheNonceBumpsIncludedIsDefinitivelyA
 	require.Equal(t, store.TaskExecuting, got.Status, "one hash unanswered, the blocks unread: not replaced")
 	require.Zero(t, got.Replacements)
 
-	e.led.failBlocks = false
+	e.led.FailBlocks = false
 	e.drive1(t)
 	require.Equal(t, 1, e.task(t, task).Replacements, "the block of the nonce holds another transaction: replaced")
 }
@@ -407,7 +407,7 @@ func bumpedWithTheBumpLost(t *testing.T) (*env, store.Task, string) {
 	task := e.post(t, 0, 0, 1000, nil)
 	e.drive1(t)
 	first := e.attempts(t, task)[0].TxHash
-	e.led.refuse = func(tx *types.Transaction) error {
+	e.led.Refuse = func(tx *types.Transaction) error {
 		if tx.Hash().Hex() != first {
 			return ledger.NewSendError(ledger.SendIndeterminate, "connection reset by peer", nil)
 		}

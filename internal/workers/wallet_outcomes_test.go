@@ -12,6 +12,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -77,7 +78,7 @@ func TestSeed003_NonceTooLowFromAnotherSenderRequeuesTheTaskAndRaisesTheNextNonc
 	tasks := e.postN(t, 3)
 	var once sync.Once
 	var outside string
-	e.led.beforeSend = func(tx *types.Transaction) {
+	e.led.BeforeSend = func(tx *types.Transaction) {
 		if tx.Nonce() == 1 {
 			once.Do(func() {
 				outside = e.sendOutside(t, 0, 1)
@@ -123,26 +124,26 @@ func TestSeed003_ReplacedOnlyWhenTheChainsBlocksShowAnotherTransactionNeverOnAFa
 		t.Parallel()
 		e := setup(t, options{})
 		task := e.post(t, 0, 0, 1000, nil)
-		e.led.failReceipt = func(string) bool { return true }
-		e.led.failBlocks = true
+		e.led.FailReceipt = func(string) bool { return true }
+		e.led.FailBlocks = true
 		for range 5 {
 			e.drive1(t)
 			e.clk.Advance(e.cfg.ReplacedAfter)
 		}
 		require.Equal(t, store.TaskExecuting, e.task(t, task).Status, "still waiting for an answer")
 		require.Equal(t, 1, len(e.attempts(t, task)), "never sent again")
-		e.led.failBlocks = false
+		e.led.FailBlocks = false
 		e.drive(t, e.pool, 3, task)
 		e.requireDoneOnce(t, task)
-		require.Equal(t, 1, len(e.led.records()))
-		require.Positive(t, e.led.callsOf("TxsAtNonce"), "found by the block that holds its nonce, every receipt lookup failing")
+		require.Equal(t, 1, len(e.led.Sends()))
+		require.Positive(t, e.led.Calls("TxsAtNonce"), "found by the block that holds its nonce, every receipt lookup failing")
 	})
 	t.Run("replaced", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}})
 		task := e.post(t, 0, 0, 1000, nil)
 		e.drive1(t)
-		require.Equal(t, 1, len(e.led.records()))
+		require.Equal(t, 1, len(e.led.Sends()))
 		// Someone replaces our pooled transaction with their own for nonce 0.
 		e.sendOutside(t, 0, 0)
 		e.chain.Mine()
@@ -175,7 +176,7 @@ func TestSeed003_TheInFlightBudgetIsRespected(t *testing.T) {
 	e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.InFlight = 3 }})
 	var mu sync.Mutex
 	most := 0
-	e.led.beforeSend = func(tx *types.Transaction) {
+	e.led.BeforeSend = func(tx *types.Transaction) {
 		confirmed, err := e.chain.NonceAt(t.Context(), e.wallets[0].Address())
 		require.NoError(t, err)
 		var done int
@@ -205,8 +206,8 @@ func TestSeed003_ACollectWithNothingToDoNowEndsTheRun(t *testing.T) {
 	e := setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}})
 	tasks := e.postN(t, 2)
 	runPool(t, e.pool)
-	require.Equal(t, 1, e.led.callsOf("NonceAt"))
-	require.Equal(t, 2, len(e.led.records()))
+	require.Equal(t, 1, e.led.Calls("NonceAt"))
+	require.Equal(t, 2, len(e.led.Sends()))
 
 	queued, err := e.follower.RunOnce(t.Context())
 	require.NoError(t, err)
@@ -214,7 +215,7 @@ func TestSeed003_ACollectWithNothingToDoNowEndsTheRun(t *testing.T) {
 	ran, err := e.pool.RunOnce(t.Context())
 	require.NoError(t, err)
 	require.True(t, ran)
-	require.Equal(t, 2, e.led.callsOf("NonceAt"), "one confirm per run")
+	require.Equal(t, 2, e.led.Calls("NonceAt"), "one confirm per run")
 	shard, err := e.st.ShardGet(t.Context(), e.key(0))
 	require.NoError(t, err)
 	require.Equal(t, store.ShardIdle, shard.State, "the run ended")
@@ -227,17 +228,17 @@ func TestSeed003_ACollectWithNothingToDoNowEndsTheRun(t *testing.T) {
 	queued, err = e.follower.RunOnce(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 1, queued, "watched after its last transaction")
-	nonces := e.led.callsOf("NonceAt")
+	nonces := e.led.Calls("NonceAt")
 	runPool(t, e.pool)
-	require.Equal(t, nonces+1, e.led.callsOf("NonceAt"), "a watched wallet: one confirm")
+	require.Equal(t, nonces+1, e.led.Calls("NonceAt"), "a watched wallet: one confirm")
 	e.clk.Advance(e.cfg.WatchAfter)
-	calls := e.led.totalCalls()
+	calls := e.led.TotalCalls()
 	_, err = e.st.ShardSchedule(t.Context(), store.ShardScheduleParams{Now: e.clk.Now(), Key: e.key(0)})
 	require.NoError(t, err)
 	ran, err = e.pool.RunOnce(t.Context())
 	require.NoError(t, err)
 	require.True(t, ran)
-	require.Equal(t, calls, e.led.totalCalls(), "nothing to do: no ledger call")
+	require.Equal(t, calls, e.led.TotalCalls(), "nothing to do: no ledger call")
 	queued, err = e.follower.RunOnce(t.Context())
 	require.NoError(t, err)
 	require.Zero(t, queued, "nothing in flight: the shard stays idle")
@@ -252,11 +253,10 @@ func TestFollower_SchedulesConfiguredWalletsWithAttemptsInFlightOrWaitingTasks(t
 	e.post(t, 0, 0, 1, nil)
 	e.post(t, 1, 0, 1, nil)
 	runPool(t, e.pool) // both sent, not mined: shards idle
-	_, _, err := e.st.TaskInsert(t.Context(), store.TaskInsertParams{
-		Now: e.clk.Now(), Wallet: "gone", ChainID: chainID, Sender: "0x00000000000000000000000000000000000000aa",
+	e.rows.PostTask(testfactory.Task{
+		Wallet: "gone", ChainID: chainID, Sender: "0x00000000000000000000000000000000000000aa",
 		Request: store.TaskRequest{To: "0x00000000000000000000000000000000000000bb", Value: big.NewInt(1)},
 	})
-	require.NoError(t, err)
 	runPool(t, e.pool) // the unknown wallet's run ends at once
 	for _, k := range []string{e.key(0), e.key(1)} {
 		s, err := e.st.ShardGet(t.Context(), k)

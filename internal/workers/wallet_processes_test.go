@@ -26,10 +26,10 @@ import (
 func TestSeed003_TwoProcessesNeverSignTwoTransactionsForOneNonce(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{})
-	ledA := newRecLedger(t, e.chain)
+	ledA := newRecLedger(e.chain)
 	entered, release := make(chan struct{}), make(chan struct{})
 	first := true
-	ledA.onSuggestFees = func() {
+	ledA.OnSuggestFees = func() {
 		if first {
 			first = false
 			close(entered)
@@ -51,7 +51,7 @@ func TestSeed003_TwoProcessesNeverSignTwoTransactionsForOneNonce(t *testing.T) {
 	close(release)
 	require.NoError(t, <-done)
 
-	require.Empty(t, ledA.records(), "A broadcast nothing")
+	require.Empty(t, ledA.Sends(), "A broadcast nothing")
 	for _, task := range []store.Task{t0, t1} {
 		require.Len(t, e.attempts(t, task), 1, "one attempt per task: A stored nothing")
 	}
@@ -71,7 +71,7 @@ func TestSeed003_ATaskWhoseGasEstimateKeepsFailingEndsInErrorAfterMaxFailures(t 
 	e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.MaxFailures = 3 }})
 	bad := e.post(t, 0, 0, 1000, nil)
 	badTo := ledger.Address(common.HexToAddress(bad.Request.To))
-	e.led.estimateErr = func(m ledger.CallMsg) error {
+	e.led.EstimateErr = func(m ledger.CallMsg) error {
 		if m.To != nil && *m.To == badTo {
 			return errors.New("execution reverted")
 		}
@@ -104,7 +104,7 @@ func TestSeed003_AStartedPoolAndFollowerFinishEveryTask(t *testing.T) {
 		alloc[e.addr(w)] = new(big.Int).Mul(big.NewInt(1000), ether)
 	}
 	e.chain = evmsim.New(evmsim.Config{Clock: clock.Real{}, ChainID: chainID, BlockPeriod: 20 * time.Millisecond, Alloc: alloc})
-	e.led = newRecLedger(t, e.chain)
+	e.led = newRecLedger(e.chain)
 	_, pool := e.newProcessOn(t, e.led, clock.Real{})
 	follower, err := monitor.NewWalletFollower(e.st, e.reg, e.cfg)
 	require.NoError(t, err)

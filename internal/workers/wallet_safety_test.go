@@ -13,7 +13,9 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
+	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -29,12 +31,7 @@ var deadAddr = common.HexToAddress("0x000000000000000000000000000000000000dEaD")
 func (e *env) insertReq(t *testing.T, w int, req store.TaskRequest) store.Task {
 	t.Helper()
 	e.clk.Advance(time.Microsecond)
-	task, created, err := e.st.TaskInsert(t.Context(), store.TaskInsertParams{
-		Now: e.clk.Now(), Wallet: e.wallets[w].ID, ChainID: chainID, Sender: e.wallets[w].Address().Hex(), Request: req,
-	})
-	require.NoError(t, err)
-	require.True(t, created)
-	return task
+	return e.rows.PostTask(testfactory.Task{Wallet: e.wallets[w].ID, ChainID: chainID, Sender: e.wallets[w].Address().Hex(), Request: req})
 }
 
 // requireNoFailedRun checks that no run of wallet w's shard has failed:
@@ -281,12 +278,12 @@ func TestSeed003_WhenTheChainLosesFinalTransactionsTheirTasksAreSentAgainWithThe
 // laggingNonce answers a lower chain nonce than the chain's (a node behind
 // the others, behind a load balancer) while receipts come from the chain.
 type laggingNonce struct {
-	*recLedger
+	*ledgertest.WalletLedger
 	lag uint64
 }
 
 func (l *laggingNonce) NonceAt(ctx context.Context, a ledger.Address) (uint64, error) {
-	n, err := l.recLedger.NonceAt(ctx, a)
+	n, err := l.WalletLedger.NonceAt(ctx, a)
 	return n - min(n, l.lag), err
 }
 
@@ -299,7 +296,7 @@ func TestSeed003_ANonceThatLagsItsReceiptsReopensNothing(t *testing.T) {
 	e.drive1(t)
 	e.mineAndFollow(t)
 	e.requireDoneOnce(t, tasks...)
-	_, e.pool = e.newProcess(t, &laggingNonce{recLedger: e.led, lag: 2})
+	_, e.pool = e.newProcess(t, &laggingNonce{WalletLedger: e.led, lag: 2})
 	e.drive1(t)
 	for _, task := range tasks {
 		require.Equal(t, store.TaskDone, e.task(t, task).Status)
@@ -323,10 +320,10 @@ func TestSeed003_SentTransactionsANodeForgotAreBroadcastAgainAfterRebroadcastAft
 	for _, task := range tasks {
 		require.Equal(t, store.TaskExecuting, e.task(t, task).Status, "nothing mined: the node forgot them")
 	}
-	sends := e.led.callsOf("SendRawTransaction")
+	sends := e.led.Calls("SendRawTransaction")
 	e.clk.Advance(e.cfg.RebroadcastAfter)
 	e.drive1(t)
-	require.Equal(t, sends+3, e.led.callsOf("SendRawTransaction"), "the three broadcast again")
+	require.Equal(t, sends+3, e.led.Calls("SendRawTransaction"), "the three broadcast again")
 	e.mineAndFollow(t)
 	e.requireContiguous(t, 0, 0, e.requireDoneOnce(t, tasks...))
 	e.requireOneTxPerNonce(t, 0)
@@ -372,7 +369,7 @@ func TestSeed003_AMinedTransactionMinedAgainInANewBlockFollowsItThere(t *testing
 // hash keeps entries of the lost blocks, so the transactions it mines again
 // in other blocks are answered from the lost ones).
 type staleIndex struct {
-	*recLedger
+	*ledgertest.WalletLedger
 	stale map[ledger.TxHash]ledger.Receipt
 }
 
@@ -380,7 +377,7 @@ func (l *staleIndex) TransactionReceipt(ctx context.Context, h ledger.TxHash) (l
 	if r, ok := l.stale[h]; ok {
 		return r, nil
 	}
-	return l.recLedger.TransactionReceipt(ctx, h)
+	return l.WalletLedger.TransactionReceipt(ctx, h)
 }
 
 // A node whose index by hash answers receipts of blocks it lost, for
@@ -395,7 +392,7 @@ func TestSeed003_ANodeWhoseIndexIsStaleAfterLosingBlocksSendsNothingTwice(t *tes
 	e.drive1(t)
 	e.mineAndFollow(t)
 	e.requireDoneOnce(t, tasks...)
-	stale := &staleIndex{recLedger: e.led, stale: map[ledger.TxHash]ledger.Receipt{}}
+	stale := &staleIndex{WalletLedger: e.led, stale: map[ledger.TxHash]ledger.Receipt{}}
 	for _, task := range tasks {
 		h := ledger.TxHash(common.HexToHash(e.task(t, task).TxHash))
 		r, err := e.chain.TransactionReceipt(t.Context(), h)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -24,10 +25,7 @@ type outboxEvent struct {
 // subscribeAll registers an endpoint of wallet w for every event.
 func (e *env) subscribeAll(t *testing.T, w int) {
 	t.Helper()
-	_, err := e.st.WebhookEndpointCreate(t.Context(), store.WebhookEndpointCreateParams{
-		Now: e.clk.Now(), Wallet: e.wallets[w].ID, URL: "https://example.test/hook",
-	})
-	require.NoError(t, err)
+	e.rows.CreateWebhookEndpoint(testfactory.WebhookEndpoint{Wallet: e.wallets[w].ID, URL: "https://example.test/hook"})
 }
 
 // outboxOf returns the deliveries of task in the order they were written:

@@ -84,7 +84,7 @@ func sendWithRetry(t *testing.T, clients []*ethclient.Client, i int, tx *types.T
 		}
 		require.True(t, time.Now().Before(deadline), "sending %s: %v", tx.Hash().Hex(), err)
 		i++
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // a pause before the send is tried again, on the other endpoint
 	}
 }
 

@@ -68,11 +68,11 @@ func TestE2E_WalletLaneOnACrashingGethSendsEveryTaskOnceCheckedBlockByBlock(t *t
 		if round == 1 {
 			require.NoError(t, syscall.Kill(g.Pid(), syscall.SIGSTOP))
 			c.postEach(2)
-			time.Sleep(5 * time.Second)
+			time.Sleep(5 * time.Second) // geth stays frozen this long: the fault is the point
 			require.NoError(t, syscall.Kill(g.Pid(), syscall.SIGCONT))
 			t.Log("geth frozen for 5 s")
 		}
-		time.Sleep(time.Duration(200+rnd.IntN(1500)) * time.Millisecond)
+		time.Sleep(time.Duration(200+rnd.IntN(1500)) * time.Millisecond) // the kill lands at a random moment: the chaos is the point
 		c.killAServe(rnd)
 	}
 	c.postEach(third - 3*(third/3))
@@ -94,7 +94,7 @@ func TestE2E_WalletLaneOnACrashingGethSendsEveryTaskOnceCheckedBlockByBlock(t *t
 	// 3: the rest, with the serve processes killed again.
 	for range 2 {
 		c.postEach((perWallet - 2*third) / 2)
-		time.Sleep(time.Duration(200+rnd.IntN(1500)) * time.Millisecond)
+		time.Sleep(time.Duration(200+rnd.IntN(1500)) * time.Millisecond) // the kill lands at a random moment: the chaos is the point
 		c.killAServe(rnd)
 	}
 	c.postEach(perWallet - 2*third - 2*((perWallet-2*third)/2))
@@ -219,7 +219,7 @@ func (c *chainRun) postEach(n int) {
 				if id, err = sendTask(api, c.token, c.names[w], key, body); err == nil {
 					break
 				}
-				time.Sleep(200 * time.Millisecond)
+				time.Sleep(200 * time.Millisecond) // a pause before the post is tried on the next process
 			}
 			require.NoError(c.t, err)
 			c.ids[w] = append(c.ids[w], id)

@@ -73,7 +73,7 @@ func TestE2E_WalletFaultRunWithSIGKILLsEndsEveryTaskDoneOrErrorWithContiguousNon
 		victim, api := e.start("")
 		e.post(api, perRound, nil)
 		wait := time.Duration(200+rnd.IntN(1500)) * time.Millisecond
-		time.Sleep(wait)
+		time.Sleep(wait) // the kill lands at a random moment of the stream: the chaos is the point
 		victim.signal(t, syscall.SIGKILL)
 		require.Equal(t, -1, victim.wait(t, 30*time.Second))
 		t.Logf("round %d: %d tasks posted, serve SIGKILLed %s later", round, perRound, wait)

@@ -230,7 +230,7 @@ func TestE2E_WalletLaneOnGethKilledAtEachCrashPointSendsEveryTaskOnce(t *testing
 	for round := range 3 {
 		victim, api := e.start("")
 		e.post(api, 5, nil)
-		time.Sleep(time.Duration(300+round*400) * time.Millisecond)
+		time.Sleep(time.Duration(300+round*400) * time.Millisecond) // the kill lands at another moment of the stream each round
 		victim.signal(t, syscall.SIGKILL)
 		require.Equal(t, -1, victim.wait(t, 30*time.Second))
 	}

@@ -177,7 +177,7 @@ func waitHTTPWhile(t *testing.T, p *proc, url string, want int, timeout time.Dur
 		} else {
 			last = err.Error()
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // the poll interval of this wait on a condition
 	}
 	t.Fatalf("%s did not answer %d within %s; last: %s", url, want, timeout, last)
 }
@@ -190,7 +190,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the poll interval of this wait on a condition
 	}
 }
 

@@ -81,7 +81,13 @@ func TestOnce_WalletLaneFromCronSendsAndConfirmsEveryTask(t *testing.T) {
 			require.NotContains(t, strings.ToLower(p.stderr.String()), `"level":"error"`)
 		}
 		runs += n
-		time.Sleep(300 * time.Millisecond) // a block
+		// The next runs find the receipts of the chain's next block.
+		head, err := ec.BlockNumber(ctxT(t, 5*time.Second))
+		require.NoError(t, err)
+		eventually(t, 10*time.Second, "the chain's next block", func() bool {
+			n, err := ec.BlockNumber(ctxT(t, time.Second))
+			return err == nil && n > head
+		})
 	}
 	nonce, err := ec.NonceAt(ctxT(t, 5*time.Second), [20]byte(ledger.Address(addr)), nil)
 	require.NoError(t, err)

@@ -217,7 +217,7 @@ func testSentTransactionIsMinedWithSuccessReceipt(t *testing.T, bd bundle) {
 		if time.Now().After(deadline) {
 			t.Fatalf("PendingNonceAt = %d, %v; want 1", n, err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // the pool's own goroutine: nothing to drive
 	}
 	if bd.holdsBlocks {
 		if n, err := bd.l.NonceAt(ctx, bd.from); err != nil || n != 0 {

@@ -1,0 +1,159 @@
+package ledgertest_test
+
+import (
+	"errors"
+	"math/big"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
+	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
+)
+
+// walletChain is a simulated chain that mines only when told, with one
+// funded sender.
+func walletChain(t *testing.T) (*evmsim.Ledger, func(nonce uint64, value int64) []byte, common.Address) {
+	t.Helper()
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	from := crypto.PubkeyToAddress(key.PublicKey)
+	chain := evmsim.New(evmsim.Config{ChainID: 1337, Alloc: map[common.Address]*big.Int{from: big.NewInt(1e18)}})
+	sign := func(nonce uint64, value int64) []byte {
+		to := common.Address{0xaa}
+		id := big.NewInt(1337)
+		tx, err := types.SignNewTx(key, types.LatestSignerForChainID(id), &types.DynamicFeeTx{
+			ChainID: id, Nonce: nonce, GasTipCap: big.NewInt(2e9), GasFeeCap: big.NewInt(10e9), Gas: 21000, To: &to, Value: big.NewInt(value),
+		})
+		require.NoError(t, err)
+		raw, err := tx.MarshalBinary()
+		require.NoError(t, err)
+		return raw
+	}
+	return chain, sign, from
+}
+
+func TestWalletLedger_AnswersAsTheLedgerBehindItCountingEveryCallAndRecordingEverySend(t *testing.T) {
+	t.Parallel()
+	chain, sign, from := walletChain(t)
+	l := ledgertest.NewWalletLedger(chain)
+	ctx := t.Context()
+	addr := ledger.Address(from)
+
+	id, err := l.ChainID(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1337), id.Int64())
+	raw := sign(0, 1)
+	require.NoError(t, l.SendRawTransaction(ctx, raw))
+	pending, err := l.PendingNonceAt(ctx, addr)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), pending, "the send reached the chain")
+	chain.Mine()
+	nonce, err := l.NonceAt(ctx, addr)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), nonce)
+	_, err = l.BalanceAt(ctx, addr)
+	require.NoError(t, err)
+	fees, err := l.SuggestFees(ctx)
+	require.NoError(t, err)
+	want, err := chain.SuggestFees(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, fees, "not raised unless asked")
+	_, err = l.EstimateGas(ctx, ledger.CallMsg{From: addr, To: &ledger.Address{0xaa}, Value: big.NewInt(1)})
+	require.NoError(t, err)
+	var tx types.Transaction
+	require.NoError(t, tx.UnmarshalBinary(raw))
+	rc, err := l.TransactionReceipt(ctx, ledger.TxHash(tx.Hash()))
+	require.NoError(t, err)
+	require.True(t, rc.Found)
+	head, err := l.HeadBlock(ctx)
+	require.NoError(t, err)
+	_, found, err := l.BlockAt(ctx, head.Number)
+	require.NoError(t, err)
+	require.True(t, found)
+	txs, found, err := l.TxsAtNonce(ctx, addr, 0)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Len(t, txs, 1)
+
+	for _, m := range []string{"ChainID", "SendRawTransaction", "PendingNonceAt", "NonceAt", "BalanceAt", "SuggestFees",
+		"EstimateGas", "TransactionReceipt", "HeadBlock", "BlockAt", "TxsAtNonce"} {
+		require.Equal(t, 1, l.Calls(m), m)
+	}
+	require.Equal(t, 11, l.TotalCalls())
+	require.Equal(t, []ledgertest.Send{{From: from, Nonce: 0, Hash: tx.Hash().Hex(), Raw: raw}}, l.Sends())
+	require.Equal(t, map[common.Address]map[uint64]map[string]bool{from: {0: {tx.Hash().Hex(): true}}}, l.HashesPerNonce())
+}
+
+func TestWalletLedger_FailsRefusesAndRaisesAsScripted(t *testing.T) {
+	t.Parallel()
+	chain, sign, from := walletChain(t)
+	l := ledgertest.NewWalletLedger(chain)
+	ctx := t.Context()
+	addr := ledger.Address(from)
+
+	refused := ledger.NewSendError(ledger.SendRejected, "insufficient funds", nil)
+	var before []uint64
+	l.BeforeSend = func(tx *types.Transaction) { before = append(before, tx.Nonce()) }
+	l.Refuse = func(tx *types.Transaction) error {
+		if tx.Value().Int64() == 666 {
+			return refused
+		}
+		return nil
+	}
+	require.ErrorIs(t, l.SendRawTransaction(ctx, sign(0, 666)), refused)
+	pending, err := chain.PendingNonceAt(ctx, addr)
+	require.NoError(t, err)
+	require.Zero(t, pending, "a refused send does not reach the chain")
+	raw := sign(0, 1)
+	require.NoError(t, l.SendRawTransaction(ctx, raw))
+	require.Equal(t, []uint64{0, 0}, before, "BeforeSend runs before every send, refused or not")
+	sends := l.Sends()
+	require.Len(t, sends, 2)
+	require.ErrorIs(t, sends[0].Err, refused)
+	require.NoError(t, sends[1].Err)
+
+	chain.Mine()
+	require.NoError(t, l.SendRawTransaction(ctx, raw), "the simulated chain knows a mined transaction")
+	l.MinedIsNonceTooLow = true
+	err = l.SendRawTransaction(ctx, raw)
+	require.Equal(t, ledger.SendNonceTooLow, ledger.SendResultOf(err), "as geth answers")
+
+	var tx types.Transaction
+	require.NoError(t, tx.UnmarshalBinary(raw))
+	l.FailReceipt = func(h string) bool { return h == tx.Hash().Hex() }
+	_, err = l.TransactionReceipt(ctx, ledger.TxHash(tx.Hash()))
+	require.Error(t, err)
+	_, err = l.TransactionReceipt(ctx, ledger.TxHash{1})
+	require.NoError(t, err, "another hash is looked up")
+	l.FailBlocks = true
+	_, _, err = l.TxsAtNonce(ctx, addr, 0)
+	require.Error(t, err)
+
+	estimateErr := errors.New("execution reverted")
+	l.EstimateErr = func(ledger.CallMsg) error { return estimateErr }
+	_, err = l.EstimateGas(ctx, ledger.CallMsg{From: addr})
+	require.ErrorIs(t, err, estimateErr)
+
+	l.RaiseFees = true
+	suggested := 0
+	l.OnSuggestFees = func() { suggested++ }
+	want, err := chain.SuggestFees(ctx)
+	require.NoError(t, err)
+	for i := range int64(2) {
+		got, err := l.SuggestFees(ctx)
+		require.NoError(t, err)
+		require.Equal(t, new(big.Int).Add(want.TipCap, big.NewInt(i+1)), got.TipCap)
+		require.Equal(t, new(big.Int).Add(want.FeeCap, big.NewInt(i+1)), got.FeeCap)
+	}
+	require.Equal(t, 2, suggested)
+
+	err = l.SendRawTransaction(ctx, []byte("not a transaction"))
+	require.Error(t, err, "the chain's answer to bytes that are no transaction")
+	last := l.Sends()[len(l.Sends())-1]
+	require.Equal(t, ledgertest.Send{Raw: []byte("not a transaction"), Err: err}, last)
+}

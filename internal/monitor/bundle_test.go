@@ -1,0 +1,176 @@
+package monitor_test
+
+// BundleMonitor rules of the builder lane (seed 000, DESIGN §2.2): what one
+// round makes of the chain's blocks, of a guarantee that does not come, and
+// of the pool's expired transactions, on a chain the test moves
+// (ledgertest.BundleLedger). Each test runs in a rolled-back transaction
+// with a fake clock.
+
+import (
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
+	"github.com/ledgerq/ledgerq/internal/loop"
+	"github.com/ledgerq/ledgerq/internal/monitor"
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
+)
+
+const bundleCores = 2
+
+// bundleSetup is what a BundleMonitor rule test needs: a chain with ten
+// blocks and a monitor with seed 000's timeout and a finality depth of 2,
+// counting its OnCoresFreed and OnDropped calls.
+type bundleSetup struct {
+	t              *testing.T
+	st             *store.Store
+	clock          *clock.Fake
+	rows           *testfactory.Factory
+	chain          *ledgertest.BundleLedger
+	cfg            monitor.BundleConfig
+	m              *monitor.BundleMonitor
+	freed, dropped int
+}
+
+func bundleSetupTx(t *testing.T) *bundleSetup {
+	t.Helper()
+	st := testdb.NewTx(t)
+	clk := testfactory.NewClock()
+	chain := &ledgertest.BundleLedger{}
+	for range 10 {
+		chain.AddBlock(ledger.JAMBlock{})
+	}
+	s := &bundleSetup{t: t, st: st, clock: clk, rows: testfactory.New(t, st, clk), chain: chain, cfg: monitor.BundleConfig{
+		ChainID: testfactory.PoolChainID, PollInterval: time.Second, DBTimeout: 10 * time.Second, LedgerTimeout: 10 * time.Second,
+		BlocksPerRound: 64, FinalityDepth: 2, GuaranteeTimeout: 18 * time.Second, MaxVersions: 3, SweepSenders: 100,
+	}}
+	deps := loop.Deps{Clock: clk, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))}
+	s.m = monitor.NewBundleMonitor(st, chain, deps, s.cfg)
+	s.m.OnCoresFreed = func() { s.freed++ }
+	s.m.OnDropped = func() { s.dropped++ }
+	require.NoError(t, st.BundleEnsureCores(t.Context(), testfactory.PoolChainID, bundleCores, clk.Now()))
+	return s
+}
+
+// submitted makes one bundle of one transaction and submits it, as the
+// bundler and a submitter do; it returns the submitted package's hash.
+func (s *bundleSetup) submitted() ledger.Hash {
+	s.t.Helper()
+	recent, err := s.chain.RecentBlocks(s.t.Context())
+	require.NoError(s.t, err)
+	s.rows.AddPoolTxs(testfactory.PoolTx(1, 0, 20, 10))
+	require.Len(s.t, s.rows.CutBundles(store.BundleCutParams{Recent: recent, Cores: bundleCores}), 1)
+	c, err := s.st.BundleClaim(s.t.Context(), store.BundleClaimParams{ChainID: testfactory.PoolChainID, Recent: recent, Cores: bundleCores, Now: s.clock.Now()})
+	require.NoError(s.t, err)
+	require.NotNil(s.t, c)
+	require.NoError(s.t, s.st.BundleSubmitResult(s.t.Context(), store.BundleSubmitResultParams{
+		ChainID: testfactory.PoolChainID, PackageHash: c.PackageHash(), Now: s.clock.Now(), MinBackoff: time.Second, MaxBackoff: time.Minute,
+	}))
+	return c.PackageHash()
+}
+
+func (s *bundleSetup) bundle() store.Bundle {
+	s.t.Helper()
+	b, err := s.st.BundleGet(s.t.Context(), testfactory.PoolChainID, 1)
+	require.NoError(s.t, err)
+	return b
+}
+
+func (s *bundleSetup) runOnce() int {
+	s.t.Helper()
+	return s.rows.Run("bundle monitor", s.m.RunOnce)
+}
+
+func TestBundleMonitor_ANewDatabaseStartsAtTheOldestRecentBlockAndImportsEachBlockOnce(t *testing.T) {
+	t.Parallel()
+	s := bundleSetupTx(t)
+	require.Equal(t, ledger.RecentHistorySize, s.runOnce(), "blocks 3..10: no older block can hold a package of ours")
+	slot, ok, err := s.st.BundleProcessedSlot(t.Context(), testfactory.PoolChainID)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, uint64(10), slot)
+	require.Zero(t, s.runOnce(), "no new block")
+	s.chain.AddBlock(ledger.JAMBlock{})
+	s.chain.AddBlock(ledger.JAMBlock{})
+	require.Equal(t, 2, s.runOnce(), "every block since the last one, not only the head")
+}
+
+func TestBundleMonitor_FollowsAGuaranteeAnAccumulationAndFinality(t *testing.T) {
+	t.Parallel()
+	s := bundleSetupTx(t)
+	s.runOnce()
+	pkg := s.submitted()
+	require.Equal(t, store.BundleSubmitted, s.bundle().State)
+
+	s.chain.AddBlock(ledger.JAMBlock{Guarantees: []ledger.Hash{pkg}})
+	require.Equal(t, 1, s.runOnce())
+	b := s.bundle()
+	require.Equal(t, store.BundleGuaranteed, b.State)
+	require.Nil(t, b.Core, "its core is free")
+	require.Equal(t, 1, s.freed, "the submitters are told")
+
+	acc := s.chain.AddBlock(ledger.JAMBlock{Accumulations: []ledger.Hash{pkg}})
+	s.runOnce()
+	b = s.bundle()
+	require.Equal(t, store.BundleAccumulated, b.State)
+	require.Equal(t, acc.Slot, *b.AccumulatedSlot)
+	s.chain.AddBlock(ledger.JAMBlock{})
+	s.runOnce()
+	require.Equal(t, store.BundleAccumulated, s.bundle().State, "one block deep")
+	s.chain.AddBlock(ledger.JAMBlock{})
+	s.runOnce()
+	require.Equal(t, store.BundleFinalized, s.bundle().State, "the finality depth deep")
+	require.Equal(t, 1, s.freed)
+}
+
+func TestBundleMonitor_ABundleWithoutAGuaranteeIsRequeuedAfterTheTimeout(t *testing.T) {
+	t.Parallel()
+	s := bundleSetupTx(t)
+	s.runOnce()
+	s.submitted()
+	s.clock.Advance(s.cfg.GuaranteeTimeout - time.Second)
+	s.runOnce()
+	require.Equal(t, store.BundleSubmitted, s.bundle().State, "still within the timeout")
+	require.Zero(t, s.freed)
+
+	s.clock.Advance(time.Second)
+	s.runOnce()
+	b := s.bundle()
+	require.Equal(t, store.BundleQueued, b.State)
+	require.Equal(t, 2, b.Version, "requeued as the next version")
+	require.Equal(t, 1, s.freed, "its core is free for the submitters")
+	require.Zero(t, s.dropped)
+}
+
+func TestBundleMonitor_SweepsThePoolsExpiredTransactions(t *testing.T) {
+	t.Parallel()
+	s := bundleSetupTx(t)
+	tx := s.rows.AddPoolTxs(testfactory.PoolTx(1, 0, 20, 10))[0]
+	s.clock.Set(tx.ExpiresAt)
+	s.runOnce()
+	got, err := s.st.PoolGet(t.Context(), testfactory.PoolChainID, tx.Hash)
+	require.NoError(t, err)
+	require.Equal(t, store.PoolDropped, got.State)
+	require.Equal(t, store.PoolDropExpired, got.DropReason)
+}
+
+func TestBundleMonitor_ARoundThatCannotReadTheChainAppliesNothing(t *testing.T) {
+	t.Parallel()
+	s := bundleSetupTx(t)
+	down := errors.New("connection refused")
+	s.chain.SetError(down)
+	n, err := s.m.RunOnce(t.Context())
+	require.ErrorIs(t, err, down)
+	require.Zero(t, n)
+	_, ok, err := s.st.BundleProcessedSlot(t.Context(), testfactory.PoolChainID)
+	require.NoError(t, err)
+	require.False(t, ok, "no block was processed")
+}
