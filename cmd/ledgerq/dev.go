@@ -12,9 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/crypto"
+
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
+	"github.com/ledgerq/ledgerq/internal/ledger/jam"
 	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/pgcluster"
 	"github.com/ledgerq/ledgerq/internal/store"
@@ -68,6 +72,9 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := devBuilderLane(&cfg, dataDir); err != nil {
+		return err
+	}
 	n, err := node.Open(ctx, cfg)
 	if err != nil {
 		return err
@@ -80,6 +87,7 @@ func runDev(ctx context.Context, args []string) error {
 	return n.Serve(ctx, func(addr string) {
 		fmt.Fprintf(os.Stdout, "ledgerq dev: API at http://%s (simulated ledgers; Ctrl-C to stop)\n", addr)
 		printDevWallet(os.Stdout, addr, dev, token)
+		printDevBuilder(os.Stdout, addr, cfg.Builder.Pool.ChainID)
 	})
 }
 
@@ -130,6 +138,42 @@ func devWalletLane(cfg *node.Config, dataDir string) (keystore.DevWallet, error)
 	}
 	w.Ledger.SimJournal = filepath.Join(dir, "evmsim-chain.journal")
 	return dev, nil
+}
+
+// devBuilderLane configures the builder lane of ledgerq dev: the simulated
+// JAM chain in this process, its EVM funding the development mnemonic's
+// accounts, with what it executed journaled in dataDir beside the private
+// database, so that a second run finds the same chain as the same
+// database. Its slots are 2 s, a third of JAM's, so that a client waits a
+// few seconds for its receipt.
+func devBuilderLane(cfg *node.Config, dataDir string) error {
+	dir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("dev builder lane: %w", err)
+	}
+	b := &cfg.Builder
+	b.Enabled = true
+	b.Ledger.Kind = node.BuilderLedgerSim
+	b.Ledger.Sim.FundDevAccounts = true
+	b.Ledger.Sim.Journal = filepath.Join(dir, "jam-chain.journal")
+	if b.Ledger.Sim.SlotLength == 0 {
+		b.Ledger.Sim.SlotLength = 2 * time.Second
+	}
+	return nil
+}
+
+// printDevBuilder tells how to send a transaction to the builder lane with
+// an Ethereum client, from the development mnemonic's first account.
+func printDevBuilder(w io.Writer, addr string, chainID int64) {
+	acct := jam.DevAccounts()[0]
+	fmt.Fprintf(w, `ledgerq dev: Ethereum JSON-RPC for the builder lane at http://%s/rpc (chain id %d); the accounts of the mnemonic
+"test test test test test test test test test test test junk" hold 10000 ether each. With Foundry's cast or ethers:
+  cast send --rpc-url http://%s/rpc --private-key %s 0x000000000000000000000000000000000000dEaD --value 1wei
+  node -e 'const {JsonRpcProvider,Wallet}=require("ethers");new Wallet("%s",new JsonRpcProvider("http://%s/rpc")).sendTransaction({to:"0x000000000000000000000000000000000000dEaD",value:1n}).then(t=>t.wait()).then(r=>console.log(r.status,r.blockNumber))'
+`, addr, chainID, addr, hexutil.Encode(crypto.FromECDSA(acct.Key)), hexutil.Encode(crypto.FromECDSA(acct.Key)), addr)
 }
 
 // devChainID is the simulated chain's id in ledgerq dev, geth --dev's.

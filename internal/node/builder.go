@@ -170,8 +170,13 @@ func (n *Node) buildBuilderLane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	led := lane.ledger
 	n.builder = lane
+	if b.Ledger.Instance == nil && b.Ledger.Kind == BuilderLedgerSim {
+		if err := n.checkSimChainHasTheDatabases(ctx, lane.ledger); err != nil {
+			return err
+		}
+	}
+	led := lane.ledger
 	loops := n.cfg.Loops
 	if loops.Queuer {
 		lane.bundler = queuer.NewBundler(n.store, led, n.deps(notify.BundleQueuer), queuer.BundlerConfig{
@@ -228,6 +233,34 @@ func (n *Node) apiDeps(wallets *keystore.Registry) httpapi.Deps {
 		d.Pool, d.PoolChain, d.EVM = &pc, b.poolChain, b.evm
 	}
 	return d
+}
+
+// checkSimChainHasTheDatabases refuses a simulated chain that has not
+// executed the bundles the database says it executed: a fresh chain (no
+// journal, or another one) beside a database that outlived it. The bundler
+// would cut on a parent the chain never saw, and nothing would run again.
+func (n *Node) checkSimChainHasTheDatabases(ctx context.Context, led ledger.BundleLedger) error {
+	chainID := n.cfg.Builder.Pool.ChainID
+	dctx, cancel := context.WithTimeout(ctx, n.cfg.Loops.DBTimeout)
+	defer cancel()
+	heads, err := n.store.BundleHeads(dctx, chainID)
+	if err != nil || heads.Executed == 0 {
+		return err
+	}
+	info, err := led.Info(dctx)
+	if err != nil {
+		return fmt.Errorf("builder lane: the simulated JAM chain: %w", err)
+	}
+	if info.Executed.Number >= heads.Executed {
+		return nil
+	}
+	journal := n.cfg.Builder.Ledger.Sim.Journal
+	if journal == "" {
+		journal = "none: it is kept in memory"
+	}
+	return fmt.Errorf("builder lane: the database has bundles up to %d executed on chain %d, but the simulated JAM chain (journal %s) has executed only up to %d: "+
+		"they are not the same chain. Start with the journal that belongs to this database (--builder-sim-journal), or with a database of its own",
+		heads.Executed, chainID, journal, info.Executed.Number)
 }
 
 // newBuilderChain returns the builder lane with its JAM chain, the pool's

@@ -4,14 +4,17 @@ import (
 	"context"
 	"math/big"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/accounts/abi/bind"
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/ledger/jam"
 	"github.com/ledgerq/ledgerq/internal/node"
@@ -120,4 +123,48 @@ func TestBuilderLane_SimChainTakesATransactionFromRPCToAFinalizedBundle(t *testi
 	if n, err := cl.NonceAt(ctx, crypto.PubkeyToAddress(key.PublicKey), nil); err != nil || n != 1 {
 		t.Fatalf("eth_getTransactionCount latest = %d, %v; want 1", n, err)
 	}
+}
+
+// A simulated chain that has not executed what the database says it did (a
+// fresh chain beside a database that outlived the last one) is refused at
+// start: the bundler would cut on a parent the chain never saw.
+func TestBuilderLane_ASimChainBehindTheDatabaseIsRefusedAtStart(t *testing.T) {
+	t.Parallel()
+	c := node.Defaults()
+	c.DatabaseURL = testdb.New(t).URL
+	c.Loops.PollInterval = 50 * time.Millisecond
+	c.Builder.Enabled = true
+	c.Builder.Ledger.Kind = node.BuilderLedgerSim
+	c.Builder.Ledger.Sim.SlotLength = 200 * time.Millisecond
+	c.Builder.Ledger.Sim.Journal = filepath.Join(t.TempDir(), "jam.journal")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n, err := node.Open(ctx, c)
+	require.NoError(t, err)
+	srv := httptest.NewServer(n.Handler())
+	require.NoError(t, n.Start(ctx))
+	cl, err := ethclient.DialContext(ctx, srv.URL+"/rpc")
+	require.NoError(t, err)
+	key := jam.DevAccounts()[3].Key
+	id := big.NewInt(c.Builder.Pool.ChainID)
+	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(id), &types.DynamicFeeTx{
+		ChainID: id, GasTipCap: big.NewInt(1e9), GasFeeCap: big.NewInt(2e9), Gas: 21000, To: &common.Address{1}, Value: big.NewInt(1),
+	})
+	require.NoError(t, err)
+	require.NoError(t, cl.SendTransaction(ctx, tx))
+	_, err = bind.WaitMined(ctx, cl, tx)
+	require.NoError(t, err)
+	cl.Close()
+	srv.Close()
+	n.Stop()
+	n.Close()
+
+	// The same journal: the same chain.
+	again, err := node.Open(ctx, c)
+	require.NoError(t, err)
+	again.Close()
+	// Another journal: a chain that never executed bundle 1.
+	c.Builder.Ledger.Sim.Journal = filepath.Join(t.TempDir(), "other.journal")
+	_, err = node.Open(ctx, c)
+	require.ErrorContains(t, err, "they are not the same chain")
 }

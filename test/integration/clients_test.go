@@ -74,3 +74,14 @@ func TestClients_EthersAndViemAgainstServeAndAJAMChainProcess(t *testing.T) {
 		"serve", "--builder", "--builder-ledger-url", jamURL, "--poll-interval", "100ms", "--log-level", "warn")
 	runClientTests(t, dir, api+"/rpc")
 }
+
+// The builder lane as `ledgerq dev` runs it: the simulated JAM chain in the
+// same process, journaled in the data directory (here beside the test's
+// database), with the development mnemonic's accounts funded.
+func TestClients_EthersAndViemAgainstLedgerqDev(t *testing.T) {
+	dir := clientsDir(t)
+	dbURL := testdb.New(t).URL
+	_, api := startReady(t, t.TempDir(), []string{"DATABASE_URL=" + dbURL},
+		"dev", "--data-dir", t.TempDir(), "--builder-sim-slot-length", "1s", "--log-level", "warn")
+	runClientTests(t, dir, api+"/rpc")
+}
