@@ -20,7 +20,7 @@ WHERE chain_id = @chain_id AND sender = @sender;
 -- Intake, under the sender's lock: the sender's pending and queued
 -- transactions, and its included ones from the chain's nonce up (those below
 -- have been executed). Through pool_txs_live_nonce.
-SELECT tx_hash, nonce, state, gas_fee_cap, gas_tip_cap
+SELECT tx_hash, nonce, state, gas_fee_cap, gas_tip_cap, gas, value_wei
 FROM ledgerq.pool_txs
 WHERE chain_id = @chain_id AND sender = @sender
   AND state IN ('pending', 'queued', 'included')

@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"net/http"
 	"regexp"
 	"strings"
@@ -70,6 +72,10 @@ func (s *Server) poolSubmit(ctx context.Context, raw []byte) (store.PoolAddResul
 		return store.PoolAddResult{}, hash, &poolError{status: http.StatusServiceUnavailable, code: rpcCodeInternal,
 			msg: "chain unavailable: cannot read the sender's nonce"}
 	}
+	balance, err := s.senderBalance(ctx, ptx.Sender)
+	if err != nil {
+		return store.PoolAddResult{}, hash, err
+	}
 	tx := ptx.Tx
 	nt := store.NewPoolTx{
 		ChainID: s.pool.ChainID, Hash: hash.Hex(), Sender: ptx.Sender.Hex(), Nonce: tx.Nonce(), Type: tx.Type(),
@@ -78,7 +84,7 @@ func (s *Server) poolSubmit(ctx context.Context, raw []byte) (store.PoolAddResul
 	if to := tx.To(); to != nil {
 		nt.To = to.Hex()
 	}
-	res, err := s.store.PoolAdd(ctx, store.PoolAddParams{Now: s.clock.Now(), Tx: nt, ChainNonce: chainNonce, Limits: s.pool.Limits})
+	res, err := s.store.PoolAdd(ctx, store.PoolAddParams{Now: s.clock.Now(), Tx: nt, ChainNonce: chainNonce, Balance: balance, Limits: s.pool.Limits})
 	if err != nil {
 		return store.PoolAddResult{}, hash, poolStoreError(err)
 	}
@@ -86,6 +92,30 @@ func (s *Server) poolSubmit(ctx context.Context, raw []byte) (store.PoolAddResul
 		s.onPoolPending()
 	}
 	return res, hash, nil
+}
+
+// senderBalance reads sender's balance in the chain's latest executed state
+// from its EVM JSON-RPC, for the intake's funds check; nil (no check)
+// without one.
+func (s *Server) senderBalance(ctx context.Context, sender common.Address) (*big.Int, error) {
+	if s.evm == nil {
+		return nil, nil
+	}
+	chainCtx, cancel := context.WithTimeout(ctx, s.pool.ChainTimeout)
+	defer cancel()
+	out, err := s.evm.Call(chainCtx, "eth_getBalance", []json.RawMessage{*rawJSON(sender), json.RawMessage(`"latest"`)})
+	var b hexutil.Big
+	if err == nil {
+		err = json.Unmarshal(out, &b)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		s.logger.Warn("httpapi: the chain's EVM JSON-RPC did not give a balance", "error", err, "sender", sender)
+		return nil, &poolError{status: http.StatusServiceUnavailable, code: rpcCodeInternal, msg: "chain unavailable: cannot read the sender's balance"}
+	}
+	return b.ToInt(), nil
 }
 
 // refusalError turns the intake's refusals into poolErrors.
@@ -106,10 +136,11 @@ func refusalError(err error) error {
 func poolStoreError(err error) error {
 	var low *store.PoolNonceTooLowError
 	var acct *store.PoolAccountLimitError
+	var funds *store.PoolInsufficientFundsError
 	switch {
 	case errors.Is(err, store.ErrPoolAlreadyKnown):
 		return &poolError{status: http.StatusOK, code: rpcCodeRefused, msg: err.Error(), known: true}
-	case errors.As(err, &low), errors.Is(err, store.ErrPoolReplaceUnderpriced):
+	case errors.As(err, &low), errors.Is(err, store.ErrPoolReplaceUnderpriced), errors.As(err, &funds):
 		return poolRefusal(http.StatusConflict, "%s", err.Error())
 	case errors.As(err, &acct), errors.Is(err, store.ErrPoolFull):
 		return &poolError{status: http.StatusTooManyRequests, code: rpcCodeRefused, msg: err.Error()}

@@ -50,6 +50,8 @@ func setupPool(t *testing.T, mutate ...func(*queuer.PoolConfig)) *poolFixture {
 	}
 	chain := ledgertest.NewPoolChain()
 	evm := ledgertest.NewEVMRPC()
+	// Every sender holds 1000 ether unless a test says otherwise.
+	evm.Answer("eth_getBalance", `"0x3635c9adc5dea00000"`)
 	clk := clock.NewFake(t0)
 	api := httpapi.New(httpapi.DefaultConfig(), httpapi.Deps{
 		Store: db.Store, Clock: clk, Logger: testLogger(t), Pool: &pc, PoolChain: chain, EVM: evm, Version: "v9.9.9-test",

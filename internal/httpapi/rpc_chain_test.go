@@ -150,7 +150,9 @@ func TestRPC_AReceiptExistsOnceTheTransactionsBundleExecuted(t *testing.T) {
 	_, pending, err := ec.TransactionByHash(ctx, tx.Hash())
 	require.NoError(t, err)
 	require.True(t, pending)
-	require.Empty(t, f.evm.Calls(), "nothing is asked of the chain before the bundle executed")
+	for _, c := range f.evm.Calls() {
+		require.Equal(t, "eth_getBalance", c.Method, "only the intake's funds check asks the chain before the bundle executed")
+	}
 
 	f.bundle(store.BundleAccumulated)
 	res, e := f.rpcCall("eth_getTransactionReceipt", tx.Hash())
@@ -285,4 +287,35 @@ func TestRPC_ABatchMixesThePoolsMethodsAndTheChainsInOrder(t *testing.T) {
 		require.Equal(t, w, string(out[i].Result), "id %d", i+1)
 	}
 	require.Equal(t, -32601, out[5].Error.Code)
+}
+
+// The intake checks funds as geth's pool does, against the chain's balance:
+// a sender that cannot pay is refused with geth's message, and a chain that
+// does not answer is unavailable, not a pass.
+func TestRPC_ASenderThatCannotPayIsRefusedAsGethRefusesIt(t *testing.T) {
+	t.Parallel()
+	f := setupPool(t)
+	ec := f.dial()
+	ctx := t.Context()
+	poor := newKey(t)
+	f.evm.Handle("eth_getBalance", func(ps []json.RawMessage) (json.RawMessage, error) {
+		if strings.EqualFold(string(ps[0]), `"`+addr(poor).Hex()+`"`) {
+			return json.RawMessage(`"0x2386f26fc10000"`), nil // 0.01 ether
+		}
+		return json.RawMessage(`"0x3635c9adc5dea00000"`), nil
+	})
+	// 21000 × 1000 gwei + 1 wei = 0.021 ether + 1 wei.
+	err := ec.SendTransaction(ctx, dynTx(t, poor, 0, 1000, 1))
+	code, msg := rpcErr(t, err)
+	require.Equal(t, -32000, code)
+	require.Equal(t, "insufficient funds for gas * price + value: balance 10000000000000000, tx cost 21000000000000001, overshot 11000000000000001", msg)
+	require.NoError(t, ec.SendTransaction(ctx, dynTx(t, poor, 0, 200, 1)), "0.0042 ether")
+	_, msg = rpcErr(t, ec.SendTransaction(ctx, dynTx(t, poor, 1, 300, 1)))
+	require.Equal(t, "insufficient funds for gas * price + value: balance 10000000000000000, queued cost 4200000000000001, tx cost 6300000000000001, overshot 500000000000002", msg)
+
+	f.evm.Handle("eth_getBalance", func([]json.RawMessage) (json.RawMessage, error) {
+		return nil, fmt.Errorf("%w: connection refused", evmrpc.ErrUnavailable)
+	})
+	_, msg = rpcErr(t, ec.SendTransaction(ctx, dynTx(t, newKey(t), 0, 2, 1)))
+	require.Equal(t, "chain unavailable: cannot read the sender's balance", msg)
 }

@@ -146,6 +146,34 @@ func (e *PoolNonceTooLowError) Error() string {
 	return fmt.Sprintf("nonce too low: next nonce %d, tx nonce %d", e.Next, e.Nonce)
 }
 
+// PoolInsufficientFundsError: the sender's balance does not cover what its
+// transactions not yet executed may spend with this one (gas × fee cap +
+// value each), as geth's pool checks it; the message is geth's.
+type PoolInsufficientFundsError struct {
+	Balance, Cost *big.Int
+	// Queued is what the sender's other transactions not yet executed may
+	// spend; nil when the transaction alone is over the balance.
+	Queued *big.Int
+	// Bumped is set for a replacement: Cost is then the bump over the
+	// replaced transaction's cost.
+	Bumped bool
+}
+
+func (e *PoolInsufficientFundsError) Error() string {
+	need := new(big.Int).Set(e.Cost)
+	if e.Queued != nil {
+		need.Add(need, e.Queued)
+	}
+	over := need.Sub(need, e.Balance)
+	switch {
+	case e.Queued == nil:
+		return fmt.Sprintf("insufficient funds for gas * price + value: balance %v, tx cost %v, overshot %v", e.Balance, e.Cost, over)
+	case e.Bumped:
+		return fmt.Sprintf("insufficient funds for gas * price + value: balance %v, queued cost %v, tx bumped %v, overshot %v", e.Balance, e.Queued, e.Cost, over)
+	}
+	return fmt.Sprintf("insufficient funds for gas * price + value: balance %v, queued cost %v, tx cost %v, overshot %v", e.Balance, e.Queued, e.Cost, over)
+}
+
 // PoolAccountLimitError: the sender already has its limit of pending and
 // queued transactions (HTTP 429).
 type PoolAccountLimitError struct {
@@ -185,7 +213,10 @@ type PoolAddParams struct {
 	// state, read before the call (no network call runs inside the
 	// database transaction). A value lower than one seen before is ignored.
 	ChainNonce uint64
-	Limits     PoolLimits
+	// Balance is the sender's balance in the chain's latest executed state,
+	// read before the call; nil skips the funds check.
+	Balance *big.Int
+	Limits  PoolLimits
 }
 
 // PoolAddResult is what an intake did.
@@ -308,9 +339,11 @@ func (s *Store) poolAddOnce(ctx context.Context, p PoolAddParams) (PoolAddResult
 		slots := make([]poolSlot, len(rows))
 		for i, r := range rows {
 			slots[i] = poolSlot{hash: r.TxHash, nonce: uint64(r.Nonce), state: PoolTxState(r.State),
-				feeCap: bigFromNumeric(r.GasFeeCap), tip: bigFromNumeric(r.GasTipCap)}
+				feeCap: bigFromNumeric(r.GasFeeCap), tip: bigFromNumeric(r.GasTipCap),
+				cost: txCost(uint64(r.Gas), bigFromNumeric(r.GasFeeCap), bigFromNumeric(r.ValueWei))}
 		}
-		plan, err := planPoolAdd(slots, uint64(base), poolSlot{hash: tx.Hash, nonce: tx.Nonce, feeCap: tx.GasFeeCap, tip: tx.GasTipCap}, p.Limits.MaxPerSender)
+		in := poolSlot{hash: tx.Hash, nonce: tx.Nonce, feeCap: tx.GasFeeCap, tip: tx.GasTipCap, cost: txCost(tx.Gas, tx.GasFeeCap, tx.Value)}
+		plan, err := planPoolAdd(slots, uint64(base), in, p.Balance, p.Limits.MaxPerSender)
 		if err != nil {
 			return err
 		}
@@ -466,6 +499,14 @@ type poolSlot struct {
 	nonce       uint64
 	state       PoolTxState
 	feeCap, tip *big.Int
+	// cost is the most it may spend: gas × fee cap + value.
+	cost *big.Int
+}
+
+// txCost is gas × feeCap + value.
+func txCost(gas uint64, feeCap, value *big.Int) *big.Int {
+	c := new(big.Int).Mul(new(big.Int).SetUint64(gas), feeCap)
+	return c.Add(c, value)
 }
 
 // poolPlan is what an intake writes.
@@ -493,7 +534,7 @@ type poolPlan struct {
 // (slots: pending and queued ones, and included ones from base up), the
 // chain's nonce base, and the new transaction in. It is the whole decision
 // of an intake; the caller writes it.
-func planPoolAdd(slots []poolSlot, base uint64, in poolSlot, maxPerSender int) (poolPlan, error) {
+func planPoolAdd(slots []poolSlot, base uint64, in poolSlot, balance *big.Int, maxPerSender int) (poolPlan, error) {
 	var plan poolPlan
 	byNonce := make(map[uint64]poolSlot, len(slots)+1)
 	var before struct{ pending, queued int }
@@ -527,6 +568,9 @@ func planPoolAdd(slots []poolSlot, base uint64, in poolSlot, maxPerSender int) (
 			n++
 		}
 		return poolPlan{}, &PoolNonceTooLowError{Next: n, Nonce: in.nonce}
+	}
+	if err := checkFunds(byNonce, in, balance); err != nil {
+		return poolPlan{}, err
 	}
 	waiting := before.pending + before.queued - len(plan.stale)
 	if old, ok := byNonce[in.nonce]; ok {
@@ -583,6 +627,36 @@ func planPoolAdd(slots []poolSlot, base uint64, in poolSlot, maxPerSender int) (
 	plan.grows.pending = after.pending > before.pending
 	plan.grows.queued = after.queued > before.queued
 	return plan, nil
+}
+
+// checkFunds is geth's funds check: the balance covers the transaction's
+// cost, and the cost of every transaction of the sender not yet executed
+// with it (for a replacement, with the bump over the one it replaces). A
+// nil balance is not checked.
+func checkFunds(byNonce map[uint64]poolSlot, in poolSlot, balance *big.Int) error {
+	if balance == nil {
+		return nil
+	}
+	if balance.Cmp(in.cost) < 0 {
+		return &PoolInsufficientFundsError{Balance: balance, Cost: in.cost}
+	}
+	spent := new(big.Int)
+	for _, sl := range byNonce {
+		if sl.cost != nil {
+			spent.Add(spent, sl.cost)
+		}
+	}
+	if old, ok := byNonce[in.nonce]; ok && old.cost != nil {
+		bump := new(big.Int).Sub(in.cost, old.cost)
+		if new(big.Int).Add(spent, bump).Cmp(balance) > 0 {
+			return &PoolInsufficientFundsError{Balance: balance, Cost: bump, Queued: spent, Bumped: true}
+		}
+		return nil
+	}
+	if new(big.Int).Add(spent, in.cost).Cmp(balance) > 0 {
+		return &PoolInsufficientFundsError{Balance: balance, Cost: in.cost, Queued: spent}
+	}
+	return nil
 }
 
 // highestQueued returns the queued transaction with the highest nonce.

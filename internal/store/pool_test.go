@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/big"
 	"sync"
 	"testing"
 	"time"
@@ -254,6 +255,37 @@ func TestPool_AtTheAccountLimitTheGapFillerEvictsTheHighestQueuedNonce(t *testin
 	res = f.mustAdd(testfactory.PoolTx(2, 1, 10, 10))
 	require.Equal(t, store.PoolQueued, res.Tx.State)
 	require.Equal(t, testfactory.PoolTx(2, 17, 10, 10).Hash, res.Evicted)
+}
+
+// The funds check is geth's: the balance covers the transaction, and with
+// it everything the sender's transactions not yet executed may spend (gas ×
+// fee cap + value each); a replacement needs only its bump. Messages are
+// geth's word for word.
+func TestPool_FundsMustCoverEveryTransactionNotYetExecuted(t *testing.T) {
+	t.Parallel()
+	f := newPoolFixture(t, testdb.NewTx(t))
+	add := func(tx store.NewPoolTx, balance int64) error {
+		_, err := f.st.PoolAdd(t.Context(), store.PoolAddParams{Now: f.now, Tx: tx, Limits: f.limits, Balance: big.NewInt(balance)})
+		return err
+	}
+	// poolTx costs 21000 × fee cap + 1.
+	tx0 := testfactory.PoolTx(1, 0, 10, 10)
+	require.EqualError(t, add(tx0, 210_000), "insufficient funds for gas * price + value: balance 210000, tx cost 210001, overshot 1")
+	require.NoError(t, add(tx0, 210_001))
+	tx1 := testfactory.PoolTx(1, 1, 10, 10)
+	require.EqualError(t, add(tx1, 420_001),
+		"insufficient funds for gas * price + value: balance 420001, queued cost 210001, tx cost 210001, overshot 1")
+	require.NoError(t, add(tx1, 420_002))
+	// Replacing nonce 1 at fee cap 11: a bump of 21000.
+	bump := testfactory.PoolTx(1, 1, 11, 11)
+	require.EqualError(t, add(bump, 441_001),
+		"insufficient funds for gas * price + value: balance 441001, queued cost 420002, tx bumped 21000, overshot 1")
+	require.NoError(t, add(bump, 441_002))
+	var funds *store.PoolInsufficientFundsError
+	require.ErrorAs(t, add(testfactory.PoolTx(1, 2, 10, 10), 0), &funds)
+	// Without a balance (no chain to read it from), nothing is checked.
+	_, err := f.st.PoolAdd(t.Context(), store.PoolAddParams{Now: f.now, Tx: testfactory.PoolTx(3, 0, 10, 10), Limits: f.limits})
+	require.NoError(t, err)
 }
 
 func TestPool_GlobalLimitsRefuseAFullPoolAndStoreNothing(t *testing.T) {

@@ -64,7 +64,7 @@ func (q *Queries) PoolCountWaiting(ctx context.Context, chainID int64) (PoolCoun
 }
 
 const poolSenderLive = `-- name: PoolSenderLive :many
-SELECT tx_hash, nonce, state, gas_fee_cap, gas_tip_cap
+SELECT tx_hash, nonce, state, gas_fee_cap, gas_tip_cap, gas, value_wei
 FROM ledgerq.pool_txs
 WHERE chain_id = $1 AND sender = $2
   AND state IN ('pending', 'queued', 'included')
@@ -84,6 +84,8 @@ type PoolSenderLiveRow struct {
 	State     LedgerqPoolTxState
 	GasFeeCap pgtype.Numeric
 	GasTipCap pgtype.Numeric
+	Gas       int64
+	ValueWei  pgtype.Numeric
 }
 
 // Intake, under the sender's lock: the sender's pending and queued
@@ -104,6 +106,8 @@ func (q *Queries) PoolSenderLive(ctx context.Context, arg PoolSenderLiveParams) 
 			&i.State,
 			&i.GasFeeCap,
 			&i.GasTipCap,
+			&i.Gas,
+			&i.ValueWei,
 		); err != nil {
 			return nil, err
 		}
