@@ -15,7 +15,6 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
-	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
 
@@ -45,7 +44,8 @@ func startNode(t *testing.T, c node.Config) *node.Node {
 func TestNotify_TheBuilderLanesLoopsInAnotherProcessWakeForAPoolTransaction(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	chain := jam.New(jam.Config{SlotLength: 200 * time.Millisecond})
+	chain := jam.New(jam.Config{SlotLength: 200 * time.Millisecond, FundDevAccounts: true})
+	t.Cleanup(func() { _ = chain.Close() })
 	jamSrv := httptest.NewServer(jam.NewHandler(chain))
 	t.Cleanup(jamSrv.Close)
 	base := node.Defaults()
@@ -77,8 +77,7 @@ func TestNotify_TheBuilderLanesLoopsInAnotherProcessWakeForAPoolTransaction(t *t
 	cl, err := ethclient.DialContext(ctx, srv.URL+"/rpc")
 	require.NoError(t, err)
 	defer cl.Close()
-	key, err := crypto.GenerateKey()
-	require.NoError(t, err)
+	key := jam.DevAccounts()[0].Key
 	id := big.NewInt(base.Builder.Pool.ChainID)
 	to := common.Address{0xde, 0xad}
 	// The first transaction may still meet the loops' rounds at start; the
