@@ -96,19 +96,27 @@ func (s *BundleSubmitter) RunOnce(ctx context.Context) (int, error) {
 		s.info = &info
 	}
 	open, close := s.windowBounds(s.info.SlotLength)
-	in, next := Window(*s.info, s.deps.Clock.Now(), open, close)
-	if !in {
-		s.PokeAfter(next.Sub(s.deps.Clock.Now()))
-		return 0, nil
-	}
-	lctx, cancel := context.WithTimeout(ctx, s.cfg.LedgerTimeout)
-	recent, err := s.ledger.RecentBlocks(lctx)
-	cancel()
-	if err != nil {
-		return 0, fmt.Errorf("reading the chain's recent blocks: %w", err)
-	}
 	sent := 0
+	var recent []ledger.BlockRef
 	for range s.cfg.Cores {
+		// Each claim inside the window: a round slowed by the database or
+		// the chain stops when the window closes, rather than send a
+		// package into the next slot, where the anchor picked for this one
+		// may leave the recent blocks before the guarantee.
+		now := s.deps.Clock.Now()
+		if in, next := Window(*s.info, now, open, close); !in {
+			s.PokeAfter(next.Sub(now))
+			return sent, nil
+		}
+		if recent == nil {
+			lctx, cancel := context.WithTimeout(ctx, s.cfg.LedgerTimeout)
+			r, err := s.ledger.RecentBlocks(lctx)
+			cancel()
+			if err != nil {
+				return sent, fmt.Errorf("reading the chain's recent blocks: %w", err)
+			}
+			recent = r
+		}
 		claim, err := s.claim(ctx, recent)
 		if err != nil || claim == nil {
 			return sent, err
