@@ -277,12 +277,12 @@ func (r *batchRun) open(ctx context.Context) error {
 			return err
 		}
 		fmt.Fprintf(c.Progress, "bench: encoded %d requests in %s; serving the API at %s\n", len(r.api.bodies), round(time.Since(began)), r.api.url)
-		err = warm(ctx, r.node.Store().Pool(), c.IngestWorkers)
+		err = warm(ctx, r.node.Store().Conns(), c.IngestWorkers)
 	} else {
 		if r.ingest, err = store.OpenPool(ctx, c.Node.DatabaseURL, c.IngestWorkers); err != nil {
 			return err
 		}
-		err = warm(ctx, r.ingest.Pool(), c.IngestWorkers)
+		err = warm(ctx, r.ingest.Conns(), c.IngestWorkers)
 	}
 	if err != nil {
 		return err

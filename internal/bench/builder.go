@@ -312,7 +312,7 @@ func (r *builderRun) senders() []string {
 // finalizedTxs counts the run's transactions whose bundle is finalized.
 func (r *builderRun) finalizedTxs(ctx context.Context) (int64, error) {
 	var n int64
-	err := r.st.Pool().QueryRow(ctx, `
+	err := r.st.Conns().QueryRow(ctx, `
 		SELECT count(*) FROM ledgerq.pool_txs t JOIN ledgerq.bundles b ON b.id = t.bundle_id
 		WHERE t.chain_id = $1 AND t.sender = ANY($2) AND b.state = 'finalized'`,
 		r.cfg.Node.Builder.Pool.ChainID, r.senders()).Scan(&n)
@@ -324,7 +324,7 @@ func (r *builderRun) finalizedTxs(ctx context.Context) (int64, error) {
 // per sender, no block number twice.
 func (r *builderRun) summarize(ctx context.Context, rep *BuilderReport) error {
 	chainID, senders := r.cfg.Node.Builder.Pool.ChainID, r.senders()
-	if err := r.st.Pool().QueryRow(ctx, `
+	if err := r.st.Conns().QueryRow(ctx, `
 		SELECT count(DISTINCT b.id), count(*),
 		       coalesce(percentile_disc(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM t.finished - t.received_at)), 0)::float8,
 		       coalesce(percentile_disc(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM t.finished - t.received_at)), 0)::float8
@@ -335,7 +335,7 @@ func (r *builderRun) summarize(ctx context.Context, rep *BuilderReport) error {
 		Scan(&rep.Bundles, &rep.FinalizedTxs, seconds(&rep.TxP50), seconds(&rep.TxP99)); err != nil {
 		return fmt.Errorf("reading the finalized transactions: %w", err)
 	}
-	if err := r.st.Pool().QueryRow(ctx, `
+	if err := r.st.Conns().QueryRow(ctx, `
 		SELECT coalesce(percentile_disc(0.5) WITHIN GROUP (ORDER BY d), 0)::float8,
 		       coalesce(percentile_disc(0.99) WITHIN GROUP (ORDER BY d), 0)::float8,
 		       coalesce(sum(versions), 0)

@@ -304,7 +304,7 @@ func (r *walletRun) open(ctx context.Context) error {
 	if r.ingest, err = store.OpenPool(ctx, c.Node.DatabaseURL, c.IngestWorkers); err != nil {
 		return err
 	}
-	return warm(ctx, r.ingest.Pool(), c.IngestWorkers)
+	return warm(ctx, r.ingest.Conns(), c.IngestWorkers)
 }
 
 // fundFromDev sends FundWei to every address from eth_accounts[0] with

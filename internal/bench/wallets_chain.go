@@ -108,7 +108,7 @@ func CheckWalletOnChain(ctx context.Context, l ledger.WalletLedger, st *store.St
 			problem("%s task %s has mined transactions %v", t.Status, t.ID, minedHashes)
 		}
 	}
-	noops, err := st.Pool().Query(ctx, `SELECT nonce, tx_hash FROM ledgerq.tx_attempts
+	noops, err := st.Conns().Query(ctx, `SELECT nonce, tx_hash FROM ledgerq.tx_attempts
 		WHERE chain_id = $1 AND sender = $2 AND task_id IS NULL ORDER BY nonce, tx_hash`, chainID, strings.ToLower(sender.Hex()))
 	if err != nil {
 		return c, fmt.Errorf("listing the no-ops of %s: %w", sender.Hex(), err)

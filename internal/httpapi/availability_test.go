@@ -206,7 +206,7 @@ func TestAPI_TerminatedBackendsAnswer503OrSucceedNever500(t *testing.T) {
 	// Mid-request: the requests wait for a lock when their backends end.
 	// A fresh pool, so that none of them meets a connection the last round
 	// left dead, and every one reaches the lock.
-	f.db.Store.Pool().Reset()
+	f.db.Store.Conns().Reset()
 	release := lockBatches(t, f.db.URL, 20*time.Second)
 	answers := make(chan string, len(requests))
 	for name, do := range requests {

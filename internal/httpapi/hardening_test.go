@@ -110,7 +110,7 @@ func (f *apiFixture) exec(sql string, args ...any) {
 	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err := f.db.Store.Pool().Exec(ctx, sql, args...)
+	_, err := f.db.Store.Conns().Exec(ctx, sql, args...)
 	require.NoError(f.t, err)
 }
 

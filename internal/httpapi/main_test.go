@@ -62,7 +62,7 @@ func (f *apiFixture) count() int {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var n int
-	require.NoError(f.t, f.db.Store.Pool().QueryRow(ctx, `SELECT count(*) FROM ledgerq.batches`).Scan(&n))
+	require.NoError(f.t, f.db.Store.Conns().QueryRow(ctx, `SELECT count(*) FROM ledgerq.batches`).Scan(&n))
 	return n
 }
 

@@ -83,7 +83,7 @@ func requireSawtoothError(t *testing.T, resp httpResult, status, code int) sawto
 func (f *apiFixture) serviceOf(id string) string {
 	f.t.Helper()
 	var svc string
-	require.NoError(f.t, f.db.Store.Pool().QueryRow(context.Background(),
+	require.NoError(f.t, f.db.Store.Conns().QueryRow(context.Background(),
 		`SELECT service_id FROM ledgerq.batch_payloads WHERE id = $1`, id).Scan(&svc))
 	return svc
 }
@@ -148,7 +148,7 @@ func TestSawtooth_ABatchListKeepsItsOrderWithinAService(t *testing.T) {
 	resp := f.postBatchList("/batches", list)
 	require.Equal(t, http.StatusAccepted, resp.StatusCode, resp.Body)
 
-	rows, err := f.db.Store.Pool().Query(context.Background(),
+	rows, err := f.db.Store.Conns().Query(context.Background(),
 		`SELECT p.id FROM ledgerq.batches b JOIN ledgerq.batch_payloads p ON p.seq = b.seq
 		 WHERE b.service_id = $1 ORDER BY b.created_at, p.id`, testSigner.PublicKey())
 	require.NoError(t, err)
@@ -295,7 +295,7 @@ func (f *apiFixture) setState(id, state string) {
 	}
 	set, ok := sets[state]
 	require.True(f.t, ok, state)
-	tag, err := f.db.Store.Pool().Exec(context.Background(), `UPDATE ledgerq.batches SET `+set+` WHERE seq = (SELECT seq FROM ledgerq.batch_payloads WHERE id = $1)`, id)
+	tag, err := f.db.Store.Conns().Exec(context.Background(), `UPDATE ledgerq.batches SET `+set+` WHERE seq = (SELECT seq FROM ledgerq.batch_payloads WHERE id = $1)`, id)
 	require.NoError(f.t, err)
 	require.Equal(f.t, int64(1), tag.RowsAffected())
 }

@@ -51,7 +51,7 @@ func TestWallets_ATaskShowsItsBumpsReplacementsAndPriceCap(t *testing.T) {
 	id := decodeTask(t, f.sendTx("?task=true", txBody("1"))).Task.ID
 	resp := f.call(http.MethodGet, "/v1/wallets/main/tasks/"+id, nil, bearer(f.key)...)
 	require.NotContains(t, resp.Body, `"bumps"`, "a task never bumped shows no bumps")
-	_, err := f.db.Store.Pool().Exec(context.Background(),
+	_, err := f.db.Store.Conns().Exec(context.Background(),
 		`UPDATE ledgerq.wallet_tasks SET bumps = 2, replacements = 1, price_capped_at = $2 WHERE id = $1`, id, t0)
 	require.NoError(t, err)
 	resp = f.call(http.MethodGet, "/v1/wallets/main/tasks/"+id, nil, bearer(f.key)...)

@@ -417,7 +417,7 @@ func TestWallets_200ConcurrentPostsWithOneIdempotencyKeyStoreOneTask(t *testing.
 	require.Len(t, ids, 1, "every answer is the one task")
 	require.Equal(t, 1, created, "one request stored it")
 	var rows int
-	require.NoError(t, f.db.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM ledgerq.wallet_tasks`).Scan(&rows))
+	require.NoError(t, f.db.Store.Conns().QueryRow(context.Background(), `SELECT count(*) FROM ledgerq.wallet_tasks`).Scan(&rows))
 	require.Equal(t, 1, rows)
 }
 
@@ -711,7 +711,7 @@ func TestWallets_SendTxRefusesABadRequestFieldByFieldAndStoresNothing(t *testing
 		require.Contains(t, resp.Body, tc.msg, "%.100s", tc.body)
 	}
 	var rows int
-	require.NoError(t, f.db.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM ledgerq.wallet_tasks`).Scan(&rows))
+	require.NoError(t, f.db.Store.Conns().QueryRow(context.Background(), `SELECT count(*) FROM ledgerq.wallet_tasks`).Scan(&rows))
 	require.Zero(t, rows)
 
 	// What is accepted: a checksummed or one-case address, hex or decimal

@@ -118,7 +118,7 @@ func (h hostTable) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr,
 func (f *walletFixture) webhookCount() int {
 	f.t.Helper()
 	var n int
-	require.NoError(f.t, f.db.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM ledgerq.webhook_endpoints`).Scan(&n))
+	require.NoError(f.t, f.db.Store.Conns().QueryRow(context.Background(), `SELECT count(*) FROM ledgerq.webhook_endpoints`).Scan(&n))
 	return n
 }
 

@@ -29,7 +29,7 @@ func TestWebhookDeliverer_NonPublicAddressIsRefusedAtDialAndNothingReachesTheRec
 	require.Equal(t, 2, s.runOnce(d))
 	require.Empty(t, s.recv.receptions(), "nothing reaches a loopback receiver")
 	var n int
-	require.NoError(t, s.st.Pool().QueryRow(s.ctx, `SELECT count(*) FROM ledgerq.webhook_deliveries
+	require.NoError(t, s.st.Conns().QueryRow(s.ctx, `SELECT count(*) FROM ledgerq.webhook_deliveries
 		WHERE delivered_at IS NULL AND last_status IS NULL AND last_error LIKE '%non-public address (loopback)%'`).Scan(&n))
 	require.Equal(t, 2, n, "each attempt failed at dial time, with the reason as its last error")
 }

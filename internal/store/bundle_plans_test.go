@@ -54,7 +54,7 @@ func TestBundleQueries_ClaimsAndRoundsAreIndexDrivenBehindManyFinalizedBundles(t
 	exec(`ANALYZE ledgerq.bundles, ledgerq.bundle_versions, ledgerq.pool_txs, ledgerq.cores, ledgerq.builder_chains`)
 
 	generated := generatedSQL(t)
-	conn, err := db.Store.Pool().Acquire(ctx)
+	conn, err := db.Store.Conns().Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
 	enums := enumOIDs(ctx, t, conn)

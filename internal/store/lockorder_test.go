@@ -214,14 +214,14 @@ func databaseDeadlocks(t *testing.T, db *testdb.DB, stores ...*store.Store) int6
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	for _, st := range append(stores, db.Store) {
-		for _, c := range st.Pool().AcquireAllIdle(ctx) {
+		for _, c := range st.Conns().AcquireAllIdle(ctx) {
 			_, err := c.Exec(ctx, `SELECT pg_stat_force_next_flush()`)
 			c.Release()
 			require.NoError(t, err)
 		}
 	}
 	var n int64
-	err := pgx.BeginFunc(ctx, db.Store.Pool(), func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, db.Store.Conns(), func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
 			return err
 		}

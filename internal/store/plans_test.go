@@ -170,7 +170,7 @@ func TestQueries_ClaimsAndRoundsAreIndexDrivenAndNeverScanTerminalRows(t *testin
 	names = append(names, indexDrivenRounds...)
 
 	generated := generatedSQL(t)
-	conn, err := db.Store.Pool().Acquire(ctx)
+	conn, err := db.Store.Conns().Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
 	enums := enumOIDs(ctx, t, conn)

@@ -510,7 +510,7 @@ func TestPool_TwoProcessesRacingForTheLastPlaceAdmitExactlyOne(t *testing.T) {
 		procs[i] = st
 	}
 
-	holder, err := db.Store.Pool().Begin(ctx)
+	holder, err := db.Store.Conns().Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = holder.Rollback(context.WithoutCancel(ctx)) }()
 	_, err = holder.Exec(ctx, `SELECT chain_id FROM ledgerq.pool_chains WHERE chain_id = $1 FOR UPDATE`, poolChain)

@@ -85,8 +85,9 @@ func OpenPool(ctx context.Context, databaseURL string, minConns int) (*Store, er
 	return New(pool), nil
 }
 
-// Pool returns the underlying pool, or nil for a store made by NewTx.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+// Conns returns the store's connection pool (pgx's), or nil for a store
+// made by NewTx. Tests and tools use it for connections of their own.
+func (s *Store) Conns() *pgxpool.Pool { return s.pool }
 
 // DB returns what the store runs its statements on.
 func (s *Store) DB() DB { return s.db }

@@ -50,7 +50,7 @@ func TestWallet_WorkerQueriesAreIndexDriven(t *testing.T) {
 	exec(`ANALYZE ledgerq.wallet_tasks, ledgerq.tx_attempts, ledgerq.wallet_nonces, ledgerq.wallet_health`)
 
 	generated := generatedSQL(t)
-	conn, err := db.Store.Pool().Acquire(ctx)
+	conn, err := db.Store.Conns().Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
 	explainAll := func(phase string) {

@@ -298,7 +298,7 @@ func (c *chainRun) checkBlocks() {
 				c.t.Fatalf("task %s is still %s", id, task.Status)
 			}
 		}
-		rows, err := st.Pool().Query(ctx, `SELECT tx_hash FROM ledgerq.tx_attempts WHERE sender = $1 AND task_id IS NULL`, strings.ToLower(addr.Hex()))
+		rows, err := st.Conns().Query(ctx, `SELECT tx_hash FROM ledgerq.tx_attempts WHERE sender = $1 AND task_id IS NULL`, strings.ToLower(addr.Hex()))
 		require.NoError(c.t, err)
 		for rows.Next() {
 			var h string
