@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -65,15 +64,9 @@ func startWalletAPI(t *testing.T, mutate func(*node.Config)) *walletAPI {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	n, err := node.Open(t.Context(), cfg)
-	require.NoError(t, err)
-	srv := httptest.NewServer(n.Handler())
+	n, srv := openServed(t, t.Context(), cfg)
 	require.NoError(t, n.Start(context.Background()))
-	t.Cleanup(func() {
-		n.Stop()
-		srv.Close()
-		n.Close()
-	})
+	t.Cleanup(n.Stop)
 	_, apiKey, err := n.Store().APIKeyCreate(t.Context(), store.APIKeyCreateParams{Now: time.Now(), Name: "test", Wallets: []string{"w"}})
 	require.NoError(t, err)
 	return &walletAPI{t: t, url: srv.URL, key: apiKey, chain: chain, st: n.Store(), addr: addr}
