@@ -89,23 +89,31 @@ func TestMigrator_UpDownUpOnAFreshDatabase(t *testing.T) {
 	require.Equal(t, latest, current)
 }
 
+// queryCatalog runs a read of the schema's catalog on st, within a
+// minute, and returns its rows as scan reads them.
+func queryCatalog[T any](t *testing.T, st *store.Store, scan pgx.RowToFunc[T], sql string) []T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	rows, err := st.DB().Query(ctx, sql)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, scan)
+	require.NoError(t, err)
+	return out
+}
+
 func TestMigrations_EveryTableViewAndColumnHasAComment(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
 	// The relations the check covers: were this empty (the schema renamed,
 	// say), the check below would pass on nothing.
-	rows, err := st.DB().Query(ctx, `
+	checked := queryCatalog(t, st, pgx.RowTo[string], `
 		SELECT c.relname FROM pg_class c
 		JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'ledgerq'
 		WHERE c.relkind IN ('r', 'v', 'p')`)
-	require.NoError(t, err)
-	checked, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
 	require.Subset(t, checked, []string{"batches", "batch_overview"}, "the check covers the batch lane's table and view")
 
-	rows, err = st.DB().Query(ctx, `
+	missing := queryCatalog(t, st, pgx.RowTo[string], `
 		SELECT c.relname || coalesce('.' || a.attname, '')
 		FROM pg_class c
 		JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'ledgerq'
@@ -114,9 +122,6 @@ func TestMigrations_EveryTableViewAndColumnHasAComment(t *testing.T) {
 		  AND (obj_description(c.oid, 'pg_class') IS NULL
 		       OR (a.attname IS NOT NULL AND col_description(c.oid, a.attnum) IS NULL))
 		ORDER BY 1`)
-	require.NoError(t, err)
-	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
 	require.Empty(t, missing, "tables, views or columns without a COMMENT")
 }
 
@@ -374,25 +379,19 @@ var sourceCitation = regexp.MustCompile(`(?i)\bseeds?\b|DESIGN|§`)
 
 func TestMigrations_NoCommentCitesAnInternalDocument(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
+	type comment struct{ object, text string }
 	// Every comment on an object of the ledgerq schema, or on the schema
 	// itself: tables, views, columns, types, indexes, functions, constraints.
-	rows, err := st.DB().Query(ctx, `
+	comments := queryCatalog(t, testdb.NewTx(t), func(r pgx.CollectableRow) (comment, error) {
+		var c comment
+		err := r.Scan(&c.object, &c.text)
+		return c, err
+	}, `
 		SELECT o.type || ' ' || o.identity, d.description
 		FROM pg_description d
 		CROSS JOIN LATERAL pg_identify_object(d.classoid, d.objoid, d.objsubid) o
 		WHERE o.schema = 'ledgerq' OR (o.type = 'schema' AND o.identity = 'ledgerq')
 		ORDER BY 1`)
-	require.NoError(t, err)
-	type comment struct{ object, text string }
-	comments, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (comment, error) {
-		var c comment
-		err := r.Scan(&c.object, &c.text)
-		return c, err
-	})
-	require.NoError(t, err)
 	objects := make([]string, 0, len(comments))
 	var citing []string
 	for _, c := range comments {
