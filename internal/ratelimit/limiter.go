@@ -27,8 +27,9 @@ import (
 
 // Config configures a Limiter.
 type Config struct {
-	// MaxKeys caps the keys tracked at once (100,000 by default, about
-	// 15 MB with 20-byte keys).
+	// MaxKeys caps the keys tracked at once (100,000 by default: about
+	// 7 MB with 20-byte keys). Each of the limiter's shards holds at most
+	// its share, so the keys tracked can stay a little below it.
 	MaxKeys int
 	// Clock tells the time (the wall clock by default).
 	Clock clock.Clock
