@@ -69,7 +69,7 @@ type Batch struct {
 }
 
 func batchFromRow(id string, r dbsqlc.LedgerqBatch) Batch {
-	b := Batch{
+	return Batch{
 		Seq:             r.Seq,
 		ID:              id,
 		ServiceID:       r.ServiceID,
@@ -83,14 +83,9 @@ func batchFromRow(id string, r dbsqlc.LedgerqBatch) Batch {
 		ReceivedAt:      r.ReceivedAt.UTC(),
 		FinishedAt:      utcPtr(r.FinishedAt),
 		UpdatedAt:       r.UpdatedAt.UTC(),
+		Status:          BatchStatus(deref(r.Status)),
+		LastError:       deref(r.LastError),
 	}
-	if r.Status != nil {
-		b.Status = BatchStatus(*r.Status)
-	}
-	if r.LastError != nil {
-		b.LastError = *r.LastError
-	}
-	return b
 }
 
 // NewBatch is a batch as a client hands it in.

@@ -49,7 +49,7 @@ type Shard struct {
 }
 
 func shardFromRow(r dbsqlc.LedgerqShard) Shard {
-	s := Shard{
+	return Shard{
 		Key:            r.Key,
 		State:          ShardState(r.State),
 		ScheduledAt:    utcPtr(r.ScheduledAt),
@@ -62,17 +62,10 @@ func shardFromRow(r dbsqlc.LedgerqShard) Shard {
 		LastReleasedAt: utcPtr(r.LastReleasedAt),
 		CreatedAt:      r.CreatedAt.UTC(),
 		UpdatedAt:      r.UpdatedAt.UTC(),
+		Owner:          deref(r.Owner),
+		LastError:      deref(r.LastError),
+		LivenessLock:   deref(r.LivenessLock),
 	}
-	if r.Owner != nil {
-		s.Owner = *r.Owner
-	}
-	if r.LastError != nil {
-		s.LastError = *r.LastError
-	}
-	if r.LivenessLock != nil {
-		s.LivenessLock = *r.LivenessLock
-	}
-	return s
 }
 
 // ShardGet returns one shard, or an error wrapping ErrNotFound.

@@ -313,11 +313,23 @@ func pgUniqueViolation(err error, constraint string) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == constraint
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
+// deref returns what p points to, or the zero value for nil: a NULL
+// column becomes the domain type's zero value.
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
 	}
-	return *s
+	return *p
+}
+
+// fromRows converts the rows a query returned to domain values.
+func fromRows[R, T any](rows []R, convert func(R) T) []T {
+	out := make([]T, len(rows))
+	for i, r := range rows {
+		out[i] = convert(r)
+	}
+	return out
 }
 
 // utcPtr returns t in UTC: pgx returns times in the local zone.
