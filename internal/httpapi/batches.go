@@ -22,10 +22,7 @@ import (
 // toBatch converts a stored batch to the API's Batch.
 func toBatch(b store.Batch) batchJSON {
 	o := apigen.Batch{
-		ID: b.ID, ServiceID: b.ServiceID, Submitted: b.Submitted, Attempts: b.Attempts,
-	}
-	if b.LastError != "" {
-		o.LastError = &b.LastError
+		ID: b.ID, ServiceID: b.ServiceID, Submitted: b.Submitted, Attempts: b.Attempts, LastError: omitZero(b.LastError),
 	}
 	switch {
 	case b.Status != store.BatchStatusNone:

@@ -618,6 +618,7 @@ func toWalletTask(t store.Task, withData bool) walletTaskJSON {
 		ID: t.ID, Wallet: t.Wallet, ChainID: t.ChainID, From: t.Sender, To: t.Request.To,
 		Value: t.Request.Value.String(), Priority: t.Priority, Status: statusName(t.Status),
 		Code: apigen.WalletTaskCode(t.Status), Reverted: t.Reverted, Cancelled: t.Cancelled,
+		IdempotencyKey: omitZero(t.IdempotencyKey), TxHash: omitZero(t.TxHash), Error: omitZero(t.Error),
 	}
 	if withData {
 		d := "0x" + hex.EncodeToString(t.Request.Data)
@@ -626,15 +627,6 @@ func toWalletTask(t store.Task, withData bool) walletTaskJSON {
 	if t.Request.GasLimit != nil {
 		g := int64(*t.Request.GasLimit)
 		o.GasLimit = &g
-	}
-	if t.IdempotencyKey != "" {
-		o.IdempotencyKey = &t.IdempotencyKey
-	}
-	if t.TxHash != "" {
-		o.TxHash = &t.TxHash
-	}
-	if t.Error != "" {
-		o.Error = &t.Error
 	}
 	if t.Request.TipCap != nil {
 		o.MaxPriorityFeePerGas = ptr(t.Request.TipCap.String())
