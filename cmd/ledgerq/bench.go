@@ -37,24 +37,11 @@ database of its own: the run adds its batches to ledgerq.batches and leaves them
 
 // runBench dispatches 'ledgerq bench <workload>'.
 func runBench(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprint(os.Stderr, benchUsage)
-		return errUsage
-	}
-	switch args[0] {
-	case "batches":
-		return runBenchBatches(ctx, args[1:])
-	case "wallets":
-		return runBenchWallets(ctx, args[1:])
-	case "builder":
-		return runBenchBuilder(ctx, args[1:])
-	case "help", "--help", "-help", "-h":
-		fmt.Print(benchUsage)
-		return nil
-	default:
-		fmt.Fprintf(os.Stderr, "ledgerq bench: unknown workload %q\n\n%s", args[0], benchUsage)
-		return errUsage
-	}
+	return subcommand("ledgerq bench", "workload", benchUsage, args, os.Stdout, os.Stderr, map[string]func([]string) error{
+		"batches": func(args []string) error { return runBenchBatches(ctx, args) },
+		"wallets": func(args []string) error { return runBenchWallets(ctx, args) },
+		"builder": func(args []string) error { return runBenchBuilder(ctx, args) },
+	})
 }
 
 const benchBatchesSummary = `Load the batch lane and measure it. The run migrates the database, signs
