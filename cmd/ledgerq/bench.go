@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/big"
 	"os"
 	"runtime"
@@ -42,6 +43,21 @@ func runBench(ctx context.Context, args []string) error {
 		"wallets": func(args []string) error { return runBenchWallets(ctx, args) },
 		"builder": func(args []string) error { return runBenchBuilder(ctx, args) },
 	})
+}
+
+// summarized prints a run's report to stdout, when the run got as far as
+// one (a failed run's figures are worth reading too), and returns the run's
+// error.
+func summarized[T any, R interface {
+	*T
+	WriteSummary(w io.Writer) error
+}](rep R, err error) error {
+	if rep != nil {
+		if werr := rep.WriteSummary(os.Stdout); werr != nil {
+			return errors.Join(err, werr)
+		}
+	}
+	return err
 }
 
 const benchBatchesSummary = `Load the batch lane and measure it. The run migrates the database, signs
@@ -118,13 +134,7 @@ func runBenchBatches(ctx context.Context, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	rep, err := bench.RunBatches(ctx, cfg, w)
-	if rep != nil {
-		if werr := rep.WriteSummary(os.Stdout); werr != nil {
-			return errors.Join(err, werr)
-		}
-	}
-	return err
+	return summarized(bench.RunBatches(ctx, cfg, w))
 }
 
 const benchWalletsSummary = `Load the wallet lane and measure it. The run migrates the database, makes
@@ -192,13 +202,7 @@ func runBenchWallets(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Progress = os.Stderr
-	rep, err := bench.RunWallets(ctx, cfg)
-	if rep != nil {
-		if werr := rep.WriteSummary(os.Stdout); werr != nil {
-			return errors.Join(err, werr)
-		}
-	}
-	return err
+	return summarized(bench.RunWallets(ctx, cfg))
 }
 
 const benchBuilderSummary = `Load the builder lane and measure it. The run migrates the database, makes
@@ -240,11 +244,5 @@ func runBenchBuilder(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Progress = os.Stderr
-	rep, err := bench.RunBuilder(ctx, cfg)
-	if rep != nil {
-		if werr := rep.WriteSummary(os.Stdout); werr != nil {
-			return errors.Join(err, werr)
-		}
-	}
-	return err
+	return summarized(bench.RunBuilder(ctx, cfg))
 }
