@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"math"
 	"net/http"
@@ -122,21 +123,14 @@ func (s *Server) ListBundles(c echo.Context, params apigen.ListBundlesParams) er
 		}
 		p.After = n
 	}
-	limit, apiErr := parseLimit(params.Limit)
-	if apiErr != nil {
-		return apiErr
-	}
-	p.Limit = limit
-	bundles, err := s.store.BundleList(c.Request().Context(), p)
+	var page bundlePageJSON
+	var err error
+	page.Bundles, page.NextAfter, err = listPage(c, params.Limit, func(ctx context.Context, limit int) ([]store.Bundle, error) {
+		p.Limit = limit
+		return s.store.BundleList(ctx, p)
+	}, toBundle, func(b store.Bundle) int64 { return int64(b.Number) })
 	if err != nil {
 		return err
-	}
-	page := bundlePageJSON{Bundles: make([]bundleJSON, len(bundles))}
-	for i, b := range bundles {
-		page.Bundles[i] = toBundle(b)
-	}
-	if len(bundles) == p.Limit {
-		page.NextAfter = ptr(int64(bundles[len(bundles)-1].Number))
 	}
 	return c.JSON(http.StatusOK, page)
 }

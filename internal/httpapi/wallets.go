@@ -339,26 +339,20 @@ func (s *Server) ListWalletTasks(c echo.Context, walletName string, params apige
 		}
 		p.Status = &parsed
 	}
-	limit, apiErr := parseLimit(params.Limit)
-	if apiErr != nil {
-		return apiErr
-	}
-	p.Limit = limit
-	tasks, err := s.store.TaskList(c.Request().Context(), p)
+	page := walletTaskPageJSON{WalletTaskPage: apigen.WalletTaskPage{Success: true}}
+	page.Tasks, page.NextAfter, err = listPage(c, params.Limit, func(ctx context.Context, limit int) ([]store.Task, error) {
+		p.Limit = limit
+		return s.store.TaskList(ctx, p)
+	}, func(t store.Task) walletTaskJSON { return toWalletTask(t, false) }, func(t store.Task) string { return t.ID })
 	if err != nil {
 		return err
 	}
-	page := walletTaskPageJSON{WalletTaskPage: apigen.WalletTaskPage{Success: true}, Tasks: make([]walletTaskJSON, len(tasks))}
-	ptrs := make([]*walletTaskJSON, len(tasks))
-	for i, t := range tasks {
-		page.Tasks[i] = toWalletTask(t, false)
+	ptrs := make([]*walletTaskJSON, len(page.Tasks))
+	for i := range page.Tasks {
 		ptrs[i] = &page.Tasks[i]
 	}
 	if err := s.markPaused(c, w.ChainID, w.Address().Hex(), ptrs...); err != nil {
 		return err
-	}
-	if len(tasks) == p.Limit {
-		page.NextAfter = &tasks[len(tasks)-1].ID
 	}
 	return c.JSON(http.StatusOK, page)
 }
