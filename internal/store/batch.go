@@ -301,11 +301,9 @@ func admitLocked(ctx context.Context, q *dbsqlc.Queries, now time.Time, services
 	if err != nil {
 		return nil, fmt.Errorf("admitting the next batches of %d services: %w", len(services), err)
 	}
-	out := make(map[int64]QueuedBatch, len(rows))
-	for _, r := range rows {
-		out[r.Seq] = QueuedBatch{Seq: r.Seq, ServiceID: r.ServiceID}
-	}
-	return out, nil
+	return byKey(rows, func(r dbsqlc.BatchAdmitRow) (int64, QueuedBatch) {
+		return r.Seq, QueuedBatch{Seq: r.Seq, ServiceID: r.ServiceID}
+	}), nil
 }
 
 // BatchGet returns one batch, or an error wrapping ErrNotFound.
@@ -721,11 +719,7 @@ func (s *Store) BatchCountByState(ctx context.Context) (map[string]int64, error)
 	if err != nil {
 		return nil, fmt.Errorf("counting batches: %w", err)
 	}
-	out := make(map[string]int64, len(rows))
-	for _, r := range rows {
-		out[r.State] = r.Batches
-	}
-	return out, nil
+	return byKey(rows, func(r dbsqlc.BatchCountByStateRow) (string, int64) { return r.State, r.Batches }), nil
 }
 
 // BatchWaitingStates are the batch lane's non-terminal states, in lane order:

@@ -297,11 +297,7 @@ func (s *Store) ShardCountByState(ctx context.Context) (map[ShardState]int64, er
 	if err != nil {
 		return nil, fmt.Errorf("counting shards: %w", err)
 	}
-	out := make(map[ShardState]int64, len(rows))
-	for _, r := range rows {
-		out[ShardState(r.State)] = r.Shards
-	}
-	return out, nil
+	return byKey(rows, func(r dbsqlc.ShardCountByStateRow) (ShardState, int64) { return ShardState(r.State), r.Shards }), nil
 }
 
 // ShardFenced runs fn in one transaction that first checks, and holds until

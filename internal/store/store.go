@@ -332,6 +332,16 @@ func fromRows[R, T any](rows []R, convert func(R) T) []T {
 	return out
 }
 
+// byKey converts the rows a query returned to domain values by key.
+func byKey[R any, K comparable, V any](rows []R, entry func(R) (K, V)) map[K]V {
+	out := make(map[K]V, len(rows))
+	for _, r := range rows {
+		k, v := entry(r)
+		out[k] = v
+	}
+	return out
+}
+
 // utcPtr returns t in UTC: pgx returns times in the local zone.
 func utcPtr(t *time.Time) *time.Time {
 	if t == nil {

@@ -541,10 +541,7 @@ func emitSubmitted(ctx context.Context, q *dbsqlc.Queries, now time.Time, moved 
 	if err != nil {
 		return fmt.Errorf("reading the tasks of %d sent attempts: %w", len(ids), err)
 	}
-	tasks := make(map[string]Task, len(rows))
-	for _, r := range rows {
-		tasks[r.ID] = taskFromRow(r)
-	}
+	tasks := byKey(rows, func(r dbsqlc.LedgerqWalletTask) (string, Task) { return r.ID, taskFromRow(r) })
 	slices.SortFunc(moved, func(a, b dbsqlc.LedgerqTxAttempt) int {
 		return cmp.Or(cmp.Compare(a.Nonce, b.Nonce), strings.Compare(a.TxHash, b.TxHash))
 	})
