@@ -59,7 +59,7 @@ func DefaultBuilderConfig() BuilderConfig {
 	nc.Builder.GuaranteeTimeout = 1500 * time.Millisecond
 	return BuilderConfig{
 		Node: nc, Senders: 20, TxsPerSender: 50, Clients: 20,
-		Chain: jam.Config{SlotLength: 500 * time.Millisecond, Seed: 1},
+		Chain: jam.Config{SlotLength: 500 * time.Millisecond, Cores: jam.DefaultCores, LateSlots: jam.DefaultLateSlots, Seed: 1},
 		Grace: 2 * time.Minute, ProgressInterval: time.Second,
 	}
 }
