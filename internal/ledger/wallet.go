@@ -126,12 +126,17 @@ type WalletLedger interface {
 	TxsAtNonce(ctx context.Context, addr Address, nonce uint64) (txs []NonceTx, found bool, err error)
 }
 
-// NonceTx is one mined transaction of an account: its nonce, its hash and
-// its receipt (Found, with its block).
+// NonceTx is one mined transaction of an account: its nonce, its hash,
+// its receipt (Found, with its block) and the transaction itself.
 type NonceTx struct {
 	Nonce   uint64
 	Hash    TxHash
 	Receipt Receipt
+	// Raw is the signed transaction as the block holds it (its EIP-2718
+	// encoding): what it sends to whom, so that the wallet lane can tell a
+	// transaction of its own that its database forgot (a restore from an
+	// older backup) from another's.
+	Raw []byte
 }
 
 // SendResult is what a send's outcome means for the transaction and its

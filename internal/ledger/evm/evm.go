@@ -339,7 +339,11 @@ func (l *Ledger) TxsAtNonce(ctx context.Context, addr ledger.Address, nonce uint
 		if r.Status == types.ReceiptStatusSuccessful {
 			rc.Status = ledger.ReceiptSuccess
 		}
-		out = append(out, ledger.NonceTx{Nonce: tx.Nonce(), Hash: ledger.TxHash(tx.Hash()), Receipt: rc})
+		raw, err := tx.MarshalBinary()
+		if err != nil {
+			return nil, false, fmt.Errorf("evm: encoding transaction %s: %w", tx.Hash().Hex(), err)
+		}
+		out = append(out, ledger.NonceTx{Nonce: tx.Nonce(), Hash: ledger.TxHash(tx.Hash()), Receipt: rc, Raw: raw})
 		held = held || tx.Nonce() == nonce
 	}
 	if !held {

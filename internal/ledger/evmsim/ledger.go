@@ -764,7 +764,11 @@ func (l *Ledger) TxsAtNonce(_ context.Context, addr ledger.Address, nonce uint64
 			if r.status == types.ReceiptStatusSuccessful {
 				rc.Status = ledger.ReceiptSuccess
 			}
-			out = append(out, ledger.NonceTx{Nonce: tx.Nonce(), Hash: ledger.TxHash(tx.Hash()), Receipt: rc})
+			raw, err := tx.MarshalBinary()
+		if err != nil {
+			return nil, false, fmt.Errorf("evmsim: encoding transaction %s: %w", tx.Hash().Hex(), err)
+		}
+		out = append(out, ledger.NonceTx{Nonce: tx.Nonce(), Hash: ledger.TxHash(tx.Hash()), Receipt: rc, Raw: raw})
 			held = held || tx.Nonce() == nonce
 		}
 		if held {
@@ -898,4 +902,17 @@ func (l *Ledger) receiptOf(hash common.Hash) (receipt, Block, bool) {
 		return receipt{}, Block{}, false
 	}
 	return *r, l.blocks[r.block], true
+}
+
+// TransactionsIn returns the transactions of canonical block n, in block
+// order (nil when n is above the head), for a test that judges what the
+// chain holds by its blocks.
+func (l *Ledger) TransactionsIn(n uint64) []*types.Transaction {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.catchUp()
+	if n >= uint64(len(l.blocks)) {
+		return nil
+	}
+	return append([]*types.Transaction(nil), l.blockTxs[n]...)
 }
