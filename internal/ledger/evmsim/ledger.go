@@ -765,10 +765,10 @@ func (l *Ledger) TxsAtNonce(_ context.Context, addr ledger.Address, nonce uint64
 				rc.Status = ledger.ReceiptSuccess
 			}
 			raw, err := tx.MarshalBinary()
-		if err != nil {
-			return nil, false, fmt.Errorf("evmsim: encoding transaction %s: %w", tx.Hash().Hex(), err)
-		}
-		out = append(out, ledger.NonceTx{Nonce: tx.Nonce(), Hash: ledger.TxHash(tx.Hash()), Receipt: rc, Raw: raw})
+			if err != nil {
+				return nil, false, fmt.Errorf("evmsim: encoding transaction %s: %w", tx.Hash().Hex(), err)
+			}
+			out = append(out, ledger.NonceTx{Nonce: tx.Nonce(), Hash: ledger.TxHash(tx.Hash()), Receipt: rc, Raw: raw})
 			held = held || tx.Nonce() == nonce
 		}
 		if held {
