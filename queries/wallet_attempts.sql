@@ -224,3 +224,33 @@ WHERE id = (
     LIMIT 1
 )
 RETURNING task_id, nonce;
+
+
+-- name: AttemptGetUnknownFloor :one
+-- Restore recovery: the lowest nonce the wallet's database can have
+-- forgotten: the one after its highest mined or confirmed attempt (the
+-- chain had passed every nonce below it when the database knew), else its
+-- lowest attempt, else its next nonce. -1: nothing was ever signed for it.
+SELECT coalesce(
+    (SELECT max(m.nonce) + 1 FROM ledgerq.tx_attempts m
+     WHERE m.chain_id = @chain_id AND m.sender = @sender AND m.state IN ('mined', 'confirmed')),
+    (SELECT min(l.nonce) FROM ledgerq.tx_attempts l
+     WHERE l.chain_id = @chain_id AND l.sender = @sender),
+    (SELECT w.next_nonce FROM ledgerq.wallet_nonces w
+     WHERE w.chain_id = @chain_id AND w.sender = @sender),
+    -1)::bigint AS floor;
+
+-- name: AttemptListUnknownNonces :many
+-- Restore recovery: nonces from @from_nonce to @last_nonce (the chain nonce
+-- minus one) that no attempt holds (none, or only dropped ones): the chain
+-- used them and this database does not know the transactions. A restore
+-- from an older backup, or someone else sending from the address. Lowest
+-- first.
+SELECT g.nonce::bigint AS nonce
+FROM generate_series(@from_nonce::bigint, @last_nonce::bigint) AS g(nonce)
+WHERE NOT EXISTS (
+    SELECT 1 FROM ledgerq.tx_attempts a
+    WHERE a.chain_id = @chain_id AND a.sender = @sender AND a.nonce = g.nonce AND a.state <> 'dropped'
+)
+ORDER BY g.nonce
+LIMIT @max;

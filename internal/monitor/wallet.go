@@ -3,12 +3,14 @@ package monitor
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/ledgerq/ledgerq/internal/crashpoint"
 	"github.com/ledgerq/ledgerq/internal/ledger"
@@ -83,11 +85,23 @@ type confirmCycle struct {
 	// replaced: attempts passed by the chain whose hashes have had no
 	// receipt for Config.ReplacedAfter.
 	replaced []workers.Result
+	// forgotten: sent attempts whose nonce the chain's blocks show taken by
+	// a transaction of the wallet that sends the same (a gas bump the
+	// database forgot): it is stored as the attempt's bump and recorded
+	// mined, and the task is not sent again.
+	forgotten []forgottenBump
 	// resent: outcomes of the new broadcasts.
 	resent []workers.Result
 	// rebroadcast: the cycle broadcast every sent attempt from the chain's
 	// nonce on (Commit remembers when).
 	rebroadcast bool
+}
+
+// forgottenBump is a sent attempt and the transaction of the wallet with
+// the same recipient, value and data that took its nonce.
+type forgottenBump struct {
+	Attempt store.Attempt
+	Tx      ledger.NonceTx
 }
 
 // reopened is an attempt whose mined transaction is no longer on the chain.
@@ -183,6 +197,10 @@ type onChain struct {
 	found found
 	// other: the chain's blocks hold another transaction at the nonce.
 	other *ledger.NonceTx
+	// ours: other sends what a's transaction sends (recipient, value,
+	// data), signed by the wallet's key: a gas bump of a's that the
+	// database forgot (restored from a backup older than the bump).
+	ours bool
 	// failed: a lookup failed and nothing was found: ask again later.
 	failed bool
 }
@@ -232,7 +250,17 @@ func (c *confirmCycle) lookUp(ctx context.Context, a store.Attempt) onChain {
 	case slices.Contains(hashes, tx.Hash.Hex()):
 		return onChain{ok: true, found: found{hash: tx.Hash.Hex(), receipt: tx.Receipt}}
 	}
-	return onChain{other: &tx}
+	return onChain{other: &tx, ours: sameCallRaw(a.Raw, tx.Raw)}
+}
+
+// sameCallRaw reports whether two signed transactions send the same value
+// and data to the same recipient (false when either does not decode).
+func sameCallRaw(a, b []byte) bool {
+	var x, y types.Transaction
+	if x.UnmarshalBinary(a) != nil || y.UnmarshalBinary(b) != nil {
+		return false
+	}
+	return sameCall(&x, &y)
 }
 
 // txAtNonce returns the wallet's transaction the chain's blocks hold at
@@ -382,6 +410,8 @@ func (c *confirmCycle) lookUpReceipts(ctx context.Context, b workers.Budget) err
 			if since, ok := before[a.TxHash]; ok {
 				absent[a.TxHash] = since
 			}
+		case got.ours:
+			c.forgotten = append(c.forgotten, forgottenBump{Attempt: a, Tx: *got.other})
 		default:
 			since, ok := before[a.TxHash]
 			if !ok {
@@ -552,6 +582,9 @@ func (c *confirmCycle) Commit(ctx context.Context) error {
 		if err := c.RecordResults(ctx, tx, now, c.confirmed); err != nil {
 			return err
 		}
+		if err := c.recordForgotten(ctx, tx, now); err != nil {
+			return err
+		}
 		if err := c.RecordResults(ctx, tx, now, c.replaced); err != nil {
 			return err
 		}
@@ -573,6 +606,7 @@ func (c *confirmCycle) Commit(ctx context.Context) error {
 	}
 	c.remember(now)
 	c.LearnChainNonce(c.chainNonce)
+	c.Run.ChainRead = true
 	c.Metrics().Transition("wallet", "replaced", len(c.replaced))
 	c.Metrics().Transition("wallet", "reorged", reorgs)
 	for _, r := range c.reopened {
@@ -581,6 +615,44 @@ func (c *confirmCycle) Commit(ctx context.Context) error {
 	}
 	c.LogResults(c.replaced)
 	c.LogResults(c.resent)
+	for _, f := range c.forgotten {
+		c.Log().Warn("wallet: the chain holds, at a sent attempt's nonce, a transaction of this wallet sending the same that the database "+
+			"did not know (a gas bump, restored behind the chain?); recorded as the attempt's bump, the task is not sent again",
+			"shard", c.Claim.Key, "task", f.Attempt.TaskID, "nonce", f.Attempt.Nonce, "old_tx_hash", f.Attempt.TxHash, "tx_hash", f.Tx.Hash.Hex())
+	}
+	return nil
+}
+
+// recordForgotten stores each forgotten bump as the bump of its attempt,
+// sent, and records its receipt (mined, or final: the task done).
+func (c *confirmCycle) recordForgotten(ctx context.Context, tx *store.Store, now time.Time) error {
+	for _, f := range c.forgotten {
+		var decoded types.Transaction
+		if err := decoded.UnmarshalBinary(f.Tx.Raw); err != nil {
+			return fmt.Errorf("decoding transaction %s: %w", f.Tx.Hash.Hex(), err)
+		}
+		bump := store.SignedTx{
+			TaskID: f.Attempt.TaskID, Nonce: f.Attempt.Nonce, TxHash: decoded.Hash().Hex(), Raw: f.Tx.Raw, GasLimit: decoded.Gas(),
+			MaxFeePerGas: decoded.GasFeeCap(), MaxPriorityFeePerGas: decoded.GasTipCap(),
+		}
+		err := tx.AttemptBump(ctx, store.AttemptBumpParams{Now: now, ChainID: c.ChainID(), Sender: c.Sender, Old: f.Attempt.TxHash, New: bump})
+		if errors.Is(err, store.ErrNotFound) {
+			c.Log().Info("wallet: the attempt moved meanwhile, its forgotten bump not recorded", "shard", c.Claim.Key, "tx_hash", f.Attempt.TxHash)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.AttemptMarkSent(ctx, store.AttemptMarkSentParams{Now: now, ChainID: c.ChainID(), TxHashes: []string{bump.TxHash}}); err != nil {
+			return err
+		}
+		a := f.Attempt
+		a.SignedTx = bump
+		r := c.record(a, found{hash: bump.TxHash, receipt: f.Tx.Receipt})
+		if err := c.RecordResults(ctx, tx, now, []workers.Result{r}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -22,6 +22,11 @@ import (
 // nonce resets and balance health. Each is collected at most once per run,
 // after confirm and before send, in this order:
 //
+//  0. unknown nonces (wallet_restore.go): the chain used nonces no attempt
+//     holds (a database restored behind the chain): the wallet's
+//     transactions at them are found in the chain's blocks and recorded,
+//     each carrying the waiting task it matches, before anything else; a
+//     wallet whose transactions cannot be read is held and signs nothing.
 //  1. reconcile: the next nonce is moved to max(chain's nonce, highest live
 //     nonce + 1) when it is below the chain's (a reset) or above that (freed
 //     nonces at the top are discarded; far above with nothing in flight is
@@ -40,6 +45,15 @@ var _ workers.WalletKeeper = WalletKeeper{}
 
 // Collect returns the first of these with work, or nil.
 func (j WalletKeeper) Collect(ctx context.Context, s *workers.WalletShard, inFlight, waiting int) (workers.Cycle, error) {
+	if !s.Run.UnknownChecked {
+		s.Run.UnknownChecked = true
+		if cyc, err := j.collectUnknown(ctx, s); cyc != nil || err != nil {
+			return cyc, err
+		}
+	}
+	if s.Run.Held {
+		return nil, nil
+	}
 	if !s.Run.Reconciled {
 		s.Run.Reconciled = true
 		if cyc, err := j.collectReconcile(ctx, s, inFlight); cyc != nil || err != nil {

@@ -32,7 +32,13 @@ type WalletHealth struct {
 	Resets                     int
 	LastResetAt                *time.Time
 	LastResetFrom, LastResetTo *int64
-	CreatedAt, UpdatedAt       time.Time
+	// HeldReason, when set, is why nothing is signed for the wallet: the
+	// chain used nonces the database does not know (a restore from an older
+	// backup) and their transactions could not be read yet. HeldSince is
+	// when it was first held.
+	HeldReason           *string
+	HeldSince            *time.Time
+	CreatedAt, UpdatedAt time.Time
 }
 
 func healthFromRow(r dbsqlc.LedgerqWalletHealth) WalletHealth {
@@ -40,6 +46,7 @@ func healthFromRow(r dbsqlc.LedgerqWalletHealth) WalletHealth {
 		ChainID: r.ChainID, Sender: r.Sender, ChainNonce: r.ChainNonce, ChainNonceSince: utcPtr(r.ChainNonceSince),
 		BalanceAt: utcPtr(r.BalanceAt), Threshold: bigFromNumeric(r.ThresholdWei), Paused: r.Paused, ChainHead: r.ChainHead,
 		Resets: int(r.Resets), LastResetAt: utcPtr(r.LastResetAt), LastResetFrom: r.LastResetFrom, LastResetTo: r.LastResetTo,
+		HeldReason: r.HeldReason, HeldSince: utcPtr(r.HeldSince),
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
 	if r.BalanceWei.Valid {

@@ -664,6 +664,10 @@ type LedgerqWalletHealth struct {
 	UpdatedAt time.Time
 	// The chain's latest block number as the wallet's last confirm pass read it: a mined attempt has chain_head - mined_block + 1 confirmations.
 	ChainHead *int64
+	// Why nothing is signed for the wallet now: the chain used nonces no attempt in this database holds, and the lane could not read the transactions at them yet (they are matched to waiting tasks before anything new is signed). NULL: not held.
+	HeldReason *string
+	// When the wallet was first held for held_reason; NULL with it.
+	HeldSince *time.Time
 }
 
 // Wallet lane: the next nonce ledgerq will sign with, per (chain, sender), counted optimistically: it counts the transactions ledgerq signed that the chain has not mined yet.

@@ -237,6 +237,33 @@ func (q *Queries) AttemptGetMaxLiveNonce(ctx context.Context, arg AttemptGetMaxL
 	return nonce, err
 }
 
+const attemptGetUnknownFloor = `-- name: AttemptGetUnknownFloor :one
+SELECT coalesce(
+    (SELECT max(m.nonce) + 1 FROM ledgerq.tx_attempts m
+     WHERE m.chain_id = $1 AND m.sender = $2 AND m.state IN ('mined', 'confirmed')),
+    (SELECT min(l.nonce) FROM ledgerq.tx_attempts l
+     WHERE l.chain_id = $1 AND l.sender = $2),
+    (SELECT w.next_nonce FROM ledgerq.wallet_nonces w
+     WHERE w.chain_id = $1 AND w.sender = $2),
+    -1)::bigint AS floor
+`
+
+type AttemptGetUnknownFloorParams struct {
+	ChainID int64
+	Sender  string
+}
+
+// Restore recovery: the lowest nonce the wallet's database can have
+// forgotten: the one after its highest mined or confirmed attempt (the
+// chain had passed every nonce below it when the database knew), else its
+// lowest attempt, else its next nonce. -1: nothing was ever signed for it.
+func (q *Queries) AttemptGetUnknownFloor(ctx context.Context, arg AttemptGetUnknownFloorParams) (int64, error) {
+	row := q.db.QueryRow(ctx, attemptGetUnknownFloor, arg.ChainID, arg.Sender)
+	var floor int64
+	err := row.Scan(&floor)
+	return floor, err
+}
+
 const attemptInsertMany = `-- name: AttemptInsertMany :execrows
 WITH u AS (
     SELECT unnest($4::text[]) AS tx_hash, unnest($5::text[]) AS task_id,
@@ -727,6 +754,56 @@ func (q *Queries) AttemptListUncertain(ctx context.Context, arg AttemptListUncer
 			return nil, err
 		}
 		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const attemptListUnknownNonces = `-- name: AttemptListUnknownNonces :many
+SELECT g.nonce::bigint AS nonce
+FROM generate_series($1::bigint, $2::bigint) AS g(nonce)
+WHERE NOT EXISTS (
+    SELECT 1 FROM ledgerq.tx_attempts a
+    WHERE a.chain_id = $3 AND a.sender = $4 AND a.nonce = g.nonce AND a.state <> 'dropped'
+)
+ORDER BY g.nonce
+LIMIT $5
+`
+
+type AttemptListUnknownNoncesParams struct {
+	FromNonce int64
+	LastNonce int64
+	ChainID   int64
+	Sender    string
+	Max       int32
+}
+
+// Restore recovery: nonces from @from_nonce to @last_nonce (the chain nonce
+// minus one) that no attempt holds (none, or only dropped ones): the chain
+// used them and this database does not know the transactions. A restore
+// from an older backup, or someone else sending from the address. Lowest
+// first.
+func (q *Queries) AttemptListUnknownNonces(ctx context.Context, arg AttemptListUnknownNoncesParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, attemptListUnknownNonces,
+		arg.FromNonce,
+		arg.LastNonce,
+		arg.ChainID,
+		arg.Sender,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []int64{}
+	for rows.Next() {
+		var nonce int64
+		if err := rows.Scan(&nonce); err != nil {
+			return nil, err
+		}
+		items = append(items, nonce)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -13,7 +13,7 @@ import (
 )
 
 const walletHealthGet = `-- name: WalletHealthGet :one
-SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head FROM ledgerq.wallet_health WHERE chain_id = $1 AND sender = $2
+SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_reason, held_since FROM ledgerq.wallet_health WHERE chain_id = $1 AND sender = $2
 `
 
 type WalletHealthGetParams struct {
@@ -40,8 +40,37 @@ func (q *Queries) WalletHealthGet(ctx context.Context, arg WalletHealthGetParams
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ChainHead,
+		&i.HeldReason,
+		&i.HeldSince,
 	)
 	return i, err
+}
+
+const walletHealthHold = `-- name: WalletHealthHold :exec
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, held_reason, held_since, created_at, updated_at)
+VALUES ($1, $2, $3::text, $4::timestamptz, $4::timestamptz, $4::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET held_reason = $3::text, held_since = coalesce(h.held_since, $4::timestamptz), updated_at = $4::timestamptz
+`
+
+type WalletHealthHoldParams struct {
+	ChainID int64
+	Sender  string
+	Reason  string
+	Now     time.Time
+}
+
+// Restore recovery: nothing is signed for the wallet while the chain's
+// transactions at nonces the database does not know cannot be read;
+// held_since keeps the first time.
+func (q *Queries) WalletHealthHold(ctx context.Context, arg WalletHealthHoldParams) error {
+	_, err := q.db.Exec(ctx, walletHealthHold,
+		arg.ChainID,
+		arg.Sender,
+		arg.Reason,
+		arg.Now,
+	)
+	return err
 }
 
 const walletHealthMarkBalanceStale = `-- name: WalletHealthMarkBalanceStale :exec
@@ -118,6 +147,27 @@ func (q *Queries) WalletHealthRecordReset(ctx context.Context, arg WalletHealthR
 	return err
 }
 
+const walletHealthRelease = `-- name: WalletHealthRelease :execrows
+UPDATE ledgerq.wallet_health
+SET held_reason = NULL, held_since = NULL, updated_at = $1::timestamptz
+WHERE chain_id = $2 AND sender = $3 AND held_reason IS NOT NULL
+`
+
+type WalletHealthReleaseParams struct {
+	Now     time.Time
+	ChainID int64
+	Sender  string
+}
+
+// Restore recovery: every nonce the chain used is known again.
+func (q *Queries) WalletHealthRelease(ctx context.Context, arg WalletHealthReleaseParams) (int64, error) {
+	result, err := q.db.Exec(ctx, walletHealthRelease, arg.Now, arg.ChainID, arg.Sender)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const walletHealthSetBalance = `-- name: WalletHealthSetBalance :one
 INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, balance_wei, balance_at, threshold_wei, paused, created_at, updated_at)
 VALUES ($1, $2, $3::numeric, $4::timestamptz, $5::numeric, $3::numeric < $5::numeric,
@@ -125,7 +175,7 @@ VALUES ($1, $2, $3::numeric, $4::timestamptz, $5::numeric, $3::numeric < $5::num
 ON CONFLICT (chain_id, sender) DO UPDATE
 SET balance_wei = $3::numeric, balance_at = $4::timestamptz, threshold_wei = $5::numeric,
     paused = $3::numeric < $5::numeric, updated_at = $4::timestamptz
-RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head
+RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_reason, held_since
 `
 
 type WalletHealthSetBalanceParams struct {
@@ -164,6 +214,8 @@ func (q *Queries) WalletHealthSetBalance(ctx context.Context, arg WalletHealthSe
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ChainHead,
+		&i.HeldReason,
+		&i.HeldSince,
 	)
 	return i, err
 }

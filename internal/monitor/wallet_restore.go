@@ -1,0 +1,273 @@
+package monitor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/big"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+
+	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/workers"
+)
+
+// A database restored from a backup older than the chain has forgotten what
+// it signed after the backup: tasks that were waiting in the backup and were
+// sent and mined since are waiting again, with no attempt. Signing them
+// again would pay them twice. The chain still knows: the wallet's nonce is
+// above what the database holds, and the chain's blocks hold the wallet's
+// transactions at those nonces, each signed by its key.
+//
+// So before anything is signed, once per run, the keeper lists the nonces
+// below the chain's nonce that no attempt holds, from the lowest the
+// database can have forgotten (store.AttemptListUnknownNonces), reads the
+// wallet's transaction at each from the chain's blocks (TxsAtNonce, never
+// the node's index by hash) and records it as a mined attempt: carrying the
+// first waiting task, in the order the lane sends them, whose recipient,
+// value and data it has (that task then ends done by the lane's
+// confirmation rules, with the transaction the chain holds), or no task (its
+// nonce is taken: it is never signed again). All of one cycle is recorded in
+// one fenced transaction, and a recorded nonce is no longer unknown, so a
+// crash at any point leaves either nothing or everything of the cycle.
+//
+// A wallet with unknown nonces left (more than a cycle covers) or whose
+// transactions cannot be read (the node has pruned the state the search
+// needs, or does not answer) signs nothing: no reconciliation, no no-op, no
+// send. The reason is recorded in wallet_health.held_reason until every
+// unknown nonce is known.
+
+// collectUnknown lists the unknown nonces and the waiting tasks they may
+// carry.
+func (j WalletKeeper) collectUnknown(ctx context.Context, s *workers.WalletShard) (workers.Cycle, error) {
+	if !s.Run.ChainRead {
+		// The chain's nonce was not read this run: nothing can be known of
+		// its unknown nonces, so nothing is signed.
+		s.Run.Held = true
+		return nil, nil
+	}
+	limit := s.Config().InFlight
+	nonces, err := workers.DBCall(ctx, s, func(ctx context.Context) ([]int64, error) {
+		return s.Store().AttemptListUnknownNonces(ctx, s.ChainID(), s.Sender, int64(s.Run.ChainNonce), limit)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(nonces) == 0 {
+		h, err := workers.DBCall(ctx, s, func(ctx context.Context) (store.WalletHealth, error) {
+			return s.Store().WalletHealthGet(ctx, s.ChainID(), s.Sender)
+		})
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return nil, nil
+		case err != nil:
+			return nil, err
+		case h.HeldReason != nil:
+			return &unknownCycle{WalletShard: s, complete: true}, nil
+		}
+		return nil, nil
+	}
+	tasks, err := workers.DBCall(ctx, s, func(ctx context.Context) ([]store.Task, error) {
+		return s.Store().TaskNextWaiting(ctx, store.TaskNextWaitingParams{
+			ChainID: s.ChainID(), Sender: s.Sender, Queue: s.Config().QueueType, Max: limit + len(nonces),
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &unknownCycle{WalletShard: s, nonces: nonces, tasks: tasks, more: len(nonces) == limit}, nil
+}
+
+// unknownCycle finds the wallet's transactions at nonces the database does
+// not know and records them.
+type unknownCycle struct {
+	*workers.WalletShard
+	nonces []int64
+	tasks  []store.Task
+	// more: the list was full, so more unknown nonces may remain.
+	more bool
+
+	// Execute's results: found, in nonce order, each with its receipt;
+	// complete when every listed nonce was found; held: why not.
+	found    []workers.Result
+	matched  int
+	complete bool
+	held     string
+}
+
+// Execute reads the chain's blocks; it writes nothing.
+func (c *unknownCycle) Execute(ctx context.Context) error {
+	if len(c.nonces) == 0 {
+		return nil // only the hold is released
+	}
+	if err := c.CheckChain(ctx); err != nil {
+		return err
+	}
+	head, err := workers.LedgerCall(ctx, c.WalletShard, c.Ledger().HeadBlock)
+	if err != nil {
+		return fmt.Errorf("reading the chain's head for %s: %w", c.Claim.Key, err)
+	}
+	depth := c.Config().ConfirmationsOn(c.ChainID())
+	addr := c.Wallet.Address()
+	chainID := big.NewInt(c.ChainID())
+	signer := types.LatestSignerForChainID(chainID)
+	taken := make([]bool, len(c.tasks))
+	known := map[uint64]ledger.NonceTx{}
+	b := c.Budget()
+	for i, n := range c.nonces {
+		if b.Spent(i) {
+			return nil // the next run goes on
+		}
+		tx, ok := known[uint64(n)]
+		if !ok {
+			type answer struct {
+				txs   []ledger.NonceTx
+				found bool
+			}
+			got, err := workers.LedgerCall(ctx, c.WalletShard, func(ctx context.Context) (answer, error) {
+				txs, found, err := c.Ledger().TxsAtNonce(ctx, addr, uint64(n))
+				return answer{txs, found}, err
+			})
+			if err != nil {
+				c.held = fmt.Sprintf("the chain used nonce %d, which no transaction in this database holds (restored from an older backup?), "+
+					"and the wallet's transaction at it could not be read from the chain's blocks: %v", n, err)
+				return nil
+			}
+			if !got.found {
+				return nil // the chain's nonce went back meanwhile: the next run looks again
+			}
+			for _, t := range got.txs {
+				known[t.Nonce] = t
+			}
+			if tx, ok = known[uint64(n)]; !ok {
+				c.held = fmt.Sprintf("the chain used nonce %d, which no transaction in this database holds, and its block does not show it", n)
+				return nil
+			}
+		}
+		var decoded types.Transaction
+		if err := decoded.UnmarshalBinary(tx.Raw); err != nil || decoded.Hash() != common.Hash(tx.Hash) {
+			c.held = fmt.Sprintf("the chain used nonce %d, which no transaction in this database holds, and its transaction %s could not be decoded", n, tx.Hash.Hex())
+			return nil
+		}
+		if from, err := types.Sender(signer, &decoded); err != nil || from != common.Address(addr) || decoded.Nonce() != uint64(n) {
+			c.held = fmt.Sprintf("the chain's block holding nonce %d gave transaction %s, which is not the wallet's at that nonce", n, tx.Hash.Hex())
+			return nil
+		}
+		signed := store.SignedTx{
+			Nonce: n, TxHash: decoded.Hash().Hex(), Raw: tx.Raw, GasLimit: decoded.Gas(),
+			MaxFeePerGas: decoded.GasFeeCap(), MaxPriorityFeePerGas: decoded.GasTipCap(),
+		}
+		for k, t := range c.tasks {
+			if !taken[k] && carries(&decoded, t.Request) {
+				taken[k] = true
+				signed.TaskID = t.ID
+				c.matched++
+				break
+			}
+		}
+		rc := tx.Receipt
+		c.found = append(c.found, workers.Result{
+			Attempt: store.Attempt{SignedTx: signed}, Outcome: workers.Mined, Hash: signed.TxHash,
+			Reverted: rc.Status == ledger.ReceiptReverted, Block: rc.BlockNumber, BlockHash: rc.BlockHash.Hex(),
+			Final: depth <= 1 || head.Number >= rc.BlockNumber && head.Number-rc.BlockNumber+1 >= uint64(depth),
+		})
+	}
+	c.complete = !c.more
+	return nil
+}
+
+// carries reports whether tx does what a task asks: its recipient, its value
+// and its data.
+func carries(tx *types.Transaction, r store.TaskRequest) bool {
+	if tx.To() == nil || !common.IsHexAddress(r.To) || *tx.To() != common.HexToAddress(r.To) {
+		return false
+	}
+	value := r.Value
+	if value == nil {
+		value = new(big.Int)
+	}
+	return tx.Value().Cmp(value) == 0 && bytes.Equal(tx.Data(), r.Data)
+}
+
+// sameCall reports whether two transactions send the same value and data to
+// the same recipient: one is the other with other fees (a gas bump).
+func sameCall(a, b *types.Transaction) bool {
+	switch {
+	case (a.To() == nil) != (b.To() == nil):
+		return false
+	case a.To() != nil && *a.To() != *b.To():
+		return false
+	}
+	return a.Value().Cmp(b.Value()) == 0 && bytes.Equal(a.Data(), b.Data())
+}
+
+// Commit records, in one fenced transaction, the transactions found (their
+// tasks executing, their attempts mined or confirmed, tasks done when deep
+// enough) and the wallet's hold or its release.
+func (c *unknownCycle) Commit(ctx context.Context) error {
+	now := c.Now()
+	var released bool
+	err := c.Fenced(ctx, func(tx *store.Store) error {
+		released = false
+		if len(c.found) > 0 {
+			txs := make([]store.SignedTx, len(c.found))
+			for i, r := range c.found {
+				txs[i] = r.Attempt.SignedTx
+			}
+			if err := tx.AttemptAdopt(ctx, store.AttemptAdoptParams{Now: now, ChainID: c.ChainID(), Sender: c.Sender, Txs: txs}); err != nil {
+				return err
+			}
+			if err := c.RecordResults(ctx, tx, now, c.found); err != nil {
+				return err
+			}
+		}
+		switch {
+		case c.held != "":
+			return tx.WalletHealthHold(ctx, now, c.ChainID(), c.Sender, c.held)
+		case c.complete:
+			var err error
+			released, err = tx.WalletHealthRelease(ctx, now, c.ChainID(), c.Sender)
+			return err
+		}
+		return nil
+	})
+	var notWaiting *store.TaskNotWaitingError
+	if errors.As(err, &notWaiting) {
+		c.Log().Info("wallet: a task left the queue while the chain's transactions were matched, looking again", "shard", c.Claim.Key)
+		c.Run.Held = true
+		return nil
+	}
+	if err != nil {
+		c.Run.Held = true
+		return fmt.Errorf("recording the transactions the chain holds at unknown nonces of %s: %w", c.Claim.Key, err)
+	}
+	c.Run.Held = !c.complete
+	for _, r := range c.found {
+		a := r.Attempt
+		if a.TaskID != "" {
+			c.Log().Warn("wallet: the chain holds a transaction of this wallet the database did not know (restored behind the chain?); "+
+				"the waiting task it carries is not sent again", "shard", c.Claim.Key, "task", a.TaskID, "nonce", a.Nonce, "tx_hash", a.TxHash, "block", r.Block)
+		} else {
+			c.Log().Warn("wallet: the chain holds a transaction of this wallet at a nonce the database did not know, carrying no waiting task; "+
+				"its nonce is not used again", "shard", c.Claim.Key, "nonce", a.Nonce, "tx_hash", a.TxHash, "block", r.Block)
+		}
+	}
+	switch {
+	case c.held != "":
+		c.Log().Warn("wallet: held, nothing is signed for it", "shard", c.Claim.Key, "reason", c.held)
+	case released:
+		c.Log().Info("wallet: every nonce the chain used is known again, no longer held", "shard", c.Claim.Key)
+	}
+	c.Metrics().Transition("wallet", "recovered", len(c.found))
+	return nil
+}
+
+// Drop records nothing, and the run signs nothing: the next run looks
+// again.
+func (c *unknownCycle) Drop(context.Context, error) error {
+	c.Run.Held = true
+	return nil
+}

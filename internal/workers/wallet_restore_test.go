@@ -1,0 +1,250 @@
+package workers_test
+
+import (
+	"errors"
+	"math/big"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/loop"
+	"github.com/ledgerq/ledgerq/internal/monitor"
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
+	"github.com/ledgerq/ledgerq/internal/workers"
+)
+
+// pgTool finds a PostgreSQL client program: on the PATH, else in the
+// Debian server packages' directory. The test is skipped without it.
+func pgTool(t *testing.T, name string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/" + name)
+	if len(matches) == 0 {
+		t.Skipf("%s not found: the restore test needs PostgreSQL's client programs", name)
+	}
+	return matches[len(matches)-1]
+}
+
+// pgDump takes a backup of the database as the operations guide says
+// (pg_dump -Fc -n ledgerq) while the lane's store stays open.
+func pgDump(t *testing.T, dbURL string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "ledgerq.dump")
+	cmd := exec.CommandContext(t.Context(), pgTool(t, "pg_dump"), "-Fc", "-n", "ledgerq", "-f", out, dbURL)
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "pg_dump: %s", b)
+	return out
+}
+
+// pgRestore restores a dump into a new empty database (pg_restore
+// --no-owner) and opens a store on it.
+func pgRestore(t *testing.T, dump string) *store.Store {
+	t.Helper()
+	dbURL := testdb.NewEmpty(t)
+	cmd := exec.CommandContext(t.Context(), pgTool(t, "pg_restore"), "--no-owner", "-d", dbURL, dump)
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "pg_restore: %s", b)
+	st, err := store.Open(t.Context(), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	return st
+}
+
+// restart points the environment at st as a new ledgerq process would be:
+// a new job, scheduler, follower and rescuer, with nothing in memory.
+func (e *env) restart(t *testing.T, st *store.Store) *workers.Scheduler {
+	t.Helper()
+	e.st = st
+	e.rows = testfactory.New(t, st, e.clk)
+	var err error
+	e.follower, err = monitor.NewWalletFollower(e.st, e.reg, e.cfg)
+	require.NoError(t, err)
+	e.rescuer = workers.NewRescuer(e.st, loop.Deps{Clock: e.clk}, e.wcfg)
+	var pool *workers.Scheduler
+	e.job, pool = e.newProcess(t, e.led)
+	return pool
+}
+
+// chainTransfer is one transaction of a wallet as the chain's blocks hold
+// it.
+type chainTransfer struct {
+	nonce uint64
+	hash  string
+	to    common.Address
+	value *big.Int
+}
+
+// chainTransfers reads every block of the simulated chain and returns
+// wallet w's transactions, in chain order, recovering each sender from its
+// signature.
+func (e *env) chainTransfers(t *testing.T, w int) []chainTransfer {
+	t.Helper()
+	signer := types.LatestSignerForChainID(big.NewInt(chainID))
+	var out []chainTransfer
+	head := e.chain.Head().Number
+	for n := uint64(0); n <= head; n++ {
+		for _, tx := range e.chain.TransactionsIn(n) {
+			from, err := types.Sender(signer, tx)
+			require.NoError(t, err)
+			if from != e.addr(w) {
+				continue
+			}
+			ct := chainTransfer{nonce: tx.Nonce(), hash: tx.Hash().Hex(), value: tx.Value()}
+			if tx.To() != nil {
+				ct.to = *tx.To()
+			}
+			out = append(out, ct)
+		}
+	}
+	return out
+}
+
+// requireEachOnceOnChain checks, by the chain's blocks alone, that each
+// task's transfer (its recipient and value) is there exactly once, that
+// nothing else was sent from the wallet, and that its nonces are contiguous
+// from 0. It returns the hash that carried each task, by task id.
+func (e *env) requireEachOnceOnChain(t *testing.T, w int, tasks []store.Task) map[string]string {
+	t.Helper()
+	txs := e.chainTransfers(t, w)
+	for i, tx := range txs {
+		require.Equal(t, uint64(i), tx.nonce, "the wallet's nonces on the chain are contiguous from 0")
+	}
+	carried := map[string]string{}
+	duplicates := 0
+	for _, task := range tasks {
+		n := 0
+		for _, tx := range txs {
+			if tx.to == common.HexToAddress(task.Request.To) && tx.value.Cmp(task.Request.Value) == 0 {
+				n++
+				carried[task.ID] = tx.hash
+			}
+		}
+		require.NotZero(t, n, "task %s's transfer is on the chain", task.ID)
+		duplicates += n - 1
+	}
+	t.Logf("chain: %d transactions of the wallet for %d tasks; duplicates found on chain: %d", len(txs), len(tasks), duplicates)
+	require.Zero(t, duplicates, "a task's transfer is on the chain more than once")
+	require.Len(t, txs, len(tasks), "the wallet sent nothing but the tasks' transfers")
+	return carried
+}
+
+// A restore behind the chain: the database is backed up with pg_dump while
+// the wallet lane works (tasks done, tasks sent and not yet mined, tasks
+// waiting), the lane goes on (everything in the backup is mined, and more
+// tasks are accepted and mined), then the older copy is restored and a new
+// ledgerq process starts on it. Judged by the chain's blocks: every task's
+// transfer is there exactly once and the wallet's nonces are contiguous;
+// the tasks the backup knows end done with the transaction the chain holds;
+// the tasks accepted after the backup are gone from the database (their
+// transactions stay on the chain).
+func TestWalletRestoreBehindTheChainSendsNothingTwice(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{})
+	ctx := t.Context()
+
+	done := e.postN(t, 3)
+	e.drive(t, e.pool, 20, done...)
+	// Sent at the backup, not mined yet.
+	inFlight := []store.Task{e.post(t, 0, 0, 2001, nil), e.post(t, 0, 0, 2002, nil)}
+	_, err := e.follower.RunOnce(ctx)
+	require.NoError(t, err)
+	runPool(t, e.pool)
+	for _, task := range inFlight {
+		require.Equal(t, store.TaskExecuting, e.task(t, task).Status)
+	}
+	// Waiting at the backup: sent and mined after it.
+	waiting := []store.Task{
+		e.post(t, 0, 0, 3001, nil), e.post(t, 0, 5, 3002, []byte{0xca, 0xfe}), e.post(t, 0, 0, 3003, nil), e.post(t, 0, 0, 3004, nil),
+	}
+	dump := pgDump(t, e.db.URL)
+
+	e.drive(t, e.pool, 20, append(append([]store.Task(nil), inFlight...), waiting...)...)
+	// Accepted after the backup: lost by the restore.
+	lost := []store.Task{e.post(t, 0, 0, 4001, nil), e.post(t, 0, 0, 4002, nil)}
+	e.drive(t, e.pool, 20, lost...)
+	chainNonceAtRestore, err := e.chain.NonceAt(ctx, e.wallets[0].Address())
+	require.NoError(t, err)
+
+	// Restore the older copy and start a new process on it.
+	pool := e.restart(t, pgRestore(t, dump))
+	for _, task := range lost {
+		_, err := e.st.TaskGet(ctx, task.Wallet, task.ID)
+		require.True(t, errors.Is(err, store.ErrNotFound), "a task accepted after the backup is gone: %v", err)
+	}
+	for _, task := range waiting {
+		require.Equal(t, store.TaskWaiting, e.task(t, task).Status, "waiting in the backup")
+	}
+	known := append(append(append([]store.Task(nil), done...), inFlight...), waiting...)
+	e.drive(t, pool, 30, known...)
+	// And the lane keeps working on the restored database.
+	next := []store.Task{e.post(t, 0, 0, 5001, nil), e.post(t, 0, 0, 5002, nil)}
+	e.drive(t, pool, 30, next...)
+
+	all := append(append(append([]store.Task(nil), known...), lost...), next...)
+	carried := e.requireEachOnceOnChain(t, 0, all)
+	for _, task := range append(append([]store.Task(nil), known...), next...) {
+		got := e.task(t, task)
+		require.Equal(t, store.TaskDone, got.Status, "task %s: %s", task.ID, got.Error)
+		require.Equal(t, carried[task.ID], got.TxHash, "task %s is done with the transaction the chain holds", task.ID)
+	}
+	chainNonce, err := e.chain.NonceAt(ctx, e.wallets[0].Address())
+	require.NoError(t, err)
+	require.Equal(t, chainNonceAtRestore+uint64(len(next)), chainNonce, "the restored lane used no nonce but the new tasks'")
+	h, err := e.st.WalletHealthGet(ctx, chainID, e.wallets[0].Address().Hex())
+	require.NoError(t, err)
+	require.Nil(t, h.HeldReason, "the wallet is not held once every nonce is known")
+	e.requireOneTxPerNonce(t, 0)
+}
+
+// A restore behind the chain while the node cannot show the wallet's
+// transactions at the nonces the database forgot: the wallet is held, with
+// the reason in its health row, and nothing is signed for it; once the
+// blocks can be read, the tasks end done with the chain's transactions.
+func TestWalletRestoreBehindTheChainHoldsTheWalletWhileItsBlocksCannotBeRead(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{})
+	ctx := t.Context()
+
+	done := e.postN(t, 2)
+	e.drive(t, e.pool, 20, done...)
+	waiting := []store.Task{e.post(t, 0, 0, 3001, nil), e.post(t, 0, 0, 3002, nil)}
+	dump := pgDump(t, e.db.URL)
+	e.drive(t, e.pool, 20, waiting...)
+
+	pool := e.restart(t, pgRestore(t, dump))
+	e.led.FailBlocks = true
+	sendsBefore := len(e.led.Sends())
+	for range 5 {
+		_, err := e.follower.RunOnce(ctx)
+		require.NoError(t, err)
+		runPool(t, pool)
+		e.clk.Advance(blockPeriod)
+	}
+	require.Len(t, e.led.Sends(), sendsBefore, "nothing is sent for a held wallet")
+	for _, task := range waiting {
+		require.Equal(t, store.TaskWaiting, e.task(t, task).Status)
+	}
+	h, err := e.st.WalletHealthGet(ctx, chainID, e.wallets[0].Address().Hex())
+	require.NoError(t, err)
+	require.NotNil(t, h.HeldReason, "the health row says why the wallet is held")
+	require.Contains(t, *h.HeldReason, "no transaction in this database holds")
+	t.Logf("held: %s", *h.HeldReason)
+
+	e.led.FailBlocks = false
+	e.drive(t, pool, 30, waiting...)
+	carried := e.requireEachOnceOnChain(t, 0, append(append([]store.Task(nil), done...), waiting...))
+	for _, task := range waiting {
+		require.Equal(t, carried[task.ID], e.task(t, task).TxHash)
+	}
+	h, err = e.st.WalletHealthGet(ctx, chainID, e.wallets[0].Address().Hex())
+	require.NoError(t, err)
+	require.Nil(t, h.HeldReason)
+}

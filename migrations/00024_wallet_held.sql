@@ -1,0 +1,21 @@
+-- +goose Up
+-- Wallet lane: a wallet held because the chain used nonces its database does
+-- not know (the database was restored from a backup older than the chain, or
+-- someone else sent from the address) and the lane could not yet read which
+-- transactions took them. Nothing is signed for a held wallet: signing before
+-- its own forgotten transactions are found could pay a task a second time.
+
+ALTER TABLE ledgerq.wallet_health
+    ADD COLUMN held_reason text,
+    ADD COLUMN held_since  timestamptz,
+    ADD CONSTRAINT wallet_health_held CHECK (
+        (held_reason IS NULL) = (held_since IS NULL) AND (held_since IS NULL OR isfinite(held_since))
+    );
+COMMENT ON COLUMN ledgerq.wallet_health.held_reason IS 'Why nothing is signed for the wallet now: the chain used nonces no attempt in this database holds, and the lane could not read the transactions at them yet (they are matched to waiting tasks before anything new is signed). NULL: not held.';
+COMMENT ON COLUMN ledgerq.wallet_health.held_since IS 'When the wallet was first held for held_reason; NULL with it.';
+
+-- +goose Down
+ALTER TABLE ledgerq.wallet_health
+    DROP CONSTRAINT wallet_health_held,
+    DROP COLUMN held_since,
+    DROP COLUMN held_reason;
