@@ -9,8 +9,10 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/params"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/store"
@@ -247,4 +249,38 @@ func TestWalletRestoreBehindTheChainHoldsTheWalletWhileItsBlocksCannotBeRead(t *
 	h, err = e.st.WalletHealthGet(ctx, chainID, e.wallets[0].Address().Hex())
 	require.NoError(t, err)
 	require.Nil(t, h.HeldReason)
+}
+
+// A restore behind a gas bump: the backup holds a task's first attempt,
+// sent and stalled (its tip is below what blocks include); after the backup
+// the lane bumps it and the bump is mined. The restored database knows only
+// the first attempt, and the chain's block holds, at its nonce, a
+// transaction it never saw. It is the wallet's own, sending the task's
+// recipient, value and data: the task is done with it, not counted as
+// replaced and sent again.
+func TestWalletRestoreBehindAGasBumpCountsTheBumpAsTheTasks(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *workers.WalletConfig) {
+		c.StallTimeout = testStall
+		c.ReplacedAfter = 0 // a transaction that is not ours would count at once
+	}})
+	task := e.post(t, 0, 0, 7001, nil)
+	e.drive1(t)
+	atts := e.attempts(t, task)
+	require.Len(t, atts, 1)
+	require.Equal(t, store.AttemptSent, atts[0].State)
+	dump := pgDump(t, e.db.URL)
+
+	e.drive(t, e.pool, 400, task)
+	require.Positive(t, e.task(t, task).Bumps, "mined after a bump")
+
+	pool := e.restart(t, pgRestore(t, dump))
+	require.Equal(t, store.TaskExecuting, e.task(t, task).Status)
+	require.Zero(t, e.task(t, task).Bumps, "the backup knows no bump")
+	e.drive(t, pool, 30, task)
+	carried := e.requireEachOnceOnChain(t, 0, []store.Task{task})
+	got := e.task(t, task)
+	require.Equal(t, store.TaskDone, got.Status, got.Error)
+	require.Equal(t, carried[task.ID], got.TxHash)
+	require.Zero(t, got.Replacements, "not counted as replaced")
 }
