@@ -1,0 +1,144 @@
+package workers_test
+
+import (
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/params"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/keystore"
+	"github.com/ledgerq/ledgerq/internal/ledger/evm"
+	"github.com/ledgerq/ledgerq/internal/loop"
+	"github.com/ledgerq/ledgerq/internal/monitor"
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
+	"github.com/ledgerq/ledgerq/internal/testgeth"
+	"github.com/ledgerq/ledgerq/internal/workers"
+)
+
+// The restore test on a real geth --dev (LEDGERQ_TEST_GETH): tasks done,
+// tasks waiting, pg_dump; the waiting tasks are sent and mined; the older
+// copy is restored and a new process runs on it. Judged by geth's blocks:
+// one transaction per task, contiguous nonces, and every task the backup
+// knows done with the hash geth mined.
+func TestWalletRestoreBehindGethSendsNothingTwice(t *testing.T) {
+	t.Parallel()
+	node := testgeth.Start(t)
+	ctx := t.Context()
+	db := testdb.New(t)
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	signer, err := keystore.NewKeySigner(key)
+	require.NoError(t, err)
+	w := keystore.Wallet{ID: "geth", ChainID: testgeth.DevChainID, Signer: signer}
+	addr := common.Address(w.Address())
+	node.Fund(t, addr, big.NewInt(params.Ether))
+	reg, err := keystore.NewRegistry(w)
+	require.NoError(t, err)
+	led, err := evm.Dial(ctx, node.URL, evm.Config{})
+	require.NoError(t, err)
+	cfg := workers.WalletDefaults()
+	cfg.Logger = testLogger()
+	wcfg := workers.Defaults()
+	wcfg.Workers = 1
+
+	type process struct {
+		st       *store.Store
+		pool     *workers.Scheduler
+		follower *monitor.WalletFollower
+		rows     *testfactory.Factory
+	}
+	start := func(st *store.Store) process {
+		job, err := workers.NewWalletJob(st, led, reg, cfg, walletSteps())
+		require.NoError(t, err)
+		pool, err := workers.NewScheduler(st, loop.Deps{Clock: clock.Real{}, Logger: testLogger()}, wcfg, map[string]workers.Job{workers.WalletKind: job})
+		require.NoError(t, err)
+		follower, err := monitor.NewWalletFollower(st, reg, cfg)
+		require.NoError(t, err)
+		return process{st: st, pool: pool, follower: follower, rows: testfactory.New(t, st, clock.Real{})}
+	}
+	recipient := 0
+	post := func(p process, n int) []store.Task {
+		var out []store.Task
+		for range n {
+			recipient++
+			out = append(out, p.rows.PostTask(testfactory.Task{
+				Wallet: w.ID, ChainID: testgeth.DevChainID, Sender: addr.Hex(),
+				Request: store.TaskRequest{To: common.BigToAddress(big.NewInt(int64(0x6000 + recipient))).Hex(), Value: big.NewInt(int64(1000 + recipient))},
+			}))
+		}
+		return out
+	}
+	head := node.WaitHead(t, 0)
+	drive := func(p process, tasks []store.Task) {
+		deadline := time.Now().Add(time.Minute)
+		for {
+			done := 0
+			for _, task := range tasks {
+				got, err := p.st.TaskGet(ctx, task.Wallet, task.ID)
+				require.NoError(t, err)
+				require.NotEqual(t, store.TaskError, got.Status, got.Error)
+				if got.Status == store.TaskDone {
+					done++
+				}
+			}
+			if done == len(tasks) {
+				return
+			}
+			require.True(t, time.Now().Before(deadline), "%d of %d tasks done after a minute", done, len(tasks))
+			_, err := p.follower.RunOnce(ctx)
+			require.NoError(t, err)
+			runPool(t, p.pool)
+			head = node.WaitHead(t, head+1)
+		}
+	}
+
+	first := start(db.Store)
+	done := post(first, 2)
+	drive(first, done)
+	waiting := post(first, 3)
+	dump := pgDump(t, db.URL)
+	drive(first, waiting)
+	lost := post(first, 2)
+	drive(first, lost)
+
+	second := start(pgRestore(t, dump))
+	known := append(append([]store.Task(nil), done...), waiting...)
+	drive(second, known)
+	next := post(second, 2)
+	drive(second, next)
+
+	mined, err := testgeth.MinedFrom(ctx, node.URL, addr)
+	require.NoError(t, err)
+	require.NoError(t, testgeth.CheckNonces(mined))
+	all := append(append(append([]store.Task(nil), known...), lost...), next...)
+	duplicates := 0
+	for _, task := range all {
+		n := 0
+		for _, m := range mined {
+			if m.To != nil && *m.To == common.HexToAddress(task.Request.To) && m.Value.Cmp(task.Request.Value) == 0 {
+				n++
+			}
+		}
+		require.NotZero(t, n, "task %s's transfer is on the chain", task.ID)
+		duplicates += n - 1
+	}
+	t.Logf("geth: %d transactions of the wallet for %d tasks; duplicates found on chain: %d", len(mined), len(all), duplicates)
+	require.Zero(t, duplicates)
+	require.Len(t, mined, len(all))
+	byHash, err := testgeth.ByHash(mined)
+	require.NoError(t, err)
+	for _, task := range append(append([]store.Task(nil), known...), next...) {
+		got, err := second.st.TaskGet(ctx, task.Wallet, task.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.TaskDone, got.Status)
+		_, ok := byHash[common.HexToHash(got.TxHash)]
+		require.True(t, ok, "task %s is done with the hash geth mined", task.ID)
+	}
+}
