@@ -3,8 +3,6 @@ package workers_test
 import (
 	"errors"
 	"math/big"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -21,44 +19,10 @@ import (
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
-// pgTool finds a PostgreSQL client program: on the PATH, else in the
-// Debian server packages' directory. The test is skipped without it.
-func pgTool(t *testing.T, name string) string {
-	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/" + name)
-	if len(matches) == 0 {
-		t.Skipf("%s not found: the restore test needs PostgreSQL's client programs", name)
-	}
-	return matches[len(matches)-1]
-}
+// pgDump and pgRestore back up and restore the test database.
+func pgDump(t *testing.T, dbURL string) string { return testdb.Dump(t, dbURL) }
 
-// pgDump takes a backup of the database as the operations guide says
-// (pg_dump -Fc -n ledgerq) while the lane's store stays open.
-func pgDump(t *testing.T, dbURL string) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "ledgerq.dump")
-	cmd := exec.CommandContext(t.Context(), pgTool(t, "pg_dump"), "-Fc", "-n", "ledgerq", "-f", out, dbURL)
-	b, err := cmd.CombinedOutput()
-	require.NoError(t, err, "pg_dump: %s", b)
-	return out
-}
-
-// pgRestore restores a dump into a new empty database (pg_restore
-// --no-owner) and opens a store on it.
-func pgRestore(t *testing.T, dump string) *store.Store {
-	t.Helper()
-	dbURL := testdb.NewEmpty(t)
-	cmd := exec.CommandContext(t.Context(), pgTool(t, "pg_restore"), "--no-owner", "-d", dbURL, dump)
-	b, err := cmd.CombinedOutput()
-	require.NoError(t, err, "pg_restore: %s", b)
-	st, err := store.Open(t.Context(), dbURL)
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	return st
-}
+func pgRestore(t *testing.T, dump string) *store.Store { return testdb.Restore(t, dump).Store }
 
 // restart points the environment at st as a new ledgerq process would be:
 // a new job, scheduler, follower and rescuer, with nothing in memory.
