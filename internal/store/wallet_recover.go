@@ -19,7 +19,7 @@ import (
 // nothing was ever signed has none.
 func (s *Store) AttemptListUnknownNonces(ctx context.Context, chainID int64, sender string, chainNonce int64, max int) ([]int64, error) {
 	sender = lowerHex(sender)
-	floor, err := s.q.AttemptGetUnknownFloor(ctx, dbsqlc.AttemptGetUnknownFloorParams{ChainID: chainID, Sender: sender})
+	floor, err := one(s.q.AttemptGetUnknownFloor(ctx, dbsqlc.AttemptGetUnknownFloorParams{ChainID: chainID, Sender: sender}))
 	if err != nil {
 		return nil, fmt.Errorf("reading the lowest unknown nonce of %s: %w", WalletShardKey(chainID, sender), err)
 	}
