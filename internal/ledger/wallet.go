@@ -124,6 +124,11 @@ type WalletLedger interface {
 	// it could not tell (the state it needs is pruned, the chain moved
 	// meanwhile): ask again later.
 	TxsAtNonce(ctx context.Context, addr Address, nonce uint64) (txs []NonceTx, found bool, err error)
+	// TxsInBlock returns every transaction of addr in the canonical block at
+	// number, each with its receipt, read by the block's hash; found is false
+	// above the head. Unlike TxsAtNonce it needs no state of past blocks, only
+	// the blocks themselves, which a node that is not an archive node keeps.
+	TxsInBlock(ctx context.Context, addr Address, number uint64) (txs []NonceTx, found bool, err error)
 }
 
 // NonceTx is one mined transaction of an account: its nonce, its hash,

@@ -311,46 +311,79 @@ func (l *Ledger) TxsAtNonce(ctx context.Context, addr ledger.Address, nonce uint
 			lo = mid
 		}
 	}
-	header, err := l.ec.HeaderByNumber(ctx, new(big.Int).SetUint64(hi))
+	out, err := l.txsIn(ctx, account, hi)
 	if err != nil {
-		return nil, false, fmt.Errorf("evm: header %d: %w", hi, err)
+		return nil, false, err
+	}
+	for _, tx := range out {
+		if tx.Nonce == nonce {
+			return out, true, nil
+		}
+	}
+	// The chain moved between the reads (a reorg): ask again.
+	return nil, false, fmt.Errorf("evm: block %d does not hold nonce %d of %s", hi, nonce, addr.Hex())
+}
+
+// TxsInBlock implements ledger.WalletLedger: the block's body and receipts
+// are read by its hash, as for TxsAtNonce, with no state of past blocks.
+func (l *Ledger) TxsInBlock(ctx context.Context, addr ledger.Address, number uint64) ([]ledger.NonceTx, bool, error) {
+	ctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	out, err := l.txsIn(ctx, common.Address(addr), number)
+	if errors.Is(err, ethereum.NotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return out, true, nil
+}
+
+// txsIn returns account's transactions in the canonical block at number,
+// each with its receipt: the header by number, then the body and receipts by
+// the header's hash, which no stale index by transaction hash can mislead.
+// Receipts are read only for a block that holds one of account's.
+func (l *Ledger) txsIn(ctx context.Context, account common.Address, number uint64) ([]ledger.NonceTx, error) {
+	header, err := l.ec.HeaderByNumber(ctx, new(big.Int).SetUint64(number))
+	if err != nil {
+		return nil, fmt.Errorf("evm: header %d: %w", number, err)
 	}
 	block, err := l.ec.BlockByHash(ctx, header.Hash())
 	if err != nil {
-		return nil, false, fmt.Errorf("evm: block %d: %w", hi, err)
+		return nil, fmt.Errorf("evm: block %d: %w", number, err)
+	}
+	var mine []int
+	for i, tx := range block.Transactions() {
+		from, err := types.Sender(types.LatestSignerForChainID(tx.ChainId()), tx)
+		if err == nil && from == account {
+			mine = append(mine, i)
+		}
+	}
+	if len(mine) == 0 {
+		return nil, nil
 	}
 	receipts, err := l.blockReceipts(ctx, block)
 	if err != nil {
-		return nil, false, fmt.Errorf("evm: receipts of block %d: %w", hi, err)
+		return nil, fmt.Errorf("evm: receipts of block %d: %w", number, err)
 	}
 	if len(receipts) != len(block.Transactions()) {
-		return nil, false, fmt.Errorf("evm: block %d has %d transactions and %d receipts", hi, len(block.Transactions()), len(receipts))
+		return nil, fmt.Errorf("evm: block %d has %d transactions and %d receipts", number, len(block.Transactions()), len(receipts))
 	}
-	var out []ledger.NonceTx
-	held := false
-	for i, tx := range block.Transactions() {
-		from, err := types.Sender(types.LatestSignerForChainID(tx.ChainId()), tx)
-		if err != nil || from != account {
-			continue
-		}
-		r := receipts[i]
-		rc := ledger.Receipt{Found: true, Status: ledger.ReceiptReverted, BlockNumber: hi, BlockHash: ledger.Hash(block.Hash()),
+	out := make([]ledger.NonceTx, 0, len(mine))
+	for _, i := range mine {
+		tx, r := block.Transactions()[i], receipts[i]
+		rc := ledger.Receipt{Found: true, Status: ledger.ReceiptReverted, BlockNumber: number, BlockHash: ledger.Hash(block.Hash()),
 			GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}
 		if r.Status == types.ReceiptStatusSuccessful {
 			rc.Status = ledger.ReceiptSuccess
 		}
 		raw, err := tx.MarshalBinary()
 		if err != nil {
-			return nil, false, fmt.Errorf("evm: encoding transaction %s: %w", tx.Hash().Hex(), err)
+			return nil, fmt.Errorf("evm: encoding transaction %s: %w", tx.Hash().Hex(), err)
 		}
 		out = append(out, ledger.NonceTx{Nonce: tx.Nonce(), Hash: ledger.TxHash(tx.Hash()), Receipt: rc, Raw: raw})
-		held = held || tx.Nonce() == nonce
 	}
-	if !held {
-		// The chain moved between the reads (a reorg): ask again.
-		return nil, false, fmt.Errorf("evm: block %d does not hold nonce %d of %s", hi, nonce, addr.Hex())
-	}
-	return out, true, nil
+	return out, nil
 }
 
 // blockReceipter is a client that reads a block's receipts by the block

@@ -449,4 +449,29 @@ func testTxsAtNonceReadsTheBlockThatHoldsANonce(t *testing.T, bd bundle) {
 	if txs, found, err := bd.l.TxsAtNonce(ctx, bd.from, 3); err != nil || found {
 		t.Fatalf("TxsAtNonce(3) = %v, %v, %v; want not found", txs, found, err)
 	}
+	// TxsInBlock reads the same from each block, with the signed bytes.
+	for nonce := range uint64(3) {
+		txs, found, err := bd.l.TxsInBlock(ctx, bd.from, blocks[nonce])
+		if err != nil || !found {
+			t.Fatalf("TxsInBlock(%d) = %v, %v, %v; want found", blocks[nonce], txs, found, err)
+		}
+		held := false
+		for _, tx := range txs {
+			var decoded types.Transaction
+			if err := decoded.UnmarshalBinary(tx.Raw); err != nil || decoded.Hash() != common.Hash(tx.Hash) {
+				t.Fatalf("TxsInBlock(%d): the bytes of %s do not decode to it (%v)", blocks[nonce], common.Hash(tx.Hash).Hex(), err)
+			}
+			held = held || tx.Nonce == nonce && common.Hash(tx.Hash) == hashes[nonce] && tx.Receipt.BlockNumber == blocks[nonce]
+		}
+		if !held {
+			t.Fatalf("TxsInBlock(%d) = %+v; want nonce %d's %s", blocks[nonce], txs, nonce, hashes[nonce].Hex())
+		}
+	}
+	head, err := bd.l.HeadBlock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if txs, found, err := bd.l.TxsInBlock(ctx, bd.from, head.Number+1000); err != nil || found {
+		t.Fatalf("TxsInBlock above the head = %v, %v, %v; want not found", txs, found, err)
+	}
 }

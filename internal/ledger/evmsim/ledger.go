@@ -778,6 +778,36 @@ func (l *Ledger) TxsAtNonce(_ context.Context, addr ledger.Address, nonce uint64
 	return nil, false, fmt.Errorf("evmsim: no block holds nonce %d of %s", nonce, from.Hex())
 }
 
+// TxsInBlock implements ledger.WalletLedger: addr's transactions in block
+// number, with their receipts.
+func (l *Ledger) TxsInBlock(_ context.Context, addr ledger.Address, number uint64) ([]ledger.NonceTx, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.catchUp()
+	if number >= uint64(len(l.blocks)) {
+		return nil, false, nil
+	}
+	from := common.Address(addr)
+	var out []ledger.NonceTx
+	for _, tx := range l.blockTxs[number] {
+		if sender, _ := types.Sender(l.signer, tx); sender != from {
+			continue
+		}
+		r := l.receipts[tx.Hash()]
+		rc := ledger.Receipt{Found: true, Status: ledger.ReceiptReverted, BlockNumber: r.block, BlockHash: ledger.Hash(l.blocks[r.block].Hash),
+			GasUsed: r.gasUsed, EffectiveGasPrice: new(big.Int).Set(r.price)}
+		if r.status == types.ReceiptStatusSuccessful {
+			rc.Status = ledger.ReceiptSuccess
+		}
+		raw, err := tx.MarshalBinary()
+		if err != nil {
+			return nil, false, fmt.Errorf("evmsim: encoding transaction %s: %w", tx.Hash().Hex(), err)
+		}
+		out = append(out, ledger.NonceTx{Nonce: tx.Nonce(), Hash: ledger.TxHash(tx.Hash()), Receipt: rc, Raw: raw})
+	}
+	return out, true, nil
+}
+
 // nonceAtBlock is addr's nonce by block n: one more than its transaction
 // with the highest nonce in blocks 0 to n. Called with mu held.
 func (l *Ledger) nonceAtBlock(addr common.Address, n uint64) uint64 {

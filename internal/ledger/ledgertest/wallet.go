@@ -40,9 +40,12 @@ type WalletLedger struct {
 	// FailReceipt, when set and true for a hash (0x-prefixed hex), makes the
 	// receipt lookup of that hash fail.
 	FailReceipt func(hash string) bool
-	// FailBlocks makes every read of the blocks of a nonce (TxsAtNonce)
-	// fail.
+	// FailBlocks makes every read of the chain's blocks for a wallet's
+	// transactions (TxsAtNonce, TxsInBlock) fail.
 	FailBlocks bool
+	// FailNonceSearch makes TxsAtNonce alone fail, as on a node that has
+	// pruned the state of past blocks: the blocks themselves can be read.
+	FailNonceSearch bool
 	// OnSuggestFees, when set, runs inside SuggestFees.
 	OnSuggestFees func()
 	// EstimateErr, when set, is EstimateGas's error for msg (nil: estimate).
@@ -204,7 +207,20 @@ func (l *WalletLedger) TxsAtNonce(ctx context.Context, a ledger.Address, nonce u
 	if l.FailBlocks {
 		return nil, false, errors.New("ledgertest: block read failed as scripted")
 	}
+	if l.FailNonceSearch {
+		return nil, false, errors.New("ledgertest: missing trie node (the state of past blocks is pruned), as scripted")
+	}
 	return l.WalletLedger.TxsAtNonce(ctx, a, nonce)
+}
+
+// TxsInBlock counts the call and fails with FailBlocks, or asks the other
+// ledger.
+func (l *WalletLedger) TxsInBlock(ctx context.Context, a ledger.Address, number uint64) ([]ledger.NonceTx, bool, error) {
+	l.count("TxsInBlock")
+	if l.FailBlocks {
+		return nil, false, errors.New("ledgertest: block read failed as scripted")
+	}
+	return l.WalletLedger.TxsInBlock(ctx, a, number)
 }
 
 // SendRawTransaction counts and records the call. It runs BeforeSend, then
