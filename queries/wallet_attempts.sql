@@ -254,3 +254,13 @@ WHERE NOT EXISTS (
 )
 ORDER BY g.nonce
 LIMIT @max;
+
+-- name: AttemptGetLastMinedBlock :one
+-- Restore recovery: the block of the wallet's highest mined or confirmed
+-- attempt (-1: none, or none with its block kept): the wallet's
+-- transactions at later nonces are in it or after it.
+SELECT coalesce((
+    SELECT m.mined_block FROM ledgerq.tx_attempts m
+    WHERE m.chain_id = @chain_id AND m.sender = @sender AND m.state IN ('mined', 'confirmed')
+    ORDER BY m.nonce DESC
+    LIMIT 1), -1)::bigint AS block;

@@ -114,5 +114,13 @@ SET held_reason = @reason::text, held_since = coalesce(h.held_since, @now::times
 -- name: WalletHealthRelease :execrows
 -- Restore recovery: every nonce the chain used is known again.
 UPDATE ledgerq.wallet_health
-SET held_reason = NULL, held_since = NULL, updated_at = @now::timestamptz
-WHERE chain_id = @chain_id AND sender = @sender AND held_reason IS NOT NULL;
+SET held_reason = NULL, held_since = NULL, scan_block = NULL, updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND sender = @sender AND (held_reason IS NOT NULL OR scan_block IS NOT NULL);
+
+-- name: WalletHealthSetScan :exec
+-- Restore recovery: the next block to read for the wallet's transactions at
+-- unknown nonces (NULL: start again from its last mined block).
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, scan_block, created_at, updated_at)
+VALUES (@chain_id, @sender, sqlc.narg(scan_block)::bigint, @now::timestamptz, @now::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET scan_block = sqlc.narg(scan_block)::bigint, updated_at = @now::timestamptz;

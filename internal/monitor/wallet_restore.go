@@ -34,9 +34,18 @@ import (
 // one fenced transaction, and a recorded nonce is no longer unknown, so a
 // crash at any point leaves either nothing or everything of the cycle.
 //
+// TxsAtNonce finds a nonce's block by the account's nonce at past blocks,
+// which a node that is not an archive node cannot answer for old blocks.
+// When it fails, the blocks themselves are read one by one (TxsInBlock),
+// from the block of the wallet's highest mined attempt (its later
+// transactions are there or after it) towards the head, at most
+// WalletConfig.RestoreLookback blocks back; the next block to read is kept in
+// wallet_health.scan_block between runs, so a long read goes on where it
+// stopped.
+//
 // A wallet with unknown nonces left (more than a cycle covers) or whose
-// transactions cannot be read (the node has pruned the state the search
-// needs, or does not answer) signs nothing: no reconciliation, no no-op, no
+// transactions cannot be read (the node does not answer, or they lie further
+// back than the lookback) signs nothing: no reconciliation, no no-op, no
 // send. The reason is recorded in wallet_health.held_reason until every
 // unknown nonce is known.
 
@@ -78,7 +87,23 @@ func (j WalletKeeper) collectUnknown(ctx context.Context, s *workers.WalletShard
 	if err != nil {
 		return nil, err
 	}
-	return &unknownCycle{WalletShard: s, nonces: nonces, tasks: tasks, more: len(nonces) == limit}, nil
+	c := &unknownCycle{WalletShard: s, nonces: nonces, tasks: tasks, more: len(nonces) == limit}
+	c.lastMined, err = workers.DBCall(ctx, s, func(ctx context.Context) (int64, error) {
+		return s.Store().AttemptGetLastMinedBlock(ctx, s.ChainID(), s.Sender)
+	})
+	if err != nil {
+		return nil, err
+	}
+	h, err := workers.DBCall(ctx, s, func(ctx context.Context) (store.WalletHealth, error) {
+		return s.Store().WalletHealthGet(ctx, s.ChainID(), s.Sender)
+	})
+	switch {
+	case err == nil:
+		c.scanFrom = h.ScanBlock
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, err
+	}
+	return c, nil
 }
 
 // unknownCycle finds the wallet's transactions at nonces the database does
@@ -89,6 +114,11 @@ type unknownCycle struct {
 	tasks  []store.Task
 	// more: the list was full, so more unknown nonces may remain.
 	more bool
+	// lastMined is the block of the wallet's highest mined attempt (-1:
+	// none); scanFrom, when set, the next block a read one by one left off
+	// at.
+	lastMined int64
+	scanFrom  *int64
 
 	// Execute's results: found, in nonce order, each with its receipt;
 	// complete when every listed nonce was found; held: why not.
@@ -96,6 +126,10 @@ type unknownCycle struct {
 	matched  int
 	complete bool
 	held     string
+	// scanned: blocks were read one by one; scanNext is then the next block
+	// to read (nil: start again from the last mined block).
+	scanned  bool
+	scanNext *int64
 }
 
 // Execute reads the chain's blocks; it writes nothing.
@@ -117,12 +151,18 @@ func (c *unknownCycle) Execute(ctx context.Context) error {
 	taken := make([]bool, len(c.tasks))
 	known := map[uint64]ledger.NonceTx{}
 	b := c.Budget()
-	for i, n := range c.nonces {
-		if b.Spent(i) {
-			return nil // the next run goes on
-		}
+	scan := &blockScan{c: c, head: head.Number, known: known, budget: b}
+	if c.scanFrom != nil {
+		scan.start(max(*c.scanFrom, c.lastMined))
+	}
+	calls := 0
+	for _, n := range c.nonces {
 		tx, ok := known[uint64(n)]
-		if !ok {
+		if !ok && !scan.on {
+			if b.Spent(calls) {
+				return nil // the next run goes on
+			}
+			calls++
 			type answer struct {
 				txs   []ledger.NonceTx
 				found bool
@@ -131,20 +171,34 @@ func (c *unknownCycle) Execute(ctx context.Context) error {
 				txs, found, err := c.Ledger().TxsAtNonce(ctx, addr, uint64(n))
 				return answer{txs, found}, err
 			})
-			if err != nil {
-				c.held = fmt.Sprintf("the chain used nonce %d, which no transaction in this database holds (restored from an older backup?), "+
-					"and the wallet's transaction at it could not be read from the chain's blocks: %v", n, err)
-				return nil
-			}
-			if !got.found {
+			switch {
+			case err != nil:
+				// A node that cannot search past state: read the blocks.
+				c.Log().Info("wallet: the chain's block of an unknown nonce could not be found by the account's nonce, reading blocks one by one",
+					"shard", c.Claim.Key, "nonce", n, "error", err)
+				scan.searchErr = err
+				from := c.lastMined
+				if lookback := c.Config().RestoreLookback; from < 0 && lookback > 0 && head.Number > lookback {
+					// No mined attempt says where to start: as far back
+					// as the lookback allows.
+					from = int64(head.Number - lookback)
+				}
+				scan.start(from)
+			case !got.found:
 				return nil // the chain's nonce went back meanwhile: the next run looks again
+			default:
+				for _, t := range got.txs {
+					known[t.Nonce] = t
+				}
+				if tx, ok = known[uint64(n)]; !ok {
+					c.held = fmt.Sprintf("the chain used nonce %d, which no transaction in this database holds, and its block does not show it", n)
+					return nil
+				}
 			}
-			for _, t := range got.txs {
-				known[t.Nonce] = t
-			}
-			if tx, ok = known[uint64(n)]; !ok {
-				c.held = fmt.Sprintf("the chain used nonce %d, which no transaction in this database holds, and its block does not show it", n)
-				return nil
+		}
+		if !ok && scan.on {
+			if tx, ok = scan.find(ctx, uint64(n)); !ok {
+				return nil // held, or the next run reads on from scan.next
 			}
 		}
 		var decoded types.Transaction
@@ -176,7 +230,96 @@ func (c *unknownCycle) Execute(ctx context.Context) error {
 		})
 	}
 	c.complete = !c.more
+	if c.complete {
+		c.scanNext = nil
+	}
 	return nil
+}
+
+// blockScan reads the chain's blocks one by one for the wallet's
+// transactions, from where the last read stopped or the wallet's last mined
+// block, towards the head, within the cycle's budget and
+// WalletConfig.RestoreLookback.
+type blockScan struct {
+	c         *unknownCycle
+	head      uint64
+	known     map[uint64]ledger.NonceTx
+	budget    workers.Budget
+	searchErr error
+
+	on    bool
+	next  uint64
+	calls int
+}
+
+// start begins the read at block from.
+func (s *blockScan) start(from int64) {
+	s.on = true
+	s.next = uint64(max(from, 0))
+	s.c.scanned = true
+}
+
+// find reads blocks until nonce's transaction is found. Not found, it
+// records where the next run goes on (a budget spent) or why the wallet is
+// held (a failed read, a lookback exceeded, the head passed without it).
+func (s *blockScan) find(ctx context.Context, nonce uint64) (ledger.NonceTx, bool) {
+	c := s.c
+	lookback := c.Config().RestoreLookback
+	why := "the node could not find it by the account's nonce at past blocks"
+	if s.searchErr != nil {
+		why = fmt.Sprintf("the node could not find it by the account's nonce at past blocks (%v)", s.searchErr)
+	}
+	if lookback == 0 || s.head > s.next && s.head-s.next > lookback {
+		c.held = fmt.Sprintf("the chain used nonce %d, which no transaction in this database holds (restored from an older backup?); %s, "+
+			"and reading the blocks one by one from block %d (the last this database knows of the wallet) to the head %d is more than "+
+			"--wallet-restore-lookback (%d) blocks: point the wallet lane at an archive node, or raise the lookback", nonce, why, s.next, s.head, lookback)
+		return ledger.NonceTx{}, false
+	}
+	for s.next <= s.head {
+		if tx, ok := s.known[nonce]; ok {
+			return tx, true
+		}
+		if s.budget.Spent(s.calls) {
+			c.scanNext = new(int64(s.next))
+			c.held = fmt.Sprintf("the chain used nonces this database does not know (restored from an older backup?); %s: "+
+				"reading the chain's blocks one by one for the wallet's transactions, at block %d of %d", why, s.next, s.head)
+			return ledger.NonceTx{}, false
+		}
+		s.calls++
+		type answer struct {
+			txs   []ledger.NonceTx
+			found bool
+		}
+		addr := c.Wallet.Address()
+		n := s.next
+		got, err := workers.LedgerCall(ctx, c.WalletShard, func(ctx context.Context) (answer, error) {
+			txs, found, err := c.Ledger().TxsInBlock(ctx, addr, n)
+			return answer{txs, found}, err
+		})
+		if err != nil {
+			c.scanNext = c.scanFrom
+			if s.calls > 1 {
+				c.scanNext = new(int64(n)) // go on from here
+			}
+			c.held = fmt.Sprintf("the chain used nonce %d, which no transaction in this database holds (restored from an older backup?); %s, "+
+				"and block %d could not be read: %v", nonce, why, n, err)
+			return ledger.NonceTx{}, false
+		}
+		if !got.found {
+			break
+		}
+		for _, t := range got.txs {
+			s.known[t.Nonce] = t
+		}
+		s.next++
+	}
+	if tx, ok := s.known[nonce]; ok {
+		return tx, true
+	}
+	// Past the head without it: the chain moved meanwhile. Start again.
+	c.scanNext = nil
+	c.held = fmt.Sprintf("the chain used nonce %d, which no transaction in this database holds, and no block up to the head %d shows it", nonce, s.head)
+	return ledger.NonceTx{}, false
 }
 
 // carries reports whether tx does what a task asks: its recipient, its value
@@ -221,6 +364,11 @@ func (c *unknownCycle) Commit(ctx context.Context) error {
 				return err
 			}
 			if err := c.RecordResults(ctx, tx, now, c.found); err != nil {
+				return err
+			}
+		}
+		if c.scanned {
+			if err := tx.WalletHealthSetScan(ctx, now, c.ChainID(), c.Sender, c.scanNext); err != nil {
 				return err
 			}
 		}

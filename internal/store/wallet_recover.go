@@ -110,3 +110,25 @@ func (s *Store) WalletHealthRelease(ctx context.Context, now time.Time, chainID 
 	}
 	return n > 0, nil
 }
+
+// AttemptGetLastMinedBlock returns the block of the wallet's highest mined
+// or confirmed attempt, or -1 when it has none (or none whose block was
+// kept): its transactions at later nonces are in that block or after it.
+func (s *Store) AttemptGetLastMinedBlock(ctx context.Context, chainID int64, sender string) (int64, error) {
+	b, err := one(s.q.AttemptGetLastMinedBlock(ctx, dbsqlc.AttemptGetLastMinedBlockParams{ChainID: chainID, Sender: lowerHex(sender)}))
+	if err != nil {
+		return 0, fmt.Errorf("reading the last mined block of %s: %w", WalletShardKey(chainID, sender), err)
+	}
+	return b, nil
+}
+
+// WalletHealthSetScan records the next block to read for the wallet's
+// transactions at nonces the database does not know; nil forgets it (the
+// next read starts from the wallet's last mined block).
+func (s *Store) WalletHealthSetScan(ctx context.Context, now time.Time, chainID int64, sender string, next *int64) error {
+	err := s.q.WalletHealthSetScan(ctx, dbsqlc.WalletHealthSetScanParams{ChainID: chainID, Sender: lowerHex(sender), ScanBlock: next, Now: now})
+	if err != nil {
+		return fmt.Errorf("recording the block scan of %s: %w", WalletShardKey(chainID, sender), err)
+	}
+	return nil
+}

@@ -125,6 +125,14 @@ type WalletConfig struct {
 	// BalanceMaxAge is how old the stored balance may be before a send reads
 	// it again; sending pauses while it is below the wallet's threshold.
 	BalanceMaxAge time.Duration
+	// RestoreLookback bounds how many blocks back from the head the lane
+	// reads the chain's blocks one by one for the wallet's transactions at
+	// nonces its database does not know (a restore from an older backup),
+	// when the node cannot find them by the account's nonce at past blocks
+	// (a node that is not an archive node). Further back, the wallet is held
+	// (wallet_health.held_reason) rather than guessed about. 0: never read
+	// blocks one by one.
+	RestoreLookback uint64
 	// MaxReplacements is how many times a task whose nonce another
 	// transaction took goes back to waiting; once more and it ends in
 	// error. 0: a replaced task ends in error at once.
@@ -159,6 +167,8 @@ func WalletDefaults() WalletConfig {
 		MaxRecycled:     50,
 		BalanceMaxAge:   5 * time.Minute,
 		MaxReplacements: 3,
+
+		RestoreLookback: 50_000,
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/big"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
@@ -247,4 +248,58 @@ func TestWalletRestoreBehindAGasBumpCountsTheBumpAsTheTasks(t *testing.T) {
 	require.Equal(t, store.TaskDone, got.Status, got.Error)
 	require.Equal(t, carried[task.ID], got.TxHash)
 	require.Zero(t, got.Replacements, "not counted as replaced")
+}
+
+// A restore behind the chain on a node that cannot search past state (not an
+// archive node): the wallet's transactions at the nonces the database forgot
+// are found by reading the chain's blocks one by one from the wallet's last
+// mined block, a few per cycle, going on where the last run stopped; nothing
+// is sent twice. With a lookback shorter than the way back, the wallet is
+// held with the reason and nothing is signed.
+func TestWalletRestoreBehindTheChainOnAPrunedNodeReadsTheBlocksOneByOne(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{})
+	ctx := t.Context()
+
+	done := e.postN(t, 2)
+	e.drive(t, e.pool, 20, done...)
+	waiting := []store.Task{e.post(t, 0, 0, 3001, nil), e.post(t, 0, 0, 3002, nil), e.post(t, 0, 0, 3003, nil)}
+	dump := pgDump(t, e.db.URL)
+	e.drive(t, e.pool, 20, waiting...)
+	// Blocks go by with nothing of the wallet's in them.
+	e.clk.Advance(40 * blockPeriod)
+	e.chain.Head()
+
+	e.led.FailNonceSearch = true
+	// A lookback shorter than the way back: held.
+	e.cfg.RestoreLookback = 5
+	pool := e.restart(t, pgRestore(t, dump))
+	sendsBefore := len(e.led.Sends())
+	for range 3 {
+		_, err := e.follower.RunOnce(ctx)
+		require.NoError(t, err)
+		runPool(t, pool)
+	}
+	require.Len(t, e.led.Sends(), sendsBefore, "nothing is sent for a held wallet")
+	h, err := e.st.WalletHealthGet(ctx, chainID, e.wallets[0].Address().Hex())
+	require.NoError(t, err)
+	require.NotNil(t, h.HeldReason)
+	require.Contains(t, *h.HeldReason, "--wallet-restore-lookback")
+	t.Logf("held: %s", *h.HeldReason)
+
+	// Lookback enough, and a cycle budget of one block read: the read goes
+	// on across runs from where it stopped.
+	e.cfg.RestoreLookback = 1000
+	e.cfg.CycleBudget = time.Nanosecond
+	pool = e.restart(t, e.st)
+	e.drive(t, pool, 200, waiting...)
+	carried := e.requireEachOnceOnChain(t, 0, append(append([]store.Task(nil), done...), waiting...))
+	for _, task := range waiting {
+		require.Equal(t, carried[task.ID], e.task(t, task).TxHash)
+	}
+	h, err = e.st.WalletHealthGet(ctx, chainID, e.wallets[0].Address().Hex())
+	require.NoError(t, err)
+	require.Nil(t, h.HeldReason)
+	require.Nil(t, h.ScanBlock)
+	require.Positive(t, e.led.Calls("TxsInBlock"), "the blocks were read one by one")
 }

@@ -668,6 +668,8 @@ type LedgerqWalletHealth struct {
 	HeldReason *string
 	// When the wallet was first held for held_reason; NULL with it.
 	HeldSince *time.Time
+	// While the chain's blocks are read one by one for the wallet's transactions at nonces the database does not know (the node cannot search by the account's nonce at past blocks): the next block to read. NULL: no such read under way.
+	ScanBlock *int64
 }
 
 // Wallet lane: the next nonce ledgerq will sign with, per (chain, sender), counted optimistically: it counts the transactions ledgerq signed that the chain has not mined yet.

@@ -156,6 +156,29 @@ func (q *Queries) AttemptDropByTask(ctx context.Context, arg AttemptDropByTaskPa
 	return items, nil
 }
 
+const attemptGetLastMinedBlock = `-- name: AttemptGetLastMinedBlock :one
+SELECT coalesce((
+    SELECT m.mined_block FROM ledgerq.tx_attempts m
+    WHERE m.chain_id = $1 AND m.sender = $2 AND m.state IN ('mined', 'confirmed')
+    ORDER BY m.nonce DESC
+    LIMIT 1), -1)::bigint AS block
+`
+
+type AttemptGetLastMinedBlockParams struct {
+	ChainID int64
+	Sender  string
+}
+
+// Restore recovery: the block of the wallet's highest mined or confirmed
+// attempt (-1: none, or none with its block kept): the wallet's
+// transactions at later nonces are in it or after it.
+func (q *Queries) AttemptGetLastMinedBlock(ctx context.Context, arg AttemptGetLastMinedBlockParams) (int64, error) {
+	row := q.db.QueryRow(ctx, attemptGetLastMinedBlock, arg.ChainID, arg.Sender)
+	var block int64
+	err := row.Scan(&block)
+	return block, err
+}
+
 const attemptGetLiveAt = `-- name: AttemptGetLiveAt :one
 SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND nonce = $3 AND state IN ('signed', 'sent')

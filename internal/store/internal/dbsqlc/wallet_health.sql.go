@@ -13,7 +13,7 @@ import (
 )
 
 const walletHealthGet = `-- name: WalletHealthGet :one
-SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_reason, held_since FROM ledgerq.wallet_health WHERE chain_id = $1 AND sender = $2
+SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_reason, held_since, scan_block FROM ledgerq.wallet_health WHERE chain_id = $1 AND sender = $2
 `
 
 type WalletHealthGetParams struct {
@@ -42,6 +42,7 @@ func (q *Queries) WalletHealthGet(ctx context.Context, arg WalletHealthGetParams
 		&i.ChainHead,
 		&i.HeldReason,
 		&i.HeldSince,
+		&i.ScanBlock,
 	)
 	return i, err
 }
@@ -149,8 +150,8 @@ func (q *Queries) WalletHealthRecordReset(ctx context.Context, arg WalletHealthR
 
 const walletHealthRelease = `-- name: WalletHealthRelease :execrows
 UPDATE ledgerq.wallet_health
-SET held_reason = NULL, held_since = NULL, updated_at = $1::timestamptz
-WHERE chain_id = $2 AND sender = $3 AND held_reason IS NOT NULL
+SET held_reason = NULL, held_since = NULL, scan_block = NULL, updated_at = $1::timestamptz
+WHERE chain_id = $2 AND sender = $3 AND (held_reason IS NOT NULL OR scan_block IS NOT NULL)
 `
 
 type WalletHealthReleaseParams struct {
@@ -175,7 +176,7 @@ VALUES ($1, $2, $3::numeric, $4::timestamptz, $5::numeric, $3::numeric < $5::num
 ON CONFLICT (chain_id, sender) DO UPDATE
 SET balance_wei = $3::numeric, balance_at = $4::timestamptz, threshold_wei = $5::numeric,
     paused = $3::numeric < $5::numeric, updated_at = $4::timestamptz
-RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_reason, held_since
+RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_reason, held_since, scan_block
 `
 
 type WalletHealthSetBalanceParams struct {
@@ -216,8 +217,35 @@ func (q *Queries) WalletHealthSetBalance(ctx context.Context, arg WalletHealthSe
 		&i.ChainHead,
 		&i.HeldReason,
 		&i.HeldSince,
+		&i.ScanBlock,
 	)
 	return i, err
+}
+
+const walletHealthSetScan = `-- name: WalletHealthSetScan :exec
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, scan_block, created_at, updated_at)
+VALUES ($1, $2, $3::bigint, $4::timestamptz, $4::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET scan_block = $3::bigint, updated_at = $4::timestamptz
+`
+
+type WalletHealthSetScanParams struct {
+	ChainID   int64
+	Sender    string
+	ScanBlock *int64
+	Now       time.Time
+}
+
+// Restore recovery: the next block to read for the wallet's transactions at
+// unknown nonces (NULL: start again from its last mined block).
+func (q *Queries) WalletHealthSetScan(ctx context.Context, arg WalletHealthSetScanParams) error {
+	_, err := q.db.Exec(ctx, walletHealthSetScan,
+		arg.ChainID,
+		arg.Sender,
+		arg.ScanBlock,
+		arg.Now,
+	)
+	return err
 }
 
 const walletListWithWork = `-- name: WalletListWithWork :many
