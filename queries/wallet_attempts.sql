@@ -227,32 +227,36 @@ RETURNING task_id, nonce;
 
 
 -- name: AttemptGetUnknownFloor :one
--- Restore recovery: the lowest nonce the wallet's database can have
--- forgotten: the one after its highest mined or confirmed attempt (the
--- chain had passed every nonce below it when the database knew), else its
--- lowest attempt, else its next nonce. -1: nothing was ever signed for it.
-SELECT coalesce(
-    (SELECT max(m.nonce) + 1 FROM ledgerq.tx_attempts m
-     WHERE m.chain_id = @chain_id AND m.sender = @sender AND m.state IN ('mined', 'confirmed')),
-    (SELECT min(l.nonce) FROM ledgerq.tx_attempts l
-     WHERE l.chain_id = @chain_id AND l.sender = @sender),
-    (SELECT w.next_nonce FROM ledgerq.wallet_nonces w
-     WHERE w.chain_id = @chain_id AND w.sender = @sender),
-    -1)::bigint AS floor;
+-- Restore recovery: the nonce after the wallet's highest mined or confirmed
+-- attempt (-1: none). The chain had passed every nonce below it when the
+-- database knew: a freed nonce below it was taken then, not since.
+SELECT coalesce((
+    SELECT max(m.nonce) + 1 FROM ledgerq.tx_attempts m
+    WHERE m.chain_id = @chain_id AND m.sender = @sender AND m.state IN ('mined', 'confirmed')), -1)::bigint AS floor;
 
 -- name: AttemptListUnknownNonces :many
--- Restore recovery: nonces from @from_nonce to @last_nonce (the chain nonce
--- minus one) that no attempt holds (none, or only dropped ones): the chain
--- used them and this database does not know the transactions. A restore
--- from an older backup, or someone else sending from the address. Lowest
--- first.
-SELECT g.nonce::bigint AS nonce
-FROM generate_series(@from_nonce::bigint, @last_nonce::bigint) AS g(nonce)
+-- Restore recovery: nonces up to @last_nonce (the chain nonce minus one) that
+-- the chain used and that no attempt holds (none, or only dropped ones),
+-- lowest first: those from @next_nonce (the wallet's next nonce) on, and the
+-- freed ones below it (only dropped attempts) from @from_nonce. A database
+-- restored from an older backup has them (what it signed after the backup),
+-- as has a wallet someone else sent from. Nonces below the next one with no
+-- attempt at all are not listed: retention deleted their attempts, or the
+-- next nonce was raised past them. The dropped ones through
+-- tx_attempts_nonce.
+SELECT u.nonce::bigint AS nonce
+FROM (
+    SELECT g.nonce FROM generate_series(@next_nonce::bigint, @last_nonce::bigint) AS g(nonce)
+    UNION
+    SELECT d.nonce FROM ledgerq.tx_attempts d
+    WHERE d.chain_id = @chain_id AND d.sender = @sender AND d.state = 'dropped'
+      AND d.nonce >= @from_nonce::bigint AND d.nonce < @next_nonce::bigint AND d.nonce <= @last_nonce::bigint
+) u
 WHERE NOT EXISTS (
     SELECT 1 FROM ledgerq.tx_attempts a
-    WHERE a.chain_id = @chain_id AND a.sender = @sender AND a.nonce = g.nonce AND a.state <> 'dropped'
+    WHERE a.chain_id = @chain_id AND a.sender = @sender AND a.nonce = u.nonce AND a.state <> 'dropped'
 )
-ORDER BY g.nonce
+ORDER BY u.nonce
 LIMIT @max;
 
 -- name: AttemptGetLastMinedBlock :one

@@ -23,8 +23,8 @@ import (
 // transactions at those nonces, each signed by its key.
 //
 // So before anything is signed, once per run, the keeper lists the nonces
-// below the chain's nonce that no attempt holds, from the lowest the
-// database can have forgotten (store.AttemptListUnknownNonces), reads the
+// below the chain's nonce that no attempt holds: from the wallet's next
+// nonce on, and the freed ones below it (store.AttemptListUnknownNonces); reads the
 // wallet's transaction at each from the chain's blocks (TxsAtNonce, never
 // the node's index by hash) and records it as a mined attempt: carrying the
 // first waiting task, in the order the lane sends them, whose recipient,

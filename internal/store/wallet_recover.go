@@ -9,28 +9,39 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
 
-// AttemptListUnknownNonces returns, lowest first and at most max, the nonces
+// AttemptListUnknownNonces returns, lowest first and at most limit, the nonces
 // below chainNonce that the chain used and that no attempt of the wallet
-// holds (none, or only dropped ones), from the lowest nonce the database can
-// have forgotten: the one after its highest mined or confirmed attempt, else
-// its lowest attempt, else its next nonce. A database restored from a backup
-// older than the chain has such nonces (the transactions it signed after the
-// backup), as has a wallet someone else sent from. A wallet for which
-// nothing was ever signed has none.
-func (s *Store) AttemptListUnknownNonces(ctx context.Context, chainID int64, sender string, chainNonce int64, max int) ([]int64, error) {
+// holds (none, or only dropped ones): those from the wallet's next nonce on,
+// and the freed ones below it (attempts, all dropped) from the one after its
+// highest mined or confirmed attempt. A database restored from a backup
+// older than the chain has such nonces (the transactions it signed after
+// the backup), as has a wallet someone else sent from. A wallet for which
+// nothing was ever signed has none; nonces below the next one with no
+// attempt at all (deleted by retention, or skipped when the next nonce was
+// raised) are not listed.
+func (s *Store) AttemptListUnknownNonces(ctx context.Context, chainID int64, sender string, chainNonce int64, limit int) ([]int64, error) {
 	sender = lowerHex(sender)
-	floor, err := one(s.q.AttemptGetUnknownFloor(ctx, dbsqlc.AttemptGetUnknownFloorParams{ChainID: chainID, Sender: sender}))
-	if err != nil {
-		return nil, fmt.Errorf("reading the lowest unknown nonce of %s: %w", WalletShardKey(chainID, sender), err)
-	}
-	if floor < 0 || floor >= chainNonce || max <= 0 {
+	key := WalletShardKey(chainID, sender)
+	if limit <= 0 {
 		return nil, nil
 	}
+	next, err := one(s.q.WalletNonceGet(ctx, dbsqlc.WalletNonceGetParams{ChainID: chainID, Sender: sender}))
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading the next nonce of %s: %w", key, err)
+	}
+	floor, err := one(s.q.AttemptGetUnknownFloor(ctx, dbsqlc.AttemptGetUnknownFloorParams{ChainID: chainID, Sender: sender}))
+	if err != nil {
+		return nil, fmt.Errorf("reading the lowest unknown nonce of %s: %w", key, err)
+	}
 	nonces, err := s.q.AttemptListUnknownNonces(ctx, dbsqlc.AttemptListUnknownNoncesParams{
-		FromNonce: floor, LastNonce: chainNonce - 1, ChainID: chainID, Sender: sender, Max: int32(min(max, 1<<31-1)),
+		NextNonce: next.NextNonce, LastNonce: chainNonce - 1, ChainID: chainID, Sender: sender, FromNonce: max(floor, 0),
+		Max: int32(min(limit, 1<<31-1)),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("listing the unknown nonces of %s: %w", WalletShardKey(chainID, sender), err)
+		return nil, fmt.Errorf("listing the unknown nonces of %s: %w", key, err)
 	}
 	return nonces, nil
 }

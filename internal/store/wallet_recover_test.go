@@ -72,3 +72,24 @@ func TestAttempt_AdoptStoresTheChainsTransactionsAndStartsTheirTasks(t *testing.
 	require.NoError(t, err)
 	require.Equal(t, []int64{3, 4}, got, "nothing stored")
 }
+
+// Nonces below the next one with no attempt at all (retention deleted
+// them) are not unknown; a freed nonce (only dropped attempts) at or above
+// the one after the highest confirmed attempt is, as are those from the
+// next nonce on.
+func TestAttempt_UnknownNoncesSkipWhatRetentionDeletedAndListFreedOnes(t *testing.T) {
+	t.Parallel()
+	st, clk, rows := txRows(t)
+	ctx, now := t.Context(), clk.Now()
+	a, b, c := rows.PostTask(testfactory.Task{}), rows.PostTask(testfactory.Task{}), rows.PostTask(testfactory.Task{})
+	stored := rows.StartTasks(0, a, b, c)
+	_, err := st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[1].TxHash, Final: true})
+	require.NoError(t, err)
+	_, err = st.DB().Exec(ctx, `DELETE FROM ledgerq.tx_attempts WHERE nonce < 2`) // as retention does, with their tasks
+	require.NoError(t, err)
+	_, err = st.TaskFail(ctx, store.TaskFailParams{Now: now, ID: c.ID, Reason: "refused"}) // nonce 2 freed
+	require.NoError(t, err)
+	got, err := st.AttemptListUnknownNonces(ctx, taskChain, taskSender, 5, 100)
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 3, 4}, got)
+}

@@ -261,14 +261,9 @@ func (q *Queries) AttemptGetMaxLiveNonce(ctx context.Context, arg AttemptGetMaxL
 }
 
 const attemptGetUnknownFloor = `-- name: AttemptGetUnknownFloor :one
-SELECT coalesce(
-    (SELECT max(m.nonce) + 1 FROM ledgerq.tx_attempts m
-     WHERE m.chain_id = $1 AND m.sender = $2 AND m.state IN ('mined', 'confirmed')),
-    (SELECT min(l.nonce) FROM ledgerq.tx_attempts l
-     WHERE l.chain_id = $1 AND l.sender = $2),
-    (SELECT w.next_nonce FROM ledgerq.wallet_nonces w
-     WHERE w.chain_id = $1 AND w.sender = $2),
-    -1)::bigint AS floor
+SELECT coalesce((
+    SELECT max(m.nonce) + 1 FROM ledgerq.tx_attempts m
+    WHERE m.chain_id = $1 AND m.sender = $2 AND m.state IN ('mined', 'confirmed')), -1)::bigint AS floor
 `
 
 type AttemptGetUnknownFloorParams struct {
@@ -276,10 +271,9 @@ type AttemptGetUnknownFloorParams struct {
 	Sender  string
 }
 
-// Restore recovery: the lowest nonce the wallet's database can have
-// forgotten: the one after its highest mined or confirmed attempt (the
-// chain had passed every nonce below it when the database knew), else its
-// lowest attempt, else its next nonce. -1: nothing was ever signed for it.
+// Restore recovery: the nonce after the wallet's highest mined or confirmed
+// attempt (-1: none). The chain had passed every nonce below it when the
+// database knew: a freed nonce below it was taken then, not since.
 func (q *Queries) AttemptGetUnknownFloor(ctx context.Context, arg AttemptGetUnknownFloorParams) (int64, error) {
 	row := q.db.QueryRow(ctx, attemptGetUnknownFloor, arg.ChainID, arg.Sender)
 	var floor int64
@@ -785,35 +779,47 @@ func (q *Queries) AttemptListUncertain(ctx context.Context, arg AttemptListUncer
 }
 
 const attemptListUnknownNonces = `-- name: AttemptListUnknownNonces :many
-SELECT g.nonce::bigint AS nonce
-FROM generate_series($1::bigint, $2::bigint) AS g(nonce)
+SELECT u.nonce::bigint AS nonce
+FROM (
+    SELECT g.nonce FROM generate_series($1::bigint, $2::bigint) AS g(nonce)
+    UNION
+    SELECT d.nonce FROM ledgerq.tx_attempts d
+    WHERE d.chain_id = $3 AND d.sender = $4 AND d.state = 'dropped'
+      AND d.nonce >= $5::bigint AND d.nonce < $1::bigint AND d.nonce <= $2::bigint
+) u
 WHERE NOT EXISTS (
     SELECT 1 FROM ledgerq.tx_attempts a
-    WHERE a.chain_id = $3 AND a.sender = $4 AND a.nonce = g.nonce AND a.state <> 'dropped'
+    WHERE a.chain_id = $3 AND a.sender = $4 AND a.nonce = u.nonce AND a.state <> 'dropped'
 )
-ORDER BY g.nonce
-LIMIT $5
+ORDER BY u.nonce
+LIMIT $6
 `
 
 type AttemptListUnknownNoncesParams struct {
-	FromNonce int64
+	NextNonce int64
 	LastNonce int64
 	ChainID   int64
 	Sender    string
+	FromNonce int64
 	Max       int32
 }
 
-// Restore recovery: nonces from @from_nonce to @last_nonce (the chain nonce
-// minus one) that no attempt holds (none, or only dropped ones): the chain
-// used them and this database does not know the transactions. A restore
-// from an older backup, or someone else sending from the address. Lowest
-// first.
+// Restore recovery: nonces up to @last_nonce (the chain nonce minus one) that
+// the chain used and that no attempt holds (none, or only dropped ones),
+// lowest first: those from @next_nonce (the wallet's next nonce) on, and the
+// freed ones below it (only dropped attempts) from @from_nonce. A database
+// restored from an older backup has them (what it signed after the backup),
+// as has a wallet someone else sent from. Nonces below the next one with no
+// attempt at all are not listed: retention deleted their attempts, or the
+// next nonce was raised past them. The dropped ones through
+// tx_attempts_nonce.
 func (q *Queries) AttemptListUnknownNonces(ctx context.Context, arg AttemptListUnknownNoncesParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, attemptListUnknownNonces,
-		arg.FromNonce,
+		arg.NextNonce,
 		arg.LastNonce,
 		arg.ChainID,
 		arg.Sender,
+		arg.FromNonce,
 		arg.Max,
 	)
 	if err != nil {
