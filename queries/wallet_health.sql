@@ -105,17 +105,17 @@ LIMIT @max;
 -- name: WalletHealthHold :exec
 -- Restore recovery: nothing is signed for the wallet while the chain's
 -- transactions at nonces the database does not know cannot be read;
--- held_since keeps the first time.
-INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, held_reason, held_since, created_at, updated_at)
+-- recovery_since keeps the first time.
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, recovery_reason, recovery_since, created_at, updated_at)
 VALUES (@chain_id, @sender, @reason::text, @now::timestamptz, @now::timestamptz, @now::timestamptz)
 ON CONFLICT (chain_id, sender) DO UPDATE
-SET held_reason = @reason::text, held_since = coalesce(h.held_since, @now::timestamptz), updated_at = @now::timestamptz;
+SET recovery_reason = @reason::text, recovery_since = coalesce(h.recovery_since, @now::timestamptz), updated_at = @now::timestamptz;
 
 -- name: WalletHealthRelease :execrows
 -- Restore recovery: every nonce the chain used is known again.
 UPDATE ledgerq.wallet_health
-SET held_reason = NULL, held_since = NULL, scan_block = NULL, updated_at = @now::timestamptz
-WHERE chain_id = @chain_id AND sender = @sender AND (held_reason IS NOT NULL OR scan_block IS NOT NULL);
+SET recovery_reason = NULL, recovery_since = NULL, scan_block = NULL, updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND sender = @sender AND (recovery_reason IS NOT NULL OR scan_block IS NOT NULL);
 
 -- name: WalletHealthSetScan :exec
 -- Restore recovery: the next block to read for the wallet's transactions at

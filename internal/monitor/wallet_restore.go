@@ -46,7 +46,7 @@ import (
 // A wallet with unknown nonces left (more than a cycle covers) or whose
 // transactions cannot be read (the node does not answer, or they lie further
 // back than the lookback) signs nothing: no reconciliation, no no-op, no
-// send. The reason is recorded in wallet_health.held_reason until every
+// send. The reason is recorded in wallet_health.recovery_reason until every
 // unknown nonce is known.
 
 // collectUnknown lists the unknown nonces and the waiting tasks they may
@@ -74,7 +74,7 @@ func (j WalletKeeper) collectUnknown(ctx context.Context, s *workers.WalletShard
 			return nil, nil
 		case err != nil:
 			return nil, err
-		case h.HeldReason != nil:
+		case h.RecoveryReason != nil:
 			return &unknownCycle{WalletShard: s, complete: true}, nil
 		}
 		return nil, nil

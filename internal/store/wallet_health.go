@@ -32,12 +32,12 @@ type WalletHealth struct {
 	Resets                     int
 	LastResetAt                *time.Time
 	LastResetFrom, LastResetTo *int64
-	// HeldReason, when set, is why nothing is signed for the wallet: the
+	// RecoveryReason, when set, is why nothing is signed for the wallet: the
 	// chain used nonces the database does not know (a restore from an older
-	// backup) and their transactions could not be read yet. HeldSince is
+	// backup) and their transactions could not be read yet. RecoverySince is
 	// when it was first held.
-	HeldReason *string
-	HeldSince  *time.Time
+	RecoveryReason *string
+	RecoverySince  *time.Time
 	// ScanBlock, while the chain's blocks are read one by one for the
 	// wallet's transactions at nonces the database does not know, is the
 	// next block to read.
@@ -50,7 +50,7 @@ func healthFromRow(r dbsqlc.LedgerqWalletHealth) WalletHealth {
 		ChainID: r.ChainID, Sender: r.Sender, ChainNonce: r.ChainNonce, ChainNonceSince: utcPtr(r.ChainNonceSince),
 		BalanceAt: utcPtr(r.BalanceAt), Threshold: bigFromNumeric(r.ThresholdWei), Paused: r.Paused, ChainHead: r.ChainHead,
 		Resets: int(r.Resets), LastResetAt: utcPtr(r.LastResetAt), LastResetFrom: r.LastResetFrom, LastResetTo: r.LastResetTo,
-		HeldReason: r.HeldReason, HeldSince: utcPtr(r.HeldSince), ScanBlock: r.ScanBlock,
+		RecoveryReason: r.RecoveryReason, RecoverySince: utcPtr(r.RecoverySince), ScanBlock: r.ScanBlock,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
 	if r.BalanceWei.Valid {

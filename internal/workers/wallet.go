@@ -130,7 +130,7 @@ type WalletConfig struct {
 	// nonces its database does not know (a restore from an older backup),
 	// when the node cannot find them by the account's nonce at past blocks
 	// (a node that is not an archive node). Further back, the wallet is held
-	// (wallet_health.held_reason) rather than guessed about. 0: never read
+	// (wallet_health.recovery_reason) rather than guessed about. 0: never read
 	// blocks one by one.
 	RestoreLookback uint64
 	// MaxReplacements is how many times a task whose nonce another

@@ -167,7 +167,7 @@ func TestWalletRestoreBehindTheChainSendsNothingTwice(t *testing.T) {
 	require.Equal(t, chainNonceAtRestore+uint64(len(next)), chainNonce, "the restored lane used no nonce but the new tasks'")
 	h, err := e.st.WalletHealthGet(ctx, chainID, e.wallets[0].Address().Hex())
 	require.NoError(t, err)
-	require.Nil(t, h.HeldReason, "the wallet is not held once every nonce is known")
+	require.Nil(t, h.RecoveryReason, "the wallet is not held once every nonce is known")
 	e.requireOneTxPerNonce(t, 0)
 }
 
@@ -201,9 +201,9 @@ func TestWalletRestoreBehindTheChainHoldsTheWalletWhileItsBlocksCannotBeRead(t *
 	}
 	h, err := e.st.WalletHealthGet(ctx, chainID, e.wallets[0].Address().Hex())
 	require.NoError(t, err)
-	require.NotNil(t, h.HeldReason, "the health row says why the wallet is held")
-	require.Contains(t, *h.HeldReason, "no transaction in this database holds")
-	t.Logf("held: %s", *h.HeldReason)
+	require.NotNil(t, h.RecoveryReason, "the health row says why the wallet is held")
+	require.Contains(t, *h.RecoveryReason, "no transaction in this database holds")
+	t.Logf("held: %s", *h.RecoveryReason)
 
 	e.led.FailBlocks = false
 	e.drive(t, pool, 30, waiting...)
@@ -213,7 +213,7 @@ func TestWalletRestoreBehindTheChainHoldsTheWalletWhileItsBlocksCannotBeRead(t *
 	}
 	h, err = e.st.WalletHealthGet(ctx, chainID, e.wallets[0].Address().Hex())
 	require.NoError(t, err)
-	require.Nil(t, h.HeldReason)
+	require.Nil(t, h.RecoveryReason)
 }
 
 // A restore behind a gas bump: the backup holds a task's first attempt,
@@ -283,9 +283,9 @@ func TestWalletRestoreBehindTheChainOnAPrunedNodeReadsTheBlocksOneByOne(t *testi
 	require.Len(t, e.led.Sends(), sendsBefore, "nothing is sent for a held wallet")
 	h, err := e.st.WalletHealthGet(ctx, chainID, e.wallets[0].Address().Hex())
 	require.NoError(t, err)
-	require.NotNil(t, h.HeldReason)
-	require.Contains(t, *h.HeldReason, "--wallet-restore-lookback")
-	t.Logf("held: %s", *h.HeldReason)
+	require.NotNil(t, h.RecoveryReason)
+	require.Contains(t, *h.RecoveryReason, "--wallet-restore-lookback")
+	t.Logf("held: %s", *h.RecoveryReason)
 
 	// Lookback enough, and a cycle budget of one block read: the read goes
 	// on across runs from where it stopped.
@@ -299,7 +299,7 @@ func TestWalletRestoreBehindTheChainOnAPrunedNodeReadsTheBlocksOneByOne(t *testi
 	}
 	h, err = e.st.WalletHealthGet(ctx, chainID, e.wallets[0].Address().Hex())
 	require.NoError(t, err)
-	require.Nil(t, h.HeldReason)
+	require.Nil(t, h.RecoveryReason)
 	require.Nil(t, h.ScanBlock)
 	require.Positive(t, e.led.Calls("TxsInBlock"), "the blocks were read one by one")
 }

@@ -665,9 +665,9 @@ type LedgerqWalletHealth struct {
 	// The chain's latest block number as the wallet's last confirm pass read it: a mined attempt has chain_head - mined_block + 1 confirmations.
 	ChainHead *int64
 	// Why nothing is signed for the wallet now: the chain used nonces no attempt in this database holds, and the lane could not read the transactions at them yet (they are matched to waiting tasks before anything new is signed). NULL: not held.
-	HeldReason *string
-	// When the wallet was first held for held_reason; NULL with it.
-	HeldSince *time.Time
+	RecoveryReason *string
+	// When the wallet was first held for recovery_reason; NULL with it.
+	RecoverySince *time.Time
 	// While the chain's blocks are read one by one for the wallet's transactions at nonces the database does not know (the node cannot search by the account's nonce at past blocks): the next block to read. NULL: no such read under way.
 	ScanBlock *int64
 }

@@ -13,7 +13,7 @@ import (
 )
 
 const walletHealthGet = `-- name: WalletHealthGet :one
-SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_reason, held_since, scan_block FROM ledgerq.wallet_health WHERE chain_id = $1 AND sender = $2
+SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, recovery_reason, recovery_since, scan_block FROM ledgerq.wallet_health WHERE chain_id = $1 AND sender = $2
 `
 
 type WalletHealthGetParams struct {
@@ -40,18 +40,18 @@ func (q *Queries) WalletHealthGet(ctx context.Context, arg WalletHealthGetParams
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ChainHead,
-		&i.HeldReason,
-		&i.HeldSince,
+		&i.RecoveryReason,
+		&i.RecoverySince,
 		&i.ScanBlock,
 	)
 	return i, err
 }
 
 const walletHealthHold = `-- name: WalletHealthHold :exec
-INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, held_reason, held_since, created_at, updated_at)
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, recovery_reason, recovery_since, created_at, updated_at)
 VALUES ($1, $2, $3::text, $4::timestamptz, $4::timestamptz, $4::timestamptz)
 ON CONFLICT (chain_id, sender) DO UPDATE
-SET held_reason = $3::text, held_since = coalesce(h.held_since, $4::timestamptz), updated_at = $4::timestamptz
+SET recovery_reason = $3::text, recovery_since = coalesce(h.recovery_since, $4::timestamptz), updated_at = $4::timestamptz
 `
 
 type WalletHealthHoldParams struct {
@@ -63,7 +63,7 @@ type WalletHealthHoldParams struct {
 
 // Restore recovery: nothing is signed for the wallet while the chain's
 // transactions at nonces the database does not know cannot be read;
-// held_since keeps the first time.
+// recovery_since keeps the first time.
 func (q *Queries) WalletHealthHold(ctx context.Context, arg WalletHealthHoldParams) error {
 	_, err := q.db.Exec(ctx, walletHealthHold,
 		arg.ChainID,
@@ -150,8 +150,8 @@ func (q *Queries) WalletHealthRecordReset(ctx context.Context, arg WalletHealthR
 
 const walletHealthRelease = `-- name: WalletHealthRelease :execrows
 UPDATE ledgerq.wallet_health
-SET held_reason = NULL, held_since = NULL, scan_block = NULL, updated_at = $1::timestamptz
-WHERE chain_id = $2 AND sender = $3 AND (held_reason IS NOT NULL OR scan_block IS NOT NULL)
+SET recovery_reason = NULL, recovery_since = NULL, scan_block = NULL, updated_at = $1::timestamptz
+WHERE chain_id = $2 AND sender = $3 AND (recovery_reason IS NOT NULL OR scan_block IS NOT NULL)
 `
 
 type WalletHealthReleaseParams struct {
@@ -176,7 +176,7 @@ VALUES ($1, $2, $3::numeric, $4::timestamptz, $5::numeric, $3::numeric < $5::num
 ON CONFLICT (chain_id, sender) DO UPDATE
 SET balance_wei = $3::numeric, balance_at = $4::timestamptz, threshold_wei = $5::numeric,
     paused = $3::numeric < $5::numeric, updated_at = $4::timestamptz
-RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_reason, held_since, scan_block
+RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, recovery_reason, recovery_since, scan_block
 `
 
 type WalletHealthSetBalanceParams struct {
@@ -215,8 +215,8 @@ func (q *Queries) WalletHealthSetBalance(ctx context.Context, arg WalletHealthSe
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ChainHead,
-		&i.HeldReason,
-		&i.HeldSince,
+		&i.RecoveryReason,
+		&i.RecoverySince,
 		&i.ScanBlock,
 	)
 	return i, err
