@@ -102,7 +102,7 @@ FROM (SELECT * FROM signed UNION SELECT * FROM sent UNION SELECT * FROM mined
 ORDER BY u.chain_id, u.sender
 LIMIT @max;
 
--- name: WalletHealthHold :exec
+-- name: WalletRecoveryHold :exec
 -- Restore recovery: nothing is signed for the wallet while the chain's
 -- transactions at nonces the database does not know cannot be read;
 -- recovery_since keeps the first time.
@@ -111,7 +111,7 @@ VALUES (@chain_id, @sender, @reason::text, @now::timestamptz, @now::timestamptz,
 ON CONFLICT (chain_id, sender) DO UPDATE
 SET recovery_reason = @reason::text, recovery_since = coalesce(h.recovery_since, @now::timestamptz), updated_at = @now::timestamptz;
 
--- name: WalletHealthRelease :execrows
+-- name: WalletRecoveryEnd :execrows
 -- Restore recovery: every nonce the chain used is known again.
 UPDATE ledgerq.wallet_health
 SET recovery_reason = NULL, recovery_since = NULL, scan_block = NULL, updated_at = @now::timestamptz

@@ -51,7 +51,7 @@ func (j WalletKeeper) Collect(ctx context.Context, s *workers.WalletShard, inFli
 			return cyc, err
 		}
 	}
-	if s.Run.Held {
+	if s.Run.Recovering {
 		return nil, nil
 	}
 	if !s.Run.Reconciled {

@@ -55,7 +55,7 @@ func (j WalletKeeper) collectUnknown(ctx context.Context, s *workers.WalletShard
 	if !s.Run.ChainRead {
 		// The chain's nonce was not read this run: nothing can be known of
 		// its unknown nonces, so nothing is signed.
-		s.Run.Held = true
+		s.Run.Recovering = true
 		return nil, nil
 	}
 	limit := s.Config().InFlight
@@ -374,10 +374,10 @@ func (c *unknownCycle) Commit(ctx context.Context) error {
 		}
 		switch {
 		case c.held != "":
-			return tx.WalletHealthHold(ctx, now, c.ChainID(), c.Sender, c.held)
+			return tx.WalletRecoveryHold(ctx, now, c.ChainID(), c.Sender, c.held)
 		case c.complete:
 			var err error
-			released, err = tx.WalletHealthRelease(ctx, now, c.ChainID(), c.Sender)
+			released, err = tx.WalletRecoveryEnd(ctx, now, c.ChainID(), c.Sender)
 			return err
 		}
 		return nil
@@ -385,14 +385,14 @@ func (c *unknownCycle) Commit(ctx context.Context) error {
 	var notWaiting *store.TaskNotWaitingError
 	if errors.As(err, &notWaiting) {
 		c.Log().Info("wallet: a task left the queue while the chain's transactions were matched, looking again", "shard", c.Claim.Key)
-		c.Run.Held = true
+		c.Run.Recovering = true
 		return nil
 	}
 	if err != nil {
-		c.Run.Held = true
+		c.Run.Recovering = true
 		return fmt.Errorf("recording the transactions the chain holds at unknown nonces of %s: %w", c.Claim.Key, err)
 	}
-	c.Run.Held = !c.complete
+	c.Run.Recovering = !c.complete
 	for _, r := range c.found {
 		a := r.Attempt
 		if a.TaskID != "" {
@@ -416,6 +416,6 @@ func (c *unknownCycle) Commit(ctx context.Context) error {
 // Drop records nothing, and the run signs nothing: the next run looks
 // again.
 func (c *unknownCycle) Drop(context.Context, error) error {
-	c.Run.Held = true
+	c.Run.Recovering = true
 	return nil
 }

@@ -98,24 +98,24 @@ func (s *Store) AttemptAdopt(ctx context.Context, p AttemptAdoptParams) error {
 	})
 }
 
-// WalletHealthHold records why nothing is signed for the wallet now (the
+// WalletRecoveryHold records why nothing is signed for the wallet now (the
 // chain used nonces the database does not know and their transactions could
 // not be read yet); the first time is kept.
-func (s *Store) WalletHealthHold(ctx context.Context, now time.Time, chainID int64, sender, reason string) error {
+func (s *Store) WalletRecoveryHold(ctx context.Context, now time.Time, chainID int64, sender, reason string) error {
 	if reason == "" {
 		return errors.New("holding a wallet: no reason")
 	}
-	err := s.q.WalletHealthHold(ctx, dbsqlc.WalletHealthHoldParams{ChainID: chainID, Sender: lowerHex(sender), Reason: reason, Now: now})
+	err := s.q.WalletRecoveryHold(ctx, dbsqlc.WalletRecoveryHoldParams{ChainID: chainID, Sender: lowerHex(sender), Reason: reason, Now: now})
 	if err != nil {
 		return fmt.Errorf("holding %s: %w", WalletShardKey(chainID, sender), err)
 	}
 	return nil
 }
 
-// WalletHealthRelease clears the wallet's hold; it reports whether it was
+// WalletRecoveryEnd clears the wallet's hold; it reports whether it was
 // held.
-func (s *Store) WalletHealthRelease(ctx context.Context, now time.Time, chainID int64, sender string) (bool, error) {
-	n, err := s.q.WalletHealthRelease(ctx, dbsqlc.WalletHealthReleaseParams{Now: now, ChainID: chainID, Sender: lowerHex(sender)})
+func (s *Store) WalletRecoveryEnd(ctx context.Context, now time.Time, chainID int64, sender string) (bool, error) {
+	n, err := s.q.WalletRecoveryEnd(ctx, dbsqlc.WalletRecoveryEndParams{Now: now, ChainID: chainID, Sender: lowerHex(sender)})
 	if err != nil {
 		return false, fmt.Errorf("releasing %s: %w", WalletShardKey(chainID, sender), err)
 	}

@@ -357,11 +357,11 @@ type WalletRun struct {
 	// ChainRead: the run's confirm read and recorded the chain's nonce.
 	ChainRead bool
 	// UnknownChecked: the run looked for nonces the chain used that no
-	// attempt holds (a database restored behind the chain). Held: some may
+	// attempt holds (a database restored behind the chain). Recovering: some may
 	// remain, or their transactions could not be read: the run signs
 	// nothing (no reconciliation, no no-op, no send), since a task waiting
 	// here may already be on the chain.
-	UnknownChecked, Held bool
+	UnknownChecked, Recovering bool
 	// ChainNonce is the chain's nonce as this run last learned it.
 	ChainNonce uint64
 	// Fresh holds the hashes of attempts this run stored and has not
@@ -507,7 +507,7 @@ func (j *WalletJob) Collect(ctx context.Context, c Claim) (Cycle, error) {
 	if cyc, err := j.steps.KeepMoving.Collect(ctx, s, inFlight, len(tasks)); cyc != nil || err != nil {
 		return cyc, err
 	}
-	if len(tasks) == 0 || s.Run.Paused || s.Run.Held {
+	if len(tasks) == 0 || s.Run.Paused || s.Run.Recovering {
 		return nil, nil
 	}
 	return j.steps.Send.Collect(ctx, s, tasks)

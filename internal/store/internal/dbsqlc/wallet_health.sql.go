@@ -47,33 +47,6 @@ func (q *Queries) WalletHealthGet(ctx context.Context, arg WalletHealthGetParams
 	return i, err
 }
 
-const walletHealthHold = `-- name: WalletHealthHold :exec
-INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, recovery_reason, recovery_since, created_at, updated_at)
-VALUES ($1, $2, $3::text, $4::timestamptz, $4::timestamptz, $4::timestamptz)
-ON CONFLICT (chain_id, sender) DO UPDATE
-SET recovery_reason = $3::text, recovery_since = coalesce(h.recovery_since, $4::timestamptz), updated_at = $4::timestamptz
-`
-
-type WalletHealthHoldParams struct {
-	ChainID int64
-	Sender  string
-	Reason  string
-	Now     time.Time
-}
-
-// Restore recovery: nothing is signed for the wallet while the chain's
-// transactions at nonces the database does not know cannot be read;
-// recovery_since keeps the first time.
-func (q *Queries) WalletHealthHold(ctx context.Context, arg WalletHealthHoldParams) error {
-	_, err := q.db.Exec(ctx, walletHealthHold,
-		arg.ChainID,
-		arg.Sender,
-		arg.Reason,
-		arg.Now,
-	)
-	return err
-}
-
 const walletHealthMarkBalanceStale = `-- name: WalletHealthMarkBalanceStale :exec
 UPDATE ledgerq.wallet_health SET balance_at = NULL, updated_at = $1::timestamptz
 WHERE chain_id = $2 AND sender = $3
@@ -146,27 +119,6 @@ func (q *Queries) WalletHealthRecordReset(ctx context.Context, arg WalletHealthR
 		arg.ToNonce,
 	)
 	return err
-}
-
-const walletHealthRelease = `-- name: WalletHealthRelease :execrows
-UPDATE ledgerq.wallet_health
-SET recovery_reason = NULL, recovery_since = NULL, scan_block = NULL, updated_at = $1::timestamptz
-WHERE chain_id = $2 AND sender = $3 AND (recovery_reason IS NOT NULL OR scan_block IS NOT NULL)
-`
-
-type WalletHealthReleaseParams struct {
-	Now     time.Time
-	ChainID int64
-	Sender  string
-}
-
-// Restore recovery: every nonce the chain used is known again.
-func (q *Queries) WalletHealthRelease(ctx context.Context, arg WalletHealthReleaseParams) (int64, error) {
-	result, err := q.db.Exec(ctx, walletHealthRelease, arg.Now, arg.ChainID, arg.Sender)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
 }
 
 const walletHealthSetBalance = `-- name: WalletHealthSetBalance :one
@@ -351,4 +303,52 @@ func (q *Queries) WalletListWithWork(ctx context.Context, arg WalletListWithWork
 		return nil, err
 	}
 	return items, nil
+}
+
+const walletRecoveryEnd = `-- name: WalletRecoveryEnd :execrows
+UPDATE ledgerq.wallet_health
+SET recovery_reason = NULL, recovery_since = NULL, scan_block = NULL, updated_at = $1::timestamptz
+WHERE chain_id = $2 AND sender = $3 AND (recovery_reason IS NOT NULL OR scan_block IS NOT NULL)
+`
+
+type WalletRecoveryEndParams struct {
+	Now     time.Time
+	ChainID int64
+	Sender  string
+}
+
+// Restore recovery: every nonce the chain used is known again.
+func (q *Queries) WalletRecoveryEnd(ctx context.Context, arg WalletRecoveryEndParams) (int64, error) {
+	result, err := q.db.Exec(ctx, walletRecoveryEnd, arg.Now, arg.ChainID, arg.Sender)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const walletRecoveryHold = `-- name: WalletRecoveryHold :exec
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, recovery_reason, recovery_since, created_at, updated_at)
+VALUES ($1, $2, $3::text, $4::timestamptz, $4::timestamptz, $4::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET recovery_reason = $3::text, recovery_since = coalesce(h.recovery_since, $4::timestamptz), updated_at = $4::timestamptz
+`
+
+type WalletRecoveryHoldParams struct {
+	ChainID int64
+	Sender  string
+	Reason  string
+	Now     time.Time
+}
+
+// Restore recovery: nothing is signed for the wallet while the chain's
+// transactions at nonces the database does not know cannot be read;
+// recovery_since keeps the first time.
+func (q *Queries) WalletRecoveryHold(ctx context.Context, arg WalletRecoveryHoldParams) error {
+	_, err := q.db.Exec(ctx, walletRecoveryHold,
+		arg.ChainID,
+		arg.Sender,
+		arg.Reason,
+		arg.Now,
+	)
+	return err
 }
