@@ -101,3 +101,20 @@ FROM (SELECT * FROM signed UNION SELECT * FROM sent UNION SELECT * FROM mined
       UNION SELECT * FROM waiting UNION SELECT * FROM watched) u
 ORDER BY u.chain_id, u.sender
 LIMIT @max;
+
+-- name: WalletHealthHold :one
+-- An operator holds the wallet: no new task is sent until released. A
+-- wallet already held keeps its first hold.
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, held_at, held_by, created_at, updated_at)
+VALUES (@chain_id, @sender, @now::timestamptz, @held_by, @now::timestamptz, @now::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET held_at = coalesce(h.held_at, EXCLUDED.held_at), held_by = coalesce(h.held_by, EXCLUDED.held_by),
+    updated_at = EXCLUDED.updated_at
+RETURNING *;
+
+-- name: WalletHealthRelease :one
+-- An operator releases the wallet's hold.
+UPDATE ledgerq.wallet_health
+SET held_at = NULL, held_by = NULL, updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND sender = @sender
+RETURNING *;

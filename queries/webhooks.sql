@@ -112,3 +112,11 @@ WHERE id = @id AND attempts = @attempts AND delivered_at IS NULL AND gave_up_at 
 
 -- name: WebhookDeliveryGet :one
 SELECT * FROM ledgerq.webhook_deliveries WHERE id = @id;
+
+-- name: WebhookDeliveryRetry :one
+-- An operator sends a given-up delivery again: its attempts start over
+-- (the last status and error stay until the next attempt), due now.
+UPDATE ledgerq.webhook_deliveries
+SET gave_up_at = NULL, attempts = 0, last_attempt_at = NULL, next_attempt_at = @now::timestamptz
+WHERE id = @id AND gave_up_at IS NOT NULL
+RETURNING id, endpoint_id, last_status, last_error;

@@ -190,7 +190,7 @@ func devAPIKey(ctx context.Context, st *store.Store, dataDir string, clk clock.C
 	if b, err := os.ReadFile(file); err == nil {
 		token := strings.TrimSpace(string(b))
 		k, err := st.APIKeyLookup(ctx, token)
-		if err == nil && k.Allows(devWalletName) {
+		if err == nil && k.Has(store.ScopeAdmin) {
 			return token, nil
 		}
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -200,7 +200,7 @@ func devAPIKey(ctx context.Context, st *store.Store, dataDir string, clk clock.C
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	_, token, err := st.APIKeyCreate(ctx, store.APIKeyCreateParams{Now: clk.Now(), Name: "ledgerq dev", Wallets: []string{devWalletName}})
+	_, token, err := st.APIKeyCreate(ctx, store.APIKeyCreateParams{Now: clk.Now(), Name: "ledgerq dev", Scopes: []store.Scope{store.ScopeAdmin}})
 	if err != nil {
 		return "", fmt.Errorf("dev API key: %w", err)
 	}

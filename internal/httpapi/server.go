@@ -81,6 +81,8 @@ type Config struct {
 	MaxFeePerGas *big.Int
 	// Webhooks is what a registered webhook endpoint is held to.
 	Webhooks WebhookEndpoints
+	// Access says which surfaces need an API key (access.go).
+	Access AccessConfig
 }
 
 // WebhookEndpoints is what a webhook endpoint is held to when it is
@@ -268,7 +270,7 @@ func New(cfg Config, deps Deps) *Server {
 		panic(fmt.Sprintf("httpapi: %v", err))
 	}
 	s.sawtoothPaths = rules.sawtoothPaths
-	apigen.RegisterHandlersWithOptions(e, s, apigen.RegisterHandlersOptions{OperationMiddlewares: s.withAPIKeys(rules)})
+	apigen.RegisterHandlersWithOptions(e, s, apigen.RegisterHandlersOptions{OperationMiddlewares: s.withAccess(rules)})
 	s.echo = e
 	return s
 }

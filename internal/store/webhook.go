@@ -443,3 +443,42 @@ func (s *Store) WebhookDeliveryGet(ctx context.Context, id string) (WebhookDeliv
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// WebhookDeliveryRetryParams name a given-up delivery to send again.
+type WebhookDeliveryRetryParams struct {
+	Now time.Time
+	ID  string
+	// Audit, when set, records the retry in the same transaction.
+	Audit *AuditEntry
+}
+
+// WebhookDeliveryRetry sends a given-up delivery again: its attempts start
+// over, due at once, and the deliverers are woken. It returns false for a
+// delivery that is not given up (pending or delivered: nothing to do), and
+// ErrNotFound for a missing one.
+func (s *Store) WebhookDeliveryRetry(ctx context.Context, p WebhookDeliveryRetryParams) (bool, error) {
+	var retried bool
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		row, err := one(q.WebhookDeliveryRetry(ctx, dbsqlc.WebhookDeliveryRetryParams{Now: p.Now, ID: p.ID}))
+		if errors.Is(err, ErrNotFound) {
+			if _, err := one(q.WebhookDeliveryGet(ctx, p.ID)); err != nil {
+				return err
+			}
+			return nil
+		} else if err != nil {
+			return err
+		}
+		retried = true
+		if p.Audit != nil {
+			detail := map[string]any{"endpoint_id": row.EndpointID, "last_error": deref(row.LastError)}
+			if err := auditInsert(ctx, q, p.Audit.with(p.Now, "webhook_delivery.retry", "webhook_delivery/"+p.ID, detail)); err != nil {
+				return err
+			}
+		}
+		return wake(ctx, q, notify.WalletWebhooks)
+	})
+	if err != nil {
+		return false, fmt.Errorf("sending webhook delivery %q again: %w", p.ID, err)
+	}
+	return retried, nil
+}

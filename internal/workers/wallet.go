@@ -352,6 +352,9 @@ type WalletRun struct {
 	// Paused: the balance check found the balance below the threshold: the
 	// run sends nothing.
 	Paused bool
+	// Held: an operator holds the wallet (store.WalletHealthHold): the run
+	// sends no new task, and still follows those in flight.
+	Held bool
 	// ChainNonce is the chain's nonce as this run last learned it.
 	ChainNonce uint64
 	// Fresh holds the hashes of attempts this run stored and has not
@@ -497,7 +500,7 @@ func (j *WalletJob) Collect(ctx context.Context, c Claim) (Cycle, error) {
 	if cyc, err := j.steps.KeepMoving.Collect(ctx, s, inFlight, len(tasks)); cyc != nil || err != nil {
 		return cyc, err
 	}
-	if len(tasks) == 0 || s.Run.Paused {
+	if len(tasks) == 0 || s.Run.Paused || s.Run.Held {
 		return nil, nil
 	}
 	return j.steps.Send.Collect(ctx, s, tasks)

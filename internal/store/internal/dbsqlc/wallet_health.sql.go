@@ -13,7 +13,7 @@ import (
 )
 
 const walletHealthGet = `-- name: WalletHealthGet :one
-SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head FROM ledgerq.wallet_health WHERE chain_id = $1 AND sender = $2
+SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by FROM ledgerq.wallet_health WHERE chain_id = $1 AND sender = $2
 `
 
 type WalletHealthGetParams struct {
@@ -40,6 +40,56 @@ func (q *Queries) WalletHealthGet(ctx context.Context, arg WalletHealthGetParams
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ChainHead,
+		&i.HeldAt,
+		&i.HeldBy,
+	)
+	return i, err
+}
+
+const walletHealthHold = `-- name: WalletHealthHold :one
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, held_at, held_by, created_at, updated_at)
+VALUES ($1, $2, $3::timestamptz, $4, $3::timestamptz, $3::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET held_at = coalesce(h.held_at, EXCLUDED.held_at), held_by = coalesce(h.held_by, EXCLUDED.held_by),
+    updated_at = EXCLUDED.updated_at
+RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by
+`
+
+type WalletHealthHoldParams struct {
+	ChainID int64
+	Sender  string
+	Now     time.Time
+	HeldBy  *string
+}
+
+// An operator holds the wallet: no new task is sent until released. A
+// wallet already held keeps its first hold.
+func (q *Queries) WalletHealthHold(ctx context.Context, arg WalletHealthHoldParams) (LedgerqWalletHealth, error) {
+	row := q.db.QueryRow(ctx, walletHealthHold,
+		arg.ChainID,
+		arg.Sender,
+		arg.Now,
+		arg.HeldBy,
+	)
+	var i LedgerqWalletHealth
+	err := row.Scan(
+		&i.ChainID,
+		&i.Sender,
+		&i.ChainNonce,
+		&i.ChainNonceSince,
+		&i.BalanceWei,
+		&i.BalanceAt,
+		&i.ThresholdWei,
+		&i.Paused,
+		&i.Resets,
+		&i.LastResetAt,
+		&i.LastResetFrom,
+		&i.LastResetTo,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ChainHead,
+		&i.HeldAt,
+		&i.HeldBy,
 	)
 	return i, err
 }
@@ -118,6 +168,45 @@ func (q *Queries) WalletHealthRecordReset(ctx context.Context, arg WalletHealthR
 	return err
 }
 
+const walletHealthRelease = `-- name: WalletHealthRelease :one
+UPDATE ledgerq.wallet_health
+SET held_at = NULL, held_by = NULL, updated_at = $1::timestamptz
+WHERE chain_id = $2 AND sender = $3
+RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by
+`
+
+type WalletHealthReleaseParams struct {
+	Now     time.Time
+	ChainID int64
+	Sender  string
+}
+
+// An operator releases the wallet's hold.
+func (q *Queries) WalletHealthRelease(ctx context.Context, arg WalletHealthReleaseParams) (LedgerqWalletHealth, error) {
+	row := q.db.QueryRow(ctx, walletHealthRelease, arg.Now, arg.ChainID, arg.Sender)
+	var i LedgerqWalletHealth
+	err := row.Scan(
+		&i.ChainID,
+		&i.Sender,
+		&i.ChainNonce,
+		&i.ChainNonceSince,
+		&i.BalanceWei,
+		&i.BalanceAt,
+		&i.ThresholdWei,
+		&i.Paused,
+		&i.Resets,
+		&i.LastResetAt,
+		&i.LastResetFrom,
+		&i.LastResetTo,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ChainHead,
+		&i.HeldAt,
+		&i.HeldBy,
+	)
+	return i, err
+}
+
 const walletHealthSetBalance = `-- name: WalletHealthSetBalance :one
 INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, balance_wei, balance_at, threshold_wei, paused, created_at, updated_at)
 VALUES ($1, $2, $3::numeric, $4::timestamptz, $5::numeric, $3::numeric < $5::numeric,
@@ -125,7 +214,7 @@ VALUES ($1, $2, $3::numeric, $4::timestamptz, $5::numeric, $3::numeric < $5::num
 ON CONFLICT (chain_id, sender) DO UPDATE
 SET balance_wei = $3::numeric, balance_at = $4::timestamptz, threshold_wei = $5::numeric,
     paused = $3::numeric < $5::numeric, updated_at = $4::timestamptz
-RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head
+RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by
 `
 
 type WalletHealthSetBalanceParams struct {
@@ -164,6 +253,8 @@ func (q *Queries) WalletHealthSetBalance(ctx context.Context, arg WalletHealthSe
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ChainHead,
+		&i.HeldAt,
+		&i.HeldBy,
 	)
 	return i, err
 }

@@ -239,6 +239,39 @@ func (q *Queries) WebhookDeliveryMarkFailed(ctx context.Context, arg WebhookDeli
 	return result.RowsAffected(), nil
 }
 
+const webhookDeliveryRetry = `-- name: WebhookDeliveryRetry :one
+UPDATE ledgerq.webhook_deliveries
+SET gave_up_at = NULL, attempts = 0, last_attempt_at = NULL, next_attempt_at = $1::timestamptz
+WHERE id = $2 AND gave_up_at IS NOT NULL
+RETURNING id, endpoint_id, last_status, last_error
+`
+
+type WebhookDeliveryRetryParams struct {
+	Now time.Time
+	ID  string
+}
+
+type WebhookDeliveryRetryRow struct {
+	ID         string
+	EndpointID string
+	LastStatus *int32
+	LastError  *string
+}
+
+// An operator sends a given-up delivery again: its attempts start over
+// (the last status and error stay until the next attempt), due now.
+func (q *Queries) WebhookDeliveryRetry(ctx context.Context, arg WebhookDeliveryRetryParams) (WebhookDeliveryRetryRow, error) {
+	row := q.db.QueryRow(ctx, webhookDeliveryRetry, arg.Now, arg.ID)
+	var i WebhookDeliveryRetryRow
+	err := row.Scan(
+		&i.ID,
+		&i.EndpointID,
+		&i.LastStatus,
+		&i.LastError,
+	)
+	return i, err
+}
+
 const webhookEndpointDelete = `-- name: WebhookEndpointDelete :execrows
 DELETE FROM ledgerq.webhook_endpoints WHERE id = $1 AND wallet_id = $2
 `
