@@ -48,6 +48,10 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
 		fs.DurationVar(&c.API.WriteTimeout, "api-write-timeout", c.API.WriteTimeout, "time a client has to read a response, from its first byte (a long-poll's wait does not count)")
 		fs.DurationVar(&c.API.IdleTimeout, "api-idle-timeout", c.API.IdleTimeout, "close a keep-alive connection that waits longer for its next request")
 		fs.IntVar(&c.API.MaxConnections, "api-max-connections", c.API.MaxConnections, "most connections the API holds open; at the cap a new one closes the longest-idle keep-alive connection or waits")
+		fs.BoolVar(&c.API.Access.Open, "insecure-open", c.API.Access.Open, "serve every /v1 route, /metrics and the console without an API key (each request acts as an anonymous admin): for a trusted network only")
+		fs.BoolVar(&c.API.Access.MetricsOpen, "metrics-open", c.API.Access.MetricsOpen, "serve /metrics without an API key (for scrapers that send none); the rest still needs one")
+		fs.BoolVar(&c.API.Access.SawtoothRequireKey, "sawtooth-require-key", c.API.Access.SawtoothRequireKey, "batch lane: the Sawtooth drop-in (POST /batches, /batch_statuses) needs an API key: posting one with the batches' service scope (service:ID or service:*)")
+		fs.BoolVar(&c.API.Access.RPCRequireKey, "rpc-require-key", c.API.Access.RPCRequireKey, "builder lane: POST /rpc needs an API key with pool:write")
 		fs.IntVar(&c.API.Webhooks.MaxEndpoints, "webhook-max-endpoints", c.API.Webhooks.MaxEndpoints, "wallet lane: most webhook endpoints one wallet may have (one more is refused with 409)")
 		fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGTERM, how long to let in-flight work finish before cancelling it")
 	}

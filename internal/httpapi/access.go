@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -140,7 +141,13 @@ func (s *Server) withAccess(rules specRules) map[string][]echo.MiddlewareFunc {
 	secured := s.securedOps(rules)
 	out := make(map[string][]echo.MiddlewareFunc, len(rules.guards))
 	for op, mws := range rules.guards {
-		if secured[op] {
+		switch {
+		case !secured[op]:
+		case rules.sawtoothOps[op]:
+			// Inside sawtoothErrors, so that a refusal is a Sawtooth error
+			// object.
+			mws = append(slices.Clone(mws), s.requireAccess(op))
+		default:
 			mws = append([]echo.MiddlewareFunc{s.requireAccess(op)}, mws...)
 		}
 		out[op] = mws

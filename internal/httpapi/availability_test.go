@@ -145,7 +145,7 @@ func serveOn(t *testing.T, db *testdb.DB, st *store.Store, mutate ...func(*httpa
 	api := httpapi.New(cfg, httpapi.Deps{Store: st, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: m})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &apiFixture{t: t, db: db, url: srv.URL, metrics: m}
+	return &apiFixture{t: t, db: db, url: srv.URL, metrics: m, key: adminKey(t, db.Store)}
 }
 
 // terminateAPIBackends ends, as pg_terminate_backend does for an operator or
@@ -359,6 +359,7 @@ func TestAPI_AClientThatGoesAwayIsNotA500(t *testing.T) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.url+"/v1/batches/abc", nil)
 	require.NoError(t, err)
+	f.authorize(req)
 	_, err = http.DefaultClient.Do(req)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the client gave up")
 	var body string

@@ -87,6 +87,7 @@ var (
 		Message: "The request is larger than ledgerq takes: "}
 	stInvalidParameter = sawtooth.APIError{Code: sawtooth.CodeInvalidParameter, Title: "Invalid Parameter",
 		Message: "A parameter of the request is invalid: "}
+	stAccessDenied = sawtooth.APIError{Code: sawtooth.CodeAccessDenied, Title: "Access Denied", Message: ""}
 )
 
 // stErr returns the Sawtooth error base with detail appended to its message,
@@ -100,9 +101,12 @@ func stErr(status int, base sawtooth.APIError, detail string) *sawtoothError {
 func asSawtoothError(err error) *sawtoothError {
 	var se *sawtoothError
 	var he *echo.HTTPError
+	var ae *Error
 	switch {
 	case errors.As(err, &se):
 		return se
+	case errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden):
+		return stErr(ae.Status, stAccessDenied, ae.Message)
 	case bodyTooLarge(err):
 		return stErr(http.StatusRequestEntityTooLarge, stTooLarge, "the body is larger than --max-body-bytes.")
 	case errors.As(err, &he) && he.Code < http.StatusInternalServerError:
@@ -245,6 +249,9 @@ func (s *Server) storeBatchList(c echo.Context, params apigen.PostSawtoothBatche
 			}
 			// One signer's batches keep their order by default.
 			svc = h.SignerPublicKey
+		}
+		if p := principalOf(req.Context()); s.cfg.Access.SawtoothRequireKey && !p.service(svc) {
+			return "", forbiddenService(p, svc)
 		}
 		batches = append(batches, store.NewBatch{
 			ID: ids[i], ServiceID: svc, Payload: raw, CreatedAt: now.Add(time.Duration(i) * time.Microsecond),

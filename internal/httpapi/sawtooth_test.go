@@ -44,6 +44,7 @@ func (f *apiFixture) postBatchList(path string, body []byte, header ...string) h
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Add(header[i], header[i+1])
 	}
+	f.authorize(req)
 	return do(f.t, req)
 }
 
@@ -52,6 +53,7 @@ func (f *apiFixture) postStatuses(path, contentType, body string) httpResult {
 	req, err := http.NewRequest(http.MethodPost, f.url+path, strings.NewReader(body))
 	require.NoError(f.t, err)
 	req.Header.Set("Content-Type", contentType)
+	f.authorize(req)
 	return do(f.t, req)
 }
 

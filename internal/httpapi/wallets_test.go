@@ -52,7 +52,7 @@ func newTestWallet(t testing.TB, id string) keystore.Wallet {
 
 func createAPIKey(t testing.TB, st *store.Store, wallets ...string) string {
 	t.Helper()
-	_, token, err := st.APIKeyCreate(context.Background(), store.APIKeyCreateParams{Now: t0, Name: "test", Wallets: wallets})
+	_, token, err := st.APIKeyCreate(context.Background(), store.APIKeyCreateParams{Now: t0, Name: "test", Scopes: store.WalletScopes(wallets...)})
 	require.NoError(t, err)
 	return token
 }
@@ -453,7 +453,7 @@ func TestWallets_EveryWalletRouteWithoutAValidAPIKeyIs401(t *testing.T) {
 	keys, err := f.db.Store.APIKeyList(context.Background(), false)
 	require.NoError(t, err)
 	for _, k := range keys {
-		if k.CreatedAt.Equal(t0) && len(k.Wallets) == 1 && k.Wallets[0] == "main" {
+		if k.CreatedAt.Equal(t0) && len(k.Scopes) == 1 && k.Scopes[0] == store.WalletScope("main") {
 			_, _, err := f.db.Store.APIKeyRevoke(context.Background(), store.APIKeyRevokeParams{Now: t0, ID: k.ID})
 			require.NoError(t, err)
 		}

@@ -67,6 +67,15 @@ const (
 // WalletScope opens the routes of wallet name.
 func WalletScope(name string) Scope { return Scope(walletScopePrefix + name) }
 
+// WalletScopes are the scopes of the wallets names.
+func WalletScopes(names ...string) []Scope {
+	out := make([]Scope, len(names))
+	for i, n := range names {
+		out[i] = WalletScope(n)
+	}
+	return out
+}
+
 // ServiceScope opens the batch lane for service id: posting its batches and
 // reading them.
 func ServiceScope(id string) Scope { return Scope(serviceScopePrefix + id) }
