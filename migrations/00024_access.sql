@@ -52,6 +52,7 @@ CREATE INDEX console_sessions_expires_at ON ledgerq.console_sessions (expires_at
 COMMENT ON TABLE ledgerq.console_sessions IS 'The console''s login sessions: the SHA-256 of the session cookie''s token, the key that logged in, and when the session expires or ended (logout). A revoked key''s sessions open nothing.';
 COMMENT ON COLUMN ledgerq.console_sessions.token_hash IS 'SHA-256 of the session token the browser holds in an HttpOnly cookie.';
 COMMENT ON COLUMN ledgerq.console_sessions.key_id IS 'The API key that logged in; its scopes are the session''s.';
+COMMENT ON COLUMN ledgerq.console_sessions.created_at IS 'When the key logged in.';
 COMMENT ON COLUMN ledgerq.console_sessions.expires_at IS 'The session opens nothing after this.';
 COMMENT ON COLUMN ledgerq.console_sessions.ended_at IS 'When the session was logged out; NULL while it may be used.';
 
@@ -76,6 +77,8 @@ CREATE TABLE ledgerq.audit_log (
 CREATE INDEX audit_log_at ON ledgerq.audit_log (at DESC, id DESC);
 
 COMMENT ON TABLE ledgerq.audit_log IS 'What operators changed through the console or the API''s operator routes: one row per action, written in the same transaction as the change. Never updated or deleted by ledgerq.';
+COMMENT ON COLUMN ledgerq.audit_log.id IS 'The action''s number, in the order actions were recorded.';
+COMMENT ON COLUMN ledgerq.audit_log.at IS 'When the action was taken.';
 COMMENT ON COLUMN ledgerq.audit_log.key_id IS 'The API key that acted; NULL when the API was opened without keys (--insecure-open).';
 COMMENT ON COLUMN ledgerq.audit_log.key_name IS 'The key''s name when it acted (anonymous with --insecure-open).';
 COMMENT ON COLUMN ledgerq.audit_log.action IS 'What was done: task.cancel, webhook_delivery.retry, wallet.hold, wallet.release.';

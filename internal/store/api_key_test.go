@@ -128,18 +128,25 @@ func keyIDs(keys []store.APIKey) []string {
 	return out
 }
 
-// The table itself refuses a key without scopes, a wallet name the API
-// could not route, and an empty name.
+// A key without scopes, with a wallet name the API could not route, or
+// without a name is refused: a bad scope before the database is asked
+// (ParseScope), the rest by the table itself.
 func TestAPIKey_TheTableRefusesKeysWithoutWalletsOrWithBadNames(t *testing.T) {
 	t.Parallel()
 	now := testfactory.Start()
 	for name, p := range map[string]store.APIKeyCreateParams{
-		"no wallet":       {Now: now, Name: "x"},
 		"empty wallet":    {Now: now, Name: "x", Scopes: store.WalletScopes("")},
 		"wallet w/ space": {Now: now, Name: "x", Scopes: store.WalletScopes("a b")},
 		"wallet w/ slash": {Now: now, Name: "x", Scopes: store.WalletScopes("main", "../x")},
 		"long wallet":     {Now: now, Name: "x", Scopes: store.WalletScopes(strings.Repeat("a", 65))},
-		"empty name":      {Now: now, Name: "", Scopes: store.WalletScopes("main")},
+	} {
+		st := testdb.NewTx(t)
+		_, _, err := st.APIKeyCreate(t.Context(), p)
+		require.ErrorContains(t, err, "scope", name)
+	}
+	for name, p := range map[string]store.APIKeyCreateParams{
+		"no scope":   {Now: now, Name: "x"},
+		"empty name": {Now: now, Name: "", Scopes: store.WalletScopes("main")},
 	} {
 		st := testdb.NewTx(t)
 		_, _, err := st.APIKeyCreate(t.Context(), p)
@@ -185,8 +192,8 @@ func TestAPIKey_ScopesOpenWhatTheyNameAndAdminOpensEverything(t *testing.T) {
 // check refuses, for a row written by SQL.
 func TestAPIKey_TheTableRefusesScopesOutsideTheModel(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
 	for _, bad := range []string{"superuser", "wallet:a b", "service:", "read "} {
+		st := testdb.NewTx(t)
 		_, err := st.DB().Exec(t.Context(), `INSERT INTO ledgerq.api_keys (id, name, token_hash, scopes, created_at)
 			VALUES ('0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b', 'x', sha256('x'), ARRAY[$1], now())`, bad)
 		var pgErr *pgconn.PgError
