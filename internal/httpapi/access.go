@@ -3,12 +3,15 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ledgerq/ledgerq/internal/ratelimit"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
@@ -46,6 +49,105 @@ type AccessConfig struct {
 	SawtoothRequireKey bool
 	// RPCRequireKey secures POST /rpc: it then needs pool:write.
 	RPCRequireKey bool
+	// RateLimits bound each key's requests, and each client address's on
+	// the routes that need no key, so that one client cannot starve the
+	// others: past its rate a request is 429 with Retry-After.
+	RateLimits RateLimits
+}
+
+// RateLimits are the request rates (ratelimit.Rate: COUNT/UNIT:BURST; zero
+// is unlimited).
+type RateLimits struct {
+	// Key is a key's rate when none of its scopes has one of its own.
+	Key ratelimit.Rate
+	// Anonymous is each client address's rate where no key is sent (the
+	// Sawtooth drop-in and /rpc when open, every route with Open). The
+	// probes and the document are never limited.
+	Anonymous ratelimit.Rate
+	// Scopes are rates by scope kind (admin, read, pool:write, service,
+	// wallet): a key's rate is the most generous of its scopes' that have
+	// one.
+	Scopes map[string]ratelimit.Rate
+}
+
+// DefaultRateLimits are generous: a runaway client is stopped, a busy one
+// is not.
+func DefaultRateLimits() RateLimits {
+	r := ratelimit.Rate{Count: 1000, Period: time.Second, Burst: 2000}
+	return RateLimits{Key: r, Anonymous: r}
+}
+
+// ScopeKinds are the kinds RateLimits.Scopes takes.
+var ScopeKinds = []string{"admin", "read", "pool:write", "service", "wallet"}
+
+// scopeKind is the kind of scope for RateLimits.Scopes.
+func scopeKind(s store.Scope) string {
+	kind, _, found := strings.Cut(string(s), ":")
+	if !found || s == store.ScopePoolWrite {
+		return string(s)
+	}
+	return kind
+}
+
+// rateOf is p's rate: by its key's scopes, or Anonymous.
+func (l RateLimits) rateOf(p principal) ratelimit.Rate {
+	if p.anonymous {
+		return l.Anonymous
+	}
+	best, found := l.Key, false
+	for _, sc := range p.key.Scopes {
+		r, ok := l.Scopes[scopeKind(sc)]
+		switch {
+		case !ok:
+		case !found, r.Unlimited(), !best.Unlimited() && perSecond(r) > perSecond(best):
+			best, found = r, true
+		}
+	}
+	return best
+}
+
+func perSecond(r ratelimit.Rate) float64 { return float64(r.Count) / r.Period.Seconds() }
+
+// unlimitedOps are never rate limited: the probes and the document.
+var unlimitedOps = map[string]bool{"healthz": true, "headHealthz": true, "readyz": true, "headReadyz": true, "getOpenAPI": true}
+
+// allow answers 429 with Retry-After when the request's principal (its key,
+// or its client address) is past its rate.
+func (s *Server) allow(c echo.Context, p principal) error {
+	r := s.cfg.Access.RateLimits.rateOf(p)
+	if r.Unlimited() || s.limiter == nil {
+		return nil
+	}
+	key := "k:" + p.key.ID
+	if p.anonymous {
+		key = "a:" + clientAddr(c.Request())
+	}
+	if ok, wait := s.limiter.Allow(key, r); !ok {
+		c.Response().Header().Set("Retry-After", ratelimit.RetryAfterSeconds(wait))
+		return errorf(http.StatusTooManyRequests, "too many requests: %s is limited to %s; retry after %s s",
+			p.name(), r, ratelimit.RetryAfterSeconds(wait))
+	}
+	return nil
+}
+
+// clientAddr is the request's peer address without its port. Forwarding
+// headers are not trusted: any client can write them.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// limitAnonymous rate-limits a route that needs no key by client address.
+func (s *Server) limitAnonymous(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := s.allow(c, principal{anonymous: true}); err != nil {
+			return err
+		}
+		return next(c)
+	}
 }
 
 // principal is who a request acts as: a key, or anyone on an open API.
@@ -142,7 +244,11 @@ func (s *Server) withAccess(rules specRules) map[string][]echo.MiddlewareFunc {
 	out := make(map[string][]echo.MiddlewareFunc, len(rules.guards))
 	for op, mws := range rules.guards {
 		switch {
+		case !secured[op] && unlimitedOps[op]:
+		case !secured[op] && rules.sawtoothOps[op]:
+			mws = append(slices.Clone(mws), s.limitAnonymous)
 		case !secured[op]:
+			mws = append([]echo.MiddlewareFunc{s.limitAnonymous}, mws...)
 		case rules.sawtoothOps[op]:
 			// Inside sawtoothErrors, so that a refusal is a Sawtooth error
 			// object.
@@ -164,6 +270,9 @@ func (s *Server) requireAccess(op string) echo.MiddlewareFunc {
 		return func(c echo.Context) error {
 			p, err := s.authenticate(c)
 			if err != nil {
+				return err
+			}
+			if err := s.allow(c, p); err != nil {
 				return err
 			}
 			if listed && !need.allows(p) {

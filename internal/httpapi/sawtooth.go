@@ -88,6 +88,7 @@ var (
 	stInvalidParameter = sawtooth.APIError{Code: sawtooth.CodeInvalidParameter, Title: "Invalid Parameter",
 		Message: "A parameter of the request is invalid: "}
 	stAccessDenied = sawtooth.APIError{Code: sawtooth.CodeAccessDenied, Title: "Access Denied", Message: ""}
+	stRateLimited  = sawtooth.APIError{Code: sawtooth.CodeRateLimited, Title: "Too Many Requests", Message: ""}
 )
 
 // stErr returns the Sawtooth error base with detail appended to its message,
@@ -107,6 +108,8 @@ func asSawtoothError(err error) *sawtoothError {
 		return se
 	case errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden):
 		return stErr(ae.Status, stAccessDenied, ae.Message)
+	case errors.As(err, &ae) && ae.Status == http.StatusTooManyRequests:
+		return stErr(ae.Status, stRateLimited, ae.Message)
 	case bodyTooLarge(err):
 		return stErr(http.StatusRequestEntityTooLarge, stTooLarge, "the body is larger than --max-body-bytes.")
 	case errors.As(err, &he) && he.Code < http.StatusInternalServerError:

@@ -36,6 +36,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/queuer"
+	"github.com/ledgerq/ledgerq/internal/ratelimit"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
@@ -83,6 +84,10 @@ type Config struct {
 	Webhooks WebhookEndpoints
 	// Access says which surfaces need an API key (access.go).
 	Access AccessConfig
+	// TLSCertFile and TLSKeyFile, when set, make the API serve HTTPS
+	// itself (PEM files, reloaded when they change); unset, it serves
+	// HTTP, behind a proxy that terminates TLS.
+	TLSCertFile, TLSKeyFile string
 }
 
 // WebhookEndpoints is what a webhook endpoint is held to when it is
@@ -108,6 +113,7 @@ func DefaultConfig() Config {
 		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxConnections: 1024,
 		MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20, RequestTimeout: 5 * time.Second,
 		TaskMaxWait: 50 * time.Second, MaxFeePerGas: new(big.Int).Set(DefaultMaxFeePerGas), Webhooks: WebhookEndpoints{MaxEndpoints: 25},
+		Access: AccessConfig{RateLimits: DefaultRateLimits()},
 	}
 }
 
@@ -176,8 +182,10 @@ type Server struct {
 	pool      *queuer.PoolConfig
 	poolChain ledger.PoolChain
 	evm       ledger.EVMRPC
-	version   string
-	rpc       *rpc.Server
+	// limiter counts each key's (and client address's) requests.
+	limiter *ratelimit.Limiter
+	version string
+	rpc     *rpc.Server
 	// onPoolPending is called after an intake left a transaction pending
 	// (OnPoolPending).
 	onPoolPending func()
@@ -208,6 +216,12 @@ func New(cfg Config, deps Deps) *Server {
 	}
 	s := &Server{cfg: cfg, store: deps.Store, ready: deps.Ready, clock: deps.Clock, logger: logger, metrics: deps.Metrics,
 		wallets: deps.Wallets, stopping: make(chan struct{}), resolver: deps.Resolver}
+	// Rates are about the wall clock, not the rules' (deps.Clock).
+	limiter, err := ratelimit.New(ratelimit.Config{})
+	if err != nil {
+		panic(fmt.Sprintf("httpapi: %v", err))
+	}
+	s.limiter = limiter
 	if s.resolver == nil {
 		s.resolver = net.DefaultResolver
 	}
