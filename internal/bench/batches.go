@@ -17,6 +17,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger/sim"
+	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
@@ -197,6 +198,9 @@ func RunBatches(ctx context.Context, cfg BatchConfig, w *Workload) (*BatchReport
 	}
 	cfg.Node.Clock = clock.Real{}
 	cfg.Node.API.Enabled = false
+	// The bench's one key is every client: a per-key rate would measure
+	// the limit, not the lane.
+	cfg.Node.API.Access.RateLimits = httpapi.RateLimits{}
 	// The loops need a connection each plus one for the progress query; a
 	// serve process on few CPUs gets pgxpool's default of 4. In ModeHTTP the
 	// API's requests use the node's pool too, as in serve.

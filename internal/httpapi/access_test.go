@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/queuer"
+	"github.com/ledgerq/ledgerq/internal/ratelimit"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 )
@@ -204,4 +207,50 @@ func TestAccess_SawtoothAndRPCNeedAKeyOnlyWhenAskedTo(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, resp.StatusCode, resp.Body)
 	resp = keyed.postBatchList("/batches?service_id=orders", list, "Authorization", "Bearer "+keyWith(t, keyed.db.Store, store.ServiceScope("orders")))
 	require.Equal(t, http.StatusAccepted, resp.StatusCode, resp.Body)
+}
+
+// A key past its rate is 429 with Retry-After, and only that key is: the
+// next key, and the probes, are served.
+func TestAccess_AKeyPastItsRateIs429WithRetryAfterAndOthersAreServed(t *testing.T) {
+	t.Parallel()
+	slow := ratelimit.Rate{Count: 1, Period: time.Hour, Burst: 2}
+	f := accessFixture(t, httpapi.AccessConfig{RateLimits: httpapi.RateLimits{Key: slow, Anonymous: slow}})
+	busy, other := keyWith(t, f.db.Store, store.ScopeRead), keyWith(t, f.db.Store, store.ScopeRead)
+
+	for i := range 2 {
+		require.Equal(t, http.StatusOK, f.as(busy, http.MethodGet, "/v1/bundles", "").StatusCode, "request %d is within the burst", i)
+	}
+	refused := f.as(busy, http.MethodGet, "/v1/bundles", "")
+	require.Equal(t, http.StatusTooManyRequests, refused.StatusCode, refused.Body)
+	wait, err := strconv.Atoi(refused.Header.Get("Retry-After"))
+	require.NoError(t, err, "Retry-After is whole seconds")
+	require.Greater(t, wait, 1000, "a token is back in an hour/1, not at once")
+	require.Contains(t, refused.Body, "too many requests")
+
+	require.Equal(t, http.StatusOK, f.as(other, http.MethodGet, "/v1/bundles", "").StatusCode, "another key has its own bucket")
+	for range 5 {
+		require.Equal(t, http.StatusOK, f.as("", http.MethodGet, "/healthz", "").StatusCode, "the probes are never limited")
+	}
+}
+
+// A scope's own rate replaces the default for the keys that hold it; the
+// routes that need no key are limited by client address.
+func TestAccess_ScopeRatesAndAnonymousRates(t *testing.T) {
+	t.Parallel()
+	one := ratelimit.Rate{Count: 1, Period: time.Hour, Burst: 1}
+	f := accessFixture(t, httpapi.AccessConfig{RateLimits: httpapi.RateLimits{
+		Key: one, Anonymous: one, Scopes: map[string]ratelimit.Rate{"admin": {}},
+	}})
+	admin, reader := keyWith(t, f.db.Store, store.ScopeAdmin), keyWith(t, f.db.Store, store.ScopeRead)
+	for range 5 {
+		require.Equal(t, http.StatusOK, f.as(admin, http.MethodGet, "/v1/bundles", "").StatusCode, "admin's scope rate is unlimited")
+	}
+	require.Equal(t, http.StatusOK, f.as(reader, http.MethodGet, "/v1/bundles", "").StatusCode)
+	require.Equal(t, http.StatusTooManyRequests, f.as(reader, http.MethodGet, "/v1/bundles", "").StatusCode, "read has no rate of its own: the key rate")
+
+	rpc := `{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}`
+	require.Equal(t, http.StatusOK, f.as("", http.MethodPost, "/rpc", rpc).StatusCode)
+	anon := f.as("", http.MethodPost, "/rpc", rpc)
+	require.Equal(t, http.StatusTooManyRequests, anon.StatusCode, anon.Body)
+	require.NotEmpty(t, anon.Header.Get("Retry-After"))
 }

@@ -29,15 +29,19 @@ func (c Config) Listen(h http.Handler, logger *slog.Logger) (*http.Server, net.L
 	if err != nil {
 		return nil, nil, fmt.Errorf("listening on %s: %w", c.Addr, err)
 	}
+	limited := newConnLimiter(ln, c.MaxConnections)
+	// TLS wraps the limiter, not the other way round: the server must see
+	// a *tls.Conn for a request to carry its TLS state (http.Request.TLS,
+	// which decides, for one, whether the console's cookie is Secure).
+	var served net.Listener = limited
 	if c.TLSCertFile != "" || c.TLSKeyFile != "" {
 		r, err := tlsreload.New(tlsreload.Config{CertFile: c.TLSCertFile, KeyFile: c.TLSKeyFile}, logger)
 		if err != nil {
 			_ = ln.Close()
 			return nil, nil, err
 		}
-		ln = tls.NewListener(ln, r.TLSConfig())
+		served = tls.NewListener(limited, r.TLSConfig())
 	}
-	limited := newConnLimiter(ln, c.MaxConnections)
 	srv := &http.Server{
 		Handler:           responseDeadline(h, c.WriteTimeout),
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
@@ -50,7 +54,7 @@ func (c Config) Listen(h http.Handler, logger *slog.Logger) (*http.Server, net.L
 		ConnState:   limited.connState,
 		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	return srv, limited, nil
+	return srv, served, nil
 }
 
 // responseDeadline gives each response d to be written, from its first byte:

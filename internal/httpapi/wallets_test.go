@@ -18,6 +18,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
+	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/store"
@@ -442,6 +443,8 @@ func (f *walletFixture) walletRoutes(taskID string) map[string]func(headers ...s
 		},
 		"webhooks list": func(h ...string) httpResult { return f.call(http.MethodGet, "/v1/wallets/main/webhooks", nil, h...) },
 		"wallet":        func(h ...string) httpResult { return f.call(http.MethodGet, "/v1/wallets/main", nil, h...) },
+		"pause":         func(h ...string) httpResult { return f.call(http.MethodPost, "/v1/wallets/main/pause", nil, h...) },
+		"resume":        func(h ...string) httpResult { return f.call(http.MethodPost, "/v1/wallets/main/resume", nil, h...) },
 	}
 }
 
@@ -559,6 +562,48 @@ func TestWallets_SeedStatusRouteAnswersTheSeedsExactBytesForEachStatus(t *testin
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, resp.Body)
 	require.Contains(t, resp.Body, `"success":false`)
 	require.Equal(t, http.StatusUnauthorized, f.call(http.MethodGet, "/wallet/tasks/send-tx/"+done.ID, nil, "X-Wallet-ID", "main").StatusCode)
+}
+
+// An operator's pause holds the wallet and a resume ends the hold; both,
+// and a cancel, are in the audit log under the key that made them.
+func TestWallets_PauseAndResumeHoldTheWalletAndAreAudited(t *testing.T) {
+	t.Parallel()
+	f := setupWallets(t)
+	info := func(resp httpResult) apigen.WalletInfo {
+		f.t.Helper()
+		require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
+		var out apigen.WalletInfo
+		require.NoError(t, json.Unmarshal([]byte(resp.Body), &out))
+		return out
+	}
+	paused := info(f.call(http.MethodPost, "/v1/wallets/main/pause", nil, bearer(f.key)...))
+	require.NotNil(t, paused.Health)
+	require.NotNil(t, paused.Health.HeldAt, "the hold is shown")
+	require.Equal(t, "test", *paused.Health.HeldBy)
+	h, err := f.db.Store.WalletHealthGet(context.Background(), f.main.ChainID, f.main.Address().Hex())
+	require.NoError(t, err)
+	require.NotNil(t, h.HeldAt, "the hold is stored, where the wallet's runs read it")
+	require.Nil(t, info(f.call(http.MethodGet, "/v1/wallets/other", nil, bearer(f.otherKey)...)).Health, "the other wallet is not held")
+
+	resumed := info(f.call(http.MethodPost, "/v1/wallets/main/resume", nil, bearer(f.key)...))
+	require.Nil(t, resumed.Health.HeldAt)
+
+	id := decodeTask(t, f.sendTx("?task=true", txBody("1"))).Task.ID
+	require.Equal(t, http.StatusOK, f.call(http.MethodDelete, "/v1/wallets/main/tasks/"+id, nil, bearer(f.key)...).StatusCode)
+
+	audit, err := f.db.Store.AuditList(context.Background(), 0, 10)
+	require.NoError(t, err)
+	var actions []string
+	for _, a := range audit {
+		require.Equal(t, "test", a.KeyName)
+		require.NotEmpty(t, a.KeyID)
+		var detail map[string]any
+		require.NoError(t, json.Unmarshal(a.Detail, &detail))
+		require.Equal(t, "api", detail["via"])
+		actions = append(actions, a.Action+" "+a.Target)
+	}
+	require.Len(t, actions, 3, "one row per action: %v", actions)
+	require.Contains(t, actions[0], id, "newest first: the cancel")
 }
 
 func TestWallets_DeleteCancelsAWaitingTaskAndAnyOtherIs409(t *testing.T) {
