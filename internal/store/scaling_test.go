@@ -179,7 +179,7 @@ var crossKey = map[string]string{
 	"TaskCountBump":           taskByID,
 	"TaskMarkPriceCapped":     taskByID,
 	"TaskRequeueReplaced":     taskByID,
-	"TaskGetMany":             "CHANGES (step 2): the waiters' poll of task ids; group the ids by wallet and add (chain_id, sender), or fan out (read-only)",
+	"TaskGetMany":             "CHANGES (step 2): a read of several tasks by id; group the ids by wallet and add (chain_id, sender), or fan out (read-only)",
 	"TaskStartMany":           "CHANGES (step 2): the inner lock filters (chain_id, sender) but the UPDATE reaches its rows by id alone; add t.chain_id = @chain_id AND t.sender = @sender",
 	"TaskDeleteFinished":      "CHANGES (step 5): retention across wallets with FOR UPDATE SKIP LOCKED; becomes a fan-out read of candidates and a DELETE by (sender, id), guarded by finished_at",
 	"AttemptMarkSent":         walletByHash,
@@ -192,7 +192,7 @@ var crossKey = map[string]string{
 	"AttemptDrop":             walletByHash,
 	"AttemptSupersede":        walletByHash,
 	"AttemptMineSuperseded":   walletByHash,
-	"WalletListWithWork":      "the follower's and once's discovery of wallets with work: a read-only fan-out (loose index scans per shard), no row lock; each wallet it finds is then scheduled by its shard key",
+	"WalletListWithWork":      "the follower's discovery of wallets with work: a read-only fan-out (loose index scans per shard), no row lock; each wallet it finds is then scheduled by its shard key",
 
 	// Webhook outbox (no chain_id or sender column yet).
 	"WebhookDeliveryEmit":          "CHANGES (step 4): written inside a wallet's task change; gains the task's chain_id and sender so the row lands on the wallet's node (webhook_endpoints, a reference table, is joined locally)",
