@@ -260,7 +260,9 @@ type LedgerqApiKey struct {
 
 // What operators changed through the console or the API's operator routes: one row per action, written in the same transaction as the change. Never updated or deleted by ledgerq.
 type LedgerqAuditLog struct {
+	// The action's number, in the order actions were recorded.
 	ID int64
+	// When the action was taken.
 	At time.Time
 	// The API key that acted; NULL when the API was opened without keys (--insecure-open).
 	KeyID *string
@@ -445,7 +447,8 @@ type LedgerqConsoleSession struct {
 	// SHA-256 of the session token the browser holds in an HttpOnly cookie.
 	TokenHash []byte
 	// The API key that logged in; its scopes are the session's.
-	KeyID     string
+	KeyID string
+	// When the key logged in.
 	CreatedAt time.Time
 	// The session opens nothing after this.
 	ExpiresAt time.Time
