@@ -480,10 +480,11 @@ LIMIT @max;
 
 -- name: BatchFinishedPerMinute :many
 -- The console's charts: batches that reached a terminal status since
--- @since, per minute and status, with the 50th and 99th percentile of the
--- seconds from received to final, through batches_finished.
+-- @since, per minute and outcome (committed, which counts valid too, or
+-- invalid), with the 50th and 99th percentile of the seconds from received
+-- to final, through batches_finished.
 SELECT date_bin('1 minute', finished_at, @since::timestamptz)::timestamptz AS minute,
-       status::text AS state,
+       (CASE WHEN status = 'invalid' THEN 'invalid' ELSE 'committed' END)::text AS state,
        count(*)::bigint AS items,
        (percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - received_at)))::float8 AS p50_seconds,
        (percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - received_at)))::float8 AS p99_seconds

@@ -79,7 +79,7 @@ type MinuteCount struct {
 
 // LaneHistory is what ended in each lane per minute since a time.
 type LaneHistory struct {
-	// Batches by terminal status (committed, valid, invalid).
+	// Batches by outcome: committed (valid counted too) or invalid.
 	Batches []MinuteCount
 	// Tasks by status (Done, Error).
 	Tasks []MinuteCount
@@ -258,4 +258,3 @@ func (s *Store) PoolTxListBySender(ctx context.Context, p PoolTxListBySenderPara
 	}
 	return out, nil
 }
-

@@ -399,7 +399,7 @@ func (q *Queries) BatchDepthByState(ctx context.Context) ([]BatchDepthByStateRow
 
 const batchFinishedPerMinute = `-- name: BatchFinishedPerMinute :many
 SELECT date_bin('1 minute', finished_at, $1::timestamptz)::timestamptz AS minute,
-       status::text AS state,
+       (CASE WHEN status = 'invalid' THEN 'invalid' ELSE 'committed' END)::text AS state,
        count(*)::bigint AS items,
        (percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - received_at)))::float8 AS p50_seconds,
        (percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - received_at)))::float8 AS p99_seconds
@@ -418,8 +418,9 @@ type BatchFinishedPerMinuteRow struct {
 }
 
 // The console's charts: batches that reached a terminal status since
-// @since, per minute and status, with the 50th and 99th percentile of the
-// seconds from received to final, through batches_finished.
+// @since, per minute and outcome (committed, which counts valid too, or
+// invalid), with the 50th and 99th percentile of the seconds from received
+// to final, through batches_finished.
 func (q *Queries) BatchFinishedPerMinute(ctx context.Context, since time.Time) ([]BatchFinishedPerMinuteRow, error) {
 	rows, err := q.db.Query(ctx, batchFinishedPerMinute, since)
 	if err != nil {
