@@ -58,6 +58,7 @@ var funcs = template.FuncMap{
 	"confirmations": confirmations,
 	"detail":        detailString,
 	"lower":         strings.ToLower,
+	"domid":         func(s string) string { return strings.ReplaceAll(s, ".", "-") },
 	"query":         queryEscape,
 	"path":          pathEscape,
 	"short":         shortID,
