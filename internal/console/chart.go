@@ -18,7 +18,13 @@ type series struct {
 	// Class picks the line's colour (console.css: .s0 … .s5).
 	Class  string
 	Values []float64
+	// Has says which minutes have a value (nil: all): a minute in which
+	// nothing ended has no latency, which is not a latency of zero, so the
+	// line breaks there.
+	Has []bool
 }
+
+func (s series) has(i int) bool { return s.Has == nil || s.Has[i] }
 
 // chart is a chart's data, ready for the template.
 type chart struct {
@@ -29,9 +35,9 @@ type chart struct {
 }
 
 const (
-	chartW, chartH         = 560, 200
-	chartLeft, chartBottom = 52, 24
-	chartTop, chartRight   = 10, 10
+	chartW, chartH         = 420, 190
+	chartLeft, chartBottom = 40, 22
+	chartTop, chartRight   = 8, 18
 )
 
 // SVG renders the chart.
@@ -55,7 +61,7 @@ func (ch chart) SVG() template.HTML {
 	y := func(v float64) float64 { return float64(chartTop) + plotH*(1-v/top) }
 
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %d %d" role="img" aria-labelledby="%s-title" preserveAspectRatio="none">`, chartW, chartH, ch.ID)
+	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %d %d" role="img" aria-labelledby="%s-title">`, chartW, chartH, ch.ID)
 	fmt.Fprintf(&b, `<title id="%s-title">%s</title>`, ch.ID, template.HTMLEscapeString(ch.Title+" ("+ch.Unit+"), per minute, last hour"))
 	for i := 0; i <= 4; i++ {
 		v := top * float64(i) / 4
@@ -68,21 +74,41 @@ func (ch chart) SVG() template.HTML {
 		}
 	}
 	for _, s := range ch.Series {
-		var pts strings.Builder
-		for i, v := range s.Values {
-			fmt.Fprintf(&pts, "%.1f,%.1f ", x(i), y(v))
+		// One polyline per run of minutes with a value; a lone minute is a
+		// dot.
+		var run []int
+		flush := func() {
+			switch len(run) {
+			case 0:
+			case 1:
+				fmt.Fprintf(&b, `<circle class="dot %s" cx="%.1f" cy="%.1f" r="2.5"/>`, s.Class, x(run[0]), y(s.Values[run[0]]))
+			default:
+				var pts strings.Builder
+				for _, i := range run {
+					fmt.Fprintf(&pts, "%.1f,%.1f ", x(i), y(s.Values[i]))
+				}
+				fmt.Fprintf(&b, `<polyline class="line %s" points="%s"/>`, s.Class, strings.TrimSpace(pts.String()))
+			}
+			run = run[:0]
 		}
-		fmt.Fprintf(&b, `<polyline class="line %s" points="%s"/>`, s.Class, strings.TrimSpace(pts.String()))
+		for i := range s.Values {
+			if !s.has(i) {
+				flush()
+				continue
+			}
+			run = append(run, i)
+		}
+		flush()
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
 }
 
-// Empty reports whether every value is zero: nothing ended in the window.
+// Empty reports whether nothing ended in the window.
 func (ch chart) Empty() bool {
 	for _, s := range ch.Series {
-		for _, v := range s.Values {
-			if v != 0 {
+		for i, v := range s.Values {
+			if s.Has != nil && s.Has[i] || s.Has == nil && v != 0 {
 				return false
 			}
 		}
@@ -90,16 +116,20 @@ func (ch chart) Empty() bool {
 	return true
 }
 
-// Rows are the chart's numbers by minute, for its table (minutes with
-// anything only).
+// Rows are the chart's numbers by minute, for its table (minutes with a
+// value only).
 func (ch chart) Rows() []chartRow {
 	var out []chartRow
 	for i, m := range ch.Minutes {
 		row := chartRow{Minute: m}
 		any := false
 		for _, s := range ch.Series {
+			if !s.has(i) {
+				row.Values = append(row.Values, "—")
+				continue
+			}
 			row.Values = append(row.Values, formatNumber(s.Values[i]))
-			any = any || s.Values[i] != 0
+			any = true
 		}
 		if any {
 			out = append(out, row)

@@ -160,7 +160,7 @@ func (c *Console) overview(ec echo.Context) error {
 	for _, panel := range []struct{ id, title, help, oldestKey, oldestWhat string }{
 		{"batch", "Batch lane", "Signed batches sent to the batch ledger, one at a time per service.", "batch", "batch"},
 		{"builder", "Builder lane", "Transactions from the pool, cut into bundles for the JAM chain.", "bundle", "pool transaction"},
-		{"wallet", "Wallet lane", "send-tx tasks, signed and sent by ledgerq's wallets.", "task", "waiting or executing task"},
+		{"wallet", "Wallet lane", "send-tx tasks, signed and sent by ledgerq's wallets.", "task", "task"},
 	} {
 		l := lane{ID: panel.id, Title: panel.title, Help: panel.help, Oldest: cnt.Oldest[panel.oldestKey], OldestWhat: panel.oldestWhat}
 		for _, ls := range laneStates {
@@ -201,7 +201,7 @@ func (c *Console) health(ec echo.Context) healthView {
 		h.DBError = err.Error()
 		return h
 	}
-	h.DBOK, h.DBLatency = true, time.Since(began).Round(time.Millisecond)
+	h.DBOK, h.DBLatency = true, time.Since(began).Round(10*time.Microsecond)
 	got, err := c.store.HealthGet(ctx, c.clock.Now())
 	if err != nil {
 		h.DBOK, h.DBError = false, fmt.Sprintf("reading the health: %v", err)
@@ -241,22 +241,24 @@ func charts(h store.LaneHistory, now time.Time) []chart {
 		}
 		return out
 	}
-	pct := func(rows []store.MinuteCount, state string, p99 bool) []float64 {
-		out := make([]float64, n)
+	pct := func(rows []store.MinuteCount, state string, p99 bool) ([]float64, []bool) {
+		out, has := make([]float64, n), make([]bool, n)
 		for _, r := range rows {
 			if i := idx(r.Minute); i >= 0 && r.State == state {
-				out[i] = r.P50
+				out[i], has[i] = r.P50, true
 				if p99 {
 					out[i] = r.P99
 				}
 			}
 		}
-		return out
+		return out, has
 	}
 	latency := func(id, title string, rows []store.MinuteCount, state string) chart {
+		p50, has := pct(rows, state, false)
+		p99, _ := pct(rows, state, true)
 		return chart{ID: id, Title: title, Unit: "seconds", Minutes: minutes, Series: []series{
-			{Name: "p50", Class: "s0", Values: pct(rows, state, false)},
-			{Name: "p99", Class: "s1", Values: pct(rows, state, true)},
+			{Name: "p50", Class: "s0", Values: p50, Has: has},
+			{Name: "p99", Class: "s1", Values: p99, Has: has},
 		}}
 	}
 	return []chart{
