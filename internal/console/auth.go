@@ -149,6 +149,9 @@ func (c *Console) requireSession(n need) echo.MiddlewareFunc {
 				s = session{key: key, token: ck.Value, csrf: csrfToken(ck.Value)}
 			}
 			ec.Set(sessionKey, s)
+			if err := c.limit(ec, s.key, s.anonymous); err != nil {
+				return err
+			}
 			if !s.may(n) {
 				return c.fail(ec, http.StatusForbidden, fmt.Sprintf("Key %q has the scopes %s; this needs %s. Log in with another key, or ask for one with ledgerq keys create --scope.",
 					s.key.Name, scopeList(s.key.Scopes), n.what))
@@ -205,6 +208,11 @@ func (c *Console) login(ec echo.Context) error {
 		return ec.Redirect(http.StatusSeeOther, Prefix+"/")
 	}
 	next := localNext(ec.FormValue("next"))
+	// A login tries a key: limited by client address, as the routes that
+	// need no key are, so that keys cannot be guessed at speed.
+	if err := c.limit(ec, store.APIKey{}, true); err != nil {
+		return err
+	}
 	ck, err := ec.Cookie(formCookie)
 	if err != nil || !checkForm(ec, ck.Value) {
 		secret := c.formSecret(ec)

@@ -55,6 +55,10 @@ type Deps struct {
 	Wallets *keystore.Registry
 	Clock   clock.Clock
 	Logger  *slog.Logger
+	// Allow, when set, applies the API's rate limits to a request acting
+	// as key (anonymous: by client address, as before a login or with
+	// Open); an error is the request's 429, with Retry-After set.
+	Allow func(ec echo.Context, key store.APIKey, anonymous bool) error
 }
 
 // Console serves the pages under Prefix.
@@ -66,6 +70,7 @@ type Console struct {
 	logger  *slog.Logger
 	pages   map[string]*template.Template
 	static  http.Handler
+	allow   func(ec echo.Context, key store.APIKey, anonymous bool) error
 }
 
 //go:embed templates/*.html
@@ -79,7 +84,7 @@ func New(cfg Config, deps Deps) (*Console, error) {
 	cfg.SessionTTL = cmp.Or(cfg.SessionTTL, DefaultSessionTTL)
 	cfg.PageSize = cmp.Or(cfg.PageSize, DefaultPageSize)
 	cfg.DBTimeout = cmp.Or(cfg.DBTimeout, DefaultDBTimeout)
-	c := &Console{cfg: cfg, store: deps.Store, wallets: deps.Wallets, clock: deps.Clock, logger: deps.Logger}
+	c := &Console{cfg: cfg, store: deps.Store, wallets: deps.Wallets, clock: deps.Clock, logger: deps.Logger, allow: deps.Allow}
 	if c.clock == nil {
 		c.clock = clock.Real{}
 	}
@@ -236,6 +241,17 @@ func (c *Console) storeFail(ec echo.Context, what string, err error) error {
 	}
 	c.logger.Error("console: request failed", "error", err, "uri", ec.Request().URL.Path)
 	return c.fail(ec, http.StatusInternalServerError, "Reading "+what+" failed: "+err.Error())
+}
+
+// limit applies the API's rate limits (Deps.Allow): 429 past them.
+func (c *Console) limit(ec echo.Context, key store.APIKey, anonymous bool) error {
+	if c.allow == nil {
+		return nil
+	}
+	if err := c.allow(ec, key, anonymous); err != nil {
+		return c.fail(ec, http.StatusTooManyRequests, "Slow down: "+err.Error()+". Nothing was done.")
+	}
+	return nil
 }
 
 // wantsHTML reports whether the request is a browser's page load (else it

@@ -300,7 +300,10 @@ func (s *Server) mountConsole(e *echo.Echo) {
 	if s.pool != nil {
 		cc.BuilderChainID = s.pool.ChainID
 	}
-	con, err := console.New(cc, console.Deps{Store: s.store, Wallets: s.wallets, Clock: s.clock, Logger: s.logger})
+	allow := func(c echo.Context, key store.APIKey, anonymous bool) error {
+		return s.allow(c, principal{key: key, anonymous: anonymous})
+	}
+	con, err := console.New(cc, console.Deps{Store: s.store, Wallets: s.wallets, Clock: s.clock, Logger: s.logger, Allow: allow})
 	if err != nil {
 		// Its templates are embedded and a test parses them.
 		panic(fmt.Sprintf("httpapi: %v", err))
