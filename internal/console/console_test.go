@@ -486,7 +486,7 @@ func TestConsole_PauseAndResumeAWalletAreAudited(t *testing.T) {
 	require.NotNil(t, h.HeldAt)
 	page := b.get("/ui/wallets/main").Body.String()
 	require.Contains(t, page, "Paused</span> by admin-key")
-	require.Contains(t, b.get("/ui/").Body.String(), "paused by admin-key")
+	require.Contains(t, b.get("/ui/").Body.String(), `<a href="/ui/wallets/main">main</a>: paused by admin-key`)
 
 	rec = b.post("/ui/wallets/main/release", "/ui/wallets/main/release")
 	require.Equal(t, "/ui/wallets/main?done=released", rec.Header().Get("Location"))

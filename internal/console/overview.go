@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -143,7 +144,16 @@ type healthView struct {
 	DBError   string
 	DBLatency time.Duration
 	Ledgers   []ledgerSign
+	// Paused are the stopped wallets, named when this server sends for
+	// them.
+	Paused []pausedWallet
 	store.Health
+}
+
+type pausedWallet struct {
+	// Name is "" for a wallet this server does not send for.
+	Name string
+	store.WalletHealth
 }
 
 type ledgerSign struct {
@@ -208,6 +218,15 @@ func (c *Console) health(ec echo.Context) healthView {
 		return h
 	}
 	h.Health = got
+	for _, w := range got.Stopped {
+		p := pausedWallet{WalletHealth: w}
+		for _, rw := range c.allWallets() {
+			if rw.ChainID == w.ChainID && strings.EqualFold(rw.Address().Hex(), w.Sender) {
+				p.Name = rw.ID
+			}
+		}
+		h.Paused = append(h.Paused, p)
+	}
 	h.Ledgers = []ledgerSign{
 		{"Batch lane", "last final status from the batch ledger", got.LastBatchFinal},
 		{"Wallet lane", "last read of a wallet's chain (nonce, head)", got.LastWalletRead},
