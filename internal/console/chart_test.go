@@ -49,3 +49,16 @@ func TestNiceCeil(t *testing.T) {
 		require.InDelta(t, want, niceCeil(v), 1e-9, "%v", v)
 	}
 }
+
+func TestTargetLink(t *testing.T) {
+	t.Parallel()
+	for target, want := range map[string]string{
+		"wallet/main":                 "/ui/wallets/main",
+		"wallet/main/task/abc":        "/ui/wallets/main/tasks/abc",
+		"webhook_delivery/msg_1":      "",
+		"wallet/a b/task/x":           "/ui/wallets/a%20b/tasks/x",
+		"something/else/entirely/now": "",
+	} {
+		require.Equal(t, want, targetLink(target), target)
+	}
+}

@@ -462,7 +462,9 @@ func TestConsole_CancelAWaitingTaskThroughTheStoreAndTheAudit(t *testing.T) {
 	require.Equal(t, "admin-key", rows[0].KeyName)
 	require.Equal(t, "wallet/main/task/"+fx.waiting.ID, rows[0].Target)
 	require.JSONEq(t, `{"via":"console","priority":0}`, string(rows[0].Detail))
-	require.Contains(t, b.get("/ui/audit").Body.String(), "task.cancel")
+	audit := b.get("/ui/audit").Body.String()
+	require.Contains(t, audit, "task.cancel")
+	require.Contains(t, audit, `<a href="/ui/wallets/main/tasks/`+fx.waiting.ID+`">`)
 
 	// A task that is no longer waiting is not cancelled: its confirmation
 	// page says why, and a POST changes nothing.

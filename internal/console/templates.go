@@ -63,6 +63,7 @@ var funcs = template.FuncMap{
 	"path":          pathEscape,
 	"short":         shortID,
 	"plus":          func(a, b int) int { return a + b },
+	"target":        targetLink,
 }
 
 func formatTime(t time.Time) string {
@@ -177,4 +178,17 @@ func detailString(raw json.RawMessage) string {
 		parts = append(parts, fmt.Sprintf("%s=%v", k, m[k]))
 	}
 	return strings.Join(parts, " ")
+}
+
+// targetLink is the console page of an audit row's target ("" for one
+// without a page): wallet/NAME and wallet/NAME/task/ID.
+func targetLink(target string) string {
+	parts := strings.Split(target, "/")
+	switch {
+	case len(parts) == 2 && parts[0] == "wallet":
+		return Prefix + "/wallets/" + pathEscape(parts[1])
+	case len(parts) == 4 && parts[0] == "wallet" && parts[2] == "task":
+		return Prefix + "/wallets/" + pathEscape(parts[1]) + "/tasks/" + pathEscape(parts[3])
+	}
+	return ""
 }
