@@ -86,8 +86,11 @@ func csrfToken(secret string) string {
 func checkForm(ec echo.Context, secret string) bool {
 	r := ec.Request()
 	if origin := r.Header.Get("Origin"); origin != "" && origin != "null" {
+		// The host the browser used: the request's, or the one a proxy that
+		// rewrites Host says it forwarded (a client forging it gains nothing:
+		// the token below is still needed).
 		u, err := url.Parse(origin)
-		if err != nil || u.Host != r.Host {
+		if err != nil || u.Host != r.Host && u.Host != r.Header.Get("X-Forwarded-Host") {
 			return false
 		}
 	}

@@ -557,3 +557,15 @@ func (fx *fixture) auditRows() []store.AuditRecord {
 	require.NoError(fx.t, err)
 	return rows
 }
+
+func TestConsole_AFormFromTheForwardedHostIsAccepted(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, Config{})
+	b := fx.browser()
+	b.login("admin")
+	hold := "/ui/wallets/main/hold"
+	token := csrfOf(t, b.get(hold).Body.String())
+	rec := b.do(http.MethodPost, hold, url.Values{"csrf": {token}}, "Origin", "https://console.example", "X-Forwarded-Host", "console.example")
+	require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
+	require.Equal(t, "/ui/wallets/main?done=held", rec.Header().Get("Location"))
+}
