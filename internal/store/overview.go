@@ -148,16 +148,16 @@ type Health struct {
 // HealthGet reads the lanes' health at now.
 func (s *Store) HealthGet(ctx context.Context, now time.Time) (Health, error) {
 	var h Health
-	v, err := s.q.BatchLastFinishedAt(ctx)
+	v, err := one(s.q.BatchLastFinishedAt(ctx))
 	if err != nil {
 		return h, fmt.Errorf("reading the last final batch: %w", err)
 	}
 	h.LastBatchFinal = anyTime(v)
-	if v, err = s.q.WalletHealthLastRead(ctx); err != nil {
+	if v, err = one(s.q.WalletHealthLastRead(ctx)); err != nil {
 		return h, fmt.Errorf("reading the last wallet read: %w", err)
 	}
 	h.LastWalletRead = anyTime(v)
-	if v, err = s.q.BuilderChainLastApplied(ctx); err != nil {
+	if v, err = one(s.q.BuilderChainLastApplied(ctx)); err != nil {
 		return h, fmt.Errorf("reading the last JAM block applied: %w", err)
 	}
 	h.LastBlockApplied = anyTime(v)
