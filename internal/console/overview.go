@@ -94,7 +94,8 @@ func (c *Console) liveCounts(ec echo.Context) (counts, store.LaneHistory, error)
 	if err != nil {
 		return out, store.LaneHistory{}, err
 	}
-	hist, err := c.store.LaneHistoryGet(ctx, now.Add(-chartWindow))
+	// Whole minutes, so that the database's minutes are the charts'.
+	hist, err := c.store.LaneHistoryGet(ctx, now.Truncate(time.Minute).Add(-chartWindow+time.Minute))
 	if err != nil {
 		return out, hist, err
 	}
