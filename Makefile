@@ -10,7 +10,7 @@ OAPI_CODEGEN = cd tools && $(GO) tool oapi-codegen -config ../api/oapi-codegen.y
 API_GEN = internal/httpapi/apigen/apigen.gen.go
 TEST_FLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: test fmt-check vet sqlc-check api-check go-test generate build image
+.PHONY: test fmt-check vet sqlc-check api-check go-test generate build image screenshots
 
 test: fmt-check vet sqlc-check api-check go-test
 
@@ -52,3 +52,9 @@ build:
 # The container image ledgerq:local, built without a registry (docs/deployment.md).
 image:
 	deploy/build-image.sh
+
+# The README's and docs/console.md's pictures of the console (docs/img/console-*.png):
+# the browser test drives a `ledgerq dev` in headless Chromium and saves them there.
+# Needs Chromium (apt-get install chromium) and a test PostgreSQL (as make test).
+screenshots:
+	LEDGERQ_SCREENSHOTS_DIR=$(CURDIR)/docs/img $(GO) test -count=1 -run 'TestConsole_InABrowser' -v ./test/integration/

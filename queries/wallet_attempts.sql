@@ -224,3 +224,19 @@ WHERE id = (
     LIMIT 1
 )
 RETURNING task_id, nonce;
+
+-- name: AttemptListInFlight :many
+-- The console's wallet page: the wallet's attempts not yet final (signed,
+-- sent, mined), by nonce.
+SELECT * FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state IN ('signed', 'sent', 'mined')
+ORDER BY nonce, id
+LIMIT @max;
+
+-- name: AttemptMinedPerMinute :many
+-- The console's charts: attempts mined since @since, per minute.
+SELECT date_bin('1 minute', mined_at, @since::timestamptz)::timestamptz AS minute, count(*)::bigint AS items
+FROM ledgerq.tx_attempts
+WHERE mined_at >= @since::timestamptz
+GROUP BY 1
+ORDER BY 1;

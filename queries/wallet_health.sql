@@ -118,3 +118,15 @@ UPDATE ledgerq.wallet_health
 SET held_at = NULL, held_by = NULL, updated_at = @now::timestamptz
 WHERE chain_id = @chain_id AND sender = @sender
 RETURNING *;
+
+-- name: WalletHealthListStopped :many
+-- The console's health panel: wallets that send nothing new, paused for
+-- their balance or held by an operator.
+SELECT * FROM ledgerq.wallet_health
+WHERE paused OR held_at IS NOT NULL
+ORDER BY chain_id, sender;
+
+-- name: WalletHealthLastRead :one
+-- When confirm last recorded what it read of a wallet's chain: the
+-- console's sign of life of the wallet lane's ledger.
+SELECT max(updated_at) AS at FROM ledgerq.wallet_health;

@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/console"
 	"github.com/ledgerq/ledgerq/internal/egress"
 	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
 	"github.com/ledgerq/ledgerq/internal/keystore"
@@ -285,8 +286,29 @@ func New(cfg Config, deps Deps) *Server {
 	}
 	s.sawtoothPaths = rules.sawtoothPaths
 	apigen.RegisterHandlersWithOptions(e, s, apigen.RegisterHandlersOptions{OperationMiddlewares: s.withAccess(rules)})
+	if s.store != nil {
+		s.mountConsole(e)
+	}
 	s.echo = e
 	return s
+}
+
+// mountConsole serves the operator console under /ui, under the same access
+// configuration as the API.
+func (s *Server) mountConsole(e *echo.Echo) {
+	cc := console.Config{Open: s.cfg.Access.Open, DBTimeout: s.cfg.RequestTimeout}
+	if s.pool != nil {
+		cc.BuilderChainID = s.pool.ChainID
+	}
+	allow := func(c echo.Context, key store.APIKey, anonymous bool) error {
+		return s.allow(c, principal{key: key, anonymous: anonymous})
+	}
+	con, err := console.New(cc, console.Deps{Store: s.store, Wallets: s.wallets, Clock: s.clock, Logger: s.logger, Allow: allow})
+	if err != nil {
+		// Its templates are embedded and a test parses them.
+		panic(fmt.Sprintf("httpapi: %v", err))
+	}
+	con.Mount(e)
 }
 
 // Handler returns the http.Handler.

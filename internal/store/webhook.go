@@ -420,6 +420,10 @@ func (s *Store) WebhookDeliveryGet(ctx context.Context, id string) (WebhookDeliv
 	if err != nil {
 		return WebhookDeliveryState{}, fmt.Errorf("reading webhook delivery %q: %w", id, err)
 	}
+	return webhookDeliveryStateFromRow(r), nil
+}
+
+func webhookDeliveryStateFromRow(r dbsqlc.LedgerqWebhookDelivery) WebhookDeliveryState {
 	d := WebhookDeliveryState{
 		WebhookOutboxEvent: WebhookOutboxEvent{ID: r.ID, EndpointID: r.EndpointID, Type: WebhookEventType(r.EventType),
 			TaskID: r.TaskID, Payload: r.Payload, CreatedAt: r.CreatedAt.UTC()},
@@ -427,7 +431,37 @@ func (s *Store) WebhookDeliveryGet(ctx context.Context, id string) (WebhookDeliv
 		LastAttemptAt: utcPtr(r.LastAttemptAt), DeliveredAt: utcPtr(r.DeliveredAt), GaveUpAt: utcPtr(r.GaveUpAt),
 		LastStatus: int(deref(r.LastStatus)), LastError: deref(r.LastError), LivenessLock: deref(r.LivenessLock),
 	}
-	return d, nil
+	return d
+}
+
+// WebhookDeliveryListParams select a page of an endpoint's deliveries.
+type WebhookDeliveryListParams struct {
+	EndpointID string
+	// Before is the last delivery of the previous page (zero for the first).
+	BeforeCreatedAt time.Time
+	BeforeID        string
+	Limit           int
+}
+
+// WebhookDeliveryList returns up to Limit of the endpoint's deliveries,
+// newest first, older than (BeforeCreatedAt, BeforeID) when set.
+func (s *Store) WebhookDeliveryList(ctx context.Context, p WebhookDeliveryListParams) ([]WebhookDeliveryState, error) {
+	before, id := p.BeforeCreatedAt, p.BeforeID
+	if before.IsZero() {
+		// After every delivery: the first page.
+		before, id = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), ""
+	}
+	rows, err := s.q.WebhookDeliveryListByEndpoint(ctx, dbsqlc.WebhookDeliveryListByEndpointParams{
+		EndpointID: p.EndpointID, BeforeCreatedAt: before, BeforeID: id, Max: int32(p.Limit),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the deliveries of webhook endpoint %q: %w", p.EndpointID, err)
+	}
+	out := make([]WebhookDeliveryState, len(rows))
+	for i, r := range rows {
+		out[i] = webhookDeliveryStateFromRow(r)
+	}
+	return out, nil
 }
 
 func ptr[T any](v T) *T { return &v }

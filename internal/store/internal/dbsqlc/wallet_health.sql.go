@@ -94,6 +94,65 @@ func (q *Queries) WalletHealthHold(ctx context.Context, arg WalletHealthHoldPara
 	return i, err
 }
 
+const walletHealthLastRead = `-- name: WalletHealthLastRead :one
+SELECT max(updated_at) AS at FROM ledgerq.wallet_health
+`
+
+// When confirm last recorded what it read of a wallet's chain: the
+// console's sign of life of the wallet lane's ledger.
+func (q *Queries) WalletHealthLastRead(ctx context.Context) (interface{}, error) {
+	row := q.db.QueryRow(ctx, walletHealthLastRead)
+	var at interface{}
+	err := row.Scan(&at)
+	return at, err
+}
+
+const walletHealthListStopped = `-- name: WalletHealthListStopped :many
+SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by FROM ledgerq.wallet_health
+WHERE paused OR held_at IS NOT NULL
+ORDER BY chain_id, sender
+`
+
+// The console's health panel: wallets that send nothing new, paused for
+// their balance or held by an operator.
+func (q *Queries) WalletHealthListStopped(ctx context.Context) ([]LedgerqWalletHealth, error) {
+	rows, err := q.db.Query(ctx, walletHealthListStopped)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LedgerqWalletHealth{}
+	for rows.Next() {
+		var i LedgerqWalletHealth
+		if err := rows.Scan(
+			&i.ChainID,
+			&i.Sender,
+			&i.ChainNonce,
+			&i.ChainNonceSince,
+			&i.BalanceWei,
+			&i.BalanceAt,
+			&i.ThresholdWei,
+			&i.Paused,
+			&i.Resets,
+			&i.LastResetAt,
+			&i.LastResetFrom,
+			&i.LastResetTo,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ChainHead,
+			&i.HeldAt,
+			&i.HeldBy,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const walletHealthMarkBalanceStale = `-- name: WalletHealthMarkBalanceStale :exec
 UPDATE ledgerq.wallet_health SET balance_at = NULL, updated_at = $1::timestamptz
 WHERE chain_id = $2 AND sender = $3
