@@ -90,6 +90,9 @@ var singleKey = map[string][]string{
 	"WalletHealthSetBalance":       nil,
 	"WalletHealthMarkBalanceStale": nil,
 	"WalletHealthRecordReset":      nil,
+	"WalletHealthHold":             nil,
+	"WalletHealthRelease":          nil,
+	"AttemptListInFlight":          nil,
 
 	// Builder lane, pool intake and sweep: per chain and sender.
 	"PoolSenderLock":      {"sender"},
@@ -195,11 +198,30 @@ var crossKey = map[string]string{
 	"WalletListWithWork":      "the follower's discovery of wallets with work: a read-only fan-out (loose index scans per shard), no row lock; each wallet it finds is then scheduled by its shard key",
 
 	// Webhook outbox (no chain_id or sender column yet).
-	"WebhookDeliveryEmit":          "CHANGES (step 4): written inside a wallet's task change; gains the task's chain_id and sender so the row lands on the wallet's node (webhook_endpoints, a reference table, is joined locally)",
-	"WebhookDeliveryClaim":         scanClaim + " (deliveries due across wallets)",
-	"WebhookDeliveryMarkDelivered": "CHANGES (step 4): by delivery id; the claim returns chain_id and sender, and the outcome filters on them",
-	"WebhookDeliveryMarkFailed":    "CHANGES (step 4): by delivery id; the claim returns chain_id and sender, and the outcome filters on them",
-	"WebhookDeliveryGet":           "tests and operators, by delivery id: a read-only fan-out",
+	"WebhookDeliveryEmit":           "CHANGES (step 4): written inside a wallet's task change; gains the task's chain_id and sender so the row lands on the wallet's node (webhook_endpoints, a reference table, is joined locally)",
+	"WebhookDeliveryClaim":          scanClaim + " (deliveries due across wallets)",
+	"WebhookDeliveryMarkDelivered":  "CHANGES (step 4): by delivery id; the claim returns chain_id and sender, and the outcome filters on them",
+	"WebhookDeliveryMarkFailed":     "CHANGES (step 4): by delivery id; the claim returns chain_id and sender, and the outcome filters on them",
+	"WebhookDeliveryGet":            "tests and operators, by delivery id: a read-only fan-out",
+	"WebhookDeliveryRetry":          "CHANGES (step 4): an operator's retry by delivery id (console, rare); once deliveries carry chain_id and sender, the console passes the endpoint's wallet's and the UPDATE filters on them",
+	"WebhookDeliveryListByEndpoint": fanOutRead + " (console: an endpoint's deliveries; single-key once deliveries carry chain_id and sender, step 4)",
+	"WebhookDeliveryCounts":         fanOutRead + " (console: backlog and given-up counts)",
+
+	// The console's overview and drill-downs: reads only, no row locks.
+	"BatchListByServiceInOrder": "CHANGES (step 1): filters batch_payloads on service_id but joins batches by seq alone; add b.service_id = p.service_id to the join (a co-located join)",
+	"BatchFinishedPerMinute":    fanOutRead + " (console chart)",
+	"BatchLastFinishedAt":       fanOutRead + " (console health)",
+	"BundleCountLive":           fanOutRead + " (console counts)",
+	"BundleEndedPerMinute":      fanOutRead + " (console chart)",
+	"BuilderChainLastApplied":   fanOutRead + " (console health)",
+	"PoolTxCountWaiting":        fanOutRead + " (console counts)",
+	"PoolTxListBySender":        fanOutRead + " (console: a sender's pool transactions on every chain; one chain's when the page names it)",
+	"ShardCountPastLease":       fanOutRead + " (console health)",
+	"AttemptMinedPerMinute":     fanOutRead + " (console chart)",
+	"WalletHealthListStopped":   fanOutRead + " (console: paused and held wallets)",
+	"WalletHealthLastRead":      fanOutRead + " (console health)",
+	"TaskCountLive":             fanOutRead + " (console counts)",
+	"TaskFinishedPerMinute":     fanOutRead + " (console chart)",
 
 	// Builder lane.
 	"PoolTxRevive":               "CHANGES (step 3): intake by (chain_id, tx_hash), single-shard under the chain key already; add sender = @sender so intake stays per sender",
