@@ -167,12 +167,14 @@ func (c *Console) requireSession(n need) echo.MiddlewareFunc {
 	}
 }
 
-// toLogin answers a request without a session: a page load is sent to the
-// login page (and back after it), anything else is 401.
+// toLogin answers a request without a session with 401: a page load gets
+// the login form (which comes back to the page after it), anything else a
+// JSON error. The status is 401 either way, so a client or a check that
+// does not follow the form sees that the console needs a key.
 func (c *Console) toLogin(ec echo.Context) error {
 	r := ec.Request()
 	if r.Method == http.MethodGet && wantsHTML(r) {
-		return ec.Redirect(http.StatusSeeOther, Prefix+"/login?next="+url.QueryEscape(r.URL.RequestURI()))
+		return c.loginFail(ec, http.StatusUnauthorized, c.formSecret(ec), localNext(r.URL.RequestURI()), "")
 	}
 	ec.Response().Header().Set(echo.HeaderWWWAuthenticate, `Cookie realm="ledgerq console"`)
 	return ec.JSON(http.StatusUnauthorized, map[string]any{"success": false, "message": "no console session: log in at " + Prefix + "/login"})

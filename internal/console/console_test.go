@@ -3,6 +3,7 @@ package console
 import (
 	"crypto/tls"
 	"encoding/json"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -186,14 +187,17 @@ func (fx *fixture) pages() map[string]string {
 	}
 }
 
-func TestConsole_WithoutASessionPagesGoToTheLoginAndOtherRequestsAre401(t *testing.T) {
+// Without a session every page is 401: a page load shows the login form,
+// which comes back to the page after it; anything else is a JSON 401.
+func TestConsole_WithoutASessionEveryPageIs401WithTheLoginFormAndOtherRequestsAre401(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, Config{})
 	b := fx.browser()
 	for path := range fx.pages() {
 		rec := b.get(path)
-		require.Equal(t, http.StatusSeeOther, rec.Code, path)
-		require.Equal(t, "/ui/login?next="+url.QueryEscape(path), rec.Header().Get("Location"), path)
+		require.Equal(t, http.StatusUnauthorized, rec.Code, path)
+		require.Contains(t, rec.Body.String(), `name="next" value="`+html.EscapeString(path)+`"`, path)
+		require.Contains(t, rec.Body.String(), `name="key"`, path)
 	}
 	for _, req := range []struct{ method, path string }{
 		{http.MethodGet, "/ui/overview.json"},
@@ -227,7 +231,7 @@ func TestConsole_LoginStartsASessionInAStrictHttpOnlyCookieAndLogoutEndsIt(t *te
 
 	// The old cookie no longer opens anything.
 	b.cookies[sessionCookie] = ck
-	require.Equal(t, http.StatusSeeOther, b.get("/ui/").Code)
+	require.Equal(t, http.StatusUnauthorized, b.get("/ui/").Code)
 }
 
 func TestConsole_CookieIsSecureOverTLS(t *testing.T) {
@@ -282,8 +286,8 @@ func TestConsole_RevokingTheKeyEndsItsSessions(t *testing.T) {
 	_, _, err = fx.st.APIKeyRevoke(t.Context(), store.APIKeyRevokeParams{Now: fx.clock.Now(), ID: key.ID})
 	require.NoError(t, err)
 	rec := b.get("/ui/")
-	require.Equal(t, http.StatusSeeOther, rec.Code)
-	require.True(t, strings.HasPrefix(rec.Header().Get("Location"), "/ui/login"))
+	require.Equal(t, http.StatusUnauthorized, rec.Code)
+	require.Contains(t, rec.Body.String(), `action="/ui/login"`)
 }
 
 func TestConsole_SessionExpires(t *testing.T) {
@@ -292,7 +296,7 @@ func TestConsole_SessionExpires(t *testing.T) {
 	b := fx.browser()
 	b.login("read")
 	fx.clock.Advance(time.Hour + time.Second)
-	require.Equal(t, http.StatusSeeOther, b.get("/ui/").Code)
+	require.Equal(t, http.StatusUnauthorized, b.get("/ui/").Code)
 }
 
 func TestConsole_EveryPageRendersForAReadKey(t *testing.T) {

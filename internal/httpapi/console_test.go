@@ -32,9 +32,8 @@ func consoleGet(t *testing.T, f *apiFixture, path, accept string) *http.Response
 func TestAccess_TheConsoleNeedsASessionUnlessTheAPIIsOpen(t *testing.T) {
 	t.Parallel()
 	secured := accessFixture(t, httpapi.AccessConfig{})
-	resp := consoleGet(t, secured, "/ui/", "text/html")
-	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	require.Equal(t, "/ui/login?next=%2Fui%2F", resp.Header.Get("Location"))
+	require.Equal(t, http.StatusUnauthorized, consoleGet(t, secured, "/ui/", "text/html").StatusCode, "a page load is 401, with the login form")
+	require.Equal(t, http.StatusUnauthorized, consoleGet(t, secured, "/ui/", "").StatusCode)
 	require.Equal(t, http.StatusUnauthorized, consoleGet(t, secured, "/ui/overview.json", "application/json").StatusCode)
 	require.Equal(t, http.StatusOK, consoleGet(t, secured, "/ui/login", "text/html").StatusCode)
 
