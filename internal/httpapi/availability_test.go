@@ -237,6 +237,8 @@ type tcpProxy struct {
 	target string
 	mu     sync.Mutex
 	conns  []*net.TCPConn
+	// down: new connections are closed at once, as a server that is gone.
+	down bool
 }
 
 func startProxy(t *testing.T, target string) *tcpProxy {
@@ -250,6 +252,13 @@ func startProxy(t *testing.T, target string) *tcpProxy {
 			client, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			p.mu.Lock()
+			down := p.down
+			p.mu.Unlock()
+			if down {
+				_ = client.Close()
+				continue
 			}
 			server, err := net.Dial("tcp", target)
 			if err != nil {
@@ -281,6 +290,20 @@ func (p *tcpProxy) cut(reset bool) int {
 	n := len(p.conns)
 	p.conns = nil
 	return n
+}
+
+// outage cuts every connection and refuses new ones until the returned
+// function ends it: the database is gone, as during a failover.
+func (p *tcpProxy) outage() (end func()) {
+	p.cut(true)
+	p.mu.Lock()
+	p.down = true
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		p.down = false
+		p.mu.Unlock()
+	}
 }
 
 func TestAPI_ConnectionsCutMidRequestAnswer503OrSucceedNever500(t *testing.T) {
