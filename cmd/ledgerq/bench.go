@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/big"
 	"os"
 	"runtime"
@@ -37,24 +38,26 @@ database of its own: the run adds its batches to ledgerq.batches and leaves them
 
 // runBench dispatches 'ledgerq bench <workload>'.
 func runBench(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprint(os.Stderr, benchUsage)
-		return errUsage
+	return subcommand("ledgerq bench", "workload", benchUsage, args, os.Stdout, os.Stderr, map[string]func([]string) error{
+		"batches": func(args []string) error { return runBenchBatches(ctx, args) },
+		"wallets": func(args []string) error { return runBenchWallets(ctx, args) },
+		"builder": func(args []string) error { return runBenchBuilder(ctx, args) },
+	})
+}
+
+// summarized prints a run's report to stdout, when the run got as far as
+// one (a failed run's figures are worth reading too), and returns the run's
+// error.
+func summarized[T any, R interface {
+	*T
+	WriteSummary(w io.Writer) error
+}](rep R, err error) error {
+	if rep != nil {
+		if werr := rep.WriteSummary(os.Stdout); werr != nil {
+			return errors.Join(err, werr)
+		}
 	}
-	switch args[0] {
-	case "batches":
-		return runBenchBatches(ctx, args[1:])
-	case "wallets":
-		return runBenchWallets(ctx, args[1:])
-	case "builder":
-		return runBenchBuilder(ctx, args[1:])
-	case "help", "--help", "-help", "-h":
-		fmt.Print(benchUsage)
-		return nil
-	default:
-		fmt.Fprintf(os.Stderr, "ledgerq bench: unknown workload %q\n\n%s", args[0], benchUsage)
-		return errUsage
-	}
+	return err
 }
 
 const benchBatchesSummary = `Load the batch lane and measure it. The run migrates the database, signs
@@ -131,13 +134,7 @@ func runBenchBatches(ctx context.Context, args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	rep, err := bench.RunBatches(ctx, cfg, w)
-	if rep != nil {
-		if werr := rep.WriteSummary(os.Stdout); werr != nil {
-			return errors.Join(err, werr)
-		}
-	}
-	return err
+	return summarized(bench.RunBatches(ctx, cfg, w))
 }
 
 const benchWalletsSummary = `Load the wallet lane and measure it. The run migrates the database, makes
@@ -205,13 +202,7 @@ func runBenchWallets(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Progress = os.Stderr
-	rep, err := bench.RunWallets(ctx, cfg)
-	if rep != nil {
-		if werr := rep.WriteSummary(os.Stdout); werr != nil {
-			return errors.Join(err, werr)
-		}
-	}
-	return err
+	return summarized(bench.RunWallets(ctx, cfg))
 }
 
 const benchBuilderSummary = `Load the builder lane and measure it. The run migrates the database, makes
@@ -236,13 +227,8 @@ func runBenchBuilder(ctx context.Context, args []string) error {
 		fs.IntVar(&cfg.TxsPerSender, "txs-per-sender", cfg.TxsPerSender, "transactions per sender, nonces 0 and up")
 		fs.IntVar(&cfg.Clients, "clients", cfg.Clients, "senders sending at once (each its transactions in nonce order)")
 		fs.DurationVar(&cfg.Chain.SlotLength, "slot-length", cfg.Chain.SlotLength, "the simulated JAM chain's timeslot")
-		fs.IntVar(&cfg.Chain.Cores, "jam-cores", cfg.Chain.Cores, "the simulated JAM chain's cores (0: 2)")
 		fs.Int64Var(&cfg.Chain.Seed, "jam-seed", cfg.Chain.Seed, "seed of the simulated JAM chain's faults")
-		fs.Float64Var(&cfg.Chain.NoGuarantee, "jam-no-guarantee-rate", cfg.Chain.NoGuarantee, "fraction of taken work packages never guaranteed")
-		fs.Float64Var(&cfg.Chain.LateGuarantee, "jam-late-guarantee-rate", cfg.Chain.LateGuarantee, "fraction of taken work packages guaranteed late (--jam-late-slots)")
-		fs.Uint64Var(&cfg.Chain.LateSlots, "jam-late-slots", cfg.Chain.LateSlots, "slots a late guarantee comes after the submit (0: 4)")
-		fs.Float64Var(&cfg.Chain.LostResponse, "jam-lost-rate", cfg.Chain.LostResponse, "fraction of submits taken whose answer is lost")
-		fs.Float64Var(&cfg.Chain.TransientError, "jam-transient-rate", cfg.Chain.TransientError, "fraction of submits refused with a transient error")
+		registerJAMFaults(fs, &cfg.Chain)
 		fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after the last transaction is accepted, how long to wait for every one to be finalized")
 		fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "time between two progress lines (and completion checks)")
 	})
@@ -253,11 +239,5 @@ func runBenchBuilder(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Progress = os.Stderr
-	rep, err := bench.RunBuilder(ctx, cfg)
-	if rep != nil {
-		if werr := rep.WriteSummary(os.Stdout); werr != nil {
-			return errors.Join(err, werr)
-		}
-	}
-	return err
+	return summarized(bench.RunBuilder(ctx, cfg))
 }

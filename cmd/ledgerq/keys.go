@@ -51,23 +51,12 @@ func runKeys(ctx context.Context, args []string) error {
 }
 
 func keysCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, keysUsage)
-		return errUsage
+	run := func(cmd func(context.Context, []string, io.Writer, io.Writer) error) func([]string) error {
+		return func(args []string) error { return cmd(ctx, args, stdout, stderr) }
 	}
-	switch args[0] {
-	case "create":
-		return runKeysCreate(ctx, args[1:], stdout, stderr)
-	case "list":
-		return runKeysList(ctx, args[1:], stdout, stderr)
-	case "revoke":
-		return runKeysRevoke(ctx, args[1:], stdout, stderr)
-	case "help", "--help", "-help", "-h":
-		fmt.Fprint(stdout, keysUsage)
-		return nil
-	}
-	fmt.Fprintf(stderr, "ledgerq keys: unknown command %q\n\n%s", args[0], keysUsage)
-	return errUsage
+	return subcommand("ledgerq keys", "command", keysUsage, args, stdout, stderr, map[string]func([]string) error{
+		"create": run(runKeysCreate), "list": run(runKeysList), "revoke": run(runKeysRevoke),
+	})
 }
 
 // keysFlags are the flags every keys command takes: the database.
@@ -282,19 +271,9 @@ func runWallet(_ context.Context, args []string) error {
 }
 
 func walletCommand(args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, walletUsage)
-		return errUsage
-	}
-	switch args[0] {
-	case "new":
-		return runWalletNew(args[1:], stdout, stderr, lookupEnv)
-	case "help", "--help", "-help", "-h":
-		fmt.Fprint(stdout, walletUsage)
-		return nil
-	}
-	fmt.Fprintf(stderr, "ledgerq wallet: unknown command %q\n\n%s", args[0], walletUsage)
-	return errUsage
+	return subcommand("ledgerq wallet", "command", walletUsage, args, stdout, stderr, map[string]func([]string) error{
+		"new": func(args []string) error { return runWalletNew(args, stdout, stderr, lookupEnv) },
+	})
 }
 
 // runWalletNew writes a new keystore file, encrypted with a passphrase read

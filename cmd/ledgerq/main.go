@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -50,36 +51,20 @@ func run(ctx context.Context, args []string) int {
 		return 2
 	}
 	cmd, rest := args[0], args[1:]
-	var err error
-	switch cmd {
-	case "dev":
-		err = runDev(ctx, rest)
-	case "serve":
-		err = runServe(ctx, rest)
-	case "once":
-		err = runOnce(ctx, rest)
-	case "migrate":
-		err = runMigrate(ctx, rest)
-	case "simledger":
-		err = runSimLedger(ctx, rest)
-	case "bench":
-		err = runBench(ctx, rest)
-	case "sawtooth":
-		err = runSawtooth(ctx, rest)
-	case "keys":
-		err = runKeys(ctx, rest)
-	case "wallet":
-		err = runWallet(ctx, rest)
-	case "version", "--version", "-version":
+	command, ok := commands[cmd]
+	switch {
+	case ok:
+	case cmd == "version" || cmd == "--version" || cmd == "-version":
 		fmt.Println("ledgerq", versionString())
 		return 0
-	case "help", "--help", "-help", "-h":
+	case isHelp(cmd):
 		fmt.Print(usage)
 		return 0
 	default:
 		fmt.Fprintf(os.Stderr, "ledgerq: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
+	err := command(ctx, rest)
 	switch {
 	case err == nil:
 		return 0
@@ -93,8 +78,38 @@ func run(ctx context.Context, args []string) int {
 	}
 }
 
+// commands are ledgerq's commands by name (usage lists them).
+var commands = map[string]func(ctx context.Context, args []string) error{
+	"dev": runDev, "serve": runServe, "once": runOnce, "migrate": runMigrate, "simledger": runSimLedger,
+	"bench": runBench, "sawtooth": runSawtooth, "keys": runKeys, "wallet": runWallet,
+}
+
 // errUsage marks a usage error that was already reported.
 var errUsage = errors.New("usage error")
+
+// isHelp reports whether arg asks for a command's usage.
+func isHelp(arg string) bool {
+	return arg == "help" || arg == "--help" || arg == "-help" || arg == "-h"
+}
+
+// subcommand runs the subcommand args[0] names among subs, for the command
+// name ("ledgerq keys"): none prints usage to stderr (a usage error), help
+// prints it to stdout, and an unknown one is a usage error that says what
+// it is (what: "command", "workload").
+func subcommand(name, what, usage string, args []string, stdout, stderr io.Writer, subs map[string]func(args []string) error) error {
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(stderr, usage)
+		return errUsage
+	case subs[args[0]] != nil:
+		return subs[args[0]](args[1:])
+	case isHelp(args[0]):
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprintf(stderr, "%s: unknown %s %q\n\n%s", name, what, args[0], usage)
+	return errUsage
+}
 
 func versionString() string {
 	if version != "" {

@@ -29,19 +29,9 @@ Run 'ledgerq sawtooth <command> --help' for the flags of a command.
 
 // runSawtooth runs the sawtooth helper commands.
 func runSawtooth(_ context.Context, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprint(os.Stderr, sawtoothUsage)
-		return errUsage
-	}
-	switch args[0] {
-	case "sample":
-		return runSawtoothSample(args[1:], os.Stdout, os.Stderr)
-	case "help", "--help", "-help", "-h":
-		fmt.Print(sawtoothUsage)
-		return nil
-	}
-	fmt.Fprintf(os.Stderr, "ledgerq sawtooth: unknown command %q\n\n%s", args[0], sawtoothUsage)
-	return errUsage
+	return subcommand("ledgerq sawtooth", "command", sawtoothUsage, args, os.Stdout, os.Stderr, map[string]func([]string) error{
+		"sample": func(args []string) error { return runSawtoothSample(args, os.Stdout, os.Stderr) },
+	})
 }
 
 // sampleBatch is one item of a POST /v1/batches body.

@@ -29,47 +29,41 @@ const (
 	simKindJAM      = "jam"
 )
 
-// jamSimFlags are the simulated JAM chain's flags.
-type jamSimFlags struct {
-	slotLength      time.Duration
-	cores           int
-	noGuaranteeRate float64
-	lateRate        float64
-	lateSlots       uint64
-	lostRate        float64
-	transientRate   float64
-	guaranteeDelay  uint64
-	accumulateDelay uint64
-	chainID         int64
-	fundDevAccounts bool
-	journal         string
-}
+// jamSimFlags are the simulated JAM chain's flags: its configuration, but
+// for the clock and the seed (--sim-seed, shared with the other
+// simulations).
+type jamSimFlags struct{ jam.Config }
 
 func (f jamSimFlags) config(seed int64, c clock.Clock) jam.Config {
-	return jam.Config{
-		Clock: c, Seed: seed, SlotLength: f.slotLength, Cores: f.cores,
-		NoGuarantee: f.noGuaranteeRate, LateGuarantee: f.lateRate, LateSlots: f.lateSlots,
-		LostResponse: f.lostRate, TransientError: f.transientRate,
-		GuaranteeDelaySlots: f.guaranteeDelay, AccumulateDelaySlots: f.accumulateDelay,
-		ChainID: f.chainID, FundDevAccounts: f.fundDevAccounts, Journal: f.journal,
-	}
+	cfg := f.Config
+	cfg.Clock, cfg.Seed = c, seed
+	return cfg
 }
 
 // registerJAMSim registers the simulated JAM chain's flags; --sim-seed is
 // shared with the other simulations.
 func registerJAMSim(fs *flag.FlagSet, f *jamSimFlags) {
-	fs.DurationVar(&f.slotLength, "jam-slot-length", jam.DefaultSlotLength, "simulated JAM chain: timeslot length")
-	fs.IntVar(&f.cores, "jam-cores", jam.DefaultCores, "simulated JAM chain: number of cores")
-	fs.Float64Var(&f.noGuaranteeRate, "jam-no-guarantee-rate", 0, "simulated JAM chain: fraction of taken work packages never guaranteed")
-	fs.Float64Var(&f.lateRate, "jam-late-guarantee-rate", 0, "simulated JAM chain: fraction of taken work packages guaranteed late (--jam-late-slots), if their anchor is still recent")
-	fs.Uint64Var(&f.lateSlots, "jam-late-slots", jam.DefaultLateSlots, "simulated JAM chain: slots after submission a late guarantee comes")
-	fs.Float64Var(&f.lostRate, "jam-lost-rate", 0, "simulated JAM chain: fraction of submissions taken whose answer is lost (connection cut)")
-	fs.Float64Var(&f.transientRate, "jam-transient-rate", 0, "simulated JAM chain: fraction of submissions refused with a 503")
-	fs.Uint64Var(&f.guaranteeDelay, "jam-guarantee-delay-slots", 1, "simulated JAM chain: slots after submission a work package is guaranteed")
-	fs.Uint64Var(&f.accumulateDelay, "jam-accumulate-delay-slots", 1, "simulated JAM chain: slots after its guarantee a work package is accumulated")
-	fs.Int64Var(&f.chainID, "jam-chain-id", jam.DefaultChainID, "simulated JAM chain: its EVM's chain id (ledgerq's --builder-chain-id)")
-	fs.BoolVar(&f.fundDevAccounts, "jam-fund-dev-accounts", true, "simulated JAM chain: fund the 20 accounts of the development mnemonic \"test test test test test test test test test test test junk\" (hardhat's and anvil's, 0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266 first) with 10000 ether each; =false funds none")
-	fs.StringVar(&f.journal, "jam-journal", "", "simulated JAM chain: file every executed bundle is appended to; a restart replays it and continues (same genesis, slots, blocks, balances, receipts). Empty: start afresh")
+	c := &f.Config
+	c.Cores, c.LateSlots = jam.DefaultCores, jam.DefaultLateSlots
+	fs.DurationVar(&c.SlotLength, "jam-slot-length", jam.DefaultSlotLength, "simulated JAM chain: timeslot length")
+	registerJAMFaults(fs, c)
+	fs.Uint64Var(&c.GuaranteeDelaySlots, "jam-guarantee-delay-slots", 1, "simulated JAM chain: slots after submission a work package is guaranteed")
+	fs.Uint64Var(&c.AccumulateDelaySlots, "jam-accumulate-delay-slots", 1, "simulated JAM chain: slots after its guarantee a work package is accumulated")
+	fs.Int64Var(&c.ChainID, "jam-chain-id", jam.DefaultChainID, "simulated JAM chain: its EVM's chain id (ledgerq's --builder-chain-id)")
+	fs.BoolVar(&c.FundDevAccounts, "jam-fund-dev-accounts", true, "simulated JAM chain: fund the 20 accounts of the development mnemonic \"test test test test test test test test test test test junk\" (hardhat's and anvil's, 0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266 first) with 10000 ether each; =false funds none")
+	fs.StringVar(&c.Journal, "jam-journal", "", "simulated JAM chain: file every executed bundle is appended to; a restart replays it and continues (same genesis, slots, blocks, balances, receipts). Empty: start afresh")
+}
+
+// registerJAMFaults registers the simulated JAM chain's cores and faults,
+// with c's values as defaults: simledger's chain and bench builder's take
+// the same flags.
+func registerJAMFaults(fs *flag.FlagSet, c *jam.Config) {
+	fs.IntVar(&c.Cores, "jam-cores", c.Cores, "simulated JAM chain: number of cores")
+	fs.Float64Var(&c.NoGuarantee, "jam-no-guarantee-rate", c.NoGuarantee, "simulated JAM chain: fraction of taken work packages never guaranteed")
+	fs.Float64Var(&c.LateGuarantee, "jam-late-guarantee-rate", c.LateGuarantee, "simulated JAM chain: fraction of taken work packages guaranteed late (--jam-late-slots), if their anchor is still recent")
+	fs.Uint64Var(&c.LateSlots, "jam-late-slots", c.LateSlots, "simulated JAM chain: slots after submission a late guarantee comes")
+	fs.Float64Var(&c.LostResponse, "jam-lost-rate", c.LostResponse, "simulated JAM chain: fraction of submissions taken whose answer is lost (the connection cut)")
+	fs.Float64Var(&c.TransientError, "jam-transient-rate", c.TransientError, "simulated JAM chain: fraction of submissions refused as transient (over HTTP, with a 503)")
 }
 
 // evmSimFlags are the simulated EVM ledger's flags.
@@ -179,7 +173,7 @@ func parseSimLedger(args []string) (simLedgerSetup, error) {
 		if !addrSet {
 			s.addr = "127.0.0.1:19800"
 		}
-		if s.jam.slotLength <= 0 || s.jam.cores <= 0 || s.jam.chainID <= 0 {
+		if s.jam.SlotLength <= 0 || s.jam.Cores <= 0 || s.jam.ChainID <= 0 {
 			return s, fmt.Errorf("--jam-slot-length, --jam-cores and --jam-chain-id must be positive")
 		}
 	default:

@@ -189,14 +189,7 @@ type Processing struct {
 // The error wraps ErrUnfinished when batches were left unfinished; the report
 // is returned with it so the caller can print what happened.
 func RunBatches(ctx context.Context, cfg BatchConfig, w *Workload) (*BatchReport, error) {
-	if cfg.Progress == nil {
-		cfg.Progress = io.Discard
-	}
-	if cfg.Node.Logger == nil {
-		cfg.Node.Logger = slog.New(slog.DiscardHandler)
-	}
-	cfg.Node.Clock = clock.Real{}
-	cfg.Node.API.Enabled = false
+	prepare(&cfg.Progress, &cfg.Node)
 	// The loops need a connection each plus one for the progress query; a
 	// serve process on few CPUs gets pgxpool's default of 4. In ModeHTTP the
 	// API's requests use the node's pool too, as in serve.
@@ -208,23 +201,74 @@ func RunBatches(ctx context.Context, cfg BatchConfig, w *Workload) (*BatchReport
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &batchRun{cfg: cfg, w: w}
+	return execute(ctx, &batchRun{cfg: cfg, w: w})
+}
+
+// prepare sets what every run sets for itself: progress lines and the
+// node's logs discarded unless asked for, the real clock, and the node's API
+// off (a run that goes through the API serves it itself).
+func prepare(progress *io.Writer, n *node.Config) {
+	if *progress == nil {
+		*progress = io.Discard
+	}
+	if n.Logger == nil {
+		n.Logger = slog.New(slog.DiscardHandler)
+	}
+	n.Clock = clock.Real{}
+	n.API.Enabled = false
+}
+
+// runner is one run of a workload: opened, run, and closed whatever
+// happened.
+type runner[R any] interface {
+	open(ctx context.Context) error
+	run(ctx context.Context) (R, error)
+	close()
+}
+
+func execute[R any](ctx context.Context, r runner[R]) (R, error) {
 	defer r.close()
 	if err := r.open(ctx); err != nil {
-		return nil, err
+		var none R
+		return none, err
 	}
 	return r.run(ctx)
+}
+
+// loadTarget is what a run of the batch or the wallet lane opens: the node under
+// test, with the pool serve would open, and the ingest workers' own pool,
+// which stands in for the API's connections.
+type loadTarget struct {
+	node   *node.Node
+	ingest *store.Store
+}
+
+// openIngest opens the ingest pool with a connection per worker, opened
+// before the clock starts.
+func (l *loadTarget) openIngest(ctx context.Context, url string, workers int) error {
+	var err error
+	if l.ingest, err = store.OpenPool(ctx, url, workers); err != nil {
+		return err
+	}
+	return warm(ctx, l.ingest.Conns(), workers)
+}
+
+func (l *loadTarget) close() {
+	if l.ingest != nil {
+		l.ingest.Close()
+	}
+	if l.node != nil {
+		l.node.Close()
+	}
 }
 
 type batchRun struct {
 	cfg BatchConfig
 	w   *Workload
 
-	// node runs the loops, with the pool serve would open; ingest is the
-	// ingest workers' own pool, standing in for the API's connections (nil
-	// in ModeHTTP, where the API is real and uses the node's pool).
-	node   *node.Node
-	ingest *store.Store
+	// The ingest pool is nil in ModeHTTP, where the API is real and uses
+	// the node's pool.
+	loadTarget
 	ledger *sim.Ledger
 	// api is ModeHTTP's server and clients.
 	api *httpIntake
@@ -240,12 +284,7 @@ func (r *batchRun) close() {
 	if r.api != nil {
 		r.api.close()
 	}
-	if r.ingest != nil {
-		r.ingest.Close()
-	}
-	if r.node != nil {
-		r.node.Close()
-	}
+	r.loadTarget.close()
 }
 
 func (r *batchRun) open(ctx context.Context) error {
@@ -279,10 +318,7 @@ func (r *batchRun) open(ctx context.Context) error {
 		fmt.Fprintf(c.Progress, "bench: encoded %d requests in %s; serving the API at %s\n", len(r.api.bodies), round(time.Since(began)), r.api.url)
 		err = warm(ctx, r.node.Store().Conns(), c.IngestWorkers)
 	} else {
-		if r.ingest, err = store.OpenPool(ctx, c.Node.DatabaseURL, c.IngestWorkers); err != nil {
-			return err
-		}
-		err = warm(ctx, r.ingest.Conns(), c.IngestWorkers)
+		err = r.openIngest(ctx, c.Node.DatabaseURL, c.IngestWorkers)
 	}
 	if err != nil {
 		return err
@@ -328,24 +364,32 @@ func warm(ctx context.Context, pool *pgxpool.Pool, n int) error {
 // when they started and a function that stops them: first stop claiming,
 // then cancel what is left.
 func (r *batchRun) startLoops(ctx context.Context) (started time.Time, stop func(), err error) {
-	connected := r.node.Listener().Connected()
 	started = time.Now()
-	if err := r.node.Start(ctx); err != nil {
+	if err := startNode(ctx, r.node); err != nil {
 		return started, nil, err
 	}
-	stop = r.node.Stop
-	// Wait for LISTEN so that the first inserts' notifications are heard
-	// (a late listener would only cost one poll interval).
+	return started, r.node.Stop, nil
+}
+
+// startNode starts n's listener and loops as serve does and waits for
+// LISTEN, so that the first writes' notifications are heard (a late
+// listener would only cost one poll interval). n is stopped when it does
+// not connect.
+func startNode(ctx context.Context, n *node.Node) error {
+	connected := n.Listener().Connected()
+	if err := n.Start(ctx); err != nil {
+		return err
+	}
 	select {
 	case <-connected:
+		return nil
 	case <-time.After(10 * time.Second):
-		stop()
-		return started, nil, errors.New("the notification listener did not connect within 10s")
+		n.Stop()
+		return errors.New("the notification listener did not connect within 10s")
 	case <-ctx.Done():
-		stop()
-		return started, nil, ctx.Err()
+		n.Stop()
+		return ctx.Err()
 	}
-	return started, stop, nil
 }
 
 // ingestion is one run of ingestAll in the background.
@@ -388,14 +432,40 @@ func (in *ingestion) await(ctx context.Context, tick <-chan time.Time, grace tim
 	}
 }
 
-func (r *batchRun) startIngest(ctx context.Context, start time.Time) *ingestion {
+// startIngestion runs ingest in the background.
+func startIngestion(ingest func() error) *ingestion {
 	in := &ingestion{done: make(chan struct{})}
 	go func() {
 		defer close(in.done)
-		in.err = r.ingestAll(ctx, start)
+		in.err = ingest()
 		in.end = time.Now()
 	}()
 	return in
+}
+
+func (r *batchRun) startIngest(ctx context.Context, start time.Time) *ingestion {
+	return startIngestion(func() error { return r.ingestAll(ctx, start) })
+}
+
+// summarizeAfter fills a report from the run's rows once the run is over,
+// under a context of its own: an interrupted run's figures are still worth
+// reading.
+func summarizeAfter[R any](ctx context.Context, timeout time.Duration, rep *R, summarize func(context.Context, *R) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	return summarize(ctx, rep)
+}
+
+// verdict is the error of a summarized run: the ingest's failure, else the
+// failed checks (problems), wrapping check.
+func (in *ingestion) verdict(problems []string, check error) error {
+	switch {
+	case in.err != nil:
+		return in.err
+	case len(problems) > 0:
+		return fmt.Errorf("%d problem(s), the first: %s: %w", len(problems), problems[0], check)
+	}
+	return nil
 }
 
 func (r *batchRun) run(ctx context.Context) (*BatchReport, error) {
@@ -471,10 +541,7 @@ func (r *batchRun) finish(ctx context.Context, rep *BatchReport, start time.Time
 		rep.Requests = int(r.api.requests.Load())
 	}
 
-	// The run may have been interrupted; its figures are still worth reading.
-	sumCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	if err := r.summarize(sumCtx, rep); err != nil {
+	if err := summarizeAfter(ctx, time.Minute, rep, r.summarize); err != nil {
 		return nil, errors.Join(in.err, err)
 	}
 	if in.err != nil {
@@ -504,6 +571,39 @@ func (r *batchRun) ingestAll(ctx context.Context, start time.Time) error {
 	if c.Duration > 0 {
 		deadline = start.Add(c.Duration)
 	}
+	more := func() bool { return deadline.IsZero() || time.Now().Before(deadline) }
+	return inParallel(ctx, c.IngestWorkers, len(batches), c.InsertSize, "ingest", more, func(i int) error {
+		chunk := batches[i:min(i+c.InsertSize, len(batches))]
+		if c.Rate > 0 {
+			// Offered load: batch i is due i/Rate seconds after the start.
+			due := start.Add(time.Duration(float64(i) / c.Rate * float64(time.Second)))
+			select {
+			case <-time.After(time.Until(due)):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		callCtx, cancel := context.WithTimeout(ctx, c.Node.Loops.DBTimeout)
+		defer cancel()
+		var err error
+		if r.api != nil {
+			err = r.api.post(callCtx, i/c.InsertSize)
+		} else {
+			_, err = r.ingest.BatchInsert(callCtx, store.BatchInsertParams{Now: c.Node.Clock.Now(), Batches: chunk})
+		}
+		if err == nil {
+			r.inserted.Add(int64(len(chunk)))
+		}
+		return err
+	})
+}
+
+// inParallel stores items 0 to n-1 with workers goroutines, each taking the
+// next step items at a time and storing them with store (given the first),
+// until every item is taken, more says to stop, ctx ends or a store fails.
+// It returns the first failure, wrapped with what; one after ctx ended is
+// the interruption (its transaction rolled back), not a failure.
+func inParallel(ctx context.Context, workers, n, step int, what string, more func() bool, store func(i int) error) error {
 	var (
 		next    atomic.Int64
 		failed  atomic.Bool
@@ -511,40 +611,21 @@ func (r *batchRun) ingestAll(ctx context.Context, start time.Time) error {
 		err     error
 		wg      sync.WaitGroup
 	)
-	for range c.IngestWorkers {
+	for range workers {
 		wg.Go(func() {
-			for ctx.Err() == nil && !failed.Load() && (deadline.IsZero() || time.Now().Before(deadline)) {
-				i := int(next.Add(int64(c.InsertSize))) - c.InsertSize
-				if i >= len(batches) {
+			for ctx.Err() == nil && !failed.Load() && more() {
+				i := int(next.Add(int64(step))) - step
+				if i >= n {
 					return
 				}
-				chunk := batches[i:min(i+c.InsertSize, len(batches))]
-				if c.Rate > 0 {
-					// Offered load: batch i is due i/Rate seconds after the start.
-					due := start.Add(time.Duration(float64(i) / c.Rate * float64(time.Second)))
-					select {
-					case <-time.After(time.Until(due)):
-					case <-ctx.Done():
+				if e := store(i); e != nil {
+					if ctx.Err() != nil {
 						return
 					}
-				}
-				callCtx, cancel := context.WithTimeout(ctx, c.Node.Loops.DBTimeout)
-				var e error
-				if r.api != nil {
-					e = r.api.post(callCtx, i/c.InsertSize)
-				} else {
-					_, e = r.ingest.BatchInsert(callCtx, store.BatchInsertParams{Now: c.Node.Clock.Now(), Batches: chunk})
-				}
-				cancel()
-				if e != nil {
-					if ctx.Err() != nil {
-						return // interrupted: the transaction rolled back
-					}
 					failed.Store(true)
-					errOnce.Do(func() { err = fmt.Errorf("ingest: %w", e) })
+					errOnce.Do(func() { err = fmt.Errorf("%s: %w", what, e) })
 					return
 				}
-				r.inserted.Add(int64(len(chunk)))
 			}
 		})
 	}

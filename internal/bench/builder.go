@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"math/big"
 	"net"
@@ -60,7 +59,7 @@ func DefaultBuilderConfig() BuilderConfig {
 	nc.Builder.GuaranteeTimeout = 1500 * time.Millisecond
 	return BuilderConfig{
 		Node: nc, Senders: 20, TxsPerSender: 50, Clients: 20,
-		Chain: jam.Config{SlotLength: 500 * time.Millisecond, Seed: 1},
+		Chain: jam.Config{SlotLength: 500 * time.Millisecond, Cores: jam.DefaultCores, LateSlots: jam.DefaultLateSlots, Seed: 1},
 		Grace: 2 * time.Minute, ProgressInterval: time.Second,
 	}
 }
@@ -103,16 +102,10 @@ type BuilderReport struct {
 
 // RunBuilder runs the workload and reports.
 func RunBuilder(ctx context.Context, cfg BuilderConfig) (*BuilderReport, error) {
-	if cfg.Progress == nil {
-		cfg.Progress = io.Discard
-	}
-	if cfg.Node.Logger == nil {
-		cfg.Node.Logger = slog.New(slog.DiscardHandler)
-	}
+	prepare(&cfg.Progress, &cfg.Node)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.Node.Clock = clock.Real{}
 	keys, txs, err := signBuilderTxs(cfg)
 	if err != nil {
 		return nil, err
@@ -135,7 +128,6 @@ func RunBuilder(ctx context.Context, cfg BuilderConfig) (*BuilderReport, error) 
 	defer chain.Close()
 	cfg.Node.Builder.Enabled = true
 	cfg.Node.Builder.Ledger.Instance = chain
-	cfg.Node.API.Enabled = false
 	n, err := node.Open(ctx, cfg.Node)
 	if err != nil {
 		return nil, err
@@ -205,12 +197,7 @@ func (r *builderRun) run(ctx context.Context, stopNode func()) (*BuilderReport, 
 	c := &r.cfg
 	rep := &BuilderReport{Senders: c.Senders, TxsPerSender: c.TxsPerSender, SlotLength: c.Chain.SlotLength}
 	start := time.Now()
-	in := &ingestion{done: make(chan struct{})}
-	go func() {
-		defer close(in.done)
-		in.err = r.sendAll(ctx)
-		in.end = time.Now()
-	}()
+	in := startIngestion(func() error { return r.sendAll(ctx) })
 	total := int64(c.Senders * c.TxsPerSender)
 	tick := time.NewTicker(c.ProgressInterval)
 	defer tick.Stop()
@@ -233,18 +220,10 @@ func (r *builderRun) run(ctx context.Context, stopNode func()) (*BuilderReport, 
 	if interrupted {
 		return rep, ctx.Err()
 	}
-	sumCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	if err := r.summarize(sumCtx, rep); err != nil {
+	if err := summarizeAfter(ctx, time.Minute, rep, r.summarize); err != nil {
 		return rep, errors.Join(in.err, err)
 	}
-	if in.err != nil {
-		return rep, in.err
-	}
-	if len(rep.Problems) > 0 {
-		return rep, fmt.Errorf("%d problem(s), the first: %s: %w", len(rep.Problems), rep.Problems[0], ErrBuilderCheck)
-	}
-	return rep, nil
+	return rep, in.verdict(rep.Problems, ErrBuilderCheck)
 }
 
 // sendAll sends every sender's transactions in nonce order, Clients senders

@@ -2,12 +2,9 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/big"
 	"strings"
 	"sync"
@@ -19,7 +16,6 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/rpc"
 
-	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
@@ -192,24 +188,12 @@ func (c *WalletConfig) FaultRun() bool {
 // RunWallets runs the workload and reports. The error wraps ErrWalletCheck
 // when a task did not end done or a check failed; the report comes with it.
 func RunWallets(ctx context.Context, cfg WalletConfig) (*WalletReport, error) {
-	if cfg.Progress == nil {
-		cfg.Progress = io.Discard
-	}
-	if cfg.Node.Logger == nil {
-		cfg.Node.Logger = slog.New(slog.DiscardHandler)
-	}
-	cfg.Node.Clock = clock.Real{}
-	cfg.Node.API.Enabled = false
+	prepare(&cfg.Progress, &cfg.Node)
 	cfg.Node.DBMinConns = max(cfg.Node.DBMinConns, 4+cfg.Node.Wallet.Shards.Workers)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &walletRun{cfg: cfg}
-	defer r.close()
-	if err := r.open(ctx); err != nil {
-		return nil, err
-	}
-	return r.run(ctx)
+	return execute(ctx, &walletRun{cfg: cfg})
 }
 
 type walletRun struct {
@@ -219,20 +203,14 @@ type walletRun struct {
 	wallets []keystore.Wallet
 	ledger  ledger.WalletLedger
 	closeL  func()
-	node    *node.Node
-	ingest  *store.Store
-	fund    time.Duration
+	loadTarget
+	fund time.Duration
 
 	enqueued atomic.Int64
 }
 
 func (r *walletRun) close() {
-	if r.ingest != nil {
-		r.ingest.Close()
-	}
-	if r.node != nil {
-		r.node.Close()
-	}
+	r.loadTarget.close()
 	if r.closeL != nil {
 		r.closeL()
 	}
@@ -242,9 +220,7 @@ func (r *walletRun) close() {
 // pool.
 func (r *walletRun) open(ctx context.Context) error {
 	c := &r.cfg
-	var rnd [4]byte
-	_, _ = rand.Read(rnd[:]) // never fails (Go 1.24+)
-	r.prefix = "bw-" + hex.EncodeToString(rnd[:]) + "-"
+	r.prefix = runPrefix("bw")
 
 	signers := make([]*keystore.KeySigner, c.Wallets)
 	addrs := make([]ledger.Address, c.Wallets)
@@ -301,10 +277,7 @@ func (r *walletRun) open(ctx context.Context) error {
 	if r.node, err = node.Open(ctx, nc); err != nil {
 		return err
 	}
-	if r.ingest, err = store.OpenPool(ctx, c.Node.DatabaseURL, c.IngestWorkers); err != nil {
-		return err
-	}
-	return warm(ctx, r.ingest.Conns(), c.IngestWorkers)
+	return r.openIngest(ctx, c.Node.DatabaseURL, c.IngestWorkers)
 }
 
 // fundFromDev sends FundWei to every address from eth_accounts[0] with
@@ -362,27 +335,14 @@ func (r *walletRun) run(ctx context.Context) (*WalletReport, error) {
 	}
 	rep.Config.Progress, rep.Config.Node.Logger, rep.Config.Node.Wallet.Registry, rep.Config.Node.Wallet.Ledger.Instance = nil, nil, nil, nil
 
-	connected := r.node.Listener().Connected()
-	if err := r.node.Start(ctx); err != nil {
+	if err := startNode(ctx, r.node); err != nil {
 		return nil, err
 	}
 	stopNode := sync.OnceFunc(r.node.Stop)
 	defer stopNode()
-	select {
-	case <-connected:
-	case <-time.After(10 * time.Second):
-		return nil, errors.New("the notification listener did not connect within 10s")
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 
 	start := time.Now()
-	in := &ingestion{done: make(chan struct{})}
-	go func() {
-		defer close(in.done)
-		in.err = r.ingestAll(ctx)
-		in.end = time.Now()
-	}()
+	in := startIngestion(func() error { return r.ingestAll(ctx) })
 
 	ticker := time.NewTicker(c.ProgressInterval)
 	defer ticker.Stop()
@@ -394,60 +354,30 @@ func (r *walletRun) run(ctx context.Context) (*WalletReport, error) {
 	rep.Wall = time.Since(start)
 	rep.EnqueueTime = in.end.Sub(start)
 
-	sumCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-	defer cancel()
-	if err := r.summarize(sumCtx, rep); err != nil {
+	if err := summarizeAfter(ctx, 5*time.Minute, rep, r.summarize); err != nil {
 		return nil, errors.Join(in.err, err)
 	}
-	if in.err != nil {
-		return rep, in.err
-	}
-	if len(rep.Problems) > 0 {
-		return rep, fmt.Errorf("%d problem(s), the first: %s: %w", len(rep.Problems), rep.Problems[0], ErrWalletCheck)
-	}
-	return rep, nil
+	return rep, in.verdict(rep.Problems, ErrWalletCheck)
 }
 
 // ingestAll stores the tasks, round-robin over the wallets, with
 // IngestWorkers goroutines, one TaskInsert (one transaction) per task.
 func (r *walletRun) ingestAll(ctx context.Context) error {
 	c := &r.cfg
-	total := int64(c.Wallets * c.TasksPerWallet)
-	var (
-		next    atomic.Int64
-		failed  atomic.Bool
-		errOnce sync.Once
-		err     error
-		wg      sync.WaitGroup
-	)
-	for range c.IngestWorkers {
-		wg.Go(func() {
-			for ctx.Err() == nil && !failed.Load() {
-				i := next.Add(1) - 1
-				if i >= total {
-					return
-				}
-				w := r.wallets[i%int64(c.Wallets)]
-				callCtx, cancel := context.WithTimeout(ctx, c.Node.Loops.DBTimeout)
-				_, _, e := r.ingest.TaskInsert(callCtx, store.TaskInsertParams{
-					Now: c.Node.Clock.Now(), Wallet: w.ID, ChainID: w.ChainID, Sender: w.Address().Hex(),
-					Request: store.TaskRequest{To: benchRecipient.Hex(), Value: c.Value},
-				})
-				cancel()
-				if e != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					failed.Store(true)
-					errOnce.Do(func() { err = fmt.Errorf("enqueue: %w", e) })
-					return
-				}
-				r.enqueued.Add(1)
-			}
+	always := func() bool { return true }
+	return inParallel(ctx, c.IngestWorkers, c.Wallets*c.TasksPerWallet, 1, "enqueue", always, func(i int) error {
+		w := r.wallets[i%c.Wallets]
+		callCtx, cancel := context.WithTimeout(ctx, c.Node.Loops.DBTimeout)
+		defer cancel()
+		_, _, err := r.ingest.TaskInsert(callCtx, store.TaskInsertParams{
+			Now: c.Node.Clock.Now(), Wallet: w.ID, ChainID: w.ChainID, Sender: w.Address().Hex(),
+			Request: store.TaskRequest{To: benchRecipient.Hex(), Value: c.Value},
 		})
-	}
-	wg.Wait()
-	return err
+		if err == nil {
+			r.enqueued.Add(1)
+		}
+		return err
+	})
 }
 
 // tasks lists every task of a wallet, a page at a time.

@@ -30,16 +30,22 @@ type Workload struct {
 	GenerateTime time.Duration
 }
 
+// runPrefix is a run's own prefix for the ids of the rows it writes
+// ("bench-<random>-"): the summary reads the run's rows by it.
+func runPrefix(kind string) string {
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:]) // never fails (Go 1.24+)
+	return kind + "-" + hex.EncodeToString(rnd[:]) + "-"
+}
+
 // NewWorkload signs services × perService batches, one key per service and
 // one transaction per batch, on every CPU.
 func NewWorkload(ctx context.Context, services, perService int) (*Workload, error) {
 	if services < 1 || perService < 1 {
 		return nil, errors.New("bench: a workload needs at least one service and one batch per service")
 	}
-	var rnd [4]byte
-	_, _ = rand.Read(rnd[:]) // never fails (Go 1.24+)
 	w := &Workload{
-		Prefix:            "bench-" + hex.EncodeToString(rnd[:]) + "-",
+		Prefix:            runPrefix("bench"),
 		Services:          services,
 		BatchesPerService: perService,
 		Batches:           make([]store.NewBatch, services*perService),

@@ -249,8 +249,9 @@ func CheckTarget(ctx context.Context, raw string, allowPrivate bool, r Resolver)
 	return nil
 }
 
-// RedactURL returns an endpoint's URL as the API shows it: its password, if
-// it has one, replaced by xxxxx. The stored URL keeps it, for delivery.
+// RedactURL returns a URL with its password, if it has one, replaced by
+// xxxxx: an endpoint's URL as the API shows it (the stored URL keeps it, for
+// delivery), and the database's as logs and errors show it.
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -22,10 +23,7 @@ import (
 // toBatch converts a stored batch to the API's Batch.
 func toBatch(b store.Batch) batchJSON {
 	o := apigen.Batch{
-		ID: b.ID, ServiceID: b.ServiceID, Submitted: b.Submitted, Attempts: b.Attempts,
-	}
-	if b.LastError != "" {
-		o.LastError = &b.LastError
+		ID: b.ID, ServiceID: b.ServiceID, Submitted: b.Submitted, Attempts: b.Attempts, LastError: omitZero(b.LastError),
 	}
 	switch {
 	case b.Status != store.BatchStatusNone:
@@ -315,23 +313,40 @@ func (s *Server) ListBatches(c echo.Context, params apigen.ListBatchesParams) er
 		}
 		f.Status = parsed
 	}
-	limit, apiErr := parseLimit(params.Limit)
-	if apiErr != nil {
-		return apiErr
-	}
-	f.Limit = limit
-	batches, err := s.store.BatchList(c.Request().Context(), f)
+	page := batchPageJSON{BatchPage: apigen.BatchPage{Success: true}}
+	var err error
+	page.Batches, page.NextAfter, err = listPage(c, params.Limit, func(ctx context.Context, limit int) ([]store.Batch, error) {
+		f.Limit = limit
+		return s.store.BatchList(ctx, f)
+	}, toBatch, func(b store.Batch) string { return b.ID })
 	if err != nil {
 		return err
 	}
-	page := batchPageJSON{BatchPage: apigen.BatchPage{Success: true}, Batches: make([]batchJSON, len(batches))}
-	for i, b := range batches {
-		page.Batches[i] = toBatch(b)
-	}
-	if len(batches) == f.Limit {
-		page.NextAfter = &batches[len(batches)-1].ID
-	}
 	return c.JSON(http.StatusOK, page)
+}
+
+// listPage reads one page of a list route: up to the limit parameter's
+// number of items (parseLimit) from list, converted, and the next page's
+// after when the page is full.
+func listPage[T, J, A any](c echo.Context, limitParam *string, list func(ctx context.Context, limit int) ([]T, error),
+	convert func(T) J, after func(T) A) ([]J, *A, error) {
+	limit, apiErr := parseLimit(limitParam)
+	if apiErr != nil {
+		return nil, nil, apiErr
+	}
+	items, err := list(c.Request().Context(), limit)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]J, len(items))
+	for i, item := range items {
+		out[i] = convert(item)
+	}
+	var next *A
+	if len(items) == limit {
+		next = ptr(after(items[len(items)-1]))
+	}
+	return out, next, nil
 }
 
 // parseLimit reads the limit query parameter of a list: absent, 100; else

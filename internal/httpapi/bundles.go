@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"math"
 	"net/http"
@@ -41,7 +42,7 @@ func toBundle(b store.Bundle) bundleJSON {
 	o := apigen.Bundle{
 		ChainID: b.ChainID, Number: int64(b.Number), Hash: b.Hash.Hex(), Parent: b.Parent.Hex(),
 		State: apigen.BundleState(b.State), Version: b.Version, TxCount: b.TxCount, Core: b.Core,
-		GuaranteedVersion: b.GuaranteedVersion, SubmitFailures: b.SubmitFailures,
+		GuaranteedVersion: b.GuaranteedVersion, SubmitFailures: b.SubmitFailures, DropReason: omitZero(b.DropReason),
 	}
 	if b.Anchor != nil {
 		o.AnchorSlot = ptr(int64(b.Anchor.Number))
@@ -51,9 +52,6 @@ func toBundle(b store.Bundle) bundleJSON {
 	}
 	if b.AccumulatedSlot != nil {
 		o.AccumulatedSlot = ptr(int64(*b.AccumulatedSlot))
-	}
-	if b.DropReason != "" {
-		o.DropReason = &b.DropReason
 	}
 	out := bundleJSON{Bundle: o, CreatedAt: apiTime(b.CreatedAt), UpdatedAt: apiTime(b.UpdatedAt),
 		SubmittedAt: apiTimePtr(b.SubmittedAt), GuaranteedAt: apiTimePtr(b.GuaranteedAt),
@@ -96,10 +94,8 @@ func (s *Server) GetBundle(c echo.Context, block string) error {
 	}
 	out.Versions = make([]bundleVersionJSON, len(versions))
 	for i, v := range versions {
-		vj := apigen.BundleVersion{Version: v.Version, PackageHash: v.PackageHash.Hex(), Core: v.Core, AnchorSlot: int64(v.Anchor.Number)}
-		if v.Outcome != "" {
-			vj.Outcome = &v.Outcome
-		}
+		vj := apigen.BundleVersion{Version: v.Version, PackageHash: v.PackageHash.Hex(), Core: v.Core, AnchorSlot: int64(v.Anchor.Number),
+			Outcome: omitZero(v.Outcome)}
 		if v.GuaranteedSlot != nil {
 			vj.GuaranteedSlot = ptr(int64(*v.GuaranteedSlot))
 		}
@@ -127,21 +123,14 @@ func (s *Server) ListBundles(c echo.Context, params apigen.ListBundlesParams) er
 		}
 		p.After = n
 	}
-	limit, apiErr := parseLimit(params.Limit)
-	if apiErr != nil {
-		return apiErr
-	}
-	p.Limit = limit
-	bundles, err := s.store.BundleList(c.Request().Context(), p)
+	var page bundlePageJSON
+	var err error
+	page.Bundles, page.NextAfter, err = listPage(c, params.Limit, func(ctx context.Context, limit int) ([]store.Bundle, error) {
+		p.Limit = limit
+		return s.store.BundleList(ctx, p)
+	}, toBundle, func(b store.Bundle) int64 { return int64(b.Number) })
 	if err != nil {
 		return err
-	}
-	page := bundlePageJSON{Bundles: make([]bundleJSON, len(bundles))}
-	for i, b := range bundles {
-		page.Bundles[i] = toBundle(b)
-	}
-	if len(bundles) == p.Limit {
-		page.NextAfter = ptr(int64(bundles[len(bundles)-1].Number))
 	}
 	return c.JSON(http.StatusOK, page)
 }

@@ -28,6 +28,18 @@ func serveHandler(t *testing.T, h http.Handler) string {
 	return ln.Addr().String()
 }
 
+// sendGET dials addr and sends a GET of path on the connection, which it
+// returns; the connection is closed at the end of the test.
+func sendGET(t *testing.T, addr, path string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	_, err = io.WriteString(conn, "GET "+path+" HTTP/1.1\r\nHost: ledgerq\r\n\r\n")
+	require.NoError(t, err)
+	return conn
+}
+
 func TestListen_AResponseTheClientDoesNotReadIsCutOffByTheWriteTimeout(t *testing.T) {
 	t.Parallel()
 	result := make(chan error, 1)
@@ -41,11 +53,7 @@ func TestListen_AResponseTheClientDoesNotReadIsCutOffByTheWriteTimeout(t *testin
 		}
 		result <- nil
 	}))
-	conn, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	defer conn.Close()
-	_, err = io.WriteString(conn, "GET /big HTTP/1.1\r\nHost: ledgerq\r\n\r\n")
-	require.NoError(t, err)
+	sendGET(t, addr, "/big")
 	// The client reads nothing.
 	select {
 	case err := <-result:
@@ -67,11 +75,7 @@ func TestListen_AHandlerThatWaitsLongerThanTheWriteTimeoutStillAnswers(t *testin
 		}
 		_, _ = io.WriteString(w, "done")
 	}))
-	conn, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	defer conn.Close()
-	_, err = io.WriteString(conn, "GET /wait HTTP/1.1\r\nHost: ledgerq\r\n\r\n")
-	require.NoError(t, err)
+	conn := sendGET(t, addr, "/wait")
 	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	require.NoError(t, err)
@@ -98,11 +102,7 @@ func TestListen_AHandlersOwnWriteDeadlineIsKept(t *testing.T) {
 		}
 		result <- err
 	}))
-	conn, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	defer conn.Close()
-	_, err = io.WriteString(conn, "GET /stream HTTP/1.1\r\nHost: ledgerq\r\n\r\n")
-	require.NoError(t, err)
+	sendGET(t, addr, "/stream")
 	select {
 	case err := <-result:
 		require.ErrorIs(t, err, os.ErrDeadlineExceeded, "the handler's past deadline was replaced")

@@ -229,6 +229,16 @@ func ptr[T any](v T) *T {
 	return &v
 }
 
+// omitZero is v, or nil for the zero value: an optional field the API
+// leaves out when the stored value is empty.
+func omitZero[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
+}
+
 var txHashPattern = regexp.MustCompile(`^0x[0-9a-fA-F]{64}$`)
 
 // poolTxJSON is apigen.PoolTx as the API writes it: times by apiTime (see
@@ -251,15 +261,7 @@ func toPoolTx(t store.PoolTx) poolTxJSON {
 		Hash: t.Hash, ChainID: t.ChainID, Sender: t.Sender, Nonce: int64(t.Nonce), Type: int(t.Type), Gas: int64(t.Gas),
 		GasFeeCap: t.GasFeeCap.String(), GasTipCap: t.GasTipCap.String(), Value: t.Value.String(),
 		State: apigen.PoolTxState(t.State), BundleBlock: t.BundleBlock,
-	}
-	if t.To != "" {
-		o.To = &t.To
-	}
-	if t.ReplacedBy != "" {
-		o.ReplacedBy = &t.ReplacedBy
-	}
-	if t.DropReason != "" {
-		o.DropReason = &t.DropReason
+		To: omitZero(t.To), ReplacedBy: omitZero(t.ReplacedBy), DropReason: omitZero(t.DropReason),
 	}
 	return poolTxJSON{PoolTx: o, ReceivedAt: apiTime(t.ReceivedAt), ExpiresAt: apiTime(t.ExpiresAt), UpdatedAt: apiTime(t.UpdatedAt)}
 }
@@ -267,9 +269,7 @@ func toPoolTx(t store.PoolTx) poolTxJSON {
 // poolTxResult is the answer of the pool's REST routes; created is nil on
 // GET.
 func poolTxResult(t store.PoolTx, created *bool, replaced string) poolTxResultJSON {
-	r := poolTxResultJSON{PoolTxResult: apigen.PoolTxResult{Success: true, Created: created}, Tx: toPoolTx(t)}
-	if replaced != "" {
-		r.Replaced = &replaced
+	return poolTxResultJSON{
+		PoolTxResult: apigen.PoolTxResult{Success: true, Created: created, Replaced: omitZero(replaced)}, Tx: toPoolTx(t),
 	}
-	return r
 }

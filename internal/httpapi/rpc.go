@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/ethjson"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
@@ -135,55 +136,7 @@ func (api *ethAPI) GetTransactionByHash(ctx context.Context, hash common.Hash) (
 	if err := decoded.UnmarshalBinary(tx.Raw); err != nil {
 		return nil, api.s.rpcFail("eth_getTransactionByHash", fmt.Errorf("decoding stored transaction %s: %w", tx.Hash, err))
 	}
-	return newRPCTransaction(decoded, common.HexToAddress(tx.Sender)), nil
-}
-
-// rpcTransaction is a transaction as geth's eth_getTransactionByHash
-// writes it (internal/ethapi.RPCTransaction), for one not yet in a block.
-type rpcTransaction struct {
-	BlockHash        *common.Hash      `json:"blockHash"`
-	BlockNumber      *hexutil.Big      `json:"blockNumber"`
-	From             common.Address    `json:"from"`
-	Gas              hexutil.Uint64    `json:"gas"`
-	GasPrice         *hexutil.Big      `json:"gasPrice"`
-	GasFeeCap        *hexutil.Big      `json:"maxFeePerGas,omitempty"`
-	GasTipCap        *hexutil.Big      `json:"maxPriorityFeePerGas,omitempty"`
-	Hash             common.Hash       `json:"hash"`
-	Input            hexutil.Bytes     `json:"input"`
-	Nonce            hexutil.Uint64    `json:"nonce"`
-	To               *common.Address   `json:"to"`
-	TransactionIndex *hexutil.Uint64   `json:"transactionIndex"`
-	Value            *hexutil.Big      `json:"value"`
-	Type             hexutil.Uint64    `json:"type"`
-	Accesses         *types.AccessList `json:"accessList,omitempty"`
-	ChainID          *hexutil.Big      `json:"chainId,omitempty"`
-	V                *hexutil.Big      `json:"v"`
-	R                *hexutil.Big      `json:"r"`
-	S                *hexutil.Big      `json:"s"`
-	YParity          *hexutil.Uint64   `json:"yParity,omitempty"`
-}
-
-func newRPCTransaction(tx *types.Transaction, from common.Address) *rpcTransaction {
-	v, r, s := tx.RawSignatureValues()
-	out := &rpcTransaction{
-		From: from, Gas: hexutil.Uint64(tx.Gas()), GasPrice: (*hexutil.Big)(tx.GasPrice()), Hash: tx.Hash(),
-		Input: tx.Data(), Nonce: hexutil.Uint64(tx.Nonce()), To: tx.To(), Value: (*hexutil.Big)(tx.Value()),
-		Type: hexutil.Uint64(tx.Type()), V: (*hexutil.Big)(v), R: (*hexutil.Big)(r), S: (*hexutil.Big)(s),
-	}
-	if id := tx.ChainId(); id.Sign() != 0 {
-		out.ChainID = (*hexutil.Big)(id)
-	}
-	if tx.Type() != types.LegacyTxType {
-		al := tx.AccessList()
-		yParity := hexutil.Uint64(v.Sign())
-		out.Accesses, out.YParity = &al, &yParity
-	}
-	if tx.Type() == types.DynamicFeeTxType {
-		// Not in a block: geth reports the fee cap as the gas price.
-		out.GasFeeCap, out.GasTipCap = (*hexutil.Big)(tx.GasFeeCap()), (*hexutil.Big)(tx.GasTipCap())
-		out.GasPrice = (*hexutil.Big)(tx.GasFeeCap())
-	}
-	return out
+	return ethjson.NewPendingTransaction(decoded, common.HexToAddress(tx.Sender)), nil
 }
 
 // netAPI is the net namespace.

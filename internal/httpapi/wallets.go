@@ -345,26 +345,20 @@ func (s *Server) ListWalletTasks(c echo.Context, walletName string, params apige
 		}
 		p.Status = &parsed
 	}
-	limit, apiErr := parseLimit(params.Limit)
-	if apiErr != nil {
-		return apiErr
-	}
-	p.Limit = limit
-	tasks, err := s.store.TaskList(c.Request().Context(), p)
+	page := walletTaskPageJSON{WalletTaskPage: apigen.WalletTaskPage{Success: true}}
+	page.Tasks, page.NextAfter, err = listPage(c, params.Limit, func(ctx context.Context, limit int) ([]store.Task, error) {
+		p.Limit = limit
+		return s.store.TaskList(ctx, p)
+	}, func(t store.Task) walletTaskJSON { return toWalletTask(t, false) }, func(t store.Task) string { return t.ID })
 	if err != nil {
 		return err
 	}
-	page := walletTaskPageJSON{WalletTaskPage: apigen.WalletTaskPage{Success: true}, Tasks: make([]walletTaskJSON, len(tasks))}
-	ptrs := make([]*walletTaskJSON, len(tasks))
-	for i, t := range tasks {
-		page.Tasks[i] = toWalletTask(t, false)
+	ptrs := make([]*walletTaskJSON, len(page.Tasks))
+	for i := range page.Tasks {
 		ptrs[i] = &page.Tasks[i]
 	}
 	if err := s.markPaused(c, w.ChainID, w.Address().Hex(), ptrs...); err != nil {
 		return err
-	}
-	if len(tasks) == p.Limit {
-		page.NextAfter = &tasks[len(tasks)-1].ID
 	}
 	return c.JSON(http.StatusOK, page)
 }
@@ -624,6 +618,7 @@ func toWalletTask(t store.Task, withData bool) walletTaskJSON {
 		ID: t.ID, Wallet: t.Wallet, ChainID: t.ChainID, From: t.Sender, To: t.Request.To,
 		Value: t.Request.Value.String(), Priority: t.Priority, Status: statusName(t.Status),
 		Code: apigen.WalletTaskCode(t.Status), Reverted: t.Reverted, Cancelled: t.Cancelled,
+		IdempotencyKey: omitZero(t.IdempotencyKey), TxHash: omitZero(t.TxHash), Error: omitZero(t.Error),
 	}
 	if withData {
 		d := "0x" + hex.EncodeToString(t.Request.Data)
@@ -632,15 +627,6 @@ func toWalletTask(t store.Task, withData bool) walletTaskJSON {
 	if t.Request.GasLimit != nil {
 		g := int64(*t.Request.GasLimit)
 		o.GasLimit = &g
-	}
-	if t.IdempotencyKey != "" {
-		o.IdempotencyKey = &t.IdempotencyKey
-	}
-	if t.TxHash != "" {
-		o.TxHash = &t.TxHash
-	}
-	if t.Error != "" {
-		o.Error = &t.Error
 	}
 	if t.Request.TipCap != nil {
 		o.MaxPriorityFeePerGas = ptr(t.Request.TipCap.String())

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"math/big"
@@ -47,6 +48,14 @@ func newKeystoreFile(t *testing.T, passphrase string) keystoreFixture {
 	return keystoreFixture{dir: dir, path: path, passphrase: passphrase, key: key}
 }
 
+// load loads the fixture's file as the one wallet name on chain chainID,
+// its passphrase from the environment vars.
+func (f keystoreFixture) load(chainID int64, name string, vars map[string]string) (*keystore.Registry, error) {
+	return keystore.LoadKeystores(keystore.KeystoreConfig{
+		ChainID: chainID, Wallets: []keystore.KeystoreSpec{{Name: name, Path: f.path}}, LookupEnv: env(vars),
+	})
+}
+
 // env is a fake environment for KeystoreConfig.LookupEnv.
 func env(vars map[string]string) func(string) (string, bool) {
 	return func(name string) (string, bool) {
@@ -67,13 +76,7 @@ func writeFile(t *testing.T, dir, name, content string) string {
 func TestKeystore_AWalletIsUnlockedFromItsKeystoreFileAndSignsForItsAddress(t *testing.T) {
 	t.Parallel()
 	ks := newKeystoreFile(t, "correct horse")
-	reg, err := keystore.LoadKeystores(keystore.KeystoreConfig{
-		ChainID: 1337,
-		Wallets: []keystore.KeystoreSpec{{Name: "main", Path: ks.path}},
-		LookupEnv: env(map[string]string{
-			"LEDGERQ_WALLET_PASSPHRASE_MAIN": "correct horse",
-		}),
-	})
+	reg, err := ks.load(1337, "main", map[string]string{"LEDGERQ_WALLET_PASSPHRASE_MAIN": "correct horse"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,11 +101,7 @@ func TestKeystore_AWalletIsUnlockedFromItsKeystoreFileAndSignsForItsAddress(t *t
 func TestKeystore_AWrongPassphraseNamesTheWalletTheFileAndTheSourceButNotThePassphrase(t *testing.T) {
 	t.Parallel()
 	ks := newKeystoreFile(t, "right passphrase")
-	_, err := keystore.LoadKeystores(keystore.KeystoreConfig{
-		ChainID:   1,
-		Wallets:   []keystore.KeystoreSpec{{Name: "hot-1", Path: ks.path}},
-		LookupEnv: env(map[string]string{"LEDGERQ_WALLET_PASSPHRASE_HOT_1": "WRONG-passphrase-42"}),
-	})
+	_, err := ks.load(1, "hot-1", map[string]string{"LEDGERQ_WALLET_PASSPHRASE_HOT_1": "WRONG-passphrase-42"})
 	if !errors.Is(err, keystore.ErrWrongPassphrase) {
 		t.Fatalf("error %v, want ErrWrongPassphrase", err)
 	}
@@ -281,14 +280,21 @@ func TestKeystore_NeitherKeyNorPassphraseIsLoggedOrPrinted(t *testing.T) {
 	}
 }
 
-func TestKeystoreSpecs_FlagTakesNameEqualsFileRepeatedOrCommaSeparated(t *testing.T) {
-	t.Parallel()
-	var specs keystore.KeystoreSpecs
-	for _, v := range []string{"a=/k/a.json, b.2=/k/b.json", "c-3=rel/c.json"} {
-		if err := specs.Set(v); err != nil {
+// setAll sets each value on the flag f, as the flag given once per value
+// would.
+func setAll(t *testing.T, f flag.Value, values ...string) {
+	t.Helper()
+	for _, v := range values {
+		if err := f.Set(v); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+func TestKeystoreSpecs_FlagTakesNameEqualsFileRepeatedOrCommaSeparated(t *testing.T) {
+	t.Parallel()
+	var specs keystore.KeystoreSpecs
+	setAll(t, &specs, "a=/k/a.json, b.2=/k/b.json", "c-3=rel/c.json")
 	want := keystore.KeystoreSpecs{{Name: "a", Path: "/k/a.json"}, {Name: "b.2", Path: "/k/b.json"}, {Name: "c-3", Path: "rel/c.json"}}
 	if fmt.Sprint(specs) != fmt.Sprint(want) || specs.String() != "a=/k/a.json,b.2=/k/b.json,c-3=rel/c.json" {
 		t.Fatalf("specs %v", specs)
@@ -304,11 +310,7 @@ func TestKeystoreSpecs_FlagTakesNameEqualsFileRepeatedOrCommaSeparated(t *testin
 func TestPassphraseFiles_FlagTakesAFileForEveryWalletOrNameEqualsFile(t *testing.T) {
 	t.Parallel()
 	var p keystore.PassphraseFiles
-	for _, v := range []string{"./odd=name", "hot=/run/secrets/hot, cold=/run/secrets/cold"} {
-		if err := p.Set(v); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setAll(t, &p, "./odd=name", "hot=/run/secrets/hot, cold=/run/secrets/cold")
 	if p.All != "./odd=name" || p.ByName["hot"] != "/run/secrets/hot" || p.ByName["cold"] != "/run/secrets/cold" || len(p.ByName) != 2 {
 		t.Fatalf("%+v", p)
 	}

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptrace"
 	"sync/atomic"
@@ -28,6 +29,13 @@ func SendHTTP(client *http.Client, req *http.Request, what string) (*http.Respon
 		return nil, NewError(Transient, what+" failed before the request was sent", err)
 	}
 	return resp, nil
+}
+
+// CloseBody drains a little of resp's body, so that its connection can be
+// reused, and closes it.
+func CloseBody(resp *http.Response) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
 }
 
 // ClampRate is a simulated ledger's fault rate as it applies it: within

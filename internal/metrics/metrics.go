@@ -41,50 +41,37 @@ func New() *Metrics {
 	r := prometheus.NewRegistry()
 	m := &Metrics{
 		registry: r,
-		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ledgerq_transitions_total",
-			Help: "Items that changed state, by lane and outcome (the state they moved to, or what happened).",
-		}, []string{"lane", "outcome"}),
-		loopRounds: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ledgerq_loop_rounds_total",
-			Help: "Rounds run by each loop, failed or not.",
-		}, []string{"loop"}),
-		loopFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ledgerq_loop_round_failures_total",
-			Help: "Rounds that ended in an error, by loop.",
-		}, []string{"loop"}),
-		loopDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "ledgerq_loop_round_seconds",
-			Help:    "Duration of one loop round.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
-		}, []string{"loop"}),
-		ledgerCalls: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "ledgerq_ledger_call_seconds",
-			Help:    "Duration of one ledger call, by lane and operation.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
-		}, []string{"lane", "op"}),
-		ledgerErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ledgerq_ledger_errors_total",
-			Help: "Ledger errors by lane, operation and class (transient, deterministic, indeterminate), counted per item the ledger answered for.",
-		}, []string{"lane", "op", "class"}),
-		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ledgerq_http_requests_total",
-			Help: "HTTP requests by route (the pattern, not the path), method and status code.",
-		}, []string{"route", "method", "code"}),
-		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "ledgerq_http_request_seconds",
-			Help:    "HTTP request duration by route and method.",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
-		}, []string{"route", "method"}),
-		depthFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "ledgerq_queue_depth_errors_total",
-			Help: "Scrapes whose depth query for a lane failed or timed out (the depth series of that lane are then missing).",
-		}, []string{"lane"}),
+		transitions: newCounter("ledgerq_transitions_total",
+			"Items that changed state, by lane and outcome (the state they moved to, or what happened).", "lane", "outcome"),
+		loopRounds:   newCounter("ledgerq_loop_rounds_total", "Rounds run by each loop, failed or not.", "loop"),
+		loopFailures: newCounter("ledgerq_loop_round_failures_total", "Rounds that ended in an error, by loop.", "loop"),
+		loopDuration: newDurations("ledgerq_loop_round_seconds", "Duration of one loop round.", "loop"),
+		ledgerCalls:  newDurations("ledgerq_ledger_call_seconds", "Duration of one ledger call, by lane and operation.", "lane", "op"),
+		ledgerErrors: newCounter("ledgerq_ledger_errors_total",
+			"Ledger errors by lane, operation and class (transient, deterministic, indeterminate), counted per item the ledger answered for.",
+			"lane", "op", "class"),
+		httpRequests: newCounter("ledgerq_http_requests_total",
+			"HTTP requests by route (the pattern, not the path), method and status code.", "route", "method", "code"),
+		httpDuration: newDurations("ledgerq_http_request_seconds", "HTTP request duration by route and method.", "route", "method"),
+		depthFailures: newCounter("ledgerq_queue_depth_errors_total",
+			"Scrapes whose depth query for a lane failed or timed out (the depth series of that lane are then missing).", "lane"),
 	}
 	r.MustRegister(m.transitions, m.loopRounds, m.loopFailures, m.loopDuration, m.ledgerCalls,
 		m.ledgerErrors, m.httpRequests, m.httpDuration, m.depthFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+func newCounter(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+// newDurations is a histogram of durations in seconds; every one has the
+// same buckets, 0.5 ms to about 2 min, so that their quantiles compare.
+func newDurations(name, help string, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: name, Help: help, Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+	}, labels)
 }
 
 // Registry returns the registry, for the /metrics handler.

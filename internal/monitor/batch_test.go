@@ -63,14 +63,41 @@ func pendingBatch(id string) testfactory.Batch {
 	return testfactory.Batch{ID: id, ServiceID: "a", Submitted: true, Status: store.BatchStatusPending}
 }
 
+// reporting is a ledger that reports status (with reason) for batch id and
+// knows no other batch.
+func reporting(id string, status ledger.BatchStatus, reason string) *ledgertest.BatchLedger {
+	l := &ledgertest.BatchLedger{}
+	l.SetStatus(id, status, reason)
+	return l
+}
+
+// roundOnPending puts the pending batch a1, runs one monitor round against
+// l and returns how many batches the round handled and a1 as it left it.
+func (b *batchSetup) roundOnPending(l ledger.BatchLedger) (int, store.Batch) {
+	b.t.Helper()
+	b.rows.PutBatches(pendingBatch("a1"))
+	n := b.runOnce("monitor", b.monitor(l).RunOnce)
+	return n, b.get("a1")
+}
+
+// submitOne posts one batch of service a and has a submitter with the
+// default config send it to l, telling onAccepted what l accepted; it
+// returns the batch's id.
+func (b *batchSetup) submitOne(l ledger.BatchLedger, onAccepted func([]store.CheckBatch, time.Time)) string {
+	b.t.Helper()
+	d := node.Defaults()
+	sub := submitter.NewBatchSubmitter(b.st, l, b.deps, d.BatchSubmitterConfig())
+	sub.OnAccepted = onAccepted
+	id := b.rows.PostBatches("a", 1)[0]
+	require.Equal(b.t, 1, b.runOnce("submitter", sub.RunOnce))
+	return id
+}
+
 func TestBatchMonitor_CommittedBecomesCommitted(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.rows.PutBatches(pendingBatch("a1"))
-	l := &ledgertest.BatchLedger{}
-	l.SetStatus("a1", ledger.BatchCommitted, "")
-	require.Equal(t, 1, b.runOnce("monitor", b.monitor(l).RunOnce))
-	got := b.get("a1")
+	n, got := b.roundOnPending(reporting("a1", ledger.BatchCommitted, ""))
+	require.Equal(t, 1, n)
 	require.Equal(t, store.BatchStatusCommitted, got.Status)
 	require.NotNil(t, got.FinishedAt)
 }
@@ -78,11 +105,7 @@ func TestBatchMonitor_CommittedBecomesCommitted(t *testing.T) {
 func TestBatchMonitor_InvalidBecomesInvalidWithTheLedgersReason(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.rows.PutBatches(pendingBatch("a1"))
-	l := &ledgertest.BatchLedger{}
-	l.SetStatus("a1", ledger.BatchInvalid, "txn 1: insufficient funds")
-	b.runOnce("monitor", b.monitor(l).RunOnce)
-	got := b.get("a1")
+	_, got := b.roundOnPending(reporting("a1", ledger.BatchInvalid, "txn 1: insufficient funds"))
 	require.Equal(t, store.BatchStatusInvalid, got.Status)
 	require.Equal(t, "txn 1: insufficient funds", got.LastError)
 }
@@ -92,9 +115,7 @@ func TestBatchMonitor_InvalidBecomesInvalidWithTheLedgersReason(t *testing.T) {
 func TestBatchMonitor_UnknownBecomesUnknownWithSubmittedFalse(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.rows.PutBatches(pendingBatch("a1"))
-	b.runOnce("monitor", b.monitor(&ledgertest.BatchLedger{}).RunOnce)
-	got := b.get("a1")
+	_, got := b.roundOnPending(&ledgertest.BatchLedger{})
 	require.Equal(t, store.BatchStatusUnknown, got.Status)
 	require.False(t, got.Submitted)
 	require.Equal(t, []string{"a1"}, b.rows.QueuedIDs(), "an unknown batch is queued again at once (step 3)")
@@ -104,9 +125,7 @@ func TestBatchMonitor_PendingStaysPendingAndIsAskedAgainAfterTheCheckInterval(t 
 	t.Parallel()
 	b := setup(t)
 	b.rows.PutBatches(pendingBatch("a1"))
-	l := &ledgertest.BatchLedger{}
-	l.SetStatus("a1", ledger.BatchPending, "")
-	m := b.monitor(l)
+	m := b.monitor(reporting("a1", ledger.BatchPending, ""))
 	require.Equal(t, 1, b.runOnce("monitor", m.RunOnce))
 	require.Equal(t, store.BatchStatusPending, b.get("a1").Status)
 	require.Equal(t, 0, b.runOnce("monitor", m.RunOnce), "not due again yet")
@@ -125,10 +144,7 @@ func TestBatchMonitor_FollowsAcceptedBatchesInMemoryAndOthersStayOff(t *testing.
 	l := &ledgertest.BatchLedger{}
 	m := b.monitor(l)
 	d := node.Defaults()
-	sub := submitter.NewBatchSubmitter(b.st, l, b.deps, d.BatchSubmitterConfig())
-	sub.OnAccepted = func(acc []store.CheckBatch, at time.Time) { m.Track(acc, at, d.Batch.FirstCheck) }
-	id := b.rows.PostBatches("a", 1)[0]
-	require.Equal(t, 1, b.runOnce("submitter", sub.RunOnce))
+	id := b.submitOne(l, func(acc []store.CheckBatch, at time.Time) { m.Track(acc, at, d.Batch.FirstCheck) })
 	stored := *b.get(id).NextCheckAt
 	require.Equal(t, b.clock.Now().Add(d.Batch.FirstCheck+d.Batch.TrackGrace), stored)
 
@@ -169,10 +185,7 @@ func TestBatchMonitor_AFollowedBatchOfADeadProcessIsTakenOverAfterItsStoredCheck
 	b := setup(t)
 	l := &ledgertest.BatchLedger{}
 	d := node.Defaults()
-	sub := submitter.NewBatchSubmitter(b.st, l, b.deps, d.BatchSubmitterConfig())
-	sub.OnAccepted = func([]store.CheckBatch, time.Time) {} // followed by a monitor that then dies
-	id := b.rows.PostBatches("a", 1)[0]
-	require.Equal(t, 1, b.runOnce("submitter", sub.RunOnce))
+	id := b.submitOne(l, func([]store.CheckBatch, time.Time) {}) // followed by a monitor that then dies
 	l.SetStatus(id, ledger.BatchCommitted, "")
 
 	other := b.monitor(l)

@@ -10,6 +10,21 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
+// newLoopbackSetup is a hook setup whose wallet "alpha" has two endpoints
+// on the loopback receiver, one by the name localhost and one by the
+// literal 127.0.0.1, and one confirmed event to deliver to both.
+func newLoopbackSetup(t *testing.T, allowPrivate bool) *hookSetup {
+	t.Helper()
+	s := newHookSetup(t)
+	s.cfg.AllowPrivate = allowPrivate
+	u, err := url.Parse(s.recv.srv.URL)
+	require.NoError(t, err)
+	s.endpointAt("alpha", "localhost:"+u.Port(), "/a")
+	s.endpointAt("alpha", "127.0.0.1:"+u.Port(), "/b")
+	s.emit(hookEvent("alpha", store.WebhookConfirmed, "task-1"))
+	return s
+}
+
 // Registration refuses non-public targets, but a name may resolve elsewhere
 // by the time a delivery connects (DNS rebinding), and rows may be written
 // by hand: the deliverer checks the address it actually dials. Here
@@ -17,16 +32,8 @@ import (
 // to loopback.
 func TestWebhookDeliverer_NonPublicAddressIsRefusedAtDialAndNothingReachesTheReceiver(t *testing.T) {
 	t.Parallel()
-	s := newHookSetup(t)
-	s.cfg.AllowPrivate = false
-	u, err := url.Parse(s.recv.srv.URL)
-	require.NoError(t, err)
-	s.endpointAt("alpha", "localhost:"+u.Port(), "/a")
-	s.endpointAt("alpha", "127.0.0.1:"+u.Port(), "/b")
-	s.emit(hookEvent("alpha", store.WebhookConfirmed, "task-1"))
-	d := s.deliverer()
-
-	require.Equal(t, 2, s.runOnce(d))
+	s := newLoopbackSetup(t, false)
+	require.Equal(t, 2, s.runOnce(s.deliverer()))
 	require.Empty(t, s.recv.receptions(), "nothing reaches a loopback receiver")
 	var n int
 	require.NoError(t, s.st.Conns().QueryRow(s.ctx, `SELECT count(*) FROM ledgerq.webhook_deliveries
@@ -38,13 +45,7 @@ func TestWebhookDeliverer_NonPublicAddressIsRefusedAtDialAndNothingReachesTheRec
 // (tests' and ledgerq dev's loopback receivers).
 func TestWebhookDeliverer_AllowPrivateDeliversToALoopbackReceiver(t *testing.T) {
 	t.Parallel()
-	s := newHookSetup(t)
-	s.cfg.AllowPrivate = true
-	u, err := url.Parse(s.recv.srv.URL)
-	require.NoError(t, err)
-	s.endpointAt("alpha", "localhost:"+u.Port(), "/a")
-	s.endpointAt("alpha", "127.0.0.1:"+u.Port(), "/b")
-	s.emit(hookEvent("alpha", store.WebhookConfirmed, "task-1"))
+	s := newLoopbackSetup(t, true)
 	require.Equal(t, 2, s.runOnce(s.deliverer()))
 	require.Len(t, s.recv.receptions(), 2)
 }

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"math/big"
 	"net/http/httptest"
 	"path/filepath"
@@ -28,6 +29,32 @@ func builderConfig() node.Config {
 	c.Builder.Enabled = true
 	c.Builder.Ledger.URL = "http://127.0.0.1:19800"
 	return c
+}
+
+// simBuilderConfig is the builder lane on the in-process simulated JAM
+// chain (--builder-ledger sim) with slots of 200 ms, on the test's own
+// database.
+func simBuilderConfig(t *testing.T) node.Config {
+	t.Helper()
+	c := node.Defaults()
+	c.DatabaseURL = testdb.New(t).URL
+	c.Loops.PollInterval = 50 * time.Millisecond
+	c.Builder.Enabled = true
+	c.Builder.Ledger.Kind = node.BuilderLedgerSim
+	c.Builder.Ledger.Sim.SlotLength = 200 * time.Millisecond
+	return c
+}
+
+// signTransfer signs a transfer of 1 wei from key to to, at nonce 0, on
+// the builder lane's chain of c.
+func signTransfer(t *testing.T, c node.Config, key *ecdsa.PrivateKey, to common.Address) *types.Transaction {
+	t.Helper()
+	id := big.NewInt(c.Builder.Pool.ChainID)
+	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(id), &types.DynamicFeeTx{
+		ChainID: id, GasTipCap: big.NewInt(1e9), GasFeeCap: big.NewInt(2e9), Gas: 21000, To: &to, Value: big.NewInt(1),
+	})
+	require.NoError(t, err)
+	return tx
 }
 
 func TestBuilderConfig_DefaultsAreValidAndBadSettingsNameTheirFlag(t *testing.T) {
@@ -68,22 +95,11 @@ func TestBuilderConfig_DefaultsAreValidAndBadSettingsNameTheirFlag(t *testing.T)
 // bundle.
 func TestBuilderLane_SimChainTakesATransactionFromRPCToAFinalizedBundle(t *testing.T) {
 	t.Parallel()
-	c := node.Defaults()
-	c.DatabaseURL = testdb.New(t).URL
-	c.Loops.PollInterval = 50 * time.Millisecond
-	c.Builder.Enabled = true
-	c.Builder.Ledger.Kind = node.BuilderLedgerSim
-	c.Builder.Ledger.Sim.SlotLength = 200 * time.Millisecond
+	c := simBuilderConfig(t)
 	c.Builder.GuaranteeTimeout = 600 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	n, err := node.Open(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	srv := httptest.NewServer(n.Handler())
-	defer srv.Close()
+	n, srv := openServed(t, ctx, c)
 	if err := n.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -94,14 +110,7 @@ func TestBuilderLane_SimChainTakesATransactionFromRPCToAFinalizedBundle(t *testi
 	}
 	defer cl.Close()
 	key := jam.DevAccounts()[0].Key // funded on the simulated chain's EVM
-	id := big.NewInt(c.Builder.Pool.ChainID)
-	to := common.Address{0xde, 0xad}
-	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(id), &types.DynamicFeeTx{
-		ChainID: id, GasTipCap: big.NewInt(1e9), GasFeeCap: big.NewInt(2e9), Gas: 21000, To: &to, Value: big.NewInt(1),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tx := signTransfer(t, c, key, common.Address{0xde, 0xad})
 	if err := cl.SendTransaction(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
@@ -130,12 +139,7 @@ func TestBuilderLane_SimChainTakesATransactionFromRPCToAFinalizedBundle(t *testi
 // start: the bundler would cut on a parent the chain never saw.
 func TestBuilderLane_ASimChainBehindTheDatabaseIsRefusedAtStart(t *testing.T) {
 	t.Parallel()
-	c := node.Defaults()
-	c.DatabaseURL = testdb.New(t).URL
-	c.Loops.PollInterval = 50 * time.Millisecond
-	c.Builder.Enabled = true
-	c.Builder.Ledger.Kind = node.BuilderLedgerSim
-	c.Builder.Ledger.Sim.SlotLength = 200 * time.Millisecond
+	c := simBuilderConfig(t)
 	c.Builder.Ledger.Sim.Journal = filepath.Join(t.TempDir(), "jam.journal")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -145,12 +149,7 @@ func TestBuilderLane_ASimChainBehindTheDatabaseIsRefusedAtStart(t *testing.T) {
 	require.NoError(t, n.Start(ctx))
 	cl, err := ethclient.DialContext(ctx, srv.URL+"/rpc")
 	require.NoError(t, err)
-	key := jam.DevAccounts()[3].Key
-	id := big.NewInt(c.Builder.Pool.ChainID)
-	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(id), &types.DynamicFeeTx{
-		ChainID: id, GasTipCap: big.NewInt(1e9), GasFeeCap: big.NewInt(2e9), Gas: 21000, To: &common.Address{1}, Value: big.NewInt(1),
-	})
-	require.NoError(t, err)
+	tx := signTransfer(t, c, jam.DevAccounts()[3].Key, common.Address{1})
 	require.NoError(t, cl.SendTransaction(ctx, tx))
 	_, err = bind.WaitMined(ctx, cl, tx)
 	require.NoError(t, err)

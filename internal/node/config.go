@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/egress"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/sim"
@@ -228,14 +229,9 @@ func (c *Config) ValidateSettings() error {
 	return nil
 }
 
-// RedactURL returns s with its password hidden, for logs and errors.
-func RedactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparseable URL)"
-	}
-	return u.Redacted()
-}
+// RedactURL returns s with its password hidden, for logs and errors: the
+// rule the API applies to webhook endpoints' URLs (egress.RedactURL).
+func RedactURL(s string) string { return egress.RedactURL(s) }
 
 // BatchQueuerConfig is the batch queuer's share of c: the one mapping from
 // the node's settings to the service's, used by the node and by tests.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -67,11 +66,7 @@ func TestMetrics_BatchLaneFiguresMoveAsBatchesGoThrough(t *testing.T) {
 	cfg.Loops.PollInterval = 20 * time.Millisecond
 	cfg.Batch.FirstCheck, cfg.Batch.CheckInterval = time.Millisecond, 10*time.Millisecond
 	cfg.Batch.Ledger.Sim.CommitDelay = 0
-	n, err := node.Open(ctx, cfg)
-	require.NoError(t, err)
-	defer n.Close()
-	srv := httptest.NewServer(n.Handler())
-	defer srv.Close()
+	n, srv := openServed(t, ctx, cfg)
 
 	// Before any loop runs: the oldest batch of each of the 3 services was
 	// queued as it was stored, the others wait as "new".
@@ -144,11 +139,7 @@ func TestMetrics_LedgerErrorsAreCountedByClass(t *testing.T) {
 	cfg := node.Defaults()
 	cfg.DatabaseURL = db.URL
 	cfg.Batch.Ledger.Sim.TransientRate = 1
-	n, err := node.Open(ctx, cfg)
-	require.NoError(t, err)
-	defer n.Close()
-	srv := httptest.NewServer(n.Handler())
-	defer srv.Close()
+	n, srv := openServed(t, ctx, cfg)
 
 	signer, err := sawtooth.GenerateSigner()
 	require.NoError(t, err)

@@ -24,6 +24,20 @@ import (
 	"github.com/ledgerq/ledgerq/internal/testdb"
 )
 
+// openServed opens a node on c and serves its API on a test server; both
+// are closed at the end of the test.
+func openServed(t *testing.T, ctx context.Context, c node.Config) (*node.Node, *httptest.Server) {
+	t.Helper()
+	n, err := node.Open(ctx, c)
+	require.NoError(t, err)
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		n.Close()
+	})
+	return n, srv
+}
+
 // startNode opens and starts a node and stops it at the end of the test.
 func startNode(t *testing.T, c node.Config) *node.Node {
 	t.Helper()

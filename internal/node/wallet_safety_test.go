@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"math/big"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -65,15 +64,9 @@ func startWalletAPI(t *testing.T, mutate func(*node.Config)) *walletAPI {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	n, err := node.Open(t.Context(), cfg)
-	require.NoError(t, err)
-	srv := httptest.NewServer(n.Handler())
+	n, srv := openServed(t, t.Context(), cfg)
 	require.NoError(t, n.Start(context.Background()))
-	t.Cleanup(func() {
-		n.Stop()
-		srv.Close()
-		n.Close()
-	})
+	t.Cleanup(n.Stop)
 	_, apiKey, err := n.Store().APIKeyCreate(t.Context(), store.APIKeyCreateParams{Now: time.Now(), Name: "test", Wallets: []string{"w"}})
 	require.NoError(t, err)
 	return &walletAPI{t: t, url: srv.URL, key: apiKey, chain: chain, st: n.Store(), addr: addr}
@@ -116,19 +109,20 @@ func (w *walletAPI) do(method, path, body string) (int, string) {
 // send posts a fire-and-forget send-tx and returns its task.
 func (w *walletAPI) send(body string) apiTask {
 	w.t.Helper()
-	code, out := w.do(http.MethodPost, "/v1/wallets/w/send-tx?task=true", body)
-	require.Equal(w.t, http.StatusAccepted, code, out)
-	var r struct {
-		Task apiTask `json:"task"`
-	}
-	require.NoError(w.t, json.Unmarshal([]byte(out), &r))
-	return r.Task
+	return w.taskAnswer(http.StatusAccepted, http.MethodPost, "/v1/wallets/w/send-tx?task=true", body)
 }
 
 func (w *walletAPI) task(id string) apiTask {
 	w.t.Helper()
-	code, out := w.do(http.MethodGet, "/v1/wallets/w/tasks/"+id, "")
-	require.Equal(w.t, http.StatusOK, code, out)
+	return w.taskAnswer(http.StatusOK, http.MethodGet, "/v1/wallets/w/tasks/"+id, "")
+}
+
+// taskAnswer sends a request whose answer, with status want, is a task,
+// and returns the task.
+func (w *walletAPI) taskAnswer(want int, method, path, body string) apiTask {
+	w.t.Helper()
+	code, out := w.do(method, path, body)
+	require.Equal(w.t, want, code, out)
 	var r struct {
 		Task apiTask `json:"task"`
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -27,13 +26,7 @@ func TestWalletLane_WebhookEndpointSettingsReachTheAPI(t *testing.T) {
 		mutate(&c)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		n, err := node.Open(ctx, c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer n.Close()
-		srv := httptest.NewServer(n.Handler())
-		defer srv.Close()
+		n, srv := openServed(t, ctx, c)
 		_, token, err := n.Store().APIKeyCreate(ctx, store.APIKeyCreateParams{Now: time.Now(), Name: "test", Wallets: []string{"w"}})
 		if err != nil {
 			t.Fatal(err)

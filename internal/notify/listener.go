@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -127,13 +129,7 @@ func (l *Listener) listen(ctx context.Context) error {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 
-	l.mu.Lock()
-	channels := make([]string, 0, len(l.subs))
-	for ch := range l.subs {
-		channels = append(channels, ch)
-	}
-	l.mu.Unlock()
-	for _, ch := range channels {
+	for _, ch := range l.channels() {
 		// LISTEN takes no bind parameters; the channel is quoted as an identifier.
 		listenCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		_, err := conn.Exec(listenCtx, "LISTEN "+pgx.Identifier{ch}.Sanitize())
@@ -180,14 +176,16 @@ func (l *Listener) wake(channel string) {
 	}
 }
 
-func (l *Listener) wakeAll() {
+// channels returns the subscribed channels, read under the lock so that
+// LISTEN and waking run without it.
+func (l *Listener) channels() []string {
 	l.mu.Lock()
-	channels := make([]string, 0, len(l.subs))
-	for ch := range l.subs {
-		channels = append(channels, ch)
-	}
-	l.mu.Unlock()
-	for _, ch := range channels {
+	defer l.mu.Unlock()
+	return slices.Collect(maps.Keys(l.subs))
+}
+
+func (l *Listener) wakeAll() {
+	for _, ch := range l.channels() {
 		l.wake(ch)
 	}
 }

@@ -20,10 +20,8 @@ import (
 
 func TestBatchInsert_AdmitsTheOldestBatchOfAnIdleServiceOnly(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	clk := testfactory.NewClock()
+	st, clk, rows := txRows(t)
 	now := clk.Now()
-	rows := testfactory.New(t, st, clk)
 	// One request, the newer batch first: created_at decides, not the order
 	// in the request; a tie on created_at is broken by id.
 	var nbs []store.NewBatch
@@ -53,10 +51,8 @@ func TestBatchInsert_AdmitsTheOldestBatchOfAnIdleServiceOnly(t *testing.T) {
 
 func TestBatchInsert_DoesNotAdmitIntoAServiceWithAnActiveBatch(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	clk := testfactory.NewClock()
+	_, clk, rows := txRows(t)
 	t0 := clk.Now()
-	rows := testfactory.New(t, st, clk)
 	for i, active := range []testfactory.Batch{
 		{ServiceID: "held", Submitted: true, Attempts: 1, LastSubmittedAt: t0, ClaimExpiresAt: t0.Add(time.Minute)},
 		{ServiceID: "pending", Submitted: true, Status: store.BatchStatusPending},
@@ -74,9 +70,7 @@ func TestBatchInsert_DoesNotAdmitIntoAServiceWithAnActiveBatch(t *testing.T) {
 // never leave two batches of the service queued or in flight.
 func TestBatchAdmission_ConcurrentTransactionsAdmitOneBatchPerService(t *testing.T) {
 	t.Parallel()
-	db := testdb.New(t)
-	clk := testfactory.NewClock()
-	rows := testfactory.New(t, db.Store, clk)
+	db, clk, rows := committedRows(t)
 	const writers, perWriter = 8, 5
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
@@ -135,9 +129,7 @@ func TestBatchPayload_IsStoredOnceAndClaimedAsStored(t *testing.T) {
 // for a transaction that frees the service (which holds it exclusively).
 func TestBatchInsert_IntoABusyServiceDoesNotWaitForAnotherIntakeOfIt(t *testing.T) {
 	t.Parallel()
-	db := testdb.New(t)
-	clk := testfactory.NewClock()
-	rows := testfactory.New(t, db.Store, clk)
+	db, clk, rows := committedRows(t)
 	rows.PutBatches(testfactory.Batch{ID: "active", ServiceID: "s", Submitted: true, Status: store.BatchStatusPending})
 
 	// Another intake of s, in flight: it holds s's lock shared.
@@ -161,9 +153,7 @@ func TestBatchInsert_IntoABusyServiceDoesNotWaitForAnotherIntakeOfIt(t *testing.
 // service busy, queues its batch after its own commit.
 func TestBatchInsert_AdmitsItsBatchWhenTheServiceWasFreedWhileItWaitedForTheLock(t *testing.T) {
 	t.Parallel()
-	db := testdb.New(t)
-	clk := testfactory.NewClock()
-	rows := testfactory.New(t, db.Store, clk)
+	db, clk, rows := committedRows(t)
 	rows.PutBatches(testfactory.Batch{ID: "active", ServiceID: "s", Submitted: true, Status: store.BatchStatusPending})
 	active := rows.Get("active")
 

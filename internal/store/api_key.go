@@ -113,11 +113,7 @@ func (s *Store) APIKeyList(ctx context.Context, includeRevoked bool) ([]APIKey, 
 	if err != nil {
 		return nil, fmt.Errorf("listing API keys: %w", err)
 	}
-	out := make([]APIKey, len(rows))
-	for i, r := range rows {
-		out[i] = apiKeyFromRow(r)
-	}
-	return out, nil
+	return fromRows(rows, apiKeyFromRow), nil
 }
 
 // APIKeyRevokeParams name the key to revoke.

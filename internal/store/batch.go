@@ -69,7 +69,7 @@ type Batch struct {
 }
 
 func batchFromRow(id string, r dbsqlc.LedgerqBatch) Batch {
-	b := Batch{
+	return Batch{
 		Seq:             r.Seq,
 		ID:              id,
 		ServiceID:       r.ServiceID,
@@ -83,14 +83,9 @@ func batchFromRow(id string, r dbsqlc.LedgerqBatch) Batch {
 		ReceivedAt:      r.ReceivedAt.UTC(),
 		FinishedAt:      utcPtr(r.FinishedAt),
 		UpdatedAt:       r.UpdatedAt.UTC(),
+		Status:          BatchStatus(deref(r.Status)),
+		LastError:       deref(r.LastError),
 	}
-	if r.Status != nil {
-		b.Status = BatchStatus(*r.Status)
-	}
-	if r.LastError != nil {
-		b.LastError = *r.LastError
-	}
-	return b
 }
 
 // NewBatch is a batch as a client hands it in.
@@ -306,11 +301,9 @@ func admitLocked(ctx context.Context, q *dbsqlc.Queries, now time.Time, services
 	if err != nil {
 		return nil, fmt.Errorf("admitting the next batches of %d services: %w", len(services), err)
 	}
-	out := make(map[int64]QueuedBatch, len(rows))
-	for _, r := range rows {
-		out[r.Seq] = QueuedBatch{Seq: r.Seq, ServiceID: r.ServiceID}
-	}
-	return out, nil
+	return byKey(rows, func(r dbsqlc.BatchAdmitRow) (int64, QueuedBatch) {
+		return r.Seq, QueuedBatch{Seq: r.Seq, ServiceID: r.ServiceID}
+	}), nil
 }
 
 // BatchGet returns one batch, or an error wrapping ErrNotFound.
@@ -726,11 +719,7 @@ func (s *Store) BatchCountByState(ctx context.Context) (map[string]int64, error)
 	if err != nil {
 		return nil, fmt.Errorf("counting batches: %w", err)
 	}
-	out := make(map[string]int64, len(rows))
-	for _, r := range rows {
-		out[r.State] = r.Batches
-	}
-	return out, nil
+	return byKey(rows, func(r dbsqlc.BatchCountByStateRow) (string, int64) { return r.State, r.Batches }), nil
 }
 
 // BatchWaitingStates are the batch lane's non-terminal states, in lane order:

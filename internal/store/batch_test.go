@@ -21,10 +21,8 @@ import (
 // The table refuses states the lane's rules say cannot exist.
 func TestBatchTable_RefusesStatesTheLaneRulesOut(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	clk := testfactory.NewClock()
+	_, clk, rows := txRows(t)
 	t0 := clk.Now()
-	rows := testfactory.New(t, st, clk)
 	for name, r := range map[string]testfactory.Batch{
 		"pending but not submitted":       {ID: "x1", Status: store.BatchStatusPending},
 		"held without a lease":            {ID: "x2", Submitted: true, Attempts: 1, LastSubmittedAt: t0},

@@ -122,21 +122,14 @@ func hashFromHex(s string) ledger.Hash {
 	return h
 }
 
-func timePtrUTC(t *time.Time) *time.Time {
-	if t == nil {
-		return nil
-	}
-	u := t.UTC()
-	return &u
-}
-
 func bundleFromRow(r dbsqlc.LedgerqBundle) Bundle {
 	b := Bundle{
 		ID: r.ID, ChainID: r.ChainID, Number: uint64(r.Number), Parent: hashFromHex(r.Parent), Hash: hashFromHex(r.Hash),
 		State: BundleState(r.State), Version: int(r.Version), SubmitFailures: int(r.SubmitFailures),
 		NextSubmitAt: r.NextSubmitAt.UTC(), TxCount: int(r.TxCount), CreatedAt: r.CreatedAt.UTC(),
-		SubmittedAt: timePtrUTC(r.SubmittedAt), GuaranteedAt: timePtrUTC(r.GuaranteedAt),
-		AccumulatedAt: timePtrUTC(r.AccumulatedAt), FinalizedAt: timePtrUTC(r.FinalizedAt), UpdatedAt: r.UpdatedAt.UTC(),
+		SubmittedAt: utcPtr(r.SubmittedAt), GuaranteedAt: utcPtr(r.GuaranteedAt),
+		AccumulatedAt: utcPtr(r.AccumulatedAt), FinalizedAt: utcPtr(r.FinalizedAt), UpdatedAt: r.UpdatedAt.UTC(),
+		DropReason: deref(r.DropReason),
 	}
 	if r.Core != nil {
 		c := int(*r.Core)
@@ -157,9 +150,6 @@ func bundleFromRow(r dbsqlc.LedgerqBundle) Bundle {
 		s := uint64(*r.AccumulatedSlot)
 		b.AccumulatedSlot = &s
 	}
-	if r.DropReason != nil {
-		b.DropReason = *r.DropReason
-	}
 	return b
 }
 
@@ -167,10 +157,7 @@ func bundleVersionFromRow(r dbsqlc.LedgerqBundleVersion) BundleVersion {
 	v := BundleVersion{
 		PackageHash: hashFromHex(r.PackageHash), BundleID: r.BundleID, Version: int(r.Version), Core: int(r.Core),
 		Anchor:      ledger.BlockRef{Number: uint64(r.AnchorSlot), Hash: hashFromHex(r.AnchorHash)},
-		SubmittedAt: r.SubmittedAt.UTC(),
-	}
-	if r.Outcome != nil {
-		v.Outcome = *r.Outcome
+		SubmittedAt: r.SubmittedAt.UTC(), Outcome: deref(r.Outcome),
 	}
 	if r.GuaranteedSlot != nil {
 		s := uint64(*r.GuaranteedSlot)
@@ -900,11 +887,7 @@ func (s *Store) BundleList(ctx context.Context, p BundleListParams) ([]Bundle, e
 	if err != nil {
 		return nil, fmt.Errorf("listing bundles of chain %d: %w", p.ChainID, err)
 	}
-	out := make([]Bundle, len(rows))
-	for i, r := range rows {
-		out[i] = bundleFromRow(r)
-	}
-	return out, nil
+	return fromRows(rows, bundleFromRow), nil
 }
 
 // BundleTxListHashes returns the hashes of the transactions a bundle holds, in
@@ -927,9 +910,5 @@ func (s *Store) BundleVersionList(ctx context.Context, bundleID int64) ([]Bundle
 	if err != nil {
 		return nil, fmt.Errorf("reading the versions of bundle %d: %w", bundleID, err)
 	}
-	out := make([]BundleVersion, len(rows))
-	for i, r := range rows {
-		out[i] = bundleVersionFromRow(r)
-	}
-	return out, nil
+	return fromRows(rows, bundleVersionFromRow), nil
 }

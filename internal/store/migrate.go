@@ -134,55 +134,43 @@ func (m *Migrator) lock(ctx context.Context, q *dbsqlc.Queries) error {
 
 // Up applies every pending migration.
 func (m *Migrator) Up(ctx context.Context) ([]*goose.MigrationResult, error) {
-	var res []*goose.MigrationResult
-	err := m.serialised(ctx, func() (err error) {
-		res, err = m.provider.Up(ctx)
-		return err
-	})
-	if err != nil {
-		return res, fmt.Errorf("migrating up: %w", err)
-	}
-	return res, nil
+	return serialisedCall(ctx, m, "migrating up", m.provider.Up)
 }
 
 // Down rolls back the latest migration.
 func (m *Migrator) Down(ctx context.Context) (*goose.MigrationResult, error) {
-	var res *goose.MigrationResult
-	err := m.serialised(ctx, func() (err error) {
-		res, err = m.provider.Down(ctx)
-		return err
-	})
-	if err != nil {
-		return res, fmt.Errorf("migrating down: %w", err)
-	}
-	return res, nil
+	return serialisedCall(ctx, m, "migrating down", m.provider.Down)
 }
 
 // DownTo rolls back to version (0: everything).
 func (m *Migrator) DownTo(ctx context.Context, version int64) ([]*goose.MigrationResult, error) {
-	var res []*goose.MigrationResult
-	err := m.serialised(ctx, func() (err error) {
-		res, err = m.provider.DownTo(ctx, version)
-		return err
+	return serialisedCall(ctx, m, fmt.Sprintf("migrating down to %d", version), func(ctx context.Context) ([]*goose.MigrationResult, error) {
+		return m.provider.DownTo(ctx, version)
 	})
-	if err != nil {
-		return res, fmt.Errorf("migrating down to %d: %w", version, err)
-	}
-	return res, nil
 }
 
 // Status lists every migration and whether it is applied. It holds the
 // migration lock because goose creates its version table when it is missing.
 func (m *Migrator) Status(ctx context.Context) ([]*goose.MigrationStatus, error) {
-	var st []*goose.MigrationStatus
+	st, err := serialisedCall(ctx, m, "reading migration status", m.provider.Status)
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// serialisedCall runs one of goose's calls under the migration lock
+// (serialised), its error wrapped with what it was doing.
+func serialisedCall[T any](ctx context.Context, m *Migrator, what string, call func(context.Context) (T, error)) (T, error) {
+	var res T
 	err := m.serialised(ctx, func() (err error) {
-		st, err = m.provider.Status(ctx)
+		res, err = call(ctx)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading migration status: %w", err)
+		return res, fmt.Errorf("%s: %w", what, err)
 	}
-	return st, nil
+	return res, nil
 }
 
 // Versions returns the database's current version and the latest version this

@@ -2,10 +2,13 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"io/fs"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,23 +89,31 @@ func TestMigrator_UpDownUpOnAFreshDatabase(t *testing.T) {
 	require.Equal(t, latest, current)
 }
 
+// queryCatalog runs a read of the schema's catalog on st, within a
+// minute, and returns its rows as scan reads them.
+func queryCatalog[T any](t *testing.T, st *store.Store, scan pgx.RowToFunc[T], sql string) []T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	rows, err := st.DB().Query(ctx, sql)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, scan)
+	require.NoError(t, err)
+	return out
+}
+
 func TestMigrations_EveryTableViewAndColumnHasAComment(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
 	// The relations the check covers: were this empty (the schema renamed,
 	// say), the check below would pass on nothing.
-	rows, err := st.DB().Query(ctx, `
+	checked := queryCatalog(t, st, pgx.RowTo[string], `
 		SELECT c.relname FROM pg_class c
 		JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'ledgerq'
 		WHERE c.relkind IN ('r', 'v', 'p')`)
-	require.NoError(t, err)
-	checked, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
 	require.Subset(t, checked, []string{"batches", "batch_overview"}, "the check covers the batch lane's table and view")
 
-	rows, err = st.DB().Query(ctx, `
+	missing := queryCatalog(t, st, pgx.RowTo[string], `
 		SELECT c.relname || coalesce('.' || a.attname, '')
 		FROM pg_class c
 		JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'ledgerq'
@@ -111,9 +122,6 @@ func TestMigrations_EveryTableViewAndColumnHasAComment(t *testing.T) {
 		  AND (obj_description(c.oid, 'pg_class') IS NULL
 		       OR (a.attname IS NOT NULL AND col_description(c.oid, a.attnum) IS NULL))
 		ORDER BY 1`)
-	require.NoError(t, err)
-	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(t, err)
 	require.Empty(t, missing, "tables, views or columns without a COMMENT")
 }
 
@@ -282,4 +290,123 @@ func TestMigration00011_UpgradeKeepsBatchesInEveryStateAndDownRestoresTheirIDs(t
 	require.Equal(t, wantDown, got)
 	_, err = m.Up(ctx)
 	require.NoError(t, err, "up again after the down")
+}
+
+// Issue 8, defect 6: processes started together on a fresh database
+// serialise their migrations (README), creating the schema included: none
+// fails, and the schema ends at the latest version. Each migrator has its
+// own pool, as separate processes do; all start at once. A fresh database
+// per round, several rounds: the window is a few milliseconds wide.
+func TestMigrator_ConcurrentMigratorsOnAFreshDatabaseAllSucceed(t *testing.T) {
+	t.Parallel()
+	const migrators, rounds = 5, 4
+	versions := embeddedVersions(t)
+	for round := range rounds {
+		u := testdb.NewEmpty(t)
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		ms := make([]*store.Migrator, migrators)
+		for i := range ms {
+			st, err := store.Open(ctx, u)
+			require.NoError(t, err)
+			defer st.Close()
+			// Connected before the start, so that they all begin at once.
+			require.NoError(t, st.Ping(ctx))
+			m, err := st.NewMigrator(nil)
+			require.NoError(t, err)
+			defer m.Close()
+			ms[i] = m
+		}
+		start := make(chan struct{})
+		errs := make([]error, migrators)
+		applied := make([]int, migrators)
+		var wg sync.WaitGroup
+		for i, m := range ms {
+			wg.Go(func() {
+				<-start
+				res, err := m.Up(ctx)
+				errs[i], applied[i] = err, len(res)
+			})
+		}
+		close(start)
+		wg.Wait()
+		require.NoError(t, errors.Join(errs...), "round %d", round)
+		total := 0
+		for _, n := range applied {
+			total += n
+		}
+		require.Equal(t, len(versions), total, "round %d: each migration is applied once, by one of the migrators", round)
+		current, latest, err := ms[0].Versions(ctx)
+		require.NoError(t, err)
+		require.Equal(t, versions[len(versions)-1], latest)
+		require.Equal(t, latest, current, "round %d", round)
+		cancel()
+	}
+}
+
+// Readiness probes ask for the version while another process may be
+// migrating: asking creates nothing, neither the schema nor goose's version
+// table (whose creation only a migrator holding the lock may attempt).
+func TestMigrator_VersionsCreatesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	st, m := freshMigrator(t)
+	exists := func(regtype, object string) bool {
+		var found bool
+		require.NoError(t, st.DB().QueryRow(ctx, `SELECT `+regtype+`($1) IS NOT NULL`, object).Scan(&found))
+		return found
+	}
+
+	// A fresh database, and one where a migrator has created the schema only.
+	for _, step := range []string{"a fresh database", "the schema alone"} {
+		if step == "the schema alone" {
+			_, err := st.DB().Exec(ctx, `CREATE SCHEMA ledgerq`)
+			require.NoError(t, err)
+		}
+		current, latest, err := m.Versions(ctx)
+		require.NoError(t, err, step)
+		require.Zero(t, current, step)
+		require.Equal(t, m.LatestVersion(), latest, step)
+		require.False(t, exists("to_regclass", store.MigrationTable), "%s: asking for the version created goose's table", step)
+	}
+	require.True(t, exists("to_regnamespace", "ledgerq"))
+}
+
+// sourceCitation matches a comment that names a rule by an internal document
+// (a numbered source, "the seed's", a design document or one of its sections)
+// rather than by what it does. Operators read these comments with \d+ and
+// have none of those documents.
+var sourceCitation = regexp.MustCompile(`(?i)\bseeds?\b|DESIGN|§`)
+
+func TestMigrations_NoCommentCitesAnInternalDocument(t *testing.T) {
+	t.Parallel()
+	type comment struct{ object, text string }
+	// Every comment on an object of the ledgerq schema, or on the schema
+	// itself: tables, views, columns, types, indexes, functions, constraints.
+	comments := queryCatalog(t, testdb.NewTx(t), func(r pgx.CollectableRow) (comment, error) {
+		var c comment
+		err := r.Scan(&c.object, &c.text)
+		return c, err
+	}, `
+		SELECT o.type || ' ' || o.identity, d.description
+		FROM pg_description d
+		CROSS JOIN LATERAL pg_identify_object(d.classoid, d.objoid, d.objsubid) o
+		WHERE o.schema = 'ledgerq' OR (o.type = 'schema' AND o.identity = 'ledgerq')
+		ORDER BY 1`)
+	objects := make([]string, 0, len(comments))
+	var citing []string
+	for _, c := range comments {
+		objects = append(objects, c.object)
+		if sourceCitation.MatchString(c.text) {
+			citing = append(citing, c.object+": "+c.text)
+		}
+	}
+	// Were the query to find nothing (the schema renamed, say), the check
+	// below would pass on nothing.
+	require.Subset(t, objects, []string{
+		"table ledgerq.batches",
+		"table column ledgerq.wallet_tasks.status",
+		"type ledgerq.batch_status",
+		"view ledgerq.batch_overview",
+	}, "the check covers tables, columns, types and views")
+	require.Empty(t, citing, "comments that cite an internal document instead of saying what the rule is:\n%s", strings.Join(citing, "\n"))
 }

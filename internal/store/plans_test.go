@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -78,6 +79,111 @@ func generatedSQL(t *testing.T) map[string]string {
 	return out
 }
 
+// planDB is a test's own database, filled with the rows a test's plans are
+// checked behind, and one connection that explains the generated queries.
+type planDB struct {
+	t         *testing.T
+	ctx       context.Context
+	db        *testdb.DB
+	t0        time.Time
+	generated map[string]string
+	conn      *pgxpool.Conn
+	enums     map[uint32]bool
+}
+
+// newPlanDB gives the test its own database; its work there must end
+// within timeout.
+func newPlanDB(t *testing.T, timeout time.Duration) *planDB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	t.Cleanup(cancel)
+	return &planDB{t: t, ctx: ctx, db: testdb.New(t), t0: testfactory.Start(), generated: generatedSQL(t)}
+}
+
+// exec runs a statement that sets the rows up; $1 is usually p.t0.
+func (p *planDB) exec(sql string, args ...any) {
+	p.t.Helper()
+	_, err := p.db.Store.DB().Exec(p.ctx, sql, args...)
+	require.NoError(p.t, err)
+}
+
+// plan returns (and logs) the EXPLAIN of the generated query name, its
+// parameters bound by paramValue and its enum parameters left NULL (an
+// optional filter, as the API leaves it).
+func (p *planDB) plan(phase, name string) string {
+	t := p.t
+	t.Helper()
+	if p.conn == nil {
+		conn, err := p.db.Store.Conns().Acquire(p.ctx)
+		require.NoError(t, err)
+		t.Cleanup(conn.Release)
+		p.conn, p.enums = conn, enumOIDs(p.ctx, t, conn)
+	}
+	sql, ok := p.generated[name]
+	require.True(t, ok, "query %s not found in the generated code (run sqlc generate)", name)
+	desc, err := p.conn.Conn().Prepare(p.ctx, "", sql)
+	require.NoError(t, err, "%s, %s", phase, name)
+	args := make([]any, len(desc.ParamOIDs))
+	for i, oid := range desc.ParamOIDs {
+		if !p.enums[oid] {
+			args[i] = paramValue(t, name, i, oid, p.t0)
+		}
+	}
+	rows, err := p.conn.Query(p.ctx, "EXPLAIN "+sql, args...)
+	require.NoError(t, err, "%s, %s", phase, name)
+	var plan []string
+	for rows.Next() {
+		var line string
+		require.NoError(t, rows.Scan(&line))
+		plan = append(plan, line)
+	}
+	require.NoError(t, rows.Err(), "%s, %s", phase, name)
+	require.NotEmpty(t, plan, "%s, %s", phase, name)
+	text := strings.Join(plan, "\n")
+	t.Logf("EXPLAIN %s, %s:\n%s", phase, name, text)
+	return text
+}
+
+// addBusyWalletLane adds a busy wallet lane: waiting tasks of 100 wallets,
+// executing ones with their attempts, signed or sent, some of them with the
+// error of their last broadcast.
+func (p *planDB) addBusyWalletLane() {
+	p.t.Helper()
+	p.exec(`
+		INSERT INTO ledgerq.wallet_tasks (id, wallet_id, chain_id, sender, status, to_address, request_hash,
+			created_at, updated_at, started_at)
+		SELECT md5('busy' || g)::uuid::text, 'w' || (g % 100), 1, '0x' || lpad(to_hex(g % 100), 40, '0'),
+			g % 2, '0x' || lpad('b', 40, '0'), sha256(g::text::bytea), $1, $1, CASE WHEN g % 2 = 1 THEN $1::timestamptz END
+		FROM generate_series(1, 6000) g`, p.t0)
+	p.exec(`
+		INSERT INTO ledgerq.tx_attempts (chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit,
+			max_fee_per_gas, max_priority_fee_per_gas, state, created_at, updated_at, sent_at, last_error)
+		SELECT 1, '0x' || lpad(to_hex(g), 64, '0'), md5('busy' || g)::uuid::text, '0x' || lpad(to_hex(g % 100), 40, '0'),
+			g, '\x01', 21000, 2, 1, CASE WHEN g % 4 = 1 THEN 'signed' ELSE 'sent' END::ledgerq.tx_attempt_state,
+			$1, $1, CASE WHEN g % 4 = 3 THEN $1::timestamptz END, CASE WHEN g % 8 = 3 THEN 'timeout' END
+		FROM generate_series(1, 6000) g WHERE g % 2 = 1`, p.t0)
+}
+
+// addDoneTasks adds 50 000 done tasks with their confirmed attempts, and
+// analyzes their tables.
+func (p *planDB) addDoneTasks() {
+	p.t.Helper()
+	p.exec(`
+		INSERT INTO ledgerq.wallet_tasks (id, wallet_id, chain_id, sender, status, to_address, request_hash,
+			tx_hash, created_at, updated_at, started_at, finished_at)
+		SELECT md5('done' || g)::uuid::text, 'w' || (g % 100), 1, '0x' || lpad(to_hex(g % 100), 40, '0'),
+			3, '0x' || lpad('b', 40, '0'), sha256(g::text::bytea), '0x' || lpad(to_hex(100000 + g), 64, '0'),
+			$1, $1, $1, $1
+		FROM generate_series(1, 50000) g`, p.t0)
+	p.exec(`
+		INSERT INTO ledgerq.tx_attempts (chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit,
+			max_fee_per_gas, max_priority_fee_per_gas, state, created_at, updated_at, sent_at, confirmed_at)
+		SELECT 1, '0x' || lpad(to_hex(100000 + g), 64, '0'), md5('done' || g)::uuid::text,
+			'0x' || lpad(to_hex(g % 100), 40, '0'), 100000 + g, '\x01', 21000, 2, 1, 'confirmed', $1, $1, $1, $1
+		FROM generate_series(1, 50000) g`, p.t0)
+	p.exec(`ANALYZE ledgerq.wallet_tasks, ledgerq.tx_attempts`)
+}
+
 // Rounds that are not claims but run as often: the queuer's round, admission
 // (every transaction that frees a service), the reconciliation scan, the
 // depth every metrics scrape reads, the outcomes of every round, intake and
@@ -105,15 +211,12 @@ var readsEveryWaitingRow = map[string]bool{"BatchDepthByState": true}
 // table, no plan scans a table. A lane whose claims read another table adds its terminal rows here.
 func TestQueries_ClaimsAndRoundsAreIndexDrivenAndNeverScanTerminalRows(t *testing.T) {
 	t.Parallel()
-	db := testdb.New(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	t0 := testfactory.Start()
+	p := newPlanDB(t, 2*time.Minute)
 	// A busy lane: thousands of batches in each waiting state, so that the
 	// planner expects a claim to find a full batch of rows (with one or two
 	// candidates it picks nested loops that hide a join by hash over the
 	// whole table).
-	_, err := db.Store.DB().Exec(ctx, `
+	p.exec(`
 		WITH b AS (
 		INSERT INTO ledgerq.batches (service_id, created_at, submitted, status, queued_at,
 			claim_expires_at, attempts, last_submitted_at, next_check_at, received_at, updated_at)
@@ -132,29 +235,11 @@ func TestQueries_ClaimsAndRoundsAreIndexDrivenAndNeverScanTerminalRows(t *testin
 		RETURNING seq, service_id
 		)
 		INSERT INTO ledgerq.batch_payloads (seq, id, service_id, payload)
-		SELECT b.seq, b.service_id, b.service_id, '\x00' FROM b`, t0)
-	require.NoError(t, err)
-	// A busy wallet lane: waiting tasks of 100 wallets, executing ones with
-	// their attempts, signed or sent.
-	_, err = db.Store.DB().Exec(ctx, `
-		INSERT INTO ledgerq.wallet_tasks (id, wallet_id, chain_id, sender, status, to_address, request_hash,
-			created_at, updated_at, started_at)
-		SELECT md5('busy' || g)::uuid::text, 'w' || (g % 100), 1, '0x' || lpad(to_hex(g % 100), 40, '0'),
-			g % 2, '0x' || lpad('b', 40, '0'), sha256(g::text::bytea), $1, $1, CASE WHEN g % 2 = 1 THEN $1::timestamptz END
-		FROM generate_series(1, 6000) g`, t0)
-	require.NoError(t, err)
-	_, err = db.Store.DB().Exec(ctx, `
-		INSERT INTO ledgerq.tx_attempts (chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit,
-			max_fee_per_gas, max_priority_fee_per_gas, state, created_at, updated_at, sent_at)
-		SELECT 1, '0x' || lpad(to_hex(g), 64, '0'), md5('busy' || g)::uuid::text, '0x' || lpad(to_hex(g % 100), 40, '0'),
-			g, '\x01', 21000, 2, 1, CASE WHEN g % 4 = 1 THEN 'signed' ELSE 'sent' END::ledgerq.tx_attempt_state,
-			$1, $1, CASE WHEN g % 4 = 3 THEN $1::timestamptz END
-		FROM generate_series(1, 6000) g WHERE g % 2 = 1`, t0)
-	require.NoError(t, err)
-	_, err = db.Store.DB().Exec(ctx, `ANALYZE ledgerq.wallet_tasks, ledgerq.tx_attempts, ledgerq.batch_payloads`)
-	require.NoError(t, err)
+		SELECT b.seq, b.service_id, b.service_id, '\x00' FROM b`, p.t0)
+	p.addBusyWalletLane()
+	p.exec(`ANALYZE ledgerq.wallet_tasks, ledgerq.tx_attempts, ledgerq.batch_payloads`)
 	clk := testfactory.NewClock()
-	testfactory.New(t, db.Store, clk).PutBatches(
+	testfactory.New(t, p.db.Store, clk).PutBatches(
 		testfactory.Batch{ID: "a1", ServiceID: "a"},
 		testfactory.Batch{ID: "p1", ServiceID: "p", Submitted: true, Status: store.BatchStatusPending},
 	)
@@ -169,51 +254,22 @@ func TestQueries_ClaimsAndRoundsAreIndexDrivenAndNeverScanTerminalRows(t *testin
 	t.Logf("claim queries: %s", strings.Join(names, ", "))
 	names = append(names, indexDrivenRounds...)
 
-	generated := generatedSQL(t)
-	conn, err := db.Store.Conns().Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
-	enums := enumOIDs(ctx, t, conn)
 	explainAll := func(phase string, busyOnly bool) {
 		t.Helper()
-		_, err := db.Store.DB().Exec(ctx, `ANALYZE ledgerq.batches`)
-		require.NoError(t, err)
+		p.exec(`ANALYZE ledgerq.batches`)
 		for _, name := range names {
 			if busyOnly && readsEveryWaitingRow[name] {
 				continue
 			}
-			sql, ok := generated[name]
-			require.True(t, ok, "query %s not found in the generated code (run sqlc generate)", name)
-			desc, err := conn.Conn().Prepare(ctx, "", sql)
-			require.NoError(t, err, "%s, %s", phase, name)
-			args := make([]any, len(desc.ParamOIDs))
-			for i, oid := range desc.ParamOIDs {
-				if enums[oid] {
-					continue // NULL: an optional filter, as the API leaves it
-				}
-				args[i] = paramValue(t, name, i, oid, t0)
-			}
-			rows, err := conn.Query(ctx, "EXPLAIN "+sql, args...)
-			require.NoError(t, err, "%s, %s", phase, name)
-			var plan []string
-			for rows.Next() {
-				var line string
-				require.NoError(t, rows.Scan(&line))
-				plan = append(plan, line)
-			}
-			require.NoError(t, rows.Err(), "%s, %s", phase, name)
-			text := strings.Join(plan, "\n")
-			t.Logf("EXPLAIN %s, %s:\n%s", phase, name, text)
-			require.NotEmpty(t, plan, "%s, %s", phase, name)
 			// The claims that check holders' liveness locks read pg_database
 			// once per statement, for the current database's oid: a catalog
 			// of a few rows, not a table of ours.
-			ours := strings.ReplaceAll(text, "Seq Scan on pg_database", "")
+			ours := strings.ReplaceAll(p.plan(phase, name), "Seq Scan on pg_database", "")
 			require.NotContains(t, ours, "Seq Scan", "%s: %s scans a table", phase, name)
 		}
 	}
 	explainAll("a busy lane", true)
-	_, err = db.Store.DB().Exec(ctx, `
+	p.exec(`
 		WITH b AS (
 		INSERT INTO ledgerq.batches (service_id, created_at, submitted, status, attempts,
 			last_submitted_at, finished_at, received_at, updated_at)
@@ -222,28 +278,9 @@ func TestQueries_ClaimsAndRoundsAreIndexDrivenAndNeverScanTerminalRows(t *testin
 		RETURNING seq, service_id
 		)
 		INSERT INTO ledgerq.batch_payloads (seq, id, service_id, payload)
-		SELECT b.seq, 'done-' || b.seq, b.service_id, '\x00' FROM b`, t0)
-	require.NoError(t, err)
-	_, err = db.Store.DB().Exec(ctx, `ANALYZE ledgerq.batch_payloads`)
-	require.NoError(t, err)
-	// And 50 000 done tasks with their confirmed attempts.
-	_, err = db.Store.DB().Exec(ctx, `
-		INSERT INTO ledgerq.wallet_tasks (id, wallet_id, chain_id, sender, status, to_address, request_hash,
-			tx_hash, created_at, updated_at, started_at, finished_at)
-		SELECT md5('done' || g)::uuid::text, 'w' || (g % 100), 1, '0x' || lpad(to_hex(g % 100), 40, '0'),
-			3, '0x' || lpad('b', 40, '0'), sha256(g::text::bytea), '0x' || lpad(to_hex(100000 + g), 64, '0'),
-			$1, $1, $1, $1
-		FROM generate_series(1, 50000) g`, t0)
-	require.NoError(t, err)
-	_, err = db.Store.DB().Exec(ctx, `
-		INSERT INTO ledgerq.tx_attempts (chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit,
-			max_fee_per_gas, max_priority_fee_per_gas, state, created_at, updated_at, sent_at, confirmed_at)
-		SELECT 1, '0x' || lpad(to_hex(100000 + g), 64, '0'), md5('done' || g)::uuid::text,
-			'0x' || lpad(to_hex(g % 100), 40, '0'), 100000 + g, '\x01', 21000, 2, 1, 'confirmed', $1, $1, $1, $1
-		FROM generate_series(1, 50000) g`, t0)
-	require.NoError(t, err)
-	_, err = db.Store.DB().Exec(ctx, `ANALYZE ledgerq.wallet_tasks, ledgerq.tx_attempts`)
-	require.NoError(t, err)
+		SELECT b.seq, 'done-' || b.seq, b.service_id, '\x00' FROM b`, p.t0)
+	p.exec(`ANALYZE ledgerq.batch_payloads`)
+	p.addDoneTasks()
 	explainAll("a busy lane and 50 000 terminal batches", false)
 }
 
@@ -296,4 +333,175 @@ func enumOIDs(ctx context.Context, t *testing.T, conn *pgxpool.Conn) map[uint32]
 	}
 	require.NoError(t, rows.Err())
 	return enums
+}
+
+// The builder lane's claims and frequent rounds are index-driven on a lane
+// with 50 000 finalized bundles (and their versions and transactions) behind
+// a few hundred live ones: no plan scans a table.
+func TestBundleQueries_ClaimsAndRoundsAreIndexDrivenBehindManyFinalizedBundles(t *testing.T) {
+	t.Parallel()
+	p := newPlanDB(t, 2*time.Minute)
+	// 1000 chains of 2 cores each (a single chain's two core rows are
+	// rightly read whole).
+	p.exec(`INSERT INTO ledgerq.builder_chains (chain_id, processed_slot, created_at, updated_at)
+		SELECT c, 1, $1, $1 FROM generate_series(100, 1099) c`, p.t0)
+	p.exec(`INSERT INTO ledgerq.cores (chain_id, core, updated_at)
+		SELECT c, g, $1 FROM generate_series(100, 1099) c, generate_series(0, 1) g`, p.t0)
+	h := `'0x' || lpad(to_hex(g), 64, '0')`
+	p.exec(`
+		INSERT INTO ledgerq.bundles (chain_id, number, parent, hash, state, version, guaranteed_hash, guaranteed_version,
+			accumulated_slot, next_submit_at, tx_count, created_at, guaranteed_at, accumulated_at, finalized_at, updated_at)
+		SELECT 100, g, `+h+`, `+h+`, 'finalized', 1, `+h+`, 1, g, $1, 1, $1, $1, $1, $1, $1
+		FROM generate_series(1, 50000) g`, p.t0)
+	p.exec(`
+		INSERT INTO ledgerq.bundles (chain_id, number, parent, hash, state, version, anchor_slot, anchor_hash,
+			next_submit_at, tx_count, created_at, updated_at)
+		SELECT 100, g, `+h+`, `+h+`, 'queued', 1, 1, `+h+`, $1, 1, $1, $1
+		FROM generate_series(50001, 50300) g`, p.t0)
+	p.exec(`
+		INSERT INTO ledgerq.bundle_versions (package_hash, bundle_id, version, core, anchor_slot, anchor_hash, submitted_at, outcome, guaranteed_slot)
+		SELECT `+h+`, g, 1, 0, 1, `+h+`, $1, 'sent', g FROM generate_series(1, 50000) g`, p.t0)
+	p.exec(`
+		INSERT INTO ledgerq.pool_txs (chain_id, tx_hash, sender, nonce, tx_type, gas_fee_cap, gas_tip_cap, gas, value_wei,
+			raw, state, bundle_id, bundle_block, bundle_pos, received_at, expires_at, updated_at)
+		SELECT 100, `+h+`, '0x' || lpad(to_hex(g % 100), 40, '0'), g, 2, 2, 1, 21000, 0, '\x01',
+			CASE WHEN g <= 50300 THEN 'included' ELSE 'pending' END::ledgerq.pool_tx_state,
+			CASE WHEN g <= 50300 THEN g END, CASE WHEN g <= 50300 THEN g END, CASE WHEN g <= 50300 THEN 0 END,
+			$1, $1::timestamptz + interval '1 hour', $1
+		FROM generate_series(1, 51000) g`, p.t0)
+	p.exec(`ANALYZE ledgerq.bundles, ledgerq.bundle_versions, ledgerq.pool_txs, ledgerq.cores, ledgerq.builder_chains`)
+
+	const phase = "behind 50 000 finalized bundles"
+	for _, name := range []string{
+		"CoreClaimFree", "BundleClaimNext", "BundleCountQueued", "BundleLastLive", "BundleTxLockForCut", "BundleListTimedOut",
+		"BundleFinalize", "BundleVersionGet", "BundleRequeue", "BundleListToDrop", "BundleTxListRaw", "BundleTxReturn",
+		"BundleGet", "BundleList", "CoreLockOf",
+	} {
+		require.NotContains(t, p.plan(phase, name), "Seq Scan", "%s: %s scans a table", phase, name)
+	}
+}
+
+// The wallet worker's queries run in every run of every wallet's shard (and
+// the Follower's every second): each is index-driven on a busy wallet lane,
+// and again with 50 000 finished tasks and their confirmed attempts.
+func TestWallet_WorkerQueriesAreIndexDriven(t *testing.T) {
+	t.Parallel()
+	p := newPlanDB(t, 2*time.Minute)
+	// 100 wallets with waiting and executing tasks, their attempts signed
+	// or sent; next nonces of 10 000 wallets.
+	p.addBusyWalletLane()
+	p.exec(`
+		INSERT INTO ledgerq.wallet_nonces (chain_id, sender, next_nonce, created_at, updated_at)
+		SELECT 1, '0x' || lpad(to_hex(g), 40, '0'), 6000, $1, $1 FROM generate_series(0, 9999) g`, p.t0)
+	// One health row per wallet, the chain nonce of 1 % of them moved a
+	// moment ago (the Follower watches those).
+	p.exec(`
+		INSERT INTO ledgerq.wallet_health (chain_id, sender, chain_nonce, chain_nonce_since, created_at, updated_at)
+		SELECT 1, '0x' || lpad(to_hex(g), 40, '0'), 6000, $1::timestamptz - CASE WHEN g % 100 = 0 THEN interval '1 second' ELSE interval '1 day' END, $1, $1
+		FROM generate_series(0, 9999) g`, p.t0)
+	p.exec(`ANALYZE ledgerq.wallet_tasks, ledgerq.tx_attempts, ledgerq.wallet_nonces, ledgerq.wallet_health`)
+
+	explainAll := func(phase string) {
+		t.Helper()
+		for _, name := range []string{
+			"WalletNonceGet", "WalletNonceRaise", "WalletNonceListFreed", "AttemptCountLive", "AttemptListUncertain",
+			"AttemptRecordBroadcast", "AttemptDrop", "TaskRequeue", "WalletListWithWork",
+			"AttemptListMined", "AttemptListMinedFrom", "AttemptListSentFrom", "AttemptGetMaxHeldNonce", "AttemptReopen", "AttemptMarkMined",
+		} {
+			require.NotContains(t, p.plan(phase, name), "Seq Scan", "%s: %s scans a table", phase, name)
+		}
+	}
+	explainAll("a busy wallet lane")
+	p.addDoneTasks()
+	explainAll("a busy wallet lane and 50 000 finished tasks")
+}
+
+// A round's outcomes are one statement over up to a full round of rows
+// (500 batches here, as --submit-batch-size 500 sends). Its cost must grow
+// with the rows it records, not with their square: a plan that reaches the
+// updated rows by probing the whole round's seq list once per row (a nested
+// loop over the locked rows whose inner index scan is `seq = ANY(…)`) costs
+// about a thousand buffer hits a row at 500 rows and made whole bench runs
+// four times slower. The planner picks such a plan when it expects the
+// locked rows to be one or two, which the join with the unnested outcomes
+// makes it expect; this test sets up that case and executes both statements
+// under EXPLAIN ANALYZE.
+func TestQueries_ARoundsOutcomesCostTheSameForEachOfItsRows(t *testing.T) {
+	t.Parallel()
+	p := newPlanDB(t, time.Minute)
+	db, ctx, t0 := p.db, p.ctx, p.t0
+	const rows = 500
+	// 10 000 batches: the first half held by a submitter, the second half
+	// pending at the ledger, every one in its first attempt.
+	p.exec(`
+		WITH b AS (
+		INSERT INTO ledgerq.batches (service_id, created_at, submitted, status, claim_expires_at,
+			attempts, last_submitted_at, next_check_at, received_at, updated_at)
+		SELECT 'svc-' || g, $1::timestamptz, true, CASE WHEN g > 5000 THEN 'pending'::ledgerq.batch_status END,
+			CASE WHEN g <= 5000 THEN $1::timestamptz + interval '1 minute' END, 1, $1,
+			CASE WHEN g > 5000 THEN $1 END, $1, $1
+		FROM generate_series(1, 10000) g
+		RETURNING seq, service_id
+		)
+		INSERT INTO ledgerq.batch_payloads (seq, id, service_id, payload)
+		SELECT b.seq, b.service_id, b.service_id, '\x00' FROM b`, t0)
+	p.exec(`ANALYZE ledgerq.batches, ledgerq.batch_payloads`)
+
+	seqsWhere := func(cond string) []int64 {
+		var seqs []int64
+		require.NoError(t, db.Store.DB().QueryRow(ctx,
+			`SELECT array_agg(seq ORDER BY seq) FROM (SELECT seq FROM ledgerq.batches WHERE `+cond+` ORDER BY seq LIMIT $1) s`,
+			rows).Scan(&seqs))
+		require.Len(t, seqs, rows)
+		return seqs
+	}
+	repeat := func(v string) []string {
+		out := make([]string, rows)
+		for i := range out {
+			out[i] = v
+		}
+		return out
+	}
+	ones := make([]int32, rows)
+	for i := range ones {
+		ones[i] = 1
+	}
+	cases := []struct {
+		query string
+		args  []any
+	}{
+		// $1 next_check_at, $2 now, $3 seqs, $4 attempts, $5 results, $6 reasons.
+		{"BatchRecordSubmitMany", []any{t0.Add(time.Second), t0, seqsWhere("status IS NULL"), ones, repeat("accepted"), repeat("")}},
+		// $1 now, $2 next_check_at, $3 seqs, $4 attempts, $5 statuses, $6 reasons.
+		{"BatchRecordStatusMany", []any{t0, t0.Add(time.Second), seqsWhere("status = 'pending'"), ones, repeat("committed"), repeat("")}},
+	}
+	for _, c := range cases {
+		sql, ok := p.generated[c.query]
+		require.True(t, ok, "query %s not found in the generated code", c.query)
+		tx, err := db.Store.DB().Begin(ctx)
+		require.NoError(t, err)
+		var out []byte
+		err = tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, c.args...).Scan(&out)
+		require.NoError(t, tx.Rollback(ctx))
+		require.NoError(t, err, c.query)
+		var plan []struct {
+			ExecutionTime float64 `json:"Execution Time"`
+			Plan          struct {
+				ActualRows      int64 `json:"Actual Rows"`
+				SharedHitBlocks int64 `json:"Shared Hit Blocks"`
+				SharedReadBlock int64 `json:"Shared Read Blocks"`
+			} `json:"Plan"`
+		}
+		require.NoError(t, json.Unmarshal(out, &plan))
+		require.Len(t, plan, 1)
+		top := plan[0].Plan
+		t.Logf("%s over %d rows: %d rows updated, %d buffers hit, %d read, %.1f ms", c.query, rows, top.ActualRows,
+			top.SharedHitBlocks, top.SharedReadBlock, plan[0].ExecutionTime)
+		require.EqualValues(t, rows, top.ActualRows, "%s updated the wrong number of rows", c.query)
+		// A row's update touches its heap page and each index's pages: tens
+		// of buffers, not hundreds.
+		perRow := (top.SharedHitBlocks + top.SharedReadBlock) / rows
+		require.Less(t, perRow, int64(60),
+			"%s touched %d buffers a row over %d rows: its plan probes the round once per row:\n%s", c.query, perRow, rows, out)
+	}
 }

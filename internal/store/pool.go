@@ -70,25 +70,16 @@ type PoolTx struct {
 }
 
 func poolTxFromRow(r dbsqlc.LedgerqPoolTx) PoolTx {
-	t := PoolTx{
+	return PoolTx{
 		NewPoolTx: NewPoolTx{
 			ChainID: r.ChainID, Hash: r.TxHash, Sender: r.Sender, Nonce: uint64(r.Nonce), Type: uint8(r.TxType),
 			GasFeeCap: bigFromNumeric(r.GasFeeCap), GasTipCap: bigFromNumeric(r.GasTipCap), Gas: uint64(r.Gas),
-			Value: bigFromNumeric(r.ValueWei), Raw: r.Raw,
+			Value: bigFromNumeric(r.ValueWei), Raw: r.Raw, To: deref(r.ToAddress),
 		},
 		State: PoolTxState(r.State), BundleBlock: r.BundleBlock,
 		ReceivedAt: r.ReceivedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		ReplacedBy: deref(r.ReplacedBy), DropReason: deref(r.DropReason),
 	}
-	if r.ToAddress != nil {
-		t.To = *r.ToAddress
-	}
-	if r.ReplacedBy != nil {
-		t.ReplacedBy = *r.ReplacedBy
-	}
-	if r.DropReason != nil {
-		t.DropReason = *r.DropReason
-	}
-	return t
 }
 
 // PoolLimits are the pool's limits, all configurable.

@@ -49,7 +49,7 @@ type Shard struct {
 }
 
 func shardFromRow(r dbsqlc.LedgerqShard) Shard {
-	s := Shard{
+	return Shard{
 		Key:            r.Key,
 		State:          ShardState(r.State),
 		ScheduledAt:    utcPtr(r.ScheduledAt),
@@ -62,17 +62,10 @@ func shardFromRow(r dbsqlc.LedgerqShard) Shard {
 		LastReleasedAt: utcPtr(r.LastReleasedAt),
 		CreatedAt:      r.CreatedAt.UTC(),
 		UpdatedAt:      r.UpdatedAt.UTC(),
+		Owner:          deref(r.Owner),
+		LastError:      deref(r.LastError),
+		LivenessLock:   deref(r.LivenessLock),
 	}
-	if r.Owner != nil {
-		s.Owner = *r.Owner
-	}
-	if r.LastError != nil {
-		s.LastError = *r.LastError
-	}
-	if r.LivenessLock != nil {
-		s.LivenessLock = *r.LivenessLock
-	}
-	return s
 }
 
 // ShardGet returns one shard, or an error wrapping ErrNotFound.
@@ -304,11 +297,7 @@ func (s *Store) ShardCountByState(ctx context.Context) (map[ShardState]int64, er
 	if err != nil {
 		return nil, fmt.Errorf("counting shards: %w", err)
 	}
-	out := make(map[ShardState]int64, len(rows))
-	for _, r := range rows {
-		out[ShardState(r.State)] = r.Shards
-	}
-	return out, nil
+	return byKey(rows, func(r dbsqlc.ShardCountByStateRow) (ShardState, int64) { return ShardState(r.State), r.Shards }), nil
 }
 
 // ShardFenced runs fn in one transaction that first checks, and holds until

@@ -12,18 +12,29 @@ import (
 	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
-func TestShard_ScheduleOnARunningShardSetsMoreWorkAndReleaseRequeuesIt(t *testing.T) {
-	t.Parallel()
+// newClaimedShard gives a rule test a store on a transaction rolled back
+// when the test ends, in which the shard w:a was scheduled (which queued
+// it) and then claimed at testfactory.Start by p/1 with a lease of a
+// minute.
+func newClaimedShard(t *testing.T) (*store.Store, time.Time, store.ShardClaim) {
+	t.Helper()
 	st := testdb.NewTx(t)
-	ctx := t.Context()
 	now := testfactory.Start()
-	res, err := st.ShardSchedule(ctx, store.ShardScheduleParams{Now: now, Key: "w:a"})
+	res, err := st.ShardSchedule(t.Context(), store.ShardScheduleParams{Now: now, Key: "w:a"})
 	require.NoError(t, err)
 	require.Equal(t, store.ShardQueued, res)
-	c, err := st.ShardClaim(ctx, store.ShardClaimParams{Now: now, Owner: "p/1", LeaseUntil: now.Add(time.Minute), Kinds: []string{"w"}})
+	c, err := st.ShardClaim(t.Context(), store.ShardClaimParams{Now: now, Owner: "p/1", LeaseUntil: now.Add(time.Minute), Kinds: []string{"w"}})
 	require.NoError(t, err)
+	require.Equal(t, "w:a", c.Key)
+	return st, now, c
+}
+
+func TestShard_ScheduleOnARunningShardSetsMoreWorkAndReleaseRequeuesIt(t *testing.T) {
+	t.Parallel()
+	st, now, c := newClaimedShard(t)
+	ctx := t.Context()
 	for range 2 {
-		res, err = st.ShardSchedule(ctx, store.ShardScheduleParams{Now: now, Key: "w:a"})
+		res, err := st.ShardSchedule(ctx, store.ShardScheduleParams{Now: now, Key: "w:a"})
 		require.NoError(t, err)
 		require.Equal(t, store.ShardMoreWork, res)
 	}
@@ -38,13 +49,8 @@ func TestShard_ScheduleOnARunningShardSetsMoreWorkAndReleaseRequeuesIt(t *testin
 
 func TestShard_ReleaseByANonOwnerOrAnOlderRunChangesNothing(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
+	st, now, c := newClaimedShard(t)
 	ctx := t.Context()
-	now := testfactory.Start()
-	_, err := st.ShardSchedule(ctx, store.ShardScheduleParams{Now: now, Key: "w:a"})
-	require.NoError(t, err)
-	c, err := st.ShardClaim(ctx, store.ShardClaimParams{Now: now, Owner: "p/1", LeaseUntil: now.Add(time.Minute), Kinds: []string{"w"}})
-	require.NoError(t, err)
 	before, err := st.ShardGet(ctx, "w:a")
 	require.NoError(t, err)
 	for _, stale := range []store.ShardClaim{
@@ -162,16 +168,11 @@ func TestShardRescue_TakesOverTheShardOfADeadHolderBeforeItsLeaseEnds(t *testing
 // would be true).
 func TestShardRescue_AClaimWithoutALivenessLockWaitsForItsLease(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
+	st, now, _ := newClaimedShard(t)
 	ctx := t.Context()
-	now := testfactory.Start()
 	var held int
 	require.NoError(t, st.DB().QueryRow(ctx, `SELECT count(*) FROM ledgerq.liveness_locks`).Scan(&held))
 	require.Zero(t, held, "no process holds a liveness lock in this database")
-	_, err := st.ShardSchedule(ctx, store.ShardScheduleParams{Now: now, Key: "w:a"})
-	require.NoError(t, err)
-	_, err = st.ShardClaim(ctx, store.ShardClaimParams{Now: now, Owner: "p/1", LeaseUntil: now.Add(time.Minute), Kinds: []string{"w"}})
-	require.NoError(t, err)
 	rescued, err := st.ShardRescue(ctx, store.ShardRescueParams{Now: now.Add(time.Minute - time.Millisecond), Max: 100})
 	require.NoError(t, err)
 	require.Empty(t, rescued)

@@ -336,11 +336,33 @@ func pgUniqueViolation(err error, constraint string) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == constraint
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
+// deref returns what p points to, or the zero value for nil: a NULL
+// column becomes the domain type's zero value.
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
 	}
-	return *s
+	return *p
+}
+
+// fromRows converts the rows a query returned to domain values.
+func fromRows[R, T any](rows []R, convert func(R) T) []T {
+	out := make([]T, len(rows))
+	for i, r := range rows {
+		out[i] = convert(r)
+	}
+	return out
+}
+
+// byKey converts the rows a query returned to domain values by key.
+func byKey[R any, K comparable, V any](rows []R, entry func(R) (K, V)) map[K]V {
+	out := make(map[K]V, len(rows))
+	for _, r := range rows {
+		k, v := entry(r)
+		out[k] = v
+	}
+	return out
 }
 
 // utcPtr returns t in UTC: pgx returns times in the local zone.

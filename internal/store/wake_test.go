@@ -53,9 +53,7 @@ func woken(t *testing.T, db *testdb.DB, conn *pgx.Conn) []string {
 
 func TestBatchRecordStatuses_WakesTheSubmittersOnlyWhenItQueuedABatch(t *testing.T) {
 	t.Parallel()
-	db := testdb.New(t)
-	clk := testfactory.NewClock()
-	rows := testfactory.New(t, db.Store, clk)
+	db, clk, rows := committedRows(t)
 	conn := listen(t, db.URL, notify.BatchSubmitter)
 	rows.PutBatches(
 		testfactory.Batch{ID: "a1", ServiceID: "a", Submitted: true, Status: store.BatchStatusPending},
@@ -110,9 +108,7 @@ func TestBatchRecordStatuses_RefusesAnOutcomeWithoutItsService(t *testing.T) {
 
 func TestBatchRecordSubmit_WakesOtherMonitorsOnlyForBatchesNotFollowedInMemory(t *testing.T) {
 	t.Parallel()
-	db := testdb.New(t)
-	clk := testfactory.NewClock()
-	rows := testfactory.New(t, db.Store, clk)
+	db, clk, rows := committedRows(t)
 	conn := listen(t, db.URL, notify.BatchMonitor)
 	rows.PutBatches(testfactory.Batch{ID: "a1", ServiceID: "a", Queued: true}, testfactory.Batch{ID: "b1", ServiceID: "b", Queued: true})
 	for _, followed := range []bool{true, false} {
@@ -139,9 +135,7 @@ func TestBatchRecordSubmit_WakesOtherMonitorsOnlyForBatchesNotFollowedInMemory(t
 // statuses it recorded before are not kept either.
 func TestBatchRecordStatuses_IsOneTransactionEvenInOneRoundTrip(t *testing.T) {
 	t.Parallel()
-	db := testdb.New(t)
-	clk := testfactory.NewClock()
-	rows := testfactory.New(t, db.Store, clk)
+	db, clk, rows := committedRows(t)
 	rows.PutBatches(
 		testfactory.Batch{ID: "a1", ServiceID: "boom", Submitted: true, Status: store.BatchStatusPending},
 		testfactory.Batch{ID: "a2", ServiceID: "boom"},

@@ -78,7 +78,7 @@ type Attempt struct {
 func (a Attempt) Noop() bool { return a.TaskID == "" }
 
 func attemptFromRow(r dbsqlc.LedgerqTxAttempt) Attempt {
-	a := Attempt{
+	return Attempt{
 		SignedTx: SignedTx{
 			TaskID: deref(r.TaskID), Nonce: r.Nonce, TxHash: r.TxHash, Raw: r.Raw, GasLimit: uint64(r.GasLimit),
 			MaxFeePerGas: bigFromNumeric(r.MaxFeePerGas), MaxPriorityFeePerGas: bigFromNumeric(r.MaxPriorityFeePerGas),
@@ -86,26 +86,9 @@ func attemptFromRow(r dbsqlc.LedgerqTxAttempt) Attempt {
 		ID: r.ID, ChainID: r.ChainID, Sender: r.Sender, State: AttemptState(r.State),
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		SentAt: utcPtr(r.SentAt), ConfirmedAt: utcPtr(r.ConfirmedAt),
-		MinedBlock: r.MinedBlock, MinedAt: utcPtr(r.MinedAt), Reorgs: int(r.Reorgs),
+		MinedBlock: r.MinedBlock, MinedBlockHash: deref(r.MinedBlockHash), MinedAt: utcPtr(r.MinedAt), Reorgs: int(r.Reorgs),
+		LastError: deref(r.LastError), SupersededBy: deref(r.SupersededBy),
 	}
-	if r.MinedBlockHash != nil {
-		a.MinedBlockHash = *r.MinedBlockHash
-	}
-	if r.LastError != nil {
-		a.LastError = *r.LastError
-	}
-	if r.SupersededBy != nil {
-		a.SupersededBy = *r.SupersededBy
-	}
-	return a
-}
-
-func attemptsFromRows(rows []dbsqlc.LedgerqTxAttempt) []Attempt {
-	out := make([]Attempt, len(rows))
-	for i, r := range rows {
-		out[i] = attemptFromRow(r)
-	}
-	return out
 }
 
 // NonceTakenError says a live attempt already holds one of the nonces: a
@@ -353,7 +336,7 @@ func (s *Store) AttemptListUnsent(ctx context.Context, p AttemptListParams) ([]A
 	if err != nil {
 		return nil, fmt.Errorf("reading the unsent attempts of %s: %w", WalletShardKey(p.ChainID, p.Sender), err)
 	}
-	return attemptsFromRows(rows), nil
+	return fromRows(rows, attemptFromRow), nil
 }
 
 // AttemptListSentBelow returns the wallet's sent attempts with a nonce below
@@ -364,7 +347,7 @@ func (s *Store) AttemptListSentBelow(ctx context.Context, p AttemptListParams) (
 	if err != nil {
 		return nil, fmt.Errorf("reading the sent attempts of %s: %w", WalletShardKey(p.ChainID, p.Sender), err)
 	}
-	return attemptsFromRows(rows), nil
+	return fromRows(rows, attemptFromRow), nil
 }
 
 // AttemptListMined returns the wallet's attempts that are mined but not yet
@@ -374,7 +357,7 @@ func (s *Store) AttemptListMined(ctx context.Context, p AttemptListParams) ([]At
 	if err != nil {
 		return nil, fmt.Errorf("reading the mined attempts of %s: %w", WalletShardKey(p.ChainID, p.Sender), err)
 	}
-	return attemptsFromRows(rows), nil
+	return fromRows(rows, attemptFromRow), nil
 }
 
 // AttemptListFromParams select a wallet's attempts from a nonce on, in
@@ -397,7 +380,7 @@ func (s *Store) AttemptListMinedFrom(ctx context.Context, p AttemptListFromParam
 	if err != nil {
 		return nil, fmt.Errorf("reading the mined attempts of %s from nonce %d: %w", WalletShardKey(p.ChainID, p.Sender), p.From, err)
 	}
-	return attemptsFromRows(rows), nil
+	return fromRows(rows, attemptFromRow), nil
 }
 
 // AttemptListUncertain returns the wallet's sent attempts from nonce p.From
@@ -412,7 +395,7 @@ func (s *Store) AttemptListUncertain(ctx context.Context, p AttemptListFromParam
 	if err != nil {
 		return nil, fmt.Errorf("reading the uncertain attempts of %s: %w", WalletShardKey(p.ChainID, p.Sender), err)
 	}
-	return attemptsFromRows(rows), nil
+	return fromRows(rows, attemptFromRow), nil
 }
 
 // AttemptListSentFrom returns every sent attempt of the wallet from nonce
@@ -425,7 +408,7 @@ func (s *Store) AttemptListSentFrom(ctx context.Context, p AttemptListFromParams
 	if err != nil {
 		return nil, fmt.Errorf("reading the sent attempts of %s: %w", WalletShardKey(p.ChainID, p.Sender), err)
 	}
-	return attemptsFromRows(rows), nil
+	return fromRows(rows, attemptFromRow), nil
 }
 
 // AttemptListByTask returns a task's attempts, oldest first.
@@ -434,7 +417,7 @@ func (s *Store) AttemptListByTask(ctx context.Context, taskID string) ([]Attempt
 	if err != nil {
 		return nil, fmt.Errorf("reading the attempts of task %q: %w", taskID, err)
 	}
-	return attemptsFromRows(rows), nil
+	return fromRows(rows, attemptFromRow), nil
 }
 
 // AttemptListHashesOfNonce returns every hash ever stored for a's nonce on behalf
@@ -558,10 +541,7 @@ func emitSubmitted(ctx context.Context, q *dbsqlc.Queries, now time.Time, moved 
 	if err != nil {
 		return fmt.Errorf("reading the tasks of %d sent attempts: %w", len(ids), err)
 	}
-	tasks := make(map[string]Task, len(rows))
-	for _, r := range rows {
-		tasks[r.ID] = taskFromRow(r)
-	}
+	tasks := byKey(rows, func(r dbsqlc.LedgerqWalletTask) (string, Task) { return r.ID, taskFromRow(r) })
 	slices.SortFunc(moved, func(a, b dbsqlc.LedgerqTxAttempt) int {
 		return cmp.Or(cmp.Compare(a.Nonce, b.Nonce), strings.Compare(a.TxHash, b.TxHash))
 	})

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
@@ -16,11 +15,8 @@ import (
 // and the tasks executing, all in one transaction.
 func TestAttempt_WriteAheadStoresConsecutiveNoncesAdvancesTheNextNonceAndStartsTheTasks(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	ctx := t.Context()
-	now := testfactory.Start()
-	clk := testfactory.NewClock()
-	rows := testfactory.New(t, st, clk)
+	st, clk, rows := txRows(t)
+	ctx, now := t.Context(), clk.Now()
 	_, err := st.WalletNonceGet(ctx, taskChain, taskSender)
 	require.ErrorIs(t, err, store.ErrNotFound, "no nonce before the first attempt")
 	a := rows.PostTask(testfactory.Task{})
@@ -67,10 +63,8 @@ func TestAttempt_WriteAheadStoresConsecutiveNoncesAdvancesTheNextNonceAndStartsT
 // and nothing of the round is stored.
 func TestAttempt_TwoAttemptsForOneLiveNonceCannotBeStored(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	ctx := t.Context()
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	ctx, now := t.Context(), clk.Now()
 	a := rows.PostTask(testfactory.Task{})
 	b := rows.PostTask(testfactory.Task{})
 	rows.StartTasks(0, a)
@@ -100,10 +94,8 @@ func TestAttempt_TwoAttemptsForOneLiveNonceCannotBeStored(t *testing.T) {
 // so no transaction is stored for a cancelled task and no nonce is used.
 func TestAttempt_ATaskMovesToExecutingOnlyWithItsAttempt(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	ctx := t.Context()
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	ctx, now := t.Context(), clk.Now()
 	a := rows.PostTask(testfactory.Task{})
 	b := rows.PostTask(testfactory.Task{})
 	next, err := st.TaskNextWaiting(ctx, store.TaskNextWaitingParams{ChainID: taskChain, Sender: taskSender, Queue: store.QueueFIFO, Max: 10})
@@ -141,10 +133,8 @@ func TestAttempt_ATaskMovesToExecutingOnlyWithItsAttempt(t *testing.T) {
 // does not move the next nonce.
 func TestAttempt_WriteAheadReusesFreedNoncesBelowTheNextNonce(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	ctx := t.Context()
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	ctx, now := t.Context(), clk.Now()
 	a := rows.PostTask(testfactory.Task{})
 	b := rows.PostTask(testfactory.Task{})
 	rows.StartTasks(0, a, b)
@@ -190,10 +180,8 @@ func TestAttempt_WriteAheadReusesFreedNoncesBelowTheNextNonce(t *testing.T) {
 // confirmation instead.
 func TestAttempt_RecoverReturnsSignedButUnsentAttemptsInNonceOrder(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	ctx := t.Context()
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	ctx, now := t.Context(), clk.Now()
 	var tasks []store.Task
 	for range 4 {
 		tasks = append(tasks, rows.PostTask(testfactory.Task{}))
@@ -225,10 +213,8 @@ func TestAttempt_RecoverReturnsSignedButUnsentAttemptsInNonceOrder(t *testing.T)
 // for a new broadcast until one is recorded as taken.
 func TestAttempt_InFlightCountAndUncertainBroadcasts(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	ctx := t.Context()
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	ctx, now := t.Context(), clk.Now()
 	var tasks []store.Task
 	for range 4 {
 		tasks = append(tasks, rows.PostTask(testfactory.Task{}))
@@ -270,10 +256,8 @@ func TestAttempt_InFlightCountAndUncertainBroadcasts(t *testing.T) {
 // reverted receipt is done with reverted, not an error.
 func TestAttempt_ConfirmEndsTheTaskDoneWithItsHashAndRevertedFlag(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	ctx := t.Context()
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	ctx, now := t.Context(), clk.Now()
 	ok := rows.PostTask(testfactory.Task{})
 	rev := rows.PostTask(testfactory.Task{})
 	stored := rows.StartTasks(0, ok, rev)
@@ -307,10 +291,8 @@ func TestAttempt_ConfirmEndsTheTaskDoneWithItsHashAndRevertedFlag(t *testing.T) 
 // and finishes the task with the hash that was mined.
 func TestAttempt_ABumpSupersedesTheLiveAttemptAndAnyOfItsHashesConfirmsTheTask(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	ctx := t.Context()
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	ctx, now := t.Context(), clk.Now()
 	task := rows.PostTask(testfactory.Task{})
 	old := rows.StartTasks(0, task)[0]
 	_, err := st.AttemptMarkSent(ctx, store.AttemptMarkSentParams{Now: now, ChainID: taskChain, TxHashes: []string{old.TxHash}})
@@ -350,10 +332,8 @@ func TestAttempt_ABumpSupersedesTheLiveAttemptAndAnyOfItsHashesConfirmsTheTask(t
 // that no live attempt holds; confirming it finishes no task.
 func TestAttempt_ANoopFillsOnlyAFreeNonceBelowTheNextOne(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	ctx := t.Context()
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	ctx, now := t.Context(), clk.Now()
 	a := rows.PostTask(testfactory.Task{})
 	rows.StartTasks(0, a)
 	noop := func(n int64) store.SignedTx { s := testfactory.SignedTx("", n); s.TaskID = ""; return s }
@@ -378,10 +358,8 @@ func TestAttempt_ANoopFillsOnlyAFreeNonceBelowTheNextOne(t *testing.T) {
 // its attempt; a done task cannot fail.
 func TestAttempt_FailEndsTheTaskInErrorAndDropsItsAttempts(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	ctx := t.Context()
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	ctx, now := t.Context(), clk.Now()
 	task := rows.PostTask(testfactory.Task{})
 	rows.StartTasks(0, task)
 	failed, err := st.TaskFail(ctx, store.TaskFailParams{Now: now, ID: task.ID, Reason: "intrinsic gas too low"})
@@ -401,10 +379,8 @@ func TestAttempt_FailEndsTheTaskInErrorAndDropsItsAttempts(t *testing.T) {
 // transaction; only a live attempt of an executing task.
 func TestAttempt_RequeueDropsTheAttemptAndPutsItsTaskBackToWaiting(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	ctx := t.Context()
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	ctx, now := t.Context(), clk.Now()
 	task := rows.PostTask(testfactory.Task{})
 	stored := rows.StartTasks(0, task)
 	back, err := st.AttemptRequeue(ctx, store.AttemptRequeueParams{Now: now.Add(time.Second), ChainID: taskChain, TxHash: stored[0].TxHash, Reason: "nonce too low"})

@@ -6,7 +6,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
@@ -15,10 +14,8 @@ import (
 // next nonce, lowest first; a live or confirmed attempt's nonce is not.
 func TestWalletNonce_FreedNoncesAreTheDroppedOnesBetweenTheChainNonceAndTheNextNonce(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	ctx := t.Context()
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	ctx, now := t.Context(), clk.Now()
 	freed := func(from int64) []int64 {
 		t.Helper()
 		out, err := st.WalletNonceListFreed(ctx, store.WalletNonceListFreedParams{ChainID: taskChain, Sender: taskSender, From: from, Max: 10})
@@ -49,10 +46,8 @@ func TestWalletNonce_FreedNoncesAreTheDroppedOnesBetweenTheChainNonceAndTheNextN
 // and not before the first attempt.
 func TestWalletNonce_NextNonceIsRaisedToTheChainNonceAndNeverLowered(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	ctx := t.Context()
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	ctx, now := t.Context(), clk.Now()
 	raise := func(to int64) bool {
 		t.Helper()
 		moved, err := st.WalletNonceRaise(ctx, store.WalletNonceRaiseParams{Now: now, ChainID: taskChain, Sender: taskSender, AtLeast: to})
@@ -73,10 +68,8 @@ func TestWalletNonce_NextNonceIsRaisedToTheChainNonceAndNeverLowered(t *testing.
 // wallet's health row.
 func TestWalletNonce_AResetNeverSkipsOrReusesALiveNonceAndIsRecorded(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	ctx := t.Context()
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	ctx, now := t.Context(), clk.Now()
 	a := rows.PostTask(testfactory.Task{})
 	rows.StartTasks(4, a) // next nonce 5, live at 4
 	p := store.WalletNonceResetParams{Now: now, ChainID: taskChain, Sender: taskSender, From: 5, To: 2, Record: true}

@@ -114,7 +114,7 @@ func taskFromRow(r dbsqlc.LedgerqWalletTask) Task {
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		StartedAt: utcPtr(r.StartedAt), FinishedAt: utcPtr(r.FinishedAt),
 		Bumps: int(r.Bumps), Replacements: int(r.Replacements), PriceCappedAt: utcPtr(r.PriceCappedAt),
-		Reorgs: int(r.Reorgs),
+		Reorgs: int(r.Reorgs), IdempotencyKey: deref(r.IdempotencyKey), TxHash: deref(r.TxHash), Error: deref(r.Error),
 	}
 	if r.GasLimit != nil {
 		g := uint64(*r.GasLimit)
@@ -126,24 +126,7 @@ func taskFromRow(r dbsqlc.LedgerqWalletTask) Task {
 	if r.FeeCapWei.Valid {
 		t.Request.FeeCap = bigFromNumeric(r.FeeCapWei)
 	}
-	if r.IdempotencyKey != nil {
-		t.IdempotencyKey = *r.IdempotencyKey
-	}
-	if r.TxHash != nil {
-		t.TxHash = *r.TxHash
-	}
-	if r.Error != nil {
-		t.Error = *r.Error
-	}
 	return t
-}
-
-func tasksFromRows(rows []dbsqlc.LedgerqWalletTask) []Task {
-	out := make([]Task, len(rows))
-	for i, r := range rows {
-		out[i] = taskFromRow(r)
-	}
-	return out
 }
 
 // WalletShardKey is the key of the shard that works the tasks of sender on
@@ -342,7 +325,7 @@ func (s *Store) TaskList(ctx context.Context, p TaskListParams) ([]Task, error) 
 	if err != nil {
 		return nil, fmt.Errorf("listing the tasks of wallet %q: %w", p.Wallet, err)
 	}
-	return tasksFromRows(rows), nil
+	return fromRows(rows, taskFromRow), nil
 }
 
 // TaskCancelParams name the task to cancel.
@@ -414,7 +397,7 @@ func (s *Store) TaskNextWaiting(ctx context.Context, p TaskNextWaitingParams) ([
 	if err != nil {
 		return nil, fmt.Errorf("reading the waiting tasks of %s: %w", WalletShardKey(p.ChainID, p.Sender), err)
 	}
-	return tasksFromRows(rows), nil
+	return fromRows(rows, taskFromRow), nil
 }
 
 // TaskFailParams end a task in error.

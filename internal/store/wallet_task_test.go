@@ -162,9 +162,8 @@ func TestTask_IdempotencyConcurrentInsertsWithOneKeyStoreOneTask(t *testing.T) {
 
 func TestTask_ATaskOfAnotherWalletIsNotFound(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	now := clk.Now()
 	task := rows.PostTask(testfactory.Task{Priority: 1})
 	_, err := st.TaskGet(t.Context(), "other", task.ID)
 	require.ErrorIs(t, err, store.ErrNotFound)
@@ -182,9 +181,8 @@ func TestTask_ATaskOfAnotherWalletIsNotFound(t *testing.T) {
 
 func TestTask_ListPagesByIdAndFiltersByStatus(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	now := clk.Now()
 	var all []string
 	for i := range 5 {
 		all = append(all, rows.PostTask(testfactory.Task{CreatedAt: now.Add(time.Duration(i) * time.Millisecond)}).ID)
@@ -209,9 +207,8 @@ func TestTask_ListPagesByIdAndFiltersByStatus(t *testing.T) {
 // disconnects), and ends in Error; one that is executing is not.
 func TestTask_CancellationOfAWaitingTaskEndsItInErrorAndAStartedTaskIsNotCancelled(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	now := clk.Now()
 	waiting := rows.PostTask(testfactory.Task{Priority: 1})
 	started := rows.PostTask(testfactory.Task{Priority: 1})
 	rows.StartTasks(0, started)
@@ -240,9 +237,8 @@ func TestTask_CancellationOfAWaitingTaskEndsItInErrorAndAStartedTaskIsNotCancell
 // first, then by id, so the order is deterministic.
 func TestTask_PriorityQueueTakesHighestPriorityFirstThenOldest(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	now := clk.Now()
 	low := rows.PostTask(testfactory.Task{Priority: 1})
 	highLate := rows.PostTask(testfactory.Task{Priority: 9, CreatedAt: now.Add(2 * time.Second)})
 	highEarly := rows.PostTask(testfactory.Task{Priority: 9, CreatedAt: now.Add(time.Second)})
@@ -267,9 +263,8 @@ func TestTask_PriorityQueueTakesHighestPriorityFirstThenOldest(t *testing.T) {
 // The FIFO queue: first in, first out; priority is not relevant.
 func TestTask_FIFOQueueTakesOldestFirstAndIgnoresPriority(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	now := clk.Now()
 	a := rows.PostTask(testfactory.Task{})
 	b := rows.PostTask(testfactory.Task{Priority: 9, CreatedAt: now.Add(time.Second)})
 	c := rows.PostTask(testfactory.Task{Priority: 5, CreatedAt: now.Add(2 * time.Second)})
@@ -286,10 +281,8 @@ func TestTask_FIFOQueueTakesOldestFirstAndIgnoresPriority(t *testing.T) {
 // first holds it, even with more tasks arriving (they set more_work).
 func TestTask_LockOneWorkerAtATimePerWalletThroughItsShard(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	ctx := t.Context()
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	ctx, now := t.Context(), clk.Now()
 	rows.PostTask(testfactory.Task{})
 	rows.PostTask(testfactory.Task{})
 	claim := func() (store.ShardClaim, error) {
@@ -365,10 +358,8 @@ func requireCheckViolation(t *testing.T, err error, constraint, what string) {
 // executing and recent ones stay.
 func TestTask_RetentionDeletesFinishedTasksOlderThanTheAgeInSmallBatches(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	ctx := t.Context()
-	now := testfactory.Start()
-	rows := testfactory.New(t, st, testfactory.NewClock())
+	st, clk, rows := txRows(t)
+	ctx, now := t.Context(), clk.Now()
 	var old []store.Task
 	for range 3 {
 		old = append(old, rows.CancelTask(rows.PostTask(testfactory.Task{})))

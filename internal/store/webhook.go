@@ -178,11 +178,7 @@ func (s *Store) WebhookEndpointList(ctx context.Context, wallet string) ([]Webho
 	if err != nil {
 		return nil, fmt.Errorf("listing the webhook endpoints of wallet %q: %w", wallet, err)
 	}
-	out := make([]WebhookEndpoint, len(rows))
-	for i, r := range rows {
-		out[i] = webhookEndpointFromRow(r)
-	}
-	return out, nil
+	return fromRows(rows, webhookEndpointFromRow), nil
 }
 
 // WebhookEndpointDelete deletes the wallet's endpoint id and its pending
@@ -429,15 +425,7 @@ func (s *Store) WebhookDeliveryGet(ctx context.Context, id string) (WebhookDeliv
 			TaskID: r.TaskID, Payload: r.Payload, CreatedAt: r.CreatedAt.UTC()},
 		Attempts: int(r.Attempts), NextAttemptAt: r.NextAttemptAt.UTC(),
 		LastAttemptAt: utcPtr(r.LastAttemptAt), DeliveredAt: utcPtr(r.DeliveredAt), GaveUpAt: utcPtr(r.GaveUpAt),
-	}
-	if r.LastStatus != nil {
-		d.LastStatus = int(*r.LastStatus)
-	}
-	if r.LastError != nil {
-		d.LastError = *r.LastError
-	}
-	if r.LivenessLock != nil {
-		d.LivenessLock = *r.LivenessLock
+		LastStatus: int(deref(r.LastStatus)), LastError: deref(r.LastError), LivenessLock: deref(r.LivenessLock),
 	}
 	return d, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
@@ -15,12 +16,20 @@ import (
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
-func TestFactory_PutBatchesFillsTheColumnsEachStateNeedsRelativeToTheClock(t *testing.T) {
-	t.Parallel()
+// newFactory gives a test a store on a transaction rolled back when the
+// test ends, a fake clock at testfactory.Start, and the Factory under test
+// writing there by that clock.
+func newFactory(t *testing.T) (*store.Store, *clock.Fake, *testfactory.Factory) {
+	t.Helper()
 	st := testdb.NewTx(t)
 	clk := testfactory.NewClock()
+	return st, clk, testfactory.New(t, st, clk)
+}
+
+func TestFactory_PutBatchesFillsTheColumnsEachStateNeedsRelativeToTheClock(t *testing.T) {
+	t.Parallel()
+	st, clk, f := newFactory(t)
 	now := clk.Now()
-	f := testfactory.New(t, st, clk)
 	f.PutBatches(
 		testfactory.Batch{ID: "new"},
 		testfactory.Batch{ID: "queued", Queued: true},
@@ -57,8 +66,7 @@ func TestFactory_PutBatchesFillsTheColumnsEachStateNeedsRelativeToTheClock(t *te
 
 func TestFactory_InsertBatchReturnsTheRefusalAndLeavesTheTransactionUsable(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	f := testfactory.New(t, st, testfactory.NewClock())
+	st, _, f := newFactory(t)
 	require.Error(t, f.InsertBatch(t.Context(), testfactory.Batch{ID: "x", Status: store.BatchStatusPending}), "pending but not submitted")
 	require.NoError(t, f.InsertBatch(t.Context(), testfactory.Batch{ID: "y"}))
 	_, err := st.BatchGet(t.Context(), "x")
@@ -67,9 +75,8 @@ func TestFactory_InsertBatchReturnsTheRefusalAndLeavesTheTransactionUsable(t *te
 
 func TestFactory_PostBatchesStoresSignedBatchesOldestFirst(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	clk := testfactory.NewClock()
-	ids := testfactory.New(t, st, clk).PostBatches("a", 2)
+	st, clk, f := newFactory(t)
+	ids := f.PostBatches("a", 2)
 	require.Len(t, ids, 2)
 	for i, id := range ids {
 		b, err := st.BatchGet(t.Context(), id)
@@ -86,10 +93,8 @@ func TestFactory_PostBatchesStoresSignedBatchesOldestFirst(t *testing.T) {
 
 func TestFactory_PostTasksFillsTheDefaultsAndSchedulesTheWalletsShard(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	clk := testfactory.NewClock()
+	st, clk, f := newFactory(t)
 	now := clk.Now()
-	f := testfactory.New(t, st, clk)
 	tasks := f.PostTasks(
 		testfactory.Task{},
 		testfactory.Task{
@@ -140,9 +145,7 @@ func TestFactory_SignedTxIsAnotherTransactionEveryCallNamingItsTaskAndNonce(t *t
 
 func TestFactory_StartTasksStoresConsecutiveNoncesAndStartTaskTakesTheNextOne(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	clk := testfactory.NewClock()
-	f := testfactory.New(t, st, clk)
+	st, clk, f := newFactory(t)
 	a, b, c := f.PostTask(testfactory.Task{}), f.PostTask(testfactory.Task{}), f.PostTask(testfactory.Task{})
 	clk.Advance(time.Second)
 	atts := f.StartTasks(3, a, b)
@@ -171,8 +174,7 @@ func TestFactory_StartTasksStoresConsecutiveNoncesAndStartTaskTakesTheNextOne(t 
 
 func TestFactory_FinishTaskEndsTheTaskDoneAndCancelTaskInError(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	f := testfactory.New(t, st, testfactory.NewClock())
+	st, _, f := newFactory(t)
 	done, cancelled := f.PostTask(testfactory.Task{}), f.PostTask(testfactory.Task{})
 	a := f.FinishTask(done)
 	got, err := st.TaskGet(t.Context(), "main", done.ID)
@@ -193,9 +195,7 @@ func TestFactory_FinishTaskEndsTheTaskDoneAndCancelTaskInError(t *testing.T) {
 
 func TestFactory_CreateWebhookEndpointFillsTheDefaultsAndReturnsTheSecret(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	clk := testfactory.NewClock()
-	f := testfactory.New(t, st, clk)
+	st, clk, f := newFactory(t)
 	ep := f.CreateWebhookEndpoint(testfactory.WebhookEndpoint{})
 	require.Equal(t, "main", ep.Wallet)
 	require.Equal(t, "https://example.test/hook", ep.URL)
@@ -237,9 +237,7 @@ func TestFactory_PoolTxIsTheSameTransactionForTheSameArguments(t *testing.T) {
 
 func TestFactory_AddPoolTxsAddsThroughThePoolsRules(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	clk := testfactory.NewClock()
-	f := testfactory.New(t, st, clk)
+	st, clk, f := newFactory(t)
 	got := f.AddPoolTxs(testfactory.PoolTx(1, 0, 20, 10), testfactory.PoolTx(1, 2, 20, 10))
 	require.Equal(t, []store.PoolTxState{store.PoolPending, store.PoolQueued}, []store.PoolTxState{got[0].State, got[1].State},
 		"nonce 0 is next on a chain where every nonce is 0; nonce 2 waits for 1")
@@ -252,9 +250,7 @@ func TestFactory_AddPoolTxsAddsThroughThePoolsRules(t *testing.T) {
 
 func TestFactory_CutBundlesCutsThePendingTransactionsAsTheBundlerDoes(t *testing.T) {
 	t.Parallel()
-	st := testdb.NewTx(t)
-	clk := testfactory.NewClock()
-	f := testfactory.New(t, st, clk)
+	st, clk, f := newFactory(t)
 	require.Empty(t, f.CutBundles(store.BundleCutParams{}), "nothing pending")
 	f.AddPoolTxs(testfactory.PoolTx(1, 0, 20, 10), testfactory.PoolTx(1, 1, 20, 10), testfactory.PoolTx(2, 0, 20, 10))
 	bs := f.CutBundles(store.BundleCutParams{Size: 2})

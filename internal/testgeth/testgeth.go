@@ -401,44 +401,48 @@ func (n *Node) Fund(t testing.TB, addr common.Address, wei *big.Int) *types.Rece
 // mined (successful or reverted). It fails t after a minute.
 func (n *Node) WaitMined(t testing.TB, hash common.Hash) *types.Receipt {
 	t.Helper()
-	deadline := time.Now().Add(minedTimeout)
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		r, err := n.ec.TransactionReceipt(ctx, hash)
-		cancel()
-		if err == nil {
-			return r
-		}
-		// Not found yet, or "transaction indexing is in progress": ask again.
-		if time.Now().After(deadline) {
-			t.Fatalf("testgeth: transaction %s not mined within %s: %v", hash.Hex(), minedTimeout, err)
-		}
-		if !errors.Is(err, ethereum.NotFound) && !strings.Contains(err.Error(), "indexing") {
-			t.Logf("testgeth: receipt of %s: %v", hash.Hex(), err)
-		}
-		<-tick.C
+	r, ok, err := poll(func(ctx context.Context) (*types.Receipt, error) { return n.ec.TransactionReceipt(ctx, hash) },
+		func(_ *types.Receipt, err error) bool {
+			// Not found yet, or "transaction indexing is in progress": ask again.
+			if err != nil && !errors.Is(err, ethereum.NotFound) && !strings.Contains(err.Error(), "indexing") {
+				t.Logf("testgeth: receipt of %s: %v", hash.Hex(), err)
+			}
+			return err == nil
+		})
+	if !ok {
+		t.Fatalf("testgeth: transaction %s not mined within %s: %v", hash.Hex(), minedTimeout, err)
 	}
+	return r
 }
 
 // WaitHead waits until the node's head is at least number (a block comes
 // every second) and returns the head. It fails t after a minute.
 func (n *Node) WaitHead(t testing.TB, number uint64) uint64 {
 	t.Helper()
+	head, ok, err := poll(n.ec.BlockNumber, func(head uint64, err error) bool { return err == nil && head >= number })
+	if !ok {
+		p := n.current()
+		t.Fatalf("testgeth: head did not reach block %d within %s (head %d, %v); last lines of %s:\n%s", number, minedTimeout, head, err, p.logPath, p.logTail(25))
+	}
+	return head
+}
+
+// poll asks every pollInterval, each call bounded by callTimeout, until done
+// takes the answer, for at most minedTimeout. It returns the last answer,
+// whether done took it, and the last call's error.
+func poll[T any](ask func(context.Context) (T, error), done func(T, error) bool) (T, bool, error) {
 	deadline := time.Now().Add(minedTimeout)
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		head, err := n.ec.BlockNumber(ctx)
+		v, err := ask(ctx)
 		cancel()
-		if err == nil && head >= number {
-			return head
+		if done(v, err) {
+			return v, true, err
 		}
 		if time.Now().After(deadline) {
-			p := n.current()
-			t.Fatalf("testgeth: head did not reach block %d within %s (head %d, %v); last lines of %s:\n%s", number, minedTimeout, head, err, p.logPath, p.logTail(25))
+			return v, false, err
 		}
 		<-tick.C
 	}

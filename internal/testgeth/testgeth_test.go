@@ -87,19 +87,12 @@ func TestDevNode(t *testing.T) {
 
 	t.Run("MakesABlockEverySecond", func(t *testing.T) {
 		t.Parallel()
-		ctx := context.Background()
-		first, err := n.Client().BlockNumber(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		first := head(t, n)
 		// --dev.period 1 makes blocks with or without transactions; without
 		// it a dev node only makes one when a transaction arrives.
 		deadline := time.Now().Add(20 * time.Second)
 		for {
-			cur, err := n.Client().BlockNumber(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cur := head(t, n)
 			if cur >= first+2 {
 				return
 			}
@@ -227,16 +220,10 @@ func TestStalling_ALowTipStaysPendingUntilBumpedToTheMinerGasPrice(t *testing.T)
 	ctx := context.Background()
 	to := common.Address{0xaa}
 	low := send(t, n, a, 0, &to, big.NewInt(1), params.TxGas, big.NewInt(params.GWei), nil)
-	start, err := n.Client().BlockNumber(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	start := head(t, n)
 	// Three blocks go by without it.
 	for {
-		cur, err := n.Client().BlockNumber(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cur := head(t, n)
 		if cur >= start+3 {
 			break
 		}
@@ -323,6 +310,16 @@ func TestStart_GethDiesWithAKilledTestBinary(t *testing.T) {
 
 // alive says whether pid is a running process (a zombie no one has reaped
 // yet counts as dead).
+// head returns the number of n's newest block.
+func head(t *testing.T, n *testgeth.Node) uint64 {
+	t.Helper()
+	h, err := n.Client().BlockNumber(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 func alive(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {

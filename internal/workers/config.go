@@ -58,18 +58,10 @@ func (c Config) Validate() error {
 	if c.Workers < 1 {
 		errs = append(errs, fmt.Errorf("shard workers must be at least 1, got %d", c.Workers))
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"quantum", c.Quantum}, {"lease", c.Lease}, {"rescue interval", c.RescueInterval},
-		{"poll interval", c.PollInterval}, {"database timeout", c.DBTimeout},
-		{"backoff", c.Backoff}, {"max backoff", c.MaxBackoff},
-	} {
-		if d.v <= 0 {
-			errs = append(errs, fmt.Errorf("shard %s must be positive, got %s", d.name, d.v))
-		}
-	}
+	errs = append(errs, notPositive("shard",
+		setting{"quantum", c.Quantum}, setting{"lease", c.Lease}, setting{"rescue interval", c.RescueInterval},
+		setting{"poll interval", c.PollInterval}, setting{"database timeout", c.DBTimeout},
+		setting{"backoff", c.Backoff}, setting{"max backoff", c.MaxBackoff})...)
 	if c.Quantum > 0 && c.Lease > 0 && c.Lease < 2*c.Quantum {
 		errs = append(errs, fmt.Errorf("shard lease (%s) must be at least twice the quantum (%s): a run would lose its shard", c.Lease, c.Quantum))
 	}
@@ -77,6 +69,24 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("shard max backoff (%s) is below the backoff (%s)", c.MaxBackoff, c.Backoff))
 	}
 	return errors.Join(errs...)
+}
+
+// setting is a duration setting and its name in errors.
+type setting struct {
+	name string
+	v    time.Duration
+}
+
+// notPositive returns an error for each setting that is not positive, named
+// with what it configures ("shard", "wallet").
+func notPositive(what string, settings ...setting) []error {
+	var errs []error
+	for _, s := range settings {
+		if s.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s %s must be positive, got %s", what, s.name, s.v))
+		}
+	}
+	return errs
 }
 
 // backoff is the wait before the next run after failures consecutive

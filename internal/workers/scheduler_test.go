@@ -153,6 +153,26 @@ func setup(t *testing.T) *env {
 	return &env{db: db, clk: clk, job: job, pool: pool, cfg: cfg}
 }
 
+// process is another process on an env's database and clock: its own
+// store handle, and its job, pool and rescuer on it.
+type process struct {
+	st      *store.Store
+	job     *testJob
+	pool    *Scheduler
+	rescuer *Rescuer
+}
+
+func (e *env) secondProcess(t *testing.T) process {
+	t.Helper()
+	st, err := store.Open(t.Context(), e.db.URL)
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	p := process{st: st, job: newTestJob(st), rescuer: NewRescuer(st, loop.Deps{Clock: e.clk}, e.cfg)}
+	p.pool, err = NewScheduler(st, loop.Deps{Clock: e.clk}, e.cfg, map[string]Job{"test": p.job})
+	require.NoError(t, err)
+	return p
+}
+
 func (e *env) schedule(t *testing.T, key string) store.ShardScheduled {
 	t.Helper()
 	res, err := e.pool.Schedule(t.Context(), key)
@@ -324,26 +344,20 @@ func TestSeed002_ConcurrencyStaleOwnerAfterRescueChangesNothing(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	// A second process: its own store handle, pool and rescuer.
-	st2, err := store.Open(t.Context(), e.db.URL)
-	require.NoError(t, err)
-	t.Cleanup(st2.Close)
-	job2 := newTestJob(st2)
-	pool2, err := NewScheduler(st2, loop.Deps{Clock: e.clk}, e.cfg, map[string]Job{"test": job2})
-	require.NoError(t, err)
-	rescuer := NewRescuer(st2, loop.Deps{Clock: e.clk}, e.cfg)
+	b := e.secondProcess(t)
 
 	e.job.add("test:a", "1")
-	job2.add("test:a", "1")
+	b.job.add("test:a", "1")
 	e.schedule(t, "test:a")
 	var stale Claim
 	e.pool.hooks.afterCollect = func(key string) {
 		// The first worker hangs after its collect; its lease passes, the
-		// rescuer frees the shard and the other process runs it.
+		// b.rescuer frees the shard and the other process runs it.
 		e.clk.Advance(e.cfg.Lease + time.Second)
-		n, err := rescuer.RunOnce(t.Context())
+		n, err := b.rescuer.RunOnce(t.Context())
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
-		ran, err := pool2.RunOnce(t.Context())
+		ran, err := b.pool.RunOnce(t.Context())
 		require.NoError(t, err)
 		require.True(t, ran)
 		stale = Claim{Key: key, Owner: e.pool.Owner() + "/once", Run: 1}
@@ -351,14 +365,14 @@ func TestSeed002_ConcurrencyStaleOwnerAfterRescueChangesNothing(t *testing.T) {
 	require.True(t, e.runOnce(t))
 	_, _, committed := e.job.snapshot()
 	require.Empty(t, committed["test:a"], "the stale owner's commit is fenced off")
-	_, _, committed2 := job2.snapshot()
+	_, _, committed2 := b.job.snapshot()
 	require.Equal(t, []string{"1"}, committed2["test:a"])
 	s := e.shard(t, "test:a")
 	require.Equal(t, store.ShardIdle, s.State, "the second run's release stands")
 	require.Equal(t, int64(2), s.Run)
 	require.Equal(t, int64(1), s.Rescues)
 
-	_, err = e.db.Store.ShardRelease(t.Context(), store.ShardReleaseParams{Now: e.clk.Now(), Claim: stale, WorkLeft: true})
+	_, err := e.db.Store.ShardRelease(t.Context(), store.ShardReleaseParams{Now: e.clk.Now(), Claim: stale, WorkLeft: true})
 	require.ErrorIs(t, err, store.ErrShardLeaseLost, "a late release says it changed nothing")
 	require.Equal(t, s, e.shard(t, "test:a"))
 }
@@ -380,31 +394,25 @@ func TestSeed002_ConcurrencyHolderWhoseLivenessConnectionDiedIsTakenOverAndFence
 	lockA, ok := liveA.Held()
 	require.True(t, ok)
 	// Process B: its own store handle, pool and rescuer.
-	st2, err := store.Open(t.Context(), e.db.URL)
-	require.NoError(t, err)
-	t.Cleanup(st2.Close)
-	job2 := newTestJob(st2)
-	pool2, err := NewScheduler(st2, loop.Deps{Clock: e.clk}, e.cfg, map[string]Job{"test": job2})
-	require.NoError(t, err)
-	rescuer := NewRescuer(st2, loop.Deps{Clock: e.clk}, e.cfg)
+	b := e.secondProcess(t)
 
 	e.job.add("test:a", "1")
-	job2.add("test:a", "1")
+	b.job.add("test:a", "1")
 	e.schedule(t, "test:a")
 	e.pool.hooks.afterCollect = func(key string) {
 		require.Equal(t, lockA, e.shard(t, key).LivenessLock, "A's claim records A's liveness lock")
-		n, err := rescuer.RunOnce(t.Context())
+		n, err := b.rescuer.RunOnce(t.Context())
 		require.NoError(t, err)
 		require.Zero(t, n, "A is alive: its shard stays")
 
 		var pid int32
-		require.NoError(t, st2.DB().QueryRow(t.Context(), `SELECT pid FROM ledgerq.liveness_locks WHERE lock = $1`, lockA).Scan(&pid))
-		_, err = st2.DB().Exec(t.Context(), `SELECT pg_terminate_backend($1, 10000)`, pid)
+		require.NoError(t, b.st.DB().QueryRow(t.Context(), `SELECT pid FROM ledgerq.liveness_locks WHERE lock = $1`, lockA).Scan(&pid))
+		_, err = b.st.DB().Exec(t.Context(), `SELECT pg_terminate_backend($1, 10000)`, pid)
 		require.NoError(t, err)
-		n, err = rescuer.RunOnce(t.Context())
+		n, err = b.rescuer.RunOnce(t.Context())
 		require.NoError(t, err)
 		require.Equal(t, 1, n, "no clock moved: the lease is running, the holder's lock is gone")
-		ran, err := pool2.RunOnce(t.Context())
+		ran, err := b.pool.RunOnce(t.Context())
 		require.NoError(t, err)
 		require.True(t, ran)
 
@@ -416,7 +424,7 @@ func TestSeed002_ConcurrencyHolderWhoseLivenessConnectionDiedIsTakenOverAndFence
 	require.True(t, e.runOnce(t))
 	_, _, committed := e.job.snapshot()
 	require.Empty(t, committed["test:a"], "A's commit is fenced off")
-	_, _, committed2 := job2.snapshot()
+	_, _, committed2 := b.job.snapshot()
 	require.Equal(t, []string{"1"}, committed2["test:a"], "B ran the work once")
 	s := e.shard(t, "test:a")
 	require.Equal(t, store.ShardIdle, s.State, "B's release stands, not A's")

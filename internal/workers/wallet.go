@@ -201,18 +201,10 @@ func (c WalletConfig) Validate() error {
 	if c.WatchAfter < 0 {
 		errs = append(errs, fmt.Errorf("wallet watch-after must not be negative, got %s", c.WatchAfter))
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"ledger timeout", c.LedgerTimeout}, {"database timeout", c.DBTimeout}, {"cycle budget", c.CycleBudget},
-		{"follow interval", c.FollowInterval}, {"stall timeout", c.StallTimeout}, {"balance max age", c.BalanceMaxAge},
-		{"rebroadcast after", c.RebroadcastAfter},
-	} {
-		if d.v <= 0 {
-			errs = append(errs, fmt.Errorf("wallet %s must be positive, got %s", d.name, d.v))
-		}
-	}
+	errs = append(errs, notPositive("wallet",
+		setting{"ledger timeout", c.LedgerTimeout}, setting{"database timeout", c.DBTimeout}, setting{"cycle budget", c.CycleBudget},
+		setting{"follow interval", c.FollowInterval}, setting{"stall timeout", c.StallTimeout},
+		setting{"balance max age", c.BalanceMaxAge}, setting{"rebroadcast after", c.RebroadcastAfter})...)
 	if c.ReplacedAfter < 0 {
 		errs = append(errs, fmt.Errorf("wallet replaced-after must not be negative, got %s", c.ReplacedAfter))
 	}

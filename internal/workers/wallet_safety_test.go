@@ -151,6 +151,16 @@ func finalEnv(t *testing.T, confirmations int) *env {
 	}})
 }
 
+// sendAndMine posts n tasks, runs the wallet once (which sends them) and
+// mines them in one block, which the wallet's next run follows.
+func (e *env) sendAndMine(t *testing.T, n int) []store.Task {
+	t.Helper()
+	tasks := e.postN(t, n)
+	e.drive1(t)
+	e.mineAndFollow(t)
+	return tasks
+}
+
 // mineAndFollow mines one block and runs the wallet once.
 func (e *env) mineAndFollow(t *testing.T) {
 	t.Helper()
@@ -193,9 +203,7 @@ func TestSeed003_ATaskIsDoneOnlyWhenItsTransactionIsConfirmationsDeep(t *testing
 func TestSeed003_AMinedTransactionWhoseBlockIsReorganizedIsSentAgainWithTheSameBytes(t *testing.T) {
 	t.Parallel()
 	e := finalEnv(t, 3)
-	tasks := e.postN(t, 3)
-	e.drive1(t)
-	e.mineAndFollow(t)
+	tasks := e.sendAndMine(t, 3)
 	for _, task := range tasks {
 		require.Equal(t, store.AttemptMined, e.attempts(t, task)[0].State)
 	}
@@ -231,12 +239,8 @@ func TestSeed003_WhenTheChainLosesFinalTransactionsTheirTasksAreSentAgainWithThe
 	t.Parallel()
 	e := finalEnv(t, 1)
 	e.subscribeAll(t, 0)
-	first := e.postN(t, 3)
-	e.drive1(t)
-	e.mineAndFollow(t)
-	lost := e.postN(t, 3)
-	e.drive1(t)
-	e.mineAndFollow(t)
+	first := e.sendAndMine(t, 3)
+	lost := e.sendAndMine(t, 3)
 	e.requireDoneOnce(t, append(append([]store.Task(nil), first...), lost...)...)
 	hashes := map[string]string{}
 	for _, task := range lost {
@@ -292,9 +296,7 @@ func (l *laggingNonce) NonceAt(ctx context.Context, a ledger.Address) (uint64, e
 func TestSeed003_ANonceThatLagsItsReceiptsReopensNothing(t *testing.T) {
 	t.Parallel()
 	e := finalEnv(t, 1)
-	tasks := e.postN(t, 3)
-	e.drive1(t)
-	e.mineAndFollow(t)
+	tasks := e.sendAndMine(t, 3)
 	e.requireDoneOnce(t, tasks...)
 	_, e.pool = e.newProcess(t, &laggingNonce{WalletLedger: e.led, lag: 2})
 	e.drive1(t)
@@ -388,9 +390,7 @@ func TestSeed003_ANodeWhoseIndexIsStaleAfterLosingBlocksSendsNothingTwice(t *tes
 	t.Parallel()
 	e := finalEnv(t, 1)
 	e.cfg.ReplacedAfter = 0
-	tasks := e.postN(t, 3)
-	e.drive1(t)
-	e.mineAndFollow(t)
+	tasks := e.sendAndMine(t, 3)
 	e.requireDoneOnce(t, tasks...)
 	stale := &staleIndex{WalletLedger: e.led, stale: map[ledger.TxHash]ledger.Receipt{}}
 	for _, task := range tasks {

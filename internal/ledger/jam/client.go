@@ -131,7 +131,7 @@ func (c *Client) SubmitWorkPackage(ctx context.Context, wp ledger.WorkPackage) e
 	if err != nil {
 		return err
 	}
-	defer closeBody(resp)
+	defer ledger.CloseBody(resp)
 	if resp.StatusCode == http.StatusOK {
 		return nil
 	}
@@ -161,7 +161,7 @@ func (c *Client) get(ctx context.Context, path string, out any) error {
 	if err != nil {
 		return ledger.NewError(ledger.Transient, "GET "+path+" failed", err)
 	}
-	defer closeBody(resp)
+	defer ledger.CloseBody(resp)
 	if resp.StatusCode != http.StatusOK {
 		e := readError(resp)
 		return ledger.NewError(ledger.Transient, "GET "+path+": "+resp.Status, errors.New(e.Message))
@@ -181,11 +181,6 @@ func readError(resp *http.Response) ErrorJSON {
 		e = ErrorJSON{Reason: resp.Status, Message: strings.TrimSpace(string(raw))}
 	}
 	return e
-}
-
-func closeBody(resp *http.Response) {
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	_ = resp.Body.Close()
 }
 
 func parseHash(s string) (ledger.Hash, error) {

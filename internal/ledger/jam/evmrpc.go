@@ -16,11 +16,14 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/common/math"
 	"github.com/ethereum/go-ethereum/core"
+	"github.com/ethereum/go-ethereum/core/state"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/core/vm"
 	"github.com/ethereum/go-ethereum/eth/gasestimator"
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/holiman/uint256"
+
+	"github.com/ledgerq/ledgerq/internal/ledger/ethjson"
 )
 
 // Limits of eth_call, eth_estimateGas and eth_getLogs, geth's defaults.
@@ -63,9 +66,9 @@ func newEVMServer(c *Chain) http.Handler {
 		"eth_getBlockByHash":        {2, a.blockByHash},
 		"eth_getTransactionByHash":  {1, a.transactionByHash},
 		"eth_getTransactionReceipt": {1, a.transactionReceipt},
-		"eth_getTransactionCount":   {2, a.transactionCount},
-		"eth_getBalance":            {2, a.balance},
-		"eth_getCode":               {2, a.code},
+		"eth_getTransactionCount":   {2, a.accountRead(nonceOf)},
+		"eth_getBalance":            {2, a.accountRead(balanceOf)},
+		"eth_getCode":               {2, a.accountRead(codeOf)},
 		"eth_getStorageAt":          {3, a.storageAt},
 		"eth_call":                  {2, a.call},
 		"eth_estimateGas":           {2, a.estimateGas},
@@ -92,13 +95,18 @@ func (a *evmAPI) blockNumber(context.Context, rpcArgs) (any, error) {
 	return hexutil.Uint64(a.e.head().Number.Uint64()), nil
 }
 
-func (a *evmAPI) blockByNumber(_ context.Context, args rpcArgs) (any, error) {
-	var n rpc.BlockNumber
-	var full bool
-	if err := args.need(0, &n); err != nil {
-		return nil, err
+// blockQuery reads a block method's arguments: the block (a number or a
+// hash) and whether its transactions are wanted in full.
+func blockQuery[T any](args rpcArgs) (block T, full bool, err error) {
+	if err = args.need(0, &block); err == nil {
+		_, err = args.get(1, &full)
 	}
-	if _, err := args.get(1, &full); err != nil {
+	return block, full, err
+}
+
+func (a *evmAPI) blockByNumber(_ context.Context, args rpcArgs) (any, error) {
+	n, full, err := blockQuery[rpc.BlockNumber](args)
+	if err != nil {
 		return nil, err
 	}
 	h := a.e.headerByNumber(n)
@@ -109,37 +117,39 @@ func (a *evmAPI) blockByNumber(_ context.Context, args rpcArgs) (any, error) {
 }
 
 func (a *evmAPI) blockByHash(_ context.Context, args rpcArgs) (any, error) {
-	var hash common.Hash
-	var full bool
-	if err := args.need(0, &hash); err != nil {
-		return nil, err
-	}
-	if _, err := args.get(1, &full); err != nil {
+	hash, full, err := blockQuery[common.Hash](args)
+	if err != nil {
 		return nil, err
 	}
 	return a.marshalBlock(a.e.bc.GetBlockByHash(hash), full), nil
 }
 
-func (a *evmAPI) transactionByHash(_ context.Context, args rpcArgs) (any, error) {
+// txArg finds the executed transaction its hash argument names: its block
+// and index, or a nil block when the chain has not executed it.
+func (a *evmAPI) txArg(args rpcArgs) (*types.Block, int, error) {
 	var hash common.Hash
 	if err := args.need(0, &hash); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	b, i, ok := a.e.tx(hash)
 	if !ok {
-		return nil, nil
+		return nil, 0, nil
+	}
+	return b, i, nil
+}
+
+func (a *evmAPI) transactionByHash(_ context.Context, args rpcArgs) (any, error) {
+	b, i, err := a.txArg(args)
+	if b == nil {
+		return nil, err
 	}
 	return a.marshalTx(b, i), nil
 }
 
 func (a *evmAPI) transactionReceipt(_ context.Context, args rpcArgs) (any, error) {
-	var hash common.Hash
-	if err := args.need(0, &hash); err != nil {
+	b, i, err := a.txArg(args)
+	if b == nil {
 		return nil, err
-	}
-	b, i, ok := a.e.tx(hash)
-	if !ok {
-		return nil, nil
 	}
 	receipts := a.e.bc.GetReceiptsByHash(b.Hash())
 	if i >= len(receipts) {
@@ -148,55 +158,42 @@ func (a *evmAPI) transactionReceipt(_ context.Context, args rpcArgs) (any, error
 	return a.marshalReceipt(receipts[i], b, i), nil
 }
 
-// account resolves an address and an optional block (latest when absent).
-func (a *evmAPI) account(args rpcArgs, blockArg int) (common.Address, rpc.BlockNumberOrHash, error) {
-	var addr common.Address
-	bnh := rpc.BlockNumberOrHashWithNumber(rpc.LatestBlockNumber)
-	if err := args.need(0, &addr); err != nil {
-		return addr, bnh, err
+// withBlock reads argument 0 into v and an optional block at argument
+// blockArg (latest when absent).
+func withBlock[T any](args rpcArgs, blockArg int) (v T, bnh rpc.BlockNumberOrHash, err error) {
+	bnh = rpc.BlockNumberOrHashWithNumber(rpc.LatestBlockNumber)
+	if err = args.need(0, &v); err == nil {
+		_, err = args.get(blockArg, &bnh)
 	}
-	_, err := args.get(blockArg, &bnh)
-	return addr, bnh, err
+	return v, bnh, err
 }
 
-func (a *evmAPI) transactionCount(_ context.Context, args rpcArgs) (any, error) {
-	addr, bnh, err := a.account(args, 1)
-	if err != nil {
-		return nil, err
+// accountRead is a method that reads one thing of an account (its
+// argument 0) in the state at a block (argument 1, latest when absent).
+func (a *evmAPI) accountRead(read func(*state.StateDB, common.Address) any) func(context.Context, rpcArgs) (any, error) {
+	return func(_ context.Context, args rpcArgs) (any, error) {
+		addr, bnh, err := withBlock[common.Address](args, 1)
+		if err != nil {
+			return nil, err
+		}
+		st, _, err := a.e.stateOf(bnh)
+		if err != nil {
+			return nil, err
+		}
+		return read(st, addr), nil
 	}
-	st, _, err := a.e.stateOf(bnh)
-	if err != nil {
-		return nil, err
-	}
-	return hexutil.Uint64(st.GetNonce(addr)), nil
 }
 
-func (a *evmAPI) balance(_ context.Context, args rpcArgs) (any, error) {
-	addr, bnh, err := a.account(args, 1)
-	if err != nil {
-		return nil, err
-	}
-	st, _, err := a.e.stateOf(bnh)
-	if err != nil {
-		return nil, err
-	}
-	return (*hexutil.Big)(st.GetBalance(addr).ToBig()), nil
+func nonceOf(st *state.StateDB, addr common.Address) any { return hexutil.Uint64(st.GetNonce(addr)) }
+
+func balanceOf(st *state.StateDB, addr common.Address) any {
+	return (*hexutil.Big)(st.GetBalance(addr).ToBig())
 }
 
-func (a *evmAPI) code(_ context.Context, args rpcArgs) (any, error) {
-	addr, bnh, err := a.account(args, 1)
-	if err != nil {
-		return nil, err
-	}
-	st, _, err := a.e.stateOf(bnh)
-	if err != nil {
-		return nil, err
-	}
-	return hexutil.Bytes(st.GetCode(addr)), nil
-}
+func codeOf(st *state.StateDB, addr common.Address) any { return hexutil.Bytes(st.GetCode(addr)) }
 
 func (a *evmAPI) storageAt(_ context.Context, args rpcArgs) (any, error) {
-	addr, bnh, err := a.account(args, 2)
+	addr, bnh, err := withBlock[common.Address](args, 2)
 	if err != nil {
 		return nil, err
 	}
@@ -312,26 +309,24 @@ func (c *callArgs) message(baseFee, chainID *big.Int, gas uint64) (*core.Message
 
 func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
 
-func (a *evmAPI) callArgs(args rpcArgs) (callArgs, rpc.BlockNumberOrHash, error) {
-	var call callArgs
-	bnh := rpc.BlockNumberOrHashWithNumber(rpc.LatestBlockNumber)
-	if err := args.need(0, &call); err != nil {
-		return call, bnh, err
-	}
-	_, err := args.get(1, &bnh)
-	return call, bnh, err
-}
-
-func (a *evmAPI) call(ctx context.Context, args rpcArgs) (any, error) {
-	call, bnh, err := a.callArgs(args)
+// callMessage reads eth_call's and eth_estimateGas' arguments: the call,
+// as a message whose gas defaults to gas, and the state and header of the
+// block it runs on (latest when absent).
+func (a *evmAPI) callMessage(args rpcArgs, gas uint64) (*core.Message, *state.StateDB, *types.Header, error) {
+	call, bnh, err := withBlock[callArgs](args, 1)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	st, header, err := a.e.stateOf(bnh)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	msg, err := call.message(header.BaseFee, a.chainID, RPCGasCap)
+	msg, err := call.message(header.BaseFee, a.chainID, gas)
+	return msg, st, header, err
+}
+
+func (a *evmAPI) call(ctx context.Context, args rpcArgs) (any, error) {
+	msg, st, header, err := a.callMessage(args, RPCGasCap)
 	if err != nil {
 		return nil, err
 	}
@@ -362,16 +357,8 @@ func (a *evmAPI) call(ctx context.Context, args rpcArgs) (any, error) {
 }
 
 func (a *evmAPI) estimateGas(ctx context.Context, args rpcArgs) (any, error) {
-	call, bnh, err := a.callArgs(args)
-	if err != nil {
-		return nil, err
-	}
-	st, header, err := a.e.stateOf(bnh)
-	if err != nil {
-		return nil, err
-	}
 	// No gas given: the estimator searches up to the block gas limit.
-	msg, err := call.message(header.BaseFee, a.chainID, 0)
+	msg, st, header, err := a.callMessage(args, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -678,77 +665,26 @@ func (a *evmAPI) marshalBlock(b *types.Block, full bool) any {
 	return m
 }
 
-// rpcTx is geth's transaction JSON for an executed transaction.
-type rpcTx struct {
-	BlockHash         common.Hash                  `json:"blockHash"`
-	BlockNumber       *hexutil.Big                 `json:"blockNumber"`
-	BlockTimestamp    hexutil.Uint64               `json:"blockTimestamp"`
-	From              common.Address               `json:"from"`
-	Gas               hexutil.Uint64               `json:"gas"`
-	GasPrice          *hexutil.Big                 `json:"gasPrice"`
-	GasFeeCap         *hexutil.Big                 `json:"maxFeePerGas,omitempty"`
-	GasTipCap         *hexutil.Big                 `json:"maxPriorityFeePerGas,omitempty"`
-	Hash              common.Hash                  `json:"hash"`
-	Input             hexutil.Bytes                `json:"input"`
-	Nonce             hexutil.Uint64               `json:"nonce"`
-	To                *common.Address              `json:"to"`
-	TransactionIndex  hexutil.Uint64               `json:"transactionIndex"`
-	Value             *hexutil.Big                 `json:"value"`
-	Type              hexutil.Uint64               `json:"type"`
-	Accesses          *types.AccessList            `json:"accessList,omitempty"`
-	ChainID           *hexutil.Big                 `json:"chainId,omitempty"`
-	AuthorizationList []types.SetCodeAuthorization `json:"authorizationList,omitempty"`
-	V                 *hexutil.Big                 `json:"v"`
-	R                 *hexutil.Big                 `json:"r"`
-	S                 *hexutil.Big                 `json:"s"`
-	YParity           *hexutil.Uint64              `json:"yParity,omitempty"`
+// marshalTx is geth's JSON of the executed transaction at index i of b.
+func (a *evmAPI) marshalTx(b *types.Block, i int) *ethjson.Transaction {
+	return ethjson.NewTransaction(b, i, a.sender(b, i))
 }
 
-func (a *evmAPI) marshalTx(b *types.Block, i int) rpcTx {
-	tx := b.Transactions()[i]
-	from, _ := types.Sender(types.MakeSigner(a.e.config, b.Number(), b.Time()), tx)
-	v, r, s := tx.RawSignatureValues()
-	out := rpcTx{
-		BlockHash: b.Hash(), BlockNumber: (*hexutil.Big)(b.Number()), BlockTimestamp: hexutil.Uint64(b.Time()),
-		From: from, Gas: hexutil.Uint64(tx.Gas()), GasPrice: (*hexutil.Big)(tx.GasPrice()), Hash: tx.Hash(),
-		Input: tx.Data(), Nonce: hexutil.Uint64(tx.Nonce()), To: tx.To(), TransactionIndex: hexutil.Uint64(i),
-		Value: (*hexutil.Big)(tx.Value()), Type: hexutil.Uint64(tx.Type()),
-		V: (*hexutil.Big)(v), R: (*hexutil.Big)(r), S: (*hexutil.Big)(s),
-	}
-	if tx.Type() == types.LegacyTxType {
-		if id := tx.ChainId(); id.Sign() != 0 {
-			out.ChainID = (*hexutil.Big)(id)
-		}
-		return out
-	}
-	al := tx.AccessList()
-	yParity := hexutil.Uint64(v.Sign())
-	out.Accesses, out.ChainID, out.YParity = &al, (*hexutil.Big)(tx.ChainId()), &yParity
-	if tx.Type() != types.AccessListTxType {
-		out.GasFeeCap, out.GasTipCap = (*hexutil.Big)(tx.GasFeeCap()), (*hexutil.Big)(tx.GasTipCap())
-		// Executed: the price it paid, min(tip + base fee, fee cap).
-		price := new(big.Int).Add(tx.GasTipCap(), b.BaseFee())
-		if tx.GasFeeCapIntCmp(price) < 0 {
-			price = tx.GasFeeCap()
-		}
-		out.GasPrice = (*hexutil.Big)(price)
-	}
-	if tx.Type() == types.SetCodeTxType {
-		out.AuthorizationList = tx.SetCodeAuthorizations()
-	}
-	return out
+// sender is the signer of the transaction at index i of b.
+func (a *evmAPI) sender(b *types.Block, i int) common.Address {
+	from, _ := types.Sender(types.MakeSigner(a.e.config, b.Number(), b.Time()), b.Transactions()[i])
+	return from
 }
 
 // marshalReceipt is geth's receipt JSON.
 func (a *evmAPI) marshalReceipt(r *types.Receipt, b *types.Block, i int) map[string]any {
 	tx := b.Transactions()[i]
-	from, _ := types.Sender(types.MakeSigner(a.e.config, b.Number(), b.Time()), tx)
 	m := map[string]any{
 		"blockHash":         b.Hash(),
 		"blockNumber":       hexutil.Uint64(b.NumberU64()),
 		"transactionHash":   tx.Hash(),
 		"transactionIndex":  hexutil.Uint64(i),
-		"from":              from,
+		"from":              a.sender(b, i),
 		"to":                tx.To(),
 		"gasUsed":           hexutil.Uint64(r.GasUsed),
 		"cumulativeGasUsed": hexutil.Uint64(r.CumulativeGasUsed),

@@ -6,6 +6,7 @@ package ledgertest
 import (
 	"context"
 	"sync"
+	"testing"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
 )
@@ -90,4 +91,19 @@ func (l *BatchLedger) Sent() int {
 		n += len(c)
 	}
 	return n
+}
+
+// RequireSubmitFails submits batches to l and fails the test unless the
+// call fails as a whole: no outcome for any batch, and an error of class
+// want, which it returns.
+func RequireSubmitFails(tb testing.TB, ctx context.Context, l ledger.BatchLedger, batches []ledger.Batch, want ledger.Class) error {
+	tb.Helper()
+	errs, err := l.SubmitBatches(ctx, batches)
+	if errs != nil {
+		tb.Fatalf("SubmitBatches answered for each batch (%v), want a failure of the call (%v)", errs, err)
+	}
+	if got := ledger.ClassOf(err); got != want {
+		tb.Fatalf("SubmitBatches failed with %v, of class %v; want class %v", err, got, want)
+	}
+	return err
 }

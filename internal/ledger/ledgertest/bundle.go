@@ -87,6 +87,20 @@ func (l *BundleLedger) Submitted() []ledger.WorkPackage {
 	return slices.Clone(l.submitted)
 }
 
+// lockUnfailed takes the lock for a read of the chain, unless ctx ended or
+// SetError set a failure: then it answers that error, without the lock.
+func (l *BundleLedger) lockUnfailed(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if err := l.err; err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
 // Info answers what SetInfo said.
 func (l *BundleLedger) Info(ctx context.Context) (ledger.ChainInfo, error) {
 	if err := ctx.Err(); err != nil {
@@ -100,14 +114,10 @@ func (l *BundleLedger) Info(ctx context.Context) (ledger.ChainInfo, error) {
 // RecentBlocks answers the newest ledger.RecentHistorySize blocks, oldest
 // first.
 func (l *BundleLedger) RecentBlocks(ctx context.Context) ([]ledger.BlockRef, error) {
-	if err := ctx.Err(); err != nil {
+	if err := l.lockUnfailed(ctx); err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.err != nil {
-		return nil, l.err
-	}
 	recent := l.blocks[max(0, len(l.blocks)-ledger.RecentHistorySize):]
 	out := make([]ledger.BlockRef, len(recent))
 	for i, b := range recent {
@@ -135,14 +145,10 @@ func (l *BundleLedger) SubmitWorkPackage(ctx context.Context, wp ledger.WorkPack
 // Blocks answers the blocks with a slot above after, oldest first, at most
 // limit of them.
 func (l *BundleLedger) Blocks(ctx context.Context, after uint64, limit int) ([]ledger.JAMBlock, error) {
-	if err := ctx.Err(); err != nil {
+	if err := l.lockUnfailed(ctx); err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.err != nil {
-		return nil, l.err
-	}
 	var out []ledger.JAMBlock
 	for _, b := range l.blocks {
 		if len(out) == limit {

@@ -15,9 +15,10 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 )
 
-// walletChain is a simulated chain that mines only when told, with one
-// funded sender.
-func walletChain(t *testing.T) (*evmsim.Ledger, func(nonce uint64, value int64) []byte, common.Address) {
+// newWalletLedger is a WalletLedger in front of a simulated chain that
+// mines only when told, with one funded sender: the ledger, the chain, a
+// signer of the sender's transfers and the sender.
+func newWalletLedger(t *testing.T) (*ledgertest.WalletLedger, *evmsim.Ledger, func(nonce uint64, value int64) []byte, common.Address) {
 	t.Helper()
 	key, err := crypto.GenerateKey()
 	require.NoError(t, err)
@@ -34,13 +35,12 @@ func walletChain(t *testing.T) (*evmsim.Ledger, func(nonce uint64, value int64) 
 		require.NoError(t, err)
 		return raw
 	}
-	return chain, sign, from
+	return ledgertest.NewWalletLedger(chain), chain, sign, from
 }
 
 func TestWalletLedger_AnswersAsTheLedgerBehindItCountingEveryCallAndRecordingEverySend(t *testing.T) {
 	t.Parallel()
-	chain, sign, from := walletChain(t)
-	l := ledgertest.NewWalletLedger(chain)
+	l, chain, sign, from := newWalletLedger(t)
 	ctx := t.Context()
 	addr := ledger.Address(from)
 
@@ -91,8 +91,7 @@ func TestWalletLedger_AnswersAsTheLedgerBehindItCountingEveryCallAndRecordingEve
 
 func TestWalletLedger_FailsRefusesAndRaisesAsScripted(t *testing.T) {
 	t.Parallel()
-	chain, sign, from := walletChain(t)
-	l := ledgertest.NewWalletLedger(chain)
+	l, chain, sign, from := newWalletLedger(t)
 	ctx := t.Context()
 	addr := ledger.Address(from)
 

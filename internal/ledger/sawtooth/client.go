@@ -187,7 +187,7 @@ func (c *Client) post(ctx context.Context, batches []ledger.Batch, idx []int) po
 	if err != nil {
 		return postResult{err: err}
 	}
-	defer closeBody(resp)
+	defer ledger.CloseBody(resp)
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return postResult{}
 	}
@@ -281,7 +281,7 @@ func (c *Client) statuses(ctx context.Context, ids []string) ([]BatchStatusEntry
 	if err != nil {
 		return nil, ledger.NewError(ledger.Transient, req.Method+" /batch_statuses failed", err)
 	}
-	defer closeBody(resp)
+	defer ledger.CloseBody(resp)
 	if resp.StatusCode != http.StatusOK {
 		apiErr := readAPIError(resp)
 		class := ledger.Transient
@@ -335,10 +335,4 @@ var ErrHTTPStatus = errors.New("unexpected HTTP status")
 
 func statusError(resp *http.Response) error {
 	return fmt.Errorf("%w: %s", ErrHTTPStatus, resp.Status)
-}
-
-// closeBody drains a little of the body so the connection can be reused.
-func closeBody(resp *http.Response) {
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	_ = resp.Body.Close()
 }

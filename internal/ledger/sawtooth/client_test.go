@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
 )
 
@@ -195,9 +196,7 @@ func TestClient_SubmitClassifiesTheLedgersAnswers(t *testing.T) {
 			f.submit = func(w http.ResponseWriter, _ *http.Request, _ []string) {
 				writeError(w, tc.status, tc.code, tc.name)
 			}
-			errs, err := c.SubmitBatches(context.Background(), makeBatches(t, 3))
-			require.Nil(t, errs)
-			require.Equal(t, tc.want, ledger.ClassOf(err), "%v", err)
+			err := ledgertest.RequireSubmitFails(t, context.Background(), c, makeBatches(t, 3), tc.want)
 			require.ErrorIs(t, err, sawtooth.ErrHTTPStatus)
 			require.Len(t, f.lists, 1, "no bisection for a failure that is not about the batches")
 		})
@@ -256,9 +255,7 @@ func TestClient_SubmitConnectionRefusedIsTransient(t *testing.T) {
 	c, err := sawtooth.NewClient(url, nil, nil)
 	require.NoError(t, err)
 
-	errs, err := c.SubmitBatches(context.Background(), makeBatches(t, 2))
-	require.Nil(t, errs)
-	require.Equal(t, ledger.Transient, ledger.ClassOf(err), "%v", err)
+	ledgertest.RequireSubmitFails(t, context.Background(), c, makeBatches(t, 2), ledger.Transient)
 }
 
 func TestClient_SubmitConnectionCutAfterSendingIsIndeterminate(t *testing.T) {
@@ -268,9 +265,7 @@ func TestClient_SubmitConnectionCutAfterSendingIsIndeterminate(t *testing.T) {
 		// The body has been read: the ledger may well have the batches.
 		panic(http.ErrAbortHandler)
 	}
-	errs, err := c.SubmitBatches(context.Background(), makeBatches(t, 2))
-	require.Nil(t, errs)
-	require.Equal(t, ledger.Indeterminate, ledger.ClassOf(err), "%v", err)
+	ledgertest.RequireSubmitFails(t, context.Background(), c, makeBatches(t, 2), ledger.Indeterminate)
 }
 
 func TestClient_SubmitCancelledWhileWaitingForTheAnswerIsIndeterminate(t *testing.T) {
@@ -286,9 +281,7 @@ func TestClient_SubmitCancelledWhileWaitingForTheAnswerIsIndeterminate(t *testin
 		<-received
 		cancel()
 	}()
-	errs, err := c.SubmitBatches(ctx, makeBatches(t, 1))
-	require.Nil(t, errs)
-	require.Equal(t, ledger.Indeterminate, ledger.ClassOf(err), "%v", err)
+	err := ledgertest.RequireSubmitFails(t, ctx, c, makeBatches(t, 1), ledger.Indeterminate)
 	require.ErrorIs(t, err, context.Canceled)
 }
 
@@ -297,9 +290,7 @@ func TestClient_SubmitCancelledBeforeSendingIsTransient(t *testing.T) {
 	f, c := newFake(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	errs, err := c.SubmitBatches(ctx, makeBatches(t, 1))
-	require.Nil(t, errs)
-	require.Equal(t, ledger.Transient, ledger.ClassOf(err), "%v", err)
+	ledgertest.RequireSubmitFails(t, ctx, c, makeBatches(t, 1), ledger.Transient)
 	require.Empty(t, f.lists)
 }
 

@@ -117,23 +117,19 @@ func (s *Signer) NewBatchMessage(txnPayloads ...[]byte) (*sawtoothpb.Batch, erro
 		txns[i] = txn
 		ids[i] = txn.HeaderSignature
 	}
-	header, err := proto.Marshal(&sawtoothpb.BatchHeader{
+	header, sig, err := s.signHeader("batch", &sawtoothpb.BatchHeader{
 		SignerPublicKey: s.pub,
 		TransactionIds:  ids,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("encoding batch header: %w", err)
+		return nil, err
 	}
-	return &sawtoothpb.Batch{
-		Header:          header,
-		HeaderSignature: s.sign(header),
-		Transactions:    txns,
-	}, nil
+	return &sawtoothpb.Batch{Header: header, HeaderSignature: sig, Transactions: txns}, nil
 }
 
 func (s *Signer) newTransaction(payload []byte) (*sawtoothpb.Transaction, error) {
 	sum := sha512.Sum512(payload)
-	header, err := proto.Marshal(&sawtoothpb.TransactionHeader{
+	header, sig, err := s.signHeader("transaction", &sawtoothpb.TransactionHeader{
 		BatcherPublicKey: s.pub,
 		FamilyName:       s.familyName,
 		FamilyVersion:    s.familyVersion,
@@ -142,13 +138,19 @@ func (s *Signer) newTransaction(payload []byte) (*sawtoothpb.Transaction, error)
 		SignerPublicKey:  s.pub,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("encoding transaction header: %w", err)
+		return nil, err
 	}
-	return &sawtoothpb.Transaction{
-		Header:          header,
-		HeaderSignature: s.sign(header),
-		Payload:         payload,
-	}, nil
+	return &sawtoothpb.Transaction{Header: header, HeaderSignature: sig, Payload: payload}, nil
+}
+
+// signHeader encodes a batch's or a transaction's header and signs it:
+// Sawtooth names both by their header's signature.
+func (s *Signer) signHeader(what string, h proto.Message) ([]byte, string, error) {
+	header, err := proto.Marshal(h)
+	if err != nil {
+		return nil, "", fmt.Errorf("encoding %s header: %w", what, err)
+	}
+	return header, s.sign(header), nil
 }
 
 // sign returns Sawtooth's signature of msg: r‖s over SHA-256(msg), in hex.

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
 	"github.com/ledgerq/ledgerq/internal/ledger/sim"
 )
@@ -114,9 +115,7 @@ func TestServer_TransientFailureIs503AndTransientForTheClient(t *testing.T) {
 	t.Parallel()
 	s := setupServer(t, sim.Config{TransientRate: 1})
 	batches := s.batches(t, 2)
-	errs, err := s.client.SubmitBatches(context.Background(), batches)
-	require.Nil(t, errs)
-	require.Equal(t, ledger.Transient, ledger.ClassOf(err), "%v", err)
+	err := ledgertest.RequireSubmitFails(t, context.Background(), s.client, batches, ledger.Transient)
 	require.Contains(t, ledger.ReasonOf(err), "Validator Disconnected")
 	require.Equal(t, uint64(0), s.l.Stats().Accepted)
 
@@ -129,9 +128,7 @@ func TestServer_DroppedResponseIsIndeterminateButTheLedgerHasTheBatches(t *testi
 	t.Parallel()
 	s := setupServer(t, sim.Config{DropResponseRate: 1, CommitDelay: time.Minute})
 	batches := s.batches(t, 2)
-	errs, err := s.client.SubmitBatches(context.Background(), batches)
-	require.Nil(t, errs)
-	require.Equal(t, ledger.Indeterminate, ledger.ClassOf(err), "%v", err)
+	ledgertest.RequireSubmitFails(t, context.Background(), s.client, batches, ledger.Indeterminate)
 	for _, r := range s.statuses(t, ids(batches)...) {
 		require.Equal(t, ledger.BatchPending, r.Status)
 	}
