@@ -53,7 +53,8 @@ var progressSQL = map[string]string{
 //
 // It is skipped under -short, and without pg_auto_failover or geth (it
 // fails instead under CI=true); `make failover-test` runs it.
-// LEDGERQ_FAILOVER_KILLS sets the number of failovers (default 5).
+// LEDGERQ_FAILOVER_KILLS sets the number of failovers (default 5);
+// LEDGERQ_FAILOVER_SERVE_LOG=FILE keeps ledgerq serve's whole log.
 func TestFailover_PrimaryKilledUnderLoadLosesNothingAndSendsNothingTwice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("skipped under -short: it runs a pg_auto_failover formation, geth and ledgerq for a few minutes (make failover-test)")
@@ -117,6 +118,8 @@ type failoverTimes struct {
 	fenced bool
 	// down is when the primary stopped taking writes: fenced or killed.
 	down, killed, promoted, rejoined time.Time
+	// readOnly is when a fenced primary's new sessions were read-only.
+	readOnly time.Time
 }
 
 // fenceFor is how long a fenced primary answers read-only before its kill.
@@ -179,6 +182,13 @@ func setup(t *testing.T) *run {
 		"--builder", "--builder-ledger", "jam", "--builder-ledger-url", r.jamURL, "--builder-chain-id", "1337",
 		"--guarantee-timeout", "1200ms", "--bundle-size", "8", "--submit-backoff", "100ms", "--submit-backoff-max", "1s")
 	r.logf("ledgerq serve at %s: the batch, wallet and builder lanes on", r.api)
+	if path := os.Getenv("LEDGERQ_FAILOVER_SERVE_LOG"); path != "" {
+		// The whole log of `ledgerq serve`, kept for reading (a failed
+		// test prints only its end).
+		t.Cleanup(func() {
+			_ = os.WriteFile(path, []byte(r.serve.Stdout.String()+r.serve.Stderr.String()), 0o644)
+		})
+	}
 
 	r.db, _ = store.Open(context.Background(), r.f.URL())
 	t.Cleanup(r.db.Close)
@@ -203,11 +213,15 @@ func (r *run) failover(n int) {
 		// Every other primary first turns read-only under ledgerq's open
 		// connections, as a demoted primary that still answers does.
 		r.f.fenceReadOnly(primary)
+		ft.readOnly = time.Now()
 		r.logf("failover %d: %s, the primary, refuses writes (default_transaction_read_only) for %s before it dies", n, primary.name, fenceFor)
 		time.Sleep(fenceFor) // the read-only primary answering is the point
 	}
 	ft.killed = time.Now()
 	r.f.kill(primary)
+	if ft.fenced {
+		r.f.unfence(primary)
+	}
 	r.logf("failover %d: SIGKILLed %s, the primary (pg_autoctl, postmaster, backends)", n, primary.name)
 	ft.promoted = r.f.waitStates(time.Minute, other.name+" promoted", func(s map[string]nodeState) bool {
 		st := s[other.name].reported
@@ -303,7 +317,15 @@ func (r *run) stopTimes() (stopped, resumed map[string][]time.Duration) {
 	stopped, resumed = map[string][]time.Duration{}, map[string][]time.Duration{}
 	for _, lane := range lanes {
 		ts := p[lane]
-		for _, ft := range r.failovers {
+		for n, ft := range r.failovers {
+			if ft.fenced {
+				// A read-only primary takes no step forward.
+				from := sort.Search(len(ts), func(i int) bool { return !ts[i].Before(ft.readOnly) })
+				to := sort.Search(len(ts), func(i int) bool { return !ts[i].Before(ft.killed) })
+				if to > from {
+					r.t.Errorf("failover %d: lane %s made %d steps forward while %s was read-only: the fence did not hold", n+1, lane, to-from, ft.node)
+				}
+			}
 			i := sort.Search(len(ts), func(i int) bool { return !ts[i].Before(ft.killed) })
 			require.True(r.t, i > 0 && i < len(ts), "lane %s has steps on both sides of the kill at +%.1fs", lane, ft.killed.Sub(r.began).Seconds())
 			stopped[lane] = append(stopped[lane], ts[i].Sub(ts[i-1]))

@@ -407,17 +407,20 @@ func (f *formation) kill(k *keeper) {
 
 // fenceReadOnly makes k refuse writes in every session it has, as
 // pg_auto_failover does to a node it is about to demote or promote (ALTER
-// SYSTEM SET default_transaction_read_only, then a reload), and takes the
-// setting out of the configuration file again, so that it lasts only as
-// long as this server process. New sessions that ask for read-write are
-// refused by the node (target_session_attrs); the ones open answer 25006.
+// SYSTEM SET default_transaction_read_only, then a reload), and returns
+// once a new session has the setting. New sessions that ask for read-write
+// are refused by the node (target_session_attrs); the ones open answer
+// 25006. The setting stays in postgresql.auto.conf until unfence takes it
+// out: a reload is asynchronous, and each backend reads the file again only
+// when it next runs a statement, so taking the setting out while the server
+// runs would leave the sessions that were idle writable.
 func (f *formation) fenceReadOnly(k *keeper) {
 	f.t.Helper()
-	err := f.exec(fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", f.super, k.port), func(ctx context.Context, conn *pgx.Conn) error {
+	url := fmt.Sprintf("postgres://%s@127.0.0.1:%d/postgres?sslmode=disable", f.super, k.port)
+	err := f.exec(url, func(ctx context.Context, conn *pgx.Conn) error {
 		for _, q := range []string{
 			"ALTER SYSTEM SET default_transaction_read_only = on",
 			"SELECT pg_reload_conf()",
-			"ALTER SYSTEM RESET default_transaction_read_only",
 		} {
 			if _, err := conn.Exec(ctx, q); err != nil {
 				return err
@@ -426,6 +429,35 @@ func (f *formation) fenceReadOnly(k *keeper) {
 		return nil
 	})
 	require.NoError(f.t, err, "making %s read-only", k.name)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var on string
+		err := f.exec(url, func(ctx context.Context, conn *pgx.Conn) error {
+			return conn.QueryRow(ctx, "SHOW default_transaction_read_only").Scan(&on)
+		})
+		if err == nil && on == "on" {
+			return
+		}
+		require.True(f.t, time.Now().Before(deadline), "%s: new sessions not read-only 10s after the reload: %q (%v)", k.name, on, err)
+		time.Sleep(20 * time.Millisecond) // the poll interval of this wait on the reload
+	}
+}
+
+// unfence takes fenceReadOnly's setting out of the configuration of k,
+// whose server must be stopped, before it runs again.
+func (f *formation) unfence(k *keeper) {
+	f.t.Helper()
+	path := filepath.Join(k.pgdata, "postgresql.auto.conf")
+	raw, err := os.ReadFile(path)
+	require.NoError(f.t, err)
+	var kept []string
+	for line := range strings.Lines(string(raw)) {
+		if !strings.HasPrefix(strings.TrimSpace(line), "default_transaction_read_only") {
+			kept = append(kept, line)
+		}
+	}
+	// Written in place: the file keeps its owner (the postgres user).
+	require.NoError(f.t, os.WriteFile(path, []byte(strings.Join(kept, "")), 0o600))
 }
 
 // restart runs k's pg_autoctl again: the monitor tells it what it is now.
