@@ -121,8 +121,19 @@ func (l *Listener) run(ctx context.Context) {
 	}
 }
 
+// maxBackoff caps the wait between two connection attempts. The listener's
+// reconnect wakes every loop that backed off while the database was away
+// (a restart, a failover), so it keeps trying about once a second: the
+// loops resume within a second of the database's return, not after a
+// backoff grown over the outage. An attempt on a server that is down is
+// cheap.
+const maxBackoff = time.Second
+
+// backoff is the wait before connection attempt number attempt (from 1) of
+// an outage: 50-100 ms, doubling, up to maxBackoff (with jitter down to
+// half).
 func backoff(attempt int) time.Duration {
-	d := 100 * time.Millisecond << min(attempt-1, 6) // up to 6.4 s
+	d := min(100*time.Millisecond<<min(attempt-1, 10), maxBackoff)
 	return d/2 + rand.N(d/2+1)
 }
 
