@@ -256,5 +256,5 @@ func TestNewService_WithoutAWakeChannelRetriesAtItsIntervalAfterErrors(t *testin
 	// At most every 50 ms: 30 rounds in 1.5 s. Backing off from 100 ms
 	// (50-100, 100-200, 200-400, 400-800 ms), at most 5.
 	require.GreaterOrEqual(t, count(Deps{}), int64(12), "a service no NOTIFY wakes backed off beyond its interval")
-	require.LessOrEqual(t, count(Deps{Wake: make(chan struct{})}), int64(6), "a service with a wake-up channel does not back off")
+	require.LessOrEqual(t, count(Deps{Wake: make(chan struct{})}), int64(6), "a service with a wake-up channel did not back off")
 }
