@@ -414,8 +414,10 @@ func parseWait(p *string) time.Duration {
 // statusesWithin reads the status of every id and, while some are PENDING,
 // reads those again every statusPollInterval until none is or wait has
 // passed. Each read is bounded by RequestTimeout; the whole wait is wall
-// time, as it bounds a request, not a rule of the lane. It returns the
-// request context's error when the client goes away.
+// time, as it bounds a request, not a rule of the lane. A read during the
+// wait that finds the database unavailable (a failover) is tried again at
+// the next poll; only the first must succeed. It returns the request
+// context's error when the client goes away.
 func (s *Server) statusesWithin(ctx context.Context, ids []string, wait time.Duration) (map[string]apigen.SawtoothBatchStatus, error) {
 	distinct := slices.Compact(slices.Sorted(slices.Values(ids)))
 	byID := make(map[string]apigen.SawtoothBatchStatus, len(distinct))
@@ -441,7 +443,11 @@ func (s *Server) statusesWithin(ctx context.Context, ids []string, wait time.Dur
 			return nil, ctx.Err()
 		case <-timer.C:
 		}
-		if err := s.readStatuses(ctx, pending, byID); err != nil {
+		err := s.readStatuses(ctx, pending, byID)
+		switch {
+		case err != nil && ctx.Err() == nil && store.IsUnavailable(err):
+			s.logger.Debug("httpapi: database unavailable while a status query waits; waiting on", "error", err)
+		case err != nil:
 			return nil, err
 		}
 	}

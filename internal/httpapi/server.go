@@ -252,6 +252,7 @@ func New(cfg Config, deps Deps) *Server {
 		logger.Error("httpapi: panic", "error", err, "stack", string(stack))
 		return err
 	}}))
+	e.Use(retryAfterUnavailable)
 	e.Use(s.observe)
 	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", cfg.MaxBodyBytes)))
 	e.Use(middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
@@ -411,6 +412,25 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		s.metrics.HTTPRequest(c.Path(), c.Request().Method, c.Response().Status, time.Since(began))
 		return err
+	}
+}
+
+// retryAfter is the Retry-After of every 503, in seconds: a database
+// failover or restart takes some seconds, and a client that asks again each
+// second gets its answer soon after the database is back.
+const retryAfter = "1"
+
+// retryAfterUnavailable adds Retry-After to every 503, whichever route or
+// error wrote it: a 503 says the request may succeed later, and when to try.
+func retryAfterUnavailable(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		resp := c.Response()
+		resp.Before(func() {
+			if resp.Status == http.StatusServiceUnavailable && resp.Header().Get("Retry-After") == "" {
+				resp.Header().Set("Retry-After", retryAfter)
+			}
+		})
+		return next(c)
 	}
 }
 

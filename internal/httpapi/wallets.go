@@ -125,7 +125,10 @@ func (s *Server) SendTx(c echo.Context, walletName string, params apigen.SendTxP
 // (TaskMaxWait, or StopWaiting), or the client goes away. It returns the
 // task as last read. When the client goes away and cancel is set, a task
 // still waiting is cancelled (a task is aborted if its client disconnects);
-// an executing one is not, as its transaction may be out.
+// an executing one is not, as its transaction may be out. A read that finds
+// the database unavailable (a failover) is tried again at the next poll:
+// the task is stored, and a 503 would tell a client without an
+// Idempotency-Key to send it a second time.
 func (s *Server) awaitTask(ctx context.Context, task store.Task, cancel bool) (store.Task, error) {
 	if s.cfg.TaskMaxWait <= 0 {
 		return task, nil
@@ -155,6 +158,9 @@ func (s *Server) awaitTask(ctx context.Context, task store.Task, cancel bool) (s
 		switch {
 		case ctx.Err() != nil:
 			return store.Task{}, s.clientLeft(ctx, task, cancel)
+		case store.IsUnavailable(err):
+			s.logger.Debug("httpapi: database unavailable while a send-tx waits for its task; waiting on", "task", task.ID, "error", err)
+			continue
 		case err != nil:
 			return store.Task{}, err
 		}

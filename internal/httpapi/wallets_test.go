@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -317,6 +319,56 @@ func TestWallets_SendTxPastTheMaxWaitAnswers202AndLeavesTheTaskWaitingDespiteThe
 	a := decodeTask(t, resp)
 	require.Equal(t, "waiting", a.Task.Status)
 	require.Equal(t, store.TaskWaiting, f.task(a.Task.ID).Status, "not cancelled")
+}
+
+// A send-tx that waits for its task has stored it: when the database goes
+// away during the wait (a failover), the request keeps waiting and answers
+// the task, 202 at the end of the wait, instead of a 503 that a client
+// without an Idempotency-Key would answer by sending the payment again.
+func TestWallets_AWaitingSendTxRidesOutADatabaseOutageAndAnswersItsTask(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	u, err := url.Parse(db.URL)
+	require.NoError(t, err)
+	proxy := startProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	st, err := store.Open(context.Background(), u.String())
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	reg, err := keystore.NewRegistry(newTestWallet(t, "main"))
+	require.NoError(t, err)
+	cfg := httpapi.DefaultConfig()
+	cfg.TaskMaxWait = 3 * time.Second
+	cfg.RequestTimeout = 500 * time.Millisecond
+	api := httpapi.New(cfg, httpapi.Deps{Store: st, Wallets: reg, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: metrics.New()})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	f := &walletFixture{apiFixture: &apiFixture{t: t, db: db, url: srv.URL}, key: createAPIKey(t, db.Store, "main")}
+
+	req := f.request(context.Background(), http.MethodPost, "/v1/wallets/main/send-tx", []byte(txBody("1")), bearer(f.key)...)
+	answered := make(chan *http.Response, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			close(answered)
+			return
+		}
+		answered <- resp
+	}()
+	stored := f.onlyTask()
+	end := proxy.outage()
+	time.Sleep(time.Second) // the outage lasts this long: the fault is the point
+	end()
+
+	resp, ok := <-answered
+	require.True(t, ok, "the waiting send-tx was not answered")
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, "%s", body)
+	a := decodeTask(t, httpResult{StatusCode: resp.StatusCode, Body: string(body)})
+	require.Equal(t, stored.ID, a.Task.ID)
+	require.Equal(t, "waiting", a.Task.Status)
 }
 
 // On shutdown, waiting requests are answered (202) rather than dropped, and
