@@ -172,7 +172,7 @@ func setup(t *testing.T) *run {
 
 	env := []string{"DATABASE_URL=" + r.f.URL()}
 	testproc.Run(t, dir, env, "migrate", "up")
-	r.token = strings.TrimSpace(testproc.Run(t, dir, env, "keys", "create", "--name", "failover test", "--wallet", walletName))
+	r.token = strings.TrimSpace(testproc.Run(t, dir, env, "keys", "create", "--name", "failover test", "--scope", "wallet:"+walletName+",service:*"))
 	r.serve, r.api = testproc.StartReady(t, dir, env, "serve", "--log-level", "info",
 		"--poll-interval", "200ms", "--shutdown-timeout", "5s",
 		"--batch-ledger", "sawtooth", "--batch-ledger-url", r.sawtoothURL, "--claim-lease", "10s", "--batch-ledger-timeout", "3s",

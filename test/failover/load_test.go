@@ -220,7 +220,7 @@ func (l *load) postBatches() {
 		id, payload := testfactory.SignedBatch(l.r.t)
 		body, _ := json.Marshal(map[string]string{"id": id, "service_id": service, "payload": base64.StdEncoding.EncodeToString(payload)})
 		ok := l.retry("batch "+id, func() (bool, error) {
-			a, err := post(c, l.r.api+"/v1/batches", body, nil)
+			a, err := post(c, l.r.api+"/v1/batches", body, map[string]string{"Authorization": "Bearer " + l.r.token})
 			switch {
 			case err != nil, a.status == http.StatusServiceUnavailable:
 				return false, nil
