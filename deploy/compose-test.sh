@@ -96,9 +96,17 @@ for path in /healthz /readyz; do
 	[ "$code" = 200 ] || die "GET $path answered $code"
 done
 
+say "GET /v1/batches without an API key -> 401"
+code="$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "$base/v1/batches" || true)"
+[ "$code" = 401 ] || die "GET /v1/batches without a key answered $code"
+
+say "keys create (in the api service's container): a key for the service compose-test"
+key="$("${compose[@]}" exec -T api /ledgerq keys create --name compose-test --scope service:compose-test 2>/dev/null | tr -d '\r')"
+[ -n "$key" ] || die "keys create printed no key"
+
 say "POST /v1/batches (a signed sample batch) and wait until it is committed"
 body="$(docker run --rm --network none "$LEDGERQ_IMAGE" sawtooth sample --service compose-test)"
-answer="$(curl -sS --max-time 10 -X POST -H 'Content-Type: application/json' --data-binary "$body" "$base/v1/batches")"
+answer="$(curl -sS --max-time 10 -X POST -H 'Content-Type: application/json' -H "Authorization: Bearer $key" --data-binary "$body" "$base/v1/batches")"
 batch="$(sed -nE 's/.*"id":"([0-9a-f]+)".*/\1/p' <<<"$answer")"
 [ -n "$batch" ] || die "POST /v1/batches answered: $answer"
 deadline=$((SECONDS + wait_secs))
@@ -106,7 +114,7 @@ state=''
 until grep -q '"status":"committed"' <<<"$state"; do
 	[ "$SECONDS" -lt "$deadline" ] || die "batch ${batch:0:16}… not committed within ${wait_secs}s: $state"
 	sleep 0.5
-	state="$(curl -sS --max-time 3 "$base/v1/batches/$batch" || true)"
+	state="$(curl -sS --max-time 3 -H "Authorization: Bearer $key" "$base/v1/batches/$batch" || true)"
 done
 say "batch ${batch:0:16}… committed"
 

@@ -467,3 +467,33 @@ WITH finished AS (
 )
 DELETE FROM ledgerq.batches b
 WHERE b.seq = ANY (ARRAY(SELECT finished.seq FROM finished));
+
+-- name: BatchListByServiceInOrder :many
+-- One service's batches in the order they are sent (created_at, then id),
+-- for the console; keyset pagination after (@after_created_at, @after_id).
+SELECT p.id, sqlc.embed(b)
+FROM ledgerq.batch_payloads p JOIN ledgerq.batches b ON b.seq = p.seq
+WHERE p.service_id = @service_id
+  AND (b.created_at, p.id) > (@after_created_at::timestamptz, @after_id::text)
+ORDER BY b.created_at, p.id
+LIMIT @max;
+
+-- name: BatchFinishedPerMinute :many
+-- The console's charts: batches that reached a terminal status since
+-- @since, per minute and outcome (committed, which counts valid too, or
+-- invalid), with the 50th and 99th percentile of the seconds from received
+-- to final, through batches_finished.
+SELECT date_bin('1 minute', finished_at, @since::timestamptz)::timestamptz AS minute,
+       (CASE WHEN status = 'invalid' THEN 'invalid' ELSE 'committed' END)::text AS state,
+       count(*)::bigint AS items,
+       (percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - received_at)))::float8 AS p50_seconds,
+       (percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - received_at)))::float8 AS p99_seconds
+FROM ledgerq.batches
+WHERE finished_at >= @since::timestamptz AND status IS NOT NULL
+GROUP BY 1, 2
+ORDER BY 1, 2;
+
+-- name: BatchLastFinishedAt :one
+-- When the batch ledger last gave a batch its final status (through
+-- batches_finished): the console's sign of life of that ledger.
+SELECT max(finished_at) AS at FROM ledgerq.batches;

@@ -283,3 +283,33 @@ SELECT
   coalesce((SELECT number FROM ledgerq.bundles f
             WHERE f.chain_id = @chain_id AND f.state = 'finalized'
             ORDER BY f.number DESC LIMIT 1), 0)::bigint AS finalized;
+
+-- name: BundleCountLive :many
+-- The console's builder lane panel: bundles not yet executed or final
+-- (queued, submitted, guaranteed, accumulated), with the oldest of each.
+SELECT state::text AS state, count(*)::bigint AS items, min(created_at)::timestamptz AS oldest
+FROM ledgerq.bundles
+WHERE state IN ('queued', 'submitted', 'guaranteed', 'accumulated')
+GROUP BY state
+ORDER BY state;
+
+-- name: BundleEndedPerMinute :many
+-- The console's charts: bundles finalized or dropped since @since, per
+-- minute and state; for finalized ones the 50th and 99th percentile of the
+-- seconds from their transactions' arrival in the pool to finalization
+-- (0 for dropped ones, and for a bundle without transactions).
+SELECT date_bin('1 minute', coalesce(b.finalized_at, b.updated_at), @since::timestamptz)::timestamptz AS minute,
+       b.state::text AS state,
+       count(DISTINCT b.id)::bigint AS items,
+       coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM b.finalized_at - t.received_at)), 0)::float8 AS p50_seconds,
+       coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM b.finalized_at - t.received_at)), 0)::float8 AS p99_seconds
+FROM ledgerq.bundles b LEFT JOIN ledgerq.pool_txs t ON t.bundle_id = b.id
+WHERE (b.state = 'finalized' AND b.finalized_at >= @since::timestamptz)
+   OR (b.state = 'dropped' AND b.updated_at >= @since::timestamptz)
+GROUP BY 1, 2
+ORDER BY 1, 2;
+
+-- name: BuilderChainLastApplied :one
+-- When a JAM block was last applied to a chain's bundles: the console's sign
+-- of life of the builder lane's ledger.
+SELECT max(updated_at) AS at FROM ledgerq.builder_chains WHERE processed_slot IS NOT NULL;

@@ -148,3 +148,20 @@ WHERE chain_id = @chain_id AND sender = @sender AND state = 'pending' AND nonce 
 UPDATE ledgerq.pool_senders
 SET next_nonce = LEAST(next_nonce, @gap), updated_at = @now::timestamptz
 WHERE chain_id = @chain_id AND sender = @sender;
+
+-- name: PoolTxCountWaiting :many
+-- The console's builder lane panel: pending and queued transactions, with
+-- the oldest of each, through pool_txs_waiting.
+SELECT state::text AS state, count(*)::bigint AS items, min(received_at)::timestamptz AS oldest
+FROM ledgerq.pool_txs
+WHERE state IN ('pending', 'queued')
+GROUP BY state
+ORDER BY state;
+
+-- name: PoolTxListBySender :many
+-- The console's sender page: a sender's transactions in every state, by
+-- nonce then hash; keyset pagination after (@after_nonce, @after_hash).
+SELECT * FROM ledgerq.pool_txs
+WHERE sender = @sender AND (nonce, tx_hash) > (@after_nonce::bigint, @after_hash::text)
+ORDER BY nonce, tx_hash
+LIMIT @max;

@@ -129,3 +129,11 @@ SELECT state::text AS state, count(*) AS shards
 FROM ledgerq.shards
 GROUP BY 1
 ORDER BY 1;
+
+-- name: ShardCountPastLease :one
+-- The console's health panel: running shards whose lease has passed (their
+-- worker stopped renewing; the rescuer frees them), through
+-- shards_running_lease.
+SELECT count(*)::bigint AS shards, min(lease_expires_at) AS oldest
+FROM ledgerq.shards
+WHERE state = 'running' AND lease_expires_at < @now::timestamptz;

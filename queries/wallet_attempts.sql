@@ -268,3 +268,19 @@ SELECT coalesce((
     WHERE m.chain_id = @chain_id AND m.sender = @sender AND m.state IN ('mined', 'confirmed')
     ORDER BY m.nonce DESC
     LIMIT 1), -1)::bigint AS block;
+
+-- name: AttemptListInFlight :many
+-- The console's wallet page: the wallet's attempts not yet final (signed,
+-- sent, mined), by nonce.
+SELECT * FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state IN ('signed', 'sent', 'mined')
+ORDER BY nonce, id
+LIMIT @max;
+
+-- name: AttemptMinedPerMinute :many
+-- The console's charts: attempts mined since @since, per minute.
+SELECT date_bin('1 minute', mined_at, @since::timestamptz)::timestamptz AS minute, count(*)::bigint AS items
+FROM ledgerq.tx_attempts
+WHERE mined_at >= @since::timestamptz
+GROUP BY 1
+ORDER BY 1;

@@ -124,3 +124,32 @@ INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, scan_block, created_at
 VALUES (@chain_id, @sender, sqlc.narg(scan_block)::bigint, @now::timestamptz, @now::timestamptz)
 ON CONFLICT (chain_id, sender) DO UPDATE
 SET scan_block = sqlc.narg(scan_block)::bigint, updated_at = @now::timestamptz;
+
+-- name: WalletHealthHold :one
+-- An operator holds the wallet: no new task is sent until released. A
+-- wallet already held keeps its first hold.
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, held_at, held_by, created_at, updated_at)
+VALUES (@chain_id, @sender, @now::timestamptz, @held_by, @now::timestamptz, @now::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET held_at = coalesce(h.held_at, EXCLUDED.held_at), held_by = coalesce(h.held_by, EXCLUDED.held_by),
+    updated_at = EXCLUDED.updated_at
+RETURNING *;
+
+-- name: WalletHealthRelease :one
+-- An operator releases the wallet's hold.
+UPDATE ledgerq.wallet_health
+SET held_at = NULL, held_by = NULL, updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND sender = @sender
+RETURNING *;
+
+-- name: WalletHealthListStopped :many
+-- The console's health panel: wallets that send nothing new, paused for
+-- their balance or held by an operator.
+SELECT * FROM ledgerq.wallet_health
+WHERE paused OR held_at IS NOT NULL
+ORDER BY chain_id, sender;
+
+-- name: WalletHealthLastRead :one
+-- When confirm last recorded what it read of a wallet's chain: the
+-- console's sign of life of the wallet lane's ledger.
+SELECT max(updated_at) AS at FROM ledgerq.wallet_health;

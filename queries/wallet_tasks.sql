@@ -144,3 +144,26 @@ UPDATE ledgerq.wallet_tasks
 SET status = 0, started_at = NULL, replacements = replacements + 1, updated_at = @now::timestamptz
 WHERE id = @id AND status = 1
 RETURNING *;
+
+-- name: TaskCountLive :many
+-- The console's wallet lane panel: waiting and executing tasks per status,
+-- with the oldest of each.
+SELECT status, count(*)::bigint AS items, min(created_at)::timestamptz AS oldest
+FROM ledgerq.wallet_tasks
+WHERE status IN (0, 1)
+GROUP BY status
+ORDER BY status;
+
+-- name: TaskFinishedPerMinute :many
+-- The console's charts: tasks that ended since @since, per minute and
+-- status, with the 50th and 99th percentile of the seconds from created to
+-- finished, through wallet_tasks_finished.
+SELECT date_bin('1 minute', finished_at, @since::timestamptz)::timestamptz AS minute,
+       status,
+       count(*)::bigint AS items,
+       (percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - created_at)))::float8 AS p50_seconds,
+       (percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - created_at)))::float8 AS p99_seconds
+FROM ledgerq.wallet_tasks
+WHERE finished_at >= @since::timestamptz
+GROUP BY 1, 2
+ORDER BY 1, 2;

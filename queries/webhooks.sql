@@ -112,3 +112,28 @@ WHERE id = @id AND attempts = @attempts AND delivered_at IS NULL AND gave_up_at 
 
 -- name: WebhookDeliveryGet :one
 SELECT * FROM ledgerq.webhook_deliveries WHERE id = @id;
+
+-- name: WebhookDeliveryRetry :one
+-- An operator sends a given-up delivery again: its attempts start over
+-- (the last status and error stay until the next attempt), due now.
+UPDATE ledgerq.webhook_deliveries
+SET gave_up_at = NULL, attempts = 0, last_attempt_at = NULL, next_attempt_at = @now::timestamptz
+WHERE id = @id AND gave_up_at IS NOT NULL
+RETURNING id, endpoint_id, last_status, last_error;
+
+-- name: WebhookDeliveryCounts :one
+-- The console's health panel: deliveries still to be made (the backlog,
+-- with its oldest) and those given up.
+SELECT count(*) FILTER (WHERE delivered_at IS NULL AND gave_up_at IS NULL)::bigint AS backlog,
+       min(created_at) FILTER (WHERE delivered_at IS NULL AND gave_up_at IS NULL) AS oldest_backlog,
+       count(*) FILTER (WHERE gave_up_at IS NOT NULL)::bigint AS given_up
+FROM ledgerq.webhook_deliveries;
+
+-- name: WebhookDeliveryListByEndpoint :many
+-- The console's endpoint page: an endpoint's deliveries, newest first;
+-- keyset pagination before (@before_created_at, @before_id).
+SELECT * FROM ledgerq.webhook_deliveries
+WHERE endpoint_id = @endpoint_id
+  AND (created_at, id) < (@before_created_at::timestamptz, @before_id::text)
+ORDER BY created_at DESC, id DESC
+LIMIT @max;

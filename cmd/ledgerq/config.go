@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"math/big"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/ledger/sim"
 	"github.com/ledgerq/ledgerq/internal/node"
+	"github.com/ledgerq/ledgerq/internal/ratelimit"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
@@ -48,6 +51,29 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
 		fs.DurationVar(&c.API.WriteTimeout, "api-write-timeout", c.API.WriteTimeout, "time a client has to read a response, from its first byte (a long-poll's wait does not count)")
 		fs.DurationVar(&c.API.IdleTimeout, "api-idle-timeout", c.API.IdleTimeout, "close a keep-alive connection that waits longer for its next request")
 		fs.IntVar(&c.API.MaxConnections, "api-max-connections", c.API.MaxConnections, "most connections the API holds open; at the cap a new one closes the longest-idle keep-alive connection or waits")
+		fs.BoolVar(&c.API.Access.Open, "insecure-open", c.API.Access.Open, "serve every /v1 route, /metrics and the console without an API key (each request acts as an anonymous admin): for a trusted network only")
+		fs.BoolVar(&c.API.Access.MetricsOpen, "metrics-open", c.API.Access.MetricsOpen, "serve /metrics without an API key (for scrapers that send none); the rest still needs one")
+		fs.BoolVar(&c.API.Access.SawtoothRequireKey, "sawtooth-require-key", c.API.Access.SawtoothRequireKey, "batch lane: the Sawtooth drop-in (POST /batches, /batch_statuses) needs an API key: posting one with the batches' service scope (service:ID or service:*)")
+		fs.BoolVar(&c.API.Access.RPCRequireKey, "rpc-require-key", c.API.Access.RPCRequireKey, "builder lane: POST /rpc needs an API key with pool:write")
+		fs.Var(&c.API.Access.RateLimits.Key, "rate-limit", "each API key's request rate, COUNT/UNIT:BURST (UNIT s, m or h; 0: unlimited); past it a request is 429 with Retry-After")
+		fs.Var(&c.API.Access.RateLimits.Anonymous, "rate-limit-anonymous", "each client address's request rate on the routes that need no key (the Sawtooth drop-in, /rpc; every route with --insecure-open), COUNT/UNIT:BURST (0: unlimited)")
+		fs.Func("rate-limit-scope", "a rate for the keys holding a kind of scope, KIND=COUNT/UNIT:BURST with KIND one of "+strings.Join(httpapi.ScopeKinds, ", ")+" (repeatable); a key's rate is the most generous of its scopes'", func(v string) error {
+			kind, rate, ok := strings.Cut(v, "=")
+			if !ok || !slices.Contains(httpapi.ScopeKinds, kind) {
+				return fmt.Errorf("want KIND=RATE with KIND one of %s, got %q", strings.Join(httpapi.ScopeKinds, ", "), v)
+			}
+			r, err := ratelimit.ParseRate(rate)
+			if err != nil {
+				return err
+			}
+			if c.API.Access.RateLimits.Scopes == nil {
+				c.API.Access.RateLimits.Scopes = map[string]ratelimit.Rate{}
+			}
+			c.API.Access.RateLimits.Scopes[kind] = r
+			return nil
+		})
+		fs.StringVar(&c.API.TLSCertFile, "tls-cert-file", c.API.TLSCertFile, "serve HTTPS with this certificate (PEM, with its chain), reloaded when the file changes; needs --tls-key-file")
+		fs.StringVar(&c.API.TLSKeyFile, "tls-key-file", c.API.TLSKeyFile, "the private key of --tls-cert-file (PEM)")
 		fs.IntVar(&c.API.Webhooks.MaxEndpoints, "webhook-max-endpoints", c.API.Webhooks.MaxEndpoints, "wallet lane: most webhook endpoints one wallet may have (one more is refused with 409)")
 		fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGTERM, how long to let in-flight work finish before cancelling it")
 	}

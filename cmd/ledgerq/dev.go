@@ -86,6 +86,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	return n.Serve(ctx, func(addr string) {
 		fmt.Fprintf(os.Stdout, "ledgerq dev: API at http://%s (simulated ledgers; Ctrl-C to stop)\n", addr)
+		printDevConsole(os.Stdout, addr, token)
 		printDevWallet(os.Stdout, addr, dev, token)
 		printDevBuilder(os.Stdout, addr, cfg.Builder.Pool.ChainID)
 	})
@@ -190,7 +191,7 @@ func devAPIKey(ctx context.Context, st *store.Store, dataDir string, clk clock.C
 	if b, err := os.ReadFile(file); err == nil {
 		token := strings.TrimSpace(string(b))
 		k, err := st.APIKeyLookup(ctx, token)
-		if err == nil && k.Allows(devWalletName) {
+		if err == nil && k.Has(store.ScopeAdmin) {
 			return token, nil
 		}
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -200,7 +201,7 @@ func devAPIKey(ctx context.Context, st *store.Store, dataDir string, clk clock.C
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	_, token, err := st.APIKeyCreate(ctx, store.APIKeyCreateParams{Now: clk.Now(), Name: "ledgerq dev", Wallets: []string{devWalletName}})
+	_, token, err := st.APIKeyCreate(ctx, store.APIKeyCreateParams{Now: clk.Now(), Name: "ledgerq dev", Scopes: []store.Scope{store.ScopeAdmin}})
 	if err != nil {
 		return "", fmt.Errorf("dev API key: %w", err)
 	}
@@ -208,6 +209,12 @@ func devAPIKey(ctx context.Context, st *store.Store, dataDir string, clk clock.C
 		return "", fmt.Errorf("dev API key: %w", err)
 	}
 	return token, nil
+}
+
+// printDevConsole tells where the operator console is and the key that
+// logs in to it (the dev key is admin: pages and actions).
+func printDevConsole(w io.Writer, addr, token string) {
+	fmt.Fprintf(w, "ledgerq dev: console at http://%s/ui/ (log in with the admin key %s)\n", addr, token)
 }
 
 // printDevWallet tells how to send a transaction from the dev wallet and

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/node"
+	"github.com/ledgerq/ledgerq/internal/ratelimit"
 )
 
 func serveFlags(cfg *node.Config) *flag.FlagSet {
@@ -63,6 +64,19 @@ func TestRegisterConfig_EachFlagSetsItsOneField(t *testing.T) {
 		"--database-url=postgres://db": func(c *node.Config) { c.DatabaseURL = "postgres://db" },
 		"--webhook-allow-private":      func(c *node.Config) { c.Wallet.Webhooks.AllowPrivate = true },
 		"--webhook-max-endpoints=7":    func(c *node.Config) { c.API.Webhooks.MaxEndpoints = 7 },
+		"--insecure-open":              func(c *node.Config) { c.API.Access.Open = true },
+		"--metrics-open":               func(c *node.Config) { c.API.Access.MetricsOpen = true },
+		"--sawtooth-require-key":       func(c *node.Config) { c.API.Access.SawtoothRequireKey = true },
+		"--rpc-require-key":            func(c *node.Config) { c.API.Access.RPCRequireKey = true },
+		"--tls-cert-file=c.pem":        func(c *node.Config) { c.API.TLSCertFile = "c.pem" },
+		"--tls-key-file=k.pem":         func(c *node.Config) { c.API.TLSKeyFile = "k.pem" },
+		"--rate-limit=5/s:10": func(c *node.Config) {
+			c.API.Access.RateLimits.Key = ratelimit.Rate{Count: 5, Period: time.Second, Burst: 10}
+		},
+		"--rate-limit-anonymous=0": func(c *node.Config) { c.API.Access.RateLimits.Anonymous = ratelimit.Rate{} },
+		"--rate-limit-scope=read=60/m:5": func(c *node.Config) {
+			c.API.Access.RateLimits.Scopes = map[string]ratelimit.Rate{"read": {Count: 60, Period: time.Minute, Burst: 5}}
+		},
 	} {
 		got, expected := node.Defaults(), node.Defaults()
 		require.NoError(t, parseFlags(serveFlags(&got), []string{flagArgs}), flagArgs)
@@ -93,6 +107,8 @@ func TestConfig_ValidateRefusesUnsafeCombinations(t *testing.T) {
 		"zero idle timeout":          func(c *node.Config) { c.API.IdleTimeout = 0 },
 		"header timeout over read":   func(c *node.Config) { c.API.ReadHeaderTimeout = time.Minute },
 		"no connections":             func(c *node.Config) { c.API.MaxConnections = 0 },
+		"certificate without key":    func(c *node.Config) { c.API.TLSCertFile = "cert.pem" },
+		"key without certificate":    func(c *node.Config) { c.API.TLSKeyFile = "key.pem" },
 	} {
 		c := base()
 		mutate(&c)

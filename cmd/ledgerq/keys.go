@@ -158,11 +158,12 @@ func (s *stringsFlag) Set(v string) error {
 }
 
 func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, kf := newKeysFlagSet("keys create", "Create an API key scoped to one or more wallets. The key is printed once, alone on stdout\n(so that KEY=$(ledgerq keys create …) keeps it); its id and scope go to stderr. ledgerq stores only\nits SHA-256: a lost key cannot be shown again, only revoked and replaced.", stderr)
+	fs, kf := newKeysFlagSet("keys create", "Create an API key with one or more scopes. The key is printed once, alone on stdout\n(so that KEY=$(ledgerq keys create …) keeps it); its id and scopes go to stderr. ledgerq stores only\nits SHA-256: a lost key cannot be shown again, only revoked and replaced.\n\nScopes: wallet:NAME (that wallet's routes), service:ID or service:* (posting and reading the\nbatches of that service, or of any), pool:write (sending transactions to the builder lane's pool),\nread (every read route, /metrics and the console's pages), admin (everything, the console's\nactions included).", stderr)
 	name := fs.String("name", "", "what the key is for (who or what uses it); required")
-	var wallets stringsFlag
-	fs.Var(&wallets, "wallet", "a wallet the key may use (repeatable, or comma-separated); at least one")
-	asJSON := fs.Bool("json", false, "print the key, its id, name and wallets as one JSON object on stdout")
+	var scopes, wallets stringsFlag
+	fs.Var(&scopes, "scope", "a scope of the key (repeatable, or comma-separated): wallet:NAME, service:ID, service:*, pool:write, read or admin; at least one scope or wallet")
+	fs.Var(&wallets, "wallet", "a wallet the key may use: the same as --scope wallet:NAME (repeatable, or comma-separated)")
+	asJSON := fs.Bool("json", false, "print the key, its id, name and scopes as one JSON object on stdout")
 	rest, err := parseKeysFlags(fs, args)
 	if err != nil {
 		return err
@@ -174,36 +175,54 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return errors.New("--name is required (what the key is for)")
 	case !utf8.ValidString(*name) || strings.ContainsRune(*name, 0) || utf8.RuneCountInString(*name) > 256:
 		return errors.New("--name must be at most 256 characters of UTF-8 text without NUL")
-	case len(wallets) == 0:
-		return errors.New("--wallet is required: the wallets the key may use")
+	case len(scopes)+len(wallets) == 0:
+		return errors.New("--scope (or --wallet) is required: what the key may open")
 	}
+	var parsed []store.Scope
 	for _, w := range wallets {
 		if !keystore.ValidID(w) {
 			return fmt.Errorf("--wallet %q: a wallet name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit", w)
 		}
+		parsed = append(parsed, store.WalletScope(w))
+	}
+	for _, sc := range scopes {
+		p, err := store.ParseScope(sc)
+		if err != nil {
+			return fmt.Errorf("--scope: %w", err)
+		}
+		parsed = append(parsed, p)
 	}
 	st, err := openStore(ctx, kf.databaseURL)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	key, token, err := st.APIKeyCreate(ctx, store.APIKeyCreateParams{Now: time.Now(), Name: *name, Wallets: wallets})
+	key, token, err := st.APIKeyCreate(ctx, store.APIKeyCreateParams{Now: time.Now(), Name: *name, Scopes: parsed})
 	if err != nil {
 		return notMigrated(err)
 	}
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(struct {
-			ID      string   `json:"id"`
-			Name    string   `json:"name"`
-			Wallets []string `json:"wallets"`
-			Key     string   `json:"key"`
-		}{key.ID, key.Name, key.Wallets, token})
+			ID     string        `json:"id"`
+			Name   string        `json:"name"`
+			Scopes []store.Scope `json:"scopes"`
+			Key    string        `json:"key"`
+		}{key.ID, key.Name, key.Scopes, token})
 	}
 	fmt.Fprintln(stdout, token)
-	fmt.Fprintf(stderr, "ledgerq keys: created key %s (%q) for wallet(s) %s.\n"+
+	fmt.Fprintf(stderr, "ledgerq keys: created key %s (%q) with scopes %s.\n"+
 		"The key above is shown this once; ledgerq keeps only its hash. Send it as\n"+
-		"  Authorization: Bearer <key>   (or X-API-Key: <key>)\n", key.ID, key.Name, strings.Join(key.Wallets, ", "))
+		"  Authorization: Bearer <key>   (or X-API-Key: <key>)\n", key.ID, key.Name, joinScopes(key.Scopes, ", "))
 	return nil
+}
+
+// joinScopes joins scopes with sep.
+func joinScopes(scopes []store.Scope, sep string) string {
+	out := make([]string, len(scopes))
+	for i, s := range scopes {
+		out[i] = string(s)
+	}
+	return strings.Join(out, sep)
 }
 
 func runKeysList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -226,13 +245,13 @@ func runKeysList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return notMigrated(err)
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tNAME\tWALLETS\tCREATED\tREVOKED")
+	fmt.Fprintln(w, "ID\tNAME\tSCOPES\tCREATED\tREVOKED")
 	for _, k := range keys {
 		revoked := "-"
 		if k.RevokedAt != nil {
 			revoked = k.RevokedAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, strings.Join(k.Wallets, ","), k.CreatedAt.UTC().Format(time.RFC3339), revoked)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, joinScopes(k.Scopes, ","), k.CreatedAt.UTC().Format(time.RFC3339), revoked)
 	}
 	return w.Flush()
 }

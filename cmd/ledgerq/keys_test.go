@@ -28,7 +28,7 @@ func keys(t *testing.T, args ...string) (stdout, stderr string, err error) {
 // revoke makes it open nothing.
 func TestKeys_CreatePrintsTheKeyOnceListShowsItAndRevokeEndsIt(t *testing.T) {
 	db := testdb.New(t)
-	out, notes, err := keys(t, "create", "--database-url", db.URL, "--name", "ci bot", "--wallet", "main", "--wallet", "hot,main")
+	out, notes, err := keys(t, "create", "--database-url", db.URL, "--name", "ci bot", "--wallet", "main", "--wallet", "hot,main", "--scope", "read,service:orders")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestKeys_CreatePrintsTheKeyOnceListShowsItAndRevokeEndsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(key.Wallets, ",") != "hot,main" || key.Name != "ci bot" || !strings.Contains(notes, key.ID) {
+	if joinScopes(key.Scopes, ",") != "read,service:orders,wallet:hot,wallet:main" || key.Name != "ci bot" || !strings.Contains(notes, key.ID) {
 		t.Fatalf("key %+v, notes %q", key, notes)
 	}
 
@@ -49,7 +49,7 @@ func TestKeys_CreatePrintsTheKeyOnceListShowsItAndRevokeEndsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(list, key.ID) || !strings.Contains(list, "hot,main") || strings.Contains(list, token[3:]) {
+	if !strings.Contains(list, key.ID) || !strings.Contains(list, "read,service:orders,wallet:hot,wallet:main") || strings.Contains(list, token[3:]) {
 		t.Fatalf("list %q", list)
 	}
 
@@ -88,12 +88,12 @@ func TestKeys_CreateReadsOnlyTheDatabaseFromTheEnvironment(t *testing.T) {
 	}
 	var created struct {
 		ID, Name, Key string
-		Wallets       []string
+		Scopes        []string
 	}
 	if err := json.Unmarshal([]byte(out), &created); err != nil {
 		t.Fatalf("%q: %v", out, err)
 	}
-	if created.Name != "n" || len(created.Wallets) != 1 || created.Wallets[0] != "main" {
+	if created.Name != "n" || len(created.Scopes) != 1 || created.Scopes[0] != "wallet:main" {
 		t.Fatalf("created %+v", created)
 	}
 	if _, err := db.Store.APIKeyLookup(context.Background(), created.Key); err != nil {
@@ -103,7 +103,7 @@ func TestKeys_CreateReadsOnlyTheDatabaseFromTheEnvironment(t *testing.T) {
 	if _, _, err := keys(t, "create", "--wallet", "main"); err == nil || !strings.Contains(err.Error(), "--name is required") {
 		t.Fatalf("without --name: %v", err)
 	}
-	if _, _, err := keys(t, "create", "--name", "n"); err == nil || !strings.Contains(err.Error(), "--wallet is required") {
+	if _, _, err := keys(t, "create", "--name", "n"); err == nil || !strings.Contains(err.Error(), "--scope (or --wallet) is required") {
 		t.Fatalf("without --wallet: %v", err)
 	}
 }
@@ -111,11 +111,11 @@ func TestKeys_CreateReadsOnlyTheDatabaseFromTheEnvironment(t *testing.T) {
 func TestKeys_CreateRefusesAKeyWithoutNameOrWalletsOrWithABadWalletName(t *testing.T) {
 	// Refused before the database is asked: its URL goes nowhere.
 	for msg, args := range map[string][]string{
-		"--name is required":     {"create", "--wallet", "main"},
-		"--wallet is required":   {"create", "--name", "n"},
-		`--wallet "a b"`:         {"create", "--name", "n", "--wallet", "a b"},
-		`unexpected argument`:    {"create", "--name", "n", "--wallet", "main", "extra"},
-		"--name must be at most": {"create", "--name", "a\x00b", "--wallet", "main"},
+		"--name is required":                {"create", "--wallet", "main"},
+		"--scope (or --wallet) is required": {"create", "--name", "n"},
+		`--wallet "a b"`:                    {"create", "--name", "n", "--wallet", "a b"},
+		`unexpected argument`:               {"create", "--name", "n", "--wallet", "main", "extra"},
+		"--name must be at most":            {"create", "--name", "a\x00b", "--wallet", "main"},
 	} {
 		args = append(args[:1], append([]string{"--database-url", "postgres://unused.invalid/db"}, args[1:]...)...)
 		if _, _, err := keys(t, args...); err == nil || !strings.Contains(err.Error(), msg) {
@@ -171,5 +171,26 @@ func TestWalletNew_WritesAKeystoreFileTheWalletLaneLoads(t *testing.T) {
 	path := regexp.MustCompile(`keystore: (.+)`).FindStringSubmatch(out.String())[1]
 	if _, err := keystore.OpenKeystore(path, "from-env"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A scope is one of the model's, checked before anything is stored; a key
+// needs at least one.
+func TestKeys_CreateRefusesAScopeOutsideTheModel(t *testing.T) {
+	db := testdb.New(t)
+	for _, args := range [][]string{
+		{"--name", "x"},
+		{"--name", "x", "--scope", "superuser"},
+		{"--name", "x", "--scope", "wallet:../x"},
+		{"--name", "x", "--scope", "service:"},
+		{"--name", "x", "--scope", "pool:read"},
+	} {
+		_, _, err := keys(t, append([]string{"create", "--database-url", db.URL}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "scope") {
+			t.Errorf("%v: %v, want a scope error", args, err)
+		}
+	}
+	if list, _, _ := keys(t, "list", "--database-url", db.URL, "--all"); strings.Count(list, "\n") != 1 {
+		t.Fatalf("a refused key was stored: %q", list)
 	}
 }

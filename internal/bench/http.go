@@ -22,6 +22,8 @@ type httpIntake struct {
 	srv    *http.Server
 	url    string
 	client *http.Client
+	// key is the API key the clients send (service:*).
+	key string
 	// bodies[i] is the JSON array of the i-th InsertSize chunk of the
 	// workload.
 	bodies   [][]byte
@@ -71,6 +73,7 @@ func (h *httpIntake) post(ctx context.Context, i int) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+h.key)
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("POST /v1/batches: %w", err)

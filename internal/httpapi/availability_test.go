@@ -145,7 +145,7 @@ func serveOn(t *testing.T, db *testdb.DB, st *store.Store, mutate ...func(*httpa
 	api := httpapi.New(cfg, httpapi.Deps{Store: st, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: m})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &apiFixture{t: t, db: db, url: srv.URL, metrics: m}
+	return &apiFixture{t: t, db: db, url: srv.URL, metrics: m, key: adminKey(t, db.Store)}
 }
 
 // terminateAPIBackends ends, as pg_terminate_backend does for an operator or
@@ -237,6 +237,8 @@ type tcpProxy struct {
 	target string
 	mu     sync.Mutex
 	conns  []*net.TCPConn
+	// down: new connections are closed at once, as a server that is gone.
+	down bool
 }
 
 func startProxy(t *testing.T, target string) *tcpProxy {
@@ -250,6 +252,13 @@ func startProxy(t *testing.T, target string) *tcpProxy {
 			client, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			p.mu.Lock()
+			down := p.down
+			p.mu.Unlock()
+			if down {
+				_ = client.Close()
+				continue
 			}
 			server, err := net.Dial("tcp", target)
 			if err != nil {
@@ -281,6 +290,20 @@ func (p *tcpProxy) cut(reset bool) int {
 	n := len(p.conns)
 	p.conns = nil
 	return n
+}
+
+// outage cuts every connection and refuses new ones until the returned
+// function ends it: the database is gone, as during a failover.
+func (p *tcpProxy) outage() (end func()) {
+	p.cut(true)
+	p.mu.Lock()
+	p.down = true
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		p.down = false
+		p.mu.Unlock()
+	}
 }
 
 func TestAPI_ConnectionsCutMidRequestAnswer503OrSucceedNever500(t *testing.T) {
@@ -359,6 +382,7 @@ func TestAPI_AClientThatGoesAwayIsNotA500(t *testing.T) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.url+"/v1/batches/abc", nil)
 	require.NoError(t, err)
+	f.authorize(req)
 	_, err = http.DefaultClient.Do(req)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the client gave up")
 	var body string
@@ -367,4 +391,35 @@ func TestAPI_AClientThatGoesAwayIsNotA500(t *testing.T) {
 		return strings.Contains(body, `ledgerq_http_requests_total{code="499",method="GET",route="/v1/batches/:id"} 1`)
 	}, 10*time.Second, 50*time.Millisecond, "the abandoned request is counted as 499")
 	require.NotContains(t, body, `code="500"`)
+}
+
+// A 503 is a promise that the request may succeed later, so it says when
+// to ask again (Retry-After, in seconds) on every kind of route: REST, the
+// Sawtooth drop-in and the readiness probe. Other answers do not carry it.
+func TestAPI_UnavailableAnswersSayWhenToRetry(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	down, err := store.Open(context.Background(), "postgres://ledgerq@127.0.0.1:1/none?connect_timeout=2")
+	require.NoError(t, err)
+	t.Cleanup(down.Close)
+	api := httpapi.New(httpapi.DefaultConfig(), httpapi.Deps{Store: down, Ready: notReady{}, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: metrics.New()})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	f := &apiFixture{t: t, db: db, url: srv.URL}
+	id, payload := signedBatch(t)
+	_, list := batchList(t, 1)
+	for name, do := range map[string]func() httpResult{
+		"POST /v1/batches":     func() httpResult { return f.post("/v1/batches", batchBody(t, id, "svc", payload, "")) },
+		"GET /v1/batches/{id}": func() httpResult { return f.get("/v1/batches/" + id) },
+		"POST /batches":        func() httpResult { return f.postBatchList("/batches", list) },
+		"GET /batch_statuses":  func() httpResult { return f.get("/batch_statuses?id=" + id) },
+		"GET /readyz":          func() httpResult { return f.get("/readyz") },
+	} {
+		resp := do()
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s: %s", name, resp.Body)
+		require.Equal(t, "1", resp.Header.Get("Retry-After"), "%s", name)
+	}
+	resp := f.get("/healthz")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Empty(t, resp.Header.Get("Retry-After"))
 }

@@ -150,6 +150,12 @@ func (s *Server) PostBatches(c echo.Context) error {
 		seen[nb.ID] = i
 		batches[i] = nb
 	}
+	p := principalOf(c.Request().Context())
+	for _, b := range batches {
+		if !p.service(b.ServiceID) {
+			return forbiddenService(p, b.ServiceID)
+		}
+	}
 
 	res, err := s.store.BatchInsert(c.Request().Context(), store.BatchInsertParams{Now: s.clock.Now(), Batches: batches})
 	var conflict *store.ConflictError
@@ -287,7 +293,9 @@ func (s *Server) GetBatch(c echo.Context, id string) error {
 		return errorf(http.StatusBadRequest, "path parameter id: %s", problem)
 	}
 	b, err := s.store.BatchGet(c.Request().Context(), id)
-	if errors.Is(err, store.ErrNotFound) {
+	if p := principalOf(c.Request().Context()); errors.Is(err, store.ErrNotFound) || (err == nil && !p.reads() && !p.service(b.ServiceID)) {
+		// A batch of a service the key may not read is answered as a
+		// missing one: the key learns nothing of it.
 		return errorf(http.StatusNotFound, "batch %q not found", id)
 	}
 	if err != nil {
@@ -301,6 +309,13 @@ func (s *Server) GetBatch(c echo.Context, id string) error {
 // queryGuards); limit arrives as text (parseLimit).
 func (s *Server) ListBatches(c echo.Context, params apigen.ListBatchesParams) error {
 	f := store.BatchListParams{ServiceID: deref(params.ServiceID), After: deref(params.After)}
+	if p := principalOf(c.Request().Context()); !p.reads() && !p.has(store.ScopeAnyService) && (f.ServiceID == "" || !p.service(f.ServiceID)) {
+		if f.ServiceID == "" {
+			return errorf(http.StatusForbidden, "forbidden: key %q has scopes %s; listing every service's batches needs read or service:*, or name a service of the key with service_id",
+				p.name(), scopeList(p.key.Scopes))
+		}
+		return forbiddenService(p, f.ServiceID)
+	}
 	for _, q := range []struct{ name, value string }{{"service_id", f.ServiceID}, {"after", f.After}} {
 		if problem := textProblem(q.value); problem != "" {
 			return errorf(http.StatusBadRequest, "query parameter %s: %s", q.name, problem)

@@ -121,6 +121,7 @@ func (f *apiFixture) getRaw(path string) httpResult {
 	f.t.Helper()
 	req, err := http.NewRequest(http.MethodGet, f.url+path, nil)
 	require.NoError(f.t, err)
+	f.authorize(req)
 	return sendRaw(f.t, req)
 }
 
@@ -129,6 +130,7 @@ func (f *apiFixture) postRaw(path string, body []byte) httpResult {
 	req, err := http.NewRequest(http.MethodPost, f.url+path, bytes.NewReader(body))
 	require.NoError(f.t, err)
 	req.Header.Set("Content-Type", "application/json")
+	f.authorize(req)
 	return sendRaw(f.t, req)
 }
 
@@ -496,6 +498,7 @@ func TestPostBatches_ChunkedBodyOverTheLimitIs413(t *testing.T) {
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.TransferEncoding = []string{"chunked"}
+	f.authorize(req)
 	resp := do(t, req)
 	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, resp.Body)
 	require.Contains(t, resp.Body, "larger than 1024 bytes")

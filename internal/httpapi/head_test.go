@@ -18,6 +18,7 @@ func (f *apiFixture) head(path string) httpResult {
 	f.t.Helper()
 	req, err := http.NewRequest(http.MethodHead, f.url+path, nil)
 	require.NoError(f.t, err)
+	f.authorize(req)
 	return do(f.t, req)
 }
 

@@ -1,12 +1,15 @@
 package httpapi
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/ledgerq/ledgerq/internal/tlsreload"
 )
 
 // The API's listener: every phase of a connection has a deadline and the
@@ -18,13 +21,27 @@ import (
 // cannot hold the server's resources for free: headers within
 // ReadHeaderTimeout, the whole request within ReadTimeout (408 past it, see
 // httpapi), the response within WriteTimeout of its first byte, the next
-// request within IdleTimeout, and at most MaxConnections at once.
+// request within IdleTimeout, and at most MaxConnections at once. With
+// TLSCertFile and TLSKeyFile it terminates TLS itself, with the pair loaded
+// again when the files change (tlsreload).
 func (c Config) Listen(h http.Handler, logger *slog.Logger) (*http.Server, net.Listener, error) {
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listening on %s: %w", c.Addr, err)
 	}
 	limited := newConnLimiter(ln, c.MaxConnections)
+	// TLS wraps the limiter, not the other way round: the server must see
+	// a *tls.Conn for a request to carry its TLS state (http.Request.TLS,
+	// which decides, for one, whether the console's cookie is Secure).
+	var served net.Listener = limited
+	if c.TLSCertFile != "" || c.TLSKeyFile != "" {
+		r, err := tlsreload.New(tlsreload.Config{CertFile: c.TLSCertFile, KeyFile: c.TLSKeyFile}, logger)
+		if err != nil {
+			_ = ln.Close()
+			return nil, nil, err
+		}
+		served = tls.NewListener(limited, r.TLSConfig())
+	}
 	srv := &http.Server{
 		Handler:           responseDeadline(h, c.WriteTimeout),
 		ReadHeaderTimeout: c.ReadHeaderTimeout,
@@ -37,7 +54,7 @@ func (c Config) Listen(h http.Handler, logger *slog.Logger) (*http.Server, net.L
 		ConnState:   limited.connState,
 		ErrorLog:    slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	return srv, limited, nil
+	return srv, served, nil
 }
 
 // responseDeadline gives each response d to be written, from its first byte:

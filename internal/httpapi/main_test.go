@@ -24,6 +24,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
 	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
 	"github.com/ledgerq/ledgerq/internal/metrics"
+	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 )
 
@@ -37,6 +38,25 @@ type apiFixture struct {
 	db      *testdb.DB
 	url     string
 	metrics *metrics.Metrics
+	// key, when set, is sent with every request that carries no key of its
+	// own: an admin key, so that tests of a lane's rules pass its access
+	// checks (access_test.go tests those).
+	key string
+}
+
+// adminKey stores an admin API key in st and returns its token.
+func adminKey(t *testing.T, st *store.Store) string {
+	t.Helper()
+	_, token, err := st.APIKeyCreate(context.Background(), store.APIKeyCreateParams{Now: t0, Name: "test admin", Scopes: []store.Scope{store.ScopeAdmin}})
+	require.NoError(t, err)
+	return token
+}
+
+// authorize adds the fixture's key to req unless it carries one.
+func (f *apiFixture) authorize(req *http.Request) {
+	if f.key != "" && req.Header.Get("Authorization") == "" && req.Header.Get("X-API-Key") == "" {
+		req.Header.Set("Authorization", "Bearer "+f.key)
+	}
 }
 
 // setup serves the API over a fresh database, with small limits the tests
@@ -54,7 +74,7 @@ func setup(t *testing.T, mutate ...func(*httpapi.Config)) *apiFixture {
 	api := httpapi.New(cfg, httpapi.Deps{Store: db.Store, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: m})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &apiFixture{t: t, db: db, url: srv.URL, metrics: m}
+	return &apiFixture{t: t, db: db, url: srv.URL, metrics: m, key: adminKey(t, db.Store)}
 }
 
 func (f *apiFixture) count() int {
@@ -81,6 +101,7 @@ func (f *apiFixture) post(path string, body []byte) httpResult {
 	req, err := http.NewRequest(http.MethodPost, f.url+path, bytes.NewReader(body))
 	require.NoError(f.t, err)
 	req.Header.Set("Content-Type", "application/json")
+	f.authorize(req)
 	return do(f.t, req)
 }
 
@@ -88,6 +109,7 @@ func (f *apiFixture) get(path string) httpResult {
 	f.t.Helper()
 	req, err := http.NewRequest(http.MethodGet, f.url+path, nil)
 	require.NoError(f.t, err)
+	f.authorize(req)
 	return do(f.t, req)
 }
 

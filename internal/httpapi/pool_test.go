@@ -58,7 +58,7 @@ func setupPool(t *testing.T, mutate ...func(*queuer.PoolConfig)) *poolFixture {
 	})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &poolFixture{apiFixture: &apiFixture{t: t, db: db, url: srv.URL}, chain: chain, evm: evm, clock: clk, cfg: pc}
+	return &poolFixture{apiFixture: &apiFixture{t: t, db: db, url: srv.URL, key: adminKey(t, db.Store)}, chain: chain, evm: evm, clock: clk, cfg: pc}
 }
 
 func newKey(t testing.TB) *ecdsa.PrivateKey {

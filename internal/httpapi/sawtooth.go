@@ -87,6 +87,8 @@ var (
 		Message: "The request is larger than ledgerq takes: "}
 	stInvalidParameter = sawtooth.APIError{Code: sawtooth.CodeInvalidParameter, Title: "Invalid Parameter",
 		Message: "A parameter of the request is invalid: "}
+	stAccessDenied = sawtooth.APIError{Code: sawtooth.CodeAccessDenied, Title: "Access Denied", Message: ""}
+	stRateLimited  = sawtooth.APIError{Code: sawtooth.CodeRateLimited, Title: "Too Many Requests", Message: ""}
 )
 
 // stErr returns the Sawtooth error base with detail appended to its message,
@@ -100,9 +102,14 @@ func stErr(status int, base sawtooth.APIError, detail string) *sawtoothError {
 func asSawtoothError(err error) *sawtoothError {
 	var se *sawtoothError
 	var he *echo.HTTPError
+	var ae *Error
 	switch {
 	case errors.As(err, &se):
 		return se
+	case errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden):
+		return stErr(ae.Status, stAccessDenied, ae.Message)
+	case errors.As(err, &ae) && ae.Status == http.StatusTooManyRequests:
+		return stErr(ae.Status, stRateLimited, ae.Message)
 	case bodyTooLarge(err):
 		return stErr(http.StatusRequestEntityTooLarge, stTooLarge, "the body is larger than --max-body-bytes.")
 	case errors.As(err, &he) && he.Code < http.StatusInternalServerError:
@@ -245,6 +252,9 @@ func (s *Server) storeBatchList(c echo.Context, params apigen.PostSawtoothBatche
 			}
 			// One signer's batches keep their order by default.
 			svc = h.SignerPublicKey
+		}
+		if p := principalOf(req.Context()); s.cfg.Access.SawtoothRequireKey && !p.service(svc) {
+			return "", forbiddenService(p, svc)
 		}
 		batches = append(batches, store.NewBatch{
 			ID: ids[i], ServiceID: svc, Payload: raw, CreatedAt: now.Add(time.Duration(i) * time.Microsecond),
@@ -404,8 +414,10 @@ func parseWait(p *string) time.Duration {
 // statusesWithin reads the status of every id and, while some are PENDING,
 // reads those again every statusPollInterval until none is or wait has
 // passed. Each read is bounded by RequestTimeout; the whole wait is wall
-// time, as it bounds a request, not a rule of the lane. It returns the
-// request context's error when the client goes away.
+// time, as it bounds a request, not a rule of the lane. A read during the
+// wait that finds the database unavailable (a failover) is tried again at
+// the next poll; only the first must succeed. It returns the request
+// context's error when the client goes away.
 func (s *Server) statusesWithin(ctx context.Context, ids []string, wait time.Duration) (map[string]apigen.SawtoothBatchStatus, error) {
 	distinct := slices.Compact(slices.Sorted(slices.Values(ids)))
 	byID := make(map[string]apigen.SawtoothBatchStatus, len(distinct))
@@ -431,7 +443,11 @@ func (s *Server) statusesWithin(ctx context.Context, ids []string, wait time.Dur
 			return nil, ctx.Err()
 		case <-timer.C:
 		}
-		if err := s.readStatuses(ctx, pending, byID); err != nil {
+		err := s.readStatuses(ctx, pending, byID)
+		switch {
+		case err != nil && ctx.Err() == nil && store.IsUnavailable(err):
+			s.logger.Debug("httpapi: database unavailable while a status query waits; waiting on", "error", err)
+		case err != nil:
 			return nil, err
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testdb"
 )
 
 // sawtoothStatuses is the body of a 200 answer to GET or POST /batch_statuses.
@@ -44,6 +45,7 @@ func (f *apiFixture) postBatchList(path string, body []byte, header ...string) h
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Add(header[i], header[i+1])
 	}
+	f.authorize(req)
 	return do(f.t, req)
 }
 
@@ -52,6 +54,7 @@ func (f *apiFixture) postStatuses(path, contentType, body string) httpResult {
 	req, err := http.NewRequest(http.MethodPost, f.url+path, strings.NewReader(body))
 	require.NoError(f.t, err)
 	req.Header.Set("Content-Type", contentType)
+	f.authorize(req)
 	return do(f.t, req)
 }
 
@@ -434,6 +437,48 @@ func TestSawtooth_AWaitingQueryStopsWhenTheClientGoesAway(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return metricLine(f.get("/metrics").Body, "ledgerq_http_requests_total", `route="/batch_statuses"`, `code="499"`) != ""
 	}, 10*time.Second, 50*time.Millisecond, "the waiting query did not end when its client went away")
+}
+
+// A waiting status query whose first read found its batch PENDING waits on
+// through a database outage (a failover): a read that finds no database is
+// tried again at the next poll, and the answer at the end of the wait is
+// the statuses as last read, not a 503.
+func TestSawtooth_AWaitingQueryRidesOutADatabaseOutage(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	u, err := url.Parse(db.URL)
+	require.NoError(t, err)
+	proxy := startProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	st, err := store.Open(context.Background(), u.String())
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	f := serveOn(t, db, st, func(c *httpapi.Config) { c.RequestTimeout = 500 * time.Millisecond })
+	ids, list := batchList(t, 1)
+	require.Equal(t, http.StatusAccepted, f.postBatchList("/batches", list).StatusCode)
+
+	done := make(chan httpResult, 1)
+	go func() {
+		resp, err := http.Get(f.url + "/batch_statuses?wait=3&id=" + ids[0])
+		if err != nil {
+			done <- httpResult{Body: err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		done <- httpResult{StatusCode: resp.StatusCode, Body: string(body)}
+	}()
+	time.Sleep(300 * time.Millisecond) // lets the query read the batch as PENDING first
+	end := proxy.outage()
+	time.Sleep(time.Second) // the outage lasts this long: the fault is the point
+	end()
+	select {
+	case resp := <-done:
+		require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
+		require.Contains(t, resp.Body, `"status":"PENDING"`)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiting query did not answer")
+	}
 }
 
 // silentDB is a TCP listener that takes connections and never answers: a

@@ -30,12 +30,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/console"
 	"github.com/ledgerq/ledgerq/internal/egress"
 	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/queuer"
+	"github.com/ledgerq/ledgerq/internal/ratelimit"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
@@ -81,6 +83,12 @@ type Config struct {
 	MaxFeePerGas *big.Int
 	// Webhooks is what a registered webhook endpoint is held to.
 	Webhooks WebhookEndpoints
+	// Access says which surfaces need an API key (access.go).
+	Access AccessConfig
+	// TLSCertFile and TLSKeyFile, when set, make the API serve HTTPS
+	// itself (PEM files, reloaded when they change); unset, it serves
+	// HTTP, behind a proxy that terminates TLS.
+	TLSCertFile, TLSKeyFile string
 }
 
 // WebhookEndpoints is what a webhook endpoint is held to when it is
@@ -106,6 +114,7 @@ func DefaultConfig() Config {
 		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxConnections: 1024,
 		MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20, RequestTimeout: 5 * time.Second,
 		TaskMaxWait: 50 * time.Second, MaxFeePerGas: new(big.Int).Set(DefaultMaxFeePerGas), Webhooks: WebhookEndpoints{MaxEndpoints: 25},
+		Access: AccessConfig{RateLimits: DefaultRateLimits()},
 	}
 }
 
@@ -174,8 +183,10 @@ type Server struct {
 	pool      *queuer.PoolConfig
 	poolChain ledger.PoolChain
 	evm       ledger.EVMRPC
-	version   string
-	rpc       *rpc.Server
+	// limiter counts each key's (and client address's) requests.
+	limiter *ratelimit.Limiter
+	version string
+	rpc     *rpc.Server
 	// onPoolPending is called after an intake left a transaction pending
 	// (OnPoolPending).
 	onPoolPending func()
@@ -206,6 +217,12 @@ func New(cfg Config, deps Deps) *Server {
 	}
 	s := &Server{cfg: cfg, store: deps.Store, ready: deps.Ready, clock: deps.Clock, logger: logger, metrics: deps.Metrics,
 		wallets: deps.Wallets, stopping: make(chan struct{}), resolver: deps.Resolver}
+	// Rates are about the wall clock, not the rules' (deps.Clock).
+	limiter, err := ratelimit.New(ratelimit.Config{})
+	if err != nil {
+		panic(fmt.Sprintf("httpapi: %v", err))
+	}
+	s.limiter = limiter
 	if s.resolver == nil {
 		s.resolver = net.DefaultResolver
 	}
@@ -235,6 +252,7 @@ func New(cfg Config, deps Deps) *Server {
 		logger.Error("httpapi: panic", "error", err, "stack", string(stack))
 		return err
 	}}))
+	e.Use(retryAfterUnavailable)
 	e.Use(s.observe)
 	e.Use(middleware.BodyLimit(fmt.Sprintf("%dB", cfg.MaxBodyBytes)))
 	e.Use(middleware.RequestLoggerWithConfig(middleware.RequestLoggerConfig{
@@ -268,9 +286,30 @@ func New(cfg Config, deps Deps) *Server {
 		panic(fmt.Sprintf("httpapi: %v", err))
 	}
 	s.sawtoothPaths = rules.sawtoothPaths
-	apigen.RegisterHandlersWithOptions(e, s, apigen.RegisterHandlersOptions{OperationMiddlewares: s.withAPIKeys(rules)})
+	apigen.RegisterHandlersWithOptions(e, s, apigen.RegisterHandlersOptions{OperationMiddlewares: s.withAccess(rules)})
+	if s.store != nil {
+		s.mountConsole(e)
+	}
 	s.echo = e
 	return s
+}
+
+// mountConsole serves the operator console under /ui, under the same access
+// configuration as the API.
+func (s *Server) mountConsole(e *echo.Echo) {
+	cc := console.Config{Open: s.cfg.Access.Open, DBTimeout: s.cfg.RequestTimeout}
+	if s.pool != nil {
+		cc.BuilderChainID = s.pool.ChainID
+	}
+	allow := func(c echo.Context, key store.APIKey, anonymous bool) error {
+		return s.allow(c, principal{key: key, anonymous: anonymous})
+	}
+	con, err := console.New(cc, console.Deps{Store: s.store, Wallets: s.wallets, Clock: s.clock, Logger: s.logger, Allow: allow})
+	if err != nil {
+		// Its templates are embedded and a test parses them.
+		panic(fmt.Sprintf("httpapi: %v", err))
+	}
+	con.Mount(e)
 }
 
 // Handler returns the http.Handler.
@@ -373,6 +412,25 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		s.metrics.HTTPRequest(c.Path(), c.Request().Method, c.Response().Status, time.Since(began))
 		return err
+	}
+}
+
+// retryAfter is the Retry-After of every 503, in seconds: a database
+// failover or restart takes some seconds, and a client that asks again each
+// second gets its answer soon after the database is back.
+const retryAfter = "1"
+
+// retryAfterUnavailable adds Retry-After to every 503, whichever route or
+// error wrote it: a 503 says the request may succeed later, and when to try.
+func retryAfterUnavailable(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		resp := c.Response()
+		resp.Before(func() {
+			if resp.Status == http.StatusServiceUnavailable && resp.Header().Get("Retry-After") == "" {
+				resp.Header().Set("Retry-After", retryAfter)
+			}
+		})
+		return next(c)
 	}
 }
 

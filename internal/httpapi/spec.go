@@ -42,13 +42,15 @@ var queryGuards = sync.OnceValues(func() (specRules, error) {
 	if err != nil {
 		return specRules{}, fmt.Errorf("loading the embedded OpenAPI document: %w", err)
 	}
-	rules := specRules{guards: make(map[string][]echo.MiddlewareFunc), sawtoothPaths: make(map[string]bool), secured: make(map[string]bool)}
+	rules := specRules{guards: make(map[string][]echo.MiddlewareFunc), sawtoothPaths: make(map[string]bool),
+		sawtoothOps: make(map[string]bool), secured: make(map[string]bool)}
 	guards := rules.guards
 	for path, item := range doc.Paths.Map() {
 		for _, op := range item.Operations() {
 			if sawtoothOperation(op) {
 				guards[op.OperationID] = []echo.MiddlewareFunc{sawtoothErrors}
 				rules.sawtoothPaths[echoPath(path)] = true
+				rules.sawtoothOps[op.OperationID] = true
 				continue
 			}
 			declared := make(map[string]bool)
@@ -70,6 +72,8 @@ var queryGuards = sync.OnceValues(func() (specRules, error) {
 type specRules struct {
 	// guards are the middlewares of each operation, by operationId.
 	guards map[string][]echo.MiddlewareFunc
+	// sawtoothOps are the x-sawtooth operations, by operationId.
+	sawtoothOps map[string]bool
 	// sawtoothPaths are the echo route paths of the x-sawtooth operations.
 	sawtoothPaths map[string]bool
 	// secured are the operations that declare a security requirement: an

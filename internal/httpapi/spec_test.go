@@ -124,7 +124,7 @@ func TestAPI_MetricsIs404WithoutMetrics(t *testing.T) {
 	api := httpapi.New(httpapi.DefaultConfig(), httpapi.Deps{Store: db.Store, Clock: clock.NewFake(t0), Logger: testLogger(t)})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	resp := (&apiFixture{t: t, url: srv.URL}).get("/metrics")
+	resp := (&apiFixture{t: t, url: srv.URL, key: adminKey(t, db.Store)}).get("/metrics")
 	require.Equal(t, http.StatusNotFound, resp.StatusCode, resp.Body)
 	require.Contains(t, resp.Body, `"success":false`)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
@@ -124,7 +125,10 @@ func (s *Server) SendTx(c echo.Context, walletName string, params apigen.SendTxP
 // (TaskMaxWait, or StopWaiting), or the client goes away. It returns the
 // task as last read. When the client goes away and cancel is set, a task
 // still waiting is cancelled (a task is aborted if its client disconnects);
-// an executing one is not, as its transaction may be out.
+// an executing one is not, as its transaction may be out. A read that finds
+// the database unavailable (a failover) is tried again at the next poll:
+// the task is stored, and a 503 would tell a client without an
+// Idempotency-Key to send it a second time.
 func (s *Server) awaitTask(ctx context.Context, task store.Task, cancel bool) (store.Task, error) {
 	if s.cfg.TaskMaxWait <= 0 {
 		return task, nil
@@ -154,6 +158,9 @@ func (s *Server) awaitTask(ctx context.Context, task store.Task, cancel bool) (s
 		switch {
 		case ctx.Err() != nil:
 			return store.Task{}, s.clientLeft(ctx, task, cancel)
+		case store.IsUnavailable(err):
+			s.logger.Debug("httpapi: database unavailable while a send-tx waits for its task; waiting on", "task", task.ID, "error", err)
+			continue
 		case err != nil:
 			return store.Task{}, err
 		}
@@ -307,7 +314,9 @@ func (s *Server) CancelWalletTask(c echo.Context, walletName, id string) error {
 	if err := checkTaskID(id, "path parameter id"); err != nil {
 		return err
 	}
-	task, cancelled, err := s.store.TaskCancel(c.Request().Context(), store.TaskCancelParams{Now: s.clock.Now(), Wallet: w.ID, ID: id})
+	task, cancelled, err := s.store.TaskCancel(c.Request().Context(), store.TaskCancelParams{
+		Now: s.clock.Now(), Wallet: w.ID, ID: id, Audit: principalOf(c.Request().Context()).audit("api"),
+	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return errNotFound
@@ -650,6 +659,38 @@ func (s *Server) GetWallet(c echo.Context, walletName apigen.Wallet) error {
 	if err != nil {
 		return err
 	}
+	return s.walletInfo(c, w)
+}
+
+// PauseWallet answers POST /v1/wallets/{wallet}/pause: an operator's hold.
+func (s *Server) PauseWallet(c echo.Context, walletName apigen.Wallet) error {
+	return s.holdWallet(c, walletName, s.store.WalletHealthHold)
+}
+
+// ResumeWallet answers POST /v1/wallets/{wallet}/resume.
+func (s *Server) ResumeWallet(c echo.Context, walletName apigen.Wallet) error {
+	return s.holdWallet(c, walletName, s.store.WalletHealthRelease)
+}
+
+// holdWallet holds or releases the wallet (change), audited as the
+// request's principal, and answers the wallet.
+func (s *Server) holdWallet(c echo.Context, walletName string, change func(context.Context, store.WalletHoldParams) (store.WalletHealth, bool, error)) error {
+	w, err := s.walletFor(c, walletName, "path parameter wallet")
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	if _, _, err := change(ctx, store.WalletHoldParams{
+		Now: s.clock.Now(), ChainID: w.ChainID, Sender: w.Address().Hex(), Wallet: w.ID,
+		Audit: principalOf(ctx).audit("api"),
+	}); err != nil {
+		return err
+	}
+	return s.walletInfo(c, w)
+}
+
+// walletInfo answers the wallet w with its health.
+func (s *Server) walletInfo(c echo.Context, w keystore.Wallet) error {
 	addr := w.Address().Hex()
 	out := apigen.WalletInfo{Wallet: w.ID, Address: addr, ChainID: w.ChainID}
 	h, err := s.store.WalletHealthGet(c.Request().Context(), w.ChainID, addr)
@@ -661,6 +702,7 @@ func (s *Server) GetWallet(c echo.Context, walletName apigen.Wallet) error {
 		out.Health = &apigen.WalletHealth{
 			ChainNonce: h.ChainNonce, ChainNonceSince: h.ChainNonceSince, BalanceAt: h.BalanceAt,
 			Paused: h.Paused, Resets: h.Resets, LastResetAt: h.LastResetAt, LastResetFrom: h.LastResetFrom, LastResetTo: h.LastResetTo,
+			HeldAt: h.HeldAt, HeldBy: h.HeldBy,
 		}
 		if h.Balance != nil {
 			out.Health.Balance = ptr(h.Balance.String())

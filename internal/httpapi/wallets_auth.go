@@ -1,17 +1,15 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/ledgerq/ledgerq/internal/keystore"
-	"github.com/ledgerq/ledgerq/internal/store"
 )
 
-// The wallet routes' access rules:
+// The wallet routes' access rules (access.go has the whole model):
 //   - every operation the document marks with a security requirement needs
 //     a valid API key, as Authorization: Bearer <key> or X-API-Key: <key>
 //     (the Hathor headless wallet's clients send the latter); both may be
@@ -22,50 +20,8 @@ import (
 //     wallet's task all get the same 404 (errNotFound), so a key learns
 //     nothing about what it may not see.
 
-// apiKeyContextKey is where requireAPIKey leaves the request's key.
-const apiKeyContextKey = "httpapi.apikey"
-
 // errNotFound is the one answer to every wallet or task a key may not see.
 var errNotFound = &Error{Status: http.StatusNotFound, Message: "not found: no such wallet or task for this API key"}
-
-// withAPIKeys returns the operations' middlewares, with requireAPIKey first
-// on the secured ones. rules is shared by every Server: it is copied, not
-// changed.
-func (s *Server) withAPIKeys(rules specRules) map[string][]echo.MiddlewareFunc {
-	out := make(map[string][]echo.MiddlewareFunc, len(rules.guards))
-	for op, mws := range rules.guards {
-		if rules.secured[op] {
-			mws = append([]echo.MiddlewareFunc{s.requireAPIKey}, mws...)
-		}
-		out[op] = mws
-	}
-	return out
-}
-
-// requireAPIKey answers 401 unless the request carries a valid API key, and
-// leaves the key in the context for walletFor.
-func (s *Server) requireAPIKey(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		token, problem := apiKeyToken(c.Request().Header)
-		if problem != "" {
-			return unauthorized(c, problem, token != "")
-		}
-		if s.store == nil {
-			return errorf(http.StatusServiceUnavailable, "database unavailable")
-		}
-		ctx, cancel := s.dbContext(c.Request().Context())
-		key, err := s.store.APIKeyLookup(ctx, token)
-		cancel()
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return unauthorized(c, "invalid API key: unknown or revoked", true)
-		case err != nil:
-			return err
-		}
-		c.Set(apiKeyContextKey, key)
-		return next(c)
-	}
-}
 
 // unauthorized is the 401, with the WWW-Authenticate header RFC 9110 asks
 // for (RFC 6750's invalid_token when a key was given).
@@ -113,8 +69,7 @@ func (s *Server) walletFor(c echo.Context, name, param string) (keystore.Wallet,
 	if problem := textProblem(name); problem != "" {
 		return keystore.Wallet{}, errorf(http.StatusBadRequest, "%s: %s", param, problem)
 	}
-	key, _ := c.Get(apiKeyContextKey).(store.APIKey)
-	if !key.Allows(name) || s.wallets == nil {
+	if !principalOf(c.Request().Context()).wallet(name) || s.wallets == nil {
 		return keystore.Wallet{}, errNotFound
 	}
 	w, ok := s.wallets.ByID(name)

@@ -61,7 +61,7 @@ func hostileWalletHandler(t *testing.T) (http.Handler, hostilePieces) {
 	api := httpapi.New(cfg, httpapi.Deps{Store: db.Store, Wallets: reg, Clock: clk, Logger: testLogger(t), Metrics: metrics.New()})
 
 	p := hostilePieces{keys: []string{createAPIKey(t, db.Store, "main"), createAPIKey(t, db.Store, "other", "main")}}
-	revoked, token, err := db.Store.APIKeyCreate(context.Background(), store.APIKeyCreateParams{Now: t0, Name: "revoked", Wallets: []string{"main"}})
+	revoked, token, err := db.Store.APIKeyCreate(context.Background(), store.APIKeyCreateParams{Now: t0, Name: "revoked", Scopes: store.WalletScopes("main")})
 	require.NoError(t, err)
 	_, _, err = db.Store.APIKeyRevoke(context.Background(), store.APIKeyRevokeParams{Now: t0, ID: revoked.ID})
 	require.NoError(t, err)

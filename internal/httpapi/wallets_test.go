@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
+	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/store"
@@ -52,7 +55,7 @@ func newTestWallet(t testing.TB, id string) keystore.Wallet {
 
 func createAPIKey(t testing.TB, st *store.Store, wallets ...string) string {
 	t.Helper()
-	_, token, err := st.APIKeyCreate(context.Background(), store.APIKeyCreateParams{Now: t0, Name: "test", Wallets: wallets})
+	_, token, err := st.APIKeyCreate(context.Background(), store.APIKeyCreateParams{Now: t0, Name: "test", Scopes: store.WalletScopes(wallets...)})
 	require.NoError(t, err)
 	return token
 }
@@ -318,6 +321,56 @@ func TestWallets_SendTxPastTheMaxWaitAnswers202AndLeavesTheTaskWaitingDespiteThe
 	require.Equal(t, store.TaskWaiting, f.task(a.Task.ID).Status, "not cancelled")
 }
 
+// A send-tx that waits for its task has stored it: when the database goes
+// away during the wait (a failover), the request keeps waiting and answers
+// the task, 202 at the end of the wait, instead of a 503 that a client
+// without an Idempotency-Key would answer by sending the payment again.
+func TestWallets_AWaitingSendTxRidesOutADatabaseOutageAndAnswersItsTask(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	u, err := url.Parse(db.URL)
+	require.NoError(t, err)
+	proxy := startProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	st, err := store.Open(context.Background(), u.String())
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	reg, err := keystore.NewRegistry(newTestWallet(t, "main"))
+	require.NoError(t, err)
+	cfg := httpapi.DefaultConfig()
+	cfg.TaskMaxWait = 3 * time.Second
+	cfg.RequestTimeout = 500 * time.Millisecond
+	api := httpapi.New(cfg, httpapi.Deps{Store: st, Wallets: reg, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: metrics.New()})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	f := &walletFixture{apiFixture: &apiFixture{t: t, db: db, url: srv.URL}, key: createAPIKey(t, db.Store, "main")}
+
+	req := f.request(context.Background(), http.MethodPost, "/v1/wallets/main/send-tx", []byte(txBody("1")), bearer(f.key)...)
+	answered := make(chan *http.Response, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			close(answered)
+			return
+		}
+		answered <- resp
+	}()
+	stored := f.onlyTask()
+	end := proxy.outage()
+	time.Sleep(time.Second) // the outage lasts this long: the fault is the point
+	end()
+
+	resp, ok := <-answered
+	require.True(t, ok, "the waiting send-tx was not answered")
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, resp.StatusCode, "%s", body)
+	a := decodeTask(t, httpResult{StatusCode: resp.StatusCode, Body: string(body)})
+	require.Equal(t, stored.ID, a.Task.ID)
+	require.Equal(t, "waiting", a.Task.Status)
+}
+
 // On shutdown, waiting requests are answered (202) rather than dropped, and
 // their tasks are not cancelled.
 func TestWallets_StopWaitingAnswersWaitingRequestsWith202AndCancelsNothing(t *testing.T) {
@@ -442,6 +495,8 @@ func (f *walletFixture) walletRoutes(taskID string) map[string]func(headers ...s
 		},
 		"webhooks list": func(h ...string) httpResult { return f.call(http.MethodGet, "/v1/wallets/main/webhooks", nil, h...) },
 		"wallet":        func(h ...string) httpResult { return f.call(http.MethodGet, "/v1/wallets/main", nil, h...) },
+		"pause":         func(h ...string) httpResult { return f.call(http.MethodPost, "/v1/wallets/main/pause", nil, h...) },
+		"resume":        func(h ...string) httpResult { return f.call(http.MethodPost, "/v1/wallets/main/resume", nil, h...) },
 	}
 }
 
@@ -453,7 +508,7 @@ func TestWallets_EveryWalletRouteWithoutAValidAPIKeyIs401(t *testing.T) {
 	keys, err := f.db.Store.APIKeyList(context.Background(), false)
 	require.NoError(t, err)
 	for _, k := range keys {
-		if k.CreatedAt.Equal(t0) && len(k.Wallets) == 1 && k.Wallets[0] == "main" {
+		if k.CreatedAt.Equal(t0) && len(k.Scopes) == 1 && k.Scopes[0] == store.WalletScope("main") {
 			_, _, err := f.db.Store.APIKeyRevoke(context.Background(), store.APIKeyRevokeParams{Now: t0, ID: k.ID})
 			require.NoError(t, err)
 		}
@@ -559,6 +614,48 @@ func TestWallets_SeedStatusRouteAnswersTheSeedsExactBytesForEachStatus(t *testin
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, resp.Body)
 	require.Contains(t, resp.Body, `"success":false`)
 	require.Equal(t, http.StatusUnauthorized, f.call(http.MethodGet, "/wallet/tasks/send-tx/"+done.ID, nil, "X-Wallet-ID", "main").StatusCode)
+}
+
+// An operator's pause holds the wallet and a resume ends the hold; both,
+// and a cancel, are in the audit log under the key that made them.
+func TestWallets_PauseAndResumeHoldTheWalletAndAreAudited(t *testing.T) {
+	t.Parallel()
+	f := setupWallets(t)
+	info := func(resp httpResult) apigen.WalletInfo {
+		f.t.Helper()
+		require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
+		var out apigen.WalletInfo
+		require.NoError(t, json.Unmarshal([]byte(resp.Body), &out))
+		return out
+	}
+	paused := info(f.call(http.MethodPost, "/v1/wallets/main/pause", nil, bearer(f.key)...))
+	require.NotNil(t, paused.Health)
+	require.NotNil(t, paused.Health.HeldAt, "the hold is shown")
+	require.Equal(t, "test", *paused.Health.HeldBy)
+	h, err := f.db.Store.WalletHealthGet(context.Background(), f.main.ChainID, f.main.Address().Hex())
+	require.NoError(t, err)
+	require.NotNil(t, h.HeldAt, "the hold is stored, where the wallet's runs read it")
+	require.Nil(t, info(f.call(http.MethodGet, "/v1/wallets/other", nil, bearer(f.otherKey)...)).Health, "the other wallet is not held")
+
+	resumed := info(f.call(http.MethodPost, "/v1/wallets/main/resume", nil, bearer(f.key)...))
+	require.Nil(t, resumed.Health.HeldAt)
+
+	id := decodeTask(t, f.sendTx("?task=true", txBody("1"))).Task.ID
+	require.Equal(t, http.StatusOK, f.call(http.MethodDelete, "/v1/wallets/main/tasks/"+id, nil, bearer(f.key)...).StatusCode)
+
+	audit, err := f.db.Store.AuditList(context.Background(), 0, 10)
+	require.NoError(t, err)
+	var actions []string
+	for _, a := range audit {
+		require.Equal(t, "test", a.KeyName)
+		require.NotEmpty(t, a.KeyID)
+		var detail map[string]any
+		require.NoError(t, json.Unmarshal(a.Detail, &detail))
+		require.Equal(t, "api", detail["via"])
+		actions = append(actions, a.Action+" "+a.Target)
+	}
+	require.Len(t, actions, 3, "one row per action: %v", actions)
+	require.Contains(t, actions[0], id, "newest first: the cancel")
 }
 
 func TestWallets_DeleteCancelsAWaitingTaskAndAnyOtherIs409(t *testing.T) {

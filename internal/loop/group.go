@@ -56,9 +56,21 @@ type Deps struct {
 // interval, woken by deps.Wake, observed by deps.Metrics, running runOnce
 // each round. A round that handled max items (a full claim) is followed by
 // another at once; max 0 never asks for one.
+//
+// A service without deps.Wake retries a failed round after its interval at
+// the latest (Config.MaxBackoff, when the interval is shorter than its
+// default): nothing else tells it that the database is back after an
+// outage (a failover, a restart), so a backoff grown over the outage would
+// keep it asleep long after. A service with deps.Wake backs off as usual;
+// the notify listener wakes it when it reconnects.
 func NewService(name string, interval time.Duration, deps Deps, max int, runOnce func(context.Context) (int, error)) *Loop {
+	var maxBackoff time.Duration // New's default
+	if deps.Wake == nil {
+		maxBackoff = interval
+	}
 	return New(Config{
 		Name: name, Interval: interval, Wake: deps.Wake, Logger: deps.Logger, Observe: deps.Metrics.ObserveRound,
+		MaxBackoff: min(maxBackoff, defaultMaxBackoff),
 	}, func(ctx context.Context) (bool, error) {
 		n, err := runOnce(ctx)
 		return max > 0 && n >= max, err

@@ -18,6 +18,10 @@ import (
 	"time"
 )
 
+// defaultMaxBackoff caps the wait after repeated errors unless
+// Config.MaxBackoff says otherwise.
+const defaultMaxBackoff = 30 * time.Second
+
 // Round runs one round of a loop. more reports that the round hit its batch
 // limit, so another round should follow at once.
 type Round func(ctx context.Context) (more bool, err error)
@@ -64,7 +68,7 @@ func New(cfg Config, round Round) *Loop {
 		cfg.Interval = time.Second
 	}
 	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = 30 * time.Second
+		cfg.MaxBackoff = defaultMaxBackoff
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -231,3 +231,30 @@ func TestLoop_PokeStartsARoundAndPokeAfterKeepsTheEarliest(t *testing.T) {
 		t.Fatal("PokeAfter(50ms) did not start a round")
 	}
 }
+
+// A service that no NOTIFY wakes (the shard rescuer, the wallet follower,
+// retention) is the only one that notices that the database is back after
+// an outage: its retries never wait longer than its poll interval, or the
+// rescue of a dead holder's wallet and the confirmations of sent
+// transactions would wait for a backoff grown over the whole outage (up to
+// 30 s). A service with a wake-up channel backs off as before: the listener
+// wakes it when it reconnects.
+func TestNewService_WithoutAWakeChannelRetriesAtItsIntervalAfterErrors(t *testing.T) {
+	t.Parallel()
+	const interval = 50 * time.Millisecond
+	count := func(deps Deps) int64 {
+		var n atomic.Int64
+		l := NewService("t", interval, deps, 0, func(context.Context) (int, error) {
+			n.Add(1)
+			return 0, errors.New("database down")
+		})
+		require.NoError(t, l.Start(context.Background()))
+		time.Sleep(1500 * time.Millisecond) // the outage the rounds fail through
+		l.Stop()
+		return n.Load()
+	}
+	// At most every 50 ms: 30 rounds in 1.5 s. Backing off from 100 ms
+	// (50-100, 100-200, 200-400, 400-800 ms), at most 5.
+	require.GreaterOrEqual(t, count(Deps{}), int64(12), "a service no NOTIFY wakes backed off beyond its interval")
+	require.LessOrEqual(t, count(Deps{Wake: make(chan struct{})}), int64(6), "a service with a wake-up channel did not back off")
+}

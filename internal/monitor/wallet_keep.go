@@ -92,15 +92,17 @@ func (j WalletKeeper) Collect(ctx context.Context, s *workers.WalletShard, inFli
 		case err != nil || h.BalanceAt == nil || s.Now().Sub(*h.BalanceAt) >= balanceMaxAge(s, h):
 			return &balanceCycle{WalletShard: s}, nil
 		}
-		s.Run.Paused = h.Paused
+		s.Run.Paused, s.Run.Held = h.Paused, h.HeldAt != nil
 	}
+	// A held wallet still fills freed nonces: those in flight above them
+	// run only once the gap is filled.
 	if s.Run.Paused {
 		return nil, nil
 	}
 	if !s.Run.NoopsChecked {
 		s.Run.NoopsChecked = true
 		budget := s.Config().InFlight - inFlight
-		if len(freed) > 0 && budget > 0 && (waiting == 0 || len(freed) > s.Config().MaxRecycled) {
+		if len(freed) > 0 && budget > 0 && (waiting == 0 || s.Run.Held || len(freed) > s.Config().MaxRecycled) {
 			return &noopCycle{WalletShard: s, nonces: freed[:min(len(freed), budget)], why: "freed nonce no task fills"}, nil
 		}
 	}
@@ -470,7 +472,7 @@ func (c *balanceCycle) Commit(ctx context.Context) error {
 			"balance_wei", h.Balance.String(), "threshold_wei", h.Threshold.String())
 		c.Metrics().Transition("wallet", "paused", 1)
 	}
-	c.Run.Paused = h.Paused
+	c.Run.Paused, c.Run.Held = h.Paused, h.HeldAt != nil
 	return nil
 }
 

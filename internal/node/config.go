@@ -185,6 +185,8 @@ func (c *Config) ValidateSettings() error {
 		return fmt.Errorf("--api-read-header-timeout (%s) must not be longer than --api-read-timeout (%s), which bounds the headers too", c.API.ReadHeaderTimeout, c.API.ReadTimeout)
 	case c.API.MaxConnections < 1:
 		return errors.New("--api-max-connections must be at least 1")
+	case (c.API.TLSCertFile == "") != (c.API.TLSKeyFile == ""):
+		return errors.New("--tls-cert-file and --tls-key-file go together: set both to serve HTTPS, or neither to serve HTTP (behind a proxy that terminates TLS)")
 	case b.Ledger.Instance == nil && b.Ledger.Kind != BatchLedgerSim && b.Ledger.Kind != BatchLedgerSawtooth:
 		return fmt.Errorf("--batch-ledger %q: want sim or sawtooth", b.Ledger.Kind)
 	case b.Ledger.Instance == nil && b.Ledger.Kind == BatchLedgerSawtooth && b.Ledger.URL == "":

@@ -66,6 +66,7 @@ func TestMetrics_BatchLaneFiguresMoveAsBatchesGoThrough(t *testing.T) {
 	cfg.Loops.PollInterval = 20 * time.Millisecond
 	cfg.Batch.FirstCheck, cfg.Batch.CheckInterval = time.Millisecond, 10*time.Millisecond
 	cfg.Batch.Ledger.Sim.CommitDelay = 0
+	cfg.API.Access.Open = true // the figures, not the access model (tested in httpapi)
 	n, srv := openServed(t, ctx, cfg)
 
 	// Before any loop runs: the oldest batch of each of the 3 services was
@@ -139,6 +140,7 @@ func TestMetrics_LedgerErrorsAreCountedByClass(t *testing.T) {
 	cfg := node.Defaults()
 	cfg.DatabaseURL = db.URL
 	cfg.Batch.Ledger.Sim.TransientRate = 1
+	cfg.API.Access.Open = true // the figures, not the access model (tested in httpapi)
 	n, srv := openServed(t, ctx, cfg)
 
 	signer, err := sawtooth.GenerateSigner()

@@ -448,6 +448,7 @@ func (n *Node) Serve(ctx context.Context, ready func(addr string)) error {
 			}
 		}()
 		n.logger.Info("ledgerq: API listening", "url", "http://"+ln.Addr().String())
+		n.logAccess()
 		if ready != nil {
 			ready(ln.Addr().String())
 		}
@@ -496,4 +497,26 @@ func (n *Node) batchLedgerName() string {
 		return "given"
 	}
 	return n.cfg.Batch.Ledger.Kind
+}
+
+// logAccess says at start which surfaces need an API key.
+func (n *Node) logAccess() {
+	a := n.cfg.API.Access
+	if a.Open {
+		n.logger.Warn("ledgerq: access: --insecure-open: every /v1 route, /metrics and the console answer without an API key; " +
+			"anyone who reaches this address acts as an admin")
+		return
+	}
+	open := []string{"/healthz", "/readyz", "/openapi.json"}
+	if a.MetricsOpen {
+		open = append(open, "/metrics")
+	}
+	if !a.SawtoothRequireKey {
+		open = append(open, "/batches", "/batch_statuses")
+	}
+	if !a.RPCRequireKey {
+		open = append(open, "/rpc")
+	}
+	n.logger.Info("ledgerq: access: every /v1 route, the console and /metrics need an API key with the route's scope (ledgerq keys create)",
+		"open_without_key", open)
 }

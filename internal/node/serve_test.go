@@ -35,6 +35,8 @@ func serveAPI(t *testing.T, mutate func(*node.APIConfig)) string {
 	cfg.Loops.Queuer, cfg.Loops.Submitter, cfg.Loops.Monitor = false, false, false
 	cfg.API.Addr = "127.0.0.1:0"
 	cfg.ShutdownTimeout = time.Second
+	// The listener's behaviour, not the access model (tested in httpapi).
+	cfg.API.Access.Open = true
 	mutate(&cfg.API)
 	n, err := node.Open(t.Context(), cfg)
 	require.NoError(t, err)

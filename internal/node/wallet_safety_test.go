@@ -67,7 +67,7 @@ func startWalletAPI(t *testing.T, mutate func(*node.Config)) *walletAPI {
 	n, srv := openServed(t, t.Context(), cfg)
 	require.NoError(t, n.Start(context.Background()))
 	t.Cleanup(n.Stop)
-	_, apiKey, err := n.Store().APIKeyCreate(t.Context(), store.APIKeyCreateParams{Now: time.Now(), Name: "test", Wallets: []string{"w"}})
+	_, apiKey, err := n.Store().APIKeyCreate(t.Context(), store.APIKeyCreateParams{Now: time.Now(), Name: "test", Scopes: store.WalletScopes("w")})
 	require.NoError(t, err)
 	return &walletAPI{t: t, url: srv.URL, key: apiKey, chain: chain, st: n.Store(), addr: addr}
 }

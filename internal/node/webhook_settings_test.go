@@ -27,7 +27,7 @@ func TestWalletLane_WebhookEndpointSettingsReachTheAPI(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		n, srv := openServed(t, ctx, c)
-		_, token, err := n.Store().APIKeyCreate(ctx, store.APIKeyCreateParams{Now: time.Now(), Name: "test", Wallets: []string{"w"}})
+		_, token, err := n.Store().APIKeyCreate(ctx, store.APIKeyCreateParams{Now: time.Now(), Name: "test", Scopes: store.WalletScopes("w")})
 		if err != nil {
 			t.Fatal(err)
 		}

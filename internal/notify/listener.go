@@ -100,9 +100,15 @@ func (l *Listener) run(ctx context.Context) {
 	defer close(l.done)
 	attempt := 0
 	for ctx.Err() == nil {
-		err := l.listen(ctx)
+		listened, err := l.listen(ctx)
 		if ctx.Err() != nil {
 			return
+		}
+		if listened {
+			// A connection that listened and was then lost is a new
+			// outage: its first reconnect waits the shortest backoff,
+			// not one grown over every outage since the start.
+			attempt = 0
 		}
 		attempt++
 		delay := backoff(attempt)
@@ -115,17 +121,31 @@ func (l *Listener) run(ctx context.Context) {
 	}
 }
 
+// maxBackoff caps the wait between two connection attempts. The listener's
+// reconnect wakes every loop that backed off while the database was away
+// (a restart, a failover), so it keeps trying about once a second: the
+// loops resume within a second of the database's return, not after a
+// backoff grown over the outage. An attempt on a server that is down is
+// cheap.
+const maxBackoff = time.Second
+
+// backoff is the wait before connection attempt number attempt (from 1) of
+// an outage: 50-100 ms, doubling, up to maxBackoff (with jitter down to
+// half).
 func backoff(attempt int) time.Duration {
-	d := 100 * time.Millisecond << min(attempt-1, 6) // up to 6.4 s
+	d := min(100*time.Millisecond<<min(attempt-1, 10), maxBackoff)
 	return d/2 + rand.N(d/2+1)
 }
 
-func (l *Listener) listen(ctx context.Context) error {
+// listen connects, LISTENs on every channel and waits for notifications
+// until the connection fails. listened reports whether it got as far as
+// listening.
+func (l *Listener) listen(ctx context.Context) (listened bool, err error) {
 	connectCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	conn, err := pgx.Connect(connectCtx, l.connString)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("connecting: %w", err)
+		return false, fmt.Errorf("connecting: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 
@@ -135,7 +155,7 @@ func (l *Listener) listen(ctx context.Context) error {
 		_, err := conn.Exec(listenCtx, "LISTEN "+pgx.Identifier{ch}.Sanitize())
 		cancel()
 		if err != nil {
-			return fmt.Errorf("listening on %s: %w", ch, err)
+			return false, fmt.Errorf("listening on %s: %w", ch, err)
 		}
 	}
 
@@ -157,9 +177,9 @@ func (l *Listener) listen(ctx context.Context) error {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
-				return err
+				return true, err
 			}
-			return fmt.Errorf("waiting for notification: %w", err)
+			return true, fmt.Errorf("waiting for notification: %w", err)
 		}
 		l.wake(n.Channel)
 	}

@@ -2,6 +2,7 @@ package notify_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"testing"
@@ -129,4 +130,29 @@ func TestListener_ReconnectsAfterItsConnectionIsKilledWhileTheLoopKeepsPolling(t
 
 	waitSignal(t, reconnected, 20*time.Second, "the listener reconnects")
 	require.NotEqual(t, pid, l.BackendPID())
+}
+
+// A listener that lost its connection many times over a process's life —
+// a failover, a restart, another failover — reconnects each time as soon
+// as it did the first time: the backoff grows over the failed attempts of
+// one outage, not over every outage since the process started. Until the
+// listener is back, loops that backed off during the outage are not woken.
+func TestListener_ReconnectsPromptlyAfterEachOfManyLostConnections(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	l, _ := startListener(t, db.URL, notify.BatchSubmitter)
+
+	// The first reconnect of an outage waits 50-100 ms; from the fifth on,
+	// were the backoff to keep growing over outages, 0.5-1 s.
+	const losses, within = 8, 500 * time.Millisecond
+	for i := range losses {
+		pid := l.BackendPID()
+		require.NotZero(t, pid)
+		reconnected := l.Connected()
+		var killed bool
+		require.NoError(t, db.Store.DB().QueryRow(t.Context(), `SELECT pg_terminate_backend($1)`, int(pid)).Scan(&killed))
+		require.True(t, killed)
+		waitSignal(t, reconnected, within, fmt.Sprintf("the listener reconnects after losing its connection the %d. time", i+1))
+		require.NotEqual(t, pid, l.BackendPID())
+	}
 }

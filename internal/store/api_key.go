@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
@@ -31,18 +33,108 @@ var apiKeyTokenLen = len(APIKeyTokenPrefix) + base64.RawURLEncoding.EncodedLen(a
 type APIKey struct {
 	ID   string
 	Name string
-	// Wallets are the names of the wallets the key may use.
-	Wallets   []string
+	// Scopes are what the key opens, sorted.
+	Scopes    []Scope
 	CreatedAt time.Time
 	// RevokedAt is nil while the key is valid.
 	RevokedAt *time.Time
 }
 
-// Allows reports whether the key is scoped to wallet.
-func (k APIKey) Allows(wallet string) bool { return slices.Contains(k.Wallets, wallet) }
+// Scope is one thing a key opens.
+type Scope string
+
+// The scopes. A key holds one or more; admin holds every other.
+const (
+	// ScopeAdmin opens everything: every route, the console and its
+	// actions.
+	ScopeAdmin Scope = "admin"
+	// ScopeRead opens every read: the GET routes of every lane, /metrics,
+	// the console's pages (not its actions).
+	ScopeRead Scope = "read"
+	// ScopePoolWrite opens the builder lane's intake: POST /v1/pool/txs
+	// (and /rpc when it requires a key).
+	ScopePoolWrite Scope = "pool:write"
+	// ScopeAnyService opens the batch lane for every service.
+	ScopeAnyService Scope = "service:*"
+)
+
+// Scope prefixes: a wallet's and a service's.
+const (
+	walletScopePrefix  = "wallet:"
+	serviceScopePrefix = "service:"
+)
+
+// WalletScope opens the routes of wallet name.
+func WalletScope(name string) Scope { return Scope(walletScopePrefix + name) }
+
+// WalletScopes are the scopes of the wallets names.
+func WalletScopes(names ...string) []Scope {
+	out := make([]Scope, len(names))
+	for i, n := range names {
+		out[i] = WalletScope(n)
+	}
+	return out
+}
+
+// ServiceScope opens the batch lane for service id: posting its batches and
+// reading them.
+func ServiceScope(id string) Scope { return Scope(serviceScopePrefix + id) }
+
+var walletName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+// ParseScope reads a scope as ledgerq keys create takes it (--scope), with
+// the error a user needs to fix it. It is the table's api_keys_scopes_valid
+// in Go.
+func ParseScope(s string) (Scope, error) {
+	switch sc := Scope(s); {
+	case sc == ScopeAdmin, sc == ScopeRead, sc == ScopePoolWrite, sc == ScopeAnyService:
+		return sc, nil
+	case strings.HasPrefix(s, walletScopePrefix):
+		if !walletName.MatchString(s[len(walletScopePrefix):]) {
+			return "", fmt.Errorf("scope %q: a wallet name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit", s)
+		}
+		return sc, nil
+	case strings.HasPrefix(s, serviceScopePrefix):
+		id := s[len(serviceScopePrefix):]
+		if id == "" || utf8.RuneCountInString(id) > 256 || !utf8.ValidString(id) || strings.ContainsFunc(id, unicode.IsControl) {
+			return "", fmt.Errorf("scope %q: a service id is 1 to 256 characters without control characters", s)
+		}
+		return sc, nil
+	}
+	return "", fmt.Errorf("scope %q: want admin, read, pool:write, service:* , service:ID or wallet:NAME", s)
+}
+
+// Has reports whether the key holds scope, or admin.
+func (k APIKey) Has(scope Scope) bool {
+	return slices.Contains(k.Scopes, ScopeAdmin) || slices.Contains(k.Scopes, scope)
+}
+
+// AllowsWallet reports whether the key opens wallet's routes.
+func (k APIKey) AllowsWallet(wallet string) bool { return k.Has(WalletScope(wallet)) }
+
+// AllowsService reports whether the key opens service's batches.
+func (k APIKey) AllowsService(service string) bool {
+	return k.Has(ScopeAnyService) || k.Has(ServiceScope(service))
+}
+
+// Wallets returns the wallets the key names (admin opens every wallet
+// without naming one).
+func (k APIKey) Wallets() []string {
+	var out []string
+	for _, s := range k.Scopes {
+		if name, ok := strings.CutPrefix(string(s), walletScopePrefix); ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
 
 func apiKeyFromRow(r dbsqlc.LedgerqApiKey) APIKey {
-	return APIKey{ID: r.ID, Name: r.Name, Wallets: r.WalletIds, CreatedAt: r.CreatedAt.UTC(), RevokedAt: utcPtr(r.RevokedAt)}
+	scopes := make([]Scope, len(r.Scopes))
+	for i, s := range r.Scopes {
+		scopes[i] = Scope(s)
+	}
+	return APIKey{ID: r.ID, Name: r.Name, Scopes: scopes, CreatedAt: r.CreatedAt.UTC(), RevokedAt: utcPtr(r.RevokedAt)}
 }
 
 // apiKeyHash is what the table stores of a token.
@@ -55,26 +147,41 @@ func apiKeyHash(token string) []byte {
 type APIKeyCreateParams struct {
 	Now  time.Time
 	Name string
-	// Wallets the key may use: one or more wallet names.
-	Wallets []string
+	// Scopes are what the key opens: one or more (ParseScope).
+	Scopes []Scope
 }
 
 // APIKeyCreate stores a new key and returns it with its token. The token is
 // returned this once: only its SHA-256 is stored.
 func (s *Store) APIKeyCreate(ctx context.Context, p APIKeyCreateParams) (APIKey, string, error) {
-	var raw [apiKeyTokenBytes]byte
-	// crypto/rand.Read never returns an error (Go 1.24+); it panics instead.
-	_, _ = rand.Read(raw[:])
-	token := APIKeyTokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
-	// Never nil: no wallets is for the table's CHECK to refuse, not a NULL.
-	wallets := append([]string{}, slices.Compact(slices.Sorted(slices.Values(p.Wallets)))...)
+	scopes := make([]string, 0, len(p.Scopes))
+	for _, sc := range p.Scopes {
+		if _, err := ParseScope(string(sc)); err != nil {
+			return APIKey{}, "", fmt.Errorf("storing API key %q: %w", p.Name, err)
+		}
+		scopes = append(scopes, string(sc))
+	}
+	// Never nil: no scope is for the table's CHECK to refuse, not a NULL.
+	scopes = slices.Compact(slices.Sorted(slices.Values(scopes)))
+	if scopes == nil {
+		scopes = []string{}
+	}
+	token := newSecretToken(APIKeyTokenPrefix)
 	row, err := one(s.q.APIKeyInsert(ctx, dbsqlc.APIKeyInsertParams{
-		ID: newUUIDv7(p.Now), Name: p.Name, TokenHash: apiKeyHash(token), WalletIds: wallets, Now: p.Now,
+		ID: newUUIDv7(p.Now), Name: p.Name, TokenHash: apiKeyHash(token), Scopes: scopes, Now: p.Now,
 	}))
 	if err != nil {
 		return APIKey{}, "", fmt.Errorf("storing API key %q: %w", p.Name, err)
 	}
 	return apiKeyFromRow(row), token, nil
+}
+
+// newSecretToken is prefix and 32 random bytes in unpadded base64url.
+func newSecretToken(prefix string) string {
+	var raw [apiKeyTokenBytes]byte
+	// crypto/rand.Read never returns an error (Go 1.24+); it panics instead.
+	_, _ = rand.Read(raw[:])
+	return prefix + base64.RawURLEncoding.EncodeToString(raw[:])
 }
 
 // APIKeyLookup returns the valid key whose token is token. An unknown,

@@ -17,7 +17,7 @@ import (
 
 func createKey(t *testing.T, st *store.Store, now time.Time, name string, wallets ...string) (store.APIKey, string) {
 	t.Helper()
-	k, token, err := st.APIKeyCreate(t.Context(), store.APIKeyCreateParams{Now: now, Name: name, Wallets: wallets})
+	k, token, err := st.APIKeyCreate(t.Context(), store.APIKeyCreateParams{Now: now, Name: name, Scopes: store.WalletScopes(wallets...)})
 	require.NoError(t, err)
 	return k, token
 }
@@ -30,7 +30,8 @@ func TestAPIKey_CreateReturnsAHighEntropyTokenOnceAndStoresOnlyItsHash(t *testin
 	now := testfactory.Start()
 	k, token := createKey(t, st, now, "ci", "main", "hot", "main")
 	require.Regexp(t, `^lq_[A-Za-z0-9_-]{43}$`, token, "lq_ and 32 random bytes in base64url")
-	require.Equal(t, []string{"hot", "main"}, k.Wallets, "sorted, once each")
+	require.Equal(t, []store.Scope{"wallet:hot", "wallet:main"}, k.Scopes, "sorted, once each")
+	require.Equal(t, []string{"hot", "main"}, k.Wallets())
 	require.Equal(t, now, k.CreatedAt)
 	require.Nil(t, k.RevokedAt)
 
@@ -53,8 +54,9 @@ func TestAPIKey_LookupByTokenFindsTheKeyAndAnyOtherTokenIsNotFound(t *testing.T)
 	got, err := st.APIKeyLookup(t.Context(), token)
 	require.NoError(t, err)
 	require.Equal(t, k, got)
-	require.True(t, got.Allows("main"))
-	require.False(t, got.Allows("other"))
+	require.True(t, got.AllowsWallet("main"))
+	require.False(t, got.AllowsWallet("other"))
+	require.False(t, got.Has(store.ScopeRead))
 
 	// The token with one character changed, and with its letters in the
 	// other case: tokens are compared exactly.
@@ -126,18 +128,25 @@ func keyIDs(keys []store.APIKey) []string {
 	return out
 }
 
-// The table itself refuses a key without wallets, a wallet name the API
-// could not route, and an empty name.
+// A key without scopes, with a wallet name the API could not route, or
+// without a name is refused: a bad scope before the database is asked
+// (ParseScope), the rest by the table itself.
 func TestAPIKey_TheTableRefusesKeysWithoutWalletsOrWithBadNames(t *testing.T) {
 	t.Parallel()
 	now := testfactory.Start()
 	for name, p := range map[string]store.APIKeyCreateParams{
-		"no wallet":       {Now: now, Name: "x"},
-		"empty wallet":    {Now: now, Name: "x", Wallets: []string{""}},
-		"wallet w/ space": {Now: now, Name: "x", Wallets: []string{"a b"}},
-		"wallet w/ slash": {Now: now, Name: "x", Wallets: []string{"main", "../x"}},
-		"long wallet":     {Now: now, Name: "x", Wallets: []string{strings.Repeat("a", 65)}},
-		"empty name":      {Now: now, Name: "", Wallets: []string{"main"}},
+		"empty wallet":    {Now: now, Name: "x", Scopes: store.WalletScopes("")},
+		"wallet w/ space": {Now: now, Name: "x", Scopes: store.WalletScopes("a b")},
+		"wallet w/ slash": {Now: now, Name: "x", Scopes: store.WalletScopes("main", "../x")},
+		"long wallet":     {Now: now, Name: "x", Scopes: store.WalletScopes(strings.Repeat("a", 65))},
+	} {
+		st := testdb.NewTx(t)
+		_, _, err := st.APIKeyCreate(t.Context(), p)
+		require.ErrorContains(t, err, "scope", name)
+	}
+	for name, p := range map[string]store.APIKeyCreateParams{
+		"no scope":   {Now: now, Name: "x"},
+		"empty name": {Now: now, Name: "", Scopes: store.WalletScopes("main")},
 	} {
 		st := testdb.NewTx(t)
 		_, _, err := st.APIKeyCreate(t.Context(), p)
@@ -145,5 +154,50 @@ func TestAPIKey_TheTableRefusesKeysWithoutWalletsOrWithBadNames(t *testing.T) {
 		require.ErrorAs(t, err, &pgErr, name)
 		require.Equal(t, "23514", pgErr.Code, "%s: a CHECK violation, got %v", name, err)
 		require.Regexp(t, regexp.MustCompile(`^api_keys_`), pgErr.ConstraintName, name)
+	}
+}
+
+// Scopes: admin holds every other; read, pool:write and a service's scope
+// open what they name and nothing else; service:* opens every service.
+func TestAPIKey_ScopesOpenWhatTheyNameAndAdminOpensEverything(t *testing.T) {
+	t.Parallel()
+	k := func(scopes ...store.Scope) store.APIKey { return store.APIKey{Scopes: scopes} }
+	admin := k(store.ScopeAdmin)
+	for _, sc := range []store.Scope{store.ScopeRead, store.ScopePoolWrite, store.ScopeAnyService, store.WalletScope("main")} {
+		require.True(t, admin.Has(sc), sc)
+	}
+	require.True(t, admin.AllowsService("orders"))
+	require.True(t, admin.AllowsWallet("main"))
+
+	svc := k(store.ServiceScope("orders"), store.ScopeRead)
+	require.True(t, svc.AllowsService("orders"))
+	require.False(t, svc.AllowsService("payments"))
+	require.False(t, svc.Has(store.ScopePoolWrite))
+	require.False(t, svc.AllowsWallet("main"))
+	require.True(t, k(store.ScopeAnyService).AllowsService("payments"))
+	require.False(t, k(store.ScopeAnyService).Has(store.ScopeRead))
+
+	for _, good := range []string{"admin", "read", "pool:write", "service:*", "service:orders eu", "wallet:main-2"} {
+		sc, err := store.ParseScope(good)
+		require.NoError(t, err, good)
+		require.Equal(t, store.Scope(good), sc)
+	}
+	for _, bad := range []string{"", "Admin", "pool", "pool:read", "service:", "service:a\nb", "wallet:", "wallet:a/b", "wallet:" + strings.Repeat("a", 65)} {
+		_, err := store.ParseScope(bad)
+		require.Error(t, err, "%q", bad)
+	}
+}
+
+// The table holds the same rule as ParseScope: it refuses what the Go
+// check refuses, for a row written by SQL.
+func TestAPIKey_TheTableRefusesScopesOutsideTheModel(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"superuser", "wallet:a b", "service:", "read "} {
+		st := testdb.NewTx(t)
+		_, err := st.DB().Exec(t.Context(), `INSERT INTO ledgerq.api_keys (id, name, token_hash, scopes, created_at)
+			VALUES ('0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b', 'x', sha256('x'), ARRAY[$1], now())`, bad)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr, bad)
+		require.Equal(t, "api_keys_scopes_valid", pgErr.ConstraintName, bad)
 	}
 }

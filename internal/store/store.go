@@ -78,11 +78,27 @@ func OpenPool(ctx context.Context, databaseURL string, minConns int) (*Store, er
 		cfg.ConnConfig.RuntimeParams["application_name"] = "ledgerq"
 	}
 	cfg.MaxConns = max(cfg.MaxConns, int32(minConns))
+	cfg.ConnConfig.OnPgError = closeWhenReadOnly(cfg.ConnConfig.OnPgError)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating connection pool: %w", err)
 	}
 	return New(pool), nil
+}
+
+// closeWhenReadOnly wraps pgx's error handler (which closes a connection on
+// a FATAL error) so that it also closes a connection whose server answered
+// 25006: a demoted primary refuses every write for as long as the session
+// lives, and the pool would hand the connection out again. Closed, it is
+// dropped when released, and the next connection goes to the host that
+// takes writes (target_session_attrs=read-write in a multi-host URL).
+func closeWhenReadOnly(next pgconn.PgErrorHandler) pgconn.PgErrorHandler {
+	return func(conn *pgconn.PgConn, err *pgconn.PgError) bool {
+		if err.Code == sqlstateReadOnlyTransaction {
+			return false
+		}
+		return next == nil || next(conn, err)
+	}
 }
 
 // Conns returns the store's connection pool (pgx's), or nil for a store
@@ -241,6 +257,12 @@ func IsUnavailable(err error) bool {
 	return false
 }
 
+// sqlstateReadOnlyTransaction is what a server that no longer takes writes
+// answers one: a primary being demoted (pg_auto_failover sets
+// default_transaction_read_only first) or a standby. ledgerq never asks for
+// a read-only transaction, so it always means "the primary is elsewhere".
+const sqlstateReadOnlyTransaction = "25006"
+
 // unavailableCode reports whether a SQLSTATE says the server cannot serve now
 // rather than that it refuses the statement.
 func unavailableCode(code string) bool {
@@ -250,7 +272,8 @@ func unavailableCode(code string) bool {
 	switch code {
 	case "57P01", "57P02", "57P03", // admin shutdown, crash shutdown, cannot connect now
 		"53300", // too many connections
-		"57014": // query canceled: statement_timeout, or the cancel sent when a deadline passed
+		"57014", // query canceled: statement_timeout, or the cancel sent when a deadline passed
+		sqlstateReadOnlyTransaction:
 		return true
 	}
 	return false

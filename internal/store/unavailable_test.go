@@ -9,16 +9,20 @@ import (
 	"os"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testdb"
 )
 
 // What a connection lost to a restart, a crash, a terminated backend or a
-// network cut looks like through pgx: the API answers these 503 (retry
-// later), and everything else the database says is a refusal (4xx/500).
+// network cut looks like through pgx, and what a primary demoted to a
+// standby answers a write (25006: ledgerq never asks for a read-only
+// transaction itself): the API answers these 503 (retry later), and
+// everything else the database says is a refusal (4xx/500).
 func TestIsUnavailable_ClassifiesLostConnectionsAndNotRefusals(t *testing.T) {
 	t.Parallel()
 	wrap := func(err error) error { return fmt.Errorf("getting batch: %w", err) }
@@ -47,6 +51,7 @@ func TestIsUnavailable_ClassifiesLostConnectionsAndNotRefusals(t *testing.T) {
 		"cannot connect now 57P03":           {wrap(pg("57P03")), true},
 		"too many connections 53300":         {wrap(pg("53300")), true},
 		"statement timeout 57014":            {wrap(pg("57014")), true},
+		"read-only transaction 25006":        {wrap(pg("25006")), true},
 		"connect error":                      {wrap(&pgconn.ConnectError{}), true},
 		"unique violation 23505":             {wrap(pg("23505")), false},
 		"serialization failure 40001":        {wrap(pg("40001")), false},
@@ -64,4 +69,36 @@ func TestIsUnavailable_ClassifiesLostConnectionsAndNotRefusals(t *testing.T) {
 			require.Equal(t, tc.want, store.IsUnavailable(tc.err), "%v", tc.err)
 		})
 	}
+}
+
+// A connection whose server stopped taking writes — a primary demoted by a
+// failover manager, which pg_auto_failover does by setting
+// default_transaction_read_only before it stops the server — answers every
+// write 25006 for as long as it lives. The pool closes it on that answer,
+// so the next statement connects again (and, with several hosts and
+// target_session_attrs=read-write, to the node that takes writes).
+func TestOpenPool_AConnectionThatTurnedReadOnlyIsDiscarded(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := context.Background()
+	st, err := store.OpenPool(ctx, db.URL+"&pool_max_conns=1", 0)
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	var before uint32
+	require.NoError(t, st.Conns().QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&before))
+	// The pool's one connection: its server now refuses writes.
+	_, err = st.Conns().Exec(ctx, `SET SESSION default_transaction_read_only = on`)
+	require.NoError(t, err)
+
+	_, _, err = st.APIKeyCreate(ctx, store.APIKeyCreateParams{Now: time.Now(), Name: "demoted", Scopes: store.WalletScopes("w")})
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "25006", pgErr.Code)
+	require.True(t, store.IsUnavailable(err), "a read-only server is unavailable for writes, not a refusal: %v", err)
+
+	_, _, err = st.APIKeyCreate(ctx, store.APIKeyCreateParams{Now: time.Now(), Name: "promoted", Scopes: store.WalletScopes("w")})
+	require.NoError(t, err, "the next write gets a new connection")
+	var after uint32
+	require.NoError(t, st.Conns().QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&after))
+	require.NotEqual(t, before, after, "the read-only connection was closed")
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/big"
 	"time"
@@ -28,6 +29,10 @@ type WalletHealth struct {
 	// ChainHead is the chain's latest block as the last confirm read it.
 	ChainHead *int64
 	Paused    bool
+	// HeldAt and HeldBy: an operator's hold (WalletHealthHold); no new
+	// task is sent while it stands. Nil when not held.
+	HeldAt *time.Time
+	HeldBy *string
 	// Resets counts nonce resets; the last one's time and nonces.
 	Resets                     int
 	LastResetAt                *time.Time
@@ -51,7 +56,7 @@ func healthFromRow(r dbsqlc.LedgerqWalletHealth) WalletHealth {
 		BalanceAt: utcPtr(r.BalanceAt), Threshold: bigFromNumeric(r.ThresholdWei), Paused: r.Paused, ChainHead: r.ChainHead,
 		Resets: int(r.Resets), LastResetAt: utcPtr(r.LastResetAt), LastResetFrom: r.LastResetFrom, LastResetTo: r.LastResetTo,
 		RecoveryReason: r.RecoveryReason, RecoverySince: utcPtr(r.RecoverySince), ScanBlock: r.ScanBlock,
-		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), HeldAt: utcPtr(r.HeldAt), HeldBy: r.HeldBy,
 	}
 	if r.BalanceWei.Valid {
 		h.Balance = bigFromNumeric(r.BalanceWei)
@@ -137,4 +142,78 @@ func (s *Store) WalletListWithWork(ctx context.Context, p WalletListWithWorkPara
 		out[i] = WalletKey{ChainID: r.ChainID, Sender: r.Sender}
 	}
 	return out, nil
+}
+
+// WalletHoldParams name the wallet an operator holds or releases.
+type WalletHoldParams struct {
+	Now     time.Time
+	ChainID int64
+	Sender  string
+	// Wallet is the wallet's name, for the audit.
+	Wallet string
+	// Audit, when set, is written in the same transaction (its At, Action
+	// and Target are filled in).
+	Audit *AuditEntry
+}
+
+// WalletHealthHold holds the wallet: from its next cycle no new task is
+// sent (those in flight are still confirmed, bumped and sent again), until
+// WalletHealthRelease. A held wallet stays held by its first hold. It
+// returns the health row and whether this call held it.
+func (s *Store) WalletHealthHold(ctx context.Context, p WalletHoldParams) (WalletHealth, bool, error) {
+	by := "operator"
+	if p.Audit != nil {
+		by = p.Audit.KeyName
+	}
+	var out WalletHealth
+	var held bool
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		before, err := one(q.WalletHealthGet(ctx, dbsqlc.WalletHealthGetParams{ChainID: p.ChainID, Sender: lowerHex(p.Sender)}))
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		row, err := one(q.WalletHealthHold(ctx, dbsqlc.WalletHealthHoldParams{ChainID: p.ChainID, Sender: lowerHex(p.Sender), Now: p.Now, HeldBy: &by}))
+		if err != nil {
+			return err
+		}
+		out, held = healthFromRow(row), before.HeldAt == nil
+		if !held || p.Audit == nil {
+			return nil
+		}
+		return auditInsert(ctx, q, p.Audit.with(p.Now, "wallet.hold", "wallet/"+p.Wallet, map[string]any{"sender": out.Sender}))
+	})
+	if err != nil {
+		return WalletHealth{}, false, fmt.Errorf("holding wallet %s: %w", WalletShardKey(p.ChainID, p.Sender), err)
+	}
+	return out, held, nil
+}
+
+// WalletHealthRelease ends the wallet's hold. It returns the health row and
+// whether the wallet was held; a wallet never held is ErrNotFound-free: it
+// returns false.
+func (s *Store) WalletHealthRelease(ctx context.Context, p WalletHoldParams) (WalletHealth, bool, error) {
+	var out WalletHealth
+	var released bool
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		before, err := one(q.WalletHealthGet(ctx, dbsqlc.WalletHealthGetParams{ChainID: p.ChainID, Sender: lowerHex(p.Sender)}))
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		row, err := one(q.WalletHealthRelease(ctx, dbsqlc.WalletHealthReleaseParams{ChainID: p.ChainID, Sender: lowerHex(p.Sender), Now: p.Now}))
+		if err != nil {
+			return err
+		}
+		out, released = healthFromRow(row), before.HeldAt != nil
+		if !released || p.Audit == nil {
+			return nil
+		}
+		return auditInsert(ctx, q, p.Audit.with(p.Now, "wallet.release", "wallet/"+p.Wallet,
+			map[string]any{"sender": out.Sender, "held_by": deref(before.HeldBy), "held_at": before.HeldAt}))
+	})
+	if err != nil {
+		return WalletHealth{}, false, fmt.Errorf("releasing wallet %s: %w", WalletShardKey(p.ChainID, p.Sender), err)
+	}
+	return out, released, nil
 }

@@ -333,6 +333,8 @@ type TaskCancelParams struct {
 	Now    time.Time
 	Wallet string
 	ID     string
+	// Audit, when set, records the cancel in the same transaction.
+	Audit *AuditEntry
 }
 
 // TaskCancel cancels the wallet's task if it is still waiting (an aborted
@@ -348,8 +350,13 @@ func (s *Store) TaskCancel(ctx context.Context, p TaskCancelParams) (Task, bool,
 		switch {
 		case err == nil:
 			out, cancelled = taskFromRow(row), true
-			_, err := emitWebhookEvents(ctx, q, p.Now, []WebhookEvent{TaskWebhookEvent(WebhookFailed, out, "", nil)})
-			return err
+			if _, err := emitWebhookEvents(ctx, q, p.Now, []WebhookEvent{TaskWebhookEvent(WebhookFailed, out, "", nil)}); err != nil {
+				return err
+			}
+			if p.Audit == nil {
+				return nil
+			}
+			return auditInsert(ctx, q, p.Audit.with(p.Now, "task.cancel", "wallet/"+p.Wallet+"/task/"+p.ID, map[string]any{"priority": out.Priority}))
 		case !errors.Is(err, ErrNotFound):
 			return fmt.Errorf("cancelling task %q of wallet %q: %w", p.ID, p.Wallet, err)
 		}

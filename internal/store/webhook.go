@@ -420,6 +420,10 @@ func (s *Store) WebhookDeliveryGet(ctx context.Context, id string) (WebhookDeliv
 	if err != nil {
 		return WebhookDeliveryState{}, fmt.Errorf("reading webhook delivery %q: %w", id, err)
 	}
+	return webhookDeliveryStateFromRow(r), nil
+}
+
+func webhookDeliveryStateFromRow(r dbsqlc.LedgerqWebhookDelivery) WebhookDeliveryState {
 	d := WebhookDeliveryState{
 		WebhookOutboxEvent: WebhookOutboxEvent{ID: r.ID, EndpointID: r.EndpointID, Type: WebhookEventType(r.EventType),
 			TaskID: r.TaskID, Payload: r.Payload, CreatedAt: r.CreatedAt.UTC()},
@@ -427,7 +431,76 @@ func (s *Store) WebhookDeliveryGet(ctx context.Context, id string) (WebhookDeliv
 		LastAttemptAt: utcPtr(r.LastAttemptAt), DeliveredAt: utcPtr(r.DeliveredAt), GaveUpAt: utcPtr(r.GaveUpAt),
 		LastStatus: int(deref(r.LastStatus)), LastError: deref(r.LastError), LivenessLock: deref(r.LivenessLock),
 	}
-	return d, nil
+	return d
+}
+
+// WebhookDeliveryListParams select a page of an endpoint's deliveries.
+type WebhookDeliveryListParams struct {
+	EndpointID string
+	// Before is the last delivery of the previous page (zero for the first).
+	BeforeCreatedAt time.Time
+	BeforeID        string
+	Limit           int
+}
+
+// WebhookDeliveryList returns up to Limit of the endpoint's deliveries,
+// newest first, older than (BeforeCreatedAt, BeforeID) when set.
+func (s *Store) WebhookDeliveryList(ctx context.Context, p WebhookDeliveryListParams) ([]WebhookDeliveryState, error) {
+	before, id := p.BeforeCreatedAt, p.BeforeID
+	if before.IsZero() {
+		// After every delivery: the first page.
+		before, id = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), ""
+	}
+	rows, err := s.q.WebhookDeliveryListByEndpoint(ctx, dbsqlc.WebhookDeliveryListByEndpointParams{
+		EndpointID: p.EndpointID, BeforeCreatedAt: before, BeforeID: id, Max: int32(p.Limit),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the deliveries of webhook endpoint %q: %w", p.EndpointID, err)
+	}
+	out := make([]WebhookDeliveryState, len(rows))
+	for i, r := range rows {
+		out[i] = webhookDeliveryStateFromRow(r)
+	}
+	return out, nil
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// WebhookDeliveryRetryParams name a given-up delivery to send again.
+type WebhookDeliveryRetryParams struct {
+	Now time.Time
+	ID  string
+	// Audit, when set, records the retry in the same transaction.
+	Audit *AuditEntry
+}
+
+// WebhookDeliveryRetry sends a given-up delivery again: its attempts start
+// over, due at once, and the deliverers are woken. It returns false for a
+// delivery that is not given up (pending or delivered: nothing to do), and
+// ErrNotFound for a missing one.
+func (s *Store) WebhookDeliveryRetry(ctx context.Context, p WebhookDeliveryRetryParams) (bool, error) {
+	var retried bool
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		row, err := one(q.WebhookDeliveryRetry(ctx, dbsqlc.WebhookDeliveryRetryParams{Now: p.Now, ID: p.ID}))
+		if errors.Is(err, ErrNotFound) {
+			if _, err := one(q.WebhookDeliveryGet(ctx, p.ID)); err != nil {
+				return err
+			}
+			return nil
+		} else if err != nil {
+			return err
+		}
+		retried = true
+		if p.Audit != nil {
+			detail := map[string]any{"endpoint_id": row.EndpointID, "last_error": deref(row.LastError)}
+			if err := auditInsert(ctx, q, p.Audit.with(p.Now, "webhook_delivery.retry", "webhook_delivery/"+p.ID, detail)); err != nil {
+				return err
+			}
+		}
+		return wake(ctx, q, notify.WalletWebhooks)
+	})
+	if err != nil {
+		return false, fmt.Errorf("sending webhook delivery %q again: %w", p.ID, err)
+	}
+	return retried, nil
+}

@@ -362,6 +362,9 @@ type WalletRun struct {
 	// nothing (no reconciliation, no no-op, no send), since a task waiting
 	// here may already be on the chain.
 	UnknownChecked, Recovering bool
+	// Held: an operator holds the wallet (store.WalletHealthHold): the run
+	// sends no new task, and still follows those in flight.
+	Held bool
 	// ChainNonce is the chain's nonce as this run last learned it.
 	ChainNonce uint64
 	// Fresh holds the hashes of attempts this run stored and has not
@@ -507,7 +510,7 @@ func (j *WalletJob) Collect(ctx context.Context, c Claim) (Cycle, error) {
 	if cyc, err := j.steps.KeepMoving.Collect(ctx, s, inFlight, len(tasks)); cyc != nil || err != nil {
 		return cyc, err
 	}
-	if len(tasks) == 0 || s.Run.Paused || s.Run.Recovering {
+	if len(tasks) == 0 || s.Run.Paused || s.Run.Held || s.Run.Recovering {
 		return nil, nil
 	}
 	return j.steps.Send.Collect(ctx, s, tasks)

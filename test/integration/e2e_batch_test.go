@@ -381,7 +381,8 @@ func requireFaults(t *testing.T, st simStats, fig laneFigures) {
 // and its API's base URL.
 func startServe(t *testing.T, dbURL, ledgerURL string, extra ...string) (*proc, string) {
 	t.Helper()
-	args := append([]string{"serve", "--batch-ledger", "sawtooth", "--batch-ledger-url", ledgerURL}, extra...)
+	// The lane's rules are tested here, its access in TestServe_EveryV1RouteNeedsAKey.
+	args := append([]string{"serve", "--insecure-open", "--batch-ledger", "sawtooth", "--batch-ledger-url", ledgerURL}, extra...)
 	return startReady(t, t.TempDir(), []string{"DATABASE_URL=" + dbURL}, args...)
 }
 

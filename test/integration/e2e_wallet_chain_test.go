@@ -150,7 +150,7 @@ func newChainRun(t *testing.T, g *testgeth.Node, wallets int) *chainRun {
 	st, err := store.OpenPool(ctxT(t, 10*time.Second), c.db, 0)
 	require.NoError(t, err)
 	defer st.Close()
-	_, c.token, err = st.APIKeyCreate(ctxT(t, 10*time.Second), store.APIKeyCreateParams{Now: time.Now(), Name: "chain run", Wallets: c.names})
+	_, c.token, err = st.APIKeyCreate(ctxT(t, 10*time.Second), store.APIKeyCreateParams{Now: time.Now(), Name: "chain run", Scopes: store.WalletScopes(c.names...)})
 	require.NoError(t, err)
 	return c
 }

@@ -62,7 +62,7 @@ func (e *walletE2E) start(crashAt string) (*proc, string) {
 	if e.token == "" {
 		st, err := store.OpenPool(ctxT(e.t, 10*time.Second), e.db, 0)
 		require.NoError(e.t, err)
-		_, e.token, err = st.APIKeyCreate(ctxT(e.t, 10*time.Second), store.APIKeyCreateParams{Now: time.Now(), Name: "e2e", Wallets: []string{"w"}})
+		_, e.token, err = st.APIKeyCreate(ctxT(e.t, 10*time.Second), store.APIKeyCreateParams{Now: time.Now(), Name: "e2e", Scopes: store.WalletScopes("w")})
 		st.Close()
 		require.NoError(e.t, err)
 	}

@@ -131,13 +131,18 @@ func TestDev_StartsFromAnEmptyDataDirStopsCleanlyAndReusesTheData(t *testing.T) 
 
 	p := start()
 	require.Contains(t, p.stdout.String(), "http://"+addr)
+	keyFile, err := os.ReadFile(filepath.Join(dataDir, "dev-api-key"))
+	require.NoError(t, err)
+	key := strings.TrimSpace(string(keyFile))
+	require.Contains(t, p.stdout.String(), key, "dev prints its admin key")
 	id, body := signedBatchJSON(t, "svc-dev")
-	resp := postJSON(t, "http://"+addr+"/v1/batches", body)
+	require.Equal(t, http.StatusUnauthorized, postJSON(t, "http://"+addr+"/v1/batches", body).StatusCode, "dev needs the key too")
+	resp := postJSON(t, "http://"+addr+"/v1/batches", body, key)
 	require.Equal(t, http.StatusCreated, resp.StatusCode, resp.Body)
 	stop(p)
 
 	p = start()
-	resp = getJSON(t, "http://"+addr+"/v1/batches/"+url.PathEscape(id))
+	resp = getJSON(t, "http://"+addr+"/v1/batches/"+url.PathEscape(id), key)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the batch stored by the first run is still there: %s", resp.Body)
 	require.NotContains(t, p.stderr.String(), `"initdb":true`, "the second run reuses the cluster")
 	stop(p)
@@ -285,7 +290,7 @@ func TestServe_SIGTERMLetsTheSendInFlightFinishAndRecordsItsOutcome(t *testing.T
 		"--sim-latency", "2s", "--poll-interval", "100ms", "--monitor=false")
 	waitHTTPWhile(t, p, "http://"+addr+"/readyz", http.StatusOK, time.Minute)
 	id, body := signedBatchJSON(t, "svc")
-	require.Equal(t, http.StatusCreated, postJSON(t, "http://"+addr+"/v1/batches", body).StatusCode)
+	require.Equal(t, http.StatusCreated, postJSON(t, "http://"+addr+"/v1/batches", body, createKey(t, db.URL, "service:svc")).StatusCode)
 
 	ctx := ctxT(t, time.Minute)
 	eventually(t, 30*time.Second, "the submitter holds the batch", func() bool {
@@ -302,4 +307,24 @@ func TestServe_SIGTERMLetsTheSendInFlightFinishAndRecordsItsOutcome(t *testing.T
 	require.Nil(t, b.ClaimExpiresAt)
 	require.Equal(t, 1, b.Attempts)
 	require.NotContains(t, p.stderr.String(), "outcome unknown", "the ledger call was not cut short")
+}
+
+// serve needs an API key on every /v1 route and /metrics, says so at start,
+// and a key from `ledgerq keys create` opens what its scopes name; the
+// Sawtooth drop-in stays open.
+func TestServe_EveryV1RouteNeedsAKey(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	p, api := startReady(t, t.TempDir(), []string{"DATABASE_URL=" + db.URL}, "serve", "--log-level", "info")
+	for _, path := range []string{"/v1/batches", "/v1/batches/x", "/metrics", "/v1/bundles"} {
+		require.Equal(t, http.StatusUnauthorized, getJSON(t, api+path).StatusCode, path)
+	}
+	require.Equal(t, http.StatusOK, getJSON(t, api+"/batch_statuses?id="+strings.Repeat("a", 128)).StatusCode, "Sawtooth's drop-in is open")
+	read := createKey(t, db.URL, "read")
+	require.Equal(t, http.StatusOK, getJSON(t, api+"/v1/batches", read).StatusCode)
+	require.Equal(t, http.StatusOK, getJSON(t, api+"/metrics", read).StatusCode)
+	_, body := signedBatchJSON(t, "svc")
+	require.Equal(t, http.StatusForbidden, postJSON(t, api+"/v1/batches", body, read).StatusCode)
+	require.Equal(t, http.StatusCreated, postJSON(t, api+"/v1/batches", body, createKey(t, db.URL, "service:svc")).StatusCode)
+	require.Contains(t, p.stderr.String(), "need an API key", "serve says so at start")
 }

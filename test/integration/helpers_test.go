@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,24 +40,50 @@ type httpResult struct {
 	Body       string
 }
 
-func postJSON(t testing.TB, url string, body []byte) httpResult {
+// postJSON, post and getJSON send a request; key, when given, is sent as
+// the API key.
+func postJSON(t testing.TB, url string, body []byte, key ...string) httpResult {
 	t.Helper()
-	return post(t, url, "application/json", body)
+	return post(t, url, "application/json", body, key...)
 }
 
 // post POSTs body as contentType and returns the answer.
-func post(t testing.TB, url, contentType string, body []byte) httpResult {
+func post(t testing.TB, url, contentType string, body []byte, key ...string) httpResult {
 	t.Helper()
-	resp, err := http.Post(url, contentType, bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", contentType)
+	return send(t, req, key)
+}
+
+func getJSON(t testing.TB, url string, key ...string) httpResult {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	return send(t, req, key)
+}
+
+func send(t testing.TB, req *http.Request, key []string) httpResult {
+	t.Helper()
+	if len(key) > 0 && key[0] != "" {
+		req.Header.Set("Authorization", "Bearer "+key[0])
+	}
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	return readResult(t, resp)
 }
 
-func getJSON(t testing.TB, url string) httpResult {
+// createKey creates an API key with scopes on the database at dbURL with
+// `ledgerq keys create`, as an operator does, and returns it.
+func createKey(t *testing.T, dbURL string, scopes ...string) string {
 	t.Helper()
-	resp, err := http.Get(url)
-	require.NoError(t, err)
-	return readResult(t, resp)
+	args := []string{"keys", "create", "--name", t.Name()}
+	for _, s := range scopes {
+		args = append(args, "--scope", s)
+	}
+	p := startProc(t, t.TempDir(), []string{"DATABASE_URL=" + dbURL}, args...)
+	require.Equal(t, 0, p.wait(t, time.Minute), "keys create: %s", p.stderr)
+	return strings.TrimSpace(p.stdout.String())
 }
 
 func readResult(t testing.TB, resp *http.Response) httpResult {

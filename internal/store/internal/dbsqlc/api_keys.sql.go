@@ -11,7 +11,7 @@ import (
 )
 
 const aPIKeyGet = `-- name: APIKeyGet :one
-SELECT id, name, token_hash, wallet_ids, created_at, revoked_at FROM ledgerq.api_keys WHERE id = $1
+SELECT id, name, token_hash, created_at, revoked_at, scopes FROM ledgerq.api_keys WHERE id = $1
 `
 
 func (q *Queries) APIKeyGet(ctx context.Context, id string) (LedgerqApiKey, error) {
@@ -21,19 +21,19 @@ func (q *Queries) APIKeyGet(ctx context.Context, id string) (LedgerqApiKey, erro
 		&i.ID,
 		&i.Name,
 		&i.TokenHash,
-		&i.WalletIds,
 		&i.CreatedAt,
 		&i.RevokedAt,
+		&i.Scopes,
 	)
 	return i, err
 }
 
 const aPIKeyGetByTokenHash = `-- name: APIKeyGetByTokenHash :one
-SELECT id, name, token_hash, wallet_ids, created_at, revoked_at FROM ledgerq.api_keys
+SELECT id, name, token_hash, created_at, revoked_at, scopes FROM ledgerq.api_keys
 WHERE token_hash = $1 AND revoked_at IS NULL
 `
 
-// Every wallet route: the key a request's token opens, through
+// Every secured route: the key a request's token opens, through
 // api_keys_token_hash_unique. A revoked key opens nothing.
 func (q *Queries) APIKeyGetByTokenHash(ctx context.Context, tokenHash []byte) (LedgerqApiKey, error) {
 	row := q.db.QueryRow(ctx, aPIKeyGetByTokenHash, tokenHash)
@@ -42,24 +42,24 @@ func (q *Queries) APIKeyGetByTokenHash(ctx context.Context, tokenHash []byte) (L
 		&i.ID,
 		&i.Name,
 		&i.TokenHash,
-		&i.WalletIds,
 		&i.CreatedAt,
 		&i.RevokedAt,
+		&i.Scopes,
 	)
 	return i, err
 }
 
 const aPIKeyInsert = `-- name: APIKeyInsert :one
-INSERT INTO ledgerq.api_keys (id, name, token_hash, wallet_ids, created_at)
+INSERT INTO ledgerq.api_keys (id, name, token_hash, scopes, created_at)
 VALUES ($1, $2, $3, $4::text[], $5::timestamptz)
-RETURNING id, name, token_hash, wallet_ids, created_at, revoked_at
+RETURNING id, name, token_hash, created_at, revoked_at, scopes
 `
 
 type APIKeyInsertParams struct {
 	ID        string
 	Name      string
 	TokenHash []byte
-	WalletIds []string
+	Scopes    []string
 	Now       time.Time
 }
 
@@ -69,7 +69,7 @@ func (q *Queries) APIKeyInsert(ctx context.Context, arg APIKeyInsertParams) (Led
 		arg.ID,
 		arg.Name,
 		arg.TokenHash,
-		arg.WalletIds,
+		arg.Scopes,
 		arg.Now,
 	)
 	var i LedgerqApiKey
@@ -77,15 +77,15 @@ func (q *Queries) APIKeyInsert(ctx context.Context, arg APIKeyInsertParams) (Led
 		&i.ID,
 		&i.Name,
 		&i.TokenHash,
-		&i.WalletIds,
 		&i.CreatedAt,
 		&i.RevokedAt,
+		&i.Scopes,
 	)
 	return i, err
 }
 
 const aPIKeyList = `-- name: APIKeyList :many
-SELECT id, name, token_hash, wallet_ids, created_at, revoked_at FROM ledgerq.api_keys
+SELECT id, name, token_hash, created_at, revoked_at, scopes FROM ledgerq.api_keys
 WHERE ($1::boolean OR revoked_at IS NULL)
 ORDER BY id
 `
@@ -104,9 +104,9 @@ func (q *Queries) APIKeyList(ctx context.Context, includeRevoked bool) ([]Ledger
 			&i.ID,
 			&i.Name,
 			&i.TokenHash,
-			&i.WalletIds,
 			&i.CreatedAt,
 			&i.RevokedAt,
+			&i.Scopes,
 		); err != nil {
 			return nil, err
 		}
@@ -122,7 +122,7 @@ const aPIKeyRevoke = `-- name: APIKeyRevoke :one
 UPDATE ledgerq.api_keys
 SET revoked_at = $1::timestamptz
 WHERE id = $2 AND revoked_at IS NULL
-RETURNING id, name, token_hash, wallet_ids, created_at, revoked_at
+RETURNING id, name, token_hash, created_at, revoked_at, scopes
 `
 
 type APIKeyRevokeParams struct {
@@ -139,9 +139,171 @@ func (q *Queries) APIKeyRevoke(ctx context.Context, arg APIKeyRevokeParams) (Led
 		&i.ID,
 		&i.Name,
 		&i.TokenHash,
-		&i.WalletIds,
 		&i.CreatedAt,
 		&i.RevokedAt,
+		&i.Scopes,
+	)
+	return i, err
+}
+
+const auditInsert = `-- name: AuditInsert :one
+INSERT INTO ledgerq.audit_log (at, key_id, key_name, action, target, detail)
+VALUES ($1::timestamptz, $2, $3, $4, $5, $6::jsonb)
+RETURNING id, at, key_id, key_name, action, target, detail
+`
+
+type AuditInsertParams struct {
+	At      time.Time
+	KeyID   *string
+	KeyName string
+	Action  string
+	Target  string
+	Detail  []byte
+}
+
+func (q *Queries) AuditInsert(ctx context.Context, arg AuditInsertParams) (LedgerqAuditLog, error) {
+	row := q.db.QueryRow(ctx, auditInsert,
+		arg.At,
+		arg.KeyID,
+		arg.KeyName,
+		arg.Action,
+		arg.Target,
+		arg.Detail,
+	)
+	var i LedgerqAuditLog
+	err := row.Scan(
+		&i.ID,
+		&i.At,
+		&i.KeyID,
+		&i.KeyName,
+		&i.Action,
+		&i.Target,
+		&i.Detail,
+	)
+	return i, err
+}
+
+const auditList = `-- name: AuditList :many
+SELECT id, at, key_id, key_name, action, target, detail FROM ledgerq.audit_log
+WHERE ($1::bigint IS NULL OR id < $1::bigint)
+ORDER BY id DESC
+LIMIT $2
+`
+
+type AuditListParams struct {
+	BeforeID *int64
+	Max      int32
+}
+
+// The newest actions first, by keyset (before @before_id when given).
+func (q *Queries) AuditList(ctx context.Context, arg AuditListParams) ([]LedgerqAuditLog, error) {
+	rows, err := q.db.Query(ctx, auditList, arg.BeforeID, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LedgerqAuditLog{}
+	for rows.Next() {
+		var i LedgerqAuditLog
+		if err := rows.Scan(
+			&i.ID,
+			&i.At,
+			&i.KeyID,
+			&i.KeyName,
+			&i.Action,
+			&i.Target,
+			&i.Detail,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const consoleSessionDeleteExpired = `-- name: ConsoleSessionDeleteExpired :execrows
+DELETE FROM ledgerq.console_sessions
+WHERE expires_at < $1::timestamptz OR ended_at < $1::timestamptz
+`
+
+// Sessions expired or ended before @before are forgotten.
+func (q *Queries) ConsoleSessionDeleteExpired(ctx context.Context, before time.Time) (int64, error) {
+	result, err := q.db.Exec(ctx, consoleSessionDeleteExpired, before)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const consoleSessionEnd = `-- name: ConsoleSessionEnd :execrows
+UPDATE ledgerq.console_sessions SET ended_at = $1::timestamptz
+WHERE token_hash = $2 AND ended_at IS NULL
+`
+
+type ConsoleSessionEndParams struct {
+	Now       time.Time
+	TokenHash []byte
+}
+
+// The console's logout.
+func (q *Queries) ConsoleSessionEnd(ctx context.Context, arg ConsoleSessionEndParams) (int64, error) {
+	result, err := q.db.Exec(ctx, consoleSessionEnd, arg.Now, arg.TokenHash)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const consoleSessionInsert = `-- name: ConsoleSessionInsert :exec
+INSERT INTO ledgerq.console_sessions (token_hash, key_id, created_at, expires_at)
+VALUES ($1, $2, $3::timestamptz, $4::timestamptz)
+`
+
+type ConsoleSessionInsertParams struct {
+	TokenHash []byte
+	KeyID     string
+	Now       time.Time
+	ExpiresAt time.Time
+}
+
+// The console's login: a new session of the key.
+func (q *Queries) ConsoleSessionInsert(ctx context.Context, arg ConsoleSessionInsertParams) error {
+	_, err := q.db.Exec(ctx, consoleSessionInsert,
+		arg.TokenHash,
+		arg.KeyID,
+		arg.Now,
+		arg.ExpiresAt,
+	)
+	return err
+}
+
+const consoleSessionKey = `-- name: ConsoleSessionKey :one
+SELECT k.id, k.name, k.token_hash, k.created_at, k.revoked_at, k.scopes FROM ledgerq.console_sessions s
+JOIN ledgerq.api_keys k ON k.id = s.key_id
+WHERE s.token_hash = $1 AND s.ended_at IS NULL AND s.expires_at > $2::timestamptz
+  AND k.revoked_at IS NULL
+`
+
+type ConsoleSessionKeyParams struct {
+	TokenHash []byte
+	Now       time.Time
+}
+
+// Every console request: the key of a session that has not ended or
+// expired, whose key is not revoked.
+func (q *Queries) ConsoleSessionKey(ctx context.Context, arg ConsoleSessionKeyParams) (LedgerqApiKey, error) {
+	row := q.db.QueryRow(ctx, consoleSessionKey, arg.TokenHash, arg.Now)
+	var i LedgerqApiKey
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.TokenHash,
+		&i.CreatedAt,
+		&i.RevokedAt,
+		&i.Scopes,
 	)
 	return i, err
 }

@@ -397,6 +397,56 @@ func (q *Queries) BatchDepthByState(ctx context.Context) ([]BatchDepthByStateRow
 	return items, nil
 }
 
+const batchFinishedPerMinute = `-- name: BatchFinishedPerMinute :many
+SELECT date_bin('1 minute', finished_at, $1::timestamptz)::timestamptz AS minute,
+       (CASE WHEN status = 'invalid' THEN 'invalid' ELSE 'committed' END)::text AS state,
+       count(*)::bigint AS items,
+       (percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - received_at)))::float8 AS p50_seconds,
+       (percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - received_at)))::float8 AS p99_seconds
+FROM ledgerq.batches
+WHERE finished_at >= $1::timestamptz AND status IS NOT NULL
+GROUP BY 1, 2
+ORDER BY 1, 2
+`
+
+type BatchFinishedPerMinuteRow struct {
+	Minute     time.Time
+	State      string
+	Items      int64
+	P50Seconds float64
+	P99Seconds float64
+}
+
+// The console's charts: batches that reached a terminal status since
+// @since, per minute and outcome (committed, which counts valid too, or
+// invalid), with the 50th and 99th percentile of the seconds from received
+// to final, through batches_finished.
+func (q *Queries) BatchFinishedPerMinute(ctx context.Context, since time.Time) ([]BatchFinishedPerMinuteRow, error) {
+	rows, err := q.db.Query(ctx, batchFinishedPerMinute, since)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BatchFinishedPerMinuteRow{}
+	for rows.Next() {
+		var i BatchFinishedPerMinuteRow
+		if err := rows.Scan(
+			&i.Minute,
+			&i.State,
+			&i.Items,
+			&i.P50Seconds,
+			&i.P99Seconds,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const batchGet = `-- name: BatchGet :one
 SELECT p.id, b.service_id, b.created_at, b.submitted, b.status, b.queued_at, b.claim_expires_at, b.attempts, b.last_submitted_at, b.next_check_at, b.last_error, b.received_at, b.finished_at, b.updated_at, b.seq
 FROM ledgerq.batch_payloads p JOIN ledgerq.batches b ON b.seq = p.seq
@@ -583,6 +633,19 @@ func (q *Queries) BatchInsertMany(ctx context.Context, arg BatchInsertManyParams
 	return items, nil
 }
 
+const batchLastFinishedAt = `-- name: BatchLastFinishedAt :one
+SELECT max(finished_at) AS at FROM ledgerq.batches
+`
+
+// When the batch ledger last gave a batch its final status (through
+// batches_finished): the console's sign of life of that ledger.
+func (q *Queries) BatchLastFinishedAt(ctx context.Context) (interface{}, error) {
+	row := q.db.QueryRow(ctx, batchLastFinishedAt)
+	var at interface{}
+	err := row.Scan(&at)
+	return at, err
+}
+
 const batchList = `-- name: BatchList :many
 SELECT p.id, b.service_id, b.created_at, b.submitted, b.status, b.queued_at, b.claim_expires_at, b.attempts, b.last_submitted_at, b.next_check_at, b.last_error, b.received_at, b.finished_at, b.updated_at, b.seq
 FROM ledgerq.batch_payloads p JOIN ledgerq.batches b ON b.seq = p.seq
@@ -679,6 +742,70 @@ func (q *Queries) BatchListByService(ctx context.Context, arg BatchListByService
 	items := []BatchListByServiceRow{}
 	for rows.Next() {
 		var i BatchListByServiceRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.LedgerqBatch.ServiceID,
+			&i.LedgerqBatch.CreatedAt,
+			&i.LedgerqBatch.Submitted,
+			&i.LedgerqBatch.Status,
+			&i.LedgerqBatch.QueuedAt,
+			&i.LedgerqBatch.ClaimExpiresAt,
+			&i.LedgerqBatch.Attempts,
+			&i.LedgerqBatch.LastSubmittedAt,
+			&i.LedgerqBatch.NextCheckAt,
+			&i.LedgerqBatch.LastError,
+			&i.LedgerqBatch.ReceivedAt,
+			&i.LedgerqBatch.FinishedAt,
+			&i.LedgerqBatch.UpdatedAt,
+			&i.LedgerqBatch.Seq,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const batchListByServiceInOrder = `-- name: BatchListByServiceInOrder :many
+SELECT p.id, b.service_id, b.created_at, b.submitted, b.status, b.queued_at, b.claim_expires_at, b.attempts, b.last_submitted_at, b.next_check_at, b.last_error, b.received_at, b.finished_at, b.updated_at, b.seq
+FROM ledgerq.batch_payloads p JOIN ledgerq.batches b ON b.seq = p.seq
+WHERE p.service_id = $1
+  AND (b.created_at, p.id) > ($2::timestamptz, $3::text)
+ORDER BY b.created_at, p.id
+LIMIT $4
+`
+
+type BatchListByServiceInOrderParams struct {
+	ServiceID      string
+	AfterCreatedAt time.Time
+	AfterID        string
+	Max            int32
+}
+
+type BatchListByServiceInOrderRow struct {
+	ID           string
+	LedgerqBatch LedgerqBatch
+}
+
+// One service's batches in the order they are sent (created_at, then id),
+// for the console; keyset pagination after (@after_created_at, @after_id).
+func (q *Queries) BatchListByServiceInOrder(ctx context.Context, arg BatchListByServiceInOrderParams) ([]BatchListByServiceInOrderRow, error) {
+	rows, err := q.db.Query(ctx, batchListByServiceInOrder,
+		arg.ServiceID,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BatchListByServiceInOrderRow{}
+	for rows.Next() {
+		var i BatchListByServiceInOrderRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.LedgerqBatch.ServiceID,

@@ -21,6 +21,19 @@ func (q *Queries) BuilderChainGet(ctx context.Context, chainID int64) (*int64, e
 	return processed_slot, err
 }
 
+const builderChainLastApplied = `-- name: BuilderChainLastApplied :one
+SELECT max(updated_at) AS at FROM ledgerq.builder_chains WHERE processed_slot IS NOT NULL
+`
+
+// When a JAM block was last applied to a chain's bundles: the console's sign
+// of life of the builder lane's ledger.
+func (q *Queries) BuilderChainLastApplied(ctx context.Context) (interface{}, error) {
+	row := q.db.QueryRow(ctx, builderChainLastApplied)
+	var at interface{}
+	err := row.Scan(&at)
+	return at, err
+}
+
 const builderChainLock = `-- name: BuilderChainLock :one
 INSERT INTO ledgerq.builder_chains AS c (chain_id, created_at, updated_at)
 VALUES ($1, $2::timestamptz, $2::timestamptz)
@@ -132,6 +145,42 @@ func (q *Queries) BundleClaimNext(ctx context.Context, arg BundleClaimNextParams
 	return i, err
 }
 
+const bundleCountLive = `-- name: BundleCountLive :many
+SELECT state::text AS state, count(*)::bigint AS items, min(created_at)::timestamptz AS oldest
+FROM ledgerq.bundles
+WHERE state IN ('queued', 'submitted', 'guaranteed', 'accumulated')
+GROUP BY state
+ORDER BY state
+`
+
+type BundleCountLiveRow struct {
+	State  string
+	Items  int64
+	Oldest time.Time
+}
+
+// The console's builder lane panel: bundles not yet executed or final
+// (queued, submitted, guaranteed, accumulated), with the oldest of each.
+func (q *Queries) BundleCountLive(ctx context.Context) ([]BundleCountLiveRow, error) {
+	rows, err := q.db.Query(ctx, bundleCountLive)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BundleCountLiveRow{}
+	for rows.Next() {
+		var i BundleCountLiveRow
+		if err := rows.Scan(&i.State, &i.Items, &i.Oldest); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const bundleCountQueued = `-- name: BundleCountQueued :one
 SELECT count(*) FROM ledgerq.bundles WHERE chain_id = $1 AND state = 'queued'
 `
@@ -205,6 +254,57 @@ func (q *Queries) BundleDropMany(ctx context.Context, arg BundleDropManyParams) 
 	for rows.Next() {
 		var i BundleDropManyRow
 		if err := rows.Scan(&i.ID, &i.Number); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const bundleEndedPerMinute = `-- name: BundleEndedPerMinute :many
+SELECT date_bin('1 minute', coalesce(b.finalized_at, b.updated_at), $1::timestamptz)::timestamptz AS minute,
+       b.state::text AS state,
+       count(DISTINCT b.id)::bigint AS items,
+       coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM b.finalized_at - t.received_at)), 0)::float8 AS p50_seconds,
+       coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM b.finalized_at - t.received_at)), 0)::float8 AS p99_seconds
+FROM ledgerq.bundles b LEFT JOIN ledgerq.pool_txs t ON t.bundle_id = b.id
+WHERE (b.state = 'finalized' AND b.finalized_at >= $1::timestamptz)
+   OR (b.state = 'dropped' AND b.updated_at >= $1::timestamptz)
+GROUP BY 1, 2
+ORDER BY 1, 2
+`
+
+type BundleEndedPerMinuteRow struct {
+	Minute     time.Time
+	State      string
+	Items      int64
+	P50Seconds float64
+	P99Seconds float64
+}
+
+// The console's charts: bundles finalized or dropped since @since, per
+// minute and state; for finalized ones the 50th and 99th percentile of the
+// seconds from their transactions' arrival in the pool to finalization
+// (0 for dropped ones, and for a bundle without transactions).
+func (q *Queries) BundleEndedPerMinute(ctx context.Context, since time.Time) ([]BundleEndedPerMinuteRow, error) {
+	rows, err := q.db.Query(ctx, bundleEndedPerMinute, since)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []BundleEndedPerMinuteRow{}
+	for rows.Next() {
+		var i BundleEndedPerMinuteRow
+		if err := rows.Scan(
+			&i.Minute,
+			&i.State,
+			&i.Items,
+			&i.P50Seconds,
+			&i.P99Seconds,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

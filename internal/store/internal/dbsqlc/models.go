@@ -242,7 +242,7 @@ func (ns NullLedgerqTxAttemptState) Value() (driver.Value, error) {
 	return string(ns.LedgerqTxAttemptState), nil
 }
 
-// API keys (ledgerq keys create): the SHA-256 of each key's token, never the token; a key opens the routes of the wallets it is scoped to.
+// API keys (ledgerq keys create): the SHA-256 of each key's token, never the token; a key opens what its scopes allow.
 type LedgerqApiKey struct {
 	// Key id: a UUIDv7, lower-case text; shown by ledgerq keys list and taken by ledgerq keys revoke. Not secret.
 	ID string
@@ -250,12 +250,30 @@ type LedgerqApiKey struct {
 	Name string
 	// SHA-256 of the token (lq_…) the client sends as Authorization: Bearer or X-API-Key; the token itself is shown once, at creation, and not stored.
 	TokenHash []byte
-	// Names of the wallets the key may use (wallet_tasks.wallet_id); any other wallet answers 404 to it, as a missing one does.
-	WalletIds []string
 	// When the key was created.
 	CreatedAt time.Time
 	// When the key was revoked; a revoked key is refused (401) from then on. NULL while it is valid.
 	RevokedAt *time.Time
+	// What the key opens: wallet:NAME (that wallet's routes), service:ID or service:* (posting and reading batches of that service, or of any), pool:write (sending transactions to the builder lane's pool), read (every read route, /metrics and the console), admin (everything, the console's actions included).
+	Scopes []string
+}
+
+// What operators changed through the console or the API's operator routes: one row per action, written in the same transaction as the change. Never updated or deleted by ledgerq.
+type LedgerqAuditLog struct {
+	// The action's number, in the order actions were recorded.
+	ID int64
+	// When the action was taken.
+	At time.Time
+	// The API key that acted; NULL when the API was opened without keys (--insecure-open).
+	KeyID *string
+	// The key's name when it acted (anonymous with --insecure-open).
+	KeyName string
+	// What was done: task.cancel, webhook_delivery.retry, wallet.hold, wallet.release.
+	Action string
+	// What it was done to: wallet/NAME/task/ID, webhook_delivery/ID, wallet/NAME.
+	Target string
+	// What the action found and changed, as a JSON object.
+	Detail []byte
 }
 
 // Batch lane: the state of each signed ledger batch, keyed by seq; batches are sent one at a time per service_id in created_at order, ties broken by id (in batch_payloads).
@@ -422,6 +440,20 @@ type LedgerqBundleVersion struct {
 	Outcome *string
 	// Timeslot of the block whose E_G guaranteed it, for the one version that won; NULL for the others (a later guarantee of another version is ignored).
 	GuaranteedSlot *int64
+}
+
+// The console's login sessions: the SHA-256 of the session cookie's token, the key that logged in, and when the session expires or ended (logout). A revoked key's sessions open nothing.
+type LedgerqConsoleSession struct {
+	// SHA-256 of the session token the browser holds in an HttpOnly cookie.
+	TokenHash []byte
+	// The API key that logged in; its scopes are the session's.
+	KeyID string
+	// When the key logged in.
+	CreatedAt time.Time
+	// The session opens nothing after this.
+	ExpiresAt time.Time
+	// When the session was logged out; NULL while it may be used.
+	EndedAt *time.Time
 }
 
 // Builder lane: one row per JAM core a chain's bundles may use. A claim locks a free row FOR UPDATE SKIP LOCKED and points it at the bundle it submits, so at most that many bundles are submitted at once across processes.
@@ -664,6 +696,10 @@ type LedgerqWalletHealth struct {
 	UpdatedAt time.Time
 	// The chain's latest block number as the wallet's last confirm pass read it: a mined attempt has chain_head - mined_block + 1 confirmations.
 	ChainHead *int64
+	// When an operator held the wallet (no new task is sent while held; transactions in flight are still followed). NULL when not held.
+	HeldAt *time.Time
+	// The name of the key that held the wallet.
+	HeldBy *string
 	// Why nothing is signed for the wallet now: the chain used nonces no attempt in this database holds, and the lane could not read the transactions at them yet (they are matched to waiting tasks before anything new is signed). NULL: not held.
 	RecoveryReason *string
 	// When the wallet was first held for recovery_reason; NULL with it.

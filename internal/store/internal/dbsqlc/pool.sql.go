@@ -283,6 +283,42 @@ func (q *Queries) PoolSenderSetNext(ctx context.Context, arg PoolSenderSetNextPa
 	return result.RowsAffected(), nil
 }
 
+const poolTxCountWaiting = `-- name: PoolTxCountWaiting :many
+SELECT state::text AS state, count(*)::bigint AS items, min(received_at)::timestamptz AS oldest
+FROM ledgerq.pool_txs
+WHERE state IN ('pending', 'queued')
+GROUP BY state
+ORDER BY state
+`
+
+type PoolTxCountWaitingRow struct {
+	State  string
+	Items  int64
+	Oldest time.Time
+}
+
+// The console's builder lane panel: pending and queued transactions, with
+// the oldest of each, through pool_txs_waiting.
+func (q *Queries) PoolTxCountWaiting(ctx context.Context) ([]PoolTxCountWaitingRow, error) {
+	rows, err := q.db.Query(ctx, poolTxCountWaiting)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []PoolTxCountWaitingRow{}
+	for rows.Next() {
+		var i PoolTxCountWaitingRow
+		if err := rows.Scan(&i.State, &i.Items, &i.Oldest); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const poolTxDemoteAbove = `-- name: PoolTxDemoteAbove :execrows
 UPDATE ledgerq.pool_txs
 SET state = 'queued', updated_at = $1::timestamptz
@@ -479,6 +515,68 @@ func (q *Queries) PoolTxInsert(ctx context.Context, arg PoolTxInsertParams) (int
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const poolTxListBySender = `-- name: PoolTxListBySender :many
+SELECT chain_id, tx_hash, sender, nonce, tx_type, to_address, gas_fee_cap, gas_tip_cap, gas, value_wei, raw, state, replaced_by, drop_reason, bundle_block, received_at, expires_at, updated_at, bundle_id, bundle_pos FROM ledgerq.pool_txs
+WHERE sender = $1 AND (nonce, tx_hash) > ($2::bigint, $3::text)
+ORDER BY nonce, tx_hash
+LIMIT $4
+`
+
+type PoolTxListBySenderParams struct {
+	Sender     string
+	AfterNonce int64
+	AfterHash  string
+	Max        int32
+}
+
+// The console's sender page: a sender's transactions in every state, by
+// nonce then hash; keyset pagination after (@after_nonce, @after_hash).
+func (q *Queries) PoolTxListBySender(ctx context.Context, arg PoolTxListBySenderParams) ([]LedgerqPoolTx, error) {
+	rows, err := q.db.Query(ctx, poolTxListBySender,
+		arg.Sender,
+		arg.AfterNonce,
+		arg.AfterHash,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LedgerqPoolTx{}
+	for rows.Next() {
+		var i LedgerqPoolTx
+		if err := rows.Scan(
+			&i.ChainID,
+			&i.TxHash,
+			&i.Sender,
+			&i.Nonce,
+			&i.TxType,
+			&i.ToAddress,
+			&i.GasFeeCap,
+			&i.GasTipCap,
+			&i.Gas,
+			&i.ValueWei,
+			&i.Raw,
+			&i.State,
+			&i.ReplacedBy,
+			&i.DropReason,
+			&i.BundleBlock,
+			&i.ReceivedAt,
+			&i.ExpiresAt,
+			&i.UpdatedAt,
+			&i.BundleID,
+			&i.BundlePos,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const poolTxReplace = `-- name: PoolTxReplace :execrows

@@ -98,6 +98,27 @@ func (q *Queries) ShardCountByState(ctx context.Context) ([]ShardCountByStateRow
 	return items, nil
 }
 
+const shardCountPastLease = `-- name: ShardCountPastLease :one
+SELECT count(*)::bigint AS shards, min(lease_expires_at) AS oldest
+FROM ledgerq.shards
+WHERE state = 'running' AND lease_expires_at < $1::timestamptz
+`
+
+type ShardCountPastLeaseRow struct {
+	Shards int64
+	Oldest interface{}
+}
+
+// The console's health panel: running shards whose lease has passed (their
+// worker stopped renewing; the rescuer frees them), through
+// shards_running_lease.
+func (q *Queries) ShardCountPastLease(ctx context.Context, now time.Time) (ShardCountPastLeaseRow, error) {
+	row := q.db.QueryRow(ctx, shardCountPastLease, now)
+	var i ShardCountPastLeaseRow
+	err := row.Scan(&i.Shards, &i.Oldest)
+	return i, err
+}
+
 const shardExtendLease = `-- name: ShardExtendLease :one
 UPDATE ledgerq.shards s
 SET lease_expires_at = $1::timestamptz, updated_at = $2::timestamptz

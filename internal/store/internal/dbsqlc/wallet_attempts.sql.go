@@ -462,6 +462,63 @@ func (q *Queries) AttemptListHashesOfNonce(ctx context.Context, arg AttemptListH
 	return items, nil
 }
 
+const attemptListInFlight = `-- name: AttemptListInFlight :many
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts
+WHERE chain_id = $1 AND sender = $2 AND state IN ('signed', 'sent', 'mined')
+ORDER BY nonce, id
+LIMIT $3
+`
+
+type AttemptListInFlightParams struct {
+	ChainID int64
+	Sender  string
+	Max     int32
+}
+
+// The console's wallet page: the wallet's attempts not yet final (signed,
+// sent, mined), by nonce.
+func (q *Queries) AttemptListInFlight(ctx context.Context, arg AttemptListInFlightParams) ([]LedgerqTxAttempt, error) {
+	rows, err := q.db.Query(ctx, attemptListInFlight, arg.ChainID, arg.Sender, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LedgerqTxAttempt{}
+	for rows.Next() {
+		var i LedgerqTxAttempt
+		if err := rows.Scan(
+			&i.ChainID,
+			&i.TxHash,
+			&i.TaskID,
+			&i.Sender,
+			&i.Nonce,
+			&i.Raw,
+			&i.GasLimit,
+			&i.MaxFeePerGas,
+			&i.MaxPriorityFeePerGas,
+			&i.State,
+			&i.LastError,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.SentAt,
+			&i.ConfirmedAt,
+			&i.SupersededBy,
+			&i.ID,
+			&i.MinedBlock,
+			&i.MinedBlockHash,
+			&i.MinedAt,
+			&i.Reorgs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const attemptListMined = `-- name: AttemptListMined :many
 SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state = 'mined'
@@ -1049,6 +1106,40 @@ func (q *Queries) AttemptMineSuperseded(ctx context.Context, arg AttemptMineSupe
 	var i AttemptMineSupersededRow
 	err := row.Scan(&i.TaskID, &i.Nonce)
 	return i, err
+}
+
+const attemptMinedPerMinute = `-- name: AttemptMinedPerMinute :many
+SELECT date_bin('1 minute', mined_at, $1::timestamptz)::timestamptz AS minute, count(*)::bigint AS items
+FROM ledgerq.tx_attempts
+WHERE mined_at >= $1::timestamptz
+GROUP BY 1
+ORDER BY 1
+`
+
+type AttemptMinedPerMinuteRow struct {
+	Minute time.Time
+	Items  int64
+}
+
+// The console's charts: attempts mined since @since, per minute.
+func (q *Queries) AttemptMinedPerMinute(ctx context.Context, since time.Time) ([]AttemptMinedPerMinuteRow, error) {
+	rows, err := q.db.Query(ctx, attemptMinedPerMinute, since)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []AttemptMinedPerMinuteRow{}
+	for rows.Next() {
+		var i AttemptMinedPerMinuteRow
+		if err := rows.Scan(&i.Minute, &i.Items); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const attemptRecordBroadcast = `-- name: AttemptRecordBroadcast :execrows

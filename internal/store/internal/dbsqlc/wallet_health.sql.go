@@ -13,7 +13,7 @@ import (
 )
 
 const walletHealthGet = `-- name: WalletHealthGet :one
-SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, recovery_reason, recovery_since, scan_block FROM ledgerq.wallet_health WHERE chain_id = $1 AND sender = $2
+SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by, recovery_reason, recovery_since, scan_block FROM ledgerq.wallet_health WHERE chain_id = $1 AND sender = $2
 `
 
 type WalletHealthGetParams struct {
@@ -40,11 +40,126 @@ func (q *Queries) WalletHealthGet(ctx context.Context, arg WalletHealthGetParams
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ChainHead,
+		&i.HeldAt,
+		&i.HeldBy,
 		&i.RecoveryReason,
 		&i.RecoverySince,
 		&i.ScanBlock,
 	)
 	return i, err
+}
+
+const walletHealthHold = `-- name: WalletHealthHold :one
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, held_at, held_by, created_at, updated_at)
+VALUES ($1, $2, $3::timestamptz, $4, $3::timestamptz, $3::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET held_at = coalesce(h.held_at, EXCLUDED.held_at), held_by = coalesce(h.held_by, EXCLUDED.held_by),
+    updated_at = EXCLUDED.updated_at
+RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by, recovery_reason, recovery_since, scan_block
+`
+
+type WalletHealthHoldParams struct {
+	ChainID int64
+	Sender  string
+	Now     time.Time
+	HeldBy  *string
+}
+
+// An operator holds the wallet: no new task is sent until released. A
+// wallet already held keeps its first hold.
+func (q *Queries) WalletHealthHold(ctx context.Context, arg WalletHealthHoldParams) (LedgerqWalletHealth, error) {
+	row := q.db.QueryRow(ctx, walletHealthHold,
+		arg.ChainID,
+		arg.Sender,
+		arg.Now,
+		arg.HeldBy,
+	)
+	var i LedgerqWalletHealth
+	err := row.Scan(
+		&i.ChainID,
+		&i.Sender,
+		&i.ChainNonce,
+		&i.ChainNonceSince,
+		&i.BalanceWei,
+		&i.BalanceAt,
+		&i.ThresholdWei,
+		&i.Paused,
+		&i.Resets,
+		&i.LastResetAt,
+		&i.LastResetFrom,
+		&i.LastResetTo,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ChainHead,
+		&i.HeldAt,
+		&i.HeldBy,
+		&i.RecoveryReason,
+		&i.RecoverySince,
+		&i.ScanBlock,
+	)
+	return i, err
+}
+
+const walletHealthLastRead = `-- name: WalletHealthLastRead :one
+SELECT max(updated_at) AS at FROM ledgerq.wallet_health
+`
+
+// When confirm last recorded what it read of a wallet's chain: the
+// console's sign of life of the wallet lane's ledger.
+func (q *Queries) WalletHealthLastRead(ctx context.Context) (interface{}, error) {
+	row := q.db.QueryRow(ctx, walletHealthLastRead)
+	var at interface{}
+	err := row.Scan(&at)
+	return at, err
+}
+
+const walletHealthListStopped = `-- name: WalletHealthListStopped :many
+SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by, recovery_reason, recovery_since, scan_block FROM ledgerq.wallet_health
+WHERE paused OR held_at IS NOT NULL
+ORDER BY chain_id, sender
+`
+
+// The console's health panel: wallets that send nothing new, paused for
+// their balance or held by an operator.
+func (q *Queries) WalletHealthListStopped(ctx context.Context) ([]LedgerqWalletHealth, error) {
+	rows, err := q.db.Query(ctx, walletHealthListStopped)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LedgerqWalletHealth{}
+	for rows.Next() {
+		var i LedgerqWalletHealth
+		if err := rows.Scan(
+			&i.ChainID,
+			&i.Sender,
+			&i.ChainNonce,
+			&i.ChainNonceSince,
+			&i.BalanceWei,
+			&i.BalanceAt,
+			&i.ThresholdWei,
+			&i.Paused,
+			&i.Resets,
+			&i.LastResetAt,
+			&i.LastResetFrom,
+			&i.LastResetTo,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ChainHead,
+			&i.HeldAt,
+			&i.HeldBy,
+			&i.RecoveryReason,
+			&i.RecoverySince,
+			&i.ScanBlock,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const walletHealthMarkBalanceStale = `-- name: WalletHealthMarkBalanceStale :exec
@@ -121,6 +236,48 @@ func (q *Queries) WalletHealthRecordReset(ctx context.Context, arg WalletHealthR
 	return err
 }
 
+const walletHealthRelease = `-- name: WalletHealthRelease :one
+UPDATE ledgerq.wallet_health
+SET held_at = NULL, held_by = NULL, updated_at = $1::timestamptz
+WHERE chain_id = $2 AND sender = $3
+RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by, recovery_reason, recovery_since, scan_block
+`
+
+type WalletHealthReleaseParams struct {
+	Now     time.Time
+	ChainID int64
+	Sender  string
+}
+
+// An operator releases the wallet's hold.
+func (q *Queries) WalletHealthRelease(ctx context.Context, arg WalletHealthReleaseParams) (LedgerqWalletHealth, error) {
+	row := q.db.QueryRow(ctx, walletHealthRelease, arg.Now, arg.ChainID, arg.Sender)
+	var i LedgerqWalletHealth
+	err := row.Scan(
+		&i.ChainID,
+		&i.Sender,
+		&i.ChainNonce,
+		&i.ChainNonceSince,
+		&i.BalanceWei,
+		&i.BalanceAt,
+		&i.ThresholdWei,
+		&i.Paused,
+		&i.Resets,
+		&i.LastResetAt,
+		&i.LastResetFrom,
+		&i.LastResetTo,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ChainHead,
+		&i.HeldAt,
+		&i.HeldBy,
+		&i.RecoveryReason,
+		&i.RecoverySince,
+		&i.ScanBlock,
+	)
+	return i, err
+}
+
 const walletHealthSetBalance = `-- name: WalletHealthSetBalance :one
 INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, balance_wei, balance_at, threshold_wei, paused, created_at, updated_at)
 VALUES ($1, $2, $3::numeric, $4::timestamptz, $5::numeric, $3::numeric < $5::numeric,
@@ -128,7 +285,7 @@ VALUES ($1, $2, $3::numeric, $4::timestamptz, $5::numeric, $3::numeric < $5::num
 ON CONFLICT (chain_id, sender) DO UPDATE
 SET balance_wei = $3::numeric, balance_at = $4::timestamptz, threshold_wei = $5::numeric,
     paused = $3::numeric < $5::numeric, updated_at = $4::timestamptz
-RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, recovery_reason, recovery_since, scan_block
+RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by, recovery_reason, recovery_since, scan_block
 `
 
 type WalletHealthSetBalanceParams struct {
@@ -167,6 +324,8 @@ func (q *Queries) WalletHealthSetBalance(ctx context.Context, arg WalletHealthSe
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ChainHead,
+		&i.HeldAt,
+		&i.HeldBy,
 		&i.RecoveryReason,
 		&i.RecoverySince,
 		&i.ScanBlock,

@@ -81,6 +81,42 @@ func (q *Queries) TaskCountBump(ctx context.Context, arg TaskCountBumpParams) (i
 	return result.RowsAffected(), nil
 }
 
+const taskCountLive = `-- name: TaskCountLive :many
+SELECT status, count(*)::bigint AS items, min(created_at)::timestamptz AS oldest
+FROM ledgerq.wallet_tasks
+WHERE status IN (0, 1)
+GROUP BY status
+ORDER BY status
+`
+
+type TaskCountLiveRow struct {
+	Status int16
+	Items  int64
+	Oldest time.Time
+}
+
+// The console's wallet lane panel: waiting and executing tasks per status,
+// with the oldest of each.
+func (q *Queries) TaskCountLive(ctx context.Context) ([]TaskCountLiveRow, error) {
+	rows, err := q.db.Query(ctx, taskCountLive)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []TaskCountLiveRow{}
+	for rows.Next() {
+		var i TaskCountLiveRow
+		if err := rows.Scan(&i.Status, &i.Items, &i.Oldest); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const taskDeleteFinished = `-- name: TaskDeleteFinished :execrows
 WITH old AS (
     SELECT f.id FROM ledgerq.wallet_tasks f
@@ -213,6 +249,55 @@ func (q *Queries) TaskFinishError(ctx context.Context, arg TaskFinishErrorParams
 		&i.Reorgs,
 	)
 	return i, err
+}
+
+const taskFinishedPerMinute = `-- name: TaskFinishedPerMinute :many
+SELECT date_bin('1 minute', finished_at, $1::timestamptz)::timestamptz AS minute,
+       status,
+       count(*)::bigint AS items,
+       (percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - created_at)))::float8 AS p50_seconds,
+       (percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - created_at)))::float8 AS p99_seconds
+FROM ledgerq.wallet_tasks
+WHERE finished_at >= $1::timestamptz
+GROUP BY 1, 2
+ORDER BY 1, 2
+`
+
+type TaskFinishedPerMinuteRow struct {
+	Minute     time.Time
+	Status     int16
+	Items      int64
+	P50Seconds float64
+	P99Seconds float64
+}
+
+// The console's charts: tasks that ended since @since, per minute and
+// status, with the 50th and 99th percentile of the seconds from created to
+// finished, through wallet_tasks_finished.
+func (q *Queries) TaskFinishedPerMinute(ctx context.Context, since time.Time) ([]TaskFinishedPerMinuteRow, error) {
+	rows, err := q.db.Query(ctx, taskFinishedPerMinute, since)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []TaskFinishedPerMinuteRow{}
+	for rows.Next() {
+		var i TaskFinishedPerMinuteRow
+		if err := rows.Scan(
+			&i.Minute,
+			&i.Status,
+			&i.Items,
+			&i.P50Seconds,
+			&i.P99Seconds,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const taskGet = `-- name: TaskGet :one

@@ -116,6 +116,28 @@ func (q *Queries) WebhookDeliveryClaim(ctx context.Context, arg WebhookDeliveryC
 	return items, nil
 }
 
+const webhookDeliveryCounts = `-- name: WebhookDeliveryCounts :one
+SELECT count(*) FILTER (WHERE delivered_at IS NULL AND gave_up_at IS NULL)::bigint AS backlog,
+       min(created_at) FILTER (WHERE delivered_at IS NULL AND gave_up_at IS NULL) AS oldest_backlog,
+       count(*) FILTER (WHERE gave_up_at IS NOT NULL)::bigint AS given_up
+FROM ledgerq.webhook_deliveries
+`
+
+type WebhookDeliveryCountsRow struct {
+	Backlog       int64
+	OldestBacklog interface{}
+	GivenUp       int64
+}
+
+// The console's health panel: deliveries still to be made (the backlog,
+// with its oldest) and those given up.
+func (q *Queries) WebhookDeliveryCounts(ctx context.Context) (WebhookDeliveryCountsRow, error) {
+	row := q.db.QueryRow(ctx, webhookDeliveryCounts)
+	var i WebhookDeliveryCountsRow
+	err := row.Scan(&i.Backlog, &i.OldestBacklog, &i.GivenUp)
+	return i, err
+}
+
 const webhookDeliveryEmit = `-- name: WebhookDeliveryEmit :execrows
 WITH ev AS (
     SELECT unnest($2::text[]) AS wallet_id, unnest($3::text[]) AS event_type,
@@ -183,6 +205,63 @@ func (q *Queries) WebhookDeliveryGet(ctx context.Context, id string) (LedgerqWeb
 	return i, err
 }
 
+const webhookDeliveryListByEndpoint = `-- name: WebhookDeliveryListByEndpoint :many
+SELECT id, endpoint_id, event_type, task_id, payload, created_at, attempts, next_attempt_at, last_attempt_at, delivered_at, gave_up_at, last_status, last_error, liveness_lock FROM ledgerq.webhook_deliveries
+WHERE endpoint_id = $1
+  AND (created_at, id) < ($2::timestamptz, $3::text)
+ORDER BY created_at DESC, id DESC
+LIMIT $4
+`
+
+type WebhookDeliveryListByEndpointParams struct {
+	EndpointID      string
+	BeforeCreatedAt time.Time
+	BeforeID        string
+	Max             int32
+}
+
+// The console's endpoint page: an endpoint's deliveries, newest first;
+// keyset pagination before (@before_created_at, @before_id).
+func (q *Queries) WebhookDeliveryListByEndpoint(ctx context.Context, arg WebhookDeliveryListByEndpointParams) ([]LedgerqWebhookDelivery, error) {
+	rows, err := q.db.Query(ctx, webhookDeliveryListByEndpoint,
+		arg.EndpointID,
+		arg.BeforeCreatedAt,
+		arg.BeforeID,
+		arg.Max,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LedgerqWebhookDelivery{}
+	for rows.Next() {
+		var i LedgerqWebhookDelivery
+		if err := rows.Scan(
+			&i.ID,
+			&i.EndpointID,
+			&i.EventType,
+			&i.TaskID,
+			&i.Payload,
+			&i.CreatedAt,
+			&i.Attempts,
+			&i.NextAttemptAt,
+			&i.LastAttemptAt,
+			&i.DeliveredAt,
+			&i.GaveUpAt,
+			&i.LastStatus,
+			&i.LastError,
+			&i.LivenessLock,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const webhookDeliveryMarkDelivered = `-- name: WebhookDeliveryMarkDelivered :execrows
 UPDATE ledgerq.webhook_deliveries
 SET delivered_at = $1::timestamptz, last_status = $2, liveness_lock = NULL
@@ -237,6 +316,39 @@ func (q *Queries) WebhookDeliveryMarkFailed(ctx context.Context, arg WebhookDeli
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const webhookDeliveryRetry = `-- name: WebhookDeliveryRetry :one
+UPDATE ledgerq.webhook_deliveries
+SET gave_up_at = NULL, attempts = 0, last_attempt_at = NULL, next_attempt_at = $1::timestamptz
+WHERE id = $2 AND gave_up_at IS NOT NULL
+RETURNING id, endpoint_id, last_status, last_error
+`
+
+type WebhookDeliveryRetryParams struct {
+	Now time.Time
+	ID  string
+}
+
+type WebhookDeliveryRetryRow struct {
+	ID         string
+	EndpointID string
+	LastStatus *int32
+	LastError  *string
+}
+
+// An operator sends a given-up delivery again: its attempts start over
+// (the last status and error stay until the next attempt), due now.
+func (q *Queries) WebhookDeliveryRetry(ctx context.Context, arg WebhookDeliveryRetryParams) (WebhookDeliveryRetryRow, error) {
+	row := q.db.QueryRow(ctx, webhookDeliveryRetry, arg.Now, arg.ID)
+	var i WebhookDeliveryRetryRow
+	err := row.Scan(
+		&i.ID,
+		&i.EndpointID,
+		&i.LastStatus,
+		&i.LastError,
+	)
+	return i, err
 }
 
 const webhookEndpointDelete = `-- name: WebhookEndpointDelete :execrows

@@ -1,0 +1,210 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ledgerq/ledgerq/internal/store"
+)
+
+// The actions the rules allow, nothing more: each is a page that says what
+// will happen and a POST that does it, through the store method the API
+// uses, with the audit entry written in the same transaction.
+
+type confirmData struct {
+	Question string
+	Details  [][2]string
+	// Warning is what the operator should know before confirming.
+	Warning string
+	Action  string
+	Button  string
+	Back    string
+	Danger  bool
+}
+
+func (c *Console) confirm(ec echo.Context, title string, d confirmData) error {
+	return c.render(ec, http.StatusOK, "confirm.html", page{Title: title, Nav: "wallets", Data: d})
+}
+
+func (c *Console) confirmCancel(ec echo.Context) error {
+	w, err := c.wallet404(ec)
+	if err != nil || w.ID == "" {
+		return err
+	}
+	id := ec.Param("id")
+	ctx, cancel := c.dbContext(ec)
+	defer cancel()
+	t, err := c.store.TaskGet(ctx, w.ID, id)
+	if err != nil {
+		return c.storeFail(ec, "Task "+id+" of wallet "+w.ID, err)
+	}
+	back := Prefix + "/wallets/" + pathEscape(w.ID) + "/tasks/" + id
+	if t.Status != store.TaskWaiting {
+		return c.fail(ec, http.StatusConflict, "Task "+id+" is "+t.Status.String()+", not Waiting: only a waiting task can be cancelled (its transaction may already be on the chain).")
+	}
+	return c.confirm(ec, "Cancel task", confirmData{
+		Question: "Cancel task " + id + "?",
+		Details:  [][2]string{{"Wallet", w.ID}, {"To", t.Request.To}, {"Value (wei)", bigString(t.Request.Value)}, {"Priority", itoa(int64(t.Priority))}, {"Created", t.CreatedAt.Format("2006-01-02 15:04:05 MST")}},
+		Warning:  "The task ends in Error (cancelled) and is never sent; its webhook endpoints get a failed event. This cannot be undone: the client would have to send the task again.",
+		Action:   back + "/cancel", Button: "Cancel task", Back: back, Danger: true,
+	})
+}
+
+func (c *Console) cancelTask(ec echo.Context) error {
+	w, err := c.wallet404(ec)
+	if err != nil || w.ID == "" {
+		return err
+	}
+	s, _ := sessionOf(ec)
+	id := ec.Param("id")
+	ctx, cancel := c.dbContext(ec)
+	defer cancel()
+	_, cancelled, err := c.store.TaskCancel(ctx, store.TaskCancelParams{Now: c.clock.Now(), Wallet: w.ID, ID: id, Audit: s.audit()})
+	if err != nil {
+		return c.storeFail(ec, "Task "+id+" of wallet "+w.ID, err)
+	}
+	done := "not-waiting"
+	if cancelled {
+		done = "cancelled"
+		c.logger.Info("console: task cancelled", "wallet", w.ID, "task_id", id, "key_name", s.who())
+	}
+	return ec.Redirect(http.StatusSeeOther, Prefix+"/wallets/"+pathEscape(w.ID)+"/tasks/"+id+"?done="+done)
+}
+
+func (c *Console) confirmHold(ec echo.Context) error {
+	return c.confirmHoldOrRelease(ec, true)
+}
+
+func (c *Console) confirmRelease(ec echo.Context) error {
+	return c.confirmHoldOrRelease(ec, false)
+}
+
+func (c *Console) confirmHoldOrRelease(ec echo.Context, hold bool) error {
+	w, err := c.wallet404(ec)
+	if err != nil || w.ID == "" {
+		return err
+	}
+	back := Prefix + "/wallets/" + pathEscape(w.ID)
+	details := [][2]string{{"Wallet", w.ID}, {"Address", w.Address().Hex()}, {"Chain", itoa(w.ChainID)}}
+	if hold {
+		return c.confirm(ec, "Pause wallet", confirmData{
+			Question: "Pause wallet " + w.ID + "?", Details: details,
+			Warning: "From its next cycle the wallet sends no new task: waiting tasks stay waiting. Transactions already sent are still confirmed, bumped and sent again. Resume it from its page.",
+			Action:  back + "/hold", Button: "Pause wallet", Back: back, Danger: true,
+		})
+	}
+	return c.confirm(ec, "Resume wallet", confirmData{
+		Question: "Resume wallet " + w.ID + "?", Details: details,
+		Warning: "The wallet's waiting tasks are sent again, in their order. A wallet paused for its balance stays paused until its balance is enough.",
+		Action:  back + "/release", Button: "Resume wallet", Back: back,
+	})
+}
+
+func (c *Console) holdWallet(ec echo.Context) error {
+	return c.holdOrRelease(ec, true)
+}
+
+func (c *Console) releaseWallet(ec echo.Context) error {
+	return c.holdOrRelease(ec, false)
+}
+
+func (c *Console) holdOrRelease(ec echo.Context, hold bool) error {
+	w, err := c.wallet404(ec)
+	if err != nil || w.ID == "" {
+		return err
+	}
+	s, _ := sessionOf(ec)
+	ctx, cancel := c.dbContext(ec)
+	defer cancel()
+	p := store.WalletHoldParams{Now: c.clock.Now(), ChainID: w.ChainID, Sender: w.Address().Hex(), Wallet: w.ID, Audit: s.audit()}
+	var changed bool
+	done := map[bool]string{true: "held", false: "already-held"}
+	if hold {
+		_, changed, err = c.store.WalletHealthHold(ctx, p)
+	} else {
+		_, changed, err = c.store.WalletHealthRelease(ctx, p)
+		done = map[bool]string{true: "released", false: "not-held"}
+	}
+	if err != nil {
+		return c.storeFail(ec, "wallet "+w.ID, err)
+	}
+	if changed {
+		c.logger.Info("console: wallet "+done[true], "wallet", w.ID, "key_name", s.who())
+	}
+	return ec.Redirect(http.StatusSeeOther, Prefix+"/wallets/"+pathEscape(w.ID)+"?done="+done[changed])
+}
+
+// delivery404 returns the delivery named by the path if it belongs to the
+// wallet's endpoint: one of another endpoint is not found.
+func (c *Console) delivery404(ec echo.Context) (string, store.WebhookDeliveryState, error) {
+	w, err := c.wallet404(ec)
+	if err != nil || w.ID == "" {
+		return "", store.WebhookDeliveryState{}, err
+	}
+	ep, err := c.endpointOf(ec, w.ID, ec.Param("endpoint"))
+	if err != nil {
+		return "", store.WebhookDeliveryState{}, c.storeFail(ec, "Webhook endpoint "+ec.Param("endpoint")+" of wallet "+w.ID, err)
+	}
+	ctx, cancel := c.dbContext(ec)
+	defer cancel()
+	d, err := c.store.WebhookDeliveryGet(ctx, ec.Param("id"))
+	if err == nil && d.EndpointID != ep.ID {
+		err = store.ErrNotFound
+	}
+	if err != nil {
+		return "", d, c.storeFail(ec, "Delivery "+ec.Param("id"), err)
+	}
+	return Prefix + "/wallets/" + pathEscape(w.ID) + "/webhooks/" + pathEscape(ep.ID), d, nil
+}
+
+func (c *Console) confirmRetry(ec echo.Context) error {
+	back, d, err := c.delivery404(ec)
+	if err != nil || back == "" {
+		return err
+	}
+	if d.GaveUpAt == nil {
+		return c.fail(ec, http.StatusConflict, "Delivery "+d.ID+" is not given up (it is pending or delivered): there is nothing to send again.")
+	}
+	return c.confirm(ec, "Send delivery again", confirmData{
+		Question: "Send delivery " + d.ID + " again?",
+		Details: [][2]string{{"Event", string(d.Type)}, {"Task", d.TaskID}, {"Attempts", itoa(int64(d.Attempts))},
+			{"Last status", itoa(int64(d.LastStatus))}, {"Last error", d.LastError}},
+		Warning: "Its attempts start over, due now, with the same webhook-id: a receiver that got it before sees the same id again.",
+		Action:  back + "/deliveries/" + pathEscape(d.ID) + "/retry", Button: "Send again", Back: back,
+	})
+}
+
+func (c *Console) retryDelivery(ec echo.Context) error {
+	back, d, err := c.delivery404(ec)
+	if err != nil || back == "" {
+		return err
+	}
+	s, _ := sessionOf(ec)
+	ctx, cancel := c.dbContext(ec)
+	defer cancel()
+	retried, err := c.store.WebhookDeliveryRetry(ctx, store.WebhookDeliveryRetryParams{Now: c.clock.Now(), ID: d.ID, Audit: s.audit()})
+	if err != nil {
+		return c.storeFail(ec, "Delivery "+d.ID, err)
+	}
+	done := "not-given-up"
+	if retried {
+		done = "retried"
+		c.logger.Info("console: webhook delivery sent again", "delivery_id", d.ID, "key_name", s.who())
+	}
+	return ec.Redirect(http.StatusSeeOther, back+"?done="+done)
+}
+
+func pathEscape(s string) string  { return url.PathEscape(s) }
+func queryEscape(s string) string { return url.QueryEscape(s) }
+
+// shortID shortens a long id for a title.
+func shortID(s string) string {
+	if len(s) <= 18 {
+		return s
+	}
+	return s[:10] + "…" + s[len(s)-6:]
+}
+
+func itoa(v int64) string { return formatInt(v) }

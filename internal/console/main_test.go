@@ -1,0 +1,9 @@
+package console
+
+import (
+	"testing"
+
+	"github.com/ledgerq/ledgerq/internal/testdb"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }

@@ -1,0 +1,329 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ledgerq/ledgerq/internal/ratelimit"
+	"github.com/ledgerq/ledgerq/internal/store"
+)
+
+// The access model, one for every lane. A request to a secured route
+// carries an API key (Authorization: Bearer <key>, or X-API-Key: <key>);
+// the key's scopes say what it opens:
+//
+//	wallet:NAME    the routes of wallet NAME (any other wallet is 404 to it)
+//	service:ID     posting and reading the batches of service ID
+//	service:*      the same for every service
+//	pool:write     sending transactions to the builder lane's pool
+//	read           every read route, /metrics, the console's pages
+//	admin          everything, the console's actions included
+//
+// Every /v1 route and /metrics is secured unless the API is opened
+// (AccessConfig.Open, --insecure-open; MetricsOpen for /metrics alone).
+// The Sawtooth drop-in and /rpc are open by default, as a validator's REST
+// API and a public RPC endpoint are (their batches and transactions are
+// signed); SawtoothRequireKey and RPCRequireKey secure them. A missing,
+// unknown or revoked key is 401; a valid key without the scope is 403,
+// except on the wallet routes, where a wallet the key may not see is 404
+// like a missing one.
+
+// AccessConfig says which surfaces need a key.
+type AccessConfig struct {
+	// Open serves every route without a key (--insecure-open): each request
+	// acts as an anonymous admin. For a trusted network only.
+	Open bool
+	// MetricsOpen serves /metrics without a key (--metrics-open), for
+	// scrapers that send none.
+	MetricsOpen bool
+	// SawtoothRequireKey secures the Sawtooth drop-in (POST /batches, GET
+	// and POST /batch_statuses): posting needs the batches' service scope,
+	// reading statuses any valid key.
+	SawtoothRequireKey bool
+	// RPCRequireKey secures POST /rpc: it then needs pool:write.
+	RPCRequireKey bool
+	// RateLimits bound each key's requests, and each client address's on
+	// the routes that need no key, so that one client cannot starve the
+	// others: past its rate a request is 429 with Retry-After.
+	RateLimits RateLimits
+}
+
+// RateLimits are the request rates (ratelimit.Rate: COUNT/UNIT:BURST; zero
+// is unlimited).
+type RateLimits struct {
+	// Key is a key's rate when none of its scopes has one of its own.
+	Key ratelimit.Rate
+	// Anonymous is each client address's rate where no key is sent (the
+	// Sawtooth drop-in and /rpc when open, every route with Open). The
+	// probes and the document are never limited.
+	Anonymous ratelimit.Rate
+	// Scopes are rates by scope kind (admin, read, pool:write, service,
+	// wallet): a key's rate is the most generous of its scopes' that have
+	// one.
+	Scopes map[string]ratelimit.Rate
+}
+
+// DefaultRateLimits are generous: a runaway client is stopped, a busy one
+// is not.
+func DefaultRateLimits() RateLimits {
+	r := ratelimit.Rate{Count: 1000, Period: time.Second, Burst: 2000}
+	return RateLimits{Key: r, Anonymous: r}
+}
+
+// ScopeKinds are the kinds RateLimits.Scopes takes.
+var ScopeKinds = []string{"admin", "read", "pool:write", "service", "wallet"}
+
+// scopeKind is the kind of scope for RateLimits.Scopes.
+func scopeKind(s store.Scope) string {
+	kind, _, found := strings.Cut(string(s), ":")
+	if !found || s == store.ScopePoolWrite {
+		return string(s)
+	}
+	return kind
+}
+
+// rateOf is p's rate: by its key's scopes, or Anonymous.
+func (l RateLimits) rateOf(p principal) ratelimit.Rate {
+	if p.anonymous {
+		return l.Anonymous
+	}
+	best, found := l.Key, false
+	for _, sc := range p.key.Scopes {
+		r, ok := l.Scopes[scopeKind(sc)]
+		switch {
+		case !ok:
+		case !found, r.Unlimited(), !best.Unlimited() && perSecond(r) > perSecond(best):
+			best, found = r, true
+		}
+	}
+	return best
+}
+
+func perSecond(r ratelimit.Rate) float64 { return float64(r.Count) / r.Period.Seconds() }
+
+// unlimitedOps are never rate limited: the probes and the document.
+var unlimitedOps = map[string]bool{"healthz": true, "headHealthz": true, "readyz": true, "headReadyz": true, "getOpenAPI": true}
+
+// allow answers 429 with Retry-After when the request's principal (its key,
+// or its client address) is past its rate.
+func (s *Server) allow(c echo.Context, p principal) error {
+	r := s.cfg.Access.RateLimits.rateOf(p)
+	if r.Unlimited() || s.limiter == nil {
+		return nil
+	}
+	key := "k:" + p.key.ID
+	if p.anonymous {
+		key = "a:" + clientAddr(c.Request())
+	}
+	if ok, wait := s.limiter.Allow(key, r); !ok {
+		c.Response().Header().Set("Retry-After", ratelimit.RetryAfterSeconds(wait))
+		return errorf(http.StatusTooManyRequests, "too many requests: %s is limited to %s; retry after %s s",
+			p.name(), r, ratelimit.RetryAfterSeconds(wait))
+	}
+	return nil
+}
+
+// clientAddr is the request's peer address without its port. Forwarding
+// headers are not trusted: any client can write them.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// limitAnonymous rate-limits a route that needs no key by client address.
+func (s *Server) limitAnonymous(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if err := s.allow(c, principal{anonymous: true}); err != nil {
+			return err
+		}
+		return next(c)
+	}
+}
+
+// principal is who a request acts as: a key, or anyone on an open API.
+type principal struct {
+	key       store.APIKey
+	anonymous bool
+}
+
+// has reports whether the principal holds scope (admin holds every one).
+func (p principal) has(scope store.Scope) bool { return p.anonymous || p.key.Has(scope) }
+
+// wallet reports whether the principal opens wallet's routes.
+func (p principal) wallet(name string) bool { return p.anonymous || p.key.AllowsWallet(name) }
+
+// service reports whether the principal opens service's batches.
+func (p principal) service(id string) bool { return p.anonymous || p.key.AllowsService(id) }
+
+// reads reports whether the principal may read every lane.
+func (p principal) reads() bool { return p.has(store.ScopeRead) }
+
+// name is who the principal is, for logs and the audit.
+func (p principal) name() string {
+	if p.anonymous {
+		return "anonymous"
+	}
+	return p.key.Name
+}
+
+// audit is the principal's audit entry for an action made via where.
+func (p principal) audit(via string) *store.AuditEntry {
+	if p.anonymous {
+		return &store.AuditEntry{KeyName: "anonymous", Via: via}
+	}
+	return &store.AuditEntry{KeyID: p.key.ID, KeyName: p.key.Name, Via: via}
+}
+
+type principalKey struct{}
+
+// withPrincipal returns ctx carrying p.
+func withPrincipal(ctx context.Context, p principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// principalOf returns the request's principal: a route that is not secured
+// has none (a zero principal opens nothing).
+func principalOf(ctx context.Context) principal {
+	p, _ := ctx.Value(principalKey{}).(principal)
+	return p
+}
+
+// opNeeds is what a secured operation needs of a valid key, by operationId;
+// an operation not listed is decided by its handler (the wallet routes by
+// walletFor, the batch routes by the batches' services).
+var opNeeds = map[string]struct {
+	allows func(principal) bool
+	needs  string
+}{
+	"metrics":     {principal.reads, "read"},
+	"listBundles": {principal.reads, "read"},
+	"getBundle":   {principal.reads, "read"},
+	"getPoolTx": {func(p principal) bool { return p.reads() || p.has(store.ScopePoolWrite) },
+		"read or pool:write"},
+	"postPoolTx": {func(p principal) bool { return p.has(store.ScopePoolWrite) }, "pool:write"},
+	"postRPC":    {func(p principal) bool { return p.has(store.ScopePoolWrite) }, "pool:write"},
+}
+
+// securedOps returns which operations need a key under the configuration:
+// those the document secures, the Sawtooth drop-in and /rpc when asked,
+// /metrics unless opened.
+func (s *Server) securedOps(rules specRules) map[string]bool {
+	out := make(map[string]bool, len(rules.secured)+4)
+	for op := range rules.secured {
+		out[op] = true
+	}
+	if s.cfg.Access.MetricsOpen {
+		delete(out, "metrics")
+	}
+	if s.cfg.Access.SawtoothRequireKey {
+		for _, op := range []string{"postSawtoothBatches", "getSawtoothBatchStatuses", "postSawtoothBatchStatuses"} {
+			out[op] = true
+		}
+	}
+	if s.cfg.Access.RPCRequireKey {
+		out["postRPC"] = true
+	}
+	return out
+}
+
+// withAccess returns the operations' middlewares, with the access check
+// first on the secured ones. rules is shared by every Server: it is
+// copied, not changed.
+func (s *Server) withAccess(rules specRules) map[string][]echo.MiddlewareFunc {
+	secured := s.securedOps(rules)
+	out := make(map[string][]echo.MiddlewareFunc, len(rules.guards))
+	for op, mws := range rules.guards {
+		switch {
+		case !secured[op] && unlimitedOps[op]:
+		case !secured[op] && rules.sawtoothOps[op]:
+			mws = append(slices.Clone(mws), s.limitAnonymous)
+		case !secured[op]:
+			mws = append([]echo.MiddlewareFunc{s.limitAnonymous}, mws...)
+		case rules.sawtoothOps[op]:
+			// Inside sawtoothErrors, so that a refusal is a Sawtooth error
+			// object.
+			mws = append(slices.Clone(mws), s.requireAccess(op))
+		default:
+			mws = append([]echo.MiddlewareFunc{s.requireAccess(op)}, mws...)
+		}
+		out[op] = mws
+	}
+	return out
+}
+
+// requireAccess answers 401 unless the request carries a valid key (or the
+// API is open), 403 when the key lacks what op needs (opNeeds), and leaves
+// the principal in the request's context.
+func (s *Server) requireAccess(op string) echo.MiddlewareFunc {
+	need, listed := opNeeds[op]
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			p, err := s.authenticate(c)
+			if err != nil {
+				return err
+			}
+			if err := s.allow(c, p); err != nil {
+				return err
+			}
+			if listed && !need.allows(p) {
+				return errorf(http.StatusForbidden, "forbidden: key %q has scopes %s; this route needs %s", p.name(), scopeList(p.key.Scopes), need.needs)
+			}
+			req := c.Request()
+			c.SetRequest(req.WithContext(withPrincipal(req.Context(), p)))
+			return next(c)
+		}
+	}
+}
+
+// authenticate returns the request's principal: anonymous on an open API,
+// else the valid key it carries, or a 401.
+func (s *Server) authenticate(c echo.Context) (principal, error) {
+	if s.cfg.Access.Open {
+		return principal{anonymous: true}, nil
+	}
+	token, problem := apiKeyToken(c.Request().Header)
+	if problem != "" {
+		return principal{}, unauthorized(c, problem, token != "")
+	}
+	if s.store == nil {
+		return principal{}, errorf(http.StatusServiceUnavailable, "database unavailable")
+	}
+	ctx, cancel := s.dbContext(c.Request().Context())
+	key, err := s.store.APIKeyLookup(ctx, token)
+	cancel()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return principal{}, unauthorized(c, "invalid API key: unknown or revoked", true)
+	case err != nil:
+		return principal{}, err
+	}
+	return principal{key: key}, nil
+}
+
+// scopeList writes scopes for a message.
+func scopeList(scopes []store.Scope) string {
+	if len(scopes) == 0 {
+		return "(none)"
+	}
+	out := make([]string, len(scopes))
+	for i, sc := range scopes {
+		out[i] = string(sc)
+	}
+	return strings.Join(out, ",")
+}
+
+// forbiddenService is the 403 of a key that may not use service's batches.
+func forbiddenService(p principal, service string) error {
+	return errorf(http.StatusForbidden, "forbidden: key %q has scopes %s; the batches of service %q need service:%s or service:*",
+		p.name(), scopeList(p.key.Scopes), service, service)
+}

@@ -1,0 +1,63 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
+)
+
+// ConsoleSessionPrefix starts every console session token (the cookie's
+// value), so that one found in a log is recognisable.
+const ConsoleSessionPrefix = "lqs_"
+
+// consoleSessionTokenLen is a session token's length: the prefix and 32
+// bytes in unpadded base64url.
+var consoleSessionTokenLen = len(ConsoleSessionPrefix) + apiKeyTokenLen - len(APIKeyTokenPrefix)
+
+// ConsoleSessionCreate starts a console session of the key, valid for ttl,
+// and returns its token (for the cookie). Only its SHA-256 is stored.
+func (s *Store) ConsoleSessionCreate(ctx context.Context, keyID string, now time.Time, ttl time.Duration) (string, error) {
+	token := newSecretToken(ConsoleSessionPrefix)
+	if err := s.q.ConsoleSessionInsert(ctx, dbsqlc.ConsoleSessionInsertParams{
+		TokenHash: apiKeyHash(token), KeyID: keyID, Now: now, ExpiresAt: now.Add(ttl),
+	}); err != nil {
+		return "", fmt.Errorf("starting a console session of key %s: %w", keyID, err)
+	}
+	return token, nil
+}
+
+// ConsoleSessionKey returns the key of the session token opens: one that
+// has not ended or expired, whose key is not revoked. Anything else is
+// ErrNotFound.
+func (s *Store) ConsoleSessionKey(ctx context.Context, token string, now time.Time) (APIKey, error) {
+	if len(token) != consoleSessionTokenLen || !strings.HasPrefix(token, ConsoleSessionPrefix) {
+		return APIKey{}, ErrNotFound
+	}
+	row, err := one(s.q.ConsoleSessionKey(ctx, dbsqlc.ConsoleSessionKeyParams{TokenHash: apiKeyHash(token), Now: now}))
+	if err != nil {
+		return APIKey{}, fmt.Errorf("reading a console session: %w", err)
+	}
+	return apiKeyFromRow(row), nil
+}
+
+// ConsoleSessionEnd ends the session (logout); an unknown or ended one is
+// left alone.
+func (s *Store) ConsoleSessionEnd(ctx context.Context, token string, now time.Time) error {
+	if _, err := s.q.ConsoleSessionEnd(ctx, dbsqlc.ConsoleSessionEndParams{TokenHash: apiKeyHash(token), Now: now}); err != nil {
+		return fmt.Errorf("ending a console session: %w", err)
+	}
+	return nil
+}
+
+// ConsoleSessionDeleteOld forgets sessions that expired or ended before
+// before, and returns how many.
+func (s *Store) ConsoleSessionDeleteOld(ctx context.Context, before time.Time) (int64, error) {
+	n, err := s.q.ConsoleSessionDeleteExpired(ctx, before)
+	if err != nil {
+		return 0, fmt.Errorf("deleting old console sessions: %w", err)
+	}
+	return n, nil
+}
