@@ -144,9 +144,9 @@ RETURNING *;
 
 -- name: WalletHealthListStopped :many
 -- The console's health panel: wallets that send nothing new, paused for
--- their balance or held by an operator.
+-- their balance, held by an operator, or recovering from a restore.
 SELECT * FROM ledgerq.wallet_health
-WHERE paused OR held_at IS NOT NULL
+WHERE paused OR held_at IS NOT NULL OR recovery_reason IS NOT NULL
 ORDER BY chain_id, sender;
 
 -- name: WalletHealthLastRead :one

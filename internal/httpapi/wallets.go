@@ -702,7 +702,7 @@ func (s *Server) walletInfo(c echo.Context, w keystore.Wallet) error {
 		out.Health = &apigen.WalletHealth{
 			ChainNonce: h.ChainNonce, ChainNonceSince: h.ChainNonceSince, BalanceAt: h.BalanceAt,
 			Paused: h.Paused, Resets: h.Resets, LastResetAt: h.LastResetAt, LastResetFrom: h.LastResetFrom, LastResetTo: h.LastResetTo,
-			HeldAt: h.HeldAt, HeldBy: h.HeldBy,
+			HeldAt: h.HeldAt, HeldBy: h.HeldBy, RecoveryReason: h.RecoveryReason, RecoverySince: h.RecoverySince,
 		}
 		if h.Balance != nil {
 			out.Health.Balance = ptr(h.Balance.String())

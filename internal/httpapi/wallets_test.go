@@ -658,6 +658,20 @@ func TestWallets_PauseAndResumeHoldTheWalletAndAreAudited(t *testing.T) {
 	require.Contains(t, actions[0], id, "newest first: the cancel")
 }
 
+// A wallet recovering from a restore says why it signs nothing.
+func TestWallets_AWalletRecoveringFromARestoreSaysWhy(t *testing.T) {
+	t.Parallel()
+	f := setupWallets(t)
+	require.NoError(t, f.db.Store.WalletRecoveryHold(context.Background(), t0, f.main.ChainID, f.main.Address().Hex(), "nonces 3..5 unknown"))
+	resp := f.call(http.MethodGet, "/v1/wallets/main", nil, bearer(f.key)...)
+	require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
+	var out apigen.WalletInfo
+	require.NoError(t, json.Unmarshal([]byte(resp.Body), &out))
+	require.NotNil(t, out.Health)
+	require.Equal(t, "nonces 3..5 unknown", *out.Health.RecoveryReason)
+	require.True(t, out.Health.RecoverySince.Equal(t0))
+}
+
 func TestWallets_DeleteCancelsAWaitingTaskAndAnyOtherIs409(t *testing.T) {
 	t.Parallel()
 	f := setupWallets(t)

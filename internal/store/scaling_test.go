@@ -93,6 +93,13 @@ var singleKey = map[string][]string{
 	"WalletHealthHold":             nil,
 	"WalletHealthRelease":          nil,
 	"AttemptListInFlight":          nil,
+	// Restore recovery, inside one wallet's run.
+	"AttemptGetUnknownFloor":   nil,
+	"AttemptListUnknownNonces": nil,
+	"AttemptGetLastMinedBlock": nil,
+	"WalletRecoveryHold":       nil,
+	"WalletRecoveryEnd":        nil,
+	"WalletHealthSetScan":      nil,
 
 	// Builder lane, pool intake and sweep: per chain and sender.
 	"PoolSenderLock":      {"sender"},

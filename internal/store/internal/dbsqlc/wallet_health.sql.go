@@ -115,12 +115,12 @@ func (q *Queries) WalletHealthLastRead(ctx context.Context) (interface{}, error)
 
 const walletHealthListStopped = `-- name: WalletHealthListStopped :many
 SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by, recovery_reason, recovery_since, scan_block FROM ledgerq.wallet_health
-WHERE paused OR held_at IS NOT NULL
+WHERE paused OR held_at IS NOT NULL OR recovery_reason IS NOT NULL
 ORDER BY chain_id, sender
 `
 
 // The console's health panel: wallets that send nothing new, paused for
-// their balance or held by an operator.
+// their balance, held by an operator, or recovering from a restore.
 func (q *Queries) WalletHealthListStopped(ctx context.Context) ([]LedgerqWalletHealth, error) {
 	rows, err := q.db.Query(ctx, walletHealthListStopped)
 	if err != nil {
