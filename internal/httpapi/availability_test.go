@@ -402,10 +402,21 @@ func TestAPI_UnavailableAnswersSayWhenToRetry(t *testing.T) {
 	down, err := store.Open(context.Background(), "postgres://ledgerq@127.0.0.1:1/none?connect_timeout=2")
 	require.NoError(t, err)
 	t.Cleanup(down.Close)
-	api := httpapi.New(httpapi.DefaultConfig(), httpapi.Deps{Store: down, Ready: notReady{}, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: metrics.New()})
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-	f := &apiFixture{t: t, db: db, url: srv.URL}
+	serve := func(access httpapi.AccessConfig) *apiFixture {
+		cfg := httpapi.DefaultConfig()
+		cfg.Access = access
+		api := httpapi.New(cfg, httpapi.Deps{Store: down, Ready: notReady{}, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: metrics.New()})
+		srv := httptest.NewServer(api.Handler())
+		t.Cleanup(srv.Close)
+		return &apiFixture{t: t, db: db, url: srv.URL}
+	}
+	// A key cannot be checked without the database: 503, not 401.
+	secured := serve(httpapi.AccessConfig{})
+	resp := secured.as("lq_"+strings.Repeat("k", 43), http.MethodGet, "/v1/bundles", "")
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, resp.Body)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+
+	f := serve(httpapi.AccessConfig{Open: true})
 	id, payload := signedBatch(t)
 	_, list := batchList(t, 1)
 	for name, do := range map[string]func() httpResult{
@@ -419,7 +430,7 @@ func TestAPI_UnavailableAnswersSayWhenToRetry(t *testing.T) {
 		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s: %s", name, resp.Body)
 		require.Equal(t, "1", resp.Header.Get("Retry-After"), "%s", name)
 	}
-	resp := f.get("/healthz")
+	resp = f.get("/healthz")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Empty(t, resp.Header.Get("Retry-After"))
 }
