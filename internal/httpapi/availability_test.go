@@ -178,25 +178,34 @@ func requireAvailableOr503(t *testing.T, what string, requests map[string]func()
 	}
 }
 
-func TestAPI_TerminatedBackendsAnswer503OrSucceedNever500(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
+// storedBatchRequests stores a batch through f and returns requests about
+// it — a GET of it, a GET of its service's list, and its POST again — with
+// the status each gets from a working database.
+func storedBatchRequests(t *testing.T, f *apiFixture) (requests map[string]func() httpResult, ok map[string]int) {
+	t.Helper()
 	id, payload := signedBatch(t)
 	body := batchBody(t, id, "svc", payload, "")
 	require.Equal(t, http.StatusCreated, f.post("/v1/batches", body).StatusCode)
-	requests := map[string]func() httpResult{
+	requests = map[string]func() httpResult{
 		"GET one":  func() httpResult { return f.get("/v1/batches/" + id) },
 		"GET list": func() httpResult { return f.get("/v1/batches?service_id=svc") },
 		"POST":     func() httpResult { return f.post("/v1/batches", body) },
 	}
-	ok := map[string]int{"GET one": http.StatusOK, "GET list": http.StatusOK, "POST": http.StatusOK}
+	ok = map[string]int{"GET one": http.StatusOK, "GET list": http.StatusOK, "POST": http.StatusOK}
+	return requests, ok
+}
+
+func TestAPI_TerminatedBackendsAnswer503OrSucceedNever500(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	requests, ok := storedBatchRequests(t, f)
 
 	// Between requests: the pool's idle connections are dead when the next
 	// requests take them.
 	for round := range 3 {
 		var wg sync.WaitGroup
 		for range 4 { // several pool connections
-			wg.Go(func() { f.get("/v1/batches/" + id) })
+			wg.Go(func() { requests["GET one"]() })
 		}
 		wg.Wait()
 		require.Positive(t, f.terminateAPIBackends())
@@ -239,6 +248,20 @@ type tcpProxy struct {
 	conns  []*net.TCPConn
 	// down: new connections are closed at once, as a server that is gone.
 	down bool
+}
+
+// openBehindProxy opens a store on db through a proxy the test can cut; the
+// store is closed when t ends.
+func openBehindProxy(ctx context.Context, t *testing.T, db *testdb.DB) (*store.Store, *tcpProxy) {
+	t.Helper()
+	u, err := url.Parse(db.URL)
+	require.NoError(t, err)
+	proxy := startProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	st, err := store.Open(ctx, u.String())
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	return st, proxy
 }
 
 func startProxy(t *testing.T, target string) *tcpProxy {
@@ -318,26 +341,12 @@ func TestAPI_ConnectionsCutMidRequestAnswer503OrSucceedNever500(t *testing.T) {
 
 func testConnectionsCut(t *testing.T, reset bool) {
 	db := testdb.New(t)
-	u, err := url.Parse(db.URL)
-	require.NoError(t, err)
-	proxy := startProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := store.Open(ctx, u.String())
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
+	st, proxy := openBehindProxy(ctx, t, db)
 	f := serveOn(t, db, st)
 
-	id, payload := signedBatch(t)
-	body := batchBody(t, id, "svc", payload, "")
-	require.Equal(t, http.StatusCreated, f.post("/v1/batches", body).StatusCode)
-	requests := map[string]func() httpResult{
-		"GET one":  func() httpResult { return f.get("/v1/batches/" + id) },
-		"GET list": func() httpResult { return f.get("/v1/batches?service_id=svc") },
-		"POST":     func() httpResult { return f.post("/v1/batches", body) },
-	}
-	ok := map[string]int{"GET one": http.StatusOK, "GET list": http.StatusOK, "POST": http.StatusOK}
+	requests, ok := storedBatchRequests(t, f)
 
 	release := lockBatches(t, db.URL, 20*time.Second)
 	answers := make(chan string, len(requests))
@@ -362,7 +371,7 @@ func testConnectionsCut(t *testing.T, reset bool) {
 	for range 3 {
 		var wg sync.WaitGroup
 		for range 4 {
-			wg.Go(func() { f.get("/v1/batches/" + id) })
+			wg.Go(func() { requests["GET one"]() })
 		}
 		wg.Wait()
 		require.Positive(t, proxy.cut(reset))

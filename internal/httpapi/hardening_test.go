@@ -119,28 +119,17 @@ func (f *apiFixture) exec(sql string, args ...any) {
 // 3339's years) and for paths that are not in it.
 func (f *apiFixture) getRaw(path string) httpResult {
 	f.t.Helper()
-	req, err := http.NewRequest(http.MethodGet, f.url+path, nil)
-	require.NoError(f.t, err)
-	f.authorize(req)
-	return sendRaw(f.t, req)
+	return sendRaw(f.t, f.getRequest(path))
 }
 
 func (f *apiFixture) postRaw(path string, body []byte) httpResult {
 	f.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, f.url+path, bytes.NewReader(body))
-	require.NoError(f.t, err)
-	req.Header.Set("Content-Type", "application/json")
-	f.authorize(req)
-	return sendRaw(f.t, req)
+	return sendRaw(f.t, f.postRequest(path, body))
 }
 
 func sendRaw(t *testing.T, req *http.Request) httpResult {
 	t.Helper()
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
+	resp, body := roundTrip(t, req)
 	return httpResult{StatusCode: resp.StatusCode, Header: resp.Header, Body: string(body)}
 }
 

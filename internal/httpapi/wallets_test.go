@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -328,13 +327,7 @@ func TestWallets_SendTxPastTheMaxWaitAnswers202AndLeavesTheTaskWaitingDespiteThe
 func TestWallets_AWaitingSendTxRidesOutADatabaseOutageAndAnswersItsTask(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	u, err := url.Parse(db.URL)
-	require.NoError(t, err)
-	proxy := startProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
-	st, err := store.Open(context.Background(), u.String())
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
+	st, proxy := openBehindProxy(context.Background(), t, db)
 	reg, err := keystore.NewRegistry(newTestWallet(t, "main"))
 	require.NoError(t, err)
 	cfg := httpapi.DefaultConfig()
