@@ -23,6 +23,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/ledger/jam"
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
 // chromiumPath returns the browser the console's tests drive: Debian's
@@ -87,12 +88,12 @@ func TestConsole_InABrowserAnOperatorFollowsEveryLaneAndActs(t *testing.T) {
 	shots := screenshotDir(t)
 	db := testdb.New(t)
 	work := reachableTempDir(t)
-	addr := freeAddr(t)
-	p := startProc(t, work, nil, "dev", "--data-dir", filepath.Join(work, "data"), "--http-addr", addr, "--database-url", db.URL)
-	waitHTTPWhile(t, p, "http://"+addr+"/readyz", http.StatusOK, 2*time.Minute)
+	addr := testproc.FreeAddr(t)
+	p := testproc.Start(t, work, nil, "dev", "--data-dir", filepath.Join(work, "data"), "--http-addr", addr, "--database-url", db.URL)
+	testproc.WaitHTTP(t, p, "http://"+addr+"/readyz", http.StatusOK, 2*time.Minute)
 	printed := regexp.MustCompile(`console at (http://\S+/ui/) \(log in with the admin key (lq_\S+)\)`)
-	eventually(t, 10*time.Second, "dev prints the console", func() bool { return printed.MatchString(p.stdout.String()) })
-	m := printed.FindStringSubmatch(p.stdout.String())
+	eventually(t, 10*time.Second, "dev prints the console", func() bool { return printed.MatchString(p.Stdout.String()) })
+	m := printed.FindStringSubmatch(p.Stdout.String())
 	consoleURL, key := m[1], m[2]
 	base := "http://" + addr
 
@@ -139,7 +140,7 @@ func TestConsole_InABrowserAnOperatorFollowsEveryLaneAndActs(t *testing.T) {
 	})
 
 	// The builder lane: a transaction through /rpc, cut into a bundle.
-	chainID := regexp.MustCompile(`/rpc \(chain id (\d+)\)`).FindStringSubmatch(p.stdout.String())
+	chainID := regexp.MustCompile(`/rpc \(chain id (\d+)\)`).FindStringSubmatch(p.Stdout.String())
 	require.NotNil(t, chainID, "dev prints the builder lane's chain id")
 	sendDevPoolTx(t, base+"/rpc", chainID[1])
 
