@@ -195,6 +195,32 @@ func storedBatchRequests(t *testing.T, f *apiFixture) (requests map[string]func(
 	return requests, ok
 }
 
+// requireMidRequest503 locks the batches, sends each request, and once every
+// one waits for the lock stages fault and requires each to answer 503 (a
+// request what, in the messages); then it releases the lock.
+func requireMidRequest503(t *testing.T, f *apiFixture, requests map[string]func() httpResult, what string, fault func()) {
+	t.Helper()
+	release := lockBatches(t, f.db.URL, 20*time.Second)
+	answers := make(chan string, len(requests))
+	for name, do := range requests {
+		go func() {
+			resp := do()
+			answers <- fmt.Sprintf("%s %d %s", name, resp.StatusCode, resp.Body)
+		}()
+	}
+	require.Eventually(t, func() bool { return f.lockWaiters() == len(requests) }, 10*time.Second, 20*time.Millisecond)
+	fault()
+	for range requests {
+		select {
+		case a := <-answers:
+			require.Contains(t, a, " 503 ", "a request "+what)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a request " + what + " did not answer")
+		}
+	}
+	release()
+}
+
 func TestAPI_TerminatedBackendsAnswer503OrSucceedNever500(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -216,25 +242,9 @@ func TestAPI_TerminatedBackendsAnswer503OrSucceedNever500(t *testing.T) {
 	// A fresh pool, so that none of them meets a connection the last round
 	// left dead, and every one reaches the lock.
 	f.db.Store.Conns().Reset()
-	release := lockBatches(t, f.db.URL, 20*time.Second)
-	answers := make(chan string, len(requests))
-	for name, do := range requests {
-		go func() {
-			resp := do()
-			answers <- fmt.Sprintf("%s %d %s", name, resp.StatusCode, resp.Body)
-		}()
-	}
-	require.Eventually(t, func() bool { return f.lockWaiters() == len(requests) }, 10*time.Second, 20*time.Millisecond)
-	require.Equal(t, len(requests), f.terminateAPIBackends())
-	for range requests {
-		select {
-		case a := <-answers:
-			require.Contains(t, a, " 503 ", "a request whose backend was terminated")
-		case <-time.After(10 * time.Second):
-			t.Fatal("a request whose backend was terminated did not answer")
-		}
-	}
-	release()
+	requireMidRequest503(t, f, requests, "whose backend was terminated", func() {
+		require.Equal(t, len(requests), f.terminateAPIBackends())
+	})
 	requireAvailableOr503(t, "after the lock is released", requests, ok)
 }
 
@@ -348,25 +358,9 @@ func testConnectionsCut(t *testing.T, reset bool) {
 
 	requests, ok := storedBatchRequests(t, f)
 
-	release := lockBatches(t, db.URL, 20*time.Second)
-	answers := make(chan string, len(requests))
-	for name, do := range requests {
-		go func() {
-			resp := do()
-			answers <- fmt.Sprintf("%s %d %s", name, resp.StatusCode, resp.Body)
-		}()
-	}
-	require.Eventually(t, func() bool { return f.lockWaiters() == len(requests) }, 10*time.Second, 20*time.Millisecond)
-	require.Positive(t, proxy.cut(reset))
-	for range requests {
-		select {
-		case a := <-answers:
-			require.Contains(t, a, " 503 ", "a request whose connection was cut")
-		case <-time.After(10 * time.Second):
-			t.Fatal("a request whose connection was cut did not answer")
-		}
-	}
-	release()
+	requireMidRequest503(t, f, requests, "whose connection was cut", func() {
+		require.Positive(t, proxy.cut(reset))
+	})
 	// Between requests: the pool's idle connections were cut.
 	for range 3 {
 		var wg sync.WaitGroup
