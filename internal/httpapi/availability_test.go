@@ -71,14 +71,21 @@ func lockBatches(t *testing.T, dbURL string, hold time.Duration) (release func()
 // ledgerq) that wait for a lock in database name.
 func (f *apiFixture) lockWaiters() int {
 	f.t.Helper()
+	return f.adminCount(`SELECT count(*) FROM pg_stat_activity
+		WHERE datname = $1 AND application_name = 'ledgerq' AND wait_event_type = 'Lock'`)
+}
+
+// adminCount runs query, a count with f's database name as $1, on a
+// connection of the server's admin.
+func (f *apiFixture) adminCount(query string) int {
+	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, f.db.AdminURL)
 	require.NoError(f.t, err)
 	defer conn.Close(ctx)
 	var n int
-	require.NoError(f.t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-		WHERE datname = $1 AND application_name = 'ledgerq' AND wait_event_type = 'Lock'`, f.db.Name).Scan(&n))
+	require.NoError(f.t, conn.QueryRow(ctx, query, f.db.Name).Scan(&n))
 	return n
 }
 
@@ -152,15 +159,8 @@ func serveOn(t *testing.T, db *testdb.DB, st *store.Store, mutate ...func(*httpa
 // a restarting server, every backend the API's pool holds in f's database.
 func (f *apiFixture) terminateAPIBackends() int {
 	f.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, f.db.AdminURL)
-	require.NoError(f.t, err)
-	defer conn.Close(ctx)
-	var n int
-	require.NoError(f.t, conn.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE datname = $1 AND application_name = 'ledgerq' AND pid <> pg_backend_pid()) t`, f.db.Name).Scan(&n))
-	return n
+	return f.adminCount(`SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = $1 AND application_name = 'ledgerq' AND pid <> pg_backend_pid()) t`)
 }
 
 // requireAvailableOr503 sends each request and requires an answer that is
