@@ -23,7 +23,6 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/ledger/jam"
 	"github.com/ledgerq/ledgerq/internal/testdb"
-	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
 // chromiumPath returns the browser the console's tests drive: Debian's
@@ -87,10 +86,9 @@ func TestConsole_InABrowserAnOperatorFollowsEveryLaneAndActs(t *testing.T) {
 	ctx := newBrowser(t)
 	shots := screenshotDir(t)
 	db := testdb.New(t)
-	work := reachableTempDir(t)
-	addr := testproc.FreeAddr(t)
-	p := testproc.Start(t, work, nil, "dev", "--data-dir", filepath.Join(work, "data"), "--http-addr", addr, "--database-url", db.URL)
-	testproc.WaitHTTP(t, p, "http://"+addr+"/readyz", http.StatusOK, 2*time.Minute)
+	dev := newDevRun(t)
+	addr := dev.addr
+	p := dev.start("--database-url", db.URL)
 	printed := regexp.MustCompile(`console at (http://\S+/ui/) \(log in with the admin key (lq_\S+)\)`)
 	eventually(t, 10*time.Second, "dev prints the console", func() bool { return printed.MatchString(p.Stdout.String()) })
 	m := printed.FindStringSubmatch(p.Stdout.String())

@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"net/http"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -45,12 +43,9 @@ func TestDev_PrintsADevWalletWhoseCurlSendsATransactionToDone(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed")
 	}
-	work := reachableTempDir(t)
-	dataDir := filepath.Join(work, "data")
-	addr := testproc.FreeAddr(t)
+	dev := newDevRun(t)
 	start := func() *testproc.Proc {
-		p := testproc.Start(t, work, nil, "dev", "--data-dir", dataDir, "--http-addr", addr)
-		testproc.WaitHTTP(t, p, "http://"+addr+"/readyz", http.StatusOK, 2*time.Minute)
+		p := dev.start()
 		eventually(t, 10*time.Second, "the dev wallet printed", func() bool { return len(printedCommands(t, p.Stdout.String())) == 3 })
 		return p
 	}

@@ -114,14 +114,8 @@ func listProcesses(t *testing.T, needle string) []int {
 
 func TestDev_StartsFromAnEmptyDataDirStopsCleanlyAndReusesTheData(t *testing.T) {
 	t.Parallel()
-	work := reachableTempDir(t)
-	dataDir := filepath.Join(work, "data")
-	addr := testproc.FreeAddr(t)
-	start := func() *testproc.Proc {
-		p := testproc.Start(t, work, nil, "dev", "--data-dir", dataDir, "--http-addr", addr)
-		testproc.WaitHTTP(t, p, "http://"+addr+"/readyz", http.StatusOK, 2*time.Minute)
-		return p
-	}
+	dev := newDevRun(t)
+	dataDir, addr := dev.dataDir, dev.addr
 	stop := func(p *testproc.Proc) {
 		p.Signal(t, syscall.SIGTERM)
 		require.Equal(t, 0, p.Wait(t, time.Minute), "dev exits 0 on SIGTERM")
@@ -130,7 +124,7 @@ func TestDev_StartsFromAnEmptyDataDirStopsCleanlyAndReusesTheData(t *testing.T) 
 		})
 	}
 
-	p := start()
+	p := dev.start()
 	require.Contains(t, p.Stdout.String(), "http://"+addr)
 	keyFile, err := os.ReadFile(filepath.Join(dataDir, "dev-api-key"))
 	require.NoError(t, err)
@@ -142,7 +136,7 @@ func TestDev_StartsFromAnEmptyDataDirStopsCleanlyAndReusesTheData(t *testing.T) 
 	require.Equal(t, http.StatusCreated, resp.StatusCode, resp.Body)
 	stop(p)
 
-	p = start()
+	p = dev.start()
 	resp = getJSON(t, "http://"+addr+"/v1/batches/"+url.PathEscape(id), key)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the batch stored by the first run is still there: %s", resp.Body)
 	require.NotContains(t, p.Stderr.String(), `"initdb":true`, "the second run reuses the cluster")

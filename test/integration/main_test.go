@@ -8,13 +8,16 @@ package integration
 
 import (
 	"context"
+	"net/http"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -29,6 +32,30 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 		}
 		time.Sleep(20 * time.Millisecond) // the poll interval of this wait on a condition
 	}
+}
+
+// devRun is `ledgerq dev` on a data directory of the test's and one address,
+// so that a test can stop it and start it again on the same data.
+type devRun struct {
+	t       *testing.T
+	work    string // the processes' working directory
+	dataDir string
+	addr    string
+}
+
+func newDevRun(t *testing.T) *devRun {
+	t.Helper()
+	work := reachableTempDir(t)
+	return &devRun{t: t, work: work, dataDir: filepath.Join(work, "data"), addr: testproc.FreeAddr(t)}
+}
+
+// start starts dev, with args added to its data directory and address, and
+// waits until its /readyz answers 200.
+func (d *devRun) start(args ...string) *testproc.Proc {
+	d.t.Helper()
+	p := testproc.Start(d.t, d.work, nil, append([]string{"dev", "--data-dir", d.dataDir, "--http-addr", d.addr}, args...)...)
+	testproc.WaitHTTP(d.t, p, "http://"+d.addr+"/readyz", http.StatusOK, 2*time.Minute)
+	return p
 }
 
 // reachableTempDir returns a new temporary directory that other users can
