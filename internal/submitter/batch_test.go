@@ -96,13 +96,7 @@ func (b *batchSetup) runLane(l ledger.BatchLedger, rounds int) {
 		b.runOnce("submitter", s.RunOnce)
 		b.clock.Advance(step)
 		b.runOnce("monitor", m.RunOnce)
-		counts, err := b.st.BatchCountByState(b.t.Context())
-		require.NoError(b.t, err)
-		var all int64
-		for _, n := range counts {
-			all += n
-		}
-		if counts["committed"]+counts["invalid"] == all {
+		if b.rows.AllFinal() {
 			return
 		}
 	}
