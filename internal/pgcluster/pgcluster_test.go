@@ -24,6 +24,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
 // The kill tests need a ledgerq that can be SIGKILLed: the test binary runs
@@ -510,45 +512,22 @@ func mustProcessesInDir(t *testing.T, dir string) []int {
 // before it has done anything else.
 func processesWithArg(t *testing.T, arg string) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	require.NoError(t, err)
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || processGone(pid) {
-			continue
-		}
-		if slices.Contains(strings.Split(string(cmdline), "\x00"), arg) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return testproc.Processes(t, func(pid int) bool {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		return err == nil && !processGone(pid) && slices.Contains(strings.Split(string(cmdline), "\x00"), arg)
+	})
 }
 
 func processGroupMembers(t *testing.T, pgid int) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	require.NoError(t, err)
-	var members []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
+	return testproc.Processes(t, func(pid int) bool {
+		raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
+			return false
 		}
 		fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
-		if len(fields) > 2 && fields[2] == strconv.Itoa(pgid) {
-			members = append(members, pid)
-		}
-	}
-	return members
+		return len(fields) > 2 && fields[2] == strconv.Itoa(pgid)
+	})
 }
 
 func processGone(pid int) bool {

@@ -93,23 +93,13 @@ func TestMigrateCommand_UpStatusVersionDown(t *testing.T) {
 // listProcesses returns the pids whose command line mentions needle.
 func listProcesses(t *testing.T, needle string) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	require.NoError(t, err)
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
+	return testproc.Processes(t, func(pid int) bool {
+		if pid == os.Getpid() {
+			return false
 		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		if strings.Contains(string(cmdline), needle) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+		cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		return err == nil && strings.Contains(string(cmdline), needle)
+	})
 }
 
 func TestDev_StartsFromAnEmptyDataDirStopsCleanlyAndReusesTheData(t *testing.T) {
