@@ -372,6 +372,15 @@ func TestCreateDatabase_IsIdempotent(t *testing.T) {
 	require.Equal(t, "ledgerq-test", name)
 }
 
+// requireFinds requires the search with pathEnv as PATH, and pg_config
+// asked when it finds nothing there, to find dir.
+func requireFinds(t *testing.T, pathEnv, dir string) {
+	t.Helper()
+	found, err := binSearch{pathEnv: pathEnv, pgConfigBinDir: runPGConfigBinDir}.find()
+	require.NoError(t, err)
+	require.Equal(t, dir, found)
+}
+
 func TestFindBinDir_FindsThisMachinesServer(t *testing.T) {
 	t.Parallel()
 	dir, err := FindBinDir()
@@ -404,9 +413,7 @@ func TestFindBinDir_FollowsPathSymlinkToTheRealInstallation(t *testing.T) {
 	require.NoError(t, os.Mkdir(onPath, 0o755))
 	require.NoError(t, os.Symlink(filepath.Join(real, "initdb"), filepath.Join(onPath, "initdb")))
 
-	dir, err := binSearch{pathEnv: onPath, pgConfigBinDir: runPGConfigBinDir}.find()
-	require.NoError(t, err)
-	require.Equal(t, real, dir)
+	requireFinds(t, onPath, real)
 }
 
 func TestFindBinDir_AsksPgConfigWhenPathHasNoServer(t *testing.T) {
@@ -417,9 +424,7 @@ func TestFindBinDir_AsksPgConfigWhenPathHasNoServer(t *testing.T) {
 	require.NoError(t, os.Mkdir(onPath, 0o755))
 	writeExecutable(t, filepath.Join(onPath, "pg_config"), "#!/bin/sh\necho "+real+"\n")
 
-	dir, err := binSearch{pathEnv: onPath, pgConfigBinDir: runPGConfigBinDir}.find()
-	require.NoError(t, err)
-	require.Equal(t, real, dir)
+	requireFinds(t, onPath, real)
 }
 
 func TestFindBinDir_TakesHighestInstalledVersion(t *testing.T) {
