@@ -116,6 +116,17 @@ func (f *apiFixture) postRequest(path string, body []byte) *http.Request {
 	return req
 }
 
+// requireGets400 requires the GET of each path to answer 400 with its
+// message in the body.
+func (f *apiFixture) requireGets400(messages map[string]string) {
+	f.t.Helper()
+	for path, msg := range messages {
+		resp := f.get(path)
+		require.Equal(f.t, http.StatusBadRequest, resp.StatusCode, "%s: %s", path, resp.Body)
+		require.Contains(f.t, resp.Body, msg, path)
+	}
+}
+
 func do(t *testing.T, req *http.Request) httpResult {
 	t.Helper()
 	resp, body := roundTrip(t, req)
