@@ -183,9 +183,7 @@ func requireAvailableOr503(t *testing.T, what string, requests map[string]func()
 // the status each gets from a working database.
 func storedBatchRequests(t *testing.T, f *apiFixture) (requests map[string]func() httpResult, ok map[string]int) {
 	t.Helper()
-	id, payload := signedBatch(t)
-	body := batchBody(t, id, "svc", payload, "")
-	require.Equal(t, http.StatusCreated, f.post("/v1/batches", body).StatusCode)
+	id, _, body := f.postNewBatch()
 	requests = map[string]func() httpResult{
 		"GET one":  func() httpResult { return f.get("/v1/batches/" + id) },
 		"GET list": func() httpResult { return f.get("/v1/batches?service_id=svc") },

@@ -72,9 +72,7 @@ func TestPostBatches_CreatedAtOutsideYears0To9999Is400(t *testing.T) {
 func TestGetBatches_StoredTimeOutsideYears0To9999StillAnswers200(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	id, payload := signedBatch(t)
-	body := batchBody(t, id, "svc", payload, "")
-	require.Equal(t, http.StatusCreated, f.post("/v1/batches", body).StatusCode)
+	id, _, body := f.postNewBatch()
 	// Every time column out of range; committed, so that all of them are set.
 	f.exec(`UPDATE ledgerq.batches SET status = 'committed', submitted = true, attempts = 1, queued_at = NULL,
 		created_at = '10000-01-01 00:00:00+00', received_at = '10000-01-02 00:00:00+00',

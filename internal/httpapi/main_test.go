@@ -116,6 +116,16 @@ func (f *apiFixture) postRequest(path string, body []byte) *http.Request {
 	return req
 }
 
+// postNewBatch posts a new signed batch of service svc and requires a 201;
+// it returns the batch's id and payload and the body posted.
+func (f *apiFixture) postNewBatch() (id string, payload, body []byte) {
+	f.t.Helper()
+	id, payload = signedBatch(f.t)
+	body = batchBody(f.t, id, "svc", payload, "")
+	require.Equal(f.t, http.StatusCreated, f.post("/v1/batches", body).StatusCode)
+	return id, payload, body
+}
+
 // requireGets400 requires the GET of each path to answer 400 with its
 // message in the body.
 func (f *apiFixture) requireGets400(messages map[string]string) {
