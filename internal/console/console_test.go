@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
 
@@ -47,10 +46,7 @@ func setup(t *testing.T, cfg Config) *fixture {
 	st := testdb.NewTx(t)
 	clk := testfactory.NewClock()
 	fx := &fixture{t: t, st: st, clock: clk, f: testfactory.New(t, st, clk), keys: map[string]string{}}
-	key, err := crypto.GenerateKey()
-	require.NoError(t, err)
-	signer, err := keystore.NewKeySigner(key)
-	require.NoError(t, err)
+	signer := testfactory.NewSigner(t)
 	fx.wallet = keystore.Wallet{ID: "main", ChainID: testfactory.WalletChainID, Signer: signer}
 	fx.sender = strings.ToLower(signer.Address().Hex())
 	reg, err := keystore.NewRegistry(fx.wallet)
