@@ -414,8 +414,7 @@ func TestConsole_ActionsNeedAdmin(t *testing.T) {
 		rec = b.do(http.MethodPost, path, url.Values{"csrf": {token}})
 		require.Equal(t, http.StatusForbidden, rec.Code, path)
 	}
-	require.Equal(t, store.TaskWaiting, fx.taskStatus(fx.waiting.ID))
-	require.Empty(t, fx.auditRows())
+	fx.requireNothingDone()
 }
 
 func TestConsole_ActionsRefuseAFormWithoutTheSessionsToken(t *testing.T) {
@@ -435,8 +434,7 @@ func TestConsole_ActionsRefuseAFormWithoutTheSessionsToken(t *testing.T) {
 	token := csrfOf(t, b.get(cancel).Body.String())
 	rec := b.do(http.MethodPost, cancel, url.Values{"csrf": {token}}, "Origin", "https://evil.test")
 	require.Equal(t, http.StatusForbidden, rec.Code, "another origin")
-	require.Equal(t, store.TaskWaiting, fx.taskStatus(fx.waiting.ID))
-	require.Empty(t, fx.auditRows())
+	fx.requireNothingDone()
 }
 
 func TestConsole_CancelAWaitingTaskThroughTheStoreAndTheAudit(t *testing.T) {
@@ -542,6 +540,14 @@ func (fx *fixture) taskStatus(id string) store.TaskStatus {
 	task, err := fx.st.TaskGet(fx.t.Context(), "main", id)
 	require.NoError(fx.t, err)
 	return task.Status
+}
+
+// requireNothingDone requires the waiting task to be waiting still and the
+// audit log to be empty: no action took effect.
+func (fx *fixture) requireNothingDone() {
+	fx.t.Helper()
+	require.Equal(fx.t, store.TaskWaiting, fx.taskStatus(fx.waiting.ID))
+	require.Empty(fx.t, fx.auditRows())
 }
 
 func (fx *fixture) auditRows() []store.AuditRecord {
