@@ -29,17 +29,13 @@ func (c *Console) confirm(ec echo.Context, title string, d confirmData) error {
 }
 
 func (c *Console) confirmCancel(ec echo.Context) error {
-	w, err := c.wallet404(ec)
-	if err != nil || w.ID == "" {
+	ctx, cancel := c.dbContext(ec)
+	defer cancel()
+	w, t, ok, err := c.task404(ctx, ec)
+	if !ok {
 		return err
 	}
 	id := ec.Param("id")
-	ctx, cancel := c.dbContext(ec)
-	defer cancel()
-	t, err := c.store.TaskGet(ctx, w.ID, id)
-	if err != nil {
-		return c.storeFail(ec, "Task "+id+" of wallet "+w.ID, err)
-	}
 	back := Prefix + "/wallets/" + pathEscape(w.ID) + "/tasks/" + id
 	if t.Status != store.TaskWaiting {
 		return c.fail(ec, http.StatusConflict, "Task "+id+" is "+t.Status.String()+", not Waiting: only a waiting task can be cancelled (its transaction may already be on the chain).")

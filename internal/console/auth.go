@@ -157,7 +157,7 @@ func (c *Console) requireSession(n need) echo.MiddlewareFunc {
 			}
 			if !s.may(n) {
 				return c.fail(ec, http.StatusForbidden, fmt.Sprintf("Key %q has the scopes %s; this needs %s. Log in with another key, or ask for one with ledgerq keys create --scope.",
-					s.key.Name, scopeList(s.key.Scopes), n.what))
+					s.key.Name, store.JoinScopes(s.key.Scopes, ", "), n.what))
 			}
 			if ec.Request().Method == http.MethodPost && !checkForm(ec, s.token) {
 				return c.fail(ec, http.StatusForbidden, "The form's security token did not match your session: it may be from an old page, or from another site. Nothing was done. Reload the page and try again.")
@@ -236,7 +236,7 @@ func (c *Console) login(ec echo.Context) error {
 	case err != nil:
 		return c.storeFail(ec, "the key", err)
 	case !key.Has(store.ScopeRead):
-		return c.loginFail(ec, http.StatusForbidden, ck.Value, next, fmt.Sprintf("Key %q has the scopes %s; the console needs read (pages) or admin (pages and actions).", key.Name, scopeList(key.Scopes)))
+		return c.loginFail(ec, http.StatusForbidden, ck.Value, next, fmt.Sprintf("Key %q has the scopes %s; the console needs read (pages) or admin (pages and actions).", key.Name, store.JoinScopes(key.Scopes, ", ")))
 	}
 	sess, err := c.store.ConsoleSessionCreate(ctx, key.ID, c.clock.Now(), c.cfg.SessionTTL)
 	if err != nil {
@@ -263,15 +263,4 @@ func (c *Console) logout(ec echo.Context) error {
 	}
 	c.setCookie(ec, sessionCookie, "", -1)
 	return ec.Redirect(http.StatusSeeOther, Prefix+"/login?done=logged-out")
-}
-
-func scopeList(scopes []store.Scope) string {
-	if len(scopes) == 0 {
-		return "(none)"
-	}
-	out := make([]string, len(scopes))
-	for i, sc := range scopes {
-		out[i] = string(sc)
-	}
-	return strings.Join(out, ", ")
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
 
@@ -47,10 +46,7 @@ func setup(t *testing.T, cfg Config) *fixture {
 	st := testdb.NewTx(t)
 	clk := testfactory.NewClock()
 	fx := &fixture{t: t, st: st, clock: clk, f: testfactory.New(t, st, clk), keys: map[string]string{}}
-	key, err := crypto.GenerateKey()
-	require.NoError(t, err)
-	signer, err := keystore.NewKeySigner(key)
-	require.NoError(t, err)
+	signer := testfactory.NewSigner(t)
 	fx.wallet = keystore.Wallet{ID: "main", ChainID: testfactory.WalletChainID, Signer: signer}
 	fx.sender = strings.ToLower(signer.Address().Hex())
 	reg, err := keystore.NewRegistry(fx.wallet)
@@ -94,6 +90,14 @@ type browser struct {
 }
 
 func (fx *fixture) browser() *browser { return &browser{fx: fx, cookies: map[string]*http.Cookie{}} }
+
+// loggedIn is a new browser logged in with the key of kind.
+func (fx *fixture) loggedIn(kind string) *browser {
+	fx.t.Helper()
+	b := fx.browser()
+	b.login(kind)
+	return b
+}
 
 func (b *browser) do(method, target string, form url.Values, header ...string) *httptest.ResponseRecorder {
 	b.fx.t.Helper()
@@ -214,8 +218,7 @@ func TestConsole_WithoutASessionEveryPageIs401WithTheLoginFormAndOtherRequestsAr
 func TestConsole_LoginStartsASessionInAStrictHttpOnlyCookieAndLogoutEndsIt(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, Config{})
-	b := fx.browser()
-	b.login("read")
+	b := fx.loggedIn("read")
 	ck := b.cookies[sessionCookie]
 	require.True(t, ck.HttpOnly)
 	require.Equal(t, http.SameSiteStrictMode, ck.SameSite)
@@ -278,8 +281,7 @@ func TestConsole_LoginGoesBackOnlyToAConsolePage(t *testing.T) {
 func TestConsole_RevokingTheKeyEndsItsSessions(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, Config{})
-	b := fx.browser()
-	b.login("admin")
+	b := fx.loggedIn("admin")
 	require.Equal(t, http.StatusOK, b.get("/ui/").Code)
 	key, err := fx.st.APIKeyLookup(t.Context(), fx.keys["admin"])
 	require.NoError(t, err)
@@ -293,8 +295,7 @@ func TestConsole_RevokingTheKeyEndsItsSessions(t *testing.T) {
 func TestConsole_SessionExpires(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, Config{SessionTTL: time.Hour})
-	b := fx.browser()
-	b.login("read")
+	b := fx.loggedIn("read")
 	fx.clock.Advance(time.Hour + time.Second)
 	require.Equal(t, http.StatusUnauthorized, b.get("/ui/").Code)
 }
@@ -302,8 +303,7 @@ func TestConsole_SessionExpires(t *testing.T) {
 func TestConsole_EveryPageRendersForAReadKey(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, Config{})
-	b := fx.browser()
-	b.login("admin")
+	b := fx.loggedIn("admin")
 	for path, want := range fx.pages() {
 		rec := b.get(path)
 		require.Equal(t, http.StatusOK, rec.Code, "%s: %s", path, rec.Body.String())
@@ -311,8 +311,7 @@ func TestConsole_EveryPageRendersForAReadKey(t *testing.T) {
 		require.Equal(t, "DENY", rec.Header().Get("X-Frame-Options"))
 		require.Contains(t, rec.Header().Get("Content-Security-Policy"), "script-src 'self'")
 	}
-	r := fx.browser()
-	r.login("read")
+	r := fx.loggedIn("read")
 	for path, want := range fx.pages() {
 		if strings.HasSuffix(path, "/cancel") || strings.HasSuffix(path, "/hold") || strings.HasSuffix(path, "/release") || strings.HasSuffix(path, "/retry") {
 			continue
@@ -327,8 +326,7 @@ func TestConsole_EveryPageRendersForAReadKey(t *testing.T) {
 func TestConsole_PagesSayWhatIsMissing(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, Config{})
-	b := fx.browser()
-	b.login("read")
+	b := fx.loggedIn("read")
 	for path, want := range map[string]string{
 		"/ui/batches/nope":  "Batch nope was not found",
 		"/ui/wallets/other": "not one this server sends for",
@@ -347,8 +345,7 @@ func TestConsole_PagesSayWhatIsMissing(t *testing.T) {
 func TestConsole_SearchFindsABatchATaskAWalletASenderAndAService(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, Config{})
-	b := fx.browser()
-	b.login("read")
+	b := fx.loggedIn("read")
 	for q, want := range map[string]string{
 		fx.batches[1]:             "/ui/batches/" + url.PathEscape(fx.batches[1]),
 		fx.waiting.ID:             "/ui/wallets/main/tasks/" + fx.waiting.ID,
@@ -366,8 +363,7 @@ func TestConsole_SearchFindsABatchATaskAWalletASenderAndAService(t *testing.T) {
 func TestConsole_ServiceBatchesPageByKeyset(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, Config{PageSize: 2})
-	b := fx.browser()
-	b.login("read")
+	b := fx.loggedIn("read")
 	first := b.get("/ui/batches?service=svc-1").Body.String()
 	require.Contains(t, first, short(fx.batches[0]))
 	require.Contains(t, first, short(fx.batches[1]))
@@ -385,8 +381,7 @@ func short(id string) string { return shortID(id)[:10] }
 func TestConsole_OverviewJSONCountsEveryLane(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, Config{})
-	b := fx.browser()
-	b.login("read")
+	b := fx.loggedIn("read")
 	rec := b.do(http.MethodGet, "/ui/overview.json", nil, "Accept", "application/json")
 	require.Equal(t, http.StatusOK, rec.Code)
 	var got counts
@@ -406,8 +401,7 @@ func TestConsole_OverviewJSONCountsEveryLane(t *testing.T) {
 func TestConsole_ActionsNeedAdmin(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, Config{})
-	b := fx.browser()
-	b.login("read")
+	b := fx.loggedIn("read")
 	home := b.get("/ui/")
 	token := csrfOf(t, home.Body.String())
 	for _, path := range []string{
@@ -420,18 +414,15 @@ func TestConsole_ActionsNeedAdmin(t *testing.T) {
 		rec = b.do(http.MethodPost, path, url.Values{"csrf": {token}})
 		require.Equal(t, http.StatusForbidden, rec.Code, path)
 	}
-	require.Equal(t, store.TaskWaiting, fx.taskStatus(fx.waiting.ID))
-	require.Empty(t, fx.auditRows())
+	fx.requireNothingDone()
 }
 
 func TestConsole_ActionsRefuseAFormWithoutTheSessionsToken(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, Config{})
-	b := fx.browser()
-	b.login("admin")
+	b := fx.loggedIn("admin")
 	cancel := "/ui/wallets/main/tasks/" + fx.waiting.ID + "/cancel"
-	other := fx.browser()
-	other.login("admin")
+	other := fx.loggedIn("admin")
 	otherToken := csrfOf(t, other.get("/ui/").Body.String())
 	for name, form := range map[string]url.Values{
 		"none": {}, "forged": {"csrf": {"forged"}}, "another session's": {"csrf": {otherToken}},
@@ -443,15 +434,13 @@ func TestConsole_ActionsRefuseAFormWithoutTheSessionsToken(t *testing.T) {
 	token := csrfOf(t, b.get(cancel).Body.String())
 	rec := b.do(http.MethodPost, cancel, url.Values{"csrf": {token}}, "Origin", "https://evil.test")
 	require.Equal(t, http.StatusForbidden, rec.Code, "another origin")
-	require.Equal(t, store.TaskWaiting, fx.taskStatus(fx.waiting.ID))
-	require.Empty(t, fx.auditRows())
+	fx.requireNothingDone()
 }
 
 func TestConsole_CancelAWaitingTaskThroughTheStoreAndTheAudit(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, Config{})
-	b := fx.browser()
-	b.login("admin")
+	b := fx.loggedIn("admin")
 	cancel := "/ui/wallets/main/tasks/" + fx.waiting.ID + "/cancel"
 	rec := b.post(cancel, cancel)
 	require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
@@ -483,8 +472,7 @@ func TestConsole_CancelAWaitingTaskThroughTheStoreAndTheAudit(t *testing.T) {
 func TestConsole_PauseAndResumeAWalletAreAudited(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, Config{})
-	b := fx.browser()
-	b.login("admin")
+	b := fx.loggedIn("admin")
 	rec := b.post("/ui/wallets/main/hold", "/ui/wallets/main/hold")
 	require.Equal(t, "/ui/wallets/main?done=held", rec.Header().Get("Location"))
 	h, err := fx.st.WalletHealthGet(t.Context(), fx.wallet.ChainID, fx.sender)
@@ -508,8 +496,7 @@ func TestConsole_PauseAndResumeAWalletAreAudited(t *testing.T) {
 func TestConsole_RetryAGivenUpDeliveryIsAudited(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, Config{})
-	b := fx.browser()
-	b.login("admin")
+	b := fx.loggedIn("admin")
 	retry := "/ui/wallets/main/webhooks/" + fx.ep.ID + "/deliveries/" + fx.given + "/retry"
 	rec := b.post(retry, retry)
 	require.Equal(t, "/ui/wallets/main/webhooks/"+fx.ep.ID+"?done=retried", rec.Header().Get("Location"))
@@ -555,6 +542,14 @@ func (fx *fixture) taskStatus(id string) store.TaskStatus {
 	return task.Status
 }
 
+// requireNothingDone requires the waiting task to be waiting still and the
+// audit log to be empty: no action took effect.
+func (fx *fixture) requireNothingDone() {
+	fx.t.Helper()
+	require.Equal(fx.t, store.TaskWaiting, fx.taskStatus(fx.waiting.ID))
+	require.Empty(fx.t, fx.auditRows())
+}
+
 func (fx *fixture) auditRows() []store.AuditRecord {
 	fx.t.Helper()
 	rows, err := fx.st.AuditList(fx.t.Context(), 0, 100)
@@ -565,8 +560,7 @@ func (fx *fixture) auditRows() []store.AuditRecord {
 func TestConsole_AFormFromTheForwardedHostIsAccepted(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, Config{})
-	b := fx.browser()
-	b.login("admin")
+	b := fx.loggedIn("admin")
 	hold := "/ui/wallets/main/hold"
 	token := csrfOf(t, b.get(hold).Body.String())
 	rec := b.do(http.MethodPost, hold, url.Values{"csrf": {token}}, "Origin", "https://console.example", "X-Forwarded-Host", "console.example")

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"regexp"
@@ -243,18 +244,30 @@ type taskData struct {
 	Head *int64
 }
 
-func (c *Console) task(ec echo.Context) error {
-	w, err := c.wallet404(ec)
+// task404 returns the wallet and the task the path names, read with ctx.
+// Without ok the page has answered (no such wallet or task, or a failed
+// read), and err is what answering returned.
+func (c *Console) task404(ctx context.Context, ec echo.Context) (w keystore.Wallet, t store.Task, ok bool, err error) {
+	w, err = c.wallet404(ec)
 	if err != nil || w.ID == "" {
+		return w, t, false, err
+	}
+	id := ec.Param("id")
+	t, err = c.store.TaskGet(ctx, w.ID, id)
+	if err != nil {
+		return w, t, false, c.storeFail(ec, "Task "+id+" of wallet "+w.ID, err)
+	}
+	return w, t, true, nil
+}
+
+func (c *Console) task(ec echo.Context) error {
+	ctx, cancel := c.dbContext(ec)
+	defer cancel()
+	_, t, ok, err := c.task404(ctx, ec)
+	if !ok {
 		return err
 	}
 	id := ec.Param("id")
-	ctx, cancel := c.dbContext(ec)
-	defer cancel()
-	t, err := c.store.TaskGet(ctx, w.ID, id)
-	if err != nil {
-		return c.storeFail(ec, "Task "+id+" of wallet "+w.ID, err)
-	}
 	attempts, err := c.store.AttemptListByTask(ctx, id)
 	if err != nil {
 		return c.storeFail(ec, "the attempts of task "+id, err)

@@ -276,7 +276,7 @@ func (s *Server) requireAccess(op string) echo.MiddlewareFunc {
 				return err
 			}
 			if listed && !need.allows(p) {
-				return errorf(http.StatusForbidden, "forbidden: key %q has scopes %s; this route needs %s", p.name(), scopeList(p.key.Scopes), need.needs)
+				return errorf(http.StatusForbidden, "forbidden: key %q has scopes %s; this route needs %s", p.name(), store.JoinScopes(p.key.Scopes, ","), need.needs)
 			}
 			req := c.Request()
 			c.SetRequest(req.WithContext(withPrincipal(req.Context(), p)))
@@ -310,20 +310,8 @@ func (s *Server) authenticate(c echo.Context) (principal, error) {
 	return principal{key: key}, nil
 }
 
-// scopeList writes scopes for a message.
-func scopeList(scopes []store.Scope) string {
-	if len(scopes) == 0 {
-		return "(none)"
-	}
-	out := make([]string, len(scopes))
-	for i, sc := range scopes {
-		out[i] = string(sc)
-	}
-	return strings.Join(out, ",")
-}
-
 // forbiddenService is the 403 of a key that may not use service's batches.
 func forbiddenService(p principal, service string) error {
 	return errorf(http.StatusForbidden, "forbidden: key %q has scopes %s; the batches of service %q need service:%s or service:*",
-		p.name(), scopeList(p.key.Scopes), service, service)
+		p.name(), store.JoinScopes(p.key.Scopes, ","), service, service)
 }

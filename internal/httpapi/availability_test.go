@@ -71,14 +71,21 @@ func lockBatches(t *testing.T, dbURL string, hold time.Duration) (release func()
 // ledgerq) that wait for a lock in database name.
 func (f *apiFixture) lockWaiters() int {
 	f.t.Helper()
+	return f.adminCount(`SELECT count(*) FROM pg_stat_activity
+		WHERE datname = $1 AND application_name = 'ledgerq' AND wait_event_type = 'Lock'`)
+}
+
+// adminCount runs query, a count with f's database name as $1, on a
+// connection of the server's admin.
+func (f *apiFixture) adminCount(query string) int {
+	f.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, f.db.AdminURL)
 	require.NoError(f.t, err)
 	defer conn.Close(ctx)
 	var n int
-	require.NoError(f.t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-		WHERE datname = $1 AND application_name = 'ledgerq' AND wait_event_type = 'Lock'`, f.db.Name).Scan(&n))
+	require.NoError(f.t, conn.QueryRow(ctx, query, f.db.Name).Scan(&n))
 	return n
 }
 
@@ -152,15 +159,8 @@ func serveOn(t *testing.T, db *testdb.DB, st *store.Store, mutate ...func(*httpa
 // a restarting server, every backend the API's pool holds in f's database.
 func (f *apiFixture) terminateAPIBackends() int {
 	f.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, f.db.AdminURL)
-	require.NoError(f.t, err)
-	defer conn.Close(ctx)
-	var n int
-	require.NoError(f.t, conn.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE datname = $1 AND application_name = 'ledgerq' AND pid <> pg_backend_pid()) t`, f.db.Name).Scan(&n))
-	return n
+	return f.adminCount(`SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = $1 AND application_name = 'ledgerq' AND pid <> pg_backend_pid()) t`)
 }
 
 // requireAvailableOr503 sends each request and requires an answer that is
@@ -178,25 +178,58 @@ func requireAvailableOr503(t *testing.T, what string, requests map[string]func()
 	}
 }
 
-func TestAPI_TerminatedBackendsAnswer503OrSucceedNever500(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	id, payload := signedBatch(t)
-	body := batchBody(t, id, "svc", payload, "")
-	require.Equal(t, http.StatusCreated, f.post("/v1/batches", body).StatusCode)
-	requests := map[string]func() httpResult{
+// storedBatchRequests stores a batch through f and returns requests about
+// it — a GET of it, a GET of its service's list, and its POST again — with
+// the status each gets from a working database.
+func storedBatchRequests(t *testing.T, f *apiFixture) (requests map[string]func() httpResult, ok map[string]int) {
+	t.Helper()
+	id, _, body := f.postNewBatch()
+	requests = map[string]func() httpResult{
 		"GET one":  func() httpResult { return f.get("/v1/batches/" + id) },
 		"GET list": func() httpResult { return f.get("/v1/batches?service_id=svc") },
 		"POST":     func() httpResult { return f.post("/v1/batches", body) },
 	}
-	ok := map[string]int{"GET one": http.StatusOK, "GET list": http.StatusOK, "POST": http.StatusOK}
+	ok = map[string]int{"GET one": http.StatusOK, "GET list": http.StatusOK, "POST": http.StatusOK}
+	return requests, ok
+}
+
+// requireMidRequest503 locks the batches, sends each request, and once every
+// one waits for the lock stages fault and requires each to answer 503 (a
+// request what, in the messages); then it releases the lock.
+func requireMidRequest503(t *testing.T, f *apiFixture, requests map[string]func() httpResult, what string, fault func()) {
+	t.Helper()
+	release := lockBatches(t, f.db.URL, 20*time.Second)
+	answers := make(chan string, len(requests))
+	for name, do := range requests {
+		go func() {
+			resp := do()
+			answers <- fmt.Sprintf("%s %d %s", name, resp.StatusCode, resp.Body)
+		}()
+	}
+	require.Eventually(t, func() bool { return f.lockWaiters() == len(requests) }, 10*time.Second, 20*time.Millisecond)
+	fault()
+	for range requests {
+		select {
+		case a := <-answers:
+			require.Contains(t, a, " 503 ", "a request "+what)
+		case <-time.After(10 * time.Second):
+			t.Fatal("a request " + what + " did not answer")
+		}
+	}
+	release()
+}
+
+func TestAPI_TerminatedBackendsAnswer503OrSucceedNever500(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	requests, ok := storedBatchRequests(t, f)
 
 	// Between requests: the pool's idle connections are dead when the next
 	// requests take them.
 	for round := range 3 {
 		var wg sync.WaitGroup
 		for range 4 { // several pool connections
-			wg.Go(func() { f.get("/v1/batches/" + id) })
+			wg.Go(func() { requests["GET one"]() })
 		}
 		wg.Wait()
 		require.Positive(t, f.terminateAPIBackends())
@@ -207,25 +240,9 @@ func TestAPI_TerminatedBackendsAnswer503OrSucceedNever500(t *testing.T) {
 	// A fresh pool, so that none of them meets a connection the last round
 	// left dead, and every one reaches the lock.
 	f.db.Store.Conns().Reset()
-	release := lockBatches(t, f.db.URL, 20*time.Second)
-	answers := make(chan string, len(requests))
-	for name, do := range requests {
-		go func() {
-			resp := do()
-			answers <- fmt.Sprintf("%s %d %s", name, resp.StatusCode, resp.Body)
-		}()
-	}
-	require.Eventually(t, func() bool { return f.lockWaiters() == len(requests) }, 10*time.Second, 20*time.Millisecond)
-	require.Equal(t, len(requests), f.terminateAPIBackends())
-	for range requests {
-		select {
-		case a := <-answers:
-			require.Contains(t, a, " 503 ", "a request whose backend was terminated")
-		case <-time.After(10 * time.Second):
-			t.Fatal("a request whose backend was terminated did not answer")
-		}
-	}
-	release()
+	requireMidRequest503(t, f, requests, "whose backend was terminated", func() {
+		require.Equal(t, len(requests), f.terminateAPIBackends())
+	})
 	requireAvailableOr503(t, "after the lock is released", requests, ok)
 }
 
@@ -239,6 +256,20 @@ type tcpProxy struct {
 	conns  []*net.TCPConn
 	// down: new connections are closed at once, as a server that is gone.
 	down bool
+}
+
+// openBehindProxy opens a store on db through a proxy the test can cut; the
+// store is closed when t ends.
+func openBehindProxy(ctx context.Context, t *testing.T, db *testdb.DB) (*store.Store, *tcpProxy) {
+	t.Helper()
+	u, err := url.Parse(db.URL)
+	require.NoError(t, err)
+	proxy := startProxy(t, u.Host)
+	u.Host = proxy.ln.Addr().String()
+	st, err := store.Open(ctx, u.String())
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	return st, proxy
 }
 
 func startProxy(t *testing.T, target string) *tcpProxy {
@@ -318,51 +349,21 @@ func TestAPI_ConnectionsCutMidRequestAnswer503OrSucceedNever500(t *testing.T) {
 
 func testConnectionsCut(t *testing.T, reset bool) {
 	db := testdb.New(t)
-	u, err := url.Parse(db.URL)
-	require.NoError(t, err)
-	proxy := startProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := store.Open(ctx, u.String())
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
+	st, proxy := openBehindProxy(ctx, t, db)
 	f := serveOn(t, db, st)
 
-	id, payload := signedBatch(t)
-	body := batchBody(t, id, "svc", payload, "")
-	require.Equal(t, http.StatusCreated, f.post("/v1/batches", body).StatusCode)
-	requests := map[string]func() httpResult{
-		"GET one":  func() httpResult { return f.get("/v1/batches/" + id) },
-		"GET list": func() httpResult { return f.get("/v1/batches?service_id=svc") },
-		"POST":     func() httpResult { return f.post("/v1/batches", body) },
-	}
-	ok := map[string]int{"GET one": http.StatusOK, "GET list": http.StatusOK, "POST": http.StatusOK}
+	requests, ok := storedBatchRequests(t, f)
 
-	release := lockBatches(t, db.URL, 20*time.Second)
-	answers := make(chan string, len(requests))
-	for name, do := range requests {
-		go func() {
-			resp := do()
-			answers <- fmt.Sprintf("%s %d %s", name, resp.StatusCode, resp.Body)
-		}()
-	}
-	require.Eventually(t, func() bool { return f.lockWaiters() == len(requests) }, 10*time.Second, 20*time.Millisecond)
-	require.Positive(t, proxy.cut(reset))
-	for range requests {
-		select {
-		case a := <-answers:
-			require.Contains(t, a, " 503 ", "a request whose connection was cut")
-		case <-time.After(10 * time.Second):
-			t.Fatal("a request whose connection was cut did not answer")
-		}
-	}
-	release()
+	requireMidRequest503(t, f, requests, "whose connection was cut", func() {
+		require.Positive(t, proxy.cut(reset))
+	})
 	// Between requests: the pool's idle connections were cut.
 	for range 3 {
 		var wg sync.WaitGroup
 		for range 4 {
-			wg.Go(func() { f.get("/v1/batches/" + id) })
+			wg.Go(func() { requests["GET one"]() })
 		}
 		wg.Wait()
 		require.Positive(t, proxy.cut(reset))

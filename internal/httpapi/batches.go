@@ -312,7 +312,7 @@ func (s *Server) ListBatches(c echo.Context, params apigen.ListBatchesParams) er
 	if p := principalOf(c.Request().Context()); !p.reads() && !p.has(store.ScopeAnyService) && (f.ServiceID == "" || !p.service(f.ServiceID)) {
 		if f.ServiceID == "" {
 			return errorf(http.StatusForbidden, "forbidden: key %q has scopes %s; listing every service's batches needs read or service:*, or name a service of the key with service_id",
-				p.name(), scopeList(p.key.Scopes))
+				p.name(), store.JoinScopes(p.key.Scopes, ","))
 		}
 		return forbiddenService(p, f.ServiceID)
 	}

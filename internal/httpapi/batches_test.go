@@ -47,9 +47,7 @@ func TestAPI_PostBatchStoresItAndGetReturnsIt(t *testing.T) {
 func TestAPI_RepostingTheSameBatchIsIdempotentAndDifferentContentConflicts(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	id, payload := signedBatch(t)
-	body := batchBody(t, id, "svc", payload, "")
-	require.Equal(t, http.StatusCreated, f.post("/v1/batches", body).StatusCode)
+	id, payload, body := f.postNewBatch()
 	again := f.post("/v1/batches", body)
 	require.Equal(t, http.StatusOK, again.StatusCode, again.Body)
 	require.Contains(t, again.Body, `"created":false`)

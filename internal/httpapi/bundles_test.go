@@ -90,7 +90,7 @@ func TestBundles_GetShowsTheBundleItsTransactionsInOrderAndTheListPagesByNumber(
 func TestBundles_BadParametersAre400AndAMissingBundle404(t *testing.T) {
 	t.Parallel()
 	f := setupPool(t)
-	for path, want := range map[string]string{
+	f.requireGets400(map[string]string{
 		"/v1/bundles/abc":                  "path parameter block",
 		"/v1/bundles/0":                    "path parameter block",
 		"/v1/bundles/-1":                   "path parameter block",
@@ -98,11 +98,7 @@ func TestBundles_BadParametersAre400AndAMissingBundle404(t *testing.T) {
 		"/v1/bundles?state=lost":           "query parameter state",
 		"/v1/bundles?after=x":              "query parameter after",
 		"/v1/bundles?limit=0":              "limit",
-	} {
-		resp := f.get(path)
-		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", path, resp.Body)
-		require.Contains(t, resp.Body, want, path)
-	}
+	})
 	resp := f.get("/v1/bundles/7")
 	require.Equal(t, http.StatusNotFound, resp.StatusCode, resp.Body)
 }

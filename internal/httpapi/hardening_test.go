@@ -32,18 +32,28 @@ import (
 // The tests of this file each reproduce one input defect of the batch API
 // (issue 8) through the real handler.
 
+// requireCreatedAtRefused posts a new batch with each created_at in ats and
+// requires a 400 that names the field and says each of more; none is stored.
+func (f *apiFixture) requireCreatedAtRefused(ats []string, more ...string) {
+	f.t.Helper()
+	for _, at := range ats {
+		id, payload := signedBatch(f.t)
+		resp := f.post("/v1/batches", batchBody(f.t, id, "svc", payload, `,"created_at":"`+at+`"`))
+		require.Equal(f.t, http.StatusBadRequest, resp.StatusCode, "%s: %s", at, resp.Body)
+		require.Contains(f.t, resp.Body, "field created_at", at)
+		for _, m := range more {
+			require.Contains(f.t, resp.Body, m, at)
+		}
+	}
+	require.Equal(f.t, 0, f.count(), "nothing stored")
+}
+
 func TestPostBatches_CreatedAtOutsideYears0To9999Is400(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	// In UTC these are 10000-01-01T23:58:59Z and -0001-12-31T23:00:00Z:
 	// PostgreSQL stores them, but no RFC 3339 text can say them.
-	for _, at := range []string{"9999-12-31T23:59:59-23:59", "0000-01-01T00:00:00+01:00", "10000-01-01T00:00:00Z"} {
-		id, payload := signedBatch(t)
-		resp := f.post("/v1/batches", batchBody(t, id, "svc", payload, `,"created_at":"`+at+`"`))
-		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", at, resp.Body)
-		require.Contains(t, resp.Body, "field created_at", at)
-	}
-	require.Equal(t, 0, f.count(), "nothing stored")
+	f.requireCreatedAtRefused([]string{"9999-12-31T23:59:59-23:59", "0000-01-01T00:00:00+01:00", "10000-01-01T00:00:00Z"})
 
 	// The edges of the range are accepted and read back as they were given.
 	for _, at := range []string{"0000-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z", "9999-12-31T23:59:59+00:00"} {
@@ -62,9 +72,7 @@ func TestPostBatches_CreatedAtOutsideYears0To9999Is400(t *testing.T) {
 func TestGetBatches_StoredTimeOutsideYears0To9999StillAnswers200(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	id, payload := signedBatch(t)
-	body := batchBody(t, id, "svc", payload, "")
-	require.Equal(t, http.StatusCreated, f.post("/v1/batches", body).StatusCode)
+	id, _, body := f.postNewBatch()
 	// Every time column out of range; committed, so that all of them are set.
 	f.exec(`UPDATE ledgerq.batches SET status = 'committed', submitted = true, attempts = 1, queued_at = NULL,
 		created_at = '10000-01-01 00:00:00+00', received_at = '10000-01-02 00:00:00+00',
@@ -119,28 +127,17 @@ func (f *apiFixture) exec(sql string, args ...any) {
 // 3339's years) and for paths that are not in it.
 func (f *apiFixture) getRaw(path string) httpResult {
 	f.t.Helper()
-	req, err := http.NewRequest(http.MethodGet, f.url+path, nil)
-	require.NoError(f.t, err)
-	f.authorize(req)
-	return sendRaw(f.t, req)
+	return sendRaw(f.t, f.getRequest(path))
 }
 
 func (f *apiFixture) postRaw(path string, body []byte) httpResult {
 	f.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, f.url+path, bytes.NewReader(body))
-	require.NoError(f.t, err)
-	req.Header.Set("Content-Type", "application/json")
-	f.authorize(req)
-	return sendRaw(f.t, req)
+	return sendRaw(f.t, f.postRequest(path, body))
 }
 
 func sendRaw(t *testing.T, req *http.Request) httpResult {
 	t.Helper()
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
+	resp, body := roundTrip(t, req)
 	return httpResult{StatusCode: resp.StatusCode, Header: resp.Header, Body: string(body)}
 }
 
@@ -149,7 +146,7 @@ func sendRaw(t *testing.T, req *http.Request) httpResult {
 func TestBatches_NULOrInvalidUTF8InPathOrQueryIs400(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	for path, msg := range map[string]string{
+	f.requireGets400(map[string]string{
 		"/v1/batches/%FF":                "path parameter id: not valid UTF-8",
 		"/v1/batches/a%00b":              "path parameter id: holds a NUL",
 		"/v1/batches/%ED%A0%80":          "path parameter id: not valid UTF-8", // a UTF-16 surrogate written as UTF-8
@@ -158,11 +155,7 @@ func TestBatches_NULOrInvalidUTF8InPathOrQueryIs400(t *testing.T) {
 		"/v1/batches?after=%00":          "query parameter after: holds a NUL",
 		"/v1/batches?after=%C3":          "query parameter after: not valid UTF-8",
 		"/v1/batches?limit=1&after=x%00": "query parameter after: holds a NUL",
-	} {
-		resp := f.get(path)
-		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", path, resp.Body)
-		require.Contains(t, resp.Body, msg, path)
-	}
+	})
 }
 
 func TestPostBatches_NULInIDOrServiceIDIs400(t *testing.T) {
@@ -463,14 +456,7 @@ func hostileRequest(r *rand.Rand, batches []signed) (method, target string, body
 func TestPostBatches_CreatedAtOfGoZeroTimeIsRefusedNotTakenAsMissing(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	for _, at := range []string{"0001-01-01T00:00:00Z", "0001-01-01T01:00:00+01:00", "0001-01-01T00:00:00.0000009Z"} {
-		id, payload := signedBatch(t)
-		resp := f.post("/v1/batches", batchBody(t, id, "svc", payload, `,"created_at":"`+at+`"`))
-		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", at, resp.Body)
-		require.Contains(t, resp.Body, "field created_at", at)
-		require.Contains(t, resp.Body, "reserved", at)
-	}
-	require.Equal(t, 0, f.count(), "nothing stored")
+	f.requireCreatedAtRefused([]string{"0001-01-01T00:00:00Z", "0001-01-01T01:00:00+01:00", "0001-01-01T00:00:00.0000009Z"}, "reserved")
 
 	// A re-post with it is no match for a batch stored with another time.
 	id, payload := signedBatch(t)

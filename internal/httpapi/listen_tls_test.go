@@ -1,16 +1,9 @@
 package httpapi_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,34 +13,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/httpapi"
+	"github.com/ledgerq/ledgerq/internal/testcert"
 )
 
 // writeCertificate writes a self-signed certificate for 127.0.0.1 and its
 // key into dir and returns their paths and a pool that trusts it.
 func writeCertificate(t *testing.T, dir string) (certFile, keyFile string, roots *x509.CertPool) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "ledgerq test"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
+	p := testcert.New(t, "ledgerq test", "127.0.0.1")
 	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600))
-	leaf, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(certFile, p.CertPEM, 0o600))
+	require.NoError(t, os.WriteFile(keyFile, p.KeyPEM, 0o600))
 	roots = x509.NewCertPool()
-	roots.AddCert(leaf)
+	roots.AddCert(p.Leaf)
 	return certFile, keyFile, roots
 }
 

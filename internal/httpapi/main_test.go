@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +18,6 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
 	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
@@ -64,17 +62,11 @@ func (f *apiFixture) authorize(req *http.Request) {
 func setup(t *testing.T, mutate ...func(*httpapi.Config)) *apiFixture {
 	t.Helper()
 	db := testdb.New(t)
-	cfg := httpapi.DefaultConfig()
-	cfg.MaxBatchesPerRequest = 5
-	cfg.MaxPayloadBytes = 4096
-	for _, m := range mutate {
-		m(&cfg)
+	small := func(cfg *httpapi.Config) {
+		cfg.MaxBatchesPerRequest = 5
+		cfg.MaxPayloadBytes = 4096
 	}
-	m := metrics.New()
-	api := httpapi.New(cfg, httpapi.Deps{Store: db.Store, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: m})
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-	return &apiFixture{t: t, db: db, url: srv.URL, metrics: m, key: adminKey(t, db.Store)}
+	return serveOn(t, db, db.Store, append([]func(*httpapi.Config){small}, mutate...)...)
 }
 
 func (f *apiFixture) count() int {
@@ -98,30 +90,69 @@ type httpResult struct {
 // document promises.
 func (f *apiFixture) post(path string, body []byte) httpResult {
 	f.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, f.url+path, bytes.NewReader(body))
-	require.NoError(f.t, err)
-	req.Header.Set("Content-Type", "application/json")
-	f.authorize(req)
-	return do(f.t, req)
+	return do(f.t, f.postRequest(path, body))
 }
 
 func (f *apiFixture) get(path string) httpResult {
 	f.t.Helper()
+	return do(f.t, f.getRequest(path))
+}
+
+// getRequest and postRequest are the authorized requests get and post send.
+func (f *apiFixture) getRequest(path string) *http.Request {
+	f.t.Helper()
 	req, err := http.NewRequest(http.MethodGet, f.url+path, nil)
 	require.NoError(f.t, err)
 	f.authorize(req)
-	return do(f.t, req)
+	return req
+}
+
+func (f *apiFixture) postRequest(path string, body []byte) *http.Request {
+	f.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, f.url+path, bytes.NewReader(body))
+	require.NoError(f.t, err)
+	req.Header.Set("Content-Type", "application/json")
+	f.authorize(req)
+	return req
+}
+
+// postNewBatch posts a new signed batch of service svc and requires a 201;
+// it returns the batch's id and payload and the body posted.
+func (f *apiFixture) postNewBatch() (id string, payload, body []byte) {
+	f.t.Helper()
+	id, payload = signedBatch(f.t)
+	body = batchBody(f.t, id, "svc", payload, "")
+	require.Equal(f.t, http.StatusCreated, f.post("/v1/batches", body).StatusCode)
+	return id, payload, body
+}
+
+// requireGets400 requires the GET of each path to answer 400 with its
+// message in the body.
+func (f *apiFixture) requireGets400(messages map[string]string) {
+	f.t.Helper()
+	for path, msg := range messages {
+		resp := f.get(path)
+		require.Equal(f.t, http.StatusBadRequest, resp.StatusCode, "%s: %s", path, resp.Body)
+		require.Contains(f.t, resp.Body, msg, path)
+	}
 }
 
 func do(t *testing.T, req *http.Request) httpResult {
+	t.Helper()
+	resp, body := roundTrip(t, req)
+	requireDescribed(t, req, resp, body)
+	return httpResult{StatusCode: resp.StatusCode, Header: resp.Header, Body: string(body)}
+}
+
+// roundTrip sends req and reads its answer's body whole.
+func roundTrip(t *testing.T, req *http.Request) (*http.Response, []byte) {
 	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	requireDescribed(t, req, resp, body)
-	return httpResult{StatusCode: resp.StatusCode, Header: resp.Header, Body: string(body)}
+	return resp, body
 }
 
 // specRouter finds operations in the embedded document (the one GET

@@ -1,13 +1,10 @@
 package httpapi_test
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,6 +13,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testlog"
 )
 
 // The request log bounds what a client sends: a long request URI or method is
@@ -23,7 +21,7 @@ import (
 func TestRequestLog_LongURIAndMethodAreCut(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	logs := &recordedLogs{}
+	logs := &testlog.Recorder{}
 	api := httpapi.New(httpapi.DefaultConfig(), httpapi.Deps{
 		Store: db.Store, Clock: clock.NewFake(t0), Logger: slog.New(logs), Metrics: metrics.New(),
 	})
@@ -34,7 +32,7 @@ func TestRequestLog_LongURIAndMethodAreCut(t *testing.T) {
 	send(t, http.MethodGet, srv.URL+"/healthz?"+long, nil)
 	send(t, "X"+strings.Repeat("Y", 4096), srv.URL+"/"+long, nil)
 
-	records := logs.all()
+	records := logs.Records()
 	require.NotEmpty(t, records)
 	for _, r := range records {
 		r.Attrs(func(a slog.Attr) bool {
@@ -42,28 +40,4 @@ func TestRequestLog_LongURIAndMethodAreCut(t *testing.T) {
 			return true
 		})
 	}
-}
-
-// recordedLogs is a slog.Handler that keeps every record, at every level.
-type recordedLogs struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (h *recordedLogs) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h *recordedLogs) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.records = append(h.records, r.Clone())
-	return nil
-}
-
-func (h *recordedLogs) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *recordedLogs) WithGroup(string) slog.Handler      { return h }
-
-func (h *recordedLogs) all() []slog.Record {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.records)
 }

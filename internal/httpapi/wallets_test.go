@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -121,6 +120,13 @@ func (f *walletFixture) sendTx(query, body string, headers ...string) httpResult
 	return f.call(http.MethodPost, "/v1/wallets/main/send-tx"+query, []byte(body), append(bearer(f.key), headers...)...)
 }
 
+// sendTxAsync sends a send-tx in the background; the channel gets its answer.
+func (f *walletFixture) sendTxAsync(query, body string) <-chan httpResult {
+	answered := make(chan httpResult, 1)
+	go func() { answered <- f.sendTx(query, body) }()
+	return answered
+}
+
 func txBody(value string) string {
 	return `{"to":"` + recipient + `","value":"` + value + `","data":"0xcafe","priority":3}`
 }
@@ -195,8 +201,7 @@ func TestWallets_SendTxWithTaskTrueAnswers202AtOnceWithTheWaitingTask(t *testing
 func TestWallets_SendTxWithoutTaskTrueWaitsUntilTheTaskIsDone(t *testing.T) {
 	t.Parallel()
 	f := setupWallets(t)
-	answered := make(chan httpResult, 1)
-	go func() { answered <- f.sendTx("", txBody("7")) }()
+	answered := f.sendTxAsync("", txBody("7"))
 	task := f.onlyTask()
 	select {
 	case resp := <-answered:
@@ -222,8 +227,7 @@ func TestWallets_SendTxWithoutTaskTrueWaitsUntilTheTaskIsDone(t *testing.T) {
 func TestWallets_SendTxWithoutTaskTrueWaitsUntilTheTaskEndsInError(t *testing.T) {
 	t.Parallel()
 	f := setupWallets(t)
-	answered := make(chan httpResult, 1)
-	go func() { answered <- f.sendTx("?task=false", txBody("7")) }()
+	answered := f.sendTxAsync("?task=false", txBody("7"))
 	task := f.onlyTask()
 	_, err := f.db.Store.TaskFail(context.Background(), store.TaskFailParams{Now: t0, ID: task.ID, Reason: "insufficient funds for gas * price + value"})
 	require.NoError(t, err)
@@ -328,13 +332,7 @@ func TestWallets_SendTxPastTheMaxWaitAnswers202AndLeavesTheTaskWaitingDespiteThe
 func TestWallets_AWaitingSendTxRidesOutADatabaseOutageAndAnswersItsTask(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	u, err := url.Parse(db.URL)
-	require.NoError(t, err)
-	proxy := startProxy(t, u.Host)
-	u.Host = proxy.ln.Addr().String()
-	st, err := store.Open(context.Background(), u.String())
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
+	st, proxy := openBehindProxy(context.Background(), t, db)
 	reg, err := keystore.NewRegistry(newTestWallet(t, "main"))
 	require.NoError(t, err)
 	cfg := httpapi.DefaultConfig()
@@ -376,8 +374,7 @@ func TestWallets_AWaitingSendTxRidesOutADatabaseOutageAndAnswersItsTask(t *testi
 func TestWallets_StopWaitingAnswersWaitingRequestsWith202AndCancelsNothing(t *testing.T) {
 	t.Parallel()
 	f := setupWallets(t)
-	answered := make(chan httpResult, 1)
-	go func() { answered <- f.sendTx("", txBody("1")) }()
+	answered := f.sendTxAsync("", txBody("1"))
 	task := f.onlyTask()
 	f.api.StopWaiting()
 	f.api.StopWaiting()

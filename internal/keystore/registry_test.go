@@ -7,22 +7,14 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
-	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/ledgerq/ledgerq/internal/keystore"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
 func newSigner(t *testing.T) *keystore.KeySigner {
 	t.Helper()
-	key, err := crypto.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := keystore.NewKeySigner(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return testfactory.NewSigner(t)
 }
 
 func TestRegistry_FindsWalletsByNameAndBySender(t *testing.T) {

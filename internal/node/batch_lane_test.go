@@ -60,13 +60,7 @@ func (b *batchLaneNode) runLane(rounds int) {
 	for range rounds {
 		require.NoError(b.t, b.n.RunOnce(b.t.Context()))
 		b.clock.Advance(step)
-		counts, err := b.n.Store().BatchCountByState(b.t.Context())
-		require.NoError(b.t, err)
-		var all int64
-		for _, n := range counts {
-			all += n
-		}
-		if counts["committed"]+counts["invalid"] == all {
+		if b.rows.AllFinal() {
 			return
 		}
 	}
@@ -74,9 +68,7 @@ func (b *batchLaneNode) runLane(rounds int) {
 
 func (b *batchLaneNode) get(id string) store.Batch {
 	b.t.Helper()
-	got, err := b.n.Store().BatchGet(b.t.Context(), id)
-	require.NoError(b.t, err)
-	return got
+	return b.rows.Get(id)
 }
 
 func TestBatchLane_CommittedBatchUnblocksTheNextBatchOfItsService(t *testing.T) {

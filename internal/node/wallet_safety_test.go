@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -26,6 +25,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
 // walletAPI is a running node with one wallet "w" holding 1000 ether on a
@@ -42,10 +42,7 @@ type walletAPI struct {
 func startWalletAPI(t *testing.T, mutate func(*node.Config)) *walletAPI {
 	t.Helper()
 	db := testdb.New(t)
-	key, err := crypto.GenerateKey()
-	require.NoError(t, err)
-	signer, err := keystore.NewKeySigner(key)
-	require.NoError(t, err)
+	signer := testfactory.NewSigner(t)
 	reg, err := keystore.NewRegistry(keystore.Wallet{ID: "w", ChainID: 1337, Signer: signer})
 	require.NoError(t, err)
 	addr := common.Address(signer.Address())

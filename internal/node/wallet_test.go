@@ -5,23 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ethereum/go-ethereum/crypto"
-
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/node"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
 func walletConfig(t *testing.T) node.Config {
 	t.Helper()
-	key, err := crypto.GenerateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := keystore.NewKeySigner(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := keystore.NewRegistry(keystore.Wallet{ID: "w", ChainID: 1337, Signer: s})
+	reg, err := keystore.NewRegistry(keystore.Wallet{ID: "w", ChainID: 1337, Signer: testfactory.NewSigner(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,6 +55,20 @@ func drain(ch <-chan struct{}) {
 // listens, and takes the wake-up every subscriber gets on connecting: after
 // it, only a notification (or a reconnect) wakes a subscription. It returns
 // the listener and the subscriptions, in the order of channels.
+// terminateListener ends the listener's backend, as a failover or a restart
+// does. It returns the backend's pid and the listener's Connected channel
+// from before, closed when it has reconnected.
+func terminateListener(t *testing.T, db *testdb.DB, l *notify.Listener) (pid uint32, reconnected <-chan struct{}) {
+	t.Helper()
+	pid = l.BackendPID()
+	require.NotZero(t, pid)
+	reconnected = l.Connected()
+	var killed bool
+	require.NoError(t, db.Store.DB().QueryRow(t.Context(), `SELECT pg_terminate_backend($1)`, int(pid)).Scan(&killed))
+	require.True(t, killed)
+	return pid, reconnected
+}
+
 func startListener(t *testing.T, dbURL string, channels ...string) (*notify.Listener, []<-chan struct{}) {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -115,12 +129,7 @@ func TestListener_ReconnectsAfterItsConnectionIsKilledWhileTheLoopKeepsPolling(t
 	require.NoError(t, lp.Start(t.Context()))
 	t.Cleanup(lp.Stop)
 
-	pid := l.BackendPID()
-	require.NotZero(t, pid)
-	reconnected := l.Connected()
-	var killed bool
-	require.NoError(t, db.Store.DB().QueryRow(t.Context(), `SELECT pg_terminate_backend($1)`, int(pid)).Scan(&killed))
-	require.True(t, killed)
+	pid, reconnected := terminateListener(t, db, l)
 
 	// Rounds go on at the poll interval while the listener is down.
 	drain(ran)
@@ -146,12 +155,7 @@ func TestListener_ReconnectsPromptlyAfterEachOfManyLostConnections(t *testing.T)
 	// were the backoff to keep growing over outages, 0.5-1 s.
 	const losses, within = 8, 500 * time.Millisecond
 	for i := range losses {
-		pid := l.BackendPID()
-		require.NotZero(t, pid)
-		reconnected := l.Connected()
-		var killed bool
-		require.NoError(t, db.Store.DB().QueryRow(t.Context(), `SELECT pg_terminate_backend($1)`, int(pid)).Scan(&killed))
-		require.True(t, killed)
+		pid, reconnected := terminateListener(t, db, l)
 		waitSignal(t, reconnected, within, fmt.Sprintf("the listener reconnects after losing its connection the %d. time", i+1))
 		require.NotEqual(t, pid, l.BackendPID())
 	}

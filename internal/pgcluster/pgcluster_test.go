@@ -24,6 +24,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
 // The kill tests need a ledgerq that can be SIGKILLed: the test binary runs
@@ -370,6 +372,15 @@ func TestCreateDatabase_IsIdempotent(t *testing.T) {
 	require.Equal(t, "ledgerq-test", name)
 }
 
+// requireFinds requires the search with pathEnv as PATH, and pg_config
+// asked when it finds nothing there, to find dir.
+func requireFinds(t *testing.T, pathEnv, dir string) {
+	t.Helper()
+	found, err := binSearch{pathEnv: pathEnv, pgConfigBinDir: runPGConfigBinDir}.find()
+	require.NoError(t, err)
+	require.Equal(t, dir, found)
+}
+
 func TestFindBinDir_FindsThisMachinesServer(t *testing.T) {
 	t.Parallel()
 	dir, err := FindBinDir()
@@ -402,9 +413,7 @@ func TestFindBinDir_FollowsPathSymlinkToTheRealInstallation(t *testing.T) {
 	require.NoError(t, os.Mkdir(onPath, 0o755))
 	require.NoError(t, os.Symlink(filepath.Join(real, "initdb"), filepath.Join(onPath, "initdb")))
 
-	dir, err := binSearch{pathEnv: onPath, pgConfigBinDir: runPGConfigBinDir}.find()
-	require.NoError(t, err)
-	require.Equal(t, real, dir)
+	requireFinds(t, onPath, real)
 }
 
 func TestFindBinDir_AsksPgConfigWhenPathHasNoServer(t *testing.T) {
@@ -415,9 +424,7 @@ func TestFindBinDir_AsksPgConfigWhenPathHasNoServer(t *testing.T) {
 	require.NoError(t, os.Mkdir(onPath, 0o755))
 	writeExecutable(t, filepath.Join(onPath, "pg_config"), "#!/bin/sh\necho "+real+"\n")
 
-	dir, err := binSearch{pathEnv: onPath, pgConfigBinDir: runPGConfigBinDir}.find()
-	require.NoError(t, err)
-	require.Equal(t, real, dir)
+	requireFinds(t, onPath, real)
 }
 
 func TestFindBinDir_TakesHighestInstalledVersion(t *testing.T) {
@@ -510,45 +517,22 @@ func mustProcessesInDir(t *testing.T, dir string) []int {
 // before it has done anything else.
 func processesWithArg(t *testing.T, arg string) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	require.NoError(t, err)
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || processGone(pid) {
-			continue
-		}
-		if slices.Contains(strings.Split(string(cmdline), "\x00"), arg) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return testproc.Processes(t, func(pid int) bool {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		return err == nil && !processGone(pid) && slices.Contains(strings.Split(string(cmdline), "\x00"), arg)
+	})
 }
 
 func processGroupMembers(t *testing.T, pgid int) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	require.NoError(t, err)
-	var members []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
+	return testproc.Processes(t, func(pid int) bool {
+		raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 		if err != nil {
-			continue
-		}
-		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
+			return false
 		}
 		fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
-		if len(fields) > 2 && fields[2] == strconv.Itoa(pgid) {
-			members = append(members, pid)
-		}
-	}
-	return members
+		return len(fields) > 2 && fields[2] == strconv.Itoa(pgid)
+	})
 }
 
 func processGone(pid int) bool {

@@ -239,24 +239,8 @@ func BenchmarkAllow(b *testing.B) {
 			l.Allow("api-key-0123456789", perSecond1Burst1)
 		}
 	})
-	b.Run("1k keys", func(b *testing.B) {
-		l, _ := New(Config{})
-		keys := benchKeys(1000)
-		i := 0
-		for b.Loop() {
-			l.Allow(keys[i%len(keys)], perSecond50Burst100)
-			i++
-		}
-	})
-	b.Run("distinct keys over the cap", func(b *testing.B) {
-		l, _ := New(Config{MaxKeys: 10_000})
-		keys := benchKeys(1_000_000)
-		i := 0
-		for b.Loop() {
-			l.Allow(keys[i%len(keys)], perSecond1Burst1)
-			i++
-		}
-	})
+	b.Run("1k keys", func(b *testing.B) { benchAllowKeys(b, Config{}, 1000, perSecond50Burst100) })
+	b.Run("distinct keys over the cap", func(b *testing.B) { benchAllowKeys(b, Config{MaxKeys: 10_000}, 1_000_000, perSecond1Burst1) })
 	b.Run("1k keys parallel", func(b *testing.B) {
 		l, _ := New(Config{})
 		keys := benchKeys(1000)
@@ -269,6 +253,17 @@ func BenchmarkAllow(b *testing.B) {
 			}
 		})
 	})
+}
+
+// benchAllowKeys measures Allow on a limiter of cfg, over n keys in turn.
+func benchAllowKeys(b *testing.B, cfg Config, n int, rate Rate) {
+	l, _ := New(cfg)
+	keys := benchKeys(n)
+	i := 0
+	for b.Loop() {
+		l.Allow(keys[i%len(keys)], rate)
+		i++
+	}
 }
 
 func benchKeys(n int) []string {

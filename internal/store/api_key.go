@@ -76,6 +76,19 @@ func WalletScopes(names ...string) []Scope {
 	return out
 }
 
+// JoinScopes writes scopes for a message, with sep between them; no scopes
+// are "(none)".
+func JoinScopes(scopes []Scope, sep string) string {
+	if len(scopes) == 0 {
+		return "(none)"
+	}
+	out := make([]string, len(scopes))
+	for i, sc := range scopes {
+		out[i] = string(sc)
+	}
+	return strings.Join(out, sep)
+}
+
 // ServiceScope opens the batch lane for service id: posting its batches and
 // reading them.
 func ServiceScope(id string) Scope { return Scope(serviceScopePrefix + id) }

@@ -182,10 +182,7 @@ func TestAttempt_RecoverReturnsSignedButUnsentAttemptsInNonceOrder(t *testing.T)
 	t.Parallel()
 	st, clk, rows := txRows(t)
 	ctx, now := t.Context(), clk.Now()
-	var tasks []store.Task
-	for range 4 {
-		tasks = append(tasks, rows.PostTask(testfactory.Task{}))
-	}
+	tasks := rows.PostTasks(make([]testfactory.Task, 4)...)
 	stored := rows.StartTasks(3, tasks...)
 	n, err := st.AttemptMarkSent(ctx, store.AttemptMarkSentParams{Now: now, ChainID: taskChain, TxHashes: []string{stored[1].TxHash}})
 	require.NoError(t, err)
@@ -215,10 +212,7 @@ func TestAttempt_InFlightCountAndUncertainBroadcasts(t *testing.T) {
 	t.Parallel()
 	st, clk, rows := txRows(t)
 	ctx, now := t.Context(), clk.Now()
-	var tasks []store.Task
-	for range 4 {
-		tasks = append(tasks, rows.PostTask(testfactory.Task{}))
-	}
+	tasks := rows.PostTasks(make([]testfactory.Task, 4)...)
 	stored := rows.StartTasks(0, tasks...)
 	inFlight := func() int {
 		t.Helper()

@@ -23,10 +23,7 @@ func TestWalletNonce_FreedNoncesAreTheDroppedOnesBetweenTheChainNonceAndTheNextN
 		return out
 	}
 	require.Empty(t, freed(0), "no nonce is freed before the first attempt")
-	var tasks []store.Task
-	for range 5 {
-		tasks = append(tasks, rows.PostTask(testfactory.Task{}))
-	}
+	tasks := rows.PostTasks(make([]testfactory.Task, 5)...)
 	stored := rows.StartTasks(2, tasks...) // nonces 2..6
 	require.Empty(t, freed(2))
 	for _, i := range []int{1, 3} { // nonces 3 and 5

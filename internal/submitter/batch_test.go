@@ -84,6 +84,33 @@ func (b *batchSetup) runOnce(name string, f func(context.Context) (int, error)) 
 	return b.rows.Run(name, f)
 }
 
+// submitFailing posts one batch of service "a", queues it and runs a
+// submitter round on a ledger whose every submit call fails with class and
+// reason. It returns the batch's id and the ledger.
+func (b *batchSetup) submitFailing(class ledger.Class, reason string) (string, *ledgertest.BatchLedger) {
+	b.t.Helper()
+	id := b.rows.PostBatches("a", 1)[0]
+	l := &ledgertest.BatchLedger{Submit: func([]string) ([]error, error) {
+		return nil, ledger.NewError(class, reason, nil)
+	}}
+	b.queue()
+	b.runOnce("submitter", b.submitter(l).RunOnce)
+	return id, l
+}
+
+// postAndClaim posts one batch of service "a", queues it and claims it as
+// the submitter does, with its lease, but sends nothing. It returns the
+// batch's id and the claim.
+func (b *batchSetup) postAndClaim() (string, []store.ClaimedBatch) {
+	b.t.Helper()
+	id := b.rows.PostBatches("a", 1)[0]
+	b.queue()
+	now := b.clock.Now()
+	claimed, err := b.st.BatchClaimQueued(b.t.Context(), store.BatchClaimQueuedParams{Now: now, LeaseUntil: now.Add(b.cfg.submitter.ClaimLease), Max: 10})
+	require.NoError(b.t, err)
+	return id, claimed
+}
+
 // runLane runs queuer, submitter and monitor rounds, moving the clock past
 // the first check between submitter and monitor, until every batch is
 // committed or invalid or the round budget is spent.
@@ -96,13 +123,7 @@ func (b *batchSetup) runLane(l ledger.BatchLedger, rounds int) {
 		b.runOnce("submitter", s.RunOnce)
 		b.clock.Advance(step)
 		b.runOnce("monitor", m.RunOnce)
-		counts, err := b.st.BatchCountByState(b.t.Context())
-		require.NoError(b.t, err)
-		var all int64
-		for _, n := range counts {
-			all += n
-		}
-		if counts["committed"]+counts["invalid"] == all {
+		if b.rows.AllFinal() {
 			return
 		}
 	}
@@ -132,12 +153,7 @@ func TestBatchSubmitter_AcceptedBatchesArePendingAndWereSentInOneLedgerCall(t *t
 func TestBatchSubmitter_TransientFailureMakesTheBatchDelayedNotSubmittedWithOneMoreAttempt(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := b.rows.PostBatches("a", 1)[0]
-	l := &ledgertest.BatchLedger{Submit: func([]string) ([]error, error) {
-		return nil, ledger.NewError(ledger.Transient, "validator busy", nil)
-	}}
-	b.queue()
-	b.runOnce("submitter", b.submitter(l).RunOnce)
+	id, l := b.submitFailing(ledger.Transient, "validator busy")
 	got := b.get(id)
 	require.Equal(t, store.BatchStatusDelayed, got.Status)
 	require.False(t, got.Submitted)
@@ -170,12 +186,7 @@ func TestBatchSubmitter_DeterministicRejectionMakesTheBatchInvalidWithTheReason(
 func TestBatchSubmitter_IndeterminateOutcomeIsTreatedAsSentAndCheckedByTheMonitor(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := b.rows.PostBatches("a", 1)[0]
-	l := &ledgertest.BatchLedger{Submit: func([]string) ([]error, error) {
-		return nil, ledger.NewError(ledger.Indeterminate, "connection reset after the request was sent", nil)
-	}}
-	b.queue()
-	b.runOnce("submitter", b.submitter(l).RunOnce)
+	id, l := b.submitFailing(ledger.Indeterminate, "connection reset after the request was sent")
 	require.Equal(t, store.BatchStatusPending, b.get(id).Status)
 
 	// The ledger never got it: the monitor finds UNKNOWN and the queuer resends it.
@@ -213,13 +224,9 @@ func TestBatchSubmitter_OutcomeOfAClaimThatExpiredIsNotRecorded(t *testing.T) {
 func TestBatchSubmitterCrash_ClaimedBatchTheLedgerDoesNotKnowBecomesUnknownAndIsResent(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := b.rows.PostBatches("a", 1)[0]
 	l := sim.New(sim.Config{Seed: 1, Clock: b.clock, CommitDelay: 500 * time.Millisecond})
-	b.queue()
+	id, _ := b.postAndClaim() // …and the submitter dies
 	lease := b.cfg.submitter.ClaimLease
-	now := b.clock.Now()
-	_, err := b.st.BatchClaimQueued(t.Context(), store.BatchClaimQueuedParams{Now: now, LeaseUntil: now.Add(lease), Max: 10}) // …and the submitter dies
-	require.NoError(t, err)
 
 	m := b.monitor(l)
 	require.Equal(t, 0, b.runOnce("monitor", m.RunOnce), "nothing to check while the lease runs")
@@ -242,13 +249,9 @@ func TestBatchSubmitterCrash_ClaimedBatchTheLedgerDoesNotKnowBecomesUnknownAndIs
 func TestBatchSubmitterCrash_ClaimedBatchTheLedgerHasBecomesPendingAndIsFollowedUp(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	id := b.rows.PostBatches("a", 1)[0]
 	l := sim.New(sim.Config{Seed: 1, Clock: b.clock, CommitDelay: 2 * time.Minute})
-	b.queue()
+	id, claimed := b.postAndClaim()
 	lease := b.cfg.submitter.ClaimLease
-	now := b.clock.Now()
-	claimed, err := b.st.BatchClaimQueued(t.Context(), store.BatchClaimQueuedParams{Now: now, LeaseUntil: now.Add(lease), Max: 10})
-	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	perBatch, err := l.SubmitBatches(t.Context(), []ledger.Batch{{ID: claimed[0].ID, Payload: claimed[0].Payload}})
 	require.NoError(t, err)

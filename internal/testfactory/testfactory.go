@@ -219,6 +219,18 @@ func (f *Factory) Get(id string) store.Batch {
 	return got
 }
 
+// AllFinal reports whether every batch is committed or invalid.
+func (f *Factory) AllFinal() bool {
+	f.tb.Helper()
+	counts, err := f.st.BatchCountByState(f.tb.Context())
+	require.NoError(f.tb, err)
+	var all int64
+	for _, n := range counts {
+		all += n
+	}
+	return counts["committed"]+counts["invalid"] == all
+}
+
 // Run runs one round of a service (its RunOnce) and returns its count; it
 // fails the test, naming the round, when the round fails.
 func (f *Factory) Run(name string, run func(context.Context) (int, error)) int {

@@ -141,6 +141,10 @@ func StartReady(t testing.TB, dir string, env []string, args ...string) (*Proc, 
 // Done is closed when the process has exited.
 func (p *Proc) Done() <-chan struct{} { return p.done }
 
+// Err is how the process exited (cmd.Wait's error); read it once Done is
+// closed.
+func (p *Proc) Err() error { return p.err }
+
 // Signal sends sig to the process.
 func (p *Proc) Signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()

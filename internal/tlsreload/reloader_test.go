@@ -1,20 +1,13 @@
 package tlsreload
 
 import (
-	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,6 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/testcert"
+	"github.com/ledgerq/ledgerq/internal/testlog"
 )
 
 const (
@@ -34,38 +29,12 @@ const (
 	checkInterval = time.Minute
 )
 
-// pair is a self-signed certificate and its key, as PEM and parsed.
-type pair struct {
-	certPEM, keyPEM []byte
-	leaf            *x509.Certificate
-}
+// pair is a self-signed certificate for serverName and its key.
+type pair = testcert.Pair
 
 func newPair(t *testing.T, name string) pair {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: name},
-		DNSNames:     []string{serverName},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	leaf, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	return pair{
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-		leaf:    leaf,
-	}
+	return testcert.New(t, name, serverName)
 }
 
 // replace puts data at path as a rotation does: written beside it, then
@@ -95,8 +64,8 @@ func setup(t *testing.T) bundle {
 		certFile: filepath.Join(dir, "tls.crt"), keyFile: filepath.Join(dir, "tls.key"),
 		clock: clock.NewFake(time.Now()), logs: &recorder{},
 	}
-	replace(t, b.certFile, b.a.certPEM)
-	replace(t, b.keyFile, b.a.keyPEM)
+	replace(t, b.certFile, b.a.CertPEM)
+	replace(t, b.keyFile, b.a.KeyPEM)
 	r, err := New(Config{CertFile: b.certFile, KeyFile: b.keyFile, CheckInterval: checkInterval, Clock: b.clock}, slog.New(b.logs))
 	require.NoError(t, err)
 	b.reloader = r
@@ -125,7 +94,7 @@ func (b bundle) get(t *testing.T, trusted ...pair) (*x509.Certificate, error) {
 	t.Helper()
 	roots := x509.NewCertPool()
 	for _, p := range trusted {
-		roots.AddCert(p.leaf)
+		roots.AddCert(p.Leaf)
 	}
 	var presented *x509.Certificate
 	client := &http.Client{Transport: &http.Transport{
@@ -155,7 +124,7 @@ func (b bundle) requirePresents(t *testing.T, want pair) {
 	t.Helper()
 	presented, err := b.get(t, want)
 	require.NoError(t, err)
-	require.True(t, want.leaf.Equal(presented), "presented %q, want %q", presented.Subject.CommonName, want.leaf.Subject.CommonName)
+	require.True(t, want.Leaf.Equal(presented), "presented %q, want %q", presented.Subject.CommonName, want.Leaf.Subject.CommonName)
 }
 
 func TestReloader_PresentsARotatedPairAtTheFirstHandshakeOfTheNextCheck(t *testing.T) {
@@ -163,8 +132,8 @@ func TestReloader_PresentsARotatedPairAtTheFirstHandshakeOfTheNextCheck(t *testi
 	b := setup(t)
 	b.requirePresents(t, b.a)
 
-	replace(t, b.certFile, b.b.certPEM)
-	replace(t, b.keyFile, b.b.keyPEM)
+	replace(t, b.certFile, b.b.CertPEM)
+	replace(t, b.keyFile, b.b.KeyPEM)
 	b.clock.Advance(checkInterval - time.Second)
 	b.requirePresents(t, b.a) // not checked yet
 
@@ -172,7 +141,7 @@ func TestReloader_PresentsARotatedPairAtTheFirstHandshakeOfTheNextCheck(t *testi
 	presented, err := b.get(t, b.a)
 	var verr *tls.CertificateVerificationError
 	require.ErrorAs(t, err, &verr, "a client trusting only A refuses B")
-	require.True(t, b.b.leaf.Equal(presented))
+	require.True(t, b.b.Leaf.Equal(presented))
 	b.requirePresents(t, b.b)
 	require.Equal(t, []string{"INFO tlsreload: certificate reloaded"}, b.logs.messages())
 
@@ -191,8 +160,8 @@ func TestReloader_FollowsSymlinksToTheFilesTheyPointAt(t *testing.T) {
 	publish := func(version string, p pair) {
 		versionDir := filepath.Join(dir, version)
 		require.NoError(t, os.Mkdir(versionDir, 0o700))
-		require.NoError(t, os.WriteFile(filepath.Join(versionDir, "tls.crt"), p.certPEM, 0o600))
-		require.NoError(t, os.WriteFile(filepath.Join(versionDir, "tls.key"), p.keyPEM, 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(versionDir, "tls.crt"), p.CertPEM, 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(versionDir, "tls.key"), p.KeyPEM, 0o600))
 		require.NoError(t, os.Symlink(version, filepath.Join(dir, "..data_tmp")))
 		require.NoError(t, os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
 	}
@@ -217,7 +186,7 @@ func TestReloader_NoticesAFileRewrittenInPlace(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	later := time.Now().Add(time.Minute)
-	for path, data := range map[string][]byte{b.certFile: b.b.certPEM, b.keyFile: b.b.keyPEM} {
+	for path, data := range map[string][]byte{b.certFile: b.b.CertPEM, b.keyFile: b.b.KeyPEM} {
 		require.NoError(t, os.WriteFile(path, data, 0o600))
 		// File times tick coarsely (a jiffy on Linux): a rewrite within
 		// the test's few microseconds could keep the old one.
@@ -232,7 +201,7 @@ func TestReloader_KeepsItsCertificateWhileARotatedPairDoesNotLoad(t *testing.T) 
 	b := setup(t)
 
 	// The certificate is rotated, its key not yet.
-	replace(t, b.certFile, b.b.certPEM)
+	replace(t, b.certFile, b.b.CertPEM)
 	b.clock.Advance(checkInterval)
 	b.requirePresents(t, b.a)
 	require.Equal(t, []string{
@@ -255,7 +224,7 @@ func TestReloader_KeepsItsCertificateWhileARotatedPairDoesNotLoad(t *testing.T) 
 	b.requirePresents(t, b.a)
 	require.Contains(t, b.logs.messages()[3], "tls: failed to find any PEM data in key input")
 
-	replace(t, b.keyFile, b.b.keyPEM)
+	replace(t, b.keyFile, b.b.KeyPEM)
 	b.clock.Advance(checkInterval)
 	b.requirePresents(t, b.b)
 	require.Equal(t, "INFO tlsreload: certificate reloaded", b.logs.messages()[4])
@@ -264,8 +233,8 @@ func TestReloader_KeepsItsCertificateWhileARotatedPairDoesNotLoad(t *testing.T) 
 func TestReloader_AClockGoneBackDoesNotPostponeTheCheck(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	replace(t, b.certFile, b.b.certPEM)
-	replace(t, b.keyFile, b.b.keyPEM)
+	replace(t, b.certFile, b.b.CertPEM)
+	replace(t, b.keyFile, b.b.KeyPEM)
 	b.clock.Advance(-time.Hour)
 	b.requirePresents(t, b.b)
 }
@@ -294,8 +263,8 @@ func TestReloader_ConcurrentHandshakesDuringRotationsAlwaysGetAPair(t *testing.T
 	}
 	for i := range 50 {
 		next := []pair{b.a, b.b}[i%2]
-		replace(t, b.certFile, next.certPEM)
-		replace(t, b.keyFile, next.keyPEM)
+		replace(t, b.certFile, next.CertPEM)
+		replace(t, b.keyFile, next.KeyPEM)
 		b.clock.Advance(checkInterval)
 	}
 	close(stop)
@@ -327,9 +296,9 @@ func TestNew_NamesTheFileThatDoesNotLoad(t *testing.T) {
 	a, b := newPair(t, "cert A"), newPair(t, "cert B")
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	otherKey, notPEM := filepath.Join(dir, "other.key"), filepath.Join(dir, "garbage.pem")
-	replace(t, certFile, a.certPEM)
-	replace(t, keyFile, a.keyPEM)
-	replace(t, otherKey, b.keyPEM)
+	replace(t, certFile, a.CertPEM)
+	replace(t, keyFile, a.KeyPEM)
+	replace(t, otherKey, b.KeyPEM)
 	replace(t, notPEM, []byte("-----BEGIN NOTHING"))
 	missing := filepath.Join(dir, "missing.crt")
 
@@ -389,29 +358,12 @@ func TestSameFile_IsTheSameInodeSizeTimeAndMode(t *testing.T) {
 
 // recorder keeps the log's records, written by the server's handshakes and
 // read by the test.
-type recorder struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (h *recorder) Enabled(context.Context, slog.Level) bool { return true }
-
-func (h *recorder) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.records = append(h.records, r.Clone())
-	return nil
-}
-
-func (h *recorder) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *recorder) WithGroup(string) slog.Handler      { return h }
+type recorder struct{ testlog.Recorder }
 
 // messages returns each record's level and message, and its error if any.
 func (h *recorder) messages() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	var out []string
-	for _, r := range h.records {
+	for _, r := range h.Records() {
 		m := r.Level.String() + " " + r.Message
 		r.Attrs(func(a slog.Attr) bool {
 			if a.Key == "error" {

@@ -21,8 +21,6 @@ import (
 	"github.com/ledgerq/ledgerq/internal/testfactory"
 	"github.com/ledgerq/ledgerq/internal/testgeth"
 	"github.com/ledgerq/ledgerq/internal/workers"
-
-	"github.com/ethereum/go-ethereum/crypto"
 )
 
 // lowTip suggests a 1 gwei tip whatever the node says: below a stalling
@@ -49,10 +47,7 @@ func TestSeed003_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
 	node := testgeth.Start(t, testgeth.Stalling())
 	ctx := t.Context()
 	db := testdb.New(t)
-	key, err := crypto.GenerateKey()
-	require.NoError(t, err)
-	signer, err := keystore.NewKeySigner(key)
-	require.NoError(t, err)
+	signer := testfactory.NewSigner(t)
 	w := keystore.Wallet{ID: "geth", ChainID: testgeth.DevChainID, Signer: signer}
 	addr := common.Address(w.Address())
 	node.Fund(t, addr, big.NewInt(params.Ether))
@@ -137,10 +132,7 @@ func newGethWallet(t *testing.T, node *testgeth.Node) *gethWallet {
 	t.Helper()
 	ctx := t.Context()
 	db := testdb.New(t)
-	key, err := crypto.GenerateKey()
-	require.NoError(t, err)
-	signer, err := keystore.NewKeySigner(key)
-	require.NoError(t, err)
+	signer := testfactory.NewSigner(t)
 	g := &gethWallet{node: node, st: db.Store, rows: testfactory.New(t, db.Store, clock.Real{}), w: keystore.Wallet{ID: "geth", ChainID: testgeth.DevChainID, Signer: signer}}
 	g.addr = common.Address(g.w.Address())
 	node.Fund(t, g.addr, big.NewInt(params.Ether))

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
 // clientsDir is test/clients, with its packages installed (npm ci) once.
@@ -65,12 +66,12 @@ func runClientTests(t *testing.T, dir, rpcURL string, env ...string) {
 func TestClients_EthersAndViemAgainstServeAndAJAMChainProcess(t *testing.T) {
 	dir := clientsDir(t)
 	dbURL := testdb.New(t).URL
-	addr := freeAddr(t)
-	chain := startProc(t, t.TempDir(), nil, "simledger", "--kind", "jam", "--addr", addr, "--log-level", "warn",
+	addr := testproc.FreeAddr(t)
+	chain := testproc.Start(t, t.TempDir(), nil, "simledger", "--kind", "jam", "--addr", addr, "--log-level", "warn",
 		"--jam-slot-length", "500ms")
 	jamURL := "http://" + addr
-	waitHTTPWhile(t, chain, jamURL+"/debug/stats", http.StatusOK, time.Minute)
-	_, api := startReady(t, t.TempDir(), []string{"DATABASE_URL=" + dbURL},
+	testproc.WaitHTTP(t, chain, jamURL+"/debug/stats", http.StatusOK, time.Minute)
+	_, api := testproc.StartReady(t, t.TempDir(), []string{"DATABASE_URL=" + dbURL},
 		"serve", "--builder", "--builder-ledger-url", jamURL, "--poll-interval", "100ms", "--log-level", "warn")
 	runClientTests(t, dir, api+"/rpc")
 }
@@ -81,7 +82,7 @@ func TestClients_EthersAndViemAgainstServeAndAJAMChainProcess(t *testing.T) {
 func TestClients_EthersAndViemAgainstLedgerqDev(t *testing.T) {
 	dir := clientsDir(t)
 	dbURL := testdb.New(t).URL
-	_, api := startReady(t, t.TempDir(), []string{"DATABASE_URL=" + dbURL},
+	_, api := testproc.StartReady(t, t.TempDir(), []string{"DATABASE_URL=" + dbURL},
 		"dev", "--data-dir", t.TempDir(), "--builder-sim-slot-length", "1s", "--log-level", "warn")
 	runClientTests(t, dir, api+"/rpc")
 }

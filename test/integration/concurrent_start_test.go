@@ -18,6 +18,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
 // Issue 8, defect 6: serve processes started together on an empty database
@@ -37,17 +38,17 @@ func TestServe_ConcurrentStartOfThreeProcessesOnAnEmptyDatabaseBringsAllUp(t *te
 	ctx := ctxT(t, 2*time.Minute)
 	slowSchemaCreation(t, u)
 	gated := newSchemaGate(t, u, processes, 2*time.Second)
-	ledgerqBinary(t) // built before the first start, so that they start together
-	procs := make([]*proc, processes)
+	testproc.Binary(t) // built before the first start, so that they start together
+	procs := make([]*testproc.Proc, processes)
 	addrs := make([]string, processes)
 	for i := range processes {
-		addrs[i] = freeAddr(t)
+		addrs[i] = testproc.FreeAddr(t)
 	}
 	for i := range processes {
-		procs[i] = startProc(t, t.TempDir(), []string{"DATABASE_URL=" + gated}, "serve", "--http-addr", addrs[i])
+		procs[i] = testproc.Start(t, t.TempDir(), []string{"DATABASE_URL=" + gated}, "serve", "--http-addr", addrs[i])
 	}
 	for i, p := range procs {
-		waitHTTPWhile(t, p, "http://"+addrs[i]+"/readyz", http.StatusOK, time.Minute)
+		testproc.WaitHTTP(t, p, "http://"+addrs[i]+"/readyz", http.StatusOK, time.Minute)
 	}
 
 	st, err := store.Open(ctx, u)
@@ -61,10 +62,10 @@ func TestServe_ConcurrentStartOfThreeProcessesOnAnEmptyDatabaseBringsAllUp(t *te
 	require.Equal(t, latest, current, "the schema is at the binary's latest version")
 
 	for _, p := range procs {
-		p.signal(t, syscall.SIGTERM)
+		p.Signal(t, syscall.SIGTERM)
 	}
 	for _, p := range procs {
-		require.Equal(t, 0, p.wait(t, 30*time.Second), "serve exits 0 on SIGTERM: %s", p.stderr)
+		require.Equal(t, 0, p.Wait(t, 30*time.Second), "serve exits 0 on SIGTERM: %s", p.Stderr)
 	}
 }
 

@@ -86,13 +86,12 @@ func TestConsole_InABrowserAnOperatorFollowsEveryLaneAndActs(t *testing.T) {
 	ctx := newBrowser(t)
 	shots := screenshotDir(t)
 	db := testdb.New(t)
-	work := reachableTempDir(t)
-	addr := freeAddr(t)
-	p := startProc(t, work, nil, "dev", "--data-dir", filepath.Join(work, "data"), "--http-addr", addr, "--database-url", db.URL)
-	waitHTTPWhile(t, p, "http://"+addr+"/readyz", http.StatusOK, 2*time.Minute)
+	dev := newDevRun(t)
+	addr := dev.addr
+	p := dev.start("--database-url", db.URL)
 	printed := regexp.MustCompile(`console at (http://\S+/ui/) \(log in with the admin key (lq_\S+)\)`)
-	eventually(t, 10*time.Second, "dev prints the console", func() bool { return printed.MatchString(p.stdout.String()) })
-	m := printed.FindStringSubmatch(p.stdout.String())
+	eventually(t, 10*time.Second, "dev prints the console", func() bool { return printed.MatchString(p.Stdout.String()) })
+	m := printed.FindStringSubmatch(p.Stdout.String())
 	consoleURL, key := m[1], m[2]
 	base := "http://" + addr
 
@@ -139,7 +138,7 @@ func TestConsole_InABrowserAnOperatorFollowsEveryLaneAndActs(t *testing.T) {
 	})
 
 	// The builder lane: a transaction through /rpc, cut into a bundle.
-	chainID := regexp.MustCompile(`/rpc \(chain id (\d+)\)`).FindStringSubmatch(p.stdout.String())
+	chainID := regexp.MustCompile(`/rpc \(chain id (\d+)\)`).FindStringSubmatch(p.Stdout.String())
 	require.NotNil(t, chainID, "dev prints the builder lane's chain id")
 	sendDevPoolTx(t, base+"/rpc", chainID[1])
 

@@ -1,9 +1,7 @@
 package integration
 
 import (
-	"net/http"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -11,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
 // printedCommands returns the curl commands ledgerq dev printed, in order.
@@ -43,13 +43,10 @@ func TestDev_PrintsADevWalletWhoseCurlSendsATransactionToDone(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed")
 	}
-	work := reachableTempDir(t)
-	dataDir := filepath.Join(work, "data")
-	addr := freeAddr(t)
-	start := func() *proc {
-		p := startProc(t, work, nil, "dev", "--data-dir", dataDir, "--http-addr", addr)
-		waitHTTPWhile(t, p, "http://"+addr+"/readyz", http.StatusOK, 2*time.Minute)
-		eventually(t, 10*time.Second, "the dev wallet printed", func() bool { return len(printedCommands(t, p.stdout.String())) == 3 })
+	dev := newDevRun(t)
+	start := func() *testproc.Proc {
+		p := dev.start()
+		eventually(t, 10*time.Second, "the dev wallet printed", func() bool { return len(printedCommands(t, p.Stdout.String())) == 3 })
 		return p
 	}
 	done := regexp.MustCompile(`"status":"done","code":3,"tx_hash":"0x[0-9a-f]{64}"`)
@@ -58,7 +55,7 @@ func TestDev_PrintsADevWalletWhoseCurlSendsATransactionToDone(t *testing.T) {
 
 	for run := range 2 {
 		p := start()
-		cmds := printedCommands(t, p.stdout.String())
+		cmds := printedCommands(t, p.Stdout.String())
 		require.Regexp(t, done, shell(t, cmds[0]), "run %d: the waiting send answers with the task done", run+1)
 		m := taskID.FindStringSubmatch(shell(t, cmds[1]))
 		require.NotNil(t, m, "run %d: the fire-and-forget send answers with the task id", run+1)
@@ -66,7 +63,7 @@ func TestDev_PrintsADevWalletWhoseCurlSendsATransactionToDone(t *testing.T) {
 		eventually(t, 30*time.Second, "seed 004's status says Done", func() bool {
 			return seedDone.MatchString(strings.TrimSpace(shell(t, poll)))
 		})
-		p.signal(t, syscall.SIGTERM)
-		require.Equal(t, 0, p.wait(t, time.Minute))
+		p.Signal(t, syscall.SIGTERM)
+		require.Equal(t, 0, p.Wait(t, time.Minute))
 	}
 }

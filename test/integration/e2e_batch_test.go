@@ -30,8 +30,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/ledger/sim"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
+	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
 // simInvalidReason is the reason the simulated ledger gives for a batch it
@@ -47,22 +49,6 @@ type simEvent struct {
 	Reason  string    `json:"reason"`
 }
 
-// simStats is the simulated ledger's GET /debug/stats.
-type simStats struct {
-	SubmitCalls       uint64 `json:"submit_calls"`
-	BatchesSubmitted  uint64 `json:"batches_submitted"`
-	Accepted          uint64 `json:"accepted"`
-	Duplicates        uint64 `json:"duplicates"`
-	Refused           uint64 `json:"refused"`
-	TransientFailures uint64 `json:"transient_failures"`
-	DroppedResponses  uint64 `json:"dropped_responses"`
-	Committed         uint64 `json:"committed"`
-	Invalid           uint64 `json:"invalid"`
-	Lost              uint64 `json:"lost"`
-	Pending           uint64 `json:"pending"`
-	StatusCalls       uint64 `json:"status_calls"`
-}
-
 // simLedger is a running `ledgerq simledger`.
 type simLedger struct {
 	url string
@@ -72,19 +58,19 @@ type simLedger struct {
 // waits until it answers.
 func startSimLedger(t *testing.T, faults ...string) simLedger {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := testproc.FreeAddr(t)
 	args := append([]string{"simledger", "--addr", addr, "--log-level", "warn"}, faults...)
-	p := startProc(t, t.TempDir(), nil, args...)
+	p := testproc.Start(t, t.TempDir(), nil, args...)
 	u := "http://" + addr
-	waitHTTPWhile(t, p, u+"/debug/stats", http.StatusOK, time.Minute)
+	testproc.WaitHTTP(t, p, u+"/debug/stats", http.StatusOK, time.Minute)
 	return simLedger{url: u}
 }
 
-func (s simLedger) stats(t *testing.T) simStats {
+func (s simLedger) stats(t *testing.T) sim.Stats {
 	t.Helper()
 	resp := getJSON(t, s.url+"/debug/stats")
 	require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
-	var st simStats
+	var st sim.Stats
 	require.NoError(t, json.Unmarshal([]byte(resp.Body), &st))
 	return st
 }
@@ -344,7 +330,7 @@ func checkLedgerLog(t *testing.T, w batchWorkload, events []simEvent, final map[
 	return fig
 }
 
-func (f laneFigures) log(t *testing.T, st simStats) {
+func (f laneFigures) log(t *testing.T, st sim.Stats) {
 	t.Helper()
 	t.Logf("ledger log: resubmissions %d (re-accepted after loss %d, duplicates %d); lost %d; invalid %d",
 		f.resubmissions, f.reaccepted, f.duplicates, f.lost, f.invalid)
@@ -368,7 +354,7 @@ func submitterWarnings(logs ...string) (unknownOutcome, expiredClaims int) {
 
 // requireFaults fails a run in which the ledger's faults did not happen: it
 // would prove nothing about retries.
-func requireFaults(t *testing.T, st simStats, fig laneFigures) {
+func requireFaults(t *testing.T, st sim.Stats, fig laneFigures) {
 	t.Helper()
 	require.Positive(t, st.TransientFailures, "no transient failure happened")
 	require.Positive(t, st.Lost, "no batch was lost")
@@ -379,16 +365,16 @@ func requireFaults(t *testing.T, st simStats, fig laneFigures) {
 // startServe starts `ledgerq serve` on the database against the Sawtooth REST
 // API at ledgerURL and waits until its API is ready. It returns the process
 // and its API's base URL.
-func startServe(t *testing.T, dbURL, ledgerURL string, extra ...string) (*proc, string) {
+func startServe(t *testing.T, dbURL, ledgerURL string, extra ...string) (*testproc.Proc, string) {
 	t.Helper()
 	// The lane's rules are tested here, its access in TestServe_EveryV1RouteNeedsAKey.
 	args := append([]string{"serve", "--insecure-open", "--batch-ledger", "sawtooth", "--batch-ledger-url", ledgerURL}, extra...)
-	return startReady(t, t.TempDir(), []string{"DATABASE_URL=" + dbURL}, args...)
+	return testproc.StartReady(t, t.TempDir(), []string{"DATABASE_URL=" + dbURL}, args...)
 }
 
-func running(p *proc) bool {
+func running(p *testproc.Proc) bool {
 	select {
-	case <-p.done:
+	case <-p.Done():
 		return false
 	default:
 		return true
@@ -480,7 +466,7 @@ func TestE2E_ThreeServeProcessesWithFaultsAndAKilledProcessCommitEveryBatchInOrd
 	// of its submit calls, so that it is killed in the middle of a send. It
 	// logs at debug, so the test can see it has sent batches before.
 	stall := newStallingLedger(t, sim)
-	var procs []*proc
+	var procs []*testproc.Proc
 	var apis []string
 	for i := range 3 {
 		ledgerURL, extra := sim.url, timings
@@ -500,7 +486,7 @@ func TestE2E_ThreeServeProcessesWithFaultsAndAKilledProcessCommitEveryBatchInOrd
 
 	eventually(t, 2*time.Minute, "some batches committed while others are at the ledger and the victim has sent some", func() bool {
 		st := sim.stats(t)
-		return st.Committed >= 150 && st.Pending > 0 && strings.Contains(victim.stderr.String(), "submitter: sent batches")
+		return st.Committed >= 150 && st.Pending > 0 && strings.Contains(victim.Stderr.String(), "submitter: sent batches")
 	})
 	stall.arm()
 	var held []byte
@@ -511,8 +497,8 @@ func TestE2E_ThreeServeProcessesWithFaultsAndAKilledProcessCommitEveryBatchInOrd
 	}
 	// Kill at once: the victim's ledger timeout (2 s) must not end the send first.
 	killedAt := time.Now()
-	require.NoError(t, victim.cmd.Process.Signal(syscall.SIGKILL))
-	require.Equal(t, -1, victim.wait(t, 30*time.Second), "the victim died of SIGKILL")
+	require.NoError(t, victim.Cmd.Process.Signal(syscall.SIGKILL))
+	require.Equal(t, -1, victim.Wait(t, 30*time.Second), "the victim died of SIGKILL")
 	before := sim.stats(t)
 	stranded := w.contained(t, held)
 	require.NotEmpty(t, stranded, "the held submit call carries batches of the workload")
@@ -522,14 +508,14 @@ func TestE2E_ThreeServeProcessesWithFaultsAndAKilledProcessCommitEveryBatchInOrd
 	final := waitAllFinal(t, apis[0], sim, w, 3*time.Minute)
 	t.Logf("every batch final after %s", time.Since(began).Round(time.Millisecond))
 	for _, p := range procs[:2] {
-		require.True(t, running(p), "a surviving serve process exited: %v\n%s", p.err, p.stderr)
+		require.True(t, running(p), "a surviving serve process exited: %v\n%s", p.Err(), p.Stderr)
 	}
 
 	st := sim.stats(t)
 	events := sim.events(t)
 	fig := checkLedgerLog(t, w, events, final)
 	fig.log(t, st)
-	unknownOutcome, expiredClaims := submitterWarnings(procs[0].stderr.String(), procs[1].stderr.String(), victim.stderr.String())
+	unknownOutcome, expiredClaims := submitterWarnings(procs[0].Stderr.String(), procs[1].Stderr.String(), victim.Stderr.String())
 	t.Logf("submitter warnings: outcome unknown %d, claims expired before recording %d", unknownOutcome, expiredClaims)
 	requireFaults(t, st, fig)
 	require.Zero(t, st.Pending, "nothing is left at the ledger")
@@ -565,10 +551,10 @@ func TestE2E_ThreeServeProcessesWithFaultsAndAKilledProcessCommitEveryBatchInOrd
 
 	// The survivors drain and exit cleanly.
 	for _, p := range procs[:2] {
-		p.signal(t, syscall.SIGTERM)
+		p.Signal(t, syscall.SIGTERM)
 	}
 	for _, p := range procs[:2] {
-		require.Equal(t, 0, p.wait(t, time.Minute), "serve exits 0 on SIGTERM: %s", p.stderr)
+		require.Equal(t, 0, p.Wait(t, time.Minute), "serve exits 0 on SIGTERM: %s", p.Stderr)
 	}
 
 	// No transaction of the three processes was a deadlock victim (issue 8):
@@ -588,8 +574,8 @@ func TestE2E_OnceRunFromCronDrivesTheWorkloadToCompletion(t *testing.T) {
 	began := time.Now()
 	dbURL := testdb.NewEmpty(t)
 	env := []string{"DATABASE_URL=" + dbURL}
-	mig := startProc(t, t.TempDir(), env, "migrate", "up")
-	require.Equal(t, 0, mig.wait(t, time.Minute), mig.stderr.String())
+	mig := testproc.Start(t, t.TempDir(), env, "migrate", "up")
+	require.Equal(t, 0, mig.Wait(t, time.Minute), mig.Stderr.String())
 
 	sim := startSimLedger(t, e2eFaults...)
 	_, api := startServe(t, dbURL, sim.url, "--migrate=false", "--queuer=false", "--submitter=false", "--monitor=false")
@@ -621,14 +607,14 @@ func TestE2E_OnceRunFromCronDrivesTheWorkloadToCompletion(t *testing.T) {
 			n = 2
 			pairs++
 		}
-		ps := make([]*proc, n)
+		ps := make([]*testproc.Proc, n)
 		for i := range ps {
-			ps[i] = startProc(t, t.TempDir(), env, onceArgs...)
+			ps[i] = testproc.Start(t, t.TempDir(), env, onceArgs...)
 		}
 		for i, p := range ps {
-			code := p.wait(t, 90*time.Second)
-			require.Equal(t, 0, code, "once run %d exited %d: %s", runs+i+1, code, p.stderr)
-			onceLogs = append(onceLogs, p.stderr.String())
+			code := p.Wait(t, 90*time.Second)
+			require.Equal(t, 0, code, "once run %d exited %d: %s", runs+i+1, code, p.Stderr)
+			onceLogs = append(onceLogs, p.Stderr.String())
 		}
 		runs += n
 	}

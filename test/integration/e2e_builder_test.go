@@ -26,6 +26,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/ledger/jam"
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
 // jamExecution is one entry of the simulated JAM chain's GET /debug/log.
@@ -90,22 +91,22 @@ func sendWithRetry(t *testing.T, clients []*ethclient.Client, i int, tx *types.T
 
 func TestE2E_BuilderLaneTwoServeProcessesOnAFaultyJAMChainExecuteEveryTransactionOnce(t *testing.T) {
 	dbURL := testdb.New(t).URL
-	addr := freeAddr(t)
-	chain := startProc(t, t.TempDir(), nil, "simledger", "--kind", "jam", "--addr", addr, "--log-level", "warn",
+	addr := testproc.FreeAddr(t)
+	chain := testproc.Start(t, t.TempDir(), nil, "simledger", "--kind", "jam", "--addr", addr, "--log-level", "warn",
 		"--jam-slot-length", "400ms", "--sim-seed", "7",
 		"--jam-no-guarantee-rate", "0.1", "--jam-late-guarantee-rate", "0.1", "--jam-late-slots", "4",
 		"--jam-lost-rate", "0.1", "--jam-transient-rate", "0.1")
 	jamURL := "http://" + addr
-	waitHTTPWhile(t, chain, jamURL+"/debug/stats", http.StatusOK, time.Minute)
+	testproc.WaitHTTP(t, chain, jamURL+"/debug/stats", http.StatusOK, time.Minute)
 
 	serveArgs := []string{"serve", "--insecure-open", "--builder", "--builder-ledger", "jam", "--builder-ledger-url", jamURL,
 		"--builder-chain-id", "1337", "--poll-interval", "100ms", "--guarantee-timeout", "1200ms",
 		"--bundle-size", "8", "--submit-backoff", "100ms", "--submit-backoff-max", "1s", "--log-level", "info"}
 	env := []string{"DATABASE_URL=" + dbURL}
-	procs := make([]*proc, 2)
+	procs := make([]*testproc.Proc, 2)
 	apis := make([]string, 2)
 	for i := range procs {
-		procs[i], apis[i] = startReady(t, t.TempDir(), env, serveArgs...)
+		procs[i], apis[i] = testproc.StartReady(t, t.TempDir(), env, serveArgs...)
 	}
 	clients := make([]*ethclient.Client, 2)
 	for i, api := range apis {
@@ -154,14 +155,14 @@ func TestE2E_BuilderLaneTwoServeProcessesOnAFaultyJAMChainExecuteEveryTransactio
 			s.want[n] = strings.ToLower(tx.Hash().Hex())
 		}
 		if n == perSender/2 && !killed {
-			require.NoError(t, procs[0].cmd.Process.Signal(syscall.SIGKILL))
-			procs[0].wait(t, 30*time.Second)
+			require.NoError(t, procs[0].Cmd.Process.Signal(syscall.SIGKILL))
+			procs[0].Wait(t, 30*time.Second)
 			killed = true
 			t.Log("SIGKILLed one serve process midway")
 		}
 	}
 	// Restart the killed one: its loops pick up where the database says.
-	procs[0], apis[0] = startReady(t, t.TempDir(), env, serveArgs...)
+	procs[0], apis[0] = testproc.StartReady(t, t.TempDir(), env, serveArgs...)
 
 	total := senders * perSender
 	var log jamLog

@@ -22,6 +22,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testgeth"
+	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
 // TestE2E_WalletLaneOnACrashingGethSendsEveryTaskOnceCheckedBlockByBlock is
@@ -120,7 +121,7 @@ type chainRun struct {
 	names   []string
 
 	mu     sync.Mutex
-	serves []*proc
+	serves []*testproc.Proc
 	apis   []string
 	// tasks by wallet: the task ids and, by id, the call data.
 	ids  [][]string
@@ -166,7 +167,7 @@ func (c *chainRun) checkpointAfterFunding() {
 func (c *chainRun) startServes() {
 	c.t.Helper()
 	for range 2 {
-		p, api := startReady(c.t, c.dir, []string{"DATABASE_URL=" + c.db}, c.args...)
+		p, api := testproc.StartReady(c.t, c.dir, []string{"DATABASE_URL=" + c.db}, c.args...)
 		c.mu.Lock()
 		c.serves, c.apis = append(c.serves, p), append(c.apis, api)
 		c.mu.Unlock()
@@ -180,9 +181,9 @@ func (c *chainRun) killAServe(rnd *rand.Rand) {
 	i := rnd.IntN(len(c.serves))
 	victim := c.serves[i]
 	c.mu.Unlock()
-	victim.signal(c.t, syscall.SIGKILL)
-	require.Equal(c.t, -1, victim.wait(c.t, 30*time.Second))
-	p, api := startReady(c.t, c.dir, []string{"DATABASE_URL=" + c.db}, c.args...)
+	victim.Signal(c.t, syscall.SIGKILL)
+	require.Equal(c.t, -1, victim.Wait(c.t, 30*time.Second))
+	p, api := testproc.StartReady(c.t, c.dir, []string{"DATABASE_URL=" + c.db}, c.args...)
 	c.mu.Lock()
 	c.serves[i], c.apis[i] = p, api
 	c.kills++
@@ -192,8 +193,8 @@ func (c *chainRun) killAServe(rnd *rand.Rand) {
 func (c *chainRun) stopServes() {
 	c.t.Helper()
 	for _, p := range c.serves {
-		p.signal(c.t, syscall.SIGTERM)
-		require.Equal(c.t, 0, p.wait(c.t, 30*time.Second))
+		p.Signal(c.t, syscall.SIGTERM)
+		require.Equal(c.t, 0, p.Wait(c.t, 30*time.Second))
 	}
 }
 

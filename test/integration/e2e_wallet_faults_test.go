@@ -17,6 +17,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
 // TestE2E_WalletFaultRunWithSIGKILLsEndsEveryTaskDoneOrErrorWithContiguousNonces
@@ -51,14 +52,14 @@ func TestE2E_WalletFaultRunWithSIGKILLsEndsEveryTaskDoneOrErrorWithContiguousNon
 	dir := t.TempDir()
 	addr, file, passFile := newKeystoreWallet(t, dir, "fault run passphrase")
 	sender := common.Address(addr)
-	chainAddr := freeAddr(t)
+	chainAddr := testproc.FreeAddr(t)
 	chainURL := "http://" + chainAddr
 	fund := new(big.Int).Mul(big.NewInt(100), big.NewInt(1e18))
-	chain := startProc(t, t.TempDir(), nil, "simledger", "--kind", "evm", "--addr", chainAddr, "--log-level", "warn",
+	chain := testproc.Start(t, t.TempDir(), nil, "simledger", "--kind", "evm", "--addr", chainAddr, "--log-level", "warn",
 		"--sim-seed", strconv.FormatInt(seed, 10), "--evm-block-period", "250ms", "--evm-alloc", sender.Hex()+"="+fund.String(),
 		"--evm-transient-rate", "0.08", "--evm-lost-rate", "0.08", "--evm-lost-tx-rate", lostTx,
 		"--evm-reorg-rate", "0.08", "--evm-reorg-depth", "2")
-	waitHTTPWhile(t, chain, chainURL, http.StatusMethodNotAllowed, time.Minute) // JSON-RPC: POST only
+	testproc.WaitHTTP(t, chain, chainURL, http.StatusMethodNotAllowed, time.Minute) // JSON-RPC: POST only
 
 	e := &walletE2E{t: t, db: testdb.New(t).URL, dir: dir, sender: sender,
 		recipient: common.HexToAddress("0x000000000000000000000000000000000000dEaD")}
@@ -74,8 +75,8 @@ func TestE2E_WalletFaultRunWithSIGKILLsEndsEveryTaskDoneOrErrorWithContiguousNon
 		e.post(api, perRound, nil)
 		wait := time.Duration(200+rnd.IntN(1500)) * time.Millisecond
 		time.Sleep(wait) // the kill lands at a random moment of the stream: the chaos is the point
-		victim.signal(t, syscall.SIGKILL)
-		require.Equal(t, -1, victim.wait(t, 30*time.Second))
+		victim.Signal(t, syscall.SIGKILL)
+		require.Equal(t, -1, victim.Wait(t, 30*time.Second))
 		t.Logf("round %d: %d tasks posted, serve SIGKILLed %s later", round, perRound, wait)
 	}
 	p, api := e.start("")

@@ -20,6 +20,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
 // takeoverLimit is how soon another process must hold the shard of a
@@ -49,12 +50,12 @@ func TestE2E_WalletOfASIGKILLedShardHolderMovesOnWithinSeconds(t *testing.T) {
 	dir := t.TempDir()
 	addr, file, passFile := newKeystoreWallet(t, dir, "takeover passphrase")
 	sender := common.Address(addr)
-	chainAddr := freeAddr(t)
+	chainAddr := testproc.FreeAddr(t)
 	chainURL := "http://" + chainAddr
 	fund := new(big.Int).Mul(big.NewInt(100), big.NewInt(1e18))
-	chain := startProc(t, t.TempDir(), nil, "simledger", "--kind", "evm", "--addr", chainAddr, "--log-level", "warn",
+	chain := testproc.Start(t, t.TempDir(), nil, "simledger", "--kind", "evm", "--addr", chainAddr, "--log-level", "warn",
 		"--evm-block-period", "200ms", "--evm-latency", "150ms", "--evm-alloc", sender.Hex()+"="+fund.String())
-	waitHTTPWhile(t, chain, chainURL, http.StatusMethodNotAllowed, time.Minute) // JSON-RPC: POST only
+	testproc.WaitHTTP(t, chain, chainURL, http.StatusMethodNotAllowed, time.Minute) // JSON-RPC: POST only
 
 	e := &walletE2E{t: t, db: testdb.New(t).URL, dir: dir, sender: sender,
 		recipient: common.HexToAddress("0x000000000000000000000000000000000000dEaD")}
@@ -68,14 +69,14 @@ func TestE2E_WalletOfASIGKILLedShardHolderMovesOnWithinSeconds(t *testing.T) {
 	t.Cleanup(st.Close)
 
 	type server struct {
-		p   *proc
+		p   *testproc.Proc
 		api string
 	}
 	byPid := map[int]server{}
 	start := func() server {
 		p, api := e.start("")
 		s := server{p: p, api: api}
-		byPid[p.cmd.Process.Pid] = s
+		byPid[p.Cmd.Process.Pid] = s
 		return s
 	}
 	anyAPI := func() string {
@@ -126,9 +127,9 @@ func TestE2E_WalletOfASIGKILLedShardHolderMovesOnWithinSeconds(t *testing.T) {
 			return ok
 		})
 		killed := time.Now()
-		victim.p.signal(t, syscall.SIGKILL)
-		require.Equal(t, -1, victim.p.wait(t, 30*time.Second))
-		delete(byPid, victim.p.cmd.Process.Pid)
+		victim.p.Signal(t, syscall.SIGKILL)
+		require.Equal(t, -1, victim.p.Wait(t, 30*time.Second))
+		delete(byPid, victim.p.Cmd.Process.Pid)
 
 		// Another process holds the shard once a claim after the victim's
 		// has been made. It counts only if the victim still held the shard
@@ -145,11 +146,11 @@ func TestE2E_WalletOfASIGKILLedShardHolderMovesOnWithinSeconds(t *testing.T) {
 		start()
 		if after.Rescues == held.Rescues {
 			skipped++
-			t.Logf("kill %d: pid %d had released the shard (run %d) before it died; not counted", len(takeovers)+1, victim.p.cmd.Process.Pid, held.Run)
+			t.Logf("kill %d: pid %d had released the shard (run %d) before it died; not counted", len(takeovers)+1, victim.p.Cmd.Process.Pid, held.Run)
 			continue
 		}
 		t.Logf("kill %d: pid %d held the shard (run %d) when it died; another process held it %s later (run %d, owner %s)",
-			len(takeovers)+1, victim.p.cmd.Process.Pid, held.Run, took.Round(time.Millisecond), after.Run, after.Owner)
+			len(takeovers)+1, victim.p.Cmd.Process.Pid, held.Run, took.Round(time.Millisecond), after.Run, after.Owner)
 		takeovers = append(takeovers, took)
 	}
 	sorted := slices.Clone(takeovers)

@@ -17,6 +17,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testgeth"
+	"github.com/ledgerq/ledgerq/internal/testproc"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -52,13 +53,13 @@ func newWalletE2E(t *testing.T, opts ...testgeth.Option) *walletE2E {
 }
 
 // start runs one serve process; crashAt arms a crash point (LEDGERQ_CRASH_AT).
-func (e *walletE2E) start(crashAt string) (*proc, string) {
+func (e *walletE2E) start(crashAt string) (*testproc.Proc, string) {
 	e.t.Helper()
 	env := []string{"DATABASE_URL=" + e.db}
 	if crashAt != "" {
 		env = append(env, "LEDGERQ_CRASH_AT="+crashAt)
 	}
-	p, api := startReady(e.t, e.dir, env, e.args...)
+	p, api := testproc.StartReady(e.t, e.dir, env, e.args...)
 	if e.token == "" {
 		st, err := store.OpenPool(ctxT(e.t, 10*time.Second), e.db, 0)
 		require.NoError(e.t, err)
@@ -186,16 +187,16 @@ func (e *walletE2E) checkChain(tasks map[string]e2eTask) {
 	}
 }
 
-func (e *walletE2E) died(p *proc, point string) {
+func (e *walletE2E) died(p *testproc.Proc, point string) {
 	e.t.Helper()
-	require.Equal(e.t, -1, p.wait(e.t, 90*time.Second), "the process died of SIGKILL at %s", point)
-	require.Contains(e.t, p.stderr.String(), "crash point "+point+" reached")
+	require.Equal(e.t, -1, p.Wait(e.t, 90*time.Second), "the process died of SIGKILL at %s", point)
+	require.Contains(e.t, p.Stderr.String(), "crash point "+point+" reached")
 }
 
-func (e *walletE2E) stop(p *proc) {
+func (e *walletE2E) stop(p *testproc.Proc) {
 	e.t.Helper()
-	p.signal(e.t, syscall.SIGTERM)
-	require.Equal(e.t, 0, p.wait(e.t, 30*time.Second))
+	p.Signal(e.t, syscall.SIGTERM)
+	require.Equal(e.t, 0, p.Wait(e.t, 30*time.Second))
 }
 
 // TestE2E_WalletLaneOnGethKilledAtEachCrashPointSendsEveryTaskOnce: ledgerq
@@ -212,7 +213,7 @@ func TestE2E_WalletLaneOnGethKilledAtEachCrashPointSendsEveryTaskOnce(t *testing
 	for _, point := range []string{workers.CrashWalletStored, workers.CrashWalletBroadcast, workers.CrashWalletMined} {
 		victim, api := e.start(point)
 		// Posts that reach the victim after it died go to a fresh process.
-		var fresh *proc
+		var fresh *testproc.Proc
 		failover := func() string {
 			if fresh == nil {
 				fresh, api = e.start("")
@@ -231,8 +232,8 @@ func TestE2E_WalletLaneOnGethKilledAtEachCrashPointSendsEveryTaskOnce(t *testing
 		victim, api := e.start("")
 		e.post(api, 5, nil)
 		time.Sleep(time.Duration(300+round*400) * time.Millisecond) // the kill lands at another moment of the stream each round
-		victim.signal(t, syscall.SIGKILL)
-		require.Equal(t, -1, victim.wait(t, 30*time.Second))
+		victim.Signal(t, syscall.SIGKILL)
+		require.Equal(t, -1, victim.Wait(t, 30*time.Second))
 	}
 	p, api := e.start("")
 	tasks = e.awaitDone(api, 2*time.Minute)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testproc"
 	"github.com/ledgerq/ledgerq/migrations"
 )
 
@@ -59,9 +60,9 @@ func TestMigrateCommand_UpStatusVersionDown(t *testing.T) {
 	u := testdb.NewEmpty(t)
 	env := []string{"DATABASE_URL=" + u}
 	run := func(args ...string) (int, string) {
-		p := startProc(t, t.TempDir(), env, append([]string{"migrate"}, args...)...)
-		code := p.wait(t, time.Minute)
-		return code, p.stdout.String() + p.stderr.String()
+		p := testproc.Start(t, t.TempDir(), env, append([]string{"migrate"}, args...)...)
+		code := p.Wait(t, time.Minute)
+		return code, p.Stdout.String() + p.Stderr.String()
 	}
 	code, out := run("up")
 	require.Equal(t, 0, code, out)
@@ -92,80 +93,64 @@ func TestMigrateCommand_UpStatusVersionDown(t *testing.T) {
 // listProcesses returns the pids whose command line mentions needle.
 func listProcesses(t *testing.T, needle string) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	require.NoError(t, err)
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
+	return testproc.Processes(t, func(pid int) bool {
+		if pid == os.Getpid() {
+			return false
 		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		if strings.Contains(string(cmdline), needle) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+		cmdline, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		return err == nil && strings.Contains(string(cmdline), needle)
+	})
 }
 
 func TestDev_StartsFromAnEmptyDataDirStopsCleanlyAndReusesTheData(t *testing.T) {
 	t.Parallel()
-	work := reachableTempDir(t)
-	dataDir := filepath.Join(work, "data")
-	addr := freeAddr(t)
-	start := func() *proc {
-		p := startProc(t, work, nil, "dev", "--data-dir", dataDir, "--http-addr", addr)
-		waitHTTPWhile(t, p, "http://"+addr+"/readyz", http.StatusOK, 2*time.Minute)
-		return p
-	}
-	stop := func(p *proc) {
-		p.signal(t, syscall.SIGTERM)
-		require.Equal(t, 0, p.wait(t, time.Minute), "dev exits 0 on SIGTERM")
+	dev := newDevRun(t)
+	dataDir, addr := dev.dataDir, dev.addr
+	stop := func(p *testproc.Proc) {
+		p.Signal(t, syscall.SIGTERM)
+		require.Equal(t, 0, p.Wait(t, time.Minute), "dev exits 0 on SIGTERM")
 		eventually(t, 10*time.Second, "no process left for the data dir", func() bool {
 			return len(listProcesses(t, dataDir)) == 0
 		})
 	}
 
-	p := start()
-	require.Contains(t, p.stdout.String(), "http://"+addr)
+	p := dev.start()
+	require.Contains(t, p.Stdout.String(), "http://"+addr)
 	keyFile, err := os.ReadFile(filepath.Join(dataDir, "dev-api-key"))
 	require.NoError(t, err)
 	key := strings.TrimSpace(string(keyFile))
-	require.Contains(t, p.stdout.String(), key, "dev prints its admin key")
+	require.Contains(t, p.Stdout.String(), key, "dev prints its admin key")
 	id, body := signedBatchJSON(t, "svc-dev")
 	require.Equal(t, http.StatusUnauthorized, postJSON(t, "http://"+addr+"/v1/batches", body).StatusCode, "dev needs the key too")
 	resp := postJSON(t, "http://"+addr+"/v1/batches", body, key)
 	require.Equal(t, http.StatusCreated, resp.StatusCode, resp.Body)
 	stop(p)
 
-	p = start()
+	p = dev.start()
 	resp = getJSON(t, "http://"+addr+"/v1/batches/"+url.PathEscape(id), key)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the batch stored by the first run is still there: %s", resp.Body)
-	require.NotContains(t, p.stderr.String(), `"initdb":true`, "the second run reuses the cluster")
+	require.NotContains(t, p.Stderr.String(), `"initdb":true`, "the second run reuses the cluster")
 	stop(p)
 }
 
 func TestOnce_ExitsZeroAgainstAMigratedDatabase(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	p := startProc(t, t.TempDir(), []string{"DATABASE_URL=" + db.URL}, "once")
-	require.Equal(t, 0, p.wait(t, time.Minute), p.stderr.String())
-	require.Contains(t, p.stderr.String(), "once: batch monitor round")
+	p := testproc.Start(t, t.TempDir(), []string{"DATABASE_URL=" + db.URL}, "once")
+	require.Equal(t, 0, p.Wait(t, time.Minute), p.Stderr.String())
+	require.Contains(t, p.Stderr.String(), "once: batch monitor round")
 }
 
 func TestOnce_UnreachableDatabaseFailsFastWithAClearMessage(t *testing.T) {
 	t.Parallel()
-	addr := freeAddr(t) // nothing listens there
+	addr := testproc.FreeAddr(t) // nothing listens there
 	began := time.Now()
-	p := startProc(t, t.TempDir(), []string{"DATABASE_URL=postgres://ledgerq:secret@" + addr + "/ledgerq?sslmode=disable"}, "once")
-	code := p.wait(t, 30*time.Second)
+	p := testproc.Start(t, t.TempDir(), []string{"DATABASE_URL=postgres://ledgerq:secret@" + addr + "/ledgerq?sslmode=disable"}, "once")
+	code := p.Wait(t, 30*time.Second)
 	require.NotEqual(t, 0, code)
 	require.Less(t, time.Since(began), 20*time.Second)
-	require.Contains(t, p.stderr.String(), "cannot reach the database at postgres://ledgerq:xxxxx@"+addr)
-	require.NotContains(t, p.stderr.String(), "secret", "the password is not printed")
+	require.Contains(t, p.Stderr.String(), "cannot reach the database at postgres://ledgerq:xxxxx@"+addr)
+	require.NotContains(t, p.Stderr.String(), "secret", "the password is not printed")
 }
 
 // tcpProxy forwards a loopback port to a target; Close cuts every connection
@@ -181,7 +166,7 @@ type tcpProxy struct {
 }
 
 func newTCPProxy(t *testing.T, target string) *tcpProxy {
-	p := &tcpProxy{t: t, addr: freeAddr(t), target: target}
+	p := &tcpProxy{t: t, addr: testproc.FreeAddr(t), target: target}
 	p.Open()
 	t.Cleanup(p.Close)
 	return p
@@ -257,25 +242,25 @@ func TestReadyz_TurnsUnavailableWhenTheDatabaseGoesAwayAndRecoversWithoutARestar
 	t.Parallel()
 	db := testdb.New(t)
 	proxy, proxied := viaProxy(t, db.URL)
-	addr := freeAddr(t)
-	p := startProc(t, t.TempDir(), []string{"DATABASE_URL=" + proxied}, "serve", "--http-addr", addr)
-	waitHTTPWhile(t, p, "http://"+addr+"/readyz", http.StatusOK, time.Minute)
+	addr := testproc.FreeAddr(t)
+	p := testproc.Start(t, t.TempDir(), []string{"DATABASE_URL=" + proxied}, "serve", "--http-addr", addr)
+	testproc.WaitHTTP(t, p, "http://"+addr+"/readyz", http.StatusOK, time.Minute)
 
 	proxy.Close()
-	waitHTTP(t, "http://"+addr+"/readyz", http.StatusServiceUnavailable, 30*time.Second)
-	waitHTTP(t, "http://"+addr+"/healthz", http.StatusOK, 5*time.Second)
+	testproc.WaitHTTP(t, nil, "http://"+addr+"/readyz", http.StatusServiceUnavailable, 30*time.Second)
+	testproc.WaitHTTP(t, nil, "http://"+addr+"/healthz", http.StatusOK, 5*time.Second)
 
 	proxy.Open()
-	waitHTTP(t, "http://"+addr+"/readyz", http.StatusOK, 30*time.Second)
+	testproc.WaitHTTP(t, nil, "http://"+addr+"/readyz", http.StatusOK, 30*time.Second)
 }
 
 func TestReadyz_IsUnavailableWhileTheSchemaIsBehind(t *testing.T) {
 	t.Parallel()
 	u := testdb.NewEmpty(t)
-	addr := freeAddr(t)
-	startProc(t, t.TempDir(), []string{"DATABASE_URL=" + u}, "serve", "--migrate=false", "--http-addr", addr,
+	addr := testproc.FreeAddr(t)
+	testproc.Start(t, t.TempDir(), []string{"DATABASE_URL=" + u}, "serve", "--migrate=false", "--http-addr", addr,
 		"--queuer=false", "--submitter=false", "--monitor=false")
-	waitHTTP(t, "http://"+addr+"/readyz", http.StatusServiceUnavailable, time.Minute)
+	testproc.WaitHTTP(t, nil, "http://"+addr+"/readyz", http.StatusServiceUnavailable, time.Minute)
 	resp := getJSON(t, "http://"+addr+"/readyz")
 	require.Contains(t, resp.Body, "ledgerq migrate up")
 }
@@ -285,10 +270,10 @@ func TestReadyz_IsUnavailableWhileTheSchemaIsBehind(t *testing.T) {
 func TestServe_SIGTERMLetsTheSendInFlightFinishAndRecordsItsOutcome(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	addr := freeAddr(t)
-	p := startProc(t, t.TempDir(), []string{"DATABASE_URL=" + db.URL}, "serve", "--http-addr", addr,
+	addr := testproc.FreeAddr(t)
+	p := testproc.Start(t, t.TempDir(), []string{"DATABASE_URL=" + db.URL}, "serve", "--http-addr", addr,
 		"--sim-latency", "2s", "--poll-interval", "100ms", "--monitor=false")
-	waitHTTPWhile(t, p, "http://"+addr+"/readyz", http.StatusOK, time.Minute)
+	testproc.WaitHTTP(t, p, "http://"+addr+"/readyz", http.StatusOK, time.Minute)
 	id, body := signedBatchJSON(t, "svc")
 	require.Equal(t, http.StatusCreated, postJSON(t, "http://"+addr+"/v1/batches", body, createKey(t, db.URL, "service:svc")).StatusCode)
 
@@ -298,15 +283,15 @@ func TestServe_SIGTERMLetsTheSendInFlightFinishAndRecordsItsOutcome(t *testing.T
 		require.NoError(t, err)
 		return b.Submitted && b.ClaimExpiresAt != nil
 	})
-	p.signal(t, syscall.SIGTERM)
-	require.Equal(t, 0, p.wait(t, 30*time.Second), "exits 0 after draining")
+	p.Signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, p.Wait(t, 30*time.Second), "exits 0 after draining")
 
 	b, err := db.Store.BatchGet(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, store.BatchStatusPending, b.Status, "the send finished and its outcome was recorded")
 	require.Nil(t, b.ClaimExpiresAt)
 	require.Equal(t, 1, b.Attempts)
-	require.NotContains(t, p.stderr.String(), "outcome unknown", "the ledger call was not cut short")
+	require.NotContains(t, p.Stderr.String(), "outcome unknown", "the ledger call was not cut short")
 }
 
 // serve needs an API key on every /v1 route and /metrics, says so at start,
@@ -315,7 +300,7 @@ func TestServe_SIGTERMLetsTheSendInFlightFinishAndRecordsItsOutcome(t *testing.T
 func TestServe_EveryV1RouteNeedsAKey(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	p, api := startReady(t, t.TempDir(), []string{"DATABASE_URL=" + db.URL}, "serve", "--log-level", "info")
+	p, api := testproc.StartReady(t, t.TempDir(), []string{"DATABASE_URL=" + db.URL}, "serve", "--log-level", "info")
 	for _, path := range []string{"/v1/batches", "/v1/batches/x", "/metrics", "/v1/bundles"} {
 		require.Equal(t, http.StatusUnauthorized, getJSON(t, api+path).StatusCode, path)
 	}
@@ -326,5 +311,5 @@ func TestServe_EveryV1RouteNeedsAKey(t *testing.T) {
 	_, body := signedBatchJSON(t, "svc")
 	require.Equal(t, http.StatusForbidden, postJSON(t, api+"/v1/batches", body, read).StatusCode)
 	require.Equal(t, http.StatusCreated, postJSON(t, api+"/v1/batches", body, createKey(t, db.URL, "service:svc")).StatusCode)
-	require.Contains(t, p.stderr.String(), "need an API key", "serve says so at start")
+	require.Contains(t, p.Stderr.String(), "need an API key", "serve says so at start")
 }

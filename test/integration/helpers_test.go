@@ -17,6 +17,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
+	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
 type batchJSON struct {
@@ -81,9 +82,9 @@ func createKey(t *testing.T, dbURL string, scopes ...string) string {
 	for _, s := range scopes {
 		args = append(args, "--scope", s)
 	}
-	p := startProc(t, t.TempDir(), []string{"DATABASE_URL=" + dbURL}, args...)
-	require.Equal(t, 0, p.wait(t, time.Minute), "keys create: %s", p.stderr)
-	return strings.TrimSpace(p.stdout.String())
+	p := testproc.Start(t, t.TempDir(), []string{"DATABASE_URL=" + dbURL}, args...)
+	require.Equal(t, 0, p.Wait(t, time.Minute), "keys create: %s", p.Stderr)
+	return strings.TrimSpace(p.Stdout.String())
 }
 
 func readResult(t testing.TB, resp *http.Response) httpResult {

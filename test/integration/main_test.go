@@ -7,180 +7,20 @@
 package integration
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
-
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// ledgerqBinary builds cmd/ledgerq once per test run and returns its path.
-func ledgerqBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "ledgerq-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "ledgerq")
-		cmd := exec.Command("go", "build", "-race", "-o", binPath, "github.com/ledgerq/ledgerq/cmd/ledgerq")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	require.NoError(t, buildErr)
-	return binPath
-}
-
-// proc is a ledgerq process started by a test.
-type proc struct {
-	cmd    *exec.Cmd
-	stdout *syncBuffer
-	stderr *syncBuffer
-	done   chan struct{}
-	err    error
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// startProc starts the ledgerq binary with args and env (added to a clean
-// environment that keeps PATH and HOME). The process is killed when t ends if
-// it is still running.
-func startProc(t *testing.T, dir string, env []string, args ...string) *proc {
-	t.Helper()
-	cmd := exec.Command(ledgerqBinary(t), args...)
-	cmd.Dir = dir
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
-	p := &proc{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
-	require.NoError(t, cmd.Start())
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("ledgerq %s stdout:\n%s\nstderr:\n%s", strings.Join(args, " "), p.stdout, p.stderr)
-		}
-	})
-	return p
-}
-
-// startReady starts the ledgerq binary as startProc does, with --http-addr
-// on a free port added to args, waits until its /readyz answers 200, and
-// returns it with its base URL.
-func startReady(t *testing.T, dir string, env []string, args ...string) (*proc, string) {
-	t.Helper()
-	addr := freeAddr(t)
-	p := startProc(t, dir, env, append(append([]string(nil), args...), "--http-addr", addr)...)
-	waitHTTPWhile(t, p, "http://"+addr+"/readyz", http.StatusOK, time.Minute)
-	return p, "http://" + addr
-}
-
-func (p *proc) signal(t *testing.T, sig syscall.Signal) {
-	t.Helper()
-	require.NoError(t, p.cmd.Process.Signal(sig))
-}
-
-// wait waits for the process to exit and returns its exit code.
-func (p *proc) wait(t *testing.T, timeout time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		t.Fatalf("process did not exit within %s; stderr:\n%s", timeout, p.stderr)
-	}
-	return p.cmd.ProcessState.ExitCode()
-}
-
-// freeAddr returns a loopback address with a free port.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
-// waitHTTP polls url until it answers want or the deadline passes.
-func waitHTTP(t *testing.T, url string, want int, timeout time.Duration) {
-	t.Helper()
-	waitHTTPWhile(t, nil, url, want, timeout)
-}
-
-// waitHTTPWhile is waitHTTP that gives up as soon as p exits.
-func waitHTTPWhile(t *testing.T, p *proc, url string, want int, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := "no answer"
-	for time.Now().Before(deadline) {
-		if p != nil {
-			select {
-			case <-p.done:
-				t.Fatalf("process exited (%v) while waiting for %s to answer %d; stderr:\n%s", p.err, url, want, p.stderr)
-			default:
-			}
-		}
-		resp, err := http.Get(url)
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == want {
-				return
-			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, body)
-		} else {
-			last = err.Error()
-		}
-		time.Sleep(50 * time.Millisecond) // the poll interval of this wait on a condition
-	}
-	t.Fatalf("%s did not answer %d within %s; last: %s", url, want, timeout, last)
-}
 
 // eventually polls cond every 20 ms until it holds or the deadline passes.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
@@ -192,6 +32,30 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 		}
 		time.Sleep(20 * time.Millisecond) // the poll interval of this wait on a condition
 	}
+}
+
+// devRun is `ledgerq dev` on a data directory of the test's and one address,
+// so that a test can stop it and start it again on the same data.
+type devRun struct {
+	t       *testing.T
+	work    string // the processes' working directory
+	dataDir string
+	addr    string
+}
+
+func newDevRun(t *testing.T) *devRun {
+	t.Helper()
+	work := reachableTempDir(t)
+	return &devRun{t: t, work: work, dataDir: filepath.Join(work, "data"), addr: testproc.FreeAddr(t)}
+}
+
+// start starts dev, with args added to its data directory and address, and
+// waits until its /readyz answers 200.
+func (d *devRun) start(args ...string) *testproc.Proc {
+	d.t.Helper()
+	p := testproc.Start(d.t, d.work, nil, append([]string{"dev", "--data-dir", d.dataDir, "--http-addr", d.addr}, args...)...)
+	testproc.WaitHTTP(d.t, p, "http://"+d.addr+"/readyz", http.StatusOK, 2*time.Minute)
+	return p
 }
 
 // reachableTempDir returns a new temporary directory that other users can

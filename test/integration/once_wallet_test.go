@@ -13,6 +13,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
 // TestOnce_WalletLaneFromCronSendsAndConfirmsEveryTask: with no serve
@@ -25,8 +26,8 @@ func TestOnce_WalletLaneFromCronSendsAndConfirmsEveryTask(t *testing.T) {
 	dir := t.TempDir()
 	addr, file, passFile := newKeystoreWallet(t, dir, "once wallet passphrase")
 
-	chainAddr := freeAddr(t)
-	chain := startProc(t, dir, nil, "simledger", "--kind", "evm", "--addr", chainAddr, "--log-level", "warn",
+	chainAddr := testproc.FreeAddr(t)
+	chain := testproc.Start(t, dir, nil, "simledger", "--kind", "evm", "--addr", chainAddr, "--log-level", "warn",
 		"--evm-block-period", "200ms", "--evm-alloc", addr.Hex()+"=1000000000000000000000")
 	chainURL := "http://" + chainAddr
 	ec, err := ethclient.Dial(chainURL)
@@ -39,8 +40,8 @@ func TestOnce_WalletLaneFromCronSendsAndConfirmsEveryTask(t *testing.T) {
 
 	dbURL := testdb.NewEmpty(t)
 	env := []string{"DATABASE_URL=" + dbURL}
-	mig := startProc(t, dir, env, "migrate", "up")
-	require.Equal(t, 0, mig.wait(t, time.Minute), mig.stderr.String())
+	mig := testproc.Start(t, dir, env, "migrate", "up")
+	require.Equal(t, 0, mig.Wait(t, time.Minute), mig.Stderr.String())
 	st, err := store.OpenPool(ctxT(t, 10*time.Second), dbURL, 0)
 	require.NoError(t, err)
 	defer st.Close()
@@ -71,14 +72,14 @@ func TestOnce_WalletLaneFromCronSendsAndConfirmsEveryTask(t *testing.T) {
 		}
 		require.Less(t, runs, 60, "the tasks were not done after %d once runs (%d done)", runs, done)
 		n := 1 + round%2
-		ps := make([]*proc, n)
+		ps := make([]*testproc.Proc, n)
 		for i := range ps {
-			ps[i] = startProc(t, dir, env, onceArgs...)
+			ps[i] = testproc.Start(t, dir, env, onceArgs...)
 		}
 		for i, p := range ps {
-			code := p.wait(t, 90*time.Second)
-			require.Equal(t, 0, code, "once run %d: %s", runs+i+1, p.stderr)
-			require.NotContains(t, strings.ToLower(p.stderr.String()), `"level":"error"`)
+			code := p.Wait(t, 90*time.Second)
+			require.Equal(t, 0, code, "once run %d: %s", runs+i+1, p.Stderr)
+			require.NotContains(t, strings.ToLower(p.Stderr.String()), `"level":"error"`)
 		}
 		runs += n
 		// The next runs find the receipts of the chain's next block.

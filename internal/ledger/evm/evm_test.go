@@ -21,6 +21,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
+	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 	"github.com/ledgerq/ledgerq/internal/testgeth"
 )
 
@@ -150,23 +151,10 @@ func newAddress(t *testing.T) common.Address {
 // sign builds and signs an EIP-1559 transaction from key.
 func (bd bundle) sign(t *testing.T, key *ecdsa.PrivateKey, nonce uint64, to *common.Address, value int64, gas uint64, fees ledger.Fees, data []byte) *types.Transaction {
 	t.Helper()
-	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(bd.chainID), &types.DynamicFeeTx{
+	return ledgertest.SignTx(t, key, &types.DynamicFeeTx{
 		ChainID: bd.chainID, Nonce: nonce, GasTipCap: fees.TipCap, GasFeeCap: fees.FeeCap,
 		Gas: gas, To: to, Value: big.NewInt(value), Data: data,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tx
-}
-
-func raw(t *testing.T, tx *types.Transaction) []byte {
-	t.Helper()
-	b, err := tx.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 func (bd bundle) fees(t *testing.T) ledger.Fees {
@@ -202,7 +190,7 @@ func testSentTransactionIsMinedWithSuccessReceipt(t *testing.T, bd bundle) {
 		t.Fatalf("EstimateGas = %d, %v; want %d", gas, err, params.TxGas)
 	}
 	tx := bd.sign(t, bd.key, 0, &to, 1000, gas, bd.fees(t), nil)
-	if err := bd.l.SendRawTransaction(ctx, raw(t, tx)); err != nil {
+	if err := bd.l.SendRawTransaction(ctx, ledgertest.RawTx(t, tx)); err != nil {
 		t.Fatalf("SendRawTransaction: %v", err)
 	}
 	// The pool promotes a new transaction in its own goroutine (go-ethereum
@@ -248,7 +236,7 @@ func testRevertedCallHasRevertedReceipt(t *testing.T, bd bundle) {
 	ctx := context.Background()
 	fees := bd.fees(t)
 	deploy := bd.sign(t, bd.key, 0, nil, 0, 200_000, fees, revertingInit)
-	if err := bd.l.SendRawTransaction(ctx, raw(t, deploy)); err != nil {
+	if err := bd.l.SendRawTransaction(ctx, ledgertest.RawTx(t, deploy)); err != nil {
 		t.Fatalf("deploy: %v", err)
 	}
 	bd.mine(t, deploy)
@@ -258,7 +246,7 @@ func testRevertedCallHasRevertedReceipt(t *testing.T, bd bundle) {
 	}
 	contract := crypto.CreateAddress(common.Address(bd.from), 0)
 	call := bd.sign(t, bd.key, 1, &contract, 0, 100_000, fees, []byte{1, 2, 3, 4})
-	if err := bd.l.SendRawTransaction(ctx, raw(t, call)); err != nil {
+	if err := bd.l.SendRawTransaction(ctx, ledgertest.RawTx(t, call)); err != nil {
 		t.Fatalf("call: %v", err)
 	}
 	block := bd.mine(t, call)
@@ -275,7 +263,7 @@ func testSendingTheSameBytesAgainIsAccepted(t *testing.T, bd bundle) {
 	to := common.Address{0xaa}
 	// Nonce 1 with nonce 0 unsent: the transaction waits in the pool's queue,
 	// so no block takes it between the two sends.
-	tx := raw(t, bd.sign(t, bd.key, 1, &to, 1, params.TxGas, bd.fees(t), nil))
+	tx := ledgertest.RawTx(t, bd.sign(t, bd.key, 1, &to, 1, params.TxGas, bd.fees(t), nil))
 	if err := bd.l.SendRawTransaction(context.Background(), tx); err != nil {
 		t.Fatalf("first send: %v", err)
 	}
@@ -288,11 +276,11 @@ func testNonceTooLowIsItsOwnResult(t *testing.T, bd bundle) {
 	to := common.Address{0xaa}
 	fees := bd.fees(t)
 	first := bd.sign(t, bd.key, 0, &to, 1, params.TxGas, fees, nil)
-	if err := bd.l.SendRawTransaction(context.Background(), raw(t, first)); err != nil {
+	if err := bd.l.SendRawTransaction(context.Background(), ledgertest.RawTx(t, first)); err != nil {
 		t.Fatal(err)
 	}
 	bd.mine(t, first)
-	other := raw(t, bd.sign(t, bd.key, 0, &to, 2, params.TxGas, fees, nil))
+	other := ledgertest.RawTx(t, bd.sign(t, bd.key, 0, &to, 2, params.TxGas, fees, nil))
 	// geth's pool drops the mined transaction asynchronously after the new
 	// head; until then it still answers "replacement transaction underpriced".
 	deadline := time.Now().Add(10 * time.Second)
@@ -308,15 +296,15 @@ func testUnderpricedReplacementAsksForABump(t *testing.T, bd bundle) {
 	to := common.Address{0xaa}
 	fees := bd.fees(t)
 	// Nonce 1 with nonce 0 unsent: queued, so never mined under the test.
-	if err := bd.l.SendRawTransaction(context.Background(), raw(t, bd.sign(t, bd.key, 1, &to, 1, params.TxGas, fees, nil))); err != nil {
+	if err := bd.l.SendRawTransaction(context.Background(), ledgertest.RawTx(t, bd.sign(t, bd.key, 1, &to, 1, params.TxGas, fees, nil))); err != nil {
 		t.Fatal(err)
 	}
 	same := bd.sign(t, bd.key, 1, &to, 2, params.TxGas, fees, nil)
-	wantResult(t, bd.l.SendRawTransaction(context.Background(), raw(t, same)), ledger.SendUnderpriced)
+	wantResult(t, bd.l.SendRawTransaction(context.Background(), ledgertest.RawTx(t, same)), ledger.SendUnderpriced)
 
 	bumped := ledger.Fees{TipCap: new(big.Int).Mul(fees.TipCap, big.NewInt(2)), FeeCap: new(big.Int).Mul(fees.FeeCap, big.NewInt(2))}
 	replacement := bd.sign(t, bd.key, 1, &to, 3, params.TxGas, bumped, nil)
-	if err := bd.l.SendRawTransaction(context.Background(), raw(t, replacement)); err != nil {
+	if err := bd.l.SendRawTransaction(context.Background(), ledgertest.RawTx(t, replacement)); err != nil {
 		t.Fatalf("a replacement with doubled fees: %v", err)
 	}
 }
@@ -325,20 +313,20 @@ func testInsufficientFundsRecyclesTheNonce(t *testing.T, bd bundle) {
 	poor := newKey(t)
 	to := common.Address{0xaa}
 	tx := bd.sign(t, poor, 0, &to, 1, params.TxGas, bd.fees(t), nil)
-	wantResult(t, bd.l.SendRawTransaction(context.Background(), raw(t, tx)), ledger.SendRejected)
+	wantResult(t, bd.l.SendRawTransaction(context.Background(), ledgertest.RawTx(t, tx)), ledger.SendRejected)
 }
 
 func testIntrinsicGasTooLowRecyclesTheNonce(t *testing.T, bd bundle) {
 	to := common.Address{0xaa}
 	tx := bd.sign(t, bd.key, 0, &to, 1, 20_000, bd.fees(t), nil)
-	wantResult(t, bd.l.SendRawTransaction(context.Background(), raw(t, tx)), ledger.SendRejected)
+	wantResult(t, bd.l.SendRawTransaction(context.Background(), ledgertest.RawTx(t, tx)), ledger.SendRejected)
 }
 
 // testTransportFailuresAreIndeterminate: a proxy's 502 and a node that does
 // not answer in time may both have taken the transaction.
 func testTransportFailuresAreIndeterminate(t *testing.T, bd bundle) {
 	to := common.Address{0xaa}
-	tx := raw(t, bd.sign(t, bd.key, 0, &to, 1, params.TxGas, bd.fees(t), nil))
+	tx := ledgertest.RawTx(t, bd.sign(t, bd.key, 0, &to, 1, params.TxGas, bd.fees(t), nil))
 
 	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "upstream: nonce too low", http.StatusBadGateway)
@@ -399,7 +387,7 @@ func testLostResponseIsIndeterminateAndTheTransactionIsMined(t *testing.T, bd bu
 
 	to := newAddress(t)
 	tx := bd.sign(t, bd.key, 0, &to, 7, params.TxGas, bd.fees(t), nil)
-	wantResult(t, l.SendRawTransaction(context.Background(), raw(t, tx)), ledger.SendIndeterminate)
+	wantResult(t, l.SendRawTransaction(context.Background(), ledgertest.RawTx(t, tx)), ledger.SendIndeterminate)
 	if answer := <-upstream; !strings.Contains(answer, tx.Hash().Hex()) {
 		t.Fatalf("the node did not take the transaction %s: it answered %s", tx.Hash().Hex(), answer)
 	}
@@ -421,7 +409,7 @@ func testTxsAtNonceReadsTheBlockThatHoldsANonce(t *testing.T, bd bundle) {
 	var hashes []common.Hash
 	for nonce := range uint64(3) {
 		tx := bd.sign(t, bd.key, nonce, &to, 1, params.TxGas, fees, nil)
-		if err := bd.l.SendRawTransaction(ctx, raw(t, tx)); err != nil {
+		if err := bd.l.SendRawTransaction(ctx, ledgertest.RawTx(t, tx)); err != nil {
 			t.Fatalf("SendRawTransaction: %v", err)
 		}
 		blocks = append(blocks, bd.mine(t, tx))

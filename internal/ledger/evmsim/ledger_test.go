@@ -15,6 +15,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
+	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 )
 
 var (
@@ -47,18 +48,10 @@ func setup(t *testing.T, cfg evmsim.Config) bundle {
 func sign(t *testing.T, key *ecdsa.PrivateKey, nonce uint64, tip, feeCap int64, value int64, data []byte) []byte {
 	t.Helper()
 	id := big.NewInt(1337)
-	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(id), &types.DynamicFeeTx{
+	return ledgertest.RawTx(t, ledgertest.SignTx(t, key, &types.DynamicFeeTx{
 		ChainID: id, Nonce: nonce, GasTipCap: new(big.Int).Mul(big.NewInt(tip), gwei), GasFeeCap: new(big.Int).Mul(big.NewInt(feeCap), gwei),
 		Gas: 100_000, To: &to, Value: big.NewInt(value), Data: data,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := tx.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
+	}))
 }
 
 func hashOf(t *testing.T, raw []byte) ledger.TxHash {

@@ -17,6 +17,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/jam"
+	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 )
 
 var (
@@ -74,17 +75,9 @@ func signTx(t *testing.T, key *ecdsa.PrivateKey, nonce uint64) []byte {
 	t.Helper()
 	id := big.NewInt(1337)
 	to := common.Address{0xaa}
-	tx, err := types.SignNewTx(key, types.LatestSignerForChainID(id), &types.DynamicFeeTx{
+	return ledgertest.RawTx(t, ledgertest.SignTx(t, key, &types.DynamicFeeTx{
 		ChainID: id, Nonce: nonce, GasTipCap: big.NewInt(1e9), GasFeeCap: big.NewInt(2e9), Gas: 21_000, To: &to, Value: big.NewInt(1),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := tx.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
+	}))
 }
 
 // advance moves the clock n slots on.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/jam"
+	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 )
 
 // storeRuntime is a contract that, called with 32 bytes, stores them in slot
@@ -77,22 +78,9 @@ func (e *evmBundle) send(t *testing.T, k *ecdsa.PrivateKey, to *common.Address, 
 func signDynamic(t *testing.T, k *ecdsa.PrivateKey, nonce uint64, to *common.Address, value *big.Int, gas uint64, data []byte) *types.Transaction {
 	t.Helper()
 	id := big.NewInt(jam.DefaultChainID)
-	tx, err := types.SignNewTx(k, types.LatestSignerForChainID(id), &types.DynamicFeeTx{
+	return ledgertest.SignTx(t, k, &types.DynamicFeeTx{
 		ChainID: id, Nonce: nonce, GasTipCap: big.NewInt(1e9), GasFeeCap: big.NewInt(2e9), Gas: gas, To: to, Value: value, Data: data,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tx
-}
-
-func raw(t *testing.T, tx *types.Transaction) []byte {
-	t.Helper()
-	b, err := tx.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
 }
 
 // execute submits txs as the next bundle on the executed one and moves the
@@ -105,7 +93,7 @@ func (e *evmBundle) execute(t *testing.T, txs ...*types.Transaction) jam.Executi
 	}
 	raws := make([][]byte, len(txs))
 	for i, tx := range txs {
-		raws[i] = raw(t, tx)
+		raws[i] = ledgertest.RawTx(t, tx)
 	}
 	submit(t, e.chain, pkg(t, e.chain, info.Executed.Number+1, info.Executed.Hash, 1, raws...))
 	e.advance(2)
