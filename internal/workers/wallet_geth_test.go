@@ -76,28 +76,7 @@ func TestSeed003_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
 			Request: store.TaskRequest{To: common.BigToAddress(big.NewInt(int64(0x5000 + i))).Hex(), Value: big.NewInt(int64(1000 + i))},
 		}))
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	head := node.WaitHead(t, 0)
-	for {
-		done := 0
-		for _, task := range tasks {
-			got, err := db.Store.TaskGet(ctx, task.Wallet, task.ID)
-			require.NoError(t, err)
-			require.NotEqual(t, store.TaskError, got.Status, got.Error)
-			if got.Status == store.TaskDone {
-				done++
-			}
-		}
-		if done == len(tasks) {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "%d of %d tasks done after two minutes", done, len(tasks))
-		_, err := follower.RunOnce(ctx)
-		require.NoError(t, err)
-		runPool(t, pool)
-		// Geth mines on its own clock: the next round looks at its next block.
-		head = node.WaitHead(t, head+1)
-	}
+	driveGethUntilDone(t, node, db.Store, follower, pool, tasks, 2*time.Minute)
 
 	mined, err := testgeth.MinedFrom(ctx, node.URL, addr)
 	require.NoError(t, err)
@@ -174,34 +153,35 @@ func (g *gethWallet) post(t *testing.T, n int) []store.Task {
 // driveUntilDone runs the follower and the pool until every task is done.
 func (g *gethWallet) driveUntilDone(t *testing.T, within time.Duration) {
 	t.Helper()
+	driveGethUntilDone(t, g.node, g.st, g.follower, g.pool, g.tasks, within)
+}
+
+// driveGethUntilDone runs the follower and then the pool once per block of
+// geth (which mines on its own clock) until every task is done, failing on
+// a task in error or after within.
+func driveGethUntilDone(t *testing.T, node *testgeth.Node, st *store.Store, follower *monitor.WalletFollower, pool *workers.Scheduler, tasks []store.Task, within time.Duration) {
+	t.Helper()
 	ctx := t.Context()
 	deadline := time.Now().Add(within)
-	head := g.node.WaitHead(t, 0)
+	head := node.WaitHead(t, 0)
 	for {
 		done := 0
-		for _, task := range g.tasks {
-			got, err := g.st.TaskGet(ctx, task.Wallet, task.ID)
+		for _, task := range tasks {
+			got, err := st.TaskGet(ctx, task.Wallet, task.ID)
 			require.NoError(t, err)
 			require.NotEqual(t, store.TaskError, got.Status, got.Error)
 			if got.Status == store.TaskDone {
 				done++
 			}
 		}
-		if done == len(g.tasks) {
+		if done == len(tasks) {
 			return
 		}
-		require.True(t, time.Now().Before(deadline), "%d of %d tasks done after %s", done, len(g.tasks), within)
-		_, err := g.follower.RunOnce(ctx)
+		require.True(t, time.Now().Before(deadline), "%d of %d tasks done after %s", done, len(tasks), within)
+		_, err := follower.RunOnce(ctx)
 		require.NoError(t, err)
-		for {
-			ran, err := g.pool.RunOnce(ctx)
-			require.NoError(t, err)
-			if !ran {
-				break
-			}
-		}
-		// Geth mines on its own clock: the next round looks at its next block.
-		head = g.node.WaitHead(t, head+1)
+		runPool(t, pool)
+		head = node.WaitHead(t, head+1)
 	}
 }
 

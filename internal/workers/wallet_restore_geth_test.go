@@ -75,28 +75,9 @@ func TestWalletRestoreBehindGethSendsNothingTwice(t *testing.T) {
 		}
 		return out
 	}
-	head := node.WaitHead(t, 0)
 	drive := func(p process, tasks []store.Task) {
-		deadline := time.Now().Add(time.Minute)
-		for {
-			done := 0
-			for _, task := range tasks {
-				got, err := p.st.TaskGet(ctx, task.Wallet, task.ID)
-				require.NoError(t, err)
-				require.NotEqual(t, store.TaskError, got.Status, got.Error)
-				if got.Status == store.TaskDone {
-					done++
-				}
-			}
-			if done == len(tasks) {
-				return
-			}
-			require.True(t, time.Now().Before(deadline), "%d of %d tasks done after a minute", done, len(tasks))
-			_, err := p.follower.RunOnce(ctx)
-			require.NoError(t, err)
-			runPool(t, p.pool)
-			head = node.WaitHead(t, head+1)
-		}
+		t.Helper()
+		driveGethUntilDone(t, node, p.st, p.follower, p.pool, tasks, time.Minute)
 	}
 
 	first := start(db.Store)

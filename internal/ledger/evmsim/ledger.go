@@ -752,27 +752,14 @@ func (l *Ledger) TxsAtNonce(_ context.Context, addr ledger.Address, nonce uint64
 		return nil, false, nil
 	}
 	for n := len(l.blocks) - 1; n >= 0; n-- {
-		var out []ledger.NonceTx
-		held := false
-		for _, tx := range l.blockTxs[n] {
-			if sender, _ := types.Sender(l.signer, tx); sender != from {
-				continue
-			}
-			r := l.receipts[tx.Hash()]
-			rc := ledger.Receipt{Found: true, Status: ledger.ReceiptReverted, BlockNumber: r.block, BlockHash: ledger.Hash(l.blocks[r.block].Hash),
-				GasUsed: r.gasUsed, EffectiveGasPrice: new(big.Int).Set(r.price)}
-			if r.status == types.ReceiptStatusSuccessful {
-				rc.Status = ledger.ReceiptSuccess
-			}
-			raw, err := tx.MarshalBinary()
-			if err != nil {
-				return nil, false, fmt.Errorf("evmsim: encoding transaction %s: %w", tx.Hash().Hex(), err)
-			}
-			out = append(out, ledger.NonceTx{Nonce: tx.Nonce(), Hash: ledger.TxHash(tx.Hash()), Receipt: rc, Raw: raw})
-			held = held || tx.Nonce() == nonce
+		out, err := l.senderTxs(from, uint64(n))
+		if err != nil {
+			return nil, false, err
 		}
-		if held {
-			return out, true, nil
+		for _, tx := range out {
+			if tx.Nonce == nonce {
+				return out, true, nil
+			}
 		}
 	}
 	return nil, false, fmt.Errorf("evmsim: no block holds nonce %d of %s", nonce, from.Hex())
@@ -787,7 +774,16 @@ func (l *Ledger) TxsInBlock(_ context.Context, addr ledger.Address, number uint6
 	if number >= uint64(len(l.blocks)) {
 		return nil, false, nil
 	}
-	from := common.Address(addr)
+	out, err := l.senderTxs(common.Address(addr), number)
+	if err != nil {
+		return nil, false, err
+	}
+	return out, true, nil
+}
+
+// senderTxs returns from's transactions in block number, with their
+// receipts and signed bytes. The caller holds l.mu.
+func (l *Ledger) senderTxs(from common.Address, number uint64) ([]ledger.NonceTx, error) {
 	var out []ledger.NonceTx
 	for _, tx := range l.blockTxs[number] {
 		if sender, _ := types.Sender(l.signer, tx); sender != from {
@@ -801,11 +797,11 @@ func (l *Ledger) TxsInBlock(_ context.Context, addr ledger.Address, number uint6
 		}
 		raw, err := tx.MarshalBinary()
 		if err != nil {
-			return nil, false, fmt.Errorf("evmsim: encoding transaction %s: %w", tx.Hash().Hex(), err)
+			return nil, fmt.Errorf("evmsim: encoding transaction %s: %w", tx.Hash().Hex(), err)
 		}
 		out = append(out, ledger.NonceTx{Nonce: tx.Nonce(), Hash: ledger.TxHash(tx.Hash()), Receipt: rc, Raw: raw})
 	}
-	return out, true, nil
+	return out, nil
 }
 
 // nonceAtBlock is addr's nonce by block n: one more than its transaction
