@@ -47,10 +47,7 @@ func TestSeed003_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
 	node := testgeth.Start(t, testgeth.Stalling())
 	ctx := t.Context()
 	db := testdb.New(t)
-	w, addr, reg := fundedGethWallet(t, node)
-	led, err := evm.Dial(ctx, node.URL, evm.Config{})
-	require.NoError(t, err)
-
+	w, addr, reg, led := fundedGethWallet(t, node, evm.Config{})
 	cfg := workers.WalletDefaults()
 	cfg.StallTimeout = time.Second
 	cfg.Logger = testLogger()
@@ -101,14 +98,11 @@ type gethWallet struct {
 
 func newGethWallet(t *testing.T, node *testgeth.Node) *gethWallet {
 	t.Helper()
-	ctx := t.Context()
 	db := testdb.New(t)
 	g := &gethWallet{node: node, st: db.Store, rows: testfactory.New(t, db.Store, clock.Real{})}
 	var reg *keystore.Registry
-	g.w, g.addr, reg = fundedGethWallet(t, node)
-	led, err := evm.Dial(ctx, node.URL, evm.Config{CallTimeout: 2 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(led.Close)
+	var led *evm.Ledger
+	g.w, g.addr, reg, led = fundedGethWallet(t, node, evm.Config{CallTimeout: 2 * time.Second})
 	cfg := workers.WalletDefaults()
 	cfg.LedgerTimeout, cfg.CycleBudget = 2*time.Second, time.Second
 	cfg.Logger = testLogger()
@@ -121,15 +115,19 @@ func newGethWallet(t *testing.T, node *testgeth.Node) *gethWallet {
 }
 
 // fundedGethWallet is a wallet of a new key, funded with one ether on node,
-// and the registry that holds it.
-func fundedGethWallet(t *testing.T, node *testgeth.Node) (keystore.Wallet, common.Address, *keystore.Registry) {
+// the registry that holds it and a ledger dialed to node with lcfg (closed
+// when the test ends).
+func fundedGethWallet(t *testing.T, node *testgeth.Node, lcfg evm.Config) (keystore.Wallet, common.Address, *keystore.Registry, *evm.Ledger) {
 	t.Helper()
 	w := keystore.Wallet{ID: "geth", ChainID: testgeth.DevChainID, Signer: testfactory.NewSigner(t)}
 	addr := common.Address(w.Address())
 	node.Fund(t, addr, big.NewInt(params.Ether))
 	reg, err := keystore.NewRegistry(w)
 	require.NoError(t, err)
-	return w, addr, reg
+	led, err := evm.Dial(t.Context(), node.URL, lcfg)
+	require.NoError(t, err)
+	t.Cleanup(led.Close)
+	return w, addr, reg, led
 }
 
 // gethLane is the pool and the follower that serve job's wallets on st, on
