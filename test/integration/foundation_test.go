@@ -1,12 +1,15 @@
 package integration
 
 import (
+	"cmp"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,15 +22,40 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testproc"
+	"github.com/ledgerq/ledgerq/migrations"
 )
+
+// embeddedMigration is one migration file the binary embeds.
+type embeddedMigration struct {
+	file    string
+	version int64 // goose's version: the file name's leading number
+}
+
+// embeddedMigrations lists the migrations the binary embeds, oldest first.
+func embeddedMigrations(t *testing.T) []embeddedMigration {
+	t.Helper()
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "no migration is embedded")
+	var out []embeddedMigration
+	for _, f := range files {
+		digits, _, ok := strings.Cut(f, "_")
+		require.True(t, ok, "migration %s has no version prefix", f)
+		v, err := strconv.ParseInt(digits, 10, 64)
+		require.NoError(t, err, "migration %s", f)
+		out = append(out, embeddedMigration{file: f, version: v})
+	}
+	slices.SortFunc(out, func(a, b embeddedMigration) int { return cmp.Compare(a.version, b.version) })
+	return out
+}
 
 func TestMigrateCommand_UpStatusVersionDown(t *testing.T) {
 	t.Parallel()
-	migs := testdb.Migrations(t)
-	latest := migs[len(migs)-1].Version
+	migs := embeddedMigrations(t)
+	latest := migs[len(migs)-1].version
 	var previous int64 // the version after rolling back the latest
 	if len(migs) > 1 {
-		previous = migs[len(migs)-2].Version
+		previous = migs[len(migs)-2].version
 	}
 	u := testdb.NewEmpty(t)
 	env := []string{"DATABASE_URL=" + u}
@@ -47,7 +75,7 @@ func TestMigrateCommand_UpStatusVersionDown(t *testing.T) {
 	code, out = run("status")
 	require.Equal(t, 0, code, out)
 	for _, m := range migs {
-		require.Contains(t, out, m.File)
+		require.Contains(t, out, m.file)
 	}
 	require.NotContains(t, out, "pending")
 
