@@ -99,6 +99,14 @@ func (fx *fixture) loggedIn(kind string) *browser {
 	return b
 }
 
+// cancelAsAdmin is a console with an admin's browser logged in, and the
+// path of the cancel action of its waiting task.
+func cancelAsAdmin(t *testing.T) (*fixture, *browser, string) {
+	t.Helper()
+	fx := setup(t, Config{})
+	return fx, fx.loggedIn("admin"), "/ui/wallets/main/tasks/" + fx.waiting.ID + "/cancel"
+}
+
 func (b *browser) do(method, target string, form url.Values, header ...string) *httptest.ResponseRecorder {
 	b.fx.t.Helper()
 	var req *http.Request
@@ -419,9 +427,7 @@ func TestConsole_ActionsNeedAdmin(t *testing.T) {
 
 func TestConsole_ActionsRefuseAFormWithoutTheSessionsToken(t *testing.T) {
 	t.Parallel()
-	fx := setup(t, Config{})
-	b := fx.loggedIn("admin")
-	cancel := "/ui/wallets/main/tasks/" + fx.waiting.ID + "/cancel"
+	fx, b, cancel := cancelAsAdmin(t)
 	other := fx.loggedIn("admin")
 	otherToken := csrfOf(t, other.get("/ui/").Body.String())
 	for name, form := range map[string]url.Values{
@@ -439,9 +445,7 @@ func TestConsole_ActionsRefuseAFormWithoutTheSessionsToken(t *testing.T) {
 
 func TestConsole_CancelAWaitingTaskThroughTheStoreAndTheAudit(t *testing.T) {
 	t.Parallel()
-	fx := setup(t, Config{})
-	b := fx.loggedIn("admin")
-	cancel := "/ui/wallets/main/tasks/" + fx.waiting.ID + "/cancel"
+	fx, b, cancel := cancelAsAdmin(t)
 	rec := b.post(cancel, cancel)
 	require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
 	require.Equal(t, "/ui/wallets/main/tasks/"+fx.waiting.ID+"?done=cancelled", rec.Header().Get("Location"))

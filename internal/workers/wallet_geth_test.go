@@ -47,15 +47,7 @@ func TestSeed003_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
 	node := testgeth.Start(t, testgeth.Stalling())
 	ctx := t.Context()
 	db := testdb.New(t)
-	signer := testfactory.NewSigner(t)
-	w := keystore.Wallet{ID: "geth", ChainID: testgeth.DevChainID, Signer: signer}
-	addr := common.Address(w.Address())
-	node.Fund(t, addr, big.NewInt(params.Ether))
-	reg, err := keystore.NewRegistry(w)
-	require.NoError(t, err)
-	led, err := evm.Dial(ctx, node.URL, evm.Config{})
-	require.NoError(t, err)
-
+	w, addr, reg, led := fundedGethWallet(t, node, evm.Config{})
 	cfg := workers.WalletDefaults()
 	cfg.StallTimeout = time.Second
 	cfg.Logger = testLogger()
@@ -63,10 +55,7 @@ func TestSeed003_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
 	require.NoError(t, err)
 	wcfg := workers.Defaults()
 	wcfg.Workers = 1
-	pool, err := workers.NewScheduler(db.Store, loop.Deps{Clock: clock.Real{}, Logger: testLogger()}, wcfg, map[string]workers.Job{workers.WalletKind: job})
-	require.NoError(t, err)
-	follower, err := monitor.NewWalletFollower(db.Store, reg, cfg)
-	require.NoError(t, err)
+	pool, follower := gethLane(t, db.Store, job, reg, cfg, wcfg)
 
 	var tasks []store.Task
 	rows := testfactory.New(t, db.Store, clock.Real{})
@@ -109,17 +98,11 @@ type gethWallet struct {
 
 func newGethWallet(t *testing.T, node *testgeth.Node) *gethWallet {
 	t.Helper()
-	ctx := t.Context()
 	db := testdb.New(t)
-	signer := testfactory.NewSigner(t)
-	g := &gethWallet{node: node, st: db.Store, rows: testfactory.New(t, db.Store, clock.Real{}), w: keystore.Wallet{ID: "geth", ChainID: testgeth.DevChainID, Signer: signer}}
-	g.addr = common.Address(g.w.Address())
-	node.Fund(t, g.addr, big.NewInt(params.Ether))
-	reg, err := keystore.NewRegistry(g.w)
-	require.NoError(t, err)
-	led, err := evm.Dial(ctx, node.URL, evm.Config{CallTimeout: 2 * time.Second})
-	require.NoError(t, err)
-	t.Cleanup(led.Close)
+	g := &gethWallet{node: node, st: db.Store, rows: testfactory.New(t, db.Store, clock.Real{})}
+	var reg *keystore.Registry
+	var led *evm.Ledger
+	g.w, g.addr, reg, led = fundedGethWallet(t, node, evm.Config{CallTimeout: 2 * time.Second})
 	cfg := workers.WalletDefaults()
 	cfg.LedgerTimeout, cfg.CycleBudget = 2*time.Second, time.Second
 	cfg.Logger = testLogger()
@@ -127,11 +110,35 @@ func newGethWallet(t *testing.T, node *testgeth.Node) *gethWallet {
 	require.NoError(t, err)
 	wcfg := workers.Defaults()
 	wcfg.Workers, wcfg.Backoff = 1, 100*time.Millisecond
-	g.pool, err = workers.NewScheduler(db.Store, loop.Deps{Clock: clock.Real{}, Logger: testLogger()}, wcfg, map[string]workers.Job{workers.WalletKind: job})
-	require.NoError(t, err)
-	g.follower, err = monitor.NewWalletFollower(db.Store, reg, cfg)
-	require.NoError(t, err)
+	g.pool, g.follower = gethLane(t, db.Store, job, reg, cfg, wcfg)
 	return g
+}
+
+// fundedGethWallet is a wallet of a new key, funded with one ether on node,
+// the registry that holds it and a ledger dialed to node with lcfg (closed
+// when the test ends).
+func fundedGethWallet(t *testing.T, node *testgeth.Node, lcfg evm.Config) (keystore.Wallet, common.Address, *keystore.Registry, *evm.Ledger) {
+	t.Helper()
+	w := keystore.Wallet{ID: "geth", ChainID: testgeth.DevChainID, Signer: testfactory.NewSigner(t)}
+	addr := common.Address(w.Address())
+	node.Fund(t, addr, big.NewInt(params.Ether))
+	reg, err := keystore.NewRegistry(w)
+	require.NoError(t, err)
+	led, err := evm.Dial(t.Context(), node.URL, lcfg)
+	require.NoError(t, err)
+	t.Cleanup(led.Close)
+	return w, addr, reg, led
+}
+
+// gethLane is the pool and the follower that serve job's wallets on st, on
+// the real clock.
+func gethLane(t *testing.T, st *store.Store, job *workers.WalletJob, reg *keystore.Registry, cfg workers.WalletConfig, wcfg workers.Config) (*workers.Scheduler, *monitor.WalletFollower) {
+	t.Helper()
+	pool, err := workers.NewScheduler(st, loop.Deps{Clock: clock.Real{}, Logger: testLogger()}, wcfg, map[string]workers.Job{workers.WalletKind: job})
+	require.NoError(t, err)
+	follower, err := monitor.NewWalletFollower(st, reg, cfg)
+	require.NoError(t, err)
+	return pool, follower
 }
 
 // post stores n tasks, each paying its own amount to its own recipient.

@@ -6,14 +6,10 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/params"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
-	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
-	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
@@ -32,17 +28,7 @@ func TestWalletRestoreBehindGethSendsNothingTwice(t *testing.T) {
 	node := testgeth.Start(t)
 	ctx := t.Context()
 	db := testdb.New(t)
-	key, err := crypto.GenerateKey()
-	require.NoError(t, err)
-	signer, err := keystore.NewKeySigner(key)
-	require.NoError(t, err)
-	w := keystore.Wallet{ID: "geth", ChainID: testgeth.DevChainID, Signer: signer}
-	addr := common.Address(w.Address())
-	node.Fund(t, addr, big.NewInt(params.Ether))
-	reg, err := keystore.NewRegistry(w)
-	require.NoError(t, err)
-	led, err := evm.Dial(ctx, node.URL, evm.Config{})
-	require.NoError(t, err)
+	w, addr, reg, led := fundedGethWallet(t, node, evm.Config{})
 	cfg := workers.WalletDefaults()
 	cfg.Logger = testLogger()
 	wcfg := workers.Defaults()
@@ -57,10 +43,7 @@ func TestWalletRestoreBehindGethSendsNothingTwice(t *testing.T) {
 	start := func(st *store.Store) process {
 		job, err := workers.NewWalletJob(st, led, reg, cfg, walletSteps())
 		require.NoError(t, err)
-		pool, err := workers.NewScheduler(st, loop.Deps{Clock: clock.Real{}, Logger: testLogger()}, wcfg, map[string]workers.Job{workers.WalletKind: job})
-		require.NoError(t, err)
-		follower, err := monitor.NewWalletFollower(st, reg, cfg)
-		require.NoError(t, err)
+		pool, follower := gethLane(t, st, job, reg, cfg, wcfg)
 		return process{st: st, pool: pool, follower: follower, rows: testfactory.New(t, st, clock.Real{})}
 	}
 	recipient := 0

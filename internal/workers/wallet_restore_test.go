@@ -103,6 +103,58 @@ func (e *env) requireEachOnceOnChain(t *testing.T, w int, tasks []store.Task) ma
 	return carried
 }
 
+// backupBehind has wallet 0 do nDone tasks, accept one waiting task of each
+// value, back the database up and then do the waiting tasks too: the backup
+// is behind the chain by the waiting tasks' transactions.
+func (e *env) backupBehind(t *testing.T, nDone int, values ...int64) (done, waiting []store.Task, dump string) {
+	t.Helper()
+	done = e.postN(t, nDone)
+	e.drive(t, e.pool, 20, done...)
+	for _, v := range values {
+		waiting = append(waiting, e.post(t, 0, 0, v, nil))
+	}
+	dump = pgDump(t, e.db.URL)
+	e.drive(t, e.pool, 20, waiting...)
+	return done, waiting, dump
+}
+
+// requireHeld runs rounds of follower and pool (with a block period between
+// them if advance) and checks that nothing was sent and that wallet 0's
+// health row says it is held, for a reason that contains reason.
+func (e *env) requireHeld(t *testing.T, pool *workers.Scheduler, rounds int, advance bool, reason string) {
+	t.Helper()
+	sendsBefore := len(e.led.Sends())
+	for range rounds {
+		_, err := e.follower.RunOnce(t.Context())
+		require.NoError(t, err)
+		runPool(t, pool)
+		if advance {
+			e.clk.Advance(blockPeriod)
+		}
+	}
+	require.Len(t, e.led.Sends(), sendsBefore, "nothing is sent for a held wallet")
+	h := e.health(t)
+	require.NotNil(t, h.RecoveryReason, "the health row says why the wallet is held")
+	require.Contains(t, *h.RecoveryReason, reason)
+	t.Logf("held: %s", *h.RecoveryReason)
+}
+
+// requireDoneAsOnChain drives the waiting tasks on pool, checks by the
+// chain's blocks that done's and waiting's transfers are each there once,
+// that the waiting tasks are done with the transactions the chain holds and
+// that wallet 0 is no longer held; it returns the wallet's health row.
+func (e *env) requireDoneAsOnChain(t *testing.T, pool *workers.Scheduler, rounds int, done, waiting []store.Task) store.WalletHealth {
+	t.Helper()
+	e.drive(t, pool, rounds, waiting...)
+	carried := e.requireEachOnceOnChain(t, 0, append(append([]store.Task(nil), done...), waiting...))
+	for _, task := range waiting {
+		require.Equal(t, carried[task.ID], e.task(t, task).TxHash)
+	}
+	h := e.health(t)
+	require.Nil(t, h.RecoveryReason)
+	return h
+}
+
 // A restore behind the chain: the database is backed up with pg_dump while
 // the wallet lane works (tasks done, tasks sent and not yet mined, tasks
 // waiting), the lane goes on (everything in the backup is mined, and more
@@ -165,9 +217,7 @@ func TestWalletRestoreBehindTheChainSendsNothingTwice(t *testing.T) {
 	chainNonce, err := e.chain.NonceAt(ctx, e.wallets[0].Address())
 	require.NoError(t, err)
 	require.Equal(t, chainNonceAtRestore+uint64(len(next)), chainNonce, "the restored lane used no nonce but the new tasks'")
-	h, err := e.st.WalletHealthGet(ctx, chainID, e.wallets[0].Address().Hex())
-	require.NoError(t, err)
-	require.Nil(t, h.RecoveryReason, "the wallet is not held once every nonce is known")
+	require.Nil(t, e.health(t).RecoveryReason, "the wallet is not held once every nonce is known")
 	e.requireOneTxPerNonce(t, 0)
 }
 
@@ -178,42 +228,18 @@ func TestWalletRestoreBehindTheChainSendsNothingTwice(t *testing.T) {
 func TestWalletRestoreBehindTheChainHoldsTheWalletWhileItsBlocksCannotBeRead(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{})
-	ctx := t.Context()
 
-	done := e.postN(t, 2)
-	e.drive(t, e.pool, 20, done...)
-	waiting := []store.Task{e.post(t, 0, 0, 3001, nil), e.post(t, 0, 0, 3002, nil)}
-	dump := pgDump(t, e.db.URL)
-	e.drive(t, e.pool, 20, waiting...)
+	done, waiting, dump := e.backupBehind(t, 2, 3001, 3002)
 
 	pool := e.restart(t, pgRestore(t, dump))
 	e.led.FailBlocks = true
-	sendsBefore := len(e.led.Sends())
-	for range 5 {
-		_, err := e.follower.RunOnce(ctx)
-		require.NoError(t, err)
-		runPool(t, pool)
-		e.clk.Advance(blockPeriod)
-	}
-	require.Len(t, e.led.Sends(), sendsBefore, "nothing is sent for a held wallet")
+	e.requireHeld(t, pool, 5, true, "no transaction in this database holds")
 	for _, task := range waiting {
 		require.Equal(t, store.TaskWaiting, e.task(t, task).Status)
 	}
-	h, err := e.st.WalletHealthGet(ctx, chainID, e.wallets[0].Address().Hex())
-	require.NoError(t, err)
-	require.NotNil(t, h.RecoveryReason, "the health row says why the wallet is held")
-	require.Contains(t, *h.RecoveryReason, "no transaction in this database holds")
-	t.Logf("held: %s", *h.RecoveryReason)
 
 	e.led.FailBlocks = false
-	e.drive(t, pool, 30, waiting...)
-	carried := e.requireEachOnceOnChain(t, 0, append(append([]store.Task(nil), done...), waiting...))
-	for _, task := range waiting {
-		require.Equal(t, carried[task.ID], e.task(t, task).TxHash)
-	}
-	h, err = e.st.WalletHealthGet(ctx, chainID, e.wallets[0].Address().Hex())
-	require.NoError(t, err)
-	require.Nil(t, h.RecoveryReason)
+	e.requireDoneAsOnChain(t, pool, 30, done, waiting)
 }
 
 // A restore behind a gas bump: the backup holds a task's first attempt,
@@ -259,13 +285,8 @@ func TestWalletRestoreBehindAGasBumpCountsTheBumpAsTheTasks(t *testing.T) {
 func TestWalletRestoreBehindTheChainOnAPrunedNodeReadsTheBlocksOneByOne(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{})
-	ctx := t.Context()
 
-	done := e.postN(t, 2)
-	e.drive(t, e.pool, 20, done...)
-	waiting := []store.Task{e.post(t, 0, 0, 3001, nil), e.post(t, 0, 0, 3002, nil), e.post(t, 0, 0, 3003, nil)}
-	dump := pgDump(t, e.db.URL)
-	e.drive(t, e.pool, 20, waiting...)
+	done, waiting, dump := e.backupBehind(t, 2, 3001, 3002, 3003)
 	// Blocks go by with nothing of the wallet's in them.
 	e.clk.Advance(40 * blockPeriod)
 	e.chain.Head()
@@ -274,32 +295,14 @@ func TestWalletRestoreBehindTheChainOnAPrunedNodeReadsTheBlocksOneByOne(t *testi
 	// A lookback shorter than the way back: held.
 	e.cfg.RestoreLookback = 5
 	pool := e.restart(t, pgRestore(t, dump))
-	sendsBefore := len(e.led.Sends())
-	for range 3 {
-		_, err := e.follower.RunOnce(ctx)
-		require.NoError(t, err)
-		runPool(t, pool)
-	}
-	require.Len(t, e.led.Sends(), sendsBefore, "nothing is sent for a held wallet")
-	h, err := e.st.WalletHealthGet(ctx, chainID, e.wallets[0].Address().Hex())
-	require.NoError(t, err)
-	require.NotNil(t, h.RecoveryReason)
-	require.Contains(t, *h.RecoveryReason, "--wallet-restore-lookback")
-	t.Logf("held: %s", *h.RecoveryReason)
+	e.requireHeld(t, pool, 3, false, "--wallet-restore-lookback")
 
 	// Lookback enough, and a cycle budget of one block read: the read goes
 	// on across runs from where it stopped.
 	e.cfg.RestoreLookback = 1000
 	e.cfg.CycleBudget = time.Nanosecond
 	pool = e.restart(t, e.st)
-	e.drive(t, pool, 200, waiting...)
-	carried := e.requireEachOnceOnChain(t, 0, append(append([]store.Task(nil), done...), waiting...))
-	for _, task := range waiting {
-		require.Equal(t, carried[task.ID], e.task(t, task).TxHash)
-	}
-	h, err = e.st.WalletHealthGet(ctx, chainID, e.wallets[0].Address().Hex())
-	require.NoError(t, err)
-	require.Nil(t, h.RecoveryReason)
+	h := e.requireDoneAsOnChain(t, pool, 200, done, waiting)
 	require.Nil(t, h.ScanBlock)
 	require.Positive(t, e.led.Calls("TxsInBlock"), "the blocks were read one by one")
 }

@@ -113,16 +113,7 @@ func (r *run) checkBatches() int {
 			r.t.Errorf("the Sawtooth ledger's log: batch %s %s", e.BatchID, e.Kind)
 		}
 	}
-	lost, twice := 0, 0
-	for _, b := range batches {
-		switch committed[b.id] {
-		case 0:
-			lost++
-		case 1:
-		default:
-			twice++
-		}
-	}
+	lost, twice := lostAndTwice(batches, func(b acceptedBatch) int { return committed[b.id] })
 	for id := range committed {
 		if _, ok := service[id]; !ok {
 			r.t.Errorf("batch %s committed, but the API never accepted it", id)
@@ -235,16 +226,7 @@ func (r *run) checkBuilder() (txs, blocks int) {
 	for n, c := range numbers {
 		require.Equal(r.t, 1, c, "block number %d executed %d times", n, c)
 	}
-	lost, twice := 0, 0
-	for _, tx := range accepted {
-		switch count[tx.hash] {
-		case 0:
-			lost++
-		case 1:
-		default:
-			twice++
-		}
-	}
+	lost, twice := lostAndTwice(accepted, func(tx acceptedTx) int { return count[tx.hash] })
 	require.Zero(r.t, lost, "accepted transactions never executed")
 	require.Zero(r.t, twice, "transactions executed twice")
 	r.logf("JAM chain: %d transactions of %d senders each executed once, in nonce order, in %d blocks; 0 lost, 0 twice",
@@ -307,4 +289,19 @@ func getJSON(t require.TestingT, url string, v any) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", url, body)
 	require.NoError(t, json.Unmarshal(body, v), "%s", url)
+}
+
+// lostAndTwice counts the items that times says were carried out never
+// (lost) and more than once (twice).
+func lostAndTwice[T any](items []T, times func(T) int) (lost, twice int) {
+	for _, it := range items {
+		switch times(it) {
+		case 0:
+			lost++
+		case 1:
+		default:
+			twice++
+		}
+	}
+	return lost, twice
 }

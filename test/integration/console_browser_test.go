@@ -107,6 +107,18 @@ func TestConsole_InABrowserAnOperatorFollowsEveryLaneAndActs(t *testing.T) {
 		require.NoError(t, err)
 		return strings.TrimSpace(s)
 	}
+	// onTheWalletPage clicks the wallet page's action button, confirms it
+	// and waits for the element with id after.
+	onTheWalletPage := func(button, after string) {
+		t.Helper()
+		require.NoError(t, chromedp.Do(ctx,
+			chromedp.Navigate(consoleURL+"wallets/dev"),
+			chromedp.Click(chromedp.ID(button)),
+			chromedp.WaitVisible(chromedp.ID("confirm")),
+			chromedp.Click(chromedp.ID("confirm")),
+			chromedp.WaitVisible(chromedp.ID(after)),
+		))
+	}
 
 	// Log in: the console sends a browser without a session to its login page.
 	require.NoError(t, chromedp.Do(ctx,
@@ -166,13 +178,7 @@ func TestConsole_InABrowserAnOperatorFollowsEveryLaneAndActs(t *testing.T) {
 	shot("console-task.png")
 
 	// Pause the wallet, confirmed on its page.
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(consoleURL+"wallets/dev"),
-		chromedp.Click(chromedp.ID("hold")),
-		chromedp.WaitVisible(chromedp.ID("confirm")),
-		chromedp.Click(chromedp.ID("confirm")),
-		chromedp.WaitVisible(chromedp.ID("paused")),
-	))
+	onTheWalletPage("hold", "paused")
 
 	// A task sent now waits behind the pause; cancel it from its page.
 	res = postJSON(t, base+"/v1/wallets/dev/send-tx?task=true", []byte(`{"to":"0x000000000000000000000000000000000000dEaD","value":"2"}`), key)
@@ -198,13 +204,7 @@ func TestConsole_InABrowserAnOperatorFollowsEveryLaneAndActs(t *testing.T) {
 	require.Contains(t, text(".notice"), "The task was cancelled")
 
 	// Resume the wallet.
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(consoleURL+"wallets/dev"),
-		chromedp.Click(chromedp.ID("release")),
-		chromedp.WaitVisible(chromedp.ID("confirm")),
-		chromedp.Click(chromedp.ID("confirm")),
-		chromedp.WaitVisible(chromedp.ID("hold")),
-	))
+	onTheWalletPage("release", "hold")
 
 	// The audit has the three actions, by the dev key, newest first.
 	require.NoError(t, chromedp.Do(ctx,
