@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -261,12 +262,24 @@ func TestReloader_ConcurrentHandshakesDuringRotationsAlwaysGetAPair(t *testing.T
 			}
 		})
 	}
+	// Each rotation waits for a handshake after the last one, so that
+	// handshakes run between and during rotations even on a busy machine
+	// (where the rotations could otherwise all end before one handshake).
+	seen := int64(0)
+	awaitHandshake := func() {
+		for handshakes.Load() == seen {
+			runtime.Gosched()
+		}
+		seen = handshakes.Load()
+	}
 	for i := range 50 {
+		awaitHandshake()
 		next := []pair{b.a, b.b}[i%2]
 		replace(t, b.certFile, next.CertPEM)
 		replace(t, b.keyFile, next.KeyPEM)
 		b.clock.Advance(checkInterval)
 	}
+	awaitHandshake()
 	close(stop)
 	wg.Wait()
 	require.Positive(t, handshakes.Load())
