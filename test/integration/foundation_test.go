@@ -301,7 +301,7 @@ func TestServe_EveryV1RouteNeedsAKey(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	p, api := testproc.StartReady(t, t.TempDir(), []string{"DATABASE_URL=" + db.URL}, "serve", "--log-level", "info")
-	for _, path := range []string{"/v1/batches", "/v1/batches/x", "/metrics", "/v1/bundles"} {
+	for _, path := range []string{"/v1/batches", "/v1/batches/x", "/metrics", "/v1/bundles", "/ui/", "/ui/overview.json", "/ui/wallets"} {
 		require.Equal(t, http.StatusUnauthorized, getJSON(t, api+path).StatusCode, path)
 	}
 	require.Equal(t, http.StatusOK, getJSON(t, api+"/batch_statuses?id="+strings.Repeat("a", 128)).StatusCode, "Sawtooth's drop-in is open")
