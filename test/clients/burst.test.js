@@ -37,7 +37,7 @@ test(`burst: ${senders} senders × ${perSender} all run exactly once, none stran
   // receipt.
   const hashes = new Map(signed.map((t) => [t.hash = keccakOf(t.raw), t]));
   const receipts = new Map();
-  let sends = 0, resent = 0, refusedForRoom = 0;
+  let sends = 0, resent = 0, refusedForRoom = 0, timedOut = 0;
   const deadline = Date.now() + 400_000;
   let todo = signed;
   for (let round = 0; todo.length > 0; round++) {
@@ -66,6 +66,14 @@ test(`burst: ${senders} senders × ${perSender} all run exactly once, none stran
         if (/already known/.test(msg)) {
           return;
         }
+        // A send that did not finish in the server's time (a loaded
+        // machine: JSON-RPC -32002 "request timed out", or the database
+        // out of reach) may or may not be in the pool: as with any node,
+        // it is looked for in the next round and sent again if it is not.
+        if (/request timed out|database unavailable/.test(msg)) {
+          timedOut++;
+          return;
+        }
         throw new Error(`sender ${t.sender} nonce ${t.nonce}: ${msg}`);
       }
     }));
@@ -75,7 +83,7 @@ test(`burst: ${senders} senders × ${perSender} all run exactly once, none stran
     todo = signed.filter((t) => !receipts.has(t.hash));
     if (todo.length > 0) await new Promise((r) => setTimeout(r, 500));
   }
-  console.log(`burst: ${signed.length} transactions, ${sends} sends (${refusedForRoom} refused for room, ${resent} sent again after leaving the pool)`);
+  console.log(`burst: ${signed.length} transactions, ${sends} sends (${refusedForRoom} refused for room, ${timedOut} timed out, ${resent} sent again after leaving the pool)`);
   for (const r of receipts.values()) {
     assert.equal(r.status, 1, `${r.hash} failed`);
   }
