@@ -212,17 +212,8 @@ func runKeysCreate(ctx context.Context, args []string, stdout, stderr io.Writer)
 	fmt.Fprintln(stdout, token)
 	fmt.Fprintf(stderr, "ledgerq keys: created key %s (%q) with scopes %s.\n"+
 		"The key above is shown this once; ledgerq keeps only its hash. Send it as\n"+
-		"  Authorization: Bearer <key>   (or X-API-Key: <key>)\n", key.ID, key.Name, joinScopes(key.Scopes, ", "))
+		"  Authorization: Bearer <key>   (or X-API-Key: <key>)\n", key.ID, key.Name, store.JoinScopes(key.Scopes, ", "))
 	return nil
-}
-
-// joinScopes joins scopes with sep.
-func joinScopes(scopes []store.Scope, sep string) string {
-	out := make([]string, len(scopes))
-	for i, s := range scopes {
-		out[i] = string(s)
-	}
-	return strings.Join(out, sep)
 }
 
 func runKeysList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -251,7 +242,7 @@ func runKeysList(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if k.RevokedAt != nil {
 			revoked = k.RevokedAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, joinScopes(k.Scopes, ","), k.CreatedAt.UTC().Format(time.RFC3339), revoked)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, store.JoinScopes(k.Scopes, ","), k.CreatedAt.UTC().Format(time.RFC3339), revoked)
 	}
 	return w.Flush()
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/ledgerq/ledgerq/internal/keystore"
+	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 )
 
@@ -40,7 +41,7 @@ func TestKeys_CreatePrintsTheKeyOnceListShowsItAndRevokeEndsIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if joinScopes(key.Scopes, ",") != "read,service:orders,wallet:hot,wallet:main" || key.Name != "ci bot" || !strings.Contains(notes, key.ID) {
+	if store.JoinScopes(key.Scopes, ",") != "read,service:orders,wallet:hot,wallet:main" || key.Name != "ci bot" || !strings.Contains(notes, key.ID) {
 		t.Fatalf("key %+v, notes %q", key, notes)
 	}
 
