@@ -115,7 +115,7 @@ var unlimitedOps = map[string]bool{"healthz": true, "headHealthz": true, "readyz
 // or its client address) is past its rate.
 func (s *Server) allow(c echo.Context, p principal) error {
 	r := s.cfg.Access.RateLimits.rateOf(p)
-	if r.Unlimited() || s.limiter == nil {
+	if r.Unlimited() {
 		return nil
 	}
 	key := "k:" + p.key.ID
@@ -123,9 +123,9 @@ func (s *Server) allow(c echo.Context, p principal) error {
 		key = "a:" + clientAddr(c.Request())
 	}
 	if ok, wait := s.limiter.Allow(key, r); !ok {
-		c.Response().Header().Set("Retry-After", ratelimit.RetryAfterSeconds(wait))
-		return errorf(http.StatusTooManyRequests, "too many requests: %s is limited to %s; retry after %s s",
-			p.name(), r, ratelimit.RetryAfterSeconds(wait))
+		retry := ratelimit.RetryAfterSeconds(wait)
+		c.Response().Header().Set("Retry-After", retry)
+		return errorf(http.StatusTooManyRequests, "too many requests: %s is limited to %s; retry after %s s", p.name(), r, retry)
 	}
 	return nil
 }
@@ -178,10 +178,8 @@ func (p principal) name() string {
 
 // audit is the principal's audit entry for an action made via where.
 func (p principal) audit(via string) *store.AuditEntry {
-	if p.anonymous {
-		return &store.AuditEntry{KeyName: "anonymous", Via: via}
-	}
-	return &store.AuditEntry{KeyID: p.key.ID, KeyName: p.key.Name, Via: via}
+	// An anonymous principal has the zero key: no id.
+	return &store.AuditEntry{KeyID: p.key.ID, KeyName: p.name(), Via: via}
 }
 
 type principalKey struct{}
