@@ -46,14 +46,6 @@ func accessFixture(t *testing.T, access httpapi.AccessConfig) *apiFixture {
 	return &apiFixture{t: t, db: db, url: srv.URL, metrics: m}
 }
 
-// keyWith stores a key with scopes and returns its token.
-func keyWith(t *testing.T, st *store.Store, scopes ...store.Scope) string {
-	t.Helper()
-	_, token, err := st.APIKeyCreate(context.Background(), store.APIKeyCreateParams{Now: t0, Name: "test", Scopes: scopes})
-	require.NoError(t, err)
-	return token
-}
-
 // as sends method path body with key (none when empty) and returns the
 // answer, checked against the document.
 func (f *apiFixture) as(key, method, path, body string) httpResult {

@@ -42,12 +42,18 @@ type apiFixture struct {
 	key string
 }
 
-// adminKey stores an admin API key in st and returns its token.
-func adminKey(t *testing.T, st *store.Store) string {
+// keyWith stores a key named test with scopes in st and returns its token.
+func keyWith(t testing.TB, st *store.Store, scopes ...store.Scope) string {
 	t.Helper()
-	_, token, err := st.APIKeyCreate(context.Background(), store.APIKeyCreateParams{Now: t0, Name: "test admin", Scopes: []store.Scope{store.ScopeAdmin}})
+	_, token, err := st.APIKeyCreate(context.Background(), store.APIKeyCreateParams{Now: t0, Name: "test", Scopes: scopes})
 	require.NoError(t, err)
 	return token
+}
+
+// adminKey stores an admin API key in st and returns its token.
+func adminKey(t testing.TB, st *store.Store) string {
+	t.Helper()
+	return keyWith(t, st, store.ScopeAdmin)
 }
 
 // authorize adds the fixture's key to req unless it carries one.

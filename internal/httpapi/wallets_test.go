@@ -52,11 +52,10 @@ func newTestWallet(t testing.TB, id string) keystore.Wallet {
 	return keystore.Wallet{ID: id, ChainID: walletChain, Signer: s}
 }
 
+// createAPIKey stores a key scoped to wallets and returns its token.
 func createAPIKey(t testing.TB, st *store.Store, wallets ...string) string {
 	t.Helper()
-	_, token, err := st.APIKeyCreate(context.Background(), store.APIKeyCreateParams{Now: t0, Name: "test", Scopes: store.WalletScopes(wallets...)})
-	require.NoError(t, err)
-	return token
+	return keyWith(t, st, store.WalletScopes(wallets...)...)
 }
 
 // setupWallets serves the API with two wallets, main and other, and a key
