@@ -308,7 +308,7 @@ func tableUses(sql string) []tableUse {
 // membership predicate on col, qualified by alias (or unqualified when
 // alias is "").
 func filters(sql, alias, col string) bool {
-	ref := `\b` + regexp.QuoteMeta(col) + `\b`
+	var ref string
 	if alias != "" {
 		ref = `\b` + regexp.QuoteMeta(alias) + `\.` + regexp.QuoteMeta(col) + `\b`
 	} else {
