@@ -64,14 +64,11 @@ type Deps struct {
 // keep it asleep long after. A service with deps.Wake backs off as usual;
 // the notify listener wakes it when it reconnects.
 func NewService(name string, interval time.Duration, deps Deps, max int, runOnce func(context.Context) (int, error)) *Loop {
-	var maxBackoff time.Duration // New's default
+	cfg := Config{Name: name, Interval: interval, Wake: deps.Wake, Logger: deps.Logger, Observe: deps.Metrics.ObserveRound}
 	if deps.Wake == nil {
-		maxBackoff = interval
+		cfg.MaxBackoff = min(interval, defaultMaxBackoff)
 	}
-	return New(Config{
-		Name: name, Interval: interval, Wake: deps.Wake, Logger: deps.Logger, Observe: deps.Metrics.ObserveRound,
-		MaxBackoff: min(maxBackoff, defaultMaxBackoff),
-	}, func(ctx context.Context) (bool, error) {
+	return New(cfg, func(ctx context.Context) (bool, error) {
 		n, err := runOnce(ctx)
 		return max > 0 && n >= max, err
 	})

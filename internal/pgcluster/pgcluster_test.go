@@ -526,12 +526,8 @@ func processesWithArg(t *testing.T, arg string) []int {
 func processGroupMembers(t *testing.T, pgid int) []int {
 	t.Helper()
 	return testproc.Processes(t, func(pid int) bool {
-		raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-		if err != nil {
-			return false
-		}
-		fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
-		return len(fields) > 2 && fields[2] == strconv.Itoa(pgid)
+		st, err := testproc.ReadStat(pid)
+		return err == nil && st.PGID == pgid
 	})
 }
 

@@ -14,8 +14,6 @@ package store_test
 // list holds the key's columns.
 
 import (
-	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -259,36 +257,8 @@ var crossKey = map[string]string{
 	"ShardCountByState": fanOutRead,
 }
 
-type namedQuery struct{ name, file, sql string }
-
-var queryHeader = regexp.MustCompile(`(?m)^-- name: (\w+) :\w+[ \t]*$`)
-
-// readQueries splits every queries/*.sql file on sqlc's name lines.
-func readQueries(t *testing.T, dir string) []namedQuery {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.sql"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no queries in %s: %v", dir, err)
-	}
-	var out []namedQuery
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := string(b)
-		locs := queryHeader.FindAllStringSubmatchIndex(text, -1)
-		for i, loc := range locs {
-			end := len(text)
-			if i+1 < len(locs) {
-				end = locs[i+1][0]
-			}
-			out = append(out, namedQuery{name: text[loc[2]:loc[3]], file: filepath.Base(f), sql: stripComments(text[loc[1]:end])})
-		}
-	}
-	return out
-}
-
+// lineComment is a comment to the end of its line: sourceQueries drops the
+// lines that are only a comment, this the comments after a statement's text.
 var lineComment = regexp.MustCompile(`--[^\n]*`)
 
 func stripComments(sql string) string { return lineComment.ReplaceAllString(sql, "") }
@@ -338,7 +308,7 @@ func tableUses(sql string) []tableUse {
 // membership predicate on col, qualified by alias (or unqualified when
 // alias is "").
 func filters(sql, alias, col string) bool {
-	ref := `\b` + regexp.QuoteMeta(col) + `\b`
+	var ref string
 	if alias != "" {
 		ref = `\b` + regexp.QuoteMeta(alias) + `\.` + regexp.QuoteMeta(col) + `\b`
 	} else {
@@ -381,11 +351,11 @@ func missingKeys(sql string, extra []string) []string {
 }
 
 func TestScalingPlanStatementsFilterOnDistributionKey(t *testing.T) {
-	queries := readQueries(t, filepath.Join("..", "..", "queries"))
 	seen := map[string]bool{}
-	for _, q := range queries {
+	for _, q := range sourceQueries(t) {
 		seen[q.name] = true
-		uses := tableUses(q.sql)
+		sql := stripComments(q.body)
+		uses := tableUses(sql)
 		extra, hot := singleKey[q.name]
 		reason, cross := crossKey[q.name]
 		switch {
@@ -395,7 +365,7 @@ func TestScalingPlanStatementsFilterOnDistributionKey(t *testing.T) {
 			if len(uses) == 0 {
 				t.Errorf("%s (%s) is listed single-key but touches no distributed table", q.name, q.file)
 			}
-			if m := missingKeys(q.sql, extra); len(m) > 0 {
+			if m := missingKeys(sql, extra); len(m) > 0 {
 				t.Errorf("%s (%s) is a single-key statement of the scaling plan (docs/scaling.md) but does not filter on its distribution key: %s",
 					q.name, q.file, strings.Join(m, ", "))
 			}

@@ -96,14 +96,22 @@ func (b *Buffer) tail(n int) string {
 // logTail bounds what a failed test prints of a process's output.
 const logTail = 64 << 10
 
+// command is the ledgerq binary with args in dir, with env added to a clean
+// environment that keeps PATH and HOME.
+func command(t testing.TB, dir string, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(Binary(t), args...)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
+	return cmd
+}
+
 // Start starts the ledgerq binary with args in dir, with env added to a
 // clean environment that keeps PATH and HOME. The process is killed when t
 // ends if it is still running; if t failed, the end of its output is logged.
 func Start(t testing.TB, dir string, env []string, args ...string) *Proc {
 	t.Helper()
-	cmd := exec.Command(Binary(t), args...)
-	cmd.Dir = dir
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
+	cmd := command(t, dir, env, args...)
 	p := &Proc{Cmd: cmd, Stdout: &Buffer{}, Stderr: &Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.Stdout, p.Stderr
 	if err := cmd.Start(); err != nil {
@@ -213,9 +221,7 @@ func WaitHTTP(t testing.TB, p *Proc, url string, want int, timeout time.Duration
 // failure fails t with its standard error.
 func Run(t testing.TB, dir string, env []string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(Binary(t), args...)
-	cmd.Dir = dir
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
+	cmd := command(t, dir, env, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -1,9 +1,7 @@
 package failover
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -20,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/pgcluster"
+	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
 // monitorSettings make the monitor notice a dead primary and promote its
@@ -390,7 +389,7 @@ func (f *formation) primary() (primary, other *keeper) {
 // waits until they are gone.
 func (f *formation) kill(k *keeper) {
 	f.t.Helper()
-	pids := descendants(k.cmd.Process.Pid)
+	pids := descendants(f.t, k.cmd.Process.Pid)
 	_ = syscall.Kill(-k.cmd.Process.Pid, syscall.SIGKILL)
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -398,7 +397,7 @@ func (f *formation) kill(k *keeper) {
 	<-k.done
 	deadline := time.Now().Add(10 * time.Second)
 	for _, pid := range pids {
-		for alive(pid) {
+		for testproc.Alive(pid) {
 			require.True(f.t, time.Now().Before(deadline), "process %d of %s outlived SIGKILL", pid, k.name)
 			time.Sleep(10 * time.Millisecond) // the poll interval of this wait on the kernel
 		}
@@ -486,7 +485,7 @@ func (f *formation) stop() {
 			f.kill(k)
 		}
 		// A postmaster pg_autoctl left behind.
-		for _, pid := range processesIn(k.pgdata) {
+		for _, pid := range processesIn(f.t, k.pgdata) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		if k.log != nil {
@@ -513,16 +512,12 @@ func (f *formation) logTail(k *keeper) string {
 }
 
 // descendants lists every process under root, children before theirs.
-func descendants(root int) []int {
+func descendants(t *testing.T, root int) []int {
+	t.Helper()
 	children := map[int][]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if ppid, err := parentOf(pid); err == nil {
-			children[ppid] = append(children[ppid], pid)
+	for _, pid := range testproc.Processes(t, func(int) bool { return true }) {
+		if st, err := testproc.ReadStat(pid); err == nil {
+			children[st.PPID] = append(children[st.PPID], pid)
 		}
 	}
 	var out []int
@@ -535,46 +530,12 @@ func descendants(root int) []int {
 	return out
 }
 
-// parentOf reads a process's parent from /proc/PID/stat, whose command
-// name, in parentheses, may itself hold spaces and parentheses.
-func parentOf(pid int) (int, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	end := bytes.LastIndexByte(raw, ')')
-	fields := strings.Fields(string(raw[end+1:]))
-	if end < 0 || len(fields) < 2 {
-		return 0, errors.New("short stat")
-	}
-	return strconv.Atoi(fields[1])
-}
-
-// alive reports whether pid is a process that has not exited (a zombie
-// has).
-func alive(pid int) bool {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	end := bytes.LastIndexByte(raw, ')')
-	fields := strings.Fields(string(raw[end+1:]))
-	return end >= 0 && len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
-}
-
 // processesIn lists the live processes whose working directory is dir: a
 // postmaster and its backends work in their PGDATA.
-func processesIn(dir string) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err == nil && cwd == dir && alive(pid) {
-			out = append(out, pid)
-		}
-	}
-	return out
+func processesIn(t *testing.T, dir string) []int {
+	t.Helper()
+	return testproc.Processes(t, func(pid int) bool {
+		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		return err == nil && cwd == dir && testproc.Alive(pid)
+	})
 }
