@@ -563,24 +563,15 @@ func (a *evmAPI) logs(_ context.Context, args rpcArgs) (any, error) {
 }
 
 func bloomMatches(bloom types.Bloom, addrs []common.Address, topics [][]common.Hash) bool {
-	if len(addrs) > 0 && !anyIn(bloom, len(addrs), func(i int) []byte { return addrs[i][:] }) {
+	if len(addrs) > 0 && !slices.ContainsFunc(addrs, func(a common.Address) bool { return bloom.Test(a[:]) }) {
 		return false
 	}
 	for _, set := range topics {
-		if len(set) > 0 && !anyIn(bloom, len(set), func(i int) []byte { return set[i][:] }) {
+		if len(set) > 0 && !slices.ContainsFunc(set, func(h common.Hash) bool { return bloom.Test(h[:]) }) {
 			return false
 		}
 	}
 	return true
-}
-
-func anyIn(bloom types.Bloom, n int, item func(int) []byte) bool {
-	for i := range n {
-		if bloom.Test(item(i)) {
-			return true
-		}
-	}
-	return false
 }
 
 func logMatches(l *types.Log, addrs []common.Address, topics [][]common.Hash) bool {
