@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/params"
 
 	"github.com/ledgerq/ledgerq/internal/store"
 )
@@ -131,9 +133,8 @@ func (c PoolConfig) DecodePoolTx(raw []byte) (PoolTx, error) {
 // checkPoolTx checks tx as geth's pool checks a transaction before it looks
 // at the account (core/txpool.ValidateTransaction on Shanghai's rules, with
 // geth's messages), the pool's size, price, gas and value rules among them,
-// and recovers its sender for the configured chain id. geth's function
-// itself would bring the whole EVM into the binary; a test holds this one to
-// it.
+// and recovers its sender for the configured chain id. A test holds it to
+// geth's function.
 func (c PoolConfig) checkPoolTx(tx *types.Transaction) (common.Address, error) {
 	switch tx.Type() {
 	case types.LegacyTxType, types.AccessListTxType, types.DynamicFeeTxType:
@@ -143,8 +144,8 @@ func (c PoolConfig) checkPoolTx(tx *types.Transaction) (common.Address, error) {
 	if tx.Size() > uint64(c.MaxTxSize) {
 		return common.Address{}, refuse(RefusedTooLarge, "oversized data: transaction size %d, limit %d", tx.Size(), c.MaxTxSize)
 	}
-	if tx.To() == nil && len(tx.Data()) > maxInitCodeSize {
-		return common.Address{}, refuse(RefusedInvalid, "max initcode size exceeded: code size %d limit %d", len(tx.Data()), maxInitCodeSize)
+	if tx.To() == nil && len(tx.Data()) > params.MaxInitCodeSize {
+		return common.Address{}, refuse(RefusedInvalid, "max initcode size exceeded: code size %d limit %d", len(tx.Data()), params.MaxInitCodeSize)
 	}
 	if tx.Value().Sign() < 0 {
 		return common.Address{}, refuse(RefusedInvalid, "negative value")
@@ -171,7 +172,14 @@ func (c PoolConfig) checkPoolTx(tx *types.Transaction) (common.Address, error) {
 	if tx.Value().BitLen() > 256 {
 		return common.Address{}, refuse(RefusedInvalid, "insufficient funds for gas * price + value")
 	}
-	if need := intrinsicGas(tx); tx.Gas() < need {
+	// A transaction below its intrinsic gas could never run, and would
+	// stall its sender's nonces in a bundle. Sizes are bounded by
+	// MaxPoolTxSize, so it does not overflow.
+	need, err := core.IntrinsicGas(tx.Data(), tx.AccessList(), nil, sender, tx.To(), nil, shanghai)
+	if err != nil {
+		return common.Address{}, refuse(RefusedInvalid, "%v", err)
+	}
+	if tx.Gas() < need {
 		return common.Address{}, refuse(RefusedInvalid, "intrinsic gas too low: gas %d, minimum needed %d", tx.Gas(), need)
 	}
 	if tx.GasTipCapIntCmp(c.MinTip) < 0 {
@@ -180,32 +188,8 @@ func (c PoolConfig) checkPoolTx(tx *types.Transaction) (common.Address, error) {
 	return sender, nil
 }
 
-// maxInitCodeSize is EIP-3860's limit (Shanghai): 2 × 24576 bytes.
-const maxInitCodeSize = 49152
-
-// intrinsicGas is core.IntrinsicGas on Shanghai's rules (Homestead's
-// creation cost, EIP-2028's calldata price, EIP-2930's access lists,
-// EIP-3860's init code words); "gas > 0" is the least of it. A
-// transaction below it could never run, and would stall its sender's
-// nonces in a bundle. Sizes are bounded by MaxPoolTxSize, so nothing
-// overflows.
-func intrinsicGas(tx *types.Transaction) uint64 {
-	gas := uint64(21000)
-	if tx.To() == nil {
-		gas = 53000
-	}
-	data := tx.Data()
-	for _, b := range data {
-		if b == 0 {
-			gas += 4
-		} else {
-			gas += 16
-		}
-	}
-	if tx.To() == nil {
-		gas += (uint64(len(data)) + 31) / 32 * 2
-	}
-	al := tx.AccessList()
-	gas += uint64(len(al))*2400 + uint64(al.StorageKeys())*1900
-	return gas
+// shanghai are the protocol rules the intake checks a transaction on.
+var shanghai = params.Rules{
+	IsHomestead: true, IsEIP150: true, IsEIP155: true, IsEIP158: true, IsByzantium: true, IsConstantinople: true,
+	IsPetersburg: true, IsIstanbul: true, IsBerlin: true, IsLondon: true, IsMerge: true, IsShanghai: true,
 }

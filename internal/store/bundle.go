@@ -557,10 +557,13 @@ func (s *Store) BundleApplyBlocks(ctx context.Context, chainID int64, blocks []l
 				got.Skipped = 1
 				return nil
 			}
+			freed := false
 			for _, h := range blk.Guarantees {
-				if err := applyGuarantee(ctx, q, chainID, h, slot, now, &got); err != nil {
+				f, err := applyGuarantee(ctx, q, chainID, h, slot, now, &got)
+				if err != nil {
 					return err
 				}
+				freed = freed || f
 			}
 			for _, h := range blk.Accumulations {
 				v, err := one(q.BundleVersionGet(ctx, dbsqlc.BundleVersionGetParams{PackageHash: h.Hex(), ChainID: chainID}))
@@ -593,7 +596,9 @@ func (s *Store) BundleApplyBlocks(ctx context.Context, chainID int64, blocks []l
 				return fmt.Errorf("recording slot %d processed: %w", slot, err)
 			}
 			got.Blocks = 1
-			return nil
+			// A freed core may take the next bundle: the submitters hear of
+			// it at the commit, once for the block.
+			return wakeAll(ctx, q, wakeIf{freed, notify.BundleSubmitter})
 		})
 		if err != nil {
 			return total, fmt.Errorf("applying block of slot %d: %w", blk.Slot, err)
@@ -613,50 +618,48 @@ func (s *Store) BundleApplyBlocks(ctx context.Context, chainID int64, blocks []l
 
 // applyGuarantee applies one E_G entry: the first guarantee of a bundle wins.
 // The bundle's core is locked before the bundle (lock order); the update is
-// conditional on the core read, and read again if a claim moved it.
-func applyGuarantee(ctx context.Context, q *dbsqlc.Queries, chainID int64, h ledger.Hash, slot int64, now time.Time, got *BundleApplied) error {
+// conditional on the core read, and read again if a claim moved it. It
+// reports whether it freed a core.
+func applyGuarantee(ctx context.Context, q *dbsqlc.Queries, chainID int64, h ledger.Hash, slot int64, now time.Time, got *BundleApplied) (bool, error) {
 	for attempt := 0; attempt < 3; attempt++ {
 		v, err := one(q.BundleVersionGet(ctx, dbsqlc.BundleVersionGetParams{PackageHash: h.Hex(), ChainID: chainID}))
 		if errors.Is(err, ErrNotFound) {
 			got.UnknownGuarantees++
-			return nil
+			return false, nil
 		} else if err != nil {
-			return fmt.Errorf("reading package %s: %w", h.Hex(), err)
+			return false, fmt.Errorf("reading package %s: %w", h.Hex(), err)
 		}
 		if st := BundleState(v.State); st != BundleQueued && st != BundleSubmitted {
 			got.IgnoredGuarantees++
-			return nil
+			return false, nil
 		}
 		if v.BundleCore != nil {
 			if _, err := q.CoreLockOf(ctx, dbsqlc.CoreLockOfParams{ChainID: chainID, BundleIds: []int64{v.BundleID}}); err != nil {
-				return fmt.Errorf("locking the core of bundle %d: %w", v.Number, err)
+				return false, fmt.Errorf("locking the core of bundle %d: %w", v.Number, err)
 			}
 		}
 		n, err := q.BundleGuarantee(ctx, dbsqlc.BundleGuaranteeParams{
 			PackageHash: h.Hex(), Version: v.Version, Now: now, ID: v.BundleID, Core: v.BundleCore,
 		})
 		if err != nil {
-			return fmt.Errorf("marking bundle %d guaranteed: %w", v.Number, err)
+			return false, fmt.Errorf("marking bundle %d guaranteed: %w", v.Number, err)
 		}
 		if n == 0 {
 			continue // its state or core moved since the read: read again
 		}
 		if v.BundleCore != nil {
 			if _, err := q.CoreFree(ctx, dbsqlc.CoreFreeParams{Now: now, ChainID: chainID, BundleIds: []int64{v.BundleID}}); err != nil {
-				return fmt.Errorf("freeing the core of bundle %d: %w", v.Number, err)
-			}
-			if err := wake(ctx, q, notify.BundleSubmitter); err != nil {
-				return err
+				return false, fmt.Errorf("freeing the core of bundle %d: %w", v.Number, err)
 			}
 		}
 		if _, err := q.BundleVersionSetGuaranteed(ctx, dbsqlc.BundleVersionSetGuaranteedParams{Slot: slot, PackageHash: h.Hex()}); err != nil {
-			return fmt.Errorf("recording the guarantee of package %s: %w", h.Hex(), err)
+			return false, fmt.Errorf("recording the guarantee of package %s: %w", h.Hex(), err)
 		}
 		got.Guaranteed++
-		return nil
+		return v.BundleCore != nil, nil
 	}
 	got.IgnoredGuarantees++
-	return nil
+	return false, nil
 }
 
 // BundleProcessedSlot returns the slot of the last JAM block applied to the

@@ -633,11 +633,9 @@ func checkFunds(byNonce map[uint64]poolSlot, in poolSlot, balance *big.Int) erro
 	}
 	spent := new(big.Int)
 	for _, sl := range byNonce {
-		if sl.cost != nil {
-			spent.Add(spent, sl.cost)
-		}
+		spent.Add(spent, sl.cost)
 	}
-	if old, ok := byNonce[in.nonce]; ok && old.cost != nil {
+	if old, ok := byNonce[in.nonce]; ok {
 		bump := new(big.Int).Sub(in.cost, old.cost)
 		if new(big.Int).Add(spent, bump).Cmp(balance) > 0 {
 			return &PoolInsufficientFundsError{Balance: balance, Cost: bump, Queued: spent, Bumped: true}

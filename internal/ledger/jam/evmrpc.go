@@ -1,6 +1,7 @@
 package jam
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -255,7 +257,7 @@ func (c *callArgs) message(baseFee, chainID *big.Int, gas uint64) (*core.Message
 	if c.ChainID != nil && c.ChainID.ToInt().Cmp(chainID) != 0 {
 		return nil, fmt.Errorf("chainId does not match node's (have=%v, want=%v)", c.ChainID.ToInt(), chainID)
 	}
-	if c.Data != nil && c.Input != nil && !bytesEqual(*c.Data, *c.Input) {
+	if c.Data != nil && c.Input != nil && !bytes.Equal(*c.Data, *c.Input) {
 		return nil, errors.New(`both "data" and "input" are set and not equal. Please use "input" to pass transaction call data`)
 	}
 	if c.To == nil && c.AuthorizationList != nil {
@@ -306,8 +308,6 @@ func (c *callArgs) message(baseFee, chainID *big.Int, gas uint64) (*core.Message
 	}
 	return msg.SkipNonceCheck().SkipEOACheck().SkipGasLimitCapCheck(), nil
 }
-
-func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
 
 // callMessage reads eth_call's and eth_estimateGas' arguments: the call,
 // as a message whose gas defaults to gas, and the state and header of the
@@ -563,48 +563,30 @@ func (a *evmAPI) logs(_ context.Context, args rpcArgs) (any, error) {
 }
 
 func bloomMatches(bloom types.Bloom, addrs []common.Address, topics [][]common.Hash) bool {
-	if len(addrs) > 0 && !anyIn(bloom, len(addrs), func(i int) []byte { return addrs[i][:] }) {
+	if len(addrs) > 0 && !slices.ContainsFunc(addrs, func(a common.Address) bool { return bloom.Test(a[:]) }) {
 		return false
 	}
 	for _, set := range topics {
-		if len(set) > 0 && !anyIn(bloom, len(set), func(i int) []byte { return set[i][:] }) {
+		if len(set) > 0 && !slices.ContainsFunc(set, func(h common.Hash) bool { return bloom.Test(h[:]) }) {
 			return false
 		}
 	}
 	return true
 }
 
-func anyIn(bloom types.Bloom, n int, item func(int) []byte) bool {
-	for i := range n {
-		if bloom.Test(item(i)) {
-			return true
-		}
-	}
-	return false
-}
-
 func logMatches(l *types.Log, addrs []common.Address, topics [][]common.Hash) bool {
-	if len(addrs) > 0 && !contains(addrs, l.Address) {
+	if len(addrs) > 0 && !slices.Contains(addrs, l.Address) {
 		return false
 	}
 	if len(topics) > len(l.Topics) {
 		return false
 	}
 	for i, set := range topics {
-		if len(set) > 0 && !contains(set, l.Topics[i]) {
+		if len(set) > 0 && !slices.Contains(set, l.Topics[i]) {
 			return false
 		}
 	}
 	return true
-}
-
-func contains[T comparable](xs []T, x T) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // marshalBlock is geth's block JSON: the header's fields, size, uncles,
