@@ -226,7 +226,7 @@ func (c *unknownCycle) Execute(ctx context.Context) error {
 		c.found = append(c.found, workers.Result{
 			Attempt: store.Attempt{SignedTx: signed}, Outcome: workers.Mined, Hash: signed.TxHash,
 			Reverted: rc.Status == ledger.ReceiptReverted, Block: rc.BlockNumber, BlockHash: rc.BlockHash.Hex(),
-			Final: depth <= 1 || head.Number >= rc.BlockNumber && head.Number-rc.BlockNumber+1 >= uint64(depth),
+			Final: finalAt(depth, head.Number, rc.BlockNumber),
 		})
 	}
 	c.complete = !c.more
