@@ -123,7 +123,6 @@ type unknownCycle struct {
 	// Execute's results: found, in nonce order, each with its receipt;
 	// complete when every listed nonce was found; held: why not.
 	found    []workers.Result
-	matched  int
 	complete bool
 	held     string
 	// scanned: blocks were read one by one; scanNext is then the next block
@@ -218,7 +217,6 @@ func (c *unknownCycle) Execute(ctx context.Context) error {
 			if !taken[k] && carries(&decoded, t.Request) {
 				taken[k] = true
 				signed.TaskID = t.ID
-				c.matched++
 				break
 			}
 		}
