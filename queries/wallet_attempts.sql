@@ -226,31 +226,34 @@ WHERE id = (
 RETURNING task_id, nonce;
 
 
--- name: AttemptGetUnknownFloor :one
--- Restore recovery: the nonce after the wallet's highest mined or confirmed
--- attempt (-1: none). The chain had passed every nonce below it when the
--- database knew: a freed nonce below it was taken then, not since.
-SELECT coalesce((
-    SELECT max(m.nonce) + 1 FROM ledgerq.tx_attempts m
-    WHERE m.chain_id = @chain_id AND m.sender = @sender AND m.state IN ('mined', 'confirmed')), -1)::bigint AS floor;
-
 -- name: AttemptListUnknownNonces :many
--- Restore recovery: nonces up to @last_nonce (the chain nonce minus one) that
--- the chain used and that no attempt holds (none, or only dropped ones),
--- lowest first: those from @next_nonce (the wallet's next nonce) on, and the
--- freed ones below it (only dropped attempts) from @from_nonce. A database
--- restored from an older backup has them (what it signed after the backup),
--- as has a wallet someone else sent from. Nonces below the next one with no
+-- Restore recovery, once per wallet run: nonces up to @last_nonce (the
+-- chain nonce minus one) that the chain used and that no attempt holds
+-- (none, or only dropped ones), lowest first: those from the wallet's next
+-- nonce on, and the freed ones below it (only dropped attempts) from the one
+-- after its highest mined or confirmed attempt (the chain had passed every
+-- nonce below that when the database knew: a freed nonce below it was taken
+-- then, not since). A database restored from an older backup has them (what
+-- it signed after the backup), as has a wallet someone else sent from. No
+-- next nonce (nothing ever signed): none. Nonces below the next one with no
 -- attempt at all are not listed: retention deleted their attempts, or the
--- next nonce was raised past them. The dropped ones through
--- tx_attempts_nonce.
+-- next nonce was raised past them. One statement: the next nonce by its
+-- key, the floor and the dropped ones through tx_attempts_nonce.
+WITH nx AS (
+    SELECT w.next_nonce FROM ledgerq.wallet_nonces w
+    WHERE w.chain_id = @chain_id AND w.sender = @sender
+),
+fl AS (
+    SELECT coalesce(max(m.nonce) + 1, 0)::bigint AS nonce FROM ledgerq.tx_attempts m
+    WHERE m.chain_id = @chain_id AND m.sender = @sender AND m.state IN ('mined', 'confirmed')
+)
 SELECT u.nonce::bigint AS nonce
 FROM (
-    SELECT g.nonce FROM generate_series(@next_nonce::bigint, @last_nonce::bigint) AS g(nonce)
+    SELECT g.nonce FROM nx CROSS JOIN LATERAL generate_series(nx.next_nonce, @last_nonce::bigint) AS g(nonce)
     UNION
-    SELECT d.nonce FROM ledgerq.tx_attempts d
+    SELECT d.nonce FROM ledgerq.tx_attempts d CROSS JOIN nx CROSS JOIN fl
     WHERE d.chain_id = @chain_id AND d.sender = @sender AND d.state = 'dropped'
-      AND d.nonce >= @from_nonce::bigint AND d.nonce < @next_nonce::bigint AND d.nonce <= @last_nonce::bigint
+      AND d.nonce >= fl.nonce AND d.nonce < nx.next_nonce AND d.nonce <= @last_nonce::bigint
 ) u
 WHERE NOT EXISTS (
     SELECT 1 FROM ledgerq.tx_attempts a

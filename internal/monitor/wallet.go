@@ -180,7 +180,13 @@ func (c *confirmCycle) canonical(ctx context.Context, r ledger.Receipt) (canonic
 // final reports whether a receipt in block number is Config.Confirmations
 // deep by the cycle's head.
 func (c *confirmCycle) final(number uint64) bool {
-	return c.depth <= 1 || c.head.Number >= number && c.head.Number-number+1 >= uint64(c.depth)
+	return finalAt(c.depth, c.head.Number, number)
+}
+
+// finalAt reports whether a receipt in block number is depth blocks deep
+// by head (its own block counts; a depth of 1 or less is final at once).
+func finalAt(depth int, head, number uint64) bool {
+	return depth <= 1 || head >= number && head-number+1 >= uint64(depth)
 }
 
 // found is a receipt of one of the hashes of a nonce, in a block the chain

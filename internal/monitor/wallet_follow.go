@@ -3,7 +3,6 @@ package monitor
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 
@@ -57,7 +56,7 @@ func (f *WalletFollower) RunOnce(ctx context.Context) (int, error) {
 	var after store.WalletKey
 	watchSince := f.cfg.Clock.Now().Add(-f.cfg.WatchAfter)
 	for {
-		page, err := withTimeout(ctx, f.cfg.DBTimeout, func(ctx context.Context) ([]store.WalletKey, error) {
+		page, err := workers.Within(ctx, f.cfg.DBTimeout, func(ctx context.Context) ([]store.WalletKey, error) {
 			return f.store.WalletListWithWork(ctx, store.WalletListWithWorkParams{After: after, WatchSince: watchSince, Max: followPage})
 		})
 		if err != nil {
@@ -71,7 +70,7 @@ func (f *WalletFollower) RunOnce(ctx context.Context) (int, error) {
 				continue
 			}
 			key := store.WalletShardKey(w.ChainID, w.Sender)
-			res, err := withTimeout(ctx, f.cfg.DBTimeout, func(ctx context.Context) (store.ShardScheduled, error) {
+			res, err := workers.Within(ctx, f.cfg.DBTimeout, func(ctx context.Context) (store.ShardScheduled, error) {
 				return f.store.ShardSchedule(ctx, store.ShardScheduleParams{Now: f.cfg.Clock.Now(), Key: key})
 			})
 			if err != nil {
@@ -90,11 +89,4 @@ func (f *WalletFollower) RunOnce(ctx context.Context) (int, error) {
 		f.OnScheduled()
 	}
 	return queued, nil
-}
-
-// withTimeout runs fn under a deadline d.
-func withTimeout[T any](ctx context.Context, d time.Duration, fn func(context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	return fn(ctx)
 }

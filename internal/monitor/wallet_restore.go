@@ -123,7 +123,6 @@ type unknownCycle struct {
 	// Execute's results: found, in nonce order, each with its receipt;
 	// complete when every listed nonce was found; held: why not.
 	found    []workers.Result
-	matched  int
 	complete bool
 	held     string
 	// scanned: blocks were read one by one; scanNext is then the next block
@@ -218,7 +217,6 @@ func (c *unknownCycle) Execute(ctx context.Context) error {
 			if !taken[k] && carries(&decoded, t.Request) {
 				taken[k] = true
 				signed.TaskID = t.ID
-				c.matched++
 				break
 			}
 		}
@@ -226,7 +224,7 @@ func (c *unknownCycle) Execute(ctx context.Context) error {
 		c.found = append(c.found, workers.Result{
 			Attempt: store.Attempt{SignedTx: signed}, Outcome: workers.Mined, Hash: signed.TxHash,
 			Reverted: rc.Status == ledger.ReceiptReverted, Block: rc.BlockNumber, BlockHash: rc.BlockHash.Hex(),
-			Final: depth <= 1 || head.Number >= rc.BlockNumber && head.Number-rc.BlockNumber+1 >= uint64(depth),
+			Final: finalAt(depth, head.Number, rc.BlockNumber),
 		})
 	}
 	c.complete = !c.more

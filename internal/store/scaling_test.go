@@ -92,7 +92,6 @@ var singleKey = map[string][]string{
 	"WalletHealthRelease":          nil,
 	"AttemptListInFlight":          nil,
 	// Restore recovery, inside one wallet's run.
-	"AttemptGetUnknownFloor":   nil,
 	"AttemptListUnknownNonces": nil,
 	"AttemptGetLastMinedBlock": nil,
 	"WalletRecoveryHold":       nil,

@@ -18,30 +18,17 @@ import (
 // the backup), as has a wallet someone else sent from. A wallet for which
 // nothing was ever signed has none; nonces below the next one with no
 // attempt at all (deleted by retention, or skipped when the next nonce was
-// raised) are not listed.
+// raised) are not listed. It is one statement: it runs on every wallet run.
 func (s *Store) AttemptListUnknownNonces(ctx context.Context, chainID int64, sender string, chainNonce int64, limit int) ([]int64, error) {
+	if limit <= 0 || chainNonce <= 0 {
+		return nil, nil // the chain used no nonce, or none is asked for
+	}
 	sender = lowerHex(sender)
-	key := WalletShardKey(chainID, sender)
-	if limit <= 0 {
-		return nil, nil
-	}
-	next, err := one(s.q.WalletNonceGet(ctx, dbsqlc.WalletNonceGetParams{ChainID: chainID, Sender: sender}))
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("reading the next nonce of %s: %w", key, err)
-	}
-	floor, err := one(s.q.AttemptGetUnknownFloor(ctx, dbsqlc.AttemptGetUnknownFloorParams{ChainID: chainID, Sender: sender}))
-	if err != nil {
-		return nil, fmt.Errorf("reading the lowest unknown nonce of %s: %w", key, err)
-	}
 	nonces, err := s.q.AttemptListUnknownNonces(ctx, dbsqlc.AttemptListUnknownNoncesParams{
-		NextNonce: next.NextNonce, LastNonce: chainNonce - 1, ChainID: chainID, Sender: sender, FromNonce: max(floor, 0),
-		Max: int32(min(limit, 1<<31-1)),
+		ChainID: chainID, Sender: sender, LastNonce: chainNonce - 1, Max: int32(min(limit, 1<<31-1)),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("listing the unknown nonces of %s: %w", key, err)
+		return nil, fmt.Errorf("listing the unknown nonces of %s: %w", WalletShardKey(chainID, sender), err)
 	}
 	return nonces, nil
 }

@@ -566,16 +566,18 @@ func (s *WalletShard) Fenced(ctx context.Context, fn func(tx *store.Store) error
 
 // DBCall runs one database call of shard s under WalletConfig.DBTimeout.
 func DBCall[T any](ctx context.Context, s *WalletShard, fn func(context.Context) (T, error)) (T, error) {
-	return within(ctx, s.job.cfg.DBTimeout, fn)
+	return Within(ctx, s.job.cfg.DBTimeout, fn)
 }
 
 // LedgerCall runs one ledger call of shard s under
 // WalletConfig.LedgerTimeout.
 func LedgerCall[T any](ctx context.Context, s *WalletShard, fn func(context.Context) (T, error)) (T, error) {
-	return within(ctx, s.job.cfg.LedgerTimeout, fn)
+	return Within(ctx, s.job.cfg.LedgerTimeout, fn)
 }
 
-func within[T any](ctx context.Context, d time.Duration, fn func(context.Context) (T, error)) (T, error) {
+// Within runs fn under a deadline d: DBCall and LedgerCall for a shard's
+// calls, and the wallet follower's, which has no shard.
+func Within[T any](ctx context.Context, d time.Duration, fn func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	return fn(ctx)

@@ -260,27 +260,6 @@ func (q *Queries) AttemptGetMaxLiveNonce(ctx context.Context, arg AttemptGetMaxL
 	return nonce, err
 }
 
-const attemptGetUnknownFloor = `-- name: AttemptGetUnknownFloor :one
-SELECT coalesce((
-    SELECT max(m.nonce) + 1 FROM ledgerq.tx_attempts m
-    WHERE m.chain_id = $1 AND m.sender = $2 AND m.state IN ('mined', 'confirmed')), -1)::bigint AS floor
-`
-
-type AttemptGetUnknownFloorParams struct {
-	ChainID int64
-	Sender  string
-}
-
-// Restore recovery: the nonce after the wallet's highest mined or confirmed
-// attempt (-1: none). The chain had passed every nonce below it when the
-// database knew: a freed nonce below it was taken then, not since.
-func (q *Queries) AttemptGetUnknownFloor(ctx context.Context, arg AttemptGetUnknownFloorParams) (int64, error) {
-	row := q.db.QueryRow(ctx, attemptGetUnknownFloor, arg.ChainID, arg.Sender)
-	var floor int64
-	err := row.Scan(&floor)
-	return floor, err
-}
-
 const attemptInsertMany = `-- name: AttemptInsertMany :execrows
 WITH u AS (
     SELECT unnest($4::text[]) AS tx_hash, unnest($5::text[]) AS task_id,
@@ -836,47 +815,54 @@ func (q *Queries) AttemptListUncertain(ctx context.Context, arg AttemptListUncer
 }
 
 const attemptListUnknownNonces = `-- name: AttemptListUnknownNonces :many
+WITH nx AS (
+    SELECT w.next_nonce FROM ledgerq.wallet_nonces w
+    WHERE w.chain_id = $2 AND w.sender = $3
+),
+fl AS (
+    SELECT coalesce(max(m.nonce) + 1, 0)::bigint AS nonce FROM ledgerq.tx_attempts m
+    WHERE m.chain_id = $2 AND m.sender = $3 AND m.state IN ('mined', 'confirmed')
+)
 SELECT u.nonce::bigint AS nonce
 FROM (
-    SELECT g.nonce FROM generate_series($1::bigint, $2::bigint) AS g(nonce)
+    SELECT g.nonce FROM nx CROSS JOIN LATERAL generate_series(nx.next_nonce, $1::bigint) AS g(nonce)
     UNION
-    SELECT d.nonce FROM ledgerq.tx_attempts d
-    WHERE d.chain_id = $3 AND d.sender = $4 AND d.state = 'dropped'
-      AND d.nonce >= $5::bigint AND d.nonce < $1::bigint AND d.nonce <= $2::bigint
+    SELECT d.nonce FROM ledgerq.tx_attempts d CROSS JOIN nx CROSS JOIN fl
+    WHERE d.chain_id = $2 AND d.sender = $3 AND d.state = 'dropped'
+      AND d.nonce >= fl.nonce AND d.nonce < nx.next_nonce AND d.nonce <= $1::bigint
 ) u
 WHERE NOT EXISTS (
     SELECT 1 FROM ledgerq.tx_attempts a
-    WHERE a.chain_id = $3 AND a.sender = $4 AND a.nonce = u.nonce AND a.state <> 'dropped'
+    WHERE a.chain_id = $2 AND a.sender = $3 AND a.nonce = u.nonce AND a.state <> 'dropped'
 )
 ORDER BY u.nonce
-LIMIT $6
+LIMIT $4
 `
 
 type AttemptListUnknownNoncesParams struct {
-	NextNonce int64
 	LastNonce int64
 	ChainID   int64
 	Sender    string
-	FromNonce int64
 	Max       int32
 }
 
-// Restore recovery: nonces up to @last_nonce (the chain nonce minus one) that
-// the chain used and that no attempt holds (none, or only dropped ones),
-// lowest first: those from @next_nonce (the wallet's next nonce) on, and the
-// freed ones below it (only dropped attempts) from @from_nonce. A database
-// restored from an older backup has them (what it signed after the backup),
-// as has a wallet someone else sent from. Nonces below the next one with no
+// Restore recovery, once per wallet run: nonces up to @last_nonce (the
+// chain nonce minus one) that the chain used and that no attempt holds
+// (none, or only dropped ones), lowest first: those from the wallet's next
+// nonce on, and the freed ones below it (only dropped attempts) from the one
+// after its highest mined or confirmed attempt (the chain had passed every
+// nonce below that when the database knew: a freed nonce below it was taken
+// then, not since). A database restored from an older backup has them (what
+// it signed after the backup), as has a wallet someone else sent from. No
+// next nonce (nothing ever signed): none. Nonces below the next one with no
 // attempt at all are not listed: retention deleted their attempts, or the
-// next nonce was raised past them. The dropped ones through
-// tx_attempts_nonce.
+// next nonce was raised past them. One statement: the next nonce by its
+// key, the floor and the dropped ones through tx_attempts_nonce.
 func (q *Queries) AttemptListUnknownNonces(ctx context.Context, arg AttemptListUnknownNoncesParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, attemptListUnknownNonces,
-		arg.NextNonce,
 		arg.LastNonce,
 		arg.ChainID,
 		arg.Sender,
-		arg.FromNonce,
 		arg.Max,
 	)
 	if err != nil {
