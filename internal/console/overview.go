@@ -3,11 +3,12 @@ package console
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/labstack/echo/v4"
 
+	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
@@ -221,8 +222,8 @@ func (c *Console) health(ec echo.Context) healthView {
 	h.Health = got
 	for _, w := range got.Stopped {
 		p := pausedWallet{WalletHealth: w}
-		for _, rw := range c.allWallets() {
-			if rw.ChainID == w.ChainID && strings.EqualFold(rw.Address().Hex(), w.Sender) {
+		if c.wallets != nil {
+			if rw, ok := c.wallets.BySender(w.ChainID, ledger.Address(common.HexToAddress(w.Sender))); ok {
 				p.Name = rw.ID
 			}
 		}
