@@ -57,11 +57,9 @@ func (s session) who() string {
 
 func (s session) may(n need) bool { return s.anonymous || s.key.Has(n.scope) }
 
-// audit is the session's audit entry.
+// audit is the session's audit entry: an anonymous session's key is the
+// zero key, which the store records as anonymous.
 func (s session) audit() *store.AuditEntry {
-	if s.anonymous {
-		return &store.AuditEntry{KeyName: "anonymous", Via: "console"}
-	}
 	return &store.AuditEntry{KeyID: s.key.ID, KeyName: s.key.Name, Via: "console"}
 }
 

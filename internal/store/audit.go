@@ -17,7 +17,8 @@ type AuditEntry struct {
 	// KeyID is the acting key's id; empty when the API is open without
 	// keys.
 	KeyID string
-	// KeyName is the key's name, or "anonymous".
+	// KeyName is the key's name; empty (no key) is recorded as
+	// "anonymous".
 	KeyName string
 	// Via is where the action came from: "api" or "console".
 	Via string
