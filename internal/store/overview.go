@@ -248,9 +248,5 @@ func (s *Store) PoolTxListBySender(ctx context.Context, p PoolTxListBySenderPara
 	if err != nil {
 		return nil, fmt.Errorf("listing the pool transactions of %s: %w", p.Sender, err)
 	}
-	out := make([]PoolTx, len(rows))
-	for i, r := range rows {
-		out[i] = poolTxFromRow(r)
-	}
-	return out, nil
+	return fromRows(rows, poolTxFromRow), nil
 }
