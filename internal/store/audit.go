@@ -67,9 +67,9 @@ func auditInsert(ctx context.Context, q *dbsqlc.Queries, e *AuditEntry) error {
 	if e.KeyID != "" {
 		keyID = &e.KeyID
 	}
-	if _, err := one(q.AuditInsert(ctx, dbsqlc.AuditInsertParams{
+	if err := q.AuditInsert(ctx, dbsqlc.AuditInsertParams{
 		At: e.at, KeyID: keyID, KeyName: name, Action: e.action, Target: e.target, Detail: raw,
-	})); err != nil {
+	}); err != nil {
 		return fmt.Errorf("recording %s of %s: %w", e.action, e.target, err)
 	}
 	return nil
