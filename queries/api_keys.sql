@@ -50,10 +50,9 @@ WHERE token_hash = @token_hash AND ended_at IS NULL;
 DELETE FROM ledgerq.console_sessions
 WHERE expires_at < @before::timestamptz OR ended_at < @before::timestamptz;
 
--- name: AuditInsert :one
+-- name: AuditInsert :exec
 INSERT INTO ledgerq.audit_log (at, key_id, key_name, action, target, detail)
-VALUES (@at::timestamptz, sqlc.narg(key_id), @key_name, @action, @target, @detail::jsonb)
-RETURNING *;
+VALUES (@at::timestamptz, sqlc.narg(key_id), @key_name, @action, @target, @detail::jsonb);
 
 -- name: AuditList :many
 -- The newest actions first, by keyset (before @before_id when given).

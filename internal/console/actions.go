@@ -3,6 +3,7 @@ package console
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -203,4 +204,4 @@ func shortID(s string) string {
 	return s[:10] + "…" + s[len(s)-6:]
 }
 
-func itoa(v int64) string { return formatInt(v) }
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }

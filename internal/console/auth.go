@@ -42,10 +42,9 @@ var (
 type session struct {
 	key       store.APIKey
 	anonymous bool
-	// token is the session cookie's value ("" when anonymous).
+	// token is the secret the session's CSRF tokens derive from: the
+	// session cookie's value, or the form cookie's when anonymous.
 	token string
-	// csrf is the token the session's forms carry.
-	csrf string
 }
 
 func (s session) who() string {
@@ -57,11 +56,12 @@ func (s session) who() string {
 
 func (s session) may(n need) bool { return s.anonymous || s.key.Has(n.scope) }
 
-// audit is the session's audit entry.
+// csrf is the token the session's forms carry.
+func (s session) csrf() string { return csrfToken(s.token) }
+
+// audit is the session's audit entry: an anonymous session's key is the
+// zero key, which the store records as anonymous.
 func (s session) audit() *store.AuditEntry {
-	if s.anonymous {
-		return &store.AuditEntry{KeyName: "anonymous", Via: "console"}
-	}
 	return &store.AuditEntry{KeyID: s.key.ID, KeyName: s.key.Name, Via: "console"}
 }
 
@@ -131,8 +131,7 @@ func (c *Console) requireSession(n need) echo.MiddlewareFunc {
 		return func(ec echo.Context) error {
 			var s session
 			if c.cfg.Open {
-				secret := c.formSecret(ec)
-				s = session{anonymous: true, csrf: csrfToken(secret), token: secret}
+				s = session{anonymous: true, token: c.formSecret(ec)}
 			} else {
 				ck, err := ec.Cookie(sessionCookie)
 				if err != nil || ck.Value == "" {
@@ -149,7 +148,7 @@ func (c *Console) requireSession(n need) echo.MiddlewareFunc {
 				case err != nil:
 					return c.storeFail(ec, "your session", err)
 				}
-				s = session{key: key, token: ck.Value, csrf: csrfToken(ck.Value)}
+				s = session{key: key, token: ck.Value}
 			}
 			ec.Set(sessionKey, s)
 			if err := c.limit(ec, s.key, s.anonymous); err != nil {

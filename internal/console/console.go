@@ -194,7 +194,7 @@ func (c *Console) render(ec echo.Context, status int, name string, p page) error
 		return fmt.Errorf("console: no template %q", name)
 	}
 	if s, ok := sessionOf(ec); ok {
-		p.Who, p.Open, p.Admin, p.CSRF = s.who(), c.cfg.Open, s.may(needAdmin), s.csrf
+		p.Who, p.Open, p.Admin, p.CSRF = s.who(), c.cfg.Open, s.may(needAdmin), s.csrf()
 	}
 	if p.Notice == "" {
 		p.Notice = notices[ec.QueryParam("done")]

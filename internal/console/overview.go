@@ -3,11 +3,12 @@ package console
 import (
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/labstack/echo/v4"
 
+	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
@@ -221,8 +222,8 @@ func (c *Console) health(ec echo.Context) healthView {
 	h.Health = got
 	for _, w := range got.Stopped {
 		p := pausedWallet{WalletHealth: w}
-		for _, rw := range c.allWallets() {
-			if rw.ChainID == w.ChainID && strings.EqualFold(rw.Address().Hex(), w.Sender) {
+		if c.wallets != nil {
+			if rw, ok := c.wallets.BySender(w.ChainID, ledger.Address(common.HexToAddress(w.Sender))); ok {
 				p.Name = rw.ID
 			}
 		}
@@ -261,21 +262,13 @@ func charts(h store.LaneHistory, now time.Time) []chart {
 		}
 		return out
 	}
-	pct := func(rows []store.MinuteCount, state string, p99 bool) ([]float64, []bool) {
-		out, has := make([]float64, n), make([]bool, n)
+	latency := func(id, title string, rows []store.MinuteCount, state string) chart {
+		p50, p99, has := make([]float64, n), make([]float64, n), make([]bool, n)
 		for _, r := range rows {
 			if i := idx(r.Minute); i >= 0 && r.State == state {
-				out[i], has[i] = r.P50, true
-				if p99 {
-					out[i] = r.P99
-				}
+				p50[i], p99[i], has[i] = r.P50, r.P99, true
 			}
 		}
-		return out, has
-	}
-	latency := func(id, title string, rows []store.MinuteCount, state string) chart {
-		p50, has := pct(rows, state, false)
-		p99, _ := pct(rows, state, true)
 		return chart{ID: id, Title: title, Unit: "seconds", Minutes: minutes, Series: []series{
 			{Name: "p50", Class: "s0", Values: p50, Has: has},
 			{Name: "p99", Class: "s1", Values: p99, Has: has},

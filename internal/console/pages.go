@@ -172,7 +172,9 @@ func (c *Console) walletList(ec echo.Context) error {
 	return c.render(ec, http.StatusOK, "wallets.html", page{Title: "Wallets", Nav: "wallets", Data: out})
 }
 
-// wallet is the wallet lane's one configured wallet, or a 404 page.
+// wallet404 returns the wallet the path names. For a wallet this server
+// does not send for it answers 404 and returns the zero wallet (ID "") with
+// what answering returned: callers stop on an error or an empty ID.
 func (c *Console) wallet404(ec echo.Context) (keystore.Wallet, error) {
 	w, ok := c.walletByID(ec.Param("wallet"))
 	if !ok {

@@ -40,15 +40,15 @@ func parsePages() (map[string]*template.Template, error) {
 
 var funcs = template.FuncMap{
 	"time":    formatTime,
-	"timep":   func(t *time.Time) string { return formatTimePtr(t) },
+	"timep":   formatTimePtr,
 	"ago":     ago,
-	"agop":    func(t *time.Time, now time.Time) string { return agoPtr(t, now) },
+	"agop":    agoPtr,
 	"wei":     weiString,
 	"big":     bigString,
 	"gwei":    gweiString,
-	"int64p":  func(v *int64) string { return intPtr(v) },
-	"intp":    func(v *int) string { return intPtr(v) },
-	"uint64p": func(v *uint64) string { return intPtr(v) },
+	"int64p":  intPtr[int64],
+	"intp":    intPtr[int],
+	"uint64p": intPtr[uint64],
 	"strp": func(v *string) string {
 		if v == nil {
 			return ""
@@ -143,8 +143,6 @@ func gweiString(v *big.Int) string {
 	g := new(big.Float).Quo(new(big.Float).SetInt(v), big.NewFloat(1e9))
 	return strings.TrimRight(strings.TrimRight(g.Text('f', 4), "0"), ".") + " gwei"
 }
-
-func formatInt(v int64) string { return strconv.FormatInt(v, 10) }
 
 func intPtr[T int | int64 | uint64](v *T) string {
 	if v == nil {

@@ -21,12 +21,9 @@ import (
 // log or a repository is recognisable (and secret scanners can match it).
 const APIKeyTokenPrefix = "lq_"
 
-// apiKeyTokenBytes is the token's entropy: 32 random bytes.
-const apiKeyTokenBytes = 32
-
-// apiKeyTokenLen is a token's length: the prefix and 32 bytes in unpadded
-// base64url.
-var apiKeyTokenLen = len(APIKeyTokenPrefix) + base64.RawURLEncoding.EncodedLen(apiKeyTokenBytes)
+// secretTokenBytes is the entropy of a token ledgerq makes (an API key's,
+// a console session's): 32 random bytes.
+const secretTokenBytes = 32
 
 // APIKey is one row of ledgerq.api_keys, without the token's hash: nothing
 // in it opens the API.
@@ -191,17 +188,23 @@ func (s *Store) APIKeyCreate(ctx context.Context, p APIKeyCreateParams) (APIKey,
 
 // newSecretToken is prefix and 32 random bytes in unpadded base64url.
 func newSecretToken(prefix string) string {
-	var raw [apiKeyTokenBytes]byte
+	var raw [secretTokenBytes]byte
 	// crypto/rand.Read never returns an error (Go 1.24+); it panics instead.
 	_, _ = rand.Read(raw[:])
 	return prefix + base64.RawURLEncoding.EncodeToString(raw[:])
 }
 
+// isSecretToken reports whether token has the form newSecretToken(prefix)
+// gives: one that has not was never made by ledgerq, and needs no look-up.
+func isSecretToken(token, prefix string) bool {
+	rest, ok := strings.CutPrefix(token, prefix)
+	return ok && len(rest) == base64.RawURLEncoding.EncodedLen(secretTokenBytes)
+}
+
 // APIKeyLookup returns the valid key whose token is token. An unknown,
 // malformed or revoked token is ErrNotFound: the three are one to a client.
 func (s *Store) APIKeyLookup(ctx context.Context, token string) (APIKey, error) {
-	if len(token) != apiKeyTokenLen || !strings.HasPrefix(token, APIKeyTokenPrefix) {
-		// No token ledgerq made: no need to ask the database.
+	if !isSecretToken(token, APIKeyTokenPrefix) {
 		return APIKey{}, ErrNotFound
 	}
 	row, err := one(s.q.APIKeyGetByTokenHash(ctx, apiKeyHash(token)))

@@ -17,7 +17,8 @@ type AuditEntry struct {
 	// KeyID is the acting key's id; empty when the API is open without
 	// keys.
 	KeyID string
-	// KeyName is the key's name, or "anonymous".
+	// KeyName is the key's name; empty (no key) is recorded as
+	// "anonymous".
 	KeyName string
 	// Via is where the action came from: "api" or "console".
 	Via string
@@ -66,9 +67,9 @@ func auditInsert(ctx context.Context, q *dbsqlc.Queries, e *AuditEntry) error {
 	if e.KeyID != "" {
 		keyID = &e.KeyID
 	}
-	if _, err := one(q.AuditInsert(ctx, dbsqlc.AuditInsertParams{
+	if err := q.AuditInsert(ctx, dbsqlc.AuditInsertParams{
 		At: e.at, KeyID: keyID, KeyName: name, Action: e.action, Target: e.target, Detail: raw,
-	})); err != nil {
+	}); err != nil {
 		return fmt.Errorf("recording %s of %s: %w", e.action, e.target, err)
 	}
 	return nil

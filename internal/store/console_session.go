@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
@@ -12,10 +11,6 @@ import (
 // ConsoleSessionPrefix starts every console session token (the cookie's
 // value), so that one found in a log is recognisable.
 const ConsoleSessionPrefix = "lqs_"
-
-// consoleSessionTokenLen is a session token's length: the prefix and 32
-// bytes in unpadded base64url.
-var consoleSessionTokenLen = len(ConsoleSessionPrefix) + apiKeyTokenLen - len(APIKeyTokenPrefix)
 
 // ConsoleSessionCreate starts a console session of the key, valid for ttl,
 // and returns its token (for the cookie). Only its SHA-256 is stored.
@@ -33,7 +28,7 @@ func (s *Store) ConsoleSessionCreate(ctx context.Context, keyID string, now time
 // has not ended or expired, whose key is not revoked. Anything else is
 // ErrNotFound.
 func (s *Store) ConsoleSessionKey(ctx context.Context, token string, now time.Time) (APIKey, error) {
-	if len(token) != consoleSessionTokenLen || !strings.HasPrefix(token, ConsoleSessionPrefix) {
+	if !isSecretToken(token, ConsoleSessionPrefix) {
 		return APIKey{}, ErrNotFound
 	}
 	row, err := one(s.q.ConsoleSessionKey(ctx, dbsqlc.ConsoleSessionKeyParams{TokenHash: apiKeyHash(token), Now: now}))

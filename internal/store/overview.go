@@ -197,7 +197,7 @@ func anyTime(v any) *time.Time {
 type BatchListInOrderParams struct {
 	ServiceID string
 	// AfterCreatedAt and AfterID are the last batch of the previous page
-	// (zero for the first).
+	// (zero for the first: the zero time is before every batch).
 	AfterCreatedAt time.Time
 	AfterID        string
 	Limit          int
@@ -206,12 +206,8 @@ type BatchListInOrderParams struct {
 // BatchListInOrder returns up to Limit of the service's batches in the order
 // they are sent (created_at, then id), after the given one.
 func (s *Store) BatchListInOrder(ctx context.Context, p BatchListInOrderParams) ([]Batch, error) {
-	after := p.AfterCreatedAt
-	if after.IsZero() {
-		after = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
-	}
 	rows, err := s.q.BatchListByServiceInOrder(ctx, dbsqlc.BatchListByServiceInOrderParams{
-		ServiceID: p.ServiceID, AfterCreatedAt: after, AfterID: p.AfterID, Max: int32(p.Limit),
+		ServiceID: p.ServiceID, AfterCreatedAt: p.AfterCreatedAt, AfterID: p.AfterID, Max: int32(p.Limit),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing the batches of service %q: %w", p.ServiceID, err)
@@ -252,9 +248,5 @@ func (s *Store) PoolTxListBySender(ctx context.Context, p PoolTxListBySenderPara
 	if err != nil {
 		return nil, fmt.Errorf("listing the pool transactions of %s: %w", p.Sender, err)
 	}
-	out := make([]PoolTx, len(rows))
-	for i, r := range rows {
-		out[i] = poolTxFromRow(r)
-	}
-	return out, nil
+	return fromRows(rows, poolTxFromRow), nil
 }

@@ -146,10 +146,9 @@ func (q *Queries) APIKeyRevoke(ctx context.Context, arg APIKeyRevokeParams) (Led
 	return i, err
 }
 
-const auditInsert = `-- name: AuditInsert :one
+const auditInsert = `-- name: AuditInsert :exec
 INSERT INTO ledgerq.audit_log (at, key_id, key_name, action, target, detail)
 VALUES ($1::timestamptz, $2, $3, $4, $5, $6::jsonb)
-RETURNING id, at, key_id, key_name, action, target, detail
 `
 
 type AuditInsertParams struct {
@@ -161,8 +160,8 @@ type AuditInsertParams struct {
 	Detail  []byte
 }
 
-func (q *Queries) AuditInsert(ctx context.Context, arg AuditInsertParams) (LedgerqAuditLog, error) {
-	row := q.db.QueryRow(ctx, auditInsert,
+func (q *Queries) AuditInsert(ctx context.Context, arg AuditInsertParams) error {
+	_, err := q.db.Exec(ctx, auditInsert,
 		arg.At,
 		arg.KeyID,
 		arg.KeyName,
@@ -170,17 +169,7 @@ func (q *Queries) AuditInsert(ctx context.Context, arg AuditInsertParams) (Ledge
 		arg.Target,
 		arg.Detail,
 	)
-	var i LedgerqAuditLog
-	err := row.Scan(
-		&i.ID,
-		&i.At,
-		&i.KeyID,
-		&i.KeyName,
-		&i.Action,
-		&i.Target,
-		&i.Detail,
-	)
-	return i, err
+	return err
 }
 
 const auditList = `-- name: AuditList :many
