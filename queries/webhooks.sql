@@ -124,10 +124,14 @@ RETURNING id, endpoint_id, last_status, last_error;
 -- name: WebhookDeliveryCounts :one
 -- The console's health panel: deliveries still to be made (the backlog,
 -- with its oldest) and those given up.
-SELECT count(*) FILTER (WHERE delivered_at IS NULL AND gave_up_at IS NULL)::bigint AS backlog,
-       min(created_at) FILTER (WHERE delivered_at IS NULL AND gave_up_at IS NULL) AS oldest_backlog,
-       count(*) FILTER (WHERE gave_up_at IS NOT NULL)::bigint AS given_up
-FROM ledgerq.webhook_deliveries;
+-- Each part reads its own partial index (webhook_deliveries_due,
+-- webhook_deliveries_given_up), never the delivered rows, which are most
+-- of the table and never deleted.
+SELECT (SELECT count(*) FROM ledgerq.webhook_deliveries b
+        WHERE b.delivered_at IS NULL AND b.gave_up_at IS NULL)::bigint AS backlog,
+       (SELECT min(b.created_at) FROM ledgerq.webhook_deliveries b
+        WHERE b.delivered_at IS NULL AND b.gave_up_at IS NULL) AS oldest_backlog,
+       (SELECT count(*) FROM ledgerq.webhook_deliveries g WHERE g.gave_up_at IS NOT NULL)::bigint AS given_up;
 
 -- name: WebhookDeliveryListByEndpoint :many
 -- The console's endpoint page: an endpoint's deliveries, newest first;

@@ -505,3 +505,29 @@ func TestQueries_ARoundsOutcomesCostTheSameForEachOfItsRows(t *testing.T) {
 			"%s touched %d buffers a row over %d rows: its plan probes the round once per row:\n%s", c.query, perRow, rows, out)
 	}
 }
+
+// The console reads the webhook outbox, which is never deleted: the
+// overview's counts (on every refresh) and an endpoint's page must read
+// their indexes, not every delivery ever made.
+func TestConsole_WebhookOutboxReadsAreIndexDrivenBehindManyDeliveries(t *testing.T) {
+	t.Parallel()
+	p := newPlanDB(t, 2*time.Minute)
+	p.exec(`
+		INSERT INTO ledgerq.webhook_endpoints (id, wallet_id, url, secret, created_at, updated_at)
+		SELECT '00000000-0000-4000-8000-' || lpad(to_hex(g), 12, '0'), 'w', 'https://hooks.example/' || g,
+		       'whsec_' || repeat('A', 32), $1, $1
+		FROM generate_series(0, 19) g`, p.t0)
+	// 50 000 delivered, 20 waiting, 5 given up.
+	p.exec(`
+		INSERT INTO ledgerq.webhook_deliveries (endpoint_id, event_type, task_id, payload, created_at, next_attempt_at,
+		                                        attempts, last_attempt_at, delivered_at, gave_up_at, last_status, last_error)
+		SELECT '00000000-0000-4000-8000-' || lpad(to_hex(g % 20), 12, '0'), 'confirmed', 't' || g, '{}',
+		       $1::timestamptz - g * interval '1 second', $1,
+		       1, $1, CASE WHEN g >= 25 THEN $1::timestamptz END, CASE WHEN g < 5 THEN $1::timestamptz END,
+		       CASE WHEN g >= 25 THEN 200 WHEN g < 5 THEN 500 END, CASE WHEN g < 5 THEN 'HTTP 500' END
+		FROM generate_series(0, 49999) g`, p.t0)
+	p.exec(`ANALYZE ledgerq.webhook_deliveries, ledgerq.webhook_endpoints`)
+	for _, name := range []string{"WebhookDeliveryCounts", "WebhookDeliveryListByEndpoint"} {
+		require.NotContains(t, p.plan("50 000 delivered", name), "Seq Scan", "%s scans the outbox", name)
+	}
+}
