@@ -13,12 +13,21 @@ import (
 const ConsoleSessionPrefix = "lqs_"
 
 // ConsoleSessionCreate starts a console session of the key, valid for ttl,
-// and returns its token (for the cookie). Only its SHA-256 is stored.
+// and returns its token (for the cookie). Only its SHA-256 is stored. In
+// the same transaction it forgets the sessions that have expired or ended
+// (no longer usable), so the table holds no more than the live ones: a
+// login is when rows are added, so it is when they are kept in bounds.
 func (s *Store) ConsoleSessionCreate(ctx context.Context, keyID string, now time.Time, ttl time.Duration) (string, error) {
 	token := newSecretToken(ConsoleSessionPrefix)
-	if err := s.q.ConsoleSessionInsert(ctx, dbsqlc.ConsoleSessionInsertParams{
-		TokenHash: apiKeyHash(token), KeyID: keyID, Now: now, ExpiresAt: now.Add(ttl),
-	}); err != nil {
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		if _, err := q.ConsoleSessionDeleteExpired(ctx, now); err != nil {
+			return err
+		}
+		return q.ConsoleSessionInsert(ctx, dbsqlc.ConsoleSessionInsertParams{
+			TokenHash: apiKeyHash(token), KeyID: keyID, Now: now, ExpiresAt: now.Add(ttl),
+		})
+	})
+	if err != nil {
 		return "", fmt.Errorf("starting a console session of key %s: %w", keyID, err)
 	}
 	return token, nil
@@ -45,14 +54,4 @@ func (s *Store) ConsoleSessionEnd(ctx context.Context, token string, now time.Ti
 		return fmt.Errorf("ending a console session: %w", err)
 	}
 	return nil
-}
-
-// ConsoleSessionDeleteOld forgets sessions that expired or ended before
-// before, and returns how many.
-func (s *Store) ConsoleSessionDeleteOld(ctx context.Context, before time.Time) (int64, error) {
-	n, err := s.q.ConsoleSessionDeleteExpired(ctx, before)
-	if err != nil {
-		return 0, fmt.Errorf("deleting old console sessions: %w", err)
-	}
-	return n, nil
 }
