@@ -82,6 +82,9 @@ from the database. It exits non-zero when a batch was left unfinished.
            API's signature checks are paid; reports intake/s and end to end.
 --sim-verify=false makes the simulated ledger skip its own signature checks (the
 ledger's cost, paid on its own machines in production); the summary says which.
+Unless --first-check is given, the monitor first asks about a batch when the
+simulated ledger commits it (--sim-commit-delay), as a deployment sets it to its
+ledger's commit time.
 
 The lane is serial per service: at most one batch of a service is at the ledger, so
 end-to-end throughput is about services / (time one batch takes through the lane).
@@ -93,26 +96,8 @@ Examples:
   ledgerq bench batches --mode http --ingest-workers 4 --insert-size 10`
 
 func runBenchBatches(ctx context.Context, args []string) error {
-	cfg := bench.DefaultBatchConfig()
-	var cpuProfile string
-	err := parseNodeFlags("bench batches", benchBatchesSummary, &cfg.Node, flagParts{lane: "batch"}, args, "warn", func(fs *flag.FlagSet) {
-		fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (signing excluded) to this file, for go tool pprof")
-		fs.StringVar((*string)(&cfg.Mode), "mode", string(cfg.Mode), "what to measure: e2e (store while the loops run), preload (store everything, then time the loops from start to last commit) or http (post through the HTTP API while the loops run)")
-		fs.IntVar(&cfg.Services, "services", cfg.Services, "number of services (ordering keys); each has its own signing key")
-		fs.IntVar(&cfg.BatchesPerService, "batches-per-service", cfg.BatchesPerService, "batches signed and inserted per service")
-		fs.DurationVar(&cfg.Duration, "duration", 0, "stop ingesting after this long (0: when every batch is in)")
-		fs.IntVar(&cfg.IngestWorkers, "ingest-workers", cfg.IngestWorkers, "concurrent ingest workers, each with its own connection (as concurrent API requests); in --mode http, concurrent HTTP clients")
-		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "offered load: ingest at this many batches/s (0: as fast as the workers can)")
-		fs.IntVar(&cfg.BacklogFinished, "backlog-finished", cfg.BacklogFinished, "seed this many committed batches (600-byte payloads) before the run, as a long-running lane leaves behind")
-		fs.IntVar(&cfg.InsertSize, "insert-size", cfg.InsertSize, "batches per BatchInsert call (one transaction, as one POST /v1/batches); in --mode http, batches per request")
-		fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after ingest stops, how long to wait for every inserted batch to reach a final status")
-		fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "time between two progress lines (and completion checks)")
-		fs.IntVar(&cfg.Node.Batch.Submitters, "submitters", cfg.Node.Batch.Submitters, "submitter loops run side by side (as several serve processes would)")
-	})
+	cfg, cpuProfile, err := parseBenchBatches(args)
 	if err != nil {
-		return err
-	}
-	if err := cfg.Validate(); err != nil {
 		return err
 	}
 	cfg.Progress = os.Stderr
@@ -135,6 +120,40 @@ func runBenchBatches(ctx context.Context, args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 	return summarized(bench.RunBatches(ctx, cfg, w))
+}
+
+// parseBenchBatches reads bench batches' flags (and environment) into a
+// validated config, and the --cpuprofile file.
+func parseBenchBatches(args []string) (bench.BatchConfig, string, error) {
+	cfg := bench.DefaultBatchConfig()
+	var cpuProfile string
+	var flags *flag.FlagSet
+	err := parseNodeFlags("bench batches", benchBatchesSummary, &cfg.Node, flagParts{lane: "batch"}, args, "warn", func(fs *flag.FlagSet) {
+		flags = fs
+		fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (signing excluded) to this file, for go tool pprof")
+		fs.StringVar((*string)(&cfg.Mode), "mode", string(cfg.Mode), "what to measure: e2e (store while the loops run), preload (store everything, then time the loops from start to last commit) or http (post through the HTTP API while the loops run)")
+		fs.IntVar(&cfg.Services, "services", cfg.Services, "number of services (ordering keys); each has its own signing key")
+		fs.IntVar(&cfg.BatchesPerService, "batches-per-service", cfg.BatchesPerService, "batches signed and inserted per service")
+		fs.DurationVar(&cfg.Duration, "duration", 0, "stop ingesting after this long (0: when every batch is in)")
+		fs.IntVar(&cfg.IngestWorkers, "ingest-workers", cfg.IngestWorkers, "concurrent ingest workers, each with its own connection (as concurrent API requests); in --mode http, concurrent HTTP clients")
+		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "offered load: ingest at this many batches/s (0: as fast as the workers can)")
+		fs.IntVar(&cfg.BacklogFinished, "backlog-finished", cfg.BacklogFinished, "seed this many committed batches (600-byte payloads) before the run, as a long-running lane leaves behind")
+		fs.IntVar(&cfg.InsertSize, "insert-size", cfg.InsertSize, "batches per BatchInsert call (one transaction, as one POST /v1/batches); in --mode http, batches per request")
+		fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after ingest stops, how long to wait for every inserted batch to reach a final status")
+		fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "time between two progress lines (and completion checks)")
+		fs.IntVar(&cfg.Node.Batch.Submitters, "submitters", cfg.Node.Batch.Submitters, "submitter loops run side by side (as several serve processes would)")
+	})
+	if err != nil {
+		return cfg, "", err
+	}
+	if !flagGiven(flags, "first-check") {
+		cfg.Node.Batch.FirstCheck = cfg.Node.Batch.Ledger.Sim.CommitDelay
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, "", err
+	}
+
+	return cfg, cpuProfile, nil
 }
 
 const benchWalletsSummary = `Load the wallet lane and measure it. The run migrates the database, makes

@@ -113,7 +113,7 @@ func registerBatch(fs *flag.FlagSet, b *node.BatchConfig, parts flagParts) {
 	fs.DurationVar(&b.RetentionAge, "retention-age", b.RetentionAge, "batch lane: delete terminal batches (committed, valid, invalid) older than this (0: keep them forever); run by the monitor role")
 	fs.IntVar(&b.RetentionBatchSize, "retention-batch-size", b.RetentionBatchSize, "batch lane: most terminal batches deleted in one statement")
 	fs.DurationVar(&b.RetentionInterval, "retention-interval", b.RetentionInterval, "batch lane: wait after a retention round that found less than a full batch to delete")
-	fs.DurationVar(&b.TrackGrace, "track-grace", b.TrackGrace, "batch lane: how long past its next check a batch this process follows in memory is left to it before other processes' monitors take it over")
+	fs.DurationVar(&b.TrackGrace, "track-grace", b.TrackGrace, "batch lane: how long past its next check a still pending batch this process follows in memory (written back before its claim ran out) is left to it before other processes' monitors take it over")
 	fs.DurationVar(&b.ReconcileInterval, "reconcile-interval", b.ReconcileInterval, "batch lane: how often the queuer admits batches no transaction admitted (rows written by hand); a scan over the services")
 	registerSim(fs, &b.Ledger.Sim)
 }

@@ -46,6 +46,27 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return applyEnv(fs)
 }
 
+// flagEnvNames are the environment variables that set flag name.
+func flagEnvNames(name string) []string {
+	if name == "database-url" {
+		return []string{"DATABASE_URL", "LEDGERQ_DATABASE_URL"}
+	}
+	return []string{"LEDGERQ_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))}
+}
+
+// flagGiven reports whether flag name of a parsed fs was given, on the
+// command line or by its environment variable.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	for _, n := range flagEnvNames(name) {
+		if v, ok := os.LookupEnv(n); ok && v != "" {
+			given = true
+		}
+	}
+	return given
+}
+
 // applyEnv sets every flag not given on the command line from its
 // environment variable.
 func applyEnv(fs *flag.FlagSet) error {
@@ -56,11 +77,7 @@ func applyEnv(fs *flag.FlagSet) error {
 		if set[f.Name] || err != nil {
 			return
 		}
-		names := []string{"LEDGERQ_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))}
-		if f.Name == "database-url" {
-			names = []string{"DATABASE_URL", "LEDGERQ_DATABASE_URL"}
-		}
-		for _, n := range names {
+		for _, n := range flagEnvNames(f.Name) {
 			if v, ok := os.LookupEnv(n); ok && v != "" {
 				if e := f.Value.Set(v); e != nil {
 					err = fmt.Errorf("environment variable %s=%q: %w", n, v, e)

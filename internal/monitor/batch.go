@@ -59,11 +59,18 @@ type BatchMonitor struct {
 }
 
 // Track makes the monitor follow accepted batches in memory: it asks about
-// each at its first check time without claiming it in the database. It
-// pokes the loop for the earliest of them.
-func (m *BatchMonitor) Track(batches []store.CheckBatch, storedCheckAt time.Time, firstCheck time.Duration) {
-	m.follow.add(batches, m.deps.Clock.Now().Add(firstCheck), storedCheckAt)
-	m.PokeAfter(firstCheck)
+// each at its first check time without claiming it in the database, and
+// records its answer. storedCheckAt is when other processes' monitors would
+// take the batches over (the end of their claim's lease, for held ones);
+// the monitor writes a still pending batch forward before then. It returns
+// how many of the batches, from the first, it follows (at most TrackMax are
+// followed at once) and pokes the loop for them.
+func (m *BatchMonitor) Track(batches []store.CheckBatch, storedCheckAt time.Time, firstCheck time.Duration) int {
+	n := m.follow.add(batches, m.deps.Clock.Now().Add(firstCheck), storedCheckAt)
+	if n > 0 {
+		m.PokeAfter(firstCheck)
+	}
+	return n
 }
 
 // NewBatchMonitor returns the batch lane's monitor.

@@ -83,7 +83,7 @@ func (b *batchSetup) roundOnPending(l ledger.BatchLedger) (int, store.Batch) {
 // submitOne posts one batch of service a and has a submitter with the
 // default config send it to l, telling onAccepted what l accepted; it
 // returns the batch's id.
-func (b *batchSetup) submitOne(l ledger.BatchLedger, onAccepted func([]store.CheckBatch, time.Time)) string {
+func (b *batchSetup) submitOne(l ledger.BatchLedger, onAccepted func([]store.CheckBatch, time.Time) int) string {
 	b.t.Helper()
 	d := node.Defaults()
 	sub := submitter.NewBatchSubmitter(b.st, l, b.deps, d.BatchSubmitterConfig())
@@ -133,20 +133,24 @@ func TestBatchMonitor_PendingStaysPendingAndIsAskedAgainAfterTheCheckInterval(t 
 	require.Equal(t, 1, b.runOnce("monitor", m.RunOnce))
 }
 
-// A batch this process's submitter saw accepted is followed in memory: the
-// monitor asks about it at its first check without claiming it in the
-// database, and the stored check time keeps other monitors off it until this
-// process would have followed it up (TrackGrace), which is the recovery path
-// if the process dies.
+// A batch this process's submitter saw accepted is followed in memory: it
+// stays held under the submitter's claim, unwritten, and the monitor asks
+// about it at its first check without claiming it in the database. The
+// claim's lease keeps other monitors off it until this process would have
+// followed it up, which is the recovery path if the process dies.
 func TestBatchMonitor_FollowsAcceptedBatchesInMemoryAndOthersStayOff(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	l := &ledgertest.BatchLedger{}
 	m := b.monitor(l)
 	d := node.Defaults()
-	id := b.submitOne(l, func(acc []store.CheckBatch, at time.Time) { m.Track(acc, at, d.Batch.FirstCheck) })
-	stored := *b.get(id).NextCheckAt
-	require.Equal(t, b.clock.Now().Add(d.Batch.FirstCheck+d.Batch.TrackGrace), stored)
+	id := b.submitOne(l, func(acc []store.CheckBatch, at time.Time) int { return m.Track(acc, at, d.Batch.FirstCheck) })
+	held := b.get(id)
+	require.True(t, held.Submitted)
+	require.Equal(t, store.BatchStatusNone, held.Status, "accepted and followed: held, not written")
+	require.NotNil(t, held.ClaimExpiresAt)
+	stored := *held.ClaimExpiresAt
+	require.Equal(t, b.clock.Now().Add(d.Batch.ClaimLease), stored)
 
 	b.clock.Advance(d.Batch.FirstCheck)
 	other := b.monitor(l) // another process: the database path only
@@ -159,41 +163,89 @@ func TestBatchMonitor_FollowsAcceptedBatchesInMemoryAndOthersStayOff(t *testing.
 	require.Equal(t, before, b.get(id).UpdatedAt, "a check from memory writes nothing")
 	require.Zero(t, b.runOnce("monitor", m.RunOnce), "not due again before the check interval")
 
-	// Pending for as long as the stored time: it is written forward, once.
+	// Pending for as long as the lease: it is written pending, once, with a
+	// stored check time past the lease.
 	for b.clock.Now().Before(stored.Add(-2 * d.Batch.CheckInterval)) {
 		b.clock.Advance(d.Batch.CheckInterval)
 		require.Equal(t, 1, b.runOnce("monitor", m.RunOnce))
 	}
 	b.clock.Advance(d.Batch.CheckInterval)
 	require.Equal(t, 1, b.runOnce("monitor", m.RunOnce))
-	require.True(t, b.get(id).NextCheckAt.After(stored), "the stored check time moved forward before it came due")
+	written := b.get(id)
+	require.Equal(t, store.BatchStatusPending, written.Status)
+	require.Nil(t, written.ClaimExpiresAt)
+	require.True(t, written.NextCheckAt.After(stored), "the stored check time moved past the lease before it ran out")
+	b.clock.Advance(d.Batch.CheckInterval)
+	require.False(t, b.clock.Now().Before(stored), "past the lease")
 	require.Zero(t, b.runOnce("other monitor", other.RunOnce))
 
 	// Committed: recorded, and no longer followed.
 	l.SetStatus(id, ledger.BatchCommitted, "")
-	b.clock.Advance(d.Batch.CheckInterval)
 	require.Equal(t, 1, b.runOnce("monitor", m.RunOnce))
 	require.Equal(t, store.BatchStatusCommitted, b.get(id).Status)
 	b.clock.Advance(d.Batch.CheckInterval)
 	require.Zero(t, b.runOnce("monitor", m.RunOnce))
 }
 
+// A followed batch the ledger answers for at once goes from held to its
+// final status in one write, and frees its service for the next batch.
+func TestBatchMonitor_AFollowedHeldBatchIsRecordedCommittedInOneWrite(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	l := &ledgertest.BatchLedger{}
+	m := b.monitor(l)
+	d := node.Defaults()
+	id := b.submitOne(l, func(acc []store.CheckBatch, at time.Time) int { return m.Track(acc, at, d.Batch.FirstCheck) })
+	next := b.rows.PostBatches("a", 1)[0]
+	require.Empty(t, b.rows.QueuedIDs(), "the held batch keeps its service busy")
+	l.SetStatus(id, ledger.BatchCommitted, "")
+	b.clock.Advance(d.Batch.FirstCheck)
+	require.Equal(t, 1, b.runOnce("monitor", m.RunOnce))
+	got := b.get(id)
+	require.Equal(t, store.BatchStatusCommitted, got.Status)
+	require.Nil(t, got.ClaimExpiresAt)
+	require.NotNil(t, got.FinishedAt)
+	require.Equal(t, []string{next}, b.rows.QueuedIDs())
+}
+
 // If the process that followed a batch dies, the batch is not lost: once its
-// stored check time passes, any monitor claims it from the database.
-func TestBatchMonitor_AFollowedBatchOfADeadProcessIsTakenOverAfterItsStoredCheckTime(t *testing.T) {
+// claim's lease passes, any monitor claims it from the database.
+func TestBatchMonitor_AFollowedBatchOfADeadProcessIsTakenOverWhenItsLeaseRunsOut(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	l := &ledgertest.BatchLedger{}
 	d := node.Defaults()
-	id := b.submitOne(l, func([]store.CheckBatch, time.Time) {}) // followed by a monitor that then dies
+	id := b.submitOne(l, func(acc []store.CheckBatch, _ time.Time) int { return len(acc) }) // followed by a monitor that then dies
 	l.SetStatus(id, ledger.BatchCommitted, "")
 
 	other := b.monitor(l)
-	b.clock.Advance(d.Batch.FirstCheck + d.Batch.TrackGrace - time.Millisecond)
+	b.clock.Advance(d.Batch.ClaimLease - time.Millisecond)
 	require.Zero(t, b.runOnce("other monitor", other.RunOnce))
 	b.clock.Advance(time.Millisecond)
 	require.Equal(t, 1, b.runOnce("other monitor", other.RunOnce))
 	require.Equal(t, store.BatchStatusCommitted, b.get(id).Status)
+}
+
+// A monitor follows at most TrackMax batches in memory; the submitter
+// records the rest pending, for the database path.
+func TestBatchMonitor_BatchesPastTrackMaxAreRecordedPending(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	l := &ledgertest.BatchLedger{}
+	cfg := b.cfg
+	cfg.TrackMax = 1
+	m := monitor.NewBatchMonitor(b.st, l, b.deps, cfg)
+	d := node.Defaults()
+	sub := submitter.NewBatchSubmitter(b.st, l, b.deps, d.BatchSubmitterConfig())
+	sub.OnAccepted = func(acc []store.CheckBatch, at time.Time) int { return m.Track(acc, at, d.Batch.FirstCheck) }
+	ids := []string{b.rows.PostBatches("p", 1)[0], b.rows.PostBatches("q", 1)[0]}
+	require.Equal(t, 2, b.runOnce("submitter", sub.RunOnce))
+	var statuses []store.BatchStatus
+	for _, id := range ids {
+		statuses = append(statuses, b.get(id).Status)
+	}
+	require.ElementsMatch(t, []store.BatchStatus{store.BatchStatusNone, store.BatchStatusPending}, statuses,
+		"one followed (held), one recorded pending")
 }
 
 // While batches followed in memory keep its rounds busy, the monitor claims

@@ -50,18 +50,20 @@ func newFollowed(max int) *followed {
 	return &followed{max: max, items: map[int64]tracked{}}
 }
 
-// add follows batches, first due at due, whose stored check time is stored.
-// Past max, batches are left to the database path.
-func (f *followed) add(batches []store.CheckBatch, due, stored time.Time) {
+// add follows batches, first due at due, whose stored check time is stored,
+// and returns how many, from the first, it took. Past max, batches are left
+// to the database path.
+func (f *followed) add(batches []store.CheckBatch, due, stored time.Time) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, b := range batches {
+	for i, b := range batches {
 		if len(f.items) >= f.max {
-			return
+			return i
 		}
 		f.items[b.Seq] = tracked{id: b.ID, serviceID: b.ServiceID, attempt: b.Attempt, due: due, stored: stored}
 		heap.Push(&f.queue, dueEntry{due: due, seq: b.Seq})
 	}
+	return len(batches)
 }
 
 // take hands out up to max followed batches due by now. Each stays followed

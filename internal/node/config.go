@@ -251,7 +251,6 @@ func (c *Config) BatchSubmitterConfig() submitter.BatchConfig {
 	return submitter.BatchConfig{
 		PollInterval: c.Loops.PollInterval, DBTimeout: c.Loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
 		SubmitBatchSize: b.SubmitBatchSize, ClaimLease: b.ClaimLease, FirstCheck: b.FirstCheck,
-		TrackGrace: b.TrackGrace,
 	}
 }
 

@@ -341,8 +341,8 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.batchMonitor != nil {
 		firstCheck := n.cfg.Batch.FirstCheck
 		for _, s := range n.batchSubmitters {
-			s.OnAccepted = func(acc []store.CheckBatch, storedCheckAt time.Time) {
-				n.batchMonitor.Track(acc, storedCheckAt, firstCheck)
+			s.OnAccepted = func(acc []store.CheckBatch, leaseUntil time.Time) int {
+				return n.batchMonitor.Track(acc, leaseUntil, firstCheck)
 			}
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -510,11 +509,6 @@ type BatchRecordSubmitParams struct {
 	// NextCheckAt is when the monitor first asks about an accepted batch.
 	NextCheckAt time.Time
 	Outcomes    []SubmitOutcome
-	// Followed says a monitor of the caller's process follows the accepted
-	// batches in memory: no other monitor is woken for them (they take them
-	// over only after NextCheckAt). A round of accepted batches only is then
-	// recorded by one statement, without a transaction around it.
-	Followed bool
 }
 
 // BatchRecorded is what recording a round's outcomes changed.
@@ -549,14 +543,6 @@ func (s *Store) BatchRecordSubmit(ctx context.Context, p BatchRecordSubmitParams
 		}
 		qp.Seqs[i], qp.Attempts[i], qp.Results[i], qp.Reasons[i] = o.Seq, int32(o.Attempt), o.Result.String(), o.Reason
 	}
-	if p.Followed && !slices.ContainsFunc(p.Outcomes, func(o SubmitOutcome) bool { return o.Result != SubmitAccepted }) {
-		// Nothing to admit and no one to wake: the UPDATE alone.
-		rows, err := s.q.BatchRecordSubmitMany(ctx, qp)
-		if err != nil {
-			return BatchRecorded{}, fmt.Errorf("recording %d submit outcomes: %w", n, err)
-		}
-		return BatchRecorded{Applied: len(rows), ByResult: map[string]int{SubmitAccepted.String(): len(rows)}}, nil
-	}
 	var res BatchRecorded
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
 		rows, err := q.BatchRecordSubmitMany(ctx, qp)
@@ -577,7 +563,7 @@ func (s *Store) BatchRecordSubmit(ctx context.Context, p BatchRecordSubmitParams
 		}
 		res.Queued = len(admitted)
 		return wakeAll(ctx, q,
-			wakeIf{res.ByResult[SubmitAccepted.String()] > 0 && !p.Followed, notify.BatchMonitor},
+			wakeIf{res.ByResult[SubmitAccepted.String()] > 0, notify.BatchMonitor},
 			wakeIf{res.ByResult[SubmitDelayed.String()] > 0, notify.BatchQueuer},
 			wakeIf{res.Queued > 0, notify.BatchSubmitter})
 	})

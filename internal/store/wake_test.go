@@ -106,28 +106,24 @@ func TestBatchRecordStatuses_RefusesAnOutcomeWithoutItsService(t *testing.T) {
 	require.Equal(t, store.BatchStatusPending, got.Status, "nothing was recorded")
 }
 
-func TestBatchRecordSubmit_WakesOtherMonitorsOnlyForBatchesNotFollowedInMemory(t *testing.T) {
+// An accepted batch that is recorded is one no monitor of the submitter's
+// process follows (those stay held, unwritten): every monitor is woken for it.
+func TestBatchRecordSubmit_WakesTheMonitorsForAcceptedBatches(t *testing.T) {
 	t.Parallel()
 	db, clk, rows := committedRows(t)
 	conn := listen(t, db.URL, notify.BatchMonitor)
-	rows.PutBatches(testfactory.Batch{ID: "a1", ServiceID: "a", Queued: true}, testfactory.Batch{ID: "b1", ServiceID: "b", Queued: true})
-	for _, followed := range []bool{true, false} {
-		claimed, err := db.Store.BatchClaimQueued(t.Context(), store.BatchClaimQueuedParams{Now: clk.Now(), LeaseUntil: clk.Now().Add(time.Minute), Max: 1})
-		require.NoError(t, err)
-		require.Len(t, claimed, 1)
-		rec, err := db.Store.BatchRecordSubmit(t.Context(), store.BatchRecordSubmitParams{
-			Now: clk.Now(), NextCheckAt: clk.Now().Add(time.Second), Followed: followed,
-			Outcomes: []store.SubmitOutcome{{Seq: claimed[0].Seq, Attempt: claimed[0].Attempt, Result: store.SubmitAccepted}},
-		})
-		require.NoError(t, err)
-		require.Equal(t, 1, rec.Applied)
-		require.Equal(t, store.BatchStatusPending, rows.Get(claimed[0].ID).Status)
-		if followed {
-			require.Empty(t, woken(t, db, conn), "this process's monitor follows the batch")
-		} else {
-			require.Equal(t, []string{notify.BatchMonitor}, woken(t, db, conn))
-		}
-	}
+	rows.PutBatches(testfactory.Batch{ID: "a1", ServiceID: "a", Queued: true})
+	claimed, err := db.Store.BatchClaimQueued(t.Context(), store.BatchClaimQueuedParams{Now: clk.Now(), LeaseUntil: clk.Now().Add(time.Minute), Max: 1})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	rec, err := db.Store.BatchRecordSubmit(t.Context(), store.BatchRecordSubmitParams{
+		Now: clk.Now(), NextCheckAt: clk.Now().Add(time.Second),
+		Outcomes: []store.SubmitOutcome{{Seq: claimed[0].Seq, Attempt: claimed[0].Attempt, Result: store.SubmitAccepted}},
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, rec.Applied)
+	require.Equal(t, store.BatchStatusPending, rows.Get(claimed[0].ID).Status)
+	require.Equal(t, []string{notify.BatchMonitor}, woken(t, db, conn))
 }
 
 // The monitor's outcome transaction reaches the server in one round trip; it

@@ -23,11 +23,6 @@ type BatchConfig struct {
 	ClaimLease time.Duration
 	// FirstCheck is how long after acceptance the monitor first asks about a batch.
 	FirstCheck time.Duration
-	// TrackGrace, when a monitor of this process follows the accepted
-	// batches in memory (OnAccepted is set), is added to the first check
-	// time stored in the database: other monitors take the batches over only
-	// if this process has not followed them up by then (it died).
-	TrackGrace time.Duration
 }
 
 // BatchSubmitter claims queued batches (SKIP LOCKED, with a lease), sends them
@@ -41,12 +36,14 @@ type BatchSubmitter struct {
 	ledger ledger.BatchLedger
 	deps   loop.Deps
 
-	// OnAccepted, when set, receives the batches the ledger accepted in a
-	// round, after they are recorded, and the next check time stored with
-	// them (until then no other process looks at them): the monitor of this
-	// process follows them without a database round trip. Set it before
-	// Start.
-	OnAccepted func(batches []store.CheckBatch, storedCheckAt time.Time)
+	// OnAccepted, when set, is offered the batches the ledger accepted in a
+	// round, before anything is recorded, and the end of their claim's lease
+	// (until then no other process looks at them). It returns how many of
+	// them, from the first, a monitor of this process follows in memory:
+	// those stay held, with no write, until that monitor records the
+	// ledger's answer, which saves a write per batch; the rest are recorded
+	// pending. Set it before Start.
+	OnAccepted func(batches []store.CheckBatch, leaseUntil time.Time) (followed int)
 	// OnQueued, when set, is called after a round queued batches (the next
 	// batch of a service freed by a rejection): the submitters of this
 	// process. Set it before Start.
@@ -64,9 +61,10 @@ func NewBatchSubmitter(st *store.Store, l ledger.BatchLedger, deps loop.Deps, cf
 // the outcomes. It returns how many batches it claimed.
 func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
 	now := s.deps.Clock.Now()
+	leaseUntil := now.Add(s.cfg.ClaimLease)
 	claimCtx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
 	claimed, err := s.store.BatchClaimQueued(claimCtx, store.BatchClaimQueuedParams{
-		Now: now, LeaseUntil: now.Add(s.cfg.ClaimLease), Max: s.cfg.SubmitBatchSize,
+		Now: now, LeaseUntil: leaseUntil, Max: s.cfg.SubmitBatchSize,
 	})
 	cancel()
 	if err != nil || len(claimed) == 0 {
@@ -108,20 +106,58 @@ func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
 		outcomes[i] = o
 	}
 
+	// Accepted batches that a monitor of this process takes into memory are
+	// not written: they stay held under this claim, and the monitor records
+	// the ledger's answer for them (a held batch takes any outcome the
+	// monitor records, as when a submitter died mid-send).
+	record := outcomes
+	followed := 0
+	if s.OnAccepted != nil && counts[store.SubmitAccepted] > 0 {
+		acc := make([]store.CheckBatch, 0, counts[store.SubmitAccepted])
+		for i, o := range outcomes {
+			if o.Result == store.SubmitAccepted {
+				acc = append(acc, store.CheckBatch{Seq: o.Seq, ID: claimed[i].ID, ServiceID: claimed[i].ServiceID, Attempt: o.Attempt})
+			}
+		}
+		followed = s.OnAccepted(acc, leaseUntil)
+		if followed > 0 {
+			taken := make(map[int64]bool, followed)
+			for _, a := range acc[:followed] {
+				taken[a.Seq] = true
+			}
+			record = make([]store.SubmitOutcome, 0, len(outcomes)-followed)
+			for _, o := range outcomes {
+				if !taken[o.Seq] {
+					record = append(record, o)
+				}
+			}
+			s.deps.Metrics.Transition("batch", "submit_"+store.SubmitAccepted.String(), followed)
+		}
+	}
+	if len(record) > 0 {
+		if err := s.record(ctx, record); err != nil {
+			return len(claimed), err
+		}
+	}
+	s.deps.Logger.Debug("submitter: sent batches", "claimed", len(claimed), "followed", followed,
+		"accepted", counts[store.SubmitAccepted], "delayed", counts[store.SubmitDelayed], "rejected", counts[store.SubmitRejected])
+	return len(claimed), nil
+}
+
+// record writes the outcomes of a round that no monitor of this process
+// follows: accepted ones pending with their first check, the others as
+// they failed.
+func (s *BatchSubmitter) record(ctx context.Context, outcomes []store.SubmitOutcome) error {
 	// The outcome must be recorded even when shutdown cancelled ctx meanwhile:
 	// the ledger call has happened.
 	recCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DBTimeout)
 	defer cancel()
 	done := s.deps.Clock.Now()
-	storedCheck := done.Add(s.cfg.FirstCheck)
-	if s.OnAccepted != nil {
-		storedCheck = storedCheck.Add(s.cfg.TrackGrace)
-	}
 	rec, err := s.store.BatchRecordSubmit(recCtx, store.BatchRecordSubmitParams{
-		Now: done, NextCheckAt: storedCheck, Outcomes: outcomes, Followed: s.OnAccepted != nil,
+		Now: done, NextCheckAt: done.Add(s.cfg.FirstCheck), Outcomes: outcomes,
 	})
 	if err != nil {
-		return len(claimed), err
+		return err
 	}
 	if rec.Applied < len(outcomes) {
 		s.deps.Logger.Warn("submitter: some claims expired before their outcome was recorded",
@@ -131,19 +167,8 @@ func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
 		s.deps.Metrics.Transition("batch", "submit_"+r, n)
 	}
 	s.deps.Metrics.Transition("batch", "queued", rec.Queued)
-	if s.OnAccepted != nil && rec.ByResult[store.SubmitAccepted.String()] > 0 {
-		acc := make([]store.CheckBatch, 0, counts[store.SubmitAccepted])
-		for i, o := range outcomes {
-			if o.Result == store.SubmitAccepted {
-				acc = append(acc, store.CheckBatch{Seq: o.Seq, ID: claimed[i].ID, ServiceID: claimed[i].ServiceID, Attempt: o.Attempt})
-			}
-		}
-		s.OnAccepted(acc, storedCheck)
-	}
 	if s.OnQueued != nil && rec.Queued > 0 {
 		s.OnQueued()
 	}
-	s.deps.Logger.Debug("submitter: sent batches", "claimed", len(claimed),
-		"accepted", counts[store.SubmitAccepted], "delayed", counts[store.SubmitDelayed], "rejected", counts[store.SubmitRejected])
-	return len(claimed), nil
+	return nil
 }

@@ -2,6 +2,7 @@ package sawtooth
 
 import (
 	"encoding/hex"
+	"strings"
 	"testing"
 
 	"github.com/decred/dcrd/dcrec/secp256k1/v4"
@@ -62,6 +63,12 @@ func TestVerifySignature_RefusesWrongMessageKeyOrHighS(t *testing.T) {
 
 	require.Error(t, verifySignature(sawtoothKey1Pub, []byte("test"), sawtoothMsg1Sig[:126]), "short signature")
 	require.Error(t, verifySignature(sawtoothKey1Pub[:64], []byte("test"), sawtoothMsg1Sig), "short key")
+
+	// A key that is not a point of the curve is named as such, not as a
+	// signature that fails: x = 5 has no y on secp256k1.
+	notOnCurve := "02" + strings.Repeat("0", 63) + "5"
+	require.ErrorContains(t, verifySignature(notOnCurve, []byte("test"), sawtoothMsg1Sig), "parsing signer public key")
+	require.EqualError(t, verifySignature(sawtoothKey2Pub, []byte("test"), sawtoothMsg1Sig), "signature does not verify")
 }
 
 func TestVerifyBatch_RefusesTransactionBatchedByAnotherKey(t *testing.T) {
