@@ -115,7 +115,11 @@ ORDER BY 1;
 -- name: BatchAdmit :many
 -- Admission, for the given services only: a service
 -- with no active batch (queued, held, pending, unknown or delayed) gets its
--- oldest never-sent batch queued, created_at order, ties broken by id. Runs
+-- oldest never-sent batch queued, created_at order, ties broken by id; or,
+-- with @claim, claimed at once for a submitter of the caller's process, as
+-- BatchClaimQueued claims (held, with a lease, attempts + 1), and returned
+-- with its id and payload: a monitor that frees a service hands the next
+-- batch to its submitter without a write and a claim between. Runs
 -- in the transaction that freed the services, after BatchServiceLock, so its
 -- cost is the services it is given, never all of them: each service is one
 -- probe of batches_active_by_service and two of batches_new_by_service
@@ -156,11 +160,24 @@ locked AS (
       AND CASE WHEN l.status IS NULL THEN NOT l.submitted AND l.queued_at IS NULL ELSE false END
     ORDER BY l.seq
     FOR NO KEY UPDATE
+),
+admitted AS (
+    UPDATE ledgerq.batches b
+    SET queued_at = CASE WHEN @claim::bool THEN NULL ELSE @now::timestamptz END,
+        submitted = @claim::bool,
+        claim_expires_at = CASE WHEN @claim::bool THEN @lease_expires_at::timestamptz END,
+        attempts = b.attempts + CASE WHEN @claim::bool THEN 1 ELSE 0 END,
+        last_submitted_at = CASE WHEN @claim::bool THEN @now::timestamptz ELSE b.last_submitted_at END,
+        updated_at = @now::timestamptz
+    WHERE b.seq = ANY (ARRAY(SELECT locked.seq FROM locked))
+    RETURNING b.seq, b.service_id, b.attempts
 )
-UPDATE ledgerq.batches b
-SET queued_at = @now::timestamptz, updated_at = @now::timestamptz
-WHERE b.seq = ANY (ARRAY(SELECT locked.seq FROM locked))
-RETURNING b.seq, b.service_id;
+-- The id and payload only for a claim: without it the probe is not run.
+SELECT a.seq, a.service_id, a.attempts,
+    coalesce(p.id, '')::text AS id, coalesce(p.payload, ''::bytea)::bytea AS payload
+FROM admitted a
+LEFT JOIN LATERAL (SELECT x.id, x.payload FROM ledgerq.batch_payloads x
+                   WHERE @claim::bool AND x.seq = a.seq LIMIT 1) p ON true;
 
 -- name: BatchServiceListIdle :many
 -- Queuer reconciliation (the recovery path, not the hot path): services that

@@ -20,7 +20,8 @@ type BatchConfig struct {
 	// CheckInterval is the time between two checks of one pending batch.
 	CheckInterval time.Duration
 	// ClaimLease is how long the monitor holds an expired held batch while it
-	// asks the ledger (the submitter's lease, taken over).
+	// asks the ledger (the submitter's lease, taken over), and the lease of
+	// the batches it claims for this process's submitter (OnAdmitted).
 	ClaimLease time.Duration
 	// TrackGrace is how far past the next in-memory check a followed batch's
 	// stored check time is kept: other monitors stay off it until then, and
@@ -56,6 +57,11 @@ type BatchMonitor struct {
 	// batch of a freed service, or an unknown batch to send again): the
 	// submitters of this process. Set it before Start.
 	OnQueued func()
+	// OnAdmitted, when set, has the next batch of each service a round
+	// frees claimed in the round's transaction, under a lease until
+	// leaseUntil, instead of queued, and receives them: a submitter of this
+	// process sends them without claiming them again. Set it before Start.
+	OnAdmitted func(batches []store.ClaimedBatch, leaseUntil time.Time)
 }
 
 // Track makes the monitor follow accepted batches in memory: it asks about
@@ -177,17 +183,26 @@ func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
 	if len(local) > 0 {
 		nextCheck = nextCheck.Add(m.cfg.TrackGrace)
 	}
+	var claimUntil time.Time
+	if m.OnAdmitted != nil {
+		claimUntil = done.Add(m.cfg.ClaimLease)
+	}
 	rec, err := m.store.BatchRecordStatuses(recCtx, store.BatchRecordStatusesParams{
-		Now: done, NextCheckAt: nextCheck, Outcomes: outcomes,
+		Now: done, NextCheckAt: nextCheck, Outcomes: outcomes, ClaimUntil: claimUntil,
 	})
 	if err != nil {
 		return len(due), err
+	}
+	if len(rec.Claimed) > 0 {
+		m.OnAdmitted(rec.Claimed, claimUntil)
 	}
 	m.follow.settle(outcomes, nextCheck)
 	for st, n := range rec.ByResult {
 		m.deps.Metrics.Transition("batch", st, n)
 	}
-	m.deps.Metrics.Transition("batch", "queued", rec.Queued)
+	// A batch claimed for this process's submitter was admitted as a queued
+	// one is; it is counted the same.
+	m.deps.Metrics.Transition("batch", "queued", rec.Queued+len(rec.Claimed))
 	if m.OnQueued != nil && rec.Queued > 0 {
 		m.OnQueued()
 	}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
@@ -343,6 +344,15 @@ func (n *Node) Start(ctx context.Context) error {
 		for _, s := range n.batchSubmitters {
 			s.OnAccepted = func(acc []store.CheckBatch, leaseUntil time.Time) int {
 				return n.batchMonitor.Track(acc, leaseUntil, firstCheck)
+			}
+		}
+		// The next batch of a service the monitor frees is claimed in the
+		// same transaction and handed to a submitter (round robin), not
+		// queued for a claim of its own.
+		if subs := n.batchSubmitters; len(subs) > 0 {
+			var next atomic.Uint64
+			n.batchMonitor.OnAdmitted = func(batches []store.ClaimedBatch, leaseUntil time.Time) {
+				subs[next.Add(1)%uint64(len(subs))].Hand(batches, leaseUntil)
 			}
 		}
 	}

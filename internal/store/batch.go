@@ -296,7 +296,7 @@ func admitLocked(ctx context.Context, q *dbsqlc.Queries, now time.Time, services
 	if len(services) == 0 {
 		return nil, nil
 	}
-	rows, err := q.BatchAdmit(ctx, dbsqlc.BatchAdmitParams{Now: now, ServiceIds: services})
+	rows, err := q.BatchAdmit(ctx, dbsqlc.BatchAdmitParams{Now: now, ServiceIds: services, LeaseExpiresAt: now})
 	if err != nil {
 		return nil, fmt.Errorf("admitting the next batches of %d services: %w", len(services), err)
 	}
@@ -522,6 +522,9 @@ type BatchRecorded struct {
 	// transaction: the next batch of a service that was freed, or an
 	// unknown batch queued again.
 	Queued int
+	// Claimed are the next batches of freed services claimed for the
+	// caller (BatchRecordStatusesParams.ClaimUntil), with their payloads.
+	Claimed []ClaimedBatch
 }
 
 // BatchRecordSubmit applies the submitter's results of one round in one
@@ -637,6 +640,11 @@ type BatchRecordStatusesParams struct {
 	// NextCheckAt is when a batch still pending is asked about again.
 	NextCheckAt time.Time
 	Outcomes    []StatusOutcome
+	// ClaimUntil, when set, has the next batch of each freed service claimed
+	// in the same transaction, held under a lease until then, instead of
+	// queued: the caller hands them to a submitter of its process
+	// (BatchRecorded.Claimed).
+	ClaimUntil time.Time
 }
 
 // BatchRecordStatuses applies the monitor's results of one round in one
@@ -680,7 +688,9 @@ func (s *Store) BatchRecordStatuses(ctx context.Context, p BatchRecordStatusesPa
 		dbsqlc.QueueBatchRecordStatusMany(b, qp, &rows)
 		if len(freed) > 0 {
 			dbsqlc.QueueBatchServiceLock(b, freed)
-			dbsqlc.QueueBatchAdmit(b, dbsqlc.BatchAdmitParams{Now: p.Now, ServiceIds: freed}, &admitted)
+			dbsqlc.QueueBatchAdmit(b, dbsqlc.BatchAdmitParams{
+				Now: p.Now, ServiceIds: freed, Claim: !p.ClaimUntil.IsZero(), LeaseExpiresAt: p.ClaimUntil,
+			}, &admitted)
 		}
 		if len(queueing) > 0 {
 			dbsqlc.QueueBatchWakeIfQueued(b, dbsqlc.BatchWakeIfQueuedParams{Channel: notify.BatchSubmitter, Now: p.Now, ServiceIds: queueing})
@@ -693,7 +703,15 @@ func (s *Store) BatchRecordStatuses(ctx context.Context, p BatchRecordStatusesPa
 	for _, r := range rows {
 		res.ByResult[r.Status]++
 	}
-	res.Queued = len(admitted) + res.ByResult[string(BatchStatusUnknown)]
+	res.Queued = res.ByResult[string(BatchStatusUnknown)]
+	if p.ClaimUntil.IsZero() {
+		res.Queued += len(admitted)
+	} else {
+		res.Claimed = make([]ClaimedBatch, len(admitted))
+		for i, r := range admitted {
+			res.Claimed[i] = ClaimedBatch{Seq: r.Seq, ID: r.ID, ServiceID: r.ServiceID, Payload: r.Payload, Attempt: int(r.Attempts)}
+		}
+	}
 	return res, nil
 }
 

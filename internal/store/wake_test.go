@@ -226,3 +226,43 @@ func TestWebhookEmit_WakesTheDeliverersOnlyWhenItStoredADelivery(t *testing.T) {
 	require.Equal(t, int64(1), n)
 	require.Equal(t, []string{notify.WalletWebhooks}, woken(t, db, conn))
 }
+
+// With ClaimUntil, the transaction that ends a batch claims its service's
+// next batch for the caller's submitter instead of queuing it: held under
+// a lease, one attempt more, returned with its payload, and no submitter
+// woken for it. A service with nothing more gets nothing; an unknown batch
+// is still queued again.
+func TestBatchRecordStatuses_ClaimsTheNextBatchOfAFreedServiceForTheCaller(t *testing.T) {
+	t.Parallel()
+	db, clk, rows := committedRows(t)
+	conn := listen(t, db.URL, notify.BatchSubmitter)
+	rows.PutBatches(
+		testfactory.Batch{ID: "a1", ServiceID: "a", Submitted: true, Status: store.BatchStatusPending, Attempts: 1},
+		testfactory.Batch{ID: "a2", ServiceID: "a"},
+		testfactory.Batch{ID: "a3", ServiceID: "a"},
+		testfactory.Batch{ID: "b1", ServiceID: "b", Submitted: true, Status: store.BatchStatusPending, Attempts: 1},
+		testfactory.Batch{ID: "c1", ServiceID: "c", Submitted: true, Status: store.BatchStatusPending, Attempts: 1},
+	)
+	var outcomes []store.StatusOutcome
+	for id, st := range map[string]store.BatchStatus{"a1": store.BatchStatusCommitted, "b1": store.BatchStatusInvalid, "c1": store.BatchStatusUnknown} {
+		b := rows.Get(id)
+		outcomes = append(outcomes, store.StatusOutcome{Seq: b.Seq, ServiceID: b.ServiceID, Attempt: b.Attempts, Status: st})
+	}
+	lease := clk.Now().Add(time.Minute)
+	rec, err := db.Store.BatchRecordStatuses(t.Context(), store.BatchRecordStatusesParams{
+		Now: clk.Now(), NextCheckAt: clk.Now().Add(time.Second), Outcomes: outcomes, ClaimUntil: lease,
+	})
+	require.NoError(t, err)
+	require.Equal(t, 3, rec.Applied)
+	a2 := rows.Get("a2")
+	require.Equal(t, []store.ClaimedBatch{{Seq: a2.Seq, ID: "a2", ServiceID: "a", Payload: []byte{0}, Attempt: 1}}, rec.Claimed)
+	require.Equal(t, 1, rec.Queued, "c1 only, queued again")
+	require.True(t, a2.Submitted)
+	require.Equal(t, store.BatchStatusNone, a2.Status)
+	require.Nil(t, a2.QueuedAt)
+	require.Equal(t, lease, *a2.ClaimExpiresAt)
+	require.Equal(t, clk.Now(), *a2.LastSubmittedAt)
+	require.Equal(t, []string{"c1"}, rows.QueuedIDs())
+	require.Equal(t, []string{notify.BatchSubmitter}, woken(t, db, conn), "for c1")
+	require.False(t, rows.Get("a3").Submitted, "one batch of a service at a time")
+}

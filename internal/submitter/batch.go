@@ -3,6 +3,7 @@ package submitter
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
@@ -48,6 +49,15 @@ type BatchSubmitter struct {
 	// batch of a service freed by a rejection): the submitters of this
 	// process. Set it before Start.
 	OnQueued func()
+
+	mu     sync.Mutex
+	handed []handedBatch // claimed for this submitter by a monitor (Hand)
+}
+
+// handedBatch is a batch claimed for the submitter elsewhere in its process.
+type handedBatch struct {
+	store.ClaimedBatch
+	leaseUntil time.Time
 }
 
 // NewBatchSubmitter returns the batch lane's submitter.
@@ -57,18 +67,74 @@ func NewBatchSubmitter(st *store.Store, l ledger.BatchLedger, deps loop.Deps, cf
 	return s
 }
 
-// RunOnce claims up to SubmitBatchSize queued batches, sends them and records
-// the outcomes. It returns how many batches it claimed.
+// Hand gives the submitter batches already claimed for it, held under a
+// lease until leaseUntil (a monitor of this process claimed the next batch
+// of each service it freed): its next rounds send them first. It pokes the
+// submitter.
+func (s *BatchSubmitter) Hand(batches []store.ClaimedBatch, leaseUntil time.Time) {
+	s.mu.Lock()
+	for _, b := range batches {
+		s.handed = append(s.handed, handedBatch{ClaimedBatch: b, leaseUntil: leaseUntil})
+	}
+	s.mu.Unlock()
+	s.Poke()
+}
+
+// takeHanded takes up to max handed batches whose lease still covers a
+// ledger call from now. The others are left to the monitors, which ask the
+// ledger about a held batch once its lease has run out (and queue it again
+// when the ledger does not know it): sending one now could race with them.
+// It returns the batches to send and the earliest of their leases.
+func (s *BatchSubmitter) takeHanded(now time.Time, max int) ([]store.ClaimedBatch, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []store.ClaimedBatch
+	var earliest time.Time
+	n := 0
+	for n < len(s.handed) && len(out) < max {
+		h := s.handed[n]
+		n++
+		if h.leaseUntil.Sub(now) <= s.cfg.LedgerTimeout {
+			s.deps.Logger.Warn("submitter: a batch handed over waited too long; the monitors take it over when its lease runs out",
+				"batch_id", h.ID, "lease_until", h.leaseUntil)
+			continue
+		}
+		if earliest.IsZero() || h.leaseUntil.Before(earliest) {
+			earliest = h.leaseUntil
+		}
+		out = append(out, h.ClaimedBatch)
+	}
+	s.handed = append(s.handed[:0], s.handed[n:]...)
+	return out, earliest
+}
+
+// RunOnce sends up to SubmitBatchSize batches — those handed to it first,
+// then queued ones it claims — and records the outcomes. While handed
+// batches fill its rounds it still claims a quarter round of queued ones, so
+// a busy monitor never starves the queue. It returns how many batches it
+// sent.
 func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
 	now := s.deps.Clock.Now()
-	leaseUntil := now.Add(s.cfg.ClaimLease)
+	claimed, leaseUntil := s.takeHanded(now, s.cfg.SubmitBatchSize)
+	claimLease := now.Add(s.cfg.ClaimLease)
+	if leaseUntil.IsZero() {
+		leaseUntil = claimLease
+	}
 	claimCtx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
-	claimed, err := s.store.BatchClaimQueued(claimCtx, store.BatchClaimQueuedParams{
-		Now: now, LeaseUntil: leaseUntil, Max: s.cfg.SubmitBatchSize,
+	fromQueue, err := s.store.BatchClaimQueued(claimCtx, store.BatchClaimQueuedParams{
+		Now: now, LeaseUntil: claimLease, Max: max(s.cfg.SubmitBatchSize-len(claimed), s.cfg.SubmitBatchSize/4, 1),
 	})
 	cancel()
-	if err != nil || len(claimed) == 0 {
-		return 0, err
+	if err != nil {
+		if len(claimed) == 0 {
+			return 0, err
+		}
+		// The handed batches are held for this process: send them anyway.
+		s.deps.Logger.Warn("submitter: claiming queued batches failed; sending the handed ones", "error", err)
+	}
+	claimed = append(claimed, fromQueue...)
+	if len(claimed) == 0 {
+		return 0, nil
 	}
 
 	batches := make([]ledger.Batch, len(claimed))

@@ -273,3 +273,68 @@ func TestBatchSubmitterCrash_ClaimedBatchTheLedgerHasBecomesPendingAndIsFollowed
 	require.Equal(t, 1, got.Attempts, "never sent twice")
 	require.Equal(t, uint64(1), l.Stats().Accepted)
 }
+
+// claimFour posts one batch each of services h1..h4, queues and claims them
+// as a monitor claims the next batches of the services it frees, and
+// returns the claims and their lease.
+func (b *batchSetup) claimFour() ([]store.ClaimedBatch, time.Time) {
+	b.t.Helper()
+	for _, svc := range []string{"h1", "h2", "h3", "h4"} {
+		b.rows.PostBatches(svc, 1)
+	}
+	b.queue()
+	now := b.clock.Now()
+	lease := now.Add(b.cfg.submitter.ClaimLease)
+	claimed, err := b.st.BatchClaimQueued(b.t.Context(), store.BatchClaimQueuedParams{Now: now, LeaseUntil: lease, Max: 10})
+	require.NoError(b.t, err)
+	require.Len(b.t, claimed, 4)
+	return claimed, lease
+}
+
+// Batches a monitor of the process claimed for the submitter are sent first,
+// as claimed (no second claim, no second attempt), with queued ones in the
+// same ledger call; while handed batches fill its rounds the submitter still
+// claims a quarter round of queued ones, so the queue is not starved.
+func TestBatchSubmitter_SendsHandedBatchesFirstWithoutClaimingThemAgainAndStillServesTheQueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.submitter.SubmitBatchSize = 4
+	handed, lease := b.claimFour()
+	queued := b.rows.PostBatches("q", 1)[0]
+	b.queue()
+	l := &ledgertest.BatchLedger{}
+	s := b.submitter(l)
+	s.Hand(handed, lease)
+	require.Equal(t, 5, b.runOnce("submitter", s.RunOnce), "four handed, one of the queue")
+	var want []string
+	for _, h := range handed {
+		want = append(want, h.ID)
+	}
+	require.Equal(t, [][]string{append(want, queued)}, l.SubmitCalls())
+	for _, id := range append(want, queued) {
+		got := b.get(id)
+		require.Equal(t, store.BatchStatusPending, got.Status, id)
+		require.Equal(t, 1, got.Attempts, "%s: claimed once", id)
+	}
+	require.Zero(t, b.runOnce("submitter", s.RunOnce), "each handed batch is sent once")
+}
+
+// A handed batch whose lease would run out during a ledger call is not sent:
+// the monitors ask the ledger about it when the lease has run out, and a
+// send racing them could be sent again by them.
+func TestBatchSubmitter_AHandedBatchWhoseLeaseIsNearlyOutIsLeftToTheMonitors(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	handed, _ := b.claimFour()
+	l := &ledgertest.BatchLedger{}
+	s := b.submitter(l)
+	s.Hand(handed[:2], b.clock.Now().Add(b.cfg.submitter.LedgerTimeout))
+	s.Hand(handed[2:], b.clock.Now().Add(b.cfg.submitter.LedgerTimeout+time.Second))
+	require.Equal(t, 2, b.runOnce("submitter", s.RunOnce))
+	require.Equal(t, [][]string{{handed[2].ID, handed[3].ID}}, l.SubmitCalls())
+	for _, h := range handed[:2] {
+		got := b.get(h.ID)
+		require.True(t, got.Submitted)
+		require.Equal(t, store.BatchStatusNone, got.Status, "still held, for the monitors")
+	}
+}

@@ -39,26 +39,47 @@ locked AS (
       AND CASE WHEN l.status IS NULL THEN NOT l.submitted AND l.queued_at IS NULL ELSE false END
     ORDER BY l.seq
     FOR NO KEY UPDATE
+),
+admitted AS (
+    UPDATE ledgerq.batches b
+    SET queued_at = CASE WHEN $1::bool THEN NULL ELSE $3::timestamptz END,
+        submitted = $1::bool,
+        claim_expires_at = CASE WHEN $1::bool THEN $4::timestamptz END,
+        attempts = b.attempts + CASE WHEN $1::bool THEN 1 ELSE 0 END,
+        last_submitted_at = CASE WHEN $1::bool THEN $3::timestamptz ELSE b.last_submitted_at END,
+        updated_at = $3::timestamptz
+    WHERE b.seq = ANY (ARRAY(SELECT locked.seq FROM locked))
+    RETURNING b.seq, b.service_id, b.attempts
 )
-UPDATE ledgerq.batches b
-SET queued_at = $1::timestamptz, updated_at = $1::timestamptz
-WHERE b.seq = ANY (ARRAY(SELECT locked.seq FROM locked))
-RETURNING b.seq, b.service_id
+SELECT a.seq, a.service_id, a.attempts,
+    coalesce(p.id, '')::text AS id, coalesce(p.payload, ''::bytea)::bytea AS payload
+FROM admitted a
+LEFT JOIN LATERAL (SELECT x.id, x.payload FROM ledgerq.batch_payloads x
+                   WHERE $1::bool AND x.seq = a.seq LIMIT 1) p ON true
 `
 
 type BatchAdmitParams struct {
-	Now        time.Time
-	ServiceIds []string
+	Claim          bool
+	ServiceIds     []string
+	Now            time.Time
+	LeaseExpiresAt time.Time
 }
 
 type BatchAdmitRow struct {
 	Seq       int64
 	ServiceID string
+	Attempts  int32
+	ID        string
+	Payload   []byte
 }
 
 // Admission, for the given services only: a service
 // with no active batch (queued, held, pending, unknown or delayed) gets its
-// oldest never-sent batch queued, created_at order, ties broken by id. Runs
+// oldest never-sent batch queued, created_at order, ties broken by id; or,
+// with @claim, claimed at once for a submitter of the caller's process, as
+// BatchClaimQueued claims (held, with a lease, attempts + 1), and returned
+// with its id and payload: a monitor that frees a service hands the next
+// batch to its submitter without a write and a claim between. Runs
 // in the transaction that freed the services, after BatchServiceLock, so its
 // cost is the services it is given, never all of them: each service is one
 // probe of batches_active_by_service and two of batches_new_by_service
@@ -71,8 +92,14 @@ type BatchAdmitRow struct {
 // rows first in primary-key order (the locked CTE): an UPDATE alone locks
 // them in whatever order its plan visits them (heap order for a bitmap scan),
 // and two statements locking shared rows in different orders deadlock.
+// The id and payload only for a claim: without it the probe is not run.
 func (q *Queries) BatchAdmit(ctx context.Context, arg BatchAdmitParams) ([]BatchAdmitRow, error) {
-	rows, err := q.db.Query(ctx, batchAdmit, arg.Now, arg.ServiceIds)
+	rows, err := q.db.Query(ctx, batchAdmit,
+		arg.Claim,
+		arg.ServiceIds,
+		arg.Now,
+		arg.LeaseExpiresAt,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +107,13 @@ func (q *Queries) BatchAdmit(ctx context.Context, arg BatchAdmitParams) ([]Batch
 	items := []BatchAdmitRow{}
 	for rows.Next() {
 		var i BatchAdmitRow
-		if err := rows.Scan(&i.Seq, &i.ServiceID); err != nil {
+		if err := rows.Scan(
+			&i.Seq,
+			&i.ServiceID,
+			&i.Attempts,
+			&i.ID,
+			&i.Payload,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

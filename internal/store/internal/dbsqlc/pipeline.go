@@ -31,10 +31,10 @@ func QueueBatchServiceLock(b *pgx.Batch, serviceIds []string) {
 
 // QueueBatchAdmit queues BatchAdmit; its rows are appended to out.
 func QueueBatchAdmit(b *pgx.Batch, arg BatchAdmitParams, out *[]BatchAdmitRow) {
-	b.Queue(batchAdmit, arg.Now, arg.ServiceIds).Query(func(rows pgx.Rows) error {
+	b.Queue(batchAdmit, arg.Claim, arg.ServiceIds, arg.Now, arg.LeaseExpiresAt).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var i BatchAdmitRow
-			if err := rows.Scan(&i.Seq, &i.ServiceID); err != nil {
+			if err := rows.Scan(&i.Seq, &i.ServiceID, &i.Attempts, &i.ID, &i.Payload); err != nil {
 				return err
 			}
 			*out = append(*out, i)
