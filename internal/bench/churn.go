@@ -407,7 +407,6 @@ func (r *churnRun) waitReady(ctx context.Context, p *churnProc, url string, time
 func (r *churnRun) run(ctx context.Context) (*ChurnReport, error) {
 	c := &r.cfg
 	rep := &ChurnReport{Config: *c, ServePID: r.serve.cmd.Process.Pid}
-	rep.BaselineWindow, rep.EndWindow = churnWindows(c.Duration)
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -467,11 +466,19 @@ sampling:
 		}
 	}
 	r.errMu.Unlock()
+	rep.judge()
+	return rep, err
+}
+
+// judge sets the verdict's windows, their mean RSS and the growth from the
+// samples.
+func (rep *ChurnReport) judge() {
+	rep.BaselineWindow, rep.EndWindow = churnWindows(rep.Config.Duration)
 	rep.Baseline, rep.End = meanRSS(rep.Samples, rep.BaselineWindow), meanRSS(rep.Samples, rep.EndWindow)
+	rep.Growth = 0
 	if rep.Baseline > 0 {
 		rep.Growth = rep.End/rep.Baseline - 1
 	}
-	return rep, err
 }
 
 // offer calls send rate times a second, each call in a goroutine of its own,
