@@ -29,7 +29,6 @@ Example:
 
 func runBenchChurn(ctx context.Context, args []string) error {
 	cfg := bench.DefaultChurnConfig()
-	cfg.DatabaseURL = os.Getenv("DATABASE_URL")
 	var serveArgs string
 	fs := newFlagSet("bench churn", benchChurnSummary)
 	fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "PostgreSQL connection URL of a database of the run's own")
