@@ -471,7 +471,7 @@ alone() {
 	true
 }
 nogeth="n/a (geth not installed)"
-bl=$(printf "%'d" "$backlog" 2>/dev/null || echo "$backlog")
+bl=$(echo "$backlog" | sed -E ':a; s/([0-9])([0-9]{3})($| )/\1 \2\3/; ta') # 1 000 000
 
 cores=$(nproc)
 mem=$(awk '/^MemTotal:/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)

@@ -19,7 +19,8 @@ eth_sendRawTransaction to POST /rpc (the 20 development accounts the JAM chain
 funds). Every --interval it prints serve's resident memory (VmRSS of
 /proc/PID/status: serve's alone, the ledgers and the load are other processes)
 and each lane's finished work (batches committed, tasks done, transactions in a
-finalized bundle). The summary ends with the verdict: the mean RSS of the last
+finalized bundle, counted in the database: with retention turned on by
+--serve-args, the rows still kept). The summary ends with the verdict: the mean RSS of the last
 third of the run against that of its sixth to third (minutes 20–30 against 5–10
 of a 30-minute run), as growth in %. It exits non-zero when serve exits during
 the run or a sample cannot be read.
