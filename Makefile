@@ -10,7 +10,7 @@ OAPI_CODEGEN = cd tools && $(GO) tool oapi-codegen -config ../api/oapi-codegen.y
 API_GEN = internal/httpapi/apigen/apigen.gen.go
 TEST_FLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: test fmt-check vet sqlc-check api-check go-test failover-test generate build image screenshots
+.PHONY: test fmt-check vet sqlc-check api-check go-test failover-test generate build image screenshots bench-report
 
 test: fmt-check vet sqlc-check api-check go-test
 
@@ -74,3 +74,11 @@ image:
 # Needs Chromium (apt-get install chromium) and a test PostgreSQL (as make test).
 screenshots:
 	LEDGERQ_SCREENSHOTS_DIR=$(CURDIR)/docs/img $(GO) test -count=1 -run 'TestConsole_InABrowser' -v ./test/integration/
+
+# The README's Performance table: every lane's `ledgerq bench` (and River's
+# benchmark) in interleaved rounds, each run on a fresh database of the server
+# at LEDGERQ_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres);
+# the markdown table on stdout. BENCH_REPORT_FLAGS="--quick --rounds 1" for a
+# smoke check; bench/report.sh --help for the rest.
+bench-report:
+	bench/report.sh $(BENCH_REPORT_FLAGS)

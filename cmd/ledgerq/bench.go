@@ -31,6 +31,9 @@ Workloads:
             to POST /rpc while the bundler, submitter and monitor cut, submit and
             follow bundles on an in-process simulated JAM chain; reports tx/s
             accepted, bundles/s finalized, latency, and checks the chain's log
+  churn     every lane at once: a serve process and simulated ledgers as processes
+            of their own, a steady load through serve's HTTP API; reports serve's
+            resident memory and the lanes' finished work every --interval
 
 Run 'ledgerq bench <workload> --help' for its flags. Point --database-url at a
 database of its own: the run adds its batches to ledgerq.batches and leaves them.
@@ -42,6 +45,7 @@ func runBench(ctx context.Context, args []string) error {
 		"batches": func(args []string) error { return runBenchBatches(ctx, args) },
 		"wallets": func(args []string) error { return runBenchWallets(ctx, args) },
 		"builder": func(args []string) error { return runBenchBuilder(ctx, args) },
+		"churn":   func(args []string) error { return runBenchChurn(ctx, args) },
 	})
 }
 

@@ -1,0 +1,84 @@
+package integration
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testproc"
+)
+
+// TestBenchReport_QuickBatchRoundPrintsTheTable runs bench/report.sh's
+// smoke check of the batch lane and reads its table: the machine line, the
+// header, a row per batch workload with a number in it, and the commands.
+func TestBenchReport_QuickBatchRoundPrintsTheTable(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("psql"); err != nil {
+		t.Skip("bench/report.sh needs psql (apt-get install postgresql-client)")
+	}
+	river := riverCLI()
+	if river == "" {
+		t.Log("River's CLI is not installed (RIVER, river on PATH, ~/go/bin/river): the River row is checked to say so, without a figure")
+		river = "none"
+	}
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "bench", "report.sh")
+	// The script creates and drops its own databases on the test server.
+	admin := testdb.New(t).AdminURL
+	cmd := exec.Command(script, admin, "--quick", "--rounds", "1", "--only", "batches", "--logs", t.TempDir())
+	cmd.Env = append(os.Environ(), "LEDGERQ="+testproc.Binary(t), "RIVER="+river, "LEDGERQ_BENCH_CACHE="+t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "stderr:\n%s\nstdout:\n%s", &stderr, &stdout)
+	out := stdout.String()
+
+	require.Regexp(t, `(?m)^Machine: \d+ cores, [0-9.]+ GiB memory; PostgreSQL \d+\S* .*shared_buffers=\S+, synchronous_commit=\S+\)`, out)
+	require.Contains(t, out, "| what | median | rounds | target | met |\n|---|---|---|---|---|\n")
+	rows := regexp.MustCompile(`(?m)^\| (batch lane[^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \|$`).FindAllStringSubmatch(out, -1)
+	require.Len(t, rows, 4, "the batch lane's four rows:\n%s", out)
+	number := regexp.MustCompile(`^[0-9]+(\.[0-9]+)? `)
+	for i, r := range rows {
+		what, figure, rounds, target, met := r[1], r[2], r[3], r[4], r[5]
+		require.True(t, strings.HasPrefix(target, "≥ "), "row %q: target %q", what, target)
+		if i == 0 && river == "none" {
+			require.Contains(t, figure, "River not installed", "row %q", what)
+			require.Equal(t, "—", met)
+			continue
+		}
+		require.Regexp(t, number, figure, "row %q has no figure:\n%s\nstderr:\n%s", what, out, &stderr)
+		require.Regexp(t, `^[0-9.]+$`, rounds, "row %q: one round, one value", what)
+		require.Contains(t, []string{"yes", "no"}, met, "row %q", what)
+	}
+	require.Contains(t, out, "- `ledgerq bench batches --mode preload --services 100 --batches-per-service 20 --sim-commit-delay 0 --sim-verify=false --poll-interval 100ms --first-check 0s --check-interval 50ms`")
+	require.Contains(t, out, "--backlog-finished 10000 --poll-interval 100ms")
+}
+
+// riverCLI is River's CLI as bench/report.sh would find it without
+// building it, or "".
+func riverCLI() string {
+	if r := os.Getenv("RIVER"); r != "" {
+		return r
+	}
+	if p, err := exec.LookPath("river"); err == nil {
+		return p
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		if p := filepath.Join(home, "go", "bin", "river"); isExecutable(p) {
+			return p
+		}
+	}
+	return ""
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
