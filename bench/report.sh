@@ -35,11 +35,10 @@
 #                 PATH; without it those rows say "geth not installed")
 #        LEDGERQ_BENCH_CACHE  the cache directory (default
 #                 ${XDG_CACHE_HOME:-~/.cache}/ledgerq-bench)
-#        BATCH_FLAGS  loop settings for every `ledgerq bench batches` run
-#                 (default "--poll-interval 100ms --first-check 0s
-#                 --check-interval 50ms", the README's: with the defaults a
-#                 preload of 100 batches per service waits a status check per
-#                 batch; BATCH_FLAGS= runs with the defaults)
+#        BATCH_FLAGS  extra loop settings for every `ledgerq bench batches`
+#                 run (default none: the commands run as written, and bench
+#                 batches first asks about a batch when the simulated ledger
+#                 commits it)
 #
 # Workloads a binary does not have yet (a flag missing from its --help) are
 # reported as "n/a (not supported by this binary)".
@@ -103,7 +102,7 @@ else
 	builder="--senders 200 --txs-per-sender 16 --clients 20"
 fi
 sim0="--sim-commit-delay 0 --sim-verify=false"
-batch_flags=${BATCH_FLAGS-"--poll-interval 100ms --first-check 0s --check-interval 50ms"}
+batch_flags=${BATCH_FLAGS-}
 # The pool's limits raised so that no transaction of the workload is refused.
 pool_limits="--pool-max-pending 100000 --pool-max-queued 100000 --pool-max-per-sender 1000"
 
