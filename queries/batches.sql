@@ -514,3 +514,26 @@ ORDER BY 1, 2;
 -- When the batch ledger last gave a batch its final status (through
 -- batches_finished): the console's sign of life of that ledger.
 SELECT max(finished_at) AS at FROM ledgerq.batches;
+
+-- name: BatchReleaseClaims :execrows
+-- A stopping process gives back the batches claimed for it and never sent
+-- (handed to its submitter by its monitor): each is queued again at once,
+-- while that claim (same attempt) still holds it. The attempt stays
+-- counted: attempts only grow, so each claim's fence is its own. The rows are locked first, in primary-key order, as every statement
+-- of the lane that waits for row locks does.
+WITH o AS (
+    SELECT unnest(@seqs::int8[]) AS seq, unnest(@attempts::int4[]) AS attempts
+),
+held AS (
+    SELECT h.seq
+    FROM ledgerq.batches h JOIN o ON o.seq = h.seq AND o.attempts = h.attempts
+    WHERE h.seq = ANY(@seqs::int8[])
+      AND CASE WHEN h.status IS NULL THEN h.claim_expires_at IS NOT NULL ELSE false END
+    ORDER BY h.seq
+    FOR NO KEY UPDATE OF h
+)
+UPDATE ledgerq.batches b
+SET submitted = false, claim_expires_at = NULL, queued_at = @now::timestamptz,
+    updated_at = @now::timestamptz
+FROM held
+WHERE b.seq = held.seq;

@@ -79,6 +79,27 @@ func (m *BatchMonitor) Track(batches []store.CheckBatch, storedCheckAt time.Time
 	return n
 }
 
+// Release writes every batch the monitor follows in memory as pending, due
+// for a check at once, so that any process's monitor takes them over:
+// called once its loop has stopped, so that a stopping process leaves no
+// batch held until its lease runs out.
+func (m *BatchMonitor) Release(ctx context.Context) {
+	now := m.deps.Clock.Now()
+	outcomes := m.follow.drain()
+	if len(outcomes) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.DBTimeout)
+	defer cancel()
+	rec, err := m.store.BatchRecordStatuses(ctx, store.BatchRecordStatusesParams{Now: now, NextCheckAt: now, Outcomes: outcomes})
+	if err != nil {
+		m.deps.Logger.Warn("monitor: could not hand over the batches it follows; other monitors take them over when their leases run out",
+			"batches", len(outcomes), "error", err)
+		return
+	}
+	m.deps.Logger.Info("monitor: handed over the batches it followed", "batches", rec.Applied)
+}
+
 // NewBatchMonitor returns the batch lane's monitor.
 func NewBatchMonitor(st *store.Store, l ledger.BatchLedger, deps loop.Deps, cfg BatchConfig) *BatchMonitor {
 	m := &BatchMonitor{cfg: cfg, store: st, ledger: l, deps: deps, follow: newFollowed(cfg.TrackMax)}

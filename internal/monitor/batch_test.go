@@ -288,3 +288,26 @@ func TestBatchMonitor_WhileFollowedBatchesKeepItBusyItClaimsFromTheDatabaseOnceP
 	require.Equal(t, 2, b.runOnce("monitor", m.RunOnce), "f1 from memory, x1 from the database")
 	require.Equal(t, store.BatchStatusCommitted, b.get("x1").Status)
 }
+
+// A stopping process hands over the batches its monitor follows in memory:
+// written pending and due at once, so that any monitor checks them now
+// instead of when the claim's lease runs out.
+func TestBatchMonitor_ReleaseWritesTheFollowedBatchesPendingAndDueNow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	l := &ledgertest.BatchLedger{}
+	m := b.monitor(l)
+	d := node.Defaults()
+	id := b.submitOne(l, func(acc []store.CheckBatch, at time.Time) int { return m.Track(acc, at, d.Batch.FirstCheck) })
+	require.Equal(t, store.BatchStatusNone, b.get(id).Status, "held, followed")
+	m.Release(t.Context())
+	got := b.get(id)
+	require.Equal(t, store.BatchStatusPending, got.Status)
+	require.Nil(t, got.ClaimExpiresAt)
+	require.Equal(t, b.clock.Now(), *got.NextCheckAt)
+
+	l.SetStatus(id, ledger.BatchCommitted, "")
+	require.Equal(t, 1, b.runOnce("another monitor", b.monitor(l).RunOnce), "due at once from the database")
+	require.Equal(t, store.BatchStatusCommitted, b.get(id).Status)
+	require.Zero(t, b.runOnce("monitor", m.RunOnce), "no longer followed by the stopped one")
+}

@@ -135,3 +135,16 @@ func (f *followed) release(batches []store.CheckBatch, now, retry time.Time) {
 		heap.Push(&f.queue, dueEntry{due: t.due, seq: b.Seq})
 	}
 }
+
+// drain stops following every batch and returns each as a pending outcome.
+func (f *followed) drain() []store.StatusOutcome {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]store.StatusOutcome, 0, len(f.items))
+	for seq, t := range f.items {
+		out = append(out, store.StatusOutcome{Seq: seq, ServiceID: t.serviceID, Attempt: t.attempt, Status: store.BatchStatusPending})
+	}
+	f.items = map[int64]tracked{}
+	f.queue = nil
+	return out
+}

@@ -392,6 +392,16 @@ func (n *Node) Stop() {
 		return
 	}
 	loop.StopAll(n.services()...)
+	// What this process holds in memory goes back to every process: the
+	// batches handed to its submitters and not sent are queued again, and
+	// those its monitor follows are due for a check at once.
+	releaseCtx := context.Background()
+	for _, s := range n.batchSubmitters {
+		s.Release(releaseCtx)
+	}
+	if n.batchMonitor != nil {
+		n.batchMonitor.Release(releaseCtx)
+	}
 	if l := n.liveness(); l != nil {
 		// Last: while the loops finished their rounds, their claims were
 		// still this process's; from here any process may take over what

@@ -573,6 +573,28 @@ func (s *Store) BatchRecordSubmit(ctx context.Context, p BatchRecordSubmitParams
 	return res, err
 }
 
+// BatchReleaseClaims queues again at once the batches claimed for a
+// stopping process and never sent, while their claims (same attempt) still
+// hold them, and wakes the submitters. It returns how many it released.
+func (s *Store) BatchReleaseClaims(ctx context.Context, now time.Time, batches []ClaimedBatch) (int, error) {
+	p := dbsqlc.BatchReleaseClaimsParams{Now: now, Seqs: make([]int64, len(batches)), Attempts: make([]int32, len(batches))}
+	for i, b := range batches {
+		p.Seqs[i], p.Attempts[i] = b.Seq, int32(b.Attempt)
+	}
+	var n int64
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		var err error
+		if n, err = q.BatchReleaseClaims(ctx, p); err != nil || n == 0 {
+			return err
+		}
+		return wake(ctx, q, notify.BatchSubmitter)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("releasing %d claimed batches: %w", len(batches), err)
+	}
+	return int(n), nil
+}
+
 // CheckBatch is a batch the monitor asks the ledger about.
 type CheckBatch struct {
 	Seq       int64

@@ -162,6 +162,7 @@ var crossKey = map[string]string{
 	"BatchListByService":        "CHANGES (step 1): filters batch_payloads on service_id but joins batches by seq alone; add b.service_id = p.service_id to the join (a co-located join)",
 	"BatchServiceListIdle":      "reconciliation scan, rarely run and read-only; what it finds goes to BatchServiceLock and BatchAdmit per service",
 	"BatchAdmit":                batchBySeq,
+	"BatchReleaseClaims":        batchBySeq,
 	"BatchQueueRetries":         "CHANGES (step 5): scans every service's retries and locks them by seq; becomes a fan-out read of candidates (service_id, seq), then a guarded UPDATE per service",
 	"BatchClaimQueued":          scanClaim + " (submitter: oldest queued across services)",
 	"BatchRecordSubmitMany":     batchBySeq,

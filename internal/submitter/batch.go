@@ -80,6 +80,32 @@ func (s *BatchSubmitter) Hand(batches []store.ClaimedBatch, leaseUntil time.Time
 	s.Poke()
 }
 
+// Release queues again, for any process, the batches handed to the
+// submitter that it has not sent: called once its loop has stopped, so that
+// a stopping process leaves no batch waiting for its lease to run out.
+func (s *BatchSubmitter) Release(ctx context.Context) {
+	s.mu.Lock()
+	handed := s.handed
+	s.handed = nil
+	s.mu.Unlock()
+	if len(handed) == 0 {
+		return
+	}
+	batches := make([]store.ClaimedBatch, len(handed))
+	for i, h := range handed {
+		batches[i] = h.ClaimedBatch
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
+	defer cancel()
+	n, err := s.store.BatchReleaseClaims(ctx, s.deps.Clock.Now(), batches)
+	if err != nil {
+		s.deps.Logger.Warn("submitter: could not give back the batches handed to it; they are sent again when their lease runs out",
+			"batches", len(batches), "error", err)
+		return
+	}
+	s.deps.Logger.Info("submitter: gave back the batches handed to it and not sent", "batches", n)
+}
+
 // takeHanded takes up to max handed batches whose lease still covers a
 // ledger call from now. The others are left to the monitors, which ask the
 // ledger about a held batch once its lease has run out (and queue it again

@@ -338,3 +338,28 @@ func TestBatchSubmitter_AHandedBatchWhoseLeaseIsNearlyOutIsLeftToTheMonitors(t *
 		require.Equal(t, store.BatchStatusNone, got.Status, "still held, for the monitors")
 	}
 }
+
+// A stopping process gives back the batches handed to its submitter that it
+// did not send: queued again at once for any process, the attempt counted,
+// instead of held until their lease runs out.
+func TestBatchSubmitter_ReleaseQueuesAgainTheHandedBatchesItDidNotSend(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	handed, lease := b.claimFour()
+	l := &ledgertest.BatchLedger{}
+	s := b.submitter(l)
+	s.Hand(handed, lease)
+	s.Release(t.Context())
+	for _, h := range handed {
+		got := b.get(h.ID)
+		require.False(t, got.Submitted, h.ID)
+		require.Nil(t, got.ClaimExpiresAt, h.ID)
+		require.NotNil(t, got.QueuedAt, h.ID)
+		require.Equal(t, 1, got.Attempts, "%s: the claim stays counted", h.ID)
+	}
+	require.Equal(t, 4, b.runOnce("submitter", s.RunOnce), "claimed from the queue, each once")
+	require.Equal(t, 4, l.Sent())
+	for _, h := range handed {
+		require.Equal(t, 2, b.get(h.ID).Attempts, h.ID)
+	}
+}

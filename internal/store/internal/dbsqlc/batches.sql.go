@@ -1101,6 +1101,44 @@ func (q *Queries) BatchRecordSubmitMany(ctx context.Context, arg BatchRecordSubm
 	return items, nil
 }
 
+const batchReleaseClaims = `-- name: BatchReleaseClaims :execrows
+WITH o AS (
+    SELECT unnest($2::int8[]) AS seq, unnest($3::int4[]) AS attempts
+),
+held AS (
+    SELECT h.seq
+    FROM ledgerq.batches h JOIN o ON o.seq = h.seq AND o.attempts = h.attempts
+    WHERE h.seq = ANY($2::int8[])
+      AND CASE WHEN h.status IS NULL THEN h.claim_expires_at IS NOT NULL ELSE false END
+    ORDER BY h.seq
+    FOR NO KEY UPDATE OF h
+)
+UPDATE ledgerq.batches b
+SET submitted = false, claim_expires_at = NULL, queued_at = $1::timestamptz,
+    updated_at = $1::timestamptz
+FROM held
+WHERE b.seq = held.seq
+`
+
+type BatchReleaseClaimsParams struct {
+	Now      time.Time
+	Seqs     []int64
+	Attempts []int32
+}
+
+// A stopping process gives back the batches claimed for it and never sent
+// (handed to its submitter by its monitor): each is queued again at once,
+// while that claim (same attempt) still holds it. The attempt stays
+// counted: attempts only grow, so each claim's fence is its own. The rows are locked first, in primary-key order, as every statement
+// of the lane that waits for row locks does.
+func (q *Queries) BatchReleaseClaims(ctx context.Context, arg BatchReleaseClaimsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, batchReleaseClaims, arg.Now, arg.Seqs, arg.Attempts)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const batchRunSummary = `-- name: BatchRunSummary :one
 SELECT count(*) AS inserted,
        count(*) FILTER (WHERE b.status = 'committed') AS committed,
