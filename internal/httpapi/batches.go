@@ -206,31 +206,44 @@ func (s *Server) stored(res []store.InsertedBatch) (received, queued int) {
 }
 
 // decodeBatches decodes and checks the items of a request with decode, on
-// every core: the signature checks are most of an intake's work, and a
-// request of a hundred batches checked on one core leaves the others idle.
-// On failure it returns the error of the first failing item in request order
-// and that item's index, as a loop over the items would; items after a
-// failure may be left unchecked.
+// every core (inParallel). On failure it returns the error of the first
+// failing item in request order and that item's index, as a loop over the
+// items would.
 func decodeBatches(items []json.RawMessage, decode func(json.RawMessage) (store.NewBatch, *Error)) ([]store.NewBatch, int, *Error) {
 	batches := make([]store.NewBatch, len(items))
 	errs := make([]*Error, len(items))
-	done := make([]bool, len(items))
+	if i := inParallel(len(items), func(i int) bool {
+		batches[i], errs[i] = decode(items[i])
+		return errs[i] == nil
+	}); i >= 0 {
+		return nil, i, errs[i]
+	}
+	return batches, 0, nil
+}
+
+// inParallel runs check for 0..n-1 on every core — the signature checks of
+// a request's batches are most of an intake's work, and a request checked on
+// one core leaves the others idle — and returns the lowest i whose check
+// failed, or -1: the answer of a loop that stops at the first failure.
+// Checks after a failure may be skipped.
+func inParallel(n int, check func(i int) bool) int {
+	ok := make([]bool, n)
+	done := make([]bool, n)
 	var next atomic.Int64
 	var failed atomic.Bool
 	work := func() {
 		for {
 			i := int(next.Add(1) - 1)
-			if i >= len(items) || failed.Load() {
+			if i >= n || failed.Load() {
 				return
 			}
-			batches[i], errs[i] = decode(items[i])
-			done[i] = true
-			if errs[i] != nil {
+			ok[i], done[i] = check(i), true
+			if !ok[i] {
 				failed.Store(true)
 			}
 		}
 	}
-	if workers := min(runtime.GOMAXPROCS(0), len(items)); workers > 1 {
+	if workers := min(runtime.GOMAXPROCS(0), n); workers > 1 {
 		var wg sync.WaitGroup
 		for range workers - 1 {
 			wg.Go(work)
@@ -240,19 +253,17 @@ func decodeBatches(items []json.RawMessage, decode func(json.RawMessage) (store.
 	} else {
 		work()
 	}
-	// An item before the failing one may have been skipped after the
-	// failure was seen: check those here, so the error is the first one.
-	for i := range items {
-		if errs[i] != nil {
-			return nil, i, errs[i]
-		}
+	for i := range n {
+		// An index below the failing one may have been skipped after the
+		// failure was seen: it is checked here, so the answer is the first.
 		if !done[i] {
-			if batches[i], errs[i] = decode(items[i]); errs[i] != nil {
-				return nil, i, errs[i]
-			}
+			ok[i] = check(i)
+		}
+		if !ok[i] {
+			return i
 		}
 	}
-	return batches, 0, nil
+	return -1
 }
 
 // decodeBatch decodes and checks one batch of a request.

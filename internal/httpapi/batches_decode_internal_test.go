@@ -13,8 +13,8 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
-// decodeBatches checks a request's items on several cores, yet answers as a
-// loop over them would: every item decoded when all are good, and otherwise
+// decodeBatches checks a request's items on several cores (inParallel), yet
+// answers as a loop over them would: every item decoded when all are good, and otherwise
 // the first bad item in request order, even when a later one fails first.
 func TestDecodeBatches_AnswersAsALoopInRequestOrder(t *testing.T) {
 	t.Parallel()

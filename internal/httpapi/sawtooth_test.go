@@ -220,6 +220,8 @@ func TestSawtooth_RefusalsAreSawtoothErrorsAndStoreNothing(t *testing.T) {
 		{"a list with no batch", "application/octet-stream", []byte{0x10, 0x01}, 400, sawtooth.CodeNoBatchesSubmitted},
 		{"a batch that is not a Batch message", "application/octet-stream", sawtooth.AppendBatchList(nil, goodPayload, []byte("\xff\xff")), 400, sawtooth.CodeBadProtobufSubmitted},
 		{"a batch whose signature does not verify", "application/octet-stream", sawtooth.AppendBatchList(nil, goodPayload, forged), 400, sawtooth.CodeSubmittedBatchesInvalid},
+		// Checked on every core, answered for the first in list order.
+		{"two batches that do not verify", "application/octet-stream", sawtooth.AppendBatchList(nil, goodPayload, forged, forged, goodPayload, forged), 400, sawtooth.CodeSubmittedBatchesInvalid},
 		{"more batches than a request takes", "application/octet-stream", sixBatches, 413, sawtooth.CodeRequestTooLarge},
 		{"a batch larger than --max-payload-bytes", "application/octet-stream", sawtooth.AppendBatchList(nil, bigPayload), 413, sawtooth.CodeRequestTooLarge},
 	} {
