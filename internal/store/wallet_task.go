@@ -472,3 +472,25 @@ func (s *Store) TaskDeleteFinished(ctx context.Context, p TaskDeleteFinishedPara
 	}
 	return n, nil
 }
+
+// TaskSeedFinishedParams are the inputs of TaskSeedFinished.
+type TaskSeedFinishedParams struct {
+	ChainID int64
+	// Prefix starts the seeded tasks' wallet ids (and makes their ids and
+	// hashes the run's own).
+	Prefix string
+	N      int
+	// At is the seeded tasks' every time.
+	At time.Time
+}
+
+// TaskSeedFinished writes N done tasks, each with its confirmed attempt, on
+// 1000 made-up senders of ChainID, as a long-running lane leaves behind, for
+// `ledgerq bench wallets --backlog-finished`. No loop or API path calls it.
+func (s *Store) TaskSeedFinished(ctx context.Context, p TaskSeedFinishedParams) (int, error) {
+	n, err := s.q.TaskSeedFinished(ctx, dbsqlc.TaskSeedFinishedParams{ChainID: p.ChainID, Prefix: p.Prefix, N: int32(p.N), At: p.At})
+	if err != nil {
+		return 0, fmt.Errorf("seeding %d finished tasks: %w", p.N, err)
+	}
+	return int(n), nil
+}
