@@ -198,8 +198,10 @@ type WalletReport struct {
 	MinedP50, MinedP99, MinedMax time.Duration
 	// Direct is the direct sender's part (--baseline direct), nil without.
 	Direct *DirectReport
-	// SeedTime is how long seeding BacklogFinished tasks took.
-	SeedTime time.Duration
+	// ChainCalls lists the lane's calls to the chain by method, with their
+	// mean time; ChainCallCount is their sum.
+	ChainCalls     string
+	ChainCallCount int
 
 	// Fault figures, summed over the wallets (CheckWalletOnChain): gas
 	// bumps and replacements of the tasks, no-ops signed and mined, nonce
@@ -259,6 +261,8 @@ type walletRun struct {
 	api *walletIntake
 	// start is when the first task was offered.
 	start time.Time
+	// counted is the chain as the node reaches it.
+	counted *countingLedger
 }
 
 func (r *walletRun) close() {
@@ -338,7 +342,8 @@ func (r *walletRun) open(ctx context.Context) error {
 	nc.Wallet.Registry = reg
 	nc.Wallet.Ledger.Kind = c.Ledger
 	nc.Wallet.Ledger.URL = c.LedgerURL
-	nc.Wallet.Ledger.Instance = r.ledger
+	r.counted = newCountingLedger(r.ledger)
+	nc.Wallet.Ledger.Instance = r.counted
 	if r.node, err = node.Open(ctx, nc); err != nil {
 		return err
 	}
@@ -433,6 +438,7 @@ func (r *walletRun) run(ctx context.Context) (*WalletReport, error) {
 		fmt.Fprintf(c.Progress, "bench: direct sender: %d mined in %s, %.0f/s; now the lane\n", d.Sent, round(d.MinedTime), d.MinedRate)
 	}
 
+	r.counted.reset()
 	if err := startNode(ctx, r.node); err != nil {
 		return nil, err
 	}
@@ -450,6 +456,7 @@ func (r *walletRun) run(ctx context.Context) (*WalletReport, error) {
 	})
 	stopNode()
 	rep.Wall = time.Since(start)
+	rep.ChainCalls, rep.ChainCallCount = r.counted.summary()
 	rep.EnqueueTime = in.end.Sub(start)
 	if r.api != nil {
 		rep.Requests = int(r.api.requests.Load())
@@ -735,6 +742,9 @@ func (rep *WalletReport) WriteSummary(w io.Writer) error {
 		fmt.Sprintf("  wall              %s", round(rep.Wall)),
 		fmt.Sprintf("  keeping moving    %d gas bumps, %d replacements, %d no-ops signed (%d mined), %d nonce resets",
 			rep.Bumps, rep.Replacements, rep.Noops, rep.NoopsMined, rep.Resets),
+	}
+	if rep.Enqueued > 0 {
+		lines = append(lines, fmt.Sprintf("  chain calls       %.2f per task: %s", float64(rep.ChainCallCount)/float64(rep.Enqueued), rep.ChainCalls))
 	}
 	if c.BacklogFinished > 0 {
 		lines = append(lines, fmt.Sprintf("  backlog           %d finished tasks seeded before the run (other senders, same chain)", c.BacklogFinished))

@@ -105,7 +105,9 @@ type WalletHeadWatcher struct {
 	cfg       workers.WalletConfig
 	ledger    ledger.WalletLedger
 	onNewHead func()
-	head      uint64
+	// head is the last head read; known: one was read.
+	head  uint64
+	known bool
 }
 
 // NewWalletHeadWatcher returns the head watcher of led; onNewHead is called
@@ -130,11 +132,11 @@ func (h *WalletHeadWatcher) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading the chain's head: %w", err)
 	}
-	first := h.head == 0
-	if head.Number == h.head {
+	if h.known && head.Number == h.head {
 		return 0, nil
 	}
-	h.head = head.Number
+	first := !h.known
+	h.head, h.known = head.Number, true
 	if first {
 		return 0, nil
 	}
