@@ -307,15 +307,17 @@ func (s *Store) TaskInsert(ctx context.Context, p TaskInsertParams) (task Task, 
 // concurrent inserts of one wallet do not queue behind each other's commits
 // on its shard row.
 func (s *Store) scheduleCommitted(ctx context.Context, now time.Time, key string) error {
-	sh, err := s.ShardGet(ctx, key)
+	row, err := one(s.q.ShardGet(ctx, key))
 	switch {
-	case err == nil && (sh.State == ShardPending || sh.State == ShardRunning && sh.MoreWork):
+	case err == nil && (row.State == dbsqlc.LedgerqShardStatePending || row.State == dbsqlc.LedgerqShardStateRunning && row.MoreWork):
 		return nil
 	case err != nil && !errors.Is(err, ErrNotFound):
-		return err
+		return fmt.Errorf("reading shard %q: %w", key, err)
 	}
-	_, err = s.ShardSchedule(ctx, ShardScheduleParams{Now: now, Key: key})
-	return err
+	return s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		_, err := shardSchedule(ctx, q, ShardScheduleParams{Now: now, Key: key})
+		return err
+	})
 }
 
 // TaskGet returns the wallet's task id. A task of another wallet is
