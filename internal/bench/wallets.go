@@ -231,7 +231,12 @@ func (c *WalletConfig) FaultRun() bool {
 // when a task did not end done or a check failed; the report comes with it.
 func RunWallets(ctx context.Context, cfg WalletConfig) (*WalletReport, error) {
 	prepare(&cfg.Progress, &cfg.Node)
-	cfg.Node.DBMinConns = max(cfg.Node.DBMinConns, 4+cfg.Node.Wallet.Shards.Workers)
+	conns := 4 + cfg.Node.Wallet.Shards.Workers
+	if cfg.Mode == WalletModeHTTP {
+		// The API's requests use the node's pool, as in serve.
+		conns += cfg.IngestWorkers
+	}
+	cfg.Node.DBMinConns = max(cfg.Node.DBMinConns, conns)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
