@@ -888,7 +888,7 @@ func (q *Queries) TaskRequeueReplaced(ctx context.Context, arg TaskRequeueReplac
 const taskSeedFinished = `-- name: TaskSeedFinished :execrows
 WITH seed AS (
     SELECT s - 1 AS n,
-           md5($3::text || (s - 1)::text)::uuid::text AS task_id,
+           substr(md5($3::text), 1, 8) || '-0000-7000-8000-' || lpad(to_hex(s), 12, '0') AS task_id,
            '0x' || lpad(to_hex((s - 1) % 1000 + 1), 40, '0') AS from_address,
            '0x' || md5($3::text || (s - 1)::text) || md5((s - 1)::text || $3::text) AS hash
     FROM generate_series(1, $4::int) AS s
@@ -918,7 +918,9 @@ type TaskSeedFinishedParams struct {
 // Bench only (`ledgerq bench wallets --backlog-finished N`): N done tasks,
 // each with its confirmed attempt, as a long-running lane leaves behind, on
 // 1000 senders of the chain made up for the seed (wallet ids the prefix and
-// 0 to 999, nonces from 0), finished at @at. No loop or API path runs it.
+// 0 to 999, nonces from 0), finished at @at. Their ids ascend, as UUIDv7s
+// made one after the other do, so the seed appends to the id indexes. No
+// loop or API path runs it.
 func (q *Queries) TaskSeedFinished(ctx context.Context, arg TaskSeedFinishedParams) (int64, error) {
 	result, err := q.db.Exec(ctx, taskSeedFinished,
 		arg.ChainID,
