@@ -98,6 +98,22 @@ func (b *blockClock) at(n uint64) (time.Time, bool) {
 	return t, ok
 }
 
+// await is when block n was first seen, waiting up to timeout for the
+// poller to see it (a receipt can be read before the next poll), false if
+// it never was.
+func (b *blockClock) await(ctx context.Context, n uint64, timeout time.Duration) (time.Time, bool) {
+	deadline := time.Now().Add(timeout)
+	for {
+		if t, ok := b.at(n); ok {
+			return t, true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return time.Time{}, false
+		}
+		time.Sleep(blockPollInterval / 2)
+	}
+}
+
 // minedTimes reads the receipts of hashes (8 at a time) and returns, for
 // each, when its block was first seen; a hash without a receipt or whose
 // block was not seen is an error.
@@ -113,7 +129,7 @@ func (b *blockClock) minedTimes(ctx context.Context, l ledger.WalletLedger, hash
 		case !rc.Found:
 			return fmt.Errorf("%s has no receipt", hashes[i].Hex())
 		}
-		t, ok := b.at(rc.BlockNumber)
+		t, ok := b.await(ctx, rc.BlockNumber, 10*time.Second)
 		if !ok {
 			return fmt.Errorf("%s is in block %d, which the block clock never saw", hashes[i].Hex(), rc.BlockNumber)
 		}
@@ -283,8 +299,6 @@ func (r *walletRun) runDirect(ctx context.Context) (*DirectReport, error) {
 			}
 		}
 	}
-	// The poller sees the last block within a poll or two.
-	time.Sleep(2 * blockPollInterval)
 	mined, err := r.blocks.minedTimes(ctx, r.ledger, hashes, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("direct sender: %w", err)
