@@ -178,6 +178,20 @@ that every done task has exactly one mined transaction (its recorded hash) and e
 nonce below the chain's is taken by one mined transaction of ours. It exits non-zero
 when a task did not finish or a check failed.
 
+"mined" is the chain's measure: a poller reads the chain's head every 20 ms, a
+transaction is mined when its block was first seen, and mined/s runs from the
+first enqueue to the last done task's block. --baseline direct first runs a
+direct sender with no database on the same chain (fresh keys funded with the
+wallets, --wallets x --tasks-per-wallet transfers like the tasks', each key
+sending its nonces 0.. counted in memory, go-ethereum's ethclient on --ledger
+evm, the simulated chain's own methods in process on --ledger sim, as the lane
+reaches it), waits until all are mined, and prints its mined/s (first send to
+the last block) beside the lane's, and the ratio. It runs first so that the
+lane's loops are not running beside it and the lane starts on an empty pool.
+--mode http posts the tasks through the real API instead of storing them;
+--rate offers them at a fixed pace (for the enqueue-to-mined latency);
+--backlog-finished N seeds N done tasks first.
+
 A fault run (--chain-lost-tx-rate or --chain-reorg-rate above 0) lets a task end in
 error with a reason and no-ops take nonces; it reports the gas bumps, replacements,
 no-ops and nonce resets (wallet_tasks, tx_attempts, wallet_health) and the chain's
@@ -186,6 +200,8 @@ wallet lane's stall timeout (5 minutes; no flag yet): give such a run a long --g
 
 Examples:
   ledgerq bench wallets --wallets 20 --tasks-per-wallet 50
+  ledgerq bench wallets --wallets 10 --tasks-per-wallet 200 --baseline direct
+  ledgerq bench wallets --mode http --ingest-workers 16 --wallets 10 --tasks-per-wallet 1000
   ledgerq bench wallets --block-period 50ms --chain-transient-rate 0.05 --chain-lost-response-rate 0.05
   ledgerq bench wallets --wallets 3 --tasks-per-wallet 10 --chain-reorg-rate 0.1 --chain-reorg-depth 2 \
       --chain-lost-tx-rate 0.02 --chain-transient-rate 0.05 --chain-lost-response-rate 0.05 --grace 15m
@@ -196,7 +212,13 @@ Examples:
 func runBenchWallets(ctx context.Context, args []string) error {
 	cfg := bench.DefaultWalletConfig()
 	var fundEther float64 = 1
+	var cpuProfile string
 	err := parseNodeFlags("bench wallets", benchWalletsSummary, &cfg.Node, flagParts{lane: "wallet"}, args, "warn", func(fs *flag.FlagSet) {
+		fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (the direct sender's part included) to this file, for go tool pprof")
+		fs.StringVar((*string)(&cfg.Mode), "mode", string(cfg.Mode), "how tasks reach the lane: store (store.TaskInsert from the bench's own pool) or http (POST send-tx with task=true and an Idempotency-Key through the real API on a loopback listener)")
+		fs.StringVar(&cfg.Baseline, "baseline", cfg.Baseline, "direct: first run a direct sender with no database (fresh funded keys, the same transfers, nonces in memory, go-ethereum's ethclient on --ledger evm) on the same chain, and print its mined/s beside the lane's and the ratio")
+		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "offered load: enqueue at this many tasks/s (0: as fast as the workers can)")
+		fs.IntVar(&cfg.BacklogFinished, "backlog-finished", cfg.BacklogFinished, "seed this many done tasks with their confirmed attempts (on 1000 other senders of the same chain) before the run, as a long-running lane leaves behind")
 		fs.IntVar(&cfg.Wallets, "wallets", cfg.Wallets, "number of wallets, each a fresh random key, funded before the run")
 		fs.IntVar(&cfg.TasksPerWallet, "tasks-per-wallet", cfg.TasksPerWallet, "send-tx tasks enqueued per wallet")
 		fs.IntVar(&cfg.IngestWorkers, "ingest-workers", cfg.IngestWorkers, "concurrent enqueue workers, each with its own connection (as concurrent API requests)")
@@ -225,6 +247,17 @@ func runBenchWallets(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Progress = os.Stderr
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	return summarized(bench.RunWallets(ctx, cfg))
 }
 

@@ -164,6 +164,7 @@ func registerWallet(fs *flag.FlagSet, w *node.WalletConfig, api *httpapi.Config,
 	})
 	fs.IntVar(&w.Lane.InFlight, "wallet-in-flight", w.Lane.InFlight, "wallet lane: most transactions a wallet has signed or sent and not yet confirmed")
 	fs.DurationVar(&w.Lane.FollowInterval, "wallet-follow-interval", w.Lane.FollowInterval, "wallet lane: how often a wallet with transactions in flight is checked for receipts")
+	fs.DurationVar(&w.Lane.HeadInterval, "wallet-head-interval", w.Lane.HeadInterval, "wallet lane: how often the chain's head is read; a new block checks the wallets with transactions in flight at once instead of at the next --wallet-follow-interval (0: off)")
 	fs.DurationVar(&w.Lane.ReplacedAfter, "wallet-replaced-after", w.Lane.ReplacedAfter, "wallet lane: how long a nonce the chain passed, whose hashes have no receipt, waits before its transaction counts as replaced and its task is sent again")
 	fs.DurationVar(&w.Lane.CycleBudget, "wallet-cycle-budget", w.Lane.CycleBudget, "wallet lane: a cycle of a wallet's run makes no new call to the chain past this; with --wallet-ledger-timeout it must fit twice in --shard-lease")
 	fs.DurationVar(&w.Lane.StallTimeout, "wallet-stall-timeout", w.Lane.StallTimeout, "wallet lane: a wallet whose chain nonce has not moved for this long gets its stalled transaction re-sent with fees raised (max of 1.2x and the node's suggestion), or a no-op for a nonce none of ours holds")

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"io"
@@ -65,6 +66,21 @@ type WalletConfig struct {
 	// Value is what each task's transaction sends, in wei.
 	Value *big.Int
 
+	// Mode is how the tasks reach the lane: WalletModeStore (store.TaskInsert
+	// from the bench's own pool) or WalletModeHTTP (POST send-tx through the
+	// real API handler on a loopback listener).
+	Mode WalletMode
+	// Rate, when positive, offers the tasks at this many per second; 0
+	// enqueues them as fast as the workers can.
+	Rate float64
+	// Baseline is BaselineNone or BaselineDirect: a direct sender with no
+	// database runs first on the same chain (DirectReport).
+	Baseline string
+	// BacklogFinished seeds this many done tasks, each with its confirmed
+	// attempt, on other senders of the same chain before the run, as a
+	// long-running lane leaves behind.
+	BacklogFinished int
+
 	// Grace is how long the run waits, once every task is stored, for every
 	// task to end.
 	Grace time.Duration
@@ -83,6 +99,7 @@ func DefaultWalletConfig() WalletConfig {
 		Wallets:        10,
 		TasksPerWallet: 20,
 		IngestWorkers:  4,
+		Mode:           WalletModeStore,
 		Ledger:         WalletLedgerSim,
 		Sim:            evmsim.Config{Seed: 1, BlockPeriod: 200 * time.Millisecond},
 		FundWei:        new(big.Int).Exp(big.NewInt(10), big.NewInt(18), nil), // 1 ether
@@ -103,6 +120,14 @@ func (c *WalletConfig) Validate() error {
 		return errors.New("--wallets and --tasks-per-wallet must be at least 1")
 	case c.IngestWorkers < 1:
 		return errors.New("--ingest-workers must be at least 1")
+	case c.Mode != WalletModeStore && c.Mode != WalletModeHTTP:
+		return fmt.Errorf("--mode %q: want store or http", c.Mode)
+	case c.Baseline != BaselineNone && c.Baseline != BaselineDirect:
+		return fmt.Errorf("--baseline %q: want direct or nothing", c.Baseline)
+	case c.Baseline == BaselineDirect && c.FaultRun():
+		return errors.New("--baseline direct compares fault-free runs: the direct sender does not heal lost transactions or reorgs")
+	case c.Rate < 0 || c.BacklogFinished < 0:
+		return errors.New("--rate and --backlog-finished must not be negative")
 	case c.Ledger != WalletLedgerSim && c.Ledger != WalletLedgerEVM:
 		return fmt.Errorf("--ledger %q: want sim or evm", c.Ledger)
 	case c.Ledger == WalletLedgerEVM && c.LedgerURL == "":
@@ -160,6 +185,23 @@ type WalletReport struct {
 	// Latency of done tasks, created_at to finished_at.
 	P50, P99, Max time.Duration
 	Wall          time.Duration
+	// Requests counts the POST send-tx requests of WalletModeHTTP.
+	Requests int
+
+	// MinedTime runs from the first enqueue to when the block of the last
+	// done task's transaction was first seen (blockClock); MinedRate is
+	// Done / MinedTime: the chain's measure, the same as the direct
+	// sender's. MinedP50, MinedP99 and MinedMax run from each done task's
+	// created_at to when its transaction's block was first seen.
+	MinedTime                    time.Duration
+	MinedRate                    float64
+	MinedP50, MinedP99, MinedMax time.Duration
+	// Direct is the direct sender's part (--baseline direct), nil without.
+	Direct *DirectReport
+	// ChainCalls lists the lane's calls to the chain by method, with their
+	// mean time; ChainCallCount is their sum.
+	ChainCalls     string
+	ChainCallCount int
 
 	// Fault figures, summed over the wallets (CheckWalletOnChain): gas
 	// bumps and replacements of the tasks, no-ops signed and mined, nonce
@@ -189,7 +231,12 @@ func (c *WalletConfig) FaultRun() bool {
 // when a task did not end done or a check failed; the report comes with it.
 func RunWallets(ctx context.Context, cfg WalletConfig) (*WalletReport, error) {
 	prepare(&cfg.Progress, &cfg.Node)
-	cfg.Node.DBMinConns = max(cfg.Node.DBMinConns, 4+cfg.Node.Wallet.Shards.Workers)
+	conns := 4 + cfg.Node.Wallet.Shards.Workers
+	if cfg.Mode == WalletModeHTTP {
+		// The API's requests use the node's pool, as in serve.
+		conns += cfg.IngestWorkers
+	}
+	cfg.Node.DBMinConns = max(cfg.Node.DBMinConns, conns)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -207,9 +254,29 @@ type walletRun struct {
 	fund time.Duration
 
 	enqueued atomic.Int64
+
+	// blocks tells when each block was first seen, from before the first
+	// send to the end of the run.
+	blocks *blockClock
+	// directKeys are the direct sender's (--baseline direct), funded with
+	// the wallets.
+	directKeys  []*ecdsa.PrivateKey
+	directAddrs []ledger.Address
+	// api is WalletModeHTTP's server and clients.
+	api *walletIntake
+	// start is when the first task was offered.
+	start time.Time
+	// counted is the chain as the node reaches it.
+	counted *countingLedger
 }
 
 func (r *walletRun) close() {
+	if r.blocks != nil {
+		r.blocks.close()
+	}
+	if r.api != nil {
+		r.api.close()
+	}
 	r.loadTarget.close()
 	if r.closeL != nil {
 		r.closeL()
@@ -233,6 +300,13 @@ func (r *walletRun) open(ctx context.Context) error {
 			return err
 		}
 		addrs[i] = signers[i].Address()
+	}
+	if c.Baseline == BaselineDirect {
+		var err error
+		if r.directKeys, r.directAddrs, err = directKeys(c.Wallets); err != nil {
+			return err
+		}
+		addrs = append(addrs, r.directAddrs...)
 	}
 
 	switch c.Ledger {
@@ -273,9 +347,29 @@ func (r *walletRun) open(ctx context.Context) error {
 	nc.Wallet.Registry = reg
 	nc.Wallet.Ledger.Kind = c.Ledger
 	nc.Wallet.Ledger.URL = c.LedgerURL
-	nc.Wallet.Ledger.Instance = r.ledger
+	r.counted = newCountingLedger(r.ledger)
+	nc.Wallet.Ledger.Instance = r.counted
 	if r.node, err = node.Open(ctx, nc); err != nil {
 		return err
+	}
+	if c.BacklogFinished > 0 {
+		began := time.Now()
+		seedCtx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+		_, err := r.node.Store().TaskSeedFinished(seedCtx, store.TaskSeedFinishedParams{
+			ChainID: r.chainID, Prefix: "backlog-" + r.prefix, N: c.BacklogFinished, At: time.Now().Add(-time.Hour),
+		})
+		cancel()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.Progress, "bench: seeded %d finished tasks in %s\n", c.BacklogFinished, round(time.Since(began)))
+	}
+	if c.Mode == WalletModeHTTP {
+		if r.api, err = newWalletIntake(ctx, r.node, r.wallets, c); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.Progress, "bench: serving the API at %s\n", r.api.url)
+		return warm(ctx, r.node.Store().Conns(), c.IngestWorkers)
 	}
 	return r.openIngest(ctx, c.Node.DatabaseURL, c.IngestWorkers)
 }
@@ -335,6 +429,21 @@ func (r *walletRun) run(ctx context.Context) (*WalletReport, error) {
 	}
 	rep.Config.Progress, rep.Config.Node.Logger, rep.Config.Node.Wallet.Registry, rep.Config.Node.Wallet.Ledger.Instance = nil, nil, nil, nil
 
+	r.blocks = watchBlocks(ctx, r.ledger, c.Node.Wallet.Lane.LedgerTimeout)
+	if c.Baseline == BaselineDirect {
+		// The direct sender goes first: it needs no database, so the lane's
+		// loops are not yet running beside it, and the lane then starts on
+		// a chain whose pool the direct sender left empty.
+		fmt.Fprintf(c.Progress, "bench: direct sender: %d keys x %d transfers\n", c.Wallets, c.TasksPerWallet)
+		d, err := r.runDirect(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rep.Direct = d
+		fmt.Fprintf(c.Progress, "bench: direct sender: %d mined in %s, %.0f/s; now the lane\n", d.Sent, round(d.MinedTime), d.MinedRate)
+	}
+
+	r.counted.reset()
 	if err := startNode(ctx, r.node); err != nil {
 		return nil, err
 	}
@@ -342,7 +451,7 @@ func (r *walletRun) run(ctx context.Context) (*WalletReport, error) {
 	defer stopNode()
 
 	start := time.Now()
-	in := startIngestion(func() error { return r.ingestAll(ctx) })
+	in := startIngestion(func() error { return r.ingestAll(ctx, start) })
 
 	ticker := time.NewTicker(c.ProgressInterval)
 	defer ticker.Stop()
@@ -352,7 +461,12 @@ func (r *walletRun) run(ctx context.Context) (*WalletReport, error) {
 	})
 	stopNode()
 	rep.Wall = time.Since(start)
+	rep.ChainCalls, rep.ChainCallCount = r.counted.summary()
 	rep.EnqueueTime = in.end.Sub(start)
+	if r.api != nil {
+		rep.Requests = int(r.api.requests.Load())
+	}
+	r.start = start
 
 	if err := summarizeAfter(ctx, 5*time.Minute, rep, r.summarize); err != nil {
 		return nil, errors.Join(in.err, err)
@@ -361,12 +475,31 @@ func (r *walletRun) run(ctx context.Context) (*WalletReport, error) {
 }
 
 // ingestAll stores the tasks, round-robin over the wallets, with
-// IngestWorkers goroutines, one TaskInsert (one transaction) per task.
-func (r *walletRun) ingestAll(ctx context.Context) error {
+// IngestWorkers goroutines, one TaskInsert (one transaction) per task, or
+// in WalletModeHTTP one POST send-tx per task; with Rate, the i-th task is
+// offered at start + i/Rate.
+func (r *walletRun) ingestAll(ctx context.Context, start time.Time) error {
 	c := &r.cfg
 	always := func() bool { return true }
 	return inParallel(ctx, c.IngestWorkers, c.Wallets*c.TasksPerWallet, 1, "enqueue", always, func(i int) error {
+		if c.Rate > 0 {
+			at := start.Add(time.Duration(float64(i) / c.Rate * float64(time.Second)))
+			if d := time.Until(at); d > 0 {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(d):
+				}
+			}
+		}
 		w := r.wallets[i%c.Wallets]
+		if r.api != nil {
+			err := r.api.post(ctx, w.ID, i)
+			if err == nil {
+				r.enqueued.Add(1)
+			}
+			return err
+		}
 		callCtx, cancel := context.WithTimeout(ctx, c.Node.Loops.DBTimeout)
 		defer cancel()
 		_, _, err := r.ingest.TaskInsert(callCtx, store.TaskInsertParams{
@@ -435,6 +568,8 @@ func (r *walletRun) summarize(ctx context.Context, rep *WalletReport) error {
 		problem       = func(f string, a ...any) { rep.Problems = append(rep.Problems, fmt.Sprintf(f, a...)) }
 		maxedProblems = 20
 		faults        = r.cfg.FaultRun()
+		doneHashes    []common.Hash
+		doneCreated   []time.Time
 	)
 	for _, w := range r.wallets {
 		tasks, err := r.tasks(ctx, w.ID)
@@ -464,6 +599,10 @@ func (r *walletRun) summarize(ctx context.Context, rep *WalletReport) error {
 			}
 			if first.IsZero() || t.CreatedAt.Before(first) {
 				first = t.CreatedAt
+			}
+			if t.Status == store.TaskDone {
+				doneHashes = append(doneHashes, common.HexToHash(t.TxHash))
+				doneCreated = append(doneCreated, t.CreatedAt)
 			}
 			if t.Status == store.TaskDone && t.FinishedAt != nil {
 				lat = append(lat, t.FinishedAt.Sub(t.CreatedAt))
@@ -531,6 +670,24 @@ func (r *walletRun) summarize(ctx context.Context, rep *WalletReport) error {
 			problem("wallet %s: the chain's nonce is %d, want %d", w.ID, chainNonce, m)
 		}
 	}
+	if len(doneHashes) > 0 && !faults {
+		// A fault run's reorgs move transactions between blocks; the block
+		// clock keeps a number's first sighting, so its figures are left out.
+		mined, err := r.blocks.minedTimes(ctx, r.ledger, doneHashes, r.cfg.Node.Wallet.Lane.LedgerTimeout)
+		if err != nil {
+			problem("reading when the done tasks were mined: %v", err)
+		} else {
+			var last time.Time
+			mlat := make([]time.Duration, len(mined))
+			for i, t := range mined {
+				last = maxTime(last, t)
+				mlat[i] = t.Sub(doneCreated[i])
+			}
+			rep.MinedTime = last.Sub(r.start)
+			rep.MinedRate = float64(len(mined)) / rep.MinedTime.Seconds()
+			rep.MinedP50, rep.MinedP99, rep.MinedMax = percentiles(mlat)
+		}
+	}
 	if sim, ok := r.ledger.(*evmsim.Ledger); ok {
 		stats := sim.Stats()
 		rep.ChainFaults = &stats
@@ -575,19 +732,37 @@ func (rep *WalletReport) WriteSummary(w io.Writer) error {
 		"configuration",
 		fmt.Sprintf("  database          %s", node.RedactURL(c.Node.DatabaseURL)),
 		fmt.Sprintf("  workload          %d wallets x %d tasks = %d send-tx tasks (wallets %s*, fresh keys)", c.Wallets, c.TasksPerWallet, rep.Planned, rep.Prefix),
-		fmt.Sprintf("  enqueue           %d workers, one TaskInsert per task; grace %s", c.IngestWorkers, c.Grace),
+		fmt.Sprintf("  enqueue           %s; grace %s", enqueueHow(c), c.Grace),
 		fmt.Sprintf("  chain             %s", chain),
 		fmt.Sprintf("  wallet lane       %d shard workers, quantum %s, lease %s; in flight %d, follow interval %s, queue %s",
 			wc.Shards.Workers, wc.Shards.Quantum, wc.Shards.Lease, wc.Lane.InFlight, wc.Lane.FollowInterval, wc.Lane.QueueType),
 		"results",
 		fmt.Sprintf("  tasks             %d enqueued of %d; %d done (%d reverted), %d error, %d waiting, %d executing; %d transactions signed",
 			rep.Enqueued, rep.Planned, rep.Done, rep.Reverted, rep.Error, rep.Waiting, rep.Executing, rep.Attempts),
-		fmt.Sprintf("  enqueue           %.0f tasks/s (%d in %s)", rep.EnqueueRate, rep.Enqueued, round(rep.EnqueueTime)),
+		fmt.Sprintf("  enqueue           %.0f tasks/s (%d in %s%s)", rep.EnqueueRate, rep.Enqueued, round(rep.EnqueueTime), requests(rep.Requests)),
 		fmt.Sprintf("  confirmed         %.1f tasks/s (%d from first enqueue to last done in %s)", rep.ConfirmRate, rep.Done, round(rep.EndToEnd)),
+		fmt.Sprintf("  mined             %.1f tasks/s (%d from first enqueue to the last one's block seen in %s)", rep.MinedRate, rep.Done, round(rep.MinedTime)),
 		fmt.Sprintf("  latency           enqueue to done: p50 %s, p99 %s, max %s", round(rep.P50), round(rep.P99), round(rep.Max)),
+		fmt.Sprintf("  latency           enqueue to mined (block seen): p50 %s, p99 %s, max %s", round(rep.MinedP50), round(rep.MinedP99), round(rep.MinedMax)),
 		fmt.Sprintf("  wall              %s", round(rep.Wall)),
 		fmt.Sprintf("  keeping moving    %d gas bumps, %d replacements, %d no-ops signed (%d mined), %d nonce resets",
 			rep.Bumps, rep.Replacements, rep.Noops, rep.NoopsMined, rep.Resets),
+	}
+	if rep.Enqueued > 0 {
+		lines = append(lines, fmt.Sprintf("  chain calls       %.2f per task: %s", float64(rep.ChainCallCount)/float64(rep.Enqueued), rep.ChainCalls))
+	}
+	if c.BacklogFinished > 0 {
+		lines = append(lines, fmt.Sprintf("  backlog           %d finished tasks seeded before the run (other senders, same chain)", c.BacklogFinished))
+	}
+	if d := rep.Direct; d != nil {
+		ratio := 0.0
+		if d.MinedRate > 0 {
+			ratio = rep.MinedRate / d.MinedRate
+		}
+		lines = append(lines,
+			fmt.Sprintf("  direct sender     %d keys x %d transfers, no database, nonces in memory, run first: sent in %s, %d mined in %s: %.1f tx/s; send to mined p50 %s, p99 %s",
+				d.Keys, d.TxsPerKey, round(d.SendTime), d.Sent, round(d.MinedTime), d.MinedRate, round(d.MinedP50), round(d.MinedP99)),
+			fmt.Sprintf("  ledgerq / direct  %.2f x (mined/s, first send or enqueue to the last block seen, both sides)", ratio))
 	}
 	if f := rep.ChainFaults; f != nil {
 		lines = append(lines, fmt.Sprintf("  chain faults      %d transient, %d lost responses, %d lost transactions, %d reorgs (%d blocks, %d transactions un-mined, %d dropped)",
@@ -610,4 +785,23 @@ func (rep *WalletReport) WriteSummary(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// enqueueHow says how the tasks reached the lane.
+func enqueueHow(c *WalletConfig) string {
+	how := fmt.Sprintf("%d workers, one TaskInsert per task", c.IngestWorkers)
+	if c.Mode == WalletModeHTTP {
+		how = fmt.Sprintf("%d HTTP clients, one POST send-tx per task (task=true, an Idempotency-Key each)", c.IngestWorkers)
+	}
+	if c.Rate > 0 {
+		how += fmt.Sprintf(", offered at %g/s", c.Rate)
+	}
+	return how
+}
+
+func requests(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d requests", n)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/bench"
@@ -123,4 +124,104 @@ func TestRunWallets_AFaultRunWithReorgsEndsEveryTaskDoneOrErrorAndTheChainAgrees
 	require.Contains(t, sum.String(), "reorgs")
 	require.Contains(t, sum.String(), "every task done or error with a reason")
 	t.Log(sum.String())
+}
+
+func TestRunWallets_DirectBaselineSendsAsManyOnTheSameChainAndGivesTheRatio(t *testing.T) {
+	t.Parallel()
+	cfg, progress := walletSetup(t, 2, 5)
+	cfg.Baseline = bench.BaselineDirect
+
+	rep, err := bench.RunWallets(context.Background(), cfg)
+	require.NoError(t, err)
+	requireAllDone(t, rep, 10)
+	require.NotNil(t, rep.Direct)
+	require.Equal(t, 2, rep.Direct.Keys)
+	require.Equal(t, 10, rep.Direct.Sent)
+	require.Positive(t, rep.Direct.MinedRate)
+	require.Positive(t, rep.MinedRate)
+	require.LessOrEqual(t, rep.Direct.MinedP50, rep.Direct.MinedP99)
+	require.LessOrEqual(t, rep.MinedP50, rep.MinedP99)
+	require.LessOrEqual(t, rep.MinedP99, rep.MinedMax)
+	require.Contains(t, progress.String(), "direct sender: 10 mined")
+	var sum bytes.Buffer
+	require.NoError(t, rep.WriteSummary(&sum))
+	require.Contains(t, sum.String(), "ledgerq / direct")
+	require.Contains(t, sum.String(), "chain calls")
+}
+
+func TestRunWallets_DirectBaselineOnRealGeth(t *testing.T) {
+	t.Parallel()
+	geth := testgeth.Start(t)
+	cfg, _ := walletSetup(t, 2, 3)
+	cfg.Ledger, cfg.LedgerURL, cfg.FundFromDevAccount = bench.WalletLedgerEVM, geth.URL, true
+	cfg.Baseline = bench.BaselineDirect
+
+	rep, err := bench.RunWallets(context.Background(), cfg)
+	require.NoError(t, err)
+	requireAllDone(t, rep, 6)
+	require.Equal(t, 6, rep.Direct.Sent)
+	require.Positive(t, rep.Direct.MinedRate)
+	require.Positive(t, rep.MinedRate)
+}
+
+func TestRunWallets_HTTPModePostsEveryTaskThroughTheAPIWithAnIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	cfg, _ := walletSetup(t, 2, 5)
+	cfg.Mode = bench.WalletModeHTTP
+	cfg.Rate = 200
+
+	rep, err := bench.RunWallets(context.Background(), cfg)
+	require.NoError(t, err)
+	requireAllDone(t, rep, 10)
+	require.Equal(t, 10, rep.Requests)
+	// Offered at 200/s: the tenth goes 45 ms after the first.
+	require.GreaterOrEqual(t, rep.EnqueueTime, 45*time.Millisecond)
+	var sum bytes.Buffer
+	require.NoError(t, rep.WriteSummary(&sum))
+	require.Contains(t, sum.String(), "one POST send-tx per task")
+	require.Contains(t, sum.String(), "10 requests")
+}
+
+func TestRunWallets_BacklogFinishedSeedsDoneTasksBesideTheRun(t *testing.T) {
+	t.Parallel()
+	cfg, progress := walletSetup(t, 2, 5)
+	cfg.BacklogFinished = 2500
+
+	rep, err := bench.RunWallets(context.Background(), cfg)
+	require.NoError(t, err)
+	requireAllDone(t, rep, 10)
+	require.Contains(t, progress.String(), "seeded 2500 finished tasks")
+
+	conn, err := pgx.Connect(t.Context(), cfg.Node.DatabaseURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var tasks, attempts, senders int
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT sender) FROM ledgerq.wallet_tasks WHERE status = 3 AND wallet_id LIKE 'backlog-%'`).Scan(&tasks, &senders))
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM ledgerq.tx_attempts a JOIN ledgerq.wallet_tasks t ON t.id = a.task_id
+		WHERE t.wallet_id LIKE 'backlog-%' AND a.state = 'confirmed'`).Scan(&attempts))
+	require.Equal(t, 2500, tasks)
+	require.Equal(t, 2500, attempts, "each seeded task has its confirmed attempt")
+	require.Equal(t, 1000, senders)
+}
+
+func TestWalletConfig_ValidateRefusesAnUnknownModeOrBaseline(t *testing.T) {
+	t.Parallel()
+	base := func() bench.WalletConfig {
+		cfg := bench.DefaultWalletConfig()
+		cfg.Node.DatabaseURL = "postgres://localhost/x"
+		require.NoError(t, cfg.Validate())
+		return cfg
+	}
+	cfg := base()
+	cfg.Mode = "grpc"
+	require.ErrorContains(t, cfg.Validate(), "--mode")
+	cfg = base()
+	cfg.Baseline = "river"
+	require.ErrorContains(t, cfg.Validate(), "--baseline")
+	cfg = base()
+	cfg.Baseline, cfg.Sim.LostTxRate = bench.BaselineDirect, 0.1
+	require.ErrorContains(t, cfg.Validate(), "fault-free")
+	cfg = base()
+	cfg.BacklogFinished = -1
+	require.ErrorContains(t, cfg.Validate(), "--backlog-finished")
 }

@@ -76,6 +76,9 @@ type confirmCycle struct {
 	// atNonce the wallet's transactions the chain's blocks hold by nonce.
 	blocks  map[uint64]ledger.Hash
 	atNonce map[uint64]ledger.NonceTx
+	// receipts are the answers of prefetch, by hash: receipts read
+	// concurrently before a step looks its attempts up one by one.
+	receipts map[string]ledger.Receipt
 
 	// reopened: mined or confirmed attempts whose transaction left the
 	// chain, with why.
@@ -128,6 +131,7 @@ func (c *confirmCycle) Execute(ctx context.Context) error {
 	c.depth = c.Config().ConfirmationsOn(c.ChainID())
 	c.blocks = map[uint64]ledger.Hash{}
 	c.atNonce = map[uint64]ledger.NonceTx{}
+	c.receipts = map[string]ledger.Receipt{}
 	n, err := c.ReadChainNonce(ctx)
 	if err != nil {
 		return err
@@ -219,15 +223,21 @@ type onChain struct {
 // elsewhere, or of none, so "no receipt" alone is never "another
 // transaction took the nonce".
 func (c *confirmCycle) lookUp(ctx context.Context, a store.Attempt) onChain {
+	// The attempt's own hash first: when it has a receipt in a block the
+	// chain has, it is the nonce's one mined transaction, and its bumps
+	// need not be read (a nonce is mined once).
+	if rc, ok := c.receipts[a.TxHash]; ok && rc.Found {
+		if canonical, known := c.canonical(ctx, rc); known && canonical {
+			return onChain{ok: true, found: found{hash: a.TxHash, receipt: rc}}
+		}
+	}
 	hashes, err := c.HashesOfNonce(ctx, a)
 	if err != nil {
 		return onChain{failed: true}
 	}
 	var out onChain
 	for _, h := range hashes {
-		rc, err := workers.LedgerCall(ctx, c.WalletShard, func(ctx context.Context) (ledger.Receipt, error) {
-			return c.Ledger().TransactionReceipt(ctx, ledger.TxHash(common.HexToHash(h)))
-		})
+		rc, err := c.receipt(ctx, h)
 		if err != nil {
 			out.failed = true
 			continue
@@ -257,6 +267,60 @@ func (c *confirmCycle) lookUp(ctx context.Context, a store.Attempt) onChain {
 		return onChain{ok: true, found: found{hash: tx.Hash.Hex(), receipt: tx.Receipt}}
 	}
 	return onChain{other: &tx, ours: sameCallRaw(a.Raw, tx.Raw)}
+}
+
+// receipt is hash's receipt: prefetch's answer, or the ledger's.
+func (c *confirmCycle) receipt(ctx context.Context, hash string) (ledger.Receipt, error) {
+	if rc, ok := c.receipts[hash]; ok {
+		return rc, nil
+	}
+	return workers.LedgerCall(ctx, c.WalletShard, func(ctx context.Context) (ledger.Receipt, error) {
+		return c.Ledger().TransactionReceipt(ctx, ledger.TxHash(common.HexToHash(hash)))
+	})
+}
+
+// prefetchers is how many receipt reads prefetch has in flight at once.
+const prefetchers = 8
+
+// prefetch reads the receipts of the attempts' own hashes, prefetchers at a
+// time, into c.receipts, so that a step's one-by-one lookUp waits for one
+// round trip per prefetchers attempts instead of one per attempt. A failed
+// read is left out: lookUp reads it again, and a failure there is "ask
+// again later" as before. It stops at the cycle's budget.
+func (c *confirmCycle) prefetch(ctx context.Context, b workers.Budget, atts []store.Attempt) {
+	var todo []string
+	for _, a := range atts {
+		if _, ok := c.receipts[a.TxHash]; !ok {
+			todo = append(todo, a.TxHash)
+		}
+	}
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		next = make(chan string)
+	)
+	for range min(prefetchers, len(todo)) {
+		wg.Go(func() {
+			for h := range next {
+				rc, err := workers.LedgerCall(ctx, c.WalletShard, func(ctx context.Context) (ledger.Receipt, error) {
+					return c.Ledger().TransactionReceipt(ctx, ledger.TxHash(common.HexToHash(h)))
+				})
+				if err == nil {
+					mu.Lock()
+					c.receipts[h] = rc
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i, h := range todo {
+		if b.Spent(i) || ctx.Err() != nil {
+			break
+		}
+		next <- h
+	}
+	close(next)
+	wg.Wait()
 }
 
 // sameCallRaw reports whether two signed transactions send the same value
@@ -316,6 +380,7 @@ func (c *confirmCycle) checkMinedFrom(ctx context.Context, b workers.Budget) err
 	if err != nil {
 		return err
 	}
+	c.prefetch(ctx, b, gone)
 	for i, a := range gone {
 		if b.Spent(i) {
 			break // the next run looks again
@@ -347,6 +412,13 @@ func (c *confirmCycle) checkMined(ctx context.Context, b workers.Budget) error {
 	if err != nil {
 		return err
 	}
+	below := make([]store.Attempt, 0, len(minedAtts))
+	for _, a := range minedAtts {
+		if a.Nonce < int64(c.chainNonce) {
+			below = append(below, a)
+		}
+	}
+	c.prefetch(ctx, b, below)
 	calls := 0
 	for _, a := range minedAtts {
 		if a.Nonce >= int64(c.chainNonce) {
@@ -396,6 +468,7 @@ func (c *confirmCycle) lookUpReceipts(ctx context.Context, b workers.Budget) err
 	c.m.mu.Lock()
 	before := c.m.absent[c.Claim.Key]
 	c.m.mu.Unlock()
+	c.prefetch(ctx, b, passed)
 	for i, a := range passed {
 		if b.Spent(i) {
 			// The rest are asked about in the next run; keep their clocks.

@@ -90,3 +90,56 @@ func (f *WalletFollower) RunOnce(ctx context.Context) (int, error) {
 	}
 	return queued, nil
 }
+
+// WalletHeadWatcher runs the follower as soon as the chain has a new block:
+// every WalletConfig.HeadInterval it reads the chain's head (one call per
+// process, whatever the number of wallets) and, when the head moved, calls
+// OnNewHead (the follower's Poke). A wallet with transactions in flight so
+// looks for their receipts within HeadInterval of the block that holds
+// them, instead of up to a FollowInterval later, and sends the tasks the
+// freed in-flight budget allows; FollowInterval's rounds go on beside it
+// for everything a head does not tell (a node that stops answering, a
+// watched wallet). It is a loop.Service.
+type WalletHeadWatcher struct {
+	*loop.Loop
+	cfg       workers.WalletConfig
+	ledger    ledger.WalletLedger
+	onNewHead func()
+	// head is the last head read; known: one was read.
+	head  uint64
+	known bool
+}
+
+// NewWalletHeadWatcher returns the head watcher of led; onNewHead is called
+// from its loop when the head moved.
+func NewWalletHeadWatcher(led ledger.WalletLedger, cfg workers.WalletConfig, onNewHead func()) (*WalletHeadWatcher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.HeadInterval <= 0 {
+		return nil, fmt.Errorf("wallet head watcher: head interval must be positive, got %s", cfg.HeadInterval)
+	}
+	cfg = cfg.WithDefaults()
+	h := &WalletHeadWatcher{cfg: cfg, ledger: led, onNewHead: onNewHead}
+	h.Loop = loop.NewService("wallet_head_watcher", cfg.HeadInterval, loop.Deps{Clock: cfg.Clock, Logger: cfg.Logger}, 0, h.RunOnce)
+	return h, nil
+}
+
+// RunOnce reads the head and returns 1 when it moved since the last read
+// (the first read only records it). Tests call it directly.
+func (h *WalletHeadWatcher) RunOnce(ctx context.Context) (int, error) {
+	head, err := workers.Within(ctx, h.cfg.LedgerTimeout, h.ledger.HeadBlock)
+	if err != nil {
+		return 0, fmt.Errorf("reading the chain's head: %w", err)
+	}
+	if h.known && head.Number == h.head {
+		return 0, nil
+	}
+	first := !h.known
+	h.head, h.known = head.Number, true
+	if first {
+		return 0, nil
+	}
+	h.onNewHead()
+	return 1, nil
+}

@@ -267,6 +267,7 @@ func (n *Node) laneServices() []laneService {
 	if w := n.wallet; w != nil {
 		add(w.rescuer != nil, "shard rescuer", "rescued", w.rescuer, func(ctx context.Context) (int, error) { return w.rescuer.RunOnce(ctx) })
 		add(w.follower != nil, "wallet follower", "scheduled", w.follower, func(ctx context.Context) (int, error) { return w.follower.RunOnce(ctx) })
+		add(w.heads != nil, "wallet head watcher", "new heads", w.heads, func(ctx context.Context) (int, error) { return w.heads.RunOnce(ctx) })
 		add(w.scheduler != nil, "wallet shards", "runs", w.scheduler, func(ctx context.Context) (int, error) {
 			// Every pending shard once (a run yields after its quantum): a
 			// bounded number of runs, so a cron process ends.

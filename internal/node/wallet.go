@@ -151,6 +151,7 @@ type walletLane struct {
 	scheduler *workers.Scheduler
 	rescuer   *workers.Rescuer
 	follower  *monitor.WalletFollower
+	heads     *monitor.WalletHeadWatcher
 	retention *monitor.Retention
 	webhooks  *monitor.WebhookDeliverer
 	// liveness is the process's liveness lock, recorded by the shard and
@@ -205,6 +206,11 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 		}
 		if lane.scheduler != nil {
 			lane.rescuer.OnRescued, lane.follower.OnScheduled = lane.scheduler.Poke, lane.scheduler.Poke
+		}
+		if ec.HeadInterval > 0 {
+			if lane.heads, err = monitor.NewWalletHeadWatcher(led, ec, lane.follower.Poke); err != nil {
+				return err
+			}
 		}
 		wc := w.Webhooks
 		wc.DBTimeout = min(wc.DBTimeout, n.cfg.Loops.DBTimeout)

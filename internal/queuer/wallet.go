@@ -108,7 +108,18 @@ func (c *sendCycle) Execute(ctx context.Context) error {
 	}
 	var ready []prepared
 	b, calls := c.Budget(), 0
+	// Tasks that send the same call (recipient, value, data) share one
+	// estimate: every estimate of a send is made against the same chain
+	// state (the node's latest), not against the state after the send's
+	// earlier transactions, so asking again for the same call tells
+	// nothing new and costs a round trip per task.
+	estimates := map[string]uint64{}
 	for _, t := range c.tasks {
+		call := callKey(t.Request)
+		if gas, ok := estimates[call]; ok && t.Request.GasLimit == nil {
+			ready = append(ready, prepared{task: t, gas: gas})
+			continue
+		}
 		if t.Request.GasLimit == nil {
 			if b.Spent(calls) {
 				break // the rest wait, in queue order, for the next send
@@ -118,6 +129,9 @@ func (c *sendCycle) Execute(ctx context.Context) error {
 		gas, err := c.gasOf(ctx, t)
 		switch {
 		case err == nil:
+			if t.Request.GasLimit == nil {
+				estimates[call] = gas
+			}
 			ready = append(ready, prepared{task: t, gas: gas})
 			continue
 		case ledger.ClassOf(err) == ledger.Deterministic:
@@ -176,6 +190,16 @@ func taskFees(r store.TaskRequest, suggested ledger.Fees) ledger.Fees {
 		f.TipCap = f.FeeCap
 	}
 	return f
+}
+
+// callKey identifies what a task's transaction calls: recipient, value and
+// data (the sender is the wallet's).
+func callKey(r store.TaskRequest) string {
+	v := "0"
+	if r.Value != nil {
+		v = r.Value.String()
+	}
+	return strings.ToLower(r.To) + "/" + v + "/" + string(r.Data)
 }
 
 // gasOf is the task's gas limit, or the node's estimate.

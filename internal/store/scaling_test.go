@@ -189,6 +189,7 @@ var crossKey = map[string]string{
 	"TaskRequeueReplaced":     taskByID,
 	"TaskGetMany":             "CHANGES (step 2): a read of several tasks by id; group the ids by wallet and add (chain_id, sender), or fan out (read-only)",
 	"TaskStartMany":           "CHANGES (step 2): the inner lock filters (chain_id, sender) but the UPDATE reaches its rows by id alone; add t.chain_id = @chain_id AND t.sender = @sender",
+	"TaskSeedFinished":        "bench only (--backlog-finished): no loop or API path runs it",
 	"TaskDeleteFinished":      "CHANGES (step 5): retention across wallets with FOR UPDATE SKIP LOCKED; becomes a fan-out read of candidates and a DELETE by (sender, id), guarded by finished_at",
 	"AttemptMarkSent":         walletByHash,
 	"AttemptConfirm":          walletByHash,

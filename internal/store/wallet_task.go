@@ -217,13 +217,15 @@ func TaskRequestHash(p TaskInsertParams) []byte {
 	return h.Sum(nil)
 }
 
-// TaskInsert stores a waiting task and schedules its wallet's shard in the
-// same transaction, so a committed task always has a shard that will run it.
+// TaskInsert stores a waiting task and then schedules its wallet's shard
+// (scheduleCommitted), so a stored task has a shard that will run it; should
+// the process die between the two, or the schedule fail, the wallet
+// follower schedules every wallet with waiting tasks.
 // With an idempotency key already used by the wallet it stores nothing: the
 // same request body returns the stored task with created false; a different
 // one fails with *IdempotencyConflictError. Concurrent inserts under one key
 // store one task (ON CONFLICT DO NOTHING waits for the other insert, then the
-// stored row is read back in this transaction).
+// stored row is read back).
 func (s *Store) TaskInsert(ctx context.Context, p TaskInsertParams) (task Task, created bool, err error) {
 	if !hexAddress.MatchString(p.Sender) || !hexAddress.MatchString(p.Request.To) {
 		return Task{}, false, fmt.Errorf("storing a task: sender %q or recipient %q is not a hex address", p.Sender, p.Request.To)
@@ -264,33 +266,58 @@ func (s *Store) TaskInsert(ctx context.Context, p TaskInsertParams) (task Task, 
 	if p.IdempotencyKey != "" {
 		ins.IdempotencyKey = &p.IdempotencyKey
 	}
-	err = s.withTx(ctx, func(q *dbsqlc.Queries) error {
-		row, err := one(q.TaskInsert(ctx, ins))
-		switch {
-		case err == nil:
-			task, created = taskFromRow(row), true
-			_, err := shardSchedule(ctx, q, ShardScheduleParams{Now: p.Now, Key: WalletShardKey(p.ChainID, ins.Sender)})
-			return err
-		case !errors.Is(err, ErrNotFound):
-			return fmt.Errorf("storing a task of wallet %q: %w", p.Wallet, err)
-		}
+	// One statement, no transaction around it: a conflict on the key
+	// waits for the other insert to commit or roll back, so the row read
+	// after it is committed.
+	row, err := one(s.q.TaskInsert(ctx, ins))
+	switch {
+	case err == nil:
+		task, created = taskFromRow(row), true
+	case !errors.Is(err, ErrNotFound):
+		return Task{}, false, fmt.Errorf("storing a task of wallet %q: %w", p.Wallet, err)
+	default:
 		// The key is taken (only a keyed insert can conflict).
-		row, err = one(q.TaskGetByIdempotencyKey(ctx, dbsqlc.TaskGetByIdempotencyKeyParams{
+		row, err = one(s.q.TaskGetByIdempotencyKey(ctx, dbsqlc.TaskGetByIdempotencyKeyParams{
 			WalletID: p.Wallet, IdempotencyKey: ins.IdempotencyKey,
 		}))
 		if err != nil {
-			return fmt.Errorf("reading the task of wallet %q under idempotency key %q: %w", p.Wallet, p.IdempotencyKey, err)
+			return Task{}, false, fmt.Errorf("reading the task of wallet %q under idempotency key %q: %w", p.Wallet, p.IdempotencyKey, err)
 		}
 		if string(row.RequestHash) != string(hash) {
-			return &IdempotencyConflictError{Wallet: p.Wallet, Key: p.IdempotencyKey, TaskID: row.ID}
+			return Task{}, false, &IdempotencyConflictError{Wallet: p.Wallet, Key: p.IdempotencyKey, TaskID: row.ID}
 		}
 		task, created = taskFromRow(row), false
-		return nil
-	})
-	if err != nil {
-		return Task{}, false, err
 	}
+	// The shard is scheduled after the task is committed (a replay's too:
+	// the request that stored it may have died before its schedule). A
+	// schedule that fails leaves the stored task to the wallet follower,
+	// which schedules every wallet with waiting tasks: the task is stored
+	// and its answer must say so, or a client retrying without a key would
+	// store it twice.
+	_ = s.scheduleCommitted(ctx, p.Now, WalletShardKey(p.ChainID, ins.Sender))
 	return task, created, nil
+}
+
+// scheduleCommitted schedules the shard of work that is already committed.
+// A shard that is pending, or running with more_work set, needs nothing,
+// and reading that takes no lock: any run of it that collects after this
+// read (the next claim of a pending shard, the run its release queues)
+// starts after the commit and sees the work. Only an idle shard, or a
+// running one without more_work, takes ShardSchedule's row lock, so
+// concurrent inserts of one wallet do not queue behind each other's commits
+// on its shard row.
+func (s *Store) scheduleCommitted(ctx context.Context, now time.Time, key string) error {
+	row, err := one(s.q.ShardGet(ctx, key))
+	switch {
+	case err == nil && (row.State == dbsqlc.LedgerqShardStatePending || row.State == dbsqlc.LedgerqShardStateRunning && row.MoreWork):
+		return nil
+	case err != nil && !errors.Is(err, ErrNotFound):
+		return fmt.Errorf("reading shard %q: %w", key, err)
+	}
+	return s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		_, err := shardSchedule(ctx, q, ShardScheduleParams{Now: now, Key: key})
+		return err
+	})
 }
 
 // TaskGet returns the wallet's task id. A task of another wallet is
@@ -471,4 +498,26 @@ func (s *Store) TaskDeleteFinished(ctx context.Context, p TaskDeleteFinishedPara
 		return 0, fmt.Errorf("deleting finished tasks: %w", err)
 	}
 	return n, nil
+}
+
+// TaskSeedFinishedParams are the inputs of TaskSeedFinished.
+type TaskSeedFinishedParams struct {
+	ChainID int64
+	// Prefix starts the seeded tasks' wallet ids (and makes their ids and
+	// hashes the run's own).
+	Prefix string
+	N      int
+	// At is the seeded tasks' every time.
+	At time.Time
+}
+
+// TaskSeedFinished writes N done tasks, each with its confirmed attempt, on
+// 1000 made-up senders of ChainID, as a long-running lane leaves behind, for
+// `ledgerq bench wallets --backlog-finished`. No loop or API path calls it.
+func (s *Store) TaskSeedFinished(ctx context.Context, p TaskSeedFinishedParams) (int, error) {
+	n, err := s.q.TaskSeedFinished(ctx, dbsqlc.TaskSeedFinishedParams{ChainID: p.ChainID, Prefix: p.Prefix, N: int32(p.N), At: p.At})
+	if err != nil {
+		return 0, fmt.Errorf("seeding %d finished tasks: %w", p.N, err)
+	}
+	return int(n), nil
 }

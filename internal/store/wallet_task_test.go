@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/big"
@@ -72,7 +73,7 @@ func TestTask_InsertStoresAWaitingTaskAndSchedulesItsWalletShard(t *testing.T) {
 	shard, err := st.ShardGet(ctx, store.WalletShardKey(taskChain, taskSender))
 	require.NoError(t, err)
 	require.Equal(t, "wallet:1337:"+taskSender, shard.Key)
-	require.Equal(t, store.ShardPending, shard.State, "the task's shard is scheduled in the task's transaction")
+	require.Equal(t, store.ShardPending, shard.State, "the task's shard is scheduled once the task is stored")
 }
 
 func TestTask_IdempotencyReplayWithTheSameBodyReturnsTheSameTask(t *testing.T) {
@@ -395,4 +396,37 @@ func TestTask_RetentionDeletesFinishedTasksOlderThanTheAgeInSmallBatches(t *test
 	next, err := st.WalletNonceGet(ctx, taskChain, taskSender)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), next, "the next nonce outlives the attempts")
+}
+
+func TestTask_InsertOnAPendingShardTakesNoShardLock(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	st, ctx := db.Store, t.Context()
+	now := testfactory.Start()
+	insertTask(t, st, newTask(now, 0, "")) // the shard is now pending
+	key := store.WalletShardKey(taskChain, taskSender)
+
+	// Another transaction holds the shard's row lock (a claim, a schedule)
+	// and does not let go while the next task is stored.
+	holder, err := st.Conns().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = holder.Rollback(context.WithoutCancel(ctx)) }()
+	var state string
+	require.NoError(t, holder.QueryRow(ctx, `SELECT state FROM ledgerq.shards WHERE key = $1 FOR UPDATE`, key).Scan(&state))
+	require.Equal(t, "pending", state)
+
+	insCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	_, created, err := st.TaskInsert(insCtx, newTask(now.Add(time.Millisecond), 0, ""))
+	require.NoError(t, err, "a pending shard's next run starts after this commit: no lock to wait for")
+	require.True(t, created)
+
+	// Idle again, the schedule takes the lock and queues the shard.
+	require.NoError(t, holder.Rollback(ctx))
+	_, err = st.Conns().Exec(ctx, `UPDATE ledgerq.shards SET state = 'idle', scheduled_at = NULL WHERE key = $1`, key)
+	require.NoError(t, err)
+	insertTask(t, st, newTask(now.Add(2*time.Millisecond), 0, ""))
+	shard, err := st.ShardGet(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, store.ShardPending, shard.State)
 }

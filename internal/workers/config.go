@@ -9,8 +9,12 @@ import (
 
 // Config configures a Scheduler and its Rescuer.
 type Config struct {
-	// Workers is the number of workers of one process (one per CPU core by
-	// default).
+	// Workers is the number of workers of one process: 16, or one per CPU
+	// core where there are more. A wallet's run spends most of its time
+	// waiting for the chain's answers (a JSON-RPC round trip per send and
+	// per receipt), not on a core, so one worker per core would leave
+	// wallets waiting for a worker while the cores idle; each worker holds
+	// a database connection only for the length of one call.
 	Workers int
 	// Quantum is the longest a worker keeps running one shard's cycles
 	// before it yields it back to the queue (100 ms by default). It is checked
@@ -41,7 +45,7 @@ type Config struct {
 // (docs/design.md, "Shards").
 func Defaults() Config {
 	return Config{
-		Workers:        runtime.NumCPU(),
+		Workers:        max(16, runtime.NumCPU()),
 		Quantum:        100 * time.Millisecond,
 		Lease:          30 * time.Second,
 		RescueInterval: time.Second,

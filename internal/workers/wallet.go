@@ -102,6 +102,10 @@ type WalletConfig struct {
 	// FollowInterval is the WalletFollower's interval: how often the shard
 	// of a wallet with attempts in flight runs, to confirm them.
 	FollowInterval time.Duration
+	// HeadInterval is how often the chain's head is read, so that the
+	// follower runs as soon as a new block is there (WalletHeadWatcher); 0
+	// turns that off, and wallets are followed every FollowInterval only.
+	HeadInterval time.Duration
 	// StallTimeout is how long the chain's nonce must not have moved, with
 	// one of our attempts holding it, before that attempt is bumped (signed
 	// again with higher fees), or, if none holds it, a no-op fills it. A
@@ -159,6 +163,7 @@ func WalletDefaults() WalletConfig {
 		ReplacedAfter:  time.Minute,
 		MaxFailures:    10,
 		FollowInterval: time.Second,
+		HeadInterval:   250 * time.Millisecond,
 
 		RebroadcastAfter: 15 * time.Second,
 		WatchAfter:       time.Minute,
@@ -207,6 +212,9 @@ func (c WalletConfig) Validate() error {
 	}
 	if c.Confirmations < 0 || c.Confirmations > maxConfirmations {
 		errs = append(errs, fmt.Errorf("wallet confirmations must be from 0 (by chain) to %d, got %d", maxConfirmations, c.Confirmations))
+	}
+	if c.HeadInterval < 0 {
+		errs = append(errs, fmt.Errorf("wallet head interval must not be negative, got %s", c.HeadInterval))
 	}
 	if c.WatchAfter < 0 {
 		errs = append(errs, fmt.Errorf("wallet watch-after must not be negative, got %s", c.WatchAfter))

@@ -885,6 +885,55 @@ func (q *Queries) TaskRequeueReplaced(ctx context.Context, arg TaskRequeueReplac
 	return i, err
 }
 
+const taskSeedFinished = `-- name: TaskSeedFinished :execrows
+WITH seed AS (
+    SELECT s - 1 AS n,
+           substr(md5($3::text), 1, 8) || '-0000-7000-8000-' || lpad(to_hex(s), 12, '0') AS task_id,
+           '0x' || lpad(to_hex((s - 1) % 1000 + 1), 40, '0') AS from_address,
+           '0x' || md5($3::text || (s - 1)::text) || md5((s - 1)::text || $3::text) AS hash
+    FROM generate_series(1, $4::int) AS s
+),
+seeded AS (
+    INSERT INTO ledgerq.wallet_tasks (id, wallet_id, chain_id, sender, status, to_address, value_wei,
+        request_hash, tx_hash, created_at, updated_at, started_at, finished_at)
+    SELECT seed.task_id, $3::text || (seed.n % 1000)::text, $1::bigint, seed.from_address, 3,
+        '0x00000000000000000000000000000000000b3c11', 1,
+        sha256(convert_to(seed.task_id, 'UTF8')), seed.hash, $2::timestamptz, $2::timestamptz, $2::timestamptz, $2::timestamptz
+    FROM seed
+)
+INSERT INTO ledgerq.tx_attempts (chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas,
+    max_priority_fee_per_gas, state, created_at, updated_at, sent_at, confirmed_at, mined_block, mined_block_hash, mined_at)
+SELECT $1::bigint, seed.hash, seed.task_id, seed.from_address, seed.n / 1000, '\x02'::bytea, 21000, 2000000000, 1000000000,
+    'confirmed', $2::timestamptz, $2::timestamptz, $2::timestamptz, $2::timestamptz, seed.n / 1000 + 1, seed.hash, $2::timestamptz
+FROM seed
+`
+
+type TaskSeedFinishedParams struct {
+	ChainID int64
+	At      time.Time
+	Prefix  string
+	N       int32
+}
+
+// Bench only (`ledgerq bench wallets --backlog-finished N`): N done tasks,
+// each with its confirmed attempt, as a long-running lane leaves behind, on
+// 1000 senders of the chain made up for the seed (wallet ids the prefix and
+// 0 to 999, nonces from 0), finished at @at. Their ids ascend, as UUIDv7s
+// made one after the other do, so the seed appends to the id indexes. No
+// loop or API path runs it.
+func (q *Queries) TaskSeedFinished(ctx context.Context, arg TaskSeedFinishedParams) (int64, error) {
+	result, err := q.db.Exec(ctx, taskSeedFinished,
+		arg.ChainID,
+		arg.At,
+		arg.Prefix,
+		arg.N,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const taskStartMany = `-- name: TaskStartMany :execrows
 UPDATE ledgerq.wallet_tasks t
 SET status = 1, started_at = $1::timestamptz, updated_at = $1::timestamptz
