@@ -224,6 +224,7 @@ func (s *Store) BundleCut(ctx context.Context, p BundleCutParams) ([]Bundle, err
 	var cut []Bundle
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
 		cut = nil
+		var included int64
 		if _, err := lockChain(ctx, q, p.ChainID, p.Now); err != nil {
 			return err
 		}
@@ -279,6 +280,10 @@ func (s *Store) BundleCut(ctx context.Context, p BundleCutParams) ([]Bundle, err
 			cut = append(cut, bundleFromRow(row))
 			last = ledger.BlockRef{Number: number, Hash: hash}
 			queued++
+			included += n
+		}
+		if err := poolAdjust(ctx, q, p.ChainID, -included, 0); err != nil {
+			return err
 		}
 		return wakeAll(ctx, q, wakeIf{len(cut) > 0, notify.BundleSubmitter})
 	})
@@ -824,8 +829,12 @@ func (s *Store) bundleDrop(ctx context.Context, p BundleRetryTimedOutParams, r d
 		if _, err := q.CoreFree(ctx, dbsqlc.CoreFreeParams{Now: p.Now, ChainID: p.ChainID, BundleIds: all}); err != nil {
 			return fmt.Errorf("freeing the cores of dropped bundles: %w", err)
 		}
-		if _, err := q.BundleTxReturn(ctx, dbsqlc.BundleTxReturnParams{Now: p.Now, BundleIds: all}); err != nil {
+		returned, err := q.BundleTxReturn(ctx, dbsqlc.BundleTxReturnParams{Now: p.Now, BundleIds: all})
+		if err != nil {
 			return fmt.Errorf("returning the transactions of dropped bundles to the pool: %w", err)
+		}
+		if err := poolAdjust(ctx, q, p.ChainID, returned, 0); err != nil {
+			return err
 		}
 		return wakeAll(ctx, q, wakeIf{true, notify.BundleSubmitter}, wakeIf{true, notify.BundleQueuer})
 	})

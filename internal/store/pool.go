@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"math/big"
+	"math/rand/v2"
 	"regexp"
 	"slices"
 	"time"
@@ -249,9 +250,10 @@ var errPoolMoved = errors.New("pool transaction changed state during intake")
 //     queued transaction is dropped (evicted) if its nonce is above the new
 //     one's, so the transaction that fills a gap always finds room; else
 //     *PoolAccountLimitError;
-//     more than MaxPending or MaxQueued on the chain: ErrPoolFull. The
-//     global count runs under the chain's row lock (pool_chains), taken
-//     last and held to commit, so the limits are exact across processes.
+//     more than MaxPending or MaxQueued on the chain: ErrPoolFull, exact
+//     across processes without a row every intake waits for (see
+//     poolCheckLimits: an admission slot and a bound, an exact count only
+//     near the limits).
 //
 // The same bytes after they were replaced or dropped go through the same
 // rules and, when admitted, bring their row back. Pending and queued
@@ -266,8 +268,14 @@ func (s *Store) PoolAdd(ctx context.Context, p PoolAddParams) (PoolAddResult, er
 	if p.ChainNonce > math.MaxInt64 {
 		return PoolAddResult{}, fmt.Errorf("storing pool transaction %s: chain nonce %d out of range", p.Tx.Hash, p.ChainNonce)
 	}
+	exact := false
 	for attempt := 1; ; attempt++ {
-		res, err := s.poolAddOnce(ctx, p)
+		res, err := s.poolAddOnce(ctx, p, exact)
+		if errors.Is(err, errPoolCount) && !exact {
+			exact = true // not an attempt: the same intake, counted
+			attempt--
+			continue
+		}
 		if !errors.Is(err, errPoolMoved) || attempt == poolAddAttempts {
 			return res, err
 		}
@@ -303,7 +311,7 @@ func (t NewPoolTx) check() error {
 	return nil
 }
 
-func (s *Store) poolAddOnce(ctx context.Context, p PoolAddParams) (PoolAddResult, error) {
+func (s *Store) poolAddOnce(ctx context.Context, p PoolAddParams, exact bool) (PoolAddResult, error) {
 	tx := p.Tx
 	tx.Hash, tx.Sender, tx.To = lowerHex(tx.Hash), lowerHex(tx.Sender), lowerHex(tx.To)
 	var res PoolAddResult
@@ -342,8 +350,9 @@ func (s *Store) poolAddOnce(ctx context.Context, p PoolAddParams) (PoolAddResult
 			return err
 		}
 		if plan.grows.pending || plan.grows.queued {
-			// Last: the chain's lock is held from here to the commit.
-			if err := poolCheckLimits(ctx, q, tx.ChainID, p, plan); err != nil {
+			// Last: the admission slot (or every slot and the chain's row)
+			// is held from here to the commit.
+			if err := poolCheckLimits(ctx, q, tx.ChainID, p, plan, exact); err != nil {
 				return err
 			}
 		}
@@ -454,32 +463,119 @@ func applyPoolPlan(ctx context.Context, q *dbsqlc.Queries, p PoolAddParams, tx N
 	return nil
 }
 
-// poolCheckLimits is the intake's last step when it grows the pool: under
-// the chain's row lock, held until the commit that follows, it counts the
-// chain's pending and queued transactions, its own writes included. Every
-// intake that grows the pool takes the lock before counting, so each counts
-// what the one before committed: two processes cannot both take the last
-// place. Transactions that shrink the pool (a bundle, the sweep) need not
-// take it: a count that misses a shrink is only conservative.
-func poolCheckLimits(ctx context.Context, q *dbsqlc.Queries, chainID int64, p PoolAddParams, plan poolPlan) error {
-	if _, err := one(q.PoolChainLock(ctx, chainID)); errors.Is(err, ErrNotFound) {
+// poolAdmissionSlots is the number of admission slots per chain (the
+// table's CHECK holds it): at most this many intakes that grow the pool are
+// in flight at once without one of them holding every slot.
+const poolAdmissionSlots = 16
+
+// errPoolCount says an intake could not prove on the bound that the pool
+// has room: it runs again and counts exactly.
+var errPoolCount = errors.New("pool admission needs an exact count")
+
+// poolCheckLimits is the intake's last step when it grows the pool. The
+// global limits hold across processes without one row every intake waits
+// for:
+//
+//   - An intake that grows the pending and the queued transactions by at
+//     most one each takes one of the chain's 16 admission slots (SKIP
+//     LOCKED; it waits for one only when all are held), records its growth
+//     in it, and, in a statement of its own, reads the bound: the chain's
+//     base plus every slot's growth. Held to the commit, the slot means
+//     that any other intake this one cannot see (not committed when its
+//     snapshot was taken) holds another slot: at most 15, each adding at
+//     most one. So bound + 15 within the limit admits, exactly: no
+//     interleaving takes the pool past it.
+//   - Otherwise (a larger growth, a bound too near the limit, no base yet)
+//     it returns errPoolCount and PoolAdd runs it again with exact: it
+//     takes every slot in order and then the chain's row, so no other
+//     intake that grows the pool is in flight and no cut, drop or sweep
+//     moves the base, counts the pool (its own writes included), refuses
+//     a full pool, and makes the count the new base with the growth reset.
+//
+// The bound never falls below the pool: intakes record what they add in
+// their slot and cuts, drops and sweeps move the base by what they change,
+// in the transaction that changes it (PoolChainAdjust). Cuts lower it, so
+// an exact count is only needed near the limits.
+func poolCheckLimits(ctx context.Context, q *dbsqlc.Queries, chainID int64, p PoolAddParams, plan poolPlan, exact bool) error {
+	grow := plan.growth
+	if !exact && grow.pending <= 1 && grow.queued <= 1 {
+		return poolAdmitOnBound(ctx, q, chainID, p.Limits, grow)
+	}
+	if !exact {
+		return errPoolCount
+	}
+	slots, err := q.PoolSlotLockAll(ctx, chainID)
+	if err != nil {
+		return fmt.Errorf("locking the admission slots of chain %d: %w", chainID, err)
+	}
+	if len(slots) < poolAdmissionSlots {
 		if err := q.PoolChainEnsure(ctx, dbsqlc.PoolChainEnsureParams{ChainID: chainID, Now: p.Now}); err != nil {
-			return fmt.Errorf("creating the pool lock of chain %d: %w", chainID, err)
+			return fmt.Errorf("creating the pool admission of chain %d: %w", chainID, err)
 		}
-		_, err = one(q.PoolChainLock(ctx, chainID))
-		if err != nil {
-			return fmt.Errorf("locking the pool of chain %d: %w", chainID, err)
+		if _, err := q.PoolSlotLockAll(ctx, chainID); err != nil {
+			return fmt.Errorf("locking the admission slots of chain %d: %w", chainID, err)
 		}
-	} else if err != nil {
+	}
+	if _, err := one(q.PoolChainLock(ctx, chainID)); err != nil {
 		return fmt.Errorf("locking the pool of chain %d: %w", chainID, err)
 	}
 	counts, err := one(q.PoolCountWaiting(ctx, chainID))
 	if err != nil {
 		return fmt.Errorf("counting the pool of chain %d: %w", chainID, err)
 	}
-	if (plan.grows.pending && counts.Pending > int64(p.Limits.MaxPending)) ||
-		(plan.grows.queued && counts.Queued > int64(p.Limits.MaxQueued)) {
+	if (grow.pending > 0 && counts.Pending > int64(p.Limits.MaxPending)) ||
+		(grow.queued > 0 && counts.Queued > int64(p.Limits.MaxQueued)) {
 		return ErrPoolFull
+	}
+	if err := q.PoolChainRebase(ctx, dbsqlc.PoolChainRebaseParams{ChainID: chainID, Pending: counts.Pending, Queued: counts.Queued}); err != nil {
+		return fmt.Errorf("recording the count of the pool of chain %d: %w", chainID, err)
+	}
+	return nil
+}
+
+// poolAdjust moves the base of the chain's pool bound by what a cut, a
+// drop or a sweep changed in its transaction; it is that transaction's last
+// write to the pool (the chain's row lock is last in every lock order).
+func poolAdjust(ctx context.Context, q *dbsqlc.Queries, chainID, pending, queued int64) error {
+	if pending == 0 && queued == 0 {
+		return nil
+	}
+	if err := q.PoolChainAdjust(ctx, dbsqlc.PoolChainAdjustParams{ChainID: chainID, Pending: pending, Queued: queued}); err != nil {
+		return fmt.Errorf("moving the pool bound of chain %d: %w", chainID, err)
+	}
+	return nil
+}
+
+// poolAdmitOnBound is poolCheckLimits' path without a count: one slot and
+// the bound.
+func poolAdmitOnBound(ctx context.Context, q *dbsqlc.Queries, chainID int64, limits PoolLimits, grow poolGrowth) error {
+	start := rand.N(int32(poolAdmissionSlots))
+	_, err := one(q.PoolSlotTake(ctx, dbsqlc.PoolSlotTakeParams{
+		ChainID: chainID, Pending: int64(grow.pending), Queued: int64(grow.queued), Start: start,
+	}))
+	if errors.Is(err, ErrNotFound) {
+		// Every slot is held: wait for one.
+		_, err = one(q.PoolSlotWait(ctx, dbsqlc.PoolSlotWaitParams{
+			ChainID: chainID, Pending: int64(grow.pending), Queued: int64(grow.queued), Slot: int16(start),
+		}))
+		if errors.Is(err, ErrNotFound) {
+			return errPoolCount // no slots yet: the exact path makes them
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("taking an admission slot of chain %d: %w", chainID, err)
+	}
+	b, err := one(q.PoolAdmissionBound(ctx, chainID))
+	if err != nil {
+		return fmt.Errorf("reading the pool bound of chain %d: %w", chainID, err)
+	}
+	if b.PendingBase == nil || b.QueuedBase == nil {
+		return errPoolCount
+	}
+	inFlight := int64(poolAdmissionSlots - 1)
+	if (grow.pending > 0 && *b.PendingBase+b.PendingGrowth+inFlight > int64(limits.MaxPending)) ||
+		(grow.queued > 0 && *b.QueuedBase+b.QueuedGrowth+inFlight > int64(limits.MaxQueued)) {
+		return errPoolCount
 	}
 	return nil
 }
@@ -517,9 +613,15 @@ type poolPlan struct {
 	// next is the nonce after the sender's pending run.
 	next uint64
 	// grows says whether the sender's pending or queued count grows, which
-	// the global limits must then allow.
-	grows struct{ pending, queued bool }
+	// the global limits must then allow; growth by how much (negative: it
+	// shrinks).
+	grows  struct{ pending, queued bool }
+	growth poolGrowth
 }
+
+// poolGrowth is how much an intake changes the pool's pending and queued
+// transactions.
+type poolGrowth struct{ pending, queued int }
 
 // planPoolAdd applies the pool's rules to a sender's live transactions
 // (slots: pending and queued ones, and included ones from base up), the
@@ -617,6 +719,7 @@ func planPoolAdd(slots []poolSlot, base uint64, in poolSlot, balance *big.Int, m
 	slices.Sort(plan.demote)
 	plan.grows.pending = after.pending > before.pending
 	plan.grows.queued = after.queued > before.queued
+	plan.growth = poolGrowth{pending: after.pending - before.pending, queued: after.queued - before.queued}
 	return plan, nil
 }
 
@@ -750,11 +853,21 @@ func (s *Store) PoolExpire(ctx context.Context, p PoolExpireParams) (dropped int
 				gaps[r.Sender] = r.Nonce
 			}
 		}
+		var pending, queued int64
+		for _, r := range rows {
+			if PoolTxState(r.Was) == PoolPending {
+				pending--
+			} else {
+				queued--
+			}
+		}
 		for _, sender := range slices.Sorted(maps.Keys(gaps)) {
 			gap := gaps[sender]
-			if _, err := q.PoolTxDemoteAbove(ctx, dbsqlc.PoolTxDemoteAboveParams{
+			demoted, err := q.PoolTxDemoteAbove(ctx, dbsqlc.PoolTxDemoteAboveParams{
 				Now: p.Now, ChainID: p.ChainID, Sender: sender, Gap: gap,
-			}); err != nil {
+			})
+			pending, queued = pending-demoted, queued+demoted
+			if err != nil {
 				return fmt.Errorf("re-queueing the pending transactions of %s above nonce %d: %w", sender, gap, err)
 			}
 			if _, err := q.PoolSenderLowerNext(ctx, dbsqlc.PoolSenderLowerNextParams{
@@ -762,6 +875,9 @@ func (s *Store) PoolExpire(ctx context.Context, p PoolExpireParams) (dropped int
 			}); err != nil {
 				return fmt.Errorf("recording the next nonce of %s: %w", sender, err)
 			}
+		}
+		if err := poolAdjust(ctx, q, p.ChainID, pending, queued); err != nil {
+			return err
 		}
 		dropped, senders = int64(len(rows)), len(locked)
 		return nil

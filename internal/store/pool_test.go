@@ -513,7 +513,8 @@ func TestPool_TwoProcessesRacingForTheLastPlaceAdmitExactlyOne(t *testing.T) {
 	holder, err := db.Store.Conns().Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = holder.Rollback(context.WithoutCancel(ctx)) }()
-	_, err = holder.Exec(ctx, `SELECT chain_id FROM ledgerq.pool_chains WHERE chain_id = $1 FOR UPDATE`, poolChain)
+	// Every admission slot held: both intakes must wait for one.
+	_, err = holder.Exec(ctx, `SELECT slot FROM ledgerq.pool_admission_slots WHERE chain_id = $1 FOR UPDATE`, poolChain)
 	require.NoError(t, err)
 
 	errs := make(chan error, 2)
@@ -523,15 +524,15 @@ func TestPool_TwoProcessesRacingForTheLastPlaceAdmitExactlyOne(t *testing.T) {
 			errs <- err
 		}()
 	}
-	// Both intakes have written their row and wait for the chain's lock.
+	// Both intakes have written their row and wait for an admission slot.
 	for waiting := 0; waiting < 2; {
-		require.Zero(t, len(errs), "an intake finished without waiting for the chain's lock")
+		require.Zero(t, len(errs), "an intake finished without waiting for an admission slot")
 		require.NoError(t, db.Store.DB().QueryRow(ctx, `
 			SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%pool_chains%'`).Scan(&waiting))
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%pool_admission_slots%'`).Scan(&waiting))
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the intakes never waited for the chain's lock: %v", ctx.Err())
+			t.Fatalf("the intakes never waited for an admission slot: %v", ctx.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
