@@ -209,8 +209,11 @@ type BundleCutParams struct {
 // while fewer than MaxQueued bundles are queued, fewer than MaxBundles were
 // cut and pending transactions remain, it takes up to Size of them in
 // (sender, nonce) order, makes them the bundle that follows the highest
-// live one (or Executed), and marks them included. A partial last bundle is
-// cut. Creating a bundle and including its transactions commit together, so
+// live one (or Executed), and marks them included. A partial bundle (fewer
+// than Size) is cut only while fewer than Cores bundles are queued: then
+// the next submission window has a bundle for every core, and the pending
+// transactions wait to fill a whole bundle instead of taking a core-window
+// with a few. Creating a bundle and including its transactions commit together, so
 // a transaction leaves the pool only once its bundle is stored, by
 // construction.
 func (s *Store) BundleCut(ctx context.Context, p BundleCutParams) ([]Bundle, error) {
@@ -243,7 +246,7 @@ func (s *Store) BundleCut(ctx context.Context, p BundleCutParams) ([]Bundle, err
 			if err != nil {
 				return fmt.Errorf("taking pending transactions of chain %d: %w", p.ChainID, err)
 			}
-			if len(hashes) == 0 {
+			if len(hashes) == 0 || (len(hashes) < p.Size && queued >= int64(max(p.Cores, 1))) {
 				break
 			}
 			txHashes := make([]ledger.Hash, len(hashes))

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ledgerq/ledgerq/internal/notify"
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
@@ -311,68 +313,152 @@ func (t NewPoolTx) check() error {
 	return nil
 }
 
+// poolAddOnce is one intake in one database transaction. Its reads go to
+// the server in one round trip (the sender's lock first, so they see what
+// the sender's previous intake committed), and, when the plan only adds the
+// transaction (no replacement, eviction, stale drop or nonce move: the
+// common case), its writes, admission and wake-up in another.
 func (s *Store) poolAddOnce(ctx context.Context, p PoolAddParams, exact bool) (PoolAddResult, error) {
 	tx := p.Tx
 	tx.Hash, tx.Sender, tx.To = lowerHex(tx.Hash), lowerHex(tx.Sender), lowerHex(tx.To)
 	var res PoolAddResult
-	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
-		res = PoolAddResult{}
-		base, err := one(q.PoolSenderLock(ctx, dbsqlc.PoolSenderLockParams{
-			ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: int64(p.ChainNonce), Now: p.Now,
-		}))
-		if err != nil {
-			return fmt.Errorf("locking pool sender %s: %w", tx.Sender, err)
-		}
-		known, err := one(q.PoolTxGet(ctx, dbsqlc.PoolTxGetParams{ChainID: tx.ChainID, TxHash: tx.Hash}))
-		revive := err == nil
-		switch {
-		case revive && PoolTxState(known.State).Live():
-			return ErrPoolAlreadyKnown
-		case err != nil && !errors.Is(err, ErrNotFound):
-			return fmt.Errorf("reading pool transaction %s: %w", tx.Hash, err)
-		}
-		rows, err := q.PoolSenderLive(ctx, dbsqlc.PoolSenderLiveParams{ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: base})
-		if err != nil {
-			return fmt.Errorf("reading the pool transactions of %s: %w", tx.Sender, err)
-		}
-		slots := make([]poolSlot, len(rows))
-		for i, r := range rows {
-			slots[i] = poolSlot{hash: r.TxHash, nonce: uint64(r.Nonce), state: PoolTxState(r.State),
-				feeCap: bigFromNumeric(r.GasFeeCap), tip: bigFromNumeric(r.GasTipCap),
-				cost: txCost(uint64(r.Gas), bigFromNumeric(r.GasFeeCap), bigFromNumeric(r.ValueWei))}
-		}
-		in := poolSlot{hash: tx.Hash, nonce: tx.Nonce, feeCap: tx.GasFeeCap, tip: tx.GasTipCap, cost: txCost(tx.Gas, tx.GasFeeCap, tx.Value)}
-		plan, err := planPoolAdd(slots, uint64(base), in, p.Balance, p.Limits.MaxPerSender)
-		if err != nil {
-			return err
-		}
-		if err := applyPoolPlan(ctx, q, p, tx, plan, revive); err != nil {
-			return err
-		}
-		if plan.grows.pending || plan.grows.queued {
-			// Last: the admission slot (or every slot and the chain's row)
-			// is held from here to the commit.
-			if err := poolCheckLimits(ctx, q, tx.ChainID, p, plan, exact); err != nil {
+	err := retryTx(ctx, func() error {
+		return s.inTx(ctx, func(dbtx pgx.Tx) error {
+			res = PoolAddResult{}
+			var (
+				base   int64
+				known  dbsqlc.LedgerqPoolTx
+				revive bool
+				rows   []dbsqlc.PoolSenderLiveRow
+			)
+			b := &pgx.Batch{}
+			dbsqlc.QueuePoolSenderLock(b, dbsqlc.PoolSenderLockParams{
+				ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: int64(p.ChainNonce), Now: p.Now,
+			}, &base)
+			dbsqlc.QueuePoolTxGet(b, dbsqlc.PoolTxGetParams{ChainID: tx.ChainID, TxHash: tx.Hash}, &known, &revive)
+			// From the caller's chain nonce: the lock may return a higher one,
+			// and included transactions below it are left out here.
+			dbsqlc.QueuePoolSenderLive(b, dbsqlc.PoolSenderLiveParams{ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: int64(p.ChainNonce)}, &rows)
+			if err := dbtx.SendBatch(ctx, b).Close(); err != nil {
+				return fmt.Errorf("locking pool sender %s and reading its transactions: %w", tx.Sender, err)
+			}
+			if revive && PoolTxState(known.State).Live() {
+				return ErrPoolAlreadyKnown
+			}
+			slots := make([]poolSlot, 0, len(rows))
+			for _, r := range rows {
+				if PoolTxState(r.State) == PoolIncluded && r.Nonce < base {
+					continue // executed
+				}
+				slots = append(slots, poolSlot{hash: r.TxHash, nonce: uint64(r.Nonce), state: PoolTxState(r.State),
+					feeCap: bigFromNumeric(r.GasFeeCap), tip: bigFromNumeric(r.GasTipCap),
+					cost: txCost(uint64(r.Gas), bigFromNumeric(r.GasFeeCap), bigFromNumeric(r.ValueWei))})
+			}
+			in := poolSlot{hash: tx.Hash, nonce: tx.Nonce, feeCap: tx.GasFeeCap, tip: tx.GasTipCap, cost: txCost(tx.Gas, tx.GasFeeCap, tx.Value)}
+			plan, err := planPoolAdd(slots, uint64(base), in, p.Balance, p.Limits.MaxPerSender)
+			if err != nil {
 				return err
 			}
-		}
-		// A transaction the queuer may cut now: the bundle queuers hear of it
-		// at the commit.
-		if err := wakeAll(ctx, q, wakeIf{plan.state == PoolPending || len(plan.promote) > 0, notify.BundleQueuer}); err != nil {
-			return err
-		}
-		stored := tx
-		stored.GasFeeCap, stored.GasTipCap, stored.Value = new(big.Int).Set(tx.GasFeeCap), new(big.Int).Set(tx.GasTipCap), new(big.Int).Set(tx.Value)
-		res = PoolAddResult{Replaced: plan.replace.hash, Evicted: plan.evict.hash, Promoted: len(plan.promote), Tx: PoolTx{
-			NewPoolTx: stored, State: plan.state,
-			ReceivedAt: p.Now.UTC(), ExpiresAt: p.Now.Add(p.Limits.TTL).UTC(), UpdatedAt: p.Now.UTC(),
-		}}
-		return nil
+			q := s.q.WithTx(dbtx)
+			if plan.addsOnly() && !revive {
+				err = poolAddPipelined(ctx, dbtx, q, p, tx, plan, exact)
+			} else {
+				err = poolAddStepwise(ctx, q, p, tx, plan, revive, exact)
+			}
+			if err != nil {
+				return err
+			}
+			stored := tx
+			stored.GasFeeCap, stored.GasTipCap, stored.Value = new(big.Int).Set(tx.GasFeeCap), new(big.Int).Set(tx.GasTipCap), new(big.Int).Set(tx.Value)
+			res = PoolAddResult{Replaced: plan.replace.hash, Evicted: plan.evict.hash, Promoted: len(plan.promote), Tx: PoolTx{
+				NewPoolTx: stored, State: plan.state,
+				ReceivedAt: p.Now.UTC(), ExpiresAt: p.Now.Add(p.Limits.TTL).UTC(), UpdatedAt: p.Now.UTC(),
+			}}
+			return nil
+		})
 	})
 	if err != nil {
 		return PoolAddResult{}, err
 	}
 	return res, nil
+}
+
+// poolAddStepwise writes any plan, one statement at a time, then admits
+// and wakes the bundle queuers.
+func poolAddStepwise(ctx context.Context, q *dbsqlc.Queries, p PoolAddParams, tx NewPoolTx, plan poolPlan, revive, exact bool) error {
+	if err := applyPoolPlan(ctx, q, p, tx, plan, revive); err != nil {
+		return err
+	}
+	if plan.grows.pending || plan.grows.queued {
+		// Last: the admission slot (or every slot and the chain's row) is
+		// held from here to the commit.
+		if err := poolCheckLimits(ctx, q, tx.ChainID, p, plan, exact); err != nil {
+			return err
+		}
+	}
+	// A transaction the queuer may cut now: the bundle queuers hear of it
+	// at the commit.
+	return wakeAll(ctx, q, wakeIf{plan.state == PoolPending || len(plan.promote) > 0, notify.BundleQueuer})
+}
+
+// poolAddPipelined writes a plan that only adds the transaction: the row,
+// the sender's next nonce, the admission slot and the bound (when the
+// growth allows admission on it), and the wake-up, in one round trip.
+func poolAddPipelined(ctx context.Context, dbtx pgx.Tx, q *dbsqlc.Queries, p PoolAddParams, tx NewPoolTx, plan poolPlan, exact bool) error {
+	b := &pgx.Batch{}
+	var inserted int64
+	dbsqlc.QueuePoolTxInsert(b, poolTxInsertParams(p, tx, plan), &inserted)
+	dbsqlc.QueuePoolSenderSetNext(b, dbsqlc.PoolSenderSetNextParams{
+		NextNonce: int64(plan.next), Now: p.Now, ChainID: tx.ChainID, Sender: tx.Sender,
+	})
+	grows := plan.grows.pending || plan.grows.queued
+	onBound := grows && !exact && plan.growth.pending <= 1 && plan.growth.queued <= 1
+	var (
+		took, counted bool
+		bound         dbsqlc.PoolAdmissionBoundRow
+	)
+	if onBound {
+		dbsqlc.QueuePoolSlotTake(b, dbsqlc.PoolSlotTakeParams{
+			ChainID: tx.ChainID, Pending: int64(plan.growth.pending), Queued: int64(plan.growth.queued),
+			Start: rand.N(int32(poolAdmissionSlots)),
+		}, &took)
+		dbsqlc.QueuePoolAdmissionBound(b, tx.ChainID, &bound, &counted)
+	}
+	if plan.state == PoolPending {
+		dbsqlc.QueueNotify(b, dbsqlc.NotifyParams{Channel: notify.BundleQueuer})
+	}
+	if err := dbtx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("storing pool transaction %s: %w", tx.Hash, err)
+	}
+	if inserted != 1 {
+		return errPoolMoved
+	}
+	switch {
+	case !grows:
+		return nil
+	case onBound && took:
+		// The bound was read in a statement after the slot's: under it.
+		if !counted {
+			return errPoolCount
+		}
+		return admitOnBound(bound, p.Limits, plan.growth)
+	}
+	// Every slot held, or the exact count: as the stepwise intake does.
+	return poolCheckLimits(ctx, q, tx.ChainID, p, plan, exact)
+}
+
+// poolTxInsertParams are the new row of an intake's transaction.
+func poolTxInsertParams(p PoolAddParams, tx NewPoolTx, plan poolPlan) dbsqlc.PoolTxInsertParams {
+	ins := dbsqlc.PoolTxInsertParams{
+		ChainID: tx.ChainID, TxHash: tx.Hash, Sender: tx.Sender, Nonce: int64(tx.Nonce), TxType: int16(tx.Type),
+		GasFeeCap: numericFromBig(tx.GasFeeCap), GasTipCap: numericFromBig(tx.GasTipCap), Gas: int64(tx.Gas),
+		ValueWei: numericFromBig(tx.Value), Raw: tx.Raw, State: dbsqlc.LedgerqPoolTxState(plan.state),
+		Now: p.Now, ExpiresAt: p.Now.Add(p.Limits.TTL),
+	}
+	if tx.To != "" {
+		ins.ToAddress = &tx.To
+	}
+	return ins
 }
 
 // applyPoolPlan writes an intake's plan, each write conditional on the state
@@ -421,15 +507,7 @@ func applyPoolPlan(ctx context.Context, q *dbsqlc.Queries, p PoolAddParams, tx N
 			State: state, Now: p.Now, ExpiresAt: expires, ChainID: tx.ChainID, TxHash: tx.Hash,
 		})
 	} else {
-		ins := dbsqlc.PoolTxInsertParams{
-			ChainID: tx.ChainID, TxHash: tx.Hash, Sender: tx.Sender, Nonce: int64(tx.Nonce), TxType: int16(tx.Type),
-			GasFeeCap: numericFromBig(tx.GasFeeCap), GasTipCap: numericFromBig(tx.GasTipCap), Gas: int64(tx.Gas),
-			ValueWei: numericFromBig(tx.Value), Raw: tx.Raw, State: state, Now: p.Now, ExpiresAt: expires,
-		}
-		if tx.To != "" {
-			ins.ToAddress = &tx.To
-		}
-		n, err = q.PoolTxInsert(ctx, ins)
+		n, err = q.PoolTxInsert(ctx, poolTxInsertParams(p, tx, plan))
 	}
 	if err != nil {
 		return fmt.Errorf("storing pool transaction %s: %w", tx.Hash, err)
@@ -566,9 +644,19 @@ func poolAdmitOnBound(ctx context.Context, q *dbsqlc.Queries, chainID int64, lim
 		return fmt.Errorf("taking an admission slot of chain %d: %w", chainID, err)
 	}
 	b, err := one(q.PoolAdmissionBound(ctx, chainID))
+	if errors.Is(err, ErrNotFound) {
+		return errPoolCount
+	}
 	if err != nil {
 		return fmt.Errorf("reading the pool bound of chain %d: %w", chainID, err)
 	}
+	return admitOnBound(b, limits, grow)
+}
+
+// admitOnBound admits on the bound read under an admission slot (its own
+// growth included) when it and the 15 intakes the other slots may hold fit
+// the limits; else the intake must count (errPoolCount).
+func admitOnBound(b dbsqlc.PoolAdmissionBoundRow, limits PoolLimits, grow poolGrowth) error {
 	if b.PendingBase == nil || b.QueuedBase == nil {
 		return errPoolCount
 	}
@@ -617,6 +705,12 @@ type poolPlan struct {
 	// shrinks).
 	grows  struct{ pending, queued bool }
 	growth poolGrowth
+}
+
+// addsOnly reports whether the plan only adds the new transaction: nothing
+// replaced, evicted or dropped, no other transaction's state moved.
+func (p poolPlan) addsOnly() bool {
+	return p.replace.hash == "" && p.evict.hash == "" && len(p.stale) == 0 && len(p.promote) == 0 && len(p.demote) == 0
 }
 
 // poolGrowth is how much an intake changes the pool's pending and queued
