@@ -355,7 +355,7 @@ func (r *builderRun) finalizedTxs(ctx context.Context) (int64, error) {
 	var n int64
 	err := r.st.Conns().QueryRow(ctx, `
 		SELECT count(*) FROM ledgerq.pool_txs t JOIN ledgerq.bundles b ON b.id = t.bundle_id
-		WHERE t.chain_id = $1 AND t.sender = ANY($2) AND b.state = 'finalized'`,
+		WHERE t.chain_id = $1 AND t.sender = ANY($2) AND t.state = 'included' AND b.state = 'finalized'`,
 		r.cfg.Node.Builder.Pool.ChainID, r.senders()).Scan(&n)
 	return n, err
 }
@@ -371,7 +371,7 @@ func (r *builderRun) summarize(ctx context.Context, rep *BuilderReport) error {
 		       coalesce(percentile_disc(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM t.finished - t.received_at)), 0)::float8
 		FROM (SELECT t.received_at, b.finalized_at AS finished, b.id
 		      FROM ledgerq.pool_txs t JOIN ledgerq.bundles b ON b.id = t.bundle_id
-		      WHERE t.chain_id = $1 AND t.sender = ANY($2) AND b.state = 'finalized') t
+		      WHERE t.chain_id = $1 AND t.sender = ANY($2) AND t.state = 'included' AND b.state = 'finalized') t
 		JOIN ledgerq.bundles b ON b.id = t.id`, chainID, senders).
 		Scan(&rep.Bundles, &rep.FinalizedTxs, seconds(&rep.TxP50), seconds(&rep.TxP99)); err != nil {
 		return fmt.Errorf("reading the finalized transactions: %w", err)
@@ -383,7 +383,7 @@ func (r *builderRun) summarize(ctx context.Context, rep *BuilderReport) error {
 		FROM (SELECT extract(epoch FROM b.finalized_at - min(v.submitted_at)) AS d, count(v.*) AS versions
 		      FROM ledgerq.bundles b JOIN ledgerq.bundle_versions v ON v.bundle_id = b.id
 		      WHERE b.chain_id = $1 AND b.state = 'finalized'
-		        AND EXISTS (SELECT 1 FROM ledgerq.pool_txs t WHERE t.bundle_id = b.id AND t.sender = ANY($2))
+		        AND EXISTS (SELECT 1 FROM ledgerq.pool_txs t WHERE t.bundle_id = b.id AND t.chain_id = $1 AND t.sender = ANY($2))
 		      GROUP BY b.id) x`, chainID, senders).
 		Scan(seconds(&rep.BundleP50), seconds(&rep.BundleP99), &rep.Versions); err != nil {
 		return fmt.Errorf("reading the finalized bundles: %w", err)
@@ -443,7 +443,7 @@ func (r *builderRun) coreWindows(ctx context.Context, rep *BuilderReport) error 
 	b := r.cfg.Node.Builder
 	rows, err := r.st.Conns().Query(ctx, `
 		SELECT t.received_at, (SELECT min(v.submitted_at) FROM ledgerq.bundle_versions v WHERE v.bundle_id = t.bundle_id)
-		FROM ledgerq.pool_txs t WHERE t.chain_id = $1 AND t.sender = ANY($2)`, b.Pool.ChainID, r.senders())
+		FROM ledgerq.pool_txs t WHERE t.chain_id = $1 AND t.sender = ANY($2) AND t.state IN ('pending', 'queued', 'included')`, b.Pool.ChainID, r.senders())
 	if err != nil {
 		return fmt.Errorf("reading the transactions' submissions: %w", err)
 	}

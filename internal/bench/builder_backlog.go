@@ -54,8 +54,8 @@ func seedFinished(ctx context.Context, st *store.Store, chainID int64, n, bundle
 				INSERT INTO ledgerq.pool_txs (chain_id, tx_hash, sender, nonce, tx_type, to_address, gas_fee_cap,
 				    gas_tip_cap, gas, value_wei, raw, state, bundle_id, bundle_block, bundle_pos,
 				    received_at, expires_at, updated_at)
-				SELECT $1, '0x' || md5('tx' || i) || md5('t' || i), '0x' || left(md5('sender' || (i / 16)), 40), i % 16, 2,
-				       '0x' || left(md5('to' || i), 40), 2000000000, 1000000000, 21000, 1,
+				SELECT $1, '0x' || md5('tx' || i) || md5('t' || i), '0x' || left(md5('sender' || (i / 16)) || md5('s' || (i / 16)), 40), i % 16, 2,
+				       '0x' || left(md5('to' || i) || md5('o' || i), 40), 2000000000, 1000000000, 21000, 1,
 				       decode(repeat('ab', 110), 'hex'), 'included', b.id, b.number, i % $4::int,
 				       $3, $3::timestamptz + interval '1 hour', $3
 				FROM generate_series(0, $2::int - 1) AS i
