@@ -32,7 +32,10 @@ CREATE TABLE ledgerq.pool_admission_slots (
     PRIMARY KEY (chain_id, slot),
     -- 16 slots: admission's slack is 15 transactions per limit.
     CONSTRAINT pool_admission_slots_slot_range CHECK (slot BETWEEN 0 AND 15)
-);
+) WITH (fillfactor = 10);
+-- Every intake that grows the pool updates a row: a low fill factor spreads
+-- the 16 rows over pages of their own (no page every intake latches) with
+-- room for their new versions on the same page (HOT, no index entry).
 
 COMMENT ON TABLE ledgerq.pool_admission_slots IS 'Builder lane: 16 rows per chain. An intake that grows the pool locks one (SKIP LOCKED) and holds it to its commit, records its growth in it and reads the bound (pool_chains'' base plus every slot''s growth); so at most 16 such intakes are in flight at once and each sees every other one either committed or among the 15 its check allows for. An intake that takes all 16 (then the pool_chains row) counts exactly and sets the growths back to 0.';
 COMMENT ON COLUMN ledgerq.pool_admission_slots.chain_id IS 'Chain id.';
