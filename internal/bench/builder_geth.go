@@ -264,9 +264,15 @@ func fundFromDevAccount(ctx context.Context, cl *ethclient.Client, addrs []commo
 	if len(accounts) == 0 {
 		return errors.New("funding: eth_accounts lists no account: not a geth --dev")
 	}
+	// Nonces given, not left to the node: geth's own choice for a quick run
+	// of sends can repeat one across a new block (replacement underpriced).
+	nonce, err := cl.PendingNonceAt(ctx, accounts[0])
+	if err != nil {
+		return fmt.Errorf("funding: the developer account's nonce: %w", err)
+	}
 	hashes := make([]common.Hash, len(addrs))
 	for i, a := range addrs {
-		args := map[string]any{"from": accounts[0], "to": a, "value": (*hexutil.Big)(wei)}
+		args := map[string]any{"from": accounts[0], "to": a, "value": (*hexutil.Big)(wei), "nonce": hexutil.Uint64(nonce + uint64(i))}
 		if err := cl.Client().CallContext(ctx, &hashes[i], "eth_sendTransaction", args); err != nil {
 			return fmt.Errorf("funding %s: eth_sendTransaction: %w", a.Hex(), err)
 		}
