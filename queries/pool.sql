@@ -85,23 +85,87 @@ SET state = 'dropped', drop_reason = @drop_reason::text, updated_at = @now::time
 WHERE chain_id = @chain_id AND tx_hash = ANY(@tx_hashes::text[]) AND state IN ('pending', 'queued');
 
 -- name: PoolChainEnsure :exec
-INSERT INTO ledgerq.pool_chains (chain_id, created_at) VALUES (@chain_id, @now::timestamptz)
-ON CONFLICT (chain_id) DO NOTHING;
+-- The chain's row and its 16 admission slots, the first time.
+WITH chain AS (
+    INSERT INTO ledgerq.pool_chains (chain_id, created_at) VALUES (@chain_id, @now::timestamptz)
+    ON CONFLICT (chain_id) DO NOTHING
+)
+INSERT INTO ledgerq.pool_admission_slots (chain_id, slot)
+SELECT @chain_id, g FROM generate_series(0, 15) AS g
+ON CONFLICT (chain_id, slot) DO NOTHING;
+
+-- name: PoolSlotTake :one
+-- Intake, last steps when it grows the pool by at most one pending and one
+-- queued transaction: takes a free admission slot, from @start on (so that
+-- concurrent intakes spread over the 16), records its growth in it and
+-- holds it to commit. No row: every slot is held (or none exists yet).
+UPDATE ledgerq.pool_admission_slots s
+SET pending_growth = s.pending_growth + @pending::bigint, queued_growth = s.queued_growth + @queued::bigint
+WHERE s.chain_id = @chain_id AND s.slot = (
+    SELECT f.slot FROM ledgerq.pool_admission_slots f
+    WHERE f.chain_id = @chain_id
+    ORDER BY (f.slot + 16 - @start::int) % 16
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING s.slot;
+
+-- name: PoolSlotWait :one
+-- Intake, when every slot was held: waits for slot @slot.
+UPDATE ledgerq.pool_admission_slots
+SET pending_growth = pending_growth + @pending::bigint, queued_growth = queued_growth + @queued::bigint
+WHERE chain_id = @chain_id AND slot = @slot
+RETURNING slot;
+
+-- name: PoolAdmissionBound :one
+-- Intake, after taking its slot (a statement of its own, so its snapshot
+-- is taken under the slot): the bound on the chain's pending and queued
+-- transactions, its own growth included; NULL before the first count.
+SELECT c.pending_base, c.queued_base, g.pending::bigint AS pending_growth, g.queued::bigint AS queued_growth
+FROM ledgerq.pool_chains c,
+     (SELECT coalesce(sum(s.pending_growth), 0)::bigint AS pending, coalesce(sum(s.queued_growth), 0)::bigint AS queued
+      FROM ledgerq.pool_admission_slots s WHERE s.chain_id = @chain_id) g
+WHERE c.chain_id = @chain_id;
+
+-- name: PoolSlotLockAll :many
+-- Intake, when the bound cannot admit: every slot of the chain, in order,
+-- held to commit, so no other intake that grows the pool is in flight.
+SELECT slot FROM ledgerq.pool_admission_slots
+WHERE chain_id = @chain_id
+ORDER BY slot
+FOR UPDATE;
 
 -- name: PoolChainLock :one
--- Intake, last step when it adds a pending or queued transaction: the
--- chain's lock, held until commit. Every transaction that grows the pool
--- takes it before counting, so each counts what the previous committed: the
--- global limits are exact across processes.
+-- Intake, after every slot: the chain's row, held to commit, so that no cut,
+-- drop or sweep changes the base between the exact count and the rebase.
 SELECT chain_id FROM ledgerq.pool_chains WHERE chain_id = @chain_id FOR UPDATE;
 
 -- name: PoolCountWaiting :one
--- Intake, under the chain's lock: the pool's pending and queued transactions
--- (its own writes included), through pool_txs_waiting.
+-- Intake, under every slot and the chain's row: the pool's pending and
+-- queued transactions (its own writes included), through pool_txs_waiting.
 SELECT count(*) FILTER (WHERE state = 'pending') AS pending,
        count(*) FILTER (WHERE state = 'queued') AS queued
 FROM ledgerq.pool_txs
 WHERE chain_id = @chain_id AND state IN ('pending', 'queued');
+
+-- name: PoolChainRebase :exec
+-- Intake, under every slot and the chain's row: the exact count becomes the
+-- base and the slots' growth starts again from 0.
+WITH slots AS (
+    UPDATE ledgerq.pool_admission_slots s SET pending_growth = 0, queued_growth = 0
+    WHERE s.chain_id = @chain_id
+)
+UPDATE ledgerq.pool_chains c SET pending_base = @pending::bigint, queued_base = @queued::bigint
+WHERE c.chain_id = @chain_id;
+
+-- name: PoolChainAdjust :exec
+-- A cut (negative), a bundle drop or a sweep that sends pending transactions
+-- back to queued (positive), as its last statement: moves the base by what
+-- it changed, committed with the change, so the bound stays at or above the
+-- pool. Waits for an intake's exact count and rebase, and applies on top.
+UPDATE ledgerq.pool_chains
+SET pending_base = pending_base + @pending::bigint, queued_base = queued_base + @queued::bigint
+WHERE chain_id = @chain_id;
 
 -- name: PoolSenderLockExpired :many
 -- TTL sweep: locks, in sender order,

@@ -273,11 +273,20 @@ finalized bundles/s, p50/p99 bundle submit->finalized and transaction
 received->finalized, and the chain's counts. It exits non-zero when an accepted
 transaction was not executed exactly once, in nonce order, within --grace.
 
-Example:
-  ledgerq bench builder --senders 20 --txs-per-sender 50 --slot-length 500ms`
+The summary also counts the submission windows that opened while at least a
+bundle's worth of accepted transactions waited for a core, and the core-windows of
+them no bundle used (idle). --baseline geth first sends the same transactions with
+the same clients to a geth --dev started for the run and prints both intakes and
+their ratio; --backlog-finished N seeds N finished transactions first.
+
+Examples:
+  ledgerq bench builder --senders 20 --txs-per-sender 50 --slot-length 500ms
+  ledgerq bench builder --senders 200 --txs-per-sender 16 --clients 20 \
+      --pool-max-pending 10000 --pool-max-queued 10000 --baseline geth`
 
 func runBenchBuilder(ctx context.Context, args []string) error {
 	cfg := bench.DefaultBuilderConfig()
+	var cpuProfile string
 	err := parseNodeFlags("bench builder", benchBuilderSummary, &cfg.Node, flagParts{lane: "builder"}, args, "warn", func(fs *flag.FlagSet) {
 		fs.IntVar(&cfg.Senders, "senders", cfg.Senders, "number of senders, each a fresh random key")
 		fs.IntVar(&cfg.TxsPerSender, "txs-per-sender", cfg.TxsPerSender, "transactions per sender, nonces 0 and up")
@@ -287,6 +296,10 @@ func runBenchBuilder(ctx context.Context, args []string) error {
 		registerJAMFaults(fs, &cfg.Chain)
 		fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after the last transaction is accepted, how long to wait for every one to be finalized")
 		fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "time between two progress lines (and completion checks)")
+		fs.StringVar(&cfg.Baseline, "baseline", cfg.Baseline, "geth: before the run, send the same signed transactions the same way (--clients at once, each sender's in nonce order) to the eth_sendRawTransaction of a geth --dev started for it (its pool limits raised so it refuses none), and report its accepted tx/s and ledgerq's ratio to it")
+		fs.StringVar(&cfg.Geth, "geth", cfg.Geth, "for --baseline geth: the geth binary (empty: $"+bench.EnvGeth+", else geth on PATH)")
+		fs.IntVar(&cfg.BacklogFinished, "backlog-finished", cfg.BacklogFinished, "seed this many finished pool transactions (included in finalized bundles) before the run, as a long-running lane leaves behind")
+		fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the ledgerq run (signing, the baseline and seeding excluded) to this file, for go tool pprof")
 	})
 	if err != nil {
 		return err
@@ -295,5 +308,14 @@ func runBenchBuilder(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Progress = os.Stderr
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		cfg.OnStart = func() error { return pprof.StartCPUProfile(f) }
+		defer pprof.StopCPUProfile()
+	}
 	return summarized(bench.RunBuilder(ctx, cfg))
 }

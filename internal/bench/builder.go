@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger/jam"
@@ -48,6 +50,18 @@ type BuilderConfig struct {
 	Grace            time.Duration
 	ProgressInterval time.Duration
 	Progress         io.Writer
+	// Baseline, when BaselineGeth, first sends the same transactions the
+	// same way to a geth --dev started for the run (Geth is its binary: empty
+	// is $LEDGERQ_TEST_GETH, else geth on PATH) and reports both.
+	Baseline string
+	Geth     string
+	// BacklogFinished seeds this many finished pool transactions (included
+	// in finalized bundles of BundleSize) before the run, as a long-running
+	// lane leaves them behind.
+	BacklogFinished int
+	// OnStart, when set, is called as the clients start sending (a CPU
+	// profile starts there).
+	OnStart func() error
 }
 
 // DefaultBuilderConfig returns a run of 20 senders × 50 transactions on a
@@ -73,6 +87,10 @@ func (c *BuilderConfig) Validate() error {
 		return errors.New("--slot-length must be positive")
 	case c.Grace <= 0 || c.ProgressInterval <= 0:
 		return errors.New("--grace and --progress-interval must be positive")
+	case c.Baseline != "" && c.Baseline != BaselineGeth:
+		return fmt.Errorf("--baseline %q: want geth or nothing", c.Baseline)
+	case c.BacklogFinished < 0:
+		return errors.New("--backlog-finished must not be negative")
 	}
 	return nil
 }
@@ -98,6 +116,16 @@ type BuilderReport struct {
 	Chain    jam.Stats
 	TimedOut bool
 	Problems []string
+	// Geth is the baseline's outcome (Baseline geth).
+	Geth *GethReport
+	// Windows are the submission windows that opened while at least a
+	// bundle's worth of accepted transactions waited for a core; Submitted
+	// the versions submitted in them; IdleCoreWindows = Windows × Cores −
+	// Submitted (a core a window could have used and did not).
+	Windows, Submitted, IdleCoreWindows, Cores int
+	// Seeded finished transactions (BacklogFinished) and the time it took.
+	Seeded   int
+	SeedTime time.Duration
 }
 
 // RunBuilder runs the workload and reports.
@@ -109,6 +137,16 @@ func RunBuilder(ctx context.Context, cfg BuilderConfig) (*BuilderReport, error) 
 	keys, txs, err := signBuilderTxs(cfg)
 	if err != nil {
 		return nil, err
+	}
+	var geth *GethReport
+	if cfg.Baseline == BaselineGeth {
+		addrs := make([]common.Address, len(keys))
+		for i, k := range keys {
+			addrs[i] = crypto.PubkeyToAddress(k.PublicKey)
+		}
+		if geth, err = runGethBaseline(ctx, cfg, addrs, txs); err != nil {
+			return nil, err
+		}
 	}
 	// The senders are funded on the chain's EVM, which runs every
 	// transaction.
@@ -133,6 +171,15 @@ func RunBuilder(ctx context.Context, cfg BuilderConfig) (*BuilderReport, error) 
 		return nil, err
 	}
 	defer n.Close()
+	var seedTime time.Duration
+	if cfg.BacklogFinished > 0 {
+		fmt.Fprintf(cfg.Progress, "bench: seeding %d finished pool transactions\n", cfg.BacklogFinished)
+		began := time.Now()
+		if err := seedFinished(ctx, n.Store(), cfg.Node.Builder.Pool.ChainID, cfg.BacklogFinished, cfg.Node.Builder.BundleSize, began); err != nil {
+			return nil, err
+		}
+		seedTime = time.Since(began)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -145,14 +192,19 @@ func RunBuilder(ctx context.Context, cfg BuilderConfig) (*BuilderReport, error) 
 	}
 	stop := sync.OnceFunc(n.Stop)
 	defer stop()
-	cl, err := ethclient.DialContext(ctx, "http://"+ln.Addr().String()+"/rpc")
+	cl, err := dialClients(ctx, "http://"+ln.Addr().String()+"/rpc", cfg.Clients)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
 
 	r := &builderRun{cfg: cfg, chain: chain, st: n.Store(), client: cl, keys: keys, txs: txs}
-	return r.run(ctx, stop)
+	rep, err := r.run(ctx, stop)
+	if rep != nil {
+		rep.Geth = geth
+		rep.Seeded, rep.SeedTime = cfg.BacklogFinished, seedTime
+	}
+	return rep, err
 }
 
 type builderRun struct {
@@ -163,7 +215,7 @@ type builderRun struct {
 	keys   []*ecdsa.PrivateKey
 	txs    [][]*types.Transaction // per sender, in nonce order
 
-	accepted, retries, refused atomic.Int64
+	sent sendCounts
 }
 
 // signBuilderTxs makes the senders' keys and signs every transaction before
@@ -196,8 +248,13 @@ func signBuilderTxs(c BuilderConfig) ([]*ecdsa.PrivateKey, [][]*types.Transactio
 func (r *builderRun) run(ctx context.Context, stopNode func()) (*BuilderReport, error) {
 	c := &r.cfg
 	rep := &BuilderReport{Senders: c.Senders, TxsPerSender: c.TxsPerSender, SlotLength: c.Chain.SlotLength}
+	if c.OnStart != nil {
+		if err := c.OnStart(); err != nil {
+			return nil, err
+		}
+	}
 	start := time.Now()
-	in := startIngestion(func() error { return r.sendAll(ctx) })
+	in := startIngestion(func() error { return sendInNonceOrder(ctx, r.client, r.txs, c.Clients, &r.sent) })
 	total := int64(c.Senders * c.TxsPerSender)
 	tick := time.NewTicker(c.ProgressInterval)
 	defer tick.Stop()
@@ -209,14 +266,14 @@ func (r *builderRun) run(ctx context.Context, stopNode func()) (*BuilderReport, 
 		}
 		st := r.chain.Stats()
 		fmt.Fprintf(c.Progress, "bench: %6.1fs  accepted %d/%d  retries %d  finalized %d  chain: slot %d executed %d held %d duplicates %d\n",
-			time.Since(start).Seconds(), r.accepted.Load(), total, r.retries.Load(), fin, st.Head, st.Executed, st.Held, st.Duplicates)
-		return sendOver && fin >= r.accepted.Load()
+			time.Since(start).Seconds(), r.sent.accepted.Load(), total, r.sent.retries.Load(), fin, st.Head, st.Executed, st.Held, st.Duplicates)
+		return sendOver && fin >= r.sent.accepted.Load()
 	})
 	stopNode()
 	rep.Wall = time.Since(start)
 	rep.SendTime = in.end.Sub(start)
 	rep.TimedOut = timedOut
-	rep.Accepted, rep.Retries, rep.Refused = r.accepted.Load(), r.retries.Load(), r.refused.Load()
+	rep.Accepted, rep.Retries, rep.Refused = r.sent.accepted.Load(), r.sent.retries.Load(), r.sent.refused.Load()
 	if interrupted {
 		return rep, ctx.Err()
 	}
@@ -226,14 +283,19 @@ func (r *builderRun) run(ctx context.Context, stopNode func()) (*BuilderReport, 
 	return rep, in.verdict(rep.Problems, ErrBuilderCheck)
 }
 
-// sendAll sends every sender's transactions in nonce order, Clients senders
-// at a time. A full pool or sender is back-pressure: the client waits and
-// sends the same transaction again.
-func (r *builderRun) sendAll(ctx context.Context) error {
-	sem := make(chan struct{}, r.cfg.Clients)
+// sendCounts counts a sending run's answers.
+type sendCounts struct {
+	accepted, retries, refused atomic.Int64
+}
+
+// sendInNonceOrder sends every sender's transactions in nonce order, clients
+// senders at a time. A full pool or sender is back-pressure: the client
+// waits and sends the same transaction again.
+func sendInNonceOrder(ctx context.Context, cl *ethclient.Client, txs [][]*types.Transaction, clients int, n *sendCounts) error {
+	sem := make(chan struct{}, clients)
 	var wg sync.WaitGroup
-	errc := make(chan error, len(r.txs))
-	for _, txs := range r.txs {
+	errc := make(chan error, len(txs))
+	for _, mine := range txs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -243,8 +305,8 @@ func (r *builderRun) sendAll(ctx context.Context) error {
 				return
 			}
 			defer func() { <-sem }()
-			for _, tx := range txs {
-				if err := r.send(ctx, tx); err != nil {
+			for _, tx := range mine {
+				if err := sendOne(ctx, cl, tx, n); err != nil {
 					errc <- err
 					return
 				}
@@ -256,24 +318,24 @@ func (r *builderRun) sendAll(ctx context.Context) error {
 	return <-errc
 }
 
-func (r *builderRun) send(ctx context.Context, tx *types.Transaction) error {
+func sendOne(ctx context.Context, cl *ethclient.Client, tx *types.Transaction, n *sendCounts) error {
 	for {
-		err := r.client.SendTransaction(ctx, tx)
+		err := cl.SendTransaction(ctx, tx)
 		switch {
 		case err == nil:
-			r.accepted.Add(1)
+			n.accepted.Add(1)
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case strings.HasPrefix(err.Error(), "txpool is full"), strings.HasPrefix(err.Error(), "account limit exceeded"):
-			r.retries.Add(1)
+		case retryable(err):
+			n.retries.Add(1)
 			select {
 			case <-time.After(50 * time.Millisecond):
 			case <-ctx.Done():
 				return ctx.Err()
 			}
 		default:
-			r.refused.Add(1)
+			n.refused.Add(1)
 			return fmt.Errorf("sending %s: %w", tx.Hash().Hex(), err)
 		}
 	}
@@ -293,7 +355,7 @@ func (r *builderRun) finalizedTxs(ctx context.Context) (int64, error) {
 	var n int64
 	err := r.st.Conns().QueryRow(ctx, `
 		SELECT count(*) FROM ledgerq.pool_txs t JOIN ledgerq.bundles b ON b.id = t.bundle_id
-		WHERE t.chain_id = $1 AND t.sender = ANY($2) AND b.state = 'finalized'`,
+		WHERE t.chain_id = $1 AND t.sender = ANY($2) AND t.state = 'included' AND b.state = 'finalized'`,
 		r.cfg.Node.Builder.Pool.ChainID, r.senders()).Scan(&n)
 	return n, err
 }
@@ -309,7 +371,7 @@ func (r *builderRun) summarize(ctx context.Context, rep *BuilderReport) error {
 		       coalesce(percentile_disc(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM t.finished - t.received_at)), 0)::float8
 		FROM (SELECT t.received_at, b.finalized_at AS finished, b.id
 		      FROM ledgerq.pool_txs t JOIN ledgerq.bundles b ON b.id = t.bundle_id
-		      WHERE t.chain_id = $1 AND t.sender = ANY($2) AND b.state = 'finalized') t
+		      WHERE t.chain_id = $1 AND t.sender = ANY($2) AND t.state = 'included' AND b.state = 'finalized') t
 		JOIN ledgerq.bundles b ON b.id = t.id`, chainID, senders).
 		Scan(&rep.Bundles, &rep.FinalizedTxs, seconds(&rep.TxP50), seconds(&rep.TxP99)); err != nil {
 		return fmt.Errorf("reading the finalized transactions: %w", err)
@@ -321,10 +383,13 @@ func (r *builderRun) summarize(ctx context.Context, rep *BuilderReport) error {
 		FROM (SELECT extract(epoch FROM b.finalized_at - min(v.submitted_at)) AS d, count(v.*) AS versions
 		      FROM ledgerq.bundles b JOIN ledgerq.bundle_versions v ON v.bundle_id = b.id
 		      WHERE b.chain_id = $1 AND b.state = 'finalized'
-		        AND EXISTS (SELECT 1 FROM ledgerq.pool_txs t WHERE t.bundle_id = b.id AND t.sender = ANY($2))
+		        AND EXISTS (SELECT 1 FROM ledgerq.pool_txs t WHERE t.bundle_id = b.id AND t.chain_id = $1 AND t.sender = ANY($2))
 		      GROUP BY b.id) x`, chainID, senders).
 		Scan(seconds(&rep.BundleP50), seconds(&rep.BundleP99), &rep.Versions); err != nil {
 		return fmt.Errorf("reading the finalized bundles: %w", err)
+	}
+	if err := r.coreWindows(ctx, rep); err != nil {
+		return err
 	}
 	rep.Chain = r.chain.Stats()
 	executed := map[string]int{}
@@ -369,6 +434,80 @@ func (r *builderRun) summarize(ctx context.Context, rep *BuilderReport) error {
 	return nil
 }
 
+// coreWindows counts the submission windows that opened while at least a
+// bundle's worth of the run's accepted transactions waited for a core (not
+// yet in a bundle with a version submitted before the window opened), the
+// versions submitted in them, and the core-windows left idle: a window's
+// cores less the versions submitted in it.
+func (r *builderRun) coreWindows(ctx context.Context, rep *BuilderReport) error {
+	b := r.cfg.Node.Builder
+	rows, err := r.st.Conns().Query(ctx, `
+		SELECT t.received_at, (SELECT min(v.submitted_at) FROM ledgerq.bundle_versions v WHERE v.bundle_id = t.bundle_id)
+		FROM ledgerq.pool_txs t WHERE t.chain_id = $1 AND t.sender = ANY($2) AND t.state IN ('pending', 'queued', 'included')`, b.Pool.ChainID, r.senders())
+	if err != nil {
+		return fmt.Errorf("reading the transactions' submissions: %w", err)
+	}
+	type waiting struct {
+		received time.Time
+		sent     *time.Time
+	}
+	txs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (waiting, error) {
+		var w waiting
+		return w, row.Scan(&w.received, &w.sent)
+	})
+	if err != nil {
+		return fmt.Errorf("reading the transactions' submissions: %w", err)
+	}
+	rows, err = r.st.Conns().Query(ctx, `
+		SELECT v.submitted_at FROM ledgerq.bundle_versions v JOIN ledgerq.bundles b ON b.id = v.bundle_id
+		WHERE b.chain_id = $1 ORDER BY v.submitted_at`, b.Pool.ChainID)
+	if err != nil {
+		return fmt.Errorf("reading the submitted versions: %w", err)
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	if err != nil || len(txs) == 0 || len(versions) == 0 {
+		return err
+	}
+	info, err := r.chain.Info(ctx)
+	if err != nil {
+		return err
+	}
+	open, close := cmp.Or(b.WindowOpen, info.SlotLength/2), cmp.Or(b.WindowClose, info.SlotLength/6)
+	first := txs[0].received
+	for _, t := range txs {
+		if t.received.Before(first) {
+			first = t.received
+		}
+	}
+	rep.Cores = b.Cores
+	for s := info.Slot(first) + 1; ; s++ {
+		from, to := info.SlotStart(s).Add(-open), info.SlotStart(s).Add(-close)
+		if from.After(versions[len(versions)-1]) {
+			break
+		}
+		backlog := 0
+		for _, t := range txs {
+			if t.received.Before(from) && (t.sent == nil || !t.sent.Before(from)) {
+				backlog++
+			}
+		}
+		if backlog < b.BundleSize {
+			continue
+		}
+		in := 0
+		for _, v := range versions {
+			if !v.Before(from) && v.Before(to) {
+				in++
+			}
+		}
+		in = min(in, b.Cores)
+		rep.Windows++
+		rep.Submitted += in
+		rep.IdleCoreWindows += b.Cores - in
+	}
+	return nil
+}
+
 // secondsScanner scans float8 seconds into a Duration.
 type secondsScanner struct{ d *time.Duration }
 
@@ -391,6 +530,7 @@ func (rep *BuilderReport) WriteSummary(w io.Writer) error {
   finalized:  %d bundles with %d transactions in %s = %.2f bundles/s, %.0f tx/s
   versions:   %d submitted for %d bundles
   latency:    bundle submit->finalized p50 %s p99 %s; transaction received->finalized p50 %s p99 %s
+  cores:      %d submission windows opened with at least a bundle's worth waiting: %d of their %d core-windows used, %d idle
   chain:      executed %d blocks, refused %d second executions, %d parent mismatches, %d nonce gaps, faults %+v
 `,
 		rep.Senders, rep.TxsPerSender, rep.SlotLength,
@@ -398,7 +538,23 @@ func (rep *BuilderReport) WriteSummary(w io.Writer) error {
 		rep.Bundles, rep.FinalizedTxs, round(rep.Wall), float64(rep.Bundles)/secs(rep.Wall), float64(rep.FinalizedTxs)/secs(rep.Wall),
 		rep.Versions, rep.Bundles,
 		round(rep.BundleP50), round(rep.BundleP99), round(rep.TxP50), round(rep.TxP99),
+		rep.Windows, rep.Submitted, rep.Windows*rep.Cores, rep.IdleCoreWindows,
 		rep.Chain.Executed, rep.Chain.Duplicates, rep.Chain.ParentMismatches, rep.Chain.NonceGaps, rep.Chain.Faults)
+	if err != nil {
+		return err
+	}
+	if rep.Seeded > 0 {
+		if _, err := fmt.Fprintf(w, "  backlog:    %d finished pool transactions seeded before the run (in %s)\n", rep.Seeded, round(rep.SeedTime)); err != nil {
+			return err
+		}
+	}
+	if g := rep.Geth; g != nil {
+		ours, theirs := float64(rep.Accepted)/secs(rep.SendTime), float64(g.Accepted)/secs(g.SendTime)
+		if _, err := fmt.Fprintf(w, "  geth:       %s --dev, the same transactions and clients to its eth_sendRawTransaction: %d accepted in %s = %.0f tx/s (retries %d; refused %d)\n  ratio:      ledgerq /rpc %.0f tx/s / geth %.0f tx/s = %.2f\n",
+			g.Version, g.Accepted, round(g.SendTime), theirs, g.Retries, g.Refused, ours, theirs, ours/max(theirs, 1e-9)); err != nil {
+			return err
+		}
+	}
 	for _, p := range rep.Problems {
 		if _, err := fmt.Fprintf(w, "  PROBLEM:    %s\n", p); err != nil {
 			return err

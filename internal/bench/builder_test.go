@@ -2,12 +2,14 @@ package bench_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/bench"
+	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 )
 
@@ -60,4 +62,56 @@ func TestBuilderConfig_ValidateRefusesWhatCannotRun(t *testing.T) {
 	cfg = bench.DefaultBuilderConfig()
 	cfg.Chain.SlotLength = 0
 	require.ErrorContains(t, cfg.Validate(), "--slot-length")
+}
+
+func TestRunBuilder_BacklogFinishedSeedsFinishedRowsAndTheRunStillExecutesEachOnce(t *testing.T) {
+	t.Parallel()
+	cfg, _ := builderSetup(t, 3, 10)
+	cfg.BacklogFinished = 250
+	cfg.Node.Builder.BundleSize = 4
+	rep, err := bench.RunBuilder(context.Background(), cfg)
+	require.NoError(t, err)
+	require.Equal(t, 250, rep.Seeded)
+	require.EqualValues(t, 30, rep.FinalizedTxs, "the run's own transactions, not the seeded ones")
+	require.Empty(t, rep.Problems)
+	st, err := store.Open(t.Context(), cfg.Node.DatabaseURL)
+	require.NoError(t, err)
+	defer st.Close()
+	var seeded, bundles int
+	require.NoError(t, st.DB().QueryRow(t.Context(), `
+		SELECT count(*), count(DISTINCT t.bundle_id) FROM ledgerq.pool_txs t JOIN ledgerq.bundles b ON b.id = t.bundle_id
+		WHERE t.chain_id = $1 AND b.chain_id = $1 + 1 AND t.state = 'included' AND b.state = 'finalized'`,
+		cfg.Node.Builder.Pool.ChainID).Scan(&seeded, &bundles))
+	require.Equal(t, 250, seeded, "included in finalized bundles, on the run's chain")
+	require.Equal(t, 63, bundles, "bundles of --bundle-size")
+}
+
+func TestRunBuilder_CountsTheCoreWindowsOfTheBacklog(t *testing.T) {
+	t.Parallel()
+	cfg, _ := builderSetup(t, 8, 16)
+	cfg.Node.Builder.BundleSize = 10
+	rep, err := bench.RunBuilder(context.Background(), cfg)
+	require.NoError(t, err)
+	require.Equal(t, cfg.Node.Builder.Cores, rep.Cores)
+	require.Positive(t, rep.Windows, "128 transactions in bundles of 10 are more than a window takes")
+	require.Equal(t, rep.Windows*rep.Cores, rep.Submitted+rep.IdleCoreWindows)
+	require.LessOrEqual(t, int64(rep.Submitted), rep.Versions)
+}
+
+func TestRunBuilder_BaselineGethSendsTheSameTransactionsToGeth(t *testing.T) {
+	if _, err := bench.GethBinary(""); err != nil {
+		t.Skipf("no geth: %v", err)
+	}
+	t.Parallel()
+	cfg, _ := builderSetup(t, 4, 5)
+	cfg.Baseline = bench.BaselineGeth
+	rep, err := bench.RunBuilder(context.Background(), cfg)
+	require.NoError(t, err)
+	require.NotNil(t, rep.Geth)
+	require.EqualValues(t, 20, rep.Geth.Accepted, "geth took every transaction")
+	require.Zero(t, rep.Geth.Refused)
+	require.Positive(t, rep.Geth.SendTime)
+	var out strings.Builder
+	require.NoError(t, rep.WriteSummary(&out))
+	require.Contains(t, out.String(), "ratio:")
 }

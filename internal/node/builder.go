@@ -181,7 +181,11 @@ func (n *Node) buildBuilderLane(ctx context.Context) error {
 	if loops.Queuer {
 		lane.bundler = queuer.NewBundler(n.store, led, n.deps(notify.BundleQueuer), queuer.BundlerConfig{
 			ChainID: b.Pool.ChainID, PollInterval: loops.PollInterval, DBTimeout: loops.DBTimeout, LedgerTimeout: b.Ledger.Timeout,
-			BundleSize: b.BundleSize, MaxQueued: b.MaxQueued, MaxBundles: b.MaxQueued, Cores: b.Cores,
+			// A round cuts what one submission window takes (and runs again
+			// at once when it cut that much), so the chain's lock it holds
+			// never keeps the monitor's guarantees, and the cores they free,
+			// waiting for a long cut.
+			BundleSize: b.BundleSize, MaxQueued: b.MaxQueued, MaxBundles: b.Cores, Cores: b.Cores,
 		})
 	}
 	if loops.Submitter {

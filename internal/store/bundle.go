@@ -209,8 +209,11 @@ type BundleCutParams struct {
 // while fewer than MaxQueued bundles are queued, fewer than MaxBundles were
 // cut and pending transactions remain, it takes up to Size of them in
 // (sender, nonce) order, makes them the bundle that follows the highest
-// live one (or Executed), and marks them included. A partial last bundle is
-// cut. Creating a bundle and including its transactions commit together, so
+// live one (or Executed), and marks them included. A partial bundle (fewer
+// than Size) is cut only while fewer than Cores bundles are queued: then
+// the next submission window has a bundle for every core, and the pending
+// transactions wait to fill a whole bundle instead of taking a core-window
+// with a few. Creating a bundle and including its transactions commit together, so
 // a transaction leaves the pool only once its bundle is stored, by
 // construction.
 func (s *Store) BundleCut(ctx context.Context, p BundleCutParams) ([]Bundle, error) {
@@ -224,6 +227,7 @@ func (s *Store) BundleCut(ctx context.Context, p BundleCutParams) ([]Bundle, err
 	var cut []Bundle
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
 		cut = nil
+		var included int64
 		if _, err := lockChain(ctx, q, p.ChainID, p.Now); err != nil {
 			return err
 		}
@@ -242,7 +246,7 @@ func (s *Store) BundleCut(ctx context.Context, p BundleCutParams) ([]Bundle, err
 			if err != nil {
 				return fmt.Errorf("taking pending transactions of chain %d: %w", p.ChainID, err)
 			}
-			if len(hashes) == 0 {
+			if len(hashes) == 0 || (len(hashes) < p.Size && queued >= int64(max(p.Cores, 1))) {
 				break
 			}
 			txHashes := make([]ledger.Hash, len(hashes))
@@ -279,6 +283,10 @@ func (s *Store) BundleCut(ctx context.Context, p BundleCutParams) ([]Bundle, err
 			cut = append(cut, bundleFromRow(row))
 			last = ledger.BlockRef{Number: number, Hash: hash}
 			queued++
+			included += n
+		}
+		if err := poolAdjust(ctx, q, p.ChainID, -included, 0); err != nil {
+			return err
 		}
 		return wakeAll(ctx, q, wakeIf{len(cut) > 0, notify.BundleSubmitter})
 	})
@@ -824,8 +832,12 @@ func (s *Store) bundleDrop(ctx context.Context, p BundleRetryTimedOutParams, r d
 		if _, err := q.CoreFree(ctx, dbsqlc.CoreFreeParams{Now: p.Now, ChainID: p.ChainID, BundleIds: all}); err != nil {
 			return fmt.Errorf("freeing the cores of dropped bundles: %w", err)
 		}
-		if _, err := q.BundleTxReturn(ctx, dbsqlc.BundleTxReturnParams{Now: p.Now, BundleIds: all}); err != nil {
+		returned, err := q.BundleTxReturn(ctx, dbsqlc.BundleTxReturnParams{Now: p.Now, BundleIds: all})
+		if err != nil {
 			return fmt.Errorf("returning the transactions of dropped bundles to the pool: %w", err)
+		}
+		if err := poolAdjust(ctx, q, p.ChainID, returned, 0); err != nil {
+			return err
 		}
 		return wakeAll(ctx, q, wakeIf{true, notify.BundleSubmitter}, wakeIf{true, notify.BundleQueuer})
 	})

@@ -201,8 +201,12 @@ func TestBundleCut_TakesPendingTxsInSenderNonceOrderIntoConsecutiveBundlesChaine
 	require.Equal(t, store.PoolIncluded, ptx.State)
 	require.Equal(t, int64(43), *ptx.BundleBlock)
 
-	// The next cut follows the highest live bundle.
+	// A partial bundle waits while a bundle is queued for every core; once
+	// the queue is shorter, it is cut, following the highest live bundle.
+	require.Equal(t, 2, f.cores)
 	f.addTxs(3, 1)
+	require.Empty(t, f.cut(4, 10, 10), "a partial bundle waits while every core has a queued bundle")
+	require.NotNil(t, f.claim())
 	next := f.cut(4, 10, 10)
 	require.Len(t, next, 1)
 	require.Equal(t, uint64(44), next[0].Number)

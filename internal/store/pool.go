@@ -7,9 +7,12 @@ import (
 	"maps"
 	"math"
 	"math/big"
+	"math/rand/v2"
 	"regexp"
 	"slices"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/ledgerq/ledgerq/internal/notify"
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
@@ -249,9 +252,10 @@ var errPoolMoved = errors.New("pool transaction changed state during intake")
 //     queued transaction is dropped (evicted) if its nonce is above the new
 //     one's, so the transaction that fills a gap always finds room; else
 //     *PoolAccountLimitError;
-//     more than MaxPending or MaxQueued on the chain: ErrPoolFull. The
-//     global count runs under the chain's row lock (pool_chains), taken
-//     last and held to commit, so the limits are exact across processes.
+//     more than MaxPending or MaxQueued on the chain: ErrPoolFull, exact
+//     across processes without a row every intake waits for (see
+//     poolCheckLimits: an admission slot and a bound, an exact count only
+//     near the limits).
 //
 // The same bytes after they were replaced or dropped go through the same
 // rules and, when admitted, bring their row back. Pending and queued
@@ -266,8 +270,14 @@ func (s *Store) PoolAdd(ctx context.Context, p PoolAddParams) (PoolAddResult, er
 	if p.ChainNonce > math.MaxInt64 {
 		return PoolAddResult{}, fmt.Errorf("storing pool transaction %s: chain nonce %d out of range", p.Tx.Hash, p.ChainNonce)
 	}
+	exact := false
 	for attempt := 1; ; attempt++ {
-		res, err := s.poolAddOnce(ctx, p)
+		res, err := s.poolAddOnce(ctx, p, exact)
+		if errors.Is(err, errPoolCount) && !exact {
+			exact = true // not an attempt: the same intake, counted
+			attempt--
+			continue
+		}
 		if !errors.Is(err, errPoolMoved) || attempt == poolAddAttempts {
 			return res, err
 		}
@@ -303,67 +313,152 @@ func (t NewPoolTx) check() error {
 	return nil
 }
 
-func (s *Store) poolAddOnce(ctx context.Context, p PoolAddParams) (PoolAddResult, error) {
+// poolAddOnce is one intake in one database transaction. Its reads go to
+// the server in one round trip (the sender's lock first, so they see what
+// the sender's previous intake committed), and, when the plan only adds the
+// transaction (no replacement, eviction, stale drop or nonce move: the
+// common case), its writes, admission and wake-up in another.
+func (s *Store) poolAddOnce(ctx context.Context, p PoolAddParams, exact bool) (PoolAddResult, error) {
 	tx := p.Tx
 	tx.Hash, tx.Sender, tx.To = lowerHex(tx.Hash), lowerHex(tx.Sender), lowerHex(tx.To)
 	var res PoolAddResult
-	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
-		res = PoolAddResult{}
-		base, err := one(q.PoolSenderLock(ctx, dbsqlc.PoolSenderLockParams{
-			ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: int64(p.ChainNonce), Now: p.Now,
-		}))
-		if err != nil {
-			return fmt.Errorf("locking pool sender %s: %w", tx.Sender, err)
-		}
-		known, err := one(q.PoolTxGet(ctx, dbsqlc.PoolTxGetParams{ChainID: tx.ChainID, TxHash: tx.Hash}))
-		revive := err == nil
-		switch {
-		case revive && PoolTxState(known.State).Live():
-			return ErrPoolAlreadyKnown
-		case err != nil && !errors.Is(err, ErrNotFound):
-			return fmt.Errorf("reading pool transaction %s: %w", tx.Hash, err)
-		}
-		rows, err := q.PoolSenderLive(ctx, dbsqlc.PoolSenderLiveParams{ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: base})
-		if err != nil {
-			return fmt.Errorf("reading the pool transactions of %s: %w", tx.Sender, err)
-		}
-		slots := make([]poolSlot, len(rows))
-		for i, r := range rows {
-			slots[i] = poolSlot{hash: r.TxHash, nonce: uint64(r.Nonce), state: PoolTxState(r.State),
-				feeCap: bigFromNumeric(r.GasFeeCap), tip: bigFromNumeric(r.GasTipCap),
-				cost: txCost(uint64(r.Gas), bigFromNumeric(r.GasFeeCap), bigFromNumeric(r.ValueWei))}
-		}
-		in := poolSlot{hash: tx.Hash, nonce: tx.Nonce, feeCap: tx.GasFeeCap, tip: tx.GasTipCap, cost: txCost(tx.Gas, tx.GasFeeCap, tx.Value)}
-		plan, err := planPoolAdd(slots, uint64(base), in, p.Balance, p.Limits.MaxPerSender)
-		if err != nil {
-			return err
-		}
-		if err := applyPoolPlan(ctx, q, p, tx, plan, revive); err != nil {
-			return err
-		}
-		if plan.grows.pending || plan.grows.queued {
-			// Last: the chain's lock is held from here to the commit.
-			if err := poolCheckLimits(ctx, q, tx.ChainID, p, plan); err != nil {
+	err := retryTx(ctx, func() error {
+		return s.inTx(ctx, func(dbtx pgx.Tx) error {
+			res = PoolAddResult{}
+			var (
+				base   int64
+				known  dbsqlc.LedgerqPoolTx
+				revive bool
+				rows   []dbsqlc.PoolSenderLiveRow
+			)
+			b := &pgx.Batch{}
+			dbsqlc.QueuePoolSenderLock(b, dbsqlc.PoolSenderLockParams{
+				ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: int64(p.ChainNonce), Now: p.Now,
+			}, &base)
+			dbsqlc.QueuePoolTxGet(b, dbsqlc.PoolTxGetParams{ChainID: tx.ChainID, TxHash: tx.Hash}, &known, &revive)
+			// From the caller's chain nonce: the lock may return a higher one,
+			// and included transactions below it are left out here.
+			dbsqlc.QueuePoolSenderLive(b, dbsqlc.PoolSenderLiveParams{ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: int64(p.ChainNonce)}, &rows)
+			if err := dbtx.SendBatch(ctx, b).Close(); err != nil {
+				return fmt.Errorf("locking pool sender %s and reading its transactions: %w", tx.Sender, err)
+			}
+			if revive && PoolTxState(known.State).Live() {
+				return ErrPoolAlreadyKnown
+			}
+			slots := make([]poolSlot, 0, len(rows))
+			for _, r := range rows {
+				if PoolTxState(r.State) == PoolIncluded && r.Nonce < base {
+					continue // executed
+				}
+				slots = append(slots, poolSlot{hash: r.TxHash, nonce: uint64(r.Nonce), state: PoolTxState(r.State),
+					feeCap: bigFromNumeric(r.GasFeeCap), tip: bigFromNumeric(r.GasTipCap),
+					cost: txCost(uint64(r.Gas), bigFromNumeric(r.GasFeeCap), bigFromNumeric(r.ValueWei))})
+			}
+			in := poolSlot{hash: tx.Hash, nonce: tx.Nonce, feeCap: tx.GasFeeCap, tip: tx.GasTipCap, cost: txCost(tx.Gas, tx.GasFeeCap, tx.Value)}
+			plan, err := planPoolAdd(slots, uint64(base), in, p.Balance, p.Limits.MaxPerSender)
+			if err != nil {
 				return err
 			}
-		}
-		// A transaction the queuer may cut now: the bundle queuers hear of it
-		// at the commit.
-		if err := wakeAll(ctx, q, wakeIf{plan.state == PoolPending || len(plan.promote) > 0, notify.BundleQueuer}); err != nil {
-			return err
-		}
-		stored := tx
-		stored.GasFeeCap, stored.GasTipCap, stored.Value = new(big.Int).Set(tx.GasFeeCap), new(big.Int).Set(tx.GasTipCap), new(big.Int).Set(tx.Value)
-		res = PoolAddResult{Replaced: plan.replace.hash, Evicted: plan.evict.hash, Promoted: len(plan.promote), Tx: PoolTx{
-			NewPoolTx: stored, State: plan.state,
-			ReceivedAt: p.Now.UTC(), ExpiresAt: p.Now.Add(p.Limits.TTL).UTC(), UpdatedAt: p.Now.UTC(),
-		}}
-		return nil
+			q := s.q.WithTx(dbtx)
+			if plan.addsOnly() && !revive {
+				err = poolAddPipelined(ctx, dbtx, q, p, tx, plan, exact)
+			} else {
+				err = poolAddStepwise(ctx, q, p, tx, plan, revive, exact)
+			}
+			if err != nil {
+				return err
+			}
+			stored := tx
+			stored.GasFeeCap, stored.GasTipCap, stored.Value = new(big.Int).Set(tx.GasFeeCap), new(big.Int).Set(tx.GasTipCap), new(big.Int).Set(tx.Value)
+			res = PoolAddResult{Replaced: plan.replace.hash, Evicted: plan.evict.hash, Promoted: len(plan.promote), Tx: PoolTx{
+				NewPoolTx: stored, State: plan.state,
+				ReceivedAt: p.Now.UTC(), ExpiresAt: p.Now.Add(p.Limits.TTL).UTC(), UpdatedAt: p.Now.UTC(),
+			}}
+			return nil
+		})
 	})
 	if err != nil {
 		return PoolAddResult{}, err
 	}
 	return res, nil
+}
+
+// poolAddStepwise writes any plan, one statement at a time, then admits
+// and wakes the bundle queuers.
+func poolAddStepwise(ctx context.Context, q *dbsqlc.Queries, p PoolAddParams, tx NewPoolTx, plan poolPlan, revive, exact bool) error {
+	if err := applyPoolPlan(ctx, q, p, tx, plan, revive); err != nil {
+		return err
+	}
+	if plan.grows.pending || plan.grows.queued {
+		// Last: the admission slot (or every slot and the chain's row) is
+		// held from here to the commit.
+		if err := poolCheckLimits(ctx, q, tx.ChainID, p, plan, exact); err != nil {
+			return err
+		}
+	}
+	// A transaction the queuer may cut now: the bundle queuers hear of it
+	// at the commit.
+	return wakeAll(ctx, q, wakeIf{plan.state == PoolPending || len(plan.promote) > 0, notify.BundleQueuer})
+}
+
+// poolAddPipelined writes a plan that only adds the transaction: the row,
+// the sender's next nonce, the admission slot and the bound (when the
+// growth allows admission on it), and the wake-up, in one round trip.
+func poolAddPipelined(ctx context.Context, dbtx pgx.Tx, q *dbsqlc.Queries, p PoolAddParams, tx NewPoolTx, plan poolPlan, exact bool) error {
+	b := &pgx.Batch{}
+	var inserted int64
+	dbsqlc.QueuePoolTxInsert(b, poolTxInsertParams(p, tx, plan), &inserted)
+	dbsqlc.QueuePoolSenderSetNext(b, dbsqlc.PoolSenderSetNextParams{
+		NextNonce: int64(plan.next), Now: p.Now, ChainID: tx.ChainID, Sender: tx.Sender,
+	})
+	grows := plan.grows.pending || plan.grows.queued
+	onBound := grows && !exact && plan.growth.pending <= 1 && plan.growth.queued <= 1
+	var (
+		took, counted bool
+		bound         dbsqlc.PoolAdmissionBoundRow
+	)
+	if onBound {
+		dbsqlc.QueuePoolSlotTake(b, dbsqlc.PoolSlotTakeParams{
+			ChainID: tx.ChainID, Pending: int64(plan.growth.pending), Queued: int64(plan.growth.queued),
+			Start: rand.N(int32(poolAdmissionSlots)),
+		}, &took)
+		dbsqlc.QueuePoolAdmissionBound(b, tx.ChainID, &bound, &counted)
+	}
+	if plan.state == PoolPending {
+		dbsqlc.QueueNotify(b, dbsqlc.NotifyParams{Channel: notify.BundleQueuer})
+	}
+	if err := dbtx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("storing pool transaction %s: %w", tx.Hash, err)
+	}
+	if inserted != 1 {
+		return errPoolMoved
+	}
+	switch {
+	case !grows:
+		return nil
+	case onBound && took:
+		// The bound was read in a statement after the slot's: under it.
+		if !counted {
+			return errPoolCount
+		}
+		return admitOnBound(bound, p.Limits, plan.growth)
+	}
+	// Every slot held, or the exact count: as the stepwise intake does.
+	return poolCheckLimits(ctx, q, tx.ChainID, p, plan, exact)
+}
+
+// poolTxInsertParams are the new row of an intake's transaction.
+func poolTxInsertParams(p PoolAddParams, tx NewPoolTx, plan poolPlan) dbsqlc.PoolTxInsertParams {
+	ins := dbsqlc.PoolTxInsertParams{
+		ChainID: tx.ChainID, TxHash: tx.Hash, Sender: tx.Sender, Nonce: int64(tx.Nonce), TxType: int16(tx.Type),
+		GasFeeCap: numericFromBig(tx.GasFeeCap), GasTipCap: numericFromBig(tx.GasTipCap), Gas: int64(tx.Gas),
+		ValueWei: numericFromBig(tx.Value), Raw: tx.Raw, State: dbsqlc.LedgerqPoolTxState(plan.state),
+		Now: p.Now, ExpiresAt: p.Now.Add(p.Limits.TTL),
+	}
+	if tx.To != "" {
+		ins.ToAddress = &tx.To
+	}
+	return ins
 }
 
 // applyPoolPlan writes an intake's plan, each write conditional on the state
@@ -412,15 +507,7 @@ func applyPoolPlan(ctx context.Context, q *dbsqlc.Queries, p PoolAddParams, tx N
 			State: state, Now: p.Now, ExpiresAt: expires, ChainID: tx.ChainID, TxHash: tx.Hash,
 		})
 	} else {
-		ins := dbsqlc.PoolTxInsertParams{
-			ChainID: tx.ChainID, TxHash: tx.Hash, Sender: tx.Sender, Nonce: int64(tx.Nonce), TxType: int16(tx.Type),
-			GasFeeCap: numericFromBig(tx.GasFeeCap), GasTipCap: numericFromBig(tx.GasTipCap), Gas: int64(tx.Gas),
-			ValueWei: numericFromBig(tx.Value), Raw: tx.Raw, State: state, Now: p.Now, ExpiresAt: expires,
-		}
-		if tx.To != "" {
-			ins.ToAddress = &tx.To
-		}
-		n, err = q.PoolTxInsert(ctx, ins)
+		n, err = q.PoolTxInsert(ctx, poolTxInsertParams(p, tx, plan))
 	}
 	if err != nil {
 		return fmt.Errorf("storing pool transaction %s: %w", tx.Hash, err)
@@ -454,32 +541,129 @@ func applyPoolPlan(ctx context.Context, q *dbsqlc.Queries, p PoolAddParams, tx N
 	return nil
 }
 
-// poolCheckLimits is the intake's last step when it grows the pool: under
-// the chain's row lock, held until the commit that follows, it counts the
-// chain's pending and queued transactions, its own writes included. Every
-// intake that grows the pool takes the lock before counting, so each counts
-// what the one before committed: two processes cannot both take the last
-// place. Transactions that shrink the pool (a bundle, the sweep) need not
-// take it: a count that misses a shrink is only conservative.
-func poolCheckLimits(ctx context.Context, q *dbsqlc.Queries, chainID int64, p PoolAddParams, plan poolPlan) error {
-	if _, err := one(q.PoolChainLock(ctx, chainID)); errors.Is(err, ErrNotFound) {
+// poolAdmissionSlots is the number of admission slots per chain (the
+// table's CHECK holds it): at most this many intakes that grow the pool are
+// in flight at once without one of them holding every slot.
+const poolAdmissionSlots = 16
+
+// errPoolCount says an intake could not prove on the bound that the pool
+// has room: it runs again and counts exactly.
+var errPoolCount = errors.New("pool admission needs an exact count")
+
+// poolCheckLimits is the intake's last step when it grows the pool. The
+// global limits hold across processes without one row every intake waits
+// for:
+//
+//   - An intake that grows the pending and the queued transactions by at
+//     most one each takes one of the chain's 16 admission slots (SKIP
+//     LOCKED; it waits for one only when all are held), records its growth
+//     in it, and, in a statement of its own, reads the bound: the chain's
+//     base plus every slot's growth. Held to the commit, the slot means
+//     that any other intake this one cannot see (not committed when its
+//     snapshot was taken) holds another slot: at most 15, each adding at
+//     most one. So bound + 15 within the limit admits, exactly: no
+//     interleaving takes the pool past it.
+//   - Otherwise (a larger growth, a bound too near the limit, no base yet)
+//     it returns errPoolCount and PoolAdd runs it again with exact: it
+//     takes every slot in order and then the chain's row, so no other
+//     intake that grows the pool is in flight and no cut, drop or sweep
+//     moves the base, counts the pool (its own writes included), refuses
+//     a full pool, and makes the count the new base with the growth reset.
+//
+// The bound never falls below the pool: intakes record what they add in
+// their slot and cuts, drops and sweeps move the base by what they change,
+// in the transaction that changes it (PoolChainAdjust). Cuts lower it, so
+// an exact count is only needed near the limits.
+func poolCheckLimits(ctx context.Context, q *dbsqlc.Queries, chainID int64, p PoolAddParams, plan poolPlan, exact bool) error {
+	grow := plan.growth
+	if !exact && grow.pending <= 1 && grow.queued <= 1 {
+		return poolAdmitOnBound(ctx, q, chainID, p.Limits, grow)
+	}
+	if !exact {
+		return errPoolCount
+	}
+	slots, err := q.PoolSlotLockAll(ctx, chainID)
+	if err != nil {
+		return fmt.Errorf("locking the admission slots of chain %d: %w", chainID, err)
+	}
+	if len(slots) < poolAdmissionSlots {
 		if err := q.PoolChainEnsure(ctx, dbsqlc.PoolChainEnsureParams{ChainID: chainID, Now: p.Now}); err != nil {
-			return fmt.Errorf("creating the pool lock of chain %d: %w", chainID, err)
+			return fmt.Errorf("creating the pool admission of chain %d: %w", chainID, err)
 		}
-		_, err = one(q.PoolChainLock(ctx, chainID))
-		if err != nil {
-			return fmt.Errorf("locking the pool of chain %d: %w", chainID, err)
+		if _, err := q.PoolSlotLockAll(ctx, chainID); err != nil {
+			return fmt.Errorf("locking the admission slots of chain %d: %w", chainID, err)
 		}
-	} else if err != nil {
+	}
+	if _, err := one(q.PoolChainLock(ctx, chainID)); err != nil {
 		return fmt.Errorf("locking the pool of chain %d: %w", chainID, err)
 	}
 	counts, err := one(q.PoolCountWaiting(ctx, chainID))
 	if err != nil {
 		return fmt.Errorf("counting the pool of chain %d: %w", chainID, err)
 	}
-	if (plan.grows.pending && counts.Pending > int64(p.Limits.MaxPending)) ||
-		(plan.grows.queued && counts.Queued > int64(p.Limits.MaxQueued)) {
+	if (grow.pending > 0 && counts.Pending > int64(p.Limits.MaxPending)) ||
+		(grow.queued > 0 && counts.Queued > int64(p.Limits.MaxQueued)) {
 		return ErrPoolFull
+	}
+	if err := q.PoolChainRebase(ctx, dbsqlc.PoolChainRebaseParams{ChainID: chainID, Pending: counts.Pending, Queued: counts.Queued}); err != nil {
+		return fmt.Errorf("recording the count of the pool of chain %d: %w", chainID, err)
+	}
+	return nil
+}
+
+// poolAdjust moves the base of the chain's pool bound by what a cut, a
+// drop or a sweep changed in its transaction; it is that transaction's last
+// write to the pool (the chain's row lock is last in every lock order).
+func poolAdjust(ctx context.Context, q *dbsqlc.Queries, chainID, pending, queued int64) error {
+	if pending == 0 && queued == 0 {
+		return nil
+	}
+	if err := q.PoolChainAdjust(ctx, dbsqlc.PoolChainAdjustParams{ChainID: chainID, Pending: pending, Queued: queued}); err != nil {
+		return fmt.Errorf("moving the pool bound of chain %d: %w", chainID, err)
+	}
+	return nil
+}
+
+// poolAdmitOnBound is poolCheckLimits' path without a count: one slot and
+// the bound.
+func poolAdmitOnBound(ctx context.Context, q *dbsqlc.Queries, chainID int64, limits PoolLimits, grow poolGrowth) error {
+	start := rand.N(int32(poolAdmissionSlots))
+	_, err := one(q.PoolSlotTake(ctx, dbsqlc.PoolSlotTakeParams{
+		ChainID: chainID, Pending: int64(grow.pending), Queued: int64(grow.queued), Start: start,
+	}))
+	if errors.Is(err, ErrNotFound) {
+		// Every slot is held: wait for one.
+		_, err = one(q.PoolSlotWait(ctx, dbsqlc.PoolSlotWaitParams{
+			ChainID: chainID, Pending: int64(grow.pending), Queued: int64(grow.queued), Slot: int16(start),
+		}))
+		if errors.Is(err, ErrNotFound) {
+			return errPoolCount // no slots yet: the exact path makes them
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("taking an admission slot of chain %d: %w", chainID, err)
+	}
+	b, err := one(q.PoolAdmissionBound(ctx, chainID))
+	if errors.Is(err, ErrNotFound) {
+		return errPoolCount
+	}
+	if err != nil {
+		return fmt.Errorf("reading the pool bound of chain %d: %w", chainID, err)
+	}
+	return admitOnBound(b, limits, grow)
+}
+
+// admitOnBound admits on the bound read under an admission slot (its own
+// growth included) when it and the 15 intakes the other slots may hold fit
+// the limits; else the intake must count (errPoolCount).
+func admitOnBound(b dbsqlc.PoolAdmissionBoundRow, limits PoolLimits, grow poolGrowth) error {
+	if b.PendingBase == nil || b.QueuedBase == nil {
+		return errPoolCount
+	}
+	inFlight := int64(poolAdmissionSlots - 1)
+	if (grow.pending > 0 && *b.PendingBase+b.PendingGrowth+inFlight > int64(limits.MaxPending)) ||
+		(grow.queued > 0 && *b.QueuedBase+b.QueuedGrowth+inFlight > int64(limits.MaxQueued)) {
+		return errPoolCount
 	}
 	return nil
 }
@@ -517,9 +701,21 @@ type poolPlan struct {
 	// next is the nonce after the sender's pending run.
 	next uint64
 	// grows says whether the sender's pending or queued count grows, which
-	// the global limits must then allow.
-	grows struct{ pending, queued bool }
+	// the global limits must then allow; growth by how much (negative: it
+	// shrinks).
+	grows  struct{ pending, queued bool }
+	growth poolGrowth
 }
+
+// addsOnly reports whether the plan only adds the new transaction: nothing
+// replaced, evicted or dropped, no other transaction's state moved.
+func (p poolPlan) addsOnly() bool {
+	return p.replace.hash == "" && p.evict.hash == "" && len(p.stale) == 0 && len(p.promote) == 0 && len(p.demote) == 0
+}
+
+// poolGrowth is how much an intake changes the pool's pending and queued
+// transactions.
+type poolGrowth struct{ pending, queued int }
 
 // planPoolAdd applies the pool's rules to a sender's live transactions
 // (slots: pending and queued ones, and included ones from base up), the
@@ -617,6 +813,7 @@ func planPoolAdd(slots []poolSlot, base uint64, in poolSlot, balance *big.Int, m
 	slices.Sort(plan.demote)
 	plan.grows.pending = after.pending > before.pending
 	plan.grows.queued = after.queued > before.queued
+	plan.growth = poolGrowth{pending: after.pending - before.pending, queued: after.queued - before.queued}
 	return plan, nil
 }
 
@@ -750,11 +947,21 @@ func (s *Store) PoolExpire(ctx context.Context, p PoolExpireParams) (dropped int
 				gaps[r.Sender] = r.Nonce
 			}
 		}
+		var pending, queued int64
+		for _, r := range rows {
+			if PoolTxState(r.Was) == PoolPending {
+				pending--
+			} else {
+				queued--
+			}
+		}
 		for _, sender := range slices.Sorted(maps.Keys(gaps)) {
 			gap := gaps[sender]
-			if _, err := q.PoolTxDemoteAbove(ctx, dbsqlc.PoolTxDemoteAboveParams{
+			demoted, err := q.PoolTxDemoteAbove(ctx, dbsqlc.PoolTxDemoteAboveParams{
 				Now: p.Now, ChainID: p.ChainID, Sender: sender, Gap: gap,
-			}); err != nil {
+			})
+			pending, queued = pending-demoted, queued+demoted
+			if err != nil {
 				return fmt.Errorf("re-queueing the pending transactions of %s above nonce %d: %w", sender, gap, err)
 			}
 			if _, err := q.PoolSenderLowerNext(ctx, dbsqlc.PoolSenderLowerNextParams{
@@ -762,6 +969,9 @@ func (s *Store) PoolExpire(ctx context.Context, p PoolExpireParams) (dropped int
 			}); err != nil {
 				return fmt.Errorf("recording the next nonce of %s: %w", sender, err)
 			}
+		}
+		if err := poolAdjust(ctx, q, p.ChainID, pending, queued); err != nil {
+			return err
 		}
 		dropped, senders = int64(len(rows)), len(locked)
 		return nil

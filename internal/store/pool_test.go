@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
@@ -513,7 +514,8 @@ func TestPool_TwoProcessesRacingForTheLastPlaceAdmitExactlyOne(t *testing.T) {
 	holder, err := db.Store.Conns().Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = holder.Rollback(context.WithoutCancel(ctx)) }()
-	_, err = holder.Exec(ctx, `SELECT chain_id FROM ledgerq.pool_chains WHERE chain_id = $1 FOR UPDATE`, poolChain)
+	// Every admission slot held: both intakes must wait for one.
+	_, err = holder.Exec(ctx, `SELECT slot FROM ledgerq.pool_admission_slots WHERE chain_id = $1 FOR UPDATE`, poolChain)
 	require.NoError(t, err)
 
 	errs := make(chan error, 2)
@@ -523,15 +525,15 @@ func TestPool_TwoProcessesRacingForTheLastPlaceAdmitExactlyOne(t *testing.T) {
 			errs <- err
 		}()
 	}
-	// Both intakes have written their row and wait for the chain's lock.
+	// Both intakes have written their row and wait for an admission slot.
 	for waiting := 0; waiting < 2; {
-		require.Zero(t, len(errs), "an intake finished without waiting for the chain's lock")
+		require.Zero(t, len(errs), "an intake finished without waiting for an admission slot")
 		require.NoError(t, db.Store.DB().QueryRow(ctx, `
 			SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%pool_chains%'`).Scan(&waiting))
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%pool_admission_slots%'`).Scan(&waiting))
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the intakes never waited for the chain's lock: %v", ctx.Err())
+			t.Fatalf("the intakes never waited for an admission slot: %v", ctx.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -603,4 +605,65 @@ func TestPoolOverview_CountsTransactionsPerStateAndDropReason(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, []string{"pending=2/2", "queued=1/1", "replaced=1/1"}, got)
+}
+
+// bound returns the chain's admission bound: base plus every slot's growth
+// (pending, queued), and whether the base is known.
+func (f *poolFixture) bound() (pending, queued int64, growth int64, known bool) {
+	f.t.Helper()
+	var pb, qb *int64
+	require.NoError(f.t, f.st.DB().QueryRow(f.t.Context(), `
+		SELECT c.pending_base, c.queued_base, (SELECT coalesce(sum(pending_growth + queued_growth), 0)::bigint
+		FROM ledgerq.pool_admission_slots s WHERE s.chain_id = c.chain_id)
+		FROM ledgerq.pool_chains c WHERE c.chain_id = $1`, poolChain).Scan(&pb, &qb, &growth))
+	if pb == nil || qb == nil {
+		return 0, 0, growth, false
+	}
+	var pg, qg int64
+	require.NoError(f.t, f.st.DB().QueryRow(f.t.Context(), `
+		SELECT coalesce(sum(pending_growth), 0)::bigint, coalesce(sum(queued_growth), 0)::bigint
+		FROM ledgerq.pool_admission_slots WHERE chain_id = $1`, poolChain).Scan(&pg, &qg))
+	return *pb + pg, *qb + qg, growth, true
+}
+
+// Far from the limits an intake admits on the bound, without a count; the
+// bound follows the pool through cuts; within 15 of a limit an intake counts
+// exactly and rebases, and the limit still refuses the one past it.
+func TestPool_AdmissionCountsOnlyNearTheLimitsAndItsBoundFollowsThePool(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	f := newPoolFixture(t, st)
+	f.limits.MaxPending, f.limits.MaxQueued = 20, 20
+	f.mustAdd(testfactory.PoolTx(0, 0, 10, 10))
+	pending, queued, growth, known := f.bound()
+	require.True(t, known, "the first intake counted")
+	require.Equal(t, []int64{1, 0, 0}, []int64{pending, queued, growth}, "an exact count rebases: its growth is 0")
+	for s := 1; s < 4; s++ {
+		f.mustAdd(testfactory.PoolTx(s, 0, 10, 10))
+	}
+	f.mustAdd(testfactory.PoolTx(9, 5, 10, 10)) // queued
+	pending, queued, growth, _ = f.bound()
+	require.Equal(t, []int64{4, 1, 4}, []int64{pending, queued, growth}, "admitted on the bound: recorded in the slots, nothing counted")
+
+	rows := testfactory.New(t, st, clock.NewFake(f.now))
+	require.Len(t, rows.CutBundles(store.BundleCutParams{Size: 3, MaxBundles: 1}), 1)
+	pending, _, _, _ = f.bound()
+	require.EqualValues(t, 1, pending, "the cut lowered the bound by what it took")
+
+	// pending 1 + 4 more = 5, the most the bound admits on (5 + 15 = 20);
+	// the sixth counts exactly and rebases.
+	for s := 10; s < 14; s++ {
+		f.mustAdd(testfactory.PoolTx(s, 0, 10, 10))
+	}
+	_, _, growth, _ = f.bound()
+	require.Positive(t, growth, "still on the bound")
+	f.mustAdd(testfactory.PoolTx(14, 0, 10, 10))
+	pending, _, growth, _ = f.bound()
+	require.Equal(t, []int64{6, 0}, []int64{pending, growth}, "near the limit: an exact count, rebased")
+	for s := 15; s < 29; s++ {
+		f.mustAdd(testfactory.PoolTx(s, 0, 10, 10))
+	}
+	_, err := f.add(testfactory.PoolTx(29, 0, 10, 10))
+	require.ErrorIs(t, err, store.ErrPoolFull, "20 pending is the limit")
+	require.Equal(t, 20, f.count("state = 'pending'"))
 }

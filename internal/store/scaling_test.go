@@ -37,13 +37,14 @@ var distKey = map[string][]string{
 	// neither, so each of its statements is listed as cross-key.
 	"webhook_deliveries": {"chain_id", "sender"},
 	// Builder lane: distributed by chain, one co-location group.
-	"pool_chains":     {"chain_id"},
-	"pool_senders":    {"chain_id"},
-	"pool_txs":        {"chain_id"},
-	"builder_chains":  {"chain_id"},
-	"bundles":         {"chain_id"},
-	"bundle_versions": {"chain_id"},
-	"cores":           {"chain_id"},
+	"pool_chains":          {"chain_id"},
+	"pool_admission_slots": {"chain_id"},
+	"pool_senders":         {"chain_id"},
+	"pool_txs":             {"chain_id"},
+	"builder_chains":       {"chain_id"},
+	"bundles":              {"chain_id"},
+	"bundle_versions":      {"chain_id"},
+	"cores":                {"chain_id"},
 	// Shard scheduler: by shard key.
 	"shards": {"key"},
 }
@@ -108,6 +109,12 @@ var singleKey = map[string][]string{
 	"PoolSenderLowerNext": {"sender"},
 	// Builder lane, per chain: the global limits, the cut, the bundle line.
 	"PoolChainEnsure":          nil,
+	"PoolSlotTake":             nil,
+	"PoolSlotWait":             nil,
+	"PoolAdmissionBound":       nil,
+	"PoolSlotLockAll":          nil,
+	"PoolChainRebase":          nil,
+	"PoolChainAdjust":          nil,
 	"PoolChainLock":            nil,
 	"PoolCountWaiting":         nil,
 	"PoolSenderLockExpired":    nil,
@@ -327,7 +334,7 @@ func missingKeys(sql string, extra []string) []string {
 	for _, u := range tableUses(sql) {
 		cols := append(append([]string(nil), distKey[u.table]...), extra...)
 		for _, c := range cols {
-			if c == "sender" && (u.table == "pool_chains" || u.table == "builder_chains" || u.table == "bundles" ||
+			if c == "sender" && (u.table == "pool_chains" || u.table == "pool_admission_slots" || u.table == "builder_chains" || u.table == "bundles" ||
 				u.table == "bundle_versions" || u.table == "cores") {
 				continue // per-chain tables have no sender
 			}

@@ -2,7 +2,9 @@ package submitter
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
@@ -96,8 +98,12 @@ func (s *BundleSubmitter) RunOnce(ctx context.Context) (int, error) {
 		s.info = &info
 	}
 	open, close := s.windowBounds(s.info.SlotLength)
-	sent := 0
+	// Claim first, for every free core, then send the claimed packages
+	// side by side: the last core's package is not held back behind the
+	// chain calls of the others, near the window's end.
+	var claims []*store.BundleClaim
 	var recent []ledger.BlockRef
+	var claimErr error
 	for range s.cfg.Cores {
 		// Each claim inside the window: a round slowed by the database or
 		// the chain stops when the window closes, rather than send a
@@ -106,27 +112,41 @@ func (s *BundleSubmitter) RunOnce(ctx context.Context) (int, error) {
 		now := s.deps.Clock.Now()
 		if in, next := Window(*s.info, now, open, close); !in {
 			s.PokeAfter(next.Sub(now))
-			return sent, nil
+			break
 		}
 		if recent == nil {
 			lctx, cancel := context.WithTimeout(ctx, s.cfg.LedgerTimeout)
 			r, err := s.ledger.RecentBlocks(lctx)
 			cancel()
 			if err != nil {
-				return sent, fmt.Errorf("reading the chain's recent blocks: %w", err)
+				claimErr = fmt.Errorf("reading the chain's recent blocks: %w", err)
+				break
 			}
 			recent = r
 		}
 		claim, err := s.claim(ctx, recent)
 		if err != nil || claim == nil {
-			return sent, err
+			claimErr = err
+			break
 		}
-		if err := s.submit(ctx, claim); err != nil {
-			return sent, err
-		}
-		sent++
+		claims = append(claims, claim)
 	}
-	return sent, nil
+	sendErrs := make([]error, len(claims))
+	var wg sync.WaitGroup
+	for i, c := range claims {
+		wg.Go(func() { sendErrs[i] = s.send(ctx, c) })
+	}
+	wg.Wait()
+	sent := 0
+	errs := []error{claimErr}
+	for i, c := range claims {
+		err := s.record(ctx, c, sendErrs[i])
+		if err == nil {
+			sent++
+		}
+		errs = append(errs, err)
+	}
+	return sent, errors.Join(errs...)
 }
 
 func (s *BundleSubmitter) claim(ctx context.Context, recent []ledger.BlockRef) (*store.BundleClaim, error) {
@@ -137,16 +157,23 @@ func (s *BundleSubmitter) claim(ctx context.Context, recent []ledger.BlockRef) (
 	})
 }
 
-// submit sends one claimed version and records what the chain said. A
-// crash between the claim and the record leaves the bundle submitted: the
-// guarantee timeout requeues it, as for a package the guarantors lost.
-func (s *BundleSubmitter) submit(ctx context.Context, c *store.BundleClaim) error {
+// send sends one claimed version to the chain and returns its answer,
+// which record stores. A crash between the claim and the record leaves the
+// bundle submitted: the guarantee timeout requeues it, as for a package the
+// guarantors lost.
+func (s *BundleSubmitter) send(ctx context.Context, c *store.BundleClaim) error {
 	wp := c.Package
 	lctx, cancel := context.WithTimeout(ctx, s.cfg.LedgerTimeout)
 	began := time.Now()
 	sendErr := s.ledger.SubmitWorkPackage(lctx, wp)
 	cancel()
 	s.deps.Metrics.LedgerCall("bundle", "submit", time.Since(began), sendErr, nil)
+	return sendErr
+}
+
+// record logs and stores what the chain said to a claimed version.
+func (s *BundleSubmitter) record(ctx context.Context, c *store.BundleClaim, sendErr error) error {
+	wp := c.Package
 	hash := c.PackageHash()
 	log := s.deps.Logger.With("chain_id", s.cfg.ChainID, "block", wp.Number, "version", wp.Version, "core", wp.Core,
 		"package", hash.Hex(), "anchor_slot", wp.Anchor.Number, "rebuilt", c.Rebuilt)

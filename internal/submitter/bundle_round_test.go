@@ -6,6 +6,7 @@ package submitter_test
 
 import (
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,13 +22,14 @@ import (
 	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
-// A slow first submit (a loaded database or chain) that ends after the
-// window closed: the round stops there, and the second core's bundle waits
-// for the next window instead of reaching the chain in the next slot, where
-// its anchor — picked for this slot — would leave the recent blocks before
-// its guarantee and it would be requeued after the guarantee timeout,
-// though nothing failed.
-func TestBundleSubmitter_ARoundStopsClaimingWhenTheWindowClosesUnderIt(t *testing.T) {
+// A round claims only inside the submission window, a bundle for every free
+// core, and then sends the claimed packages side by side: a slow chain call
+// (a loaded database or chain) that ends after the window closed does not
+// hold back the other core's package, which was claimed inside the window,
+// and a round that starts after the close claims nothing — its package
+// would reach the chain in the next slot, where its anchor, picked for this
+// one, could leave the recent blocks before its guarantee.
+func TestBundleSubmitter_ClaimsOnlyInsideTheWindowAndSendsTheClaimedSideBySide(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	g := testfactory.Start()
@@ -38,27 +40,37 @@ func TestBundleSubmitter_ARoundStopsClaimingWhenTheWindowClosesUnderIt(t *testin
 	for range 10 {
 		chain.AddBlock(ledger.JAMBlock{})
 	}
+	var slow sync.Once
 	chain.Submit = func(ledger.WorkPackage) error {
-		clk.Advance(2*time.Second + time.Millisecond) // past the close, 1 s before slot 11
+		slow.Do(func() { clk.Advance(2*time.Second + time.Millisecond) }) // past the close, 1 s before slot 11
 		return nil
 	}
 	rows := testfactory.New(t, st, clk)
-	rows.AddPoolTxs(testfactory.PoolTx(1, 0, 10, 10), testfactory.PoolTx(1, 1, 10, 10))
-	require.Len(t, rows.CutBundles(store.BundleCutParams{}), 2)
-	require.NoError(t, st.BundleEnsureCores(t.Context(), testfactory.PoolChainID, 2, clk.Now()))
+	rows.AddPoolTxs(testfactory.PoolTx(1, 0, 10, 10), testfactory.PoolTx(1, 1, 10, 10), testfactory.PoolTx(1, 2, 10, 10))
+	require.Len(t, rows.CutBundles(store.BundleCutParams{MaxQueued: 3}), 3)
+	require.NoError(t, st.BundleEnsureCores(t.Context(), testfactory.PoolChainID, 3, clk.Now()))
 	s := submitter.NewBundleSubmitter(st, chain, loop.Deps{Clock: clk, Logger: slog.New(slog.DiscardHandler)}, submitter.BundleConfig{
 		ChainID: testfactory.PoolChainID, PollInterval: time.Second, DBTimeout: 10 * time.Second, LedgerTimeout: 10 * time.Second,
 		Cores: 2, MinBackoff: time.Second, MaxBackoff: time.Minute,
 	})
 	n, err := s.RunOnce(t.Context())
 	require.NoError(t, err)
-	require.Equal(t, 1, n, "the second bundle waits for the next window")
-	require.Len(t, chain.Submitted(), 1)
+	require.Equal(t, 2, n, "both cores' bundles were claimed inside the window, then sent")
+	require.Len(t, chain.Submitted(), 2)
 
-	chain.Submit = nil
+	// The window closed during the sends; a core freed now waits.
+	_, err = st.DB().Exec(t.Context(), `UPDATE ledgerq.cores SET bundle_id = NULL WHERE core = 0`)
+	require.NoError(t, err)
+	_, err = st.DB().Exec(t.Context(), `UPDATE ledgerq.bundles SET state = 'guaranteed', core = NULL, guaranteed_hash = '0x' || repeat('1', 64), guaranteed_version = 1, guaranteed_at = now() WHERE number = 1`)
+	require.NoError(t, err)
+	n, err = s.RunOnce(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, n, "after the window closed, the third bundle waits for the next window")
+	require.Len(t, chain.Submitted(), 2)
+
 	clk.Advance(slot - 2*time.Second) // inside the next window
 	n, err = s.RunOnce(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
-	require.Len(t, chain.Submitted(), 2)
+	require.Len(t, chain.Submitted(), 3)
 }

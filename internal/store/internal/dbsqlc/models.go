@@ -476,12 +476,27 @@ type LedgerqLivenessLock struct {
 	Pid *int32
 }
 
-// Builder lane: one row per chain the pool serves. An intake that adds a pending or queued transaction locks it (FOR UPDATE) as its last step, counts the pool and commits: so the global limits (1000 pending, 1000 queued) are exact across processes. Held only for the count and the commit.
+// Builder lane: 16 rows per chain. An intake that grows the pool locks one (SKIP LOCKED) and holds it to its commit, records its growth in it and reads the bound (pool_chains' base plus every slot's growth); so at most 16 such intakes are in flight at once and each sees every other one either committed or among the 15 its check allows for. An intake that takes all 16 (then the pool_chains row) counts exactly and sets the growths back to 0.
+type LedgerqPoolAdmissionSlot struct {
+	ChainID int64
+	// Slot number, 0 to 15.
+	Slot int16
+	// Pending transactions added by the intakes that held the slot since the last exact count.
+	PendingGrowth int64
+	// Queued transactions added by the intakes that held the slot since the last exact count.
+	QueuedGrowth int64
+}
+
+// Builder lane: one row per chain the pool serves, with the base of the bound on its pending and queued transactions that admission reads (see pool_admission_slots). An intake that cannot prove the pool below its limits on the bound locks this row after every slot, counts exactly, and rebases.
 type LedgerqPoolChain struct {
 	// Chain id.
 	ChainID int64
 	// When the chain's first transaction arrived.
 	CreatedAt time.Time
+	// With the slots' pending_growth, an upper bound of the chain's pending transactions: set to an exact count under every slot's lock, raised by a bundle drop (its transactions return to pending), lowered by a cut. NULL until first counted.
+	PendingBase *int64
+	// The same for queued transactions: raised when an expiry sends pending ones back to queued.
+	QueuedBase *int64
 }
 
 // Builder lane pool at a glance: transactions per chain, state and (for dropped) reason, with the oldest of each group and the next expiry.

@@ -6,7 +6,12 @@ package dbsqlc
 // Each reads its rows into the generated row type, as the generated method
 // does; sqlc diff ignores this file.
 
-import "github.com/jackc/pgx/v5"
+import (
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
 
 // QueueBatchRecordStatusMany queues BatchRecordStatusMany; its rows are
 // appended to out when the batch's results are read.
@@ -46,4 +51,88 @@ func QueueBatchAdmit(b *pgx.Batch, arg BatchAdmitParams, out *[]BatchAdmitRow) {
 // QueueBatchWakeIfQueued queues BatchWakeIfQueued.
 func QueueBatchWakeIfQueued(b *pgx.Batch, arg BatchWakeIfQueuedParams) {
 	b.Queue(batchWakeIfQueued, arg.Channel, arg.Now, arg.ServiceIds)
+}
+
+// The pool's intake in two round trips: its reads under the sender's lock,
+// then its writes, admission and wake-up.
+
+// QueuePoolSenderLock queues PoolSenderLock; the chain nonce is set into
+// out.
+func QueuePoolSenderLock(b *pgx.Batch, arg PoolSenderLockParams, out *int64) {
+	b.Queue(poolSenderLock, arg.ChainID, arg.Sender, arg.ChainNonce, arg.Now).
+		QueryRow(func(row pgx.Row) error { return row.Scan(out) })
+}
+
+// QueuePoolTxGet queues PoolTxGet; found says whether a row was read into
+// out.
+func QueuePoolTxGet(b *pgx.Batch, arg PoolTxGetParams, out *LedgerqPoolTx, found *bool) {
+	b.Queue(poolTxGet, arg.ChainID, arg.TxHash).QueryRow(func(row pgx.Row) error {
+		i := out
+		err := row.Scan(&i.ChainID, &i.TxHash, &i.Sender, &i.Nonce, &i.TxType, &i.ToAddress, &i.GasFeeCap, &i.GasTipCap,
+			&i.Gas, &i.ValueWei, &i.Raw, &i.State, &i.ReplacedBy, &i.DropReason, &i.BundleBlock, &i.ReceivedAt,
+			&i.ExpiresAt, &i.UpdatedAt, &i.BundleID, &i.BundlePos)
+		*found = err == nil
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+}
+
+// QueuePoolSenderLive queues PoolSenderLive; its rows are appended to out.
+func QueuePoolSenderLive(b *pgx.Batch, arg PoolSenderLiveParams, out *[]PoolSenderLiveRow) {
+	b.Queue(poolSenderLive, arg.ChainID, arg.Sender, arg.ChainNonce).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var i PoolSenderLiveRow
+			if err := rows.Scan(&i.TxHash, &i.Nonce, &i.State, &i.GasFeeCap, &i.GasTipCap, &i.Gas, &i.ValueWei); err != nil {
+				return err
+			}
+			*out = append(*out, i)
+		}
+		return rows.Err()
+	})
+}
+
+// QueuePoolTxInsert queues PoolTxInsert; the rows it inserted are set into
+// n.
+func QueuePoolTxInsert(b *pgx.Batch, arg PoolTxInsertParams, n *int64) {
+	b.Queue(poolTxInsert, arg.ChainID, arg.TxHash, arg.Sender, arg.Nonce, arg.TxType, arg.ToAddress, arg.GasFeeCap,
+		arg.GasTipCap, arg.Gas, arg.ValueWei, arg.Raw, arg.State, arg.Now, arg.ExpiresAt).
+		Exec(func(ct pgconn.CommandTag) error { *n = ct.RowsAffected(); return nil })
+}
+
+// QueuePoolSenderSetNext queues PoolSenderSetNext.
+func QueuePoolSenderSetNext(b *pgx.Batch, arg PoolSenderSetNextParams) {
+	b.Queue(poolSenderSetNext, arg.NextNonce, arg.Now, arg.ChainID, arg.Sender)
+}
+
+// QueuePoolSlotTake queues PoolSlotTake; found says whether it took a slot.
+func QueuePoolSlotTake(b *pgx.Batch, arg PoolSlotTakeParams, found *bool) {
+	b.Queue(poolSlotTake, arg.Pending, arg.Queued, arg.ChainID, arg.Start).QueryRow(func(row pgx.Row) error {
+		var slot int16
+		err := row.Scan(&slot)
+		*found = err == nil
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+}
+
+// QueuePoolAdmissionBound queues PoolAdmissionBound; found says whether
+// the chain's row was there.
+func QueuePoolAdmissionBound(b *pgx.Batch, chainID int64, out *PoolAdmissionBoundRow, found *bool) {
+	b.Queue(poolAdmissionBound, chainID).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&out.PendingBase, &out.QueuedBase, &out.PendingGrowth, &out.QueuedGrowth)
+		*found = err == nil
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+}
+
+// QueueNotify queues Notify.
+func QueueNotify(b *pgx.Batch, arg NotifyParams) {
+	b.Queue(notify, arg.Channel, arg.Payload)
 }

@@ -12,9 +12,65 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const poolAdmissionBound = `-- name: PoolAdmissionBound :one
+SELECT c.pending_base, c.queued_base, g.pending::bigint AS pending_growth, g.queued::bigint AS queued_growth
+FROM ledgerq.pool_chains c,
+     (SELECT coalesce(sum(s.pending_growth), 0)::bigint AS pending, coalesce(sum(s.queued_growth), 0)::bigint AS queued
+      FROM ledgerq.pool_admission_slots s WHERE s.chain_id = $1) g
+WHERE c.chain_id = $1
+`
+
+type PoolAdmissionBoundRow struct {
+	PendingBase   *int64
+	QueuedBase    *int64
+	PendingGrowth int64
+	QueuedGrowth  int64
+}
+
+// Intake, after taking its slot (a statement of its own, so its snapshot
+// is taken under the slot): the bound on the chain's pending and queued
+// transactions, its own growth included; NULL before the first count.
+func (q *Queries) PoolAdmissionBound(ctx context.Context, chainID int64) (PoolAdmissionBoundRow, error) {
+	row := q.db.QueryRow(ctx, poolAdmissionBound, chainID)
+	var i PoolAdmissionBoundRow
+	err := row.Scan(
+		&i.PendingBase,
+		&i.QueuedBase,
+		&i.PendingGrowth,
+		&i.QueuedGrowth,
+	)
+	return i, err
+}
+
+const poolChainAdjust = `-- name: PoolChainAdjust :exec
+UPDATE ledgerq.pool_chains
+SET pending_base = pending_base + $1::bigint, queued_base = queued_base + $2::bigint
+WHERE chain_id = $3
+`
+
+type PoolChainAdjustParams struct {
+	Pending int64
+	Queued  int64
+	ChainID int64
+}
+
+// A cut (negative), a bundle drop or a sweep that sends pending transactions
+// back to queued (positive), as its last statement: moves the base by what
+// it changed, committed with the change, so the bound stays at or above the
+// pool. Waits for an intake's exact count and rebase, and applies on top.
+func (q *Queries) PoolChainAdjust(ctx context.Context, arg PoolChainAdjustParams) error {
+	_, err := q.db.Exec(ctx, poolChainAdjust, arg.Pending, arg.Queued, arg.ChainID)
+	return err
+}
+
 const poolChainEnsure = `-- name: PoolChainEnsure :exec
-INSERT INTO ledgerq.pool_chains (chain_id, created_at) VALUES ($1, $2::timestamptz)
-ON CONFLICT (chain_id) DO NOTHING
+WITH chain AS (
+    INSERT INTO ledgerq.pool_chains (chain_id, created_at) VALUES ($1, $2::timestamptz)
+    ON CONFLICT (chain_id) DO NOTHING
+)
+INSERT INTO ledgerq.pool_admission_slots (chain_id, slot)
+SELECT $1, g FROM generate_series(0, 15) AS g
+ON CONFLICT (chain_id, slot) DO NOTHING
 `
 
 type PoolChainEnsureParams struct {
@@ -22,6 +78,7 @@ type PoolChainEnsureParams struct {
 	Now     time.Time
 }
 
+// The chain's row and its 16 admission slots, the first time.
 func (q *Queries) PoolChainEnsure(ctx context.Context, arg PoolChainEnsureParams) error {
 	_, err := q.db.Exec(ctx, poolChainEnsure, arg.ChainID, arg.Now)
 	return err
@@ -31,15 +88,35 @@ const poolChainLock = `-- name: PoolChainLock :one
 SELECT chain_id FROM ledgerq.pool_chains WHERE chain_id = $1 FOR UPDATE
 `
 
-// Intake, last step when it adds a pending or queued transaction: the
-// chain's lock, held until commit. Every transaction that grows the pool
-// takes it before counting, so each counts what the previous committed: the
-// global limits are exact across processes.
+// Intake, after every slot: the chain's row, held to commit, so that no cut,
+// drop or sweep changes the base between the exact count and the rebase.
 func (q *Queries) PoolChainLock(ctx context.Context, chainID int64) (int64, error) {
 	row := q.db.QueryRow(ctx, poolChainLock, chainID)
 	var chain_id int64
 	err := row.Scan(&chain_id)
 	return chain_id, err
+}
+
+const poolChainRebase = `-- name: PoolChainRebase :exec
+WITH slots AS (
+    UPDATE ledgerq.pool_admission_slots s SET pending_growth = 0, queued_growth = 0
+    WHERE s.chain_id = $3
+)
+UPDATE ledgerq.pool_chains c SET pending_base = $1::bigint, queued_base = $2::bigint
+WHERE c.chain_id = $3
+`
+
+type PoolChainRebaseParams struct {
+	Pending int64
+	Queued  int64
+	ChainID int64
+}
+
+// Intake, under every slot and the chain's row: the exact count becomes the
+// base and the slots' growth starts again from 0.
+func (q *Queries) PoolChainRebase(ctx context.Context, arg PoolChainRebaseParams) error {
+	_, err := q.db.Exec(ctx, poolChainRebase, arg.Pending, arg.Queued, arg.ChainID)
+	return err
 }
 
 const poolCountWaiting = `-- name: PoolCountWaiting :one
@@ -54,8 +131,8 @@ type PoolCountWaitingRow struct {
 	Queued  int64
 }
 
-// Intake, under the chain's lock: the pool's pending and queued transactions
-// (its own writes included), through pool_txs_waiting.
+// Intake, under every slot and the chain's row: the pool's pending and
+// queued transactions (its own writes included), through pool_txs_waiting.
 func (q *Queries) PoolCountWaiting(ctx context.Context, chainID int64) (PoolCountWaitingRow, error) {
 	row := q.db.QueryRow(ctx, poolCountWaiting, chainID)
 	var i PoolCountWaitingRow
@@ -281,6 +358,98 @@ func (q *Queries) PoolSenderSetNext(ctx context.Context, arg PoolSenderSetNextPa
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const poolSlotLockAll = `-- name: PoolSlotLockAll :many
+SELECT slot FROM ledgerq.pool_admission_slots
+WHERE chain_id = $1
+ORDER BY slot
+FOR UPDATE
+`
+
+// Intake, when the bound cannot admit: every slot of the chain, in order,
+// held to commit, so no other intake that grows the pool is in flight.
+func (q *Queries) PoolSlotLockAll(ctx context.Context, chainID int64) ([]int16, error) {
+	rows, err := q.db.Query(ctx, poolSlotLockAll, chainID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []int16{}
+	for rows.Next() {
+		var slot int16
+		if err := rows.Scan(&slot); err != nil {
+			return nil, err
+		}
+		items = append(items, slot)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const poolSlotTake = `-- name: PoolSlotTake :one
+UPDATE ledgerq.pool_admission_slots s
+SET pending_growth = s.pending_growth + $1::bigint, queued_growth = s.queued_growth + $2::bigint
+WHERE s.chain_id = $3 AND s.slot = (
+    SELECT f.slot FROM ledgerq.pool_admission_slots f
+    WHERE f.chain_id = $3
+    ORDER BY (f.slot + 16 - $4::int) % 16
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING s.slot
+`
+
+type PoolSlotTakeParams struct {
+	Pending int64
+	Queued  int64
+	ChainID int64
+	Start   int32
+}
+
+// Intake, last steps when it grows the pool by at most one pending and one
+// queued transaction: takes a free admission slot, from @start on (so that
+// concurrent intakes spread over the 16), records its growth in it and
+// holds it to commit. No row: every slot is held (or none exists yet).
+func (q *Queries) PoolSlotTake(ctx context.Context, arg PoolSlotTakeParams) (int16, error) {
+	row := q.db.QueryRow(ctx, poolSlotTake,
+		arg.Pending,
+		arg.Queued,
+		arg.ChainID,
+		arg.Start,
+	)
+	var slot int16
+	err := row.Scan(&slot)
+	return slot, err
+}
+
+const poolSlotWait = `-- name: PoolSlotWait :one
+UPDATE ledgerq.pool_admission_slots
+SET pending_growth = pending_growth + $1::bigint, queued_growth = queued_growth + $2::bigint
+WHERE chain_id = $3 AND slot = $4
+RETURNING slot
+`
+
+type PoolSlotWaitParams struct {
+	Pending int64
+	Queued  int64
+	ChainID int64
+	Slot    int16
+}
+
+// Intake, when every slot was held: waits for slot @slot.
+func (q *Queries) PoolSlotWait(ctx context.Context, arg PoolSlotWaitParams) (int16, error) {
+	row := q.db.QueryRow(ctx, poolSlotWait,
+		arg.Pending,
+		arg.Queued,
+		arg.ChainID,
+		arg.Slot,
+	)
+	var slot int16
+	err := row.Scan(&slot)
+	return slot, err
 }
 
 const poolTxCountWaiting = `-- name: PoolTxCountWaiting :many
