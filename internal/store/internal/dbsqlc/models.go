@@ -478,6 +478,7 @@ type LedgerqLivenessLock struct {
 
 // Builder lane: 16 rows per chain. An intake that grows the pool locks one (SKIP LOCKED) and holds it to its commit, records its growth in it and reads the bound (pool_chains' base plus every slot's growth); so at most 16 such intakes are in flight at once and each sees every other one either committed or among the 15 its check allows for. An intake that takes all 16 (then the pool_chains row) counts exactly and sets the growths back to 0.
 type LedgerqPoolAdmissionSlot struct {
+	// Chain id.
 	ChainID int64
 	// Slot number, 0 to 15.
 	Slot int16
