@@ -131,7 +131,9 @@ fi
 
 # supports WORKLOAD FLAG: the binary's workload takes FLAG (a line of its
 # --help's flag list starts with it).
-supports() { "$lq" bench "$1" --help 2>&1 | grep -qE -- "^ +$2[[:space:]]"; }
+# grep reads the whole help (no -q): under pipefail, a grep that quits at
+# the first match makes the help's writer fail on the closed pipe.
+supports() { "$lq" bench "$1" --help 2>&1 | grep -E -- "^ +$2[[:space:]]" >/dev/null; }
 
 # River's CLI.
 river=${RIVER:-}
