@@ -111,7 +111,9 @@ func TestNotify_TheBuilderLanesLoopsInAnotherProcessWakeForAPoolTransaction(t *t
 			b, err := w.Store().BundleGet(ctx, id.Int64(), uint64(*p.BundleBlock))
 			return err == nil && b.State != store.BundleQueued
 		}, 20*time.Second, 20*time.Millisecond, "nonce %d was not cut into a bundle and submitted", nonce)
-		require.Greater(t, chain.Stats().Submitted, submitted, "the chain received no work package for nonce %d", nonce)
+		// The claim moves the bundle on; the send follows it.
+		require.Eventually(t, func() bool { return chain.Stats().Submitted > submitted },
+			10*time.Second, 20*time.Millisecond, "the chain received no work package for nonce %d", nonce)
 	}
 }
 
