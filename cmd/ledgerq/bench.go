@@ -112,16 +112,13 @@ func runBenchBatches(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "bench: signed in %s; running\n", w.GenerateTime.Round(1e6))
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	start, stop, err := cpuProfiler(cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if err := start(); err != nil {
+		return err
 	}
 	return summarized(bench.RunBatches(ctx, cfg, w))
 }
@@ -247,16 +244,13 @@ func runBenchWallets(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Progress = os.Stderr
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	start, stop, err := cpuProfiler(cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if err := start(); err != nil {
+		return err
 	}
 	return summarized(bench.RunWallets(ctx, cfg))
 }
@@ -308,14 +302,39 @@ func runBenchBuilder(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Progress = os.Stderr
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
+	start, stop, err := cpuProfiler(cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	cfg.OnStart = start
+	return summarized(bench.RunBuilder(ctx, cfg))
+}
+
+// cpuProfiler creates --cpuprofile's file, if one is named, and returns
+// start, which begins the CPU profile into it, and stop, which ends it and
+// closes the file. Without a file both do nothing.
+func cpuProfiler(path string) (start func() error, stop func(), err error) {
+	if path == "" {
+		return func() error { return nil }, func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	started := false
+	start = func() error {
+		if err := pprof.StartCPUProfile(f); err != nil {
 			return fmt.Errorf("--cpuprofile: %w", err)
 		}
-		defer f.Close()
-		cfg.OnStart = func() error { return pprof.StartCPUProfile(f) }
-		defer pprof.StopCPUProfile()
+		started = true
+		return nil
 	}
-	return summarized(bench.RunBuilder(ctx, cfg))
+	stop = func() {
+		if started {
+			pprof.StopCPUProfile()
+		}
+		_ = f.Close()
+	}
+	return start, stop, nil
 }
