@@ -13,9 +13,8 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/crypto"
-	"github.com/ethereum/go-ethereum/rpc"
+	"github.com/ethereum/go-ethereum/ethclient"
 
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
@@ -374,51 +373,21 @@ func (r *walletRun) open(ctx context.Context) error {
 	return r.openIngest(ctx, c.Node.DatabaseURL, c.IngestWorkers)
 }
 
-// fundFromDev sends FundWei to every address from eth_accounts[0] with
-// eth_sendTransaction (the node signs: geth --dev's developer account is
-// unlocked) and waits until every funding transaction is mined.
+// fundFromDev sends FundWei to every address from geth --dev's developer
+// account and waits until every funding transaction is mined
+// (fundFromDevAccount, as the builder bench's geth baseline funds).
 func (r *walletRun) fundFromDev(ctx context.Context, addrs []ledger.Address) error {
 	c := &r.cfg
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	cl, err := rpc.DialContext(ctx, c.LedgerURL)
+	cl, err := ethclient.DialContext(ctx, c.LedgerURL)
 	if err != nil {
 		return fmt.Errorf("funding: dialing %s: %w", c.LedgerURL, err)
 	}
 	defer cl.Close()
-	var accounts []common.Address
-	if err := cl.CallContext(ctx, &accounts, "eth_accounts"); err != nil {
-		return fmt.Errorf("funding: eth_accounts: %w", err)
-	}
-	if len(accounts) == 0 {
-		return errors.New("funding: eth_accounts lists no account; --fund-from-dev-account needs geth --dev")
-	}
-	hashes := make([]ledger.TxHash, len(addrs))
+	to := make([]common.Address, len(addrs))
 	for i, a := range addrs {
-		args := map[string]any{"from": accounts[0], "to": common.Address(a), "value": (*hexutil.Big)(c.FundWei)}
-		var h common.Hash
-		if err := cl.CallContext(ctx, &h, "eth_sendTransaction", args); err != nil {
-			return fmt.Errorf("funding %s: eth_sendTransaction: %w", a.Hex(), err)
-		}
-		hashes[i] = ledger.TxHash(h)
+		to[i] = common.Address(a)
 	}
-	for i, h := range hashes {
-		for {
-			rc, err := r.ledger.TransactionReceipt(ctx, h)
-			if err == nil && rc.Found {
-				if rc.Status != ledger.ReceiptSuccess {
-					return fmt.Errorf("funding %s: transaction %s %s", addrs[i].Hex(), h.Hex(), rc.Status)
-				}
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("funding %s: transaction %s not mined: %w", addrs[i].Hex(), h.Hex(), ctx.Err())
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}
-	return nil
+	return fundFromDevAccount(ctx, cl, to, c.FundWei)
 }
 
 func (r *walletRun) run(ctx context.Context) (*WalletReport, error) {
