@@ -1,16 +1,11 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
@@ -36,14 +31,10 @@ const (
 // walletIntake is WalletModeHTTP's side of the API: the node's handler
 // served on 127.0.0.1 and the clients that post to it.
 type walletIntake struct {
-	srv    *http.Server
-	url    string
-	client *http.Client
-	key    string
+	*loopbackAPI
 	// prefix makes the run's idempotency keys unique.
-	prefix   string
-	body     []byte
-	requests atomic.Int64
+	prefix string
+	body   []byte
 }
 
 // newWalletIntake serves n's handler on a loopback listener and makes an
@@ -61,59 +52,23 @@ func newWalletIntake(ctx context.Context, n *node.Node, wallets []keystore.Walle
 	for i, w := range wallets {
 		names[i] = w.ID
 	}
-	h := &walletIntake{body: body, prefix: runPrefix("k")}
 	keyCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, h.key, err = n.Store().APIKeyCreate(keyCtx, store.APIKeyCreateParams{Now: time.Now(), Name: "ledgerq bench wallets", Scopes: store.WalletScopes(names...)})
+	_, key, err := n.Store().APIKeyCreate(keyCtx, store.APIKeyCreateParams{Now: time.Now(), Name: "ledgerq bench wallets", Scopes: store.WalletScopes(names...)})
 	cancel()
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	api, err := serveLoopback(n.Handler(), c.IngestWorkers, key)
 	if err != nil {
-		return nil, fmt.Errorf("listening for the API: %w", err)
+		return nil, err
 	}
-	h.url = "http://" + ln.Addr().String()
-	h.srv = &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = h.srv.Serve(ln) }() // ends with ErrServerClosed on close
-	clients := c.IngestWorkers
-	h.client = &http.Client{Transport: &http.Transport{
-		MaxIdleConns: clients, MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients, IdleConnTimeout: time.Minute,
-	}}
-	return h, nil
+	return &walletIntake{loopbackAPI: api, body: body, prefix: runPrefix("k")}, nil
 }
 
 // post sends the i-th task of wallet and succeeds when the API stored it
 // (202: stored, not yet ended).
 func (h *walletIntake) post(ctx context.Context, wallet string, i int) error {
-	u := h.url + "/v1/wallets/" + url.PathEscape(wallet) + "/send-tx?task=true"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(h.body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+h.key)
-	req.Header.Set("Idempotency-Key", h.prefix+"-"+strconv.Itoa(i))
-	resp, err := h.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("POST send-tx: %w", err)
-	}
-	defer resp.Body.Close()
-	answer, err := io.ReadAll(resp.Body)
-	h.requests.Add(1)
-	if err != nil {
-		return fmt.Errorf("POST send-tx: reading the answer: %w", err)
-	}
-	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("POST send-tx: %s: %s", resp.Status, bytes.TrimSpace(answer[:min(len(answer), 512)]))
-	}
-	return nil
-}
-
-func (h *walletIntake) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := h.srv.Shutdown(ctx); err != nil {
-		_ = h.srv.Close()
-	}
-	h.client.CloseIdleConnections()
+	path := "/v1/wallets/" + url.PathEscape(wallet) + "/send-tx?task=true"
+	header := http.Header{"Idempotency-Key": {h.prefix + "-" + strconv.Itoa(i)}}
+	return h.loopbackAPI.post(ctx, path, h.body, header, http.StatusAccepted, http.StatusOK)
 }
