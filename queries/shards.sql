@@ -114,11 +114,14 @@ RETURNING s.key, s.run,
 -- name: ShardHeld :one
 -- Fence of a job's commit: run inside the job's transaction before it writes,
 -- it returns the row only while the same claim (owner and run) holds the
--- shard, and locks it FOR SHARE until that transaction ends, so the rescuer
--- cannot take the shard over between this check and the commit.
+-- shard, and locks it FOR KEY SHARE until that transaction ends. The rescuer
+-- selects FOR UPDATE (SKIP LOCKED), which that lock blocks, so it cannot take
+-- the shard over between this check and the commit. schedule()'s update
+-- (more_work) is a no-key update, which that lock lets through: a client
+-- storing work for the shard does not wait for the run's commit.
 SELECT s.key FROM ledgerq.shards s
 WHERE s.key = @key AND s.state = 'running' AND s.owner = @owner::text AND s.run = @run
-FOR SHARE;
+FOR KEY SHARE;
 
 -- name: ShardGet :one
 SELECT * FROM ledgerq.shards WHERE key = @key;

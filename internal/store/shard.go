@@ -277,9 +277,10 @@ func (s *Store) ShardHeld(ctx context.Context, c ShardClaim) error {
 	return shardHeld(ctx, s.q, c)
 }
 
-// shardHeld checks the claim and locks the shard row FOR SHARE until the
-// transaction ends: the rescuer skips a locked row, so it cannot take the
-// shard over between the check and the commit.
+// shardHeld checks the claim and locks the shard row FOR KEY SHARE until the
+// transaction ends: the rescuer skips the row (its FOR UPDATE conflicts), so
+// it cannot take the shard over between the check and the commit, while a
+// schedule's more_work goes through without waiting for the commit.
 func shardHeld(ctx context.Context, q *dbsqlc.Queries, c ShardClaim) error {
 	_, err := one(q.ShardHeld(ctx, dbsqlc.ShardHeldParams{Key: c.Key, Owner: c.Owner, Run: c.Run}))
 	switch {

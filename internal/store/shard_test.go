@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,4 +180,48 @@ func TestShardRescue_AClaimWithoutALivenessLockWaitsForItsLease(t *testing.T) {
 	rescued, err = st.ShardRescue(ctx, store.ShardRescueParams{Now: now.Add(time.Minute), Max: 100})
 	require.NoError(t, err)
 	require.Equal(t, []store.ShardRescued{{Key: "w:a"}}, rescued)
+}
+
+// A job's fenced commit (ShardFenced) keeps its claim from the rescuer but
+// not from schedule(): a client storing a task for the wallet whose shard is
+// running must set more_work without waiting for the run's commit, which can
+// take as long as a round of chain answers takes to record. The release
+// after the commit then sees the more_work the schedule set.
+func TestShard_ScheduleDoesNotWaitForAFencedCommitButTheRescuerIsStillFencedOff(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := t.Context()
+	now := testfactory.Start()
+	_, err := db.Store.ShardSchedule(ctx, store.ShardScheduleParams{Now: now, Key: "w:a"})
+	require.NoError(t, err)
+	c, err := db.Store.ShardClaim(ctx, store.ShardClaimParams{Now: now, Owner: "p/1", LeaseUntil: now.Add(time.Second), Kinds: []string{"w"}})
+	require.NoError(t, err)
+
+	inside, finish := make(chan struct{}), make(chan struct{})
+	fenced := make(chan error, 1)
+	var once sync.Once
+	commit := func() { once.Do(func() { close(finish) }) }
+	t.Cleanup(commit) // a failed check must not leave the transaction open
+	go func() {
+		fenced <- db.Store.ShardFenced(ctx, c, func(*store.Store) error {
+			close(inside)
+			<-finish
+			return nil
+		})
+	}()
+	<-inside
+	quick, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res, err := db.Store.ShardSchedule(quick, store.ShardScheduleParams{Now: now, Key: "w:a"})
+	require.NoError(t, err, "the schedule waited for the fenced commit")
+	require.Equal(t, store.ShardMoreWork, res)
+	rescued, err := db.Store.ShardRescue(quick, store.ShardRescueParams{Now: now.Add(time.Hour), Max: 10})
+	require.NoError(t, err)
+	require.Empty(t, rescued, "the rescuer took over a shard whose holder was committing")
+
+	commit()
+	require.NoError(t, <-fenced)
+	state, err := db.Store.ShardRelease(ctx, store.ShardReleaseParams{Now: now, Claim: c})
+	require.NoError(t, err)
+	require.Equal(t, store.ShardPending, state, "the release sees the schedule's more_work")
 }

@@ -179,7 +179,7 @@ func (q *Queries) ShardGet(ctx context.Context, key string) (LedgerqShard, error
 const shardHeld = `-- name: ShardHeld :one
 SELECT s.key FROM ledgerq.shards s
 WHERE s.key = $1 AND s.state = 'running' AND s.owner = $2::text AND s.run = $3
-FOR SHARE
+FOR KEY SHARE
 `
 
 type ShardHeldParams struct {
@@ -190,8 +190,11 @@ type ShardHeldParams struct {
 
 // Fence of a job's commit: run inside the job's transaction before it writes,
 // it returns the row only while the same claim (owner and run) holds the
-// shard, and locks it FOR SHARE until that transaction ends, so the rescuer
-// cannot take the shard over between this check and the commit.
+// shard, and locks it FOR KEY SHARE until that transaction ends. The rescuer
+// selects FOR UPDATE (SKIP LOCKED), which that lock blocks, so it cannot take
+// the shard over between this check and the commit. schedule()'s update
+// (more_work) is a no-key update, which that lock lets through: a client
+// storing work for the shard does not wait for the run's commit.
 func (q *Queries) ShardHeld(ctx context.Context, arg ShardHeldParams) (string, error) {
 	row := q.db.QueryRow(ctx, shardHeld, arg.Key, arg.Owner, arg.Run)
 	var key string
