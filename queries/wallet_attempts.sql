@@ -53,6 +53,33 @@ SET state = 'confirmed', confirmed_at = @now::timestamptz, updated_at = @now::ti
 WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('signed', 'sent', 'mined')
 RETURNING task_id, nonce;
 
+-- name: AttemptConfirmFinalMany :many
+-- Confirm, a round at once: each live attempt @tx_hashes[i] of a task, whose
+-- receipt in block @mined_blocks[i] is final, becomes confirmed and its task
+-- done with that hash (reverted as @reverted[i] says), in one statement
+-- instead of two per attempt. Every task it finishes is returned, with its
+-- attempt's nonce; the caller rolls the statement back and records one at a
+-- time when that is not every hash it gave (an attempt not live, or a task
+-- not executing), so that an attempt and its task never part.
+WITH u AS (
+    SELECT unnest(@tx_hashes::text[]) AS tx_hash, unnest(@mined_blocks::bigint[]) AS mined_block,
+        unnest(@mined_block_hashes::text[]) AS mined_block_hash, unnest(@reverted::boolean[]) AS reverted
+),
+a AS (
+    UPDATE ledgerq.tx_attempts t
+    SET state = 'confirmed', confirmed_at = @now::timestamptz, updated_at = @now::timestamptz,
+        mined_block = u.mined_block, mined_block_hash = u.mined_block_hash,
+        mined_at = coalesce(t.mined_at, @now::timestamptz)
+    FROM u
+    WHERE t.chain_id = @chain_id AND t.tx_hash = u.tx_hash AND t.state IN ('signed', 'sent', 'mined')
+    RETURNING t.task_id, t.nonce, t.tx_hash, u.reverted
+)
+UPDATE ledgerq.wallet_tasks w
+SET status = 3, tx_hash = a.tx_hash, reverted = a.reverted, finished_at = @now::timestamptz, updated_at = @now::timestamptz
+FROM a
+WHERE w.id = a.task_id AND w.status = 1
+RETURNING sqlc.embed(w), a.nonce AS attempt_nonce;
+
 -- name: AttemptMarkMined :one
 -- Confirm: the attempt has a receipt in @mined_block, not yet deep enough to
 -- be final; a mined attempt seen in another block (re-mined after a reorg)

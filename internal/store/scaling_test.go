@@ -200,6 +200,7 @@ var crossKey = map[string]string{
 	"TaskDeleteFinished":      "CHANGES (step 5): retention across wallets with FOR UPDATE SKIP LOCKED; becomes a fan-out read of candidates and a DELETE by (sender, id), guarded by finished_at",
 	"AttemptMarkSent":         walletByHash,
 	"AttemptConfirm":          walletByHash,
+	"AttemptConfirmFinalMany": walletByHash + "; its tasks by id alone: add the same to the UPDATE of wallet_tasks",
 	"AttemptMarkMined":        walletByHash,
 	"AttemptReopen":           walletByHash,
 	"AttemptDropByTask":       walletByHash,

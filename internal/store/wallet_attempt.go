@@ -686,6 +686,60 @@ func (s *Store) AttemptConfirm(ctx context.Context, p AttemptConfirmParams) (Tas
 	return out, err
 }
 
+// AttemptConfirmMany is AttemptConfirm for a confirm round's final receipts
+// at once: each attempt becomes confirmed and its task done, in one
+// statement instead of two per attempt, and their confirmed events are
+// emitted together. Each p must be Final, with its block hash, for a live
+// attempt of a task (Live empty or TxHash), and all must share Now and
+// ChainID. It records all of them or none: when one attempt is not live or
+// its task is not executing, it changes nothing and returns ErrNotFound, and
+// the caller records them one at a time with AttemptConfirm, which tells
+// which one.
+func (s *Store) AttemptConfirmMany(ctx context.Context, ps []AttemptConfirmParams) ([]Task, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	now, chainID := ps[0].Now, ps[0].ChainID
+	qp := dbsqlc.AttemptConfirmFinalManyParams{
+		Now: now, ChainID: chainID, TxHashes: make([]string, len(ps)), MinedBlocks: make([]int64, len(ps)),
+		MinedBlockHashes: make([]string, len(ps)), Reverted: make([]bool, len(ps)),
+	}
+	for i, p := range ps {
+		hash := lowerHex(p.TxHash)
+		switch {
+		case !p.Final || p.BlockHash == "" || p.Block > 1<<63-1:
+			return nil, fmt.Errorf("confirming attempt %s with others: not a final receipt with its block", hash)
+		case p.Live != "" && lowerHex(p.Live) != hash:
+			return nil, fmt.Errorf("confirming attempt %s with others: it superseded %s", hash, p.Live)
+		case !p.Now.Equal(now) || p.ChainID != chainID:
+			return nil, fmt.Errorf("confirming attempt %s with others: another time or chain", hash)
+		}
+		qp.TxHashes[i], qp.MinedBlocks[i], qp.MinedBlockHashes[i], qp.Reverted[i] = hash, int64(p.Block), lowerHex(p.BlockHash), p.Reverted
+	}
+	var out []Task
+	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
+		rows, err := q.AttemptConfirmFinalMany(ctx, qp)
+		if err != nil {
+			return fmt.Errorf("confirming %d attempts: %w", len(ps), err)
+		}
+		if len(rows) != len(ps) {
+			return fmt.Errorf("confirming %d attempts: %d of them have a live attempt and an executing task: %w", len(ps), len(rows), ErrNotFound)
+		}
+		out = make([]Task, len(rows))
+		events := make([]WebhookEvent, len(rows))
+		for i, r := range rows {
+			out[i] = taskFromRow(r.LedgerqWalletTask)
+			events[i] = TaskWebhookEvent(WebhookConfirmed, out[i], out[i].TxHash, &r.AttemptNonce)
+		}
+		_, err = emitWebhookEvents(ctx, q, now, events)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AttemptReopenParams name a mined or confirmed attempt whose transaction
 // left the chain.
 type AttemptReopenParams struct {

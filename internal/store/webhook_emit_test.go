@@ -7,6 +7,7 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -321,4 +322,55 @@ func TestWebhookEmit_ATransitionThatRollsBackEmitsNothing(t *testing.T) {
 		require.NoError(t, tx.Rollback(context.WithoutCancel(ctx)))
 		require.Empty(t, outbox(t, e.st), "%s: rolled back with the change", name)
 	}
+}
+
+// A confirm round's final receipts are recorded at once: every attempt
+// confirmed in its block, every task done (reverted as its receipt says),
+// and one confirmed event each. A round with one attempt that is no longer
+// live records none of them, so the caller can record them one at a time.
+func TestWebhookEmit_ConfirmManyRecordsEveryReceiptOfARoundOrNone(t *testing.T) {
+	t.Parallel()
+	e := newEmitSetup(t)
+	ctx := t.Context()
+	now := testfactory.Start()
+	a, b, c := e.rows.PostTask(testfactory.Task{}), e.rows.PostTask(testfactory.Task{}), e.rows.PostTask(testfactory.Task{})
+	stored := e.rows.StartTasks(0, a, b, c)
+	e.markSent(t, now, stored[0].TxHash, stored[1].TxHash, stored[2].TxHash)
+	e.clearOutbox(t)
+	receipt := func(i int, reverted bool) store.AttemptConfirmParams {
+		return store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[i].TxHash, Live: stored[i].TxHash,
+			Block: uint64(10 + i), BlockHash: fmt.Sprintf("0x%064x", 10+i), Final: true, Reverted: reverted}
+	}
+
+	// c is confirmed alone first: the round that still names it records nothing.
+	_, err := e.st.AttemptConfirm(ctx, receipt(2, false))
+	require.NoError(t, err)
+	e.clearOutbox(t)
+	_, err = e.st.AttemptConfirmMany(ctx, []store.AttemptConfirmParams{receipt(0, false), receipt(1, true), receipt(2, false)})
+	require.ErrorIs(t, err, store.ErrNotFound)
+	for _, task := range []store.Task{a, b} {
+		got, err := e.st.TaskGet(ctx, task.Wallet, task.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.TaskExecuting, got.Status, "a round with a stale receipt changed %s", task.ID)
+	}
+	require.Empty(t, outbox(t, e.st))
+
+	done, err := e.st.AttemptConfirmMany(ctx, []store.AttemptConfirmParams{receipt(0, false), receipt(1, true)})
+	require.NoError(t, err)
+	require.Len(t, done, 2)
+	for i, task := range done {
+		require.Equal(t, store.TaskDone, task.Status)
+		require.Equal(t, stored[i].TxHash, task.TxHash)
+		require.Equal(t, i == 1, task.Reverted)
+		atts, err := e.st.AttemptListByTask(ctx, task.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.AttemptConfirmed, atts[0].State)
+		require.Equal(t, int64(10+i), *atts[0].MinedBlock)
+	}
+	require.Equal(t, []outboxRow{
+		{Endpoint: e.all, Type: store.WebhookConfirmed, TaskID: a.ID, TxHash: stored[0].TxHash, Nonce: nonce(0), Status: "Done"},
+		{Endpoint: e.confirmedOnly, Type: store.WebhookConfirmed, TaskID: a.ID, TxHash: stored[0].TxHash, Nonce: nonce(0), Status: "Done"},
+		{Endpoint: e.all, Type: store.WebhookConfirmed, TaskID: b.ID, TxHash: stored[1].TxHash, Nonce: nonce(1), Status: "Done"},
+		{Endpoint: e.confirmedOnly, Type: store.WebhookConfirmed, TaskID: b.ID, TxHash: stored[1].TxHash, Nonce: nonce(1), Status: "Done"},
+	}, sortedByTypeThenEndpoint(outbox(t, e.st), e))
 }

@@ -746,25 +746,30 @@ type Result struct {
 
 // RecordResults writes outcomes inside a fenced transaction.
 func (s *WalletShard) RecordResults(ctx context.Context, tx *store.Store, now time.Time, results []Result) error {
+	recorded, err := s.confirmTogether(ctx, tx, now, results)
+	if err != nil {
+		return err
+	}
 	var taken []string
-	for _, r := range results {
+	for i, r := range results {
 		a := r.Attempt
 		var err error
-		switch r.Outcome {
-		case NotTried:
-		case Sent:
+		switch {
+		case recorded[i]:
+		case r.Outcome == NotTried:
+		case r.Outcome == Sent:
 			if r.Reason == "" {
 				taken = append(taken, a.TxHash)
 				continue
 			}
 			_, err = tx.AttemptMarkSent(ctx, store.AttemptMarkSentParams{Now: now, ChainID: s.ChainID(), TxHashes: []string{a.TxHash}, Error: r.Reason})
-		case Mined:
+		case r.Outcome == Mined:
 			_, err = tx.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: s.ChainID(), TxHash: r.Hash, Live: a.TxHash,
 				Block: r.Block, BlockHash: r.BlockHash, Final: r.Final, Reverted: r.Reverted})
 			err = s.Tolerate(err, "confirm")
-		case Rejected:
+		case r.Outcome == Rejected:
 			err = s.RecordRejected(ctx, tx, now, a, r.Reason)
-		case Requeued:
+		case r.Outcome == Requeued:
 			_, err = tx.AttemptRequeue(ctx, store.AttemptRequeueParams{
 				Now: now, ChainID: s.ChainID(), TxHash: a.TxHash, Reason: r.Reason,
 				Replaced: r.Replaced, MaxReplacements: s.job.cfg.MaxReplacements,
@@ -781,6 +786,39 @@ func (s *WalletShard) RecordResults(ctx context.Context, tx *store.Store, now ti
 		}
 	}
 	return nil
+}
+
+// confirmTogether records the results that are final receipts of a task's
+// live attempt (most of a confirm round) with one AttemptConfirmMany, and
+// reports which it recorded. When one of them cannot be recorded (a task no
+// longer executing, an attempt no longer live) it records none, and
+// RecordResults records each alone, tolerating the ones already recorded.
+func (s *WalletShard) confirmTogether(ctx context.Context, tx *store.Store, now time.Time, results []Result) ([]bool, error) {
+	recorded := make([]bool, len(results))
+	var ps []store.AttemptConfirmParams
+	var at []int
+	for i, r := range results {
+		a := r.Attempt
+		if r.Outcome == Mined && r.Final && r.BlockHash != "" && !a.Noop() && strings.EqualFold(r.Hash, a.TxHash) {
+			ps = append(ps, store.AttemptConfirmParams{Now: now, ChainID: s.ChainID(), TxHash: r.Hash, Live: a.TxHash,
+				Block: r.Block, BlockHash: r.BlockHash, Final: true, Reverted: r.Reverted})
+			at = append(at, i)
+		}
+	}
+	if len(ps) < 2 {
+		return recorded, nil
+	}
+	_, err := tx.AttemptConfirmMany(ctx, ps)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return recorded, nil
+	case err != nil:
+		return nil, err
+	}
+	for _, i := range at {
+		recorded[i] = true
+	}
+	return recorded, nil
 }
 
 // RecordRejected records a deterministic rejection: the task ends in error
