@@ -291,6 +291,12 @@ ratio_in() {
 	first "$1" '^ *ledgerq \/ [a-z]+ +([0-9.]+) *(x|×).*' '.*ratio[^=]*= *([0-9.]+).*' '^ *ratio[: ]+([0-9.]+).*'
 }
 
+# p99_ms FILE: the enqueue-to-mined p99 a wallets run printed, in ms.
+p99_ms() {
+	sed -nE 's/^ *latency +enqueue to mined[^:]*: .*p99 ([0-9.]+)(µs|ms|s),.*/\1 \2/p' "$1" | head -1 |
+		awk '{ f = ($2 == "s") ? 1000 : ($2 == "ms") ? 1 : 0.001; printf "%.0f\n", $1 * f }'
+}
+
 # parse_wallets KEY ROUND FILE: a wallets run's lane figure (mined/s, or
 # confirmed/s from a binary that does not print mined/s) and, with
 # --baseline, the ratio the run printed.
@@ -352,6 +358,13 @@ for r in $(seq "$rounds"); do
 			# shellcheck disable=SC2086
 			if bench whttp "$r" wallets --mode http --ingest-workers 16 $wallets_http; then
 				put whttp "$r" "$(first "$logs/whttp-r$r.out" '^ *intake +([0-9.]+) tasks\/s.*' '^ *enqueue +([0-9.]+) tasks\/s.*')"
+				# Latency at half the capacity that run measured (its mined/s).
+				half=$(first "$logs/whttp-r$r.out" '^ *mined +([0-9.]+) .*' | awk '$1 > 0 { printf "%d\n", $1 / 2 }')
+				# shellcheck disable=SC2086
+				if [ -n "$half" ] && bench whalf "$r" wallets --mode http --ingest-workers 16 $wallets_http --rate "$half"; then
+					put whalf "$r" "$(p99_ms "$logs/whalf-r$r.out")"
+					put whalf_rate "$r" "$half"
+				fi
 			fi
 		fi
 		if $have_wallet_backlog; then
@@ -503,6 +516,13 @@ if runs wallets; then
 	g=$u; [ -z "$geth" ] && g=$nogeth
 	printed_ratio_row "wallet lane vs a direct sender, geth --dev --dev.period 1" wgeth wgeth_ratio "mined/s" "0.8" "${g:+$g$(alone wgeth tasks/s)}"
 	if $have_wallet_http; then rate_row "wallet lane HTTP intake, tasks/s" whttp tasks/s 3000; else row "wallet lane HTTP intake, tasks/s" "$unsupported" "" "≥ 3000" "—"; fi
+	# Two of the simulated chain's 200 ms blocks and 200 ms.
+	hm=$(vals whalf | median)
+	if [ -n "$hm" ]; then
+		row "wallet lane enqueue→mined p99 at half the capacity the HTTP run measured (offered tasks/s: $(vals whalf_rate | rounds_of))" "$(fmt "$hm" 0) ms" "$(vals whalf | rounds_of)" "≤ 600 ms" "$(met "$hm" '<=' 600)"
+	elif $have_wallet_http; then
+		row "wallet lane enqueue→mined p99 at half capacity" "n/a (no figure; see the logs)" "" "≤ 600 ms" "—"
+	fi
 	if $have_wallet_backlog; then
 		ratio_row "wallet lane with $bl finished tasks vs empty" wbacklog wsim "0.8" "tasks/s / tasks/s"
 	else
@@ -530,7 +550,7 @@ fi
 echo
 echo "The commands (U a fresh database's URL, created and migrated for the run and dropped after it; ledgerq bench adds --database-url \$U):"
 echo
-for k in river preload e2e http backlog wsim wgeth whttp wbacklog bgeth bbacklog; do
+for k in river preload e2e http backlog wsim wgeth whttp whalf wbacklog bgeth bbacklog; do
 	[ -n "${commands[$k]:-}" ] && echo "- \`${commands[$k]}\`"
 done
 true

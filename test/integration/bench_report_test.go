@@ -63,6 +63,45 @@ func TestBenchReport_QuickBatchRoundPrintsTheTable(t *testing.T) {
 	require.Contains(t, out, "--sim-verify=false --backlog-finished 10000`\n")
 }
 
+// TestBenchReport_QuickWalletRoundPrintsTheTable runs bench/report.sh's
+// smoke check of the wallet lane (geth left out) and reads its rows: the
+// ratio to the direct sender, the HTTP intake, the enqueue-to-mined p99 at
+// half the capacity the HTTP run measured, and the backlog ratio, each with
+// a figure, and the half-capacity run's command with its offered rate.
+func TestBenchReport_QuickWalletRoundPrintsTheTable(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("psql"); err != nil {
+		t.Skip("bench/report.sh needs psql (apt-get install postgresql-client)")
+	}
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "bench", "report.sh")
+	admin := testdb.New(t).AdminURL
+	cmd := exec.Command(script, admin, "--quick", "--rounds", "1", "--only", "wallets", "--backlog", "1000", "--logs", t.TempDir())
+	cmd.Env = append(os.Environ(), "LEDGERQ="+testproc.Binary(t), "GETH=", "LEDGERQ_TEST_GETH=", "PATH=/usr/bin:/bin", "LEDGERQ_BENCH_CACHE="+t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "stderr:\n%s\nstdout:\n%s", &stderr, &stdout)
+	out := stdout.String()
+
+	rows := regexp.MustCompile(`(?m)^\| (wallet lane[^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \|$`).FindAllStringSubmatch(out, -1)
+	require.Len(t, rows, 5, "the wallet lane's five rows:\n%s", out)
+	number := regexp.MustCompile(`^[0-9]+(\.[0-9]+)? `)
+	for _, r := range rows {
+		what, figure, met := r[1], r[2], r[5]
+		if strings.Contains(what, "geth") {
+			require.Contains(t, figure, "geth not installed", "row %q", what)
+			continue
+		}
+		require.Regexp(t, number, figure, "row %q has no figure:\n%s\nstderr:\n%s", what, out, &stderr)
+		require.Contains(t, []string{"yes", "no"}, met, "row %q", what)
+	}
+	half := rows[3]
+	require.Contains(t, half[1], "enqueue→mined p99 at half the capacity")
+	require.Regexp(t, `^[0-9]+ ms$`, half[2])
+	require.Equal(t, "≤ 600 ms", half[4])
+	require.Regexp(t, "(?m)^- `ledgerq bench wallets --mode http --ingest-workers 16 --wallets 3 --tasks-per-wallet 50 --rate [0-9]+`$", out)
+}
+
 // riverCLI is River's CLI as bench/report.sh would find it without
 // building it, or "".
 func riverCLI() string {
