@@ -3,6 +3,8 @@ package monitor
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
@@ -30,6 +32,12 @@ type BatchConfig struct {
 	// TrackMax bounds the batches followed in memory; beyond it batches are
 	// left to the database path.
 	TrackMax int
+	// RecordsInFlight is how many rounds' record transactions may run at
+	// once (0 or 1: each round records before the next begins). The next
+	// round asks the ledger while the last one's answers are being written;
+	// their batches are of different services, since a service has one
+	// active batch at a time.
+	RecordsInFlight int
 }
 
 // BatchMonitor asks the ledger about pending batches and about held batches
@@ -52,6 +60,13 @@ type BatchMonitor struct {
 	// the followed batches keep the rounds busy, the database is asked at
 	// most once per check interval (its batches are due at that grain).
 	lastClaim time.Time
+	// recording holds a token per record transaction running apart from
+	// its round (RecordsInFlight > 1); records waits for them; recordErr is
+	// the last one's error, returned by the next round so the loop backs
+	// off as it does for its own.
+	recording chan struct{}
+	records   sync.WaitGroup
+	recordErr atomic.Pointer[error]
 
 	// OnQueued, when set, is called after a round queued batches (the next
 	// batch of a freed service, or an unknown batch to send again): the
@@ -84,6 +99,9 @@ func (m *BatchMonitor) Track(batches []store.CheckBatch, storedCheckAt time.Time
 // called once its loop has stopped, so that a stopping process leaves no
 // batch held until its lease runs out.
 func (m *BatchMonitor) Release(ctx context.Context) {
+	if err := m.Wait(); err != nil {
+		m.deps.Logger.Warn("monitor: a round's record failed; its batches are checked again", "error", err)
+	}
 	now := m.deps.Clock.Now()
 	outcomes := m.follow.drain()
 	if len(outcomes) == 0 {
@@ -100,9 +118,25 @@ func (m *BatchMonitor) Release(ctx context.Context) {
 	m.deps.Logger.Info("monitor: handed over the batches it followed", "batches", rec.Applied)
 }
 
+// Wait waits for the record transactions that rounds left running
+// (RecordsInFlight) and returns the error of one that failed, which the
+// next round then no longer returns. A process calls it once the loop has
+// stopped, before its submitters give back what they hold (a record hands
+// them the batches it admits); a cron run after each round.
+func (m *BatchMonitor) Wait() error {
+	m.records.Wait()
+	if errp := m.recordErr.Swap(nil); errp != nil {
+		return *errp
+	}
+	return nil
+}
+
 // NewBatchMonitor returns the batch lane's monitor.
 func NewBatchMonitor(st *store.Store, l ledger.BatchLedger, deps loop.Deps, cfg BatchConfig) *BatchMonitor {
 	m := &BatchMonitor{cfg: cfg, store: st, ledger: l, deps: deps, follow: newFollowed(cfg.TrackMax)}
+	if cfg.RecordsInFlight > 1 {
+		m.recording = make(chan struct{}, cfg.RecordsInFlight-1)
+	}
 	m.Loop = loop.NewService("batch_monitor", cfg.PollInterval, deps, cfg.CheckBatchSize, m.RunOnce)
 	return m
 }
@@ -111,14 +145,24 @@ func NewBatchMonitor(st *store.Store, l ledger.BatchLedger, deps loop.Deps, cfg 
 // batches that are due, then those it claims in the database — and records
 // what it learned. It returns how many batches it checked.
 func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
+	if errp := m.recordErr.Swap(nil); errp != nil {
+		return 0, *errp
+	}
 	now := m.deps.Clock.Now()
 	taken := m.follow.take(now, m.cfg.CheckBatchSize)
-	defer func() {
-		// Every batch taken goes back, at its next check or, if this round
-		// set none, after the check interval.
+	// Every batch taken goes back, at its next check or, if its round set
+	// none, after the check interval: when the round ends, or when its
+	// record ends if that runs apart.
+	giveBack := func() {
 		if len(taken) > 0 {
 			m.follow.release(taken, now, now.Add(m.cfg.CheckInterval))
 			m.PokeAfter(m.cfg.CheckInterval)
+		}
+	}
+	apart := false
+	defer func() {
+		if !apart {
+			giveBack()
 		}
 	}()
 	due := append([]store.CheckBatch(nil), taken...)
@@ -197,11 +241,34 @@ func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
 	if len(outcomes) == 0 {
 		return len(due), nil
 	}
+	if m.recording != nil {
+		select {
+		case m.recording <- struct{}{}:
+			apart = true
+			m.records.Add(1)
+			go func() {
+				defer m.records.Done()
+				defer func() { <-m.recording }()
+				defer giveBack()
+				if err := m.record(ctx, outcomes, len(local) > 0); err != nil {
+					m.recordErr.Store(&err)
+				}
+			}()
+			return len(due), nil
+		default: // as many records as allowed run apart: this round records itself
+		}
+	}
+	return len(due), m.record(ctx, outcomes, len(local) > 0)
+}
+
+// record writes a round's outcomes in one transaction, hands the batches
+// it admitted to this process's submitter and settles the followed ones.
+func (m *BatchMonitor) record(ctx context.Context, outcomes []store.StatusOutcome, followed bool) error {
 	recCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.DBTimeout)
 	defer cancel()
 	done := m.deps.Clock.Now()
 	nextCheck := done.Add(m.cfg.CheckInterval)
-	if len(local) > 0 {
+	if followed {
 		nextCheck = nextCheck.Add(m.cfg.TrackGrace)
 	}
 	var claimUntil time.Time
@@ -212,7 +279,7 @@ func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
 		Now: done, NextCheckAt: nextCheck, Outcomes: outcomes, ClaimUntil: claimUntil,
 	})
 	if err != nil {
-		return len(due), err
+		return err
 	}
 	if len(rec.Claimed) > 0 {
 		m.OnAdmitted(rec.Claimed, claimUntil)
@@ -227,5 +294,5 @@ func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
 	if m.OnQueued != nil && rec.Queued > 0 {
 		m.OnQueued()
 	}
-	return len(due), nil
+	return nil
 }

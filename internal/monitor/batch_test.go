@@ -44,8 +44,13 @@ func setup(t *testing.T) *batchSetup {
 	deps := loop.Deps{Clock: clk, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	return &batchSetup{
 		t: t, st: st, clock: clk, rows: testfactory.New(t, st, clk), deps: deps,
-		cfg: d.BatchMonitorConfig(),
+		cfg: withRecordsInFlight(d.BatchMonitorConfig(), 1), // a rule test reads a round's writes when it returns
 	}
+}
+
+func withRecordsInFlight(c monitor.BatchConfig, n int) monitor.BatchConfig {
+	c.RecordsInFlight = n
+	return c
 }
 
 func (b *batchSetup) monitor(l ledger.BatchLedger) *monitor.BatchMonitor {
@@ -310,4 +315,64 @@ func TestBatchMonitor_ReleaseWritesTheFollowedBatchesPendingAndDueNow(t *testing
 	require.Equal(t, 1, b.runOnce("another monitor", b.monitor(l).RunOnce), "due at once from the database")
 	require.Equal(t, store.BatchStatusCommitted, b.get(id).Status)
 	require.Zero(t, b.runOnce("monitor", m.RunOnce), "no longer followed by the stopped one")
+}
+
+// With two records in flight a round returns while its record commits, so
+// the next round asks the ledger meanwhile; Wait waits for the records, and
+// a record's error is the next round's, so that the loop backs off.
+func TestBatchMonitor_ARoundsRecordRunsBesideTheNextAndItsErrorIsTheNextRounds(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	clk := testfactory.NewClock()
+	rows := testfactory.New(t, db.Store, clk)
+	deps := loop.Deps{Clock: clk, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	d := node.Defaults()
+	cfg := withRecordsInFlight(d.BatchMonitorConfig(), 2)
+	cfg.CheckBatchSize = 1
+	l := &ledgertest.BatchLedger{}
+	var ids []string
+	for _, svc := range []string{"a", "b", "c"} {
+		id := svc + "1"
+		rows.PutBatches(testfactory.Batch{ID: id, ServiceID: svc, Submitted: true, Status: store.BatchStatusPending})
+		l.SetStatus(id, ledger.BatchCommitted, "")
+		ids = append(ids, id)
+	}
+	next := rows.PostBatches("a", 1)
+	m := monitor.NewBatchMonitor(db.Store, l, deps, cfg)
+	queued := make(chan struct{}, 3)
+	m.OnQueued = func() { queued <- struct{}{} }
+	for range ids {
+		n, err := m.RunOnce(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+	}
+	require.NoError(t, m.Wait())
+	for _, id := range ids {
+		require.Equal(t, store.BatchStatusCommitted, rows.Get(id).Status, "batch %s", id)
+	}
+	require.Equal(t, next, rows.QueuedIDs(), "a's next batch admitted by its record")
+	require.Len(t, queued, 1)
+
+	// A record that fails: its error is Wait's (a cron run's round ends
+	// with it) or, in a loop, the next round's, once.
+	_, err := db.Store.Conns().Exec(t.Context(), `ALTER TABLE ledgerq.batches ADD CONSTRAINT no_commits CHECK (status IS DISTINCT FROM 'committed') NOT VALID`)
+	require.NoError(t, err)
+	fails := func(id string) {
+		rows.PutBatches(testfactory.Batch{ID: id, ServiceID: id[:1], Submitted: true, Status: store.BatchStatusPending})
+		l.SetStatus(id, ledger.BatchCommitted, "")
+		n, err := m.RunOnce(t.Context())
+		require.NoError(t, err, "the record runs apart")
+		require.Equal(t, 1, n)
+	}
+	fails("d1")
+	require.ErrorContains(t, m.Wait(), "no_commits")
+	require.Equal(t, store.BatchStatusPending, rows.Get("d1").Status)
+
+	fails("e1")
+	require.Eventually(t, func() bool {
+		_, err = m.RunOnce(t.Context())
+		return err != nil
+	}, 10*time.Second, 10*time.Millisecond, "no round returned the record's error")
+	require.ErrorContains(t, err, "no_commits")
+	require.NoError(t, m.Wait(), "the error is reported once")
 }

@@ -257,7 +257,11 @@ func (n *Node) laneServices() []laneService {
 	for _, b := range n.batchSubmitters {
 		add(true, "batch submitter", "claimed", b, b.RunOnce)
 	}
-	add(n.batchMonitor != nil, "batch monitor", "checked", n.batchMonitor, func(ctx context.Context) (int, error) { return n.batchMonitor.RunOnce(ctx) })
+	add(n.batchMonitor != nil, "batch monitor", "checked", n.batchMonitor, func(ctx context.Context) (int, error) {
+		// A cron round ends with its record.
+		checked, err := n.batchMonitor.RunOnce(ctx)
+		return checked, errors.Join(err, n.batchMonitor.Wait())
+	})
 	add(n.batchRetention != nil, "batch retention", "deleted", n.batchRetention, func(ctx context.Context) (int, error) { return n.batchRetention.RunOnce(ctx) })
 	if b := n.builder; b != nil {
 		add(b.bundler != nil, "bundler", "cut", b.bundler, func(ctx context.Context) (int, error) { return b.bundler.RunOnce(ctx) })
@@ -397,6 +401,12 @@ func (n *Node) Stop() {
 	// batches handed to its submitters and not sent are queued again, and
 	// those its monitor follows are due for a check at once.
 	releaseCtx := context.Background()
+	if n.batchMonitor != nil {
+		// Its records in flight hand batches to the submitters.
+		if err := n.batchMonitor.Wait(); err != nil {
+			n.logger.Warn("node: a batch monitor round's record failed; its batches are checked again", "error", err)
+		}
+	}
 	for _, s := range n.batchSubmitters {
 		s.Release(releaseCtx)
 	}

@@ -40,7 +40,9 @@ type laneConfig struct {
 
 func defaultLaneConfig() laneConfig {
 	d := node.Defaults()
-	return laneConfig{queuer: d.BatchQueuerConfig(), submitter: d.BatchSubmitterConfig(), monitor: d.BatchMonitorConfig()}
+	m := d.BatchMonitorConfig()
+	m.RecordsInFlight = 1 // a rule test reads a round's writes when it returns, on one transaction
+	return laneConfig{queuer: d.BatchQueuerConfig(), submitter: d.BatchSubmitterConfig(), monitor: m}
 }
 
 // batchSetup is what a BatchSubmitter rule test needs: a store in a
