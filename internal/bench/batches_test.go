@@ -369,3 +369,18 @@ func TestRunBatches_RateAndBacklogAreAppliedAndReported(t *testing.T) {
 	require.NoError(t, rep.WriteSummary(&summary))
 	require.Contains(t, summary.String(), "offered load 30 batches/s, 50 finished batches seeded first")
 }
+
+// The progress line's per-state depths are read once every five lines: the
+// read grows with the waiting batches, and a read a second took a twentieth
+// of the database's time from a preloaded run it measured.
+func TestRunBatches_ProgressReadsTheDepthsOnceEveryFiveLines(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.ProgressInterval = 5 * time.Millisecond
+	b.cfg.Rate = 100 // 15 batches over about 150 ms: 20 lines or more
+	rep, err := bench.RunBatches(context.Background(), b.cfg, workload(t, 3, 5))
+	require.NoError(t, err)
+	lines := strings.Count(b.progress.String(), "bench: ") - strings.Count(b.progress.String(), "bench: preloaded")
+	require.GreaterOrEqual(t, lines, 10, "progress:\n%s", b.progress)
+	require.Equal(t, (lines+4)/5, rep.ProgressQueries, "%d lines", lines)
+}
