@@ -87,6 +87,19 @@ func (e emitSetup) clearOutbox(t *testing.T) {
 
 func nonce(n int64) *int64 { return &n }
 
+// confirmedOutbox is the outbox after tasks a (nonce 0) and b (nonce 1) were
+// confirmed with the given hashes: a confirmed event of each to both
+// endpoints subscribed to it, as sortedByTypeThenEndpoint orders them.
+func (e emitSetup) confirmedOutbox(a, aHash, b, bHash string) []outboxRow {
+	var out []outboxRow
+	for i, task := range []struct{ id, hash string }{{a, aHash}, {b, bHash}} {
+		for _, ep := range []string{e.all, e.confirmedOnly} {
+			out = append(out, outboxRow{Endpoint: ep, Type: store.WebhookConfirmed, TaskID: task.id, TxHash: task.hash, Nonce: nonce(int64(i)), Status: "Done"})
+		}
+	}
+	return out
+}
+
 // submitted: an attempt of a task moving signed -> sent emits once, with
 // its hash and nonce; marking it sent again, recording a new broadcast of
 // it, or sending a no-op emits nothing.
@@ -193,12 +206,7 @@ func TestWebhookEmit_ConfirmedOnceWhenATaskIsDone(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.st.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: taskChain, TxHash: stored[0].TxHash, Final: true})
 	require.ErrorIs(t, err, store.ErrNotFound, "confirmed already: nothing changes")
-	require.Equal(t, []outboxRow{
-		{Endpoint: e.all, Type: store.WebhookConfirmed, TaskID: a.ID, TxHash: stored[0].TxHash, Nonce: nonce(0), Status: "Done"},
-		{Endpoint: e.confirmedOnly, Type: store.WebhookConfirmed, TaskID: a.ID, TxHash: stored[0].TxHash, Nonce: nonce(0), Status: "Done"},
-		{Endpoint: e.all, Type: store.WebhookConfirmed, TaskID: b.ID, TxHash: stored[1].TxHash, Nonce: nonce(1), Status: "Done"},
-		{Endpoint: e.confirmedOnly, Type: store.WebhookConfirmed, TaskID: b.ID, TxHash: stored[1].TxHash, Nonce: nonce(1), Status: "Done"},
-	}, sortedByTypeThenEndpoint(outbox(t, e.st), e))
+	require.Equal(t, e.confirmedOutbox(a.ID, stored[0].TxHash, b.ID, stored[1].TxHash), sortedByTypeThenEndpoint(outbox(t, e.st), e))
 
 	// A mined no-op has no task to tell about.
 	c := e.rows.PostTask(testfactory.Task{})
@@ -367,10 +375,5 @@ func TestWebhookEmit_ConfirmManyRecordsEveryReceiptOfARoundOrNone(t *testing.T) 
 		require.Equal(t, store.AttemptConfirmed, atts[0].State)
 		require.Equal(t, int64(10+i), *atts[0].MinedBlock)
 	}
-	require.Equal(t, []outboxRow{
-		{Endpoint: e.all, Type: store.WebhookConfirmed, TaskID: a.ID, TxHash: stored[0].TxHash, Nonce: nonce(0), Status: "Done"},
-		{Endpoint: e.confirmedOnly, Type: store.WebhookConfirmed, TaskID: a.ID, TxHash: stored[0].TxHash, Nonce: nonce(0), Status: "Done"},
-		{Endpoint: e.all, Type: store.WebhookConfirmed, TaskID: b.ID, TxHash: stored[1].TxHash, Nonce: nonce(1), Status: "Done"},
-		{Endpoint: e.confirmedOnly, Type: store.WebhookConfirmed, TaskID: b.ID, TxHash: stored[1].TxHash, Nonce: nonce(1), Status: "Done"},
-	}, sortedByTypeThenEndpoint(outbox(t, e.st), e))
+	require.Equal(t, e.confirmedOutbox(a.ID, stored[0].TxHash, b.ID, stored[1].TxHash), sortedByTypeThenEndpoint(outbox(t, e.st), e))
 }
