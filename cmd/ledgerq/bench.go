@@ -112,15 +112,7 @@ func runBenchBatches(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "bench: signed in %s; running\n", w.GenerateTime.Round(1e6))
-	start, stop, err := cpuProfiler(cpuProfile)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	if err := start(); err != nil {
-		return err
-	}
-	return summarized(bench.RunBatches(ctx, cfg, w))
+	return profiled(cpuProfile, func() error { return summarized(bench.RunBatches(ctx, cfg, w)) })
 }
 
 // parseBenchBatches reads bench batches' flags (and environment) into a
@@ -244,15 +236,7 @@ func runBenchWallets(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg.Progress = os.Stderr
-	start, stop, err := cpuProfiler(cpuProfile)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	if err := start(); err != nil {
-		return err
-	}
-	return summarized(bench.RunWallets(ctx, cfg))
+	return profiled(cpuProfile, func() error { return summarized(bench.RunWallets(ctx, cfg)) })
 }
 
 const benchBuilderSummary = `Load the builder lane and measure it. The run migrates the database, makes
@@ -309,6 +293,20 @@ func runBenchBuilder(ctx context.Context, args []string) error {
 	defer stop()
 	cfg.OnStart = start
 	return summarized(bench.RunBuilder(ctx, cfg))
+}
+
+// profiled runs run under the CPU profile --cpuprofile names (none when
+// path is empty).
+func profiled(path string, run func() error) error {
+	start, stop, err := cpuProfiler(path)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if err := start(); err != nil {
+		return err
+	}
+	return run()
 }
 
 // cpuProfiler creates --cpuprofile's file, if one is named, and returns

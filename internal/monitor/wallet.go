@@ -274,6 +274,11 @@ func (c *confirmCycle) receipt(ctx context.Context, hash string) (ledger.Receipt
 	if rc, ok := c.receipts[hash]; ok {
 		return rc, nil
 	}
+	return c.readReceipt(ctx, hash)
+}
+
+// readReceipt asks the ledger for hash's receipt.
+func (c *confirmCycle) readReceipt(ctx context.Context, hash string) (ledger.Receipt, error) {
 	return workers.LedgerCall(ctx, c.WalletShard, func(ctx context.Context) (ledger.Receipt, error) {
 		return c.Ledger().TransactionReceipt(ctx, ledger.TxHash(common.HexToHash(hash)))
 	})
@@ -302,9 +307,7 @@ func (c *confirmCycle) prefetch(ctx context.Context, b workers.Budget, atts []st
 	for range min(prefetchers, len(todo)) {
 		wg.Go(func() {
 			for h := range next {
-				rc, err := workers.LedgerCall(ctx, c.WalletShard, func(ctx context.Context) (ledger.Receipt, error) {
-					return c.Ledger().TransactionReceipt(ctx, ledger.TxHash(common.HexToHash(h)))
-				})
+				rc, err := c.readReceipt(ctx, h)
 				if err == nil {
 					mu.Lock()
 					c.receipts[h] = rc

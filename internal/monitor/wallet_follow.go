@@ -132,12 +132,9 @@ func (h *WalletHeadWatcher) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("reading the chain's head: %w", err)
 	}
-	if h.known && head.Number == h.head {
-		return 0, nil
-	}
-	first := !h.known
+	moved := h.known && head.Number != h.head
 	h.head, h.known = head.Number, true
-	if first {
+	if !moved {
 		return 0, nil
 	}
 	h.onNewHead()
