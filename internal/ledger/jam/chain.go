@@ -181,6 +181,9 @@ type pkg struct {
 	hash     ledger.Hash
 	block    ledger.Hash
 	txHashes []ledger.Hash
+	// txs are wp.Txs decoded, their senders recovered by checkLocked (nil
+	// for a package replayed from the journal): execution reuses them.
+	txs []*types.Transaction
 }
 
 type block struct {
@@ -532,17 +535,19 @@ func (c *Chain) checkLocked(wp ledger.WorkPackage) (*pkg, error) {
 	}
 	p := &pkg{wp: wp}
 	p.wp.Txs = make([][]byte, len(wp.Txs))
+	p.txs = make([]*types.Transaction, len(wp.Txs))
 	for i, raw := range wp.Txs {
-		var tx types.Transaction
+		tx := new(types.Transaction)
 		if err := tx.UnmarshalBinary(raw); err != nil {
 			c.stats.Refused.BadTx++
 			return nil, ledger.NewError(ledger.Deterministic, ReasonBadTx, fmt.Errorf("transaction %d: %w", i, err))
 		}
-		if _, err := types.Sender(types.LatestSignerForChainID(tx.ChainId()), &tx); err != nil {
+		if _, err := types.Sender(types.LatestSignerForChainID(tx.ChainId()), tx); err != nil {
 			c.stats.Refused.BadTx++
 			return nil, ledger.NewError(ledger.Deterministic, ReasonBadTx, fmt.Errorf("transaction %d: recovering its sender: %w", i, err))
 		}
 		p.wp.Txs[i] = append([]byte(nil), raw...)
+		p.txs[i] = tx
 		p.txHashes = append(p.txHashes, ledger.Hash(tx.Hash()))
 	}
 	p.block = ledger.BundleHash(wp.Parent, wp.Number, p.txHashes)
@@ -586,11 +591,11 @@ func (c *Chain) NonceAt(ctx context.Context, sender ledger.Address) (uint64, err
 		return 0, err
 	}
 	c.advance()
-	st, err := c.evm.bc.State()
+	n, err := c.evm.nonce(common.Address(sender))
 	if err != nil {
 		return 0, ledger.NewError(ledger.Transient, "reading the EVM state", err)
 	}
-	return st.GetNonce(common.Address(sender)), nil
+	return n, nil
 }
 
 // advance produces the blocks whose slot has begun, and with them every due
@@ -721,7 +726,7 @@ func (c *Chain) executeLocked(p *pkg, s uint64) {
 // the EVM's head and the executed block, and logs it. The caller holds mu
 // or has the chain to itself.
 func (c *Chain) executeEVM(p *pkg, s, blockTime uint64, j *journal) (Execution, error) {
-	b, skipped, gaps, err := c.evm.build(p.block, blockTime, p.wp.Txs)
+	b, skipped, gaps, err := c.evm.build(p.block, blockTime, p.wp.Txs, p.txs)
 	if err != nil {
 		return Execution{}, err
 	}

@@ -82,6 +82,34 @@ type evmChain struct {
 	// visible, so a receipt never lags its block.
 	mu  sync.RWMutex
 	txs map[common.Hash]txLoc
+
+	// nonces are the accounts' nonces read at the head nonceHead (a pool
+	// intake reads one per transaction; a state opened per read cost more
+	// than the read).
+	nonceMu   sync.Mutex
+	nonceHead common.Hash
+	nonces    map[common.Address]uint64
+}
+
+// nonce is addr's nonce by the head's state.
+func (e *evmChain) nonce(addr common.Address) (uint64, error) {
+	head := e.bc.CurrentBlock()
+	hash := head.Hash()
+	e.nonceMu.Lock()
+	defer e.nonceMu.Unlock()
+	if e.nonceHead != hash {
+		e.nonceHead, e.nonces = hash, map[common.Address]uint64{}
+	}
+	if n, ok := e.nonces[addr]; ok {
+		return n, nil
+	}
+	st, err := e.bc.StateAt(head.Root, head.Number, head.Time)
+	if err != nil {
+		return 0, err
+	}
+	n := st.GetNonce(addr)
+	e.nonces[addr] = n
+	return n, nil
 }
 
 type txLoc struct {
@@ -132,8 +160,9 @@ func (e *evmChain) head() *types.Header { return e.bc.CurrentBlock() }
 // blockTime (raised to the parent's + 1 if need be) and carrying bundle. A transaction
 // the EVM refuses is left out, its state changes and gas undone, and listed
 // with geth's reason; a nonce error also reports a nonce gap. Nothing is
-// visible until insert.
-func (e *evmChain) build(bundle ledger.Hash, blockTime uint64, raws [][]byte) (block *types.Block, skipped []SkippedTx, nonceGaps int, err error) {
+// visible until insert. decoded, when not nil, is raws already decoded with
+// their senders recovered (checkLocked's), so neither is done twice.
+func (e *evmChain) build(bundle ledger.Hash, blockTime uint64, raws [][]byte, decoded []*types.Transaction) (block *types.Block, skipped []SkippedTx, nonceGaps int, err error) {
 	ctx := context.Background()
 	parent := e.bc.CurrentBlock()
 	header := &types.Header{
@@ -161,9 +190,11 @@ func (e *evmChain) build(bundle ledger.Hash, blockTime uint64, raws [][]byte) (b
 		receipts []*types.Receipt
 		logs     []*types.Log
 	)
-	for _, raw := range raws {
+	for i, raw := range raws {
 		tx := new(types.Transaction)
-		if err := tx.UnmarshalBinary(raw); err != nil {
+		if decoded != nil {
+			tx = decoded[i]
+		} else if err := tx.UnmarshalBinary(raw); err != nil {
 			// checkLocked refused these; a journal could still hold one.
 			skipped = append(skipped, SkippedTx{Hash: crypto.Keccak256Hash(raw).Hex(), Reason: err.Error()})
 			continue
