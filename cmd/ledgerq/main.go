@@ -32,17 +32,42 @@ Commands:
   version    print the version
 
 Run 'ledgerq <command> --help' for the flags of a command.
+
+Environment: GOGC, when set, is the Go garbage collector's target as usual;
+unset, ledgerq runs with GOGC=400 (fewer collections; GOMEMLIMIT still caps
+the heap where it is set).
 `
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = ""
 
 func main() {
+	setDefaultGCPercent(os.LookupEnv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	code := run(ctx, os.Args[1:])
 	stop()
 	os.Exit(code)
+}
+
+// defaultGCPercent is the garbage collector's target ledgerq runs with when
+// GOGC is not set. Go's default, 100, collects each time the heap doubles;
+// ledgerq's live heap is small (tens of MiB), and at 100 its collections
+// took about a tenth of the process's CPU under load. 400 gave 7 to 14 %
+// more throughput in paired runs of bench builder and bench wallets, for a
+// larger heap between collections. GOMEMLIMIT, where a container sets it,
+// still makes the collector work harder near the limit.
+const defaultGCPercent = 400
+
+// setDefaultGCPercent sets defaultGCPercent unless the environment (lookup)
+// sets GOGC, which the runtime has applied already. It returns the target
+// it set, or -1 when it left the runtime's.
+func setDefaultGCPercent(lookup func(string) (string, bool)) int {
+	if v, ok := lookup("GOGC"); ok && v != "" {
+		return -1
+	}
+	debug.SetGCPercent(defaultGCPercent)
+	return defaultGCPercent
 }
 
 func run(ctx context.Context, args []string) int {
