@@ -91,13 +91,17 @@ type evmChain struct {
 	nonces    map[common.Address]uint64
 }
 
+// maxCachedNonces bounds the nonce cache of one head: a head that stays
+// while many senders are asked about starts over past it.
+const maxCachedNonces = 100_000
+
 // nonce is addr's nonce by the head's state.
 func (e *evmChain) nonce(addr common.Address) (uint64, error) {
 	head := e.bc.CurrentBlock()
 	hash := head.Hash()
 	e.nonceMu.Lock()
 	defer e.nonceMu.Unlock()
-	if e.nonceHead != hash {
+	if e.nonceHead != hash || len(e.nonces) >= maxCachedNonces {
 		e.nonceHead, e.nonces = hash, map[common.Address]uint64{}
 	}
 	if n, ok := e.nonces[addr]; ok {
