@@ -286,11 +286,12 @@ type batchRun struct {
 	depths            map[string]int64 // the last read, shown until the next
 }
 
-// depthEvery is how many progress lines share one read of the per-state
-// depths: the read costs the database about a millisecond per thousand
-// waiting batches (100 ms at 100 000), which a line every second would take
-// from the lane it measures.
-const depthEvery = 5
+// progressReadEvery is how many progress lines share one read of the
+// database: the batch lane's per-state depths cost it about a millisecond
+// per thousand waiting batches (100 ms at 100 000), the builder's finalized
+// count tens of milliseconds, which a line every second would take from the
+// lane it measures.
+const progressReadEvery = 5
 
 func (r *batchRun) close() {
 	if r.api != nil {
@@ -671,9 +672,9 @@ func (r *batchRun) depth(ctx context.Context) (map[string]int64, error) {
 // every inserted batch has finished. Terminal counts are this process's
 // transitions (its metrics); the per-state depths are the whole table's,
 // read from the index of unfinished batches so that the bench's own load
-// does not grow with the rows kept, once every depthEvery lines.
+// does not grow with the rows kept, once every progressReadEvery lines.
 func (r *batchRun) progress(ctx context.Context, start time.Time, ingestOver bool) (bool, error) {
-	if r.progressLines%depthEvery == 0 {
+	if r.progressLines%progressReadEvery == 0 {
 		countCtx, cancel := context.WithTimeout(ctx, r.cfg.Node.Loops.DBTimeout)
 		began := time.Now()
 		counts, err := r.depth(countCtx)

@@ -55,6 +55,31 @@ func TestRunBuilder_WithChainFaultsStillExecutesEveryTransactionOnce(t *testing.
 	require.GreaterOrEqual(t, rep.Versions, rep.Bundles)
 }
 
+func TestRunBuilder_ProgressReadsTheFinalizedCountOnceEveryFiveLinesWhileSending(t *testing.T) {
+	t.Parallel()
+	cfg, progress := builderSetup(t, 3, 20)
+	cfg.ProgressInterval = 5 * time.Millisecond
+	rep, err := bench.RunBuilder(context.Background(), cfg)
+	require.NoError(t, err)
+	var sending, after int
+	for _, l := range strings.Split(progress.String(), "\n") {
+		switch {
+		case !strings.Contains(l, " accepted "):
+		case strings.Contains(l, "accepted 60/60"):
+			after++
+		default:
+			sending++
+		}
+	}
+	require.GreaterOrEqual(t, sending, 10, "progress:\n%s", progress)
+	// The lines before the last acceptance read the count once every five;
+	// the later ones may each read it (every line does once the clients
+	// are done: the count ends the wait).
+	first := (sending + 4) / 5
+	require.True(t, rep.ProgressQueries >= first && rep.ProgressQueries <= first+after,
+		"%d reads for %d lines while sending and %d after", rep.ProgressQueries, sending, after)
+}
+
 func TestBuilderConfig_ValidateRefusesWhatCannotRun(t *testing.T) {
 	cfg := bench.DefaultBuilderConfig()
 	cfg.Senders = 0
