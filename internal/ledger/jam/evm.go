@@ -195,10 +195,8 @@ func (e *evmChain) build(bundle ledger.Hash, blockTime uint64, raws [][]byte, de
 		logs     []*types.Log
 	)
 	for i, raw := range raws {
-		tx := new(types.Transaction)
-		if decoded != nil {
-			tx = decoded[i]
-		} else if err := tx.UnmarshalBinary(raw); err != nil {
+		tx, err := decodedOr(decoded, i, raw)
+		if err != nil {
 			// checkLocked refused these; a journal could still hold one.
 			skipped = append(skipped, SkippedTx{Hash: crypto.Keccak256Hash(raw).Hex(), Reason: err.Error()})
 			continue
@@ -235,6 +233,15 @@ func (e *evmChain) build(bundle ledger.Hash, blockTime uint64, raws [][]byte, de
 	}
 	e.bc.Engine().Finalize(e.bc, header, statedb, body)
 	return core.AssembleBlock(e.bc, header, statedb, body, receipts, nil), skipped, nonceGaps, nil
+}
+
+// decodedOr is decoded[i], or raw decoded when there is no decoded list.
+func decodedOr(decoded []*types.Transaction, i int, raw []byte) (*types.Transaction, error) {
+	if decoded != nil {
+		return decoded[i], nil
+	}
+	tx := new(types.Transaction)
+	return tx, tx.UnmarshalBinary(raw)
 }
 
 // insert makes block the head. The chain executes it again and checks it
