@@ -120,9 +120,10 @@ func (m *BatchMonitor) Release(ctx context.Context) {
 
 // Wait waits for the record transactions that rounds left running
 // (RecordsInFlight) and returns the error of one that failed, which the
-// next round then no longer returns. A process calls it once the loop has
-// stopped, before its submitters give back what they hold (a record hands
-// them the batches it admits); a cron run after each round.
+// next round then no longer returns. Release calls it, so a stopping
+// process releases the monitor before its submitters give back what they
+// hold (a record hands them the batches it admits); a cron run calls it
+// after each round.
 func (m *BatchMonitor) Wait() error {
 	m.records.Wait()
 	if errp := m.recordErr.Swap(nil); errp != nil {

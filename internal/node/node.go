@@ -398,20 +398,16 @@ func (n *Node) Stop() {
 	}
 	loop.StopAll(n.services()...)
 	// What this process holds in memory goes back to every process: the
-	// batches handed to its submitters and not sent are queued again, and
-	// those its monitor follows are due for a check at once.
+	// batches its monitor follows are due for a check at once, and those
+	// handed to its submitters and not sent are queued again. The monitor
+	// first: its Release waits for the records still running, which hand
+	// batches to the submitters.
 	releaseCtx := context.Background()
 	if n.batchMonitor != nil {
-		// Its records in flight hand batches to the submitters.
-		if err := n.batchMonitor.Wait(); err != nil {
-			n.logger.Warn("node: a batch monitor round's record failed; its batches are checked again", "error", err)
-		}
+		n.batchMonitor.Release(releaseCtx)
 	}
 	for _, s := range n.batchSubmitters {
 		s.Release(releaseCtx)
-	}
-	if n.batchMonitor != nil {
-		n.batchMonitor.Release(releaseCtx)
 	}
 	if l := n.liveness(); l != nil {
 		// Last: while the loops finished their rounds, their claims were
