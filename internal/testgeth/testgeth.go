@@ -394,7 +394,40 @@ func (n *Node) Fund(t testing.TB, addr common.Address, wei *big.Int) *types.Rece
 	if r.Status != types.ReceiptStatusSuccessful {
 		t.Fatalf("testgeth: funding %s: transaction %s failed (status %d)", addr.Hex(), hash.Hex(), r.Status)
 	}
+	n.waitPoolPast(t, hash)
 	return r
+}
+
+// waitPoolPast waits until geth's transaction pool no longer holds the mined
+// transaction hash of the dev account. The pool moves to a new head after
+// the receipt can be read, and validates a transaction against the state of
+// the head it is at: a transfer sent between the two is refused with
+// "insufficient funds" although the funding is mined.
+func (n *Node) waitPoolPast(t testing.TB, hash common.Hash) {
+	t.Helper()
+	type content struct {
+		Pending map[string]struct {
+			Hash common.Hash `json:"hash"`
+		} `json:"pending"`
+	}
+	_, ok, err := poll(func(ctx context.Context) (content, error) {
+		var c content
+		err := n.rpc.CallContext(ctx, &c, "txpool_contentFrom", n.Dev)
+		return c, err
+	}, func(c content, err error) bool {
+		if err != nil {
+			return false
+		}
+		for _, tx := range c.Pending {
+			if tx.Hash == hash {
+				return false
+			}
+		}
+		return true
+	})
+	if !ok {
+		t.Fatalf("testgeth: the pool still holds the mined transaction %s after %s: %v", hash.Hex(), minedTimeout, err)
+	}
 }
 
 // WaitMined polls for hash's receipt and returns it once the transaction is
