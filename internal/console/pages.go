@@ -265,18 +265,20 @@ func (c *Console) task404(ctx context.Context, ec echo.Context) (w keystore.Wall
 func (c *Console) task(ec echo.Context) error {
 	ctx, cancel := c.dbContext(ec)
 	defer cancel()
-	_, t, ok, err := c.task404(ctx, ec)
-	if !ok {
+	w, err := c.wallet404(ec)
+	if err != nil || w.ID == "" {
 		return err
 	}
+	// The task, its attempts and the head their confirmations are counted
+	// from, of one moment.
 	id := ec.Param("id")
-	attempts, err := c.store.AttemptListByTask(ctx, id)
+	v, err := c.store.TaskView(ctx, w.ID, id)
 	if err != nil {
-		return c.storeFail(ec, "the attempts of task "+id, err)
+		return c.storeFail(ec, "Task "+id+" of wallet "+w.ID, err)
 	}
-	data := taskData{Task: t, Attempts: attempts}
-	if h, err := c.store.WalletHealthGet(ctx, t.ChainID, t.Sender); err == nil {
-		data.Head = h.ChainHead
+	data := taskData{Task: v.Task, Attempts: v.Attempts}
+	if v.Health != nil {
+		data.Head = v.Health.ChainHead
 	}
 	return c.render(ec, http.StatusOK, "task.html", page{Title: "Task " + shortID(id), Nav: "wallets", Data: data})
 }

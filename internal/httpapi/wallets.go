@@ -198,47 +198,31 @@ func (s *Server) clientLeft(ctx context.Context, task store.Task, cancel bool) e
 	return ctx.Err()
 }
 
-// GetWalletTask answers GET /v1/wallets/{wallet}/tasks/{id}.
+// GetWalletTask answers GET /v1/wallets/{wallet}/tasks/{id}: the task,
+// its attempts and its wallet's health read from one snapshot.
 func (s *Server) GetWalletTask(c echo.Context, walletName, id string) error {
-	task, err := s.readTask(c, walletName, "path parameter wallet", id, "path parameter id")
+	v, err := readTaskWith(s, c, walletName, "path parameter wallet", id, "path parameter id", s.store.TaskView)
 	if err != nil {
 		return err
 	}
-	out := toWalletTask(task, true)
-	if err := s.markPaused(c, task.ChainID, task.Sender, &out); err != nil {
-		return err
-	}
-	if err := s.addAttempts(c, task, &out); err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, walletTaskResultJSON{WalletTaskResult: apigen.WalletTaskResult{Success: true}, Task: out})
-}
-
-// addAttempts lists the task's attempts in out, and, for a task whose
-// transaction is mined, its block and confirmations (by the chain head the
-// wallet's last check read).
-func (s *Server) addAttempts(c echo.Context, task store.Task, out *walletTaskJSON) error {
-	ctx := c.Request().Context()
-	atts, err := s.store.AttemptListByTask(ctx, task.ID)
-	if err != nil {
-		return err
-	}
+	out := toWalletTask(v.Task, true)
 	var head *int64
-	h, err := s.store.WalletHealthGet(ctx, task.ChainID, task.Sender)
-	switch {
-	case err == nil:
-		head = h.ChainHead
-	case !errors.Is(err, store.ErrNotFound):
-		return err
+	if v.Health != nil {
+		head = v.Health.ChainHead
+		if v.Health.Paused && out.Status == apigen.WalletTaskStatusWaiting {
+			out.WalletPaused = ptr(true)
+		}
 	}
-	out.Attempts = make([]txAttemptJSON, len(atts))
-	for i, a := range atts {
+	// The attempts, and, for a task whose transaction is mined, its block
+	// and confirmations (by the chain head the wallet's last check read).
+	out.Attempts = make([]txAttemptJSON, len(v.Attempts))
+	for i, a := range v.Attempts {
 		out.Attempts[i] = toTxAttempt(a, head)
 		if a.MinedBlock != nil && (a.State == store.AttemptMined || a.State == store.AttemptConfirmed) {
 			out.MinedBlock, out.Confirmations = a.MinedBlock, out.Attempts[i].Confirmations
 		}
 	}
-	return nil
+	return c.JSON(http.StatusOK, walletTaskResultJSON{WalletTaskResult: apigen.WalletTaskResult{Success: true}, Task: out})
 }
 
 // txAttemptJSON is apigen.TxAttempt as the API writes it, its times written
@@ -394,16 +378,24 @@ func (s *Server) GetSendTxTaskStatus(c echo.Context, id string, params apigen.Ge
 // readTask returns the task id of wallet walletName, if the request's key
 // may see it.
 func (s *Server) readTask(c echo.Context, walletName, walletParam, id, idParam string) (store.Task, error) {
+	return readTaskWith(s, c, walletName, walletParam, id, idParam, s.store.TaskGet)
+}
+
+// readTaskWith checks the request's wallet and task id, and reads the task
+// with read (a missing one, or one of another wallet, is 404).
+func readTaskWith[T any](s *Server, c echo.Context, walletName, walletParam, id, idParam string,
+	read func(ctx context.Context, wallet, id string) (T, error)) (T, error) {
+	var zero T
 	w, err := s.walletFor(c, walletName, walletParam)
 	if err != nil {
-		return store.Task{}, err
+		return zero, err
 	}
 	if err := checkTaskID(id, idParam); err != nil {
-		return store.Task{}, err
+		return zero, err
 	}
-	task, err := s.store.TaskGet(c.Request().Context(), w.ID, id)
+	task, err := read(c.Request().Context(), w.ID, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Task{}, errNotFound
+		return zero, errNotFound
 	}
 	return task, err
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
@@ -871,4 +872,59 @@ func TestWallets_UnreachableDatabaseIs503(t *testing.T) {
 		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s: %s", name, resp.Body)
 		require.Contains(t, resp.Body, `"success":false`)
 	}
+}
+
+// A task's answer is read from one snapshot: its attempts and the chain
+// head their confirmations are counted from are of one moment. Here the
+// lane keeps recording, in one transaction each time, the attempt mined in
+// a new block and the wallet's head at that block: every answer counts 1
+// confirmation, never a head newer than the attempt it shows.
+func TestWalletAPI_ATaskIsReadFromOneSnapshotWhileTheLaneCommits(t *testing.T) {
+	t.Parallel()
+	f := setupWallets(t)
+	f.sendTx("?task=true", txBody("1"))
+	task := f.onlyTask()
+	f.rows.StartTask(task)
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	wrote := make(chan error, 1)
+	go func() {
+		var err error
+		for block := int64(1); ctx.Err() == nil && err == nil; block++ {
+			err = pgx.BeginFunc(ctx, f.db.Store.Conns(), func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, `UPDATE ledgerq.tx_attempts
+					SET state = 'mined', sent_at = coalesce(sent_at, now()), mined_block = $2, mined_block_hash = '0x' || lpad(to_hex($2::bigint), 64, '0'), mined_at = now()
+					WHERE task_id = $1`, task.ID, block); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, `INSERT INTO ledgerq.wallet_health (chain_id, sender, chain_head, created_at, updated_at)
+					VALUES ($1, $2, $3, now(), now())
+					ON CONFLICT (chain_id, sender) DO UPDATE SET chain_head = excluded.chain_head`, task.ChainID, task.Sender, block)
+				return err
+			})
+		}
+		if ctx.Err() != nil {
+			err = nil
+		}
+		wrote <- err
+	}()
+	counted := 0
+	for range 300 {
+		var a struct {
+			Task struct {
+				MinedBlock    *int64 `json:"mined_block"`
+				Confirmations *int64 `json:"confirmations"`
+			} `json:"task"`
+		}
+		resp := f.call(http.MethodGet, "/v1/wallets/main/tasks/"+task.ID, nil, bearer(f.key)...)
+		require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
+		require.NoError(t, json.Unmarshal([]byte(resp.Body), &a), resp.Body)
+		if a.Task.Confirmations != nil {
+			counted++
+			require.Equal(t, int64(1), *a.Task.Confirmations, "block %d: %s", *a.Task.MinedBlock, resp.Body)
+		}
+	}
+	stop()
+	require.NoError(t, <-wrote)
+	require.Greater(t, counted, 100, "the answers showed the attempt mined")
 }

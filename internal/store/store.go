@@ -212,6 +212,22 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return nil
 }
 
+// inSnapshot runs fn's reads in one read-only REPEATABLE READ transaction,
+// so that they all see the database as of the first. A store made by NewTx
+// runs them in its own transaction as they come.
+func (s *Store) inSnapshot(ctx context.Context, fn func(q *dbsqlc.Queries) error) error {
+	if s.pool == nil {
+		return fn(s.q)
+	}
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("beginning a read-only transaction: %w", err)
+	}
+	// Only reads: ending it either way changes nothing.
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	return fn(s.q.WithTx(tx))
+}
+
 // one is the single place where pgx.ErrNoRows becomes ErrNotFound: every
 // single-row read goes through it, so no caller ever sees pgx's error.
 func one[T any](row T, err error) (T, error) {

@@ -330,6 +330,45 @@ func (s *Store) TaskGet(ctx context.Context, wallet, id string) (Task, error) {
 	return taskFromRow(row), nil
 }
 
+// TaskView is a task as its readers show it, read from one snapshot: the
+// task, its attempts, and its wallet's health (nil before the wallet's
+// first check), whose chain head an attempt's confirmations are counted
+// from. Read one by one, a commit of the lane between the reads could show
+// a head newer than the attempt beside it, or a task behind its attempts.
+type TaskView struct {
+	Task     Task
+	Attempts []Attempt
+	Health   *WalletHealth
+}
+
+// TaskView reads the wallet's task id with its attempts and its wallet's
+// health in one read-only REPEATABLE READ transaction. A task of another
+// wallet is ErrNotFound, as a missing one is.
+func (s *Store) TaskView(ctx context.Context, wallet, id string) (TaskView, error) {
+	var v TaskView
+	err := s.inSnapshot(ctx, func(q *dbsqlc.Queries) error {
+		row, err := one(q.TaskGet(ctx, dbsqlc.TaskGetParams{ID: id, WalletID: wallet}))
+		if err != nil {
+			return fmt.Errorf("reading task %q of wallet %q: %w", id, wallet, err)
+		}
+		v.Task = taskFromRow(row)
+		atts, err := q.AttemptListByTask(ctx, &id)
+		if err != nil {
+			return fmt.Errorf("reading the attempts of task %q: %w", id, err)
+		}
+		v.Attempts = fromRows(atts, attemptFromRow)
+		h, err := one(q.WalletHealthGet(ctx, dbsqlc.WalletHealthGetParams{ChainID: v.Task.ChainID, Sender: lowerHex(v.Task.Sender)}))
+		switch {
+		case err == nil:
+			v.Health = ptr(healthFromRow(h))
+		case !errors.Is(err, ErrNotFound):
+			return fmt.Errorf("reading the health of %s: %w", WalletShardKey(v.Task.ChainID, v.Task.Sender), err)
+		}
+		return nil
+	})
+	return v, err
+}
+
 // TaskListParams select a page of a wallet's tasks.
 type TaskListParams struct {
 	Wallet string
