@@ -18,13 +18,16 @@ WHERE chain_id = @chain_id AND sender = @sender;
 
 -- name: PoolSenderLive :many
 -- Intake, under the sender's lock: the sender's pending and queued
--- transactions, and its included ones from the chain's nonce up (those below
--- have been executed). Through pool_txs_live_nonce.
+-- transactions (through pool_txs_waiting_by_sender), and its included ones
+-- from the chain's nonce up (those below have been executed; a range of
+-- pool_txs_live_nonce). Neither reads the sender's history.
 SELECT tx_hash, nonce, state, gas_fee_cap, gas_tip_cap, gas, value_wei
-FROM ledgerq.pool_txs
-WHERE chain_id = @chain_id AND sender = @sender
-  AND state IN ('pending', 'queued', 'included')
-  AND (state <> 'included' OR nonce >= @chain_nonce)
+FROM ledgerq.pool_txs w
+WHERE w.chain_id = @chain_id AND w.sender = @sender AND w.state IN ('pending', 'queued')
+UNION ALL
+SELECT tx_hash, nonce, state, gas_fee_cap, gas_tip_cap, gas, value_wei
+FROM ledgerq.pool_txs i
+WHERE i.chain_id = @chain_id AND i.sender = @sender AND i.state = 'included' AND i.nonce >= @chain_nonce
 ORDER BY nonce;
 
 -- name: PoolSenderRun :many

@@ -531,3 +531,60 @@ func TestConsole_WebhookOutboxReadsAreIndexDrivenBehindManyDeliveries(t *testing
 		require.NotContains(t, p.plan("50 000 delivered", name), "Seq Scan", "%s scans the outbox", name)
 	}
 }
+
+// A busy sender's intake and the TTL sweep read its live transactions, not
+// its history: behind 50 000 executed (included, below the chain's nonce)
+// transactions of that one sender, each reads a few pages, as it does for a
+// new sender.
+func TestPoolQueries_ASendersIntakeAndSweepReadItsLiveRowsNotItsHistory(t *testing.T) {
+	t.Parallel()
+	p := newPlanDB(t, 2*time.Minute)
+	sender := "0x" + strings.Repeat("a", 40)
+	h := `'0x' || lpad(to_hex(g), 64, '0')`
+	p.exec(`
+		INSERT INTO ledgerq.pool_txs (chain_id, tx_hash, sender, nonce, tx_type, gas_fee_cap, gas_tip_cap, gas, value_wei,
+			raw, state, bundle_block, received_at, expires_at, updated_at)
+		SELECT 100, `+h+`, $2, g, 2, 2, 1, 21000, 0, '\x01',
+			CASE WHEN g < 50000 THEN 'included' WHEN g < 50003 THEN 'pending' ELSE 'queued' END::ledgerq.pool_tx_state,
+			CASE WHEN g < 50000 THEN 1 END, $1, $1::timestamptz + interval '1 hour', $1
+		FROM generate_series(0, 50004) g`, p.t0, sender)
+	p.exec(`ANALYZE ledgerq.pool_txs`)
+	for _, c := range []struct {
+		name string
+		args []any
+		rows int
+	}{
+		{"PoolSenderLive", []any{int64(100), sender, int64(50000)}, 5},
+		{"PoolTxExpire", []any{p.t0.Add(2 * time.Hour), int64(100), []string{sender}}, 5},
+	} {
+		rows, pages := p.analyze(c.name, c.args...)
+		require.Equal(t, c.rows, rows, "%s: the sender's live transactions", c.name)
+		require.Less(t, pages, 100, "%s reads the sender's history", c.name)
+	}
+}
+
+// analyze runs the generated query name with args in a transaction it rolls
+// back, under EXPLAIN ANALYZE, and returns the rows its top node returned and
+// the buffer pages it touched (hit or read).
+func (p *planDB) analyze(name string, args ...any) (rows, pages int) {
+	t := p.t
+	t.Helper()
+	sql, ok := p.generated[name]
+	require.True(t, ok, "query %s not found in the generated code (run sqlc generate)", name)
+	tx, err := p.db.Store.Conns().Begin(p.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.WithoutCancel(p.ctx)) }()
+	var out []struct {
+		Plan struct {
+			Rows int `json:"Actual Rows"`
+			Hit  int `json:"Shared Hit Blocks"`
+			Read int `json:"Shared Read Blocks"`
+		} `json:"Plan"`
+	}
+	var raw []byte
+	require.NoError(t, tx.QueryRow(p.ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, args...).Scan(&raw), name)
+	require.NoError(t, json.Unmarshal(raw, &out), name)
+	require.Len(t, out, 1, name)
+	t.Logf("EXPLAIN ANALYZE %s: %s", name, raw)
+	return out[0].Plan.Rows, out[0].Plan.Hit + out[0].Plan.Read
+}

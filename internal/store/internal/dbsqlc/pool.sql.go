@@ -142,10 +142,12 @@ func (q *Queries) PoolCountWaiting(ctx context.Context, chainID int64) (PoolCoun
 
 const poolSenderLive = `-- name: PoolSenderLive :many
 SELECT tx_hash, nonce, state, gas_fee_cap, gas_tip_cap, gas, value_wei
-FROM ledgerq.pool_txs
-WHERE chain_id = $1 AND sender = $2
-  AND state IN ('pending', 'queued', 'included')
-  AND (state <> 'included' OR nonce >= $3)
+FROM ledgerq.pool_txs w
+WHERE w.chain_id = $1 AND w.sender = $2 AND w.state IN ('pending', 'queued')
+UNION ALL
+SELECT tx_hash, nonce, state, gas_fee_cap, gas_tip_cap, gas, value_wei
+FROM ledgerq.pool_txs i
+WHERE i.chain_id = $1 AND i.sender = $2 AND i.state = 'included' AND i.nonce >= $3
 ORDER BY nonce
 `
 
@@ -166,8 +168,9 @@ type PoolSenderLiveRow struct {
 }
 
 // Intake, under the sender's lock: the sender's pending and queued
-// transactions, and its included ones from the chain's nonce up (those below
-// have been executed). Through pool_txs_live_nonce.
+// transactions (through pool_txs_waiting_by_sender), and its included ones
+// from the chain's nonce up (those below have been executed; a range of
+// pool_txs_live_nonce). Neither reads the sender's history.
 func (q *Queries) PoolSenderLive(ctx context.Context, arg PoolSenderLiveParams) ([]PoolSenderLiveRow, error) {
 	rows, err := q.db.Query(ctx, poolSenderLive, arg.ChainID, arg.Sender, arg.ChainNonce)
 	if err != nil {
