@@ -209,9 +209,7 @@ func (s *Server) GetWalletTask(c echo.Context, walletName, id string) error {
 	var head *int64
 	if v.Health != nil {
 		head = v.Health.ChainHead
-		if v.Health.Paused && out.Status == apigen.WalletTaskStatusWaiting {
-			out.WalletPaused = ptr(true)
-		}
+		markPausedBy(*v.Health, &out)
 	}
 	// The attempts, and, for a task whose transaction is mined, its block
 	// and confirmations (by the chain head the wallet's last check read).
@@ -276,15 +274,22 @@ func (s *Server) markPaused(c echo.Context, chainID int64, sender string, tasks 
 		return nil
 	case err != nil:
 		return err
-	case !h.Paused:
-		return nil
+	}
+	markPausedBy(h, tasks...)
+	return nil
+}
+
+// markPausedBy sets wallet_paused on the waiting tasks among tasks when h,
+// their wallet's health, says it is paused for its balance.
+func markPausedBy(h store.WalletHealth, tasks ...*walletTaskJSON) {
+	if !h.Paused {
+		return
 	}
 	for _, t := range tasks {
 		if t.Status == apigen.WalletTaskStatusWaiting {
 			t.WalletPaused = ptr(true)
 		}
 	}
-	return nil
 }
 
 // CancelWalletTask answers DELETE /v1/wallets/{wallet}/tasks/{id}: a waiting

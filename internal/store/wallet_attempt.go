@@ -413,7 +413,11 @@ func (s *Store) AttemptListSentFrom(ctx context.Context, p AttemptListFromParams
 
 // AttemptListByTask returns a task's attempts, oldest first.
 func (s *Store) AttemptListByTask(ctx context.Context, taskID string) ([]Attempt, error) {
-	rows, err := s.q.AttemptListByTask(ctx, &taskID)
+	return attemptListByTask(ctx, s.q, taskID)
+}
+
+func attemptListByTask(ctx context.Context, q *dbsqlc.Queries, taskID string) ([]Attempt, error) {
+	rows, err := q.AttemptListByTask(ctx, &taskID)
 	if err != nil {
 		return nil, fmt.Errorf("reading the attempts of task %q: %w", taskID, err)
 	}

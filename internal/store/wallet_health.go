@@ -67,7 +67,11 @@ func healthFromRow(r dbsqlc.LedgerqWalletHealth) WalletHealth {
 // WalletHealthGet returns the wallet's health row, or ErrNotFound before
 // its first confirm or balance read.
 func (s *Store) WalletHealthGet(ctx context.Context, chainID int64, sender string) (WalletHealth, error) {
-	row, err := one(s.q.WalletHealthGet(ctx, dbsqlc.WalletHealthGetParams{ChainID: chainID, Sender: lowerHex(sender)}))
+	return walletHealthGet(ctx, s.q, chainID, sender)
+}
+
+func walletHealthGet(ctx context.Context, q *dbsqlc.Queries, chainID int64, sender string) (WalletHealth, error) {
+	row, err := one(q.WalletHealthGet(ctx, dbsqlc.WalletHealthGetParams{ChainID: chainID, Sender: lowerHex(sender)}))
 	if err != nil {
 		return WalletHealth{}, fmt.Errorf("reading the health of %s: %w", WalletShardKey(chainID, sender), err)
 	}

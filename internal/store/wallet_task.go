@@ -323,7 +323,11 @@ func (s *Store) scheduleCommitted(ctx context.Context, now time.Time, key string
 // TaskGet returns the wallet's task id. A task of another wallet is
 // ErrNotFound, as a missing one is.
 func (s *Store) TaskGet(ctx context.Context, wallet, id string) (Task, error) {
-	row, err := one(s.q.TaskGet(ctx, dbsqlc.TaskGetParams{ID: id, WalletID: wallet}))
+	return taskGet(ctx, s.q, wallet, id)
+}
+
+func taskGet(ctx context.Context, q *dbsqlc.Queries, wallet, id string) (Task, error) {
+	row, err := one(q.TaskGet(ctx, dbsqlc.TaskGetParams{ID: id, WalletID: wallet}))
 	if err != nil {
 		return Task{}, fmt.Errorf("reading task %q of wallet %q: %w", id, wallet, err)
 	}
@@ -347,22 +351,19 @@ type TaskView struct {
 func (s *Store) TaskView(ctx context.Context, wallet, id string) (TaskView, error) {
 	var v TaskView
 	err := s.inSnapshot(ctx, func(q *dbsqlc.Queries) error {
-		row, err := one(q.TaskGet(ctx, dbsqlc.TaskGetParams{ID: id, WalletID: wallet}))
-		if err != nil {
-			return fmt.Errorf("reading task %q of wallet %q: %w", id, wallet, err)
+		var err error
+		if v.Task, err = taskGet(ctx, q, wallet, id); err != nil {
+			return err
 		}
-		v.Task = taskFromRow(row)
-		atts, err := q.AttemptListByTask(ctx, &id)
-		if err != nil {
-			return fmt.Errorf("reading the attempts of task %q: %w", id, err)
+		if v.Attempts, err = attemptListByTask(ctx, q, id); err != nil {
+			return err
 		}
-		v.Attempts = fromRows(atts, attemptFromRow)
-		h, err := one(q.WalletHealthGet(ctx, dbsqlc.WalletHealthGetParams{ChainID: v.Task.ChainID, Sender: lowerHex(v.Task.Sender)}))
+		h, err := walletHealthGet(ctx, q, v.Task.ChainID, v.Task.Sender)
 		switch {
 		case err == nil:
-			v.Health = ptr(healthFromRow(h))
+			v.Health = &h
 		case !errors.Is(err, ErrNotFound):
-			return fmt.Errorf("reading the health of %s: %w", WalletShardKey(v.Task.ChainID, v.Task.Sender), err)
+			return err
 		}
 		return nil
 	})
