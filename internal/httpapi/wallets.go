@@ -360,7 +360,7 @@ func (s *Server) ListWalletTasks(c echo.Context, walletName string, params apige
 // wallet's object, written without a trailing newline, so a client that
 // compares bytes gets what the headless wallet sends.
 func (s *Server) GetSendTxTaskStatus(c echo.Context, id string, params apigen.GetSendTxTaskStatusParams) error {
-	task, err := s.readTask(c, params.XWalletID, "header X-Wallet-ID", id, "path parameter taskId")
+	task, err := readTaskWith(s, c, params.XWalletID, "header X-Wallet-ID", id, "path parameter taskId", s.store.TaskGet)
 	if err != nil {
 		return err
 	}
@@ -380,14 +380,9 @@ func (s *Server) GetSendTxTaskStatus(c echo.Context, id string, params apigen.Ge
 	return c.JSONBlob(http.StatusOK, b)
 }
 
-// readTask returns the task id of wallet walletName, if the request's key
-// may see it.
-func (s *Server) readTask(c echo.Context, walletName, walletParam, id, idParam string) (store.Task, error) {
-	return readTaskWith(s, c, walletName, walletParam, id, idParam, s.store.TaskGet)
-}
-
 // readTaskWith checks the request's wallet and task id, and reads the task
-// with read (a missing one, or one of another wallet, is 404).
+// with read, if the request's key may see it (a missing one, or one of
+// another wallet, is 404).
 func readTaskWith[T any](s *Server, c echo.Context, walletName, walletParam, id, idParam string,
 	read func(ctx context.Context, wallet, id string) (T, error)) (T, error) {
 	var zero T

@@ -229,9 +229,8 @@ func TestWalletAPI_ATaskShowsEveryAttemptWithItsBlockAndConfirmations(t *testing
 	require.NotNil(t, mined.Confirmations)
 	// Counted from the head the wallet's last check recorded; not bounded
 	// by the depth: a check whose receipt lookup failed leaves the attempt
-	// mined for the next one while it records the head it read, and the
-	// task, attempts and head are read by separate statements (a .ci/run
-	// saw 4 here).
+	// mined for the next one while it records the head it read (a .ci/run
+	// saw 4 here, before the answer was read from one snapshot).
 	require.GreaterOrEqual(t, *mined.Confirmations, int64(1))
 	got := w.ended(id)
 	require.Equal(t, "done", got.Status)
