@@ -43,6 +43,12 @@ type poolFixture struct {
 // in-memory EVM JSON-RPC that answers nothing until told to.
 func setupPool(t *testing.T, mutate ...func(*queuer.PoolConfig)) *poolFixture {
 	t.Helper()
+	return setupPoolAPI(t, httpapi.DefaultConfig(), mutate...)
+}
+
+// setupPoolAPI is setupPool with the API's configuration cfg.
+func setupPoolAPI(t *testing.T, cfg httpapi.Config, mutate ...func(*queuer.PoolConfig)) *poolFixture {
+	t.Helper()
 	db := testdb.New(t)
 	pc := queuer.DefaultPoolConfig(poolChainID)
 	for _, m := range mutate {
@@ -53,7 +59,7 @@ func setupPool(t *testing.T, mutate ...func(*queuer.PoolConfig)) *poolFixture {
 	// Every sender holds 1000 ether unless a test says otherwise.
 	evm.Answer("eth_getBalance", `"0x3635c9adc5dea00000"`)
 	clk := clock.NewFake(t0)
-	api := httpapi.New(httpapi.DefaultConfig(), httpapi.Deps{
+	api := httpapi.New(cfg, httpapi.Deps{
 		Store: db.Store, Clock: clk, Logger: testLogger(t), Pool: &pc, PoolChain: chain, EVM: evm, Version: "v9.9.9-test",
 	})
 	srv := httptest.NewServer(api.Handler())

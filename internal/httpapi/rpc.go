@@ -36,12 +36,34 @@ func (s *Server) newRPCServer() (*rpc.Server, error) {
 
 // PostRPC answers POST /rpc with the JSON-RPC server, or 404 when the
 // builder lane is off.
+//
+// go-ethereum's server times a batch out by its context's deadline, and its
+// loop stops when that context ends: the calls it had not run then get an
+// answer only if its own timer wrote theirs first, so a batch cut by the
+// request's deadline could come back without some of its calls (ethers:
+// "missing response for request"). The server gets a context that does not
+// end; each method bounds its work by the request's own (rpcCall), so
+// every call of a batch is answered, past the deadline with an error.
 func (s *Server) PostRPC(c echo.Context) error {
 	if s.rpc == nil {
 		return errLaneOff
 	}
-	s.rpc.ServeHTTP(c.Response(), c.Request())
+	req := c.Request()
+	ctx := context.WithValue(context.WithoutCancel(req.Context()), rpcRequestKey{}, req.Context())
+	s.rpc.ServeHTTP(c.Response(), req.WithContext(ctx))
 	return nil
+}
+
+// rpcRequestKey carries the request's context to the JSON-RPC methods.
+type rpcRequestKey struct{}
+
+// rpcCall is the context a JSON-RPC method works under: the request's,
+// which ends at its deadline or when the client goes away.
+func rpcCall(ctx context.Context) context.Context {
+	if req, ok := ctx.Value(rpcRequestKey{}).(context.Context); ok {
+		return req
+	}
+	return ctx
 }
 
 // rpcFail turns an error of the pool or the store into what a JSON-RPC
@@ -69,6 +91,7 @@ type ethAPI struct{ s *Server }
 // SendRawTransaction is eth_sendRawTransaction: the pool's intake. It
 // returns the transaction's hash, or geth's error.
 func (api *ethAPI) SendRawTransaction(ctx context.Context, raw hexutil.Bytes) (common.Hash, error) {
+	ctx = rpcCall(ctx)
 	_, hash, err := api.s.poolSubmit(ctx, raw)
 	if err != nil {
 		return common.Hash{}, api.s.rpcFail("eth_sendRawTransaction", err)
@@ -86,6 +109,7 @@ func (api *ethAPI) ChainId() *hexutil.Big {
 // nonce the pool's included and pending transactions hold without a gap.
 // Other blocks are not served: the chain's history is not at hand.
 func (api *ethAPI) GetTransactionCount(ctx context.Context, address common.Address, block rpc.BlockNumberOrHash) (*hexutil.Uint64, error) {
+	ctx = rpcCall(ctx)
 	number, ok := block.Number()
 	if !ok || (number != rpc.PendingBlockNumber && number != rpc.LatestBlockNumber &&
 		number != rpc.SafeBlockNumber && number != rpc.FinalizedBlockNumber) {
@@ -114,6 +138,7 @@ func (api *ethAPI) GetTransactionCount(ctx context.Context, address common.Addre
 // transactionIndex null); null for a hash the pool does not hold (replaced
 // and dropped ones included).
 func (api *ethAPI) GetTransactionByHash(ctx context.Context, hash common.Hash) (any, error) {
+	ctx = rpcCall(ctx)
 	tx, executed, err := api.s.executedTx(ctx, "eth_getTransactionByHash", hash)
 	if err != nil {
 		return nil, err
@@ -153,6 +178,7 @@ type ledgerqAPI struct{ s *Server }
 // replaced by H, dropped with a reason; an included one with its bundle's
 // state), or null when the pool never held it.
 func (api *ledgerqAPI) TxStatus(ctx context.Context, hash common.Hash) (*poolTxJSON, error) {
+	ctx = rpcCall(ctx)
 	tx, err := api.s.store.PoolGet(ctx, api.s.pool.ChainID, hash.Hex())
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -72,6 +72,7 @@ func (s *Server) heads(ctx context.Context, method string) (store.BundleHeads, e
 
 // BlockNumber is eth_blockNumber: the newest bundle the chain executed.
 func (api *ethAPI) BlockNumber(ctx context.Context) (hexutil.Uint64, error) {
+	ctx = rpcCall(ctx)
 	h, err := api.s.heads(ctx, "eth_blockNumber")
 	return hexutil.Uint64(h.Executed), err
 }
@@ -81,6 +82,7 @@ func (api *ethAPI) BlockNumber(ctx context.Context) (hexutil.Uint64, error) {
 // finalized: the newest finalized one; earliest: 0), null above the newest
 // executed bundle.
 func (api *ethAPI) GetBlockByNumber(ctx context.Context, number rpc.BlockNumber, full bool) (json.RawMessage, error) {
+	ctx = rpcCall(ctx)
 	h, err := api.s.heads(ctx, "eth_getBlockByNumber")
 	if err != nil {
 		return nil, err
@@ -105,6 +107,7 @@ func (api *ethAPI) GetBlockByNumber(ctx context.Context, number rpc.BlockNumber,
 // GetBlockByHash is eth_getBlockByHash: the chain's block, null for one
 // above the newest executed bundle.
 func (api *ethAPI) GetBlockByHash(ctx context.Context, hash common.Hash, full bool) (json.RawMessage, error) {
+	ctx = rpcCall(ctx)
 	out, err := api.s.evmCall(ctx, "eth_getBlockByHash", rawJSON(hash), rawJSON(full))
 	if err != nil || isNull(out) {
 		return out, err
@@ -152,6 +155,7 @@ func (s *Server) executedTx(ctx context.Context, method string, hash common.Hash
 // once the transaction's bundle executed; null before, and for a hash the
 // pool never held.
 func (api *ethAPI) GetTransactionReceipt(ctx context.Context, hash common.Hash) (json.RawMessage, error) {
+	ctx = rpcCall(ctx)
 	_, executed, err := api.s.executedTx(ctx, "eth_getTransactionReceipt", hash)
 	if err != nil || !executed {
 		return nil, err
@@ -166,51 +170,61 @@ func (api *ethAPI) Accounts() []common.Address { return []common.Address{} }
 
 // Call is eth_call.
 func (api *ethAPI) Call(ctx context.Context, args json.RawMessage, block, overrides, blockOverrides *json.RawMessage) (json.RawMessage, error) {
+	ctx = rpcCall(ctx)
 	return api.s.evmCall(ctx, "eth_call", &args, block, overrides, blockOverrides)
 }
 
 // EstimateGas is eth_estimateGas.
 func (api *ethAPI) EstimateGas(ctx context.Context, args json.RawMessage, block, overrides *json.RawMessage) (json.RawMessage, error) {
+	ctx = rpcCall(ctx)
 	return api.s.evmCall(ctx, "eth_estimateGas", &args, block, overrides)
 }
 
 // GetBalance is eth_getBalance.
 func (api *ethAPI) GetBalance(ctx context.Context, address json.RawMessage, block *json.RawMessage) (json.RawMessage, error) {
+	ctx = rpcCall(ctx)
 	return api.s.evmCall(ctx, "eth_getBalance", &address, block)
 }
 
 // GetCode is eth_getCode.
 func (api *ethAPI) GetCode(ctx context.Context, address json.RawMessage, block *json.RawMessage) (json.RawMessage, error) {
+	ctx = rpcCall(ctx)
 	return api.s.evmCall(ctx, "eth_getCode", &address, block)
 }
 
 // GetStorageAt is eth_getStorageAt.
 func (api *ethAPI) GetStorageAt(ctx context.Context, address, slot json.RawMessage, block *json.RawMessage) (json.RawMessage, error) {
+	ctx = rpcCall(ctx)
 	return api.s.evmCall(ctx, "eth_getStorageAt", &address, &slot, block)
 }
 
 // GasPrice is eth_gasPrice.
 func (api *ethAPI) GasPrice(ctx context.Context) (json.RawMessage, error) {
+	ctx = rpcCall(ctx)
 	return api.s.evmCall(ctx, "eth_gasPrice")
 }
 
 // MaxPriorityFeePerGas is eth_maxPriorityFeePerGas.
 func (api *ethAPI) MaxPriorityFeePerGas(ctx context.Context) (json.RawMessage, error) {
+	ctx = rpcCall(ctx)
 	return api.s.evmCall(ctx, "eth_maxPriorityFeePerGas")
 }
 
 // FeeHistory is eth_feeHistory.
 func (api *ethAPI) FeeHistory(ctx context.Context, count, newest json.RawMessage, percentiles *json.RawMessage) (json.RawMessage, error) {
+	ctx = rpcCall(ctx)
 	return api.s.evmCall(ctx, "eth_feeHistory", &count, &newest, percentiles)
 }
 
 // GetLogs is eth_getLogs.
 func (api *ethAPI) GetLogs(ctx context.Context, filter json.RawMessage) (json.RawMessage, error) {
+	ctx = rpcCall(ctx)
 	return api.s.evmCall(ctx, "eth_getLogs", &filter)
 }
 
 // Syncing is eth_syncing.
 func (api *ethAPI) Syncing(ctx context.Context) (json.RawMessage, error) {
+	ctx = rpcCall(ctx)
 	return api.s.evmCall(ctx, "eth_syncing")
 }
 

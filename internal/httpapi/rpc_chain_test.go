@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
@@ -18,6 +19,7 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmrpc"
 	"github.com/ledgerq/ledgerq/internal/store"
@@ -318,4 +320,46 @@ func TestRPC_ASenderThatCannotPayIsRefusedAsGethRefusesIt(t *testing.T) {
 	})
 	_, msg = rpcErr(t, ec.SendTransaction(ctx, dynTx(t, newKey(t), 0, 2, 1)))
 	require.Equal(t, "chain unavailable: cannot read the sender's balance", msg)
+}
+
+// A batch the request's deadline cuts answers every one of its calls, as
+// JSON-RPC requires: the calls run after the deadline with an error, never
+// left out (ethers fails the whole batch with "missing response for
+// request" when one is).
+func TestRPC_ABatchCutByTheRequestsDeadlineAnswersEveryCall(t *testing.T) {
+	t.Parallel()
+	cfg := httpapi.DefaultConfig()
+	cfg.RequestTimeout = 100 * time.Millisecond
+	f := setupPoolAPI(t, cfg)
+	f.evm.Handle("eth_gasPrice", func([]json.RawMessage) (json.RawMessage, error) {
+		time.Sleep(30 * time.Millisecond)
+		return json.RawMessage(`"0x1"`), nil
+	})
+	var body strings.Builder
+	body.WriteString("[")
+	for i := range 20 {
+		if i > 0 {
+			body.WriteString(",")
+		}
+		fmt.Fprintf(&body, `{"jsonrpc":"2.0","id":%d,"method":"eth_gasPrice"}`, i+1)
+	}
+	body.WriteString("]")
+	for run := range 30 {
+		resp := f.post("/rpc", []byte(body.String()))
+		require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
+		var out []struct {
+			ID     int             `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  *struct {
+				Code int `json:"code"`
+			} `json:"error"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(resp.Body), &out), resp.Body)
+		require.Len(t, out, 20, "run %d: %s", run, resp.Body)
+		for i, o := range out {
+			require.Equal(t, i+1, o.ID, "run %d", run)
+			require.True(t, (o.Error == nil) != (o.Result == nil), "run %d, id %d: a result or an error", run, o.ID)
+		}
+		require.NotNil(t, out[19].Error, "run %d: the last call ran past the deadline", run)
+	}
 }

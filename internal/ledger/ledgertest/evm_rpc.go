@@ -50,7 +50,8 @@ func (e *EVMRPC) Calls() []EVMCall {
 	return append([]EVMCall(nil), e.calls...)
 }
 
-// Call answers method with its handler.
+// Call answers method with its handler, or, as a client over the network
+// does, with the context's error when it ends first.
 func (e *EVMRPC) Call(ctx context.Context, method string, params []json.RawMessage) (json.RawMessage, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -62,5 +63,19 @@ func (e *EVMRPC) Call(ctx context.Context, method string, params []json.RawMessa
 	if h == nil {
 		return nil, &evmrpc.Error{Code: -32601, Message: "the method " + method + " does not exist/is not available"}
 	}
-	return h(params)
+	type answer struct {
+		out json.RawMessage
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		out, err := h(params)
+		answered <- answer{out, err}
+	}()
+	select {
+	case a := <-answered:
+		return a.out, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
