@@ -271,16 +271,7 @@ func TestRPC_ABatchMixesThePoolsMethodsAndTheChainsInOrder(t *testing.T) {
 		{"jsonrpc":"2.0","id":4,"method":"eth_getTransactionCount","params":[%q,"pending"]},
 		{"jsonrpc":"2.0","id":5,"method":"eth_blockNumber"},
 		{"jsonrpc":"2.0","id":6,"method":"eth_nope"}]`, rawHex(t, tx), addr(key).Hex())
-	resp := f.post("/rpc", []byte(body))
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var out []struct {
-		ID     int             `json:"id"`
-		Result json.RawMessage `json:"result"`
-		Error  *struct {
-			Code int `json:"code"`
-		} `json:"error"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(resp.Body), &out), resp.Body)
+	out, _ := f.rpcBatch(body)
 	require.Len(t, out, 6)
 	want := []string{`"0x1092"`, `"0x1"`, `"` + tx.Hash().Hex() + `"`, `"0x1"`, `"0x0"`}
 	for i, w := range want {
@@ -345,21 +336,32 @@ func TestRPC_ABatchCutByTheRequestsDeadlineAnswersEveryCall(t *testing.T) {
 	}
 	body.WriteString("]")
 	for run := range 30 {
-		resp := f.post("/rpc", []byte(body.String()))
-		require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
-		var out []struct {
-			ID     int             `json:"id"`
-			Result json.RawMessage `json:"result"`
-			Error  *struct {
-				Code int `json:"code"`
-			} `json:"error"`
-		}
-		require.NoError(t, json.Unmarshal([]byte(resp.Body), &out), resp.Body)
-		require.Len(t, out, 20, "run %d: %s", run, resp.Body)
+		out, raw := f.rpcBatch(body.String())
+		require.Len(t, out, 20, "run %d: %s", run, raw)
 		for i, o := range out {
 			require.Equal(t, i+1, o.ID, "run %d", run)
 			require.True(t, (o.Error == nil) != (o.Result == nil), "run %d, id %d: a result or an error", run, o.ID)
 		}
 		require.NotNil(t, out[19].Error, "run %d: the last call ran past the deadline", run)
 	}
+}
+
+// rpcBatchAnswer is one answer of a JSON-RPC batch.
+type rpcBatchAnswer struct {
+	ID     int             `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code int `json:"code"`
+	} `json:"error"`
+}
+
+// rpcBatch posts the JSON-RPC batch body to /rpc and returns its answers
+// (200 required) and the raw body.
+func (f *poolFixture) rpcBatch(body string) ([]rpcBatchAnswer, string) {
+	f.t.Helper()
+	resp := f.post("/rpc", []byte(body))
+	require.Equal(f.t, http.StatusOK, resp.StatusCode, resp.Body)
+	var out []rpcBatchAnswer
+	require.NoError(f.t, json.Unmarshal([]byte(resp.Body), &out), resp.Body)
+	return out, resp.Body
 }
