@@ -582,6 +582,16 @@ type LedgerqPoolTx struct {
 	BundlePos *int32
 }
 
+// Rules a row of a ledgerq table must satisfy, checked on every insert and update by the table's row_rules trigger (ledgerq.row_rules_apply writes it). A row that breaks a rule is refused as by a CHECK constraint: SQLSTATE 23514, naming rule_name as the constraint. After changing a table's rules, run SELECT ledgerq.row_rules_apply('<table>'); it does not check the rows already stored.
+type LedgerqRowRule struct {
+	// Table in schema ledgerq.
+	TableName string
+	// The rule's name, given as the constraint of the error that refuses a row.
+	RuleName string
+	// A boolean SQL expression over the row's columns, by name; the row is refused when it is false (NULL passes, as in a CHECK constraint).
+	Expression string
+}
+
 // Shard scheduler: one row per key whose work one worker at a time runs, claimed oldest pending first under a lease.
 type LedgerqShard struct {
 	// Shard key, <kind>:<rest> (wallet:<chain>:<address>); the kind picks the job that runs it.
