@@ -74,14 +74,10 @@ func TestBatchTable_RefusesInfiniteTimes(t *testing.T) {
 	testfactory.New(t, st, clk).PutBatches(testfactory.Batch{ID: "f1", ServiceID: "s"})
 	for _, col := range []string{"created_at", "received_at", "updated_at", "queued_at", "next_check_at", "last_submitted_at"} {
 		for _, v := range []string{"infinity", "-infinity"} {
-			_, err := st.DB().Exec(t.Context(), `SAVEPOINT s`)
-			require.NoError(t, err)
-			_, err = st.DB().Exec(t.Context(), `UPDATE ledgerq.batches SET `+col+` = '`+v+`' WHERE seq = (SELECT seq FROM ledgerq.batch_payloads WHERE id = 'f1')`)
+			err := execUndone(t, st, `UPDATE ledgerq.batches SET `+col+` = '`+v+`' WHERE seq = (SELECT seq FROM ledgerq.batch_payloads WHERE id = 'f1')`)
 			var pgErr *pgconn.PgError
 			require.True(t, errors.As(err, &pgErr), "%s = %s: stored, want a CHECK violation (err %v)", col, v, err)
 			require.Equal(t, "batches_times_finite", pgErr.ConstraintName, "%s = %s: %v", col, v, err)
-			_, err = st.DB().Exec(t.Context(), `ROLLBACK TO SAVEPOINT s`)
-			require.NoError(t, err)
 		}
 	}
 }

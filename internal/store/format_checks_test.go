@@ -108,21 +108,13 @@ func TestPoolTx_HexFormatChecksRefuseEveryMalformedValue(t *testing.T) {
 	} {
 		for name, bad := range malformed(col.good) {
 			what := fmt.Sprintf("%s %s (%q)", col.column, name, bad)
-			_, err := st.DB().Exec(t.Context(), `SAVEPOINT c`)
-			require.NoError(t, err)
-			_, err = st.DB().Exec(t.Context(), `UPDATE ledgerq.pool_txs SET `+col.column+` = $2 WHERE tx_hash = $1`, tx.Hash, bad)
+			err := execUndone(t, st, `UPDATE ledgerq.pool_txs SET `+col.column+` = $2 WHERE tx_hash = $1`, tx.Hash, bad)
 			requireCheckViolation(t, err, col.constraint, what)
-			_, err = st.DB().Exec(t.Context(), `ROLLBACK TO SAVEPOINT c`)
-			require.NoError(t, err)
 		}
 		// And the well-formed value is taken: the rule refuses the values
 		// above for their form, not for the column.
-		_, err := st.DB().Exec(t.Context(), `SAVEPOINT c`)
-		require.NoError(t, err)
-		_, err = st.DB().Exec(t.Context(), `UPDATE ledgerq.pool_txs SET `+col.column+` = $2 WHERE tx_hash = $1`, tx.Hash, col.good)
+		err := execUndone(t, st, `UPDATE ledgerq.pool_txs SET `+col.column+` = $2 WHERE tx_hash = $1`, tx.Hash, col.good)
 		require.NoError(t, err, "%s %s", col.column, col.good)
-		_, err = st.DB().Exec(t.Context(), `ROLLBACK TO SAVEPOINT c`)
-		require.NoError(t, err)
 	}
 }
 

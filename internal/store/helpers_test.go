@@ -3,6 +3,8 @@ package store_test
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
@@ -27,4 +29,17 @@ func committedRows(t *testing.T) (*testdb.DB, *clock.Fake, *testfactory.Factory)
 	db := testdb.New(t)
 	clk := testfactory.NewClock()
 	return db, clk, testfactory.New(t, db.Store, clk)
+}
+
+// execUndone runs one statement on a store from testdb.NewTx inside a
+// savepoint it rolls back, so a statement the database refuses leaves the
+// test's transaction usable, and returns the statement's error.
+func execUndone(t *testing.T, st *store.Store, sql string, args ...any) error {
+	t.Helper()
+	_, err := st.DB().Exec(t.Context(), `SAVEPOINT undone`)
+	require.NoError(t, err)
+	_, execErr := st.DB().Exec(t.Context(), sql, args...)
+	_, err = st.DB().Exec(t.Context(), `ROLLBACK TO SAVEPOINT undone`)
+	require.NoError(t, err)
+	return execErr
 }

@@ -576,12 +576,8 @@ func TestPoolTx_CheckConstraintsRefuseImpossibleStates(t *testing.T) {
 		{"a second live transaction for the nonce", "nonce = 1"},
 		{"upper-case hash", "tx_hash = upper(tx_hash)"},
 	} {
-		_, err := st.DB().Exec(t.Context(), `SAVEPOINT c`)
-		require.NoError(t, err)
-		_, err = st.DB().Exec(t.Context(), `UPDATE ledgerq.pool_txs SET `+tc.set+` WHERE tx_hash = $1`, tx.Hash)
+		err := execUndone(t, st, `UPDATE ledgerq.pool_txs SET `+tc.set+` WHERE tx_hash = $1`, tx.Hash)
 		require.Error(t, err, tc.name)
-		_, err = st.DB().Exec(t.Context(), `ROLLBACK TO SAVEPOINT c`)
-		require.NoError(t, err)
 	}
 }
 

@@ -96,7 +96,6 @@ func TestShard_ClaimSkipsOtherKindsAndShardsInBackoff(t *testing.T) {
 func TestShard_TableRefusesImpossibleStates(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
-	ctx := t.Context()
 	for name, sql := range map[string]string{
 		"pending without a queue position": `INSERT INTO ledgerq.shards (key, state, created_at, updated_at) VALUES ('w:a', 'pending', now(), now())`,
 		"running without a lease":          `INSERT INTO ledgerq.shards (key, state, owner, run, claimed_at, created_at, updated_at) VALUES ('w:a', 'running', 'p', 1, now(), now(), now())`,
@@ -105,12 +104,7 @@ func TestShard_TableRefusesImpossibleStates(t *testing.T) {
 		"a key without a kind":             `INSERT INTO ledgerq.shards (key, state, created_at, updated_at) VALUES ('nokind', 'idle', now(), now())`,
 		"running never claimed":            `INSERT INTO ledgerq.shards (key, state, owner, claimed_at, lease_expires_at, created_at, updated_at) VALUES ('w:a', 'running', 'p', now(), now(), now(), now())`,
 	} {
-		_, err := st.DB().Exec(ctx, "SAVEPOINT s")
-		require.NoError(t, err)
-		_, err = st.DB().Exec(ctx, sql)
-		require.Error(t, err, name)
-		_, err = st.DB().Exec(ctx, "ROLLBACK TO SAVEPOINT s")
-		require.NoError(t, err)
+		require.Error(t, execUndone(t, st, sql), name)
 	}
 }
 
