@@ -33,14 +33,18 @@ COMMENT ON COLUMN ledgerq.row_rules.expression IS 'A boolean SQL expression over
 CREATE FUNCTION ledgerq.row_rules_apply(tab text) RETURNS void
 LANGUAGE plpgsql AS $apply$
 DECLARE
-    decls text := '';
-    fast  text := 'true';
-    body  text := '';
-    col   record;
-    rule  record;
+    decls   text := '';
+    assigns text := '';
+    fast    text := 'true';
+    body    text := '';
+    def     text;
+    m       text[];
+    col     record;
+    rule    record;
 BEGIN
     -- Each column a rule names is a variable of the function, so a rule's
-    -- expression reads as it did in its CHECK constraint.
+    -- expression reads as it did in its CHECK constraint. They are set only
+    -- for a row that breaks a rule (below).
     FOR col IN
         SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS typ
         FROM pg_attribute a
@@ -50,12 +54,25 @@ BEGIN
                         AND r.expression ~ ('\m' || regexp_replace(a.attname, '([^A-Za-z0-9_])', '\\\1', 'g') || '\M'))
         ORDER BY a.attnum
     LOOP
-        decls := decls || format(E'    %I %s := NEW.%I;\n', col.attname, col.typ, col.attname);
+        decls := decls || format(E'    %I %s;\n', col.attname, col.typ);
+        assigns := assigns || format(E'    %I := NEW.%I;\n', col.attname, col.attname);
     END LOOP;
-    -- A row that keeps every rule (nearly all) costs one expression; only a
-    -- row that breaks one goes through the rules one by one, to name it.
-    FOR rule IN SELECT r.expression FROM ledgerq.row_rules r WHERE r.table_name = tab ORDER BY r.rule_name LOOP
-        fast := fast || format(E'\n        AND (%s) IS NOT FALSE', rule.expression);
+    -- A row that keeps every rule (nearly all) costs one expression, over
+    -- the fields of NEW: PL/pgSQL prepares each expression it evaluates
+    -- again in every transaction, so one per row, not one per column. Each
+    -- rule is qualified by PostgreSQL itself: it deparses the rule as the
+    -- column of a view over the table under the alias row_rules_new, which
+    -- the function declares as an alias of NEW.
+    FOR rule IN SELECT r.rule_name, r.expression FROM ledgerq.row_rules r WHERE r.table_name = tab ORDER BY r.rule_name LOOP
+        EXECUTE format('CREATE TEMP VIEW row_rules_deparse AS SELECT (%s) AS rule FROM ledgerq.%I AS row_rules_new',
+            rule.expression, tab);
+        def := pg_get_viewdef('row_rules_deparse'::regclass, false);
+        DROP VIEW row_rules_deparse;
+        m := regexp_match(def, '^\s*SELECT\s+(.*)\s+AS rule\s+FROM ledgerq\.(\S+) row_rules_new;?\s*$');
+        IF m IS NULL OR m[2] <> quote_ident(tab) THEN
+            RAISE EXCEPTION 'row_rules_apply: rule % of % does not deparse as expected: %', rule.rule_name, tab, def;
+        END IF;
+        fast := fast || format(E'\n        AND (%s) IS NOT FALSE', m[1]);
     END LOOP;
     FOR rule IN SELECT r.rule_name, r.expression FROM ledgerq.row_rules r WHERE r.table_name = tab ORDER BY r.rule_name LOOP
         body := body || format(
@@ -67,9 +84,10 @@ BEGIN
             format('new row for relation "%s" violates check constraint "%s"', tab, rule.rule_name));
     END LOOP;
     EXECUTE format(
-        E'CREATE OR REPLACE FUNCTION ledgerq.%I() RETURNS trigger LANGUAGE plpgsql AS $rules$\nDECLARE\n%sBEGIN\n'
-        || E'    IF %s THEN\n        RETURN NEW;\n    END IF;\n%s    RETURN NEW;\nEND\n$rules$',
-        tab || '_row_rules', decls, fast, body);
+        E'CREATE OR REPLACE FUNCTION ledgerq.%I() RETURNS trigger LANGUAGE plpgsql AS $rules$\nDECLARE\n'
+        || E'    row_rules_new ALIAS FOR NEW;\n%sBEGIN\n'
+        || E'    IF %s THEN\n        RETURN NEW;\n    END IF;\n%s%s    RETURN NEW;\nEND\n$rules$',
+        tab || '_row_rules', decls, fast, assigns, body);
     EXECUTE format('COMMENT ON FUNCTION ledgerq.%I() IS %L', tab || '_row_rules',
         format('The rules of ledgerq.row_rules for %s, written by ledgerq.row_rules_apply: do not edit.', tab));
     EXECUTE format('DROP TRIGGER IF EXISTS row_rules ON ledgerq.%I', tab);
