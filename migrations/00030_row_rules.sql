@@ -16,6 +16,11 @@
 -- The rules are rows of ledgerq.row_rules, so they can still be read (and
 -- changed) with SQL; row_rules_apply(table) writes the table's trigger
 -- function from them.
+--
+-- Every name in the rules and the functions is written with its schema
+-- (search_path pg_catalog while they are written), so they mean the same
+-- whatever the search_path of the session that writes a row.
+SET LOCAL search_path = pg_catalog, pg_temp;
 
 CREATE TABLE ledgerq.row_rules (
     table_name text NOT NULL,
@@ -31,63 +36,44 @@ COMMENT ON COLUMN ledgerq.row_rules.expression IS 'A boolean SQL expression over
 
 -- +goose StatementBegin
 CREATE FUNCTION ledgerq.row_rules_apply(tab text) RETURNS void
-LANGUAGE plpgsql AS $apply$
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $apply$
 DECLARE
-    decls   text := '';
-    assigns text := '';
-    fast    text := 'true';
-    body    text := '';
-    def     text;
-    m       text[];
-    col     record;
-    rule    record;
+    fast text := 'true';
+    body text := '';
+    def  text;
+    m    text[];
+    rule record;
 BEGIN
-    -- Each column a rule names is a variable of the function, so a rule's
-    -- expression reads as it did in its CHECK constraint. They are set only
-    -- for a row that breaks a rule (below).
-    FOR col IN
-        SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS typ
-        FROM pg_attribute a
-        WHERE a.attrelid = format('ledgerq.%I', tab)::regclass AND a.attnum > 0 AND NOT a.attisdropped
-          AND EXISTS (SELECT 1 FROM ledgerq.row_rules r
-                      WHERE r.table_name = tab
-                        AND r.expression ~ ('\m' || regexp_replace(a.attname, '([^A-Za-z0-9_])', '\\\1', 'g') || '\M'))
-        ORDER BY a.attnum
-    LOOP
-        decls := decls || format(E'    %I %s;\n', col.attname, col.typ);
-        assigns := assigns || format(E'    %I := NEW.%I;\n', col.attname, col.attname);
-    END LOOP;
-    -- A row that keeps every rule (nearly all) costs one expression, over
-    -- the fields of NEW: PL/pgSQL prepares each expression it evaluates
-    -- again in every transaction, so one per row, not one per column. Each
-    -- rule is qualified by PostgreSQL itself: it deparses the rule as the
-    -- column of a view over the table under the alias row_rules_new, which
-    -- the function declares as an alias of NEW.
+    -- Each rule is written over NEW's fields, qualified by PostgreSQL
+    -- itself: it deparses the rule as the column of a view over the table
+    -- under the alias row_rules_new, which the function declares as an alias
+    -- of NEW. A row that keeps every rule (nearly all) costs one expression:
+    -- PL/pgSQL prepares each expression it evaluates again in every
+    -- transaction. Only a row that breaks one goes through the rules one by
+    -- one, to name it.
     FOR rule IN SELECT r.rule_name, r.expression FROM ledgerq.row_rules r WHERE r.table_name = tab ORDER BY r.rule_name LOOP
         EXECUTE format('CREATE TEMP VIEW row_rules_deparse AS SELECT (%s) AS rule FROM ledgerq.%I AS row_rules_new',
             rule.expression, tab);
         def := pg_get_viewdef('row_rules_deparse'::regclass, false);
         DROP VIEW row_rules_deparse;
-        m := regexp_match(def, '^\s*SELECT\s+(.*)\s+AS rule\s+FROM ledgerq\.(\S+) row_rules_new;?\s*$');
-        IF m IS NULL OR m[2] <> quote_ident(tab) THEN
+        m := regexp_match(def, '^\s*SELECT\s+(.*)\s+AS rule\s+FROM (\S+) row_rules_new;?\s*$');
+        IF m IS NULL OR m[2] <> format('ledgerq.%I', tab) THEN
             RAISE EXCEPTION 'row_rules_apply: rule % of % does not deparse as expected: %', rule.rule_name, tab, def;
         END IF;
         fast := fast || format(E'\n        AND (%s) IS NOT FALSE', m[1]);
-    END LOOP;
-    FOR rule IN SELECT r.rule_name, r.expression FROM ledgerq.row_rules r WHERE r.table_name = tab ORDER BY r.rule_name LOOP
         body := body || format(
             E'    IF (%s) IS FALSE THEN\n'
             || E'        RAISE EXCEPTION USING ERRCODE = ''check_violation'', SCHEMA = ''ledgerq'', TABLE = %L, CONSTRAINT = %L,\n'
             || E'            MESSAGE = %L, DETAIL = ''Failing row contains '' || left(NEW::text, 512) || ''.'';\n'
             || E'    END IF;\n',
-            rule.expression, tab, rule.rule_name,
+            m[1], tab, rule.rule_name,
             format('new row for relation "%s" violates check constraint "%s"', tab, rule.rule_name));
     END LOOP;
     EXECUTE format(
         E'CREATE OR REPLACE FUNCTION ledgerq.%I() RETURNS trigger LANGUAGE plpgsql AS $rules$\nDECLARE\n'
-        || E'    row_rules_new ALIAS FOR NEW;\n%sBEGIN\n'
-        || E'    IF %s THEN\n        RETURN NEW;\n    END IF;\n%s%s    RETURN NEW;\nEND\n$rules$',
-        tab || '_row_rules', decls, fast, assigns, body);
+        || E'    row_rules_new ALIAS FOR NEW;\nBEGIN\n'
+        || E'    IF %s THEN\n        RETURN NEW;\n    END IF;\n%s    RETURN NEW;\nEND\n$rules$',
+        tab || '_row_rules', fast, body);
     EXECUTE format('COMMENT ON FUNCTION ledgerq.%I() IS %L', tab || '_row_rules',
         format('The rules of ledgerq.row_rules for %s, written by ledgerq.row_rules_apply: do not edit.', tab));
     EXECUTE format('DROP TRIGGER IF EXISTS row_rules ON ledgerq.%I', tab);

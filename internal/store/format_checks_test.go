@@ -123,22 +123,21 @@ func TestPoolTx_HexFormatChecksRefuseEveryMalformedValue(t *testing.T) {
 // CHECK constraints: PostgreSQL reads every CHECK of a table back from its
 // stored form and prepares it again in each statement that writes the
 // table (pool_txs' 19 took about 160 µs of a one-row INSERT). Every rule is
-// in its table's trigger function, and no CHECK is left beside it.
+// named in its table's trigger function, and no CHECK is left beside it.
 func TestRowRules_EveryRuleIsCheckedByItsTablesTriggerAndNoCheckIsLeft(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)
 	type ruled struct {
 		table                     string
 		rules, inFunction, checks int
-		trigger, copiesAfter      bool
+		trigger, oneExpression    bool
 	}
 	got := queryCatalog(t, st, func(row pgx.CollectableRow) (ruled, error) {
 		var r ruled
-		return r, row.Scan(&r.table, &r.rules, &r.inFunction, &r.checks, &r.trigger, &r.copiesAfter)
+		return r, row.Scan(&r.table, &r.rules, &r.inFunction, &r.checks, &r.trigger, &r.oneExpression)
 	}, `
 		SELECT r.table_name, count(*)::int,
-		       count(*) FILTER (WHERE strpos(p.prosrc, 'IF (' || r.expression || ') IS FALSE') > 0
-		                          AND strpos(p.prosrc, 'CONSTRAINT = ' || quote_literal(r.rule_name)) > 0)::int,
+		       count(*) FILTER (WHERE strpos(p.prosrc, 'CONSTRAINT = ' || quote_literal(r.rule_name)) > 0)::int,
 		       (SELECT count(*) FROM pg_constraint c
 		        WHERE c.conrelid = format('ledgerq.%I', r.table_name)::regclass AND c.contype = 'c')::int,
 		       EXISTS (SELECT 1 FROM pg_trigger tg
@@ -147,11 +146,11 @@ func TestRowRules_EveryRuleIsCheckedByItsTablesTriggerAndNoCheckIsLeft(t *testin
 		                 -- ROW (1) | BEFORE (2) | INSERT (4) | UPDATE (16)
 		                 AND tg.tgtype & (1 | 2 | 4 | 16) = (1 | 2 | 4 | 16)),
 		       -- A row that keeps its rules is let through by one expression
-		       -- over NEW's fields, before any column is copied into a
-		       -- variable (PL/pgSQL prepares each expression again in every
+		       -- over NEW's fields, and no column is copied into a variable
+		       -- (PL/pgSQL prepares each expression again in every
 		       -- transaction).
 		       strpos(p.prosrc, 'row_rules_new.') BETWEEN 1 AND strpos(p.prosrc, 'RETURN NEW')
-		           AND strpos(p.prosrc, ':= NEW.') > strpos(p.prosrc, 'RETURN NEW')
+		           AND strpos(p.prosrc, ':= NEW.') = 0
 		FROM ledgerq.row_rules r
 		LEFT JOIN pg_proc p ON p.proname = r.table_name || '_row_rules'
 		     AND p.pronamespace = 'ledgerq'::regnamespace
@@ -163,7 +162,7 @@ func TestRowRules_EveryRuleIsCheckedByItsTablesTriggerAndNoCheckIsLeft(t *testin
 		require.Equal(t, r.rules, r.inFunction, "%s: rules in its trigger function", r.table)
 		require.Zero(t, r.checks, "%s: CHECK constraints beside its trigger", r.table)
 		require.True(t, r.trigger, "%s: a BEFORE INSERT OR UPDATE row trigger row_rules calling its function", r.table)
-		require.True(t, r.copiesAfter, "%s: one expression over NEW's fields lets a row through before any column is copied", r.table)
+		require.True(t, r.oneExpression, "%s: one expression over NEW's fields lets a row through, and no column is copied", r.table)
 	}
 	require.Subset(t, tables, []string{"pool_txs", "bundles", "bundle_versions", "wallet_tasks", "tx_attempts", "wallet_health", "shards"})
 }
@@ -194,4 +193,25 @@ func TestRowRules_ARuleAddedAndAppliedRefusesARowAsACheckWould(t *testing.T) {
 	require.Equal(t, "pool_txs", pgErr.TableName)
 	require.Equal(t, "ledgerq", pgErr.SchemaName)
 	require.Contains(t, pgErr.Detail, "Failing row contains (")
+}
+
+// The rules mean the same whatever the search_path of the session that
+// writes a row or applies them: a session with ledgerq first in its path
+// (as a role or a connection string may set it) applies them, and a
+// session without ledgerq in its path has a row refused by a rule that
+// names one of ledgerq's types, and a good row stored.
+func TestRowRules_HoldWhateverTheSearchPath(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	f := newPoolFixture(t, st)
+	tx := f.mustAdd(testfactory.PoolTx(1, 0, 10, 10)).Tx
+	_, err := st.DB().Exec(t.Context(), `SET LOCAL search_path = ledgerq, public`)
+	require.NoError(t, err)
+	_, err = st.DB().Exec(t.Context(), `SELECT ledgerq.row_rules_apply('pool_txs')`)
+	require.NoError(t, err, "applying the rules with ledgerq in the search_path")
+	_, err = st.DB().Exec(t.Context(), `SET LOCAL search_path = pg_catalog`)
+	require.NoError(t, err)
+	err = execUndone(t, st, `UPDATE ledgerq.pool_txs SET state = 'dropped' WHERE tx_hash = $1`, tx.Hash)
+	requireCheckViolation(t, err, "pool_txs_dropped_iff_reason", "dropped without a reason, search_path pg_catalog")
+	require.NoError(t, execUndone(t, st, `UPDATE ledgerq.pool_txs SET state = 'dropped', drop_reason = 'expired' WHERE tx_hash = $1`, tx.Hash))
 }
