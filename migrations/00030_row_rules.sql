@@ -4,14 +4,14 @@
 -- evaluates the same expressions and refuses a row as the constraint did
 -- (SQLSTATE 23514, the constraint's name, the same message).
 --
--- Why: PostgreSQL (15, and 16 and 17 alike) reads every CHECK constraint of
--- a table back from its stored form and prepares it again in each statement
--- that writes the table. pool_txs' 19 took about 160 µs of a 280 µs
--- one-row INSERT (pgbench, prepared, 3 interleaved rounds: 0.28 ms with
--- them, 0.10 ms without, 0.12 ms with this trigger); the lanes write these
--- tables a row per statement, several times in each transaction's or task's
--- life. A PL/pgSQL function is compiled once per connection and keeps its
--- expressions prepared.
+-- Why: PostgreSQL 15 reads every CHECK constraint of a table back from its
+-- stored form and prepares it again in each statement that writes the
+-- table. pool_txs' 19 took about 160 µs of a 280 µs one-row INSERT
+-- (pgbench, prepared, 3 interleaved rounds: 0.28 ms with them, 0.10 ms
+-- without, 0.12 ms with a trigger); the lanes write these tables a row per
+-- statement, several times in each transaction's or task's life. A
+-- PL/pgSQL function is compiled once per connection; it prepares its
+-- expressions again in each transaction, so the trigger tests a row in one.
 --
 -- The rules are rows of ledgerq.row_rules, so they can still be read (and
 -- changed) with SQL; row_rules_apply(table) writes the table's trigger
