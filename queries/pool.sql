@@ -113,6 +113,30 @@ WHERE s.chain_id = @chain_id AND s.slot = (
 )
 RETURNING s.slot;
 
+-- name: PoolSlotTakeMany :many
+-- Grouped intake (the intakes of several senders in one transaction), last
+-- steps: takes up to @n free admission slots, from @start on, holds them to
+-- commit and records one pending transaction in the k-th of them (k from 1)
+-- while k <= @pending, one queued while k <= @queued. No slot holds more
+-- than one of each, as the bound's allowance for the slots an intake cannot
+-- see assumes. Fewer rows than @n: the other slots are held.
+WITH free AS (
+    SELECT f.slot FROM ledgerq.pool_admission_slots f
+    WHERE f.chain_id = @chain_id
+    ORDER BY (f.slot + 16 - @start::int) % 16
+    LIMIT @n::int
+    FOR UPDATE SKIP LOCKED
+),
+ranked AS (
+    SELECT free.slot, row_number() OVER (ORDER BY (free.slot + 16 - @start::int) % 16) AS k FROM free
+)
+UPDATE ledgerq.pool_admission_slots s
+SET pending_growth = s.pending_growth + CASE WHEN r.k <= @pending::bigint THEN 1 ELSE 0 END,
+    queued_growth = s.queued_growth + CASE WHEN r.k <= @queued::bigint THEN 1 ELSE 0 END
+FROM ranked r
+WHERE s.chain_id = @chain_id AND s.slot = r.slot
+RETURNING s.slot;
+
 -- name: PoolSlotWait :one
 -- Intake, when every slot was held: waits for slot @slot.
 UPDATE ledgerq.pool_admission_slots

@@ -270,6 +270,17 @@ func (s *Store) PoolAdd(ctx context.Context, p PoolAddParams) (PoolAddResult, er
 	if p.ChainNonce > math.MaxInt64 {
 		return PoolAddResult{}, fmt.Errorf("storing pool transaction %s: chain nonce %d out of range", p.Tx.Hash, p.ChainNonce)
 	}
+	p.Tx.Hash, p.Tx.Sender, p.Tx.To = lowerHex(p.Tx.Hash), lowerHex(p.Tx.Sender), lowerHex(p.Tx.To)
+	if s.poolGroups == nil {
+		return s.poolAddAlone(ctx, p)
+	}
+	return s.poolGroups.add(ctx, s, p)
+}
+
+// poolAddAlone is one intake in a transaction of its own: again with an
+// exact count when the bound cannot admit it, again when a row it read
+// moved.
+func (s *Store) poolAddAlone(ctx context.Context, p PoolAddParams) (PoolAddResult, error) {
 	exact := false
 	for attempt := 1; ; attempt++ {
 		res, err := s.poolAddOnce(ctx, p, exact)
@@ -320,7 +331,6 @@ func (t NewPoolTx) check() error {
 // common case), its writes, admission and wake-up in another.
 func (s *Store) poolAddOnce(ctx context.Context, p PoolAddParams, exact bool) (PoolAddResult, error) {
 	tx := p.Tx
-	tx.Hash, tx.Sender, tx.To = lowerHex(tx.Hash), lowerHex(tx.Sender), lowerHex(tx.To)
 	var res PoolAddResult
 	err := retryTx(ctx, func() error {
 		return s.inTx(ctx, func(dbtx pgx.Tx) error {
@@ -342,20 +352,7 @@ func (s *Store) poolAddOnce(ctx context.Context, p PoolAddParams, exact bool) (P
 			if err := dbtx.SendBatch(ctx, b).Close(); err != nil {
 				return fmt.Errorf("locking pool sender %s and reading its transactions: %w", tx.Sender, err)
 			}
-			if revive && PoolTxState(known.State).Live() {
-				return ErrPoolAlreadyKnown
-			}
-			slots := make([]poolSlot, 0, len(rows))
-			for _, r := range rows {
-				if PoolTxState(r.State) == PoolIncluded && r.Nonce < base {
-					continue // executed
-				}
-				slots = append(slots, poolSlot{hash: r.TxHash, nonce: uint64(r.Nonce), state: PoolTxState(r.State),
-					feeCap: bigFromNumeric(r.GasFeeCap), tip: bigFromNumeric(r.GasTipCap),
-					cost: txCost(uint64(r.Gas), bigFromNumeric(r.GasFeeCap), bigFromNumeric(r.ValueWei))})
-			}
-			in := poolSlot{hash: tx.Hash, nonce: tx.Nonce, feeCap: tx.GasFeeCap, tip: tx.GasTipCap, cost: txCost(tx.Gas, tx.GasFeeCap, tx.Value)}
-			plan, err := planPoolAdd(slots, uint64(base), in, p.Balance, p.Limits.MaxPerSender)
+			plan, err := planIntake(p, base, known, revive, rows)
 			if err != nil {
 				return err
 			}
@@ -368,12 +365,7 @@ func (s *Store) poolAddOnce(ctx context.Context, p PoolAddParams, exact bool) (P
 			if err != nil {
 				return err
 			}
-			stored := tx
-			stored.GasFeeCap, stored.GasTipCap, stored.Value = new(big.Int).Set(tx.GasFeeCap), new(big.Int).Set(tx.GasTipCap), new(big.Int).Set(tx.Value)
-			res = PoolAddResult{Replaced: plan.replace.hash, Evicted: plan.evict.hash, Promoted: len(plan.promote), Tx: PoolTx{
-				NewPoolTx: stored, State: plan.state,
-				ReceivedAt: p.Now.UTC(), ExpiresAt: p.Now.Add(p.Limits.TTL).UTC(), UpdatedAt: p.Now.UTC(),
-			}}
+			res = poolAddResult(p, plan)
 			return nil
 		})
 	})
@@ -381,6 +373,37 @@ func (s *Store) poolAddOnce(ctx context.Context, p PoolAddParams, exact bool) (P
 		return PoolAddResult{}, err
 	}
 	return res, nil
+}
+
+// planIntake is an intake's decision from what its first round trip read
+// under the sender's lock: the chain's nonce base, the row of its hash
+// (found says there is one) and the sender's live transactions.
+func planIntake(p PoolAddParams, base int64, known dbsqlc.LedgerqPoolTx, found bool, rows []dbsqlc.PoolSenderLiveRow) (poolPlan, error) {
+	if found && PoolTxState(known.State).Live() {
+		return poolPlan{}, ErrPoolAlreadyKnown
+	}
+	slots := make([]poolSlot, 0, len(rows))
+	for _, r := range rows {
+		if PoolTxState(r.State) == PoolIncluded && r.Nonce < base {
+			continue // executed
+		}
+		slots = append(slots, poolSlot{hash: r.TxHash, nonce: uint64(r.Nonce), state: PoolTxState(r.State),
+			feeCap: bigFromNumeric(r.GasFeeCap), tip: bigFromNumeric(r.GasTipCap),
+			cost: txCost(uint64(r.Gas), bigFromNumeric(r.GasFeeCap), bigFromNumeric(r.ValueWei))})
+	}
+	tx := p.Tx
+	in := poolSlot{hash: tx.Hash, nonce: tx.Nonce, feeCap: tx.GasFeeCap, tip: tx.GasTipCap, cost: txCost(tx.Gas, tx.GasFeeCap, tx.Value)}
+	return planPoolAdd(slots, uint64(base), in, p.Balance, p.Limits.MaxPerSender)
+}
+
+// poolAddResult is what an intake that wrote plan answers.
+func poolAddResult(p PoolAddParams, plan poolPlan) PoolAddResult {
+	stored := p.Tx
+	stored.GasFeeCap, stored.GasTipCap, stored.Value = new(big.Int).Set(p.Tx.GasFeeCap), new(big.Int).Set(p.Tx.GasTipCap), new(big.Int).Set(p.Tx.Value)
+	return PoolAddResult{Replaced: plan.replace.hash, Evicted: plan.evict.hash, Promoted: len(plan.promote), Tx: PoolTx{
+		NewPoolTx: stored, State: plan.state,
+		ReceivedAt: p.Now.UTC(), ExpiresAt: p.Now.Add(p.Limits.TTL).UTC(), UpdatedAt: p.Now.UTC(),
+	}}
 }
 
 // poolAddStepwise writes any plan, one statement at a time, then admits
@@ -441,7 +464,7 @@ func poolAddPipelined(ctx context.Context, dbtx pgx.Tx, q *dbsqlc.Queries, p Poo
 		if !counted {
 			return errPoolCount
 		}
-		return admitOnBound(bound, p.Limits, plan.growth)
+		return admitOnBound(bound, p.Limits, plan.growth, 1)
 	}
 	// Every slot held, or the exact count: as the stepwise intake does.
 	return poolCheckLimits(ctx, q, tx.ChainID, p, plan, exact)
@@ -650,17 +673,18 @@ func poolAdmitOnBound(ctx context.Context, q *dbsqlc.Queries, chainID int64, lim
 	if err != nil {
 		return fmt.Errorf("reading the pool bound of chain %d: %w", chainID, err)
 	}
-	return admitOnBound(b, limits, grow)
+	return admitOnBound(b, limits, grow, 1)
 }
 
-// admitOnBound admits on the bound read under an admission slot (its own
-// growth included) when it and the 15 intakes the other slots may hold fit
-// the limits; else the intake must count (errPoolCount).
-func admitOnBound(b dbsqlc.PoolAdmissionBoundRow, limits PoolLimits, grow poolGrowth) error {
+// admitOnBound admits on the bound read under the held admission slots (its
+// own growth included) when it and what the other slots' holders may add,
+// at most one pending and one queued each, fit the limits; else the intake
+// must count (errPoolCount).
+func admitOnBound(b dbsqlc.PoolAdmissionBoundRow, limits PoolLimits, grow poolGrowth, held int) error {
 	if b.PendingBase == nil || b.QueuedBase == nil {
 		return errPoolCount
 	}
-	inFlight := int64(poolAdmissionSlots - 1)
+	inFlight := int64(poolAdmissionSlots - held)
 	if (grow.pending > 0 && *b.PendingBase+b.PendingGrowth+inFlight > int64(limits.MaxPending)) ||
 		(grow.queued > 0 && *b.QueuedBase+b.QueuedGrowth+inFlight > int64(limits.MaxQueued)) {
 		return errPoolCount

@@ -110,6 +110,7 @@ var singleKey = map[string][]string{
 	// Builder lane, per chain: the global limits, the cut, the bundle line.
 	"PoolChainEnsure":          nil,
 	"PoolSlotTake":             nil,
+	"PoolSlotTakeMany":         nil,
 	"PoolSlotWait":             nil,
 	"PoolAdmissionBound":       nil,
 	"PoolSlotLockAll":          nil,

@@ -44,11 +44,14 @@ type Store struct {
 	// liveness is the process's liveness lock (NewLiveness), recorded by
 	// the claims made through this store; nil when it has none.
 	liveness atomic.Pointer[Liveness]
+	// poolGroups gathers concurrent pool intakes into shared transactions
+	// (pool_group.go); nil for a store made by NewTx.
+	poolGroups *poolGroups
 }
 
 // New wraps an open pool.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{db: pool, pool: pool, q: dbsqlc.New(pool)}
+	return &Store{db: pool, pool: pool, q: dbsqlc.New(pool), poolGroups: &poolGroups{}}
 }
 
 // NewTx returns a store whose every statement runs inside tx; its own

@@ -119,6 +119,21 @@ func QueuePoolSlotTake(b *pgx.Batch, arg PoolSlotTakeParams, found *bool) {
 	})
 }
 
+// QueuePoolSlotTakeMany queues PoolSlotTakeMany; the slots it took are
+// appended to out.
+func QueuePoolSlotTakeMany(b *pgx.Batch, arg PoolSlotTakeManyParams, out *[]int16) {
+	b.Queue(poolSlotTakeMany, arg.Pending, arg.Queued, arg.ChainID, arg.Start, arg.N).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var slot int16
+			if err := rows.Scan(&slot); err != nil {
+				return err
+			}
+			*out = append(*out, slot)
+		}
+		return rows.Err()
+	})
+}
+
 // QueuePoolAdmissionBound queues PoolAdmissionBound; found says whether
 // the chain's row was there.
 func QueuePoolAdmissionBound(b *pgx.Batch, chainID int64, out *PoolAdmissionBoundRow, found *bool) {

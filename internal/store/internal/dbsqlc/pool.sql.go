@@ -428,6 +428,65 @@ func (q *Queries) PoolSlotTake(ctx context.Context, arg PoolSlotTakeParams) (int
 	return slot, err
 }
 
+const poolSlotTakeMany = `-- name: PoolSlotTakeMany :many
+WITH free AS (
+    SELECT f.slot FROM ledgerq.pool_admission_slots f
+    WHERE f.chain_id = $3
+    ORDER BY (f.slot + 16 - $4::int) % 16
+    LIMIT $5::int
+    FOR UPDATE SKIP LOCKED
+),
+ranked AS (
+    SELECT free.slot, row_number() OVER (ORDER BY (free.slot + 16 - $4::int) % 16) AS k FROM free
+)
+UPDATE ledgerq.pool_admission_slots s
+SET pending_growth = s.pending_growth + CASE WHEN r.k <= $1::bigint THEN 1 ELSE 0 END,
+    queued_growth = s.queued_growth + CASE WHEN r.k <= $2::bigint THEN 1 ELSE 0 END
+FROM ranked r
+WHERE s.chain_id = $3 AND s.slot = r.slot
+RETURNING s.slot
+`
+
+type PoolSlotTakeManyParams struct {
+	Pending int64
+	Queued  int64
+	ChainID int64
+	Start   int32
+	N       int32
+}
+
+// Grouped intake (the intakes of several senders in one transaction), last
+// steps: takes up to @n free admission slots, from @start on, holds them to
+// commit and records one pending transaction in the k-th of them (k from 1)
+// while k <= @pending, one queued while k <= @queued. No slot holds more
+// than one of each, as the bound's allowance for the slots an intake cannot
+// see assumes. Fewer rows than @n: the other slots are held.
+func (q *Queries) PoolSlotTakeMany(ctx context.Context, arg PoolSlotTakeManyParams) ([]int16, error) {
+	rows, err := q.db.Query(ctx, poolSlotTakeMany,
+		arg.Pending,
+		arg.Queued,
+		arg.ChainID,
+		arg.Start,
+		arg.N,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []int16{}
+	for rows.Next() {
+		var slot int16
+		if err := rows.Scan(&slot); err != nil {
+			return nil, err
+		}
+		items = append(items, slot)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const poolSlotWait = `-- name: PoolSlotWait :one
 UPDATE ledgerq.pool_admission_slots
 SET pending_growth = pending_growth + $1::bigint, queued_growth = queued_growth + $2::bigint

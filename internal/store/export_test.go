@@ -1,0 +1,42 @@
+package store
+
+import "context"
+
+// Test hooks into pool_group.go for the tests of package store_test.
+
+// PoolAddGroup runs the intakes of params as one group, as concurrent
+// PoolAdd calls are gathered, and returns each one's answer; alone says the
+// group left it to run alone (it is not run here).
+func (s *Store) PoolAddGroup(ctx context.Context, params []PoolAddParams) (res []PoolAddResult, errs []error, alone []bool) {
+	group := make([]*poolIntake, len(params))
+	for i, p := range params {
+		p.Tx.Hash, p.Tx.Sender, p.Tx.To = lowerHex(p.Tx.Hash), lowerHex(p.Tx.Sender), lowerHex(p.Tx.To)
+		group[i] = &poolIntake{ctx: ctx, p: p, wake: make(chan struct{}, 1)}
+	}
+	s.poolAddGroup(group)
+	for _, in := range group {
+		res, errs, alone = append(res, in.res), append(errs, in.err), append(alone, in.alone)
+	}
+	return res, errs, alone
+}
+
+// HoldPoolGroups counts as many groups running as the process may run, so
+// that PoolAdd calls wait; release lets them go, gathered.
+func (s *Store) HoldPoolGroups() (release func()) {
+	g := s.poolGroups
+	g.mu.Lock()
+	g.running += poolGroupsInFlight
+	g.mu.Unlock()
+	return func() {
+		for range poolGroupsInFlight {
+			g.finish()
+		}
+	}
+}
+
+// PoolIntakesWaiting is how many PoolAdd calls wait for a group.
+func (s *Store) PoolIntakesWaiting() int {
+	s.poolGroups.mu.Lock()
+	defer s.poolGroups.mu.Unlock()
+	return len(s.poolGroups.waiting)
+}

@@ -1,0 +1,328 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/ledgerq/ledgerq/internal/notify"
+	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
+)
+
+// Grouped intake. The intakes of one process that wait while others run
+// are taken together, several senders at once, into one database
+// transaction: one BEGIN and COMMIT, one round trip for every sender's lock
+// and reads, one for every row, next nonce, admission and wake-up. Under
+// load that is most of what an intake costs the server and the process.
+// Each intake is still decided by the same rules, under its sender's lock
+// (taken in sender order, so two groups never wait for each other), and
+// answered only after the group's commit, so an answer still means the
+// transaction is stored.
+//
+// A group holds only intakes that simply add their transaction (the common
+// case). An intake refused under its lock is answered with its refusal and
+// left out, one that would replace, evict, drop or promote runs alone, and
+// the group runs again without them: a group stores nothing for an intake
+// it does not admit. Whenever a group cannot finish as one (its rows moved,
+// the admission needs an exact count, the database failed), each of its
+// intakes runs alone, as every intake did before grouping.
+
+// poolGroupMax is the most intakes one group holds. Each takes an
+// admission slot, so groups leave slots to the intakes running alone.
+const poolGroupMax = 6
+
+// poolGroupsInFlight is the most groups (a lone intake is a group of one)
+// one process runs at once; an intake that arrives while they run waits for
+// the next group.
+const poolGroupsInFlight = 2
+
+// errPoolGroupSplit: the group's reads left some intakes out (answered, or
+// to run alone); it runs again without them.
+var errPoolGroupSplit = errors.New("pool intake group left intakes out")
+
+// errPoolGroupAlone: the group cannot finish as one; each intake runs alone.
+var errPoolGroupAlone = errors.New("pool intake group runs its intakes alone")
+
+// poolGroups gathers a process's intakes into groups.
+type poolGroups struct {
+	mu      sync.Mutex
+	waiting []*poolIntake
+	running int
+}
+
+// poolIntake is one PoolAdd call waiting for, or in, a group.
+type poolIntake struct {
+	ctx context.Context
+	p   PoolAddParams
+	// wake is signalled once: the intake's group finished, or the intake
+	// leads (runs) the group in lead.
+	wake chan struct{}
+	lead []*poolIntake
+	// The outcome: res and err, or alone (the caller runs it alone).
+	res   PoolAddResult
+	err   error
+	alone bool
+}
+
+// add runs p in a group, or alone when nothing else waits.
+func (g *poolGroups) add(ctx context.Context, s *Store, p PoolAddParams) (PoolAddResult, error) {
+	in := &poolIntake{ctx: ctx, p: p, wake: make(chan struct{}, 1)}
+	if group := g.join(in); group != nil {
+		s.runPoolGroup(g, group)
+	} else {
+		select {
+		case <-in.wake:
+		case <-ctx.Done():
+			if g.leave(in) {
+				return PoolAddResult{}, fmt.Errorf("storing pool transaction %s: %w", p.Tx.Hash, ctx.Err())
+			}
+			<-in.wake // taken into a group: it answers, or this call leads it
+		}
+		if in.lead != nil {
+			s.runPoolGroup(g, in.lead)
+		}
+	}
+	if in.alone {
+		return s.poolAddAlone(ctx, p)
+	}
+	return in.res, in.err
+}
+
+// join queues in and, when fewer than poolGroupsInFlight groups run, takes
+// the next group: returned when in leads it, else handed to its leader.
+func (g *poolGroups) join(in *poolIntake) []*poolIntake {
+	g.mu.Lock()
+	g.waiting = append(g.waiting, in)
+	if g.running >= poolGroupsInFlight {
+		g.mu.Unlock()
+		return nil
+	}
+	g.running++
+	group := g.takeLocked()
+	g.mu.Unlock()
+	if group[0] == in {
+		return group
+	}
+	group[0].lead = group
+	group[0].wake <- struct{}{}
+	return nil
+}
+
+// leave takes in out of the queue; false when a group has taken it.
+func (g *poolGroups) leave(in *poolIntake) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	i := slices.Index(g.waiting, in)
+	if i < 0 {
+		return false
+	}
+	g.waiting = slices.Delete(g.waiting, i, i+1)
+	return true
+}
+
+// takeLocked takes the next group off the queue: its oldest intake and the
+// next ones of other senders of its chain with the same limits, up to
+// poolGroupMax. The group's first intake leads it.
+func (g *poolGroups) takeLocked() []*poolIntake {
+	first := g.waiting[0]
+	group := []*poolIntake{first}
+	rest := g.waiting[:0]
+	for _, in := range g.waiting[1:] {
+		if len(group) < poolGroupMax && in.p.Tx.ChainID == first.p.Tx.ChainID && in.p.Limits == first.p.Limits &&
+			!slices.ContainsFunc(group, func(m *poolIntake) bool { return m.p.Tx.Sender == in.p.Tx.Sender }) {
+			group = append(group, in)
+			continue
+		}
+		rest = append(rest, in)
+	}
+	clear(g.waiting[len(rest):])
+	g.waiting = rest
+	return group
+}
+
+// finish hands the next group to its leader, or counts one group fewer.
+func (g *poolGroups) finish() {
+	g.mu.Lock()
+	if len(g.waiting) == 0 {
+		g.running--
+		g.mu.Unlock()
+		return
+	}
+	group := g.takeLocked()
+	g.mu.Unlock()
+	group[0].lead = group
+	group[0].wake <- struct{}{}
+}
+
+// runPoolGroup runs a group its caller leads (group[0] is the caller's own
+// intake), hands the next group on, and wakes the group's other intakes.
+func (s *Store) runPoolGroup(g *poolGroups, group []*poolIntake) {
+	ran := false
+	defer func() {
+		if !ran {
+			// A panic: the others run alone rather than wait forever.
+			for _, in := range group {
+				in.alone = true
+			}
+		}
+		g.finish()
+		for _, in := range group[1:] {
+			in.wake <- struct{}{}
+		}
+	}()
+	if len(group) == 1 {
+		// Alone, as the leader's own intake, still counted as a group
+		// running: intakes that arrive meanwhile gather into the next.
+		in := group[0]
+		in.res, in.err = s.poolAddAlone(in.ctx, in.p)
+	} else {
+		s.poolAddGroup(group)
+	}
+	ran = true
+}
+
+// poolAddGroup stores a group's intakes in one transaction, in rounds: a
+// round that leaves intakes out runs again without them.
+func (s *Store) poolAddGroup(group []*poolIntake) {
+	ctx, cancel := poolGroupContext(group)
+	defer cancel()
+	todo := slices.Clone(group)
+	slices.SortFunc(todo, func(a, b *poolIntake) int {
+		return cmp.Or(cmp.Compare(a.p.Tx.ChainID, b.p.Tx.ChainID), cmp.Compare(a.p.Tx.Sender, b.p.Tx.Sender))
+	})
+	for len(todo) > 1 {
+		err := retryTx(ctx, func() error {
+			return s.inTx(ctx, func(dbtx pgx.Tx) error { return s.poolGroupTx(ctx, dbtx, todo) })
+		})
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, errPoolGroupSplit):
+			todo = slices.DeleteFunc(todo, func(in *poolIntake) bool { return in.alone || in.err != nil })
+		default:
+			for _, in := range todo {
+				in.alone = true
+			}
+			return
+		}
+	}
+	for _, in := range todo {
+		in.alone = true
+	}
+}
+
+// poolGroupContext is the context a group's transaction runs in: not
+// cancelled with any one caller's (the others wait for its answer), with
+// the latest of their deadlines, if they all have one.
+func poolGroupContext(group []*poolIntake) (context.Context, context.CancelFunc) {
+	ctx := context.WithoutCancel(group[0].ctx)
+	var last time.Time
+	for _, in := range group {
+		d, ok := in.ctx.Deadline()
+		if !ok {
+			return context.WithCancel(ctx)
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	return context.WithDeadline(ctx, last)
+}
+
+// poolGroupTx is one round of a group (its intakes in sender order): every
+// sender's lock and reads in one round trip, the plans, then every write,
+// the admission of the whole growth and one wake-up in another.
+func (s *Store) poolGroupTx(ctx context.Context, dbtx pgx.Tx, todo []*poolIntake) error {
+	n := len(todo)
+	var (
+		bases   = make([]int64, n)
+		known   = make([]dbsqlc.LedgerqPoolTx, n)
+		found   = make([]bool, n)
+		rows    = make([][]dbsqlc.PoolSenderLiveRow, n)
+		plans   = make([]poolPlan, n)
+		left    bool
+		b       = &pgx.Batch{}
+		chainID = todo[0].p.Tx.ChainID
+	)
+	for i, in := range todo {
+		in.res, in.err, in.alone = PoolAddResult{}, nil, false
+		tx := in.p.Tx
+		dbsqlc.QueuePoolSenderLock(b, dbsqlc.PoolSenderLockParams{
+			ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: int64(in.p.ChainNonce), Now: in.p.Now,
+		}, &bases[i])
+		dbsqlc.QueuePoolTxGet(b, dbsqlc.PoolTxGetParams{ChainID: tx.ChainID, TxHash: tx.Hash}, &known[i], &found[i])
+		dbsqlc.QueuePoolSenderLive(b, dbsqlc.PoolSenderLiveParams{ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: int64(in.p.ChainNonce)}, &rows[i])
+	}
+	if err := dbtx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("locking %d pool senders and reading their transactions: %w", n, err)
+	}
+	for i, in := range todo {
+		plan, err := planIntake(in.p, bases[i], known[i], found[i], rows[i])
+		switch {
+		case err != nil:
+			in.err, left = err, true
+		case found[i] || !plan.addsOnly():
+			in.alone, left = true, true
+		}
+		plans[i] = plan
+	}
+	if left {
+		return errPoolGroupSplit
+	}
+
+	b = &pgx.Batch{}
+	inserted := make([]int64, n)
+	var grow poolGrowth
+	for i, in := range todo {
+		dbsqlc.QueuePoolTxInsert(b, poolTxInsertParams(in.p, in.p.Tx, plans[i]), &inserted[i])
+		dbsqlc.QueuePoolSenderSetNext(b, dbsqlc.PoolSenderSetNextParams{
+			NextNonce: int64(plans[i].next), Now: in.p.Now, ChainID: in.p.Tx.ChainID, Sender: in.p.Tx.Sender,
+		})
+		grow.pending += plans[i].growth.pending
+		grow.queued += plans[i].growth.queued
+	}
+	var (
+		slots   []int16
+		bound   dbsqlc.PoolAdmissionBoundRow
+		counted bool
+	)
+	need := max(grow.pending, grow.queued)
+	if need > 0 {
+		dbsqlc.QueuePoolSlotTakeMany(b, dbsqlc.PoolSlotTakeManyParams{
+			ChainID: chainID, Pending: int64(grow.pending), Queued: int64(grow.queued),
+			Start: rand.N(int32(poolAdmissionSlots)), N: int32(need),
+		}, &slots)
+		dbsqlc.QueuePoolAdmissionBound(b, chainID, &bound, &counted)
+	}
+	if grow.pending > 0 {
+		dbsqlc.QueueNotify(b, dbsqlc.NotifyParams{Channel: notify.BundleQueuer})
+	}
+	if err := dbtx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("storing %d pool transactions: %w", n, err)
+	}
+	for i, in := range todo {
+		if inserted[i] != 1 {
+			in.alone, left = true, true // its row moved: alone, it reads again
+		}
+	}
+	if left {
+		return errPoolGroupSplit
+	}
+	if need > 0 {
+		// The bound was read in a statement after the slots': under them.
+		if len(slots) < need || !counted || admitOnBound(bound, todo[0].p.Limits, grow, len(slots)) != nil {
+			return errPoolGroupAlone
+		}
+	}
+	for i, in := range todo {
+		in.res = poolAddResult(in.p, plans[i])
+	}
+	return nil
+}

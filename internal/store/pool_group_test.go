@@ -1,0 +1,210 @@
+package store_test
+
+import (
+	"context"
+	"math/big"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
+)
+
+// waitForIntakes waits until n PoolAdd calls of st wait for a group.
+func waitForIntakes(t *testing.T, st *store.Store, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return st.PoolIntakesWaiting() == n }, 10*time.Second, time.Millisecond,
+		"%d intakes never waited for a group", n)
+}
+
+// xmins returns how many transactions wrote the pool rows of the senders.
+func xmins(t *testing.T, st *store.Store, senders ...int) int {
+	t.Helper()
+	addrs := make([]string, len(senders))
+	for i, s := range senders {
+		addrs[i] = testfactory.PoolSender(s)
+	}
+	var n int
+	require.NoError(t, st.DB().QueryRow(t.Context(), `
+		SELECT count(DISTINCT xmin::text) FROM ledgerq.pool_txs WHERE chain_id = $1 AND sender = ANY($2)`,
+		poolChain, addrs).Scan(&n))
+	return n
+}
+
+// Intakes of several senders that wait while others run are stored in one
+// transaction, and each is answered as if it had run alone.
+func TestPoolGroup_IntakesThatWaitTogetherAreStoredInOneTransaction(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	st := db.Store
+	now := testfactory.Start()
+	// The chain's first intake counts the pool: the bound exists from then.
+	_, err := st.PoolAdd(t.Context(), store.PoolAddParams{Now: now, Tx: testfactory.PoolTx(9, 0, 10, 10), Limits: store.DefaultPoolLimits()})
+	require.NoError(t, err)
+	release := st.HoldPoolGroups()
+	var wg sync.WaitGroup
+	results := make([]store.PoolAddResult, 4)
+	errs := make([]error, 4)
+	for i := range 4 {
+		wg.Go(func() {
+			results[i], errs[i] = st.PoolAdd(t.Context(), store.PoolAddParams{
+				Now: now, Tx: testfactory.PoolTx(i+1, uint64(i%2)*3, 10, 10), Limits: store.DefaultPoolLimits(),
+			})
+		})
+	}
+	waitForIntakes(t, st, 4)
+	require.Zero(t, xmins(t, st, 1, 2, 3, 4), "the intakes wait for their group")
+	release()
+	wg.Wait()
+	for i := range 4 {
+		require.NoError(t, errs[i])
+		want := store.PoolPending
+		if i%2 == 1 {
+			want = store.PoolQueued // nonce 3 over a chain nonce of 0
+		}
+		require.Equal(t, want, results[i].Tx.State, "intake %d", i)
+		got, err := st.PoolGet(t.Context(), poolChain, results[i].Tx.Hash)
+		require.NoError(t, err)
+		require.Equal(t, want, got.State)
+	}
+	require.Equal(t, 1, xmins(t, st, 1, 2, 3, 4), "the four intakes were one transaction")
+	require.Zero(t, st.PoolIntakesWaiting())
+}
+
+// An intake whose caller gives up while it waits for a group leaves the
+// queue and stores nothing.
+func TestPoolGroup_AnIntakeCancelledWhileItWaitsLeavesAndStoresNothing(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	st := db.Store
+	release := st.HoldPoolGroups()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.PoolAdd(ctx, store.PoolAddParams{Now: testfactory.Start(), Tx: testfactory.PoolTx(1, 0, 10, 10), Limits: store.DefaultPoolLimits()})
+		done <- err
+	}()
+	waitForIntakes(t, st, 1)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Zero(t, st.PoolIntakesWaiting())
+	release()
+	// The next intake runs at once: no group was left running.
+	_, err := st.PoolAdd(t.Context(), store.PoolAddParams{Now: testfactory.Start(), Tx: testfactory.PoolTx(2, 0, 10, 10), Limits: store.DefaultPoolLimits()})
+	require.NoError(t, err)
+	_, err = st.PoolGet(t.Context(), poolChain, testfactory.PoolTx(1, 0, 10, 10).Hash)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// slotGrowth returns each admission slot's pending growth.
+func slotGrowth(t *testing.T, st *store.Store) map[int16]int64 {
+	t.Helper()
+	rows, err := st.DB().Query(t.Context(), `SELECT slot, pending_growth FROM ledgerq.pool_admission_slots WHERE chain_id = $1`, poolChain)
+	require.NoError(t, err)
+	defer rows.Close()
+	out := map[int16]int64{}
+	for rows.Next() {
+		var slot int16
+		var g int64
+		require.NoError(t, rows.Scan(&slot, &g))
+		out[slot] = g
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// A group stores only the intakes that simply add their transaction: a
+// refused one gets its refusal and leaves nothing behind, not even its
+// sender's row; one that would replace another runs alone; the already
+// known is answered so. Its growth is recorded one transaction per
+// admission slot, as the bound's allowance assumes.
+func TestPoolGroup_StoresOnlyItsSimpleAddsAndAnswersTheOthersAsAlone(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	st := db.Store
+	now := testfactory.Start()
+	limits := store.DefaultPoolLimits()
+	for _, tx := range []store.NewPoolTx{testfactory.PoolTx(3, 0, 10, 10), testfactory.PoolTx(4, 0, 10, 10)} {
+		_, err := st.PoolAdd(t.Context(), store.PoolAddParams{Now: now, Tx: tx, Limits: limits})
+		require.NoError(t, err)
+	}
+	before := slotGrowth(t, st)
+
+	params := []store.PoolAddParams{
+		{Now: now, Tx: testfactory.PoolTx(1, 0, 10, 10), Limits: limits},
+		{Now: now, Tx: testfactory.PoolTx(2, 0, 10, 10), Limits: limits, Balance: big.NewInt(1)}, // cannot pay
+		{Now: now, Tx: testfactory.PoolTx(3, 0, 20, 20), Limits: limits},                         // replaces
+		{Now: now, Tx: testfactory.PoolTx(4, 0, 10, 10), Limits: limits},                         // known
+		{Now: now, Tx: testfactory.PoolTx(5, 0, 10, 10), Limits: limits},
+	}
+	res, errs, alone := st.PoolAddGroup(t.Context(), params)
+	require.Equal(t, []bool{false, false, true, false, false}, alone)
+	for _, i := range []int{0, 4} {
+		require.NoError(t, errs[i])
+		require.Equal(t, store.PoolPending, res[i].Tx.State)
+		require.Equal(t, params[i].Tx.Hash, res[i].Tx.Hash)
+	}
+	var funds *store.PoolInsufficientFundsError
+	require.ErrorAs(t, errs[1], &funds)
+	require.NoError(t, errs[2], "left to run alone, not answered")
+	require.ErrorIs(t, errs[3], store.ErrPoolAlreadyKnown)
+
+	require.Equal(t, 1, xmins(t, st, 1, 5), "the two adds were one transaction")
+	for _, i := range []int{1, 2} {
+		_, err := st.PoolGet(t.Context(), poolChain, params[i].Tx.Hash)
+		require.ErrorIs(t, err, store.ErrNotFound, "intake %d stored", i)
+	}
+	old, err := st.PoolGet(t.Context(), poolChain, testfactory.PoolTx(3, 0, 10, 10).Hash)
+	require.NoError(t, err)
+	require.Equal(t, store.PoolPending, old.State, "the replacement is not the group's to make")
+	var senders int
+	require.NoError(t, st.DB().QueryRow(t.Context(), `SELECT count(*) FROM ledgerq.pool_senders WHERE sender = $1`,
+		testfactory.PoolSender(2)).Scan(&senders))
+	require.Zero(t, senders, "a refused intake leaves no sender row")
+
+	after := slotGrowth(t, st)
+	var grew int64
+	for slot, g := range after {
+		d := g - before[slot]
+		require.Contains(t, []int64{0, 1}, d, "slot %d grew by %d", slot, d)
+		grew += d
+	}
+	require.EqualValues(t, 2, grew, "two pending transactions recorded")
+}
+
+// A group admits on the bound only when its growth and one transaction for
+// each slot it does not hold fit the limit; else each intake runs alone
+// and counts.
+func TestPoolGroup_AdmitsOnTheBoundOnlyWithRoomForEveryOtherSlotsHolder(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	st := db.Store
+	now := testfactory.Start()
+	for s := range 5 {
+		_, err := st.PoolAdd(t.Context(), store.PoolAddParams{Now: now, Tx: testfactory.PoolTx(s, 0, 10, 10), Limits: store.DefaultPoolLimits()})
+		require.NoError(t, err)
+	}
+	group := func(maxPending int) ([]error, []bool) {
+		limits := store.DefaultPoolLimits()
+		limits.MaxPending = maxPending
+		var params []store.PoolAddParams
+		for s := 10; s < 13; s++ {
+			params = append(params, store.PoolAddParams{Now: now, Tx: testfactory.PoolTx(s, 0, 10, 10), Limits: limits})
+		}
+		_, errs, alone := st.PoolAddGroup(t.Context(), params)
+		return errs, alone
+	}
+	// 5 pending + 3 + the 13 slots it does not hold = 21.
+	errs, alone := group(20)
+	require.Equal(t, []bool{true, true, true}, alone, "over 20: each runs alone and counts")
+	require.Equal(t, []error{nil, nil, nil}, errs)
+	require.Zero(t, xmins(t, st, 10, 11, 12), "nothing stored")
+	errs, alone = group(21)
+	require.Equal(t, []bool{false, false, false}, alone, "21 fits")
+	require.Equal(t, []error{nil, nil, nil}, errs)
+	require.Equal(t, 1, xmins(t, st, 10, 11, 12))
+}
