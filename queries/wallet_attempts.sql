@@ -137,11 +137,12 @@ SELECT * FROM ledgerq.tx_attempts WHERE task_id = @task_id ORDER BY id;
 -- Send (the in-flight budget): the wallet's attempts signed or sent
 -- and not yet mined, through tx_attempts_signed and tx_attempts_sent; and
 -- its mined attempts not yet final, through tx_attempts_mined (confirm
--- follows them; they take no room in the budget).
-SELECT count(*) FILTER (WHERE state IN ('signed', 'sent')) AS in_flight,
-       count(*) FILTER (WHERE state = 'mined') AS mined
-FROM ledgerq.tx_attempts
-WHERE chain_id = @chain_id AND sender = @sender AND state IN ('signed', 'sent', 'mined');
+-- follows them; they take no room in the budget). One count per state: the
+-- planner matches a partial index to `state = '…'`, not to `state IN (…)`,
+-- which it reads through every attempt the wallet ever made.
+SELECT ((SELECT count(*) FROM ledgerq.tx_attempts a WHERE a.chain_id = @chain_id AND a.sender = @sender AND a.state = 'signed')
+      + (SELECT count(*) FROM ledgerq.tx_attempts a WHERE a.chain_id = @chain_id AND a.sender = @sender AND a.state = 'sent'))::bigint AS in_flight,
+       (SELECT count(*) FROM ledgerq.tx_attempts a WHERE a.chain_id = @chain_id AND a.sender = @sender AND a.state = 'mined')::bigint AS mined;
 
 -- name: AttemptListUncertain :many
 -- Confirm: sent attempts whose last broadcast was indeterminate (last_error

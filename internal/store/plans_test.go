@@ -588,3 +588,42 @@ func (p *planDB) analyze(name string, args ...any) (rows, pages int) {
 	t.Logf("EXPLAIN ANALYZE %s: %s", name, raw)
 	return out[0].Plan.Rows, out[0].Plan.Hit + out[0].Plan.Read
 }
+
+// A wallet that has sent for years has a long history of confirmed
+// attempts. What the wallet's shard reads in every run — its in-flight
+// budget, its uncertain, sent and mined attempts, its nonces — must read its
+// live attempts, not that history: a plan that reaches them through
+// tx_attempts_nonce (every attempt of the sender) and filters on the state
+// costs a page per few hundred attempts, in every run.
+func TestWallet_ASendersShardReadsItsLiveAttemptsNotItsHistory(t *testing.T) {
+	t.Parallel()
+	p := newPlanDB(t, 2*time.Minute)
+	sender := "0x" + strings.Repeat("b", 40)
+	p.exec(`
+		INSERT INTO ledgerq.tx_attempts (chain_id, tx_hash, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas,
+			state, created_at, updated_at, sent_at, mined_block, mined_block_hash, mined_at, confirmed_at)
+		SELECT 1, '0x' || lpad(to_hex(g), 64, '0'), $2, g, '\x01', 21000, 2, 1,
+			CASE WHEN g < 50000 THEN 'confirmed' WHEN g < 50003 THEN 'mined' WHEN g < 50005 THEN 'sent' ELSE 'signed' END::ledgerq.tx_attempt_state,
+			$1, $1, CASE WHEN g < 50005 THEN $1::timestamptz END,
+			CASE WHEN g < 50003 THEN g END, CASE WHEN g < 50003 THEN '0x' || lpad(to_hex(g), 64, '0') END,
+			CASE WHEN g < 50003 THEN $1::timestamptz END, CASE WHEN g < 50000 THEN $1::timestamptz END
+		FROM generate_series(0, 50006) g`, p.t0, sender)
+	p.exec(`INSERT INTO ledgerq.wallet_nonces (chain_id, sender, next_nonce, created_at, updated_at) VALUES (1, $2, 50007, $1, $1)`, p.t0, sender)
+	p.exec(`ANALYZE ledgerq.tx_attempts, ledgerq.wallet_nonces`)
+	for _, c := range []struct {
+		name string
+		args []any
+	}{
+		{"AttemptCountLive", []any{int64(1), sender}},
+		{"AttemptListUncertain", []any{int64(1), sender, int64(50000), int32(100)}},
+		{"AttemptListSentFrom", []any{int64(1), sender, int64(50000), int32(100)}},
+		{"AttemptListSentBelow", []any{int64(1), sender, int64(50004), int32(100)}},
+		{"AttemptListMined", []any{int64(1), sender, int32(100)}},
+		{"AttemptGetMaxHeldNonce", []any{int64(1), sender}},
+		{"AttemptListUnknownNonces", []any{int64(50002), int64(1), sender, int32(100)}},
+		{"WalletNonceListFreed", []any{int64(50000), int64(1), sender, int32(100)}},
+	} {
+		_, pages := p.analyze(c.name, c.args...)
+		require.Less(t, pages, 100, "%s reads the sender's history", c.name)
+	}
+}

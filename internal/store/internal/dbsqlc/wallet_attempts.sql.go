@@ -149,10 +149,9 @@ func (q *Queries) AttemptConfirmFinalMany(ctx context.Context, arg AttemptConfir
 }
 
 const attemptCountLive = `-- name: AttemptCountLive :one
-SELECT count(*) FILTER (WHERE state IN ('signed', 'sent')) AS in_flight,
-       count(*) FILTER (WHERE state = 'mined') AS mined
-FROM ledgerq.tx_attempts
-WHERE chain_id = $1 AND sender = $2 AND state IN ('signed', 'sent', 'mined')
+SELECT ((SELECT count(*) FROM ledgerq.tx_attempts a WHERE a.chain_id = $1 AND a.sender = $2 AND a.state = 'signed')
+      + (SELECT count(*) FROM ledgerq.tx_attempts a WHERE a.chain_id = $1 AND a.sender = $2 AND a.state = 'sent'))::bigint AS in_flight,
+       (SELECT count(*) FROM ledgerq.tx_attempts a WHERE a.chain_id = $1 AND a.sender = $2 AND a.state = 'mined')::bigint AS mined
 `
 
 type AttemptCountLiveParams struct {
@@ -168,7 +167,9 @@ type AttemptCountLiveRow struct {
 // Send (the in-flight budget): the wallet's attempts signed or sent
 // and not yet mined, through tx_attempts_signed and tx_attempts_sent; and
 // its mined attempts not yet final, through tx_attempts_mined (confirm
-// follows them; they take no room in the budget).
+// follows them; they take no room in the budget). One count per state: the
+// planner matches a partial index to `state = '…'`, not to `state IN (…)`,
+// which it reads through every attempt the wallet ever made.
 func (q *Queries) AttemptCountLive(ctx context.Context, arg AttemptCountLiveParams) (AttemptCountLiveRow, error) {
 	row := q.db.QueryRow(ctx, attemptCountLive, arg.ChainID, arg.Sender)
 	var i AttemptCountLiveRow
