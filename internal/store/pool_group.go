@@ -22,7 +22,8 @@ import (
 // and reads, one for every row, next nonce, admission and wake-up. Under
 // load that is most of what an intake costs the server and the process.
 // Each intake is still decided by the same rules, under its sender's lock
-// (taken in sender order, so two groups never wait for each other), and
+// (a group takes its senders' locks in sender order, so groups never
+// deadlock one another), and
 // answered only after the group's commit, so an answer still means the
 // transaction is stored.
 //
@@ -34,8 +35,9 @@ import (
 // the admission needs an exact count, the database failed), each of its
 // intakes runs alone, as every intake did before grouping.
 
-// poolGroupMax is the most intakes one group holds. Each takes an
-// admission slot, so groups leave slots to the intakes running alone.
+// poolGroupMax is the most intakes one group holds. Each transaction a
+// group adds takes an admission slot: two groups of six leave four of the
+// 16 to the intakes that run alone, here or in other processes.
 const poolGroupMax = 6
 
 // poolGroupsInFlight is the most groups (a lone intake is a group of one)
