@@ -20,16 +20,21 @@ func (s *Store) PoolAddGroup(ctx context.Context, params []PoolAddParams) (res [
 	return res, errs, alone
 }
 
-// HoldPoolGroups counts as many groups running as the process may run, so
-// that PoolAdd calls wait; release lets them go, gathered.
+// HoldPoolGroups takes every place among the groups running, for as long
+// as the test needs (no stall gives them back), so that PoolAdd calls wait;
+// release lets them go, gathered.
 func (s *Store) HoldPoolGroups() (release func()) {
 	g := s.poolGroups
+	runs := make([]*poolRun, poolGroupsInFlight)
 	g.mu.Lock()
-	g.running += poolGroupsInFlight
+	for i := range runs {
+		runs[i] = &poolRun{g: g}
+		g.running++
+	}
 	g.mu.Unlock()
 	return func() {
-		for range poolGroupsInFlight {
-			g.finish()
+		for _, r := range runs {
+			r.giveBack()
 		}
 	}
 }

@@ -32,8 +32,9 @@ import (
 // left out, one that would replace, evict, drop or promote runs alone, and
 // the group runs again without them: a group stores nothing for an intake
 // it does not admit. Whenever a group cannot finish as one (its rows moved,
-// the admission needs an exact count, the database failed), each of its
-// intakes runs alone, as every intake did before grouping.
+// the admission needs an exact count, a sender's lock was held elsewhere
+// past poolGroupLockTimeout, the database failed), each of its intakes runs
+// alone, as every intake did before grouping.
 
 // poolGroupMax is the most intakes one group holds. Each transaction a
 // group adds takes an admission slot: two groups of six leave four of the
@@ -44,6 +45,16 @@ const poolGroupMax = 6
 // one process runs at once; an intake that arrives while they run waits for
 // the next group.
 const poolGroupsInFlight = 2
+
+// poolGroupStall is how long a group (or lone intake) may run before it
+// gives up its place among the poolGroupsInFlight, so that one waiting for
+// a lock held elsewhere does not stop the process's other intakes.
+const poolGroupStall = 100 * time.Millisecond
+
+// poolGroupLockTimeout is the longest a group waits for one of its senders'
+// locks before it gives up and its intakes run alone (each then waits for
+// its own sender only).
+const poolGroupLockTimeout = "100ms"
 
 // errPoolGroupSplit: the group's reads left some intakes out (answered, or
 // to run alone); it runs again without them.
@@ -67,6 +78,7 @@ type poolIntake struct {
 	// leads (runs) the group in lead.
 	wake chan struct{}
 	lead []*poolIntake
+	run  *poolRun // lead's place among the groups running
 	// The outcome: res and err, or alone (the caller runs it alone).
 	res   PoolAddResult
 	err   error
@@ -76,9 +88,7 @@ type poolIntake struct {
 // add runs p in a group, or alone when nothing else waits.
 func (g *poolGroups) add(ctx context.Context, s *Store, p PoolAddParams) (PoolAddResult, error) {
 	in := &poolIntake{ctx: ctx, p: p, wake: make(chan struct{}, 1)}
-	if group := g.join(in); group != nil {
-		s.runPoolGroup(g, group)
-	} else {
+	if !g.join(in) {
 		select {
 		case <-in.wake:
 		case <-ctx.Done():
@@ -87,9 +97,9 @@ func (g *poolGroups) add(ctx context.Context, s *Store, p PoolAddParams) (PoolAd
 			}
 			<-in.wake // taken into a group: it answers, or this call leads it
 		}
-		if in.lead != nil {
-			s.runPoolGroup(g, in.lead)
-		}
+	}
+	if in.lead != nil {
+		s.runPoolGroup(in.lead, in.run)
 	}
 	if in.alone {
 		return s.poolAddAlone(ctx, p)
@@ -97,24 +107,62 @@ func (g *poolGroups) add(ctx context.Context, s *Store, p PoolAddParams) (PoolAd
 	return in.res, in.err
 }
 
-// join queues in and, when fewer than poolGroupsInFlight groups run, takes
-// the next group: returned when in leads it, else handed to its leader.
-func (g *poolGroups) join(in *poolIntake) []*poolIntake {
+// join queues in and, when fewer than poolGroupsInFlight groups run, starts
+// the next group: true when in leads it, else it is handed to its leader.
+func (g *poolGroups) join(in *poolIntake) bool {
 	g.mu.Lock()
 	g.waiting = append(g.waiting, in)
 	if g.running >= poolGroupsInFlight {
 		g.mu.Unlock()
-		return nil
+		return false
 	}
 	g.running++
-	group := g.takeLocked()
+	leader := g.startLocked()
 	g.mu.Unlock()
-	if group[0] == in {
-		return group
+	if leader == in {
+		return true
 	}
-	group[0].lead = group
-	group[0].wake <- struct{}{}
-	return nil
+	leader.wake <- struct{}{}
+	return false
+}
+
+// poolRun is a group's place among the poolGroupsInFlight running. It is
+// given back when the group ends, or before, when the group has run
+// poolGroupStall: then the next group starts beside it.
+type poolRun struct {
+	g     *poolGroups
+	timer *time.Timer
+	given bool // under g.mu
+}
+
+// startLocked takes the next group off the queue with a place of its own
+// and returns its leader, which the caller wakes unless it is the caller's.
+func (g *poolGroups) startLocked() *poolIntake {
+	group := g.takeLocked()
+	run := &poolRun{g: g}
+	run.timer = time.AfterFunc(poolGroupStall, run.giveBack)
+	group[0].lead, group[0].run = group, run
+	return group[0]
+}
+
+// giveBack gives the run's place, once, to the next group, or counts one
+// group fewer.
+func (r *poolRun) giveBack() {
+	g := r.g
+	g.mu.Lock()
+	if r.given {
+		g.mu.Unlock()
+		return
+	}
+	r.given = true
+	if len(g.waiting) == 0 {
+		g.running--
+		g.mu.Unlock()
+		return
+	}
+	leader := g.startLocked()
+	g.mu.Unlock()
+	leader.wake <- struct{}{}
 }
 
 // leave takes in out of the queue; false when a group has taken it.
@@ -149,23 +197,9 @@ func (g *poolGroups) takeLocked() []*poolIntake {
 	return group
 }
 
-// finish hands the next group to its leader, or counts one group fewer.
-func (g *poolGroups) finish() {
-	g.mu.Lock()
-	if len(g.waiting) == 0 {
-		g.running--
-		g.mu.Unlock()
-		return
-	}
-	group := g.takeLocked()
-	g.mu.Unlock()
-	group[0].lead = group
-	group[0].wake <- struct{}{}
-}
-
 // runPoolGroup runs a group its caller leads (group[0] is the caller's own
-// intake), hands the next group on, and wakes the group's other intakes.
-func (s *Store) runPoolGroup(g *poolGroups, group []*poolIntake) {
+// intake), gives its place to the next group, and wakes its other intakes.
+func (s *Store) runPoolGroup(group []*poolIntake, run *poolRun) {
 	ran := false
 	defer func() {
 		if !ran {
@@ -174,7 +208,8 @@ func (s *Store) runPoolGroup(g *poolGroups, group []*poolIntake) {
 				in.alone = true
 			}
 		}
-		g.finish()
+		run.timer.Stop()
+		run.giveBack()
 		for _, in := range group[1:] {
 			in.wake <- struct{}{}
 		}
@@ -253,6 +288,7 @@ func (s *Store) poolGroupTx(ctx context.Context, dbtx pgx.Tx, todo []*poolIntake
 		b       = &pgx.Batch{}
 		chainID = todo[0].p.Tx.ChainID
 	)
+	dbsqlc.QueuePoolGroupLockTimeout(b, poolGroupLockTimeout)
 	for i, in := range todo {
 		in.res, in.err, in.alone = PoolAddResult{}, nil, false
 		tx := in.p.Tx

@@ -208,3 +208,108 @@ func TestPoolGroup_AdmitsOnTheBoundOnlyWithRoomForEveryOtherSlotsHolder(t *testi
 	require.Equal(t, []error{nil, nil, nil}, errs)
 	require.Equal(t, 1, xmins(t, st, 10, 11, 12))
 }
+
+// holdSender holds sender's intake lock in a transaction of its own, as
+// another process's long intake (or an operator's session) would, until
+// the test ends or the returned func is called.
+func holdSender(t *testing.T, url string, sender int) (release func()) {
+	t.Helper()
+	st, err := store.Open(t.Context(), url)
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	tx, err := st.Conns().Begin(t.Context())
+	require.NoError(t, err)
+	_, err = tx.Exec(t.Context(), `SELECT 1 FROM ledgerq.pool_senders WHERE chain_id = $1 AND sender = $2 FOR UPDATE`,
+		poolChain, testfactory.PoolSender(sender))
+	require.NoError(t, err)
+	release = func() { _ = tx.Rollback(context.WithoutCancel(t.Context())) }
+	t.Cleanup(release)
+	return release
+}
+
+// A group does not make its other senders wait for one whose lock is held
+// long: it gives up the group and each intake runs alone.
+func TestPoolGroup_ASenderLockedElsewhereDoesNotHoldUpTheGroupsOtherSenders(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	st := db.Store
+	now := testfactory.Start()
+	limits := store.DefaultPoolLimits()
+	for _, s := range []int{0, 1} {
+		_, err := st.PoolAdd(t.Context(), store.PoolAddParams{Now: now, Tx: testfactory.PoolTx(s, 0, 10, 10), Limits: limits})
+		require.NoError(t, err)
+	}
+	release := holdSender(t, db.URL, 1)
+	type answer struct {
+		errs  []error
+		alone []bool
+	}
+	done := make(chan answer, 1)
+	go func() {
+		_, errs, alone := st.PoolAddGroup(context.WithoutCancel(t.Context()), []store.PoolAddParams{
+			{Now: now, Tx: testfactory.PoolTx(1, 1, 10, 10), Limits: limits},
+			{Now: now, Tx: testfactory.PoolTx(2, 0, 10, 10), Limits: limits},
+			{Now: now, Tx: testfactory.PoolTx(3, 0, 10, 10), Limits: limits},
+		})
+		done <- answer{errs, alone}
+	}()
+	select {
+	case a := <-done:
+		require.Equal(t, []bool{true, true, true}, a.alone, "each runs alone")
+		require.Equal(t, []error{nil, nil, nil}, a.errs)
+	case <-time.After(10 * time.Second):
+		release()
+		t.Fatal("the group waited for the locked sender")
+	}
+	require.Zero(t, xmins(t, st, 2, 3), "the group stored nothing")
+	_, err := st.PoolGet(t.Context(), poolChain, testfactory.PoolTx(1, 1, 10, 10).Hash)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// Intakes of a sender whose lock is held elsewhere wait for it, but not the
+// other senders' intakes of the process: an intake that runs long gives up
+// its place among the groups running.
+func TestPoolGroup_IntakesWaitingForALockedSenderDoNotStopTheProcesssOtherIntakes(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	// Connections for the stuck intakes and the others: the pool is not
+	// what this test exhausts.
+	st, err := store.OpenPool(t.Context(), db.URL, 8)
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	now := testfactory.Start()
+	limits := store.DefaultPoolLimits()
+	_, err = st.PoolAdd(t.Context(), store.PoolAddParams{Now: now, Tx: testfactory.PoolTx(1, 0, 10, 10), Limits: limits})
+	require.NoError(t, err)
+	release := holdSender(t, db.URL, 1)
+	stuck := make(chan error, 3)
+	for n := range uint64(3) {
+		go func() {
+			_, err := st.PoolAdd(t.Context(), store.PoolAddParams{Now: now, Tx: testfactory.PoolTx(1, 1+n, 10, 10), Limits: limits})
+			stuck <- err
+		}()
+	}
+	// The three wait for the lock, each alone (one sender).
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, st.DB().QueryRow(t.Context(), `
+			SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%pool_senders%'`).Scan(&n))
+		return n >= 2
+	}, 10*time.Second, 5*time.Millisecond, "the locked sender's intakes never waited for its lock")
+	other := make(chan error, 1)
+	go func() {
+		_, err := st.PoolAdd(t.Context(), store.PoolAddParams{Now: now, Tx: testfactory.PoolTx(2, 0, 10, 10), Limits: limits})
+		other <- err
+	}()
+	select {
+	case err := <-other:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("another sender's intake waited for the locked sender's")
+	}
+	release()
+	for range 3 {
+		require.NoError(t, <-stuck)
+	}
+}

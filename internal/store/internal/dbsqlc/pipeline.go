@@ -56,6 +56,11 @@ func QueueBatchWakeIfQueued(b *pgx.Batch, arg BatchWakeIfQueuedParams) {
 // The pool's intake in two round trips: its reads under the sender's lock,
 // then its writes, admission and wake-up.
 
+// QueuePoolGroupLockTimeout queues PoolGroupLockTimeout.
+func QueuePoolGroupLockTimeout(b *pgx.Batch, timeout string) {
+	b.Queue(poolGroupLockTimeout, timeout)
+}
+
 // QueuePoolSenderLock queues PoolSenderLock; the chain nonce is set into
 // out.
 func QueuePoolSenderLock(b *pgx.Batch, arg PoolSenderLockParams, out *int64) {
