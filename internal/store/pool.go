@@ -238,7 +238,8 @@ var errPoolMoved = errors.New("pool transaction changed state during intake")
 // PoolAdd admits a transaction to the pool by the pool's rules, in one
 // database transaction under the sender's row lock (pool_senders), so
 // concurrent intakes of one sender from any number of processes apply them
-// one after the other:
+// one after the other (concurrent intakes of other senders in this process
+// may share that transaction: pool_group.go):
 //
 //   - the same bytes pending, queued or included: ErrPoolAlreadyKnown,
 //     nothing stored;
@@ -335,24 +336,14 @@ func (s *Store) poolAddOnce(ctx context.Context, p PoolAddParams, exact bool) (P
 	err := retryTx(ctx, func() error {
 		return s.inTx(ctx, func(dbtx pgx.Tx) error {
 			res = PoolAddResult{}
-			var (
-				base   int64
-				known  dbsqlc.LedgerqPoolTx
-				revive bool
-				rows   []dbsqlc.PoolSenderLiveRow
-			)
+			var r intakeReads
 			b := &pgx.Batch{}
-			dbsqlc.QueuePoolSenderLock(b, dbsqlc.PoolSenderLockParams{
-				ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: int64(p.ChainNonce), Now: p.Now,
-			}, &base)
-			dbsqlc.QueuePoolTxGet(b, dbsqlc.PoolTxGetParams{ChainID: tx.ChainID, TxHash: tx.Hash}, &known, &revive)
-			// From the caller's chain nonce: the lock may return a higher one,
-			// and included transactions below it are left out here.
-			dbsqlc.QueuePoolSenderLive(b, dbsqlc.PoolSenderLiveParams{ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: int64(p.ChainNonce)}, &rows)
+			r.queue(b, p)
 			if err := dbtx.SendBatch(ctx, b).Close(); err != nil {
 				return fmt.Errorf("locking pool sender %s and reading its transactions: %w", tx.Sender, err)
 			}
-			plan, err := planIntake(p, base, known, revive, rows)
+			revive := r.found
+			plan, err := r.plan(p)
 			if err != nil {
 				return err
 			}
@@ -375,25 +366,45 @@ func (s *Store) poolAddOnce(ctx context.Context, p PoolAddParams, exact bool) (P
 	return res, nil
 }
 
-// planIntake is an intake's decision from what its first round trip read
-// under the sender's lock: the chain's nonce base, the row of its hash
-// (found says there is one) and the sender's live transactions.
-func planIntake(p PoolAddParams, base int64, known dbsqlc.LedgerqPoolTx, found bool, rows []dbsqlc.PoolSenderLiveRow) (poolPlan, error) {
-	if found && PoolTxState(known.State).Live() {
+// intakeReads is what an intake's first round trip reads under its
+// sender's lock: the chain's nonce base, the row of its hash (found says
+// there is one) and the sender's live transactions.
+type intakeReads struct {
+	base  int64
+	known dbsqlc.LedgerqPoolTx
+	found bool
+	rows  []dbsqlc.PoolSenderLiveRow
+}
+
+// queue queues the sender's lock and the reads of p's intake on b.
+func (r *intakeReads) queue(b *pgx.Batch, p PoolAddParams) {
+	tx := p.Tx
+	dbsqlc.QueuePoolSenderLock(b, dbsqlc.PoolSenderLockParams{
+		ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: int64(p.ChainNonce), Now: p.Now,
+	}, &r.base)
+	dbsqlc.QueuePoolTxGet(b, dbsqlc.PoolTxGetParams{ChainID: tx.ChainID, TxHash: tx.Hash}, &r.known, &r.found)
+	// From the caller's chain nonce: the lock may return a higher one,
+	// and included transactions below it are left out here.
+	dbsqlc.QueuePoolSenderLive(b, dbsqlc.PoolSenderLiveParams{ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: int64(p.ChainNonce)}, &r.rows)
+}
+
+// plan is p's intake decided on what was read.
+func (r *intakeReads) plan(p PoolAddParams) (poolPlan, error) {
+	if r.found && PoolTxState(r.known.State).Live() {
 		return poolPlan{}, ErrPoolAlreadyKnown
 	}
-	slots := make([]poolSlot, 0, len(rows))
-	for _, r := range rows {
-		if PoolTxState(r.State) == PoolIncluded && r.Nonce < base {
+	slots := make([]poolSlot, 0, len(r.rows))
+	for _, row := range r.rows {
+		if PoolTxState(row.State) == PoolIncluded && row.Nonce < r.base {
 			continue // executed
 		}
-		slots = append(slots, poolSlot{hash: r.TxHash, nonce: uint64(r.Nonce), state: PoolTxState(r.State),
-			feeCap: bigFromNumeric(r.GasFeeCap), tip: bigFromNumeric(r.GasTipCap),
-			cost: txCost(uint64(r.Gas), bigFromNumeric(r.GasFeeCap), bigFromNumeric(r.ValueWei))})
+		slots = append(slots, poolSlot{hash: row.TxHash, nonce: uint64(row.Nonce), state: PoolTxState(row.State),
+			feeCap: bigFromNumeric(row.GasFeeCap), tip: bigFromNumeric(row.GasTipCap),
+			cost: txCost(uint64(row.Gas), bigFromNumeric(row.GasFeeCap), bigFromNumeric(row.ValueWei))})
 	}
 	tx := p.Tx
 	in := poolSlot{hash: tx.Hash, nonce: tx.Nonce, feeCap: tx.GasFeeCap, tip: tx.GasTipCap, cost: txCost(tx.Gas, tx.GasFeeCap, tx.Value)}
-	return planPoolAdd(slots, uint64(base), in, p.Balance, p.Limits.MaxPerSender)
+	return planPoolAdd(slots, uint64(r.base), in, p.Balance, p.Limits.MaxPerSender)
 }
 
 // poolAddResult is what an intake that wrote plan answers.
@@ -430,10 +441,7 @@ func poolAddStepwise(ctx context.Context, q *dbsqlc.Queries, p PoolAddParams, tx
 func poolAddPipelined(ctx context.Context, dbtx pgx.Tx, q *dbsqlc.Queries, p PoolAddParams, tx NewPoolTx, plan poolPlan, exact bool) error {
 	b := &pgx.Batch{}
 	var inserted int64
-	dbsqlc.QueuePoolTxInsert(b, poolTxInsertParams(p, tx, plan), &inserted)
-	dbsqlc.QueuePoolSenderSetNext(b, dbsqlc.PoolSenderSetNextParams{
-		NextNonce: int64(plan.next), Now: p.Now, ChainID: tx.ChainID, Sender: tx.Sender,
-	})
+	queueIntakeAdd(b, p, plan, &inserted)
 	grows := plan.grows.pending || plan.grows.queued
 	onBound := grows && !exact && plan.growth.pending <= 1 && plan.growth.queued <= 1
 	var (
@@ -468,6 +476,16 @@ func poolAddPipelined(ctx context.Context, dbtx pgx.Tx, q *dbsqlc.Queries, p Poo
 	}
 	// Every slot held, or the exact count: as the stepwise intake does.
 	return poolCheckLimits(ctx, q, tx.ChainID, p, plan, exact)
+}
+
+// queueIntakeAdd queues the writes of an intake whose plan only adds its
+// transaction: the row (the rows inserted are set into inserted) and the
+// sender's next nonce.
+func queueIntakeAdd(b *pgx.Batch, p PoolAddParams, plan poolPlan, inserted *int64) {
+	dbsqlc.QueuePoolTxInsert(b, poolTxInsertParams(p, p.Tx, plan), inserted)
+	dbsqlc.QueuePoolSenderSetNext(b, dbsqlc.PoolSenderSetNextParams{
+		NextNonce: int64(plan.next), Now: p.Now, ChainID: p.Tx.ChainID, Sender: p.Tx.Sender,
+	})
 }
 
 // poolTxInsertParams are the new row of an intake's transaction.
@@ -585,7 +603,8 @@ var errPoolCount = errors.New("pool admission needs an exact count")
 //     that any other intake this one cannot see (not committed when its
 //     snapshot was taken) holds another slot: at most 15, each adding at
 //     most one. So bound + 15 within the limit admits, exactly: no
-//     interleaving takes the pool past it.
+//     interleaving takes the pool past it. (A group of intakes holds a slot
+//     for each transaction it adds, k of them: bound + 16 - k.)
 //   - Otherwise (a larger growth, a bound too near the limit, no base yet)
 //     it returns errPoolCount and PoolAdd runs it again with exact: it
 //     takes every slot in order and then the chain's row, so no other

@@ -279,10 +279,7 @@ func poolGroupContext(group []*poolIntake) (context.Context, context.CancelFunc)
 func (s *Store) poolGroupTx(ctx context.Context, dbtx pgx.Tx, todo []*poolIntake) error {
 	n := len(todo)
 	var (
-		bases   = make([]int64, n)
-		known   = make([]dbsqlc.LedgerqPoolTx, n)
-		found   = make([]bool, n)
-		rows    = make([][]dbsqlc.PoolSenderLiveRow, n)
+		reads   = make([]intakeReads, n)
 		plans   = make([]poolPlan, n)
 		left    bool
 		b       = &pgx.Batch{}
@@ -291,22 +288,17 @@ func (s *Store) poolGroupTx(ctx context.Context, dbtx pgx.Tx, todo []*poolIntake
 	dbsqlc.QueuePoolGroupLockTimeout(b, poolGroupLockTimeout)
 	for i, in := range todo {
 		in.res, in.err, in.alone = PoolAddResult{}, nil, false
-		tx := in.p.Tx
-		dbsqlc.QueuePoolSenderLock(b, dbsqlc.PoolSenderLockParams{
-			ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: int64(in.p.ChainNonce), Now: in.p.Now,
-		}, &bases[i])
-		dbsqlc.QueuePoolTxGet(b, dbsqlc.PoolTxGetParams{ChainID: tx.ChainID, TxHash: tx.Hash}, &known[i], &found[i])
-		dbsqlc.QueuePoolSenderLive(b, dbsqlc.PoolSenderLiveParams{ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: int64(in.p.ChainNonce)}, &rows[i])
+		reads[i].queue(b, in.p)
 	}
 	if err := dbtx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("locking %d pool senders and reading their transactions: %w", n, err)
 	}
 	for i, in := range todo {
-		plan, err := planIntake(in.p, bases[i], known[i], found[i], rows[i])
+		plan, err := reads[i].plan(in.p)
 		switch {
 		case err != nil:
 			in.err, left = err, true
-		case found[i] || !plan.addsOnly():
+		case reads[i].found || !plan.addsOnly():
 			in.alone, left = true, true
 		}
 		plans[i] = plan
@@ -319,10 +311,7 @@ func (s *Store) poolGroupTx(ctx context.Context, dbtx pgx.Tx, todo []*poolIntake
 	inserted := make([]int64, n)
 	var grow poolGrowth
 	for i, in := range todo {
-		dbsqlc.QueuePoolTxInsert(b, poolTxInsertParams(in.p, in.p.Tx, plans[i]), &inserted[i])
-		dbsqlc.QueuePoolSenderSetNext(b, dbsqlc.PoolSenderSetNextParams{
-			NextNonce: int64(plans[i].next), Now: in.p.Now, ChainID: in.p.Tx.ChainID, Sender: in.p.Tx.Sender,
-		})
+		queueIntakeAdd(b, in.p, plans[i], &inserted[i])
 		grow.pending += plans[i].growth.pending
 		grow.queued += plans[i].growth.queued
 	}
