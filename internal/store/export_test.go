@@ -10,7 +10,7 @@ import "context"
 func (s *Store) PoolAddGroup(ctx context.Context, params []PoolAddParams) (res []PoolAddResult, errs []error, alone []bool) {
 	group := make([]*poolIntake, len(params))
 	for i, p := range params {
-		p.Tx.Hash, p.Tx.Sender, p.Tx.To = lowerHex(p.Tx.Hash), lowerHex(p.Tx.Sender), lowerHex(p.Tx.To)
+		p.Tx = p.Tx.lowered()
 		group[i] = &poolIntake{ctx: ctx, p: p, wake: make(chan struct{}, 1)}
 	}
 	s.poolAddGroup(group)

@@ -271,7 +271,7 @@ func (s *Store) PoolAdd(ctx context.Context, p PoolAddParams) (PoolAddResult, er
 	if p.ChainNonce > math.MaxInt64 {
 		return PoolAddResult{}, fmt.Errorf("storing pool transaction %s: chain nonce %d out of range", p.Tx.Hash, p.ChainNonce)
 	}
-	p.Tx.Hash, p.Tx.Sender, p.Tx.To = lowerHex(p.Tx.Hash), lowerHex(p.Tx.Sender), lowerHex(p.Tx.To)
+	p.Tx = p.Tx.lowered()
 	if s.poolGroups == nil {
 		return s.poolAddAlone(ctx, p)
 	}
@@ -294,6 +294,12 @@ func (s *Store) poolAddAlone(ctx context.Context, p PoolAddParams) (PoolAddResul
 			return res, err
 		}
 	}
+}
+
+// lowered is t with its hash and addresses in lower case, as stored.
+func (t NewPoolTx) lowered() NewPoolTx {
+	t.Hash, t.Sender, t.To = lowerHex(t.Hash), lowerHex(t.Sender), lowerHex(t.To)
+	return t
 }
 
 var hexHash = regexp.MustCompile(`^0x[0-9a-fA-F]{64}$`)

@@ -43,8 +43,7 @@ func TestPoolGroup_IntakesThatWaitTogetherAreStoredInOneTransaction(t *testing.T
 	st := db.Store
 	now := testfactory.Start()
 	// The chain's first intake counts the pool: the bound exists from then.
-	_, err := st.PoolAdd(t.Context(), store.PoolAddParams{Now: now, Tx: testfactory.PoolTx(9, 0, 10, 10), Limits: store.DefaultPoolLimits()})
-	require.NoError(t, err)
+	newPoolFixture(t, st).mustAdd(testfactory.PoolTx(9, 0, 10, 10))
 	release := st.HoldPoolGroups()
 	var wg sync.WaitGroup
 	results := make([]store.PoolAddResult, 4)
@@ -94,9 +93,8 @@ func TestPoolGroup_AnIntakeCancelledWhileItWaitsLeavesAndStoresNothing(t *testin
 	require.Zero(t, st.PoolIntakesWaiting())
 	release()
 	// The next intake runs at once: no group was left running.
-	_, err := st.PoolAdd(t.Context(), store.PoolAddParams{Now: testfactory.Start(), Tx: testfactory.PoolTx(2, 0, 10, 10), Limits: store.DefaultPoolLimits()})
-	require.NoError(t, err)
-	_, err = st.PoolGet(t.Context(), poolChain, testfactory.PoolTx(1, 0, 10, 10).Hash)
+	newPoolFixture(t, st).mustAdd(testfactory.PoolTx(2, 0, 10, 10))
+	_, err := st.PoolGet(t.Context(), poolChain, testfactory.PoolTx(1, 0, 10, 10).Hash)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
@@ -128,10 +126,9 @@ func TestPoolGroup_StoresOnlyItsSimpleAddsAndAnswersTheOthersAsAlone(t *testing.
 	st := db.Store
 	now := testfactory.Start()
 	limits := store.DefaultPoolLimits()
-	for _, tx := range []store.NewPoolTx{testfactory.PoolTx(3, 0, 10, 10), testfactory.PoolTx(4, 0, 10, 10)} {
-		_, err := st.PoolAdd(t.Context(), store.PoolAddParams{Now: now, Tx: tx, Limits: limits})
-		require.NoError(t, err)
-	}
+	f := newPoolFixture(t, st)
+	f.mustAdd(testfactory.PoolTx(3, 0, 10, 10))
+	f.mustAdd(testfactory.PoolTx(4, 0, 10, 10))
 	before := slotGrowth(t, st)
 
 	params := []store.PoolAddParams{
@@ -184,9 +181,9 @@ func TestPoolGroup_AdmitsOnTheBoundOnlyWithRoomForEveryOtherSlotsHolder(t *testi
 	db := testdb.New(t)
 	st := db.Store
 	now := testfactory.Start()
+	f := newPoolFixture(t, st)
 	for s := range 5 {
-		_, err := st.PoolAdd(t.Context(), store.PoolAddParams{Now: now, Tx: testfactory.PoolTx(s, 0, 10, 10), Limits: store.DefaultPoolLimits()})
-		require.NoError(t, err)
+		f.mustAdd(testfactory.PoolTx(s, 0, 10, 10))
 	}
 	group := func(maxPending int) ([]error, []bool) {
 		limits := store.DefaultPoolLimits()
@@ -235,10 +232,9 @@ func TestPoolGroup_ASenderLockedElsewhereDoesNotHoldUpTheGroupsOtherSenders(t *t
 	st := db.Store
 	now := testfactory.Start()
 	limits := store.DefaultPoolLimits()
-	for _, s := range []int{0, 1} {
-		_, err := st.PoolAdd(t.Context(), store.PoolAddParams{Now: now, Tx: testfactory.PoolTx(s, 0, 10, 10), Limits: limits})
-		require.NoError(t, err)
-	}
+	f := newPoolFixture(t, st)
+	f.mustAdd(testfactory.PoolTx(0, 0, 10, 10))
+	f.mustAdd(testfactory.PoolTx(1, 0, 10, 10))
 	release := holdSender(t, db.URL, 1)
 	type answer struct {
 		errs  []error
@@ -279,8 +275,7 @@ func TestPoolGroup_IntakesWaitingForALockedSenderDoNotStopTheProcesssOtherIntake
 	t.Cleanup(st.Close)
 	now := testfactory.Start()
 	limits := store.DefaultPoolLimits()
-	_, err = st.PoolAdd(t.Context(), store.PoolAddParams{Now: now, Tx: testfactory.PoolTx(1, 0, 10, 10), Limits: limits})
-	require.NoError(t, err)
+	newPoolFixture(t, st).mustAdd(testfactory.PoolTx(1, 0, 10, 10))
 	release := holdSender(t, db.URL, 1)
 	stuck := make(chan error, 3)
 	for n := range uint64(3) {
