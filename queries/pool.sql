@@ -113,13 +113,6 @@ WHERE s.chain_id = @chain_id AND s.slot = (
 )
 RETURNING s.slot;
 
--- name: PoolGroupLockTimeout :exec
--- Grouped intake, first statement: the group waits for a sender's lock at
--- most @timeout (lock_timeout, for this transaction only), so that a sender
--- locked elsewhere for long holds up only its own intake, which then runs
--- alone.
-SELECT set_config('lock_timeout', @timeout::text, true);
-
 -- name: PoolSlotTakeMany :many
 -- Grouped intake (the intakes of several senders in one transaction), last
 -- steps: takes up to @n free admission slots, from @start on, holds them to

@@ -460,8 +460,12 @@ type BatchClaimQueuedParams struct {
 // BatchClaimQueued claims up to Max queued batches for sending (submitted =
 // true while the submitter has them) with a lease until LeaseUntil.
 func (s *Store) BatchClaimQueued(ctx context.Context, p BatchClaimQueuedParams) ([]ClaimedBatch, error) {
-	rows, err := s.q.BatchClaimQueued(ctx, dbsqlc.BatchClaimQueuedParams{
-		Now: p.Now, LeaseExpiresAt: p.LeaseUntil, Max: int32(p.Max),
+	var rows []dbsqlc.BatchClaimQueuedRow
+	err := s.sendClaim(ctx, func(b *pgx.Batch) {
+		rows = rows[:0]
+		dbsqlc.QueueBatchClaimQueued(b, dbsqlc.BatchClaimQueuedParams{
+			Now: p.Now, LeaseExpiresAt: p.LeaseUntil, Max: int32(p.Max),
+		}, &rows)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claiming queued batches: %w", err)
@@ -621,8 +625,12 @@ type BatchClaimForCheckParams struct {
 // pending batches whose next check is due. Claiming pushes the row's lease or
 // next check forward so that other monitors skip it.
 func (s *Store) BatchClaimForCheck(ctx context.Context, p BatchClaimForCheckParams) ([]CheckBatch, error) {
-	held, err := s.q.BatchClaimExpiredHeld(ctx, dbsqlc.BatchClaimExpiredHeldParams{
-		Now: p.Now, LeaseExpiresAt: p.LeaseUntil, Max: int32(p.Max),
+	var held []dbsqlc.BatchClaimExpiredHeldRow
+	err := s.sendClaim(ctx, func(b *pgx.Batch) {
+		held = held[:0]
+		dbsqlc.QueueBatchClaimExpiredHeld(b, dbsqlc.BatchClaimExpiredHeldParams{
+			Now: p.Now, LeaseExpiresAt: p.LeaseUntil, Max: int32(p.Max),
+		}, &held)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claiming expired held batches: %w", err)
@@ -632,8 +640,12 @@ func (s *Store) BatchClaimForCheck(ctx context.Context, p BatchClaimForCheckPara
 		out = append(out, CheckBatch{Seq: r.Seq, ID: r.ID, ServiceID: r.ServiceID, Attempt: int(r.Attempts), Held: true})
 	}
 	if rest := p.Max - len(out); rest > 0 {
-		pending, err := s.q.BatchClaimPendingForCheck(ctx, dbsqlc.BatchClaimPendingForCheckParams{
-			Now: p.Now, NextCheckAt: p.NextCheckAt, Max: int32(rest),
+		var pending []dbsqlc.BatchClaimPendingForCheckRow
+		err := s.sendClaim(ctx, func(b *pgx.Batch) {
+			pending = pending[:0]
+			dbsqlc.QueueBatchClaimPendingForCheck(b, dbsqlc.BatchClaimPendingForCheckParams{
+				Now: p.Now, NextCheckAt: p.NextCheckAt, Max: int32(rest),
+			}, &pending)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("claiming pending batches for check: %w", err)

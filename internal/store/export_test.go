@@ -1,6 +1,10 @@
 package store
 
-import "context"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // Test hooks into pool_group.go for the tests of package store_test.
 
@@ -44,4 +48,10 @@ func (s *Store) PoolIntakesWaiting() int {
 	s.poolGroups.mu.Lock()
 	defer s.poolGroups.mu.Unlock()
 	return len(s.poolGroups.waiting)
+}
+
+// SendClaim sends sql as a claim's only statement, as the batch lane's
+// claims are sent (sendClaim).
+func (s *Store) SendClaim(ctx context.Context, sql string) error {
+	return s.sendClaim(ctx, func(b *pgx.Batch) { b.Queue(sql) })
 }

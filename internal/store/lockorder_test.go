@@ -333,3 +333,37 @@ func TestBatchInsert_ConcurrentRepostsInAnyOrderNeverDeadlock(t *testing.T) {
 	}
 	require.Equal(t, deadlocksBefore, databaseDeadlocks(t, db), "PostgreSQL detected deadlocks between the requests")
 }
+
+// A claim skips the rows other transactions hold, but PostgreSQL can still
+// make it wait: locking a row that was updated since the claim's snapshot,
+// it follows the update chain and waits for a newer version's locker,
+// whatever the wait policy. A claim waiting while it holds the rows it took
+// can close a deadlock with an outcome statement (the stress test above
+// caught one, in BatchClaimPendingForCheck), so the lane's claims are sent
+// as sendClaim sends them: they give a lock wait up after a short timeout,
+// run again, and after a few attempts report lock_not_available. That race
+// cannot be staged from outside; a claim statement that waits for an
+// advisory lock another session holds can, and it comes back with
+// lock_not_available long before its deadline.
+func TestBatchLane_AClaimGivesUpALockWaitInsteadOfQueueing(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := t.Context()
+	holder, err := db.Store.Conns().Acquire(ctx)
+	require.NoError(t, err)
+	defer holder.Release()
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock(7010)`)
+	require.NoError(t, err)
+	defer func() { _, _ = holder.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(7010)`) }()
+
+	claimCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err = db.Store.SendClaim(claimCtx, `SELECT pg_advisory_xact_lock(7010)`)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr, "the claim waited for the lock until its deadline")
+	require.Equal(t, "55P03", pgErr.Code)
+
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock(7010)`)
+	require.NoError(t, err)
+	require.NoError(t, db.Store.SendClaim(ctx, `SELECT pg_advisory_xact_lock(7010)`), "the claim once the lock is free")
+}

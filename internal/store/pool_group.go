@@ -285,7 +285,7 @@ func (s *Store) poolGroupTx(ctx context.Context, dbtx pgx.Tx, todo []*poolIntake
 		b       = &pgx.Batch{}
 		chainID = todo[0].p.Tx.ChainID
 	)
-	dbsqlc.QueuePoolGroupLockTimeout(b, poolGroupLockTimeout)
+	dbsqlc.QueueLockTimeoutForTx(b, poolGroupLockTimeout)
 	for i, in := range todo {
 		in.res, in.err, in.alone = PoolAddResult{}, nil, false
 		reads[i].queue(b, in.p)

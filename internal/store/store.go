@@ -135,6 +135,8 @@ const txAttempts = 5
 const (
 	sqlstateSerializationFailure = "40001"
 	sqlstateDeadlockDetected     = "40P01"
+	// A lock wait past lock_timeout.
+	sqlstateLockNotAvailable = "55P03"
 )
 
 // withTx runs fn in a transaction (inTx) with the queries bound to it.
@@ -165,6 +167,42 @@ func (s *Store) sendTx(ctx context.Context, build func(b *pgx.Batch)) error {
 		}
 		return s.inTx(ctx, func(tx pgx.Tx) error { return tx.SendBatch(ctx, b).Close() })
 	})
+}
+
+// claimLockTimeout is the longest a claim waits for a lock. A claim skips
+// the rows other transactions hold (SKIP LOCKED), but PostgreSQL still
+// waits in one place whatever the wait policy: locking a row whose version
+// the claim found was updated meanwhile, it follows the update chain and
+// waits for whoever locks a newer version. The claim holds the rows it took
+// before, in its index's order, while the outcome statements lock theirs in
+// primary-key order, so that wait can close a cycle. Giving it up well
+// inside PostgreSQL's deadlock_timeout (1 s by default) breaks the cycle
+// before a deadlock is detected; the claim runs again.
+const claimLockTimeout = "100ms"
+
+// claimAttempts is how many times a claim that gave up a lock wait runs.
+const claimAttempts = 3
+
+// sendClaim sends a claim's statements as sendTx does, after
+// LockTimeoutForTx(claimLockTimeout) in the same round trip, and runs them
+// again when they gave up a lock wait (lock_not_available), up to
+// claimAttempts times. build is called for each attempt. On a store made
+// by NewTx the claim runs in the caller's transaction, whose lock settings
+// it leaves alone.
+func (s *Store) sendClaim(ctx context.Context, build func(b *pgx.Batch)) error {
+	if s.pool == nil {
+		return s.sendTx(ctx, build)
+	}
+	for attempt := 1; ; attempt++ {
+		err := s.sendTx(ctx, func(b *pgx.Batch) {
+			dbsqlc.QueueLockTimeoutForTx(b, claimLockTimeout)
+			build(b)
+		})
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != sqlstateLockNotAvailable || attempt == claimAttempts {
+			return err
+		}
+	}
 }
 
 // retryTx runs a transaction, and again when it was aborted by a deadlock

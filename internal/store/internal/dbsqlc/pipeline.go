@@ -29,6 +29,53 @@ func QueueBatchRecordStatusMany(b *pgx.Batch, arg BatchRecordStatusManyParams, o
 		})
 }
 
+// The batch lane's claims, each after LockTimeoutForTx in one round trip.
+
+// QueueBatchClaimQueued queues BatchClaimQueued; its rows are appended to
+// out.
+func QueueBatchClaimQueued(b *pgx.Batch, arg BatchClaimQueuedParams, out *[]BatchClaimQueuedRow) {
+	b.Queue(batchClaimQueued, arg.Max, arg.LeaseExpiresAt, arg.Now).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var i BatchClaimQueuedRow
+			if err := rows.Scan(&i.Seq, &i.ServiceID, &i.Attempts, &i.ID, &i.Payload); err != nil {
+				return err
+			}
+			*out = append(*out, i)
+		}
+		return rows.Err()
+	})
+}
+
+// QueueBatchClaimExpiredHeld queues BatchClaimExpiredHeld; its rows are
+// appended to out.
+func QueueBatchClaimExpiredHeld(b *pgx.Batch, arg BatchClaimExpiredHeldParams, out *[]BatchClaimExpiredHeldRow) {
+	b.Queue(batchClaimExpiredHeld, arg.LeaseExpiresAt, arg.Now, arg.Max).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var i BatchClaimExpiredHeldRow
+			if err := rows.Scan(&i.Seq, &i.ServiceID, &i.Attempts, &i.ID); err != nil {
+				return err
+			}
+			*out = append(*out, i)
+		}
+		return rows.Err()
+	})
+}
+
+// QueueBatchClaimPendingForCheck queues BatchClaimPendingForCheck; its rows
+// are appended to out.
+func QueueBatchClaimPendingForCheck(b *pgx.Batch, arg BatchClaimPendingForCheckParams, out *[]BatchClaimPendingForCheckRow) {
+	b.Queue(batchClaimPendingForCheck, arg.NextCheckAt, arg.Now, arg.Max).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var i BatchClaimPendingForCheckRow
+			if err := rows.Scan(&i.Seq, &i.ServiceID, &i.Attempts, &i.ID); err != nil {
+				return err
+			}
+			*out = append(*out, i)
+		}
+		return rows.Err()
+	})
+}
+
 // QueueBatchServiceLock queues BatchServiceLock.
 func QueueBatchServiceLock(b *pgx.Batch, serviceIds []string) {
 	b.Queue(batchServiceLock, serviceIds)
@@ -56,9 +103,9 @@ func QueueBatchWakeIfQueued(b *pgx.Batch, arg BatchWakeIfQueuedParams) {
 // The pool's intake in two round trips: its reads under the sender's lock,
 // then its writes, admission and wake-up.
 
-// QueuePoolGroupLockTimeout queues PoolGroupLockTimeout.
-func QueuePoolGroupLockTimeout(b *pgx.Batch, timeout string) {
-	b.Queue(poolGroupLockTimeout, timeout)
+// QueueLockTimeoutForTx queues LockTimeoutForTx.
+func QueueLockTimeoutForTx(b *pgx.Batch, timeout string) {
+	b.Queue(lockTimeoutForTx, timeout)
 }
 
 // QueuePoolSenderLock queues PoolSenderLock; the chain nonce is set into

@@ -140,19 +140,6 @@ func (q *Queries) PoolCountWaiting(ctx context.Context, chainID int64) (PoolCoun
 	return i, err
 }
 
-const poolGroupLockTimeout = `-- name: PoolGroupLockTimeout :exec
-SELECT set_config('lock_timeout', $1::text, true)
-`
-
-// Grouped intake, first statement: the group waits for a sender's lock at
-// most @timeout (lock_timeout, for this transaction only), so that a sender
-// locked elsewhere for long holds up only its own intake, which then runs
-// alone.
-func (q *Queries) PoolGroupLockTimeout(ctx context.Context, timeout string) error {
-	_, err := q.db.Exec(ctx, poolGroupLockTimeout, timeout)
-	return err
-}
-
 const poolSenderLive = `-- name: PoolSenderLive :many
 SELECT tx_hash, nonce, state, gas_fee_cap, gas_tip_cap, gas, value_wei
 FROM ledgerq.pool_txs w
