@@ -12,26 +12,29 @@ import (
 
 const batchAdmit = `-- name: BatchAdmit :many
 WITH next AS (
-    SELECT x.next_seq AS seq
+    SELECT CASE WHEN f.second_at IS DISTINCT FROM f.first_at THEN f.first_seq
+                ELSE (SELECT n.seq FROM ledgerq.batches n
+                      WHERE n.service_id = svc.service_id AND n.status IS NULL AND NOT n.submitted
+                        AND n.created_at = f.first_at
+                      ORDER BY (SELECT p.id FROM ledgerq.batch_payloads p WHERE p.seq = n.seq)
+                      LIMIT 1) END AS seq
     FROM (SELECT DISTINCT s AS service_id FROM unnest($2::text[]) AS s) svc,
     LATERAL (
-        SELECT (SELECT n.seq FROM ledgerq.batches n
-                WHERE n.service_id = svc.service_id AND n.status IS NULL AND NOT n.submitted
-                  AND n.created_at = (SELECT o.created_at FROM ledgerq.batches o
-                                      WHERE o.service_id = svc.service_id AND o.status IS NULL AND NOT o.submitted
-                                      ORDER BY o.created_at LIMIT 1)
-                ORDER BY (SELECT p.id FROM ledgerq.batch_payloads p WHERE p.seq = n.seq)
-                LIMIT 1) AS next_seq,
+        SELECT (array_agg(o.seq ORDER BY o.created_at, o.seq))[1] AS first_seq,
+               (array_agg(o.created_at ORDER BY o.created_at, o.seq))[1] AS first_at,
+               (array_agg(o.created_at ORDER BY o.created_at, o.seq))[2] AS second_at,
                (SELECT 1 FROM ledgerq.batches a
                 WHERE a.service_id = svc.service_id
                   AND (a.status IN ('pending', 'unknown', 'delayed')
                        OR (a.status IS NULL AND (a.submitted OR a.queued_at IS NOT NULL)))
                 LIMIT 1) AS busy
-    ) x
-    -- Only busy is tested here: a test of next_seq too would evaluate its
-    -- probes twice. A service with no never-sent batch has a NULL next_seq,
-    -- which matches no row below.
-    WHERE x.busy IS NULL
+        FROM (SELECT o.seq, o.created_at FROM ledgerq.batches o
+              WHERE o.service_id = svc.service_id AND o.status IS NULL AND NOT o.submitted
+              ORDER BY o.created_at, o.seq
+              LIMIT 2) o
+    ) f
+    -- A service with no never-sent batch has no first_seq.
+    WHERE f.busy IS NULL AND f.first_seq IS NOT NULL
 ),
 locked AS (
     SELECT l.seq FROM ledgerq.batches l
@@ -82,12 +85,14 @@ type BatchAdmitRow struct {
 // batch to its submitter without a write and a claim between. Runs
 // in the transaction that freed the services, after BatchServiceLock, so its
 // cost is the services it is given, never all of them: each service is one
-// probe of batches_active_by_service and two of batches_new_by_service
-// (scalar subqueries, so the planner cannot turn them into a scan of every
-// active or new batch): the oldest created_at, then the batches created
-// then, whose ids (in batch_payloads, one probe each: the hot row has no
-// id) break the tie. The rows are reached through the primary key (the
-// guards are a CASE, which no partial index can answer).
+// probe of batches_active_by_service and one of batches_new_by_service
+// (LATERAL and scalar subqueries with LIMIT, so the planner cannot turn them
+// into a scan of every active or new batch), which reads the two oldest
+// never-sent batches. Only when those two were created at the same time are
+// the batches created then read again, whose ids (in batch_payloads, one
+// probe each: the hot row has no id) break the tie. The rows are reached
+// through the primary key (the guards are a CASE, which no partial index can
+// answer).
 // Like every statement of the lane that waits for row locks, it locks its
 // rows first in primary-key order (the locked CTE): an UPDATE alone locks
 // them in whatever order its plan visits them (heap order for a bitmap scan),
