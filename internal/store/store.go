@@ -184,7 +184,7 @@ const claimLockTimeout = "100ms"
 const claimAttempts = 3
 
 // sendClaim sends a claim's statements as sendTx does, after
-// LockTimeoutForTx(claimLockTimeout) in the same round trip, and runs them
+// ClaimSettingsForTx(claimLockTimeout) in the same round trip, and runs them
 // again when they gave up a lock wait (lock_not_available), up to
 // claimAttempts times. build is called for each attempt. On a store made
 // by NewTx the claim runs in the caller's transaction, whose lock settings
@@ -195,7 +195,7 @@ func (s *Store) sendClaim(ctx context.Context, build func(b *pgx.Batch)) error {
 	}
 	for attempt := 1; ; attempt++ {
 		err := s.sendTx(ctx, func(b *pgx.Batch) {
-			dbsqlc.QueueLockTimeoutForTx(b, claimLockTimeout)
+			dbsqlc.QueueClaimSettingsForTx(b, claimLockTimeout)
 			build(b)
 		})
 		var pgErr *pgconn.PgError

@@ -29,7 +29,12 @@ func QueueBatchRecordStatusMany(b *pgx.Batch, arg BatchRecordStatusManyParams, o
 		})
 }
 
-// The batch lane's claims, each after LockTimeoutForTx in one round trip.
+// The batch lane's claims, each after ClaimSettingsForTx in one round trip.
+
+// QueueClaimSettingsForTx queues ClaimSettingsForTx.
+func QueueClaimSettingsForTx(b *pgx.Batch, lockTimeout string) {
+	b.Queue(claimSettingsForTx, lockTimeout)
+}
 
 // QueueBatchClaimQueued queues BatchClaimQueued; its rows are appended to
 // out.
