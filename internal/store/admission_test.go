@@ -49,6 +49,41 @@ func TestBatchInsert_AdmitsTheOldestBatchOfAnIdleServiceOnly(t *testing.T) {
 	require.Contains(t, rows.QueuedIDs(), other)
 }
 
+// Batches of one service created at the same time but posted in separate
+// requests draw their seqs in the order they arrive, not in id order: when
+// the service is freed, the tie is still broken by id.
+func TestBatchAdmission_BreaksATieOfBatchesPostedApartByID(t *testing.T) {
+	t.Parallel()
+	st, clk, rows := txRows(t)
+	ctx := t.Context()
+	now := clk.Now()
+	first := rows.PostBatches("s", 1)[0]
+	low, lowPayload := testfactory.SignedBatch(t)
+	high, highPayload := testfactory.SignedBatch(t)
+	if high < low {
+		low, lowPayload, high, highPayload = high, highPayload, low, lowPayload
+	}
+	at := now.Add(time.Hour)
+	for _, nb := range []store.NewBatch{
+		{ID: high, ServiceID: "s", Payload: highPayload, CreatedAt: at},
+		{ID: low, ServiceID: "s", Payload: lowPayload, CreatedAt: at},
+	} {
+		_, err := st.BatchInsert(ctx, store.BatchInsertParams{Now: now, Batches: []store.NewBatch{nb}})
+		require.NoError(t, err)
+	}
+	require.Equal(t, []string{first}, rows.QueuedIDs())
+
+	// The first batch is refused by the ledger, which frees the service.
+	claimed, err := st.BatchClaimQueued(ctx, store.BatchClaimQueuedParams{Now: now, LeaseUntil: now.Add(time.Minute), Max: 10})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	_, err = st.BatchRecordSubmit(ctx, store.BatchRecordSubmitParams{Now: now, NextCheckAt: now, Outcomes: []store.SubmitOutcome{
+		{Seq: claimed[0].Seq, Attempt: claimed[0].Attempt, Result: store.SubmitRejected, Reason: "test"},
+	}})
+	require.NoError(t, err)
+	require.Equal(t, []string{low}, rows.QueuedIDs(), "the tie at %s is broken by id, whatever the order the batches came in", at)
+}
+
 func TestBatchInsert_DoesNotAdmitIntoAServiceWithAnActiveBatch(t *testing.T) {
 	t.Parallel()
 	_, clk, rows := txRows(t)
