@@ -44,10 +44,18 @@ WHERE p.id = @id;
 
 -- name: BatchList :many
 -- Keyset pagination by id, through batch_payloads' unique id; the status
--- filter is optional.
+-- filter is optional. The store runs it with a generic plan
+-- (GenericPlansForTx first): planned for a given status, the planner took
+-- that status's share from the table's statistics, which lag behind a burst
+-- (a backlog committed within seconds reads as a rare status), and read
+-- every batch of the status, probed its payload and sorted them all, for one
+-- page. The filter is a CASE, whose share a generic plan does not take from
+-- those statistics either: a page walks the ids in order, probes each state
+-- row by seq, and stops when it is full.
 SELECT p.id, sqlc.embed(b)
 FROM ledgerq.batch_payloads p JOIN ledgerq.batches b ON b.seq = p.seq
-WHERE (sqlc.narg(status)::ledgerq.batch_status IS NULL OR b.status = sqlc.narg(status)::ledgerq.batch_status)
+WHERE CASE WHEN sqlc.narg(status)::ledgerq.batch_status IS NULL THEN true
+           ELSE b.status = sqlc.narg(status)::ledgerq.batch_status END
   AND p.id > @after
 ORDER BY p.id
 LIMIT @max;

@@ -17,3 +17,8 @@ SELECT set_config('lock_timeout', @timeout::text, true);
 -- submitter polls an empty queue). The generic plans walk the same indexes.
 SELECT set_config('lock_timeout', @lock_timeout::text, true),
        set_config('plan_cache_mode', 'force_generic_plan', true);
+
+-- name: GenericPlansForTx :exec
+-- The statements after it in the same transaction run with generic plans
+-- (plan_cache_mode, for this transaction only): BatchList sends it first.
+SELECT set_config('plan_cache_mode', 'force_generic_plan', true);

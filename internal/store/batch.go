@@ -364,7 +364,16 @@ func (s *Store) BatchList(ctx context.Context, f BatchListParams) ([]Batch, erro
 		}
 		return out, nil
 	}
-	rows, err := s.q.BatchList(ctx, dbsqlc.BatchListParams{Status: status, After: f.After, Max: int32(f.Limit)})
+	// With a generic plan (BatchList's comment says why); a store made by
+	// NewTx leaves its caller's transaction's settings alone.
+	var rows []dbsqlc.BatchListRow
+	err := s.sendTx(ctx, func(b *pgx.Batch) {
+		rows = rows[:0]
+		if s.pool != nil {
+			dbsqlc.QueueGenericPlansForTx(b)
+		}
+		dbsqlc.QueueBatchList(b, dbsqlc.BatchListParams{Status: status, After: f.After, Max: int32(f.Limit)}, &rows)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("listing batches: %w", err)
 	}

@@ -43,3 +43,45 @@ func execUndone(t *testing.T, st *store.Store, sql string, args ...any) error {
 	require.NoError(t, err)
 	return execErr
 }
+
+// oneConnectionStore opens a store on url whose calls all run on one
+// connection: every other connection of its pool is held until the test
+// ends.
+func oneConnectionStore(t *testing.T, url string) *store.Store {
+	t.Helper()
+	st, err := store.Open(t.Context(), url)
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	for range st.Conns().Config().MaxConns - 1 {
+		c, err := st.Conns().Acquire(t.Context())
+		require.NoError(t, err)
+		t.Cleanup(c.Release)
+	}
+	return st
+}
+
+// plans counts how a prepared statement was planned on its connection.
+type plans struct{ generic, custom int64 }
+
+// preparedPlans returns, by query name, how the statements prepared on the
+// one connection of st (oneConnectionStore) whose names start with prefix
+// were planned.
+func preparedPlans(t *testing.T, st *store.Store, prefix string) map[string]plans {
+	t.Helper()
+	c, err := st.Conns().Acquire(t.Context())
+	require.NoError(t, err)
+	defer c.Release()
+	rows, err := c.Query(t.Context(), `
+		SELECT substring(statement FROM '-- name: (\w+)'), generic_plans, custom_plans
+		FROM pg_prepared_statements WHERE statement LIKE '-- name: ' || $1 || '%'`, prefix)
+	require.NoError(t, err)
+	got := map[string]plans{}
+	for rows.Next() {
+		var name string
+		var p plans
+		require.NoError(t, rows.Scan(&name, &p.generic, &p.custom))
+		got[name] = p
+	}
+	require.NoError(t, rows.Err())
+	return got
+}

@@ -377,15 +377,7 @@ func TestBatchLane_ClaimsAreNotPlannedAgainOnEveryCall(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	ctx := t.Context()
-	st, err := store.Open(ctx, db.URL)
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	// Every connection but one is held, so the claims all run on that one.
-	for range st.Conns().Config().MaxConns - 1 {
-		c, err := st.Conns().Acquire(ctx)
-		require.NoError(t, err)
-		t.Cleanup(c.Release)
-	}
+	st := oneConnectionStore(t, db.URL)
 	now := time.Now().UTC()
 	for range 8 {
 		_, err := st.BatchClaimQueued(ctx, store.BatchClaimQueuedParams{Now: now, LeaseUntil: now.Add(time.Minute), Max: 10})
@@ -393,22 +385,7 @@ func TestBatchLane_ClaimsAreNotPlannedAgainOnEveryCall(t *testing.T) {
 		_, err = st.BatchClaimForCheck(ctx, store.BatchClaimForCheckParams{Now: now, LeaseUntil: now.Add(time.Minute), NextCheckAt: now.Add(time.Minute), Max: 10})
 		require.NoError(t, err)
 	}
-	c, err := st.Conns().Acquire(ctx)
-	require.NoError(t, err)
-	defer c.Release()
-	rows, err := c.Query(ctx, `
-		SELECT substring(statement FROM '-- name: (\w+)'), generic_plans, custom_plans
-		FROM pg_prepared_statements WHERE statement LIKE '-- name: BatchClaim%'`)
-	require.NoError(t, err)
-	type plans struct{ generic, custom int64 }
-	got := map[string]plans{}
-	for rows.Next() {
-		var name string
-		var p plans
-		require.NoError(t, rows.Scan(&name, &p.generic, &p.custom))
-		got[name] = p
-	}
-	require.NoError(t, rows.Err())
+	got := preparedPlans(t, st, "BatchClaim")
 	require.Equal(t, map[string]plans{
 		"BatchClaimQueued":          {generic: 8},
 		"BatchClaimExpiredHeld":     {generic: 8},

@@ -627,3 +627,60 @@ func TestWallet_ASendersShardReadsItsLiveAttemptsNotItsHistory(t *testing.T) {
 		require.Less(t, pages, 100, "%s reads the sender's history", c.name)
 	}
 }
+
+// GET /v1/batches?status=… pages through batch_payloads' ids and filters on
+// the state row. Right after a burst (a backlog worked down, every batch
+// committed within seconds) the table's statistics still say the status is
+// rare, and the planner read every batch of that status, probed its payload
+// row and sorted them all, for one page: 300 000 pages for a page of 1000
+// out of 100 000. A page reads its ids in order and stops when it is full.
+func TestBatchList_AStatusFilterReadsAPageNotTheTable(t *testing.T) {
+	t.Parallel()
+	p := newPlanDB(t, 2*time.Minute)
+	p.exec(`
+		WITH g AS (SELECT nextval('ledgerq.batch_seq') AS seq, g FROM generate_series(1, 30000) g),
+		ins AS (
+			INSERT INTO ledgerq.batches (seq, service_id, created_at, received_at, updated_at)
+			SELECT g.seq, 's' || (g.g % 300), $1, $1, $1 FROM g
+		)
+		INSERT INTO ledgerq.batch_payloads (seq, id, service_id, payload)
+		SELECT g.seq, 'b' || lpad(g.g::text, 6, '0'), 's' || (g.g % 300), '\x00' FROM g`, p.t0)
+	p.exec(`ANALYZE ledgerq.batches, ledgerq.batch_payloads`)
+	// The burst: every batch committed, the statistics not yet told.
+	p.exec(`UPDATE ledgerq.batches SET submitted = true, status = 'committed', attempts = 1,
+		last_submitted_at = $1, finished_at = $1`, p.t0)
+
+	// The store runs the list with a generic plan (see BatchList), as
+	// EXPLAIN EXECUTE of a prepared statement under force_generic_plan does.
+	tx, err := p.db.Store.Conns().Begin(p.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.WithoutCancel(p.ctx)) }()
+	_, err = tx.Exec(p.ctx, `SET LOCAL plan_cache_mode = force_generic_plan`)
+	require.NoError(t, err)
+	_, err = tx.Exec(p.ctx, "PREPARE batch_list AS "+p.generated["BatchList"])
+	require.NoError(t, err)
+	var raw []byte
+	require.NoError(t, tx.QueryRow(p.ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE batch_list('committed', '', 100)`).Scan(&raw))
+	t.Logf("EXPLAIN ANALYZE: %s", raw)
+	var out []struct {
+		Plan struct {
+			Rows int `json:"Actual Rows"`
+			Hit  int `json:"Shared Hit Blocks"`
+			Read int `json:"Shared Read Blocks"`
+		} `json:"Plan"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &out))
+	require.Len(t, out, 1)
+	require.Equal(t, 100, out[0].Plan.Rows)
+	pages := out[0].Plan.Hit + out[0].Plan.Read
+	require.Less(t, pages, 1000, "a page of 100 read %d pages", pages)
+
+	// And the store does run it with a generic plan.
+	st := oneConnectionStore(t, p.db.URL)
+	for range 2 {
+		page, err := st.BatchList(p.ctx, store.BatchListParams{Status: store.BatchStatusCommitted, Limit: 100})
+		require.NoError(t, err)
+		require.Len(t, page, 100)
+	}
+	require.Equal(t, map[string]plans{"BatchList": {generic: 2}}, preparedPlans(t, st, "BatchList"))
+}

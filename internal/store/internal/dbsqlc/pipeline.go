@@ -81,6 +81,28 @@ func QueueBatchClaimPendingForCheck(b *pgx.Batch, arg BatchClaimPendingForCheckP
 	})
 }
 
+// QueueGenericPlansForTx queues GenericPlansForTx.
+func QueueGenericPlansForTx(b *pgx.Batch) {
+	b.Queue(genericPlansForTx)
+}
+
+// QueueBatchList queues BatchList; its rows are appended to out.
+func QueueBatchList(b *pgx.Batch, arg BatchListParams, out *[]BatchListRow) {
+	b.Queue(batchList, arg.Status, arg.After, arg.Max).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var i BatchListRow
+			if err := rows.Scan(&i.ID, &i.LedgerqBatch.ServiceID, &i.LedgerqBatch.CreatedAt, &i.LedgerqBatch.Submitted,
+				&i.LedgerqBatch.Status, &i.LedgerqBatch.QueuedAt, &i.LedgerqBatch.ClaimExpiresAt, &i.LedgerqBatch.Attempts,
+				&i.LedgerqBatch.LastSubmittedAt, &i.LedgerqBatch.NextCheckAt, &i.LedgerqBatch.LastError,
+				&i.LedgerqBatch.ReceivedAt, &i.LedgerqBatch.FinishedAt, &i.LedgerqBatch.UpdatedAt, &i.LedgerqBatch.Seq); err != nil {
+				return err
+			}
+			*out = append(*out, i)
+		}
+		return rows.Err()
+	})
+}
+
 // QueueBatchServiceLock queues BatchServiceLock.
 func QueueBatchServiceLock(b *pgx.Batch, serviceIds []string) {
 	b.Queue(batchServiceLock, serviceIds)

@@ -25,6 +25,17 @@ func (q *Queries) ClaimSettingsForTx(ctx context.Context, lockTimeout string) er
 	return err
 }
 
+const genericPlansForTx = `-- name: GenericPlansForTx :exec
+SELECT set_config('plan_cache_mode', 'force_generic_plan', true)
+`
+
+// The statements after it in the same transaction run with generic plans
+// (plan_cache_mode, for this transaction only): BatchList sends it first.
+func (q *Queries) GenericPlansForTx(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, genericPlansForTx)
+	return err
+}
+
 const lockTimeoutForTx = `-- name: LockTimeoutForTx :exec
 SELECT set_config('lock_timeout', $1::text, true)
 `
