@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -567,6 +568,17 @@ func TestPoolQueries_ASendersIntakeAndSweepReadItsLiveRowsNotItsHistory(t *testi
 // back, under EXPLAIN ANALYZE, and returns the rows its top node returned and
 // the buffer pages it touched (hit or read).
 func (p *planDB) analyze(name string, args ...any) (rows, pages int) {
+	return p.analyzePlan(name, false, args...)
+}
+
+// analyzeGeneric is analyze of the generic plan of the query name, the one
+// the store runs it with when it sends GenericPlansForTx first (EXPLAIN of a
+// statement with its parameters plans it for their values).
+func (p *planDB) analyzeGeneric(name string, args ...any) (rows, pages int) {
+	return p.analyzePlan(name, true, args...)
+}
+
+func (p *planDB) analyzePlan(name string, generic bool, args ...any) (rows, pages int) {
 	t := p.t
 	t.Helper()
 	sql, ok := p.generated[name]
@@ -574,6 +586,27 @@ func (p *planDB) analyze(name string, args ...any) (rows, pages int) {
 	tx, err := p.db.Store.Conns().Begin(p.ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(context.WithoutCancel(p.ctx)) }()
+	explain := "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
+	if generic {
+		_, err = tx.Exec(p.ctx, `SET LOCAL plan_cache_mode = force_generic_plan`)
+		require.NoError(t, err)
+		_, err = tx.Exec(p.ctx, "PREPARE analyzed AS "+sql)
+		require.NoError(t, err, name)
+		// EXPLAIN EXECUTE takes no parameters of its own: the values go in as
+		// literals.
+		values := make([]string, len(args))
+		for i, a := range args {
+			switch v := a.(type) {
+			case string:
+				values[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+			case int:
+				values[i] = fmt.Sprint(v)
+			default:
+				t.Fatalf("analyzeGeneric: no literal for %T", a)
+			}
+		}
+		sql, args = "EXECUTE analyzed("+strings.Join(values, ", ")+")", nil
+	}
 	var out []struct {
 		Plan struct {
 			Rows int `json:"Actual Rows"`
@@ -582,7 +615,7 @@ func (p *planDB) analyze(name string, args ...any) (rows, pages int) {
 		} `json:"Plan"`
 	}
 	var raw []byte
-	require.NoError(t, tx.QueryRow(p.ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+sql, args...).Scan(&raw), name)
+	require.NoError(t, tx.QueryRow(p.ctx, explain+sql, args...).Scan(&raw), name)
 	require.NoError(t, json.Unmarshal(raw, &out), name)
 	require.Len(t, out, 1, name)
 	t.Logf("EXPLAIN ANALYZE %s: %s", name, raw)
@@ -650,29 +683,9 @@ func TestBatchList_AStatusFilterReadsAPageNotTheTable(t *testing.T) {
 	p.exec(`UPDATE ledgerq.batches SET submitted = true, status = 'committed', attempts = 1,
 		last_submitted_at = $1, finished_at = $1`, p.t0)
 
-	// The store runs the list with a generic plan (see BatchList), as
-	// EXPLAIN EXECUTE of a prepared statement under force_generic_plan does.
-	tx, err := p.db.Store.Conns().Begin(p.ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(context.WithoutCancel(p.ctx)) }()
-	_, err = tx.Exec(p.ctx, `SET LOCAL plan_cache_mode = force_generic_plan`)
-	require.NoError(t, err)
-	_, err = tx.Exec(p.ctx, "PREPARE batch_list AS "+p.generated["BatchList"])
-	require.NoError(t, err)
-	var raw []byte
-	require.NoError(t, tx.QueryRow(p.ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE batch_list('committed', '', 100)`).Scan(&raw))
-	t.Logf("EXPLAIN ANALYZE: %s", raw)
-	var out []struct {
-		Plan struct {
-			Rows int `json:"Actual Rows"`
-			Hit  int `json:"Shared Hit Blocks"`
-			Read int `json:"Shared Read Blocks"`
-		} `json:"Plan"`
-	}
-	require.NoError(t, json.Unmarshal(raw, &out))
-	require.Len(t, out, 1)
-	require.Equal(t, 100, out[0].Plan.Rows)
-	pages := out[0].Plan.Hit + out[0].Plan.Read
+	// The store runs the list with a generic plan (see BatchList).
+	rows, pages := p.analyzeGeneric("BatchList", "committed", "", 100)
+	require.Equal(t, 100, rows)
 	require.Less(t, pages, 1000, "a page of 100 read %d pages", pages)
 
 	// And the store does run it with a generic plan.
