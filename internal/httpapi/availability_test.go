@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -256,6 +257,10 @@ type tcpProxy struct {
 	conns  []*net.TCPConn
 	// down: new connections are closed at once, as a server that is gone.
 	down bool
+	// cutOn: the first answer of the server holding these bytes cuts every
+	// connection instead of reaching the client, which then cannot know
+	// whether its statement took effect.
+	cutOn []byte
 }
 
 // openBehindProxy opens a store on db through a proxy the test can cut; the
@@ -300,10 +305,45 @@ func startProxy(t *testing.T, target string) *tcpProxy {
 			p.conns = append(p.conns, client.(*net.TCPConn), server.(*net.TCPConn))
 			p.mu.Unlock()
 			go func() { _, _ = io.Copy(server, client); _ = server.Close() }()
-			go func() { _, _ = io.Copy(client, server); _ = client.Close() }()
+			go func() { p.answer(client, server); _ = client.Close() }()
 		}
 	}()
 	return p
+}
+
+// answer copies the server's answers to the client until either side ends,
+// or cuts every connection instead when an answer holds p.cutOn.
+func (p *tcpProxy) answer(client, server net.Conn) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := server.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			cut := p.cutOn != nil && bytes.Contains(buf[:n], p.cutOn)
+			if cut {
+				p.cutOn = nil
+			}
+			p.mu.Unlock()
+			if cut {
+				p.cut(true)
+				return
+			}
+			if _, err := client.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// cutOnAnswer makes the first answer of the server that holds b cut every
+// connection before it reaches the client.
+func (p *tcpProxy) cutOnAnswer(b string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cutOn = []byte(b)
 }
 
 // cut closes every connection the proxy holds, on both sides: with a reset

@@ -369,6 +369,31 @@ func TestWallets_AWaitingSendTxRidesOutADatabaseOutageAndAnswersItsTask(t *testi
 	require.Equal(t, "waiting", a.Task.Status)
 }
 
+// The connection drops after the server committed a send-tx's task but
+// before its answer reached ledgerq. The task is stored: the answer must say
+// so, or a client retrying without an Idempotency-Key would store it twice.
+// ledgerq reads the task it tried to store back (its id is ledgerq's own).
+func TestWallets_ASendTxWhoseStoringAnswerIsLostAnswersItsStoredTask(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	st, proxy := openBehindProxy(context.Background(), t, db)
+	reg, err := keystore.NewRegistry(newTestWallet(t, "main"))
+	require.NoError(t, err)
+	api := httpapi.New(httpapi.DefaultConfig(), httpapi.Deps{Store: st, Wallets: reg, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: metrics.New()})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	f := &walletFixture{apiFixture: &apiFixture{t: t, db: db, url: srv.URL}, key: createAPIKey(t, db.Store, "main")}
+
+	// The insert's answer ends with its command tag, which never arrives.
+	proxy.cutOnAnswer("INSERT 0 1")
+	res := f.sendTx("?task=true", txBody("1"))
+	require.Equal(t, http.StatusAccepted, res.StatusCode, res.Body)
+	a := decodeTask(t, res)
+	stored := f.onlyTask()
+	require.Equal(t, stored.ID, a.Task.ID)
+	require.Equal(t, "waiting", a.Task.Status)
+}
+
 // On shutdown, waiting requests are answered (202) rather than dropped, and
 // their tasks are not cancelled.
 func TestWallets_StopWaitingAnswersWaitingRequestsWith202AndCancelsNothing(t *testing.T) {

@@ -205,6 +205,16 @@ func (s *Store) sendClaim(ctx context.Context, build func(b *pgx.Batch)) error {
 	}
 }
 
+// outcomeUnknown reports whether err failed a statement without an answer
+// from the server after the statement may have reached it (a connection
+// lost or cut, a timeout), so that whether it took effect is unknown. An
+// error the server answered with, or one raised before anything was sent,
+// is not.
+func outcomeUnknown(err error) bool {
+	var pgErr *pgconn.PgError
+	return err != nil && !errors.As(err, &pgErr) && !errors.Is(err, ErrNotFound) && !pgconn.SafeToRetry(err)
+}
+
 // retryTx runs a transaction, and again when it was aborted by a deadlock
 // or a serialization failure, up to txAttempts times.
 func retryTx(ctx context.Context, run func() error) error {

@@ -270,6 +270,15 @@ func (s *Store) TaskInsert(ctx context.Context, p TaskInsertParams) (task Task, 
 	// waits for the other insert to commit or roll back, so the row read
 	// after it is committed.
 	row, err := one(s.q.TaskInsert(ctx, ins))
+	if outcomeUnknown(err) {
+		// The connection failed after the insert was sent: it may have
+		// committed with its answer lost. The id is this call's own, so
+		// the row says; a stored task must be answered as stored, or a
+		// client retrying without a key would store it twice.
+		if stored, ok := s.taskStoredAfterAll(ctx, ins.ID, p.Wallet); ok {
+			row, err = stored, nil
+		}
+	}
 	switch {
 	case err == nil:
 		task, created = taskFromRow(row), true
@@ -560,4 +569,25 @@ func (s *Store) TaskSeedFinished(ctx context.Context, p TaskSeedFinishedParams) 
 		return 0, fmt.Errorf("seeding %d finished tasks: %w", p.N, err)
 	}
 	return int(n), nil
+}
+
+// taskStoredAfterAll reads back the task id of wallet, whose insert failed
+// with its outcome unknown, trying again while the database cannot be
+// reached, until ctx ends. ok is false when the task is not there, or could
+// not be read before ctx ended.
+func (s *Store) taskStoredAfterAll(ctx context.Context, id, wallet string) (row dbsqlc.LedgerqWalletTask, ok bool) {
+	for pause := 20 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		row, err := one(s.q.TaskGet(ctx, dbsqlc.TaskGetParams{ID: id, WalletID: wallet}))
+		switch {
+		case err == nil:
+			return row, true
+		case errors.Is(err, ErrNotFound):
+			return row, false
+		}
+		select {
+		case <-ctx.Done():
+			return row, false
+		case <-time.After(pause):
+		}
+	}
 }
