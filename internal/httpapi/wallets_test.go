@@ -325,23 +325,30 @@ func TestWallets_SendTxPastTheMaxWaitAnswers202AndLeavesTheTaskWaitingDespiteThe
 	require.Equal(t, store.TaskWaiting, f.task(a.Task.ID).Status, "not cancelled")
 }
 
+// walletsBehindProxy serves the API of cfg with the wallet main, on a store
+// that reaches its own database through a proxy the test can cut.
+func walletsBehindProxy(t *testing.T, cfg httpapi.Config) (*walletFixture, *tcpProxy) {
+	t.Helper()
+	db := testdb.New(t)
+	st, proxy := openBehindProxy(context.Background(), t, db)
+	reg, err := keystore.NewRegistry(newTestWallet(t, "main"))
+	require.NoError(t, err)
+	api := httpapi.New(cfg, httpapi.Deps{Store: st, Wallets: reg, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: metrics.New()})
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	return &walletFixture{apiFixture: &apiFixture{t: t, db: db, url: srv.URL}, key: createAPIKey(t, db.Store, "main")}, proxy
+}
+
 // A send-tx that waits for its task has stored it: when the database goes
 // away during the wait (a failover), the request keeps waiting and answers
 // the task, 202 at the end of the wait, instead of a 503 that a client
 // without an Idempotency-Key would answer by sending the payment again.
 func TestWallets_AWaitingSendTxRidesOutADatabaseOutageAndAnswersItsTask(t *testing.T) {
 	t.Parallel()
-	db := testdb.New(t)
-	st, proxy := openBehindProxy(context.Background(), t, db)
-	reg, err := keystore.NewRegistry(newTestWallet(t, "main"))
-	require.NoError(t, err)
 	cfg := httpapi.DefaultConfig()
 	cfg.TaskMaxWait = 3 * time.Second
 	cfg.RequestTimeout = 500 * time.Millisecond
-	api := httpapi.New(cfg, httpapi.Deps{Store: st, Wallets: reg, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: metrics.New()})
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-	f := &walletFixture{apiFixture: &apiFixture{t: t, db: db, url: srv.URL}, key: createAPIKey(t, db.Store, "main")}
+	f, proxy := walletsBehindProxy(t, cfg)
 
 	req := f.request(context.Background(), http.MethodPost, "/v1/wallets/main/send-tx", []byte(txBody("1")), bearer(f.key)...)
 	answered := make(chan *http.Response, 1)
@@ -375,14 +382,7 @@ func TestWallets_AWaitingSendTxRidesOutADatabaseOutageAndAnswersItsTask(t *testi
 // ledgerq reads the task it tried to store back (its id is ledgerq's own).
 func TestWallets_ASendTxWhoseStoringAnswerIsLostAnswersItsStoredTask(t *testing.T) {
 	t.Parallel()
-	db := testdb.New(t)
-	st, proxy := openBehindProxy(context.Background(), t, db)
-	reg, err := keystore.NewRegistry(newTestWallet(t, "main"))
-	require.NoError(t, err)
-	api := httpapi.New(httpapi.DefaultConfig(), httpapi.Deps{Store: st, Wallets: reg, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: metrics.New()})
-	srv := httptest.NewServer(api.Handler())
-	t.Cleanup(srv.Close)
-	f := &walletFixture{apiFixture: &apiFixture{t: t, db: db, url: srv.URL}, key: createAPIKey(t, db.Store, "main")}
+	f, proxy := walletsBehindProxy(t, httpapi.DefaultConfig())
 
 	// The insert's answer ends with its command tag, which never arrives.
 	proxy.cutOnAnswer("INSERT 0 1")
