@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -217,13 +218,29 @@ func mustField(t *testing.T, body, field string) string {
 // and confirmations too, executing until it is deep enough.
 func TestWalletAPI_ATaskShowsEveryAttemptWithItsBlockAndConfirmations(t *testing.T) {
 	t.Parallel()
-	w := startWalletAPI(t, func(c *node.Config) { c.Wallet.Lane.Confirmations = 3 })
+	// 20 blocks of 100 ms between mined and final: a wallet check that runs
+	// late on a loaded machine still finds the attempt mined and not final
+	// (with 3, a .ci/run's checks came only once it was final).
+	w := startWalletAPI(t, func(c *node.Config) { c.Wallet.Lane.Confirmations = 20 })
 	id := w.send(`{"to":"0x000000000000000000000000000000000000dEaD","value":"7"}`).ID
 	var mined apiTask
-	require.Eventually(t, func() bool {
-		mined = w.task(id)
-		return len(mined.Attempts) == 1 && mined.Attempts[0].State == "mined"
+	var (
+		mu   sync.Mutex
+		seen = map[string]bool{} // task/attempt states, for the failure's message
+	)
+	found := assert.Eventually(t, func() bool {
+		got := w.task(id)
+		mu.Lock()
+		defer mu.Unlock()
+		for _, a := range got.Attempts {
+			seen[got.Status+"/"+a.State] = true
+		}
+		mined = got
+		return len(got.Attempts) == 1 && got.Attempts[0].State == "mined"
 	}, 20*time.Second, 20*time.Millisecond, "mined, not yet final")
+	mu.Lock()
+	require.True(t, found, "task and attempt states seen: %v", seen)
+	mu.Unlock()
 	require.Equal(t, "executing", mined.Status)
 	require.NotNil(t, mined.MinedBlock)
 	require.NotNil(t, mined.Confirmations)
@@ -242,7 +259,7 @@ func TestWalletAPI_ATaskShowsEveryAttemptWithItsBlockAndConfirmations(t *testing
 	require.NotEmpty(t, a.MaxFeePerGas)
 	require.NotEmpty(t, a.SentAt)
 	require.Equal(t, *mined.MinedBlock, *a.MinedBlock)
-	require.GreaterOrEqual(t, *a.Confirmations, int64(3))
+	require.GreaterOrEqual(t, *a.Confirmations, int64(20))
 	require.Equal(t, *a.Confirmations, *got.Confirmations)
 	code, list := w.do(http.MethodGet, "/v1/wallets/w/tasks", "")
 	require.Equal(t, http.StatusOK, code)
