@@ -364,15 +364,12 @@ func (s *Store) BatchList(ctx context.Context, f BatchListParams) ([]Batch, erro
 		}
 		return out, nil
 	}
-	// With a generic plan (BatchList's comment says why); a store made by
-	// NewTx leaves its caller's transaction's settings alone.
-	var rows []dbsqlc.BatchListRow
-	err := s.sendTx(ctx, func(b *pgx.Batch) {
-		rows = rows[:0]
-		if s.pool != nil {
-			dbsqlc.QueueGenericPlansForTx(b)
-		}
-		dbsqlc.QueueBatchList(b, dbsqlc.BatchListParams{Status: status, After: f.After, Max: int32(f.Limit)}, &rows)
+	// With a generic plan (BatchList's comment says why).
+	genericPlans := func(ctx context.Context, build func(*pgx.Batch)) error {
+		return s.sendTxWith(ctx, dbsqlc.QueueGenericPlansForTx, build)
+	}
+	rows, err := sendRows(ctx, genericPlans, func(b *pgx.Batch, out *[]dbsqlc.BatchListRow) {
+		dbsqlc.QueueBatchList(b, dbsqlc.BatchListParams{Status: status, After: f.After, Max: int32(f.Limit)}, out)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing batches: %w", err)
@@ -469,12 +466,10 @@ type BatchClaimQueuedParams struct {
 // BatchClaimQueued claims up to Max queued batches for sending (submitted =
 // true while the submitter has them) with a lease until LeaseUntil.
 func (s *Store) BatchClaimQueued(ctx context.Context, p BatchClaimQueuedParams) ([]ClaimedBatch, error) {
-	var rows []dbsqlc.BatchClaimQueuedRow
-	err := s.sendClaim(ctx, func(b *pgx.Batch) {
-		rows = rows[:0]
+	rows, err := sendRows(ctx, s.sendClaim, func(b *pgx.Batch, out *[]dbsqlc.BatchClaimQueuedRow) {
 		dbsqlc.QueueBatchClaimQueued(b, dbsqlc.BatchClaimQueuedParams{
 			Now: p.Now, LeaseExpiresAt: p.LeaseUntil, Max: int32(p.Max),
-		}, &rows)
+		}, out)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claiming queued batches: %w", err)
@@ -634,12 +629,10 @@ type BatchClaimForCheckParams struct {
 // pending batches whose next check is due. Claiming pushes the row's lease or
 // next check forward so that other monitors skip it.
 func (s *Store) BatchClaimForCheck(ctx context.Context, p BatchClaimForCheckParams) ([]CheckBatch, error) {
-	var held []dbsqlc.BatchClaimExpiredHeldRow
-	err := s.sendClaim(ctx, func(b *pgx.Batch) {
-		held = held[:0]
+	held, err := sendRows(ctx, s.sendClaim, func(b *pgx.Batch, out *[]dbsqlc.BatchClaimExpiredHeldRow) {
 		dbsqlc.QueueBatchClaimExpiredHeld(b, dbsqlc.BatchClaimExpiredHeldParams{
 			Now: p.Now, LeaseExpiresAt: p.LeaseUntil, Max: int32(p.Max),
-		}, &held)
+		}, out)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claiming expired held batches: %w", err)
@@ -649,12 +642,10 @@ func (s *Store) BatchClaimForCheck(ctx context.Context, p BatchClaimForCheckPara
 		out = append(out, CheckBatch{Seq: r.Seq, ID: r.ID, ServiceID: r.ServiceID, Attempt: int(r.Attempts), Held: true})
 	}
 	if rest := p.Max - len(out); rest > 0 {
-		var pending []dbsqlc.BatchClaimPendingForCheckRow
-		err := s.sendClaim(ctx, func(b *pgx.Batch) {
-			pending = pending[:0]
+		pending, err := sendRows(ctx, s.sendClaim, func(b *pgx.Batch, out *[]dbsqlc.BatchClaimPendingForCheckRow) {
 			dbsqlc.QueueBatchClaimPendingForCheck(b, dbsqlc.BatchClaimPendingForCheckParams{
 				Now: p.Now, NextCheckAt: p.NextCheckAt, Max: int32(rest),
-			}, &pending)
+			}, out)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("claiming pending batches for check: %w", err)

@@ -183,26 +183,54 @@ const claimLockTimeout = "100ms"
 // claimAttempts is how many times a claim that gave up a lock wait runs.
 const claimAttempts = 3
 
-// sendClaim sends a claim's statements as sendTx does, after
-// ClaimSettingsForTx(claimLockTimeout) in the same round trip, and runs them
-// again when they gave up a lock wait (lock_not_available), up to
-// claimAttempts times. build is called for each attempt. On a store made
-// by NewTx the claim runs in the caller's transaction, whose lock settings
-// it leaves alone.
-func (s *Store) sendClaim(ctx context.Context, build func(b *pgx.Batch)) error {
+// sendTxWith is sendTx with set's statements first: settings for the
+// transaction only (set_config(…, true)). On a store made by NewTx, whose
+// statements run in its caller's transaction, set is left out, so that the
+// caller's settings stay its own.
+func (s *Store) sendTxWith(ctx context.Context, set, build func(b *pgx.Batch)) error {
 	if s.pool == nil {
 		return s.sendTx(ctx, build)
 	}
+	return s.sendTx(ctx, func(b *pgx.Batch) {
+		set(b)
+		build(b)
+	})
+}
+
+// sendClaim sends a claim's statements as sendTxWith does, with
+// ClaimSettingsForTx(claimLockTimeout), and runs them again when they gave
+// up a lock wait (lock_not_available), up to claimAttempts times. build is
+// called for each attempt.
+func (s *Store) sendClaim(ctx context.Context, build func(b *pgx.Batch)) error {
+	settings := func(b *pgx.Batch) { dbsqlc.QueueClaimSettingsForTx(b, claimLockTimeout) }
 	for attempt := 1; ; attempt++ {
-		err := s.sendTx(ctx, func(b *pgx.Batch) {
-			dbsqlc.QueueClaimSettingsForTx(b, claimLockTimeout)
-			build(b)
-		})
-		var pgErr *pgconn.PgError
-		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != sqlstateLockNotAvailable || attempt == claimAttempts {
+		err := s.sendTxWith(ctx, settings, build)
+		if attempt == claimAttempts || sqlstateOf(err) != sqlstateLockNotAvailable {
 			return err
 		}
 	}
+}
+
+// sendRows sends the one statement queue queues with send (sendClaim, or
+// sendTxWith bound to its settings) and returns its rows, those of the
+// attempt that ran last: queue appends them to out, which each attempt
+// empties first.
+func sendRows[R any](ctx context.Context, send func(context.Context, func(*pgx.Batch)) error, queue func(b *pgx.Batch, out *[]R)) ([]R, error) {
+	var rows []R
+	err := send(ctx, func(b *pgx.Batch) {
+		rows = rows[:0]
+		queue(b, &rows)
+	})
+	return rows, err
+}
+
+// sqlstateOf is err's SQLSTATE when the server answered it, else "".
+func sqlstateOf(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
 }
 
 // outcomeUnknown reports whether err failed a statement without an answer
@@ -240,9 +268,8 @@ func retryTx(ctx context.Context, run func() error) error {
 // retryableTx reports whether err aborted a transaction that may simply run
 // again.
 func retryableTx(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) &&
-		(pgErr.Code == sqlstateDeadlockDetected || pgErr.Code == sqlstateSerializationFailure)
+	code := sqlstateOf(err)
+	return code == sqlstateDeadlockDetected || code == sqlstateSerializationFailure
 }
 
 // inTx runs fn in one transaction and commits it when fn returns nil. The
