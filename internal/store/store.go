@@ -51,7 +51,9 @@ type Store struct {
 
 // New wraps an open pool.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{db: pool, pool: pool, q: dbsqlc.New(pool), poolGroups: &poolGroups{}}
+	s := &Store{db: pool, pool: pool, q: dbsqlc.New(pool)}
+	s.poolGroups = newPoolGroups(s)
+	return s
 }
 
 // NewTx returns a store whose every statement runs inside tx; its own
