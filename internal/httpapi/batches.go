@@ -124,8 +124,11 @@ func (s *Server) PostBatches(c echo.Context) error {
 	case len(trimmed) > 0 && trimmed[0] == '[':
 		// The array itself has no keys to check; each item is decoded
 		// strictly below. decodeJSON already refused malformed text.
-		if err := json.Unmarshal(raw, &items); err != nil {
-			return errorf(http.StatusBadRequest, "request body must be a batch object or an array of batches: %v", err)
+		var ok bool
+		if items, ok = splitArray(raw); !ok {
+			if err := json.Unmarshal(raw, &items); err != nil {
+				return errorf(http.StatusBadRequest, "request body must be a batch object or an array of batches: %v", err)
+			}
 		}
 	case len(trimmed) > 0 && trimmed[0] == '{':
 		items, single = []json.RawMessage{raw}, true
@@ -268,9 +271,12 @@ func inParallel(n int, check func(i int) bool) int {
 
 // decodeBatch decodes and checks one batch of a request.
 func (s *Server) decodeBatch(raw json.RawMessage) (store.NewBatch, *Error) {
-	var b apigen.NewBatch
-	if err := strictUnmarshal(raw, &b); err != nil {
-		return store.NewBatch{}, err
+	b, ok := fastNewBatch(raw)
+	if !ok {
+		b = apigen.NewBatch{}
+		if err := strictUnmarshal(raw, &b); err != nil {
+			return store.NewBatch{}, err
+		}
 	}
 	return s.validateBatch(b)
 }

@@ -3,11 +3,13 @@ package httpapi
 import (
 	"encoding/base64"
 	"encoding/json"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -79,6 +81,13 @@ func BenchmarkIntake(b *testing.B) {
 			}
 		}
 	})
+	b.Run("json-fast", func(b *testing.B) {
+		for b.Loop() {
+			if _, ok := fastNewBatch(item); !ok {
+				b.Fatal("the fast path left a plain batch to the strict decoder")
+			}
+		}
+	})
 	b.Run("verify", func(b *testing.B) {
 		for b.Loop() {
 			if err := sawtooth.CheckBatchForID(id, payload); err != nil {
@@ -86,4 +95,108 @@ func BenchmarkIntake(b *testing.B) {
 			}
 		}
 	})
+}
+
+// fastNewBatchCases are batch objects of every shape the intake meets: the
+// common ones the fast path must take, and ones it must leave to the strict
+// decoder (which refuses most of them, and decodes the rest differently
+// from the text: escapes, null).
+var fastNewBatchCases = []struct {
+	in   string
+	fast bool
+}{
+	{`{"id":"a","service_id":"s","payload":"cA=="}`, true},
+	{` { "payload" : "cA==" ,"id":"a",` + "\n\t" + `"service_id":"s" } ` + "\r\n", true},
+	{`{"id":"a","service_id":"s","payload":"cA==","created_at":"2026-01-02T15:04:05Z"}`, true},
+	{`{"id":"ä✓","service_id":"s","payload":""}`, true},
+	{`{"id":"a"}`, true},
+	{`{"id":"a\"b","service_id":"s","payload":"cA=="}`, false},
+	{`{"id":"a\u0062","service_id":"s","payload":"cA=="}`, false},
+	{`{"id":"a","service_id":"s","payload":"cA==","created_at":null}`, false},
+	{`{"id":"a","id":"b","service_id":"s","payload":"cA=="}`, false},
+	{`{"id":"a","ID":"b","service_id":"s","payload":"cA=="}`, false},
+	{`{"Id":"a","service_id":"s","payload":"cA=="}`, false},
+	{`{"id":"a","service_id":"s","payload":"cA==","extra":"x"}`, false},
+	{`{"id":1,"service_id":"s","payload":"cA=="}`, false},
+	{`{"id":"a","service_id":["s"],"payload":"cA=="}`, false},
+	{`{"id":"a","service_id":"s","payload":"cA=="}x`, false},
+	{`{"id":"a","service_id":"s","payload":"cA==",}`, false},
+	{`{}`, false},
+	{`[]`, false},
+	{`"id"`, false},
+	{`{"id":"a` + "\x01" + `","service_id":"s","payload":"cA=="}`, false},
+}
+
+// The fast path reads only what it can read exactly as the strict decoder
+// does: for every input it takes, strictUnmarshal takes it too and gives the
+// same batch. Random edits of the cases (a byte changed, dropped or
+// doubled) hunt for an input where the two part.
+func TestFastNewBatch_TakesOnlyWhatTheStrictDecoderReadsTheSame(t *testing.T) {
+	t.Parallel()
+	same := func(t *testing.T, in []byte) bool {
+		t.Helper()
+		fast, ok := fastNewBatch(in)
+		if !ok {
+			return false
+		}
+		var strict apigen.NewBatch
+		require.Nil(t, strictUnmarshal(in, &strict), "the fast path took %q, the strict decoder refused it", in)
+		require.Equal(t, strict, fast, "decoding %q", in)
+		return true
+	}
+	for _, c := range fastNewBatchCases {
+		require.Equal(t, c.fast, same(t, []byte(c.in)), "fast path on %q", c.in)
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte(`{}[]":, \"\\azAZ019_-` + "\t\n\x01")
+	took := 0
+	for range 20000 {
+		in := []byte(fastNewBatchCases[rnd.IntN(len(fastNewBatchCases))].in)
+		for range 1 + rnd.IntN(3) {
+			if len(in) == 0 {
+				break
+			}
+			i := rnd.IntN(len(in))
+			switch rnd.IntN(3) {
+			case 0:
+				in[i] = alphabet[rnd.IntN(len(alphabet))]
+			case 1:
+				in = append(in[:i:i], in[i+1:]...)
+			default:
+				in = append(in[:i+1:i+1], in[i:]...)
+			}
+		}
+		if !utf8.Valid(in) {
+			continue // refused before any item is decoded (checkJSONText)
+		}
+		if same(t, in) {
+			took++
+		}
+	}
+	require.Greater(t, took, 100, "the edits left the fast path something to take")
+}
+
+// splitArray gives an array's elements as encoding/json does, whitespace,
+// nesting and strings holding brackets and escaped quotes included.
+func TestSplitArray_GivesTheElementsEncodingJSONGives(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{
+		`[]`, ` [ ] `, `[{}]`, `[1,"two",null,true,{"a":[1,{"b":"]"}]},[[]]]`,
+		"[\n {\"id\":\"a\\\"],{\"} ,\t{\"id\":\"b\"}\r\n]",
+		`[{"id":"a","service_id":"s","payload":"cA=="},{"id":"b","service_id":"s","payload":"cA=="}]`,
+		`["\\",  "\\\"[", 0.5e3 ]`,
+	} {
+		var want []json.RawMessage
+		require.NoError(t, json.Unmarshal([]byte(in), &want), in)
+		got, ok := splitArray([]byte(in))
+		require.True(t, ok, in)
+		require.Len(t, got, len(want), in)
+		for i := range want {
+			require.Equal(t, string(want[i]), string(got[i]), "element %d of %s", i, in)
+		}
+	}
+	for _, in := range []string{`{"a":[1]}`, `"[1]"`, `1`} {
+		_, ok := splitArray([]byte(in))
+		require.False(t, ok, in)
+	}
 }
