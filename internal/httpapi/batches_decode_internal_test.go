@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
 
+	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
@@ -198,5 +201,36 @@ func TestSplitArray_GivesTheElementsEncodingJSONGives(t *testing.T) {
 	for _, in := range []string{`{"a":[1]}`, `"[1]"`, `1`} {
 		_, ok := splitArray([]byte(in))
 		require.False(t, ok, in)
+	}
+}
+
+// decodeJSON finds a body's one value in one pass when it is wanted as raw
+// text, and gives the bytes the decoder would give; what is not one valid
+// value still gets the decoder's errors.
+func TestDecodeJSON_RawTextIsTheDecodersValue(t *testing.T) {
+	t.Parallel()
+	decode := func(body string) (json.RawMessage, error) {
+		req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+		var raw json.RawMessage
+		err := decodeJSON(echo.New().NewContext(req, httptest.NewRecorder()), &raw)
+		return raw, err
+	}
+	for _, body := range []string{`[]`, " \n[1, {\"a\":\"]\"}]\t\r\n", `{"id":"a"}`, `"x"`, ` 12 `, `null`} {
+		var want json.RawMessage
+		require.NoError(t, json.NewDecoder(strings.NewReader(body)).Decode(&want), body)
+		got, err := decode(body)
+		require.NoError(t, err, body)
+		require.Equal(t, string(want), string(got), "body %q", body)
+	}
+	for body, msg := range map[string]string{
+		``:          "request body is empty",
+		`[1] [2]`:   "request body must hold one JSON value",
+		`[1,]`:      "malformed JSON",
+		`{"a":1} x`: "request body must hold one JSON value",
+	} {
+		_, err := decode(body)
+		var apiErr *Error
+		require.ErrorAs(t, err, &apiErr, body)
+		require.Contains(t, apiErr.Message, msg, "body %q", body)
 	}
 }
