@@ -20,5 +20,6 @@ SELECT set_config('lock_timeout', @lock_timeout::text, true),
 
 -- name: GenericPlansForTx :exec
 -- The statements after it in the same transaction run with generic plans
--- (plan_cache_mode, for this transaction only): BatchList sends it first.
+-- (plan_cache_mode, for this transaction only): BatchList sends it first,
+-- BatchRecordStatuses before its last statement, the wake-up.
 SELECT set_config('plan_cache_mode', 'force_generic_plan', true);

@@ -727,6 +727,10 @@ func (s *Store) BatchRecordStatuses(ctx context.Context, p BatchRecordStatusesPa
 			}, &admitted)
 		}
 		if len(queueing) > 0 {
+			// Last in the transaction, so that only it runs with a generic
+			// plan: planned for each call's services, it cost more to plan
+			// than to run.
+			dbsqlc.QueueGenericPlansForTx(b)
 			dbsqlc.QueueBatchWakeIfQueued(b, dbsqlc.BatchWakeIfQueuedParams{Channel: notify.BatchSubmitter, Now: p.Now, ServiceIds: queueing})
 		}
 	})

@@ -30,7 +30,8 @@ SELECT set_config('plan_cache_mode', 'force_generic_plan', true)
 `
 
 // The statements after it in the same transaction run with generic plans
-// (plan_cache_mode, for this transaction only): BatchList sends it first.
+// (plan_cache_mode, for this transaction only): BatchList sends it first,
+// BatchRecordStatuses before its last statement, the wake-up.
 func (q *Queries) GenericPlansForTx(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, genericPlansForTx)
 	return err
