@@ -15,7 +15,7 @@ func (s *Store) PoolAddGroup(ctx context.Context, params []PoolAddParams) (res [
 	group := make([]*poolIntake, len(params))
 	for i, p := range params {
 		p.Tx = p.Tx.lowered()
-		group[i] = newMember[PoolAddParams, PoolAddResult](ctx, p)
+		group[i] = &poolIntake{ctx: ctx, p: p, wake: make(chan struct{}, 1)}
 	}
 	s.poolAddGroup(group)
 	for _, in := range group {
@@ -29,10 +29,10 @@ func (s *Store) PoolAddGroup(ctx context.Context, params []PoolAddParams) (res [
 // release lets them go, gathered.
 func (s *Store) HoldPoolGroups() (release func()) {
 	g := s.poolGroups
-	runs := make([]*groupRun[PoolAddParams, PoolAddResult], g.inFlight)
+	runs := make([]*poolRun, poolGroupsInFlight)
 	g.mu.Lock()
 	for i := range runs {
-		runs[i] = &groupRun[PoolAddParams, PoolAddResult]{g: g}
+		runs[i] = &poolRun{g: g}
 		g.running++
 	}
 	g.mu.Unlock()

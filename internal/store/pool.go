@@ -275,7 +275,7 @@ func (s *Store) PoolAdd(ctx context.Context, p PoolAddParams) (PoolAddResult, er
 	if s.poolGroups == nil {
 		return s.poolAddAlone(ctx, p)
 	}
-	return s.poolGroups.add(ctx, p)
+	return s.poolGroups.add(ctx, s, p)
 }
 
 // poolAddAlone is one intake in a transaction of its own: again with an

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,31 +63,172 @@ var errPoolGroupSplit = errors.New("pool intake group left intakes out")
 // errPoolGroupAlone: the group cannot finish as one; each intake runs alone.
 var errPoolGroupAlone = errors.New("pool intake group runs its intakes alone")
 
+// poolGroups gathers a process's intakes into groups.
+type poolGroups struct {
+	mu      sync.Mutex
+	waiting []*poolIntake
+	running int
+}
+
 // poolIntake is one PoolAdd call waiting for, or in, a group.
-type poolIntake = member[PoolAddParams, PoolAddResult]
+type poolIntake struct {
+	ctx context.Context
+	p   PoolAddParams
+	// wake is signalled once: the intake's group finished, or the intake
+	// leads (runs) the group in lead.
+	wake chan struct{}
+	lead []*poolIntake
+	run  *poolRun // lead's place among the groups running
+	// The outcome: res and err, or alone (the caller runs it alone).
+	res   PoolAddResult
+	err   error
+	alone bool
+}
 
-// poolGroups gathers a process's pool intakes into groups: an intake joins
-// a group of its chain with the same limits, one intake per sender.
-type poolGroups = groups[PoolAddParams, PoolAddResult]
-
-func newPoolGroups(s *Store) *poolGroups {
-	return &poolGroups{
-		max: poolGroupMax, inFlight: poolGroupsInFlight, stall: poolGroupStall,
-		fits: func(group []*poolIntake, in *poolIntake) bool {
-			first := group[0]
-			return in.p.Tx.ChainID == first.p.Tx.ChainID && in.p.Limits == first.p.Limits &&
-				!slices.ContainsFunc(group, func(m *poolIntake) bool { return m.p.Tx.Sender == in.p.Tx.Sender })
-		},
-		alone:    s.poolAddAlone,
-		together: s.poolAddGroup,
-		describe: func(p PoolAddParams) string { return "storing pool transaction " + p.Tx.Hash },
+// add runs p in a group, or alone when nothing else waits.
+func (g *poolGroups) add(ctx context.Context, s *Store, p PoolAddParams) (PoolAddResult, error) {
+	in := &poolIntake{ctx: ctx, p: p, wake: make(chan struct{}, 1)}
+	if !g.join(in) {
+		select {
+		case <-in.wake:
+		case <-ctx.Done():
+			if g.leave(in) {
+				return PoolAddResult{}, fmt.Errorf("storing pool transaction %s: %w", p.Tx.Hash, ctx.Err())
+			}
+			<-in.wake // taken into a group: it answers, or this call leads it
+		}
 	}
+	if in.lead != nil {
+		s.runPoolGroup(in.lead, in.run)
+	}
+	if in.alone {
+		return s.poolAddAlone(ctx, p)
+	}
+	return in.res, in.err
+}
+
+// join queues in and, when fewer than poolGroupsInFlight groups run, starts
+// the next group: true when in leads it, else it is handed to its leader.
+func (g *poolGroups) join(in *poolIntake) bool {
+	g.mu.Lock()
+	g.waiting = append(g.waiting, in)
+	if g.running >= poolGroupsInFlight {
+		g.mu.Unlock()
+		return false
+	}
+	g.running++
+	leader := g.startLocked()
+	g.mu.Unlock()
+	if leader == in {
+		return true
+	}
+	leader.wake <- struct{}{}
+	return false
+}
+
+// poolRun is a group's place among the poolGroupsInFlight running. It is
+// given back when the group ends, or before, when the group has run
+// poolGroupStall: then the next group starts beside it.
+type poolRun struct {
+	g     *poolGroups
+	timer *time.Timer
+	given bool // under g.mu
+}
+
+// startLocked takes the next group off the queue with a place of its own
+// and returns its leader, which the caller wakes unless it is the caller's.
+func (g *poolGroups) startLocked() *poolIntake {
+	group := g.takeLocked()
+	run := &poolRun{g: g}
+	run.timer = time.AfterFunc(poolGroupStall, run.giveBack)
+	group[0].lead, group[0].run = group, run
+	return group[0]
+}
+
+// giveBack gives the run's place, once, to the next group, or counts one
+// group fewer.
+func (r *poolRun) giveBack() {
+	g := r.g
+	g.mu.Lock()
+	if r.given {
+		g.mu.Unlock()
+		return
+	}
+	r.given = true
+	if len(g.waiting) == 0 {
+		g.running--
+		g.mu.Unlock()
+		return
+	}
+	leader := g.startLocked()
+	g.mu.Unlock()
+	leader.wake <- struct{}{}
+}
+
+// leave takes in out of the queue; false when a group has taken it.
+func (g *poolGroups) leave(in *poolIntake) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	i := slices.Index(g.waiting, in)
+	if i < 0 {
+		return false
+	}
+	g.waiting = slices.Delete(g.waiting, i, i+1)
+	return true
+}
+
+// takeLocked takes the next group off the queue: its oldest intake and the
+// next ones of other senders of its chain with the same limits, up to
+// poolGroupMax. The group's first intake leads it.
+func (g *poolGroups) takeLocked() []*poolIntake {
+	first := g.waiting[0]
+	group := []*poolIntake{first}
+	rest := g.waiting[:0]
+	for _, in := range g.waiting[1:] {
+		if len(group) < poolGroupMax && in.p.Tx.ChainID == first.p.Tx.ChainID && in.p.Limits == first.p.Limits &&
+			!slices.ContainsFunc(group, func(m *poolIntake) bool { return m.p.Tx.Sender == in.p.Tx.Sender }) {
+			group = append(group, in)
+			continue
+		}
+		rest = append(rest, in)
+	}
+	clear(g.waiting[len(rest):])
+	g.waiting = rest
+	return group
+}
+
+// runPoolGroup runs a group its caller leads (group[0] is the caller's own
+// intake), gives its place to the next group, and wakes its other intakes.
+func (s *Store) runPoolGroup(group []*poolIntake, run *poolRun) {
+	ran := false
+	defer func() {
+		if !ran {
+			// A panic: the others run alone rather than wait forever.
+			for _, in := range group {
+				in.alone = true
+			}
+		}
+		run.timer.Stop()
+		run.giveBack()
+		for _, in := range group[1:] {
+			in.wake <- struct{}{}
+		}
+	}()
+	if len(group) == 1 {
+		// Alone, as the leader's own intake, still counted as a group
+		// running: intakes that arrive meanwhile gather into the next.
+		in := group[0]
+		in.res, in.err = s.poolAddAlone(in.ctx, in.p)
+	} else {
+		s.poolAddGroup(group)
+	}
+	ran = true
 }
 
 // poolAddGroup stores a group's intakes in one transaction, in rounds: a
 // round that leaves intakes out runs again without them.
 func (s *Store) poolAddGroup(group []*poolIntake) {
-	ctx, cancel := groupContext(group)
+	ctx, cancel := poolGroupContext(group)
 	defer cancel()
 	todo := slices.Clone(group)
 	slices.SortFunc(todo, func(a, b *poolIntake) int {
@@ -111,6 +253,24 @@ func (s *Store) poolAddGroup(group []*poolIntake) {
 	for _, in := range todo {
 		in.alone = true
 	}
+}
+
+// poolGroupContext is the context a group's transaction runs in: not
+// cancelled with any one caller's (the others wait for its answer), with
+// the latest of their deadlines, if they all have one.
+func poolGroupContext(group []*poolIntake) (context.Context, context.CancelFunc) {
+	ctx := context.WithoutCancel(group[0].ctx)
+	var last time.Time
+	for _, in := range group {
+		d, ok := in.ctx.Deadline()
+		if !ok {
+			return context.WithCancel(ctx)
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	return context.WithDeadline(ctx, last)
 }
 
 // poolGroupTx is one round of a group (its intakes in sender order): every

@@ -51,9 +51,7 @@ type Store struct {
 
 // New wraps an open pool.
 func New(pool *pgxpool.Pool) *Store {
-	s := &Store{db: pool, pool: pool, q: dbsqlc.New(pool)}
-	s.poolGroups = newPoolGroups(s)
-	return s
+	return &Store{db: pool, pool: pool, q: dbsqlc.New(pool), poolGroups: &poolGroups{}}
 }
 
 // NewTx returns a store whose every statement runs inside tx; its own
