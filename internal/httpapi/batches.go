@@ -123,13 +123,9 @@ func (s *Server) PostBatches(c echo.Context) error {
 	switch {
 	case len(trimmed) > 0 && trimmed[0] == '[':
 		// The array itself has no keys to check; each item is decoded
-		// strictly below. decodeJSON already refused malformed text.
-		var ok bool
-		if items, ok = splitArray(raw); !ok {
-			if err := json.Unmarshal(raw, &items); err != nil {
-				return errorf(http.StatusBadRequest, "request body must be a batch object or an array of batches: %v", err)
-			}
-		}
+		// strictly below. decodeJSON already refused malformed text, so
+		// the array is split without decoding it again.
+		items = splitArray(raw)
 	case len(trimmed) > 0 && trimmed[0] == '{':
 		items, single = []json.RawMessage{raw}, true
 	default:

@@ -16,13 +16,13 @@ import (
 // what it does not. Both are only ever given text that decodeJSON has read
 // as one JSON value and checkJSONText has passed (valid UTF-8).
 
-// splitArray returns the elements of a JSON array (raw must be one valid
-// JSON value, as decodeJSON leaves it), each as its own text, and false when
-// raw is not an array.
-func splitArray(raw []byte) ([]json.RawMessage, bool) {
+// splitArray returns the elements of a JSON array, each as its own text.
+// raw must be one valid JSON value, as decodeJSON leaves it; nil when it is
+// not an array.
+func splitArray(raw []byte) []json.RawMessage {
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '[' {
-		return nil, false
+		return nil
 	}
 	items := []json.RawMessage{}
 	depth := 0 // inside the array's elements
@@ -54,7 +54,7 @@ func splitArray(raw []byte) ([]json.RawMessage, bool) {
 			if item := trimSpace(raw[start:j]); len(item) > 0 {
 				items = append(items, item)
 			}
-			return items, true
+			return items
 		case ',':
 			if depth == 0 {
 				items = append(items, trimSpace(raw[start:j]))
@@ -62,7 +62,7 @@ func splitArray(raw []byte) ([]json.RawMessage, bool) {
 			}
 		}
 	}
-	return nil, false
+	return nil
 }
 
 // fastNewBatch reads a batch object whose every field is one of NewBatch's,
