@@ -119,7 +119,7 @@ func (s *Server) PostBatches(c echo.Context) error {
 	}
 	var items []json.RawMessage
 	single := false
-	trimmed := bytes.TrimLeft(raw, " \t\r\n")
+	trimmed := bytes.TrimLeft(raw, jsonSpace)
 	switch {
 	case len(trimmed) > 0 && trimmed[0] == '[':
 		// The array itself has no keys to check; each item is decoded

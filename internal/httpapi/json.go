@@ -40,7 +40,7 @@ func decodeJSON(c echo.Context, v any) error {
 		// One value, nothing after it: what the decoder below would
 		// copy out of the body, found in one pass (a request of many
 		// batches is long).
-		*raw = trimSpace(body)
+		*raw = bytes.Trim(body, jsonSpace)
 		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))

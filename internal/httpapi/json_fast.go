@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
@@ -51,13 +52,13 @@ func splitArray(raw []byte) []json.RawMessage {
 				depth--
 				continue
 			}
-			if item := trimSpace(raw[start:j]); len(item) > 0 {
+			if item := bytes.Trim(raw[start:j], jsonSpace); len(item) > 0 {
 				items = append(items, item)
 			}
 			return items
 		case ',':
 			if depth == 0 {
-				items = append(items, trimSpace(raw[start:j]))
+				items = append(items, bytes.Trim(raw[start:j], jsonSpace))
 				start = j + 1
 			}
 		}
@@ -141,17 +142,15 @@ func plainString(raw []byte, i int) (s []byte, next int, ok bool) {
 	return nil, 0, false
 }
 
+// jsonSpace is the whitespace JSON allows between tokens.
+const jsonSpace = " \t\n\r"
+
+// skipSpace returns the index of the first byte at or after i that is not
+// JSON whitespace (jsonSpace's bytes, compared one by one: this runs between
+// every two tokens of a request).
 func skipSpace(raw []byte, i int) int {
 	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
 		i++
 	}
 	return i
-}
-
-func trimSpace(raw []byte) []byte {
-	end := len(raw)
-	for end > 0 && (raw[end-1] == ' ' || raw[end-1] == '\t' || raw[end-1] == '\n' || raw[end-1] == '\r') {
-		end--
-	}
-	return raw[skipSpace(raw[:end], 0):end]
 }
