@@ -730,7 +730,7 @@ func (s *Store) BatchRecordStatuses(ctx context.Context, p BatchRecordStatusesPa
 			// Last in the transaction, so that only it runs with a generic
 			// plan: planned for each call's services, it cost more to plan
 			// than to run.
-			dbsqlc.QueueGenericPlansForTx(b)
+			s.queueSettings(b, dbsqlc.QueueGenericPlansForTx)
 			dbsqlc.QueueBatchWakeIfQueued(b, dbsqlc.BatchWakeIfQueuedParams{Channel: notify.BatchSubmitter, Now: p.Now, ServiceIds: queueing})
 		}
 	})

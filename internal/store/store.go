@@ -183,18 +183,22 @@ const claimLockTimeout = "100ms"
 // claimAttempts is how many times a claim that gave up a lock wait runs.
 const claimAttempts = 3
 
-// sendTxWith is sendTx with set's statements first: settings for the
-// transaction only (set_config(…, true)). On a store made by NewTx, whose
-// statements run in its caller's transaction, set is left out, so that the
-// caller's settings stay its own.
+// sendTxWith is sendTx with set's statements first (queueSettings).
 func (s *Store) sendTxWith(ctx context.Context, set, build func(b *pgx.Batch)) error {
-	if s.pool == nil {
-		return s.sendTx(ctx, build)
-	}
 	return s.sendTx(ctx, func(b *pgx.Batch) {
-		set(b)
+		s.queueSettings(b, set)
 		build(b)
 	})
+}
+
+// queueSettings queues set's statements, settings for the transaction only
+// (set_config(…, true)) that apply to the statements queued after them. On a
+// store made by NewTx, whose statements run in its caller's transaction,
+// set is left out, so that the caller's settings stay its own.
+func (s *Store) queueSettings(b *pgx.Batch, set func(b *pgx.Batch)) {
+	if s.pool != nil {
+		set(b)
+	}
 }
 
 // sendClaim sends a claim's statements as sendTxWith does, with
