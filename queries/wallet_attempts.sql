@@ -36,9 +36,20 @@ LIMIT @max;
 -- Send or recover: the broadcast succeeded or its outcome is indeterminate
 -- (treated as sent). Only signed attempts move; rows through the primary key.
 -- Returns the moved attempts (their tasks are told: submitted).
+-- Each hash is looked up by itself, then the rows are updated by id: the
+-- plan AttemptConfirmFinalMany's note explains, on a new database a walk of
+-- every live attempt of the chain for each round.
 UPDATE ledgerq.tx_attempts
 SET state = 'sent', sent_at = @now::timestamptz, updated_at = @now::timestamptz, last_error = sqlc.narg(error)
-WHERE chain_id = @chain_id AND tx_hash = ANY(@tx_hashes::text[]) AND state = 'signed'
+WHERE id = ANY (ARRAY(
+    SELECT l.id FROM unnest(@tx_hashes::text[]) AS h(tx_hash)
+    CROSS JOIN LATERAL (
+        SELECT x.id FROM ledgerq.tx_attempts x
+        WHERE x.chain_id = @chain_id AND x.tx_hash = h.tx_hash
+          AND CASE WHEN x.state = 'signed' THEN true ELSE false END
+        LIMIT 1
+    ) l
+)) AND CASE WHEN state = 'signed' THEN true ELSE false END
 RETURNING *;
 
 -- name: AttemptConfirm :one
@@ -61,18 +72,35 @@ RETURNING task_id, nonce;
 -- attempt's nonce; the caller rolls the statement back and records one at a
 -- time when that is not every hash it gave (an attempt not live, or a task
 -- not executing), so that an attempt and its task never part.
-WITH u AS (
-    SELECT unnest(@tx_hashes::text[]) AS tx_hash, unnest(@mined_blocks::bigint[]) AS mined_block,
-        unnest(@mined_block_hashes::text[]) AS mined_block_hash, unnest(@reverted::boolean[]) AS reverted
-),
-a AS (
+--
+-- Each hash is looked up by itself, through tx_attempts_hash, and the rows
+-- are then updated by id, their block read from the lists by the hash's
+-- position. A join of the attempts with the unnested lists was planned,
+-- on tables autovacuum had not analyzed yet (a new database's first
+-- minutes), as a walk of every live attempt of the chain with the lists
+-- unnested again for each: the square of the lane, 280 000 rows compared
+-- for a round of 30 on a lane of 6000 tasks. A lookup per hash, in a
+-- LATERAL subquery that its LIMIT keeps from being flattened into a join,
+-- is the plan whatever the statistics say. The state tests are CASEs, which
+-- no partial index answers: `state IN (…)` let the planner, which takes
+-- each state for rare until it has statistics, prefer the partial indexes
+-- of live attempts, every one of the chain's, over the hash.
+WITH a AS (
     UPDATE ledgerq.tx_attempts t
     SET state = 'confirmed', confirmed_at = @now::timestamptz, updated_at = @now::timestamptz,
-        mined_block = u.mined_block, mined_block_hash = u.mined_block_hash,
+        mined_block = (@mined_blocks::bigint[])[array_position(@tx_hashes::text[], t.tx_hash)],
+        mined_block_hash = (@mined_block_hashes::text[])[array_position(@tx_hashes::text[], t.tx_hash)],
         mined_at = coalesce(t.mined_at, @now::timestamptz)
-    FROM u
-    WHERE t.chain_id = @chain_id AND t.tx_hash = u.tx_hash AND t.state IN ('signed', 'sent', 'mined')
-    RETURNING t.task_id, t.nonce, t.tx_hash, u.reverted
+    WHERE t.id = ANY (ARRAY(
+        SELECT l.id FROM unnest(@tx_hashes::text[]) AS h(tx_hash)
+        CROSS JOIN LATERAL (
+            SELECT x.id FROM ledgerq.tx_attempts x
+            WHERE x.chain_id = @chain_id AND x.tx_hash = h.tx_hash
+              AND CASE WHEN x.state IN ('signed', 'sent', 'mined') THEN true ELSE false END
+            LIMIT 1
+        ) l
+    )) AND CASE WHEN t.state IN ('signed', 'sent', 'mined') THEN true ELSE false END
+    RETURNING t.task_id, t.nonce, t.tx_hash, (@reverted::boolean[])[array_position(@tx_hashes::text[], t.tx_hash)] AS reverted
 )
 UPDATE ledgerq.wallet_tasks w
 SET status = 3, tx_hash = a.tx_hash, reverted = a.reverted, finished_at = @now::timestamptz, updated_at = @now::timestamptz
@@ -210,8 +238,14 @@ WHERE chain_id = @chain_id AND sender = @sender AND state IN ('signed', 'sent', 
 -- ones included (-1: none). The next nonce never moves to or below it: a
 -- nonce ledgerq signed for is not signed again with other content while its
 -- transaction may still land.
-SELECT coalesce(max(nonce), -1)::bigint AS nonce FROM ledgerq.tx_attempts
-WHERE chain_id = @chain_id AND sender = @sender AND state <> 'dropped';
+-- The highest first, through tx_attempts_live_nonce backwards: as max(), a
+-- new database's plan (no statistics yet) read every live attempt of the
+-- wallet.
+SELECT coalesce((
+    SELECT h.nonce FROM ledgerq.tx_attempts h
+    WHERE h.chain_id = @chain_id AND h.sender = @sender AND h.state <> 'dropped'
+    ORDER BY h.nonce DESC
+    LIMIT 1), -1)::bigint AS nonce;
 
 -- name: AttemptSupersede :one
 -- Gas bump: the attempt a bump replaces leaves the live set (its hash may
@@ -266,22 +300,33 @@ RETURNING task_id, nonce;
 -- next nonce (nothing ever signed): none. Nonces below the next one with no
 -- attempt at all are not listed: retention deleted their attempts, or the
 -- next nonce was raised past them. One statement: the next nonce by its
--- key, the floor and the dropped ones through tx_attempts_nonce.
+-- key, the floor (the highest mined or confirmed first, backwards through
+-- tx_attempts_nonce), and the dropped ones through tx_attempts_nonce from
+-- the floor up. The floor and the next nonce bound that scan: the dropped
+-- ones are a LATERAL subquery that OFFSET 0 keeps from being flattened,
+-- since a new database's plan (no statistics yet) otherwise read every
+-- attempt of the wallet below @last_nonce, its history, in every run.
 WITH nx AS (
     SELECT w.next_nonce FROM ledgerq.wallet_nonces w
     WHERE w.chain_id = @chain_id AND w.sender = @sender
 ),
 fl AS (
-    SELECT coalesce(max(m.nonce) + 1, 0)::bigint AS nonce FROM ledgerq.tx_attempts m
-    WHERE m.chain_id = @chain_id AND m.sender = @sender AND m.state IN ('mined', 'confirmed')
+    SELECT coalesce((
+        SELECT m.nonce + 1 FROM ledgerq.tx_attempts m
+        WHERE m.chain_id = @chain_id AND m.sender = @sender AND m.state IN ('mined', 'confirmed')
+        ORDER BY m.nonce DESC
+        LIMIT 1), 0)::bigint AS nonce
 )
 SELECT u.nonce::bigint AS nonce
 FROM (
     SELECT g.nonce FROM nx CROSS JOIN LATERAL generate_series(nx.next_nonce, @last_nonce::bigint) AS g(nonce)
     UNION
-    SELECT d.nonce FROM ledgerq.tx_attempts d CROSS JOIN nx CROSS JOIN fl
-    WHERE d.chain_id = @chain_id AND d.sender = @sender AND d.state = 'dropped'
-      AND d.nonce >= fl.nonce AND d.nonce < nx.next_nonce AND d.nonce <= @last_nonce::bigint
+    SELECT d.nonce FROM nx CROSS JOIN fl CROSS JOIN LATERAL (
+        SELECT d.nonce FROM ledgerq.tx_attempts d
+        WHERE d.chain_id = @chain_id AND d.sender = @sender AND d.state = 'dropped'
+          AND d.nonce >= fl.nonce AND d.nonce < nx.next_nonce AND d.nonce <= @last_nonce::bigint
+        OFFSET 0
+    ) d
 ) u
 WHERE NOT EXISTS (
     SELECT 1 FROM ledgerq.tx_attempts a

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/store"
@@ -696,4 +698,147 @@ func TestBatchList_AStatusFilterReadsAPageNotTheTable(t *testing.T) {
 		require.Len(t, page, 100)
 	}
 	require.Equal(t, map[string]plans{"BatchList": {generic: 2}}, preparedPlans(t, st, "BatchList"))
+}
+
+// A lane that starts on a new database runs its first minutes before
+// autovacuum has analyzed a table: the planner knows the tables' sizes but
+// not that every row is on one chain, so it takes `chain_id = …` for a
+// filter that keeps one row in two hundred. A round's statement over its
+// attempts or tasks must still reach its own rows by key, whatever the
+// lane holds beside them: a plan that walks every live attempt of the
+// chain and, for each, the round's unnested list again (what the confirm
+// round did: a nested loop with the list inside, 434 × 72 rows compared
+// for 72 confirmed attempts) costs the square of the lane, not the round.
+// Each statement here runs under EXPLAIN ANALYZE on never-analyzed tables
+// holding 6000 tasks of 10 wallets, and must read (rows its table scans
+// returned or filtered out, and its joins compared and threw away, over
+// all their loops) a few rows for each row of its round.
+func TestWallet_OnANewDatabaseRoundsAndRunsReadTheirOwnRows(t *testing.T) {
+	t.Parallel()
+	p := newPlanDB(t, time.Minute)
+	sender := func(w int) string { return fmt.Sprintf("0x%040x", w) }
+	// 10 wallets; each with 300 waiting tasks and 300 executing ones, whose
+	// attempts are signed (one in three) or sent. No ANALYZE.
+	p.exec(`
+		INSERT INTO ledgerq.wallet_tasks (id, wallet_id, chain_id, sender, status, to_address, request_hash,
+			created_at, updated_at, started_at)
+		SELECT md5('new' || g)::uuid::text, 'w' || (g % 10), 1337, '0x' || lpad(to_hex(g % 10), 40, '0'),
+			(g / 10) % 2, '0x' || lpad('b', 40, '0'), sha256(g::text::bytea), $1, $1,
+			CASE WHEN (g / 10) % 2 = 1 THEN $1::timestamptz END
+		FROM generate_series(0, 5999) g`, p.t0)
+	p.exec(`
+		INSERT INTO ledgerq.tx_attempts (chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit,
+			max_fee_per_gas, max_priority_fee_per_gas, state, created_at, updated_at, sent_at)
+		SELECT 1337, '0x' || lpad(to_hex(g), 64, '0'), md5('new' || g)::uuid::text, '0x' || lpad(to_hex(g % 10), 40, '0'),
+			g / 10, '\x01', 21000, 2, 1, CASE WHEN g % 3 = 0 THEN 'signed' ELSE 'sent' END::ledgerq.tx_attempt_state,
+			$1, $1, CASE WHEN g % 3 <> 0 THEN $1::timestamptz END
+		FROM generate_series(0, 5999) g WHERE (g / 10) % 2 = 1`, p.t0)
+	var analyzed int
+	require.NoError(t, p.db.Store.DB().QueryRow(p.ctx, `
+		SELECT count(*) FROM pg_class WHERE oid IN ('ledgerq.wallet_tasks'::regclass, 'ledgerq.tx_attempts'::regclass)
+		AND reltuples >= 0`).Scan(&analyzed))
+	require.Zero(t, analyzed, "the tables must not have been analyzed")
+
+	// The round's rows: 30 of wallet 3's, by kind.
+	list := func(sql string) []string {
+		rows, err := p.db.Store.DB().Query(p.ctx, sql+` LIMIT 30`)
+		require.NoError(t, err)
+		out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		require.Len(t, out, 30)
+		return out
+	}
+	w := sender(3)
+	waiting := list(`SELECT id FROM ledgerq.wallet_tasks WHERE sender = '` + w + `' AND status = 0 ORDER BY id`)
+	executing := list(`SELECT id FROM ledgerq.wallet_tasks WHERE sender = '` + w + `' AND status = 1 ORDER BY id`)
+	signed := list(`SELECT tx_hash FROM ledgerq.tx_attempts WHERE sender = '` + w + `' AND state = 'signed' ORDER BY nonce`)
+	sent := list(`SELECT tx_hash FROM ledgerq.tx_attempts WHERE sender = '` + w + `' AND state = 'sent' ORDER BY nonce`)
+	blocks, blockHashes, reverted := make([]int64, 30), make([]string, 30), make([]bool, 30)
+	for i := range blocks {
+		blocks[i], blockHashes[i] = int64(100+i), fmt.Sprintf("0x%064x", 100+i)
+	}
+	for _, c := range []struct {
+		query string
+		args  []any
+	}{
+		// In the order of the generated statements' parameters.
+		{"AttemptConfirmFinalMany", []any{p.t0, blocks, sent, blockHashes, int64(1337), reverted}},
+		{"AttemptMarkSent", []any{p.t0, nil, signed, int64(1337)}},
+		{"TaskStartMany", []any{p.t0, waiting, int64(1337), w}},
+		{"TaskGetMany", []any{executing}},
+	} {
+		read := p.rowsRead(c.query, c.args...)
+		require.GreaterOrEqual(t, read, 30, "%s did not reach the round's rows", c.query)
+		assert.Less(t, read/30, 5, "%s read %d rows for a round of 30: its plan reads the lane, not the round", c.query, read)
+	}
+
+	// What every run of a wallet's shard reads once, its highest held nonce
+	// and the nonces the chain used that no attempt holds (none here), must
+	// read the wallet's attempts in flight, not its history: a wallet with
+	// 5000 confirmed attempts and 50 sent.
+	h := sender(12)
+	p.exec(`
+		INSERT INTO ledgerq.tx_attempts (chain_id, tx_hash, sender, nonce, raw, gas_limit,
+			max_fee_per_gas, max_priority_fee_per_gas, state, created_at, updated_at, sent_at, confirmed_at)
+		SELECT 1337, '0x' || lpad(to_hex(100000 + g), 64, '0'), $2, g, '\x01', 21000, 2, 1,
+			CASE WHEN g < 5000 THEN 'confirmed' ELSE 'sent' END::ledgerq.tx_attempt_state,
+			$1, $1, $1, CASE WHEN g < 5000 THEN $1::timestamptz END
+		FROM generate_series(0, 5049) g`, p.t0, h)
+	p.exec(`INSERT INTO ledgerq.wallet_nonces (chain_id, sender, next_nonce, created_at, updated_at) VALUES (1337, $2, 5050, $1, $1)`, p.t0, h)
+	for _, c := range []struct {
+		query string
+		args  []any
+	}{
+		{"AttemptGetMaxHeldNonce", []any{int64(1337), h}},
+		{"AttemptListUnknownNonces", []any{int64(5049), int64(1337), h, int32(100)}},
+	} {
+		read := p.rowsRead(c.query, c.args...)
+		assert.Less(t, read, 200, "%s read %d rows: its plan reads the wallet's history, not what it has in flight", c.query, read)
+	}
+}
+
+// rowsRead runs the generated query name under EXPLAIN ANALYZE in a
+// transaction it rolls back, and returns the rows its plan's table scans
+// returned or filtered out, and its joins compared and threw away, over all
+// their loops.
+func (p *planDB) rowsRead(name string, args ...any) (read int) {
+	t := p.t
+	t.Helper()
+	sql, ok := p.generated[name]
+	require.True(t, ok, "query %s not found in the generated code (run sqlc generate)", name)
+	tx, err := p.db.Store.Conns().Begin(p.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.WithoutCancel(p.ctx)) }()
+	var raw []byte
+	require.NoError(t, tx.QueryRow(p.ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&raw), name)
+	type node struct {
+		Type          string  `json:"Node Type"`
+		Rows          float64 `json:"Actual Rows"`
+		Loops         float64 `json:"Actual Loops"`
+		Removed       float64 `json:"Rows Removed by Filter"`
+		JoinRemoved   float64 `json:"Rows Removed by Join Filter"`
+		RecheckRemove float64 `json:"Rows Removed by Index Recheck"`
+		Plans         []json.RawMessage
+	}
+	var out []struct {
+		Plan json.RawMessage `json:"Plan"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &out), name)
+	require.Len(t, out, 1, name)
+	var walk func(json.RawMessage)
+	walk = func(m json.RawMessage) {
+		var n node
+		require.NoError(t, json.Unmarshal(m, &n), name)
+		switch n.Type {
+		case "Seq Scan", "Index Scan", "Index Only Scan", "Bitmap Heap Scan", "Tid Scan", "Tid Range Scan":
+			read += int((n.Rows + n.Removed + n.RecheckRemove) * n.Loops)
+		}
+		read += int(n.JoinRemoved * n.Loops) // a join's rows compared and thrown away
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(out[0].Plan)
+	t.Logf("EXPLAIN ANALYZE %s: %d rows read: %s", name, read, raw)
+	return read
 }

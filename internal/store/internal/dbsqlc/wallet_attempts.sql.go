@@ -52,18 +52,22 @@ func (q *Queries) AttemptConfirm(ctx context.Context, arg AttemptConfirmParams) 
 }
 
 const attemptConfirmFinalMany = `-- name: AttemptConfirmFinalMany :many
-WITH u AS (
-    SELECT unnest($2::text[]) AS tx_hash, unnest($3::bigint[]) AS mined_block,
-        unnest($4::text[]) AS mined_block_hash, unnest($5::boolean[]) AS reverted
-),
-a AS (
+WITH a AS (
     UPDATE ledgerq.tx_attempts t
     SET state = 'confirmed', confirmed_at = $1::timestamptz, updated_at = $1::timestamptz,
-        mined_block = u.mined_block, mined_block_hash = u.mined_block_hash,
+        mined_block = ($2::bigint[])[array_position($3::text[], t.tx_hash)],
+        mined_block_hash = ($4::text[])[array_position($3::text[], t.tx_hash)],
         mined_at = coalesce(t.mined_at, $1::timestamptz)
-    FROM u
-    WHERE t.chain_id = $6 AND t.tx_hash = u.tx_hash AND t.state IN ('signed', 'sent', 'mined')
-    RETURNING t.task_id, t.nonce, t.tx_hash, u.reverted
+    WHERE t.id = ANY (ARRAY(
+        SELECT l.id FROM unnest($3::text[]) AS h(tx_hash)
+        CROSS JOIN LATERAL (
+            SELECT x.id FROM ledgerq.tx_attempts x
+            WHERE x.chain_id = $5 AND x.tx_hash = h.tx_hash
+              AND CASE WHEN x.state IN ('signed', 'sent', 'mined') THEN true ELSE false END
+            LIMIT 1
+        ) l
+    )) AND CASE WHEN t.state IN ('signed', 'sent', 'mined') THEN true ELSE false END
+    RETURNING t.task_id, t.nonce, t.tx_hash, ($6::boolean[])[array_position($3::text[], t.tx_hash)] AS reverted
 )
 UPDATE ledgerq.wallet_tasks w
 SET status = 3, tx_hash = a.tx_hash, reverted = a.reverted, finished_at = $1::timestamptz, updated_at = $1::timestamptz
@@ -74,11 +78,11 @@ RETURNING w.id, w.wallet_id, w.chain_id, w.sender, w.priority, w.status, w.to_ad
 
 type AttemptConfirmFinalManyParams struct {
 	Now              time.Time
-	TxHashes         []string
 	MinedBlocks      []int64
+	TxHashes         []string
 	MinedBlockHashes []string
-	Reverted         []bool
 	ChainID          int64
+	Reverted         []bool
 }
 
 type AttemptConfirmFinalManyRow struct {
@@ -93,14 +97,27 @@ type AttemptConfirmFinalManyRow struct {
 // attempt's nonce; the caller rolls the statement back and records one at a
 // time when that is not every hash it gave (an attempt not live, or a task
 // not executing), so that an attempt and its task never part.
+//
+// Each hash is looked up by itself, through tx_attempts_hash, and the rows
+// are then updated by id, their block read from the lists by the hash's
+// position. A join of the attempts with the unnested lists was planned,
+// on tables autovacuum had not analyzed yet (a new database's first
+// minutes), as a walk of every live attempt of the chain with the lists
+// unnested again for each: the square of the lane, 280 000 rows compared
+// for a round of 30 on a lane of 6000 tasks. A lookup per hash, in a
+// LATERAL subquery that its LIMIT keeps from being flattened into a join,
+// is the plan whatever the statistics say. The state tests are CASEs, which
+// no partial index answers: `state IN (…)` let the planner, which takes
+// each state for rare until it has statistics, prefer the partial indexes
+// of live attempts, every one of the chain's, over the hash.
 func (q *Queries) AttemptConfirmFinalMany(ctx context.Context, arg AttemptConfirmFinalManyParams) ([]AttemptConfirmFinalManyRow, error) {
 	rows, err := q.db.Query(ctx, attemptConfirmFinalMany,
 		arg.Now,
-		arg.TxHashes,
 		arg.MinedBlocks,
+		arg.TxHashes,
 		arg.MinedBlockHashes,
-		arg.Reverted,
 		arg.ChainID,
+		arg.Reverted,
 	)
 	if err != nil {
 		return nil, err
@@ -319,8 +336,11 @@ func (q *Queries) AttemptGetLiveAt(ctx context.Context, arg AttemptGetLiveAtPara
 }
 
 const attemptGetMaxHeldNonce = `-- name: AttemptGetMaxHeldNonce :one
-SELECT coalesce(max(nonce), -1)::bigint AS nonce FROM ledgerq.tx_attempts
-WHERE chain_id = $1 AND sender = $2 AND state <> 'dropped'
+SELECT coalesce((
+    SELECT h.nonce FROM ledgerq.tx_attempts h
+    WHERE h.chain_id = $1 AND h.sender = $2 AND h.state <> 'dropped'
+    ORDER BY h.nonce DESC
+    LIMIT 1), -1)::bigint AS nonce
 `
 
 type AttemptGetMaxHeldNonceParams struct {
@@ -332,6 +352,9 @@ type AttemptGetMaxHeldNonceParams struct {
 // ones included (-1: none). The next nonce never moves to or below it: a
 // nonce ledgerq signed for is not signed again with other content while its
 // transaction may still land.
+// The highest first, through tx_attempts_live_nonce backwards: as max(), a
+// new database's plan (no statistics yet) read every live attempt of the
+// wallet.
 func (q *Queries) AttemptGetMaxHeldNonce(ctx context.Context, arg AttemptGetMaxHeldNonceParams) (int64, error) {
 	row := q.db.QueryRow(ctx, attemptGetMaxHeldNonce, arg.ChainID, arg.Sender)
 	var nonce int64
@@ -918,16 +941,22 @@ WITH nx AS (
     WHERE w.chain_id = $2 AND w.sender = $3
 ),
 fl AS (
-    SELECT coalesce(max(m.nonce) + 1, 0)::bigint AS nonce FROM ledgerq.tx_attempts m
-    WHERE m.chain_id = $2 AND m.sender = $3 AND m.state IN ('mined', 'confirmed')
+    SELECT coalesce((
+        SELECT m.nonce + 1 FROM ledgerq.tx_attempts m
+        WHERE m.chain_id = $2 AND m.sender = $3 AND m.state IN ('mined', 'confirmed')
+        ORDER BY m.nonce DESC
+        LIMIT 1), 0)::bigint AS nonce
 )
 SELECT u.nonce::bigint AS nonce
 FROM (
     SELECT g.nonce FROM nx CROSS JOIN LATERAL generate_series(nx.next_nonce, $1::bigint) AS g(nonce)
     UNION
-    SELECT d.nonce FROM ledgerq.tx_attempts d CROSS JOIN nx CROSS JOIN fl
-    WHERE d.chain_id = $2 AND d.sender = $3 AND d.state = 'dropped'
-      AND d.nonce >= fl.nonce AND d.nonce < nx.next_nonce AND d.nonce <= $1::bigint
+    SELECT d.nonce FROM nx CROSS JOIN fl CROSS JOIN LATERAL (
+        SELECT d.nonce FROM ledgerq.tx_attempts d
+        WHERE d.chain_id = $2 AND d.sender = $3 AND d.state = 'dropped'
+          AND d.nonce >= fl.nonce AND d.nonce < nx.next_nonce AND d.nonce <= $1::bigint
+        OFFSET 0
+    ) d
 ) u
 WHERE NOT EXISTS (
     SELECT 1 FROM ledgerq.tx_attempts a
@@ -955,7 +984,12 @@ type AttemptListUnknownNoncesParams struct {
 // next nonce (nothing ever signed): none. Nonces below the next one with no
 // attempt at all are not listed: retention deleted their attempts, or the
 // next nonce was raised past them. One statement: the next nonce by its
-// key, the floor and the dropped ones through tx_attempts_nonce.
+// key, the floor (the highest mined or confirmed first, backwards through
+// tx_attempts_nonce), and the dropped ones through tx_attempts_nonce from
+// the floor up. The floor and the next nonce bound that scan: the dropped
+// ones are a LATERAL subquery that OFFSET 0 keeps from being flattened,
+// since a new database's plan (no statistics yet) otherwise read every
+// attempt of the wallet below @last_nonce, its history, in every run.
 func (q *Queries) AttemptListUnknownNonces(ctx context.Context, arg AttemptListUnknownNoncesParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, attemptListUnknownNonces,
 		arg.LastNonce,
@@ -1079,26 +1113,37 @@ func (q *Queries) AttemptMarkMined(ctx context.Context, arg AttemptMarkMinedPara
 const attemptMarkSent = `-- name: AttemptMarkSent :many
 UPDATE ledgerq.tx_attempts
 SET state = 'sent', sent_at = $1::timestamptz, updated_at = $1::timestamptz, last_error = $2
-WHERE chain_id = $3 AND tx_hash = ANY($4::text[]) AND state = 'signed'
+WHERE id = ANY (ARRAY(
+    SELECT l.id FROM unnest($3::text[]) AS h(tx_hash)
+    CROSS JOIN LATERAL (
+        SELECT x.id FROM ledgerq.tx_attempts x
+        WHERE x.chain_id = $4 AND x.tx_hash = h.tx_hash
+          AND CASE WHEN x.state = 'signed' THEN true ELSE false END
+        LIMIT 1
+    ) l
+)) AND CASE WHEN state = 'signed' THEN true ELSE false END
 RETURNING chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs
 `
 
 type AttemptMarkSentParams struct {
 	Now      time.Time
 	Error    *string
-	ChainID  int64
 	TxHashes []string
+	ChainID  int64
 }
 
 // Send or recover: the broadcast succeeded or its outcome is indeterminate
 // (treated as sent). Only signed attempts move; rows through the primary key.
 // Returns the moved attempts (their tasks are told: submitted).
+// Each hash is looked up by itself, then the rows are updated by id: the
+// plan AttemptConfirmFinalMany's note explains, on a new database a walk of
+// every live attempt of the chain for each round.
 func (q *Queries) AttemptMarkSent(ctx context.Context, arg AttemptMarkSentParams) ([]LedgerqTxAttempt, error) {
 	rows, err := q.db.Query(ctx, attemptMarkSent,
 		arg.Now,
 		arg.Error,
-		arg.ChainID,
 		arg.TxHashes,
+		arg.ChainID,
 	)
 	if err != nil {
 		return nil, err

@@ -938,10 +938,13 @@ const taskStartMany = `-- name: TaskStartMany :execrows
 UPDATE ledgerq.wallet_tasks t
 SET status = 1, started_at = $1::timestamptz, updated_at = $1::timestamptz
 WHERE t.id = ANY (ARRAY(
-    SELECT w.id FROM ledgerq.wallet_tasks w
-    WHERE w.id = ANY($2::text[]) AND w.chain_id = $3 AND w.sender = $4 AND w.status = 0
-    ORDER BY w.id
-    FOR UPDATE
+    SELECT l.id FROM (SELECT DISTINCT unnest($2::text[]) AS id ORDER BY 1) i
+    CROSS JOIN LATERAL (
+        SELECT w.id FROM ledgerq.wallet_tasks w
+        WHERE w.id = i.id AND w.chain_id = $3 AND w.sender = $4
+          AND CASE WHEN w.status = 0 THEN true ELSE false END
+        FOR UPDATE
+    ) l
 ))
 `
 
@@ -955,6 +958,12 @@ type TaskStartManyParams struct {
 // Write-ahead: the tasks whose attempts are being stored move
 // waiting -> executing, locked in id order. The caller checks that every one
 // moved: a task cancelled meanwhile fails the whole store.
+// Each id is looked up by itself, through the primary key, in a LATERAL
+// subquery its lock keeps from being flattened: with the ids as a filter,
+// the plan on a new database (no statistics yet) walked every waiting task
+// of the wallet through wallet_tasks_waiting_fifo for each round. The
+// status test is a CASE, which no partial index answers (the waiting
+// indexes' is `status = 0`).
 func (q *Queries) TaskStartMany(ctx context.Context, arg TaskStartManyParams) (int64, error) {
 	result, err := q.db.Exec(ctx, taskStartMany,
 		arg.Now,
