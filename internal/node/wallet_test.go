@@ -54,6 +54,10 @@ func TestWalletConfig_RefusesWhatCannotRun(t *testing.T) {
 		"in-flight":       func(c *node.Config) { c.Wallet.Lane.InFlight = 0 },
 		"retention":       func(c *node.Config) { c.Wallet.RetentionAge = -time.Second },
 		"no webhooks":     func(c *node.Config) { c.API.Webhooks.MaxEndpoints = 0 },
+		"negative linger": func(c *node.Config) { c.Wallet.Lane.SendLinger = -time.Millisecond },
+		"linger past the cycle budget": func(c *node.Config) {
+			c.Wallet.Lane.SendLinger = c.Wallet.Lane.CycleBudget
+		},
 	} {
 		c := walletConfig(t)
 		mutate(&c)

@@ -95,6 +95,15 @@ type WalletConfig struct {
 	// bytes (a node that restarted or lost its pool has forgotten them),
 	// at most once per RebroadcastAfter.
 	RebroadcastAfter time.Duration
+	// SendLinger: while a wallet has fewer tasks waiting than its
+	// in-flight budget takes (none included), its run collects them only
+	// once SendLinger has passed since its last send or broadcast in this
+	// process, so that tasks arriving one by one go out in rounds rather
+	// than a round each; a send that fills the budget, or the first after
+	// a quiet spell, goes at once. The run waits in its worker, holding the
+	// shard, so that the next send costs no new claim and no second confirm
+	// pass; it must be below CycleBudget. 0: every send goes at once.
+	SendLinger time.Duration
 	// WatchAfter: a wallet whose chain nonce moved within it is followed
 	// although it has nothing in flight, so that final transactions a node
 	// then loses (a crash, a restore from an older state) are sent again.
@@ -164,6 +173,7 @@ func WalletDefaults() WalletConfig {
 		MaxFailures:    10,
 		FollowInterval: time.Second,
 		HeadInterval:   250 * time.Millisecond,
+		SendLinger:     50 * time.Millisecond,
 
 		RebroadcastAfter: 15 * time.Second,
 		WatchAfter:       time.Minute,
@@ -218,6 +228,9 @@ func (c WalletConfig) Validate() error {
 	}
 	if c.WatchAfter < 0 {
 		errs = append(errs, fmt.Errorf("wallet watch-after must not be negative, got %s", c.WatchAfter))
+	}
+	if c.SendLinger < 0 || c.SendLinger >= c.CycleBudget {
+		errs = append(errs, fmt.Errorf("wallet send linger must be from 0 to below the cycle budget (%s), got %s", c.CycleBudget, c.SendLinger))
 	}
 	errs = append(errs, notPositive("wallet",
 		setting{"ledger timeout", c.LedgerTimeout}, setting{"database timeout", c.DBTimeout}, setting{"cycle budget", c.CycleBudget},
@@ -326,6 +339,11 @@ type WalletJob struct {
 	mu sync.Mutex
 	// runs holds each shard's current run in this process, by key.
 	runs map[string]*WalletRun
+	// sent is when each shard's last send or broadcast was collected in
+	// this process, by key (WalletConfig.SendLinger): the process's own
+	// clock, not Config.Clock (which tells the time written to the
+	// database), since the linger is a wait of this process.
+	sent map[string]time.Time
 	// chainID is the ledger's chain id once read.
 	chainID *big.Int
 }
@@ -344,7 +362,7 @@ func NewWalletJob(st *store.Store, led ledger.WalletLedger, wallets *keystore.Re
 	if steps.Recover == nil || steps.Confirm == nil || steps.KeepMoving == nil || steps.Send == nil {
 		return nil, errors.New("wallet job: every step is needed (recover, confirm, keep moving, send)")
 	}
-	return &WalletJob{cfg: cfg.WithDefaults(), store: st, ledger: led, wallets: wallets, steps: steps, runs: map[string]*WalletRun{}}, nil
+	return &WalletJob{cfg: cfg.WithDefaults(), store: st, ledger: led, wallets: wallets, steps: steps, runs: map[string]*WalletRun{}, sent: map[string]time.Time{}}, nil
 }
 
 // WalletRun is what one run of a shard remembers between its cycles.
@@ -474,6 +492,9 @@ func (j *WalletJob) Collect(ctx context.Context, c Claim) (Cycle, error) {
 	s := &WalletShard{job: j, Claim: c, Wallet: w, Sender: addr.Hex(), Run: j.runFor(c)}
 
 	if cyc, err := j.steps.Recover.Collect(ctx, s); cyc != nil || err != nil {
+		if cyc != nil {
+			j.noteSend(c.Key)
+		}
 		return cyc, err
 	}
 	live, err := DBCall(ctx, s, func(ctx context.Context) (store.AttemptCounts, error) {
@@ -499,6 +520,19 @@ func (j *WalletJob) Collect(ctx context.Context, c Claim) (Cycle, error) {
 			return nil, err
 		}
 	}
+	if at, ok := j.linger(c.Key, len(tasks), budget); ok {
+		// The wallet sent a moment ago and has room for more than is
+		// waiting: wait for more, then collect again (the wait is over
+		// then, and only this run sends, so this happens once).
+		t := time.NewTimer(time.Until(at))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		return j.Collect(ctx, c)
+	}
 	if inFlight == 0 && live.Mined == 0 && len(tasks) == 0 {
 		if s.Run.Confirmed {
 			return nil, nil
@@ -521,7 +555,34 @@ func (j *WalletJob) Collect(ctx context.Context, c Claim) (Cycle, error) {
 	if len(tasks) == 0 || s.Run.Paused || s.Run.Held || s.Run.Recovering {
 		return nil, nil
 	}
-	return j.steps.Send.Collect(ctx, s, tasks)
+	cyc, err := j.steps.Send.Collect(ctx, s, tasks)
+	if cyc != nil {
+		j.noteSend(c.Key)
+	}
+	return cyc, err
+}
+
+// noteSend records that the shard's run is sending now: signing and storing
+// (a send) or broadcasting (recover, the second half of every send).
+func (j *WalletJob) noteSend(key string) {
+	j.mu.Lock()
+	j.sent[key] = time.Now()
+	j.mu.Unlock()
+}
+
+// linger reports when the run may collect n waiting tasks, with budget room
+// in flight, if not now (WalletConfig.SendLinger): fewer than the budget
+// wait until SendLinger has passed since the wallet's last send or
+// broadcast.
+func (j *WalletJob) linger(key string, n, budget int) (time.Time, bool) {
+	if j.cfg.SendLinger <= 0 || n >= budget {
+		return time.Time{}, false
+	}
+	j.mu.Lock()
+	last, ok := j.sent[key]
+	j.mu.Unlock()
+	at := last.Add(j.cfg.SendLinger)
+	return at, ok && time.Now().Before(at)
 }
 
 // watched reports whether the wallet's chain nonce moved within

@@ -128,6 +128,9 @@ func setup(t *testing.T, o options) *env {
 	e.cfg = workers.WalletDefaults()
 	e.cfg.Clock = e.clk
 	e.cfg.Logger = testLogger()
+	// The rules' tests send at once; TestWallet_ASendThatWouldNotFillTheBudgetWaitsForMoreTasks
+	// covers the linger.
+	e.cfg.SendLinger = 0
 	if o.cfg != nil {
 		o.cfg(&e.cfg)
 	}

@@ -86,3 +86,63 @@ func TestSeed003_ACycleMakesNoLedgerCallPastItsBudget(t *testing.T) {
 		})
 	}
 }
+
+// Tasks that arrive one by one go out in rounds: a send that would not fill
+// the wallet's in-flight budget waits, in its run, until
+// WalletConfig.SendLinger has passed since the wallet's last send (its
+// broadcast included); the first send of a quiet wallet, and a send that
+// fills the budget, go at once.
+func TestWallet_ASendThatWouldNotFillTheBudgetWaitsForMoreTasks(t *testing.T) {
+	t.Parallel()
+	const linger = 400 * time.Millisecond
+	e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.SendLinger, c.InFlight = linger, 4 }})
+	ctx := t.Context()
+	first := e.post(t, 0, 0, 1, nil)
+	now := e.clk.Now()
+	c, err := e.st.ShardClaim(ctx, store.ShardClaimParams{Now: now, Owner: "test/0", LeaseUntil: now.Add(e.wcfg.Lease), Kinds: []string{workers.WalletKind}})
+	require.NoError(t, err)
+	// cycle runs the run's next cycle and returns it, with when its collect
+	// began and how long it took.
+	cycle := func() (workers.Cycle, time.Time, time.Duration) {
+		t.Helper()
+		began := time.Now()
+		cyc, err := e.job.Collect(ctx, c)
+		took := time.Since(began)
+		require.NoError(t, err)
+		require.NotNil(t, cyc, "the run ended")
+		require.NoError(t, cyc.Execute(ctx))
+		require.NoError(t, cyc.Commit(ctx))
+		return cyc, began, took
+	}
+	// untilBroadcast runs cycles until one broadcasts, each collected at
+	// once, and returns when that one's collect began.
+	untilBroadcast := func(what string) time.Time {
+		t.Helper()
+		for range 10 {
+			cyc, began, took := cycle()
+			require.Less(t, took, linger/2, "%s: %T waited", what, cyc)
+			if isCycle(cyc, "*submitter.broadcastCycle") {
+				return began
+			}
+		}
+		t.Fatalf("%s: no broadcast", what)
+		return time.Time{}
+	}
+	broadcast := untilBroadcast("the first send of a quiet wallet")
+	require.Len(t, e.attempts(t, first), 1)
+
+	// One task more, with room for three in flight: its send waits.
+	second := e.post(t, 0, 0, 2, nil)
+	cyc, _, _ := cycle()
+	require.True(t, isCycle(cyc, "*queuer.sendCycle"), "got %T", cyc)
+	require.GreaterOrEqual(t, time.Since(broadcast), linger, "the second send did not wait for more tasks")
+	require.Len(t, e.attempts(t, second), 1)
+	untilBroadcast("the second send's broadcast")
+
+	// Two tasks more fill the budget (two in flight, nothing mined): at once.
+	third, fourth := e.post(t, 0, 0, 3, nil), e.post(t, 0, 0, 4, nil)
+	untilBroadcast("a send that fills the budget")
+	require.Len(t, e.attempts(t, third), 1)
+	require.Len(t, e.attempts(t, fourth), 1)
+	require.Len(t, e.led.Sends(), 4)
+}
