@@ -361,6 +361,16 @@ func TestWallets_AWaitingSendTxRidesOutADatabaseOutageAndAnswersItsTask(t *testi
 		answered <- resp
 	}()
 	stored := f.onlyTask()
+	// The outage starts once the request waits: the task's shard is
+	// scheduled only after the insert's answer came back. Seeing the task
+	// committed is not enough: under load the outage could otherwise take
+	// the insert's answer, and with it the request's proof that it stored.
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, f.db.Store.DB().QueryRow(context.Background(),
+			`SELECT count(*) FROM ledgerq.shards WHERE key LIKE 'wallet:%'`).Scan(&n))
+		return n > 0
+	}, 10*time.Second, 5*time.Millisecond)
 	end := proxy.outage()
 	time.Sleep(time.Second) // the outage lasts this long: the fault is the point
 	end()
