@@ -707,8 +707,8 @@ func TestBatchList_AStatusFilterReadsAPageNotTheTable(t *testing.T) {
 // attempts or tasks must still reach its own rows by key, whatever the
 // lane holds beside them: a plan that walks every live attempt of the
 // chain and, for each, the round's unnested list again (what the confirm
-// round did: a nested loop with the list inside, 434 × 72 rows compared
-// for 72 confirmed attempts) costs the square of the lane, not the round.
+// round did: a nested loop with the list inside, run 434 times over 72
+// hashes for 72 confirmed attempts) costs the lane times the round.
 // Each statement here runs under EXPLAIN ANALYZE on never-analyzed tables
 // holding 6000 tasks of 10 wallets, and must read (rows its table scans
 // returned or filtered out, and its joins compared and threw away, over
