@@ -583,6 +583,26 @@ func (p *planDB) analyzeGeneric(name string, args ...any) (rows, pages int) {
 func (p *planDB) analyzePlan(name string, generic bool, args ...any) (rows, pages int) {
 	t := p.t
 	t.Helper()
+	var out []struct {
+		Plan struct {
+			Rows int `json:"Actual Rows"`
+			Hit  int `json:"Shared Hit Blocks"`
+			Read int `json:"Shared Read Blocks"`
+		} `json:"Plan"`
+	}
+	raw := p.explainAnalyze(name, generic, args...)
+	require.NoError(t, json.Unmarshal(raw, &out), name)
+	require.Len(t, out, 1, name)
+	t.Logf("EXPLAIN ANALYZE %s: %s", name, raw)
+	return out[0].Plan.Rows, out[0].Plan.Hit + out[0].Plan.Read
+}
+
+// explainAnalyze runs the generated query name under EXPLAIN (ANALYZE,
+// BUFFERS, FORMAT JSON) in a transaction it rolls back, planned generic if
+// generic, and returns the plan.
+func (p *planDB) explainAnalyze(name string, generic bool, args ...any) []byte {
+	t := p.t
+	t.Helper()
 	sql, ok := p.generated[name]
 	require.True(t, ok, "query %s not found in the generated code (run sqlc generate)", name)
 	tx, err := p.db.Store.Conns().Begin(p.ctx)
@@ -609,19 +629,9 @@ func (p *planDB) analyzePlan(name string, generic bool, args ...any) (rows, page
 		}
 		sql, args = "EXECUTE analyzed("+strings.Join(values, ", ")+")", nil
 	}
-	var out []struct {
-		Plan struct {
-			Rows int `json:"Actual Rows"`
-			Hit  int `json:"Shared Hit Blocks"`
-			Read int `json:"Shared Read Blocks"`
-		} `json:"Plan"`
-	}
 	var raw []byte
 	require.NoError(t, tx.QueryRow(p.ctx, explain+sql, args...).Scan(&raw), name)
-	require.NoError(t, json.Unmarshal(raw, &out), name)
-	require.Len(t, out, 1, name)
-	t.Logf("EXPLAIN ANALYZE %s: %s", name, raw)
-	return out[0].Plan.Rows, out[0].Plan.Hit + out[0].Plan.Read
+	return raw
 }
 
 // A wallet that has sent for years has a long history of confirmed
@@ -797,20 +807,14 @@ func TestWallet_OnANewDatabaseRoundsAndRunsReadTheirOwnRows(t *testing.T) {
 	}
 }
 
-// rowsRead runs the generated query name under EXPLAIN ANALYZE in a
-// transaction it rolls back, and returns the rows its plan's table scans
+// rowsRead runs the generated query name under EXPLAIN ANALYZE
+// (explainAnalyze), and returns the rows its plan's table scans
 // returned or filtered out, and its joins compared and threw away, over all
 // their loops.
 func (p *planDB) rowsRead(name string, args ...any) (read int) {
 	t := p.t
 	t.Helper()
-	sql, ok := p.generated[name]
-	require.True(t, ok, "query %s not found in the generated code (run sqlc generate)", name)
-	tx, err := p.db.Store.Conns().Begin(p.ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(context.WithoutCancel(p.ctx)) }()
-	var raw []byte
-	require.NoError(t, tx.QueryRow(p.ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&raw), name)
+	raw := p.explainAnalyze(name, false, args...)
 	type node struct {
 		Type          string  `json:"Node Type"`
 		Rows          float64 `json:"Actual Rows"`
