@@ -511,19 +511,23 @@ func (j *WalletJob) Collect(ctx context.Context, c Claim) (Cycle, error) {
 		// error (the send's Drop), not the tasks sent with it.
 		budget = min(budget, 1)
 	}
-	var tasks []store.Task
-	if budget > 0 {
-		tasks, err = DBCall(ctx, s, func(ctx context.Context) ([]store.Task, error) {
+	waiting := func() ([]store.Task, error) {
+		if budget <= 0 {
+			return nil, nil
+		}
+		return DBCall(ctx, s, func(ctx context.Context) ([]store.Task, error) {
 			return j.store.TaskNextWaiting(ctx, store.TaskNextWaitingParams{ChainID: chainID, Sender: s.Sender, Queue: j.cfg.QueueType, Max: budget})
 		})
-		if err != nil {
-			return nil, err
-		}
+	}
+	tasks, err := waiting()
+	if err != nil {
+		return nil, err
 	}
 	if at, ok := j.linger(c.Key, len(tasks), budget); ok {
 		// The wallet sent a moment ago and has room for more than is
-		// waiting: wait for more, then collect again (the wait is over
-		// then, and only this run sends, so this happens once).
+		// waiting: wait for more, then read the waiting tasks again. Only
+		// they can change meanwhile: nothing is left to broadcast (recover
+		// found nothing) and only this run writes the wallet's attempts.
 		t := time.NewTimer(time.Until(at))
 		defer t.Stop()
 		select {
@@ -531,7 +535,9 @@ func (j *WalletJob) Collect(ctx context.Context, c Claim) (Cycle, error) {
 			return nil, ctx.Err()
 		case <-t.C:
 		}
-		return j.Collect(ctx, c)
+		if tasks, err = waiting(); err != nil {
+			return nil, err
+		}
 	}
 	if inFlight == 0 && live.Mined == 0 && len(tasks) == 0 {
 		if s.Run.Confirmed {
