@@ -367,6 +367,15 @@ for r in $(seq "$rounds"); do
 				fi
 			fi
 		fi
+		# The rows' own cost in PostgreSQL, no ledgerq process: the ceiling
+		# the wallet rows are read against.
+		commands[floor]="bench/floor.sh ADMIN_URL --rounds 1"
+		say "round $r: floor: bench/floor.sh --rounds 1"
+		if LEDGERQ=$lq "$here/floor.sh" "$admin" --rounds 1 >"$logs/floor-r$r.out" 2>"$logs/floor-r$r.err"; then
+			put floor "$r" "$(first "$logs/floor-r$r.out" '.*ceiling ([0-9]+) tasks\/s.*')"
+		else
+			say "round $r: floor failed; see $logs/floor-r$r.err"
+		fi
 		if $have_wallet_backlog; then
 			# shellcheck disable=SC2086
 			if bench wbacklog "$r" wallets $wallets --backlog-finished "$backlog"; then
@@ -414,6 +423,8 @@ vals() {
 ratios() {
 	paste <(vals "$1") <(vals "$2") | awk '{ if ($1 == "-" || $2 == "-" || $2 == 0) print "-"; else printf "%.2f\n", $1 / $2 }'
 }
+# vals_of KEY ROUND: KEY's value in ROUND, empty when it has none.
+vals_of() { awk -v k="$1" -v r="$2" '$1 == k && $2 == r && $3 != "" { print $3; exit }' "$logs/values"; }
 median() { { grep -v '^-$' || true; } | sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) exit; if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 fmt() { # NUMBER DECIMALS
 	[ -z "$1" ] && return
@@ -523,6 +534,19 @@ if runs wallets; then
 	elif $have_wallet_http; then
 		row "wallet lane enqueue→mined p99 at half capacity" "n/a (no figure; see the logs)" "" "≤ 600 ms" "—"
 	fi
+	fm=$(vals floor | median)
+	if [ -n "$fm" ]; then
+		# The ceiling over the direct sender's mined/s of the same round.
+		fr=$(for k in $(seq "$rounds"); do
+			f=$(vals_of floor "$k") l=$(vals_of wsim "$k") q=$(vals_of wsim_ratio "$k")
+			awk -v f="$f" -v l="$l" -v q="$q" 'BEGIN { if (f > 0 && l > 0 && q > 0) printf "%.2f\n", f / (l / q) }'
+		done | median)
+		vs=
+		[ -n "$fr" ] && vs="; $fr × the direct sender's mined/s"
+		row "wallet lane's rows alone in PostgreSQL (bench/floor.sh, no ledgerq process): the most tasks/s this machine can take in and finish at once$vs" "$(fmt "$fm" 0) tasks/s" "$(vals floor | rounds_of)" "— (a ceiling)" "—"
+	else
+		row "wallet lane's rows alone in PostgreSQL (bench/floor.sh)" "n/a (pgbench not found, or the run failed; see the logs)" "" "— (a ceiling)" "—"
+	fi
 	if $have_wallet_backlog; then
 		ratio_row "wallet lane with $bl finished tasks vs empty" wbacklog wsim "0.8" "tasks/s / tasks/s"
 	else
@@ -550,7 +574,7 @@ fi
 echo
 echo "The commands (U a fresh database's URL, created and migrated for the run and dropped after it; ledgerq bench adds --database-url \$U):"
 echo
-for k in river preload e2e http backlog wsim wgeth whttp whalf wbacklog bgeth bbacklog; do
+for k in river preload e2e http backlog wsim wgeth whttp whalf floor wbacklog bgeth bbacklog; do
 	[ -n "${commands[$k]:-}" ] && echo "- \`${commands[$k]}\`"
 done
 true
