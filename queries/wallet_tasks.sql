@@ -33,6 +33,14 @@ WHERE wallet_id = @wallet_id
 ORDER BY id
 LIMIT @max;
 
+-- name: TaskCountByStatus :many
+-- How many tasks of the given wallets are in each status, counted in the
+-- database: ledgerq bench's progress line, which must not read every task
+-- a second while the lane it measures runs.
+SELECT status, count(*)::bigint AS tasks FROM ledgerq.wallet_tasks
+WHERE wallet_id = ANY (@wallet_ids::text[])
+GROUP BY status;
+
 -- name: TaskCancel :one
 -- Cancel: a waiting task is aborted (the client cancelled it or went away)
 -- and ends in Error. Conditional on waiting: a task the worker has started

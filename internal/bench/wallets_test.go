@@ -59,7 +59,14 @@ func TestRunWallets_TinySimRunConfirmsEveryTaskOncePerNonce(t *testing.T) {
 	rep, err := bench.RunWallets(context.Background(), cfg)
 	require.NoError(t, err)
 	requireAllDone(t, rep, 10)
-	require.Contains(t, progress.String(), "enqueued 10/10")
+	// The progress line counts in the database; its last says what the
+	// summary does.
+	require.Contains(t, progress.String(), "enqueued 10/10  waiting 0  executing 0  done 10  error 0")
+	require.Positive(t, rep.ProgressQueries)
+	require.Positive(t, rep.ProgressQueryTime)
+	var sum bytes.Buffer
+	require.NoError(t, rep.WriteSummary(&sum))
+	require.Contains(t, sum.String(), "progress queries (TaskCountByStatus)")
 }
 
 func TestRunWallets_RealGethConfirmsEveryTaskOncePerNonce(t *testing.T) {

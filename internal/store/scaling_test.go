@@ -187,6 +187,7 @@ var crossKey = map[string]string{
 	"TaskGetByIdempotencyKey": apiByWallet,
 	"TaskGet":                 apiByWallet,
 	"TaskList":                apiByWallet,
+	"TaskCountByStatus":       "bench progress, read-only, no loop or API path runs it: counts the tasks of the run's wallets by wallet name",
 	"TaskCancel":              apiByWallet,
 	"TaskFinishDone":          taskByID,
 	"TaskFinishError":         taskByID,

@@ -389,6 +389,20 @@ type TaskListParams struct {
 	Limit int
 }
 
+// TaskCountByStatus counts the tasks of the given wallets by status, in the
+// database (for ledgerq bench's progress line).
+func (s *Store) TaskCountByStatus(ctx context.Context, wallets []string) (map[TaskStatus]int, error) {
+	rows, err := s.q.TaskCountByStatus(ctx, wallets)
+	if err != nil {
+		return nil, fmt.Errorf("counting the tasks of %d wallets: %w", len(wallets), err)
+	}
+	counts := make(map[TaskStatus]int, len(rows))
+	for _, r := range rows {
+		counts[TaskStatus(r.Status)] = int(r.Tasks)
+	}
+	return counts, nil
+}
+
 // TaskList returns up to Limit of the wallet's tasks after p.After, in id
 // (creation) order.
 func (s *Store) TaskList(ctx context.Context, p TaskListParams) ([]Task, error) {
