@@ -90,6 +90,7 @@ if $quick; then
 	http="--services 100 --batches-per-service 10 --insert-size 10"
 	wallets="--wallets 3 --tasks-per-wallet 20"
 	wallets_http="--wallets 3 --tasks-per-wallet 50"
+	floor="--rounds 1 --seconds 3"
 	builder="--senders 20 --txs-per-sender 4 --clients 4"
 else
 	backlog=${backlog:-1000000}
@@ -99,6 +100,7 @@ else
 	http="--services 1000 --batches-per-service 10 --insert-size 100"
 	wallets="--wallets 10 --tasks-per-wallet 200"
 	wallets_http="--wallets 10 --tasks-per-wallet 1000"
+	floor="--rounds 1"
 	builder="--senders 200 --txs-per-sender 16 --clients 20"
 fi
 sim0="--sim-commit-delay 0 --sim-verify=false"
@@ -369,9 +371,10 @@ for r in $(seq "$rounds"); do
 		fi
 		# The rows' own cost in PostgreSQL, no ledgerq process: the ceiling
 		# the wallet rows are read against.
-		commands[floor]="bench/floor.sh ADMIN_URL --rounds 1"
-		say "round $r: floor: bench/floor.sh --rounds 1"
-		if LEDGERQ=$lq "$here/floor.sh" "$admin" --rounds 1 >"$logs/floor-r$r.out" 2>"$logs/floor-r$r.err"; then
+		commands[floor]="bench/floor.sh ADMIN_URL $floor"
+		say "round $r: floor: bench/floor.sh $floor"
+		# shellcheck disable=SC2086
+		if LEDGERQ=$lq "$here/floor.sh" "$admin" $floor >"$logs/floor-r$r.out" 2>"$logs/floor-r$r.err"; then
 			put floor "$r" "$(first "$logs/floor-r$r.out" '.*ceiling ([0-9]+) tasks\/s.*')"
 		else
 			say "round $r: floor failed; see $logs/floor-r$r.err"

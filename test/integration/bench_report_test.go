@@ -66,8 +66,9 @@ func TestBenchReport_QuickBatchRoundPrintsTheTable(t *testing.T) {
 // TestBenchReport_QuickWalletRoundPrintsTheTable runs bench/report.sh's
 // smoke check of the wallet lane (geth left out) and reads its rows: the
 // ratio to the direct sender, the HTTP intake, the enqueue-to-mined p99 at
-// half the capacity the HTTP run measured, and the backlog ratio, each with
-// a figure, and the half-capacity run's command with its offered rate.
+// half the capacity the HTTP run measured, the ceiling of the lane's rows
+// alone (bench/floor.sh, pgbench) and the backlog ratio, each with a figure,
+// and the half-capacity run's command with its offered rate.
 func TestBenchReport_QuickWalletRoundPrintsTheTable(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("psql"); err != nil {
@@ -84,7 +85,7 @@ func TestBenchReport_QuickWalletRoundPrintsTheTable(t *testing.T) {
 	out := stdout.String()
 
 	rows := regexp.MustCompile(`(?m)^\| (wallet lane[^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \|$`).FindAllStringSubmatch(out, -1)
-	require.Len(t, rows, 5, "the wallet lane's five rows:\n%s", out)
+	require.Len(t, rows, 6, "the wallet lane's six rows:\n%s", out)
 	number := regexp.MustCompile(`^[0-9]+(\.[0-9]+)? `)
 	for _, r := range rows {
 		what, figure, met := r[1], r[2], r[5]
@@ -93,8 +94,17 @@ func TestBenchReport_QuickWalletRoundPrintsTheTable(t *testing.T) {
 			continue
 		}
 		require.Regexp(t, number, figure, "row %q has no figure:\n%s\nstderr:\n%s", what, out, &stderr)
+		if strings.Contains(what, "rows alone in PostgreSQL") {
+			// A ceiling, no target: compared with the direct sender.
+			require.Regexp(t, `^[0-9]+ tasks/s$`, figure)
+			require.Contains(t, what, "× the direct sender's mined/s")
+			require.Equal(t, "—", met)
+			continue
+		}
 		require.Contains(t, []string{"yes", "no"}, met, "row %q", what)
 	}
+	require.Contains(t, rows[4][1], "rows alone in PostgreSQL", "the ceiling follows the latency row")
+	require.Contains(t, out, "- `bench/floor.sh ADMIN_URL --rounds 1 --seconds 3`\n")
 	half := rows[3]
 	require.Contains(t, half[1], "enqueue→mined p99 at half the capacity")
 	require.Regexp(t, `^[0-9]+ ms$`, half[2])
