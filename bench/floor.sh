@@ -84,8 +84,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# busy: the machine's busy CPU time so far, in clock ticks.
-busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
+# busy: the machine's busy CPU time so far, in clock ticks (user, nice,
+# system, irq and softirq; not iowait, and not steal, which is the
+# hypervisor's).
+busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8; exit }' /proc/stat; }
 tck=$(getconf CLK_TCK)
 cores=$(nproc)
 
