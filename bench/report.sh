@@ -413,12 +413,14 @@ done
 
 # ---- The table.
 
+# vals_of KEY ROUND: KEY's value in ROUND, empty when it has none.
+vals_of() { awk -v k="$1" -v r="$2" '$1 == k && $2 == r && $3 != "" { print $3; exit }' "$logs/values"; }
 # vals KEY: the rounds' values of KEY, in round order, one a line ("-" for a
 # round without one).
 vals() {
 	local r v
 	for r in $(seq "$rounds"); do
-		v=$(awk -v k="$1" -v r="$r" '$1 == k && $2 == r && $3 != "" { print $3; exit }' "$logs/values")
+		v=$(vals_of "$1" "$r")
 		echo "${v:--}"
 	done
 }
@@ -426,8 +428,6 @@ vals() {
 ratios() {
 	paste <(vals "$1") <(vals "$2") | awk '{ if ($1 == "-" || $2 == "-" || $2 == 0) print "-"; else printf "%.2f\n", $1 / $2 }'
 }
-# vals_of KEY ROUND: KEY's value in ROUND, empty when it has none.
-vals_of() { awk -v k="$1" -v r="$2" '$1 == k && $2 == r && $3 != "" { print $3; exit }' "$logs/values"; }
 median() { { grep -v '^-$' || true; } | sort -g | awk '{ a[NR] = $1 } END { if (NR == 0) exit; if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 fmt() { # NUMBER DECIMALS
 	[ -z "$1" ] && return
