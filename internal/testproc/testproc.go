@@ -138,13 +138,34 @@ func Start(t testing.TB, dir string, env []string, args ...string) *Proc {
 // StartReady starts the ledgerq binary as Start does, with --http-addr on a
 // free port added to args, waits until its /readyz answers 200, and returns
 // it with its base URL.
+//
+// A free port is free only until something binds it: between FreeAddr and
+// the process's listen (seconds, when it first decrypts its wallets' keys),
+// another socket on the machine can take it, an outgoing connection's
+// ephemeral port among them. A process that exits because its address is
+// in use is started again on another port, up to bindAttempts times.
 func StartReady(t testing.TB, dir string, env []string, args ...string) (*Proc, string) {
 	t.Helper()
-	addr := FreeAddr(t)
-	p := Start(t, dir, env, append(append([]string(nil), args...), "--http-addr", addr)...)
-	WaitHTTP(t, p, "http://"+addr+"/readyz", http.StatusOK, time.Minute)
-	return p, "http://" + addr
+	for attempt := 1; ; attempt++ {
+		addr := freeAddr(t)
+		p := Start(t, dir, env, append(append([]string(nil), args...), "--http-addr", addr)...)
+		err := waitHTTP(p, "http://"+addr+"/readyz", http.StatusOK, time.Minute)
+		if err == nil {
+			return p, "http://" + addr
+		}
+		if attempt < bindAttempts && p.exited() && strings.Contains(p.Stderr.String(), "address already in use") {
+			t.Logf("testproc: %s was taken before ledgerq listened on it; starting it again on another port", addr)
+			continue
+		}
+		t.Fatal(err)
+	}
 }
+
+// freeAddr picks StartReady's address (a test replaces it).
+var freeAddr = FreeAddr
+
+// bindAttempts bounds StartReady's starts of one process.
+const bindAttempts = 5
 
 // Done is closed when the process has exited.
 func (p *Proc) Done() <-chan struct{} { return p.done }
@@ -190,22 +211,24 @@ func FreeAddr(t testing.TB) string {
 // gives up as soon as p exits.
 func WaitHTTP(t testing.TB, p *Proc, url string, want int, timeout time.Duration) {
 	t.Helper()
+	if err := waitHTTP(p, url, want, timeout); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitHTTP(p *Proc, url string, want int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	last := "no answer"
 	for time.Now().Before(deadline) {
-		if p != nil {
-			select {
-			case <-p.done:
-				t.Fatalf("process exited (%v) while waiting for %s to answer %d; stderr:\n%s", p.err, url, want, p.Stderr.tail(logTail))
-			default:
-			}
+		if p != nil && p.exited() {
+			return fmt.Errorf("process exited (%v) while waiting for %s to answer %d; stderr:\n%s", p.err, url, want, p.Stderr.tail(logTail))
 		}
-		resp, err := http.Get(url)
+		resp, err := probe.Get(url)
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == want {
-				return
+				return nil
 			}
 			last = fmt.Sprintf("%d %s", resp.StatusCode, body)
 		} else {
@@ -213,7 +236,22 @@ func WaitHTTP(t testing.TB, p *Proc, url string, want int, timeout time.Duration
 		}
 		time.Sleep(pollInterval) // the poll interval of this wait on a condition
 	}
-	t.Fatalf("%s did not answer %d within %s; last: %s", url, want, timeout, last)
+	return fmt.Errorf("%s did not answer %d within %s; last: %s", url, want, timeout, last)
+}
+
+// probe is waitHTTP's client: an address that takes the connection and
+// never answers (another socket on a port thought free) must not hold the
+// wait past its deadline.
+var probe = &http.Client{Timeout: 5 * time.Second}
+
+// exited reports whether the process has exited.
+func (p *Proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // Run runs the ledgerq binary with args to its end, with env added to a
