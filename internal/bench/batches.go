@@ -169,11 +169,9 @@ type BatchReport struct {
 	// grace period ran out first.
 	Interrupted, TimedOut bool
 	Ledger                sim.Stats
-	// ProgressQueries and ProgressQueryTime are the bench's own load on the
-	// database: BatchCountsByState scans the whole table, and on a large
-	// table that is not free.
-	ProgressQueries   int
-	ProgressQueryTime time.Duration
+	// ProgressLoad is the bench's own load on the database: BatchCountsByState
+	// scans the whole table, and on a large table that is not free.
+	ProgressLoad
 }
 
 // Processing is how fast the loops worked down a preloaded backlog.
@@ -280,10 +278,9 @@ type batchRun struct {
 	inserted atomic.Int64
 
 	// Only the run's goroutine touches these.
-	progressQueries   int
-	progressQueryTime time.Duration
-	progressLines     int
-	depths            map[string]int64 // the last read, shown until the next
+	load          ProgressLoad
+	progressLines int
+	depths        map[string]int64 // the last read, shown until the next
 }
 
 // progressReadEvery is how many progress lines share one read of the
@@ -557,7 +554,7 @@ func (r *batchRun) finish(ctx context.Context, rep *BatchReport, start time.Time
 	rep.Wall = time.Since(start)
 	rep.IngestTime = in.end.Sub(start)
 	rep.Ledger = r.ledger.Stats()
-	rep.ProgressQueries, rep.ProgressQueryTime = r.progressQueries, r.progressQueryTime
+	rep.ProgressLoad = r.load
 	if r.api != nil {
 		rep.Requests = int(r.api.requests.Load())
 	}
@@ -678,8 +675,7 @@ func (r *batchRun) progress(ctx context.Context, start time.Time, ingestOver boo
 		countCtx, cancel := context.WithTimeout(ctx, r.cfg.Node.Loops.DBTimeout)
 		began := time.Now()
 		counts, err := r.depth(countCtx)
-		r.progressQueries++
-		r.progressQueryTime += time.Since(began)
+		r.load.count(began)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -845,7 +841,7 @@ func (rep *BatchReport) WriteSummary(w io.Writer) error {
 		fmt.Sprintf("  latency           insert to committed: p50 %s, p99 %s, max %s", round(rep.P50), round(rep.P99), round(rep.Max)),
 		fmt.Sprintf("  ledger            %d submit calls (%.1f batches each), %d status calls",
 			rep.Ledger.SubmitCalls, avg, rep.Ledger.StatusCalls),
-		fmt.Sprintf("  bench overhead    %d progress queries (BatchDepthByState, the waiting batches' indexes) took %s", rep.ProgressQueries, round(rep.ProgressQueryTime)),
+		rep.ProgressLoad.line("BatchDepthByState, the waiting batches' indexes"),
 		fmt.Sprintf("  wall              %s", round(rep.Wall)),
 	)
 	for _, l := range lines {
@@ -865,6 +861,24 @@ func percentiles(lat []time.Duration) (p50, p99, most time.Duration) {
 		return lat[max(0, int(math.Ceil(p*float64(len(lat))))-1)]
 	}
 	return pct(0.5), pct(0.99), lat[len(lat)-1]
+}
+
+// ProgressLoad is a run's own load on the database while the lanes ran:
+// its progress lines' queries, counted and timed.
+type ProgressLoad struct {
+	ProgressQueries   int
+	ProgressQueryTime time.Duration
+}
+
+// count records one progress query that began at began.
+func (l *ProgressLoad) count(began time.Time) {
+	l.ProgressQueries++
+	l.ProgressQueryTime += time.Since(began)
+}
+
+// line is the summary's line for the load; what names the queries.
+func (l ProgressLoad) line(what string) string {
+	return fmt.Sprintf("  bench overhead    %d progress queries (%s) took %s", l.ProgressQueries, what, round(l.ProgressQueryTime))
 }
 
 func round(d time.Duration) time.Duration {

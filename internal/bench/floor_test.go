@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -54,7 +55,7 @@ func TestFloor_TheFloorWritesTheLaneRowsAndEndsEveryTaskDone(t *testing.T) {
 	}
 
 	for s := 1; s <= wallets; s++ {
-		tasks, err := db.Store.TaskList(ctx, store.TaskListParams{Wallet: "floor-" + string(rune('0'+s)), Limit: 100})
+		tasks, err := db.Store.TaskList(ctx, store.TaskListParams{Wallet: "floor-" + strconv.Itoa(s), Limit: 100})
 		require.NoError(t, err)
 		require.Len(t, tasks, perWallet)
 		nonces := map[int64]bool{}

@@ -186,10 +186,9 @@ type WalletReport struct {
 	Wall          time.Duration
 	// Requests counts the POST send-tx requests of WalletModeHTTP.
 	Requests int
-	// ProgressQueries and ProgressQueryTime are the bench's own load on the
-	// database while the lane ran: its progress line's counts.
-	ProgressQueries   int
-	ProgressQueryTime time.Duration
+	// ProgressLoad is the bench's own load on the database while the lane
+	// ran: its progress line's counts.
+	ProgressLoad
 
 	// MinedTime runs from the first enqueue to when the block of the last
 	// done task's transaction was first seen (blockClock); MinedRate is
@@ -271,10 +270,8 @@ type walletRun struct {
 	start time.Time
 	// counted is the chain as the node reaches it.
 	counted *countingLedger
-	// progressQueries and progressQueryTime are the progress line's
-	// statements (from the await loop only).
-	progressQueries   int
-	progressQueryTime time.Duration
+	// load is the progress line's statements (from the await loop only).
+	load ProgressLoad
 }
 
 func (r *walletRun) close() {
@@ -439,7 +436,7 @@ func (r *walletRun) run(ctx context.Context) (*WalletReport, error) {
 	stopNode()
 	rep.Wall = time.Since(start)
 	rep.ChainCalls, rep.ChainCallCount = r.counted.summary()
-	rep.ProgressQueries, rep.ProgressQueryTime = r.progressQueries, r.progressQueryTime
+	rep.ProgressLoad = r.load
 	rep.EnqueueTime = in.end.Sub(start)
 	if r.api != nil {
 		rep.Requests = int(r.api.requests.Load())
@@ -521,8 +518,7 @@ func (r *walletRun) progress(ctx context.Context, start time.Time, ingestOver bo
 	}
 	asked := time.Now()
 	counts, err := r.node.Store().TaskCountByStatus(ctx, names)
-	r.progressQueries++
-	r.progressQueryTime += time.Since(asked)
+	r.load.count(asked)
 	if err != nil {
 		if ctx.Err() == nil {
 			fmt.Fprintf(r.cfg.Progress, "bench: counting tasks: %v\n", err)
@@ -724,7 +720,7 @@ func (rep *WalletReport) WriteSummary(w io.Writer) error {
 		fmt.Sprintf("  latency           enqueue to done: p50 %s, p99 %s, max %s", round(rep.P50), round(rep.P99), round(rep.Max)),
 		fmt.Sprintf("  latency           enqueue to mined (block seen): p50 %s, p99 %s, max %s", round(rep.MinedP50), round(rep.MinedP99), round(rep.MinedMax)),
 		fmt.Sprintf("  wall              %s", round(rep.Wall)),
-		fmt.Sprintf("  bench overhead    %d progress queries (TaskCountByStatus) took %s", rep.ProgressQueries, round(rep.ProgressQueryTime)),
+		rep.ProgressLoad.line("TaskCountByStatus"),
 		fmt.Sprintf("  keeping moving    %d gas bumps, %d replacements, %d no-ops signed (%d mined), %d nonce resets",
 			rep.Bumps, rep.Replacements, rep.Noops, rep.NoopsMined, rep.Resets),
 	}
