@@ -1,5 +1,6 @@
 -- +goose Up
--- Batch lane: Hyperledger Grid's one-round serial queuer (seed 001, DESIGN §2.1).
+-- Batch lane: Hyperledger Grid's one-round serial queuer (docs/design.md,
+-- "The batch lane").
 
 CREATE TYPE ledgerq.batch_status AS ENUM (
     'pending', 'unknown', 'delayed', 'committed', 'valid', 'invalid'
@@ -26,7 +27,8 @@ CREATE TABLE ledgerq.batches (
     CONSTRAINT batches_id_not_empty CHECK (id <> '' AND length(id) <= 256),
     CONSTRAINT batches_service_id_not_empty CHECK (service_id <> '' AND length(service_id) <= 256),
     CONSTRAINT batches_attempts_not_negative CHECK (attempts >= 0),
-    -- A pending batch is at the ledger: the submitter sent it, so submitted is true.
+    -- A pending batch is at the ledger: the submitter sent it, so submitted is
+    -- true.
     CONSTRAINT batches_pending_is_submitted CHECK (status IS DISTINCT FROM 'pending' OR submitted),
     -- The claim lease exists exactly while the submitter holds the batch: submitted
     -- with no status yet, or a retry of an unknown or delayed batch.
@@ -72,7 +74,8 @@ COMMENT ON COLUMN ledgerq.batches.updated_at IS 'Last change to the row.';
 -- rows are not in this index, so a round never walks them.
 CREATE INDEX batches_new_by_service ON ledgerq.batches (service_id, created_at, id)
     WHERE status IS NULL AND NOT submitted;
--- Queuer, step 5: services with a batch in flight (pending, unknown, delayed, or held).
+-- Queuer, step 5: services with a batch in flight (pending, unknown, delayed,
+-- or held).
 CREATE INDEX batches_active_by_service ON ledgerq.batches (service_id)
     WHERE status IN ('pending', 'unknown', 'delayed') OR (submitted AND status IS NULL);
 -- Queuer, steps 3 and 4: unknown and delayed batches waiting to be queued again.

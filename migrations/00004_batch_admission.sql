@@ -1,9 +1,9 @@
 -- +goose Up
--- Batch lane admission (DESIGN §2.1): a service's next batch is admitted in the
--- transaction that frees the service (insert into an idle service, a final
--- status, a rejection), so no round scans every service. Admission asks "does
--- this service have an active batch?"; active now includes a queued batch that
--- no submitter holds yet, so the index answers it alone.
+-- Batch lane admission (Grid's one-round serial rule): a service's next batch
+-- is admitted in the transaction that frees the service (insert into an idle
+-- service, a final status, a rejection), so no round scans every service.
+-- Admission asks "does this service have an active batch?"; active now includes
+-- a queued batch that no submitter holds yet, so the index answers it alone.
 DROP INDEX ledgerq.batches_active_by_service;
 CREATE INDEX batches_active_by_service ON ledgerq.batches (service_id)
     WHERE status IN ('pending', 'unknown', 'delayed')

@@ -1,8 +1,8 @@
 -- +goose NO TRANSACTION
 -- +goose Up
--- Retention (DESIGN §5, BatchDeleteFinished): terminal batches, oldest first.
--- Waiting batches are not in this index, so a retention round reads only the
--- rows it deletes, never the table.
+-- Retention (the batch lane's retention rule, BatchDeleteFinished): terminal
+-- batches, oldest first. Waiting batches are not in this index, so a retention
+-- round reads only the rows it deletes, never the table.
 --
 -- The index is built CONCURRENTLY (hence NO TRANSACTION): when this migration
 -- first runs, the table holds every terminal batch ever stored, and a plain

@@ -1,8 +1,8 @@
 -- +goose Up
--- Lean rows (DESIGN §2.1): a batch's payload is written once, in its own
--- table, and never again. Every state change of a batch rewrites its row in
--- ledgerq.batches; without the payload that row is a few hundred bytes, not a
--- few kilobytes, so each change writes that much less WAL.
+-- Lean rows (the batch lane's tables): a batch's payload is written once, in
+-- its own table, and never again. Every state change of a batch rewrites its
+-- row in ledgerq.batches; without the payload that row is a few hundred bytes,
+-- not a few kilobytes, so each change writes that much less WAL.
 CREATE TABLE ledgerq.batch_payloads (
     id      text  PRIMARY KEY REFERENCES ledgerq.batches (id) ON DELETE CASCADE,
     payload bytea NOT NULL

@@ -1,5 +1,5 @@
 -- +goose Up
--- Shards: katana's execution-shard scheduler (seed 002, DESIGN §2.4), kept in
+-- Shards: katana's execution-shard scheduler (docs/design.md, "Shards"), kept in
 -- PostgreSQL so that any number of processes share one FIFO queue of shards.
 
 CREATE TYPE ledgerq.shard_state AS ENUM ('idle', 'pending', 'running');

@@ -1,6 +1,7 @@
 -- +goose Up
--- Wallet lane: send-tx tasks (seed 004) and their write-ahead transaction
--- attempts (seed 003's "borrowed" transactions), DESIGN §2.3. A wallet's tasks
+-- Wallet lane: send-tx tasks (the Hathor headless wallet's send-tx queue) and
+-- their write-ahead transaction attempts (engine-core's EOA executor's
+-- "borrowed" transactions). A wallet's tasks
 -- are worked by one shard, wallet:<chain_id>:<sender>, so one worker at a time
 -- assigns its nonces.
 
@@ -37,7 +38,7 @@ CREATE TABLE ledgerq.wallet_tasks (
     CONSTRAINT wallet_tasks_gas_limit_positive CHECK (gas_limit IS NULL OR gas_limit > 0),
     CONSTRAINT wallet_tasks_idempotency_key_size CHECK (idempotency_key IS NULL OR (idempotency_key <> '' AND length(idempotency_key) <= 256)),
     CONSTRAINT wallet_tasks_request_hash_sha256 CHECK (octet_length(request_hash) = 32),
-    -- Seed 004's codes: Waiting 0, Executing 1, Error 2, Done 3.
+    -- The Hathor status route's codes: Waiting 0, Executing 1, Error 2, Done 3.
     CONSTRAINT wallet_tasks_status_code CHECK (status BETWEEN 0 AND 3),
     CONSTRAINT wallet_tasks_tx_hash_format CHECK (tx_hash IS NULL OR tx_hash ~ '^0x[0-9a-f]{64}$'),
     -- Done has the hash of the transaction that was mined; waiting and
@@ -63,7 +64,7 @@ CREATE TABLE ledgerq.wallet_tasks (
         AND (started_at IS NULL OR isfinite(started_at))
         AND (finished_at IS NULL OR isfinite(finished_at))
     ),
-    -- A replay with the same key returns the stored task (seed 004, DESIGN §2.3).
+    -- A replay with the same key returns the stored task (as in Hathor's queue).
     CONSTRAINT wallet_tasks_idempotency_key_unique UNIQUE (wallet_id, idempotency_key)
 );
 

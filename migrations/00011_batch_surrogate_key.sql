@@ -10,8 +10,8 @@
 -- carries it at all. Both rows of a batch carry its seq: intake draws it from
 -- the sequence before either row exists.
 --
--- Seed 001 still breaks a tie on created_at by id: admission reads the tied
--- batches' ids from batch_payloads (BatchAdmit).
+-- Grid's one-round serial rule still breaks a tie on created_at by id:
+-- admission reads the tied batches' ids from batch_payloads (BatchAdmit).
 CREATE SEQUENCE ledgerq.batch_seq AS bigint;
 COMMENT ON SEQUENCE ledgerq.batch_seq IS 'Batch lane: the seq of each batch (ledgerq.batches.seq, ledgerq.batch_payloads.seq).';
 

@@ -1,9 +1,9 @@
 -- +goose Up
--- API keys (DESIGN §2.3, §4): a client reaches a wallet's routes only with a
--- key scoped to that wallet. A key is a high-entropy random token (lq_ and 32
--- random bytes, base64url) that ledgerq shows once, when it is created; only
--- its SHA-256 is stored, so the table (and its backups) hold nothing that
--- opens the API.
+-- API keys (docs/design.md, the wallet lane's access rule): a client reaches a
+-- wallet's routes only with a key scoped to that wallet. A key is a
+-- high-entropy random token (lq_ and 32 random bytes, base64url) that ledgerq
+-- shows once, when it is created; only its SHA-256 is stored, so the table (and
+-- its backups) hold nothing that opens the API.
 
 CREATE TABLE ledgerq.api_keys (
     id          text        PRIMARY KEY,

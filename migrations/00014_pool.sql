@@ -1,5 +1,5 @@
 -- +goose Up
--- Builder lane, the transaction pool (seed 000, DESIGN §2.2): raw EVM
+-- Builder lane, the transaction pool (jamduna's EVM builder's txpool): raw EVM
 -- transactions received over JSON-RPC or REST wait here, per sender in nonce
 -- order, until a bundle takes them. Intake for a sender runs under its
 -- pool_senders row lock; intake that grows the pool also locks its chain's
@@ -41,10 +41,10 @@ CREATE TABLE ledgerq.pool_txs (
     CONSTRAINT pool_txs_fees_uint256 CHECK (
         gas_tip_cap >= 0 AND gas_tip_cap <= gas_fee_cap AND gas_fee_cap < 2::numeric ^ 256
     ),
-    -- Seed 000: gas > 0, value >= 0.
+    -- jamduna's txpool validation: gas > 0, value >= 0.
     CONSTRAINT pool_txs_gas_positive CHECK (gas > 0),
     CONSTRAINT pool_txs_value_uint256 CHECK (value_wei >= 0 AND value_wei < 2::numeric ^ 256),
-    -- Seed 000's size limit is configurable (32 KiB by default); geth's pool
+    -- jamduna's txpool size limit is configurable (32 KiB by default); geth's pool
     -- never takes more than 128 KiB, and neither does this table.
     CONSTRAINT pool_txs_raw_size CHECK (octet_length(raw) BETWEEN 1 AND 131072),
     -- Each terminal or bundled state carries what it points at, and only it.

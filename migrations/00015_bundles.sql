@@ -1,5 +1,5 @@
 -- +goose Up
--- Builder lane, bundles (seed 000's Bundle Queue, DESIGN §2.2): pending pool
+-- Builder lane, bundles (jamduna's EVM builder's bundle queue): pending pool
 -- transactions are cut into EVM blocks ("bundles") with consecutive numbers,
 -- each submitted to a JAM core as a work package, one version at a time,
 -- until a version is guaranteed, then accumulated (executed), then final.
@@ -56,8 +56,8 @@ CREATE TABLE ledgerq.bundles (
     CONSTRAINT bundles_version_positive CHECK (version >= 1),
     CONSTRAINT bundles_tx_count_positive CHECK (tx_count >= 1),
     CONSTRAINT bundles_submit_failures_not_negative CHECK (submit_failures >= 0),
-    -- Only a submitted bundle holds a core (seed 000: "core blocked" only
-    -- while submitted).
+    -- Only a submitted bundle holds a core (jamduna's bundle queue: "core
+    -- blocked" only while submitted).
     CONSTRAINT bundles_core_iff_submitted CHECK ((core IS NOT NULL) = (state = 'submitted')),
     CONSTRAINT bundles_core_not_negative CHECK (core IS NULL OR core >= 0),
     CONSTRAINT bundles_submitted_has_time CHECK (state <> 'submitted' OR submitted_at IS NOT NULL),
@@ -67,7 +67,7 @@ CREATE TABLE ledgerq.bundles (
     ),
     CONSTRAINT bundles_submitted_has_anchor CHECK (state <> 'submitted' OR anchor_slot IS NOT NULL),
     -- The first guarantee wins and is kept: the three are set together,
-    -- once. Queued and submitted bundles have none (the seed's race: a
+    -- once. Queued and submitted bundles have none (jamduna's race: a
     -- bundle with a guaranteed version is never queued or submitted again).
     CONSTRAINT bundles_guarantee_whole CHECK (
         (guaranteed_hash IS NULL) = (guaranteed_version IS NULL) AND (guaranteed_hash IS NULL) = (guaranteed_at IS NULL)

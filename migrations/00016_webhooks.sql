@@ -1,11 +1,11 @@
 -- +goose Up
--- Wallet lane webhooks (DESIGN §2.3, issue 11): a wallet's submitted,
--- confirmed, failed and replaced events, told to the endpoints its owner
--- registered. The outbox is webhook_deliveries: one row per (event, endpoint),
--- inserted in the same transaction as the task's state change, so an event
--- exists exactly when its change committed; a loop (internal/webhook) then
--- POSTs each row, signed with the Standard Webhooks scheme, until it is
--- delivered or given up.
+-- Wallet lane webhooks (engine-core's EOA executor's webhooks, issue 11): a
+-- wallet's submitted, confirmed, failed and replaced events, told to the
+-- endpoints its owner registered. The outbox is webhook_deliveries: one row per
+-- (event, endpoint), inserted in the same transaction as the task's state
+-- change, so an event exists exactly when its change committed; a loop
+-- (internal/webhook) then POSTs each row, signed with the Standard Webhooks
+-- scheme, until it is delivered or given up.
 
 CREATE TABLE ledgerq.webhook_endpoints (
     id          text        PRIMARY KEY,

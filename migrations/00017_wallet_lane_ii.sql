@@ -1,5 +1,5 @@
 -- +goose Up
--- Wallet lane II (seed 003, DESIGN §2.3): what keeps a wallet moving — gas
+-- Wallet lane II (engine-core's EOA executor): what keeps a wallet moving — gas
 -- bumps, no-op transactions, nonce resets, balance health, replacement
 -- limits.
 

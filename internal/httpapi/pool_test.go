@@ -236,9 +236,9 @@ func TestPoolAPI_RefusalsAnswerGethsMessagesWithTheirStatus(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, resp.Body)
 }
 
-// Seed 000's validation rules and the decoding, each refused with geth's
-// message and nothing stored.
-func TestPoolAPI_ValidationRulesOfTheSeedRefuseTheTransaction(t *testing.T) {
+// The validation rules of jamduna's transaction pool and the decoding, each
+// refused with geth's message and nothing stored.
+func TestPoolAPI_TheBuildersValidationRulesRefuseTheTransaction(t *testing.T) {
 	t.Parallel()
 	f := setupPool(t, func(c *queuer.PoolConfig) { c.MaxTxSize = 1024 })
 	key := newKey(t)

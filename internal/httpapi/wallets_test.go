@@ -239,7 +239,7 @@ func TestWallets_SendTxWithoutTaskTrueWaitsUntilTheTaskEndsInError(t *testing.T)
 	require.Equal(t, "insufficient funds for gas * price + value", a.Task.Error)
 }
 
-// Seed 004: "the task is also aborted if the client disconnects".
+// The Hathor send-tx queue: "the task is also aborted if the client disconnects".
 func TestWallets_AWaitingSendTxWhoseClientDisconnectsCancelsItsWaitingTask(t *testing.T) {
 	t.Parallel()
 	f := setupWallets(t)
@@ -611,8 +611,9 @@ func TestWallets_UnscopedOrUnknownWalletMissingOrOthersTaskAreTheSame404(t *test
 	require.Equal(t, store.TaskWaiting, other.Status, "no DELETE reached another wallet's task")
 }
 
-// Seed 004's own route answers exactly the seed's object for each status.
-func TestWallets_SeedStatusRouteAnswersTheSeedsExactBytesForEachStatus(t *testing.T) {
+// The Hathor headless wallet's own status route answers exactly its object
+// for each status.
+func TestWallets_HathorStatusRouteAnswersHathorsExactBytesForEachStatus(t *testing.T) {
 	t.Parallel()
 	f := setupWallets(t)
 	newTask := func() store.Task {
@@ -641,7 +642,7 @@ func TestWallets_SeedStatusRouteAnswersTheSeedsExactBytesForEachStatus(t *testin
 	hash := f.rows.FinishTask(done).TxHash
 	require.Equal(t, `{"success":true,"code":3,"status":"Done","txId":"`+hash+`"}`, seed(done))
 
-	// The header is required (400, the seed's bad request), after the key.
+	// The header is required (400, the Hathor route's bad request), after the key.
 	resp := f.call(http.MethodGet, "/wallet/tasks/send-tx/"+done.ID, nil, bearer(f.key)...)
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, resp.Body)
 	require.Contains(t, resp.Body, `"success":false`)

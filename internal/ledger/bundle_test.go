@@ -2,8 +2,9 @@ package ledger
 
 import "testing"
 
-func TestAnchorOffset_SeedTable(t *testing.T) {
-	// Seed 000's table for 2 cores: 0-1 ahead → 6, 2-3 → 5, 4-5 → 4, 10+ → 1.
+func TestAnchorOffset_FollowsTheBuildersOffsetTable(t *testing.T) {
+	// jamduna's dynamic anchor offset table for 2 cores: 0-1 ahead → 6, 2-3 →
+	// 5, 4-5 → 4, 10+ → 1.
 	for _, c := range []struct{ ahead, want int }{{0, 6}, {1, 6}, {2, 5}, {3, 5}, {4, 4}, {5, 4}, {10, 1}, {100, 1}} {
 		if got := AnchorOffset(c.ahead, 2); got != c.want {
 			t.Errorf("AnchorOffset(%d, 2) = %d, want %d", c.ahead, got, c.want)

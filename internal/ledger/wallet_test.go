@@ -10,7 +10,8 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger"
 )
 
-// TestClassifySendMessage_DesignTable is DESIGN §2.3's send-result table, with
+// TestClassifySendMessage_DesignTable is the wallet lane's send-result table
+// (docs/design.md, the wallet lane's rule 4), with
 // the messages as go-ethereum writes them (details after the phrase).
 func TestClassifySendMessage_DesignTable(t *testing.T) {
 	t.Parallel()

@@ -1,6 +1,6 @@
 package monitor_test
 
-// BatchMonitor rules of the batch lane (seed 001, DESIGN §2.1): what each
+// BatchMonitor rules of the batch lane (Grid's one-round serial rule): what each
 // status the ledger reports makes of a pending batch. Each test runs in a
 // rolled-back transaction and calls the monitor's round with a fake clock.
 
@@ -115,8 +115,8 @@ func TestBatchMonitor_InvalidBecomesInvalidWithTheLedgersReason(t *testing.T) {
 	require.Equal(t, "txn 1: insufficient funds", got.LastError)
 }
 
-// Seed 001: "The monitor needs to update submitted to false when it sets the
-// batch status to Unknown."
+// Grid's one-round serial plan: "The monitor needs to update submitted to false
+// when it sets the batch status to Unknown."
 func TestBatchMonitor_UnknownBecomesUnknownWithSubmittedFalse(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

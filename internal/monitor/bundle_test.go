@@ -1,6 +1,6 @@
 package monitor_test
 
-// BundleMonitor rules of the builder lane (seed 000, DESIGN §2.2): what one
+// BundleMonitor rules of the builder lane (jamduna's bundle queue): what one
 // round makes of the chain's blocks, of a guarantee that does not come, and
 // of the pool's expired transactions, on a chain the test moves
 // (ledgertest.BundleLedger). Each test runs in a rolled-back transaction
@@ -27,7 +27,7 @@ import (
 const bundleCores = 2
 
 // bundleSetup is what a BundleMonitor rule test needs: a chain with ten
-// blocks and a monitor with seed 000's timeout and a finality depth of 2,
+// blocks and a monitor with jamduna's guarantee timeout and a finality depth of 2,
 // counting its OnCoresFreed and OnDropped calls.
 type bundleSetup struct {
 	t              *testing.T

@@ -1,9 +1,10 @@
 package monitor_test
 
-// BatchRetention rules (DESIGN §5): terminal batches older than the age are
-// deleted, a few at a time; nothing else ever is. Rule tests run in a
-// rolled-back transaction with a fake clock; testfactory stamps finished_at
-// with the clock's now, so a row's age is how far the clock moved since.
+// BatchRetention rules (the batch lane's retention rule): terminal batches
+// older than the age are deleted, a few at a time; nothing else ever is. Rule
+// tests run in a rolled-back transaction with a fake clock; testfactory stamps
+// finished_at with the clock's now, so a row's age is how far the clock moved
+// since.
 
 import (
 	"context"

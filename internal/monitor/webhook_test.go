@@ -1,11 +1,11 @@
 package monitor_test
 
-// Delivery rules (DESIGN §2.3, issue 11 item 6). Every test has its own
-// committed database, a fake clock started at the wall clock (the receiver
-// checks signatures with the library's Verify, which also checks the
+// Delivery rules (the wallet lane's webhooks, issue 11 item 6). Every test has
+// its own committed database, a fake clock started at the wall clock (the
+// receiver checks signatures with the library's Verify, which also checks the
 // timestamp against the wall clock's five-minute tolerance), and a test
-// receiver that verifies every request and counts receptions per
-// (endpoint, webhook-id).
+// receiver that verifies every request and counts receptions per (endpoint,
+// webhook-id).
 
 import (
 	"context"

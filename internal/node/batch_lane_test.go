@@ -1,6 +1,6 @@
 package node_test
 
-// The batch lane end to end inside one node (seed 001, DESIGN §2.1): the
+// The batch lane end to end inside one node (Grid's one-round serial rule): the
 // queuer, submitter and monitor the node wires, driven round by round with
 // node.RunOnce and a fake clock, against the simulated ledger, whose event
 // log witnesses what the ledger saw.

@@ -1,9 +1,10 @@
 package queuer_test
 
-// One test per row of seed 001's "Queue now", "Queue later" and "Don't queue"
-// lists and per step 1-6 of its algorithm, plus DESIGN §2.1's held-batch
-// exclusion. Each runs in a rolled-back transaction, drives time with the
-// fake clock and calls the BatchQueuer's round directly.
+// One test per row of the "Queue now", "Queue later" and "Don't queue" lists of
+// Grid's one-round serial queuer and per step 1-6 of its algorithm, plus the
+// held-batch exclusion that closes a gap in Grid's plan. Each runs in a
+// rolled-back transaction, drives time with the fake clock and calls the
+// BatchQueuer's round directly.
 
 import (
 	"log/slog"
@@ -57,10 +58,10 @@ func (b *batchSetup) queue() []string { b.t.Helper(); return b.rows.Queue(b.q.Ru
 
 func (b *batchSetup) get(id string) store.Batch { b.t.Helper(); return b.rows.Get(id) }
 
-// The delay window of seed 001 is 15 s; ledgerq doubles it per attempt up to
-// a cap of 5 minutes. The tests below use the configured values; this one
-// pins the defaults to the seed.
-func TestBatchQueuer_DefaultDelayWindowIsTheSeeds15SecondsCappedAt5Minutes(t *testing.T) {
+// The delay window of Grid's one-round serial queuer is 15 s; ledgerq doubles
+// it per attempt up to a cap of 5 minutes. The tests below use the configured
+// values; this one pins the defaults to Grid's.
+func TestBatchQueuer_DefaultDelayWindowIsGrids15SecondsCappedAt5Minutes(t *testing.T) {
 	t.Parallel()
 	cfg := defaultBatchConfig()
 	require.Equal(t, 15*time.Second, cfg.DelayWindow)
@@ -160,8 +161,9 @@ func TestBatchQueuer_DoesNotQueueABatchBeingSubmitted(t *testing.T) {
 	require.Empty(t, b.queue())
 }
 
-// DESIGN §2.1: a service whose batch the submitter holds gets nothing queued;
-// the seed's step 6 would queue the next one, breaking seriality.
+// The held-batch rule: a service whose batch the submitter holds gets nothing
+// queued; step 6 of Grid's one-round serial plan would queue the next one,
+// breaking seriality.
 func TestBatchQueuer_ServiceWithHeldBatchIsNotQueued(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

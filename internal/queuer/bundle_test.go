@@ -1,6 +1,6 @@
 package queuer_test
 
-// Bundler rules of the builder lane (seed 000, DESIGN §2.2): what one round
+// Bundler rules of the builder lane (jamduna's EVM builder): what one round
 // of the bundler makes of the pool, on a chain the test moves
 // (ledgertest.BundleLedger). Each test runs in a rolled-back transaction.
 
@@ -76,7 +76,7 @@ func TestBundler_CutsPendingTxsIntoBundlesAfterTheExecutedBlockAnchoredOnRecentB
 	require.NoError(t, err)
 	for i, b := range bs {
 		want, _ := ledger.PickAnchor(recent, ledger.AnchorOffset(i, 2))
-		require.Equal(t, &want, b.Anchor, "bundle %d is anchored by seed 000's dynamic offset", b.Number)
+		require.Equal(t, &want, b.Anchor, "bundle %d is anchored by jamduna's dynamic anchor offset", b.Number)
 	}
 	for _, tx := range txs {
 		got, err := s.st.PoolGet(t.Context(), testfactory.PoolChainID, tx.Hash)

@@ -1,6 +1,6 @@
 package submitter_test
 
-// BatchSubmitter rules of the batch lane (seed 001, DESIGN §2.1): what each
+// BatchSubmitter rules of the batch lane (Grid's one-round serial rule): what each
 // ledger outcome makes of a batch, the fencing of a late outcome, and what
 // becomes of a batch whose submitter died. Each test runs in a rolled-back
 // transaction and drives the loops through RunOnce with a fake clock.

@@ -31,7 +31,7 @@ func TestWindow_OpensThreeSecondsAndClosesOneSecondBeforeEachSixSecondSlot(t *te
 	}
 }
 
-func TestWindowBounds_ScaleTheSeedsWindowToTheSlot(t *testing.T) {
+func TestWindowBounds_ScaleTheBuildersWindowToTheSlot(t *testing.T) {
 	s := &BundleSubmitter{}
 	if o, c := s.windowBounds(6 * time.Second); o != 3*time.Second || c != time.Second {
 		t.Errorf("6 s slot: window %s..%s before the slot, want 3s..1s", o, c)

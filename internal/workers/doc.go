@@ -19,11 +19,11 @@
 //
 // The scheduler's rules and the tests named after them:
 //
-//	scheduling: idle → pending atomically, no-op on pending   TestSeed002_Scheduling*
-//	workers claim FIFO, run a cycle loop, re-schedule or idle  TestSeed002_Worker*
-//	empty collect ends the run at once                        TestSeed002_ExecutionLoop*
-//	failed work is still removed; never retried forever       TestSeed002_ErrorHandling*
-//	time quantum: a backlog yields, other shards run          TestSeed002_TimeQuantum*
-//	mutual exclusion (with leases and fencing across processes) TestSeed002_Concurrency*
-//	shutdown: stop claiming, finish the cycle, release, join  TestSeed002_Shutdown*
+//	scheduling: idle → pending atomically, no-op on pending   TestScheduler_Scheduling*
+//	workers claim FIFO, run a cycle loop, re-schedule or idle  TestScheduler_Worker*
+//	empty collect ends the run at once                        TestScheduler_ExecutionLoop*
+//	failed work is still removed; never retried forever       TestScheduler_ErrorHandling*
+//	time quantum: a backlog yields, other shards run          TestScheduler_TimeQuantum*
+//	mutual exclusion (with leases and fencing across processes) TestScheduler_Concurrency*
+//	shutdown: stop claiming, finish the cycle, release, join  TestScheduler_Shutdown*
 package workers

@@ -194,7 +194,7 @@ func (e *env) runOnce(t *testing.T) bool {
 	return ran
 }
 
-func TestSeed002_SchedulingMovesIdleToPendingOnceAndIsANoOpOnPendingOrRunning(t *testing.T) {
+func TestScheduler_SchedulingMovesIdleToPendingOnceAndIsANoOpOnPendingOrRunning(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	require.Equal(t, store.ShardQueued, e.schedule(t, "test:a"), "a new shard enters the queue")
@@ -215,7 +215,7 @@ func TestSeed002_SchedulingMovesIdleToPendingOnceAndIsANoOpOnPendingOrRunning(t 
 	require.Error(t, err, "a kind without a job cannot be scheduled")
 }
 
-func TestSeed002_WorkerClaimsTheOldestPendingShardFirst(t *testing.T) {
+func TestScheduler_WorkerClaimsTheOldestPendingShardFirst(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	for _, k := range []string{"test:c", "test:a", "test:b"} {
@@ -230,7 +230,7 @@ func TestSeed002_WorkerClaimsTheOldestPendingShardFirst(t *testing.T) {
 		"shards run in the order they were scheduled (FIFO), each to its empty collect")
 }
 
-func TestSeed002_WorkerRunsCyclesUntilThePoolIsEmptyThenMarksTheShardIdle(t *testing.T) {
+func TestScheduler_WorkerRunsCyclesUntilThePoolIsEmptyThenMarksTheShardIdle(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	e.job.add("test:a", "1", "2", "3")
@@ -246,7 +246,7 @@ func TestSeed002_WorkerRunsCyclesUntilThePoolIsEmptyThenMarksTheShardIdle(t *tes
 	require.False(t, e.runOnce(t))
 }
 
-func TestSeed002_ExecutionLoopEmptyCollectEndsTheRunAtOnce(t *testing.T) {
+func TestScheduler_ExecutionLoopEmptyCollectEndsTheRunAtOnce(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	e.schedule(t, "test:empty")
@@ -256,7 +256,7 @@ func TestSeed002_ExecutionLoopEmptyCollectEndsTheRunAtOnce(t *testing.T) {
 	require.Equal(t, store.ShardIdle, e.shard(t, "test:empty").State)
 }
 
-func TestSeed002_ErrorHandlingFailedWorkIsRemovedAndNeverRetriedForever(t *testing.T) {
+func TestScheduler_ErrorHandlingFailedWorkIsRemovedAndNeverRetriedForever(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	e.job.failOn["bad"] = true
@@ -281,7 +281,7 @@ func TestSeed002_ErrorHandlingFailedWorkIsRemovedAndNeverRetriedForever(t *testi
 	require.Zero(t, s.Failures, "a successful run resets the failures")
 }
 
-func TestSeed002_TimeQuantumBacklogYieldsAndOtherShardsRunMeanwhile(t *testing.T) {
+func TestScheduler_TimeQuantumBacklogYieldsAndOtherShardsRunMeanwhile(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	for i := range 20 {
@@ -312,7 +312,7 @@ func TestSeed002_TimeQuantumBacklogYieldsAndOtherShardsRunMeanwhile(t *testing.T
 	require.Equal(t, store.ShardIdle, e.shard(t, "test:big").State)
 }
 
-func TestSeed002_ScheduleBetweenTheLastCollectAndTheReleaseIsNotLost(t *testing.T) {
+func TestScheduler_ScheduleBetweenTheLastCollectAndTheReleaseIsNotLost(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	e.job.add("test:a", "1")
@@ -340,7 +340,7 @@ func TestSeed002_ScheduleBetweenTheLastCollectAndTheReleaseIsNotLost(t *testing.
 	require.Equal(t, store.ShardIdle, e.shard(t, "test:a").State)
 }
 
-func TestSeed002_ConcurrencyStaleOwnerAfterRescueChangesNothing(t *testing.T) {
+func TestScheduler_ConcurrencyStaleOwnerAfterRescueChangesNothing(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	// A second process: its own store handle, pool and rescuer.
@@ -384,7 +384,7 @@ func TestSeed002_ConcurrencyStaleOwnerAfterRescueChangesNothing(t *testing.T) {
 // process B frees the shard and B runs it. A then finishes its cycle: its
 // commit and release are fenced off, although A has meanwhile taken its
 // liveness lock again, with the same id.
-func TestSeed002_ConcurrencyHolderWhoseLivenessConnectionDiedIsTakenOverAndFencedBeforeItsLease(t *testing.T) {
+func TestScheduler_ConcurrencyHolderWhoseLivenessConnectionDiedIsTakenOverAndFencedBeforeItsLease(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	liveA, err := e.db.Store.NewLiveness(store.LivenessConfig{}, nil)
@@ -432,7 +432,7 @@ func TestSeed002_ConcurrencyHolderWhoseLivenessConnectionDiedIsTakenOverAndFence
 	require.Equal(t, int64(1), s.Rescues)
 }
 
-func TestSeed002_ConcurrencyTwoProcessesNeverRunOneShardAtOnce(t *testing.T) {
+func TestScheduler_ConcurrencyTwoProcessesNeverRunOneShardAtOnce(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	cfg := testConfig()
@@ -522,7 +522,7 @@ func (c *sharedCycle) Commit(ctx context.Context) error {
 	})
 }
 
-func TestSeed002_ShutdownStopsClaimingFinishesTheCycleAndReleases(t *testing.T) {
+func TestScheduler_ShutdownStopsClaimingFinishesTheCycleAndReleases(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	e.job.add("test:a", "1", "2", "3")
@@ -567,7 +567,7 @@ func TestSeed002_ShutdownStopsClaimingFinishesTheCycleAndReleases(t *testing.T) 
 	require.Empty(t, committed["test:b"])
 }
 
-func TestSeed002_RescuerPutsRunningShardsWithExpiredLeasesBackToPending(t *testing.T) {
+func TestScheduler_RescuerPutsRunningShardsWithExpiredLeasesBackToPending(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	rescuer := NewRescuer(e.db.Store, loop.Deps{Clock: e.clk}, e.cfg)
@@ -594,7 +594,7 @@ func TestSeed002_RescuerPutsRunningShardsWithExpiredLeasesBackToPending(t *testi
 	require.Equal(t, store.ShardIdle, e.shard(t, "test:a").State)
 }
 
-func TestSeed002_WorkerExtendsTheLeaseOfALongRun(t *testing.T) {
+func TestScheduler_WorkerExtendsTheLeaseOfALongRun(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	for i := range 5 {

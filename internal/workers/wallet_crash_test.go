@@ -33,10 +33,10 @@ func (e *env) storedAttempts(t *testing.T, tasks []store.Task) map[string]store.
 	return out
 }
 
-// Seed 003, recover (crash point a): the process dies after the attempts are
+// engine-core's recover (crash point a): the process dies after the attempts are
 // stored and before anything is broadcast. A new process broadcasts the
 // stored bytes — it does not sign again — and every task ends done once.
-func TestSeed003_RecoverAfterACrashBeforeBroadcastSendsTheStoredBytes(t *testing.T) {
+func TestWallet_RecoverAfterACrashBeforeBroadcastSendsTheStoredBytes(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{})
 	tasks := e.postN(t, 5)
@@ -68,12 +68,12 @@ func TestSeed003_RecoverAfterACrashBeforeBroadcastSendsTheStoredBytes(t *testing
 	e.requireOneTxPerNonce(t, 0)
 }
 
-// Seed 003, recover (crash point b): the process dies after the broadcast
+// engine-core's recover (crash point b): the process dies after the broadcast
 // and before its result is recorded. The new process broadcasts the same
 // bytes again: `already known` (still in the pool) or `nonce too low` with
 // our receipt (mined meanwhile, as geth answers) are successes, and no nonce
 // gets a second transaction.
-func TestSeed003_RecoverAfterACrashAfterBroadcastSendsNoSecondTransaction(t *testing.T) {
+func TestWallet_RecoverAfterACrashAfterBroadcastSendsNoSecondTransaction(t *testing.T) {
 	t.Parallel()
 	for _, mined := range []bool{false, true} {
 		name := "already known"
@@ -122,11 +122,11 @@ func TestSeed003_RecoverAfterACrashAfterBroadcastSendsNoSecondTransaction(t *tes
 	}
 }
 
-// Seed 003, confirm (crash point c): the transactions are mined and the
+// engine-core's confirm (crash point c): the transactions are mined and the
 // process dies before it records the confirmation. The new process confirms
 // each task once; the dead process's late commit is fenced and changes
 // nothing.
-func TestSeed003_ConfirmAfterACrashBeforeConfirmationMarksDoneOnce(t *testing.T) {
+func TestWallet_ConfirmAfterACrashBeforeConfirmationMarksDoneOnce(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{})
 	tasks := e.postN(t, 5)

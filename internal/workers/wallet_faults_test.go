@@ -10,12 +10,12 @@ import (
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
-// DESIGN §2.3's classes under faults: with 30% of sends refused before the
+// The send-result classes under faults: with 30% of sends refused before the
 // chain saw them and 30% of answers lost after it took them (both
 // indeterminate: treated as sent, never recycled, broadcast again with the
 // same bytes), every task of several wallets ends done exactly once, no
 // nonce carries two transactions and none is skipped.
-func TestSeed003_UnderTransientAndLostResponseFaultsEveryTaskIsDoneOnceWithNoNonceSkippedOrUsedTwice(t *testing.T) {
+func TestWallet_UnderTransientAndLostResponseFaultsEveryTaskIsDoneOnceWithNoNonceSkippedOrUsedTwice(t *testing.T) {
 	t.Parallel()
 	const wallets, perWallet = 4, 75
 	e := setup(t, options{wallets: wallets, sim: evmsim.Config{Seed: 3, TransientRate: 0.3, LostResponseRate: 0.3},

@@ -42,7 +42,7 @@ func (l lowTip) SuggestFees(ctx context.Context) (ledger.Fees, error) {
 // the worker bumps them until they are mined; each task is done after one or
 // more bumps, with the count on the task, and the chain shows one mined
 // transaction per task at contiguous nonces.
-func TestSeed003_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
+func TestWallet_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
 	t.Parallel()
 	node := testgeth.Start(t, testgeth.Stalling())
 	ctx := t.Context()
@@ -199,7 +199,7 @@ func driveGethUntilDone(t *testing.T, node *testgeth.Node, st *store.Store, foll
 // hashes, the wallet's next nonce is not moved down, and the wallet goes on
 // sending. The chain, read block by block, ends with one transaction per
 // task at contiguous nonces.
-func TestSeed003_OnAGethThatLosesBlocksTheirTasksAreSentAgainAndTheWalletGoesOn(t *testing.T) {
+func TestWallet_OnAGethThatLosesBlocksTheirTasksAreSentAgainAndTheWalletGoesOn(t *testing.T) {
 	t.Parallel()
 	node := testgeth.Start(t, testgeth.Crashable())
 	g := newGethWallet(t, node)

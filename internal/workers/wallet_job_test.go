@@ -11,11 +11,11 @@ import (
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
-// Seed 003 with seed 004's queue: every task posted for a wallet ends done
+// engine-core's EOA run with Hathor's queue: every task posted for a wallet ends done
 // exactly once, one mined transaction per nonce, nonces contiguous from the
 // chain's nonce and assigned in queue order (priority: highest first, then
 // oldest; fifo: oldest first).
-func TestSeed003_TasksEndDoneOnceWithContiguousNoncesInQueueOrder(t *testing.T) {
+func TestWallet_TasksEndDoneOnceWithContiguousNoncesInQueueOrder(t *testing.T) {
 	t.Parallel()
 	for _, queue := range []store.QueueType{store.QueuePriority, store.QueueFIFO} {
 		t.Run(string(queue), func(t *testing.T) {
@@ -45,11 +45,11 @@ func TestSeed003_TasksEndDoneOnceWithContiguousNoncesInQueueOrder(t *testing.T) 
 	}
 }
 
-// Seed 002's "a cycle fits well inside the lease" with a node that answers
+// katana's "a cycle fits well inside the lease" with a node that answers
 // slowly: past workers.WalletConfig.CycleBudget a cycle makes no new ledger call and
 // leaves the rest to the next cycle — yet every cycle makes one, so the work
 // moves.
-func TestSeed003_ACycleMakesNoLedgerCallPastItsBudget(t *testing.T) {
+func TestWallet_ACycleMakesNoLedgerCallPastItsBudget(t *testing.T) {
 	t.Parallel()
 	for _, gasGiven := range []bool{false, true} {
 		t.Run(fmt.Sprintf("gas given %v", gasGiven), func(t *testing.T) {

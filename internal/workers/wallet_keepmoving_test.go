@@ -19,7 +19,8 @@ import (
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
-// The rules that keep a wallet moving (issue 11, seed 003, DESIGN §2.3).
+// The rules that keep a wallet moving (issue 11; from engine-core's EOA
+// executor: gas bumps, recycled nonces, nonce resets, balance health).
 
 const testStall = 10 * time.Second
 
@@ -73,7 +74,7 @@ func minedTip(t *testing.T, a store.Attempt) *big.Int {
 // our sent attempt, is bumped — signed again with fee cap and tip at least
 // 1.2 × the previous, stored as a new attempt (the old one superseded) —
 // until a block takes it; the bump count is on the task.
-func TestSeed003_AStalledNonceIsBumpedUntilMinedWithTheBumpCountOnTheTask(t *testing.T) {
+func TestWallet_AStalledNonceIsBumpedUntilMinedWithTheBumpCountOnTheTask(t *testing.T) {
 	t.Parallel()
 	m := metrics.New()
 	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *workers.WalletConfig) { c.StallTimeout, c.Metrics = testStall, m }})
@@ -111,7 +112,7 @@ func TestSeed003_AStalledNonceIsBumpedUntilMinedWithTheBumpCountOnTheTask(t *tes
 // Rule 1, the cap: a bump that workers.WalletConfig.PriceCap stops leaves the task
 // executing, marks it (PriceCappedAt) and calls OnPriceCapped once; when
 // the chain takes the transaction after all, the task is done.
-func TestSeed003_ABumpStoppedByThePriceCapLeavesTheTaskAndTellsTheOperator(t *testing.T) {
+func TestWallet_ABumpStoppedByThePriceCapLeavesTheTaskAndTellsTheOperator(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var told []workers.PriceCapped
@@ -145,7 +146,7 @@ func TestSeed003_ABumpStoppedByThePriceCapLeavesTheTaskAndTellsTheOperator(t *te
 // Rule 1, underpriced: a bump the node refuses as `replacement transaction
 // underpriced` is raised again at the next run, without waiting another
 // StallTimeout.
-func TestSeed003_ABumpRefusedAsUnderpricedIsRaisedAgainInTheNextRun(t *testing.T) {
+func TestWallet_ABumpRefusedAsUnderpricedIsRaisedAgainInTheNextRun(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *workers.WalletConfig) { c.StallTimeout = testStall }})
 	task := e.post(t, 0, 0, 1, nil)
@@ -170,8 +171,8 @@ func TestSeed003_ABumpRefusedAsUnderpricedIsRaisedAgainInTheNextRun(t *testing.T
 
 // Rule 1, confirm: any of a nonce's hashes mined makes its task done — here
 // the original, whose bump never reached the chain — with that hash, and
-// the task is not sent again (DESIGN §7).
-func TestSeed003_AnyMinedHashOfANonceMakesItsTaskDoneNotReplaced(t *testing.T) {
+// the task is not sent again (a flaw of engine-core's that ledgerq closes).
+func TestWallet_AnyMinedHashOfANonceMakesItsTaskDoneNotReplaced(t *testing.T) {
 	t.Parallel()
 	e, task, first := bumpedWithTheBumpLost(t)
 	e.chain.SetMinTip(0)
@@ -182,10 +183,10 @@ func TestSeed003_AnyMinedHashOfANonceMakesItsTaskDoneNotReplaced(t *testing.T) {
 	require.Equal(t, 1, len(e.attempts(t, task))-e.task(t, task).Bumps, "never sent again")
 }
 
-// Rule 3 and DESIGN §7: a transport error never frees a nonce (no no-op, no
+// Rule 3, engine-core's flaw closed: a transport error never frees a nonce (no no-op, no
 // other transaction for it); a deterministic refusal does, and a freed nonce
 // no waiting task fills gets a no-op, so the later nonces are mined.
-func TestSeed003_ATransportErrorNeverFreesANonceAndAFreedNonceNoTaskFillsGetsANoop(t *testing.T) {
+func TestWallet_ATransportErrorNeverFreesANonceAndAFreedNonceNoTaskFillsGetsANoop(t *testing.T) {
 	t.Parallel()
 	// No stall: the no-op comes from the freed-nonce rule alone (a stall
 	// past its timeout would fill the gap too).
@@ -223,7 +224,7 @@ func TestSeed003_ATransportErrorNeverFreesANonceAndAFreedNonceNoTaskFillsGetsANo
 
 // Rule 3: freed nonces at or above the highest live attempt are discarded
 // (the next nonce moves down to it), not filled with no-ops.
-func TestSeed003_FreedNoncesAboveTheHighestLiveAttemptAreDiscarded(t *testing.T) {
+func TestWallet_FreedNoncesAboveTheHighestLiveAttemptAreDiscarded(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}})
 	first := e.postN(t, 2)
@@ -242,7 +243,7 @@ func TestSeed003_FreedNoncesAboveTheHighestLiveAttemptAreDiscarded(t *testing.T)
 
 // Rule 2: a next nonce below the chain's, or far above it with nothing in
 // flight, is reset to the chain's; the reset is recorded on the wallet.
-func TestSeed003_ANextNonceThatCannotHealIsResetToTheChainsAndRecorded(t *testing.T) {
+func TestWallet_ANextNonceThatCannotHealIsResetToTheChainsAndRecorded(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.ResetGap = 10 }})
 	task := e.post(t, 0, 0, 1, nil)
@@ -273,7 +274,7 @@ func TestSeed003_ANextNonceThatCannotHealIsResetToTheChainsAndRecorded(t *testin
 // of the moment (21000 gas × the suggested fee cap) pauses: its tasks wait
 // instead of each ending in error. The balance of a paused wallet is read
 // again within seconds, so it goes on as soon as it is funded.
-func TestSeed003_SendingPausesWhileTheBalanceCannotPayAPlainTransferUntilItCan(t *testing.T) {
+func TestWallet_SendingPausesWhileTheBalanceCannotPayAPlainTransferUntilItCan(t *testing.T) {
 	t.Parallel()
 	// 50 000 gwei is less than 21000 × a 3 gwei fee cap (63 000 gwei).
 	e := setup(t, options{fund: big.NewInt(50_000 * params.GWei)})
@@ -303,7 +304,7 @@ func TestSeed003_SendingPausesWhileTheBalanceCannotPayAPlainTransferUntilItCan(t
 // Rule 5: a task whose nonce another transaction took (every hash of ours
 // definitively absent) goes back to waiting, counted, at most
 // MaxReplacements times; the next time it ends in error.
-func TestSeed003_AReplacedTaskGoesBackToWaitingAtMostMaxReplacementsTimes(t *testing.T) {
+func TestWallet_AReplacedTaskGoesBackToWaitingAtMostMaxReplacementsTimes(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}, cfg: func(c *workers.WalletConfig) {
 		c.MaxReplacements = 1
@@ -337,7 +338,7 @@ func mustBalance(t *testing.T, e *env, a common.Address) *big.Int {
 // Rule 3, the limit: with more freed nonces than workers.WalletConfig.MaxRecycled (here
 // 0), they are filled with no-ops at once instead of waiting for tasks;
 // the waiting task takes a new nonce.
-func TestSeed003_MoreFreedNoncesThanMaxRecycledAreFilledWithNoops(t *testing.T) {
+func TestWallet_MoreFreedNoncesThanMaxRecycledAreFilledWithNoops(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}, cfg: func(c *workers.WalletConfig) {
 		c.StallTimeout = time.Hour
@@ -373,7 +374,7 @@ func TestSeed003_MoreFreedNoncesThanMaxRecycledAreFilledWithNoops(t *testing.T) 
 // transaction at the nonce, none of the hashes we sent (bumps included) — a
 // failed lookup of the superseded original and a failed read of the blocks
 // are "ask again later", even while its bump answers "no receipt".
-func TestSeed003_ReplacedOnlyWhenEveryHashOfTheNonceBumpsIncludedIsDefinitivelyAbsent(t *testing.T) {
+func TestWallet_ReplacedOnlyWhenEveryHashOfTheNonceBumpsIncludedIsDefinitivelyAbsent(t *testing.T) {
 	t.Parallel()
 	e, task, first := bumpedWithTheBumpLost(t)
 	e.sendOutside(t, 0, 0)

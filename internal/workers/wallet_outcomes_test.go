@@ -16,9 +16,9 @@ import (
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
-// Seed 003, confirm: a reverted transaction is mined, used its nonce and
+// engine-core's confirm: a reverted transaction is mined, used its nonce and
 // paid for gas: its task is done with reverted set, not an error.
-func TestSeed003_ARevertedTransactionIsDoneWithReverted(t *testing.T) {
+func TestWallet_ARevertedTransactionIsDoneWithReverted(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{})
 	ok := e.post(t, 0, 0, 1000, nil)
@@ -32,11 +32,11 @@ func TestSeed003_ARevertedTransactionIsDoneWithReverted(t *testing.T) {
 	require.Empty(t, got.Error)
 }
 
-// DESIGN §2.3, a deterministic rejection (insufficient funds): the task ends
+// Send results: a deterministic rejection (insufficient funds): the task ends
 // in error with the node's reason and its attempt is dropped; the tasks
 // after it are still done, and its nonce is not left as a gap: the next send
 // fills freed nonces before it takes new ones.
-func TestSeed003_ARejectedTaskEndsInErrorAndItsNonceIsReusedSoTheChainHasNoGap(t *testing.T) {
+func TestWallet_ARejectedTaskEndsInErrorAndItsNonceIsReusedSoTheChainHasNoGap(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{fund: ether})
 	first := e.post(t, 0, 0, 1000, nil)
@@ -66,13 +66,13 @@ func TestSeed003_ARejectedTaskEndsInErrorAndItsNonceIsReusedSoTheChainHasNoGap(t
 	require.Equal(t, int64(5), stored)
 }
 
-// DESIGN §2.3, `nonce too low` when someone else used the nonce (a
+// Send results: `nonce too low` when someone else used the nonce (a
 // transaction sent with the wallet's key outside ledgerq, mined between the
 // signing and the broadcast): no hash of ours has a receipt, so it is not a
 // success. The attempt is dropped, the task goes back to waiting (its
 // transaction never ran) and is sent with a new nonce, and the next nonce
 // moves up to the chain's: everything is done, with no gap.
-func TestSeed003_NonceTooLowFromAnotherSenderRequeuesTheTaskAndRaisesTheNextNonce(t *testing.T) {
+func TestWallet_NonceTooLowFromAnotherSenderRequeuesTheTaskAndRaisesTheNextNonce(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{})
 	tasks := e.postN(t, 3)
@@ -118,7 +118,7 @@ func TestSeed003_NonceTooLowFromAnotherSenderRequeuesTheTaskAndRaisesTheNextNonc
 // the chain's own blocks show another transaction at its nonce, for
 // workers.WalletConfig.ReplacedAfter; failed lookups mean "ask again later", and a block
 // read that finds ours makes it mined even when every receipt lookup fails.
-func TestSeed003_ReplacedOnlyWhenTheChainsBlocksShowAnotherTransactionNeverOnAFailedLookup(t *testing.T) {
+func TestWallet_ReplacedOnlyWhenTheChainsBlocksShowAnotherTransactionNeverOnAFailedLookup(t *testing.T) {
 	t.Parallel()
 	t.Run("failed lookups", func(t *testing.T) {
 		t.Parallel()
@@ -169,9 +169,9 @@ func (e *env) drive1(t *testing.T) {
 	runPool(t, e.pool)
 }
 
-// Seed 003's in-flight budget: a wallet never has more than workers.WalletConfig.InFlight
+// engine-core's in-flight budget: a wallet never has more than workers.WalletConfig.InFlight
 // transactions signed or sent and not yet confirmed; the rest wait.
-func TestSeed003_TheInFlightBudgetIsRespected(t *testing.T) {
+func TestWallet_TheInFlightBudgetIsRespected(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.InFlight = 3 }})
 	var mu sync.Mutex
@@ -197,11 +197,11 @@ func TestSeed003_TheInFlightBudgetIsRespected(t *testing.T) {
 	require.Equal(t, 3, most, "the budget was used, never exceeded")
 }
 
-// Seed 002's "an empty collect ends the run" for the wallet: a run whose
+// katana's "an empty collect ends the run" for the wallet: a run whose
 // attempts the chain has not reached asks for the chain's nonce once and
 // ends (the Follower brings it back), and a wallet with nothing to do ends
 // its run without a ledger call.
-func TestSeed003_ACollectWithNothingToDoNowEndsTheRun(t *testing.T) {
+func TestWallet_ACollectWithNothingToDoNowEndsTheRun(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}})
 	tasks := e.postN(t, 2)

@@ -18,12 +18,12 @@ import (
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
-// DESIGN §2.4 with §2.3's write-ahead: two processes on one database never
+// Shard fencing with the write-ahead: two processes on one database never
 // sign two transactions for one nonce. Process A signs t1 for nonce 0 and
 // stalls past its lease; process B takes the shard over and sends t0 (a
 // higher priority, posted meanwhile) with nonce 0 and t1 with nonce 1. A's
 // late write-ahead is fenced: nothing of it is stored or broadcast.
-func TestSeed003_TwoProcessesNeverSignTwoTransactionsForOneNonce(t *testing.T) {
+func TestWallet_TwoProcessesNeverSignTwoTransactionsForOneNonce(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{})
 	ledA := newRecLedger(e.chain)
@@ -61,12 +61,12 @@ func TestSeed003_TwoProcessesNeverSignTwoTransactionsForOneNonce(t *testing.T) {
 	e.requireOneTxPerNonce(t, 0)
 }
 
-// Seed 002's "failed work is not retried forever", for a task the node will
+// katana's "failed work is not retried forever", for a task the node will
 // not estimate: while the node answers the fee suggestion, a gas estimate
 // that fails for the first task of a send fails the run; after
 // workers.WalletConfig.MaxFailures such runs the task ends in error and the tasks behind
 // it are sent.
-func TestSeed003_ATaskWhoseGasEstimateKeepsFailingEndsInErrorAfterMaxFailures(t *testing.T) {
+func TestWallet_ATaskWhoseGasEstimateKeepsFailingEndsInErrorAfterMaxFailures(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.MaxFailures = 3 }})
 	bad := e.post(t, 0, 0, 1000, nil)
@@ -91,7 +91,7 @@ func TestSeed003_ATaskWhoseGasEstimateKeepsFailingEndsInErrorAfterMaxFailures(t 
 // The services as a process runs them, on the wall clock: a started Pool
 // (two workers) and Follower send and confirm every task of three wallets,
 // blocks coming every 20 ms; nothing drives them but their own loops.
-func TestSeed003_AStartedPoolAndFollowerFinishEveryTask(t *testing.T) {
+func TestWallet_AStartedPoolAndFollowerFinishEveryTask(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{wallets: 3})
 	e.cfg.Clock = clock.Real{}

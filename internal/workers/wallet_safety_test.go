@@ -48,7 +48,7 @@ func (e *env) requireNoFailedRun(t *testing.T, w int) {
 // error and frees its nonce; the identical request sent again signs the same
 // bytes at the same nonce, so the same hash is stored a second time. It is
 // tried, refused and ends in error on its own, and the wallet goes on.
-func TestSeed003_AnIdenticalRetryOfARefusedTaskIsTriedAgainAndTheWalletGoesOn(t *testing.T) {
+func TestWallet_AnIdenticalRetryOfARefusedTaskIsTriedAgainAndTheWalletGoesOn(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{})
 	gwei := big.NewInt(params.GWei)
@@ -79,7 +79,7 @@ func TestSeed003_AnIdenticalRetryOfARefusedTaskIsTriedAgainAndTheWalletGoesOn(t 
 // balance threshold stays what a plain transfer costs, the wallet does not
 // pause, and the tasks after it are sent. A fee cap at the top of the
 // uint256 range (as an operator could write it) does too.
-func TestSeed003_ATaskTheWalletCannotAffordEndsInErrorAloneAndPausesNothing(t *testing.T) {
+func TestWallet_ATaskTheWalletCannotAffordEndsInErrorAloneAndPausesNothing(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{})
 	gwei := big.NewInt(params.GWei)
@@ -108,7 +108,7 @@ func TestSeed003_ATaskTheWalletCannotAffordEndsInErrorAloneAndPausesNothing(t *t
 // trigger stands for any stored value a statement cannot take) ends in
 // error after MaxFailures runs, and the tasks queued after it are sent: the
 // runs after the first failure send it alone, so no other task is blamed.
-func TestSeed003_ATaskWhoseSendKeepsFailingOnItsOwnValueEndsInErrorAndTheWalletMovesOn(t *testing.T) {
+func TestWallet_ATaskWhoseSendKeepsFailingOnItsOwnValueEndsInErrorAndTheWalletMovesOn(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.MaxFailures = 3 }})
 	ok1 := e.post(t, 0, 0, 1, nil)
@@ -172,7 +172,7 @@ func (e *env) mineAndFollow(t *testing.T) {
 // A transaction is final only when it is workers.WalletConfig.Confirmations blocks deep:
 // until then its task is executing and its attempt mined in the block the
 // receipt names.
-func TestSeed003_ATaskIsDoneOnlyWhenItsTransactionIsConfirmationsDeep(t *testing.T) {
+func TestWallet_ATaskIsDoneOnlyWhenItsTransactionIsConfirmationsDeep(t *testing.T) {
 	t.Parallel()
 	e := finalEnv(t, 3)
 	e.subscribeAll(t, 0)
@@ -200,7 +200,7 @@ func TestSeed003_ATaskIsDoneOnlyWhenItsTransactionIsConfirmationsDeep(t *testing
 // that drops it from the pool) goes back to sent and its same bytes are
 // broadcast again: it is mined again, with the same hash, and the task is
 // done once. No nonce is signed twice.
-func TestSeed003_AMinedTransactionWhoseBlockIsReorganizedIsSentAgainWithTheSameBytes(t *testing.T) {
+func TestWallet_AMinedTransactionWhoseBlockIsReorganizedIsSentAgainWithTheSameBytes(t *testing.T) {
 	t.Parallel()
 	e := finalEnv(t, 3)
 	tasks := e.sendAndMine(t, 3)
@@ -235,7 +235,7 @@ func TestSeed003_AMinedTransactionWhoseBlockIsReorganizedIsSentAgainWithTheSameB
 // again, their same bytes broadcast again, and they are done again with the
 // same hashes; the wallet's next nonce is not moved down, and the tasks
 // after them are sent as usual.
-func TestSeed003_WhenTheChainLosesFinalTransactionsTheirTasksAreSentAgainWithTheSameBytes(t *testing.T) {
+func TestWallet_WhenTheChainLosesFinalTransactionsTheirTasksAreSentAgainWithTheSameBytes(t *testing.T) {
 	t.Parallel()
 	e := finalEnv(t, 1)
 	e.subscribeAll(t, 0)
@@ -293,7 +293,7 @@ func (l *laggingNonce) NonceAt(ctx context.Context, a ledger.Address) (uint64, e
 
 // A node whose nonce lags but whose receipts still have the transactions
 // changes nothing: the receipts decide.
-func TestSeed003_ANonceThatLagsItsReceiptsReopensNothing(t *testing.T) {
+func TestWallet_ANonceThatLagsItsReceiptsReopensNothing(t *testing.T) {
 	t.Parallel()
 	e := finalEnv(t, 1)
 	tasks := e.sendAndMine(t, 3)
@@ -310,7 +310,7 @@ func TestSeed003_ANonceThatLagsItsReceiptsReopensNothing(t *testing.T) {
 // transactions past the chain's nonce are broadcast again with the same
 // bytes once the nonce has not moved for RebroadcastAfter, long before the
 // stall timeout would bump them.
-func TestSeed003_SentTransactionsANodeForgotAreBroadcastAgainAfterRebroadcastAfter(t *testing.T) {
+func TestWallet_SentTransactionsANodeForgotAreBroadcastAgainAfterRebroadcastAfter(t *testing.T) {
 	t.Parallel()
 	e := finalEnv(t, 1)
 	tasks := e.postN(t, 3)
@@ -344,7 +344,7 @@ func (e *env) tasksBumped(t *testing.T) int {
 // usual kind): it is mined again in a block of the new chain, with the same
 // hash, and its attempt follows it there; the task is done once it is deep
 // enough in the new chain.
-func TestSeed003_AMinedTransactionMinedAgainInANewBlockFollowsItThere(t *testing.T) {
+func TestWallet_AMinedTransactionMinedAgainInANewBlockFollowsItThere(t *testing.T) {
 	t.Parallel()
 	e := finalEnv(t, 3)
 	task := e.post(t, 0, 0, 1, nil)
@@ -386,7 +386,7 @@ func (l *staleIndex) TransactionReceipt(ctx context.Context, h ledger.TxHash) (l
 // transactions it has mined again elsewhere: their tasks are not taken for
 // replaced (and sent a second time with new nonces); the blocks of their
 // nonces show them mined, and they are done once.
-func TestSeed003_ANodeWhoseIndexIsStaleAfterLosingBlocksSendsNothingTwice(t *testing.T) {
+func TestWallet_ANodeWhoseIndexIsStaleAfterLosingBlocksSendsNothingTwice(t *testing.T) {
 	t.Parallel()
 	e := finalEnv(t, 1)
 	e.cfg.ReplacedAfter = 0

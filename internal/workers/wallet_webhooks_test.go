@@ -13,7 +13,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
-// Webhooks of the wallet lane (DESIGN §2.3): the worker's transitions write
+// Webhooks of the wallet lane (engine-core's): the worker's transitions write
 // their events in the outbox, in the transaction of the change.
 
 // outboxEvent is one stored delivery: its type and the hash it names.

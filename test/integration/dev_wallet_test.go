@@ -34,10 +34,10 @@ func shell(t *testing.T, command string) string {
 }
 
 // TestDev_PrintsADevWalletWhoseCurlSendsATransactionToDone runs the commands
-// ledgerq dev prints, as a user would (curl, a client that is not
-// ledgerq's): the waiting send answers with the task done and its hash, the
-// fire-and-forget send's task reaches seed 004's Done; after a restart the
-// same wallet, key and chain go on (the next nonce is the chain's).
+// ledgerq dev prints, as a user would (curl, a client that is not ledgerq's):
+// the waiting send answers with the task done and its hash, the fire-and-forget
+// send's task reaches the Hathor status route's Done; after a restart the same
+// wallet, key and chain go on (the next nonce is the chain's).
 func TestDev_PrintsADevWalletWhoseCurlSendsATransactionToDone(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
@@ -60,7 +60,7 @@ func TestDev_PrintsADevWalletWhoseCurlSendsATransactionToDone(t *testing.T) {
 		m := taskID.FindStringSubmatch(shell(t, cmds[1]))
 		require.NotNil(t, m, "run %d: the fire-and-forget send answers with the task id", run+1)
 		poll := strings.Replace(cmds[2], "TASK_ID", m[1], 1)
-		eventually(t, 30*time.Second, "seed 004's status says Done", func() bool {
+		eventually(t, 30*time.Second, "the Hathor status route says Done", func() bool {
 			return seedDone.MatchString(strings.TrimSpace(shell(t, poll)))
 		})
 		p.Signal(t, syscall.SIGTERM)

@@ -1,6 +1,6 @@
 package integration
 
-// End-to-end tests of the batch lane (DESIGN §2.1, seed 001): real ledgerq
+// End-to-end tests of the batch lane (Grid's one-round serial rule): real ledgerq
 // processes, a simulated Sawtooth ledger in its own process with its faults
 // on, and only HTTP between the test and them. The ledger's event log is the
 // witness: it records every batch it took, in order, so the lane's two

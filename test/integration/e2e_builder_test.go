@@ -1,6 +1,6 @@
 package integration
 
-// End-to-end test of the builder lane (DESIGN §2.2, seed 000): two `serve`
+// End-to-end test of the builder lane (jamduna's EVM builder): two `serve`
 // processes on one database, a simulated JAM chain in its own process
 // (`simledger --kind jam`) with its faults on, and go-ethereum's ethclient —
 // not ledgerq's code — as the client. The chain's execution log is the

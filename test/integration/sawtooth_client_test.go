@@ -1,8 +1,8 @@
 package integration
 
 // A Sawtooth client that knows nothing of ledgerq points at it unchanged
-// (DESIGN §2.1). The client here is written from Sawtooth's published
-// definitions only, not from ledgerq's code:
+// (docs/design.md, the batch lane's Sawtooth drop-in rule). The client here is
+// written from Sawtooth's published definitions only, not from ledgerq's code:
 //
 //   - the messages of sawtooth-core's protos/transaction.proto and
 //     protos/batch.proto, encoded field by field with protowire;
