@@ -75,7 +75,7 @@ image:
 screenshots:
 	LEDGERQ_SCREENSHOTS_DIR=$(CURDIR)/docs/img $(GO) test -count=1 -run 'TestConsole_InABrowser' -v ./test/integration/
 
-# The README's Performance table: every lane's `ledgerq bench` (and River's
+# The Performance table (docs/benchmarking.md): every lane's `ledgerq bench` (and River's
 # benchmark) in interleaved rounds, each run on a fresh database of the server
 # at LEDGERQ_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres);
 # the markdown table on stdout. BENCH_REPORT_FLAGS="--quick --rounds 1" for a

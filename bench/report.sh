@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's Performance table in one command: every lane's `ledgerq bench`
+# The Performance table (docs/benchmarking.md) in one command: every lane's `ledgerq bench`
 # runs (and River's benchmark, for the batch lane), in interleaved rounds (each
 # round runs every workload once, in the same order), each ledgerq run on a
 # fresh database (created, migrated, run, dropped). Progress goes to stderr, the
@@ -81,7 +81,7 @@ command -v psql >/dev/null || { echo "bench/report.sh: psql is needed (apt-get i
 psql_admin() { psql "$admin" -X -q -t -A -v ON_ERROR_STOP=1 "$@"; }
 psql_admin -c 'select 1' >/dev/null || { echo "bench/report.sh: cannot connect to $admin" >&2; exit 1; }
 
-# Sizes. The full sizes are the README's; --quick shrinks every workload.
+# Sizes. The full sizes are docs/benchmarking.md's; --quick shrinks every workload.
 if $quick; then
 	backlog=${backlog:-10000}
 	river_jobs=10000
