@@ -5,7 +5,7 @@
 CREATE TYPE ledgerq.batch_status AS ENUM (
     'pending', 'unknown', 'delayed', 'committed', 'valid', 'invalid'
 );
-COMMENT ON TYPE ledgerq.batch_status IS 'Seed 001 batch_status. NULL in batches.status is the seed''s None (not yet sent).';
+COMMENT ON TYPE ledgerq.batch_status IS 'Batch status. NULL in batches.status: not sent yet.';
 
 CREATE TABLE ledgerq.batches (
     id                text        PRIMARY KEY,
@@ -53,14 +53,14 @@ CREATE TABLE ledgerq.batches (
     CONSTRAINT batches_pending_has_check_time CHECK (status IS DISTINCT FROM 'pending' OR next_check_at IS NOT NULL)
 );
 
-COMMENT ON TABLE ledgerq.batches IS 'Batch lane (seed 001): signed ledger batches, sent one at a time per service_id in created_at order, ties broken by id.';
+COMMENT ON TABLE ledgerq.batches IS 'Batch lane: signed ledger batches, sent one at a time per service_id in created_at order, ties broken by id.';
 COMMENT ON COLUMN ledgerq.batches.id IS 'Batch id: for Sawtooth, the batch header_signature. Re-posting the same id with the same content is idempotent.';
 COMMENT ON COLUMN ledgerq.batches.service_id IS 'Ordering key: at most one batch per service_id is at the ledger at a time.';
 COMMENT ON COLUMN ledgerq.batches.payload IS 'The signed batch as sent to the ledger (for Sawtooth, a serialized Batch protobuf message).';
 COMMENT ON COLUMN ledgerq.batches.created_at IS 'Client-given creation time; batches of one service go out in this order, ties broken by id.';
-COMMENT ON COLUMN ledgerq.batches.submitted IS 'Seed 001 submitted flag: true while the submitter holds the batch (status NULL, unknown or delayed, with a claim lease) and once it has reached the ledger (pending and after).';
-COMMENT ON COLUMN ledgerq.batches.status IS 'Seed 001 batch_status; NULL is None (never sent). committed, valid and invalid are terminal.';
-COMMENT ON COLUMN ledgerq.batches.queued_at IS 'Set by the queuer when the batch is in the seed''s "queue now" set; cleared when the submitter claims it.';
+COMMENT ON COLUMN ledgerq.batches.submitted IS 'Submitted flag: true while the submitter holds the batch (status NULL, unknown or delayed, with a claim lease) and once it has reached the ledger (pending and after).';
+COMMENT ON COLUMN ledgerq.batches.status IS 'Batch status (batch_status); NULL is None (never sent). committed, valid and invalid are terminal.';
+COMMENT ON COLUMN ledgerq.batches.queued_at IS 'Set by the queuer when the batch is admitted (queued now); cleared when the submitter claims it.';
 COMMENT ON COLUMN ledgerq.batches.claim_expires_at IS 'Submitter claim lease. A held batch whose lease passed is checked with the ledger by the monitor (its submitter died mid-send).';
 COMMENT ON COLUMN ledgerq.batches.attempts IS 'Number of submission attempts; also the fencing token for the submitter''s outcome update.';
 COMMENT ON COLUMN ledgerq.batches.last_submitted_at IS 'When the last submission attempt started; the delay window of a delayed batch counts from here.';

@@ -9,7 +9,7 @@ CREATE INDEX batches_active_by_service ON ledgerq.batches (service_id)
     WHERE status IN ('pending', 'unknown', 'delayed')
        OR (status IS NULL AND (submitted OR queued_at IS NOT NULL));
 COMMENT ON INDEX ledgerq.batches_active_by_service IS
-    'Services with an active batch: queued, held, pending, unknown or delayed. At most one per service (seed 001); admission reads it.';
+    'Services with an active batch: queued, held, pending, unknown or delayed. At most one per service; admission reads it.';
 
 -- +goose Down
 DROP INDEX ledgerq.batches_active_by_service;

@@ -3,7 +3,7 @@
 -- PostgreSQL so that any number of processes share one FIFO queue of shards.
 
 CREATE TYPE ledgerq.shard_state AS ENUM ('idle', 'pending', 'running');
-COMMENT ON TYPE ledgerq.shard_state IS 'Seed 002 shard state: idle (dormant), pending (in the queue), running (a worker holds it under a lease).';
+COMMENT ON TYPE ledgerq.shard_state IS 'Shard state: idle (dormant), pending (in the queue), running (a worker holds it under a lease).';
 
 CREATE TABLE ledgerq.shards (
     key              text                NOT NULL PRIMARY KEY,
@@ -47,7 +47,7 @@ CREATE TABLE ledgerq.shards (
     )
 );
 
-COMMENT ON TABLE ledgerq.shards IS 'Shard scheduler (seed 002): one row per key whose work one worker at a time runs, claimed oldest pending first under a lease.';
+COMMENT ON TABLE ledgerq.shards IS 'Shard scheduler: one row per key whose work one worker at a time runs, claimed oldest pending first under a lease.';
 COMMENT ON COLUMN ledgerq.shards.key IS 'Shard key, <kind>:<rest> (wallet:<chain>:<address>); the kind picks the job that runs it.';
 COMMENT ON COLUMN ledgerq.shards.state IS 'idle: no work known; pending: waiting in the queue; running: a worker holds it (owner, lease).';
 COMMENT ON COLUMN ledgerq.shards.scheduled_at IS 'Queue position of a pending shard: claims take the oldest first (FIFO). After a failed run it is in the future (backoff) and the shard is not claimed before it.';

@@ -53,7 +53,7 @@ DROP INDEX ledgerq.batches_new_by_service;
 CREATE INDEX batches_new_by_service ON ledgerq.batches (service_id, created_at, seq)
     WHERE status IS NULL AND NOT submitted;
 COMMENT ON INDEX ledgerq.batches_new_by_service IS
-    'Never-sent batches of each service, oldest first: admission (seed 001 step 6) and the reconciliation scan read it.';
+    'Never-sent batches of each service, oldest first: admission (which queues the oldest batch of each idle service) and the reconciliation scan read it.';
 DROP INDEX ledgerq.batches_queued;
 CREATE INDEX batches_queued ON ledgerq.batches (queued_at, created_at, seq)
     WHERE queued_at IS NOT NULL;
@@ -62,7 +62,7 @@ COMMENT ON INDEX ledgerq.batches_queued IS 'Queued batches, oldest first: the su
 -- Also drops batches_id_not_empty, which batch_payloads_id_not_empty replaces.
 ALTER TABLE ledgerq.batches DROP COLUMN id;
 
-COMMENT ON TABLE ledgerq.batches IS 'Batch lane (seed 001): the state of each signed ledger batch, keyed by seq; batches are sent one at a time per service_id in created_at order, ties broken by id (in batch_payloads).';
+COMMENT ON TABLE ledgerq.batches IS 'Batch lane: the state of each signed ledger batch, keyed by seq; batches are sent one at a time per service_id in created_at order, ties broken by id (in batch_payloads).';
 COMMENT ON COLUMN ledgerq.batches.seq IS 'The batch''s key (ledgerq.batch_seq): narrow and ever-growing, so the many updates of a batch append small entries to the primary key. The client''s id is ledgerq.batch_payloads.id of the same seq.';
 COMMENT ON TABLE ledgerq.batch_payloads IS 'Batch lane: what a client handed in for each batch (its id, service and signed payload), written once when the batch is stored; deleted with its batch.';
 COMMENT ON COLUMN ledgerq.batch_payloads.id IS 'Batch id, unique: for Sawtooth, the batch header_signature. Re-posting the same id with the same content is idempotent.';
@@ -117,7 +117,7 @@ CREATE INDEX batches_queued ON ledgerq.batches (queued_at, created_at, id)
 -- Also drops the sequence, which the column owns.
 ALTER TABLE ledgerq.batches DROP COLUMN seq;
 
-COMMENT ON TABLE ledgerq.batches IS 'Batch lane (seed 001): signed ledger batches, sent one at a time per service_id in created_at order, ties broken by id.';
+COMMENT ON TABLE ledgerq.batches IS 'Batch lane: signed ledger batches, sent one at a time per service_id in created_at order, ties broken by id.';
 COMMENT ON COLUMN ledgerq.batches.id IS 'Batch id: for Sawtooth, the batch header_signature. Re-posting the same id with the same content is idempotent.';
 COMMENT ON TABLE ledgerq.batch_payloads IS 'Batch lane: the signed payload of each batch, written once when the batch is stored; deleted with its batch.';
 COMMENT ON COLUMN ledgerq.batch_payloads.id IS 'The batch (ledgerq.batches.id).';

@@ -60,7 +60,7 @@ CREATE TABLE ledgerq.pool_txs (
     CONSTRAINT pool_txs_times_finite CHECK (isfinite(received_at) AND isfinite(expires_at) AND isfinite(updated_at))
 );
 
-COMMENT ON TABLE ledgerq.pool_txs IS 'Builder lane transaction pool (seed 000): one row per transaction received, kept in every state (nothing is deleted silently).';
+COMMENT ON TABLE ledgerq.pool_txs IS 'Builder lane transaction pool: one row per transaction received, kept in every state (nothing is deleted silently).';
 COMMENT ON COLUMN ledgerq.pool_txs.chain_id IS 'EVM chain id the transaction is signed for (the configured one; others are refused).';
 COMMENT ON COLUMN ledgerq.pool_txs.tx_hash IS 'Transaction hash, lower-case hex; with chain_id, the primary key. The same bytes sent again are this row (already known), never a new one.';
 COMMENT ON COLUMN ledgerq.pool_txs.sender IS 'Address recovered from the signature, lower-case hex.';
@@ -77,7 +77,7 @@ COMMENT ON COLUMN ledgerq.pool_txs.replaced_by IS 'State replaced: hash of the t
 COMMENT ON COLUMN ledgerq.pool_txs.drop_reason IS 'State dropped: why. expired (TTL passed while pending or queued), stale (the chain''s nonce for the sender passed it).';
 COMMENT ON COLUMN ledgerq.pool_txs.bundle_block IS 'State included: block number of the bundle the transaction is in (a later migration makes it a foreign key to the bundles table).';
 COMMENT ON COLUMN ledgerq.pool_txs.received_at IS 'When ledgerq stored it (or stored the same bytes again after it was replaced or dropped).';
-COMMENT ON COLUMN ledgerq.pool_txs.expires_at IS 'received_at + TTL (seed 000: 1 h): a transaction still pending or queued then is dropped as expired by the sweep.';
+COMMENT ON COLUMN ledgerq.pool_txs.expires_at IS 'received_at + TTL (1 h by default): a transaction still pending or queued then is dropped as expired by the sweep.';
 COMMENT ON COLUMN ledgerq.pool_txs.updated_at IS 'Last change to the row.';
 
 -- One live transaction per (chain, sender, nonce): a replacement must retire
@@ -107,7 +107,7 @@ CREATE TABLE ledgerq.pool_senders (
     CONSTRAINT pool_senders_times_finite CHECK (isfinite(created_at) AND isfinite(updated_at))
 );
 
-COMMENT ON TABLE ledgerq.pool_senders IS 'Builder lane: one row per sender the pool has seen. Its row lock is the sender''s intake lock: every intake and sweep of a sender''s transactions holds it, so the seed''s nonce rules and the per-sender limit stay exact across processes.';
+COMMENT ON TABLE ledgerq.pool_senders IS 'Builder lane: one row per sender the pool has seen. Its row lock is the sender''s intake lock: every intake and sweep of a sender''s transactions holds it, so the pool''s nonce-order rules and the per-sender limit stay exact across processes.';
 COMMENT ON COLUMN ledgerq.pool_senders.chain_id IS 'Chain id.';
 COMMENT ON COLUMN ledgerq.pool_senders.sender IS 'Address, lower-case hex.';
 COMMENT ON COLUMN ledgerq.pool_senders.chain_nonce IS 'Highest account nonce the chain reported for the sender at an intake (it never moves back, so a lagging read cannot lower it).';

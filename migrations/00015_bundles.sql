@@ -24,7 +24,7 @@ COMMENT ON COLUMN ledgerq.builder_chains.created_at IS 'When the chain''s first 
 COMMENT ON COLUMN ledgerq.builder_chains.updated_at IS 'Last change to the row.';
 
 CREATE TYPE ledgerq.bundle_state AS ENUM ('queued', 'submitted', 'guaranteed', 'accumulated', 'finalized', 'dropped');
-COMMENT ON TYPE ledgerq.bundle_state IS 'Bundle (seed 000): queued (waiting for a core), submitted (a version is with the guarantors; holds a core), guaranteed (a version is in a block''s E_G; core free), accumulated (in E_A: executed), finalized (accumulated finality-depth slots ago), dropped (given up: drop_reason; its transactions went back to pending).';
+COMMENT ON TYPE ledgerq.bundle_state IS 'Bundle: queued (waiting for a core), submitted (a version is with the guarantors; holds a core), guaranteed (a version is in a block''s E_G; core free), accumulated (in E_A: executed), finalized (accumulated finality-depth slots ago), dropped (given up: drop_reason; its transactions went back to pending).';
 
 CREATE TABLE ledgerq.bundles (
     id                 bigint               GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -98,14 +98,14 @@ CREATE TABLE ledgerq.bundles (
     )
 );
 
-COMMENT ON TABLE ledgerq.bundles IS 'Builder lane bundles (seed 000): one row per EVM block cut from the pool, kept in every state. A dropped number is cut again as a new row.';
+COMMENT ON TABLE ledgerq.bundles IS 'Builder lane bundles: one row per EVM block cut from the pool, kept in every state. A dropped number is cut again as a new row.';
 COMMENT ON COLUMN ledgerq.bundles.id IS 'Surrogate key (pool_txs.bundle_id, bundle_versions.bundle_id, cores.bundle_id point at it).';
 COMMENT ON COLUMN ledgerq.bundles.chain_id IS 'EVM chain id.';
 COMMENT ON COLUMN ledgerq.bundles.number IS 'EVM block number: consecutive per chain, the builder service executes them strictly in order. At most one live (not dropped) bundle per (chain_id, number).';
 COMMENT ON COLUMN ledgerq.bundles.parent IS 'Hash of the bundle numbered number - 1 (or of the chain''s executed block), 0x-hex.';
 COMMENT ON COLUMN ledgerq.bundles.hash IS 'The block''s hash, ledger.BundleHash(parent, number, its transactions'' hashes in order); the same for every version.';
 COMMENT ON COLUMN ledgerq.bundles.state IS 'queued, submitted, guaranteed, accumulated, finalized or dropped.';
-COMMENT ON COLUMN ledgerq.bundles.version IS 'Submission round: 1 first; a guarantee timeout requeues with version + 1 (seed: a version above 1 is always rebuilt on a fresh anchor).';
+COMMENT ON COLUMN ledgerq.bundles.version IS 'Submission round: 1 first; a guarantee timeout requeues with version + 1 (a version above 1 is always rebuilt on a fresh anchor).';
 COMMENT ON COLUMN ledgerq.bundles.core IS 'State submitted: the core the current version was submitted for (cores.bundle_id points back). NULL otherwise.';
 COMMENT ON COLUMN ledgerq.bundles.anchor_slot IS 'Timeslot of the JAM block the next (queued) or current (submitted) version is built on; NULL forces a rebuild on a fresh anchor at the next claim.';
 COMMENT ON COLUMN ledgerq.bundles.anchor_hash IS 'Header hash of that anchor block, 0x-hex; NULL with anchor_slot.';
@@ -155,7 +155,7 @@ CREATE TABLE ledgerq.bundle_versions (
     CONSTRAINT bundle_versions_times_finite CHECK (isfinite(submitted_at))
 );
 
-COMMENT ON TABLE ledgerq.bundle_versions IS 'Builder lane: every work package claimed for submission, one row per package hash (seed 000 keeps every version''s hash to match E_G). The same package claimed again (same version, core and anchor after a refusal) is the same row.';
+COMMENT ON TABLE ledgerq.bundle_versions IS 'Builder lane: every work package claimed for submission, one row per package hash (every version''s hash is kept, to match E_G). The same package claimed again (same version, core and anchor after a refusal) is the same row.';
 COMMENT ON COLUMN ledgerq.bundle_versions.package_hash IS 'ledger.PackageHash(bundle hash, version, core, anchor), 0x-hex: what guarantees and accumulations name.';
 COMMENT ON COLUMN ledgerq.bundle_versions.bundle_id IS 'The bundle.';
 COMMENT ON COLUMN ledgerq.bundle_versions.version IS 'The bundle''s version the package is.';

@@ -57,7 +57,7 @@ CREATE TABLE ledgerq.wallet_health (
         AND (last_reset_at IS NULL OR isfinite(last_reset_at))
     )
 );
-COMMENT ON TABLE ledgerq.wallet_health IS 'Wallet lane: per (chain, sender) health (seed 003''s eoa_health): when the chain''s nonce last moved, the balance and the threshold below which sending pauses, and the last nonce reset.';
+COMMENT ON TABLE ledgerq.wallet_health IS 'Wallet lane: per (chain, sender) health: when the chain''s nonce last moved, the balance and the threshold below which sending pauses, and the last nonce reset.';
 COMMENT ON COLUMN ledgerq.wallet_health.chain_id IS 'Chain id.';
 COMMENT ON COLUMN ledgerq.wallet_health.sender IS 'Address, lower-case hex.';
 COMMENT ON COLUMN ledgerq.wallet_health.chain_nonce IS 'The chain''s nonce (by the latest block) as confirm last read it.';

@@ -98,7 +98,7 @@ DROP INDEX ledgerq.wallet_health_nonce_since;
 ALTER TABLE ledgerq.wallet_health DROP CONSTRAINT wallet_health_chain_head, DROP COLUMN chain_head;
 COMMENT ON COLUMN ledgerq.wallet_health.threshold_wei IS 'Sending pauses while the balance is below it; it rises to the cost of a transaction refused for insufficient funds.';
 ALTER TABLE ledgerq.wallet_tasks DROP CONSTRAINT wallet_tasks_reorgs_not_negative, DROP COLUMN reorgs;
-COMMENT ON COLUMN ledgerq.wallet_tasks.status IS 'Seed 004 status code: 0 Waiting, 1 Executing (a transaction is signed for it), 2 Error, 3 Done (mined). 2 and 3 are terminal.';
+COMMENT ON COLUMN ledgerq.wallet_tasks.status IS 'Status code: 0 Waiting, 1 Executing (a transaction is signed for it), 2 Error, 3 Done (mined). 2 and 3 are terminal.';
 DROP INDEX ledgerq.tx_attempts_mined;
 -- A mined attempt is back to sent: the worker before this migration asks
 -- for its receipt again.

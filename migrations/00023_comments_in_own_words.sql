@@ -33,26 +33,27 @@ COMMENT ON TABLE ledgerq.wallet_nonces IS 'Wallet lane: the next nonce ledgerq w
 COMMENT ON TABLE ledgerq.wallet_health IS 'Wallet lane: per (chain, sender) health: when the chain''s nonce last moved, the balance and the threshold below which sending pauses, and the last nonce reset.';
 
 -- +goose Down
--- The comments as 00022 left them.
-COMMENT ON INDEX ledgerq.batches_active_by_service IS 'Services with an active batch: queued, held, pending, unknown or delayed. At most one per service (seed 001); admission reads it.';
-COMMENT ON INDEX ledgerq.batches_new_by_service IS 'Never-sent batches of each service, oldest first: admission (seed 001 step 6) and the reconciliation scan read it.';
-COMMENT ON TABLE ledgerq.batches IS 'Batch lane (seed 001): the state of each signed ledger batch, keyed by seq; batches are sent one at a time per service_id in created_at order, ties broken by id (in batch_payloads).';
-COMMENT ON TABLE ledgerq.bundle_versions IS 'Builder lane: every work package claimed for submission, one row per package hash (seed 000 keeps every version''s hash to match E_G). The same package claimed again (same version, core and anchor after a refusal) is the same row.';
-COMMENT ON TABLE ledgerq.bundles IS 'Builder lane bundles (seed 000): one row per EVM block cut from the pool, kept in every state. A dropped number is cut again as a new row.';
-COMMENT ON TABLE ledgerq.pool_senders IS 'Builder lane: one row per sender the pool has seen. Its row lock is the sender''s intake lock: every intake and sweep of a sender''s transactions holds it, so the seed''s nonce rules and the per-sender limit stay exact across processes.';
-COMMENT ON TABLE ledgerq.pool_txs IS 'Builder lane transaction pool (seed 000): one row per transaction received, kept in every state (nothing is deleted silently).';
-COMMENT ON TABLE ledgerq.shards IS 'Shard scheduler (seed 002): one row per key whose work one worker at a time runs, claimed oldest pending first under a lease.';
-COMMENT ON TABLE ledgerq.tx_attempts IS 'Wallet lane write-ahead log (seed 003''s borrowed transactions): every transaction ledgerq signed, stored with its nonce and raw bytes before it is broadcast.';
-COMMENT ON TABLE ledgerq.wallet_health IS 'Wallet lane: per (chain, sender) health (seed 003''s eoa_health): when the chain''s nonce last moved, the balance and the threshold below which sending pauses, and the last nonce reset.';
-COMMENT ON TABLE ledgerq.wallet_nonces IS 'Wallet lane: the next nonce ledgerq will sign with, per (chain, sender) (seed 003''s optimistic transaction count).';
-COMMENT ON TABLE ledgerq.wallet_tasks IS 'Wallet lane (seed 004): send-tx tasks, one transaction each, sent from their wallet''s address by the wallet''s shard in queue order.';
-COMMENT ON COLUMN ledgerq.batches.queued_at IS 'Set by the queuer when the batch is in the seed''s "queue now" set; cleared when the submitter claims it.';
-COMMENT ON COLUMN ledgerq.batches.status IS 'Seed 001 batch_status; NULL is None (never sent). committed, valid and invalid are terminal.';
-COMMENT ON COLUMN ledgerq.batches.submitted IS 'Seed 001 submitted flag: true while the submitter holds the batch (status NULL, unknown or delayed, with a claim lease) and once it has reached the ledger (pending and after).';
-COMMENT ON COLUMN ledgerq.bundles.version IS 'Submission round: 1 first; a guarantee timeout requeues with version + 1 (seed: a version above 1 is always rebuilt on a fresh anchor).';
-COMMENT ON COLUMN ledgerq.pool_txs.expires_at IS 'received_at + TTL (seed 000: 1 h): a transaction still pending or queued then is dropped as expired by the sweep.';
-COMMENT ON TYPE ledgerq.batch_status IS 'Seed 001 batch_status. NULL in batches.status is the seed''s None (not yet sent).';
-COMMENT ON TYPE ledgerq.bundle_state IS 'Bundle (seed 000): queued (waiting for a core), submitted (a version is with the guarantors; holds a core), guaranteed (a version is in a block''s E_G; core free), accumulated (in E_A: executed), finalized (accumulated finality-depth slots ago), dropped (given up: drop_reason; its transactions went back to pending).';
-COMMENT ON TYPE ledgerq.shard_state IS 'Seed 002 shard state: idle (dormant), pending (in the queue), running (a worker holds it under a lease).';
-COMMENT ON TYPE ledgerq.tx_attempt_state IS 'Transaction attempt: signed (stored, not known to be broadcast: seed 003''s borrowed), sent (broadcast, or its outcome was indeterminate), confirmed (mined), dropped (will never be mined: its nonce is free again).';
-COMMENT ON COLUMN ledgerq.wallet_task_overview.status IS 'waiting, executing, error or done (seed 004 codes 0 to 3).';
+-- The comments as 00022 left them (their references to internal documents since
+-- reworded in the earlier migrations themselves).
+COMMENT ON INDEX ledgerq.batches_active_by_service IS 'Services with an active batch: queued, held, pending, unknown or delayed. At most one per service; admission reads it.';
+COMMENT ON INDEX ledgerq.batches_new_by_service IS 'Never-sent batches of each service, oldest first: admission (which queues the oldest batch of each idle service) and the reconciliation scan read it.';
+COMMENT ON TABLE ledgerq.batches IS 'Batch lane: the state of each signed ledger batch, keyed by seq; batches are sent one at a time per service_id in created_at order, ties broken by id (in batch_payloads).';
+COMMENT ON TABLE ledgerq.bundle_versions IS 'Builder lane: every work package claimed for submission, one row per package hash (every version''s hash is kept, to match E_G). The same package claimed again (same version, core and anchor after a refusal) is the same row.';
+COMMENT ON TABLE ledgerq.bundles IS 'Builder lane bundles: one row per EVM block cut from the pool, kept in every state. A dropped number is cut again as a new row.';
+COMMENT ON TABLE ledgerq.pool_senders IS 'Builder lane: one row per sender the pool has seen. Its row lock is the sender''s intake lock: every intake and sweep of a sender''s transactions holds it, so the pool''s nonce-order rules and the per-sender limit stay exact across processes.';
+COMMENT ON TABLE ledgerq.pool_txs IS 'Builder lane transaction pool: one row per transaction received, kept in every state (nothing is deleted silently).';
+COMMENT ON TABLE ledgerq.shards IS 'Shard scheduler: one row per key whose work one worker at a time runs, claimed oldest pending first under a lease.';
+COMMENT ON TABLE ledgerq.tx_attempts IS 'Wallet lane write-ahead log: every transaction ledgerq signed, stored with its nonce and raw bytes before it is broadcast.';
+COMMENT ON TABLE ledgerq.wallet_health IS 'Wallet lane: per (chain, sender) health: when the chain''s nonce last moved, the balance and the threshold below which sending pauses, and the last nonce reset.';
+COMMENT ON TABLE ledgerq.wallet_nonces IS 'Wallet lane: the next nonce ledgerq will sign with, per (chain, sender), counted optimistically.';
+COMMENT ON TABLE ledgerq.wallet_tasks IS 'Wallet lane: send-tx tasks, one transaction each, sent from their wallet''s address by the wallet''s shard in queue order.';
+COMMENT ON COLUMN ledgerq.batches.queued_at IS 'Set by the queuer when the batch is admitted (queued now); cleared when the submitter claims it.';
+COMMENT ON COLUMN ledgerq.batches.status IS 'Batch status (batch_status); NULL is None (never sent). committed, valid and invalid are terminal.';
+COMMENT ON COLUMN ledgerq.batches.submitted IS 'Submitted flag: true while the submitter holds the batch (status NULL, unknown or delayed, with a claim lease) and once it has reached the ledger (pending and after).';
+COMMENT ON COLUMN ledgerq.bundles.version IS 'Submission round: 1 first; a guarantee timeout requeues with version + 1 (a version above 1 is always rebuilt on a fresh anchor).';
+COMMENT ON COLUMN ledgerq.pool_txs.expires_at IS 'received_at + TTL (1 h by default): a transaction still pending or queued then is dropped as expired by the sweep.';
+COMMENT ON TYPE ledgerq.batch_status IS 'Batch status. NULL in batches.status: not sent yet.';
+COMMENT ON TYPE ledgerq.bundle_state IS 'Bundle: queued (waiting for a core), submitted (a version is with the guarantors; holds a core), guaranteed (a version is in a block''s E_G; core free), accumulated (in E_A: executed), finalized (accumulated finality-depth slots ago), dropped (given up: drop_reason; its transactions went back to pending).';
+COMMENT ON TYPE ledgerq.shard_state IS 'Shard state: idle (dormant), pending (in the queue), running (a worker holds it under a lease).';
+COMMENT ON TYPE ledgerq.tx_attempt_state IS 'Transaction attempt: signed (stored, not known to be broadcast), sent (broadcast, or its outcome was indeterminate), confirmed (mined), dropped (will never be mined: its nonce is free again).';
+COMMENT ON COLUMN ledgerq.wallet_task_overview.status IS 'waiting, executing, error or done (status codes 0 to 3).';
