@@ -1,4 +1,4 @@
-package workers_test
+package wallet_test
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -20,7 +21,7 @@ func TestSeed003_TasksEndDoneOnceWithContiguousNoncesInQueueOrder(t *testing.T) 
 	for _, queue := range []store.QueueType{store.QueuePriority, store.QueueFIFO} {
 		t.Run(string(queue), func(t *testing.T) {
 			t.Parallel()
-			e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.QueueType = queue }})
+			e := setup(t, options{cfg: func(c *wallet.Config) { c.QueueType = queue }})
 			// The wallet has used nonces 0 and 1 before ledgerq.
 			e.sendOutside(t, 0, 0)
 			e.sendOutside(t, 0, 1)
@@ -46,7 +47,7 @@ func TestSeed003_TasksEndDoneOnceWithContiguousNoncesInQueueOrder(t *testing.T) 
 }
 
 // Seed 002's "a cycle fits well inside the lease" with a node that answers
-// slowly: past workers.WalletConfig.CycleBudget a cycle makes no new ledger call and
+// slowly: past wallet.Config.CycleBudget a cycle makes no new ledger call and
 // leaves the rest to the next cycle — yet every cycle makes one, so the work
 // moves.
 func TestSeed003_ACycleMakesNoLedgerCallPastItsBudget(t *testing.T) {
@@ -54,7 +55,7 @@ func TestSeed003_ACycleMakesNoLedgerCallPastItsBudget(t *testing.T) {
 	for _, gasGiven := range []bool{false, true} {
 		t.Run(fmt.Sprintf("gas given %v", gasGiven), func(t *testing.T) {
 			t.Parallel()
-			e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.CycleBudget = time.Nanosecond }})
+			e := setup(t, options{cfg: func(c *wallet.Config) { c.CycleBudget = time.Nanosecond }})
 			tasks := e.postN(t, 4)
 			if gasGiven {
 				_, err := e.st.DB().Exec(t.Context(), `UPDATE ledgerq.wallet_tasks SET gas_limit = 21000`)
@@ -95,11 +96,11 @@ func TestSeed003_ACycleMakesNoLedgerCallPastItsBudget(t *testing.T) {
 func TestWallet_ASendThatWouldNotFillTheBudgetWaitsForMoreTasks(t *testing.T) {
 	t.Parallel()
 	const linger = 400 * time.Millisecond
-	e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.SendLinger, c.InFlight = linger, 4 }})
+	e := setup(t, options{cfg: func(c *wallet.Config) { c.SendLinger, c.InFlight = linger, 4 }})
 	ctx := t.Context()
 	first := e.post(t, 0, 0, 1, nil)
 	now := e.clk.Now()
-	c, err := e.st.ShardClaim(ctx, store.ShardClaimParams{Now: now, Owner: "test/0", LeaseUntil: now.Add(e.wcfg.Lease), Kinds: []string{workers.WalletKind}})
+	c, err := e.st.ShardClaim(ctx, store.ShardClaimParams{Now: now, Owner: "test/0", LeaseUntil: now.Add(e.wcfg.Lease), Kinds: []string{wallet.Kind}})
 	require.NoError(t, err)
 	// cycle runs the run's next cycle and returns it, with when its collect
 	// began and how long it took.
