@@ -69,7 +69,7 @@ func (m *WalletConfirmer) Collect(_ context.Context, s *wallet.Shard) (workers.C
 //     same bytes are broadcast again — its nonce is never signed with other
 //     content while it may still land;
 //  2. mined attempts below it are checked again: a receipt in a block the
-//     chain still has counts its confirmations, and at Config.Confirmations
+//     chain still has counts its confirmations, and at wallet.Config.Confirmations
 //     the task is done; a receipt gone, or in a block the chain replaced,
 //     sends the attempt back to sent as in 1 (unless another hash of the
 //     nonce was the one mined);
@@ -78,7 +78,7 @@ func (m *WalletConfirmer) Collect(_ context.Context, s *wallet.Shard) (workers.C
 //  4. sent attempts from the chain's nonce on are broadcast again with the
 //     same bytes when their last broadcast was indeterminate, when 1 or 2
 //     found the chain had lost blocks, or when the chain's nonce has not
-//     moved for Config.RebroadcastAfter (a node that lost its pool).
+//     moved for wallet.Config.RebroadcastAfter (a node that lost its pool).
 type confirmCycle struct {
 	*wallet.Shard
 	m          *WalletConfirmer
@@ -99,7 +99,7 @@ type confirmCycle struct {
 	// confirmed: attempts with a receipt, mined or final (the task is done).
 	confirmed []wallet.Result
 	// replaced: attempts passed by the chain whose hashes have had no
-	// receipt for Config.ReplacedAfter.
+	// receipt for wallet.Config.ReplacedAfter.
 	replaced []wallet.Result
 	// forgotten: sent attempts whose nonce the chain's blocks show taken by
 	// a transaction of the wallet that sends the same (a gas bump the
@@ -194,7 +194,7 @@ func (c *confirmCycle) canonical(ctx context.Context, r ledger.Receipt) (canonic
 	return h == r.BlockHash, true
 }
 
-// final reports whether a receipt in block number is Config.Confirmations
+// final reports whether a receipt in block number is wallet.Config.Confirmations
 // deep by the cycle's head.
 func (c *confirmCycle) final(number uint64) bool {
 	return finalAt(c.depth, c.head.Number, number)

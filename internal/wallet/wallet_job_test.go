@@ -90,7 +90,7 @@ func TestSeed003_ACycleMakesNoLedgerCallPastItsBudget(t *testing.T) {
 
 // Tasks that arrive one by one go out in rounds: a send that would not fill
 // the wallet's in-flight budget waits, in its run, until
-// WalletConfig.SendLinger has passed since the wallet's last send (its
+// wallet.Config.SendLinger has passed since the wallet's last send (its
 // broadcast included); the first send of a quiet wallet, and a send that
 // fills the budget, go at once.
 func TestWallet_ASendThatWouldNotFillTheBudgetWaitsForMoreTasks(t *testing.T) {
