@@ -15,16 +15,21 @@ import (
 	"github.com/ledgerq/ledgerq/internal/crashpoint"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
 // WalletConfirmer is the wallet lane's monitor: the confirm step of a
-// wallet's run (workers.WalletJob), once per run. It follows the chain the
+// wallet's run (wallet.Job), once per run. It follows the chain the
 // way a production transaction manager does: receipts are not final until
 // they are deep enough, blocks can leave the chain, and a node's answers can
 // lag or be stale. It remembers, per wallet, since when each attempt's nonce
 // has been taken by another transaction and when its chain nonce last moved.
 type WalletConfirmer struct {
+	cfg    wallet.Config
+	store  *store.Store
+	ledger ledger.WalletLedger
+
 	mu sync.Mutex
 	// absent holds, per shard key, when each sent attempt (by hash) was
 	// first seen taken by another transaction in the chain's blocks.
@@ -34,16 +39,24 @@ type WalletConfirmer struct {
 	watch map[string]*chainWatch
 }
 
-var _ workers.WalletStep = (*WalletConfirmer)(nil)
+var _ wallet.Step = (*WalletConfirmer)(nil)
 
-// NewWalletConfirmer returns the confirm step; one per process.
-func NewWalletConfirmer() *WalletConfirmer {
-	return &WalletConfirmer{absent: map[string]map[string]time.Time{}, watch: map[string]*chainWatch{}}
+// NewWalletConfirmer returns the confirm step of the wallets on led; one per
+// process. cfg gets its defaults (wallet.Config.WithDefaults).
+func NewWalletConfirmer(st *store.Store, led ledger.WalletLedger, cfg wallet.Config) (*WalletConfirmer, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if st == nil || led == nil {
+		return nil, errors.New("wallet confirmer: it needs a store and a ledger")
+	}
+	return &WalletConfirmer{cfg: cfg, store: st, ledger: led, absent: map[string]map[string]time.Time{}, watch: map[string]*chainWatch{}}, nil
 }
 
 // Collect returns the run's confirm cycle.
-func (m *WalletConfirmer) Collect(_ context.Context, s *workers.WalletShard) (workers.Cycle, error) {
-	return &confirmCycle{WalletShard: s, m: m}, nil
+func (m *WalletConfirmer) Collect(_ context.Context, s *wallet.Shard) (workers.Cycle, error) {
+	return &confirmCycle{Shard: s, m: m}, nil
 }
 
 // confirmCycle is a wallet's confirm, run once per run, made to follow a
@@ -56,7 +69,7 @@ func (m *WalletConfirmer) Collect(_ context.Context, s *workers.WalletShard) (wo
 //     same bytes are broadcast again — its nonce is never signed with other
 //     content while it may still land;
 //  2. mined attempts below it are checked again: a receipt in a block the
-//     chain still has counts its confirmations, and at Config.Confirmations
+//     chain still has counts its confirmations, and at wallet.Config.Confirmations
 //     the task is done; a receipt gone, or in a block the chain replaced,
 //     sends the attempt back to sent as in 1 (unless another hash of the
 //     nonce was the one mined);
@@ -65,9 +78,9 @@ func (m *WalletConfirmer) Collect(_ context.Context, s *workers.WalletShard) (wo
 //  4. sent attempts from the chain's nonce on are broadcast again with the
 //     same bytes when their last broadcast was indeterminate, when 1 or 2
 //     found the chain had lost blocks, or when the chain's nonce has not
-//     moved for Config.RebroadcastAfter (a node that lost its pool).
+//     moved for wallet.Config.RebroadcastAfter (a node that lost its pool).
 type confirmCycle struct {
-	*workers.WalletShard
+	*wallet.Shard
 	m          *WalletConfirmer
 	depth      int
 	chainNonce uint64
@@ -84,17 +97,17 @@ type confirmCycle struct {
 	// chain, with why.
 	reopened []reopened
 	// confirmed: attempts with a receipt, mined or final (the task is done).
-	confirmed []workers.Result
+	confirmed []wallet.Result
 	// replaced: attempts passed by the chain whose hashes have had no
-	// receipt for Config.ReplacedAfter.
-	replaced []workers.Result
+	// receipt for wallet.Config.ReplacedAfter.
+	replaced []wallet.Result
 	// forgotten: sent attempts whose nonce the chain's blocks show taken by
 	// a transaction of the wallet that sends the same (a gas bump the
 	// database forgot): it is stored as the attempt's bump and recorded
 	// mined, and the task is not sent again.
 	forgotten []forgottenBump
 	// resent: outcomes of the new broadcasts.
-	resent []workers.Result
+	resent []wallet.Result
 	// rebroadcast: the cycle broadcast every sent attempt from the chain's
 	// nonce on (Commit remembers when).
 	rebroadcast bool
@@ -128,7 +141,7 @@ func (c *confirmCycle) Execute(ctx context.Context) error {
 	if err := c.CheckChain(ctx); err != nil {
 		return err
 	}
-	c.depth = c.Config().ConfirmationsOn(c.ChainID())
+	c.depth = c.m.cfg.ConfirmationsOn(c.ChainID())
 	c.blocks = map[uint64]ledger.Hash{}
 	c.atNonce = map[uint64]ledger.NonceTx{}
 	c.receipts = map[string]ledger.Receipt{}
@@ -137,7 +150,7 @@ func (c *confirmCycle) Execute(ctx context.Context) error {
 		return err
 	}
 	c.chainNonce = n
-	c.head, err = workers.LedgerCall(ctx, c.WalletShard, c.Ledger().HeadBlock)
+	c.head, err = wallet.LedgerCall(ctx, c.Shard, c.m.ledger.HeadBlock)
 	if err != nil {
 		return fmt.Errorf("reading the chain's head for %s: %w", c.Claim.Key, err)
 	}
@@ -165,12 +178,12 @@ func (c *confirmCycle) canonical(ctx context.Context, r ledger.Receipt) (canonic
 			blk   ledger.BlockRef
 			found bool
 		}
-		got, err := workers.LedgerCall(ctx, c.WalletShard, func(ctx context.Context) (lookup, error) {
-			blk, found, err := c.Ledger().BlockAt(ctx, r.BlockNumber)
+		got, err := wallet.LedgerCall(ctx, c.Shard, func(ctx context.Context) (lookup, error) {
+			blk, found, err := c.m.ledger.BlockAt(ctx, r.BlockNumber)
 			return lookup{blk, found}, err
 		})
 		if err != nil {
-			c.Log().Debug("wallet: block lookup failed, asking again later", "shard", c.Claim.Key, "block", r.BlockNumber, "error", err)
+			c.m.cfg.Logger.Debug("wallet: block lookup failed, asking again later", "shard", c.Claim.Key, "block", r.BlockNumber, "error", err)
 			return false, false
 		}
 		if got.found {
@@ -181,7 +194,7 @@ func (c *confirmCycle) canonical(ctx context.Context, r ledger.Receipt) (canonic
 	return h == r.BlockHash, true
 }
 
-// final reports whether a receipt in block number is Config.Confirmations
+// final reports whether a receipt in block number is wallet.Config.Confirmations
 // deep by the cycle's head.
 func (c *confirmCycle) final(number uint64) bool {
 	return finalAt(c.depth, c.head.Number, number)
@@ -252,7 +265,7 @@ func (c *confirmCycle) lookUp(ctx context.Context, a store.Attempt) onChain {
 		case canonical:
 			return onChain{ok: true, found: found{hash: h, receipt: rc}}
 		default:
-			c.Log().Debug("wallet: a receipt in a block the chain no longer has", "shard", c.Claim.Key, "tx_hash", h,
+			c.m.cfg.Logger.Debug("wallet: a receipt in a block the chain no longer has", "shard", c.Claim.Key, "tx_hash", h,
 				"block", rc.BlockNumber, "block_hash", rc.BlockHash.Hex(), "chain_block_hash", c.blocks[rc.BlockNumber].Hex())
 		}
 	}
@@ -279,8 +292,8 @@ func (c *confirmCycle) receipt(ctx context.Context, hash string) (ledger.Receipt
 
 // readReceipt asks the ledger for hash's receipt.
 func (c *confirmCycle) readReceipt(ctx context.Context, hash string) (ledger.Receipt, error) {
-	return workers.LedgerCall(ctx, c.WalletShard, func(ctx context.Context) (ledger.Receipt, error) {
-		return c.Ledger().TransactionReceipt(ctx, ledger.TxHash(common.HexToHash(hash)))
+	return wallet.LedgerCall(ctx, c.Shard, func(ctx context.Context) (ledger.Receipt, error) {
+		return c.m.ledger.TransactionReceipt(ctx, ledger.TxHash(common.HexToHash(hash)))
 	})
 }
 
@@ -292,7 +305,7 @@ const prefetchers = 8
 // round trip per prefetchers attempts instead of one per attempt. A failed
 // read is left out: lookUp reads it again, and a failure there is "ask
 // again later" as before. It stops at the cycle's budget.
-func (c *confirmCycle) prefetch(ctx context.Context, b workers.Budget, atts []store.Attempt) {
+func (c *confirmCycle) prefetch(ctx context.Context, b wallet.Budget, atts []store.Attempt) {
 	var todo []string
 	for _, a := range atts {
 		if _, ok := c.receipts[a.TxHash]; !ok {
@@ -348,12 +361,12 @@ func (c *confirmCycle) txAtNonce(ctx context.Context, nonce uint64) (ledger.Nonc
 		found bool
 	}
 	addr := c.Wallet.Address()
-	got, err := workers.LedgerCall(ctx, c.WalletShard, func(ctx context.Context) (answer, error) {
-		txs, found, err := c.Ledger().TxsAtNonce(ctx, addr, nonce)
+	got, err := wallet.LedgerCall(ctx, c.Shard, func(ctx context.Context) (answer, error) {
+		txs, found, err := c.m.ledger.TxsAtNonce(ctx, addr, nonce)
 		return answer{txs, found}, err
 	})
 	if err != nil || !got.found {
-		c.Log().Debug("wallet: reading the block of a nonce failed, asking again later", "shard", c.Claim.Key, "nonce", nonce, "error", err)
+		c.m.cfg.Logger.Debug("wallet: reading the block of a nonce failed, asking again later", "shard", c.Claim.Key, "nonce", nonce, "error", err)
 		return ledger.NonceTx{}, false
 	}
 	for _, tx := range got.txs {
@@ -365,19 +378,19 @@ func (c *confirmCycle) txAtNonce(ctx context.Context, nonce uint64) (ledger.Nonc
 	return tx, ok
 }
 
-// record turns a receipt of a's nonce into a's Outcome: workers.Mined in its block,
+// record turns a receipt of a's nonce into a's Outcome: wallet.Mined in its block,
 // or final.
-func (c *confirmCycle) record(a store.Attempt, f found) workers.Result {
-	return workers.Result{Attempt: a, Outcome: workers.Mined, Hash: f.hash, Reverted: f.receipt.Status == ledger.ReceiptReverted,
+func (c *confirmCycle) record(a store.Attempt, f found) wallet.Result {
+	return wallet.Result{Attempt: a, Outcome: wallet.Mined, Hash: f.hash, Reverted: f.receipt.Status == ledger.ReceiptReverted,
 		Block: f.receipt.BlockNumber, BlockHash: f.receipt.BlockHash.Hex(), Final: c.final(f.receipt.BlockNumber)}
 }
 
 // checkMinedFrom is step 1: mined or confirmed attempts the chain's nonce
 // has not reached.
-func (c *confirmCycle) checkMinedFrom(ctx context.Context, b workers.Budget) error {
-	gone, err := workers.DBCall(ctx, c.WalletShard, func(ctx context.Context) ([]store.Attempt, error) {
-		return c.Store().AttemptListMinedFrom(ctx, store.AttemptListFromParams{
-			ChainID: c.ChainID(), Sender: c.Sender, From: int64(c.chainNonce), Max: c.Config().InFlight,
+func (c *confirmCycle) checkMinedFrom(ctx context.Context, b wallet.Budget) error {
+	gone, err := wallet.DBCall(ctx, c.Shard, func(ctx context.Context) ([]store.Attempt, error) {
+		return c.m.store.AttemptListMinedFrom(ctx, store.AttemptListFromParams{
+			ChainID: c.ChainID(), Sender: c.Sender, From: int64(c.chainNonce), Max: c.m.cfg.InFlight,
 		})
 	})
 	if err != nil {
@@ -408,9 +421,9 @@ func (c *confirmCycle) checkMinedFrom(ctx context.Context, b workers.Budget) err
 
 // checkMined is step 2: mined attempts below the chain's nonce, not yet
 // final.
-func (c *confirmCycle) checkMined(ctx context.Context, b workers.Budget) error {
-	minedAtts, err := workers.DBCall(ctx, c.WalletShard, func(ctx context.Context) ([]store.Attempt, error) {
-		return c.Store().AttemptListMined(ctx, store.AttemptListParams{ChainID: c.ChainID(), Sender: c.Sender, Max: c.Config().InFlight})
+func (c *confirmCycle) checkMined(ctx context.Context, b wallet.Budget) error {
+	minedAtts, err := wallet.DBCall(ctx, c.Shard, func(ctx context.Context) ([]store.Attempt, error) {
+		return c.m.store.AttemptListMined(ctx, store.AttemptListParams{ChainID: c.ChainID(), Sender: c.Sender, Max: c.m.cfg.InFlight})
 	})
 	if err != nil {
 		return err
@@ -457,16 +470,16 @@ func (c *confirmCycle) checkMined(ctx context.Context, b workers.Budget) error {
 // (engine-core counted a failed lookup as a replacement and sent the
 // transaction twice; a node's index by hash can be stale after it lost
 // blocks, so "no receipt" alone is not enough either).
-func (c *confirmCycle) lookUpReceipts(ctx context.Context, b workers.Budget) error {
-	passed, err := workers.DBCall(ctx, c.WalletShard, func(ctx context.Context) ([]store.Attempt, error) {
-		return c.Store().AttemptListSentBelow(ctx, store.AttemptListParams{
-			ChainID: c.ChainID(), Sender: c.Sender, Below: int64(c.chainNonce), Max: c.Config().InFlight,
+func (c *confirmCycle) lookUpReceipts(ctx context.Context, b wallet.Budget) error {
+	passed, err := wallet.DBCall(ctx, c.Shard, func(ctx context.Context) ([]store.Attempt, error) {
+		return c.m.store.AttemptListSentBelow(ctx, store.AttemptListParams{
+			ChainID: c.ChainID(), Sender: c.Sender, Below: int64(c.chainNonce), Max: c.m.cfg.InFlight,
 		})
 	})
 	if err != nil {
 		return err
 	}
-	now := c.Now()
+	now := c.m.cfg.Clock.Now()
 	absent := map[string]time.Time{}
 	c.m.mu.Lock()
 	before := c.m.absent[c.Claim.Key]
@@ -503,8 +516,8 @@ func (c *confirmCycle) lookUpReceipts(ctx context.Context, b workers.Budget) err
 			// Ours can land only if that block leaves the chain: the task
 			// is sent again only once it is final and ReplacedAfter has
 			// passed.
-			if other := got.other; now.Sub(since) >= c.Config().ReplacedAfter && c.final(other.Receipt.BlockNumber) {
-				c.replaced = append(c.replaced, workers.Result{Attempt: a, Outcome: workers.Requeued, Replaced: true,
+			if other := got.other; now.Sub(since) >= c.m.cfg.ReplacedAfter && c.final(other.Receipt.BlockNumber) {
+				c.replaced = append(c.replaced, wallet.Result{Attempt: a, Outcome: wallet.Requeued, Replaced: true,
 					Reason: fmt.Sprintf("replaced: transaction %s took nonce %d in block %d; no hash of ours is mined (since %s)",
 						other.Hash.Hex(), a.Nonce, other.Receipt.BlockNumber, since.Format(time.RFC3339))})
 				continue
@@ -536,15 +549,15 @@ func (c *confirmCycle) broadcastAgain(ctx context.Context) error {
 	var err error
 	var live []store.Attempt
 	if c.rebroadcast {
-		live, err = workers.DBCall(ctx, c.WalletShard, func(ctx context.Context) ([]store.Attempt, error) {
-			return c.Store().AttemptListSentFrom(ctx, store.AttemptListFromParams{
-				ChainID: c.ChainID(), Sender: c.Sender, From: int64(c.chainNonce), Max: c.Config().InFlight,
+		live, err = wallet.DBCall(ctx, c.Shard, func(ctx context.Context) ([]store.Attempt, error) {
+			return c.m.store.AttemptListSentFrom(ctx, store.AttemptListFromParams{
+				ChainID: c.ChainID(), Sender: c.Sender, From: int64(c.chainNonce), Max: c.m.cfg.InFlight,
 			})
 		})
 	} else {
-		live, err = workers.DBCall(ctx, c.WalletShard, func(ctx context.Context) ([]store.Attempt, error) {
-			return c.Store().AttemptListUncertain(ctx, store.AttemptListFromParams{
-				ChainID: c.ChainID(), Sender: c.Sender, From: int64(c.chainNonce), Max: c.Config().InFlight,
+		live, err = wallet.DBCall(ctx, c.Shard, func(ctx context.Context) ([]store.Attempt, error) {
+			return c.m.store.AttemptListUncertain(ctx, store.AttemptListFromParams{
+				ChainID: c.ChainID(), Sender: c.Sender, From: int64(c.chainNonce), Max: c.m.cfg.InFlight,
 			})
 		})
 	}
@@ -561,7 +574,7 @@ func (c *confirmCycle) broadcastAgain(ctx context.Context) error {
 			break // the next run's confirm sends the rest
 		}
 		err := c.Send(ctx, a.Raw)
-		r := workers.Result{Attempt: a, Outcome: workers.Sent}
+		r := wallet.Result{Attempt: a, Outcome: wallet.Sent}
 		switch res := ledger.SendResultOf(err); res {
 		case ledger.SendAccepted:
 		case ledger.SendRejected:
@@ -574,7 +587,7 @@ func (c *confirmCycle) broadcastAgain(ctx context.Context) error {
 				r.Reason = fmt.Sprintf("%s: %s", res, ledger.ReasonOf(err))
 				break
 			}
-			r.Outcome, r.Reason = workers.Rejected, ledger.ReasonOf(err)
+			r.Outcome, r.Reason = wallet.Rejected, ledger.ReasonOf(err)
 		default:
 			// Still uncertain (or, for `nonce too low`, mined or replaced
 			// since the nonce was read: the next confirm finds out).
@@ -602,11 +615,11 @@ func (c *confirmCycle) stuck() bool {
 	c.m.mu.Lock()
 	defer c.m.mu.Unlock()
 	w := c.m.watch[c.Claim.Key]
-	now := c.Now()
+	now := c.m.cfg.Clock.Now()
 	if w == nil || w.nonce != c.chainNonce {
 		return false
 	}
-	after := c.Config().RebroadcastAfter
+	after := c.m.cfg.RebroadcastAfter
 	return now.Sub(w.since) >= after && now.Sub(w.rebroadcastAt) >= after
 }
 
@@ -645,9 +658,9 @@ func mergeByNonce(a, b []store.Attempt) []store.Attempt {
 // the chain's nonce.
 func (c *confirmCycle) Commit(ctx context.Context) error {
 	if len(c.confirmed) > 0 {
-		crashpoint.Hit(workers.CrashWalletMined)
+		crashpoint.Hit(wallet.CrashMined)
 	}
-	now := c.Now()
+	now := c.m.cfg.Clock.Now()
 	var reorgs int
 	err := c.Fenced(ctx, func(tx *store.Store) error {
 		reorgs = 0
@@ -672,7 +685,7 @@ func (c *confirmCycle) Commit(ctx context.Context) error {
 		}
 		for _, r := range c.resent {
 			var err error
-			if r.Outcome == workers.Rejected {
+			if r.Outcome == wallet.Rejected {
 				err = c.RecordRejected(ctx, tx, now, r.Attempt, r.Reason)
 			} else {
 				_, err = tx.AttemptRecordBroadcast(ctx, store.AttemptRecordBroadcastParams{Now: now, ChainID: c.ChainID(), TxHash: r.Attempt.TxHash, Error: r.Reason})
@@ -689,16 +702,16 @@ func (c *confirmCycle) Commit(ctx context.Context) error {
 	c.remember(now)
 	c.LearnChainNonce(c.chainNonce)
 	c.Run.ChainRead = true
-	c.Metrics().Transition("wallet", "replaced", len(c.replaced))
-	c.Metrics().Transition("wallet", "reorged", reorgs)
+	c.m.cfg.Metrics.Transition("wallet", "replaced", len(c.replaced))
+	c.m.cfg.Metrics.Transition("wallet", "reorged", reorgs)
 	for _, r := range c.reopened {
-		c.Log().Warn("wallet: a mined transaction left the chain, sending it again", "shard", c.Claim.Key, "task", r.Attempt.TaskID,
+		c.m.cfg.Logger.Warn("wallet: a mined transaction left the chain, sending it again", "shard", c.Claim.Key, "task", r.Attempt.TaskID,
 			"nonce", r.Attempt.Nonce, "tx_hash", r.Attempt.TxHash, "reason", r.Reason)
 	}
 	c.LogResults(c.replaced)
 	c.LogResults(c.resent)
 	for _, f := range c.forgotten {
-		c.Log().Warn("wallet: the chain holds, at a sent attempt's nonce, a transaction of this wallet sending the same that the database "+
+		c.m.cfg.Logger.Warn("wallet: the chain holds, at a sent attempt's nonce, a transaction of this wallet sending the same that the database "+
 			"did not know (a gas bump, restored behind the chain?); recorded as the attempt's bump, the task is not sent again",
 			"shard", c.Claim.Key, "task", f.Attempt.TaskID, "nonce", f.Attempt.Nonce, "old_tx_hash", f.Attempt.TxHash, "tx_hash", f.Tx.Hash.Hex())
 	}
@@ -719,7 +732,7 @@ func (c *confirmCycle) recordForgotten(ctx context.Context, tx *store.Store, now
 		}
 		err := tx.AttemptBump(ctx, store.AttemptBumpParams{Now: now, ChainID: c.ChainID(), Sender: c.Sender, Old: f.Attempt.TxHash, New: bump})
 		if errors.Is(err, store.ErrNotFound) {
-			c.Log().Info("wallet: the attempt moved meanwhile, its forgotten bump not recorded", "shard", c.Claim.Key, "tx_hash", f.Attempt.TxHash)
+			c.m.cfg.Logger.Info("wallet: the attempt moved meanwhile, its forgotten bump not recorded", "shard", c.Claim.Key, "tx_hash", f.Attempt.TxHash)
 			continue
 		}
 		if err != nil {
@@ -731,7 +744,7 @@ func (c *confirmCycle) recordForgotten(ctx context.Context, tx *store.Store, now
 		a := f.Attempt
 		a.SignedTx = bump
 		r := c.record(a, found{hash: bump.TxHash, receipt: f.Tx.Receipt})
-		if err := c.RecordResults(ctx, tx, now, []workers.Result{r}); err != nil {
+		if err := c.RecordResults(ctx, tx, now, []wallet.Result{r}); err != nil {
 			return err
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/ledgerq/ledgerq/internal/workers"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // followPage is how many wallets one WalletFollower query lists.
@@ -19,7 +19,7 @@ const followPage = 500
 // WalletFollower brings wallet shards back while they have work the chain
 // must finish ("requeue the job while work remains"). A run whose attempts
 // are sent but not yet mined ends (a collect with nothing to do now ends the
-// run: no spinning), so every WalletConfig.FollowInterval the follower
+// run: no spinning), so every wallet.Config.FollowInterval the follower
 // schedules the shard of every configured wallet with attempts in
 // flight or waiting tasks; its next run confirms what was mined and sends
 // what the budget allows. Scheduling a pending shard changes nothing and a
@@ -27,7 +27,7 @@ const followPage = 500
 // may run a follower. It is a loop.Service.
 type WalletFollower struct {
 	*loop.Loop
-	cfg     workers.WalletConfig
+	cfg     wallet.Config
 	store   *store.Store
 	wallets *keystore.Registry
 
@@ -37,12 +37,13 @@ type WalletFollower struct {
 	OnScheduled func()
 }
 
-// NewWalletFollower returns the wallet shards' follower.
-func NewWalletFollower(st *store.Store, wallets *keystore.Registry, cfg workers.WalletConfig) (*WalletFollower, error) {
+// NewWalletFollower returns the wallet shards' follower; cfg gets its
+// defaults (wallet.Config.WithDefaults).
+func NewWalletFollower(st *store.Store, wallets *keystore.Registry, cfg wallet.Config) (*WalletFollower, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.WithDefaults()
 	f := &WalletFollower{cfg: cfg, store: st, wallets: wallets}
 	f.Loop = loop.NewService("wallet_follower", cfg.FollowInterval, loop.Deps{Clock: cfg.Clock, Logger: cfg.Logger}, 0, f.RunOnce)
 	return f, nil
@@ -56,7 +57,7 @@ func (f *WalletFollower) RunOnce(ctx context.Context) (int, error) {
 	var after store.WalletKey
 	watchSince := f.cfg.Clock.Now().Add(-f.cfg.WatchAfter)
 	for {
-		page, err := workers.Within(ctx, f.cfg.DBTimeout, func(ctx context.Context) ([]store.WalletKey, error) {
+		page, err := wallet.Within(ctx, f.cfg.DBTimeout, func(ctx context.Context) ([]store.WalletKey, error) {
 			return f.store.WalletListWithWork(ctx, store.WalletListWithWorkParams{After: after, WatchSince: watchSince, Max: followPage})
 		})
 		if err != nil {
@@ -70,7 +71,7 @@ func (f *WalletFollower) RunOnce(ctx context.Context) (int, error) {
 				continue
 			}
 			key := store.WalletShardKey(w.ChainID, w.Sender)
-			res, err := workers.Within(ctx, f.cfg.DBTimeout, func(ctx context.Context) (store.ShardScheduled, error) {
+			res, err := wallet.Within(ctx, f.cfg.DBTimeout, func(ctx context.Context) (store.ShardScheduled, error) {
 				return f.store.ShardSchedule(ctx, store.ShardScheduleParams{Now: f.cfg.Clock.Now(), Key: key})
 			})
 			if err != nil {
@@ -92,7 +93,7 @@ func (f *WalletFollower) RunOnce(ctx context.Context) (int, error) {
 }
 
 // WalletHeadWatcher runs the follower as soon as the chain has a new block:
-// every WalletConfig.HeadInterval it reads the chain's head (one call per
+// every wallet.Config.HeadInterval it reads the chain's head (one call per
 // process, whatever the number of wallets) and, when the head moved, calls
 // OnNewHead (the follower's Poke). A wallet with transactions in flight so
 // looks for their receipts within HeadInterval of the block that holds
@@ -102,7 +103,7 @@ func (f *WalletFollower) RunOnce(ctx context.Context) (int, error) {
 // watched wallet). It is a loop.Service.
 type WalletHeadWatcher struct {
 	*loop.Loop
-	cfg       workers.WalletConfig
+	cfg       wallet.Config
 	ledger    ledger.WalletLedger
 	onNewHead func()
 	// head is the last head read; known: one was read.
@@ -112,14 +113,14 @@ type WalletHeadWatcher struct {
 
 // NewWalletHeadWatcher returns the head watcher of led; onNewHead is called
 // from its loop when the head moved.
-func NewWalletHeadWatcher(led ledger.WalletLedger, cfg workers.WalletConfig, onNewHead func()) (*WalletHeadWatcher, error) {
+func NewWalletHeadWatcher(led ledger.WalletLedger, cfg wallet.Config, onNewHead func()) (*WalletHeadWatcher, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.HeadInterval <= 0 {
 		return nil, fmt.Errorf("wallet head watcher: head interval must be positive, got %s", cfg.HeadInterval)
 	}
-	cfg = cfg.WithDefaults()
 	h := &WalletHeadWatcher{cfg: cfg, ledger: led, onNewHead: onNewHead}
 	h.Loop = loop.NewService("wallet_head_watcher", cfg.HeadInterval, loop.Deps{Clock: cfg.Clock, Logger: cfg.Logger}, 0, h.RunOnce)
 	return h, nil
@@ -128,7 +129,7 @@ func NewWalletHeadWatcher(led ledger.WalletLedger, cfg workers.WalletConfig, onN
 // RunOnce reads the head and returns 1 when it moved since the last read
 // (the first read only records it). Tests call it directly.
 func (h *WalletHeadWatcher) RunOnce(ctx context.Context) (int, error) {
-	head, err := workers.Within(ctx, h.cfg.LedgerTimeout, h.ledger.HeadBlock)
+	head, err := wallet.Within(ctx, h.cfg.LedgerTimeout, h.ledger.HeadBlock)
 	if err != nil {
 		return 0, fmt.Errorf("reading the chain's head: %w", err)
 	}

@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,10 +15,11 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
-// WalletKeeper is the step of a wallet's run (workers.WalletJob) that keeps
+// WalletKeeper is the step of a wallet's run (wallet.Job) that keeps
 // the wallet moving when the chain does not cooperate: gas bumps, no-ops,
 // nonce resets and balance health. Each is collected at most once per run,
 // after confirm and before send, in this order:
@@ -31,23 +33,40 @@ import (
 //     nonce + 1) when it is below the chain's (a reset) or above that (freed
 //     nonces at the top are discarded; far above with nothing in flight is
 //     a reset). Resets are recorded on the wallet's health row and logged.
-//  2. stall: the chain's nonce has not moved for WalletConfig.StallTimeout and
+//  2. stall: the chain's nonce has not moved for wallet.Config.StallTimeout and
 //     one of our sent attempts holds it: a gas bump (a new attempt, stored
 //     before it is broadcast); none holds it but later ones are in flight:
 //     a no-op fills it.
-//  3. balance: read when missing or older than WalletConfig.BalanceMaxAge; below
+//  3. balance: read when missing or older than wallet.Config.BalanceMaxAge; below
 //     the threshold the run sends nothing.
 //  4. no-ops for freed nonces no waiting task fills (or more than
-//     WalletConfig.MaxRecycled of them).
-type WalletKeeper struct{}
+//     wallet.Config.MaxRecycled of them).
+type WalletKeeper struct {
+	cfg    wallet.Config
+	store  *store.Store
+	ledger ledger.WalletLedger
+}
 
-var _ workers.WalletKeeper = WalletKeeper{}
+var _ wallet.KeepStep = (*WalletKeeper)(nil)
+
+// NewWalletKeeper returns the keep-moving step of the wallets on led; cfg
+// gets its defaults (wallet.Config.WithDefaults).
+func NewWalletKeeper(st *store.Store, led ledger.WalletLedger, cfg wallet.Config) (*WalletKeeper, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if st == nil || led == nil {
+		return nil, errors.New("wallet keeper: it needs a store and a ledger")
+	}
+	return &WalletKeeper{cfg: cfg, store: st, ledger: led}, nil
+}
 
 // Collect returns the first of these with work, or nil.
-func (j WalletKeeper) Collect(ctx context.Context, s *workers.WalletShard, inFlight, waiting int) (workers.Cycle, error) {
+func (k *WalletKeeper) Collect(ctx context.Context, s *wallet.Shard, inFlight, waiting int) (workers.Cycle, error) {
 	if !s.Run.UnknownChecked {
 		s.Run.UnknownChecked = true
-		if cyc, err := j.collectUnknown(ctx, s); cyc != nil || err != nil {
+		if cyc, err := k.collectUnknown(ctx, s); cyc != nil || err != nil {
 			return cyc, err
 		}
 	}
@@ -56,22 +75,22 @@ func (j WalletKeeper) Collect(ctx context.Context, s *workers.WalletShard, inFli
 	}
 	if !s.Run.Reconciled {
 		s.Run.Reconciled = true
-		if cyc, err := j.collectReconcile(ctx, s, inFlight); cyc != nil || err != nil {
+		if cyc, err := k.collectReconcile(ctx, s, inFlight); cyc != nil || err != nil {
 			return cyc, err
 		}
 	}
 	if !s.Run.StallChecked {
 		s.Run.StallChecked = true
-		if cyc, err := j.collectStall(ctx, s, inFlight); cyc != nil || err != nil {
+		if cyc, err := k.collectStall(ctx, s, inFlight); cyc != nil || err != nil {
 			return cyc, err
 		}
 	}
 	var freed []int64
 	if !s.Run.NoopsChecked {
 		var err error
-		freed, err = workers.DBCall(ctx, s, func(ctx context.Context) ([]int64, error) {
-			return s.Store().WalletNonceListFreed(ctx, store.WalletNonceListFreedParams{
-				ChainID: s.ChainID(), Sender: s.Sender, From: int64(s.Run.ChainNonce), Max: max(s.Config().InFlight, s.Config().MaxRecycled+1),
+		freed, err = wallet.DBCall(ctx, s, func(ctx context.Context) ([]int64, error) {
+			return k.store.WalletNonceListFreed(ctx, store.WalletNonceListFreedParams{
+				ChainID: s.ChainID(), Sender: s.Sender, From: int64(s.Run.ChainNonce), Max: max(k.cfg.InFlight, k.cfg.MaxRecycled+1),
 			})
 		})
 		if err != nil {
@@ -83,14 +102,14 @@ func (j WalletKeeper) Collect(ctx context.Context, s *workers.WalletShard, inFli
 	}
 	if !s.Run.BalanceChecked {
 		s.Run.BalanceChecked = true
-		h, err := workers.DBCall(ctx, s, func(ctx context.Context) (store.WalletHealth, error) {
-			return s.Store().WalletHealthGet(ctx, s.ChainID(), s.Sender)
+		h, err := wallet.DBCall(ctx, s, func(ctx context.Context) (store.WalletHealth, error) {
+			return k.store.WalletHealthGet(ctx, s.ChainID(), s.Sender)
 		})
 		switch {
 		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return nil, err
-		case err != nil || h.BalanceAt == nil || s.Now().Sub(*h.BalanceAt) >= balanceMaxAge(s, h):
-			return &balanceCycle{WalletShard: s}, nil
+		case err != nil || h.BalanceAt == nil || k.cfg.Clock.Now().Sub(*h.BalanceAt) >= k.balanceMaxAge(h):
+			return &balanceCycle{Shard: s, WalletKeeper: k}, nil
 		}
 		s.Run.Paused, s.Run.Held = h.Paused, h.HeldAt != nil
 	}
@@ -101,9 +120,9 @@ func (j WalletKeeper) Collect(ctx context.Context, s *workers.WalletShard, inFli
 	}
 	if !s.Run.NoopsChecked {
 		s.Run.NoopsChecked = true
-		budget := s.Config().InFlight - inFlight
-		if len(freed) > 0 && budget > 0 && (waiting == 0 || s.Run.Held || len(freed) > s.Config().MaxRecycled) {
-			return &noopCycle{WalletShard: s, nonces: freed[:min(len(freed), budget)], why: "freed nonce no task fills"}, nil
+		budget := k.cfg.InFlight - inFlight
+		if len(freed) > 0 && budget > 0 && (waiting == 0 || s.Run.Held || len(freed) > k.cfg.MaxRecycled) {
+			return &noopCycle{Shard: s, WalletKeeper: k, nonces: freed[:min(len(freed), budget)], why: "freed nonce no task fills"}, nil
 		}
 	}
 	return nil, nil
@@ -115,18 +134,18 @@ func (j WalletKeeper) Collect(ctx context.Context, s *workers.WalletShard, inFli
 const pausedBalanceMaxAge = 10 * time.Second
 
 // balanceMaxAge is how old h's balance may be before a send reads it again.
-func balanceMaxAge(s *workers.WalletShard, h store.WalletHealth) time.Duration {
+func (k *WalletKeeper) balanceMaxAge(h store.WalletHealth) time.Duration {
 	if h.Paused {
-		return min(s.Config().BalanceMaxAge, pausedBalanceMaxAge)
+		return min(k.cfg.BalanceMaxAge, pausedBalanceMaxAge)
 	}
-	return s.Config().BalanceMaxAge
+	return k.cfg.BalanceMaxAge
 }
 
 // collectReconcile compares the wallet's next nonce with the chain's and
 // the highest live attempt.
-func (j WalletKeeper) collectReconcile(ctx context.Context, s *workers.WalletShard, inFlight int) (workers.Cycle, error) {
-	next, err := workers.DBCall(ctx, s, func(ctx context.Context) (int64, error) {
-		return s.Store().WalletNonceGet(ctx, s.ChainID(), s.Sender)
+func (k *WalletKeeper) collectReconcile(ctx context.Context, s *wallet.Shard, inFlight int) (workers.Cycle, error) {
+	next, err := wallet.DBCall(ctx, s, func(ctx context.Context) (int64, error) {
+		return k.store.WalletNonceGet(ctx, s.ChainID(), s.Sender)
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil // the first send starts from the chain's nonce
@@ -136,8 +155,8 @@ func (j WalletKeeper) collectReconcile(ctx context.Context, s *workers.WalletSha
 	}
 	// Confirmed attempts count: a nonce the chain no longer has (it lost
 	// the block) is still ours, its same bytes sent again by confirm.
-	maxHeld, err := workers.DBCall(ctx, s, func(ctx context.Context) (int64, error) {
-		return s.Store().AttemptGetMaxHeldNonce(ctx, s.ChainID(), s.Sender)
+	maxHeld, err := wallet.DBCall(ctx, s, func(ctx context.Context) (int64, error) {
+		return k.store.AttemptGetMaxHeldNonce(ctx, s.ChainID(), s.Sender)
 	})
 	if err != nil {
 		return nil, err
@@ -147,15 +166,16 @@ func (j WalletKeeper) collectReconcile(ctx context.Context, s *workers.WalletSha
 	if next == target || next > chain && next < target {
 		return nil, nil
 	}
-	return &nonceCycle{WalletShard: s, from: next, to: target,
-		reset: next < chain || inFlight == 0 && next-chain > int64(s.Config().ResetGap)}, nil
+	return &nonceCycle{Shard: s, WalletKeeper: k, from: next, to: target,
+		reset: next < chain || inFlight == 0 && next-chain > int64(cmp.Or(k.cfg.ResetGap, k.cfg.InFlight))}, nil
 }
 
 // nonceCycle moves the wallet's next nonce: a reset (recorded and logged)
 // or a trim of freed nonces above every live attempt (recycled nonces at or
 // above the highest submitted one are discarded).
 type nonceCycle struct {
-	*workers.WalletShard
+	*wallet.Shard
+	*WalletKeeper
 	from, to int64
 	reset    bool
 }
@@ -170,7 +190,7 @@ func (c *nonceCycle) Commit(ctx context.Context) error {
 	err := c.Fenced(ctx, func(tx *store.Store) error {
 		var err error
 		moved, err = tx.WalletNonceReset(ctx, store.WalletNonceResetParams{
-			Now: c.Now(), ChainID: c.ChainID(), Sender: c.Sender, From: c.from, To: c.to, Record: c.reset,
+			Now: c.cfg.Clock.Now(), ChainID: c.ChainID(), Sender: c.Sender, From: c.from, To: c.to, Record: c.reset,
 		})
 		return err
 	})
@@ -180,10 +200,10 @@ func (c *nonceCycle) Commit(ctx context.Context) error {
 	switch {
 	case !moved:
 	case c.reset:
-		c.Log().Warn("wallet: nonce reset to the chain's", "shard", c.Claim.Key, "from", c.from, "to", c.to, "chain_nonce", c.Run.ChainNonce)
-		c.Metrics().Transition("wallet", "nonce_reset", 1)
+		c.cfg.Logger.Warn("wallet: nonce reset to the chain's", "shard", c.Claim.Key, "from", c.from, "to", c.to, "chain_nonce", c.Run.ChainNonce)
+		c.cfg.Metrics.Transition("wallet", "nonce_reset", 1)
 	default:
-		c.Log().Info("wallet: freed nonces above the highest live attempt discarded", "shard", c.Claim.Key, "from", c.from, "to", c.to)
+		c.cfg.Logger.Info("wallet: freed nonces above the highest live attempt discarded", "shard", c.Claim.Key, "from", c.from, "to", c.to)
 	}
 	return nil
 }
@@ -193,12 +213,12 @@ func (c *nonceCycle) Drop(context.Context, error) error { return nil }
 
 // collectStall looks for a stalled nonce: the chain's nonce unmoved for
 // StallTimeout with attempts in flight.
-func (j WalletKeeper) collectStall(ctx context.Context, s *workers.WalletShard, inFlight int) (workers.Cycle, error) {
+func (k *WalletKeeper) collectStall(ctx context.Context, s *wallet.Shard, inFlight int) (workers.Cycle, error) {
 	if inFlight == 0 {
 		return nil, nil
 	}
-	h, err := workers.DBCall(ctx, s, func(ctx context.Context) (store.WalletHealth, error) {
-		return s.Store().WalletHealthGet(ctx, s.ChainID(), s.Sender)
+	h, err := wallet.DBCall(ctx, s, func(ctx context.Context) (store.WalletHealth, error) {
+		return k.store.WalletHealthGet(ctx, s.ChainID(), s.Sender)
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
@@ -210,42 +230,43 @@ func (j WalletKeeper) collectStall(ctx context.Context, s *workers.WalletShard, 
 	if h.ChainNonce == nil || *h.ChainNonce != chain {
 		return nil, nil
 	}
-	now := s.Now()
+	now := k.cfg.Clock.Now()
 	stalledFor := now.Sub(*h.ChainNonceSince)
-	if stalledFor < s.Config().StallTimeout {
+	if stalledFor < k.cfg.StallTimeout {
 		return nil, nil
 	}
-	live, err := workers.DBCall(ctx, s, func(ctx context.Context) (store.Attempt, error) {
-		return s.Store().AttemptGetLiveAt(ctx, s.ChainID(), s.Sender, chain)
+	live, err := wallet.DBCall(ctx, s, func(ctx context.Context) (store.Attempt, error) {
+		return k.store.AttemptGetLiveAt(ctx, s.ChainID(), s.Sender, chain)
 	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		maxLive, err := workers.DBCall(ctx, s, func(ctx context.Context) (int64, error) {
-			return s.Store().AttemptGetMaxLiveNonce(ctx, s.ChainID(), s.Sender)
+		maxLive, err := wallet.DBCall(ctx, s, func(ctx context.Context) (int64, error) {
+			return k.store.AttemptGetMaxLiveNonce(ctx, s.ChainID(), s.Sender)
 		})
 		if err != nil || maxLive <= chain {
 			return nil, err
 		}
 		// A gap: later nonces wait on one nothing holds.
-		return &noopCycle{WalletShard: s, nonces: []int64{chain}, why: "stalled nonce no attempt holds"}, nil
+		return &noopCycle{Shard: s, WalletKeeper: k, nonces: []int64{chain}, why: "stalled nonce no attempt holds"}, nil
 	case err != nil:
 		return nil, err
 	case live.State != store.AttemptSent:
 		return nil, nil // recover broadcasts it first
 	}
 	underpriced := strings.HasPrefix(live.LastError, ledger.SendUnderpriced.String())
-	if !underpriced && now.Sub(live.CreatedAt) < s.Config().StallTimeout {
+	if !underpriced && now.Sub(live.CreatedAt) < k.cfg.StallTimeout {
 		return nil, nil // the newest attempt has not had its time yet
 	}
-	return &bumpCycle{WalletShard: s, old: live}, nil
+	return &bumpCycle{Shard: s, WalletKeeper: k, old: live}, nil
 }
 
 // bumpCycle signs the stalled nonce's newest attempt again with fee cap and
 // tip raised to max(previous × 1.2, the node's suggestion), within
-// WalletConfig.PriceCap, and stores it as a new attempt (superseding the old one)
+// wallet.Config.PriceCap, and stores it as a new attempt (superseding the old one)
 // before the recover cycle that follows broadcasts it.
 type bumpCycle struct {
-	*workers.WalletShard
+	*wallet.Shard
+	*WalletKeeper
 	old store.Attempt
 
 	bumped *store.SignedTx
@@ -281,12 +302,12 @@ func (c *bumpCycle) Execute(ctx context.Context) error {
 	if err := old.UnmarshalBinary(c.old.Raw); err != nil {
 		return fmt.Errorf("decoding attempt %s to bump it: %w", c.old.TxHash, err)
 	}
-	limit := c.Config().PriceCap
+	limit := c.cfg.PriceCap
 	if limit != nil && limit.Sign() > 0 && old.GasFeeCap().Cmp(limit) >= 0 {
 		c.capped = true // at the cap already: no call
 		return nil
 	}
-	fees, err := workers.LedgerCall(ctx, c.WalletShard, c.Ledger().SuggestFees)
+	fees, err := wallet.LedgerCall(ctx, c.Shard, c.ledger.SuggestFees)
 	if err != nil {
 		return fmt.Errorf("reading the fee suggestion to bump %s: %w", c.Claim.Key, err)
 	}
@@ -319,10 +340,10 @@ func (c *bumpCycle) Execute(ctx context.Context) error {
 // Commit stores the bump (the write-ahead), or records that the price cap
 // stopped it and tells the operator.
 func (c *bumpCycle) Commit(ctx context.Context) error {
-	now := c.Now()
+	now := c.cfg.Clock.Now()
 	if c.capped {
 		if c.old.Noop() {
-			c.Log().Warn("wallet: a stalled no-op is at the price cap", "shard", c.Claim.Key, "nonce", c.old.Nonce)
+			c.cfg.Logger.Warn("wallet: a stalled no-op is at the price cap", "shard", c.Claim.Key, "nonce", c.old.Nonce)
 			return nil
 		}
 		var news bool
@@ -335,10 +356,10 @@ func (c *bumpCycle) Commit(ctx context.Context) error {
 			return fmt.Errorf("recording the price cap of %s: %w", c.Claim.Key, err)
 		}
 		if news {
-			c.Log().Warn("wallet: stalled transaction at the price cap, not bumped; the task stays", "shard", c.Claim.Key,
-				"task", c.old.TaskID, "nonce", c.old.Nonce, "max_fee_per_gas", c.old.MaxFeePerGas.String(), "price_cap", c.Config().PriceCap.String())
-			if hook := c.Config().OnPriceCapped; hook != nil {
-				hook(workers.PriceCapped{Shard: c.Claim.Key, Wallet: c.Wallet.ID, TaskID: c.old.TaskID, Nonce: c.old.Nonce, FeeCap: c.old.MaxFeePerGas})
+			c.cfg.Logger.Warn("wallet: stalled transaction at the price cap, not bumped; the task stays", "shard", c.Claim.Key,
+				"task", c.old.TaskID, "nonce", c.old.Nonce, "max_fee_per_gas", c.old.MaxFeePerGas.String(), "price_cap", c.cfg.PriceCap.String())
+			if hook := c.cfg.OnPriceCapped; hook != nil {
+				hook(wallet.PriceCapped{Shard: c.Claim.Key, Wallet: c.Wallet.ID, TaskID: c.old.TaskID, Nonce: c.old.Nonce, FeeCap: c.old.MaxFeePerGas})
 			}
 		}
 		return nil
@@ -347,14 +368,14 @@ func (c *bumpCycle) Commit(ctx context.Context) error {
 		return tx.AttemptBump(ctx, store.AttemptBumpParams{Now: now, ChainID: c.ChainID(), Sender: c.Sender, Old: c.old.TxHash, New: *c.bumped})
 	})
 	if errors.Is(err, store.ErrNotFound) {
-		c.Log().Info("wallet: the stalled attempt moved meanwhile, not bumped", "shard", c.Claim.Key, "tx_hash", c.old.TxHash)
+		c.cfg.Logger.Info("wallet: the stalled attempt moved meanwhile, not bumped", "shard", c.Claim.Key, "tx_hash", c.old.TxHash)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("storing the gas bump of %s: %w", c.Claim.Key, err)
 	}
-	c.Metrics().Transition("wallet", "bumped", 1)
-	c.Log().Info("wallet: stalled nonce, gas bump stored", "shard", c.Claim.Key, "task", c.old.TaskID, "nonce", c.old.Nonce,
+	c.cfg.Metrics.Transition("wallet", "bumped", 1)
+	c.cfg.Logger.Info("wallet: stalled nonce, gas bump stored", "shard", c.Claim.Key, "task", c.old.TaskID, "nonce", c.old.Nonce,
 		"old_tx_hash", c.old.TxHash, "tx_hash", c.bumped.TxHash, "max_fee_per_gas", c.bumped.MaxFeePerGas.String(),
 		"max_priority_fee_per_gas", c.bumped.MaxPriorityFeePerGas.String())
 	return nil
@@ -367,7 +388,8 @@ func (c *bumpCycle) Drop(context.Context, error) error { return nil }
 // the wallet itself, stored (attempts of no task) before the recover cycle
 // that follows broadcasts them.
 type noopCycle struct {
-	*workers.WalletShard
+	*wallet.Shard
+	*WalletKeeper
 	nonces []int64
 	why    string
 	signed []store.SignedTx
@@ -378,7 +400,7 @@ func (c *noopCycle) Execute(ctx context.Context) error {
 	if err := c.CheckChain(ctx); err != nil {
 		return err
 	}
-	fees, err := workers.LedgerCall(ctx, c.WalletShard, c.Ledger().SuggestFees)
+	fees, err := wallet.LedgerCall(ctx, c.Shard, c.ledger.SuggestFees)
 	if err != nil {
 		return fmt.Errorf("reading the fee suggestion for no-ops of %s: %w", c.Claim.Key, err)
 	}
@@ -401,7 +423,7 @@ func (c *noopCycle) Execute(ctx context.Context) error {
 // Commit stores the no-ops in one fenced transaction; a nonce taken or no
 // longer a gap meanwhile stores none of them (the next run looks again).
 func (c *noopCycle) Commit(ctx context.Context) error {
-	now := c.Now()
+	now := c.cfg.Clock.Now()
 	err := c.Fenced(ctx, func(tx *store.Store) error {
 		for _, n := range c.signed {
 			if err := tx.AttemptStoreNoop(ctx, store.AttemptStoreNoopParams{Now: now, ChainID: c.ChainID(), Sender: c.Sender, Tx: n}); err != nil {
@@ -413,14 +435,14 @@ func (c *noopCycle) Commit(ctx context.Context) error {
 	var taken *store.NonceTakenError
 	var moved *store.NonceMovedError
 	if errors.As(err, &taken) || errors.As(err, &moved) {
-		c.Log().Info("wallet: a no-op's nonce is no longer free, none stored", "shard", c.Claim.Key, "error", err)
+		c.cfg.Logger.Info("wallet: a no-op's nonce is no longer free, none stored", "shard", c.Claim.Key, "error", err)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("storing the no-ops of %s: %w", c.Claim.Key, err)
 	}
-	c.Metrics().Transition("wallet", "noop", len(c.nonces))
-	c.Log().Info("wallet: no-ops stored", "shard", c.Claim.Key, "nonces", c.nonces, "why", c.why)
+	c.cfg.Metrics.Transition("wallet", "noop", len(c.nonces))
+	c.cfg.Logger.Info("wallet: no-ops stored", "shard", c.Claim.Key, "nonces", c.nonces, "why", c.why)
 	return nil
 }
 
@@ -435,7 +457,8 @@ func (c *noopCycle) Drop(context.Context, error) error { return nil }
 // on when they fall or it is funded; a task that costs more (its value, its
 // gas, its own fee cap) is refused by the node and ends in error alone.
 type balanceCycle struct {
-	*workers.WalletShard
+	*wallet.Shard
+	*WalletKeeper
 	balance   *big.Int
 	threshold *big.Int
 }
@@ -443,11 +466,11 @@ type balanceCycle struct {
 // Execute reads the balance and the fee suggestion.
 func (c *balanceCycle) Execute(ctx context.Context) error {
 	addr := c.Wallet.Address()
-	b, err := workers.LedgerCall(ctx, c.WalletShard, func(ctx context.Context) (*big.Int, error) { return c.Ledger().BalanceAt(ctx, addr) })
+	b, err := wallet.LedgerCall(ctx, c.Shard, func(ctx context.Context) (*big.Int, error) { return c.ledger.BalanceAt(ctx, addr) })
 	if err != nil {
 		return fmt.Errorf("reading the balance of %s: %w", c.Claim.Key, err)
 	}
-	fees, err := workers.LedgerCall(ctx, c.WalletShard, c.Ledger().SuggestFees)
+	fees, err := wallet.LedgerCall(ctx, c.Shard, c.ledger.SuggestFees)
 	if err != nil {
 		return fmt.Errorf("reading the fee suggestion for the balance threshold of %s: %w", c.Claim.Key, err)
 	}
@@ -461,16 +484,16 @@ func (c *balanceCycle) Commit(ctx context.Context) error {
 	var h store.WalletHealth
 	err := c.Fenced(ctx, func(tx *store.Store) error {
 		var err error
-		h, err = tx.WalletHealthSetBalance(ctx, c.Now(), c.ChainID(), c.Sender, c.balance, c.threshold)
+		h, err = tx.WalletHealthSetBalance(ctx, c.cfg.Clock.Now(), c.ChainID(), c.Sender, c.balance, c.threshold)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("recording the balance of %s: %w", c.Claim.Key, err)
 	}
 	if h.Paused && !c.Run.Paused {
-		c.Log().Warn("wallet: balance below what a plain transfer costs, sending paused", "shard", c.Claim.Key,
+		c.cfg.Logger.Warn("wallet: balance below what a plain transfer costs, sending paused", "shard", c.Claim.Key,
 			"balance_wei", h.Balance.String(), "threshold_wei", h.Threshold.String())
-		c.Metrics().Transition("wallet", "paused", 1)
+		c.cfg.Metrics.Transition("wallet", "paused", 1)
 	}
 	c.Run.Paused, c.Run.Held = h.Paused, h.HeldAt != nil
 	return nil

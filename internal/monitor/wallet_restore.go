@@ -12,6 +12,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -39,7 +40,7 @@ import (
 // When it fails, the blocks themselves are read one by one (TxsInBlock),
 // from the block of the wallet's highest mined attempt (its later
 // transactions are there or after it) towards the head, at most
-// WalletConfig.RestoreLookback blocks back; the next block to read is kept in
+// wallet.Config.RestoreLookback blocks back; the next block to read is kept in
 // wallet_health.scan_block between runs, so a long read goes on where it
 // stopped.
 //
@@ -51,23 +52,23 @@ import (
 
 // collectUnknown lists the unknown nonces and the waiting tasks they may
 // carry.
-func (j WalletKeeper) collectUnknown(ctx context.Context, s *workers.WalletShard) (workers.Cycle, error) {
+func (k *WalletKeeper) collectUnknown(ctx context.Context, s *wallet.Shard) (workers.Cycle, error) {
 	if !s.Run.ChainRead {
 		// The chain's nonce was not read this run: nothing can be known of
 		// its unknown nonces, so nothing is signed.
 		s.Run.Recovering = true
 		return nil, nil
 	}
-	limit := s.Config().InFlight
-	nonces, err := workers.DBCall(ctx, s, func(ctx context.Context) ([]int64, error) {
-		return s.Store().AttemptListUnknownNonces(ctx, s.ChainID(), s.Sender, int64(s.Run.ChainNonce), limit)
+	limit := k.cfg.InFlight
+	nonces, err := wallet.DBCall(ctx, s, func(ctx context.Context) ([]int64, error) {
+		return k.store.AttemptListUnknownNonces(ctx, s.ChainID(), s.Sender, int64(s.Run.ChainNonce), limit)
 	})
 	if err != nil {
 		return nil, err
 	}
 	if len(nonces) == 0 {
-		h, err := workers.DBCall(ctx, s, func(ctx context.Context) (store.WalletHealth, error) {
-			return s.Store().WalletHealthGet(ctx, s.ChainID(), s.Sender)
+		h, err := wallet.DBCall(ctx, s, func(ctx context.Context) (store.WalletHealth, error) {
+			return k.store.WalletHealthGet(ctx, s.ChainID(), s.Sender)
 		})
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -75,27 +76,27 @@ func (j WalletKeeper) collectUnknown(ctx context.Context, s *workers.WalletShard
 		case err != nil:
 			return nil, err
 		case h.RecoveryReason != nil:
-			return &unknownCycle{WalletShard: s, complete: true}, nil
+			return &unknownCycle{Shard: s, WalletKeeper: k, complete: true}, nil
 		}
 		return nil, nil
 	}
-	tasks, err := workers.DBCall(ctx, s, func(ctx context.Context) ([]store.Task, error) {
-		return s.Store().TaskNextWaiting(ctx, store.TaskNextWaitingParams{
-			ChainID: s.ChainID(), Sender: s.Sender, Queue: s.Config().QueueType, Max: limit + len(nonces),
+	tasks, err := wallet.DBCall(ctx, s, func(ctx context.Context) ([]store.Task, error) {
+		return k.store.TaskNextWaiting(ctx, store.TaskNextWaitingParams{
+			ChainID: s.ChainID(), Sender: s.Sender, Queue: k.cfg.QueueType, Max: limit + len(nonces),
 		})
 	})
 	if err != nil {
 		return nil, err
 	}
-	c := &unknownCycle{WalletShard: s, nonces: nonces, tasks: tasks, more: len(nonces) == limit}
-	c.lastMined, err = workers.DBCall(ctx, s, func(ctx context.Context) (int64, error) {
-		return s.Store().AttemptGetLastMinedBlock(ctx, s.ChainID(), s.Sender)
+	c := &unknownCycle{Shard: s, WalletKeeper: k, nonces: nonces, tasks: tasks, more: len(nonces) == limit}
+	c.lastMined, err = wallet.DBCall(ctx, s, func(ctx context.Context) (int64, error) {
+		return k.store.AttemptGetLastMinedBlock(ctx, s.ChainID(), s.Sender)
 	})
 	if err != nil {
 		return nil, err
 	}
-	h, err := workers.DBCall(ctx, s, func(ctx context.Context) (store.WalletHealth, error) {
-		return s.Store().WalletHealthGet(ctx, s.ChainID(), s.Sender)
+	h, err := wallet.DBCall(ctx, s, func(ctx context.Context) (store.WalletHealth, error) {
+		return k.store.WalletHealthGet(ctx, s.ChainID(), s.Sender)
 	})
 	switch {
 	case err == nil:
@@ -109,7 +110,8 @@ func (j WalletKeeper) collectUnknown(ctx context.Context, s *workers.WalletShard
 // unknownCycle finds the wallet's transactions at nonces the database does
 // not know and records them.
 type unknownCycle struct {
-	*workers.WalletShard
+	*wallet.Shard
+	*WalletKeeper
 	nonces []int64
 	tasks  []store.Task
 	// more: the list was full, so more unknown nonces may remain.
@@ -122,7 +124,7 @@ type unknownCycle struct {
 
 	// Execute's results: found, in nonce order, each with its receipt;
 	// complete when every listed nonce was found; held: why not.
-	found    []workers.Result
+	found    []wallet.Result
 	complete bool
 	held     string
 	// scanned: blocks were read one by one; scanNext is then the next block
@@ -139,11 +141,11 @@ func (c *unknownCycle) Execute(ctx context.Context) error {
 	if err := c.CheckChain(ctx); err != nil {
 		return err
 	}
-	head, err := workers.LedgerCall(ctx, c.WalletShard, c.Ledger().HeadBlock)
+	head, err := wallet.LedgerCall(ctx, c.Shard, c.ledger.HeadBlock)
 	if err != nil {
 		return fmt.Errorf("reading the chain's head for %s: %w", c.Claim.Key, err)
 	}
-	depth := c.Config().ConfirmationsOn(c.ChainID())
+	depth := c.cfg.ConfirmationsOn(c.ChainID())
 	addr := c.Wallet.Address()
 	chainID := big.NewInt(c.ChainID())
 	signer := types.LatestSignerForChainID(chainID)
@@ -166,18 +168,18 @@ func (c *unknownCycle) Execute(ctx context.Context) error {
 				txs   []ledger.NonceTx
 				found bool
 			}
-			got, err := workers.LedgerCall(ctx, c.WalletShard, func(ctx context.Context) (answer, error) {
-				txs, found, err := c.Ledger().TxsAtNonce(ctx, addr, uint64(n))
+			got, err := wallet.LedgerCall(ctx, c.Shard, func(ctx context.Context) (answer, error) {
+				txs, found, err := c.ledger.TxsAtNonce(ctx, addr, uint64(n))
 				return answer{txs, found}, err
 			})
 			switch {
 			case err != nil:
 				// A node that cannot search past state: read the blocks.
-				c.Log().Info("wallet: the chain's block of an unknown nonce could not be found by the account's nonce, reading blocks one by one",
+				c.cfg.Logger.Info("wallet: the chain's block of an unknown nonce could not be found by the account's nonce, reading blocks one by one",
 					"shard", c.Claim.Key, "nonce", n, "error", err)
 				scan.searchErr = err
 				from := c.lastMined
-				if lookback := c.Config().RestoreLookback; from < 0 && lookback > 0 && head.Number > lookback {
+				if lookback := c.cfg.RestoreLookback; from < 0 && lookback > 0 && head.Number > lookback {
 					// No mined attempt says where to start: as far back
 					// as the lookback allows.
 					from = int64(head.Number - lookback)
@@ -221,8 +223,8 @@ func (c *unknownCycle) Execute(ctx context.Context) error {
 			}
 		}
 		rc := tx.Receipt
-		c.found = append(c.found, workers.Result{
-			Attempt: store.Attempt{SignedTx: signed}, Outcome: workers.Mined, Hash: signed.TxHash,
+		c.found = append(c.found, wallet.Result{
+			Attempt: store.Attempt{SignedTx: signed}, Outcome: wallet.Mined, Hash: signed.TxHash,
 			Reverted: rc.Status == ledger.ReceiptReverted, Block: rc.BlockNumber, BlockHash: rc.BlockHash.Hex(),
 			Final: finalAt(depth, head.Number, rc.BlockNumber),
 		})
@@ -237,12 +239,12 @@ func (c *unknownCycle) Execute(ctx context.Context) error {
 // blockScan reads the chain's blocks one by one for the wallet's
 // transactions, from where the last read stopped or the wallet's last mined
 // block, towards the head, within the cycle's budget and
-// WalletConfig.RestoreLookback.
+// wallet.Config.RestoreLookback.
 type blockScan struct {
 	c         *unknownCycle
 	head      uint64
 	known     map[uint64]ledger.NonceTx
-	budget    workers.Budget
+	budget    wallet.Budget
 	searchErr error
 
 	on    bool
@@ -262,7 +264,7 @@ func (s *blockScan) start(from int64) {
 // held (a failed read, a lookback exceeded, the head passed without it).
 func (s *blockScan) find(ctx context.Context, nonce uint64) (ledger.NonceTx, bool) {
 	c := s.c
-	lookback := c.Config().RestoreLookback
+	lookback := c.cfg.RestoreLookback
 	why := "the node could not find it by the account's nonce at past blocks"
 	if s.searchErr != nil {
 		why = fmt.Sprintf("the node could not find it by the account's nonce at past blocks (%v)", s.searchErr)
@@ -290,8 +292,8 @@ func (s *blockScan) find(ctx context.Context, nonce uint64) (ledger.NonceTx, boo
 		}
 		addr := c.Wallet.Address()
 		n := s.next
-		got, err := workers.LedgerCall(ctx, c.WalletShard, func(ctx context.Context) (answer, error) {
-			txs, found, err := c.Ledger().TxsInBlock(ctx, addr, n)
+		got, err := wallet.LedgerCall(ctx, c.Shard, func(ctx context.Context) (answer, error) {
+			txs, found, err := c.ledger.TxsInBlock(ctx, addr, n)
 			return answer{txs, found}, err
 		})
 		if err != nil {
@@ -349,7 +351,7 @@ func sameCall(a, b *types.Transaction) bool {
 // tasks executing, their attempts mined or confirmed, tasks done when deep
 // enough) and the wallet's hold or its release.
 func (c *unknownCycle) Commit(ctx context.Context) error {
-	now := c.Now()
+	now := c.cfg.Clock.Now()
 	var released bool
 	err := c.Fenced(ctx, func(tx *store.Store) error {
 		released = false
@@ -382,7 +384,7 @@ func (c *unknownCycle) Commit(ctx context.Context) error {
 	})
 	var notWaiting *store.TaskNotWaitingError
 	if errors.As(err, &notWaiting) {
-		c.Log().Info("wallet: a task left the queue while the chain's transactions were matched, looking again", "shard", c.Claim.Key)
+		c.cfg.Logger.Info("wallet: a task left the queue while the chain's transactions were matched, looking again", "shard", c.Claim.Key)
 		c.Run.Recovering = true
 		return nil
 	}
@@ -394,20 +396,20 @@ func (c *unknownCycle) Commit(ctx context.Context) error {
 	for _, r := range c.found {
 		a := r.Attempt
 		if a.TaskID != "" {
-			c.Log().Warn("wallet: the chain holds a transaction of this wallet the database did not know (restored behind the chain?); "+
+			c.cfg.Logger.Warn("wallet: the chain holds a transaction of this wallet the database did not know (restored behind the chain?); "+
 				"the waiting task it carries is not sent again", "shard", c.Claim.Key, "task", a.TaskID, "nonce", a.Nonce, "tx_hash", a.TxHash, "block", r.Block)
 		} else {
-			c.Log().Warn("wallet: the chain holds a transaction of this wallet at a nonce the database did not know, carrying no waiting task; "+
+			c.cfg.Logger.Warn("wallet: the chain holds a transaction of this wallet at a nonce the database did not know, carrying no waiting task; "+
 				"its nonce is not used again", "shard", c.Claim.Key, "nonce", a.Nonce, "tx_hash", a.TxHash, "block", r.Block)
 		}
 	}
 	switch {
 	case c.held != "":
-		c.Log().Warn("wallet: held, nothing is signed for it", "shard", c.Claim.Key, "reason", c.held)
+		c.cfg.Logger.Warn("wallet: held, nothing is signed for it", "shard", c.Claim.Key, "reason", c.held)
 	case released:
-		c.Log().Info("wallet: every nonce the chain used is known again, no longer held", "shard", c.Claim.Key)
+		c.cfg.Logger.Info("wallet: every nonce the chain used is known again, no longer held", "shard", c.Claim.Key)
 	}
-	c.Metrics().Transition("wallet", "recovered", len(c.found))
+	c.cfg.Metrics.Transition("wallet", "recovered", len(c.found))
 	return nil
 }
 

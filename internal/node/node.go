@@ -1,6 +1,7 @@
 // Package node builds a ledgerq process from one Config: the store, the
-// ledgers of each lane, the loops of each lane and role, the metrics and the
-// HTTP API. serve, once, dev, bench and the tests all build through it, so
+// ledgers of each lane, the loops of each lane and role (the wallet lane's
+// role steps as the job of its shard scheduler), the metrics and the HTTP
+// API. serve, once, dev, bench and the tests all build through it, so
 // there is one wiring and one validation (River's Client is the model).
 package node
 

@@ -22,6 +22,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/submitter"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -40,9 +41,9 @@ type WalletConfig struct {
 	Registry *keystore.Registry
 	// Lane is the per-wallet work's own settings: the in-flight budget,
 	// queue type, confirmations, stall timeout, price cap, ... (see
-	// workers.WalletConfig); node fills its clock, logger, metrics and
+	// wallet.Config); node fills its clock, logger, metrics and
 	// database timeout.
-	Lane workers.WalletConfig
+	Lane wallet.Config
 	// Shards configures the shard scheduler.
 	Shards workers.Config
 	// RetentionAge is how long finished tasks are kept (0: forever);
@@ -81,7 +82,7 @@ const (
 func walletDefaults() WalletConfig {
 	return WalletConfig{
 		Ledger:       WalletLedgerConfig{Kind: WalletLedgerEVM},
-		Lane:         workers.WalletDefaults(),
+		Lane:         wallet.Config{}.WithDefaults(),
 		Shards:       workers.Defaults(),
 		RetentionAge: 7 * 24 * time.Hour, RetentionBatchSize: 1000, RetentionInterval: time.Minute,
 		Webhooks: monitor.WebhookDefaults(),
@@ -135,12 +136,12 @@ func (w *WalletConfig) validate() error {
 
 // laneConfig is w.Lane with what the node gives every service: its clock,
 // logger, metrics and the loops' database timeout.
-func (w *WalletConfig) laneConfig(n *Node) workers.WalletConfig {
+func (w *WalletConfig) laneConfig(n *Node) wallet.Config {
 	c := w.Lane
 	c.DBTimeout, c.Clock, c.Logger = n.cfg.Loops.DBTimeout, n.clock, n.logger
 	m := n.metrics
 	c.Metrics = m
-	c.OnPriceCapped = func(workers.PriceCapped) { m.Transition("wallet", "price_capped", 1) }
+	c.OnPriceCapped = func(wallet.PriceCapped) { m.Transition("wallet", "price_capped", 1) }
 	return c
 }
 
@@ -159,8 +160,9 @@ type walletLane struct {
 	liveness *store.Liveness
 }
 
-// buildWalletLane opens the chain, unlocks the wallets and builds the shard
-// pool (submitter role), the rescuer, follower and retention (monitor role).
+// buildWalletLane opens the chain, unlocks the wallets and builds the wallet
+// job and its shard scheduler (where the submitter role runs), the rescuer,
+// follower, head watcher, webhooks and retention (monitor role).
 func (n *Node) buildWalletLane(ctx context.Context) error {
 	w := &n.cfg.Wallet
 	if !w.Enabled() {
@@ -188,14 +190,15 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 	deps := n.deps("")
 	ec := w.laneConfig(n)
 	if n.cfg.Loops.Submitter {
-		job, err := workers.NewWalletJob(n.store, led, lane.wallets, ec, workers.WalletSteps{
-			Recover: submitter.WalletBroadcaster{}, Confirm: monitor.NewWalletConfirmer(),
-			KeepMoving: monitor.WalletKeeper{}, Send: queuer.WalletSender{},
-		})
+		steps, err := walletSteps(n.store, led, ec)
 		if err != nil {
 			return err
 		}
-		if lane.scheduler, err = workers.NewScheduler(n.store, n.deps(notify.Shards), w.Shards, map[string]workers.Job{workers.WalletKind: job}); err != nil {
+		job, err := wallet.NewJob(n.store, led, lane.wallets, ec, steps)
+		if err != nil {
+			return err
+		}
+		if lane.scheduler, err = workers.NewScheduler(n.store, n.deps(notify.Shards), w.Shards, map[string]workers.Job{wallet.Kind: job}); err != nil {
 			return err
 		}
 	}
@@ -232,6 +235,29 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// walletSteps are the roles' steps of a wallet's run, on st and led: the
+// submitter's recover, the monitor's confirm and keep moving, the queuer's
+// send.
+func walletSteps(st *store.Store, led ledger.WalletLedger, cfg wallet.Config) (wallet.Steps, error) {
+	broadcast, err := submitter.NewWalletBroadcaster(st, cfg)
+	if err != nil {
+		return wallet.Steps{}, err
+	}
+	confirm, err := monitor.NewWalletConfirmer(st, led, cfg)
+	if err != nil {
+		return wallet.Steps{}, err
+	}
+	keep, err := monitor.NewWalletKeeper(st, led, cfg)
+	if err != nil {
+		return wallet.Steps{}, err
+	}
+	send, err := queuer.NewWalletSender(st, led, cfg)
+	if err != nil {
+		return wallet.Steps{}, err
+	}
+	return wallet.Steps{Recover: broadcast, Confirm: confirm, KeepMoving: keep, Send: send}, nil
 }
 
 // holdLiveness takes the process's liveness lock (n.liveness() must not be

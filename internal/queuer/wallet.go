@@ -15,21 +15,42 @@ import (
 	"github.com/ledgerq/ledgerq/internal/crashpoint"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
 // WalletSender is the wallet lane's queuer: the send step of a wallet's run
-// (workers.WalletJob). It decides what may go now — the waiting tasks in
+// (wallet.Job). It decides what may go now — the waiting tasks in
 // queue order, up to the in-flight budget — assigns their nonces (freed
 // ones first, then consecutive new ones from the wallet's next nonce, the
 // chain's nonce the first time and moved up to it when the chain passed
 // it), signs them, and stores the attempts with the tasks' move to
 // executing in one fenced transaction (store.AttemptStoreMany) before anything
 // is broadcast: the write-ahead. A crash before the commit leaves nothing
-// signed; after it, the recover step broadcasts the stored bytes.
-type WalletSender struct{}
+// signed; after it, the recover step broadcasts the stored bytes. Unlike
+// the other lanes' queuers it calls the ledger: a transaction is signed
+// with its fees and gas limit, so the send reads the node's fee suggestion
+// and the gas estimates of the tasks that name no gas limit.
+type WalletSender struct {
+	cfg    wallet.Config
+	store  *store.Store
+	ledger ledger.WalletLedger
+}
 
-var _ workers.WalletSender = WalletSender{}
+var _ wallet.SendStep = (*WalletSender)(nil)
+
+// NewWalletSender returns the send step of the wallets on led; cfg gets its
+// defaults (wallet.Config.WithDefaults).
+func NewWalletSender(st *store.Store, led ledger.WalletLedger, cfg wallet.Config) (*WalletSender, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if st == nil || led == nil {
+		return nil, errors.New("wallet sender: it needs a store and a ledger")
+	}
+	return &WalletSender{cfg: cfg, store: st, ledger: led}, nil
+}
 
 // sendCycle is one send: waiting tasks in queue order, up to the
 // in-flight budget, built with the node's EIP-1559 fee suggestion, signed
@@ -38,7 +59,8 @@ var _ workers.WalletSender = WalletSender{}
 // write-ahead) before anything is broadcast. The recover cycle that follows
 // broadcasts them.
 type sendCycle struct {
-	*workers.WalletShard
+	*wallet.Shard
+	*WalletSender
 	tasks []store.Task
 	// next is the wallet's stored next nonce; first: none is stored yet.
 	next  int64
@@ -50,7 +72,7 @@ type sendCycle struct {
 	firstNonce int64
 	reused     []store.SignedTx
 	added      []store.SignedTx
-	failed     []workers.Result
+	failed     []wallet.Result
 }
 
 // estimateError is a gas estimate that failed for the first task of a send
@@ -69,10 +91,10 @@ func (e *estimateError) Unwrap() error { return e.err }
 
 // Collect takes the wallet's next nonce and freed nonces for a send of
 // tasks.
-func (WalletSender) Collect(ctx context.Context, s *workers.WalletShard, tasks []store.Task) (workers.Cycle, error) {
-	c := &sendCycle{WalletShard: s, tasks: tasks}
-	next, err := workers.DBCall(ctx, s, func(ctx context.Context) (int64, error) {
-		return s.Store().WalletNonceGet(ctx, s.ChainID(), s.Sender)
+func (q *WalletSender) Collect(ctx context.Context, s *wallet.Shard, tasks []store.Task) (workers.Cycle, error) {
+	c := &sendCycle{Shard: s, WalletSender: q, tasks: tasks}
+	next, err := wallet.DBCall(ctx, s, func(ctx context.Context) (int64, error) {
+		return q.store.WalletNonceGet(ctx, s.ChainID(), s.Sender)
 	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -83,8 +105,8 @@ func (WalletSender) Collect(ctx context.Context, s *workers.WalletShard, tasks [
 		return nil, err
 	}
 	c.next = next
-	c.freed, err = workers.DBCall(ctx, s, func(ctx context.Context) ([]int64, error) {
-		return s.Store().WalletNonceListFreed(ctx, store.WalletNonceListFreedParams{
+	c.freed, err = wallet.DBCall(ctx, s, func(ctx context.Context) ([]int64, error) {
+		return q.store.WalletNonceListFreed(ctx, store.WalletNonceListFreedParams{
 			ChainID: s.ChainID(), Sender: s.Sender, From: int64(s.Run.ChainNonce), Max: len(tasks),
 		})
 	})
@@ -102,7 +124,7 @@ type prepared struct {
 
 // Execute builds and signs; it writes nothing and broadcasts nothing.
 func (c *sendCycle) Execute(ctx context.Context) error {
-	fees, err := workers.LedgerCall(ctx, c.WalletShard, c.Ledger().SuggestFees)
+	fees, err := wallet.LedgerCall(ctx, c.Shard, c.ledger.SuggestFees)
 	if err != nil {
 		return fmt.Errorf("reading the fee suggestion for %s: %w", c.Claim.Key, err)
 	}
@@ -135,7 +157,7 @@ func (c *sendCycle) Execute(ctx context.Context) error {
 			ready = append(ready, prepared{task: t, gas: gas})
 			continue
 		case ledger.ClassOf(err) == ledger.Deterministic:
-			c.failed = append(c.failed, workers.Result{Attempt: store.Attempt{SignedTx: store.SignedTx{TaskID: t.ID}}, Outcome: workers.Rejected, Reason: ledger.ReasonOf(err)})
+			c.failed = append(c.failed, wallet.Result{Attempt: store.Attempt{SignedTx: store.SignedTx{TaskID: t.ID}}, Outcome: wallet.Rejected, Reason: ledger.ReasonOf(err)})
 			continue
 		case len(ready) == 0 && len(c.failed) == 0:
 			return &estimateError{task: t, err: err}
@@ -209,7 +231,7 @@ func (c *sendCycle) gasOf(ctx context.Context, t store.Task) (uint64, error) {
 	}
 	to := ledger.Address(common.HexToAddress(t.Request.To))
 	msg := ledger.CallMsg{From: c.Wallet.Address(), To: &to, Value: t.Request.Value, Data: t.Request.Data}
-	return workers.LedgerCall(ctx, c.WalletShard, func(ctx context.Context) (uint64, error) { return c.Ledger().EstimateGas(ctx, msg) })
+	return wallet.LedgerCall(ctx, c.Shard, func(ctx context.Context) (uint64, error) { return c.ledger.EstimateGas(ctx, msg) })
 }
 
 // sign builds the task's EIP-1559 transaction and signs it with the wallet's
@@ -244,7 +266,7 @@ func (c *sendCycle) sign(p prepared, nonce uint64, fees ledger.Fees, chainID *bi
 // transaction fenced by the claim. Nothing was broadcast yet, so a commit
 // that fails leaves nothing behind.
 func (c *sendCycle) Commit(ctx context.Context) error {
-	now := c.Now()
+	now := c.cfg.Clock.Now()
 	err := c.Fenced(ctx, func(tx *store.Store) error {
 		if err := c.RecordResults(ctx, tx, now, c.failed); err != nil {
 			return err
@@ -263,14 +285,14 @@ func (c *sendCycle) Commit(ctx context.Context) error {
 	if errors.As(err, &notWaiting) {
 		// A task was cancelled meanwhile: nothing was stored, and the next
 		// collect reads the queue again.
-		c.Log().Info("wallet: a task left the queue while it was signed, sending again", "shard", c.Claim.Key)
+		c.cfg.Logger.Info("wallet: a task left the queue while it was signed, sending again", "shard", c.Claim.Key)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("storing the attempts of %s: %w", c.Claim.Key, err)
 	}
 	if len(c.added)+len(c.reused) > 0 {
-		crashpoint.Hit(workers.CrashWalletStored)
+		crashpoint.Hit(wallet.CrashStored)
 	}
 	c.Run.Releasing = false
 	for _, a := range c.reused {
@@ -286,14 +308,14 @@ func (c *sendCycle) Commit(ctx context.Context) error {
 // Drop stores nothing, so the tasks stay waiting for the next run. When
 // the send failed for a reason of the task's own (its gas estimate refused
 // while the node answered the fee suggestion, its signing, or a value the
-// database refuses) in Config.MaxFailures consecutive runs, that task ends in
+// database refuses) in wallet.Config.MaxFailures consecutive runs, that task ends in
 // error, so that it does not hold up its wallet forever. After a failed run
 // the next send takes the head of the queue alone (Collect), so the task
 // that ends in error is the one that fails. A node or database that cannot
 // be reached fails no task.
 func (c *sendCycle) Drop(ctx context.Context, cause error) error {
 	task, ok := c.blame(cause)
-	if !ok || c.Claim.Failures+1 < c.Config().MaxFailures {
+	if !ok || c.Claim.Failures+1 < c.cfg.MaxFailures {
 		return nil
 	}
 	reason := fmt.Sprintf("its send failed in %d consecutive runs: %v", c.Claim.Failures+1, cause)
@@ -302,11 +324,11 @@ func (c *sendCycle) Drop(ctx context.Context, cause error) error {
 		reason = fmt.Sprintf("gas estimate failed in %d consecutive runs: %s", c.Claim.Failures+1, ledger.ReasonOf(ee.err))
 	}
 	err := c.Fenced(ctx, func(tx *store.Store) error {
-		_, err := tx.TaskFail(ctx, store.TaskFailParams{Now: c.Now(), ID: task.ID, Reason: reason})
+		_, err := tx.TaskFail(ctx, store.TaskFailParams{Now: c.cfg.Clock.Now(), ID: task.ID, Reason: reason})
 		return c.Tolerate(err, "fail")
 	})
 	if err == nil {
-		c.Log().Warn("wallet: a task whose send keeps failing ended in error", "shard", c.Claim.Key, "task", task.ID, "reason", reason)
+		c.cfg.Logger.Warn("wallet: a task whose send keeps failing ended in error", "shard", c.Claim.Key, "task", task.ID, "reason", reason)
 	}
 	return err
 }

@@ -2,16 +2,18 @@ package submitter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/ledgerq/ledgerq/internal/crashpoint"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
 // WalletBroadcaster is the wallet lane's submitter: the recover step of a
-// wallet's run (workers.WalletJob). It broadcasts, in nonce order and with
+// wallet's run (wallet.Job). It broadcasts, in nonce order and with
 // their stored bytes, the attempts signed and stored but not known sent. It
 // is the second half of every send, since a send stores its attempts (the
 // write-ahead) before anything is broadcast: one path broadcasts after a
@@ -39,26 +41,46 @@ import (
 //     first, before taking new ones, so the chain never waits on a gap. A
 //     refused gas bump does not fail its task (the attempt it superseded
 //     may still be mined).
-type WalletBroadcaster struct{}
+//
+// The broadcasts themselves go through the shard (wallet.Shard.Send), the
+// lane's one ledger the job was built with.
+type WalletBroadcaster struct {
+	cfg   wallet.Config
+	store *store.Store
+}
 
-var _ workers.WalletStep = WalletBroadcaster{}
+var _ wallet.Step = (*WalletBroadcaster)(nil)
+
+// NewWalletBroadcaster returns the recover step; cfg gets its defaults
+// (wallet.Config.WithDefaults).
+func NewWalletBroadcaster(st *store.Store, cfg wallet.Config) (*WalletBroadcaster, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, errors.New("wallet broadcaster: it needs a store")
+	}
+	return &WalletBroadcaster{cfg: cfg, store: st}, nil
+}
 
 // Collect returns a broadcast of the wallet's unsent attempts, or nil.
-func (WalletBroadcaster) Collect(ctx context.Context, s *workers.WalletShard) (workers.Cycle, error) {
-	unsent, err := workers.DBCall(ctx, s, func(ctx context.Context) ([]store.Attempt, error) {
-		return s.Store().AttemptListUnsent(ctx, store.AttemptListParams{ChainID: s.ChainID(), Sender: s.Sender, Max: s.Config().InFlight})
+func (b *WalletBroadcaster) Collect(ctx context.Context, s *wallet.Shard) (workers.Cycle, error) {
+	unsent, err := wallet.DBCall(ctx, s, func(ctx context.Context) ([]store.Attempt, error) {
+		return b.store.AttemptListUnsent(ctx, store.AttemptListParams{ChainID: s.ChainID(), Sender: s.Sender, Max: b.cfg.InFlight})
 	})
 	if err != nil || len(unsent) == 0 {
 		return nil, err
 	}
-	return &broadcastCycle{WalletShard: s, attempts: unsent}, nil
+	return &broadcastCycle{Shard: s, WalletBroadcaster: b, attempts: unsent}, nil
 }
 
 // broadcastCycle broadcasts one collect of unsent attempts.
 type broadcastCycle struct {
-	*workers.WalletShard
+	*wallet.Shard
+	*WalletBroadcaster
 	attempts []store.Attempt
-	results  []workers.Result
+	results  []wallet.Result
 	// learned is the chain's nonce read after a `nonce too low` (0: none):
 	// the run's next send starts at or above it (the send moves the next
 	// nonce up).
@@ -71,14 +93,14 @@ type broadcastCycle struct {
 // tasks go back to waiting and the next send signs them again from the
 // freed nonce up, so the chain never waits on the rejected nonce.
 func (c *broadcastCycle) Execute(ctx context.Context) error {
-	c.results = make([]workers.Result, len(c.attempts))
+	c.results = make([]wallet.Result, len(c.attempts))
 	b := c.Budget()
 	for i, a := range c.attempts {
 		c.results[i].Attempt = a
 		fresh := c.Run.Fresh[a.TxHash]
 		delete(c.Run.Fresh, a.TxHash)
 		if c.Run.Releasing && fresh {
-			c.results[i].Outcome, c.results[i].Reason = workers.Requeued, "released: an earlier nonce was rejected before it was broadcast"
+			c.results[i].Outcome, c.results[i].Reason = wallet.Requeued, "released: an earlier nonce was rejected before it was broadcast"
 			continue
 		}
 		if ctx.Err() != nil {
@@ -88,17 +110,17 @@ func (c *broadcastCycle) Execute(ctx context.Context) error {
 			break // the rest stays signed: the next cycle broadcasts it
 		}
 		err := c.Send(ctx, a.Raw)
-		crashpoint.Hit(workers.CrashWalletBroadcast)
+		crashpoint.Hit(wallet.CrashBroadcast)
 		r := &c.results[i]
 		switch res := ledger.SendResultOf(err); res {
 		case ledger.SendAccepted:
-			r.Outcome = workers.Sent
+			r.Outcome = wallet.Sent
 		case ledger.SendIndeterminate, ledger.SendUnderpriced:
 			// Indeterminate: it may be out. Underpriced: the pool holds
 			// another transaction for the nonce or wants higher fees — a
 			// gas bump decides. Either way the nonce stays taken and
 			// confirm broadcasts it again.
-			r.Outcome, r.Reason = workers.Sent, fmt.Sprintf("%s: %s", res, ledger.ReasonOf(err))
+			r.Outcome, r.Reason = wallet.Sent, fmt.Sprintf("%s: %s", res, ledger.ReasonOf(err))
 		case ledger.SendNonceTooLow:
 			c.nonceTooLow(ctx, r, fresh, err)
 		case ledger.SendRejected:
@@ -107,10 +129,10 @@ func (c *broadcastCycle) Execute(ctx context.Context) error {
 				// the balance, say): the attempt it superseded may still be
 				// mined, so the task does not fail; the next stall round
 				// decides again.
-				r.Outcome, r.Reason = workers.Sent, fmt.Sprintf("%s: %s", res, ledger.ReasonOf(err))
+				r.Outcome, r.Reason = wallet.Sent, fmt.Sprintf("%s: %s", res, ledger.ReasonOf(err))
 				continue
 			}
-			r.Outcome, r.Reason = workers.Rejected, ledger.ReasonOf(err)
+			r.Outcome, r.Reason = wallet.Rejected, ledger.ReasonOf(err)
 			c.Run.Releasing = true
 		}
 	}
@@ -125,7 +147,7 @@ func (c *broadcastCycle) Execute(ctx context.Context) error {
 // and since a nonce is used once, it never will). If it may have been
 // broadcast before (recover after a crash), it is kept as sent and confirm
 // decides from the chain's blocks.
-func (c *broadcastCycle) nonceTooLow(ctx context.Context, r *workers.Result, fresh bool, sendErr error) {
+func (c *broadcastCycle) nonceTooLow(ctx context.Context, r *wallet.Result, fresh bool, sendErr error) {
 	if c.learned == 0 {
 		if n, err := c.ReadChainNonce(ctx); err == nil {
 			c.learned = n
@@ -134,25 +156,25 @@ func (c *broadcastCycle) nonceTooLow(ctx context.Context, r *workers.Result, fre
 	hash, rc, failed := c.ReceiptOfNonce(ctx, r.Attempt)
 	switch {
 	case rc.Found:
-		r.Outcome, r.Hash, r.Reverted = workers.Mined, hash, rc.Status == ledger.ReceiptReverted
+		r.Outcome, r.Hash, r.Reverted = wallet.Mined, hash, rc.Status == ledger.ReceiptReverted
 		// Its depth is known at the next confirm, unless one block is
 		// enough: a receipt is one.
-		r.Block, r.BlockHash, r.Final = rc.BlockNumber, rc.BlockHash.Hex(), c.Config().ConfirmationsOn(c.ChainID()) <= 1
+		r.Block, r.BlockHash, r.Final = rc.BlockNumber, rc.BlockHash.Hex(), c.cfg.ConfirmationsOn(c.ChainID()) <= 1
 	case failed || !fresh:
-		r.Outcome, r.Reason = workers.Sent, fmt.Sprintf("%s: %s", ledger.SendNonceTooLow, ledger.ReasonOf(sendErr))
+		r.Outcome, r.Reason = wallet.Sent, fmt.Sprintf("%s: %s", ledger.SendNonceTooLow, ledger.ReasonOf(sendErr))
 	default:
-		r.Outcome, r.Reason = workers.Requeued, fmt.Sprintf("nonce %d used by another transaction: %s", r.Attempt.Nonce, ledger.ReasonOf(sendErr))
+		r.Outcome, r.Reason = wallet.Requeued, fmt.Sprintf("nonce %d used by another transaction: %s", r.Attempt.Nonce, ledger.ReasonOf(sendErr))
 	}
 }
 
 // Commit records every outcome in one transaction fenced by the claim.
 func (c *broadcastCycle) Commit(ctx context.Context) error {
-	now := c.Now()
+	now := c.cfg.Clock.Now()
 	err := c.Fenced(ctx, func(tx *store.Store) error {
 		return c.RecordResults(ctx, tx, now, c.results)
 	})
 	if err != nil {
-		return fmt.Errorf("recording the broadcasts of %s: %w", c.Key(), err)
+		return fmt.Errorf("recording the broadcasts of %s: %w", c.Claim.Key, err)
 	}
 	c.LearnChainNonce(c.learned)
 	c.LogResults(c.results)

@@ -82,7 +82,7 @@ type setting struct {
 }
 
 // notPositive returns an error for each setting that is not positive, named
-// with what it configures ("shard", "wallet").
+// with what it configures ("shard").
 func notPositive(what string, settings ...setting) []error {
 	var errs []error
 	for _, s := range settings {

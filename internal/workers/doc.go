@@ -1,8 +1,8 @@
 // Package workers is the shard scheduler (docs/design.md, "Shards"): per-key
 // work, such as a wallet's send-tx tasks, kept in ledgerq.shards and run by
 // the Scheduler's workers, one worker per shard at a time, each a loop like
-// every other service. wallet.go is the wallet shard's job: it runs the
-// wallet lane's role steps (queuer, submitter, monitor) in order.
+// every other service. It knows no lane: a lane plugs in a Job for its kind
+// of shard (the wallet lane's is wallet.Job, in internal/wallet).
 //
 // A shard is keyed "<kind>:<rest>" (wallet:<chain>:<address>); the kind picks
 // the Job that runs it. Schedule moves an idle shard to pending (FIFO by the

@@ -18,7 +18,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testgeth"
 	"github.com/ledgerq/ledgerq/internal/testproc"
-	"github.com/ledgerq/ledgerq/internal/workers"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // walletE2E is a wallet lane under test: one keystore wallet "w" funded on a
@@ -210,7 +210,7 @@ func TestE2E_WalletLaneOnGethKilledAtEachCrashPointSendsEveryTaskOnce(t *testing
 	t.Parallel()
 	e := newWalletE2E(t)
 	var tasks map[string]e2eTask
-	for _, point := range []string{workers.CrashWalletStored, workers.CrashWalletBroadcast, workers.CrashWalletMined} {
+	for _, point := range []string{wallet.CrashStored, wallet.CrashBroadcast, wallet.CrashMined} {
 		victim, api := e.start(point)
 		// Posts that reach the victim after it died go to a fresh process.
 		var fresh *testproc.Proc

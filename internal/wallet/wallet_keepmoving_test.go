@@ -1,4 +1,4 @@
-package workers_test
+package wallet_test
 
 import (
 	"math/big"
@@ -16,7 +16,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/ledgerq/ledgerq/internal/workers"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // The rules that keep a wallet moving (issue 11; from engine-core's EOA
@@ -77,7 +77,7 @@ func minedTip(t *testing.T, a store.Attempt) *big.Int {
 func TestWallet_AStalledNonceIsBumpedUntilMinedWithTheBumpCountOnTheTask(t *testing.T) {
 	t.Parallel()
 	m := metrics.New()
-	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *workers.WalletConfig) { c.StallTimeout, c.Metrics = testStall, m }})
+	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *wallet.Config) { c.StallTimeout, c.Metrics = testStall, m }})
 	tasks := e.postN(t, 2)
 	e.drive(t, e.pool, 400, tasks...)
 	nonces := e.requireDoneOnce(t, tasks...)
@@ -109,17 +109,17 @@ func TestWallet_AStalledNonceIsBumpedUntilMinedWithTheBumpCountOnTheTask(t *test
 	}
 }
 
-// Rule 1, the cap: a bump that workers.WalletConfig.PriceCap stops leaves the task
+// Rule 1, the cap: a bump that wallet.Config.PriceCap stops leaves the task
 // executing, marks it (PriceCappedAt) and calls OnPriceCapped once; when
 // the chain takes the transaction after all, the task is done.
 func TestWallet_ABumpStoppedByThePriceCapLeavesTheTaskAndTellsTheOperator(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
-	var told []workers.PriceCapped
-	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *workers.WalletConfig) {
+	var told []wallet.PriceCapped
+	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *wallet.Config) {
 		c.StallTimeout = testStall
 		c.PriceCap = big.NewInt(4 * params.GWei)
-		c.OnPriceCapped = func(p workers.PriceCapped) { mu.Lock(); told = append(told, p); mu.Unlock() }
+		c.OnPriceCapped = func(p wallet.PriceCapped) { mu.Lock(); told = append(told, p); mu.Unlock() }
 	}})
 	task := e.post(t, 0, 0, 1, nil)
 	for range 100 {
@@ -148,7 +148,7 @@ func TestWallet_ABumpStoppedByThePriceCapLeavesTheTaskAndTellsTheOperator(t *tes
 // StallTimeout.
 func TestWallet_ABumpRefusedAsUnderpricedIsRaisedAgainInTheNextRun(t *testing.T) {
 	t.Parallel()
-	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *workers.WalletConfig) { c.StallTimeout = testStall }})
+	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *wallet.Config) { c.StallTimeout = testStall }})
 	task := e.post(t, 0, 0, 1, nil)
 	e.drive1(t)
 	first := e.attempts(t, task)[0].TxHash
@@ -190,7 +190,7 @@ func TestWallet_ATransportErrorNeverFreesANonceAndAFreedNonceNoTaskFillsGetsANoo
 	t.Parallel()
 	// No stall: the no-op comes from the freed-nonce rule alone (a stall
 	// past its timeout would fill the gap too).
-	e := setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}, cfg: func(c *workers.WalletConfig) { c.StallTimeout = time.Hour }})
+	e := setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}, cfg: func(c *wallet.Config) { c.StallTimeout = time.Hour }})
 	a := e.post(t, 0, 0, 1, nil)
 	b := e.post(t, 0, 0, 1, nil)
 	var refusal error = ledger.NewSendError(ledger.SendIndeterminate, "i/o timeout", nil)
@@ -245,7 +245,7 @@ func TestWallet_FreedNoncesAboveTheHighestLiveAttemptAreDiscarded(t *testing.T) 
 // flight, is reset to the chain's; the reset is recorded on the wallet.
 func TestWallet_ANextNonceThatCannotHealIsResetToTheChainsAndRecorded(t *testing.T) {
 	t.Parallel()
-	e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.ResetGap = 10 }})
+	e := setup(t, options{cfg: func(c *wallet.Config) { c.ResetGap = 10 }})
 	task := e.post(t, 0, 0, 1, nil)
 	e.drive(t, e.pool, 5, task)
 	e.setNextNonce(t, 500)
@@ -306,7 +306,7 @@ func TestWallet_SendingPausesWhileTheBalanceCannotPayAPlainTransferUntilItCan(t 
 // MaxReplacements times; the next time it ends in error.
 func TestWallet_AReplacedTaskGoesBackToWaitingAtMostMaxReplacementsTimes(t *testing.T) {
 	t.Parallel()
-	e := setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}, cfg: func(c *workers.WalletConfig) {
+	e := setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}, cfg: func(c *wallet.Config) {
 		c.MaxReplacements = 1
 		c.ReplacedAfter = 0
 	}})
@@ -335,12 +335,12 @@ func mustBalance(t *testing.T, e *env, a common.Address) *big.Int {
 	return b
 }
 
-// Rule 3, the limit: with more freed nonces than workers.WalletConfig.MaxRecycled (here
+// Rule 3, the limit: with more freed nonces than wallet.Config.MaxRecycled (here
 // 0), they are filled with no-ops at once instead of waiting for tasks;
 // the waiting task takes a new nonce.
 func TestWallet_MoreFreedNoncesThanMaxRecycledAreFilledWithNoops(t *testing.T) {
 	t.Parallel()
-	e := setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}, cfg: func(c *workers.WalletConfig) {
+	e := setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}, cfg: func(c *wallet.Config) {
 		c.StallTimeout = time.Hour
 		c.MaxRecycled = 0
 	}})
@@ -401,7 +401,7 @@ func TestWallet_ReplacedOnlyWhenEveryHashOfTheNonceBumpsIncludedIsDefinitivelyAb
 // returns the task and its original hash.
 func bumpedWithTheBumpLost(t *testing.T) (*env, store.Task, string) {
 	t.Helper()
-	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *workers.WalletConfig) {
+	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *wallet.Config) {
 		c.StallTimeout = testStall
 		c.ReplacedAfter = 0
 	}})

@@ -1,10 +1,9 @@
-package workers
+package wallet
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/big"
 	"strconv"
 	"strings"
@@ -14,11 +13,10 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 
-	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
-	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
 // The wallet lane's per-wallet work, run as the job of the "wallet" shards:
@@ -29,7 +27,7 @@ import (
 // PostgreSQL, executed against the chain with no database transaction open,
 // and committed in one transaction fenced by the shard's claim
 // (store.ShardFenced), so a worker whose lease was rescued writes nothing.
-// WalletJob only sequences them; the rules are the roles', each beside the
+// Job only sequences them; the rules are the roles', each beside the
 // same role's rules for the other lanes:
 //
 //  1. recover (submitter.WalletBroadcaster): attempts signed and stored but
@@ -50,297 +48,69 @@ import (
 // WalletFollower brings the shard back while it has work the chain must
 // finish.
 
-// WalletKind is the shard kind of the wallet lane: keys
+// Kind is the shard kind of the wallet lane: keys
 // "wallet:<chain>:<address>" (store.WalletShardKey).
-const WalletKind = "wallet"
-
-// WalletConfig configures the wallet lane's per-wallet work.
-type WalletConfig struct {
-	// InFlight is the in-flight budget: the most attempts a wallet has
-	// signed or sent and not yet mined. A send takes at most this many
-	// minus those.
-	InFlight int
-	// QueueType is the order in which a wallet's waiting tasks are sent.
-	QueueType store.QueueType
-	// LedgerTimeout bounds each ledger call.
-	LedgerTimeout time.Duration
-	// DBTimeout bounds each database call (a fenced commit is one call).
-	DBTimeout time.Duration
-	// CycleBudget bounds the ledger calls of one cycle: past it, a cycle
-	// makes no new call and leaves the rest of its work to the next one. A
-	// cycle so lasts at most CycleBudget plus one LedgerTimeout, which must
-	// fit well inside the shard lease (Config.Lease) even when the node
-	// stops answering.
-	CycleBudget time.Duration
-	// ReplacedAfter is how long a sent attempt's nonce must have been taken
-	// by another transaction the chain's blocks show, with none of our
-	// hashes mined, before the attempt counts as replaced and its task is
-	// sent again.
-	ReplacedAfter time.Duration
-	// MaxFailures is the number of consecutive failed runs after which the
-	// task at the head of the queue ends in error when its send keeps
-	// failing for a reason of its own (its gas estimate refused while the
-	// node answers, a value the database or the signer refuses): one task
-	// must not hold up its wallet forever, and failed work is not retried
-	// forever. After a failed run a send takes that one task alone, so the
-	// task that fails is the one that ends in error.
-	MaxFailures int
-	// Confirmations is how many blocks deep (its own block counting as one)
-	// a transaction must be before its task is done; until then the task is
-	// executing, its attempt mined, and each pass checks that its block is
-	// still on the chain. 0: DefaultConfirmations of the wallet's chain.
-	Confirmations int
-	// RebroadcastAfter: while the chain's nonce has not moved for this long
-	// with transactions sent past it, they are broadcast again with the same
-	// bytes (a node that restarted or lost its pool has forgotten them),
-	// at most once per RebroadcastAfter.
-	RebroadcastAfter time.Duration
-	// SendLinger: while a wallet has fewer tasks waiting than its
-	// in-flight budget takes (none included), its run collects them only
-	// once SendLinger has passed since its last send or broadcast in this
-	// process, so that tasks arriving one by one go out in rounds rather
-	// than a round each; a send that fills the budget, or the first after
-	// a quiet spell, goes at once. The run waits in its worker, holding the
-	// shard, so that the next send costs no new claim and no second confirm
-	// pass; it must be below CycleBudget. 0: every send goes at once.
-	SendLinger time.Duration
-	// WatchAfter: a wallet whose chain nonce moved within it is followed
-	// although it has nothing in flight, so that final transactions a node
-	// then loses (a crash, a restore from an older state) are sent again.
-	WatchAfter time.Duration
-	// FollowInterval is the WalletFollower's interval: how often the shard
-	// of a wallet with attempts in flight runs, to confirm them.
-	FollowInterval time.Duration
-	// HeadInterval is how often the chain's head is read, so that the
-	// follower runs as soon as a new block is there (WalletHeadWatcher); 0
-	// turns that off, and wallets are followed every FollowInterval only.
-	HeadInterval time.Duration
-	// StallTimeout is how long the chain's nonce must not have moved, with
-	// one of our attempts holding it, before that attempt is bumped (signed
-	// again with higher fees), or, if none holds it, a no-op fills it. A
-	// bump waits StallTimeout again before the next one, unless the node
-	// refused it as underpriced (then the next run bumps again).
-	StallTimeout time.Duration
-	// PriceCap caps a bump's fee cap (and tip), in wei; nil or zero: no cap.
-	// A bump the cap stops leaves the task as it is and tells the operator
-	// (a warn log, the task's PriceCappedAt, OnPriceCapped).
-	PriceCap *big.Int
-	// OnPriceCapped, when set, is called once each time a task's bump is
-	// first stopped by PriceCap (the hook for webhooks).
-	OnPriceCapped func(PriceCapped)
-	// ResetGap: a next nonce more than ResetGap above the chain's with
-	// nothing in flight is reset to the chain's (recorded on the wallet's
-	// health row); 0 means InFlight.
-	ResetGap int
-	// MaxRecycled: with more freed nonces than this, they are filled with
-	// no-ops at once rather than left for waiting tasks.
-	MaxRecycled int
-	// BalanceMaxAge is how old the stored balance may be before a send reads
-	// it again; sending pauses while it is below the wallet's threshold.
-	BalanceMaxAge time.Duration
-	// RestoreLookback bounds how many blocks back from the head the lane
-	// reads the chain's blocks one by one for the wallet's transactions at
-	// nonces its database does not know (a restore from an older backup),
-	// when the node cannot find them by the account's nonce at past blocks
-	// (a node that is not an archive node). Further back, the wallet is held
-	// (wallet_health.recovery_reason) rather than guessed about. 0: never read
-	// blocks one by one.
-	RestoreLookback uint64
-	// MaxReplacements is how many times a task whose nonce another
-	// transaction took goes back to waiting; once more and it ends in
-	// error. 0: a replaced task ends in error at once.
-	MaxReplacements int
-	// Metrics, when set, counts what keeps wallets moving: the lane
-	// "wallet" outcomes bumped, noop, nonce_reset, paused, replaced and
-	// reorged.
-	Metrics *metrics.Metrics
-	// Clock tells the time written to the database; nil is clock.Real.
-	Clock clock.Clock
-	// Logger gets the lane's logs (never a key); nil discards them.
-	Logger *slog.Logger
-}
-
-// WalletDefaults returns the wallet lane's defaults: a budget of 100, the
-// priority queue, one-second follow passes, a five-minute stall timeout.
-func WalletDefaults() WalletConfig {
-	return WalletConfig{
-		InFlight:       100,
-		QueueType:      store.QueuePriority,
-		LedgerTimeout:  10 * time.Second,
-		DBTimeout:      5 * time.Second,
-		CycleBudget:    5 * time.Second,
-		ReplacedAfter:  time.Minute,
-		MaxFailures:    10,
-		FollowInterval: time.Second,
-		HeadInterval:   250 * time.Millisecond,
-		SendLinger:     50 * time.Millisecond,
-
-		RebroadcastAfter: 15 * time.Second,
-		WatchAfter:       time.Minute,
-
-		StallTimeout:    5 * time.Minute,
-		MaxRecycled:     50,
-		BalanceMaxAge:   5 * time.Minute,
-		MaxReplacements: 3,
-
-		RestoreLookback: 50_000,
-	}
-}
-
-// PriceCapped is what OnPriceCapped is told: a task's stalled transaction
-// could not be bumped within WalletConfig.PriceCap.
-type PriceCapped struct {
-	// Shard is the wallet's shard key; Wallet its configured name.
-	Shard, Wallet string
-	TaskID        string
-	Nonce         int64
-	// FeeCap is the fee cap of the task's newest attempt, in wei.
-	FeeCap *big.Int
-}
-
-// maxConfirmations bounds WalletConfig.Confirmations (a day of 12 s blocks
-// is 7200).
-const maxConfirmations = 10_000
-
-// Validate reports the settings that cannot work.
-func (c WalletConfig) Validate() error {
-	var errs []error
-	if c.InFlight < 1 {
-		errs = append(errs, fmt.Errorf("wallet in-flight budget must be at least 1, got %d", c.InFlight))
-	}
-	if c.QueueType != store.QueuePriority && c.QueueType != store.QueueFIFO {
-		errs = append(errs, fmt.Errorf("wallet queue type must be %q or %q, got %q", store.QueuePriority, store.QueueFIFO, c.QueueType))
-	}
-	if c.ResetGap < 0 || c.MaxRecycled < 0 || c.MaxReplacements < 0 {
-		errs = append(errs, fmt.Errorf("wallet reset gap, max recycled and max replacements must not be negative, got %d, %d, %d", c.ResetGap, c.MaxRecycled, c.MaxReplacements))
-	}
-	if c.PriceCap != nil && c.PriceCap.Sign() < 0 {
-		errs = append(errs, fmt.Errorf("wallet price cap must not be negative, got %s", c.PriceCap))
-	}
-	if c.MaxFailures < 1 {
-		errs = append(errs, fmt.Errorf("wallet max failures must be at least 1, got %d", c.MaxFailures))
-	}
-	if c.Confirmations < 0 || c.Confirmations > maxConfirmations {
-		errs = append(errs, fmt.Errorf("wallet confirmations must be from 0 (by chain) to %d, got %d", maxConfirmations, c.Confirmations))
-	}
-	if c.HeadInterval < 0 {
-		errs = append(errs, fmt.Errorf("wallet head interval must not be negative, got %s", c.HeadInterval))
-	}
-	if c.WatchAfter < 0 {
-		errs = append(errs, fmt.Errorf("wallet watch-after must not be negative, got %s", c.WatchAfter))
-	}
-	if c.SendLinger < 0 || c.SendLinger >= c.CycleBudget {
-		errs = append(errs, fmt.Errorf("wallet send linger must be from 0 to below the cycle budget (%s), got %s", c.CycleBudget, c.SendLinger))
-	}
-	errs = append(errs, notPositive("wallet",
-		setting{"ledger timeout", c.LedgerTimeout}, setting{"database timeout", c.DBTimeout}, setting{"cycle budget", c.CycleBudget},
-		setting{"follow interval", c.FollowInterval}, setting{"stall timeout", c.StallTimeout},
-		setting{"balance max age", c.BalanceMaxAge}, setting{"rebroadcast after", c.RebroadcastAfter})...)
-	if c.ReplacedAfter < 0 {
-		errs = append(errs, fmt.Errorf("wallet replaced-after must not be negative, got %s", c.ReplacedAfter))
-	}
-	return errors.Join(errs...)
-}
-
-// WithDefaults fills the settings that have a fallback: the real clock, a
-// reset gap of InFlight, a discarding logger.
-func (c WalletConfig) WithDefaults() WalletConfig {
-	if c.Clock == nil {
-		c.Clock = clock.Real{}
-	}
-	if c.ResetGap == 0 {
-		c.ResetGap = c.InFlight
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	return c
-}
-
-// DefaultConfirmations is how many blocks deep a transaction must be on
-// chainID before its task is done, when WalletConfig.Confirmations is 0: 1
-// on development chains (geth --dev's 1337, Hardhat's and Anvil's 31337),
-// whose blocks come from one node that no one else can reorganize; 64 on
-// Polygon PoS (137), whose reorganizations have run that deep; 15 on BNB
-// Smart Chain (56); 12 everywhere else (Ethereum mainnet and its test
-// networks included: past about a dozen blocks a reorganization of
-// proof-of-stake Ethereum has not been seen; the chain's finality comes
-// later still).
-func DefaultConfirmations(chainID int64) int {
-	switch chainID {
-	case 1337, 31337:
-		return 1
-	case 137:
-		return 64
-	case 56:
-		return 15
-	}
-	return 12
-}
-
-// ConfirmationsOn is the depth a transaction must reach on chainID.
-func (c WalletConfig) ConfirmationsOn(chainID int64) int {
-	if c.Confirmations > 0 {
-		return c.Confirmations
-	}
-	return DefaultConfirmations(chainID)
-}
+const Kind = "wallet"
 
 // The crash points of the wallet lane (internal/crashpoint): an end-to-end
 // test arms one with LEDGERQ_CRASH_AT to SIGKILL the process exactly there.
 const (
-	// CrashWalletStored: attempts stored (write-ahead committed), none
+	// CrashStored: attempts stored (write-ahead committed), none
 	// broadcast.
-	CrashWalletStored = "wallet.stored"
-	// CrashWalletBroadcast: a transaction broadcast, its result not
+	CrashStored = "wallet.stored"
+	// CrashBroadcast: a transaction broadcast, its result not
 	// recorded.
-	CrashWalletBroadcast = "wallet.broadcast"
-	// CrashWalletMined: receipts found, the confirmation not recorded.
-	CrashWalletMined = "wallet.mined"
+	CrashBroadcast = "wallet.broadcast"
+	// CrashMined: receipts found, the confirmation not recorded.
+	CrashMined = "wallet.mined"
 )
 
-// WalletStep collects one step of a wallet's run: a Cycle, or nil when it
-// has nothing to do now.
-type WalletStep interface {
-	Collect(ctx context.Context, s *WalletShard) (Cycle, error)
+// Step collects one step of a wallet's run: a workers.Cycle, or nil when
+// it has nothing to do now. A step gets its store, ledger and Config when it
+// is built; s is the claimed shard: the wallet, its run's memory and the
+// lane's shared operations on it (fenced writes, outcome recording,
+// signing, broadcasts).
+type Step interface {
+	Collect(ctx context.Context, s *Shard) (workers.Cycle, error)
 }
 
-// WalletKeeper collects what keeps a wallet moving, given how many of its
+// KeepStep collects what keeps a wallet moving, given how many of its
 // attempts are in flight and how many tasks wait.
-type WalletKeeper interface {
-	Collect(ctx context.Context, s *WalletShard, inFlight, waiting int) (Cycle, error)
+type KeepStep interface {
+	Collect(ctx context.Context, s *Shard, inFlight, waiting int) (workers.Cycle, error)
 }
 
-// WalletSender collects a send of waiting tasks.
-type WalletSender interface {
-	Collect(ctx context.Context, s *WalletShard, tasks []store.Task) (Cycle, error)
+// SendStep collects a send of waiting tasks.
+type SendStep interface {
+	Collect(ctx context.Context, s *Shard, tasks []store.Task) (workers.Cycle, error)
 }
 
-// WalletSteps are the roles' steps a WalletJob sequences.
-type WalletSteps struct {
+// Steps are the roles' steps a Job sequences.
+type Steps struct {
 	// Recover broadcasts what was stored and not known sent (submitter).
-	Recover WalletStep
+	Recover Step
 	// Confirm follows the chain, once per run (monitor).
-	Confirm WalletStep
+	Confirm Step
 	// KeepMoving reconciles, bumps, fills and checks the balance (monitor).
-	KeepMoving WalletKeeper
+	KeepMoving KeepStep
 	// Send signs and stores waiting tasks (queuer).
-	Send WalletSender
+	Send SendStep
 }
 
-// WalletJob sequences the steps of a wallet's run as the wallet shard's Job.
-type WalletJob struct {
-	cfg     WalletConfig
+// Job sequences the steps of a wallet's run as the wallet shard's
+// workers.Job.
+type Job struct {
+	cfg     Config
 	store   *store.Store
 	ledger  ledger.WalletLedger
 	wallets *keystore.Registry
-	steps   WalletSteps
+	steps   Steps
 
 	mu sync.Mutex
 	// runs holds each shard's current run in this process, by key.
-	runs map[string]*WalletRun
+	runs map[string]*Run
 	// sent is when each shard's last send or broadcast was collected in
-	// this process, by key (WalletConfig.SendLinger): the process's own
+	// this process, by key (Config.SendLinger): the process's own
 	// clock, not Config.Clock (which tells the time written to the
 	// database), since the linger is a wait of this process.
 	sent map[string]time.Time
@@ -348,11 +118,12 @@ type WalletJob struct {
 	chainID *big.Int
 }
 
-var _ Job = (*WalletJob)(nil)
+var _ workers.Job = (*Job)(nil)
 
-// NewWalletJob returns the wallet shard's job: it runs the steps for the
-// wallets in wallets, through led.
-func NewWalletJob(st *store.Store, led ledger.WalletLedger, wallets *keystore.Registry, cfg WalletConfig, steps WalletSteps) (*WalletJob, error) {
+// NewJob returns the wallet shard's job: it runs the steps for the
+// wallets in wallets, through led. cfg gets its defaults (WithDefaults).
+func NewJob(st *store.Store, led ledger.WalletLedger, wallets *keystore.Registry, cfg Config, steps Steps) (*Job, error) {
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -362,11 +133,11 @@ func NewWalletJob(st *store.Store, led ledger.WalletLedger, wallets *keystore.Re
 	if steps.Recover == nil || steps.Confirm == nil || steps.KeepMoving == nil || steps.Send == nil {
 		return nil, errors.New("wallet job: every step is needed (recover, confirm, keep moving, send)")
 	}
-	return &WalletJob{cfg: cfg.WithDefaults(), store: st, ledger: led, wallets: wallets, steps: steps, runs: map[string]*WalletRun{}, sent: map[string]time.Time{}}, nil
+	return &Job{cfg: cfg, store: st, ledger: led, wallets: wallets, steps: steps, runs: map[string]*Run{}, sent: map[string]time.Time{}}, nil
 }
 
-// WalletRun is what one run of a shard remembers between its cycles.
-type WalletRun struct {
+// Run is what one run of a shard remembers between its cycles.
+type Run struct {
 	owner string
 	run   int64
 	// Confirmed: the run's confirm cycle was collected. Confirm runs once
@@ -405,58 +176,40 @@ type WalletRun struct {
 // A shard's run numbers grow with each claim: the state of an older run (a
 // worker of this process whose lease was rescued, still finishing a cycle)
 // never replaces the current one's.
-func (j *WalletJob) runFor(c Claim) *WalletRun {
+func (j *Job) runFor(c workers.Claim) *Run {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	rs := j.runs[c.Key]
 	if rs != nil && rs.owner == c.Owner && rs.run == c.Run {
 		return rs
 	}
-	fresh := &WalletRun{owner: c.Owner, run: c.Run, Fresh: map[string]bool{}}
+	fresh := &Run{owner: c.Owner, run: c.Run, Fresh: map[string]bool{}}
 	if rs == nil || c.Run > rs.run {
 		j.runs[c.Key] = fresh
 	}
 	return fresh
 }
 
-// WalletShard is one claimed wallet shard, as its cycles see it.
-type WalletShard struct {
-	job    *WalletJob
-	Claim  Claim
+// Shard is one claimed wallet shard, as its steps and cycles see it: the
+// claim that fences its writes, the wallet, the run's memory, and the
+// lane's operations on them. What a step needs beyond these (the store, the
+// ledger, the Config) it was given when it was built.
+type Shard struct {
+	job    *Job
+	Claim  workers.Claim
 	Wallet keystore.Wallet
 	// Sender is the wallet's address in hex (EIP-55; the store lower-cases
 	// it).
 	Sender string
-	Run    *WalletRun
+	Run    *Run
 }
 
 // ChainID is the wallet's chain.
-func (s *WalletShard) ChainID() int64 { return s.Wallet.ChainID }
+func (s *Shard) ChainID() int64 { return s.Wallet.ChainID }
 
-// Key is the shard's key.
-func (s *WalletShard) Key() string { return s.Claim.Key }
-
-// Config is the lane's configuration.
-func (s *WalletShard) Config() WalletConfig { return s.job.cfg }
-
-// Store is the database.
-func (s *WalletShard) Store() *store.Store { return s.job.store }
-
-// Ledger is the chain.
-func (s *WalletShard) Ledger() ledger.WalletLedger { return s.job.ledger }
-
-// Log is the lane's logger.
-func (s *WalletShard) Log() *slog.Logger { return s.job.cfg.Logger }
-
-// Metrics counts the lane's outcomes (nil: none).
-func (s *WalletShard) Metrics() *metrics.Metrics { return s.job.cfg.Metrics }
-
-// Now is the time written to the database.
-func (s *WalletShard) Now() time.Time { return s.job.cfg.Clock.Now() }
-
-// parseWalletKey splits a wallet shard key into its chain and address.
-func parseWalletKey(key string) (int64, ledger.Address, error) {
-	rest, ok := strings.CutPrefix(key, WalletKind+":")
+// parseKey splits a wallet shard key into its chain and address.
+func parseKey(key string) (int64, ledger.Address, error) {
+	rest, ok := strings.CutPrefix(key, Kind+":")
 	if !ok {
 		return 0, ledger.Address{}, fmt.Errorf("shard key %q is not a wallet's", key)
 	}
@@ -477,8 +230,8 @@ func parseWalletKey(key string) (int64, ledger.Address, error) {
 // Collect sequences a wallet's run, one cycle at a time: recover, then
 // confirm (once per run), then what keeps the wallet moving (once per run),
 // then send. It returns nil when none has work, which ends the run.
-func (j *WalletJob) Collect(ctx context.Context, c Claim) (Cycle, error) {
-	chainID, addr, err := parseWalletKey(c.Key)
+func (j *Job) Collect(ctx context.Context, c workers.Claim) (workers.Cycle, error) {
+	chainID, addr, err := parseKey(c.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -489,7 +242,7 @@ func (j *WalletJob) Collect(ctx context.Context, c Claim) (Cycle, error) {
 		j.cfg.Logger.Warn("wallet job: no configured wallet for shard, its tasks wait", "shard", c.Key)
 		return nil, nil
 	}
-	s := &WalletShard{job: j, Claim: c, Wallet: w, Sender: addr.Hex(), Run: j.runFor(c)}
+	s := &Shard{job: j, Claim: c, Wallet: w, Sender: addr.Hex(), Run: j.runFor(c)}
 
 	if cyc, err := j.steps.Recover.Collect(ctx, s); cyc != nil || err != nil {
 		if cyc != nil {
@@ -570,17 +323,17 @@ func (j *WalletJob) Collect(ctx context.Context, c Claim) (Cycle, error) {
 
 // noteSend records that the shard's run is sending now: signing and storing
 // (a send) or broadcasting (recover, the second half of every send).
-func (j *WalletJob) noteSend(key string) {
+func (j *Job) noteSend(key string) {
 	j.mu.Lock()
 	j.sent[key] = time.Now()
 	j.mu.Unlock()
 }
 
 // linger reports when the run may collect n waiting tasks, with budget room
-// in flight, if not now (WalletConfig.SendLinger): fewer than the budget
+// in flight, if not now (Config.SendLinger): fewer than the budget
 // wait until SendLinger has passed since the wallet's last send or
 // broadcast.
-func (j *WalletJob) linger(key string, n, budget int) (time.Time, bool) {
+func (j *Job) linger(key string, n, budget int) (time.Time, bool) {
 	if j.cfg.SendLinger <= 0 || n >= budget {
 		return time.Time{}, false
 	}
@@ -592,8 +345,8 @@ func (j *WalletJob) linger(key string, n, budget int) (time.Time, bool) {
 }
 
 // watched reports whether the wallet's chain nonce moved within
-// WalletConfig.WatchAfter.
-func (j *WalletJob) watched(ctx context.Context, s *WalletShard) (bool, error) {
+// Config.WatchAfter.
+func (j *Job) watched(ctx context.Context, s *Shard) (bool, error) {
 	if j.cfg.WatchAfter <= 0 {
 		return false, nil
 	}
@@ -606,12 +359,12 @@ func (j *WalletJob) watched(ctx context.Context, s *WalletShard) (bool, error) {
 	case err != nil:
 		return false, err
 	}
-	return h.ChainNonceSince != nil && s.Now().Sub(*h.ChainNonceSince) < j.cfg.WatchAfter, nil
+	return h.ChainNonceSince != nil && j.cfg.Clock.Now().Sub(*h.ChainNonceSince) < j.cfg.WatchAfter, nil
 }
 
 // CheckChain makes sure the ledger is the wallet's chain before anything is
 // signed for it; the ledger's id is read once.
-func (s *WalletShard) CheckChain(ctx context.Context) error {
+func (s *Shard) CheckChain(ctx context.Context) error {
 	j := s.job
 	j.mu.Lock()
 	id := j.chainID
@@ -633,20 +386,20 @@ func (s *WalletShard) CheckChain(ctx context.Context) error {
 }
 
 // Fenced runs fn in one transaction fenced by the shard's claim.
-func (s *WalletShard) Fenced(ctx context.Context, fn func(tx *store.Store) error) error {
+func (s *Shard) Fenced(ctx context.Context, fn func(tx *store.Store) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.job.cfg.DBTimeout)
 	defer cancel()
 	return s.job.store.ShardFenced(ctx, s.Claim, fn)
 }
 
-// DBCall runs one database call of shard s under WalletConfig.DBTimeout.
-func DBCall[T any](ctx context.Context, s *WalletShard, fn func(context.Context) (T, error)) (T, error) {
+// DBCall runs one database call of shard s under Config.DBTimeout.
+func DBCall[T any](ctx context.Context, s *Shard, fn func(context.Context) (T, error)) (T, error) {
 	return Within(ctx, s.job.cfg.DBTimeout, fn)
 }
 
 // LedgerCall runs one ledger call of shard s under
-// WalletConfig.LedgerTimeout.
-func LedgerCall[T any](ctx context.Context, s *WalletShard, fn func(context.Context) (T, error)) (T, error) {
+// Config.LedgerTimeout.
+func LedgerCall[T any](ctx context.Context, s *Shard, fn func(context.Context) (T, error)) (T, error) {
 	return Within(ctx, s.job.cfg.LedgerTimeout, fn)
 }
 
@@ -658,7 +411,7 @@ func Within[T any](ctx context.Context, d time.Duration, fn func(context.Context
 	return fn(ctx)
 }
 
-// Budget is a cycle's WalletConfig.CycleBudget, counted from its start in
+// Budget is a cycle's Config.CycleBudget, counted from its start in
 // real time (it bounds network waits, as the timeouts do).
 type Budget struct {
 	start time.Time
@@ -666,21 +419,21 @@ type Budget struct {
 }
 
 // Budget starts a cycle's budget.
-func (s *WalletShard) Budget() Budget { return Budget{start: time.Now(), limit: s.job.cfg.CycleBudget} }
+func (s *Shard) Budget() Budget { return Budget{start: time.Now(), limit: s.job.cfg.CycleBudget} }
 
 // Spent reports whether a cycle that has already made calls ledger calls
 // must make no more; the first call is always made, so every cycle moves.
 func (b Budget) Spent(calls int) bool { return calls > 0 && time.Since(b.start) >= b.limit }
 
-// Send broadcasts raw under WalletConfig.LedgerTimeout.
-func (s *WalletShard) Send(ctx context.Context, raw []byte) error {
+// Send broadcasts raw under Config.LedgerTimeout.
+func (s *Shard) Send(ctx context.Context, raw []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, s.job.cfg.LedgerTimeout)
 	defer cancel()
 	return s.job.ledger.SendRawTransaction(ctx, raw)
 }
 
 // ReadChainNonce reads the wallet's nonce by the latest block.
-func (s *WalletShard) ReadChainNonce(ctx context.Context) (uint64, error) {
+func (s *Shard) ReadChainNonce(ctx context.Context) (uint64, error) {
 	addr := s.Wallet.Address()
 	n, err := LedgerCall(ctx, s, func(ctx context.Context) (uint64, error) { return s.job.ledger.NonceAt(ctx, addr) })
 	if err != nil {
@@ -690,7 +443,7 @@ func (s *WalletShard) ReadChainNonce(ctx context.Context) (uint64, error) {
 }
 
 // LearnChainNonce records a chain nonce the run saw; it only moves up.
-func (s *WalletShard) LearnChainNonce(n uint64) {
+func (s *Shard) LearnChainNonce(n uint64) {
 	if n > s.Run.ChainNonce {
 		s.Run.ChainNonce = n
 	}
@@ -699,7 +452,7 @@ func (s *WalletShard) LearnChainNonce(n uint64) {
 // HashesOfNonce returns our hashes for an attempt's nonce, newest first:
 // the attempt's own and those of the gas bumps it superseded (or that
 // superseded it), any of which may be the one mined.
-func (s *WalletShard) HashesOfNonce(ctx context.Context, a store.Attempt) ([]string, error) {
+func (s *Shard) HashesOfNonce(ctx context.Context, a store.Attempt) ([]string, error) {
 	hashes, err := DBCall(ctx, s, func(ctx context.Context) ([]string, error) { return s.job.store.AttemptListHashesOfNonce(ctx, a) })
 	if err != nil {
 		return nil, err
@@ -714,10 +467,10 @@ func (s *WalletShard) HashesOfNonce(ctx context.Context, a store.Attempt) ([]str
 // (HashesOfNonce) by hash: the first found, or found false. failed is true
 // when a lookup failed and none was found: "ask again later", never
 // "absent".
-func (s *WalletShard) ReceiptOfNonce(ctx context.Context, a store.Attempt) (hash string, r ledger.Receipt, failed bool) {
+func (s *Shard) ReceiptOfNonce(ctx context.Context, a store.Attempt) (hash string, r ledger.Receipt, failed bool) {
 	hashes, err := s.HashesOfNonce(ctx, a)
 	if err != nil {
-		s.Log().Debug("wallet: reading the hashes of a nonce failed, asking again later", "shard", s.Claim.Key, "nonce", a.Nonce, "error", err)
+		s.job.cfg.Logger.Debug("wallet: reading the hashes of a nonce failed, asking again later", "shard", s.Claim.Key, "nonce", a.Nonce, "error", err)
 		return "", ledger.Receipt{}, true
 	}
 	for _, h := range hashes {
@@ -726,7 +479,7 @@ func (s *WalletShard) ReceiptOfNonce(ctx context.Context, a store.Attempt) (hash
 		})
 		switch {
 		case err != nil:
-			s.Log().Debug("wallet: receipt lookup failed, asking again later", "shard", s.Claim.Key, "tx_hash", h, "error", err)
+			s.job.cfg.Logger.Debug("wallet: receipt lookup failed, asking again later", "shard", s.Claim.Key, "tx_hash", h, "error", err)
 			failed = true
 		case rc.Found:
 			return h, rc, false
@@ -738,9 +491,9 @@ func (s *WalletShard) ReceiptOfNonce(ctx context.Context, a store.Attempt) (hash
 // Tolerate returns nil for ErrNotFound from a conditional write: the row
 // already left the state the write expects (recorded before, in this or an
 // earlier run), so there is nothing left to record.
-func (s *WalletShard) Tolerate(err error, what string) error {
+func (s *Shard) Tolerate(err error, what string) error {
 	if errors.Is(err, store.ErrNotFound) {
-		s.Log().Warn("wallet: nothing to record, already recorded", "shard", s.Claim.Key, "what", what)
+		s.job.cfg.Logger.Warn("wallet: nothing to record, already recorded", "shard", s.Claim.Key, "what", what)
 		return nil
 	}
 	return err
@@ -748,7 +501,7 @@ func (s *WalletShard) Tolerate(err error, what string) error {
 
 // SignRaw signs tx with the wallet's signer (the key never leaves it) and
 // encodes it.
-func (s *WalletShard) SignRaw(tx *types.Transaction, chainID *big.Int) (store.SignedTx, error) {
+func (s *Shard) SignRaw(tx *types.Transaction, chainID *big.Int) (store.SignedTx, error) {
 	signed, err := s.Wallet.Signer.SignTx(tx, chainID)
 	if err != nil {
 		return store.SignedTx{}, fmt.Errorf("signing nonce %d for %s: %w", tx.Nonce(), s.Claim.Key, err)
@@ -765,7 +518,7 @@ func (s *WalletShard) SignRaw(tx *types.Transaction, chainID *big.Int) (store.Si
 
 // IsBump reports whether a superseded an earlier attempt of its nonce (a
 // failed read says no).
-func (s *WalletShard) IsBump(ctx context.Context, a store.Attempt) bool {
+func (s *Shard) IsBump(ctx context.Context, a store.Attempt) bool {
 	hashes, err := s.HashesOfNonce(ctx, a)
 	return err == nil && len(hashes) > 1
 }
@@ -812,7 +565,7 @@ type Result struct {
 }
 
 // RecordResults writes outcomes inside a fenced transaction.
-func (s *WalletShard) RecordResults(ctx context.Context, tx *store.Store, now time.Time, results []Result) error {
+func (s *Shard) RecordResults(ctx context.Context, tx *store.Store, now time.Time, results []Result) error {
 	recorded, err := s.confirmTogether(ctx, tx, now, results)
 	if err != nil {
 		return err
@@ -860,7 +613,7 @@ func (s *WalletShard) RecordResults(ctx context.Context, tx *store.Store, now ti
 // reports which it recorded. When one of them cannot be recorded (a task no
 // longer executing, an attempt no longer live) it records none, and
 // RecordResults records each alone, tolerating the ones already recorded.
-func (s *WalletShard) confirmTogether(ctx context.Context, tx *store.Store, now time.Time, results []Result) ([]bool, error) {
+func (s *Shard) confirmTogether(ctx context.Context, tx *store.Store, now time.Time, results []Result) ([]bool, error) {
 	recorded := make([]bool, len(results))
 	var ps []store.AttemptConfirmParams
 	var at []int
@@ -893,7 +646,7 @@ func (s *WalletShard) confirmTogether(ctx context.Context, tx *store.Store, now 
 // insufficient funds asks for a new balance read before the next send: the
 // balance check pauses the wallet only when it cannot pay for a plain
 // transfer, never because of one task's value or fees.
-func (s *WalletShard) RecordRejected(ctx context.Context, tx *store.Store, now time.Time, a store.Attempt, reason string) error {
+func (s *Shard) RecordRejected(ctx context.Context, tx *store.Store, now time.Time, a store.Attempt, reason string) error {
 	var err error
 	if a.Noop() {
 		_, err = tx.AttemptRequeue(ctx, store.AttemptRequeueParams{Now: now, ChainID: s.ChainID(), TxHash: a.TxHash, Reason: reason})
@@ -909,14 +662,14 @@ func (s *WalletShard) RecordRejected(ctx context.Context, tx *store.Store, now t
 }
 
 // LogResults logs what operators need to know: failures and requeues.
-func (s *WalletShard) LogResults(results []Result) {
+func (s *Shard) LogResults(results []Result) {
 	for _, r := range results {
 		switch r.Outcome {
 		case Rejected:
-			s.Log().Warn("wallet: transaction rejected, task failed", "shard", s.Claim.Key, "task", r.Attempt.TaskID,
+			s.job.cfg.Logger.Warn("wallet: transaction rejected, task failed", "shard", s.Claim.Key, "task", r.Attempt.TaskID,
 				"nonce", r.Attempt.Nonce, "tx_hash", r.Attempt.TxHash, "reason", r.Reason)
 		case Requeued:
-			s.Log().Info("wallet: attempt dropped, task back to waiting", "shard", s.Claim.Key, "task", r.Attempt.TaskID,
+			s.job.cfg.Logger.Info("wallet: attempt dropped, task back to waiting", "shard", s.Claim.Key, "task", r.Attempt.TaskID,
 				"nonce", r.Attempt.Nonce, "tx_hash", r.Attempt.TxHash, "reason", r.Reason)
 		}
 	}

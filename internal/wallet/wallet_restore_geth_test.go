@@ -1,4 +1,4 @@
-package workers_test
+package wallet_test
 
 import (
 	"math/big"
@@ -15,6 +15,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
 	"github.com/ledgerq/ledgerq/internal/testgeth"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -29,7 +30,7 @@ func TestWalletRestoreBehindGethSendsNothingTwice(t *testing.T) {
 	ctx := t.Context()
 	db := testdb.New(t)
 	w, addr, reg, led := fundedGethWallet(t, node, evm.Config{})
-	cfg := workers.WalletDefaults()
+	cfg := wallet.Config{}.WithDefaults()
 	cfg.Logger = testLogger()
 	wcfg := workers.Defaults()
 	wcfg.Workers = 1
@@ -41,7 +42,7 @@ func TestWalletRestoreBehindGethSendsNothingTwice(t *testing.T) {
 		rows     *testfactory.Factory
 	}
 	start := func(st *store.Store) process {
-		job, err := workers.NewWalletJob(st, led, reg, cfg, walletSteps())
+		job, err := wallet.NewJob(st, led, reg, cfg, walletSteps(t, st, led, cfg))
 		require.NoError(t, err)
 		pool, follower := gethLane(t, st, job, reg, cfg, wcfg)
 		return process{st: st, pool: pool, follower: follower, rows: testfactory.New(t, st, clock.Real{})}

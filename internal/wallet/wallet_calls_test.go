@@ -1,4 +1,4 @@
-package workers_test
+package wallet_test
 
 import (
 	"math/big"

@@ -1,4 +1,4 @@
-package workers_test
+package wallet_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/ledgerq/ledgerq/internal/workers"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // Shard fencing with the write-ahead: two processes on one database never
@@ -64,11 +64,11 @@ func TestWallet_TwoProcessesNeverSignTwoTransactionsForOneNonce(t *testing.T) {
 // katana's "failed work is not retried forever", for a task the node will
 // not estimate: while the node answers the fee suggestion, a gas estimate
 // that fails for the first task of a send fails the run; after
-// workers.WalletConfig.MaxFailures such runs the task ends in error and the tasks behind
+// wallet.Config.MaxFailures such runs the task ends in error and the tasks behind
 // it are sent.
 func TestWallet_ATaskWhoseGasEstimateKeepsFailingEndsInErrorAfterMaxFailures(t *testing.T) {
 	t.Parallel()
-	e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.MaxFailures = 3 }})
+	e := setup(t, options{cfg: func(c *wallet.Config) { c.MaxFailures = 3 }})
 	bad := e.post(t, 0, 0, 1000, nil)
 	badTo := ledger.Address(common.HexToAddress(bad.Request.To))
 	e.led.EstimateErr = func(m ledger.CallMsg) error {

@@ -1,4 +1,4 @@
-package workers_test
+package wallet_test
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -20,7 +21,7 @@ func TestWallet_TasksEndDoneOnceWithContiguousNoncesInQueueOrder(t *testing.T) {
 	for _, queue := range []store.QueueType{store.QueuePriority, store.QueueFIFO} {
 		t.Run(string(queue), func(t *testing.T) {
 			t.Parallel()
-			e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.QueueType = queue }})
+			e := setup(t, options{cfg: func(c *wallet.Config) { c.QueueType = queue }})
 			// The wallet has used nonces 0 and 1 before ledgerq.
 			e.sendOutside(t, 0, 0)
 			e.sendOutside(t, 0, 1)
@@ -46,7 +47,7 @@ func TestWallet_TasksEndDoneOnceWithContiguousNoncesInQueueOrder(t *testing.T) {
 }
 
 // katana's "a cycle fits well inside the lease" with a node that answers
-// slowly: past workers.WalletConfig.CycleBudget a cycle makes no new ledger call and
+// slowly: past wallet.Config.CycleBudget a cycle makes no new ledger call and
 // leaves the rest to the next cycle — yet every cycle makes one, so the work
 // moves.
 func TestWallet_ACycleMakesNoLedgerCallPastItsBudget(t *testing.T) {
@@ -54,7 +55,7 @@ func TestWallet_ACycleMakesNoLedgerCallPastItsBudget(t *testing.T) {
 	for _, gasGiven := range []bool{false, true} {
 		t.Run(fmt.Sprintf("gas given %v", gasGiven), func(t *testing.T) {
 			t.Parallel()
-			e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.CycleBudget = time.Nanosecond }})
+			e := setup(t, options{cfg: func(c *wallet.Config) { c.CycleBudget = time.Nanosecond }})
 			tasks := e.postN(t, 4)
 			if gasGiven {
 				_, err := e.st.DB().Exec(t.Context(), `UPDATE ledgerq.wallet_tasks SET gas_limit = 21000`)
@@ -89,17 +90,17 @@ func TestWallet_ACycleMakesNoLedgerCallPastItsBudget(t *testing.T) {
 
 // Tasks that arrive one by one go out in rounds: a send that would not fill
 // the wallet's in-flight budget waits, in its run, until
-// WalletConfig.SendLinger has passed since the wallet's last send (its
+// wallet.Config.SendLinger has passed since the wallet's last send (its
 // broadcast included); the first send of a quiet wallet, and a send that
 // fills the budget, go at once.
 func TestWallet_ASendThatWouldNotFillTheBudgetWaitsForMoreTasks(t *testing.T) {
 	t.Parallel()
 	const linger = 400 * time.Millisecond
-	e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.SendLinger, c.InFlight = linger, 4 }})
+	e := setup(t, options{cfg: func(c *wallet.Config) { c.SendLinger, c.InFlight = linger, 4 }})
 	ctx := t.Context()
 	first := e.post(t, 0, 0, 1, nil)
 	now := e.clk.Now()
-	c, err := e.st.ShardClaim(ctx, store.ShardClaimParams{Now: now, Owner: "test/0", LeaseUntil: now.Add(e.wcfg.Lease), Kinds: []string{workers.WalletKind}})
+	c, err := e.st.ShardClaim(ctx, store.ShardClaimParams{Now: now, Owner: "test/0", LeaseUntil: now.Add(e.wcfg.Lease), Kinds: []string{wallet.Kind}})
 	require.NoError(t, err)
 	// cycle runs the run's next cycle and returns it, with when its collect
 	// began and how long it took.

@@ -1,4 +1,4 @@
-package workers_test
+package wallet_test
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
 	"github.com/ledgerq/ledgerq/internal/testgeth"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -48,10 +49,10 @@ func TestWallet_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
 	ctx := t.Context()
 	db := testdb.New(t)
 	w, addr, reg, led := fundedGethWallet(t, node, evm.Config{})
-	cfg := workers.WalletDefaults()
+	cfg := wallet.Config{}.WithDefaults()
 	cfg.StallTimeout = time.Second
 	cfg.Logger = testLogger()
-	job, err := workers.NewWalletJob(db.Store, lowTip{led}, reg, cfg, walletSteps())
+	job, err := wallet.NewJob(db.Store, lowTip{led}, reg, cfg, walletSteps(t, db.Store, lowTip{led}, cfg))
 	require.NoError(t, err)
 	wcfg := workers.Defaults()
 	wcfg.Workers = 1
@@ -103,10 +104,10 @@ func newGethWallet(t *testing.T, node *testgeth.Node) *gethWallet {
 	var reg *keystore.Registry
 	var led *evm.Ledger
 	g.w, g.addr, reg, led = fundedGethWallet(t, node, evm.Config{CallTimeout: 2 * time.Second})
-	cfg := workers.WalletDefaults()
+	cfg := wallet.Config{}.WithDefaults()
 	cfg.LedgerTimeout, cfg.CycleBudget = 2*time.Second, time.Second
 	cfg.Logger = testLogger()
-	job, err := workers.NewWalletJob(db.Store, led, reg, cfg, walletSteps())
+	job, err := wallet.NewJob(db.Store, led, reg, cfg, walletSteps(t, db.Store, led, cfg))
 	require.NoError(t, err)
 	wcfg := workers.Defaults()
 	wcfg.Workers, wcfg.Backoff = 1, 100*time.Millisecond
@@ -132,9 +133,9 @@ func fundedGethWallet(t *testing.T, node *testgeth.Node, lcfg evm.Config) (keyst
 
 // gethLane is the pool and the follower that serve job's wallets on st, on
 // the real clock.
-func gethLane(t *testing.T, st *store.Store, job *workers.WalletJob, reg *keystore.Registry, cfg workers.WalletConfig, wcfg workers.Config) (*workers.Scheduler, *monitor.WalletFollower) {
+func gethLane(t *testing.T, st *store.Store, job *wallet.Job, reg *keystore.Registry, cfg wallet.Config, wcfg workers.Config) (*workers.Scheduler, *monitor.WalletFollower) {
 	t.Helper()
-	pool, err := workers.NewScheduler(st, loop.Deps{Clock: clock.Real{}, Logger: testLogger()}, wcfg, map[string]workers.Job{workers.WalletKind: job})
+	pool, err := workers.NewScheduler(st, loop.Deps{Clock: clock.Real{}, Logger: testLogger()}, wcfg, map[string]workers.Job{wallet.Kind: job})
 	require.NoError(t, err)
 	follower, err := monitor.NewWalletFollower(st, reg, cfg)
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package workers_test
+package wallet_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
-	"github.com/ledgerq/ledgerq/internal/workers"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // Nothing a client sends and nothing a chain does may stop a wallet: a
@@ -110,7 +110,7 @@ func TestWallet_ATaskTheWalletCannotAffordEndsInErrorAloneAndPausesNothing(t *te
 // runs after the first failure send it alone, so no other task is blamed.
 func TestWallet_ATaskWhoseSendKeepsFailingOnItsOwnValueEndsInErrorAndTheWalletMovesOn(t *testing.T) {
 	t.Parallel()
-	e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.MaxFailures = 3 }})
+	e := setup(t, options{cfg: func(c *wallet.Config) { c.MaxFailures = 3 }})
 	ok1 := e.post(t, 0, 0, 1, nil)
 	poison := e.post(t, 0, 0, 2, nil)
 	rest := e.postN(t, 2)
@@ -146,7 +146,7 @@ func TestWallet_ATaskWhoseSendKeepsFailingOnItsOwnValueEndsInErrorAndTheWalletMo
 // finalEnv is a wallet on a simulated chain whose blocks come on demand.
 func finalEnv(t *testing.T, confirmations int) *env {
 	t.Helper()
-	return setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}, cfg: func(c *workers.WalletConfig) {
+	return setup(t, options{sim: evmsim.Config{BlockPeriod: time.Hour}, cfg: func(c *wallet.Config) {
 		c.Confirmations = confirmations
 	}})
 }
@@ -169,7 +169,7 @@ func (e *env) mineAndFollow(t *testing.T) {
 	e.drive1(t)
 }
 
-// A transaction is final only when it is workers.WalletConfig.Confirmations blocks deep:
+// A transaction is final only when it is wallet.Config.Confirmations blocks deep:
 // until then its task is executing and its attempt mined in the block the
 // receipt names.
 func TestWallet_ATaskIsDoneOnlyWhenItsTransactionIsConfirmationsDeep(t *testing.T) {

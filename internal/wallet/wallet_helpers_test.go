@@ -1,4 +1,4 @@
-package workers_test
+package wallet_test
 
 import (
 	"crypto/ecdsa"
@@ -28,6 +28,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/submitter"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -59,12 +60,18 @@ func newRecLedger(chain *evmsim.Ledger) *ledgertest.WalletLedger {
 // prints it).
 func isCycle(cyc workers.Cycle, name string) bool { return fmt.Sprintf("%T", cyc) == name }
 
-// walletSteps are the roles' steps, as node wires them.
-func walletSteps() workers.WalletSteps {
-	return workers.WalletSteps{
-		Recover: submitter.WalletBroadcaster{}, Confirm: monitor.NewWalletConfirmer(),
-		KeepMoving: monitor.WalletKeeper{}, Send: queuer.WalletSender{},
-	}
+// walletSteps are the roles' steps on st and led, as node wires them.
+func walletSteps(t *testing.T, st *store.Store, led ledger.WalletLedger, cfg wallet.Config) wallet.Steps {
+	t.Helper()
+	broadcast, err := submitter.NewWalletBroadcaster(st, cfg)
+	require.NoError(t, err)
+	confirm, err := monitor.NewWalletConfirmer(st, led, cfg)
+	require.NoError(t, err)
+	keep, err := monitor.NewWalletKeeper(st, led, cfg)
+	require.NoError(t, err)
+	send, err := queuer.NewWalletSender(st, led, cfg)
+	require.NoError(t, err)
+	return wallet.Steps{Recover: broadcast, Confirm: confirm, KeepMoving: keep, Send: send}
 }
 
 type env struct {
@@ -77,9 +84,9 @@ type env struct {
 	keys     []*ecdsa.PrivateKey
 	wallets  []keystore.Wallet
 	reg      *keystore.Registry
-	cfg      workers.WalletConfig
+	cfg      wallet.Config
 	wcfg     workers.Config
-	job      *workers.WalletJob
+	job      *wallet.Job
 	pool     *workers.Scheduler
 	follower *monitor.WalletFollower
 	rescuer  *workers.Rescuer
@@ -90,7 +97,7 @@ type env struct {
 type options struct {
 	wallets int
 	sim     evmsim.Config
-	cfg     func(*workers.WalletConfig)
+	cfg     func(*wallet.Config)
 	fund    *big.Int
 }
 
@@ -125,7 +132,7 @@ func setup(t *testing.T, o options) *env {
 	require.NoError(t, err)
 	e.chain = evmsim.New(o.sim)
 	e.led = newRecLedger(e.chain)
-	e.cfg = workers.WalletDefaults()
+	e.cfg = wallet.Config{}.WithDefaults()
 	e.cfg.Clock = e.clk
 	e.cfg.Logger = testLogger()
 	// The rules' tests send at once; TestWallet_ASendThatWouldNotFillTheBudgetWaitsForMoreTasks
@@ -145,16 +152,16 @@ func setup(t *testing.T, o options) *env {
 
 // newProcess returns a new Job and Pool on the same database and chain: a
 // restarted or second ledgerq process.
-func (e *env) newProcess(t *testing.T, led ledger.WalletLedger) (*workers.WalletJob, *workers.Scheduler) {
+func (e *env) newProcess(t *testing.T, led ledger.WalletLedger) (*wallet.Job, *workers.Scheduler) {
 	t.Helper()
 	return e.newProcessOn(t, led, e.clk)
 }
 
-func (e *env) newProcessOn(t *testing.T, led ledger.WalletLedger, clk clock.Clock) (*workers.WalletJob, *workers.Scheduler) {
+func (e *env) newProcessOn(t *testing.T, led ledger.WalletLedger, clk clock.Clock) (*wallet.Job, *workers.Scheduler) {
 	t.Helper()
-	job, err := workers.NewWalletJob(e.st, led, e.reg, e.cfg, walletSteps())
+	job, err := wallet.NewJob(e.st, led, e.reg, e.cfg, walletSteps(t, e.st, led, e.cfg))
 	require.NoError(t, err)
-	pool, err := workers.NewScheduler(e.st, loop.Deps{Clock: clk, Logger: testLogger()}, e.wcfg, map[string]workers.Job{workers.WalletKind: job})
+	pool, err := workers.NewScheduler(e.st, loop.Deps{Clock: clk, Logger: testLogger()}, e.wcfg, map[string]workers.Job{wallet.Kind: job})
 	require.NoError(t, err)
 	return job, pool
 }
@@ -305,11 +312,11 @@ func (e *env) requireOneTxPerNonce(t *testing.T, w int) {
 // cycles of job until stop says the next step is not to happen, and leaves
 // the shard running under its claim. stop gets the cycle and the step
 // ("execute" or "commit") about to run.
-func (e *env) crashedRun(t *testing.T, job *workers.WalletJob, w int, stop func(cyc workers.Cycle, step string) bool) workers.Claim {
+func (e *env) crashedRun(t *testing.T, job *wallet.Job, w int, stop func(cyc workers.Cycle, step string) bool) workers.Claim {
 	t.Helper()
 	ctx := t.Context()
 	now := e.clk.Now()
-	c, err := e.st.ShardClaim(ctx, store.ShardClaimParams{Now: now, Owner: "crashed/0", LeaseUntil: now.Add(e.wcfg.Lease), Kinds: []string{workers.WalletKind}})
+	c, err := e.st.ShardClaim(ctx, store.ShardClaimParams{Now: now, Owner: "crashed/0", LeaseUntil: now.Add(e.wcfg.Lease), Kinds: []string{wallet.Kind}})
 	require.NoError(t, err)
 	require.Equal(t, e.key(w), c.Key)
 	for range 100 {

@@ -1,4 +1,4 @@
-package workers_test
+package wallet_test
 
 import (
 	"errors"
@@ -17,6 +17,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -251,7 +252,7 @@ func TestWalletRestoreBehindTheChainHoldsTheWalletWhileItsBlocksCannotBeRead(t *
 // replaced and sent again.
 func TestWalletRestoreBehindAGasBumpCountsTheBumpAsTheTasks(t *testing.T) {
 	t.Parallel()
-	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *workers.WalletConfig) {
+	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *wallet.Config) {
 		c.StallTimeout = testStall
 		c.ReplacedAfter = 0 // a transaction that is not ours would count at once
 	}})

@@ -1,4 +1,4 @@
-package workers_test
+package wallet_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/store"
-	"github.com/ledgerq/ledgerq/internal/workers"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // The send-result classes under faults: with 30% of sends refused before the
@@ -19,7 +19,7 @@ func TestWallet_UnderTransientAndLostResponseFaultsEveryTaskIsDoneOnceWithNoNonc
 	t.Parallel()
 	const wallets, perWallet = 4, 75
 	e := setup(t, options{wallets: wallets, sim: evmsim.Config{Seed: 3, TransientRate: 0.3, LostResponseRate: 0.3},
-		cfg: func(c *workers.WalletConfig) { c.InFlight = 20 }})
+		cfg: func(c *wallet.Config) { c.InFlight = 20 }})
 	tasks := make([][]store.Task, wallets)
 	var all []store.Task
 	for i := range perWallet {

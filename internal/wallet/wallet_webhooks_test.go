@@ -1,4 +1,4 @@
-package workers_test
+package wallet_test
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
-	"github.com/ledgerq/ledgerq/internal/workers"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // Webhooks of the wallet lane (engine-core's): the worker's transitions write
@@ -71,7 +71,7 @@ func TestWebhooks_ATaskRunToDoneEmitsSubmittedThenConfirmedOnce(t *testing.T) {
 // hash that was mined.
 func TestWebhooks_ABumpedTaskEmitsSubmittedPerHashThenConfirmed(t *testing.T) {
 	t.Parallel()
-	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *workers.WalletConfig) { c.StallTimeout = testStall }})
+	e := setup(t, options{sim: evmsim.Config{MinTip: 5 * params.GWei}, cfg: func(c *wallet.Config) { c.StallTimeout = testStall }})
 	e.subscribeAll(t, 0)
 	tasks := e.postN(t, 1)
 	e.drive(t, e.pool, 400, tasks...)

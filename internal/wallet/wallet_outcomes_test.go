@@ -1,4 +1,4 @@
-package workers_test
+package wallet_test
 
 import (
 	"math/big"
@@ -13,7 +13,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
-	"github.com/ledgerq/ledgerq/internal/workers"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // engine-core's confirm: a reverted transaction is mined, used its nonce and
@@ -116,7 +116,7 @@ func TestWallet_NonceTooLowFromAnotherSenderRequeuesTheTaskAndRaisesTheNextNonce
 // Engine-core counted a failed receipt lookup as a replacement and sent the
 // transaction again: a transaction the chain passed is replaced only when
 // the chain's own blocks show another transaction at its nonce, for
-// workers.WalletConfig.ReplacedAfter; failed lookups mean "ask again later", and a block
+// wallet.Config.ReplacedAfter; failed lookups mean "ask again later", and a block
 // read that finds ours makes it mined even when every receipt lookup fails.
 func TestWallet_ReplacedOnlyWhenTheChainsBlocksShowAnotherTransactionNeverOnAFailedLookup(t *testing.T) {
 	t.Parallel()
@@ -169,11 +169,11 @@ func (e *env) drive1(t *testing.T) {
 	runPool(t, e.pool)
 }
 
-// engine-core's in-flight budget: a wallet never has more than workers.WalletConfig.InFlight
+// engine-core's in-flight budget: a wallet never has more than wallet.Config.InFlight
 // transactions signed or sent and not yet confirmed; the rest wait.
 func TestWallet_TheInFlightBudgetIsRespected(t *testing.T) {
 	t.Parallel()
-	e := setup(t, options{cfg: func(c *workers.WalletConfig) { c.InFlight = 3 }})
+	e := setup(t, options{cfg: func(c *wallet.Config) { c.InFlight = 3 }})
 	var mu sync.Mutex
 	most := 0
 	e.led.BeforeSend = func(tx *types.Transaction) {
