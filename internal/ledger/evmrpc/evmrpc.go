@@ -1,7 +1,10 @@
 // Package evmrpc calls an EVM node's JSON-RPC: the chain-side reads the
 // builder lane's POST /rpc answers for its clients (balances, code, calls,
 // gas estimates, fees, blocks, receipts), over HTTP or, for the simulated
-// chain in the same process, through its http.Handler.
+// chain in the same process, through its http.Handler. The JSON-RPC is
+// go-ethereum's rpc.Client; this package adds the per-call timeout, the
+// answer's size bound, and the split between a node's JSON-RPC error
+// (*Error, passed to the client as it is) and no answer (ErrUnavailable).
 package evmrpc
 
 import (
@@ -13,8 +16,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"sync/atomic"
 	"time"
+
+	"github.com/ethereum/go-ethereum/rpc"
 )
 
 // Config configures a Client.
@@ -30,12 +34,12 @@ type Config struct {
 	MaxResponseBytes int64
 }
 
-// Client calls one node. It is safe for concurrent use.
+// Client calls one node with go-ethereum's rpc.Client, the client
+// go-ethereum's ethclient (and so the wallet lane) uses. It is safe for
+// concurrent use.
 type Client struct {
-	cfg  Config
-	url  string
-	http *http.Client
-	id   atomic.Uint64
+	cfg Config
+	rpc *rpc.Client
 }
 
 // New returns a Client for cfg.
@@ -46,20 +50,27 @@ func New(cfg Config) (*Client, error) {
 	if cfg.MaxResponseBytes == 0 {
 		cfg.MaxResponseBytes = 16 << 20
 	}
-	switch {
-	case cfg.Timeout < 0 || cfg.MaxResponseBytes < 0:
+	if cfg.Timeout < 0 || cfg.MaxResponseBytes < 0 {
 		return nil, errors.New("evmrpc: timeout and response limit must not be negative")
-	case cfg.Handler != nil:
-		return &Client{cfg: cfg, url: "http://in-process/", http: &http.Client{Transport: handlerTransport{cfg.Handler}}}, nil
 	}
-	u, err := url.ParseRequestURI(cfg.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("evmrpc: %q is not an http or https URL", cfg.URL)
+	endpoint := "http://in-process/"
+	var tr http.RoundTripper = handlerTransport{cfg.Handler}
+	if cfg.Handler == nil {
+		u, err := url.ParseRequestURI(cfg.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("evmrpc: %q is not an http or https URL", cfg.URL)
+		}
+		// No proxy from the environment: the node is named by the operator.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = nil
+		endpoint, tr = cfg.URL, t
 	}
-	// No proxy from the environment: the node is named by the operator.
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.Proxy = nil
-	return &Client{cfg: cfg, url: cfg.URL, http: &http.Client{Transport: tr}}, nil
+	hc := &http.Client{Transport: limitTransport{next: tr, limit: cfg.MaxResponseBytes}}
+	c, err := rpc.DialOptions(context.Background(), endpoint, rpc.WithHTTPClient(hc))
+	if err != nil {
+		return nil, fmt.Errorf("evmrpc: %w", err)
+	}
+	return &Client{cfg: cfg, rpc: c}, nil
 }
 
 // Error is a JSON-RPC error the node answered: its code, message and data
@@ -88,65 +99,81 @@ func (e *Error) ErrorData() any {
 // that is not a JSON-RPC response.
 var ErrUnavailable = errors.New("the chain's EVM JSON-RPC is unavailable")
 
-type request struct {
-	JSONRPC string            `json:"jsonrpc"`
-	ID      uint64            `json:"id"`
-	Method  string            `json:"method"`
-	Params  []json.RawMessage `json:"params"`
-}
-
-type response struct {
-	ID     json.RawMessage `json:"id"`
-	Result json.RawMessage `json:"result"`
-	Error  *Error          `json:"error"`
-}
-
 // Call calls method with params (each one JSON value; nil is null) and
 // returns the result as the node wrote it ("null" included). A JSON-RPC
 // error is *Error; no answer is ErrUnavailable.
 func (c *Client) Call(ctx context.Context, method string, params []json.RawMessage) (json.RawMessage, error) {
-	ps := make([]json.RawMessage, len(params))
+	args := make([]any, len(params))
 	for i, p := range params {
-		if p == nil {
+		switch {
+		case p == nil:
 			p = json.RawMessage("null")
+		case !json.Valid(p):
+			return nil, fmt.Errorf("evmrpc: %s: parameter %d is not JSON", method, i)
 		}
-		ps[i] = p
-	}
-	id := c.id.Add(1)
-	body, err := json.Marshal(request{JSONRPC: "2.0", ID: id, Method: method, Params: ps})
-	if err != nil {
-		return nil, fmt.Errorf("evmrpc: %s: %w", method, err)
+		args[i] = p
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("evmrpc: %s: %w", method, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, method, errors.Unwrap(err))
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxResponseBytes+1))
+	var out json.RawMessage
+	err := c.rpc.CallContext(ctx, &out, method, args...)
+	var rpcErr rpc.Error
 	switch {
-	case err != nil:
-		return nil, fmt.Errorf("%w: %s: reading the answer: %v", ErrUnavailable, method, err)
-	case int64(len(data)) > c.cfg.MaxResponseBytes:
-		return nil, fmt.Errorf("%w: %s: the answer is larger than %d bytes", ErrUnavailable, method, c.cfg.MaxResponseBytes)
+	case err == nil:
+		return out, nil
+	case errors.As(err, &rpcErr):
+		e := &Error{Code: rpcErr.ErrorCode(), Message: err.Error()}
+		if de, ok := err.(rpc.DataError); ok && de.ErrorData() != nil {
+			// geth's client decoded the data; written again it is the
+			// node's JSON (a revert's hex string byte for byte).
+			e.Data, _ = json.Marshal(de.ErrorData())
+		}
+		return nil, e
 	}
-	var out response
-	if err := json.Unmarshal(data, &out); err != nil || (out.Error == nil && out.Result == nil) {
-		return nil, fmt.Errorf("%w: %s: HTTP %d without a JSON-RPC response", ErrUnavailable, method, resp.StatusCode)
+	return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, method, err)
+}
+
+// limitTransport bounds the answers next returns to limit bytes: reading
+// past it is an error, so a larger answer is not read (go-ethereum's HTTP
+// client reads an answer, an error page too, to its end).
+type limitTransport struct {
+	next  http.RoundTripper
+	limit int64
+}
+
+func (t limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
 	}
-	if string(out.ID) != fmt.Sprint(id) {
-		return nil, fmt.Errorf("%w: %s: the answer's id %s is not the call's %d", ErrUnavailable, method, out.ID, id)
+	resp.Body = &limitedBody{ReadCloser: resp.Body, limit: t.limit, left: t.limit}
+	return resp, nil
+}
+
+// limitedBody reads up to limit bytes; the byte after them is an error.
+type limitedBody struct {
+	io.ReadCloser
+	limit, left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, b.tooLarge()
 	}
-	if out.Error != nil {
-		return nil, out.Error
+	// One byte past the limit tells a body of exactly the limit from a
+	// larger one.
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
 	}
-	return out.Result, nil
+	n, err := b.ReadCloser.Read(p)
+	if b.left -= int64(n); b.left < 0 {
+		return n, b.tooLarge()
+	}
+	return n, err
+}
+
+func (b *limitedBody) tooLarge() error {
+	return fmt.Errorf("the answer is larger than %d bytes", b.limit)
 }
 
 // handlerTransport serves requests with an http.Handler in this process.

@@ -76,9 +76,6 @@ func TestClient_ANodeThatDoesNotAnswerAJSONRPCResponseIsUnavailable(t *testing.T
 		"no result": func(w http.ResponseWriter, _ *http.Request) {
 			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1}`)
 		},
-		"another id": func(w http.ResponseWriter, _ *http.Request) {
-			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":99,"result":"0x1"}`)
-		},
 		"too large": func(w http.ResponseWriter, _ *http.Request) {
 			_, _ = io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":"`+strings.Repeat("a", 2048)+`"}`)
 		},

@@ -5,141 +5,125 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/big"
 	"net/http"
-	"strings"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
+	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
 )
 
-// maxBodyBytes bounds a JSON-RPC request body.
-const maxBodyBytes = 4 << 20
-
-// NewServer serves l over Ethereum JSON-RPC (HTTP POST, single or batched
-// requests), enough for go-ethereum's ethclient and so the evm adapter:
-// eth_chainId, net_version, eth_blockNumber, eth_getBlockByNumber and
-// eth_getBlockByHash (with or without full transactions),
+// NewServer serves l over Ethereum JSON-RPC with go-ethereum's rpc.Server
+// (HTTP POST, single or batched requests, geth's framing, argument decoding
+// and body limit), enough for go-ethereum's ethclient and so the evm
+// adapter: eth_chainId, net_version, eth_blockNumber, eth_getBlockByNumber
+// and eth_getBlockByHash (with or without full transactions),
 // eth_getBlockReceipts, eth_getTransactionCount (latest, pending or at a
 // block number), eth_getBalance, eth_gasPrice, eth_maxPriorityFeePerGas,
-// eth_estimateGas, eth_sendRawTransaction and eth_getTransactionReceipt. Refusals carry geth's
-// messages with geth's code (-32000). A simulated transient failure is an
-// HTTP 503; a lost response cuts the connection after the ledger took the
+// eth_estimateGas, eth_sendRawTransaction and eth_getTransactionReceipt
+// (and geth's rpc_modules). Refusals carry geth's messages with geth's code
+// (-32000). The simulated faults a send draws are answered by HTTP
+// middleware around the server (withFaults): a transient failure is an
+// HTTP 503, a lost response cuts the connection after the ledger took the
 // transaction. Latency applies to sends only.
 func NewServer(l *Ledger, logger *slog.Logger) http.Handler {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &server{l: l, log: logger}
+	srv := rpc.NewServer()
+	for name, api := range map[string]any{"eth": &ethAPI{l: l}, "net": &netAPI{l: l}} {
+		if err := srv.RegisterName(name, api); err != nil {
+			// Only a service without a method to serve is refused: a
+			// programming error every test meets.
+			panic(fmt.Sprintf("evmsim: registering JSON-RPC namespace %s: %v", name, err))
+		}
+	}
+	return withFaults(srv, logger)
 }
 
-type server struct {
-	l   *Ledger
-	log *slog.Logger
-}
-
-type rpcRequest struct {
-	ID     json.RawMessage   `json:"id"`
-	Method string            `json:"method"`
-	Params []json.RawMessage `json:"params"`
-}
-
+// rpcError is an error answered with its own code: go-ethereum's rpc.Server
+// reads it through ErrorCode.
 type rpcError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
-type rpcResponse struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Result  any             `json:"result,omitempty"`
-	Error   *rpcError       `json:"error,omitempty"`
-}
-
-// errFault is a simulated fault that must reach the transport.
-type errFault struct{ f fault }
-
-func (e errFault) Error() string { return fmt.Sprintf("simulated fault %d", e.f) }
-
-func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		http.Error(w, "JSON-RPC over POST only", http.StatusMethodNotAllowed)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
-		return
-	}
-	trimmed := strings.TrimSpace(string(body))
-	batch := strings.HasPrefix(trimmed, "[")
-	var reqs []rpcRequest
-	if batch {
-		err = json.Unmarshal(body, &reqs)
-	} else {
-		var one rpcRequest
-		err = json.Unmarshal(body, &one)
-		reqs = []rpcRequest{one}
-	}
-	if err != nil {
-		writeJSON(w, rpcResponse{JSONRPC: "2.0", ID: json.RawMessage("null"), Error: &rpcError{Code: -32700, Message: "parse error"}})
-		return
-	}
-	resps := make([]rpcResponse, 0, len(reqs))
-	for _, req := range reqs {
-		result, err := s.call(r.Context(), req)
-		var fe errFault
-		if errors.As(err, &fe) {
-			switch fe.f {
-			case faultTransient:
-				http.Error(w, ErrTransient, http.StatusServiceUnavailable)
-				return
-			case faultLost:
-				panic(http.ErrAbortHandler)
-			}
-		}
-		resp := rpcResponse{JSONRPC: "2.0", ID: req.ID, Result: result}
-		if err != nil {
-			var re *rpcError
-			if !errors.As(err, &re) {
-				re = &rpcError{Code: -32000, Message: ledger.ReasonOf(err)}
-			}
-			resp.Error, resp.Result = re, nil
-		} else if result == nil {
-			resp.Result = json.RawMessage("null")
-		}
-		resps = append(resps, resp)
-	}
-	if batch {
-		writeJSON(w, resps)
-		return
-	}
-	writeJSON(w, resps[0])
+	Code    int
+	Message string
 }
 
 func (e *rpcError) Error() string { return e.Message }
 
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(v)
+// ErrorCode is the JSON-RPC code (go-ethereum's rpc.Error).
+func (e *rpcError) ErrorCode() int { return e.Code }
+
+// rpcFail is the JSON-RPC error of the ledger's err: its own code when it
+// has one, else geth's -32000 with the ledger's reason (geth's message).
+func rpcFail(err error) error {
+	var re *rpcError
+	if err == nil || errors.As(err, &re) {
+		return err
+	}
+	return &rpcError{Code: -32000, Message: ledger.ReasonOf(err)}
 }
 
-func param[T any](req rpcRequest, i int) (T, error) {
-	var v T
-	if i >= len(req.Params) {
-		return v, &rpcError{Code: -32602, Message: fmt.Sprintf("missing value for required argument %d", i)}
-	}
-	if err := json.Unmarshal(req.Params[i], &v); err != nil {
-		return v, &rpcError{Code: -32602, Message: fmt.Sprintf("invalid argument %d: %v", i, err)}
-	}
-	return v, nil
+// netAPI is the net namespace.
+type netAPI struct{ l *Ledger }
+
+// Version is net_version: the chain id in decimal.
+func (a *netAPI) Version() string { return a.l.chainID.String() }
+
+// ethAPI is the eth namespace. Every exported method is a JSON-RPC method
+// (go-ethereum's rpc.Server registers them by name: GetBalance is
+// eth_getBalance); an optional argument is a pointer, nil when absent or
+// null.
+type ethAPI struct{ l *Ledger }
+
+// ChainId is eth_chainId.
+func (a *ethAPI) ChainId() *hexutil.Big { return (*hexutil.Big)(a.l.chainID) }
+
+// BlockNumber is eth_blockNumber: the head's number.
+func (a *ethAPI) BlockNumber() hexutil.Uint64 { return hexutil.Uint64(a.l.Head().Number) }
+
+// GasPrice is eth_gasPrice: the base fee plus the tip.
+func (a *ethAPI) GasPrice() *hexutil.Big {
+	return (*hexutil.Big)(big.NewInt(a.l.cfg.BaseFee + a.l.cfg.Tip))
 }
 
+// MaxPriorityFeePerGas is eth_maxPriorityFeePerGas: the configured tip.
+func (a *ethAPI) MaxPriorityFeePerGas() *hexutil.Big { return (*hexutil.Big)(big.NewInt(a.l.cfg.Tip)) }
+
+// GetTransactionCount is eth_getTransactionCount: the pending nonce for
+// "pending", the head's for latest, safe and finalized (and when absent),
+// the nonce by a block for its number.
+func (a *ethAPI) GetTransactionCount(ctx context.Context, addr common.Address, tag *string) (hexutil.Uint64, error) {
+	var n uint64
+	var err error
+	switch t := derefOr(tag, ""); t {
+	case "pending":
+		n, err = a.l.PendingNonceAt(ctx, ledger.Address(addr))
+	case "", "latest", "safe", "finalized":
+		n, err = a.l.NonceAt(ctx, ledger.Address(addr))
+	default:
+		num, derr := hexutil.DecodeUint64(t)
+		if derr != nil {
+			return 0, &rpcError{Code: -32602, Message: "invalid block number"}
+		}
+		n = a.l.NonceAtBlock(addr, num)
+	}
+	return hexutil.Uint64(n), rpcFail(err)
+}
+
+// GetBalance is eth_getBalance: the head's balance, whatever the block.
+func (a *ethAPI) GetBalance(ctx context.Context, addr common.Address, _ *rpc.BlockNumberOrHash) (*hexutil.Big, error) {
+	b, err := a.l.BalanceAt(ctx, ledger.Address(addr))
+	if err != nil {
+		return nil, rpcFail(err)
+	}
+	return (*hexutil.Big)(b), nil
+}
+
+// callArgs are eth_estimateGas' transaction: the fields the ledger reads.
 type callArgs struct {
 	From  common.Address  `json:"from"`
 	To    *common.Address `json:"to"`
@@ -148,122 +132,111 @@ type callArgs struct {
 	Input hexutil.Bytes   `json:"input"`
 }
 
-func (s *server) call(ctx context.Context, req rpcRequest) (any, error) {
-	l := s.l
-	switch req.Method {
-	case "eth_chainId":
-		return (*hexutil.Big)(l.chainID), nil
-	case "net_version":
-		return l.chainID.String(), nil
-	case "eth_blockNumber":
-		return hexutil.Uint64(l.Head().Number), nil
-	case "eth_gasPrice":
-		return (*hexutil.Big)(big.NewInt(l.cfg.BaseFee + l.cfg.Tip)), nil
-	case "eth_maxPriorityFeePerGas":
-		return (*hexutil.Big)(big.NewInt(l.cfg.Tip)), nil
-	case "eth_getTransactionCount":
-		addr, err := param[common.Address](req, 0)
-		if err != nil {
-			return nil, err
-		}
-		tag, _ := param[string](req, 1)
-		var n uint64
-		switch tag {
-		case "pending":
-			n, err = l.PendingNonceAt(ctx, ledger.Address(addr))
-		case "", "latest", "safe", "finalized":
-			n, err = l.NonceAt(ctx, ledger.Address(addr))
-		default:
-			num, derr := hexutil.DecodeUint64(tag)
-			if derr != nil {
-				return nil, &rpcError{Code: -32602, Message: "invalid block number"}
-			}
-			n = l.NonceAtBlock(addr, num)
-		}
-		return hexutil.Uint64(n), err
-	case "eth_getBalance":
-		addr, err := param[common.Address](req, 0)
-		if err != nil {
-			return nil, err
-		}
-		b, err := l.BalanceAt(ctx, ledger.Address(addr))
-		return (*hexutil.Big)(b), err
-	case "eth_estimateGas":
-		args, err := param[callArgs](req, 0)
-		if err != nil {
-			return nil, err
-		}
-		data := args.Input
-		if len(data) == 0 {
-			data = args.Data
-		}
-		msg := ledger.CallMsg{From: ledger.Address(args.From), Data: data}
-		if args.To != nil {
-			a := ledger.Address(*args.To)
-			msg.To = &a
-		}
-		g, err := l.EstimateGas(ctx, msg)
-		return hexutil.Uint64(g), err
-	case "eth_getBlockByNumber", "eth_getBlockByHash", "eth_getBlockReceipts":
-		var b Block
-		var ok bool
-		if req.Method == "eth_getBlockByHash" {
-			h, err := param[common.Hash](req, 0)
-			if err != nil {
-				return nil, err
-			}
-			b, ok = l.BlockByHash(h)
-		} else {
-			tag, err := param[string](req, 0)
-			if err != nil {
-				// eth_getBlockReceipts also takes {"blockHash": …}.
-				ref, rerr := param[struct {
-					BlockHash common.Hash `json:"blockHash"`
-				}](req, 0)
-				if rerr != nil {
-					return nil, err
-				}
-				tag = ref.BlockHash.Hex()
-			}
-			b, ok, err = l.blockByTag(tag)
-			if err != nil {
-				return nil, err
-			}
-		}
-		if !ok {
-			return nil, nil
-		}
-		txs, receipts := l.blockContents(b)
-		if req.Method == "eth_getBlockReceipts" {
-			return receipts, nil
-		}
-		full, _ := param[bool](req, 1)
-		return l.blockJSON(b, txs, full), nil
-	case "eth_sendRawTransaction":
-		raw, err := param[hexutil.Bytes](req, 0)
-		if err != nil {
-			return nil, err
-		}
-		hash, f, err := l.send(ctx, raw)
-		if f != noFault {
-			return nil, errFault{f}
-		}
-		if err != nil {
-			return nil, err
-		}
-		return hash, nil
-	case "eth_getTransactionReceipt":
-		h, err := param[common.Hash](req, 0)
-		if err != nil {
-			return nil, err
-		}
-		r, b, ok := l.receiptOf(h)
-		if !ok {
-			return nil, nil
-		}
-		return receiptJSON(r, b), nil
+// EstimateGas is eth_estimateGas on the head, whatever the block.
+func (a *ethAPI) EstimateGas(ctx context.Context, args callArgs, _ *rpc.BlockNumberOrHash) (hexutil.Uint64, error) {
+	data := args.Input
+	if len(data) == 0 {
+		data = args.Data
 	}
-	return nil, &rpcError{Code: -32601, Message: fmt.Sprintf("the method %s does not exist/is not available", req.Method)}
+	msg := ledger.CallMsg{From: ledger.Address(args.From), Data: data}
+	if args.To != nil {
+		to := ledger.Address(*args.To)
+		msg.To = &to
+	}
+	g, err := a.l.EstimateGas(ctx, msg)
+	return hexutil.Uint64(g), rpcFail(err)
+}
+
+// blockTag names a block: a tag ("latest", "earliest", …), a number or a
+// hash in hex, or, as eth_getBlockReceipts also takes, {"blockHash": …}.
+type blockTag string
+
+func (t *blockTag) UnmarshalJSON(b []byte) error {
+	var s string
+	err := json.Unmarshal(b, &s)
+	if err != nil {
+		var ref struct {
+			BlockHash common.Hash `json:"blockHash"`
+		}
+		if json.Unmarshal(b, &ref) != nil {
+			return err
+		}
+		s = ref.BlockHash.Hex()
+	}
+	*t = blockTag(s)
+	return nil
+}
+
+// GetBlockByNumber is eth_getBlockByNumber: null for a block the chain has
+// not mined.
+func (a *ethAPI) GetBlockByNumber(tag blockTag, full *bool) (map[string]any, error) {
+	b, ok, err := a.l.blockByTag(string(tag))
+	if err != nil || !ok {
+		return nil, err
+	}
+	txs, _ := a.l.blockContents(b)
+	return a.l.blockJSON(b, txs, derefOr(full, false)), nil
+}
+
+// GetBlockByHash is eth_getBlockByHash: null for a block not canonical.
+func (a *ethAPI) GetBlockByHash(h common.Hash, full *bool) map[string]any {
+	b, ok := a.l.BlockByHash(h)
+	if !ok {
+		return nil
+	}
+	txs, _ := a.l.blockContents(b)
+	return a.l.blockJSON(b, txs, derefOr(full, false))
+}
+
+// GetBlockReceipts is eth_getBlockReceipts: null for a block the chain has
+// not mined.
+func (a *ethAPI) GetBlockReceipts(tag blockTag) ([]*types.Receipt, error) {
+	b, ok, err := a.l.blockByTag(string(tag))
+	if err != nil || !ok {
+		return nil, err
+	}
+	_, receipts := a.l.blockContents(b)
+	return receipts, nil
+}
+
+// SendRawTransaction is eth_sendRawTransaction. A simulated fault the send
+// draws is handed to withFaults, which answers the whole HTTP request with
+// it; a later send of the same request (a batch) is then not made, as the
+// fault ends the request.
+func (a *ethAPI) SendRawTransaction(ctx context.Context, raw hexutil.Bytes) (common.Hash, error) {
+	faults := faultsOf(ctx)
+	if err := faults.ended(); err != nil {
+		return common.Hash{}, err
+	}
+	hash, f, err := a.l.send(ctx, raw)
+	if f != noFault {
+		faults.record(f)
+		return common.Hash{}, err
+	}
+	if err != nil {
+		return common.Hash{}, rpcFail(err)
+	}
+	return hash, nil
+}
+
+// GetTransactionReceipt is eth_getTransactionReceipt: null for a
+// transaction not mined. The answer is an interface: go-ethereum's server
+// calls a result's MarshalJSON itself, which a nil *types.Receipt cannot
+// answer.
+func (a *ethAPI) GetTransactionReceipt(h common.Hash) any {
+	r, b, ok := a.l.receiptOf(h)
+	if !ok {
+		return nil
+	}
+	return receiptJSON(r, b)
+}
+
+// derefOr is *p, or def when p is nil.
+func derefOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
 }
 
 // receiptJSON is a receipt as geth answers it.

@@ -2,12 +2,17 @@ package evmsim_test
 
 import (
 	"context"
+	"io"
 	"math/big"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/params"
+	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
@@ -98,6 +103,71 @@ func TestServer_FaultsAreIndeterminateOverHTTP(t *testing.T) {
 	wantResult(t, serve(t, transient).SendRawTransaction(context.Background(), sign(t, transient.key, 0, 1, 3, 1, nil)), ledger.SendIndeterminate)
 	if n, _ := transient.l.PendingNonceAt(context.Background(), transient.from); n != 0 {
 		t.Fatalf("a transient failure took the transaction: pending nonce %d", n)
+	}
+}
+
+// postJSON posts body to url as JSON and returns the answer's status and
+// body.
+func postJSON(t *testing.T, url, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// The server is go-ethereum's rpc.Server behind the fault middleware: JSON-RPC
+// over POST only, a request without "jsonrpc":"2.0" is invalid, and a
+// transient fault is the whole HTTP answer.
+func TestServer_IsGethsJSONRPCOverPOSTWithTransientFaultsAs503(t *testing.T) {
+	t.Parallel()
+	bd := setup(t, evmsim.Config{TransientRate: 1})
+	srv := httptest.NewServer(evmsim.NewServer(bd.l, nil))
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("GET = %d, want 405", resp.StatusCode)
+	}
+	if code, body := postJSON(t, srv.URL, `{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}`); code != http.StatusOK || !strings.Contains(body, `"result":"0x539"`) {
+		t.Fatalf("eth_chainId = %d %s", code, body)
+	}
+	if _, body := postJSON(t, srv.URL, `{"id":1,"method":"eth_chainId"}`); !strings.Contains(body, `"code":-32600`) {
+		t.Fatalf(`a request without "jsonrpc":"2.0" = %s, want -32600`, body)
+	}
+	send := `{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["` + hexutil.Encode(sign(t, bd.key, 0, 1, 3, 1, nil)) + `"]}`
+	if code, body := postJSON(t, srv.URL, send); code != http.StatusServiceUnavailable || !strings.Contains(body, evmsim.ErrTransient) {
+		t.Fatalf("a send that draws a transient fault = %d %s, want 503 %q", code, body, evmsim.ErrTransient)
+	}
+}
+
+// A lost response cuts the connection of the whole request: a send after it
+// in the same batch is not made, as the hand-written server stopped there.
+func TestServer_ALostResponseEndsItsBatch(t *testing.T) {
+	t.Parallel()
+	bd := setup(t, evmsim.Config{LostResponseRate: 1})
+	srv := httptest.NewServer(evmsim.NewServer(bd.l, nil))
+	t.Cleanup(srv.Close)
+	c, err := rpc.DialHTTP(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	batch := []rpc.BatchElem{
+		{Method: "eth_sendRawTransaction", Args: []any{hexutil.Bytes(sign(t, bd.key, 0, 1, 3, 1, nil))}, Result: new(any)},
+		{Method: "eth_sendRawTransaction", Args: []any{hexutil.Bytes(sign(t, bd.key, 1, 1, 3, 1, nil))}, Result: new(any)},
+	}
+	if err := c.BatchCallContext(context.Background(), batch); err == nil {
+		t.Fatalf("a batch whose send lost its response was answered: %+v", batch)
+	}
+	if _, pending := nonces(t, bd.l, bd.from); pending != 1 {
+		t.Fatalf("pending nonce after the batch = %d, want 1 (the first send taken, the second not made)", pending)
 	}
 }
 

@@ -82,9 +82,11 @@
 //
 // # EVM JSON-RPC
 //
-// POST /evm and EVMHandler serve JSON-RPC 2.0, single requests and batches
-// (at most MaxEVMBatch; bodies over MaxEVMRequestBytes are answered 413),
-// for the executed blocks: eth_chainId, net_version, web3_clientVersion,
+// POST /evm and EVMHandler serve JSON-RPC 2.0 with go-ethereum's own
+// rpc.Server (its framing, parameter decoding and errors), single requests
+// and batches (at most MaxEVMBatch; bodies over MaxEVMRequestBytes are
+// answered 413, bodies not sent as application/json 415), for the executed
+// blocks: rpc_modules, eth_chainId, net_version, web3_clientVersion,
 // eth_syncing (false), eth_blockNumber, eth_getBlockByNumber,
 // eth_getBlockByHash, eth_getTransactionByHash, eth_getTransactionReceipt,
 // eth_getTransactionCount, eth_getBalance, eth_getCode, eth_getStorageAt,

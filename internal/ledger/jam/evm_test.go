@@ -368,7 +368,7 @@ func rpcCode(err error) int {
 func TestEVM_OtherMethodsAreRefusedAsGethRefusesThem(t *testing.T) {
 	t.Parallel()
 	e := evmSetup(t, jam.Config{})
-	for _, method := range []string{"eth_sendRawTransaction", "eth_accounts", "rpc_modules", "debug_traceTransaction"} {
+	for _, method := range []string{"eth_sendRawTransaction", "eth_accounts", "debug_traceTransaction"} {
 		var out any
 		err := e.rpc.CallContext(ctx, &out, method)
 		if rpcCode(err) != -32601 || err.Error() != "the method "+method+" does not exist/is not available" {
@@ -378,6 +378,11 @@ func TestEVM_OtherMethodsAreRefusedAsGethRefusesThem(t *testing.T) {
 	var out any
 	if err := e.rpc.CallContext(ctx, &out, "eth_getBalance", "0x12"); rpcCode(err) != -32602 {
 		t.Errorf("eth_getBalance of a bad address: %v, want -32602", err)
+	}
+	// geth answers rpc_modules with the namespaces it serves.
+	var modules map[string]string
+	if err := e.rpc.CallContext(ctx, &modules, "rpc_modules"); err != nil || len(modules) != 4 || modules["eth"] == "" || modules["net"] == "" || modules["web3"] == "" || modules["rpc"] == "" {
+		t.Errorf("rpc_modules = %v, %v; want eth, net, web3 and rpc", modules, err)
 	}
 }
 
@@ -404,11 +409,13 @@ func TestEVM_BatchIsAnsweredRequestByRequest(t *testing.T) {
 	}
 }
 
-// post sends body to the EVM endpoint.
+// post sends body to the EVM endpoint as JSON.
 func post(t *testing.T, h http.Handler, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/evm", strings.NewReader(body)))
+	r := httptest.NewRequest(http.MethodPost, "/evm", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(w, r)
 	return w
 }
 
@@ -441,6 +448,15 @@ func TestEVM_InProcessHandlerServesTheSameAndRefusesBadBodies(t *testing.T) {
 	}
 	if w := post(t, h, `{"jsonrpc":"2.0","method":"eth_chainId"}`); w.Code != http.StatusOK || w.Body.Len() != 0 {
 		t.Fatalf("a notification: %d %q, want no answer", w.Code, w.Body)
+	}
+	// geth's rpc.Server takes JSON only, and a request only with "jsonrpc":"2.0".
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/evm", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}`)))
+	if w.Code != http.StatusUnsupportedMediaType {
+		t.Fatalf("a body without a JSON content type: %d %s, want 415", w.Code, w.Body)
+	}
+	if w := post(t, h, `{"id":1,"method":"eth_chainId"}`); !strings.Contains(w.Body.String(), `"code":-32600`) {
+		t.Fatalf("a request without \"jsonrpc\":\"2.0\": %d %s, want -32600", w.Code, w.Body)
 	}
 }
 

@@ -50,108 +50,67 @@ const ClientVersion = "ledgerq-jam-sim/go-ethereum-core"
 // then reads the EVM without holding the chain.
 func (c *Chain) EVMHandler() http.Handler { return c.rpc }
 
-// evmAPI answers the EVM methods.
+// evmAPI is the eth namespace. Every exported method is a JSON-RPC method
+// (go-ethereum's rpc.Server registers them by name: GetBalance is
+// eth_getBalance); an optional argument is a pointer, nil when absent or
+// null.
 type evmAPI struct {
 	e       *evmChain
 	chainID *big.Int
 }
 
-func newEVMServer(c *Chain) http.Handler {
-	a := &evmAPI{e: c.evm, chainID: big.NewInt(c.cfg.ChainID)}
-	return &jsonRPC{before: c.advance, methods: map[string]rpcMethod{
-		"eth_chainId":               {0, a.chainIDHex},
-		"net_version":               {0, a.netVersion},
-		"web3_clientVersion":        {0, constant(ClientVersion)},
-		"eth_syncing":               {0, constant(false)},
-		"eth_blockNumber":           {0, a.blockNumber},
-		"eth_getBlockByNumber":      {2, a.blockByNumber},
-		"eth_getBlockByHash":        {2, a.blockByHash},
-		"eth_getTransactionByHash":  {1, a.transactionByHash},
-		"eth_getTransactionReceipt": {1, a.transactionReceipt},
-		"eth_getTransactionCount":   {2, a.accountRead(nonceOf)},
-		"eth_getBalance":            {2, a.accountRead(balanceOf)},
-		"eth_getCode":               {2, a.accountRead(codeOf)},
-		"eth_getStorageAt":          {3, a.storageAt},
-		"eth_call":                  {2, a.call},
-		"eth_estimateGas":           {2, a.estimateGas},
-		"eth_gasPrice":              {0, a.gasPrice},
-		"eth_maxPriorityFeePerGas":  {0, a.maxPriorityFeePerGas},
-		"eth_feeHistory":            {3, a.feeHistory},
-		"eth_getLogs":               {1, a.logs},
-	}}
-}
+// netAPI is the net namespace.
+type netAPI struct{ chainID *big.Int }
 
-func constant(v any) func(context.Context, rpcArgs) (any, error) {
-	return func(context.Context, rpcArgs) (any, error) { return v, nil }
-}
+// Version is net_version: the chain id in decimal.
+func (a netAPI) Version() string { return a.chainID.String() }
 
-func (a *evmAPI) chainIDHex(context.Context, rpcArgs) (any, error) {
-	return (*hexutil.Big)(a.chainID), nil
-}
+// web3API is the web3 namespace.
+type web3API struct{}
 
-func (a *evmAPI) netVersion(context.Context, rpcArgs) (any, error) {
-	return a.chainID.String(), nil
-}
+// ClientVersion is web3_clientVersion.
+func (web3API) ClientVersion() string { return ClientVersion }
 
-func (a *evmAPI) blockNumber(context.Context, rpcArgs) (any, error) {
-	return hexutil.Uint64(a.e.head().Number.Uint64()), nil
-}
+// ChainId is eth_chainId.
+func (a *evmAPI) ChainId() *hexutil.Big { return (*hexutil.Big)(a.chainID) }
 
-// blockQuery reads a block method's arguments: the block (a number or a
-// hash) and whether its transactions are wanted in full.
-func blockQuery[T any](args rpcArgs) (block T, full bool, err error) {
-	if err = args.need(0, &block); err == nil {
-		_, err = args.get(1, &full)
-	}
-	return block, full, err
-}
+// Syncing is eth_syncing: never, the chain is the node.
+func (a *evmAPI) Syncing() bool { return false }
 
-func (a *evmAPI) blockByNumber(_ context.Context, args rpcArgs) (any, error) {
-	n, full, err := blockQuery[rpc.BlockNumber](args)
-	if err != nil {
-		return nil, err
-	}
+// BlockNumber is eth_blockNumber: the last executed block.
+func (a *evmAPI) BlockNumber() hexutil.Uint64 { return hexutil.Uint64(a.e.head().Number.Uint64()) }
+
+// GetBlockByNumber is eth_getBlockByNumber: null above the last executed
+// block.
+func (a *evmAPI) GetBlockByNumber(n rpc.BlockNumber, full *bool) map[string]any {
 	h := a.e.headerByNumber(n)
 	if h == nil {
-		return nil, nil
+		return nil
 	}
-	return a.marshalBlock(a.e.bc.GetBlock(h.Hash(), h.Number.Uint64()), full), nil
+	return a.marshalBlock(a.e.bc.GetBlock(h.Hash(), h.Number.Uint64()), full != nil && *full)
 }
 
-func (a *evmAPI) blockByHash(_ context.Context, args rpcArgs) (any, error) {
-	hash, full, err := blockQuery[common.Hash](args)
-	if err != nil {
-		return nil, err
-	}
-	return a.marshalBlock(a.e.bc.GetBlockByHash(hash), full), nil
+// GetBlockByHash is eth_getBlockByHash.
+func (a *evmAPI) GetBlockByHash(hash common.Hash, full *bool) map[string]any {
+	return a.marshalBlock(a.e.bc.GetBlockByHash(hash), full != nil && *full)
 }
 
-// txArg finds the executed transaction its hash argument names: its block
-// and index, or a nil block when the chain has not executed it.
-func (a *evmAPI) txArg(args rpcArgs) (*types.Block, int, error) {
-	var hash common.Hash
-	if err := args.need(0, &hash); err != nil {
-		return nil, 0, err
-	}
+// GetTransactionByHash is eth_getTransactionByHash: null for a transaction
+// the chain has not executed.
+func (a *evmAPI) GetTransactionByHash(hash common.Hash) *ethjson.Transaction {
 	b, i, ok := a.e.tx(hash)
 	if !ok {
-		return nil, 0, nil
+		return nil
 	}
-	return b, i, nil
+	return a.marshalTx(b, i)
 }
 
-func (a *evmAPI) transactionByHash(_ context.Context, args rpcArgs) (any, error) {
-	b, i, err := a.txArg(args)
-	if b == nil {
-		return nil, err
-	}
-	return a.marshalTx(b, i), nil
-}
-
-func (a *evmAPI) transactionReceipt(_ context.Context, args rpcArgs) (any, error) {
-	b, i, err := a.txArg(args)
-	if b == nil {
-		return nil, err
+// GetTransactionReceipt is eth_getTransactionReceipt: null for a
+// transaction the chain has not executed.
+func (a *evmAPI) GetTransactionReceipt(hash common.Hash) (map[string]any, error) {
+	b, i, ok := a.e.tx(hash)
+	if !ok {
+		return nil, nil
 	}
 	receipts := a.e.bc.GetReceiptsByHash(b.Hash())
 	if i >= len(receipts) {
@@ -160,59 +119,54 @@ func (a *evmAPI) transactionReceipt(_ context.Context, args rpcArgs) (any, error
 	return a.marshalReceipt(receipts[i], b, i), nil
 }
 
-// withBlock reads argument 0 into v and an optional block at argument
-// blockArg (latest when absent).
-func withBlock[T any](args rpcArgs, blockArg int) (v T, bnh rpc.BlockNumberOrHash, err error) {
-	bnh = rpc.BlockNumberOrHashWithNumber(rpc.LatestBlockNumber)
-	if err = args.need(0, &v); err == nil {
-		_, err = args.get(blockArg, &bnh)
+// stateAt is the state at block, the latest when nil.
+func (a *evmAPI) stateAt(block *rpc.BlockNumberOrHash) (*state.StateDB, *types.Header, error) {
+	bnh := rpc.BlockNumberOrHashWithNumber(rpc.LatestBlockNumber)
+	if block != nil {
+		bnh = *block
 	}
-	return v, bnh, err
+	return a.e.stateOf(bnh)
 }
 
-// accountRead is a method that reads one thing of an account (its
-// argument 0) in the state at a block (argument 1, latest when absent).
-func (a *evmAPI) accountRead(read func(*state.StateDB, common.Address) any) func(context.Context, rpcArgs) (any, error) {
-	return func(_ context.Context, args rpcArgs) (any, error) {
-		addr, bnh, err := withBlock[common.Address](args, 1)
-		if err != nil {
-			return nil, err
-		}
-		st, _, err := a.e.stateOf(bnh)
-		if err != nil {
-			return nil, err
-		}
-		return read(st, addr), nil
+// GetTransactionCount is eth_getTransactionCount.
+func (a *evmAPI) GetTransactionCount(addr common.Address, block *rpc.BlockNumberOrHash) (hexutil.Uint64, error) {
+	st, _, err := a.stateAt(block)
+	if err != nil {
+		return 0, err
 	}
+	return hexutil.Uint64(st.GetNonce(addr)), nil
 }
 
-func nonceOf(st *state.StateDB, addr common.Address) any { return hexutil.Uint64(st.GetNonce(addr)) }
-
-func balanceOf(st *state.StateDB, addr common.Address) any {
-	return (*hexutil.Big)(st.GetBalance(addr).ToBig())
-}
-
-func codeOf(st *state.StateDB, addr common.Address) any { return hexutil.Bytes(st.GetCode(addr)) }
-
-func (a *evmAPI) storageAt(_ context.Context, args rpcArgs) (any, error) {
-	addr, bnh, err := withBlock[common.Address](args, 2)
+// GetBalance is eth_getBalance.
+func (a *evmAPI) GetBalance(addr common.Address, block *rpc.BlockNumberOrHash) (*hexutil.Big, error) {
+	st, _, err := a.stateAt(block)
 	if err != nil {
 		return nil, err
 	}
-	var key string
-	if err := args.need(1, &key); err != nil {
+	return (*hexutil.Big)(st.GetBalance(addr).ToBig()), nil
+}
+
+// GetCode is eth_getCode.
+func (a *evmAPI) GetCode(addr common.Address, block *rpc.BlockNumberOrHash) (hexutil.Bytes, error) {
+	st, _, err := a.stateAt(block)
+	if err != nil {
 		return nil, err
 	}
+	return st.GetCode(addr), nil
+}
+
+// GetStorageAt is eth_getStorageAt.
+func (a *evmAPI) GetStorageAt(addr common.Address, key string, block *rpc.BlockNumberOrHash) (hexutil.Bytes, error) {
 	slot, err := storageKey(key)
 	if err != nil {
 		return nil, invalidParams("invalid argument 1: %v", err)
 	}
-	st, _, err := a.e.stateOf(bnh)
+	st, _, err := a.stateAt(block)
 	if err != nil {
 		return nil, err
 	}
 	v := st.GetState(addr, slot)
-	return hexutil.Bytes(v[:]), nil
+	return v[:], nil
 }
 
 // storageKey reads a storage slot as geth does: hex, 0x optional, up to 32
@@ -311,13 +265,9 @@ func (c *callArgs) message(baseFee, chainID *big.Int, gas uint64) (*core.Message
 
 // callMessage reads eth_call's and eth_estimateGas' arguments: the call,
 // as a message whose gas defaults to gas, and the state and header of the
-// block it runs on (latest when absent).
-func (a *evmAPI) callMessage(args rpcArgs, gas uint64) (*core.Message, *state.StateDB, *types.Header, error) {
-	call, bnh, err := withBlock[callArgs](args, 1)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	st, header, err := a.e.stateOf(bnh)
+// block it runs on (latest when nil).
+func (a *evmAPI) callMessage(call callArgs, block *rpc.BlockNumberOrHash, gas uint64) (*core.Message, *state.StateDB, *types.Header, error) {
+	st, header, err := a.stateAt(block)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -325,8 +275,10 @@ func (a *evmAPI) callMessage(args rpcArgs, gas uint64) (*core.Message, *state.St
 	return msg, st, header, err
 }
 
-func (a *evmAPI) call(ctx context.Context, args rpcArgs) (any, error) {
-	msg, st, header, err := a.callMessage(args, RPCGasCap)
+// Call is eth_call: the call run on the state at block (latest when
+// absent); a revert is code 3 with the revert data.
+func (a *evmAPI) Call(ctx context.Context, args callArgs, block *rpc.BlockNumberOrHash) (hexutil.Bytes, error) {
+	msg, st, header, err := a.callMessage(args, block, RPCGasCap)
 	if err != nil {
 		return nil, err
 	}
@@ -356,20 +308,21 @@ func (a *evmAPI) call(ctx context.Context, args rpcArgs) (any, error) {
 	return hexutil.Bytes(res.Return()), nil
 }
 
-func (a *evmAPI) estimateGas(ctx context.Context, args rpcArgs) (any, error) {
+// EstimateGas is eth_estimateGas, with geth's estimator.
+func (a *evmAPI) EstimateGas(ctx context.Context, args callArgs, block *rpc.BlockNumberOrHash) (hexutil.Uint64, error) {
 	// No gas given: the estimator searches up to the block gas limit.
-	msg, st, header, err := a.callMessage(args, 0)
+	msg, st, header, err := a.callMessage(args, block, 0)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	gas, revert, err := gasestimator.Estimate(ctx, msg, &gasestimator.Options{
 		Config: a.e.config, Chain: a.e.bc, Header: header, State: st, ErrorRatio: estimateErrorRatio,
 	}, RPCGasCap)
 	if err != nil {
 		if errors.Is(err, vm.ErrExecutionReverted) {
-			return nil, revertError(revert)
+			return 0, revertError(revert)
 		}
-		return nil, err
+		return 0, err
 	}
 	return hexutil.Uint64(gas), nil
 }
@@ -385,7 +338,8 @@ func revertError(data []byte) error {
 	return &rpcError{code: codeReverted, message: msg, data: hexutil.Encode(data)}
 }
 
-func (a *evmAPI) gasPrice(ctx context.Context, _ rpcArgs) (any, error) {
+// GasPrice is eth_gasPrice: the oracle's tip plus the head's base fee.
+func (a *evmAPI) GasPrice(ctx context.Context) (*hexutil.Big, error) {
 	tip, err := a.e.oracle.SuggestTipCap(ctx)
 	if err != nil {
 		return nil, err
@@ -396,7 +350,9 @@ func (a *evmAPI) gasPrice(ctx context.Context, _ rpcArgs) (any, error) {
 	return (*hexutil.Big)(tip), nil
 }
 
-func (a *evmAPI) maxPriorityFeePerGas(ctx context.Context, _ rpcArgs) (any, error) {
+// MaxPriorityFeePerGas is eth_maxPriorityFeePerGas: geth's oracle over the
+// executed blocks.
+func (a *evmAPI) MaxPriorityFeePerGas(ctx context.Context) (*hexutil.Big, error) {
 	tip, err := a.e.oracle.SuggestTipCap(ctx)
 	if err != nil {
 		return nil, err
@@ -413,26 +369,18 @@ type feeHistoryJSON struct {
 	BlobGasUsedRatio []float64        `json:"blobGasUsedRatio,omitempty"`
 }
 
-func (a *evmAPI) feeHistory(ctx context.Context, args rpcArgs) (any, error) {
-	var (
-		count       math.HexOrDecimal64
-		newest      rpc.BlockNumber
-		percentiles []float64
-	)
-	if err := args.need(0, &count); err != nil {
-		return nil, err
+// FeeHistory is eth_feeHistory, geth's oracle's answer; the reward
+// percentiles are optional.
+func (a *evmAPI) FeeHistory(ctx context.Context, count math.HexOrDecimal64, newest rpc.BlockNumber, percentiles *[]float64) (*feeHistoryJSON, error) {
+	var ps []float64
+	if percentiles != nil {
+		ps = *percentiles
 	}
-	if err := args.need(1, &newest); err != nil {
-		return nil, err
-	}
-	if _, err := args.get(2, &percentiles); err != nil {
-		return nil, err
-	}
-	oldest, reward, baseFee, used, blobFee, blobUsed, err := a.e.oracle.FeeHistory(ctx, uint64(count), newest, percentiles)
+	oldest, reward, baseFee, used, blobFee, blobUsed, err := a.e.oracle.FeeHistory(ctx, uint64(count), newest, ps)
 	if err != nil {
 		return nil, err
 	}
-	out := feeHistoryJSON{OldestBlock: (*hexutil.Big)(oldest), GasUsedRatio: used, BlobGasUsedRatio: blobUsed,
+	out := &feeHistoryJSON{OldestBlock: (*hexutil.Big)(oldest), GasUsedRatio: used, BlobGasUsedRatio: blobUsed,
 		BaseFee: hexBigs(baseFee), BlobBaseFee: hexBigs(blobFee)}
 	if reward != nil {
 		out.Reward = make([][]*hexutil.Big, len(reward))
@@ -485,11 +433,9 @@ func (o *oneOrMany) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-func (a *evmAPI) logs(_ context.Context, args rpcArgs) (any, error) {
-	var f logFilter
-	if err := args.need(0, &f); err != nil {
-		return nil, err
-	}
+// GetLogs is eth_getLogs over the executed blocks, at most
+// MaxLogsBlockRange of them.
+func (a *evmAPI) GetLogs(f logFilter) ([]*types.Log, error) {
 	addrs := make([]common.Address, 0, len(f.Address))
 	for _, s := range f.Address {
 		if !common.IsHexAddress(s) {
@@ -591,7 +537,7 @@ func logMatches(l *types.Log, addrs []common.Address, topics [][]common.Hash) bo
 
 // marshalBlock is geth's block JSON: the header's fields, size, uncles,
 // withdrawals, and the transactions' hashes or (full) the transactions.
-func (a *evmAPI) marshalBlock(b *types.Block, full bool) any {
+func (a *evmAPI) marshalBlock(b *types.Block, full bool) map[string]any {
 	if b == nil {
 		return nil
 	}
