@@ -366,10 +366,10 @@ func (s *Store) BatchList(ctx context.Context, f BatchListParams) ([]Batch, erro
 	}
 	// With a generic plan (BatchList's comment says why).
 	genericPlans := func(ctx context.Context, build func(*pgx.Batch)) error {
-		return s.sendTxWith(ctx, dbsqlc.QueueGenericPlansForTx, build)
+		return s.sendTxWith(ctx, queueGenericPlans, build)
 	}
 	rows, err := sendRows(ctx, genericPlans, func(b *pgx.Batch, out *[]dbsqlc.BatchListRow) {
-		dbsqlc.QueueBatchList(b, dbsqlc.BatchListParams{Status: status, After: f.After, Max: int32(f.Limit)}, out)
+		queueMany(b, (*dbsqlc.Queries).BatchList, dbsqlc.BatchListParams{Status: status, After: f.After, Max: int32(f.Limit)}, out)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listing batches: %w", err)
@@ -467,7 +467,7 @@ type BatchClaimQueuedParams struct {
 // true while the submitter has them) with a lease until LeaseUntil.
 func (s *Store) BatchClaimQueued(ctx context.Context, p BatchClaimQueuedParams) ([]ClaimedBatch, error) {
 	rows, err := sendRows(ctx, s.sendClaim, func(b *pgx.Batch, out *[]dbsqlc.BatchClaimQueuedRow) {
-		dbsqlc.QueueBatchClaimQueued(b, dbsqlc.BatchClaimQueuedParams{
+		queueMany(b, (*dbsqlc.Queries).BatchClaimQueued, dbsqlc.BatchClaimQueuedParams{
 			Now: p.Now, LeaseExpiresAt: p.LeaseUntil, Max: int32(p.Max),
 		}, out)
 	})
@@ -630,7 +630,7 @@ type BatchClaimForCheckParams struct {
 // next check forward so that other monitors skip it.
 func (s *Store) BatchClaimForCheck(ctx context.Context, p BatchClaimForCheckParams) ([]CheckBatch, error) {
 	held, err := sendRows(ctx, s.sendClaim, func(b *pgx.Batch, out *[]dbsqlc.BatchClaimExpiredHeldRow) {
-		dbsqlc.QueueBatchClaimExpiredHeld(b, dbsqlc.BatchClaimExpiredHeldParams{
+		queueMany(b, (*dbsqlc.Queries).BatchClaimExpiredHeld, dbsqlc.BatchClaimExpiredHeldParams{
 			Now: p.Now, LeaseExpiresAt: p.LeaseUntil, Max: int32(p.Max),
 		}, out)
 	})
@@ -643,7 +643,7 @@ func (s *Store) BatchClaimForCheck(ctx context.Context, p BatchClaimForCheckPara
 	}
 	if rest := p.Max - len(out); rest > 0 {
 		pending, err := sendRows(ctx, s.sendClaim, func(b *pgx.Batch, out *[]dbsqlc.BatchClaimPendingForCheckRow) {
-			dbsqlc.QueueBatchClaimPendingForCheck(b, dbsqlc.BatchClaimPendingForCheckParams{
+			queueMany(b, (*dbsqlc.Queries).BatchClaimPendingForCheck, dbsqlc.BatchClaimPendingForCheckParams{
 				Now: p.Now, NextCheckAt: p.NextCheckAt, Max: int32(rest),
 			}, out)
 		})
@@ -719,10 +719,10 @@ func (s *Store) BatchRecordStatuses(ctx context.Context, p BatchRecordStatusesPa
 	)
 	err := s.sendTx(ctx, func(b *pgx.Batch) {
 		rows, admitted = nil, nil
-		dbsqlc.QueueBatchRecordStatusMany(b, qp, &rows)
+		queueMany(b, (*dbsqlc.Queries).BatchRecordStatusMany, qp, &rows)
 		if len(freed) > 0 {
-			dbsqlc.QueueBatchServiceLock(b, freed)
-			dbsqlc.QueueBatchAdmit(b, dbsqlc.BatchAdmitParams{
+			queueExec(b, (*dbsqlc.Queries).BatchServiceLock, freed)
+			queueMany(b, (*dbsqlc.Queries).BatchAdmit, dbsqlc.BatchAdmitParams{
 				Now: p.Now, ServiceIds: freed, Claim: !p.ClaimUntil.IsZero(), LeaseExpiresAt: p.ClaimUntil,
 			}, &admitted)
 		}
@@ -730,8 +730,8 @@ func (s *Store) BatchRecordStatuses(ctx context.Context, p BatchRecordStatusesPa
 			// Last in the transaction, so that only it runs with a generic
 			// plan: planned for each call's services, it cost more to plan
 			// than to run.
-			s.queueSettings(b, dbsqlc.QueueGenericPlansForTx)
-			dbsqlc.QueueBatchWakeIfQueued(b, dbsqlc.BatchWakeIfQueuedParams{Channel: notify.BatchSubmitter, Now: p.Now, ServiceIds: queueing})
+			s.queueSettings(b, queueGenericPlans)
+			queueExec(b, (*dbsqlc.Queries).BatchWakeIfQueued, dbsqlc.BatchWakeIfQueuedParams{Channel: notify.BatchSubmitter, Now: p.Now, ServiceIds: queueing})
 		}
 	})
 	if err != nil {

@@ -385,13 +385,13 @@ type intakeReads struct {
 // queue queues the sender's lock and the reads of p's intake on b.
 func (r *intakeReads) queue(b *pgx.Batch, p PoolAddParams) {
 	tx := p.Tx
-	dbsqlc.QueuePoolSenderLock(b, dbsqlc.PoolSenderLockParams{
+	queueOne(b, (*dbsqlc.Queries).PoolSenderLock, dbsqlc.PoolSenderLockParams{
 		ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: int64(p.ChainNonce), Now: p.Now,
-	}, &r.base)
-	dbsqlc.QueuePoolTxGet(b, dbsqlc.PoolTxGetParams{ChainID: tx.ChainID, TxHash: tx.Hash}, &r.known, &r.found)
+	}, &r.base, nil)
+	queueOne(b, (*dbsqlc.Queries).PoolTxGet, dbsqlc.PoolTxGetParams{ChainID: tx.ChainID, TxHash: tx.Hash}, &r.known, &r.found)
 	// From the caller's chain nonce: the lock may return a higher one,
 	// and included transactions below it are left out here.
-	dbsqlc.QueuePoolSenderLive(b, dbsqlc.PoolSenderLiveParams{ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: int64(p.ChainNonce)}, &r.rows)
+	queueMany(b, (*dbsqlc.Queries).PoolSenderLive, dbsqlc.PoolSenderLiveParams{ChainID: tx.ChainID, Sender: tx.Sender, ChainNonce: int64(p.ChainNonce)}, &r.rows)
 }
 
 // plan is p's intake decided on what was read.
@@ -455,14 +455,14 @@ func poolAddPipelined(ctx context.Context, dbtx pgx.Tx, q *dbsqlc.Queries, p Poo
 		bound         dbsqlc.PoolAdmissionBoundRow
 	)
 	if onBound {
-		dbsqlc.QueuePoolSlotTake(b, dbsqlc.PoolSlotTakeParams{
+		queueOne(b, (*dbsqlc.Queries).PoolSlotTake, dbsqlc.PoolSlotTakeParams{
 			ChainID: tx.ChainID, Pending: int64(plan.growth.pending), Queued: int64(plan.growth.queued),
 			Start: rand.N(int32(poolAdmissionSlots)),
-		}, &took)
-		dbsqlc.QueuePoolAdmissionBound(b, tx.ChainID, &bound, &counted)
+		}, new(int16), &took)
+		queueOne(b, (*dbsqlc.Queries).PoolAdmissionBound, tx.ChainID, &bound, &counted)
 	}
 	if plan.state == PoolPending {
-		dbsqlc.QueueNotify(b, dbsqlc.NotifyParams{Channel: notify.BundleQueuer})
+		queueExec(b, (*dbsqlc.Queries).Notify, dbsqlc.NotifyParams{Channel: notify.BundleQueuer})
 	}
 	if err := dbtx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("storing pool transaction %s: %w", tx.Hash, err)
@@ -488,10 +488,10 @@ func poolAddPipelined(ctx context.Context, dbtx pgx.Tx, q *dbsqlc.Queries, p Poo
 // transaction: the row (the rows inserted are set into inserted) and the
 // sender's next nonce.
 func queueIntakeAdd(b *pgx.Batch, p PoolAddParams, plan poolPlan, inserted *int64) {
-	dbsqlc.QueuePoolTxInsert(b, poolTxInsertParams(p, p.Tx, plan), inserted)
-	dbsqlc.QueuePoolSenderSetNext(b, dbsqlc.PoolSenderSetNextParams{
+	queueExecRows(b, (*dbsqlc.Queries).PoolTxInsert, poolTxInsertParams(p, p.Tx, plan), inserted)
+	queueExecRows(b, (*dbsqlc.Queries).PoolSenderSetNext, dbsqlc.PoolSenderSetNextParams{
 		NextNonce: int64(plan.next), Now: p.Now, ChainID: p.Tx.ChainID, Sender: p.Tx.Sender,
-	})
+	}, nil)
 }
 
 // poolTxInsertParams are the new row of an intake's transaction.

@@ -285,7 +285,7 @@ func (s *Store) poolGroupTx(ctx context.Context, dbtx pgx.Tx, todo []*poolIntake
 		b       = &pgx.Batch{}
 		chainID = todo[0].p.Tx.ChainID
 	)
-	dbsqlc.QueueLockTimeoutForTx(b, poolGroupLockTimeout)
+	queueExec(b, (*dbsqlc.Queries).LockTimeoutForTx, poolGroupLockTimeout)
 	for i, in := range todo {
 		in.res, in.err, in.alone = PoolAddResult{}, nil, false
 		reads[i].queue(b, in.p)
@@ -322,14 +322,14 @@ func (s *Store) poolGroupTx(ctx context.Context, dbtx pgx.Tx, todo []*poolIntake
 	)
 	need := max(grow.pending, grow.queued)
 	if need > 0 {
-		dbsqlc.QueuePoolSlotTakeMany(b, dbsqlc.PoolSlotTakeManyParams{
+		queueMany(b, (*dbsqlc.Queries).PoolSlotTakeMany, dbsqlc.PoolSlotTakeManyParams{
 			ChainID: chainID, Pending: int64(grow.pending), Queued: int64(grow.queued),
 			Start: rand.N(int32(poolAdmissionSlots)), N: int32(need),
 		}, &slots)
-		dbsqlc.QueuePoolAdmissionBound(b, chainID, &bound, &counted)
+		queueOne(b, (*dbsqlc.Queries).PoolAdmissionBound, chainID, &bound, &counted)
 	}
 	if grow.pending > 0 {
-		dbsqlc.QueueNotify(b, dbsqlc.NotifyParams{Channel: notify.BundleQueuer})
+		queueExec(b, (*dbsqlc.Queries).Notify, dbsqlc.NotifyParams{Channel: notify.BundleQueuer})
 	}
 	if err := dbtx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("storing %d pool transactions: %w", n, err)

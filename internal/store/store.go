@@ -1,6 +1,9 @@
 // Package store is ledgerq's only door to PostgreSQL. It wraps the
 // sqlc-generated package dbsqlc, converts rows to the domain types the loops and
 // the API use, and turns pgx.ErrNoRows into ErrNotFound in one place.
+// dbsqlc holds generated code only: the store's pipelined statements are
+// queued on pgx batches through the generated methods themselves
+// (pipeline.go says why sqlc's own batch methods do not fit).
 package store
 
 import (
@@ -206,7 +209,7 @@ func (s *Store) queueSettings(b *pgx.Batch, set func(b *pgx.Batch)) {
 // up a lock wait (lock_not_available), up to claimAttempts times. build is
 // called for each attempt.
 func (s *Store) sendClaim(ctx context.Context, build func(b *pgx.Batch)) error {
-	settings := func(b *pgx.Batch) { dbsqlc.QueueClaimSettingsForTx(b, claimLockTimeout) }
+	settings := func(b *pgx.Batch) { queueExec(b, (*dbsqlc.Queries).ClaimSettingsForTx, claimLockTimeout) }
 	for attempt := 1; ; attempt++ {
 		err := s.sendTxWith(ctx, settings, build)
 		if attempt == claimAttempts || sqlstateOf(err) != sqlstateLockNotAvailable {
