@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"syscall"
 	"testing"
@@ -81,7 +82,12 @@ func TestOpenPool_AConnectionThatTurnedReadOnlyIsDiscarded(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
 	ctx := context.Background()
-	st, err := store.OpenPool(ctx, db.URL+"&pool_max_conns=1", 0)
+	u, err := url.Parse(db.URL)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("pool_max_conns", "1")
+	u.RawQuery = q.Encode()
+	st, err := store.OpenPool(ctx, u.String(), 0)
 	require.NoError(t, err)
 	t.Cleanup(st.Close)
 	var before uint32
