@@ -158,10 +158,7 @@ func registerWallet(fs *flag.FlagSet, w *node.WalletConfig, api *httpapi.Config,
 		fs.StringVar(&w.Ledger.URL, "wallet-ledger-url", w.Ledger.URL, "wallet lane: the EVM node's JSON-RPC URL, for --wallet-ledger evm (for example http://127.0.0.1:8545)")
 	}
 	fs.DurationVar(&w.Lane.LedgerTimeout, "wallet-ledger-timeout", w.Lane.LedgerTimeout, "wallet lane: timeout of one call to the chain")
-	fs.Func("send-tx-queue-type", "wallet lane: order of a wallet's waiting tasks: priority (highest first, then oldest) or fifo (default "+string(w.Lane.QueueType)+")", func(v string) error {
-		w.Lane.QueueType = store.QueueType(v)
-		return nil
-	})
+	fs.Var((*queueTypeFlag)(&w.Lane.QueueType), "send-tx-queue-type", "wallet lane: order of a wallet's waiting tasks: priority (highest first, then oldest) or fifo")
 	fs.IntVar(&w.Lane.InFlight, "wallet-in-flight", w.Lane.InFlight, "wallet lane: most transactions a wallet has signed or sent and not yet confirmed")
 	fs.DurationVar(&w.Lane.FollowInterval, "wallet-follow-interval", w.Lane.FollowInterval, "wallet lane: how often a wallet with transactions in flight is checked for receipts")
 	fs.DurationVar(&w.Lane.HeadInterval, "wallet-head-interval", w.Lane.HeadInterval, "wallet lane: how often the chain's head is read; a new block checks the wallets with transactions in flight at once instead of at the next --wallet-follow-interval (0: off)")
@@ -276,3 +273,17 @@ func (f negatedFlag) Set(s string) error {
 
 // IsBoolFlag lets --sim-verify stand alone for true.
 func (negatedFlag) IsBoolFlag() bool { return true }
+
+// newFlagName is the flag named old today.
+func newFlagName(old string) string { return old }
+
+// queueTypeFlag is a wallet's queue type as a flag (validated with the
+// lane's Config).
+type queueTypeFlag store.QueueType
+
+func (f *queueTypeFlag) String() string { return string(*f) }
+
+func (f *queueTypeFlag) Set(s string) error {
+	*f = queueTypeFlag(s)
+	return nil
+}
