@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ledgerq/ledgerq/internal/config"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
-	"github.com/ledgerq/ledgerq/internal/ledger/sim"
 	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/ratelimit"
 	"github.com/ledgerq/ledgerq/internal/store"
@@ -31,10 +31,14 @@ type flagParts struct {
 // has reports whether the command takes lane's flags.
 func (p flagParts) has(lane string) bool { return p.lane == "" || p.lane == lane }
 
-// registerConfig registers the flags that fill c, with c's current values as
-// defaults. Every command that builds a node (serve, once, dev, bench)
-// registers through here, so a setting has one flag everywhere.
-func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
+// registerConfig registers the settings that fill c, with c's current
+// values as defaults, and returns their registry: the batch lane's from its
+// Config's declarations, the rest by hand until their Configs declare them
+// (each adopted into its section of the configuration file). Every command
+// that builds a node (serve, once, dev, bench) registers through here, so a
+// setting has one flag everywhere.
+func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) *config.Registry {
+	reg := config.New(fs, flagEnvNames)
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL connection URL")
 	fs.BoolVar(&c.Migrate, "migrate", c.Migrate, "apply pending schema migrations at start")
 	fs.IntVar(&c.DBMinConns, "db-min-conns", c.DBMinConns, "size the database connection pool to at least this many connections (0: the larger of 4 and the CPUs)")
@@ -85,38 +89,80 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
 	fs.DurationVar(&c.Loops.PollInterval, "poll-interval", c.Loops.PollInterval, "how often each loop runs when no notification wakes it")
 	fs.DurationVar(&c.Loops.DBTimeout, "db-timeout", c.Loops.DBTimeout, "timeout of one database call from a loop")
 
+	reg.Adopt("", "", "database-url", "migrate", "db-min-conns", "shutdown-timeout")
+	reg.Adopt("loops", "", "queuer", "submitter", "monitor", "poll-interval", "db-timeout")
+	var api []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if reg.Lookup(f.Name) == nil {
+			api = append(api, f.Name)
+		}
+	})
+	reg.Adopt("api", "api-", api...)
+
 	if parts.has("batch") {
-		registerBatch(fs, &c.Batch, parts)
+		reg.Struct(&c.Batch, config.Options{Section: "batch", Prefix: "batch-", Alias: batchAlias, Parts: map[string]bool{"ledger": parts.ledger}})
 	}
 	if parts.has("wallet") {
 		registerWallet(fs, &c.Wallet, &c.API.Config, parts)
+		var wallet, shards []string
+		fs.VisitAll(func(f *flag.Flag) {
+			switch {
+			case reg.Lookup(f.Name) != nil:
+			case strings.HasPrefix(f.Name, "shard-"):
+				shards = append(shards, f.Name)
+			default:
+				wallet = append(wallet, f.Name)
+			}
+		})
+		reg.Adopt("shards", "shard-", shards...)
+		reg.Adopt("wallet", "wallet-", wallet...)
 	}
 	if parts.has("builder") {
+		var before []string
+		fs.VisitAll(func(f *flag.Flag) { before = append(before, f.Name) })
 		registerBuilder(fs, &c.Builder, parts)
+		var builder []string
+		fs.VisitAll(func(f *flag.Flag) {
+			if !slices.Contains(before, f.Name) {
+				builder = append(builder, f.Name)
+			}
+		})
+		reg.Adopt("builder", "builder-", builder...)
 	}
+	return reg
 }
 
-// registerBatch registers the batch lane's flags.
-func registerBatch(fs *flag.FlagSet, b *node.BatchConfig, parts flagParts) {
-	if parts.ledger {
-		fs.StringVar(&b.Ledger.Kind, "batch-ledger", b.Ledger.Kind, "batch lane ledger: sim (in-process simulated ledger) or sawtooth (Sawtooth REST API at --batch-ledger-url)")
-		fs.StringVar(&b.Ledger.URL, "batch-ledger-url", b.Ledger.URL, "batch lane: Sawtooth REST API, for --batch-ledger sawtooth (for example http://127.0.0.1:8008)")
+// batchAlias is the deprecated name of the batch lane's setting key: its
+// flag before the lane's flags took the prefix --batch- (--delay-window,
+// --sim-seed); --batch-ledger, --batch-ledger-url and --batch-ledger-timeout
+// had it already.
+func batchAlias(key string) string {
+	if key == "ledger" || strings.HasPrefix(key, "ledger-") {
+		return ""
 	}
-	fs.DurationVar(&b.Ledger.Timeout, "batch-ledger-timeout", b.Ledger.Timeout, "batch lane: timeout of one ledger call")
-	fs.DurationVar(&b.DelayWindow, "delay-window", b.DelayWindow, "batch lane: delay before a transiently failed batch is retried; doubles with each attempt")
-	fs.DurationVar(&b.DelayCap, "delay-cap", b.DelayCap, "batch lane: the longest delay window")
-	fs.IntVar(&b.SubmitBatchSize, "submit-batch-size", b.SubmitBatchSize, "batch lane: most batches sent in one ledger call")
-	fs.DurationVar(&b.ClaimLease, "claim-lease", b.ClaimLease, "batch lane: how long a claim holds a batch before the monitor checks on it")
-	fs.DurationVar(&b.FirstCheck, "first-check", b.FirstCheck, "batch lane: how long after acceptance the monitor first asks about a batch")
-	fs.DurationVar(&b.CheckInterval, "check-interval", b.CheckInterval, "batch lane: time between two status checks of a pending batch")
-	fs.IntVar(&b.CheckBatchSize, "check-batch-size", b.CheckBatchSize, "batch lane: most batches asked about in one ledger call")
-	fs.DurationVar(&b.RetentionAge, "retention-age", b.RetentionAge, "batch lane: delete terminal batches (committed, valid, invalid) older than this (0: keep them forever); run by the monitor role")
-	fs.IntVar(&b.RetentionBatchSize, "retention-batch-size", b.RetentionBatchSize, "batch lane: most terminal batches deleted in one statement")
-	fs.DurationVar(&b.RetentionInterval, "retention-interval", b.RetentionInterval, "batch lane: wait after a retention round that found less than a full batch to delete")
-	fs.DurationVar(&b.TrackGrace, "track-grace", b.TrackGrace, "batch lane: how long past its next check a still pending batch this process follows in memory (written back before its claim ran out) is left to it before other processes' monitors take it over")
-	fs.DurationVar(&b.ReconcileInterval, "reconcile-interval", b.ReconcileInterval, "batch lane: how often the queuer admits batches no transaction admitted (rows written by hand); a scan over the services")
-	registerSim(fs, &b.Ledger.Sim)
+	return key
 }
+
+// newFlagName is the flag named old at commit 3b1e0c4.
+func newFlagName(old string) string {
+	if batchAlias(old) == "" || !batchKeys[old] {
+		return old
+	}
+	return "batch-" + old
+}
+
+// batchKeys are the batch lane's setting keys (registered on a scratch
+// FlagSet).
+var batchKeys = func() map[string]bool {
+	c := node.Defaults()
+	reg := config.New(flag.NewFlagSet("", flag.ContinueOnError), flagEnvNames)
+	reg.Struct(&c.Batch, config.Options{Section: "batch", Prefix: "batch-", Parts: map[string]bool{"ledger": true}})
+	keys := map[string]bool{}
+	for _, s := range reg.Settings() {
+		keys[s.Key] = true
+	}
+	return keys
+}()
 
 // registerBuilder registers the builder lane's flags.
 func registerBuilder(fs *flag.FlagSet, b *node.BuilderConfig, parts flagParts) {
@@ -192,19 +238,6 @@ func registerWallet(fs *flag.FlagSet, w *node.WalletConfig, api *httpapi.Config,
 	fs.DurationVar(&w.RetentionInterval, "wallet-retention-interval", w.RetentionInterval, "wallet lane: wait after a retention round that found less than a full batch to delete")
 }
 
-// registerSim registers the simulated ledger's flags (also used by simledger).
-func registerSim(fs *flag.FlagSet, s *sim.Config) {
-	fs.Int64Var(&s.Seed, "sim-seed", s.Seed, "simulated ledger: random seed")
-	fs.DurationVar(&s.Latency, "sim-latency", s.Latency, "simulated ledger: latency of each call")
-	fs.DurationVar(&s.CommitDelay, "sim-commit-delay", s.CommitDelay, "simulated ledger: time from acceptance to commit")
-	fs.Float64Var(&s.RejectRate, "sim-reject-rate", s.RejectRate, "simulated ledger: fraction of accepted batches that end INVALID")
-	fs.Float64Var(&s.TransientRate, "sim-transient-rate", s.TransientRate, "simulated ledger: fraction of submit calls that fail transiently")
-	fs.Float64Var(&s.LostRate, "sim-lost-rate", s.LostRate, "simulated ledger: fraction of accepted batches it loses (they answer UNKNOWN)")
-	fs.Float64Var(&s.DropResponseRate, "sim-drop-response-rate", s.DropResponseRate, "simulated ledger: fraction of submit calls that succeed but whose answer is lost")
-	fs.IntVar(&s.MaxEvents, "sim-max-events", s.MaxEvents, "simulated ledger: keep at most this many events in its log (0: all)")
-	fs.Var(negatedFlag{&s.SkipVerify}, "sim-verify", "simulated ledger: verify each batch's signatures as a validator does (false: parse only; the ledger's cost, paid on its own machines in production)")
-}
-
 func setupLogger(level string) (*slog.Logger, error) {
 	return newLogger(os.Stderr, level)
 }
@@ -273,9 +306,6 @@ func (f negatedFlag) Set(s string) error {
 
 // IsBoolFlag lets --sim-verify stand alone for true.
 func (negatedFlag) IsBoolFlag() bool { return true }
-
-// newFlagName is the flag named old today.
-func newFlagName(old string) string { return old }
 
 // queueTypeFlag is a wallet's queue type as a flag (validated with the
 // lane's Config).
