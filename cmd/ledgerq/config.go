@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/big"
 	"os"
 	"slices"
@@ -61,21 +62,7 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) *config.R
 		fs.BoolVar(&c.API.Access.RPCRequireKey, "rpc-require-key", c.API.Access.RPCRequireKey, "builder lane: POST /rpc needs an API key with pool:write")
 		fs.Var(&c.API.Access.RateLimits.Key, "rate-limit", "each API key's request rate, COUNT/UNIT:BURST (UNIT s, m or h; 0: unlimited); past it a request is 429 with Retry-After")
 		fs.Var(&c.API.Access.RateLimits.Anonymous, "rate-limit-anonymous", "each client address's request rate on the routes that need no key (the Sawtooth drop-in, /rpc; every route with --insecure-open), COUNT/UNIT:BURST (0: unlimited)")
-		fs.Func("rate-limit-scope", "a rate for the keys holding a kind of scope, KIND=COUNT/UNIT:BURST with KIND one of "+strings.Join(httpapi.ScopeKinds, ", ")+" (repeatable); a key's rate is the most generous of its scopes'", func(v string) error {
-			kind, rate, ok := strings.Cut(v, "=")
-			if !ok || !slices.Contains(httpapi.ScopeKinds, kind) {
-				return fmt.Errorf("want KIND=RATE with KIND one of %s, got %q", strings.Join(httpapi.ScopeKinds, ", "), v)
-			}
-			r, err := ratelimit.ParseRate(rate)
-			if err != nil {
-				return err
-			}
-			if c.API.Access.RateLimits.Scopes == nil {
-				c.API.Access.RateLimits.Scopes = map[string]ratelimit.Rate{}
-			}
-			c.API.Access.RateLimits.Scopes[kind] = r
-			return nil
-		})
+		fs.Var(scopeRates{&c.API.Access.RateLimits.Scopes}, "rate-limit-scope", "a rate for the keys holding a kind of scope, KIND=COUNT/UNIT:BURST with KIND one of "+strings.Join(httpapi.ScopeKinds, ", ")+" (repeatable); a key's rate is the most generous of its scopes'")
 		fs.StringVar(&c.API.TLSCertFile, "tls-cert-file", c.API.TLSCertFile, "serve HTTPS with this certificate (PEM, with its chain), reloaded when the file changes; needs --tls-key-file")
 		fs.StringVar(&c.API.TLSKeyFile, "tls-key-file", c.API.TLSKeyFile, "the private key of --tls-cert-file (PEM)")
 		fs.IntVar(&c.API.Webhooks.MaxEndpoints, "webhook-max-endpoints", c.API.Webhooks.MaxEndpoints, "wallet lane: most webhook endpoints one wallet may have (one more is refused with 409)")
@@ -129,6 +116,7 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) *config.R
 		})
 		reg.Adopt("builder", "builder-", builder...)
 	}
+	reg.MarkSecret("url", "database-url", "builder-ledger-url", "builder-evm-rpc-url", "wallet-ledger-url")
 	return reg
 }
 
@@ -315,5 +303,42 @@ func (f *queueTypeFlag) String() string { return string(*f) }
 
 func (f *queueTypeFlag) Set(s string) error {
 	*f = queueTypeFlag(s)
+	return nil
+}
+
+// scopeRates is --rate-limit-scope: the rates of the keys holding a kind of
+// scope, KIND=RATE, one a value (repeatable; a list in the file).
+type scopeRates struct{ p *map[string]ratelimit.Rate }
+
+// Strings are the rates as KIND=RATE, by kind.
+func (f scopeRates) Strings() []string {
+	if f.p == nil {
+		return nil
+	}
+	var out []string
+	for _, kind := range slices.Sorted(maps.Keys(*f.p)) {
+		out = append(out, kind+"="+(*f.p)[kind].String())
+	}
+	return out
+}
+
+func (f scopeRates) String() string { return strings.Join(f.Strings(), ",") }
+
+func (f scopeRates) Set(v string) error {
+	if v == "" {
+		return nil
+	}
+	kind, rate, ok := strings.Cut(v, "=")
+	if !ok || !slices.Contains(httpapi.ScopeKinds, kind) {
+		return fmt.Errorf("want KIND=RATE with KIND one of %s, got %q", strings.Join(httpapi.ScopeKinds, ", "), v)
+	}
+	r, err := ratelimit.ParseRate(rate)
+	if err != nil {
+		return err
+	}
+	if *f.p == nil {
+		*f.p = map[string]ratelimit.Rate{}
+	}
+	(*f.p)[kind] = r
 	return nil
 }

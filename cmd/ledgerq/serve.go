@@ -49,8 +49,11 @@ func parseNodeFlags(name, summary string, cfg *node.Config, parts flagParts, arg
 // configEnv is the environment variable of --config.
 const configEnv = "LEDGERQ_CONFIG"
 
+// nodeDefaultsForServe are serve's defaults.
+func nodeDefaultsForServe() node.Config { return node.Defaults() }
+
 func runServe(ctx context.Context, args []string) error {
-	cfg := node.Defaults()
+	cfg := nodeDefaultsForServe()
 	_, err := parseNodeFlags("serve", "Run the HTTP API and the loops against the database at DATABASE_URL.\nFlags choose which loops run and whether the API runs, so roles can be split across processes.",
 		&cfg, flagParts{api: true, roles: true, ledger: true}, args, "info", nil)
 	if err != nil {
