@@ -84,19 +84,19 @@ from the database. It exits non-zero when a batch was left unfinished.
            --ingest-workers clients POST JSON arrays of --insert-size batches to
            /v1/batches (encoded before the clock starts), so JSON decoding and the
            API's signature checks are paid; reports intake/s and end to end.
---sim-verify=false makes the simulated ledger skip its own signature checks (the
+--batch-sim-verify=false makes the simulated ledger skip its own signature checks (the
 ledger's cost, paid on its own machines in production); the summary says which.
-Unless --first-check is given, the monitor first asks about a batch when the
-simulated ledger commits it (--sim-commit-delay), as a deployment sets it to its
+Unless --batch-first-check is given, the monitor first asks about a batch when the
+simulated ledger commits it (--batch-sim-commit-delay), as a deployment sets it to its
 ledger's commit time.
 
 The lane is serial per service: at most one batch of a service is at the ledger, so
 end-to-end throughput is about services / (time one batch takes through the lane).
 
 Examples:
-  ledgerq bench batches --services 1000 --batches-per-service 10 --sim-commit-delay 0
+  ledgerq bench batches --services 1000 --batches-per-service 10 --batch-sim-commit-delay 0
   ledgerq bench batches --mode preload --services 1000 --batches-per-service 10 \
-      --sim-commit-delay 0 --sim-verify=false
+      --batch-sim-commit-delay 0 --batch-sim-verify=false
   ledgerq bench batches --mode http --ingest-workers 4 --insert-size 10`
 
 func runBenchBatches(ctx context.Context, args []string) error {
