@@ -103,7 +103,7 @@ else
 	floor="--rounds 1"
 	builder="--senders 200 --txs-per-sender 16 --clients 20"
 fi
-sim0="--sim-commit-delay 0 --sim-verify=false"
+sim0="--batch-sim-commit-delay 0 --batch-sim-verify=false"
 batch_flags=${BATCH_FLAGS-}
 # The pool's limits raised so that no transaction of the workload is refused.
 pool_limits="--pool-max-pending 100000 --pool-max-queued 100000 --pool-max-per-sender 1000"

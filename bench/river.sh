@@ -19,7 +19,7 @@
 #   psql "$ADMIN_URL" -c 'create database river_bench'
 #   bench/river.sh postgres://postgres@127.0.0.1:55432/river_bench
 #   ledgerq bench batches --mode preload --database-url .../lq_fresh \
-#       --services 1000 --batches-per-service 10 --sim-commit-delay 0 --sim-verify=false
+#       --services 1000 --batches-per-service 10 --batch-sim-commit-delay 0 --batch-sim-verify=false
 set -euo pipefail
 
 url=${1:?usage: bench/river.sh DATABASE_URL [JOBS]}

@@ -84,19 +84,19 @@ from the database. It exits non-zero when a batch was left unfinished.
            --ingest-workers clients POST JSON arrays of --insert-size batches to
            /v1/batches (encoded before the clock starts), so JSON decoding and the
            API's signature checks are paid; reports intake/s and end to end.
---sim-verify=false makes the simulated ledger skip its own signature checks (the
+--batch-sim-verify=false makes the simulated ledger skip its own signature checks (the
 ledger's cost, paid on its own machines in production); the summary says which.
-Unless --first-check is given, the monitor first asks about a batch when the
-simulated ledger commits it (--sim-commit-delay), as a deployment sets it to its
+Unless --batch-first-check is given, the monitor first asks about a batch when the
+simulated ledger commits it (--batch-sim-commit-delay), as a deployment sets it to its
 ledger's commit time.
 
 The lane is serial per service: at most one batch of a service is at the ledger, so
 end-to-end throughput is about services / (time one batch takes through the lane).
 
 Examples:
-  ledgerq bench batches --services 1000 --batches-per-service 10 --sim-commit-delay 0
+  ledgerq bench batches --services 1000 --batches-per-service 10 --batch-sim-commit-delay 0
   ledgerq bench batches --mode preload --services 1000 --batches-per-service 10 \
-      --sim-commit-delay 0 --sim-verify=false
+      --batch-sim-commit-delay 0 --batch-sim-verify=false
   ledgerq bench batches --mode http --ingest-workers 4 --insert-size 10`
 
 func runBenchBatches(ctx context.Context, args []string) error {
@@ -120,9 +120,7 @@ func runBenchBatches(ctx context.Context, args []string) error {
 func parseBenchBatches(args []string) (bench.BatchConfig, string, error) {
 	cfg := bench.DefaultBatchConfig()
 	var cpuProfile string
-	var flags *flag.FlagSet
-	err := parseNodeFlags("bench batches", benchBatchesSummary, &cfg.Node, flagParts{lane: "batch"}, args, "warn", func(fs *flag.FlagSet) {
-		flags = fs
+	reg, err := parseNodeFlags("bench batches", benchBatchesSummary, &cfg.Node, flagParts{lane: "batch"}, args, "warn", func(fs *flag.FlagSet) {
 		fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (signing excluded) to this file, for go tool pprof")
 		fs.StringVar((*string)(&cfg.Mode), "mode", string(cfg.Mode), "what to measure: e2e (store while the loops run), preload (store everything, then time the loops from start to last commit) or http (post through the HTTP API while the loops run)")
 		fs.IntVar(&cfg.Services, "services", cfg.Services, "number of services (ordering keys); each has its own signing key")
@@ -139,7 +137,7 @@ func parseBenchBatches(args []string) (bench.BatchConfig, string, error) {
 	if err != nil {
 		return cfg, "", err
 	}
-	if !flagGiven(flags, "first-check") {
+	if !reg.Given("batch-first-check") {
 		cfg.Node.Batch.FirstCheck = cfg.Node.Batch.Ledger.Sim.CommitDelay
 	}
 	if err := cfg.Validate(); err != nil {
@@ -202,7 +200,7 @@ func runBenchWallets(ctx context.Context, args []string) error {
 	cfg := bench.DefaultWalletConfig()
 	var fundEther float64 = 1
 	var cpuProfile string
-	err := parseNodeFlags("bench wallets", benchWalletsSummary, &cfg.Node, flagParts{lane: "wallet"}, args, "warn", func(fs *flag.FlagSet) {
+	_, err := parseNodeFlags("bench wallets", benchWalletsSummary, &cfg.Node, flagParts{lane: "wallet"}, args, "warn", func(fs *flag.FlagSet) {
 		fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (the direct sender's part included) to this file, for go tool pprof")
 		fs.StringVar((*string)(&cfg.Mode), "mode", string(cfg.Mode), "how tasks reach the lane: store (store.TaskInsert from the bench's own pool) or http (POST send-tx with task=true and an Idempotency-Key through the real API on a loopback listener)")
 		fs.StringVar(&cfg.Baseline, "baseline", cfg.Baseline, "direct: first run a direct sender with no database (fresh funded keys, the same transfers, nonces in memory, go-ethereum's ethclient on --ledger evm) on the same chain, and print its mined/s beside the lane's and the ratio")
@@ -265,7 +263,7 @@ Examples:
 func runBenchBuilder(ctx context.Context, args []string) error {
 	cfg := bench.DefaultBuilderConfig()
 	var cpuProfile string
-	err := parseNodeFlags("bench builder", benchBuilderSummary, &cfg.Node, flagParts{lane: "builder"}, args, "warn", func(fs *flag.FlagSet) {
+	_, err := parseNodeFlags("bench builder", benchBuilderSummary, &cfg.Node, flagParts{lane: "builder"}, args, "warn", func(fs *flag.FlagSet) {
 		fs.IntVar(&cfg.Senders, "senders", cfg.Senders, "number of senders, each a fresh random key")
 		fs.IntVar(&cfg.TxsPerSender, "txs-per-sender", cfg.TxsPerSender, "transactions per sender, nonces 0 and up")
 		fs.IntVar(&cfg.Clients, "clients", cfg.Clients, "senders sending at once (each its transactions in nonce order)")

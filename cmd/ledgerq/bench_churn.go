@@ -43,7 +43,7 @@ func runBenchChurn(ctx context.Context, args []string) error {
 	fs.DurationVar(&cfg.BlockPeriod, "block-period", cfg.BlockPeriod, "wallet lane: the simulated EVM chain's time between blocks")
 	fs.Float64Var(&cfg.BuilderRate, "builder-rate", cfg.BuilderRate, "builder lane: transactions sent a second")
 	fs.DurationVar(&cfg.SlotLength, "slot-length", cfg.SlotLength, "builder lane: the simulated JAM chain's timeslot")
-	fs.StringVar(&serveArgs, "serve-args", "", "more flags for serve, space-separated (for example \"--retention-age 5m --wallet-retention-age 5m\")")
+	fs.StringVar(&serveArgs, "serve-args", "", "more flags for serve, space-separated (for example \"--batch-retention-age 5m --wallet-retention-age 5m\")")
 	fs.StringVar(&cfg.WorkDir, "work-dir", "", "keep the keystores and the processes' logs (serve.log, simledger-*.log) in this directory (default: a temporary one, removed at the end)")
 	if err := parseFlags(fs, args); err != nil {
 		return err

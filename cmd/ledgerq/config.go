@@ -5,14 +5,15 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/big"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/ledgerq/ledgerq/internal/config"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
-	"github.com/ledgerq/ledgerq/internal/ledger/sim"
 	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/ratelimit"
 	"github.com/ledgerq/ledgerq/internal/store"
@@ -31,10 +32,14 @@ type flagParts struct {
 // has reports whether the command takes lane's flags.
 func (p flagParts) has(lane string) bool { return p.lane == "" || p.lane == lane }
 
-// registerConfig registers the flags that fill c, with c's current values as
-// defaults. Every command that builds a node (serve, once, dev, bench)
-// registers through here, so a setting has one flag everywhere.
-func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
+// registerConfig registers the settings that fill c, with c's current
+// values as defaults, and returns their registry: the batch lane's from its
+// Config's declarations, the rest by hand until their Configs declare them
+// (each adopted into its section of the configuration file). Every command
+// that builds a node (serve, once, dev, bench) registers through here, so a
+// setting has one flag everywhere.
+func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) *config.Registry {
+	reg := config.New(fs, flagEnvNames)
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL connection URL")
 	fs.BoolVar(&c.Migrate, "migrate", c.Migrate, "apply pending schema migrations at start")
 	fs.IntVar(&c.DBMinConns, "db-min-conns", c.DBMinConns, "size the database connection pool to at least this many connections (0: the larger of 4 and the CPUs)")
@@ -57,21 +62,7 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
 		fs.BoolVar(&c.API.Access.RPCRequireKey, "rpc-require-key", c.API.Access.RPCRequireKey, "builder lane: POST /rpc needs an API key with pool:write")
 		fs.Var(&c.API.Access.RateLimits.Key, "rate-limit", "each API key's request rate, COUNT/UNIT:BURST (UNIT s, m or h; 0: unlimited); past it a request is 429 with Retry-After")
 		fs.Var(&c.API.Access.RateLimits.Anonymous, "rate-limit-anonymous", "each client address's request rate on the routes that need no key (the Sawtooth drop-in, /rpc; every route with --insecure-open), COUNT/UNIT:BURST (0: unlimited)")
-		fs.Func("rate-limit-scope", "a rate for the keys holding a kind of scope, KIND=COUNT/UNIT:BURST with KIND one of "+strings.Join(httpapi.ScopeKinds, ", ")+" (repeatable); a key's rate is the most generous of its scopes'", func(v string) error {
-			kind, rate, ok := strings.Cut(v, "=")
-			if !ok || !slices.Contains(httpapi.ScopeKinds, kind) {
-				return fmt.Errorf("want KIND=RATE with KIND one of %s, got %q", strings.Join(httpapi.ScopeKinds, ", "), v)
-			}
-			r, err := ratelimit.ParseRate(rate)
-			if err != nil {
-				return err
-			}
-			if c.API.Access.RateLimits.Scopes == nil {
-				c.API.Access.RateLimits.Scopes = map[string]ratelimit.Rate{}
-			}
-			c.API.Access.RateLimits.Scopes[kind] = r
-			return nil
-		})
+		fs.Var(scopeRates{&c.API.Access.RateLimits.Scopes}, "rate-limit-scope", "a rate for the keys holding a kind of scope, KIND=COUNT/UNIT:BURST with KIND one of "+strings.Join(httpapi.ScopeKinds, ", ")+" (repeatable); a key's rate is the most generous of its scopes'")
 		fs.StringVar(&c.API.TLSCertFile, "tls-cert-file", c.API.TLSCertFile, "serve HTTPS with this certificate (PEM, with its chain), reloaded when the file changes; needs --tls-key-file")
 		fs.StringVar(&c.API.TLSKeyFile, "tls-key-file", c.API.TLSKeyFile, "the private key of --tls-cert-file (PEM)")
 		fs.IntVar(&c.API.Webhooks.MaxEndpoints, "webhook-max-endpoints", c.API.Webhooks.MaxEndpoints, "wallet lane: most webhook endpoints one wallet may have (one more is refused with 409)")
@@ -85,38 +76,81 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) {
 	fs.DurationVar(&c.Loops.PollInterval, "poll-interval", c.Loops.PollInterval, "how often each loop runs when no notification wakes it")
 	fs.DurationVar(&c.Loops.DBTimeout, "db-timeout", c.Loops.DBTimeout, "timeout of one database call from a loop")
 
+	reg.Adopt("", "", "database-url", "migrate", "db-min-conns", "shutdown-timeout")
+	reg.Adopt("loops", "", "queuer", "submitter", "monitor", "poll-interval", "db-timeout")
+	var api []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if reg.Lookup(f.Name) == nil {
+			api = append(api, f.Name)
+		}
+	})
+	reg.Adopt("api", "api-", api...)
+
 	if parts.has("batch") {
-		registerBatch(fs, &c.Batch, parts)
+		reg.Struct(&c.Batch, config.Options{Section: "batch", Prefix: "batch-", Alias: batchAlias, Parts: map[string]bool{"ledger": parts.ledger}})
 	}
 	if parts.has("wallet") {
 		registerWallet(fs, &c.Wallet, &c.API.Config, parts)
+		var wallet, shards []string
+		fs.VisitAll(func(f *flag.Flag) {
+			switch {
+			case reg.Lookup(f.Name) != nil:
+			case strings.HasPrefix(f.Name, "shard-"):
+				shards = append(shards, f.Name)
+			default:
+				wallet = append(wallet, f.Name)
+			}
+		})
+		reg.Adopt("shards", "shard-", shards...)
+		reg.Adopt("wallet", "wallet-", wallet...)
 	}
 	if parts.has("builder") {
+		var before []string
+		fs.VisitAll(func(f *flag.Flag) { before = append(before, f.Name) })
 		registerBuilder(fs, &c.Builder, parts)
+		var builder []string
+		fs.VisitAll(func(f *flag.Flag) {
+			if !slices.Contains(before, f.Name) {
+				builder = append(builder, f.Name)
+			}
+		})
+		reg.Adopt("builder", "builder-", builder...)
 	}
+	reg.MarkSecret("url", "database-url", "builder-ledger-url", "builder-evm-rpc-url", "wallet-ledger-url")
+	return reg
 }
 
-// registerBatch registers the batch lane's flags.
-func registerBatch(fs *flag.FlagSet, b *node.BatchConfig, parts flagParts) {
-	if parts.ledger {
-		fs.StringVar(&b.Ledger.Kind, "batch-ledger", b.Ledger.Kind, "batch lane ledger: sim (in-process simulated ledger) or sawtooth (Sawtooth REST API at --batch-ledger-url)")
-		fs.StringVar(&b.Ledger.URL, "batch-ledger-url", b.Ledger.URL, "batch lane: Sawtooth REST API, for --batch-ledger sawtooth (for example http://127.0.0.1:8008)")
+// batchAlias is the deprecated name of the batch lane's setting key: its
+// flag before the lane's flags took the prefix --batch- (--delay-window,
+// --sim-seed); --batch-ledger, --batch-ledger-url and --batch-ledger-timeout
+// had it already.
+func batchAlias(key string) string {
+	if key == "ledger" || strings.HasPrefix(key, "ledger-") {
+		return ""
 	}
-	fs.DurationVar(&b.Ledger.Timeout, "batch-ledger-timeout", b.Ledger.Timeout, "batch lane: timeout of one ledger call")
-	fs.DurationVar(&b.DelayWindow, "delay-window", b.DelayWindow, "batch lane: delay before a transiently failed batch is retried; doubles with each attempt")
-	fs.DurationVar(&b.DelayCap, "delay-cap", b.DelayCap, "batch lane: the longest delay window")
-	fs.IntVar(&b.SubmitBatchSize, "submit-batch-size", b.SubmitBatchSize, "batch lane: most batches sent in one ledger call")
-	fs.DurationVar(&b.ClaimLease, "claim-lease", b.ClaimLease, "batch lane: how long a claim holds a batch before the monitor checks on it")
-	fs.DurationVar(&b.FirstCheck, "first-check", b.FirstCheck, "batch lane: how long after acceptance the monitor first asks about a batch")
-	fs.DurationVar(&b.CheckInterval, "check-interval", b.CheckInterval, "batch lane: time between two status checks of a pending batch")
-	fs.IntVar(&b.CheckBatchSize, "check-batch-size", b.CheckBatchSize, "batch lane: most batches asked about in one ledger call")
-	fs.DurationVar(&b.RetentionAge, "retention-age", b.RetentionAge, "batch lane: delete terminal batches (committed, valid, invalid) older than this (0: keep them forever); run by the monitor role")
-	fs.IntVar(&b.RetentionBatchSize, "retention-batch-size", b.RetentionBatchSize, "batch lane: most terminal batches deleted in one statement")
-	fs.DurationVar(&b.RetentionInterval, "retention-interval", b.RetentionInterval, "batch lane: wait after a retention round that found less than a full batch to delete")
-	fs.DurationVar(&b.TrackGrace, "track-grace", b.TrackGrace, "batch lane: how long past its next check a still pending batch this process follows in memory (written back before its claim ran out) is left to it before other processes' monitors take it over")
-	fs.DurationVar(&b.ReconcileInterval, "reconcile-interval", b.ReconcileInterval, "batch lane: how often the queuer admits batches no transaction admitted (rows written by hand); a scan over the services")
-	registerSim(fs, &b.Ledger.Sim)
+	return key
 }
+
+// newFlagName is the flag named old at commit 3b1e0c4.
+func newFlagName(old string) string {
+	if batchAlias(old) == "" || !batchKeys[old] {
+		return old
+	}
+	return "batch-" + old
+}
+
+// batchKeys are the batch lane's setting keys (registered on a scratch
+// FlagSet).
+var batchKeys = func() map[string]bool {
+	c := node.Defaults()
+	reg := config.New(flag.NewFlagSet("", flag.ContinueOnError), flagEnvNames)
+	reg.Struct(&c.Batch, config.Options{Section: "batch", Prefix: "batch-", Parts: map[string]bool{"ledger": true}})
+	keys := map[string]bool{}
+	for _, s := range reg.Settings() {
+		keys[s.Key] = true
+	}
+	return keys
+}()
 
 // registerBuilder registers the builder lane's flags.
 func registerBuilder(fs *flag.FlagSet, b *node.BuilderConfig, parts flagParts) {
@@ -158,10 +192,7 @@ func registerWallet(fs *flag.FlagSet, w *node.WalletConfig, api *httpapi.Config,
 		fs.StringVar(&w.Ledger.URL, "wallet-ledger-url", w.Ledger.URL, "wallet lane: the EVM node's JSON-RPC URL, for --wallet-ledger evm (for example http://127.0.0.1:8545)")
 	}
 	fs.DurationVar(&w.Lane.LedgerTimeout, "wallet-ledger-timeout", w.Lane.LedgerTimeout, "wallet lane: timeout of one call to the chain")
-	fs.Func("send-tx-queue-type", "wallet lane: order of a wallet's waiting tasks: priority (highest first, then oldest) or fifo (default "+string(w.Lane.QueueType)+")", func(v string) error {
-		w.Lane.QueueType = store.QueueType(v)
-		return nil
-	})
+	fs.Var((*queueTypeFlag)(&w.Lane.QueueType), "send-tx-queue-type", "wallet lane: order of a wallet's waiting tasks: priority (highest first, then oldest) or fifo")
 	fs.IntVar(&w.Lane.InFlight, "wallet-in-flight", w.Lane.InFlight, "wallet lane: most transactions a wallet has signed or sent and not yet confirmed")
 	fs.DurationVar(&w.Lane.FollowInterval, "wallet-follow-interval", w.Lane.FollowInterval, "wallet lane: how often a wallet with transactions in flight is checked for receipts")
 	fs.DurationVar(&w.Lane.HeadInterval, "wallet-head-interval", w.Lane.HeadInterval, "wallet lane: how often the chain's head is read; a new block checks the wallets with transactions in flight at once instead of at the next --wallet-follow-interval (0: off)")
@@ -193,19 +224,6 @@ func registerWallet(fs *flag.FlagSet, w *node.WalletConfig, api *httpapi.Config,
 	fs.DurationVar(&w.Webhooks.Interval, "webhook-interval", w.Webhooks.Interval, "wallet lane: how often due webhook deliveries are looked for")
 	fs.BoolVar(&w.Webhooks.AllowPrivate, "webhook-allow-private", w.Webhooks.AllowPrivate, "wallet lane: let webhook endpoints be at loopback, private, link-local and other non-public addresses (receivers on this machine, in tests and development); off, such a URL is refused at registration and never connected to")
 	fs.DurationVar(&w.RetentionInterval, "wallet-retention-interval", w.RetentionInterval, "wallet lane: wait after a retention round that found less than a full batch to delete")
-}
-
-// registerSim registers the simulated ledger's flags (also used by simledger).
-func registerSim(fs *flag.FlagSet, s *sim.Config) {
-	fs.Int64Var(&s.Seed, "sim-seed", s.Seed, "simulated ledger: random seed")
-	fs.DurationVar(&s.Latency, "sim-latency", s.Latency, "simulated ledger: latency of each call")
-	fs.DurationVar(&s.CommitDelay, "sim-commit-delay", s.CommitDelay, "simulated ledger: time from acceptance to commit")
-	fs.Float64Var(&s.RejectRate, "sim-reject-rate", s.RejectRate, "simulated ledger: fraction of accepted batches that end INVALID")
-	fs.Float64Var(&s.TransientRate, "sim-transient-rate", s.TransientRate, "simulated ledger: fraction of submit calls that fail transiently")
-	fs.Float64Var(&s.LostRate, "sim-lost-rate", s.LostRate, "simulated ledger: fraction of accepted batches it loses (they answer UNKNOWN)")
-	fs.Float64Var(&s.DropResponseRate, "sim-drop-response-rate", s.DropResponseRate, "simulated ledger: fraction of submit calls that succeed but whose answer is lost")
-	fs.IntVar(&s.MaxEvents, "sim-max-events", s.MaxEvents, "simulated ledger: keep at most this many events in its log (0: all)")
-	fs.Var(negatedFlag{&s.SkipVerify}, "sim-verify", "simulated ledger: verify each batch's signatures as a validator does (false: parse only; the ledger's cost, paid on its own machines in production)")
 }
 
 func setupLogger(level string) (*slog.Logger, error) {
@@ -276,3 +294,51 @@ func (f negatedFlag) Set(s string) error {
 
 // IsBoolFlag lets --sim-verify stand alone for true.
 func (negatedFlag) IsBoolFlag() bool { return true }
+
+// queueTypeFlag is a wallet's queue type as a flag (validated with the
+// lane's Config).
+type queueTypeFlag store.QueueType
+
+func (f *queueTypeFlag) String() string { return string(*f) }
+
+func (f *queueTypeFlag) Set(s string) error {
+	*f = queueTypeFlag(s)
+	return nil
+}
+
+// scopeRates is --rate-limit-scope: the rates of the keys holding a kind of
+// scope, KIND=RATE, one a value (repeatable; a list in the file).
+type scopeRates struct{ p *map[string]ratelimit.Rate }
+
+// Strings are the rates as KIND=RATE, by kind.
+func (f scopeRates) Strings() []string {
+	if f.p == nil {
+		return nil
+	}
+	var out []string
+	for _, kind := range slices.Sorted(maps.Keys(*f.p)) {
+		out = append(out, kind+"="+(*f.p)[kind].String())
+	}
+	return out
+}
+
+func (f scopeRates) String() string { return strings.Join(f.Strings(), ",") }
+
+func (f scopeRates) Set(v string) error {
+	if v == "" {
+		return nil
+	}
+	kind, rate, ok := strings.Cut(v, "=")
+	if !ok || !slices.Contains(httpapi.ScopeKinds, kind) {
+		return fmt.Errorf("want KIND=RATE with KIND one of %s, got %q", strings.Join(httpapi.ScopeKinds, ", "), v)
+	}
+	r, err := ratelimit.ParseRate(rate)
+	if err != nil {
+		return err
+	}
+	if *f.p == nil {
+		*f.p = map[string]ratelimit.Rate{}
+	}
+	(*f.p)[kind] = r
+	return nil
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/crypto"
 
+	"github.com/ledgerq/ledgerq/internal/batch"
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
@@ -30,7 +31,7 @@ import (
 func runDev(ctx context.Context, args []string) error {
 	var dataDir string
 	cfg := devDefaults()
-	err := parseNodeFlags("dev", "Run ledgerq on its embedded default: a private PostgreSQL cluster started from the local\nPostgreSQL binaries under --data-dir (or the database at DATABASE_URL when set), the simulated\nledger in-process, the HTTP API and every loop. Ctrl-C stops ledgerq and the cluster; a second\nrun reuses the data.",
+	_, err := parseNodeFlags("dev", "Run ledgerq on its embedded default: a private PostgreSQL cluster started from the local\nPostgreSQL binaries under --data-dir (or the database at DATABASE_URL when set), the simulated\nledger in-process, the HTTP API and every loop. Ctrl-C stops ledgerq and the cluster; a second\nrun reuses the data.",
 		&cfg, flagParts{api: true, roles: true}, args, "info", func(fs *flag.FlagSet) {
 			fs.StringVar(&dataDir, "data-dir", ".ledgerq", "directory of the private PostgreSQL cluster")
 		})
@@ -38,7 +39,7 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	logger := cfg.Logger
-	cfg.Batch.Ledger.Kind = node.BatchLedgerSim
+	cfg.Batch.Ledger.Kind = batch.LedgerSim
 	if cfg.DatabaseURL == "" {
 		if err := cfg.ValidateSettings(); err != nil {
 			return err

@@ -15,6 +15,9 @@ func newFlagSet(name, summary string) *flag.FlagSet {
 		out := fs.Output()
 		fmt.Fprintf(out, "Usage: ledgerq %s [flags]\n\n%s\n\nFlags (each can also be set by the environment variable shown):\n", name, summary)
 		fs.VisitAll(func(f *flag.Flag) {
+			if strings.HasPrefix(f.Usage, "deprecated: ") {
+				return // an old name of another flag
+			}
 			def := ""
 			if f.DefValue != "" && f.DefValue != "false" {
 				def = fmt.Sprintf(" (default %s)", f.DefValue)
@@ -52,19 +55,6 @@ func flagEnvNames(name string) []string {
 		return []string{"DATABASE_URL", "LEDGERQ_DATABASE_URL"}
 	}
 	return []string{"LEDGERQ_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))}
-}
-
-// flagGiven reports whether flag name of a parsed fs was given, on the
-// command line or by its environment variable.
-func flagGiven(fs *flag.FlagSet, name string) bool {
-	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
-	for _, n := range flagEnvNames(name) {
-		if v, ok := os.LookupEnv(n); ok && v != "" {
-			given = true
-		}
-	}
-	return given
 }
 
 // applyEnv sets every flag not given on the command line from its

@@ -18,13 +18,19 @@ func serveFlags(cfg *node.Config) *flag.FlagSet {
 	return fs
 }
 
+// parseServe parses args (and the environment, and file when set) into
+// cfg as serve does.
+func parseServe(cfg *node.Config, args []string, file string) error {
+	reg := registerConfig(newFlagSet("serve", "summary"), cfg, flagParts{api: true, roles: true, ledger: true})
+	return reg.Parse(args, func() string { return file })
+}
+
 func TestParseFlags_EnvironmentFillsFlagsNotGivenAndTheCommandLineWins(t *testing.T) {
 	t.Setenv("DATABASE_URL", "postgres://from-env/db")
 	t.Setenv("LEDGERQ_POLL_INTERVAL", "3s")
-	t.Setenv("LEDGERQ_DELAY_WINDOW", "7s")
+	t.Setenv("LEDGERQ_BATCH_DELAY_WINDOW", "7s")
 	cfg := node.Defaults()
-	fs := serveFlags(&cfg)
-	require.NoError(t, parseFlags(fs, []string{"--delay-window", "9s"}))
+	require.NoError(t, parseServe(&cfg, []string{"--batch-delay-window", "9s"}, ""))
 	require.Equal(t, "postgres://from-env/db", cfg.DatabaseURL)
 	require.Equal(t, 3*time.Second, cfg.Loops.PollInterval)
 	require.Equal(t, 9*time.Second, cfg.Batch.DelayWindow)
@@ -33,7 +39,7 @@ func TestParseFlags_EnvironmentFillsFlagsNotGivenAndTheCommandLineWins(t *testin
 func TestParseFlags_BadEnvironmentValueNamesTheVariable(t *testing.T) {
 	t.Setenv("LEDGERQ_POLL_INTERVAL", "soon")
 	cfg := node.Defaults()
-	err := parseFlags(serveFlags(&cfg), nil)
+	err := parseServe(&cfg, nil, "")
 	require.ErrorContains(t, err, "LEDGERQ_POLL_INTERVAL")
 }
 
@@ -41,17 +47,17 @@ func TestParseFlags_BadEnvironmentValueNamesTheVariable(t *testing.T) {
 // each flag below changes exactly the field beside it and nothing else.
 func TestRegisterConfig_EachFlagSetsItsOneField(t *testing.T) {
 	for flagArgs, want := range map[string]func(c *node.Config){
-		"--claim-lease=2m":             func(c *node.Config) { c.Batch.ClaimLease = 2 * time.Minute },
-		"--first-check=3s":             func(c *node.Config) { c.Batch.FirstCheck = 3 * time.Second },
-		"--delay-window=20s":           func(c *node.Config) { c.Batch.DelayWindow = 20 * time.Second },
+		"--batch-claim-lease=2m":       func(c *node.Config) { c.Batch.ClaimLease = 2 * time.Minute },
+		"--batch-first-check=3s":       func(c *node.Config) { c.Batch.FirstCheck = 3 * time.Second },
+		"--batch-delay-window=20s":     func(c *node.Config) { c.Batch.DelayWindow = 20 * time.Second },
 		"--batch-ledger=sawtooth":      func(c *node.Config) { c.Batch.Ledger.Kind = "sawtooth" },
 		"--batch-ledger-url=http://x":  func(c *node.Config) { c.Batch.Ledger.URL = "http://x" },
 		"--batch-ledger-timeout=5s":    func(c *node.Config) { c.Batch.Ledger.Timeout = 5 * time.Second },
-		"--submit-batch-size=7":        func(c *node.Config) { c.Batch.SubmitBatchSize = 7 },
-		"--check-batch-size=8":         func(c *node.Config) { c.Batch.CheckBatchSize = 8 },
+		"--batch-submit-batch-size=7":  func(c *node.Config) { c.Batch.SubmitBatchSize = 7 },
+		"--batch-check-batch-size=8":   func(c *node.Config) { c.Batch.CheckBatchSize = 8 },
 		"--poll-interval=2s":           func(c *node.Config) { c.Loops.PollInterval = 2 * time.Second },
 		"--monitor=false":              func(c *node.Config) { c.Loops.Monitor = false },
-		"--sim-commit-delay=1s":        func(c *node.Config) { c.Batch.Ledger.Sim.CommitDelay = time.Second },
+		"--batch-sim-commit-delay=1s":  func(c *node.Config) { c.Batch.Ledger.Sim.CommitDelay = time.Second },
 		"--max-batches-per-request=3":  func(c *node.Config) { c.API.MaxBatchesPerRequest = 3 },
 		"--shutdown-timeout=1s":        func(c *node.Config) { c.ShutdownTimeout = time.Second },
 		"--http-addr=127.0.0.1:9":      func(c *node.Config) { c.API.Addr = "127.0.0.1:9" },
@@ -79,7 +85,7 @@ func TestRegisterConfig_EachFlagSetsItsOneField(t *testing.T) {
 		},
 	} {
 		got, expected := node.Defaults(), node.Defaults()
-		require.NoError(t, parseFlags(serveFlags(&got), []string{flagArgs}), flagArgs)
+		require.NoError(t, parseServe(&got, []string{flagArgs}, ""), flagArgs)
 		want(&expected)
 		require.Equal(t, expected, got, flagArgs)
 	}
@@ -124,7 +130,7 @@ func TestUsage_ListsEveryFlagWithItsEnvironmentVariable(t *testing.T) {
 	fs.Usage()
 	require.Contains(t, b.String(), "--database-url")
 	require.Contains(t, b.String(), "DATABASE_URL or LEDGERQ_DATABASE_URL")
-	require.Contains(t, b.String(), "LEDGERQ_DELAY_WINDOW")
+	require.Contains(t, b.String(), "LEDGERQ_BATCH_DELAY_WINDOW")
 	require.Contains(t, b.String(), "LEDGERQ_BATCH_LEDGER_URL")
 }
 
@@ -135,7 +141,7 @@ func TestDevConfig_AllowsPrivateWebhookTargetsByDefault(t *testing.T) {
 	cfg := devDefaults()
 	require.True(t, cfg.Wallet.Webhooks.AllowPrivate)
 	fs := newFlagSet("dev", "summary")
-	registerConfig(fs, &cfg, flagParts{api: true, roles: true})
-	require.NoError(t, parseFlags(fs, []string{"--webhook-allow-private=false"}))
+	reg := registerConfig(fs, &cfg, flagParts{api: true, roles: true})
+	require.NoError(t, reg.Parse([]string{"--webhook-allow-private=false"}, func() string { return "" }))
 	require.False(t, cfg.Wallet.Webhooks.AllowPrivate)
 }

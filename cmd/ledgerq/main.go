@@ -29,6 +29,7 @@ Commands:
   sawtooth   Sawtooth helpers: 'sawtooth sample' prints signed sample batches
   keys       API keys of the wallet routes: create, list, revoke
   wallet     wallets: 'wallet new' writes a new keystore file
+  config     'config check --config FILE' validates a configuration file and prints the effective configuration
   version    print the version
 
 Run 'ledgerq <command> --help' for the flags of a command.
@@ -106,7 +107,7 @@ func run(ctx context.Context, args []string) int {
 // commands are ledgerq's commands by name (usage lists them).
 var commands = map[string]func(ctx context.Context, args []string) error{
 	"dev": runDev, "serve": runServe, "once": runOnce, "migrate": runMigrate, "simledger": runSimLedger,
-	"bench": runBench, "sawtooth": runSawtooth, "keys": runKeys, "wallet": runWallet,
+	"bench": runBench, "sawtooth": runSawtooth, "keys": runKeys, "wallet": runWallet, "config": runConfig,
 }
 
 // errUsage marks a usage error that was already reported.

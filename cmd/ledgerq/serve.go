@@ -1,40 +1,60 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/ledgerq/ledgerq/internal/batch"
+	"github.com/ledgerq/ledgerq/internal/config"
 	"github.com/ledgerq/ledgerq/internal/node"
 )
 
-// parseNodeFlags registers the node flags of a command and --log-level
-// (default logLevel) with cfg's values as defaults, lets extra register the
-// command's own flags, parses args and then the environment into cfg, and
-// sets cfg.Logger.
-func parseNodeFlags(name, summary string, cfg *node.Config, parts flagParts, args []string, logLevel string, extra func(fs *flag.FlagSet)) error {
+// parseNodeFlags registers the node settings of a command, --log-level
+// (default logLevel) and --config with cfg's values as defaults, lets extra
+// register the command's own flags, parses args, then the environment and
+// the configuration file into cfg, and sets cfg.Logger, which it tells of
+// the deprecated names used. It returns the settings' registry.
+func parseNodeFlags(name, summary string, cfg *node.Config, parts flagParts, args []string, logLevel string, extra func(fs *flag.FlagSet)) (*config.Registry, error) {
 	fs := newFlagSet(name, summary)
+	reg := registerConfig(fs, cfg, parts)
 	fs.StringVar(&logLevel, "log-level", logLevel, "log level: debug, info, warn or error")
-	registerConfig(fs, cfg, parts)
 	if extra != nil {
 		extra(fs)
 	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	reg.AdoptRest()
+	var file string
+	fs.StringVar(&file, "config", "", "a YAML configuration file of these settings (docs/configuration.md); the environment and the command line override it")
+	err := reg.Parse(args, func() string { return cmp.Or(file, os.Getenv(configEnv)) })
+	if err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (see ledgerq %s --help)", fs.Arg(0), fs.Name())
 	}
 	logger, err := setupLogger(logLevel)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	for _, d := range reg.Deprecations() {
+		logger.Warn("ledgerq: " + d)
 	}
 	cfg.Logger, cfg.Version = logger, versionString()
-	return nil
+	return reg, nil
 }
 
+// configEnv is the environment variable of --config.
+const configEnv = "LEDGERQ_CONFIG"
+
+// nodeDefaultsForServe are serve's defaults.
+func nodeDefaultsForServe() node.Config { return node.Defaults() }
+
 func runServe(ctx context.Context, args []string) error {
-	cfg := node.Defaults()
-	err := parseNodeFlags("serve", "Run the HTTP API and the loops against the database at DATABASE_URL.\nFlags choose which loops run and whether the API runs, so roles can be split across processes.",
+	cfg := nodeDefaultsForServe()
+	_, err := parseNodeFlags("serve", "Run the HTTP API and the loops against the database at DATABASE_URL.\nFlags choose which loops run and whether the API runs, so roles can be split across processes.",
 		&cfg, flagParts{api: true, roles: true, ledger: true}, args, "info", nil)
 	if err != nil {
 		return err
@@ -53,14 +73,14 @@ func runServe(ctx context.Context, args []string) error {
 func runOnce(ctx context.Context, args []string) error {
 	var timeout time.Duration
 	cfg := node.Defaults()
-	err := parseNodeFlags("once", "Run one round of every enabled loop (queuer, submitter, monitor), then exit: the cron deployment.\nExits 0 when every round ran, non-zero with a message otherwise.",
+	_, err := parseNodeFlags("once", "Run one round of every enabled loop (queuer, submitter, monitor), then exit: the cron deployment.\nExits 0 when every round ran, non-zero with a message otherwise.",
 		&cfg, flagParts{roles: true, ledger: true}, args, "info", func(fs *flag.FlagSet) {
 			fs.DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long")
 		})
 	if err != nil {
 		return err
 	}
-	if cfg.Batch.Ledger.Kind == node.BatchLedgerSim {
+	if cfg.Batch.Ledger.Kind == batch.LedgerSim {
 		fmt.Fprintln(os.Stderr, "ledgerq once: note: --batch-ledger sim keeps the simulated ledger in this process only; use --batch-ledger sawtooth with 'ledgerq simledger' to keep ledger state between runs")
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)

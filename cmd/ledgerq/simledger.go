@@ -15,7 +15,9 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/ledgerq/ledgerq/internal/batch"
 	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/config"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/ledger/jam"
 	"github.com/ledgerq/ledgerq/internal/ledger/sim"
@@ -146,13 +148,13 @@ type simLedgerSetup struct {
 }
 
 func parseSimLedger(args []string) (simLedgerSetup, error) {
-	s := simLedgerSetup{sim: node.Defaults().Batch.Ledger.Sim}
+	s := simLedgerSetup{sim: batch.Defaults().Ledger.Sim}
 	s.sim.MaxEvents = 0
 	fs := newFlagSet("simledger", "Serve a simulated ledger: with --kind sawtooth (the default) over Sawtooth's REST API\n(POST /batches, GET and POST /batch_statuses, GET /debug/log and /debug/stats);\nwith --kind evm over Ethereum JSON-RPC (POST /, default address 127.0.0.1:8545);\nwith --kind jam a JAM chain for the builder lane (GET /info, /recent, /blocks, POST /work-packages,\nGET /debug/log and /debug/stats; default address 127.0.0.1:19800) and the Ethereum JSON-RPC of the\nEVM blocks it executed (POST /evm), where the 20 development accounts hardhat and anvil fund\n(mnemonic \"test test … junk\") have 10000 ether each unless --jam-fund-dev-accounts=false.")
 	fs.StringVar(&s.kind, "kind", simKindSawtooth, "which ledger to serve: sawtooth, evm or jam")
 	fs.StringVar(&s.addr, "addr", "127.0.0.1:8008", "address to listen on (127.0.0.1:8545 for --kind evm, 127.0.0.1:19800 for --kind jam, when not given)")
 	fs.StringVar(&s.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	registerSim(fs, &s.sim)
+	config.New(fs, flagEnvNames).Struct(&s.sim, config.Options{Prefix: "sim-"})
 	registerEVMSim(fs, &s.evm)
 	registerJAMSim(fs, &s.jam)
 	if err := parseFlags(fs, args); err != nil {

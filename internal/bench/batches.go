@@ -781,7 +781,7 @@ func (rep *BatchReport) WriteSummary(w io.Writer) error {
 	}
 	verify := "signatures verified"
 	if sc.SkipVerify {
-		verify = "signatures not verified (--sim-verify=false)"
+		verify = "signatures not verified (--batch-sim-verify=false)"
 	}
 	mode := map[Mode]string{
 		ModeE2E:     "e2e: batches stored while the loops run; timed from the first insert to the last commit",

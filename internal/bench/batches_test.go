@@ -151,7 +151,7 @@ func TestRunBatches_PreloadStoresEveryBatchBeforeTheLoopsStart(t *testing.T) {
 	require.Contains(t, summary.String(), "ledgerq bench batches: complete")
 	require.Contains(t, summary.String(), "mode              preload:")
 	require.Contains(t, summary.String(), "committed/s (15 from loop start to last commit in ")
-	require.Contains(t, summary.String(), "seed 1; signatures not verified (--sim-verify=false)")
+	require.Contains(t, summary.String(), "seed 1; signatures not verified (--batch-sim-verify=false)")
 }
 
 func TestRunBatches_HTTPModePostsEveryBatchThroughTheAPI(t *testing.T) {

@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync"
@@ -46,10 +47,29 @@ func StopAll(services ...Service) {
 type Deps struct {
 	Clock  clock.Clock
 	Logger *slog.Logger
+	// PollInterval is the longest the service waits between rounds
+	// (NOTIFY wakes it sooner), and DBTimeout bounds each of its database
+	// calls: the settings every loop shares (--poll-interval,
+	// --db-timeout). WithDefaults fills them.
+	PollInterval time.Duration
+	DBTimeout    time.Duration
 	// Metrics, when set, counts the service's transitions and rounds.
 	Metrics *metrics.Metrics
 	// Wake, when set, starts a round early: the service's NOTIFY channel.
 	Wake <-chan struct{}
+}
+
+// Default loop timings: the defaults of --poll-interval and --db-timeout.
+const (
+	DefaultPollInterval = time.Second
+	DefaultDBTimeout    = 10 * time.Second
+)
+
+// WithDefaults returns d with its zero timings set to their defaults.
+func (d Deps) WithDefaults() Deps {
+	d.PollInterval = cmp.Or(d.PollInterval, DefaultPollInterval)
+	d.DBTimeout = cmp.Or(d.DBTimeout, DefaultDBTimeout)
+	return d
 }
 
 // NewService returns the Loop a service embeds: named name, polling every

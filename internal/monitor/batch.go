@@ -7,38 +7,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ledgerq/ledgerq/internal/batch"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
-
-// BatchConfig configures the BatchMonitor.
-type BatchConfig struct {
-	PollInterval  time.Duration
-	DBTimeout     time.Duration
-	LedgerTimeout time.Duration
-	// CheckBatchSize is the most batches asked about in one ledger call.
-	CheckBatchSize int
-	// CheckInterval is the time between two checks of one pending batch.
-	CheckInterval time.Duration
-	// ClaimLease is how long the monitor holds an expired held batch while it
-	// asks the ledger (the submitter's lease, taken over), and the lease of
-	// the batches it claims for this process's submitter (OnAdmitted).
-	ClaimLease time.Duration
-	// TrackGrace is how far past the next in-memory check a followed batch's
-	// stored check time is kept: other monitors stay off it until then, and
-	// a batch still pending is written back only when that time comes near.
-	TrackGrace time.Duration
-	// TrackMax bounds the batches followed in memory; beyond it batches are
-	// left to the database path.
-	TrackMax int
-	// RecordsInFlight is how many rounds' record transactions may run at
-	// once (0 or 1: each round records before the next begins). The next
-	// round asks the ledger while the last one's answers are being written;
-	// their batches are of different services, since a service has one
-	// active batch at a time.
-	RecordsInFlight int
-}
 
 // BatchMonitor asks the ledger about pending batches and about held batches
 // whose submitter's lease expired (a submitter that died mid-send), and
@@ -46,7 +19,7 @@ type BatchConfig struct {
 // with submitted cleared, so the batch is queued and sent again.
 type BatchMonitor struct {
 	*loop.Loop
-	cfg    BatchConfig
+	cfg    batch.Config
 	store  *store.Store
 	ledger ledger.BatchLedger
 	deps   loop.Deps
@@ -107,7 +80,7 @@ func (m *BatchMonitor) Release(ctx context.Context) {
 	if len(outcomes) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.DBTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.deps.DBTimeout)
 	defer cancel()
 	rec, err := m.store.BatchRecordStatuses(ctx, store.BatchRecordStatusesParams{Now: now, NextCheckAt: now, Outcomes: outcomes})
 	if err != nil {
@@ -132,14 +105,19 @@ func (m *BatchMonitor) Wait() error {
 	return nil
 }
 
-// NewBatchMonitor returns the batch lane's monitor.
-func NewBatchMonitor(st *store.Store, l ledger.BatchLedger, deps loop.Deps, cfg BatchConfig) *BatchMonitor {
+// NewBatchMonitor returns the batch lane's monitor, cfg and deps with their
+// defaults, or the first setting that cannot work.
+func NewBatchMonitor(st *store.Store, l ledger.BatchLedger, deps loop.Deps, cfg batch.Config) (*BatchMonitor, error) {
+	cfg, deps = cfg.WithDefaults(), deps.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	m := &BatchMonitor{cfg: cfg, store: st, ledger: l, deps: deps, follow: newFollowed(cfg.TrackMax)}
 	if cfg.RecordsInFlight > 1 {
 		m.recording = make(chan struct{}, cfg.RecordsInFlight-1)
 	}
-	m.Loop = loop.NewService("batch_monitor", cfg.PollInterval, deps, cfg.CheckBatchSize, m.RunOnce)
-	return m
+	m.Loop = loop.NewService("batch_monitor", deps.PollInterval, deps, cfg.CheckBatchSize, m.RunOnce)
+	return m, nil
 }
 
 // RunOnce checks up to CheckBatchSize batches with the ledger — the followed
@@ -173,7 +151,7 @@ func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
 	}
 	if rest := m.cfg.CheckBatchSize - len(due); rest > 0 && (len(taken) == 0 || now.Sub(m.lastClaim) >= m.cfg.CheckInterval) {
 		m.lastClaim = now
-		claimCtx, cancel := context.WithTimeout(ctx, m.cfg.DBTimeout)
+		claimCtx, cancel := context.WithTimeout(ctx, m.deps.DBTimeout)
 		claimed, err := m.store.BatchClaimForCheck(claimCtx, store.BatchClaimForCheckParams{
 			Now: now, LeaseUntil: now.Add(m.cfg.ClaimLease), NextCheckAt: now.Add(m.cfg.CheckInterval), Max: rest,
 		})
@@ -194,7 +172,7 @@ func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
 	for i, d := range due {
 		ids[i] = d.ID
 	}
-	askCtx, cancel := context.WithTimeout(ctx, m.cfg.LedgerTimeout)
+	askCtx, cancel := context.WithTimeout(ctx, m.cfg.Ledger.Timeout)
 	statuses, err := m.ledger.BatchStatuses(askCtx, ids)
 	cancel()
 	if err != nil {
@@ -265,7 +243,7 @@ func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
 // record writes a round's outcomes in one transaction, hands the batches
 // it admitted to this process's submitter and settles the followed ones.
 func (m *BatchMonitor) record(ctx context.Context, outcomes []store.StatusOutcome, followed bool) error {
-	recCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.DBTimeout)
+	recCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.deps.DBTimeout)
 	defer cancel()
 	done := m.deps.Clock.Now()
 	nextCheck := done.Add(m.cfg.CheckInterval)

@@ -12,12 +12,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/batch"
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/monitor"
-	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/submitter"
 	"github.com/ledgerq/ledgerq/internal/testdb"
@@ -32,7 +32,7 @@ type batchSetup struct {
 	st    *store.Store
 	clock *clock.Fake
 	rows  *testfactory.Factory
-	cfg   monitor.BatchConfig
+	cfg   batch.Config
 	deps  loop.Deps
 }
 
@@ -40,21 +40,35 @@ func setup(t *testing.T) *batchSetup {
 	t.Helper()
 	st := testdb.NewTx(t)
 	clk := testfactory.NewClock()
-	d := node.Defaults()
 	deps := loop.Deps{Clock: clk, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	return &batchSetup{
 		t: t, st: st, clock: clk, rows: testfactory.New(t, st, clk), deps: deps,
-		cfg: withRecordsInFlight(d.BatchMonitorConfig(), 1), // a rule test reads a round's writes when it returns
+		cfg: withRecordsInFlight(batch.Defaults(), 1), // a rule test reads a round's writes when it returns
 	}
 }
 
-func withRecordsInFlight(c monitor.BatchConfig, n int) monitor.BatchConfig {
+func withRecordsInFlight(c batch.Config, n int) batch.Config {
 	c.RecordsInFlight = n
 	return c
 }
 
 func (b *batchSetup) monitor(l ledger.BatchLedger) *monitor.BatchMonitor {
-	return monitor.NewBatchMonitor(b.st, l, b.deps, b.cfg)
+	return b.monitorWith(l, b.cfg)
+}
+
+func (b *batchSetup) monitorWith(l ledger.BatchLedger, cfg batch.Config) *monitor.BatchMonitor {
+	b.t.Helper()
+	m, err := monitor.NewBatchMonitor(b.st, l, b.deps, cfg)
+	require.NoError(b.t, err)
+	return m
+}
+
+// submitter is the lane's submitter with the default settings.
+func (b *batchSetup) submitter(l ledger.BatchLedger) *submitter.BatchSubmitter {
+	b.t.Helper()
+	s, err := submitter.NewBatchSubmitter(b.st, l, b.deps, batch.Defaults())
+	require.NoError(b.t, err)
+	return s
 }
 
 func (b *batchSetup) get(id string) store.Batch { b.t.Helper(); return b.rows.Get(id) }
@@ -90,8 +104,7 @@ func (b *batchSetup) roundOnPending(l ledger.BatchLedger) (int, store.Batch) {
 // returns the batch's id.
 func (b *batchSetup) submitOne(l ledger.BatchLedger, onAccepted func([]store.CheckBatch, time.Time) int) string {
 	b.t.Helper()
-	d := node.Defaults()
-	sub := submitter.NewBatchSubmitter(b.st, l, b.deps, d.BatchSubmitterConfig())
+	sub := b.submitter(l)
 	sub.OnAccepted = onAccepted
 	id := b.rows.PostBatches("a", 1)[0]
 	require.Equal(b.t, 1, b.runOnce("submitter", sub.RunOnce))
@@ -148,16 +161,16 @@ func TestBatchMonitor_FollowsAcceptedBatchesInMemoryAndOthersStayOff(t *testing.
 	b := setup(t)
 	l := &ledgertest.BatchLedger{}
 	m := b.monitor(l)
-	d := node.Defaults()
-	id := b.submitOne(l, func(acc []store.CheckBatch, at time.Time) int { return m.Track(acc, at, d.Batch.FirstCheck) })
+	d := batch.Defaults()
+	id := b.submitOne(l, func(acc []store.CheckBatch, at time.Time) int { return m.Track(acc, at, d.FirstCheck) })
 	held := b.get(id)
 	require.True(t, held.Submitted)
 	require.Equal(t, store.BatchStatusNone, held.Status, "accepted and followed: held, not written")
 	require.NotNil(t, held.ClaimExpiresAt)
 	stored := *held.ClaimExpiresAt
-	require.Equal(t, b.clock.Now().Add(d.Batch.ClaimLease), stored)
+	require.Equal(t, b.clock.Now().Add(d.ClaimLease), stored)
 
-	b.clock.Advance(d.Batch.FirstCheck)
+	b.clock.Advance(d.FirstCheck)
 	other := b.monitor(l) // another process: the database path only
 	require.Zero(t, b.runOnce("other monitor", other.RunOnce), "the batch is followed elsewhere")
 
@@ -170,17 +183,17 @@ func TestBatchMonitor_FollowsAcceptedBatchesInMemoryAndOthersStayOff(t *testing.
 
 	// Pending for as long as the lease: it is written pending, once, with a
 	// stored check time past the lease.
-	for b.clock.Now().Before(stored.Add(-2 * d.Batch.CheckInterval)) {
-		b.clock.Advance(d.Batch.CheckInterval)
+	for b.clock.Now().Before(stored.Add(-2 * d.CheckInterval)) {
+		b.clock.Advance(d.CheckInterval)
 		require.Equal(t, 1, b.runOnce("monitor", m.RunOnce))
 	}
-	b.clock.Advance(d.Batch.CheckInterval)
+	b.clock.Advance(d.CheckInterval)
 	require.Equal(t, 1, b.runOnce("monitor", m.RunOnce))
 	written := b.get(id)
 	require.Equal(t, store.BatchStatusPending, written.Status)
 	require.Nil(t, written.ClaimExpiresAt)
 	require.True(t, written.NextCheckAt.After(stored), "the stored check time moved past the lease before it ran out")
-	b.clock.Advance(d.Batch.CheckInterval)
+	b.clock.Advance(d.CheckInterval)
 	require.False(t, b.clock.Now().Before(stored), "past the lease")
 	require.Zero(t, b.runOnce("other monitor", other.RunOnce))
 
@@ -188,7 +201,7 @@ func TestBatchMonitor_FollowsAcceptedBatchesInMemoryAndOthersStayOff(t *testing.
 	l.SetStatus(id, ledger.BatchCommitted, "")
 	require.Equal(t, 1, b.runOnce("monitor", m.RunOnce))
 	require.Equal(t, store.BatchStatusCommitted, b.get(id).Status)
-	b.clock.Advance(d.Batch.CheckInterval)
+	b.clock.Advance(d.CheckInterval)
 	require.Zero(t, b.runOnce("monitor", m.RunOnce))
 }
 
@@ -199,12 +212,12 @@ func TestBatchMonitor_AFollowedHeldBatchIsRecordedCommittedInOneWrite(t *testing
 	b := setup(t)
 	l := &ledgertest.BatchLedger{}
 	m := b.monitor(l)
-	d := node.Defaults()
-	id := b.submitOne(l, func(acc []store.CheckBatch, at time.Time) int { return m.Track(acc, at, d.Batch.FirstCheck) })
+	d := batch.Defaults()
+	id := b.submitOne(l, func(acc []store.CheckBatch, at time.Time) int { return m.Track(acc, at, d.FirstCheck) })
 	next := b.rows.PostBatches("a", 1)[0]
 	require.Empty(t, b.rows.QueuedIDs(), "the held batch keeps its service busy")
 	l.SetStatus(id, ledger.BatchCommitted, "")
-	b.clock.Advance(d.Batch.FirstCheck)
+	b.clock.Advance(d.FirstCheck)
 	require.Equal(t, 1, b.runOnce("monitor", m.RunOnce))
 	got := b.get(id)
 	require.Equal(t, store.BatchStatusCommitted, got.Status)
@@ -219,12 +232,12 @@ func TestBatchMonitor_AFollowedBatchOfADeadProcessIsTakenOverWhenItsLeaseRunsOut
 	t.Parallel()
 	b := setup(t)
 	l := &ledgertest.BatchLedger{}
-	d := node.Defaults()
+	d := batch.Defaults()
 	id := b.submitOne(l, func(acc []store.CheckBatch, _ time.Time) int { return len(acc) }) // followed by a monitor that then dies
 	l.SetStatus(id, ledger.BatchCommitted, "")
 
 	other := b.monitor(l)
-	b.clock.Advance(d.Batch.ClaimLease - time.Millisecond)
+	b.clock.Advance(d.ClaimLease - time.Millisecond)
 	require.Zero(t, b.runOnce("other monitor", other.RunOnce))
 	b.clock.Advance(time.Millisecond)
 	require.Equal(t, 1, b.runOnce("other monitor", other.RunOnce))
@@ -239,10 +252,10 @@ func TestBatchMonitor_BatchesPastTrackMaxAreRecordedPending(t *testing.T) {
 	l := &ledgertest.BatchLedger{}
 	cfg := b.cfg
 	cfg.TrackMax = 1
-	m := monitor.NewBatchMonitor(b.st, l, b.deps, cfg)
-	d := node.Defaults()
-	sub := submitter.NewBatchSubmitter(b.st, l, b.deps, d.BatchSubmitterConfig())
-	sub.OnAccepted = func(acc []store.CheckBatch, at time.Time) int { return m.Track(acc, at, d.Batch.FirstCheck) }
+	m := b.monitorWith(l, cfg)
+	d := batch.Defaults()
+	sub := b.submitter(l)
+	sub.OnAccepted = func(acc []store.CheckBatch, at time.Time) int { return m.Track(acc, at, d.FirstCheck) }
 	ids := []string{b.rows.PostBatches("p", 1)[0], b.rows.PostBatches("q", 1)[0]}
 	require.Equal(t, 2, b.runOnce("submitter", sub.RunOnce))
 	var statuses []store.BatchStatus
@@ -302,8 +315,8 @@ func TestBatchMonitor_ReleaseWritesTheFollowedBatchesPendingAndDueNow(t *testing
 	b := setup(t)
 	l := &ledgertest.BatchLedger{}
 	m := b.monitor(l)
-	d := node.Defaults()
-	id := b.submitOne(l, func(acc []store.CheckBatch, at time.Time) int { return m.Track(acc, at, d.Batch.FirstCheck) })
+	d := batch.Defaults()
+	id := b.submitOne(l, func(acc []store.CheckBatch, at time.Time) int { return m.Track(acc, at, d.FirstCheck) })
 	require.Equal(t, store.BatchStatusNone, b.get(id).Status, "held, followed")
 	m.Release(t.Context())
 	got := b.get(id)
@@ -326,8 +339,7 @@ func TestBatchMonitor_ARoundsRecordRunsBesideTheNextAndItsErrorIsTheNextRounds(t
 	clk := testfactory.NewClock()
 	rows := testfactory.New(t, db.Store, clk)
 	deps := loop.Deps{Clock: clk, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	d := node.Defaults()
-	cfg := withRecordsInFlight(d.BatchMonitorConfig(), 2)
+	cfg := withRecordsInFlight(batch.Defaults(), 2)
 	cfg.CheckBatchSize = 1
 	l := &ledgertest.BatchLedger{}
 	var ids []string
@@ -338,7 +350,8 @@ func TestBatchMonitor_ARoundsRecordRunsBesideTheNextAndItsErrorIsTheNextRounds(t
 		ids = append(ids, id)
 	}
 	next := rows.PostBatches("a", 1)
-	m := monitor.NewBatchMonitor(db.Store, l, deps, cfg)
+	m, err := monitor.NewBatchMonitor(db.Store, l, deps, cfg)
+	require.NoError(t, err)
 	queued := make(chan struct{}, 3)
 	m.OnQueued = func() { queued <- struct{}{} }
 	for range ids {
@@ -355,7 +368,7 @@ func TestBatchMonitor_ARoundsRecordRunsBesideTheNextAndItsErrorIsTheNextRounds(t
 
 	// A record that fails: its error is Wait's (a cron run's round ends
 	// with it) or, in a loop, the next round's, once.
-	_, err := db.Store.Conns().Exec(t.Context(), `ALTER TABLE ledgerq.batches ADD CONSTRAINT no_commits CHECK (status IS DISTINCT FROM 'committed') NOT VALID`)
+	_, err = db.Store.Conns().Exec(t.Context(), `ALTER TABLE ledgerq.batches ADD CONSTRAINT no_commits CHECK (status IS DISTINCT FROM 'committed') NOT VALID`)
 	require.NoError(t, err)
 	fails := func(id string) {
 		rows.PutBatches(testfactory.Batch{ID: id, ServiceID: id[:1], Submitted: true, Status: store.BatchStatusPending})

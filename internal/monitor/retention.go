@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ledgerq/ledgerq/internal/batch"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
@@ -40,11 +41,19 @@ type Retention struct {
 // NewBatchRetention returns the batch lane's retention service: terminal
 // batches (committed, valid, invalid). It needs no
 // NOTIFY channel: deps.Wake may be nil.
-func NewBatchRetention(st *store.Store, deps loop.Deps, cfg RetentionConfig) *Retention {
-	return newRetention("batch", deps, cfg, func(ctx context.Context, cutoff time.Time, max int) (int64, error) {
+//
+// cfg and deps get their defaults; it returns the first setting that
+// cannot work.
+func NewBatchRetention(st *store.Store, deps loop.Deps, cfg batch.Config) (*Retention, error) {
+	cfg, deps = cfg.WithDefaults(), deps.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	rc := RetentionConfig{Interval: cfg.RetentionInterval, DBTimeout: deps.DBTimeout, Age: cfg.RetentionAge, BatchSize: cfg.RetentionBatchSize}
+	return newRetention("batch", deps, rc, func(ctx context.Context, cutoff time.Time, max int) (int64, error) {
 		n, err := st.BatchDeleteFinished(ctx, store.BatchDeleteFinishedParams{Cutoff: cutoff, Max: max})
 		return int64(n), err
-	})
+	}), nil
 }
 
 // NewTaskRetention returns the wallet lane's retention service: send-tx

@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/batch"
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/metrics"
@@ -53,8 +54,18 @@ func retentionSetupTx(t *testing.T) *retentionSetup {
 	}
 }
 
-func (r *retentionSetup) retention() *monitor.Retention {
-	return monitor.NewBatchRetention(r.st, r.deps, r.cfg)
+func (r *retentionSetup) retention() *monitor.Retention { return r.batchRetention(r.st) }
+
+// batchRetention is the batch lane's retention on st with r.cfg's settings.
+func (r *retentionSetup) batchRetention(st *store.Store) *monitor.Retention {
+	r.t.Helper()
+	deps := r.deps
+	deps.DBTimeout = r.cfg.DBTimeout
+	ret, err := monitor.NewBatchRetention(st, deps, batch.Config{
+		RetentionAge: r.cfg.Age, RetentionBatchSize: r.cfg.BatchSize, RetentionInterval: r.cfg.Interval,
+	})
+	require.NoError(r.t, err)
+	return ret
 }
 
 func (r *retentionSetup) runOnce() int {
@@ -238,12 +249,12 @@ func TestBatchRetention_AgeZeroIsOffAndNeverTouchesTheDatabase(t *testing.T) {
 	unreachable, err := store.Open(t.Context(), "postgres://ledgerq@127.0.0.1:1/none?connect_timeout=2&sslmode=disable")
 	require.NoError(t, err)
 	t.Cleanup(unreachable.Close)
-	off := monitor.NewBatchRetention(unreachable, r.deps, r.cfg)
+	off := r.batchRetention(unreachable)
 	n, err := off.RunOnce(t.Context())
 	require.NoError(t, err)
 	require.Zero(t, n)
 	r.cfg.Age = time.Hour
-	_, err = monitor.NewBatchRetention(unreachable, r.deps, r.cfg).RunOnce(t.Context())
+	_, err = r.batchRetention(unreachable).RunOnce(t.Context())
 	require.Error(t, err, "the control: a round with an age does reach for the database")
 }
 

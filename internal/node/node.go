@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ledgerq/ledgerq/internal/batch"
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/keystore"
@@ -115,17 +116,27 @@ func (n *Node) build(ctx context.Context) error {
 	n.batchLedger = metrics.BatchLedger(l, n.metrics)
 	n.listener = notify.NewListener(c.DatabaseURL, n.logger)
 	if c.Loops.Queuer {
-		n.batchQueuer = queuer.NewBatchQueuer(n.store, n.deps(notify.BatchQueuer), c.BatchQueuerConfig())
+		if n.batchQueuer, err = queuer.NewBatchQueuer(n.store, n.deps(notify.BatchQueuer), c.Batch); err != nil {
+			return err
+		}
 	}
 	if c.Loops.Submitter {
 		for range c.Batch.Submitters {
-			n.batchSubmitters = append(n.batchSubmitters, submitter.NewBatchSubmitter(n.store, n.batchLedger, n.deps(notify.BatchSubmitter), c.BatchSubmitterConfig()))
+			s, err := submitter.NewBatchSubmitter(n.store, n.batchLedger, n.deps(notify.BatchSubmitter), c.Batch)
+			if err != nil {
+				return err
+			}
+			n.batchSubmitters = append(n.batchSubmitters, s)
 		}
 	}
 	if c.Loops.Monitor {
-		n.batchMonitor = monitor.NewBatchMonitor(n.store, n.batchLedger, n.deps(notify.BatchMonitor), c.BatchMonitorConfig())
+		if n.batchMonitor, err = monitor.NewBatchMonitor(n.store, n.batchLedger, n.deps(notify.BatchMonitor), c.Batch); err != nil {
+			return err
+		}
 		if c.Batch.RetentionAge > 0 {
-			n.batchRetention = monitor.NewBatchRetention(n.store, n.deps(""), c.BatchRetentionConfig())
+			if n.batchRetention, err = monitor.NewBatchRetention(n.store, n.deps(""), c.Batch); err != nil {
+				return err
+			}
 		}
 	}
 	if err := n.buildWalletLane(ctx); err != nil {
@@ -162,7 +173,7 @@ func (n *Node) build(ctx context.Context) error {
 // deps are a service's dependencies; a channel (one of package notify's)
 // wakes it when another process creates work for it.
 func (n *Node) deps(channel string) loop.Deps {
-	d := loop.Deps{Clock: n.clock, Logger: n.logger, Metrics: n.metrics}
+	d := loop.Deps{Clock: n.clock, Logger: n.logger, Metrics: n.metrics, PollInterval: n.cfg.Loops.PollInterval, DBTimeout: n.cfg.Loops.DBTimeout}
 	if channel != "" {
 		d.Wake = n.listener.Subscribe(channel)
 	}
@@ -196,7 +207,7 @@ func (n *Node) newBatchLedger() (ledger.BatchLedger, error) {
 	switch {
 	case lc.Instance != nil:
 		return lc.Instance, nil
-	case lc.Kind == BatchLedgerSawtooth:
+	case lc.Kind == batch.LedgerSawtooth:
 		c, err := sawtooth.NewClient(lc.URL, &http.Client{Timeout: lc.Timeout}, n.logger)
 		if err != nil {
 			return nil, fmt.Errorf("--batch-ledger-url: %w", err)

@@ -4,27 +4,10 @@ import (
 	"context"
 	"time"
 
+	"github.com/ledgerq/ledgerq/internal/batch"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
-
-// BatchConfig configures the BatchQueuer.
-type BatchConfig struct {
-	// PollInterval is the longest the loop waits between rounds.
-	PollInterval time.Duration
-	// DBTimeout bounds each database call.
-	DBTimeout time.Duration
-	// DelayWindow is the delay window for a delayed batch (15 s by default,
-	// Grid's figure); it doubles with each further attempt, up to DelayCap.
-	DelayWindow time.Duration
-	DelayCap    time.Duration
-	// ReconcileInterval is how often the loop also admits the next batch of
-	// services that no transaction admitted (rows written by hand): the
-	// recovery path, a scan over the services. RunOnce always does it.
-	ReconcileInterval time.Duration
-	// ReconcileMax bounds the services admitted by one reconciliation.
-	ReconcileMax int
-}
 
 // BatchQueuer runs the time-driven part of Hyperledger Grid's one-round
 // serial strategy: unknown batches and delayed batches whose delay
@@ -35,7 +18,7 @@ type BatchConfig struct {
 // could not see, every ReconcileInterval.
 type BatchQueuer struct {
 	*loop.Loop
-	cfg   BatchConfig
+	cfg   batch.Config
 	store *store.Store
 	deps  loop.Deps
 
@@ -46,11 +29,16 @@ type BatchQueuer struct {
 	OnQueued func()
 }
 
-// NewBatchQueuer returns the batch lane's queuer.
-func NewBatchQueuer(st *store.Store, deps loop.Deps, cfg BatchConfig) *BatchQueuer {
+// NewBatchQueuer returns the batch lane's queuer, cfg and deps with their
+// defaults, or the first setting that cannot work.
+func NewBatchQueuer(st *store.Store, deps loop.Deps, cfg batch.Config) (*BatchQueuer, error) {
+	cfg, deps = cfg.WithDefaults(), deps.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	q := &BatchQueuer{cfg: cfg, store: st, deps: deps}
 	// One queuer round queues everything due at once: no second round.
-	q.Loop = loop.NewService("batch_queuer", cfg.PollInterval, deps, 0, func(ctx context.Context) (int, error) {
+	q.Loop = loop.NewService("batch_queuer", deps.PollInterval, deps, 0, func(ctx context.Context) (int, error) {
 		now := q.deps.Clock.Now()
 		reconcile := now.Sub(q.lastReconcile) >= q.cfg.ReconcileInterval
 		n, err := q.round(ctx, reconcile)
@@ -59,7 +47,7 @@ func NewBatchQueuer(st *store.Store, deps loop.Deps, cfg BatchConfig) *BatchQueu
 		}
 		return n, err
 	})
-	return q
+	return q, nil
 }
 
 // RunOnce runs one whole queuer round, reconciliation included, and returns
@@ -69,7 +57,7 @@ func (q *BatchQueuer) RunOnce(ctx context.Context) (int, error) {
 }
 
 func (q *BatchQueuer) round(ctx context.Context, reconcile bool) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, q.cfg.DBTimeout)
+	ctx, cancel := context.WithTimeout(ctx, q.deps.DBTimeout)
 	defer cancel()
 	queued, err := q.store.BatchQueue(ctx, store.BatchQueueParams{
 		Now: q.deps.Clock.Now(), DelayWindow: q.cfg.DelayWindow, DelayCap: q.cfg.DelayCap,

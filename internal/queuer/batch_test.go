@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/batch"
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/loop"
-	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
@@ -31,16 +31,13 @@ type batchSetup struct {
 	clock *clock.Fake
 	t0    time.Time // the clock's start
 	rows  *testfactory.Factory
-	cfg   queuer.BatchConfig
+	cfg   batch.Config
 	q     *queuer.BatchQueuer
 }
 
-// defaultBatchConfig is the BatchQueuer's configuration in a node with the
-// default settings.
-func defaultBatchConfig() queuer.BatchConfig {
-	d := node.Defaults()
-	return d.BatchQueuerConfig()
-}
+// defaultBatchConfig is the batch lane's default configuration, as a
+// BatchQueuer built with a zero Config has it.
+func defaultBatchConfig() batch.Config { return batch.Config{}.WithDefaults() }
 
 func setup(t *testing.T) *batchSetup {
 	t.Helper()
@@ -48,10 +45,9 @@ func setup(t *testing.T) *batchSetup {
 	clk := testfactory.NewClock()
 	cfg := defaultBatchConfig()
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return &batchSetup{
-		t: t, st: st, clock: clk, t0: clk.Now(), rows: testfactory.New(t, st, clk), cfg: cfg,
-		q: queuer.NewBatchQueuer(st, loop.Deps{Clock: clk, Logger: logger}, cfg),
-	}
+	q, err := queuer.NewBatchQueuer(st, loop.Deps{Clock: clk, Logger: logger}, batch.Config{})
+	require.NoError(t, err)
+	return &batchSetup{t: t, st: st, clock: clk, t0: clk.Now(), rows: testfactory.New(t, st, clk), cfg: cfg, q: q}
 }
 
 func (b *batchSetup) queue() []string { b.t.Helper(); return b.rows.Queue(b.q.RunOnce) }

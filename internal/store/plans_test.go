@@ -420,7 +420,7 @@ func TestWallet_WorkerQueriesAreIndexDriven(t *testing.T) {
 }
 
 // A round's outcomes are one statement over up to a full round of rows
-// (500 batches here, as --submit-batch-size 500 sends). Its cost must grow
+// (500 batches here, as --batch-submit-batch-size 500 sends). Its cost must grow
 // with the rows it records, not with their square: a plan that reaches the
 // updated rows by probing the whole round's seq list once per row (a nested
 // loop over the locked rows whose inner index scan is `seq = ANY(…)`) costs

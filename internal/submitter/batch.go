@@ -6,25 +6,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ledgerq/ledgerq/internal/batch"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
-
-// BatchConfig configures the BatchSubmitter.
-type BatchConfig struct {
-	PollInterval time.Duration
-	DBTimeout    time.Duration
-	// LedgerTimeout bounds one ledger call.
-	LedgerTimeout time.Duration
-	// SubmitBatchSize is the most batches claimed and sent in one ledger call.
-	SubmitBatchSize int
-	// ClaimLease is how long a claim holds a batch. It must exceed
-	// LedgerTimeout, or the monitor may check a batch still being sent.
-	ClaimLease time.Duration
-	// FirstCheck is how long after acceptance the monitor first asks about a batch.
-	FirstCheck time.Duration
-}
 
 // BatchSubmitter claims queued batches (SKIP LOCKED, with a lease), sends them
 // to the ledger in one call, and records each outcome with an update that
@@ -32,7 +18,7 @@ type BatchConfig struct {
 // is open during the ledger call.
 type BatchSubmitter struct {
 	*loop.Loop
-	cfg    BatchConfig
+	cfg    batch.Config
 	store  *store.Store
 	ledger ledger.BatchLedger
 	deps   loop.Deps
@@ -60,11 +46,16 @@ type handedBatch struct {
 	leaseUntil time.Time
 }
 
-// NewBatchSubmitter returns the batch lane's submitter.
-func NewBatchSubmitter(st *store.Store, l ledger.BatchLedger, deps loop.Deps, cfg BatchConfig) *BatchSubmitter {
+// NewBatchSubmitter returns the batch lane's submitter, cfg and deps with
+// their defaults, or the first setting that cannot work.
+func NewBatchSubmitter(st *store.Store, l ledger.BatchLedger, deps loop.Deps, cfg batch.Config) (*BatchSubmitter, error) {
+	cfg, deps = cfg.WithDefaults(), deps.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	s := &BatchSubmitter{cfg: cfg, store: st, ledger: l, deps: deps}
-	s.Loop = loop.NewService("batch_submitter", cfg.PollInterval, deps, cfg.SubmitBatchSize, s.RunOnce)
-	return s
+	s.Loop = loop.NewService("batch_submitter", deps.PollInterval, deps, cfg.SubmitBatchSize, s.RunOnce)
+	return s, nil
 }
 
 // Hand gives the submitter batches already claimed for it, held under a
@@ -95,7 +86,7 @@ func (s *BatchSubmitter) Release(ctx context.Context) {
 	for i, h := range handed {
 		batches[i] = h.ClaimedBatch
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.deps.DBTimeout)
 	defer cancel()
 	n, err := s.store.BatchReleaseClaims(ctx, s.deps.Clock.Now(), batches)
 	if err != nil {
@@ -120,7 +111,7 @@ func (s *BatchSubmitter) takeHanded(now time.Time, max int) ([]store.ClaimedBatc
 	for n < len(s.handed) && len(out) < max {
 		h := s.handed[n]
 		n++
-		if h.leaseUntil.Sub(now) <= s.cfg.LedgerTimeout {
+		if h.leaseUntil.Sub(now) <= s.cfg.Ledger.Timeout {
 			s.deps.Logger.Warn("submitter: a batch handed over waited too long; the monitors take it over when its lease runs out",
 				"batch_id", h.ID, "lease_until", h.leaseUntil)
 			continue
@@ -146,7 +137,7 @@ func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
 	if leaseUntil.IsZero() {
 		leaseUntil = claimLease
 	}
-	claimCtx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
+	claimCtx, cancel := context.WithTimeout(ctx, s.deps.DBTimeout)
 	fromQueue, err := s.store.BatchClaimQueued(claimCtx, store.BatchClaimQueuedParams{
 		Now: now, LeaseUntil: claimLease, Max: max(s.cfg.SubmitBatchSize-len(claimed), s.cfg.SubmitBatchSize/4, 1),
 	})
@@ -167,7 +158,7 @@ func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
 	for i, c := range claimed {
 		batches[i] = ledger.Batch{ID: c.ID, Payload: c.Payload}
 	}
-	sendCtx, cancel := context.WithTimeout(ctx, s.cfg.LedgerTimeout)
+	sendCtx, cancel := context.WithTimeout(ctx, s.cfg.Ledger.Timeout)
 	perBatch, callErr := s.ledger.SubmitBatches(sendCtx, batches)
 	cancel()
 	if callErr == nil && len(perBatch) != len(batches) {
@@ -242,7 +233,7 @@ func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
 func (s *BatchSubmitter) record(ctx context.Context, outcomes []store.SubmitOutcome) error {
 	// The outcome must be recorded even when shutdown cancelled ctx meanwhile:
 	// the ledger call has happened.
-	recCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DBTimeout)
+	recCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.deps.DBTimeout)
 	defer cancel()
 	done := s.deps.Clock.Now()
 	rec, err := s.store.BatchRecordSubmit(recCtx, store.BatchRecordSubmitParams{

@@ -23,7 +23,9 @@ func setupOn(t *testing.T, st *store.Store, b *batchSetup) *batchSetup {
 	out := *b
 	out.st = st
 	out.rows = testfactory.New(t, st, b.clock)
-	out.q = queuer.NewBatchQueuer(st, b.deps, b.cfg.queuer)
+	q, err := queuer.NewBatchQueuer(st, b.deps, b.cfg)
+	require.NoError(t, err)
+	out.q = q
 	return &out
 }
 

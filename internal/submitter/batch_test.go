@@ -14,13 +14,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/batch"
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 	"github.com/ledgerq/ledgerq/internal/ledger/sim"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/monitor"
-	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/submitter"
@@ -30,19 +30,11 @@ import (
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
-// laneConfig is the batch lane's service configurations in a node with the
-// default settings.
-type laneConfig struct {
-	queuer    queuer.BatchConfig
-	submitter submitter.BatchConfig
-	monitor   monitor.BatchConfig
-}
-
-func defaultLaneConfig() laneConfig {
-	d := node.Defaults()
-	m := d.BatchMonitorConfig()
-	m.RecordsInFlight = 1 // a rule test reads a round's writes when it returns, on one transaction
-	return laneConfig{queuer: d.BatchQueuerConfig(), submitter: d.BatchSubmitterConfig(), monitor: m}
+// defaultLaneConfig is the batch lane's default configuration.
+func defaultLaneConfig() batch.Config {
+	c := batch.Defaults()
+	c.RecordsInFlight = 1 // a rule test reads a round's writes when it returns, on one transaction
+	return c
 }
 
 // batchSetup is what a BatchSubmitter rule test needs: a store in a
@@ -52,7 +44,7 @@ type batchSetup struct {
 	st    *store.Store
 	clock *clock.Fake
 	rows  *testfactory.Factory
-	cfg   laneConfig
+	cfg   batch.Config
 	deps  loop.Deps
 	q     *queuer.BatchQueuer
 }
@@ -63,18 +55,21 @@ func setup(t *testing.T) *batchSetup {
 	clk := testfactory.NewClock()
 	cfg := defaultLaneConfig()
 	deps := loop.Deps{Clock: clk, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	return &batchSetup{
-		t: t, st: st, clock: clk, rows: testfactory.New(t, st, clk), cfg: cfg, deps: deps,
-		q: queuer.NewBatchQueuer(st, deps, cfg.queuer),
-	}
+	q, err := queuer.NewBatchQueuer(st, deps, cfg)
+	require.NoError(t, err)
+	return &batchSetup{t: t, st: st, clock: clk, rows: testfactory.New(t, st, clk), cfg: cfg, deps: deps, q: q}
 }
 
 func (b *batchSetup) submitter(l ledger.BatchLedger) *submitter.BatchSubmitter {
-	return submitter.NewBatchSubmitter(b.st, l, b.deps, b.cfg.submitter)
+	s, err := submitter.NewBatchSubmitter(b.st, l, b.deps, b.cfg)
+	require.NoError(b.t, err)
+	return s
 }
 
 func (b *batchSetup) monitor(l ledger.BatchLedger) *monitor.BatchMonitor {
-	return monitor.NewBatchMonitor(b.st, l, b.deps, b.cfg.monitor)
+	m, err := monitor.NewBatchMonitor(b.st, l, b.deps, b.cfg)
+	require.NoError(b.t, err)
+	return m
 }
 
 func (b *batchSetup) queue() []string { b.t.Helper(); return b.rows.Queue(b.q.RunOnce) }
@@ -108,7 +103,7 @@ func (b *batchSetup) postAndClaim() (string, []store.ClaimedBatch) {
 	id := b.rows.PostBatches("a", 1)[0]
 	b.queue()
 	now := b.clock.Now()
-	claimed, err := b.st.BatchClaimQueued(b.t.Context(), store.BatchClaimQueuedParams{Now: now, LeaseUntil: now.Add(b.cfg.submitter.ClaimLease), Max: 10})
+	claimed, err := b.st.BatchClaimQueued(b.t.Context(), store.BatchClaimQueuedParams{Now: now, LeaseUntil: now.Add(b.cfg.ClaimLease), Max: 10})
 	require.NoError(b.t, err)
 	return id, claimed
 }
@@ -119,7 +114,7 @@ func (b *batchSetup) postAndClaim() (string, []store.ClaimedBatch) {
 func (b *batchSetup) runLane(l ledger.BatchLedger, rounds int) {
 	b.t.Helper()
 	s, m := b.submitter(l), b.monitor(l)
-	step := max(b.cfg.submitter.FirstCheck, b.cfg.monitor.CheckInterval)
+	step := max(b.cfg.FirstCheck, b.cfg.CheckInterval)
 	for range rounds {
 		b.runOnce("queuer", b.q.RunOnce)
 		b.runOnce("submitter", s.RunOnce)
@@ -163,7 +158,7 @@ func TestBatchSubmitter_TransientFailureMakesTheBatchDelayedNotSubmittedWithOneM
 	require.Equal(t, "validator busy", got.LastError)
 
 	require.Empty(t, b.queue(), "inside the delay window")
-	b.clock.Advance(b.cfg.queuer.DelayWindow)
+	b.clock.Advance(b.cfg.DelayWindow)
 	require.Equal(t, []string{id}, b.queue())
 	b.runOnce("submitter", b.submitter(l).RunOnce)
 	require.Equal(t, 2, b.get(id).Attempts)
@@ -192,7 +187,7 @@ func TestBatchSubmitter_IndeterminateOutcomeIsTreatedAsSentAndCheckedByTheMonito
 	require.Equal(t, store.BatchStatusPending, b.get(id).Status)
 
 	// The ledger never got it: the monitor finds UNKNOWN and the queuer resends it.
-	b.clock.Advance(b.cfg.submitter.FirstCheck)
+	b.clock.Advance(b.cfg.FirstCheck)
 	require.Equal(t, 1, b.runOnce("monitor", b.monitor(l).RunOnce))
 	got := b.get(id)
 	require.Equal(t, store.BatchStatusUnknown, got.Status)
@@ -208,7 +203,7 @@ func TestBatchSubmitter_OutcomeOfAClaimThatExpiredIsNotRecorded(t *testing.T) {
 	id := b.rows.PostBatches("a", 1)[0]
 	monitorLedger := &ledgertest.BatchLedger{} // knows nothing: UNKNOWN
 	slow := &ledgertest.BatchLedger{Submit: func([]string) ([]error, error) {
-		b.clock.Advance(2 * b.cfg.submitter.ClaimLease) // past the lease
+		b.clock.Advance(2 * b.cfg.ClaimLease) // past the lease
 		_, err := b.monitor(monitorLedger).RunOnce(t.Context())
 		require.NoError(t, err)
 		return []error{ledger.NewError(ledger.Deterministic, "late answer", nil)}, nil
@@ -228,7 +223,7 @@ func TestBatchSubmitterCrash_ClaimedBatchTheLedgerDoesNotKnowBecomesUnknownAndIs
 	b := setup(t)
 	l := sim.New(sim.Config{Seed: 1, Clock: b.clock, CommitDelay: 500 * time.Millisecond})
 	id, _ := b.postAndClaim() // …and the submitter dies
-	lease := b.cfg.submitter.ClaimLease
+	lease := b.cfg.ClaimLease
 
 	m := b.monitor(l)
 	require.Equal(t, 0, b.runOnce("monitor", m.RunOnce), "nothing to check while the lease runs")
@@ -253,7 +248,7 @@ func TestBatchSubmitterCrash_ClaimedBatchTheLedgerHasBecomesPendingAndIsFollowed
 	b := setup(t)
 	l := sim.New(sim.Config{Seed: 1, Clock: b.clock, CommitDelay: 2 * time.Minute})
 	id, claimed := b.postAndClaim()
-	lease := b.cfg.submitter.ClaimLease
+	lease := b.cfg.ClaimLease
 	require.Len(t, claimed, 1)
 	perBatch, err := l.SubmitBatches(t.Context(), []ledger.Batch{{ID: claimed[0].ID, Payload: claimed[0].Payload}})
 	require.NoError(t, err)
@@ -286,7 +281,7 @@ func (b *batchSetup) claimFour() ([]store.ClaimedBatch, time.Time) {
 	}
 	b.queue()
 	now := b.clock.Now()
-	lease := now.Add(b.cfg.submitter.ClaimLease)
+	lease := now.Add(b.cfg.ClaimLease)
 	claimed, err := b.st.BatchClaimQueued(b.t.Context(), store.BatchClaimQueuedParams{Now: now, LeaseUntil: lease, Max: 10})
 	require.NoError(b.t, err)
 	require.Len(b.t, claimed, 4)
@@ -300,7 +295,7 @@ func (b *batchSetup) claimFour() ([]store.ClaimedBatch, time.Time) {
 func TestBatchSubmitter_SendsHandedBatchesFirstWithoutClaimingThemAgainAndStillServesTheQueue(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.cfg.submitter.SubmitBatchSize = 4
+	b.cfg.SubmitBatchSize = 4
 	handed, lease := b.claimFour()
 	queued := b.rows.PostBatches("q", 1)[0]
 	b.queue()
@@ -330,8 +325,8 @@ func TestBatchSubmitter_AHandedBatchWhoseLeaseIsNearlyOutIsLeftToTheMonitors(t *
 	handed, _ := b.claimFour()
 	l := &ledgertest.BatchLedger{}
 	s := b.submitter(l)
-	s.Hand(handed[:2], b.clock.Now().Add(b.cfg.submitter.LedgerTimeout))
-	s.Hand(handed[2:], b.clock.Now().Add(b.cfg.submitter.LedgerTimeout+time.Second))
+	s.Hand(handed[:2], b.clock.Now().Add(b.cfg.Ledger.Timeout))
+	s.Hand(handed[2:], b.clock.Now().Add(b.cfg.Ledger.Timeout+time.Second))
 	require.Equal(t, 2, b.runOnce("submitter", s.RunOnce))
 	require.Equal(t, [][]string{{handed[2].ID, handed[3].ID}}, l.SubmitCalls())
 	for _, h := range handed[:2] {

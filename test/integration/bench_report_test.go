@@ -59,8 +59,8 @@ func TestBenchReport_QuickBatchRoundPrintsTheTable(t *testing.T) {
 	}
 	// The commands as written, no loop settings added (bench batches first
 	// asks about a batch when the simulated ledger commits it).
-	require.Contains(t, out, "- `ledgerq bench batches --mode preload --services 100 --batches-per-service 20 --sim-commit-delay 0 --sim-verify=false`\n")
-	require.Contains(t, out, "--sim-verify=false --backlog-finished 10000`\n")
+	require.Contains(t, out, "- `ledgerq bench batches --mode preload --services 100 --batches-per-service 20 --batch-sim-commit-delay 0 --batch-sim-verify=false`\n")
+	require.Contains(t, out, "--batch-sim-verify=false --backlog-finished 10000`\n")
 }
 
 // TestBenchReport_QuickWalletRoundPrintsTheTable runs bench/report.sh's

@@ -459,8 +459,8 @@ func TestE2E_ThreeServeProcessesWithFaultsAndAKilledProcessCommitEveryBatchInOrd
 	began := time.Now()
 	db := testdb.New(t).URL
 	sim := startSimLedger(t, e2eFaults...)
-	timings := []string{"--poll-interval", "200ms", "--delay-window", "500ms", "--delay-cap", "2s",
-		"--claim-lease", "3s", "--batch-ledger-timeout", "2s", "--check-interval", "200ms"}
+	timings := []string{"--poll-interval", "200ms", "--batch-delay-window", "500ms", "--batch-delay-cap", "2s",
+		"--batch-claim-lease", "3s", "--batch-ledger-timeout", "2s", "--batch-check-interval", "200ms"}
 
 	// The third process reaches the ledger through a proxy that can hold one
 	// of its submit calls, so that it is killed in the middle of a send. It
@@ -583,8 +583,8 @@ func TestE2E_OnceRunFromCronDrivesTheWorkloadToCompletion(t *testing.T) {
 	w := newBatchWorkload(t, "cron", 10, 8, 2)
 	w.post(t, []string{api})
 
-	onceArgs := []string{"once", "--batch-ledger", "sawtooth", "--batch-ledger-url", sim.url, "--delay-window", "200ms",
-		"--delay-cap", "1s", "--claim-lease", "3s", "--batch-ledger-timeout", "2s", "--check-interval", "100ms",
+	onceArgs := []string{"once", "--batch-ledger", "sawtooth", "--batch-ledger-url", sim.url, "--batch-delay-window", "200ms",
+		"--batch-delay-cap", "1s", "--batch-claim-lease", "3s", "--batch-ledger-timeout", "2s", "--batch-check-interval", "100ms",
 		"--timeout", "1m", "--log-level", "warn"}
 	const maxRuns = 400
 	deadline := time.Now().Add(2 * time.Minute)

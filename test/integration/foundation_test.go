@@ -272,7 +272,7 @@ func TestServe_SIGTERMLetsTheSendInFlightFinishAndRecordsItsOutcome(t *testing.T
 	db := testdb.New(t)
 	addr := testproc.FreeAddr(t)
 	p := testproc.Start(t, t.TempDir(), []string{"DATABASE_URL=" + db.URL}, "serve", "--http-addr", addr,
-		"--sim-latency", "2s", "--poll-interval", "100ms", "--monitor=false")
+		"--batch-sim-latency", "2s", "--poll-interval", "100ms", "--monitor=false")
 	testproc.WaitHTTP(t, p, "http://"+addr+"/readyz", http.StatusOK, time.Minute)
 	id, body := signedBatchJSON(t, "svc")
 	require.Equal(t, http.StatusCreated, postJSON(t, "http://"+addr+"/v1/batches", body, createKey(t, db.URL, "service:svc")).StatusCode)

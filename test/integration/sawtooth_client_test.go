@@ -178,7 +178,7 @@ func TestSawtoothClient_SubmitsToLedgerqUnchangedAndSeesItsBatchesCommittedInOrd
 	t.Parallel()
 	db := testdb.New(t).URL
 	sim := startSimLedger(t)
-	_, api := startServe(t, db, sim.url, "--poll-interval", "100ms", "--first-check", "0s", "--check-interval", "50ms")
+	_, api := startServe(t, db, sim.url, "--poll-interval", "100ms", "--batch-first-check", "0s", "--batch-check-interval", "50ms")
 
 	// Two signers, their batches interleaved in one list; each signer's
 	// batches must reach the ledger in list order.

@@ -16,7 +16,7 @@ import (
 // value outside is clamped.
 type Config struct {
 	// Seed seeds every random choice.
-	Seed int64
+	Seed int64 `flag:"seed" help:"simulated ledger: random seed"`
 	// Clock tells the ledger's time; nil means clock.Real. Commit delays and
 	// event times use it, so a test drives them with a clock.Fake.
 	Clock clock.Clock
@@ -24,33 +24,33 @@ type Config struct {
 	Logger *slog.Logger
 	// Latency is how long every call waits before the ledger acts, in real
 	// time, honouring the caller's context. Tests leave it 0.
-	Latency time.Duration
+	Latency time.Duration `flag:"latency" help:"simulated ledger: latency of each call"`
 	// CommitDelay is how long after acceptance a batch becomes final
 	// (COMMITTED, INVALID, or forgotten when lost), by Clock. Until then it is
 	// PENDING.
-	CommitDelay time.Duration
+	CommitDelay time.Duration `flag:"commit-delay" help:"simulated ledger: time from acceptance to commit"`
 	// RejectRate is the fraction of accepted batches that end INVALID instead
 	// of COMMITTED.
-	RejectRate float64
+	RejectRate float64 `flag:"reject-rate" help:"simulated ledger: fraction of accepted batches that end INVALID"`
 	// TransientRate is the fraction of submit calls that fail as
 	// ledger.Transient and accept nothing.
-	TransientRate float64
+	TransientRate float64 `flag:"transient-rate" help:"simulated ledger: fraction of submit calls that fail transiently"`
 	// LostRate is the fraction of accepted batches the ledger silently
 	// forgets at their commit time: from then on their status is UNKNOWN, as
 	// from a validator that dropped them. Submitting one again is accepted
 	// afresh.
-	LostRate float64
+	LostRate float64 `flag:"lost-rate" help:"simulated ledger: fraction of accepted batches it loses (they answer UNKNOWN)"`
 	// DropResponseRate is the fraction of submit calls that take effect on the
 	// ledger but whose answer is lost: the caller gets a
 	// ledger.Indeterminate error (over HTTP, the connection is cut).
-	DropResponseRate float64
+	DropResponseRate float64 `flag:"drop-response-rate" help:"simulated ledger: fraction of submit calls that succeed but whose answer is lost"`
 	// MaxEvents bounds the event log; the oldest events are dropped past it.
 	// 0 keeps every event, which tests want and a long benchmark does not.
-	MaxEvents int
+	MaxEvents int `flag:"max-events" help:"simulated ledger: keep at most this many events in its log (0: all)"`
 	// SkipVerify makes the ledger parse each batch without verifying its
 	// signatures: verification is the ledger's cost, paid on the ledger's
 	// machines in production, and a benchmark of ledgerq can leave it out.
-	SkipVerify bool
+	SkipVerify bool `flag:"verify" value:"negated" help:"simulated ledger: verify each batch's signatures as a validator does (false: parse only; the ledger's cost, paid on its own machines in production)"`
 }
 
 // EventKind names what happened to a batch.

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/node"
+)
+
+func writeFile(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "ledgerq.yaml")
+	require.NoError(t, os.WriteFile(p, []byte(text), 0o600))
+	return p
+}
+
+func TestConfigCheck_TheExampleFileIsValid(t *testing.T) {
+	var out strings.Builder
+	require.NoError(t, configCheck([]string{"--config", "../../deploy/ledgerq.example.yaml"}, &out))
+	require.Contains(t, out.String(), "ledger-url: http://sawtooth-rest-api:8008")
+	require.Contains(t, out.String(), "delay-window: 15s")
+}
+
+func TestConfigCheck_PrintsTheEffectiveConfigurationWithSecretsRedacted(t *testing.T) {
+	file := writeFile(t, "database-url: postgres://ledgerq:hunter2@db/ledgerq\nbatch:\n  delay-window: 20s\n")
+	var out strings.Builder
+	require.NoError(t, configCheck([]string{"--config", file}, &out))
+	require.NotContains(t, out.String(), "hunter2")
+	require.Contains(t, out.String(), "database-url: postgres://ledgerq:xxxxx@db/ledgerq")
+	require.Contains(t, out.String(), "batch:\n")
+	require.Contains(t, out.String(), "  delay-window: 20s\n")
+	require.Contains(t, out.String(), "  claim-lease: 1m0s\n", "every setting, defaults too")
+
+	// What it prints is a configuration file that gives the same settings.
+	var again strings.Builder
+	require.NoError(t, configCheck([]string{"--config", writeFile(t, out.String())}, &again))
+	require.Equal(t, out.String(), again.String())
+}
+
+func TestConfigCheck_RefusesAnInvalidFileSayingWhy(t *testing.T) {
+	for text, want := range map[string]string{
+		"batch:\n  delay-windw: 20s\n":        ":2: unknown setting batch.delay-windw",
+		"batch:\n  delay-window: soon\n":      ":2: batch.delay-window",
+		"batch:\n  delay-cap: 1s\n":           "--batch-delay-window must be positive and --batch-delay-cap at least as long",
+		"batch: 3\n":                          "batch: want a mapping",
+		"nosuch: 1\n":                         ":1: unknown setting nosuch",
+		"loops:\n  queuer: [true, false\n":    "yaml",
+		"api:\n  rate-limit-scope: [x=1/s]\n": "rate-limit-scope",
+	} {
+		err := configCheck([]string{"--config", writeFile(t, text)}, &strings.Builder{})
+		require.ErrorContains(t, err, want, text)
+	}
+}
+
+// defaults < file < environment < command line.
+func TestParse_TheFileIsOverriddenByTheEnvironmentAndTheCommandLine(t *testing.T) {
+	file := writeFile(t, "loops:\n  poll-interval: 2s\n  db-timeout: 3s\nbatch:\n  delay-window: 4s\n  claim-lease: 5m\n  first-check: 6s\n")
+	t.Setenv("LEDGERQ_DB_TIMEOUT", "7s")
+	t.Setenv("LEDGERQ_CLAIM_LEASE", "8m") // an old name still works
+	cfg := node.Defaults()
+	require.NoError(t, parseServe(&cfg, []string{"--batch-delay-window=9s"}, file))
+	require.Equal(t, 2*time.Second, cfg.Loops.PollInterval, "file")
+	require.Equal(t, 6*time.Second, cfg.Batch.FirstCheck, "file")
+	require.Equal(t, 7*time.Second, cfg.Loops.DBTimeout, "environment over file")
+	require.Equal(t, 8*time.Minute, cfg.Batch.ClaimLease, "environment (old name) over file")
+	require.Equal(t, 9*time.Second, cfg.Batch.DelayWindow, "command line over file")
+}
+
+// Every batch-lane flag took the prefix --batch-; its old name still sets
+// it, on the command line and in the environment, and says once that it
+// is deprecated.
+func TestParse_OldBatchNamesAreDeprecatedAliases(t *testing.T) {
+	t.Setenv("LEDGERQ_RETENTION_AGE", "1h")
+	cfg := node.Defaults()
+	fs := newFlagSet("serve", "summary")
+	reg := registerConfig(fs, &cfg, flagParts{api: true, roles: true, ledger: true})
+	require.NoError(t, reg.Parse([]string{"--delay-window=20s", "--delay-window=21s", "--sim-verify=false"}, func() string { return "" }))
+	require.Equal(t, 21*time.Second, cfg.Batch.DelayWindow)
+	require.True(t, cfg.Batch.Ledger.Sim.SkipVerify)
+	require.Equal(t, time.Hour, cfg.Batch.RetentionAge)
+	require.ElementsMatch(t, []string{
+		"flag --delay-window is deprecated: use --batch-delay-window",
+		"flag --sim-verify is deprecated: use --batch-sim-verify",
+		"environment variable LEDGERQ_RETENTION_AGE is deprecated: use LEDGERQ_BATCH_RETENTION_AGE",
+	}, reg.Deprecations())
+	// The new environment variable wins over the old one.
+	t.Setenv("LEDGERQ_BATCH_RETENTION_AGE", "2h")
+	cfg = node.Defaults()
+	require.NoError(t, parseServe(&cfg, nil, ""))
+	require.Equal(t, 2*time.Hour, cfg.Batch.RetentionAge)
+
+	var usage strings.Builder
+	fs.SetOutput(&usage)
+	fs.Usage()
+	require.Contains(t, usage.String(), "--batch-delay-window")
+	require.NotContains(t, usage.String(), "--delay-window", "usage lists the new names only")
+}
