@@ -1,18 +1,21 @@
 SHELL := /bin/bash
 # The README's test command is `make test`. It fails when code is not gofmt'd,
-# go vet complains, the sqlc-generated code is stale, or a test fails (with the
-# race detector on).
+# go vet or staticcheck complains, the sqlc-generated code is stale, or a test
+# fails (with the race detector on).
 GO ?= go
 SQLC = cd tools && $(GO) tool sqlc -f ../sqlc.yaml
 # oapi-codegen turns api/openapi.yaml into internal/httpapi/apigen; it runs in
 # tools/, so its paths are relative to that directory.
 OAPI_CODEGEN = cd tools && $(GO) tool oapi-codegen -config ../api/oapi-codegen.yaml
 API_GEN = internal/httpapi/apigen/apigen.gen.go
+# staticcheck is built from tools/go.mod but runs in the directory it lints, so
+# it loads that directory's module (./... of the main module, then test/deploy's).
+STATICCHECK = $(GO) tool -modfile=$(CURDIR)/tools/go.mod staticcheck
 TEST_FLAGS ?= -race -count=1 -timeout 25m
 
-.PHONY: test fmt-check vet sqlc-check api-check go-test failover-test generate build image screenshots bench-report
+.PHONY: test fmt-check vet lint sqlc-check api-check go-test failover-test generate build image screenshots bench-report
 
-test: fmt-check vet sqlc-check api-check go-test
+test: fmt-check vet lint sqlc-check api-check go-test
 
 fmt-check:
 	@echo "== gofmt"
@@ -22,6 +25,17 @@ fmt-check:
 vet:
 	@echo "== go vet"
 	$(GO) vet ./...
+
+# staticcheck's default checks on every package and its tests; test/deploy is a
+# module of its own. In files with the "Code generated ... DO NOT EDIT." header
+# (sqlc, oapi-codegen, protobuf) staticcheck itself leaves out most checks'
+# findings (it decides per check: style, simplification and unused code are
+# left out, some correctness checks are not). A finding that is wrong for us is
+# silenced on its line with //lint:ignore CHECK reason.
+lint:
+	@echo "== staticcheck"
+	$(STATICCHECK) ./...
+	cd test/deploy && $(STATICCHECK) ./...
 
 sqlc-check:
 	@echo "== sqlc diff and vet (generated code matches migrations/ and queries/)"

@@ -19,7 +19,7 @@ func newLogger(w *os.File, level string) (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
 	}
 	if isatty.IsTerminal(w.Fd()) {
-		return slog.New(tint.NewHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly})), nil
+		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: lv, TimeFormat: time.TimeOnly})), nil
 	}
 	return slog.New(slog.NewJSONHandler(io.Writer(w), &slog.HandlerOptions{Level: lv})), nil
 }

@@ -258,7 +258,8 @@ func TestKeystore_NeitherKeyNorPassphraseIsLoggedOrPrinted(t *testing.T) {
 			printed += fmt.Sprintf(verb, v) + "\n"
 		}
 	}
-	d := ks.key.PrivateKey.D
+	// The scalar from its 32 bytes: ecdsa.PrivateKey.D is deprecated.
+	d := new(big.Int).SetBytes(crypto.FromECDSA(ks.key.PrivateKey))
 	for name, secret := range map[string]string{
 		"the passphrase":      passphrase,
 		"the key in hex":      hex.EncodeToString(crypto.FromECDSA(ks.key.PrivateKey)),

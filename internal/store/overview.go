@@ -41,7 +41,7 @@ func (s *Store) LaneCountsGet(ctx context.Context) (LaneCounts, error) {
 		return out, err
 	}
 	for _, b := range batches {
-		out.Batches = append(out.Batches, LaneState{State: b.State, Items: b.Items, Oldest: b.Oldest})
+		out.Batches = append(out.Batches, LaneState(b))
 	}
 	pool, err := s.q.PoolTxCountWaiting(ctx)
 	if err != nil {
