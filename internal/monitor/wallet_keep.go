@@ -14,6 +14,7 @@ import (
 	"github.com/ethereum/go-ethereum/params"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/gethpool"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/workers"
@@ -270,7 +271,7 @@ type bumpCycle struct {
 	old store.Attempt
 
 	bumped *store.SignedTx
-	// capped: the cap leaves no valid replacement (geth wants 10% more).
+	// capped: the cap leaves no replacement geth's rule takes.
 	capped bool
 }
 
@@ -291,9 +292,22 @@ func maxBig(a, b *big.Int) *big.Int {
 	return new(big.Int).Set(b)
 }
 
-// tenPercentMore reports whether n ≥ old × 1.1, geth's replacement rule.
-func tenPercentMore(n, old *big.Int) bool {
-	return new(big.Int).Mul(n, big.NewInt(100)).Cmp(new(big.Int).Mul(old, big.NewInt(110))) >= 0
+// bumpFees are the fees of a bump of an attempt offering old: the tip
+// max(old × 1.2, the node's suggestion), the fee cap the same and at least
+// the tip, both within limit (nil or 0: no limit). ok is false when the
+// limit leaves no replacement that geth's rule (gethpool.Replaces, with
+// geth's default price bump) takes; × 1.2 alone always is one.
+func bumpFees(old, suggested gethpool.Fees, limit *big.Int) (next gethpool.Fees, ok bool) {
+	tip := maxBig(raise(old.Tip), suggested.Tip)
+	feeCap := maxBig(maxBig(raise(old.FeeCap), suggested.FeeCap), tip)
+	if limit != nil && limit.Sign() > 0 && feeCap.Cmp(limit) > 0 {
+		feeCap = new(big.Int).Set(limit)
+		if tip.Cmp(feeCap) > 0 {
+			tip = new(big.Int).Set(feeCap)
+		}
+	}
+	next = gethpool.Fees{FeeCap: feeCap, Tip: tip}
+	return next, gethpool.Replaces(next, old, gethpool.PriceBump)
 }
 
 // Execute reads the fee suggestion and signs the bump; it writes nothing.
@@ -311,18 +325,12 @@ func (c *bumpCycle) Execute(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading the fee suggestion to bump %s: %w", c.Claim.Key, err)
 	}
-	tip := maxBig(raise(old.GasTipCap()), fees.TipCap)
-	feeCap := maxBig(maxBig(raise(old.GasFeeCap()), fees.FeeCap), tip)
-	if limit != nil && limit.Sign() > 0 && feeCap.Cmp(limit) > 0 {
-		feeCap = new(big.Int).Set(limit)
-		if tip.Cmp(feeCap) > 0 {
-			tip = new(big.Int).Set(feeCap)
-		}
-		if !tenPercentMore(feeCap, old.GasFeeCap()) || !tenPercentMore(tip, old.GasTipCap()) {
-			c.capped = true
-			return nil
-		}
+	next, ok := bumpFees(gethpool.Fees{FeeCap: old.GasFeeCap(), Tip: old.GasTipCap()}, gethpool.Fees{FeeCap: fees.FeeCap, Tip: fees.TipCap}, limit)
+	if !ok {
+		c.capped = true
+		return nil
 	}
+	tip, feeCap := next.Tip, next.FeeCap
 	chainID := big.NewInt(c.ChainID())
 	tx := types.NewTx(&types.DynamicFeeTx{
 		ChainID: chainID, Nonce: old.Nonce(), GasTipCap: tip, GasFeeCap: feeCap, Gas: old.Gas(),

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/ledgerq/ledgerq/internal/ledger/gethpool"
 	"github.com/ledgerq/ledgerq/internal/notify"
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
@@ -32,8 +33,8 @@ const (
 	PoolQueued PoolTxState = "queued"
 	// PoolIncluded: in a bundle (PoolTx.BundleBlock).
 	PoolIncluded PoolTxState = "included"
-	// PoolReplaced: a transaction with the same nonce and fee cap and tip
-	// both at least 110 % of it took its place (PoolTx.ReplacedBy).
+	// PoolReplaced: a transaction with the same nonce took its place by
+	// geth's replacement rule (gethpool.Replaces) (PoolTx.ReplacedBy).
 	PoolReplaced PoolTxState = "replaced"
 	// PoolDropped: it will not be bundled (PoolTx.DropReason).
 	PoolDropped PoolTxState = "dropped"
@@ -244,9 +245,10 @@ var errPoolMoved = errors.New("pool transaction changed state during intake")
 //   - the same bytes pending, queued or included: ErrPoolAlreadyKnown,
 //     nothing stored;
 //   - a nonce below the next one: *PoolNonceTooLowError;
-//   - the nonce of a pending or queued transaction: it replaces it only
-//     with fee cap and tip both ≥ 110 % of the old (the old becomes
-//     replaced), else ErrPoolReplaceUnderpriced;
+//   - the nonce of a pending or queued transaction: it replaces it only by
+//     geth's rule, fee cap and tip each above the old and at least
+//     old × 110 / 100 in integer division (gethpool.Replaces; the old
+//     becomes replaced), else ErrPoolReplaceUnderpriced;
 //   - the sender's next nonce: pending, and its queued successors without a
 //     gap become pending with it; a higher nonce: queued;
 //   - more than MaxPerSender pending and queued: the sender's highest
@@ -906,17 +908,10 @@ func highestQueued(byNonce map[uint64]poolSlot) (poolSlot, bool) {
 	return top, found
 }
 
-// outbids reports whether in may replace old: geth's default price bump, fee cap and tip both at least 110 % of the old ones.
+// outbids reports whether in may replace old: geth's replacement rule with
+// geth's default price bump.
 func outbids(in, old poolSlot) bool {
-	return atLeast110Percent(in.feeCap, old.feeCap) && atLeast110Percent(in.tip, old.tip)
-}
-
-// atLeast110Percent reports whether v*100 >= old*110, in integers (no
-// rounding: 10 wei over 100 is enough, 10 over 101 is not).
-func atLeast110Percent(v, old *big.Int) bool {
-	lhs := new(big.Int).Mul(v, big.NewInt(100))
-	rhs := new(big.Int).Mul(old, big.NewInt(110))
-	return lhs.Cmp(rhs) >= 0
+	return gethpool.Replaces(gethpool.Fees{FeeCap: in.feeCap, Tip: in.tip}, gethpool.Fees{FeeCap: old.feeCap, Tip: old.tip}, gethpool.PriceBump)
 }
 
 // PoolGet returns the chain's transaction with hash (any state), or

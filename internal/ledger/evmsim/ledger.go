@@ -23,6 +23,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/gethpool"
 )
 
 // RevertMarker: a transaction whose data starts with it is mined reverted.
@@ -631,9 +632,9 @@ func (l *Ledger) admit(tx *types.Transaction) error {
 		return sendError("insufficient funds for gas * price + value: balance %v, tx cost %v, overshot %v", ac.balance, cost, new(big.Int).Sub(cost, ac.balance))
 	}
 	if old, ok := l.pool[from][tx.Nonce()]; ok {
-		// geth's price bump: a replacement pays at least 10% more in both
-		// the fee cap and the tip.
-		if !atLeastTenPercentMore(tx.GasFeeCap(), old.GasFeeCap()) || !atLeastTenPercentMore(tx.GasTipCap(), old.GasTipCap()) {
+		// geth's replacement rule with its default price bump.
+		next := gethpool.Fees{FeeCap: tx.GasFeeCap(), Tip: tx.GasTipCap()}
+		if !gethpool.Replaces(next, gethpool.Fees{FeeCap: old.GasFeeCap(), Tip: old.GasTipCap()}, gethpool.PriceBump) {
 			return sendError("replacement transaction underpriced: new tx gas fee cap %v <= %v queued + 10%% replacement penalty", tx.GasFeeCap(), old.GasFeeCap())
 		}
 		delete(l.known, old.Hash())
@@ -644,13 +645,6 @@ func (l *Ledger) admit(tx *types.Transaction) error {
 	l.pool[from][tx.Nonce()] = tx
 	l.known[tx.Hash()] = true
 	return nil
-}
-
-func atLeastTenPercentMore(n, old *big.Int) bool {
-	// n*100 >= old*110
-	a := new(big.Int).Mul(n, big.NewInt(100))
-	b := new(big.Int).Mul(old, big.NewInt(110))
-	return a.Cmp(b) >= 0
 }
 
 // ChainID implements ledger.WalletLedger.

@@ -149,6 +149,44 @@ func TestLedger_ReplacementNeedsTenPercentMore(t *testing.T) {
 	}
 }
 
+// geth's replacement rule in wei, where a percentage alone misleads: fee
+// cap and tip each strictly above the old ones and at least old × 110 / 100
+// in integer division (core/txpool/legacypool/list.go). Each case is its own
+// sender's nonce 0, on a chain whose base fee is 1 wei.
+func TestLedger_ReplacementFollowsGethsRuleAtNonMultiplesOfTenAndZeroTips(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name              string
+		oldFeeCap, oldTip int64
+		feeCap, tip       int64
+		replaces          bool
+	}{
+		{"tip 101 to 111: the threshold rounds down", 1010, 101, 1111, 111, true},
+		{"fee cap 1001 to 1101: the threshold rounds down", 1001, 100, 1101, 110, true},
+		{"tip 101 to 110: below the threshold", 1010, 101, 1111, 110, false},
+		{"equal zero tips", 1000, 0, 1100, 0, false},
+		{"a zero tip raised by one wei", 1000, 0, 1100, 1, true},
+		{"equal fee caps, the tip doubled", 1000, 100, 1000, 200, false},
+		{"fee cap 9 to 10: one wei over the rounded threshold", 9, 9, 10, 10, true},
+		{"fee cap 9 to 9: the rounded threshold but not above the old", 9, 5, 9, 6, false},
+	} {
+		bd := setup(t, evmsim.Config{BaseFee: 1})
+		signWei := func(feeCap, tip int64) []byte {
+			return ledgertest.RawTx(t, ledgertest.SignTx(t, bd.key, &types.DynamicFeeTx{
+				ChainID: big.NewInt(1337), GasTipCap: big.NewInt(tip), GasFeeCap: big.NewInt(feeCap), Gas: 21000, To: &to,
+			}))
+		}
+		if err := bd.l.SendRawTransaction(ctx, signWei(tc.oldFeeCap, tc.oldTip)); err != nil {
+			t.Fatalf("%s: the first transaction: %v", tc.name, err)
+		}
+		err := bd.l.SendRawTransaction(ctx, signWei(tc.feeCap, tc.tip))
+		if got := ledger.SendResultOf(err); tc.replaces && err != nil || !tc.replaces && got != ledger.SendUnderpriced {
+			t.Errorf("%s: send result %s (%v), want replaced: %v", tc.name, got, err, tc.replaces)
+		}
+	}
+}
+
 func TestLedger_AnswersAsGethDoes(t *testing.T) {
 	t.Parallel()
 	bd := setup(t, evmsim.Config{})
