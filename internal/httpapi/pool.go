@@ -12,6 +12,8 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
+	"github.com/ethereum/go-ethereum/core/txpool"
+	"github.com/ethereum/go-ethereum/core/txpool/legacypool"
 	"github.com/labstack/echo/v4"
 
 	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
@@ -138,11 +140,11 @@ func poolStoreError(err error) error {
 	var acct *store.PoolAccountLimitError
 	var funds *store.PoolInsufficientFundsError
 	switch {
-	case errors.Is(err, store.ErrPoolAlreadyKnown):
+	case errors.Is(err, txpool.ErrAlreadyKnown):
 		return &poolError{status: http.StatusOK, code: rpcCodeRefused, msg: err.Error(), known: true}
-	case errors.As(err, &low), errors.Is(err, store.ErrPoolReplaceUnderpriced), errors.As(err, &funds):
+	case errors.As(err, &low), errors.Is(err, txpool.ErrReplaceUnderpriced), errors.As(err, &funds):
 		return poolRefusal(http.StatusConflict, "%s", err.Error())
-	case errors.As(err, &acct), errors.Is(err, store.ErrPoolFull):
+	case errors.As(err, &acct), errors.Is(err, legacypool.ErrTxPoolOverflow):
 		return &poolError{status: http.StatusTooManyRequests, code: rpcCodeRefused, msg: err.Error()}
 	}
 	return err

@@ -12,6 +12,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ethereum/go-ethereum/core"
+	"github.com/ethereum/go-ethereum/core/txpool"
+	"github.com/ethereum/go-ethereum/core/txpool/legacypool"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ledgerq/ledgerq/internal/ledger/gethpool"
@@ -117,33 +120,39 @@ func (l PoolLimits) Validate() error {
 	return nil
 }
 
-// The pool's refusals. Their messages are go-ethereum's, word for word, so
-// that clients which match on them (ethers, viem, ledgerq's own wallet lane)
-// understand ledgerq as they understand geth.
-var (
-	// ErrPoolAlreadyKnown: the same bytes are pending, queued or included.
-	ErrPoolAlreadyKnown = errors.New("already known")
-	// ErrPoolReplaceUnderpriced: the nonce is taken and the new transaction
-	// does not raise both fee cap and tip by at least 10 %.
-	ErrPoolReplaceUnderpriced = errors.New("replacement transaction underpriced")
-	// ErrPoolFull: the pool holds its limit of pending or queued
-	// transactions (HTTP 429).
-	ErrPoolFull = errors.New("txpool is full")
-)
+// The pool's refusals are go-ethereum's own error values (errors.Is with
+// txpool.ErrAlreadyKnown, txpool.ErrReplaceUnderpriced,
+// legacypool.ErrTxPoolOverflow, core.ErrNonceTooLow,
+// core.ErrInsufficientFunds, txpool.ErrAccountLimitExceeded), with geth's
+// messages word for word, so that clients which match on them (ethers,
+// viem, ledgerq's own wallet lane) understand ledgerq as they understand
+// geth:
+//
+//   - txpool.ErrAlreadyKnown: the same bytes are pending, queued or
+//     included;
+//   - txpool.ErrReplaceUnderpriced: the nonce is taken and the new
+//     transaction does not outbid it by geth's replacement rule;
+//   - legacypool.ErrTxPoolOverflow ("txpool is full"): the pool holds its
+//     limit of pending or queued transactions (HTTP 429).
 
 // PoolNonceTooLowError: the nonce is below the sender's next one (the
-// chain's, or past transactions already in bundles).
+// chain's, or past transactions already in bundles). It is
+// core.ErrNonceTooLow.
 type PoolNonceTooLowError struct {
 	Next, Nonce uint64
 }
 
 func (e *PoolNonceTooLowError) Error() string {
-	return fmt.Sprintf("nonce too low: next nonce %d, tx nonce %d", e.Next, e.Nonce)
+	return fmt.Sprintf("%v: next nonce %d, tx nonce %d", core.ErrNonceTooLow, e.Next, e.Nonce)
 }
+
+// Unwrap returns geth's error.
+func (e *PoolNonceTooLowError) Unwrap() error { return core.ErrNonceTooLow }
 
 // PoolInsufficientFundsError: the sender's balance does not cover what its
 // transactions not yet executed may spend with this one (gas × fee cap +
-// value each), as geth's pool checks it; the message is geth's.
+// value each), as geth's pool checks it; it is core.ErrInsufficientFunds,
+// with geth's message.
 type PoolInsufficientFundsError struct {
 	Balance, Cost *big.Int
 	// Queued is what the sender's other transactions not yet executed may
@@ -162,22 +171,28 @@ func (e *PoolInsufficientFundsError) Error() string {
 	over := need.Sub(need, e.Balance)
 	switch {
 	case e.Queued == nil:
-		return fmt.Sprintf("insufficient funds for gas * price + value: balance %v, tx cost %v, overshot %v", e.Balance, e.Cost, over)
+		return fmt.Sprintf("%v: balance %v, tx cost %v, overshot %v", core.ErrInsufficientFunds, e.Balance, e.Cost, over)
 	case e.Bumped:
-		return fmt.Sprintf("insufficient funds for gas * price + value: balance %v, queued cost %v, tx bumped %v, overshot %v", e.Balance, e.Queued, e.Cost, over)
+		return fmt.Sprintf("%v: balance %v, queued cost %v, tx bumped %v, overshot %v", core.ErrInsufficientFunds, e.Balance, e.Queued, e.Cost, over)
 	}
-	return fmt.Sprintf("insufficient funds for gas * price + value: balance %v, queued cost %v, tx cost %v, overshot %v", e.Balance, e.Queued, e.Cost, over)
+	return fmt.Sprintf("%v: balance %v, queued cost %v, tx cost %v, overshot %v", core.ErrInsufficientFunds, e.Balance, e.Queued, e.Cost, over)
 }
 
+// Unwrap returns geth's error.
+func (e *PoolInsufficientFundsError) Unwrap() error { return core.ErrInsufficientFunds }
+
 // PoolAccountLimitError: the sender already has its limit of pending and
-// queued transactions (HTTP 429).
+// queued transactions (HTTP 429). It is txpool.ErrAccountLimitExceeded.
 type PoolAccountLimitError struct {
 	Pooled int
 }
 
 func (e *PoolAccountLimitError) Error() string {
-	return fmt.Sprintf("account limit exceeded: pooled %d txs", e.Pooled)
+	return fmt.Sprintf("%v: pooled %d txs", txpool.ErrAccountLimitExceeded, e.Pooled)
 }
+
+// Unwrap returns geth's error.
+func (e *PoolAccountLimitError) Unwrap() error { return txpool.ErrAccountLimitExceeded }
 
 // NewPoolTx is a decoded, validated transaction for PoolAdd. The caller
 // decodes it (go-ethereum's types), recovers the sender and checks the
@@ -242,20 +257,21 @@ var errPoolMoved = errors.New("pool transaction changed state during intake")
 // one after the other (concurrent intakes of other senders in this process
 // may share that transaction: pool_group.go):
 //
-//   - the same bytes pending, queued or included: ErrPoolAlreadyKnown,
+//   - the same bytes pending, queued or included: txpool.ErrAlreadyKnown,
 //     nothing stored;
 //   - a nonce below the next one: *PoolNonceTooLowError;
 //   - the nonce of a pending or queued transaction: it replaces it only by
 //     geth's rule, fee cap and tip each above the old and at least
 //     old × 110 / 100 in integer division (gethpool.Replaces; the old
-//     becomes replaced), else ErrPoolReplaceUnderpriced;
+//     becomes replaced), else txpool.ErrReplaceUnderpriced;
 //   - the sender's next nonce: pending, and its queued successors without a
 //     gap become pending with it; a higher nonce: queued;
 //   - more than MaxPerSender pending and queued: the sender's highest
 //     queued transaction is dropped (evicted) if its nonce is above the new
 //     one's, so the transaction that fills a gap always finds room; else
 //     *PoolAccountLimitError;
-//     more than MaxPending or MaxQueued on the chain: ErrPoolFull, exact
+//     more than MaxPending or MaxQueued on the chain:
+//     legacypool.ErrTxPoolOverflow, exact
 //     across processes without a row every intake waits for (see
 //     poolCheckLimits: an admission slot and a bound, an exact count only
 //     near the limits).
@@ -399,7 +415,7 @@ func (r *intakeReads) queue(b *pgx.Batch, p PoolAddParams) {
 // plan is p's intake decided on what was read.
 func (r *intakeReads) plan(p PoolAddParams) (poolPlan, error) {
 	if r.found && PoolTxState(r.known.State).Live() {
-		return poolPlan{}, ErrPoolAlreadyKnown
+		return poolPlan{}, txpool.ErrAlreadyKnown
 	}
 	slots := make([]poolSlot, 0, len(r.rows))
 	for _, row := range r.rows {
@@ -653,7 +669,7 @@ func poolCheckLimits(ctx context.Context, q *dbsqlc.Queries, chainID int64, p Po
 	}
 	if (grow.pending > 0 && counts.Pending > int64(p.Limits.MaxPending)) ||
 		(grow.queued > 0 && counts.Queued > int64(p.Limits.MaxQueued)) {
-		return ErrPoolFull
+		return legacypool.ErrTxPoolOverflow
 	}
 	if err := q.PoolChainRebase(ctx, dbsqlc.PoolChainRebaseParams{ChainID: chainID, Pending: counts.Pending, Queued: counts.Queued}); err != nil {
 		return fmt.Errorf("recording the count of the pool of chain %d: %w", chainID, err)
@@ -813,7 +829,7 @@ func planPoolAdd(slots []poolSlot, base uint64, in poolSlot, balance *big.Int, m
 	waiting := before.pending + before.queued - len(plan.stale)
 	if old, ok := byNonce[in.nonce]; ok {
 		if !outbids(in, old) {
-			return poolPlan{}, ErrPoolReplaceUnderpriced
+			return poolPlan{}, txpool.ErrReplaceUnderpriced
 		}
 		plan.replace = old
 	} else if waiting >= maxPerSender {

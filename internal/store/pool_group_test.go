@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/core/txpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/store"
@@ -148,7 +149,7 @@ func TestPoolGroup_StoresOnlyItsSimpleAddsAndAnswersTheOthersAsAlone(t *testing.
 	var funds *store.PoolInsufficientFundsError
 	require.ErrorAs(t, errs[1], &funds)
 	require.NoError(t, errs[2], "left to run alone, not answered")
-	require.ErrorIs(t, errs[3], store.ErrPoolAlreadyKnown)
+	require.ErrorIs(t, errs[3], txpool.ErrAlreadyKnown)
 
 	require.Equal(t, 1, xmins(t, st, 1, 5), "the two adds were one transaction")
 	for _, i := range []int{1, 2} {

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/core"
+	"github.com/ethereum/go-ethereum/core/txpool"
+	"github.com/ethereum/go-ethereum/core/txpool/legacypool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
@@ -100,6 +103,7 @@ func TestPool_NonceBelowTheNextIsRefusedAsNonceTooLow(t *testing.T) {
 	require.EqualError(t, err, "nonce too low: next nonce 1, tx nonce 0")
 	var low *store.PoolNonceTooLowError
 	require.ErrorAs(t, err, &low)
+	require.ErrorIs(t, err, core.ErrNonceTooLow, "geth's error")
 	require.Equal(t, 0, f.count("true"), "nothing stored")
 
 	// Transactions already in a bundle hold their nonces too: the next
@@ -160,7 +164,7 @@ func TestPool_ReplacementNeedsFeeCapAndTipBothAtLeast110Percent(t *testing.T) {
 	} {
 		_, err := f.add(testfactory.PoolTx(1, 0, tc.feeCap, tc.tip))
 		require.EqualError(t, err, "replacement transaction underpriced", tc.name)
-		require.ErrorIs(t, err, store.ErrPoolReplaceUnderpriced)
+		require.ErrorIs(t, err, txpool.ErrReplaceUnderpriced)
 	}
 	require.Equal(t, store.PoolPending, f.get(old.Hash).State, "the refused replacements changed nothing")
 	require.Equal(t, 2, f.count("true"))
@@ -207,7 +211,7 @@ func TestPool_ReplacementFollowsGethsRuleAtNonMultiplesOfTenAndZeroTips(t *testi
 		res, err := f.add(testfactory.PoolTx(sender, 0, tc.feeCap, tc.tip))
 		if !tc.replaces {
 			require.EqualError(t, err, "replacement transaction underpriced", tc.name)
-			require.ErrorIs(t, err, store.ErrPoolReplaceUnderpriced, tc.name)
+			require.ErrorIs(t, err, txpool.ErrReplaceUnderpriced, tc.name)
 			require.Equal(t, store.PoolPending, f.get(old.Hash).State, tc.name)
 			continue
 		}
@@ -227,7 +231,7 @@ func TestPool_IdenticalBytesAreAlreadyKnownAndAddNoRow(t *testing.T) {
 	for _, again := range []store.NewPoolTx{tx, queued} {
 		_, err := f.add(again)
 		require.EqualError(t, err, "already known")
-		require.ErrorIs(t, err, store.ErrPoolAlreadyKnown)
+		require.ErrorIs(t, err, txpool.ErrAlreadyKnown)
 	}
 	require.Equal(t, 2, f.count("true"))
 
@@ -236,7 +240,7 @@ func TestPool_IdenticalBytesAreAlreadyKnownAndAddNoRow(t *testing.T) {
 	dearer := testfactory.PoolTx(1, 0, 20, 20)
 	f.mustAdd(dearer)
 	_, err := f.add(tx)
-	require.ErrorIs(t, err, store.ErrPoolReplaceUnderpriced)
+	require.ErrorIs(t, err, txpool.ErrReplaceUnderpriced)
 	require.Equal(t, 3, f.count("true"))
 }
 
@@ -250,6 +254,7 @@ func TestPool_PerSenderLimitRefusesTheSeventeenthAndAllowsReplacements(t *testin
 	require.EqualError(t, err, "account limit exceeded: pooled 16 txs")
 	var limit *store.PoolAccountLimitError
 	require.ErrorAs(t, err, &limit)
+	require.ErrorIs(t, err, txpool.ErrAccountLimitExceeded, "geth's error")
 	f.mustAdd(testfactory.PoolTx(1, 2, 11, 11)) // a replacement takes no new place
 	f.mustAdd(testfactory.PoolTx(2, 0, 10, 10)) // another sender has its own 16
 
@@ -323,6 +328,7 @@ func TestPool_FundsMustCoverEveryTransactionNotYetExecuted(t *testing.T) {
 	require.NoError(t, add(bump, 441_002))
 	var funds *store.PoolInsufficientFundsError
 	require.ErrorAs(t, add(testfactory.PoolTx(1, 2, 10, 10), 0), &funds)
+	require.ErrorIs(t, funds, core.ErrInsufficientFunds, "geth's error")
 	// Without a balance (no chain to read it from), nothing is checked.
 	_, err := f.st.PoolAdd(t.Context(), store.PoolAddParams{Now: f.now, Tx: testfactory.PoolTx(3, 0, 10, 10), Limits: f.limits})
 	require.NoError(t, err)
@@ -337,11 +343,11 @@ func TestPool_GlobalLimitsRefuseAFullPoolAndStoreNothing(t *testing.T) {
 	}
 	_, err := f.add(testfactory.PoolTx(3, 0, 10, 10))
 	require.EqualError(t, err, "txpool is full")
-	require.ErrorIs(t, err, store.ErrPoolFull)
+	require.ErrorIs(t, err, legacypool.ErrTxPoolOverflow)
 	f.mustAdd(testfactory.PoolTx(3, 5, 10, 10))
 	f.mustAdd(testfactory.PoolTx(4, 5, 10, 10))
 	_, err = f.add(testfactory.PoolTx(5, 5, 10, 10))
-	require.ErrorIs(t, err, store.ErrPoolFull, "2 queued is the limit")
+	require.ErrorIs(t, err, legacypool.ErrTxPoolOverflow, "2 queued is the limit")
 	require.Equal(t, 5, f.count("true"), "the refused transactions stored nothing")
 	var senders int
 	require.NoError(t, f.st.DB().QueryRow(t.Context(), `SELECT count(*) FROM ledgerq.pool_senders`).Scan(&senders))
@@ -357,7 +363,7 @@ func TestPool_GlobalLimitsRefuseAFullPoolAndStoreNothing(t *testing.T) {
 	require.NoError(t, err)
 	f.mustAdd(testfactory.PoolTx(3, 1, 10, 10))
 	_, err = f.add(testfactory.PoolTx(3, 0, 10, 10))
-	require.ErrorIs(t, err, store.ErrPoolFull)
+	require.ErrorIs(t, err, legacypool.ErrTxPoolOverflow)
 	require.Equal(t, []string{"1:queued", "5:queued"}, f.states(3))
 }
 
@@ -482,7 +488,7 @@ func TestPool_LimitsStayExactUnderConcurrentIntakeFromSeveralProcesses(t *testin
 		switch {
 		case o.err == nil:
 			admitted++
-		case errors.Is(o.err, store.ErrPoolFull), errors.Is(o.err, store.ErrPoolReplaceUnderpriced),
+		case errors.Is(o.err, legacypool.ErrTxPoolOverflow), errors.Is(o.err, txpool.ErrReplaceUnderpriced),
 			errors.As(o.err, &acct), errors.As(o.err, &low):
 		default:
 			t.Fatalf("intake of %s nonce %d failed: %v", o.tx.Sender, o.tx.Nonce, o.err)
@@ -582,7 +588,7 @@ func TestPool_TwoProcessesRacingForTheLastPlaceAdmitExactlyOne(t *testing.T) {
 		switch err := <-errs; {
 		case err == nil:
 			admitted++
-		case errors.Is(err, store.ErrPoolFull):
+		case errors.Is(err, legacypool.ErrTxPoolOverflow):
 			full++
 		default:
 			t.Fatalf("intake failed: %v", err)
@@ -699,6 +705,6 @@ func TestPool_AdmissionCountsOnlyNearTheLimitsAndItsBoundFollowsThePool(t *testi
 		f.mustAdd(testfactory.PoolTx(s, 0, 10, 10))
 	}
 	_, err := f.add(testfactory.PoolTx(29, 0, 10, 10))
-	require.ErrorIs(t, err, store.ErrPoolFull, "20 pending is the limit")
+	require.ErrorIs(t, err, legacypool.ErrTxPoolOverflow, "20 pending is the limit")
 	require.Equal(t, 20, f.count("state = 'pending'"))
 }
