@@ -130,7 +130,7 @@ func refusalError(err error) error {
 	if r.Kind == queuer.RefusedTooLarge {
 		status = http.StatusRequestEntityTooLarge
 	}
-	return poolRefusal(status, "%s", r.Msg)
+	return poolRefusal(status, "%s", r.Error())
 }
 
 // poolStoreError turns the store's refusals into poolErrors; other errors

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core"
+	"github.com/ethereum/go-ethereum/core/txpool"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/params"
 
@@ -21,13 +22,18 @@ import (
 // gas, minimum tip. What the pool then does with the sender's nonces is the
 // store's intake (store.PoolAdd), under the sender's lock.
 
-// Refusal says why the intake refused a transaction, with geth's message.
+// Refusal says why the intake refused a transaction: Err is geth's error
+// (errors.Is with txpool.ErrOversizedData, core.ErrIntrinsicGas, …), with
+// geth's message.
 type Refusal struct {
 	Kind RefusalKind
-	Msg  string
+	Err  error
 }
 
-func (r *Refusal) Error() string { return r.Msg }
+func (r *Refusal) Error() string { return r.Err.Error() }
+
+// Unwrap returns geth's error.
+func (r *Refusal) Unwrap() error { return r.Err }
 
 // RefusalKind is what a refusal is about.
 type RefusalKind int
@@ -39,8 +45,12 @@ const (
 	RefusedTooLarge
 )
 
-func refuse(kind RefusalKind, format string, args ...any) *Refusal {
-	return &Refusal{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+// refuse makes err a Refusal of the kind it is.
+func refuse(err error) *Refusal {
+	if errors.Is(err, txpool.ErrOversizedData) {
+		return &Refusal{Kind: RefusedTooLarge, Err: err}
+	}
+	return &Refusal{Kind: RefusedInvalid, Err: err}
 }
 
 // PoolConfig configures the builder lane's intake: which transactions the
@@ -109,87 +119,65 @@ type PoolTx struct {
 func (c PoolConfig) DecodePoolTx(raw []byte) (PoolTx, error) {
 	// The size again before decoding, so that no large body is decoded.
 	if len(raw) > c.MaxTxSize {
-		return PoolTx{}, refuse(RefusedTooLarge, "oversized data: transaction size %d, limit %d", len(raw), c.MaxTxSize)
+		return PoolTx{}, refuse(fmt.Errorf("%w: transaction size %d, limit %d", txpool.ErrOversizedData, len(raw), c.MaxTxSize))
 	}
 	tx := new(types.Transaction)
 	if err := tx.UnmarshalBinary(raw); err != nil {
-		return PoolTx{}, refuse(RefusedInvalid, "%s", err.Error())
+		return PoolTx{}, refuse(err)
 	}
 	if !tx.Protected() {
-		return PoolTx{}, refuse(RefusedInvalid, "only replay-protected (EIP-155) transactions allowed over RPC")
+		// geth's RPC answer (internal/ethapi), which it does not export.
+		return PoolTx{}, refuse(errors.New("only replay-protected (EIP-155) transactions allowed over RPC"))
 	}
 	sender, err := c.checkPoolTx(tx)
 	if err != nil {
 		return PoolTx{}, err
 	}
-	// geth allows up to 2^64-2 (EIP-2681); the pool stores nonces as
-	// PostgreSQL bigints.
+	// Stricter than geth, which allows up to 2^64-2 (EIP-2681): the pool
+	// stores nonces as PostgreSQL bigints.
 	if tx.Nonce() >= math.MaxInt64 {
-		return PoolTx{}, refuse(RefusedInvalid, "nonce has max value")
+		return PoolTx{}, refuse(core.ErrNonceMax)
 	}
 	return PoolTx{Tx: tx, Raw: raw, Sender: sender}, nil
 }
 
 // checkPoolTx checks tx as geth's pool checks a transaction before it looks
-// at the account (core/txpool.ValidateTransaction on Shanghai's rules, with
-// geth's messages), the pool's size, price, gas and value rules among them,
-// and recovers its sender for the configured chain id. A test holds it to
-// geth's function.
+// at the account: go-ethereum's core/txpool.ValidateTransaction on
+// Shanghai's rules, with the pool's settings (the transaction types it
+// takes, MaxTxSize, MinTip, BlockGasLimit as the head's gas limit). It
+// returns the sender, recovered for the configured chain id.
 func (c PoolConfig) checkPoolTx(tx *types.Transaction) (common.Address, error) {
-	switch tx.Type() {
-	case types.LegacyTxType, types.AccessListTxType, types.DynamicFeeTxType:
-	default:
-		return common.Address{}, refuse(RefusedInvalid, "%s: tx type %d not supported by this pool", types.ErrTxTypeNotSupported, tx.Type())
+	chainID := big.NewInt(c.ChainID)
+	config := shanghai(chainID)
+	head := &types.Header{Number: common.Big1, Difficulty: common.Big0, Time: 1, GasLimit: c.BlockGasLimit}
+	signer := types.LatestSignerForChainID(chainID)
+	opts := &txpool.ValidationOptions{
+		Config:  config,
+		Accept:  1<<types.LegacyTxType | 1<<types.AccessListTxType | 1<<types.DynamicFeeTxType,
+		MaxSize: uint64(c.MaxTxSize),
+		MinTip:  c.MinTip,
 	}
-	if tx.Size() > uint64(c.MaxTxSize) {
-		return common.Address{}, refuse(RefusedTooLarge, "oversized data: transaction size %d, limit %d", tx.Size(), c.MaxTxSize)
+	if err := txpool.ValidateTransaction(tx, head, signer, opts); err != nil {
+		return common.Address{}, refuse(err)
 	}
-	if tx.To() == nil && len(tx.Data()) > params.MaxInitCodeSize {
-		return common.Address{}, refuse(RefusedInvalid, "max initcode size exceeded: code size %d limit %d", len(tx.Data()), params.MaxInitCodeSize)
-	}
-	if tx.Value().Sign() < 0 {
-		return common.Address{}, refuse(RefusedInvalid, "negative value")
-	}
-	if tx.Gas() > c.BlockGasLimit {
-		return common.Address{}, refuse(RefusedInvalid, "exceeds block gas limit")
-	}
-	if tx.GasFeeCap().BitLen() > 256 {
-		return common.Address{}, refuse(RefusedInvalid, "max fee per gas higher than 2^256-1")
-	}
-	if tx.GasTipCap().BitLen() > 256 {
-		return common.Address{}, refuse(RefusedInvalid, "max priority fee per gas higher than 2^256-1")
-	}
-	if tx.GasFeeCapIntCmp(tx.GasTipCap()) < 0 {
-		return common.Address{}, refuse(RefusedInvalid, "max priority fee per gas higher than max fee per gas")
-	}
-	sender, err := types.Sender(types.LatestSignerForChainID(big.NewInt(c.ChainID)), tx)
+	sender, err := types.Sender(signer, tx) // cached by ValidateTransaction
 	if err != nil {
-		return common.Address{}, refuse(RefusedInvalid, "invalid sender: %v", err)
-	}
-	if tx.Nonce()+1 < tx.Nonce() {
-		return common.Address{}, refuse(RefusedInvalid, "nonce has max value")
-	}
-	if tx.Value().BitLen() > 256 {
-		return common.Address{}, refuse(RefusedInvalid, "insufficient funds for gas * price + value")
-	}
-	// A transaction below its intrinsic gas could never run, and would
-	// stall its sender's nonces in a bundle. Sizes are bounded by
-	// MaxPoolTxSize, so it does not overflow.
-	need, err := core.IntrinsicGas(tx.Data(), tx.AccessList(), nil, sender, tx.To(), nil, shanghai)
-	if err != nil {
-		return common.Address{}, refuse(RefusedInvalid, "%v", err)
-	}
-	if tx.Gas() < need {
-		return common.Address{}, refuse(RefusedInvalid, "intrinsic gas too low: gas %d, minimum needed %d", tx.Gas(), need)
-	}
-	if tx.GasTipCapIntCmp(c.MinTip) < 0 {
-		return common.Address{}, refuse(RefusedInvalid, "transaction gas price below minimum: gas tip cap %s, minimum needed %s", tx.GasTipCap(), c.MinTip)
+		return common.Address{}, refuse(fmt.Errorf("%w: %v", txpool.ErrInvalidSender, err))
 	}
 	return sender, nil
 }
 
-// shanghai are the protocol rules the intake checks a transaction on.
-var shanghai = params.Rules{
-	IsHomestead: true, IsEIP150: true, IsEIP155: true, IsEIP158: true, IsByzantium: true, IsConstantinople: true,
-	IsPetersburg: true, IsIstanbul: true, IsBerlin: true, IsLondon: true, IsMerge: true, IsShanghai: true,
+// shanghai is a chain config with every fork up to Shanghai from genesis
+// and none after it: the protocol rules the intake checks a transaction on
+// (no blob or set-code transactions, no Prague calldata floor, no Osaka gas
+// cap).
+func shanghai(chainID *big.Int) *params.ChainConfig {
+	zero := uint64(0)
+	return &params.ChainConfig{
+		ChainID: chainID, HomesteadBlock: common.Big0, EIP150Block: common.Big0, EIP155Block: common.Big0,
+		EIP158Block: common.Big0, ByzantiumBlock: common.Big0, ConstantinopleBlock: common.Big0,
+		PetersburgBlock: common.Big0, IstanbulBlock: common.Big0, MuirGlacierBlock: common.Big0, BerlinBlock: common.Big0,
+		LondonBlock: common.Big0, ArrowGlacierBlock: common.Big0, GrayGlacierBlock: common.Big0,
+		MergeNetsplitBlock: common.Big0, TerminalTotalDifficulty: common.Big0, ShanghaiTime: &zero,
+	}
 }

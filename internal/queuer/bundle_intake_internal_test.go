@@ -1,10 +1,12 @@
 package queuer
 
 import (
+	"math"
 	"math/big"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core"
 	"github.com/ethereum/go-ethereum/core/txpool"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
@@ -83,5 +85,46 @@ func TestCheckPoolTx_RefusesWhatGethsPoolRefusesWithItsMessage(t *testing.T) {
 			continue
 		}
 		require.EqualError(t, got, want.Error(), tc.name)
+	}
+}
+
+// The intake's refusals are go-ethereum's error values (errors.Is), and a
+// transaction over the size limit is the kind the API answers 413.
+func TestDecodePoolTx_RefusalsAreGethsErrorValues(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultPoolConfig(4242)
+	cfg.MaxTxSize = 1024
+	chainID := big.NewInt(cfg.ChainID)
+	key, err := crypto.GenerateKey()
+	require.NoError(t, err)
+	to := common.HexToAddress("0xb2")
+	raw := func(chain *big.Int, mut func(*types.DynamicFeeTx)) []byte {
+		d := &types.DynamicFeeTx{ChainID: chain, GasFeeCap: big.NewInt(2e9), GasTipCap: big.NewInt(1e9), Gas: 21000, To: &to}
+		mut(d)
+		tx, err := types.SignNewTx(key, types.LatestSignerForChainID(chain), d)
+		require.NoError(t, err)
+		b, err := tx.MarshalBinary()
+		require.NoError(t, err)
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		raw  []byte
+		kind RefusalKind
+		is   error
+	}{
+		{"size over the limit", raw(chainID, func(d *types.DynamicFeeTx) { d.Data = make([]byte, 1100); d.Gas = 100_000 }), RefusedTooLarge, txpool.ErrOversizedData},
+		{"tip below the minimum", raw(chainID, func(d *types.DynamicFeeTx) { d.GasTipCap = big.NewInt(1) }), RefusedInvalid, txpool.ErrTxGasPriceTooLow},
+		{"gas 0", raw(chainID, func(d *types.DynamicFeeTx) { d.Gas = 0 }), RefusedInvalid, core.ErrIntrinsicGas},
+		{"gas over the block limit", raw(chainID, func(d *types.DynamicFeeTx) { d.Gas = cfg.BlockGasLimit + 1 }), RefusedInvalid, txpool.ErrGasLimit},
+		{"tip above the fee cap", raw(chainID, func(d *types.DynamicFeeTx) { d.GasTipCap = big.NewInt(3e9) }), RefusedInvalid, core.ErrTipAboveFeeCap},
+		{"another chain", raw(common.Big1, func(*types.DynamicFeeTx) {}), RefusedInvalid, txpool.ErrInvalidSender},
+		{"a nonce PostgreSQL's bigint cannot hold", raw(chainID, func(d *types.DynamicFeeTx) { d.Nonce = math.MaxInt64 }), RefusedInvalid, core.ErrNonceMax},
+	} {
+		_, err := cfg.DecodePoolTx(tc.raw)
+		var r *Refusal
+		require.ErrorAs(t, err, &r, tc.name)
+		require.Equal(t, tc.kind, r.Kind, tc.name)
+		require.ErrorIs(t, err, tc.is, tc.name)
 	}
 }
