@@ -147,7 +147,7 @@ func TestPool_InsertsInReverseNonceOrderEndAllPending(t *testing.T) {
 	require.Equal(t, []string{"0:pending", "1:pending", "2:pending", "3:pending", "4:pending", "5:pending"}, f.states(1))
 }
 
-func TestPool_ReplacementNeedsFeeCapAndTipBothAtLeast110Percent(t *testing.T) {
+func TestPool_ReplacementNeedsBothFeeCapAndTipRaisedByGethsPriceBump(t *testing.T) {
 	t.Parallel()
 	f := newPoolFixture(t, testdb.NewTx(t))
 	old := f.mustAdd(testfactory.PoolTx(1, 0, 1000, 100)).Tx

@@ -552,9 +552,9 @@ type LedgerqPoolTx struct {
 	TxType int16
 	// Recipient, lower-case hex; NULL for a contract creation.
 	ToAddress *string
-	// Fee cap in wei: max fee per gas, or the gas price of a legacy or access-list transaction. A replacement must be at least 110 % of it.
+	// Fee cap in wei: max fee per gas, or the gas price of a legacy or access-list transaction. A replacement's fee cap must be above it and at least it * 110 / 100 in integer division (geth's rule).
 	GasFeeCap pgtype.Numeric
-	// Tip in wei: max priority fee per gas, or the gas price. A replacement must be at least 110 % of it too; the minimum price applies to it (as in geth).
+	// Tip in wei: max priority fee per gas, or the gas price. A replacement's tip must be above it and at least it * 110 / 100 in integer division too (geth's rule); the minimum price applies to it (as in geth).
 	GasTipCap pgtype.Numeric
 	// Gas limit.
 	Gas int64
@@ -564,7 +564,7 @@ type LedgerqPoolTx struct {
 	Raw []byte
 	// pending, queued, included (in bundle bundle_id, number bundle_block), replaced (by replaced_by), dropped (drop_reason). The first three are live: they hold the nonce.
 	State LedgerqPoolTxState
-	// State replaced: hash of the transaction that took this nonce with fee cap and tip both >= 110 %.
+	// State replaced: hash of the transaction that took this nonce with a fee cap and a tip each above this one's and at least 110 / 100 of them in integer division (geth's rule).
 	ReplacedBy *string
 	// State dropped: why. expired (TTL passed while pending or queued), stale (the chain's nonce for the sender passed it).
 	DropReason *string
