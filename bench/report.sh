@@ -106,7 +106,7 @@ fi
 sim0="--batch-sim-commit-delay 0 --batch-sim-verify=false"
 batch_flags=${BATCH_FLAGS-}
 # The pool's limits raised so that no transaction of the workload is refused.
-pool_limits="--pool-max-pending 100000 --pool-max-queued 100000 --pool-max-per-sender 1000"
+pool_limits="--builder-pool-max-pending 100000 --builder-pool-max-queued 100000 --builder-pool-max-per-sender 1000"
 
 cache=${LEDGERQ_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ledgerq-bench}
 mkdir -p "$cache"

@@ -258,7 +258,7 @@ their ratio; --backlog-finished N seeds N finished transactions first.
 Examples:
   ledgerq bench builder --senders 20 --txs-per-sender 50 --slot-length 500ms
   ledgerq bench builder --senders 200 --txs-per-sender 16 --clients 20 \
-      --pool-max-pending 10000 --pool-max-queued 10000 --baseline geth`
+      --builder-pool-max-pending 10000 --builder-pool-max-queued 10000 --baseline geth`
 
 func runBenchBuilder(ctx context.Context, args []string) error {
 	cfg := bench.DefaultBuilderConfig()

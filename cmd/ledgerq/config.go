@@ -105,16 +105,13 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) *config.R
 		reg.Adopt("wallet", "wallet-", wallet...)
 	}
 	if parts.has("builder") {
-		var before []string
-		fs.VisitAll(func(f *flag.Flag) { before = append(before, f.Name) })
-		registerBuilder(fs, &c.Builder, parts)
-		var builder []string
-		fs.VisitAll(func(f *flag.Flag) {
-			if !slices.Contains(before, f.Name) {
-				builder = append(builder, f.Name)
-			}
-		})
-		reg.Adopt("builder", "builder-", builder...)
+		if parts.ledger {
+			// The lane's switch, not one of its settings: builder.builder in
+			// the file.
+			fs.BoolVar(&c.Builder.Enabled, "builder", c.Builder.Enabled, "run the builder lane: the transaction pool behind POST /rpc (eth_sendRawTransaction) and /v1/pool/txs, and its bundles on a JAM chain")
+			reg.Adopt("builder", "builder-", "builder")
+		}
+		reg.Struct(&c.Builder, config.Options{Section: "builder", Prefix: "builder-", Alias: builderAlias, Parts: map[string]bool{"ledger": parts.ledger}})
 	}
 	reg.MarkSecret("url", "database-url", "builder-ledger-url", "builder-evm-rpc-url", "wallet-ledger-url")
 	return reg
@@ -131,56 +128,46 @@ func batchAlias(key string) string {
 	return key
 }
 
-// newFlagName is the flag named old at commit 3b1e0c4.
-func newFlagName(old string) string {
-	if batchAlias(old) == "" || !batchKeys[old] {
-		return old
+// builderAlias is the deprecated name of the builder lane's setting key:
+// its flag before all of the lane's flags took the prefix --builder-
+// (--bundle-size, --pool-ttl, --guarantee-timeout, --submit-backoff); the
+// chain's settings and --builder-cores had it already.
+func builderAlias(key string) string {
+	if key == "ledger" || strings.HasPrefix(key, "ledger-") || strings.HasPrefix(key, "sim-") ||
+		key == "evm-rpc-url" || key == "chain-id" || key == "cores" {
+		return ""
 	}
-	return "batch-" + old
+	return key
 }
 
-// batchKeys are the batch lane's setting keys (registered on a scratch
-// FlagSet).
-var batchKeys = func() map[string]bool {
+// newFlagName is the flag named old at commit 3b1e0c4.
+func newFlagName(old string) string {
+	switch {
+	case batchAlias(old) != "" && batchKeys[old]:
+		return "batch-" + old
+	case builderAlias(old) != "" && builderKeys[old]:
+		return "builder-" + old
+	}
+	return old
+}
+
+// batchKeys and builderKeys are the batch and builder lanes' setting keys.
+var (
+	batchKeys   = settingKeys(func(c *node.Config) any { return &c.Batch })
+	builderKeys = settingKeys(func(c *node.Config) any { return &c.Builder })
+)
+
+// settingKeys are the setting keys of a lane's Config (registered on a
+// scratch FlagSet).
+func settingKeys(lane func(*node.Config) any) map[string]bool {
 	c := node.Defaults()
 	reg := config.New(flag.NewFlagSet("", flag.ContinueOnError), flagEnvNames)
-	reg.Struct(&c.Batch, config.Options{Section: "batch", Prefix: "batch-", Parts: map[string]bool{"ledger": true}})
+	reg.Struct(lane(&c), config.Options{Parts: map[string]bool{"ledger": true}})
 	keys := map[string]bool{}
 	for _, s := range reg.Settings() {
 		keys[s.Key] = true
 	}
 	return keys
-}()
-
-// registerBuilder registers the builder lane's flags.
-func registerBuilder(fs *flag.FlagSet, b *node.BuilderConfig, parts flagParts) {
-	if parts.ledger {
-		fs.BoolVar(&b.Enabled, "builder", b.Enabled, "run the builder lane: the transaction pool behind POST /rpc (eth_sendRawTransaction) and /v1/pool/txs, and its bundles on a JAM chain")
-		fs.StringVar(&b.Ledger.Kind, "builder-ledger", b.Ledger.Kind, "builder lane: jam (a JAM chain at --builder-ledger-url, such as 'ledgerq simledger --kind jam') or sim (a simulated JAM chain in this process)")
-		fs.StringVar(&b.Ledger.URL, "builder-ledger-url", b.Ledger.URL, "builder lane: the JAM chain's URL, for --builder-ledger jam (for example http://127.0.0.1:19800)")
-		fs.StringVar(&b.Ledger.EVMURL, "builder-evm-rpc-url", b.Ledger.EVMURL, "builder lane: the JSON-RPC of the EVM that executes the bundles, which /rpc reads blocks, receipts, balances, calls, gas estimates and fees from (empty: --builder-ledger-url's /evm; with --builder-ledger sim, the simulated chain's own)")
-	}
-	fs.Int64Var(&b.Pool.ChainID, "builder-chain-id", b.Pool.ChainID, "builder lane: the EVM chain id transactions must be signed for (eth_chainId)")
-	fs.DurationVar(&b.Ledger.Timeout, "builder-ledger-timeout", b.Ledger.Timeout, "builder lane: timeout of one call to the JAM chain")
-	fs.IntVar(&b.Pool.Limits.MaxPending, "pool-max-pending", b.Pool.Limits.MaxPending, "builder lane: most pending transactions in the pool (a full pool answers 429 / txpool is full)")
-	fs.IntVar(&b.Pool.Limits.MaxQueued, "pool-max-queued", b.Pool.Limits.MaxQueued, "builder lane: most queued (nonce-gapped) transactions in the pool")
-	fs.IntVar(&b.Pool.Limits.MaxPerSender, "pool-max-per-sender", b.Pool.Limits.MaxPerSender, "builder lane: most pending and queued transactions of one sender")
-	fs.DurationVar(&b.Pool.Limits.TTL, "pool-ttl", b.Pool.Limits.TTL, "builder lane: a transaction still pending or queued after this is dropped (reason expired)")
-	fs.IntVar(&b.Pool.MaxTxSize, "pool-max-tx-size", b.Pool.MaxTxSize, "builder lane: largest transaction accepted, in bytes")
-	fs.Var(weiFlag{&b.Pool.MinTip, weiZeroAllowed}, "pool-min-tip", "builder lane: minimum tip (a legacy transaction's gas price) in wei")
-	fs.IntVar(&b.BundleSize, "bundle-size", b.BundleSize, "builder lane: most transactions in one bundle")
-	fs.IntVar(&b.MaxQueued, "bundle-queue-size", b.MaxQueued, "builder lane: most bundles queued; while it is full, pending transactions wait")
-	fs.IntVar(&b.Cores, "builder-cores", b.Cores, "builder lane: most bundles submitted at once (one per core), across every process")
-	fs.DurationVar(&b.GuaranteeTimeout, "guarantee-timeout", b.GuaranteeTimeout, "builder lane: a submitted bundle without a guarantee after this is requeued with its next version")
-	fs.IntVar(&b.MaxVersions, "bundle-max-versions", b.MaxVersions, "builder lane: versions a bundle is submitted in before it is dropped (its transactions return to pending)")
-	fs.Uint64Var(&b.FinalityDepth, "bundle-finality-depth", b.FinalityDepth, "builder lane: JAM blocks after its accumulation that a bundle is finalized")
-	fs.DurationVar(&b.WindowOpen, "submit-window-open", b.WindowOpen, "builder lane: the submission window opens this long before each timeslot (0: half the slot: jamduna's EVM builder opens it 3 s before a 6 s slot)")
-	fs.DurationVar(&b.WindowClose, "submit-window-close", b.WindowClose, "builder lane: the submission window closes this long before each timeslot (0: a sixth of the slot: jamduna's EVM builder closes it 1 s before a 6 s slot)")
-	fs.DurationVar(&b.SubmitBackoff, "submit-backoff", b.SubmitBackoff, "builder lane: wait after a refused submit; doubles with each refusal of the bundle")
-	fs.DurationVar(&b.SubmitBackoffMax, "submit-backoff-max", b.SubmitBackoffMax, "builder lane: the longest wait after a refused submit")
-	fs.DurationVar(&b.Ledger.Sim.SlotLength, "builder-sim-slot-length", b.Ledger.Sim.SlotLength, "builder lane: the simulated JAM chain's timeslot, for --builder-ledger sim (0: 6s)")
-	fs.BoolVar(&b.Ledger.Sim.FundDevAccounts, "builder-sim-fund-dev-accounts", b.Ledger.Sim.FundDevAccounts, "builder lane: the simulated JAM chain's EVM funds the 20 accounts of the development mnemonic \"test test test test test test test test test test test junk\" (m/44'/60'/0'/0/0..19, as hardhat and anvil) with 10000 ether each, for --builder-ledger sim")
-	fs.StringVar(&b.Ledger.Sim.Journal, "builder-sim-journal", b.Ledger.Sim.Journal, "builder lane: a file the simulated JAM chain records what it executed in and replays at start, so that it survives a restart as the database does (empty: kept in memory only), for --builder-ledger sim")
 }
 
 // registerWallet registers the wallet lane's flags.

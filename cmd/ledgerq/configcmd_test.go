@@ -100,3 +100,35 @@ func TestParse_OldBatchNamesAreDeprecatedAliases(t *testing.T) {
 	require.Contains(t, usage.String(), "--batch-delay-window")
 	require.NotContains(t, usage.String(), "--delay-window", "usage lists the new names only")
 }
+
+// Every builder-lane flag took the prefix --builder-; its old name still
+// sets it, on the command line and in the environment, and says once that
+// it is deprecated. The names that had the prefix and the file's keys are
+// unchanged.
+func TestParse_OldBuilderNamesAreDeprecatedAliases(t *testing.T) {
+	t.Setenv("LEDGERQ_GUARANTEE_TIMEOUT", "20s")
+	file := writeFile(t, "builder:\n  builder: true\n  ledger-url: http://jam:19800\n  pool-ttl: 2h\n  cores: 3\n")
+	cfg := node.Defaults()
+	fs := newFlagSet("serve", "summary")
+	reg := registerConfig(fs, &cfg, flagParts{api: true, roles: true, ledger: true})
+	require.NoError(t, reg.Parse([]string{"--bundle-size=8", "--bundle-size=9", "--pool-min-tip=0", "--builder-chain-id=4242"}, func() string { return file }))
+	require.Equal(t, 9, cfg.Builder.BundleSize)
+	require.Zero(t, cfg.Builder.Pool.MinTip.Sign())
+	require.Equal(t, 20*time.Second, cfg.Builder.GuaranteeTimeout)
+	require.Equal(t, int64(4242), cfg.Builder.Pool.ChainID)
+	require.True(t, cfg.Builder.Enabled, "file")
+	require.Equal(t, 2*time.Hour, cfg.Builder.Pool.Limits.TTL, "file")
+	require.Equal(t, 3, cfg.Builder.Cores, "file")
+	require.NoError(t, cfg.ValidateSettings())
+	require.ElementsMatch(t, []string{
+		"flag --bundle-size is deprecated: use --builder-bundle-size",
+		"flag --pool-min-tip is deprecated: use --builder-pool-min-tip",
+		"environment variable LEDGERQ_GUARANTEE_TIMEOUT is deprecated: use LEDGERQ_BUILDER_GUARANTEE_TIMEOUT",
+	}, reg.Deprecations())
+
+	var usage strings.Builder
+	fs.SetOutput(&usage)
+	fs.Usage()
+	require.Contains(t, usage.String(), "--builder-pool-ttl")
+	require.NotContains(t, usage.String(), "--pool-ttl", "usage lists the new names only")
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 
 	"github.com/ledgerq/ledgerq/internal/batch"
+	"github.com/ledgerq/ledgerq/internal/builder"
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
@@ -158,7 +159,7 @@ func devBuilderLane(cfg *node.Config, dataDir string) error {
 	}
 	b := &cfg.Builder
 	b.Enabled = true
-	b.Ledger.Kind = node.BuilderLedgerSim
+	b.Ledger.Kind = builder.LedgerSim
 	b.Ledger.Sim.FundDevAccounts = true
 	b.Ledger.Sim.Journal = filepath.Join(dir, "jam-chain.journal")
 	if b.Ledger.Sim.SlotLength == 0 {

@@ -108,7 +108,7 @@ func TestRunBuilder_BacklogFinishedSeedsFinishedRowsAndTheRunStillExecutesEachOn
 		WHERE t.chain_id = $1 AND b.chain_id = $1 + 1 AND t.state = 'included' AND b.state = 'finalized'`,
 		cfg.Node.Builder.Pool.ChainID).Scan(&seeded, &bundles))
 	require.Equal(t, 250, seeded, "included in finalized bundles, on the run's chain")
-	require.Equal(t, 63, bundles, "bundles of --bundle-size")
+	require.Equal(t, 63, bundles, "bundles of --builder-bundle-size")
 }
 
 func TestRunBuilder_CountsTheCoreWindowsOfTheBacklog(t *testing.T) {

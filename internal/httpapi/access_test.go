@@ -22,7 +22,6 @@ import (
 	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
 	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 	"github.com/ledgerq/ledgerq/internal/metrics"
-	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/ratelimit"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
@@ -35,7 +34,7 @@ func accessFixture(t *testing.T, access httpapi.AccessConfig) *apiFixture {
 	db := testdb.New(t)
 	cfg := httpapi.DefaultConfig()
 	cfg.Access = access
-	pc := queuer.DefaultPoolConfig(poolChainID)
+	pc := poolConfig()
 	evm := ledgertest.NewEVMRPC()
 	evm.Answer("eth_getBalance", `"0x3635c9adc5dea00000"`)
 	m := metrics.New()

@@ -18,7 +18,6 @@ import (
 	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 	"github.com/ledgerq/ledgerq/internal/metrics"
-	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 )
 
@@ -75,7 +74,7 @@ func send(t *testing.T, method, url string, body []byte) int {
 func TestMetrics_ClientChosenMethodsPathsAndRPCMethodsAddNoSeries(t *testing.T) {
 	t.Parallel()
 	db := testdb.New(t)
-	pc := queuer.DefaultPoolConfig(poolChainID)
+	pc := poolConfig()
 	m := metrics.New()
 	api := httpapi.New(httpapi.DefaultConfig(), httpapi.Deps{
 		Store: db.Store, Clock: clock.NewFake(t0), Logger: testLogger(t), Metrics: m,

@@ -12,7 +12,7 @@ import (
 	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ledgerq/ledgerq/internal/queuer"
+	"github.com/ledgerq/ledgerq/internal/builder"
 )
 
 // postWith posts body with a content type; the answer must be one the
@@ -38,7 +38,7 @@ func requireNoServerFault(t *testing.T, what string, resp httpResult) {
 
 func TestPoolIngress_HostileInputNeverAnswers5xx(t *testing.T) {
 	t.Parallel()
-	f := setupPool(t, func(c *queuer.PoolConfig) { c.MaxTxSize = 2048; c.RPCBatchLimit = 10 })
+	f := setupPool(t, func(c *builder.Config) { c.Pool.MaxTxSize = 2048; c.Pool.RPCBatchLimit = 10 })
 	valid := rawHex(t, dynTx(t, newKey(t), 0, 2, 1))
 	call := func(method, params string) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":%q,"params":%s}`, method, params)

@@ -18,10 +18,10 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/builder"
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
-	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 )
@@ -35,22 +35,30 @@ type poolFixture struct {
 	chain *ledgertest.PoolChain
 	evm   *ledgertest.EVMRPC
 	clock *clock.Fake
-	cfg   queuer.PoolConfig
+	cfg   builder.Config
+}
+
+// poolConfig is the builder lane's default Config on chain id 4242, its
+// pool's chain calls bounded at 2 s.
+func poolConfig() builder.Config {
+	c := builder.Defaults()
+	c.Pool.ChainID, c.Ledger.Timeout = poolChainID, 2*time.Second
+	return c
 }
 
 // setupPool serves the API with the builder lane on, chain id 4242, over a
 // fresh database, an in-memory chain on which every nonce is 0 and an
 // in-memory EVM JSON-RPC that answers nothing until told to.
-func setupPool(t *testing.T, mutate ...func(*queuer.PoolConfig)) *poolFixture {
+func setupPool(t *testing.T, mutate ...func(*builder.Config)) *poolFixture {
 	t.Helper()
 	return setupPoolAPI(t, httpapi.DefaultConfig(), mutate...)
 }
 
 // setupPoolAPI is setupPool with the API's configuration cfg.
-func setupPoolAPI(t *testing.T, cfg httpapi.Config, mutate ...func(*queuer.PoolConfig)) *poolFixture {
+func setupPoolAPI(t *testing.T, cfg httpapi.Config, mutate ...func(*builder.Config)) *poolFixture {
 	t.Helper()
 	db := testdb.New(t)
-	pc := queuer.DefaultPoolConfig(poolChainID)
+	pc := poolConfig()
 	for _, m := range mutate {
 		m(&pc)
 	}
@@ -198,7 +206,7 @@ func TestPoolAPI_PostStoresPendingOrQueuedAndGetAnswersEveryState(t *testing.T) 
 
 func TestPoolAPI_RefusalsAnswerGethsMessagesWithTheirStatus(t *testing.T) {
 	t.Parallel()
-	f := setupPool(t, func(c *queuer.PoolConfig) { c.Limits.MaxPending, c.Limits.MaxPerSender = 2, 3 })
+	f := setupPool(t, func(c *builder.Config) { c.Pool.Limits.MaxPending, c.Pool.Limits.MaxPerSender = 2, 3 })
 	key := newKey(t)
 	f.chain.SetNonce(addr(key), 1)
 	for _, tc := range []struct {
@@ -240,7 +248,7 @@ func TestPoolAPI_RefusalsAnswerGethsMessagesWithTheirStatus(t *testing.T) {
 // refused with geth's message and nothing stored.
 func TestPoolAPI_TheBuildersValidationRulesRefuseTheTransaction(t *testing.T) {
 	t.Parallel()
-	f := setupPool(t, func(c *queuer.PoolConfig) { c.MaxTxSize = 1024 })
+	f := setupPool(t, func(c *builder.Config) { c.Pool.MaxTxSize = 1024 })
 	key := newKey(t)
 	dyn := func(mut func(*types.DynamicFeeTx)) *types.Transaction {
 		d := &types.DynamicFeeTx{ChainID: big.NewInt(poolChainID), GasFeeCap: big.NewInt(2 * gwei), GasTipCap: big.NewInt(gwei),

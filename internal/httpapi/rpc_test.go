@@ -14,7 +14,7 @@ import (
 	"github.com/ethereum/go-ethereum/rpc"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ledgerq/ledgerq/internal/queuer"
+	"github.com/ledgerq/ledgerq/internal/builder"
 )
 
 // dial connects go-ethereum's own ethclient to the fixture's /rpc.
@@ -96,7 +96,7 @@ func TestRPC_EthclientSendsTransactionsOfEveryTypeAndReadsThemBack(t *testing.T)
 
 func TestRPC_RefusalsAreGethsErrorsWordForWord(t *testing.T) {
 	t.Parallel()
-	f := setupPool(t, func(c *queuer.PoolConfig) { c.Limits.MaxPending = 2 })
+	f := setupPool(t, func(c *builder.Config) { c.Pool.Limits.MaxPending = 2 })
 	ec := f.dial()
 	ctx := t.Context()
 	key := newKey(t)

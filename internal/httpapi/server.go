@@ -29,6 +29,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ledgerq/ledgerq/internal/builder"
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/console"
 	"github.com/ledgerq/ledgerq/internal/egress"
@@ -141,10 +142,12 @@ type Deps struct {
 	Clock   clock.Clock
 	Logger  *slog.Logger
 	Metrics *metrics.Metrics
-	// Pool configures the builder lane's ingress (POST /rpc, /v1/pool/txs);
-	// nil when the lane is off, and those routes answer 404. New panics on
-	// an invalid one (PoolConfig.Validate) or one without PoolChain.
-	Pool *queuer.PoolConfig
+	// Pool configures the builder lane's ingress (POST /rpc, /v1/pool/txs):
+	// the lane's Config, its pool settings and its ledger timeout, which
+	// bounds the pool's chain calls; nil when the lane is off, and those
+	// routes answer 404. New panics on an invalid one
+	// (queuer.NewPoolIntake) or one without PoolChain.
+	Pool *builder.Config
 	// PoolChain gives the pool the chain's nonces; required with Pool.
 	PoolChain ledger.PoolChain
 	// EVM is the chain's EVM JSON-RPC, which /rpc reads blocks, receipts,
@@ -180,7 +183,7 @@ type Server struct {
 	stopping     chan struct{}
 	stopWaitOnce sync.Once
 	// pool, poolChain and rpc serve the builder lane; nil when it is off.
-	pool      *queuer.PoolConfig
+	pool      *queuer.PoolIntake
 	poolChain ledger.PoolChain
 	evm       ledger.EVMRPC
 	// limiter counts each key's (and client address's) requests.
@@ -227,14 +230,14 @@ func New(cfg Config, deps Deps) *Server {
 		s.resolver = net.DefaultResolver
 	}
 	if deps.Pool != nil {
-		pool := *deps.Pool
-		if err := pool.Validate(); err != nil {
+		pool, err := queuer.NewPoolIntake(*deps.Pool)
+		if err != nil {
 			panic(fmt.Sprintf("httpapi: %v", err))
 		}
 		if deps.PoolChain == nil {
 			panic("httpapi: Deps.Pool is set without Deps.PoolChain")
 		}
-		s.pool, s.poolChain, s.evm, s.version = &pool, deps.PoolChain, deps.EVM, deps.Version
+		s.pool, s.poolChain, s.evm, s.version = pool, deps.PoolChain, deps.EVM, deps.Version
 		if s.version == "" {
 			s.version = "devel"
 		}

@@ -3,34 +3,12 @@ package monitor
 import (
 	"context"
 	"fmt"
-	"time"
 
+	"github.com/ledgerq/ledgerq/internal/builder"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
-
-// BundleConfig configures the BundleMonitor.
-type BundleConfig struct {
-	ChainID      int64
-	PollInterval time.Duration
-	// DBTimeout bounds each database call; LedgerTimeout each chain call.
-	DBTimeout     time.Duration
-	LedgerTimeout time.Duration
-	// BlocksPerRound is the most JAM blocks one round imports.
-	BlocksPerRound int
-	// FinalityDepth is how many blocks after its accumulation a bundle is
-	// finalized.
-	FinalityDepth uint64
-	// GuaranteeTimeout is how long a submitted bundle waits for a guarantee
-	// before it is requeued with the next version (18 s by default).
-	GuaranteeTimeout time.Duration
-	// MaxVersions is the retry limit: a bundle whose last version
-	// timed out is dropped (its transactions return to pending).
-	MaxVersions int
-	// SweepSenders bounds the senders one pool TTL sweep handles.
-	SweepSenders int
-}
 
 // BundleMonitor follows the JAM chain for the builder lane (docs/design.md,
 // "The builder lane"): it imports every block since the last one it processed — never only
@@ -42,7 +20,7 @@ type BundleConfig struct {
 // sweep (expired transactions become dropped, reason expired).
 type BundleMonitor struct {
 	*loop.Loop
-	cfg    BundleConfig
+	cfg    builder.Config
 	store  *store.Store
 	ledger ledger.BundleLedger
 	deps   loop.Deps
@@ -55,11 +33,16 @@ type BundleMonitor struct {
 	OnDropped    func()
 }
 
-// NewBundleMonitor returns the builder lane's monitor.
-func NewBundleMonitor(st *store.Store, l ledger.BundleLedger, deps loop.Deps, cfg BundleConfig) *BundleMonitor {
+// NewBundleMonitor returns the builder lane's monitor, cfg and deps with
+// their defaults, or the first setting that cannot work.
+func NewBundleMonitor(st *store.Store, l ledger.BundleLedger, deps loop.Deps, cfg builder.Config) (*BundleMonitor, error) {
+	cfg, deps = cfg.WithDefaults(), deps.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	m := &BundleMonitor{cfg: cfg, store: st, ledger: l, deps: deps}
-	m.Loop = loop.NewService("bundle_monitor", cfg.PollInterval, deps, cfg.BlocksPerRound, m.RunOnce)
-	return m
+	m.Loop = loop.NewService("bundle_monitor", deps.PollInterval, deps, cfg.BlocksPerRound, m.RunOnce)
+	return m, nil
 }
 
 // RunOnce imports up to BlocksPerRound blocks, checks timeouts and sweeps
@@ -69,12 +52,12 @@ func (m *BundleMonitor) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	dctx, cancel := context.WithTimeout(ctx, m.cfg.DBTimeout)
+	dctx, cancel := context.WithTimeout(ctx, m.deps.DBTimeout)
 	defer cancel()
 	now := m.deps.Clock.Now()
 	freed := false
 	if len(blocks) > 0 {
-		applied, err := m.store.BundleApplyBlocks(dctx, m.cfg.ChainID, blocks, m.cfg.FinalityDepth, now)
+		applied, err := m.store.BundleApplyBlocks(dctx, m.cfg.Pool.ChainID, blocks, m.cfg.FinalityDepth, now)
 		if err != nil {
 			return 0, fmt.Errorf("applying JAM blocks %d..%d: %w", blocks[0].Slot, blocks[len(blocks)-1].Slot, err)
 		}
@@ -85,28 +68,28 @@ func (m *BundleMonitor) RunOnce(ctx context.Context) (int, error) {
 			// A later guarantee of a bundle already guaranteed (the first one
 			// wins), or one for a dropped bundle.
 			m.deps.Logger.Info("JAM blocks named work packages of bundles past that state",
-				"chain_id", m.cfg.ChainID, "guarantees", applied.IgnoredGuarantees, "accumulations", applied.IgnoredAccumulations,
+				"chain_id", m.cfg.Pool.ChainID, "guarantees", applied.IgnoredGuarantees, "accumulations", applied.IgnoredAccumulations,
 				"from_slot", blocks[0].Slot, "to_slot", blocks[len(blocks)-1].Slot)
 		}
 		if applied.UnknownGuarantees+applied.UnknownAccumulations > 0 {
 			// Another builder's packages on the same chain, or ours from a
 			// database that was reset.
 			m.deps.Logger.Debug("JAM blocks named work packages this database does not know",
-				"chain_id", m.cfg.ChainID, "guarantees", applied.UnknownGuarantees, "accumulations", applied.UnknownAccumulations)
+				"chain_id", m.cfg.Pool.ChainID, "guarantees", applied.UnknownGuarantees, "accumulations", applied.UnknownAccumulations)
 		}
 		freed = applied.Guaranteed > 0
 	}
 	res, err := m.store.BundleRetryTimedOut(dctx, store.BundleRetryTimedOutParams{
-		ChainID: m.cfg.ChainID, Now: now, Timeout: m.cfg.GuaranteeTimeout, MaxVersions: m.cfg.MaxVersions, HeadSlot: head,
+		ChainID: m.cfg.Pool.ChainID, Now: now, Timeout: m.cfg.GuaranteeTimeout, MaxVersions: m.cfg.MaxVersions, HeadSlot: head,
 	})
 	if err != nil {
 		return len(blocks), fmt.Errorf("checking guarantee timeouts: %w", err)
 	}
 	for _, n := range res.Requeued {
-		m.deps.Logger.Warn("bundle guarantee timed out: requeued with the next version", "chain_id", m.cfg.ChainID, "block", n)
+		m.deps.Logger.Warn("bundle guarantee timed out: requeued with the next version", "chain_id", m.cfg.Pool.ChainID, "block", n)
 	}
 	for _, n := range res.Dropped {
-		m.deps.Logger.Error("bundle dropped: its transactions return to the pool", "chain_id", m.cfg.ChainID, "block", n)
+		m.deps.Logger.Error("bundle dropped: its transactions return to the pool", "chain_id", m.cfg.Pool.ChainID, "block", n)
 	}
 	m.deps.Metrics.Transition("bundle", "requeued", len(res.Requeued))
 	m.deps.Metrics.Transition("bundle", string(store.BundleDropped), len(res.Dropped))
@@ -116,13 +99,11 @@ func (m *BundleMonitor) RunOnce(ctx context.Context) (int, error) {
 	if len(res.Dropped) > 0 && m.OnDropped != nil {
 		m.OnDropped()
 	}
-	if m.cfg.SweepSenders > 0 {
-		expired, _, err := m.store.PoolExpire(dctx, store.PoolExpireParams{Now: now, ChainID: m.cfg.ChainID, MaxSenders: m.cfg.SweepSenders})
-		if err != nil {
-			return len(blocks), fmt.Errorf("sweeping expired pool transactions: %w", err)
-		}
-		m.deps.Metrics.Transition("pool", "expired", int(expired))
+	expired, _, err := m.store.PoolExpire(dctx, store.PoolExpireParams{Now: now, ChainID: m.cfg.Pool.ChainID, MaxSenders: m.cfg.SweepSenders})
+	if err != nil {
+		return len(blocks), fmt.Errorf("sweeping expired pool transactions: %w", err)
 	}
+	m.deps.Metrics.Transition("pool", "expired", int(expired))
 	return len(blocks), nil
 }
 
@@ -130,13 +111,13 @@ func (m *BundleMonitor) RunOnce(ctx context.Context) (int, error) {
 // slot they reach. With none processed yet (a new database), it starts at
 // the oldest recent block: no older block can hold a package of ours.
 func (m *BundleMonitor) newBlocks(ctx context.Context) ([]ledger.JAMBlock, uint64, error) {
-	dctx, cancel := context.WithTimeout(ctx, m.cfg.DBTimeout)
-	after, ok, err := m.store.BundleProcessedSlot(dctx, m.cfg.ChainID)
+	dctx, cancel := context.WithTimeout(ctx, m.deps.DBTimeout)
+	after, ok, err := m.store.BundleProcessedSlot(dctx, m.cfg.Pool.ChainID)
 	cancel()
 	if err != nil {
 		return nil, 0, fmt.Errorf("reading the last processed JAM block: %w", err)
 	}
-	lctx, cancel := context.WithTimeout(ctx, m.cfg.LedgerTimeout)
+	lctx, cancel := context.WithTimeout(ctx, m.cfg.Ledger.Timeout)
 	defer cancel()
 	if !ok {
 		recent, err := m.ledger.RecentBlocks(lctx)

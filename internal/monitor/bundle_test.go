@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/builder"
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
@@ -35,7 +36,7 @@ type bundleSetup struct {
 	clock          *clock.Fake
 	rows           *testfactory.Factory
 	chain          *ledgertest.BundleLedger
-	cfg            monitor.BundleConfig
+	cfg            builder.Config
 	m              *monitor.BundleMonitor
 	freed, dropped int
 }
@@ -48,12 +49,14 @@ func bundleSetupTx(t *testing.T) *bundleSetup {
 	for range 10 {
 		chain.AddBlock(ledger.JAMBlock{})
 	}
-	s := &bundleSetup{t: t, st: st, clock: clk, rows: testfactory.New(t, st, clk), chain: chain, cfg: monitor.BundleConfig{
-		ChainID: testfactory.PoolChainID, PollInterval: time.Second, DBTimeout: 10 * time.Second, LedgerTimeout: 10 * time.Second,
-		BlocksPerRound: 64, FinalityDepth: 2, GuaranteeTimeout: 18 * time.Second, MaxVersions: 3, SweepSenders: 100,
+	s := &bundleSetup{t: t, st: st, clock: clk, rows: testfactory.New(t, st, clk), chain: chain, cfg: builder.Config{
+		Pool: builder.PoolConfig{ChainID: testfactory.PoolChainID}, Ledger: builder.LedgerConfig{Timeout: 10 * time.Second},
+		FinalityDepth: 2, GuaranteeTimeout: 18 * time.Second, MaxVersions: 3,
 	}}
 	deps := loop.Deps{Clock: clk, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))}
-	s.m = monitor.NewBundleMonitor(st, chain, deps, s.cfg)
+	m, err := monitor.NewBundleMonitor(st, chain, deps, s.cfg)
+	require.NoError(t, err)
+	s.m = m
 	s.m.OnCoresFreed = func() { s.freed++ }
 	s.m.OnDropped = func() { s.dropped++ }
 	require.NoError(t, st.BundleEnsureCores(t.Context(), testfactory.PoolChainID, bundleCores, clk.Now()))

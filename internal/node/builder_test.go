@@ -17,6 +17,7 @@ import (
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/builder"
 	"github.com/ledgerq/ledgerq/internal/ledger/jam"
 	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/store"
@@ -40,7 +41,7 @@ func simBuilderConfig(t *testing.T) node.Config {
 	c.DatabaseURL = testdb.New(t).URL
 	c.Loops.PollInterval = 50 * time.Millisecond
 	c.Builder.Enabled = true
-	c.Builder.Ledger.Kind = node.BuilderLedgerSim
+	c.Builder.Ledger.Kind = builder.LedgerSim
 	c.Builder.Ledger.Sim.SlotLength = 200 * time.Millisecond
 	return c
 }
@@ -71,15 +72,15 @@ func TestBuilderConfig_DefaultsAreValidAndBadSettingsNameTheirFlag(t *testing.T)
 		{"--builder-ledger-url", func(c *node.Config) { c.Builder.Ledger.URL = "ftp://x" }},
 		{"--builder-ledger", func(c *node.Config) { c.Builder.Ledger.Kind = "nope" }},
 		{"--builder-chain-id", func(c *node.Config) { c.Builder.Pool.ChainID = 0 }},
-		{"--bundle-size", func(c *node.Config) { c.Builder.BundleSize = 0 }},
+		{"--builder-bundle-size", func(c *node.Config) { c.Builder.BundleSize = 0 }},
 		{"--builder-cores", func(c *node.Config) { c.Builder.Cores = 0 }},
-		{"--bundle-max-versions", func(c *node.Config) { c.Builder.MaxVersions = 0 }},
-		{"--submit-window-open", func(c *node.Config) { c.Builder.WindowOpen, c.Builder.WindowClose = time.Second, 2*time.Second }},
-		{"--submit-backoff", func(c *node.Config) { c.Builder.SubmitBackoff = 0 }},
-		{"--pool-min-tip", func(c *node.Config) { c.Builder.Pool.MinTip = big.NewInt(-1) }},
-		{"--pool-max-tx-size", func(c *node.Config) { c.Builder.Pool.MaxTxSize = 1 << 20 }},
-		{"--pool-max-pending", func(c *node.Config) { c.Builder.Pool.Limits.MaxPending = 0 }},
-		{"--pool-ttl", func(c *node.Config) { c.Builder.Pool.Limits.TTL = 0 }},
+		{"--builder-bundle-max-versions", func(c *node.Config) { c.Builder.MaxVersions = 0 }},
+		{"--builder-submit-window-open", func(c *node.Config) { c.Builder.WindowOpen, c.Builder.WindowClose = time.Second, 2*time.Second }},
+		{"--builder-submit-backoff", func(c *node.Config) { c.Builder.SubmitBackoff = 0 }},
+		{"--builder-pool-min-tip", func(c *node.Config) { c.Builder.Pool.MinTip = big.NewInt(-1) }},
+		{"--builder-pool-max-tx-size", func(c *node.Config) { c.Builder.Pool.MaxTxSize = 1 << 20 }},
+		{"--builder-pool-max-pending", func(c *node.Config) { c.Builder.Pool.Limits.MaxPending = 0 }},
+		{"--builder-pool-ttl", func(c *node.Config) { c.Builder.Pool.Limits.TTL = 0 }},
 	} {
 		c := builderConfig()
 		tc.set(&c)

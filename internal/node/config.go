@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/batch"
+	"github.com/ledgerq/ledgerq/internal/builder"
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/egress"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
@@ -39,7 +40,7 @@ type Config struct {
 	// configured.
 	Wallet WalletConfig
 	// Builder configures the builder lane; it runs when enabled.
-	Builder BuilderConfig
+	Builder builder.Config
 
 	// ShutdownTimeout is how long, on shutdown, in-flight work may take to
 	// finish before it is cancelled.
@@ -75,7 +76,7 @@ func Defaults() Config {
 		},
 		Batch:           batch.Defaults(),
 		Wallet:          walletDefaults(),
-		Builder:         builderDefaults(),
+		Builder:         builder.Defaults(),
 		ShutdownTimeout: 30 * time.Second,
 	}
 }
@@ -124,8 +125,13 @@ func (c *Config) ValidateSettings() error {
 	if c.Wallet.Enabled() && c.API.Webhooks.MaxEndpoints < 1 {
 		return errors.New("--webhook-max-endpoints must be at least 1")
 	}
-	if err := c.Builder.validate(); err != nil {
-		return err
+	if c.Builder.Enabled {
+		if err := c.Builder.Ledger.Validate(); err != nil {
+			return err
+		}
+		if err := c.Builder.Validate(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

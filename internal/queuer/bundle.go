@@ -3,33 +3,12 @@ package queuer
 import (
 	"context"
 	"fmt"
-	"time"
 
+	"github.com/ledgerq/ledgerq/internal/builder"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
-
-// BundlerConfig configures the Bundler.
-type BundlerConfig struct {
-	// ChainID is the EVM chain the pool takes transactions for.
-	ChainID int64
-	// PollInterval is the longest the loop waits between rounds.
-	PollInterval time.Duration
-	// DBTimeout bounds the database call; LedgerTimeout each chain call.
-	DBTimeout     time.Duration
-	LedgerTimeout time.Duration
-	// BundleSize is the most transactions in one bundle.
-	BundleSize int
-	// MaxQueued is the bundle queue's size: with that many bundles queued,
-	// pending transactions stay pending.
-	MaxQueued int
-	// MaxBundles is the most bundles one round cuts.
-	MaxBundles int
-	// Cores is the number of cores (the anchor offset counts bundles ahead
-	// per core).
-	Cores int
-}
 
 // Bundler cuts the pool's pending transactions into bundles (the builder
 // loop; docs/design.md, "The builder lane"): in (sender, nonce) order, with consecutive block
@@ -38,7 +17,7 @@ type BundlerConfig struct {
 // pool and in a bundle at once, nor in neither.
 type Bundler struct {
 	*loop.Loop
-	cfg    BundlerConfig
+	cfg    builder.Config
 	store  *store.Store
 	ledger ledger.BundleLedger
 	deps   loop.Deps
@@ -48,16 +27,21 @@ type Bundler struct {
 	OnCut func()
 }
 
-// NewBundler returns the builder lane's bundler.
-func NewBundler(st *store.Store, l ledger.BundleLedger, deps loop.Deps, cfg BundlerConfig) *Bundler {
+// NewBundler returns the builder lane's bundler, cfg and deps with their
+// defaults, or the first setting that cannot work.
+func NewBundler(st *store.Store, l ledger.BundleLedger, deps loop.Deps, cfg builder.Config) (*Bundler, error) {
+	cfg, deps = cfg.WithDefaults(), deps.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	b := &Bundler{cfg: cfg, store: st, ledger: l, deps: deps}
-	b.Loop = loop.NewService("bundler", cfg.PollInterval, deps, cfg.MaxBundles, b.RunOnce)
-	return b
+	b.Loop = loop.NewService("bundler", deps.PollInterval, deps, cfg.BundlesPerRound(), b.RunOnce)
+	return b, nil
 }
 
 // RunOnce cuts what is pending into bundles and returns how many it cut.
 func (b *Bundler) RunOnce(ctx context.Context) (int, error) {
-	lctx, cancel := context.WithTimeout(ctx, b.cfg.LedgerTimeout)
+	lctx, cancel := context.WithTimeout(ctx, b.cfg.Ledger.Timeout)
 	info, err := b.ledger.Info(lctx)
 	if err == nil {
 		var recent []ledger.BlockRef
@@ -73,17 +57,17 @@ func (b *Bundler) RunOnce(ctx context.Context) (int, error) {
 }
 
 func (b *Bundler) cut(ctx context.Context, info ledger.ChainInfo, recent []ledger.BlockRef) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.DBTimeout)
+	ctx, cancel := context.WithTimeout(ctx, b.deps.DBTimeout)
 	defer cancel()
 	bundles, err := b.store.BundleCut(ctx, store.BundleCutParams{
-		ChainID: b.cfg.ChainID, Size: b.cfg.BundleSize, MaxQueued: b.cfg.MaxQueued, MaxBundles: b.cfg.MaxBundles,
+		ChainID: b.cfg.Pool.ChainID, Size: b.cfg.BundleSize, MaxQueued: b.cfg.MaxQueued, MaxBundles: b.cfg.BundlesPerRound(),
 		Executed: info.Executed, Recent: recent, Cores: b.cfg.Cores, Now: b.deps.Clock.Now(),
 	})
 	if err != nil {
 		return 0, err
 	}
 	for _, bd := range bundles {
-		b.deps.Logger.Info("bundle cut", "chain_id", b.cfg.ChainID, "block", bd.Number, "txs", bd.TxCount)
+		b.deps.Logger.Info("bundle cut", "chain_id", b.cfg.Pool.ChainID, "block", bd.Number, "txs", bd.TxCount)
 	}
 	b.deps.Metrics.Transition("bundle", string(store.BundleQueued), len(bundles))
 	if len(bundles) > 0 && b.OnCut != nil {

@@ -13,7 +13,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/params"
 
-	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/builder"
 )
 
 // The builder lane's intake: which transactions the pool takes. The rules
@@ -41,7 +41,7 @@ type RefusalKind int
 const (
 	// RefusedInvalid: the transaction itself breaks a rule.
 	RefusedInvalid RefusalKind = iota + 1
-	// RefusedTooLarge: larger than PoolConfig.MaxTxSize.
+	// RefusedTooLarge: larger than builder.PoolConfig.MaxTxSize.
 	RefusedTooLarge
 )
 
@@ -53,59 +53,25 @@ func refuse(err error) *Refusal {
 	return &Refusal{Kind: RefusedInvalid, Err: err}
 }
 
-// PoolConfig configures the builder lane's intake: which transactions the
-// pool takes (POST /rpc's eth_sendRawTransaction and POST /v1/pool/txs).
-type PoolConfig struct {
-	// ChainID is the chain the pool takes transactions for: eth_chainId,
-	// and the only chain id a transaction may be signed for.
-	ChainID int64
-	// Limits are the pool's limits (1000 pending, 1000 queued, 16 per
-	// sender, TTL 1 h by default).
-	Limits store.PoolLimits
-	// MaxTxSize is the largest transaction accepted, in bytes (32 KiB by default).
-	MaxTxSize int
-	// MinTip is the minimum price in wei (1 gwei by default). As in geth, it
-	// applies to the tip: a legacy transaction's gas price, a dynamic-fee
-	// transaction's max priority fee per gas.
-	MinTip *big.Int
-	// BlockGasLimit is the largest gas limit a transaction may have.
-	BlockGasLimit uint64
-	// RPCBatchLimit bounds the requests of one JSON-RPC batch.
-	RPCBatchLimit int
-	// ChainTimeout bounds one ledger.PoolChain call.
+// PoolIntake is the builder lane's intake: which transactions the pool
+// takes (POST /rpc's eth_sendRawTransaction and POST /v1/pool/txs), by the
+// lane's pool settings.
+type PoolIntake struct {
+	builder.PoolConfig
+	// ChainTimeout bounds one ledger.PoolChain call: the lane's
+	// Ledger.Timeout.
 	ChainTimeout time.Duration
 }
 
-// DefaultPoolConfig returns the pool's default configuration for chainID.
-func DefaultPoolConfig(chainID int64) PoolConfig {
-	return PoolConfig{
-		ChainID: chainID, Limits: store.DefaultPoolLimits(), MaxTxSize: 32 << 10, MinTip: big.NewInt(1_000_000_000),
-		BlockGasLimit: 30_000_000, RPCBatchLimit: 100, ChainTimeout: 2 * time.Second,
+// NewPoolIntake returns the builder lane's intake, cfg with its defaults,
+// or the first setting that cannot work.
+func NewPoolIntake(cfg builder.Config) (*PoolIntake, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
+	return &PoolIntake{PoolConfig: cfg.Pool, ChainTimeout: cfg.Ledger.Timeout}, nil
 }
-
-// Validate reports a configuration that cannot work.
-func (c PoolConfig) Validate() error {
-	switch {
-	case c.ChainID <= 0:
-		return fmt.Errorf("pool: chain id %d must be positive", c.ChainID)
-	case c.MaxTxSize < 1 || c.MaxTxSize > MaxPoolTxSize:
-		return fmt.Errorf("pool: max transaction size %d must be from 1 to %d bytes", c.MaxTxSize, MaxPoolTxSize)
-	case c.MinTip == nil || c.MinTip.Sign() < 0:
-		return errors.New("pool: minimum price must be set and not negative")
-	case c.BlockGasLimit < 21000 || c.BlockGasLimit > math.MaxInt64:
-		return fmt.Errorf("pool: block gas limit %d must be from 21000 to 2^63-1", c.BlockGasLimit)
-	case c.RPCBatchLimit < 1:
-		return fmt.Errorf("pool: JSON-RPC batch limit %d must be at least 1", c.RPCBatchLimit)
-	case c.ChainTimeout <= 0:
-		return fmt.Errorf("pool: chain timeout %s must be positive", c.ChainTimeout)
-	}
-	return c.Limits.Validate()
-}
-
-// MaxPoolTxSize is geth's own pool's largest transaction (4 slots of
-// 32 KiB), and what the table's CHECK allows.
-const MaxPoolTxSize = 128 << 10
 
 // PoolTx is a decoded transaction and its recovered sender.
 type PoolTx struct {
@@ -116,7 +82,7 @@ type PoolTx struct {
 
 // DecodePoolTx decodes raw with go-ethereum's types (legacy, access-list,
 // dynamic-fee) and checks it (checkPoolTx).
-func (c PoolConfig) DecodePoolTx(raw []byte) (PoolTx, error) {
+func (c *PoolIntake) DecodePoolTx(raw []byte) (PoolTx, error) {
 	// The size again before decoding, so that no large body is decoded.
 	if len(raw) > c.MaxTxSize {
 		return PoolTx{}, refuse(fmt.Errorf("%w: transaction size %d, limit %d", txpool.ErrOversizedData, len(raw), c.MaxTxSize))
@@ -146,7 +112,7 @@ func (c PoolConfig) DecodePoolTx(raw []byte) (PoolTx, error) {
 // Shanghai's rules, with the pool's settings (the transaction types it
 // takes, MaxTxSize, MinTip, BlockGasLimit as the head's gas limit). It
 // returns the sender, recovered for the configured chain id.
-func (c PoolConfig) checkPoolTx(tx *types.Transaction) (common.Address, error) {
+func (c *PoolIntake) checkPoolTx(tx *types.Transaction) (common.Address, error) {
 	chainID := big.NewInt(c.ChainID)
 	config := shanghai(chainID)
 	head := &types.Header{Number: common.Big1, Difficulty: common.Big0, Time: 1, GasLimit: c.BlockGasLimit}

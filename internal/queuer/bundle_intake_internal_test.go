@@ -12,6 +12,8 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/params"
 	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/builder"
 )
 
 // The pool checks transactions as geth's own pool does (the size,
@@ -20,8 +22,10 @@ import (
 // accept it or refuse it with the same message.
 func TestCheckPoolTx_RefusesWhatGethsPoolRefusesWithItsMessage(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultPoolConfig(4242)
-	cfg.MaxTxSize = 64 << 10
+	c := builder.Defaults()
+	c.Pool.ChainID, c.Pool.MaxTxSize = 4242, 64<<10
+	cfg, err := NewPoolIntake(c)
+	require.NoError(t, err)
 	chainID := big.NewInt(cfg.ChainID)
 	zero := uint64(0)
 	chainConfig := &params.ChainConfig{
@@ -92,8 +96,10 @@ func TestCheckPoolTx_RefusesWhatGethsPoolRefusesWithItsMessage(t *testing.T) {
 // transaction over the size limit is the kind the API answers 413.
 func TestDecodePoolTx_RefusalsAreGethsErrorValues(t *testing.T) {
 	t.Parallel()
-	cfg := DefaultPoolConfig(4242)
-	cfg.MaxTxSize = 1024
+	c := builder.Defaults()
+	c.Pool.ChainID, c.Pool.MaxTxSize = 4242, 1024
+	cfg, err := NewPoolIntake(c)
+	require.NoError(t, err)
 	chainID := big.NewInt(cfg.ChainID)
 	key, err := crypto.GenerateKey()
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/builder"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 	"github.com/ledgerq/ledgerq/internal/loop"
@@ -44,10 +45,12 @@ func bundlerSetupTx(t *testing.T) *bundlerSetup {
 	}
 	s := &bundlerSetup{t: t, st: st, rows: testfactory.New(t, st, clk), chain: chain}
 	deps := loop.Deps{Clock: clk, Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	s.b = queuer.NewBundler(st, chain, deps, queuer.BundlerConfig{
-		ChainID: testfactory.PoolChainID, PollInterval: time.Second, DBTimeout: 10 * time.Second, LedgerTimeout: 10 * time.Second,
+	b, err := queuer.NewBundler(st, chain, deps, builder.Config{
+		Pool: builder.PoolConfig{ChainID: testfactory.PoolChainID}, Ledger: builder.LedgerConfig{Timeout: 10 * time.Second},
 		BundleSize: 2, MaxQueued: 10, MaxBundles: 10, Cores: 2,
 	})
+	require.NoError(t, err)
+	s.b = b
 	s.b.OnCut = func() { s.cuts++ }
 	return s
 }

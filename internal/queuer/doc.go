@@ -4,7 +4,7 @@
 //
 //   - batch.go, BatchQueuer: the batch lane's loop; it queues batches in one
 //     statement and never talks to a ledger.
-//   - bundle_intake.go: the builder lane's pool admission rules;
+//   - bundle_intake.go, PoolIntake: the builder lane's pool admission rules;
 //     bundle.go, Bundler: the loop that cuts the pool's pending
 //     transactions into bundles, reading the chain's head and recent blocks
 //     to number them.

@@ -93,14 +93,14 @@ func poolTxFromRow(r dbsqlc.LedgerqPoolTx) PoolTx {
 type PoolLimits struct {
 	// MaxPending and MaxQueued bound the pool's pending and queued
 	// transactions on the chain (default 1000 each), across processes.
-	MaxPending int
-	MaxQueued  int
+	MaxPending int `flag:"max-pending" help:"builder lane: most pending transactions in the pool (a full pool answers 429 / txpool is full)"`
+	MaxQueued  int `flag:"max-queued" help:"builder lane: most queued (nonce-gapped) transactions in the pool"`
 	// MaxPerSender bounds one sender's pending and queued transactions
 	// (default 16); included ones do not count.
-	MaxPerSender int
+	MaxPerSender int `flag:"max-per-sender" help:"builder lane: most pending and queued transactions of one sender"`
 	// TTL: a transaction still pending or queued this long after it was
 	// received is dropped as expired by PoolExpire (default 1 h).
-	TTL time.Duration
+	TTL time.Duration `flag:"ttl" help:"builder lane: a transaction still pending or queued after this is dropped (reason expired)"`
 }
 
 // DefaultPoolLimits returns the default limits.

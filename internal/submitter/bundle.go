@@ -7,29 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ledgerq/ledgerq/internal/builder"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
-
-// BundleConfig configures the BundleSubmitter.
-type BundleConfig struct {
-	ChainID      int64
-	PollInterval time.Duration
-	// DBTimeout bounds each database call; LedgerTimeout each chain call.
-	DBTimeout     time.Duration
-	LedgerTimeout time.Duration
-	// Cores is the most bundles submitted at once (one per core row).
-	Cores int
-	// WindowOpen and WindowClose bound the submission window: from
-	// WindowOpen to WindowClose before the next timeslot (jamduna's EVM
-	// builder: 3 s and 1 s of a 6 s slot). Zero values scale those to the
-	// chain's slot.
-	WindowOpen, WindowClose time.Duration
-	// MinBackoff and MaxBackoff bound the wait after a refused submit; it
-	// doubles with each refusal of the same bundle.
-	MinBackoff, MaxBackoff time.Duration
-}
 
 // BundleSubmitter submits queued bundles to the JAM chain (the builder's
 // queue runner): inside the submission window only, lowest block number first, at
@@ -40,7 +22,7 @@ type BundleConfig struct {
 // the chain call comes after the commit, and its outcome is recorded after.
 type BundleSubmitter struct {
 	*loop.Loop
-	cfg    BundleConfig
+	cfg    builder.Config
 	store  *store.Store
 	ledger ledger.BundleLedger
 	deps   loop.Deps
@@ -48,11 +30,16 @@ type BundleSubmitter struct {
 	info *ledger.ChainInfo // read once; only the loop's goroutine touches it
 }
 
-// NewBundleSubmitter returns the builder lane's submitter.
-func NewBundleSubmitter(st *store.Store, l ledger.BundleLedger, deps loop.Deps, cfg BundleConfig) *BundleSubmitter {
+// NewBundleSubmitter returns the builder lane's submitter, cfg and deps
+// with their defaults, or the first setting that cannot work.
+func NewBundleSubmitter(st *store.Store, l ledger.BundleLedger, deps loop.Deps, cfg builder.Config) (*BundleSubmitter, error) {
+	cfg, deps = cfg.WithDefaults(), deps.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	s := &BundleSubmitter{cfg: cfg, store: st, ledger: l, deps: deps}
-	s.Loop = loop.NewService("bundle_submitter", cfg.PollInterval, deps, 0, s.RunOnce)
-	return s
+	s.Loop = loop.NewService("bundle_submitter", deps.PollInterval, deps, 0, s.RunOnce)
+	return s, nil
 }
 
 // Window returns the submission window around now: it opens open before
@@ -89,7 +76,7 @@ func (s *BundleSubmitter) windowBounds(slot time.Duration) (open, close time.Dur
 // many bundles it submitted.
 func (s *BundleSubmitter) RunOnce(ctx context.Context) (int, error) {
 	if s.info == nil {
-		lctx, cancel := context.WithTimeout(ctx, s.cfg.LedgerTimeout)
+		lctx, cancel := context.WithTimeout(ctx, s.cfg.Ledger.Timeout)
 		info, err := s.ledger.Info(lctx)
 		cancel()
 		if err != nil {
@@ -115,7 +102,7 @@ func (s *BundleSubmitter) RunOnce(ctx context.Context) (int, error) {
 			break
 		}
 		if recent == nil {
-			lctx, cancel := context.WithTimeout(ctx, s.cfg.LedgerTimeout)
+			lctx, cancel := context.WithTimeout(ctx, s.cfg.Ledger.Timeout)
 			r, err := s.ledger.RecentBlocks(lctx)
 			cancel()
 			if err != nil {
@@ -150,10 +137,10 @@ func (s *BundleSubmitter) RunOnce(ctx context.Context) (int, error) {
 }
 
 func (s *BundleSubmitter) claim(ctx context.Context, recent []ledger.BlockRef) (*store.BundleClaim, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.DBTimeout)
+	ctx, cancel := context.WithTimeout(ctx, s.deps.DBTimeout)
 	defer cancel()
 	return s.store.BundleClaim(ctx, store.BundleClaimParams{
-		ChainID: s.cfg.ChainID, Recent: recent, Cores: s.cfg.Cores, Now: s.deps.Clock.Now(),
+		ChainID: s.cfg.Pool.ChainID, Recent: recent, Cores: s.cfg.Cores, Now: s.deps.Clock.Now(),
 	})
 }
 
@@ -163,7 +150,7 @@ func (s *BundleSubmitter) claim(ctx context.Context, recent []ledger.BlockRef) (
 // guarantors lost.
 func (s *BundleSubmitter) send(ctx context.Context, c *store.BundleClaim) error {
 	wp := c.Package
-	lctx, cancel := context.WithTimeout(ctx, s.cfg.LedgerTimeout)
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.Ledger.Timeout)
 	began := time.Now()
 	sendErr := s.ledger.SubmitWorkPackage(lctx, wp)
 	cancel()
@@ -175,7 +162,7 @@ func (s *BundleSubmitter) send(ctx context.Context, c *store.BundleClaim) error 
 func (s *BundleSubmitter) record(ctx context.Context, c *store.BundleClaim, sendErr error) error {
 	wp := c.Package
 	hash := c.PackageHash()
-	log := s.deps.Logger.With("chain_id", s.cfg.ChainID, "block", wp.Number, "version", wp.Version, "core", wp.Core,
+	log := s.deps.Logger.With("chain_id", s.cfg.Pool.ChainID, "block", wp.Number, "version", wp.Version, "core", wp.Core,
 		"package", hash.Hex(), "anchor_slot", wp.Anchor.Number, "rebuilt", c.Rebuilt)
 	switch {
 	case sendErr == nil:
@@ -185,11 +172,11 @@ func (s *BundleSubmitter) record(ctx context.Context, c *store.BundleClaim, send
 	default:
 		log.Warn("bundle submit refused", "class", ledger.ClassOf(sendErr), "error", sendErr)
 	}
-	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.DBTimeout)
+	dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), s.deps.DBTimeout)
 	defer dcancel()
 	err := s.store.BundleSubmitResult(dctx, store.BundleSubmitResultParams{
-		ChainID: s.cfg.ChainID, PackageHash: hash, Err: sendErr, Now: s.deps.Clock.Now(),
-		MinBackoff: s.cfg.MinBackoff, MaxBackoff: s.cfg.MaxBackoff,
+		ChainID: s.cfg.Pool.ChainID, PackageHash: hash, Err: sendErr, Now: s.deps.Clock.Now(),
+		MinBackoff: s.cfg.SubmitBackoff, MaxBackoff: s.cfg.SubmitBackoffMax,
 	})
 	if err != nil {
 		return fmt.Errorf("recording the submit of bundle %d v%d: %w", wp.Number, wp.Version, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/builder"
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
@@ -49,10 +50,11 @@ func TestBundleSubmitter_ClaimsOnlyInsideTheWindowAndSendsTheClaimedSideBySide(t
 	rows.AddPoolTxs(testfactory.PoolTx(1, 0, 10, 10), testfactory.PoolTx(1, 1, 10, 10), testfactory.PoolTx(1, 2, 10, 10))
 	require.Len(t, rows.CutBundles(store.BundleCutParams{MaxQueued: 3}), 3)
 	require.NoError(t, st.BundleEnsureCores(t.Context(), testfactory.PoolChainID, 3, clk.Now()))
-	s := submitter.NewBundleSubmitter(st, chain, loop.Deps{Clock: clk, Logger: slog.New(slog.DiscardHandler)}, submitter.BundleConfig{
-		ChainID: testfactory.PoolChainID, PollInterval: time.Second, DBTimeout: 10 * time.Second, LedgerTimeout: 10 * time.Second,
-		Cores: 2, MinBackoff: time.Second, MaxBackoff: time.Minute,
+	s, err := submitter.NewBundleSubmitter(st, chain, loop.Deps{Clock: clk, Logger: slog.New(slog.DiscardHandler)}, builder.Config{
+		Pool: builder.PoolConfig{ChainID: testfactory.PoolChainID}, Ledger: builder.LedgerConfig{Timeout: 10 * time.Second},
+		Cores: 2, SubmitBackoff: time.Second, SubmitBackoffMax: time.Minute,
 	})
+	require.NoError(t, err)
 	n, err := s.RunOnce(t.Context())
 	require.NoError(t, err)
 	require.Equal(t, 2, n, "both cores' bundles were claimed inside the window, then sent")

@@ -180,7 +180,7 @@ func setup(t *testing.T) *run {
 		"--wallet-ledger", "evm", "--wallet-ledger-url", r.geth.URL, "--wallet-ledger-timeout", "2s", "--wallet-cycle-budget", "1s",
 		"--wallet-follow-interval", "200ms", "--shard-lease", "6s", "--wallet-rebroadcast-after", "5s",
 		"--builder", "--builder-ledger", "jam", "--builder-ledger-url", r.jamURL, "--builder-chain-id", "1337",
-		"--guarantee-timeout", "1200ms", "--bundle-size", "8", "--submit-backoff", "100ms", "--submit-backoff-max", "1s")
+		"--builder-guarantee-timeout", "1200ms", "--builder-bundle-size", "8", "--builder-submit-backoff", "100ms", "--builder-submit-backoff-max", "1s")
 	r.logf("ledgerq serve at %s: the batch, wallet and builder lanes on", r.api)
 	if path := os.Getenv("LEDGERQ_FAILOVER_SERVE_LOG"); path != "" {
 		// The whole log of `ledgerq serve`, kept for reading (a failed

@@ -61,7 +61,7 @@ type Config struct {
 	// Genesis is the start of slot 0; zero means the clock's now at New.
 	Genesis time.Time
 	// SlotLength is the timeslot length; 0 means DefaultSlotLength (6 s).
-	SlotLength time.Duration
+	SlotLength time.Duration `flag:"slot-length" help:"builder lane: the simulated JAM chain's timeslot, for --builder-ledger sim (0: 6s)"`
 	// Cores is the number of cores; 0 means DefaultCores (2).
 	Cores int
 	// Seed seeds every random choice.
@@ -94,11 +94,11 @@ type Config struct {
 	Alloc map[common.Address]*big.Int
 	// FundDevAccounts funds each of DevAccounts with DevAccountBalance
 	// (10000 ether) at genesis; an Alloc entry for one of them wins.
-	FundDevAccounts bool
+	FundDevAccounts bool `flag:"fund-dev-accounts" help:"builder lane: the simulated JAM chain's EVM funds the 20 accounts of the development mnemonic \"test test test test test test test test test test test junk\" (m/44'/60'/0'/0/0..19, as hardhat and anvil) with 10000 ether each, for --builder-ledger sim"`
 	// Journal is the path of the file every executed package is appended
 	// to before its execution is visible; Open replays it. Empty: no
 	// journal, the chain starts afresh every time.
-	Journal string
+	Journal string `flag:"journal" help:"builder lane: a file the simulated JAM chain records what it executed in and replays at start, so that it survives a restart as the database does (empty: kept in memory only), for --builder-ledger sim"`
 }
 
 // Execution is one entry of the builder service's log: a package it executed
