@@ -572,7 +572,7 @@ type LedgerqPoolTx struct {
 	BundleBlock *int64
 	// When ledgerq stored it (or stored the same bytes again after it was replaced or dropped).
 	ReceivedAt time.Time
-	// received_at + the pool's TTL (--pool-ttl, 1 h by default): a transaction still pending or queued then is dropped as expired by the sweep.
+	// received_at + the pool's TTL (--builder-pool-ttl, 1 h by default): a transaction still pending or queued then is dropped as expired by the sweep.
 	ExpiresAt time.Time
 	// Last change to the row.
 	UpdatedAt time.Time
