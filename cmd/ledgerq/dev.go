@@ -95,7 +95,7 @@ func runDev(ctx context.Context, args []string) error {
 
 // devDefaults are the settings dev starts from: node.Defaults, with
 // webhook endpoints allowed at non-public addresses, since a developer's
-// receivers are on this machine (--webhook-allow-private=false restores the
+// receivers are on this machine (--wallet-webhook-allow-private=false restores the
 // rule).
 func devDefaults() node.Config {
 	c := node.Defaults()

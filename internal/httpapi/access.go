@@ -29,7 +29,7 @@ import (
 //	admin          everything, the console's actions included
 //
 // Every /v1 route and /metrics is secured unless the API is opened
-// (AccessConfig.Open, --insecure-open; MetricsOpen for /metrics alone).
+// (AccessConfig.Open, --api-insecure-open; MetricsOpen for /metrics alone).
 // The Sawtooth drop-in and /rpc are open by default, as a validator's REST
 // API and a public RPC endpoint are (their batches and transactions are
 // signed); SawtoothRequireKey and RPCRequireKey secure them. A missing,
@@ -39,10 +39,10 @@ import (
 
 // AccessConfig says which surfaces need a key.
 type AccessConfig struct {
-	// Open serves every route without a key (--insecure-open): each request
+	// Open serves every route without a key (--api-insecure-open): each request
 	// acts as an anonymous admin. For a trusted network only.
 	Open bool `flag:"insecure-open" help:"serve every /v1 route, /metrics and the console without an API key (each request acts as an anonymous admin): for a trusted network only"`
-	// MetricsOpen serves /metrics without a key (--metrics-open), for
+	// MetricsOpen serves /metrics without a key (--api-metrics-open), for
 	// scrapers that send none.
 	MetricsOpen bool `flag:"metrics-open" help:"serve /metrics without an API key (for scrapers that send none); the rest still needs one"`
 	// SawtoothRequireKey secures the Sawtooth drop-in (POST /batches, GET
