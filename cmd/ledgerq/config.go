@@ -25,6 +25,14 @@ type flagParts struct {
 	lane string
 }
 
+// The parts of serve, once (no API) and dev (which chooses its own
+// ledgers and wallets).
+var (
+	serveParts = flagParts{api: true, roles: true, ledger: true}
+	onceParts  = flagParts{roles: true, ledger: true}
+	devParts   = flagParts{api: true, roles: true}
+)
+
 // has reports whether the command takes lane's flags.
 func (p flagParts) has(lane string) bool { return p.lane == "" || p.lane == lane }
 
