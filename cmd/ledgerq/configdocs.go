@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -224,8 +225,12 @@ func escapeMarkdown(s string) string { return markdownEscaper.Replace(s) }
 // configDocs is ledgerq config docs: the documentation to stdout, or to
 // the file of -o.
 func configDocs(args []string, stdout io.Writer) error {
-	fs := newFlagSet("config docs", "Write docs/configuration.md, every setting of serve by section, from the settings' declarations.")
+	fs := flag.NewFlagSet("config docs", flag.ContinueOnError)
 	out := fs.String("o", "", "write to this file instead of stdout")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: ledgerq config docs [-o FILE]\n\nWrite docs/configuration.md, every setting of serve by section, from the settings' declarations.\n\n")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
