@@ -22,9 +22,9 @@ COPY ledgerq healthcheck /
 # /etc/passwd.
 USER 65532:65532
 
-# Inside a container the API must listen on every interface; --http-addr or
-# LEDGERQ_HTTP_ADDR given at run time still win.
-ENV LEDGERQ_HTTP_ADDR=0.0.0.0:8080
+# Inside a container the API must listen on every interface; --api-addr or
+# LEDGERQ_API_ADDR given at run time still win.
+ENV LEDGERQ_API_ADDR=0.0.0.0:8080
 EXPOSE 8080
 
 ENTRYPOINT ["/ledgerq"]

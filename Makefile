@@ -71,6 +71,8 @@ api-check:
 	($(OAPI_CODEGEN) -o "$$tmp/apigen.gen.go" ../api/openapi.yaml) || exit 1; \
 	diff -u $(API_GEN) "$$tmp/apigen.gen.go" || { echo "$(API_GEN) is stale: run make generate"; exit 1; }
 
+# go generate also writes docs/configuration.md from the settings'
+# declarations (ledgerq config docs; a test fails when it is stale).
 generate:
 	$(SQLC) generate
 	$(OAPI_CODEGEN) -o ../$(API_GEN) ../api/openapi.yaml

@@ -86,7 +86,7 @@ grep -q '^applied [0-9]* migration(s); schema version [0-9]*$' <<<"$out" || die 
 
 say "docker run $image (serve, migrations left to the step above)"
 docker run -d --name "$app" --network "$net" --label "$label" "${hardened[@]}" \
-	-p 127.0.0.1::8080 -e DATABASE_URL="$db_url" -e LEDGERQ_MIGRATE=false \
+	-p 127.0.0.1::8080 -e DATABASE_URL="$db_url" -e LEDGERQ_DATABASE_MIGRATE=false \
 	"$image" >/dev/null
 port="$(docker port "$app" 8080/tcp | sed -n 's/^127\.0\.0\.1:\([0-9]*\)$/\1/p' | head -n 1)"
 [ -n "$port" ] || die "no published port for 8080/tcp: $(docker port "$app")"

@@ -12,12 +12,14 @@ const configUsage = `Usage: ledgerq config <command> [flags]
 Commands:
   check   validate the settings (--config FILE, the environment, flags) and
           print the effective configuration, secrets redacted
+  docs    write docs/configuration.md, every setting, from their declarations
 `
 
 // runConfig runs ledgerq config's subcommands.
 func runConfig(ctx context.Context, args []string) error {
 	return subcommand("ledgerq config", "command", configUsage, args, os.Stdout, os.Stderr, map[string]func([]string) error{
 		"check": func(args []string) error { return configCheck(args, os.Stdout) },
+		"docs":  func(args []string) error { return configDocs(args, os.Stdout) },
 	})
 }
 
@@ -27,7 +29,7 @@ func runConfig(ctx context.Context, args []string) error {
 func configCheck(args []string, w io.Writer) error {
 	cfg := nodeDefaultsForServe()
 	reg, err := parseNodeFlags("config check", "Validate the settings serve would run with (--config FILE, the environment, flags) and print\nthe effective configuration as a configuration file, secrets redacted.",
-		&cfg, flagParts{api: true, roles: true, ledger: true}, args, "warn", nil)
+		&cfg, serveParts, args, "warn", nil)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/node"
+	"github.com/ledgerq/ledgerq/internal/store"
 )
 
 func writeFile(t *testing.T, text string) string {
@@ -24,6 +26,8 @@ func TestConfigCheck_TheExampleFileIsValid(t *testing.T) {
 	require.NoError(t, configCheck([]string{"--config", "../../deploy/ledgerq.example.yaml"}, &out))
 	require.Contains(t, out.String(), "ledger-url: http://sawtooth-rest-api:8008")
 	require.Contains(t, out.String(), "delay-window: 15s")
+	require.Contains(t, out.String(), "api:\n  enabled: true\n  addr: 0.0.0.0:8080\n")
+	require.Contains(t, out.String(), "wallet:\n  ledger: evm\n  ledger-url: http://geth:8545\n")
 }
 
 func TestConfigCheck_PrintsTheEffectiveConfigurationWithSecretsRedacted(t *testing.T) {
@@ -131,4 +135,52 @@ func TestParse_OldBuilderNamesAreDeprecatedAliases(t *testing.T) {
 	fs.Usage()
 	require.Contains(t, usage.String(), "--builder-pool-ttl")
 	require.NotContains(t, usage.String(), "--pool-ttl", "usage lists the new names only")
+}
+
+// The shared parts' and the wallet lane's flags took their section's
+// prefix (--api-*, --wallet-*, --database-*); each old name still sets its
+// setting, on the command line and in the environment, and says once that
+// it is deprecated.
+func TestParse_OldNamesOfTheSharedPartsAndTheWalletLaneAreDeprecatedAliases(t *testing.T) {
+	cfg := node.Defaults()
+	reg := registerConfig(newFlagSet("serve", "summary"), &cfg, flagParts{api: true, roles: true, ledger: true})
+	for n, old := range renamed {
+		require.Equal(t, n, reg.Lookup(old).Flag, "--%s", old)
+		require.True(t, reg.IsAlias(old), "--%s", old)
+	}
+
+	t.Setenv("LEDGERQ_HTTP_ADDR", "127.0.0.1:9")
+	t.Setenv("LEDGERQ_WALLET", "a=a.json")
+	cfg = node.Defaults()
+	reg = registerConfig(newFlagSet("serve", "summary"), &cfg, flagParts{api: true, roles: true, ledger: true})
+	require.NoError(t, reg.Parse([]string{"--send-tx-queue-type=fifo", "--webhook-timeout=3s", "--insecure-open", "--migrate=false"}, func() string { return "" }))
+	require.Equal(t, "127.0.0.1:9", cfg.API.Addr)
+	require.Equal(t, keystore.KeystoreSpecs{{Name: "a", Path: "a.json"}}, cfg.Wallet.Keystores)
+	require.Equal(t, store.QueueFIFO, cfg.Wallet.Lane.QueueType)
+	require.Equal(t, 3*time.Second, cfg.Wallet.Webhooks.RequestTimeout)
+	require.True(t, cfg.API.Access.Open)
+	require.False(t, cfg.Migrate)
+	require.ElementsMatch(t, []string{
+		"flag --send-tx-queue-type is deprecated: use --wallet-queue-type",
+		"flag --webhook-timeout is deprecated: use --wallet-webhook-timeout",
+		"flag --insecure-open is deprecated: use --api-insecure-open",
+		"flag --migrate is deprecated: use --database-migrate",
+		"environment variable LEDGERQ_HTTP_ADDR is deprecated: use LEDGERQ_API_ADDR",
+		"environment variable LEDGERQ_WALLET is deprecated: use LEDGERQ_WALLET_KEYSTORE",
+	}, reg.Deprecations())
+}
+
+// The file takes the wallet lane's and the shards' settings under their
+// sections, and config check prints them there.
+func TestConfigCheck_TheWalletAndShardsSections(t *testing.T) {
+	file := writeFile(t, "wallet:\n  ledger-url: http://u:secret@geth:8545\n  queue-type: fifo\n  price-cap: 7\n  webhook-max-endpoints: 3\nshards:\n  lease: 40s\n")
+	var out strings.Builder
+	require.NoError(t, configCheck([]string{"--config", file}, &out))
+	require.Contains(t, out.String(), "wallet:\n  ledger: evm\n  ledger-url: http://u:xxxxx@geth:8545\n")
+	require.Contains(t, out.String(), "  queue-type: fifo\n")
+	require.Contains(t, out.String(), "  price-cap: 7\n")
+	require.Contains(t, out.String(), "  webhook-max-endpoints: 3\n")
+	require.Contains(t, out.String(), "shards:\n  workers: ")
+	require.Contains(t, out.String(), "  lease: 40s\n")
+	require.NotContains(t, out.String(), "secret")
 }

@@ -33,7 +33,7 @@ func runDev(ctx context.Context, args []string) error {
 	var dataDir string
 	cfg := devDefaults()
 	_, err := parseNodeFlags("dev", "Run ledgerq on its embedded default: a private PostgreSQL cluster started from the local\nPostgreSQL binaries under --data-dir (or the database at DATABASE_URL when set), the simulated\nledger in-process, the HTTP API and every loop. Ctrl-C stops ledgerq and the cluster; a second\nrun reuses the data.",
-		&cfg, flagParts{api: true, roles: true}, args, "info", func(fs *flag.FlagSet) {
+		&cfg, devParts, args, "info", func(fs *flag.FlagSet) {
 			fs.StringVar(&dataDir, "data-dir", ".ledgerq", "directory of the private PostgreSQL cluster")
 		})
 	if err != nil {
@@ -96,7 +96,7 @@ func runDev(ctx context.Context, args []string) error {
 
 // devDefaults are the settings dev starts from: node.Defaults, with
 // webhook endpoints allowed at non-public addresses, since a developer's
-// receivers are on this machine (--webhook-allow-private=false restores the
+// receivers are on this machine (--wallet-webhook-allow-private=false restores the
 // rule).
 func devDefaults() node.Config {
 	c := node.Defaults()

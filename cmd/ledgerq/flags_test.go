@@ -2,14 +2,17 @@ package main
 
 import (
 	"flag"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/ratelimit"
+	"github.com/ledgerq/ledgerq/internal/store"
 )
 
 func serveFlags(cfg *node.Config) *flag.FlagSet {
@@ -47,40 +50,60 @@ func TestParseFlags_BadEnvironmentValueNamesTheVariable(t *testing.T) {
 // each flag below changes exactly the field beside it and nothing else.
 func TestRegisterConfig_EachFlagSetsItsOneField(t *testing.T) {
 	for flagArgs, want := range map[string]func(c *node.Config){
-		"--batch-claim-lease=2m":       func(c *node.Config) { c.Batch.ClaimLease = 2 * time.Minute },
-		"--batch-first-check=3s":       func(c *node.Config) { c.Batch.FirstCheck = 3 * time.Second },
-		"--batch-delay-window=20s":     func(c *node.Config) { c.Batch.DelayWindow = 20 * time.Second },
-		"--batch-ledger=sawtooth":      func(c *node.Config) { c.Batch.Ledger.Kind = "sawtooth" },
-		"--batch-ledger-url=http://x":  func(c *node.Config) { c.Batch.Ledger.URL = "http://x" },
-		"--batch-ledger-timeout=5s":    func(c *node.Config) { c.Batch.Ledger.Timeout = 5 * time.Second },
-		"--batch-submit-batch-size=7":  func(c *node.Config) { c.Batch.SubmitBatchSize = 7 },
-		"--batch-check-batch-size=8":   func(c *node.Config) { c.Batch.CheckBatchSize = 8 },
-		"--poll-interval=2s":           func(c *node.Config) { c.Loops.PollInterval = 2 * time.Second },
-		"--monitor=false":              func(c *node.Config) { c.Loops.Monitor = false },
-		"--batch-sim-commit-delay=1s":  func(c *node.Config) { c.Batch.Ledger.Sim.CommitDelay = time.Second },
-		"--max-batches-per-request=3":  func(c *node.Config) { c.API.MaxBatchesPerRequest = 3 },
-		"--shutdown-timeout=1s":        func(c *node.Config) { c.ShutdownTimeout = time.Second },
-		"--http-addr=127.0.0.1:9":      func(c *node.Config) { c.API.Addr = "127.0.0.1:9" },
-		"--api-request-timeout=2s":     func(c *node.Config) { c.API.RequestTimeout = 2 * time.Second },
-		"--api-read-header-timeout=3s": func(c *node.Config) { c.API.ReadHeaderTimeout = 3 * time.Second },
-		"--api-read-timeout=4s":        func(c *node.Config) { c.API.ReadTimeout = 4 * time.Second },
-		"--api-write-timeout=6s":       func(c *node.Config) { c.API.WriteTimeout = 6 * time.Second },
-		"--api-idle-timeout=7s":        func(c *node.Config) { c.API.IdleTimeout = 7 * time.Second },
-		"--api-max-connections=9":      func(c *node.Config) { c.API.MaxConnections = 9 },
-		"--database-url=postgres://db": func(c *node.Config) { c.DatabaseURL = "postgres://db" },
-		"--webhook-allow-private":      func(c *node.Config) { c.Wallet.Webhooks.AllowPrivate = true },
-		"--webhook-max-endpoints=7":    func(c *node.Config) { c.API.Webhooks.MaxEndpoints = 7 },
-		"--insecure-open":              func(c *node.Config) { c.API.Access.Open = true },
-		"--metrics-open":               func(c *node.Config) { c.API.Access.MetricsOpen = true },
-		"--sawtooth-require-key":       func(c *node.Config) { c.API.Access.SawtoothRequireKey = true },
-		"--rpc-require-key":            func(c *node.Config) { c.API.Access.RPCRequireKey = true },
-		"--tls-cert-file=c.pem":        func(c *node.Config) { c.API.TLSCertFile = "c.pem" },
-		"--tls-key-file=k.pem":         func(c *node.Config) { c.API.TLSKeyFile = "k.pem" },
-		"--rate-limit=5/s:10": func(c *node.Config) {
+		"--batch-claim-lease=2m":           func(c *node.Config) { c.Batch.ClaimLease = 2 * time.Minute },
+		"--batch-first-check=3s":           func(c *node.Config) { c.Batch.FirstCheck = 3 * time.Second },
+		"--batch-delay-window=20s":         func(c *node.Config) { c.Batch.DelayWindow = 20 * time.Second },
+		"--batch-ledger=sawtooth":          func(c *node.Config) { c.Batch.Ledger.Kind = "sawtooth" },
+		"--batch-ledger-url=http://x":      func(c *node.Config) { c.Batch.Ledger.URL = "http://x" },
+		"--batch-ledger-timeout=5s":        func(c *node.Config) { c.Batch.Ledger.Timeout = 5 * time.Second },
+		"--batch-submit-batch-size=7":      func(c *node.Config) { c.Batch.SubmitBatchSize = 7 },
+		"--batch-check-batch-size=8":       func(c *node.Config) { c.Batch.CheckBatchSize = 8 },
+		"--poll-interval=2s":               func(c *node.Config) { c.Loops.PollInterval = 2 * time.Second },
+		"--monitor=false":                  func(c *node.Config) { c.Loops.Monitor = false },
+		"--batch-sim-commit-delay=1s":      func(c *node.Config) { c.Batch.Ledger.Sim.CommitDelay = time.Second },
+		"--api-max-batches-per-request=3":  func(c *node.Config) { c.API.MaxBatchesPerRequest = 3 },
+		"--shutdown-timeout=1s":            func(c *node.Config) { c.ShutdownTimeout = time.Second },
+		"--api-addr=127.0.0.1:9":           func(c *node.Config) { c.API.Addr = "127.0.0.1:9" },
+		"--api-request-timeout=2s":         func(c *node.Config) { c.API.RequestTimeout = 2 * time.Second },
+		"--api-read-header-timeout=3s":     func(c *node.Config) { c.API.ReadHeaderTimeout = 3 * time.Second },
+		"--api-read-timeout=4s":            func(c *node.Config) { c.API.ReadTimeout = 4 * time.Second },
+		"--api-write-timeout=6s":           func(c *node.Config) { c.API.WriteTimeout = 6 * time.Second },
+		"--api-idle-timeout=7s":            func(c *node.Config) { c.API.IdleTimeout = 7 * time.Second },
+		"--api-max-connections=9":          func(c *node.Config) { c.API.MaxConnections = 9 },
+		"--database-url=postgres://db":     func(c *node.Config) { c.DatabaseURL = "postgres://db" },
+		"--database-min-conns=3":           func(c *node.Config) { c.DBMinConns = 3 },
+		"--database-migrate=false":         func(c *node.Config) { c.Migrate = false },
+		"--api-enabled=false":              func(c *node.Config) { c.API.Enabled = false },
+		"--db-timeout=3s":                  func(c *node.Config) { c.Loops.DBTimeout = 3 * time.Second },
+		"--wallet-keystore=a=a.json":       func(c *node.Config) { c.Wallet.Keystores = keystore.KeystoreSpecs{{Name: "a", Path: "a.json"}} },
+		"--wallet-passphrase-file=p":       func(c *node.Config) { _ = c.Wallet.PassphraseFiles.Set("p") },
+		"--wallet-ledger=sim":              func(c *node.Config) { c.Wallet.Ledger.Kind = "sim" },
+		"--wallet-ledger-url=http://n":     func(c *node.Config) { c.Wallet.Ledger.URL = "http://n" },
+		"--wallet-queue-type=fifo":         func(c *node.Config) { c.Wallet.Lane.QueueType = store.QueueFIFO },
+		"--wallet-in-flight=7":             func(c *node.Config) { c.Wallet.Lane.InFlight = 7 },
+		"--wallet-send-linger=0":           func(c *node.Config) { c.Wallet.Lane.SendLinger = 0 },
+		"--wallet-price-cap=5":             func(c *node.Config) { c.Wallet.Lane.PriceCap = big.NewInt(5) },
+		"--wallet-restore-lookback=9":      func(c *node.Config) { c.Wallet.Lane.RestoreLookback = 9 },
+		"--wallet-send-tx-max-wait=2s":     func(c *node.Config) { c.API.TaskMaxWait = 2 * time.Second },
+		"--wallet-max-fee-per-gas=9":       func(c *node.Config) { c.API.MaxFeePerGas = big.NewInt(9) },
+		"--wallet-retention-age=1h":        func(c *node.Config) { c.Wallet.RetentionAge = time.Hour },
+		"--wallet-webhook-backoff=2s":      func(c *node.Config) { c.Wallet.Webhooks.BackoffBase = 2 * time.Second },
+		"--wallet-webhook-timeout=3s":      func(c *node.Config) { c.Wallet.Webhooks.RequestTimeout = 3 * time.Second },
+		"--shard-workers=3":                func(c *node.Config) { c.Wallet.Shards.Workers = 3 },
+		"--shard-rescue-interval=2s":       func(c *node.Config) { c.Wallet.Shards.RescueInterval = 2 * time.Second },
+		"--wallet-webhook-allow-private":   func(c *node.Config) { c.Wallet.Webhooks.AllowPrivate = true },
+		"--wallet-webhook-max-endpoints=7": func(c *node.Config) { c.API.Webhooks.MaxEndpoints = 7 },
+		"--api-insecure-open":              func(c *node.Config) { c.API.Access.Open = true },
+		"--api-metrics-open":               func(c *node.Config) { c.API.Access.MetricsOpen = true },
+		"--api-sawtooth-require-key":       func(c *node.Config) { c.API.Access.SawtoothRequireKey = true },
+		"--api-rpc-require-key":            func(c *node.Config) { c.API.Access.RPCRequireKey = true },
+		"--api-tls-cert-file=c.pem":        func(c *node.Config) { c.API.TLSCertFile = "c.pem" },
+		"--api-tls-key-file=k.pem":         func(c *node.Config) { c.API.TLSKeyFile = "k.pem" },
+		"--api-rate-limit=5/s:10": func(c *node.Config) {
 			c.API.Access.RateLimits.Key = ratelimit.Rate{Count: 5, Period: time.Second, Burst: 10}
 		},
-		"--rate-limit-anonymous=0": func(c *node.Config) { c.API.Access.RateLimits.Anonymous = ratelimit.Rate{} },
-		"--rate-limit-scope=read=60/m:5": func(c *node.Config) {
+		"--api-rate-limit-anonymous=0": func(c *node.Config) { c.API.Access.RateLimits.Anonymous = ratelimit.Rate{} },
+		"--api-rate-limit-scope=read=60/m:5": func(c *node.Config) {
 			c.API.Access.RateLimits.Scopes = map[string]ratelimit.Rate{"read": {Count: 60, Period: time.Minute, Burst: 5}}
 		},
 	} {
@@ -142,6 +165,6 @@ func TestDevConfig_AllowsPrivateWebhookTargetsByDefault(t *testing.T) {
 	require.True(t, cfg.Wallet.Webhooks.AllowPrivate)
 	fs := newFlagSet("dev", "summary")
 	reg := registerConfig(fs, &cfg, flagParts{api: true, roles: true})
-	require.NoError(t, reg.Parse([]string{"--webhook-allow-private=false"}, func() string { return "" }))
+	require.NoError(t, reg.Parse([]string{"--wallet-webhook-allow-private=false"}, func() string { return "" }))
 	require.False(t, cfg.Wallet.Webhooks.AllowPrivate)
 }

@@ -66,7 +66,8 @@ type keysFlags struct {
 
 // newKeysFlagSet registers the database flag. The environment fills only
 // it (envFlags): a command's own flags, such as --wallet, are per call,
-// and LEDGERQ_WALLET is serve's keystore list.
+// and LEDGERQ_WALLET is serve's keystore list (the old name of
+// LEDGERQ_WALLET_KEYSTORE).
 func newKeysFlagSet(name, summary string, stderr io.Writer) (*flag.FlagSet, *keysFlags) {
 	kf := &keysFlags{}
 	fs := newFlagSet(name, summary)
@@ -324,7 +325,7 @@ func runWalletNew(args []string, stdout, stderr io.Writer, lookupEnv func(string
 		n = "NAME"
 	}
 	fmt.Fprintf(stderr, "ledgerq wallet new: encrypted with the passphrase from %s. To send from it:\n"+
-		"  ledgerq serve --wallet %s=%s --wallet-passphrase-file %s=<passphrase file>\n"+
+		"  ledgerq serve --wallet-keystore %s=%s --wallet-passphrase-file %s=<passphrase file>\n"+
 		"  (or the passphrase in %s)\n", from, n, path, n, keystore.PassphraseEnv(n))
 	if pass == "" {
 		fmt.Fprintln(stderr, "ledgerq wallet new: warning: the passphrase is empty: anyone who reads the file has the key")

@@ -76,7 +76,8 @@ func TestKeys_CreatePrintsTheKeyOnceListShowsItAndRevokeEndsIt(t *testing.T) {
 	}
 }
 
-// serve's LEDGERQ_WALLET lists keystores (NAME=FILE); keys create's
+// serve's LEDGERQ_WALLET (the old name of LEDGERQ_WALLET_KEYSTORE) lists
+// keystores (NAME=FILE); keys create's
 // --wallet is a wallet name and must not read it.
 func TestKeys_CreateReadsOnlyTheDatabaseFromTheEnvironment(t *testing.T) {
 	db := testdb.New(t)
@@ -154,7 +155,7 @@ func TestWalletNew_WritesAKeystoreFileTheWalletLaneLoads(t *testing.T) {
 	if !strings.Contains(string(data), `"n":4096`) {
 		t.Errorf("--light-kdf: keystore %s", data)
 	}
-	if !strings.Contains(errOut.String(), "--wallet hot="+m[2]) || strings.Contains(out.String()+errOut.String(), "pw\n") {
+	if !strings.Contains(errOut.String(), "--wallet-keystore hot="+m[2]) || strings.Contains(out.String()+errOut.String(), "pw\n") {
 		t.Errorf("notes %q", errOut.String())
 	}
 

@@ -19,15 +19,9 @@ import (
 // the configuration file into cfg, and sets cfg.Logger, which it tells of
 // the deprecated names used. It returns the settings' registry.
 func parseNodeFlags(name, summary string, cfg *node.Config, parts flagParts, args []string, logLevel string, extra func(fs *flag.FlagSet)) (*config.Registry, error) {
-	fs := newFlagSet(name, summary)
-	reg := registerConfig(fs, cfg, parts)
-	fs.StringVar(&logLevel, "log-level", logLevel, "log level: debug, info, warn or error")
-	if extra != nil {
-		extra(fs)
-	}
-	reg.AdoptRest()
 	var file string
-	fs.StringVar(&file, "config", "", "a YAML configuration file of these settings (docs/configuration.md); the environment and the command line override it")
+	reg := nodeRegistry(name, summary, cfg, parts, &logLevel, &file, extra)
+	fs := reg.FlagSet()
 	err := reg.Parse(args, func() string { return cmp.Or(file, os.Getenv(configEnv)) })
 	if err != nil {
 		return nil, err
@@ -46,6 +40,21 @@ func parseNodeFlags(name, summary string, cfg *node.Config, parts flagParts, arg
 	return reg, nil
 }
 
+// nodeRegistry registers what parseNodeFlags parses: the node settings of
+// a command, --log-level into logLevel (its value the default), the
+// command's own flags (extra) and --config into file.
+func nodeRegistry(name, summary string, cfg *node.Config, parts flagParts, logLevel, file *string, extra func(fs *flag.FlagSet)) *config.Registry {
+	fs := newFlagSet(name, summary)
+	reg := registerConfig(fs, cfg, parts)
+	fs.StringVar(logLevel, "log-level", *logLevel, "log level: debug, info, warn or error (logs are colored on a terminal and JSON otherwise)")
+	if extra != nil {
+		extra(fs)
+	}
+	reg.AdoptRest()
+	fs.StringVar(file, "config", "", "a YAML configuration file of these settings (docs/configuration.md); the environment and the command line override it")
+	return reg
+}
+
 // configEnv is the environment variable of --config.
 const configEnv = "LEDGERQ_CONFIG"
 
@@ -55,7 +64,7 @@ func nodeDefaultsForServe() node.Config { return node.Defaults() }
 func runServe(ctx context.Context, args []string) error {
 	cfg := nodeDefaultsForServe()
 	_, err := parseNodeFlags("serve", "Run the HTTP API and the loops against the database at DATABASE_URL.\nFlags choose which loops run and whether the API runs, so roles can be split across processes.",
-		&cfg, flagParts{api: true, roles: true, ledger: true}, args, "info", nil)
+		&cfg, serveParts, args, "info", nil)
 	if err != nil {
 		return err
 	}
@@ -74,7 +83,7 @@ func runOnce(ctx context.Context, args []string) error {
 	var timeout time.Duration
 	cfg := node.Defaults()
 	_, err := parseNodeFlags("once", "Run one round of every enabled loop (queuer, submitter, monitor), then exit: the cron deployment.\nExits 0 when every round ran, non-zero with a message otherwise.",
-		&cfg, flagParts{roles: true, ledger: true}, args, "info", func(fs *flag.FlagSet) {
+		&cfg, onceParts, args, "info", func(fs *flag.FlagSet) {
 			fs.DurationVar(&timeout, "timeout", 2*time.Minute, "give up after this long")
 		})
 	if err != nil {

@@ -6,8 +6,9 @@
 // Usage: healthcheck [PATH | URL]
 //
 // PATH (default /healthz; /readyz asks whether the database answers and is
-// migrated) is asked of the address in LEDGERQ_HTTP_ADDR, the one the API
-// listens on (127.0.0.1:8080 when unset), with a wildcard host such as
+// migrated) is asked of the address in LEDGERQ_API_ADDR (or its old name
+// LEDGERQ_HTTP_ADDR, which ledgerq still reads), the one the API listens on
+// (127.0.0.1:8080 when unset), with a wildcard host such as
 // 0.0.0.0 replaced by the loopback address. A full http:// URL is asked as
 // is.
 package main
@@ -42,7 +43,7 @@ func run(args []string) error {
 	if len(args) == 1 {
 		target = args[0]
 	}
-	url, err := targetURL(target, os.Getenv("LEDGERQ_HTTP_ADDR"))
+	url, err := targetURL(target, apiAddr())
 	if err != nil {
 		return err
 	}
@@ -64,6 +65,15 @@ func run(args []string) error {
 	return nil
 }
 
+// apiAddr is the API's listen address as ledgerq reads it from the
+// environment: LEDGERQ_API_ADDR, else its deprecated name LEDGERQ_HTTP_ADDR.
+func apiAddr() string {
+	if addr := os.Getenv("LEDGERQ_API_ADDR"); addr != "" {
+		return addr
+	}
+	return os.Getenv("LEDGERQ_HTTP_ADDR")
+}
+
 // targetURL turns the argument into the URL to ask, using addr (the API's
 // listen address) for a bare path.
 func targetURL(target, addr string) (string, error) {
@@ -78,7 +88,7 @@ func targetURL(target, addr string) (string, error) {
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "", fmt.Errorf("LEDGERQ_HTTP_ADDR=%q: %w", addr, err)
+		return "", fmt.Errorf("the API's address %q: %w", addr, err)
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"

@@ -32,3 +32,15 @@ func TestTargetURL_RefusesWhatIsNeitherPathNorURL(t *testing.T) {
 		}
 	}
 }
+
+func TestAPIAddr_TheNewVariableWinsAndTheOldOneStillWorks(t *testing.T) {
+	t.Setenv("LEDGERQ_API_ADDR", "")
+	t.Setenv("LEDGERQ_HTTP_ADDR", "127.0.0.1:9001")
+	if got := apiAddr(); got != "127.0.0.1:9001" {
+		t.Errorf("with LEDGERQ_HTTP_ADDR only: %q", got)
+	}
+	t.Setenv("LEDGERQ_API_ADDR", "127.0.0.1:9002")
+	if got := apiAddr(); got != "127.0.0.1:9002" {
+		t.Errorf("with both: %q", got)
+	}
+}

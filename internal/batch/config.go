@@ -28,7 +28,7 @@ type Config struct {
 	DelayWindow time.Duration `flag:"delay-window" help:"batch lane: delay before a transiently failed batch is retried; doubles with each attempt"`
 	DelayCap    time.Duration `flag:"delay-cap" help:"batch lane: the longest delay window"`
 	// SubmitBatchSize is the most batches sent in one ledger call.
-	SubmitBatchSize int `flag:"submit-batch-size" help:"batch lane: most batches sent in one ledger call"`
+	SubmitBatchSize int `flag:"submit-batch-size" help:"batch lane: most batches sent in one ledger call (one Sawtooth BatchList)"`
 	// ClaimLease is how long a claim holds a batch before the monitor may
 	// take it over; it must be longer than the ledger timeout, or the
 	// monitor may check a batch that is still being sent.
@@ -75,11 +75,11 @@ type Config struct {
 // LedgerConfig chooses the batch lane's ledger adapter.
 type LedgerConfig struct {
 	// Kind is "sim" (the in-process simulated ledger) or "sawtooth".
-	Kind string `flag:"ledger" cmd:"ledger" help:"batch lane ledger: sim (in-process simulated ledger) or sawtooth (Sawtooth REST API at --batch-ledger-url)"`
+	Kind string `flag:"ledger" only:"ledger" help:"batch lane ledger: sim (in-process simulated ledger) or sawtooth (Sawtooth REST API at --batch-ledger-url)"`
 	// URL is the Sawtooth REST API, for Kind "sawtooth".
-	URL string `flag:"ledger-url" cmd:"ledger" secret:"url" help:"batch lane: Sawtooth REST API, for --batch-ledger sawtooth (for example http://127.0.0.1:8008)"`
+	URL string `flag:"ledger-url" only:"ledger" secret:"url" help:"batch lane: Sawtooth REST API, for --batch-ledger sawtooth (for example http://127.0.0.1:8008)"`
 	// Timeout bounds one ledger call.
-	Timeout time.Duration `flag:"ledger-timeout" help:"batch lane: timeout of one ledger call"`
+	Timeout time.Duration `flag:"ledger-timeout" help:"batch lane: timeout of one ledger call; must be shorter than --batch-claim-lease"`
 	// Sim configures the simulated ledger, for Kind "sim".
 	Sim sim.Config `group:"sim-"`
 	// Instance, when set, is used instead of building an adapter from Kind:

@@ -265,9 +265,9 @@ func (r *churnRun) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	args := []string{"serve", "--database-url", c.DatabaseURL, "--http-addr", addr, "--insecure-open", "--log-level", "warn",
+	args := []string{"serve", "--database-url", c.DatabaseURL, "--api-addr", addr, "--api-insecure-open", "--log-level", "warn",
 		"--batch-ledger", "sawtooth", "--batch-ledger-url", sawURL,
-		"--wallet", strings.Join(walletFlags, ","), "--wallet-passphrase-file", passFile,
+		"--wallet-keystore", strings.Join(walletFlags, ","), "--wallet-passphrase-file", passFile,
 		"--wallet-ledger", "evm", "--wallet-ledger-url", evmURL,
 		"--builder", "--builder-ledger", "jam", "--builder-ledger-url", jamURL, "--builder-chain-id", strconv.Itoa(churnChainID)}
 	args = append(args, c.ServeArgs...)

@@ -9,7 +9,9 @@
 // given name prefix ("sim-"); value chooses a custom flag.Value ("negated",
 // "wei", "wei-none", "wei-positive"); secret ("url", "true") redacts the value
 // when the configuration is printed; only names the command part (see
-// Options.Parts) without which the setting is not registered. A field of a
+// Options.Parts) without which the setting is not registered; default, when
+// the value's default depends on the machine (a count of CPUs), is what the
+// documentation shows instead ("16, or the CPUs where more"). A field of a
 // type that implements flag.Value (through its pointer) or
 // encoding.TextUnmarshaler is set through it; strings, bools, ints, int64,
 // uint64, float64 and time.Duration use the flag package's own Values, so a
@@ -60,8 +62,10 @@ type Setting struct {
 	// Secret is how the printed configuration hides the value: "url" hides
 	// a URL's password, "true" the whole value.
 	Secret string
-	// Default is the value's text before parsing.
-	Default string
+	// Default is the value's text before parsing; DefaultDoc, when set,
+	// what the documentation shows instead (the default depends on the
+	// machine).
+	Default, DefaultDoc string
 	// Value is the flag's value.
 	Value flag.Value
 }
@@ -141,7 +145,7 @@ func (r *Registry) walk(v reflect.Value, keyPrefix string, o Options) {
 		}
 		key := keyPrefix + name
 		val := newValue(fv, f.Tag.Get("value"))
-		s := &Setting{Section: o.Section, Key: key, Flag: o.Prefix + key, Help: f.Tag.Get("help"), Secret: f.Tag.Get("secret"), Value: val}
+		s := &Setting{Section: o.Section, Key: key, Flag: o.Prefix + key, Help: f.Tag.Get("help"), Secret: f.Tag.Get("secret"), DefaultDoc: f.Tag.Get("default"), Value: val}
 		if o.Alias != nil {
 			if a := o.Alias(key); a != "" && a != s.Flag {
 				s.Aliases = append(s.Aliases, a)

@@ -49,7 +49,7 @@ type session struct {
 
 func (s session) who() string {
 	if s.anonymous {
-		return "anonymous (--insecure-open)"
+		return "anonymous (--api-insecure-open)"
 	}
 	return s.key.Name
 }

@@ -27,7 +27,7 @@ const Prefix = "/ui"
 // Config configures the console.
 type Config struct {
 	// Open serves the console without a key, as an anonymous admin
-	// (httpapi.AccessConfig.Open, --insecure-open).
+	// (httpapi.AccessConfig.Open, --api-insecure-open).
 	Open bool
 	// SessionTTL is how long a login lasts.
 	SessionTTL time.Duration

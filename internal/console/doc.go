@@ -17,5 +17,5 @@
 // console_sessions) in an HttpOnly, SameSite=Strict cookie, Secure over TLS.
 // Pages need the read scope, actions admin; every POST carries a CSRF token
 // tied to the session. Revoking the key ends its sessions. With
-// --insecure-open the console acts as an anonymous admin, as the API does.
+// --api-insecure-open the console acts as an anonymous admin, as the API does.
 package console

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -27,7 +29,7 @@ import (
 //	admin          everything, the console's actions included
 //
 // Every /v1 route and /metrics is secured unless the API is opened
-// (AccessConfig.Open, --insecure-open; MetricsOpen for /metrics alone).
+// (AccessConfig.Open, --api-insecure-open; MetricsOpen for /metrics alone).
 // The Sawtooth drop-in and /rpc are open by default, as a validator's REST
 // API and a public RPC endpoint are (their batches and transactions are
 // signed); SawtoothRequireKey and RPCRequireKey secure them. A missing,
@@ -37,37 +39,37 @@ import (
 
 // AccessConfig says which surfaces need a key.
 type AccessConfig struct {
-	// Open serves every route without a key (--insecure-open): each request
+	// Open serves every route without a key (--api-insecure-open): each request
 	// acts as an anonymous admin. For a trusted network only.
-	Open bool
-	// MetricsOpen serves /metrics without a key (--metrics-open), for
+	Open bool `flag:"insecure-open" help:"serve every /v1 route, /metrics and the console without an API key (each request acts as an anonymous admin): for a trusted network only"`
+	// MetricsOpen serves /metrics without a key (--api-metrics-open), for
 	// scrapers that send none.
-	MetricsOpen bool
+	MetricsOpen bool `flag:"metrics-open" help:"serve /metrics without an API key (for scrapers that send none); the rest still needs one"`
 	// SawtoothRequireKey secures the Sawtooth drop-in (POST /batches, GET
 	// and POST /batch_statuses): posting needs the batches' service scope,
 	// reading statuses any valid key.
-	SawtoothRequireKey bool
+	SawtoothRequireKey bool `flag:"sawtooth-require-key" help:"batch lane: the Sawtooth drop-in (POST /batches, /batch_statuses) needs an API key: posting one with the batches' service scope (service:ID or service:*), reading statuses any valid key"`
 	// RPCRequireKey secures POST /rpc: it then needs pool:write.
-	RPCRequireKey bool
+	RPCRequireKey bool `flag:"rpc-require-key" help:"builder lane: POST /rpc needs an API key with pool:write"`
 	// RateLimits bound each key's requests, and each client address's on
 	// the routes that need no key, so that one client cannot starve the
 	// others: past its rate a request is 429 with Retry-After.
-	RateLimits RateLimits
+	RateLimits RateLimits `group:""`
 }
 
 // RateLimits are the request rates (ratelimit.Rate: COUNT/UNIT:BURST; zero
 // is unlimited).
 type RateLimits struct {
 	// Key is a key's rate when none of its scopes has one of its own.
-	Key ratelimit.Rate
+	Key ratelimit.Rate `flag:"rate-limit" help:"each API key's request rate, COUNT/UNIT:BURST (UNIT s, m or h; 0: unlimited), when none of its scopes has a rate of its own; past it a request is 429 with Retry-After"`
 	// Anonymous is each client address's rate where no key is sent (the
 	// Sawtooth drop-in and /rpc when open, every route with Open). The
 	// probes and the document are never limited.
-	Anonymous ratelimit.Rate
+	Anonymous ratelimit.Rate `flag:"rate-limit-anonymous" help:"each client address's request rate on the routes that need no key (the Sawtooth drop-in, /rpc; every route with --api-insecure-open), COUNT/UNIT:BURST (0: unlimited); the probes and the API document are never limited"`
 	// Scopes are rates by scope kind (admin, read, pool:write, service,
 	// wallet): a key's rate is the most generous of its scopes' that have
 	// one.
-	Scopes map[string]ratelimit.Rate
+	Scopes ScopeRates `flag:"rate-limit-scope" help:"a rate for the keys holding a kind of scope, KIND=COUNT/UNIT:BURST with KIND one of admin, read, pool:write, service, wallet (repeatable; a list in the file); a key's rate is the most generous of its scopes'"`
 }
 
 // DefaultRateLimits are generous: a runaway client is stopped, a busy one
@@ -79,6 +81,45 @@ func DefaultRateLimits() RateLimits {
 
 // ScopeKinds are the kinds RateLimits.Scopes takes.
 var ScopeKinds = []string{"admin", "read", "pool:write", "service", "wallet"}
+
+// ScopeRates are rates by scope kind. As a setting's value it is
+// repeatable: each value is KIND=RATE and adds one kind's rate (a list in
+// the configuration file).
+type ScopeRates map[string]ratelimit.Rate
+
+// Strings are the rates as KIND=RATE, by kind.
+func (s *ScopeRates) Strings() []string {
+	if s == nil {
+		return nil
+	}
+	var out []string
+	for _, kind := range slices.Sorted(maps.Keys(*s)) {
+		out = append(out, kind+"="+(*s)[kind].String())
+	}
+	return out
+}
+
+func (s *ScopeRates) String() string { return strings.Join(s.Strings(), ",") }
+
+// Set adds the rate of one kind, KIND=RATE; "" adds none.
+func (s *ScopeRates) Set(v string) error {
+	if v == "" {
+		return nil
+	}
+	kind, rate, ok := strings.Cut(v, "=")
+	if !ok || !slices.Contains(ScopeKinds, kind) {
+		return fmt.Errorf("want KIND=RATE with KIND one of %s, got %q", strings.Join(ScopeKinds, ", "), v)
+	}
+	r, err := ratelimit.ParseRate(rate)
+	if err != nil {
+		return err
+	}
+	if *s == nil {
+		*s = ScopeRates{}
+	}
+	(*s)[kind] = r
+	return nil
+}
 
 // scopeKind is the kind of scope for RateLimits.Scopes.
 func scopeKind(s store.Scope) string {

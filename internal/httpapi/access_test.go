@@ -161,7 +161,7 @@ func TestAccess_ARevokedKeyIs401(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, f.as(token, http.MethodGet, "/v1/bundles", "").StatusCode)
 }
 
-// --insecure-open serves every route without a key; --metrics-open only
+// --api-insecure-open serves every route without a key; --api-metrics-open only
 // /metrics.
 func TestAccess_AnOpenedAPINeedsNoKey(t *testing.T) {
 	t.Parallel()

@@ -111,7 +111,7 @@ func asSawtoothError(err error) *sawtoothError {
 	case errors.As(err, &ae) && ae.Status == http.StatusTooManyRequests:
 		return stErr(ae.Status, stRateLimited, ae.Message)
 	case bodyTooLarge(err):
-		return stErr(http.StatusRequestEntityTooLarge, stTooLarge, "the body is larger than --max-body-bytes.")
+		return stErr(http.StatusRequestEntityTooLarge, stTooLarge, "the body is larger than --api-max-body-bytes.")
 	case errors.As(err, &he) && he.Code < http.StatusInternalServerError:
 		// The binder's: a parameter given more than once.
 		return stErr(he.Code, stInvalidParameter, fmt.Sprint(he.Message))
@@ -216,7 +216,7 @@ func (s *Server) storeBatchList(c echo.Context, params apigen.PostSawtoothBatche
 	}
 	if len(raws) > s.cfg.MaxBatchesPerRequest {
 		return "", stErr(http.StatusRequestEntityTooLarge, stTooLarge,
-			fmt.Sprintf("the BatchList holds %d batches, at most %d are taken per request (--max-batches-per-request).", len(raws), s.cfg.MaxBatchesPerRequest))
+			fmt.Sprintf("the BatchList holds %d batches, at most %d are taken per request (--api-max-batches-per-request).", len(raws), s.cfg.MaxBatchesPerRequest))
 	}
 
 	// Batches of one service go to the ledger in created_at order, ties by
@@ -238,7 +238,7 @@ func (s *Server) storeBatchList(c echo.Context, params apigen.PostSawtoothBatche
 	for i, raw := range raws {
 		if len(raw) > s.cfg.MaxPayloadBytes {
 			return "", stErr(http.StatusRequestEntityTooLarge, stTooLarge,
-				fmt.Sprintf("batch %d is %d bytes, at most %d are taken (--max-payload-bytes).", i, len(raw), s.cfg.MaxPayloadBytes))
+				fmt.Sprintf("batch %d is %d bytes, at most %d are taken (--api-max-payload-bytes).", i, len(raw), s.cfg.MaxPayloadBytes))
 		}
 		// A batch that is not even a Batch message makes the BatchList
 		// undecodable, which Sawtooth's REST API answers itself (35); one
@@ -343,7 +343,7 @@ func bodyTooLarge(err error) bool {
 func (s *Server) bodyError(err error) error {
 	if bodyTooLarge(err) {
 		return stErr(http.StatusRequestEntityTooLarge, stTooLarge,
-			fmt.Sprintf("the body is larger than %d bytes (--max-body-bytes).", s.cfg.MaxBodyBytes))
+			fmt.Sprintf("the body is larger than %d bytes (--api-max-body-bytes).", s.cfg.MaxBodyBytes))
 	}
 	// The client broke off the body.
 	return stErr(http.StatusBadRequest, sawtooth.APIBadProtobufSubmitted, "")

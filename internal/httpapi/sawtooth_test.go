@@ -223,7 +223,7 @@ func TestSawtooth_RefusalsAreSawtoothErrorsAndStoreNothing(t *testing.T) {
 		// Checked on every core, answered for the first in list order.
 		{"two batches that do not verify", "application/octet-stream", sawtooth.AppendBatchList(nil, goodPayload, forged, forged, goodPayload, forged), 400, sawtooth.CodeSubmittedBatchesInvalid},
 		{"more batches than a request takes", "application/octet-stream", sixBatches, 413, sawtooth.CodeRequestTooLarge},
-		{"a batch larger than --max-payload-bytes", "application/octet-stream", sawtooth.AppendBatchList(nil, bigPayload), 413, sawtooth.CodeRequestTooLarge},
+		{"a batch larger than --api-max-payload-bytes", "application/octet-stream", sawtooth.AppendBatchList(nil, bigPayload), 413, sawtooth.CodeRequestTooLarge},
 	} {
 		req, err := http.NewRequest(http.MethodPost, f.url+"/batches", bytes.NewReader(tc.body))
 		require.NoError(t, err)

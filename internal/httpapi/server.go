@@ -42,54 +42,64 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
-// Config configures the API and its listener.
+// Config configures the API and its listener. Its tags declare the
+// settings an operator sets (internal/config): the section api, flags
+// --api-*; SendTxConfig's and Webhooks' are the wallet lane's (--wallet-*).
 type Config struct {
 	// Addr is the listen address.
-	Addr string
+	Addr string `flag:"addr" help:"address the HTTP API listens on"`
 	// ReadHeaderTimeout bounds the reading of a request's headers.
-	ReadHeaderTimeout time.Duration
+	ReadHeaderTimeout time.Duration `flag:"read-header-timeout" help:"time a client has to send a request's headers"`
 	// ReadTimeout bounds the reading of a whole request, headers and body:
 	// a body trickled slower is cut off with 408.
-	ReadTimeout time.Duration
+	ReadTimeout time.Duration `flag:"read-timeout" help:"time a client has to send a whole request, headers and body: a body still arriving at it is cut off with 408 (30 s for an 8 MiB body asks about 280 KB/s of a client)"`
 	// WriteTimeout bounds the writing of a response, counted from its first
 	// byte rather than from the request, so that a long-poll may wait.
-	WriteTimeout time.Duration
+	WriteTimeout time.Duration `flag:"write-timeout" help:"time a client has to read a response, counted from its first byte, so a long-poll's wait is not cut"`
 	// IdleTimeout closes a keep-alive connection that waits longer for its
 	// next request.
-	IdleTimeout time.Duration
+	IdleTimeout time.Duration `flag:"idle-timeout" help:"close a keep-alive connection that waits longer for its next request"`
 	// MaxConnections caps the connections the API holds open. At the cap a
 	// new connection closes the longest-idle keep-alive one, or waits in the
 	// kernel's accept queue until a connection ends.
-	MaxConnections int
+	MaxConnections int `flag:"max-connections" help:"most connections the API holds open (so most requests in flight); at the cap a new connection closes the longest-idle keep-alive one, and if none is idle it waits, unanswered, in the kernel's accept queue until a connection ends"`
 	// MaxBodyBytes limits request bodies (413 beyond it).
-	MaxBodyBytes int64
+	MaxBodyBytes int64 `flag:"max-body-bytes" help:"largest request body the API accepts (413 beyond it)"`
 	// MaxBatchesPerRequest limits the array of POST /v1/batches.
-	MaxBatchesPerRequest int
+	MaxBatchesPerRequest int `flag:"max-batches-per-request" help:"most batches in one POST /v1/batches"`
 	// MaxPayloadBytes limits one batch's decoded payload.
-	MaxPayloadBytes int
+	MaxPayloadBytes int `flag:"max-payload-bytes" help:"largest batch payload the API accepts"`
 	// RequestTimeout bounds each request: its context ends this long after
 	// the request was routed, so a database that does not answer makes it
 	// 503 instead of holding it. Zero means no bound. Long-poll routes
 	// (longPollRoutes) are not bounded here: they bound each database call
 	// themselves with it.
-	RequestTimeout time.Duration
+	RequestTimeout time.Duration `flag:"request-timeout" help:"a request whose database work (pool wait and statements, counted from routing, so reading the body too) takes longer answers 503, and its statement is cancelled in PostgreSQL; long-poll routes bound each database call with it instead"`
+	// SendTxConfig holds the wallet lane's send-tx route's settings.
+	SendTxConfig
+	// Webhooks is what a registered webhook endpoint is held to.
+	Webhooks WebhookEndpoints
+	// Access says which surfaces need an API key (access.go).
+	Access AccessConfig `group:""`
+	// TLSCertFile and TLSKeyFile, when set, make the API serve HTTPS
+	// itself (PEM files, reloaded when they change); unset, it serves
+	// HTTP, behind a proxy that terminates TLS.
+	TLSCertFile string `flag:"tls-cert-file" help:"serve HTTPS with this certificate (PEM, with its chain), reloaded when the file changes; needs --api-tls-key-file (unset: HTTP, behind a proxy that terminates TLS)"`
+	TLSKeyFile  string `flag:"tls-key-file" help:"the private key of --api-tls-cert-file (PEM)"`
+}
+
+// SendTxConfig is what POST /v1/wallets/{wallet}/send-tx holds a request
+// to: settings of the wallet lane, which the API applies.
+type SendTxConfig struct {
 	// TaskMaxWait bounds how long POST /v1/wallets/{wallet}/send-tx without
 	// task=true waits for its task to end; past it the answer is 202 with
 	// the task, to be polled. Zero or less answers at once.
-	TaskMaxWait time.Duration
+	TaskMaxWait time.Duration `flag:"send-tx-max-wait" only:"api" help:"the longest POST /v1/wallets/{wallet}/send-tx without task=true waits for its task to end before answering 202 with it (the client then polls)"`
 	// MaxFeePerGas is the highest max_fee_per_gas (and
 	// max_priority_fee_per_gas) a send-tx may ask for, in wei: above it the
 	// request is 400. A fee cap no chain charges is a mistake, and one the
 	// wallet cannot pay would only end its task in error.
-	MaxFeePerGas *big.Int
-	// Webhooks is what a registered webhook endpoint is held to.
-	Webhooks WebhookEndpoints
-	// Access says which surfaces need an API key (access.go).
-	Access AccessConfig
-	// TLSCertFile and TLSKeyFile, when set, make the API serve HTTPS
-	// itself (PEM files, reloaded when they change); unset, it serves
-	// HTTP, behind a proxy that terminates TLS.
-	TLSCertFile, TLSKeyFile string
+	MaxFeePerGas *big.Int `flag:"max-fee-per-gas" value:"wei-positive" help:"the highest max_fee_per_gas or max_priority_fee_per_gas a send-tx may ask for, in wei (400 above it; the default is 10000 gwei)"`
 }
 
 // WebhookEndpoints is what a webhook endpoint is held to when it is
@@ -101,7 +111,7 @@ type WebhookEndpoints struct {
 	// which the same flag sets.
 	AllowPrivate bool
 	// MaxEndpoints is the most endpoints one wallet may have.
-	MaxEndpoints int
+	MaxEndpoints int `flag:"webhook-max-endpoints" only:"api" help:"most webhook endpoints one wallet may have (one more answers 409)"`
 }
 
 // DefaultMaxFeePerGas is the default Config.MaxFeePerGas: 10 000 gwei, ten
@@ -114,8 +124,9 @@ func DefaultConfig() Config {
 		Addr: "127.0.0.1:8080", ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxConnections: 1024,
 		MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20, RequestTimeout: 5 * time.Second,
-		TaskMaxWait: 50 * time.Second, MaxFeePerGas: new(big.Int).Set(DefaultMaxFeePerGas), Webhooks: WebhookEndpoints{MaxEndpoints: 25},
-		Access: AccessConfig{RateLimits: DefaultRateLimits()},
+		SendTxConfig: SendTxConfig{TaskMaxWait: 50 * time.Second, MaxFeePerGas: new(big.Int).Set(DefaultMaxFeePerGas)},
+		Webhooks:     WebhookEndpoints{MaxEndpoints: 25},
+		Access:       AccessConfig{RateLimits: DefaultRateLimits()},
 	}
 }
 

@@ -28,8 +28,8 @@ import (
 //
 // Configuration (the flags the commands register):
 //
-//	--wallet NAME=KEYSTORE_FILE           repeatable, or a comma-separated list
-//	                                      (env LEDGERQ_WALLET); NAME is the wallet's
+//	--wallet-keystore NAME=KEYSTORE_FILE  repeatable, or a comma-separated list
+//	                                      (env LEDGERQ_WALLET_KEYSTORE); NAME is the wallet's
 //	                                      name in the API (/v1/wallets/NAME/…)
 //	--wallet-passphrase-file [NAME=]FILE  repeatable, or a comma-separated list
 //	                                      (env LEDGERQ_WALLET_PASSPHRASE_FILE);
@@ -63,7 +63,7 @@ func envSuffix(name string) string {
 	}, strings.ToUpper(name))
 }
 
-// KeystoreSpec is one --wallet value: a wallet's name and its keystore file.
+// KeystoreSpec is one --wallet-keystore value: a wallet's name and its keystore file.
 type KeystoreSpec struct {
 	// Name is the wallet's name (ValidID).
 	Name string
@@ -91,7 +91,7 @@ func ParseKeystoreSpec(v string) (KeystoreSpec, error) {
 	return KeystoreSpec{Name: name, Path: path}, nil
 }
 
-// KeystoreSpecs is the repeatable --wallet flag (a flag.Value). Each value
+// KeystoreSpecs is the repeatable --wallet-keystore flag (a flag.Value). Each value
 // is NAME=KEYSTORE_FILE or a comma-separated list of them, so that one
 // environment variable can name several wallets; a keystore path therefore
 // cannot hold a comma.

@@ -36,33 +36,35 @@ import (
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
-// WebhookConfig configures a WebhookDeliverer.
+// WebhookConfig configures a WebhookDeliverer. Its tags declare the
+// settings an operator sets (internal/config): in the wallet lane's
+// section, flags --wallet-webhook-*.
 type WebhookConfig struct {
 	// AllowPrivate lets deliveries connect to non-public addresses
 	// (egress.CheckAddr): loopback receivers in tests and ledgerq dev.
-	AllowPrivate bool
+	AllowPrivate bool `flag:"allow-private" help:"let webhook endpoints be at loopback, private, link-local and other non-public addresses (receivers on this machine, in tests and development); off, such a URL is refused at registration and never connected to at delivery"`
 	// Interval is the poll interval: the longest a due delivery waits.
-	Interval time.Duration
+	Interval time.Duration `flag:"interval" help:"how often due webhook deliveries are looked for"`
 	// BatchSize is the most deliveries one round claims.
 	BatchSize int
 	// Concurrency is how many POSTs a round makes at once.
 	Concurrency int
 	// RequestTimeout bounds one POST, answer included.
-	RequestTimeout time.Duration
+	RequestTimeout time.Duration `flag:"timeout" help:"timeout of one webhook POST; --wallet-webhook-lease must exceed it"`
 	// Lease is how long a claimed delivery is held before another deliverer
 	// may claim it again (its deliverer died). It must exceed
 	// RequestTimeout + DBTimeout, so a live deliverer records its outcome
 	// before its lease runs out and no delivery is sent by two at once.
-	Lease time.Duration
+	Lease time.Duration `flag:"lease" help:"a claimed webhook delivery is held this long before another process may send it again (its sender died)"`
 	// DBTimeout bounds each database statement.
 	DBTimeout time.Duration
 	// BackoffBase is the wait after the first failed attempt; it doubles
 	// with each further failure, up to BackoffMax.
-	BackoffBase time.Duration
-	BackoffMax  time.Duration
+	BackoffBase time.Duration `flag:"backoff" help:"wait after a failed webhook delivery; doubles with each failure"`
+	BackoffMax  time.Duration `flag:"backoff-max" help:"the longest wait between two attempts of a webhook delivery"`
 	// MaxAttempts is the give-up limit: after this many failed attempts the
 	// delivery is given up, with its last error kept.
-	MaxAttempts int
+	MaxAttempts int `flag:"max-attempts" help:"attempts to deliver one webhook event to one endpoint before it is given up (kept in ledgerq.webhook_deliveries with its last error)"`
 }
 
 // Defaults returns the default configuration: 12 attempts over about five

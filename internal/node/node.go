@@ -542,7 +542,7 @@ func (n *Node) batchLedgerName() string {
 func (n *Node) logAccess() {
 	a := n.cfg.API.Access
 	if a.Open {
-		n.logger.Warn("ledgerq: access: --insecure-open: every /v1 route, /metrics and the console answer without an API key; " +
+		n.logger.Warn("ledgerq: access: --api-insecure-open: every /v1 route, /metrics and the console answer without an API key; " +
 			"anyone who reaches this address acts as an admin")
 		return
 	}

@@ -28,40 +28,42 @@ import (
 
 // WalletConfig configures the wallet lane (docs/design.md, "The wallet
 // lane"): send-tx tasks worked by one shard per wallet. The lane runs when at
-// least one wallet is configured (Keystores or Registry).
+// least one wallet is configured (Keystores or Registry). Its tags, and
+// Lane's and Webhooks', declare the lane's settings (internal/config): the
+// section wallet, flags --wallet-*; Shards has a section of its own.
 type WalletConfig struct {
-	Ledger WalletLedgerConfig
+	Ledger WalletLedgerConfig `group:""`
 	// Keystores are the wallets, each a go-ethereum keystore file unlocked
-	// at start (--wallet NAME=FILE).
-	Keystores keystore.KeystoreSpecs
+	// at start (--wallet-keystore NAME=FILE).
+	Keystores keystore.KeystoreSpecs `flag:"keystore" only:"ledger" help:"a wallet ledgerq signs for, NAME=KEYSTORE_FILE (a go-ethereum keystore file); repeat or comma-separate for several (a list in the file); the lane runs when one is given. Its passphrase: --wallet-passphrase-file, else LEDGERQ_WALLET_PASSPHRASE_<NAME>, else LEDGERQ_WALLET_PASSPHRASE"`
 	// PassphraseFiles unlock them (--wallet-passphrase-file); without one a
 	// wallet's passphrase comes from the environment.
-	PassphraseFiles keystore.PassphraseFiles
+	PassphraseFiles keystore.PassphraseFiles `flag:"passphrase-file" only:"ledger" help:"a file whose first line unlocks the wallets (FILE), or one wallet (NAME=FILE); repeatable"`
 	// Registry, when set, is used instead of Keystores (dev, bench, tests).
 	Registry *keystore.Registry
 	// Lane is the per-wallet work's own settings: the in-flight budget,
 	// queue type, confirmations, stall timeout, price cap, ... (see
 	// wallet.Config); node fills its clock, logger, metrics and
 	// database timeout.
-	Lane wallet.Config
+	Lane wallet.Config `group:""`
 	// Shards configures the shard scheduler.
 	Shards workers.Config
 	// RetentionAge is how long finished tasks are kept (0: forever);
 	// deleted RetentionBatchSize at a time by the monitor role.
-	RetentionAge       time.Duration
-	RetentionBatchSize int
-	RetentionInterval  time.Duration
+	RetentionAge       time.Duration `flag:"retention-age" help:"delete finished tasks (done, error) older than this, with their transactions (0: keep them forever); run by the monitor role"`
+	RetentionBatchSize int           `flag:"retention-batch-size" help:"most finished tasks deleted in one statement"`
+	RetentionInterval  time.Duration `flag:"retention-interval" help:"wait after a retention round that found less than a full batch to delete"`
 	// Webhooks configures the delivery of the wallets' task events to
 	// their webhook endpoints (monitor role).
-	Webhooks monitor.WebhookConfig
+	Webhooks monitor.WebhookConfig `group:"webhook-"`
 }
 
 // WalletLedgerConfig chooses the wallet lane's chain.
 type WalletLedgerConfig struct {
 	// Kind is "evm" (a node's JSON-RPC at URL) or "sim" (the in-process
 	// simulated EVM chain).
-	Kind string
-	URL  string
+	Kind string `flag:"ledger" only:"ledger" help:"the chain: evm (a node's JSON-RPC at --wallet-ledger-url) or sim (an in-process simulated EVM chain)"`
+	URL  string `flag:"ledger-url" only:"ledger" secret:"url" help:"the EVM node's JSON-RPC URL, for --wallet-ledger evm (for example http://127.0.0.1:8545)"`
 	// Sim configures the simulated chain, for Kind "sim".
 	Sim evmsim.Config
 	// SimJournal, for Kind "sim", is a file the simulated chain keeps its
@@ -117,13 +119,13 @@ func (w *WalletConfig) validate() error {
 	}
 	ec := w.Lane
 	if err := ec.Validate(); err != nil {
-		return fmt.Errorf("wallet lane: %w (--send-tx-queue-type, --wallet-in-flight, --wallet-follow-interval)", err)
+		return fmt.Errorf("wallet lane: %w (--wallet-*)", err)
 	}
 	if err := w.Shards.Validate(); err != nil {
 		return fmt.Errorf("wallet lane: %w (--shard-*)", err)
 	}
 	if err := w.Webhooks.Validate(); err != nil {
-		return fmt.Errorf("wallet lane: %w (--webhook-*)", err)
+		return fmt.Errorf("wallet lane: %w (--wallet-webhook-*)", err)
 	}
 	// A cycle makes no new ledger call past the cycle budget, so it lasts
 	// at most the budget plus one call; the lease must outlast it, or the

@@ -14,8 +14,8 @@ import (
 )
 
 // The webhook endpoint settings reach the API's registration: with
-// --webhook-allow-private a loopback receiver is taken, and
-// --webhook-max-endpoints caps a wallet's endpoints; by default a loopback
+// --wallet-webhook-allow-private a loopback receiver is taken, and
+// --wallet-webhook-max-endpoints caps a wallet's endpoints; by default a loopback
 // receiver is refused.
 func TestWalletLane_WebhookEndpointSettingsReachTheAPI(t *testing.T) {
 	t.Parallel()

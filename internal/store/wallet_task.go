@@ -45,8 +45,19 @@ func (s TaskStatus) String() string {
 func (s TaskStatus) Terminal() bool { return s == TaskError || s == TaskDone }
 
 // QueueType is the order in which a wallet's waiting tasks are sent
-// (--send-tx-queue-type).
+// (--wallet-queue-type).
 type QueueType string
+
+// MarshalText and UnmarshalText make a QueueType a setting's value: any
+// text is taken, and wallet.Config.Validate refuses one that is no
+// QueueType.
+func (q QueueType) MarshalText() ([]byte, error) { return []byte(q), nil }
+
+// UnmarshalText sets q to text.
+func (q *QueueType) UnmarshalText(text []byte) error {
+	*q = QueueType(text)
+	return nil
+}
 
 // Queue types.
 const (

@@ -135,7 +135,7 @@ func Start(t testing.TB, dir string, env []string, args ...string) *Proc {
 	return p
 }
 
-// StartReady starts the ledgerq binary as Start does, with --http-addr on a
+// StartReady starts the ledgerq binary as Start does, with --api-addr on a
 // free port added to args, waits until its /readyz answers 200, and returns
 // it with its base URL.
 //
@@ -148,7 +148,7 @@ func StartReady(t testing.TB, dir string, env []string, args ...string) (*Proc, 
 	t.Helper()
 	for attempt := 1; ; attempt++ {
 		addr := freeAddr(t)
-		p := Start(t, dir, env, append(append([]string(nil), args...), "--http-addr", addr)...)
+		p := Start(t, dir, env, append(append([]string(nil), args...), "--api-addr", addr)...)
 		err := waitHTTP(p, "http://"+addr+"/readyz", http.StatusOK, time.Minute)
 		if err == nil {
 			return p, "http://" + addr

@@ -17,16 +17,17 @@ import (
 // steps it runs and the monitor's follower and head watcher. Its defaults
 // are WithDefaults' (Config{}.WithDefaults() is the lane's default
 // configuration); every constructor that takes it applies WithDefaults,
-// then Validate.
+// then Validate. Its tags declare the settings an operator sets
+// (internal/config): in the wallet lane's section, flags --wallet-*.
 type Config struct {
 	// InFlight is the in-flight budget: the most attempts a wallet has
 	// signed or sent and not yet mined. A send takes at most this many
 	// minus those.
-	InFlight int
+	InFlight int `flag:"in-flight" help:"most transactions a wallet has signed or sent and not yet confirmed"`
 	// QueueType is the order in which a wallet's waiting tasks are sent.
-	QueueType store.QueueType
+	QueueType store.QueueType `flag:"queue-type" help:"order of a wallet's waiting tasks: priority (highest first, then oldest) or fifo"`
 	// LedgerTimeout bounds each ledger call.
-	LedgerTimeout time.Duration
+	LedgerTimeout time.Duration `flag:"ledger-timeout" help:"timeout of one call to the chain"`
 	// DBTimeout bounds each database call (a fenced commit is one call).
 	DBTimeout time.Duration
 	// CycleBudget bounds the ledger calls of one cycle: past it, a cycle
@@ -34,12 +35,12 @@ type Config struct {
 	// cycle so lasts at most CycleBudget plus one LedgerTimeout, which must
 	// fit well inside the shard lease (workers.Config.Lease) even when the node
 	// stops answering.
-	CycleBudget time.Duration
+	CycleBudget time.Duration `flag:"cycle-budget" help:"a cycle of a wallet's run makes no new call to the chain past this; with --wallet-ledger-timeout it must fit twice in --shard-lease"`
 	// ReplacedAfter is how long a sent attempt's nonce must have been taken
 	// by another transaction the chain's blocks show, with none of our
 	// hashes mined, before the attempt counts as replaced and its task is
 	// sent again.
-	ReplacedAfter time.Duration
+	ReplacedAfter time.Duration `flag:"replaced-after" help:"how long another transaction must hold a task's nonce in the chain's blocks, with no receipt of ours, before the task counts as replaced and is sent again"`
 	// MaxFailures is the number of consecutive failed runs after which the
 	// task at the head of the queue ends in error when its send keeps
 	// failing for a reason of its own (its gas estimate refused while the
@@ -52,12 +53,12 @@ type Config struct {
 	// a transaction must be before its task is done; until then the task is
 	// executing, its attempt mined, and each pass checks that its block is
 	// still on the chain. 0: DefaultConfirmations of the wallet's chain.
-	Confirmations int
+	Confirmations int `flag:"confirmations" help:"blocks deep (its own block counting as one) a transaction must be before its task is done; until then it is executing and a block that leaves the chain sends it again (0: by chain id: 1 on dev chains 1337 and 31337, 64 on Polygon (137), 15 on BNB Smart Chain (56), 12 elsewhere)"`
 	// RebroadcastAfter: while the chain's nonce has not moved for this long
 	// with transactions sent past it, they are broadcast again with the same
 	// bytes (a node that restarted or lost its pool has forgotten them),
 	// at most once per RebroadcastAfter.
-	RebroadcastAfter time.Duration
+	RebroadcastAfter time.Duration `flag:"rebroadcast-after" help:"while a wallet's chain nonce has not moved for this long, its sent transactions are broadcast again with the same bytes (a node that restarted forgets its pool)"`
 	// SendLinger: while a wallet has fewer tasks waiting than its
 	// in-flight budget takes (none included), its run collects them only
 	// once SendLinger has passed since its last send or broadcast in this
@@ -66,41 +67,41 @@ type Config struct {
 	// a quiet spell, goes at once. The run waits in its worker, holding the
 	// shard, so that the next send costs no new claim and no second confirm
 	// pass; it must be below CycleBudget. 0: every send goes at once.
-	SendLinger time.Duration
+	SendLinger time.Duration `flag:"send-linger" help:"while a wallet has fewer tasks waiting than --wallet-in-flight leaves room for, they are sent once this has passed since its last send, so that tasks arriving one by one go out in rounds; a full send, or the first after a quiet spell, goes at once; below --wallet-cycle-budget (0: every send at once)"`
 	// WatchAfter: a wallet whose chain nonce moved within it is followed
 	// although it has nothing in flight, so that final transactions a node
 	// then loses (a crash, a restore from an older state) are sent again.
-	WatchAfter time.Duration
+	WatchAfter time.Duration `flag:"watch-after" help:"a wallet whose chain nonce moved within this is still checked with nothing in flight, so that final transactions a node then loses are sent again (0: only while it has work)"`
 	// FollowInterval is the WalletFollower's interval: how often the shard
 	// of a wallet with attempts in flight runs, to confirm them.
-	FollowInterval time.Duration
+	FollowInterval time.Duration `flag:"follow-interval" help:"how often a wallet with transactions in flight is checked for receipts"`
 	// HeadInterval is how often the chain's head is read, so that the
 	// follower runs as soon as a new block is there (WalletHeadWatcher); 0
 	// turns that off, and wallets are followed every FollowInterval only.
-	HeadInterval time.Duration
+	HeadInterval time.Duration `flag:"head-interval" help:"how often the chain's head is read (one call per process); a new block checks the wallets with transactions in flight at once instead of at the next --wallet-follow-interval (0: off)"`
 	// StallTimeout is how long the chain's nonce must not have moved, with
 	// one of our attempts holding it, before that attempt is bumped (signed
 	// again with higher fees), or, if none holds it, a no-op fills it. A
 	// bump waits StallTimeout again before the next one, unless the node
 	// refused it as underpriced (then the next run bumps again).
-	StallTimeout time.Duration
+	StallTimeout time.Duration `flag:"stall-timeout" help:"a wallet whose chain nonce has not moved for this long gets its stalled transaction re-sent with fees raised (max of 1.2x and the node's suggestion), or a no-op for a nonce none of ours holds"`
 	// PriceCap caps a bump's fee cap (and tip), in wei; nil or zero: no cap.
 	// A bump the cap stops leaves the task as it is and tells the operator
 	// (a warn log, the task's PriceCappedAt, OnPriceCapped).
-	PriceCap *big.Int
+	PriceCap *big.Int `flag:"price-cap" value:"wei-none" help:"the highest fee cap a gas bump may offer, in wei (0: no cap); at the cap the task stays and is marked price_capped_at"`
 	// OnPriceCapped, when set, is called once each time a task's bump is
 	// first stopped by PriceCap (the hook for webhooks).
 	OnPriceCapped func(PriceCapped)
 	// ResetGap: a next nonce more than ResetGap above the chain's with
 	// nothing in flight is reset to the chain's (recorded on the wallet's
 	// health row); 0 means InFlight.
-	ResetGap int
+	ResetGap int `flag:"reset-gap" help:"a next nonce more than this above the chain's, with nothing in flight, is reset to the chain's (0: --wallet-in-flight)"`
 	// MaxRecycled: with more freed nonces than this, they are filled with
 	// no-ops at once rather than left for waiting tasks.
-	MaxRecycled int
+	MaxRecycled int `flag:"max-recycled" help:"with more freed nonces than this, they are filled with no-ops at once instead of waiting for tasks"`
 	// BalanceMaxAge is how old the stored balance may be before a send reads
 	// it again; sending pauses while it is below the wallet's threshold.
-	BalanceMaxAge time.Duration
+	BalanceMaxAge time.Duration `flag:"balance-max-age" help:"a wallet's balance older than this is read again before sending; sending pauses while it is below the wallet's threshold"`
 	// RestoreLookback bounds how many blocks back from the head the lane
 	// reads the chain's blocks one by one for the wallet's transactions at
 	// nonces its database does not know (a restore from an older backup),
@@ -108,11 +109,11 @@ type Config struct {
 	// (a node that is not an archive node). Further back, the wallet is held
 	// (wallet_health.recovery_reason) rather than guessed about. 0: never read
 	// blocks one by one.
-	RestoreLookback uint64
+	RestoreLookback uint64 `flag:"restore-lookback" help:"when the chain used nonces the database does not know (restored from an older backup) and the node cannot search past state (not an archive node), read at most this many blocks back from the head for the wallet's transactions; further back the wallet is held (wallet_health.recovery_reason; 0: never read blocks one by one)"`
 	// MaxReplacements is how many times a task whose nonce another
 	// transaction took goes back to waiting; once more and it ends in
 	// error. 0: a replaced task ends in error at once.
-	MaxReplacements int
+	MaxReplacements int `flag:"max-replacements" help:"times a task whose nonce another transaction took goes back to waiting before it ends in error"`
 	// Metrics, when set, counts what keeps wallets moving: the lane
 	// "wallet" outcomes bumped, noop, nonce_reset, paused, replaced and
 	// reorged.

@@ -7,7 +7,9 @@ import (
 	"time"
 )
 
-// Config configures a Scheduler and its Rescuer.
+// Config configures a Scheduler and its Rescuer. Its tags declare the
+// settings an operator sets (internal/config): the section shards, flags
+// --shard-*.
 type Config struct {
 	// Workers is the number of workers of one process: 16, or one per CPU
 	// core where there are more. A wallet's run spends most of its time
@@ -15,21 +17,21 @@ type Config struct {
 	// per receipt), not on a core, so one worker per core would leave
 	// wallets waiting for a worker while the cores idle; each worker holds
 	// a database connection only for the length of one call.
-	Workers int
+	Workers int `flag:"workers" default:"16, or the CPUs where more" help:"workers of this process (one shard each at a time)"`
 	// Quantum is the longest a worker keeps running one shard's cycles
 	// before it yields it back to the queue (100 ms by default). It is checked
 	// after each cycle, so a run may exceed it by one cycle.
-	Quantum time.Duration
+	Quantum time.Duration `flag:"quantum" help:"longest a worker runs one shard before yielding it"`
 	// Lease is how long a claim holds a shard without being extended; a
 	// worker extends it between cycles once half of it is spent, and the
 	// Rescuer frees a shard whose lease passed. A cycle must take less. It
 	// is the backstop: the shard of a holder whose process died is freed
 	// at the first Rescuer round after its death (store.Liveness).
-	Lease time.Duration
+	Lease time.Duration `flag:"lease" help:"a claim's lease: a shard whose lease passed is rescued, which frees a hung holder's shard (the backstop: a shard whose holder's process died is rescued at once)"`
 	// RescueInterval is the time between two Rescuer rounds: how long, at
 	// most, the wallet of a dead holder waits before another process may
 	// take it (default 1 s). A round is one cheap statement.
-	RescueInterval time.Duration
+	RescueInterval time.Duration `flag:"rescue-interval" help:"time between two rescue rounds (monitor role), which put back in the queue the shards of dead processes (their liveness lock released) and of expired leases: a dead holder's wallet waits at most about this long"`
 	// PollInterval is the longest an idle worker waits before it tries to
 	// claim without a wake-up (NOTIFY may be lost).
 	PollInterval time.Duration

@@ -101,7 +101,7 @@ func TestCompose_ServeServicesWaitForMigrateAndAreHealthchecked(t *testing.T) {
 			}
 		}
 		require.Equal(t, types.ServiceConditionCompletedSuccessfully, s.DependsOn["migrate"].Condition, name)
-		require.Equal(t, "false", *s.Environment["LEDGERQ_MIGRATE"], "%s: migrate applies migrations", name)
+		require.Equal(t, "false", *s.Environment["LEDGERQ_DATABASE_MIGRATE"], "%s: migrate applies migrations", name)
 		require.NotNil(t, s.HealthCheck, "%s: a healthcheck", name)
 		require.Equal(t, types.HealthCheckTest{"CMD", "/healthcheck", "/readyz"}, s.HealthCheck.Test, name)
 		require.NotNil(t, s.StopGracePeriod, name)

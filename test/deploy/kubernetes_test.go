@@ -397,5 +397,5 @@ func TestKubernetes_JobsMigrateAndRunOnce(t *testing.T) {
 	require.Equal(t, batchv1.ForbidConcurrent, cron.Spec.ConcurrencyPolicy)
 	require.Equal(t, corev1.RestartPolicyNever, cron.Spec.JobTemplate.Spec.Template.Spec.RestartPolicy)
 	cm, _ := find[*corev1.ConfigMap](all, "ledgerq")
-	require.Equal(t, "false", cm.Data["LEDGERQ_MIGRATE"], "the Job migrates; serve pods wait for it")
+	require.Equal(t, "false", cm.Data["LEDGERQ_DATABASE_MIGRATE"], "the Job migrates; serve pods wait for it")
 }

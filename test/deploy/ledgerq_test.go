@@ -130,7 +130,7 @@ type envUse struct {
 // uses is read by at least one command that gets it: a misspelt or retired
 // variable is ignored by ledgerq, silently. (A shared environment, such as a
 // ConfigMap or an EnvironmentFile, may hold variables only some of its
-// commands read: LEDGERQ_HTTP_ADDR means nothing to once.)
+// commands read: LEDGERQ_API_ADDR means nothing to once.)
 func checkEnvRead(t *testing.T, where string, uses []envUse) {
 	t.Helper()
 	read := map[string]bool{}
@@ -153,14 +153,18 @@ func checkEnvRead(t *testing.T, where string, uses []envUse) {
 	}
 }
 
-// roles returns which roles a serve command line runs. Every role flag
-// defaults to true, so a command that names one of --queuer, --submitter and
-// --monitor must name all three, or it runs roles it did not mean to.
+// roles returns which roles a serve command line runs (the API's is
+// --api-enabled). Every role flag defaults to true, so a command that names
+// one of --queuer, --submitter and --monitor must name all three, or it
+// runs roles it did not mean to.
 func roles(args []string) (map[string]bool, error) {
 	on := map[string]bool{"api": true, "queuer": true, "submitter": true, "monitor": true}
 	named := 0
 	for _, a := range args[1:] {
 		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if name == "api-enabled" {
+			name = "api"
+		}
 		if _, ok := on[name]; !ok || !strings.HasPrefix(a, "--") {
 			continue
 		}
@@ -177,11 +181,14 @@ func roles(args []string) (map[string]bool, error) {
 
 func TestRoles_OneRoleFlagAloneIsRefused(t *testing.T) {
 	t.Parallel()
-	_, err := roles([]string{"serve", "--monitor", "--api=false"})
-	require.Error(t, err, "serve --monitor --api=false runs the queuer and the submitter too")
+	_, err := roles([]string{"serve", "--monitor", "--api-enabled=false"})
+	require.Error(t, err, "serve --monitor --api-enabled=false runs the queuer and the submitter too")
 	on, err := roles([]string{"serve", "--queuer", "--submitter=false", "--monitor=false"})
 	require.NoError(t, err)
 	require.Equal(t, map[string]bool{"api": true, "queuer": true, "submitter": false, "monitor": false}, on)
+	on, err = roles([]string{"serve", "--api-enabled=false"})
+	require.NoError(t, err)
+	require.False(t, on["api"])
 	on, err = roles([]string{"serve"})
 	require.NoError(t, err)
 	require.Equal(t, map[string]bool{"api": true, "queuer": true, "submitter": true, "monitor": true}, on)

@@ -176,7 +176,7 @@ func setup(t *testing.T) *run {
 	r.serve, r.api = testproc.StartReady(t, dir, env, "serve", "--log-level", "info",
 		"--poll-interval", "200ms", "--shutdown-timeout", "5s",
 		"--batch-ledger", "sawtooth", "--batch-ledger-url", r.sawtoothURL, "--batch-claim-lease", "10s", "--batch-ledger-timeout", "3s",
-		"--wallet", walletName+"="+keystoreFile, "--wallet-passphrase-file", passFile,
+		"--wallet-keystore", walletName+"="+keystoreFile, "--wallet-passphrase-file", passFile,
 		"--wallet-ledger", "evm", "--wallet-ledger-url", r.geth.URL, "--wallet-ledger-timeout", "2s", "--wallet-cycle-budget", "1s",
 		"--wallet-follow-interval", "200ms", "--shard-lease", "6s", "--wallet-rebroadcast-after", "5s",
 		"--builder", "--builder-ledger", "jam", "--builder-ledger-url", r.jamURL, "--builder-chain-id", "1337",

@@ -45,7 +45,7 @@ func TestServe_ConcurrentStartOfThreeProcessesOnAnEmptyDatabaseBringsAllUp(t *te
 		addrs[i] = testproc.FreeAddr(t)
 	}
 	for i := range processes {
-		procs[i] = testproc.Start(t, t.TempDir(), []string{"DATABASE_URL=" + gated}, "serve", "--http-addr", addrs[i])
+		procs[i] = testproc.Start(t, t.TempDir(), []string{"DATABASE_URL=" + gated}, "serve", "--api-addr", addrs[i])
 	}
 	for i, p := range procs {
 		testproc.WaitHTTP(t, p, "http://"+addrs[i]+"/readyz", http.StatusOK, time.Minute)

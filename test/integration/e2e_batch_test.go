@@ -368,7 +368,7 @@ func requireFaults(t *testing.T, st sim.Stats, fig laneFigures) {
 func startServe(t *testing.T, dbURL, ledgerURL string, extra ...string) (*testproc.Proc, string) {
 	t.Helper()
 	// The lane's rules are tested here, its access in TestServe_EveryV1RouteNeedsAKey.
-	args := append([]string{"serve", "--insecure-open", "--batch-ledger", "sawtooth", "--batch-ledger-url", ledgerURL}, extra...)
+	args := append([]string{"serve", "--api-insecure-open", "--batch-ledger", "sawtooth", "--batch-ledger-url", ledgerURL}, extra...)
 	return testproc.StartReady(t, t.TempDir(), []string{"DATABASE_URL=" + dbURL}, args...)
 }
 
@@ -578,7 +578,7 @@ func TestE2E_OnceRunFromCronDrivesTheWorkloadToCompletion(t *testing.T) {
 	require.Equal(t, 0, mig.Wait(t, time.Minute), mig.Stderr.String())
 
 	sim := startSimLedger(t, e2eFaults...)
-	_, api := startServe(t, dbURL, sim.url, "--migrate=false", "--queuer=false", "--submitter=false", "--monitor=false")
+	_, api := startServe(t, dbURL, sim.url, "--database-migrate=false", "--queuer=false", "--submitter=false", "--monitor=false")
 
 	w := newBatchWorkload(t, "cron", 10, 8, 2)
 	w.post(t, []string{api})

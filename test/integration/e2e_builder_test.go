@@ -99,7 +99,7 @@ func TestE2E_BuilderLaneTwoServeProcessesOnAFaultyJAMChainExecuteEveryTransactio
 	jamURL := "http://" + addr
 	testproc.WaitHTTP(t, chain, jamURL+"/debug/stats", http.StatusOK, time.Minute)
 
-	serveArgs := []string{"serve", "--insecure-open", "--builder", "--builder-ledger", "jam", "--builder-ledger-url", jamURL,
+	serveArgs := []string{"serve", "--api-insecure-open", "--builder", "--builder-ledger", "jam", "--builder-ledger-url", jamURL,
 		"--builder-chain-id", "1337", "--poll-interval", "100ms", "--builder-guarantee-timeout", "1200ms",
 		"--builder-bundle-size", "8", "--builder-submit-backoff", "100ms", "--builder-submit-backoff-max", "1s", "--log-level", "info"}
 	env := []string{"DATABASE_URL=" + dbURL}

@@ -144,7 +144,7 @@ func newChainRun(t *testing.T, g *testgeth.Node, wallets int) *chainRun {
 		passFile = pass
 		name := fmt.Sprintf("w%d", i)
 		c.wallets, c.names = append(c.wallets, common.Address(addr)), append(c.names, name)
-		c.args = append(c.args, "--wallet", name+"="+file)
+		c.args = append(c.args, "--wallet-keystore", name+"="+file)
 		g.Fund(t, common.Address(addr), new(big.Int).Mul(big.NewInt(100), big.NewInt(1e18)))
 	}
 	c.args = append(c.args, "--wallet-passphrase-file", passFile)

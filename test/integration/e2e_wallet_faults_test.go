@@ -64,7 +64,7 @@ func TestE2E_WalletFaultRunWithSIGKILLsEndsEveryTaskDoneOrErrorWithContiguousNon
 	e := &walletE2E{t: t, db: testdb.New(t).URL, dir: dir, sender: sender,
 		recipient: common.HexToAddress("0x000000000000000000000000000000000000dEaD")}
 	e.args = []string{"serve", "--batch-ledger", "sim",
-		"--wallet", "w=" + file, "--wallet-passphrase-file", passFile,
+		"--wallet-keystore", "w=" + file, "--wallet-passphrase-file", passFile,
 		"--wallet-ledger", "evm", "--wallet-ledger-url", chainURL, "--wallet-ledger-timeout", "1s", "--wallet-cycle-budget", "500ms",
 		"--wallet-follow-interval", "200ms", "--poll-interval", "200ms",
 		"--shard-lease", "4s", "--wallet-replaced-after", "5s", "--shutdown-timeout", "5s", "--wallet-stall-timeout", "2s"}

@@ -108,8 +108,8 @@ func (r *hookReceiver) register(t *testing.T, api, token string) {
 
 func TestE2E_WalletLaneOnAStallingGethBumpsLowTipTasksUntilMinedAndWebhooksSeeEachEventOnce(t *testing.T) {
 	e := newWalletE2E(t, testgeth.Stalling())
-	e.args = append(e.args, "--wallet-stall-timeout", "2s", "--webhook-backoff", "200ms", "--webhook-backoff-max", "1s", "--webhook-interval", "100ms",
-		"--webhook-allow-private") // the receivers are httptest servers on loopback
+	e.args = append(e.args, "--wallet-stall-timeout", "2s", "--wallet-webhook-backoff", "200ms", "--wallet-webhook-backoff-max", "1s", "--wallet-webhook-interval", "100ms",
+		"--wallet-webhook-allow-private") // the receivers are httptest servers on loopback
 	_, api := e.start("")
 	receivers := []*hookReceiver{newHookReceiver(t), newHookReceiver(t)}
 	for _, r := range receivers {

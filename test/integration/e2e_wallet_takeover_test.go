@@ -60,7 +60,7 @@ func TestE2E_WalletOfASIGKILLedShardHolderMovesOnWithinSeconds(t *testing.T) {
 	e := &walletE2E{t: t, db: testdb.New(t).URL, dir: dir, sender: sender,
 		recipient: common.HexToAddress("0x000000000000000000000000000000000000dEaD")}
 	e.args = []string{"serve", "--batch-ledger", "sim", "--log-level", "warn",
-		"--wallet", "w=" + file, "--wallet-passphrase-file", passFile,
+		"--wallet-keystore", "w=" + file, "--wallet-passphrase-file", passFile,
 		"--wallet-ledger", "evm", "--wallet-ledger-url", chainURL, "--wallet-ledger-timeout", "2s", "--wallet-cycle-budget", "1s",
 		"--wallet-follow-interval", "200ms", "--poll-interval", "200ms", "--shard-workers", "2", "--shutdown-timeout", "5s"}
 

@@ -45,7 +45,7 @@ func newWalletE2E(t *testing.T, opts ...testgeth.Option) *walletE2E {
 	e.sender = common.Address(addr)
 	g.Fund(t, e.sender, new(big.Int).Mul(big.NewInt(100), big.NewInt(1e18)))
 	e.args = []string{"serve", "--batch-ledger", "sim",
-		"--wallet", "w=" + file, "--wallet-passphrase-file", passFile,
+		"--wallet-keystore", "w=" + file, "--wallet-passphrase-file", passFile,
 		"--wallet-ledger", "evm", "--wallet-ledger-url", g.URL, "--wallet-ledger-timeout", "1s", "--wallet-cycle-budget", "500ms",
 		"--wallet-follow-interval", "200ms", "--poll-interval", "200ms",
 		"--shard-lease", "4s", "--wallet-replaced-after", "5s", "--shutdown-timeout", "5s"}

@@ -243,7 +243,7 @@ func TestReadyz_TurnsUnavailableWhenTheDatabaseGoesAwayAndRecoversWithoutARestar
 	db := testdb.New(t)
 	proxy, proxied := viaProxy(t, db.URL)
 	addr := testproc.FreeAddr(t)
-	p := testproc.Start(t, t.TempDir(), []string{"DATABASE_URL=" + proxied}, "serve", "--http-addr", addr)
+	p := testproc.Start(t, t.TempDir(), []string{"DATABASE_URL=" + proxied}, "serve", "--api-addr", addr)
 	testproc.WaitHTTP(t, p, "http://"+addr+"/readyz", http.StatusOK, time.Minute)
 
 	proxy.Close()
@@ -258,7 +258,7 @@ func TestReadyz_IsUnavailableWhileTheSchemaIsBehind(t *testing.T) {
 	t.Parallel()
 	u := testdb.NewEmpty(t)
 	addr := testproc.FreeAddr(t)
-	testproc.Start(t, t.TempDir(), []string{"DATABASE_URL=" + u}, "serve", "--migrate=false", "--http-addr", addr,
+	testproc.Start(t, t.TempDir(), []string{"DATABASE_URL=" + u}, "serve", "--database-migrate=false", "--api-addr", addr,
 		"--queuer=false", "--submitter=false", "--monitor=false")
 	testproc.WaitHTTP(t, nil, "http://"+addr+"/readyz", http.StatusServiceUnavailable, time.Minute)
 	resp := getJSON(t, "http://"+addr+"/readyz")
@@ -271,7 +271,7 @@ func TestServe_SIGTERMLetsTheSendInFlightFinishAndRecordsItsOutcome(t *testing.T
 	t.Parallel()
 	db := testdb.New(t)
 	addr := testproc.FreeAddr(t)
-	p := testproc.Start(t, t.TempDir(), []string{"DATABASE_URL=" + db.URL}, "serve", "--http-addr", addr,
+	p := testproc.Start(t, t.TempDir(), []string{"DATABASE_URL=" + db.URL}, "serve", "--api-addr", addr,
 		"--batch-sim-latency", "2s", "--poll-interval", "100ms", "--monitor=false")
 	testproc.WaitHTTP(t, p, "http://"+addr+"/readyz", http.StatusOK, time.Minute)
 	id, body := signedBatchJSON(t, "svc")

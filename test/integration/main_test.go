@@ -53,7 +53,7 @@ func newDevRun(t *testing.T) *devRun {
 // waits until its /readyz answers 200.
 func (d *devRun) start(args ...string) *testproc.Proc {
 	d.t.Helper()
-	p := testproc.Start(d.t, d.work, nil, append([]string{"dev", "--data-dir", d.dataDir, "--http-addr", d.addr}, args...)...)
+	p := testproc.Start(d.t, d.work, nil, append([]string{"dev", "--data-dir", d.dataDir, "--api-addr", d.addr}, args...)...)
 	testproc.WaitHTTP(d.t, p, "http://"+d.addr+"/readyz", http.StatusOK, 2*time.Minute)
 	return p
 }

@@ -54,7 +54,7 @@ func TestOnce_WalletLaneFromCronSendsAndConfirmsEveryTask(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	onceArgs := []string{"once", "--wallet", "w=" + file, "--wallet-passphrase-file", passFile,
+	onceArgs := []string{"once", "--wallet-keystore", "w=" + file, "--wallet-passphrase-file", passFile,
 		"--wallet-ledger", "evm", "--wallet-ledger-url", chainURL, "--log-level", "warn"}
 	runs := 0
 	for round := 0; ; round++ {

@@ -31,8 +31,8 @@ const (
 	CodeDatabaseUnavailable = 100 // 503: ledgerq's database did not answer in time
 	CodeRequestTooLarge     = 101 // 413: over ledgerq's body, batch count or batch size limits
 	CodeInvalidParameter    = 102 // 400: a bad service id, or a parameter given twice
-	CodeAccessDenied        = 103 // 401, 403: no valid API key, or one without the service's scope (--sawtooth-require-key)
-	CodeRateLimited         = 104 // 429: the client is past its rate (--rate-limit-anonymous, --rate-limit); Retry-After says when to send again
+	CodeAccessDenied        = 103 // 401, 403: no valid API key, or one without the service's scope (--api-sawtooth-require-key)
+	CodeRateLimited         = 104 // 429: the client is past its rate (--api-rate-limit-anonymous, --api-rate-limit); Retry-After says when to send again
 )
 
 // ErrorResponse is the body of a Sawtooth REST API error.
