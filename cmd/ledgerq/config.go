@@ -164,4 +164,3 @@ func settingKeys(lane func(*node.Config) any) map[string]bool {
 func setupLogger(level string) (*slog.Logger, error) {
 	return newLogger(os.Stderr, level)
 }
-
