@@ -39,6 +39,7 @@ import (
 	"math/big"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -124,12 +125,35 @@ func (r *Registry) Struct(ptr any, o Options) {
 	r.walk(v.Elem(), "", o)
 }
 
+// tagKeys are the struct tag keys a declaration may use (json and yaml
+// belong to other packages and are let through).
+var tagKeys = []string{"flag", "help", "group", "value", "secret", "only", "default", "json", "yaml"}
+
+// checkTag refuses a tag key the registrar does not read: a misspelt key
+// (cmd: for only:) would otherwise be ignored without a word, and the
+// setting registered where it should not be.
+func checkTag(tag reflect.StructTag) error {
+	for _, m := range tagKeyRE.FindAllStringSubmatch(string(tag), -1) {
+		if !slices.Contains(tagKeys, m[1]) {
+			return fmt.Errorf("unknown tag key %q (want one of %s)", m[1], strings.Join(tagKeys, ", "))
+		}
+	}
+	return nil
+}
+
+// tagKeyRE finds each key:"value" pair of a struct tag (values may hold
+// escaped quotes).
+var tagKeyRE = regexp.MustCompile(`(?:^|\s)([^\s:"]+):"(?:[^"\\]|\\.)*"`)
+
 func (r *Registry) walk(v reflect.Value, keyPrefix string, o Options) {
 	t := v.Type()
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() {
 			continue
+		}
+		if err := checkTag(f.Tag); err != nil {
+			panic(fmt.Sprintf("config: %s.%s: %v", t, f.Name, err))
 		}
 		fv := v.Field(i)
 		if g, ok := f.Tag.Lookup("group"); ok {

@@ -87,3 +87,20 @@ func TestWriteYAML_RedactsSecrets(t *testing.T) {
 	require.Contains(t, b.String(), "lane:\n  window: 1s\n  url: postgres://u:xxxxx@h/db\n")
 	require.NotContains(t, b.String(), "pw@")
 }
+
+// A declaration with a tag key the registrar does not read is a programming
+// error found at registration, not a setting registered where it should
+// not be.
+func TestStruct_AnUnknownTagKeyPanicsNamingTheField(t *testing.T) {
+	var c struct {
+		Kind string `flag:"ledger" cmd:"ledger" help:"a ledger"`
+	}
+	reg := config.New(flag.NewFlagSet("t", flag.ContinueOnError), func(string) []string { return nil })
+	require.PanicsWithValue(t, `config: struct { Kind string "flag:\"ledger\" cmd:\"ledger\" help:\"a ledger\"" }.Kind: unknown tag key "cmd" (want one of flag, help, group, value, secret, only, default, json, yaml)`, func() {
+		reg.Struct(&c, config.Options{})
+	})
+	var ok struct {
+		Kind string `flag:"ledger" only:"ledger" help:"a \"quoted\" ledger" json:"kind"`
+	}
+	require.NotPanics(t, func() { reg.Struct(&ok, config.Options{Parts: map[string]bool{"ledger": true}}) })
+}
