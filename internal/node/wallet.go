@@ -84,7 +84,7 @@ const (
 func walletDefaults() WalletConfig {
 	return WalletConfig{
 		Ledger:       WalletLedgerConfig{Kind: WalletLedgerEVM},
-		Lane:         wallet.Config{}.WithDefaults(),
+		Lane:         wallet.Defaults(),
 		Shards:       workers.Defaults(),
 		RetentionAge: 7 * 24 * time.Hour, RetentionBatchSize: 1000, RetentionInterval: time.Minute,
 		Webhooks: monitor.WebhookDefaults(),

@@ -14,10 +14,11 @@ import (
 )
 
 // Config configures the wallet lane's per-wallet work: the Job, the role
-// steps it runs and the monitor's follower and head watcher. Its defaults
-// are WithDefaults' (Config{}.WithDefaults() is the lane's default
-// configuration); every constructor that takes it applies WithDefaults,
-// then Validate. Its tags declare the settings an operator sets
+// steps it runs and the monitor's follower and head watcher. Defaults() is
+// the lane's default configuration; every constructor that takes it
+// applies WithDefaults, then Validate, so a zero Config works (with the
+// settings whose zero means something at zero), as the batch and builder
+// lanes' Configs do. Its tags declare the settings an operator sets
 // (internal/config): in the wallet lane's section, flags --wallet-*.
 type Config struct {
 	// InFlight is the in-flight budget: the most attempts a wallet has
@@ -122,10 +123,6 @@ type Config struct {
 	Clock clock.Clock
 	// Logger gets the lane's logs (never a key); nil discards them.
 	Logger *slog.Logger
-
-	// defaulted: WithDefaults ran, so a zero in a setting whose zero means
-	// something (see WithDefaults) was set after it and keeps its meaning.
-	defaulted bool
 }
 
 // PriceCapped is what OnPriceCapped is told: a task's stalled transaction
@@ -183,6 +180,23 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Defaults is the wallet lane's default configuration: WithDefaults' and,
+// in the settings whose zero means something, a 50 ms send linger, the
+// chain's head read every 250 ms, an unmoved wallet watched for a minute,
+// 50,000 blocks of restore lookback, a minute before a passed nonce counts
+// as replaced, 50 recycled nonces and 3 replacements.
+func Defaults() Config {
+	c := Config{}.WithDefaults()
+	c.SendLinger = 50 * time.Millisecond
+	c.HeadInterval = 250 * time.Millisecond
+	c.WatchAfter = time.Minute
+	c.RestoreLookback = 50_000
+	c.ReplacedAfter = time.Minute
+	c.MaxRecycled = 50
+	c.MaxReplacements = 3
+	return c
+}
+
 // WithDefaults returns c with the lane's defaults in the settings left at
 // zero: a budget of 100, the priority queue, 10 s ledger and 5 s database
 // timeouts, a 5 s cycle budget, 10 failed runs before a task ends in error,
@@ -192,11 +206,9 @@ func (c Config) Validate() error {
 //
 // A few settings mean something at zero (SendLinger, HeadInterval,
 // WatchAfter and RestoreLookback: off; ReplacedAfter: at once; MaxRecycled,
-// MaxReplacements: none). They take their defaults (50 ms, 250 ms, a
-// minute, 50,000 blocks; a minute; 50, 3) only in a Config WithDefaults has
-// not seen yet: start from Config{}.WithDefaults() and set a zero after it
-// (a flag, a test), and the zero stays. ResetGap and Confirmations keep
-// their zero, which means InFlight and the chain's DefaultConfirmations.
+// MaxReplacements: none; ResetGap: InFlight; Confirmations: the chain's
+// DefaultConfirmations): WithDefaults leaves them as they are, and
+// Defaults sets the first seven to theirs.
 func (c Config) WithDefaults() Config {
 	c.InFlight = cmp.Or(c.InFlight, 100)
 	c.QueueType = cmp.Or(c.QueueType, store.QueuePriority)
@@ -208,16 +220,6 @@ func (c Config) WithDefaults() Config {
 	c.RebroadcastAfter = cmp.Or(c.RebroadcastAfter, 15*time.Second)
 	c.StallTimeout = cmp.Or(c.StallTimeout, 5*time.Minute)
 	c.BalanceMaxAge = cmp.Or(c.BalanceMaxAge, 5*time.Minute)
-	if !c.defaulted {
-		c.SendLinger = cmp.Or(c.SendLinger, 50*time.Millisecond)
-		c.HeadInterval = cmp.Or(c.HeadInterval, 250*time.Millisecond)
-		c.WatchAfter = cmp.Or(c.WatchAfter, time.Minute)
-		c.RestoreLookback = cmp.Or(c.RestoreLookback, 50_000)
-		c.ReplacedAfter = cmp.Or(c.ReplacedAfter, time.Minute)
-		c.MaxRecycled = cmp.Or(c.MaxRecycled, 50)
-		c.MaxReplacements = cmp.Or(c.MaxReplacements, 3)
-		c.defaulted = true
-	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
 	}

@@ -13,9 +13,9 @@ import (
 	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
-func TestConfig_AZeroConfigTakesEveryDefaultAndIsValid(t *testing.T) {
+func TestConfig_DefaultsAreTheLanesDefaultsAndValid(t *testing.T) {
 	t.Parallel()
-	c := wallet.Config{}.WithDefaults()
+	c := wallet.Defaults()
 	require.NoError(t, c.Validate())
 	require.Equal(t, 100, c.InFlight)
 	require.Equal(t, store.QueuePriority, c.QueueType)
@@ -41,13 +41,18 @@ func TestConfig_AZeroConfigTakesEveryDefaultAndIsValid(t *testing.T) {
 	require.NotNil(t, c.Logger)
 }
 
-func TestConfig_AZeroSetAfterWithDefaultsKeepsItsMeaning(t *testing.T) {
+// WithDefaults fills only the settings whose zero cannot work; a zero that
+// means something (off, at once, none) keeps its meaning, in a zero Config
+// and in one set to zero after Defaults (a flag, a file, a test).
+func TestConfig_WithDefaultsKeepsAZeroThatMeansSomething(t *testing.T) {
 	t.Parallel()
-	c := wallet.Config{}.WithDefaults()
+	zero := wallet.Config{}.WithDefaults()
+	c := wallet.Defaults()
 	c.SendLinger, c.HeadInterval, c.WatchAfter, c.ReplacedAfter = 0, 0, 0, 0
 	c.RestoreLookback, c.MaxRecycled, c.MaxReplacements = 0, 0, 0
 	c.InFlight, c.StallTimeout = 0, 0
 	c = c.WithDefaults()
+	require.Equal(t, zero, c, "a zero Config and Defaults with its meaningful zeros set read the same")
 	require.NoError(t, c.Validate())
 	require.Zero(t, c.SendLinger, "0: every send at once")
 	require.Zero(t, c.HeadInterval, "0: no head watcher")

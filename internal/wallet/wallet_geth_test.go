@@ -49,7 +49,7 @@ func TestWallet_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
 	ctx := t.Context()
 	db := testdb.New(t)
 	w, addr, reg, led := fundedGethWallet(t, node, evm.Config{})
-	cfg := wallet.Config{}.WithDefaults()
+	cfg := wallet.Defaults()
 	cfg.StallTimeout = time.Second
 	cfg.Logger = testLogger()
 	job, err := wallet.NewJob(db.Store, lowTip{led}, reg, cfg, walletSteps(t, db.Store, lowTip{led}, cfg))
@@ -104,7 +104,7 @@ func newGethWallet(t *testing.T, node *testgeth.Node) *gethWallet {
 	var reg *keystore.Registry
 	var led *evm.Ledger
 	g.w, g.addr, reg, led = fundedGethWallet(t, node, evm.Config{CallTimeout: 2 * time.Second})
-	cfg := wallet.Config{}.WithDefaults()
+	cfg := wallet.Defaults()
 	cfg.LedgerTimeout, cfg.CycleBudget = 2*time.Second, time.Second
 	cfg.Logger = testLogger()
 	job, err := wallet.NewJob(db.Store, led, reg, cfg, walletSteps(t, db.Store, led, cfg))

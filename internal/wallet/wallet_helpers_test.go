@@ -132,7 +132,7 @@ func setup(t *testing.T, o options) *env {
 	require.NoError(t, err)
 	e.chain = evmsim.New(o.sim)
 	e.led = newRecLedger(e.chain)
-	e.cfg = wallet.Config{}.WithDefaults()
+	e.cfg = wallet.Defaults()
 	e.cfg.Clock = e.clk
 	e.cfg.Logger = testLogger()
 	// The rules' tests send at once; TestWallet_ASendThatWouldNotFillTheBudgetWaitsForMoreTasks

@@ -30,7 +30,7 @@ func TestWalletRestoreBehindGethSendsNothingTwice(t *testing.T) {
 	ctx := t.Context()
 	db := testdb.New(t)
 	w, addr, reg, led := fundedGethWallet(t, node, evm.Config{})
-	cfg := wallet.Config{}.WithDefaults()
+	cfg := wallet.Defaults()
 	cfg.Logger = testLogger()
 	wcfg := workers.Defaults()
 	wcfg.Workers = 1
