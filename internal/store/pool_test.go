@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/ledger/gethpool/gethpooltest"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
@@ -190,34 +191,19 @@ func TestPool_ReplacementNeedsBothFeeCapAndTipRaisedByGethsPriceBump(t *testing.
 func TestPool_ReplacementFollowsGethsRuleAtNonMultiplesOfTenAndZeroTips(t *testing.T) {
 	t.Parallel()
 	f := newPoolFixture(t, testdb.NewTx(t))
-	for i, tc := range []struct {
-		name              string
-		oldFeeCap, oldTip int64
-		feeCap, tip       int64
-		replaces          bool
-	}{
-		{"tip 101 to 111: the threshold rounds down", 1010, 101, 1111, 111, true},
-		{"fee cap 1001 to 1101: the threshold rounds down", 1001, 100, 1101, 110, true},
-		{"tip 101 to 110: below the threshold", 1010, 101, 1111, 110, false},
-		{"equal zero tips", 1000, 0, 1100, 0, false},
-		{"a zero tip raised by one wei", 1000, 0, 1100, 1, true},
-		{"equal fee caps, the tip doubled", 1000, 100, 1000, 200, false},
-		{"fee cap 9 to 10: one wei over the rounded threshold", 9, 9, 10, 10, true},
-		{"fee cap 9 to 9: the rounded threshold but not above the old", 9, 5, 9, 6, false},
-		{"zero fee cap and tip raised by one wei", 0, 0, 1, 1, true},
-	} {
+	for i, tc := range gethpooltest.Edges {
 		sender := 100 + i
-		old := f.mustAdd(testfactory.PoolTx(sender, 0, tc.oldFeeCap, tc.oldTip)).Tx
-		res, err := f.add(testfactory.PoolTx(sender, 0, tc.feeCap, tc.tip))
-		if !tc.replaces {
-			require.EqualError(t, err, "replacement transaction underpriced", tc.name)
-			require.ErrorIs(t, err, txpool.ErrReplaceUnderpriced, tc.name)
-			require.Equal(t, store.PoolPending, f.get(old.Hash).State, tc.name)
+		old := f.mustAdd(testfactory.PoolTx(sender, 0, tc.OldFeeCap, tc.OldTip)).Tx
+		res, err := f.add(testfactory.PoolTx(sender, 0, tc.FeeCap, tc.Tip))
+		if !tc.Replaces {
+			require.EqualError(t, err, "replacement transaction underpriced", tc.Name)
+			require.ErrorIs(t, err, txpool.ErrReplaceUnderpriced, tc.Name)
+			require.Equal(t, store.PoolPending, f.get(old.Hash).State, tc.Name)
 			continue
 		}
-		require.NoError(t, err, tc.name)
-		require.Equal(t, old.Hash, res.Replaced, tc.name)
-		require.Equal(t, store.PoolReplaced, f.get(old.Hash).State, tc.name)
+		require.NoError(t, err, tc.Name)
+		require.Equal(t, old.Hash, res.Replaced, tc.Name)
+		require.Equal(t, store.PoolReplaced, f.get(old.Hash).State, tc.Name)
 	}
 }
 

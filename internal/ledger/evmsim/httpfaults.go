@@ -1,11 +1,11 @@
 package evmsim
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 )
 
@@ -58,7 +58,7 @@ func withFaults(next http.Handler, logger *slog.Logger) http.Handler {
 			return
 		}
 		faults := &requestFaults{}
-		held := &heldResponse{header: http.Header{}, status: http.StatusOK}
+		held := httptest.NewRecorder() // the standard library's http.ResponseWriter that keeps the answer
 		next.ServeHTTP(held, r.WithContext(context.WithValue(r.Context(), faultsKey{}, faults)))
 		switch fault(faults.f.Load()) {
 		case faultTransient:
@@ -70,31 +70,10 @@ func withFaults(next http.Handler, logger *slog.Logger) http.Handler {
 			// net/http's way to cut the connection without an answer.
 			panic(http.ErrAbortHandler)
 		}
-		for k, v := range held.header {
+		for k, v := range held.Header() {
 			w.Header()[k] = v
 		}
-		w.WriteHeader(held.status)
-		_, _ = w.Write(held.body.Bytes())
+		w.WriteHeader(held.Code)
+		_, _ = w.Write(held.Body.Bytes())
 	})
-}
-
-// heldResponse is an http.ResponseWriter that keeps the answer.
-type heldResponse struct {
-	header http.Header
-	status int
-	wrote  bool
-	body   bytes.Buffer
-}
-
-func (w *heldResponse) Header() http.Header { return w.header }
-
-func (w *heldResponse) WriteHeader(status int) {
-	if !w.wrote {
-		w.status, w.wrote = status, true
-	}
-}
-
-func (w *heldResponse) Write(b []byte) (int, error) {
-	w.wrote = true
-	return w.body.Write(b)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
+	"github.com/ledgerq/ledgerq/internal/ledger/gethpool/gethpooltest"
 	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 )
 
@@ -156,33 +157,22 @@ func TestLedger_ReplacementNeedsTenPercentMore(t *testing.T) {
 func TestLedger_ReplacementFollowsGethsRuleAtNonMultiplesOfTenAndZeroTips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for _, tc := range []struct {
-		name              string
-		oldFeeCap, oldTip int64
-		feeCap, tip       int64
-		replaces          bool
-	}{
-		{"tip 101 to 111: the threshold rounds down", 1010, 101, 1111, 111, true},
-		{"fee cap 1001 to 1101: the threshold rounds down", 1001, 100, 1101, 110, true},
-		{"tip 101 to 110: below the threshold", 1010, 101, 1111, 110, false},
-		{"equal zero tips", 1000, 0, 1100, 0, false},
-		{"a zero tip raised by one wei", 1000, 0, 1100, 1, true},
-		{"equal fee caps, the tip doubled", 1000, 100, 1000, 200, false},
-		{"fee cap 9 to 10: one wei over the rounded threshold", 9, 9, 10, 10, true},
-		{"fee cap 9 to 9: the rounded threshold but not above the old", 9, 5, 9, 6, false},
-	} {
+	for _, tc := range gethpooltest.Edges {
+		if tc.OldFeeCap < 1 {
+			continue // below this chain's base fee of 1 wei: never mined, so no replacement to test
+		}
 		bd := setup(t, evmsim.Config{BaseFee: 1})
 		signWei := func(feeCap, tip int64) []byte {
 			return ledgertest.RawTx(t, ledgertest.SignTx(t, bd.key, &types.DynamicFeeTx{
 				ChainID: big.NewInt(1337), GasTipCap: big.NewInt(tip), GasFeeCap: big.NewInt(feeCap), Gas: 21000, To: &to,
 			}))
 		}
-		if err := bd.l.SendRawTransaction(ctx, signWei(tc.oldFeeCap, tc.oldTip)); err != nil {
-			t.Fatalf("%s: the first transaction: %v", tc.name, err)
+		if err := bd.l.SendRawTransaction(ctx, signWei(tc.OldFeeCap, tc.OldTip)); err != nil {
+			t.Fatalf("%s: the first transaction: %v", tc.Name, err)
 		}
-		err := bd.l.SendRawTransaction(ctx, signWei(tc.feeCap, tc.tip))
-		if got := ledger.SendResultOf(err); tc.replaces && err != nil || !tc.replaces && got != ledger.SendUnderpriced {
-			t.Errorf("%s: send result %s (%v), want replaced: %v", tc.name, got, err, tc.replaces)
+		err := bd.l.SendRawTransaction(ctx, signWei(tc.FeeCap, tc.Tip))
+		if got := ledger.SendResultOf(err); tc.Replaces && err != nil || !tc.Replaces && got != ledger.SendUnderpriced {
+			t.Errorf("%s: send result %s (%v), want replaced: %v", tc.Name, got, err, tc.Replaces)
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/ledger/gethpool"
+	"github.com/ledgerq/ledgerq/internal/ledger/gethpool/gethpooltest"
 )
 
 func fees(feeCap, tip int64) gethpool.Fees {
@@ -151,4 +152,13 @@ func (c *testChain) GetBlock(common.Hash, uint64) *types.Block {
 
 func (c *testChain) StateAt(common.Hash, *big.Int, uint64) (*state.StateDB, error) {
 	return c.state, nil
+}
+
+// The edge cases the pool and the simulated chain are tested on are geth's
+// answers: Replaces gives each, and Replaces agrees with geth's pool.
+func TestReplaces_TheSharedEdgeCasesAreGethsAnswers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range gethpooltest.Edges {
+		require.Equal(t, tc.Replaces, gethpool.Replaces(fees(tc.FeeCap, tc.Tip), fees(tc.OldFeeCap, tc.OldTip), gethpool.PriceBump), tc.Name)
+	}
 }
