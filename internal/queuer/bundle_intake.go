@@ -61,6 +61,12 @@ type PoolIntake struct {
 	// ChainTimeout bounds one ledger.PoolChain call: the lane's
 	// Ledger.Timeout.
 	ChainTimeout time.Duration
+
+	// What checkPoolTx hands geth's ValidateTransaction, built once from
+	// the settings: the same for every transaction.
+	head   *types.Header
+	signer types.Signer
+	opts   *txpool.ValidationOptions
 }
 
 // NewPoolIntake returns the builder lane's intake, cfg with its defaults,
@@ -70,7 +76,18 @@ func NewPoolIntake(cfg builder.Config) (*PoolIntake, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &PoolIntake{PoolConfig: cfg.Pool, ChainTimeout: cfg.Ledger.Timeout}, nil
+	chainID := big.NewInt(cfg.Pool.ChainID)
+	return &PoolIntake{
+		PoolConfig: cfg.Pool, ChainTimeout: cfg.Ledger.Timeout,
+		head:   &types.Header{Number: common.Big1, Difficulty: common.Big0, Time: 1, GasLimit: cfg.Pool.BlockGasLimit},
+		signer: types.LatestSignerForChainID(chainID),
+		opts: &txpool.ValidationOptions{
+			Config:  shanghai(chainID),
+			Accept:  1<<types.LegacyTxType | 1<<types.AccessListTxType | 1<<types.DynamicFeeTxType,
+			MaxSize: uint64(cfg.Pool.MaxTxSize),
+			MinTip:  cfg.Pool.MinTip,
+		},
+	}, nil
 }
 
 // PoolTx is a decoded transaction and its recovered sender.
@@ -113,20 +130,10 @@ func (c *PoolIntake) DecodePoolTx(raw []byte) (PoolTx, error) {
 // takes, MaxTxSize, MinTip, BlockGasLimit as the head's gas limit). It
 // returns the sender, recovered for the configured chain id.
 func (c *PoolIntake) checkPoolTx(tx *types.Transaction) (common.Address, error) {
-	chainID := big.NewInt(c.ChainID)
-	config := shanghai(chainID)
-	head := &types.Header{Number: common.Big1, Difficulty: common.Big0, Time: 1, GasLimit: c.BlockGasLimit}
-	signer := types.LatestSignerForChainID(chainID)
-	opts := &txpool.ValidationOptions{
-		Config:  config,
-		Accept:  1<<types.LegacyTxType | 1<<types.AccessListTxType | 1<<types.DynamicFeeTxType,
-		MaxSize: uint64(c.MaxTxSize),
-		MinTip:  c.MinTip,
-	}
-	if err := txpool.ValidateTransaction(tx, head, signer, opts); err != nil {
+	if err := txpool.ValidateTransaction(tx, c.head, c.signer, c.opts); err != nil {
 		return common.Address{}, refuse(err)
 	}
-	sender, err := types.Sender(signer, tx) // cached by ValidateTransaction
+	sender, err := types.Sender(c.signer, tx) // cached by ValidateTransaction
 	if err != nil {
 		return common.Address{}, refuse(fmt.Errorf("%w: %v", txpool.ErrInvalidSender, err))
 	}
