@@ -477,13 +477,3 @@ func (f *Wei) Set(s string) error {
 	*f.P = v
 	return nil
 }
-
-// MarkSecret sets how the printed configuration hides the values of the
-// settings of flags names ("url": a URL's password; "true": all of it).
-func (r *Registry) MarkSecret(kind string, names ...string) {
-	for _, n := range names {
-		if s := r.byFlag[n]; s != nil {
-			s.Secret = kind
-		}
-	}
-}
