@@ -284,3 +284,45 @@ func SendResultOf(err error) SendResult {
 	}
 	return SendIndeterminate
 }
+
+// CallRefused reports whether err, from EstimateGas (or a call the lane
+// makes before it signs), is the node's own verdict on the transaction (it
+// would revert, the sender cannot pay for it) rather than a failure to get
+// an answer (a rate limit, a 5xx, a reset, a timeout, a node behind the
+// others). Only a verdict may end a task in error; adapters class a verdict
+// Deterministic (ClassifyCallMessage) and anything else Transient.
+func CallRefused(err error) bool { return err != nil && ClassOf(err) == Deterministic }
+
+// callVerdicts are the beginnings of the messages nodes answer to
+// eth_estimateGas and eth_call when the transaction itself cannot run.
+var callVerdicts = []string{
+	"execution reverted",
+	"insufficient funds",
+	"gas required exceeds allowance",
+	"intrinsic gas too low",
+	"invalid opcode",
+	"out of gas",
+	"stack underflow",
+	"stack overflow",
+	"invalid jump",
+	"contract creation code storage out of gas",
+	"max initcode size exceeded",
+}
+
+// ClassifyCallMessage classes a JSON-RPC error object a node answered to
+// eth_estimateGas or eth_call: Deterministic when it is the node's verdict
+// on the transaction (code 3, a revert with data, or a message that begins
+// with one of callVerdicts), Transient otherwise (a provider's rate limit
+// or internal error, a lagging node's "header not found").
+func ClassifyCallMessage(code int, msg string) Class {
+	if code == 3 {
+		return Deterministic
+	}
+	m := strings.ToLower(strings.TrimSpace(msg))
+	for _, p := range callVerdicts {
+		if strings.HasPrefix(m, p) {
+			return Deterministic
+		}
+	}
+	return Transient
+}

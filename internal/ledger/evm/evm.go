@@ -161,9 +161,22 @@ func (l *Ledger) EstimateGas(ctx context.Context, msg ledger.CallMsg) (uint64, e
 	}
 	g, err := l.ec.EstimateGas(ctx, cm)
 	if err != nil {
-		return 0, fmt.Errorf("evm: eth_estimateGas: %w", err)
+		return 0, fmt.Errorf("evm: eth_estimateGas: %w", classifyCall(err))
 	}
 	return g, nil
+}
+
+// classifyCall classes a failed eth_estimateGas: a JSON-RPC error object is
+// the node's answer, classed by ledger.ClassifyCallMessage; anything else
+// (an HTTP status, a timeout, a transport error) is Transient, a failure to
+// get an answer.
+func classifyCall(err error) error {
+	var rpcErr rpc.Error
+	var httpErr rpc.HTTPError
+	if !errors.As(err, &httpErr) && errors.As(err, &rpcErr) {
+		return ledger.NewError(ledger.ClassifyCallMessage(rpcErr.ErrorCode(), rpcErr.Error()), rpcErr.Error(), err)
+	}
+	return ledger.NewError(ledger.Transient, err.Error(), err)
 }
 
 // SendRawTransaction implements ledger.WalletLedger. It returns nil when the
