@@ -169,6 +169,10 @@ const (
 	// node did not explain. The transaction may be out: treat it as sent and
 	// never recycle its nonce.
 	SendIndeterminate
+	// SendBusy: no node took the transaction and each said so or never
+	// got it (a rate limit, a full pool, no connection). It is not sent;
+	// sending the same bytes again later is safe, and the nonce stays held.
+	SendBusy
 )
 
 func (r SendResult) String() string {
@@ -183,6 +187,8 @@ func (r SendResult) String() string {
 		return "rejected"
 	case SendIndeterminate:
 		return "indeterminate"
+	case SendBusy:
+		return "busy"
 	}
 	return fmt.Sprintf("SendResult(%d)", int(r))
 }
@@ -195,6 +201,8 @@ func (r SendResult) Class() Class {
 		return Deterministic
 	case SendIndeterminate:
 		return Indeterminate
+	case SendBusy:
+		return Transient
 	}
 	return 0
 }

@@ -115,8 +115,9 @@ func (c *broadcastCycle) Execute(ctx context.Context) error {
 		switch res := ledger.SendResultOf(err); res {
 		case ledger.SendAccepted:
 			r.Outcome = wallet.Sent
-		case ledger.SendIndeterminate, ledger.SendUnderpriced:
-			// Indeterminate: it may be out. Underpriced: the pool holds
+		case ledger.SendIndeterminate, ledger.SendBusy, ledger.SendUnderpriced:
+			// Indeterminate: it may be out. Busy: no node took it yet
+			// (rate limited, pool full); the same bytes go again. Underpriced: the pool holds
 			// another transaction for the nonce or wants higher fees — a
 			// gas bump decides. Either way the nonce stays taken and
 			// confirm broadcasts it again.

@@ -231,6 +231,11 @@ func (l *Ledger) TransactionReceipt(ctx context.Context, hash ledger.TxHash) (le
 	if err != nil {
 		return ledger.Receipt{}, fmt.Errorf("evm: receipt of %s: %w", hash.Hex(), err)
 	}
+	return ReceiptOf(r), nil
+}
+
+// ReceiptOf is a node's receipt as the wallet lane reads it.
+func ReceiptOf(r *types.Receipt) ledger.Receipt {
 	out := ledger.Receipt{Found: true, Status: ledger.ReceiptReverted, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}
 	if r.Status == types.ReceiptStatusSuccessful {
 		out.Status = ledger.ReceiptSuccess
@@ -239,7 +244,7 @@ func (l *Ledger) TransactionReceipt(ctx context.Context, hash ledger.TxHash) (le
 		out.BlockNumber = r.BlockNumber.Uint64()
 	}
 	out.BlockHash = ledger.Hash(r.BlockHash)
-	return out, nil
+	return out
 }
 
 // HeadBlock implements ledger.WalletLedger.

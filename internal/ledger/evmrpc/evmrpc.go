@@ -53,20 +53,11 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout < 0 || cfg.MaxResponseBytes < 0 {
 		return nil, errors.New("evmrpc: timeout and response limit must not be negative")
 	}
-	endpoint := "http://in-process/"
-	var tr http.RoundTripper = handlerTransport{cfg.Handler}
-	if cfg.Handler == nil {
-		u, err := url.ParseRequestURI(cfg.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("evmrpc: %q is not an http or https URL", cfg.URL)
-		}
-		// No proxy from the environment: the node is named by the operator.
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.Proxy = nil
-		endpoint, tr = cfg.URL, t
+	endpoint, tr, err := Transport(cfg.URL, cfg.Handler, cfg.MaxResponseBytes)
+	if err != nil {
+		return nil, err
 	}
-	hc := &http.Client{Transport: limitTransport{next: tr, limit: cfg.MaxResponseBytes}}
-	c, err := rpc.DialOptions(context.Background(), endpoint, rpc.WithHTTPClient(hc))
+	c, err := rpc.DialOptions(context.Background(), endpoint, rpc.WithHTTPClient(&http.Client{Transport: tr}))
 	if err != nil {
 		return nil, fmt.Errorf("evmrpc: %w", err)
 	}
@@ -131,6 +122,25 @@ func (c *Client) Call(ctx context.Context, method string, params []json.RawMessa
 		return nil, e
 	}
 	return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, method, err)
+}
+
+// Transport returns the endpoint and the HTTP transport that reach a node:
+// url over HTTP(S) with no proxy from the environment (the node is named by
+// the operator), or handler in this process when it is set; either way an
+// answer larger than limit bytes is an error, not read.
+func Transport(rawURL string, handler http.Handler, limit int64) (string, http.RoundTripper, error) {
+	endpoint := "http://in-process/"
+	var tr http.RoundTripper = handlerTransport{handler}
+	if handler == nil {
+		u, err := url.ParseRequestURI(rawURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return "", nil, fmt.Errorf("evmrpc: %q is not an http or https URL", rawURL)
+		}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Proxy = nil
+		endpoint, tr = rawURL, t
+	}
+	return endpoint, limitTransport{next: tr, limit: limit}, nil
 }
 
 // limitTransport bounds the answers next returns to limit bytes: reading
