@@ -104,3 +104,24 @@ func TestStruct_AnUnknownTagKeyPanicsNamingTheField(t *testing.T) {
 	}
 	require.NotPanics(t, func() { reg.Struct(&ok, config.Options{Parts: map[string]bool{"ledger": true}}) })
 }
+
+// pairs is a repeatable key=value setting (config.KeyValues).
+type pairs []string
+
+func (p *pairs) String() string     { return strings.Join(*p, ";") }
+func (p *pairs) Set(v string) error { *p = append(*p, v); return nil }
+func (*pairs) KeyValues()           {}
+
+// A KeyValues setting takes a list of mappings in the file, each written as
+// the key=value text its flag takes, a list standing for a key repeated.
+func TestParse_AKeyValuesSettingTakesMappingsInTheFile(t *testing.T) {
+	var c struct {
+		Chains pairs `flag:"chain" help:"chains"`
+	}
+	reg := config.New(flag.NewFlagSet("t", flag.ContinueOnError), func(string) []string { return nil })
+	reg.Struct(&c, config.Options{Section: "wallet", Prefix: "wallet-"})
+	require.NoError(t, reg.Parse(nil, file(t, "wallet:\n  chain:\n    - name: base\n      chain-id: 8453\n      node: [https://a, https://b]\n    - name=dev,chain-id=1337,node=http://x\n")))
+	require.Equal(t, pairs{"name=base,chain-id=8453,node=https://a,node=https://b", "name=dev,chain-id=1337,node=http://x"}, c.Chains)
+	err := reg.Parse(nil, file(t, "wallet:\n  chain:\n    - name: base\n      node: {a: 1}\n"))
+	require.ErrorContains(t, err, "c.yaml:3: wallet.chain: node: want a value or a list of values")
+}

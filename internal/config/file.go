@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -20,6 +21,35 @@ type fileValue struct {
 // Strings is implemented by a repeatable setting's value: the file takes
 // it as a list and the printed configuration shows it as one.
 type Strings interface{ Strings() []string }
+
+// KeyValues is implemented by a repeatable setting whose value is a list
+// of key=value pairs, comma-separated ("name=base,node=URL,node=URL"): in
+// the file each value may be a mapping instead, its keys those of the pairs
+// and a list standing for a key repeated.
+type KeyValues interface{ KeyValues() }
+
+// keyValueText writes a mapping as the key=value text a KeyValues setting
+// parses.
+func keyValueText(m *yaml.Node) (string, error) {
+	var parts []string
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		switch v.Kind {
+		case yaml.ScalarNode:
+			parts = append(parts, k.Value+"="+v.Value)
+		case yaml.SequenceNode:
+			for _, item := range v.Content {
+				if item.Kind != yaml.ScalarNode {
+					return "", fmt.Errorf("%s: want a value or a list of values", k.Value)
+				}
+				parts = append(parts, k.Value+"="+item.Value)
+			}
+		default:
+			return "", fmt.Errorf("%s: want a value or a list of values", k.Value)
+		}
+	}
+	return strings.Join(parts, ","), nil
+}
 
 // readFile reads the YAML file at path: a mapping of sections (mappings of
 // keys) and top-level keys. A key that is no setting is an error naming the
@@ -73,6 +103,14 @@ func (r *Registry) readFile(path string) (map[*Setting][]fileValue, error) {
 				out[s] = append(out[s], fileValue{key: full, line: v.Line, text: v.Value})
 			case yaml.SequenceNode:
 				for _, item := range v.Content {
+					if _, ok := s.Value.(KeyValues); ok && item.Kind == yaml.MappingNode {
+						text, err := keyValueText(item)
+						if err != nil {
+							return fmt.Errorf("%s:%d: %s: %w", path, item.Line, full, err)
+						}
+						out[s] = append(out[s], fileValue{key: full, line: item.Line, text: text})
+						continue
+					}
 					if item.Kind != yaml.ScalarNode {
 						return fmt.Errorf("%s:%d: %s: want a list of values", path, item.Line, full)
 					}

@@ -67,20 +67,31 @@ func envSuffix(name string) string {
 type KeystoreSpec struct {
 	// Name is the wallet's name (ValidID).
 	Name string
+	// Chain is the name of the chain the wallet sends on (NAME@CHAIN=FILE);
+	// empty: the lane's one chain.
+	Chain string
 	// Path is the keystore file (encrypted JSON).
 	Path string
 }
 
 // String is the spec as the flag takes it: NAME=PATH.
-func (s KeystoreSpec) String() string { return s.Name + "=" + s.Path }
+func (s KeystoreSpec) String() string {
+	if s.Chain != "" {
+		return s.Name + "@" + s.Chain + "=" + s.Path
+	}
+	return s.Name + "=" + s.Path
+}
 
-// ParseKeystoreSpec parses NAME=KEYSTORE_FILE.
+// ParseKeystoreSpec parses NAME=KEYSTORE_FILE or NAME@CHAIN=KEYSTORE_FILE.
 func ParseKeystoreSpec(v string) (KeystoreSpec, error) {
 	name, path, ok := strings.Cut(strings.TrimSpace(v), "=")
 	name, path = strings.TrimSpace(name), strings.TrimSpace(path)
+	name, chain, onChain := strings.Cut(name, "@")
 	switch {
 	case !ok || path == "":
-		return KeystoreSpec{}, fmt.Errorf("wallet %q: want NAME=KEYSTORE_FILE", v)
+		return KeystoreSpec{}, fmt.Errorf("wallet %q: want NAME=KEYSTORE_FILE or NAME@CHAIN=KEYSTORE_FILE", v)
+	case onChain && !ValidID(chain):
+		return KeystoreSpec{}, fmt.Errorf("wallet %q: %q is not a chain's name", name, chain)
 	case !ValidID(name):
 		return KeystoreSpec{}, fmt.Errorf("wallet %q: a name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit", name)
 	case envSuffix(name) == "FILE":
@@ -88,7 +99,7 @@ func ParseKeystoreSpec(v string) (KeystoreSpec, error) {
 		// variable, so it cannot also be this wallet's passphrase.
 		return KeystoreSpec{}, fmt.Errorf("wallet %q: the name is reserved (its passphrase variable would be LEDGERQ_WALLET_PASSPHRASE_FILE, the passphrase file's)", name)
 	}
-	return KeystoreSpec{Name: name, Path: path}, nil
+	return KeystoreSpec{Name: name, Chain: chain, Path: path}, nil
 }
 
 // KeystoreSpecs is the repeatable --wallet-keystore flag (a flag.Value). Each value
@@ -185,8 +196,11 @@ func (p *PassphraseFiles) set(v string) error {
 
 // KeystoreConfig is what LoadKeystores unlocks.
 type KeystoreConfig struct {
-	// ChainID is the chain every wallet sends on.
+	// ChainID is the chain a wallet that names none sends on.
 	ChainID int64
+	// Chains are the declared chains' ids by name, for the wallets that
+	// name theirs (NAME@CHAIN=FILE).
+	Chains map[string]int64
 	// Wallets are the keystore files, by wallet name.
 	Wallets []KeystoreSpec
 	// PassphraseFiles are the passphrase files given.
@@ -218,6 +232,17 @@ func LoadKeystores(cfg KeystoreConfig) (*Registry, error) {
 			return nil, fmt.Errorf("wallets %q and %q would share the passphrase variable %s: rename one", other, spec.Name, PassphraseEnv(spec.Name))
 		}
 		bySuffix[envSuffix(spec.Name)] = spec.Name
+		chainID := cfg.ChainID
+		if spec.Chain != "" {
+			id, ok := cfg.Chains[spec.Chain]
+			if !ok {
+				return nil, fmt.Errorf("wallet %q: chain %q is not declared (--wallet-chain)", spec.Name, spec.Chain)
+			}
+			chainID = id
+		}
+		if chainID == 0 {
+			return nil, fmt.Errorf("wallet %q: name its chain (NAME@CHAIN=FILE): several chains are declared", spec.Name)
+		}
 		pass, from, err := passphraseFor(spec.Name, cfg.PassphraseFiles, lookup)
 		if err != nil {
 			return nil, err
@@ -230,9 +255,9 @@ func LoadKeystores(cfg KeystoreConfig) (*Registry, error) {
 			}
 			return nil, fmt.Errorf("wallet %q: %w", spec.Name, err)
 		}
-		logger.Info("wallet: loaded", "wallet", spec.Name, "chain_id", cfg.ChainID, "address", common.Address(signer.Address()).Hex(),
+		logger.Info("wallet: loaded", "wallet", spec.Name, "chain_id", chainID, "address", common.Address(signer.Address()).Hex(),
 			"file", spec.Path, "passphrase_from", from)
-		ws = append(ws, Wallet{ID: spec.Name, ChainID: cfg.ChainID, Signer: signer})
+		ws = append(ws, Wallet{ID: spec.Name, ChainID: chainID, Signer: signer})
 	}
 	return NewRegistry(ws...)
 }

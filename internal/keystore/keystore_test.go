@@ -408,3 +408,13 @@ func TestEnsureDevWallet_CreatesTheWalletOnceAndThenReusesIt(t *testing.T) {
 		t.Errorf("dir holds %d entries, want the keystore and the passphrase file", len(entries))
 	}
 }
+
+func TestParseKeystoreSpec_AWalletMayNameItsChain(t *testing.T) {
+	s, err := keystore.ParseKeystoreSpec("hot@base=keys/hot.json")
+	if err != nil || s.Name != "hot" || s.Chain != "base" || s.Path != "keys/hot.json" || s.String() != "hot@base=keys/hot.json" {
+		t.Fatalf("ParseKeystoreSpec = %+v, %v", s, err)
+	}
+	if _, err := keystore.ParseKeystoreSpec("hot@=keys/hot.json"); err == nil {
+		t.Fatal("an empty chain name was taken")
+	}
+}

@@ -325,6 +325,7 @@ func (c *bumpCycle) Execute(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading the fee suggestion to bump %s: %w", c.Claim.Key, err)
 	}
+	fees = wallet.AtLeastTip(fees, c.cfg.MinTip)
 	next, ok := bumpFees(gethpool.Fees{FeeCap: old.GasFeeCap(), Tip: old.GasTipCap()}, gethpool.Fees{FeeCap: fees.FeeCap, Tip: fees.TipCap}, limit)
 	if !ok {
 		c.capped = true
@@ -412,6 +413,7 @@ func (c *noopCycle) Execute(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading the fee suggestion for no-ops of %s: %w", c.Claim.Key, err)
 	}
+	fees = wallet.AtLeastTip(fees, c.cfg.MinTip)
 	chainID := big.NewInt(c.ChainID())
 	self := common.Address(c.Wallet.Address())
 	for _, n := range c.nonces {
@@ -482,6 +484,7 @@ func (c *balanceCycle) Execute(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading the fee suggestion for the balance threshold of %s: %w", c.Claim.Key, err)
 	}
+	fees = wallet.AtLeastTip(fees, c.cfg.MinTip)
 	c.balance = b
 	c.threshold = new(big.Int).Mul(big.NewInt(int64(params.TxGas)), fees.FeeCap)
 	return nil

@@ -283,7 +283,9 @@ func (n *Node) laneServices() []laneService {
 	if w := n.wallet; w != nil {
 		add(w.rescuer != nil, "shard rescuer", "rescued", w.rescuer, func(ctx context.Context) (int, error) { return w.rescuer.RunOnce(ctx) })
 		add(w.follower != nil, "wallet follower", "scheduled", w.follower, func(ctx context.Context) (int, error) { return w.follower.RunOnce(ctx) })
-		add(w.heads != nil, "wallet head watcher", "new heads", w.heads, func(ctx context.Context) (int, error) { return w.heads.RunOnce(ctx) })
+		for _, h := range w.heads {
+			add(true, "wallet head watcher", "new heads", h, func(ctx context.Context) (int, error) { return h.RunOnce(ctx) })
+		}
 		add(w.scheduler != nil, "wallet shards", "runs", w.scheduler, func(ctx context.Context) (int, error) {
 			// Every pending shard once (a run yields after its quantum): a
 			// bounded number of runs, so a cron process ends.
@@ -318,8 +320,10 @@ func (n *Node) Close() {
 	if l := n.liveness(); l != nil {
 		l.Stop() // the lock RunOnce took (Stop released Start's)
 	}
-	if n.wallet != nil && n.wallet.closeLed != nil {
-		n.wallet.closeLed()
+	if n.wallet != nil {
+		for _, c := range n.wallet.chains {
+			c.close()
+		}
 	}
 	if n.builder != nil && n.builder.closeLed != nil {
 		n.builder.closeLed()
@@ -499,7 +503,11 @@ func (n *Node) Serve(ctx context.Context, ready func(addr string)) error {
 		for _, w := range n.wallet.wallets.All() {
 			names = append(names, w.ID)
 		}
-		running = append(running, "wallets", names, "wallet_ledger", n.cfg.Wallet.Ledger.Kind)
+		var chains []string
+		for _, c := range n.wallet.chains {
+			chains = append(chains, fmt.Sprintf("%s(%d)", c.decl.Name, c.decl.ChainID))
+		}
+		running = append(running, "wallets", names, "wallet_chains", chains)
 	}
 	if n.builder != nil {
 		running = append(running, "builder_chain_id", n.cfg.Builder.Pool.ChainID, "builder_ledger", n.builderLedgerName())

@@ -15,7 +15,6 @@ import (
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
-	"github.com/ledgerq/ledgerq/internal/ledger/evm"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/notify"
@@ -36,6 +35,11 @@ type WalletConfig struct {
 	// Keystores are the wallets, each a go-ethereum keystore file unlocked
 	// at start (--wallet-keystore NAME=FILE).
 	Keystores keystore.KeystoreSpecs `flag:"keystore" only:"ledger" help:"a wallet ledgerq signs for, NAME=KEYSTORE_FILE (a go-ethereum keystore file); repeat or comma-separate for several (a list in the file); the lane runs when one is given. Its passphrase: --wallet-passphrase-file, else LEDGERQ_WALLET_PASSPHRASE_<NAME>, else LEDGERQ_WALLET_PASSPHRASE"`
+	// Chains declares the chains the lane sends on, each with its nodes
+	// (--wallet-chain, a list in the file); a wallet names its chain
+	// (NAME@CHAIN=FILE). The --wallet-ledger flags are the shorthand for
+	// one chain behind one node.
+	Chains wallet.Chains `flag:"chain" only:"ledger" secret:"true" help:"a chain the wallets send on: name=NAME,chain-id=ID,node=URL[,node=URL...][,send-only=URL][,confirmations=N][,price-cap=WEI][,min-tip=WEI][,stall-timeout=D][,call-timeout=D]; repeatable (a list of mappings in the file); a wallet names its chain with --wallet-keystore NAME@CHAIN=FILE"`
 	// PassphraseFiles unlock them (--wallet-passphrase-file); without one a
 	// wallet's passphrase comes from the environment.
 	PassphraseFiles keystore.PassphraseFiles `flag:"passphrase-file" only:"ledger" help:"a file whose first line unlocks the wallets (FILE), or one wallet (NAME=FILE); repeatable"`
@@ -63,7 +67,10 @@ type WalletLedgerConfig struct {
 	// Kind is "evm" (a node's JSON-RPC at URL) or "sim" (the in-process
 	// simulated EVM chain).
 	Kind string `flag:"ledger" only:"ledger" help:"the chain: evm (a node's JSON-RPC at --wallet-ledger-url) or sim (an in-process simulated EVM chain)"`
-	URL  string `flag:"ledger-url" only:"ledger" secret:"url" help:"the EVM node's JSON-RPC URL, for --wallet-ledger evm (for example http://127.0.0.1:8545)"`
+	URL  string `flag:"ledger-url" only:"ledger" secret:"url" help:"the EVM node's JSON-RPC URL, for --wallet-ledger evm (for example http://127.0.0.1:8545): the one-node shorthand of --wallet-chain"`
+	// ChainID is URL's chain id: with it the process starts while the
+	// node does not answer; 0: read from the node at start.
+	ChainID int64 `flag:"chain-id" only:"ledger" help:"the chain id of --wallet-ledger-url's chain; given, the process starts while the node does not answer (0: read from the node at start)"`
 	// Sim configures the simulated chain, for Kind "sim".
 	Sim evmsim.Config
 	// SimJournal, for Kind "sim", is a file the simulated chain keeps its
@@ -103,8 +110,10 @@ func (w *WalletConfig) validate() error {
 	switch {
 	case l.Instance == nil && l.Kind != WalletLedgerEVM && l.Kind != WalletLedgerSim:
 		return fmt.Errorf("--wallet-ledger %q: want evm or sim", l.Kind)
-	case l.Instance == nil && l.Kind == WalletLedgerEVM && l.URL == "":
-		return errors.New("--wallet-ledger evm needs --wallet-ledger-url (the node's JSON-RPC, for example http://127.0.0.1:8545)")
+	case l.Instance == nil && l.Kind == WalletLedgerEVM && l.URL == "" && len(w.Chains) == 0:
+		return errors.New("--wallet-ledger evm needs --wallet-ledger-url (the node's JSON-RPC, for example http://127.0.0.1:8545), or declare chains with --wallet-chain")
+	case l.ChainID < 0:
+		return errors.New("--wallet-chain-id must be positive (0: read from the node)")
 	case w.Lane.LedgerTimeout <= 0:
 		return errors.New("--wallet-ledger-timeout must be positive")
 	case w.RetentionAge < 0:
@@ -116,6 +125,9 @@ func (w *WalletConfig) validate() error {
 		if _, err := url.Parse(l.URL); err != nil {
 			return fmt.Errorf("--wallet-ledger-url: %w", err)
 		}
+	}
+	if err := w.Chains.Validate(); err != nil {
+		return fmt.Errorf("wallet lane: %w (--wallet-chain)", err)
 	}
 	ec := w.Lane
 	if err := ec.Validate(); err != nil {
@@ -149,12 +161,12 @@ func (w *WalletConfig) laneConfig(n *Node) wallet.Config {
 
 // walletLane is the wallet lane's part of a node.
 type walletLane struct {
-	closeLed  func()
+	chains    []*laneChain
 	wallets   *keystore.Registry
 	scheduler *workers.Scheduler
 	rescuer   *workers.Rescuer
 	follower  *monitor.WalletFollower
-	heads     *monitor.WalletHeadWatcher
+	heads     []*monitor.WalletHeadWatcher
 	retention *monitor.Retention
 	webhooks  *monitor.WebhookDeliverer
 	// liveness is the process's liveness lock, recorded by the shard and
@@ -162,45 +174,51 @@ type walletLane struct {
 	liveness *store.Liveness
 }
 
-// buildWalletLane opens the chain, unlocks the wallets and builds the wallet
-// job and its shard scheduler (where the submitter role runs), the rescuer,
-// follower, head watcher, webhooks and retention (monitor role).
+// buildWalletLane opens the chains, unlocks the wallets and builds, per
+// chain, the wallet job with that chain's ledger and settings, and the
+// shard scheduler that routes each wallet's shard to its chain's job (where
+// the submitter role runs); the rescuer, follower, a head watcher per
+// chain, webhooks and retention (monitor role).
 func (n *Node) buildWalletLane(ctx context.Context) error {
 	w := &n.cfg.Wallet
 	if !w.Enabled() {
 		return nil
 	}
 	lane := &walletLane{}
-	led, closeLed, err := n.newWalletLedger(ctx)
-	if err != nil {
+	n.wallet = lane
+	var err error
+	if lane.chains, err = n.openChains(ctx); err != nil {
 		return err
 	}
-	lane.closeLed = closeLed
-	n.wallet = lane
 	lane.wallets = w.Registry
 	if lane.wallets == nil {
-		chainID, err := ReadChainID(ctx, led, w.Lane.LedgerTimeout)
-		if err != nil {
-			return fmt.Errorf("wallet lane: %w", err)
+		kc := keystore.KeystoreConfig{Wallets: w.Keystores, PassphraseFiles: w.PassphraseFiles, Logger: n.logger, Chains: map[string]int64{}}
+		for _, c := range lane.chains {
+			kc.Chains[c.decl.Name] = c.decl.ChainID
 		}
-		if lane.wallets, err = keystore.LoadKeystores(keystore.KeystoreConfig{
-			ChainID: chainID, Wallets: w.Keystores, PassphraseFiles: w.PassphraseFiles, Logger: n.logger,
-		}); err != nil {
+		if len(lane.chains) == 1 {
+			kc.ChainID = lane.chains[0].decl.ChainID
+		}
+		if lane.wallets, err = keystore.LoadKeystores(kc); err != nil {
 			return err
 		}
 	}
 	deps := n.deps("")
 	ec := w.laneConfig(n)
 	if n.cfg.Loops.Submitter {
-		steps, err := walletSteps(n.store, led, ec)
-		if err != nil {
-			return err
+		jobs := map[int64]*wallet.Job{}
+		for _, c := range lane.chains {
+			cc := ec.On(c.decl)
+			steps, err := walletSteps(n.store, c.led, cc)
+			if err != nil {
+				return err
+			}
+			if jobs[c.decl.ChainID], err = wallet.NewJob(n.store, c.led, lane.wallets, cc, steps); err != nil {
+				return fmt.Errorf("wallet lane, chain %s: %w", c.decl.Name, err)
+			}
 		}
-		job, err := wallet.NewJob(n.store, led, lane.wallets, ec, steps)
-		if err != nil {
-			return err
-		}
-		if lane.scheduler, err = workers.NewScheduler(n.store, n.deps(notify.Shards), w.Shards, map[string]workers.Job{wallet.Kind: job}); err != nil {
+		router := wallet.NewRouter(jobs, n.logger)
+		if lane.scheduler, err = workers.NewScheduler(n.store, n.deps(notify.Shards), w.Shards, map[string]workers.Job{wallet.Kind: router}); err != nil {
 			return err
 		}
 	}
@@ -213,8 +231,12 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 			lane.rescuer.OnRescued, lane.follower.OnScheduled = lane.scheduler.Poke, lane.scheduler.Poke
 		}
 		if ec.HeadInterval > 0 {
-			if lane.heads, err = monitor.NewWalletHeadWatcher(led, ec, lane.follower.Poke); err != nil {
-				return err
+			for _, c := range lane.chains {
+				h, err := monitor.NewWalletHeadWatcher(c.led, ec.On(c.decl), lane.follower.Poke)
+				if err != nil {
+					return err
+				}
+				lane.heads = append(lane.heads, h)
 			}
 		}
 		wc := w.Webhooks
@@ -226,6 +248,11 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 			lane.retention = monitor.NewTaskRetention(n.store, deps, monitor.RetentionConfig{
 				Interval: w.RetentionInterval, DBTimeout: n.cfg.Loops.DBTimeout, Age: w.RetentionAge, BatchSize: w.RetentionBatchSize,
 			})
+		}
+	}
+	for _, c := range lane.chains {
+		if c.nodes != nil {
+			c.nodes.Start()
 		}
 	}
 	if lane.scheduler != nil || lane.webhooks != nil {
@@ -285,23 +312,6 @@ func ReadChainID(ctx context.Context, led ledger.WalletLedger, timeout time.Dura
 		return 0, fmt.Errorf("chain id %s is not a positive 64-bit number", id)
 	}
 	return id.Int64(), nil
-}
-
-// newWalletLedger returns the wallet lane's chain and what closes it.
-func (n *Node) newWalletLedger(ctx context.Context) (ledger.WalletLedger, func(), error) {
-	lc := &n.cfg.Wallet.Ledger
-	switch {
-	case lc.Instance != nil:
-		return lc.Instance, func() {}, nil
-	case lc.Kind == WalletLedgerSim:
-		return openEVMSim(lc.Sim, lc.SimJournal, n.clock)
-	default:
-		l, err := evm.Dial(ctx, lc.URL, evm.Config{CallTimeout: n.cfg.Wallet.Lane.LedgerTimeout})
-		if err != nil {
-			return nil, nil, fmt.Errorf("wallet lane: %w", err)
-		}
-		return l, l.Close, nil
-	}
 }
 
 // openEVMSim builds the simulated EVM chain, replaying its journal first

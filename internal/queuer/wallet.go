@@ -128,6 +128,7 @@ func (c *sendCycle) Execute(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading the fee suggestion for %s: %w", c.Claim.Key, err)
 	}
+	fees = wallet.AtLeastTip(fees, c.cfg.MinTip)
 	var ready []prepared
 	b, calls := c.Budget(), 0
 	// Tasks that send the same call (recipient, value, data) share one

@@ -90,6 +90,10 @@ type Config struct {
 	// A bump the cap stops leaves the task as it is and tells the operator
 	// (a warn log, the task's PriceCappedAt, OnPriceCapped).
 	PriceCap *big.Int `flag:"price-cap" value:"wei-none" help:"the highest fee cap a gas bump may offer, in wei (0: no cap); at the cap the task stays and is marked price_capped_at"`
+	// MinTip, when set, is the least priority fee per gas a transaction
+	// offers, in wei: a node's suggestion below it (an empty chain
+	// suggests almost nothing) is raised to it, the fee cap with it.
+	MinTip *big.Int `flag:"min-tip" value:"wei-none" help:"the least priority fee per gas a transaction offers, in wei, when the node suggests less (0: the node's suggestion)"`
 	// OnPriceCapped, when set, is called once each time a task's bump is
 	// first stopped by PriceCap (the hook for webhooks).
 	OnPriceCapped func(PriceCapped)
@@ -151,6 +155,9 @@ func (c Config) Validate() error {
 	}
 	if c.ResetGap < 0 || c.MaxRecycled < 0 || c.MaxReplacements < 0 {
 		errs = append(errs, fmt.Errorf("wallet reset gap, max recycled and max replacements must not be negative, got %d, %d, %d", c.ResetGap, c.MaxRecycled, c.MaxReplacements))
+	}
+	if c.MinTip != nil && c.MinTip.Sign() < 0 {
+		errs = append(errs, fmt.Errorf("wallet min tip must not be negative, got %s", c.MinTip))
 	}
 	if c.PriceCap != nil && c.PriceCap.Sign() < 0 {
 		errs = append(errs, fmt.Errorf("wallet price cap must not be negative, got %s", c.PriceCap))

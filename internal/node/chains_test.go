@@ -1,0 +1,84 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/keystore"
+	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
+	"github.com/ledgerq/ledgerq/internal/node"
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
+	"github.com/ledgerq/ledgerq/internal/wallet"
+)
+
+// One process serves wallets on two chains: each wallet's tasks are signed
+// for its own chain and mined on it, none on the other.
+func TestWalletChains_OneProcessSendsEachWalletsTasksOnItsOwnChain(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	sa, sb := testfactory.NewSigner(t), testfactory.NewSigner(t)
+	reg, err := keystore.NewRegistry(keystore.Wallet{ID: "wa", ChainID: 1337, Signer: sa}, keystore.Wallet{ID: "wb", ChainID: 31337, Signer: sb})
+	require.NoError(t, err)
+	alloc := map[common.Address]*big.Int{}
+	for _, s := range []keystore.Signer{sa, sb} {
+		alloc[common.Address(s.Address())] = new(big.Int).Mul(big.NewInt(1000), big.NewInt(1e18))
+	}
+	chainA := evmsim.New(evmsim.Config{ChainID: 1337, BlockPeriod: 100 * time.Millisecond, Alloc: alloc})
+	chainB := evmsim.New(evmsim.Config{ChainID: 31337, BlockPeriod: 100 * time.Millisecond, Alloc: alloc})
+
+	cfg := node.Defaults()
+	cfg.DatabaseURL = db.URL
+	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Loops.PollInterval = 100 * time.Millisecond
+	cfg.Wallet.Registry = reg
+	cfg.Wallet.Chains = wallet.Chains{{Name: "a", ChainID: 1337, Instance: chainA}, {Name: "b", ChainID: 31337, Instance: chainB}}
+	cfg.Wallet.Lane.FollowInterval = 100 * time.Millisecond
+	cfg.API.TaskMaxWait = 0
+	n, srv := openServed(t, t.Context(), cfg)
+	require.NoError(t, n.Start(context.Background()))
+	t.Cleanup(n.Stop)
+	_, apiKey, err := n.Store().APIKeyCreate(t.Context(), store.APIKeyCreateParams{Now: time.Now(), Name: "test", Scopes: store.WalletScopes("wa", "wb")})
+	require.NoError(t, err)
+	w := &walletAPI{t: t, url: srv.URL, key: apiKey}
+
+	ids := map[string][]string{}
+	for i := range 5 {
+		for _, name := range []string{"wa", "wb"} {
+			body := fmt.Sprintf(`{"to":"0x000000000000000000000000000000000000bEEF","value":"%d"}`, i+1)
+			ids[name] = append(ids[name], w.taskAnswer(202, "POST", "/v1/wallets/"+name+"/send-tx?task=true", body).ID)
+		}
+	}
+	for name, chain := range map[string]*evmsim.Ledger{"wa": chainA, "wb": chainB} {
+		other := chainB
+		if chain == chainB {
+			other = chainA
+		}
+		for _, id := range ids[name] {
+			var got apiTask
+			require.Eventually(t, func() bool {
+				got = w.taskAnswer(200, "GET", "/v1/wallets/"+name+"/tasks/"+id, "")
+				return got.Status == "done" || got.Status == "error"
+			}, 20*time.Second, 50*time.Millisecond)
+			require.Equal(t, "done", got.Status, got.Error)
+			r, err := chain.TransactionReceipt(t.Context(), [32]byte(common.HexToHash(got.TxHash)))
+			require.NoError(t, err)
+			require.True(t, r.Found, "wallet %s's task %s is mined on its own chain", name, id)
+			r, err = other.TransactionReceipt(t.Context(), [32]byte(common.HexToHash(got.TxHash)))
+			require.NoError(t, err)
+			require.False(t, r.Found, "and not on the other")
+		}
+	}
+	statuses := n.ChainStatuses(t.Context())
+	require.Len(t, statuses, 2)
+	require.Equal(t, "a", statuses[0].Name)
+	require.Equal(t, int64(31337), statuses[1].ChainID)
+}

@@ -1,0 +1,252 @@
+package wallet
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ledgerq/ledgerq/internal/keystore"
+	"github.com/ledgerq/ledgerq/internal/ledger"
+)
+
+// ChainDecl declares one chain the wallet lane sends on (docs/design.md,
+// "Chains and nodes"): its name (what wallets name), its chain id (every
+// node must report it), its nodes, and the lane's settings that differ by
+// chain. A setting left zero is the lane's own (Config).
+type ChainDecl struct {
+	// Name is what a wallet names (NAME@CHAIN=FILE) and what statuses,
+	// logs and metrics show.
+	Name string
+	// ChainID is the chain's EIP-155 id.
+	ChainID int64
+	// Nodes are read from and sent to; SendOnly are only sent to (a
+	// private mempool, a relay).
+	Nodes, SendOnly []string
+	// Confirmations, when not 0, is the chain's depth (Config.Confirmations).
+	Confirmations int
+	// PriceCap, when set, is the chain's fee cap ceiling for bumps
+	// (Config.PriceCap).
+	PriceCap *big.Int
+	// MinTip, when set, is the least priority fee the chain's transactions
+	// offer (Config.MinTip).
+	MinTip *big.Int
+	// StallTimeout, when not 0, is the chain's stall timeout.
+	StallTimeout time.Duration
+	// CallTimeout, when not 0, bounds one call to one of its nodes.
+	CallTimeout time.Duration
+	// Sim, in Go only: the chain is the in-process simulated chain, with no
+	// nodes (ledgerq dev); SimJournal is its journal file.
+	Sim        bool
+	SimJournal string
+	// Instance, in Go only, is the chain's ledger in this process instead
+	// of nodes (tests, benchmarks).
+	Instance ledger.WalletLedger
+}
+
+// String is the declaration as --wallet-chain takes it, without the
+// nodes' URLs, which may hold keys.
+func (d ChainDecl) String() string {
+	parts := []string{"name=" + d.Name, "chain-id=" + strconv.FormatInt(d.ChainID, 10)}
+	for range d.Nodes {
+		parts = append(parts, "node=***")
+	}
+	for range d.SendOnly {
+		parts = append(parts, "send-only=***")
+	}
+	if d.Confirmations != 0 {
+		parts = append(parts, "confirmations="+strconv.Itoa(d.Confirmations))
+	}
+	if d.PriceCap != nil {
+		parts = append(parts, "price-cap="+d.PriceCap.String())
+	}
+	if d.MinTip != nil {
+		parts = append(parts, "min-tip="+d.MinTip.String())
+	}
+	if d.StallTimeout != 0 {
+		parts = append(parts, "stall-timeout="+d.StallTimeout.String())
+	}
+	if d.CallTimeout != 0 {
+		parts = append(parts, "call-timeout="+d.CallTimeout.String())
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseChainDecl parses one declaration: comma-separated key=value pairs,
+// node and send-only repeatable:
+//
+//	name=base,chain-id=8453,node=https://a.example/KEY,node=https://b.example,send-only=https://relay.example,confirmations=12,price-cap=200000000000,min-tip=1000000,stall-timeout=2m,call-timeout=3s
+func ParseChainDecl(v string) (ChainDecl, error) {
+	var d ChainDecl
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(part, "=")
+		k, val = strings.TrimSpace(k), strings.TrimSpace(val)
+		if !ok {
+			return d, fmt.Errorf("chain: %q: want key=value", part)
+		}
+		var err error
+		switch k {
+		case "name":
+			d.Name = val
+		case "chain-id":
+			d.ChainID, err = strconv.ParseInt(val, 10, 64)
+		case "node":
+			d.Nodes = append(d.Nodes, val)
+		case "send-only":
+			d.SendOnly = append(d.SendOnly, val)
+		case "confirmations":
+			d.Confirmations, err = strconv.Atoi(val)
+		case "price-cap":
+			d.PriceCap, err = weiValue(val)
+		case "min-tip":
+			d.MinTip, err = weiValue(val)
+		case "stall-timeout":
+			d.StallTimeout, err = time.ParseDuration(val)
+		case "call-timeout":
+			d.CallTimeout, err = time.ParseDuration(val)
+		default:
+			return d, fmt.Errorf("chain %s: unknown key %q (want name, chain-id, node, send-only, confirmations, price-cap, min-tip, stall-timeout, call-timeout)", d.Name, k)
+		}
+		if err != nil {
+			return d, fmt.Errorf("chain %s: %s: %w", d.Name, k, err)
+		}
+	}
+	return d, d.Validate()
+}
+
+func weiValue(s string) (*big.Int, error) {
+	v, ok := new(big.Int).SetString(s, 10)
+	if !ok || v.Sign() < 0 || v.BitLen() > 256 {
+		return nil, fmt.Errorf("want a decimal amount of wei, got %q", s)
+	}
+	return v, nil
+}
+
+// Validate reports what cannot work in one declaration.
+func (d ChainDecl) Validate() error {
+	var errs []error
+	if !keystore.ValidID(d.Name) {
+		errs = append(errs, fmt.Errorf("chain %q: a name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit", d.Name))
+	}
+	if d.ChainID <= 0 {
+		errs = append(errs, fmt.Errorf("chain %s: chain-id must be a positive number, got %d", d.Name, d.ChainID))
+	}
+	if len(d.Nodes) == 0 && !d.Sim && d.Instance == nil {
+		errs = append(errs, fmt.Errorf("chain %s: at least one node (node=URL) is needed", d.Name))
+	}
+	for _, u := range append(append([]string{}, d.Nodes...), d.SendOnly...) {
+		p, err := url.ParseRequestURI(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			errs = append(errs, fmt.Errorf("chain %s: node %q is not an http or https URL", d.Name, redactURL(u)))
+		}
+	}
+	if d.Confirmations < 0 || d.Confirmations > maxConfirmations {
+		errs = append(errs, fmt.Errorf("chain %s: confirmations must be from 0 to %d, got %d", d.Name, maxConfirmations, d.Confirmations))
+	}
+	if d.StallTimeout < 0 || d.CallTimeout < 0 {
+		errs = append(errs, fmt.Errorf("chain %s: stall-timeout and call-timeout must not be negative", d.Name))
+	}
+	return errors.Join(errs...)
+}
+
+// redactURL hides a URL's user information and query in an error.
+func redactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparseable)"
+	}
+	p.User, p.RawQuery = nil, ""
+	return p.String()
+}
+
+// Chains is the repeatable --wallet-chain setting (a flag.Value; in the
+// configuration file a list of mappings). Several declarations in one
+// value are separated by ';'.
+type Chains []ChainDecl
+
+// KeyValues marks Chains as a setting of key=value pairs
+// (config.KeyValues).
+func (*Chains) KeyValues() {}
+
+// String lists the declarations, without URLs.
+func (l *Chains) String() string {
+	if l == nil {
+		return ""
+	}
+	parts := make([]string, len(*l))
+	for i, d := range *l {
+		parts[i] = d.String()
+	}
+	return strings.Join(parts, ";")
+}
+
+// Set adds the declarations of v.
+func (l *Chains) Set(v string) error {
+	for part := range strings.SplitSeq(v, ";") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		d, err := ParseChainDecl(part)
+		if err != nil {
+			return err
+		}
+		*l = append(*l, d)
+	}
+	return nil
+}
+
+// Validate reports declarations that clash: two with one name or one
+// chain id.
+func (l Chains) Validate() error {
+	names, ids := map[string]bool{}, map[int64]string{}
+	var errs []error
+	for _, d := range l {
+		if err := d.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if names[d.Name] {
+			errs = append(errs, fmt.Errorf("chain %s is declared twice", d.Name))
+		}
+		if other, dup := ids[d.ChainID]; dup {
+			errs = append(errs, fmt.Errorf("chains %s and %s have the same chain id %d", other, d.Name, d.ChainID))
+		}
+		names[d.Name], ids[d.ChainID] = true, d.Name
+	}
+	return errors.Join(errs...)
+}
+
+// On returns c with d's settings where d sets them: the lane's
+// configuration on d's chain.
+func (c Config) On(d ChainDecl) Config {
+	if d.Confirmations != 0 {
+		c.Confirmations = d.Confirmations
+	}
+	if d.PriceCap != nil {
+		c.PriceCap = d.PriceCap
+	}
+	if d.MinTip != nil {
+		c.MinTip = d.MinTip
+	}
+	if d.StallTimeout != 0 {
+		c.StallTimeout = d.StallTimeout
+	}
+	return c
+}
+
+// AtLeastTip returns the fee suggestion f with its tip raised to min (nil:
+// none) and its fee cap by as much, so that the room for the base fee
+// stays.
+func AtLeastTip(f ledger.Fees, min *big.Int) ledger.Fees {
+	if min == nil || f.TipCap == nil || f.TipCap.Cmp(min) >= 0 {
+		return f
+	}
+	raise := new(big.Int).Sub(min, f.TipCap)
+	return ledger.Fees{TipCap: new(big.Int).Set(min), FeeCap: new(big.Int).Add(f.FeeCap, raise)}
+}
