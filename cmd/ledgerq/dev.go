@@ -24,6 +24,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/pgcluster"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 // runDev runs ledgerq on its embedded default: a private PostgreSQL cluster
@@ -128,20 +129,33 @@ func devWalletLane(cfg *node.Config, dataDir string) (keystore.DevWallet, error)
 	if err != nil {
 		return dev, fmt.Errorf("dev wallet: %w", err)
 	}
-	reg, err := keystore.NewRegistry(keystore.Wallet{ID: devWalletName, ChainID: devChainID, Signer: signer})
+	// The same key is a wallet on each chain, as a team's hot wallet often
+	// is on Ethereum and an L2.
+	reg, err := keystore.NewRegistry(
+		keystore.Wallet{ID: devWalletName, ChainID: devChainID, Signer: signer},
+		keystore.Wallet{ID: devWalletNameB, ChainID: devChainIDB, Signer: signer})
 	if err != nil {
 		return dev, err
 	}
 	w := &cfg.Wallet
 	w.Registry = reg
-	w.Ledger.Kind = node.WalletLedgerSim
-	w.Ledger.Sim = evmsim.Config{
-		ChainID: devChainID, BlockPeriod: time.Second,
-		Alloc: node.FundAlloc(devFunds, signer.Address()),
+	w.Ledger.Kind, w.Ledger.URL = node.WalletLedgerEVM, ""
+	w.Ledger.Sim = evmsim.Config{BlockPeriod: time.Second, Alloc: node.FundAlloc(devFunds, signer.Address())}
+	w.Chains = wallet.Chains{
+		{Name: devChainName, ChainID: devChainID, Sim: true, SimJournal: filepath.Join(dir, "evmsim-chain.journal")},
+		{Name: devChainNameB, ChainID: devChainIDB, Sim: true, SimJournal: filepath.Join(dir, "evmsim-chain-b.journal")},
 	}
-	w.Ledger.SimJournal = filepath.Join(dir, "evmsim-chain.journal")
 	return dev, nil
 }
+
+// The second wallet and chain of ledgerq dev: the dev wallet's key on a
+// second simulated chain, so that a newcomer sees one process serve two.
+const (
+	devWalletNameB = "dev-b"
+	devChainName   = "dev"
+	devChainNameB  = "dev-b"
+	devChainIDB    = 31337
+)
 
 // devBuilderLane configures the builder lane of ledgerq dev: the simulated
 // JAM chain in this process, its EVM funding the development mnemonic's
@@ -231,4 +245,8 @@ Or fire and forget, then poll the task's status (the Hathor headless wallet's st
   curl -sS http://%s/wallet/tasks/send-tx/TASK_ID -H 'X-Wallet-ID: %s' -H 'Authorization: Bearer %s'
 `, devWalletName, dev.Address.Hex(), devChainID, dev.Spec.Path, token,
 		addr, devWalletName, token, addr, devWalletName, token, addr, devWalletName, token)
+	fmt.Fprintf(w, `ledgerq dev: wallet %q is the same key on a second simulated chain, %d; the chains and their nodes:
+  curl -sS http://%s/v1/chains -H 'Authorization: Bearer %s'
+  curl -sS -X POST http://%s/v1/wallets/%s/send-tx -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' -d '{"to":"0x000000000000000000000000000000000000dEaD","value":"1"}'
+`, devWalletNameB, devChainIDB, addr, token, addr, devWalletNameB, token)
 }

@@ -37,7 +37,8 @@ func shell(t *testing.T, command string) string {
 // ledgerq dev prints, as a user would (curl, a client that is not ledgerq's):
 // the waiting send answers with the task done and its hash, the fire-and-forget
 // send's task reaches the Hathor status route's Done; after a restart the same
-// wallet, key and chain go on (the next nonce is the chain's).
+// wallet, key and chain go on (the next nonce is the chain's). The second
+// chain's wallet sends too, and the chains route lists both chains.
 func TestDev_PrintsADevWalletWhoseCurlSendsATransactionToDone(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
@@ -46,7 +47,7 @@ func TestDev_PrintsADevWalletWhoseCurlSendsATransactionToDone(t *testing.T) {
 	dev := newDevRun(t)
 	start := func() *testproc.Proc {
 		p := dev.start()
-		eventually(t, 10*time.Second, "the dev wallet printed", func() bool { return len(printedCommands(t, p.Stdout.String())) == 3 })
+		eventually(t, 10*time.Second, "the dev wallet printed", func() bool { return len(printedCommands(t, p.Stdout.String())) == 5 })
 		return p
 	}
 	done := regexp.MustCompile(`"status":"done","code":3,"tx_hash":"0x[0-9a-f]{64}"`)
@@ -63,6 +64,10 @@ func TestDev_PrintsADevWalletWhoseCurlSendsATransactionToDone(t *testing.T) {
 		eventually(t, 30*time.Second, "the Hathor status route says Done", func() bool {
 			return seedDone.MatchString(strings.TrimSpace(shell(t, poll)))
 		})
+		chains := shell(t, cmds[3])
+		require.Contains(t, chains, `"name":"dev","chain_id":1337`, "run %d: the chains route lists the first chain", run+1)
+		require.Contains(t, chains, `"name":"dev-b","chain_id":31337`, "run %d: and the second", run+1)
+		require.Regexp(t, done, shell(t, cmds[4]), "run %d: the second chain's wallet sends to done", run+1)
 		p.Signal(t, syscall.SIGTERM)
 		require.Equal(t, 0, p.Wait(t, time.Minute))
 	}
