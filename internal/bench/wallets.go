@@ -19,6 +19,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
+	"github.com/ledgerq/ledgerq/internal/ledger/evmnodes"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/store"
@@ -351,7 +352,20 @@ func (r *walletRun) open(ctx context.Context) error {
 	nc.Wallet.Registry = reg
 	nc.Wallet.Ledger.Kind = c.Ledger
 	nc.Wallet.Ledger.URL = c.LedgerURL
-	r.counted = newCountingLedger(r.ledger)
+	// The lane reaches a node through the node layer, as serve does; the
+	// direct sender and the chain-side checks call the node as they are.
+	laneLedger := r.ledger
+	if c.Ledger != WalletLedgerSim {
+		chain, err := evmnodes.New(evmnodes.Config{Name: "bench", ChainID: r.chainID, Nodes: []evmnodes.NodeConfig{{URL: c.LedgerURL}},
+			CallTimeout: min(c.Node.Wallet.Lane.LedgerTimeout/2, 4*time.Second)})
+		if err != nil {
+			return err
+		}
+		closeL := r.closeL
+		r.closeL = func() { chain.Close(); closeL() }
+		laneLedger = chain
+	}
+	r.counted = newCountingLedger(laneLedger)
 	nc.Wallet.Ledger.Instance = r.counted
 	if r.node, err = node.Open(ctx, nc); err != nil {
 		return err
