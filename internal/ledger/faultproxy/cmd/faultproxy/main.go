@@ -73,6 +73,10 @@ func main() {
 
 func printCounts(p *faultproxy.Proxy) {
 	c := p.Counts()
+	if len(c) == 0 {
+		fmt.Println("faultproxy: no requests yet")
+		return
+	}
 	parts := make([]string, 0, len(c))
 	for _, k := range slices.Sorted(maps.Keys(c)) {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, c[k]))
