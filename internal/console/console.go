@@ -18,6 +18,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/keystore"
+	"github.com/ledgerq/ledgerq/internal/ledger/evmnodes"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
@@ -38,6 +39,10 @@ type Config struct {
 	BuilderChainID int64
 	// DBTimeout bounds each database call of a request.
 	DBTimeout time.Duration
+	// Chains gives the wallet lane's chains and their nodes as the node
+	// layer sees them now (httpapi.Config.Chains), for the Chains page;
+	// nil when the process serves no chain.
+	Chains func() []evmnodes.ChainStatus
 }
 
 // Defaults for Config.
@@ -124,6 +129,7 @@ func (c *Console) Mount(e *echo.Echo) {
 	read.GET("/wallets/:wallet/tasks/:id", c.task)
 	read.GET("/wallets/:wallet/webhooks", c.webhooks)
 	read.GET("/wallets/:wallet/webhooks/:endpoint", c.webhookEndpoint)
+	read.GET("/chains", c.chains)
 	read.GET("/pool/:sender", c.poolSender)
 	read.GET("/bundles", c.bundles)
 	read.GET("/bundles/:chain/:number", c.bundle)

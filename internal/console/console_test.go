@@ -17,6 +17,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/keystore"
+	"github.com/ledgerq/ledgerq/internal/ledger/evmnodes"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
@@ -59,6 +60,9 @@ func setup(t *testing.T, cfg Config) *fixture {
 		fx.keys[name] = token
 	}
 	cfg.BuilderChainID = testfactory.PoolChainID
+	if cfg.Chains == nil {
+		cfg.Chains = func() []evmnodes.ChainStatus { return testChains(clk.Now()) }
+	}
 	c, err := New(cfg, Deps{Store: st, Wallets: reg, Clock: clk})
 	require.NoError(t, err)
 	fx.e = echo.New()
@@ -190,6 +194,7 @@ func (fx *fixture) pages() map[string]string {
 		hook:                                      "receiver answered 500",
 		"/ui/pool/" + testfactory.PoolSender(1):   `in <a href="/ui/bundles/`,
 		"/ui/bundles":                             "queued",
+		"/ui/chains":                              "https://infura.example/",
 		"/ui/bundles/" + itoa(testfactory.PoolChainID) + "/" + itoa(int64(fx.bundle.Number)): "Versions",
 		"/ui/audit":                                 "No action yet",
 		task + "/cancel":                            "Cancel task " + fx.waiting.ID,

@@ -64,6 +64,9 @@ var funcs = template.FuncMap{
 	"short":         shortID,
 	"plus":          func(a, b int) int { return a + b },
 	"target":        targetLink,
+	"stateClass":    stateClass,
+	"percent":       percent,
+	"millis":        millis,
 }
 
 func formatTime(t time.Time) string {

@@ -247,6 +247,8 @@ var opNeeds = map[string]struct {
 	"metrics":     {principal.reads, "read"},
 	"listBundles": {principal.reads, "read"},
 	"getBundle":   {principal.reads, "read"},
+	"listChains":  {principal.reads, "read"},
+	"getChain":    {principal.reads, "read"},
 	"getPoolTx": {func(p principal) bool { return p.reads() || p.has(store.ScopePoolWrite) },
 		"read or pool:write"},
 	"postPoolTx": {func(p principal) bool { return p.has(store.ScopePoolWrite) }, "pool:write"},

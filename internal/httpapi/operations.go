@@ -15,7 +15,13 @@ func (s *Server) Healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, apigen.Health{Success: true, Status: apigen.HealthStatusUp})
 }
 
-// Readyz answers GET /readyz: the database answers and is migrated.
+// Readyz answers GET /readyz: the database answers and is migrated. A
+// chain none of whose nodes answers well is named in the answer
+// (unavailable_chains) but does not make the process unready: the API
+// still takes and answers tasks, which are sent once a node is back, and
+// every process of a deployment reads the same providers, so taking this
+// one out of service would serve no request better (docs/operations.md,
+// "Chains and their nodes").
 func (s *Server) Readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 3*time.Second)
 	defer cancel()
@@ -24,7 +30,11 @@ func (s *Server) Readyz(c echo.Context) error {
 			return c.JSON(http.StatusServiceUnavailable, apigen.Error{Success: false, Message: "not ready: " + err.Error()})
 		}
 	}
-	return c.JSON(http.StatusOK, apigen.Health{Success: true, Status: apigen.HealthStatusReady})
+	out := apigen.Health{Success: true, Status: apigen.HealthStatusReady}
+	if down := s.unavailableChains(); len(down) > 0 {
+		out.UnavailableChains = &down
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // Metrics answers GET /metrics with the Prometheus registry, or 404 when the

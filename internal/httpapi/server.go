@@ -36,6 +36,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/evmnodes"
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/ratelimit"
@@ -86,6 +87,12 @@ type Config struct {
 	// HTTP, behind a proxy that terminates TLS.
 	TLSCertFile string `flag:"tls-cert-file" help:"serve HTTPS with this certificate (PEM, with its chain), reloaded when the file changes; needs --api-tls-key-file (unset: HTTP, behind a proxy that terminates TLS)"`
 	TLSKeyFile  string `flag:"tls-key-file" help:"the private key of --api-tls-cert-file (PEM)"`
+	// Chains gives the statuses of the wallet lane's chains and their
+	// nodes, as the node layer sees them at the call (GET /v1/chains,
+	// /readyz, the console's Chains page); nil when the process serves no
+	// chain. It is called on every such request, so it must be cheap and
+	// safe for concurrent use.
+	Chains func() []evmnodes.ChainStatus
 }
 
 // SendTxConfig is what POST /v1/wallets/{wallet}/send-tx holds a request
@@ -311,7 +318,7 @@ func New(cfg Config, deps Deps) *Server {
 // mountConsole serves the operator console under /ui, under the same access
 // configuration as the API.
 func (s *Server) mountConsole(e *echo.Echo) {
-	cc := console.Config{Open: s.cfg.Access.Open, DBTimeout: s.cfg.RequestTimeout}
+	cc := console.Config{Open: s.cfg.Access.Open, DBTimeout: s.cfg.RequestTimeout, Chains: s.cfg.Chains}
 	if s.pool != nil {
 		cc.BuilderChainID = s.pool.ChainID
 	}

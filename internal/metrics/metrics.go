@@ -9,7 +9,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/evmnodes"
 )
 
 // Metrics holds the registry and the series ledgerq updates.
@@ -33,6 +36,14 @@ type Metrics struct {
 	httpRequests  *prometheus.CounterVec
 	httpDuration  *prometheus.HistogramVec
 	depthFailures *prometheus.CounterVec
+
+	nodeCalls    *prometheus.CounterVec
+	nodeDuration *prometheus.HistogramVec
+	nodeHead     *prometheus.GaugeVec
+	nodeLag      *prometheus.GaugeVec
+	nodeState    *prometheus.GaugeVec
+	// nodeStateMu serializes NodeState.
+	nodeStateMu sync.Mutex
 }
 
 // New returns a Metrics with its own registry, which also carries the Go
@@ -55,15 +66,30 @@ func New() *Metrics {
 		httpDuration: newDurations("ledgerq_http_request_seconds", "HTTP request duration by route and method.", "route", "method"),
 		depthFailures: newCounter("ledgerq_queue_depth_errors_total",
 			"Scrapes whose depth query for a lane failed or timed out (the depth series of that lane are then missing).", "lane"),
+		nodeCalls: newCounter("ledgerq_chain_node_calls_total",
+			"Calls to a chain's node by outcome: ok, verdict (the node refused the transaction itself), rate_limited, unavailable, timeout, lagging.",
+			"chain", "node", "outcome"),
+		nodeDuration: newDurations("ledgerq_chain_node_call_seconds", "Duration of one call to a chain's node, whatever its outcome.", "chain", "node"),
+		nodeHead:     newGauge("ledgerq_chain_node_head", "The last head a chain's node reported.", "chain", "node"),
+		nodeLag: newGauge("ledgerq_chain_node_lag_blocks",
+			"How many blocks a chain's node is behind the highest head seen on its chain.", "chain", "node"),
+		nodeState: newGauge("ledgerq_chain_node_state",
+			"1 for a chain's node's current state (healthy, lagging, backoff, down, wrong_chain, unknown), 0 for the others.",
+			"chain", "node", "state"),
 	}
 	r.MustRegister(m.transitions, m.loopRounds, m.loopFailures, m.loopDuration, m.ledgerCalls,
 		m.ledgerErrors, m.httpRequests, m.httpDuration, m.depthFailures,
+		m.nodeCalls, m.nodeDuration, m.nodeHead, m.nodeLag, m.nodeState,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 func newCounter(name, help string, labels ...string) *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func newGauge(name, help string, labels ...string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
 }
 
 // newDurations is a histogram of durations in seconds; every one has the
@@ -157,6 +183,71 @@ func MethodLabel(method string) string {
 		return method
 	}
 	return "other"
+}
+
+// The node metrics (package evmnodes' Observer) are labelled by the
+// configured chain and node names, never by URLs, and their outcome and
+// state labels by the fixed sets below (anything else is "other"): the
+// series are bounded by the configuration, whatever the nodes answer.
+
+// nodeOutcomes are NodeCall's outcomes.
+var nodeOutcomes = []string{"ok", "verdict", "rate_limited", "unavailable", "timeout", "lagging"}
+
+// nodeStates are the states of package evmnodes' nodes.
+var nodeStates = []string{evmnodes.NodeHealthy, evmnodes.NodeLagging, evmnodes.NodeBackoff, evmnodes.NodeDown,
+	evmnodes.NodeWrongChain, evmnodes.NodeUnknown}
+
+// other is the label value of an outcome or a state outside its set.
+const other = "other"
+
+// NodeCall records one call to node of chain that ended with outcome ("ok",
+// "verdict", "rate_limited", "unavailable", "timeout" or "lagging"; any
+// other is counted as "other") after d.
+func (m *Metrics) NodeCall(chain, node, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	if !slices.Contains(nodeOutcomes, outcome) {
+		outcome = other
+	}
+	m.nodeCalls.WithLabelValues(chain, node, outcome).Inc()
+	m.nodeDuration.WithLabelValues(chain, node).Observe(d.Seconds())
+}
+
+// NodeHead records node's head and its lag behind the highest head seen on
+// chain.
+func (m *Metrics) NodeHead(chain, node string, head, lag uint64) {
+	if m == nil {
+		return
+	}
+	m.nodeHead.WithLabelValues(chain, node).Set(float64(head))
+	m.nodeLag.WithLabelValues(chain, node).Set(float64(lag))
+}
+
+// NodeState records that node of chain is now in state (one of evmnodes'
+// Node* states; any other is "other"): its series of that state is 1, of
+// every other state 0, so that an alert needs no absent series.
+func (m *Metrics) NodeState(chain, node, state string) {
+	if m == nil {
+		return
+	}
+	if !slices.Contains(nodeStates, state) {
+		state = other
+	}
+	// One change at a time, so that two changes of a node racing cannot
+	// leave two states at 1; the new state is set before the old one is
+	// cleared, so that a scrape never sees the node in no state.
+	m.nodeStateMu.Lock()
+	defer m.nodeStateMu.Unlock()
+	m.nodeState.WithLabelValues(chain, node, state).Set(1)
+	for _, s := range nodeStates {
+		if s != state {
+			m.nodeState.WithLabelValues(chain, node, s).Set(0)
+		}
+	}
+	if state != other {
+		m.nodeState.DeleteLabelValues(chain, node, other)
+	}
 }
 
 // StateDepth is how many items of a lane wait in one state and when the

@@ -119,6 +119,27 @@ func (e BundleState) Valid() bool {
 	}
 }
 
+// Defines values for ChainState.
+const (
+	ChainStateDegraded    ChainState = "degraded"
+	ChainStateHealthy     ChainState = "healthy"
+	ChainStateUnavailable ChainState = "unavailable"
+)
+
+// Valid indicates whether the value is a known member of the ChainState enum.
+func (e ChainState) Valid() bool {
+	switch e {
+	case ChainStateDegraded:
+		return true
+	case ChainStateHealthy:
+		return true
+	case ChainStateUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for HealthStatus.
 const (
 	HealthStatusReady HealthStatus = "ready"
@@ -131,6 +152,36 @@ func (e HealthStatus) Valid() bool {
 	case HealthStatusReady:
 		return true
 	case HealthStatusUp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for NodeState.
+const (
+	NodeStateBackoff    NodeState = "backoff"
+	NodeStateDown       NodeState = "down"
+	NodeStateHealthy    NodeState = "healthy"
+	NodeStateLagging    NodeState = "lagging"
+	NodeStateUnknown    NodeState = "unknown"
+	NodeStateWrongChain NodeState = "wrong_chain"
+)
+
+// Valid indicates whether the value is a known member of the NodeState enum.
+func (e NodeState) Valid() bool {
+	switch e {
+	case NodeStateBackoff:
+		return true
+	case NodeStateDown:
+		return true
+	case NodeStateHealthy:
+		return true
+	case NodeStateLagging:
+		return true
+	case NodeStateUnknown:
+		return true
+	case NodeStateWrongChain:
 		return true
 	default:
 		return false
@@ -478,6 +529,84 @@ type BundleVersion struct {
 	GuaranteedSlot *int64 `json:"guaranteed_slot,omitempty"`
 }
 
+// Chain defines model for Chain.
+type Chain struct {
+	// Name The chain's declared name.
+	Name string `json:"name"`
+
+	// ChainID Its EIP-155 chain id.
+	ChainID int64 `json:"chain_id"`
+
+	// State `healthy`: its nodes are in; `degraded`: some of its nodes are
+	// out, at least one it reads from is healthy; `unavailable`: none it reads
+	// from is healthy, and the chain's wallets wait.
+	State ChainState `json:"state"`
+
+	// Head The highest head seen on the chain (0 before any).
+	Head int64 `json:"head"`
+
+	// Confirmations How deep a transaction must be before its task is done on this chain.
+	Confirmations int         `json:"confirmations"`
+	Nodes         []ChainNode `json:"nodes"`
+}
+
+// ChainState `healthy`: its nodes are in; `degraded`: some of its nodes are
+// out, at least one it reads from is healthy; `unavailable`: none it reads
+// from is healthy, and the chain's wallets wait.
+type ChainState string
+
+// ChainList defines model for ChainList.
+type ChainList struct {
+	Chains []Chain `json:"chains"`
+}
+
+// ChainNode defines model for ChainNode.
+type ChainNode struct {
+	// Name The node's declared name (or its host).
+	Name string `json:"name"`
+
+	// URL Its endpoint, without user information or query.
+	URL string `json:"url"`
+
+	// SendOnly Transactions are broadcast to it; it is never read from.
+	SendOnly bool `json:"send_only"`
+
+	// Head The node's last head seen.
+	Head int64 `json:"head"`
+
+	// Lag How many blocks it is behind the chain's head.
+	Lag int64 `json:"lag"`
+
+	// Calls Calls made to it since the process started.
+	Calls int64 `json:"calls"`
+
+	// Errors Those of its calls that failed at the node (not the transaction's own refusals).
+	Errors int64 `json:"errors"`
+
+	// ErrorRate The share of failed calls among its recent ones.
+	ErrorRate float32 `json:"error_rate"`
+
+	// LatencyMs A recent call's typical latency (an exponentially weighted mean), in milliseconds.
+	LatencyMs float32 `json:"latency_ms"`
+
+	// LastError The last failure's text.
+	LastError   *string    `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+
+	// RetryAt For a node in `backoff`, when it is tried again (a `Retry-After` honoured).
+	RetryAt *time.Time `json:"retry_at,omitempty"`
+
+	// State `healthy`: it answers at (or near) the highest head seen;
+	// `lagging`: it answers but is behind by more than the chain's
+	// tolerance, so it is not read from and no decision rests on its
+	// answers; `backoff`: it answered a rate limit or a 5xx, and no call
+	// goes to it before `retry_at`; `down`: its last calls failed (refused,
+	// reset, timed out) and it is probed back; `wrong_chain`: it reports
+	// another chain id than the chain's declaration; `unknown`: not probed
+	// yet.
+	State NodeState `json:"state"`
+}
+
 // Error defines model for Error.
 type Error struct {
 	// Success Always false.
@@ -491,6 +620,12 @@ type Error struct {
 type Health struct {
 	Status  HealthStatus `json:"status"`
 	Success bool         `json:"success"`
+
+	// UnavailableChains On /readyz, the chains none of whose nodes it reads from is
+	// healthy (their wallets wait): ready all the same, since the API
+	// still takes and answers tasks, and sends once a node is back.
+	// Absent when every chain has a healthy node.
+	UnavailableChains *[]UnavailableChain `json:"unavailable_chains,omitempty"`
 }
 
 // HealthStatus defines model for Health.Status.
@@ -522,6 +657,16 @@ type NewPoolTx struct {
 	// Raw The signed transaction (RLP, or an EIP-2718 typed envelope) as 0x-prefixed hex, as `eth_sendRawTransaction` takes it.
 	Raw string `json:"raw"`
 }
+
+// NodeState `healthy`: it answers at (or near) the highest head seen;
+// `lagging`: it answers but is behind by more than the chain's
+// tolerance, so it is not read from and no decision rests on its
+// answers; `backoff`: it answered a rate limit or a 5xx, and no call
+// goes to it before `retry_at`; `down`: its last calls failed (refused,
+// reset, timed out) and it is probed back; `wrong_chain`: it reports
+// another chain id than the chain's declaration; `unknown`: not probed
+// yet.
+type NodeState string
 
 // PoolTx defines model for PoolTx.
 type PoolTx struct {
@@ -729,6 +874,33 @@ type TxAttempt struct {
 
 // TxAttemptState signed (stored, not yet known to be broadcast), sent, mined (not yet deep enough), confirmed (final), dropped (will never be final: refused, replaced, or superseded by a gas bump).
 type TxAttemptState string
+
+// UnavailableChain defines model for UnavailableChain.
+type UnavailableChain struct {
+	Name    string `json:"name"`
+	ChainID int64  `json:"chain_id"`
+
+	// Nodes Each node of the chain (send-only ones included), with why it is out.
+	Nodes []UnavailableNode `json:"nodes"`
+}
+
+// UnavailableNode defines model for UnavailableNode.
+type UnavailableNode struct {
+	Name        string     `json:"name"`
+	LastError   *string    `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+	RetryAt     *time.Time `json:"retry_at,omitempty"`
+
+	// State `healthy`: it answers at (or near) the highest head seen;
+	// `lagging`: it answers but is behind by more than the chain's
+	// tolerance, so it is not read from and no decision rests on its
+	// answers; `backoff`: it answered a rate limit or a 5xx, and no call
+	// goes to it before `retry_at`; `down`: its last calls failed (refused,
+	// reset, timed out) and it is probed back; `wrong_chain`: it reports
+	// another chain id than the chain's declaration; `unknown`: not probed
+	// yet.
+	State NodeState `json:"state"`
+}
 
 // WalletHealth defines model for WalletHealth.
 type WalletHealth struct {
@@ -1226,6 +1398,12 @@ type ServerInterface interface {
 	// GetBundle Builder lane: one bundle, its transactions and its versions.
 	// (GET /v1/bundles/{block})
 	GetBundle(ctx echo.Context, block string) error
+	// ListChains Wallet lane: every chain this process serves, and its nodes.
+	// (GET /v1/chains)
+	ListChains(ctx echo.Context) error
+	// GetChain Wallet lane: one chain and its nodes.
+	// (GET /v1/chains/{chain})
+	GetChain(ctx echo.Context, chain string) error
 	// PostPoolTx Builder lane: add a signed transaction to the pool.
 	// (POST /v1/pool/txs)
 	PostPoolTx(ctx echo.Context) error
@@ -1522,6 +1700,31 @@ func (w *ServerInterfaceWrapper) GetBundle(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetBundle(ctx, block)
+	return err
+}
+
+// ListChains converts echo context to params.
+func (w *ServerInterfaceWrapper) ListChains(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListChains(ctx)
+	return err
+}
+
+// GetChain converts echo context to params.
+func (w *ServerInterfaceWrapper) GetChain(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "chain" -------------
+	var chain string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "chain", ctx.Param("chain"), &chain, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter chain: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetChain(ctx, chain)
 	return err
 }
 
@@ -1896,6 +2099,8 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.GET(options.BaseURL+"/v1/pool/txs/:hash", wrapper.GetPoolTx, options.OperationMiddlewares["getPoolTx"]...)
 	router.GET(options.BaseURL+"/v1/bundles", wrapper.ListBundles, options.OperationMiddlewares["listBundles"]...)
 	router.GET(options.BaseURL+"/v1/bundles/:block", wrapper.GetBundle, options.OperationMiddlewares["getBundle"]...)
+	router.GET(options.BaseURL+"/v1/chains", wrapper.ListChains, options.OperationMiddlewares["listChains"]...)
+	router.GET(options.BaseURL+"/v1/chains/:chain", wrapper.GetChain, options.OperationMiddlewares["getChain"]...)
 
 }
 
@@ -1904,278 +2109,306 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37chs3tjf6Kiiefcrkd5oUSV1iUzX1lRI7E32TOD62kuxd09lqkA2S2GoCPQ20KI5LVXmaPFie5Cus",
-	"BaDRZPMm25kkk/ljYpFNNC4L6/pba71vTeQil4IJrVqj9605oykr4J/XKVvkUjOh37I8oyuWmk9TpiYF",
-	"zzWXojVqJbooWUKWcyaInjNSsH+UTGlS2F8QKkjiB5qsun9jq4RQkRKlZcFSIqSeczG7JHSsmNBE6jkr",
-	"llyxXitqqcmcLah5KxPlojX6e8u8rvVj1NKrnLVGLaULLmatx8eo9ZbpYnU11azYnOW3grB7VqzIef90",
-	"RBSbSJEqoiVZUq7JmE1lwYhiIuViVlsGnVEuSHvQ6cXiZs5ISjUdU8UIV6QUBaOTOR1njExlQagimRQz",
-	"819KppRn8p4VxHxBCqY0LXQsNL1jqkeuyJjqyZzAiuEdET5o5tDVD2TJ9RwmouiCxWJjByMzAfc94Zot",
-	"erGob9gDXeSZ2aNBq2m7bqi6+1pOKO7Q+oaZtWqq7p4p8t3bryOSnNwPTpY0y5hWJ+/xH48n5gl18p6n",
-	"j0n9tNZf9xi1clrQBdOWtMzbr19ufy/hKWlT8t131y87ZmhuvsypnreilqALMzhPW1HLnBMvDGEawtg1",
-	"haj1A8y6+Z24omeKmMFJO+l28ZPuHVsBoZLXV9+8+svfXv3Xu5tv3766/fL661fJtpnhT4+a3aN5WOVS",
-	"KAb78zlN3yIJmr8mUphbaP5J8zzjeGon/6Pw6PxRv28tmFJ0ZoYuxZ2QS0H+URq697tPJjKTZWFOq5xM",
-	"mFKt0ZRmij2Gs/uPgk1bo9b/c1KxhhP8Vp28KgpZ4Izr2/g5TQkXeakvgTDtTGBDkVSnnGWpIfO1KfVa",
-	"j1HrS1mMeZoy8dT1Tt0AI3LHViRuTXjcInOqiJrInCl7xKMF5cLMkCtSyFIzIhhLFSkYTT/Bphjaunpz",
-	"DVPiitzTjKdkXGrCtZ9YKg0TJDIHFurn1dZzFovNbbxjq2f+t4aRLudUI9Oq1mP4ldnWa6FZIWiGE9y/",
-	"tR+43CtBSsEecjbRLAUeWBasTg9ckYTbWRFmBkqAAF5L/aUsRfrpJ/laajI1r4L3vqNLLaWeX8HBv2SC",
-	"s483Bzf41rn8YPh80u3SnHeVfbhr2YbhPQmRIluNiJCWdhwxtc/6gw4IDSlYLJZzqdgaQc1llsLWg6xh",
-	"6hlRrLjnE2Z+fNqJUFC5KcYCDoPI8f+wiUYBlLF0xop/PFNkIlNGBv1TS1buR5+GvPbu2hYys5MkbTeA",
-	"kV6WDX5vdo9qWRAYdX31JFx8jS7eUs2+5guuf02yMGxjknGjHXBFcqqQYRTU8IXxCv64Yys4f/snTdOC",
-	"KYWaGNexMKqEIkIK1hmRBLSjLqhHCVF0pQgXZC6XZEHFKtSIzM9QJbmMxQYBnKGaESiJwcD1DbAiztz1",
-	"GYNVBrv6naD3lGdGdzqO4bOK0lLWGg36/SgQAtV8tyhqPfJfsiy8eregK7OF5j9wY+g9I2PGBMkLadgB",
-	"Sy+9WsidNsgVUXQK+qnmGlSsl+5t4boeDxYfe+nhC9z9/og0rDDloEUTKtSSFeZcNV8wo2S6Zeo5NQRh",
-	"9BjluEHj2q1Oruds0bjwWJiV27uDKizNjOhcuZ9yBaO5gZZ8wvaRTNPO2KdPAqUetuVGym+oWFndSD1V",
-	"WdBSIuHbHVIjMuFm7hnedHMRBv1+/0SNhv1+/5IUZh6EmomQAVGfSFMAxi6LCLivLLXh7RGwcGQGz/w1",
-	"72zwhVi0rRwxf3VhIUlENj7rgpBo/IYKKVYLWaqkM4rFU1jGB3KH7wQt9VwW/J8HMdvGo11wpQzVWkE5",
-	"wtld2XFhgBH5nNGCFSQu+/3TyR1bwT+Y2Xvyn92rN9fGxhqtf935BKf+WrqJOlkOlxW5FkouadjVvbxj",
-	"KczPUINeSmI3GaR8LFI+nbLCyAtjsHR6xJBT8sMPP3TNypnQZu9YYn+Fp2mO0p2eFJvXdP3XjQdYWTB4",
-	"fkdw9Y9wYbZw+U2N0z9YVlMEm/XjsCU0LY9QYRtJVzjFFPQ9VU7m1mgxNABW8RQIgCtHNJ+GIne+Ge6U",
-	"9iazY/gTKaZ8VhYsBYYVC2vxgDAwHAd4KtdA5tpZ+alk+Ah74Apexo1NAz6gWDijHKnZibfQ7+HcOhOq",
-	"gH4rkWutaD2ZwxGkKTfro9mbQuas0Jy5HYtaefDR+xbVmi1yFC3rTCpqTQpGdZMf7FqQ5M23727Iyf3g",
-	"xIrYhHibHtT4yChnZmnWzLPSuRK6KFJ7lb9mLGXGqAjefEuBpqayWJh/tVLDvo2833TyRK0pF1zNj/wR",
-	"Txuud9TKqNK3Xvtq/lqV4wXXx87yHyUrj/xJwSaM3x/5I2v93G5ZoNKWx+26NkBR7+BJ+5MSqSbLvp22",
-	"Rn8/8Nelaj3+uHHzyiwjpdA8q2gBlE0mtKEJUWaWteqihJvutjtYT0AxZZ4eSTGPocvq7+hhC3bNL9ht",
-	"VjiFGoXWTyiqLlVtVpUbF+0uM2nYojfAD4+6tvbKmX9yzRbqoIM0L7QzoEVBV+ZvwR70LW12I78pGHhs",
-	"vbc7t/JlWmYZCh3zc/j4mSIJDJP0GonRse3Nk1s7Bfdk5Ne4dd/eMlVm+ik7d/B2PXne22f9zl28tciC",
-	"YMuEtJE7RiAlVkwT5BadiCT4r4S0jQkzZuhMF3JpvpuzLE1i0TafRSBNgXLNCB0vgvAz1HtcfEGwZcux",
-	"JFAPMvOfHE0hQ76olbXM5cWQSNSayIW/BOClAbcw/uvHhrMP2UCjNxqNPKPto8yjY2MMUFyhlxFuyp9i",
-	"cuZaK9UYGvhWON5kXUWyIFQQuEBETsF4NNOTgh3AEl+zpaOtwx5khnW6eTL1dJL/GMzio9/iUqTZsayP",
-	"TiblosyO4/VR66Eri9RwucGLx6g2iMpkfRgu9MVZNYTTh8IxhmYMMZnLwv98k67NN5ZEyP+5+oaMMzm5",
-	"Q/u2LMB6kQVy0HtWGOpDddCMCvqjIasjJmXWNZlTLqzIP2Y95qeyaGBLwK1I4gVfYg10WTDC0emqejvH",
-	"fv4UbS6c24VR2guZ3xaMWnti+8OnqAfSzBjVT3rfsP8YtWYlLajQ7Klzfl4fI6eTOyvkt/9mUP+NpYlm",
-	"0nIEg45w/ysyMXbClBdKQ0AF9PDKzJ7IUmjV2X1eA7P+OVXz5jcDET9TxDxB2hDz5VqRnBYoe8rF2LBw",
-	"kRJdUKHoxPy29s7NpZ86RQTJzG55IyFaKYhUyGiRcQZeIdAcHZFa70x4fQ47tnMzEVhB8+Jffe9uMT6F",
-	"ShBcOsIe2KTUGLVaGFsNBo2IsdKJFBN25HUeYhTZWtVb53wW6vIH6uXAdq1a/2Mw1rnXsm9tlKFBYr9l",
-	"01Kx1O62IkqSKS1IG9Y5ppM7ReR0CtgAVuyjtbNQr3/aVfvMCKqHW6DtBis2eBSfbFhS8tdX1pKFnVEn",
-	"7+GQH104Cgz4gJqfAfUzFRF/7uYywmsgSO6k7Ia6UZOo4WEPn2LBhAMY7nEQy6huiTFivQhqD5yvAdjH",
-	"JcA44LYRmqbGomd7DvOimsET9hg9G9Xk7Ei17dxP1N/bHdi11afryooXmv7yWwboL2BlAbotDmhu886s",
-	"GYf7bECY+VOMQNzJw/U6VLd27M1gj0X4Q5MliLzYWn9O3/GG4dFcb+1w3CK379wWgwqEFTwAlg9To8CG",
-	"WlKuuZhZPx9DulMoUrlI5TIWRoRRUHSMhVUpQKQNSo/9LiLhULQSxZ0oFkklzhPSppXUpqp6ML0MNCpF",
-	"poX9baCiJqRtpUtKpKhkjpmYV3aSiCRGTcrh+Rm9Z6TMY4FBHAR56WKFIR+wCUFsFyxlRlOXBczKDjAy",
-	"X8Yi5HlkidaY0WAlsUZYp25Nejsy9JNUC23V9O5WoKi1UMPL2RYjrXa3jzQX9mnphrM2a+qoVTxdIT8L",
-	"tOrtT53W1b7jzQmqA2ICnzOfgs6X8vTIGRsJKUs9kYsmD4Wxxw2VWbs7QRXTGu1LwAMq629ICtQSXFQJ",
-	"VXcMLCUe/Lic84yRMTPXx7n9tkq4C9CHQI++3a6eLmVx17WPoY7q9wbhQ54CgagFXbCdbx1+sIJyXhfM",
-	"u4ywNdZXyZraui1R1Q3QtVk2cUuPWjni9vhozaYkoBpZwrKQYnYJ7G/sMHHm6hyChNu78d7fsIaIyZZ0",
-	"pQhMuSF+sGtTK8+EW1vTXn3FaKaPjaVU/nHHEMscfMM0XTXytaf4U+xLmibtnUv7pr3Nw6UlRmfMltaX",
-	"Vjfg1wyCL78gp6enLy5RAbYBK/SjP6sAGO2UTWmZ6RH6ky2yIxbOdU647vTI31iuzTwgosknhcTAO8qZ",
-	"Ay/eTHa3hHkaNAQzu2eKJBjrvFV8JqguCwyXLujD10zMDCUMzy+i1oIL9/eg4TxzusokbXjTldkPjrKu",
-	"AmElcFpJRMZUsYuzS5DImxMhi1JpMmaxSHiKYHKwu9wDCh+4ZwWfrnrkSpOFVNoBHhb0oWvn1R2vNFNJ",
-	"LNoD8g3/nIxXxJ5JBwxUkrKJTNn6ZptfHbzP9ahTgxCzmLwq5DNmxlRURMtL8Pmu081MOnpAkgHRRjWh",
-	"ILkjb2kffV57wz/uOHfdtSPU78D3ayZ2jb8ZbLpZX7PlGymzm4cjL/IV0ASreV7M3tE0dVuYS5lt3u6C",
-	"Lrec1uZ47bdfv4msE/zV9Zvu8LPBc2JWkBIm7lkmc9YhVJH+Qzcv2JQ/sJTM2QOAqBKm57eKifQtXd5U",
-	"YyYE8gQIb1AA1k/JTLXpPA7csCYD6hYUqa0eJy4mWZl6n1Po/jHamLmKOM6Ruhb4PuwMPtCBs2/e1Ryf",
-	"KTSGSLtuXximEpgSZMGo92ilYPfXfZtP9DMPN125jXN3dkxElvMVaSfsITcEYJRPpWnGkt3+RPAC429U",
-	"o8j6AVGjRr23rzLkad9i1GeleZY5K8eqLiVLn+BSNGrrDPEZRyriM6pup4zdTmi+uYJv6AOZMkZyVpAZ",
-	"BazakvHIsHC+oJmxNjM2o5NVeHmfKXg2L/iE7d7B5/b9mufb358XXBZcrz7lRF4Ezujtm/wYtYSRYEfu",
-	"8tmTsBXrDmPI/Zqw9Ha82krQ7hnLRMAwsaac/Wqxz/6BmJNhntuc0w4SXbCJvGeGkKeFXKA25nSFiGRy",
-	"yYouIIj2ueSP5ErIghvcyhDZ0LJ51gWb8Jwzob1ViI6UiRS6oBNNQPW0nsCdxiF+uf6Omowakb6lxogM",
-	"jClo9ivjSkdkSNKVoAs+MdS829F5/oG+WnBZ39OsbJju9+bj9Uu0my766zLSWYmVW9OSjbsldjRkTHVG",
-	"U7/2bpqV/7MOdAl47F43J5LHkwLYh8HQjG5zoh9UYl0Sh6LQAr6025YcBpf9iXNZv/yhZsW14wXp/qu5",
-	"1XJcY4v6YZ9aajWn7RanfthxntvQLFZ0JqRtlA8gO8BHsgc9ItQ5Zhd0Bbqfsf1CiAvFX8RiRnOXr4qP",
-	"eK2GtLnwA5lvPIs1P08B8VzzYBIt5R3xs+nU3KVck6WR+EIaS8uOmq65NyvkiXd0uum0AsrY7ct8I5Xe",
-	"AHOsbV6AbkosOwwhKJG1HN0I9hkLSjkcjBKCqPbhUepTBkiKs2PX8D1H3OsmaOIa/Vrszm3oit7csS9x",
-	"/cn16++vvr5+meB2oeJbd2K7RGNUQC8JW+R6Vc/CPsiYq1LCYH6BNbMrvnJaQ1E6uvri22++ub65efWy",
-	"FbXsClpR682r1y+vX/+1FbW+e/2319/+8HqTnHbFTeoAxsZtbLrVDYfKjj3WlGp6sFXcREV7IlQZF3eN",
-	"/NfxWi3JX1/dBCz3u7dfO44LPsg9nse1rYT17Nqswzyr68a69wO9ffXuBiDugDfeNM89DPngpKqXTFOe",
-	"bfB0HGjvSuyvj5TRkKC2of5WqYmYcgiJde0xy+SSDPp9jBZUWV5yKUh70O+DQVrm++ADj1Hood4pMW3u",
-	"2vsjzh2W5H6521+8gx0ct43sQRtdLb11l2iN0dEFz1ZdlbMJn/IJZIRU/kO7j2ABFDYbMiJKukjWGPGh",
-	"VFW0lzF6zxSRpbasEJz1qvc0B+Danm9zAtYtQZek42yU3dpu/cjXzfpVHUtu2R4sub454G/GAJaHn9px",
-	"6yTZOY5XANs9hFK+tkzsCNpo5ntg+o2VzErtGR2CLWAbbpVl4okPdjvPquWIxv7Z73iDlzcuiInU6PW+",
-	"fMMRTHCNGFx+1iYLbL4NX9Ass1dg091o3eCD00H/syEB13ePvER/N9I6vIZqzQoz2H/3H9p/73df0O70",
-	"qvvlj++Hj53/9R/79HBjLEFEfXNyf6XKBdvBDh8O+v2+0U3zjHKBy56yomMWPfzv89Pu4NK54wlTmi+M",
-	"yUPGSNFLWdyhi3vDvbGgD3xhFIkX/f5ngxcvhudnn531X7wYgJcZv4J37/OELOgDmIE5K26tx2rztKYA",
-	"Mswd7SDUMDjCyBiuzhl0aU4hY1RhwQbNcwzB2qOBxCnFinu4fRPGMy5mpO2LkSzoQ3fKWDdnRXdGVQQ5",
-	"qn0yM28IYhcjQsfyHuCoMKIz8cDaQ6waqH1n/X5FAEPyAGwTFvT/man1yBVmaSGmcsqYIm1ZxAJM4E6Y",
-	"BDahwhgKOV0RyDrnwko3mklh0/HsozMJ2VBoSGwlpc/s9juP2v5zMHt50BmQtvPEyYL0H8zl6FSEBhsm",
-	"ZAqO4XI2M4QnRRVEcqG8o04oFruPiOw8oas6R7C53DTLlHl+XC5y59kyDHzQGz74DIeNhRA+JXM+m7Mi",
-	"ImVOtIyFnzs4H7sTmnf2HA4AD+zBNMgcZ1Ek7pkEncXgcIrs611ik8Pmuv3vdy4JnwnwRYxXJJnyqUzW",
-	"r/npcK87aq93zXBIuHxnfUMCJOUzrs0FJQvDM8Eh6D2IEE+c0KJYEWoLcby6ftM9PyeTOZvcqXKxwTpD",
-	"znnWf/yPfTJ8i/vrB8adEIgI9U5kHAMSgi0JG+KnpORCD88vqmvdh0yRqhZUf+N/R0lzLXeIvBuq7g40",
-	"ezcP5iuq57IA3SeDOhauIhOwIJu+4+pzbNO1rQHZjwbRMDr9cV/kZave9AqrgVhv2apKWJ1Snu3xRp03",
-	"mrQ/ICiuFbVeITwW/w32R9R6KQXbac0e6eK6btAzzTsCC3DB1wKZFsK+c21n251i1jbYgca4ebjCNMAn",
-	"wDFCDmhjsOgGMqfSRA9iyg2/aPaOfJ7JyZ0iKWM5sbWTPLkBBhhuNWnjHhkmYQe0ob9jgpqYSWJ//TTv",
-	"+HAjYaQ5eLekym1OUGCvbd2FVKzIuJA0nVClO8cH7j5b1+6OjCvVE4gbkt7MxvsJov4AgsxcQLs660fs",
-	"7Q1B7VXdvrRqG+5XTUHYG1c5QjHhx7/hHNEQLK3C8EfmPAW/vt0fKuw/MVY4AFYgi1njuhcAX1CbbIZk",
-	"bKorxO4h6RBM6CddnOdhyK4+QXtNNrJLseSGluDz9pclIugnwMW03cPAP5iQ5WzeiSoWQdqAG+hEPpTe",
-	"Rlc6u2eFGRi+HjlNL/JBDqB2VeasUCxF/YeCxmp0vE6Y8onTxziWbtkTbwWMZpfPfUOsuBc2xmtv1gI0",
-	"bj6Is3VTb4SqrAMQ9MN+ctzQOHyA7sGBPV3krWJGO67kJiuo8dImOYXFPJ4EeBzTjNqbtF4cEb5Yj2Oi",
-	"H4ZCvVS6P8hlh3/SZTjzIJWnXvbg17eKNy7znfm4So+HXzxz0a45xVofC3nPoLonGDFYxcgbIfAZLEaW",
-	"urJvniCvjNScs6xZZAYTpYKYI6RaGpMOiua1fdhyo+RpTkvFOka25io0a12xLMGWoJOoJyBjBm7G2+4h",
-	"FCe19/COrfAKwozSYC77QRMgigum2NP5ajCEMT2fIKWCEdBYO4Yc+wAuNQvfrQ5fIKBF3rNitRVj9cN8",
-	"5coQg1la6ZfBAQu5HAXJjbDnQNdIBr7AEObCCFmTeWasttVhCmYVMzDZDfVlqZELdHJX5igC5IIZZZ1l",
-	"ylY18LgVV/4rwoRSUJsEQ78BBQJczvlkXo/xQZwX0vLJ1bgqYGHuot0bLmb72bffR3/5j6RvRBcpphs0",
-	"htfAIvBbm0HZ2wsI0/OCKbPhDRfc3kcgEmUTK9DXazmxIhh0ARREO+TKnT362ZqEsnTo17ZdplyLqTw2",
-	"WwcPfI/MfDL+8BRYjpN0u8JpNan4GLkix7vD1Ws75Qsju1UF896+azdU3X1AEac1yx6yKreYk87MBww1",
-	"ZIubhZh/rciSFb4+YtspQZhBg5U2Ma+MhvA14tAQnUtMPId7B9nnUONaebF/UGS4MqB3RdT7gKJd5DvV",
-	"8nADQrMR6jyC69G66cDrO2YTQ+M1eWfkdG0r9oQmIR93Yq6e+V2zfLMlT/1Tld8F76/loDbBcE+ey8WH",
-	"3Yrm8O2NLxvjaqL6zMl+5DKfxYwMIusAH0YkNQd+Gurvh/inQsfBNj/GV64Y4zhwaDQd7y4nh3neGD2I",
-	"48aKCEYtlYJ1Lh0m2KYYeDWtNrFjM1pffGgBDMP7DwiAkTl78CBKLiCut9v2NgNvcVF86d1NPrrhwNie",
-	"XoM+CBukzPUeiPbZkwq2rdfpcMrYjhL3lvmGyFezU7191sOO0N6VxxGyNEhmtHuBsTofw3N5DUeQzPNt",
-	"sXNsFRARbBVw/9neUDmvGinc3rHVbvk1PDYI6PkVVXcoUw73+wzPnxTz2vNK0sbTGDXHg/YE8882fVFb",
-	"CqA0sh1gM4oxYT0nXLi8baupZow0OFNQuU1dgYVjWMtzDE1NALub7/KXVp6VYKoa/TUuxuxuDIwIB9xu",
-	"iJZdVmegNF2poIYf2grG4H2CPTg8XYuzHRECe/FRnHPGSIdRbHcSQz5odGZSaSt1OtiEgKqgm0m9f4nF",
-	"Guw+uc8qLPHC9aJpmretDkq2A1ltQmA9P39TZ2iaBAKa71mht6kom1vmnkdJCnDwXNu0ohJCtP2QRLw0",
-	"zTK/QXs0GRtRKvb4/9Vm4Ls5JPAE18SLJ1S7rLT3oORl3YRvitJ+fbhUOq87FZsEduq07U2o+cZR7jeB",
-	"PyjJ4fnOKO9huQ0Xh1leQ//YbeUlaa5l2dZFyTpEGo7oVNmayq1CF5fyjhJnE0Aq3aZNHXBPb6WTtmKM",
-	"uLI36661zp5cg4tGZJk3KYPkDtCBgLiqdA3PRwMMsA1Z+gsf2ifHVaypSP0JVWt+jYqjTw4lU3V3eEJv",
-	"YK/vqje0I7MCXrd7hz9RwswvP/18YrtvHZ0vY2PQuxNljtrzp3DZOn893b3LezZ5V3VSh590LkiOIGY1",
-	"8vyj3e+ExnB7MNpQD72f1cXWZGEZ8rjUXilstjdDc7fjDO32sGNN7fZp4+tAb4Gf9MhVJRcsuq2uBAEE",
-	"uEkN2qoDcRUs2HZ0g6IERv+puZu8khQG9JYeHsICeAiz8JC0ER5iDoyN51LevRJpLrl44qV4kjQDS1nQ",
-	"cbbPA29kNLtnQt+aZ47gJXZp5qc3ZvQdHOVsS9nytYul2KRoagD3rchWzuNni/dYFQE4A1aKxL3aF+c0",
-	"8rkssuaLw+wxuaZ6WCZSqaUsjPY4JVSsOkTN5VJAcYAH87/9zPwgfWCn7DQzrp9Sdbj7w6V1Gvyaq2Pp",
-	"cIkjHE8bjuw3KvOu+53dCw6Y/6G47bUshTqFN5y9eQAScWzCaNXwsrCJBlyBUTCVZXGwS/iYWzLccQWu",
-	"yDtNRUqLlNghjTlnniXtZDlXbHKLNREws8Lcj+GZWc3FGVp3gNo2HB1MP7+4GROsAJ+PFPvzqxtvzpWo",
-	"0PxzrXOzYea/9hI57PSwf/Ycp1K1z6GxmBZ0tgABg3w+l4WGuzbj90wA3x7AOs7PT89tOz0JYTyE49JY",
-	"5OU44xOPBUVLGNg6IiCUzEBcSFJ/0nZ96MXiipTK1oB19x1qksEcIkILG+ajRpVWZoSq7Qrfi5XeCLOY",
-	"bdxF6Z5YNmExrmTWiNANO9LjYS4rrMvIOogB0oLZI6GV27m0iMlRZQBDNo/3oV56CMnoANP+EuUwzs+L",
-	"8Gdqlw8DvAEqKKq2KX1rXQwCCA3OvZ7KaifQ3INWsUlprIx35nraUFTO/8ZWX0FKzxZ9ytCS6+tHUe9I",
-	"fBsi17Mncl+tAWWrNinW56ywow8oZqpHwDkwlnruOwYZcgPKw8DWolQ6Fr5ZIMzmjq2Q6KC7Kf6w6m/q",
-	"51ZRJa7SENkYEo2vSj1vvMq+f2Hi0o/u2EpZ8Zp0IpI0t2rK/nH7y08/Jz1yrVUsbKNDRVfY/ZJj+0w1",
-	"Iolt8/n66ptXUI+P6soShQaZCopJ2rpGo+uXCZTnc3//L1vEr5YSRLUrw4RdmlBSm2FyKbPRsuCaJca6",
-	"tQ2E68F3X2cIk7IpVK+EMKT5IxbYttOQ6cmC6YJPlHmQpgsu3JNgcoPeattbRUF7qFi4/lC2585Zf3Dp",
-	"cermM8cP4XzN1hFaa37KVSzO+qekfdY/c/U0rdGPWwY2UMHARQAfOwSK6x5nDHszCqpPWD2GusliqVzc",
-	"Y0awChcXcFdY15xbYuchpBn0MhZmeJ+Rh1PADSryCTxLHJgZ1haLnS00oZaP7XaWT2rfBV2TQX8FYqvI",
-	"2sgZbJLEbei+TtBVnuZXNzdvDHEDYyoLaAod1FDFBAguyLSQQiNWH3/ci0UsbubAMCflwrZ81Ng39hnI",
-	"TaJkWUwQ+VOUeo7MlE3m0qaiEGioOqXo+8TtA13EvNE1Wz0xi6E5P6E5nzGBbMCK5yB/JFnQu+qLxFC5",
-	"g5oUpRDIROGl8B8F7QEV+T/vvn1tZDEm2plDpTnv/Y+SIoEVAtIdeY95NCLJ+9iZpLFTqmKHyI9bo7j1",
-	"y08/x63HZETO+v21aorbeuNuK6zYicylsJDxnVfId2M765+Z/3sRkbPBKfxSQvnJfxoTVabcXApbDw11",
-	"AqNuqYicDYexsOUHgmAT3JaCVak9TthZf0JEzvunAUzF4Ylisd7A0iqoscBZoPbA/2mb+LGUtINCd2OZ",
-	"rmyVu4g8Xy9yV22BOZNYYKorjOjBqeA2lvDZ2qaqCjpnSNz38krZJKMFi1zFYPt3utGKGoXQQhagSgms",
-	"CY/XgRH2MGF5ZbsH/CAtZN41VrmtLuK6bUVAfPa6m69isZ7xGRFNZyRxbCLpgP7ivD1Uka9WOStsWb0g",
-	"VfvtKzOaoQ2zSutyUB7eQdqGmuHDuDV6H4NnMW6Nfvnp5yjGdGn/V0Xhv/z08+NjglCuWGDSk9rcZK43",
-	"ttYqhLb5qGVCQS3uUWtgRLG9ha1R67TX751ihtIctJK1jTEfzRrtgmpr1raDuN3okVd0Mic8JTOmFUl8",
-	"8YbEXlO7nb4RTZVye0lopmSQ7Z6AzIIqZxwTlqnVLUHa+moW7bD6YRFkMmPuHNeXJGmq8JDEomIWrtLl",
-	"rnoYG0nSMA9biSIhbfc1lkebU3NcI+JQ5VgVJSJzllk/F571erFtHCUitmsPtvVd01dtGWFb+iKJhX+3",
-	"pw5sVA9VQ18JXTjmUMMyWccGTxXcNOw/beZjC3H54sVG58ZAppBV/ni1dAeX4gvLo3IYQMCtVkF/Jaas",
-	"5roysxnh2/7yOnHvyI2K9DoWtqHopZ1OZcS52oLt5H+bb+Ky3x9e8PQvRh+M7HC6KFnS8UPGQksyfH7u",
-	"upTWU/xhw+CgzdMu8/C03+/i48TCjy9jEYyB9rmylViNeUjFyk/WvLhnJwPCzE+tn8RCFmYX7bOe3Wjk",
-	"eOT/X7/y4Gje5KyxsPcfjxWzJJEX+Iev09bIXOXmsiVQv9++BTzL6yh1OOZUkfZ6DQIFGQ6LBe0qZsbQ",
-	"LEVRZIzOkT8srlH7qJo1GuENew1oqYuLSxSMvs2pIdzB8DmCUYgL+8ViMqcFnSAH3BilH1gnwDAr4wTL",
-	"vGxtUxqBX10uXy1yvfoeo3GGeDZqRlbtbc2p7bwKENaCfF6IYTXNyoyxc14/AnwUm0Wa74f9/kdvN16n",
-	"hS0tVd2lRcmfZFzcJWs1Y7hyRWMeo9bZJ5jo1uakiTn+ZEQuLuA+8TRZl5eX5KJvKWwrcZGKti7JoD/E",
-	"gQx3xQtqjWPoXY1LHGybuT8zP/crUGlfMsFZij8+/YAfD18c/uOwU/1j1DrHgznst/VG/vDrI6a90fW8",
-	"XCxosQrK3TilbVQXDHLqDG3wDdKZAneM/VEL4ln+L9f2MpdKb2unsl7hw4tzw9TAJkVDxTWrw/unrIwE",
-	"nXoVgVwGtdT8ClRTCtSPzb3IlZUebnE1yTmnKhaGOOHmNHFnM/8D2fNBrOpKwYQbN+DD+BEYGp/LdHXU",
-	"Dd/e7GdHkee6D9Oe9G+LI/7r2N3ZKVDYF/jS7s0qZ467JeuvTy7J2QXqtzJdgVPGPLdO+L4OCfgX4IR2",
-	"sM5YNPBOaLj8L+WOg9Nf7yy+MIrHoD+Iwr0lGS1mgAyggjSb3b1/Lz4eAc+0JofZhoMZ+2PUOgkaczZz",
-	"+auDTHVSWepKElpp/hUqOxYQ7cN7gHZUaXROMTOK7U1wxDRsVYB1Jr/mSiexyAup5bic+k7z7SS8oiMS",
-	"kqOcaEhvLBhdJMZCAw8wLBjsJ0DjO8cpWK5Uy8LWFwHPnDFW1tVyUNIYNWPUSjkgKNNhDBvqW6HbCDEs",
-	"XFQmeCxQwcW0MpusElbSAVMGUs6q8mpg9yE8DHr9aYlWgLNrpW+okVu/IZ8ELQu8z8d9I6fENs+zurYN",
-	"iXyN7+u+w+e616mLjlhztHLs3zbohuA2wIAHobOC2QRQCI74oIgx8CHxrqqbBkCV4ply8T3wDyqJrNN9",
-	"5/b4jrEcgy/G7EtZ0SPGyIbarD6IsHYoFI9ko7GDzVmwA0Wkal0lBVPu+LC+Q49c2em6U6EZNFrBx5SX",
-	"BPZXiNM1VGJmjHhgfzK2owYEvaI1kqxcVa4IK9f+XXOq1t29/vIhTgfDkWsalE2mUZf4H/BGx2LQ75My",
-	"h0FqBRFRQTP2GUenzbbrj0bzgjF9uJFNGmzsKBah/8CtH1IqD1Hw9lve69RfMYfapW0HZaq2E+dWK7Te",
-	"y93LxfUmIQ0281Nm6yOW9ooeO/nNsOPm/T9qHQfrtCGvrqsQh3exARlRrxrJBS1WDXUFD1B9hwcoOr7K",
-	"kyuMCOGr0clJJic0m0ulR8/7z/trJsL/5ulf+uPB5Jeffo5eTIfsl59+hrY1R2lNULuxQWkKhBwg/mz6",
-	"pJBL9HGujL6JTWt9JKTTs7aTZfyxOK6YoyE9x4+NMhIRLmIB18eyUWsUVmBOw1YgGLPufPcqbv+4/fc5",
-	"ZJhFeNoPak3h7fFtPT2x2ORwwx2rFBTPdXvkGp/IpSyylVntwnqK5xQiMdbfHZQNxbFJf+S/g00Z2b2x",
-	"pz4KtAnPBLF3UhBkeFefMFPEVnZFRfHj6Ng3zaXwjDgK8/MxiYF462iIZLLXPKqpYJfk9KymygMIC1y1",
-	"nt36XH4brTg9r34RFCHnIgzSgJdWpuySnPbdIw1FXaM6wuZZ0L8KApIV41yHt5iZrR0UBkScGgqKGMbF",
-	"MY6C00Rw06qDPq+gJ5m1+LBBMdoyw/OL0AUbhXzchYPXtauUK9CqECMhWCxQGCzM4KFP7d/SbhwdaTdG",
-	"ngwRnKOCQGn4C7yNUHDSXp2kssVCIlWx2PLWeje0Hnm9ftcu6/pXLNYNKpsBT9SCZhkrsIKuPeY/numL",
-	"cbYNHd5z8qNMXqy+8M8gAltXJt33T/KGBSLJZW9hC0afjGDVjcOI3VV/aObceSGhfQwEA0Nn2e4T+Jym",
-	"DnNb3/iGMat99ZukWj9iDYu0OQUsL+TYoocMkbtcpUI5XJdIyVevrl5eBh4NZ3IaA8/oGktZZql18PY2",
-	"1H3z7q92ntIRe7UBmKtAKqRgOYLQN+xaI6LAc03RF4waufVIawkL7PT27S9pg2JlKS4IwJqxO1t331Cx",
-	"Ba5txREE73qmyJtCLpies9LI+BlXuvD4e80eNGEPuVTcVc5ZUN0jRuVnaSyqMho6mH5RutC9nUiALwSY",
-	"kkWFpOw+IansXMYCoG6+y0WDFeeWtPfimSmfQA3ruthoUPMb8knxLU+7LgcK0e8EtZjKI4Tnl7IY8zRl",
-	"Vlaf7f/Fa6m/lKU4PHB1I+U3VKzsclQNQQs2cogl/fuPELutoWn//qOx6SqKDujK7+sOog1Ralv574zp",
-	"b3Mmrt5ctz4wILGGx26mB/suclrBAauS09gnvYbZ+yh8NgAfRg7Mt3PnwNmzXWbZrz+ayMKGwR9far0F",
-	"n5W2MMqn3kGrZxy+rsoUxBJcNF2NqgJiHJAhCz6zjqnTiCyp0OQs3ACAmBy8A1uV09fu/Sj9fL8HNBsg",
-	"59zy1aSaahIRRVfK2BKGSCys3MzhLdPFqnvlUlmbpmSfPoFH8cnHx0255HfDg2UQxY/bYivA/jZVgbe7",
-	"iP9Q+vu0aoCn2S3UYBUBvMb+sDv/stOuz+cYvaTIJ9uDSYbNdd+++YIMe31A9yKKu624mGXeE6Fs3hNo",
-	"+lAK1mgiZLyKxUx2ITOYlYtniiRFPkmI7UwPAQL4UkXknrNFRKCsMcRr9NzaTUtZ3MUCXPEKshiCGJTT",
-	"X+RS2EqTBdeM5FSjKe/2yuyKigUAuCEZokp9cf1qe+RLV0AQEha29h2ORbtguizsG+dUzTsRPj1jOnjy",
-	"C1kKnRgti2owOV2FQvAacBGRquEdlJSCvAj7fmh2mnenBQNMOUAqN1/x+eorquYJaduBHJwSicMhb814",
-	"tdgXJE/YvbvVDxjct4hR87Bt9wsWm1kf9mH+66ubWIR9Ck/emy8fK7QexxxlUWaZ2xJY6XWamPkLpm8t",
-	"/DaJCPxpjGAmzBZEJFmy8ektnvr31WNmFDrBmltm88EH1QmOC/vuKdusweb7L5nSrmGgO2KbtmG3n7SD",
-	"ZsZm2r6TcccePuQtvwZgZRLsP1RG/3xlv6jO98Qf5wiZJb7+MhaJolOWnAS9kkfhNP3HBBqBJOjsVToZ",
-	"kX5n88Vw5I0U9xYLqySIoN1BL1ACRm80VVrbrygWHhvkytTatHJDX7aMiwqOwj316vtviOMcEBeqEOR2",
-	"byc0y9wiXNGrv1IVrMuWAw53/guZsuCJd1oWdMautP+MqjcFD36zoA9vbFGLLxl7w4rgFVPGvuJKy2IV",
-	"DPm1nCn/a7USE3OcPXIlbLs/ozPPJTDe7unwoj/okbdsWiqaVXkbuGgLf4cNrPNAq0EoWzQ/ZWYoaPOT",
-	"YG0eLSXJ5HIUC6hbgR8OIqIf7L/7ZsYunAgyL6l6WaI+XJ1rLEqRsgJqMUEzbP0Ad9wWyICh8Hph5yHI",
-	"KmApS0fAC1hKBhex0A8q6fT8+hy6fyIXDNcIYmHY76NgNQQxY3reI8aGdLZoLMYlh0quriKrnE63RQff",
-	"vvmi9XSA1XoQyk/c+c5dV8ygCSZxvti2dQiCO+DjgK6aLZlgVjhgOK2whyeA58I59mLxCluv2apTmk/t",
-	"K7EUA67S6wGC8BQBDzbvxrryvS5kTqvqhThni0sjnYUkuKfeP10P9/wh7PCP6Op2VkT0YR6PJhc4uroX",
-	"XKMOPDj/mC6WprjQ+i6Qdp2PIbFAHVjbnYw96E7vw1wbXuf9POAUI/LKvra6Mb4WbRD2MfwqVHXN31bJ",
-	"vR+EwKlG/9vf2EoxKBPEBV6k8YrwdGRLoNfKCoH64koSJR5+g3+6oE5VdqiJxxnV50DkAxTf2AApcQ9G",
-	"ORLLsBe7sPG+KhpsUTdo+G19r6seddilqXVx3ZzNG7Pviv9z6zJdg4OQ+wOKojUa9PtBsztsaOcb3A0a",
-	"69xt9KfctkE8VWQGOdn+hnJlleiC3XNZKl9zKiCWrcgTLG/1r0qAgEOAylwNLOIKiT+Eov+2ZcCT+M+B",
-	"wbSnBdE2gmcf4sQFLISPYAKbQgQhHFMFGgx4oeN+P27NDggFT4VGRIVki5qEdUV8avm2YCu0+AuTai20",
-	"cy2EarGUNVN1RLDmD+Eag+Q+6dahHSyvDTARFvxQIezGTgUyY0BlArsSo7L7DqA+242LlD3Eop3Ytfx9",
-	"8OPIpk1XHHVEnFaYdLapsBV7f6oau59t+vz5Xzs/YLMn/R5wExTZDvGW6VoJVDutS3e0cR1s7HXkucXM",
-	"qTnN2dr5jwiemmtvHwvf/t7lQNcb36M6O0S+9OttzFWYW1Dtj4OrruqF9ADXnNgiUwngFKAk5affmN+y",
-	"nv/io6vtDYLPYeQwtXWTelM+nbICEPM4k97hNkVjvMNY/1iwHo9lhBkVvjVxvw8IcXusnyDgcfMEDA6y",
-	"0wAddYBMwNqzgANLXZmI8IW1IdbwN/G/hZh/ByCaQBbXhXBDWmAl5etGz8l7nj7uit8CwzoEge3vA/Ik",
-	"jF7celxeoN7mVM/Xco7r0ulfqupuZ81+lX8CDn5f1+Vb4Q9u143AcMFWN8Dn+L1RRsHZ3bWlFbA2RDuT",
-	"1mdfQNNDmWP1Q6yOiYmCVBuD/4cjvQZkw2lArmLh2iPirJ8pV+iBKzIptauiChlc9puF0WvznNEC3PzV",
-	"EFSk6PjP+D2rO2bJgX5Z8FnY/TvYZ1HtJ/osYH92eA7Y4Y4DGPod/GablY6dF3BvPrW9vtlm37ka+k92",
-	"NfzrvR+flBXDCR7gdrBE1A7KtPGiXpbG0LcNL6rOn7z798W76+5ed9zj+v3d5+NY8/fiICfvYYjHnbhL",
-	"wxJd+LNydtbf7TMebdjW8VUpDLtP9INKMCGuXldbPYMYOnJAW7laChQnlyRxFJvEAqEoS1ncOYREkANj",
-	"bDOuo8pLAW0agKeXeiIXbEuRG7xhB2l2TsS8+v6b2tK3aHTY7uY3o9ThOrfpc/Dtn0zh98wUwA6Cc4w2",
-	"7phPx3XXaTtbcOiV7ZgnQzCQI6uXRqebboUCBfkqmH4Czhco2V9zYpJ2xmZ0sooIBVO9azPtSLoSdMEn",
-	"3SljHUIVNHMh1xocPNYytiXymUjB6If2og7go5UFMfHU5cbbAmM0RbYRC5skZzFFRZkxNYKAsdEE2T9K",
-	"mjnQDL7DqJhGA+WqgifFou3ZjgUYWaeDdMBAIZ31P6f3DDpH5Z2IUNcjEfy6Cf44ufQTcB4VizQAl5ft",
-	"lu0rl/rOYZBUxfNYYDa686ANBn3y/zrtWWbWW1g1VfJp3ADxG9oqWZg95jpUBGcFIHjrahsRrFPWI994",
-	"0EbB1kBtT1OlDem9kTK7efhE7uHXbGnH/9Udw+atu+3rjZYPoXPYpjkASqUdej3xNFC3+7ge290zfmdr",
-	"FVZ4PVkQR8xrU0S/7JMyYgMfYLAzM+qaq2HfIKvAj+ALzXO4GoPIfQ6lf1lKjLaP//tEmGhXPHm9hzNo",
-	"Tnh2YcIlV3UYVMdn3qW2BspvWdAe5GveAl8PIV1kG6LrE/lxcfRaz6kam7eHEELHfNpsQbli68zXqOSG",
-	"3/Y+FXJmqzs6IpuIj2gPSGb45GOrg+Q+0engLbFMxZZkLlnacSu1Ut9OovfBqtunPyiPUrcrsEjbaW1B",
-	"z2ynAugsEdZt/ojY+Y+ndtI0JdQ1CKy3XfBiar+2abHSW43QN3UAdxTUTXaFogLrNLTOYpHgV4hXTjpR",
-	"pUO1xyuPC01vx6sESMsZrm1bF978bRv/JyOSsIccwtoRSZSmGUs6axoOWJ5wdD7f4hhw54xVis9eozTc",
-	"cISi9x+AF12cQam1lM+4VlssVGh6+FsxUA9Ri2qNFv+0VX+/tipF3r5uV4Ap5/zfzQxjveXjTrfVer9q",
-	"hJRjcgmWsqDa164iC3nPxWwUIvVjUbWDVdz8a4mNUgFLYLSAhby3VqVvYdnGofG5JVWxYeFpBx+qOlmi",
-	"ymHT5KyMg06birS5JgXH7j+x4EKV0ymfcCZ0d1qK1KJ8aGa0RNdZ0A1htEta1d3XTssxs1AMKkxjdjao",
-	"47bHEtb/qvfcxE6wRSm2MKkfXOuvNSbVRFTVI7bZYOuT8hJ8x7WYym2cBFf5R2AiuNZ/J1ZyZU8vCjw8",
-	"jnsgaYfswzKM7RzkBK7LbnfXWvtaItgSO1FhTW9uaw2p0vazUrU+uArL9Ufr6rlyjARL9EM1RZ5lZAkx",
-	"2TSC1uLozIqFbyqF99p5iKYFQ0AU9bWOXPcsHGzKswxaZNqCirhf4Ey3te4ldjLPe+QNLaHZDrUsxK0b",
-	"cWZY/G/OxQxdSMDFYN3Y18D3PyxTrkkmZxV+7Y6twA8WiwVNGTjqgaVCn0IuHEvqzVmW3lJtSy2EH45X",
-	"zYWQzTz/AJwIGzz8yY9+j/zoDTSxppXkdKK47ZvbSGPUmfvSOY41IUvZzpteQc2kjbeQNrS16fV6yNw6",
-	"o7Afl620BB3sYuG4qbvyGEirGnIrTVdOpfDsLuzXHQtokA/NCzDw4FScHjHq/AI5iu/6VfVsMCTvQKy+",
-	"K7j50RZ+0sQAcIf+EBwgiBH8yQt+p7wACD5ochfcTXuHjmMAtp34dg7wTts6uvZJlP7OoeRZEjaPa+9u",
-	"/lgbAn7RuawPs5TFna1AiMYU8hKj/4hY4EssECzxjbfhY4DNJCOSuC76SYSxLwcWg8BcLGSWQiszWZBk",
-	"yqcycVmZWSaXivg2KpvduQEP29TrOwmbffuWRbLUJDErxcY/tSSJsHVR2HRUkXaSSsESKK+YQJKvnaBL",
-	"DXXxM8J1j1xj0M1Waki5mkghsHSx69IWC1TXgvbQTnNLrA5pMcROrZsYvmt0OjATcf+Fn01EEv/AiGBP",
-	"o0tC8dcugpT4DuEJ4lRr+dC+r3rHMmpU96CHDVdkbO6y7RFnt9sSDiCRbSOo8z5RUODC5bSMSE6xQEW9",
-	"uc+wP6z0RJwlEpSKiJZkzEguzWJiQTVJvpbIhBMsiV07wbYrMGnIumbHsi4VaXcqixnTneD9sFYzAddH",
-	"yRBHcl213IPuqSNSTxgm1OqzXqK6fa2Z3bHAGCv45m0BbZeUE1JMleRhg61mD9pBf69YYH9EbA8UbURf",
-	"vZ1vi2tWC9DdtyyHfmAjzIiA0DI4PFdVIAPppdp/67pQDXTbs0XWbYNXtx0VyN8B48+Gw6okO1bBgRow",
-	"7iXPrKMH8pS8D6OW1OGSnvQoFnCrnH8VJmnMJmgDHCEF1d0yTZqCIdImp+qBOsIG8jCxVGc41SDpjKoI",
-	"uqenNcJuG1J0SeaGFC9JYo8QRunbm15dGbhzPpXXjKGlWfY2sKN5pBnraFuONzTZPwRlCf2th+cXJC+4",
-	"0NCZ9OrdF9fXtTZIpeD/KBlkXzj3ypYy3Gs3bGcF7gUX7u9B9OE9ZoJoVko1bY1afaAJK5Vao/OopSV8",
-	"/HxMB9NB/8X5+WD88ux0+Lx/2h8ML87OryaD04s0TS/OXn5+9dmwFbXusbVOq4oq29jy4YWNgTqr6mq/",
-	"KiQBafyGqrs9/vfazQuEIXGycC1G1cCJ9sWqqp/4XzxGLcf39/3arME/C6s4rPD5J9inKm/T3HjnL3Y7",
-	"V8ktH7h1Albes6JzCWIPCsPUxN5vbn//eCbKrxm1PzSJzFwxw6+S9Srbg9NB/7MhIrlsUH/460x/TfeB",
-	"EvLOKZo6Yb6hTEXuUkANnFB1cHK/Qrv80dPXGPhxawAh3BS7tW2sEl237Y70IIH/+diaHqTNbQ/n7767",
-	"fnn/GWTQ8NSadtz22gdjAT7qHF8EJEzniQXm8xjmAjBw28wGoJJCWsq/JDPbNd6buFxvy8KpOLX6eBqf",
-	"z9nRbqI+Y+ejFfuoJv5nxY9/bcWP6iT2598AQfzpsfvd1goJnPdwlBFBPxS6pvbl1RzIhX2SccoypllT",
-	"GTbv8glcTlw47dqW0V3377hSpxDTi4ViQvfIlTUXrbt9l8eHeIcPjLSgKzJmsZDCBjJXnYhsaPqgh7Cp",
-	"9t6aETnrv2hixzjd6jZ9CD/e86QZ/vpl61diC/ttgChw1gm5/IMyiKeDf4FE+4MXfToYD7uT0/Ss+xk7",
-	"n3af04tx97PJ8/QF608HdDiG5jqOgkeY+0BrMXaz02TMqg3/RJhUZ9qB28q+vwbkBjeXAzKVqvNvocp+",
-	"gS7E+pE0s8hoa42Ff0sW8afS8HstpQCcAGpAV97OwzWCJRvPpayZZtusmB/co7/J8DZO7pVIoRmu0aa2",
-	"kTuzz6xpV3/egN8zCO+ZIpaUq/NdL0Og2KRgWl1C88WcKrWURaos+osq8mD+19kmLraj8twLsdT2PVP1",
-	"YHXis8MhKurwc+aPKeUZS5NYAM7MZQA4rfuewSLALSsVQw3cfHhr7E+VdCLsLSzFhEWxePPtuxvsuoz9",
-	"0UXq1Gkf/nmnqUhpkRJ3l7FsMItFO7Hb1+WpLfIOfxkbQ2m6yMMPqzJCNtanLgmNRcFSlnHIjp/QouB2",
-	"IyBKFw7f6ZEvYeHEPs9dwmbBdMHdhNkD0g6nGRnTyZ2cTm3aLHbgK3MMCNt4l0/tjYWZn5H+CZ54QtrJ",
-	"cq7Y5PaXn35OAITEg24Y2QosKYueBGqAmi7W+2XsEPAAKWPX0CzkH1jKntqK3DCcQ1koplUs2sPzsKDi",
-	"JVhw0P0uaAoJq0WrJRb+ZCDfxnWTtcBxQGJnqxGhQMNLIIu5VBimlgWAq2UGJCgjMzEpc7N3EckLfg+B",
-	"zoyLuy70UY3sMRXdWUFTRl5f3USxWJSZ5hNqzM2C2Q4RsvBdddA954Ds7es392fm6+s39xdRLDAdxuy9",
-	"+aK7oHnO0siMfHGG+SBankEnLNVp2AIoSw7RcIrLEpCAaozHKt8NV9gjLyvigaxqDKjjxABjuiI2XgyH",
-	"FJbg8aNm4CQKNo2oEvpLxsItkbvX0smcpYRxPWdFj7SvAkgNFPPJMrkkQoounlksNC1mzJDJFFqdAG8o",
-	"lG1vgNdiQSdzju3JtW/QkbJ7lsnc7HavE4srUirbq9IxLQdJM0QAeF0A7ioypsoQS2luiXZ1xgG2i0Bb",
-	"y+rMVox84N98iClSbnSqSALMsBHrimH/mk7wYSrBx0+qXtMGjgpnDj7VLPbpI0HREORbf9rpa3a658gc",
-	"sszI8HxT6CN0AWow+gCGY+Ejgi4v4MKGJ6QpoQI6RnwiM91OAIJSCutFVuoJuqzc5C63T6737wFZnHFl",
-	"uDHdOFTbPaHmG7Xq0dOsnQYXaJ3H4ecfh8dFO3VGnn6qSoxnm9rqS1jWn5je3+UFwcNruh4u66gUVqE2",
-	"esqe64F/2YiADeyevDd/Xqe7sxnXgLtr19Ki7ApZGmXTofgRwqdGqJ9brugisf/ZxcPsXr90BkVNswen",
-	"K51oG/VsQAyHb/b1kt/HjqXH9vrE0MQ+bo1Oo9gGROPWKG69lILFrShu6YfrFD7pP/zy089x6zFxzZWw",
-	"QzvmAynbiMswajklfZL84BGyA5K88iGOiAxJAhTja/MkVpolEfShi8gpSV5CTMN+b6Zg8XcLvpbL/kzF",
-	"AhqZ9aDNF9kT40lA7lT9rlOmKc+2pFEi8CsI+B6S9Q1O6G0MDGnpKCYW7Uh68xH3McukmBllfSuwL6Co",
-	"XyGxPNBVDJUY8qoafprDXe/3GQGhAbjvfHLeP2Pp2elwMj4fDE6fjyfT/gtKz9lzejbop+kZHbBh/4xN",
-	"n5+NpywdjNngIp2O6WA8HPYvjkb21SL6W73Bzyo0wZ+S4vcnKQK0MziGQ9wOdJHSW9l40CRwi+x49J9u",
-	"4EGgKWnkG1cjHjzoyNurbmjQ3rL51mMBa6hR0f5qlbPCtrT5a8HTZ9D5oluY8ySKFeghMs9jtkjwHldX",
-	"eCdrwbfQhsSTiAD4g+xMWOmM6tm0YI1jE0vcNt8AExNWphJLZAYCzMfzjWUf5K/YDhwoTqFmFOTZXb25",
-	"Bty7msgcitjJwOWIDN6u3x3c3k0G2FxayLzLsUBUuOnvbLP/Zwor7l29uR4R6j+OhYXo51JpjDpC8W7A",
-	"NGjpl8+F0oymSJRQlgq8J+DZkFmmYuGe9JVogIqZ6hHbJGTOCgYuD/dubHFnpb6KYmHkPnwWt0bvvcT/",
-	"5aefjXznOqv+sqIY/358TGobp+z4rccfH/9vAAAA//8=",
+	"7L37chs31i/6Kiie75TIfZoUSV1iU/XVLiV2JtrjOD62k+xd0/nUIBsk8akJ9DRAURyXqvI0ebA8yS6s",
+	"BaDRzeZNtjPJTPJHLJJ9wWVhXX9rrQ+tiVzkUjChVWv0oTVnNGUF/HmTskUuNRP6Lcszumap+TZlalLw",
+	"XHMpWqNWooslS8hqzgTRc0YK9vclU5oU9g5CBUn8gybr7l/ZOiFUpERpWbCUCKnnXMyuCB0rJjSRes6K",
+	"FVes14paajJnC2reysRy0Rr9rWVe1/opaul1zlqjltIFF7PW42PUest0sb6ealZsjvI7Qdg9K9bkon82",
+	"IopNpEgV0ZKsKNdkzKayYEQxkXIxq0yDzigXpD3o9GLxfs5ISjUdU8UIV2QpCkYnczrOGJnKglBFMilm",
+	"5l9KppRn8p4VxPxACqY0LXQsNL1jqkeuyZjqyZzAjOEdEV5oxtDVD2TF9RwGouiCxWJjBSMzAPc74Zot",
+	"erGoLtgDXeSZWaNBq2m53lN190pOKK5QfcHMXDVVdyeKfP/2VUSS0/vB6YpmGdPq9AP+8XhqrlCnH3j6",
+	"mFR3q/66x6iV04IumLakZd5+82L7ewlPSZuS77+/edExj+bmx5zqeStqCbowD+dpK2qZfeKFIUxDGLuG",
+	"ELV+hFE3vxNndKKIeThpJ90uftO9Y2sgVPL6+tuX//nXl//n3fvv3r68/frm1ctk28jw1qNG92guVrkU",
+	"isH6fEnTt0iC5tNECnMKzZ80zzOOu3b63wq3zm/1h9aCKUVn5tFLcSfkSpC/Lw3d+9UnE5nJZWF2azmZ",
+	"MKVaoynNFHsMR/cfBZu2Rq3/57RkDaf4qzp9WRSywBFXl/FLmhIu8qW+AsK0I4EFRVKdcpalhsxrQ+q1",
+	"HqPW17IY8zRl4qnznboHjMgdW5O4NeFxi8ypImoic6bsFo8WlAszQq5IIZeaEcFYqkjBaPoZFsXQ1vWb",
+	"GxgSV+SeZjwl46UmXPuBpdIwQSJzYKF+XG09Z7HYXMY7tj7x9xpGuppTjUyrnI/hV2ZZb4RmhaAZDnD/",
+	"0n7kdK8FWQr2kLOJZinwwGXBqvTAFUm4HRVh5kEJEMBrqb+WS5F+/kG+lppMzavgve/oSkup59ew8S+Y",
+	"4OzTjcE9fOtYfjR8Pul2ac67yl7ctWzD8J6ESJGtR0RISzuOmNrn/UEHhIYULBaruVSsRlBzmaWw9CBr",
+	"mDohihX3fMLMzWedCAWVG2IsYDOIHP83m2gUQBlLZ6z4+4kiE5kyMuifWbJyN30e8tq7alvIzA6StN0D",
+	"jPSybPAHs3pUy4LAU+uzJ+HkK3Txlmr2ii+4/i3JwrCNScaNdsAVyalChlFQwxfGa/hwx9aw//YjTdOC",
+	"KYWaGNexMKqEIkIK1hmRBLSjLqhHCVF0rQgXZC5XZEHFOtSIzG2oklzFYoMAzlHNCJTE4MHVBbAizpz1",
+	"GYNZBqv6vaD3lGdGdzqO4bOS0lLWGg36/SgQAuV4tyhqPfJ/5LLw6t2Crs0Smn/gxNB7RsaMCZIX0rAD",
+	"ll55tZA7bZArougU9FPNNahYL9zbwnk9Hiw+9tLDV7j6/RFpmGHKQYsmVKgVK8y+ar5gRsl009RzagjC",
+	"6DHKcYPGuVudXM/ZonHisTAzt2cHVViaGdG5drdyBU9zD1rxCdtHMk0rY68+DZR6WJb3Un5LxdrqRuqp",
+	"yoKWEgnfrpAakQk3Y8/wpJuDMOj3+6dqNOz3+1ekMOMg1AyEDIj6TJoCMHZZRMB95VIb3h4BC0dmcOKP",
+	"eWeDL8SibeWI+dSFiSQR2fiuC0Ki8RcqpFgv5FIlnVEsnsIyPpI7fC/oUs9lwf9xELNt3NoFV8pQrRWU",
+	"IxzdtX0uPGBEvmS0YAWJl/3+2eSOreEPZtae/O/u9ZsbY2ON6j93PsOuv5ZuoE6Ww2FFroWSSxp2dS/v",
+	"WArjM9SgV5LYRQYpH4uUT6esMPLCGCydHjHklPz4449dM3MmtFk7lti7cDfNVrrdk2LzmNbvbtzA0oLB",
+	"/TuCq3+CA7OFy29qnP7CZTlEsFk/DVtC0/IIFbaRdIVTTEHfU8vJ3BothgbAKp4CAXDliObzUOTON8OZ",
+	"0t5kdgx/IsWUz5YFS4FhxcJaPCAMDMcBnso1kLl2Vn4qGV7CHriCl3Fj04APKBbOKEdqduIt9Hs4t86E",
+	"KqDfUuRaK1pP5rAFacrN/Gj2ppA5KzRnbsWiVh589aFFtWaLHEVLnUlFrUnBqG7yg90Ikrz57t17cno/",
+	"OLUiNiHepgc1PjLKmZmaNfOsdC6FLorUXumvGUuZMSqCN99SoKmpLBbmr1Zq2LeR95tOnqg15YKr+ZE3",
+	"8bTheEetjCp967Wv5p/Vcrzg+thR/n3JlkfeUrAJ4/dH3mStn9stE1Ta8rhdxwYo6h1caW9ZItVk2XfT",
+	"1uhvB969VK3HnzZO3jLLyFJonpW0AMomE9rQhFhmlrXqYgkn3S13MJ+AYpZ5eiTFPIYuq7+hhy1YNT9h",
+	"t1jhECoUWt2hqDxUlVGVbly0u8ygYYneAD886tjaI2f+5Jot1EEbaV5oR0CLgq7NZ8Ee9C1tdiO/KRh4",
+	"bL23O7fyZbrMMhQ65nb4+kSRBB6T9BqJ0bHtzZ2r7YK7MvJz3Lpub5laZvopK3fwcj153NtH/c4dvFpk",
+	"QbBVQtrIHSOQEmumCXKLTkQS/CshbWPCjBk604Vcmd/mLEuTWLTNdxFIU6Bc84SOF0H4Heo9Lr4g2Krl",
+	"WBKoB5n5J0dTyJAvamUtc3gxJBK1JnLhDwF4acAtjH/91LD3IRto9EajkWe0fZR5dGyMAYoz9DLCDflz",
+	"DM4ca6UaQwPfCcebrKtIFoQKAgeIyCkYj2Z4UrADWOJrtnK0ddiFzLBON06mnk7yn4JZfPJTvBRpdizr",
+	"o5PJcrHMjuP1UeuhK4vUcLnB88eo8hCVyepjuNCX5+UjnD4UPmNoniEmc1n42zfp2vxiSYT8r+tvyTiT",
+	"kzu0b5cFWC+yQA56zwpDfagOmqeC/mjI6ohBmXlN5pQLK/KPmY+5VRYNbAm4FUm84EusgS4LRjg6XVVv",
+	"57OfPUWbC8d2aZT2Qua3BaPWnth+8RnqgTQzRvWT3jfsP0at2ZIWVGj21DE/qz4jp5M7K+S33zOo3mNp",
+	"opm0HMGgI9zfRSbGTpjyQmkIqIAeXprZE7kUWnV279fAzH9O1bz5zUDEJ4qYK0gbYr5cK5LTAmXPcjE2",
+	"LFykRBdUKDox91beuTn1M6eIIJnZJW8kRCsFkQoZLTLOwCsEmqMjUuudCY/PYdt2YQYCM2ie/Msf3CnG",
+	"q1AJgkNH2AObLDVGrRbGVoOHRsRY6USKCTvyOA8ximyt6q1jPg91+QP1cmC7Vq3/KXjWhdeyb22UoUFi",
+	"v2XTpWKpXW1FlCRTWpA2zHNMJ3eKyOkUsAGs2Edr56Fe/7Sj9oURVA+3QNsNVmxwKV7ZMKXkLy+tJQsr",
+	"o04/wCY/unAUGPABNZ8A9TMVEb/v5jDCayBI7qTshrpRkajhZg+fYsGEDzDc4yCWUZ4SY8R6EdQeOF8D",
+	"sI8rgHHAaSM0TY1Fz/Zs5mU5giesMXo2ysHZJ1WWcz9R/2BXYNdSn9WVFS80/eG3DNAfwNICdEsc0Nzm",
+	"makZh/tsQBj5U4xAXMnD9TpUt3aszWCPRfhjkyWIvNhaf07f8Ybh0VyvtjlukttXbotBBcIKLgDLh6lR",
+	"YEOtKNdczKyfjyHdKRSpXKRyFQsjwigoOsbCKhUg0galx/4WkfBRtBTFnSgWSSnOE9KmpdSmqrwwvQo0",
+	"KkWmhb03UFET0rbSJSVSlDLHDMwrO0lEEqMm5XD9jN4zssxjgUEcBHnpYo0hH7AJQWwXLGVGU5cFjMo+",
+	"YGR+jEXI88gKrTGjwUpijbBO1Zr0dmToJykn2qro3a1AUWuhhpezLUZa5WwfaS7s09INZ23W1FGreLpC",
+	"fh5o1duvOquqfcebE1QHxAQ+Zz4FnS/l6ZEjNhJSLvVELpo8FMYeN1Rm7e4EVUxrtK8AD6isvyEpUEtw",
+	"USVU3TGwlHjw42rOM0bGzBwf5/bbKuEuQR8CPfp2u3q6ksVd116GOqpfG4QPeQoEohZ0wXa+dfjRCspF",
+	"VTDvMsJqrK+UNZV5W6KqGqC1UTZxy68Myzjy9IT2ZC0CoBV5efOmO7i4sArw0dQ2hPMhptzc0aw1fCNX",
+	"JGUsJzRUwMhiqTQZMwdlNZwMYZSKpIbypYWWwcB2ay1me+aMps3kNOezuTEwzBVEMSYq/Je0+24IVKw7",
+	"jdNfcMEXhj3297EKhFM2jQJedqJIyiYZBRTxPrIFQS7TI5QDoI7XMt2pH1yGxkaNO8wZzfR8nYDsIPBy",
+	"Qs3miCuSpGxW0JSlyYgouWCGjVWuioVc6ohQTTIGWqkA90LBaGpEolyYrbVvuDIcqAxrjgD046+ORe3y",
+	"CI3RYBktsBckd1WA2VvAo4gDBjdjGeb9aacVWzu/sKFRqF46LXKO8Msq8bsd23p2X3Gln3J+jySCTc9f",
+	"k768Y5xARUeOk2ZZw/H/ynxNFjRlGE4liosJQw0UIUsEkOYs/YizZ4QeRPpui62KpJobUpZTQN+xlMB4",
+	"CV1IAAwpUrAJ+PMEA2/Ygj7giweNg/BWRsV3B2NodJFL5U8MvhiEvh2KRcMa2iFtIXXdWj1RRK4EAYFM",
+	"M/UxXOrZTl5pRnCi0Kr0/PIj3nYBcdZZs1AAUA5oQMrqaWM257WDbkbxEQO43IgDN8QuzGyt4XeiiGYP",
+	"u7UY8PKVD32ay2MIz4D0iNtFA8VcO3o01GJGtc75hGbE3kPaVBD2gIef0yxbkxXjs7kxLxaMGrOCC7Lg",
+	"WcYt7KnXOpCOwXm4XZBZEqnIMYD5GNKeG+1xr1QDK6bRQ/g1GGBwDrggiTFV5HSaRA4jCv6Ngjv3oDHI",
+	"qqCvuRRyWbC08wTP4RlE3EV6K0W2bph8aEkZVjIuJE0nhniAsV3Z8Ql2zwoQZCD1GrARNcvhoDC+Ycg+",
+	"ir8ssmZtjok0l1zoEo+3VACwxKVADxdmM+xRmZvloHlxuEgb4tAc9siKAs8OK7y5QvZN8scjs4+QPR6R",
+	"tOntoBrN3lUhxewKTPyxy/swO3ZItsde48LH1GqHOFvRtSIw5N10MNgefXNza1qrb0DZOXKxSgyI05mW",
+	"OeAfaLputN13xAwrqtVtqapsJLOdwuP/EZXMHZHeRihiBAQVybrGGAur0IGlyouK5tcZEYTy0izzGKso",
+	"0DCu39zEQmlufqZ3znwEaxfNDYWqJSLPpbnNsR8FjpJeLK7HJYLCYrfAcJgDpNiNztyEiuhBWlqAOzxM",
+	"YSvpwW5fEzn40PQ+gtgWH9cSsV2GWGvaXSX8VwsnfP0VOTs7e36F7nMLd0MUzkkJ326nbEqXmR7hWlpc",
+	"eCwc8IZw3emRv7IcGCrgIfmkkCi/cG0P5Ogz2d0CEmvwL5rRnSiSIFLyVvGZoHpZINhyQR9eMTEzZ2x4",
+	"cQkS1H0eNJyUnK4z2aRcXZv14OgpK1M4EtitJCJjqtjl+RXI0M2BOFs5FglPMRUVojbuAoUX3LOCT9c9",
+	"cq3JQirt4NIL+tC14+qO15qpJBbtAfmWf0nGa2L3pIPEn7KJTFl9sc1dB69zFbPWoIbbjJ4SMDZmmRQz",
+	"RbS8AsRInW5m0tEDkgxYllQTCn6/yMfpjt6vveAxt527ztoR9nmAHDEDu8F7Bpsgjdds9UbK7P3DkQf5",
+	"GmiCVeK2Zu1omrolzKXMNk93QVdbdmvzee23r95EFkLz8uZNd/jF4JlRT1lKmLhnmcxZh1BF+g/dvGBT",
+	"/sBSMmcPkIKRMD2/Ncz2LV0F+lRiuTNvULzru2SG2rgfXkHa7dfw7J9qUFsFo0UHlmbDUXQViySjsxkX",
+	"s+qtkA7pzZXxmixkAfF5EdousdAyYwUVEyOTpFMPpS6VQzjLQppzxyGsUDCljSBC571931WpCQfDMEow",
+	"5ldBPACzsS8eHiL3UKOFxWImmbKWt/VzJU7/Tq5IksqVsP4esIPQOLV2adu6gCPDpBXTEZy4lMil7lg2",
+	"BFkdhRyzFOTlFUlA0UJVAIdbsFwWOB2ASXtf48aKWasCFNWr0kk9gkXDt8RizbZ6fOxmAWQJ1qsVtVKE",
+	"lwWjCmBnTdrOgSevKY53C9bsVuADF5NsmXroQ4hCcL4BfM6RTlgIwdsRfCSOYN+4yzGeKIzJkXY1zGXI",
+	"IohogTXqgBVollUhNk+EOw03EUWNY3fhNGNCrkk7YQ+54SRJRBKlacaSPeaqMdDwHtWo+/xYGqb2VYbP",
+	"2bcQPiWofdpgm7UuljVn1+EgqhmmCRwZD5pRdTtl7HZC880ZfEsfyJQxkrOCzCikTK0Yj4AnLWhmbOyM",
+	"zehkXfNImWvzgk/Y7hV8Zt+veb79/XnBZcH1+nMO5HmAidrjdBcTduQqnz8J4l/HLUEJkglLb8frrQTt",
+	"rrFMBOJjNqJof1rsC8OB88lI4W0YKZeZW7CJvAdJA8JKW4UAlM6IZHLFii4ksuxDhh3JlZAFN6CbwPWm",
+	"ZfOoCzbhOWdC++AkxvMnUuiCTjQBG8YCUnbGKPHH+jsqys6I9C01RmRAKBhnJONKR2RI0rWgCz4x1Lw/",
+	"cvUxkCFATt3TbNkw3B/M1/VDtJsu+nVlywUrg/AHko07JfZpyJiqjKZ67N0wS49RNd8i4LF70TZIHk/C",
+	"UR+WDWWU5FP9oBKv8R2WDBXwpd3unmFw2J84lvrhD1V0rh0vSPcfza3OnRpb1A/77BurOW13XeiHHfu5",
+	"TXm3ojMhbQw3GjsV3KwPekSowwct6BqMCMJ1JdOC4h2xmNG8jDWbS7xWQ9pc+AeZXzyLNbenkHhbAdIQ",
+	"LeUd8aPpVFA7XJOVkfhGZR07+FJaQ9mUCRAeb+OG0wooYzek5o1UeiOnoLZ4QZJNYtlhmAkRWReEe4K9",
+	"xuZGHJ4TEeby7EuLqA4ZMiOcQ6SWZnLEuW7KkKvRr00huQ0RUVsiEIIkN69/uH518yLB5ULFt4qlcvWu",
+	"UAG9ImyR63W1GNhBXoGyMgmMLzCLd4XxzyrJfI6uvvru229v3r9/+aIVtewMWlHrzcvXL25e/6UVtb5/",
+	"/dfX3/34emcMfNjsF3F5dI3L2HSqGzaVHbutKdX0YPdKExXtAUpmXNw18l/vI5bkLy/fByz3+7evHMd9",
+	"QhgF5rNrsQ4LftS9Pt6h+Pblu/eQaQ0Bl00/j4+CHlzb4wXTlGcbPB0ftHcm9u4jZbTFHtTU37JCDla+",
+	"gfou7THL5IoM+n0ErZXFRuRKkPag3weDdJnvQ7E/RmEQaafEtCVUPhyx7zAld+fukM4OdnDcMrIHbXS1",
+	"9NYdohqjowuerbsqZxM+5RMoTFA6ou06ggVQ2KI8gRML9Wtw6Xnayxi9Z4rIpbasEOJpqvc0T3Jtzbd5",
+	"k6uWoKsV4WyUvZHoHXHDdTWl2bI9mHJ1cSBwgThKnwVpn1slyc5xvALY7iGU8soysSNoo5nvgek3VjJb",
+	"as/oEPMPy3CrLBNPPObauegtRzT2z34PLry8cUJMpEav91UEj2CCNWJwZUI2WWDzafiKZpk9Apt+axtP",
+	"GZwN+l8MCcRQeuQFBk6Q1uE1VGtWmIf9V/+h/bd+9zntTq+7X//0YfjY+R//sU8PN8YSOHI3B/cXqhzm",
+	"G+zw4aDf7xvdNM8oFzjtKSs6ZtLD/7o46w6uXFyHMKX5wpg8ZIwUvZLFHcZKNiE1DvL0vN//YvD8+fDi",
+	"/Ivz/vPnIQIK3r3PE7KgD2AG5qy4tR6rzd2aQq5b7mgHM96CLYyM4eqcQVclrhCMHZ5jKNduDdTvUKy4",
+	"h9M3YTzjYkbavibmgj50p4x1c1Z0Z1RFUCqpT2bmDUEQbEToWN4DEBGe6Ew8sPYwZQrUvvN+vySAIXkA",
+	"tgkT+v/M0HrkGrGsGNieMqZIWxaxABO4E9YimVABvm26JhCC5sJKN5pJYavC2EvBkS9twaKtpPSFXX7n",
+	"Udu/D2YtD9oD0naeOFmQ/oM5HJ2S0GDBLDhILWczQ3hSlNFIFxM+aodisXuLyM4duq5yBFtSDAIcXJHx",
+	"cpE7z5Zh4IPe8MEn2m9MhPApBoiKiCxzomUs/NjB+did0LyzZ3MA/243pkHmOIsicdck6CwGh1NkX+/q",
+	"a7gUUbf+/c4V4TMBvojxmiRTPpVJ/ZifDfe6o/Z61wyHhMN33jckQFI+49ocULIwPBMcgt6DCIHpCS2K",
+	"NaG2HuTLmzddAJyzyZ1aLjZYZ8g5z/uP/7FPhm9xf/3IuBMCEaHeiYzPgMifJWFD/JQsudDDi8vyWPeh",
+	"YEFZkri/8d9R0lzLHSLvPVV3B5q9mxvzDdVzWYDuk0E5RVcYGFiQrSLhykRu07WtAdmPBtEwOvtpX+Rl",
+	"q970EotSWm/ZuqybhBHF3r4si02T9kfMzWpFrZeYpYl/g/0RtV5IsQ/RfZSL66ZBz3yB6QjOAlzwWkTc",
+	"ZlLvnNv5dqeYtQ12wHreP1xjNZon4HpCDmiD+egGMrvSRA87czm+RLQupnPoQDo50DCcatLGNTJMwj6w",
+	"jsg8IKg5KFNLnuodH27ULWgO3q2ocosT1Hlvl3khJdbzCcDSL+ra3ZFxpYPwyyUYFa4EQWYOoJ2d9SP2",
+	"9oag9qpuX1u1DderoiDsjascoZjw499wgbAalpZh+CNLbwR33+4PFfafGCtECLQsZo3zXgAORm2yGZKx",
+	"qS7REodk5TOhn3Rwnm3PEbLHZKPIEVZ+1BJ83v6wRAT9BDiZtrsY+AcTcjmbd6KSRZA24AY6kQ+lt9GV",
+	"DojqsdFPBc1GTtOLfJADqF0tc1YolqL+Q0FjNTpeJ6w8hMPHOJZu2R1vBYxml899Q6y4FzbGa9/XAjRu",
+	"PJj54YbeiHmqAxD0w35y3IRsuwDdg8s5dJG3khntOJKbrKDCS5vk1Aao9emJikciQVy6wmHJdDWVhU7m",
+	"iPm1G2XzAqGxhSu+YiwzjM90EFvvmCsHj1fvCbjffYl6B+SibU82q7/nSPfQjsqJtUPwkXkw54duXpgz",
+	"cnzy7rEpFs0rj09pWm6spvokNP6YZtTKkHp3CvihHsFHDyRViCLcG961j3/y5iC1PVXMBXffAiq/wa8P",
+	"YH1fn9AhATHOO6cImFzIewbtVcB8xzLS3vyG72Ay0uIywbJ/gqY2fMT6ec3Vi8qBUkHMFlItixOsZ0za",
+	"PmC/0XMmp0vFOkarzFXo0HHVygVbYS7CEzBhAzfibRII0rMsY7tjaxQ+MKI0GEvvgFw1pW8BBPpkjSJ4",
+	"xLSQiyfoZ8ET0E1xDDn2AZ9vJr7bELxEKJe8Z8V6K7rwR0j5gD5Q4JApLatgg4VcjQKJAmsOdI1k4Cs8",
+	"YzESISvannlW22rvBbMmicUME5mlRiOik7tljsqPXDBjprJM2bKSHrHl6q+XSdQZFQw9ZhQIcDXnk3k1",
+	"ug0IB6iLSML8FwQvw9pwMduvuPh19If/SPpGXJ1iukFwvwYWgb/aEla9vVBIPS+YMgvecMDteQQiUbay",
+	"BUY5LCdWBMONgP9ph1y5s8cyqQkUS4d+bttlyo2YymPLpeCG79EWn4y8PcMMYivpdgnUilR8jFyXqd2i",
+	"vrZSvjOVm1Uw7u2r9p6qu4+ool1TECHpa4sjxTm4IA0FyvWZiZi/1mTFCt+gou3UfxUknGFhHxoCN0s9",
+	"8wor/8G5g/J/tjqGE/sH6Zul62iXptkH/Pgi32mQhgsQOkwgERdUYuughnjHmE0MjVfknZHTlaXYE5SH",
+	"gmgTc/TMfVvqamDPGX9V6XHE82s5qK3wtCcJ8/LjTkUzcOG9r9vrmtL40lX9yJWeEzMyiGzoZxhhBZSz",
+	"0HI9xDMbusx2VWMJE+/BFG/a3l3uPXO9MfcxgwFLUhq1VArWcWnQqc3S8mpaZWDHlpl5/rEVSA3vPyD0",
+	"S+bswcOHuYCI9m6vky89sS2bHc+tcH45TEPw9Bo0otwgZb4vl/78SRXz64VSnTK2o8egZb4h5tusVG+f",
+	"9bAjqH3tEbQsDapJ2bXAKLWPXrvUsCNI5tk21Aj2aowI9mq8/2IvSISXnSxv79h6t/waHhv+9vyKqjuU",
+	"KYd7PIcXT4r27nklaeNujJojoXtgLOebXtgtFWgb2Q6wGajShD5DLlzhPKupZow0uBFRuU1dhctjWMsz",
+	"DMpOALWe74oUlD7FYKgaPZUOXeFODDwRNrjdECe+KvdAabpWQRMFtBWMwfsEe3B4VoswHxH8ff5J3NLG",
+	"SIen2Paw4FgDozOTSlupg8mDoET4drLVBrIWZbN7574oUfQL1wy4adwu73A7hNslM1YKJG7qDE2DQCj/",
+	"PSv0NhVlc8nc9ShJIREi1zahbgnghH5IIl6aBlUO9mgy1ulV7Il8qU3IR3Mw7AmuiedPaDdSau9Bz5Gq",
+	"Cd+ET3h1uFS6qLrTmwR26rTtzSSLja3cbwJ/VHrPs534hsOyei4Ps7yG/rLb0kvS3EykrYsl6xBpOKJT",
+	"ZSsqtwpdXMo7SpxNAEmkmzZ1wD29lU7aijHi6g7XXWudPVk2l42YSm9SBp500IGAuMpEJc9HA/S7Ddb7",
+	"Ax/aJ8eVDC5J/Qllg3+Lli9PBlFQdXd4TYTAXt9V8HlHThG8bvcKf6ZUsV9//uXUtj8/OlPMoi92p4gd",
+	"teZP4bJV/nq2e5X3LPKu9jAOOexckBzh+2rk+Ue73wmN4fZgtKEeej+riyrLwjLk8VJ7pbDZ3gzN3Y4z",
+	"tNvDjjW122eNrwO9BW7pketSLlhcZ1UJAvB7kxq0VQfiKpiwbakPdV2M/lNxN3klKQxlrzwwigXAKGaB",
+	"UWkjMMpsGBvPpbx7aSuFPe1QPEmagaUs6Djb54E3MprdM6FvzTVH8BI7NXPre/P0HRzlfEvfuNrBUmxS",
+	"NHXg/05ka+fxs9WTrYoAnAFbdeBa7YvwX24r6GYOjivodqLI929fRbZPh1IrWRjtcQpFa4may5WA+ioP",
+	"5r/9zPwgfWCn7MRKcOEulZu7FyhQo8EnFEVd4ROOpw1H9vvqbfkXHDD+QzMWavk5VQpv2HtzAaSg2VRp",
+	"7yaRhU2x4QqMgqlcFge7hI85JcMdR+CavNNUpLRIiX2kMefMtaSdrOaKTW6xGgjmFJnzMTw3s7k8R+sO",
+	"8hUMRwfTz09uxgQrwOcjxf7KAo0n51qUeSxzrXOzYOZfe4hc1sCwf/4Mh1LWS6SxmBZ0tgABg3w+l4WG",
+	"szbj90wA3x7APC4uzi7QkoXr5hKB6DQW+XKc8YlHQaMlDGwdsT9KZvdYlqd6pW272YvFNVZuNE935x2K",
+	"wsMYIqg/iWLBqNLKPKHse8v3ZglshFnMMu6idE8sm4AwV7N8VCvwbexIjwS7KlFeI+sgBjAX5k2FVm7n",
+	"ymKFR6UBDHls3od65cFTowNM+yuUwzg+L8JP1C4fBngDVFDVflP6VtpIBuAxHHs1idsOoEEc4/FaGivj",
+	"nTmeNhSV87+y9TeQzLZFnzK0ZDvqGhKArAHfB9o1TY7cTzWIeNmn1vqcFbZUBsVM9Qg4B8ZSz33LZkNu",
+	"QHkY2FoslY4F2GfeYXPH1rb+oRkk3thy4J6WH1tJlThLQ2RjSLG/Xup541F282wnLvHujq2VFa9JJyJJ",
+	"c6/s7O+3v/78S9IjN1rFAlr6GuVqTVbQr1oTmTOhRiTB1Ri9vv72JTREoLq0RAu5NKwqikViS8ONbl4k",
+	"0B/Bff4ftotCJRmOalfJDttko6Q2j8mlzEargmuWIMgMzOdq8N2XasNyBBTah0AY0nyIBYwqApvY1tI0",
+	"JHu6YLrgE2VuoumCC3cXmN+gw9pe41HQqzsWrlm3bYB83h9c+WwN853jjbDXZhkJxXUhgrFUQZXO8/4Z",
+	"aZ/3z11xfesAwOUDe6hg4C6Arx0axbXyN0Y+9wXPsIYSdYPFvkW43oxgUUMu4NywrtnDxI5DSPPQq1iY",
+	"x/u8VBwCLlCRT+Ba4iD9MLdY2FKJyt7Ttayxe2cOE1S0sq3n80nlN6R4kKygywLhlSRuZA52rOY2jF8l",
+	"7jJb+Zv3798YQgcmtSyMHhU2tME0IC7ItJBCY8YK3tyLRSzez4F5TpYYQVau9ukJyFCi5LKYIAqoWOo5",
+	"MlY2mUubkEW40KyYUvSD4vKBXmLeCL8Jmp2aydCcn9Kcz5hAlmBFdZBFlSzoXflDYijewU6KpRDIUOGl",
+	"8A8UfKWK/K933702chnTTc2m0pz3/ltJkcAMId8D+ZC5NCLJh9iZp7FTsGKXlxK3RnHr159/iVuPyYic",
+	"9/u1sr9tSFZz3db3VwDuROZQ2MSJnUfIt8Y/75+b/z2PyPngDO6U0AvkH8ZclSk3h8KWl0T9wKheKiLn",
+	"w2EsbBGOIPAEp6VgZYKbE3zWtxCRi/5ZAFlx2KJYVPvM94hVVmOBo0BNgv+DdSFOx1LSDuqGjmW6tkVD",
+	"I/KsXjO0XAKzJ7HAhG94oodogwtZwne1RVUljM6QuG+sbiuLR659k680XrvfCqSy9CI06MPjwAh7mLC8",
+	"tOMDfpAWMu8aC93W2HGtzyMgPnvczU+xqOc9R0TTGUkcm0g61YKSinyzzllhq5QGBQvevjRPM7RhZmnd",
+	"DyWkmLQNNcOXcWv0IQYvY9wa/frzL1GMRQP8p5LCf/35l8fHBGFdscDUP7W5yFxvLK1VDrGMgWNCQWO0",
+	"UWtgxLI9ha1R66zX751hnt4cNJTawpivZo02Qrk0teUgbjV6BADYPCUzphVJfAmTxB5Tu5y+K3CZeH5F",
+	"aKZkUPMhAZkFtf44pu1Tq2eC5PU1XdphMdkiyOfHDFKur0jSVOckiUXJLFzh4F1VYTZKBcA4bD2WhLTd",
+	"z1gkcE7Ndo2Iy63A2kARmbPM+rxwr+udz/ApEbEtlEHhqOuutqeTLQCTxMK/21MHvBaLML8UuuC++UuA",
+	"a7JODp4qOGmQspqY8dhydL6TlNG/MagpZFlFoZy6g07xheVROTxAwKlWQbNrpqwWuzajGeHb/vN14t6R",
+	"G3XpdSxsm4MrO5zSoHMVNtvJ/zS/xMt+f3jJ0/80umFkH6eLJUs6/pGx0JIMn10Q+9BqoQtYMNhoc7XL",
+	"vz3r97t4ObFQ5KtYBM9AW13ZwtbGVKRi7QdrXtyzgwFh5ofWT2IhC7OK9tqgfi1wPPL/1488OJ03OWss",
+	"7PnHbcVcYeQF/uKbtDUyR7m5eA80U7RvAS9zHbEO25wq0q5X4lCQ57NY0K5i5hmapSiKjAE68pvFNWof",
+	"loxAGe3jWgNy6vLyCgUjati2nO5g+AyBKcSFAGMxmdOCTpADbjylH1gqwDBLQwWLHYGrpKH752MEPna5",
+	"ernI9foHjMwZ4tmonGo33YaRdx4FCHFBVjvEs5pGZZ6xc1w/AZQ0l8Jy42G/b9M5te0+S/M8s86B0/+2",
+	"mObyeUfWVWIK1drtnn6U/EnGxV1Sq5zElSud9Bi1zj/DQDE5uGGAidn+ZEQuL+E88TSpy8srctm3FLaV",
+	"uEhJW1dk0B/igwx3xQNqDeUVnzA7xcG2kfs982O/BpX2BROcpXjz2UfcPHx++M1vqWavUAc0917gxhx2",
+	"7401EuzKm7uPGHaQrIQukeViQYt1UPTJKW2jqmCQU2d0g5+QzhS4ZuxNLYht+U9wTh+jVi6V3tbbtl7n",
+	"xotzw9TAJkVDxSjr5u14/pSVkaBTryOQy6CWmrtANaVA/dhpnVxb6eEmV5Gcc6piYYgTTk4TdzbjP5A9",
+	"H8SqrhUMuHEBPo4fgaHxpUzXR53w7Z2Xd9TMr/oz7U7/vjjiP4/dnZ8BhX2FL+2+X+fMcbek/vrkipxf",
+	"on4r0zU4Zcx1dcKvdPnDHdrBOmPRwDsNbf9zuePg7Lfbi6+M4jHoD6JwbUlGixmgBKggzWZ379+Lj0fA",
+	"M63JYZbhYMb+GLWcKW9G3Mzlrw8y1UlpqStJaKn5lwjtWEDkD88B2lFLo3OKmVFs3wdbTMPOL1ht9RVX",
+	"OolFXkgtx8upqxZH2kl4REckJEc50ZDqWDC6SIyFBt5gmDDYT4DMd45TsFyploWtsgOeOejPVlPLQUlj",
+	"1DyjUtAEAZoOb9hQ5Q3dRohn4aI0wWOBCi6mmNnElbCeFJgykH5WFhkEuw+hYnrOFlBcKbRrpe9PlFu/",
+	"IZ8EHWC8z8f9Iqcwp1LXtuGRV/i+7ju8rnuTukiJNUdLJ/9tg24IbgMMfhA6K5hNBoVAiQ+QGAMfkvDK",
+	"6oEAWilOlIv1gX9QSWSd7je3xneM5RiIMWZfyooeMUY2VCj2AYXaplDcko0+OTZ/wT4oImUfcchot9uH",
+	"VU565NoO1+0KzbC3FlymvCSwdyFm11CJGTFig/3O2AZFEACLaiRZuqpcKWKu/bvmVNXdvf7wIWYHQ5M1",
+	"Dcom1qgr/Ae80bEY9PtkmcNDKmVBUUEz9hlHp822449G84IxfbiRTRps7CgWof/AzR/SKw9R8PZb3nXq",
+	"L5lD5dC2g2Jt24lzqxVa6Y1UysV6z6UGm/kpo/XRS3tEjx38Zghy8/wfNY+DddqQV1dViMObgoGMqNZO",
+	"5YIW64bqmgeovsMDFB1f68yVB4Xw1ej0NJMTms2l0qNn/Wf9monwP3n6n/3xYPLrz79Ez6dD9uvPv0AX",
+	"sKO0Jqhg2qA0BUIO0H82lVLIFfo410bfZLTIeBkJ6fSs7WQZfyyOK2lqSM/xY6OMRISLWMDxsWzUGoUl",
+	"sNOwFQjG1J3vXsXtH7f+Pp8MMwrP+kHFNTw9Dn1APLHYRHHDHct0FM91e+QGr8ilLLK1me3Ceoqhj6Fw",
+	"BW6D4rn4bNIf+d9gUUZ2beyujwJtwjNBbEUXBBneVQfMFLH1jVFR/DQ69vvmgpDYDqvM1ceEBuKtoyGS",
+	"yV7zqKKCXZGz84oqD4AscNV6duvz+m204uyivCMoxc9FGKQBL61M2RU567tLGkobR1W0zUnQDhACkiXj",
+	"rENdzMhqG4UBEaeGgiKGcXGMo+AwEei07qDPK2jxaC2+TApvywwvLkMXbBTycRcOrmtXKVegVSFeQrBY",
+	"oDCARvChT+3f0m4cHWk3Rp4MEaijgkBpeAeeRii7ao9OUtpiIZGqWGx5a7W5ZI+8rp+1q6r+FYu6QWWz",
+	"4Yla0CxjBdaRttv8r2f6YpxtQ4f3nPwokxcrMfwjiMBWlUn3+5O8YYFIcplc2CvYJyZYdeMwYneVIJo5",
+	"d15IaKIEwcDQWbZ7B76kqcPfVhe+4ZnluvpFUq2ftnbE/1oW2HUQ0UOGyF3eUqEcxkuk5JuX1y+uAo+G",
+	"MzmNgWd0jZVcZq7tcG9D3Tfv/mbnLh2xVhvguRKkQgqWIyB9w641Igo81xR9waiRW4+0ljDBTm/f+pI2",
+	"KFaW4oIArHl2Z+vqGyq2wLWtOILgXSeKvCnkguk5WxoZP+NKFx6Lr9mDhr74irsqOguqe8So/CyNRVlS",
+	"QwfDL5YudG8HEmANAaZkUSEpu09IKjtXsQCom+/10mDFuSntPXhmyKdQyb0qNhrU/IbcUnzL047LgUL0",
+	"e0EtvvII4fm1LMY8TZmV1ef773gt9ddyKQ4PXL2X8lsq1nY6qoKmBRs5xJX+7SeI3VaQtX/7ydh0JUUH",
+	"dOXXdQfRhii1rfx3xvR3ORPXb25aHxmQqGGzm+nBvouclXDAsvA6GABVzN4n4bMB+DByYL6dK4e94Lee",
+	"9rfgC/Kn1NfJ8sgHhGcv+MwCCa4tbhsVRgdvRifkIU3mfRd3o/bTBfg0Y5FstrZPrPXHXM1I3wUVBERQ",
+	"fne8NJq8U7MBFBlyHIDkGY7LjF670Vueq9HB/etRR/cJAQ1N7C2UDl/gRgA6R8ryTK6BTHBBPJwbFqqJ",
+	"r9m9+2T6BDzvM6gUSETaYlyfyiCtEnj4vEo73TV6Xo9KCuYA20HCNeLpLCIrKjQ5DxcA8D8Hr8BWy+G1",
+	"ez+qJr4lDdILFAewQi8ph5pERNG1MoaeOcEW/2/G8JbpYt29djnHTUOyV5/CpXjl4+Om0rD3PP9+9bS3",
+	"u4j/UPr7vDqap9kt1GC1NDzGfrM7/7Tdro7nGKWxyCfbI31GBnXfvvmKDHt9gF4jxL6tuJhl3k2kbIIa",
+	"mGFQrdqoiWS8jsVMdiGFmy0XJ4okRT5JSE4nd3CGlCTwo4rIPWeLiEDldWCyem6N2pUs7mIBcRIF6SZB",
+	"gNApl3IlbEnQgmtGcqrnFRYPTDkWIKYga6XMUXIttXvka1fpETJLtvbYj0W7YHpZ2DfOqZp3Irx6xnRw",
+	"5VdyKXRiVGCqwR/gSkmCS4eLiJQ9OaH2FySw2PdDP+a8Oy0YAP4B77r5ii/X31A1T0jbPshhXZE4HCza",
+	"PK8SmITMFrt2t/oBkRcWzmsutrIYRJuZHxyW5C8v38cibKV6+sH8+FhCKTkmk4tllrklgZnepIkZv2D6",
+	"1mKjk4jAx4wrzYRZgogkKzY+u8Vd/6G8zDyFTrA4mll8cBB2gu3C1qDK9pOxhRlWTGnX09Rtsc2psctP",
+	"2kG/dTNs32y9YzcfEsxfA+o1CdYfmjd8ubY/lPt76rdzhMwSX38Vi0TRKUtOg3buo3CY/msCvYoS9MQr",
+	"nYxIv7P5YtjyRop7ixVwEoQ376AXUG70Rt+32npFsfDALVdP2Ob/G/qy9XZUsBXuqpc/fEsc54CgXQnv",
+	"t2s7oVnmJuGqk/2FqmBetm5zuPJfyZQFV7zTsqAzdq39d1S9KXhwz4I+vLHVR75m7A0rgldMGfuGKy2L",
+	"dfDIV3Km/N1qLSZmO3vkWtiOpMagmUtgvN2z4WV/0CNv2XSpaFYm1eCkbW4CLGCVB1oNQtm+Hikzj4JO",
+	"ZAkWUdJSkkyuRrGAAiP45SAi+sH+3TcjdrFekHlJ2W4XjZVyX2OxFCkroGgW9OvXD3DGbSUTeBQeL2yO",
+	"BikfLGXpCHgBS8ngMhb6QSWdnp+fS72YyAXDOYJYGPb7KFgNQcyYnveIMfCdCRKL8ZJDyV1XOldOp9tC",
+	"t2/ffNV6OvqtHiH0A3eBDde4N+jTS5yjvG29teCr+TSIuGYzMxgVPjAcVthmGJCN4Rh7sXiJ3SFteTDN",
+	"p/aVWDMDZ+n1AEF4imgUmxRl4yxeFzK7VZpEc7a4MtJZSIJr6oMH1Vjcv4ST5BPGIZwVEX2cO6opPoFx",
+	"iAXXqAMPLj6l/6spaFdfBdKu8jEkFijYaxsosgfd6X2c38nrvF8GnGJEXtrXlifGFw0OYnKGX4Wqrvls",
+	"ldz7QYhqa3SX/JWtFYN6TlzgQRqvCU9HtlZ9pf4TqC+udlTisVH40UXcyvpQTTzOqD4HwlKgSsoGgox7",
+	"pNCRQJO9wJKN95WheguJQsNv63tdma/DDk2l0fTmaN6YdVf8H1un6XqwhNwfIC6t0aDfD/pxYs9N34Nz",
+	"0FiQcKOF7rYF4qkiM0ie9yeUK6tEF+yey6XyxcECYtkKC8I6ZP+s7BTYBCih1sAirpH4wzyB37cMeBL/",
+	"OTDS+bQI50Zk82M87ABU8eFlYFMI74RtKhGdAS903O+nrakboeApoaKokGxRk7AAjM/73xYJhy6kYcaz",
+	"xd3W4tsW6FoxVUcEizMRrhHB4DOiHRTF8toAsGKRKSX8cexUIPMMKCFhZ2JUdt+k2KcicpGyh1i0EzuX",
+	"vw1+Gtmc9pKjjojTCpPONhW2ZO9PVWP3s01f3OC3Tt54U07Q1gXcgzyDaughGDat1aq1w7pyWxtXkeBe",
+	"R55bQKOa05zV9n9EcNcSq+fGwmnUbjfdL0gCVp0dIl/67RbmOkz8KNfHYYnX1YqHADpPbDWwBEAkUDv0",
+	"8y/M71nPf/7J1fYGwecAjJh3vEm9KZ9OWQHpDDiS3uE2RWO8w1j/2FkAt2WE6S6+e3q/D/B9u62fIeDx",
+	"/gkAKWSnAXTtAJmARYIBpJe6Gh7hCyuPqIGj4n8LMf8OEE6BLK4K4YaczVLKV42e0w88fdwVXAeGdQg8",
+	"3p8H5EkYvbj1oMlAvc2pntcSwqvS6Z+q6m5nzX6Wf6JB/ljH5TvhN27XicBwwVY3wJf4u1FGwdndtXUv",
+	"sHBHO5PWZ19AX1aZY5lKLGOKWZxUG4P/xyO9BmTDaUCuY+E6uOKoT5SrwsEVmSy1K3cL6XX2l4XRa/Oc",
+	"0QLc/OUjqEjR8Z/xe1Z1zJID/bLgs7Drd7DPolxP9FnA+uzwHLDDHQfwaN9rsnEI2CID1+Zz2+sb7TK8",
+	"q6H/ZFfDP9/78VlZMezgAW4HS0TtoIYeL6o1gwx92/Ci6vzJu/9YvLvq7nXbPa6e330+jpq/Fx9y+gEe",
+	"8bgTFGtYogt/ls7O6rt9OqoN2zq+KoVh94l+UAlmK1YLoKsTiKEjB7QlxqVAcXJFEkexSSwQirKSxZ1D",
+	"SAQJSsY24zoqvRTQTwN4+lJP5IJtqUCEJ+wgzc6JmJc/fFuZ+haNDvsS/W6UOpznNn0Ofv2TKfyRmQLY",
+	"QbCP0cYZ87nS7jhtZwuIQN3KDaCKHgJEdBWZD+WJZ0tn+dc6VbryitAAIRaIoGknFhGbRCRJ2aygqW9V",
+	"pyR2FMYKy6mtEieXOqpCZhPXMlaw7YBbN33b2QVr23VsvhifzQ2/MqYatATD5av0dYh8BQMLx7UziOCu",
+	"iGR0RsZszoWtGIbfTmiW+TKMEQBChEXukoJqhnjZjELpzSjA9Zq3RT50nTKA16IzdxrhfLG4tS44Sy36",
+	"q0dem0u/f/vKVtuEav1OIYAy31ygCoYM1pbHIj/OKdRD48pvp2KAKF5FuJILtpDFuiyD7S4zurRiDLEf",
+	"dklUj1zb8DkmAW6kQdiKrEIiHW1TpL9CQvyMPBHeAF0BtrBFPAt/BnP+qVzuxxJlP6qg12sUa4gq8icd",
+	"geUBl7N8rcbnTj/Av7u1H3wdIvYT+JA4xF9QGzuBE6egrGfFeNxC976At7B91jZ0E6DPQ1QThyvzNWzd",
+	"IxvUkol96O9DLcEp7jp+fyolf+DjaoRy0OvgkHPp0LPbMdeGNKCAil7hKdoGRQ6SmTE3GYI/0NupEkQl",
+	"7YzNqBHBFEIFXVuGgaRrQRd80p0y1jEnfs4eoMIBVy59PrW9lJhIIegAfegdwNhoEZhnk7rCSbb6LE3R",
+	"bImFraBgMc3FMmNqBFJfTBhhf1/SzIF28R0nCj1gXJXw6Fi0vdljAc426CFdYoKQLvowp/cMWozmnYhQ",
+	"10wb4soJ3pxc+QG4iI5FOkLIDftNlGXtfYtZyLjneSywVJGL4A0GffL/Ou+dzGy0suy+6Wv8QIrB0JZQ",
+	"xdICrpVZsFeQIWlDfSOCRWx75FsPGi1YDVT/NFeeIb03UmbvHz5TePo1W9nn/+aBafPW3f79jd5gYXDa",
+	"qf5SZqQdRl1xN9C39GkjxrtH/M4Wsi7zBWRBHDHXhohx4SeVSwlikMHKzKjrwosNJq0DcQQ/aJ7D0RhE",
+	"7nvoC8FSMui7/z5TTpbrrBGOFUGBXNm9C6txcFWFYXd8WYbUFsj7PcvUg2LdW9LnQkg52YYo/0xxZHx6",
+	"pTlphc3bTQih6z7Zs6BcsTrzJeM1Mfy297mQu1vD4RHZRJxGe0C6wydvWxWk/5l2B0+JZSrWYF6ytONm",
+	"aqW+HUTvo7W0z79RPkvOzsBm+kwrEzqxLa2gBVnY1OMT5u59OrcXTVNCXSfpan8uL6a2e7tquVpbzcA3",
+	"1QSyKGiq4aqIBt7x0DsciwR/wnyppBOVOlR7vPZ5KenteJ0AaTnHeds2DTKfb7HRQzIiCXvIAVYXkURp",
+	"mrGkU9NwwPMNW+fzPY9JLpmxUvHZa3mGC46pcP0H4EWX51CHN+UzrtUWUxS6Y/9eLNFD1KJKR+4/zdI/",
+	"rq+cIm+v2xVgyrn4ezPDqPcG3+k48u3dXIdGSGnD5Fasc0a1L2xKFvKei9kozBSMhbXDREoUN3855++c",
+	"2pIP8t5alb7XeRsfjdetqIqhCIT1dpctz1HlsGn6VsZBS3ZF2lyTgmObyFhwoZbTKZ9wJnR3uhSpRRnT",
+	"zGiJrgW1e4TRLmnZlEk7LceMQjFoP4JeeVDHbTNOLA5bbc4OEBJSLMUWJvWj6xFbY1JNRFVeYrtStz4r",
+	"L8F33Iip3MZJcJb/CkwE5/rvxEqu7e5FgYfHcQ8k7ZB9WIaxnYOcwnHZ7e6ylWawgJ2QRLAVtizFhi/c",
+	"FqJUS9v4VPmG51C9BeNdUV09V46RYP8mKLXNs4ysABOWRmS8XFhkVCx891E8185DNC0YArKpL4Tp2qzi",
+	"w6Y8y6CXuq22bZ3p7N73bzLMl8xo3iNv6BI6MVLLQty8EeeOlaHnXMzQhQRcDOaNTa98o+xlyjXJ5KzE",
+	"z9+xNfjBYrGgKQOgALBUCJFx4VhSb86y9JZqW4cr/HK8bu6SYcb5L8CJsPvXn/zoj8iPzKkpm56eKC+K",
+	"277zoTRGnTkvneNYE7KU7bzpJRTU3HgLaUPPw16vh8ytMwqbtdoynDOM/Tpu6o48AnmU12aUpmunUnh2",
+	"V/7MoRfA5A47WyHwwak4PWLU+QVyFN8StmzoZUjeJdEo4nnL2238pLlOlVmhfwkOEMQI/uQFf1BeAAQf",
+	"dEAOzqY9Q8cxAHNWu/phOwd4p22TBXslSn/nUPIsCTsLt3d3Ca88Au7oXFUfs5LFnS1PjcYU8hKj/4hY",
+	"4EssED3pdvG2LnwNsN1kRJLcFjxJIo/8QUtDz5mIhcxS6HMrC5JM+VQmripElmFwP+BBoflo+FD5ygp4",
+	"KHFVYVLGct/PUi41ScxMsStkJUkz7GsZdqdXpJ2kUrAEam8ngBWyA3SlKVz8jHDdIzcYdLOVolKuJlII",
+	"7GvhWvjGAtU1bRudp6Xmllgd0uYwObVuYviu0enATMT1F340EUn8BSOCDS+vCMW7XQQpsThPMUswT6ZS",
+	"j4Ur687rWEaN6h40OOSKjM1Ztg2E7XJbwoFMKNsl9KJPFBTYcjm1I5JTLJBV7fw47A9LPRFHiQSlIqIl",
+	"GTOSSzOZWFBNklcSmXCC/VIqO9h21ccNWVfsWNalIu1OZTFjuhO8H+ZqBuCabBriSG7KfszQZn9EqgVL",
+	"CLX6rJeobl0rZncsMMYKvnnbXcUlBYcUUyaZ2mCrWYN20Pw1Ftg8G3tHRhvRV2/n28rr5QR09y3LoVns",
+	"CDMyIbQMDs91GchAeinX37ouVAPd9mwHHjMx1zKe0CDJ0CXmnQ+HZb8erMIHNejcS1xBTciT9j6MSlKp",
+	"S7rWo1jAqXL+VRikMZuYAAAAUFDVLdOkKRgibXKqHqgjbGQ+JJbqDKcaJJ1RGUH39FQj7LYhRVfkxpDi",
+	"FUnsFsJT+vakl0cGzpwvJWKeoaWZ9rZkC3NJc64Ftk53Ht2xlBmj4uAsj4F57/DikuQFFxra1l+/++rm",
+	"ptIjcyn435cMsj+de2VLj5baCdvZnmXBhfs8iD6+AWEQzUqppq1Rqw80YaVSa3QRtbSEr5+N6WA66D+/",
+	"uBiMX5yfDZ/1z/qD4eX5xfVkcHaZpunl+Ysvr78YtqLWPfZdbJVRZRtbPrzrBVBnWXr3N4UkII2/p+pu",
+	"j/+9cvICYUicLKzFqBo40b5YVXmLv+Mxajm+v+9uMwd/LczisK44n2GdyroR5sQ7f7FbuVJu+cCtE7Dy",
+	"nhWdKxB7UJiuIvZ+d+v7r2ei/JZR+0OT2M0RM/wqqbdgGZwN+l8MEcllg/rD32b4Nd0H+gs5p2jqhPmG",
+	"MhW5QwHA9lB1cHK/RLv8q6fPM/DjVgBCuCh2advYQqRq2x3pQQL/87E1xUgbGiEXjHz//c2L+y8gg5en",
+	"1rQzNojRQMFYgK86xxchC9OJY4H5xIa5QBqa7XQIUEkhLeVfkRnTpSKEfqptyQslp1afTuPzOcPaDdRn",
+	"DH+yYmPlwP+sOPbPrThW7sT+/F8giD89dn/YWmWB8962W0A/FLqm9uX1HsiFfZGTlGVMs6YysN7lE7ic",
+	"uHDatS3jX/fvuFLrENOLhWJC98i1NRetu32Xx4d4hw88aUHXZMxiIYUNZK47EdnQ9EEPYVPtvTUjct5/",
+	"3sSOcbjlafoYfrznSvP4mxet34gt7LcBosBZJ+TqX5RBPB38CyTaHzzv08F42J2cpefdL9jFtPuMXo67",
+	"X0yepc9ZfzqgwzF0XnQUPMLcB1qJsZuVJmNWLvhnwqQ60w7cVvb9FSA3uLkckGmpOv8WquxX6EKsbkkz",
+	"i4y21nj6t2QRfyoNf9RSTsAJoAdF6e08XCNYsfFcyoppts2K+dFd+rsMb+PgXoo0l1zoXdnczF5T067+",
+	"PAF/ZBDeiSKWlMv9rZdBUmxSMK2uoDN3TpVaySJVFv1FFXkw/3W2iYvtqDz3Qmz1cc9UNVid+Oo0EBV1",
+	"+DnzYUp5xtIEC0D4DACndd8zmAS4ZaViqIGbL2+N/amSToSlKKSYsCgWb757997oztgRz2KFQZ324Z93",
+	"moqUFilxZxnbFrBYtBO7fF2e2iYz8MnYGErTRR5+WZYxtLE+dUVoLAqWsoxjZj4tCs6CBm/h4zs98jVM",
+	"nNjruUvYLBhUsrBd7x6QdjjNoPAFFL2AtFlsz7zMMSBs410+tTcWZnxG+ie44wlpJ6u5YpPbX3/+JQEQ",
+	"Eg+6cWVrsKQsehKoAWrKWe+XsUPAA6SMXUOzkH9gKx1qO4LA4xzKQkF9kfbwIizofAUWHLRGDjqGw2zR",
+	"aomF3xnItyH5cpzxiQOOAxI7W48IBRrGJoNzqTBMLQsAV8sMSFBGZmBS5tCTj+QFv4dAZ8bFXRea7Ed2",
+	"m4ouVFwhr6/fR7FYLDPNJ9SYmwWzHapk4VsuonvOAdnbN2/uz83PN2/uL6NYYDqMWXvzQ3dB85ylkXny",
+	"5Tnmg2h5Dm1SVadhCaAtCkTDKU5LQAKqMR7LfDecYY+8KIkHsqoxoI4DA4zpmth4MWxSWALQPzUDJ1Gw",
+	"aEQtofl4LNwUuXstncxZShjXc1b0SPs6gNRAMcEskysipOjinsVC02LGDJlModUa8IZC2fZKeCwWdDLn",
+	"Ao629g3CUnbPMpmb1e51YnGNRVvML45pOUiaIQLfipEqMqbKEMvSnBLt+pwAbBeBtpbVmaUY+cC/+RJT",
+	"pNzTqSIJMMNGrCuG/Ss6wcepBJ8+qbqmDRwVzhx8rlHs00eComXIt/6002t2uufIHLLMyPBiU+gjdAFq",
+	"QPsAhmPhI4IuL+DChiekqatl9JnMdDsACEoprFddqifosnKDu9o+uN6/B2RxxpXhxnRjU20JrIpv1KpH",
+	"T7N2GlygVR6H338aHhft1Bl5+rkqQZ9vaqsvYFp/Ynr/kAcEN6/peLiso6WwCjVL9x4P/GQjAjawe/rB",
+	"fLxJd2cz1oC7tWNpUXaFXBpl06H4EcKHbaa9Zu0isf+7i5vZvXnhDIqKZg9OVzrRNurZgBgO3+z7NXyI",
+	"HUuP7fGJWxOZsrg1OotiGxCNW6O49UIKFreiuKUfblL4pv/w68+/xK3HxDV3TMydNh9I2UagttV3nyQ/",
+	"eoTsgCQvfYgjIkOSAMX42jyJlWZJBH1wI3JGkhcQ07C/myFY/N2C13LZT1QsoJFqryw6tiPGk4DcsQ1M",
+	"oSyYpjzbkkaJwK8g4HtI1jc4obcxMKSlo5hYtCPpzUfcxyyTYmaU9a3AvoCifoPE8kBXMVRiyKtsOG42",
+	"t95vPAJCA3DfxeSif87S87PhZHwxGJw9G0+m/eeUXrBn9HzQT9NzOmDD/jmbPjsfT1k6GLPBZTod08F4",
+	"OOxfHo3sq0T0t3qDT0o0wZ+S4o8nKQK0MziGQ9wOdLHUW9l40KR4i+x49N9u4EGgKXpEFkwXfKIsHpwr",
+	"7zvolSc0aK/dfOqxgQbUqGh/s85ZYVvq/aXg6Ql03uoWZj+JYgV6iMz1mC0SvMf1NdjJWvAttCHxJCIA",
+	"/iA7E1Y6o2o2LVjj2EQbl8034MaElanEEt2BAPPxfGPZB/krtgMYilOoGQV5dtdvbgD3riYyhyJ2MnA5",
+	"IoO383cb1zx/LLoXphDAUmA2jRRh6n7KlCtty+hkjo6azWKx0HQV2y2ZISsYczhklHIFo2lSGait/7eX",
+	"GADelxYy73IsZBUSxzu60lLq+YnCyoDXb25GhPqvY2FTCXKpNEZHockJYC+09NvEhdKMpnh4oHwWeHnA",
+	"AyOzTMXCXekr5sBpY6pHbDO1OSsYuGbcu21FX9ROVBQLo5/Ad3Fr9MFrJr/+/IvRQ7jOyk9WZcDPj4/V",
+	"dVP2+a3Hnx7/bwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
