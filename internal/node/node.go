@@ -20,6 +20,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/evmnodes"
 	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
 	"github.com/ledgerq/ledgerq/internal/ledger/sim"
 	"github.com/ledgerq/ledgerq/internal/loop"
@@ -153,6 +154,9 @@ func (n *Node) build(ctx context.Context) error {
 	// One flag lets webhooks reach private addresses: the API registers
 	// them, the monitor delivers to them.
 	apiCfg.Webhooks.AllowPrivate = c.Wallet.Webhooks.AllowPrivate
+	if n.wallet != nil {
+		apiCfg.Chains = func() []evmnodes.ChainStatus { return n.ChainStatuses(context.Background()) }
+	}
 	n.api = httpapi.New(apiCfg, n.apiDeps(wallets))
 	n.wireBatchLane()
 	if n.builder != nil && n.builder.bundler != nil {

@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -512,7 +513,7 @@ func (c *Chain) record(n *node, outcome string, d time.Duration, err error) {
 	switch {
 	case failed:
 		n.failures++
-		n.lastErr, n.lastErrAt = errText(err), now
+		n.lastErr, n.lastErrAt = n.errText(err), now
 		wait := min(250*time.Millisecond<<min(n.failures-1, 8), c.cfg.MaxBackoff)
 		n.limited = outcome == outcomeRateLimited
 		if h := time.Duration(n.hint.Swap(0)); h > 0 && (n.limited || outcome == outcomeUnavailable) {
@@ -533,11 +534,16 @@ func (c *Chain) record(n *node, outcome string, d time.Duration, err error) {
 	c.setState(n)
 }
 
-func errText(err error) string {
+// urlInText finds the URLs an error's text holds.
+var urlInText = regexp.MustCompile(`https?://[^\s"']+`)
+
+// errText is err's text for statuses and logs, every URL in it redacted
+// (an HTTP client's error names the URL it posted to, keys and all).
+func (n *node) errText(err error) string {
 	if err == nil {
 		return ""
 	}
-	s := err.Error()
+	s := urlInText.ReplaceAllStringFunc(err.Error(), Redact)
 	if len(s) > 300 {
 		s = s[:300] + "…"
 	}

@@ -351,6 +351,8 @@ func TestChain_StartsWithEveryNodeDownAndSaysSo(t *testing.T) {
 		require.NotContains(t, n.URL, "secret")
 		require.NotContains(t, n.URL, "key=")
 		require.NotContains(t, n.URL, "0123456789abcdef0123")
+		require.NotContains(t, n.LastError, "secret", "an error's text names the redacted URL")
+		require.NotContains(t, n.LastError, "0123456789abcdef0123")
 	}
 	_, err = c.HeadBlock(t.Context())
 	require.Error(t, err)
