@@ -361,3 +361,25 @@ FROM ledgerq.tx_attempts
 WHERE mined_at >= @since::timestamptz
 GROUP BY 1
 ORDER BY 1;
+
+-- name: AttemptListOfWallet :many
+-- The wallet's audit (ledgerq wallet audit): every attempt the database
+-- keeps for the wallet, with its task's status and done hash (NULL for a
+-- no-op or an adopted transaction of no task), in nonce order, through
+-- tx_attempts_nonce: what the database says the wallet sent, to be held
+-- against the chain's blocks. Read-only.
+SELECT a.id, a.task_id, a.nonce, a.tx_hash, a.state, a.superseded_by, a.mined_block, a.mined_block_hash,
+       t.status AS task_status, t.tx_hash AS task_tx_hash
+FROM ledgerq.tx_attempts a
+LEFT JOIN ledgerq.wallet_tasks t ON t.id = a.task_id
+WHERE a.chain_id = @chain_id AND a.sender = @sender
+ORDER BY a.nonce, a.id;
+
+-- name: AttemptGetFirstMinedBlock :one
+-- The wallet's audit: the lowest block of the wallet's mined or confirmed
+-- attempts (-1: none), and whether one of them has no block kept (confirmed
+-- before blocks were kept): where the audit starts reading the chain.
+SELECT coalesce(min(mined_block), -1)::bigint AS block,
+       coalesce(bool_or(mined_block IS NULL), false)::boolean AS unknown
+FROM ledgerq.tx_attempts
+WHERE chain_id = @chain_id AND sender = @sender AND state IN ('mined', 'confirmed');

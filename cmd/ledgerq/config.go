@@ -4,6 +4,7 @@ import (
 	"flag"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/ledgerq/ledgerq/internal/config"
@@ -18,6 +19,10 @@ type flagParts struct {
 	// lane, when set, keeps only that lane's flags ("batch", "wallet" or
 	// "builder"): a bench of one lane takes no other lane's settings.
 	lane string
+	// own are flags the command defines itself, which no deprecated name
+	// of a setting may take (ledgerq wallet audit's --wallet, the old
+	// name of --wallet-keystore).
+	own []string
 }
 
 // The parts of serve, once (no API) and dev (which chooses its own
@@ -41,7 +46,12 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) *config.R
 	reg := config.New(fs, flagEnvNames)
 	in := map[string]bool{"api": parts.api, "roles": parts.roles, "ledger": parts.ledger}
 	section := func(name, prefix string) config.Options {
-		return config.Options{Section: name, Prefix: prefix, Parts: in, Alias: func(key string) string { return renamed[prefix+key] }}
+		return config.Options{Section: name, Prefix: prefix, Parts: in, Alias: func(key string) string {
+			if a := renamed[prefix+key]; !slices.Contains(parts.own, a) {
+				return a
+			}
+			return ""
+		}}
 	}
 	reg.Struct(c, section("", ""))
 	reg.Struct(&c.Loops, section("loops", ""))

@@ -39,8 +39,11 @@ Run 'ledgerq keys <command> --help' for the flags of a command.
 const walletUsage = `Usage: ledgerq wallet <command> [flags]
 
 Commands:
-  new   create a new go-ethereum keystore file (encrypted private key):
-        ledgerq wallet new --keystore-dir DIR [--light-kdf] [--name NAME]
+  new     create a new go-ethereum keystore file (encrypted private key):
+          ledgerq wallet new --keystore-dir DIR [--light-kdf] [--name NAME]
+  audit   hold a wallet's record in the database against its chain's blocks
+          and list each exception with what to do (exit status 3 on any):
+          ledgerq wallet audit --wallet W [--from-block N] [--json]
 
 Run 'ledgerq wallet <command> --help' for the flags of a command.
 `
@@ -277,13 +280,14 @@ func runKeysRevoke(ctx context.Context, args []string, stdout, stderr io.Writer)
 }
 
 // runWallet runs the wallet commands.
-func runWallet(_ context.Context, args []string) error {
-	return walletCommand(args, os.Stdout, os.Stderr, os.LookupEnv)
+func runWallet(ctx context.Context, args []string) error {
+	return walletCommand(ctx, args, os.Stdout, os.Stderr, os.LookupEnv)
 }
 
-func walletCommand(args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) error {
+func walletCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) error {
 	return subcommand("ledgerq wallet", "command", walletUsage, args, stdout, stderr, map[string]func([]string) error{
-		"new": func(args []string) error { return runWalletNew(args, stdout, stderr, lookupEnv) },
+		"new":   func(args []string) error { return runWalletNew(args, stdout, stderr, lookupEnv) },
+		"audit": func(args []string) error { return runWalletAudit(ctx, args, stdout, stderr) },
 	})
 }
 

@@ -135,7 +135,7 @@ func TestWalletNew_WritesAKeystoreFileTheWalletLaneLoads(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	err := walletCommand([]string{"new", "--keystore-dir", filepath.Join(dir, "ks"), "--light-kdf", "--passphrase-file", passFile, "--name", "hot"},
+	err := walletCommand(context.Background(), []string{"new", "--keystore-dir", filepath.Join(dir, "ks"), "--light-kdf", "--passphrase-file", passFile, "--name", "hot"},
 		&out, &errOut, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
@@ -161,13 +161,13 @@ func TestWalletNew_WritesAKeystoreFileTheWalletLaneLoads(t *testing.T) {
 
 	// The passphrase never comes from the command line: without a file or
 	// a variable there is none.
-	err = walletCommand([]string{"new", "--keystore-dir", dir}, &out, &errOut, func(string) (string, bool) { return "", false })
+	err = walletCommand(context.Background(), []string{"new", "--keystore-dir", dir}, &out, &errOut, func(string) (string, bool) { return "", false })
 	if err == nil || !strings.Contains(err.Error(), "no passphrase") {
 		t.Fatalf("no passphrase: %v", err)
 	}
 	env := func(n string) (string, bool) { return "from-env", n == "LEDGERQ_WALLET_PASSPHRASE" }
 	out.Reset()
-	if err := walletCommand([]string{"new", "--keystore-dir", dir, "--light-kdf"}, &out, &errOut, env); err != nil {
+	if err := walletCommand(context.Background(), []string{"new", "--keystore-dir", dir, "--light-kdf"}, &out, &errOut, env); err != nil {
 		t.Fatal(err)
 	}
 	path := regexp.MustCompile(`keystore: (.+)`).FindStringSubmatch(out.String())[1]

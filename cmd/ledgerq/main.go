@@ -28,7 +28,8 @@ Commands:
   bench      generate load and report throughput and latency
   sawtooth   Sawtooth helpers: 'sawtooth sample' prints signed sample batches
   keys       API keys of the wallet routes: create, list, revoke
-  wallet     wallets: 'wallet new' writes a new keystore file
+  wallet     wallets: 'wallet new' writes a new keystore file; 'wallet audit' holds a wallet's
+             record in the database against its chain's blocks
   config     'config check --config FILE' validates a configuration file and prints the effective configuration
   version    print the version
 
@@ -91,6 +92,7 @@ func run(ctx context.Context, args []string) int {
 		return 2
 	}
 	err := command(ctx, rest)
+	var ee *exitError
 	switch {
 	case err == nil:
 		return 0
@@ -98,6 +100,9 @@ func run(ctx context.Context, args []string) int {
 		return 0
 	case errors.Is(err, errUsage):
 		return 2
+	case errors.As(err, &ee):
+		fmt.Fprintf(os.Stderr, "ledgerq %s: %s\n", cmd, ee.msg)
+		return ee.code
 	default:
 		fmt.Fprintf(os.Stderr, "ledgerq %s: %v\n", cmd, err)
 		return 1
@@ -112,6 +117,15 @@ var commands = map[string]func(ctx context.Context, args []string) error{
 
 // errUsage marks a usage error that was already reported.
 var errUsage = errors.New("usage error")
+
+// exitError ends a command with an exit status of its own (not 1), saying
+// msg on stderr: ledgerq wallet audit's exceptions.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
 
 // isHelp reports whether arg asks for a command's usage.
 func isHelp(arg string) bool {

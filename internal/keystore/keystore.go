@@ -365,6 +365,32 @@ func OpenKeystore(path, passphrase string) (*KeySigner, error) {
 	return NewKeySigner(key.PrivateKey)
 }
 
+// KeystoreAddress returns the address a go-ethereum keystore file names in
+// its "address" field, without decrypting it: for commands that only read
+// what a wallet did (ledgerq wallet audit) and need no passphrase. Only
+// OpenKeystore proves the file holds that address's key.
+func KeystoreAddress(path string) (ledger.Address, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return ledger.Address{}, fmt.Errorf("reading keystore: %w", err)
+	}
+	defer f.Close()
+	var head struct {
+		Address string `json:"address"`
+	}
+	if err := json.NewDecoder(io.LimitReader(f, maxKeystoreFile)).Decode(&head); err != nil {
+		return ledger.Address{}, fmt.Errorf("keystore %s: not a keystore file (JSON with an address)", path)
+	}
+	a := head.Address
+	if !strings.HasPrefix(a, "0x") && !strings.HasPrefix(a, "0X") {
+		a = "0x" + a
+	}
+	if head.Address == "" || !common.IsHexAddress(a) {
+		return ledger.Address{}, fmt.Errorf("keystore %s: names no address", path)
+	}
+	return ledger.Address(common.HexToAddress(a)), nil
+}
+
 // ScryptParams are the scrypt cost parameters of a new keystore file.
 type ScryptParams struct{ N, P int }
 

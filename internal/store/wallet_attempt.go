@@ -860,3 +860,70 @@ func (s *Store) AttemptRequeue(ctx context.Context, p AttemptRequeueParams) (Tas
 	})
 	return out, err
 }
+
+// AttemptWithTask is one attempt as the wallet's audit reads it: the
+// attempt, and its task's status and done hash.
+type AttemptWithTask struct {
+	ID     int64
+	TaskID string // "" for a no-op, or a transaction adopted for no task
+	Nonce  int64
+	TxHash string
+	State  AttemptState
+	// SupersededBy is the hash of the gas bump that replaced it.
+	SupersededBy string
+	// MinedBlock and MinedBlockHash are the block its receipt was last
+	// seen in (nil and "" when none was recorded).
+	MinedBlock     *int64
+	MinedBlockHash string
+	// TaskStatus and TaskTxHash are its task's (zero without a task).
+	TaskStatus TaskStatus
+	TaskTxHash string
+}
+
+// WalletRecord is what the database says a wallet sent: every attempt it
+// keeps, in nonce order, and the next nonce (nil before the first attempt).
+type WalletRecord struct {
+	Attempts  []AttemptWithTask
+	NextNonce *int64
+}
+
+// WalletRecordGet reads the wallet's attempts (with their tasks) and its
+// next nonce in one read-only snapshot, so that they agree with each other.
+func (s *Store) WalletRecordGet(ctx context.Context, chainID int64, sender string) (WalletRecord, error) {
+	sender = lowerHex(sender)
+	var rec WalletRecord
+	err := s.inSnapshot(ctx, func(q *dbsqlc.Queries) error {
+		rows, err := q.AttemptListOfWallet(ctx, dbsqlc.AttemptListOfWalletParams{ChainID: chainID, Sender: sender})
+		if err != nil {
+			return fmt.Errorf("listing the attempts of %s: %w", WalletShardKey(chainID, sender), err)
+		}
+		rec.Attempts = make([]AttemptWithTask, len(rows))
+		for i, r := range rows {
+			rec.Attempts[i] = AttemptWithTask{
+				ID: r.ID, TaskID: deref(r.TaskID), Nonce: r.Nonce, TxHash: r.TxHash, State: AttemptState(r.State),
+				SupersededBy: deref(r.SupersededBy), MinedBlock: r.MinedBlock, MinedBlockHash: deref(r.MinedBlockHash),
+				TaskStatus: TaskStatus(deref(r.TaskStatus)), TaskTxHash: deref(r.TaskTxHash),
+			}
+		}
+		next, err := one(q.WalletNonceGet(ctx, dbsqlc.WalletNonceGetParams{ChainID: chainID, Sender: sender}))
+		switch {
+		case err == nil:
+			rec.NextNonce = &next.NextNonce
+		case !errors.Is(err, ErrNotFound):
+			return fmt.Errorf("reading the next nonce of %s: %w", WalletShardKey(chainID, sender), err)
+		}
+		return nil
+	})
+	return rec, err
+}
+
+// AttemptGetFirstMinedBlock returns the lowest block of the wallet's mined
+// or confirmed attempts, or -1 when it has none; unknown is true when one
+// of them has no block recorded (confirmed before blocks were kept).
+func (s *Store) AttemptGetFirstMinedBlock(ctx context.Context, chainID int64, sender string) (block int64, unknown bool, err error) {
+	row, err := one(s.q.AttemptGetFirstMinedBlock(ctx, dbsqlc.AttemptGetFirstMinedBlockParams{ChainID: chainID, Sender: lowerHex(sender)}))
+	if err != nil {
+		return 0, false, fmt.Errorf("reading the first mined block of %s: %w", WalletShardKey(chainID, sender), err)
+	}
+	return row.Block, row.Unknown, nil
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/ethereum/go-ethereum/params"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/audit"
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
@@ -82,6 +83,28 @@ func TestWallet_OnAStallingGethLowTipTasksAreBumpedUntilMined(t *testing.T) {
 		require.True(t, ok, "task %d's hash is the mined one", i)
 		t.Logf("task %d: done after %d bumps", i, got.Bumps)
 	}
+	rep := requireAudit(t, db.Store, led, addr)
+	require.Equal(t, len(tasks), rep.Bumps, "every transaction mined is a gas bump of a task's")
+	require.Equal(t, len(tasks), rep.DoneChecked)
+}
+
+// requireAudit audits the wallet at addr against the chain's blocks (what
+// ledgerq wallet audit runs), from block 0, and fails on any exception.
+func requireAudit(t *testing.T, st *store.Store, led ledger.WalletLedger, addr common.Address) audit.Report {
+	t.Helper()
+	rep := auditWallet(t, st, led, addr)
+	require.True(t, rep.OK(), rep.Text())
+	return rep
+}
+
+// auditWallet audits the wallet at addr from block 0.
+func auditWallet(t *testing.T, st *store.Store, led ledger.WalletLedger, addr common.Address) audit.Report {
+	t.Helper()
+	from := uint64(0)
+	rep, err := audit.Wallet(t.Context(), st, led, audit.Params{ChainID: testgeth.DevChainID, Address: ledger.Address(addr), FromBlock: &from})
+	require.NoError(t, err)
+	t.Log(rep.Summary())
+	return rep
 }
 
 // gethWallet is one funded wallet served by a Job, Pool and Follower on
@@ -92,6 +115,7 @@ type gethWallet struct {
 	rows     *testfactory.Factory
 	w        keystore.Wallet
 	addr     common.Address
+	led      *evm.Ledger
 	pool     *workers.Scheduler
 	follower *monitor.WalletFollower
 	tasks    []store.Task
@@ -102,12 +126,11 @@ func newGethWallet(t *testing.T, node *testgeth.Node) *gethWallet {
 	db := testdb.New(t)
 	g := &gethWallet{node: node, st: db.Store, rows: testfactory.New(t, db.Store, clock.Real{})}
 	var reg *keystore.Registry
-	var led *evm.Ledger
-	g.w, g.addr, reg, led = fundedGethWallet(t, node, evm.Config{CallTimeout: 2 * time.Second})
+	g.w, g.addr, reg, g.led = fundedGethWallet(t, node, evm.Config{CallTimeout: 2 * time.Second})
 	cfg := wallet.Defaults()
 	cfg.LedgerTimeout, cfg.CycleBudget = 2*time.Second, time.Second
 	cfg.Logger = testLogger()
-	job, err := wallet.NewJob(db.Store, led, reg, cfg, walletSteps(t, db.Store, led, cfg))
+	job, err := wallet.NewJob(db.Store, g.led, reg, cfg, walletSteps(t, db.Store, g.led, cfg))
 	require.NoError(t, err)
 	wcfg := workers.Defaults()
 	wcfg.Workers, wcfg.Backoff = 1, 100*time.Millisecond
@@ -245,4 +268,7 @@ func TestWallet_OnAGethThatLosesBlocksTheirTasksAreSentAgainAndTheWalletGoesOn(t
 			require.Equal(t, 1, got.Reorgs, "task %d", i)
 		}
 	}
+	rep := requireAudit(t, g.st, g.led, g.addr)
+	require.Equal(t, len(g.tasks), rep.TaskTxs, "every transaction on the chain is a task's first")
+	require.Equal(t, len(g.tasks), rep.DoneChecked)
 }

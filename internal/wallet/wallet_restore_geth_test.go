@@ -8,6 +8,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/audit"
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
 	"github.com/ledgerq/ledgerq/internal/monitor"
@@ -106,4 +107,22 @@ func TestWalletRestoreBehindGethSendsNothingTwice(t *testing.T) {
 		_, ok := byHash[common.HexToHash(got.TxHash)]
 		require.True(t, ok, "task %s is done with the hash geth mined", task.ID)
 	}
+	// The audit holds the restored database against geth's blocks: the
+	// transactions of the tasks accepted after the backup are on the chain
+	// and recorded by the restore recovery for no task, which is all it
+	// finds.
+	rep := auditWallet(t, second.st, led, addr)
+	lostHashes := map[string]bool{}
+	for _, task := range lost {
+		got, err := first.st.TaskGet(ctx, task.Wallet, task.ID)
+		require.NoError(t, err)
+		lostHashes[got.TxHash] = true
+	}
+	require.Len(t, rep.Exceptions, len(lost), rep.Text())
+	for _, f := range rep.Exceptions {
+		require.Equal(t, audit.ForeignRecorded, f.Kind, rep.Text())
+		require.True(t, lostHashes[f.TxHash], "exception %s is a lost task's transaction", f.TxHash)
+	}
+	require.Equal(t, len(known)+len(next), rep.DoneChecked)
+	require.Equal(t, len(mined), rep.Transactions)
 }

@@ -314,6 +314,8 @@ func (c *chainRun) checkBlocks() {
 		for _, tx := range mined {
 			require.True(c.t, explained[tx.Hash], "mined transaction %s of %s at nonce %d is no task's and no no-op's", tx.Hash.Hex(), addr.Hex(), tx.Nonce)
 		}
+		rep := auditWallet(c.t, c.db, c.geth.URL, addr)
+		require.Len(c.t, mined, rep.Transactions, "wallet %s: the audit reads what the scan read", addr.Hex())
 	}
 	c.t.Logf("%d tasks on %d wallets: %d done, %d in error, each mined once by the chain's own blocks; %d no-ops mined; %d serve SIGKILLs, one geth freeze, one geth crash losing blocks; %d reorged task transactions sent again",
 		c.n, len(c.wallets), done, failed, noops, c.kills, reorged)

@@ -185,6 +185,9 @@ func (e *walletE2E) checkChain(tasks map[string]e2eTask) {
 		require.Empty(e.t, seen[h], "tasks %s and %s have one transaction", seen[h], id)
 		seen[h] = id
 	}
+	rep := auditWallet(e.t, e.db, e.geth.URL, e.sender)
+	require.Equal(e.t, len(e.taskIDs), rep.DoneChecked, "every task done with a hash the chain has")
+	require.Equal(e.t, len(mined), rep.TaskTxs+rep.Bumps, "every transaction on the chain a task's")
 }
 
 func (e *walletE2E) died(p *testproc.Proc, point string) {

@@ -7,13 +7,16 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/audit"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
@@ -105,4 +108,23 @@ func newKeystoreWallet(t testing.TB, dir, pass string) (addr ledger.Address, key
 	passFile = filepath.Join(dir, "passphrase")
 	require.NoError(t, os.WriteFile(passFile, []byte(pass+"\n"), 0o600))
 	return addr, keystoreFile, passFile
+}
+
+// auditWallet runs `ledgerq wallet audit --json` on the wallet at addr,
+// whose chain is the node at nodeURL, from block 0: the repository's
+// chain-side verdict, by the command an operator runs. An exception (exit
+// status 3) or a failed audit fails t with what it printed.
+func auditWallet(t *testing.T, dbURL, nodeURL string, addr common.Address) audit.Report {
+	t.Helper()
+	cmd := exec.Command(testproc.Binary(t), "wallet", "audit", "--wallet", addr.Hex(), "--wallet-ledger-url", nodeURL, "--from-block", "0", "--json")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "DATABASE_URL=" + dbURL}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	require.NoError(t, err, "ledgerq wallet audit of %s:\n%s%s", addr.Hex(), stdout.String(), stderr.String())
+	var rep audit.Report
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep), stdout.String())
+	require.True(t, rep.OK())
+	t.Log(rep.Summary())
+	return rep
 }

@@ -272,6 +272,33 @@ func (q *Queries) AttemptDropByTask(ctx context.Context, arg AttemptDropByTaskPa
 	return items, nil
 }
 
+const attemptGetFirstMinedBlock = `-- name: AttemptGetFirstMinedBlock :one
+SELECT coalesce(min(mined_block), -1)::bigint AS block,
+       coalesce(bool_or(mined_block IS NULL), false)::boolean AS unknown
+FROM ledgerq.tx_attempts
+WHERE chain_id = $1 AND sender = $2 AND state IN ('mined', 'confirmed')
+`
+
+type AttemptGetFirstMinedBlockParams struct {
+	ChainID int64
+	Sender  string
+}
+
+type AttemptGetFirstMinedBlockRow struct {
+	Block   int64
+	Unknown bool
+}
+
+// The wallet's audit: the lowest block of the wallet's mined or confirmed
+// attempts (-1: none), and whether one of them has no block kept (confirmed
+// before blocks were kept): where the audit starts reading the chain.
+func (q *Queries) AttemptGetFirstMinedBlock(ctx context.Context, arg AttemptGetFirstMinedBlockParams) (AttemptGetFirstMinedBlockRow, error) {
+	row := q.db.QueryRow(ctx, attemptGetFirstMinedBlock, arg.ChainID, arg.Sender)
+	var i AttemptGetFirstMinedBlockRow
+	err := row.Scan(&i.Block, &i.Unknown)
+	return i, err
+}
+
 const attemptGetLastMinedBlock = `-- name: AttemptGetLastMinedBlock :one
 SELECT coalesce((
     SELECT m.mined_block FROM ledgerq.tx_attempts m
@@ -731,6 +758,69 @@ func (q *Queries) AttemptListMinedFrom(ctx context.Context, arg AttemptListMined
 			&i.MinedBlockHash,
 			&i.MinedAt,
 			&i.Reorgs,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const attemptListOfWallet = `-- name: AttemptListOfWallet :many
+SELECT a.id, a.task_id, a.nonce, a.tx_hash, a.state, a.superseded_by, a.mined_block, a.mined_block_hash,
+       t.status AS task_status, t.tx_hash AS task_tx_hash
+FROM ledgerq.tx_attempts a
+LEFT JOIN ledgerq.wallet_tasks t ON t.id = a.task_id
+WHERE a.chain_id = $1 AND a.sender = $2
+ORDER BY a.nonce, a.id
+`
+
+type AttemptListOfWalletParams struct {
+	ChainID int64
+	Sender  string
+}
+
+type AttemptListOfWalletRow struct {
+	ID             int64
+	TaskID         *string
+	Nonce          int64
+	TxHash         string
+	State          LedgerqTxAttemptState
+	SupersededBy   *string
+	MinedBlock     *int64
+	MinedBlockHash *string
+	TaskStatus     *int16
+	TaskTxHash     *string
+}
+
+// The wallet's audit (ledgerq wallet audit): every attempt the database
+// keeps for the wallet, with its task's status and done hash (NULL for a
+// no-op or an adopted transaction of no task), in nonce order, through
+// tx_attempts_nonce: what the database says the wallet sent, to be held
+// against the chain's blocks. Read-only.
+func (q *Queries) AttemptListOfWallet(ctx context.Context, arg AttemptListOfWalletParams) ([]AttemptListOfWalletRow, error) {
+	rows, err := q.db.Query(ctx, attemptListOfWallet, arg.ChainID, arg.Sender)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []AttemptListOfWalletRow{}
+	for rows.Next() {
+		var i AttemptListOfWalletRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.TaskID,
+			&i.Nonce,
+			&i.TxHash,
+			&i.State,
+			&i.SupersededBy,
+			&i.MinedBlock,
+			&i.MinedBlockHash,
+			&i.TaskStatus,
+			&i.TaskTxHash,
 		); err != nil {
 			return nil, err
 		}
