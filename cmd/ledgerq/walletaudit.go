@@ -18,7 +18,9 @@ import (
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
+	"github.com/ledgerq/ledgerq/internal/ledger/evmnodes"
 	"github.com/ledgerq/ledgerq/internal/node"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
 const walletAuditSummary = `Hold a wallet's record in the database against its chain's blocks, read from
@@ -186,6 +188,19 @@ func auditAddress(cfg *node.Config, w string) (ledger.Address, error) {
 // their chains, the chain w names.
 func auditLedger(ctx context.Context, cfg *node.Config, w string) (ledger.WalletLedger, func(), error) {
 	l := cfg.Wallet.Ledger
+	if d, ok := auditChain(cfg, w); ok {
+		nodes := make([]evmnodes.NodeConfig, len(d.Nodes))
+		for i, u := range d.Nodes {
+			nodes[i] = evmnodes.NodeConfig{URL: u}
+		}
+		// Every node of the chain: the audit reads from one at the highest
+		// head, never from one behind.
+		c, err := evmnodes.New(evmnodes.Config{Name: d.Name, ChainID: d.ChainID, Nodes: nodes, CallTimeout: cfg.Wallet.Lane.LedgerTimeout})
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, c.Close, nil
+	}
 	switch {
 	case l.Kind == node.WalletLedgerSim:
 		return nil, nil, fmt.Errorf("wallet %s: --wallet-ledger sim is a chain inside the serving process; audit it through a node's JSON-RPC (--wallet-ledger evm --wallet-ledger-url URL)", w)
@@ -197,6 +212,26 @@ func auditLedger(ctx context.Context, cfg *node.Config, w string) (ledger.Wallet
 		return nil, nil, err
 	}
 	return led, led.Close, nil
+}
+
+// auditChain is the declared chain (--wallet-chain) of wallet w: the one
+// its --wallet-keystore NAME@CHAIN=FILE names, or the only one declared
+// when no --wallet-ledger-url is given.
+func auditChain(cfg *node.Config, w string) (wallet.ChainDecl, bool) {
+	chains := cfg.Wallet.Chains
+	for _, k := range cfg.Wallet.Keystores {
+		if k.Name == w && k.Chain != "" {
+			for _, d := range chains {
+				if d.Name == k.Chain {
+					return d, true
+				}
+			}
+		}
+	}
+	if len(chains) == 1 && cfg.Wallet.Ledger.URL == "" {
+		return chains[0], true
+	}
+	return wallet.ChainDecl{}, false
 }
 
 // optionalUint is a flag.Value of an unsigned number that may be left

@@ -15,6 +15,10 @@ import (
 // (--wallet-ledger, --wallet-ledger-url).
 const defaultChainName = "default"
 
+// startChainIDWait is how long a start asks a node for the chain id of the
+// shorthand's chain when none is given.
+const startChainIDWait = 30 * time.Second
+
 // laneChain is one chain of the wallet lane: its declaration, its ledger
 // and, for a chain behind nodes, the node layer that shows their health.
 type laneChain struct {
@@ -147,7 +151,20 @@ func (n *Node) openNodes(ctx context.Context, d wallet.ChainDecl) (*laneChain, e
 		return nil, fmt.Errorf("wallet lane: %w", err)
 	}
 	if d.ChainID == 0 {
-		id, err := ReadChainID(ctx, c, lane.LedgerTimeout)
+		// A provider that rate-limits or fails now and then must not stop
+		// the start: the id is asked for until startChainIDWait passes.
+		var id int64
+		var err error
+		for began := time.Now(); ; {
+			if id, err = ReadChainID(ctx, c, lane.LedgerTimeout); err == nil || time.Since(began) > startChainIDWait || ctx.Err() != nil {
+				break
+			}
+			n.logger.Warn("wallet lane: the node did not tell its chain id yet, asking again", "chain", d.Name, "error", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
 		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("wallet lane: %w (give --wallet-chain-id, or declare the chain with --wallet-chain, to start while the node does not answer)", err)

@@ -441,6 +441,10 @@ const (
 	outcomeLagging     = "lagging"
 )
 
+// maxLagged is how many answers from behind one read takes before it
+// fails.
+const maxLagged = 4
+
 // headUnknown is what a read's fn returns when its answer tells no head.
 const headUnknown = ^uint64(0)
 
@@ -739,7 +743,7 @@ func (c *Chain) pick(tried map[*node]bool, lagBy uint64, best uint64) (*node, ti
 func (c *Chain) read(ctx context.Context, op string, lagBy uint64, verdicts bool, fn func(ctx context.Context, n *node) (uint64, error)) error {
 	tried := map[*node]bool{}
 	var last error
-	rounds := 0
+	rounds, lagged := 0, 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return c.unavailableErr(op, cmp.Or(last, err))
@@ -798,6 +802,13 @@ func (c *Chain) read(ctx context.Context, op string, lagBy uint64, verdicts bool
 			return nil
 		case outcomeVerdict:
 			return err
+		case outcomeLagging:
+			// One URL may stand for several backends behind a load
+			// balancer, one of them behind: the node is asked again (a
+			// few times) as well as the others.
+			if lagged++; lagged < maxLagged {
+				delete(tried, n)
+			}
 		}
 		last = fmt.Errorf("node %s: %w", n.name, err)
 	}
