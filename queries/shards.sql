@@ -55,8 +55,11 @@ RETURNING s.key;
 -- run): back to pending, at the back of the queue (@scheduled_at), when the
 -- job left work (@work_left: the quantum ran out, shutdown, or a failed run,
 -- whose @scheduled_at is its backoff) or a schedule() landed meanwhile
--- (more_work); otherwise idle. A release by a claim the rescuer took over
--- matches no row and changes nothing.
+-- (more_work); otherwise idle. A failed run (@failed) records its error and
+-- counts one more consecutive failure, unless the ledger was unavailable
+-- (@unavailable: no failure of the work), which keeps the count as it was.
+-- A release by a claim the rescuer took over matches no row and changes
+-- nothing.
 UPDATE ledgerq.shards s
 SET state = CASE WHEN @work_left::boolean OR s.more_work THEN 'pending' ELSE 'idle' END::ledgerq.shard_state,
     scheduled_at = CASE WHEN @work_left::boolean OR s.more_work
@@ -66,7 +69,9 @@ SET state = CASE WHEN @work_left::boolean OR s.more_work THEN 'pending' ELSE 'id
     lease_expires_at = NULL,
     liveness_lock = NULL,
     more_work = false,
-    failures = CASE WHEN @failed::boolean THEN s.failures + 1 ELSE 0 END,
+    failures = CASE WHEN @failed::boolean AND @unavailable::boolean THEN s.failures
+                    WHEN @failed::boolean THEN s.failures + 1
+                    ELSE 0 END,
     last_error = CASE WHEN @failed::boolean THEN @error::text ELSE s.last_error END,
     last_released_at = @now::timestamptz,
     updated_at = @now::timestamptz

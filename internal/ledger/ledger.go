@@ -10,6 +10,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Class says what a failed ledger call means for the item that was sent.
@@ -81,4 +82,18 @@ func ReasonOf(err error) string {
 		return le.Reason
 	}
 	return err.Error()
+}
+
+// RetryAfterOf returns how long the ledger asked its caller to wait before
+// asking again (an HTTP Retry-After), read from the first error in err's
+// chain that implements interface{ RetryAfter() time.Duration }; 0 when none
+// does or the wait is not positive. A node client that reads the header
+// gives its errors that method; go-ethereum's rpc.HTTPError does not carry
+// the header, so an answer through it has no hint.
+func RetryAfterOf(err error) time.Duration {
+	var ra interface{ RetryAfter() time.Duration }
+	if errors.As(err, &ra) {
+		return max(ra.RetryAfter(), 0)
+	}
+	return 0
 }

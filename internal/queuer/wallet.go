@@ -72,12 +72,13 @@ type sendCycle struct {
 	firstNonce int64
 	reused     []store.SignedTx
 	added      []store.SignedTx
-	failed     []wallet.Result
 }
 
-// estimateError is a gas estimate that failed for the first task of a send
-// while the node answered the fee suggestion: the task, not the node, is the
-// likely cause.
+// estimateError is the node's verdict on the gas estimate of the first task
+// of a send (ledger.CallRefused: it would revert, the sender cannot pay for
+// it): the task's own failure, counted by Drop. A failure to get an answer
+// is no estimateError: LedgerCall marks it workers.Unavailable and it fails
+// no task.
 type estimateError struct {
 	task store.Task
 	err  error
@@ -157,11 +158,13 @@ func (c *sendCycle) Execute(ctx context.Context) error {
 			}
 			ready = append(ready, prepared{task: t, gas: gas})
 			continue
-		case ledger.ClassOf(err) == ledger.Deterministic:
-			c.failed = append(c.failed, wallet.Result{Attempt: store.Attempt{SignedTx: store.SignedTx{TaskID: t.ID}}, Outcome: wallet.Rejected, Reason: ledger.ReasonOf(err)})
-			continue
-		case len(ready) == 0 && len(c.failed) == 0:
+		case len(ready) == 0 && ledger.CallRefused(err):
+			// The node's verdict on the first task: its own failure.
 			return &estimateError{task: t, err: err}
+		case len(ready) == 0:
+			// No answer (a rate limit, a 5xx, a timeout): marked
+			// unavailable by LedgerCall, it fails no task.
+			return fmt.Errorf("estimating the gas of task %s for %s: %w", t.ID, c.Claim.Key, err)
 		}
 		// Not this task's turn yet: it and the tasks after it wait, in
 		// queue order, for the next send.
@@ -261,17 +264,13 @@ func (c *sendCycle) sign(p prepared, nonce uint64, fees ledger.Fees, chainID *bi
 	}, nil
 }
 
-// Commit is the write-ahead: the tasks whose gas the node refused end in
-// error, the next nonce moves up to the chain's if it is below, and the
-// attempts are stored with their tasks' move to executing, all in one
-// transaction fenced by the claim. Nothing was broadcast yet, so a commit
+// Commit is the write-ahead: the next nonce moves up to the chain's if it
+// is below, and the attempts are stored with their tasks' move to
+// executing, in one transaction fenced by the claim. Nothing was broadcast yet, so a commit
 // that fails leaves nothing behind.
 func (c *sendCycle) Commit(ctx context.Context) error {
 	now := c.cfg.Clock.Now()
 	err := c.Fenced(ctx, func(tx *store.Store) error {
-		if err := c.RecordResults(ctx, tx, now, c.failed); err != nil {
-			return err
-		}
 		if !c.first && c.firstNonce > c.next {
 			if _, err := tx.WalletNonceRaise(ctx, store.WalletNonceRaiseParams{Now: now, ChainID: c.ChainID(), Sender: c.Sender, AtLeast: c.firstNonce}); err != nil {
 				return err
@@ -302,19 +301,23 @@ func (c *sendCycle) Commit(ctx context.Context) error {
 	for _, a := range c.added {
 		c.Run.Fresh[a.TxHash] = true
 	}
-	c.LogResults(c.failed)
 	return nil
 }
 
 // Drop stores nothing, so the tasks stay waiting for the next run. When
-// the send failed for a reason of the task's own (its gas estimate refused
-// while the node answered the fee suggestion, its signing, or a value the
-// database refuses) in wallet.Config.MaxFailures consecutive runs, that task ends in
-// error, so that it does not hold up its wallet forever. After a failed run
-// the next send takes the head of the queue alone (Collect), so the task
-// that ends in error is the one that fails. A node or database that cannot
-// be reached fails no task.
+// the send failed for a reason of the task's own (the node's verdict on its
+// gas estimate, its signing, or a value the database refuses) in
+// wallet.Config.MaxFailures consecutive runs, that task ends in error, so
+// that it does not hold up its wallet forever. After a failed run the next
+// send takes the head of the queue alone (Collect), so the task that ends
+// in error is the one that fails. A node or database that cannot be reached
+// fails no task: a ledger that did not answer (workers.Unavailable) is
+// blamed on no task, and such a run is not counted in Claim.Failures.
 func (c *sendCycle) Drop(ctx context.Context, cause error) error {
+	var unavailable *workers.UnavailableError
+	if errors.As(cause, &unavailable) {
+		return nil
+	}
 	task, ok := c.blame(cause)
 	if !ok || c.Claim.Failures+1 < c.cfg.MaxFailures {
 		return nil
@@ -335,7 +338,7 @@ func (c *sendCycle) Drop(ctx context.Context, cause error) error {
 }
 
 // blame returns the task a send's failure is attributed to: the task whose
-// gas estimate or signing failed, or, for a value the database refuses
+// gas estimate the node refused or whose signing failed, or, for a value the database refuses
 // (a data exception or a constraint, SQLSTATE class 22 or 23), the task when
 // the send was of that one task alone.
 func (c *sendCycle) blame(cause error) (store.Task, bool) {

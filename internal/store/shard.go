@@ -209,6 +209,10 @@ type ShardReleaseParams struct {
 	NotBefore time.Time
 	// Failure, when set, counts a failed run and records its error.
 	Failure error
+	// Unavailable says Failure was the ledger's unavailability, no failure
+	// of the shard's work: its error is recorded, and the count of
+	// consecutive failed runs is left as it was (neither raised nor reset).
+	Unavailable bool
 }
 
 // ShardRelease ends the claim's run in one UPDATE that checks the claim: the
@@ -220,6 +224,7 @@ func (s *Store) ShardRelease(ctx context.Context, p ShardReleaseParams) (ShardSt
 	qp := dbsqlc.ShardReleaseParams{
 		Key: p.Claim.Key, Owner: p.Claim.Owner, Run: p.Claim.Run, Now: p.Now,
 		WorkLeft: p.WorkLeft || p.Failure != nil, ScheduledAt: p.NotBefore, Failed: p.Failure != nil,
+		Unavailable: p.Failure != nil && p.Unavailable,
 	}
 	if p.Failure != nil {
 		qp.Error = p.Failure.Error()

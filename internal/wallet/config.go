@@ -44,8 +44,9 @@ type Config struct {
 	ReplacedAfter time.Duration `flag:"replaced-after" help:"how long another transaction must hold a task's nonce in the chain's blocks, with no receipt of ours, before the task counts as replaced and is sent again"`
 	// MaxFailures is the number of consecutive failed runs after which the
 	// task at the head of the queue ends in error when its send keeps
-	// failing for a reason of its own (its gas estimate refused while the
-	// node answers, a value the database or the signer refuses): one task
+	// failing for a reason of its own (the node's verdict on its gas
+	// estimate, a value the database or the signer refuses; a ledger that
+	// does not answer is no failed run, workers.Unavailable): one task
 	// must not hold up its wallet forever, and failed work is not retried
 	// forever. After a failed run a send takes that one task alone, so the
 	// task that fails is the one that ends in error.

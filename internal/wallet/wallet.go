@@ -398,9 +398,20 @@ func DBCall[T any](ctx context.Context, s *Shard, fn func(context.Context) (T, e
 }
 
 // LedgerCall runs one ledger call of shard s under
-// Config.LedgerTimeout.
+// Config.LedgerTimeout. A failure that is not the node's own verdict on a
+// transaction (ledger.CallRefused) — a rate limit, a 5xx, a reset, a
+// timeout, a read that found no answer — is marked workers.Unavailable
+// with the node's Retry-After (ledger.RetryAfterOf): a provider's failure
+// is never a task's, so a cycle that returns it ends no task and counts no
+// failed run, and the wallet's shard runs again within
+// --shard-unavailable-backoff. Sends do not come here (Send): their
+// outcome is classified by ledger.SendResultOf.
 func LedgerCall[T any](ctx context.Context, s *Shard, fn func(context.Context) (T, error)) (T, error) {
-	return Within(ctx, s.job.cfg.LedgerTimeout, fn)
+	v, err := Within(ctx, s.job.cfg.LedgerTimeout, fn)
+	if err != nil && !ledger.CallRefused(err) {
+		err = workers.Unavailable(err, ledger.RetryAfterOf(err))
+	}
+	return v, err
 }
 
 // Within runs fn under a deadline d: DBCall and LedgerCall for a shard's

@@ -1,10 +1,14 @@
 package wallet_test
 
 import (
+	"fmt"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/wallet"
@@ -42,4 +46,100 @@ func TestWallet_UnderTransientAndLostResponseFaultsEveryTaskIsDoneOnceWithNoNonc
 		}
 	}
 	require.Greater(t, indeterminate, wallets*perWallet/4, "the faults happened")
+}
+
+// rateLimited is a provider's refusal to answer with a Retry-After, as a
+// node client that reads the header reports it (ledger.RetryAfterOf).
+type rateLimited struct{ after time.Duration }
+
+func (e rateLimited) Error() string             { return "429 Too Many Requests" }
+func (e rateLimited) RetryAfter() time.Duration { return e.after }
+
+// A provider's failure is never the task's: with every eth_estimateGas
+// answered 429 (Retry-After: 1) for many runs, more than
+// wallet.Config.MaxFailures of them, no task ends in error and the shard's
+// failure count stays 0; the wallet asks again every second, and its tasks
+// are sent once the rate limit stops.
+func TestWallet_AGasEstimateTheProviderRateLimitsEndsNoTaskInErrorAndTheTasksGoOutWhenItStops(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{cfg: func(c *wallet.Config) { c.MaxFailures = 3 }})
+	var limited atomic.Bool
+	limited.Store(true)
+	e.led.EstimateErr = func(ledger.CallMsg) error {
+		if limited.Load() {
+			return ledger.NewError(ledger.Transient, "429 Too Many Requests", rateLimited{time.Second})
+		}
+		return nil
+	}
+	tasks := e.postN(t, 3)
+	const runs = 10
+	for range runs {
+		runPool(t, e.pool)
+		e.clk.Advance(time.Second)
+	}
+	for i, task := range tasks {
+		require.Equal(t, store.TaskWaiting, e.task(t, task).Status, "task %d", i)
+	}
+	s, err := e.st.ShardGet(t.Context(), e.key(0))
+	require.NoError(t, err)
+	require.Zero(t, s.Failures, "a rate limit is no failed run")
+	require.Contains(t, s.LastError, "429 Too Many Requests", "the provider's failure is recorded for operators")
+	require.GreaterOrEqual(t, e.led.Calls("EstimateGas"), runs, "the wallet asked again at every Retry-After")
+	require.Empty(t, e.led.Sends())
+
+	limited.Store(false)
+	e.drive(t, e.pool, 10, tasks...)
+	nonces := e.requireDoneOnce(t, tasks...)
+	e.requireContiguous(t, 0, 0, nonces)
+}
+
+// A provider's failure is never the task's, and a wallet whose provider
+// recovers sends again within seconds: while the chain answers nothing for
+// a minute, each run fails without counting as a failed run (the shard's
+// failures stay 0) and waits only the provider's Retry-After (capped by
+// workers.Config.UnavailableBackoff), not a backoff that grows to a minute;
+// the first run after the recovery, at most that long after it, sends.
+func TestWallet_AWalletWhoseChainStopsAnsweringSendsWithinSecondsOfItsRecoveryAndCountsNoFailure(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{})
+	const hint = 1500 * time.Millisecond
+	var down atomic.Bool
+	down.Store(true)
+	e.led.Down = func() error {
+		if down.Load() {
+			return fmt.Errorf("503 Service Unavailable: %w", rateLimited{hint})
+		}
+		return nil
+	}
+	tasks := e.postN(t, 3)
+	for range 60 {
+		_, err := e.follower.RunOnce(t.Context())
+		require.NoError(t, err)
+		ran, err := e.pool.RunOnce(t.Context())
+		require.NoError(t, err)
+		if ran {
+			s, err := e.st.ShardGet(t.Context(), e.key(0))
+			require.NoError(t, err)
+			require.Zero(t, s.Failures, "a chain that does not answer is no failed run")
+			require.Equal(t, e.clk.Now().Add(hint), *s.ScheduledAt, "the next run waits the provider's Retry-After")
+			require.Contains(t, s.LastError, "503 Service Unavailable")
+		}
+		e.clk.Advance(time.Second)
+	}
+	require.GreaterOrEqual(t, e.led.TotalCalls(), 30, "the wallet kept asking, every 2 s of the minute")
+	require.Empty(t, e.led.Sends())
+	for i, task := range tasks {
+		require.Equal(t, store.TaskWaiting, e.task(t, task).Status, "task %d", i)
+	}
+
+	down.Store(false)
+	e.clk.Advance(e.wcfg.UnavailableBackoff)
+	runPool(t, e.pool)
+	require.NotEmpty(t, e.led.Sends(), "the wallet sends within %s of the recovery", e.wcfg.UnavailableBackoff)
+	e.drive(t, e.pool, 10, tasks...)
+	nonces := e.requireDoneOnce(t, tasks...)
+	e.requireContiguous(t, 0, 0, nonces)
+	s, err := e.st.ShardGet(t.Context(), e.key(0))
+	require.NoError(t, err)
+	require.Zero(t, s.Failures)
 }

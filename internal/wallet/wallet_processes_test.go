@@ -62,10 +62,11 @@ func TestWallet_TwoProcessesNeverSignTwoTransactionsForOneNonce(t *testing.T) {
 }
 
 // katana's "failed work is not retried forever", for a task the node will
-// not estimate: while the node answers the fee suggestion, a gas estimate
-// that fails for the first task of a send fails the run; after
-// wallet.Config.MaxFailures such runs the task ends in error and the tasks behind
-// it are sent.
+// not estimate: the node's verdict on the gas estimate of the first task of
+// a send (a revert, classed Deterministic as the evm adapter classes it)
+// fails the run; after wallet.Config.MaxFailures such runs the task ends in
+// error and the tasks behind it are sent. A failure to get an answer is no
+// verdict: TestWallet_AGasEstimateTheProviderRateLimitsEndsNoTaskInErrorAndTheTasksGoOutWhenItStops.
 func TestWallet_ATaskWhoseGasEstimateKeepsFailingEndsInErrorAfterMaxFailures(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{cfg: func(c *wallet.Config) { c.MaxFailures = 3 }})
@@ -73,7 +74,7 @@ func TestWallet_ATaskWhoseGasEstimateKeepsFailingEndsInErrorAfterMaxFailures(t *
 	badTo := ledger.Address(common.HexToAddress(bad.Request.To))
 	e.led.EstimateErr = func(m ledger.CallMsg) error {
 		if m.To != nil && *m.To == badTo {
-			return errors.New("execution reverted")
+			return ledger.NewError(ledger.Deterministic, "execution reverted", errors.New("execution reverted"))
 		}
 		return nil
 	}

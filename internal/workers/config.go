@@ -39,22 +39,30 @@ type Config struct {
 	DBTimeout time.Duration
 	// Backoff is the wait before the next run of a shard whose run failed; it
 	// doubles with each consecutive failed run, up to MaxBackoff.
-	Backoff    time.Duration
-	MaxBackoff time.Duration
+	Backoff    time.Duration `flag:"backoff" help:"wait before the next run of a shard whose run failed; it doubles with each consecutive failed run, up to --shard-max-backoff"`
+	MaxBackoff time.Duration `flag:"max-backoff" help:"longest wait before the next run of a shard whose runs keep failing"`
+	// UnavailableBackoff caps the wait before the next run of a shard whose
+	// run failed because the ledger did not answer (Unavailable): the
+	// ledger's hint (Retry-After) or Backoff, whichever is longer, and at
+	// most this (2 s by default). Such a run is no failure of the shard's
+	// work, so the wait does not grow: a wallet whose provider recovers
+	// sends again within about this long.
+	UnavailableBackoff time.Duration `flag:"unavailable-backoff" help:"longest wait before the next run of a shard whose run failed because the ledger did not answer (a rate limit, a 5xx, a reset, a timeout); such a run counts as no failure, so the wait does not grow"`
 }
 
 // Defaults returns the shard scheduler's default configuration
 // (docs/design.md, "Shards").
 func Defaults() Config {
 	return Config{
-		Workers:        max(16, runtime.NumCPU()),
-		Quantum:        100 * time.Millisecond,
-		Lease:          30 * time.Second,
-		RescueInterval: time.Second,
-		PollInterval:   time.Second,
-		DBTimeout:      5 * time.Second,
-		Backoff:        time.Second,
-		MaxBackoff:     time.Minute,
+		Workers:            max(16, runtime.NumCPU()),
+		Quantum:            100 * time.Millisecond,
+		Lease:              30 * time.Second,
+		RescueInterval:     time.Second,
+		PollInterval:       time.Second,
+		DBTimeout:          5 * time.Second,
+		Backoff:            time.Second,
+		MaxBackoff:         time.Minute,
+		UnavailableBackoff: 2 * time.Second,
 	}
 }
 
@@ -67,7 +75,7 @@ func (c Config) Validate() error {
 	errs = append(errs, notPositive("shard",
 		setting{"quantum", c.Quantum}, setting{"lease", c.Lease}, setting{"rescue interval", c.RescueInterval},
 		setting{"poll interval", c.PollInterval}, setting{"database timeout", c.DBTimeout},
-		setting{"backoff", c.Backoff}, setting{"max backoff", c.MaxBackoff})...)
+		setting{"backoff", c.Backoff}, setting{"max backoff", c.MaxBackoff}, setting{"unavailable backoff", c.UnavailableBackoff})...)
 	if c.Quantum > 0 && c.Lease > 0 && c.Lease < 2*c.Quantum {
 		errs = append(errs, fmt.Errorf("shard lease (%s) must be at least twice the quantum (%s): a run would lose its shard", c.Lease, c.Quantum))
 	}
@@ -103,4 +111,11 @@ func (c Config) backoff(failures int) time.Duration {
 		d = c.MaxBackoff
 	}
 	return d
+}
+
+// unavailableWait is the wait before the next run after a run the ledger's
+// unavailability failed: its hint or Backoff, whichever is longer, capped by
+// UnavailableBackoff.
+func (c Config) unavailableWait(hint time.Duration) time.Duration {
+	return min(max(hint, c.Backoff), c.UnavailableBackoff)
 }

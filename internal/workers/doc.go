@@ -17,12 +17,19 @@
 // lease expired; the late writes of their old worker are fenced by the
 // claim's owner and run number and change nothing.
 //
+// A failed run waits a backoff that doubles with each consecutive failed
+// run (Config.Backoff up to Config.MaxBackoff), except when its error is
+// marked Unavailable: the ledger did not answer, which says nothing about
+// the work, so the run counts as no failure and waits at most
+// Config.UnavailableBackoff, honouring the ledger's hint within it.
+//
 // The scheduler's rules and the tests named after them:
 //
 //	scheduling: idle → pending atomically, no-op on pending   TestScheduler_Scheduling*
 //	workers claim FIFO, run a cycle loop, re-schedule or idle  TestScheduler_Worker*
 //	empty collect ends the run at once                        TestScheduler_ExecutionLoop*
 //	failed work is still removed; never retried forever       TestScheduler_ErrorHandling*
+//	an unavailable ledger: a short wait, no failure counted    TestScheduler_ErrorHandlingAnUnavailableLedger*
 //	time quantum: a backlog yields, other shards run          TestScheduler_TimeQuantum*
 //	mutual exclusion (with leases and fencing across processes) TestScheduler_Concurrency*
 //	shutdown: stop claiming, finish the cycle, release, join  TestScheduler_Shutdown*

@@ -2,7 +2,10 @@ package workers
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/ledgerq/ledgerq/internal/store"
 )
@@ -49,6 +52,39 @@ type Cycle interface {
 	// here and gives up after Claim.Failures consecutive failed runs.
 	Drop(ctx context.Context, cause error) error
 }
+
+// Unavailable marks err, a Job's failure, as the ledger's unavailability
+// (a provider's rate limit, a 5xx, a reset, a timeout: no answer about the
+// work), not a failure of the shard's work. The scheduler releases such a
+// run after a short wait (after, the ledger's hint such as Retry-After, or
+// Config.Backoff, whichever is longer, capped by Config.UnavailableBackoff),
+// and the run does not count as failed: Claim.Failures, which a job reads
+// to give up on work that keeps failing, is left as it was. Its error is
+// still recorded (the shard's last_error). A nil err stays nil; an err
+// already marked is returned as it is.
+func Unavailable(err error, after time.Duration) error {
+	var u *UnavailableError
+	if err == nil || errors.As(err, &u) {
+		return err
+	}
+	return &UnavailableError{Err: err, After: after}
+}
+
+// UnavailableError is a failure marked by Unavailable.
+type UnavailableError struct {
+	Err error
+	// After is the ledger's hint of when to ask again; 0 when it gave none.
+	After time.Duration
+}
+
+func (e *UnavailableError) Error() string {
+	if e.After > 0 {
+		return fmt.Sprintf("ledger unavailable (retry after %s): %v", e.After, e.Err)
+	}
+	return fmt.Sprintf("ledger unavailable: %v", e.Err)
+}
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
 
 // kindOf returns a shard key's job kind: the prefix before the first ':'.
 func kindOf(key string) string {

@@ -270,7 +270,17 @@ func (p *Scheduler) run(ctx context.Context, c Claim, started time.Time) error {
 func (p *Scheduler) release(ctx context.Context, c Claim, workLeft bool, failure error) error {
 	now := p.deps.Clock.Now()
 	notBefore := now
-	if failure != nil {
+	var unavailable *UnavailableError
+	switch {
+	case failure == nil:
+	case errors.As(failure, &unavailable):
+		// The ledger did not answer: no failure of the work, so the
+		// wait stays short and does not grow, and the failure count is
+		// kept as it was.
+		notBefore = now.Add(p.cfg.unavailableWait(unavailable.After))
+		p.deps.Logger.Info("shard worker: ledger unavailable, run again soon", "shard", c.Key, "run", c.Run,
+			"error", failure, "retry_at", notBefore)
+	default:
 		notBefore = now.Add(p.cfg.backoff(c.Failures + 1))
 		p.deps.Logger.Warn("shard worker: run failed", "shard", c.Key, "run", c.Run,
 			"error", failure, "failures", c.Failures+1, "retry_at", notBefore)
@@ -278,7 +288,7 @@ func (p *Scheduler) release(ctx context.Context, c Claim, workLeft bool, failure
 	relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.DBTimeout)
 	defer cancel()
 	_, err := p.store.ShardRelease(relCtx, store.ShardReleaseParams{
-		Now: now, Claim: c, WorkLeft: workLeft, NotBefore: notBefore, Failure: failure,
+		Now: now, Claim: c, WorkLeft: workLeft, NotBefore: notBefore, Failure: failure, Unavailable: unavailable != nil,
 	})
 	if errors.Is(err, ErrLeaseLost) {
 		p.deps.Logger.Warn("shard worker: lease lost before the release", "shard", c.Key, "run", c.Run)

@@ -2,6 +2,7 @@ package workers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -30,7 +31,8 @@ type testJob struct {
 	executed  []string // "key/item"
 	committed map[string][]string
 	dropped   []string
-	failOn    map[string]bool // item → Execute fails
+	failOn    map[string]bool  // item → Execute fails
+	errOn     map[string]error // item → Execute fails with this error
 	running   map[string]int
 	overlaps  int
 	// onExecute, when set, runs inside Execute (advance a clock, block).
@@ -40,7 +42,7 @@ type testJob struct {
 func newTestJob(st *store.Store) *testJob {
 	return &testJob{
 		st: st, batch: 1, backlog: map[string][]string{}, committed: map[string][]string{},
-		failOn: map[string]bool{}, running: map[string]int{},
+		failOn: map[string]bool{}, errOn: map[string]error{}, running: map[string]int{},
 	}
 }
 
@@ -86,6 +88,9 @@ func (c *testCycle) Execute(context.Context) error {
 		j.executed = append(j.executed, c.claim.Key+"/"+it)
 		if j.failOn[it] {
 			return fmt.Errorf("item %s fails", it)
+		}
+		if err := j.errOn[it]; err != nil {
+			return err
 		}
 	}
 	return nil
@@ -279,6 +284,50 @@ func TestScheduler_ErrorHandlingFailedWorkIsRemovedAndNeverRetriedForever(t *tes
 	s = e.shard(t, "test:a")
 	require.Equal(t, store.ShardIdle, s.State)
 	require.Zero(t, s.Failures, "a successful run resets the failures")
+}
+
+func TestScheduler_ErrorHandlingAnUnavailableLedgerWaitsBrieflyAndCountsNoFailure(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	require.Equal(t, time.Second, e.cfg.Backoff)
+	require.Equal(t, 2*time.Second, e.cfg.UnavailableBackoff)
+	e.job.failOn["bad"] = true
+	e.job.errOn["busy"] = Unavailable(errors.New("429 Too Many Requests"), 1500*time.Millisecond)
+	e.job.errOn["slow"] = Unavailable(errors.New("503 Service Unavailable"), 30*time.Second)
+	e.job.errOn["reset"] = fmt.Errorf("reading the nonce: %w", Unavailable(errors.New("connection reset by peer"), 0))
+	e.job.add("test:a", "bad", "busy", "slow", "reset", "good")
+	e.schedule(t, "test:a")
+
+	require.True(t, e.runOnce(t))
+	s := e.shard(t, "test:a")
+	require.Equal(t, 1, s.Failures, "a failure of the work counts")
+	e.clk.Advance(e.cfg.Backoff)
+
+	for _, step := range []struct {
+		item string
+		wait time.Duration
+	}{
+		{"busy", 1500 * time.Millisecond}, // the ledger's hint, above the backoff
+		{"slow", 2 * time.Second},         // the hint capped by UnavailableBackoff
+		{"reset", time.Second},            // no hint: the backoff
+	} {
+		require.True(t, e.runOnce(t), step.item)
+		s := e.shard(t, "test:a")
+		require.Equal(t, store.ShardPending, s.State, step.item)
+		require.Equal(t, 1, s.Failures, "%s: the ledger's unavailability is no failure of the work: the count is kept", step.item)
+		require.Contains(t, s.LastError, "ledger unavailable", "%s: its error is recorded for operators", step.item)
+		require.Equal(t, e.clk.Now().Add(step.wait), *s.ScheduledAt, "%s: the next run waits briefly, not the growing backoff", step.item)
+		e.clk.Advance(step.wait - time.Millisecond)
+		require.False(t, e.runOnce(t), "%s: not run before its wait", step.item)
+		e.clk.Advance(time.Millisecond)
+	}
+
+	require.True(t, e.runOnce(t))
+	_, _, committed := e.job.snapshot()
+	require.Equal(t, []string{"good"}, committed["test:a"])
+	s = e.shard(t, "test:a")
+	require.Equal(t, store.ShardIdle, s.State)
+	require.Zero(t, s.Failures)
 }
 
 func TestScheduler_TimeQuantumBacklogYieldsAndOtherShardsRunMeanwhile(t *testing.T) {

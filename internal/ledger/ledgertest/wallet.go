@@ -50,6 +50,11 @@ type WalletLedger struct {
 	OnSuggestFees func()
 	// EstimateErr, when set, is EstimateGas's error for msg (nil: estimate).
 	EstimateErr func(msg ledger.CallMsg) error
+	// Down, when set and returning an error, answers every call with it,
+	// sends too, before the call reaches the other ledger: a node, or a
+	// provider, that gives no answer (refused connections, 503s, rate
+	// limits) until Down returns nil again. Calls are still counted.
+	Down func() error
 
 	mu    sync.Mutex
 	calls map[string]int
@@ -80,6 +85,15 @@ func (l *WalletLedger) count(method string) {
 		l.calls = map[string]int{}
 	}
 	l.calls[method]++
+}
+
+// call counts a call of method and returns Down's error, if any.
+func (l *WalletLedger) call(method string) error {
+	l.count(method)
+	if l.Down != nil {
+		return l.Down()
+	}
+	return nil
 }
 
 // Calls returns how many times method (a method name of
@@ -126,32 +140,42 @@ func (l *WalletLedger) HashesPerNonce() map[common.Address]map[uint64]map[string
 
 // ChainID counts the call and asks the other ledger.
 func (l *WalletLedger) ChainID(ctx context.Context) (*big.Int, error) {
-	l.count("ChainID")
+	if err := l.call("ChainID"); err != nil {
+		return nil, err
+	}
 	return l.WalletLedger.ChainID(ctx)
 }
 
 // PendingNonceAt counts the call and asks the other ledger.
 func (l *WalletLedger) PendingNonceAt(ctx context.Context, a ledger.Address) (uint64, error) {
-	l.count("PendingNonceAt")
+	if err := l.call("PendingNonceAt"); err != nil {
+		return 0, err
+	}
 	return l.WalletLedger.PendingNonceAt(ctx, a)
 }
 
 // NonceAt counts the call and asks the other ledger.
 func (l *WalletLedger) NonceAt(ctx context.Context, a ledger.Address) (uint64, error) {
-	l.count("NonceAt")
+	if err := l.call("NonceAt"); err != nil {
+		return 0, err
+	}
 	return l.WalletLedger.NonceAt(ctx, a)
 }
 
 // BalanceAt counts the call and asks the other ledger.
 func (l *WalletLedger) BalanceAt(ctx context.Context, a ledger.Address) (*big.Int, error) {
-	l.count("BalanceAt")
+	if err := l.call("BalanceAt"); err != nil {
+		return nil, err
+	}
 	return l.WalletLedger.BalanceAt(ctx, a)
 }
 
 // EstimateGas counts the call and answers EstimateErr's error, or the other
 // ledger's estimate.
 func (l *WalletLedger) EstimateGas(ctx context.Context, m ledger.CallMsg) (uint64, error) {
-	l.count("EstimateGas")
+	if err := l.call("EstimateGas"); err != nil {
+		return 0, err
+	}
 	if l.EstimateErr != nil {
 		if err := l.EstimateErr(m); err != nil {
 			return 0, err
@@ -163,7 +187,9 @@ func (l *WalletLedger) EstimateGas(ctx context.Context, m ledger.CallMsg) (uint6
 // SuggestFees counts the call, runs OnSuggestFees, and answers the other
 // ledger's suggestion (raised, with RaiseFees).
 func (l *WalletLedger) SuggestFees(ctx context.Context) (ledger.Fees, error) {
-	l.count("SuggestFees")
+	if err := l.call("SuggestFees"); err != nil {
+		return ledger.Fees{}, err
+	}
 	if l.OnSuggestFees != nil {
 		l.OnSuggestFees()
 	}
@@ -181,7 +207,9 @@ func (l *WalletLedger) SuggestFees(ctx context.Context) (ledger.Fees, error) {
 // TransactionReceipt counts the call and fails as FailReceipt says, or asks
 // the other ledger.
 func (l *WalletLedger) TransactionReceipt(ctx context.Context, h ledger.TxHash) (ledger.Receipt, error) {
-	l.count("TransactionReceipt")
+	if err := l.call("TransactionReceipt"); err != nil {
+		return ledger.Receipt{}, err
+	}
 	if l.FailReceipt != nil && l.FailReceipt(h.Hex()) {
 		return ledger.Receipt{}, errors.New("ledgertest: receipt lookup failed as scripted")
 	}
@@ -190,20 +218,26 @@ func (l *WalletLedger) TransactionReceipt(ctx context.Context, h ledger.TxHash) 
 
 // HeadBlock counts the call and asks the other ledger.
 func (l *WalletLedger) HeadBlock(ctx context.Context) (ledger.BlockRef, error) {
-	l.count("HeadBlock")
+	if err := l.call("HeadBlock"); err != nil {
+		return ledger.BlockRef{}, err
+	}
 	return l.WalletLedger.HeadBlock(ctx)
 }
 
 // BlockAt counts the call and asks the other ledger.
 func (l *WalletLedger) BlockAt(ctx context.Context, number uint64) (ledger.BlockRef, bool, error) {
-	l.count("BlockAt")
+	if err := l.call("BlockAt"); err != nil {
+		return ledger.BlockRef{}, false, err
+	}
 	return l.WalletLedger.BlockAt(ctx, number)
 }
 
 // TxsAtNonce counts the call and fails with FailBlocks, or asks the other
 // ledger.
 func (l *WalletLedger) TxsAtNonce(ctx context.Context, a ledger.Address, nonce uint64) ([]ledger.NonceTx, bool, error) {
-	l.count("TxsAtNonce")
+	if err := l.call("TxsAtNonce"); err != nil {
+		return nil, false, err
+	}
 	if l.FailBlocks {
 		return nil, false, errors.New("ledgertest: block read failed as scripted")
 	}
@@ -216,29 +250,39 @@ func (l *WalletLedger) TxsAtNonce(ctx context.Context, a ledger.Address, nonce u
 // TxsInBlock counts the call and fails with FailBlocks, or asks the other
 // ledger.
 func (l *WalletLedger) TxsInBlock(ctx context.Context, a ledger.Address, number uint64) ([]ledger.NonceTx, bool, error) {
-	l.count("TxsInBlock")
+	if err := l.call("TxsInBlock"); err != nil {
+		return nil, false, err
+	}
 	if l.FailBlocks {
 		return nil, false, errors.New("ledgertest: block read failed as scripted")
 	}
 	return l.WalletLedger.TxsInBlock(ctx, a, number)
 }
 
-// SendRawTransaction counts and records the call. It runs BeforeSend, then
-// answers Refuse's error, or `nonce too low` for a mined transaction with
+// SendRawTransaction counts and records the call. It answers Down's error,
+// or runs BeforeSend, then answers Refuse's error, or `nonce too low` for a mined transaction with
 // MinedIsNonceTooLow, or the other ledger's answer.
 func (l *WalletLedger) SendRawTransaction(ctx context.Context, raw []byte) error {
-	l.count("SendRawTransaction")
+	down := l.call("SendRawTransaction")
 	rec := Send{Raw: raw}
 	var tx types.Transaction
 	if err := tx.UnmarshalBinary(raw); err != nil {
 		// Not a transaction: the other ledger says what it says to that.
-		rec.Err = l.WalletLedger.SendRawTransaction(ctx, raw)
+		rec.Err = down
+		if rec.Err == nil {
+			rec.Err = l.WalletLedger.SendRawTransaction(ctx, raw)
+		}
 		l.record(rec)
 		return rec.Err
 	}
 	rec.Nonce, rec.Hash = tx.Nonce(), tx.Hash().Hex()
 	if from, err := types.Sender(types.LatestSignerForChainID(tx.ChainId()), &tx); err == nil {
 		rec.From = from
+	}
+	if down != nil {
+		rec.Err = down
+		l.record(rec)
+		return rec.Err
 	}
 	if l.BeforeSend != nil {
 		l.BeforeSend(&tx)

@@ -156,3 +156,44 @@ func TestWalletLedger_FailsRefusesAndRaisesAsScripted(t *testing.T) {
 	last := l.Sends()[len(l.Sends())-1]
 	require.Equal(t, ledgertest.Send{Raw: []byte("not a transaction"), Err: err}, last)
 }
+
+func TestWalletLedger_DownAnswersEveryCallWithItsErrorUntilItReturnsNil(t *testing.T) {
+	t.Parallel()
+	l, chain, sign, from := newWalletLedger(t)
+	ctx := t.Context()
+	addr := ledger.Address(from)
+	unreachable := errors.New("dial tcp 127.0.0.1:8545: connection refused")
+	down := true
+	l.Down = func() error {
+		if down {
+			return unreachable
+		}
+		return nil
+	}
+	calls := map[string]func() error{
+		"ChainID":            func() error { _, err := l.ChainID(ctx); return err },
+		"PendingNonceAt":     func() error { _, err := l.PendingNonceAt(ctx, addr); return err },
+		"NonceAt":            func() error { _, err := l.NonceAt(ctx, addr); return err },
+		"BalanceAt":          func() error { _, err := l.BalanceAt(ctx, addr); return err },
+		"EstimateGas":        func() error { _, err := l.EstimateGas(ctx, ledger.CallMsg{From: addr}); return err },
+		"SuggestFees":        func() error { _, err := l.SuggestFees(ctx); return err },
+		"TransactionReceipt": func() error { _, err := l.TransactionReceipt(ctx, ledger.TxHash{1}); return err },
+		"HeadBlock":          func() error { _, err := l.HeadBlock(ctx); return err },
+		"BlockAt":            func() error { _, _, err := l.BlockAt(ctx, 0); return err },
+		"TxsAtNonce":         func() error { _, _, err := l.TxsAtNonce(ctx, addr, 0); return err },
+		"TxsInBlock":         func() error { _, _, err := l.TxsInBlock(ctx, addr, 0); return err },
+		"SendRawTransaction": func() error { return l.SendRawTransaction(ctx, sign(0, 1)) },
+	}
+	for method, call := range calls {
+		require.ErrorIs(t, call(), unreachable, method)
+		require.Equal(t, 1, l.Calls(method), "%s is counted", method)
+	}
+	pending, err := chain.PendingNonceAt(ctx, addr)
+	require.NoError(t, err)
+	require.Zero(t, pending, "a send while down does not reach the chain")
+
+	down = false
+	for method, call := range calls {
+		require.NoError(t, call(), "%s once it answers again", method)
+	}
+}

@@ -212,11 +212,13 @@ SET state = CASE WHEN $1::boolean OR s.more_work THEN 'pending' ELSE 'idle' END:
     lease_expires_at = NULL,
     liveness_lock = NULL,
     more_work = false,
-    failures = CASE WHEN $4::boolean THEN s.failures + 1 ELSE 0 END,
-    last_error = CASE WHEN $4::boolean THEN $5::text ELSE s.last_error END,
+    failures = CASE WHEN $4::boolean AND $5::boolean THEN s.failures
+                    WHEN $4::boolean THEN s.failures + 1
+                    ELSE 0 END,
+    last_error = CASE WHEN $4::boolean THEN $6::text ELSE s.last_error END,
     last_released_at = $3::timestamptz,
     updated_at = $3::timestamptz
-WHERE s.key = $6 AND s.state = 'running' AND s.owner = $7::text AND s.run = $8
+WHERE s.key = $7 AND s.state = 'running' AND s.owner = $8::text AND s.run = $9
 RETURNING s.state
 `
 
@@ -225,6 +227,7 @@ type ShardReleaseParams struct {
 	ScheduledAt time.Time
 	Now         time.Time
 	Failed      bool
+	Unavailable bool
 	Error       string
 	Key         string
 	Owner       string
@@ -235,14 +238,18 @@ type ShardReleaseParams struct {
 // run): back to pending, at the back of the queue (@scheduled_at), when the
 // job left work (@work_left: the quantum ran out, shutdown, or a failed run,
 // whose @scheduled_at is its backoff) or a schedule() landed meanwhile
-// (more_work); otherwise idle. A release by a claim the rescuer took over
-// matches no row and changes nothing.
+// (more_work); otherwise idle. A failed run (@failed) records its error and
+// counts one more consecutive failure, unless the ledger was unavailable
+// (@unavailable: no failure of the work), which keeps the count as it was.
+// A release by a claim the rescuer took over matches no row and changes
+// nothing.
 func (q *Queries) ShardRelease(ctx context.Context, arg ShardReleaseParams) (LedgerqShardState, error) {
 	row := q.db.QueryRow(ctx, shardRelease,
 		arg.WorkLeft,
 		arg.ScheduledAt,
 		arg.Now,
 		arg.Failed,
+		arg.Unavailable,
 		arg.Error,
 		arg.Key,
 		arg.Owner,
