@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
@@ -32,7 +33,8 @@ const rpcCodeMethodNotFound = -32601
 
 // evmCall calls method on the chain's EVM JSON-RPC with params, trailing
 // nil (absent) ones left out. The node's JSON-RPC errors pass to the client
-// as they are (a revert keeps its code and data); no answer is -32603.
+// with their data (a revert's), in geth's code and words where the node is
+// another client (asGeth); no answer is -32603.
 func (s *Server) evmCall(ctx context.Context, method string, params ...*json.RawMessage) (json.RawMessage, error) {
 	if s.evm == nil {
 		return nil, &poolError{status: http.StatusNotFound, code: rpcCodeMethodNotFound,
@@ -53,12 +55,57 @@ func (s *Server) evmCall(ctx context.Context, method string, params ...*json.Raw
 	case err == nil:
 		return out, nil
 	case errors.As(err, &nodeErr):
-		return nil, nodeErr
+		return nil, asGeth(nodeErr)
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	}
 	s.logger.Warn("httpapi: the chain's EVM JSON-RPC did not answer", "method", method, "error", err)
 	return nil, &poolError{status: http.StatusServiceUnavailable, code: rpcCodeInternal, msg: "chain unavailable: " + method + " was not answered"}
+}
+
+// rpcCodeGethDefault is the code geth gives every error that is not a
+// revert (go-ethereum's rpc, errcodeDefault).
+const rpcCodeGethDefault = -32000
+
+// gethAnswers rewrite another client's answer to a call or gas estimate into
+// geth's, so /rpc's clients see one node whatever runs behind it: each
+// matches the beginning of the node's message (lower case) and gives geth's
+// phrase for the same case, which replaces that beginning; the node's
+// details after it stay. Each client's texts: docs/clients.md.
+var gethAnswers = []struct{ prefix, geth, end string }{
+	{"insufficient funds for gas * price + value", "insufficient funds for gas * price + value", ""}, // anvil, reth (-32003)
+	{"upfront cost exceeds account balance", "insufficient funds for gas * price + value", ""},       // Besu (-32004)
+	{"out of gas: gas required exceeds allowance: ", "gas required exceeds allowance (", ")"},        // anvil (-32003)
+	{"nonce too low", "nonce too low", ""},                                                           // anvil (-32003), Besu (-32001)
+	{"intrinsic gas exceeds gas limit", "intrinsic gas too low", ""},                                 // Besu (-32003)
+	{"max fee per gas less than block base fee", "max fee per gas less than block base fee", ""},     // anvil (-32003)
+	{"max priority fee per gas higher than max fee per gas", "max priority fee per gas higher than max fee per gas", ""},
+}
+
+// asGeth returns e as geth would have answered the same case: a revert keeps
+// code 3 and its data, in geth's words ("execution reverted: reason", where
+// Besu says "Execution reverted (reason)"); a refusal in gethAnswers gets
+// geth's code (-32000) and phrase. Anything else passes unchanged.
+func asGeth(e *evmrpc.Error) *evmrpc.Error {
+	const reverted = "execution reverted"
+	msg := strings.TrimSpace(e.Message)
+	lower := strings.ToLower(msg)
+	if e.Code == 3 {
+		if !strings.HasPrefix(lower, reverted) {
+			return e
+		}
+		rest := strings.TrimSpace(msg[len(reverted):])
+		if reason, ok := strings.CutPrefix(rest, "("); ok {
+			rest = ": " + strings.TrimSuffix(reason, ")")
+		}
+		return &evmrpc.Error{Code: 3, Message: reverted + rest, Data: e.Data}
+	}
+	for _, a := range gethAnswers {
+		if strings.HasPrefix(lower, a.prefix) {
+			return &evmrpc.Error{Code: rpcCodeGethDefault, Message: a.geth + msg[len(a.prefix):] + a.end, Data: e.Data}
+		}
+	}
+	return e
 }
 
 // heads reads the newest executed and finalized bundles.

@@ -365,3 +365,48 @@ func (f *poolFixture) rpcBatch(body string) ([]rpcBatchAnswer, string) {
 	require.NoError(f.t, json.Unmarshal([]byte(resp.Body), &out), resp.Body)
 	return out, resp.Body
 }
+
+// TestRPC_AnotherClientsAnswerReachesTheClientInGethsCodeAndWords: /rpc
+// speaks as geth whatever node runs behind it. Anvil's, reth's and Besu's
+// answers to eth_call and eth_estimateGas (their texts and codes:
+// docs/clients.md) reach the client with geth's code and phrase for the same
+// case, a revert keeps its data, and an answer geth would give as well
+// passes unchanged.
+func TestRPC_AnotherClientsAnswerReachesTheClientInGethsCodeAndWords(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		client   string
+		node     evmrpc.Error
+		code     int
+		msg      string
+		withData bool
+	}{
+		{"anvil", evmrpc.Error{Code: -32003, Message: "Insufficient funds for gas * price + value"}, -32000, "insufficient funds for gas * price + value", false},
+		{"anvil", evmrpc.Error{Code: -32003, Message: "nonce too low"}, -32000, "nonce too low", false},
+		{"anvil", evmrpc.Error{Code: -32003, Message: "Out of gas: gas required exceeds allowance: 21000"}, -32000, "gas required exceeds allowance (21000)", false},
+		{"anvil", evmrpc.Error{Code: 3, Message: "execution reverted: no", Data: json.RawMessage(`"0x08c379a0"`)}, 3, "execution reverted: no", true},
+		{"reth", evmrpc.Error{Code: -32003, Message: "insufficient funds for gas * price + value: have 0 want 1"}, -32000, "insufficient funds for gas * price + value: have 0 want 1", false},
+		{"besu", evmrpc.Error{Code: -32004, Message: "Upfront cost exceeds account balance"}, -32000, "insufficient funds for gas * price + value", false},
+		{"besu", evmrpc.Error{Code: -32001, Message: "Nonce too low"}, -32000, "nonce too low", false},
+		{"besu", evmrpc.Error{Code: -32003, Message: "Intrinsic gas exceeds gas limit"}, -32000, "intrinsic gas too low", false},
+		{"besu", evmrpc.Error{Code: 3, Message: "Execution reverted (no)", Data: json.RawMessage(`"0x08c379a0"`)}, 3, "execution reverted: no", true},
+		{"geth", evmrpc.Error{Code: -32000, Message: "header not found"}, -32000, "header not found", false},
+		{"besu", evmrpc.Error{Code: -32000, Message: "Block not found"}, -32000, "Block not found", false},
+	}
+	for _, c := range cases {
+		f := setupPool(t)
+		answer := c.node
+		f.evm.Handle("eth_estimateGas", func([]json.RawMessage) (json.RawMessage, error) { return nil, &answer })
+		who := common.HexToAddress("0x00000000000000000000000000000000000000aa")
+		_, err := f.dial().EstimateGas(t.Context(), ethereum.CallMsg{From: who, To: &who, Value: big.NewInt(1)})
+		require.Error(t, err, c.client)
+		code, _ := rpcErr(t, err)
+		require.Equal(t, c.code, code, "%s %q", c.client, c.node.Message)
+		require.Equal(t, c.msg, err.Error(), "%s %q", c.client, c.node.Message)
+		if c.withData {
+			var de rpc.DataError
+			require.ErrorAs(t, err, &de)
+			require.Equal(t, "0x08c379a0", de.ErrorData(), c.client)
+		}
+	}
+}

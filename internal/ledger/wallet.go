@@ -145,7 +145,8 @@ type NonceTx struct {
 }
 
 // SendResult is what a send's outcome means for the transaction and its
-// nonce (docs/design.md, "The wallet lane", rule 4).
+// nonce (docs/design.md, "The wallet lane", rule 4; each client's answers in
+// docs/clients.md).
 type SendResult int
 
 const (
@@ -169,9 +170,12 @@ const (
 	// node did not explain. The transaction may be out: treat it as sent and
 	// never recycle its nonce.
 	SendIndeterminate
-	// SendBusy: no node took the transaction and each said so or never
-	// got it (a rate limit, a full pool, no connection). It is not sent;
-	// sending the same bytes again later is safe, and the nonce stays held.
+	// SendBusy: the node did not take the transaction and said so, for a
+	// reason of its own rather than the transaction's (its pool is full, the
+	// provider rate-limits). The wallet lane handles it as SendIndeterminate
+	// — the bytes are kept, the nonce stays taken and the same bytes are
+	// broadcast again later — which is safe whichever way the node went; the
+	// result only says why, for the attempt's error and the node's health.
 	SendBusy
 )
 
@@ -227,58 +231,158 @@ func (e *SendError) Error() string {
 // Unwrap returns the classified *Error.
 func (e *SendError) Unwrap() error { return e.err }
 
-// sendPrefixes maps the beginnings of go-ethereum's send error messages to
-// what they mean. Nodes add details after the phrase ("nonce too low: next
-// nonce 1, tx nonce 0"), so only prefixes are matched. Other clients (Erigon,
-// Nethermind, Besu) use the same phrases for these cases or fall through to
-// SendIndeterminate, the safe default.
+// sendPrefixes maps the beginnings of the nodes' answers to
+// eth_sendRawTransaction to what they mean, after normalizeSend. Nodes add
+// details after the phrase ("nonce too low: next nonce 1, tx nonce 0"), so
+// only prefixes are matched, in order (a longer phrase before a shorter one
+// it begins with). The clients' texts and codes, each with the source file it
+// comes from, are in TestClassifySend_EveryClientsAnswers and
+// docs/clients.md.
 var sendPrefixes = []struct {
 	prefix string
 	result SendResult
 }{
-	{"already known", SendAccepted},
-	{"known transaction", SendAccepted}, // older geth, and several other clients
+	{"already known", SendAccepted},                // geth, reth, Erigon, Nethermind ≥ 1.37
+	{"known transaction", SendAccepted},            // Besu, older geth
+	{"transaction already imported", SendAccepted}, // anvil
+	{"alreadyknown", SendAccepted},                 // Nethermind before 1.37 (AcceptTxResult's name)
+	{"existing tx with same hash", SendAccepted},   // Erigon
+	{"existing txn with same hash", SendAccepted},  // Erigon
 
-	{"nonce too low", SendNonceTooLow},
+	{"nonce too low", SendNonceTooLow}, // geth, reth, anvil, Erigon, Besu ("Nonce too low"), Nethermind ≥ 1.37
+	{"oldnonce", SendNonceTooLow},      // Nethermind before 1.37
 
-	{"replacement transaction underpriced", SendUnderpriced},
-	{"transaction underpriced", SendUnderpriced},
-	{"transaction gas price below minimum", SendUnderpriced},
-	{"gas tip below minimum", SendUnderpriced},
-	{"max fee per gas below minimum", SendUnderpriced},
+	// The fee cap below the block's base fee: refused (docs/design.md, the
+	// wallet lane's rule 4), though Nethermind files it under its "fee too
+	// low" result.
+	{"max fee per gas less than block base fee", SendRejected},      // geth, reth, anvil
+	{"fee cap less than block base fee", SendRejected},              // older geth
+	{"fee cap below block base fee", SendRejected},                  //
+	{"gas price below current base fee", SendRejected},              // Besu
+	{"feetoolow, maxfeepergas too low", SendRejected},               // Nethermind before 1.37
+	{"transaction underpriced, maxfeepergas too low", SendRejected}, // Nethermind ≥ 1.37
 
-	{"insufficient funds", SendRejected},
-	{"intrinsic gas too low", SendRejected},
+	{"replacement transaction underpriced", SendUnderpriced},          // every client
+	{"transaction underpriced", SendUnderpriced},                      // geth, reth, Nethermind ≥ 1.37
+	{"underpriced", SendUnderpriced},                                  // Erigon ("FEE_TOO_LOW: underpriced")
+	{"transaction gas price below minimum", SendUnderpriced},          // geth
+	{"gas tip below minimum", SendUnderpriced},                        //
+	{"max fee per gas below minimum", SendUnderpriced},                //
+	{"transaction priority fee below minimum", SendUnderpriced},       // reth
+	{"gas price below configured minimum gas price", SendUnderpriced}, // Besu
+	{"fee too low", SendUnderpriced},                                  // Erigon (its pool's minimum fee cap)
+	{"feetoolow", SendUnderpriced},                                    // Nethermind before 1.37 (FeeTooLow, FeeTooLowToCompete)
+	{"replacementnotallowed", SendUnderpriced},                        // Nethermind before 1.37
+	{"could not replace existing tx", SendUnderpriced},                // Erigon
+
+	{"txpool is full", SendBusy},                // geth, reth
+	{"pending sub-pool is full", SendBusy},      // Erigon
+	{"basefee sub-pool is full", SendBusy},      // Erigon
+	{"queued sub-pool is full", SendBusy},       // Erigon
+	{"blobs limit in txpool is full", SendBusy}, // Erigon
+	{"account limit exceeded", SendBusy},        // geth: the sender's pool slots are full
+	{"spammer", SendBusy},                       // Erigon: likewise
+	{"server is busy", SendBusy},                // reth (jsonrpsee)
+
+	{"insufficient funds", SendRejected},                   // geth, reth, anvil, Erigon, Nethermind ≥ 1.37
+	{"insufficientfunds", SendRejected},                    // Nethermind before 1.37
+	{"upfront cost exceeds account balance", SendRejected}, // Besu
+	{"intrinsic gas too low", SendRejected},                // geth, reth, anvil, Nethermind ≥ 1.37
+	{"intrinsicgas", SendRejected},                         // Erigon ("IntrinsicGas"), Nethermind before 1.37 ("IntrinsicGasTooLow: …")
+	{"intrinsic gas exceeds gas limit", SendRejected},      // Besu
 	{"insufficient gas for floor data gas cost", SendRejected},
-	{"max fee per gas less than block base fee", SendRejected},
-	{"fee cap less than block base fee", SendRejected},
-	{"fee cap below block base fee", SendRejected},
+	{"exceeds block gas limit", SendRejected},                       // geth, reth
+	{"exceeds max transaction gas limit", SendRejected},             // reth
+	{"transaction gas limit exceeds block gas limit", SendRejected}, // Besu
+	{"transaction gas limit cap exceeded", SendRejected},            // Besu
+	{"intrinsic gas too high", SendRejected},                        // anvil ("… -- tx.gas_limit > env.block.gas_limit")
+	{"gas limit reached", SendRejected},                             // geth, Nethermind ≥ 1.37
+	{"gaslimitexceeded", SendRejected},                              // Nethermind before 1.37
+	{"gas limit is too high", SendRejected},                         // Erigon
+	{"transaction gas limit too high", SendRejected},                // geth
 	{"max priority fee per gas higher than max fee per gas", SendRejected},
+	{"max priority fee per gas exceeds max fee per gas", SendRejected}, // Besu
 	{"invalid sender", SendRejected},
-	{"invalid chain id", SendRejected},
+	{"invalid chain id", SendRejected}, // geth, anvil, reth, Erigon
+	{"wrong chainid", SendRejected},    // Besu
 	{"only replay-protected", SendRejected},
-	{"exceeds block gas limit", SendRejected},
-	{"gas limit reached", SendRejected},
-	{"transaction gas limit too high", SendRejected},
 	{"oversized data", SendRejected},
 	{"negative value", SendRejected},
 	{"transaction type not supported", SendRejected},
-	{"tx fee (", SendRejected}, // "tx fee (2.00 ether) exceeds the configured cap (1.00 ether)"
+	{"tx fee (", SendRejected},                     // "tx fee (2.00 ether) exceeds the configured cap (1.00 ether)"
+	{"transaction fee cap exceeded", SendRejected}, // Besu
 }
 
-// ClassifySendMessage classifies a node's answer to a send by the beginning
-// of its message (case-insensitive, leading space ignored). A message that
-// matches nothing is SendIndeterminate: an unexplained error may still mean
-// the transaction went out, so its nonce must not be recycled.
-func ClassifySendMessage(msg string) SendResult {
+// busyPhrases are what hosted providers' rate limiters answer, anywhere in
+// the message ("project ID request rate exceeded", "Your app has exceeded
+// its compute units per second capacity"). Matching inside the message is
+// safe here only because SendBusy is handled as SendIndeterminate.
+var busyPhrases = []string{
+	"rate limit",
+	"too many requests",
+	"limit exceeded",
+	"rate exceeded",
+	"per second capacity",
+	"request limit reached",
+}
+
+// busyCodes are JSON-RPC codes that mean "not now" when the text is not
+// one the tables know: -32005 "limit exceeded" (EIP-1474; Infura,
+// Nethermind's LimitExceeded), 429 (Alchemy puts the HTTP status in the
+// error object), -32009 (jsonrpsee's "server is busy", reth's server).
+var busyCodes = map[int]bool{-32005: true, 429: true, -32009: true}
+
+// erigonImportResults are the words Erigon's eth_sendRawTransaction puts
+// before its pool's reason ("INTERNAL_ERROR: nonce too low").
+var erigonImportResults = []string{"already_exists: ", "fee_too_low: ", "invalid: ", "internal_error: ", "stale: "}
+
+// normalizeSend lower-cases msg, trims it, and takes off the words some
+// clients put before the reason: Erigon's import result, Nethermind's
+// "Invalid, " (before 1.37) or "transaction invalid, ".
+func normalizeSend(msg string) string {
 	m := strings.ToLower(strings.TrimSpace(msg))
+	for _, p := range erigonImportResults {
+		if rest, ok := strings.CutPrefix(m, p); ok {
+			return rest
+		}
+	}
+	for _, p := range []string{"invalid, ", "transaction invalid, "} {
+		if rest, ok := strings.CutPrefix(m, p); ok {
+			return rest
+		}
+	}
+	return m
+}
+
+// ClassifySend classifies a node's JSON-RPC error object answered to
+// eth_sendRawTransaction, from geth, reth, anvil, Erigon, Nethermind or
+// Besu: by the beginning of its message first (normalizeSend, sendPrefixes),
+// then by a rate limiter's phrase or code (SendBusy). A message that matches
+// nothing is SendIndeterminate: an unexplained error may still mean the
+// transaction went out, so its nonce must not be recycled. Codes alone never
+// refuse: clients give the same code to refusals and to their own failures
+// (Besu's -32005 is a gas limit, Infura's a rate limit).
+func ClassifySend(code int, msg string) SendResult {
+	m := normalizeSend(msg)
 	for _, p := range sendPrefixes {
 		if strings.HasPrefix(m, p.prefix) {
 			return p.result
 		}
 	}
+	for _, p := range busyPhrases {
+		if strings.Contains(m, p) {
+			return SendBusy
+		}
+	}
+	if busyCodes[code] {
+		return SendBusy
+	}
 	return SendIndeterminate
 }
+
+// ClassifySendMessage is ClassifySend for a message without a code (a
+// simulated ledger's answer).
+func ClassifySendMessage(msg string) SendResult { return ClassifySend(0, msg) }
 
 // SendResultOf returns what a send's error means: SendAccepted for nil, the
 // Result of a *SendError, and SendIndeterminate for any other error.
@@ -302,26 +406,32 @@ func SendResultOf(err error) SendResult {
 func CallRefused(err error) bool { return err != nil && ClassOf(err) == Deterministic }
 
 // callVerdicts are the beginnings of the messages nodes answer to
-// eth_estimateGas and eth_call when the transaction itself cannot run.
+// eth_estimateGas and eth_call when the transaction itself cannot run
+// (lower case; each client's texts in TestClassifyCallMessage_EveryClientsAnswers).
 var callVerdicts = []string{
-	"execution reverted",
-	"insufficient funds",
-	"gas required exceeds allowance",
+	"execution reverted",                   // every client (Besu: "Execution reverted (reason)")
+	"insufficient funds",                   // geth, reth, anvil, Erigon, Nethermind
+	"upfront cost exceeds account balance", // Besu
+	"gas required exceeds allowance",       // geth, reth, Erigon
 	"intrinsic gas too low",
+	"intrinsic gas exceeds gas limit", // Besu
 	"invalid opcode",
-	"out of gas",
+	"out of gas", // geth; reth's and anvil's "out of gas: …" too
 	"stack underflow",
 	"stack overflow",
 	"invalid jump",
 	"contract creation code storage out of gas",
 	"max initcode size exceeded",
+	"evm error", // anvil ("EVM error InvalidFEOpcode"), reth ("EVM error: …")
+	"transaction processing could not be completed due to an exception", // Besu: the call halted
 }
 
 // ClassifyCallMessage classes a JSON-RPC error object a node answered to
 // eth_estimateGas or eth_call: Deterministic when it is the node's verdict
 // on the transaction (code 3, a revert with data, or a message that begins
 // with one of callVerdicts), Transient otherwise (a provider's rate limit
-// or internal error, a lagging node's "header not found").
+// or internal error, a lagging node's "header not found", anvil's
+// "BlockOutOfRangeError", Besu's "Block not found").
 func ClassifyCallMessage(code int, msg string) Class {
 	if code == 3 {
 		return Deterministic

@@ -22,10 +22,10 @@ import (
 // Send results (ledger.SendResultOf):
 //
 //   - accepted, `already known`: sent.
-//   - indeterminate (timeouts, transport, unexplained errors): treated as
-//     sent and never recycled; the attempt keeps the error, and each confirm
-//     broadcasts it again with the same bytes until the node takes it or the
-//     chain passes its nonce. Underpriced is kept the same way; once its
+//   - indeterminate (timeouts, transport, unexplained errors) and busy (a
+//     full pool, a rate limit): treated as sent and never recycled; the
+//     attempt keeps the error, and each confirm broadcasts it again with the
+//     same bytes until the node takes it or the chain passes its nonce. Underpriced is kept the same way; once its
 //     nonce has stalled, a gas bump follows.
 //   - `nonce too low`: a success when one of our hashes for the nonce has a
 //     receipt (a failed lookup: sent, confirm asks again). If none has and
@@ -116,8 +116,8 @@ func (c *broadcastCycle) Execute(ctx context.Context) error {
 		case ledger.SendAccepted:
 			r.Outcome = wallet.Sent
 		case ledger.SendIndeterminate, ledger.SendBusy, ledger.SendUnderpriced:
-			// Indeterminate: it may be out. Busy: no node took it yet
-			// (rate limited, pool full); the same bytes go again. Underpriced: the pool holds
+			// Indeterminate: it may be out. Busy: the node said not
+			// now, handled alike. Underpriced: the pool holds
 			// another transaction for the nonce or wants higher fees — a
 			// gas bump decides. Either way the nonce stays taken and
 			// confirm broadcasts it again.

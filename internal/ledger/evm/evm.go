@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"net/http"
 	"time"
 
 	"github.com/ethereum/go-ethereum"
@@ -203,17 +204,22 @@ func (l *Ledger) SendRawTransaction(ctx context.Context, raw []byte) error {
 }
 
 // classifySend tells what a failed eth_sendRawTransaction means. Only a
-// JSON-RPC error object is the node's own answer; its message is classified
-// by prefix. An HTTP status error (a proxy's 5xx, a 429), a timeout or a
-// transport error may have come after the node took the transaction.
+// JSON-RPC error object is the node's own answer; it is classified by its
+// code and message, for any client (ledger.ClassifySend). An HTTP 429 is a
+// rate limit in front of the node, which did not take the transaction
+// (SendBusy). Any other HTTP status (a proxy's 5xx), a timeout or a
+// transport error may have come after the node took it.
 func classifySend(err error) ledger.SendResult {
 	var httpErr rpc.HTTPError
 	if errors.As(err, &httpErr) {
+		if httpErr.StatusCode == http.StatusTooManyRequests {
+			return ledger.SendBusy
+		}
 		return ledger.SendIndeterminate
 	}
 	var rpcErr rpc.Error
 	if errors.As(err, &rpcErr) {
-		return ledger.ClassifySendMessage(rpcErr.Error())
+		return ledger.ClassifySend(rpcErr.ErrorCode(), rpcErr.Error())
 	}
 	return ledger.SendIndeterminate
 }

@@ -22,12 +22,14 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
 	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
+	"github.com/ledgerq/ledgerq/internal/testanvil"
 	"github.com/ledgerq/ledgerq/internal/testgeth"
 )
 
-// The adapter's rules run twice: in-process against ethclient/simulated
-// (TestLedger_Simulated) and over HTTP against a real `geth --dev
-// --dev.period 1` (TestLedger_Geth), with the same assertions. A real node
+// The adapter's rules run three times: in-process against
+// ethclient/simulated (TestLedger_Simulated) and over HTTP against a real
+// `geth --dev --dev.period 1` (TestLedger_Geth) and a real anvil
+// (TestLedger_Anvil), with the same assertions. A real node
 // makes a block every second whatever the test does, so a case that must see
 // a transaction before it is mined either asks bundle.holdsBlocks or sends it
 // with a nonce gap: a queued transaction is never mined.
@@ -42,6 +44,8 @@ var cases = []struct {
 	{"UnderpricedReplacementAsksForABump", testUnderpricedReplacementAsksForABump},
 	{"InsufficientFundsRecyclesTheNonce", testInsufficientFundsRecyclesTheNonce},
 	{"IntrinsicGasTooLowRecyclesTheNonce", testIntrinsicGasTooLowRecyclesTheNonce},
+	{"ExceedsBlockGasLimitRecyclesTheNonce", testExceedsBlockGasLimitRecyclesTheNonce},
+	{"RevertingEstimateIsTheNodesVerdict", testRevertingEstimateIsTheNodesVerdict},
 	{"TransportFailuresAreIndeterminate", testTransportFailuresAreIndeterminate},
 	{"TxsAtNonceReadsTheBlockThatHoldsANonce", testTxsAtNonceReadsTheBlockThatHoldsANonce},
 }
@@ -107,6 +111,46 @@ func TestLedger_Geth(t *testing.T) {
 	t.Run("LostResponseIsIndeterminateAndTheTransactionIsMined", func(t *testing.T) {
 		t.Parallel()
 		testLostResponseIsIndeterminateAndTheTransactionIsMined(t, setup(t), node)
+	})
+}
+
+// TestLedger_Anvil runs the cases against one real anvil (Foundry's node),
+// which answers with other codes and texts than geth (-32003 "nonce too
+// low", "transaction already imported", "Insufficient funds for gas * price
+// + value"), plus the refusal only anvil makes at send: a fee cap below the
+// block's base fee.
+func TestLedger_Anvil(t *testing.T) {
+	t.Parallel()
+	node := testanvil.Start(t)
+	l, err := evm.Dial(context.Background(), node.URL, evm.Config{CallTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	setup := func(t *testing.T) bundle {
+		t.Helper()
+		key := newKey(t)
+		node.SetBalance(t, crypto.PubkeyToAddress(key.PublicKey), hundredEther)
+		return bundle{
+			l: l, key: key, from: ledger.Address(crypto.PubkeyToAddress(key.PublicKey)), chainID: node.ChainID,
+			mine: func(t *testing.T, tx *types.Transaction) uint64 {
+				t.Helper()
+				return node.WaitMined(t, tx.Hash()).BlockNumber.Uint64()
+			},
+		}
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t, setup(t))
+		})
+	}
+	t.Run("FeeCapBelowBaseFeeRecyclesTheNonce", func(t *testing.T) {
+		t.Parallel()
+		bd := setup(t)
+		to := common.Address{0xaa}
+		tx := bd.sign(t, bd.key, 0, &to, 1, params.TxGas, ledger.Fees{TipCap: big.NewInt(1), FeeCap: big.NewInt(1)}, nil)
+		wantResult(t, bd.l.SendRawTransaction(context.Background(), ledgertest.RawTx(t, tx)), ledger.SendRejected)
 	})
 }
 
@@ -322,6 +366,22 @@ func testIntrinsicGasTooLowRecyclesTheNonce(t *testing.T, bd bundle) {
 	wantResult(t, bd.l.SendRawTransaction(context.Background(), ledgertest.RawTx(t, tx)), ledger.SendRejected)
 }
 
+func testExceedsBlockGasLimitRecyclesTheNonce(t *testing.T, bd bundle) {
+	to := common.Address{0xaa}
+	tx := bd.sign(t, bd.key, 0, &to, 1, 1_000_000_000, bd.fees(t), nil)
+	wantResult(t, bd.l.SendRawTransaction(context.Background(), ledgertest.RawTx(t, tx)), ledger.SendRejected)
+}
+
+// testRevertingEstimateIsTheNodesVerdict: a transaction that would revert is
+// the node's verdict on it (Deterministic), which may end a task in error.
+func testRevertingEstimateIsTheNodesVerdict(t *testing.T, bd bundle) {
+	_, err := bd.l.EstimateGas(context.Background(), ledger.CallMsg{From: bd.from, Data: common.FromHex("0x60006000fd")})
+	if !ledger.CallRefused(err) {
+		t.Fatalf("EstimateGas of a reverting creation = %v (class %s); want the node's verdict (deterministic)", err, ledger.ClassOf(err))
+	}
+	t.Logf("verdict: %v", err)
+}
+
 // testTransportFailuresAreIndeterminate: a proxy's 502 and a node that does
 // not answer in time may both have taken the transaction.
 func testTransportFailuresAreIndeterminate(t *testing.T, bd bundle) {
@@ -350,6 +410,19 @@ func testTransportFailuresAreIndeterminate(t *testing.T, bd bundle) {
 		wantResult(t, l.SendRawTransaction(context.Background(), tx), ledger.SendIndeterminate)
 		l.Close()
 	}
+
+	// A rate limiter in front of the node said no: busy, not refused.
+	limited := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "Too Many Requests", http.StatusTooManyRequests)
+	}))
+	t.Cleanup(limited.Close)
+	l, err := evm.Dial(context.Background(), limited.URL, evm.Config{CallTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	wantResult(t, l.SendRawTransaction(context.Background(), tx), ledger.SendBusy)
 }
 
 // testLostResponseIsIndeterminateAndTheTransactionIsMined: the node takes the
