@@ -687,7 +687,7 @@ func (c *Chain) pick(tried map[*node]bool, lagBy uint64, best uint64) (*node, ti
 	var ready []*node
 	var next time.Time
 	for _, n := range c.nodes {
-		if n.cfg.SendOnly || tried[n] {
+		if n.cfg.SendOnly {
 			continue
 		}
 		n.mu.Lock()
@@ -696,9 +696,12 @@ func (c *Chain) pick(tried map[*node]bool, lagBy uint64, best uint64) (*node, ti
 		switch {
 		case wrong:
 		case at.After(now):
+			// Out for now (a node this call tried and that failed is
+			// out until its wait is over): the call may wait for it.
 			if next.IsZero() || at.Before(next) {
 				next = at
 			}
+		case tried[n]:
 		case seen && head+lagBy < best:
 			// Behind: tried last, in case the best has gone back.
 		default:

@@ -361,3 +361,27 @@ func TestChain_StartsWithEveryNodeDownAndSaysSo(t *testing.T) {
 	require.True(t, errors.As(err, &ue))
 	_ = context.Background
 }
+
+// A lone node that rate-limits one call is waited for, its Retry-After
+// honoured, within the call's deadline: the read is answered, not failed.
+func TestChain_AReadWaitsOutALoneNodesRetryAfterWithinItsDeadline(t *testing.T) {
+	e := newEnv(t, 1)
+	c := e.chain(t, func(c *evmnodes.Config) { c.MaxWait = 1500 * time.Millisecond })
+	c.ProbeAll(t.Context())
+	var once atomic.Bool
+	e.nodes[0].set(func(n *node) { n.status, n.retryAfter = http.StatusTooManyRequests, "1" })
+	go func() {
+		for e.nodes[0].requests.Load() < 2 {
+			time.Sleep(time.Millisecond)
+		}
+		once.Store(true)
+		e.nodes[0].set(func(n *node) { n.status = 0 })
+	}()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	began := time.Now()
+	_, err := c.NonceAt(ctx, ledger.Address(e.from))
+	require.NoError(t, err)
+	require.True(t, once.Load())
+	require.GreaterOrEqual(t, time.Since(began), 900*time.Millisecond, "the Retry-After was waited out")
+}
