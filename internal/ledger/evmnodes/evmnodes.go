@@ -344,6 +344,13 @@ func (c *Chain) ProbeAll(ctx context.Context) {
 // probe reads n's chain id and head in one request and checks the id
 // against the declaration: a node of another chain is taken out, loudly.
 func (c *Chain) probe(ctx context.Context, n *node) error {
+	_, err := c.probeWait(ctx, n)
+	return err
+}
+
+// probeWait is probe, with how long a call waits before asking n again
+// after a failed probe.
+func (c *Chain) probeWait(ctx context.Context, n *node) (time.Duration, error) {
 	var id, head hexutil.Big
 	batch := []rpc.BatchElem{
 		{Method: "eth_chainId", Result: &id},
@@ -357,10 +364,11 @@ func (c *Chain) probe(ctx context.Context, n *node) error {
 		err = cmp.Or(batch[0].Error, batch[1].Error)
 	}
 	if err != nil {
+		wait := 250 * time.Millisecond
 		if ctx.Err() == nil {
-			c.record(n, c.outcome(ctx, err, false), time.Since(start), err)
+			wait = c.record(n, c.outcome(ctx, err, false), time.Since(start), err)
 		}
-		return err
+		return wait, err
 	}
 	got := (*big.Int)(&id)
 	want := c.chainID.Load()
@@ -379,14 +387,14 @@ func (c *Chain) probe(ctx context.Context, n *node) error {
 				"chain", c.cfg.Name, "node", n.name, "url", n.url, "declared", want, "reported", got.String())
 		}
 		c.setState(n)
-		return fmt.Errorf("node %s of chain %s reports chain id %s, not %d", n.name, c.cfg.Name, got, want)
+		return c.cfg.MaxBackoff, fmt.Errorf("node %s of chain %s reports chain id %s, not %d", n.name, c.cfg.Name, got, want)
 	}
 	n.mu.Lock()
 	n.wrongChain, n.verified = false, true
 	n.mu.Unlock()
 	c.observeHead(n, (*big.Int)(&head).Uint64())
 	c.record(n, "ok", time.Since(start), nil)
-	return nil
+	return 0, nil
 }
 
 // observeHead records a head n answered.
@@ -441,10 +449,6 @@ const (
 	outcomeLagging     = "lagging"
 )
 
-// maxLagged is how many answers from behind one read takes before it
-// fails.
-const maxLagged = 4
-
 // headUnknown is what a read's fn returns when its answer tells no head.
 const headUnknown = ^uint64(0)
 
@@ -493,12 +497,21 @@ func rateLimitMessage(code int, msg string) bool {
 		strings.Contains(m, "limit exceeded") || strings.Contains(m, "exceeded the quota") || strings.Contains(m, "capacity")
 }
 
-// record counts a call's outcome against n and moves its state: a
-// failure leaves n out for a while (a Retry-After honoured), a success
-// brings it back.
-func (c *Chain) record(n *node, outcome string, d time.Duration, err error) {
+// outAfter is how many failures in a row take a node out for a while: one
+// failure (a provider's random 429, 502 or reset) only makes the call that
+// got it wait before it asks that node again.
+const outAfter = 2
+
+// record counts a call's outcome against n and returns how long the call
+// that got it waits before asking n again: a failure's wait doubles with
+// the failures in a row from 250 ms to MaxBackoff, a 429 waits its
+// Retry-After (at least a second). From outAfter failures in a row the
+// node is out for that wait, for every call (a Retry-After honoured by
+// all); a success brings it back.
+func (c *Chain) record(n *node, outcome string, d time.Duration, err error) time.Duration {
 	now := time.Now()
 	failed := outcome != outcomeOK && outcome != outcomeVerdict && outcome != outcomeLagging
+	var wait time.Duration
 	n.mu.Lock()
 	n.calls++
 	const alpha = 0.1
@@ -518,14 +531,16 @@ func (c *Chain) record(n *node, outcome string, d time.Duration, err error) {
 	case failed:
 		n.failures++
 		n.lastErr, n.lastErrAt = n.errText(err), now
-		wait := min(250*time.Millisecond<<min(n.failures-1, 8), c.cfg.MaxBackoff)
+		wait = min(250*time.Millisecond<<min(n.failures-1, 8), c.cfg.MaxBackoff)
 		n.limited = outcome == outcomeRateLimited
 		if h := time.Duration(n.hint.Swap(0)); h > 0 && (n.limited || outcome == outcomeUnavailable) {
 			wait = min(max(h, wait), c.cfg.MaxBackoff)
 		} else if n.limited {
 			wait = min(max(wait, time.Second), c.cfg.MaxBackoff)
 		}
-		n.retryAt = now.Add(wait)
+		if n.failures >= outAfter {
+			n.retryAt = now.Add(wait)
+		}
 	case outcome == outcomeLagging:
 		n.lastErr, n.lastErrAt = "answered from behind the chain's highest head", now
 	default:
@@ -536,6 +551,7 @@ func (c *Chain) record(n *node, outcome string, d time.Duration, err error) {
 		o.NodeCall(c.cfg.Name, n.name, outcome, d)
 	}
 	c.setState(n)
+	return wait
 }
 
 // urlInText finds the URLs an error's text holds.
@@ -567,7 +583,7 @@ func (c *Chain) stateOf(n *node, best uint64, now time.Time) (string, uint64) {
 		return NodeWrongChain, lag
 	case n.limited && now.Before(n.retryAt):
 		return NodeBackoff, lag
-	case n.failures > 0:
+	case n.failures >= outAfter || n.failures > 0 && n.headAt.IsZero():
 		return NodeDown, lag
 	case n.cfg.SendOnly:
 		return NodeHealthy, 0
@@ -678,13 +694,14 @@ func (e *UnavailableError) Unwrap() error {
 // RetryAfter is how long until a node of the chain may answer again.
 func (e *UnavailableError) RetryAfter() time.Duration { return e.After }
 
-// pick returns the node a read goes to next: one not tried yet by this
-// call, read from, of the chain, out of backoff and no more than lagBy
-// behind the best; the most caught-up, then the fastest. When none is
-// ready it returns the time the first comes out of backoff.
-func (c *Chain) pick(tried map[*node]bool, lagBy uint64, best uint64) (*node, time.Time) {
+// pick returns the node a read goes to next: a read node of the chain,
+// out of its own wait and of this call's (notBefore: a node this call
+// already asked waits there before it is asked again), and no more than
+// lagBy behind the best; the fewest failures, then the most caught-up, then
+// the fastest. When none is ready it returns when the first will be.
+func (c *Chain) pick(notBefore map[*node]time.Time, lagBy uint64, best uint64) (*node, time.Time) {
 	now := time.Now()
-	var ready []*node
+	var ready, behind []*node
 	var next time.Time
 	for _, n := range c.nodes {
 		if n.cfg.SendOnly {
@@ -693,34 +710,25 @@ func (c *Chain) pick(tried map[*node]bool, lagBy uint64, best uint64) (*node, ti
 		n.mu.Lock()
 		wrong, at, head, seen := n.wrongChain, n.retryAt, n.head, !n.headAt.IsZero()
 		n.mu.Unlock()
+		if nb, ok := notBefore[n]; ok && nb.After(at) {
+			at = nb
+		}
 		switch {
 		case wrong:
 		case at.After(now):
-			// Out for now (a node this call tried and that failed is
-			// out until its wait is over): the call may wait for it.
 			if next.IsZero() || at.Before(next) {
 				next = at
 			}
-		case tried[n]:
 		case seen && head+lagBy < best:
-			// Behind: tried last, in case the best has gone back.
+			// Behind: asked only when no other can be (its answer is
+			// checked against the best all the same).
+			behind = append(behind, n)
 		default:
 			ready = append(ready, n)
 		}
 	}
 	if len(ready) == 0 {
-		// Nodes behind the best are still tried (their answer is checked
-		// against the best), rather than none.
-		for _, n := range c.nodes {
-			if !n.cfg.SendOnly && !tried[n] && !n.waitUntil().After(now) {
-				n.mu.Lock()
-				wrong := n.wrongChain
-				n.mu.Unlock()
-				if !wrong {
-					ready = append(ready, n)
-				}
-			}
-		}
+		ready = behind
 	}
 	if len(ready) == 0 {
 		return nil, next
@@ -732,55 +740,69 @@ func (c *Chain) pick(tried map[*node]bool, lagBy uint64, best uint64) (*node, ti
 		b.mu.Lock()
 		bh, bl, bf := b.head, b.latency, b.failures
 		b.mu.Unlock()
-		return cmp.Or(cmp.Compare(af, bf), -cmp.Compare(ah, bh), cmp.Compare(al, bl))
+		_, at := notBefore[a]
+		_, bt := notBefore[b]
+		return cmp.Or(cmp.Compare(boolInt(at), boolInt(bt)), cmp.Compare(af, bf), -cmp.Compare(ah, bh), cmp.Compare(al, bl))
 	})
 	return ready[0], time.Time{}
 }
 
-// read calls fn on one node after another until one answers: a node that
-// fails is left out and the next tried; a node in backoff is waited for
-// when no other can answer and its wait fits (MaxWait, the deadline).
-// fn returns the head the node answered at (headUnknown: not known), checked
-// against the chain's best with lagBy blocks of tolerance; verdicts: a
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// maxAttempts is how many times one call asks a node, all nodes together
+// (a chain of k read nodes: k + maxAttempts - 1).
+const maxAttempts = 5
+
+// read calls fn on one node after another until one answers. A node that
+// fails is asked again by this call only after its wait (record), another
+// node first; when every node is waiting, the call waits for the first
+// that fits MaxWait and its deadline. fn returns the head the node answered
+// at (headUnknown: not known), checked against the chain's best with lagBy
+// blocks of tolerance; an answer from behind is asked again at once (one
+// URL may stand for several backends, one of them behind). verdicts: a
 // JSON-RPC verdict on the transaction is fn's answer, not a failure.
 func (c *Chain) read(ctx context.Context, op string, lagBy uint64, verdicts bool, fn func(ctx context.Context, n *node) (uint64, error)) error {
-	tried := map[*node]bool{}
+	notBefore := map[*node]time.Time{}
 	var last error
-	rounds, lagged := 0, 0
-	for {
-		if err := ctx.Err(); err != nil {
-			return c.unavailableErr(op, cmp.Or(last, err))
+	readers := 0
+	for _, n := range c.nodes {
+		if !n.cfg.SendOnly {
+			readers++
 		}
-		best := c.Best()
-		n, next := c.pick(tried, lagBy, best)
+	}
+	for attempt := 0; attempt < readers+maxAttempts-1; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return c.unavailableErr(op, cmp.Or(last, err), notBefore)
+		}
+		n, next := c.pick(notBefore, lagBy, c.Best())
 		if n == nil {
 			wait := time.Until(next)
 			dl, hasDL := ctx.Deadline()
-			rounds++
-			if next.IsZero() || rounds > 3 || wait > c.cfg.MaxWait || hasDL && time.Now().Add(wait).After(dl) {
-				if last == nil {
-					last = errors.New("no node can be read from")
-				}
-				c.noteAvailability()
-				return c.unavailableErr(op, last)
+			if next.IsZero() || wait > c.cfg.MaxWait || hasDL && time.Now().Add(wait).After(dl) {
+				break
 			}
 			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return c.unavailableErr(op, cmp.Or(last, ctx.Err()))
+				return c.unavailableErr(op, cmp.Or(last, ctx.Err()), notBefore)
 			case <-t.C:
 			}
-			clear(tried)
+			attempt--
 			continue
 		}
-		tried[n] = true
 		n.mu.Lock()
 		verified := n.verified
 		n.mu.Unlock()
 		if !verified {
-			if err := c.probe(ctx, n); err != nil {
-				last = err
+			if wait, err := c.probeWait(ctx, n); err != nil {
+				last = fmt.Errorf("node %s: %w", n.name, err)
+				notBefore[n] = time.Now().Add(wait)
 				continue
 			}
 		}
@@ -789,39 +811,44 @@ func (c *Chain) read(ctx context.Context, op string, lagBy uint64, verdicts bool
 		head, err := fn(cctx, n)
 		cancel()
 		if ctx.Err() != nil && err != nil {
-			return c.unavailableErr(op, err)
+			return c.unavailableErr(op, err, notBefore)
 		}
 		if err == nil && head != headUnknown {
 			c.observeHead(n, head)
-			if head+lagBy < c.Best() {
-				err = fmt.Errorf("%w: node %s answered %s at block %d, the chain is at %d", errLagging, n.name, op, head, c.Best())
+			if best := c.Best(); head+lagBy < best {
+				err = fmt.Errorf("%w: node %s answered %s at block %d, the chain is at %d", errLagging, n.name, op, head, best)
 			}
 		}
 		outcome := c.outcome(ctx, err, verdicts)
-		c.record(n, outcome, time.Since(start), err)
+		wait := c.record(n, outcome, time.Since(start), err)
 		switch outcome {
 		case outcomeOK:
 			c.noteAvailability()
 			return nil
 		case outcomeVerdict:
 			return err
-		case outcomeLagging:
-			// One URL may stand for several backends behind a load
-			// balancer, one of them behind: the node is asked again (a
-			// few times) as well as the others.
-			if lagged++; lagged < maxLagged {
-				delete(tried, n)
-			}
 		}
+		notBefore[n] = time.Now().Add(wait)
 		last = fmt.Errorf("node %s: %w", n.name, err)
 	}
+	if last == nil {
+		last = errors.New("no node can be read from")
+	}
+	c.noteAvailability()
+	return c.unavailableErr(op, last, notBefore)
 }
 
-func (c *Chain) unavailableErr(op string, err error) error {
+// unavailableErr is the error of a call no node answered; notBefore are the
+// call's own waits for the nodes it asked.
+func (c *Chain) unavailableErr(op string, err error, notBefore map[*node]time.Time) error {
 	now := time.Now()
 	var next time.Time
 	for _, n := range c.nodes {
-		if at := n.waitUntil(); !n.cfg.SendOnly && (next.IsZero() || at.Before(next)) {
+		at := n.waitUntil()
+		if nb := notBefore[n]; nb.After(at) {
+			at = nb
+		}
+		if !n.cfg.SendOnly && (next.IsZero() || at.Before(next)) {
 			next = at
 		}
 	}

@@ -200,6 +200,7 @@ func nodeState(c *evmnodes.Chain, name string) evmnodes.NodeStatus {
 func TestChain_AReadGoesToAnotherNodeWhenOneFails(t *testing.T) {
 	e := newEnv(t, 2)
 	c := e.chain(t, nil)
+	c.ProbeAll(t.Context())
 	e.nodes[0].set(func(n *node) { n.status = http.StatusBadGateway })
 	e.sim.Mine()
 	for range 5 {
@@ -207,9 +208,12 @@ func TestChain_AReadGoesToAnotherNodeWhenOneFails(t *testing.T) {
 		require.NoError(t, err, "the healthy node answers")
 		require.Zero(t, nonce)
 	}
-	require.Equal(t, evmnodes.NodeDown, nodeState(c, "n0").State)
+	require.LessOrEqual(t, e.nodes[0].requests.Load(), int64(2), "a node that failed is asked last, not again at once (one probe, one read)")
+	require.NotEqual(t, evmnodes.NodeDown, nodeState(c, "n0").State, "one failure does not take a node out")
+	c.ProbeAll(t.Context())
+	c.ProbeAll(t.Context())
+	require.Equal(t, evmnodes.NodeDown, nodeState(c, "n0").State, "failures in a row do")
 	require.Equal(t, evmnodes.NodeHealthy, nodeState(c, "n1").State)
-	require.LessOrEqual(t, e.nodes[0].requests.Load(), int64(2), "a node that failed is left out for a while, not asked again at once")
 	require.Equal(t, evmnodes.ChainDegraded, c.Status().State)
 }
 
@@ -221,6 +225,7 @@ func TestChain_ARateLimitedNodeWaitsItsRetryAfter(t *testing.T) {
 		_, err := c.NonceAt(t.Context(), ledger.Address(e.from))
 		require.NoError(t, err)
 	}
+	c.ProbeAll(t.Context()) // a second 429 in a row
 	st := nodeState(c, "n0")
 	require.Equal(t, evmnodes.NodeBackoff, st.State)
 	require.NotNil(t, st.RetryAt)
@@ -244,7 +249,9 @@ func TestChain_ANodeOfAnotherChainIsTakenOut(t *testing.T) {
 	e.nodes[0].set(func(n *node) { n.status = http.StatusServiceUnavailable })
 	_, err := c.NonceAt(t.Context(), ledger.Address(e.from))
 	require.Error(t, err, "the node of another chain is never read from, even when the other is down")
-	require.Equal(t, before, e.nodes[1].requests.Load())
+	c.ProbeAll(t.Context())
+	require.Equal(t, before+1, e.nodes[1].requests.Load(), "only the probe, which checks its chain id again")
+	require.Equal(t, evmnodes.NodeWrongChain, nodeState(c, "n1").State)
 	require.Equal(t, evmnodes.ChainUnavailable, c.Status().State)
 }
 

@@ -29,6 +29,8 @@ type nodeAnswer struct {
 	// lagging node's or a send-only endpoint's refusal) or unknown (it may
 	// have taken it).
 	kind string
+	// wait is how long this send waits before asking n again.
+	wait time.Duration
 }
 
 // SendRawTransaction implements ledger.WalletLedger: the same signed bytes
@@ -53,8 +55,8 @@ func (c *Chain) SendRawTransaction(ctx context.Context, raw []byte) error {
 		return ledger.NewSendError(ledger.SendRejected, "transaction does not decode", err)
 	}
 	final := map[*node]nodeAnswer{}
+	notBefore := map[*node]time.Time{}
 	var unknown, notSent error
-	waited := false
 	for round := 0; round < sendRounds && ctx.Err() == nil; round++ {
 		now := time.Now()
 		var targets []*node
@@ -66,6 +68,9 @@ func (c *Chain) SendRawTransaction(ctx context.Context, raw []byte) error {
 			n.mu.Lock()
 			wrong, at := n.wrongChain, n.retryAt
 			n.mu.Unlock()
+			if nb := notBefore[n]; nb.After(at) {
+				at = nb
+			}
 			switch {
 			case wrong:
 			case at.After(now):
@@ -79,10 +84,9 @@ func (c *Chain) SendRawTransaction(ctx context.Context, raw []byte) error {
 		if len(targets) == 0 {
 			dl, hasDL := ctx.Deadline()
 			wait := time.Until(next)
-			if next.IsZero() || waited || wait > c.cfg.MaxWait || hasDL && now.Add(wait).After(dl) {
+			if next.IsZero() || wait > c.cfg.MaxWait || hasDL && now.Add(wait).After(dl) {
 				break
 			}
-			waited = true
 			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
@@ -94,6 +98,7 @@ func (c *Chain) SendRawTransaction(ctx context.Context, raw []byte) error {
 		}
 		answers := c.broadcast(ctx, raw, targets)
 		for _, a := range answers {
+			notBefore[a.n] = time.Now().Add(a.wait)
 			switch a.kind {
 			case "accepted":
 				return nil
@@ -184,7 +189,7 @@ func (c *Chain) broadcast(ctx context.Context, raw []byte, targets []*node) []no
 				}
 			}
 			if ctx.Err() == nil {
-				c.record(n, outcome, time.Since(start), err)
+				a.wait = c.record(n, outcome, time.Since(start), err)
 			}
 			out[i] = a
 		})
