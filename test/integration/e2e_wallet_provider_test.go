@@ -239,6 +239,9 @@ func (r *providerRun) report() {
 func (r *providerRun) startServe() (*testproc.Proc, string) {
 	r.t.Helper()
 	env := []string{"DATABASE_URL=" + r.db}
+	if level := os.Getenv("LEDGERQ_E2E_LOG_LEVEL"); level != "" {
+		env = append(env, "LEDGERQ_LOG_LEVEL="+level) // serve's logs in the test's output
+	}
 	for attempt := 1; ; attempt++ {
 		addr := testproc.FreeAddr(r.t)
 		p := testproc.Start(r.t, r.dir, env, append(append([]string(nil), r.args...), "--api-addr", addr)...)

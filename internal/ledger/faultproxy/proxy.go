@@ -341,6 +341,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	calls, batch, parsed := parseCalls(body)
+	for _, c := range calls {
+		p.count("method:" + c.method)
+	}
 	f, cfg, status := p.draw(calls)
 	switch f {
 	case faultRateLimit:
