@@ -46,10 +46,11 @@ func (w *headWatch) observe(head uint64, now time.Time, window time.Duration) (l
 	return false
 }
 
-// nonceSeen is the highest chain nonce read for a wallet in this process
-// and the head of the cycle that read it.
+// nonceSeen is the highest chain nonce read for a wallet in this process,
+// the head of the cycle that first read it, and when a read last reached it.
 type nonceSeen struct {
 	nonce, head uint64
+	at          time.Time
 }
 
 // ObserveHead records the head a read of the wallet's chain answered and
@@ -93,21 +94,28 @@ func (s *Shard) HeadSettled(head uint64) bool {
 // below the head that one was read with: a node behind the others answered
 // it, and the higher one is returned with lagging true. A nonce is never
 // lower on a chain that did not go back, so only a head that went back (the
-// best head decayed to it, ObserveHead) makes a lower nonce believed; a
-// reorganisation to a longer chain without the wallet's transactions shows
-// itself otherwise (a block at a height the lane recorded, with another
-// hash), and ForgetChainNonce then lets the next read be believed.
+// best head decayed to it, ObserveHead) makes a lower nonce believed at
+// once; a reorganisation to a longer chain without the wallet's
+// transactions shows itself otherwise (a block at a height the lane
+// recorded, with another hash), and ForgetChainNonce then lets the next
+// read be believed. Like the head, a lower nonce is also believed once no
+// read has reached the higher one for Config.RewindAfter (another process
+// followed such a reorganisation, say).
 func (s *Shard) TrustChainNonce(nonce, head uint64) (trusted uint64, lagging bool) {
 	j := s.job
+	now := j.cfg.Clock.Now()
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	seen, ok := j.nonces[s.Claim.Key]
-	if ok && nonce < seen.nonce && head >= seen.head {
+	switch {
+	case ok && nonce < seen.nonce && head >= seen.head && now.Sub(seen.at) < j.cfg.RewindAfter:
 		return seen.nonce, true
+	case ok && nonce == seen.nonce:
+		seen.at = now
+	default:
+		seen = nonceSeen{nonce: nonce, head: head, at: now}
 	}
-	if !ok || nonce != seen.nonce {
-		j.nonces[s.Claim.Key] = nonceSeen{nonce: nonce, head: head}
-	}
+	j.nonces[s.Claim.Key] = seen
 	return nonce, false
 }
 
