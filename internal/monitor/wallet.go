@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -60,19 +61,27 @@ func (m *WalletConfirmer) Collect(_ context.Context, s *wallet.Shard) (workers.C
 }
 
 // confirmCycle is a wallet's confirm, run once per run, made to follow a
-// chain that can take blocks back. It reads the chain's nonce and head, then:
+// chain that can take blocks back, through nodes that can lag behind it. It
+// reads the chain's nonce and head; a head below the best this process has
+// seen is a lagging node's (wallet.Shard.ObserveHead) and the cycle decides
+// and records nothing; a nonce below one already read, with the head not
+// gone back, is a lagging node's too and the higher one is used
+// (wallet.Shard.TrustChainNonce). Then:
 //
-//  1. mined or confirmed attempts at or above the chain's nonce are not in
-//     the chain (a reorg, a node that lost blocks or was restored from an
-//     older state, a node behind the others): unless a receipt still says
-//     otherwise, each goes back to sent (its task executing again) and its
-//     same bytes are broadcast again — its nonce is never signed with other
-//     content while it may still land;
+//  1. mined or confirmed attempts at or above the chain's nonce as read may have
+//     left the chain (a reorg, a node that lost blocks or was restored from
+//     an older state): unless a receipt still says otherwise, and only when
+//     the chain shows their block gone (leftChain: another block at its
+//     height, or a settled head below it — never a missing receipt or a
+//     missing block alone, which is what a lagging node answers), each goes
+//     back to sent (its task executing again) and its same bytes are
+//     broadcast again — its nonce is never signed with other content while
+//     it may still land;
 //  2. mined attempts below it are checked again: a receipt in a block the
 //     chain still has counts its confirmations, and at wallet.Config.Confirmations
 //     the task is done; a receipt gone, or in a block the chain replaced,
-//     sends the attempt back to sent as in 1 (unless another hash of the
-//     nonce was the one mined);
+//     sends the attempt back to sent as in 1, on the same evidence (unless
+//     another hash of the nonce was the one mined);
 //  3. sent attempts it passed get their receipts looked up (every hash of
 //     the nonce): mined, or done at once when already deep enough;
 //  4. sent attempts from the chain's nonce on are broadcast again with the
@@ -81,12 +90,18 @@ func (m *WalletConfirmer) Collect(_ context.Context, s *wallet.Shard) (workers.C
 //     moved for wallet.Config.RebroadcastAfter (a node that lost its pool).
 type confirmCycle struct {
 	*wallet.Shard
-	m          *WalletConfirmer
-	depth      int
-	chainNonce uint64
-	head       ledger.BlockRef
-	// blocks caches the chain's block hash by number for this cycle, and
-	// atNonce the wallet's transactions the chain's blocks hold by nonce.
+	m     *WalletConfirmer
+	depth int
+	// chainNonce is the chain's nonce the cycle acts on; readNonce the one
+	// read, lower when a lagging node answered it.
+	chainNonce, readNonce uint64
+	head                  ledger.BlockRef
+	// lagging: the head read was behind the best head seen: the cycle
+	// decides nothing and records nothing.
+	lagging bool
+	// blocks caches the chain's block by number for this cycle (a zero
+	// hash: no block there), and atNonce the wallet's transactions the
+	// chain's blocks hold by nonce.
 	blocks  map[uint64]ledger.Hash
 	atNonce map[uint64]ledger.NonceTx
 	// receipts are the answers of prefetch, by hash: receipts read
@@ -149,10 +164,18 @@ func (c *confirmCycle) Execute(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.chainNonce = n
 	c.head, err = wallet.LedgerCall(ctx, c.Shard, c.m.ledger.HeadBlock)
 	if err != nil {
 		return fmt.Errorf("reading the chain's head for %s: %w", c.Claim.Key, err)
+	}
+	if c.lagging = c.ObserveHead(c.head.Number); c.lagging {
+		return nil // the next run asks again
+	}
+	c.readNonce = n
+	var lagging bool
+	if c.chainNonce, lagging = c.TrustChainNonce(n, c.head.Number); lagging {
+		c.m.cfg.Logger.Debug("wallet: the chain's nonce read below one already read, with the head not gone back: a lagging node's, not believed",
+			"shard", c.Claim.Key, "read", n, "chain_nonce", c.chainNonce, "head", c.head.Number)
 	}
 	c.blocks[c.head.Number] = c.head.Hash
 	b := c.Budget()
@@ -168,30 +191,67 @@ func (c *confirmCycle) Execute(ctx context.Context) error {
 	return c.broadcastAgain(ctx)
 }
 
-// canonical reports whether the chain's block at r's number is r's block,
-// from one read per block number and cycle. A failed read counts as
-// unknown: ok false.
+// canonical reports whether the chain's block at r's number is r's block.
+// A failed read counts as unknown (ok false), and so does no block at that
+// number: a node behind the one that answered the receipt.
 func (c *confirmCycle) canonical(ctx context.Context, r ledger.Receipt) (canonical, ok bool) {
-	h, known := c.blocks[r.BlockNumber]
-	if !known {
-		type lookup struct {
-			blk   ledger.BlockRef
-			found bool
-		}
-		got, err := wallet.LedgerCall(ctx, c.Shard, func(ctx context.Context) (lookup, error) {
-			blk, found, err := c.m.ledger.BlockAt(ctx, r.BlockNumber)
-			return lookup{blk, found}, err
-		})
-		if err != nil {
-			c.m.cfg.Logger.Debug("wallet: block lookup failed, asking again later", "shard", c.Claim.Key, "block", r.BlockNumber, "error", err)
-			return false, false
-		}
-		if got.found {
-			h = got.blk.Hash
-		}
-		c.blocks[r.BlockNumber] = h
+	h, found, ok := c.blockAt(ctx, r.BlockNumber)
+	if !ok || !found {
+		return false, false
 	}
 	return h == r.BlockHash, true
+}
+
+// blockAt is the hash of the chain's block at number (found false: none
+// there), from one read per block number and cycle; ok is false when the
+// read failed.
+func (c *confirmCycle) blockAt(ctx context.Context, number uint64) (hash ledger.Hash, found, ok bool) {
+	if h, known := c.blocks[number]; known {
+		return h, h != ledger.Hash{}, true
+	}
+	type lookup struct {
+		blk   ledger.BlockRef
+		found bool
+	}
+	got, err := wallet.LedgerCall(ctx, c.Shard, func(ctx context.Context) (lookup, error) {
+		blk, found, err := c.m.ledger.BlockAt(ctx, number)
+		return lookup{blk, found}, err
+	})
+	if err != nil {
+		c.m.cfg.Logger.Debug("wallet: block lookup failed, asking again later", "shard", c.Claim.Key, "block", number, "error", err)
+		return ledger.Hash{}, false, false
+	}
+	if got.found {
+		hash = got.blk.Hash
+	}
+	c.blocks[number] = hash
+	return hash, got.found, true
+}
+
+// leftChain reports why a's mined transaction left the chain, when the
+// chain shows it: the chain's block at the height a's receipt named has
+// another hash, or the head, settled (the best this process has seen for
+// wallet.Config.RewindAfter), is below that height. A missing receipt, or a
+// missing block at or below the head, is never enough: a node behind the
+// others answers both for a transaction the chain still holds. Called only
+// in a cycle whose head read was not lagging.
+func (c *confirmCycle) leftChain(ctx context.Context, a store.Attempt) (string, bool) {
+	if a.MinedBlock == nil || a.MinedBlockHash == "" {
+		return "", false
+	}
+	n := uint64(*a.MinedBlock)
+	h, found, ok := c.blockAt(ctx, n)
+	switch {
+	case !ok:
+		return "", false
+	case found && !strings.EqualFold(h.Hex(), a.MinedBlockHash):
+		return fmt.Sprintf("left the chain: block %d is now %s, not %s, and no hash of nonce %d has a receipt in a block the chain has",
+			n, h.Hex(), a.MinedBlockHash, a.Nonce), true
+	case !found && n > c.head.Number && c.HeadSettled(c.head.Number):
+		return fmt.Sprintf("left the chain: the chain went back to block %d, below its block %d, and no hash of nonce %d has a receipt in a block the chain has",
+			c.head.Number, n, a.Nonce), true
+	}
+	return "", false
 }
 
 // final reports whether a receipt in block number is wallet.Config.Confirmations
@@ -385,12 +445,16 @@ func (c *confirmCycle) record(a store.Attempt, f found) wallet.Result {
 		Block: f.receipt.BlockNumber, BlockHash: f.receipt.BlockHash.Hex(), Final: c.final(f.receipt.BlockNumber)}
 }
 
-// checkMinedFrom is step 1: mined or confirmed attempts the chain's nonce
-// has not reached.
+// checkMinedFrom is step 1: mined or confirmed attempts the chain's nonce,
+// as read, has not reached. A nonce read lower than one already read is
+// not believed for what it frees (TrustChainNonce), but the attempts it
+// did not reach are still checked here: a reorganisation to a longer chain
+// without them lowers the nonce while the head rises, and only their
+// blocks, read again, tell it from a lagging node (leftChain).
 func (c *confirmCycle) checkMinedFrom(ctx context.Context, b wallet.Budget) error {
 	gone, err := wallet.DBCall(ctx, c.Shard, func(ctx context.Context) ([]store.Attempt, error) {
 		return c.m.store.AttemptListMinedFrom(ctx, store.AttemptListFromParams{
-			ChainID: c.ChainID(), Sender: c.Sender, From: int64(c.chainNonce), Max: c.m.cfg.InFlight,
+			ChainID: c.ChainID(), Sender: c.Sender, From: int64(c.readNonce), Max: c.m.cfg.InFlight,
 		})
 	})
 	if err != nil {
@@ -410,17 +474,28 @@ func (c *confirmCycle) checkMinedFrom(ctx context.Context, b wallet.Budget) erro
 			if a.State == store.AttemptMined {
 				c.confirmed = append(c.confirmed, c.record(a, got.found))
 			}
-		case got.failed:
 		default:
-			c.reopened = append(c.reopened, reopened{Attempt: a,
-				Reason: fmt.Sprintf("left the chain: the chain's nonce is %d and no hash of nonce %d has a receipt", c.chainNonce, a.Nonce)})
+			c.reopenIfLeft(ctx, a)
 		}
 	}
 	return nil
 }
 
-// checkMined is step 2: mined attempts below the chain's nonce, not yet
-// final.
+// reopenIfLeft reopens a, found nowhere on the chain (or not found for a
+// failed lookup), when the chain shows its block gone (leftChain);
+// otherwise it waits for the next run.
+func (c *confirmCycle) reopenIfLeft(ctx context.Context, a store.Attempt) {
+	why, left := c.leftChain(ctx, a)
+	if !left {
+		c.m.cfg.Logger.Debug("wallet: no receipt found for a mined transaction, but its block is not shown gone: asking again later",
+			"shard", c.Claim.Key, "nonce", a.Nonce, "tx_hash", a.TxHash, "block", blockOf(a))
+		return
+	}
+	c.reopened = append(c.reopened, reopened{Attempt: a, Reason: why})
+}
+
+// checkMined is step 2: mined attempts below the chain's nonce as read,
+// not yet final.
 func (c *confirmCycle) checkMined(ctx context.Context, b wallet.Budget) error {
 	minedAtts, err := wallet.DBCall(ctx, c.Shard, func(ctx context.Context) ([]store.Attempt, error) {
 		return c.m.store.AttemptListMined(ctx, store.AttemptListParams{ChainID: c.ChainID(), Sender: c.Sender, Max: c.m.cfg.InFlight})
@@ -430,14 +505,14 @@ func (c *confirmCycle) checkMined(ctx context.Context, b wallet.Budget) error {
 	}
 	below := make([]store.Attempt, 0, len(minedAtts))
 	for _, a := range minedAtts {
-		if a.Nonce < int64(c.chainNonce) {
+		if a.Nonce < int64(c.readNonce) {
 			below = append(below, a)
 		}
 	}
 	c.prefetch(ctx, b, below)
 	calls := 0
 	for _, a := range minedAtts {
-		if a.Nonce >= int64(c.chainNonce) {
+		if a.Nonce >= int64(c.readNonce) {
 			continue // step 1's
 		}
 		if b.Spent(calls) {
@@ -451,10 +526,8 @@ func (c *confirmCycle) checkMined(ctx context.Context, b wallet.Budget) error {
 			if r.Final || r.Hash != a.TxHash || r.Block != blockOf(a) || r.BlockHash != a.MinedBlockHash {
 				c.confirmed = append(c.confirmed, r)
 			}
-		case got.failed:
 		default:
-			c.reopened = append(c.reopened, reopened{Attempt: a,
-				Reason: fmt.Sprintf("left the chain: block %d no longer holds it", blockOf(a))})
+			c.reopenIfLeft(ctx, a)
 		}
 	}
 	return nil
@@ -657,6 +730,11 @@ func mergeByNonce(a, b []store.Attempt) []store.Attempt {
 // replacements and the new broadcasts; the run's send starts at or above
 // the chain's nonce.
 func (c *confirmCycle) Commit(ctx context.Context) error {
+	if c.lagging {
+		// Nothing is known of this moment: the run signs nothing
+		// (Run.ChainRead stays false) and the next one asks again.
+		return nil
+	}
 	if len(c.confirmed) > 0 {
 		crashpoint.Hit(wallet.CrashMined)
 	}
@@ -700,6 +778,11 @@ func (c *confirmCycle) Commit(ctx context.Context) error {
 		return fmt.Errorf("recording the confirmations of %s: %w", c.Claim.Key, err)
 	}
 	c.remember(now)
+	if len(c.reopened) > 0 {
+		// The chain showed blocks gone: a lower nonce is the chain's, not
+		// a lagging node's, from the next read on.
+		c.ForgetChainNonce()
+	}
 	c.LearnChainNonce(c.chainNonce)
 	c.Run.ChainRead = true
 	c.m.cfg.Metrics.Transition("wallet", "replaced", len(c.replaced))

@@ -145,6 +145,12 @@ func (c *unknownCycle) Execute(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reading the chain's head for %s: %w", c.Claim.Key, err)
 	}
+	if c.ObserveHead(head.Number) {
+		// A node behind the others: its blocks end too early to tell where
+		// the unknown nonces are. Nothing is recorded, the wallet signs
+		// nothing, and the next run looks again.
+		return nil
+	}
 	depth := c.cfg.ConfirmationsOn(c.ChainID())
 	addr := c.Wallet.Address()
 	chainID := big.NewInt(c.ChainID())

@@ -74,6 +74,15 @@ type Config struct {
 	// although it has nothing in flight, so that final transactions a node
 	// then loses (a crash, a restore from an older state) are sent again.
 	WatchAfter time.Duration `flag:"watch-after" help:"a wallet whose chain nonce moved within this is still checked with nothing in flight, so that final transactions a node then loses are sent again (0: only while it has work)"`
+	// RewindAfter is how long every read of a chain must answer a head
+	// below the highest this process has seen before the lane believes the
+	// chain went back (a node restored from an older state, a crash that
+	// lost the last blocks): until then such a read is a lagging node's
+	// (one backend of a load balancer, a node behind the others) and
+	// nothing is decided on it (lagging.go). A few of the chain's block
+	// intervals: a lagging node's answers mixed with a caught-up node's
+	// never last it.
+	RewindAfter time.Duration
 	// FollowInterval is the WalletFollower's interval: how often the shard
 	// of a wallet with attempts in flight runs, to confirm them.
 	FollowInterval time.Duration `flag:"follow-interval" help:"how often a wallet with transactions in flight is checked for receipts"`
@@ -181,7 +190,8 @@ func (c Config) Validate() error {
 	errs = append(errs, notPositive(
 		setting{"ledger timeout", c.LedgerTimeout}, setting{"database timeout", c.DBTimeout}, setting{"cycle budget", c.CycleBudget},
 		setting{"follow interval", c.FollowInterval}, setting{"stall timeout", c.StallTimeout},
-		setting{"balance max age", c.BalanceMaxAge}, setting{"rebroadcast after", c.RebroadcastAfter})...)
+		setting{"balance max age", c.BalanceMaxAge}, setting{"rebroadcast after", c.RebroadcastAfter},
+		setting{"rewind after", c.RewindAfter})...)
 	if c.ReplacedAfter < 0 {
 		errs = append(errs, fmt.Errorf("wallet replaced-after must not be negative, got %s", c.ReplacedAfter))
 	}
@@ -208,8 +218,8 @@ func Defaults() Config {
 // WithDefaults returns c with the lane's defaults in the settings left at
 // zero: a budget of 100, the priority queue, 10 s ledger and 5 s database
 // timeouts, a 5 s cycle budget, 10 failed runs before a task ends in error,
-// one-second follow passes, a broadcast again after 15 s unmoved, a
-// five-minute stall timeout and balance age, the real clock and a
+// one-second follow passes, a broadcast again after 15 s unmoved, a lower
+// head believed after 30 s, a five-minute stall timeout and balance age, the real clock and a
 // discarding logger.
 //
 // A few settings mean something at zero (SendLinger, HeadInterval,
@@ -226,6 +236,7 @@ func (c Config) WithDefaults() Config {
 	c.MaxFailures = cmp.Or(c.MaxFailures, 10)
 	c.FollowInterval = cmp.Or(c.FollowInterval, time.Second)
 	c.RebroadcastAfter = cmp.Or(c.RebroadcastAfter, 15*time.Second)
+	c.RewindAfter = cmp.Or(c.RewindAfter, 30*time.Second)
 	c.StallTimeout = cmp.Or(c.StallTimeout, 5*time.Minute)
 	c.BalanceMaxAge = cmp.Or(c.BalanceMaxAge, 5*time.Minute)
 	if c.Clock == nil {

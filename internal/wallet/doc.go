@@ -16,7 +16,12 @@
 //     commits (Shard.Fenced), outcome recording (Outcome, Result,
 //     Shard.RecordResults), signing (Shard.SignRaw), broadcasts and receipt
 //     lookups by nonce, each call under the lane's deadlines (DBCall,
-//     LedgerCall, Within) and a cycle's Budget.
+//     LedgerCall, Within) and a cycle's Budget;
+//   - what the process has seen of each chain (lagging.go): its best head
+//     and each wallet's highest chain nonce read, so that no decision rests
+//     on the answer of a node behind the others (Shard.ObserveHead,
+//     Shard.TrustChainNonce), while a chain that truly went back is
+//     followed after Config.RewindAfter.
 //
 // The role steps plug in through Steps: submitter.WalletBroadcaster
 // (recover), monitor.WalletConfirmer (confirm), monitor.WalletKeeper (keep

@@ -116,6 +116,12 @@ type Job struct {
 	sent map[string]time.Time
 	// chainID is the ledger's chain id once read.
 	chainID *big.Int
+	// heads holds the best head seen per chain, nonces the highest chain
+	// nonce read per shard (lagging.go): kept by the Job, which every
+	// shard of a chain in this process shares, so that one wallet's read
+	// of a caught-up node protects the others from a lagging one.
+	heads  map[int64]*headWatch
+	nonces map[string]nonceSeen
 }
 
 var _ workers.Job = (*Job)(nil)
@@ -133,7 +139,8 @@ func NewJob(st *store.Store, led ledger.WalletLedger, wallets *keystore.Registry
 	if steps.Recover == nil || steps.Confirm == nil || steps.KeepMoving == nil || steps.Send == nil {
 		return nil, errors.New("wallet job: every step is needed (recover, confirm, keep moving, send)")
 	}
-	return &Job{cfg: cfg, store: st, ledger: led, wallets: wallets, steps: steps, runs: map[string]*Run{}, sent: map[string]time.Time{}}, nil
+	return &Job{cfg: cfg, store: st, ledger: led, wallets: wallets, steps: steps, runs: map[string]*Run{}, sent: map[string]time.Time{},
+		heads: map[int64]*headWatch{}, nonces: map[string]nonceSeen{}}, nil
 }
 
 // Run is what one run of a shard remembers between its cycles.

@@ -211,7 +211,7 @@ func TestWallet_AMinedTransactionWhoseBlockIsReorganizedIsSentAgainWithTheSameBy
 	n, err := e.chain.Reorg(1)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
-	e.drive1(t)
+	e.waitOutRewind(t, tasks...)
 	for _, task := range tasks {
 		a := e.attempts(t, task)[0]
 		require.Equal(t, store.AttemptSent, a.State, "back to sent")
@@ -254,7 +254,7 @@ func TestWallet_WhenTheChainLosesFinalTransactionsTheirTasksAreSentAgainWithTheS
 	require.NoError(t, err)
 	require.EqualValues(t, 3, chainNonce)
 	next := e.postN(t, 2)
-	e.drive1(t)
+	e.waitOutRewind(t, lost...)
 	for _, task := range lost {
 		got := e.task(t, task)
 		require.Equal(t, store.TaskExecuting, got.Status, "no longer done: the chain lost it")
@@ -277,6 +277,27 @@ func TestWallet_WhenTheChainLosesFinalTransactionsTheirTasksAreSentAgainWithTheS
 		require.Equal(t, []store.WebhookEventType{store.WebhookSubmitted, store.WebhookConfirmed, store.WebhookReorged, store.WebhookConfirmed}, types)
 	}
 	e.requireNoFailedRun(t, 0)
+}
+
+// waitOutRewind follows a chain that went back to a shorter one: while
+// wallet.Config.RewindAfter has not passed since a head as high as the old
+// one was answered, the lower head may be a lagging node's and nothing
+// changes (tasks keep their states); after it, the wallet runs once on the
+// shorter chain.
+func (e *env) waitOutRewind(t *testing.T, tasks ...store.Task) {
+	t.Helper()
+	before := make([]store.Task, len(tasks))
+	for i, task := range tasks {
+		before[i] = e.task(t, task)
+	}
+	e.drive1(t)
+	for i, task := range tasks {
+		got := e.task(t, task)
+		require.Equal(t, before[i].Status, got.Status, "task %d: unchanged while the lower head may be a lagging node's", i)
+		require.Equal(t, before[i].Reorgs, got.Reorgs, "task %d", i)
+	}
+	e.clk.Advance(e.cfg.RewindAfter)
+	e.drive1(t)
 }
 
 // laggingNonce answers a lower chain nonce than the chain's (a node behind

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"math/rand/v2"
 	"sync"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -17,8 +18,8 @@ var _ ledger.WalletLedger = (*WalletLedger)(nil)
 
 // WalletLedger is a ledger.WalletLedger in front of another one (a simulated
 // chain, usually): it answers with the other's answers, counts every call,
-// records every send, and lets the test fail reads, refuse sends and act
-// before them.
+// records every send, and lets the test fail reads, refuse sends, act
+// before them, and make reads lag (SetLag).
 //
 // Its methods are safe for concurrent use. Set its fields before the ledger
 // is used, or between calls: a field set while a call runs is a data race.
@@ -60,6 +61,10 @@ type WalletLedger struct {
 	calls map[string]int
 	sends []Send
 	tip   int64
+	// lag is SetLag's; lagged counts the reads that lagged.
+	lag     Lag
+	lagRand *rand.Rand
+	lagged  int
 }
 
 // Send is one SendRawTransaction the ledger answered: the transaction's
@@ -154,10 +159,13 @@ func (l *WalletLedger) PendingNonceAt(ctx context.Context, a ledger.Address) (ui
 	return l.WalletLedger.PendingNonceAt(ctx, a)
 }
 
-// NonceAt counts the call and asks the other ledger.
+// NonceAt counts the call and asks the other ledger (or lags).
 func (l *WalletLedger) NonceAt(ctx context.Context, a ledger.Address) (uint64, error) {
 	if err := l.call("NonceAt"); err != nil {
 		return 0, err
+	}
+	if g, ok := l.lags("NonceAt"); ok {
+		return l.laggingNonce(ctx, g, a)
 	}
 	return l.WalletLedger.NonceAt(ctx, a)
 }
@@ -205,7 +213,7 @@ func (l *WalletLedger) SuggestFees(ctx context.Context) (ledger.Fees, error) {
 }
 
 // TransactionReceipt counts the call and fails as FailReceipt says, or asks
-// the other ledger.
+// the other ledger (or lags).
 func (l *WalletLedger) TransactionReceipt(ctx context.Context, h ledger.TxHash) (ledger.Receipt, error) {
 	if err := l.call("TransactionReceipt"); err != nil {
 		return ledger.Receipt{}, err
@@ -213,27 +221,36 @@ func (l *WalletLedger) TransactionReceipt(ctx context.Context, h ledger.TxHash) 
 	if l.FailReceipt != nil && l.FailReceipt(h.Hex()) {
 		return ledger.Receipt{}, errors.New("ledgertest: receipt lookup failed as scripted")
 	}
+	if g, ok := l.lags("TransactionReceipt"); ok {
+		return l.lagReceipt(ctx, g, h)
+	}
 	return l.WalletLedger.TransactionReceipt(ctx, h)
 }
 
-// HeadBlock counts the call and asks the other ledger.
+// HeadBlock counts the call and asks the other ledger (or lags).
 func (l *WalletLedger) HeadBlock(ctx context.Context) (ledger.BlockRef, error) {
 	if err := l.call("HeadBlock"); err != nil {
 		return ledger.BlockRef{}, err
 	}
+	if g, ok := l.lags("HeadBlock"); ok {
+		return l.laggingHead(ctx, g)
+	}
 	return l.WalletLedger.HeadBlock(ctx)
 }
 
-// BlockAt counts the call and asks the other ledger.
+// BlockAt counts the call and asks the other ledger (or lags).
 func (l *WalletLedger) BlockAt(ctx context.Context, number uint64) (ledger.BlockRef, bool, error) {
 	if err := l.call("BlockAt"); err != nil {
 		return ledger.BlockRef{}, false, err
+	}
+	if g, ok := l.lags("BlockAt"); ok {
+		return l.lagBlockAt(ctx, g, number)
 	}
 	return l.WalletLedger.BlockAt(ctx, number)
 }
 
 // TxsAtNonce counts the call and fails with FailBlocks, or asks the other
-// ledger.
+// ledger (or lags).
 func (l *WalletLedger) TxsAtNonce(ctx context.Context, a ledger.Address, nonce uint64) ([]ledger.NonceTx, bool, error) {
 	if err := l.call("TxsAtNonce"); err != nil {
 		return nil, false, err
@@ -244,17 +261,23 @@ func (l *WalletLedger) TxsAtNonce(ctx context.Context, a ledger.Address, nonce u
 	if l.FailNonceSearch {
 		return nil, false, errors.New("ledgertest: missing trie node (the state of past blocks is pruned), as scripted")
 	}
+	if g, ok := l.lags("TxsAtNonce"); ok {
+		return l.lagTxsAtNonce(ctx, g, a, nonce)
+	}
 	return l.WalletLedger.TxsAtNonce(ctx, a, nonce)
 }
 
 // TxsInBlock counts the call and fails with FailBlocks, or asks the other
-// ledger.
+// ledger (or lags).
 func (l *WalletLedger) TxsInBlock(ctx context.Context, a ledger.Address, number uint64) ([]ledger.NonceTx, bool, error) {
 	if err := l.call("TxsInBlock"); err != nil {
 		return nil, false, err
 	}
 	if l.FailBlocks {
 		return nil, false, errors.New("ledgertest: block read failed as scripted")
+	}
+	if g, ok := l.lags("TxsInBlock"); ok {
+		return l.lagTxsInBlock(ctx, g, a, number)
 	}
 	return l.WalletLedger.TxsInBlock(ctx, a, number)
 }

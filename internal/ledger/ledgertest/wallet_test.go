@@ -197,3 +197,63 @@ func TestWalletLedger_DownAnswersEveryCallWithItsErrorUntilItReturnsNil(t *testi
 		require.NoError(t, call(), "%s once it answers again", method)
 	}
 }
+
+// A lagging read answers as of Blocks blocks before the head: the older
+// head, no block or receipt above it, the older nonce, no transaction at a
+// nonce it had not reached; the next reads answer as the chain does again.
+func TestWalletLedger_ALaggingReadAnswersAsOfBlocksAgo(t *testing.T) {
+	t.Parallel()
+	l, chain, sign, from := newWalletLedger(t)
+	ctx := t.Context()
+	addr := ledger.Address(from)
+	for n := range uint64(3) {
+		require.NoError(t, l.SendRawTransaction(ctx, sign(n, 1)))
+		chain.Mine() // nonce n in block n+1
+	}
+	last, err := chain.TransactionReceipt(ctx, ledger.TxHash(mustHash(t, sign(2, 1))))
+	require.NoError(t, err)
+	require.True(t, last.Found)
+
+	l.SetLag(ledgertest.Lag{Blocks: 2, Next: 6})
+	head, err := l.HeadBlock(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, head.Number)
+	_, found, err := l.BlockAt(ctx, 2)
+	require.NoError(t, err)
+	require.False(t, found, "no block above the lagging head")
+	rc, err := l.TransactionReceipt(ctx, ledger.TxHash(mustHash(t, sign(2, 1))))
+	require.NoError(t, err)
+	require.False(t, rc.Found, "no receipt in a block above it")
+	nonce, err := l.NonceAt(ctx, addr)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, nonce)
+	_, found, err = l.TxsAtNonce(ctx, addr, 1)
+	require.NoError(t, err)
+	require.False(t, found)
+	_, found, err = l.TxsInBlock(ctx, addr, 3)
+	require.NoError(t, err)
+	require.False(t, found)
+	require.Equal(t, 6, l.Lagged())
+
+	head, err = l.HeadBlock(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, head.Number, "the next reads are the chain's")
+	nonce, err = l.NonceAt(ctx, addr)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, nonce)
+
+	l.SetLag(ledgertest.Lag{Blocks: 2, Next: 1, Only: []string{"NonceAt"}})
+	head, err = l.HeadBlock(ctx)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, head.Number, "only the nonce lags")
+	nonce, err = l.NonceAt(ctx, addr)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, nonce)
+}
+
+func mustHash(t *testing.T, raw []byte) common.Hash {
+	t.Helper()
+	var tx types.Transaction
+	require.NoError(t, tx.UnmarshalBinary(raw))
+	return tx.Hash()
+}
