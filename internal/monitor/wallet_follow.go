@@ -106,6 +106,8 @@ type WalletHeadWatcher struct {
 	cfg       wallet.Config
 	ledger    ledger.WalletLedger
 	onNewHead func()
+	// OnHead, when set, is told every head read (wallet.Job.NoteHead).
+	OnHead func(ledger.BlockRef)
 	// head is the last head read; known: one was read.
 	head  uint64
 	known bool
@@ -132,6 +134,9 @@ func (h *WalletHeadWatcher) RunOnce(ctx context.Context) (int, error) {
 	head, err := wallet.Within(ctx, h.cfg.LedgerTimeout, h.ledger.HeadBlock)
 	if err != nil {
 		return 0, fmt.Errorf("reading the chain's head: %w", err)
+	}
+	if h.OnHead != nil {
+		h.OnHead(head)
 	}
 	moved := h.known && head.Number != h.head
 	h.head, h.known = head.Number, true

@@ -205,8 +205,8 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 	}
 	deps := n.deps("")
 	ec := w.laneConfig(n)
+	jobs := map[int64]*wallet.Job{}
 	if n.cfg.Loops.Submitter {
-		jobs := map[int64]*wallet.Job{}
 		for _, c := range lane.chains {
 			cc := ec.On(c.decl)
 			steps, err := walletSteps(n.store, c.led, cc)
@@ -235,6 +235,9 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 				h, err := monitor.NewWalletHeadWatcher(c.led, ec.On(c.decl), lane.follower.Poke)
 				if err != nil {
 					return err
+				}
+				if job := jobs[c.decl.ChainID]; job != nil {
+					h.OnHead = job.NoteHead
 				}
 				lane.heads = append(lane.heads, h)
 			}

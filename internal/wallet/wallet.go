@@ -122,6 +122,11 @@ type Job struct {
 	// of a caught-up node protects the others from a lagging one.
 	heads  map[int64]*headWatch
 	nonces map[string]nonceSeen
+	// head is the chain's head as the head watcher last read it (NoteHead),
+	// and confirmedOn the head each shard's last confirm pass in this
+	// process was collected on, by key.
+	head        headNote
+	confirmedOn map[string]confirmNote
 }
 
 var _ workers.Job = (*Job)(nil)
@@ -140,7 +145,7 @@ func NewJob(st *store.Store, led ledger.WalletLedger, wallets *keystore.Registry
 		return nil, errors.New("wallet job: every step is needed (recover, confirm, keep moving, send)")
 	}
 	return &Job{cfg: cfg, store: st, ledger: led, wallets: wallets, steps: steps, runs: map[string]*Run{}, sent: map[string]time.Time{},
-		heads: map[int64]*headWatch{}, nonces: map[string]nonceSeen{}}, nil
+		heads: map[int64]*headWatch{}, nonces: map[string]nonceSeen{}, confirmedOn: map[string]confirmNote{}}, nil
 }
 
 // Run is what one run of a shard remembers between its cycles.
@@ -313,8 +318,18 @@ func (j *Job) Collect(ctx context.Context, c workers.Claim) (workers.Cycle, erro
 	}
 	if !s.Run.Confirmed {
 		s.Run.Confirmed = true
-		return j.steps.Confirm.Collect(ctx, s)
+		// A run of this process confirmed the wallet on the chain's
+		// current head a moment ago (a run that yielded its worker, now
+		// back): nothing was mined since, and the pass would only ask
+		// again. Under a slow provider that pass takes a run's whole
+		// quantum, run after run, and the wallet would never send: this
+		// run goes on with what that pass read.
+		if !j.carryConfirm(c.Key, s.Run) {
+			j.noteConfirm(c.Key, s.Run)
+			return j.steps.Confirm.Collect(ctx, s)
+		}
 	}
+	j.noteConfirmRead(c.Key, s.Run)
 	if cyc, err := j.steps.KeepMoving.Collect(ctx, s, inFlight, len(tasks)); cyc != nil || err != nil {
 		return cyc, err
 	}
@@ -326,6 +341,69 @@ func (j *Job) Collect(ctx context.Context, c workers.Claim) (workers.Cycle, erro
 		j.noteSend(c.Key)
 	}
 	return cyc, err
+}
+
+// headNote is a head read, and when.
+type headNote struct {
+	ref ledger.BlockRef
+	at  time.Time
+}
+
+// NoteHead records the chain's head as the head watcher read it
+// (monitor.WalletHeadWatcher's OnHead).
+func (j *Job) NoteHead(b ledger.BlockRef) {
+	j.mu.Lock()
+	j.head = headNote{ref: b, at: time.Now()}
+	j.mu.Unlock()
+}
+
+// noteConfirm records that run's confirm pass of key is collected on the
+// head now known.
+func (j *Job) noteConfirm(key string, run *Run) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if !j.head.at.IsZero() {
+		j.confirmedOn[key] = confirmNote{head: j.head.ref, at: time.Now(), run: run}
+	}
+}
+
+// noteConfirmRead keeps what run's confirm pass of key read, once the run
+// goes past it (in the run's own goroutine).
+func (j *Job) noteConfirmRead(key string, run *Run) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if n, ok := j.confirmedOn[key]; ok && n.run == run && !n.read {
+		n.read, n.ok, n.chainNonce = true, run.ChainRead && run.UnknownChecked && !run.Recovering, run.ChainNonce
+		j.confirmedOn[key] = n
+	}
+}
+
+// carryConfirm gives run what the last confirm pass of key in this process
+// read, and reports true, when that pass read the chain, on the head the
+// watcher reads now, within FollowInterval, and the head read is fresh
+// (the watcher runs): a pass now would learn nothing new.
+func (j *Job) carryConfirm(key string, run *Run) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	last, ok := j.confirmedOn[key]
+	fresh := time.Since(j.head.at) < max(2*j.cfg.HeadInterval, 100*time.Millisecond)
+	if !ok || !last.ok || !fresh || last.head != j.head.ref || time.Since(last.at) >= j.cfg.FollowInterval {
+		return false
+	}
+	run.ChainRead, run.ChainNonce, run.UnknownChecked = true, last.chainNonce, true
+	return true
+}
+
+// confirmNote is a confirm pass collected: on which head, when, by which
+// run, and, once that run went past it, what it read.
+type confirmNote struct {
+	head ledger.BlockRef
+	at   time.Time
+	run  *Run
+	// read: the run went past the pass; ok: the pass read the chain's
+	// nonce (and nothing holds the wallet in recovery), chainNonce.
+	read, ok   bool
+	chainNonce uint64
 }
 
 // noteSend records that the shard's run is sending now: signing and storing
