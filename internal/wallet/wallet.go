@@ -373,7 +373,7 @@ func (j *Job) noteConfirmRead(key string, run *Run) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if n, ok := j.confirmedOn[key]; ok && n.run == run && !n.read {
-		n.read, n.ok, n.chainNonce = true, run.ChainRead && run.UnknownChecked && !run.Recovering, run.ChainNonce
+		n.read, n.ok, n.chainNonce = true, run.ChainRead && !run.Recovering, run.ChainNonce
 		j.confirmedOn[key] = n
 	}
 }
@@ -390,7 +390,7 @@ func (j *Job) carryConfirm(key string, run *Run) bool {
 	if !ok || !last.ok || !fresh || last.head != j.head.ref || time.Since(last.at) >= j.cfg.FollowInterval {
 		return false
 	}
-	run.ChainRead, run.ChainNonce, run.UnknownChecked = true, last.chainNonce, true
+	run.ChainRead, run.ChainNonce = true, last.chainNonce
 	return true
 }
 

@@ -147,3 +147,35 @@ func TestWallet_ASendThatWouldNotFillTheBudgetWaitsForMoreTasks(t *testing.T) {
 	require.Len(t, e.attempts(t, fourth), 1)
 	require.Len(t, e.led.Sends(), 4)
 }
+
+// A run back on the chain head its wallet's last confirm pass in this
+// process read (a run that yielded its worker and was claimed again) goes
+// on with what that pass read and sends, without the pass: under a slow
+// provider the pass would take each run's quantum and the wallet would
+// never reach its send. A new head, or no head watcher, makes the pass run.
+func TestWallet_ARunBackOnTheHeadItsWalletWasConfirmedOnSendsWithoutAskingAgain(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{})
+	head, err := e.chain.HeadBlock(t.Context())
+	require.NoError(t, err)
+	e.job.NoteHead(head)
+	e.post(t, 0, 0, 1000, nil)
+	runPool(t, e.pool)
+	reads := e.led.Calls("NonceAt")
+	require.Positive(t, reads, "the first run confirms")
+
+	e.job.NoteHead(head)
+	second := e.post(t, 0, 0, 1001, nil)
+	runPool(t, e.pool)
+	require.Len(t, e.attempts(t, second), 1, "the task posted since is sent")
+	require.Equal(t, reads, e.led.Calls("NonceAt"), "on the same head, no second confirm pass")
+
+	e.chain.Mine()
+	next, err := e.chain.HeadBlock(t.Context())
+	require.NoError(t, err)
+	e.job.NoteHead(next)
+	third := e.post(t, 0, 0, 1002, nil)
+	runPool(t, e.pool)
+	require.Len(t, e.attempts(t, third), 1)
+	require.Greater(t, e.led.Calls("NonceAt"), reads, "a new head is confirmed again")
+}
