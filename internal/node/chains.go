@@ -130,7 +130,7 @@ func (n *Node) openNodes(ctx context.Context, d wallet.ChainDecl) (*laneChain, e
 	}
 	cfg := evmnodes.Config{
 		Name: d.Name, ChainID: d.ChainID, Confirmations: lane.On(d).ConfirmationsOn(d.ChainID),
-		CallTimeout: callTimeout, Logger: n.logger,
+		CallTimeout: callTimeout, HeadWindow: lane.RewindAfter, Logger: n.logger,
 		OnAvailable: func() {
 			if n.wallet != nil && n.wallet.follower != nil {
 				n.wallet.follower.Poke()

@@ -81,8 +81,9 @@ type Config struct {
 	// (one backend of a load balancer, a node behind the others) and
 	// nothing is decided on it (lagging.go). A few of the chain's block
 	// intervals: a lagging node's answers mixed with a caught-up node's
-	// never last it.
-	RewindAfter time.Duration
+	// never last it. The node layer (evmnodes) holds the highest head as
+	// long.
+	RewindAfter time.Duration `flag:"rewind-after" help:"how long every read of a chain must answer a head below the highest seen before the lane believes the chain went back; until then such an answer is a lagging node's and nothing is decided on it"`
 	// FollowInterval is the WalletFollower's interval: how often the shard
 	// of a wallet with attempts in flight runs, to confirm them.
 	FollowInterval time.Duration `flag:"follow-interval" help:"how often a wallet with transactions in flight is checked for receipts"`

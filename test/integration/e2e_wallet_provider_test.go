@@ -23,17 +23,6 @@ import (
 	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
-// envFaults runs the provider fault tests, which the wallet lane does not
-// pass yet (issue 38).
-const envFaults = "LEDGERQ_TEST_FAULTS"
-
-func requireFaultsEnv(t *testing.T) {
-	t.Helper()
-	if os.Getenv(envFaults) != "1" {
-		t.Skip("issue 38: the wallet lane does not survive a hosted provider's faults yet; " + envFaults + "=1 runs this test")
-	}
-}
-
 // providerMix is the fault mix of a hosted provider on a bad day: 10 %
 // 429s (Retry-After 1 s), 5 % 502/503s, 3 % resets, 2 % lost send answers,
 // 3 % answers slower than serve's --wallet-ledger-timeout (2 s), 10 %
@@ -57,9 +46,8 @@ func providerMix(seed int64) faultproxy.Config {
 // lane go out during the faults, and every wallet sends within 30 s of the
 // faults stopping.
 //
-// It runs with LEDGERQ_TEST_FAULTS=1; LEDGERQ_E2E_FAULT_SEED sets the draws.
+// LEDGERQ_E2E_FAULT_SEED sets the draws.
 func TestE2E_WalletLaneBehindAFaultyProviderSendsEveryTaskOnceAndNeverTakesBackDone(t *testing.T) {
-	requireFaultsEnv(t)
 	t.Parallel()
 	seed := faultSeed(t)
 	rnd := rand.New(rand.NewPCG(uint64(seed), 38))
@@ -127,14 +115,13 @@ func TestE2E_WalletLaneBehindAFaultyProviderSendsEveryTaskOnceAndNeverTakesBackD
 // else: the node is reachable and every task a valid transfer from a funded
 // wallet, so when the rate limit ends, every task ends done, none in error.
 //
-// It runs with LEDGERQ_TEST_FAULTS=1. LEDGERQ_E2E_ESTIMATE_429_FOR sets how
+// LEDGERQ_E2E_ESTIMATE_429_FOR sets how
 // long the rate limit lasts (default 75s, to keep the test short); a
 // wallet's shard backs off 1 s, 2 s, … up to 60 s after each failed run, so
 // a lane that counts the 429s against the task at the head of its queue
 // (10 consecutive failed runs end it in error) is caught only by a rate
 // limit of 4 minutes or more.
 func TestE2E_WalletLaneARateLimitedGasEstimateEndsNoTaskInError(t *testing.T) {
-	requireFaultsEnv(t)
 	t.Parallel()
 	r := newProviderRun(t, 3)
 	require.NoError(t, r.proxy.Set(faultproxy.Config{Methods: []string{"eth_estimateGas"}, RateLimit: 1, RetryAfter: time.Second}))
