@@ -115,19 +115,21 @@ func TestE2E_WalletLaneBehindAFaultyProviderSendsEveryTaskOnceAndNeverTakesBackD
 // else: the node is reachable and every task a valid transfer from a funded
 // wallet, so when the rate limit ends, every task ends done, none in error.
 //
-// LEDGERQ_E2E_ESTIMATE_429_FOR sets how
-// long the rate limit lasts (default 75s, to keep the test short); a
-// wallet's shard backs off 1 s, 2 s, … up to 60 s after each failed run, so
-// a lane that counts the 429s against the task at the head of its queue
-// (10 consecutive failed runs end it in error) is caught only by a rate
-// limit of 4 minutes or more.
+// LEDGERQ_E2E_ESTIMATE_429_FOR sets how long the rate limit lasts (30 s by
+// default); serve's shards back off at most 1 s, so a lane that counted the
+// 429s against the task at the head of its queue would end it in error
+// (10 failed runs in a row) well within it.
 func TestE2E_WalletLaneARateLimitedGasEstimateEndsNoTaskInError(t *testing.T) {
 	t.Parallel()
 	r := newProviderRun(t, 3)
+	// A short backoff: a lane that counted the 429s against the task at
+	// the head of its queue would fail it (10 failed runs) well within the
+	// rate limit's 30 s.
+	r.args = append(r.args, "--shard-max-backoff", "1s")
 	require.NoError(t, r.proxy.Set(faultproxy.Config{Methods: []string{"eth_estimateGas"}, RateLimit: 1, RetryAfter: time.Second}))
 	r.startServes(1)
 	r.watchStatuses()
-	limitFor := 75 * time.Second
+	limitFor := 30 * time.Second
 	if s := os.Getenv("LEDGERQ_E2E_ESTIMATE_429_FOR"); s != "" {
 		var err error
 		limitFor, err = time.ParseDuration(s)
