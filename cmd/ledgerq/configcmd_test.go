@@ -27,7 +27,8 @@ func TestConfigCheck_TheExampleFileIsValid(t *testing.T) {
 	require.Contains(t, out.String(), "ledger-url: http://sawtooth-rest-api:8008")
 	require.Contains(t, out.String(), "delay-window: 15s")
 	require.Contains(t, out.String(), "api:\n  enabled: true\n  addr: 0.0.0.0:8080\n")
-	require.Contains(t, out.String(), "wallet:\n  ledger: evm\n  ledger-url: http://geth:8545\n")
+	require.Contains(t, out.String(), "  chain: name=mainnet,chain-id=1,node=***,node=***,confirmations=12;name=base,chain-id=8453,node=***,send-only=***,min-tip=1000000\n",
+		"the chains as declared, their nodes' URLs (which may hold keys) hidden")
 }
 
 func TestConfigCheck_PrintsTheEffectiveConfigurationWithSecretsRedacted(t *testing.T) {

@@ -82,3 +82,32 @@ func TestWalletChains_OneProcessSendsEachWalletsTasksOnItsOwnChain(t *testing.T)
 	require.Equal(t, "a", statuses[0].Name)
 	require.Equal(t, int64(31337), statuses[1].ChainID)
 }
+
+// A process whose chain's nodes are all down starts, when the chain's id is
+// declared, and says which chain is unavailable; its tasks wait.
+func TestWalletChains_AProcessWhoseNodesAreAllDownStartsAndSaysWhichChain(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	reg, err := keystore.NewRegistry(keystore.Wallet{ID: "w", ChainID: 8453, Signer: testfactory.NewSigner(t)})
+	require.NoError(t, err)
+	cfg := node.Defaults()
+	cfg.DatabaseURL = db.URL
+	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Wallet.Registry = reg
+	cfg.Wallet.Chains = wallet.Chains{{Name: "base", ChainID: 8453, Nodes: []string{"http://127.0.0.1:1/", "http://127.0.0.1:2/"}}}
+	n, srv := openServed(t, t.Context(), cfg)
+	require.NoError(t, n.Start(context.Background()))
+	t.Cleanup(n.Stop)
+	_, apiKey, err := n.Store().APIKeyCreate(t.Context(), store.APIKeyCreateParams{Now: time.Now(), Name: "test", Scopes: store.WalletScopes("w")})
+	require.NoError(t, err)
+	w := &walletAPI{t: t, url: srv.URL, key: apiKey}
+	task := w.taskAnswer(202, "POST", "/v1/wallets/w/send-tx?task=true", `{"to":"0x000000000000000000000000000000000000bEEF","value":"1"}`)
+	require.Eventually(t, func() bool {
+		st := n.ChainStatuses(t.Context())
+		return len(st) == 1 && st[0].State == "unavailable"
+	}, 10*time.Second, 50*time.Millisecond, "the chain is reported unavailable")
+	code, body := w.do("GET", "/readyz", "")
+	require.Equal(t, 200, code, body)
+	require.Contains(t, body, `"base"`, "readiness names the unavailable chain")
+	require.Equal(t, "waiting", w.taskAnswer(200, "GET", "/v1/wallets/w/tasks/"+task.ID, "").Status, "its task waits")
+}

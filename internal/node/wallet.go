@@ -39,7 +39,7 @@ type WalletConfig struct {
 	// (--wallet-chain, a list in the file); a wallet names its chain
 	// (NAME@CHAIN=FILE). The --wallet-ledger flags are the shorthand for
 	// one chain behind one node.
-	Chains wallet.Chains `flag:"chain" only:"ledger" secret:"true" help:"a chain the wallets send on: name=NAME,chain-id=ID,node=URL[,node=URL...][,send-only=URL][,confirmations=N][,price-cap=WEI][,min-tip=WEI][,stall-timeout=D][,call-timeout=D]; repeatable (a list of mappings in the file); a wallet names its chain with --wallet-keystore NAME@CHAIN=FILE"`
+	Chains wallet.Chains `flag:"chain" only:"ledger" help:"a chain the wallets send on: name=NAME,chain-id=ID,node=URL[,node=URL...][,send-only=URL][,confirmations=N][,price-cap=WEI][,min-tip=WEI][,stall-timeout=D][,call-timeout=D]; repeatable (a list of mappings in the file); a wallet names its chain with --wallet-keystore NAME@CHAIN=FILE"`
 	// PassphraseFiles unlock them (--wallet-passphrase-file); without one a
 	// wallet's passphrase comes from the environment.
 	PassphraseFiles keystore.PassphraseFiles `flag:"passphrase-file" only:"ledger" help:"a file whose first line unlocks the wallets (FILE), or one wallet (NAME=FILE); repeatable"`
