@@ -276,9 +276,9 @@ type bumpCycle struct {
 }
 
 // raise is x × 1.2, at least x + 1.
-func raise(x *big.Int) *big.Int {
-	r := new(big.Int).Mul(x, big.NewInt(12))
-	r.Quo(r, big.NewInt(10))
+func raise(x *big.Int, percent int) *big.Int {
+	r := new(big.Int).Mul(x, big.NewInt(int64(100+percent)))
+	r.Quo(r, big.NewInt(100))
 	if r.Cmp(x) <= 0 {
 		r.Add(x, big.NewInt(1))
 	}
@@ -293,13 +293,14 @@ func maxBig(a, b *big.Int) *big.Int {
 }
 
 // bumpFees are the fees of a bump of an attempt offering old: the tip
-// max(old × 1.2, the node's suggestion), the fee cap the same and at least
-// the tip, both within limit (nil or 0: no limit). ok is false when the
-// limit leaves no replacement that geth's rule (gethpool.Replaces, with
-// geth's default price bump) takes; × 1.2 alone always is one.
-func bumpFees(old, suggested gethpool.Fees, limit *big.Int) (next gethpool.Fees, ok bool) {
-	tip := maxBig(raise(old.Tip), suggested.Tip)
-	feeCap := maxBig(maxBig(raise(old.FeeCap), suggested.FeeCap), tip)
+// max(old raised by percent (20: × 1.2), the node's suggestion), the fee cap
+// the same and at least the tip, both within limit (nil or 0: no limit). ok
+// is false when the limit leaves no replacement that geth's rule
+// (gethpool.Replaces, with geth's default price bump) takes; a raise of 10
+// percent or more alone always is one.
+func bumpFees(old, suggested gethpool.Fees, limit *big.Int, percent int) (next gethpool.Fees, ok bool) {
+	tip := maxBig(raise(old.Tip, percent), suggested.Tip)
+	feeCap := maxBig(maxBig(raise(old.FeeCap, percent), suggested.FeeCap), tip)
 	if limit != nil && limit.Sign() > 0 && feeCap.Cmp(limit) > 0 {
 		feeCap = new(big.Int).Set(limit)
 		if tip.Cmp(feeCap) > 0 {
@@ -326,17 +327,19 @@ func (c *bumpCycle) Execute(ctx context.Context) error {
 		return fmt.Errorf("reading the fee suggestion to bump %s: %w", c.Claim.Key, err)
 	}
 	fees = wallet.AtLeastTip(fees, c.cfg.MinTip)
-	next, ok := bumpFees(gethpool.Fees{FeeCap: old.GasFeeCap(), Tip: old.GasTipCap()}, gethpool.Fees{FeeCap: fees.FeeCap, Tip: fees.TipCap}, limit)
+	suggested := gethpool.Fees{FeeCap: fees.FeeCap, Tip: fees.TipCap}
+	if c.cfg.Legacy {
+		// A legacy price is both cap and tip.
+		price := wallet.LegacyPrice(fees)
+		suggested = gethpool.Fees{FeeCap: price, Tip: price}
+	}
+	next, ok := bumpFees(gethpool.Fees{FeeCap: old.GasFeeCap(), Tip: old.GasTipCap()}, suggested, limit, c.cfg.BumpPercent)
 	if !ok {
 		c.capped = true
 		return nil
 	}
-	tip, feeCap := next.Tip, next.FeeCap
 	chainID := big.NewInt(c.ChainID())
-	tx := types.NewTx(&types.DynamicFeeTx{
-		ChainID: chainID, Nonce: old.Nonce(), GasTipCap: tip, GasFeeCap: feeCap, Gas: old.Gas(),
-		To: old.To(), Value: old.Value(), Data: old.Data(),
-	})
+	tx := c.cfg.NewTx(chainID, old.Nonce(), old.Gas(), old.To(), old.Value(), old.Data(), ledger.Fees{TipCap: next.Tip, FeeCap: next.FeeCap})
 	signed, err := c.SignRaw(tx, chainID)
 	if err != nil {
 		return err
@@ -417,10 +420,7 @@ func (c *noopCycle) Execute(ctx context.Context) error {
 	chainID := big.NewInt(c.ChainID())
 	self := common.Address(c.Wallet.Address())
 	for _, n := range c.nonces {
-		tx := types.NewTx(&types.DynamicFeeTx{
-			ChainID: chainID, Nonce: uint64(n), GasTipCap: fees.TipCap, GasFeeCap: fees.FeeCap, Gas: params.TxGas,
-			To: &self, Value: new(big.Int),
-		})
+		tx := c.cfg.NewTx(chainID, uint64(n), params.TxGas, &self, new(big.Int), nil, fees)
 		signed, err := c.SignRaw(tx, chainID)
 		if err != nil {
 			return err

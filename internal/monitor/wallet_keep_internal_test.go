@@ -38,9 +38,21 @@ func TestBumpFees_RaiseByOnePointTwoAndAtThePriceCapOnlyWhatGethsRuleTakes(t *te
 		if tc.limit > 0 {
 			limit = big.NewInt(tc.limit)
 		}
-		got, ok := bumpFees(tc.old, tc.suggested, limit)
+		got, ok := bumpFees(tc.old, tc.suggested, limit, 20)
 		require.Equal(t, tc.ok, ok, tc.name)
 		require.Equal(t, tc.want.FeeCap.String(), got.FeeCap.String(), tc.name)
 		require.Equal(t, tc.want.Tip.String(), got.Tip.String(), tc.name)
+	}
+}
+
+func TestBumpFees_RaiseByTheChainsBumpPercent(t *testing.T) {
+	old := gethpool.Fees{FeeCap: big.NewInt(1000), Tip: big.NewInt(100)}
+	got, ok := bumpFees(old, gethpool.Fees{FeeCap: big.NewInt(1), Tip: big.NewInt(1)}, nil, 50)
+	if !ok || got.FeeCap.Int64() != 1500 || got.Tip.Int64() != 150 {
+		t.Fatalf("bumpFees by 50%% = %v %v, %v; want 1500 and 150", got.FeeCap, got.Tip, ok)
+	}
+	got, ok = bumpFees(old, gethpool.Fees{FeeCap: big.NewInt(1), Tip: big.NewInt(1)}, nil, 10)
+	if !ok || got.FeeCap.Int64() != 1100 || got.Tip.Int64() != 110 {
+		t.Fatalf("bumpFees by 10%% = %v %v, %v; want 1100 and 110, which geth's rule takes", got.FeeCap, got.Tip, ok)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ethereum/go-ethereum/common"
-	"github.com/ethereum/go-ethereum/core/types"
 
 	"github.com/ledgerq/ledgerq/internal/crashpoint"
 	"github.com/ledgerq/ledgerq/internal/ledger"
@@ -238,7 +237,8 @@ func (c *sendCycle) gasOf(ctx context.Context, t store.Task) (uint64, error) {
 	return wallet.LedgerCall(ctx, c.Shard, func(ctx context.Context) (uint64, error) { return c.ledger.EstimateGas(ctx, msg) })
 }
 
-// sign builds the task's EIP-1559 transaction and signs it with the wallet's
+// sign builds the task's transaction (EIP-1559, or legacy on a chain priced
+// so) and signs it with the wallet's
 // signer (the key never leaves it).
 func (c *sendCycle) sign(p prepared, nonce uint64, fees ledger.Fees, chainID *big.Int) (store.SignedTx, error) {
 	to := common.HexToAddress(p.task.Request.To)
@@ -246,10 +246,7 @@ func (c *sendCycle) sign(p prepared, nonce uint64, fees ledger.Fees, chainID *bi
 	if value == nil {
 		value = new(big.Int)
 	}
-	tx := types.NewTx(&types.DynamicFeeTx{
-		ChainID: chainID, Nonce: nonce, GasTipCap: fees.TipCap, GasFeeCap: fees.FeeCap, Gas: p.gas,
-		To: &to, Value: value, Data: p.task.Request.Data,
-	})
+	tx := c.cfg.NewTx(chainID, nonce, p.gas, &to, value, p.task.Request.Data, fees)
 	signed, err := c.Wallet.Signer.SignTx(tx, chainID)
 	if err != nil {
 		return store.SignedTx{}, &taskError{task: p.task, err: fmt.Errorf("signing for %s: %w", c.Claim.Key, err)}

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 )
@@ -38,6 +41,11 @@ type ChainDecl struct {
 	StallTimeout time.Duration
 	// CallTimeout, when not 0, bounds one call to one of its nodes.
 	CallTimeout time.Duration
+	// BumpPercent, when not 0, is the chain's gas bump (Config.BumpPercent).
+	BumpPercent int
+	// Legacy: the chain prices by a legacy gas price (pricing=legacy;
+	// pricing=eip1559, the default, by fee caps).
+	Legacy bool
 	// Sim, in Go only: the chain is the in-process simulated chain, with no
 	// nodes (ledgerq dev); SimJournal is its journal file.
 	Sim        bool
@@ -71,6 +79,12 @@ func (d ChainDecl) String() string {
 	}
 	if d.CallTimeout != 0 {
 		parts = append(parts, "call-timeout="+d.CallTimeout.String())
+	}
+	if d.BumpPercent != 0 {
+		parts = append(parts, "bump-percent="+strconv.Itoa(d.BumpPercent))
+	}
+	if d.Legacy {
+		parts = append(parts, "pricing=legacy")
 	}
 	return strings.Join(parts, ",")
 }
@@ -111,8 +125,19 @@ func ParseChainDecl(v string) (ChainDecl, error) {
 			d.StallTimeout, err = time.ParseDuration(val)
 		case "call-timeout":
 			d.CallTimeout, err = time.ParseDuration(val)
+		case "bump-percent":
+			d.BumpPercent, err = strconv.Atoi(val)
+		case "pricing":
+			switch val {
+			case "legacy":
+				d.Legacy = true
+			case "eip1559":
+				d.Legacy = false
+			default:
+				err = fmt.Errorf("want eip1559 or legacy, got %q", val)
+			}
 		default:
-			return d, fmt.Errorf("chain %s: unknown key %q (want name, chain-id, node, send-only, confirmations, price-cap, min-tip, stall-timeout, call-timeout)", d.Name, k)
+			return d, fmt.Errorf("chain %s: unknown key %q (want name, chain-id, node, send-only, confirmations, price-cap, min-tip, stall-timeout, call-timeout, bump-percent, pricing)", d.Name, k)
 		}
 		if err != nil {
 			return d, fmt.Errorf("chain %s: %s: %w", d.Name, k, err)
@@ -149,6 +174,9 @@ func (d ChainDecl) Validate() error {
 	}
 	if d.Confirmations < 0 || d.Confirmations > maxConfirmations {
 		errs = append(errs, fmt.Errorf("chain %s: confirmations must be from 0 to %d, got %d", d.Name, maxConfirmations, d.Confirmations))
+	}
+	if d.BumpPercent != 0 && (d.BumpPercent < 10 || d.BumpPercent > 1000) {
+		errs = append(errs, fmt.Errorf("chain %s: bump-percent must be from 10 to 1000, got %d", d.Name, d.BumpPercent))
 	}
 	if d.StallTimeout < 0 || d.CallTimeout < 0 {
 		errs = append(errs, fmt.Errorf("chain %s: stall-timeout and call-timeout must not be negative", d.Name))
@@ -237,7 +265,36 @@ func (c Config) On(d ChainDecl) Config {
 	if d.StallTimeout != 0 {
 		c.StallTimeout = d.StallTimeout
 	}
+	if d.BumpPercent != 0 {
+		c.BumpPercent = d.BumpPercent
+	}
+	if d.Legacy {
+		c.Legacy = true
+	}
 	return c
+}
+
+// NewTx builds a transaction of the lane's pricing: EIP-1559 with fees'
+// caps, or, for a chain priced by Legacy, a legacy one whose gas price is
+// the fee suggestion's base fee plus tip (fees.FeeCap is 2 × base fee + tip,
+// ledger.FeesOver) — or the fee cap itself when it is no more than the tip
+// (a bump's, or a chain without a base fee).
+func (c Config) NewTx(chainID *big.Int, nonce, gas uint64, to *common.Address, value *big.Int, data []byte, fees ledger.Fees) *types.Transaction {
+	if c.Legacy {
+		return types.NewTx(&types.LegacyTx{Nonce: nonce, GasPrice: LegacyPrice(fees), Gas: gas, To: to, Value: value, Data: data})
+	}
+	return types.NewTx(&types.DynamicFeeTx{ChainID: chainID, Nonce: nonce, GasTipCap: fees.TipCap, GasFeeCap: fees.FeeCap, Gas: gas, To: to, Value: value, Data: data})
+}
+
+// LegacyPrice is the legacy gas price of a fee suggestion: its base fee
+// plus its tip.
+func LegacyPrice(f ledger.Fees) *big.Int {
+	if f.FeeCap.Cmp(f.TipCap) <= 0 {
+		return new(big.Int).Set(f.FeeCap)
+	}
+	base := new(big.Int).Sub(f.FeeCap, f.TipCap)
+	base.Quo(base, big.NewInt(2))
+	return base.Add(base, f.TipCap)
 }
 
 // AtLeastTip returns the fee suggestion f with its tip raised to min (nil:

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
@@ -63,4 +64,35 @@ func TestAtLeastTip_RaisesTheTipAndTheFeeCapByAsMuch(t *testing.T) {
 	require.Equal(t, big.NewInt(3_000_000_000), got.FeeCap)
 	require.Equal(t, f, wallet.AtLeastTip(f, nil))
 	require.Equal(t, f, wallet.AtLeastTip(f, big.NewInt(1)))
+}
+
+// A chain priced by a legacy gas price gets type-0 transactions whose price
+// is the suggestion's base fee plus tip, and its tasks end done.
+func TestWallet_OnALegacyPricedChainTasksAreLegacyTransactionsAtBaseFeePlusTip(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{cfg: func(c *wallet.Config) { c.Legacy = true }})
+	task := e.post(t, 0, 0, 1000, nil)
+	e.drive(t, e.pool, 20, task)
+	e.requireDoneOnce(t, task)
+	atts := e.attempts(t, task)
+	require.NotEmpty(t, atts)
+	var tx types.Transaction
+	require.NoError(t, tx.UnmarshalBinary(atts[0].Raw))
+	require.Equal(t, uint8(types.LegacyTxType), tx.Type())
+	fees, err := e.chain.SuggestFees(t.Context())
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, tx.GasPrice().Cmp(wallet.LegacyPrice(fees)), 0, "at least the base fee plus the tip")
+	require.Negative(t, tx.GasPrice().Cmp(fees.FeeCap), "not the EIP-1559 cap of twice the base fee")
+	require.Equal(t, big.NewInt(2_000_000_000), wallet.LegacyPrice(ledger.Fees{TipCap: big.NewInt(1_000_000_000), FeeCap: big.NewInt(3_000_000_000)}), "1 gwei base fee plus 1 gwei tip")
+}
+
+func TestChains_PricingAndBumpPercentAreTheChainsOwn(t *testing.T) {
+	var l wallet.Chains
+	require.NoError(t, l.Set("name=bsc,chain-id=56,node=https://bsc.example,pricing=legacy,bump-percent=15"))
+	on := wallet.Defaults().On(l[0])
+	require.True(t, on.Legacy)
+	require.Equal(t, 15, on.BumpPercent)
+	require.Equal(t, 20, wallet.Defaults().BumpPercent)
+	require.Error(t, l.Set("name=x,chain-id=1,node=https://x,pricing=cheap"))
+	require.Error(t, l.Set("name=x,chain-id=1,node=https://x,bump-percent=5"), "below geth's replacement rule")
 }

@@ -101,6 +101,13 @@ type Config struct {
 	// A bump the cap stops leaves the task as it is and tells the operator
 	// (a warn log, the task's PriceCappedAt, OnPriceCapped).
 	PriceCap *big.Int `flag:"price-cap" value:"wei-none" help:"the highest fee cap a gas bump may offer, in wei (0: no cap); at the cap the task stays and is marked price_capped_at"`
+	// Legacy: transactions are priced by a legacy gas price (type 0, the
+	// fee suggestion's base fee plus tip) instead of EIP-1559 fee caps, for
+	// chains that do not take type-2 transactions.
+	Legacy bool `flag:"legacy" help:"price transactions by a legacy gas price (type 0) instead of EIP-1559 fee caps, for a chain without EIP-1559"`
+	// BumpPercent is how much a gas bump raises a stalled transaction's
+	// fees, in percent (at least geth's replacement rule's 10).
+	BumpPercent int `flag:"bump-percent" help:"how much a gas bump raises a stalled transaction's fee cap and tip, in percent (at least 10, geth's replacement rule); the node's suggestion wins when higher"`
 	// MinTip, when set, is the least priority fee per gas a transaction
 	// offers, in wei: a node's suggestion below it (an empty chain
 	// suggests almost nothing) is raised to it, the fee cap with it.
@@ -167,6 +174,9 @@ func (c Config) Validate() error {
 	if c.ResetGap < 0 || c.MaxRecycled < 0 || c.MaxReplacements < 0 {
 		errs = append(errs, fmt.Errorf("wallet reset gap, max recycled and max replacements must not be negative, got %d, %d, %d", c.ResetGap, c.MaxRecycled, c.MaxReplacements))
 	}
+	if c.BumpPercent < 10 || c.BumpPercent > 1000 {
+		errs = append(errs, fmt.Errorf("wallet bump percent must be from 10 (geth's replacement rule) to 1000, got %d", c.BumpPercent))
+	}
 	if c.MinTip != nil && c.MinTip.Sign() < 0 {
 		errs = append(errs, fmt.Errorf("wallet min tip must not be negative, got %s", c.MinTip))
 	}
@@ -230,6 +240,7 @@ func Defaults() Config {
 // Defaults sets the first seven to theirs.
 func (c Config) WithDefaults() Config {
 	c.InFlight = cmp.Or(c.InFlight, 100)
+	c.BumpPercent = cmp.Or(c.BumpPercent, 20)
 	c.QueueType = cmp.Or(c.QueueType, store.QueuePriority)
 	c.LedgerTimeout = cmp.Or(c.LedgerTimeout, 10*time.Second)
 	c.DBTimeout = cmp.Or(c.DBTimeout, 5*time.Second)
