@@ -371,7 +371,7 @@ ORDER BY 1;
 SELECT a.id, a.task_id, a.nonce, a.tx_hash, a.state, a.superseded_by, a.mined_block, a.mined_block_hash,
        t.status AS task_status, t.tx_hash AS task_tx_hash
 FROM ledgerq.tx_attempts a
-LEFT JOIN ledgerq.wallet_tasks t ON t.id = a.task_id
+LEFT JOIN ledgerq.wallet_tasks t ON t.id = a.task_id AND t.chain_id = a.chain_id AND t.sender = a.sender
 WHERE a.chain_id = @chain_id AND a.sender = @sender
 ORDER BY a.nonce, a.id;
 

@@ -75,6 +75,8 @@ var singleKey = map[string][]string{
 	"AttemptCountLive":             nil,
 	"AttemptListUncertain":         nil,
 	"AttemptListSentFrom":          nil,
+	"AttemptListOfWallet":          nil,
+	"AttemptGetFirstMinedBlock":    nil,
 	"AttemptListHashesOfNonce":     nil,
 	"AttemptGetLiveAt":             nil,
 	"AttemptGetMaxLiveNonce":       nil,

@@ -98,9 +98,9 @@ func TestE2E_WalletLaneBehindAFaultyProviderSendsEveryTaskOnceAndNeverTakesBackD
 	verdict := r.checkChain()
 	baseSends, faultSends := verdict.minedIn(baseFrom, baseTo), verdict.minedIn(faultFrom, faultTo)
 	baseRate := float64(baseSends) / baseTook.Seconds()
-	t.Logf("baseline without faults: %d sends in %s (%.2f/s, blocks %d–%d); under faults: %d sends in %s (%.2f/s, blocks %d–%d); proxy counts %v",
+	t.Logf("baseline without faults: %d sends in %s (%.2f/s, blocks %d–%d); under faults: %d sends in %s (%.2f/s, blocks %d–%d); proxy counts %v; calls by method over the run %v",
 		baseSends, baseTook.Round(time.Second), baseRate, baseFrom+1, baseTo, faultSends, faultTook.Round(time.Second),
-		float64(faultSends)/faultTook.Seconds(), faultFrom+1, faultTo, faultCounts)
+		float64(faultSends)/faultTook.Seconds(), faultFrom+1, faultTo, faultCounts, r.proxy.MethodCounts())
 	// The tasks the faults had to send are the fault run's: a lane faster
 	// than the backlog cannot send more.
 	want := min(baseRate*faultTook.Seconds(), float64(3*3*17)) / 2

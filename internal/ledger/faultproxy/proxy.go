@@ -155,10 +155,12 @@ type Proxy struct {
 	cfg    Config
 	rnd    *rand.Rand
 	counts map[string]int
-	flip   bool // the next bad gateway is a 503
-	srv    *http.Server
-	addr   string // the address Start serves on, kept across Stop
-	closed bool
+	// methods counts the calls by JSON-RPC method (MethodCounts).
+	methods map[string]int
+	flip    bool // the next bad gateway is a 503
+	srv     *http.Server
+	addr    string // the address Start serves on, kept across Stop
+	closed  bool
 
 	headMu sync.Mutex
 	headN  uint64
@@ -225,6 +227,29 @@ func (p *Proxy) Counts() map[string]int {
 		out[k] = v
 	}
 	return out
+}
+
+// MethodCounts is how many calls of each JSON-RPC method the proxy saw
+// (every element of a batch), faulted or not.
+func (p *Proxy) MethodCounts() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]int, len(p.methods))
+	for k, v := range p.methods {
+		out[k] = v
+	}
+	return out
+}
+
+func (p *Proxy) countMethods(calls []*rpcCall) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.methods == nil {
+		p.methods = map[string]int{}
+	}
+	for _, c := range calls {
+		p.methods[c.method]++
+	}
 }
 
 func (p *Proxy) count(key string) {
@@ -341,9 +366,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	calls, batch, parsed := parseCalls(body)
-	for _, c := range calls {
-		p.count("method:" + c.method)
-	}
+	p.countMethods(calls)
 	f, cfg, status := p.draw(calls)
 	switch f {
 	case faultRateLimit:
