@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -129,45 +131,9 @@ func (c *sendCycle) Execute(ctx context.Context) error {
 		return fmt.Errorf("reading the fee suggestion for %s: %w", c.Claim.Key, err)
 	}
 	fees = wallet.AtLeastTip(fees, c.cfg.MinTip)
-	var ready []prepared
-	b, calls := c.Budget(), 0
-	// Tasks that send the same call (recipient, value, data) share one
-	// estimate: every estimate of a send is made against the same chain
-	// state (the node's latest), not against the state after the send's
-	// earlier transactions, so asking again for the same call tells
-	// nothing new and costs a round trip per task.
-	estimates := map[string]uint64{}
-	for _, t := range c.tasks {
-		call := callKey(t.Request)
-		if gas, ok := estimates[call]; ok && t.Request.GasLimit == nil {
-			ready = append(ready, prepared{task: t, gas: gas})
-			continue
-		}
-		if t.Request.GasLimit == nil {
-			if b.Spent(calls) {
-				break // the rest wait, in queue order, for the next send
-			}
-			calls++
-		}
-		gas, err := c.gasOf(ctx, t)
-		switch {
-		case err == nil:
-			if t.Request.GasLimit == nil {
-				estimates[call] = gas
-			}
-			ready = append(ready, prepared{task: t, gas: gas})
-			continue
-		case len(ready) == 0 && ledger.CallRefused(err):
-			// The node's verdict on the first task: its own failure.
-			return &estimateError{task: t, err: err}
-		case len(ready) == 0:
-			// No answer (a rate limit, a 5xx, a timeout): marked
-			// unavailable by LedgerCall, it fails no task.
-			return fmt.Errorf("estimating the gas of task %s for %s: %w", t.ID, c.Claim.Key, err)
-		}
-		// Not this task's turn yet: it and the tasks after it wait, in
-		// queue order, for the next send.
-		break
+	ready, err := c.prepare(ctx)
+	if err != nil {
+		return err
 	}
 
 	chainNonce := int64(c.Run.ChainNonce)
@@ -225,6 +191,88 @@ func callKey(r store.TaskRequest) string {
 		v = r.Value.String()
 	}
 	return strings.ToLower(r.To) + "/" + v + "/" + string(r.Data)
+}
+
+// estimateRounds is how many gas estimates a send asks at once: each is a
+// round trip to the node (and, under a provider's failures, its waits), and
+// they are independent reads of the same state.
+const estimateRounds = 8
+
+// prepare is the send's tasks, in queue order, each with its gas limit: its
+// own, or the node's estimate. Tasks that send the same call (recipient,
+// value, data) share one estimate: every estimate of a send is made against
+// the same chain state (the node's latest), not against the state after the
+// send's earlier transactions, so asking again for the same call tells
+// nothing new and costs a round trip per task. The distinct calls are
+// estimated estimateRounds at a time, while the cycle's budget lasts; the
+// send takes the tasks up to the first whose estimate failed or was not
+// asked, and the rest wait, in queue order, for the next send. The first
+// task's failure fails the send: its own when it is the node's verdict
+// (estimateError), the provider's otherwise (no task's).
+func (c *sendCycle) prepare(ctx context.Context) ([]prepared, error) {
+	type estimate struct {
+		gas  uint64
+		err  error
+		done bool
+	}
+	estimates := map[string]*estimate{}
+	var order []string
+	for _, t := range c.tasks {
+		if t.Request.GasLimit != nil {
+			continue
+		}
+		if call := callKey(t.Request); estimates[call] == nil {
+			estimates[call] = &estimate{}
+			order = append(order, call)
+		}
+	}
+	first := map[string]store.Task{}
+	for _, t := range c.tasks {
+		if call := callKey(t.Request); t.Request.GasLimit == nil && first[call].ID == "" {
+			first[call] = t
+		}
+	}
+	b := c.Budget()
+	for i := 0; i < len(order) && !b.Spent(i); i += estimateRounds {
+		var wg sync.WaitGroup
+		for _, call := range order[i:min(i+estimateRounds, len(order))] {
+			e := estimates[call]
+			wg.Go(func() {
+				e.gas, e.err = c.gasOf(ctx, first[call])
+				e.done = true
+			})
+		}
+		wg.Wait()
+		if slices.ContainsFunc(order[i:min(i+estimateRounds, len(order))], func(call string) bool { return estimates[call].err != nil }) {
+			break // a failure: the tasks from it on wait for the next send
+		}
+	}
+	var ready []prepared
+	for _, t := range c.tasks {
+		if t.Request.GasLimit != nil {
+			ready = append(ready, prepared{task: t, gas: *t.Request.GasLimit})
+			continue
+		}
+		e := estimates[callKey(t.Request)]
+		switch {
+		case e.done && e.err == nil:
+			ready = append(ready, prepared{task: t, gas: e.gas})
+			continue
+		case !e.done:
+		case len(ready) == 0 && ledger.CallRefused(e.err):
+			// The node's verdict on the first task: its own failure.
+			return nil, &estimateError{task: t, err: e.err}
+		case len(ready) == 0:
+			// No answer (a rate limit, a 5xx, a timeout): marked
+			// unavailable by LedgerCall, it fails no task.
+			return nil, fmt.Errorf("estimating the gas of task %s for %s: %w", t.ID, c.Claim.Key, e.err)
+		}
+		// Not this task's turn yet (its estimate failed or was not asked):
+		// it and the tasks after it wait, in queue order, for the next
+		// send.
+		break
+	}
+	return ready, nil
 }
 
 // gasOf is the task's gas limit, or the node's estimate.
