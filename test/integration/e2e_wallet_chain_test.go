@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,9 +18,11 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testanvil"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testgeth"
 	"github.com/ledgerq/ledgerq/internal/testproc"
@@ -57,8 +60,8 @@ func TestE2E_WalletLaneOnACrashingGethSendsEveryTaskOnceCheckedBlockByBlock(t *t
 	t.Logf("seed %d (LEDGERQ_E2E_FAULT_SEED), %d tasks per wallet", seed, perWallet)
 
 	g := testgeth.Start(t, testgeth.Crashable())
-	c := newChainRun(t, g, 3)
-	c.checkpointAfterFunding()
+	c := newChainRun(t, gethNode(g), 3)
+	c.checkpointAfterFunding(g)
 
 	// 1: tasks stream in while the serve processes are SIGKILLed and
 	// restarted, and geth is frozen for 5 s once.
@@ -108,17 +111,20 @@ func TestE2E_WalletLaneOnACrashingGethSendsEveryTaskOnceCheckedBlockByBlock(t *t
 	c.checkBlocks()
 }
 
-// chainRun is the state of TestE2E_WalletLaneOnACrashingGeth…: wallets
-// w0, w1, … on one geth, the serve processes and the tasks posted.
+// chainRun is the state of TestE2E_WalletLaneOnACrashingGeth… and of the
+// other chain-side runs: wallets w0, w1, … each on a real node, the serve
+// processes and the tasks posted.
 type chainRun struct {
 	t       *testing.T
-	geth    *testgeth.Node
 	db      string
 	dir     string
 	args    []string
 	token   string
 	wallets []common.Address
 	names   []string
+	// nodes holds each wallet's chain: nodes[w] is the real node wallet w
+	// sends on, read by the verdict.
+	nodes []*testNode
 
 	mu     sync.Mutex
 	serves []*testproc.Proc
@@ -131,36 +137,87 @@ type chainRun struct {
 	kills int
 }
 
-func newChainRun(t *testing.T, g *testgeth.Node, wallets int) *chainRun {
+// testNode is a real node a run's wallets send on, geth --dev or anvil, as
+// the verdict reads it: directly, never through a proxy serve may use.
+type testNode struct {
+	// chain is its name in --wallet-chain; "" when serve reaches it by the
+	// --wallet-ledger-url shorthand.
+	chain   string
+	url     string
+	chainID int64
+	client  *ethclient.Client
+	fund    func(t testing.TB, addr common.Address, wei *big.Int)
+}
+
+func gethNode(g *testgeth.Node) *testNode {
+	return &testNode{url: g.URL, chainID: g.ChainID.Int64(), client: g.Client(),
+		fund: func(t testing.TB, addr common.Address, wei *big.Int) { g.Fund(t, addr, wei) }}
+}
+
+func anvilNode(a *testanvil.Node) *testNode {
+	return &testNode{url: a.URL, chainID: a.ChainID.Int64(), client: a.Client(), fund: a.SetBalance}
+}
+
+// chainRunPassphrase unlocks every keystore file of a chainRun.
+const chainRunPassphrase = "chain run passphrase"
+
+// newChainRun is a run of wallets w0, w1, … on the one node n, which serve
+// reaches through the --wallet-ledger-url shorthand.
+func newChainRun(t *testing.T, n *testNode, wallets int) *chainRun {
 	t.Helper()
-	c := &chainRun{t: t, geth: g, db: testdb.New(t).URL, dir: t.TempDir(), data: map[string][]byte{}, ids: make([][]string, wallets)}
-	var passFile string
-	c.args = []string{"serve", "--batch-ledger", "sim",
-		"--wallet-ledger", "evm", "--wallet-ledger-url", g.URL, "--wallet-ledger-timeout", "2s", "--wallet-cycle-budget", "1s",
-		"--wallet-follow-interval", "200ms", "--poll-interval", "200ms", "--shard-lease", "6s",
-		"--wallet-replaced-after", "10s", "--wallet-stall-timeout", "20s", "--wallet-rebroadcast-after", "5s", "--shutdown-timeout", "5s"}
+	c := newEmptyChainRun(t, "--wallet-ledger-url", n.url)
 	for i := range wallets {
-		addr, file, pass := newKeystoreWallet(t, c.dir, "chain run passphrase")
-		passFile = pass
-		name := fmt.Sprintf("w%d", i)
-		c.wallets, c.names = append(c.wallets, common.Address(addr)), append(c.names, name)
-		c.args = append(c.args, "--wallet-keystore", name+"="+file)
-		g.Fund(t, common.Address(addr), new(big.Int).Mul(big.NewInt(100), big.NewInt(1e18)))
+		addr, file, _ := newKeystoreWallet(t, c.dir, chainRunPassphrase)
+		c.addWallet(fmt.Sprintf("w%d", i), n, common.Address(addr), file)
 	}
-	c.args = append(c.args, "--wallet-passphrase-file", passFile)
-	st, err := store.OpenPool(ctxT(t, 10*time.Second), c.db, 0)
-	require.NoError(t, err)
-	defer st.Close()
-	_, c.token, err = st.APIKeyCreate(ctxT(t, 10*time.Second), store.APIKeyCreateParams{Now: time.Now(), Name: "chain run", Scopes: store.WalletScopes(c.names...)})
-	require.NoError(t, err)
+	c.createKey()
 	return c
+}
+
+// newEmptyChainRun is a run with a database, serve's settings and chain
+// arguments, and no wallet yet: addWallet adds them, createKey ends.
+func newEmptyChainRun(t *testing.T, chainArgs ...string) *chainRun {
+	t.Helper()
+	c := &chainRun{t: t, db: testdb.New(t).URL, dir: t.TempDir(), data: map[string][]byte{}}
+	c.args = append([]string{"serve", "--batch-ledger", "sim",
+		"--wallet-ledger", "evm", "--wallet-ledger-timeout", "2s", "--wallet-cycle-budget", "1s",
+		"--wallet-follow-interval", "200ms", "--poll-interval", "200ms", "--shard-lease", "6s",
+		"--wallet-replaced-after", "10s", "--wallet-stall-timeout", "20s", "--wallet-rebroadcast-after", "5s", "--shutdown-timeout", "5s"},
+		chainArgs...)
+	return c
+}
+
+// addWallet makes the keystore file at file (unlocked by
+// chainRunPassphrase) the wallet name on n's chain, and funds it there.
+func (c *chainRun) addWallet(name string, n *testNode, addr common.Address, file string) {
+	c.t.Helper()
+	spec := name + "=" + file
+	if n.chain != "" {
+		spec = name + "@" + n.chain + "=" + file
+	}
+	c.wallets, c.names, c.nodes = append(c.wallets, addr), append(c.names, name), append(c.nodes, n)
+	c.ids = append(c.ids, nil)
+	c.args = append(c.args, "--wallet-keystore", spec)
+	n.fund(c.t, addr, new(big.Int).Mul(big.NewInt(100), big.NewInt(1e18)))
+}
+
+// createKey names the passphrase file in serve's arguments and makes the
+// API key that posts to every wallet.
+func (c *chainRun) createKey() {
+	c.t.Helper()
+	c.args = append(c.args, "--wallet-passphrase-file", filepath.Join(c.dir, "passphrase"))
+	st, err := store.OpenPool(ctxT(c.t, 10*time.Second), c.db, 0)
+	require.NoError(c.t, err)
+	defer st.Close()
+	_, c.token, err = st.APIKeyCreate(ctxT(c.t, 10*time.Second), store.APIKeyCreateParams{Now: time.Now(), Name: "chain run", Scopes: store.WalletScopes(c.names...)})
+	require.NoError(c.t, err)
 }
 
 // checkpointAfterFunding makes geth's last clean stop come after the
 // fundings, so that its crash later loses only ledgerq's transactions.
-func (c *chainRun) checkpointAfterFunding() {
+func (c *chainRun) checkpointAfterFunding(g *testgeth.Node) {
 	c.t.Helper()
-	head := c.geth.Checkpoint(c.t)
+	head := g.Checkpoint(c.t)
 	c.t.Logf("geth checkpoint at block %d, after funding %d wallets", head, len(c.wallets))
 }
 
@@ -249,11 +306,13 @@ func (c *chainRun) awaitEnded(timeout time.Duration) {
 	})
 }
 
-// nonces returns each wallet's nonce by geth's latest block.
+// nonces returns each wallet's nonce by its node's latest block.
 func (c *chainRun) nonces() []uint64 {
 	out := make([]uint64, len(c.wallets))
 	for i, w := range c.wallets {
-		out[i] = c.geth.Nonce(c.t, w)
+		n, err := c.nodes[i].client.NonceAt(ctxT(c.t, 10*time.Second), w, nil)
+		require.NoError(c.t, err)
+		out[i] = n
 	}
 	return out
 }
@@ -268,7 +327,7 @@ func (c *chainRun) checkBlocks() {
 	defer st.Close()
 	done, failed, noops, reorged := 0, 0, 0, 0
 	for w, addr := range c.wallets {
-		mined, err := testgeth.MinedFrom(ctx, c.geth.URL, addr)
+		mined, err := testgeth.MinedFrom(ctx, c.nodes[w].url, addr)
 		require.NoError(c.t, err)
 		require.NoError(c.t, testgeth.CheckNonces(mined), "wallet %s", addr.Hex())
 		require.NotEmpty(c.t, mined)
@@ -299,7 +358,7 @@ func (c *chainRun) checkBlocks() {
 				c.t.Fatalf("task %s is still %s", id, task.Status)
 			}
 		}
-		rows, err := st.Conns().Query(ctx, `SELECT tx_hash FROM ledgerq.tx_attempts WHERE sender = $1 AND task_id IS NULL`, strings.ToLower(addr.Hex()))
+		rows, err := st.Conns().Query(ctx, `SELECT tx_hash FROM ledgerq.tx_attempts WHERE chain_id = $1 AND sender = $2 AND task_id IS NULL`, c.nodes[w].chainID, strings.ToLower(addr.Hex()))
 		require.NoError(c.t, err)
 		for rows.Next() {
 			var h string
@@ -314,7 +373,7 @@ func (c *chainRun) checkBlocks() {
 		for _, tx := range mined {
 			require.True(c.t, explained[tx.Hash], "mined transaction %s of %s at nonce %d is no task's and no no-op's", tx.Hash.Hex(), addr.Hex(), tx.Nonce)
 		}
-		rep := auditWallet(c.t, c.db, c.geth.URL, addr)
+		rep := auditWallet(c.t, c.db, c.nodes[w].url, addr)
 		require.Len(c.t, mined, rep.Transactions, "wallet %s: the audit reads what the scan read", addr.Hex())
 	}
 	c.t.Logf("%d tasks on %d wallets: %d done, %d in error, each mined once by the chain's own blocks; %d no-ops mined; %d serve SIGKILLs, one geth freeze, one geth crash losing blocks; %d reorged task transactions sent again",

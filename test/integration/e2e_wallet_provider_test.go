@@ -49,25 +49,42 @@ func providerMix(seed int64) faultproxy.Config {
 // LEDGERQ_E2E_FAULT_SEED sets the draws.
 func TestE2E_WalletLaneBehindAFaultyProviderSendsEveryTaskOnceAndNeverTakesBackDone(t *testing.T) {
 	t.Parallel()
+	g := testgeth.Start(t)
+	runProviderFaults(t, newProviderRun(t, gethNode(g), 3), providerLoad{baseEach: 3 * 17, faultEach: 17, faultWindow: 50 * time.Second})
+}
+
+// providerLoad is the load of a runProviderFaults: tasks a wallet in the
+// fault-free baseline, tasks a wallet before each of the 3 SIGKILLs under
+// faults, and how long the faults last.
+type providerLoad struct {
+	baseEach, faultEach int
+	faultWindow         time.Duration
+}
+
+// runProviderFaults is TestE2E_WalletLaneBehindAFaultyProvider…'s run and
+// verdict on r: a fault-free baseline, then providerMix for
+// load.faultWindow while tasks are posted and a serve process is SIGKILLed
+// 3 times, then the faults stop.
+func runProviderFaults(t *testing.T, r *providerRun, load providerLoad) {
+	t.Helper()
 	seed := faultSeed(t)
 	rnd := rand.New(rand.NewPCG(uint64(seed), 38))
-	r := newProviderRun(t, 3)
 	r.startServes(2)
 	r.watchStatuses()
 
-	// A fault-free baseline of the same load: 51 tasks a wallet.
+	// A fault-free baseline of the same load.
 	baseFrom, baseBegan := r.head(), time.Now()
-	r.postEach(3 * 17)
+	r.postEach(load.baseEach)
 	r.awaitEnded(2 * time.Minute)
 	baseTook, baseTo := time.Since(baseBegan), r.head()
 
-	// The faults, for faultWindow, while ~150 tasks are posted and a serve
+	// The faults, for faultWindow, while tasks are posted and a serve
 	// process is SIGKILLed 3 times.
-	const faultWindow = 50 * time.Second
+	faultWindow := load.faultWindow
 	require.NoError(t, r.proxy.Set(providerMix(seed)))
 	faultFrom, faultBegan := r.head(), time.Now()
 	for range 3 {
-		r.postEach(17)
+		r.postEach(load.faultEach)
 		time.Sleep(time.Duration(2000+rnd.IntN(6000)) * time.Millisecond) // the kill lands at a random moment: the chaos is the point
 		r.killAndRestart(rnd)
 	}
@@ -103,7 +120,7 @@ func TestE2E_WalletLaneBehindAFaultyProviderSendsEveryTaskOnceAndNeverTakesBackD
 		float64(faultSends)/faultTook.Seconds(), faultFrom+1, faultTo, faultCounts, r.proxy.MethodCounts())
 	// The tasks the faults had to send are the fault run's: a lane faster
 	// than the backlog cannot send more.
-	want := min(baseRate*faultTook.Seconds(), float64(3*3*17)) / 2
+	want := min(baseRate*faultTook.Seconds(), float64(len(r.wallets)*3*load.faultEach)) / 2
 	if float64(faultSends) < want {
 		r.problem("under faults %d sends went out, fewer than half the fault-free rate's %.0f", faultSends, 2*want)
 	}
@@ -121,7 +138,7 @@ func TestE2E_WalletLaneBehindAFaultyProviderSendsEveryTaskOnceAndNeverTakesBackD
 // (10 failed runs in a row) well within it.
 func TestE2E_WalletLaneARateLimitedGasEstimateEndsNoTaskInError(t *testing.T) {
 	t.Parallel()
-	r := newProviderRun(t, 3)
+	r := newProviderRun(t, gethNode(testgeth.Start(t)), 3)
 	// A short backoff: a lane that counted the 429s against the task at
 	// the head of its queue would fail it (10 failed runs) well within the
 	// rate limit's 30 s.
@@ -161,12 +178,12 @@ func faultSeed(t *testing.T) int64 {
 	return seed
 }
 
-// providerRun is a chainRun whose serve processes reach geth through a
-// fault proxy, with the verdict's problems collected, so that a run reports
-// every broken rule with its numbers rather than the first.
+// providerRun is a chainRun whose serve processes reach their node
+// through a fault proxy, with the verdict's problems collected, so that a
+// run reports every broken rule with its numbers rather than the first.
 type providerRun struct {
 	*chainRun
-	proxy *faultproxy.Proxy
+	proxy *faultproxy.Proxy // nil when the run's chains declare nodes of their own
 	st    *store.Store
 
 	// refusedStarts counts serve processes that exited before they were
@@ -178,30 +195,55 @@ type providerRun struct {
 
 	watchStop chan struct{}
 	watchDone chan struct{}
-	// Seen by the status watch: the hash each task was first seen done
-	// with, and the tasks seen done and later not.
-	seenDone    map[string]string
-	doneThenNot map[string]string
+	// Seen by the status watch, by task id: the hash each task was first
+	// seen done with, and the tasks seen done and later not.
+	seenDone    map[string]seenTask
+	doneThenNot map[string]seenTask
+	// explainDoneThenNot, when set, tells a task seen done and later not
+	// that the run's own faults explain (a reorganisation as deep as the
+	// confirmations, a node that lost blocks) from a problem: given what
+	// the watch saw of the task, it returns why.
+	explainDoneThenNot func(seen seenTask) (string, bool)
 }
 
-func newProviderRun(t *testing.T, wallets int) *providerRun {
+// newProviderRun is a run of wallets w0, w1, … on the node n, which serve
+// reaches through a fault proxy (faultless until Set).
+func newProviderRun(t *testing.T, n *testNode, wallets int) *providerRun {
 	t.Helper()
-	g := testgeth.Start(t)
-	p, err := faultproxy.New(g.URL, faultproxy.Config{})
+	p, err := faultproxy.New(n.url, faultproxy.Config{})
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
 	url, err := p.Start()
 	require.NoError(t, err)
-	c := newChainRun(t, g, wallets)
+	c := newChainRun(t, n, wallets)
 	for i, a := range c.args {
 		if a == "--wallet-ledger-url" {
 			c.args[i+1] = url
 		}
 	}
-	st, err := store.OpenPool(ctxT(t, 10*time.Second), c.db, 0)
-	require.NoError(t, err)
-	t.Cleanup(st.Close)
-	return &providerRun{chainRun: c, proxy: p, st: st, seenDone: map[string]string{}, doneThenNot: map[string]string{}}
+	r := newProviderRunOf(c)
+	r.proxy = p
+	return r
+}
+
+// newProviderRunOf watches and judges the run c, whose serve processes
+// reach their nodes as c's arguments say.
+func newProviderRunOf(c *chainRun) *providerRun {
+	c.t.Helper()
+	st, err := store.OpenPool(ctxT(c.t, 10*time.Second), c.db, 0)
+	require.NoError(c.t, err)
+	c.t.Cleanup(st.Close)
+	return &providerRun{chainRun: c, st: st, seenDone: map[string]seenTask{}, doneThenNot: map[string]seenTask{}}
+}
+
+// seenTask is a task as the status watch saw it: its wallet, the hash it
+// was first seen done with, and, when it was first seen not done later,
+// what and when.
+type seenTask struct {
+	w    int
+	hash string
+	what string
+	at   time.Time
 }
 
 func (r *providerRun) problem(format string, args ...any) {
@@ -305,20 +347,20 @@ func (r *providerRun) stopServes() {
 	}
 }
 
-// head is geth's head, read from geth itself.
+// head is the head of the first wallet's node, read from the node itself.
 func (r *providerRun) head() uint64 {
 	r.t.Helper()
-	h, err := r.geth.Client().BlockNumber(ctxT(r.t, 10*time.Second))
+	h, err := r.nodes[0].client.BlockNumber(ctxT(r.t, 10*time.Second))
 	require.NoError(r.t, err)
 	return h
 }
 
-// pendingNonces are the wallets' pending nonces by geth itself.
+// pendingNonces are the wallets' pending nonces by their nodes themselves.
 func (r *providerRun) pendingNonces() []uint64 {
 	r.t.Helper()
 	out := make([]uint64, len(r.wallets))
 	for i, w := range r.wallets {
-		n, err := r.geth.Client().PendingNonceAt(ctxT(r.t, 10*time.Second), w)
+		n, err := r.nodes[i].client.PendingNonceAt(ctxT(r.t, 10*time.Second), w)
 		require.NoError(r.t, err)
 		out[i] = n
 	}
@@ -410,13 +452,15 @@ func (r *providerRun) watchStatuses() {
 				}
 				r.pmu.Lock()
 				for _, task := range list {
-					hash, seen := r.seenDone[task.ID]
+					seen, ok := r.seenDone[task.ID]
 					switch {
-					case task.Status == store.TaskDone && !seen:
-						r.seenDone[task.ID] = task.TxHash
-					case seen && task.Status != store.TaskDone:
+					case task.Status == store.TaskDone && !ok:
+						r.seenDone[task.ID] = seenTask{w: w, hash: task.TxHash}
+					case ok && task.Status != store.TaskDone:
 						if _, noted := r.doneThenNot[task.ID]; !noted {
-							r.doneThenNot[task.ID] = fmt.Sprintf("done with %s, then %s (reorgs %d)", hash, task.Status, task.Reorgs)
+							seen.what = fmt.Sprintf("done with %s, then %s (reorgs %d)", seen.hash, task.Status, task.Reorgs)
+							seen.at = time.Now()
+							r.doneThenNot[task.ID] = seen
 						}
 					}
 				}
@@ -434,6 +478,8 @@ func (r *providerRun) stopWatch() {
 // chainVerdict is what the chain holds of the wallets.
 type chainVerdict struct {
 	mined [][]testgeth.MinedTx // by wallet
+	// onChain indexes mined by hash.
+	onChain []map[common.Hash]testgeth.MinedTx
 }
 
 // minedIn counts the wallets' transactions mined in blocks from+1 to to.
@@ -449,20 +495,21 @@ func (v chainVerdict) minedIn(from, to uint64) int {
 	return n
 }
 
-// checkChain reads every block from geth itself and records a problem for
-// each broken rule: a task's transaction not mined exactly once, a done
-// task whose hash is not its mined transaction's (or a hash it was seen
-// done with that the chain lacks), a task in error or not ended, a nonce
-// gap, a transaction of a wallet that no task or no-op explains, a task seen
-// done and later not.
+// checkChain reads every block from each wallet's node itself and records
+// a problem for each broken rule: a task's transaction not mined exactly
+// once, a done task whose hash is not its mined transaction's (or a hash it
+// was seen done with that its chain lacks), a task in error or not ended, a
+// nonce gap, a transaction of a wallet that no task or no-op explains, a
+// task seen done and later not (unless explainDoneThenNot explains it), an
+// exception of `ledgerq wallet audit`.
 func (r *providerRun) checkChain() chainVerdict {
 	r.t.Helper()
 	ctx := context.Background()
 	var v chainVerdict
-	onChain := map[common.Hash]bool{}
+	onChain := make([]map[common.Hash]testgeth.MinedTx, len(r.wallets)) // by wallet
 	done, failed, open, noops, reorged := 0, 0, 0, 0, 0
 	for w, addr := range r.wallets {
-		mined, err := testgeth.MinedFrom(ctx, r.geth.URL, addr)
+		mined, err := testgeth.MinedFrom(ctx, r.nodes[w].url, addr)
 		require.NoError(r.t, err)
 		v.mined = append(v.mined, mined)
 		if err := testgeth.CheckNonces(mined); err != nil {
@@ -473,9 +520,7 @@ func (r *providerRun) checkChain() chainVerdict {
 		}
 		byHash, err := testgeth.ByHash(mined)
 		require.NoError(r.t, err)
-		for h := range byHash {
-			onChain[h] = true
-		}
+		onChain[w] = byHash
 		tasks := r.tasks(w)
 		explained := map[common.Hash]bool{}
 		for _, id := range r.ids[w] {
@@ -510,7 +555,7 @@ func (r *providerRun) checkChain() chainVerdict {
 				r.problem("task %s of %s is still %s", id, r.names[w], task.Status)
 			}
 		}
-		rows, err := r.st.Conns().Query(ctx, `SELECT tx_hash FROM ledgerq.tx_attempts WHERE sender = $1 AND task_id IS NULL`, strings.ToLower(addr.Hex()))
+		rows, err := r.st.Conns().Query(ctx, `SELECT tx_hash FROM ledgerq.tx_attempts WHERE chain_id = $1 AND sender = $2 AND task_id IS NULL`, r.nodes[w].chainID, strings.ToLower(addr.Hex()))
 		require.NoError(r.t, err)
 		for rows.Next() {
 			var h string
@@ -527,20 +572,35 @@ func (r *providerRun) checkChain() chainVerdict {
 				r.problem("mined transaction %s of %s at nonce %d is no task's and no no-op's", tx.Hash.Hex(), r.names[w], tx.Nonce)
 			}
 		}
+		rep, failure := auditWalletReport(r.t, r.db, r.nodes[w].url, addr)
+		switch {
+		case failure != "":
+			r.problem("wallet %s: %s", r.names[w], failure)
+		case rep.Transactions != len(mined):
+			r.problem("wallet %s: the audit read %d transactions, the block scan %d", r.names[w], rep.Transactions, len(mined))
+		}
 	}
 	r.pmu.Lock()
-	doneThenNot, missing := len(r.doneThenNot), 0
-	for id, what := range r.doneThenNot {
-		r.problems = append(r.problems, fmt.Sprintf("task %s was seen %s", id, what))
+	doneThenNot, explainedBack, missing := len(r.doneThenNot), 0, 0
+	for id, seen := range r.doneThenNot {
+		if r.explainDoneThenNot != nil {
+			if why, ok := r.explainDoneThenNot(seen); ok {
+				explainedBack++
+				r.t.Logf("task %s of %s was seen %s: %s", id, r.names[seen.w], seen.what, why)
+				continue
+			}
+		}
+		r.problems = append(r.problems, fmt.Sprintf("task %s of %s was seen %s", id, r.names[seen.w], seen.what))
 	}
-	for id, h := range r.seenDone {
-		if !onChain[common.HexToHash(h)] {
+	for id, seen := range r.seenDone {
+		if _, ok := onChain[seen.w][common.HexToHash(seen.hash)]; !ok {
 			missing++
-			r.problems = append(r.problems, fmt.Sprintf("task %s was seen done with %s, which the chain lacks", id, h))
+			r.problems = append(r.problems, fmt.Sprintf("task %s of %s was seen done with %s, which its chain lacks", id, r.names[seen.w], seen.hash))
 		}
 	}
 	r.pmu.Unlock()
-	r.t.Logf("%d tasks on %d wallets: %d done, %d in error, %d not ended; %d seen done and later not, %d seen done with a hash the chain lacks; %d no-ops mined; %d serve SIGKILLs; %d reorgs counted by tasks",
-		r.n, len(r.wallets), done, failed, open, doneThenNot, missing, noops, r.kills, reorged)
+	r.t.Logf("%d tasks on %d wallets: %d done, %d in error, %d not ended; %d seen done and later not (%d of them explained by the run's faults), %d seen done with a hash the chain lacks; %d no-ops mined; %d serve SIGKILLs; %d reorgs counted by tasks",
+		r.n, len(r.wallets), done, failed, open, doneThenNot, explainedBack, missing, noops, r.kills, reorged)
+	v.onChain = onChain
 	return v
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -116,15 +117,30 @@ func newKeystoreWallet(t testing.TB, dir, pass string) (addr ledger.Address, key
 // status 3) or a failed audit fails t with what it printed.
 func auditWallet(t *testing.T, dbURL, nodeURL string, addr common.Address) audit.Report {
 	t.Helper()
+	rep, failure := auditWalletReport(t, dbURL, nodeURL, addr)
+	require.Empty(t, failure)
+	return rep
+}
+
+// auditWalletReport is auditWallet that returns what fails instead of
+// failing t: "" when the audit found no exception, else the command's exit
+// and its output.
+func auditWalletReport(t *testing.T, dbURL, nodeURL string, addr common.Address) (audit.Report, string) {
+	t.Helper()
 	cmd := exec.Command(testproc.Binary(t), "wallet", "audit", "--wallet", addr.Hex(), "--wallet-ledger-url", nodeURL, "--from-block", "0", "--json")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "DATABASE_URL=" + dbURL}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	require.NoError(t, err, "ledgerq wallet audit of %s:\n%s%s", addr.Hex(), stdout.String(), stderr.String())
 	var rep audit.Report
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep), stdout.String())
-	require.True(t, rep.OK())
+	if err := cmd.Run(); err != nil {
+		return rep, fmt.Sprintf("ledgerq wallet audit of %s: %v:\n%s%s", addr.Hex(), err, stdout.String(), stderr.String())
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		return rep, fmt.Sprintf("ledgerq wallet audit of %s printed no report (%v):\n%s", addr.Hex(), err, stdout.String())
+	}
+	if !rep.OK() {
+		return rep, fmt.Sprintf("ledgerq wallet audit of %s exited 0 with exceptions: %s", addr.Hex(), stdout.String())
+	}
 	t.Log(rep.Summary())
-	return rep
+	return rep, ""
 }
