@@ -638,37 +638,52 @@ func (c *confirmCycle) broadcastAgain(ctx context.Context) error {
 		return err
 	}
 	due = mergeByNonce(due, live)
+	// The same bytes again, prefetchers at a time: none of them is fresh
+	// (each was broadcast before), so their order does not matter to the
+	// node, and each answer is classed alone.
 	b := c.Budget()
-	for i, a := range due {
+	for i := 0; i < len(due); i += prefetchers {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if b.Spent(i) {
 			break // the next run's confirm sends the rest
 		}
-		err := c.Send(ctx, a.Raw)
-		r := wallet.Result{Attempt: a, Outcome: wallet.Sent}
-		switch res := ledger.SendResultOf(err); res {
-		case ledger.SendAccepted:
-		case ledger.SendRejected:
-			if a.Reorgs > 0 || c.isReopened(a) || c.IsBump(ctx, a) {
-				// A transaction that was mined once (its block left the
-				// chain) or a bump whose superseded attempt may still be
-				// mined: the refusal is of this moment (the balance the
-				// reorg took back, say); its nonce stays held and the
-				// next pass sends it again.
-				r.Reason = fmt.Sprintf("%s: %s", res, ledger.ReasonOf(err))
-				break
-			}
-			r.Outcome, r.Reason = wallet.Rejected, ledger.ReasonOf(err)
-		default:
-			// Still uncertain (or, for `nonce too low`, mined or replaced
-			// since the nonce was read: the next confirm finds out).
-			r.Reason = fmt.Sprintf("%s: %s", res, ledger.ReasonOf(err))
+		round := due[i:min(i+prefetchers, len(due))]
+		results := make([]wallet.Result, len(round))
+		var wg sync.WaitGroup
+		for j, a := range round {
+			wg.Go(func() { results[j] = c.resend(ctx, a) })
 		}
-		c.resent = append(c.resent, r)
+		wg.Wait()
+		c.resent = append(c.resent, results...)
 	}
 	return nil
+}
+
+// resend broadcasts a again and classes the answer.
+func (c *confirmCycle) resend(ctx context.Context, a store.Attempt) wallet.Result {
+	err := c.Send(ctx, a.Raw)
+	r := wallet.Result{Attempt: a, Outcome: wallet.Sent}
+	switch res := ledger.SendResultOf(err); res {
+	case ledger.SendAccepted:
+	case ledger.SendRejected:
+		if a.Reorgs > 0 || c.isReopened(a) || c.IsBump(ctx, a) {
+			// A transaction that was mined once (its block left the
+			// chain) or a bump whose superseded attempt may still be
+			// mined: the refusal is of this moment (the balance the
+			// reorg took back, say); its nonce stays held and the
+			// next pass sends it again.
+			r.Reason = fmt.Sprintf("%s: %s", res, ledger.ReasonOf(err))
+			break
+		}
+		r.Outcome, r.Reason = wallet.Rejected, ledger.ReasonOf(err)
+	default:
+		// Still uncertain (or, for `nonce too low`, mined or replaced
+		// since the nonce was read: the next confirm finds out).
+		r.Reason = fmt.Sprintf("%s: %s", res, ledger.ReasonOf(err))
+	}
+	return r
 }
 
 // isReopened reports whether step 1 or 2 found a off the chain.

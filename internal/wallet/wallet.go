@@ -380,14 +380,17 @@ func (j *Job) noteConfirmRead(key string, run *Run) {
 
 // carryConfirm gives run what the last confirm pass of key in this process
 // read, and reports true, when that pass read the chain, on the head the
-// watcher reads now, within FollowInterval, and the head read is fresh
-// (the watcher runs): a pass now would learn nothing new.
+// watcher reads now, within RebroadcastAfter (the FollowInterval when
+// longer), and the head read is fresh (the watcher runs): a pass now would
+// learn nothing new — no receipt comes without a block — and one a block
+// later, or once the wallet has stood still for RebroadcastAfter, confirms
+// again.
 func (j *Job) carryConfirm(key string, run *Run) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	last, ok := j.confirmedOn[key]
 	fresh := time.Since(j.head.at) < max(2*j.cfg.HeadInterval, 100*time.Millisecond)
-	if !ok || !last.ok || !fresh || last.head != j.head.ref || time.Since(last.at) >= j.cfg.FollowInterval {
+	if !ok || !last.ok || !fresh || last.head != j.head.ref || time.Since(last.at) >= max(j.cfg.FollowInterval, j.cfg.RebroadcastAfter) {
 		return false
 	}
 	run.ChainRead, run.ChainNonce = true, last.chainNonce

@@ -274,7 +274,9 @@ func TestE2E_WalletLaneOnAnvilThroughAReorgAndAPoolLossSendsEveryTaskOnce(t *tes
 // for 40 s while a serve process is SIGKILLed 3 times, then 1 a wallet), and
 // the same verdict, `ledgerq wallet audit` included.
 func TestE2E_WalletLaneOnAnvilBehindAFaultyProviderSendsEveryTaskOnceAndNeverTakesBackDone(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its measure of throughput under faults against a
+	// fault-free baseline wants the machine to itself, so it runs before
+	// the package's parallel tests start.
 	a := testanvil.Start(t)
 	runProviderFaults(t, newProviderRun(t, anvilNode(a), 3), providerLoad{baseEach: 12, faultEach: 7, faultWindow: 40 * time.Second})
 }

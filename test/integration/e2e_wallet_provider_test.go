@@ -48,7 +48,9 @@ func providerMix(seed int64) faultproxy.Config {
 //
 // LEDGERQ_E2E_FAULT_SEED sets the draws.
 func TestE2E_WalletLaneBehindAFaultyProviderSendsEveryTaskOnceAndNeverTakesBackDone(t *testing.T) {
-	t.Parallel()
+	// Not parallel: its measure of throughput under faults against a
+	// fault-free baseline wants the machine to itself, so it runs before
+	// the package's parallel tests start.
 	g := testgeth.Start(t)
 	runProviderFaults(t, newProviderRun(t, gethNode(g), 3), providerLoad{baseEach: 3 * 17, faultEach: 17, faultWindow: 50 * time.Second})
 }
