@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +26,8 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/ledgerq/ledgerq/internal/testnode"
 )
 
 // EnvBinary names the environment variable holding the anvil binary's path.
@@ -153,7 +154,7 @@ func Start(t testing.TB, opts ...Option) *Node {
 		err error
 	)
 	for attempt := 1; attempt <= portAttempts; attempt++ {
-		if n.httpPort, err = freePort(); err != nil {
+		if n.httpPort, err = testnode.FreePort(); err != nil {
 			break
 		}
 		n.URL = fmt.Sprintf("http://127.0.0.1:%d", n.httpPort)
@@ -209,7 +210,7 @@ func (n *Node) run() (*process, error) {
 	defer logFile.Close() // the child has its own descriptor
 	cmd := exec.Command(n.Binary, n.args()...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = testnode.SysProcAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("running %s: %w", n.Binary, err)
 	}
@@ -398,14 +399,7 @@ func (n *Node) Stop() {
 }
 
 // kill sends SIGKILL to p's process group and waits until p is reaped.
-func (p *process) kill() {
-	_ = killGroup(p.cmd.Process)
-	select {
-	case <-p.exited:
-	case <-time.After(30 * time.Second):
-		fmt.Fprintf(os.Stderr, "testanvil: anvil pid %d still running 30s after SIGKILL\n", p.cmd.Process.Pid)
-	}
-}
+func (p *process) kill() { testnode.Kill(p.cmd.Process, p.exited, "testanvil: anvil") }
 
 // Pid is the anvil process id.
 func (n *Node) Pid() int { return n.current().cmd.Process.Pid }
@@ -518,45 +512,12 @@ func (n *Node) WaitHead(t testing.TB, number uint64) uint64 {
 }
 
 // poll asks every pollInterval, each call bounded by callTimeout, until done
-// takes the answer, for at most minedTimeout.
+// takes the answer, for at most minedTimeout (testnode.Poll).
 func poll[T any](ask func(context.Context) (T, error), done func(T, error) bool) (T, bool, error) {
-	deadline := time.Now().Add(minedTimeout)
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		v, err := ask(ctx)
-		cancel()
-		if done(v, err) {
-			return v, true, err
-		}
-		if time.Now().After(deadline) {
-			return v, false, err
-		}
-		<-tick.C
-	}
+	return testnode.Poll(ask, done, pollInterval, callTimeout, minedTimeout)
 }
 
-func (p *process) logTail(lines int) string {
-	b, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return fmt.Sprintf("(log unreadable: %v)", err)
-	}
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func (p *process) logTail(lines int) string { return testnode.LogTail(p.logPath, lines) }
 
 var (
 	versionsMu sync.Mutex
@@ -572,7 +533,7 @@ func Binary(t testing.TB) (path, version string) {
 	if path == "" {
 		p, err := npmBinary()
 		if err != nil {
-			if inCI() {
+			if testnode.InCI() {
 				t.Fatalf("testanvil: CI=true and no anvil binary: %s is unset and %v (.ci/run installs it with %s)", EnvBinary, err, InstallCommand)
 			}
 			t.Skipf("testanvil: skipped: no anvil binary (set %s=/path/to/anvil, or install it with %s): %v", EnvBinary, InstallCommand, err)
@@ -625,11 +586,6 @@ func moduleRoot() (string, error) {
 		}
 		dir = parent
 	}
-}
-
-func inCI() bool {
-	ci, err := strconv.ParseBool(os.Getenv("CI"))
-	return err == nil && ci
 }
 
 // readVersion runs `anvil --version` and returns its "Version:" value.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +22,8 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/rpc"
+
+	"github.com/ledgerq/ledgerq/internal/testnode"
 )
 
 // EnvBinary names the environment variable holding the geth binary's path.
@@ -155,7 +156,7 @@ func launch(t testing.TB, bin, version, dir string, o options) (*Node, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	httpPort, err := freePort()
+	httpPort, err := testnode.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +221,7 @@ func (n *Node) args(authPort int) []string {
 // waits until it answers; it is then the node's current process. On error
 // the process is dead.
 func (n *Node) run() (*process, error) {
-	authPort, err := freePort()
+	authPort, err := testnode.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +240,7 @@ func (n *Node) run() (*process, error) {
 	defer logFile.Close() // the child has its own descriptor
 	cmd := exec.Command(n.Binary, n.args(authPort)...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = testnode.SysProcAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("running %s: %w", n.Binary, err)
 	}
@@ -337,15 +338,7 @@ func (n *Node) Stop() {
 }
 
 // kill sends SIGKILL to p's process group and waits until p is reaped.
-func (p *process) kill() {
-	_ = killGroup(p.cmd.Process)
-	select {
-	case <-p.exited:
-	case <-time.After(30 * time.Second):
-		// Cannot happen short of a kernel problem; say so rather than hang.
-		fmt.Fprintf(os.Stderr, "testgeth: geth pid %d still running 30s after SIGKILL\n", p.cmd.Process.Pid)
-	}
-}
+func (p *process) kill() { testnode.Kill(p.cmd.Process, p.exited, "testgeth: geth") }
 
 // Pid is the geth process id.
 func (n *Node) Pid() int { return n.current().cmd.Process.Pid }
@@ -461,24 +454,9 @@ func (n *Node) WaitHead(t testing.TB, number uint64) uint64 {
 }
 
 // poll asks every pollInterval, each call bounded by callTimeout, until done
-// takes the answer, for at most minedTimeout. It returns the last answer,
-// whether done took it, and the last call's error.
+// takes the answer, for at most minedTimeout (testnode.Poll).
 func poll[T any](ask func(context.Context) (T, error), done func(T, error) bool) (T, bool, error) {
-	deadline := time.Now().Add(minedTimeout)
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		v, err := ask(ctx)
-		cancel()
-		if done(v, err) {
-			return v, true, err
-		}
-		if time.Now().After(deadline) {
-			return v, false, err
-		}
-		<-tick.C
-	}
+	return testnode.Poll(ask, done, pollInterval, callTimeout, minedTimeout)
 }
 
 // Nonce is addr's nonce at the head: how many of its transactions the chain
@@ -494,26 +472,7 @@ func (n *Node) Nonce(t testing.TB, addr common.Address) uint64 {
 	return nonce
 }
 
-func (p *process) logTail(lines int) string {
-	b, err := os.ReadFile(p.logPath)
-	if err != nil {
-		return fmt.Sprintf("(log unreadable: %v)", err)
-	}
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func (p *process) logTail(lines int) string { return testnode.LogTail(p.logPath, lines) }
 
 var (
 	versionsMu sync.Mutex
@@ -529,7 +488,7 @@ func Binary(t testing.TB) (path, version string) {
 	if path == "" {
 		p, err := exec.LookPath("geth")
 		if err != nil {
-			if inCI() {
+			if testnode.InCI() {
 				t.Fatalf("testgeth: CI=true and no geth binary: %s is unset and geth is not on PATH (.ci/run installs it with %s)", EnvBinary, InstallCommand)
 			}
 			t.Skipf("testgeth: skipped: no geth binary (set %s=/path/to/geth, or put geth on PATH; install with %s)", EnvBinary, InstallCommand)
@@ -547,11 +506,6 @@ func Binary(t testing.TB) (path, version string) {
 	}
 	versions[path] = v
 	return path, v
-}
-
-func inCI() bool {
-	ci, err := strconv.ParseBool(os.Getenv("CI"))
-	return err == nil && ci
 }
 
 // readVersion runs `geth version` and returns its "Version:" line's value.
