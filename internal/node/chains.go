@@ -35,7 +35,7 @@ func (c *laneChain) status(ctx context.Context) evmnodes.ChainStatus {
 	if c.nodes != nil {
 		return c.nodes.Status()
 	}
-	st := evmnodes.ChainStatus{Name: c.decl.Name, ChainID: c.decl.ChainID, State: evmnodes.ChainHealthy, Confirmations: c.decl.Confirmations}
+	st := evmnodes.ChainStatus{Name: c.decl.Name, ChainID: c.decl.ChainID, State: evmnodes.ChainHealthy}
 	ns := evmnodes.NodeStatus{Name: "in-process", URL: "in-process", State: evmnodes.NodeHealthy}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -183,6 +183,9 @@ func (n *Node) ChainStatuses(ctx context.Context) []evmnodes.ChainStatus {
 	out := make([]evmnodes.ChainStatus, len(n.wallet.chains))
 	for i, c := range n.wallet.chains {
 		out[i] = c.status(ctx)
+		// The depth the lane waits for on the chain, its default (by chain
+		// id) included.
+		out[i].Confirmations = n.cfg.Wallet.Lane.On(c.decl).ConfirmationsOn(c.decl.ChainID)
 	}
 	return out
 }

@@ -81,6 +81,7 @@ func TestWalletChains_OneProcessSendsEachWalletsTasksOnItsOwnChain(t *testing.T)
 	require.Len(t, statuses, 2)
 	require.Equal(t, "a", statuses[0].Name)
 	require.Equal(t, int64(31337), statuses[1].ChainID)
+	require.Equal(t, 1, statuses[0].Confirmations, "the depth the lane waits for: a dev chain's default")
 }
 
 // A process whose chain's nodes are all down starts, when the chain's id is
