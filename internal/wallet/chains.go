@@ -14,6 +14,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/evmnodes"
 )
 
 // ChainDecl declares one chain the wallet lane sends on (docs/design.md,
@@ -169,7 +170,7 @@ func (d ChainDecl) Validate() error {
 	for _, u := range append(append([]string{}, d.Nodes...), d.SendOnly...) {
 		p, err := url.ParseRequestURI(u)
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			errs = append(errs, fmt.Errorf("chain %s: node %q is not an http or https URL", d.Name, redactURL(u)))
+			errs = append(errs, fmt.Errorf("chain %s: node %q is not an http or https URL", d.Name, evmnodes.Redact(u)))
 		}
 	}
 	if d.Confirmations < 0 || d.Confirmations > maxConfirmations {
@@ -182,16 +183,6 @@ func (d ChainDecl) Validate() error {
 		errs = append(errs, fmt.Errorf("chain %s: stall-timeout and call-timeout must not be negative", d.Name))
 	}
 	return errors.Join(errs...)
-}
-
-// redactURL hides a URL's user information and query in an error.
-func redactURL(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return "(unparseable)"
-	}
-	p.User, p.RawQuery = nil, ""
-	return p.String()
 }
 
 // Chains is the repeatable --wallet-chain setting (a flag.Value; in the

@@ -66,7 +66,7 @@ func TestE2E_WalletLaneOnACrashingGethSendsEveryTaskOnceCheckedBlockByBlock(t *t
 	// 1: tasks stream in while the serve processes are SIGKILLed and
 	// restarted, and geth is frozen for 5 s once.
 	third := perWallet / 3
-	c.startServes()
+	c.startServes(2)
 	for round := range 3 {
 		c.postEach(third / 3)
 		if round == 1 {
@@ -125,6 +125,11 @@ type chainRun struct {
 	// nodes holds each wallet's chain: nodes[w] is the real node wallet w
 	// sends on, read by the verdict.
 	nodes []*testNode
+
+	// start starts one serve process and returns it with its API's URL
+	// (testproc.StartReady when nil; the provider runs start again a
+	// process that exits before it is ready).
+	start func() (*testproc.Proc, string)
 
 	mu     sync.Mutex
 	serves []*testproc.Proc
@@ -221,10 +226,20 @@ func (c *chainRun) checkpointAfterFunding(g *testgeth.Node) {
 	c.t.Logf("geth checkpoint at block %d, after funding %d wallets", head, len(c.wallets))
 }
 
-func (c *chainRun) startServes() {
+// startOne starts one serve process (chainRun.start).
+func (c *chainRun) startOne() (*testproc.Proc, string) {
 	c.t.Helper()
-	for range 2 {
-		p, api := testproc.StartReady(c.t, c.dir, []string{"DATABASE_URL=" + c.db}, c.args...)
+	if c.start != nil {
+		return c.start()
+	}
+	return testproc.StartReady(c.t, c.dir, []string{"DATABASE_URL=" + c.db}, c.args...)
+}
+
+// startServes starts n serve processes.
+func (c *chainRun) startServes(n int) {
+	c.t.Helper()
+	for range n {
+		p, api := c.startOne()
 		c.mu.Lock()
 		c.serves, c.apis = append(c.serves, p), append(c.apis, api)
 		c.mu.Unlock()
@@ -240,7 +255,7 @@ func (c *chainRun) killAServe(rnd *rand.Rand) {
 	c.mu.Unlock()
 	victim.Signal(c.t, syscall.SIGKILL)
 	require.Equal(c.t, -1, victim.Wait(c.t, 30*time.Second))
-	p, api := testproc.StartReady(c.t, c.dir, []string{"DATABASE_URL=" + c.db}, c.args...)
+	p, api := c.startOne()
 	c.mu.Lock()
 	c.serves[i], c.apis[i] = p, api
 	c.kills++

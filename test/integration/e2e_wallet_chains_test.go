@@ -98,7 +98,7 @@ func TestE2E_WalletLaneOnTwoChainsInOneProcessSendsEveryTaskOnceOnItsOwnChain(t 
 	third := perWallet / 4
 	r.postEach(third)
 	time.Sleep(time.Duration(1000+rnd.IntN(3000)) * time.Millisecond) // the kill lands at a random moment: the chaos is the point
-	r.killAndRestart(rnd)
+	r.killAServe(rnd)
 
 	// One node of each chain goes down for ~10 s.
 	r.postEach(third)
@@ -150,7 +150,7 @@ func TestE2E_WalletLaneOnTwoChainsInOneProcessSendsEveryTaskOnceOnItsOwnChain(t 
 
 	r.postEach(2)
 	time.Sleep(time.Duration(500+rnd.IntN(2000)) * time.Millisecond) // the kill lands at a random moment: the chaos is the point
-	r.killAndRestart(rnd)
+	r.killAServe(rnd)
 	r.postEach(perWallet - 3*third - 4)
 	if !r.awaitEndedOr(2 * time.Minute) {
 		r.problem("not every task ended within 2 minutes of the last post")

@@ -88,7 +88,7 @@ func runProviderFaults(t *testing.T, r *providerRun, load providerLoad) {
 	for range 3 {
 		r.postEach(load.faultEach)
 		time.Sleep(time.Duration(2000+rnd.IntN(6000)) * time.Millisecond) // the kill lands at a random moment: the chaos is the point
-		r.killAndRestart(rnd)
+		r.killAServe(rnd)
 	}
 	time.Sleep(time.Until(faultBegan.Add(faultWindow))) // the faults last this long: the fault is the point
 	require.NoError(t, r.proxy.Set(faultproxy.Config{}))
@@ -235,7 +235,9 @@ func newProviderRunOf(c *chainRun) *providerRun {
 	st, err := store.OpenPool(ctxT(c.t, 10*time.Second), c.db, 0)
 	require.NoError(c.t, err)
 	c.t.Cleanup(st.Close)
-	return &providerRun{chainRun: c, st: st, seenDone: map[string]seenTask{}, doneThenNot: map[string]seenTask{}}
+	r := &providerRun{chainRun: c, st: st, seenDone: map[string]seenTask{}, doneThenNot: map[string]seenTask{}}
+	c.start = r.startServe
+	return r
 }
 
 // seenTask is a task as the status watch saw it: its wallet, the hash it
@@ -310,32 +312,6 @@ func waitReadyOrExit(p *testproc.Proc, url string) bool {
 		time.Sleep(100 * time.Millisecond) // the poll interval of this wait on a condition
 	}
 	return false
-}
-
-func (r *providerRun) startServes(n int) {
-	r.t.Helper()
-	for range n {
-		p, api := r.startServe()
-		r.mu.Lock()
-		r.serves, r.apis = append(r.serves, p), append(r.apis, api)
-		r.mu.Unlock()
-	}
-}
-
-// killAndRestart SIGKILLs one of the serve processes and starts another.
-func (r *providerRun) killAndRestart(rnd *rand.Rand) {
-	r.t.Helper()
-	r.mu.Lock()
-	i := rnd.IntN(len(r.serves))
-	victim := r.serves[i]
-	r.mu.Unlock()
-	victim.Signal(r.t, syscall.SIGKILL)
-	require.Equal(r.t, -1, victim.Wait(r.t, 30*time.Second))
-	p, api := r.startServe()
-	r.mu.Lock()
-	r.serves[i], r.apis[i] = p, api
-	r.kills++
-	r.mu.Unlock()
 }
 
 // stopServes stops the serve processes with SIGTERM.
