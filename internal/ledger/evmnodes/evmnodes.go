@@ -497,17 +497,25 @@ func rateLimitMessage(code int, msg string) bool {
 		strings.Contains(m, "limit exceeded") || strings.Contains(m, "exceeded the quota") || strings.Contains(m, "capacity")
 }
 
-// outAfter is how many failures in a row take a node out for a while: one
-// failure (a provider's random 429, 502 or reset) only makes the call that
-// got it wait before it asks that node again.
-const outAfter = 2
+// outAfter is how many failures in a row, over all the calls of the
+// process, take a node out for a while: fewer (a provider's random 429,
+// 502 or reset) only make each call that got one wait before it asks that
+// node again. The calls of every wallet count together, so at a few dozen
+// calls a second two in a row come every second or two from a provider
+// that fails one call in five, and the node would be out, for every
+// wallet, a third of the time; four in a row come from such a provider
+// once in tens of seconds, and from a node that is down within a moment.
+const outAfter = 4
 
 // record counts a call's outcome against n and returns how long the call
-// that got it waits before asking n again: a failure's wait doubles with
-// the failures in a row from 250 ms to MaxBackoff, a 429 waits its
-// Retry-After (at least a second). From outAfter failures in a row the
-// node is out for that wait, for every call (a Retry-After honoured by
-// all); a success brings it back.
+// that got it waits before asking n again: 250 ms after a failure, a 429
+// its Retry-After (at least a second). From outAfter failures in a row the
+// node is out for every call, for a wait that starts at 250 ms and doubles
+// with each failure past outAfter up to MaxBackoff, or the Retry-After
+// when longer (honoured by all); a success brings it back. The doubling
+// counts from outAfter, not from the first failure: the failures in a row
+// are every wallet's together, and a provider that fails one call in five
+// reaches four now and then, to be out for a moment, not for seconds.
 func (c *Chain) record(n *node, outcome string, d time.Duration, err error) time.Duration {
 	now := time.Now()
 	failed := outcome != outcomeOK && outcome != outcomeVerdict && outcome != outcomeLagging
@@ -531,7 +539,10 @@ func (c *Chain) record(n *node, outcome string, d time.Duration, err error) time
 	case failed:
 		n.failures++
 		n.lastErr, n.lastErrAt = n.errText(err), now
-		wait = min(250*time.Millisecond<<min(n.failures-1, 8), c.cfg.MaxBackoff)
+		wait = 250 * time.Millisecond
+		if n.failures >= outAfter {
+			wait = min(wait<<min(n.failures-outAfter, 8), c.cfg.MaxBackoff)
+		}
 		n.limited = outcome == outcomeRateLimited
 		if h := time.Duration(n.hint.Swap(0)); h > 0 && (n.limited || outcome == outcomeUnavailable) {
 			wait = min(max(h, wait), c.cfg.MaxBackoff)

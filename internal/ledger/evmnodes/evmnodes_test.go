@@ -210,11 +210,47 @@ func TestChain_AReadGoesToAnotherNodeWhenOneFails(t *testing.T) {
 	}
 	require.LessOrEqual(t, e.nodes[0].requests.Load(), int64(2), "a node that failed is asked last, not again at once (one probe, one read)")
 	require.NotEqual(t, evmnodes.NodeDown, nodeState(c, "n0").State, "one failure does not take a node out")
-	c.ProbeAll(t.Context())
-	c.ProbeAll(t.Context())
+	for range evmnodes.OutAfter {
+		c.ProbeAll(t.Context())
+	}
 	require.Equal(t, evmnodes.NodeDown, nodeState(c, "n0").State, "failures in a row do")
 	require.Equal(t, evmnodes.NodeHealthy, nodeState(c, "n1").State)
 	require.Equal(t, evmnodes.ChainDegraded, c.Status().State)
+}
+
+// A provider that fails one call in five fails three in a row about once
+// in a hundred calls, over all the calls of the process: that makes only
+// the calls that got them wait, the node stays in for every other call (no
+// wait of its own, not down), and the next success clears the count;
+// OutAfter in a row take it out, for 250 ms at first.
+func TestChain_ThreeFailuresInARowHoldBackNoOtherCall(t *testing.T) {
+	e := newEnv(t, 1)
+	c := e.chain(t, nil)
+	c.ProbeAll(t.Context())
+	e.nodes[0].set(func(n *node) { n.status = http.StatusBadGateway })
+	for range 3 {
+		c.ProbeAll(t.Context())
+	}
+	st := nodeState(c, "n0")
+	require.Nil(t, st.RetryAt, "no wait for every call")
+	require.Equal(t, evmnodes.NodeHealthy, st.State)
+	e.nodes[0].set(func(n *node) { n.status = 0 })
+	_, err := c.NonceAt(t.Context(), ledger.Address(e.from))
+	require.NoError(t, err, "a new call asks the node at once")
+
+	e.nodes[0].set(func(n *node) { n.status = http.StatusBadGateway })
+	for range 3 {
+		c.ProbeAll(t.Context())
+	}
+	require.Nil(t, nodeState(c, "n0").RetryAt, "the success cleared the failures in a row")
+	for range evmnodes.OutAfter - 3 {
+		c.ProbeAll(t.Context())
+	}
+	st = nodeState(c, "n0")
+	require.Equal(t, evmnodes.NodeDown, st.State, "OutAfter in a row take it out")
+	require.NotNil(t, st.RetryAt)
+	require.WithinDuration(t, time.Now().Add(250*time.Millisecond), *st.RetryAt, 150*time.Millisecond,
+		"out for a moment first: the wait doubles from OutAfter on, not from the first failure")
 }
 
 func TestChain_ARateLimitedNodeWaitsItsRetryAfter(t *testing.T) {
@@ -225,7 +261,9 @@ func TestChain_ARateLimitedNodeWaitsItsRetryAfter(t *testing.T) {
 		_, err := c.NonceAt(t.Context(), ledger.Address(e.from))
 		require.NoError(t, err)
 	}
-	c.ProbeAll(t.Context()) // a second 429 in a row
+	for range evmnodes.OutAfter {
+		c.ProbeAll(t.Context()) // 429s in a row
+	}
 	st := nodeState(c, "n0")
 	require.Equal(t, evmnodes.NodeBackoff, st.State)
 	require.NotNil(t, st.RetryAt)
@@ -249,8 +287,10 @@ func TestChain_ANodeOfAnotherChainIsTakenOut(t *testing.T) {
 	e.nodes[0].set(func(n *node) { n.status = http.StatusServiceUnavailable })
 	_, err := c.NonceAt(t.Context(), ledger.Address(e.from))
 	require.Error(t, err, "the node of another chain is never read from, even when the other is down")
-	c.ProbeAll(t.Context())
-	require.Equal(t, before+1, e.nodes[1].requests.Load(), "only the probe, which checks its chain id again")
+	for range evmnodes.OutAfter {
+		c.ProbeAll(t.Context())
+	}
+	require.Equal(t, before+evmnodes.OutAfter, e.nodes[1].requests.Load(), "only the probes, which check its chain id again")
 	require.Equal(t, evmnodes.NodeWrongChain, nodeState(c, "n1").State)
 	require.Equal(t, evmnodes.ChainUnavailable, c.Status().State)
 }
