@@ -800,6 +800,7 @@ func (c *confirmCycle) Commit(ctx context.Context) error {
 	}
 	c.LearnChainNonce(c.chainNonce)
 	c.Run.ChainRead = true
+	c.ConfirmRead()
 	c.m.cfg.Metrics.Transition("wallet", "replaced", len(c.replaced))
 	c.m.cfg.Metrics.Transition("wallet", "reorged", reorgs)
 	for _, r := range c.reopened {

@@ -126,15 +126,23 @@ type prepared struct {
 
 // Execute builds and signs; it writes nothing and broadcasts nothing.
 func (c *sendCycle) Execute(ctx context.Context) error {
-	fees, err := wallet.LedgerCall(ctx, c.Shard, c.ledger.SuggestFees)
-	if err != nil {
-		return fmt.Errorf("reading the fee suggestion for %s: %w", c.Claim.Key, err)
-	}
-	fees = wallet.AtLeastTip(fees, c.cfg.MinTip)
+	// The fee suggestion is read while the gas is estimated: under a slow
+	// provider each is a round trip, or a Retry-After, of its own.
+	var (
+		fees    ledger.Fees
+		feesErr error
+		read    sync.WaitGroup
+	)
+	read.Go(func() { fees, feesErr = wallet.LedgerCall(ctx, c.Shard, c.ledger.SuggestFees) })
 	ready, err := c.prepare(ctx)
+	read.Wait()
+	if feesErr != nil {
+		return fmt.Errorf("reading the fee suggestion for %s: %w", c.Claim.Key, feesErr)
+	}
 	if err != nil {
 		return err
 	}
+	fees = wallet.AtLeastTip(fees, c.cfg.MinTip)
 
 	chainNonce := int64(c.Run.ChainNonce)
 	c.firstNonce = max(c.next, chainNonce)

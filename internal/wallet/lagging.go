@@ -46,6 +46,16 @@ func (w *headWatch) observe(head uint64, now time.Time, window time.Duration) (l
 	return false
 }
 
+// saw raises the best head to a block the chain was shown to hold at now.
+func (w *headWatch) saw(number uint64, now time.Time) {
+	switch {
+	case w.since.IsZero():
+		w.best, w.bestAt, w.since = number, now, now
+	case number >= w.best:
+		w.best, w.bestAt = number, now
+	}
+}
+
 // nonceSeen is the highest chain nonce read for a wallet in this process,
 // the head of the cycle that first read it, and when a read last reached it.
 type nonceSeen struct {
@@ -73,6 +83,26 @@ func (s *Shard) ObserveHead(head uint64) (lagging bool) {
 			"shard", s.Claim.Key, "head", head, "best_head", w.best)
 	}
 	return lagging
+}
+
+// SawBlock records that a read showed the chain holding block number (a
+// receipt in it): the chain's best head is at least number. A node's
+// receipts can be ahead of every head read (the receipt from a caught-up
+// node, the heads from one behind), and a block above the best head is
+// otherwise taken as gone once the head is settled (HeadSettled); with it
+// the head reads below the block are lagging ones until one reaches it or
+// RewindAfter passes without any.
+func (s *Shard) SawBlock(number uint64) {
+	j := s.job
+	now := j.cfg.Clock.Now()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	w := j.heads[s.ChainID()]
+	if w == nil {
+		w = &headWatch{}
+		j.heads[s.ChainID()] = w
+	}
+	w.saw(number, now)
 }
 
 // HeadSettled reports whether the lane has watched the wallet's chain for

@@ -255,6 +255,9 @@ func (j *Job) Collect(ctx context.Context, c workers.Claim) (workers.Cycle, erro
 		return nil, nil
 	}
 	s := &Shard{job: j, Claim: c, Wallet: w, Sender: addr.Hex(), Run: j.runFor(c)}
+	// A collect after this run's confirm pass: the run was not cut short
+	// after it (carryConfirm).
+	j.notePassed(c.Key, s.Run)
 
 	if cyc, err := j.steps.Recover.Collect(ctx, s); cyc != nil || err != nil {
 		if cyc != nil {
@@ -318,18 +321,14 @@ func (j *Job) Collect(ctx context.Context, c workers.Claim) (workers.Cycle, erro
 	}
 	if !s.Run.Confirmed {
 		s.Run.Confirmed = true
-		// A run of this process confirmed the wallet on the chain's
-		// current head a moment ago (a run that yielded its worker, now
-		// back): nothing was mined since, and the pass would only ask
-		// again. Under a slow provider that pass takes a run's whole
-		// quantum, run after run, and the wallet would never send: this
-		// run goes on with what that pass read.
-		if !j.carryConfirm(c.Key, s.Run) {
+		// A run of this process confirmed the wallet a moment ago and
+		// yielded its worker (carryConfirm): this run goes on with what
+		// that pass read.
+		if !j.carryConfirm(c.Key, s.Run, len(tasks) > 0) {
 			j.noteConfirm(c.Key, s.Run)
 			return j.steps.Confirm.Collect(ctx, s)
 		}
 	}
-	j.noteConfirmRead(c.Key, s.Run)
 	if cyc, err := j.steps.KeepMoving.Collect(ctx, s, inFlight, len(tasks)); cyc != nil || err != nil {
 		return cyc, err
 	}
@@ -357,56 +356,86 @@ func (j *Job) NoteHead(b ledger.BlockRef) {
 	j.mu.Unlock()
 }
 
-// noteConfirm records that run's confirm pass of key is collected on the
-// head now known.
+// noteConfirm records that run's confirm pass of key is collected, on the
+// head now known (none without a head watcher).
 func (j *Job) noteConfirm(key string, run *Run) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if !j.head.at.IsZero() {
-		j.confirmedOn[key] = confirmNote{head: j.head.ref, at: time.Now(), run: run}
+	j.confirmedOn[key] = confirmNote{head: j.head.ref, headKnown: !j.head.at.IsZero(), at: time.Now(), run: run}
+}
+
+// ConfirmRead records what the run's confirm pass read, at the end of the
+// pass (its Commit, in the run's own goroutine), for the runs after it
+// (carryConfirm).
+func (s *Shard) ConfirmRead() {
+	j := s.job
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if n, ok := j.confirmedOn[s.Claim.Key]; ok && n.run == s.Run && !n.read {
+		n.read, n.ok, n.chainNonce = true, s.Run.ChainRead && !s.Run.Recovering, s.Run.ChainNonce
+		j.confirmedOn[s.Claim.Key] = n
 	}
 }
 
-// noteConfirmRead keeps what run's confirm pass of key read, once the run
-// goes past it (in the run's own goroutine).
-func (j *Job) noteConfirmRead(key string, run *Run) {
+// notePassed records that run collects again after its confirm pass of
+// key: it went on past the pass, to its sends if it had any.
+func (j *Job) notePassed(key string, run *Run) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if n, ok := j.confirmedOn[key]; ok && n.run == run && !n.read {
-		n.read, n.ok, n.chainNonce = true, run.ChainRead && !run.Recovering, run.ChainNonce
+	if n, ok := j.confirmedOn[key]; ok && n.run == run && !n.passed {
+		n.passed = true
 		j.confirmedOn[key] = n
 	}
 }
 
 // carryConfirm gives run what the last confirm pass of key in this process
-// read, and reports true, when that pass read the chain, on the head the
-// watcher reads now, within RebroadcastAfter (the FollowInterval when
-// longer), and the head read is fresh (the watcher runs): a pass now would
-// learn nothing new — no receipt comes without a block — and one a block
-// later, or once the wallet has stood still for RebroadcastAfter, confirms
-// again.
-func (j *Job) carryConfirm(key string, run *Run) bool {
+// read, and reports true, when that pass read the chain within
+// RebroadcastAfter (the FollowInterval when longer) and either
+//   - the head read is fresh (the watcher runs) and still the one the pass
+//     was collected on: a pass now would learn nothing new, no receipt comes
+//     without a block; or
+//   - tasks wait, the pass's run ended with the pass (it yielded its
+//     worker: under a slow provider a pass takes a run's whole quantum) and
+//     no run carried the pass yet: this run sends with what it read, and
+//     the run after it confirms again. Confirm and send alternate: neither
+//     starves the other, where a pass in every run would leave the wallet
+//     never sending.
+//
+// A new head past a send, or a wallet that stood still for
+// RebroadcastAfter, confirms again.
+func (j *Job) carryConfirm(key string, run *Run, waiting bool) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	last, ok := j.confirmedOn[key]
-	fresh := time.Since(j.head.at) < max(2*j.cfg.HeadInterval, 100*time.Millisecond)
-	if !ok || !last.ok || !fresh || last.head != j.head.ref || time.Since(last.at) >= max(j.cfg.FollowInterval, j.cfg.RebroadcastAfter) {
+	if !ok || !last.ok || time.Since(last.at) >= max(j.cfg.FollowInterval, j.cfg.RebroadcastAfter) {
 		return false
 	}
+	fresh := time.Since(j.head.at) < max(2*j.cfg.HeadInterval, 100*time.Millisecond)
+	sameHead := last.headKnown && fresh && last.head == j.head.ref
+	unsent := waiting && !last.passed && !last.carried
+	if !sameHead && !unsent {
+		return false
+	}
+	last.carried = true
+	j.confirmedOn[key] = last
 	run.ChainRead, run.ChainNonce = true, last.chainNonce
 	return true
 }
 
-// confirmNote is a confirm pass collected: on which head, when, by which
-// run, and, once that run went past it, what it read.
+// confirmNote is a confirm pass collected: on which head (headKnown: the
+// head watcher had told one), when, by which run, and, once the pass
+// ended, what it read; passed: its run went on past it; carried: a later
+// run went on with it.
 type confirmNote struct {
-	head ledger.BlockRef
-	at   time.Time
-	run  *Run
-	// read: the run went past the pass; ok: the pass read the chain's
-	// nonce (and nothing holds the wallet in recovery), chainNonce.
-	read, ok   bool
-	chainNonce uint64
+	head      ledger.BlockRef
+	headKnown bool
+	at        time.Time
+	run       *Run
+	// read: the pass ended; ok: it read the chain's nonce (and nothing
+	// holds the wallet in recovery), chainNonce.
+	read, ok        bool
+	chainNonce      uint64
+	passed, carried bool
 }
 
 // noteSend records that the shard's run is sending now: signing and storing
@@ -663,8 +692,14 @@ type Result struct {
 	Replaced bool
 }
 
-// RecordResults writes outcomes inside a fenced transaction.
+// RecordResults writes outcomes inside a fenced transaction. The block of
+// each receipt is one the chain holds (SawBlock).
 func (s *Shard) RecordResults(ctx context.Context, tx *store.Store, now time.Time, results []Result) error {
+	for _, r := range results {
+		if r.Outcome == Mined {
+			s.SawBlock(r.Block)
+		}
+	}
 	recorded, err := s.confirmTogether(ctx, tx, now, results)
 	if err != nil {
 		return err

@@ -1,12 +1,17 @@
 package wallet_test
 
 import (
+	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/workers"
@@ -180,4 +185,86 @@ func TestWallet_ARunBackOnTheHeadItsWalletWasConfirmedOnSendsWithoutAskingAgain(
 	runPool(t, e.pool)
 	require.Len(t, e.attempts(t, third), 1)
 	require.Greater(t, e.led.Calls("NonceAt"), reads, "a new head is confirmed again")
+}
+
+// A run whose confirm pass took its whole quantum (a slow provider: every
+// pass outlasts a block) yields its worker before it sends; the next run,
+// although the chain has a new head by then, goes on with what that pass
+// read and sends, and the run after it confirms again. A pass in every run
+// would leave the wallet confirming forever and never sending.
+func TestWallet_ARunAfterAConfirmPassThatTookItsQuantumSendsThoughTheHeadMoved(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{})
+	slow := &slowConfirms{WalletLedger: e.led, e: e, t: t}
+	job, pool := e.newProcess(t, slow)
+	slow.job = job
+	head, err := e.chain.HeadBlock(t.Context())
+	require.NoError(t, err)
+	job.NoteHead(head)
+
+	task := e.post(t, 0, 0, 1000, nil)
+	for run := 1; run <= 6 && len(e.attempts(t, task)) == 0; run++ {
+		_, err := pool.RunOnce(t.Context())
+		require.NoError(t, err)
+	}
+	require.Len(t, e.attempts(t, task), 1, "the task is sent within a few runs")
+	require.Equal(t, 1, e.led.Calls("NonceAt"), "one confirm pass before the send")
+
+	// The send was the carried run's: the next run confirms again.
+	e.post(t, 0, 0, 1001, nil)
+	_, err = pool.RunOnce(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, 2, e.led.Calls("NonceAt"), "a run after a send confirms again")
+}
+
+// slowConfirms is a ledger whose nonce reads each take a worker's whole
+// quantum, with a block mined meanwhile (the head watcher tells the job).
+type slowConfirms struct {
+	*ledgertest.WalletLedger
+	e   *env
+	t   *testing.T
+	job *wallet.Job
+}
+
+func (l *slowConfirms) NonceAt(ctx context.Context, a ledger.Address) (uint64, error) {
+	n, err := l.WalletLedger.NonceAt(ctx, a)
+	l.e.clk.Advance(2 * l.e.wcfg.Quantum)
+	l.e.chain.Mine()
+	head, herr := l.e.chain.HeadBlock(ctx)
+	require.NoError(l.t, herr)
+	l.job.NoteHead(head)
+	return n, err
+}
+
+// A send reads the fee suggestion while it estimates the gas, not before:
+// under a slow provider each is a round trip, or a Retry-After, of its own.
+func TestWallet_ASendReadsTheFeeSuggestionWhileItEstimatesTheGas(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{})
+	// Each call waits a while for the other to start, and whichever
+	// starts second sees the first still running.
+	var inFees, inEstimate, overlapped atomic.Bool
+	feesStarted, estimateStarted := make(chan struct{}), make(chan struct{})
+	var feesOnce, estimateOnce sync.Once
+	during := func(self, other *atomic.Bool, started *sync.Once, mine chan struct{}, theirs <-chan struct{}) {
+		self.Store(true)
+		defer self.Store(false)
+		if other.Load() {
+			overlapped.Store(true)
+		}
+		started.Do(func() { close(mine) })
+		select {
+		case <-theirs:
+		case <-time.After(time.Second): // the other call does not come meanwhile
+		}
+	}
+	e.led.OnSuggestFees = func() { during(&inFees, &inEstimate, &feesOnce, feesStarted, estimateStarted) }
+	e.led.EstimateErr = func(ledger.CallMsg) error {
+		during(&inEstimate, &inFees, &estimateOnce, estimateStarted, feesStarted)
+		return nil
+	}
+	task := e.post(t, 0, 0, 1000, nil)
+	e.drive(t, e.pool, 5, task)
+	e.requireDoneOnce(t, task)
+	require.True(t, overlapped.Load(), "the gas was estimated while the fees were read")
 }

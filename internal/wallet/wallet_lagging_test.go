@@ -92,6 +92,34 @@ func TestWallet_ADoneTaskNeverGoesBackToExecutingWhileReadsLag(t *testing.T) {
 	}
 }
 
+// A receipt can come from a node ahead of every head the lane has read
+// (with one confirmation it makes its task done at once): the chain holds
+// that block, so a head read below it later is a lagging node's, not the
+// chain gone back, although no head read ever reached it. Reads lagging one
+// block behind then find no receipt and no block at the receipt's height,
+// and the done task stays done.
+func TestWallet_AReceiptAboveEveryHeadReadIsNotTakenBackByReadsBelowIt(t *testing.T) {
+	t.Parallel()
+	e, m := laggingEnv(t, nil)
+	e.requireDoneOnce(t, e.sendAndMine(t, 1)...)
+	e.clk.Advance(time.Minute) // the lane has watched the chain for longer than RewindAfter
+
+	e.led.SetLag(ledgertest.Lag{Blocks: 1, Next: 1_000_000, Only: []string{"HeadBlock"}})
+	ahead := e.sendAndMine(t, 1)
+	e.requireDoneOnce(t, ahead...)
+	head, err := e.chain.HeadBlock(t.Context())
+	require.NoError(t, err)
+	require.EqualValues(t, head.Number, *e.attempts(t, ahead[0])[0].MinedBlock, "mined in the block no head read has reached")
+
+	e.led.SetLag(ledgertest.Lag{Blocks: 1, Next: 1_000_000})
+	e.post(t, 0, 0, 2, nil)
+	e.clk.Advance(time.Second)
+	e.drive1(t)
+	require.Positive(t, e.led.Lagged())
+	e.requireStillDone(t, map[string]store.Task{ahead[0].ID: ahead[0]})
+	require.Zero(t, m.TransitionCount("wallet", "reorged"))
+}
+
 // A node whose nonce lags (its head read from a node caught up) answers a
 // chain nonce below the one already read, while the chain never went back.
 // The nonces below the chain's whose attempts retention deleted are not
