@@ -72,11 +72,7 @@ func (s *Shard) ObserveHead(head uint64) (lagging bool) {
 	now := j.cfg.Clock.Now()
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	w := j.heads[s.ChainID()]
-	if w == nil {
-		w = &headWatch{}
-		j.heads[s.ChainID()] = w
-	}
+	w := j.headWatchOf(s.ChainID())
 	lagging = w.observe(head, now, j.cfg.RewindAfter)
 	if lagging {
 		j.cfg.Logger.Debug("wallet: a read answered from a node behind the best head, deciding nothing on it",
@@ -97,12 +93,18 @@ func (s *Shard) SawBlock(number uint64) {
 	now := j.cfg.Clock.Now()
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	w := j.heads[s.ChainID()]
+	j.headWatchOf(s.ChainID()).saw(number, now)
+}
+
+// headWatchOf is the head watch of a chain, new at its first use; j.mu is
+// held.
+func (j *Job) headWatchOf(chainID int64) *headWatch {
+	w := j.heads[chainID]
 	if w == nil {
 		w = &headWatch{}
-		j.heads[s.ChainID()] = w
+		j.heads[chainID] = w
 	}
-	w.saw(number, now)
+	return w
 }
 
 // HeadSettled reports whether the lane has watched the wallet's chain for
