@@ -6,7 +6,8 @@ package httpapi
 // receipts only up to the newest bundle ledgerq saw executed, so that a
 // client never sees a block the pool's own answers do not know yet, and the
 // rest (balances, code, calls, gas estimates, fees, logs) from the chain's
-// EVM JSON-RPC, to which the methods below are the allow-list.
+// EVM JSON-RPC, to which the methods below are the allow-list. The fee
+// hints are the chain's raised to what the pool admits (rpc_fees.go).
 //
 // Block tags map to the bundles' states: latest and pending are the newest
 // bundle executed on the chain (accumulated or finalized), safe and
@@ -243,24 +244,6 @@ func (api *ethAPI) GetCode(ctx context.Context, address json.RawMessage, block *
 func (api *ethAPI) GetStorageAt(ctx context.Context, address, slot json.RawMessage, block *json.RawMessage) (json.RawMessage, error) {
 	ctx = rpcCall(ctx)
 	return api.s.evmCall(ctx, "eth_getStorageAt", &address, &slot, block)
-}
-
-// GasPrice is eth_gasPrice.
-func (api *ethAPI) GasPrice(ctx context.Context) (json.RawMessage, error) {
-	ctx = rpcCall(ctx)
-	return api.s.evmCall(ctx, "eth_gasPrice")
-}
-
-// MaxPriorityFeePerGas is eth_maxPriorityFeePerGas.
-func (api *ethAPI) MaxPriorityFeePerGas(ctx context.Context) (json.RawMessage, error) {
-	ctx = rpcCall(ctx)
-	return api.s.evmCall(ctx, "eth_maxPriorityFeePerGas")
-}
-
-// FeeHistory is eth_feeHistory.
-func (api *ethAPI) FeeHistory(ctx context.Context, count, newest json.RawMessage, percentiles *json.RawMessage) (json.RawMessage, error) {
-	ctx = rpcCall(ctx)
-	return api.s.evmCall(ctx, "eth_feeHistory", &count, &newest, percentiles)
 }
 
 // GetLogs is eth_getLogs.

@@ -169,14 +169,17 @@ func TestRPC_AReceiptExistsOnceTheTransactionsBundleExecuted(t *testing.T) {
 	require.Equal(t, "null", string(res), "a hash the pool never held")
 }
 
+// The chain's state reads, and its fee hints where they are at or above
+// what the pool admits (TestRPC_FeeHintsAreNeverBelowWhatThePoolAdmits has
+// the others), reach the client as the chain gave them.
 func TestRPC_StateAndFeeReadsPassToTheChainsEVMUnchanged(t *testing.T) {
 	t.Parallel()
 	f := setupPool(t)
 	ctx := t.Context()
 	f.evm.Answer("eth_getBalance", `"0xde0b6b3a7640000"`)
-	f.evm.Answer("eth_gasPrice", `"0x3b9aca00"`)
-	f.evm.Answer("eth_maxPriorityFeePerGas", `"0x3b9aca00"`)
-	f.evm.Answer("eth_feeHistory", `{"oldestBlock":"0x1","baseFeePerGas":["0x7","0x7"],"gasUsedRatio":[0.5],"reward":[["0x1"]]}`)
+	f.evm.Answer("eth_gasPrice", `"0x3b9aca08"`)
+	f.evm.Answer("eth_maxPriorityFeePerGas", `"0x3b9aca01"`)
+	f.evm.Answer("eth_feeHistory", `{"oldestBlock":"0x1","baseFeePerGas":["0x7","0x7"],"gasUsedRatio":[0.5],"reward":[["0x3b9aca02"]]}`)
 	f.evm.Answer("eth_estimateGas", `"0x5208"`)
 	f.evm.Answer("eth_getCode", `"0x6001"`)
 	f.evm.Answer("eth_syncing", `false`)
@@ -190,13 +193,14 @@ func TestRPC_StateAndFeeReadsPassToTheChainsEVMUnchanged(t *testing.T) {
 	require.Equal(t, "1000000000000000000", bal.String())
 	price, err := ec.SuggestGasPrice(ctx)
 	require.NoError(t, err)
-	require.Equal(t, int64(1e9), price.Int64())
+	require.Equal(t, int64(1e9+8), price.Int64())
 	tip, err := ec.SuggestGasTipCap(ctx)
 	require.NoError(t, err)
-	require.Equal(t, int64(1e9), tip.Int64())
+	require.Equal(t, int64(1e9+1), tip.Int64())
 	hist, err := ec.FeeHistory(ctx, 1, nil, []float64{50})
 	require.NoError(t, err)
 	require.Equal(t, int64(7), hist.BaseFee[0].Int64())
+	require.Equal(t, int64(1e9+2), hist.Reward[0][0].Int64())
 	gas, err := ec.EstimateGas(ctx, ethereum.CallMsg{From: who, To: &who, Value: big.NewInt(1)})
 	require.NoError(t, err)
 	require.Equal(t, uint64(21000), gas)
@@ -261,7 +265,8 @@ func TestRPC_MethodsOutsideTheListAreMethodNotFoundAndAnUnansweringChainIsUnavai
 func TestRPC_ABatchMixesThePoolsMethodsAndTheChainsInOrder(t *testing.T) {
 	t.Parallel()
 	f := setupPool(t)
-	f.evm.Answer("eth_gasPrice", `"0x1"`)
+	f.evm.Answer("eth_gasPrice", `"0x3b9aca01"`)
+	f.evm.Answer("eth_feeHistory", `{"oldestBlock":"0x1","baseFeePerGas":["0x1","0x1"],"gasUsedRatio":[0.5],"reward":[]}`)
 	key := newKey(t)
 	tx := dynTx(t, key, 0, 2, 1)
 	body := fmt.Sprintf(`[
@@ -273,7 +278,7 @@ func TestRPC_ABatchMixesThePoolsMethodsAndTheChainsInOrder(t *testing.T) {
 		{"jsonrpc":"2.0","id":6,"method":"eth_nope"}]`, rawHex(t, tx), addr(key).Hex())
 	out, _ := f.rpcBatch(body)
 	require.Len(t, out, 6)
-	want := []string{`"0x1092"`, `"0x1"`, `"` + tx.Hash().Hex() + `"`, `"0x1"`, `"0x0"`}
+	want := []string{`"0x1092"`, `"0x3b9aca01"`, `"` + tx.Hash().Hex() + `"`, `"0x1"`, `"0x0"`}
 	for i, w := range want {
 		require.Equal(t, i+1, out[i].ID)
 		require.Nil(t, out[i].Error, "id %d", i+1)
