@@ -121,17 +121,26 @@ type txLoc struct {
 	index  int
 }
 
-// newEVMChain returns the EVM at its genesis block: the protocol rules geth
-// --dev runs up to Osaka, chain id chainID, alloc funded, dated genesis (Unix
-// seconds).
+// EVMChainConfig is the protocol rules of the builder service's EVM for
+// chain id chainID: geth --dev's, every fork up to Osaka active from
+// genesis, and none that mainnet has not scheduled (clients expect mainnet's
+// rules). The EVM executes by it and the builder lane's pool intake
+// (queuer.PoolIntake) validates by it, so that the pool refuses exactly
+// what the EVM would: one definition, so the two cannot drift. Every fork
+// named by block number is at genesis, so the rules of a block depend on its
+// time alone. Each call returns a new config the caller may change.
+func EVMChainConfig(chainID int64) *params.ChainConfig {
+	cfg := *params.AllDevChainProtocolChanges
+	cfg.ChainID = big.NewInt(chainID)
+	cfg.AmsterdamTime, cfg.BogotaTime = nil, nil
+	return &cfg
+}
+
+// newEVMChain returns the EVM at its genesis block: EVMChainConfig's rules,
+// alloc funded, dated genesis (Unix seconds).
 func newEVMChain(chainID int64, alloc map[common.Address]*big.Int, genesis uint64) (*evmChain, error) {
 	gen := core.DeveloperGenesisBlock(BlockGasLimit, nil)
-	cfg := *gen.Config
-	cfg.ChainID = big.NewInt(chainID)
-	// Forks mainnet has not scheduled stay off: clients expect mainnet's
-	// rules.
-	cfg.AmsterdamTime, cfg.BogotaTime = nil, nil
-	gen.Config = &cfg
+	gen.Config = EVMChainConfig(chainID)
 	gen.Timestamp = genesis
 	for a, wei := range alloc {
 		gen.Alloc[a] = types.Account{Balance: new(big.Int).Set(wei)}
