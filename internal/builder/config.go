@@ -112,7 +112,9 @@ type PoolConfig struct {
 	// As in geth, it applies to the tip: a legacy transaction's gas price, a
 	// dynamic-fee transaction's max priority fee per gas.
 	MinTip *big.Int `flag:"pool-min-tip" value:"wei" help:"builder lane: minimum tip (a legacy transaction's gas price) in wei"`
-	// BlockGasLimit is the largest gas limit a transaction may have.
+	// BlockGasLimit is the gas limit of the block the intake judges a
+	// transaction for: no transaction's may exceed it, nor the chain's
+	// per-transaction cap of 2^24 (EIP-7825).
 	BlockGasLimit uint64
 	// RPCBatchLimit bounds the requests of one JSON-RPC batch.
 	RPCBatchLimit int

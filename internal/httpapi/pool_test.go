@@ -248,7 +248,9 @@ func TestPoolAPI_RefusalsAnswerGethsMessagesWithTheirStatus(t *testing.T) {
 // refused with geth's message and nothing stored.
 func TestPoolAPI_TheBuildersValidationRulesRefuseTheTransaction(t *testing.T) {
 	t.Parallel()
-	f := setupPool(t, func(c *builder.Config) { c.Pool.MaxTxSize = 1024 })
+	// A block gas limit under the per-transaction cap (EIP-7825), so that
+	// the block's limit decides.
+	f := setupPool(t, func(c *builder.Config) { c.Pool.MaxTxSize, c.Pool.BlockGasLimit = 1024, 10_000_000 })
 	key := newKey(t)
 	dyn := func(mut func(*types.DynamicFeeTx)) *types.Transaction {
 		d := &types.DynamicFeeTx{ChainID: big.NewInt(poolChainID), GasFeeCap: big.NewInt(2 * gwei), GasTipCap: big.NewInt(gwei),
@@ -273,7 +275,8 @@ func TestPoolAPI_TheBuildersValidationRulesRefuseTheTransaction(t *testing.T) {
 		{"legacy gas price below the minimum", legacy(poolChainID, gwei-1), 400, "transaction gas price below minimum: gas tip cap 999999999"},
 		{"gas 0", dyn(func(d *types.DynamicFeeTx) { d.Gas = 0 }), 400, "intrinsic gas too low: gas 0, minimum needed 21000"},
 		{"gas below the data's cost", dyn(func(d *types.DynamicFeeTx) { d.Data = []byte{1, 0} }), 400, "intrinsic gas too low: gas 21000, minimum needed 21020"},
-		{"gas over the block limit", dyn(func(d *types.DynamicFeeTx) { d.Gas = 30_000_001 }), 400, "exceeds block gas limit"},
+		{"gas over the block limit", dyn(func(d *types.DynamicFeeTx) { d.Gas = 10_000_001 }), 400, "exceeds block gas limit"},
+		{"gas over the transaction cap", dyn(func(d *types.DynamicFeeTx) { d.Gas = 16_777_217 }), 400, "transaction gas limit too high (cap: 16777216, tx: 16777217)"},
 		{"tip above the fee cap", dyn(func(d *types.DynamicFeeTx) { d.GasTipCap = big.NewInt(3 * gwei) }), 400, "max priority fee per gas higher than max fee per gas"},
 		{"another chain id", signTx(t, key, 1, &types.DynamicFeeTx{ChainID: big.NewInt(1), GasFeeCap: big.NewInt(gwei), GasTipCap: big.NewInt(gwei), Gas: 21000, To: &poolRecipient}),
 			400, "invalid sender: invalid chain id for signer: have 1 want 4242"},

@@ -143,3 +143,35 @@ func TestRPC_RefusalsAreGethsErrorsWordForWord(t *testing.T) {
 	_, msg = rpcErr(t, err)
 	require.Contains(t, msg, "chain unavailable")
 }
+
+// The pool refuses at /rpc what the chain's EVM would refuse on its protocol
+// rules, with geth's message, and stores nothing: here a transaction under
+// EIP-7623's calldata floor and one over EIP-7825's per-transaction gas cap,
+// which the chain would skip after the pool took them. One paying the floor
+// is taken.
+func TestRPC_RefusesWhatTheChainsEVMRefusesWithGethsMessage(t *testing.T) {
+	t.Parallel()
+	f := setupPool(t)
+	key := newKey(t)
+	zeros := make([]byte, 31<<10)
+	tx := func(gas uint64, data []byte) string {
+		return rawHex(t, signTx(t, key, poolChainID, &types.DynamicFeeTx{ChainID: big.NewInt(poolChainID),
+			GasFeeCap: big.NewInt(2 * gwei), GasTipCap: big.NewInt(gwei), Gas: gas, To: &poolRecipient, Data: data}))
+	}
+	for _, tc := range []struct {
+		name, raw, msg string
+	}{
+		{"calldata under its floor", tx(148_076, zeros), "insufficient gas for floor data gas cost: gas 148076, minimum needed 338440"},
+		{"gas over the transaction cap", tx(16_777_217, nil), "transaction gas limit too high (cap: 16777216, tx: 16777217)"},
+	} {
+		_, rpcErr := f.rpcCall("eth_sendRawTransaction", tc.raw)
+		require.NotNil(t, rpcErr, tc.name)
+		require.Equal(t, -32000, rpcErr.Code, tc.name)
+		require.Equal(t, tc.msg, rpcErr.Message, tc.name)
+	}
+	require.Equal(t, 0, f.poolRows(), "nothing stored")
+
+	_, rpcErr := f.rpcCall("eth_sendRawTransaction", tx(338_440, zeros))
+	require.Nil(t, rpcErr, "paying the floor")
+	require.Equal(t, 1, f.poolRows())
+}

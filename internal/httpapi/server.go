@@ -248,7 +248,7 @@ func New(cfg Config, deps Deps) *Server {
 		s.resolver = net.DefaultResolver
 	}
 	if deps.Pool != nil {
-		pool, err := queuer.NewPoolIntake(*deps.Pool)
+		pool, err := queuer.NewPoolIntake(*deps.Pool, s.clock)
 		if err != nil {
 			panic(fmt.Sprintf("httpapi: %v", err))
 		}

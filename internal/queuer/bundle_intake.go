@@ -4,22 +4,27 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/big"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core"
 	"github.com/ethereum/go-ethereum/core/txpool"
 	"github.com/ethereum/go-ethereum/core/types"
-	"github.com/ethereum/go-ethereum/params"
 
 	"github.com/ledgerq/ledgerq/internal/builder"
+	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/ledger/jam"
 )
 
 // The builder lane's intake: which transactions the pool takes. The rules
 // are geth's own pool's, before it looks at the account
 // (core/txpool/validation.go): type, size, gas, fees, sender, intrinsic
-// gas, minimum tip. What the pool then does with the sender's nonces is the
+// gas, the calldata floor, the per-transaction gas cap, init-code size,
+// minimum tip. They are judged on the protocol rules the chain's EVM
+// executes by (jam.EVMChainConfig), at the block the transaction will land
+// in, so that every transaction the EVM would refuse on those rules is
+// refused here, with geth's message, rather than taken and then skipped by
+// the chain. What the pool then does with the sender's nonces is the
 // store's intake (store.PoolAdd), under the sender's lock.
 
 // Refusal says why the intake refused a transaction: Err is geth's error
@@ -55,7 +60,7 @@ func refuse(err error) *Refusal {
 
 // PoolIntake is the builder lane's intake: which transactions the pool
 // takes (POST /rpc's eth_sendRawTransaction and POST /v1/pool/txs), by the
-// lane's pool settings.
+// lane's pool settings and the chain's protocol rules.
 type PoolIntake struct {
 	builder.PoolConfig
 	// ChainTimeout bounds one ledger.PoolChain call: the lane's
@@ -63,27 +68,41 @@ type PoolIntake struct {
 	ChainTimeout time.Duration
 
 	// What checkPoolTx hands geth's ValidateTransaction, built once from
-	// the settings: the same for every transaction.
-	head   *types.Header
+	// the settings, and the clock that dates the block a transaction will
+	// land in.
+	clock  clock.Clock
 	signer types.Signer
 	opts   *txpool.ValidationOptions
 }
 
+// acceptedTxTypes are the transaction types the pool takes: legacy, access
+// list and dynamic fee. A blob transaction needs a sidecar the builder
+// service does not take, and a set-code transaction moves the nonces of
+// accounts other than its sender, which the pool's per-sender view cannot
+// follow. ValidateTransaction refuses both with geth's
+// core.ErrTxTypeNotSupported ("tx type 4 not supported by this pool").
+const acceptedTxTypes = 1<<types.LegacyTxType | 1<<types.AccessListTxType | 1<<types.DynamicFeeTxType
+
 // NewPoolIntake returns the builder lane's intake, cfg with its defaults,
-// or the first setting that cannot work.
-func NewPoolIntake(cfg builder.Config) (*PoolIntake, error) {
+// or the first setting that cannot work. clk tells the time of the block a
+// transaction will land in (the chain dates its blocks by the same clock);
+// nil means clock.Real.
+func NewPoolIntake(cfg builder.Config, clk clock.Clock) (*PoolIntake, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	chainID := big.NewInt(cfg.Pool.ChainID)
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	rules := jam.EVMChainConfig(cfg.Pool.ChainID)
 	return &PoolIntake{
 		PoolConfig: cfg.Pool, ChainTimeout: cfg.Ledger.Timeout,
-		head:   &types.Header{Number: common.Big1, Difficulty: common.Big0, Time: 1, GasLimit: cfg.Pool.BlockGasLimit},
-		signer: types.LatestSignerForChainID(chainID),
+		clock:  clk,
+		signer: types.LatestSigner(rules),
 		opts: &txpool.ValidationOptions{
-			Config:  shanghai(chainID),
-			Accept:  1<<types.LegacyTxType | 1<<types.AccessListTxType | 1<<types.DynamicFeeTxType,
+			Config:  rules,
+			Accept:  acceptedTxTypes,
 			MaxSize: uint64(cfg.Pool.MaxTxSize),
 			MinTip:  cfg.Pool.MinTip,
 		},
@@ -125,12 +144,13 @@ func (c *PoolIntake) DecodePoolTx(raw []byte) (PoolTx, error) {
 }
 
 // checkPoolTx checks tx as geth's pool checks a transaction before it looks
-// at the account: go-ethereum's core/txpool.ValidateTransaction on
-// Shanghai's rules, with the pool's settings (the transaction types it
-// takes, MaxTxSize, MinTip, BlockGasLimit as the head's gas limit). It
-// returns the sender, recovered for the configured chain id.
+// at the account: go-ethereum's core/txpool.ValidateTransaction on the
+// chain's protocol rules (jam.EVMChainConfig) at the next block (nextHead),
+// with the pool's settings (the transaction types it takes, MaxTxSize,
+// MinTip, BlockGasLimit as the block's gas limit). It returns the sender,
+// recovered for the configured chain id.
 func (c *PoolIntake) checkPoolTx(tx *types.Transaction) (common.Address, error) {
-	if err := txpool.ValidateTransaction(tx, c.head, c.signer, c.opts); err != nil {
+	if err := txpool.ValidateTransaction(tx, c.nextHead(), c.signer, c.opts); err != nil {
 		return common.Address{}, refuse(err)
 	}
 	sender, err := types.Sender(c.signer, tx) // cached by ValidateTransaction
@@ -140,17 +160,17 @@ func (c *PoolIntake) checkPoolTx(tx *types.Transaction) (common.Address, error) 
 	return sender, nil
 }
 
-// shanghai is a chain config with every fork up to Shanghai from genesis
-// and none after it: the protocol rules the intake checks a transaction on
-// (no blob or set-code transactions, no Prague calldata floor, no Osaka gas
-// cap).
-func shanghai(chainID *big.Int) *params.ChainConfig {
-	zero := uint64(0)
-	return &params.ChainConfig{
-		ChainID: chainID, HomesteadBlock: common.Big0, EIP150Block: common.Big0, EIP155Block: common.Big0,
-		EIP158Block: common.Big0, ByzantiumBlock: common.Big0, ConstantinopleBlock: common.Big0,
-		PetersburgBlock: common.Big0, IstanbulBlock: common.Big0, MuirGlacierBlock: common.Big0, BerlinBlock: common.Big0,
-		LondonBlock: common.Big0, ArrowGlacierBlock: common.Big0, GrayGlacierBlock: common.Big0,
-		MergeNetsplitBlock: common.Big0, TerminalTotalDifficulty: common.Big0, ShanghaiTime: &zero,
+// nextHead is the header of the block a transaction taken now lands in, as
+// far as the rules tell blocks apart. Its time is now: the chain dates a
+// block by its slot's start, which for a transaction taken now is no
+// earlier, so a fork the chain has activated by time is active here too.
+// Its number is the first after genesis: jam.EVMChainConfig has every fork
+// named by block number at genesis, so every later block is judged alike
+// and the intake need not ask the chain for its head. Difficulty 0 is
+// past the merge.
+func (c *PoolIntake) nextHead() *types.Header {
+	return &types.Header{
+		Number: common.Big1, Difficulty: common.Big0,
+		Time: uint64(max(c.clock.Now().Unix(), 0)), GasLimit: c.BlockGasLimit,
 	}
 }
