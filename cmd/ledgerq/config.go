@@ -93,10 +93,12 @@ func batchAlias(key string) string {
 // builderAlias is the deprecated name of the builder lane's setting key:
 // its flag before all of the lane's flags took the prefix --builder-
 // (--bundle-size, --pool-ttl, --guarantee-timeout, --submit-backoff); the
-// chain's settings and --builder-cores had it already.
+// chain's settings and --builder-cores had it already, and the pool's
+// per-account limits came after it.
 func builderAlias(key string) string {
 	if key == "ledger" || strings.HasPrefix(key, "ledger-") || strings.HasPrefix(key, "sim-") ||
-		key == "evm-rpc-url" || key == "chain-id" || key == "cores" {
+		key == "evm-rpc-url" || key == "chain-id" || key == "cores" ||
+		key == "pool-account-slots" || key == "pool-account-queue" {
 		return ""
 	}
 	return key

@@ -29,7 +29,8 @@ func builderSetup(t *testing.T, senders, perSender int) (bench.BuilderConfig, *l
 
 func TestRunBuilder_TinyRunExecutesEveryTransactionOnceInNonceOrder(t *testing.T) {
 	t.Parallel()
-	cfg, progress := builderSetup(t, 3, 20) // 20 > the pool's 16 per sender: back-pressure
+	cfg, progress := builderSetup(t, 3, 20)
+	cfg.Node.Builder.Pool.Limits.MaxPerSender = 16 // 20 > 16 per sender: back-pressure
 	rep, err := bench.RunBuilder(context.Background(), cfg)
 	require.NoError(t, err)
 	require.EqualValues(t, 60, rep.Accepted)

@@ -144,9 +144,10 @@ var defaults = Config{
 // Defaults returns the lane's defaults: WithDefaults of the zero Config,
 // and the defaults of the settings whose zero means something (a pool
 // with --builder-pool-max-queued 0 holds no queued transaction,
-// --builder-bundle-finality-depth 0 finalizes a bundle at its
-// accumulation, and the simulated chain funds the development accounts
-// unless told not to), which a zero Config leaves at zero.
+// --builder-bundle-finality-depth 0 finalizes a bundle at its accumulation,
+// and the simulated chain funds the development accounts unless told not
+// to), which a zero Config leaves at zero. (--builder-pool-max-per-sender's
+// default is its zero: no cap.)
 func Defaults() Config {
 	d := &defaults
 	c := Config{}.WithDefaults()
@@ -164,7 +165,8 @@ func (c Config) WithDefaults() Config {
 	c.Ledger.Timeout = cmp.Or(c.Ledger.Timeout, d.Ledger.Timeout)
 	c.Pool.ChainID = cmp.Or(c.Pool.ChainID, d.Pool.ChainID)
 	c.Pool.Limits.MaxPending = cmp.Or(c.Pool.Limits.MaxPending, d.Pool.Limits.MaxPending)
-	c.Pool.Limits.MaxPerSender = cmp.Or(c.Pool.Limits.MaxPerSender, d.Pool.Limits.MaxPerSender)
+	c.Pool.Limits.AccountSlots = cmp.Or(c.Pool.Limits.AccountSlots, d.Pool.Limits.AccountSlots)
+	c.Pool.Limits.AccountQueue = cmp.Or(c.Pool.Limits.AccountQueue, d.Pool.Limits.AccountQueue)
 	c.Pool.Limits.TTL = cmp.Or(c.Pool.Limits.TTL, d.Pool.Limits.TTL)
 	c.Pool.MaxTxSize = cmp.Or(c.Pool.MaxTxSize, d.Pool.MaxTxSize)
 	if c.Pool.MinTip == nil {
@@ -206,8 +208,10 @@ func (c *Config) Validate() error {
 		return errors.New("--builder-pool-min-tip must not be negative")
 	case p.MaxTxSize < 1 || p.MaxTxSize > MaxPoolTxSize:
 		return fmt.Errorf("--builder-pool-max-tx-size must be from 1 to %d bytes", MaxPoolTxSize)
-	case p.Limits.MaxPending < 1 || p.Limits.MaxPerSender < 1 || p.Limits.MaxQueued < 0:
-		return errors.New("--builder-pool-max-pending and --builder-pool-max-per-sender must be at least 1, --builder-pool-max-queued at least 0")
+	case p.Limits.MaxPending < 1 || p.Limits.AccountSlots < 1 || p.Limits.AccountQueue < 1:
+		return errors.New("--builder-pool-max-pending, --builder-pool-account-slots and --builder-pool-account-queue must be at least 1")
+	case p.Limits.MaxQueued < 0 || p.Limits.MaxPerSender < 0:
+		return errors.New("--builder-pool-max-queued and --builder-pool-max-per-sender must not be negative (--builder-pool-max-per-sender 0: no cap)")
 	case p.Limits.TTL <= 0:
 		return errors.New("--builder-pool-ttl must be positive")
 	case p.BlockGasLimit < 21000 || p.BlockGasLimit > math.MaxInt64:

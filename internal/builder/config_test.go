@@ -21,7 +21,7 @@ func TestConfig_AZeroConfigTakesTheDefaultsAndIsValid(t *testing.T) {
 	require.Equal(t, builder.Config{
 		Ledger: builder.LedgerConfig{Kind: builder.LedgerJAM, Timeout: 5 * time.Second},
 		Pool: builder.PoolConfig{
-			ChainID: 1337, Limits: store.PoolLimits{MaxPending: 1000, MaxPerSender: 16, TTL: time.Hour},
+			ChainID: 1337, Limits: store.PoolLimits{MaxPending: 5120, AccountSlots: 16, AccountQueue: 64, TTL: time.Hour},
 			MaxTxSize: 32 << 10, MinTip: big.NewInt(1_000_000_000), BlockGasLimit: 30_000_000, RPCBatchLimit: 100,
 		},
 		BundleSize: 100, MaxQueued: 16, Cores: 2, GuaranteeTimeout: 18 * time.Second, MaxVersions: 3,
@@ -29,7 +29,8 @@ func TestConfig_AZeroConfigTakesTheDefaultsAndIsValid(t *testing.T) {
 	}, c)
 	require.Equal(t, 2, c.BundlesPerRound(), "a round cuts one bundle per core")
 	d := builder.Defaults()
-	require.Equal(t, 1000, d.Pool.Limits.MaxQueued)
+	require.Equal(t, 1024, d.Pool.Limits.MaxQueued, "geth's global queue")
+	require.Zero(t, d.Pool.Limits.MaxPerSender, "no cap on a sender's pending and queued together")
 	require.Equal(t, uint64(2), d.FinalityDepth)
 	require.Equal(t, jam.Config{FundDevAccounts: true}, d.Ledger.Sim)
 	require.Zero(t, d.MaxBundles, "Cores, whatever it is set to")
@@ -40,10 +41,12 @@ func TestConfig_WithDefaultsKeepsWhatIsSet(t *testing.T) {
 	t.Parallel()
 	d := builder.Defaults()
 	d.Pool.MinTip, d.Pool.Limits.MaxQueued, d.FinalityDepth = new(big.Int), 0, 0
+	d.Pool.Limits.MaxPerSender = 16
 	d.Cores, d.BundleSize = 5, 7
 	c := d.WithDefaults()
 	require.Zero(t, c.Pool.MinTip.Sign())
 	require.Zero(t, c.Pool.Limits.MaxQueued)
+	require.Equal(t, 16, c.Pool.Limits.MaxPerSender, "the builder-queue document's cap stays expressible")
 	require.Zero(t, c.FinalityDepth)
 	require.Equal(t, 7, c.BundleSize)
 	require.Equal(t, 5, c.BundlesPerRound())
@@ -59,6 +62,9 @@ func TestConfig_ValidateRefusesWhatCannotWork(t *testing.T) {
 		"negative min tip":          func(c *builder.Config) { c.Pool.MinTip = big.NewInt(-1) },
 		"transaction too large":     func(c *builder.Config) { c.Pool.MaxTxSize = builder.MaxPoolTxSize + 1 },
 		"negative max queued":       func(c *builder.Config) { c.Pool.Limits.MaxQueued = -1 },
+		"negative max per sender":   func(c *builder.Config) { c.Pool.Limits.MaxPerSender = -1 },
+		"no account slots":          func(c *builder.Config) { c.Pool.Limits.AccountSlots = 0 },
+		"no account queue":          func(c *builder.Config) { c.Pool.Limits.AccountQueue = 0 },
 		"block gas limit too low":   func(c *builder.Config) { c.Pool.BlockGasLimit = 20999 },
 		"negative max bundles":      func(c *builder.Config) { c.MaxBundles = -1 },
 	} {

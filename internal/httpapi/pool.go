@@ -90,6 +90,11 @@ func (s *Server) poolSubmit(ctx context.Context, raw []byte) (store.PoolAddResul
 	if err != nil {
 		return store.PoolAddResult{}, hash, poolStoreError(err)
 	}
+	if res.Evicted != "" {
+		// The client that sent the evicted transaction learns of it from
+		// ledgerq_txStatus (dropped, reason evicted) and must resend it.
+		s.metrics.Transition("pool", store.PoolDropEvicted, 1)
+	}
 	if (res.Tx.State == store.PoolPending || res.Promoted > 0) && s.onPoolPending != nil {
 		s.onPoolPending()
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
+	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 )
@@ -67,12 +68,13 @@ func setupPoolAPI(t *testing.T, cfg httpapi.Config, mutate ...func(*builder.Conf
 	// Every sender holds 1000 ether unless a test says otherwise.
 	evm.Answer("eth_getBalance", `"0x3635c9adc5dea00000"`)
 	clk := clock.NewFake(t0)
+	m := metrics.New()
 	api := httpapi.New(cfg, httpapi.Deps{
-		Store: db.Store, Clock: clk, Logger: testLogger(t), Pool: &pc, PoolChain: chain, EVM: evm, Version: "v9.9.9-test",
+		Store: db.Store, Clock: clk, Logger: testLogger(t), Pool: &pc, PoolChain: chain, EVM: evm, Version: "v9.9.9-test", Metrics: m,
 	})
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
-	return &poolFixture{apiFixture: &apiFixture{t: t, db: db, url: srv.URL, key: adminKey(t, db.Store)}, chain: chain, evm: evm, clock: clk, cfg: pc}
+	return &poolFixture{apiFixture: &apiFixture{t: t, db: db, url: srv.URL, key: adminKey(t, db.Store), metrics: m}, chain: chain, evm: evm, clock: clk, cfg: pc}
 }
 
 func newKey(t testing.TB) *ecdsa.PrivateKey {
@@ -206,7 +208,7 @@ func TestPoolAPI_PostStoresPendingOrQueuedAndGetAnswersEveryState(t *testing.T) 
 
 func TestPoolAPI_RefusalsAnswerGethsMessagesWithTheirStatus(t *testing.T) {
 	t.Parallel()
-	f := setupPool(t, func(c *builder.Config) { c.Pool.Limits.MaxPending, c.Pool.Limits.MaxPerSender = 2, 3 })
+	f := setupPool(t, func(c *builder.Config) { c.Pool.Limits.MaxPending, c.Pool.Limits.AccountQueue = 2, 2 })
 	key := newKey(t)
 	f.chain.SetNonce(addr(key), 1)
 	for _, tc := range []struct {
@@ -224,7 +226,7 @@ func TestPoolAPI_RefusalsAnswerGethsMessagesWithTheirStatus(t *testing.T) {
 		}), 409, "replacement transaction underpriced"},
 		{"queued 3", dynTx(t, key, 3, 2, 1), 201, ""},
 		{"queued 4", dynTx(t, key, 4, 2, 1), 201, ""},
-		{"the sender's fourth", dynTx(t, key, 5, 2, 1), 429, "account limit exceeded: pooled 3 txs"},
+		{"queued 5, past the sender's queue", dynTx(t, key, 5, 2, 1), 429, "account limit exceeded: pooled 3 txs"},
 	} {
 		resp, _ := f.postTx(tc.tx)
 		require.Equal(t, tc.status, resp.StatusCode, "%s: %s", tc.name, resp.Body)

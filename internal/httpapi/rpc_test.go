@@ -175,3 +175,35 @@ func TestRPC_RefusesWhatTheChainsEVMRefusesWithGethsMessage(t *testing.T) {
 	require.Nil(t, rpcErr, "paying the floor")
 	require.Equal(t, 1, f.poolRows())
 }
+
+// At the sender's queue limit a lower nonce evicts the highest queued one:
+// the evicted transaction is gone from eth_getTransactionByHash, ledgerq_txStatus
+// says dropped with reason evicted, the eviction is counted, and the same
+// bytes sent again are admitted once there is room: what a client must do.
+func TestRPC_AnEvictedTransactionIsNullDroppedEvictedCountedAndMayBeResent(t *testing.T) {
+	t.Parallel()
+	f := setupPool(t, func(c *builder.Config) { c.Pool.Limits.AccountQueue = 2 })
+	ec := f.dial()
+	ctx := t.Context()
+	key := newKey(t)
+	top := dynTx(t, key, 3, 2, 1)
+	require.NoError(t, ec.SendTransaction(ctx, dynTx(t, key, 2, 2, 1)))
+	require.NoError(t, ec.SendTransaction(ctx, top))
+	_, _, err := ec.TransactionByHash(ctx, top.Hash())
+	require.NoError(t, err, "queued: in the pool")
+	require.NoError(t, ec.SendTransaction(ctx, dynTx(t, key, 1, 2, 1)), "a lower nonce makes room")
+
+	_, _, err = ec.TransactionByHash(ctx, top.Hash())
+	require.ErrorIs(t, err, ethereum.NotFound, "an evicted transaction is no longer in the pool")
+	var status map[string]any
+	require.NoError(t, ec.Client().CallContext(ctx, &status, "ledgerq_txStatus", top.Hash()))
+	require.Equal(t, "dropped", status["state"])
+	require.Equal(t, "evicted", status["drop_reason"])
+	require.EqualValues(t, 1, f.metrics.TransitionCount("pool", "evicted"))
+
+	require.NoError(t, ec.SendTransaction(ctx, dynTx(t, key, 0, 2, 1)), "the gap closes: 0..2 pending")
+	require.NoError(t, ec.SendTransaction(ctx, top), "resent, the same bytes")
+	require.NoError(t, ec.Client().CallContext(ctx, &status, "ledgerq_txStatus", top.Hash()))
+	require.Equal(t, "pending", status["state"])
+	require.EqualValues(t, 1, f.metrics.TransitionCount("pool", "evicted"))
+}

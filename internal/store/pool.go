@@ -89,31 +89,64 @@ func poolTxFromRow(r dbsqlc.LedgerqPoolTx) PoolTx {
 	}
 }
 
-// PoolLimits are the pool's limits, all configurable.
+// PoolLimits are the pool's limits, all configurable. They are geth's
+// (core/txpool/legacypool's Config), with geth's defaults, so that a burst
+// geth's pool holds is held here too:
+//
+//   - per account: AccountSlots executable (pending) transactions, which a
+//     sender may pass while the pool's pending transactions are below
+//     MaxPending, and AccountQueue non-executable (queued) ones; at the
+//     queue's limit a lower nonce evicts the sender's highest queued nonce
+//     (as geth truncates an account's queue from the top), a higher one is
+//     refused;
+//   - per chain: MaxPending pending and MaxQueued queued transactions,
+//     across processes;
+//   - MaxPerSender, off by default, caps one sender's pending and queued
+//     transactions together (the builder-queue document's single limit of
+//     16).
+//
+// A pending transaction is never dropped to make room: geth truncates the
+// pending transactions of accounts over their slots when the pool is full,
+// ledgerq refuses the intake instead (txpool is full), so that an answer
+// "accepted" for a transaction that can run is never taken back.
 type PoolLimits struct {
 	// MaxPending and MaxQueued bound the pool's pending and queued
-	// transactions on the chain (default 1000 each), across processes.
-	MaxPending int `flag:"max-pending" help:"builder lane: most pending transactions in the pool (a full pool answers 429 / txpool is full)"`
-	MaxQueued  int `flag:"max-queued" help:"builder lane: most queued (nonce-gapped) transactions in the pool"`
-	// MaxPerSender bounds one sender's pending and queued transactions
-	// (default 16); included ones do not count.
-	MaxPerSender int `flag:"max-per-sender" help:"builder lane: most pending and queued transactions of one sender"`
+	// transactions on the chain (default geth's global slots, 5120, and
+	// global queue, 1024), across processes.
+	MaxPending int `flag:"max-pending" help:"builder lane: most pending (executable) transactions in the pool, geth's global slots (a full pool answers 429 / txpool is full)"`
+	MaxQueued  int `flag:"max-queued" help:"builder lane: most queued (nonce-gapped) transactions in the pool, geth's global queue"`
+	// AccountSlots is geth's account slots (default 16): past them a
+	// sender's pending transactions are admitted while the pool's pending
+	// transactions are below MaxPending. Every pending transaction is
+	// bounded by MaxPending here and none is dropped for room, so the slots
+	// reserve nothing (geth trims senders past their slots when its pool is
+	// full; ledgerq refuses the intake instead).
+	AccountSlots int `flag:"account-slots" help:"builder lane: pending (executable) transactions of one sender within its slots, geth's account slots; a sender past them is admitted while the pool's pending transactions are below --builder-pool-max-pending"`
+	// AccountQueue bounds one sender's queued transactions (default 64): at
+	// the limit a lower nonce evicts the sender's highest queued one, a
+	// higher one is refused.
+	AccountQueue int `flag:"account-queue" help:"builder lane: most queued (nonce-gapped) transactions of one sender, geth's account queue; at the limit a lower nonce evicts the sender's highest queued one (dropped, reason evicted), a higher one is refused"`
+	// MaxPerSender, when above 0, bounds one sender's pending and queued
+	// transactions together (default 0: no such cap); included ones do not
+	// count. At the cap a lower nonce evicts the sender's highest queued
+	// one, as at AccountQueue.
+	MaxPerSender int `flag:"max-per-sender" help:"builder lane: most pending and queued transactions of one sender together (0: no cap beyond --builder-pool-account-queue and the pool's limits; the builder-queue document's cap is 16)"`
 	// TTL: a transaction still pending or queued this long after it was
 	// received is dropped as expired by PoolExpire (default 1 h).
 	TTL time.Duration `flag:"ttl" help:"builder lane: a transaction still pending or queued after this is dropped (reason expired)"`
 }
 
-// DefaultPoolLimits returns the default limits.
+// DefaultPoolLimits returns the default limits: geth's.
 func DefaultPoolLimits() PoolLimits {
-	return PoolLimits{MaxPending: 1000, MaxQueued: 1000, MaxPerSender: 16, TTL: time.Hour}
+	return PoolLimits{MaxPending: 4096 + 1024, MaxQueued: 1024, AccountSlots: 16, AccountQueue: 64, TTL: time.Hour}
 }
 
 // Validate reports a limit that cannot work.
 func (l PoolLimits) Validate() error {
 	switch {
-	case l.MaxPending < 1, l.MaxQueued < 0, l.MaxPerSender < 1:
-		return fmt.Errorf("pool limits: max pending (%d) and max per sender (%d) must be at least 1, max queued (%d) at least 0",
-			l.MaxPending, l.MaxPerSender, l.MaxQueued)
+	case l.MaxPending < 1, l.MaxQueued < 0, l.AccountSlots < 1, l.AccountQueue < 0, l.MaxPerSender < 0:
+		return fmt.Errorf("pool limits: max pending (%d) and account slots (%d) must be at least 1, max queued (%d), account queue (%d) and max per sender (%d) at least 0",
+			l.MaxPending, l.AccountSlots, l.MaxQueued, l.AccountQueue, l.MaxPerSender)
 	case l.TTL <= 0:
 		return fmt.Errorf("pool limits: TTL must be positive, got %s", l.TTL)
 	}
@@ -266,11 +299,13 @@ var errPoolMoved = errors.New("pool transaction changed state during intake")
 //     becomes replaced), else txpool.ErrReplaceUnderpriced;
 //   - the sender's next nonce: pending, and its queued successors without a
 //     gap become pending with it; a higher nonce: queued;
-//   - more than MaxPerSender pending and queued: the sender's highest
-//     queued transaction is dropped (evicted) if its nonce is above the new
-//     one's, so the transaction that fills a gap always finds room; else
-//     *PoolAccountLimitError;
-//     more than MaxPending or MaxQueued on the chain:
+//   - more than AccountQueue queued transactions of the sender (or, when
+//     MaxPerSender is set, more than MaxPerSender pending and queued): the
+//     sender's highest queued transaction is dropped (evicted) if its nonce
+//     is above the new one's, so the transaction that fills a gap always
+//     finds room; else *PoolAccountLimitError. A pending transaction is
+//     never dropped for room;
+//   - more than MaxPending or MaxQueued on the chain:
 //     legacypool.ErrTxPoolOverflow, exact
 //     across processes without a row every intake waits for (see
 //     poolCheckLimits: an admission slot and a bound, an exact count only
@@ -428,7 +463,7 @@ func (r *intakeReads) plan(p PoolAddParams) (poolPlan, error) {
 	}
 	tx := p.Tx
 	in := poolSlot{hash: tx.Hash, nonce: tx.Nonce, feeCap: tx.GasFeeCap, tip: tx.GasTipCap, cost: txCost(tx.Gas, tx.GasFeeCap, tx.Value)}
-	return planPoolAdd(slots, uint64(r.base), in, p.Balance, p.Limits.MaxPerSender)
+	return planPoolAdd(slots, uint64(r.base), in, p.Balance, p.Limits)
 }
 
 // poolAddResult is what an intake that wrote plan answers.
@@ -788,7 +823,7 @@ type poolGrowth struct{ pending, queued int }
 // (slots: pending and queued ones, and included ones from base up), the
 // chain's nonce base, and the new transaction in. It is the whole decision
 // of an intake; the caller writes it.
-func planPoolAdd(slots []poolSlot, base uint64, in poolSlot, balance *big.Int, maxPerSender int) (poolPlan, error) {
+func planPoolAdd(slots []poolSlot, base uint64, in poolSlot, balance *big.Int, limits PoolLimits) (poolPlan, error) {
 	var plan poolPlan
 	byNonce := make(map[uint64]poolSlot, len(slots)+1)
 	var before struct{ pending, queued int }
@@ -832,7 +867,7 @@ func planPoolAdd(slots []poolSlot, base uint64, in poolSlot, balance *big.Int, m
 			return poolPlan{}, txpool.ErrReplaceUnderpriced
 		}
 		plan.replace = old
-	} else if waiting >= maxPerSender {
+	} else if limits.MaxPerSender > 0 && waiting >= limits.MaxPerSender {
 		top, ok := highestQueued(byNonce)
 		if !ok || top.nonce < in.nonce {
 			return poolPlan{}, &PoolAccountLimitError{Pooled: waiting}
@@ -875,6 +910,21 @@ func planPoolAdd(slots []poolSlot, base uint64, in poolSlot, balance *big.Int, m
 				plan.demote = append(plan.demote, sl.hash)
 			}
 		}
+	}
+	if after.queued > before.queued && after.queued > limits.AccountQueue {
+		// The sender's queue grows past its limit: its highest queued
+		// nonce makes room for a lower one, as geth truncates an
+		// account's queue from the top; a nonce above every queued one
+		// is refused (geth would take it and drop it at once). Never a
+		// pending transaction: the new one is queued here, or it closed
+		// a gap and the queue shrank.
+		top, ok := highestQueued(byNonce)
+		if plan.evict.hash != "" || !ok || top.nonce < in.nonce || after.queued-1 > limits.AccountQueue {
+			return poolPlan{}, &PoolAccountLimitError{Pooled: waiting}
+		}
+		plan.evict = top
+		delete(byNonce, top.nonce)
+		after.queued--
 	}
 	slices.Sort(plan.promote)
 	slices.Sort(plan.demote)

@@ -230,9 +230,12 @@ func TestPool_IdenticalBytesAreAlreadyKnownAndAddNoRow(t *testing.T) {
 	require.Equal(t, 3, f.count("true"))
 }
 
-func TestPool_PerSenderLimitRefusesTheSeventeenthAndAllowsReplacements(t *testing.T) {
+// The builder-queue document's single cap of 16 pending and queued per
+// sender stays expressible: MaxPerSender.
+func TestPool_MaxPerSenderSixteenRefusesTheSeventeenthAndAllowsReplacements(t *testing.T) {
 	t.Parallel()
 	f := newPoolFixture(t, testdb.NewTx(t))
+	f.limits.MaxPerSender = 16
 	for n := range uint64(16) {
 		f.mustAdd(testfactory.PoolTx(1, n*2, 10, 10)) // one pending, 15 queued
 	}
@@ -255,9 +258,10 @@ func TestPool_PerSenderLimitRefusesTheSeventeenthAndAllowsReplacements(t *testin
 // the highest queued nonce makes room for it, as geth truncates an
 // account's queue from the top. A transaction further from running than
 // all the queued ones is still refused.
-func TestPool_AtTheAccountLimitTheGapFillerEvictsTheHighestQueuedNonce(t *testing.T) {
+func TestPool_AtMaxPerSenderTheGapFillerEvictsTheHighestQueuedNonce(t *testing.T) {
 	t.Parallel()
 	f := newPoolFixture(t, testdb.NewTx(t))
+	f.limits.MaxPerSender = 16
 	for n := uint64(1); n <= 16; n++ {
 		f.mustAdd(testfactory.PoolTx(1, n, 10, 10))
 	}
@@ -435,7 +439,7 @@ func TestPool_LimitsStayExactUnderConcurrentIntakeFromSeveralProcesses(t *testin
 		t.Cleanup(st.Close)
 		procs[i] = st
 	}
-	limits := store.PoolLimits{MaxPending: 25, MaxQueued: 15, MaxPerSender: 16, TTL: time.Hour}
+	limits := store.PoolLimits{MaxPending: 25, MaxQueued: 15, AccountSlots: 16, AccountQueue: 64, MaxPerSender: 16, TTL: time.Hour}
 	now := testfactory.Start()
 
 	type outcome struct {
@@ -528,7 +532,7 @@ func TestPool_TwoProcessesRacingForTheLastPlaceAdmitExactlyOne(t *testing.T) {
 	db := testdb.New(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	limits := store.PoolLimits{MaxPending: 3, MaxQueued: 10, MaxPerSender: 16, TTL: time.Hour}
+	limits := store.PoolLimits{MaxPending: 3, MaxQueued: 10, AccountSlots: 16, AccountQueue: 64, TTL: time.Hour}
 	now := testfactory.Start()
 	for s := range 2 {
 		_, err := db.Store.PoolAdd(ctx, store.PoolAddParams{Now: now, Tx: testfactory.PoolTx(s, 0, 10, 10), Limits: limits})
