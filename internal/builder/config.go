@@ -152,6 +152,7 @@ func Defaults() Config {
 	d := &defaults
 	c := Config{}.WithDefaults()
 	c.Pool.Limits.MaxQueued = d.Pool.Limits.MaxQueued
+	c.Pool.Limits.AccountSlots = d.Pool.Limits.AccountSlots
 	c.FinalityDepth = d.FinalityDepth
 	c.Ledger.Sim.FundDevAccounts = d.Ledger.Sim.FundDevAccounts
 	return c
@@ -165,7 +166,6 @@ func (c Config) WithDefaults() Config {
 	c.Ledger.Timeout = cmp.Or(c.Ledger.Timeout, d.Ledger.Timeout)
 	c.Pool.ChainID = cmp.Or(c.Pool.ChainID, d.Pool.ChainID)
 	c.Pool.Limits.MaxPending = cmp.Or(c.Pool.Limits.MaxPending, d.Pool.Limits.MaxPending)
-	c.Pool.Limits.AccountSlots = cmp.Or(c.Pool.Limits.AccountSlots, d.Pool.Limits.AccountSlots)
 	c.Pool.Limits.AccountQueue = cmp.Or(c.Pool.Limits.AccountQueue, d.Pool.Limits.AccountQueue)
 	c.Pool.Limits.TTL = cmp.Or(c.Pool.Limits.TTL, d.Pool.Limits.TTL)
 	c.Pool.MaxTxSize = cmp.Or(c.Pool.MaxTxSize, d.Pool.MaxTxSize)
@@ -208,10 +208,10 @@ func (c *Config) Validate() error {
 		return errors.New("--builder-pool-min-tip must not be negative")
 	case p.MaxTxSize < 1 || p.MaxTxSize > MaxPoolTxSize:
 		return fmt.Errorf("--builder-pool-max-tx-size must be from 1 to %d bytes", MaxPoolTxSize)
-	case p.Limits.MaxPending < 1 || p.Limits.AccountSlots < 1 || p.Limits.AccountQueue < 1:
-		return errors.New("--builder-pool-max-pending, --builder-pool-account-slots and --builder-pool-account-queue must be at least 1")
-	case p.Limits.MaxQueued < 0 || p.Limits.MaxPerSender < 0:
-		return errors.New("--builder-pool-max-queued and --builder-pool-max-per-sender must not be negative (--builder-pool-max-per-sender 0: no cap)")
+	case p.Limits.MaxPending < 1 || p.Limits.AccountQueue < 1:
+		return errors.New("--builder-pool-max-pending and --builder-pool-account-queue must be at least 1")
+	case p.Limits.MaxQueued < 0 || p.Limits.MaxPerSender < 0 || p.Limits.AccountSlots < 0:
+		return errors.New("--builder-pool-max-queued, --builder-pool-max-per-sender and --builder-pool-account-slots must not be negative (--builder-pool-max-per-sender 0: no cap; --builder-pool-account-slots 0: none, --builder-pool-max-pending bounds every sender)")
 	case p.Limits.TTL <= 0:
 		return errors.New("--builder-pool-ttl must be positive")
 	case p.BlockGasLimit < 21000 || p.BlockGasLimit > math.MaxInt64:

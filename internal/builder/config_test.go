@@ -21,7 +21,7 @@ func TestConfig_AZeroConfigTakesTheDefaultsAndIsValid(t *testing.T) {
 	require.Equal(t, builder.Config{
 		Ledger: builder.LedgerConfig{Kind: builder.LedgerJAM, Timeout: 5 * time.Second},
 		Pool: builder.PoolConfig{
-			ChainID: 1337, Limits: store.PoolLimits{MaxPending: 5120, AccountSlots: 16, AccountQueue: 64, TTL: time.Hour},
+			ChainID: 1337, Limits: store.PoolLimits{MaxPending: 5120, AccountQueue: 64, TTL: time.Hour},
 			MaxTxSize: 32 << 10, MinTip: big.NewInt(1_000_000_000), BlockGasLimit: 30_000_000, RPCBatchLimit: 100,
 		},
 		BundleSize: 100, MaxQueued: 16, Cores: 2, GuaranteeTimeout: 18 * time.Second, MaxVersions: 3,
@@ -63,7 +63,7 @@ func TestConfig_ValidateRefusesWhatCannotWork(t *testing.T) {
 		"transaction too large":     func(c *builder.Config) { c.Pool.MaxTxSize = builder.MaxPoolTxSize + 1 },
 		"negative max queued":       func(c *builder.Config) { c.Pool.Limits.MaxQueued = -1 },
 		"negative max per sender":   func(c *builder.Config) { c.Pool.Limits.MaxPerSender = -1 },
-		"no account slots":          func(c *builder.Config) { c.Pool.Limits.AccountSlots = 0 },
+		"negative account slots":    func(c *builder.Config) { c.Pool.Limits.AccountSlots = -1 },
 		"no account queue":          func(c *builder.Config) { c.Pool.Limits.AccountQueue = 0 },
 		"block gas limit too low":   func(c *builder.Config) { c.Pool.BlockGasLimit = 20999 },
 		"negative max bundles":      func(c *builder.Config) { c.MaxBundles = -1 },

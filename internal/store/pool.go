@@ -93,9 +93,10 @@ func poolTxFromRow(r dbsqlc.LedgerqPoolTx) PoolTx {
 // (core/txpool/legacypool's Config), with geth's defaults, so that a burst
 // geth's pool holds is held here too:
 //
-//   - per account: AccountSlots executable (pending) transactions, which a
-//     sender may pass while the pool's pending transactions are below
-//     MaxPending, and AccountQueue non-executable (queued) ones; at the
+//   - per account: AccountSlots executable (pending) transactions, admitted
+//     even when the pool is full, which a sender may pass while the pool's
+//     pending transactions are below MaxPending, and AccountQueue
+//     non-executable (queued) ones; at the
 //     queue's limit a lower nonce evicts the sender's highest queued nonce
 //     (as geth truncates an account's queue from the top), a higher one is
 //     refused;
@@ -115,13 +116,15 @@ type PoolLimits struct {
 	// global queue, 1024), across processes.
 	MaxPending int `flag:"max-pending" help:"builder lane: most pending (executable) transactions in the pool, geth's global slots (a full pool answers 429 / txpool is full)"`
 	MaxQueued  int `flag:"max-queued" help:"builder lane: most queued (nonce-gapped) transactions in the pool, geth's global queue"`
-	// AccountSlots is geth's account slots (default 16): past them a
-	// sender's pending transactions are admitted while the pool's pending
-	// transactions are below MaxPending. Every pending transaction is
-	// bounded by MaxPending here and none is dropped for room, so the slots
-	// reserve nothing (geth trims senders past their slots when its pool is
-	// full; ledgerq refuses the intake instead).
-	AccountSlots int `flag:"account-slots" help:"builder lane: pending (executable) transactions of one sender within its slots, geth's account slots; a sender past them is admitted while the pool's pending transactions are below --builder-pool-max-pending"`
+	// AccountSlots is geth's account slots (default 16): a sender's pending
+	// transactions within them are admitted whatever the pool holds; past
+	// them, while the pool's pending transactions are below MaxPending.
+	// geth trims the senders past their slots when its pool is full;
+	// ledgerq refuses their intake instead, so MaxPending bounds the
+	// pending transactions past the slots, and one sender's burst never
+	// shuts the others out. 0: none, MaxPending bounds every sender's
+	// pending transactions.
+	AccountSlots int `flag:"account-slots" help:"builder lane: pending (executable) transactions of one sender admitted even when the pool holds --builder-pool-max-pending, geth's account slots; past them a sender is admitted while the pool has room"`
 	// AccountQueue bounds one sender's queued transactions (default 64): at
 	// the limit a lower nonce evicts the sender's highest queued one, a
 	// higher one is refused.
@@ -144,8 +147,8 @@ func DefaultPoolLimits() PoolLimits {
 // Validate reports a limit that cannot work.
 func (l PoolLimits) Validate() error {
 	switch {
-	case l.MaxPending < 1, l.MaxQueued < 0, l.AccountSlots < 1, l.AccountQueue < 0, l.MaxPerSender < 0:
-		return fmt.Errorf("pool limits: max pending (%d) and account slots (%d) must be at least 1, max queued (%d), account queue (%d) and max per sender (%d) at least 0",
+	case l.MaxPending < 1, l.MaxQueued < 0, l.AccountSlots < 0, l.AccountQueue < 0, l.MaxPerSender < 0:
+		return fmt.Errorf("pool limits: max pending (%d) must be at least 1, account slots (%d), max queued (%d), account queue (%d) and max per sender (%d) at least 0",
 			l.MaxPending, l.AccountSlots, l.MaxQueued, l.AccountQueue, l.MaxPerSender)
 	case l.TTL <= 0:
 		return fmt.Errorf("pool limits: TTL must be positive, got %s", l.TTL)
@@ -531,7 +534,7 @@ func poolAddPipelined(ctx context.Context, dbtx pgx.Tx, q *dbsqlc.Queries, p Poo
 		if !counted {
 			return errPoolCount
 		}
-		return admitOnBound(bound, p.Limits, plan.growth, 1)
+		return admitOnBound(bound, plan.limits(p.Limits), plan.growth, 1)
 	}
 	// Every slot held, or the exact count: as the stepwise intake does.
 	return poolCheckLimits(ctx, q, tx.ChainID, p, plan, exact)
@@ -676,9 +679,9 @@ var errPoolCount = errors.New("pool admission needs an exact count")
 // in the transaction that changes it (PoolChainAdjust). Cuts lower it, so
 // an exact count is only needed near the limits.
 func poolCheckLimits(ctx context.Context, q *dbsqlc.Queries, chainID int64, p PoolAddParams, plan poolPlan, exact bool) error {
-	grow := plan.growth
+	grow, limits := plan.growth, plan.limits(p.Limits)
 	if !exact && grow.pending <= 1 && grow.queued <= 1 {
-		return poolAdmitOnBound(ctx, q, chainID, p.Limits, grow)
+		return poolAdmitOnBound(ctx, q, chainID, limits, grow)
 	}
 	if !exact {
 		return errPoolCount
@@ -702,8 +705,8 @@ func poolCheckLimits(ctx context.Context, q *dbsqlc.Queries, chainID int64, p Po
 	if err != nil {
 		return fmt.Errorf("counting the pool of chain %d: %w", chainID, err)
 	}
-	if (grow.pending > 0 && counts.Pending > int64(p.Limits.MaxPending)) ||
-		(grow.queued > 0 && counts.Queued > int64(p.Limits.MaxQueued)) {
+	if (grow.pending > 0 && counts.Pending > int64(limits.MaxPending)) ||
+		(grow.queued > 0 && counts.Queued > int64(limits.MaxQueued)) {
 		return legacypool.ErrTxPoolOverflow
 	}
 	if err := q.PoolChainRebase(ctx, dbsqlc.PoolChainRebaseParams{ChainID: chainID, Pending: counts.Pending, Queued: counts.Queued}); err != nil {
@@ -807,6 +810,20 @@ type poolPlan struct {
 	// shrinks).
 	grows  struct{ pending, queued bool }
 	growth poolGrowth
+	// pending is the sender's pending transactions with the new one.
+	pending int
+}
+
+// limits are the chain's limits this intake is held to: a sender that stays
+// within its account slots is not held to MaxPending, as geth's global
+// limit trims only the accounts past their slots, so that one sender's
+// burst never shuts the others out of the pool. The pool's pending
+// transactions are then bounded by MaxPending plus AccountSlots per sender.
+func (p poolPlan) limits(l PoolLimits) PoolLimits {
+	if l.AccountSlots > 0 && p.pending <= l.AccountSlots {
+		l.MaxPending = math.MaxInt32
+	}
+	return l
 }
 
 // addsOnly reports whether the plan only adds the new transaction: nothing
@@ -931,6 +948,7 @@ func planPoolAdd(slots []poolSlot, base uint64, in poolSlot, balance *big.Int, l
 	plan.grows.pending = after.pending > before.pending
 	plan.grows.queued = after.queued > before.queued
 	plan.growth = poolGrowth{pending: after.pending - before.pending, queued: after.queued - before.queued}
+	plan.pending = after.pending
 	return plan, nil
 }
 

@@ -133,7 +133,12 @@ func TestPoolLimits_EvictionNeverDropsAPendingTransaction(t *testing.T) {
 	require.Zero(t, f.count("state = 'dropped'"))
 }
 
-func TestPoolLimits_PendingPastTheAccountSlotsIsAdmittedWhileThePoolHasRoom(t *testing.T) {
+// A sender past its account slots is admitted while the pool's pending
+// transactions are below the global limit; a sender within its slots is
+// admitted even when they are not, as geth's global limit trims only the
+// accounts past their slots, so that one busy sender cannot shut every other
+// out of the pool.
+func TestPoolLimits_PendingPastTheAccountSlotsIsAdmittedWhileThePoolHasRoomAndWithinThemAlways(t *testing.T) {
 	t.Parallel()
 	f := newPoolFixture(t, testdb.NewTx(t))
 	f.limits.MaxPending = 20
@@ -143,7 +148,14 @@ func TestPoolLimits_PendingPastTheAccountSlotsIsAdmittedWhileThePoolHasRoom(t *t
 	_, err := f.add(testfactory.PoolTx(1, 20, 10, 10))
 	require.EqualError(t, err, "txpool is full")
 	require.ErrorIs(t, err, legacypool.ErrTxPoolOverflow)
-	_, err = f.add(testfactory.PoolTx(2, 0, 10, 10))
-	require.ErrorIs(t, err, legacypool.ErrTxPoolOverflow, "the global limit holds for every sender")
+	for n := range uint64(16) {
+		require.Equal(t, store.PoolPending, f.mustAdd(testfactory.PoolTx(2, n, 10, 10)).Tx.State, "nonce %d: within the sender's 16 slots", n)
+	}
+	_, err = f.add(testfactory.PoolTx(2, 16, 10, 10))
+	require.ErrorIs(t, err, legacypool.ErrTxPoolOverflow, "past its slots, the global limit holds")
+	require.Equal(t, store.PoolQueued, f.mustAdd(testfactory.PoolTx(3, 1, 10, 10)).Tx.State, "a queued one is under the queue's limits, not the pending ones")
+	_, err = f.add(testfactory.PoolTx(1, 20, 10, 10))
+	require.ErrorIs(t, err, legacypool.ErrTxPoolOverflow, "the sender past its slots still waits for room")
 	require.Equal(t, pendingRun(20), f.states(1), "no pending transaction made room")
+	require.Equal(t, pendingRun(16), f.states(2))
 }

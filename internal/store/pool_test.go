@@ -328,6 +328,7 @@ func TestPool_GlobalLimitsRefuseAFullPoolAndStoreNothing(t *testing.T) {
 	t.Parallel()
 	f := newPoolFixture(t, testdb.NewTx(t))
 	f.limits.MaxPending, f.limits.MaxQueued = 3, 2
+	f.limits.AccountSlots = 0 // MaxPending bounds every sender
 	for s := range 3 {
 		f.mustAdd(testfactory.PoolTx(s, 0, 10, 10))
 	}
@@ -439,7 +440,8 @@ func TestPool_LimitsStayExactUnderConcurrentIntakeFromSeveralProcesses(t *testin
 		t.Cleanup(st.Close)
 		procs[i] = st
 	}
-	limits := store.PoolLimits{MaxPending: 25, MaxQueued: 15, AccountSlots: 16, AccountQueue: 64, MaxPerSender: 16, TTL: time.Hour}
+	// No account slots: MaxPending bounds every sender, exactly.
+	limits := store.PoolLimits{MaxPending: 25, MaxQueued: 15, AccountQueue: 64, MaxPerSender: 16, TTL: time.Hour}
 	now := testfactory.Start()
 
 	type outcome struct {
@@ -532,7 +534,7 @@ func TestPool_TwoProcessesRacingForTheLastPlaceAdmitExactlyOne(t *testing.T) {
 	db := testdb.New(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	limits := store.PoolLimits{MaxPending: 3, MaxQueued: 10, AccountSlots: 16, AccountQueue: 64, TTL: time.Hour}
+	limits := store.PoolLimits{MaxPending: 3, MaxQueued: 10, AccountQueue: 64, TTL: time.Hour} // no account slots: MaxPending bounds every sender
 	now := testfactory.Start()
 	for s := range 2 {
 		_, err := db.Store.PoolAdd(ctx, store.PoolAddParams{Now: now, Tx: testfactory.PoolTx(s, 0, 10, 10), Limits: limits})
@@ -665,6 +667,7 @@ func TestPool_AdmissionCountsOnlyNearTheLimitsAndItsBoundFollowsThePool(t *testi
 	st := testdb.NewTx(t)
 	f := newPoolFixture(t, st)
 	f.limits.MaxPending, f.limits.MaxQueued = 20, 20
+	f.limits.AccountSlots = 0 // MaxPending bounds every sender
 	f.mustAdd(testfactory.PoolTx(0, 0, 10, 10))
 	pending, queued, growth, known := f.bound()
 	require.True(t, known, "the first intake counted")
