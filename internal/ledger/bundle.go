@@ -145,6 +145,27 @@ type JAMBlock struct {
 	// Accumulations (E_A) are the work packages accumulated in this block:
 	// their EVM block was executed.
 	Accumulations []Hash
+	// Skipped are the transactions of the packages accumulated in this
+	// block that the chain's EVM refused and left out of their EVM block;
+	// none when it executed them all (and from a chain that does not say).
+	Skipped []SkippedTx
+}
+
+// SkippedTx is a transaction of an accumulated work package that the chain
+// left out of its EVM block: it was never executed and never will be from
+// that block.
+type SkippedTx struct {
+	// Package is the work package (one of the block's Accumulations).
+	Package Hash
+	// Tx is the transaction's hash.
+	Tx Hash
+	// Reason is the chain's reason, geth's error text (for example
+	// "insufficient funds for gas * price + value: …").
+	Reason string
+	// NonceGap says the transaction's nonce was above its sender's next
+	// (geth's core.ErrNonceTooHigh): it is valid and may run once the
+	// nonces below it have.
+	NonceGap bool
 }
 
 // BundleLedger is what the builder lane needs from a JAM chain.

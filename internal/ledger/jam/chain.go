@@ -191,6 +191,9 @@ type block struct {
 	hash          ledger.Hash
 	guarantees    []ledger.Hash
 	accumulations []ledger.Hash
+	// skipped are the transactions the EVM left out of the blocks of the
+	// accumulated packages.
+	skipped []ledger.SkippedTx
 }
 
 // Chain is the simulated JAM chain. It is safe for concurrent use.
@@ -450,6 +453,7 @@ func (c *Chain) Blocks(ctx context.Context, after uint64, limit int) ([]ledger.J
 			Slot: b.slot, Hash: b.hash,
 			Guarantees:    append([]ledger.Hash(nil), b.guarantees...),
 			Accumulations: append([]ledger.Hash(nil), b.accumulations...),
+			Skipped:       append([]ledger.SkippedTx(nil), b.skipped...),
 		})
 	}
 	return out, nil
@@ -713,13 +717,18 @@ func (c *Chain) offerLocked(p *pkg, s uint64) {
 // execute.
 func (c *Chain) executeLocked(p *pkg, s uint64) {
 	start := c.cfg.Genesis.Add(time.Duration(s) * c.cfg.SlotLength).Unix()
-	if _, err := c.executeEVM(p, s, uint64(max(0, start)), c.journal); err != nil {
+	ex, err := c.executeEVM(p, s, uint64(max(0, start)), c.journal)
+	if err != nil {
 		c.halted = err
 		c.held[p.wp.Number] = append(c.held[p.wp.Number], p)
 		return
 	}
 	last := &c.blocks[len(c.blocks)-1]
 	last.accumulations = append(last.accumulations, p.hash)
+	for _, sk := range ex.Skipped {
+		h, _ := ledger.ParseHash(sk.Hash)
+		last.skipped = append(last.skipped, ledger.SkippedTx{Package: p.hash, Tx: h, Reason: sk.Reason, NonceGap: sk.NonceGap})
+	}
 }
 
 // executeEVM builds p's EVM block, appends it to j (when not nil), makes it

@@ -506,3 +506,55 @@ func TestChain_TransactionTheEVMRefusesIsSkippedWithGethsReason(t *testing.T) {
 		t.Fatalf("stats = %+v", s)
 	}
 }
+
+// The JAM block that accumulates a package names the transactions the EVM
+// left out of it, with geth's reason, and says which were nonce gaps
+// (geth's core.ErrNonceTooHigh): the builder lane reads them there. Over
+// HTTP they arrive the same.
+func TestChain_TheBlockThatAccumulatesAPackageListsTheTransactionsItSkipped(t *testing.T) {
+	t.Parallel()
+	b := setup(t, jam.Config{})
+	c := serve(t, b)
+	b.advance(2)
+	poor, _ := crypto.ToECDSA(common.LeftPadBytes([]byte{0x45}, 32))
+	unfunded := signTx(t, poor, 0)
+	gap := signTx(t, other, 1) // other's nonce 0 never came
+	wp := pkg(t, b.chain, 1, ledger.Hash{}, 1, unfunded, b.tx(t), gap)
+	_, h := hashes(t, wp)
+	submit(t, b.chain, wp)
+	b.advance(2)
+	var got *ledger.JAMBlock
+	blocks, err := b.chain.Blocks(ctx, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range blocks {
+		if len(blocks[i].Accumulations) > 0 {
+			got = &blocks[i]
+		}
+	}
+	if got == nil {
+		t.Fatal("no block accumulated the package")
+	}
+	if len(got.Skipped) != 2 {
+		t.Fatalf("skipped = %+v; want the unfunded one and the gapped one", got.Skipped)
+	}
+	want := []ledger.SkippedTx{
+		{Package: h, Tx: ledger.TxHashOf(unfunded), Reason: got.Skipped[0].Reason},
+		{Package: h, Tx: ledger.TxHashOf(gap), Reason: got.Skipped[1].Reason, NonceGap: true},
+	}
+	if got.Skipped[0] != want[0] || got.Skipped[1] != want[1] ||
+		!strings.HasPrefix(got.Skipped[0].Reason, "insufficient funds for gas * price + value") ||
+		!strings.HasPrefix(got.Skipped[1].Reason, "nonce too high") {
+		t.Fatalf("skipped = %+v; want the unfunded one and the gapped one (a nonce gap)", got.Skipped)
+	}
+	for _, o := range blocks {
+		if o.Slot != got.Slot && len(o.Skipped) > 0 {
+			t.Fatalf("block %d lists skipped transactions of a package it did not accumulate: %+v", o.Slot, o.Skipped)
+		}
+	}
+	over := blockAt(t, c, got.Slot)
+	if len(over.Skipped) != 2 || over.Skipped[0] != got.Skipped[0] || over.Skipped[1] != got.Skipped[1] {
+		t.Fatalf("skipped over HTTP = %+v, want %+v", over.Skipped, got.Skipped)
+	}
+}

@@ -84,6 +84,16 @@ func (c *Client) Blocks(ctx context.Context, after uint64, limit int) ([]ledger.
 				out[i].Accumulations, err = parseHashes(b.Accumulations)
 			}
 		}
+		for _, sk := range b.Skipped {
+			if err != nil {
+				break
+			}
+			s := ledger.SkippedTx{Reason: sk.Reason, NonceGap: sk.NonceGap}
+			if s.Package, err = parseHash(sk.PackageHash); err == nil {
+				s.Tx, err = parseHash(sk.TxHash)
+			}
+			out[i].Skipped = append(out[i].Skipped, s)
+		}
 		if err != nil {
 			return nil, ledger.NewError(ledger.Transient, "GET /blocks: bad hash", err)
 		}

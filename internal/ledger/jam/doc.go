@@ -62,7 +62,11 @@
 //     Skipped with geth's reason. There is no transaction pool: a skipped
 //     transaction is never executed later unless a later package carries
 //     it again. Skipped ones whose nonce was not their sender's next count
-//     as nonce gaps.
+//     as nonce gaps. The JAM block that accumulates the package lists
+//     them too (ledger.JAMBlock.Skipped, GET /blocks' "skipped"), each with
+//     its reason and whether its nonce was above its sender's next
+//     (NonceGap: geth's core.ErrNonceTooHigh), so that the builder lane
+//     never reports one as executed.
 //   - NonceAt is the sender's nonce in the state after the last executed
 //     block.
 //   - With Config.Journal every executed package (number, hash, parent,
@@ -129,7 +133,10 @@
 //	                        503 {"reason":…,"message":…}: not taken (Transient)
 //	                        lost response: taken, then the connection is cut
 //	GET  /blocks?after=s&limit=n   [{"slot":s,"hash":"0x…","guarantees":["0x…"],"accumulations":["0x…"]}, …]
-//	                        blocks with slot > after, oldest first; limit 1..MaxBlocksPage
+//	                        blocks with slot > after, oldest first; limit 1..MaxBlocksPage;
+//	                        a block whose accumulated packages had transactions left out also
+//	                        has "skipped":[{"package_hash":"0x…","tx_hash":"0x…","reason":…,"nonce_gap":true}, …]
+//	                        (absent: none)
 //	                        (absent, 0 or larger: MaxBlocksPage)
 //	GET  /nonce?address=0x… {"address":"0x…","nonce":n}   (NonceAt)
 //	GET  /debug/log         {"executions":[Execution…],"refusals":[Execution…]}

@@ -52,6 +52,10 @@ type SkippedTx struct {
 	// Reason is geth's error, for example "insufficient funds for gas *
 	// price + value: address 0x… have 0 want 21000000000000".
 	Reason string `json:"reason"`
+	// NonceGap says the nonce was above the sender's next (geth's
+	// core.ErrNonceTooHigh): the transaction may run once the nonces below
+	// it have.
+	NonceGap bool `json:"nonce_gap,omitempty"`
 }
 
 // evmChain is the builder service's EVM: a go-ethereum core.BlockChain on an
@@ -220,7 +224,7 @@ func (e *evmChain) build(bundle ledger.Hash, blockTime uint64, raws [][]byte, de
 		if err != nil {
 			statedb.RevertToSnapshot(snap)
 			gp.Set(gpSnap)
-			skipped = append(skipped, SkippedTx{Hash: tx.Hash().Hex(), Reason: err.Error()})
+			skipped = append(skipped, SkippedTx{Hash: tx.Hash().Hex(), Reason: err.Error(), NonceGap: errors.Is(err, core.ErrNonceTooHigh)})
 			if errors.Is(err, core.ErrNonceTooHigh) || errors.Is(err, core.ErrNonceTooLow) {
 				nonceGaps++
 			}

@@ -205,3 +205,18 @@ func TestClient_NonceAtIsTheSendersNonceAfterExecutedBlocks(t *testing.T) {
 		t.Fatalf("NonceAt after the block executed = %d, %v; want 2", n, err)
 	}
 }
+
+// A server from before blocks listed their skipped transactions sends no
+// "skipped": the client reads it as none.
+func TestClient_ABlockWithoutSkippedHasNone(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`[{"slot":3,"hash":"0x` + strings.Repeat("ab", 32) + `","guarantees":[],"accumulations":["0x` + strings.Repeat("cd", 32) + `"]}]`))
+	}))
+	t.Cleanup(srv.Close)
+	blocks, err := jam.NewClient(srv.URL, srv.Client()).Blocks(ctx, 2, 10)
+	if err != nil || len(blocks) != 1 || len(blocks[0].Accumulations) != 1 || blocks[0].Skipped != nil {
+		t.Fatalf("Blocks = %+v, %v; want one block with one accumulation and nothing skipped", blocks, err)
+	}
+}

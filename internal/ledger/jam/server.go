@@ -70,6 +70,17 @@ type BlockJSON struct {
 	Hash          string   `json:"hash"`
 	Guarantees    []string `json:"guarantees"`
 	Accumulations []string `json:"accumulations"`
+	// Skipped are the transactions of the accumulated packages the EVM
+	// left out; absent (a server before it was added, or none) is none.
+	Skipped []SkippedJSON `json:"skipped,omitempty"`
+}
+
+// SkippedJSON is one transaction of BlockJSON.Skipped (ledger.SkippedTx).
+type SkippedJSON struct {
+	PackageHash string `json:"package_hash"`
+	TxHash      string `json:"tx_hash"`
+	Reason      string `json:"reason"`
+	NonceGap    bool   `json:"nonce_gap,omitempty"`
 }
 
 // LogJSON is GET /debug/log's answer.
@@ -217,6 +228,11 @@ func (s *server) blocks(w http.ResponseWriter, r *http.Request) {
 	out := make([]BlockJSON, len(blocks))
 	for i, b := range blocks {
 		out[i] = BlockJSON{Slot: b.Slot, Hash: b.Hash.Hex(), Guarantees: hexes(b.Guarantees), Accumulations: hexes(b.Accumulations)}
+		for _, sk := range b.Skipped {
+			out[i].Skipped = append(out[i].Skipped, SkippedJSON{
+				PackageHash: sk.Package.Hex(), TxHash: sk.Tx.Hex(), Reason: sk.Reason, NonceGap: sk.NonceGap,
+			})
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

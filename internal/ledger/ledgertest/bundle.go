@@ -45,7 +45,9 @@ func (l *BundleLedger) SetError(err error) {
 	l.err = err
 }
 
-// AddBlock adds b as the chain's newest block and returns it. A zero Slot
+// AddBlock adds b as the chain's newest block and returns it; b.Skipped
+// declares the transactions the chain left out of the packages b
+// accumulates. A zero Slot
 // is the slot after the newest block's (1 for the first block), a zero Hash
 // one of the slot's own (BlockHash). It panics when b's slot is not after
 // the newest block's: a chain's blocks are in slot order.
@@ -67,6 +69,7 @@ func (l *BundleLedger) AddBlock(b ledger.JAMBlock) ledger.JAMBlock {
 	}
 	b.Guarantees = slices.Clone(b.Guarantees)
 	b.Accumulations = slices.Clone(b.Accumulations)
+	b.Skipped = slices.Clone(b.Skipped)
 	l.blocks = append(l.blocks, b)
 	return b
 }
@@ -156,6 +159,7 @@ func (l *BundleLedger) Blocks(ctx context.Context, after uint64, limit int) ([]l
 		}
 		if b.Slot > after {
 			b.Guarantees, b.Accumulations = slices.Clone(b.Guarantees), slices.Clone(b.Accumulations)
+			b.Skipped = slices.Clone(b.Skipped)
 			out = append(out, b)
 		}
 	}
