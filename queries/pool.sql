@@ -59,7 +59,7 @@ ON CONFLICT (chain_id, tx_hash) DO NOTHING;
 -- Intake: the same bytes sent again after they were replaced or dropped are
 -- admitted again by the same rules, as the same row (the hash is its key).
 UPDATE ledgerq.pool_txs
-SET state = @state, replaced_by = NULL, drop_reason = NULL,
+SET state = @state, replaced_by = NULL, drop_reason = NULL, chain_reason = NULL,
     received_at = @now::timestamptz, expires_at = @expires_at::timestamptz, updated_at = @now::timestamptz
 WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('replaced', 'dropped');
 
@@ -256,3 +256,16 @@ SELECT * FROM ledgerq.pool_txs
 WHERE sender = @sender AND (nonce, tx_hash) > (@after_nonce::bigint, @after_hash::text)
 ORDER BY nonce, tx_hash
 LIMIT @max;
+
+-- name: PoolTxUnbundleSkipped :one
+-- Block application, under the sender's lock: a transaction of bundle
+-- @bundle_id that the chain left out of the bundle's EVM block leaves the
+-- bundle: queued again (a nonce gap: it may run once the nonces below it
+-- have), pending (its gap is already filled) or dropped (skipped, with the
+-- chain's reason). Conditional on it still being included in that bundle:
+-- no row when it is not (a block applied twice, another bundle's).
+UPDATE ledgerq.pool_txs
+SET state = @state, drop_reason = sqlc.narg(drop_reason), chain_reason = sqlc.narg(chain_reason),
+    bundle_id = NULL, bundle_pos = NULL, bundle_block = NULL, updated_at = @now::timestamptz
+WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND bundle_id = @bundle_id AND state = 'included'
+RETURNING sender, nonce;

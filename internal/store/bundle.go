@@ -16,7 +16,9 @@ package store
 //     LOCKED), then its version row.
 //   - BundleSubmitResult, BundleRequeue: the bundle's core, then the bundle.
 //   - BundleApplyBlocks: the chain row, then per package the bundle's core,
-//     then the bundle, then its version row.
+//     then the bundle, then its version row; then, for the transactions the
+//     chain skipped, their senders' pool_senders rows in sender order, then
+//     those pool_txs (pool_skipped.go).
 //   - BundleRetryTimedOut's drop: the chain row, then the cores of every
 //     bundle it drops (in core order), then the bundles, then their pool_txs.
 //
@@ -535,6 +537,13 @@ type BundleApplied struct {
 	// them; none changes anything.
 	IgnoredGuarantees, UnknownGuarantees       int
 	IgnoredAccumulations, UnknownAccumulations int
+	// SkippedDropped and SkippedRequeued count pool transactions the chain
+	// left out of their bundle's block: dropped (PoolDropSkipped), or back
+	// in the pool for a nonce gap (queued, or pending when the gap is
+	// filled) (pool_skipped.go); SkippedTxs lists them. UnknownSkipped
+	// name no transaction of a bundle of the chain's.
+	SkippedDropped, SkippedRequeued, UnknownSkipped int
+	SkippedTxs                                      []SkippedPoolTx
 }
 
 // BundleApplyBlocks applies JAM blocks, oldest first, each in its own
@@ -545,6 +554,8 @@ type BundleApplied struct {
 // a guarantee of any version of a queued or submitted bundle with no
 // guarantee yet makes it guaranteed and frees its core (the first guarantee
 // wins); then an accumulation of a guaranteed bundle makes it accumulated;
+// then the transactions the chain left out of the accumulated bundles'
+// blocks leave them (pool_skipped.go: dropped, or queued for a nonce gap);
 // then accumulated bundles finalityDepth slots old are finalized; then the
 // processed slot becomes the block's.
 func (s *Store) BundleApplyBlocks(ctx context.Context, chainID int64, blocks []ledger.JAMBlock, finalityDepth uint64, now time.Time) (BundleApplied, error) {
@@ -591,6 +602,10 @@ func (s *Store) BundleApplyBlocks(ctx context.Context, chainID int64, blocks []l
 					got.IgnoredAccumulations++
 				}
 			}
+			promoted, err := applySkipped(ctx, q, chainID, blk.Skipped, now, &got)
+			if err != nil {
+				return err
+			}
 			maxSlot := slot - int64(min(finalityDepth, math.MaxInt64))
 			if finalityDepth > uint64(slot) {
 				maxSlot = -1
@@ -606,7 +621,8 @@ func (s *Store) BundleApplyBlocks(ctx context.Context, chainID int64, blocks []l
 			got.Blocks = 1
 			// A freed core may take the next bundle: the submitters hear of
 			// it at the commit, once for the block.
-			return wakeAll(ctx, q, wakeIf{freed, notify.BundleSubmitter})
+			// So does a skipped transaction back to pending: the queuers.
+			return wakeAll(ctx, q, wakeIf{freed, notify.BundleSubmitter}, wakeIf{promoted, notify.BundleQueuer})
 		})
 		if err != nil {
 			return total, fmt.Errorf("applying block of slot %d: %w", blk.Slot, err)
@@ -620,6 +636,10 @@ func (s *Store) BundleApplyBlocks(ctx context.Context, chainID int64, blocks []l
 		total.UnknownGuarantees += got.UnknownGuarantees
 		total.IgnoredAccumulations += got.IgnoredAccumulations
 		total.UnknownAccumulations += got.UnknownAccumulations
+		total.SkippedDropped += got.SkippedDropped
+		total.SkippedRequeued += got.SkippedRequeued
+		total.UnknownSkipped += got.UnknownSkipped
+		total.SkippedTxs = append(total.SkippedTxs, got.SkippedTxs...)
 	}
 	return total, nil
 }

@@ -58,6 +58,10 @@ const (
 	// nonce makes room for it, as geth truncates an account's queue from the
 	// top, so that no sender is stranded behind its own nonce gap.
 	PoolDropEvicted = "evicted"
+	// PoolDropSkipped: the chain left it out of its bundle's EVM block for
+	// a reason other than a nonce gap (PoolTx.ChainReason), so it never
+	// ran; its nonce is free again (pool_skipped.go).
+	PoolDropSkipped = "skipped"
 )
 
 // PoolTx is one row of ledgerq.pool_txs: the transaction as PoolAdd took it,
@@ -69,6 +73,9 @@ type PoolTx struct {
 	ReplacedBy string
 	// DropReason says why (state dropped).
 	DropReason string
+	// ChainReason is the chain's reason for leaving it out of its bundle's
+	// block (drop reason skipped).
+	ChainReason string
 	// BundleBlock is the block number of its bundle (state included).
 	BundleBlock *int64
 	ReceivedAt  time.Time
@@ -85,7 +92,7 @@ func poolTxFromRow(r dbsqlc.LedgerqPoolTx) PoolTx {
 		},
 		State: PoolTxState(r.State), BundleBlock: r.BundleBlock,
 		ReceivedAt: r.ReceivedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
-		ReplacedBy: deref(r.ReplacedBy), DropReason: deref(r.DropReason),
+		ReplacedBy: deref(r.ReplacedBy), DropReason: deref(r.DropReason), ChainReason: deref(r.ChainReason),
 	}
 }
 

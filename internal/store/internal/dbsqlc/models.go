@@ -566,7 +566,7 @@ type LedgerqPoolTx struct {
 	State LedgerqPoolTxState
 	// State replaced: hash of the transaction that took this nonce with a fee cap and a tip each above this one's and at least 110 / 100 of them in integer division (geth's rule).
 	ReplacedBy *string
-	// State dropped: why. expired (TTL passed while pending or queued), stale (the chain's nonce for the sender passed it).
+	// State dropped: why. expired (TTL passed while pending or queued), stale (the chain's nonce for the sender passed it), evicted (the highest queued nonce of a sender at the account limit, to make room for a lower one), skipped (the chain left it out of its bundle's block; chain_reason says why).
 	DropReason *string
 	// State included: block number of its bundle (bundles.number of bundle_id, kept in step).
 	BundleBlock *int64
@@ -580,6 +580,8 @@ type LedgerqPoolTx struct {
 	BundleID *int64
 	// State included: its position in the bundle (0 first): the execution order.
 	BundlePos *int32
+	// State dropped, reason skipped: why the chain left the transaction out of its bundle's EVM block, as the chain said it (geth's error text, for example "insufficient funds for gas * price + value: …"); NULL otherwise.
+	ChainReason *string
 }
 
 // Rules a row of a ledgerq table must satisfy, checked on every insert and update by the table's row_rules trigger (ledgerq.row_rules_apply writes it). A row that breaks a rule is refused as by a CHECK constraint: SQLSTATE 23514, naming rule_name as the constraint. After changing a table's rules, run SELECT ledgerq.row_rules_apply('<table>'); it does not check the rows already stored.

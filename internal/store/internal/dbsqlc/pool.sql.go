@@ -658,7 +658,7 @@ func (q *Queries) PoolTxExpire(ctx context.Context, arg PoolTxExpireParams) ([]P
 }
 
 const poolTxGet = `-- name: PoolTxGet :one
-SELECT chain_id, tx_hash, sender, nonce, tx_type, to_address, gas_fee_cap, gas_tip_cap, gas, value_wei, raw, state, replaced_by, drop_reason, bundle_block, received_at, expires_at, updated_at, bundle_id, bundle_pos FROM ledgerq.pool_txs WHERE chain_id = $1 AND tx_hash = $2
+SELECT chain_id, tx_hash, sender, nonce, tx_type, to_address, gas_fee_cap, gas_tip_cap, gas, value_wei, raw, state, replaced_by, drop_reason, bundle_block, received_at, expires_at, updated_at, bundle_id, bundle_pos, chain_reason FROM ledgerq.pool_txs WHERE chain_id = $1 AND tx_hash = $2
 `
 
 type PoolTxGetParams struct {
@@ -690,6 +690,7 @@ func (q *Queries) PoolTxGet(ctx context.Context, arg PoolTxGetParams) (LedgerqPo
 		&i.UpdatedAt,
 		&i.BundleID,
 		&i.BundlePos,
+		&i.ChainReason,
 	)
 	return i, err
 }
@@ -749,7 +750,7 @@ func (q *Queries) PoolTxInsert(ctx context.Context, arg PoolTxInsertParams) (int
 }
 
 const poolTxListBySender = `-- name: PoolTxListBySender :many
-SELECT chain_id, tx_hash, sender, nonce, tx_type, to_address, gas_fee_cap, gas_tip_cap, gas, value_wei, raw, state, replaced_by, drop_reason, bundle_block, received_at, expires_at, updated_at, bundle_id, bundle_pos FROM ledgerq.pool_txs
+SELECT chain_id, tx_hash, sender, nonce, tx_type, to_address, gas_fee_cap, gas_tip_cap, gas, value_wei, raw, state, replaced_by, drop_reason, bundle_block, received_at, expires_at, updated_at, bundle_id, bundle_pos, chain_reason FROM ledgerq.pool_txs
 WHERE sender = $1 AND (nonce, tx_hash) > ($2::bigint, $3::text)
 ORDER BY nonce, tx_hash
 LIMIT $4
@@ -799,6 +800,7 @@ func (q *Queries) PoolTxListBySender(ctx context.Context, arg PoolTxListBySender
 			&i.UpdatedAt,
 			&i.BundleID,
 			&i.BundlePos,
+			&i.ChainReason,
 		); err != nil {
 			return nil, err
 		}
@@ -844,7 +846,7 @@ func (q *Queries) PoolTxReplace(ctx context.Context, arg PoolTxReplaceParams) (i
 
 const poolTxRevive = `-- name: PoolTxRevive :execrows
 UPDATE ledgerq.pool_txs
-SET state = $1, replaced_by = NULL, drop_reason = NULL,
+SET state = $1, replaced_by = NULL, drop_reason = NULL, chain_reason = NULL,
     received_at = $2::timestamptz, expires_at = $3::timestamptz, updated_at = $2::timestamptz
 WHERE chain_id = $4 AND tx_hash = $5 AND state IN ('replaced', 'dropped')
 `
@@ -902,4 +904,48 @@ func (q *Queries) PoolTxSetState(ctx context.Context, arg PoolTxSetStateParams) 
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const poolTxUnbundleSkipped = `-- name: PoolTxUnbundleSkipped :one
+UPDATE ledgerq.pool_txs
+SET state = $1, drop_reason = $2, chain_reason = $3,
+    bundle_id = NULL, bundle_pos = NULL, bundle_block = NULL, updated_at = $4::timestamptz
+WHERE chain_id = $5 AND tx_hash = $6 AND bundle_id = $7 AND state = 'included'
+RETURNING sender, nonce
+`
+
+type PoolTxUnbundleSkippedParams struct {
+	State       LedgerqPoolTxState
+	DropReason  *string
+	ChainReason *string
+	Now         time.Time
+	ChainID     int64
+	TxHash      string
+	BundleID    *int64
+}
+
+type PoolTxUnbundleSkippedRow struct {
+	Sender string
+	Nonce  int64
+}
+
+// Block application, under the sender's lock: a transaction of bundle
+// @bundle_id that the chain left out of the bundle's EVM block leaves the
+// bundle: queued again (a nonce gap: it may run once the nonces below it
+// have), pending (its gap is already filled) or dropped (skipped, with the
+// chain's reason). Conditional on it still being included in that bundle:
+// no row when it is not (a block applied twice, another bundle's).
+func (q *Queries) PoolTxUnbundleSkipped(ctx context.Context, arg PoolTxUnbundleSkippedParams) (PoolTxUnbundleSkippedRow, error) {
+	row := q.db.QueryRow(ctx, poolTxUnbundleSkipped,
+		arg.State,
+		arg.DropReason,
+		arg.ChainReason,
+		arg.Now,
+		arg.ChainID,
+		arg.TxHash,
+		arg.BundleID,
+	)
+	var i PoolTxUnbundleSkippedRow
+	err := row.Scan(&i.Sender, &i.Nonce)
+	return i, err
 }
