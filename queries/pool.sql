@@ -267,5 +267,5 @@ LIMIT @max;
 UPDATE ledgerq.pool_txs
 SET state = @state, drop_reason = sqlc.narg(drop_reason), chain_reason = sqlc.narg(chain_reason),
     bundle_id = NULL, bundle_pos = NULL, bundle_block = NULL, updated_at = @now::timestamptz
-WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND bundle_id = @bundle_id AND state = 'included'
-RETURNING sender, nonce;
+WHERE chain_id = @chain_id AND sender = @sender AND tx_hash = @tx_hash AND bundle_id = @bundle_id AND state = 'included'
+RETURNING nonce;

@@ -16,7 +16,10 @@ import (
 // wins, the core is freed), accumulations and finality; then it requeues
 // bundles whose guarantee timed out, with the conditional update that
 // requires no version guaranteed, and drops those past the retry limit once
-// no version of them can still be guaranteed. It also runs the pool's TTL
+// no version of them can still be guaranteed. A transaction the chain left
+// out of its bundle's block is never reported executed: it is dropped with
+// the chain's reason (or queued again for a nonce gap), logged and counted
+// (store.BundleApplyBlocks). It also runs the pool's TTL
 // sweep (expired transactions become dropped, reason expired).
 type BundleMonitor struct {
 	*loop.Loop
@@ -27,8 +30,9 @@ type BundleMonitor struct {
 
 	// OnCoresFreed, when set, is called after a round freed cores or
 	// requeued bundles (the bundle submitters of this process); OnDropped
-	// after it returned transactions to the pool (the bundler). Set them
-	// before Start.
+	// after it returned transactions to the pool (the bundler): a dropped
+	// bundle's, or ones the chain skipped for a nonce gap. Set them before
+	// Start.
 	OnCoresFreed func()
 	OnDropped    func()
 }
@@ -55,7 +59,7 @@ func (m *BundleMonitor) RunOnce(ctx context.Context) (int, error) {
 	dctx, cancel := context.WithTimeout(ctx, m.deps.DBTimeout)
 	defer cancel()
 	now := m.deps.Clock.Now()
-	freed := false
+	freed, requeued := false, false
 	if len(blocks) > 0 {
 		applied, err := m.store.BundleApplyBlocks(dctx, m.cfg.Pool.ChainID, blocks, m.cfg.FinalityDepth, now)
 		if err != nil {
@@ -77,7 +81,19 @@ func (m *BundleMonitor) RunOnce(ctx context.Context) (int, error) {
 			m.deps.Logger.Debug("JAM blocks named work packages this database does not know",
 				"chain_id", m.cfg.Pool.ChainID, "guarantees", applied.UnknownGuarantees, "accumulations", applied.UnknownAccumulations)
 		}
+		for _, sk := range applied.SkippedTxs {
+			// The chain left it out of its bundle's block: it never ran.
+			m.deps.Logger.Warn("bundle monitor: the chain skipped a pool transaction",
+				"chain_id", m.cfg.Pool.ChainID, "tx_hash", sk.Hash, "sender", sk.Sender, "nonce", sk.Nonce,
+				"block", sk.Bundle, "chain_reason", sk.Reason, "nonce_gap", sk.NonceGap, "state", string(sk.State))
+		}
+		m.deps.Metrics.Transition("pool", store.PoolDropSkipped, applied.SkippedDropped)
+		if applied.UnknownSkipped > 0 {
+			m.deps.Logger.Debug("JAM blocks named skipped transactions this database does not know",
+				"chain_id", m.cfg.Pool.ChainID, "skipped", applied.UnknownSkipped)
+		}
 		freed = applied.Guaranteed > 0
+		requeued = applied.SkippedRequeued > 0
 	}
 	res, err := m.store.BundleRetryTimedOut(dctx, store.BundleRetryTimedOutParams{
 		ChainID: m.cfg.Pool.ChainID, Now: now, Timeout: m.cfg.GuaranteeTimeout, MaxVersions: m.cfg.MaxVersions, HeadSlot: head,
@@ -96,7 +112,7 @@ func (m *BundleMonitor) RunOnce(ctx context.Context) (int, error) {
 	if (freed || len(res.Requeued) > 0 || len(res.Dropped) > 0) && m.OnCoresFreed != nil {
 		m.OnCoresFreed()
 	}
-	if len(res.Dropped) > 0 && m.OnDropped != nil {
+	if (len(res.Dropped) > 0 || requeued) && m.OnDropped != nil {
 		m.OnDropped()
 	}
 	expired, _, err := m.store.PoolExpire(dctx, store.PoolExpireParams{Now: now, ChainID: m.cfg.Pool.ChainID, MaxSenders: m.cfg.SweepSenders})

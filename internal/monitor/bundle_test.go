@@ -7,6 +7,7 @@ package monitor_test
 // with a fake clock.
 
 import (
+	"bytes"
 	"errors"
 	"log/slog"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 	"github.com/ledgerq/ledgerq/internal/loop"
+	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
@@ -176,4 +178,71 @@ func TestBundleMonitor_ARoundThatCannotReadTheChainAppliesNothing(t *testing.T) 
 	_, ok, err := s.st.BundleProcessedSlot(t.Context(), testfactory.PoolChainID)
 	require.NoError(t, err)
 	require.False(t, ok, "no block was processed")
+}
+
+// skipSetup is bundleSetupTx with a monitor whose metrics and warnings the
+// test reads.
+func skipSetup(t *testing.T) (*bundleSetup, *metrics.Metrics, *bytes.Buffer) {
+	t.Helper()
+	s := bundleSetupTx(t)
+	met, logs := metrics.New(), &bytes.Buffer{}
+	deps := loop.Deps{Clock: s.clock, Metrics: met, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	m, err := monitor.NewBundleMonitor(s.st, s.chain, deps, s.cfg)
+	require.NoError(t, err)
+	m.OnCoresFreed = func() { s.freed++ }
+	m.OnDropped = func() { s.dropped++ }
+	s.m = m
+	return s, met, logs
+}
+
+// A transaction the chain left out of its executed bundle is dropped with
+// the chain's reason, logged at warn with its sender, nonce and the reason,
+// and counted as a pool transition "skipped"; its bundle still finalizes.
+func TestBundleMonitor_ATransactionTheChainSkippedIsDroppedLoggedAndCounted(t *testing.T) {
+	t.Parallel()
+	s, met, logs := skipSetup(t)
+	s.runOnce()
+	pkg := s.submitted()
+	tx := testfactory.PoolTx(1, 0, 20, 10)
+	h, _ := ledger.ParseHash(tx.Hash)
+	const reason = "insufficient funds for gas * price + value: address 0x000000000000000000000000000000000000a001 have 0 want 420001"
+	s.chain.AddBlock(ledger.JAMBlock{Guarantees: []ledger.Hash{pkg}})
+	s.chain.AddBlock(ledger.JAMBlock{Accumulations: []ledger.Hash{pkg}, Skipped: []ledger.SkippedTx{{Package: pkg, Tx: h, Reason: reason}}})
+	require.Equal(t, 2, s.runOnce())
+
+	got, err := s.st.PoolGet(t.Context(), testfactory.PoolChainID, tx.Hash)
+	require.NoError(t, err)
+	require.Equal(t, store.PoolDropped, got.State)
+	require.Equal(t, store.PoolDropSkipped, got.DropReason)
+	require.Equal(t, reason, got.ChainReason)
+	require.Equal(t, int64(1), met.TransitionCount("pool", "skipped"))
+	for _, want := range []string{"level=WARN", "the chain skipped a pool transaction", "tx_hash=" + tx.Hash, "sender=" + tx.Sender, "nonce=0", reason} {
+		require.Contains(t, logs.String(), want)
+	}
+	require.Zero(t, s.dropped, "nothing went back to the pool")
+	s.chain.AddBlock(ledger.JAMBlock{})
+	s.chain.AddBlock(ledger.JAMBlock{})
+	s.runOnce()
+	require.Equal(t, store.BundleFinalized, s.bundle().State)
+}
+
+// One skipped for a nonce gap goes back to the pool and the bundler is
+// woken; it is not counted as dropped. (Nothing below its nonce is missing
+// in the pool's view, so it is pending again at once.)
+func TestBundleMonitor_ATransactionSkippedForANonceGapGoesBackToThePoolAndTheBundlerIsWoken(t *testing.T) {
+	t.Parallel()
+	s, met, _ := skipSetup(t)
+	s.runOnce()
+	pkg := s.submitted()
+	tx := testfactory.PoolTx(1, 0, 20, 10)
+	h, _ := ledger.ParseHash(tx.Hash)
+	s.chain.AddBlock(ledger.JAMBlock{Guarantees: []ledger.Hash{pkg}})
+	s.chain.AddBlock(ledger.JAMBlock{Accumulations: []ledger.Hash{pkg}, Skipped: []ledger.SkippedTx{{Package: pkg, Tx: h, Reason: "nonce too high", NonceGap: true}}})
+	s.runOnce()
+	got, err := s.st.PoolGet(t.Context(), testfactory.PoolChainID, tx.Hash)
+	require.NoError(t, err)
+	require.Equal(t, store.PoolPending, got.State)
+	require.Nil(t, got.BundleBlock)
+	require.Equal(t, 1, s.dropped, "the bundler is told")
+	require.Zero(t, met.TransitionCount("pool", "skipped"))
 }

@@ -130,7 +130,7 @@ func applySenderSkips(ctx context.Context, q *dbsqlc.Queries, chainID int64, ts 
 	first := len(got.SkippedTxs)
 	for _, t := range ts {
 		arg := dbsqlc.PoolTxUnbundleSkippedParams{
-			State: dbsqlc.LedgerqPoolTxStateQueued, Now: now, ChainID: chainID, TxHash: t.sk.Tx.Hex(), BundleID: &t.bundleID,
+			State: dbsqlc.LedgerqPoolTxStateQueued, Now: now, ChainID: chainID, Sender: sender, TxHash: t.sk.Tx.Hex(), BundleID: &t.bundleID,
 		}
 		if !t.sk.NonceGap {
 			reason, drop := chainReason(t.sk.Reason), PoolDropSkipped

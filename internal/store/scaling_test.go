@@ -102,13 +102,14 @@ var singleKey = map[string][]string{
 	"WalletHealthSetScan":      nil,
 
 	// Builder lane, pool intake and sweep: per chain and sender.
-	"PoolSenderLock":      {"sender"},
-	"PoolSenderSetNext":   {"sender"},
-	"PoolSenderLive":      {"sender"},
-	"PoolSenderRun":       {"sender"},
-	"PoolTxInsert":        {"sender"},
-	"PoolTxDemoteAbove":   {"sender"},
-	"PoolSenderLowerNext": {"sender"},
+	"PoolSenderLock":        {"sender"},
+	"PoolSenderSetNext":     {"sender"},
+	"PoolSenderLive":        {"sender"},
+	"PoolSenderRun":         {"sender"},
+	"PoolTxInsert":          {"sender"},
+	"PoolTxDemoteAbove":     {"sender"},
+	"PoolTxUnbundleSkipped": {"sender"},
+	"PoolSenderLowerNext":   {"sender"},
 	// Builder lane, per chain: the global limits, the cut, the bundle line.
 	"PoolChainEnsure":          nil,
 	"PoolSlotTake":             nil,

@@ -910,8 +910,8 @@ const poolTxUnbundleSkipped = `-- name: PoolTxUnbundleSkipped :one
 UPDATE ledgerq.pool_txs
 SET state = $1, drop_reason = $2, chain_reason = $3,
     bundle_id = NULL, bundle_pos = NULL, bundle_block = NULL, updated_at = $4::timestamptz
-WHERE chain_id = $5 AND tx_hash = $6 AND bundle_id = $7 AND state = 'included'
-RETURNING sender, nonce
+WHERE chain_id = $5 AND sender = $6 AND tx_hash = $7 AND bundle_id = $8 AND state = 'included'
+RETURNING nonce
 `
 
 type PoolTxUnbundleSkippedParams struct {
@@ -920,13 +920,9 @@ type PoolTxUnbundleSkippedParams struct {
 	ChainReason *string
 	Now         time.Time
 	ChainID     int64
+	Sender      string
 	TxHash      string
 	BundleID    *int64
-}
-
-type PoolTxUnbundleSkippedRow struct {
-	Sender string
-	Nonce  int64
 }
 
 // Block application, under the sender's lock: a transaction of bundle
@@ -935,17 +931,18 @@ type PoolTxUnbundleSkippedRow struct {
 // have), pending (its gap is already filled) or dropped (skipped, with the
 // chain's reason). Conditional on it still being included in that bundle:
 // no row when it is not (a block applied twice, another bundle's).
-func (q *Queries) PoolTxUnbundleSkipped(ctx context.Context, arg PoolTxUnbundleSkippedParams) (PoolTxUnbundleSkippedRow, error) {
+func (q *Queries) PoolTxUnbundleSkipped(ctx context.Context, arg PoolTxUnbundleSkippedParams) (int64, error) {
 	row := q.db.QueryRow(ctx, poolTxUnbundleSkipped,
 		arg.State,
 		arg.DropReason,
 		arg.ChainReason,
 		arg.Now,
 		arg.ChainID,
+		arg.Sender,
 		arg.TxHash,
 		arg.BundleID,
 	)
-	var i PoolTxUnbundleSkippedRow
-	err := row.Scan(&i.Sender, &i.Nonce)
-	return i, err
+	var nonce int64
+	err := row.Scan(&nonce)
+	return nonce, err
 }
