@@ -269,6 +269,7 @@ func toPoolTx(t store.PoolTx) poolTxJSON {
 		GasFeeCap: t.GasFeeCap.String(), GasTipCap: t.GasTipCap.String(), Value: t.Value.String(),
 		State: apigen.PoolTxState(t.State), BundleBlock: t.BundleBlock,
 		To: omitZero(t.To), ReplacedBy: omitZero(t.ReplacedBy), DropReason: omitZero(t.DropReason),
+		ChainReason: omitZero(t.ChainReason),
 	}
 	return poolTxJSON{PoolTx: o, ReceivedAt: apiTime(t.ReceivedAt), ExpiresAt: apiTime(t.ExpiresAt), UpdatedAt: apiTime(t.UpdatedAt)}
 }
