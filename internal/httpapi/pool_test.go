@@ -208,7 +208,9 @@ func TestPoolAPI_PostStoresPendingOrQueuedAndGetAnswersEveryState(t *testing.T) 
 
 func TestPoolAPI_RefusalsAnswerGethsMessagesWithTheirStatus(t *testing.T) {
 	t.Parallel()
-	f := setupPool(t, func(c *builder.Config) { c.Pool.Limits.MaxPending, c.Pool.Limits.AccountQueue = 2, 2 })
+	f := setupPool(t, func(c *builder.Config) {
+		c.Pool.Limits.MaxPending, c.Pool.Limits.AccountQueue, c.Pool.Limits.AccountSlots = 2, 2, 0
+	}) // no slots: MaxPending bounds every sender
 	key := newKey(t)
 	f.chain.SetNonce(addr(key), 1)
 	for _, tc := range []struct {

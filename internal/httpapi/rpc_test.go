@@ -96,7 +96,7 @@ func TestRPC_EthclientSendsTransactionsOfEveryTypeAndReadsThemBack(t *testing.T)
 
 func TestRPC_RefusalsAreGethsErrorsWordForWord(t *testing.T) {
 	t.Parallel()
-	f := setupPool(t, func(c *builder.Config) { c.Pool.Limits.MaxPending = 2 })
+	f := setupPool(t, func(c *builder.Config) { c.Pool.Limits.MaxPending, c.Pool.Limits.AccountSlots = 2, 0 }) // no slots: MaxPending bounds every sender
 	ec := f.dial()
 	ctx := t.Context()
 	key := newKey(t)
