@@ -33,8 +33,9 @@ SELECT count(*) FROM ledgerq.bundles WHERE chain_id = @chain_id AND state = 'que
 -- Cut, under the chain's lock: up to @max pending transactions in (sender,
 -- nonce) order, never an arbitrary one (which could cut a sender's later
 -- nonce before an earlier one), locked until the cut commits, through
--- pool_txs_live_nonce.
-SELECT tx_hash FROM ledgerq.pool_txs
+-- pool_txs_live_nonce; with their gas limits, which the caller sums against
+-- the block's.
+SELECT tx_hash, gas FROM ledgerq.pool_txs
 WHERE chain_id = @chain_id AND state = 'pending'
 ORDER BY sender, nonce
 LIMIT @max

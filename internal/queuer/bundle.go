@@ -61,6 +61,7 @@ func (b *Bundler) cut(ctx context.Context, info ledger.ChainInfo, recent []ledge
 	defer cancel()
 	bundles, err := b.store.BundleCut(ctx, store.BundleCutParams{
 		ChainID: b.cfg.Pool.ChainID, Size: b.cfg.BundleSize, MaxQueued: b.cfg.MaxQueued, MaxBundles: b.cfg.BundlesPerRound(),
+		GasLimit: b.cfg.Pool.BlockGasLimit,
 		Executed: info.Executed, Recent: recent, Cores: b.cfg.Cores, Now: b.deps.Clock.Now(),
 	})
 	if err != nil {

@@ -196,6 +196,10 @@ type BundleCutParams struct {
 	MaxQueued int
 	// MaxBundles bounds the bundles this call cuts.
 	MaxBundles int
+	// GasLimit is the block's gas limit: a bundle's transactions' gas
+	// limits sum to at most it, so that the chain never leaves a valid
+	// transaction out for want of room in the block. 0: no bound.
+	GasLimit uint64
 	// Executed is the builder service's last executed block: the first
 	// bundle of a chain with no live bundle follows it.
 	Executed ledger.BlockRef
@@ -244,11 +248,12 @@ func (s *Store) BundleCut(ctx context.Context, p BundleCutParams) ([]Bundle, err
 			return fmt.Errorf("reading the last bundle of chain %d: %w", p.ChainID, err)
 		}
 		for queued < int64(p.MaxQueued) && len(cut) < p.MaxBundles {
-			hashes, err := q.BundleTxLockForCut(ctx, dbsqlc.BundleTxLockForCutParams{ChainID: p.ChainID, Max: int32(min(p.Size, math.MaxInt32))})
+			rows, err := q.BundleTxLockForCut(ctx, dbsqlc.BundleTxLockForCutParams{ChainID: p.ChainID, Max: int32(min(p.Size, math.MaxInt32))})
 			if err != nil {
 				return fmt.Errorf("taking pending transactions of chain %d: %w", p.ChainID, err)
 			}
-			if len(hashes) == 0 || (len(hashes) < p.Size && queued >= int64(max(p.Cores, 1))) {
+			hashes, full := fitGas(rows, p.GasLimit)
+			if len(hashes) == 0 || (!full && len(hashes) < p.Size && queued >= int64(max(p.Cores, 1))) {
 				break
 			}
 			txHashes := make([]ledger.Hash, len(hashes))
@@ -507,6 +512,25 @@ func (s *Store) BundleSubmitResult(ctx context.Context, p BundleSubmitResultPara
 		}
 		return wake(ctx, q, notify.BundleSubmitter)
 	})
+}
+
+// fitGas is the longest prefix of rows whose gas limits sum to at most
+// limit (0: every row), at least the first row (the intake refuses a
+// transaction above the block's gas limit), and whether the limit cut it
+// short. A prefix, never a choice: skipping one of a sender's nonces for a
+// later one would leave a nonce gap the chain refuses.
+func fitGas(rows []dbsqlc.BundleTxLockForCutRow, limit uint64) ([]string, bool) {
+	hashes := make([]string, 0, len(rows))
+	var sum uint64
+	for i, r := range rows {
+		g := uint64(max(r.Gas, 0))
+		if limit > 0 && i > 0 && sum+g > limit {
+			return hashes, true
+		}
+		sum += g
+		hashes = append(hashes, r.TxHash)
+	}
+	return hashes, false
 }
 
 // bundleBackoff is min(max, min×2^(failures−1)).

@@ -213,6 +213,27 @@ func TestBundleCut_TakesPendingTxsInSenderNonceOrderIntoConsecutiveBundlesChaine
 	require.Equal(t, bs[1].Hash, next[0].Parent)
 }
 
+// A bundle's transactions fit the block's gas limit by their gas limits:
+// the chain would skip one past it ("gas limit reached"), a valid
+// transaction lost. A bundle the gas limit cut short counts as full.
+func TestBundleCut_ABundlesTransactionsFitTheBlocksGasLimit(t *testing.T) {
+	t.Parallel()
+	st := testdb.NewTx(t)
+	f := newBundleFixture(t, st)
+	for n := range uint64(7) {
+		tx := testfactory.PoolTx(1, n, 2_000_000_000, 1_000_000_000)
+		tx.Gas = 10_000_000
+		f.rows.AddPoolTxs(tx)
+	}
+	bs := f.rows.CutBundles(store.BundleCutParams{
+		ChainID: poolChain, Size: 10, MaxQueued: 10, MaxBundles: 10, GasLimit: 30_000_000,
+		Executed: f.executed, Recent: f.recent(), Cores: 1,
+	})
+	require.Len(t, bs, 2, "three of 10M gas fill a 30M block; a bundle the gas limit cut short is full, and the last one, partial, waits (a bundle is queued for the one core)")
+	require.Equal(t, []int{3, 3}, []int{bs[0].TxCount, bs[1].TxCount})
+	require.Equal(t, map[string]int{"included": 6, "pending": 1}, f.txStates())
+}
+
 func TestBundleCut_AFullQueueLeavesTxsPending(t *testing.T) {
 	t.Parallel()
 	st := testdb.NewTx(t)

@@ -904,7 +904,7 @@ func (q *Queries) BundleTxListRaw(ctx context.Context, bundleID int64) ([]Bundle
 }
 
 const bundleTxLockForCut = `-- name: BundleTxLockForCut :many
-SELECT tx_hash FROM ledgerq.pool_txs
+SELECT tx_hash, gas FROM ledgerq.pool_txs
 WHERE chain_id = $1 AND state = 'pending'
 ORDER BY sender, nonce
 LIMIT $2
@@ -916,23 +916,29 @@ type BundleTxLockForCutParams struct {
 	Max     int32
 }
 
+type BundleTxLockForCutRow struct {
+	TxHash string
+	Gas    int64
+}
+
 // Cut, under the chain's lock: up to @max pending transactions in (sender,
 // nonce) order, never an arbitrary one (which could cut a sender's later
 // nonce before an earlier one), locked until the cut commits, through
-// pool_txs_live_nonce.
-func (q *Queries) BundleTxLockForCut(ctx context.Context, arg BundleTxLockForCutParams) ([]string, error) {
+// pool_txs_live_nonce; with their gas limits, which the caller sums against
+// the block's.
+func (q *Queries) BundleTxLockForCut(ctx context.Context, arg BundleTxLockForCutParams) ([]BundleTxLockForCutRow, error) {
 	rows, err := q.db.Query(ctx, bundleTxLockForCut, arg.ChainID, arg.Max)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []string{}
+	items := []BundleTxLockForCutRow{}
 	for rows.Next() {
-		var tx_hash string
-		if err := rows.Scan(&tx_hash); err != nil {
+		var i BundleTxLockForCutRow
+		if err := rows.Scan(&i.TxHash, &i.Gas); err != nil {
 			return nil, err
 		}
-		items = append(items, tx_hash)
+		items = append(items, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
