@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -105,8 +106,10 @@ func (api *ethAPI) ChainId() *hexutil.Big {
 }
 
 // GetTransactionCount is eth_getTransactionCount: with latest (safe,
-// finalized) the chain's nonce; with pending, the chain's nonce past every
-// nonce the pool's included and pending transactions hold without a gap.
+// finalized) the chain's nonce at the block the tag names (atHead; the
+// chain's newest state while none is executed, or without an EVM
+// JSON-RPC); with pending, the chain's newest nonce past every nonce the
+// pool's included and pending transactions hold without a gap.
 // Other blocks are not served: the chain's history is not at hand.
 func (api *ethAPI) GetTransactionCount(ctx context.Context, address common.Address, block rpc.BlockNumberOrHash) (*hexutil.Uint64, error) {
 	ctx = rpcCall(ctx)
@@ -114,6 +117,26 @@ func (api *ethAPI) GetTransactionCount(ctx context.Context, address common.Addre
 	if !ok || (number != rpc.PendingBlockNumber && number != rpc.LatestBlockNumber &&
 		number != rpc.SafeBlockNumber && number != rpc.FinalizedBlockNumber) {
 		return nil, poolRefusal(http.StatusBadRequest, "block %s is not served: only latest and pending", block.String())
+	}
+	if number != rpc.PendingBlockNumber && api.s.evm != nil {
+		// The nonce at the block the tag names (atHead), as the other
+		// state reads.
+		tag := rawJSON(number.String())
+		at, err := api.s.atHead(ctx, "eth_getTransactionCount", tag)
+		if err != nil {
+			return nil, err
+		}
+		if at != tag {
+			out, err := api.s.evmCall(ctx, "eth_getTransactionCount", rawJSON(address), at)
+			if err != nil {
+				return nil, err
+			}
+			var nonce hexutil.Uint64
+			if err := json.Unmarshal(out, &nonce); err != nil {
+				return nil, api.s.rpcFail("eth_getTransactionCount", fmt.Errorf("the chain's nonce: %w", err))
+			}
+			return &nonce, nil
+		}
 	}
 	chainCtx, cancel := context.WithTimeout(ctx, api.s.pool.ChainTimeout)
 	nonce, err := api.s.poolChain.NonceAt(chainCtx, ledger.Address(address))

@@ -214,35 +214,86 @@ func (api *ethAPI) GetTransactionReceipt(ctx context.Context, hash common.Hash) 
 // Accounts is eth_accounts: ledgerq holds no key for /rpc's clients.
 func (api *ethAPI) Accounts() []common.Address { return []common.Address{} }
 
-// The chain's state and fees, from its EVM JSON-RPC as they are.
+// The chain's state, from its EVM JSON-RPC, at the block the client asks
+// for, a tag being the bundle it names (atHead).
+
+// atHead is the block a state read is made at: latest, pending or none is
+// the newest bundle ledgerq saw executed (eth_blockNumber's), safe and
+// finalized the newest finalized one, so that a client never reads a nonce,
+// balance or call result from a block it cannot fetch yet (the chain may
+// have executed further). A number, a hash, earliest, or a tag while no
+// such bundle exists (0), passes as given.
+func (s *Server) atHead(ctx context.Context, method string, block *json.RawMessage) (*json.RawMessage, error) {
+	tag := "latest"
+	if block != nil && !isNull(*block) {
+		if err := json.Unmarshal(*block, &tag); err != nil {
+			return block, nil // a number or an object: as given
+		}
+	}
+	h, err := s.heads(ctx, method)
+	if err != nil {
+		return nil, err
+	}
+	var n uint64
+	switch tag {
+	case "latest", "pending":
+		n = h.Executed
+	case "safe", "finalized":
+		n = h.Finalized
+	}
+	if n == 0 {
+		return block, nil
+	}
+	return rawJSON(hexutil.EncodeUint64(n)), nil
+}
 
 // Call is eth_call.
 func (api *ethAPI) Call(ctx context.Context, args json.RawMessage, block, overrides, blockOverrides *json.RawMessage) (json.RawMessage, error) {
 	ctx = rpcCall(ctx)
+	block, err := api.s.atHead(ctx, "eth_call", block)
+	if err != nil {
+		return nil, err
+	}
 	return api.s.evmCall(ctx, "eth_call", &args, block, overrides, blockOverrides)
 }
 
 // EstimateGas is eth_estimateGas.
 func (api *ethAPI) EstimateGas(ctx context.Context, args json.RawMessage, block, overrides *json.RawMessage) (json.RawMessage, error) {
 	ctx = rpcCall(ctx)
+	block, err := api.s.atHead(ctx, "eth_estimateGas", block)
+	if err != nil {
+		return nil, err
+	}
 	return api.s.evmCall(ctx, "eth_estimateGas", &args, block, overrides)
 }
 
 // GetBalance is eth_getBalance.
 func (api *ethAPI) GetBalance(ctx context.Context, address json.RawMessage, block *json.RawMessage) (json.RawMessage, error) {
 	ctx = rpcCall(ctx)
+	block, err := api.s.atHead(ctx, "eth_getBalance", block)
+	if err != nil {
+		return nil, err
+	}
 	return api.s.evmCall(ctx, "eth_getBalance", &address, block)
 }
 
 // GetCode is eth_getCode.
 func (api *ethAPI) GetCode(ctx context.Context, address json.RawMessage, block *json.RawMessage) (json.RawMessage, error) {
 	ctx = rpcCall(ctx)
+	block, err := api.s.atHead(ctx, "eth_getCode", block)
+	if err != nil {
+		return nil, err
+	}
 	return api.s.evmCall(ctx, "eth_getCode", &address, block)
 }
 
 // GetStorageAt is eth_getStorageAt.
 func (api *ethAPI) GetStorageAt(ctx context.Context, address, slot json.RawMessage, block *json.RawMessage) (json.RawMessage, error) {
 	ctx = rpcCall(ctx)
+	block, err := api.s.atHead(ctx, "eth_getStorageAt", block)
+	if err != nil {
+		return nil, err
+	}
 	return api.s.evmCall(ctx, "eth_getStorageAt", &address, &slot, block)
 }
 

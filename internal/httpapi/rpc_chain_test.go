@@ -415,3 +415,69 @@ func TestRPC_AnotherClientsAnswerReachesTheClientInGethsCodeAndWords(t *testing.
 		}
 	}
 }
+
+// A state read at latest (or pending, or none) is of the newest bundle
+// ledgerq saw executed, the block eth_blockNumber names, not of whatever the
+// chain executed since: a client never reads a nonce, balance or call result
+// from a block it cannot yet fetch. safe and finalized are the newest
+// finalized bundle's; a number passes as given.
+func TestRPC_StateReadsAtLatestAreOfTheBlockEthBlockNumberNames(t *testing.T) {
+	t.Parallel()
+	f := setupPool(t)
+	ctx := t.Context()
+	ec := f.dial()
+	key := newKey(t)
+	require.NoError(t, ec.SendTransaction(ctx, dynTx(t, key, 0, 2, 1)))
+	f.bundle(store.BundleAccumulated)
+	head, err := ec.BlockNumber(ctx)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), head)
+
+	// The chain executed further: its own latest nonce is 5.
+	f.chain.SetNonce(addr(key), 5)
+	f.evm.Handle("eth_getTransactionCount", func(ps []json.RawMessage) (json.RawMessage, error) {
+		if string(ps[1]) == `"0x1"` {
+			return json.RawMessage(`"0x1"`), nil
+		}
+		return json.RawMessage(`"0x5"`), nil
+	})
+	for _, m := range []string{"eth_getCode", "eth_call", "eth_estimateGas"} {
+		f.evm.Answer(m, `"0x"`)
+	}
+	lastBlock := func(method string) string {
+		t.Helper()
+		calls := f.evm.Calls()
+		for i := len(calls) - 1; i >= 0; i-- {
+			if calls[i].Method == method {
+				return string(calls[i].Params[len(calls[i].Params)-1])
+			}
+		}
+		t.Fatalf("%s did not reach the chain", method)
+		return ""
+	}
+	nonce, err := ec.NonceAt(ctx, addr(key), nil)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), nonce, "the nonce at block 1, not the chain's newer 5")
+	pending, err := ec.PendingNonceAt(ctx, addr(key))
+	require.NoError(t, err)
+	require.Equal(t, uint64(5), pending, "pending is the pool's, past the chain's own nonce")
+
+	for _, tc := range []struct {
+		method string
+		params []any
+		want   string
+	}{
+		{"eth_getBalance", []any{addr(key), "latest"}, `"0x1"`},
+		{"eth_getBalance", []any{addr(key), "pending"}, `"0x1"`},
+		{"eth_getBalance", []any{addr(key)}, `"0x1"`},
+		{"eth_getBalance", []any{addr(key), "safe"}, `"safe"`}, // nothing finalized yet: as given
+		{"eth_getBalance", []any{addr(key), "0x0"}, `"0x0"`},
+		{"eth_getCode", []any{addr(key), "latest"}, `"0x1"`},
+		{"eth_call", []any{map[string]any{"to": addr(key)}}, `"0x1"`},
+		{"eth_estimateGas", []any{map[string]any{"to": addr(key)}}, `"0x1"`},
+	} {
+		_, e := f.rpcCall(tc.method, tc.params...)
+		require.Nil(t, e, "%s %v", tc.method, tc.params)
+		require.Equal(t, tc.want, lastBlock(tc.method), "%s %v", tc.method, tc.params)
+	}
+}
