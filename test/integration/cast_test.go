@@ -14,7 +14,6 @@ import (
 	"crypto/ecdsa"
 	"encoding/json"
 	"math/big"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,8 +29,6 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/ledger/jam"
 	"github.com/ledgerq/ledgerq/internal/testanvil"
-	"github.com/ledgerq/ledgerq/internal/testdb"
-	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
 // castBinary is LEDGERQ_TEST_CAST, else the cast test/clients' npm ci
@@ -194,14 +191,7 @@ func TestCast_TheLineLedgerqDevPrintsAndFoundrysCommandsWorkOnTheBuilderLane(t *
 func TestCast_FoundrysCommandsWorkAgainstServeAndAJAMChainProcess(t *testing.T) {
 	t.Parallel()
 	bin := castBinary(t)
-	dbURL := testdb.New(t).URL
-	addr := testproc.FreeAddr(t)
-	chain := testproc.Start(t, t.TempDir(), nil, "simledger", "--kind", "jam", "--addr", addr, "--log-level", "warn",
-		"--jam-slot-length", "500ms")
-	jamURL := "http://" + addr
-	testproc.WaitHTTP(t, chain, jamURL+"/debug/stats", http.StatusOK, time.Minute)
-	_, api := testproc.StartReady(t, t.TempDir(), []string{"DATABASE_URL=" + dbURL},
-		"serve", "--builder", "--builder-ledger-url", jamURL, "--poll-interval", "100ms", "--log-level", "warn")
+	api := serveBuilderOnAJAMChainProcess(t)
 	castSuite(t, castRun{t: t, bin: bin, url: api + "/rpc"}, 1337, jam.DevAccounts()[2].Key)
 }
 

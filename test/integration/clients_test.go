@@ -65,6 +65,14 @@ func runClientTests(t *testing.T, dir, rpcURL string, env ...string) {
 // at /evm).
 func TestClients_EthersAndViemAgainstServeAndAJAMChainProcess(t *testing.T) {
 	dir := clientsDir(t)
+	runClientTests(t, dir, serveBuilderOnAJAMChainProcess(t)+"/rpc")
+}
+
+// serveBuilderOnAJAMChainProcess starts `simledger --kind jam` (500 ms
+// slots) and `serve --builder` in front of it on a database of its own,
+// and returns serve's API URL.
+func serveBuilderOnAJAMChainProcess(t *testing.T) string {
+	t.Helper()
 	dbURL := testdb.New(t).URL
 	addr := testproc.FreeAddr(t)
 	chain := testproc.Start(t, t.TempDir(), nil, "simledger", "--kind", "jam", "--addr", addr, "--log-level", "warn",
@@ -73,7 +81,7 @@ func TestClients_EthersAndViemAgainstServeAndAJAMChainProcess(t *testing.T) {
 	testproc.WaitHTTP(t, chain, jamURL+"/debug/stats", http.StatusOK, time.Minute)
 	_, api := testproc.StartReady(t, t.TempDir(), []string{"DATABASE_URL=" + dbURL},
 		"serve", "--builder", "--builder-ledger-url", jamURL, "--poll-interval", "100ms", "--log-level", "warn")
-	runClientTests(t, dir, api+"/rpc")
+	return api
 }
 
 // The builder lane as `ledgerq dev` runs it: the simulated JAM chain in the
