@@ -253,9 +253,12 @@ func TestWallet_ASendReadsTheFeeSuggestionWhileItEstimatesTheGas(t *testing.T) {
 			overlapped.Store(true)
 		}
 		started.Do(func() { close(mine) })
+		// Long enough for the other call's goroutine to start on a loaded
+		// machine under -race (1 s was not, once in CI); a send that
+		// makes the calls one after the other waits it out and fails.
 		select {
 		case <-theirs:
-		case <-time.After(time.Second): // the other call does not come meanwhile
+		case <-time.After(10 * time.Second):
 		}
 	}
 	e.led.OnSuggestFees = func() { during(&inFees, &inEstimate, &feesOnce, feesStarted, estimateStarted) }
