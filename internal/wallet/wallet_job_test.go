@@ -3,7 +3,6 @@ package wallet_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -241,29 +240,25 @@ func (l *slowConfirms) NonceAt(ctx context.Context, a ledger.Address) (uint64, e
 func TestWallet_ASendReadsTheFeeSuggestionWhileItEstimatesTheGas(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{})
-	// Each call waits a while for the other to start, and whichever
-	// starts second sees the first still running.
-	var inFees, inEstimate, overlapped atomic.Bool
-	feesStarted, estimateStarted := make(chan struct{}), make(chan struct{})
-	var feesOnce, estimateOnce sync.Once
-	during := func(self, other *atomic.Bool, started *sync.Once, mine chan struct{}, theirs <-chan struct{}) {
-		self.Store(true)
-		defer self.Store(false)
-		if other.Load() {
-			overlapped.Store(true)
-		}
-		started.Do(func() { close(mine) })
-		// Long enough for the other call's goroutine to start on a loaded
-		// machine under -race (1 s was not, once in CI); a send that
-		// makes the calls one after the other waits it out and fails.
-		select {
-		case <-theirs:
-		case <-time.After(10 * time.Second):
+	// A call that finds the other in flight marks the overlap; else it
+	// waits up to 2 s for the other to start. A fee read of another cycle,
+	// alone, waits those 2 s out and leaves nothing behind; a send that
+	// makes the two calls one after the other never overlaps them.
+	var inFees, inEstimate atomic.Int32
+	var overlapped atomic.Bool
+	during := func(self, other *atomic.Int32) {
+		self.Add(1)
+		defer self.Add(-1)
+		for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			if other.Load() > 0 {
+				overlapped.Store(true)
+				return
+			}
 		}
 	}
-	e.led.OnSuggestFees = func() { during(&inFees, &inEstimate, &feesOnce, feesStarted, estimateStarted) }
+	e.led.OnSuggestFees = func() { during(&inFees, &inEstimate) }
 	e.led.EstimateErr = func(ledger.CallMsg) error {
-		during(&inEstimate, &inFees, &estimateOnce, estimateStarted, feesStarted)
+		during(&inEstimate, &inFees)
 		return nil
 	}
 	task := e.post(t, 0, 0, 1000, nil)
