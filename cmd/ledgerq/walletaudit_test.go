@@ -60,7 +60,7 @@ func TestWalletAudit_ExitsZeroWithASummaryAndThreeWithEachException(t *testing.T
 	}
 	id := big.NewInt(1337)
 	to := common.Address{0xee}
-	tx, err := signer.SignTx(types.NewTx(&types.DynamicFeeTx{ChainID: id, Nonce: 0, GasTipCap: big.NewInt(params.GWei), GasFeeCap: big.NewInt(20 * params.GWei),
+	tx, err := signer.SignTx(t.Context(), types.NewTx(&types.DynamicFeeTx{ChainID: id, Nonce: 0, GasTipCap: big.NewInt(params.GWei), GasFeeCap: big.NewInt(20 * params.GWei),
 		Gas: params.TxGas, To: &to, Value: big.NewInt(1)}), id)
 	if err != nil {
 		t.Fatal(err)

@@ -88,7 +88,7 @@ func TestKeystore_AWalletIsUnlockedFromItsKeystoreFileAndSignsForItsAddress(t *t
 		t.Fatalf("wallet %s on %d, want %s on 1337", w.Address().Hex(), w.ChainID, ks.key.Address.Hex())
 	}
 	tx := types.NewTx(&types.DynamicFeeTx{ChainID: big.NewInt(1337), Nonce: 0, Gas: 21000, GasFeeCap: big.NewInt(1), GasTipCap: big.NewInt(1)})
-	signed, err := w.Signer.SignTx(tx, big.NewInt(1337))
+	signed, err := w.Signer.SignTx(t.Context(), tx, big.NewInt(1337))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,12 +5,14 @@
 package keystore
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"errors"
 	"fmt"
 	"math/big"
 	"regexp"
 	"sort"
+	"time"
 
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
@@ -18,13 +20,33 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger"
 )
 
-// Signer signs transactions from one address.
+// Signer signs transactions from one address. A backend that signs
+// elsewhere (an HSM, a KMS, a remote signer) honours ctx's deadline and
+// answers a failure to reach it, or its throttling, as an
+// *UnavailableError, which says nothing about the transaction.
 type Signer interface {
 	// Address is the account the signer signs for.
 	Address() ledger.Address
 	// SignTx returns tx signed for chainID (EIP-155 / London signer).
-	SignTx(tx *types.Transaction, chainID *big.Int) (*types.Transaction, error)
+	SignTx(ctx context.Context, tx *types.Transaction, chainID *big.Int) (*types.Transaction, error)
 }
+
+// UnavailableError says a signer could not be reached, or throttled the
+// request: the transaction was not signed (as far as ledgerq can know), and
+// signing it again later may succeed. RetryAfter is the backend's hint, 0
+// for none.
+type UnavailableError struct {
+	Backend    string
+	Err        error
+	RetryAfter time.Duration
+}
+
+func (e *UnavailableError) Error() string {
+	return "the " + e.Backend + " signer is unavailable: " + e.Err.Error()
+}
+
+// Unwrap returns the backend's error.
+func (e *UnavailableError) Unwrap() error { return e.Err }
 
 // Wallet is one configured sending account.
 type Wallet struct {
@@ -125,8 +147,8 @@ func NewKeySigner(key *ecdsa.PrivateKey) (*KeySigner, error) {
 // Address implements Signer.
 func (s *KeySigner) Address() ledger.Address { return s.addr }
 
-// SignTx implements Signer.
-func (s *KeySigner) SignTx(tx *types.Transaction, chainID *big.Int) (*types.Transaction, error) {
+// SignTx implements Signer; the key is in memory, so ctx is not needed.
+func (s *KeySigner) SignTx(_ context.Context, tx *types.Transaction, chainID *big.Int) (*types.Transaction, error) {
 	return types.SignTx(tx, types.LatestSignerForChainID(chainID), s.key)
 }
 

@@ -60,7 +60,7 @@ func TestKeySigner_SignsForItsAddressAndNeverPrintsTheKey(t *testing.T) {
 	s := newSigner(t)
 	to := common.HexToAddress("0x00000000000000000000000000000000000000aa")
 	tx := types.NewTx(&types.DynamicFeeTx{ChainID: big.NewInt(1337), Nonce: 3, To: &to, Gas: 21000, GasTipCap: big.NewInt(1), GasFeeCap: big.NewInt(2)})
-	signed, err := s.SignTx(tx, big.NewInt(1337))
+	signed, err := s.SignTx(t.Context(), tx, big.NewInt(1337))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -340,7 +340,7 @@ func (c *bumpCycle) Execute(ctx context.Context) error {
 	}
 	chainID := big.NewInt(c.ChainID())
 	tx := c.cfg.NewTx(chainID, old.Nonce(), old.Gas(), old.To(), old.Value(), old.Data(), ledger.Fees{TipCap: next.Tip, FeeCap: next.FeeCap})
-	signed, err := c.SignRaw(tx, chainID)
+	signed, err := c.SignRaw(ctx, tx, chainID)
 	if err != nil {
 		return err
 	}
@@ -421,7 +421,7 @@ func (c *noopCycle) Execute(ctx context.Context) error {
 	self := common.Address(c.Wallet.Address())
 	for _, n := range c.nonces {
 		tx := c.cfg.NewTx(chainID, uint64(n), params.TxGas, &self, new(big.Int), nil, fees)
-		signed, err := c.SignRaw(tx, chainID)
+		signed, err := c.SignRaw(ctx, tx, chainID)
 		if err != nil {
 			return err
 		}

@@ -156,7 +156,7 @@ func (c *sendCycle) Execute(ctx context.Context) error {
 		if reuse {
 			nonce = c.freed[i]
 		}
-		signed, err := c.sign(p, uint64(nonce), taskFees(p.task.Request, fees), chainID)
+		signed, err := c.sign(ctx, p, uint64(nonce), taskFees(p.task.Request, fees), chainID)
 		if err != nil {
 			return err
 		}
@@ -296,14 +296,17 @@ func (c *sendCycle) gasOf(ctx context.Context, t store.Task) (uint64, error) {
 // sign builds the task's transaction (EIP-1559, or legacy on a chain priced
 // so) and signs it with the wallet's
 // signer (the key never leaves it).
-func (c *sendCycle) sign(p prepared, nonce uint64, fees ledger.Fees, chainID *big.Int) (store.SignedTx, error) {
+func (c *sendCycle) sign(ctx context.Context, p prepared, nonce uint64, fees ledger.Fees, chainID *big.Int) (store.SignedTx, error) {
 	to := common.HexToAddress(p.task.Request.To)
 	value := p.task.Request.Value
 	if value == nil {
 		value = new(big.Int)
 	}
 	tx := c.cfg.NewTx(chainID, nonce, p.gas, &to, value, p.task.Request.Data, fees)
-	signed, err := c.Wallet.Signer.SignTx(tx, chainID)
+	signed, err := c.Sign(ctx, tx, chainID)
+	if _, ok := errors.AsType[*workers.UnavailableError](err); ok {
+		return store.SignedTx{}, err // the signer's, not the task's
+	}
 	if err != nil {
 		return store.SignedTx{}, &taskError{task: p.task, err: fmt.Errorf("signing for %s: %w", c.Claim.Key, err)}
 	}

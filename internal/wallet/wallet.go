@@ -627,10 +627,25 @@ func (s *Shard) Tolerate(err error, what string) error {
 	return err
 }
 
-// SignRaw signs tx with the wallet's signer (the key never leaves it) and
-// encodes it.
-func (s *Shard) SignRaw(tx *types.Transaction, chainID *big.Int) (store.SignedTx, error) {
-	signed, err := s.Wallet.Signer.SignTx(tx, chainID)
+// Sign signs tx with the wallet's signer (the key never leaves it) under
+// Config.LedgerTimeout. A signer that cannot be reached or throttles
+// (*keystore.UnavailableError) makes the run unavailable
+// (workers.Unavailable, with the signer's Retry-After): the wallet's tasks
+// wait and no failure is counted against them, as for a provider's fault.
+// Nothing was signed that ledgerq holds, so nothing can be sent twice.
+func (s *Shard) Sign(ctx context.Context, tx *types.Transaction, chainID *big.Int) (*types.Transaction, error) {
+	signed, err := Within(ctx, s.job.cfg.LedgerTimeout, func(ctx context.Context) (*types.Transaction, error) {
+		return s.Wallet.Signer.SignTx(ctx, tx, chainID)
+	})
+	if un, ok := errors.AsType[*keystore.UnavailableError](err); ok {
+		return nil, workers.Unavailable(err, un.RetryAfter)
+	}
+	return signed, err
+}
+
+// SignRaw signs tx (Sign) and encodes it.
+func (s *Shard) SignRaw(ctx context.Context, tx *types.Transaction, chainID *big.Int) (store.SignedTx, error) {
+	signed, err := s.Sign(ctx, tx, chainID)
 	if err != nil {
 		return store.SignedTx{}, fmt.Errorf("signing nonce %d for %s: %w", tx.Nonce(), s.Claim.Key, err)
 	}

@@ -1,13 +1,18 @@
 package wallet_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"math/big"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/store"
@@ -136,6 +141,69 @@ func TestWallet_AWalletWhoseChainStopsAnsweringSendsWithinSecondsOfItsRecoveryAn
 	e.clk.Advance(e.wcfg.UnavailableBackoff)
 	runPool(t, e.pool)
 	require.NotEmpty(t, e.led.Sends(), "the wallet sends within %s of the recovery", e.wcfg.UnavailableBackoff)
+	e.drive(t, e.pool, 10, tasks...)
+	nonces := e.requireDoneOnce(t, tasks...)
+	e.requireContiguous(t, 0, 0, nonces)
+	s, err := e.st.ShardGet(t.Context(), e.key(0))
+	require.NoError(t, err)
+	require.Zero(t, s.Failures)
+}
+
+// downSigner is a signer whose backend cannot be reached while down is set.
+type downSigner struct {
+	keystore.Signer
+	down  *atomic.Bool
+	after time.Duration
+	calls atomic.Int32
+}
+
+func (s *downSigner) SignTx(ctx context.Context, tx *types.Transaction, chainID *big.Int) (*types.Transaction, error) {
+	s.calls.Add(1)
+	if s.down.Load() {
+		return nil, &keystore.UnavailableError{Backend: "test", Err: errors.New("connection refused"), RetryAfter: s.after}
+	}
+	return s.Signer.SignTx(ctx, tx, chainID)
+}
+
+// A signer that cannot be reached (an HSM, a KMS or a remote signer down or
+// throttling) is not the tasks' failure: they wait, the run is released
+// after the signer's Retry-After without counting a failure, nothing is
+// sent, and once the signer is back they go out with contiguous nonces.
+func TestWallet_AWalletWhoseSignerIsUnavailableWaitsAndCountsNoFailure(t *testing.T) {
+	t.Parallel()
+	const hint = 1500 * time.Millisecond
+	var down atomic.Bool
+	down.Store(true)
+	var signer *downSigner
+	e := setup(t, options{signer: func(s keystore.Signer) keystore.Signer {
+		signer = &downSigner{Signer: s, down: &down, after: hint}
+		return signer
+	}})
+	tasks := e.postN(t, 3)
+	for range 20 {
+		_, err := e.follower.RunOnce(t.Context())
+		require.NoError(t, err)
+		ran, err := e.pool.RunOnce(t.Context())
+		require.NoError(t, err)
+		if ran {
+			s, err := e.st.ShardGet(t.Context(), e.key(0))
+			require.NoError(t, err)
+			require.Zero(t, s.Failures, "a signer that cannot be reached is no failed run")
+			if signer.calls.Load() > 0 {
+				require.Equal(t, e.clk.Now().Add(hint), *s.ScheduledAt, "the next run waits the signer's Retry-After")
+				require.Contains(t, s.LastError, "the test signer is unavailable")
+			}
+		}
+		e.clk.Advance(time.Second)
+	}
+	require.Positive(t, signer.calls.Load(), "the wallet asked the signer")
+	require.Empty(t, e.led.Sends())
+	for i, task := range tasks {
+		require.Equal(t, store.TaskWaiting, e.task(t, task).Status, "task %d", i)
+	}
+
+	down.Store(false)
+	e.clk.Advance(e.wcfg.UnavailableBackoff)
 	e.drive(t, e.pool, 10, tasks...)
 	nonces := e.requireDoneOnce(t, tasks...)
 	e.requireContiguous(t, 0, 0, nonces)

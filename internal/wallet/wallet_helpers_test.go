@@ -99,6 +99,8 @@ type options struct {
 	sim     evmsim.Config
 	cfg     func(*wallet.Config)
 	fund    *big.Int
+	// signer, when set, wraps each wallet's key signer.
+	signer func(keystore.Signer) keystore.Signer
 }
 
 func setup(t *testing.T, o options) *env {
@@ -124,7 +126,11 @@ func setup(t *testing.T, o options) *env {
 		signer, err := keystore.NewKeySigner(key)
 		require.NoError(t, err)
 		e.keys = append(e.keys, key)
-		e.wallets = append(e.wallets, keystore.Wallet{ID: fmt.Sprintf("w%d", i), ChainID: chainID, Signer: signer})
+		var s keystore.Signer = signer
+		if o.signer != nil {
+			s = o.signer(signer)
+		}
+		e.wallets = append(e.wallets, keystore.Wallet{ID: fmt.Sprintf("w%d", i), ChainID: chainID, Signer: s})
 		o.sim.Alloc[common.Address(signer.Address())] = o.fund
 	}
 	var err error
