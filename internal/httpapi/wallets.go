@@ -322,7 +322,7 @@ func (s *Server) CancelWalletTask(c echo.Context, walletName, id string) error {
 // ListWalletTasks answers GET /v1/wallets/{wallet}/tasks: one page of the
 // wallet's tasks by id.
 func (s *Server) ListWalletTasks(c echo.Context, walletName string, params apigen.ListWalletTasksParams) error {
-	w, err := s.walletFor(c, walletName, "path parameter wallet")
+	w, err := s.walletToRead(c, walletName, "path parameter wallet")
 	if err != nil {
 		return err
 	}
@@ -386,7 +386,7 @@ func (s *Server) GetSendTxTaskStatus(c echo.Context, id string, params apigen.Ge
 func readTaskWith[T any](s *Server, c echo.Context, walletName, walletParam, id, idParam string,
 	read func(ctx context.Context, wallet, id string) (T, error)) (T, error) {
 	var zero T
-	w, err := s.walletFor(c, walletName, walletParam)
+	w, err := s.walletToRead(c, walletName, walletParam)
 	if err != nil {
 		return zero, err
 	}
@@ -647,7 +647,7 @@ func toWalletTask(t store.Task, withData bool) walletTaskJSON {
 
 // GetWallet answers GET /v1/wallets/{wallet}: the wallet and its health.
 func (s *Server) GetWallet(c echo.Context, walletName apigen.Wallet) error {
-	w, err := s.walletFor(c, walletName, "path parameter wallet")
+	w, err := s.walletToRead(c, walletName, "path parameter wallet")
 	if err != nil {
 		return err
 	}

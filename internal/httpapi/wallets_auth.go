@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/ledgerq/ledgerq/internal/keystore"
+	"github.com/ledgerq/ledgerq/internal/store"
 )
 
 // The wallet routes' access rules (access.go has the whole model):
@@ -15,8 +16,9 @@ import (
 //     (the Hathor headless wallet's clients send the latter); both may be
 //     given if they hold the same key. Anything else is 401, before any
 //     other check of the request;
-//   - a key opens the wallets it is scoped to. A wallet that is not
-//     configured, one the key is not scoped to, a missing task and another
+//   - a key opens the wallets it is scoped to (wallet:NAME, admin); a key
+//     with read reads every wallet and changes none (403). A wallet that is
+//     not configured, one the key may not see, a missing task and another
 //     wallet's task all get the same 404 (errNotFound), so a key learns
 //     nothing about what it may not see.
 
@@ -63,13 +65,34 @@ func apiKeyToken(h http.Header) (token, problem string) {
 	return "", "missing API key: send Authorization: Bearer <key> (or X-API-Key: <key>)"
 }
 
-// walletFor returns the configured wallet name if the request's key is
-// scoped to it, else errNotFound.
+// walletFor returns the configured wallet name for a route that changes
+// it (a send, a cancel, a pause, a webhook) if the request's key is scoped
+// to it; a key with read, which sees every wallet, gets 403 naming what the
+// route needs; any other key errNotFound.
 func (s *Server) walletFor(c echo.Context, name, param string) (keystore.Wallet, error) {
+	p := principalOf(c.Request().Context())
+	w, err := s.wallet(name, param, p.wallet(name) || p.reads())
+	if err == nil && !p.wallet(name) {
+		return keystore.Wallet{}, errorf(http.StatusForbidden, "forbidden: key %q has scopes %s; changing wallet %q needs wallet:%s or admin",
+			p.name(), store.JoinScopes(p.key.Scopes, ","), name, name)
+	}
+	return w, err
+}
+
+// walletToRead returns the configured wallet name for a read route if the
+// request's key is scoped to it or holds read (every lane's reads), else
+// errNotFound.
+func (s *Server) walletToRead(c echo.Context, name, param string) (keystore.Wallet, error) {
+	p := principalOf(c.Request().Context())
+	return s.wallet(name, param, p.wallet(name) || p.reads())
+}
+
+// wallet returns the configured wallet name if the key may see it.
+func (s *Server) wallet(name, param string, sees bool) (keystore.Wallet, error) {
 	if problem := textProblem(name); problem != "" {
 		return keystore.Wallet{}, errorf(http.StatusBadRequest, "%s: %s", param, problem)
 	}
-	if !principalOf(c.Request().Context()).wallet(name) || s.wallets == nil {
+	if !sees || s.wallets == nil {
 		return keystore.Wallet{}, errNotFound
 	}
 	w, ok := s.wallets.ByID(name)

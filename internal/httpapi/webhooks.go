@@ -95,7 +95,7 @@ func (s *Server) CreateWalletWebhook(c echo.Context, walletName apigen.Wallet) e
 
 // ListWalletWebhooks answers GET /v1/wallets/{wallet}/webhooks.
 func (s *Server) ListWalletWebhooks(c echo.Context, walletName apigen.Wallet) error {
-	w, err := s.walletFor(c, walletName, "path parameter wallet")
+	w, err := s.walletToRead(c, walletName, "path parameter wallet")
 	if err != nil {
 		return err
 	}
