@@ -31,6 +31,15 @@ type Signer interface {
 	SignTx(ctx context.Context, tx *types.Transaction, chainID *big.Int) (*types.Transaction, error)
 }
 
+// BackendOf names the backend a signer signs with, for metrics and the
+// wallet's status: its Backend() when it has one, else "keystore".
+func BackendOf(s Signer) string {
+	if b, ok := s.(interface{ Backend() string }); ok {
+		return b.Backend()
+	}
+	return "keystore"
+}
+
 // UnavailableError says a signer could not be reached, or throttled the
 // request: the transaction was not signed (as far as ledgerq can know), and
 // signing it again later may succeed. RetryAfter is the backend's hint, 0

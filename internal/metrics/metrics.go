@@ -42,6 +42,9 @@ type Metrics struct {
 	nodeHead     *prometheus.GaugeVec
 	nodeLag      *prometheus.GaugeVec
 	nodeState    *prometheus.GaugeVec
+
+	signerCalls    *prometheus.CounterVec
+	signerDuration *prometheus.HistogramVec
 	// nodeStateMu serializes NodeState.
 	nodeStateMu sync.Mutex
 }
@@ -76,10 +79,14 @@ func New() *Metrics {
 		nodeState: newGauge("ledgerq_chain_node_state",
 			"1 for a chain's node's current state (healthy, lagging, backoff, down, wrong_chain, unknown), 0 for the others.",
 			"chain", "node", "state"),
+		signerCalls: newCounter("ledgerq_signer_calls_total",
+			"Signatures asked of a wallet's signer, by backend (keystore, pkcs11, awskms, …) and outcome: ok, unavailable (unreachable or throttling: the wallet waits), error.",
+			"backend", "outcome"),
+		signerDuration: newDurations("ledgerq_signer_call_seconds", "Duration of one signature by a wallet's signer, whatever its outcome, by backend.", "backend"),
 	}
 	r.MustRegister(m.transitions, m.loopRounds, m.loopFailures, m.loopDuration, m.ledgerCalls,
 		m.ledgerErrors, m.httpRequests, m.httpDuration, m.depthFailures,
-		m.nodeCalls, m.nodeDuration, m.nodeHead, m.nodeLag, m.nodeState,
+		m.nodeCalls, m.nodeDuration, m.nodeHead, m.nodeLag, m.nodeState, m.signerCalls, m.signerDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -139,6 +146,29 @@ func (m *Metrics) ObserveRound(name string, took time.Duration, err error) {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		m.loopFailures.WithLabelValues(name).Inc()
 	}
+}
+
+// SignerCall records one signature by a wallet's signer backend: its
+// outcome and how long it took.
+func (m *Metrics) SignerCall(backend, outcome string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.signerCalls.WithLabelValues(backend, outcome).Inc()
+	m.signerDuration.WithLabelValues(backend).Observe(took.Seconds())
+}
+
+// SignerCallCount returns how many signatures backend answered with
+// outcome in this process so far.
+func (m *Metrics) SignerCallCount(backend, outcome string) int64 {
+	if m == nil {
+		return 0
+	}
+	var out dto.Metric
+	if err := m.signerCalls.WithLabelValues(backend, outcome).Write(&out); err != nil {
+		return 0
+	}
+	return int64(out.GetCounter().GetValue())
 }
 
 // LedgerCall records one ledger call of lane and its errors: err applies to

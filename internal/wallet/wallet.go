@@ -634,11 +634,18 @@ func (s *Shard) Tolerate(err error, what string) error {
 // wait and no failure is counted against them, as for a provider's fault.
 // Nothing was signed that ledgerq holds, so nothing can be sent twice.
 func (s *Shard) Sign(ctx context.Context, tx *types.Transaction, chainID *big.Int) (*types.Transaction, error) {
+	began := time.Now()
 	signed, err := Within(ctx, s.job.cfg.LedgerTimeout, func(ctx context.Context) (*types.Transaction, error) {
 		return s.Wallet.Signer.SignTx(ctx, tx, chainID)
 	})
+	outcome := "ok"
+	defer func() { s.job.cfg.Metrics.SignerCall(keystore.BackendOf(s.Wallet.Signer), outcome, time.Since(began)) }()
 	if un, ok := errors.AsType[*keystore.UnavailableError](err); ok {
+		outcome = "unavailable"
 		return nil, workers.Unavailable(err, un.RetryAfter)
+	}
+	if err != nil {
+		outcome = "error"
 	}
 	return signed, err
 }

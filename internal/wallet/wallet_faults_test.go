@@ -15,6 +15,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
+	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/wallet"
 )
@@ -157,6 +158,8 @@ type downSigner struct {
 	calls atomic.Int32
 }
 
+func (s *downSigner) Backend() string { return "test" }
+
 func (s *downSigner) SignTx(ctx context.Context, tx *types.Transaction, chainID *big.Int) (*types.Transaction, error) {
 	s.calls.Add(1)
 	if s.down.Load() {
@@ -175,10 +178,11 @@ func TestWallet_AWalletWhoseSignerIsUnavailableWaitsAndCountsNoFailure(t *testin
 	var down atomic.Bool
 	down.Store(true)
 	var signer *downSigner
+	m := metrics.New()
 	e := setup(t, options{signer: func(s keystore.Signer) keystore.Signer {
 		signer = &downSigner{Signer: s, down: &down, after: hint}
 		return signer
-	}})
+	}, cfg: func(c *wallet.Config) { c.Metrics = m }})
 	tasks := e.postN(t, 3)
 	for range 20 {
 		_, err := e.follower.RunOnce(t.Context())
@@ -197,6 +201,7 @@ func TestWallet_AWalletWhoseSignerIsUnavailableWaitsAndCountsNoFailure(t *testin
 		e.clk.Advance(time.Second)
 	}
 	require.Positive(t, signer.calls.Load(), "the wallet asked the signer")
+	require.EqualValues(t, signer.calls.Load(), m.SignerCallCount("test", "unavailable"), "each refusal is counted, by backend")
 	require.Empty(t, e.led.Sends())
 	for i, task := range tasks {
 		require.Equal(t, store.TaskWaiting, e.task(t, task).Status, "task %d", i)
@@ -210,4 +215,5 @@ func TestWallet_AWalletWhoseSignerIsUnavailableWaitsAndCountsNoFailure(t *testin
 	s, err := e.st.ShardGet(t.Context(), e.key(0))
 	require.NoError(t, err)
 	require.Zero(t, s.Failures)
+	require.GreaterOrEqual(t, m.SignerCallCount("test", "ok"), int64(3), "the signatures are counted")
 }
