@@ -156,6 +156,10 @@ func Open(ctx context.Context, cfg Config) (*Signer, error) {
 // Address implements keystore.Signer.
 func (s *Signer) Address() ledger.Address { return ledger.Address(s.addr) }
 
+// Backend names the backend for keystore.BackendOf (metrics, the wallet's
+// status).
+func (s *Signer) Backend() string { return Backend }
+
 // SignTx implements keystore.Signer: KMS signs tx's signing hash for
 // chainID within ctx's deadline.
 func (s *Signer) SignTx(ctx context.Context, tx *types.Transaction, chainID *big.Int) (*types.Transaction, error) {

@@ -319,7 +319,7 @@ func TestSigner_AKMSThatNeverAnswersIsUnavailableAtTheDeadline(t *testing.T) {
 	require.Less(t, took, deadline+time.Second, "SignTx outlived its deadline")
 }
 
-func TestSigner_StringShowsTheKeyIDAndTheAddressOnly(t *testing.T) {
+func TestSigner_StringShowsTheKeyIDAndTheAddressOnlyAndItsBackendIsAWSKMS(t *testing.T) {
 	t.Parallel()
 	key, err := crypto.GenerateKey()
 	require.NoError(t, err)
@@ -328,6 +328,7 @@ func TestSigner_StringShowsTheKeyIDAndTheAddressOnly(t *testing.T) {
 	s, err := awskms.Open(ctxFor(t, 10*time.Second), awskms.Config{KeyID: "alias/fake", Region: "eu-west-2", Endpoint: srv.URL, Credentials: creds})
 	require.NoError(t, err)
 	require.Equal(t, "awskms(alias/fake, "+crypto.PubkeyToAddress(key.PublicKey).Hex()+")", s.String())
+	require.Equal(t, awskms.Backend, keystore.BackendOf(s))
 	c, err := creds.Retrieve(context.Background())
 	require.NoError(t, err)
 	require.NotContains(t, s.String(), c.SecretAccessKey)
