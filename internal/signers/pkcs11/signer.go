@@ -148,6 +148,10 @@ func Open(ctx context.Context, cfg Config) (*Signer, error) {
 // Address implements keystore.Signer.
 func (s *Signer) Address() ledger.Address { return ledger.Address(s.addr) }
 
+// Backend names the backend for the wallet lane's signature metrics
+// (keystore.BackendOf).
+func (s *Signer) Backend() string { return Backend }
+
 // String shows the token, the key's label (or id) and the address.
 func (s *Signer) String() string {
 	return fmt.Sprintf("pkcs11.Signer(%s, %s, %s)", s.cfg.tokenText(), s.cfg.keyText(), s.addr.Hex())

@@ -241,6 +241,9 @@ func TestOpen_AWrongPINAMissingKeyOrAnotherCurveIsAClearErrorWithoutThePIN(t *te
 	if s := b.signer.String(); !strings.Contains(s, tokenLabel) || !strings.Contains(s, keyLabel) || !strings.Contains(s, common.Address(b.signer.Address()).Hex()) {
 		t.Errorf("String %q does not show the token, the key and the address", s)
 	}
+	if got := keystore.BackendOf(b.signer); got != "pkcs11" {
+		t.Errorf("its signatures are counted as backend %q, not pkcs11", got)
+	}
 	// A token's login is the process's: with the signer open, a wrong
 	// PIN would meet CKR_USER_ALREADY_LOGGED_IN, which checks no PIN.
 	b.signer.Close()
