@@ -476,6 +476,31 @@ func (r *intakeReads) plan(p PoolAddParams) (poolPlan, error) {
 	return planPoolAdd(slots, uint64(r.base), in, p.Balance, p.Limits)
 }
 
+// movePoolTxs moves a sender's queued transactions promote to pending and
+// its pending transactions demote to queued, each conditional on the state
+// it was read in: errPoolMoved when a row had left it.
+func movePoolTxs(ctx context.Context, q *dbsqlc.Queries, chainID int64, sender string, now time.Time, promote, demote []string) error {
+	for _, move := range []struct {
+		hashes   []string
+		from, to PoolTxState
+	}{{promote, PoolQueued, PoolPending}, {demote, PoolPending, PoolQueued}} {
+		if len(move.hashes) == 0 {
+			continue
+		}
+		n, err := q.PoolTxSetState(ctx, dbsqlc.PoolTxSetStateParams{
+			ToState: dbsqlc.LedgerqPoolTxState(move.to), Now: now, ChainID: chainID, TxHashes: move.hashes,
+			FromState: dbsqlc.LedgerqPoolTxState(move.from),
+		})
+		if err != nil {
+			return fmt.Errorf("moving pool transactions of %s from %s to %s: %w", sender, move.from, move.to, err)
+		}
+		if n != int64(len(move.hashes)) {
+			return errPoolMoved
+		}
+	}
+	return nil
+}
+
 // poolAddResult is what an intake that wrote plan answers.
 func poolAddResult(p PoolAddParams, plan poolPlan) PoolAddResult {
 	stored := p.Tx
@@ -625,23 +650,8 @@ func applyPoolPlan(ctx context.Context, q *dbsqlc.Queries, p PoolAddParams, tx N
 	if n != 1 {
 		return errPoolMoved
 	}
-	for _, move := range []struct {
-		hashes   []string
-		from, to PoolTxState
-	}{{plan.promote, PoolQueued, PoolPending}, {plan.demote, PoolPending, PoolQueued}} {
-		if len(move.hashes) == 0 {
-			continue
-		}
-		n, err := q.PoolTxSetState(ctx, dbsqlc.PoolTxSetStateParams{
-			ToState: dbsqlc.LedgerqPoolTxState(move.to), Now: p.Now, ChainID: tx.ChainID, TxHashes: move.hashes,
-			FromState: dbsqlc.LedgerqPoolTxState(move.from),
-		})
-		if err != nil {
-			return fmt.Errorf("moving pool transactions of %s from %s to %s: %w", tx.Sender, move.from, move.to, err)
-		}
-		if n != int64(len(move.hashes)) {
-			return errPoolMoved
-		}
+	if err := movePoolTxs(ctx, q, tx.ChainID, tx.Sender, p.Now, plan.promote, plan.demote); err != nil {
+		return err
 	}
 	if _, err := q.PoolSenderSetNext(ctx, dbsqlc.PoolSenderSetNextParams{
 		NextNonce: int64(plan.next), Now: p.Now, ChainID: tx.ChainID, Sender: tx.Sender,

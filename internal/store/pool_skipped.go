@@ -194,25 +194,10 @@ func applySenderSkips(ctx context.Context, q *dbsqlc.Queries, chainID int64, ts 
 			}
 		}
 	}
-	for _, move := range []struct {
-		hashes   []string
-		from, to PoolTxState
-	}{{promote, PoolQueued, PoolPending}, {demote, PoolPending, PoolQueued}} {
-		if len(move.hashes) == 0 {
-			continue
-		}
-		n, err := q.PoolTxSetState(ctx, dbsqlc.PoolTxSetStateParams{
-			ToState: dbsqlc.LedgerqPoolTxState(move.to), Now: now, ChainID: chainID, TxHashes: move.hashes,
-			FromState: dbsqlc.LedgerqPoolTxState(move.from),
-		})
-		if err != nil {
-			return 0, 0, false, fmt.Errorf("moving transactions of %s from %s to %s after a skip: %w", sender, move.from, move.to, err)
-		}
-		// Under the sender's lock and the chain's builder lock no intake,
-		// sweep or cut moves them.
-		if n != int64(len(move.hashes)) {
-			return 0, 0, false, fmt.Errorf("moving transactions of %s from %s to %s after a skip: %d of %d moved", sender, move.from, move.to, n, len(move.hashes))
-		}
+	// Under the sender's lock and the chain's builder lock no intake, sweep
+	// or cut moves them: a row that moved is an error here.
+	if err := movePoolTxs(ctx, q, chainID, sender, now, promote, demote); err != nil {
+		return 0, 0, false, fmt.Errorf("after a skip: %w", err)
 	}
 	pending += int64(len(promote) - len(demote))
 	queued += int64(len(demote) - len(promote))
