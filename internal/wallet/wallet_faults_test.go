@@ -118,20 +118,11 @@ func TestWallet_AWalletWhoseChainStopsAnsweringSendsWithinSecondsOfItsRecoveryAn
 		return nil
 	}
 	tasks := e.postN(t, 3)
-	for range 60 {
-		_, err := e.follower.RunOnce(t.Context())
-		require.NoError(t, err)
-		ran, err := e.pool.RunOnce(t.Context())
-		require.NoError(t, err)
-		if ran {
-			s, err := e.st.ShardGet(t.Context(), e.key(0))
-			require.NoError(t, err)
-			require.Zero(t, s.Failures, "a chain that does not answer is no failed run")
-			require.Equal(t, e.clk.Now().Add(hint), *s.ScheduledAt, "the next run waits the provider's Retry-After")
-			require.Contains(t, s.LastError, "503 Service Unavailable")
-		}
-		e.clk.Advance(time.Second)
-	}
+	e.runEverySecond(t, 60, func(s store.Shard) {
+		require.Zero(t, s.Failures, "a chain that does not answer is no failed run")
+		require.Equal(t, e.clk.Now().Add(hint), *s.ScheduledAt, "the next run waits the provider's Retry-After")
+		require.Contains(t, s.LastError, "503 Service Unavailable")
+	})
 	require.GreaterOrEqual(t, e.led.TotalCalls(), 30, "the wallet kept asking, every 2 s of the minute")
 	require.Empty(t, e.led.Sends())
 	for i, task := range tasks {
@@ -184,22 +175,13 @@ func TestWallet_AWalletWhoseSignerIsUnavailableWaitsAndCountsNoFailure(t *testin
 		return signer
 	}, cfg: func(c *wallet.Config) { c.Metrics = m }})
 	tasks := e.postN(t, 3)
-	for range 20 {
-		_, err := e.follower.RunOnce(t.Context())
-		require.NoError(t, err)
-		ran, err := e.pool.RunOnce(t.Context())
-		require.NoError(t, err)
-		if ran {
-			s, err := e.st.ShardGet(t.Context(), e.key(0))
-			require.NoError(t, err)
-			require.Zero(t, s.Failures, "a signer that cannot be reached is no failed run")
-			if signer.calls.Load() > 0 {
-				require.Equal(t, e.clk.Now().Add(hint), *s.ScheduledAt, "the next run waits the signer's Retry-After")
-				require.Contains(t, s.LastError, "the test signer is unavailable")
-			}
+	e.runEverySecond(t, 20, func(s store.Shard) {
+		require.Zero(t, s.Failures, "a signer that cannot be reached is no failed run")
+		if signer.calls.Load() > 0 {
+			require.Equal(t, e.clk.Now().Add(hint), *s.ScheduledAt, "the next run waits the signer's Retry-After")
+			require.Contains(t, s.LastError, "the test signer is unavailable")
 		}
-		e.clk.Advance(time.Second)
-	}
+	})
 	require.Positive(t, signer.calls.Load(), "the wallet asked the signer")
 	require.EqualValues(t, signer.calls.Load(), m.SignerCallCount("test", "unavailable"), "each refusal is counted, by backend")
 	require.Empty(t, e.led.Sends())

@@ -227,6 +227,25 @@ func runPool(t *testing.T, pool *workers.Scheduler) {
 	t.Fatal("the pool never ran out of shards")
 }
 
+// runEverySecond runs the follower and the pool rounds times, the clock a
+// second on after each, and hands afterRun the first wallet's shard after
+// each round in which the pool ran it.
+func (e *env) runEverySecond(t *testing.T, rounds int, afterRun func(store.Shard)) {
+	t.Helper()
+	for range rounds {
+		_, err := e.follower.RunOnce(t.Context())
+		require.NoError(t, err)
+		ran, err := e.pool.RunOnce(t.Context())
+		require.NoError(t, err)
+		if ran {
+			s, err := e.st.ShardGet(t.Context(), e.key(0))
+			require.NoError(t, err)
+			afterRun(s)
+		}
+		e.clk.Advance(time.Second)
+	}
+}
+
 // drive runs rounds of follower, pool and one block period until every task
 // has ended, at most rounds times.
 func (e *env) drive(t *testing.T, pool *workers.Scheduler, rounds int, tasks ...store.Task) {
