@@ -206,6 +206,9 @@ func (p principal) wallet(name string) bool { return p.anonymous || p.key.Allows
 // service reports whether the principal opens service's batches.
 func (p principal) service(id string) bool { return p.anonymous || p.key.AllowsService(id) }
 
+// admin reports whether the principal holds admin.
+func (p principal) admin() bool { return p.has(store.ScopeAdmin) }
+
 // reads reports whether the principal may read every lane.
 func (p principal) reads() bool { return p.has(store.ScopeRead) }
 
@@ -251,8 +254,11 @@ var opNeeds = map[string]struct {
 	"getChain":    {principal.reads, "read"},
 	"getPoolTx": {func(p principal) bool { return p.reads() || p.has(store.ScopePoolWrite) },
 		"read or pool:write"},
-	"postPoolTx": {func(p principal) bool { return p.has(store.ScopePoolWrite) }, "pool:write"},
-	"postRPC":    {func(p principal) bool { return p.has(store.ScopePoolWrite) }, "pool:write"},
+	"postPoolTx":   {func(p principal) bool { return p.has(store.ScopePoolWrite) }, "pool:write"},
+	"postRPC":      {func(p principal) bool { return p.has(store.ScopePoolWrite) }, "pool:write"},
+	"addWallet":    {principal.admin, "admin"},
+	"updateWallet": {principal.admin, "admin"},
+	"removeWallet": {principal.admin, "admin"},
 }
 
 // securedOps returns which operations need a key under the configuration:

@@ -40,6 +40,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/metrics"
 	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/ratelimit"
+	"github.com/ledgerq/ledgerq/internal/signers"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
@@ -155,6 +156,10 @@ type Deps struct {
 	// nil means none (every wallet route answers 401 without a key and 404
 	// with one).
 	Wallets *keystore.Registry
+	// WalletAdmin adds, disables and removes wallets at run time (POST,
+	// PATCH and DELETE /v1/wallets); nil when the process runs no wallet
+	// lane (those routes answer 404).
+	WalletAdmin *signers.Manager
 	// Ready answers /readyz; nil means always ready.
 	Ready   Readiness
 	Clock   clock.Clock
@@ -196,6 +201,7 @@ type Server struct {
 	// the document), whose errors are Sawtooth error objects.
 	sawtoothPaths map[string]bool
 	wallets       *keystore.Registry
+	walletAdmin   *signers.Manager
 	// stopping is closed by StopWaiting: requests waiting for a task
 	// answer at once.
 	stopping     chan struct{}
@@ -237,7 +243,7 @@ func New(cfg Config, deps Deps) *Server {
 		cfg.MaxFeePerGas = DefaultMaxFeePerGas
 	}
 	s := &Server{cfg: cfg, store: deps.Store, ready: deps.Ready, clock: deps.Clock, logger: logger, metrics: deps.Metrics,
-		wallets: deps.Wallets, stopping: make(chan struct{}), resolver: deps.Resolver}
+		wallets: deps.Wallets, walletAdmin: deps.WalletAdmin, stopping: make(chan struct{}), resolver: deps.Resolver}
 	// Rates are about the wall clock, not the rules' (deps.Clock).
 	limiter, err := ratelimit.New(ratelimit.Config{})
 	if err != nil {

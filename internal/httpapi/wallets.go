@@ -85,9 +85,15 @@ func (s *Server) SendTx(c echo.Context, walletName string, params apigen.SendTxP
 	dctx, cancel := s.dbContext(context.WithoutCancel(ctx))
 	task, created, err := s.store.TaskInsert(dctx, store.TaskInsertParams{
 		Now: s.clock.Now(), Wallet: w.ID, ChainID: w.ChainID, Sender: w.Address().Hex(),
-		Priority: deref(body.Priority), Request: req, IdempotencyKey: key,
+		Priority: deref(body.Priority), Request: req, IdempotencyKey: key, Declared: w.Declared,
 	})
 	cancel()
+	switch {
+	case errors.Is(err, store.ErrWalletDisabled):
+		return errorf(http.StatusConflict, "wallet %q is disabled: it takes no new task", w.ID)
+	case errors.Is(err, store.ErrWalletGone):
+		return errNotFound
+	}
 	var conflict *store.IdempotencyConflictError
 	if errors.As(err, &conflict) {
 		return errorf(http.StatusUnprocessableEntity, "Idempotency-Key %q: wallet %q already has task %s under this key, stored from a different request", key, w.ID, conflict.TaskID)

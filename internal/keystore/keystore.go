@@ -476,3 +476,13 @@ func EnsureDevWallet(dir, name string) (DevWallet, error) {
 	dw.Address = signer.Address()
 	return dw, nil
 }
+
+// PassphraseFor finds wallet name's passphrase as LoadKeystores does (see
+// the package's keystore notes for the order; nil lookup reads the
+// environment) and says where it came from, never what it is.
+func PassphraseFor(name string, files PassphraseFiles, lookup func(string) (string, bool)) (pass, from string, err error) {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	return passphraseFor(name, files, lookup)
+}

@@ -12,6 +12,7 @@ import (
 	"math/big"
 	"regexp"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/ethereum/go-ethereum/core/types"
@@ -66,6 +67,15 @@ type Wallet struct {
 	ChainID int64
 	// Signer signs for the wallet's address.
 	Signer Signer
+	// Chain is the chain's name in the configuration; empty when the
+	// wallet was built without one (tests, the shorthand's single chain).
+	Chain string
+	// Declared says the wallet was added at run time (ledgerq.wallets)
+	// rather than by the configuration.
+	Declared bool
+	// Disabled says the wallet takes no new task; its tasks still run to
+	// their end.
+	Disabled bool
 }
 
 // Address is the wallet's account.
@@ -78,9 +88,11 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 // ValidID reports whether id can name a wallet.
 func ValidID(id string) bool { return idPattern.MatchString(id) }
 
-// Registry is the set of configured wallets, by name and by (chain,
-// address). It is built once at start and read-only after.
+// Registry is the set of wallets, by name and by (chain, address): the
+// configuration's, built at start, and those added at run time, which Put
+// and Remove change while the lanes read it. Safe for concurrent use.
 type Registry struct {
+	mu       sync.RWMutex
 	byID     map[string]Wallet
 	bySender map[senderKey]Wallet
 }
@@ -95,41 +107,74 @@ type senderKey struct {
 func NewRegistry(ws ...Wallet) (*Registry, error) {
 	r := &Registry{byID: map[string]Wallet{}, bySender: map[senderKey]Wallet{}}
 	for _, w := range ws {
-		switch {
-		case !ValidID(w.ID):
-			return nil, fmt.Errorf("wallet %q: a name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit", w.ID)
-		case w.ChainID <= 0:
-			return nil, fmt.Errorf("wallet %q: chain id %d is not positive", w.ID, w.ChainID)
-		case w.Signer == nil:
-			return nil, fmt.Errorf("wallet %q: no signer", w.ID)
-		}
 		if _, dup := r.byID[w.ID]; dup {
 			return nil, fmt.Errorf("wallet %q is configured twice", w.ID)
 		}
-		k := senderKey{w.ChainID, w.Address()}
-		if other, dup := r.bySender[k]; dup {
-			return nil, fmt.Errorf("wallets %q and %q both send from %s on chain %d", other.ID, w.ID, w.Address().Hex(), w.ChainID)
+		if err := r.Put(w); err != nil {
+			return nil, err
 		}
-		r.byID[w.ID] = w
-		r.bySender[k] = w
 	}
 	return r, nil
 }
 
+// Put adds w, or replaces the wallet of its name (a change of its signer
+// or of Disabled). It refuses an invalid wallet, and one whose chain and
+// address another wallet sends from: one shard sends for an address.
+func (r *Registry) Put(w Wallet) error {
+	switch {
+	case !ValidID(w.ID):
+		return fmt.Errorf("wallet %q: a name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit", w.ID)
+	case w.ChainID <= 0:
+		return fmt.Errorf("wallet %q: chain id %d is not positive", w.ID, w.ChainID)
+	case w.Signer == nil:
+		return fmt.Errorf("wallet %q: no signer", w.ID)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := senderKey{w.ChainID, w.Address()}
+	if other, dup := r.bySender[k]; dup && other.ID != w.ID {
+		return fmt.Errorf("wallets %q and %q both send from %s on chain %d", other.ID, w.ID, w.Address().Hex(), w.ChainID)
+	}
+	if old, ok := r.byID[w.ID]; ok {
+		delete(r.bySender, senderKey{old.ChainID, old.Address()})
+	}
+	r.byID[w.ID] = w
+	r.bySender[k] = w
+	return nil
+}
+
+// Remove takes the wallet named id out, and returns it.
+func (r *Registry) Remove(id string) (Wallet, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	w, ok := r.byID[id]
+	if ok {
+		delete(r.byID, id)
+		delete(r.bySender, senderKey{w.ChainID, w.Address()})
+	}
+	return w, ok
+}
+
 // ByID returns the wallet named id.
 func (r *Registry) ByID(id string) (Wallet, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	w, ok := r.byID[id]
 	return w, ok
 }
 
 // BySender returns the wallet that sends from addr on chainID.
 func (r *Registry) BySender(chainID int64, addr ledger.Address) (Wallet, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	w, ok := r.bySender[senderKey{chainID, addr}]
 	return w, ok
 }
 
 // All returns every wallet, by name.
 func (r *Registry) All() []Wallet {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	ws := make([]Wallet, 0, len(r.byID))
 	for _, w := range r.byID {
 		ws = append(ws, w)

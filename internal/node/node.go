@@ -157,7 +157,11 @@ func (n *Node) build(ctx context.Context) error {
 	if n.wallet != nil {
 		apiCfg.Chains = func() []evmnodes.ChainStatus { return n.ChainStatuses(context.Background()) }
 	}
-	n.api = httpapi.New(apiCfg, n.apiDeps(wallets))
+	deps := n.apiDeps(wallets)
+	if n.wallet != nil {
+		deps.WalletAdmin = n.wallet.manager
+	}
+	n.api = httpapi.New(apiCfg, deps)
 	n.wireBatchLane()
 	if n.builder != nil && n.builder.bundler != nil {
 		n.api.OnPoolPending(n.builder.bundler.Poke)
@@ -387,6 +391,9 @@ func (n *Node) Start(ctx context.Context) error {
 		return err
 	}
 	services := n.services()
+	if n.wallet != nil && n.wallet.manager != nil {
+		services = append([]loop.Service{n.wallet.manager}, services...)
+	}
 	if l := n.liveness(); l != nil {
 		// First, and taken before: the loops' first claims record it.
 		n.holdLiveness(ctx)

@@ -19,6 +19,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/notify"
 	"github.com/ledgerq/ledgerq/internal/queuer"
+	"github.com/ledgerq/ledgerq/internal/signers"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/submitter"
 	"github.com/ledgerq/ledgerq/internal/wallet"
@@ -43,6 +44,10 @@ type WalletConfig struct {
 	// PassphraseFiles unlock them (--wallet-passphrase-file); without one a
 	// wallet's passphrase comes from the environment.
 	PassphraseFiles keystore.PassphraseFiles `flag:"passphrase-file" only:"ledger" help:"a file whose first line unlocks the wallets (FILE), or one wallet (NAME=FILE); repeatable"`
+	// Signers are the signer backends (an HSM, a KMS, a remote signer) and
+	// the wallets whose keys are in them (--wallet-signer); wallets can
+	// also be added at run time (POST /v1/wallets, signers.Manager).
+	Signers signers.Config `group:""`
 	// Registry, when set, is used instead of Keystores (dev, bench, tests).
 	Registry *keystore.Registry
 	// Lane is the per-wallet work's own settings: the in-flight budget,
@@ -95,11 +100,15 @@ func walletDefaults() WalletConfig {
 		Shards:       workers.Defaults(),
 		RetentionAge: 7 * 24 * time.Hour, RetentionBatchSize: 1000, RetentionInterval: time.Minute,
 		Webhooks: monitor.WebhookDefaults(),
+		Signers:  signers.Defaults(),
 	}
 }
 
-// Enabled reports whether any wallet is configured.
-func (w *WalletConfig) Enabled() bool { return w.Registry != nil || len(w.Keystores) > 0 }
+// Enabled reports whether the lane runs: a wallet is configured, or a
+// chain is, for wallets added at run time.
+func (w *WalletConfig) Enabled() bool {
+	return w.Registry != nil || len(w.Keystores) > 0 || len(w.Signers.Wallets) > 0 || len(w.Chains) > 0 || w.Ledger.URL != ""
+}
 
 // validate reports the first wallet setting that cannot work.
 func (w *WalletConfig) validate() error {
@@ -128,6 +137,9 @@ func (w *WalletConfig) validate() error {
 	}
 	if err := w.Chains.Validate(); err != nil {
 		return fmt.Errorf("wallet lane: %w (--wallet-chain)", err)
+	}
+	if err := w.Signers.Validate(); err != nil {
+		return fmt.Errorf("wallet lane: %w", err)
 	}
 	ec := w.Lane
 	if err := ec.Validate(); err != nil {
@@ -161,8 +173,10 @@ func (w *WalletConfig) laneConfig(n *Node) wallet.Config {
 
 // walletLane is the wallet lane's part of a node.
 type walletLane struct {
-	chains    []*laneChain
-	wallets   *keystore.Registry
+	chains  []*laneChain
+	wallets *keystore.Registry
+	// manager keeps the wallets added at run time in wallets.
+	manager   *signers.Manager
 	scheduler *workers.Scheduler
 	rescuer   *workers.Rescuer
 	follower  *monitor.WalletFollower
@@ -202,6 +216,9 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 		if lane.wallets, err = keystore.LoadKeystores(kc); err != nil {
 			return err
 		}
+	}
+	if err := n.buildWalletSigners(ctx, lane); err != nil {
+		return err
 	}
 	deps := n.deps("")
 	ec := w.laneConfig(n)
@@ -351,4 +368,70 @@ func FundAlloc(amount *big.Int, addrs ...ledger.Address) map[common.Address]*big
 		m[common.Address(a)] = new(big.Int).Set(amount)
 	}
 	return m
+}
+
+// buildWalletSigners opens the wallets of --wallet-signer (one that cannot
+// be opened stops the start: a wallet the operator declared must work) and
+// builds the manager of the wallets added at run time, reading them once so
+// that they are there before the lanes start.
+func (n *Node) buildWalletSigners(ctx context.Context, lane *walletLane) error {
+	w := &n.cfg.Wallet
+	opener := signers.NewOpener(w.Signers, w.PassphraseFiles, n.logger)
+	chains := make([]signers.Chain, len(lane.chains))
+	for i, c := range lane.chains {
+		chains[i] = signers.Chain{Name: c.decl.Name, ID: c.decl.ChainID}
+	}
+	configured := map[string]signers.Decl{}
+	for _, x := range lane.wallets.All() {
+		configured[x.ID] = signers.Decl{Name: x.ID, Backend: keystore.BackendOf(x.Signer)}
+	}
+	for _, k := range w.Keystores {
+		configured[k.Name] = signers.Decl{Name: k.Name, Chain: k.Chain, Backend: signers.Keystore, Key: k.Path}
+	}
+	for _, d := range w.Signers.Wallets {
+		if _, dup := configured[d.Name]; dup {
+			return fmt.Errorf("wallet %s is declared twice (--wallet-keystore and --wallet-signer)", d.Name)
+		}
+		chain := d.Chain
+		if chain == "" {
+			if len(chains) != 1 {
+				return fmt.Errorf("wallet %s: name its chain (chain=…): several chains are declared", d.Name)
+			}
+			chain = chains[0].Name
+		}
+		var chainID int64
+		for _, c := range chains {
+			if c.Name == chain {
+				chainID = c.ID
+			}
+		}
+		if chainID == 0 {
+			return fmt.Errorf("wallet %s: chain %q is not declared (--wallet-chain)", d.Name, chain)
+		}
+		octx, cancel := context.WithTimeout(ctx, time.Minute)
+		s, err := opener.Open(octx, d)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("--wallet-signer: %w", err)
+		}
+		if err := lane.wallets.Put(keystore.Wallet{ID: d.Name, ChainID: chainID, Signer: s, Chain: chain}); err != nil {
+			return fmt.Errorf("--wallet-signer: %w", err)
+		}
+		configured[d.Name] = d
+	}
+	if len(chains) == 0 {
+		return nil
+	}
+	m, err := signers.NewManager(signers.ManagerConfig{
+		Store: n.store, Opener: opener, Registry: lane.wallets, Chains: chains, Configured: configured,
+		Wake: n.listener.Subscribe(notify.Wallets), Clock: n.clock, Logger: n.logger,
+	})
+	if err != nil {
+		return err
+	}
+	if err := m.Sync(ctx); err != nil {
+		n.logger.Warn("wallets: reading the wallets added at run time failed; retrying", "error", err)
+	}
+	lane.manager = m
+	return nil
 }

@@ -31,3 +31,7 @@ const (
 	Shards         = "ledgerq_shards"
 	WalletWebhooks = "ledgerq_wallet_webhooks"
 )
+
+// Wallets: a wallet added, disabled, enabled or removed at run time
+// (ledgerq.wallets): every process reads the table again.
+const Wallets = "ledgerq_wallets"

@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
 
@@ -183,7 +185,20 @@ type TaskInsertParams struct {
 	Request  TaskRequest
 	// IdempotencyKey is empty when the client sent none.
 	IdempotencyKey string
+	// Declared says the wallet was added at run time (ledgerq.wallets): the
+	// insert then holds its row, so that the wallet cannot be removed while
+	// the task is stored, and refuses a wallet removed (ErrWalletGone) or
+	// disabled (ErrWalletDisabled) meanwhile by another process.
+	Declared bool
 }
+
+// ErrWalletGone and ErrWalletDisabled are TaskInsert's errors for a wallet
+// added at run time that was removed, or disabled, by the time the task
+// was stored.
+var (
+	ErrWalletGone     = errors.New("the wallet was removed")
+	ErrWalletDisabled = errors.New("the wallet is disabled: it takes no new task")
+)
 
 var hexAddress = regexp.MustCompile(`^0x[0-9a-fA-F]{40}$`)
 
@@ -280,7 +295,10 @@ func (s *Store) TaskInsert(ctx context.Context, p TaskInsertParams) (task Task, 
 	// One statement, no transaction around it: a conflict on the key
 	// waits for the other insert to commit or roll back, so the row read
 	// after it is committed.
-	row, err := one(s.q.TaskInsert(ctx, ins))
+	row, err := s.taskInsert(ctx, ins, p.Declared)
+	if errors.Is(err, ErrWalletGone) || errors.Is(err, ErrWalletDisabled) {
+		return Task{}, false, fmt.Errorf("storing a task of wallet %q: %w", p.Wallet, err)
+	}
 	if outcomeUnknown(err) {
 		// The connection failed after the insert was sent: it may have
 		// committed with its answer lost. The id is this call's own, so
@@ -316,6 +334,47 @@ func (s *Store) TaskInsert(ctx context.Context, p TaskInsertParams) (task Task, 
 	// store it twice.
 	_ = s.scheduleCommitted(ctx, p.Now, WalletShardKey(p.ChainID, ins.Sender))
 	return task, created, nil
+}
+
+// taskInsert runs the insert: one statement, or, for a wallet added at run
+// time, the statement after a share lock on the wallet's row (which its
+// removal takes exclusively, and then counts the wallet's tasks).
+func (s *Store) taskInsert(ctx context.Context, ins dbsqlc.TaskInsertParams, declared bool) (dbsqlc.LedgerqWalletTask, error) {
+	if !declared {
+		return one(s.q.TaskInsert(ctx, ins))
+	}
+	var (
+		row    dbsqlc.LedgerqWalletTask
+		insErr error
+	)
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		q := s.q.WithTx(tx)
+		disabled, err := one(q.WalletsLockShared(ctx, ins.WalletID))
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return ErrWalletGone
+		case err != nil:
+			return err
+		case disabled:
+			// A replay of a task stored before is still answered with it.
+			if ins.IdempotencyKey != nil {
+				if _, err := one(q.TaskGetByIdempotencyKey(ctx, dbsqlc.TaskGetByIdempotencyKeyParams{WalletID: ins.WalletID, IdempotencyKey: ins.IdempotencyKey})); err == nil {
+					insErr = ErrNotFound
+					return nil
+				}
+			}
+			return ErrWalletDisabled
+		}
+		row, insErr = one(q.TaskInsert(ctx, ins))
+		if errors.Is(insErr, ErrNotFound) {
+			return nil
+		}
+		return insErr
+	})
+	if err != nil {
+		return row, err
+	}
+	return row, insErr
 }
 
 // scheduleCommitted schedules the shard of work that is already committed.

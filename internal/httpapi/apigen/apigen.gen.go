@@ -314,6 +314,48 @@ func (e TxAttemptState) Valid() bool {
 	}
 }
 
+// Defines values for WalletDeclarationBackend.
+const (
+	WalletDeclarationBackendAwskms   WalletDeclarationBackend = "awskms"
+	WalletDeclarationBackendClef     WalletDeclarationBackend = "clef"
+	WalletDeclarationBackendKeystore WalletDeclarationBackend = "keystore"
+	WalletDeclarationBackendPkcs11   WalletDeclarationBackend = "pkcs11"
+)
+
+// Valid indicates whether the value is a known member of the WalletDeclarationBackend enum.
+func (e WalletDeclarationBackend) Valid() bool {
+	switch e {
+	case WalletDeclarationBackendAwskms:
+		return true
+	case WalletDeclarationBackendClef:
+		return true
+	case WalletDeclarationBackendKeystore:
+		return true
+	case WalletDeclarationBackendPkcs11:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WalletEntrySource.
+const (
+	WalletEntrySourceAPI    WalletEntrySource = "api"
+	WalletEntrySourceConfig WalletEntrySource = "config"
+)
+
+// Valid indicates whether the value is a known member of the WalletEntrySource enum.
+func (e WalletEntrySource) Valid() bool {
+	switch e {
+	case WalletEntrySourceAPI:
+		return true
+	case WalletEntrySourceConfig:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WalletTaskCode.
 const (
 	WalletTaskCodeN0 WalletTaskCode = 0
@@ -908,6 +950,53 @@ type UnavailableNode struct {
 	State NodeState `json:"state"`
 }
 
+// WalletDeclaration defines model for WalletDeclaration.
+type WalletDeclaration struct {
+	// Name The wallet's name (1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit).
+	Name string `json:"name"`
+
+	// Chain The chain's name as the configuration declares it; may be left out when the lane has one chain.
+	Chain   *string                  `json:"chain,omitempty"`
+	Backend WalletDeclarationBackend `json:"backend"`
+
+	// Key The key in its backend: keystore, a file name in --wallet-keystore-dir; pkcs11, the key's label (or id:HEX); awskms, a key id, ARN or alias; clef, none (the address names the account).
+	Key *string `json:"key,omitempty"`
+
+	// Address The address the key must have (required for clef); a key of another address is refused.
+	Address  *string `json:"address,omitempty"`
+	Disabled *bool   `json:"disabled,omitempty"`
+}
+
+// WalletDeclarationBackend defines model for WalletDeclaration.Backend.
+type WalletDeclarationBackend string
+
+// WalletEntry defines model for WalletEntry.
+type WalletEntry struct {
+	Wallet  string  `json:"wallet"`
+	Chain   *string `json:"chain,omitempty"`
+	ChainID int64   `json:"chain_id"`
+	Address string  `json:"address"`
+
+	// Backend keystore, pkcs11, awskms or clef.
+	Backend string `json:"backend"`
+
+	// Key The key's reference in its backend (never key material).
+	Key      *string           `json:"key,omitempty"`
+	Source   WalletEntrySource `json:"source"`
+	Disabled bool              `json:"disabled"`
+
+	// Loaded Whether this process opened the wallet's signer.
+	Loaded bool `json:"loaded"`
+
+	// LoadError Why this process could not open it (it tries again every few seconds).
+	LoadError *string    `json:"load_error,omitempty"`
+	CreatedBy *string    `json:"created_by,omitempty"`
+	CreatedAt *time.Time `json:"created_at,omitempty"`
+}
+
+// WalletEntrySource defines model for WalletEntry.Source.
+type WalletEntrySource string
+
 // WalletHealth defines model for WalletHealth.
 type WalletHealth struct {
 	ChainNonce *int64 `json:"chain_nonce,omitempty"`
@@ -946,6 +1035,11 @@ type WalletInfo struct {
 	Address string        `json:"address"`
 	ChainID int64         `json:"chain_id"`
 	Health  *WalletHealth `json:"health,omitempty"`
+}
+
+// WalletList defines model for WalletList.
+type WalletList struct {
+	Wallets []WalletEntry `json:"wallets"`
 }
 
 // WalletTask defines model for WalletTask.
@@ -1048,6 +1142,11 @@ type WalletTaskResult struct {
 
 // WalletTaskStatus The statuses and their codes: waiting (0), executing (1: its transaction is signed, sent, or mined but not yet --wallet-confirmations blocks deep), error (2), done (3: its transaction is that deep). A done task whose transaction leaves the chain (a reorg, a node that lost blocks) is executing again, its same transaction sent again.
 type WalletTaskStatus string
+
+// WalletUpdate defines model for WalletUpdate.
+type WalletUpdate struct {
+	Disabled bool `json:"disabled"`
+}
 
 // WebhookEndpoint defines model for WebhookEndpoint.
 type WebhookEndpoint struct {
@@ -1226,6 +1325,12 @@ type PostBatchesJSONRequestBody = BatchSubmission
 
 // PostPoolTxJSONRequestBody defines body for PostPoolTx for application/json ContentType.
 type PostPoolTxJSONRequestBody = NewPoolTx
+
+// AddWalletJSONRequestBody defines body for AddWallet for application/json ContentType.
+type AddWalletJSONRequestBody = WalletDeclaration
+
+// UpdateWalletJSONRequestBody defines body for UpdateWallet for application/json ContentType.
+type UpdateWalletJSONRequestBody = WalletUpdate
 
 // SendTxJSONRequestBody defines body for SendTx for application/json ContentType.
 type SendTxJSONRequestBody = SendTxRequest
@@ -1416,9 +1521,21 @@ type ServerInterface interface {
 	// GetPoolTx Builder lane: a pool transaction and its state.
 	// (GET /v1/pool/txs/{hash})
 	GetPoolTx(ctx echo.Context, hash string) error
+	// ListWallets The wallets this key may see, with where their keys are.
+	// (GET /v1/wallets)
+	ListWallets(ctx echo.Context) error
+	// AddWallet Add a wallet at run time (scope admin).
+	// (POST /v1/wallets)
+	AddWallet(ctx echo.Context) error
+	// RemoveWallet Remove a wallet added at run time (scope admin).
+	// (DELETE /v1/wallets/{wallet})
+	RemoveWallet(ctx echo.Context, wallet Wallet) error
 	// GetWallet A wallet, its chain and its health.
 	// (GET /v1/wallets/{wallet})
 	GetWallet(ctx echo.Context, wallet Wallet) error
+	// UpdateWallet Disable or enable a wallet added at run time (scope admin).
+	// (PATCH /v1/wallets/{wallet})
+	UpdateWallet(ctx echo.Context, wallet Wallet) error
 	// PauseWallet Pause a wallet's sending (an operator's hold).
 	// (POST /v1/wallets/{wallet}/pause)
 	PauseWallet(ctx echo.Context, wallet Wallet) error
@@ -1759,6 +1876,40 @@ func (w *ServerInterfaceWrapper) GetPoolTx(ctx echo.Context) error {
 	return err
 }
 
+// ListWallets converts echo context to params.
+func (w *ServerInterfaceWrapper) ListWallets(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.ListWallets(ctx)
+	return err
+}
+
+// AddWallet converts echo context to params.
+func (w *ServerInterfaceWrapper) AddWallet(ctx echo.Context) error {
+	var err error
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.AddWallet(ctx)
+	return err
+}
+
+// RemoveWallet converts echo context to params.
+func (w *ServerInterfaceWrapper) RemoveWallet(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "wallet" -------------
+	var wallet Wallet
+
+	err = runtime.BindStyledParameterWithOptions("simple", "wallet", ctx.Param("wallet"), &wallet, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wallet: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.RemoveWallet(ctx, wallet)
+	return err
+}
+
 // GetWallet converts echo context to params.
 func (w *ServerInterfaceWrapper) GetWallet(ctx echo.Context) error {
 	var err error
@@ -1772,6 +1923,22 @@ func (w *ServerInterfaceWrapper) GetWallet(ctx echo.Context) error {
 
 	// Invoke the callback with all the unmarshaled arguments
 	err = w.Handler.GetWallet(ctx, wallet)
+	return err
+}
+
+// UpdateWallet converts echo context to params.
+func (w *ServerInterfaceWrapper) UpdateWallet(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "wallet" -------------
+	var wallet Wallet
+
+	err = runtime.BindStyledParameterWithOptions("simple", "wallet", ctx.Param("wallet"), &wallet, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wallet: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.UpdateWallet(ctx, wallet)
 	return err
 }
 
@@ -2089,11 +2256,15 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.POST(options.BaseURL+"/batches", wrapper.PostSawtoothBatches, options.OperationMiddlewares["postSawtoothBatches"]...)
 	router.GET(options.BaseURL+"/batch_statuses", wrapper.GetSawtoothBatchStatuses, options.OperationMiddlewares["getSawtoothBatchStatuses"]...)
 	router.POST(options.BaseURL+"/batch_statuses", wrapper.PostSawtoothBatchStatuses, options.OperationMiddlewares["postSawtoothBatchStatuses"]...)
+	router.GET(options.BaseURL+"/v1/wallets", wrapper.ListWallets, options.OperationMiddlewares["listWallets"]...)
+	router.POST(options.BaseURL+"/v1/wallets", wrapper.AddWallet, options.OperationMiddlewares["addWallet"]...)
 	router.POST(options.BaseURL+"/v1/wallets/:wallet/send-tx", wrapper.SendTx, options.OperationMiddlewares["sendTx"]...)
 	router.GET(options.BaseURL+"/v1/wallets/:wallet/tasks", wrapper.ListWalletTasks, options.OperationMiddlewares["listWalletTasks"]...)
 	router.DELETE(options.BaseURL+"/v1/wallets/:wallet/tasks/:id", wrapper.CancelWalletTask, options.OperationMiddlewares["cancelWalletTask"]...)
 	router.GET(options.BaseURL+"/v1/wallets/:wallet/tasks/:id", wrapper.GetWalletTask, options.OperationMiddlewares["getWalletTask"]...)
+	router.DELETE(options.BaseURL+"/v1/wallets/:wallet", wrapper.RemoveWallet, options.OperationMiddlewares["removeWallet"]...)
 	router.GET(options.BaseURL+"/v1/wallets/:wallet", wrapper.GetWallet, options.OperationMiddlewares["getWallet"]...)
+	router.PATCH(options.BaseURL+"/v1/wallets/:wallet", wrapper.UpdateWallet, options.OperationMiddlewares["updateWallet"]...)
 	router.POST(options.BaseURL+"/v1/wallets/:wallet/pause", wrapper.PauseWallet, options.OperationMiddlewares["pauseWallet"]...)
 	router.POST(options.BaseURL+"/v1/wallets/:wallet/resume", wrapper.ResumeWallet, options.OperationMiddlewares["resumeWallet"]...)
 	router.GET(options.BaseURL+"/v1/wallets/:wallet/webhooks", wrapper.ListWalletWebhooks, options.OperationMiddlewares["listWalletWebhooks"]...)
@@ -2115,310 +2286,335 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37khs30if6Kgie74TIb6spsi+yxI4vNtqWPO4dW9aRZHs3prxdIAsk8XUR4BTAZnMcHeGn8YP5SU4g",
-	"M4FCkcVbS/LYM/YfVpOsCy6JvP4y86fWSM/mWgllTWvwU2sqeC5K+PM6F7O5tkLZt2Je8JXI3be5MKNS",
-	"zq3UqjVoZbZciIwtp0IxOxWsFH9fCGNZSXcwrlgWHjRanfxVrDLGVc6M1aXImdJ2KtXkkvGhEcoybaei",
-	"XEojuq2kZUZTMePurUItZq3B31ruda0fk5ZdzUVr0DK2lGrSenhIWm+FLVdXYyvKzVF+q5i4E+WKXfTO",
-	"BsyIkVa5YVazJZeWDcVYl4IZoXKpJrVp8AmXirX7nW6q3k8Fy7nlQ24Ek4YtVCn4aMqHhWBjXTJuWKHV",
-	"xP3L2ZjLQt+JkrkfWCmM5aVNleW3wnTZFRtyO5oymDG8I8EL3RhO7D1bSjuFgRg+E6naWMHEDcD/zqQV",
-	"s26q6gt2z2fzwq1Rv9W0XO+5uf1ajziu0PqCublabm6fGPbd268Tlj296z9d8qIQ1jz9Cf94eOquME9/",
-	"kvlDVt+t9dc9JK05L/lMWCIt9/brl9vfy2TO2px99931y457tHQ/zrmdtpKW4jP3cJm3kpbbJ1k6wnSE",
-	"sWsISesHGHXzO3FGTwxzD2ft7OQEvzm5FSsgVPb66ptX//XXV//n3ftv3766+fL661fZtpHhrUeN7sFd",
-	"bOZaGQHr8znP3yIJuk8jrdwpdH/y+byQuGtP/9vg1oWt/qk1E8bwiXv0Qt0qvVTs7wtH92H12UgXelG6",
-	"3VqMRsKY1mDMCyMe4tH9RynGrUHr/3lasYan+Kt5+qosdYkjri/j5zxnUs0X9hIIk0YCC4qkOpaiyB2Z",
-	"rw2p23pIWl/qcijzXKjHznfsHzBgt2LF0tZIpi025YaZkZ4LQ1s8mHGp3AilYaVeWMGUELlhpeD5J1gU",
-	"R1tXb65hSNKwO17InA0XlkkbBpZrxwSZngMLDeNq26lI1eYy3orVk3CvY6TLKbfItKr5OH7llvVaWVEq",
-	"XuAA9y/tB073SrGFEvdzMbIiBx64KEWdHqRhmaRRMeEelAEBvNb2S71Q+acf5Gtt2di9Ct77ji+t1nZ6",
-	"BRv/UigpPt4Y/MO3juUHx+ezkxM+lyeGLj4htuF4T8a0KlYDpjTRjiem9nmv3wGhoZVI1XKqjVgjqKku",
-	"clh6kDXCPGFGlHdyJNzNZ50EBZUfYqpgM5ge/rcYWRRAhcgnovz7E8NGOhes3zsjsvI3fRry2rtqW8iM",
-	"Bsna/gFOehEb/N6tHre6ZPDU9dmzePI1unjLrfhazqT9LcnCsY1RIZ12IA2bc4MMo+SOLwxX8OFWrGD/",
-	"6SPP81IYg5qYtKlyqoRhSivRGbAMtKMTUI8yZvjKMKnYVC/ZjKtVrBG521AluUzVBgGco5oRKYnRg+sL",
-	"QCLOnfWJgFlGq/qd4ndcFk53Oo7hi4rSctEa9Hu9JBIC1Xi3KGpd9n/0ogzq3Yyv3BK6f+DE8DvBhkIo",
-	"Ni+1YwcivwxqofTaoDTM8DHop1ZaULFe+rfF83o4WHzspYcvcPV7A9Yww1yCFs24MktRun21ciackumn",
-	"aafcEYTTY4znBo1zJ53cTsWsceKpcjOns4MqLC+c6Fz5W6WBp/kHLeVI7COZppWhq59GSj0sy3utv+Fq",
-	"RbqReayyYLVGwqcVMgM2km7sBZ50dxD6vV7vqRmc9nq9S1a6cTDuBsL6zHwiTQEYuy4T4L56YR1vT4CF",
-	"IzN4Eo55Z4MvpKpNcsR9OoGJZAnb+O4EhETjL1xptZrphck6g1Q9hmV8IHf4TvGFnepS/uMgZtu4tTNp",
-	"jKNaEpQDHN0VPRceMGCfC16KkqWLXu9sdCtW8Idwa8/+98nVm2tnYw3Wf+58gl1/rf1AvSyHw4pcCyWX",
-	"duzqTt+KHMbnqMEuNaNFBimfqlyOx6J08sIZLJ0uc+SU/fDDDydu5kJZt3Yio7twN91W+t3TavOYrt/d",
-	"uIGVBYP7dwRX/wgHZguX39Q4w4WLaohgs34ctoSm5REqbCPpKq+Ygr5nFqMpGS2OBsAqHgMBSOOJ5tNQ",
-	"5M43w5mywWT2DH+k1VhOFqXIgWGliiweEAaO4wBPlRbI3HorP9cCLxH30sDLpLNpwAeUKm+UIzV78Rb7",
-	"PbxbZ8QN0G8lcsmKtqMpbEGeSzc/Xrwp9VyUVgq/YklrHn31U4tbK2ZzFC3rTCppjUrBbZMf7Fqx7M23",
-	"796zp3f9pyRiMxZselDjE6ecuamRmUfSuRK6KFK7lb9mqHUhuIrefMOBpsa6nLm/Wrlj307ebzp5ktZY",
-	"KmmmR94k84bjnbQKbuxN0L6afzaL4UzaY0f594VYHHlLKUZC3h15E1k/N1smaCzxuF3HBijqHVxJtyyQ",
-	"aori23Fr8LcD716Y1sOPGydvURRsoawsKloAZVMo62hCLQpirbZcwEn3yx3NJ6KYxTw/kmIeYpfV39DD",
-	"Fq1amLBfrHgINQqt71BSHaraqCo3LtpdbtCwRG+AHx51bOnIuT+lFTNz0Ea6F9IIeFnylfusxL294c1u",
-	"5DelAI9t8HbPSb6MF0WBQsfdDl8/MSyDx2TdRmL0bHtz59Z2wV+ZhDluXbe3wiwK+5iVO3i5Hj3u7aN+",
-	"5w/eWmRBiWXG2sgdE5ASK2EZcotOwjL8K2NtZ8IMBTrTlV6636aiyLNUtd13CUhToFz3hE4QQfgd6j0+",
-	"vqDEsuVZEqgHhftnjqaQI1/Uylru8GJIJGmN9CwcAvDSgFsY//qxYe9jNtDojUYjz2n7KPP40BkDHGcY",
-	"ZIQf8qcYnDvWxjSGBr5VnjeRq0iXjCsGB4jpMRiPbnhaiQNY4mux9LR12IXCsU4/TmEeT/Ifg1l89FO8",
-	"UHlxLOvjo9FitiiO4/VJ6/5El7njcv0XD0ntIabQ9cdIZZ+dV4/w+lD8jFP3DDWa6jLcvknX7hciEfa/",
-	"rr5hw0KPbtG+XZRgvegSOeidKB31oTrongr6oyOrIwbl5jWacqlI5B8zH3erLhvYEnArlgXBl5GBrkvB",
-	"JDpdTXfns58/RpuLx/bMKe2lnt+UgpM9sf3iM9QDeeGM6ke977T3kLQmC15yZcVjx/y8/ow5H92SkN9+",
-	"T79+D9FEM2l5gkFHeLiLjZydMJalsRBQAT28MrNHeqGs6ezer76b/5SbafObgYifGOauYG2I+Upr2JyX",
-	"KHsWs6Fj4SpntuTK8JG7t/bOzamfeUUEyYyWvJEQSQoiFQpeFlKAVwg0R0+k5J2Jj89h23bhBgIzaJ78",
-	"q+/9KcarUAmCQ8fEvRgtLEatZs5Wg4cmzFnpTKuROPI4n2IUmazqrWM+j3X5A/VyYLuk1v8YPesiaNk3",
-	"FGVokNhvxXhhRE6rbZjRbMxL1oZ5Dvno1jA9HgM2QJT7aO081usfd9Q+c4Lq/gZou8GKjS7FKxumlP3l",
-	"FVmysDLm6U+wyQ8+HAUGfETNT4D6hUlY2Hd3GOE1ECT3UnZD3ahJ1HizTx9jwcQPcNzjIJZRnRJnxAYR",
-	"1O57XwOwj0uAccBpYzzPnUUv9mzms2oEj1hj9GxUg6Mn1ZZzP1F/Tyuwa6nP1pWVIDTD4ScGGA5gZQH6",
-	"JY5obvPMrBmH+2xAGPljjEBcycP1OlS3dqxNf49F+EOTJYi8mKw/r+8Ew/Borre2OX6S21dui0EFwgou",
-	"AMtHmEFkQy25tFJNyM8nkO4MilSpcr1MlRNhHBQdZ2FVChBrg9JDvyUsfhSvRHEnSVVWifOMtXkltbmp",
-	"LswvI43KsHFJ90YqasbaJF1yplUlc9zAgrKTJSxzatIcrp/wO8EW81RhEAdBXrZcYcgHbEIQ26XIhdPU",
-	"dQmjogcM3I+pinkeW6I15jRYzcgI69StyWBHxn6SaqKtmt7dihS1Fmp4c7HFSKud7SPNhX1auuOszZo6",
-	"ahWPV8jPI616+1VndbXveHOC24iYwOcsx6Dz5TI/csROQuqFHelZk4fC2eOOysjuzlDFJKN9CXhAQ/6G",
-	"rEQtwUeVUHXHwFIWwI/LqSwEGwp3fLzbb6uEewb6EOjRN9vV06Uub0/oMtRRw9ogfChQIBC14jOx862n",
-	"H6ygXNQF8y4jbI31VbKmNm8iqroBujbKJm75hWMZR56e2J5ciwBYw15dvznpX1yQAnw0tZ3C+VBj6e5o",
-	"1hq+0kuWCzFnPFbA2GxhLBsKD2V1nAxhlIbljvI1QctgYLu1Frc9U8HzZnKaysnUGRjuCmaEUDX+y9o9",
-	"PwSuVp3G6c+kkjPHHnv7WAXCKZtGAS97YlguRgUHFPE+sgVBrvMjlAOgjtc636kfPIuNjTXuMBW8sNNV",
-	"BrKDwcsZd5ujLlmWi0nJc5FnA2b0TDg2VrsqVXphE8YtKwRopQrcC6XguROJeua2lt5w6ThQFdYcAOgn",
-	"XJ2qtcsTNEajZSRgL0juugCjW8CjiAMGN2MV5v1xpxW7dn5hQ5NYvfRa5BThl3Xi9zu29ex+LY19zPk9",
-	"kgg2PX9N+vKOcQIVHTlOXhQNx/8L9zWb8VxgOJUZqUYCNVCELDFAmov8A86eE3oQ6bsptyqSZupIWY8B",
-	"fSdyBuNlfKYBMGRYKUbgz1MCvGEzfo8v7jcOIlgZNd8djKHRRa5NODH4YhD6NBRCwzraYW2l7bq1+sQw",
-	"vVQMBDIvzIdwqec7eaUbwRODVmXglx/wtguIs06ahQKAckADMqSnDcVUrh10N4oPGMCzjThwQ+zCzZYM",
-	"vyeGWXG/W4sBL1/10Me5PE7hGZAecTNroJgrT4+OWtyoVnM54gWje1ibKybu8fBLXhQrthRyMnXmxUxw",
-	"Z1ZIxWayKCTBnrqtA+kYnIfbBRmRSE2OAczHkfbUaY97pRpYMY0ewi/BAINzIBXLnKmix+Ms8RhR8G+U",
-	"0rsHnUFWB31NtdKLUuSdR3gOzyDirvIbrYpVw+RjS8qxkmGpeT5yxAOM7ZLGp8SdKEGQgdRrwEasWQ4H",
-	"hfEdQw5R/EVZNGtzQuVzLZWt8HgLAwBLXAr0cGE2wx6VuVkOuhfHi7QhDt1hT0gUBHZY4801sm+SPwGZ",
-	"fYTsCYikTW8Ht2j2LkutJpdg4g993ofbsUOyPfYaFyGmtnaIiyVfGQZD3k0H/e3RNz+3prX6CpSdIxer",
-	"woB4nWkxB/wDz1eNtvuOmGFNtbqpVJWNZLan8Ph/JBVzR6S3E4oYAUFFcl1jTBUpdGCpyrKm+XUGDKG8",
-	"vCgCxiqJNIyrN9epMla6n/mtNx/B2kVzw6Bqichz7W7z7MeAo6SbqqthhaAg7BYYDlOAFPvRuZtQET1I",
-	"S4twh4cpbBU90PY1kUMITe8jiG3xcasR2+WIdU27q4X/1sIJX37Bzs7OXlyi+5zgbojCeVLBt9u5GPNF",
-	"YQe4loQLT5UH3jBpO132VzEHhgp4SDkqNcovXNsDOfpEn2wBiTX4F93onhiWIVLyxsiJ4nZRIthyxu+/",
-	"FmriztjpxTOQoP5zv+GkzPmq0E3K1ZVbD4mesiqFI4PdyhI25EY8O78EGbo5EG8rpyqTOaaiQtTGX2Dw",
-	"gjtRyvGqy64sm2ljPVx6xu9PaFwnw5UVJktVu8++kZ+z4YrRnnSQ+HMx0rlYX2x318HrXMesNajhlNFT",
-	"AcaGotBqYpjVl4AYWaebifb0gCQDliW3jIPfLwlxuqP3ay94zG/nrrN2hH0eIUfcwK7xnv4mSOO1WL7R",
-	"unh/f+RBvgKaELW4rVs7nud+CedaF5unu+TLLbu1+bz226/fJASheXX95uT0s/5zp56KnAl1Jwo9Fx3G",
-	"Devdn8xLMZb3ImdTcQ8pGJmw0xvHbN/yZaRPZcSdZYPivb5LbqiN+xEUpN1+jcD+uQW1VQledmBpNhxF",
-	"l6nKCj6ZSDWp3wrpkMFcGa7YTJcQn1ex7ZIqqwtRcjVyMkl79VDbSjmEs6y0O3cSwgqlMNYJInTe0/su",
-	"K004GoZTgjG/CuIBmI19cX+f+Ic6LSxVEy0MWd7k58q8/p1dsizXS0X+HrCD0Dglu7RNLuDEMWkjbAIn",
-	"Lmd6YTvEhiCro9RDkYO8vGQZKFqoCuBwSzHXJU4HYNLB17ixYmRVgKJ6WTmpB7Bo+JZUrcRWjw9tFkCW",
-	"YL1aSStHeFk0qgh21qTtHHjymuJ4N2DNbgU+SDUqFnmAPsQoBO8bwOcc6YSFEDyN4ANxBPvGXY3xicGY",
-	"HGvXw1yOLKKIFlijHliBZlkdYvNIuNNpuLWCFNUH/7LUc4Y/sszcSoiqOd1jFXl/CzHe8LYwyGMa4xEM",
-	"k4XdAiZW3W24hDPQnghI3QQzJwEbg9IlnMhWZjEeyxHkRo4XTtF0F0y4Yf/J5qWThf+D3fFiIQbs159/",
-	"yTpddm29FcnVJY5DgXym4CIFKpVYxuPGU7EbNLcGwmrcbh+BTGCt2pm4nzvmmyUsM5YXkIkl7uTI0ne0",
-	"tHvsfmfp4pNMoxL5Q2Xh0wDcWtO7mRwzVOMpaklm2mLNa3g4Gm2C+RZHBtYm3NyMhbgZ8fnmDL7h92ws",
-	"BJsL3F2p2FLIBJj7jBeszVkhJny0WnPtuWuBDnav4HN6v5Xz7e+fl1KX0q4+5UBeROCyPdELNRJHrvL5",
-	"o3Il1gFgUMtlJPKb4WormftriBtDoJFCs/TTbF88E7x4Tp3ZBjbzKc6lGOk7ENkg9S1pVqC9J6zQS1Ge",
-	"QEbQPojdkewdZVkDTAx8mFY3j7oUIzl37CpEeZHfjLSyJR9ZBsYgIXt2Bnvxx/V31LTGAesRNSaszzhY",
-	"uayQxibslOUrxWdy5Kh5fwjwQ7BXAEEDJrw53O/d1+uHaDdd9Na1Vh/1jeJISDb+lNDTkDHVGU392Pth",
-	"Vq63euJKxGP3wpaQPB4FSD8srcxZG0/tvcmC6nxYVlks1Xb6zU6jw/7Isawf/lgTkNbzgnz/0dzqJVtj",
-	"i/Z+n6FIKuh2H5C937Gf26wgEp0Za2PclhQKJe7tgHEPtJrxFVhjTNpaygrHO1I14fMqaO8uCeoha0sV",
-	"HuR+CSzW3Z5DBnMNkcSs1rcsjKZTgz9Jy5ZO4jvdf+hxYPkaXKnKJAnAJT+cVkQZu7FJb7SxG8kZa4sX",
-	"ZStlxA7jlJKEfDn+CXQNJZkcnlwSJ0Xtyy+pDxlSTLxnaS1f54hz3ZRquEa/lItzE0PLtoRyFMuuX39/",
-	"9fX1ywyXCy2IOijNFw5DtfSSidncrupV1Q5yr1QlXmB8kX9hFx7irJYV6enqi2+/+eb6/ftXL1tJi2bQ",
-	"SlpvXr1+ef36L62k9d3rv77+9ofXO8EEp80OJp+Q2LiMTae6YVPFsduac8sP9lM1UdEexGkh1W0j/w3O",
-	"ds3+8up9xHK/e/u157iPiEfBfHYt1mFRpHX3WfDMvn317j2krINJt+kwC+Hkg4ukvBSWy2KDp+OD9s6E",
-	"7j5SRhOIY039rUoNYQkhKJTTHopCL1m/10P0X1W1RS8Va/d7PbDsF/N96QAPSRyN2ykxqRbNT0fsO0zJ",
-	"37k7NraDHRy3jOLeOl0tv/GHaI3R8ZksVidmLkZyLEdQ4aHy6NM6ggVQUnWjyBuI+jW4FQLtFYLfCQNe",
-	"CGSFEJg03ce55NfWfJtbvm4J+qIb3kbZG9LfEYBd1XPDie3BlOuLI9CXYuN0UnpunSQ7x/EKYLuHUMrX",
-	"xMSOoI1mvgem39DoYmEDo8PkCViGG0NMPAvgdR/rII7o7J/9rnB4eeOEhMqdXh/KMR7BBNeIwddb2WSB",
-	"zafhC14UdAQ2AwAUmOqf9XufnTIIRnXZS4xAIa3Da7i1onQP+7+9+/bfeicv+Mn46uTLH386fej853/s",
-	"08OdsQQe8c3B/YUbD54HO/y03+v1nG46L7hUOO2xKDtu0qf/9+LspH/pA2RMGCtnzuRhQ6TopS5vMei0",
-	"iU3y2LEXvd5n/RcvTi/OPzvvvXgRQ8ng3fs8ITN+D2bgXJQ35LHa3K0xJA3OPe1g6mC0hYkzXL0z6LIC",
-	"aIKxI+cYE6etgUIoRpR3cPpGQhZSTVg7FBed8fuTsRAnc1GeTLhJoOZUj03cG6Jo4oDxob4DRCc80Zt4",
-	"YO1h7hmofee9XkUAp+we2CZM6H+4oXXZFYKCESEwFsKwti5TBSZwJy7qMuIKggR8xSCWLxVJN15oReV1",
-	"6FKIiOx1l35Gy+89avv3wa3lQXvA2t4Tp0vWu3eHo1MRGiwYoazMYjJxhKdVFdb1wfWjdihVu7eI7dyh",
-	"qzpHoNpsECmShg0Xs7n3bDkG3u+e3oeKBRsTYXKMkbYyYYs5szpVYezgfDwZ8Xlnz+ZAIgFtTIPM8RZF",
-	"5q/J0FkMDqeEXu8LlfhcW7/+vc4lkxMFvojhimVjOdbZ+jE/O93rjtrrXXMcEg7fec+RAMvlRFp3QNnM",
-	"8UxwCAYPIkT4R7wsV4xTYc1X129OALkvRrdmMdtgnTHnPO89/Mc+Gb7F/fWDkF4IJIwHJzI+A0KoRMKO",
-	"+DlbSGVPL55Vx7oHlR+q2s69jf+OkuZW7xB577m5PdDs3dyYr7id6hJ0nwLqUvoKy8CCqByHr7e5Tdcm",
-	"A7KX9JPT5OzHfSGsrXrTK6zuSd6yVVWACkOz3X3pKpsm7Q+Y5NZKWq8w3RX/Bvsjab3Uah80/igX13WD",
-	"nvkS8zq8BTiTa9ACSknfObfz7U4xsg124KPe319hWZ9HAKRiDkioCHQDuV1pooedSTGfI+wZ82JsJJ08",
-	"+hpONWvjGjkmQQ9ch7YeEB3uVzk6j/WOn24UgGgO3i258YsTFcxvVwk2FWj2EQjdz9a1uyPjSgcBwStU",
-	"L0VzdQkHkGZHfsTu3hDUXtXtS1LbcL1qCsLeuMoRiok8/g0XiE8SeYVnOLKGSXT3zf5QYe+RsULEkuty",
-	"0jjvGQCKzCabqYL+B+SWYXkDoeyjDs7z7clWdEw2qkVhCU2rwecdDkvC0E+Ak2n7i4F/CKUXk2knqVgE",
-	"awMAo5OEUHobXekAKhg6/VTxYuA1vSQEOYDazWIuSiNy1H84aKxOx+vEJZxw+BjHsi3a8VbEaHb53DfE",
-	"in9hY7z2/VqAxo8HU2j80BvBY+sABHu/nxw3se8+QHfvkzd95K1iRjuO5CYrqPHSJjm1gQ5+fMbnkZAa",
-	"n/dxWFbimsrCR1MET9NGUYIldAjxVWycZYbxmQ4mKXjmKsHj1X0EgHpfxuMBSX3bs/bW33Oke2hHCcq1",
-	"Q/CBCUXnh25enHxzfBb0sbkqzSuPT2labixL+6i0hiEvOMmQ9TYf8MN6BB89kNwgHHNveJce/+jNQWp7",
-	"rJiL7r6B9IYGvz5kPYRCjx5SiXHeKUfk6UzfCehTA+Y71uMO5jd8B5PRBHAFy/4RmtrpAxYibC4DVQ2U",
-	"K+a2kFtdPsHC0KwdAvYbzXvmfGFEx2mVcxM7dHzZd8DDcXNrHoEJ6/sRb5NAkOdGjO1WrFD4wIjyaCzd",
-	"A5L+jL0BNO2jNYroEeNSzx6hn0VPQDfFMeTYg0QHN/HdhuAzhHLpO1GutmIOf4DcGWioBQ6ZyrKKNljp",
-	"5SCSKLDmQNdIBqFUNlZ1Ubqm7blntUl7LwWZJAS+ZrrInUbER7eLOSo/eiacmSoKQ/U5A2LLF7KvstEL",
-	"rgR6zDgQ4HIqR9N6dBsQDlBgksWJRIgCh7WRarJfcQnrGA7/kfSNuDojbIPgfg0sAn+lWmDdvVBIOy2F",
-	"cQvecMDpPAKRGCoRglEO4sSGYbgR8D/tmCt39lgmawKF6DDMbbtMuVZjfWzdGdzwPdrioyHMZ5iKTZJu",
-	"l0CtScWHxLfr2i3q11YqtPjys4rGvX3V3nNz+wHlyNcURMie2+JI8Q4uyOeBuoduIu6vFVuKMnT6aHv1",
-	"30SZe1ghicfAzUrPvMQSinDuoI4ilRnxYv8gfbNyHe3SNHsAxJ/Ndxqk8QLEDhPIaAaVmBzUEO8YipGj",
-	"8Zq8c3K6thR7gvJQWW7kjp67b0uBEmzeE66qPI54fomDUqmsPdmszz7sVDQDF96HAsi+u0+oAdZLfA0/",
-	"NWH9hEI/pwmWkjmLLddDPLOxy2xXWZu4ggGY4k3bu8u956535j6mgmBtT6eWaiU6Pp88p3S3oKbVBnZs",
-	"vZ4XH1rK1fH+A0K/bCruA3xYKoho7/Y6hRoe28oC4LlV3i+HyQmBXqOOnhukLPcVJTh/VOuB9YqzXhnb",
-	"0ayRmG+M+XYr1d1nPewIal8FBK3Io7JctBYYpQ7Ra59jdwTJPN+GGsGmlwnDppd3n+0FiciqJejNrVjt",
-	"ll+nx4a/A7/i5hZlyuEez9OLR0V797yStXE3Bs2R0D0wlvNNL+yWUr6NbAfYDJS7Qp+hVL4CIWmqhWAN",
-	"bkRUbnNfKvQY1vIcg7IjQK3Pd0UKKp9iNFSLnkqPrvAnBjOk3Aa3G+LEl9UeGMtXJupGgbaCM3gfYQ+e",
-	"nq1FmI8I/r74KG5pZ6TDU6jPLjjWwOgstLEkdTALE5SI0Je33omXUDa7d+6zCkU/812Vm8btEzi3Q7h9",
-	"Vmit0uSmztA0CITy34nSblNRNpfMX4+SFBIh5pYyExcATujFJBKkaVQuYo8mQ06vck/ky2xCPpqDYY9w",
-	"Tbx4RN+WSnuPmrfUTfgmfMLXh0uli7o7vUlg517b3kyy2NjK/SbwB6X3PN+Jbzgsq+fZYZbXabjspvKS",
-	"NHdladtyITpMO47oVdmaym1iF5cJjhJvE0A27qZNHXHPYKWzthGC+QLO6661zp4sm2eNmMpgUkaedNCB",
-	"gLiqRKXARyP0OwXrw4GP7ZPjai9XpP6I+su/Re+cR4MouLk9vLhEZK/vqpy9I6cIXrd7hT9RqtivP//y",
-	"lPrIH50pRuiL3SliR635Y7hsnb+e7V7lPYu8q8+ORw57F6RE+L4ZBP7R7nViY7jdH2yoh8HP6qPKuiSG",
-	"PFzYoBQ225uxudvxhnb7tEOmdvus8XWgt8AtXXZVyQXCddaVIAC/N6lBW3UgaaIJgw6EaUag/9TcTUFJ",
-	"ikPZywCMEhEwShAwKm8ERrkNE8Op1revqOTa4w7Fo6QZWMqKD4t9Hngno8WdUPbGXXMEL6GpuVvfu6fv",
-	"4CjnWxrwrR0sI0alsE2lwYqV9/hRGWpSEYAzYM8TXKt9Ef5n2yrjuYPjK+M9Mey7t18n1PDEmKUunfY4",
-	"huq/zEz1UkGhmnv3335mfpA+sFN2Ykm9eJeqzd0LFFijwUdUl13iE46nDU/2+wqXhRccMP5DMxbW8nPq",
-	"FN6w9+4CSEGjVOngJtElpdhIA0bBWC/Kg13Cx5yS0x1H4Iq9s1zlvMwZPdKZc+5a1s6WUyNGN1hWBXOK",
-	"3Pk4PXezeXaO1h3kKziODqZfmNxEKFGCz0er/ZUFGk/OlaryWKbWzt2CuX/pEPmsgdPe+XMcSlV4kqdq",
-	"XPLJDAQM8vm5Li2ctYm8Ewr4dh/mcXFxdoGWLFw31QhE56maL4aFHAUUNFrCwNYR+2N0cYf1jepXUv/S",
-	"bqqusASme7o/71BdH8aQQCFPFAtOlTbuCVUD4QOKqqyTu1vGXZQeiGUTEOaLvw/WKqU7OzIgwS4rlNeA",
-	"HMQA5sK8qdjK7VwSVnhQGcCQxxZ8qJcBPDU4wLS/RDmM4wsi/InZ5cMAb4CJ2gNsSt9aP84IPIZjrydx",
-	"0wAaxDEer4WzMt6540mhqLn8q1h9BclsW/QpR0vUmtjX9slCQ23ffTqU/VmDiFcNf8nnbLA3NShmpsvA",
-	"OTDUdhp6XztyA8rDwNZsYWyqwD4LDptbsaJCkm6QeGPLg3taYWwVVeIsHZENIcX+amGnjUfZz7Od+cS7",
-	"W7EyJF6zTsKy5qbjxd9vfv35l6zLrq1JFfRGdsrVii2h8bdlei6UGbAMV2Pw+uqbV9BZgtvKEi31wrGq",
-	"JFUZ1dgbXL/MoNGE//yf1I6ilgzHrS8JiP3GUVK7x8y1LgbLUlqRIcgMzOd68D3UvMNyBBz6sEAY0n1I",
-	"FYwqobqeYaw+dJiAsUzVSh0tP50JW8qRuWRKM3g19nnJZ1L5J4OJDnouNXZPosboqfKd0anb9Hmvfxky",
-	"Otx3nn8CPbilZhzXjikhcgMlUc97Z6x93jv3nQzISYBLDDZTKcClAF97xMqMr7C5tRDwlKqMnIGcE+xC",
-	"D9lS3C+Wu4/cE7Q2MGsaEY2l08U9FAwrTkoFZ1GcOLrIaNxKu4ddpsoNJ+S64pBxbcv5CK5lPk0A1iJV",
-	"VMfS0D0nxG5Pbt0BhXJjeEE5H9V+w1ME0hr0YyDm6tg4OYbtxCVBA+oHpsqA/ur9+zfu8ADjW5RON4u7",
-	"DWFqkVRsXGplMQsGb+6mKlXvp8CQRwuMShtfmPYJyGVm9KIcIbKoXNgpMmsxmmpK8mJSWVGOOfpWcflA",
-	"13FvhN8UL566yfC5fMrnciIUshkS/1FmVjbjt9UPmaNdD2UpF0ohk4aXwj9QjZcb9r/effvayXpMYXWb",
-	"yuey+99GqwxmCDkkyNvcpQnLfkq9yZt6pS31uS5pa5C2fv35l7T1kA3Yea+3VpO5DQlwvhX+/vLMncQd",
-	"IkrG2HnkiP+568/d/14k7Lx/BndqaNTyD2cC61y6Q0S1P1HncOqcSdj56WmqqLBHFMyCU1KKKmnOC1Py",
-	"VyTsoncWwWA8XilV0rCFKgUfTR1RdRkpwKnCUaB2Iv8hTiD2J3LWjoq6DnW+ooquCXu+XtC1WgK3J6nC",
-	"JHJ4YoB9g1taw3dri2oqaJ4j8dD1nsq+J763VigDv3Y/CbmqLiZ0T8TjIJi4H4l55RuI+EFe6vmJs/qp",
-	"bo/vS58A8dFxdz+laj2XOmGWT1jm2UTWqVf7NOyr1VyUVEI2KoLw9pV7mqMNN0tyaVQygLUdNcOXaWvw",
-	"Uwqey7Q1+PXnX5IUCxGETxWF//rzLw8PGULFUoXphGZzkaXdWFpSOLE0gmdCUde6QavvRD2dwtagddbt",
-	"dc8w928KWs/awrivJo12R7U0a8vB/Gp0GYC6Zc4mwhqWhbIoGR1TWs7QsrlKZr9kvDA6qiORgYyDqoIS",
-	"SwFw0l1BhoY6Me240m8Z1QjArFRpL1nWVDslS1XFLHxV512VZjbKD8A4qMZLxtr+Zyw8OOVuuwbM52tg",
-	"vaGETUVBfjTc6/W2dPiUhFF/a1Bi1vVharhFRWWyVIV3B+qA12KF7FfKljJ05omwUuQ4kbmBkwZpsJkb",
-	"D5W4C22+nE6PgVKlq8oM1dQ9HEvOiEfN4QEKTrWJOpELQ5rxyo1mgG/7r9eZf8fcqWCvU0U9KC5pOJWR",
-	"6MuftrP/6X5JF73e6TOZ/5fTNxN6nC0XIuuER6bKanb6/ILRQ+vFM2DBYKPd1T6n96zXO8HLGcGbL1MV",
-	"PQPtf0NVx535ydUqDNa9uEuDAWEWhtbLUqVLt4p0bVRcGDge+//Wjzw4sjc5a6ro/OO2Yv4x8oJw8XXe",
-	"Grij3FwQCDpd0lvAc72Ogodtzg1rr1f3MJA7NJvxEyPcM6zIURQ5o3YQNkta1D6IjEB57eFaAxrr2bNL",
-	"FIyotVOt4/7pcwS7MB9WTNVoyks+Qg648ZReZP0Aw6yMHyygBO6XhtasDwn47fXy1WxuV99jtM8Rz0ZZ",
-	"W9p0Ck3vPAoQNoNMeYiRNY3KPWPnuH4EeOpcK+LGp70epYhaag3M5/OCHA5P/5tw0tXzjqzVJAyqtduj",
-	"Byj5s0Kq22ytGpM0vhzTQ9I6/wQDxYTjhgFmbvuzAXv2DM6TzLN1eXnJnvWIwrYSF6to65L1e6f4IMdd",
-	"8YCS8b2UI0FT7G8bedizMPYrUGlfCiVFjjeffcDNpy8Ov/ktt+Jr1AHdvRe4MYfde01GAq28u/uIYUcJ",
-	"UOhmWcxmvFxFhaS80jaoCwY99oY8+B75xIC7h25qQbwsfIJz+pC05trYbY2H12vnBHHumBrYsGioOGXd",
-	"vR3PnyEZCTr1Coszg1rq7gLVlAP1Yxt8dkXSw0+uJjmnHCox08lp4s5u/Aey54NY1RUWi25cgA/jR2Bo",
-	"fK7z1VEnfHtb7B0NDeo+Utrp3xdH/Oexu/MzoLAv8KUn71dz4blbtv767JKdP0P9VucrcL+469YJv9aC",
-	"EXdoB+tMVQPvdLT9z+WO/bPfbi++cIpHv9dP4rVlBS8ngDzgijWb3d1/Lz6eAM8kk8Mtw8GM/SFpeVPe",
-	"jbiZy18dZKqzylI3mvFK869Q36mCaCKeA7SjFk7nVBOn2L6PtpjHbXmwguvX0tgsVfNSWz1cjH0FOtbO",
-	"4iM6YDE56pGF9MlS8FnmLDRwJ8OEwX4CtL93tILlyq0uqXIPeOaged6aWg5KmuDuGbUiKQj69BjGhspx",
-	"6DZCjIxUlQmeKlRwMW2NkmHiGlVgykBKW1W4EOw+hJ/ZqZhBwabYrtWhedSc/IZyFLXnCT4f/4sew5wq",
-	"XZtCLl/j+07e4XUn17mPvpA5WgUObhp0Q3AbYECF8UkpKMEUgi8h6OIMfEjsqyoSAhCmfGJ8/BD8g0Yj",
-	"6/S/+TW+FWKOwR1n9uWi7DJnZEPV4xCkWNsUjluy0cSIciLoQQmrmrxDljxtH1ZO6bIrGq7fFV5g4zO4",
-	"zARJQHchDthRiRsx4o3DzlD3KAiqJWskWbmqfHljacO7ptysu3vD4UMcEIY71zQoStYxl/gPeKNT1e/1",
-	"2GIOD6mVGkUFzdlnEp02244/Gs0zIezhRjZrsLGTVMX+Az9/SNk8RMHbb3mvU3/FHGqHth0VgNtOnFut",
-	"0FrjqkourjfEarCZHzPaEBGlI3rs4DfDmpvn/6h5HKzTxry6rkIc3rENZES9HqtUvFw1VOw8QPU9PUDR",
-	"CfXTfMlRCF8Nnj4t9IgXU23s4HnveW/NRPifMv+v3rA/+vXnX5IX41Px68+/QIu2o7QmqIraoDRFQg4Q",
-	"hZSeqfQSfZwrp28KXhayioR0umQ7EeNP1XFlUh3peX7slJGESZUqOD7ERskorMCijq1AMGbd+R5U3N5x",
-	"6x9y1DBL8awXVXHD0+MRDSwQCyWfO+5YpbgErgsNf9wVc63LYuVmOyNPMTSZVL5oblSQF5/NeoPwGyzK",
-	"gNaGdn0QaROBCWKfwCjI8K4+YGEY1UxGRfHj6Njvm4tMYq+yKv8fkyRYsI5OkUz2mkc1FeySnZ3XVHkA",
-	"eYGrNrDbUCuAohVnF9UdUXl/qeIgDXhpdS4u2VnPX9JQLjmpI3ieRL0aISBZMc51+Iwb2dpGYUDEq6Gg",
-	"iGFcHOMoOEwET6066POK+m+SxVdoFWyZ04tnsQs2ifm4Dweva1e5NKBVIQZDiVShMIAu/bFP7d/Sbhwc",
-	"aTcmgQwR/GOiQGl8B55GKOVKRyerbLGYSE2qtry13vmzy16vn7XLuv6VqnWDijLsmZnxohAl1qambf7X",
-	"M30xzrahwwdOfpTJi9Ud/hFFYOvKpP/9Ud6wSCT57DBs5BySHUjdOIzYfXWJZs49LzU0ZoJgYOws270D",
-	"n/PcY3rrC9/wzGpdwyKZ1o8P1Fq8McUMWkIiesgRuc+FKo3HjamcffXq6uVl5NHwJqcz8JyusdSLwveE",
-	"7m6o++7dX+3cpSPWagOQV4FUWCnmCHLfsGudiALPNUdfMGrk5JG2GibY6e5bX9YGxYooLgrAumd3tq6+",
-	"o2LCvG3FEUTvemLYm1LPhJ2KhZPxE2lsGfD9VtxbJu7n2khfmWfGbZc5lV/kqarKdNho+OXCh+5pIBF+",
-	"EWBKhArJxV3Gct25TBVA40L/mAYrzk9p78FzQ34K1eHrYqNBzW/IV8W3PO64HChEv1OcMJtHCM8vdTmU",
-	"eS5IVp/vv+O1tl/qhTo8cPVe62+4WtF0TA2hCzZyjFX9248Qu62hdf/2o7PpKoqO6Cqs6w6ijVFqW/nv",
-	"RNhv50JdvblufWBAYg3v3UwP9C52VsEBq2LuYADUMXsfhc9G4MPEg/l2rhw26t962t+CLyic0lB7KyAf",
-	"EPI9kxMCElwRFhwVRg+ZRickeBv1mHD/UIURe67x3BBs0YQW+07t5zPwaaYqW1RCHdv6OrUK2ITwdShD",
-	"i1oQEFFJ3+HCafJezQZQZMxxAJLnOK5weu1G439pBh7DmSoEB2H7anDL+n5H3Nwaj3UKSQaYIo95bNJA",
-	"gjxB6fAFfgSgc+RiXugVkAkuSICIw0I18TXau4+mT8DzPoFKgURkCeP6WAZJSuDh86rsdN+FezWoKFgC",
-	"bAcJ14mns4QtubLsPF4AwP8cvAJbLYfX/v2omoQ2N0gvUHCAhF5WDTVLmOEr4ww9d4Ipp8CN4a2w5erk",
-	"yucxNw2Jrn4Kl+KVDw+bSsPe8/z71dPe7iL+Q+nv0+pogWa3UANpaXiMw2Z3/mm7XR/PMUpjOR9tj/Q5",
-	"GXTy9s0X7LTbA+g1QuzbRqpJEdxEhpLewAyDCthOTWTDVaom+gTSwsVi9sSwrJyPMjbno1s4Q0Yz+NEk",
-	"7E6KWcKgmjswWTslo3apy9tUQZzEQApLFCD0yqVeKiozCikPc26nNRYPTDlVIKYgE6bKe/L9zrvsS189",
-	"ErJVWCbs9MbR+1u+jDqSZalql8IuSnrjlJtpJ8GrJ8JGV36hF8pmTgXmFvwBvjwluHSkSljV5xPqiUFS",
-	"DL0fejzPT6CFeLmAcFjDKz5ffcXNNGNtepDHuiJxeFi0e14tMOm2yCvmN/YekRcE53UXkywG0ebmB4cl",
-	"+8ur96mK27M+/cn9+FBBKSUmqKtFUfglgZle55kbvxL2hrDRWcLgYyGNFcotQcKypRie3eCuf19d5p7C",
-	"R1hwzS0+OAg70XZhu1FDPWqo2MNSGOv7pPotphwcWn7Wjprhu2GHTvgd2nxIWn8NqNcsWn9oCPH5in6o",
-	"9vdp2M4BMkt8/WWqMsPHInsa9dofxMMMX2NGT4aeeGOzAet1Nl8MW95IcW+xqk6G8OYd9ALKjd3oJbe2",
-	"XkmqAnDL1yimmgKOvqiGj4m2wl/16vtvmOccELSr4P20tiNeFH4SvuLZX7iJ5kW1oOOV/0LnIrrindUl",
-	"n4grG77j5k0po3tm/P4NVTT5Uog3ooxeMRbiK2msLlfRI7/WExPuNis1ctvZZVeKupw6g2aqgfGenJ0+",
-	"6/W77K0YLwwvqqQanDTlJsAC1nkgaRCGeoXkwj0KuptlWJjJas0KvRykCoqW4Jf9hNl7+rvnRuxjvSDz",
-	"sqqFLxor1b6maqFyUUIhrtxdZ+/hjFN1FHgUHi9suAYpHyIX+QB4gchZ/1mq7L3JOt0wP596MdIzgXME",
-	"sXDa66FgdQQxEXbaZc7A9yZIqoYLCWV8fTlePR5vC92+ffNF6/Hot/UIYRi4D2z4ZsBR71/mHeVt8taC",
-	"r+bjIOKazcxoVPjAeFhx62JANsZj7KbqFXacpJJjVo7plViHA2cZ9ADFZI5oFEqKojhL0IXcblUm0VTM",
-	"Lp10VprhmobgQT0W9y/hJPmIcQhvRSQf5o5qik9gHGImLerA/YuP6f9qCtqtrwJr1/kYEgsUAaamjOLe",
-	"drof5ncKOu/nEacYsFf02urEhELEUUzO8atY1XWfScm968eotkZ3yV/FygioESUVHqThisl8QPXvazWl",
-	"QH3x9aiygI3Cjz7iVtWcauJxTvU5EJYClVc2EGQyIIWOBJrsBZZsvK8K1RMkCg2/re/1pcMOOzS15tWb",
-	"o3nj1t3If2ydpu/rEnN/gLi0Bv1eL+rxiX08Q1/PfmORw422vNsWSOaGTSAhP5xQaUiJLsWd1AsTCo5F",
-	"xLIVFoS1zf5Z2SmwCVCWrYFFXCHxx3kCv28Z8Cj+c2Ck83ERzo3I5od42AGoEsLLwKYQ3gnbVCE6I17o",
-	"ud+PW1M3YsFTQUVRIdmiJmFRmZD3vy0SDp1N44xnwt2uxbcJ6FozVQcMCz4xaRHBEDKiPRSFeG0EWCFk",
-	"SgV/HHoVyD0DylLQTJzKHhofh1REqXJxn6p2RnP5W//HAeW0Vxx1wLxWmHW2qbAVe3+sGrufbYbiBr91",
-	"8sabaoJUa3AP8gwqrMdg2Hyt/i0N69JvbVpHggcdeUqARjPlc7G2/wOGu5aRnpsqr1H73fS/IAmQOnuK",
-	"fOm3W5irOPGjWh+PJV7VqygC6DyjCmMZgEigHumnX5jfs57/4qOr7Q2CzwMYMe94k3pzOR6LEtIZcCTd",
-	"w22KxniHs/6xWwFuywDTXUJH9l4P4Pu0rZ8g4PH+EQApZKcRdO0AmYCFhwGkl/saHvELa49YA0el/xZi",
-	"/h0gnCJZXBfCDTmblZSvGz1Pf5L5w67gOjCsQ+Dx4TwgT8LoxU0ATUbq7Zzb6VpCeF06/VNV3e2sOczy",
-	"TzTIH+u4fKvCxu06ERgu2OoG+Bx/d8ooOLtPqO4FFu5oF5p89iX0etVzLH2JpVExi5NbZ/D/cKTXgG04",
-	"DdhVqnxXWBz1E+OrcEjDRgvrS+hCeh39MnN67XwueAlu/uoRXOXo+C/knag7ZtmBflnwWdD6HeyzqNYT",
-	"fRawPjs8B+JwxwE8OvSvbBwCtt3AtfnU9vpGC47gaug92tXwz/d+fFJWDDt4gNuBiKgd1dyTZb1mkKNv",
-	"Ci+azp+8+4/Fu+vuXr/dw/r53efjWPP34kOe/gSPeNgJinUs0Yc/K2dn/d0hHZXCtp6vauXYfWbvTYbZ",
-	"ivWi6uYJxNCRA1LZcq1QnFyyzFNslioqbanLW4+QiBKUnG0mbVJ5KaBHB/D0hR3pmdhSgQhP2EGanRcx",
-	"r77/pjb1LRod9jr63Sh1OM9t+hz8+idT+CMzBbCDYB+TjTMWcqX9cdrOFhCBupUbQBU9BIjYOjIfSh5P",
-	"Ft7yX+t+6csrQlOFVCGCpp0RIjZLWJaLScnz0P7OaOxSjFWbc6oSpxc2qUNmM9+GVontgFs/feoWg7Xt",
-	"OpQvJidTx6+cqQZtxnD5ar0iklDBgOC4NIME7kpYwSdsKKZSUcUw/HbEiyKUYUwAEKIIuctKbgXiZQsO",
-	"pTeTCNfr3paE0HUuAF6LztxxgvPFgtm2lCIn9FeXvXaXfvf2a6q2CR0AvEIApcOlQhUMGSyVx2I/TDnU",
-	"Q5MmbKcRgCheJriSMzHT5aoqre0vc7q0EQKxH7QkpsuuKHyOSYAbaRBUkVVppKNtivQXSIifkCfCG6DT",
-	"wBa2iGfhz2DOP5XL/VCh7Ac19PoaxTqiSsJJR2B5xOWIr63xuac/wb+7tR98HSL2M/iQecRfVFY7gxNn",
-	"oKxnzXjcQvehKLii3m0bugnQ5yGqiceVhRq2/pENasmIHvr7UEtwiruO359KyR/4uDqhHPVPOORcevTs",
-	"dsy1Iw0ooGKXeIq2QZGjZGbMTYbgD/SLqgVRWbsQE+5EMIdQwQmVYWD5SvGZHJ2Mhei4Ez8V91DhQBqf",
-	"Pp9Tfyahcgg6QG97DzB2WgTm2eS+cBJVn+U5mi2pogoKhGkuF4UwA5D6aiSY+PuCFx60i+94YtADJk0F",
-	"j05VO5g9BHCmoIf2iQlK++jDlN8JaFs67ySM+wbdEFfO8ObsMgzAR3QI6QghN+xhUZW1D21rIeNezlOF",
-	"pYp8BK/f77H/13vvdEHRyqqjZ6jxAykGp1RCFUsL+PZo0V5BhiSF+gYMi9h22TcBNFqKNVD941x5jvTe",
-	"aF28v/9E4enXYknP/80D0+6tu/37G/3G4uC0V/21Llg7jrribqBv6eNGjHeP+B0Vsq7yBXTJPDGvDRHj",
-	"wo8qlxLFIKOVmXDf2RebVpIDcQA/WDmHo9FP/PfQF0LkrN/z/32inCzfiSMeK4ICpaG9i6txSFOHYXdC",
-	"WYacCuT9nmXqQbHuLelzMaScbUOUf6I4Mj691vC0xuZpE2Loekj2LLk0Yp35suGKOX7b/VTI3a3h8IRt",
-	"Ik6TPSDd00dvWx2k/4l2B08JMRUymBci7/iZktSnQXQ/WEv79BsVsuRoBpTpM65N6Am1yYK2ZnFTj4+Y",
-	"u/fx3F48zxn33anrPb+CmNru7VrL1dpqBr6pJ5AlUVMNX0U08o7H3uFUZfgT5ktlnaTSodrDVchLyW+G",
-	"qwxIyzvO29Q0yH2+wUYP2YBl4n4OsLqEZcbyAjN+7uTI0ne30t0dFZUm6zBV1CxCKrJi/UM7ayoSuM5h",
-	"70PC6DHZKRNRaU57Tdd4xzCXrncPzOzZORTyzeVEWrPFloWW3b8XU/YQvarWJvxPu/aP62znKBzWDROw",
-	"BX0Av5njrDcs3+l5Cr3KfNtIyInD7FgslMZtqIzKZvpOqsmgfujJkFM5M9L95b3HU041I/QdmaWhAXsb",
-	"H43XLTlyjpzc5VUfdtRZKM+fhCT0iTesLS0rJfauTJVUZjEey5EUyp6MFyonmDIvnJrp+2L7Rzj1lFdd",
-	"naxXk9wojID+JejWB32eOoRiddl6x3jAoLByobYwqR9849o1JtVEVNUl1Cq79Ul5Cb7jWo31Nk6Cs/xX",
-	"YCI4138nVnJFu5dELiLPPZC0Y/ZBDGM7B3kKx2W3v4xK1WAFPKWZEkvso4odYyRVsjQL6sZqQhd2KP+C",
-	"AbNkXb83npFgAyio1S2Lgi0BVJYnbLiYEbQqVaElKp5r72IalwIR3TxU0vS9X/FhY1kU0OCdynWTN17c",
-	"hQZQ0NZxwudd9oYvoPUjJxbi541AeSwtPZVqgj4o4GIwb+yaFbp3L3JpWaEnlQ51K1bgSEvVjOcCkAbA",
-	"UiHG5hQq2repKPIbbqmQV/zlcNXcZsON81+AE2H7sD/50R+RH7lTI+LOqF4Ut0PrRO2sQndeOsexJmQp",
-	"23nTK6jIufEW1oamid1uF5lbZxB3h6U6nhMMHntu6o88IoFM0GaM5SuvUgR2V/0soZnA6BZbYyFywqs4",
-	"XebU+RlylNCDtuoI5kjeZ+EYFnjL2238pLnQlVuhfwkOEAUZ/uQFf1BeAAQftVyOziadoeMYgDurJ/Z+",
-	"Owd4Z6lLA12J0t97pAJLwtbE7d2ty2uPgDs6l/XHLHV5S/Wt0ZhCXuL0H5UqfAkh2bOTE7ztBL4G3G82",
-	"YNmcKqZkSYAOoaVhp0KlShc5NMrVJcvGcqwzX1aiKBAdEPGg2Hx0fKh6ZQ19lPmyMrkQ89AQUy8sy9xM",
-	"sa1kLcszbowZt8w3rJ3lWokMindnADaiAfraFj4Ax6TtsmuM2lGpqVyakVYKG2P4HsCpQnXNUvf1vNLc",
-	"MtIhKQnKq3Ujx3edTgdmIq6/CqNJWBYuGDDsmHnJON7tQ1AZAUXVJMNEm1pBF2nIH9ghRo3qHnRIlIYN",
-	"3VmmDsS03EQ4kEpFbUYvesxAhS6flDtgc44VtuqtI097p5WeiKNEgjIJs5oNBZtrN5lUccuyrzUy4Qwb",
-	"rtR2sO3Llzuyrtmx4oSr/GSsy4mwnej9MFc3AN+l0xFHdl01dIbe/wNWr3jCOOmzQaL6da2Z3anCIC04",
-	"96k9i88qjimmylKlaK1bg3bUPTZV2H0bm08mG+HbYOdT6fZqAvbkrZhDt9kBpnRCbBo8pqsqEoL0Uq0/",
-	"uS5MA912qYWPm5jvUc94lKXoM/vOT0+rhj9Yxg+K2PmX+IqckGgdfBi1rFSftW0HqYJT5f2rMEhnNgkF",
-	"CAKgoLpbpklTcETa5FQ9UEfYSJ3IiOocp+pnnUEVgg/0tEbYbUeKvkqOI8VLltEWwlN6dNKrIwNnLtQi",
-	"cc+w2k17W7aGu6Q5WQN7r3uP7lDrQnB1cJpI37339OIZm5dSWeh7f/Xui+vrWpPNhZJ/XwhIH/XulS1N",
-	"XtZO2M7+LjOp/Od+8uEdDKNwWM4tbw1aPaAJkkqtwUXSshq+fj7k/XG/9+Lioj98eX52+rx31uufPju/",
-	"uBr1z57lef7s/OXnV5+dtpLWHTZubFVhaQpOH942A6izqt37m2IakMbfc3O7x/9eO3mRMGReFq4FuRo4",
-	"0b5gV3VLuOMhaXm+v+9uN4dwLczisLY6n2CdqsIT7sR7f7FfuUpuhcivF7D6TpSdSxB7UNmuJvZ+d+v7",
-	"r2ei/JZh/0Oz4N0Rc/wqW+/h0j/r9z47RSgYoQJOf5vhr+k+0KDIO0VzL8w3lKnEHwpAxseqg5f7FVzm",
-	"Xz3/XoAft4YwwkWhpW1jD5K6bXekBwn8z8cWJWNt6KRcCvbdd9cv7z6DFGCZk2nnbBCngYKxAF91jq9i",
-	"FucjpwoTkh1zgTw2apUIWEulifIv2UTYShFCP9W27IeKU5uPp/GFpGPrBxpSjj9atbJq4H+WLPvnliyr",
-	"dmJ/AjEQxJ8euz9ssbPIeU/9GtAPha6pfYnBB3LhUCUlF4WwoqmObHD5RC4nqbx2TX0A1v07vlY7xPRS",
-	"ZYSyXXZF5iK523d5fFhw+MCTZnzFhiJVWlEgc9VJ2IamD3qIGNvgrRmw896LJnaMw61O04fw4z1Xusdf",
-	"v2z9Rmxhvw2QRM46pZf/ogzi8ehhINFe/0WP94enJ6Oz/PzkM3ExPnnOnw1PPhs9z1+I3rjPT4fQutFT",
-	"8ACTJ3gtxu5Wmg1FteCfCNTqTTtwW9H7a0hwcHN5INPCdP4tVNkv0IVY35JmFplsLRL1b8ki/lQa/qi1",
-	"oIATQBOLytt5uEawFMOp1jXTbJsV84O/9HcZ3sbBvVL5XEtld6WDC7pmTbv68wT8kUF4TwwjUq72d72O",
-	"khGjUlhzCa2959yYpS5zQ+gvbti9+6+zTVxsR+X5F2KvkDth6sHqLJS3gaiox8+5D2MuC5FnWEEipBB4",
-	"rftOwCTALauNQA3cfXnj7E+TdRKsZaHVSCSpevPtu/dOd8aWeoQVBnU6hH/eWa5yXubMn2XseyBS1c5o",
-	"+U5kTl1q4JOzMYzls3n8ZVUHkWJ95pLxVJUiF4XE1H5ellJEHeLix3e67EuYOKPrpc/4LAWUwqC2efdI",
-	"O5IXUDkDqmZA3i32d17MMSBM8a6QG5wqNz4n/TPc8Yy1s+XUiNHNrz//kgEISUbtvIoVWFKEngRqgKJ0",
-	"5P1ydgh4gIyza3gR8w/sxcOppQg8zqMsDBQoaZ9exBWhL8GCg97KUctxmC1aLakKOwMJO2y+GBZy5IHj",
-	"gMQuVgPGgYaxS+FUGwxT6xLA1boAEtSJG5jWc2jqx+alvINAZyHV7Ql06U9om8oTKNnCXl+9T1I1WxRW",
-	"jrgzN0tBLa50GXo2onvOA9nb12/uzt3P12/uniWpwnwat/buh5MZn89FnrgnPzvHfBCrz6HPquk0LAH0",
-	"VYFoOMdpKchgdcZjlTCHM+yylxXxQFo2BtRxYIAxXTGKF8MmxTUEw1MLcBJFi8bMArqXp8pPUfrX8tFU",
-	"5ExIOxVll7WvIkgNVCMsCr1kSqsT3LNUWV5OhCOTMfRqA95QGurPhMdixkdTqeBo29BhLBd3otBzt9rd",
-	"TqqusOqL+8UzLQ9Jc0QQejlyw4bcOGJZuFNifaMUgO0i0JZYnVuKQQj8uy8xx8o/nRuWATNsxLpi2L+m",
-	"E3yYSvDxs7LXtIGjwpn9TzWKffpIVPUM+dafdvqanR44soQsM3Z6sSn0EboARaRDAMOz8AFDlxdwYccT",
-	"8twXQ/pEZjoNAIJSBgteV+oJuqz84C63D6777wFZnEjjuDHf2FSqoVXzjZJ69Dhrp8EFWudx+P3H4XHJ",
-	"Tp1R5p+qlPT5prb6Eqb1J6b3D3lAcPOajofPOlooUqhFvvd44CeKCFBg9+lP7uN1vjubcQ24u3YsCWVX",
-	"6oVTNj2KHyF82Kc6aNY+Evu/T3AzT65feoOiptmD05WPLEU9GxDD8ZtDw4efUs/SUzo+aWukc5G2BmdJ",
-	"SgHRtDVIWy+1EmkrSVv2/jqHb3r3v/78S9p6yHx3yMzdSflAhjqJUq/wHst+CAjZPstehRBHwk5ZBhQT",
-	"ivtkJM2yBBrpJuyMZS8hpkG/uyEQ/m4m15Lhn5hUQSfWblW1bEeMJwO5Qx1Qoa6Y5bLYkkaJwK8o4HtI",
-	"1jc4obcxMKSlo5hYsiPpLUTch6LQauKU9a3AvoiifoPE8khXcVTiyKvqWO42d71heQKEBuC+i9FF71zk",
-	"52eno+FFv3/2fDga915wfiGe8/N+L8/PeV+c9s7F+Pn5cCzy/lD0n+XjIe8PT097z45G9tUi+lu9wU8q",
-	"NMGfkuKPJykitDM4hmPcDrTBtFvZeNTleIvseAjfbuBBoKt6wmbClnJkCA8uTfAddKsTGvXnbj712IED",
-	"alS0v1rNRUk9+f5SyvwJtO46Kd1+MiNK9BC56zFbJHqPb4ywk7XgW3hD4knCAPzBdiasdAb1bFqwxrEL",
-	"Ny5b6OCNCStjjTW+IwEW4vnOso/yV6iFGIpTKDoFeXZXb64B925Geg5V8HTkckQGT/P3G9c8f6zaF6cQ",
-	"wFJgNo1Wcep+LoyvjSv4aIqOms1qs9C1Ffs1uSEbGHM8ZJRypeB5VhsoFRDcSwwA78tLPT+RWAkrJo53",
-	"fGm1ttMnBksLXr25HjAevk4VpRLMtbEYHYUuKYC9sDpsk1TGCp7j4YH6W+DlAQ+MLgqTKn9lKLkDp02Y",
-	"LqNubFNRCnDN+HdTSWDUTkySKqefwHdpa/BT0Ex+/fkXp4dIW1SfSGXAzw8P9XUz9PzWw48P/38AAAD/",
-	"/w==",
+	"7L37khs30if6KgiePdHkt9UU2RdZYscXG21LHveOLevI8vjbmPJ2gSyQxNdFgFMAm81xdISfxg/mJzmB",
+	"zAQKRRZvLckznrH/sJpkXXDJTOTll5k/tUZ6NtdKKGtag59aU8FzUcKfN7mYzbUVyr4T84KvRO6+zYUZ",
+	"lXJupVatQSuz5UJkbDkVitmpYKX420IYy0q6g3HFsvCg0er0z2KVMa5yZqwuRc6UtlOpJleMD41Qlmk7",
+	"FeVSGtFtJS0zmooZd28VajFrDf7acq9r/Zi07GouWoOWsaVUk9bjY9J6J2y5uh5bUW6O8lvFxL0oV+yy",
+	"dz5gRoy0yg2zmi25tGwoxroUzAiVSzWpTYNPuFSs3e90U/V+KljOLR9yI5g0bKFKwUdTPiwEG+uSccMK",
+	"rSbuX87GXBb6XpTM/cBKYSwvbaosvxOmy67ZkNvRlMGM4R0JXujGcGof2FLaKQzE8JlI1cYKJm4A/ncm",
+	"rZh1U1VfsAc+mxdujfqtpuV6z83d13rEcYXWF8zN1XJzd2LY9+++Tlj27L7/bMmLQljz7Cf84/GZu8I8",
+	"+0nmj1l9t9Zf95i05rzkM2GJtNzbb15tfy+TOWtz9v33N6867tHS/TjndtpKWorP3MNl3kpabp9k6QjT",
+	"EcauISStH2DUze/EGZ0Y5h7O2tnpKX5zeidWQKjszfU3r//zz6//z3fvv333+vbLm69fZ9tGhrceNbpH",
+	"d7GZa2UErM/nPH+HJOg+jbRyXOj+5PN5IXHXnv23wa0LW/1TayaM4RP36IW6U3qp2N8Wju7D6rORLvSi",
+	"dLu1GI2EMa3BmBdGPMaj+x+lGLcGrf/nWSUanuGv5tnrstQljri+jJ/znEk1X9grIEwaCSwokupYiiJ3",
+	"ZL42pG7rMWl9qcuhzHOhnjrfsX/AgN2JFUtbI5m22JQbZkZ6Lgxt8WDGpXIjlIaVemEFU0LkhpWC559g",
+	"URxtXb+9gSFJw+55IXM2XFgmbRhYrp0QZHoOIjSMq22nIlWby3gnVifhXidIl1NuUWhV83Hyyi3rjbKi",
+	"VLzAAe5f2g+c7rViCyUe5mJkRQ4ycFGKOj1IwzJJo2LCPSgDAnij7Zd6ofJPP8g32rKxexW89zu+tFrb",
+	"6TVs/CuhpPh4Y/AP3zqWH5ycz05P+VyeGrr4lMSGkz0Z06pYDZjSRDuemNoXvX4HDg2tRKqWU23EGkFN",
+	"dZHD0sNZI8wJM6K8lyPhbj7vJHhQ+SGmCjaD6eF/i5HFA6gQ+USUfzsxbKRzwfq9cyIrf9OnIa+9q7aF",
+	"zGiQrO0f4E4vEoN/cavHrS4ZPHV99iyefI0u3nErvpYzaX9LsnBiY1RIpx1Iw+bcoMAouZMLwxV8uBMr",
+	"2H/6yPO8FMagJiZtqpwqYZjSSnQGLAPt6BTUo4wZvjJMKjbVSzbjahVrRO42VEmuUrVBABeoZkRKYvTg",
+	"+gLQEed4fSJgltGqfq/4PZeF052OE/iiorRctAb9Xi+JDoFqvFsUtS77P3pRBvVuxlduCd0/wDH8XrCh",
+	"EIrNS+3EgcivgloovTYoDTN8DPqplRZUrFf+bfG8Hg8+PvbSwxe4+r0Ba5hhLkGLZlyZpSjdvlo5E07J",
+	"9NO0U+4IwukxxkuDxrmTTm6nYtY48VS5mRPvoArLC3d0rvyt0sDT/IOWciT2kUzTytDVzyKlHpblvdbf",
+	"cLUi3cg8VVmwWiPh0wqZARtJN/YCOd0xQr/X6z0zg7Ner3fFSjcOxt1AWJ+ZT6QpgGDXZQLSVy+sk+0J",
+	"iHAUBieBzTsbciFVbTpH3KdTmEiWsI3vTuGQaPyFK61WM70wWWeQqqeIjA+UDt8rvrBTXcq/HyRsG7d2",
+	"Jo1xVEsH5QBHd03PhQcM2OeCl6Jk6aLXOx/diRX8Idzas/86vX5742yswfrPnU+w62+0H6g/y4FZUWrh",
+	"yaWduLrXdyKH8TlqsEvNaJHhlE9VLsdjUbrzwhksnS5z5JT98MMPp27mQlm3diKju3A33Vb63dNqk03X",
+	"727cwMqCwf07Qqp/BIbZIuU3Nc5w4aIaItisH0csoWl5hArbSLrKK6ag75nFaEpGi6MBsIrHQADSeKL5",
+	"NBS5883AUzaYzF7gj7Qay8miFDkIrFSRxQOHgZM4IFOlBTK33srPtcBLxIM08DLpbBrwAaXKG+VIzf54",
+	"i/0e3q0z4gbotzpyyYq2oylsQZ5LNz9evC31XJRWCr9iSWseffVTi1srZnM8WtaFVNIalYLbJj/YjWLZ",
+	"22+/e8+e3fef0RGbsWDTgxqfOOXMTY3MPDqdq0MXj9Ru5a8Zal0IrqI333KgqbEuZ+6vVu7EtzvvN508",
+	"SWsslTTTI2+SeQN7J62CG3sbtK/mn81iOJP22FH+bSEWR95SipGQ90feRNbP7ZYJGksybhfbAEV9B1fS",
+	"LQukmqL4dtwa/PXAuxem9fjjBuctioItlJVFRQugbAplHU2oRUGi1ZYL4HS/3NF8IopZzPMjKeYxdln9",
+	"FT1s0aqFCfvFiodQo9D6DiUVU9VGVblx0e5yg4Ylegvy8Ci2JZZzf0orZuagjXQvpBHwsuQr91mJB3vL",
+	"m93Ib0sBHtvg7Z7T+TJeFAUeOu52+PrEsAwek3UbidGL7c2dW9sFf2US5rh13d4JsyjsU1bu4OV68ri3",
+	"j/o7z3hrkQUllhlro3RM4JRYCctQWnQSluFfGWs7E2Yo0Jmu9NL9NhVFnqWq7b5L4DQFynVP6IQjCL9D",
+	"vcfHF5RYtrxIAvWgcP/M0RRy5ItaWcsxL4ZEktZIzwITgJcG3ML4148Nex+LgUZvNBp5TtvHM48PnTHA",
+	"cYbhjPBD/hSDc2xtTGNo4FvlZRO5inTJuGLAQEyPwXh0w9NKHCAS34ilp63DLhROdPpxCvN0kv8YwuKj",
+	"c/FC5cWxoo+PRovZojhO1ieth1Nd5k7K9V8+JrWHmELXHyOVfX5RPcLrQ/Ezztwz1Giqy3D7Jl27X4hE",
+	"2P++/oYNCz26Q/t2UYL1okuUoPeidNSH6qB7KuiPjqyOGJSb12jKpaIj/5j5uFt12SCWQFqxLBx8GRno",
+	"uhRMotPVdHc++8VTtLl4bM+d0l7q+W0pONkT2y8+Rz2QF86oftL7znqPSWuy4CVXVjx1zC/qz5jz0R0d",
+	"8tvv6dfvIZpoJi1PMOgID3exkbMTxrI0FgIqoIdXZvZIL5Q1nd371Xfzn3IzbX4zEPGJYe4K1oaYr7SG",
+	"zXmJZ89iNnQiXOXMllwZPnL31t65OfVzr4ggmdGSNxIinYJIhYKXhRTgFQLN0RMpeWdi9jls2y7dQGAG",
+	"zZN//RfPxXgVKkHAdEw8iNHCYtRq5mw1eGjCnJXOtBqJI9n5DKPIZFVvHfNFrMsfqJeD2CW1/sfoWZdB",
+	"y76lKEPDif1OjBdG5LTahhnNxrxkbZjnkI/uDNPjMWADRLmP1i5ivf5prPaZO6geboG2G6zY6FK8smFK",
+	"2Z9ekyULK2Oe/QSb/OjDUWDAR9R8AtQvTMLCvjtmhNdAkNyfshvqRu1EjTf77CkWTPwAJz0OEhkVlzgj",
+	"NhxB7b73NYD4uAIYB3Ab43nuLHqxZzOfVyN4whqjZ6MaHD2ptpz7ifovtAK7lvp8XVkJh2ZgfhKAgQEr",
+	"C9AvcURzmzyzZhzuswFh5E8xAnElD9frUN3asTb9PRbhD02WIMpisv68vhMMw6Ol3trm+EluX7ktBhUc",
+	"VnABWD7CDCIbasmllWpCfj6BdGfwSJUq18tUuSOMg6LjLKxKAWJtUHrot4TFj+LVUdxJUpVVx3nG2rw6",
+	"tbmpLsyvIo3KsHFJ90YqasbadLrkTKvqzHEDC8pOlrDMqUlzuH7C7wVbzFOFQRwEedlyhSEfsAnh2C5F",
+	"LpymrksYFT1g4H5MVSzz2BKtMafBakZGWKduTQY7MvaTVBNt1fTuVqSotVDDm4stRlqNt480F/Zp6U6y",
+	"NmvqqFU8XSG/iLTq7Ved19W+480JbiNiAp+zHIPOl8v8yBG7E1Iv7EjPmjwUzh53VEZ2d4YqJhntS8AD",
+	"GvI3ZCVqCT6qhKo7BpayAH5cTmUh2FA49vFuv60n3HPQh0CPvt2uni51eXdKl6GOGtYG4UOBAoGoFZ+J",
+	"nW89+2AF5bJ+MO8ywtZEX3XW1OZNRFU3QNdG2SQtv3Ai40juie3JtQiANez1zdvT/uUlKcBHU9sZ8Ica",
+	"S3dHs9bwlV6yXIg547ECxmYLY9lQeCirk2QIozQsd5SvCVoGA9uttbjtmQqeN5PTVE6mzsBwVzAjhKrJ",
+	"X9bu+SFwteo0Tn8mlZw58djbJyoQTtk0CnjZiWG5GBUcUMT7yBYOcp0foRwAdbzR+U794HlsbKxJh6ng",
+	"hZ2uMjg7GLyccbc56opluZiUPBd5NmBGz4QTY7WrUqUXNmHcskKAVqrAvVAKnrsjUc/c1tIbrpwEqsKa",
+	"AwD9hKtTtXZ5gsZotIwE7IWTu36A0S3gUcQBg5uxCvP+uNOKXeNf2NAkVi+9FjlF+GWd+P2ObeXdr6Wx",
+	"T+HfI4lg0/PXpC/vGCdQ0ZHj5EXRwP5fuK/ZjOcCw6nMSDUSqIEiZIkB0lzkH8B77tCDSN9tuVWRNFNH",
+	"ynoM6DuRMxgv4zMNgCHDSjECf54S4A2b8Qd8cb9xEMHKqPnuYAyNLnJtAsfgi+HQp6EQGtbRDmsrbdet",
+	"1RPD9FIxOJB5YT5ESr3YKSvdCE4MWpVBXn7A2y4hzjppPhQAlAMakCE9bSimco3R3Sg+YADPN+LADbEL",
+	"N1sy/E4Ms+JhtxYDXr7qoU9zeZzBMyA94nbWQDHXnh4dtbhRreZyxAtG97A2V0w8IPNLXhQrthRyMnXm",
+	"xUxwZ1ZIxWayKCTBnrqtA+kYnIfbDzIikdo5BjAfR9pTpz3uPdXAimn0EH4JBhjwgVQsc6aKHo+zxGNE",
+	"wb9RSu8edAZZHfQ11UovSpF3nuA5PIeIu8pvtSpWDZOPLSknSoal5vnIEQ8ItisanxL3ooSDDE69BmzE",
+	"muVwUBjfCeQQxV+URbM2J1Q+11LZCo+3MACwxKVADxdmM+xRmZvPQffieJE2jkPH7AkdBUEc1mRzjeyb",
+	"zp+AzD7i7AmIpE1vB7do9i5LrSZXYOIPfd6H27FDsj32GhchprbGxMWSrwyDIe+mg/726JufW9NafQXK",
+	"zpGLVWFAvM60mAP+geerRtt9R8ywplrdVqrKRjLbM3j835NKuCPS2x2KGAFBRXJdY0wVKXRgqcqypvl1",
+	"BgyhvLwoAsYqiTSM67c3qTJWup/5nTcfwdpFc8OgaonIc+1u8+LHgKOkm6rrYYWgIOwWGA5TgBT70bmb",
+	"UBE9SEuLcIeHKWwVPdD2NZFDCE3vI4ht8XGrEdvliHVNu6uF/9bCCV9+wc7Pz19eofuc4G6Iwjmp4Nvt",
+	"XIz5orADXEvChafKA2+YtJ0u+7OYg0AFPKQclRrPL1zbAyX6RJ9uAYk1+Bfd6E4MyxApeWvkRHG7KBFs",
+	"OeMPXws1cTx2dvkcTlD/ud/AKXO+KnSTcnXt1kOip6xK4chgt7KEDbkRzy+u4AzdHIi3lVOVyRxTUSFq",
+	"4y8weMG9KOV41WXXls20sR4uPeMPpzSu0+HKCpOlqt1n38jP2XDFaE86SPy5GOlcrC+2u+vgda5j1hrU",
+	"cMroqQBjQ1FoNTHM6itAjKzTzUR7ekCSAcuSW8bB75eEON3R+7UXPOa3cxevHWGfR8gRN7AbvKe/CdJ4",
+	"I5ZvtS7ePxzJyNdAE6IWt3Vrx/PcL+Fc62KTu0u+3LJbm89rv/v6bUIQmtc3b0/PPuu/cOqpyJlQ96LQ",
+	"c9Fh3LDew+m8FGP5IHI2FQ+QgpEJO711wvYdX0b6VEbSWTYo3uu75IbauB9BQdrt1wjin1tQW5XgZQeW",
+	"ZsNRdJWqrOCTiVST+q2QDhnMleGKzXQJ8XkV2y6psroQJVcjdyZprx5qWymHwMtKO76TEFYohbHuIELn",
+	"Pb3vqtKEo2E4JRjzqyAegNnYlw8PiX+o08JSNdHCkOVNfq7M69/ZFctyvVTk7wE7CI1Tskvb5AJOnJA2",
+	"wibAcTnTC9shMQRZHaUeihzOyyuWgaKFqgAOtxRzXeJ0ACYdfI0bK0ZWBSiqV5WTegCLhm9J1Ups9fjQ",
+	"ZgFkCdarlbRyhJdFo4pgZ03azoGc1xTHuwVrdivwQapRscgD9CFGIXjfAD7nSCcshOBpBB+II9g37mqM",
+	"JwZjcqxdD3M5sogiWmCNemAFmmV1iM0T4U5n4dYKUlQf/KtSzxn+yDJzJyGq5nSPVeT9LcR4w9vCII9p",
+	"jCwYJgu7BUKsuttwCTzQnghI3QQzJwEbg9Il3JGtzGI8liPIjRwvnKLpLphww/6DzUt3Fv5Pds+LhRiw",
+	"X3/+Jet02Y31ViRXVzgOBeczBRcpUKnEMh43csVu0NwaCKtxu30EMoG1amfiYe6Eb5awzFheQCaWuJcj",
+	"S9/R0u6x+52li08yjUrkD5WFTwNwa03vZnLMUI2nqCWZaYs1r+HhaLQJ5lscGVibcHM7FuJ2xOebM/iG",
+	"P7CxEGwucHelYkshExDuM16wNmeFmPDRas21564FOti9gi/o/VbOt79/XkpdSrv6lAN5GYHL9kQv1Egc",
+	"ucoXT8qVWAeAQS2Xkchvh6utZO6vIWkMgUYKzdJPs33xTPDiOXVmG9jMpziXYqTv4ciGU9+SZgXae8IK",
+	"vRTlKWQE7YPYHSne8SxrgImBD9Pq5lGXYiTnTlyFKC/Km5FWtuQjy8AYJGTPzmAv/rj+jprWOGA9osaE",
+	"9RkHK5cV0tiEnbF8pfhMjhw17w8Bfgj2CiBoIIQ3h/sX9/U6E+2mi9661uqjvlEcCcnGcwk9DQVTXdDU",
+	"2d4Ps3K91RNXIhm7F7aE5PEkQPphaWXO2nhmH0wWVOfDssriU22n3+wsYvYnjmWd+WNNQFovC/L9rLnV",
+	"S7YmFu3DPkORVNDtPiD7sGM/t1lBdHRmrI1xW1IolHiwA8Y90GrGV2CNMWlrKSsc70jVhM+roL27JKiH",
+	"rC1VeJD7JYhYd3sOGcw1RBKzWt+xMJpODf4kLVu6E9/p/kOPA8vX4EpVJkkALvnhtCLK2I1NequN3UjO",
+	"WFu8KFspI3EYp5Qk5MvxT6BrKMnk8OSSOClqX35JfciQYuI9S2v5OkfwdVOq4Rr9Ui7ObQwt2xLKUSy7",
+	"efOX669vXmW4XGhB1EFpvnAYqqVXTMzmdlWvqnaQe6Uq8QLji/wLu/AQ57WsSE9XX3z7zTc379+/ftVK",
+	"WjSDVtJ6+/rNq5s3f2olre/f/PnNtz+82QkmOGt2MPmExMZlbOLqhk0Vx25rzi0/2E/VREV7EKeFVHeN",
+	"8jc42zX70+v3kcj9/t3XXuI+IR4F89m1WIdFkdbdZ8Ez++71d+8hZR1Muk2HWQgnH1wk5ZWwXBYbMh0f",
+	"tHcmdPeRZzSBONbU36rUEJYQgkI57aEo9JL1ez1E/1VVW/RSsXa/1wPLfjHflw7wmMTRuJ0nJtWi+emI",
+	"fYcp+Tt3x8Z2iIPjllE8WKer5beeidYEHZ/JYnVq5mIkx3IEFR4qjz6tI1gAJVU3iryBqF+DWyHQXiH4",
+	"vTDghUBRCIFJ032aS35tzbe55euWoC+64W2UvSH9HQHYVT03nMQeTLm+OAJ9KTZOJ6Xn1kmyc5ysALF7",
+	"CKV8TULsCNpolntg+g2NLhY2CDpMnoBluDUkxLMAXvexDpKIzv7Z7wqHlzdOSKjc6fWhHOMRQnCNGHy9",
+	"lU0R2MwNX/CiIBbYDABQYKp/3u99dsYgGNVlrzAChbQOr+HWitI97P/2Htp/7Z2+5Kfj69Mvf/zp7LHz",
+	"H/9jnx7ujCXwiG8O7k/cePA82OFn/V6v53TTecGlwmmPRdlxkz77v5fnp/0rHyBjwlg5cyYPGyJFL3V5",
+	"h0GnTWySx4697PU+6798eXZ58dlF7+XLGEoG797nCZnxBzAD56K8JY/V5m6NIWlw7mkHUwejLUyc4eqd",
+	"QVcVQBOMHTnHmDhtDRRCMaK8B+4bCVlINWHtUFx0xh9Ox0KczkV5OuEmgZpTPTZxb4iiiQPGh/oeEJ3w",
+	"RG/igbWHuWeg9l30ehUBnLEHEJswof/phtZl1wgKRoTAWAjD2rpMFZjAnbioy4grCBLwFYNYvlR0uvFC",
+	"KyqvQ5dCRGSvu/QzWn7vUdu/D24tD9oD1vaeOF2y3oNjjk5FaLBghLIyi8nEEZ5WVVjXB9eP2qFU7d4i",
+	"tnOHrusSgWqzQaRIGjZczObes+UEeL979hAqFmxMhMkxRtrKhC3mzOpUhbGD8/F0xOedPZsDiQS0MQ1n",
+	"jrcoMn9Nhs5icDgl9HpfqMTn2vr173WumJwo8EUMVywby7HO1tn8/GyvO2qvd81JSGC+i54jAZbLibSO",
+	"QdnMyUxwCAYPIkT4R7wsV4xTYc3XN29PAbkvRndmMdsQnbHkvOg9/o99Z/gW99cPQvpDIGE8OJHxGRBC",
+	"JRJ2xM/ZQip7dvm8YuseVH6oajv3Nv476jS3eseR956buwPN3s2N+YrbqS5B9ymgLqWvsAwiiMpx+Hqb",
+	"23RtMiB7ST85S85/3BfC2qo3vcbqnuQtW1UFqDA0292XrrJp0v6ASW6tpPUa013xb7A/ktYrrfZB449y",
+	"cd006JmvMK/DW4AzuQYtoJT0nXO72O4UI9tgBz7q/cM1lvV5AkAqloCEikA3kNuVJnrYmRTzOcKeMS/G",
+	"RqeTR18DV7M2rpETEvTAdWjrAdHhfpWj81Tv+NlGAYjm4N2SG784UcH8dpVgU4Fmn4DQ/WxduzsyrnQQ",
+	"ELxC9VI0V5fAgDQ78iN294ag9qpuX5LahutVUxD2xlWOUEzk8W+4RHySyCs8w5E1TKK7b/eHCntPjBUi",
+	"llyXk8Z5zwBQZDbFTBX0PyC3DMsbCGWfxDgvtidbEZtsVIvCEppWg887MEvC0E+Ak2n7i0F+CKUXk2kn",
+	"qUQEawMAo5OEUHobXekAKhg6/VTxYuA1vSQEOYDazWIuSiNy1H84aKxOx+vEJZxw+BjHsi3a8VYkaHb5",
+	"3DeOFf/Cxnjt+7UAjR8PptD4oTeCx9YBCPZhPzluYt99gO7BJ2/6yFsljHaw5KYoqMnSpnNqAx389IzP",
+	"IyE1Pu/jsKzENZWFj6YInqaNogRL6BDiq9g4ywzjMx1MUvDCVYLHq/sEAPW+jMcDkvq2Z+2tv+dI99CO",
+	"EpRrTPCBCUUXh25enHxzfBb0sbkqzSuPT2labixL+6qCAR5bKgDNpd1oDOpJgTYVVBFv+0GCTjcqxLjj",
+	"7DB3kTNqCLfo769s5L3H6JCP7gTW1/WS0/dncSrj3cj0+62kxZfmbgaCoRDjvfJy5GXC9jRjyMryWDUq",
+	"dIv5P5S4ZSBjieoQwoGoF1GZyIIrELqAtV4/JpuzYHJpHJfku60Dp73ciS1SHirwKgQZ4sJBaxRYLmd7",
+	"jmWBfUXcVRsNb05zWV4xXNMkajxS8KEoMEUtH3z1+r/c1sJ6J7TFMk/Y9bs3gKAtJDdXQAEJ5qdggQTa",
+	"+SpZiI+gckyneyhT7u3g03eH/vMLVghnw5uE/AEJO7k9SdhJ98SN7+T0JMF8WWd8g/zkdIf7GW7Zl4DX",
+	"zJOeUrdz5Wtly9XT+XHnKkV8Ul+oavv9xuLeMeLTvRwYmGUn8T7xyDz/0MJ4sWGFus/utNPDmOzFHiY7",
+	"AQEmSgEQkBrDsTYqiSAfuYWklc5ee6TQPN9mWWEECGHiAO4a6UWRVw2EpAWshy2lMJTWiWlWY7H0Nfs7",
+	"++BWOIQmDNAPMdTID8G9mKBGgQtBoy13w42cbWP0ohzFvh7Ued2I+FzuFN7OgF2Gnl6Hs2hozxWpLJ6z",
+	"Kt4JQ4vIJKzLdrZ+Ug7hkBecDLb1nlrwwzpcDsN93GDuw14sFT3+yZoQrtNTbcro7lvIJWwIokOKYTgu",
+	"w7ELoCp3bjrynul7AU3hwFeOzS/CqQXfwWQ0ZZOAG/0JbpGzR6z621xzsRooV47uS251eYJdGFg7oOM2",
+	"OuXN+cKIDjNWz00cPfE9VgB8zs2deQIAu+9HvM3cgxORrAgnicDSgxHFTNs9IMPe2FtIXXmy+R49Ylzq",
+	"2ROcIdETMCZwDDn2IKvQTXy/XkUo49VWgP8PkKgK3Ssh+lG5MaMNVno5iMw3WHOgaySD0JcCS6gpXXOt",
+	"uGe1yVVWCvL/UaYT00UuSjhoFnP0NOiZcDqWKAwVww7waN81pir9AiqpxL53oPxM5Whah5IBnBCqObM4",
+	"axdTrmBtpJrs9xKEdQzMfyR9I4jdCNtgiLwBEYG/UuHN7t68AzsthXEL3sDgxI9AJIbqcSGkgCSxYYjt",
+	"gROwHUvlzh7tae0YIjoMc9t+ptyosf4EmuIHamrTcNLtsl5rp+KHHtjVKR3GvX3VnlAciMT2wdC+WJPf",
+	"l3Lun719wO+5ufuAZiVr7iNQ+raEWXz4C7J9oSqyW3n314otRRn6gLW9c9BEef1YP5HHaR2VF+oKCyyD",
+	"oIAqy1SEzOspBy1rFVja5YfqQZrebL7TXR0vQBxOAcUYDD4KXwMaYihGjilrB7RTLGpLsQeyB3VnR05W",
+	"FIXYAg+j1n7hqioeiQKHRD4V0txT6+L5BxpcjbDG96E9gu/9FyqE9hJf4VdNWD8hYMhZgoXmzmO/9iFx",
+	"2zigtqvoXVzfCBz1Tdu7K/jnrtdLRYmiWPmboU+m46vN5JQMH/TK2sCOreb38kPtWXdYHQAMY1PxEJKL",
+	"pAK82+6YVKjwta1oEPKt8lE7TF0M9Br1+94g5b0ek4snNSZar0fvtccdjiA6LeKMMLdSe31MOyBv1yG/",
+	"RuRR0U5aC8SwBWybz8A/gmRebMOUYkvshGFL7PvP9kJIZdUw/JacF7uV+6PAcUFecXOHZ8rh8dCzyydh",
+	"wfa8krVxNwbNOKk9INeLzRjtlkL/jWIHxAwUw8SIolS+PjGp1oVgDUFG1MZzX0j8GNHyAiFbI8hpm+/C",
+	"EVQRx2ioFuOYHnvpOQbzp90GtxtQZFfVHhjLVybqVYXGjbPQn2DAnp2v4c+OgIa9/ChBa9Z26owuJ9SF",
+	"H8JuYCUX2lg6dbBGAygRoWt/vU8/YXB379xnVY6dU522jtuHSbYnePmaEbU61Js6Q9MgMNHvXpR2m4qy",
+	"uWT+ejxJIU1ybqluwQLCOL2YRMJpGhWT2qPJUEis3IOLMZuA0GaozBN8KS+f0NWt0t6j1m51n0MTevHr",
+	"w0+ly3qwvenAzr22vZmCubGV+232D0r+fbET/XhYzu/zw0zFs3DZbeXWae7Z1rblQnSYdhLRq7I1ldvE",
+	"PjkTPDveJkCv/oYTIJKewa3A2kYI5ts7rPsCO3tycJ83Zlw0Oa1BBwLiqtKYgxyNcuMIyhcYPrZPjuvM",
+	"UJH6E7oz/Bad9Z4MseTm7li7H+z1XX01dmQcw+t2r/AnSiT/9edfngGGxD4cnUdO2MzdCeRHrflTpGxd",
+	"vp7vXuU9i7yrC5/PK/I+U4nJfWYQ5Ee714mN4XZ/sKEeBsewx5zpkgTycGGDUthsb8bmbscb2u2zDpna",
+	"7fPG14HeArd02XV1LlDWR10JgtS4JjVoqw4kTTRh0IEwCRn0n5q7KShJMdBtGWDTIoJNC4JN542w6bBh",
+	"34NwOjZXd3uMdyMN1l/aSDNiONX67jXVhH0aXz7pQAVjXR0QqHZqgrgXyt66a44QZzQ1d+t79/QdQu1i",
+	"S4fgNd42YlQK21S7tFh5pyP1ySAtBYQTNmXDtdoHQXy+rXSv411fuvfEsO/ffZ1QRzZjlrp0CuwY2hMw",
+	"M9VLBZX0Htx/+8+Tg1SSncc31vyNd6na3L1IxjUafIqHG59wPG14st/r5vYvOGD8h6ZUriUQ1ym8Ye/d",
+	"BZAjT7VcgqdGl5QDLA3YJWO9KA/2Sh/DJWc7WOCafWe5ynmZM3qksyjdtaydLadGjG6x7hsmPTv+OLsg",
+	"NBMYmJBQ6Q4VsD7D5CZCiRLcTlrtL33UyDnXqkq0nVo7dwvm/iUm8mmNZ72LFziUqjI2T9W45JMZnHF4",
+	"1Mx1aYHXJvJeKDg6EJV1eXl+icY0XDfVmCnHUzVfDAs5CgAxNMbhZEFwstHFPRZgrF9JDda7qbrGGt3u",
+	"6Z7fof0PjCGBSuN4Mjlt3rgnLOxUKEsN+vdVfVsnd7eMuyg9EMsmYt13pxmstXJxpmyAql9VMPQB+agB",
+	"bY5AutjQ7lxRMtOgssEh0T64ca8CuntwgHfhClUBHF/QIk7MLjcKOCRM1L9oUwGoNQyP0O049nqVGRpA",
+	"g0aA7LVwhs53jj0pGjaXfxarryDbfotK52jp+u0NwCAI0Jn91+n125vTP4tVRpn6oS7hWg5bqoKth25v",
+	"cAWRbmi6DPwTQ22n9BwsbA+Uh7G12cLYVIGJGHxGd2JFla7dIPHGlgc6tsLYKqrEWToiG0INoOuFnTay",
+	"sp9nO/OVAe7EytDxmnUSlrlbdSn/DqQ/YJ/D81jxt9tff/4l67Iba1JlRnounH63YkvHhBKBZmbAMlyN",
+	"wZvrb15D6ytuK2O41AsnqpJUZVQEeHDzKoNOWP7zf1C/rFq2Pre+ZjGoyhpPaveYudbFYFlKKzJEwYMF",
+	"XwcshKK8WC+JQ6M4iIS6D6mCUSWEiAtj9dHLBOx1KqfuaPnZTNhSjswVU5rBq7ERXT6Tyj8ZvASgakO/",
+	"PDVJGNVDZbpMVSnu9Z3IERlr2EWvfxVSTt13Xn4CPbilZhzXjikhcgM12y9656x90bvwrZbIT4FLDGZb",
+	"KcCrAV8HPDYHeAozQsBTqjq3BpJiYbAM0rm5XyyAaKvwrBODs6YR0Vg6XdxDwbAktlTAi+LU0UVG41ba",
+	"PewqVW44oRgHDhnXtpyP4Frm8xhhLVJFhbYN3XNK4vb0zjEo1EPFC8r5qPYbchGc1qAfAzFXbOPOsdbj",
+	"I1RcGje446oSLV+9f//WMQ8IvkXpdLO4HSLmPkvFxqVWFtN08eZuqlL1fgoCebTAwLjxlfNPEP2NoEKg",
+	"9XJhpyisxWiqKQudSWVFOebo3sXlA10HkKXuN8WLZ24yfC6f8bmcCIViho7/KHU8m/G76ofM0a6H/5QL",
+	"pVBIw0vhH2gXwA373999+8ad9Vhjw20qn8vufxutMpghJLmibHOXJiz7KfVWd+qVttQn46atQdr69edf",
+	"0tZjNmAXvd5a04g2ZOjTxQf0j+gkjokoW3Qny5H8c9dfuP+9TNhF/xzu1NBJ7u/OCte5dExExclR53Dq",
+	"nEnYxdlZqqjyWBRPAy4pRZXV7w9Tcpkk7LJ3HkGHPMYrVdKwhSoFH00dUXUZKcCpwlGgdiL/Lk4h/Chy",
+	"1o6qzg91vqKS8wl7sV5xvloCtyepwio38MSQlwaecQ3frS2qqeCMkNWgBWIuKb0h8c0/Q5+atfvpkKsK",
+	"d0N7Z2QHwcTDSMwr90QkD/JSz0+lYm0qLEhHQZYA8RG7u59StV7sJWGWT1jmxUTWqZcjN+yr1VyUVOM+",
+	"qtL07rV7mqMNN0vyqlRnAGs7aoYv09bgpxScp2lr8OvPvyQpVkoKnyoK//XnXx4fM4TXpQrrHZjNRZZ2",
+	"Y2lJ4cTaTV4IRW11B62+O+qJC1uD1nm31z3H4gRT0HrWFsZ9NWm0O6qlWVsO5lejyyDrTOZsIqxhWajb",
+	"lhGb0nKO9IyaEofz+4rxwuio0FUGZxyUPZZYq4iT7gpnaChk145bEZRRESMsmyHtFcuairtlqaqEhW87",
+	"sasU3kZ9JBgHFaHLWNv/jJWRp9xt14D5hFIsiJiwqSjIlYd7vd43F5+SsFwUfEUpoOv6MHUEpap3WarC",
+	"uwN1wGuxhcdrRWB+aB0YwbXIcSJzA5wGdToyNx6qwRv6kDqdHmO1Slelo6qpe0SYnJGMmsMDFHA19R8J",
+	"vlCDqiwvxQDf9p9vMv+OuVPB3qSK8gyuaDiVkejrs7ez/+V+SRe93tlzmf+n0zcTepwtFyLrhEemymp2",
+	"9uLSJy/Uq3vBgsFGu6t90ZHzXu8UL2cECb9KVfQMtP8NtUVx5idXqzBY9+IuDQYOszC0XpYqXbpVpGuj",
+	"7gcg8dj/t87y4EvflKypIv7HbcUCKSgLwsU3eWvgWLm5YiG04qa3gPN8PXMAtjk3rL1efsxAcvNsxk+N",
+	"cM+wIsejyBm1g7BZ0qL2QWQEymsP1xoAYc+fX+HBiFo7NWPon71AvA3zkc1Ujaa85COUgBtP6UXWDwjM",
+	"yvjBCo/gfmnoHf+YQOhAL1/P5nb1Fww4OuLZqLtPm07R8Z2sAJE7KOUDYbqmUbln7BzXjwDpnWtF0vis",
+	"16MaFlaQ43g+L8jh8Oy/CVtePe/IYpLCoFq7PYCBJ39WSHWXrZWLlMbXi3xMWhefYKBYEaVhgJnb/mzA",
+	"nj8HfpJ5tn5eXrHnPaKwrcTFKtq6Yv3eGT7ISVdkUDK+l3IkaIr9bSMPexbGfg0q7SuhpMjx5vMPuPns",
+	"5eE3v+NWfI06oLv3EjfmsHtvyEiglXd3HzHsKEMb3SyL2YyXq6jSpVfaBvWDQY+9IQ++Rz4x4O6hm1oQ",
+	"sgufgE8fk9Zcm6bywI3F/cJx7oQa2LBoqDhl3b0d+c/QGQk69Qq7R4Ba6u4C1ZQD9UO+RZdd0+nhJ1c7",
+	"OaccWkUQ5zRJZzf+A8XzQaLqGrtZNC7Ah8kjMDQ+1/nqKA4PjvGNiNyOjkt1Hynt9D+XRPzHibuLc6Cw",
+	"L/Clp+9Xc+GlW7b++uyKXTxH/VbnK3C/uOvWCb/WIxp3aIfoTFWD7HS0/Y+Vjv3z324vvnCKR79Hae20",
+	"tqzg5QTAD1yxZrO7++8lxxOQmWRyuGU4WLA/Ji1vyrsRN0v564NMdVZZ6kYzXmn+FfA8VRBNRD5AO2rh",
+	"dE41cYrt+2iLedw3EEvMfy2NzVI1L7XVw8XYl8hl7Sxm0QGLyVGPLKScloLPMmehgTsZJgz2EyQceEcr",
+	"WK7c6pJKC1KG9mZVYFDSBHfPqFVxQ9yph1E2lLZFtxHCdKSqTPBUoYKLqX6UjxMX0QRTBtIAq8rKYPch",
+	"As5OxQwqSsZ2rQ7dLefkN5SjqH9g8Pn4X/QY5lTp2hRy+Rrfd/odXnd6k/voC5mjVeDgtkE3BLcB1Rzh",
+	"k1JQUi4EX0LQxRn4kAxZlUzGtPQT4+OH4B80GkWn/82v8Z0QcwzuOLMvF2WXOSMb2jKEIMXapnDcko0u",
+	"i5SWQQ9KKIsKjHkljN8+LO3WZdc0XL8rvMDOrHCZCScB3YVQZEclbsQIeQ47Q+0tIaiWrJFk5ary/Rek",
+	"De+acrPu7g3Mh1AkDHeuaVCUL2Su8B/wRqeq3+uxxRweUquFjgqas88kOm22sT8azTMh7OFGNmuwsZNU",
+	"xf4DP39Icz1Ewdtvea9TfyUcakzbjirUbifOrVZorbNmdS6ud+xssJmfMtoQESUWPXbwm2HNTf4/ah4H",
+	"67SxrK6rEIe3lIUzol4wXiperhpKih+g+p4doOiEAq++JjqErwbPnhV6xIupNnbwoveit2Yi/C+Z/2dv",
+	"2B/9+vMvycvxmfj151+gh+xRWhOUbW9QmqJDDkCNlCGq9BJ9nCunbwpeFrKKhHS6ZDuR4E/VcXXcHel5",
+	"eeyUkYRJlSpgHxKjZBRWeFUnViAYs+58Dypu77j1D2lymCh53ovKzCL3eEQDC8RCCftOOlZZNkHqQkdC",
+	"d8Vc67JYudnOyFMMXbCVr+ofdQzAZ7PeIPwGizKgtaFdH0TaRBCC2Mg4CjJ8Vx+wMIyaOqCi+HF07PfN",
+	"VbCxmWpVMwHzNFiwjs6QTPaaRzUV7IqdX9RUeQB5gas2iNtQX4GiFeeX1R1R/yEo31P30upcXLHznr+k",
+	"oZ9DUkfwnETNpCEgWQnOdfiMG9naRmFAxKuhoIhhXBzjKDhMBE+tOujzihqEk8VXaBVsmbPL57ELNonl",
+	"uA8Hr2tXuTSgVSEGQ4lU4WEwcw+PfWr/lnbj4Ei7MQlkiOAfEwVK4zuQG6HWPLFOVtliMZGaVG15a701",
+	"eZe9Wee1q7r+lap1g4qS/JmZ8aIQJTbPoG3+1zN9Mc62ocMHSX6UyYsVMf4eRWDryqT//UnesOhI8glq",
+	"rcW8FeVbkLpxGLH7ihzNkttX9oJgYOws270Dn/PcY3rrC9/wzGpdwyKZ1o9YVyRvznKDntWIHnJE7tOx",
+	"SuNxYypnX72+fnUVeTS8yekMPKdrLKFcGjp4uxvqvnv3Vzt36Yi12gDkVSAVVoo5gtw37Fp3RIHnmqMv",
+	"GDVy8khbDRPsdPetL2uDYkUUFwVg3bM7W1ffUTFh3rbiCKJ3nRj2ttQzYadi4c74iTS2DPh+Kx4sEw9z",
+	"baSvZjTjtsucyi/yVFWVQmw0/HLhQ/c0kAi/CDAlQoXk4j5jue5cpQqgcaHBXYMV56e0l/HckJ9B+5r6",
+	"sdGg5jekzOJbnsYuBx6i3ytOmM0jDs8vdTmUeS7orL7Yf8cbbb/UC3V44Oq91t9wtaLpmBpCF2zkGKv6",
+	"1x8hdltD6/71R2fTVRQd0VVY1x1EG6PUtsrfibDfzoW6fnvT+sCAxBreu5ke6F3svIIDVt1mwACoY/Y+",
+	"ipyNwIeJB/PtXDlw9vx9K7e/A19Q4NJQrywgHxDyPZMTAhJcExYcFUYPmUYnJHgb9Zhw/1AmGpvC8twQ",
+	"bBG068JOQbVSfAY+zVRli+pQv0WEbkbWn/CFskMPfTggop4Dw4XT5L2aDaDIWOIAJM9JXOH0WpgqCl2c",
+	"iDQDj+FMFYKDLL+jcyg0ZOTmznisU0gywCx9TKWTWBSUoHT4glBAcwzYunmhV0AmuCABIg4L1STXaO8+",
+	"mj4Bz/sEKgUSkSWM61MFJCmBh8+rstOxZh3PV4OKgiXAdpBw3fF0nrAlV5ZdxAsA+J+DV2Cr5fDGvx9V",
+	"k9CHD+kFah7QoZdVQ80SZvjKOEPPcTDlFLgxvBO2XJ1e+1TqpiHR1c/gUrzy8XFTadjLz/+8etq7XcR/",
+	"KP19Wh0t0OwWaiAtDdk4bHbnH7bb9fEcozSW89H2SJ87g07fvf2CnXV7AL1GiH3bSDUpgpvIUNIbmGHQ",
+	"osOpiWy4StVEn0JmuljMTgzLyvkoY3M+ugMeMprBjyZh91LMEgbtZkDI2ikZtUtd3qUK4iQGUliiAKFX",
+	"LvVSUWlWSHmYczutiXgQyqmCYwoyYaq8J8xldg/70lfchGwVlgk7vXX0/o4vo5apWarapbCLkt445Wba",
+	"SfDqibDRlV/ohbKZU4G5BX+AL+kJLh2pElY1IoeSZpAUQ+8/MWzC56fjUgDgH/Cum6/4fPUVN9OMtelB",
+	"HuuKxOFh0e55tcCk2yKvmN/aB0ReEJzXXUxnMRxtbn7ALNmfXr9PVdw//tlP7sfHCkopMUdeLYrCLwnM",
+	"9CbP3PiVsLeEjc4SBh8LaaxQbgkSli3F8PwWd/0v1WXuKVRj3rjFBwdhJ9ou7IduqIke1ZtYCmN9I3e/",
+	"xZSDQ8vP2nw0WswWBXCPLhHg7JTzDm0+5M2/AdRrFq0/dKz6fEU/VPv7LGznAIUlvv4qVZnhY5E9y8Ib",
+	"skE8zPA1ZvRk6Ik3NhuwXmfzxbDljRT3Dgv7ZAhv3kEvoNzYjWa3a+uVpCoAt3xdZypr4OiLygiZaCv8",
+	"Va//8g3zkgOCdhW8n9Z2xIvCT8IXXfsTN9G8qH52vPJf6FxEV3xndckn4tqG77h5W8ronhl/eEtFVb4U",
+	"4q0oo1eMhfhKGqvLVfTIr/XEhLvNSo3cdnbZtaI27M6gmWoQvKfnZ897/S57J8YLw4sqqQYnTbkJsIB1",
+	"GUgahKFmZrlwj4L2qxnWhrJas0IvB6mCuin4ZT9h9oH+7rkR+1gvnHkZ5MxVRT2jfU3VQuWihFpgubvO",
+	"PgCPU4EWeBSyF3aEhZQPkYt8ALJA5Kz/PFX2wWSdbpifT70Y6ZnAOcKxcNbr4cHqCGIi7LTLnIHvTZBU",
+	"DRcSSh/7EsZ6PN4Wun339ovW09Fv6xHCMHAf2ED7D32zqgJkgaO8Td5a8NV8HERcs5kZjQofGA9rHLmN",
+	"AdkYj7GbqtfYEpuqnlk5pldiKRCcZdADFJM5olEoKYriLEEXcrtVmURTMbtyp7PSDNc0BA/qsbh/CSfJ",
+	"R4xDeCsi+TB3VFN8AuMQM2lRB+5ffkz/V1PQbn0VWLsux5BYoA4xdY0WD7bT/TC/U9B5P48kxYC9ptdW",
+	"HBNqIUcxOSevYlXXfSYl974fo9oa3SV/FisjoEyVVMhIwxWT+YB6BtTKWoH64ktiZQEbhR99xK0qe9Uk",
+	"45zqcyAsBSqvbCDIZEAKHQk02Qss2XhfFaonSBQaflvf66uXHcY0Efy3aTRv3bob+fet0/SN52LpDxCX",
+	"1qDf60VNyLHReGg83m+sszjRp4ctkMwNm0BCfuBQaUiJLsW91AsTap5FxLIVFoTl1f5R2SmwCVAZrkFE",
+	"XCPxx3kC/9xnwJPkz4GRzqdFODcimx/iYQegSggvD7Fxl1ZUeq9CdEay0Eu/H7embsQHTwUVRYVki5qE",
+	"RWVC3v+2SDi0Xo8zngl3uxbfJqBrzVQdMCz4xKRFBEPIiPZQFJK1EWCFkCkV/HHoVSD3DChLQTNxKvu8",
+	"FGP54PPBpTVMqlw8pKqd0Vz+2v9xQDntlUQdMK8VZp1tKmwl3p+qxu4Xm6G4wW+dvPG2miCVO9yDPIMi",
+	"7zEYNl8rwUvDuvJbm9aR4EFHnhKg0Uz5XKzt/4DhrmWk56bKa9R+N/0vSAKkzp6hXPrtFuY6Tvyo1sdj",
+	"iVf1Qo4AOs+owlgGIBIoifrpF+afWc9/+dHV9oaDzwMYMe94k3pzOYb+cdaTb/dwm6Ix3uGsf2yYgNsy",
+	"wHQXX8DLSdJ5BdP8BAGP908ASKE4jaBrB5wJWPsYQHq5r+ERv7D2iDVwVPpvccx/Bwin6CyuH8INOZvV",
+	"KV83ep79JPPHXcF1EFiHwOMDP6BMwujFbQBNRurtnNvpWkJ4/XT6h6q620VzmOUfaJDfF7t8q8LG7eII",
+	"DBdsdQN8jr87ZRSc3adU9wILd7QLTT77EprR6zmWvsTSqJjFya0z+H840mvANpwG7DpVvm09jvrE+Coc",
+	"0rDRwvoqvpBeR7/MnF47nwtegpu/egRXOTr+C3kv6o5ZdqBfFnwWtH4H+yyq9USfBazPDs+BONxxAI8O",
+	"DbYbh4CdP3BtPrW9vtEFJLgaek92NfzjvR+fVBTDDh7gdiAiakc192RZrxnk6JvCi6bzh+z+fcnuurvX",
+	"b/ewzr/7fBxr/l58yLOf4BGPO0GxTiT68Gfl7Ky/O6SjUtjWy1WtnLjP7IPJMFuxXtfdnEAMHSUgVU7X",
+	"Co+TK5Z5is1SRaUtdXnnERJRgpKzzaRNKi8FtAkBmb6wIz0TWyoQIYcdpNn5I+b1X76pTX2LRoftlv5p",
+	"lDqc5zZ9Dn79Qyj8noUC2EGwj8kGj4Vcac9O28UCIlC3SgOooocAEVtH5mNz84W3/NcacPryitDXIVWI",
+	"oGlnhIjNEpblYlLyPHTgMxo7O2PV5pyqxOmFTeqQ2cy37lViO+DWT58a1mBtuw7li8nJ1MkrZ6pBpzNc",
+	"vlq7iiRUMCA4Ls0ggbsSVvAJG4qpVFQxDL8d8aIIZRgTAIQoQu6ykluBeNmCQ+nNJML1urclIXSdC4DX",
+	"ojN3nOB8sWC2LaXICf3VZW/cpd+/+5qqbUIHAK8QQOlwqVAFQwFL5bHYD1MO9dCitvdGAKJ4meBKzsRM",
+	"l6uqtLa/zOnSRgjEftCSmC67pvA5JgFupEFQRValkY62KdJfICF+QpkIb4BOA1vEIvLCH8Gcf6iU+6FC",
+	"2Q9q6PU1inVElQROR2B5JOVIrq3JuWc/wb+7tR98HSL2M/iQecRfVFY7A44zUNazZjxuoftQFFxR+7gN",
+	"3QTo8xDVxOPKQg1b/8gGtWRED/3nUEtwirvY7w+l5HfMru5QjvonHMKXHj27HXPtSAMKqNglctE2KHKU",
+	"zIy5yRD8gZZVtSAqaxdiwt0RzCFUcEplGFi+UnwmR6djITqO46fiASocSOPT53NqESVUDkGHkb7HQvQ0",
+	"XcqzyX3hJKo+y3M0W1JFFRQI01wuCmEGcOqrkWDibwteeNAuvuPEoAdMmgoenap2MHsI4ExBD+0TE5T2",
+	"0YcpvxfQOXXeSRj3PcIhrpzhzdlVGICP6BDSEUJu2MOiKmsfOudCxr2cpwpLFfkIXr/fY/+v997pgqKV",
+	"VVPRUOMHUgzOqIQqlhbwHdqivYIMSQr1DRgWse2ybwJotBRroPqnufIc6b3Vunj/8InC02/Ekp7/mwem",
+	"3Vt3+/c3Wp7FwWmv+mtdsHYcdcXdQN/Sx40Y7x7xd1TIusoX0CXzxLw2RIwLP6lcShSDjFZmwn1zYeyb",
+	"SQ7EAfxg5RxYo5/476EvhMhZv+f/+0Q5Wb4TRzxWBAVKQ3sXV+OQpg7D7oSyDDkVyPtnPlMPinVvSZ+L",
+	"IeVsG6L8E8WR8em1nqs1MU+bEEPXQ7JnyaUR68KXDVfMydvup0Lubg2HJ2wTcZrsAemePXnb6iD9T7Q7",
+	"yCUkVMhgXoi842dKpz4NovvBWtqn36iQJUczoEyfcW1CJ9QmC9qaxU09PmLu3sdze/E8Z9w3yK73/ArH",
+	"1HZv11qu1lYz8G09gSyJmmr4KqKRdzz2Dqcqw58wXyrrJJUO1R6uQl5KfjtcZUBa3nHepqZB7vMtNnrI",
+	"BiwTD3OA1SUsM5YXmPFzL0eWvruT7u6oqDRZh6miZhFSkRXrH9pZU5HAdQ57HxJGj8lOmYhKc9prusY7",
+	"hrl0vQcQZs8voJBvLifSmi22LHQN/2cxZQ/Rq2qdyv+wa3+/znaOh8O6YQK2oA/gN0scckFvd7BHDdxq",
+	"Dc+c8s3aoZ+ZU3GpW9udWA2gii4hj68YT1W9hR1c4kanl6rj7GJNwTrvtafyouhAMqlqZ9jOK6MrOlRQ",
+	"zd3Hcyf4uGXlQkGQkVVX87nsJFTrNxillM9LHS0TKqgJXm2hcirv6mYIUMGRYG0I9rkvUzXjFspXdqou",
+	"3uj89j2NE6oZF3X49i63kV4Uear0HDzmxr+4nRUaQg0UL4SPt+B6z4J7He51mlZnm4f6B9rKTyhU8BW7",
+	"fNRETwBzR7ffk4XEvzgHR6uFVOI5ywhBhID9BhE8AR0leVljZc+827MEXhEHVU0LsSIMNUkkEBR5Q6KQ",
+	"GVJmqognwAnkRgAQx7EsoMx1Fpqp+59Oc1lmiDWcc2Pm0xK6sVHxhs3roZEX9kLEIVSXzO9Gpt/PmNV3",
+	"0E42VXRZ9JSZyUJKKCXFbjxnVIhxxkox01akCufVZe9jtoQum5U3rkS4WMJyUYa2THdi5XQW3y8Xk4Fn",
+	"c1hbaYlv6deMtZe+qZMTb36GqfIRK/+YKkMC3VC0R1HVV16JoYSBGMKFiMQQX+TSermDEYmM6nf5Gc4l",
+	"1UNfzGGoUoXWUV32RqM8jhpegkoFJb+dTG1Hq4nhBl0C3Je+xCyz00VZNCdX8Dz/wXflPs53FRlbtGSt",
+	"Qav3cPn5+YtX/Dn/rNcfXT5/cXlxmX8xHn3eO/9y9PmLzy7Hl8+HIs+/uGglLSJgp6sBQbUSCjkMWjMu",
+	"lYJB3YkVuFEEN4ty5aizUur8t4fX98W5IufBdA5zqfU/spR+rWy52i2mEzw7u3+kDqD7g89EUrdFoSyJ",
+	"1xOGotBq4iw5z8e4jOQ9OPttRkkyyjeZhaJbJEXoICEmbivNzGI0xdL7QcyuyyBdstGivIfausvSTfDt",
+	"zRv3bSXBPyRN+PdzIF+D6U6LV1MnqV2wU287zedvXZt+9hP+8YgHciFsQ1tywLuG99ULtkGRMwZbiU0P",
+	"denBaGrCRlyxoXAG9Ezfu0Piovdy4PVPgJ1hwQ/3K3SRpvohK4y2QK/yDjWdHkslzVTk9Epj+SoB3R6e",
+	"hbEQOa7GGUeJsdkxSBB2jYfQ1Vq9tbzU83BASuXbAjaXWHPjDQfFmqneRAfVJSTyWg0W9UVTkSpYt38F",
+	"kxfnfbzz+SPIISIIyGID2kGokaMwpS1SGUhTGSEBKL5YM/P+LYQL0lwkXzaN1v1SJtkOCgltxGsaKhm6",
+	"YI9yG5qWsJm+l2oyqPvjKMaqnPbv/vKWp9thKOfomMa3YYFqP6xNpi5ct+To1MsJyWanpTDQgh/DCVSC",
+	"j/zXcw4HVltaVkpoh6RSJZVZjMdyJIWyp+OFykk/5oWJ7G3/CKfC86rhsvURDDcKI6C1KCLuINTGh1Ap",
+	"Ehu/RMruiUF93+3EFv/hRxdKH9siv1FjvZtP/0WF3b+6ShIU9Qq94R17SNpb3QGQIdhQWsm7qYJPDyqs",
+	"Ks2UWIIgB3WigxUjSQ9BGQCSCptUydLJd8hk2sT2Qo8sWRRsCclcoKHOKKUpVQRk3aEzoLFKoklNRKPR",
+	"eh37JJu9hoACxpT00KqyfiXMtInnF/Oc24+iizzR2vW7dGRhWHz19zD63xrIcbDV+Yfe9TH0rj+0qtag",
+	"9YpsHmceKbRYPkjB2mLGPQM1YzcEkF6LTT1icYpNsCU15zGLGWUdBNsOhCzmACTrkIUgfLGn/YGiFfUh",
+	"j5oblwJphIfmQDAw8DK6h41lAXELQx0ICWAs7kNPe60Qo9dlb/nCuEFzUr38vFHQYre8qVQT9GeC9gfz",
+	"HukyD3IYXZas0JMqLHwnVmBBpGrG88qKxbQBqbwq152KIr/llnoTxF8OV82dg904/wU0uIS5Wf6hx/0e",
+	"5ZTjmko2nZhgwrS5onaKujwxwC9HiiYUKdtl02toMrTxFtZ+++1371m320Xh1qn5/6k10QTzYYKuRSyP",
+	"yY0mWIHG8pU3xYK4q36WBuNI2O0fFUZvGnbZOzd+lChBo+PWVzV0JO8LCxkWZMu7bfKk2bHkVuhfQgJE",
+	"uOk/ZMHv1hPkyDFSVCreJB46TgA4Xj21D9slwHeWGs/SlXj6e5BdEEkAJUMU7lfc7TykDRbCGN9ahORW",
+	"eATcQZZiuGKpyztq2YdOKJQlTv9RqcKXUHGOKoIIX0Mpg2zAsjkVgc6SkA2JHho7FSpVusiFQSxqNpZj",
+	"nflKuUWBCU+RDIoRMU4ORZHMOKEy85WycyHm0Iv3B0pUzNxM/9PZTlmtcB3qRfgibyljD8F2lmslKEaK",
+	"II5Orby9zylg0nbZDYXesXp+Ls1IK4W9fqeyEGi1orpmGSHHK80tIx2S6jp5tW7k5K7T6cC9huuvwmgS",
+	"loULBoBAzzpXjOPdHlWfhXADxfNrNaolYVfyDglqH75GNXfoeNm9vVpuIhyoDuUuyxJ22WMGmg74OoMD",
+	"NufYNABkOmZgSLdgZ5WeiKNEgjIJs5oNBZtrN5lUccuyrzUK4Qx7SNd2sO07Mjqyrvn/xClX+elYlxNh",
+	"O9H7Ya5uABzjKEAc2U0uZnMNibKnfxarbMDqRZwp2hadqH5da+7KVGHeCeCVqeO0L5QYU0xVeI8SUMBN",
+	"4+2HMbSXttBx2p2wnWQjIyX4R6kbZTUBe/pOzAu+EvkAq9RBug2AQFcVuBvppVp/cvmaBrrtUldyNzG3",
+	"BrQcVeE1X6zs4uys6mGOnUmgL4d/iW8yBLUj63gqv9S+EKUdpAq4ykNGYZDObKIoBFBQ3Z3dpCk4Im3C",
+	"iR6oI2xUg8mI6pyk6medQZVVFOhpjbDbjhR94W9Hilcsoy2Ep/SI0yuWAZ4L5ZXdM6x2095WgMZd0lx/",
+	"Bt4TyswMtS4EVwdXvum7955dPmfzUioLtvj1d1/c3LCqIeoVWyj5t4WAinjeF7Slb/Uah+1sWT2Tyn/u",
+	"f0AD6yY3HLccECeOJuhUag0uk5bV8PWLIe+P+72Xl5f94auL87MXvfNe/+z5xeX1qH/+PM/z5xevPr/+",
+	"7KyVtO55sXDjqjJtKN/m8E7AQJ1VO7J/gHfvPTd3eyDFNc6LDkPmz8I13H6DJNqH369uCXc8Ji0v9/fd",
+	"7eYQroVZHNYp/BOsU4Xzchzv42x+5apzK4BS/AGr70XZuYJjD5p11I69f7r1/cPX+xF8vT5s08ZIa4N/",
+	"EzWGypgIt0h3jMiGUM9vn5Z1aJVSJy+c8M3We2z3z/u9z84wVfe3xV2tKXLQQN57eHOvmWxohonncKhc",
+	"EutBXomp0hn/1eujAri+ngGKi+IBawgvrhuqR7rDwJl+bNMI1pY5Bi6///7m1f1nGNjMyU51BpVTp8Hy",
+	"ga86x3eZiOtFpgoLRr7H6Kp7DnbOR+wMUf4Vm1B4M9jr0u7G/sMDP576GopCWj/QUBLyo3WTqAb+R0uJ",
+	"f2xLiWon9hd4BIL4w/34u21GEUUiqJ8uOtV85sPuwo0HSuFQxXobAva68l9F/jOpvKlAWRXrzirfS5Oy",
+	"IYxQtsuuyfal2MEu9xUL3it40oyvAE2rFUVlV52EbZgtoIeIsQ2upwG76L1sEsc43IqbPkQe77nSPf7m",
+	"Ves3Egv7DZok8jwqvfx3Bno0lwlwJNrrv+zx/vDsdHSeX5x+Ji7Hpy/48+HpZ6MX+UvRG/f52dBRW6Dg",
+	"ARa34TXAAIHAqwX/REUHvJ0KPjh6f61SB/jsfKLpwvx7pAp8gf7Q+pbswexuQZX+m4mIP5SG32utfpAE",
+	"ukoFOU4jWIrhVOuaabbNivnBX/pPGavHwb1W+VxLtTMVWtA1a9rVHxzwe0ZinxhGpFzt73qdeyNGpbDm",
+	"in3/7mvIolvqMjcEZeOGPbj/OsclcscEhb2cfWZyGFcWyo9DiNeDAd2HMZeFyDOs8BtKvHit+17AJMDH",
+	"rA2mdsOXt87+NBlVUIB4VZKqt99+997pzgbae1LCCKjTIZb1neUq52XOPC9jX1qRqnZGy3cqc+oiDp+c",
+	"jWEsn83jL6s+NRS4NFBLohS5KCSWXuVlKWkhIOQYP77TZV/CxBldL31FvlJAqWIcsHhA2pG8gBoQUNXY",
+	"hgRutphjdJuCd6F2I2aTu9M/wx3PWDtbTo0Y3f768y8ZIKqk8X4g0OHAT4sufKAGaBpC3i9nh4AHyDi7",
+	"hhex/MBe6ZxaPsPjvJfXQAHp9tll3LHvCiy4mS5FlGKOs0WrJVVhZ6CgEpsvhoUc+ewhSMcpVgPGgYYx",
+	"KXGqDcbcdQkZNroAEtSJG5jWc7d2CZuX8h6itoVUd6eFHvEioW0qT6GkNntz/T5J1WxRWDniztwsBeSr",
+	"Q1/3XI8WM6Esuud8NlP75u39hfv55u398yRVWO/Irb374XTG53ORJ+7Jzy+wXo/VF2ysy5npNCwB9L2G",
+	"0D7HaUE6IxiPVUEznGGXvaqIB8pmIjoABwaA2RWj4DdsUtzjJTy1ACdRtGiYmctVVVJA+tfy0VTkTEg7",
+	"FWWXta8jlz50iykKvWRKq1Pcs1RZXk6g5sZYl142lIb65yNbzPhoKhWwtnWiF9YoF/ei0HO32t1Oqq6x",
+	"Krf7xQstj69zRADgY0AhGzbkxhHLwnGJ9Y2sAYOMqGESdW4pBgHF4L7EGlj+6dywDIRhI3AXMQw1neC3",
+	"y8V4kjZwVGy2/6lGsU8fibpSoNz6w05fs9ODRJZQBYydXW4e+ojDgCZ/IYDhRfiAocsLpLCTCXnu0+4/",
+	"kZkeJeNygw0JK/UEXVZ+cFfbB/dvkok7kcZJY76xqdTjoOYbJfXoadZOgwu0LuPw+48j45KdOqPMP1Wr",
+	"v4umskNuWn8AlH+fSVUoHhrYw6eeLhQp1CLfyx74iSICFNh99pP7eJPv7nOwhkJeY0uCDJZ64ZRNn5KA",
+	"eEQzQP28gk9AJPa/TnEzT29eeYOiptmD05WPLEU9G+DP8ZtDQ96fUi/SU2KftDXSuUhbg/MkpYBo2hqk",
+	"rVdaibSVpC37cJPDN72HX3/+JW09ZgnVp8vcnZTchHdmvkRXj2U/BLhvn2WvQ4gjYWcsA4oJxdczOs2y",
+	"hC2nq07Czln2CmIa9LsbAoEJZ3KtWOmJSdWUm2mnW3WV2BHjyeDcwSpQf4O+D5bLYksuPaLYooDvIVU5",
+	"wQm9TYAhLR0lxJIdGXwh4o7lfpyyvhWlGFHUb1D4M9JVHJU48vLh9gHQVqxc4BDcLmPJrNFl70LkF+dn",
+	"o+Flv3/+Yjga915yfile8It+L88veF+c9S7E+MXFcCzy/lD0n+fjIe8Pz856z4+GKdYi+lu9wScVmuCP",
+	"k+L3WcLQS8PxGm7HWdjMbhXjwSqU2xzJj+HbDTxIqYfCJGwmbClHhsDt0gTfQbfi0CB/zBYFCTskQ8G7",
+	"9leruShRjrE/lTI/cUa0OC3dfjID9fboekx9id7jG9fuFC34Ft6QRZMwAH+wndk3nUE9NRiscYBQ+TqS",
+	"JIMp+2assQdjdICFeL6z7KNknC7DQq9wnEJTAEgavH57AyB+yJzOU0VFrCkAAAKe5u83rnn+2FVlo8Ig",
+	"pgZpFddvyYXxvcsEH03RUbPZDcxOxYz66bshGxhzPGQ85aA4bW2g1OBlLzEAvC8v9fxUYqeCmDi+40ur",
+	"tZ2eGGz9cv32ZsB4+DpVlBcx18ZidBS6WAP2wuqwTVIZK3iOzAP9EcDLAx4YXRQmVf7KUBIduE2YLgO2",
+	"NwwqhPJShHdTyzbUTkySKqefwHdpa/BT0Ex+/fkXp4dIW1SfSGXAz4+P9XUz9PzW44+P/38AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -692,6 +692,28 @@ type LedgerqTxAttempt struct {
 	Reorgs int32
 }
 
+// Wallet lane: wallets added at run time (POST /v1/wallets), read by every serve process within seconds; the configuration's own wallets are not here. A reference to a key, never key material.
+type LedgerqWallet struct {
+	// The wallet's name in the API and in wallet_tasks.wallet_id.
+	Name string
+	// The chain's name, as the configuration declares it (--wallet-chain name=…; default for --wallet-ledger-url).
+	Chain string
+	// The chain's id when the wallet was added.
+	ChainID int64
+	// The address the key must have, lower-case hex: a process whose signer derives another address refuses the wallet.
+	Address string
+	// Where the key is: keystore (a file in --wallet-keystore-dir), pkcs11 (an HSM token of --wallet-pkcs11), awskms (a key of --wallet-kms), clef (an account of the remote signer --wallet-clef).
+	Backend string
+	// The key within its backend: a keystore file name, a PKCS#11 key label (or id:HEX), a KMS key id, ARN or alias; empty for clef (the address names the account). Never a secret.
+	KeyRef string
+	// True: the wallet takes no new task; the tasks it has still run to their end.
+	Disabled bool
+	// Name of the API key that added the wallet (anonymous without keys).
+	CreatedBy string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
 // Wallet lane: per (chain, sender) health: when the chain's nonce last moved, the balance and the threshold below which sending pauses, and the last nonce reset.
 type LedgerqWalletHealth struct {
 	// Chain id.
