@@ -253,7 +253,7 @@ func TestKeystore_NeitherKeyNorPassphraseIsLoggedOrPrinted(t *testing.T) {
 		t.Fatal(err)
 	}
 	printed := logs.String() + failErr.Error()
-	for _, v := range []any{reg, *reg, w, w.Signer, signer, *signer, specs, &specs, files, &files, cfg, dw, reg.All()} {
+	for _, v := range []any{reg, w, w.Signer, signer, *signer, specs, &specs, files, &files, cfg, dw, reg.All()} {
 		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%x", "%d"} {
 			printed += fmt.Sprintf(verb, v) + "\n"
 		}
