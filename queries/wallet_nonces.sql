@@ -45,8 +45,10 @@ LIMIT @max;
 -- name: WalletNonceReset :execrows
 -- Nonce reset / recycled nonces above the highest live one: the next nonce
 -- moves (down or up) from @from to @to, only if it is still @from and no
--- attempt that is not dropped (confirmed ones included) sits at or above @to:
--- none is skipped over or signed again with other content.
+-- attempt that is not dropped (confirmed ones included) sits at or above @to,
+-- nor a signature request of a signer outside the process
+-- (wallet_sign_requests): none is skipped over or signed again with other
+-- content.
 UPDATE ledgerq.wallet_nonces w
 SET next_nonce = @to_nonce::bigint, updated_at = @now::timestamptz
 WHERE w.chain_id = @chain_id AND w.sender = @sender AND w.next_nonce = @from_nonce::bigint
@@ -54,4 +56,8 @@ WHERE w.chain_id = @chain_id AND w.sender = @sender AND w.next_nonce = @from_non
       SELECT 1 FROM ledgerq.tx_attempts a
       WHERE a.chain_id = w.chain_id AND a.sender = w.sender AND a.state <> 'dropped'
         AND a.nonce >= @to_nonce::bigint
+  )
+  AND NOT EXISTS (
+      SELECT 1 FROM ledgerq.wallet_sign_requests r
+      WHERE r.chain_id = w.chain_id AND r.sender = w.sender AND r.nonce >= @to_nonce::bigint
   );

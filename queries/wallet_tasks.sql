@@ -112,9 +112,13 @@ RETURNING *;
 -- Retention: up to @max tasks finished before @before, oldest first, through
 -- wallet_tasks_finished; their attempts go with them (ON DELETE CASCADE).
 -- SKIP LOCKED: a row another transaction holds is left for the next round.
+-- A task with a signature request (wallet_sign_requests, which refuses the
+-- delete) is kept: the lane never lets one finish, and a round that stopped
+-- on one would stop every round after it.
 WITH old AS (
     SELECT f.id FROM ledgerq.wallet_tasks f
     WHERE f.finished_at IS NOT NULL AND f.finished_at < @before::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM ledgerq.wallet_sign_requests r WHERE r.chain_id = f.chain_id AND r.sender = f.sender AND r.task_id = f.id)
     ORDER BY f.finished_at
     LIMIT @max
     FOR UPDATE SKIP LOCKED

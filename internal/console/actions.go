@@ -1,6 +1,7 @@
 package console
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -59,6 +60,9 @@ func (c *Console) cancelTask(ec echo.Context) error {
 	ctx, cancel := c.dbContext(ec)
 	defer cancel()
 	_, cancelled, err := c.store.TaskCancel(ctx, store.TaskCancelParams{Now: c.clock.Now(), Wallet: w.ID, ID: id, Audit: s.audit()})
+	if _, ok := errors.AsType[*store.TaskBeingSignedError](err); ok {
+		return c.fail(ec, http.StatusConflict, "Task "+id+" of wallet "+w.ID+" is not cancelled: its transaction is being signed. It goes on.")
+	}
 	if err != nil {
 		return c.storeFail(ec, "Task "+id+" of wallet "+w.ID, err)
 	}

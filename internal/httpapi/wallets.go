@@ -300,7 +300,9 @@ func markPausedBy(h store.WalletHealth, tasks ...*walletTaskJSON) {
 
 // CancelWalletTask answers DELETE /v1/wallets/{wallet}/tasks/{id}: a waiting
 // task is cancelled; a task already cancelled answers as if it was now, so
-// that a retried DELETE succeeds; any other is 409.
+// that a retried DELETE succeeds; any other is 409, and so is a waiting task
+// whose transaction a signer outside the process was asked to sign (its
+// nonce is pinned to it: store.TaskBeingSignedError).
 func (s *Server) CancelWalletTask(c echo.Context, walletName, id string) error {
 	w, err := s.walletFor(c, walletName, "path parameter wallet")
 	if err != nil {
@@ -312,9 +314,12 @@ func (s *Server) CancelWalletTask(c echo.Context, walletName, id string) error {
 	task, cancelled, err := s.store.TaskCancel(c.Request().Context(), store.TaskCancelParams{
 		Now: s.clock.Now(), Wallet: w.ID, ID: id, Audit: principalOf(c.Request().Context()).audit("api"),
 	})
+	var signing *store.TaskBeingSignedError
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return errNotFound
+	case errors.As(err, &signing):
+		return errorf(http.StatusConflict, "task %s is not cancelled: its transaction is being signed", id)
 	case err != nil:
 		return err
 	case cancelled:

@@ -737,6 +737,24 @@ func TestWallets_DeleteCancelsAWaitingTaskAndAnyOtherIs409(t *testing.T) {
 	require.Equal(t, http.StatusConflict, del(failed.ID).StatusCode, "an error that is no cancellation")
 }
 
+// A waiting task whose transaction a signer outside the process was asked
+// to sign is not cancelled: its nonce is pinned to it until the attempt is
+// stored (the write-ahead across signers), and the 409 says why.
+func TestWallets_DeleteOfATaskWhoseTransactionIsBeingSignedIs409(t *testing.T) {
+	t.Parallel()
+	f := setupWallets(t)
+	task := f.task(decodeTask(t, f.sendTx("?task=true", txBody("1"))).Task.ID)
+	r := task.Request
+	require.NoError(t, f.db.Store.SignRequestRecord(context.Background(), store.SignRequestRecordParams{
+		Now: t0, ChainID: task.ChainID, Sender: task.Sender,
+		Requests: []store.SignRequest{{TaskID: task.ID, Nonce: 0, To: r.To, Value: r.Value, Data: r.Data, GasLimit: 21000}},
+	}))
+	resp := f.call(http.MethodDelete, "/v1/wallets/main/tasks/"+task.ID, nil, bearer(f.key)...)
+	require.Equal(t, http.StatusConflict, resp.StatusCode, resp.Body)
+	require.Contains(t, resp.Body, "its transaction is being signed")
+	require.Equal(t, store.TaskWaiting, f.task(task.ID).Status)
+}
+
 func TestWallets_GetAndListAnswerTheWalletsTasksPagedByIdAndFilteredByStatus(t *testing.T) {
 	t.Parallel()
 	f := setupWallets(t)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 
@@ -419,6 +420,11 @@ func (c *noopCycle) Execute(ctx context.Context) error {
 	fees = wallet.AtLeastTip(fees, c.cfg.MinTip)
 	chainID := big.NewInt(c.ChainID())
 	self := common.Address(c.Wallet.Address())
+	if c.RemoteSigner() {
+		if err := c.record(ctx, self); err != nil {
+			return err
+		}
+	}
 	for _, n := range c.nonces {
 		tx := c.cfg.NewTx(chainID, uint64(n), params.TxGas, &self, new(big.Int), nil, fees)
 		signed, err := c.SignRaw(ctx, tx, chainID)
@@ -430,9 +436,42 @@ func (c *noopCycle) Execute(ctx context.Context) error {
 	return nil
 }
 
+// record is the write-ahead across signers for no-ops (queuer.WalletSender
+// tells the rule): a nonce pinned to a task's request gets no no-op — only
+// that task may fill it — and the others' requests are recorded, in one
+// transaction fenced by the claim, before the signer outside the process
+// is asked.
+func (c *noopCycle) record(ctx context.Context, self common.Address) error {
+	pins, err := wallet.DBCall(ctx, c.Shard, func(ctx context.Context) ([]store.PinnedRequest, error) {
+		return c.store.SignRequestListPinned(ctx, c.ChainID(), c.Sender, int64(c.Run.ChainNonce))
+	})
+	if err != nil {
+		return err
+	}
+	c.nonces = slices.DeleteFunc(c.nonces, func(n int64) bool {
+		return slices.ContainsFunc(pins, func(p store.PinnedRequest) bool { return p.Nonce == n && p.TaskID != "" })
+	})
+	reqs := make([]store.SignRequest, len(c.nonces))
+	for i, n := range c.nonces {
+		reqs[i] = store.SignRequest{Nonce: n, To: self.Hex(), Value: new(big.Int), GasLimit: params.TxGas}
+	}
+	err = c.Fenced(ctx, func(tx *store.Store) error {
+		return tx.SignRequestRecord(ctx, store.SignRequestRecordParams{
+			Now: c.cfg.Clock.Now(), ChainID: c.ChainID(), Sender: c.Sender, Below: int64(c.Run.ChainNonce), Requests: reqs,
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("recording the no-op sign requests of %s: %w", c.Claim.Key, err)
+	}
+	return nil
+}
+
 // Commit stores the no-ops in one fenced transaction; a nonce taken or no
 // longer a gap meanwhile stores none of them (the next run looks again).
 func (c *noopCycle) Commit(ctx context.Context) error {
+	if len(c.signed) == 0 {
+		return nil
+	}
 	now := c.cfg.Clock.Now()
 	err := c.Fenced(ctx, func(tx *store.Store) error {
 		for _, n := range c.signed {

@@ -1,6 +1,7 @@
 package queuer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,7 +29,31 @@ import (
 // it), signs them, and stores the attempts with the tasks' move to
 // executing in one fenced transaction (store.AttemptStoreMany) before anything
 // is broadcast: the write-ahead. A crash before the commit leaves nothing
-// signed; after it, the recover step broadcasts the stored bytes. Unlike
+// signed that ledgerq's process held; after it, the recover step broadcasts
+// the stored bytes.
+//
+// A signer outside the process (an HSM, a KMS, a remote signer:
+// wallet.Shard.RemoteSigner) keeps what it was asked — the signature, or the
+// request in its audit log — through a crash between the signing and the
+// commit, and the next send could give that nonce to other content (another
+// task first in queue order). So for such a wallet the write-ahead reaches
+// across the signer: before the signer is asked, the send records each
+// request (nonce, task, the content hash of chain, sender, nonce, to, value
+// and data, and the gas limit) in one fenced transaction
+// (store.SignRequestRecord), and until the attempt at that nonce is stored
+// (AttemptStoreMany deletes the request in the same transaction) the nonce
+// is pinned: it is only ever asked again with the same content. The next
+// send reads the pins (Collect): a pinned task joins the send whatever its
+// place in the queue and takes its own nonce, with the gas limit it was
+// requested with (fees are not content: they follow the node); other tasks
+// take the nonces no pin holds. A new nonce pinned to a task that is not
+// waiting, or to a no-op, stops the send there: a task after it would be
+// mined only once the nonce is filled, and only its own content may fill it,
+// so nothing is signed past it. A pinned task is never cancelled
+// (store.TaskBeingSignedError) nor ended in error by a failing send (Drop):
+// while a signature may exist, its task waits. A request the chain's nonce
+// passed is dead and deleted. A wallet whose key is in the process records
+// nothing and makes no statement for it. Unlike
 // the other lanes' queuers it calls the ledger: a transaction is signed
 // with its fees and gas limit, so the send reads the node's fee suggestion
 // and the gas estimates of the tasks that name no gas limit.
@@ -68,6 +93,15 @@ type sendCycle struct {
 	first bool
 	// freed are nonces below next that no live attempt holds, lowest first.
 	freed []int64
+	// remote: the wallet's signer is outside the process; pins are its
+	// recorded sign requests from the chain's nonce on, by nonce (the
+	// write-ahead across signers), and pinnedGas the gas limit of each
+	// pinned task.
+	remote    bool
+	pins      map[int64]store.PinnedRequest
+	pinnedGas map[string]uint64
+	// requested are the tasks whose requests this send recorded.
+	requested map[string]bool
 
 	// Execute's results.
 	firstNonce int64
@@ -92,9 +126,10 @@ func (e *estimateError) Error() string {
 func (e *estimateError) Unwrap() error { return e.err }
 
 // Collect takes the wallet's next nonce and freed nonces for a send of
+// tasks, and, for a signer outside the process, the pinned nonces and their
 // tasks.
 func (q *WalletSender) Collect(ctx context.Context, s *wallet.Shard, tasks []store.Task) (workers.Cycle, error) {
-	c := &sendCycle{Shard: s, WalletSender: q, tasks: tasks}
+	c := &sendCycle{Shard: s, WalletSender: q, tasks: tasks, remote: s.RemoteSigner()}
 	next, err := wallet.DBCall(ctx, s, func(ctx context.Context) (int64, error) {
 		return q.store.WalletNonceGet(ctx, s.ChainID(), s.Sender)
 	})
@@ -102,20 +137,69 @@ func (q *WalletSender) Collect(ctx context.Context, s *wallet.Shard, tasks []sto
 	case errors.Is(err, store.ErrNotFound):
 		// The wallet's first send starts from the chain's nonce.
 		c.first = true
-		return c, nil
 	case err != nil:
 		return nil, err
-	}
-	c.next = next
-	c.freed, err = wallet.DBCall(ctx, s, func(ctx context.Context) ([]int64, error) {
-		return q.store.WalletNonceListFreed(ctx, store.WalletNonceListFreedParams{
-			ChainID: s.ChainID(), Sender: s.Sender, From: int64(s.Run.ChainNonce), Max: len(tasks),
+	default:
+		c.next = next
+		c.freed, err = wallet.DBCall(ctx, s, func(ctx context.Context) ([]int64, error) {
+			return q.store.WalletNonceListFreed(ctx, store.WalletNonceListFreedParams{
+				ChainID: s.ChainID(), Sender: s.Sender, From: int64(s.Run.ChainNonce), Max: len(tasks),
+			})
 		})
-	})
-	if err != nil {
-		return nil, err
+		if err != nil {
+			return nil, err
+		}
+	}
+	if c.remote {
+		if err := c.collectPins(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return c, nil
+}
+
+// collectPins reads the wallet's pinned nonces and puts their waiting tasks
+// first in the send (they were in an earlier one, which a crash cut
+// between the signing and the commit), keeping the send to its size.
+func (c *sendCycle) collectPins(ctx context.Context) error {
+	pins, err := wallet.DBCall(ctx, c.Shard, func(ctx context.Context) ([]store.PinnedRequest, error) {
+		return c.store.SignRequestListPinned(ctx, c.ChainID(), c.Sender, int64(c.Run.ChainNonce))
+	})
+	if err != nil || len(pins) == 0 {
+		return err
+	}
+	c.pins = make(map[int64]store.PinnedRequest, len(pins))
+	c.pinnedGas = map[string]uint64{}
+	byID := make(map[string]store.Task, len(c.tasks))
+	for _, t := range c.tasks {
+		byID[t.ID] = t
+	}
+	var pinned []store.Task
+	for _, p := range pins {
+		c.pins[p.Nonce] = p
+		if p.TaskID == "" {
+			continue
+		}
+		t, ok := byID[p.TaskID]
+		if !ok {
+			t, err = wallet.DBCall(ctx, c.Shard, func(ctx context.Context) (store.Task, error) {
+				return c.store.TaskGet(ctx, c.Wallet.ID, p.TaskID)
+			})
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		if t.ID == "" || t.Status != store.TaskWaiting {
+			c.cfg.Logger.Warn("wallet: a nonce is pinned to a task that is not waiting; nothing is signed at or past it", "shard", c.Claim.Key,
+				"nonce", p.Nonce, "task", p.TaskID)
+			continue
+		}
+		c.pinnedGas[t.ID] = p.GasLimit
+		pinned = append(pinned, t)
+	}
+	rest := slices.DeleteFunc(slices.Clone(c.tasks), func(t store.Task) bool { _, ok := c.pinnedGas[t.ID]; return ok })
+	c.tasks = append(pinned, rest[:min(len(rest), max(len(c.tasks)-len(pinned), 0))]...)
+	return nil
 }
 
 // prepared is a task with its gas limit, before it has a nonce.
@@ -149,24 +233,122 @@ func (c *sendCycle) Execute(ctx context.Context) error {
 	if c.first {
 		c.firstNonce = chainNonce
 	}
-	chainID := big.NewInt(c.ChainID())
-	for i, p := range ready {
-		reuse := i < len(c.freed)
-		nonce := c.firstNonce + int64(i-len(c.freed))
-		if reuse {
-			nonce = c.freed[i]
+	assigned := c.assign(ready)
+	if c.remote {
+		// The write-ahead across signers: the requests are recorded before
+		// the signer outside the process is asked.
+		recorded, err := c.record(ctx, assigned)
+		if err != nil || !recorded {
+			return err
 		}
-		signed, err := c.sign(ctx, p, uint64(nonce), taskFees(p.task.Request, fees), chainID)
+	}
+	chainID := big.NewInt(c.ChainID())
+	for _, a := range assigned {
+		signed, err := c.sign(ctx, a.prepared, uint64(a.nonce), taskFees(a.task.Request, fees), chainID)
 		if err != nil {
 			return err
 		}
-		if reuse {
+		if a.reuse {
 			c.reused = append(c.reused, signed)
 		} else {
 			c.added = append(c.added, signed)
 		}
 	}
+	if c.remote && len(assigned) > 0 {
+		crashpoint.Hit(wallet.CrashSigned)
+	}
 	return nil
+}
+
+// assigned is a prepared task with its nonce: a freed one (reuse) or a new
+// one.
+type assigned struct {
+	prepared
+	nonce int64
+	reuse bool
+}
+
+// assign gives the ready tasks their nonces: freed ones first, lowest
+// first, then consecutive new ones from firstNonce. A pinned nonce (the
+// write-ahead across signers) goes to its own task only: when that task is
+// not in the send, a freed pinned nonce is left (a gap below the next nonce
+// is allowed; a no-op or its task fills it later) and a new one stops the
+// send there, since a nonce after it could not be mined before it. A pinned
+// task takes its own nonce and no other.
+func (c *sendCycle) assign(ready []prepared) []assigned {
+	var out []assigned
+	pinned := map[string]prepared{}
+	var free []prepared
+	for _, p := range ready {
+		if _, ok := c.pinnedGas[p.task.ID]; ok {
+			pinned[p.task.ID] = p
+		} else {
+			free = append(free, p)
+		}
+	}
+	take := func(n int64, reuse bool) bool {
+		if pin, ok := c.pins[n]; ok {
+			p, ok := pinned[pin.TaskID]
+			if ok {
+				out = append(out, assigned{prepared: p, nonce: n, reuse: reuse})
+				delete(pinned, pin.TaskID)
+			}
+			return ok
+		}
+		if len(free) == 0 {
+			return false
+		}
+		out = append(out, assigned{prepared: free[0], nonce: n, reuse: reuse})
+		free = free[1:]
+		return true
+	}
+	for _, n := range c.freed {
+		take(n, true)
+	}
+	// A pinned freed nonce past the freed nonces read (they are read up
+	// to the send's size).
+	for n, pin := range c.pins {
+		if _, ok := pinned[pin.TaskID]; ok && n < c.firstNonce {
+			take(n, true)
+		}
+	}
+	slices.SortFunc(out, func(a, b assigned) int { return cmp.Compare(a.nonce, b.nonce) })
+	n := c.firstNonce
+	for take(n, false) {
+		n++
+	}
+	return out
+}
+
+// record stores the send's requests (store.SignRequestRecord) in one
+// transaction fenced by the claim, before the signer is asked. It reports
+// false, and the send signs nothing, when a task left the queue meanwhile
+// (the next collect reads it again); a nonce found pinned to other content
+// fails the send (*store.SignRequestPinnedError), and the next send honours
+// the pin.
+func (c *sendCycle) record(ctx context.Context, assigned []assigned) (bool, error) {
+	reqs := make([]store.SignRequest, len(assigned))
+	for i, a := range assigned {
+		r := a.task.Request
+		reqs[i] = store.SignRequest{TaskID: a.task.ID, Nonce: a.nonce, To: r.To, Value: r.Value, Data: r.Data, GasLimit: a.gas}
+	}
+	err := c.Fenced(ctx, func(tx *store.Store) error {
+		return tx.SignRequestRecord(ctx, store.SignRequestRecordParams{
+			Now: c.cfg.Clock.Now(), ChainID: c.ChainID(), Sender: c.Sender, Below: int64(c.Run.ChainNonce), Requests: reqs,
+		})
+	})
+	if _, ok := errors.AsType[*store.TaskNotWaitingError](err); ok {
+		c.cfg.Logger.Info("wallet: a task left the queue before it was signed, sending again", "shard", c.Claim.Key)
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("recording the sign requests of %s: %w", c.Claim.Key, err)
+	}
+	c.requested = make(map[string]bool, len(assigned))
+	for _, a := range assigned {
+		c.requested[a.task.ID] = true
+	}
+	return true, nil
 }
 
 // taskFees are the fees of a task's first transaction: those its request
@@ -226,7 +408,7 @@ func (c *sendCycle) prepare(ctx context.Context) ([]prepared, error) {
 	estimates := map[string]*estimate{}
 	var order []string
 	for _, t := range c.tasks {
-		if t.Request.GasLimit != nil {
+		if _, ok := c.gasLimit(t); ok {
 			continue
 		}
 		if call := callKey(t.Request); estimates[call] == nil {
@@ -236,8 +418,8 @@ func (c *sendCycle) prepare(ctx context.Context) ([]prepared, error) {
 	}
 	first := map[string]store.Task{}
 	for _, t := range c.tasks {
-		if call := callKey(t.Request); t.Request.GasLimit == nil && first[call].ID == "" {
-			first[call] = t
+		if _, ok := c.gasLimit(t); !ok && first[callKey(t.Request)].ID == "" {
+			first[callKey(t.Request)] = t
 		}
 	}
 	b := c.Budget()
@@ -257,8 +439,8 @@ func (c *sendCycle) prepare(ctx context.Context) ([]prepared, error) {
 	}
 	var ready []prepared
 	for _, t := range c.tasks {
-		if t.Request.GasLimit != nil {
-			ready = append(ready, prepared{task: t, gas: *t.Request.GasLimit})
+		if gas, ok := c.gasLimit(t); ok {
+			ready = append(ready, prepared{task: t, gas: gas})
 			continue
 		}
 		e := estimates[callKey(t.Request)]
@@ -281,6 +463,18 @@ func (c *sendCycle) prepare(ctx context.Context) ([]prepared, error) {
 		break
 	}
 	return ready, nil
+}
+
+// gasLimit is the task's gas limit when it needs no estimate: the one its
+// request names, or the one its pinned request was made with.
+func (c *sendCycle) gasLimit(t store.Task) (uint64, bool) {
+	if gas, ok := c.pinnedGas[t.ID]; ok {
+		return gas, true
+	}
+	if t.Request.GasLimit != nil {
+		return *t.Request.GasLimit, true
+	}
+	return 0, false
 }
 
 // gasOf is the task's gas limit, or the node's estimate.
@@ -334,6 +528,7 @@ func (c *sendCycle) Commit(ctx context.Context) error {
 		}
 		_, err := tx.AttemptStoreMany(ctx, store.AttemptStoreManyParams{
 			Now: now, ChainID: c.ChainID(), Sender: c.Sender, FirstNonce: c.firstNonce, Attempts: c.added, Reused: c.reused,
+			SignRequests: c.remote,
 		})
 		return err
 	})
@@ -376,6 +571,13 @@ func (c *sendCycle) Drop(ctx context.Context, cause error) error {
 	}
 	task, ok := c.blame(cause)
 	if !ok || c.Claim.Failures+1 < c.cfg.MaxFailures {
+		return nil
+	}
+	if _, pinned := c.pinnedGas[task.ID]; pinned || c.requested[task.ID] {
+		// A signer outside the process was asked for its transaction: its
+		// nonce is pinned to it, so it waits rather than ending in error.
+		c.cfg.Logger.Warn("wallet: a task whose send keeps failing is not ended: its transaction is being signed", "shard", c.Claim.Key,
+			"task", task.ID, "error", cause)
 		return nil
 	}
 	reason := fmt.Sprintf("its send failed in %d consecutive runs: %v", c.Claim.Failures+1, cause)

@@ -32,6 +32,8 @@ var distKey = map[string][]string{
 	"tx_attempts":   {"chain_id", "sender"},
 	"wallet_nonces": {"chain_id", "sender"},
 	"wallet_health": {"chain_id", "sender"},
+	// The write-ahead across signers: a wallet's sign requests.
+	"wallet_sign_requests": {"chain_id", "sender"},
 	// Webhook outbox: co-located with the wallet lane once it carries the
 	// task's chain and sender (docs/scaling.md, step 4); today it has
 	// neither, so each of its statements is listed as cross-key.
@@ -78,6 +80,13 @@ var singleKey = map[string][]string{
 	"AttemptListOfWallet":          nil,
 	"AttemptGetFirstMinedBlock":    nil,
 	"AttemptListHashesOfNonce":     nil,
+	"SignRequestLockTasks":         nil,
+	"SignRequestRecord":            nil,
+	"SignRequestListPinned":        nil,
+	"SignRequestDeleteBelow":       nil,
+	"SignRequestDeleteAt":          nil,
+	"SignRequestTakeForNoop":       nil,
+	"SignRequestCountOfTask":       nil,
 	"AttemptGetLiveAt":             nil,
 	"AttemptGetMaxLiveNonce":       nil,
 	"AttemptGetMaxHeldNonce":       nil,

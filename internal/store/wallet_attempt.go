@@ -118,6 +118,12 @@ type AttemptStoreManyParams struct {
 	// refuses one that is). They do not move the next nonce. One per task,
 	// each task waiting, none also in Attempts.
 	Reused []SignedTx
+	// SignRequests: the wallet's signer is outside the process, so the
+	// requests recorded before it signed (SignRequestRecord) are deleted
+	// at the stored nonces in the same transaction: the stored attempt now
+	// holds each nonce. A wallet whose key is in the process records none
+	// and makes no statement for them.
+	SignRequests bool
 }
 
 // AttemptStoreMany is the wallet lane's write-ahead: in one
@@ -207,6 +213,11 @@ func (s *Store) AttemptStoreMany(ctx context.Context, p AttemptStoreManyParams) 
 			}
 			return fmt.Errorf("storing the attempts of %s: %w", key, err)
 		}
+		if p.SignRequests {
+			if _, err := q.SignRequestDeleteAt(ctx, dbsqlc.SignRequestDeleteAtParams{ChainID: p.ChainID, Sender: sender, Nonces: ins.Nonces}); err != nil {
+				return fmt.Errorf("deleting the sign requests of %s: %w", key, err)
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -233,8 +244,11 @@ type AttemptStoreNoopParams struct {
 
 // AttemptStoreNoop stores a no-op before it is broadcast (the write-ahead).
 // It fails, storing nothing, with *NonceTakenError when a live attempt holds
-// the nonce, and with *NonceMovedError when the nonce is not below the
-// wallet's next nonce (it was never assigned, so it is no gap).
+// the nonce or a task's sign request pins it (a signer outside the process
+// was asked for that task's transaction there: no other content may take
+// the nonce), and with *NonceMovedError when the nonce is not below the
+// wallet's next nonce (it was never assigned, so it is no gap). A no-op's
+// own sign request at the nonce is deleted with it stored.
 func (s *Store) AttemptStoreNoop(ctx context.Context, p AttemptStoreNoopParams) error {
 	if p.Tx.TaskID != "" {
 		return fmt.Errorf("storing a no-op: it has task %q", p.Tx.TaskID)
@@ -247,6 +261,13 @@ func (s *Store) AttemptStoreNoop(ctx context.Context, p AttemptStoreNoopParams) 
 			return &NonceMovedError{ChainID: p.ChainID, Sender: sender, Expected: p.Tx.Nonce + 1}
 		case err != nil:
 			return fmt.Errorf("reading the next nonce of %s: %w", WalletShardKey(p.ChainID, sender), err)
+		}
+		pinned, err := one(q.SignRequestTakeForNoop(ctx, dbsqlc.SignRequestTakeForNoopParams{ChainID: p.ChainID, Sender: sender, Nonce: p.Tx.Nonce}))
+		switch {
+		case err != nil:
+			return fmt.Errorf("reading the sign requests of %s: %w", WalletShardKey(p.ChainID, sender), err)
+		case pinned > 0:
+			return &NonceTakenError{ChainID: p.ChainID, Sender: sender}
 		}
 		return insertOne(ctx, q, p.Now, p.ChainID, sender, p.Tx)
 	})

@@ -500,8 +500,11 @@ type TaskCancelParams struct {
 // TaskCancel cancels the wallet's task if it is still waiting (an aborted
 // task ends in Error): it returns true and the cancelled task, and
 // emits failed in the same transaction. A task that has started or ended is
-// left alone: it returns false and the task as it is. A missing task, or one
-// of another wallet, is ErrNotFound.
+// left alone: it returns false and the task as it is. A waiting task whose
+// transaction a signer outside the process was asked to sign is left alone
+// too, with *TaskBeingSignedError: its nonce is pinned to it until its
+// attempt is stored (SignRequestRecord). A missing task, or one of another
+// wallet, is ErrNotFound.
 func (s *Store) TaskCancel(ctx context.Context, p TaskCancelParams) (Task, bool, error) {
 	var out Task
 	var cancelled bool
@@ -510,6 +513,18 @@ func (s *Store) TaskCancel(ctx context.Context, p TaskCancelParams) (Task, bool,
 		switch {
 		case err == nil:
 			out, cancelled = taskFromRow(row), true
+			// A signer outside the process was asked for its transaction:
+			// its nonce is pinned to it until the attempt is stored, so it
+			// is not cancelled. A send recording its requests holds the
+			// row FOR SHARE, so the UPDATE above waited for it and this
+			// statement, on a new snapshot, sees them.
+			signing, err := one(q.SignRequestCountOfTask(ctx, dbsqlc.SignRequestCountOfTaskParams{ChainID: row.ChainID, Sender: row.Sender, TaskID: &row.ID}))
+			switch {
+			case err != nil:
+				return fmt.Errorf("reading the sign requests of task %q: %w", p.ID, err)
+			case signing > 0:
+				return &TaskBeingSignedError{ID: p.ID}
+			}
 			if _, err := emitWebhookEvents(ctx, q, p.Now, []WebhookEvent{TaskWebhookEvent(WebhookFailed, out, "", nil)}); err != nil {
 				return err
 			}

@@ -55,6 +55,9 @@ const Kind = "wallet"
 // The crash points of the wallet lane (internal/crashpoint): an end-to-end
 // test arms one with LEDGERQ_CRASH_AT to SIGKILL the process exactly there.
 const (
+	// CrashSigned: a signer outside the process signed a send's
+	// transactions (their requests recorded), the attempts not stored.
+	CrashSigned = "wallet.signed"
 	// CrashStored: attempts stored (write-ahead committed), none
 	// broadcast.
 	CrashStored = "wallet.stored"
@@ -649,6 +652,14 @@ func (s *Shard) Sign(ctx context.Context, tx *types.Transaction, chainID *big.In
 	}
 	return signed, err
 }
+
+// RemoteSigner reports whether the wallet's signer is outside the process
+// (an HSM, a KMS, a remote signer: keystore.BackendOf is not "keystore"). A
+// signature asked of it exists outside ledgerq even if ledgerq dies before
+// it stores the attempt, so the write-ahead across signers records each
+// request first (store.SignRequestRecord) and pins its nonce to its content
+// until the attempt is stored.
+func (s *Shard) RemoteSigner() bool { return keystore.BackendOf(s.Wallet.Signer) != "keystore" }
 
 // SignRaw signs tx (Sign) and encodes it.
 func (s *Shard) SignRaw(ctx context.Context, tx *types.Transaction, chainID *big.Int) (store.SignedTx, error) {

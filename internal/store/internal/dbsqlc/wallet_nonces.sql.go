@@ -158,6 +158,10 @@ WHERE w.chain_id = $3 AND w.sender = $4 AND w.next_nonce = $5::bigint
       WHERE a.chain_id = w.chain_id AND a.sender = w.sender AND a.state <> 'dropped'
         AND a.nonce >= $1::bigint
   )
+  AND NOT EXISTS (
+      SELECT 1 FROM ledgerq.wallet_sign_requests r
+      WHERE r.chain_id = w.chain_id AND r.sender = w.sender AND r.nonce >= $1::bigint
+  )
 `
 
 type WalletNonceResetParams struct {
@@ -170,8 +174,10 @@ type WalletNonceResetParams struct {
 
 // Nonce reset / recycled nonces above the highest live one: the next nonce
 // moves (down or up) from @from to @to, only if it is still @from and no
-// attempt that is not dropped (confirmed ones included) sits at or above @to:
-// none is skipped over or signed again with other content.
+// attempt that is not dropped (confirmed ones included) sits at or above @to,
+// nor a signature request of a signer outside the process
+// (wallet_sign_requests): none is skipped over or signed again with other
+// content.
 func (q *Queries) WalletNonceReset(ctx context.Context, arg WalletNonceResetParams) (int64, error) {
 	result, err := q.db.Exec(ctx, walletNonceReset,
 		arg.ToNonce,

@@ -155,6 +155,7 @@ const taskDeleteFinished = `-- name: TaskDeleteFinished :execrows
 WITH old AS (
     SELECT f.id FROM ledgerq.wallet_tasks f
     WHERE f.finished_at IS NOT NULL AND f.finished_at < $1::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM ledgerq.wallet_sign_requests r WHERE r.chain_id = f.chain_id AND r.sender = f.sender AND r.task_id = f.id)
     ORDER BY f.finished_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -171,6 +172,9 @@ type TaskDeleteFinishedParams struct {
 // Retention: up to @max tasks finished before @before, oldest first, through
 // wallet_tasks_finished; their attempts go with them (ON DELETE CASCADE).
 // SKIP LOCKED: a row another transaction holds is left for the next round.
+// A task with a signature request (wallet_sign_requests, which refuses the
+// delete) is kept: the lane never lets one finish, and a round that stopped
+// on one would stop every round after it.
 func (q *Queries) TaskDeleteFinished(ctx context.Context, arg TaskDeleteFinishedParams) (int64, error) {
 	result, err := q.db.Exec(ctx, taskDeleteFinished, arg.Before, arg.Max)
 	if err != nil {
