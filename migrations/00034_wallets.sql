@@ -21,7 +21,7 @@ CREATE TABLE ledgerq.wallets (
     CONSTRAINT wallets_name_format CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$'),
     CONSTRAINT wallets_chain_format CHECK (chain ~ '^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$'),
     CONSTRAINT wallets_chain_id_positive CHECK (chain_id > 0),
-    CONSTRAINT wallets_address_format CHECK (address ~ '^0x[0-9a-f]{40}$'),
+    CONSTRAINT wallets_address_format CHECK (octet_length(address) = 42 AND address ~ '^0x[0-9a-f]+$'),
     CONSTRAINT wallets_backend_known CHECK (backend IN ('keystore', 'pkcs11', 'awskms', 'clef')),
     CONSTRAINT wallets_key_ref_size CHECK (length(key_ref) <= 2048),
     CONSTRAINT wallets_created_by_size CHECK (created_by <> '' AND length(created_by) <= 256),
@@ -39,6 +39,8 @@ COMMENT ON COLUMN ledgerq.wallets.address IS 'The address the key must have, low
 COMMENT ON COLUMN ledgerq.wallets.backend IS 'Where the key is: keystore (a file in --wallet-keystore-dir), pkcs11 (an HSM token of --wallet-pkcs11), awskms (a key of --wallet-kms), clef (an account of the remote signer --wallet-clef).';
 COMMENT ON COLUMN ledgerq.wallets.key_ref IS 'The key within its backend: a keystore file name, a PKCS#11 key label (or id:HEX), a KMS key id, ARN or alias; empty for clef (the address names the account). Never a secret.';
 COMMENT ON COLUMN ledgerq.wallets.disabled IS 'True: the wallet takes no new task; the tasks it has still run to their end.';
+COMMENT ON COLUMN ledgerq.wallets.created_at IS 'When the wallet was added.';
+COMMENT ON COLUMN ledgerq.wallets.updated_at IS 'When it was last changed (disabled or enabled).';
 COMMENT ON COLUMN ledgerq.wallets.created_by IS 'Name of the API key that added the wallet (anonymous without keys).';
 
 -- +goose Down

@@ -198,6 +198,7 @@ var crossKey = map[string]string{
 	// Wallet lane.
 	"TaskGetByIdempotencyKey": apiByWallet,
 	"TaskGet":                 apiByWallet,
+	"WalletsUnfinishedTasks":  apiByWallet,
 	"TaskList":                apiByWallet,
 	"TaskCountByStatus":       "bench progress, read-only, no loop or API path runs it: counts the tasks of the run's wallets by wallet name",
 	"TaskCancel":              apiByWallet,

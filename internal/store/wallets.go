@@ -140,7 +140,7 @@ func (s *Store) WalletsRemove(ctx context.Context, name string, now time.Time, a
 		if err != nil {
 			return err
 		}
-		busy, err := q.WalletsUnfinishedTasks(ctx, name)
+		busy, err := one(q.WalletsUnfinishedTasks(ctx, name))
 		if err != nil {
 			return err
 		}

@@ -710,7 +710,9 @@ type LedgerqWallet struct {
 	Disabled bool
 	// Name of the API key that added the wallet (anonymous without keys).
 	CreatedBy string
+	// When the wallet was added.
 	CreatedAt time.Time
+	// When it was last changed (disabled or enabled).
 	UpdatedAt time.Time
 }
 
