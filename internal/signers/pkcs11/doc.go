@@ -11,12 +11,15 @@
 // make those calls. github.com/miekg/pkcs11, the well-kept Go binding, does
 // it with cgo, so this package needs CGO_ENABLED=1 and the module's C
 // runtime at run time. The ledgerq binary is built with CGO_ENABLED=0
-// (deploy/build-image.sh), so nothing outside this package and its tests
-// imports it yet: wiring it into serve's configuration waits for the
-// decision between a cgo build of the image and a build tag that leaves
-// the backend out of the static one. Its files build only with cgo
-// (//go:build cgo), so that `CGO_ENABLED=0 go build ./...` and vet still
-// pass, with this package empty.
+// (deploy/build-image.sh). Its files build only with cgo (//go:build
+// cgo), so that `CGO_ENABLED=0 go build ./...` and vet still pass, with
+// this package empty; its importers (`ledgerq wallet new --backend
+// pkcs11`) do so from cgo-tagged files with a !cgo twin that says how to
+// build with cgo.
+//
+// Generate makes a key on a token (C_GenerateKeyPair): sensitive, never
+// extractable, labelled and with an id, refusing a label or id the token
+// has already.
 //
 // A module is initialised once per process (C_Initialize is process-wide,
 // and so is a token's login state): signers of the same module share it,

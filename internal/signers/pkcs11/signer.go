@@ -232,25 +232,40 @@ func (s *Signer) drop() {
 
 // connect opens a session on the token, logs in and finds the private key.
 func (s *Signer) connect() error {
+	sess, err := s.login(p11.CKF_SERIAL_SESSION)
+	if err != nil {
+		return err
+	}
+	key, err := s.findOne(sess, p11.CKO_PRIVATE_KEY)
+	if err != nil {
+		_ = s.mod.ctx.CloseSession(sess)
+		return err
+	}
+	s.sess, s.key, s.live = sess, key, true
+	return nil
+}
+
+// login opens a session with flags on the token and logs in as the user.
+func (s *Signer) login(flags uint) (p11.SessionHandle, error) {
 	slot, err := s.findSlot()
 	if errors.Is(err, p11.Error(p11.CKR_CRYPTOKI_NOT_INITIALIZED)) {
 		// Finalised behind our back (another handle on the module in this
 		// process): initialise it again.
 		if err := s.mod.reinitialize(); err != nil {
-			return classify("initialising module "+s.cfg.Module+" again", err)
+			return 0, classify("initialising module "+s.cfg.Module+" again", err)
 		}
 		slot, err = s.findSlot()
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
-	sess, err := s.mod.ctx.OpenSession(slot, p11.CKF_SERIAL_SESSION)
+	sess, err := s.mod.ctx.OpenSession(slot, flags)
 	if err != nil {
-		return classify("opening a session on "+s.cfg.tokenText(), err)
+		return 0, classify("opening a session on "+s.cfg.tokenText(), err)
 	}
-	fail := func(err error) error {
+	fail := func(err error) (p11.SessionHandle, error) {
 		_ = s.mod.ctx.CloseSession(sess)
-		return err
+		return 0, err
 	}
 	// The login state is the token's for the whole process: another
 	// signer on the same token may have logged in already.
@@ -260,12 +275,7 @@ func (s *Signer) connect() error {
 		}
 		return fail(classify("logging in to "+s.cfg.tokenText(), err))
 	}
-	key, err := s.findOne(sess, p11.CKO_PRIVATE_KEY)
-	if err != nil {
-		return fail(err)
-	}
-	s.sess, s.key, s.live = sess, key, true
-	return nil
+	return sess, nil
 }
 
 // findSlot returns the slot of the configured token.

@@ -102,56 +102,74 @@ func TestSigner_SignsLegacyAccessListAndDynamicFeeTxsThatRecoverToTheKeysAddress
 
 func TestSigner_TheKeyIsOneThatNeverLeavesTheToken(t *testing.T) {
 	b := setup(t)
-	ctx := p11.New(b.tok.Module)
+	checkNeverLeaves(t, b.tok, keyLabel)
+	// And it signs for the address of the public key on the token.
+	if _, err := b.signer.SignTx(context.Background(), transfer(types.DynamicFeeTxType, big.NewInt(1), 0), big.NewInt(1)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkNeverLeaves reads the private key labelled label back from the
+// token: it must be sensitive and not extractable.
+func checkNeverLeaves(t *testing.T, tok *softhsmtest.Token, label string) {
+	t.Helper()
+	attrs := privateKeyAttrs(t, tok, label, p11.CKA_EXTRACTABLE, p11.CKA_SENSITIVE)
+	isTrue := func(v []byte) bool { return len(v) == 1 && v[0] == 1 }
+	if isTrue(attrs[p11.CKA_EXTRACTABLE]) {
+		t.Error("the private key is extractable")
+	}
+	if !isTrue(attrs[p11.CKA_SENSITIVE]) {
+		t.Error("the private key is not sensitive")
+	}
+}
+
+// privateKeyAttrs reads attributes of the one private key labelled label
+// through a handle of the test's own on the module.
+func privateKeyAttrs(t *testing.T, tok *softhsmtest.Token, label string, want ...uint) map[uint][]byte {
+	t.Helper()
+	ctx := p11.New(tok.Module)
 	if ctx == nil {
 		t.Fatal("loading the module")
 	}
-	// The signer initialised the module; Destroy without Finalize leaves it so.
 	defer ctx.Destroy()
-	if err := ctx.Initialize(); err != nil && !errors.Is(err, p11.Error(p11.CKR_CRYPTOKI_ALREADY_INITIALIZED)) {
+	switch err := ctx.Initialize(); {
+	case err == nil:
+		// Nothing of the test's holds the module: leave it finalised, so
+		// that the next test's initialisation reads its own SOFTHSM2_CONF.
+		defer ctx.Finalize()
+	case !errors.Is(err, p11.Error(p11.CKR_CRYPTOKI_ALREADY_INITIALIZED)):
 		t.Fatal(err)
 	}
-	slot := findSlot(t, ctx, b.tok.Label)
+	slot := findSlot(t, ctx, tok.Label)
 	sess, err := ctx.OpenSession(slot, p11.CKF_SERIAL_SESSION)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ctx.CloseSession(sess)
-	if err := ctx.Login(sess, p11.CKU_USER, b.tok.PIN); err != nil && !errors.Is(err, p11.Error(p11.CKR_USER_ALREADY_LOGGED_IN)) {
+	if err := ctx.Login(sess, p11.CKU_USER, tok.PIN); err != nil && !errors.Is(err, p11.Error(p11.CKR_USER_ALREADY_LOGGED_IN)) {
 		t.Fatal(err)
 	}
-	if err := ctx.FindObjectsInit(sess, []*p11.Attribute{p11.NewAttribute(p11.CKA_CLASS, p11.CKO_PRIVATE_KEY), p11.NewAttribute(p11.CKA_LABEL, keyLabel)}); err != nil {
+	if err := ctx.FindObjectsInit(sess, []*p11.Attribute{p11.NewAttribute(p11.CKA_CLASS, p11.CKO_PRIVATE_KEY), p11.NewAttribute(p11.CKA_LABEL, label)}); err != nil {
 		t.Fatal(err)
 	}
 	objs, _, err := ctx.FindObjects(sess, 2)
 	_ = ctx.FindObjectsFinal(sess)
 	if err != nil || len(objs) != 1 {
-		t.Fatalf("private key: %d found, %v", len(objs), err)
+		t.Fatalf("private key %q: %d found, %v", label, len(objs), err)
 	}
-	attrs, err := ctx.GetAttributeValue(sess, objs[0], []*p11.Attribute{
-		p11.NewAttribute(p11.CKA_EXTRACTABLE, nil),
-		p11.NewAttribute(p11.CKA_SENSITIVE, nil),
-	})
+	var tmpl []*p11.Attribute
+	for _, typ := range want {
+		tmpl = append(tmpl, p11.NewAttribute(typ, nil))
+	}
+	attrs, err := ctx.GetAttributeValue(sess, objs[0], tmpl)
 	if err != nil {
 		t.Fatal(err)
 	}
+	got := map[uint][]byte{}
 	for _, a := range attrs {
-		v := len(a.Value) == 1 && a.Value[0] == 1
-		switch a.Type {
-		case p11.CKA_EXTRACTABLE:
-			if v {
-				t.Error("the private key is extractable")
-			}
-		case p11.CKA_SENSITIVE:
-			if !v {
-				t.Error("the private key is not sensitive")
-			}
-		}
+		got[a.Type] = a.Value
 	}
-	// And it signs for the address of the public key on the token.
-	if _, err := b.signer.SignTx(context.Background(), transfer(types.DynamicFeeTxType, big.NewInt(1), 0), big.NewInt(1)); err != nil {
-		t.Fatal(err)
-	}
+	return got
 }
 
 func findSlot(t testing.TB, ctx *p11.Ctx, label string) uint {

@@ -81,6 +81,15 @@ func (tok *Token) NewKey(t testing.TB, curve, label string, id []byte) {
 		"--keypairgen", "--key-type", "EC:"+curve, "--label", label, "--id", hex.EncodeToString(id))
 }
 
+// SetPIN changes the token's user PIN to pin with pkcs11-tool, for a test
+// that looks for the PIN in what a program wrote and needs one that cannot
+// occur there by chance.
+func (tok *Token) SetPIN(t testing.TB, pin string) {
+	t.Helper()
+	run(t, "pkcs11-tool", "--module", tok.Module, "--token-label", tok.Label, "--login", "--pin", tok.PIN, "--change-pin", "--new-pin", pin)
+	tok.PIN = pin
+}
+
 // Module returns SoftHSM2's library, after checking that softhsm2-util and
 // pkcs11-tool are installed; it skips t without them, or fails it under CI.
 func Module(t testing.TB) string {
