@@ -12,6 +12,9 @@
 // SubjectPublicKeyInfo, is read here with encoding/asn1: a dozen lines
 // against pulling in a second x509 for one OID.
 //
+// Create makes a wallet's key (CreateKey, and CreateAlias when an alias is
+// asked for) and derives its address with Open.
+//
 // The address is derived from that public key when the signer opens, and a
 // configured address that differs refuses the wallet. Signing then names
 // the key by the ARN GetPublicKey answered, not by the configured alias: an
@@ -110,28 +113,10 @@ func Open(ctx context.Context, cfg Config) (*Signer, error) {
 	if cfg.KeyID == "" {
 		return nil, errors.New("awskms: no key id")
 	}
-	opts := []func(*config.LoadOptions) error{}
-	if cfg.Region != "" {
-		opts = append(opts, config.WithRegion(cfg.Region))
-	}
-	if cfg.Credentials != nil {
-		opts = append(opts, config.WithCredentialsProvider(cfg.Credentials))
-	}
-	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	client, err := newClient(ctx, cfg, "key "+cfg.KeyID)
 	if err != nil {
-		return nil, fmt.Errorf("awskms: key %s: loading the AWS configuration: %w", cfg.KeyID, err)
+		return nil, err
 	}
-	if awsCfg.Region == "" {
-		return nil, fmt.Errorf("awskms: key %s: no region (configure one, or set AWS_REGION)", cfg.KeyID)
-	}
-	client := kms.NewFromConfig(awsCfg, func(o *kms.Options) {
-		if cfg.Endpoint != "" {
-			o.BaseEndpoint = aws.String(cfg.Endpoint)
-		}
-		// One attempt per call: the wallet lane retries, after the
-		// UnavailableError's wait, and a call must fit its deadline.
-		o.Retryer = aws.NopRetryer{}
-	})
 	out, err := client.GetPublicKey(ctx, &kms.GetPublicKeyInput{KeyId: aws.String(cfg.KeyID)})
 	if err != nil {
 		return nil, fmt.Errorf("awskms: key %s: GetPublicKey: %w", cfg.KeyID, classify(err))
@@ -151,6 +136,33 @@ func Open(ctx context.Context, cfg Config) (*Signer, error) {
 		return nil, fmt.Errorf("awskms: key %s is the key of %s, not of the configured address %s", cfg.KeyID, addr.Hex(), cfg.Address.Hex())
 	}
 	return &Signer{client: client, keyID: cfg.KeyID, keyARN: cmp.Or(aws.ToString(out.KeyId), cfg.KeyID), addr: addr}, nil
+}
+
+// newClient makes a KMS client of cfg's region, endpoint and credentials;
+// what names the key (or the request) in its errors.
+func newClient(ctx context.Context, cfg Config, what string) (*kms.Client, error) {
+	opts := []func(*config.LoadOptions) error{}
+	if cfg.Region != "" {
+		opts = append(opts, config.WithRegion(cfg.Region))
+	}
+	if cfg.Credentials != nil {
+		opts = append(opts, config.WithCredentialsProvider(cfg.Credentials))
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("awskms: %s: loading the AWS configuration: %w", what, err)
+	}
+	if awsCfg.Region == "" {
+		return nil, fmt.Errorf("awskms: %s: no region (configure one, or set AWS_REGION)", what)
+	}
+	return kms.NewFromConfig(awsCfg, func(o *kms.Options) {
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+		}
+		// One attempt per call: the wallet lane retries, after the
+		// UnavailableError's wait, and a call must fit its deadline.
+		o.Retryer = aws.NopRetryer{}
+	}), nil
 }
 
 // Address implements keystore.Signer.
