@@ -39,8 +39,13 @@ Run 'ledgerq keys <command> --help' for the flags of a command.
 const walletUsage = `Usage: ledgerq wallet <command> [flags]
 
 Commands:
-  new     create a new go-ethereum keystore file (encrypted private key):
-          ledgerq wallet new --keystore-dir DIR [--light-kdf] [--name NAME]
+  new     create a new key and print its address and how serve uses it:
+          a go-ethereum keystore file (encrypted private key):
+            ledgerq wallet new --keystore-dir DIR [--light-kdf] [--name NAME]
+          a key on a PKCS#11 token (an HSM), PIN from --pin-file or LEDGERQ_PKCS11_PIN:
+            ledgerq wallet new --backend pkcs11 --pkcs11-module PATH --pkcs11-token TOKEN --label LABEL
+          a key in AWS KMS:
+            ledgerq wallet new --backend awskms --kms-region REGION [--alias NAME]
   audit   hold a wallet's record in the database against its chain's blocks
           and list each exception with what to do (exit status 3 on any):
           ledgerq wallet audit --wallet W [--from-block N] [--json]
@@ -286,48 +291,80 @@ func runWallet(ctx context.Context, args []string) error {
 
 func walletCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) error {
 	return subcommand("ledgerq wallet", "command", walletUsage, args, stdout, stderr, map[string]func([]string) error{
-		"new":   func(args []string) error { return runWalletNew(args, stdout, stderr, lookupEnv) },
+		"new":   func(args []string) error { return runWalletNew(ctx, args, stdout, stderr, lookupEnv) },
 		"audit": func(args []string) error { return runWalletAudit(ctx, args, stdout, stderr) },
 	})
 }
 
-// runWalletNew writes a new keystore file, encrypted with a passphrase read
-// from --passphrase-file or the environment (never from the command line,
-// where other users of the machine could read it), and prints its address
-// and path.
-func runWalletNew(args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) error {
-	fs := newFlagSet("wallet new", "Create a new private key and write it, encrypted, as a go-ethereum keystore file (the format\ngeth and clef read) into --keystore-dir. The passphrase is the first line of --passphrase-file,\nelse LEDGERQ_WALLET_PASSPHRASE_<NAME> (with --name), else LEDGERQ_WALLET_PASSPHRASE. Prints the\naddress (fund it before sending) and the file, and the flags that make ledgerq use it.")
+// runWalletNew makes a new key in the backend --backend names: a keystore
+// file (the default), a PKCS#11 token or AWS KMS; it prints the key's
+// address and reference, and the declaration that makes serve use it.
+// Secrets (the passphrase, the PIN) come from a file or the environment,
+// never from the command line, where other users of the machine could
+// read them.
+func runWalletNew(ctx context.Context, args []string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) error {
+	fs := newFlagSet("wallet new", "Create a new private key in --backend and print its address (fund it before sending), where\nit is, and the declaration that makes ledgerq use it.\n\n"+
+		"keystore (the default): write it, encrypted, as a go-ethereum keystore file (the format geth\nand clef read) into --keystore-dir. The passphrase is the first line of --passphrase-file,\nelse LEDGERQ_WALLET_PASSPHRASE_<NAME> (with --name), else LEDGERQ_WALLET_PASSPHRASE.\n\n"+
+		"pkcs11: generate it on an HSM's token (--pkcs11-module, --pkcs11-token or --pkcs11-slot,\n--label, --id): sensitive and never extractable. The PIN is the first line of --pin-file, else\n"+pkcs11PINEnv+". Needs a cgo build of ledgerq.\n\n"+
+		"awskms: create an ECC_SECG_P256K1 signing key in AWS KMS (--kms-region, --kms-endpoint,\n--alias, --description), with the credentials of the AWS SDK's default chain (the environment,\nthe shared files, a role).")
 	fs.SetOutput(stderr)
-	dir := fs.String("keystore-dir", "", "directory to write the keystore file into (created 0700 if missing); required")
-	name := fs.String("name", "", "the wallet's name in ledgerq, for the printed flags and LEDGERQ_WALLET_PASSPHRASE_<NAME>")
-	passFile := fs.String("passphrase-file", "", "file whose first line is the passphrase")
-	light := fs.Bool("light-kdf", false, "encrypt with light scrypt parameters (4 MB, fast; geth's --lightkdf) instead of the standard ones (256 MB, about a second to unlock): for development")
+	backend := fs.String("backend", "keystore", "where the key is made: keystore, pkcs11 or awskms")
+	name := fs.String("name", "", "the wallet's name in ledgerq, for the printed declaration (and, for keystore, LEDGERQ_WALLET_PASSPHRASE_<NAME>)")
+	dir := fs.String("keystore-dir", "", "keystore: directory to write the keystore file into (created 0700 if missing); required")
+	passFile := fs.String("passphrase-file", "", "keystore: file whose first line is the passphrase")
+	light := fs.Bool("light-kdf", false, "keystore: encrypt with light scrypt parameters (4 MB, fast; geth's --lightkdf) instead of the standard ones (256 MB, about a second to unlock): for development")
+	var p11 pkcs11Flags
+	fs.StringVar(&p11.module, "pkcs11-module", "", "pkcs11: the path of the HSM vendor's PKCS#11 library (.so); required")
+	fs.StringVar(&p11.token, "pkcs11-token", "", "pkcs11: the token's label (or --pkcs11-slot)")
+	fs.StringVar(&p11.slot, "pkcs11-slot", "", "pkcs11: the token's slot number (or --pkcs11-token)")
+	fs.StringVar(&p11.label, "label", "", "pkcs11: the new key's CKA_LABEL, which serve names the key by; required")
+	fs.StringVar(&p11.id, "id", "", "pkcs11: the new key's CKA_ID in hex (default: 16 random bytes)")
+	fs.StringVar(&p11.pinFile, "pin-file", "", "pkcs11: file whose first line is the token's user PIN (else "+pkcs11PINEnv+")")
+	var kmsf kmsFlags
+	fs.StringVar(&kmsf.region, "kms-region", "", "awskms: the region to create the key in; required")
+	fs.StringVar(&kmsf.endpoint, "kms-endpoint", "", "awskms: a KMS-compatible server's URL instead of AWS's endpoint of the region")
+	fs.StringVar(&kmsf.alias, "alias", "", "awskms: an alias for the key (alias/NAME)")
+	fs.StringVar(&kmsf.description, "description", "", "awskms: the key's description in KMS")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *dir == "" {
-		return errors.New("--keystore-dir is required")
+	if err := flagsOfBackend(fs, *backend); err != nil {
+		return err
 	}
 	if *name != "" && !keystore.ValidID(*name) {
 		return fmt.Errorf("--name %q: a wallet name is 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit", *name)
 	}
-	pass, from, err := newWalletPassphrase(*passFile, *name, lookupEnv)
+	switch *backend {
+	case "keystore":
+		return newKeystoreWallet(*dir, *passFile, *light, *name, stdout, stderr, lookupEnv)
+	case "pkcs11":
+		return newPKCS11Wallet(ctx, p11, *name, stdout, stderr, lookupEnv)
+	case "awskms":
+		return newKMSWallet(ctx, kmsf, *name, stdout, stderr)
+	}
+	return fmt.Errorf("--backend %q: want keystore, pkcs11 or awskms", *backend)
+}
+
+// newKeystoreWallet writes a new keystore file, encrypted with a passphrase
+// read from passFile or the environment, and prints its address and path.
+func newKeystoreWallet(dir, passFile string, light bool, name string, stdout, stderr io.Writer, lookupEnv func(string) (string, bool)) error {
+	if dir == "" {
+		return errors.New("--keystore-dir is required")
+	}
+	pass, from, err := newWalletPassphrase(passFile, name, lookupEnv)
 	if err != nil {
 		return err
 	}
 	params := keystore.StandardScrypt
-	if *light {
+	if light {
 		params = keystore.LightScrypt
 	}
-	addr, path, err := keystore.NewKeystore(*dir, pass, params)
+	addr, path, err := keystore.NewKeystore(dir, pass, params)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "address:  %s\nkeystore: %s\n", common.Address(addr).Hex(), path)
-	n := *name
-	if n == "" {
-		n = "NAME"
-	}
+	n := walletNewName(name)
 	fmt.Fprintf(stderr, "ledgerq wallet new: encrypted with the passphrase from %s. To send from it:\n"+
 		"  ledgerq serve --wallet-keystore %s=%s --wallet-passphrase-file %s=<passphrase file>\n"+
 		"  (or the passphrase in %s)\n", from, n, path, n, keystore.PassphraseEnv(n))

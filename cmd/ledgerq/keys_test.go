@@ -4,13 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math/big"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
+
 	"github.com/ledgerq/ledgerq/internal/keystore"
+	"github.com/ledgerq/ledgerq/internal/signers/awskms"
+	"github.com/ledgerq/ledgerq/internal/signers/awskms/localkmstest"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 )
@@ -194,5 +200,93 @@ func TestKeys_CreateRefusesAScopeOutsideTheModel(t *testing.T) {
 	}
 	if list, _, _ := keys(t, "list", "--database-url", db.URL, "--all"); strings.Count(list, "\n") != 1 {
 		t.Fatalf("a refused key was stored: %q", list)
+	}
+}
+
+// walletNew runs ledgerq wallet new with args, the environment variables
+// of env (for the PIN and the passphrase) and none else.
+func walletNew(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err = walletCommand(context.Background(), append([]string{"new"}, args...), &out, &errOut, func(n string) (string, bool) {
+		v, ok := env[n]
+		return v, ok
+	})
+	return out.String(), errOut.String(), err
+}
+
+func TestWalletNew_AnUnknownBackendOrAFlagOfAnotherBackendIsRefusedNamingIt(t *testing.T) {
+	for want, args := range map[string][]string{
+		`--backend "vault": want keystore, pkcs11 or awskms`:                      {"--backend", "vault"},
+		"--label is a flag of --backend pkcs11, not of --backend keystore":        {"--keystore-dir", t.TempDir(), "--label", "k"},
+		"--keystore-dir is a flag of --backend keystore, not of --backend awskms": {"--backend", "awskms", "--kms-region", "eu-west-2", "--keystore-dir", "x"},
+		"--kms-region is a flag of --backend awskms, not of --backend pkcs11":     {"--backend", "pkcs11", "--kms-region", "eu-west-2"},
+		"--kms-region is required with --backend awskms":                          {"--backend", "awskms", "--alias", "a"},
+	} {
+		_, _, err := walletNew(t, nil, args...)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", args, err, want)
+		}
+	}
+}
+
+// kmsCredentials points the AWS SDK's default chain at local-kms's dummy
+// credentials (the environment comes first in the chain) and at no file or
+// instance role.
+func kmsCredentials(t *testing.T) {
+	t.Helper()
+	creds, err := localkmstest.Credentials().Retrieve(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", creds.AccessKeyID)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", creds.SecretAccessKey)
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+}
+
+// ledgerq wallet new --backend awskms creates a KMS key, with the AWS
+// SDK's own credentials, and prints the declaration that names it; the key
+// signs for the printed address.
+func TestWalletNew_AWSKMSCreatesAKeyThatSignsForThePrintedAddressAndPrintsItsDeclaration(t *testing.T) {
+	srv := localkmstest.Start(t)
+	kmsCredentials(t)
+	out, notes, err := walletNew(t, nil, "--backend", "awskms", "--kms-region", localkmstest.Region, "--kms-endpoint", srv.URL,
+		"--alias", "hot", "--description", "ledgerq hot wallet", "--name", "hot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`^address:  (0x[0-9a-fA-F]{40})\nawskms:   ([0-9a-f-]{36})\nalias:    alias/hot\n$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("stdout %q", out)
+	}
+	addr, keyID := common.HexToAddress(m[1]), m[2]
+	if addr.Hex() != m[1] {
+		t.Errorf("the address %s is not in its checksummed form", m[1])
+	}
+	for _, want := range []string{
+		"\n  ledgerq serve --wallet-kms region=" + localkmstest.Region + ",endpoint=" + srv.URL + " --wallet-signer name=hot,chain=CHAIN,backend=awskms,key=" + keyID + ",address=" + addr.Hex() + "\n",
+		`-d '{"name":"hot","chain":"CHAIN","backend":"awskms","key":"` + keyID + `","address":"` + addr.Hex() + `"}'` + "\n",
+	} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, notes)
+		}
+	}
+	for _, ref := range []string{keyID, "alias/hot"} {
+		s, err := awskms.Open(context.Background(), awskms.Config{KeyID: ref, Region: localkmstest.Region, Endpoint: srv.URL})
+		if err != nil {
+			t.Fatalf("Open %s: %v", ref, err)
+		}
+		cid := big.NewInt(1337)
+		signed, err := s.SignTx(context.Background(), types.NewTx(&types.DynamicFeeTx{ChainID: cid, Gas: 21000, To: &addr, GasFeeCap: big.NewInt(1e9)}), cid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if from, err := types.Sender(types.LatestSignerForChainID(cid), signed); err != nil || from != addr {
+			t.Fatalf("%s: the transaction recovers to %s (%v), want the printed %s", ref, from.Hex(), err, addr.Hex())
+		}
 	}
 }
