@@ -268,7 +268,7 @@ func TestWalletNew_AWSKMSCreatesAKeyThatSignsForThePrintedAddressAndPrintsItsDec
 		t.Errorf("the address %s is not in its checksummed form", m[1])
 	}
 	for _, want := range []string{
-		"\n  ledgerq serve --wallet-kms region=" + localkmstest.Region + ",endpoint=" + srv.URL + " --wallet-signer name=hot,chain=CHAIN,backend=awskms,key=" + keyID + ",address=" + addr.Hex() + "\n",
+		"\n  ledgerq serve --wallet-kms-region " + localkmstest.Region + " --wallet-kms-endpoint " + srv.URL + " --wallet-signer name=hot,chain=CHAIN,backend=awskms,key=" + keyID + ",address=" + addr.Hex() + "\n",
 		`-d '{"name":"hot","chain":"CHAIN","backend":"awskms","key":"` + keyID + `","address":"` + addr.Hex() + `"}'` + "\n",
 	} {
 		if !strings.Contains(notes, want) {

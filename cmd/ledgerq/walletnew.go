@@ -132,19 +132,19 @@ func newPKCS11Wallet(ctx context.Context, f pkcs11Flags, name string, stdout, st
 	if err != nil {
 		return err
 	}
-	where, decl := "token "+r.token, "token="+r.token
+	where, token := "token "+r.token, r.token
 	if r.token == "" {
-		where, decl = fmt.Sprintf("slot %d", *r.slot), fmt.Sprintf("slot=%d", *r.slot)
+		// serve names the token by its label.
+		where, token = fmt.Sprintf("slot %d", *r.slot), fmt.Sprintf("'<the label of the token in slot %d>'", *r.slot)
 	}
 	fmt.Fprintf(stdout, "address:  %s\npkcs11:   label %s (id %s) on %s\n", addr.Hex(), r.label, hex.EncodeToString(id), where)
-	pinNote := "  (the PIN in " + pkcs11PINEnv + ")\n"
+	pin, pinNote := "", "  (the PIN in "+pkcs11PINEnv+")\n"
 	if r.pinFile != "" {
-		decl += ",pin-file=" + r.pinFile
-		pinNote = ""
+		pin, pinNote = " --wallet-pkcs11-pin-file "+r.pinFile, ""
 	}
 	fmt.Fprintf(stderr, "ledgerq wallet new: made a secp256k1 key on %s, sensitive and never extractable. To send from it:\n"+
-		"  ledgerq serve --wallet-pkcs11 module=%s,%s --wallet-signer name=%s,chain=CHAIN,backend=pkcs11,key=%s,address=%s\n%s",
-		where, r.module, decl, walletNewName(name), r.label, addr.Hex(), pinNote)
+		"  ledgerq serve --wallet-pkcs11-module %s --wallet-pkcs11-token %s%s --wallet-signer name=%s,chain=CHAIN,backend=pkcs11,key=%s,address=%s\n%s",
+		where, r.module, token, pin, walletNewName(name), r.label, addr.Hex(), pinNote)
 	printRuntimeWallet(stderr, name, "pkcs11", r.label, addr)
 	return nil
 }
@@ -173,13 +173,13 @@ func newKMSWallet(ctx context.Context, f kmsFlags, name string, stdout, stderr i
 		}
 		fmt.Fprintf(stdout, "alias:    %s\n", alias)
 	}
-	decl := "region=" + f.region
+	where := "--wallet-kms-region " + f.region
 	if f.endpoint != "" {
-		decl += ",endpoint=" + f.endpoint
+		where += " --wallet-kms-endpoint " + f.endpoint
 	}
 	fmt.Fprintf(stderr, "ledgerq wallet new: made a secp256k1 key in AWS KMS (%s). To send from it:\n"+
-		"  ledgerq serve --wallet-kms %s --wallet-signer name=%s,chain=CHAIN,backend=awskms,key=%s,address=%s\n",
-		f.region, decl, walletNewName(name), keyID, addr.Hex())
+		"  ledgerq serve %s --wallet-signer name=%s,chain=CHAIN,backend=awskms,key=%s,address=%s\n",
+		f.region, where, walletNewName(name), keyID, addr.Hex())
 	printRuntimeWallet(stderr, name, "awskms", keyID, addr)
 	return nil
 }

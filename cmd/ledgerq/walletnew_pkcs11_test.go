@@ -60,9 +60,9 @@ func TestWalletNew_PKCS11GeneratesAKeyThatSignsForThePrintedAddressAndPrintsItsD
 		wantDecl    string
 	}{
 		{"PIN from the environment, random id", "hot", nil, map[string]string{pkcs11PINEnv: testPIN}, "",
-			"--wallet-pkcs11 module=" + tok.Module + ",token=" + tok.Label + " --wallet-signer name=hot,chain=CHAIN,backend=pkcs11,key=hot,address="},
+			"--wallet-pkcs11-module " + tok.Module + " --wallet-pkcs11-token " + tok.Label + " --wallet-signer name=hot,chain=CHAIN,backend=pkcs11,key=hot,address="},
 		{"PIN from a file, given id", "cold", []string{"--pin-file", pinFile, "--id", "0a0b"}, nil, "0a0b",
-			"--wallet-pkcs11 module=" + tok.Module + ",token=" + tok.Label + ",pin-file=" + pinFile + " --wallet-signer name=cold,chain=CHAIN,backend=pkcs11,key=cold,address="},
+			"--wallet-pkcs11-module " + tok.Module + " --wallet-pkcs11-token " + tok.Label + " --wallet-pkcs11-pin-file " + pinFile + " --wallet-signer name=cold,chain=CHAIN,backend=pkcs11,key=cold,address="},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
