@@ -17,12 +17,13 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/ledgerq/ledgerq/internal/keystore"
+	"github.com/ledgerq/ledgerq/internal/signers"
 	"github.com/ledgerq/ledgerq/internal/signers/awskms"
 )
 
-// pkcs11PINEnv holds the token's user PIN when no --pin-file is given (and
-// for serve's PKCS#11 wallets).
-const pkcs11PINEnv = "LEDGERQ_PKCS11_PIN"
+// pkcs11PINEnv holds the token's user PIN when no --pin-file is given: the
+// variable serve's PKCS#11 wallets read too.
+const pkcs11PINEnv = signers.PINEnv
 
 // walletNewTimeout bounds the calls to an HSM or KMS of `wallet new`.
 const walletNewTimeout = time.Minute
