@@ -144,10 +144,31 @@ RETURNING *;
 
 -- name: WalletHealthListStopped :many
 -- The console's health panel: wallets that send nothing new, paused for
--- their balance, held by an operator, or recovering from a restore.
+-- their balance, held by an operator, recovering from a restore, or whose
+-- signer is unavailable.
 SELECT * FROM ledgerq.wallet_health
-WHERE paused OR held_at IS NOT NULL OR recovery_reason IS NOT NULL
+WHERE paused OR held_at IS NOT NULL OR recovery_reason IS NOT NULL OR signer_state = 'unavailable'
 ORDER BY chain_id, sender;
+
+-- name: WalletHealthSetSigner :execrows
+-- The wallet's signer changed state (ok, unavailable) or backend: recorded
+-- with the error that made it unavailable. signer_since moves only with the
+-- state or the backend, and a write that changes neither (the first outcome
+-- after a restart, when the row already says it) leaves the row as it is.
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, signer_backend, signer_state, signer_error, signer_since, created_at, updated_at)
+VALUES (@chain_id, @sender, @backend::text, @state::text, sqlc.narg(error)::text, @now::timestamptz, @now::timestamptz, @now::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET signer_backend = EXCLUDED.signer_backend, signer_state = EXCLUDED.signer_state, signer_error = EXCLUDED.signer_error,
+    signer_since = EXCLUDED.signer_since, updated_at = EXCLUDED.updated_at
+WHERE (h.signer_backend, h.signer_state) IS DISTINCT FROM (EXCLUDED.signer_backend, EXCLUDED.signer_state);
+
+-- name: WalletHealthListSignerUnavailable :many
+-- /readyz: the wallets whose signer is unavailable (through
+-- wallet_health_signer_unavailable), at most @max.
+SELECT * FROM ledgerq.wallet_health
+WHERE signer_state = 'unavailable'
+ORDER BY chain_id, sender
+LIMIT @max;
 
 -- name: WalletHealthLastRead :one
 -- When confirm last recorded what it read of a wallet's chain: the

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
@@ -46,9 +48,41 @@ type WalletHealth struct {
 	// ScanBlock, while the chain's blocks are read one by one for the
 	// wallet's transactions at nonces the database does not know, is the
 	// next block to read.
-	ScanBlock            *int64
+	ScanBlock *int64
+	// Signer is the wallet's signer as its last signature found it; its
+	// State is empty before the first signature recorded.
+	Signer               SignerHealth
 	CreatedAt, UpdatedAt time.Time
 }
+
+// SignerState is a wallet's signer as its last signature found it.
+type SignerState string
+
+const (
+	// SignerOK: the signer signed.
+	SignerOK SignerState = "ok"
+	// SignerUnavailable: the signer could not be reached or throttled
+	// (*keystore.UnavailableError): the wallet's tasks wait.
+	SignerUnavailable SignerState = "unavailable"
+)
+
+// SignerHealth is the state of a wallet's signer, as wallet_health records
+// it: the zero value before the first signature recorded.
+type SignerHealth struct {
+	// Backend is the signer's backend (keystore.BackendOf).
+	Backend string
+	State   SignerState
+	// Error, when State is SignerUnavailable, is the error that made the
+	// signer unavailable (at most MaxSignerError bytes).
+	Error string
+	// Since is when the signer entered State.
+	Since *time.Time
+}
+
+// MaxSignerError is the most of a signer's error wallet_health keeps
+// (the table's wallet_health_signer_error): WalletHealthSetSigner cuts a
+// longer one.
+const MaxSignerError = 1024
 
 func healthFromRow(r dbsqlc.LedgerqWalletHealth) WalletHealth {
 	h := WalletHealth{
@@ -60,6 +94,9 @@ func healthFromRow(r dbsqlc.LedgerqWalletHealth) WalletHealth {
 	}
 	if r.BalanceWei.Valid {
 		h.Balance = bigFromNumeric(r.BalanceWei)
+	}
+	if r.SignerState != nil {
+		h.Signer = SignerHealth{Backend: deref(r.SignerBackend), State: SignerState(*r.SignerState), Error: deref(r.SignerError), Since: utcPtr(r.SignerSince)}
 	}
 	return h
 }
@@ -220,4 +257,72 @@ func (s *Store) WalletHealthRelease(ctx context.Context, p WalletHoldParams) (Wa
 		return WalletHealth{}, false, fmt.Errorf("releasing wallet %s: %w", WalletShardKey(p.ChainID, p.Sender), err)
 	}
 	return out, released, nil
+}
+
+// WalletSignerParams are a wallet's signer state to record.
+type WalletSignerParams struct {
+	Now     time.Time
+	ChainID int64
+	Sender  string
+	// Backend is the signer's backend (keystore.BackendOf).
+	Backend string
+	State   SignerState
+	// Error, for SignerUnavailable, is the signer's error (err.Error() of
+	// its *keystore.UnavailableError): cut to MaxSignerError bytes, at a
+	// character's boundary; empty is recorded as "unavailable".
+	Error string
+}
+
+// WalletHealthSetSigner records that the wallet's signer entered p.State
+// (with p.Backend): a transition, written with its time and, when
+// unavailable, the error. It reports whether the row changed: a state the
+// row already records (the same state and backend) is left as it is, its
+// time and error unmoved.
+func (s *Store) WalletHealthSetSigner(ctx context.Context, p WalletSignerParams) (bool, error) {
+	var msg *string
+	switch p.State {
+	case SignerOK:
+	case SignerUnavailable:
+		// PostgreSQL's text holds valid UTF-8 without NUL.
+		e := strings.ReplaceAll(strings.ToValidUTF8(p.Error, "\uFFFD"), "\x00", "")
+		if e == "" {
+			e = "unavailable"
+		}
+		e = cutUTF8(e, MaxSignerError)
+		msg = &e
+	default:
+		return false, fmt.Errorf("recording the signer of %s: state %q is neither %q nor %q", WalletShardKey(p.ChainID, p.Sender), p.State, SignerOK, SignerUnavailable)
+	}
+	n, err := s.q.WalletHealthSetSigner(ctx, dbsqlc.WalletHealthSetSignerParams{
+		ChainID: p.ChainID, Sender: lowerHex(p.Sender), Backend: p.Backend, State: string(p.State), Error: msg, Now: p.Now,
+	})
+	if err != nil {
+		return false, fmt.Errorf("recording the signer of %s: %w", WalletShardKey(p.ChainID, p.Sender), err)
+	}
+	return n > 0, nil
+}
+
+// WalletHealthListSignerUnavailable returns the health of up to max
+// wallets whose signer is unavailable, in (chain, sender) order.
+func (s *Store) WalletHealthListSignerUnavailable(ctx context.Context, max int) ([]WalletHealth, error) {
+	rows, err := s.q.WalletHealthListSignerUnavailable(ctx, int32(max))
+	if err != nil {
+		return nil, fmt.Errorf("listing the wallets whose signer is unavailable: %w", err)
+	}
+	out := make([]WalletHealth, len(rows))
+	for i, r := range rows {
+		out[i] = healthFromRow(r)
+	}
+	return out, nil
+}
+
+// cutUTF8 returns s cut to at most n bytes, at a character's boundary.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -758,6 +758,14 @@ type LedgerqWalletHealth struct {
 	RecoverySince *time.Time
 	// While the chain's blocks are read one by one for the wallet's transactions at nonces the database does not know (the node cannot search by the account's nonce at past blocks): the next block to read. NULL: no such read under way.
 	ScanBlock *int64
+	// The backend of the signer whose state signer_state is (keystore, pkcs11, awskms, clef, …). NULL before the wallet's first signature.
+	SignerBackend *string
+	// The wallet's signer as its last signature found it: ok (it signed), unavailable (it could not be reached or throttled: the wallet's tasks wait, no failure is counted). NULL before the first signature.
+	SignerState *string
+	// State unavailable: the signer's error when it became unavailable, at most 1024 bytes (cut before storing); the backends never put a secret in it. NULL otherwise.
+	SignerError *string
+	// When the signer entered signer_state; NULL with it.
+	SignerSince *time.Time
 }
 
 // Wallet lane: the next nonce ledgerq will sign with, per (chain, sender), counted optimistically: it counts the transactions ledgerq signed that the chain has not mined yet.

@@ -13,7 +13,7 @@ import (
 )
 
 const walletHealthGet = `-- name: WalletHealthGet :one
-SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by, recovery_reason, recovery_since, scan_block FROM ledgerq.wallet_health WHERE chain_id = $1 AND sender = $2
+SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by, recovery_reason, recovery_since, scan_block, signer_backend, signer_state, signer_error, signer_since FROM ledgerq.wallet_health WHERE chain_id = $1 AND sender = $2
 `
 
 type WalletHealthGetParams struct {
@@ -45,6 +45,10 @@ func (q *Queries) WalletHealthGet(ctx context.Context, arg WalletHealthGetParams
 		&i.RecoveryReason,
 		&i.RecoverySince,
 		&i.ScanBlock,
+		&i.SignerBackend,
+		&i.SignerState,
+		&i.SignerError,
+		&i.SignerSince,
 	)
 	return i, err
 }
@@ -55,7 +59,7 @@ VALUES ($1, $2, $3::timestamptz, $4, $3::timestamptz, $3::timestamptz)
 ON CONFLICT (chain_id, sender) DO UPDATE
 SET held_at = coalesce(h.held_at, EXCLUDED.held_at), held_by = coalesce(h.held_by, EXCLUDED.held_by),
     updated_at = EXCLUDED.updated_at
-RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by, recovery_reason, recovery_since, scan_block
+RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by, recovery_reason, recovery_since, scan_block, signer_backend, signer_state, signer_error, signer_since
 `
 
 type WalletHealthHoldParams struct {
@@ -96,6 +100,10 @@ func (q *Queries) WalletHealthHold(ctx context.Context, arg WalletHealthHoldPara
 		&i.RecoveryReason,
 		&i.RecoverySince,
 		&i.ScanBlock,
+		&i.SignerBackend,
+		&i.SignerState,
+		&i.SignerError,
+		&i.SignerSince,
 	)
 	return i, err
 }
@@ -113,14 +121,69 @@ func (q *Queries) WalletHealthLastRead(ctx context.Context) (interface{}, error)
 	return at, err
 }
 
+const walletHealthListSignerUnavailable = `-- name: WalletHealthListSignerUnavailable :many
+SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by, recovery_reason, recovery_since, scan_block, signer_backend, signer_state, signer_error, signer_since FROM ledgerq.wallet_health
+WHERE signer_state = 'unavailable'
+ORDER BY chain_id, sender
+LIMIT $1
+`
+
+// /readyz: the wallets whose signer is unavailable (through
+// wallet_health_signer_unavailable), at most @max.
+func (q *Queries) WalletHealthListSignerUnavailable(ctx context.Context, max int32) ([]LedgerqWalletHealth, error) {
+	rows, err := q.db.Query(ctx, walletHealthListSignerUnavailable, max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []LedgerqWalletHealth{}
+	for rows.Next() {
+		var i LedgerqWalletHealth
+		if err := rows.Scan(
+			&i.ChainID,
+			&i.Sender,
+			&i.ChainNonce,
+			&i.ChainNonceSince,
+			&i.BalanceWei,
+			&i.BalanceAt,
+			&i.ThresholdWei,
+			&i.Paused,
+			&i.Resets,
+			&i.LastResetAt,
+			&i.LastResetFrom,
+			&i.LastResetTo,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.ChainHead,
+			&i.HeldAt,
+			&i.HeldBy,
+			&i.RecoveryReason,
+			&i.RecoverySince,
+			&i.ScanBlock,
+			&i.SignerBackend,
+			&i.SignerState,
+			&i.SignerError,
+			&i.SignerSince,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const walletHealthListStopped = `-- name: WalletHealthListStopped :many
-SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by, recovery_reason, recovery_since, scan_block FROM ledgerq.wallet_health
-WHERE paused OR held_at IS NOT NULL OR recovery_reason IS NOT NULL
+SELECT chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by, recovery_reason, recovery_since, scan_block, signer_backend, signer_state, signer_error, signer_since FROM ledgerq.wallet_health
+WHERE paused OR held_at IS NOT NULL OR recovery_reason IS NOT NULL OR signer_state = 'unavailable'
 ORDER BY chain_id, sender
 `
 
 // The console's health panel: wallets that send nothing new, paused for
-// their balance, held by an operator, or recovering from a restore.
+// their balance, held by an operator, recovering from a restore, or whose
+// signer is unavailable.
 func (q *Queries) WalletHealthListStopped(ctx context.Context) ([]LedgerqWalletHealth, error) {
 	rows, err := q.db.Query(ctx, walletHealthListStopped)
 	if err != nil {
@@ -151,6 +214,10 @@ func (q *Queries) WalletHealthListStopped(ctx context.Context) ([]LedgerqWalletH
 			&i.RecoveryReason,
 			&i.RecoverySince,
 			&i.ScanBlock,
+			&i.SignerBackend,
+			&i.SignerState,
+			&i.SignerError,
+			&i.SignerSince,
 		); err != nil {
 			return nil, err
 		}
@@ -240,7 +307,7 @@ const walletHealthRelease = `-- name: WalletHealthRelease :one
 UPDATE ledgerq.wallet_health
 SET held_at = NULL, held_by = NULL, updated_at = $1::timestamptz
 WHERE chain_id = $2 AND sender = $3
-RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by, recovery_reason, recovery_since, scan_block
+RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by, recovery_reason, recovery_since, scan_block, signer_backend, signer_state, signer_error, signer_since
 `
 
 type WalletHealthReleaseParams struct {
@@ -274,6 +341,10 @@ func (q *Queries) WalletHealthRelease(ctx context.Context, arg WalletHealthRelea
 		&i.RecoveryReason,
 		&i.RecoverySince,
 		&i.ScanBlock,
+		&i.SignerBackend,
+		&i.SignerState,
+		&i.SignerError,
+		&i.SignerSince,
 	)
 	return i, err
 }
@@ -285,7 +356,7 @@ VALUES ($1, $2, $3::numeric, $4::timestamptz, $5::numeric, $3::numeric < $5::num
 ON CONFLICT (chain_id, sender) DO UPDATE
 SET balance_wei = $3::numeric, balance_at = $4::timestamptz, threshold_wei = $5::numeric,
     paused = $3::numeric < $5::numeric, updated_at = $4::timestamptz
-RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by, recovery_reason, recovery_since, scan_block
+RETURNING chain_id, sender, chain_nonce, chain_nonce_since, balance_wei, balance_at, threshold_wei, paused, resets, last_reset_at, last_reset_from, last_reset_to, created_at, updated_at, chain_head, held_at, held_by, recovery_reason, recovery_since, scan_block, signer_backend, signer_state, signer_error, signer_since
 `
 
 type WalletHealthSetBalanceParams struct {
@@ -329,6 +400,10 @@ func (q *Queries) WalletHealthSetBalance(ctx context.Context, arg WalletHealthSe
 		&i.RecoveryReason,
 		&i.RecoverySince,
 		&i.ScanBlock,
+		&i.SignerBackend,
+		&i.SignerState,
+		&i.SignerError,
+		&i.SignerSince,
 	)
 	return i, err
 }
@@ -357,6 +432,43 @@ func (q *Queries) WalletHealthSetScan(ctx context.Context, arg WalletHealthSetSc
 		arg.Now,
 	)
 	return err
+}
+
+const walletHealthSetSigner = `-- name: WalletHealthSetSigner :execrows
+INSERT INTO ledgerq.wallet_health AS h (chain_id, sender, signer_backend, signer_state, signer_error, signer_since, created_at, updated_at)
+VALUES ($1, $2, $3::text, $4::text, $5::text, $6::timestamptz, $6::timestamptz, $6::timestamptz)
+ON CONFLICT (chain_id, sender) DO UPDATE
+SET signer_backend = EXCLUDED.signer_backend, signer_state = EXCLUDED.signer_state, signer_error = EXCLUDED.signer_error,
+    signer_since = EXCLUDED.signer_since, updated_at = EXCLUDED.updated_at
+WHERE (h.signer_backend, h.signer_state) IS DISTINCT FROM (EXCLUDED.signer_backend, EXCLUDED.signer_state)
+`
+
+type WalletHealthSetSignerParams struct {
+	ChainID int64
+	Sender  string
+	Backend string
+	State   string
+	Error   *string
+	Now     time.Time
+}
+
+// The wallet's signer changed state (ok, unavailable) or backend: recorded
+// with the error that made it unavailable. signer_since moves only with the
+// state or the backend, and a write that changes neither (the first outcome
+// after a restart, when the row already says it) leaves the row as it is.
+func (q *Queries) WalletHealthSetSigner(ctx context.Context, arg WalletHealthSetSignerParams) (int64, error) {
+	result, err := q.db.Exec(ctx, walletHealthSetSigner,
+		arg.ChainID,
+		arg.Sender,
+		arg.Backend,
+		arg.State,
+		arg.Error,
+		arg.Now,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const walletListWithWork = `-- name: WalletListWithWork :many
