@@ -130,6 +130,18 @@ type Job struct {
 	// process was collected on, by key.
 	head        headNote
 	confirmedOn map[string]confirmNote
+	// signers holds each shard's signer state as this process last
+	// recorded it (store.WalletHealthSetSigner), by key: a signature that
+	// finds the signer as recorded writes nothing, so a healthy wallet pays
+	// no write per signature. Empty after a start: the first outcome is
+	// written once (a state the row already holds changes nothing).
+	signers map[string]signerNote
+}
+
+// signerNote is a signer state recorded: its backend and state.
+type signerNote struct {
+	backend string
+	state   store.SignerState
 }
 
 var _ workers.Job = (*Job)(nil)
@@ -148,7 +160,8 @@ func NewJob(st *store.Store, led ledger.WalletLedger, wallets *keystore.Registry
 		return nil, errors.New("wallet job: every step is needed (recover, confirm, keep moving, send)")
 	}
 	return &Job{cfg: cfg, store: st, ledger: led, wallets: wallets, steps: steps, runs: map[string]*Run{}, sent: map[string]time.Time{},
-		heads: map[int64]*headWatch{}, nonces: map[string]nonceSeen{}, confirmedOn: map[string]confirmNote{}}, nil
+		heads: map[int64]*headWatch{}, nonces: map[string]nonceSeen{}, confirmedOn: map[string]confirmNote{},
+		signers: map[string]signerNote{}}, nil
 }
 
 // Run is what one run of a shard remembers between its cycles.
@@ -636,21 +649,65 @@ func (s *Shard) Tolerate(err error, what string) error {
 // (workers.Unavailable, with the signer's Retry-After): the wallet's tasks
 // wait and no failure is counted against them, as for a provider's fault.
 // Nothing was signed that ledgerq holds, so nothing can be sent twice.
+//
+// The signer's state is recorded in the wallet's health when it changes
+// (noteSigner): unavailable with the signer's error, ok once it signs again.
+// Any other error is the transaction's, not the signer's state: it changes
+// nothing recorded.
 func (s *Shard) Sign(ctx context.Context, tx *types.Transaction, chainID *big.Int) (*types.Transaction, error) {
 	began := time.Now()
 	signed, err := Within(ctx, s.job.cfg.LedgerTimeout, func(ctx context.Context) (*types.Transaction, error) {
 		return s.Wallet.Signer.SignTx(ctx, tx, chainID)
 	})
+	backend := keystore.BackendOf(s.Wallet.Signer)
 	outcome := "ok"
-	defer func() { s.job.cfg.Metrics.SignerCall(keystore.BackendOf(s.Wallet.Signer), outcome, time.Since(began)) }()
+	defer func() { s.job.cfg.Metrics.SignerCall(backend, outcome, time.Since(began)) }()
 	if un, ok := errors.AsType[*keystore.UnavailableError](err); ok {
 		outcome = "unavailable"
+		s.noteSigner(ctx, backend, store.SignerUnavailable, err)
 		return nil, workers.Unavailable(err, un.RetryAfter)
 	}
 	if err != nil {
 		outcome = "error"
+		return signed, err
 	}
-	return signed, err
+	s.noteSigner(ctx, backend, store.SignerOK, nil)
+	return signed, nil
+}
+
+// noteSigner records the wallet's signer state in its health when it is
+// not the one this process last recorded for the shard. Only the error's
+// own text is written (err.Error(): the backends never put a secret in it).
+// A failed write fails nothing: the state is only shown to operators, so
+// it is logged and tried again at the next signature.
+func (s *Shard) noteSigner(ctx context.Context, backend string, state store.SignerState, err error) {
+	j := s.job
+	note := signerNote{backend: backend, state: state}
+	j.mu.Lock()
+	last, ok := j.signers[s.Claim.Key]
+	j.mu.Unlock()
+	if ok && last == note {
+		return
+	}
+	p := store.WalletSignerParams{Now: j.cfg.Clock.Now(), ChainID: s.ChainID(), Sender: s.Sender, Backend: backend, State: state}
+	if err != nil {
+		p.Error = err.Error()
+	}
+	if _, werr := DBCall(ctx, s, func(ctx context.Context) (bool, error) { return j.store.WalletHealthSetSigner(ctx, p) }); werr != nil {
+		if ctx.Err() == nil {
+			j.cfg.Logger.Warn("wallet: recording the signer's state failed, trying again at the next signature",
+				"shard", s.Claim.Key, "backend", backend, "signer_state", string(state), "error", werr)
+		}
+		return
+	}
+	j.mu.Lock()
+	j.signers[s.Claim.Key] = note
+	j.mu.Unlock()
+	if state == store.SignerUnavailable {
+		j.cfg.Logger.Warn("wallet: the signer is unavailable, the wallet's tasks wait", "shard", s.Claim.Key, "wallet", s.Wallet.ID, "backend", backend, "error", err)
+	} else if ok {
+		j.cfg.Logger.Info("wallet: the signer signs again", "shard", s.Claim.Key, "wallet", s.Wallet.ID, "backend", backend)
+	}
 }
 
 // RemoteSigner reports whether the wallet's signer is outside the process

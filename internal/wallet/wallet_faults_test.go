@@ -163,6 +163,9 @@ func (s *downSigner) SignTx(ctx context.Context, tx *types.Transaction, chainID 
 // throttling) is not the tasks' failure: they wait, the run is released
 // after the signer's Retry-After without counting a failure, nothing is
 // sent, and once the signer is back they go out with contiguous nonces.
+// The wallet's health shows the signer unavailable, with its error and
+// since when, then ok once it signs again: two writes in all, however many
+// refusals and signatures.
 func TestWallet_AWalletWhoseSignerIsUnavailableWaitsAndCountsNoFailure(t *testing.T) {
 	t.Parallel()
 	const hint = 1500 * time.Millisecond
@@ -174,8 +177,13 @@ func TestWallet_AWalletWhoseSignerIsUnavailableWaitsAndCountsNoFailure(t *testin
 		signer = &downSigner{Signer: s, down: &down, after: hint}
 		return signer
 	}, cfg: func(c *wallet.Config) { c.Metrics = m }})
+	writes := countSignerWrites(t, e)
 	tasks := e.postN(t, 3)
+	var firstRefusal time.Time
 	e.runEverySecond(t, 20, func(s store.Shard) {
+		if firstRefusal.IsZero() && signer.calls.Load() > 0 {
+			firstRefusal = e.clk.Now()
+		}
 		require.Zero(t, s.Failures, "a signer that cannot be reached is no failed run")
 		if signer.calls.Load() > 0 {
 			require.Equal(t, e.clk.Now().Add(hint), *s.ScheduledAt, "the next run waits the signer's Retry-After")
@@ -188,9 +196,17 @@ func TestWallet_AWalletWhoseSignerIsUnavailableWaitsAndCountsNoFailure(t *testin
 	for i, task := range tasks {
 		require.Equal(t, store.TaskWaiting, e.task(t, task).Status, "task %d", i)
 	}
+	h := e.health(t)
+	require.Equal(t, store.SignerUnavailable, h.Signer.State)
+	require.Equal(t, "test", h.Signer.Backend)
+	require.Equal(t, "the test signer is unavailable: connection refused", h.Signer.Error)
+	require.Equal(t, firstRefusal, *h.Signer.Since, "since the first refusal")
+	require.Greater(t, signer.calls.Load(), int32(1), "refused more than once")
+	require.Equal(t, 1, writes(), "written once, at the transition")
 
 	down.Store(false)
 	e.clk.Advance(e.wcfg.UnavailableBackoff)
+	back := e.clk.Now()
 	e.drive(t, e.pool, 10, tasks...)
 	nonces := e.requireDoneOnce(t, tasks...)
 	e.requireContiguous(t, 0, 0, nonces)
@@ -198,4 +214,47 @@ func TestWallet_AWalletWhoseSignerIsUnavailableWaitsAndCountsNoFailure(t *testin
 	require.NoError(t, err)
 	require.Zero(t, s.Failures)
 	require.GreaterOrEqual(t, m.SignerCallCount("test", "ok"), int64(3), "the signatures are counted")
+	h = e.health(t)
+	require.Equal(t, store.SignerOK, h.Signer.State, "it signs again")
+	require.Empty(t, h.Signer.Error)
+	require.False(t, h.Signer.Since.Before(back), "since it signed again")
+	require.Equal(t, 2, writes(), "ok written once for its signatures")
+
+	// A healthy wallet writes nothing per signature.
+	more := e.postN(t, 4)
+	e.drive(t, e.pool, 10, more...)
+	e.requireDoneOnce(t, more...)
+	require.GreaterOrEqual(t, m.SignerCallCount("test", "ok"), int64(7))
+	require.Equal(t, 2, writes(), "no write for the signatures of a healthy wallet")
+
+	// A restarted process writes its first outcome once; the row already
+	// says ok, so its time stays.
+	since := *h.Signer.Since
+	e.job, e.pool = e.newProcess(t, e.led)
+	again := e.postN(t, 2)
+	e.drive(t, e.pool, 10, again...)
+	e.requireDoneOnce(t, again...)
+	require.Equal(t, 3, writes(), "one write after the restart")
+	require.Equal(t, since, *e.health(t).Signer.Since)
+}
+
+// countSignerWrites counts the signer state writes to e's wallet_health
+// (store.WalletHealthSetSigner, each an INSERT with a signer state, whether
+// or not it changes the row): a trigger in the test's own database.
+func countSignerWrites(t *testing.T, e *env) func() int {
+	t.Helper()
+	ctx := t.Context()
+	_, err := e.st.DB().Exec(ctx, `
+		CREATE TABLE ledgerq.test_signer_writes (at timestamptz NOT NULL);
+		CREATE FUNCTION ledgerq.test_signer_write() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN INSERT INTO ledgerq.test_signer_writes VALUES (clock_timestamp()); RETURN NEW; END $$;
+		CREATE TRIGGER test_signer_write BEFORE INSERT ON ledgerq.wallet_health
+			FOR EACH ROW WHEN (NEW.signer_state IS NOT NULL) EXECUTE FUNCTION ledgerq.test_signer_write();`)
+	require.NoError(t, err)
+	return func() int {
+		t.Helper()
+		var n int
+		require.NoError(t, e.st.DB().QueryRow(ctx, `SELECT count(*) FROM ledgerq.test_signer_writes`).Scan(&n))
+		return n
+	}
 }
