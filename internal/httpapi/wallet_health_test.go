@@ -7,8 +7,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/store"
 )
 
 func TestWallets_GetWalletShowsItsAddressChainAndHealthOnceItHasRun(t *testing.T) {
@@ -17,7 +20,8 @@ func TestWallets_GetWalletShowsItsAddressChainAndHealthOnceItHasRun(t *testing.T
 	addr := f.main.Address().Hex()
 	resp := f.call(http.MethodGet, "/v1/wallets/main", nil, bearer(f.key)...)
 	require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
-	require.JSONEq(t, `{"wallet":"main","address":"`+addr+`","chain_id":1337}`, resp.Body, "no health before the wallet's first run")
+	require.JSONEq(t, `{"wallet":"main","address":"`+addr+`","chain_id":1337,"status":"sending","signer":{"backend":"keystore","state":"unknown"}}`,
+		resp.Body, "no health before the wallet's first run, and no signature yet")
 
 	ctx := context.Background()
 	require.NoError(t, f.db.Store.WalletHealthObserveNonce(ctx, t0, walletChain, addr, 7, 12))
@@ -101,4 +105,83 @@ func TestWallets_AWaitingTaskOfAPausedWalletSaysSo(t *testing.T) {
 	require.Contains(t, resp.Body, `"wallet_paused":true`, resp.Body)
 	resp = f.call(http.MethodGet, "/v1/wallets/main/tasks", nil, bearer(f.key)...)
 	require.Contains(t, resp.Body, `"wallet_paused":true`, resp.Body)
+}
+
+// A wallet's signer state shows in GET /v1/wallets/{wallet}: unknown before
+// any signature, ok, then unavailable with its error and since when (the
+// wallet's status signer_unavailable, an operator's hold still first), and
+// ok again. /readyz names the wallet with its backend and error, and stays
+// ready. A state recorded for another backend (the wallet's signer changed
+// since) is not this signer's.
+func TestWallets_GetWalletAndReadyzShowTheSignersState(t *testing.T) {
+	t.Parallel()
+	f := setupWallets(t)
+	ctx := context.Background()
+	addr := f.main.Address().Hex()
+	type answer struct {
+		Status string `json:"status"`
+		Signer struct {
+			Backend string  `json:"backend"`
+			State   string  `json:"state"`
+			Error   *string `json:"error"`
+			Since   *string `json:"since"`
+		} `json:"signer"`
+	}
+	get := func() answer {
+		t.Helper()
+		resp := f.call(http.MethodGet, "/v1/wallets/main", nil, bearer(f.key)...)
+		require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
+		var a answer
+		require.NoError(t, json.Unmarshal([]byte(resp.Body), &a))
+		return a
+	}
+	set := func(at time.Time, backend string, state store.SignerState, msg string) {
+		t.Helper()
+		_, err := f.db.Store.WalletHealthSetSigner(ctx, store.WalletSignerParams{Now: at, ChainID: walletChain, Sender: addr, Backend: backend, State: state, Error: msg})
+		require.NoError(t, err)
+	}
+	readyz := func() string {
+		t.Helper()
+		resp := f.get("/readyz")
+		require.Equal(t, http.StatusOK, resp.StatusCode, "an unavailable signer leaves the process ready: %s", resp.Body)
+		return resp.Body
+	}
+	require.Equal(t, "unknown", get().Signer.State)
+	require.JSONEq(t, `{"success":true,"status":"ready"}`, readyz())
+
+	set(t0, "keystore", store.SignerOK, "")
+	a := get()
+	require.Equal(t, "sending", a.Status)
+	require.Equal(t, "ok", a.Signer.State)
+	require.Equal(t, "2026-01-02T03:04:05Z", *a.Signer.Since)
+	require.Nil(t, a.Signer.Error)
+	require.JSONEq(t, `{"success":true,"status":"ready"}`, readyz())
+
+	later := t0.Add(time.Minute)
+	set(later, "keystore", store.SignerUnavailable, "the keystore signer is unavailable: connection refused")
+	a = get()
+	require.Equal(t, "signer_unavailable", a.Status)
+	require.Equal(t, "unavailable", a.Signer.State)
+	require.Equal(t, "the keystore signer is unavailable: connection refused", *a.Signer.Error)
+	require.Equal(t, "2026-01-02T03:05:05Z", *a.Signer.Since)
+	require.JSONEq(t, `{"success":true,"status":"ready","unavailable_signers":[
+		{"wallet":"main","backend":"keystore","error":"the keystore signer is unavailable: connection refused","since":"2026-01-02T03:05:05Z"}]}`, readyz())
+	require.NotContains(t, readyz(), addr, "no address: /readyz needs no key")
+
+	_, _, err := f.db.Store.WalletHealthHold(ctx, store.WalletHoldParams{Now: later, ChainID: walletChain, Sender: addr, Wallet: "main"})
+	require.NoError(t, err)
+	require.Equal(t, "paused", get().Status, "an operator's hold is said first")
+	require.Equal(t, "unavailable", get().Signer.State)
+
+	set(later.Add(time.Minute), "keystore", store.SignerOK, "")
+	require.Equal(t, "ok", get().Signer.State)
+	require.Nil(t, get().Signer.Error)
+	require.JSONEq(t, `{"success":true,"status":"ready"}`, readyz())
+
+	set(later.Add(2*time.Minute), "pkcs11", store.SignerUnavailable, "the pkcs11 signer is unavailable: no token")
+	a = get()
+	require.Equal(t, "keystore", a.Signer.Backend)
+	require.Equal(t, "unknown", a.Signer.State, "recorded for another backend")
+	require.Nil(t, a.Signer.Since)
+	require.JSONEq(t, `{"success":true,"status":"ready"}`, readyz())
 }

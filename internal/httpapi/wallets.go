@@ -694,14 +694,33 @@ func (s *Server) holdWallet(c echo.Context, walletName string, change func(conte
 
 // walletInfo answers the wallet w with its health.
 func (s *Server) walletInfo(c echo.Context, w keystore.Wallet) error {
+	out, err := s.walletInfoOf(c.Request().Context(), w)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// walletInfoOf returns the wallet w with its status, its signer's state and
+// its health, as GET /v1/wallets/{wallet} shows it.
+func (s *Server) walletInfoOf(ctx context.Context, w keystore.Wallet) (apigen.WalletInfo, error) {
 	addr := w.Address().Hex()
-	out := apigen.WalletInfo{Wallet: w.ID, Address: addr, ChainID: w.ChainID}
-	h, err := s.store.WalletHealthGet(c.Request().Context(), w.ChainID, addr)
+	backend := keystore.BackendOf(w.Signer)
+	out := apigen.WalletInfo{Wallet: w.ID, Address: addr, ChainID: w.ChainID,
+		Status: apigen.WalletStatus(store.StatusOf(nil, backend)), Signer: apigen.WalletSigner{Backend: backend, State: apigen.WalletSignerStateUnknown}}
+	h, err := s.store.WalletHealthGet(ctx, w.ChainID, addr)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case err != nil:
-		return err
+		return apigen.WalletInfo{}, err
 	default:
+		out.Status = apigen.WalletStatus(store.StatusOf(&h, backend))
+		if sh := h.SignerOf(backend); sh.State != "" {
+			out.Signer.State, out.Signer.Since = apigen.WalletSignerState(sh.State), sh.Since
+			if sh.Error != "" {
+				out.Signer.Error = &sh.Error
+			}
+		}
 		out.Health = &apigen.WalletHealth{
 			ChainNonce: h.ChainNonce, ChainNonceSince: h.ChainNonceSince, BalanceAt: h.BalanceAt,
 			Paused: h.Paused, Resets: h.Resets, LastResetAt: h.LastResetAt, LastResetFrom: h.LastResetFrom, LastResetTo: h.LastResetTo,
@@ -714,5 +733,5 @@ func (s *Server) walletInfo(c echo.Context, w keystore.Wallet) error {
 			out.Health.Threshold = ptr(h.Threshold.String())
 		}
 	}
-	return c.JSON(http.StatusOK, out)
+	return out, nil
 }

@@ -79,6 +79,53 @@ type SignerHealth struct {
 	Since *time.Time
 }
 
+// SignerOf returns the signer state recorded for a wallet whose signer is
+// now of backend: the zero SignerHealth (none recorded) when the one
+// recorded is another backend's (the wallet's signer was changed since).
+func (h WalletHealth) SignerOf(backend string) SignerHealth {
+	if h.Signer.Backend != backend {
+		return SignerHealth{}
+	}
+	return h.Signer
+}
+
+// WalletStatus says whether a wallet sends its waiting tasks, and if not
+// the first reason: the API's and the console's one word for it.
+type WalletStatus string
+
+const (
+	// WalletSending: it sends its waiting tasks.
+	WalletSending WalletStatus = "sending"
+	// WalletPaused: an operator's hold (HeldAt).
+	WalletPaused WalletStatus = "paused"
+	// WalletRecovering: held for a restore's recovery (RecoveryReason).
+	WalletRecovering WalletStatus = "recovering"
+	// WalletSignerUnavailable: the signer could not be reached or
+	// throttled at its last signature.
+	WalletSignerUnavailable WalletStatus = "signer_unavailable"
+	// WalletLowBalance: the balance is below the threshold (Paused).
+	WalletLowBalance WalletStatus = "low_balance"
+)
+
+// StatusOf returns the status of a wallet whose signer is of backend, from
+// its health (nil before its first run): an operator's hold first, then a
+// recovery, an unavailable signer, a low balance.
+func StatusOf(h *WalletHealth, backend string) WalletStatus {
+	switch {
+	case h == nil:
+		return WalletSending
+	case h.HeldAt != nil:
+		return WalletPaused
+	case h.RecoveryReason != nil:
+		return WalletRecovering
+	case h.SignerOf(backend).State == SignerUnavailable:
+		return WalletSignerUnavailable
+	case h.Paused:
+		return WalletLowBalance
+	}
+	return WalletSending
+}
+
 // MaxSignerError is the most of a signer's error wallet_health keeps
 // (the table's wallet_health_signer_error): WalletHealthSetSigner cuts a
 // longer one.
