@@ -502,6 +502,51 @@ func TestConsole_PauseAndResumeAWalletAreAudited(t *testing.T) {
 	require.Equal(t, "wallet.hold", rows[1].Action)
 }
 
+// The wallet's signer state shows on its page, in the wallets list and, when
+// unavailable, among the overview's stopped wallets: no signature yet, ok,
+// then unavailable with its error and since when (the wallet no longer said
+// to be sending), and ok again.
+func TestConsole_TheWalletPagesShowTheSignersState(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, Config{})
+	b := fx.loggedIn("read")
+	set := func(state store.SignerState, msg string) {
+		t.Helper()
+		_, err := fx.st.WalletHealthSetSigner(t.Context(), store.WalletSignerParams{
+			Now: fx.clock.Now(), ChainID: fx.wallet.ChainID, Sender: fx.sender, Backend: "keystore", State: state, Error: msg,
+		})
+		require.NoError(t, err)
+	}
+	page, list := b.get("/ui/wallets/main").Body.String(), b.get("/ui/wallets").Body.String()
+	require.Contains(t, page, `<dd id="signer">keystore: <span class="muted small">no signature yet</span>`)
+	require.Contains(t, list, `<td data-signer="main">keystore <span class="muted small">no signature yet</span>`)
+
+	set(store.SignerOK, "")
+	page, list = b.get("/ui/wallets/main").Body.String(), b.get("/ui/wallets").Body.String()
+	require.Contains(t, page, `<dd id="signer">keystore: <span class="pill ok">ok</span>`)
+	require.Contains(t, page, `<span class="pill ok">Sending</span>`)
+	require.NotContains(t, page, `id="signer-unavailable"`)
+	require.Contains(t, list, `<td data-status="main"><span class="pill ok">yes</span>`)
+
+	fx.clock.Advance(time.Minute)
+	set(store.SignerUnavailable, "the keystore signer is unavailable: connection refused")
+	page, list = b.get("/ui/wallets/main").Body.String(), b.get("/ui/wallets").Body.String()
+	require.Contains(t, page, `<dd id="signer">keystore: <span class="pill bad">unavailable</span>`)
+	require.Contains(t, page, `<p id="signer-unavailable"><span class="pill bad">Signer unavailable</span> since `)
+	require.Contains(t, page, `: the keystore signer is unavailable: connection refused. The wallet's tasks wait`)
+	require.NotContains(t, page, `<span class="pill ok">Sending</span>`)
+	require.Contains(t, list, `<td data-signer="main">keystore <span class="pill bad" title="the keystore signer is unavailable: connection refused">unavailable</span>`)
+	require.Contains(t, list, `<td data-status="main"><span class="pill bad">signer unavailable</span>`)
+	require.Contains(t, b.get("/ui/").Body.String(),
+		`<a href="/ui/wallets/main">main</a>: signer unavailable (keystore) `)
+
+	set(store.SignerOK, "")
+	page = b.get("/ui/wallets/main").Body.String()
+	require.NotContains(t, page, `id="signer-unavailable"`)
+	require.Contains(t, page, `<span class="pill ok">Sending</span>`)
+	require.Contains(t, b.get("/ui/").Body.String(), "None: every wallet sends.")
+}
+
 func TestConsole_RetryAGivenUpDeliveryIsAudited(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, Config{})

@@ -137,19 +137,27 @@ type walletView struct {
 	Health *store.WalletHealth
 	// NextNonce is the nonce its next task gets (nil: none assigned yet).
 	NextNonce *int64
+	// Backend is the wallet's signer's backend; Signer its state as
+	// recorded (State empty: no signature recorded yet).
+	Backend string
+	Signer  store.SignerHealth
+	// Sending says whether the wallet sends, and if not why.
+	Sending store.WalletStatus
 }
 
 func (c *Console) walletView(ec echo.Context, w keystore.Wallet) (walletView, error) {
 	ctx, cancel := c.dbContext(ec)
 	defer cancel()
-	v := walletView{Name: w.ID, ChainID: w.ChainID, Address: w.Address().Hex()}
+	v := walletView{Name: w.ID, ChainID: w.ChainID, Address: w.Address().Hex(), Backend: keystore.BackendOf(w.Signer)}
 	h, err := c.store.WalletHealthGet(ctx, w.ChainID, v.Address)
 	switch {
 	case err == nil:
 		v.Health = &h
+		v.Signer = h.SignerOf(v.Backend)
 	case !errors.Is(err, store.ErrNotFound):
 		return v, err
 	}
+	v.Sending = store.StatusOf(v.Health, v.Backend)
 	n, err := c.store.WalletNonceGet(ctx, w.ChainID, v.Address)
 	switch {
 	case err == nil:
