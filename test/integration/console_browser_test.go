@@ -188,6 +188,7 @@ func TestConsole_InABrowserAnOperatorFollowsEveryLaneAndActs(t *testing.T) {
 		chromedp.Navigate(consoleURL+"wallets/dev"),
 		chromedp.WaitVisible(chromedp.CSS(`a[data-task="`+waiting+`"]`)),
 	))
+	require.Regexp(t, `^keystore: ok since \d{4}-`, text("#signer"), "the wallet's signer signed its task")
 	shot("console-wallet.png")
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Click(chromedp.CSS(`a[data-task="`+waiting+`"]`)),
