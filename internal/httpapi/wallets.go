@@ -708,6 +708,9 @@ func (s *Server) walletInfoOf(ctx context.Context, w keystore.Wallet) (apigen.Wa
 	backend := keystore.BackendOf(w.Signer)
 	out := apigen.WalletInfo{Wallet: w.ID, Address: addr, ChainID: w.ChainID,
 		Status: apigen.WalletStatus(store.StatusOf(nil, backend)), Signer: apigen.WalletSigner{Backend: backend, State: apigen.WalletSignerStateUnknown}}
+	if w.Disabled {
+		out.Disabled = ptr(true)
+	}
 	h, err := s.store.WalletHealthGet(ctx, w.ChainID, addr)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
