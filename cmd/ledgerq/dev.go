@@ -139,6 +139,13 @@ func devWalletLane(cfg *node.Config, dataDir string) (keystore.DevWallet, error)
 	}
 	w := &cfg.Wallet
 	w.Registry = reg
+	// A keystore wallet added at run time (POST /v1/wallets, backend
+	// keystore) names a file of this directory, unlocked by the dev
+	// wallet's passphrase file unless its own is set.
+	w.Signers.KeystoreDir = dir
+	if w.PassphraseFiles.All == "" {
+		w.PassphraseFiles.All = dev.PassphraseFile
+	}
 	w.Ledger.Kind, w.Ledger.URL = node.WalletLedgerEVM, ""
 	w.Ledger.Sim = evmsim.Config{BlockPeriod: time.Second, Alloc: node.FundAlloc(devFunds, signer.Address())}
 	w.Chains = wallet.Chains{
