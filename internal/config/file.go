@@ -197,3 +197,29 @@ func redact(secret, v string) string {
 	}
 	return "REDACTED"
 }
+
+// JoinKeyValues is the text of a KeyValues setting of several
+// declarations: each one's String, separated by ';'.
+func JoinKeyValues[T fmt.Stringer](items []T) string {
+	parts := make([]string, len(items))
+	for i, d := range items {
+		parts[i] = d.String()
+	}
+	return strings.Join(parts, ";")
+}
+
+// AppendKeyValues parses v, one declaration or several separated by ';',
+// with parse, and appends them to items (a KeyValues setting's Set).
+func AppendKeyValues[T any](items *[]T, v string, parse func(string) (T, error)) error {
+	for part := range strings.SplitSeq(v, ";") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		d, err := parse(part)
+		if err != nil {
+			return err
+		}
+		*items = append(*items, d)
+	}
+	return nil
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/ledgerq/ledgerq/internal/config"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 )
 
@@ -190,26 +191,12 @@ func (l *Decls) String() string {
 	if l == nil {
 		return ""
 	}
-	parts := make([]string, len(*l))
-	for i, d := range *l {
-		parts[i] = d.String()
-	}
-	return strings.Join(parts, ";")
+	return config.JoinKeyValues(*l)
 }
 
 // Set adds the declarations of v.
 func (l *Decls) Set(v string) error {
-	for part := range strings.SplitSeq(v, ";") {
-		if strings.TrimSpace(part) == "" {
-			continue
-		}
-		d, err := ParseDecl(part)
-		if err != nil {
-			return err
-		}
-		*l = append(*l, d)
-	}
-	return nil
+	return config.AppendKeyValues((*[]Decl)(l), v, ParseDecl)
 }
 
 // Validate reports declarations that clash (one name twice).

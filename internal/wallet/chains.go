@@ -12,6 +12,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
 
+	"github.com/ledgerq/ledgerq/internal/config"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmnodes"
@@ -199,26 +200,12 @@ func (l *Chains) String() string {
 	if l == nil {
 		return ""
 	}
-	parts := make([]string, len(*l))
-	for i, d := range *l {
-		parts[i] = d.String()
-	}
-	return strings.Join(parts, ";")
+	return config.JoinKeyValues(*l)
 }
 
 // Set adds the declarations of v.
 func (l *Chains) Set(v string) error {
-	for part := range strings.SplitSeq(v, ";") {
-		if strings.TrimSpace(part) == "" {
-			continue
-		}
-		d, err := ParseChainDecl(part)
-		if err != nil {
-			return err
-		}
-		*l = append(*l, d)
-	}
-	return nil
+	return config.AppendKeyValues((*[]ChainDecl)(l), v, ParseChainDecl)
 }
 
 // Validate reports declarations that clash: two with one name or one
