@@ -72,6 +72,11 @@ func TestWalletSigners_HSMWalletsDeclaredAndAddedAtRunTimeSendTheirTasks(t *test
 	require.Equal(t, 201, code, body)
 	require.Contains(t, body, addrs["rt"].Hex())
 
+	code, list := w.do("GET", "/v1/wallets", "")
+	require.Equal(t, 200, code, list)
+	require.Contains(t, list, `{"wallet":"added","chain":"main","chain_id":1337,"address":"`+addrs["rt"].Hex()+`","backend":"pkcs11","key":"rt","source":"api"`)
+	require.Contains(t, list, `{"wallet":"hsm","chain":"main","chain_id":1337,"address":"`+addrs["cfg"].Hex()+`","backend":"pkcs11","key":"cfg","source":"config"`)
+
 	for _, name := range []string{"hsm", "added"} {
 		task := w.taskAnswer(202, "POST", "/v1/wallets/"+name+"/send-tx?task=true", `{"to":"0x000000000000000000000000000000000000bEEF","value":"7"}`)
 		var got apiTask

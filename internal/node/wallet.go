@@ -383,7 +383,19 @@ func (n *Node) buildWalletSigners(ctx context.Context, lane *walletLane) error {
 	}
 	configured := map[string]signers.Decl{}
 	for _, x := range lane.wallets.All() {
-		configured[x.ID] = signers.Decl{Name: x.ID, Backend: keystore.BackendOf(x.Signer)}
+		if x.Chain == "" {
+			// Named by its chain's id only (--wallet-keystore NAME=FILE, dev):
+			// the listing shows the chain's name.
+			for _, c := range chains {
+				if c.ID == x.ChainID {
+					x.Chain = c.Name
+				}
+			}
+			if err := lane.wallets.Put(x); err != nil {
+				return err
+			}
+		}
+		configured[x.ID] = signers.Decl{Name: x.ID, Chain: x.Chain, Backend: keystore.BackendOf(x.Signer)}
 	}
 	for _, k := range w.Keystores {
 		configured[k.Name] = signers.Decl{Name: k.Name, Chain: k.Chain, Backend: signers.Keystore, Key: k.Path}
