@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -61,6 +62,7 @@ func TestE2E_WalletLaneOnACrashingGethSendsEveryTaskOnceCheckedBlockByBlock(t *t
 
 	g := testgeth.Start(t, testgeth.Crashable())
 	c := newChainRun(t, gethNode(g), 3)
+	c.faults = "one geth freeze, one geth crash losing blocks"
 	c.checkpointAfterFunding(g)
 
 	// 1: tasks stream in while the serve processes are SIGKILLed and
@@ -115,11 +117,16 @@ func TestE2E_WalletLaneOnACrashingGethSendsEveryTaskOnceCheckedBlockByBlock(t *t
 // other chain-side runs: wallets w0, w1, … each on a real node, the serve
 // processes and the tasks posted.
 type chainRun struct {
-	t       *testing.T
-	db      string
-	dir     string
-	args    []string
-	token   string
+	t     *testing.T
+	db    string
+	dir   string
+	args  []string
+	token string
+	// env is added to every serve process's environment (a signer's
+	// configuration: SOFTHSM2_CONF, AWS credentials).
+	env []string
+	// to is every task's recipient (chainRunRecipient when empty).
+	to      string
 	wallets []common.Address
 	names   []string
 	// nodes holds each wallet's chain: nodes[w] is the real node wallet w
@@ -138,8 +145,10 @@ type chainRun struct {
 	ids  [][]string
 	data map[string][]byte
 	n    int
-	// kills counts the SIGKILLs of serve processes.
-	kills int
+	// kills counts the SIGKILLs of serve processes; faults says what else
+	// the run did to the processes, for checkBlocks's summary.
+	kills  int
+	faults string
 }
 
 // testNode is a real node a run's wallets send on, geth --dev or anvil, as
@@ -162,6 +171,10 @@ func gethNode(g *testgeth.Node) *testNode {
 func anvilNode(a *testanvil.Node) *testNode {
 	return &testNode{url: a.URL, chainID: a.ChainID.Int64(), client: a.Client(), fund: a.SetBalance}
 }
+
+// chainRunRecipient receives every task's value unless chainRun.to names
+// another.
+const chainRunRecipient = "0x000000000000000000000000000000000000dEaD"
 
 // chainRunPassphrase unlocks every keystore file of a chainRun.
 const chainRunPassphrase = "chain run passphrase"
@@ -200,10 +213,34 @@ func (c *chainRun) addWallet(name string, n *testNode, addr common.Address, file
 	if n.chain != "" {
 		spec = name + "@" + n.chain + "=" + file
 	}
+	c.args = append(c.args, "--wallet-keystore", spec)
+	c.adoptWallet(name, n, addr)
+}
+
+// addSignerWallet declares the wallet name on n's chain whose key is in a
+// signer backend (--wallet-signer name=NAME,backend=BACKEND[,key=KEY],
+// address=ADDR: serve refuses the key of another address), and funds it.
+func (c *chainRun) addSignerWallet(name string, n *testNode, backend, key string, addr common.Address) {
+	c.t.Helper()
+	decl := "name=" + name + ",backend=" + backend
+	if n.chain != "" {
+		decl += ",chain=" + n.chain
+	}
+	if key != "" {
+		decl += ",key=" + key
+	}
+	c.args = append(c.args, "--wallet-signer", decl+",address="+addr.Hex())
+	c.adoptWallet(name, n, addr)
+}
+
+// adoptWallet makes the wallet name, at addr on n's chain, one the run
+// posts to and checks, and funds it there; serve knows it from its
+// arguments (addWallet, addSignerWallet) or from POST /v1/wallets.
+func (c *chainRun) adoptWallet(name string, n *testNode, addr common.Address) {
+	c.t.Helper()
+	n.fund(c.t, addr, new(big.Int).Mul(big.NewInt(100), big.NewInt(1e18)))
 	c.wallets, c.names, c.nodes = append(c.wallets, addr), append(c.names, name), append(c.nodes, n)
 	c.ids = append(c.ids, nil)
-	c.args = append(c.args, "--wallet-keystore", spec)
-	n.fund(c.t, addr, new(big.Int).Mul(big.NewInt(100), big.NewInt(1e18)))
 }
 
 // createKey names the passphrase file in serve's arguments and makes the
@@ -232,7 +269,7 @@ func (c *chainRun) startOne() (*testproc.Proc, string) {
 	if c.start != nil {
 		return c.start()
 	}
-	return testproc.StartReady(c.t, c.dir, []string{"DATABASE_URL=" + c.db}, c.args...)
+	return testproc.StartReady(c.t, c.dir, append([]string{"DATABASE_URL=" + c.db}, c.env...), c.args...)
 }
 
 // startServes starts n serve processes.
@@ -271,34 +308,41 @@ func (c *chainRun) stopServes() {
 }
 
 // postEach posts n fire-and-forget tasks to every wallet, each with call data
-// of its own under its own idempotency key, to the serve processes in turn;
-// a post that fails (its process was killed) is repeated against the other.
+// of its own under its own idempotency key, to the serve processes in turn.
 func (c *chainRun) postEach(n int) {
 	c.t.Helper()
 	for range n {
 		for w := range c.wallets {
-			c.n++
-			data := make([]byte, 32)
-			copy(data, "ledgerq chain run")
-			binary.BigEndian.PutUint64(data[24:], uint64(c.n))
-			body := fmt.Sprintf(`{"to":"0x000000000000000000000000000000000000dEaD","value":"%d","data":"0x%s"}`, c.n, hex.EncodeToString(data))
-			key := fmt.Sprintf("chain-run-%d", c.n)
-			var id string
-			var err error
-			for try := range 6 {
-				c.mu.Lock()
-				api := c.apis[(c.n+try)%len(c.apis)]
-				c.mu.Unlock()
-				if id, err = sendTask(api, c.token, c.names[w], key, body); err == nil {
-					break
-				}
-				time.Sleep(200 * time.Millisecond) // a pause before the post is tried on the next process
-			}
-			require.NoError(c.t, err)
-			c.ids[w] = append(c.ids[w], id)
-			c.data[id] = data
+			c.postVia(w, c.n+1)
 		}
 	}
+}
+
+// postVia posts one task to wallet w, first to serve process api (modulo
+// their number); a post that fails (its process was killed) is repeated
+// against the next.
+func (c *chainRun) postVia(w, api int) {
+	c.t.Helper()
+	c.n++
+	data := make([]byte, 32)
+	copy(data, "ledgerq chain run")
+	binary.BigEndian.PutUint64(data[24:], uint64(c.n))
+	body := fmt.Sprintf(`{"to":"%s","value":"%d","data":"0x%s"}`, cmp.Or(c.to, chainRunRecipient), c.n, hex.EncodeToString(data))
+	key := fmt.Sprintf("chain-run-%d", c.n)
+	var id string
+	var err error
+	for try := range 6 {
+		c.mu.Lock()
+		url := c.apis[(api+try)%len(c.apis)]
+		c.mu.Unlock()
+		if id, err = sendTask(url, c.token, c.names[w], key, body); err == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // a pause before the post is tried on the next process
+	}
+	require.NoError(c.t, err)
+	c.ids[w] = append(c.ids[w], id)
+	c.data[id] = data
 }
 
 // awaitEnded waits until every task posted so far is done or in error.
@@ -391,6 +435,10 @@ func (c *chainRun) checkBlocks() {
 		rep := auditWallet(c.t, c.db, c.nodes[w].url, addr)
 		require.Len(c.t, mined, rep.Transactions, "wallet %s: the audit reads what the scan read", addr.Hex())
 	}
-	c.t.Logf("%d tasks on %d wallets: %d done, %d in error, each mined once by the chain's own blocks; %d no-ops mined; %d serve SIGKILLs, one geth freeze, one geth crash losing blocks; %d reorged task transactions sent again",
-		c.n, len(c.wallets), done, failed, noops, c.kills, reorged)
+	faults := ""
+	if c.faults != "" {
+		faults = ", " + c.faults
+	}
+	c.t.Logf("%d tasks on %d wallets: %d done, %d in error, each mined once by the chain's own blocks; %d no-ops mined; %d serve SIGKILLs%s; %d reorged task transactions sent again",
+		c.n, len(c.wallets), done, failed, noops, c.kills, faults, reorged)
 }
