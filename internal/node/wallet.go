@@ -421,10 +421,15 @@ func (n *Node) buildWalletSigners(ctx context.Context, lane *walletLane) error {
 			return fmt.Errorf("wallet %s: chain %q is not declared (--wallet-chain)", d.Name, chain)
 		}
 		octx, cancel := context.WithTimeout(ctx, time.Minute)
-		s, err := opener.Open(octx, d)
+		s, waiting, err := opener.OpenOrWait(octx, d)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("--wallet-signer: %w", err)
+		}
+		if waiting {
+			// A backend away at start (a KMS, a remote signer) holds its
+			// wallet's tasks, shown as signer_unavailable, not the process.
+			n.logger.Warn("wallet: its signer cannot be reached now; its tasks wait until it can", "wallet", d.Name, "backend", d.Backend, "error", s.(*signers.Lazy).Pending())
 		}
 		if err := lane.wallets.Put(keystore.Wallet{ID: d.Name, ChainID: chainID, Signer: s, Chain: chain}); err != nil {
 			return fmt.Errorf("--wallet-signer: %w", err)

@@ -173,11 +173,14 @@ func (m *Manager) apply(ctx context.Context, r store.WalletDecl) {
 		return
 	}
 	octx, cancel := context.WithTimeout(ctx, m.cfg.OpenTimeout)
-	s, err := m.cfg.Opener.Open(octx, declOf(r))
+	s, waiting, err := m.cfg.Opener.OpenOrWait(octx, declOf(r))
 	cancel()
 	if err != nil {
 		m.fail(r.Name, err.Error())
 		return
+	}
+	if waiting {
+		m.cfg.Logger.Warn("wallets: a wallet's signer cannot be reached now; its tasks wait until it can", "wallet", r.Name, "backend", r.Backend, "error", s.(*Lazy).Pending())
 	}
 	if err := m.put(r, s); err != nil {
 		closeSigner(s)
@@ -385,7 +388,8 @@ func (m *Manager) List() []Entry {
 		if w.Declared {
 			continue
 		}
-		e := Entry{Name: w.ID, Chain: w.Chain, ChainID: w.ChainID, Address: common.Address(w.Address()).Hex(), Backend: keystore.BackendOf(w.Signer), Source: "config", Loaded: true}
+		e := Entry{Name: w.ID, Chain: w.Chain, ChainID: w.ChainID, Address: common.Address(w.Address()).Hex(), Backend: keystore.BackendOf(w.Signer), Source: "config"}
+		e.Loaded, e.LoadError = loadState(w.Signer)
 		if d, ok := m.cfg.Configured[w.ID]; ok {
 			e.Backend, e.Key = d.Backend, d.Key
 		}
@@ -431,7 +435,21 @@ func (m *Manager) entry(name string) (Entry, error) {
 		Name: r.Name, Chain: r.Chain, ChainID: r.ChainID, Address: common.HexToAddress(r.Address).Hex(), Backend: r.Backend, Key: r.KeyRef,
 		Source: "api", Disabled: r.Disabled, CreatedBy: r.CreatedBy, CreatedAt: &created,
 	}
-	_, e.Loaded = m.loaded[name]
-	e.LoadError = m.failed[name]
+	lw, loaded := m.loaded[name]
+	e.Loaded, e.LoadError = loaded, m.failed[name]
+	if loaded {
+		e.Loaded, e.LoadError = loadState(lw.signer)
+	}
 	return e, nil
+}
+
+// loadState says whether s is open: a Lazy signer is not until its
+// backend answered, and says why.
+func loadState(s keystore.Signer) (loaded bool, why string) {
+	if l, ok := s.(*Lazy); ok {
+		if err := l.Pending(); err != nil {
+			return false, err.Error()
+		}
+	}
+	return true, ""
 }
