@@ -12,13 +12,17 @@
 // declaration that names an address refuses a key of another one.
 //
 // Wallets declared in the configuration (--wallet-signer, beside
-// --wallet-keystore) are opened at start: one that cannot be opened stops
-// the start, loudly. Wallets added at run time (POST /v1/wallets) are
+// --wallet-keystore) are opened at start: one its backend refuses stops
+// the start, loudly; one whose backend cannot be reached, with its address
+// declared, gets a Lazy signer (its tasks wait; the backend is asked again
+// at each signature) rather than stopping the process. Wallets added at run time (POST /v1/wallets) are
 // opened by the process that adds them before they are stored, and by
 // every other process when it reads the table: at start, when
-// ledgerq_wallets is notified, and every few seconds. One that a process
-// cannot open (its HSM is away) is retried on each read and shown with
-// its error in GET /v1/wallets; the others go on.
+// ledgerq_wallets is notified, and every few seconds. One whose backend a
+// process cannot reach gets a Lazy signer there (its address is stored);
+// one it cannot open otherwise (the key file is not in its directory) is
+// retried on each read; both are shown with the reason in GET /v1/wallets,
+// and the others go on.
 //
 // PKCS#11 is a C interface, so the pkcs11 backend exists only in a binary
 // built with cgo (the default `go build` where a C compiler is installed);
