@@ -7,11 +7,11 @@
 -- request hashes.
 INSERT INTO ledgerq.wallet_tasks (
     id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit,
-    idempotency_key, request_hash, created_at, updated_at, tip_cap_wei, fee_cap_wei
+    idempotency_key, request_hash, created_at, updated_at, tip_cap_wei, fee_cap_wei, call
 ) VALUES (
     @id, @wallet_id, @chain_id, @sender, @priority, 0, @to_address, @value_wei, @data, sqlc.narg(gas_limit),
     sqlc.narg(idempotency_key), @request_hash, @now::timestamptz, @now::timestamptz,
-    sqlc.narg(tip_cap_wei)::numeric, sqlc.narg(fee_cap_wei)::numeric
+    sqlc.narg(tip_cap_wei)::numeric, sqlc.narg(fee_cap_wei)::numeric, sqlc.narg(call)::jsonb
 )
 ON CONFLICT (wallet_id, idempotency_key) DO NOTHING
 RETURNING *;

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
@@ -82,7 +83,28 @@ type TaskRequest struct {
 	// first transaction; nil: the node's suggestion (FeeCap: 2 × base fee +
 	// tip). Gas bumps raise them.
 	TipCap, FeeCap *big.Int
+	// Call is the contract call the client named, which Data encodes; nil
+	// when the client sent Data itself.
+	Call *TaskCall
 }
+
+// TaskCall is a contract call named by a function signature or by a method
+// of an ABI fragment, with its arguments (stored as the task's call).
+type TaskCall struct {
+	// Function is the canonical signature, "transfer(address,uint256)".
+	Function string `json:"function"`
+	// Method and ABI are the client's, for a call named by an ABI: ABI is
+	// the fragment as a JSON array (kept to decode what the call answers).
+	Method string          `json:"method,omitempty"`
+	ABI    json.RawMessage `json:"abi,omitempty"`
+	// Args is the JSON array of the arguments, normalised.
+	Args json.RawMessage `json:"args"`
+}
+
+// MaxTaskCallBytes is the largest call a task stores, as JSON (the API
+// refuses a larger one; the table's wallet_tasks_call_size leaves room for
+// PostgreSQL's own spacing).
+const MaxTaskCallBytes = 256 << 10
 
 // Task is one row of ledgerq.wallet_tasks.
 type Task struct {
@@ -138,6 +160,14 @@ func taskFromRow(r dbsqlc.LedgerqWalletTask) Task {
 	}
 	if r.FeeCapWei.Valid {
 		t.Request.FeeCap = bigFromNumeric(r.FeeCapWei)
+	}
+	if r.Call != nil {
+		// The table's check holds the shape; a row it let through but
+		// this cannot read would still be shown without its call.
+		var c TaskCall
+		if json.Unmarshal(r.Call, &c) == nil {
+			t.Request.Call = &c
+		}
 	}
 	return t
 }
@@ -240,6 +270,16 @@ func TaskRequestHash(p TaskInsertParams) []byte {
 			}
 		}
 	}
+	// Likewise the call, which data already encodes: the same data named
+	// by another function or ABI, or with other arguments (their normal
+	// form: "0x10" and "16" are one), is another request.
+	if c := p.Request.Call; c != nil {
+		field([]byte("call"))
+		field([]byte(c.Function))
+		field([]byte(c.Method))
+		field(c.ABI)
+		field(c.Args)
+	}
 	return h.Sum(nil)
 }
 
@@ -291,6 +331,16 @@ func (s *Store) TaskInsert(ctx context.Context, p TaskInsertParams) (task Task, 
 	}
 	if p.IdempotencyKey != "" {
 		ins.IdempotencyKey = &p.IdempotencyKey
+	}
+	if c := p.Request.Call; c != nil {
+		b, err := json.Marshal(c)
+		if err != nil {
+			return Task{}, false, fmt.Errorf("storing a task: its call: %w", err)
+		}
+		if len(b) > MaxTaskCallBytes {
+			return Task{}, false, fmt.Errorf("storing a task: its call is %d bytes, more than %d", len(b), MaxTaskCallBytes)
+		}
+		ins.Call = b
 	}
 	// One statement, no transaction around it: a conflict on the key
 	// waits for the other insert to commit or roll back, so the row read

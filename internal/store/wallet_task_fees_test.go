@@ -26,3 +26,27 @@ func TestTaskRequestHash_ARequestWithoutFeesKeepsItsEarlierFingerprint(t *testin
 		t.Fatal("a tip and a fee cap of the same amount, or none, share a fingerprint")
 	}
 }
+
+// A request with a call has a fingerprint of its own, which its arguments,
+// function and ABI change; one without keeps its earlier fingerprint (the
+// test above).
+func TestTaskRequestHash_TheCallIsPartOfTheFingerprint(t *testing.T) {
+	p := TaskInsertParams{ChainID: 1337, Sender: "0x00000000000000000000000000000000000000aa",
+		Request: TaskRequest{To: "0x00000000000000000000000000000000000000bb", Data: []byte{1, 2}}}
+	seen := map[string]string{string(TaskRequestHash(p)): "no call"}
+	for name, c := range map[string]TaskCall{
+		"call":         {Function: "f(uint256)", Args: []byte(`["1"]`)},
+		"other args":   {Function: "f(uint256)", Args: []byte(`["2"]`)},
+		"other name":   {Function: "g(uint256)", Args: []byte(`["1"]`)},
+		"by ABI":       {Function: "f(uint256)", Method: "f", ABI: []byte(`[{"type":"function","name":"f"}]`), Args: []byte(`["1"]`)},
+		"by other ABI": {Function: "f(uint256)", Method: "f", ABI: []byte(`[]`), Args: []byte(`["1"]`)},
+	} {
+		q := p
+		q.Request.Call = &c
+		h := string(TaskRequestHash(q))
+		if other, ok := seen[h]; ok {
+			t.Fatalf("%s and %s share a fingerprint", name, other)
+		}
+		seen[h] = name
+	}
+}

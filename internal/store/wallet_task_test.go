@@ -325,6 +325,12 @@ func TestTask_CheckConstraintsRefuseImpossibleStates(t *testing.T) {
 		{"wallet_tasks_tx_hash_format", `status = 3, started_at = now(), finished_at = now(), tx_hash = 'abc'`},
 		{"wallet_tasks_value_uint256", `value_wei = -1`},
 		{"wallet_tasks_value_uint256", `value_wei = 2::numeric ^ 256`},
+		{"wallet_tasks_call_shape", `call = '[]'`},
+		{"wallet_tasks_call_shape", `call = '{"args":[]}'`},
+		{"wallet_tasks_call_shape", `call = '{"function":"f()","args":{}}'`},
+		{"wallet_tasks_call_shape", `call = '{"function":"f()","args":[],"method":1}'`},
+		{"wallet_tasks_call_shape", `call = '{"function":"f()","args":[],"abi":{}}'`},
+		{"wallet_tasks_call_size", `call = jsonb_build_object('function', 'f(string)', 'args', jsonb_build_array(repeat('x', 400000)))`},
 	} {
 		_, err := db.Store.DB().Exec(ctx, `UPDATE ledgerq.wallet_tasks SET `+c.set+` WHERE id = $1`, task.ID)
 		requireCheckViolation(t, err, c.constraint, c.set)

@@ -854,6 +854,8 @@ type LedgerqWalletTask struct {
 	FeeCapWei pgtype.Numeric
 	// How many times the task's mined transaction left the chain (a reorg, or a node that lost blocks); the task was then executing again, its same transaction sent again.
 	Reorgs int32
+	// The contract call the client named, encoded into data: {"function": canonical signature, "args": the arguments normalised (integers as decimal strings, checksummed addresses, 0x hex bytes, tuples as arrays)}, and, for a call named by an ABI, "method" and "abi" (the fragment, an array). NULL: the client sent data.
+	Call []byte
 }
 
 // Wallet lane at a glance: tasks per wallet, address and status, the oldest of each, and the address's next nonce.

@@ -73,7 +73,7 @@ UPDATE ledgerq.wallet_tasks w
 SET status = 3, tx_hash = a.tx_hash, reverted = a.reverted, finished_at = $1::timestamptz, updated_at = $1::timestamptz
 FROM a
 WHERE w.id = a.task_id AND w.status = 1
-RETURNING w.id, w.wallet_id, w.chain_id, w.sender, w.priority, w.status, w.to_address, w.value_wei, w.data, w.gas_limit, w.idempotency_key, w.request_hash, w.tx_hash, w.error, w.reverted, w.cancelled, w.created_at, w.updated_at, w.started_at, w.finished_at, w.bumps, w.replacements, w.price_capped_at, w.tip_cap_wei, w.fee_cap_wei, w.reorgs, a.nonce AS attempt_nonce
+RETURNING w.id, w.wallet_id, w.chain_id, w.sender, w.priority, w.status, w.to_address, w.value_wei, w.data, w.gas_limit, w.idempotency_key, w.request_hash, w.tx_hash, w.error, w.reverted, w.cancelled, w.created_at, w.updated_at, w.started_at, w.finished_at, w.bumps, w.replacements, w.price_capped_at, w.tip_cap_wei, w.fee_cap_wei, w.reorgs, w.call, a.nonce AS attempt_nonce
 `
 
 type AttemptConfirmFinalManyParams struct {
@@ -154,6 +154,7 @@ func (q *Queries) AttemptConfirmFinalMany(ctx context.Context, arg AttemptConfir
 			&i.LedgerqWalletTask.TipCapWei,
 			&i.LedgerqWalletTask.FeeCapWei,
 			&i.LedgerqWalletTask.Reorgs,
+			&i.LedgerqWalletTask.Call,
 			&i.AttemptNonce,
 		); err != nil {
 			return nil, err
