@@ -69,8 +69,10 @@ func setup(t *testing.T, cfg Config) *fixture {
 	c.Mount(fx.e)
 
 	fx.batches = fx.f.PostBatches("svc-1", 3)
+	// The started task was named by a call (a send-tx with a function).
+	transfer := &store.TaskCall{Function: "transfer(address,uint256)", Args: json.RawMessage(`["0x00000000000000000000000000000000000b0B01","1000"]`)}
 	tasks := fx.f.PostTasks(
-		testfactory.Task{Sender: fx.sender},
+		testfactory.Task{Sender: fx.sender, Request: store.TaskRequest{Data: []byte{0xa9, 0x05, 0x9c, 0xbb}, Call: transfer}},
 		testfactory.Task{Sender: fx.sender},
 	)
 	fx.started, fx.waiting = tasks[0], tasks[1]
@@ -189,7 +191,7 @@ func (fx *fixture) pages() map[string]string {
 		"/ui/wallets":                  fx.wallet.Address().Hex(),
 		"/ui/wallets/main":             fx.started.ID[:10],
 		task:                           `<span class="state st-waiting">Waiting</span>`,
-		"/ui/wallets/main/tasks/" + fx.started.ID: "Attempts",
+		"/ui/wallets/main/tasks/" + fx.started.ID: `<code class="wrap">transfer(address,uint256)</code> with <code class="wrap">[&#34;0x00000000000000000000000000000000000b0B01&#34;,&#34;1000&#34;]</code>`,
 		"/ui/wallets/main/webhooks":               fx.ep.ID,
 		hook:                                      "receiver answered 500",
 		"/ui/pool/" + testfactory.PoolSender(1):   `in <a href="/ui/bundles/`,

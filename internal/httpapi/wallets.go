@@ -16,6 +16,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/labstack/echo/v4"
 
+	"github.com/ledgerq/ledgerq/internal/calldata"
 	"github.com/ledgerq/ledgerq/internal/httpapi/apigen"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/store"
@@ -501,6 +502,11 @@ func validateSendTx(b apigen.SendTxRequest, maxFee *big.Int) (store.TaskRequest,
 		}
 		req.Data = data
 	}
+	if b.Function != nil || b.Abi != nil || b.Method != nil || b.Args != nil {
+		if apiErr := encodeCall(b, &req); apiErr != nil {
+			return req, apiErr
+		}
+	}
 	if b.GasLimit != nil {
 		if *b.GasLimit < minGasLimit || *b.GasLimit > maxGasLimit {
 			return req, errorf(http.StatusBadRequest, "field gas_limit: must be from %d (a plain transfer) to %d", minGasLimit, int64(maxGasLimit))
@@ -529,6 +535,34 @@ func validateSendTx(b apigen.SendTxRequest, maxFee *big.Int) (store.TaskRequest,
 		return req, errorf(http.StatusBadRequest, "field max_fee_per_gas: must be at least max_priority_fee_per_gas (%s)", req.TipCap)
 	}
 	return req, nil
+}
+
+// encodeCall encodes the contract call b names (by function, or by abi and
+// method, with args) into req's data, and keeps the call beside it.
+func encodeCall(b apigen.SendTxRequest, req *store.TaskRequest) *Error {
+	if b.Data != nil {
+		return errorf(http.StatusBadRequest, "field data: not with function or abi, which name a call for the server to encode: send one or the other")
+	}
+	call, err := calldata.Encode(calldata.Request{Function: deref(b.Function), ABI: deref(b.Abi), Method: deref(b.Method), Args: deref(b.Args)})
+	var refused *calldata.Error
+	switch {
+	case errors.As(err, &refused):
+		return errorf(http.StatusBadRequest, "field %s: %s", refused.Field, refused.Problem)
+	case err != nil:
+		return errorf(http.StatusInternalServerError, "encoding the call: %v", err)
+	case len(call.Data) > maxTxData:
+		return errorf(http.StatusRequestEntityTooLarge, "field args: the call encodes to %d bytes of data, more than %d", len(call.Data), maxTxData)
+	}
+	req.Data = call.Data
+	req.Call = &store.TaskCall{Function: call.Function, Method: call.Method, ABI: call.ABI, Args: call.Args}
+	stored, err := json.Marshal(req.Call)
+	switch {
+	case err != nil:
+		return errorf(http.StatusInternalServerError, "writing the call: %v", err)
+	case len(stored) > store.MaxTaskCallBytes:
+		return errorf(http.StatusRequestEntityTooLarge, "fields abi and args: the call is %d bytes as stored, more than %d", len(stored), store.MaxTaskCallBytes)
+	}
+	return nil
 }
 
 // mixedCase reports whether hex digits have letters in both cases.
@@ -639,6 +673,12 @@ func toWalletTask(t store.Task, withData bool) walletTaskJSON {
 	}
 	if t.Request.FeeCap != nil {
 		o.MaxFeePerGas = ptr(t.Request.FeeCap.String())
+	}
+	if c := t.Request.Call; c != nil {
+		o.Call = &apigen.TaskCall{Function: c.Function, Method: omitZero(c.Method), Args: c.Args}
+		if withData && len(c.ABI) > 0 {
+			o.Call.Abi = &c.ABI
+		}
 	}
 	if t.Bumps > 0 {
 		o.Bumps = &t.Bumps

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -166,10 +167,25 @@ func taskFromRow(r dbsqlc.LedgerqWalletTask) Task {
 		// this cannot read would still be shown without its call.
 		var c TaskCall
 		if json.Unmarshal(r.Call, &c) == nil {
+			// jsonb writes a space after each ',' and ':'.
+			c.ABI, c.Args = compactJSON(c.ABI), compactJSON(c.Args)
 			t.Request.Call = &c
 		}
 	}
 	return t
+}
+
+// compactJSON is raw without insignificant whitespace (raw itself if it is
+// not JSON).
+func compactJSON(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return raw
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return raw
+	}
+	return b.Bytes()
 }
 
 // WalletShardKey is the key of the shard that works the tasks of sender on
