@@ -1,0 +1,103 @@
+package node_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"log/slog"
+	"math/big"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/crypto"
+	"github.com/ethereum/go-ethereum/ethclient"
+	"github.com/ethereum/go-ethereum/params"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/internal/keystore"
+	"github.com/ledgerq/ledgerq/internal/node"
+	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/testanvil"
+	"github.com/ledgerq/ledgerq/internal/testcontracts"
+	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
+	"github.com/ledgerq/ledgerq/internal/testgeth"
+	"github.com/ledgerq/ledgerq/internal/wallet"
+)
+
+// On a real geth --dev and a real anvil, with TestToken deployed from the
+// committed artefacts: an ERC-20 transfer sent through send-tx by signature,
+// and one by an ABI fragment, are signed and mined by the wallet lane, end
+// done, and move the tokens, as eth_call's balanceOf reads them back.
+func TestWalletCalls_ATransferByNameEndsDoneAndMovesTheTokensOnARealNode(t *testing.T) {
+	t.Parallel()
+	for name, start := range map[string]func(t *testing.T, wallet common.Address) (url string, client *ethclient.Client, deployer *ecdsa.PrivateKey){
+		"geth": func(t *testing.T, w common.Address) (string, *ethclient.Client, *ecdsa.PrivateKey) {
+			n := testgeth.Start(t)
+			key, err := crypto.GenerateKey()
+			require.NoError(t, err)
+			n.Fund(t, crypto.PubkeyToAddress(key.PublicKey), big.NewInt(params.Ether))
+			n.Fund(t, w, big.NewInt(params.Ether))
+			return n.URL, n.Client(), key
+		},
+		"anvil": func(t *testing.T, w common.Address) (string, *ethclient.Client, *ecdsa.PrivateKey) {
+			n := testanvil.Start(t, testanvil.ChainID(testgeth.DevChainID))
+			n.SetBalance(t, w, big.NewInt(params.Ether))
+			return n.URL, n.Client(), n.Keys[0]
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			signer := testfactory.NewSigner(t)
+			holder := common.Address(signer.Address())
+			url, client, deployer := start(t, holder)
+			supply := new(big.Int).Mul(big.NewInt(1_000_000), big.NewInt(1e18))
+			token := testcontracts.Deploy(t, client, deployer, testcontracts.TestToken, "Test", "TST", supply)
+			testcontracts.Transact(t, client, deployer, testcontracts.TestToken, token, "transfer", holder, big.NewInt(10_000))
+
+			w := startChainWalletAPI(t, signer, url)
+			bob := common.HexToAddress("0x00000000000000000000000000000000000b0b01")
+			carol := common.HexToAddress("0x00000000000000000000000000000000000ca201")
+			bySig := w.send(`{"to":"` + token.Hex() + `","function":"transfer(address,uint256)","args":["` + bob.Hex() + `","1000"]}`)
+			byABI := w.send(`{"to":"` + token.Hex() + `","abi":{"type":"function","name":"transfer","stateMutability":"nonpayable",` +
+				`"inputs":[{"name":"to","type":"address"},{"name":"value","type":"uint256"}],"outputs":[{"name":"","type":"bool"}]},` +
+				`"method":"transfer","args":["` + carol.Hex() + `",234]}`)
+			for _, id := range []string{bySig.ID, byABI.ID} {
+				got := w.ended(id)
+				require.Equal(t, "done", got.Status, got.Error)
+			}
+			require.Equal(t, big.NewInt(1000), testcontracts.BalanceOf(t, client, token, bob))
+			require.Equal(t, big.NewInt(234), testcontracts.BalanceOf(t, client, token, carol))
+			require.Equal(t, big.NewInt(10_000-1000-234), testcontracts.BalanceOf(t, client, token, holder))
+			code, out := w.do(http.MethodGet, "/v1/wallets/w/tasks/"+byABI.ID, "")
+			require.Equal(t, http.StatusOK, code)
+			require.Contains(t, out, `"function":"transfer(address,uint256)"`)
+			require.Contains(t, out, `"method":"transfer"`)
+		})
+	}
+}
+
+// startChainWalletAPI serves wallet "w" (signer) on the dev chain id through
+// the node at url.
+func startChainWalletAPI(t *testing.T, signer keystore.Signer, url string) *walletAPI {
+	t.Helper()
+	db := testdb.New(t)
+	reg, err := keystore.NewRegistry(keystore.Wallet{ID: "w", ChainID: testgeth.DevChainID, Signer: signer})
+	require.NoError(t, err)
+	cfg := node.Defaults()
+	cfg.DatabaseURL = db.URL
+	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Loops.PollInterval = 100 * time.Millisecond
+	cfg.Wallet.Registry = reg
+	cfg.Wallet.Chains = wallet.Chains{{Name: "dev", ChainID: testgeth.DevChainID, Nodes: []string{url}}}
+	cfg.Wallet.Lane.FollowInterval = 100 * time.Millisecond
+	cfg.Wallet.Shards.Backoff = 100 * time.Millisecond
+	cfg.API.TaskMaxWait = 0
+	n, srv := openServed(t, t.Context(), cfg)
+	require.NoError(t, n.Start(context.Background()))
+	t.Cleanup(n.Stop)
+	_, apiKey, err := n.Store().APIKeyCreate(t.Context(), store.APIKeyCreateParams{Now: time.Now(), Name: "test", Scopes: store.WalletScopes("w")})
+	require.NoError(t, err)
+	return &walletAPI{t: t, url: srv.URL, key: apiKey, st: n.Store(), addr: common.Address(signer.Address())}
+}
