@@ -62,7 +62,7 @@ SET state = 'confirmed', confirmed_at = @now::timestamptz, updated_at = @now::ti
     mined_block_hash = coalesce(sqlc.narg(mined_block_hash)::text, mined_block_hash),
     mined_at = CASE WHEN sqlc.narg(mined_block)::bigint IS NULL THEN mined_at ELSE coalesce(mined_at, @now::timestamptz) END
 WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('signed', 'sent', 'mined')
-RETURNING task_id, nonce;
+RETURNING task_id, nonce, kind;
 
 -- name: AttemptConfirmFinalMany :many
 -- Confirm, a round at once: each live attempt @tx_hashes[i] of a task, whose
@@ -70,8 +70,9 @@ RETURNING task_id, nonce;
 -- done with that hash (reverted as @reverted[i] says), in one statement
 -- instead of two per attempt. Every task it finishes is returned, with its
 -- attempt's nonce; the caller rolls the statement back and records one at a
--- time when that is not every hash it gave (an attempt not live, or a task
--- not executing), so that an attempt and its task never part.
+-- time when that is not every hash it gave (an attempt not live, a task
+-- not executing, a cancel's no-op, whose task ends cancelled, not done), so
+-- that an attempt and its task never part.
 --
 -- Each hash is looked up by itself, through tx_attempts_hash, and the rows
 -- are then updated by id, their block read from the lists by the hash's
@@ -101,12 +102,12 @@ WITH a AS (
             LIMIT 1
         ) l
     )) AND CASE WHEN t.state IN ('signed', 'sent', 'mined') THEN true ELSE false END
-    RETURNING t.task_id, t.nonce, t.tx_hash, (@reverted::boolean[])[array_position(@tx_hashes::text[], t.tx_hash)] AS reverted
+    RETURNING t.task_id, t.nonce, t.tx_hash, t.kind, (@reverted::boolean[])[array_position(@tx_hashes::text[], t.tx_hash)] AS reverted
 )
 UPDATE ledgerq.wallet_tasks w
 SET status = 3, tx_hash = a.tx_hash, reverted = a.reverted, finished_at = @now::timestamptz, updated_at = @now::timestamptz
 FROM a
-WHERE w.id = a.task_id AND w.status = 1
+WHERE w.id = a.task_id AND w.status = 1 AND a.kind IS DISTINCT FROM 'cancel'
 RETURNING sqlc.embed(w), a.nonce AS attempt_nonce;
 
 -- name: AttemptMarkMined :one
@@ -118,7 +119,7 @@ SET state = 'mined', mined_block = @mined_block::bigint, mined_block_hash = @min
     mined_at = CASE WHEN state = 'mined' AND mined_block_hash = @mined_block_hash::text THEN mined_at ELSE @now::timestamptz END,
     updated_at = @now::timestamptz
 WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('signed', 'sent', 'mined')
-RETURNING task_id, nonce;
+RETURNING task_id, nonce, kind;
 
 -- name: AttemptListMined :many
 -- Confirm: the wallet's attempts mined but not yet final, in nonce order,
@@ -223,6 +224,14 @@ WHERE a.chain_id = @chain_id AND a.sender = @sender AND a.nonce = @nonce
 GROUP BY a.tx_hash
 ORDER BY max(a.id) DESC;
 
+-- name: AttemptGetLiveOfTask :one
+-- Speed-up: the task's live attempt (signed, sent or mined), through
+-- tx_attempts_task.
+SELECT * FROM ledgerq.tx_attempts
+WHERE task_id = @task_id AND state IN ('signed', 'sent', 'mined')
+ORDER BY id DESC
+LIMIT 1;
+
 -- name: AttemptGetLiveAt :one
 -- Stall: the live (signed or sent) attempt holding a nonce, if any.
 SELECT * FROM ledgerq.tx_attempts
@@ -258,13 +267,14 @@ WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state = 'sent'
 RETURNING task_id;
 
 -- name: AttemptInsertOne :exec
--- Gas bump or no-op: one signed transaction, stored before any broadcast.
+-- Gas bump, no-op, a cancel's no-op or a speed-up: one signed transaction,
+-- stored before any broadcast.
 INSERT INTO ledgerq.tx_attempts (
     chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas,
-    created_at, updated_at
+    created_at, updated_at, kind
 ) VALUES (
     @chain_id, @tx_hash, sqlc.narg(task_id)::text, @sender, @nonce, @raw, @gas_limit, @max_fee, @max_tip,
-    @now::timestamptz, @now::timestamptz
+    @now::timestamptz, @now::timestamptz, sqlc.narg(kind)::text
 );
 
 -- name: AttemptMineSuperseded :one
@@ -286,7 +296,7 @@ WHERE id = (
     ORDER BY d.id DESC
     LIMIT 1
 )
-RETURNING task_id, nonce;
+RETURNING task_id, nonce, kind;
 
 
 -- name: AttemptListUnknownNonces :many

@@ -133,10 +133,12 @@ SELECT * FROM ledgerq.wallet_tasks WHERE id = ANY(@ids::text[]) ORDER BY id;
 -- name: TaskReopen :one
 -- Confirm: the task's mined transaction left the chain; a done task is
 -- executing again (its transaction is being sent again, with the same
--- bytes), and the reorg is counted.
+-- bytes), and the reorg is counted. So is a task a cancel's mined no-op
+-- ended: the no-op is being sent again, and the race is not decided.
 UPDATE ledgerq.wallet_tasks
-SET status = 1, tx_hash = NULL, reverted = false, finished_at = NULL, reorgs = reorgs + 1, updated_at = @now::timestamptz
-WHERE id = @id AND status IN (1, 3)
+SET status = 1, tx_hash = NULL, reverted = false, cancelled = false, error = NULL, finished_at = NULL,
+    reorgs = reorgs + 1, updated_at = @now::timestamptz
+WHERE id = @id AND (status IN (1, 3) OR status = 2 AND cancelled AND started_at IS NOT NULL)
 RETURNING *;
 
 -- name: TaskRequeue :one
@@ -216,3 +218,59 @@ INSERT INTO ledgerq.tx_attempts (chain_id, tx_hash, task_id, sender, nonce, raw,
 SELECT @chain_id::bigint, seed.hash, seed.task_id, seed.from_address, seed.n / 1000, '\x02'::bytea, 21000, 2000000000, 1000000000,
     'confirmed', @at::timestamptz, @at::timestamptz, @at::timestamptz, @at::timestamptz, seed.n / 1000 + 1, seed.hash, @at::timestamptz
 FROM seed;
+
+-- name: TaskRequestCancel :one
+-- Cancel of a sent task: the request is recorded (once: a repeated request
+-- keeps the first time) on an executing task; the wallet's worker sends the
+-- no-op in its next run. Conditional on executing.
+UPDATE ledgerq.wallet_tasks
+SET cancel_requested_at = coalesce(cancel_requested_at, @now::timestamptz), updated_at = @now::timestamptz
+WHERE id = @id AND wallet_id = @wallet_id AND status = 1
+RETURNING *;
+
+-- name: TaskGetForRequest :one
+-- Speed-up: the task, locked, so that its live attempt read next and the
+-- request written after agree (the worker's store of an attempt locks the
+-- task too: TaskCountBump, TaskFinishDone).
+SELECT * FROM ledgerq.wallet_tasks WHERE id = @id AND wallet_id = @wallet_id FOR UPDATE;
+
+-- name: TaskRequestSpeedUp :one
+-- Speed-up: the fees asked for, on an executing task no cancel was asked
+-- of; a newer request replaces one the worker has not stored yet.
+UPDATE ledgerq.wallet_tasks
+SET speed_up_fee_cap_wei = @fee_cap::numeric, speed_up_tip_cap_wei = @tip_cap::numeric, updated_at = @now::timestamptz
+WHERE id = @id AND wallet_id = @wallet_id AND status = 1 AND cancel_requested_at IS NULL
+RETURNING *;
+
+-- name: TaskClearSpeedUp :execrows
+-- Speed-up: stored as an attempt (or no longer a replacement of the live
+-- one), the request is done.
+UPDATE ledgerq.wallet_tasks
+SET speed_up_fee_cap_wei = NULL, speed_up_tip_cap_wei = NULL, updated_at = @now::timestamptz
+WHERE id = @id AND speed_up_fee_cap_wei IS NOT NULL;
+
+-- name: TaskListRequests :many
+-- The worker: the wallet's executing tasks with a cancel or speed-up to act
+-- on, through wallet_tasks_requests, each with its live attempt (signed,
+-- sent or mined) and whether a cancel's no-op was stored already.
+SELECT sqlc.embed(t), sqlc.embed(a),
+       EXISTS (SELECT 1 FROM ledgerq.tx_attempts c
+               WHERE c.chain_id = @chain_id AND c.sender = @sender AND c.task_id = t.id AND c.kind = 'cancel') AS cancel_stored
+FROM ledgerq.wallet_tasks t
+JOIN ledgerq.tx_attempts a ON a.chain_id = @chain_id AND a.sender = @sender AND a.task_id = t.id
+    AND a.state IN ('signed', 'sent', 'mined')
+WHERE t.chain_id = @chain_id AND t.sender = @sender AND t.status = 1
+  AND (t.cancel_requested_at IS NOT NULL OR t.speed_up_fee_cap_wei IS NOT NULL)
+ORDER BY t.id
+LIMIT @max;
+
+-- name: TaskFinishCancelled :one
+-- A task whose cancel won: the no-op at its nonce was mined (executing), or
+-- its transaction left its nonce to another before the no-op went out and
+-- the task went back to waiting (it is not sent again). Ends in error,
+-- cancelled.
+UPDATE ledgerq.wallet_tasks
+SET status = 2, cancelled = true, error = 'cancelled', speed_up_fee_cap_wei = NULL, speed_up_tip_cap_wei = NULL,
+    finished_at = @now::timestamptz, updated_at = @now::timestamptz
+WHERE id = @id AND status IN (0, 1)
+RETURNING *;

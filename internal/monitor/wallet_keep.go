@@ -35,13 +35,17 @@ import (
 //     nonce + 1) when it is below the chain's (a reset) or above that (freed
 //     nonces at the top are discarded; far above with nothing in flight is
 //     a reset). Resets are recorded on the wallet's health row and logged.
-//  2. stall: the chain's nonce has not moved for wallet.Config.StallTimeout and
+//  2. requests (wallet_request.go): a cancel a client asked of an executing
+//     task signs a no-op at its nonce, a speed-up signs its transaction
+//     again with the fees asked for; each is stored as a new attempt
+//     superseding the live one before it is broadcast, as a gas bump is.
+//  3. stall: the chain's nonce has not moved for wallet.Config.StallTimeout and
 //     one of our sent attempts holds it: a gas bump (a new attempt, stored
 //     before it is broadcast); none holds it but later ones are in flight:
 //     a no-op fills it.
-//  3. balance: read when missing or older than wallet.Config.BalanceMaxAge; below
+//  4. balance: read when missing or older than wallet.Config.BalanceMaxAge; below
 //     the threshold the run sends nothing.
-//  4. no-ops for freed nonces no waiting task fills (or more than
+//  5. no-ops for freed nonces no waiting task fills (or more than
 //     wallet.Config.MaxRecycled of them).
 type WalletKeeper struct {
 	cfg    wallet.Config
@@ -78,6 +82,12 @@ func (k *WalletKeeper) Collect(ctx context.Context, s *wallet.Shard, inFlight, w
 	if !s.Run.Reconciled {
 		s.Run.Reconciled = true
 		if cyc, err := k.collectReconcile(ctx, s, inFlight); cyc != nil || err != nil {
+			return cyc, err
+		}
+	}
+	if !s.Run.RequestsChecked {
+		s.Run.RequestsChecked = true
+		if cyc, err := k.collectRequests(ctx, s, inFlight); cyc != nil || err != nil {
 			return cyc, err
 		}
 	}
@@ -346,6 +356,11 @@ func (c *bumpCycle) Execute(ctx context.Context) error {
 		return err
 	}
 	signed.TaskID = c.old.TaskID
+	if c.old.Kind == store.AttemptCancel {
+		// A bump of a cancel's no-op is the cancel's no-op still: mined,
+		// it ends the task cancelled.
+		signed.Kind = store.AttemptCancel
+	}
 	c.bumped = &signed
 	return nil
 }

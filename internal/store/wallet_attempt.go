@@ -34,11 +34,28 @@ const (
 	AttemptDropped AttemptState = "dropped"
 )
 
+// AttemptKind says why an attempt was signed when a client asked for it;
+// the lane's own attempts (a send, a gas bump, a no-op) have none.
+type AttemptKind string
+
+// Attempt kinds, as stored.
+const (
+	// AttemptCancel: the no-op a cancel sent at its task's nonce (a 0-value
+	// transfer to the wallet itself, an attempt of the task). Mined, it ends
+	// the task cancelled; a gas bump of it is one too.
+	AttemptCancel AttemptKind = "cancel"
+	// AttemptSpeedUp: the task's transaction signed again with the fees a
+	// client asked for (POST …/speed-up).
+	AttemptSpeedUp AttemptKind = "speed_up"
+)
+
 // SignedTx is a transaction the caller signed for a task, to be stored
 // before it is broadcast.
 type SignedTx struct {
 	TaskID string
-	Nonce  int64
+	// Kind is set for a cancel's no-op and a speed-up (AttemptBump).
+	Kind  AttemptKind
+	Nonce int64
 	// TxHash is the signed transaction's hash, 0x-prefixed hex.
 	TxHash string
 	// Raw is the signed transaction as it will be broadcast.
@@ -80,7 +97,7 @@ func (a Attempt) Noop() bool { return a.TaskID == "" }
 func attemptFromRow(r dbsqlc.LedgerqTxAttempt) Attempt {
 	return Attempt{
 		SignedTx: SignedTx{
-			TaskID: deref(r.TaskID), Nonce: r.Nonce, TxHash: r.TxHash, Raw: r.Raw, GasLimit: uint64(r.GasLimit),
+			TaskID: deref(r.TaskID), Kind: AttemptKind(deref(r.Kind)), Nonce: r.Nonce, TxHash: r.TxHash, Raw: r.Raw, GasLimit: uint64(r.GasLimit),
 			MaxFeePerGas: bigFromNumeric(r.MaxFeePerGas), MaxPriorityFeePerGas: bigFromNumeric(r.MaxPriorityFeePerGas),
 		},
 		ID: r.ID, ChainID: r.ChainID, Sender: r.Sender, State: AttemptState(r.State),
@@ -274,7 +291,9 @@ func (s *Store) AttemptStoreNoop(ctx context.Context, p AttemptStoreNoopParams) 
 }
 
 // AttemptBumpParams are a gas bump: the sent attempt it replaces and the
-// new one, signed for the same task and nonce with higher fees.
+// new one, signed for the same task and nonce with higher fees. A cancel's
+// no-op (New.Kind AttemptCancel) and a speed-up (AttemptSpeedUp) are stored
+// the same way.
 type AttemptBumpParams struct {
 	Now     time.Time
 	ChainID int64
@@ -287,9 +306,11 @@ type AttemptBumpParams struct {
 // AttemptBump stores a gas bump before it is broadcast (the write-ahead), in
 // one transaction: the old attempt leaves the live set (dropped, superseded
 // by the new hash: it may still be mined, and confirm looks it up), the new
-// one is stored signed, and the task's bump count goes up. It returns
-// ErrNotFound, storing nothing, when the old attempt is no longer sent or
-// belongs to another task or nonce.
+// one is stored signed, and the task's bump count goes up (not for a
+// cancel's no-op: it is no bump of the task's transaction; a speed-up is
+// one, and the task's request for it is done). It returns ErrNotFound,
+// storing nothing, when the old attempt is no longer sent or belongs to
+// another task or nonce.
 func (s *Store) AttemptBump(ctx context.Context, p AttemptBumpParams) error {
 	sender, oldHash, newHash := lowerHex(p.Sender), lowerHex(p.Old), lowerHex(p.New.TxHash)
 	return s.withTx(ctx, func(q *dbsqlc.Queries) error {
@@ -307,6 +328,16 @@ func (s *Store) AttemptBump(ctx context.Context, p AttemptBumpParams) error {
 			return err
 		}
 		if p.New.TaskID == "" {
+			return nil
+		}
+		if p.New.Kind != "" {
+			// The request is done; a speed-up not stored before a cancel
+			// is one the cancel's no-op overrides.
+			if _, err := q.TaskClearSpeedUp(ctx, dbsqlc.TaskClearSpeedUpParams{Now: p.Now, ID: p.New.TaskID}); err != nil {
+				return fmt.Errorf("recording the %s of task %q: %w", p.New.Kind, p.New.TaskID, err)
+			}
+		}
+		if p.New.Kind == AttemptCancel {
 			return nil
 		}
 		n, err := q.TaskCountBump(ctx, dbsqlc.TaskCountBumpParams{Now: p.Now, ID: p.New.TaskID})
@@ -330,6 +361,9 @@ func insertOne(ctx context.Context, q *dbsqlc.Queries, now time.Time, chainID in
 	}
 	if a.TaskID != "" {
 		ins.TaskID = &a.TaskID
+	}
+	if a.Kind != "" {
+		ins.Kind = (*string)(&a.Kind)
 	}
 	if err := q.AttemptInsertOne(ctx, ins); err != nil {
 		if pgUniqueViolation(err, "tx_attempts_live_nonce") {
@@ -656,7 +690,7 @@ func (s *Store) AttemptConfirm(ctx context.Context, p AttemptConfirmParams) (Tas
 	}
 	var out Task
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
-		var taskID *string
+		var taskID, kind *string
 		var nonce int64
 		switch {
 		case live != "" && live != hash:
@@ -672,13 +706,13 @@ func (s *Store) AttemptConfirm(ctx context.Context, p AttemptConfirmParams) (Tas
 			if err != nil {
 				return fmt.Errorf("confirming attempt %s: %w", hash, err)
 			}
-			taskID, nonce = r.TaskID, r.Nonce
+			taskID, nonce, kind = r.TaskID, r.Nonce, r.Kind
 		case p.Final:
 			r, err := one(q.AttemptConfirm(ctx, dbsqlc.AttemptConfirmParams{Now: p.Now, MinedBlock: blockArg, MinedBlockHash: blockHashArg, ChainID: p.ChainID, TxHash: hash}))
 			if err != nil {
 				return fmt.Errorf("confirming attempt %s: %w", hash, err)
 			}
-			taskID, nonce = r.TaskID, r.Nonce
+			taskID, nonce, kind = r.TaskID, r.Nonce, r.Kind
 		default:
 			r, err := one(q.AttemptMarkMined(ctx, dbsqlc.AttemptMarkMinedParams{MinedBlock: block, MinedBlockHash: blockHash, Now: p.Now, ChainID: p.ChainID, TxHash: hash}))
 			if err != nil {
@@ -699,6 +733,17 @@ func (s *Store) AttemptConfirm(ctx context.Context, p AttemptConfirmParams) (Tas
 			}
 			out = taskFromRow(rows[0])
 			return nil
+		}
+		if AttemptKind(deref(kind)) == AttemptCancel {
+			// The cancel won the race: the nonce went to its no-op, and
+			// the task's transaction will never run.
+			row, err := one(q.TaskFinishCancelled(ctx, dbsqlc.TaskFinishCancelledParams{Now: p.Now, ID: *taskID}))
+			if err != nil {
+				return fmt.Errorf("cancelling task %q of no-op %s: %w", *taskID, hash, err)
+			}
+			out = taskFromRow(row)
+			_, err = emitWebhookEvents(ctx, q, p.Now, []WebhookEvent{TaskWebhookEvent(WebhookFailed, out, hash, &nonce)})
+			return err
 		}
 		row, err := one(q.TaskFinishDone(ctx, dbsqlc.TaskFinishDoneParams{Now: p.Now, ID: *taskID, TxHash: &hash, Reverted: p.Reverted}))
 		if err != nil {
@@ -806,7 +851,7 @@ func (s *Store) AttemptReopen(ctx context.Context, p AttemptReopenParams) (Task,
 			return fmt.Errorf("reopening task %q of attempt %s: %w", *r.TaskID, hash, err)
 		}
 		out = taskFromRow(row)
-		if len(before) != 1 || before[0].Status != int16(TaskDone) {
+		if len(before) != 1 || before[0].Status != int16(TaskDone) && !before[0].Cancelled {
 			return nil
 		}
 		_, err = emitWebhookEvents(ctx, q, p.Now, []WebhookEvent{TaskWebhookEvent(WebhookReorged, out, hash, &r.Nonce)})
@@ -868,9 +913,21 @@ func (s *Store) AttemptRequeue(ctx context.Context, p AttemptRequeueParams) (Tas
 		if err != nil {
 			return fmt.Errorf("requeueing task %q of attempt %s: %w", *taskID, hash, err)
 		}
+		// A task a client asked to cancel is not sent again: its
+		// transaction never ran, which is what the cancel asked for.
+		cancelled := row.Status == int16(TaskWaiting) && row.CancelRequestedAt != nil
+		if cancelled {
+			if row, err = one(q.TaskFinishCancelled(ctx, dbsqlc.TaskFinishCancelledParams{Now: p.Now, ID: *taskID})); err != nil {
+				return fmt.Errorf("cancelling task %q of attempt %s: %w", *taskID, hash, err)
+			}
+		}
 		out = taskFromRow(row)
-		if !p.Replaced {
+		if !p.Replaced && !cancelled {
 			return nil
+		}
+		if !p.Replaced {
+			_, err = emitWebhookEvents(ctx, q, p.Now, []WebhookEvent{TaskWebhookEvent(WebhookFailed, out, hash, &dropped.Nonce)})
+			return err
 		}
 		events := []WebhookEvent{TaskWebhookEvent(WebhookReplaced, out, hash, &dropped.Nonce)}
 		if out.Status == TaskError {

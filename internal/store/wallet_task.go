@@ -129,7 +129,13 @@ type Task struct {
 	PriceCappedAt *time.Time
 	// Reorgs is how many times the task's mined transaction left the chain
 	// and the task was executing again.
-	Reorgs     int
+	Reorgs int
+	// CancelRequestedAt is when a client asked to cancel the task after it
+	// was sent (TaskRequestCancel); nil: never.
+	CancelRequestedAt *time.Time
+	// SpeedUp is the fees a client asked for that the worker has not
+	// stored yet (TaskRequestSpeedUp); nil: none.
+	SpeedUp    *SpeedUpFees
 	Error      string
 	Reverted   bool
 	Cancelled  bool
@@ -158,6 +164,10 @@ func taskFromRow(r dbsqlc.LedgerqWalletTask) Task {
 	}
 	if r.TipCapWei.Valid {
 		t.Request.TipCap = bigFromNumeric(r.TipCapWei)
+	}
+	t.CancelRequestedAt = utcPtr(r.CancelRequestedAt)
+	if r.SpeedUpFeeCapWei.Valid && r.SpeedUpTipCapWei.Valid {
+		t.SpeedUp = &SpeedUpFees{FeeCap: bigFromNumeric(r.SpeedUpFeeCapWei), TipCap: bigFromNumeric(r.SpeedUpTipCapWei)}
 	}
 	if r.FeeCapWei.Valid {
 		t.Request.FeeCap = bigFromNumeric(r.FeeCapWei)
@@ -572,6 +582,11 @@ type TaskCancelParams struct {
 // attempt is stored (SignRequestRecord). A missing task, or one of another
 // wallet, is ErrNotFound.
 func (s *Store) TaskCancel(ctx context.Context, p TaskCancelParams) (Task, bool, error) {
+	return s.cancelWaiting(ctx, p)
+}
+
+// cancelWaiting is TaskCancel, for TaskRequestCancel too.
+func (s *Store) cancelWaiting(ctx context.Context, p TaskCancelParams) (Task, bool, error) {
 	var out Task
 	var cancelled bool
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {

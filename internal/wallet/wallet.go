@@ -66,6 +66,9 @@ const (
 	CrashBroadcast = "wallet.broadcast"
 	// CrashMined: receipts found, the confirmation not recorded.
 	CrashMined = "wallet.mined"
+	// CrashRequestStored: a cancel's no-op or a speed-up stored
+	// (write-ahead committed), not broadcast.
+	CrashRequestStored = "wallet.request_stored"
 )
 
 // Step collects one step of a wallet's run: a workers.Cycle, or nil when
@@ -176,6 +179,9 @@ type Run struct {
 	// nonce reconciliation, stall check, balance check and freed-nonce
 	// no-ops were collected (each at most once per run).
 	Reconciled, StallChecked, BalanceChecked, NoopsChecked bool
+	// RequestsChecked: the run collected the cancels and speed-ups clients
+	// asked of its executing tasks (at most once per run).
+	RequestsChecked bool
 	// Paused: the balance check found the balance below the threshold: the
 	// run sends nothing.
 	Paused bool
@@ -843,7 +849,7 @@ func (s *Shard) confirmTogether(ctx context.Context, tx *store.Store, now time.T
 	var at []int
 	for i, r := range results {
 		a := r.Attempt
-		if r.Outcome == Mined && r.Final && r.BlockHash != "" && !a.Noop() && strings.EqualFold(r.Hash, a.TxHash) {
+		if r.Outcome == Mined && r.Final && r.BlockHash != "" && !a.Noop() && a.Kind != store.AttemptCancel && strings.EqualFold(r.Hash, a.TxHash) {
 			ps = append(ps, store.AttemptConfirmParams{Now: now, ChainID: s.ChainID(), TxHash: r.Hash, Live: a.TxHash,
 				Block: r.Block, BlockHash: r.BlockHash, Final: true, Reverted: r.Reverted})
 			at = append(at, i)

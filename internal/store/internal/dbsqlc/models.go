@@ -690,6 +690,8 @@ type LedgerqTxAttempt struct {
 	MinedAt *time.Time
 	// How many times its mined transaction left the chain (a reorg, or a node that lost blocks) and it went back to sent, to be broadcast again with the same bytes.
 	Reorgs int32
+	// NULL for the lane's own attempts (a send, a gas bump, a no-op); cancel: the no-op a cancel sent at its task's nonce (it, or a gas bump of it, mined ends the task cancelled); speed_up: the task's transaction signed again with the fees a client asked for.
+	Kind *string
 }
 
 // Wallet lane: wallets added at run time (POST /v1/wallets), read by every serve process within seconds; the configuration's own wallets are not here. A reference to a key, never key material.
@@ -832,7 +834,7 @@ type LedgerqWalletTask struct {
 	Error *string
 	// The mined transaction's receipt has status 0: the task is still done, not an error.
 	Reverted bool
-	// The client cancelled the task while it was waiting (DELETE, or the waiting request disconnected); status is then error.
+	// The client cancelled the task: while it was waiting (DELETE, POST …/cancel, or the waiting request disconnected), or after it was sent and the no-op at its nonce was the transaction mined; status is then error.
 	Cancelled bool
 	// When ledgerq stored the task; queue order within a priority.
 	CreatedAt time.Time
@@ -856,6 +858,12 @@ type LedgerqWalletTask struct {
 	Reorgs int32
 	// The contract call the client named, encoded into data: {"function": canonical signature, "args": the arguments normalised (integers as decimal strings, checksummed addresses, 0x hex bytes, tuples as arrays)}, and, for a call named by an ABI, "method" and "abi" (the fragment, an array). NULL: the client sent data.
 	Call []byte
+	// When the client asked to cancel the task after it was sent (POST …/cancel on an executing task); the worker sends the no-op once.
+	CancelRequestedAt *time.Time
+	// A speed-up the worker has not stored yet: the fee cap asked for (POST …/speed-up); NULL once stored, or when none is asked.
+	SpeedUpFeeCapWei pgtype.Numeric
+	// A speed-up the worker has not stored yet: the tip asked for; set with speed_up_fee_cap_wei.
+	SpeedUpTipCapWei pgtype.Numeric
 }
 
 // Wallet lane at a glance: tasks per wallet, address and status, the oldest of each, and the address's next nonce.

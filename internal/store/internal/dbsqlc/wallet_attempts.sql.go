@@ -19,7 +19,7 @@ SET state = 'confirmed', confirmed_at = $1::timestamptz, updated_at = $1::timest
     mined_block_hash = coalesce($3::text, mined_block_hash),
     mined_at = CASE WHEN $2::bigint IS NULL THEN mined_at ELSE coalesce(mined_at, $1::timestamptz) END
 WHERE chain_id = $4 AND tx_hash = $5 AND state IN ('signed', 'sent', 'mined')
-RETURNING task_id, nonce
+RETURNING task_id, nonce, kind
 `
 
 type AttemptConfirmParams struct {
@@ -33,6 +33,7 @@ type AttemptConfirmParams struct {
 type AttemptConfirmRow struct {
 	TaskID *string
 	Nonce  int64
+	Kind   *string
 }
 
 // Confirm: the attempt's receipt is deep enough to be final (from signed or
@@ -47,7 +48,7 @@ func (q *Queries) AttemptConfirm(ctx context.Context, arg AttemptConfirmParams) 
 		arg.TxHash,
 	)
 	var i AttemptConfirmRow
-	err := row.Scan(&i.TaskID, &i.Nonce)
+	err := row.Scan(&i.TaskID, &i.Nonce, &i.Kind)
 	return i, err
 }
 
@@ -67,13 +68,13 @@ WITH a AS (
             LIMIT 1
         ) l
     )) AND CASE WHEN t.state IN ('signed', 'sent', 'mined') THEN true ELSE false END
-    RETURNING t.task_id, t.nonce, t.tx_hash, ($6::boolean[])[array_position($3::text[], t.tx_hash)] AS reverted
+    RETURNING t.task_id, t.nonce, t.tx_hash, t.kind, ($6::boolean[])[array_position($3::text[], t.tx_hash)] AS reverted
 )
 UPDATE ledgerq.wallet_tasks w
 SET status = 3, tx_hash = a.tx_hash, reverted = a.reverted, finished_at = $1::timestamptz, updated_at = $1::timestamptz
 FROM a
-WHERE w.id = a.task_id AND w.status = 1
-RETURNING w.id, w.wallet_id, w.chain_id, w.sender, w.priority, w.status, w.to_address, w.value_wei, w.data, w.gas_limit, w.idempotency_key, w.request_hash, w.tx_hash, w.error, w.reverted, w.cancelled, w.created_at, w.updated_at, w.started_at, w.finished_at, w.bumps, w.replacements, w.price_capped_at, w.tip_cap_wei, w.fee_cap_wei, w.reorgs, w.call, a.nonce AS attempt_nonce
+WHERE w.id = a.task_id AND w.status = 1 AND a.kind IS DISTINCT FROM 'cancel'
+RETURNING w.id, w.wallet_id, w.chain_id, w.sender, w.priority, w.status, w.to_address, w.value_wei, w.data, w.gas_limit, w.idempotency_key, w.request_hash, w.tx_hash, w.error, w.reverted, w.cancelled, w.created_at, w.updated_at, w.started_at, w.finished_at, w.bumps, w.replacements, w.price_capped_at, w.tip_cap_wei, w.fee_cap_wei, w.reorgs, w.call, w.cancel_requested_at, w.speed_up_fee_cap_wei, w.speed_up_tip_cap_wei, a.nonce AS attempt_nonce
 `
 
 type AttemptConfirmFinalManyParams struct {
@@ -95,8 +96,9 @@ type AttemptConfirmFinalManyRow struct {
 // done with that hash (reverted as @reverted[i] says), in one statement
 // instead of two per attempt. Every task it finishes is returned, with its
 // attempt's nonce; the caller rolls the statement back and records one at a
-// time when that is not every hash it gave (an attempt not live, or a task
-// not executing), so that an attempt and its task never part.
+// time when that is not every hash it gave (an attempt not live, a task
+// not executing, a cancel's no-op, whose task ends cancelled, not done), so
+// that an attempt and its task never part.
 //
 // Each hash is looked up by itself, through tx_attempts_hash, and the rows
 // are then updated by id, their block read from the lists by the hash's
@@ -155,6 +157,9 @@ func (q *Queries) AttemptConfirmFinalMany(ctx context.Context, arg AttemptConfir
 			&i.LedgerqWalletTask.FeeCapWei,
 			&i.LedgerqWalletTask.Reorgs,
 			&i.LedgerqWalletTask.Call,
+			&i.LedgerqWalletTask.CancelRequestedAt,
+			&i.LedgerqWalletTask.SpeedUpFeeCapWei,
+			&i.LedgerqWalletTask.SpeedUpTipCapWei,
 			&i.AttemptNonce,
 		); err != nil {
 			return nil, err
@@ -324,7 +329,7 @@ func (q *Queries) AttemptGetLastMinedBlock(ctx context.Context, arg AttemptGetLa
 }
 
 const attemptGetLiveAt = `-- name: AttemptGetLiveAt :one
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND nonce = $3 AND state IN ('signed', 'sent')
 `
 
@@ -360,6 +365,46 @@ func (q *Queries) AttemptGetLiveAt(ctx context.Context, arg AttemptGetLiveAtPara
 		&i.MinedBlockHash,
 		&i.MinedAt,
 		&i.Reorgs,
+		&i.Kind,
+	)
+	return i, err
+}
+
+const attemptGetLiveOfTask = `-- name: AttemptGetLiveOfTask :one
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts
+WHERE task_id = $1 AND state IN ('signed', 'sent', 'mined')
+ORDER BY id DESC
+LIMIT 1
+`
+
+// Speed-up: the task's live attempt (signed, sent or mined), through
+// tx_attempts_task.
+func (q *Queries) AttemptGetLiveOfTask(ctx context.Context, taskID *string) (LedgerqTxAttempt, error) {
+	row := q.db.QueryRow(ctx, attemptGetLiveOfTask, taskID)
+	var i LedgerqTxAttempt
+	err := row.Scan(
+		&i.ChainID,
+		&i.TxHash,
+		&i.TaskID,
+		&i.Sender,
+		&i.Nonce,
+		&i.Raw,
+		&i.GasLimit,
+		&i.MaxFeePerGas,
+		&i.MaxPriorityFeePerGas,
+		&i.State,
+		&i.LastError,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.SentAt,
+		&i.ConfirmedAt,
+		&i.SupersededBy,
+		&i.ID,
+		&i.MinedBlock,
+		&i.MinedBlockHash,
+		&i.MinedAt,
+		&i.Reorgs,
+		&i.Kind,
 	)
 	return i, err
 }
@@ -464,10 +509,10 @@ func (q *Queries) AttemptInsertMany(ctx context.Context, arg AttemptInsertManyPa
 const attemptInsertOne = `-- name: AttemptInsertOne :exec
 INSERT INTO ledgerq.tx_attempts (
     chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas,
-    created_at, updated_at
+    created_at, updated_at, kind
 ) VALUES (
     $1, $2, $3::text, $4, $5, $6, $7, $8, $9,
-    $10::timestamptz, $10::timestamptz
+    $10::timestamptz, $10::timestamptz, $11::text
 )
 `
 
@@ -482,9 +527,11 @@ type AttemptInsertOneParams struct {
 	MaxFee   pgtype.Numeric
 	MaxTip   pgtype.Numeric
 	Now      time.Time
+	Kind     *string
 }
 
-// Gas bump or no-op: one signed transaction, stored before any broadcast.
+// Gas bump, no-op, a cancel's no-op or a speed-up: one signed transaction,
+// stored before any broadcast.
 func (q *Queries) AttemptInsertOne(ctx context.Context, arg AttemptInsertOneParams) error {
 	_, err := q.db.Exec(ctx, attemptInsertOne,
 		arg.ChainID,
@@ -497,12 +544,13 @@ func (q *Queries) AttemptInsertOne(ctx context.Context, arg AttemptInsertOnePara
 		arg.MaxFee,
 		arg.MaxTip,
 		arg.Now,
+		arg.Kind,
 	)
 	return err
 }
 
 const attemptListByTask = `-- name: AttemptListByTask :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts WHERE task_id = $1 ORDER BY id
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts WHERE task_id = $1 ORDER BY id
 `
 
 // A task's attempts in the order they were stored, through tx_attempts_task.
@@ -537,6 +585,7 @@ func (q *Queries) AttemptListByTask(ctx context.Context, taskID *string) ([]Ledg
 			&i.MinedBlockHash,
 			&i.MinedAt,
 			&i.Reorgs,
+			&i.Kind,
 		); err != nil {
 			return nil, err
 		}
@@ -592,7 +641,7 @@ func (q *Queries) AttemptListHashesOfNonce(ctx context.Context, arg AttemptListH
 }
 
 const attemptListInFlight = `-- name: AttemptListInFlight :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state IN ('signed', 'sent', 'mined')
 ORDER BY nonce, id
 LIMIT $3
@@ -637,6 +686,7 @@ func (q *Queries) AttemptListInFlight(ctx context.Context, arg AttemptListInFlig
 			&i.MinedBlockHash,
 			&i.MinedAt,
 			&i.Reorgs,
+			&i.Kind,
 		); err != nil {
 			return nil, err
 		}
@@ -649,7 +699,7 @@ func (q *Queries) AttemptListInFlight(ctx context.Context, arg AttemptListInFlig
 }
 
 const attemptListMined = `-- name: AttemptListMined :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state = 'mined'
 ORDER BY nonce
 LIMIT $3
@@ -694,6 +744,7 @@ func (q *Queries) AttemptListMined(ctx context.Context, arg AttemptListMinedPara
 			&i.MinedBlockHash,
 			&i.MinedAt,
 			&i.Reorgs,
+			&i.Kind,
 		); err != nil {
 			return nil, err
 		}
@@ -706,7 +757,7 @@ func (q *Queries) AttemptListMined(ctx context.Context, arg AttemptListMinedPara
 }
 
 const attemptListMinedFrom = `-- name: AttemptListMinedFrom :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND nonce >= $3 AND state IN ('mined', 'confirmed')
 ORDER BY nonce
 LIMIT $4
@@ -759,6 +810,7 @@ func (q *Queries) AttemptListMinedFrom(ctx context.Context, arg AttemptListMined
 			&i.MinedBlockHash,
 			&i.MinedAt,
 			&i.Reorgs,
+			&i.Kind,
 		); err != nil {
 			return nil, err
 		}
@@ -834,7 +886,7 @@ func (q *Queries) AttemptListOfWallet(ctx context.Context, arg AttemptListOfWall
 }
 
 const attemptListSentBelow = `-- name: AttemptListSentBelow :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state = 'sent' AND nonce < $3
 ORDER BY nonce
 LIMIT $4
@@ -885,6 +937,7 @@ func (q *Queries) AttemptListSentBelow(ctx context.Context, arg AttemptListSentB
 			&i.MinedBlockHash,
 			&i.MinedAt,
 			&i.Reorgs,
+			&i.Kind,
 		); err != nil {
 			return nil, err
 		}
@@ -897,7 +950,7 @@ func (q *Queries) AttemptListSentBelow(ctx context.Context, arg AttemptListSentB
 }
 
 const attemptListSentFrom = `-- name: AttemptListSentFrom :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state = 'sent' AND nonce >= $3
 ORDER BY nonce
 LIMIT $4
@@ -950,6 +1003,7 @@ func (q *Queries) AttemptListSentFrom(ctx context.Context, arg AttemptListSentFr
 			&i.MinedBlockHash,
 			&i.MinedAt,
 			&i.Reorgs,
+			&i.Kind,
 		); err != nil {
 			return nil, err
 		}
@@ -962,7 +1016,7 @@ func (q *Queries) AttemptListSentFrom(ctx context.Context, arg AttemptListSentFr
 }
 
 const attemptListUncertain = `-- name: AttemptListUncertain :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state = 'sent' AND nonce >= $3
   AND last_error IS NOT NULL
 ORDER BY nonce
@@ -1016,6 +1070,7 @@ func (q *Queries) AttemptListUncertain(ctx context.Context, arg AttemptListUncer
 			&i.MinedBlockHash,
 			&i.MinedAt,
 			&i.Reorgs,
+			&i.Kind,
 		); err != nil {
 			return nil, err
 		}
@@ -1108,7 +1163,7 @@ func (q *Queries) AttemptListUnknownNonces(ctx context.Context, arg AttemptListU
 }
 
 const attemptListUnsent = `-- name: AttemptListUnsent :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state = 'signed'
 ORDER BY nonce
 LIMIT $3
@@ -1153,6 +1208,7 @@ func (q *Queries) AttemptListUnsent(ctx context.Context, arg AttemptListUnsentPa
 			&i.MinedBlockHash,
 			&i.MinedAt,
 			&i.Reorgs,
+			&i.Kind,
 		); err != nil {
 			return nil, err
 		}
@@ -1170,7 +1226,7 @@ SET state = 'mined', mined_block = $1::bigint, mined_block_hash = $2::text,
     mined_at = CASE WHEN state = 'mined' AND mined_block_hash = $2::text THEN mined_at ELSE $3::timestamptz END,
     updated_at = $3::timestamptz
 WHERE chain_id = $4 AND tx_hash = $5 AND state IN ('signed', 'sent', 'mined')
-RETURNING task_id, nonce
+RETURNING task_id, nonce, kind
 `
 
 type AttemptMarkMinedParams struct {
@@ -1184,6 +1240,7 @@ type AttemptMarkMinedParams struct {
 type AttemptMarkMinedRow struct {
 	TaskID *string
 	Nonce  int64
+	Kind   *string
 }
 
 // Confirm: the attempt has a receipt in @mined_block, not yet deep enough to
@@ -1198,7 +1255,7 @@ func (q *Queries) AttemptMarkMined(ctx context.Context, arg AttemptMarkMinedPara
 		arg.TxHash,
 	)
 	var i AttemptMarkMinedRow
-	err := row.Scan(&i.TaskID, &i.Nonce)
+	err := row.Scan(&i.TaskID, &i.Nonce, &i.Kind)
 	return i, err
 }
 
@@ -1214,7 +1271,7 @@ WHERE id = ANY (ARRAY(
         LIMIT 1
     ) l
 )) AND CASE WHEN state = 'signed' THEN true ELSE false END
-RETURNING chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs
+RETURNING chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind
 `
 
 type AttemptMarkSentParams struct {
@@ -1266,6 +1323,7 @@ func (q *Queries) AttemptMarkSent(ctx context.Context, arg AttemptMarkSentParams
 			&i.MinedBlockHash,
 			&i.MinedAt,
 			&i.Reorgs,
+			&i.Kind,
 		); err != nil {
 			return nil, err
 		}
@@ -1291,7 +1349,7 @@ WHERE id = (
     ORDER BY d.id DESC
     LIMIT 1
 )
-RETURNING task_id, nonce
+RETURNING task_id, nonce, kind
 `
 
 type AttemptMineSupersededParams struct {
@@ -1307,6 +1365,7 @@ type AttemptMineSupersededParams struct {
 type AttemptMineSupersededRow struct {
 	TaskID *string
 	Nonce  int64
+	Kind   *string
 }
 
 // Confirm: a superseded attempt of a nonce was the one mined (its bump was
@@ -1325,7 +1384,7 @@ func (q *Queries) AttemptMineSuperseded(ctx context.Context, arg AttemptMineSupe
 		arg.TaskID,
 	)
 	var i AttemptMineSupersededRow
-	err := row.Scan(&i.TaskID, &i.Nonce)
+	err := row.Scan(&i.TaskID, &i.Nonce, &i.Kind)
 	return i, err
 }
 

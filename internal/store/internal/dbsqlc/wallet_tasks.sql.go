@@ -16,7 +16,7 @@ const taskCancel = `-- name: TaskCancel :one
 UPDATE ledgerq.wallet_tasks
 SET status = 2, cancelled = true, error = 'cancelled', finished_at = $1::timestamptz, updated_at = $1::timestamptz
 WHERE id = $2 AND wallet_id = $3 AND status = 0
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
 `
 
 type TaskCancelParams struct {
@@ -59,8 +59,32 @@ func (q *Queries) TaskCancel(ctx context.Context, arg TaskCancelParams) (Ledgerq
 		&i.FeeCapWei,
 		&i.Reorgs,
 		&i.Call,
+		&i.CancelRequestedAt,
+		&i.SpeedUpFeeCapWei,
+		&i.SpeedUpTipCapWei,
 	)
 	return i, err
+}
+
+const taskClearSpeedUp = `-- name: TaskClearSpeedUp :execrows
+UPDATE ledgerq.wallet_tasks
+SET speed_up_fee_cap_wei = NULL, speed_up_tip_cap_wei = NULL, updated_at = $1::timestamptz
+WHERE id = $2 AND speed_up_fee_cap_wei IS NOT NULL
+`
+
+type TaskClearSpeedUpParams struct {
+	Now time.Time
+	ID  string
+}
+
+// Speed-up: stored as an attempt (or no longer a replacement of the live
+// one), the request is done.
+func (q *Queries) TaskClearSpeedUp(ctx context.Context, arg TaskClearSpeedUpParams) (int64, error) {
+	result, err := q.db.Exec(ctx, taskClearSpeedUp, arg.Now, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const taskCountBump = `-- name: TaskCountBump :execrows
@@ -184,11 +208,66 @@ func (q *Queries) TaskDeleteFinished(ctx context.Context, arg TaskDeleteFinished
 	return result.RowsAffected(), nil
 }
 
+const taskFinishCancelled = `-- name: TaskFinishCancelled :one
+UPDATE ledgerq.wallet_tasks
+SET status = 2, cancelled = true, error = 'cancelled', speed_up_fee_cap_wei = NULL, speed_up_tip_cap_wei = NULL,
+    finished_at = $1::timestamptz, updated_at = $1::timestamptz
+WHERE id = $2 AND status IN (0, 1)
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
+`
+
+type TaskFinishCancelledParams struct {
+	Now time.Time
+	ID  string
+}
+
+// A task whose cancel won: the no-op at its nonce was mined (executing), or
+// its transaction left its nonce to another before the no-op went out and
+// the task went back to waiting (it is not sent again). Ends in error,
+// cancelled.
+func (q *Queries) TaskFinishCancelled(ctx context.Context, arg TaskFinishCancelledParams) (LedgerqWalletTask, error) {
+	row := q.db.QueryRow(ctx, taskFinishCancelled, arg.Now, arg.ID)
+	var i LedgerqWalletTask
+	err := row.Scan(
+		&i.ID,
+		&i.WalletID,
+		&i.ChainID,
+		&i.Sender,
+		&i.Priority,
+		&i.Status,
+		&i.ToAddress,
+		&i.ValueWei,
+		&i.Data,
+		&i.GasLimit,
+		&i.IdempotencyKey,
+		&i.RequestHash,
+		&i.TxHash,
+		&i.Error,
+		&i.Reverted,
+		&i.Cancelled,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.Bumps,
+		&i.Replacements,
+		&i.PriceCappedAt,
+		&i.TipCapWei,
+		&i.FeeCapWei,
+		&i.Reorgs,
+		&i.Call,
+		&i.CancelRequestedAt,
+		&i.SpeedUpFeeCapWei,
+		&i.SpeedUpTipCapWei,
+	)
+	return i, err
+}
+
 const taskFinishDone = `-- name: TaskFinishDone :one
 UPDATE ledgerq.wallet_tasks
 SET status = 3, tx_hash = $1, reverted = $2, finished_at = $3::timestamptz, updated_at = $3::timestamptz
 WHERE id = $4 AND status = 1
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
 `
 
 type TaskFinishDoneParams struct {
@@ -236,6 +315,9 @@ func (q *Queries) TaskFinishDone(ctx context.Context, arg TaskFinishDoneParams) 
 		&i.FeeCapWei,
 		&i.Reorgs,
 		&i.Call,
+		&i.CancelRequestedAt,
+		&i.SpeedUpFeeCapWei,
+		&i.SpeedUpTipCapWei,
 	)
 	return i, err
 }
@@ -245,7 +327,7 @@ UPDATE ledgerq.wallet_tasks t
 SET status = 2, error = $1::text, finished_at = $2::timestamptz, updated_at = $2::timestamptz
 WHERE t.id = $3 AND t.status IN (0, 1)
   AND NOT EXISTS (SELECT 1 FROM ledgerq.tx_attempts a WHERE a.task_id = t.id AND a.state IN ('mined', 'confirmed'))
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
 `
 
 type TaskFinishErrorParams struct {
@@ -288,6 +370,9 @@ func (q *Queries) TaskFinishError(ctx context.Context, arg TaskFinishErrorParams
 		&i.FeeCapWei,
 		&i.Reorgs,
 		&i.Call,
+		&i.CancelRequestedAt,
+		&i.SpeedUpFeeCapWei,
+		&i.SpeedUpTipCapWei,
 	)
 	return i, err
 }
@@ -342,7 +427,7 @@ func (q *Queries) TaskFinishedPerMinute(ctx context.Context, since time.Time) ([
 }
 
 const taskGet = `-- name: TaskGet :one
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call FROM ledgerq.wallet_tasks WHERE id = $1 AND wallet_id = $2
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei FROM ledgerq.wallet_tasks WHERE id = $1 AND wallet_id = $2
 `
 
 type TaskGetParams struct {
@@ -382,12 +467,15 @@ func (q *Queries) TaskGet(ctx context.Context, arg TaskGetParams) (LedgerqWallet
 		&i.FeeCapWei,
 		&i.Reorgs,
 		&i.Call,
+		&i.CancelRequestedAt,
+		&i.SpeedUpFeeCapWei,
+		&i.SpeedUpTipCapWei,
 	)
 	return i, err
 }
 
 const taskGetByIdempotencyKey = `-- name: TaskGetByIdempotencyKey :one
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call FROM ledgerq.wallet_tasks WHERE wallet_id = $1 AND idempotency_key = $2
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei FROM ledgerq.wallet_tasks WHERE wallet_id = $1 AND idempotency_key = $2
 `
 
 type TaskGetByIdempotencyKeyParams struct {
@@ -426,12 +514,65 @@ func (q *Queries) TaskGetByIdempotencyKey(ctx context.Context, arg TaskGetByIdem
 		&i.FeeCapWei,
 		&i.Reorgs,
 		&i.Call,
+		&i.CancelRequestedAt,
+		&i.SpeedUpFeeCapWei,
+		&i.SpeedUpTipCapWei,
+	)
+	return i, err
+}
+
+const taskGetForRequest = `-- name: TaskGetForRequest :one
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei FROM ledgerq.wallet_tasks WHERE id = $1 AND wallet_id = $2 FOR UPDATE
+`
+
+type TaskGetForRequestParams struct {
+	ID       string
+	WalletID string
+}
+
+// Speed-up: the task, locked, so that its live attempt read next and the
+// request written after agree (the worker's store of an attempt locks the
+// task too: TaskCountBump, TaskFinishDone).
+func (q *Queries) TaskGetForRequest(ctx context.Context, arg TaskGetForRequestParams) (LedgerqWalletTask, error) {
+	row := q.db.QueryRow(ctx, taskGetForRequest, arg.ID, arg.WalletID)
+	var i LedgerqWalletTask
+	err := row.Scan(
+		&i.ID,
+		&i.WalletID,
+		&i.ChainID,
+		&i.Sender,
+		&i.Priority,
+		&i.Status,
+		&i.ToAddress,
+		&i.ValueWei,
+		&i.Data,
+		&i.GasLimit,
+		&i.IdempotencyKey,
+		&i.RequestHash,
+		&i.TxHash,
+		&i.Error,
+		&i.Reverted,
+		&i.Cancelled,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.Bumps,
+		&i.Replacements,
+		&i.PriceCappedAt,
+		&i.TipCapWei,
+		&i.FeeCapWei,
+		&i.Reorgs,
+		&i.Call,
+		&i.CancelRequestedAt,
+		&i.SpeedUpFeeCapWei,
+		&i.SpeedUpTipCapWei,
 	)
 	return i, err
 }
 
 const taskGetMany = `-- name: TaskGetMany :many
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call FROM ledgerq.wallet_tasks WHERE id = ANY($1::text[]) ORDER BY id
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei FROM ledgerq.wallet_tasks WHERE id = ANY($1::text[]) ORDER BY id
 `
 
 // The tasks of attempts that changed, in id order, through the primary key.
@@ -472,6 +613,9 @@ func (q *Queries) TaskGetMany(ctx context.Context, ids []string) ([]LedgerqWalle
 			&i.FeeCapWei,
 			&i.Reorgs,
 			&i.Call,
+			&i.CancelRequestedAt,
+			&i.SpeedUpFeeCapWei,
+			&i.SpeedUpTipCapWei,
 		); err != nil {
 			return nil, err
 		}
@@ -493,7 +637,7 @@ INSERT INTO ledgerq.wallet_tasks (
     $13::numeric, $14::numeric, $15::jsonb
 )
 ON CONFLICT (wallet_id, idempotency_key) DO NOTHING
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
 `
 
 type TaskInsertParams struct {
@@ -567,12 +711,15 @@ func (q *Queries) TaskInsert(ctx context.Context, arg TaskInsertParams) (Ledgerq
 		&i.FeeCapWei,
 		&i.Reorgs,
 		&i.Call,
+		&i.CancelRequestedAt,
+		&i.SpeedUpFeeCapWei,
+		&i.SpeedUpTipCapWei,
 	)
 	return i, err
 }
 
 const taskList = `-- name: TaskList :many
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call FROM ledgerq.wallet_tasks
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei FROM ledgerq.wallet_tasks
 WHERE wallet_id = $1
   AND ($2::smallint IS NULL OR status = $2::smallint)
   AND id > $3
@@ -631,6 +778,111 @@ func (q *Queries) TaskList(ctx context.Context, arg TaskListParams) ([]LedgerqWa
 			&i.FeeCapWei,
 			&i.Reorgs,
 			&i.Call,
+			&i.CancelRequestedAt,
+			&i.SpeedUpFeeCapWei,
+			&i.SpeedUpTipCapWei,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const taskListRequests = `-- name: TaskListRequests :many
+SELECT t.id, t.wallet_id, t.chain_id, t.sender, t.priority, t.status, t.to_address, t.value_wei, t.data, t.gas_limit, t.idempotency_key, t.request_hash, t.tx_hash, t.error, t.reverted, t.cancelled, t.created_at, t.updated_at, t.started_at, t.finished_at, t.bumps, t.replacements, t.price_capped_at, t.tip_cap_wei, t.fee_cap_wei, t.reorgs, t.call, t.cancel_requested_at, t.speed_up_fee_cap_wei, t.speed_up_tip_cap_wei, a.chain_id, a.tx_hash, a.task_id, a.sender, a.nonce, a.raw, a.gas_limit, a.max_fee_per_gas, a.max_priority_fee_per_gas, a.state, a.last_error, a.created_at, a.updated_at, a.sent_at, a.confirmed_at, a.superseded_by, a.id, a.mined_block, a.mined_block_hash, a.mined_at, a.reorgs, a.kind,
+       EXISTS (SELECT 1 FROM ledgerq.tx_attempts c
+               WHERE c.chain_id = $1 AND c.sender = $2 AND c.task_id = t.id AND c.kind = 'cancel') AS cancel_stored
+FROM ledgerq.wallet_tasks t
+JOIN ledgerq.tx_attempts a ON a.chain_id = $1 AND a.sender = $2 AND a.task_id = t.id
+    AND a.state IN ('signed', 'sent', 'mined')
+WHERE t.chain_id = $1 AND t.sender = $2 AND t.status = 1
+  AND (t.cancel_requested_at IS NOT NULL OR t.speed_up_fee_cap_wei IS NOT NULL)
+ORDER BY t.id
+LIMIT $3
+`
+
+type TaskListRequestsParams struct {
+	ChainID int64
+	Sender  string
+	Max     int32
+}
+
+type TaskListRequestsRow struct {
+	LedgerqWalletTask LedgerqWalletTask
+	LedgerqTxAttempt  LedgerqTxAttempt
+	CancelStored      bool
+}
+
+// The worker: the wallet's executing tasks with a cancel or speed-up to act
+// on, through wallet_tasks_requests, each with its live attempt (signed,
+// sent or mined) and whether a cancel's no-op was stored already.
+func (q *Queries) TaskListRequests(ctx context.Context, arg TaskListRequestsParams) ([]TaskListRequestsRow, error) {
+	rows, err := q.db.Query(ctx, taskListRequests, arg.ChainID, arg.Sender, arg.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []TaskListRequestsRow{}
+	for rows.Next() {
+		var i TaskListRequestsRow
+		if err := rows.Scan(
+			&i.LedgerqWalletTask.ID,
+			&i.LedgerqWalletTask.WalletID,
+			&i.LedgerqWalletTask.ChainID,
+			&i.LedgerqWalletTask.Sender,
+			&i.LedgerqWalletTask.Priority,
+			&i.LedgerqWalletTask.Status,
+			&i.LedgerqWalletTask.ToAddress,
+			&i.LedgerqWalletTask.ValueWei,
+			&i.LedgerqWalletTask.Data,
+			&i.LedgerqWalletTask.GasLimit,
+			&i.LedgerqWalletTask.IdempotencyKey,
+			&i.LedgerqWalletTask.RequestHash,
+			&i.LedgerqWalletTask.TxHash,
+			&i.LedgerqWalletTask.Error,
+			&i.LedgerqWalletTask.Reverted,
+			&i.LedgerqWalletTask.Cancelled,
+			&i.LedgerqWalletTask.CreatedAt,
+			&i.LedgerqWalletTask.UpdatedAt,
+			&i.LedgerqWalletTask.StartedAt,
+			&i.LedgerqWalletTask.FinishedAt,
+			&i.LedgerqWalletTask.Bumps,
+			&i.LedgerqWalletTask.Replacements,
+			&i.LedgerqWalletTask.PriceCappedAt,
+			&i.LedgerqWalletTask.TipCapWei,
+			&i.LedgerqWalletTask.FeeCapWei,
+			&i.LedgerqWalletTask.Reorgs,
+			&i.LedgerqWalletTask.Call,
+			&i.LedgerqWalletTask.CancelRequestedAt,
+			&i.LedgerqWalletTask.SpeedUpFeeCapWei,
+			&i.LedgerqWalletTask.SpeedUpTipCapWei,
+			&i.LedgerqTxAttempt.ChainID,
+			&i.LedgerqTxAttempt.TxHash,
+			&i.LedgerqTxAttempt.TaskID,
+			&i.LedgerqTxAttempt.Sender,
+			&i.LedgerqTxAttempt.Nonce,
+			&i.LedgerqTxAttempt.Raw,
+			&i.LedgerqTxAttempt.GasLimit,
+			&i.LedgerqTxAttempt.MaxFeePerGas,
+			&i.LedgerqTxAttempt.MaxPriorityFeePerGas,
+			&i.LedgerqTxAttempt.State,
+			&i.LedgerqTxAttempt.LastError,
+			&i.LedgerqTxAttempt.CreatedAt,
+			&i.LedgerqTxAttempt.UpdatedAt,
+			&i.LedgerqTxAttempt.SentAt,
+			&i.LedgerqTxAttempt.ConfirmedAt,
+			&i.LedgerqTxAttempt.SupersededBy,
+			&i.LedgerqTxAttempt.ID,
+			&i.LedgerqTxAttempt.MinedBlock,
+			&i.LedgerqTxAttempt.MinedBlockHash,
+			&i.LedgerqTxAttempt.MinedAt,
+			&i.LedgerqTxAttempt.Reorgs,
+			&i.LedgerqTxAttempt.Kind,
+			&i.CancelStored,
 		); err != nil {
 			return nil, err
 		}
@@ -663,7 +915,7 @@ func (q *Queries) TaskMarkPriceCapped(ctx context.Context, arg TaskMarkPriceCapp
 }
 
 const taskNextWaitingFIFO = `-- name: TaskNextWaitingFIFO :many
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call FROM ledgerq.wallet_tasks
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei FROM ledgerq.wallet_tasks
 WHERE chain_id = $1 AND sender = $2 AND status = 0
 ORDER BY created_at, id
 LIMIT $3
@@ -714,6 +966,9 @@ func (q *Queries) TaskNextWaitingFIFO(ctx context.Context, arg TaskNextWaitingFI
 			&i.FeeCapWei,
 			&i.Reorgs,
 			&i.Call,
+			&i.CancelRequestedAt,
+			&i.SpeedUpFeeCapWei,
+			&i.SpeedUpTipCapWei,
 		); err != nil {
 			return nil, err
 		}
@@ -726,7 +981,7 @@ func (q *Queries) TaskNextWaitingFIFO(ctx context.Context, arg TaskNextWaitingFI
 }
 
 const taskNextWaitingPriority = `-- name: TaskNextWaitingPriority :many
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call FROM ledgerq.wallet_tasks
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei FROM ledgerq.wallet_tasks
 WHERE chain_id = $1 AND sender = $2 AND status = 0
 ORDER BY priority DESC, created_at, id
 LIMIT $3
@@ -779,6 +1034,9 @@ func (q *Queries) TaskNextWaitingPriority(ctx context.Context, arg TaskNextWaiti
 			&i.FeeCapWei,
 			&i.Reorgs,
 			&i.Call,
+			&i.CancelRequestedAt,
+			&i.SpeedUpFeeCapWei,
+			&i.SpeedUpTipCapWei,
 		); err != nil {
 			return nil, err
 		}
@@ -792,9 +1050,10 @@ func (q *Queries) TaskNextWaitingPriority(ctx context.Context, arg TaskNextWaiti
 
 const taskReopen = `-- name: TaskReopen :one
 UPDATE ledgerq.wallet_tasks
-SET status = 1, tx_hash = NULL, reverted = false, finished_at = NULL, reorgs = reorgs + 1, updated_at = $1::timestamptz
-WHERE id = $2 AND status IN (1, 3)
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call
+SET status = 1, tx_hash = NULL, reverted = false, cancelled = false, error = NULL, finished_at = NULL,
+    reorgs = reorgs + 1, updated_at = $1::timestamptz
+WHERE id = $2 AND (status IN (1, 3) OR status = 2 AND cancelled AND started_at IS NOT NULL)
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
 `
 
 type TaskReopenParams struct {
@@ -804,7 +1063,8 @@ type TaskReopenParams struct {
 
 // Confirm: the task's mined transaction left the chain; a done task is
 // executing again (its transaction is being sent again, with the same
-// bytes), and the reorg is counted.
+// bytes), and the reorg is counted. So is a task a cancel's mined no-op
+// ended: the no-op is being sent again, and the race is not decided.
 func (q *Queries) TaskReopen(ctx context.Context, arg TaskReopenParams) (LedgerqWalletTask, error) {
 	row := q.db.QueryRow(ctx, taskReopen, arg.Now, arg.ID)
 	var i LedgerqWalletTask
@@ -836,6 +1096,124 @@ func (q *Queries) TaskReopen(ctx context.Context, arg TaskReopenParams) (Ledgerq
 		&i.FeeCapWei,
 		&i.Reorgs,
 		&i.Call,
+		&i.CancelRequestedAt,
+		&i.SpeedUpFeeCapWei,
+		&i.SpeedUpTipCapWei,
+	)
+	return i, err
+}
+
+const taskRequestCancel = `-- name: TaskRequestCancel :one
+UPDATE ledgerq.wallet_tasks
+SET cancel_requested_at = coalesce(cancel_requested_at, $1::timestamptz), updated_at = $1::timestamptz
+WHERE id = $2 AND wallet_id = $3 AND status = 1
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
+`
+
+type TaskRequestCancelParams struct {
+	Now      time.Time
+	ID       string
+	WalletID string
+}
+
+// Cancel of a sent task: the request is recorded (once: a repeated request
+// keeps the first time) on an executing task; the wallet's worker sends the
+// no-op in its next run. Conditional on executing.
+func (q *Queries) TaskRequestCancel(ctx context.Context, arg TaskRequestCancelParams) (LedgerqWalletTask, error) {
+	row := q.db.QueryRow(ctx, taskRequestCancel, arg.Now, arg.ID, arg.WalletID)
+	var i LedgerqWalletTask
+	err := row.Scan(
+		&i.ID,
+		&i.WalletID,
+		&i.ChainID,
+		&i.Sender,
+		&i.Priority,
+		&i.Status,
+		&i.ToAddress,
+		&i.ValueWei,
+		&i.Data,
+		&i.GasLimit,
+		&i.IdempotencyKey,
+		&i.RequestHash,
+		&i.TxHash,
+		&i.Error,
+		&i.Reverted,
+		&i.Cancelled,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.Bumps,
+		&i.Replacements,
+		&i.PriceCappedAt,
+		&i.TipCapWei,
+		&i.FeeCapWei,
+		&i.Reorgs,
+		&i.Call,
+		&i.CancelRequestedAt,
+		&i.SpeedUpFeeCapWei,
+		&i.SpeedUpTipCapWei,
+	)
+	return i, err
+}
+
+const taskRequestSpeedUp = `-- name: TaskRequestSpeedUp :one
+UPDATE ledgerq.wallet_tasks
+SET speed_up_fee_cap_wei = $1::numeric, speed_up_tip_cap_wei = $2::numeric, updated_at = $3::timestamptz
+WHERE id = $4 AND wallet_id = $5 AND status = 1 AND cancel_requested_at IS NULL
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
+`
+
+type TaskRequestSpeedUpParams struct {
+	FeeCap   pgtype.Numeric
+	TipCap   pgtype.Numeric
+	Now      time.Time
+	ID       string
+	WalletID string
+}
+
+// Speed-up: the fees asked for, on an executing task no cancel was asked
+// of; a newer request replaces one the worker has not stored yet.
+func (q *Queries) TaskRequestSpeedUp(ctx context.Context, arg TaskRequestSpeedUpParams) (LedgerqWalletTask, error) {
+	row := q.db.QueryRow(ctx, taskRequestSpeedUp,
+		arg.FeeCap,
+		arg.TipCap,
+		arg.Now,
+		arg.ID,
+		arg.WalletID,
+	)
+	var i LedgerqWalletTask
+	err := row.Scan(
+		&i.ID,
+		&i.WalletID,
+		&i.ChainID,
+		&i.Sender,
+		&i.Priority,
+		&i.Status,
+		&i.ToAddress,
+		&i.ValueWei,
+		&i.Data,
+		&i.GasLimit,
+		&i.IdempotencyKey,
+		&i.RequestHash,
+		&i.TxHash,
+		&i.Error,
+		&i.Reverted,
+		&i.Cancelled,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.StartedAt,
+		&i.FinishedAt,
+		&i.Bumps,
+		&i.Replacements,
+		&i.PriceCappedAt,
+		&i.TipCapWei,
+		&i.FeeCapWei,
+		&i.Reorgs,
+		&i.Call,
+		&i.CancelRequestedAt,
+		&i.SpeedUpFeeCapWei,
+		&i.SpeedUpTipCapWei,
 	)
 	return i, err
 }
@@ -844,7 +1222,7 @@ const taskRequeue = `-- name: TaskRequeue :one
 UPDATE ledgerq.wallet_tasks
 SET status = 0, started_at = NULL, updated_at = $1::timestamptz
 WHERE id = $2 AND status = 1
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
 `
 
 type TaskRequeueParams struct {
@@ -885,6 +1263,9 @@ func (q *Queries) TaskRequeue(ctx context.Context, arg TaskRequeueParams) (Ledge
 		&i.FeeCapWei,
 		&i.Reorgs,
 		&i.Call,
+		&i.CancelRequestedAt,
+		&i.SpeedUpFeeCapWei,
+		&i.SpeedUpTipCapWei,
 	)
 	return i, err
 }
@@ -893,7 +1274,7 @@ const taskRequeueReplaced = `-- name: TaskRequeueReplaced :one
 UPDATE ledgerq.wallet_tasks
 SET status = 0, started_at = NULL, replacements = replacements + 1, updated_at = $1::timestamptz
 WHERE id = $2 AND status = 1
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
 `
 
 type TaskRequeueReplacedParams struct {
@@ -934,6 +1315,9 @@ func (q *Queries) TaskRequeueReplaced(ctx context.Context, arg TaskRequeueReplac
 		&i.FeeCapWei,
 		&i.Reorgs,
 		&i.Call,
+		&i.CancelRequestedAt,
+		&i.SpeedUpFeeCapWei,
+		&i.SpeedUpTipCapWei,
 	)
 	return i, err
 }
