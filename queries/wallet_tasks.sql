@@ -220,12 +220,12 @@ SELECT @chain_id::bigint, seed.hash, seed.task_id, seed.from_address, seed.n / 1
 FROM seed;
 
 -- name: TaskRequestCancel :one
--- Cancel of a sent task: the request is recorded (once: a repeated request
--- keeps the first time) on an executing task; the wallet's worker sends the
--- no-op in its next run. Conditional on executing.
+-- Cancel of a sent task: the request is recorded on an executing task; the
+-- wallet's worker sends the no-op in its next run. Conditional on executing
+-- and on no request yet: a repeated request keeps the first.
 UPDATE ledgerq.wallet_tasks
-SET cancel_requested_at = coalesce(cancel_requested_at, @now::timestamptz), updated_at = @now::timestamptz
-WHERE id = @id AND wallet_id = @wallet_id AND status = 1
+SET cancel_requested_at = @now::timestamptz, updated_at = @now::timestamptz
+WHERE id = @id AND wallet_id = @wallet_id AND status = 1 AND cancel_requested_at IS NULL
 RETURNING *;
 
 -- name: TaskGetForRequest :one

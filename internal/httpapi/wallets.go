@@ -262,6 +262,9 @@ func toTxAttempt(a store.Attempt, head *int64) txAttemptJSON {
 	if a.LastError != "" {
 		o.LastError = &a.LastError
 	}
+	if a.Kind != "" {
+		o.Kind = ptr(apigen.TxAttemptKind(a.Kind))
+	}
 	return txAttemptJSON{TxAttempt: o, CreatedAt: apiTime(a.CreatedAt), SentAt: apiTimePtr(a.SentAt), ConfirmedAt: apiTimePtr(a.ConfirmedAt)}
 }
 
@@ -636,7 +639,8 @@ type walletTaskJSON struct {
 	FinishedAt    *apiTime `json:"finished_at,omitempty"`
 	PriceCappedAt *apiTime `json:"price_capped_at,omitempty"`
 	// Attempts, only when one task is read.
-	Attempts []txAttemptJSON `json:"attempts,omitempty"`
+	Attempts          []txAttemptJSON `json:"attempts,omitempty"`
+	CancelRequestedAt *apiTime        `json:"cancel_requested_at,omitempty"`
 }
 
 // walletTaskResultJSON and walletTaskPageJSON are the generated results
@@ -689,10 +693,13 @@ func toWalletTask(t store.Task, withData bool) walletTaskJSON {
 	if t.Reorgs > 0 {
 		o.Reorgs = &t.Reorgs
 	}
+	if t.SpeedUp != nil && t.Status == store.TaskExecuting {
+		o.SpeedUp = &apigen.SpeedUpRequest{MaxFeePerGas: t.SpeedUp.FeeCap.String(), MaxPriorityFeePerGas: t.SpeedUp.TipCap.String()}
+	}
 	return walletTaskJSON{
 		WalletTask: o, CreatedAt: apiTime(t.CreatedAt), UpdatedAt: apiTime(t.UpdatedAt),
 		StartedAt: apiTimePtr(t.StartedAt), FinishedAt: apiTimePtr(t.FinishedAt),
-		PriceCappedAt: apiTimePtr(t.PriceCappedAt),
+		PriceCappedAt: apiTimePtr(t.PriceCappedAt), CancelRequestedAt: apiTimePtr(t.CancelRequestedAt),
 	}
 }
 

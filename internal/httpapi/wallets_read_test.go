@@ -39,6 +39,8 @@ func TestWalletsAccess_AReadKeyReadsEveryWalletAndWritesNone(t *testing.T) {
 		{http.MethodGet, "/v1/wallets/ghost", "", nil, http.StatusNotFound},
 		{http.MethodPost, "/v1/wallets/main/send-tx", txBody("1"), nil, http.StatusForbidden},
 		{http.MethodDelete, "/v1/wallets/main/tasks/" + task, "", nil, http.StatusForbidden},
+		{http.MethodPost, "/v1/wallets/main/tasks/" + task + "/cancel", "", nil, http.StatusForbidden},
+		{http.MethodPost, "/v1/wallets/main/tasks/" + task + "/speed-up", `{"max_fee_per_gas":"3","max_priority_fee_per_gas":"2"}`, nil, http.StatusForbidden},
 		{http.MethodPost, "/v1/wallets/main/pause", "", nil, http.StatusForbidden},
 		{http.MethodPost, "/v1/wallets/main/resume", "", nil, http.StatusForbidden},
 		{http.MethodPost, "/v1/wallets/main/webhooks", `{"url":"https://hooks.example/b"}`, nil, http.StatusForbidden},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strings"
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/ledger/gethpool"
@@ -85,18 +86,26 @@ func (s *Store) TaskRequestCancel(ctx context.Context, p TaskCancelParams) (Task
 		case task.Cancelled:
 			return task, CancelledBefore, nil
 		case task.Status.Terminal():
-			return Task{}, 0, &TaskRefusedError{ID: task.ID, Status: task.Status, Reason: fmt.Sprintf("it is %s: an ended task cannot be cancelled", task.Status)}
+			return Task{}, 0, &TaskRefusedError{ID: task.ID, Status: task.Status, Reason: fmt.Sprintf("it is %s: an ended task cannot be cancelled", strings.ToLower(task.Status.String()))}
 		case task.Status != TaskExecuting:
 			continue
 		}
 		var out Task
 		err = s.withTx(ctx, func(q *dbsqlc.Queries) error {
 			row, err := one(q.TaskRequestCancel(ctx, dbsqlc.TaskRequestCancelParams{Now: p.Now, ID: p.ID, WalletID: p.Wallet}))
+			if errors.Is(err, ErrNotFound) {
+				// Asked before (a retry): the first request stands, and
+				// was audited then.
+				if out, err = taskGet(ctx, q, p.Wallet, p.ID); err == nil && (out.Status != TaskExecuting || out.CancelRequestedAt == nil) {
+					err = ErrNotFound
+				}
+				return err
+			}
 			if err != nil {
 				return err
 			}
 			out = taskFromRow(row)
-			if p.Audit == nil || !out.CancelRequestedAt.Equal(p.Now) {
+			if p.Audit == nil {
 				return nil
 			}
 			return auditInsert(ctx, q, p.Audit.with(p.Now, "task.cancel", "wallet/"+p.Wallet+"/task/"+p.ID, map[string]any{"status": "executing"}))
@@ -149,7 +158,7 @@ func (s *Store) TaskRequestSpeedUp(ctx context.Context, p TaskSpeedUpParams) (Ta
 		refuse := func(reason string) error { return &TaskRefusedError{ID: p.ID, Status: task.Status, Reason: reason} }
 		switch {
 		case task.Status != TaskExecuting:
-			return refuse(fmt.Sprintf("it is %s: only a task whose transaction was sent can be sped up", task.Status))
+			return refuse(fmt.Sprintf("it is %s: only a task whose transaction was sent can be sped up", strings.ToLower(task.Status.String())))
 		case task.CancelRequestedAt != nil:
 			return refuse("a cancel was asked of it")
 		}

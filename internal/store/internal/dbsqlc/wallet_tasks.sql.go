@@ -1105,8 +1105,8 @@ func (q *Queries) TaskReopen(ctx context.Context, arg TaskReopenParams) (Ledgerq
 
 const taskRequestCancel = `-- name: TaskRequestCancel :one
 UPDATE ledgerq.wallet_tasks
-SET cancel_requested_at = coalesce(cancel_requested_at, $1::timestamptz), updated_at = $1::timestamptz
-WHERE id = $2 AND wallet_id = $3 AND status = 1
+SET cancel_requested_at = $1::timestamptz, updated_at = $1::timestamptz
+WHERE id = $2 AND wallet_id = $3 AND status = 1 AND cancel_requested_at IS NULL
 RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
 `
 
@@ -1116,9 +1116,9 @@ type TaskRequestCancelParams struct {
 	WalletID string
 }
 
-// Cancel of a sent task: the request is recorded (once: a repeated request
-// keeps the first time) on an executing task; the wallet's worker sends the
-// no-op in its next run. Conditional on executing.
+// Cancel of a sent task: the request is recorded on an executing task; the
+// wallet's worker sends the no-op in its next run. Conditional on executing
+// and on no request yet: a repeated request keeps the first.
 func (q *Queries) TaskRequestCancel(ctx context.Context, arg TaskRequestCancelParams) (LedgerqWalletTask, error) {
 	row := q.db.QueryRow(ctx, taskRequestCancel, arg.Now, arg.ID, arg.WalletID)
 	var i LedgerqWalletTask
