@@ -39,13 +39,19 @@ func (c *Console) confirmCancel(ec echo.Context) error {
 	}
 	id := ec.Param("id")
 	back := Prefix + "/wallets/" + pathEscape(w.ID) + "/tasks/" + id
-	if t.Status != store.TaskWaiting {
-		return c.fail(ec, http.StatusConflict, "Task "+id+" is "+t.Status.String()+", not Waiting: only a waiting task can be cancelled (its transaction may already be on the chain).")
+	warning := "The task ends in Error (cancelled) and is never sent; its webhook endpoints get a failed event. This cannot be undone: the client would have to send the task again."
+	switch t.Status {
+	case store.TaskWaiting:
+	case store.TaskExecuting:
+		warning = "The task's transaction is out. Its wallet sends a no-op (0 value to the wallet itself) at the same nonce with higher fees; " +
+			"if the chain mines the no-op, the task ends in Error (cancelled) and the no-op's fee is paid; if the task's own transaction is mined first, the task ends Done all the same."
+	default:
+		return c.fail(ec, http.StatusConflict, "Task "+id+" is "+t.Status.String()+": an ended task cannot be cancelled.")
 	}
 	return c.confirm(ec, "Cancel task", confirmData{
 		Question: "Cancel task " + id + "?",
-		Details:  [][2]string{{"Wallet", w.ID}, {"To", t.Request.To}, {"Value (wei)", bigString(t.Request.Value)}, {"Priority", itoa(int64(t.Priority))}, {"Created", t.CreatedAt.Format("2006-01-02 15:04:05 MST")}},
-		Warning:  "The task ends in Error (cancelled) and is never sent; its webhook endpoints get a failed event. This cannot be undone: the client would have to send the task again.",
+		Details:  [][2]string{{"Wallet", w.ID}, {"Status", t.Status.String()}, {"To", t.Request.To}, {"Value (wei)", bigString(t.Request.Value)}, {"Priority", itoa(int64(t.Priority))}, {"Created", t.CreatedAt.Format("2006-01-02 15:04:05 MST")}},
+		Warning:  warning,
 		Action:   back + "/cancel", Button: "Cancel task", Back: back, Danger: true,
 	})
 }
@@ -59,17 +65,23 @@ func (c *Console) cancelTask(ec echo.Context) error {
 	id := ec.Param("id")
 	ctx, cancel := c.dbContext(ec)
 	defer cancel()
-	_, cancelled, err := c.store.TaskCancel(ctx, store.TaskCancelParams{Now: c.clock.Now(), Wallet: w.ID, ID: id, Audit: s.audit()})
+	_, outcome, err := c.store.TaskRequestCancel(ctx, store.TaskCancelParams{Now: c.clock.Now(), Wallet: w.ID, ID: id, Audit: s.audit()})
 	if _, ok := errors.AsType[*store.TaskBeingSignedError](err); ok {
 		return c.fail(ec, http.StatusConflict, "Task "+id+" of wallet "+w.ID+" is not cancelled: its transaction is being signed. It goes on.")
+	}
+	if _, ok := errors.AsType[*store.TaskRefusedError](err); ok {
+		return ec.Redirect(http.StatusSeeOther, Prefix+"/wallets/"+pathEscape(w.ID)+"/tasks/"+id+"?done=not-waiting")
 	}
 	if err != nil {
 		return c.storeFail(ec, "Task "+id+" of wallet "+w.ID, err)
 	}
-	done := "not-waiting"
-	if cancelled {
-		done = "cancelled"
+	done := "cancelled"
+	switch outcome {
+	case store.CancelledNow:
 		c.logger.Info("console: task cancelled", "wallet", w.ID, "task_id", id, "key_name", s.who())
+	case store.CancelRequested:
+		done = "cancel-requested"
+		c.logger.Info("console: cancel of a sent task requested", "wallet", w.ID, "task_id", id, "key_name", s.who())
 	}
 	return ec.Redirect(http.StatusSeeOther, Prefix+"/wallets/"+pathEscape(w.ID)+"/tasks/"+id+"?done="+done)
 }

@@ -216,15 +216,16 @@ func (c *Console) render(ec echo.Context, status int, name string, p page) error
 // notices are the messages an action's redirect names (?done=…): never
 // text from the request.
 var notices = map[string]string{
-	"cancelled":    "The task was cancelled. It ended in Error, and its webhook endpoints are told.",
-	"not-waiting":  "The task was not cancelled: it is no longer waiting (it started or ended meanwhile).",
-	"held":         "The wallet is paused: it sends no new task until it is resumed. Transactions in flight are still followed.",
-	"already-held": "The wallet was already paused; nothing changed.",
-	"released":     "The wallet is resumed: its waiting tasks are sent again.",
-	"not-held":     "The wallet was not paused; nothing changed.",
-	"retried":      "The delivery is due again: its attempts start over.",
-	"not-given-up": "The delivery was not sent again: it is not given up (pending or delivered).",
-	"logged-out":   "You are logged out.",
+	"cancelled":        "The task was cancelled. It ended in Error, and its webhook endpoints are told.",
+	"not-waiting":      "The task was not cancelled: it ended meanwhile.",
+	"cancel-requested": "The cancel is recorded: the wallet sends a no-op at the task's nonce in its next run. The chain decides: the no-op mined, the task ends cancelled; its own transaction mined, it ends Done.",
+	"held":             "The wallet is paused: it sends no new task until it is resumed. Transactions in flight are still followed.",
+	"already-held":     "The wallet was already paused; nothing changed.",
+	"released":         "The wallet is resumed: its waiting tasks are sent again.",
+	"not-held":         "The wallet was not paused; nothing changed.",
+	"retried":          "The delivery is due again: its attempts start over.",
+	"not-given-up":     "The delivery was not sent again: it is not given up (pending or delivered).",
+	"logged-out":       "You are logged out.",
 }
 
 // fail renders the error page: what happened, and what to do.

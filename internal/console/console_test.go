@@ -470,14 +470,25 @@ func TestConsole_CancelAWaitingTaskThroughTheStoreAndTheAudit(t *testing.T) {
 	require.Contains(t, audit, "task.cancel")
 	require.Contains(t, audit, `<a href="/ui/wallets/main/tasks/`+fx.waiting.ID+`">`)
 
-	// A task that is no longer waiting is not cancelled: its confirmation
-	// page says why, and a POST changes nothing.
-	require.Equal(t, http.StatusConflict, b.get("/ui/wallets/main/tasks/"+fx.started.ID+"/cancel").Code)
+	// A task whose transaction is out is asked to be cancelled: its
+	// confirmation page says the chain decides, and a POST records the
+	// request for the wallet's worker (audited); the task goes on.
+	confirm := b.get("/ui/wallets/main/tasks/" + fx.started.ID + "/cancel")
+	require.Equal(t, http.StatusOK, confirm.Code)
+	require.Contains(t, confirm.Body.String(), "sends a no-op")
 	token := csrfOf(t, b.get("/ui/").Body.String())
 	rec = b.do(http.MethodPost, "/ui/wallets/main/tasks/"+fx.started.ID+"/cancel", url.Values{"csrf": {token}})
-	require.Equal(t, "/ui/wallets/main/tasks/"+fx.started.ID+"?done=not-waiting", rec.Header().Get("Location"))
+	require.Equal(t, "/ui/wallets/main/tasks/"+fx.started.ID+"?done=cancel-requested", rec.Header().Get("Location"))
 	require.Equal(t, store.TaskExecuting, fx.taskStatus(fx.started.ID))
-	require.Len(t, fx.auditRows(), 1)
+	require.Contains(t, b.get(rec.Header().Get("Location")).Body.String(), "A cancel was asked at")
+	require.Len(t, fx.auditRows(), 2)
+
+	// An ended task is not cancelled: its confirmation page says why, and a
+	// POST changes nothing.
+	require.Equal(t, http.StatusConflict, b.get("/ui/wallets/main/tasks/"+fx.waiting.ID+"/cancel").Code)
+	rec = b.do(http.MethodPost, "/ui/wallets/main/tasks/"+fx.waiting.ID+"/cancel", url.Values{"csrf": {token}})
+	require.Equal(t, "/ui/wallets/main/tasks/"+fx.waiting.ID+"?done=cancelled", rec.Header().Get("Location"), "a cancelled task's retry answers as cancelled")
+	require.Len(t, fx.auditRows(), 2)
 }
 
 func TestConsole_PauseAndResumeAWalletAreAudited(t *testing.T) {
