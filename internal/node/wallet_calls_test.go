@@ -79,8 +79,8 @@ func TestWalletCalls_ATransferByNameEndsDoneAndMovesTheTokensOnARealNode(t *test
 }
 
 // startChainWalletAPI serves wallet "w" (signer) on the dev chain id through
-// the node at url.
-func startChainWalletAPI(t *testing.T, signer keystore.Signer, url string) *walletAPI {
+// the node at url; mutate, when given, changes the configuration first.
+func startChainWalletAPI(t *testing.T, signer keystore.Signer, url string, mutate ...func(*node.Config)) *walletAPI {
 	t.Helper()
 	db := testdb.New(t)
 	reg, err := keystore.NewRegistry(keystore.Wallet{ID: "w", ChainID: testgeth.DevChainID, Signer: signer})
@@ -94,6 +94,9 @@ func startChainWalletAPI(t *testing.T, signer keystore.Signer, url string) *wall
 	cfg.Wallet.Lane.FollowInterval = 100 * time.Millisecond
 	cfg.Wallet.Shards.Backoff = 100 * time.Millisecond
 	cfg.API.TaskMaxWait = 0
+	for _, m := range mutate {
+		m(&cfg)
+	}
 	n, srv := openServed(t, t.Context(), cfg)
 	require.NoError(t, n.Start(context.Background()))
 	t.Cleanup(n.Stop)

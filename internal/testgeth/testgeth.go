@@ -198,7 +198,8 @@ func (n *Node) args(authPort int) []string {
 		"--datadir", filepath.Join(n.dir, "data"),
 		"--ipcdisable",
 		"--http", "--http.addr", "127.0.0.1", "--http.port", strconv.Itoa(n.httpPort),
-		"--http.api", "eth,net,web3,txpool",
+		// miner: SetMinerGasPrice (miner_setGasPrice).
+		"--http.api", "eth,net,web3,txpool,miner",
 		// The engine API endpoint is opened even in dev mode; on its default
 		// port two nodes would collide.
 		"--authrpc.addr", "127.0.0.1", "--authrpc.port", strconv.Itoa(authPort),
@@ -357,6 +358,21 @@ func (n *Node) MinerGasPrice() *big.Int {
 		return big.NewInt(1)
 	}
 	return new(big.Int).Set(n.minerGasPrice)
+}
+
+// SetMinerGasPrice changes the least tip the node mines (miner_setGasPrice):
+// lowered on a Stalling node, the transactions it kept pending are mined in
+// the next block. The node's pool takes the same least tip, and a raise
+// drops the remote transactions below it. MinerGasPrice and Fund keep to
+// the price the node was started with (a Restart's too).
+func (n *Node) SetMinerGasPrice(t testing.TB, wei *big.Int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	var ok bool
+	if err := n.rpc.CallContext(ctx, &ok, "miner_setGasPrice", (*hexutil.Big)(wei)); err != nil || !ok {
+		t.Fatalf("testgeth: miner_setGasPrice %s: %v (answer %v)", wei, err, ok)
+	}
 }
 
 func (n *Node) minerTipText() string {
