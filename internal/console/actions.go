@@ -2,9 +2,13 @@ package console
 
 import (
 	"errors"
+	"fmt"
+	"math/big"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -221,3 +225,111 @@ func shortID(s string) string {
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// speedUpForm is the speed-up form of an executing task's page: the fees
+// of its transaction out (Live), the least a replacement must offer by
+// geth's rule (Least), and the fields, in gwei, filled with Least.
+type speedUpForm struct {
+	Live, Least store.SpeedUpFees
+	MaxFee, Tip string
+}
+
+// speedUpFormOf returns the task's speed-up form, or nil when a speed-up
+// would be refused: the task is not executing, a cancel or a speed-up is
+// asked of it already, or its transaction is not out or mined already.
+func speedUpFormOf(t store.Task, attempts []store.Attempt) *speedUpForm {
+	if t.Status != store.TaskExecuting || t.CancelRequestedAt != nil || t.SpeedUp != nil {
+		return nil
+	}
+	for i := len(attempts) - 1; i >= 0; i-- {
+		a := attempts[i]
+		if a.TaskID != t.ID || a.SupersededBy != "" || a.State != store.AttemptSent {
+			continue
+		}
+		f := &speedUpForm{
+			Live:  store.SpeedUpFees{FeeCap: a.MaxFeePerGas, TipCap: a.MaxPriorityFeePerGas},
+			Least: store.SpeedUpFees{FeeCap: store.LeastReplacing(a.MaxFeePerGas), TipCap: store.LeastReplacing(a.MaxPriorityFeePerGas)},
+		}
+		f.MaxFee, f.Tip = gweiExact(f.Least.FeeCap), gweiExact(f.Least.TipCap)
+		return f
+	}
+	return nil
+}
+
+// speedUpTask asks the wallet's worker to sign the executing task's
+// transaction again with the fees posted (max_fee and tip, in gwei),
+// through store.TaskRequestSpeedUp as the API's POST …/speed-up, audited.
+// Fees the form refuses re-render the task's page with the problem and the
+// fees typed.
+func (c *Console) speedUpTask(ec echo.Context) error {
+	w, err := c.wallet404(ec)
+	if err != nil || w.ID == "" {
+		return err
+	}
+	s, _ := sessionOf(ec)
+	id := ec.Param("id")
+	ctx, cancel := c.dbContext(ec)
+	defer cancel()
+	typed := &speedUpForm{MaxFee: strings.TrimSpace(ec.FormValue("max_fee")), Tip: strings.TrimSpace(ec.FormValue("tip"))}
+	fees, problem := c.speedUpFees(typed)
+	if problem != "" {
+		return c.renderTask(ctx, ec, w.ID, http.StatusBadRequest, typed, problem)
+	}
+	_, err = c.store.TaskRequestSpeedUp(ctx, store.TaskSpeedUpParams{Now: c.clock.Now(), Wallet: w.ID, ID: id, Fees: fees, Audit: s.audit()})
+	if low, ok := errors.AsType[*store.SpeedUpTooLowError](err); ok {
+		return c.renderTask(ctx, ec, w.ID, http.StatusConflict, typed, "Not sped up: these fees would not replace the task's transaction in a node's pool. "+
+			"The max fee must be at least "+gweiExact(low.Min.FeeCap)+" gwei and the tip at least "+gweiExact(low.Min.TipCap)+" gwei (10% above the transaction's).")
+	}
+	if refused, ok := errors.AsType[*store.TaskRefusedError](err); ok {
+		return c.renderTask(ctx, ec, w.ID, http.StatusConflict, nil, "Not sped up: "+refused.Reason+".")
+	}
+	if err != nil {
+		return c.storeFail(ec, "Task "+id+" of wallet "+w.ID, err)
+	}
+	c.logger.Info("console: speed-up of a sent task requested", "wallet", w.ID, "task_id", id, "key_name", s.who(),
+		"max_fee_per_gas", fees.FeeCap.String(), "max_priority_fee_per_gas", fees.TipCap.String())
+	return ec.Redirect(http.StatusSeeOther, Prefix+"/wallets/"+pathEscape(w.ID)+"/tasks/"+id+"?done=speed-up-requested")
+}
+
+// speedUpFees reads the form's fees, or says what is wrong with them.
+func (c *Console) speedUpFees(f *speedUpForm) (store.SpeedUpFees, string) {
+	feeCap, ok := parseGwei(f.MaxFee)
+	if !ok {
+		return store.SpeedUpFees{}, "Max fee: give a number of gwei, such as 30 or 5.5 (at most 9 decimals)."
+	}
+	tip, ok := parseGwei(f.Tip)
+	if !ok {
+		return store.SpeedUpFees{}, "Tip: give a number of gwei, such as 2 or 1.5 (at most 9 decimals)."
+	}
+	if tip.Cmp(feeCap) > 0 {
+		return store.SpeedUpFees{}, "The tip must not be above the max fee."
+	}
+	if ceiling := c.cfg.MaxFeePerGas; ceiling != nil && feeCap.Cmp(ceiling) > 0 {
+		return store.SpeedUpFees{}, "The max fee is above this server's ceiling of " + gweiExact(ceiling) + " gwei (--wallet-max-fee-per-gas)."
+	}
+	return store.SpeedUpFees{FeeCap: feeCap, TipCap: tip}, ""
+}
+
+// gweiNumber is what the form takes: gwei with at most 9 decimals, so it is
+// a whole number of wei.
+var gweiNumber = regexp.MustCompile(`^[0-9]{1,30}(\.[0-9]{1,9})?$`)
+
+// parseGwei parses gwei as the form takes it into wei.
+func parseGwei(s string) (*big.Int, bool) {
+	if !gweiNumber.MatchString(s) {
+		return nil, false
+	}
+	whole, frac, _ := strings.Cut(s, ".")
+	wei, ok := new(big.Int).SetString(whole+frac+strings.Repeat("0", 9-len(frac)), 10)
+	return wei, ok
+}
+
+// gweiExact writes wei in gwei with every decimal it needs (none to nine),
+// as parseGwei reads it back.
+func gweiExact(wei *big.Int) string {
+	q, r := new(big.Int).QuoRem(wei, big.NewInt(1e9), new(big.Int))
+	if r.Sign() == 0 {
+		return q.String()
+	}
+	return q.String() + "." + strings.TrimRight(fmt.Sprintf("%09d", r.Int64()), "0")
+}

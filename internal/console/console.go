@@ -10,6 +10,7 @@ import (
 	"html/template"
 	"io/fs"
 	"log/slog"
+	"math/big"
 	"net/http"
 	"strings"
 	"time"
@@ -43,6 +44,9 @@ type Config struct {
 	// layer sees them now (httpapi.Config.Chains), for the Chains page;
 	// nil when the process serves no chain.
 	Chains func() []evmnodes.ChainStatus
+	// MaxFeePerGas is the highest fee a speed-up may ask for, in wei (the
+	// API's ceiling, httpapi.Config.MaxFeePerGas); nil: no ceiling.
+	MaxFeePerGas *big.Int
 }
 
 // Defaults for Config.
@@ -139,6 +143,7 @@ func (c *Console) Mount(e *echo.Echo) {
 	admin := g.Group("", c.requireSession(needAdmin))
 	admin.GET("/wallets/:wallet/tasks/:id/cancel", c.confirmCancel)
 	admin.POST("/wallets/:wallet/tasks/:id/cancel", c.cancelTask)
+	admin.POST("/wallets/:wallet/tasks/:id/speed-up", c.speedUpTask)
 	admin.GET("/wallets/:wallet/hold", c.confirmHold)
 	admin.POST("/wallets/:wallet/hold", c.holdWallet)
 	admin.GET("/wallets/:wallet/release", c.confirmRelease)
@@ -216,16 +221,17 @@ func (c *Console) render(ec echo.Context, status int, name string, p page) error
 // notices are the messages an action's redirect names (?done=…): never
 // text from the request.
 var notices = map[string]string{
-	"cancelled":        "The task was cancelled. It ended in Error, and its webhook endpoints are told.",
-	"not-waiting":      "The task was not cancelled: it ended meanwhile.",
-	"cancel-requested": "The cancel is recorded: the wallet sends a no-op at the task's nonce in its next run. The chain decides: the no-op mined, the task ends cancelled; its own transaction mined, it ends Done.",
-	"held":             "The wallet is paused: it sends no new task until it is resumed. Transactions in flight are still followed.",
-	"already-held":     "The wallet was already paused; nothing changed.",
-	"released":         "The wallet is resumed: its waiting tasks are sent again.",
-	"not-held":         "The wallet was not paused; nothing changed.",
-	"retried":          "The delivery is due again: its attempts start over.",
-	"not-given-up":     "The delivery was not sent again: it is not given up (pending or delivered).",
-	"logged-out":       "You are logged out.",
+	"cancelled":          "The task was cancelled. It ended in Error, and its webhook endpoints are told.",
+	"not-waiting":        "The task was not cancelled: it ended meanwhile.",
+	"cancel-requested":   "The cancel is recorded: the wallet sends a no-op at the task's nonce in its next run. The chain decides: the no-op mined, the task ends cancelled; its own transaction mined, it ends Done.",
+	"speed-up-requested": "The speed-up is recorded: the wallet signs the task's transaction again with these fees in its next run and sends it in place of the one out. The chain mines one of the two; the task ends Done either way.",
+	"held":               "The wallet is paused: it sends no new task until it is resumed. Transactions in flight are still followed.",
+	"already-held":       "The wallet was already paused; nothing changed.",
+	"released":           "The wallet is resumed: its waiting tasks are sent again.",
+	"not-held":           "The wallet was not paused; nothing changed.",
+	"retried":            "The delivery is due again: its attempts start over.",
+	"not-given-up":       "The delivery was not sent again: it is not given up (pending or delivered).",
+	"logged-out":         "You are logged out.",
 }
 
 // fail renders the error page: what happened, and what to do.

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"html"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ethereum/go-ethereum/params"
 	"github.com/labstack/echo/v4"
 	"github.com/stretchr/testify/require"
 
@@ -633,4 +635,80 @@ func TestConsole_AFormFromTheForwardedHostIsAccepted(t *testing.T) {
 	rec := b.do(http.MethodPost, hold, url.Values{"csrf": {token}}, "Origin", "https://console.example", "X-Forwarded-Host", "console.example")
 	require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
 	require.Equal(t, "/ui/wallets/main?done=held", rec.Header().Get("Location"))
+}
+
+// The speed-up form of an executing task's page: offered to an admin once
+// the task's transaction is out, filled with the least fees that replace it
+// (10% above its own); fees it refuses re-render the page with the problem
+// and what was typed, and record nothing; accepted fees are recorded on the
+// task for the wallet's worker through the store, audited, and the form
+// gives way to a line saying what was asked.
+func TestConsole_SpeedUpASentTaskThroughTheStoreAndTheAudit(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, Config{MaxFeePerGas: big.NewInt(100 * params.GWei)})
+	b := fx.loggedIn("admin")
+	path := "/ui/wallets/main/tasks/" + fx.started.ID
+	action := path + "/speed-up"
+	require.NotContains(t, b.get(path).Body.String(), `id="speed-up"`, "its transaction is signed, not out yet")
+
+	v, err := fx.st.TaskView(t.Context(), "main", fx.started.ID)
+	require.NoError(t, err)
+	require.Len(t, v.Attempts, 1)
+	_, err = fx.st.AttemptMarkSent(t.Context(), store.AttemptMarkSentParams{Now: fx.clock.Now(), ChainID: v.Attempts[0].ChainID, TxHashes: []string{v.Attempts[0].TxHash}})
+	require.NoError(t, err)
+
+	page := b.get(path).Body.String()
+	require.Contains(t, page, `id="speed-up"`)
+	require.Contains(t, page, `name="max_fee" inputmode="decimal" value="2.2"`, "the transaction's 2 gwei raised by 10%")
+	require.Contains(t, page, `name="tip" inputmode="decimal" value="1.1"`)
+	token := csrfOf(t, page)
+	require.NotContains(t, fx.loggedIn("read").get(path).Body.String(), `id="speed-up"`, "only an admin is offered the form")
+	rec := fx.loggedIn("read").do(http.MethodPost, action, url.Values{"csrf": {token}, "max_fee": {"3"}, "tip": {"1.5"}})
+	require.Equal(t, http.StatusForbidden, rec.Code)
+	require.Equal(t, http.StatusForbidden, b.do(http.MethodPost, action, url.Values{"max_fee": {"3"}, "tip": {"1.5"}}).Code, "CSRF applies")
+
+	for _, c := range []struct {
+		maxFee, tip string
+		code        int
+		says        string
+	}{
+		{"3", "1.05", http.StatusConflict, "at least 2.2 gwei and the tip at least 1.1 gwei"},
+		{"2.1", "1.5", http.StatusConflict, "at least 2.2 gwei"},
+		{"three", "1.5", http.StatusBadRequest, "Max fee: give a number of gwei"},
+		{"3", "1.0000000001", http.StatusBadRequest, "Tip: give a number of gwei"},
+		{"3", "4", http.StatusBadRequest, "The tip must not be above the max fee"},
+		{"101", "2", http.StatusBadRequest, "above this server&#39;s ceiling of 100 gwei"},
+	} {
+		rec := b.do(http.MethodPost, action, url.Values{"csrf": {token}, "max_fee": {c.maxFee}, "tip": {c.tip}})
+		require.Equal(t, c.code, rec.Code, "%+v: %s", c, rec.Body.String())
+		require.Contains(t, rec.Body.String(), c.says)
+		require.Contains(t, rec.Body.String(), `name="max_fee" inputmode="decimal" value="`+c.maxFee+`"`, "what was typed is kept")
+		require.Contains(t, rec.Body.String(), `name="tip" inputmode="decimal" value="`+c.tip+`"`)
+	}
+	task, err := fx.st.TaskGet(t.Context(), "main", fx.started.ID)
+	require.NoError(t, err)
+	require.Nil(t, task.SpeedUp, "a refused form records nothing")
+	require.Empty(t, fx.auditRows())
+
+	rec = b.do(http.MethodPost, action, url.Values{"csrf": {token}, "max_fee": {"3"}, "tip": {"1.5"}})
+	require.Equal(t, http.StatusSeeOther, rec.Code, rec.Body.String())
+	require.Equal(t, path+"?done=speed-up-requested", rec.Header().Get("Location"))
+	task, err = fx.st.TaskGet(t.Context(), "main", fx.started.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.TaskExecuting, task.Status)
+	require.NotNil(t, task.SpeedUp)
+	require.Equal(t, big.NewInt(3*params.GWei), task.SpeedUp.FeeCap)
+	require.Equal(t, big.NewInt(1_500_000_000), task.SpeedUp.TipCap)
+	rows := fx.auditRows()
+	require.Len(t, rows, 1)
+	require.Equal(t, "task.speed_up", rows[0].Action)
+	require.Equal(t, "admin-key", rows[0].KeyName)
+	require.Equal(t, "wallet/main/task/"+fx.started.ID, rows[0].Target)
+	require.Contains(t, string(rows[0].Detail), `"max_fee_per_gas": "3000000000"`)
+	require.Contains(t, string(rows[0].Detail), `"via": "console"`)
+
+	page = b.get(rec.Header().Get("Location")).Body.String()
+	require.Contains(t, page, "The speed-up is recorded")
+	require.Contains(t, page, "A speed-up to max 3 gwei, tip 1.5 gwei was asked")
+	require.NotContains(t, page, `id="speed-up"`, "one speed-up at a time")
 }

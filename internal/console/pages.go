@@ -252,6 +252,8 @@ type taskData struct {
 	Attempts []store.Attempt
 	// Head is the chain's head as confirm last read it (confirmations).
 	Head *int64
+	// SpeedUp is the speed-up form, nil when the task cannot be sped up.
+	SpeedUp *speedUpForm
 }
 
 // task404 returns the wallet and the task the path names, read with ctx.
@@ -277,18 +279,27 @@ func (c *Console) task(ec echo.Context) error {
 	if err != nil || w.ID == "" {
 		return err
 	}
-	// The task, its attempts and the head their confirmations are counted
-	// from, of one moment.
+	return c.renderTask(ctx, ec, w.ID, http.StatusOK, nil, "")
+}
+
+// renderTask writes the task's page with status: the task, its attempts
+// and the head their confirmations are counted from, of one moment, and
+// the speed-up form, filled with typed when a POST of it is refused for
+// problem.
+func (c *Console) renderTask(ctx context.Context, ec echo.Context, wallet string, status int, typed *speedUpForm, problem string) error {
 	id := ec.Param("id")
-	v, err := c.store.TaskView(ctx, w.ID, id)
+	v, err := c.store.TaskView(ctx, wallet, id)
 	if err != nil {
-		return c.storeFail(ec, "Task "+id+" of wallet "+w.ID, err)
+		return c.storeFail(ec, "Task "+id+" of wallet "+wallet, err)
 	}
-	data := taskData{Task: v.Task, Attempts: v.Attempts}
+	data := taskData{Task: v.Task, Attempts: v.Attempts, SpeedUp: speedUpFormOf(v.Task, v.Attempts)}
 	if v.Health != nil {
 		data.Head = v.Health.ChainHead
 	}
-	return c.render(ec, http.StatusOK, "task.html", page{Title: "Task " + shortID(id), Nav: "wallets", Data: data})
+	if data.SpeedUp != nil && typed != nil {
+		data.SpeedUp.MaxFee, data.SpeedUp.Tip = typed.MaxFee, typed.Tip
+	}
+	return c.render(ec, status, "task.html", page{Title: "Task " + shortID(id), Nav: "wallets", Data: data, Error: problem})
 }
 
 type webhooksData struct {

@@ -324,7 +324,7 @@ func New(cfg Config, deps Deps) *Server {
 // mountConsole serves the operator console under /ui, under the same access
 // configuration as the API.
 func (s *Server) mountConsole(e *echo.Echo) {
-	cc := console.Config{Open: s.cfg.Access.Open, DBTimeout: s.cfg.RequestTimeout, Chains: s.cfg.Chains}
+	cc := console.Config{Open: s.cfg.Access.Open, DBTimeout: s.cfg.RequestTimeout, Chains: s.cfg.Chains, MaxFeePerGas: s.cfg.MaxFeePerGas}
 	if s.pool != nil {
 		cc.BuilderChainID = s.pool.ChainID
 	}

@@ -173,7 +173,7 @@ func (s *Store) TaskRequestSpeedUp(ctx context.Context, p TaskSpeedUpParams) (Ta
 		}
 		old := gethpool.Fees{FeeCap: bigFromNumeric(live.MaxFeePerGas), Tip: bigFromNumeric(live.MaxPriorityFeePerGas)}
 		if !gethpool.Replaces(gethpool.Fees{FeeCap: f.FeeCap, Tip: f.TipCap}, old, gethpool.PriceBump) {
-			return &SpeedUpTooLowError{ID: p.ID, Min: SpeedUpFees{FeeCap: leastReplacing(old.FeeCap), TipCap: leastReplacing(old.Tip)}}
+			return &SpeedUpTooLowError{ID: p.ID, Min: SpeedUpFees{FeeCap: LeastReplacing(old.FeeCap), TipCap: LeastReplacing(old.Tip)}}
 		}
 		row, err = one(q.TaskRequestSpeedUp(ctx, dbsqlc.TaskRequestSpeedUpParams{
 			Now: p.Now, ID: p.ID, WalletID: p.Wallet, FeeCap: numericFromBig(f.FeeCap), TipCap: numericFromBig(f.TipCap),
@@ -196,9 +196,10 @@ func (s *Store) TaskRequestSpeedUp(ctx context.Context, p TaskSpeedUpParams) (Ta
 	return out, nil
 }
 
-// leastReplacing is the least value geth's rule (gethpool.Replaces, its
-// default price bump) takes in place of old.
-func leastReplacing(old *big.Int) *big.Int {
+// LeastReplacing is the least fee (a fee cap or a tip) geth's rule
+// (gethpool.Replaces, its default price bump) takes in place of old: what
+// a speed-up must offer at least.
+func LeastReplacing(old *big.Int) *big.Int {
 	least := new(big.Int).Mul(old, big.NewInt(100+gethpool.PriceBump))
 	least.Quo(least, big.NewInt(100))
 	if least.Cmp(old) <= 0 {
