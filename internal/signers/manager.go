@@ -298,6 +298,14 @@ func (m *Manager) Add(ctx context.Context, d Decl, disabled bool, audit *store.A
 	}
 	m.sync.Lock()
 	defer m.sync.Unlock()
+	m.mu.Lock()
+	lw, read := m.loaded[row.Name]
+	m.mu.Unlock()
+	if read && sameKey(lw.row, row) {
+		// The notification's reading opened it first: keep that one.
+		closeSigner(s)
+		return m.entry(row.Name)
+	}
 	if err := m.put(row, s); err != nil {
 		// Another wallet of this process took the address meanwhile; the
 		// row stays, and the next reading reports it.
