@@ -500,17 +500,7 @@ var (
 // named by EnvBinary that does not run fails t.
 func Binary(t testing.TB) (path, version string) {
 	t.Helper()
-	path = os.Getenv(EnvBinary)
-	if path == "" {
-		p, err := exec.LookPath("geth")
-		if err != nil {
-			if testnode.InCI() {
-				t.Fatalf("testgeth: CI=true and no geth binary: %s is unset and geth is not on PATH (.ci/run installs it with %s)", EnvBinary, InstallCommand)
-			}
-			t.Skipf("testgeth: skipped: no geth binary (set %s=/path/to/geth, or put geth on PATH; install with %s)", EnvBinary, InstallCommand)
-		}
-		path = p
-	}
+	path = testnode.Binary(t, "testgeth", "geth", EnvBinary, InstallCommand)
 	versionsMu.Lock()
 	defer versionsMu.Unlock()
 	if v, ok := versions[path]; ok {

@@ -1,5 +1,6 @@
 // Package testnode holds what the tests' real nodes (internal/testgeth's
-// geth, internal/testanvil's anvil) do alike as processes: a free port, a
+// geth, internal/testanvil's anvil) and signers (clef, local-kms) do alike
+// as processes: finding their binary, a free port, a
 // process group the test can kill and the kernel kills when the test binary
 // dies, polling a node until it answers, the end of a node's log, and
 // whether the run is CI's (where a missing node fails instead of skipping).
@@ -10,8 +11,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -76,4 +79,24 @@ func Kill(p *os.Process, exited <-chan struct{}, what string) {
 	case <-time.After(30 * time.Second):
 		fmt.Fprintf(os.Stderr, "%s pid %d still running 30s after SIGKILL\n", what, p.Pid)
 	}
+}
+
+// Binary returns the path of the test component named name (geth, clef,
+// local-kms): the environment variable env, else name on PATH. Without one
+// it skips t, or fails it under CI=true, where every component must run;
+// install says how to get it. who prefixes the messages (the helper
+// package's name).
+func Binary(t testing.TB, who, name, env, install string) string {
+	t.Helper()
+	if p := os.Getenv(env); p != "" {
+		return p
+	}
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if InCI() {
+			t.Fatalf("%s: CI=true and no %s binary: %s is unset and %s is not on PATH (.ci/run installs it with %s)", who, name, env, name, install)
+		}
+		t.Skipf("%s: skipped: no %s binary (set %s=/path/to/%s, or put %s on PATH; install with %s)", who, name, env, name, name, install)
+	}
+	return p
 }

@@ -69,17 +69,7 @@ type Server struct {
 // on PATH; without one t is skipped, or fails when CI is true.
 func Binary(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv(EnvBinary); p != "" {
-		return p
-	}
-	p, err := exec.LookPath("local-kms")
-	if err != nil {
-		if testnode.InCI() {
-			t.Fatalf("localkmstest: CI=true and no local-kms binary: %s is unset and local-kms is not on PATH (.ci/run installs it with %s)", EnvBinary, InstallCommand)
-		}
-		t.Skipf("localkmstest: skipped: no local-kms binary (set %s=/path/to/local-kms, or put it on PATH; install with %s)", EnvBinary, InstallCommand)
-	}
-	return p
+	return testnode.Binary(t, "localkmstest", "local-kms", EnvBinary, InstallCommand)
 }
 
 // Start runs local-kms for t and returns once it answers. It is killed

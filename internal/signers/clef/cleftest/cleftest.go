@@ -101,17 +101,7 @@ type Server struct {
 // without one t is skipped, or fails when CI is true.
 func Binary(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv(EnvBinary); p != "" {
-		return p
-	}
-	p, err := exec.LookPath("clef")
-	if err != nil {
-		if testnode.InCI() {
-			t.Fatalf("cleftest: CI=true and no clef binary: %s is unset and clef is not on PATH (.ci/run installs it with %s)", EnvBinary, InstallCommand)
-		}
-		t.Skipf("cleftest: skipped: no clef binary (set %s=/path/to/clef, or put it on PATH; install with %s)", EnvBinary, InstallCommand)
-	}
-	return p
+	return testnode.Binary(t, "cleftest", "clef", EnvBinary, InstallCommand)
 }
 
 // Start sets clef up in a directory of t's own (Setup), runs it signing
