@@ -525,19 +525,39 @@ func validateSendTx(b apigen.SendTxRequest, maxFee *big.Int) (store.TaskRequest,
 		if f.in == nil {
 			continue
 		}
-		v, ok := parseUint256(*f.in)
-		if !ok {
-			return req, errorf(http.StatusBadRequest, "field %s: must be a whole number of wei from 0 to 2^256-1, as a decimal string or 0x hex", f.name)
-		}
-		if v.Cmp(maxFee) > 0 {
-			return req, errorf(http.StatusBadRequest, "field %s: %s wei per gas is above this server's ceiling of %s (--wallet-max-fee-per-gas)", f.name, v, maxFee)
+		v, err := feeValue(f.name, *f.in, maxFee)
+		if err != nil {
+			return req, err
 		}
 		*f.out = v
 	}
-	if req.TipCap != nil && req.FeeCap != nil && req.TipCap.Cmp(req.FeeCap) > 0 {
-		return req, errorf(http.StatusBadRequest, "field max_fee_per_gas: must be at least max_priority_fee_per_gas (%s)", req.TipCap)
+	if req.TipCap != nil && req.FeeCap != nil {
+		if err := tipWithinCap(req.TipCap, req.FeeCap); err != nil {
+			return req, err
+		}
 	}
 	return req, nil
+}
+
+// feeValue parses a fee field: a uint256 in wei, decimal or 0x hex, at
+// most the server's ceiling maxFee (--wallet-max-fee-per-gas).
+func feeValue(name, in string, maxFee *big.Int) (*big.Int, *Error) {
+	v, ok := parseUint256(in)
+	if !ok {
+		return nil, errorf(http.StatusBadRequest, "field %s: must be a whole number of wei from 0 to 2^256-1, as a decimal string or 0x hex", name)
+	}
+	if v.Cmp(maxFee) > 0 {
+		return nil, errorf(http.StatusBadRequest, "field %s: %s wei per gas is above this server's ceiling of %s (--wallet-max-fee-per-gas)", name, v, maxFee)
+	}
+	return v, nil
+}
+
+// tipWithinCap refuses a tip above the fee cap.
+func tipWithinCap(tip, feeCap *big.Int) *Error {
+	if tip.Cmp(feeCap) > 0 {
+		return errorf(http.StatusBadRequest, "field max_fee_per_gas: must be at least max_priority_fee_per_gas (%s)", tip)
+	}
+	return nil
 }
 
 // encodeCall encodes the contract call b names (by function, or by abi and

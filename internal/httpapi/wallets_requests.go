@@ -74,8 +74,8 @@ func (s *Server) SpeedUpWalletTask(c echo.Context, walletName, id string) error 
 	if fees.FeeCap, err = s.feeField("max_fee_per_gas", body.MaxFeePerGas); err != nil {
 		return err
 	}
-	if fees.TipCap.Cmp(fees.FeeCap) > 0 {
-		return errorf(http.StatusBadRequest, "field max_fee_per_gas: must be at least max_priority_fee_per_gas (%s)", fees.TipCap)
+	if err := tipWithinCap(fees.TipCap, fees.FeeCap); err != nil {
+		return err
 	}
 	ctx := c.Request().Context()
 	task, err := s.store.TaskRequestSpeedUp(ctx, store.TaskSpeedUpParams{
@@ -100,12 +100,9 @@ func (s *Server) feeField(name, in string) (*big.Int, error) {
 	if in == "" {
 		return nil, errorf(http.StatusBadRequest, "field %s: required", name)
 	}
-	v, ok := parseUint256(in)
-	if !ok {
-		return nil, errorf(http.StatusBadRequest, "field %s: must be a whole number of wei from 0 to 2^256-1, as a decimal string or 0x hex", name)
-	}
-	if v.Cmp(s.cfg.MaxFeePerGas) > 0 {
-		return nil, errorf(http.StatusBadRequest, "field %s: %s wei per gas is above this server's ceiling of %s (--wallet-max-fee-per-gas)", name, v, s.cfg.MaxFeePerGas)
+	v, err := feeValue(name, in, s.cfg.MaxFeePerGas)
+	if err != nil {
+		return nil, err
 	}
 	return v, nil
 }
