@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -54,4 +56,42 @@ func (s *Store) PoolIntakesWaiting() int {
 // claims are sent (sendClaim).
 func (s *Store) SendClaim(ctx context.Context, sql string) error {
 	return s.sendClaim(ctx, func(b *pgx.Batch) { b.Queue(sql) })
+}
+
+// WithCommitAnswersLost is s with its first n commits answered as lost:
+// each commits, then reports the failure a connection cut before the
+// server's answer arrived gives (a timeout), as a commit whose request's
+// deadline passed meanwhile does.
+func (s *Store) WithCommitAnswersLost(n int32) *Store {
+	lost := &losingCommits{DB: s.db}
+	lost.left.Store(n)
+	return &Store{db: lost, pool: s.pool, q: s.q, poolGroups: &poolGroups{}}
+}
+
+type losingCommits struct {
+	DB
+	left atomic.Int32
+}
+
+func (l *losingCommits) Begin(ctx context.Context) (pgx.Tx, error) {
+	tx, err := l.DB.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &losingCommitTx{Tx: tx, l: l}, nil
+}
+
+type losingCommitTx struct {
+	pgx.Tx
+	l *losingCommits
+}
+
+func (t *losingCommitTx) Commit(ctx context.Context) error {
+	if err := t.Tx.Commit(ctx); err != nil {
+		return err
+	}
+	if t.l.left.Add(-1) >= 0 {
+		return fmt.Errorf("timeout: %w", context.DeadlineExceeded)
+	}
+	return nil
 }

@@ -335,10 +335,38 @@ func (s *Store) PoolAdd(ctx context.Context, p PoolAddParams) (PoolAddResult, er
 		return PoolAddResult{}, fmt.Errorf("storing pool transaction %s: chain nonce %d out of range", p.Tx.Hash, p.ChainNonce)
 	}
 	p.Tx = p.Tx.lowered()
+	var res PoolAddResult
+	var err error
 	if s.poolGroups == nil {
-		return s.poolAddAlone(ctx, p)
+		res, err = s.poolAddAlone(ctx, p)
+	} else {
+		res, err = s.poolGroups.add(ctx, s, p)
 	}
-	return s.poolGroups.add(ctx, s, p)
+	if answerLost(err) {
+		// The commit may have gone through with its answer lost (the
+		// request's deadline passed during it, the connection was cut).
+		// The hash names the bytes: stored, the pool holds them and the
+		// chain will include them, so the intake is answered as stored;
+		// a client told otherwise would think a transaction it sent once
+		// was not taken.
+		if stored, ok := s.poolStoredAfterAll(ctx, p.Tx.ChainID, p.Tx.Hash); ok {
+			return PoolAddResult{Tx: stored}, nil
+		}
+	}
+	return res, err
+}
+
+// poolStoredAfterAll reads back the chain's transaction hash after an
+// intake whose outcome is unknown, for up to storedAfterAllWait even when
+// ctx has ended (its deadline may be what cut the commit short). ok is
+// false when it is not stored or could not be read.
+func (s *Store) poolStoredAfterAll(ctx context.Context, chainID int64, hash string) (PoolTx, bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storedAfterAllWait)
+	defer cancel()
+	row, ok := readAfterAll(ctx, func(ctx context.Context) (dbsqlc.LedgerqPoolTx, error) {
+		return one(s.q.PoolTxGet(ctx, dbsqlc.PoolTxGetParams{ChainID: chainID, TxHash: hash}))
+	})
+	return poolTxFromRow(row), ok
 }
 
 // poolAddAlone is one intake in a transaction of its own: again with an

@@ -245,6 +245,15 @@ func (s *Store) poolAddGroup(group []*poolIntake) {
 			todo = slices.DeleteFunc(todo, func(in *poolIntake) bool { return in.alone || in.err != nil })
 		default:
 			for _, in := range todo {
+				// A commit whose answer was lost may have stored the
+				// group: an intake found stored is answered so (run
+				// alone, it would be "already known").
+				if answerLost(err) {
+					if stored, ok := s.poolStoredAfterAll(ctx, in.p.Tx.ChainID, in.p.Tx.Hash); ok {
+						in.res = PoolAddResult{Tx: stored}
+						continue
+					}
+				}
 				in.alone = true
 			}
 			return

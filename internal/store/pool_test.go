@@ -701,3 +701,41 @@ func TestPool_AdmissionCountsOnlyNearTheLimitsAndItsBoundFollowsThePool(t *testi
 	require.ErrorIs(t, err, legacypool.ErrTxPoolOverflow, "20 pending is the limit")
 	require.Equal(t, 20, f.count("state = 'pending'"))
 }
+
+// An intake whose commit went through but whose answer was lost (the
+// request's deadline passed during the commit, the connection was cut) is
+// answered as stored when its transaction is found stored: answered
+// "database unavailable", a client that sent it once would be told it was
+// not taken while the pool holds it and the chain will include it. Alone
+// and in a group alike.
+func TestPool_AnIntakeWhoseCommitAnswerWasLostIsAnsweredAsStoredWhenItWas(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	f := newPoolFixture(t, db.Store.WithCommitAnswersLost(1))
+	tx := testfactory.PoolTx(1, 0, 10, 10)
+	res, err := f.add(tx)
+	require.NoError(t, err, "the commit went through")
+	require.Equal(t, tx.Hash, res.Tx.Hash)
+	require.Equal(t, store.PoolPending, res.Tx.State)
+	require.Equal(t, 1, f.count("true"))
+
+	// A group of intakes, every one of which lost its answer.
+	g := newPoolFixture(t, db.Store.WithCommitAnswersLost(1))
+	params := []store.PoolAddParams{}
+	for sender := 2; sender <= 4; sender++ {
+		params = append(params, store.PoolAddParams{Now: g.now, Tx: testfactory.PoolTx(sender, 0, 10, 10), Limits: g.limits})
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(params))
+	release := g.st.HoldPoolGroups()
+	for i, p := range params {
+		wg.Go(func() { _, errs[i] = g.st.PoolAdd(t.Context(), p) })
+	}
+	require.Eventually(t, func() bool { return g.st.PoolIntakesWaiting() == len(params) }, 10*time.Second, 5*time.Millisecond)
+	release()
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "intake %d", i)
+	}
+	require.Equal(t, 4, f.count("true"))
+}

@@ -250,6 +250,39 @@ func outcomeUnknown(err error) bool {
 	return err != nil && !errors.As(err, &pgErr) && !errors.Is(err, ErrNotFound) && !pgconn.SafeToRetry(err)
 }
 
+// answerLost reports whether err is a write's failure for want of the
+// database's answer (a connection lost or cut, a deadline passed) after
+// the write may have reached it: outcomeUnknown, and not a refusal of
+// ledgerq's own.
+func answerLost(err error) bool {
+	return outcomeUnknown(err) && (IsUnavailable(err) || errors.Is(err, context.Canceled))
+}
+
+// storedAfterAllWait is how long a write whose outcome is unknown is looked
+// for before its caller is answered "database unavailable".
+const storedAfterAllWait = 5 * time.Second
+
+// readAfterAll reads back a row a write whose outcome is unknown may have
+// stored, again while the database cannot be reached, until ctx ends. ok
+// is false when the row is not there (ErrNotFound), or could not be read
+// before ctx ended.
+func readAfterAll[T any](ctx context.Context, read func(context.Context) (T, error)) (row T, ok bool) {
+	for pause := 20 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		row, err := read(ctx)
+		switch {
+		case err == nil:
+			return row, true
+		case errors.Is(err, ErrNotFound):
+			return row, false
+		}
+		select {
+		case <-ctx.Done():
+			return row, false
+		case <-time.After(pause):
+		}
+	}
+}
+
 // retryTx runs a transaction, and again when it was aborted by a deadlock
 // or a serialization failure, up to txAttempts times.
 func retryTx(ctx context.Context, run func() error) error {

@@ -752,22 +752,13 @@ func (s *Store) TaskSeedFinished(ctx context.Context, p TaskSeedFinishedParams) 
 }
 
 // taskStoredAfterAll reads back the task id of wallet, whose insert failed
-// with its outcome unknown, trying again while the database cannot be
-// reached, until ctx ends. ok is false when the task is not there, or could
-// not be read before ctx ended.
-func (s *Store) taskStoredAfterAll(ctx context.Context, id, wallet string) (row dbsqlc.LedgerqWalletTask, ok bool) {
-	for pause := 20 * time.Millisecond; ; pause = min(2*pause, time.Second) {
-		row, err := one(s.q.TaskGet(ctx, dbsqlc.TaskGetParams{ID: id, WalletID: wallet}))
-		switch {
-		case err == nil:
-			return row, true
-		case errors.Is(err, ErrNotFound):
-			return row, false
-		}
-		select {
-		case <-ctx.Done():
-			return row, false
-		case <-time.After(pause):
-		}
-	}
+// with its outcome unknown, for up to storedAfterAllWait even when ctx has
+// ended (its deadline may be what cut the insert short). ok is false when
+// the task is not there, or could not be read in that time.
+func (s *Store) taskStoredAfterAll(ctx context.Context, id, wallet string) (dbsqlc.LedgerqWalletTask, bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storedAfterAllWait)
+	defer cancel()
+	return readAfterAll(ctx, func(ctx context.Context) (dbsqlc.LedgerqWalletTask, error) {
+		return one(s.q.TaskGet(ctx, dbsqlc.TaskGetParams{ID: id, WalletID: wallet}))
+	})
 }
