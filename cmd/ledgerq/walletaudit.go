@@ -20,6 +20,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmnodes"
 	"github.com/ledgerq/ledgerq/internal/node"
+	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/wallet"
 )
 
@@ -69,7 +70,7 @@ func runWalletAudit(ctx context.Context, args []string, stdout, stderr io.Writer
 	// name of serve's keystore list).
 	own := flag.NewFlagSet("", flag.ContinueOnError)
 	for _, f := range []*flag.FlagSet{fs, own} {
-		f.StringVar(&af.wallet, "wallet", "", "the wallet: its name in --wallet-keystore (the address is read from the keystore file, no passphrase needed) or its address (0x…); required")
+		f.StringVar(&af.wallet, "wallet", "", "the wallet: its address (0x…), or its name in --wallet-keystore (the address is read from the keystore file, no passphrase needed), in a --wallet-signer with address=, or among the wallets added at run time; required")
 		f.Var(&af.from, "from-block", "the first block to read (default: the first block holding a transaction the database recorded as mined for the wallet, or 0)")
 		f.BoolVar(&af.json, "json", false, "print the report as one JSON object (exceptions, notices, counts) instead of text")
 		f.IntVar(&af.reads, "reads", audit.DefaultReads, "blocks read at once")
@@ -82,18 +83,18 @@ func runWalletAudit(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fmt.Errorf("unexpected argument %q (see ledgerq wallet audit --help)", fs.Arg(0))
 	}
 	if af.wallet == "" {
-		return errors.New("--wallet is required: a wallet's name in --wallet-keystore, or its address (0x…)")
-	}
-	addr, err := auditAddress(&cfg, af.wallet)
-	if err != nil {
-		return err
+		return errors.New("--wallet is required: a wallet's name, or its address (0x…)")
 	}
 	st, err := openStore(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	led, closeLed, err := auditLedger(ctx, &cfg, af.wallet)
+	addr, chain, err := auditWallet(ctx, &cfg, st, af.wallet)
+	if err != nil {
+		return err
+	}
+	led, closeLed, err := auditLedger(ctx, &cfg, af.wallet, chain)
 	if err != nil {
 		return err
 	}
@@ -161,34 +162,54 @@ func printFlag(out io.Writer, f *flag.Flag, env string) {
 	fmt.Fprintf(out, "  --%s\t%s%s%s\n", f.Name, f.Usage, def, env)
 }
 
-// auditAddress is the address of the wallet w names: an address itself, or
-// the name of a wallet of --wallet-keystore, whose file names its address.
-func auditAddress(cfg *node.Config, w string) (ledger.Address, error) {
+// auditWallet is the address of the wallet w names and the name of its
+// chain, when it names one: an address itself (no chain); a wallet of
+// --wallet-keystore, whose file names its address; a wallet of
+// --wallet-signer that declares its address; or a wallet added at run
+// time (ledgerq.wallets, read from st).
+func auditWallet(ctx context.Context, cfg *node.Config, st *store.Store, w string) (ledger.Address, string, error) {
 	if strings.HasPrefix(w, "0x") || strings.HasPrefix(w, "0X") {
 		if !common.IsHexAddress(w) {
-			return ledger.Address{}, fmt.Errorf("--wallet %q: not an address (0x and 40 hex digits)", w)
+			return ledger.Address{}, "", fmt.Errorf("--wallet %q: not an address (0x and 40 hex digits)", w)
 		}
-		return ledger.Address(common.HexToAddress(w)), nil
+		return ledger.Address(common.HexToAddress(w)), "", nil
 	}
-	names := make([]string, 0, len(cfg.Wallet.Keystores))
+	var names []string
 	for _, k := range cfg.Wallet.Keystores {
 		if k.Name == w {
-			return keystore.KeystoreAddress(k.Path)
+			addr, err := keystore.KeystoreAddress(k.Path)
+			return addr, k.Chain, err
 		}
 		names = append(names, k.Name)
 	}
-	if len(names) == 0 {
-		return ledger.Address{}, fmt.Errorf("--wallet %q: no wallet of that name (no --wallet-keystore is set); give its address (0x…) instead", w)
+	for _, d := range cfg.Wallet.Signers.Wallets {
+		if d.Name != w {
+			names = append(names, d.Name)
+			continue
+		}
+		if d.Address == (common.Address{}) {
+			return ledger.Address{}, "", fmt.Errorf("--wallet %q: its --wallet-signer declares no address (its %s backend would have to be opened to learn it); give its address (0x…) instead", w, d.Backend)
+		}
+		return ledger.Address(d.Address), d.Chain, nil
 	}
-	return ledger.Address{}, fmt.Errorf("--wallet %q: no wallet of that name in --wallet-keystore (%s)", w, strings.Join(names, ", "))
+	d, err := st.WalletsGet(ctx, w)
+	switch {
+	case err == nil:
+		return ledger.Address(common.HexToAddress(d.Address)), d.Chain, nil
+	case !errors.Is(err, store.ErrNotFound):
+		return ledger.Address{}, "", notMigrated(fmt.Errorf("--wallet %q: reading the wallets added at run time: %w", w, err))
+	case len(names) == 0:
+		return ledger.Address{}, "", fmt.Errorf("--wallet %q: no wallet of that name (none is declared, and none was added at run time); give its address (0x…) instead", w)
+	}
+	return ledger.Address{}, "", fmt.Errorf("--wallet %q: no wallet of that name among the declared ones (%s) or those added at run time", w, strings.Join(names, ", "))
 }
 
-// auditLedger is the chain the wallet w is on, and what closes it: today
-// the wallet lane's one chain (--wallet-ledger-url); where wallets name
-// their chains, the chain w names.
-func auditLedger(ctx context.Context, cfg *node.Config, w string) (ledger.WalletLedger, func(), error) {
+// auditLedger is the chain the wallet w is on, and what closes it: the
+// declared chain it names, else the wallet lane's one chain
+// (--wallet-ledger-url).
+func auditLedger(ctx context.Context, cfg *node.Config, w, chain string) (ledger.WalletLedger, func(), error) {
 	l := cfg.Wallet.Ledger
-	if d, ok := auditChain(cfg, w); ok {
+	if d, ok := auditChain(cfg, chain); ok {
 		nodes := make([]evmnodes.NodeConfig, len(d.Nodes))
 		for i, u := range d.Nodes {
 			nodes[i] = evmnodes.NodeConfig{URL: u}
@@ -214,18 +235,14 @@ func auditLedger(ctx context.Context, cfg *node.Config, w string) (ledger.Wallet
 	return led, led.Close, nil
 }
 
-// auditChain is the declared chain (--wallet-chain) of wallet w: the one
-// its --wallet-keystore NAME@CHAIN=FILE names, or the only one declared
-// when no --wallet-ledger-url is given.
-func auditChain(cfg *node.Config, w string) (wallet.ChainDecl, bool) {
+// auditChain is the declared chain (--wallet-chain) named chain, or the
+// only one declared when the wallet names none and no --wallet-ledger-url
+// is given.
+func auditChain(cfg *node.Config, chain string) (wallet.ChainDecl, bool) {
 	chains := cfg.Wallet.Chains
-	for _, k := range cfg.Wallet.Keystores {
-		if k.Name == w && k.Chain != "" {
-			for _, d := range chains {
-				if d.Name == k.Chain {
-					return d, true
-				}
-			}
+	for _, d := range chains {
+		if chain != "" && d.Name == chain {
+			return d, true
 		}
 	}
 	if len(chains) == 1 && cfg.Wallet.Ledger.URL == "" {

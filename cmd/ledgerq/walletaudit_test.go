@@ -19,6 +19,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
+	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 )
 
@@ -93,6 +94,22 @@ func TestWalletAudit_ExitsZeroWithASummaryAndThreeWithEachException(t *testing.T
 	}
 	if len(rep.Exceptions) != 1 || rep.Exceptions[0].Kind != audit.Unexplained || rep.Exceptions[0].Fix == "" || rep.ChainNonce != 1 {
 		t.Fatalf("audit --json = %+v; want one unexplained transaction with what to do, chain nonce 1", rep)
+	}
+
+	// The same wallet named as one added at run time, and as a
+	// --wallet-signer declaring its address: the audit finds its address.
+	if _, err := db.Store.WalletsAdd(t.Context(), store.WalletDecl{Name: "rt", Chain: "default", ChainID: 1337, Address: strings.ToLower(addr.Hex()),
+		Backend: "keystore", KeyRef: "rt.json", CreatedBy: "test"}, clk.Now(), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--wallet", "rt"}, {"--wallet", "hsm", "--wallet-signer", "name=hsm,backend=pkcs11,key=k,address=" + addr.Hex()}} {
+		out, _, err = auditCmd(args...)
+		if !errors.As(err, &ee) || ee.code != 3 || !strings.Contains(out, strings.ToLower(tx.Hash().Hex())) {
+			t.Fatalf("audit %v: %v, printed %q; want exit status 3 naming %s", args, err, out, tx.Hash().Hex())
+		}
+	}
+	if _, _, err := auditCmd("--wallet", "nokey", "--wallet-signer", "name=nokey,backend=pkcs11,key=k"); err == nil || !strings.Contains(err.Error(), "declares no address") {
+		t.Fatalf("audit of a --wallet-signer without an address: %v; want an error saying it declares none", err)
 	}
 
 	if code := run(context.Background(), []string{"wallet", "audit", "--database-url", db.URL, "--wallet-ledger-url", srv.URL, "--wallet", addr.Hex()}); code != 3 {
