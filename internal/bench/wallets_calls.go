@@ -101,6 +101,11 @@ func (c *countingLedger) EstimateGas(ctx context.Context, msg ledger.CallMsg) (u
 	return c.WalletLedger.EstimateGas(ctx, msg)
 }
 
+func (c *countingLedger) Call(ctx context.Context, msg ledger.CallMsg, block *uint64) ([]byte, error) {
+	defer c.count("Call", time.Now())
+	return c.WalletLedger.Call(ctx, msg, block)
+}
+
 func (c *countingLedger) SendRawTransaction(ctx context.Context, raw []byte) error {
 	defer c.count("SendRawTransaction", time.Now())
 	return c.WalletLedger.SendRawTransaction(ctx, raw)

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -40,12 +41,66 @@ func FeesOver(baseFee, tip *big.Int) Fees {
 	return Fees{TipCap: tip, FeeCap: feeCap.Add(feeCap, tip)}
 }
 
-// CallMsg is what EstimateGas needs to know about a transaction.
+// CallMsg is what EstimateGas and Call need to know about a transaction.
 type CallMsg struct {
 	From  Address
 	To    *Address // nil creates a contract
 	Value *big.Int
 	Data  []byte
+	// Gas is the gas limit to run the call with; 0 leaves it to the node
+	// (its own cap). EstimateGas ignores it.
+	Gas uint64
+}
+
+// MaxRevertData is the most revert data a RevertError keeps: enough for an
+// Error(string) of a few kilobytes or a custom error with several
+// arguments; more is cut (Truncated).
+const MaxRevertData = 8 << 10
+
+// RevertError is the data a node answered with a revert to eth_call or
+// eth_estimateGas (the revert's return data: an Error(string), a
+// Panic(uint256), a custom error, or nothing). Adapters wrap it in the
+// Deterministic *Error of the verdict, so ClassOf and CallRefused read the
+// error as before and RevertDataOf finds the data.
+type RevertError struct {
+	// Data is the revert data, at most MaxRevertData bytes.
+	Data []byte
+	// Truncated: the node answered more than MaxRevertData bytes.
+	Truncated bool
+}
+
+// NewRevertError keeps data, cut to MaxRevertData.
+func NewRevertError(data []byte) *RevertError {
+	if len(data) > MaxRevertData {
+		return &RevertError{Data: bytes.Clone(data[:MaxRevertData]), Truncated: true}
+	}
+	return &RevertError{Data: bytes.Clone(data)}
+}
+
+func (e *RevertError) Error() string {
+	if len(e.Data) > 64 {
+		return fmt.Sprintf("reverted with data 0x%s… (%d bytes)", hex.EncodeToString(e.Data[:64]), len(e.Data))
+	}
+	return "reverted with data 0x" + hex.EncodeToString(e.Data)
+}
+
+// RevertDataOf returns the revert data in err's chain, if a node answered
+// some.
+func RevertDataOf(err error) (*RevertError, bool) {
+	var re *RevertError
+	if errors.As(err, &re) {
+		return re, true
+	}
+	return nil, false
+}
+
+// Log is one event a mined transaction emitted.
+type Log struct {
+	Address Address
+	Topics  []Hash
+	Data    []byte
+	// Index is the log's index in its block.
+	Index uint
 }
 
 // ReceiptStatus is a mined transaction's outcome.
@@ -81,6 +136,8 @@ type Receipt struct {
 	BlockHash         Hash
 	GasUsed           uint64
 	EffectiveGasPrice *big.Int
+	// Logs are the events the transaction emitted, in order.
+	Logs []Log
 }
 
 // WalletLedger is what the wallet lane's per-wallet worker needs from an
@@ -105,6 +162,12 @@ type WalletLedger interface {
 	SuggestFees(ctx context.Context) (Fees, error)
 	// EstimateGas is the gas limit the node estimates for msg.
 	EstimateGas(ctx context.Context, msg CallMsg) (uint64, error)
+	// Call runs msg without a transaction (eth_call) and returns what it
+	// returned: against the pending state when block is nil, else against
+	// the state after the block at *block. A revert is a Deterministic
+	// error (CallRefused) carrying the node's revert data, if it answered
+	// some (RevertDataOf); a failure to get an answer is Transient.
+	Call(ctx context.Context, msg CallMsg, block *uint64) ([]byte, error)
 	// SendRawTransaction broadcasts one signed transaction. nil means the node
 	// took it; otherwise the error is a *SendError whose Result tells the
 	// worker what to do with the nonce.

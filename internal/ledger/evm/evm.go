@@ -10,6 +10,7 @@ import (
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/ethclient"
 	"github.com/ethereum/go-ethereum/rpc"
@@ -39,6 +40,8 @@ type Client interface {
 	SuggestGasPrice(ctx context.Context) (*big.Int, error)
 	SuggestGasTipCap(ctx context.Context) (*big.Int, error)
 	EstimateGas(ctx context.Context, msg ethereum.CallMsg) (uint64, error)
+	CallContract(ctx context.Context, msg ethereum.CallMsg, blockNumber *big.Int) ([]byte, error)
+	PendingCallContract(ctx context.Context, msg ethereum.CallMsg) ([]byte, error)
 	SendTransaction(ctx context.Context, tx *types.Transaction) error
 	TransactionReceipt(ctx context.Context, txHash common.Hash) (*types.Receipt, error)
 }
@@ -151,15 +154,22 @@ func (l *Ledger) SuggestFees(ctx context.Context) (ledger.Fees, error) {
 	return ledger.FeesOver(head.BaseFee, tip), nil
 }
 
-// EstimateGas implements ledger.WalletLedger.
-func (l *Ledger) EstimateGas(ctx context.Context, msg ledger.CallMsg) (uint64, error) {
-	ctx, cancel := l.callCtx(ctx)
-	defer cancel()
-	cm := ethereum.CallMsg{From: common.Address(msg.From), Value: msg.Value, Data: msg.Data}
+// callMsg is msg as ethclient takes it.
+func callMsg(msg ledger.CallMsg) ethereum.CallMsg {
+	cm := ethereum.CallMsg{From: common.Address(msg.From), Value: msg.Value, Data: msg.Data, Gas: msg.Gas}
 	if msg.To != nil {
 		to := common.Address(*msg.To)
 		cm.To = &to
 	}
+	return cm
+}
+
+// EstimateGas implements ledger.WalletLedger.
+func (l *Ledger) EstimateGas(ctx context.Context, msg ledger.CallMsg) (uint64, error) {
+	ctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	cm := callMsg(msg)
+	cm.Gas = 0
 	g, err := l.ec.EstimateGas(ctx, cm)
 	if err != nil {
 		return 0, fmt.Errorf("evm: eth_estimateGas: %w", classifyCall(err))
@@ -167,17 +177,62 @@ func (l *Ledger) EstimateGas(ctx context.Context, msg ledger.CallMsg) (uint64, e
 	return g, nil
 }
 
-// classifyCall classes a failed eth_estimateGas: a JSON-RPC error object is
-// the node's answer, classed by ledger.ClassifyCallMessage; anything else
-// (an HTTP status, a timeout, a transport error) is Transient, a failure to
+// Call implements ledger.WalletLedger (eth_call at "pending" or at a block
+// number).
+func (l *Ledger) Call(ctx context.Context, msg ledger.CallMsg, block *uint64) ([]byte, error) {
+	ctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	var (
+		out []byte
+		err error
+	)
+	if block == nil {
+		out, err = l.ec.PendingCallContract(ctx, callMsg(msg))
+	} else {
+		out, err = l.ec.CallContract(ctx, callMsg(msg), new(big.Int).SetUint64(*block))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("evm: eth_call: %w", classifyCall(err))
+	}
+	return out, nil
+}
+
+// classifyCall classes a failed eth_estimateGas or eth_call: a JSON-RPC
+// error object is the node's answer, classed by
+// ledger.ClassifyCallMessage, and its revert data, when a verdict carries
+// some, is kept in the chain (a *ledger.RevertError); anything else (an
+// HTTP status, a timeout, a transport error) is Transient, a failure to
 // get an answer.
 func classifyCall(err error) error {
 	var rpcErr rpc.Error
 	var httpErr rpc.HTTPError
 	if !errors.As(err, &httpErr) && errors.As(err, &rpcErr) {
-		return ledger.NewError(ledger.ClassifyCallMessage(rpcErr.ErrorCode(), rpcErr.Error()), rpcErr.Error(), err)
+		class := ledger.ClassifyCallMessage(rpcErr.ErrorCode(), rpcErr.Error())
+		if data, ok := revertData(err); ok && class == ledger.Deterministic {
+			return ledger.NewError(class, rpcErr.Error(), fmt.Errorf("%w: %w", err, data))
+		}
+		return ledger.NewError(class, rpcErr.Error(), err)
 	}
 	return ledger.NewError(ledger.Transient, err.Error(), err)
+}
+
+// revertData is the revert data of a node's error object: its "data"
+// member, a hex string (geth's code 3 "execution reverted", anvil's, reth's).
+// Data that is not hex is no revert data.
+func revertData(err error) (*ledger.RevertError, bool) {
+	var de rpc.DataError
+	if !errors.As(err, &de) {
+		return nil, false
+	}
+	s, ok := de.ErrorData().(string)
+	if !ok {
+		return nil, false
+	}
+	b, derr := hexutil.Decode(s)
+	if derr != nil {
+		return nil, false
+	}
+	return ledger.NewRevertError(b), true
 }
 
 // SendRawTransaction implements ledger.WalletLedger. It returns nil when the
@@ -250,6 +305,23 @@ func ReceiptOf(r *types.Receipt) ledger.Receipt {
 		out.BlockNumber = r.BlockNumber.Uint64()
 	}
 	out.BlockHash = ledger.Hash(r.BlockHash)
+	out.Logs = LogsOf(r.Logs)
+	return out
+}
+
+// LogsOf is a receipt's logs as the wallet lane reads them.
+func LogsOf(logs []*types.Log) []ledger.Log {
+	if len(logs) == 0 {
+		return nil
+	}
+	out := make([]ledger.Log, len(logs))
+	for i, lg := range logs {
+		topics := make([]ledger.Hash, len(lg.Topics))
+		for j, t := range lg.Topics {
+			topics[j] = ledger.Hash(t)
+		}
+		out[i] = ledger.Log{Address: ledger.Address(lg.Address), Topics: topics, Data: lg.Data, Index: lg.Index}
+	}
 	return out
 }
 
@@ -397,7 +469,7 @@ func (l *Ledger) txsIn(ctx context.Context, account common.Address, number uint6
 	for _, i := range mine {
 		tx, r := block.Transactions()[i], receipts[i]
 		rc := ledger.Receipt{Found: true, Status: ledger.ReceiptReverted, BlockNumber: number, BlockHash: ledger.Hash(block.Hash()),
-			GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice}
+			GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice, Logs: LogsOf(r.Logs)}
 		if r.Status == types.ReceiptStatusSuccessful {
 			rc.Status = ledger.ReceiptSuccess
 		}

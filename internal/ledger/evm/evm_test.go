@@ -46,6 +46,7 @@ var cases = []struct {
 	{"IntrinsicGasTooLowRecyclesTheNonce", testIntrinsicGasTooLowRecyclesTheNonce},
 	{"ExceedsBlockGasLimitRecyclesTheNonce", testExceedsBlockGasLimitRecyclesTheNonce},
 	{"RevertingEstimateIsTheNodesVerdict", testRevertingEstimateIsTheNodesVerdict},
+	{"CallReturnsItsOutputAndARevertItsData", testCallReturnsItsOutputAndARevertItsData},
 	{"TransportFailuresAreIndeterminate", testTransportFailuresAreIndeterminate},
 	{"TxsAtNonceReadsTheBlockThatHoldsANonce", testTxsAtNonceReadsTheBlockThatHoldsANonce},
 }
@@ -380,6 +381,46 @@ func testRevertingEstimateIsTheNodesVerdict(t *testing.T, bd bundle) {
 		t.Fatalf("EstimateGas of a reverting creation = %v (class %s); want the node's verdict (deterministic)", err, ledger.ClassOf(err))
 	}
 	t.Logf("verdict: %v", err)
+}
+
+// testCallReturnsItsOutputAndARevertItsData: eth_call at the pending state
+// and at a block returns what the code returned; a revert is the node's
+// verdict and carries the revert data, for eth_call and eth_estimateGas
+// alike, whatever the node's code and text for it. The calls create no
+// contract: the data runs as init code.
+func testCallReturnsItsOutputAndARevertItsData(t *testing.T, bd bundle) {
+	ctx := context.Background()
+	// PUSH1 0x2a PUSH1 0 MSTORE PUSH1 32 PUSH1 0 RETURN: returns 42 as a word.
+	returns42 := common.FromHex("0x602a60005260206000f3")
+	// PUSH4 0xcafebabe PUSH1 0xe0 SHL PUSH1 0 MSTORE PUSH1 4 PUSH1 0 REVERT:
+	// reverts with the 4 bytes cafebabe.
+	revertsCafebabe := common.FromHex("0x63cafebabe60e01b60005260046000fd")
+	head, err := bd.l.HeadBlock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, block := range []*uint64{nil, &head.Number} {
+		out, err := bd.l.Call(ctx, ledger.CallMsg{From: bd.from, Data: returns42}, block)
+		if err != nil || len(out) != 32 || out[31] != 42 {
+			t.Fatalf("Call (block %v) = %x, %v; want the word 42", block, out, err)
+		}
+		_, err = bd.l.Call(ctx, ledger.CallMsg{From: bd.from, Data: revertsCafebabe, Gas: 100_000}, block)
+		wantRevertData(t, "Call", err, "cafebabe")
+	}
+	_, err = bd.l.EstimateGas(ctx, ledger.CallMsg{From: bd.from, Data: revertsCafebabe})
+	wantRevertData(t, "EstimateGas", err, "cafebabe")
+}
+
+func wantRevertData(t *testing.T, op string, err error, want string) {
+	t.Helper()
+	if !ledger.CallRefused(err) {
+		t.Fatalf("%s of a revert = %v (class %s); want the node's verdict", op, err, ledger.ClassOf(err))
+	}
+	re, ok := ledger.RevertDataOf(err)
+	if !ok || fmt.Sprintf("%x", re.Data) != want {
+		t.Fatalf("%s's revert data = %+v (%v); want %s", op, re, err, want)
+	}
+	t.Logf("%s: %v", op, err)
 }
 
 // testTransportFailuresAreIndeterminate: a proxy's 502 and a node that does

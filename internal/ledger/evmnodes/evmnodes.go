@@ -958,6 +958,23 @@ func (c *Chain) EstimateGas(ctx context.Context, msg ledger.CallMsg) (uint64, er
 	return out, err
 }
 
+// Call implements ledger.WalletLedger as EstimateGas: a verdict (a revert,
+// with its data) is the answer, a node's failure is not. A call at a block
+// is asked of a node that has it: one at the best head (no lag tolerance).
+func (c *Chain) Call(ctx context.Context, msg ledger.CallMsg, block *uint64) ([]byte, error) {
+	var out []byte
+	lag := c.cfg.LagTolerance
+	if block != nil {
+		lag = 0
+	}
+	err := c.read(ctx, "eth_call", lag, true, func(ctx context.Context, n *node) (uint64, error) {
+		var err error
+		out, err = n.led.Call(ctx, msg, block)
+		return headUnknown, err
+	})
+	return out, err
+}
+
 // TransactionReceipt implements ledger.WalletLedger from a node at the
 // best head: "no receipt" is believed only from a node that has every
 // block the chain is known to have.

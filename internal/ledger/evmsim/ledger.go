@@ -693,6 +693,29 @@ func (l *Ledger) EstimateGas(_ context.Context, msg ledger.CallMsg) (uint64, err
 	return intrinsicGas(msg.To == nil, msg.Data), nil
 }
 
+// Call implements ledger.WalletLedger as far as a chain without EVM code
+// can: a call whose data starts with RevertMarker reverts, as its
+// transaction would be mined, with the rest of its data as the revert data
+// (so a test chooses what a revert answers: RevertMarker followed by an
+// Error(string)'s encoding reverts with that reason), answered as geth does
+// (code 3, "execution reverted"); any other call succeeds and returns
+// nothing. The state is the head's whatever block names: no call here reads
+// state.
+func (l *Ledger) Call(_ context.Context, msg ledger.CallMsg, _ *uint64) ([]byte, error) {
+	if rest, ok := bytes.CutPrefix(msg.Data, RevertMarker); ok {
+		return nil, CallReverted(rest)
+	}
+	return nil, nil
+}
+
+// CallReverted is the error of a call that reverted with data: geth's code
+// 3 "execution reverted" with the data, classed as the evm adapter classes
+// it.
+func CallReverted(data []byte) error {
+	re := &rpcError{Code: 3, Message: "execution reverted", Data: hexutil.Encode(data)}
+	return ledger.NewError(ledger.Deterministic, re.Message, fmt.Errorf("%w: %w", re, ledger.NewRevertError(data)))
+}
+
 // SendRawTransaction implements ledger.WalletLedger. `already known` is a
 // success, as the evm adapter reports it.
 func (l *Ledger) SendRawTransaction(ctx context.Context, raw []byte) error {

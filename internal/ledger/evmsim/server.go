@@ -50,6 +50,17 @@ func NewServer(l *Ledger, logger *slog.Logger) http.Handler {
 type rpcError struct {
 	Code    int
 	Message string
+	// Data is the error's data member (a revert's data, hex); "" has none.
+	Data string
+}
+
+// ErrorData is the JSON-RPC error's data (go-ethereum's rpc.DataError);
+// nil leaves it out.
+func (e *rpcError) ErrorData() any {
+	if e.Data == "" {
+		return nil
+	}
+	return e.Data
 }
 
 func (e *rpcError) Error() string { return e.Message }
@@ -61,8 +72,13 @@ func (e *rpcError) ErrorCode() int { return e.Code }
 // has one, else geth's -32000 with the ledger's reason (geth's message).
 func rpcFail(err error) error {
 	var re *rpcError
-	if err == nil || errors.As(err, &re) {
-		return err
+	if err == nil {
+		return nil
+	}
+	if errors.As(err, &re) {
+		// The server reads the code and data of the error itself, not of
+		// what it wraps.
+		return re
 	}
 	return &rpcError{Code: -32000, Message: ledger.ReasonOf(err)}
 }
@@ -145,6 +161,21 @@ func (a *ethAPI) EstimateGas(ctx context.Context, args callArgs, _ *rpc.BlockNum
 	}
 	g, err := a.l.EstimateGas(ctx, msg)
 	return hexutil.Uint64(g), rpcFail(err)
+}
+
+// Call is eth_call on the head, whatever the block (Ledger.Call).
+func (a *ethAPI) Call(ctx context.Context, args callArgs, _ *rpc.BlockNumberOrHash) (hexutil.Bytes, error) {
+	data := args.Input
+	if len(data) == 0 {
+		data = args.Data
+	}
+	msg := ledger.CallMsg{From: ledger.Address(args.From), Data: data}
+	if args.To != nil {
+		to := ledger.Address(*args.To)
+		msg.To = &to
+	}
+	out, err := a.l.Call(ctx, msg, nil)
+	return out, rpcFail(err)
 }
 
 // blockTag names a block: a tag ("latest", "earliest", …), a number or a

@@ -2,6 +2,7 @@ package evmsim_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math/big"
 	"net/http"
@@ -228,4 +229,26 @@ func TestServer_TxsAtNonceAndBlockHashesFollowTheChainThroughAReorg(t *testing.T
 		t.Fatal("the reorg left the head's hash")
 	}
 	check("after the reorg")
+}
+
+// TestServer_ACallWithTheRevertMarkerRevertsWithTheRestAsItsData: the
+// simulated chain runs no code, so a call reverts only by the marker, with
+// the rest of its data as the revert data, in process and over HTTP (code
+// 3, as geth answers); any other call succeeds and returns nothing.
+func TestServer_ACallWithTheRevertMarkerRevertsWithTheRestAsItsData(t *testing.T) {
+	t.Parallel()
+	bd := setup(t, evmsim.Config{})
+	toAddr := ledger.Address(to)
+	for name, l := range map[string]ledger.WalletLedger{"in process": bd.l, "over HTTP": serve(t, bd)} {
+		out, err := l.Call(context.Background(), ledger.CallMsg{From: bd.from, To: &toAddr, Data: []byte{1, 2}}, nil)
+		if err != nil || len(out) != 0 {
+			t.Fatalf("%s: Call = %x, %v; want success with no output", name, out, err)
+		}
+		data := append(append([]byte(nil), evmsim.RevertMarker...), 0xca, 0xfe)
+		_, err = l.Call(context.Background(), ledger.CallMsg{From: bd.from, To: &toAddr, Data: data}, nil)
+		re, ok := ledger.RevertDataOf(err)
+		if !ledger.CallRefused(err) || !ok || fmt.Sprintf("%x", re.Data) != "cafe" {
+			t.Fatalf("%s: Call with the marker = %v (revert data %+v); want a verdict with data cafe", name, err, re)
+		}
+	}
 }

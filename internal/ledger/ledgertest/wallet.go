@@ -51,6 +51,9 @@ type WalletLedger struct {
 	OnSuggestFees func()
 	// EstimateErr, when set, is EstimateGas's error for msg (nil: estimate).
 	EstimateErr func(msg ledger.CallMsg) error
+	// CallErr, when set, is Call's error for msg at block (nil: the other
+	// ledger's answer).
+	CallErr func(msg ledger.CallMsg, block *uint64) error
 	// Down, when set and returning an error, answers every call with it,
 	// sends too, before the call reaches the other ledger: a node, or a
 	// provider, that gives no answer (refused connections, 503s, rate
@@ -190,6 +193,20 @@ func (l *WalletLedger) EstimateGas(ctx context.Context, m ledger.CallMsg) (uint6
 		}
 	}
 	return l.WalletLedger.EstimateGas(ctx, m)
+}
+
+// Call counts the call and answers CallErr's error, or the other ledger's
+// answer.
+func (l *WalletLedger) Call(ctx context.Context, m ledger.CallMsg, block *uint64) ([]byte, error) {
+	if err := l.call("Call"); err != nil {
+		return nil, err
+	}
+	if l.CallErr != nil {
+		if err := l.CallErr(m, block); err != nil {
+			return nil, err
+		}
+	}
+	return l.WalletLedger.Call(ctx, m, block)
 }
 
 // SuggestFees counts the call, runs OnSuggestFees, and answers the other
