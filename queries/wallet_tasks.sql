@@ -7,11 +7,11 @@
 -- request hashes.
 INSERT INTO ledgerq.wallet_tasks (
     id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit,
-    idempotency_key, request_hash, created_at, updated_at, tip_cap_wei, fee_cap_wei, call
+    idempotency_key, request_hash, created_at, updated_at, tip_cap_wei, fee_cap_wei, call, preflight
 ) VALUES (
     @id, @wallet_id, @chain_id, @sender, @priority, 0, @to_address, @value_wei, @data, sqlc.narg(gas_limit),
     sqlc.narg(idempotency_key), @request_hash, @now::timestamptz, @now::timestamptz,
-    sqlc.narg(tip_cap_wei)::numeric, sqlc.narg(fee_cap_wei)::numeric, sqlc.narg(call)::jsonb
+    sqlc.narg(tip_cap_wei)::numeric, sqlc.narg(fee_cap_wei)::numeric, sqlc.narg(call)::jsonb, @preflight
 )
 ON CONFLICT (wallet_id, idempotency_key) DO NOTHING
 RETURNING *;
@@ -103,7 +103,8 @@ RETURNING *;
 -- whose transaction has a receipt (an attempt mined or confirmed) never does:
 -- it was sent, whatever else failed. Attempts through tx_attempts_task.
 UPDATE ledgerq.wallet_tasks t
-SET status = 2, error = @error::text, finished_at = @now::timestamptz, updated_at = @now::timestamptz
+SET status = 2, error = @error::text, finished_at = @now::timestamptz, updated_at = @now::timestamptz,
+    revert = coalesce(sqlc.narg(revert)::jsonb, t.revert)
 WHERE t.id = @id AND t.status IN (0, 1)
   AND NOT EXISTS (SELECT 1 FROM ledgerq.tx_attempts a WHERE a.task_id = t.id AND a.state IN ('mined', 'confirmed'))
 RETURNING *;
@@ -274,3 +275,11 @@ SET status = 2, cancelled = true, error = 'cancelled', speed_up_fee_cap_wei = NU
     finished_at = @now::timestamptz, updated_at = @now::timestamptz
 WHERE id = @id AND status IN (0, 1)
 RETURNING *;
+
+-- name: TaskSetOutcome :execrows
+-- Confirm, after a task ended done: its transaction's logs and, for a
+-- reverted one, the decoded revert of its replay (best effort, after the
+-- confirmation's own transaction). Each is written once.
+UPDATE ledgerq.wallet_tasks
+SET logs = coalesce(logs, sqlc.narg(logs)::jsonb), revert = coalesce(revert, sqlc.narg(revert)::jsonb)
+WHERE id = @id AND status = 3;

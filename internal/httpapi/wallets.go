@@ -510,6 +510,9 @@ func validateSendTx(b apigen.SendTxRequest, maxFee *big.Int) (store.TaskRequest,
 			return req, apiErr
 		}
 	}
+	if b.Preflight != nil {
+		req.SkipPreflight = !*b.Preflight
+	}
 	if b.GasLimit != nil {
 		if *b.GasLimit < minGasLimit || *b.GasLimit > maxGasLimit {
 			return req, errorf(http.StatusBadRequest, "field gas_limit: must be from %d (a plain transfer) to %d", minGasLimit, int64(maxGasLimit))
@@ -712,6 +715,13 @@ func toWalletTask(t store.Task, withData bool) walletTaskJSON {
 	}
 	if t.Reorgs > 0 {
 		o.Reorgs = &t.Reorgs
+	}
+	o.Preflight = ptr(!t.Request.SkipPreflight)
+	if len(t.Revert) > 0 {
+		o.Revert = &t.Revert
+	}
+	if len(t.Logs) > 0 {
+		o.Logs = &t.Logs
 	}
 	if t.SpeedUp != nil && t.Status == store.TaskExecuting {
 		o.SpeedUp = &apigen.SpeedUpRequest{MaxFeePerGas: t.SpeedUp.FeeCap.String(), MaxPriorityFeePerGas: t.SpeedUp.TipCap.String()}

@@ -87,6 +87,10 @@ type TaskRequest struct {
 	// Call is the contract call the client named, which Data encodes; nil
 	// when the client sent Data itself.
 	Call *TaskCall
+	// SkipPreflight: the client asked for no preflight ("preflight": false):
+	// the send does not run the call at the pending state before the task
+	// takes a nonce.
+	SkipPreflight bool
 }
 
 // TaskCall is a contract call named by a function signature or by a method
@@ -139,6 +143,13 @@ type Task struct {
 	Error      string
 	Reverted   bool
 	Cancelled  bool
+	// Revert is why the task's call reverted, decoded (a calldata.Revert as
+	// JSON): the preflight's verdict of a task ended in error, or the
+	// replay of a reverted transaction; nil: none.
+	Revert json.RawMessage
+	// Logs are the logs of the task's mined transaction (a calldata.Logs as
+	// JSON); nil: not done, or not recorded yet.
+	Logs       json.RawMessage
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
 	StartedAt  *time.Time
@@ -162,6 +173,8 @@ func taskFromRow(r dbsqlc.LedgerqWalletTask) Task {
 		g := uint64(*r.GasLimit)
 		t.Request.GasLimit = &g
 	}
+	t.Request.SkipPreflight = !r.Preflight
+	t.Revert, t.Logs = compactJSON(r.Revert), compactJSON(r.Logs)
 	if r.TipCapWei.Valid {
 		t.Request.TipCap = bigFromNumeric(r.TipCapWei)
 	}
@@ -306,6 +319,10 @@ func TaskRequestHash(p TaskInsertParams) []byte {
 		field(c.ABI)
 		field(c.Args)
 	}
+	// Likewise "preflight": false (the default, true, adds nothing).
+	if p.Request.SkipPreflight {
+		field([]byte("no preflight"))
+	}
 	return h.Sum(nil)
 }
 
@@ -340,7 +357,7 @@ func (s *Store) TaskInsert(ctx context.Context, p TaskInsertParams) (task Task, 
 	ins := dbsqlc.TaskInsertParams{
 		ID: newUUIDv7(p.Now), WalletID: p.Wallet, ChainID: p.ChainID, Sender: lowerHex(p.Sender), Priority: p.Priority,
 		ToAddress: lowerHex(p.Request.To), ValueWei: numericFromBig(p.Request.Value), Data: p.Request.Data,
-		RequestHash: hash, Now: p.Now,
+		RequestHash: hash, Now: p.Now, Preflight: !p.Request.SkipPreflight,
 	}
 	if ins.Data == nil {
 		ins.Data = []byte{}
@@ -668,6 +685,9 @@ type TaskFailParams struct {
 	Now    time.Time
 	ID     string
 	Reason string
+	// Revert is the decoded revert that ended it (a preflight's verdict),
+	// as JSON; nil: none.
+	Revert json.RawMessage
 }
 
 // TaskFail ends a waiting or executing task in Error with the reason (a
@@ -681,7 +701,7 @@ func (s *Store) TaskFail(ctx context.Context, p TaskFailParams) (Task, error) {
 	}
 	var out Task
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
-		row, err := one(q.TaskFinishError(ctx, dbsqlc.TaskFinishErrorParams{Now: p.Now, ID: p.ID, Error: p.Reason}))
+		row, err := one(q.TaskFinishError(ctx, dbsqlc.TaskFinishErrorParams{Now: p.Now, ID: p.ID, Error: p.Reason, Revert: p.Revert}))
 		if err != nil {
 			return fmt.Errorf("failing task %q: %w", p.ID, err)
 		}
@@ -761,4 +781,23 @@ func (s *Store) taskStoredAfterAll(ctx context.Context, id, wallet string) (dbsq
 	return readAfterAll(ctx, func(ctx context.Context) (dbsqlc.LedgerqWalletTask, error) {
 		return one(s.q.TaskGet(ctx, dbsqlc.TaskGetParams{ID: id, WalletID: wallet}))
 	})
+}
+
+// TaskSetOutcomeParams are what a done task's transaction left: its logs
+// and, when it reverted, its decoded revert (each JSON; nil: not known).
+type TaskSetOutcomeParams struct {
+	ID     string
+	Logs   json.RawMessage
+	Revert json.RawMessage
+}
+
+// TaskSetOutcome records a done task's logs and revert; what is already
+// recorded stays. It reports false when the task is not done (a cancel's
+// no-op won, or the task was deleted meanwhile).
+func (s *Store) TaskSetOutcome(ctx context.Context, p TaskSetOutcomeParams) (bool, error) {
+	n, err := s.q.TaskSetOutcome(ctx, dbsqlc.TaskSetOutcomeParams{ID: p.ID, Logs: p.Logs, Revert: p.Revert})
+	if err != nil {
+		return false, fmt.Errorf("recording the outcome of task %q: %w", p.ID, err)
+	}
+	return n == 1, nil
 }

@@ -864,6 +864,12 @@ type LedgerqWalletTask struct {
 	SpeedUpFeeCapWei pgtype.Numeric
 	// A speed-up the worker has not stored yet: the tip asked for; set with speed_up_fee_cap_wei.
 	SpeedUpTipCapWei pgtype.Numeric
+	// Whether the send runs the task's call at the pending state before it takes a nonce (the request's "preflight", default true).
+	Preflight bool
+	// Why the task's call reverted, decoded (calldata.Revert: {"kind": error|panic|custom|raw|unavailable, "data": hex, …}): the preflight's verdict for a task ended in error, the replay of its transaction for a task done with reverted set. NULL: none (or not replayed yet).
+	Revert []byte
+	// The logs of the task's mined transaction (calldata.Logs: {"logs": [...], "count": n, "truncated": bool}), at most 64, each decoded by the task's ABI when it declares the event. NULL: not done, or not recorded yet.
+	Logs []byte
 }
 
 // Wallet lane at a glance: tasks per wallet, address and status, the oldest of each, and the address's next nonce.

@@ -74,7 +74,7 @@ UPDATE ledgerq.wallet_tasks w
 SET status = 3, tx_hash = a.tx_hash, reverted = a.reverted, finished_at = $1::timestamptz, updated_at = $1::timestamptz
 FROM a
 WHERE w.id = a.task_id AND w.status = 1 AND a.kind IS DISTINCT FROM 'cancel'
-RETURNING w.id, w.wallet_id, w.chain_id, w.sender, w.priority, w.status, w.to_address, w.value_wei, w.data, w.gas_limit, w.idempotency_key, w.request_hash, w.tx_hash, w.error, w.reverted, w.cancelled, w.created_at, w.updated_at, w.started_at, w.finished_at, w.bumps, w.replacements, w.price_capped_at, w.tip_cap_wei, w.fee_cap_wei, w.reorgs, w.call, w.cancel_requested_at, w.speed_up_fee_cap_wei, w.speed_up_tip_cap_wei, a.nonce AS attempt_nonce
+RETURNING w.id, w.wallet_id, w.chain_id, w.sender, w.priority, w.status, w.to_address, w.value_wei, w.data, w.gas_limit, w.idempotency_key, w.request_hash, w.tx_hash, w.error, w.reverted, w.cancelled, w.created_at, w.updated_at, w.started_at, w.finished_at, w.bumps, w.replacements, w.price_capped_at, w.tip_cap_wei, w.fee_cap_wei, w.reorgs, w.call, w.cancel_requested_at, w.speed_up_fee_cap_wei, w.speed_up_tip_cap_wei, w.preflight, w.revert, w.logs, a.nonce AS attempt_nonce
 `
 
 type AttemptConfirmFinalManyParams struct {
@@ -160,6 +160,9 @@ func (q *Queries) AttemptConfirmFinalMany(ctx context.Context, arg AttemptConfir
 			&i.LedgerqWalletTask.CancelRequestedAt,
 			&i.LedgerqWalletTask.SpeedUpFeeCapWei,
 			&i.LedgerqWalletTask.SpeedUpTipCapWei,
+			&i.LedgerqWalletTask.Preflight,
+			&i.LedgerqWalletTask.Revert,
+			&i.LedgerqWalletTask.Logs,
 			&i.AttemptNonce,
 		); err != nil {
 			return nil, err

@@ -16,7 +16,7 @@ const taskCancel = `-- name: TaskCancel :one
 UPDATE ledgerq.wallet_tasks
 SET status = 2, cancelled = true, error = 'cancelled', finished_at = $1::timestamptz, updated_at = $1::timestamptz
 WHERE id = $2 AND wallet_id = $3 AND status = 0
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei, preflight, revert, logs
 `
 
 type TaskCancelParams struct {
@@ -62,6 +62,9 @@ func (q *Queries) TaskCancel(ctx context.Context, arg TaskCancelParams) (Ledgerq
 		&i.CancelRequestedAt,
 		&i.SpeedUpFeeCapWei,
 		&i.SpeedUpTipCapWei,
+		&i.Preflight,
+		&i.Revert,
+		&i.Logs,
 	)
 	return i, err
 }
@@ -213,7 +216,7 @@ UPDATE ledgerq.wallet_tasks
 SET status = 2, cancelled = true, error = 'cancelled', speed_up_fee_cap_wei = NULL, speed_up_tip_cap_wei = NULL,
     finished_at = $1::timestamptz, updated_at = $1::timestamptz
 WHERE id = $2 AND status IN (0, 1)
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei, preflight, revert, logs
 `
 
 type TaskFinishCancelledParams struct {
@@ -259,6 +262,9 @@ func (q *Queries) TaskFinishCancelled(ctx context.Context, arg TaskFinishCancell
 		&i.CancelRequestedAt,
 		&i.SpeedUpFeeCapWei,
 		&i.SpeedUpTipCapWei,
+		&i.Preflight,
+		&i.Revert,
+		&i.Logs,
 	)
 	return i, err
 }
@@ -267,7 +273,7 @@ const taskFinishDone = `-- name: TaskFinishDone :one
 UPDATE ledgerq.wallet_tasks
 SET status = 3, tx_hash = $1, reverted = $2, finished_at = $3::timestamptz, updated_at = $3::timestamptz
 WHERE id = $4 AND status = 1
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei, preflight, revert, logs
 `
 
 type TaskFinishDoneParams struct {
@@ -318,29 +324,39 @@ func (q *Queries) TaskFinishDone(ctx context.Context, arg TaskFinishDoneParams) 
 		&i.CancelRequestedAt,
 		&i.SpeedUpFeeCapWei,
 		&i.SpeedUpTipCapWei,
+		&i.Preflight,
+		&i.Revert,
+		&i.Logs,
 	)
 	return i, err
 }
 
 const taskFinishError = `-- name: TaskFinishError :one
 UPDATE ledgerq.wallet_tasks t
-SET status = 2, error = $1::text, finished_at = $2::timestamptz, updated_at = $2::timestamptz
-WHERE t.id = $3 AND t.status IN (0, 1)
+SET status = 2, error = $1::text, finished_at = $2::timestamptz, updated_at = $2::timestamptz,
+    revert = coalesce($3::jsonb, t.revert)
+WHERE t.id = $4 AND t.status IN (0, 1)
   AND NOT EXISTS (SELECT 1 FROM ledgerq.tx_attempts a WHERE a.task_id = t.id AND a.state IN ('mined', 'confirmed'))
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei, preflight, revert, logs
 `
 
 type TaskFinishErrorParams struct {
-	Error string
-	Now   time.Time
-	ID    string
+	Error  string
+	Now    time.Time
+	Revert []byte
+	ID     string
 }
 
 // A deterministic failure ends a waiting or executing task in error. A task
 // whose transaction has a receipt (an attempt mined or confirmed) never does:
 // it was sent, whatever else failed. Attempts through tx_attempts_task.
 func (q *Queries) TaskFinishError(ctx context.Context, arg TaskFinishErrorParams) (LedgerqWalletTask, error) {
-	row := q.db.QueryRow(ctx, taskFinishError, arg.Error, arg.Now, arg.ID)
+	row := q.db.QueryRow(ctx, taskFinishError,
+		arg.Error,
+		arg.Now,
+		arg.Revert,
+		arg.ID,
+	)
 	var i LedgerqWalletTask
 	err := row.Scan(
 		&i.ID,
@@ -373,6 +389,9 @@ func (q *Queries) TaskFinishError(ctx context.Context, arg TaskFinishErrorParams
 		&i.CancelRequestedAt,
 		&i.SpeedUpFeeCapWei,
 		&i.SpeedUpTipCapWei,
+		&i.Preflight,
+		&i.Revert,
+		&i.Logs,
 	)
 	return i, err
 }
@@ -427,7 +446,7 @@ func (q *Queries) TaskFinishedPerMinute(ctx context.Context, since time.Time) ([
 }
 
 const taskGet = `-- name: TaskGet :one
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei FROM ledgerq.wallet_tasks WHERE id = $1 AND wallet_id = $2
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei, preflight, revert, logs FROM ledgerq.wallet_tasks WHERE id = $1 AND wallet_id = $2
 `
 
 type TaskGetParams struct {
@@ -470,12 +489,15 @@ func (q *Queries) TaskGet(ctx context.Context, arg TaskGetParams) (LedgerqWallet
 		&i.CancelRequestedAt,
 		&i.SpeedUpFeeCapWei,
 		&i.SpeedUpTipCapWei,
+		&i.Preflight,
+		&i.Revert,
+		&i.Logs,
 	)
 	return i, err
 }
 
 const taskGetByIdempotencyKey = `-- name: TaskGetByIdempotencyKey :one
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei FROM ledgerq.wallet_tasks WHERE wallet_id = $1 AND idempotency_key = $2
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei, preflight, revert, logs FROM ledgerq.wallet_tasks WHERE wallet_id = $1 AND idempotency_key = $2
 `
 
 type TaskGetByIdempotencyKeyParams struct {
@@ -517,12 +539,15 @@ func (q *Queries) TaskGetByIdempotencyKey(ctx context.Context, arg TaskGetByIdem
 		&i.CancelRequestedAt,
 		&i.SpeedUpFeeCapWei,
 		&i.SpeedUpTipCapWei,
+		&i.Preflight,
+		&i.Revert,
+		&i.Logs,
 	)
 	return i, err
 }
 
 const taskGetForRequest = `-- name: TaskGetForRequest :one
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei FROM ledgerq.wallet_tasks WHERE id = $1 AND wallet_id = $2 FOR UPDATE
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei, preflight, revert, logs FROM ledgerq.wallet_tasks WHERE id = $1 AND wallet_id = $2 FOR UPDATE
 `
 
 type TaskGetForRequestParams struct {
@@ -567,12 +592,15 @@ func (q *Queries) TaskGetForRequest(ctx context.Context, arg TaskGetForRequestPa
 		&i.CancelRequestedAt,
 		&i.SpeedUpFeeCapWei,
 		&i.SpeedUpTipCapWei,
+		&i.Preflight,
+		&i.Revert,
+		&i.Logs,
 	)
 	return i, err
 }
 
 const taskGetMany = `-- name: TaskGetMany :many
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei FROM ledgerq.wallet_tasks WHERE id = ANY($1::text[]) ORDER BY id
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei, preflight, revert, logs FROM ledgerq.wallet_tasks WHERE id = ANY($1::text[]) ORDER BY id
 `
 
 // The tasks of attempts that changed, in id order, through the primary key.
@@ -616,6 +644,9 @@ func (q *Queries) TaskGetMany(ctx context.Context, ids []string) ([]LedgerqWalle
 			&i.CancelRequestedAt,
 			&i.SpeedUpFeeCapWei,
 			&i.SpeedUpTipCapWei,
+			&i.Preflight,
+			&i.Revert,
+			&i.Logs,
 		); err != nil {
 			return nil, err
 		}
@@ -630,14 +661,14 @@ func (q *Queries) TaskGetMany(ctx context.Context, ids []string) ([]LedgerqWalle
 const taskInsert = `-- name: TaskInsert :one
 INSERT INTO ledgerq.wallet_tasks (
     id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit,
-    idempotency_key, request_hash, created_at, updated_at, tip_cap_wei, fee_cap_wei, call
+    idempotency_key, request_hash, created_at, updated_at, tip_cap_wei, fee_cap_wei, call, preflight
 ) VALUES (
     $1, $2, $3, $4, $5, 0, $6, $7, $8, $9,
     $10, $11, $12::timestamptz, $12::timestamptz,
-    $13::numeric, $14::numeric, $15::jsonb
+    $13::numeric, $14::numeric, $15::jsonb, $16
 )
 ON CONFLICT (wallet_id, idempotency_key) DO NOTHING
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei, preflight, revert, logs
 `
 
 type TaskInsertParams struct {
@@ -656,6 +687,7 @@ type TaskInsertParams struct {
 	TipCapWei      pgtype.Numeric
 	FeeCapWei      pgtype.Numeric
 	Call           []byte
+	Preflight      bool
 }
 
 // Intake: stores a send-tx task. A key already used by
@@ -681,6 +713,7 @@ func (q *Queries) TaskInsert(ctx context.Context, arg TaskInsertParams) (Ledgerq
 		arg.TipCapWei,
 		arg.FeeCapWei,
 		arg.Call,
+		arg.Preflight,
 	)
 	var i LedgerqWalletTask
 	err := row.Scan(
@@ -714,12 +747,15 @@ func (q *Queries) TaskInsert(ctx context.Context, arg TaskInsertParams) (Ledgerq
 		&i.CancelRequestedAt,
 		&i.SpeedUpFeeCapWei,
 		&i.SpeedUpTipCapWei,
+		&i.Preflight,
+		&i.Revert,
+		&i.Logs,
 	)
 	return i, err
 }
 
 const taskList = `-- name: TaskList :many
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei FROM ledgerq.wallet_tasks
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei, preflight, revert, logs FROM ledgerq.wallet_tasks
 WHERE wallet_id = $1
   AND ($2::smallint IS NULL OR status = $2::smallint)
   AND id > $3
@@ -781,6 +817,9 @@ func (q *Queries) TaskList(ctx context.Context, arg TaskListParams) ([]LedgerqWa
 			&i.CancelRequestedAt,
 			&i.SpeedUpFeeCapWei,
 			&i.SpeedUpTipCapWei,
+			&i.Preflight,
+			&i.Revert,
+			&i.Logs,
 		); err != nil {
 			return nil, err
 		}
@@ -793,7 +832,7 @@ func (q *Queries) TaskList(ctx context.Context, arg TaskListParams) ([]LedgerqWa
 }
 
 const taskListRequests = `-- name: TaskListRequests :many
-SELECT t.id, t.wallet_id, t.chain_id, t.sender, t.priority, t.status, t.to_address, t.value_wei, t.data, t.gas_limit, t.idempotency_key, t.request_hash, t.tx_hash, t.error, t.reverted, t.cancelled, t.created_at, t.updated_at, t.started_at, t.finished_at, t.bumps, t.replacements, t.price_capped_at, t.tip_cap_wei, t.fee_cap_wei, t.reorgs, t.call, t.cancel_requested_at, t.speed_up_fee_cap_wei, t.speed_up_tip_cap_wei, a.chain_id, a.tx_hash, a.task_id, a.sender, a.nonce, a.raw, a.gas_limit, a.max_fee_per_gas, a.max_priority_fee_per_gas, a.state, a.last_error, a.created_at, a.updated_at, a.sent_at, a.confirmed_at, a.superseded_by, a.id, a.mined_block, a.mined_block_hash, a.mined_at, a.reorgs, a.kind,
+SELECT t.id, t.wallet_id, t.chain_id, t.sender, t.priority, t.status, t.to_address, t.value_wei, t.data, t.gas_limit, t.idempotency_key, t.request_hash, t.tx_hash, t.error, t.reverted, t.cancelled, t.created_at, t.updated_at, t.started_at, t.finished_at, t.bumps, t.replacements, t.price_capped_at, t.tip_cap_wei, t.fee_cap_wei, t.reorgs, t.call, t.cancel_requested_at, t.speed_up_fee_cap_wei, t.speed_up_tip_cap_wei, t.preflight, t.revert, t.logs, a.chain_id, a.tx_hash, a.task_id, a.sender, a.nonce, a.raw, a.gas_limit, a.max_fee_per_gas, a.max_priority_fee_per_gas, a.state, a.last_error, a.created_at, a.updated_at, a.sent_at, a.confirmed_at, a.superseded_by, a.id, a.mined_block, a.mined_block_hash, a.mined_at, a.reorgs, a.kind,
        EXISTS (SELECT 1 FROM ledgerq.tx_attempts c
                WHERE c.chain_id = $1 AND c.sender = $2 AND c.task_id = t.id AND c.kind = 'cancel') AS cancel_stored
 FROM ledgerq.wallet_tasks t
@@ -860,6 +899,9 @@ func (q *Queries) TaskListRequests(ctx context.Context, arg TaskListRequestsPara
 			&i.LedgerqWalletTask.CancelRequestedAt,
 			&i.LedgerqWalletTask.SpeedUpFeeCapWei,
 			&i.LedgerqWalletTask.SpeedUpTipCapWei,
+			&i.LedgerqWalletTask.Preflight,
+			&i.LedgerqWalletTask.Revert,
+			&i.LedgerqWalletTask.Logs,
 			&i.LedgerqTxAttempt.ChainID,
 			&i.LedgerqTxAttempt.TxHash,
 			&i.LedgerqTxAttempt.TaskID,
@@ -915,7 +957,7 @@ func (q *Queries) TaskMarkPriceCapped(ctx context.Context, arg TaskMarkPriceCapp
 }
 
 const taskNextWaitingFIFO = `-- name: TaskNextWaitingFIFO :many
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei FROM ledgerq.wallet_tasks
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei, preflight, revert, logs FROM ledgerq.wallet_tasks
 WHERE chain_id = $1 AND sender = $2 AND status = 0
 ORDER BY created_at, id
 LIMIT $3
@@ -969,6 +1011,9 @@ func (q *Queries) TaskNextWaitingFIFO(ctx context.Context, arg TaskNextWaitingFI
 			&i.CancelRequestedAt,
 			&i.SpeedUpFeeCapWei,
 			&i.SpeedUpTipCapWei,
+			&i.Preflight,
+			&i.Revert,
+			&i.Logs,
 		); err != nil {
 			return nil, err
 		}
@@ -981,7 +1026,7 @@ func (q *Queries) TaskNextWaitingFIFO(ctx context.Context, arg TaskNextWaitingFI
 }
 
 const taskNextWaitingPriority = `-- name: TaskNextWaitingPriority :many
-SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei FROM ledgerq.wallet_tasks
+SELECT id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei, preflight, revert, logs FROM ledgerq.wallet_tasks
 WHERE chain_id = $1 AND sender = $2 AND status = 0
 ORDER BY priority DESC, created_at, id
 LIMIT $3
@@ -1037,6 +1082,9 @@ func (q *Queries) TaskNextWaitingPriority(ctx context.Context, arg TaskNextWaiti
 			&i.CancelRequestedAt,
 			&i.SpeedUpFeeCapWei,
 			&i.SpeedUpTipCapWei,
+			&i.Preflight,
+			&i.Revert,
+			&i.Logs,
 		); err != nil {
 			return nil, err
 		}
@@ -1053,7 +1101,7 @@ UPDATE ledgerq.wallet_tasks
 SET status = 1, tx_hash = NULL, reverted = false, cancelled = false, error = NULL, finished_at = NULL,
     reorgs = reorgs + 1, updated_at = $1::timestamptz
 WHERE id = $2 AND (status IN (1, 3) OR status = 2 AND cancelled AND started_at IS NOT NULL)
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei, preflight, revert, logs
 `
 
 type TaskReopenParams struct {
@@ -1099,6 +1147,9 @@ func (q *Queries) TaskReopen(ctx context.Context, arg TaskReopenParams) (Ledgerq
 		&i.CancelRequestedAt,
 		&i.SpeedUpFeeCapWei,
 		&i.SpeedUpTipCapWei,
+		&i.Preflight,
+		&i.Revert,
+		&i.Logs,
 	)
 	return i, err
 }
@@ -1107,7 +1158,7 @@ const taskRequestCancel = `-- name: TaskRequestCancel :one
 UPDATE ledgerq.wallet_tasks
 SET cancel_requested_at = $1::timestamptz, updated_at = $1::timestamptz
 WHERE id = $2 AND wallet_id = $3 AND status = 1 AND cancel_requested_at IS NULL
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei, preflight, revert, logs
 `
 
 type TaskRequestCancelParams struct {
@@ -1153,6 +1204,9 @@ func (q *Queries) TaskRequestCancel(ctx context.Context, arg TaskRequestCancelPa
 		&i.CancelRequestedAt,
 		&i.SpeedUpFeeCapWei,
 		&i.SpeedUpTipCapWei,
+		&i.Preflight,
+		&i.Revert,
+		&i.Logs,
 	)
 	return i, err
 }
@@ -1161,7 +1215,7 @@ const taskRequestSpeedUp = `-- name: TaskRequestSpeedUp :one
 UPDATE ledgerq.wallet_tasks
 SET speed_up_fee_cap_wei = $1::numeric, speed_up_tip_cap_wei = $2::numeric, updated_at = $3::timestamptz
 WHERE id = $4 AND wallet_id = $5 AND status = 1 AND cancel_requested_at IS NULL
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei, preflight, revert, logs
 `
 
 type TaskRequestSpeedUpParams struct {
@@ -1214,6 +1268,9 @@ func (q *Queries) TaskRequestSpeedUp(ctx context.Context, arg TaskRequestSpeedUp
 		&i.CancelRequestedAt,
 		&i.SpeedUpFeeCapWei,
 		&i.SpeedUpTipCapWei,
+		&i.Preflight,
+		&i.Revert,
+		&i.Logs,
 	)
 	return i, err
 }
@@ -1222,7 +1279,7 @@ const taskRequeue = `-- name: TaskRequeue :one
 UPDATE ledgerq.wallet_tasks
 SET status = 0, started_at = NULL, updated_at = $1::timestamptz
 WHERE id = $2 AND status = 1
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei, preflight, revert, logs
 `
 
 type TaskRequeueParams struct {
@@ -1266,6 +1323,9 @@ func (q *Queries) TaskRequeue(ctx context.Context, arg TaskRequeueParams) (Ledge
 		&i.CancelRequestedAt,
 		&i.SpeedUpFeeCapWei,
 		&i.SpeedUpTipCapWei,
+		&i.Preflight,
+		&i.Revert,
+		&i.Logs,
 	)
 	return i, err
 }
@@ -1274,7 +1334,7 @@ const taskRequeueReplaced = `-- name: TaskRequeueReplaced :one
 UPDATE ledgerq.wallet_tasks
 SET status = 0, started_at = NULL, replacements = replacements + 1, updated_at = $1::timestamptz
 WHERE id = $2 AND status = 1
-RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei
+RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei, preflight, revert, logs
 `
 
 type TaskRequeueReplacedParams struct {
@@ -1318,6 +1378,9 @@ func (q *Queries) TaskRequeueReplaced(ctx context.Context, arg TaskRequeueReplac
 		&i.CancelRequestedAt,
 		&i.SpeedUpFeeCapWei,
 		&i.SpeedUpTipCapWei,
+		&i.Preflight,
+		&i.Revert,
+		&i.Logs,
 	)
 	return i, err
 }
@@ -1365,6 +1428,29 @@ func (q *Queries) TaskSeedFinished(ctx context.Context, arg TaskSeedFinishedPara
 		arg.Prefix,
 		arg.N,
 	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const taskSetOutcome = `-- name: TaskSetOutcome :execrows
+UPDATE ledgerq.wallet_tasks
+SET logs = coalesce(logs, $1::jsonb), revert = coalesce(revert, $2::jsonb)
+WHERE id = $3 AND status = 3
+`
+
+type TaskSetOutcomeParams struct {
+	Logs   []byte
+	Revert []byte
+	ID     string
+}
+
+// Confirm, after a task ended done: its transaction's logs and, for a
+// reverted one, the decoded revert of its replay (best effort, after the
+// confirmation's own transaction). Each is written once.
+func (q *Queries) TaskSetOutcome(ctx context.Context, arg TaskSetOutcomeParams) (int64, error) {
+	result, err := q.db.Exec(ctx, taskSetOutcome, arg.Logs, arg.Revert, arg.ID)
 	if err != nil {
 		return 0, err
 	}
