@@ -468,6 +468,20 @@ func SendResultOf(err error) SendResult {
 // Deterministic (ClassifyCallMessage) and anything else Transient.
 func CallRefused(err error) bool { return err != nil && ClassOf(err) == Deterministic }
 
+// Reverted reports whether err, from EstimateGas or Call, is the node's
+// verdict that the call reverts (rather than another verdict: the sender
+// cannot pay for it, it runs out of gas): it carries revert data, or the
+// node's message says so ("execution reverted", every client's words).
+func Reverted(err error) bool {
+	if !CallRefused(err) {
+		return false
+	}
+	if _, ok := RevertDataOf(err); ok {
+		return true
+	}
+	return strings.HasPrefix(strings.ToLower(strings.TrimSpace(ReasonOf(err))), "execution reverted")
+}
+
 // callVerdicts are the beginnings of the messages nodes answer to
 // eth_estimateGas and eth_call when the transaction itself cannot run
 // (lower case; each client's texts in TestClassifyCallMessage_EveryClientsAnswers).

@@ -38,6 +38,8 @@ type WalletConfirmer struct {
 	// watch holds, per shard key, what the wallet's last confirm saw of the
 	// chain's nonce.
 	watch map[string]*chainWatch
+	// outcomes runs recordOutcomes.
+	outcomes sync.WaitGroup
 }
 
 var _ wallet.Step = (*WalletConfirmer)(nil)
@@ -123,6 +125,9 @@ type confirmCycle struct {
 	forgotten []forgottenBump
 	// resent: outcomes of the new broadcasts.
 	resent []wallet.Result
+	// mined are the receipts record turned into results, by hash (their
+	// logs are recorded once the task is done: recordOutcomes).
+	mined map[string]ledger.Receipt
 	// rebroadcast: the cycle broadcast every sent attempt from the chain's
 	// nonce on (Commit remembers when).
 	rebroadcast bool
@@ -441,6 +446,10 @@ func (c *confirmCycle) txAtNonce(ctx context.Context, nonce uint64) (ledger.Nonc
 // record turns a receipt of a's nonce into a's Outcome: wallet.Mined in its block,
 // or final.
 func (c *confirmCycle) record(a store.Attempt, f found) wallet.Result {
+	if c.mined == nil {
+		c.mined = map[string]ledger.Receipt{}
+	}
+	c.mined[f.hash] = f.receipt
 	return wallet.Result{Attempt: a, Outcome: wallet.Mined, Hash: f.hash, Reverted: f.receipt.Status == ledger.ReceiptReverted,
 		Block: f.receipt.BlockNumber, BlockHash: f.receipt.BlockHash.Hex(), Final: c.final(f.receipt.BlockNumber)}
 }
@@ -807,6 +816,7 @@ func (c *confirmCycle) Commit(ctx context.Context) error {
 		c.m.cfg.Logger.Warn("wallet: a mined transaction left the chain, sending it again", "shard", c.Claim.Key, "task", r.Attempt.TaskID,
 			"nonce", r.Attempt.Nonce, "tx_hash", r.Attempt.TxHash, "reason", r.Reason)
 	}
+	c.m.recordOutcomes(c.Wallet.ID, c.Wallet.Address(), c.outcomes())
 	c.LogResults(c.replaced)
 	c.LogResults(c.resent)
 	for _, f := range c.forgotten {

@@ -3,17 +3,20 @@ package queuer
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/ledgerq/ledgerq/internal/calldata"
 	"github.com/ledgerq/ledgerq/internal/crashpoint"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/store"
@@ -102,6 +105,9 @@ type sendCycle struct {
 	pinnedGas map[string]uint64
 	// requested are the tasks whose requests this send recorded.
 	requested map[string]bool
+	// refused is the task whose call reverts with nothing of the wallet
+	// ahead of it (prepare): Commit ends it in error, and nothing is signed.
+	refused *refusal
 
 	// Execute's results.
 	firstNonce int64
@@ -109,17 +115,24 @@ type sendCycle struct {
 	added      []store.SignedTx
 }
 
-// estimateError is the node's verdict on the gas estimate of the first task
-// of a send (ledger.CallRefused: it would revert, the sender cannot pay for
-// it): the task's own failure, counted by Drop. A failure to get an answer
-// is no estimateError: LedgerCall marks it workers.Unavailable and it fails
-// no task.
+// estimateError is the node's verdict on the gas estimate, or on the
+// preflight, of the first task of a send (ledger.CallRefused: it would
+// revert, the sender cannot pay for it) that does not end the task at once
+// (a revert of a task that opted out of its preflight; another verdict):
+// the task's own failure, counted by Drop. A failure to get an answer is no
+// estimateError: LedgerCall marks it workers.Unavailable and it fails no
+// task.
 type estimateError struct {
 	task store.Task
 	err  error
+	// estimate: the gas estimate's verdict, else the preflight's.
+	estimate bool
 }
 
 func (e *estimateError) Error() string {
+	if !e.estimate {
+		return fmt.Sprintf("the preflight of task %s: %v", e.task.ID, e.err)
+	}
 	return fmt.Sprintf("estimating the gas of task %s: %v", e.task.ID, e.err)
 }
 
@@ -383,86 +396,187 @@ func callKey(r store.TaskRequest) string {
 	return strings.ToLower(r.To) + "/" + v + "/" + string(r.Data)
 }
 
-// estimateRounds is how many gas estimates a send asks at once: each is a
-// round trip to the node (and, under a provider's failures, its waits), and
-// they are independent reads of the same state.
+// estimateRounds is how many distinct calls a send checks at once (its
+// preflight and its gas estimate): each is a round trip to the node (and,
+// under a provider's failures, its waits), and they are independent reads
+// of the same state.
 const estimateRounds = 8
 
+// check is what the node answered about one distinct call of a send: its
+// preflight (eth_call at the pending state) and its gas estimate, each
+// asked when a task of the send needs it.
+type check struct {
+	needCall, needGas bool
+	callErr           error
+	gas               uint64
+	gasErr            error
+	done              bool
+}
+
+// preflights reports whether the send runs t's call before t takes a
+// nonce: unless the task opted out, and never for a pinned task (a signer
+// outside the process may hold its signature: its content is fixed, and it
+// is never ended by what a call answers).
+func (c *sendCycle) preflights(t store.Task) bool {
+	if t.Request.SkipPreflight {
+		return false
+	}
+	_, pinned := c.pinnedGas[t.ID]
+	return !pinned
+}
+
 // prepare is the send's tasks, in queue order, each with its gas limit: its
-// own, or the node's estimate. Tasks that send the same call (recipient,
-// value, data) share one estimate: every estimate of a send is made against
-// the same chain state (the node's latest), not against the state after the
-// send's earlier transactions, so asking again for the same call tells
-// nothing new and costs a round trip per task. The distinct calls are
-// estimated estimateRounds at a time, while the cycle's budget lasts; the
-// send takes the tasks up to the first whose estimate failed or was not
-// asked, and the rest wait, in queue order, for the next send. The first
-// task's failure fails the send: its own when it is the node's verdict
-// (estimateError), the provider's otherwise (no task's).
+// own, or the node's estimate. Before a task takes a nonce its call is run
+// at the pending state (the preflight), unless it opted out. Tasks that
+// send the same call (recipient, value, data) share one check: every check
+// of a send is made against the same chain state (the node's), not against
+// the state after the send's earlier transactions, so asking again for the
+// same call tells nothing new and costs a round trip per task. The distinct
+// calls are checked estimateRounds at a time, while the cycle's budget
+// lasts; the send takes the tasks up to the first whose check failed or was
+// not asked, and the rest wait, in queue order, for the next send.
+//
+// A revert (of the preflight, or of the estimate of a task that preflights)
+// is final only when nothing of the wallet is ahead of the task unmined: no
+// earlier task of this send and no transaction of the wallet in flight
+// (Shard.InFlight). The pending state does not hold this send's
+// transactions (not broadcast yet) and, on some nodes, those in flight, so
+// a call that depends on them (approve, then transferFrom) reverts there
+// and not on chain: such a task waits for a later send, and is checked
+// again. A final revert ends the task in error at once (c.refused, recorded
+// by Commit) and spends no nonce. Any other failure of the first task
+// fails the send: its own when it is the node's verdict (estimateError),
+// the provider's otherwise (no task's).
 func (c *sendCycle) prepare(ctx context.Context) ([]prepared, error) {
-	type estimate struct {
-		gas  uint64
-		err  error
-		done bool
-	}
-	estimates := map[string]*estimate{}
+	checks := map[string]*check{}
 	var order []string
-	for _, t := range c.tasks {
-		if _, ok := c.gasLimit(t); ok {
-			continue
-		}
-		if call := callKey(t.Request); estimates[call] == nil {
-			estimates[call] = &estimate{}
-			order = append(order, call)
-		}
-	}
 	first := map[string]store.Task{}
 	for _, t := range c.tasks {
-		if _, ok := c.gasLimit(t); !ok && first[callKey(t.Request)].ID == "" {
-			first[callKey(t.Request)] = t
+		_, hasGas := c.gasLimit(t)
+		if hasGas && !c.preflights(t) {
+			continue
 		}
+		call := callKey(t.Request)
+		k := checks[call]
+		if k == nil {
+			k = &check{}
+			checks[call] = k
+			order = append(order, call)
+			first[call] = t
+		}
+		k.needCall = k.needCall || c.preflights(t)
+		k.needGas = k.needGas || !hasGas
 	}
 	b := c.Budget()
 	for i := 0; i < len(order) && !b.Spent(i); i += estimateRounds {
 		var wg sync.WaitGroup
 		for _, call := range order[i:min(i+estimateRounds, len(order))] {
-			e := estimates[call]
+			k := checks[call]
 			wg.Go(func() {
-				e.gas, e.err = c.gasOf(ctx, first[call])
-				e.done = true
+				var inner sync.WaitGroup
+				if k.needCall {
+					inner.Go(func() { k.callErr = c.preflight(ctx, first[call]) })
+				}
+				if k.needGas {
+					k.gas, k.gasErr = c.estimate(ctx, first[call])
+				}
+				inner.Wait()
+				k.done = true
 			})
 		}
 		wg.Wait()
-		if slices.ContainsFunc(order[i:min(i+estimateRounds, len(order))], func(call string) bool { return estimates[call].err != nil }) {
+		if slices.ContainsFunc(order[i:min(i+estimateRounds, len(order))], func(call string) bool {
+			return checks[call].callErr != nil || checks[call].gasErr != nil
+		}) {
 			break // a failure: the tasks from it on wait for the next send
 		}
 	}
 	var ready []prepared
 	for _, t := range c.tasks {
-		if gas, ok := c.gasLimit(t); ok {
+		gas, hasGas := c.gasLimit(t)
+		if hasGas && !c.preflights(t) {
 			ready = append(ready, prepared{task: t, gas: gas})
 			continue
 		}
-		e := estimates[callKey(t.Request)]
+		k := checks[callKey(t.Request)]
+		if !k.done {
+			break // not asked: it and the tasks after it wait
+		}
+		var err error
+		var estimated bool
 		switch {
-		case e.done && e.err == nil:
-			ready = append(ready, prepared{task: t, gas: e.gas})
+		case c.preflights(t) && k.callErr != nil:
+			err = k.callErr
+		case !hasGas && k.gasErr != nil:
+			err, estimated = k.gasErr, true
+		}
+		if err == nil {
+			if !hasGas {
+				gas = k.gas
+			}
+			ready = append(ready, prepared{task: t, gas: gas})
 			continue
-		case !e.done:
-		case len(ready) == 0 && ledger.CallRefused(e.err):
+		}
+		ahead := len(ready) > 0 || c.InFlight > 0
+		switch {
+		case c.preflights(t) && ledger.Reverted(err) && ahead:
+			// The pending state may lack what is ahead of it: it and
+			// the tasks after it wait, and are checked again.
+			if len(ready) == 0 {
+				c.Run.PreflightWaits = true
+				c.cfg.Logger.Info("wallet: a task's call reverts with transactions of the wallet ahead of it unmined; it waits for them",
+					"shard", c.Claim.Key, "task", t.ID, "in_flight", c.InFlight, "error", err)
+			}
+		case len(ready) > 0:
+			// Not this task's turn yet: it and the tasks after it wait,
+			// in queue order, for the next send.
+		case c.preflights(t) && ledger.Reverted(err):
+			c.refused = &refusal{task: t, err: err}
+			return nil, nil
+		case ledger.CallRefused(err):
 			// The node's verdict on the first task: its own failure.
-			return nil, &estimateError{task: t, err: e.err}
-		case len(ready) == 0:
+			return nil, &estimateError{task: t, err: err, estimate: estimated}
+		default:
 			// No answer (a rate limit, a 5xx, a timeout): marked
 			// unavailable by LedgerCall, it fails no task.
-			return nil, fmt.Errorf("estimating the gas of task %s for %s: %w", t.ID, c.Claim.Key, e.err)
+			return nil, fmt.Errorf("checking the call of task %s for %s: %w", t.ID, c.Claim.Key, err)
 		}
-		// Not this task's turn yet (its estimate failed or was not asked):
-		// it and the tasks after it wait, in queue order, for the next
-		// send.
 		break
 	}
 	return ready, nil
+}
+
+// refusal is a task whose call reverts with nothing of its wallet ahead of
+// it: the send ends it in error (Commit) and signs nothing.
+type refusal struct {
+	task store.Task
+	err  error
+}
+
+// revert is the refusal's revert, decoded with the task's ABI.
+func (r *refusal) revert() calldata.Revert {
+	var abiJSON json.RawMessage
+	if r.task.Request.Call != nil {
+		abiJSON = r.task.Request.Call.ABI
+	}
+	if re, ok := ledger.RevertDataOf(r.err); ok {
+		return calldata.DecodeRevert(re.Data, re.Truncated, abiJSON)
+	}
+	return calldata.DecodeRevert(nil, false, nil)
+}
+
+// preflight runs the task's call at the pending state.
+func (c *sendCycle) preflight(ctx context.Context, t store.Task) error {
+	_, err := wallet.LedgerCall(ctx, c.Shard, func(ctx context.Context) ([]byte, error) {
+		return c.ledger.Call(ctx, c.callMsg(t), nil)
+	})
+	return err
+}
+
+// callMsg is the task's transaction as a call from the wallet.
+func (c *sendCycle) callMsg(t store.Task) ledger.CallMsg {
+	to := ledger.Address(common.HexToAddress(t.Request.To))
+	return ledger.CallMsg{From: c.Wallet.Address(), To: &to, Value: t.Request.Value, Data: t.Request.Data}
 }
 
 // gasLimit is the task's gas limit when it needs no estimate: the one its
@@ -477,13 +591,9 @@ func (c *sendCycle) gasLimit(t store.Task) (uint64, bool) {
 	return 0, false
 }
 
-// gasOf is the task's gas limit, or the node's estimate.
-func (c *sendCycle) gasOf(ctx context.Context, t store.Task) (uint64, error) {
-	if t.Request.GasLimit != nil {
-		return *t.Request.GasLimit, nil
-	}
-	to := ledger.Address(common.HexToAddress(t.Request.To))
-	msg := ledger.CallMsg{From: c.Wallet.Address(), To: &to, Value: t.Request.Value, Data: t.Request.Data}
+// estimate is the node's gas estimate of the task's transaction.
+func (c *sendCycle) estimate(ctx context.Context, t store.Task) (uint64, error) {
+	msg := c.callMsg(t)
 	return wallet.LedgerCall(ctx, c.Shard, func(ctx context.Context) (uint64, error) { return c.ledger.EstimateGas(ctx, msg) })
 }
 
@@ -520,6 +630,9 @@ func (c *sendCycle) sign(ctx context.Context, p prepared, nonce uint64, fees led
 // that fails leaves nothing behind.
 func (c *sendCycle) Commit(ctx context.Context) error {
 	now := c.cfg.Clock.Now()
+	if c.refused != nil {
+		return c.commitRefused(ctx, now)
+	}
 	err := c.Fenced(ctx, func(tx *store.Store) error {
 		if !c.first && c.firstNonce > c.next {
 			if _, err := tx.WalletNonceRaise(ctx, store.WalletNonceRaiseParams{Now: now, ChainID: c.ChainID(), Sender: c.Sender, AtLeast: c.firstNonce}); err != nil {
@@ -555,6 +668,27 @@ func (c *sendCycle) Commit(ctx context.Context) error {
 	return nil
 }
 
+// commitRefused ends the refused task in error with its decoded revert, in
+// a transaction fenced by the claim; nothing was signed.
+func (c *sendCycle) commitRefused(ctx context.Context, now time.Time) error {
+	rev := c.refused.revert()
+	revJSON, err := json.Marshal(rev)
+	if err != nil {
+		return fmt.Errorf("writing the revert of task %s: %w", c.refused.task.ID, err)
+	}
+	reason := "preflight: " + rev.Reason()
+	err = c.Fenced(ctx, func(tx *store.Store) error {
+		_, err := tx.TaskFail(ctx, store.TaskFailParams{Now: now, ID: c.refused.task.ID, Reason: reason, Revert: revJSON})
+		return c.Tolerate(err, "fail")
+	})
+	if err != nil {
+		return fmt.Errorf("ending task %s refused by its preflight: %w", c.refused.task.ID, err)
+	}
+	c.cfg.Logger.Info("wallet: a task's call reverts at the pending state; it ended in error, no nonce spent", "shard", c.Claim.Key,
+		"task", c.refused.task.ID, "reason", reason)
+	return nil
+}
+
 // Drop stores nothing, so the tasks stay waiting for the next run. When
 // the send failed for a reason of the task's own (the node's verdict on its
 // gas estimate, its signing, or a value the database refuses) in
@@ -583,7 +717,11 @@ func (c *sendCycle) Drop(ctx context.Context, cause error) error {
 	reason := fmt.Sprintf("its send failed in %d consecutive runs: %v", c.Claim.Failures+1, cause)
 	var ee *estimateError
 	if errors.As(cause, &ee) {
-		reason = fmt.Sprintf("gas estimate failed in %d consecutive runs: %s", c.Claim.Failures+1, ledger.ReasonOf(ee.err))
+		what := "gas estimate"
+		if !ee.estimate {
+			what = "preflight"
+		}
+		reason = fmt.Sprintf("%s failed in %d consecutive runs: %s", what, c.Claim.Failures+1, ledger.ReasonOf(ee.err))
 	}
 	err := c.Fenced(ctx, func(tx *store.Store) error {
 		_, err := tx.TaskFail(ctx, store.TaskFailParams{Now: c.cfg.Clock.Now(), ID: task.ID, Reason: reason})

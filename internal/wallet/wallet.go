@@ -182,6 +182,11 @@ type Run struct {
 	// RequestsChecked: the run collected the cancels and speed-ups clients
 	// asked of its executing tasks (at most once per run).
 	RequestsChecked bool
+	// PreflightWaits: a send found the head of the queue's call reverting
+	// while transactions of the wallet are in flight (queuer.WalletSender's
+	// preflight): it waits for them, so the run sends nothing more and the
+	// follower brings the shard back.
+	PreflightWaits bool
 	// Paused: the balance check found the balance below the threshold: the
 	// run sends nothing.
 	Paused bool
@@ -236,6 +241,9 @@ type Shard struct {
 	// it).
 	Sender string
 	Run    *Run
+	// InFlight is how many of the wallet's attempts were signed or sent and
+	// not yet mined when the run's step was collected.
+	InFlight int
 }
 
 // ChainID is the wallet's chain.
@@ -294,6 +302,7 @@ func (j *Job) Collect(ctx context.Context, c workers.Claim) (workers.Cycle, erro
 		return nil, err
 	}
 	inFlight := live.InFlight
+	s.InFlight = inFlight
 	budget := j.cfg.InFlight - inFlight
 	if c.Failures > 0 {
 		// The last run failed: this one sends the head of the queue alone,
@@ -354,7 +363,7 @@ func (j *Job) Collect(ctx context.Context, c workers.Claim) (workers.Cycle, erro
 	if cyc, err := j.steps.KeepMoving.Collect(ctx, s, inFlight, len(tasks)); cyc != nil || err != nil {
 		return cyc, err
 	}
-	if len(tasks) == 0 || s.Run.Paused || s.Run.Held || s.Run.Recovering {
+	if len(tasks) == 0 || s.Run.Paused || s.Run.Held || s.Run.Recovering || s.Run.PreflightWaits {
 		return nil, nil
 	}
 	cyc, err := j.steps.Send.Collect(ctx, s, tasks)

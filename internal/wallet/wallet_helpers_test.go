@@ -192,11 +192,23 @@ func (e *env) postAt(t *testing.T, w int, now time.Time, value int64) store.Task
 
 func (e *env) insert(t *testing.T, w int, now time.Time, priority int32, value int64, data []byte) store.Task {
 	t.Helper()
+	return e.insertRequest(t, w, now, priority, store.TaskRequest{Value: big.NewInt(value), Data: data})
+}
+
+// postRequest stores a task of wallet w asking for r (to a new recipient).
+func (e *env) postRequest(t *testing.T, w int, r store.TaskRequest) store.Task {
+	t.Helper()
+	e.clk.Advance(time.Microsecond)
+	return e.insertRequest(t, w, e.clk.Now(), 0, r)
+}
+
+func (e *env) insertRequest(t *testing.T, w int, now time.Time, priority int32, r store.TaskRequest) store.Task {
+	t.Helper()
 	e.recipients++
-	to := common.BigToAddress(big.NewInt(int64(0x10000 + e.recipients)))
+	r.To = common.BigToAddress(big.NewInt(int64(0x10000 + e.recipients))).Hex()
 	return e.rows.PostTask(testfactory.Task{
 		Wallet: e.wallets[w].ID, ChainID: chainID, Sender: e.wallets[w].Address().Hex(), Priority: priority,
-		Request: store.TaskRequest{To: to.Hex(), Value: big.NewInt(value), Data: data}, CreatedAt: now,
+		Request: r, CreatedAt: now,
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
@@ -21,8 +22,14 @@ import (
 func TestWallet_ARevertedTransactionIsDoneWithReverted(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{})
+	var called sync.Map
+	e.led.CallErr = func(m ledger.CallMsg, _ *uint64) error {
+		called.Store(string(m.Data), true)
+		return nil
+	}
 	ok := e.post(t, 0, 0, 1000, nil)
-	rev := e.post(t, 0, 0, 1000, append(append([]byte(nil), evmsim.RevertMarker...), 1, 2))
+	// Without its preflight: the call reverts at the pending state too.
+	rev := e.postRequest(t, 0, store.TaskRequest{Value: big.NewInt(1000), Data: append(append([]byte(nil), evmsim.RevertMarker...), 1, 2), SkipPreflight: true})
 	e.drive(t, e.pool, 10, ok, rev)
 	nonces := e.requireDoneOnce(t, ok, rev)
 	e.requireContiguous(t, 0, 0, nonces)
@@ -30,6 +37,10 @@ func TestWallet_ARevertedTransactionIsDoneWithReverted(t *testing.T) {
 	got := e.task(t, rev)
 	require.True(t, got.Reverted)
 	require.Empty(t, got.Error)
+	_, preflighted := called.Load(string(rev.Request.Data))
+	require.False(t, preflighted, "a task without its preflight runs no call before it is sent")
+	_, preflighted = called.Load("")
+	require.True(t, preflighted, "the other task's call was run")
 }
 
 // Send results: a deterministic rejection (insufficient funds): the task ends
