@@ -23,8 +23,10 @@ func TestWallet_ARevertedTransactionIsDoneWithReverted(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{})
 	var called sync.Map
-	e.led.CallErr = func(m ledger.CallMsg, _ *uint64) error {
-		called.Store(string(m.Data), true)
+	e.led.CallErr = func(m ledger.CallMsg, block *uint64) error {
+		if block == nil { // a preflight, not a replay
+			called.Store(string(m.Data), true)
+		}
 		return nil
 	}
 	ok := e.post(t, 0, 0, 1000, nil)
@@ -37,6 +39,12 @@ func TestWallet_ARevertedTransactionIsDoneWithReverted(t *testing.T) {
 	got := e.task(t, rev)
 	require.True(t, got.Reverted)
 	require.Empty(t, got.Error)
+	// Its revert is replayed at its block and decoded, after the confirm
+	// and beside it; the other task gets its (empty) logs.
+	require.Eventually(t, func() bool { return len(e.task(t, rev).Revert) > 0 && len(e.task(t, ok).Logs) > 0 }, 10*time.Second, 10*time.Millisecond)
+	require.JSONEq(t, `{"kind":"raw","data":"0x0102","problem":"shorter than a selector"}`, string(e.task(t, rev).Revert))
+	require.JSONEq(t, `{"logs":[],"count":0}`, string(e.task(t, ok).Logs))
+	require.Empty(t, e.task(t, ok).Revert)
 	_, preflighted := called.Load(string(rev.Request.Data))
 	require.False(t, preflighted, "a task without its preflight runs no call before it is sent")
 	_, preflighted = called.Load("")
