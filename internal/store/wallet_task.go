@@ -139,10 +139,10 @@ type Task struct {
 	CancelRequestedAt *time.Time
 	// SpeedUp is the fees a client asked for that the worker has not
 	// stored yet (TaskRequestSpeedUp); nil: none.
-	SpeedUp    *SpeedUpFees
-	Error      string
-	Reverted   bool
-	Cancelled  bool
+	SpeedUp   *SpeedUpFees
+	Error     string
+	Reverted  bool
+	Cancelled bool
 	// Revert is why the task's call reverted, decoded (a calldata.Revert as
 	// JSON): the preflight's verdict of a task ended in error, or the
 	// replay of a reverted transaction; nil: none.
