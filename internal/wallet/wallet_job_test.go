@@ -79,14 +79,14 @@ func TestWallet_ACycleMakesNoLedgerCallPastItsBudget(t *testing.T) {
 				return isBroadcast && step == "commit" && len(perCycle[kind]) == len(tasks)
 			})
 			if gasGiven {
-				// One send signs all four (the fee suggestion only); each
-				// broadcast cycle sends one.
-				require.Equal(t, []int{1}, perCycle["*queuer.sendCycle"])
+				// One send signs all four (the fee suggestion and the
+				// four preflights); each broadcast cycle sends one.
+				require.Equal(t, []int{5}, perCycle["*queuer.sendCycle"])
 			} else {
 				// The send: the fee suggestion and its first round of
-				// estimates, asked at once (a round lasts one ledger
-				// timeout at most, as one call does).
-				require.Equal(t, []int{5}, perCycle["*queuer.sendCycle"])
+				// preflights and estimates, asked at once (a round lasts
+				// one ledger timeout at most, as one call does).
+				require.Equal(t, []int{9}, perCycle["*queuer.sendCycle"])
 			}
 			require.Equal(t, []int{1, 1, 1, 1}, perCycle["*submitter.broadcastCycle"])
 			require.Equal(t, len(tasks), len(e.led.Sends()))

@@ -62,15 +62,17 @@ func TestWallet_TwoProcessesNeverSignTwoTransactionsForOneNonce(t *testing.T) {
 }
 
 // katana's "failed work is not retried forever", for a task the node will
-// not estimate: the node's verdict on the gas estimate of the first task of
-// a send (a revert, classed Deterministic as the evm adapter classes it)
-// fails the run; after wallet.Config.MaxFailures such runs the task ends in
+// not estimate and that opted out of its preflight (which would end it at
+// once: TestWallet_ACallThatRevertsAtThePendingStateEndsInErrorAtOnceAndSpendsNoNonce):
+// the node's verdict on the gas estimate of the first task of a send (a
+// revert, classed Deterministic as the evm adapter classes it) fails the
+// run; after wallet.Config.MaxFailures such runs the task ends in
 // error and the tasks behind it are sent. A failure to get an answer is no
 // verdict: TestWallet_AGasEstimateTheProviderRateLimitsEndsNoTaskInErrorAndTheTasksGoOutWhenItStops.
 func TestWallet_ATaskWhoseGasEstimateKeepsFailingEndsInErrorAfterMaxFailures(t *testing.T) {
 	t.Parallel()
 	e := setup(t, options{cfg: func(c *wallet.Config) { c.MaxFailures = 3 }})
-	bad := e.post(t, 0, 0, 1000, nil)
+	bad := e.postRequest(t, 0, store.TaskRequest{Value: big.NewInt(1000), SkipPreflight: true})
 	badTo := ledger.Address(common.HexToAddress(bad.Request.To))
 	e.led.EstimateErr = func(m ledger.CallMsg) error {
 		if m.To != nil && *m.To == badTo {
