@@ -209,6 +209,7 @@ var crossKey = map[string]string{
 	"TaskRequestSpeedUp":      apiByWallet,
 	"TaskFinishCancelled":     taskByID,
 	"TaskClearSpeedUp":        taskByID,
+	"TaskSetOutcome":          taskByID,
 	"TaskFinishDone":          taskByID,
 	"TaskFinishError":         taskByID,
 	"TaskReopen":              taskByID,

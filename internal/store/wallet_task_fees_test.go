@@ -50,3 +50,16 @@ func TestTaskRequestHash_TheCallIsPartOfTheFingerprint(t *testing.T) {
 		seen[h] = name
 	}
 }
+
+// "preflight": false has a fingerprint of its own; the default (true) adds
+// nothing, so a request stored before the field keeps its fingerprint (the
+// first test above).
+func TestTaskRequestHash_NoPreflightIsPartOfTheFingerprint(t *testing.T) {
+	p := TaskInsertParams{ChainID: 1337, Sender: "0x00000000000000000000000000000000000000aa",
+		Request: TaskRequest{To: "0x00000000000000000000000000000000000000bb", Data: []byte{1, 2}}}
+	q := p
+	q.Request.SkipPreflight = true
+	if string(TaskRequestHash(p)) == string(TaskRequestHash(q)) {
+		t.Fatal("a request with and without its preflight share a fingerprint")
+	}
+}
