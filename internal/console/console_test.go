@@ -712,3 +712,29 @@ func TestConsole_SpeedUpASentTaskThroughTheStoreAndTheAudit(t *testing.T) {
 	require.Contains(t, page, "A speed-up to max 3 gwei, tip 1.5 gwei was asked")
 	require.NotContains(t, page, `id="speed-up"`, "one speed-up at a time")
 }
+
+// A task's page shows why its call reverted and its transaction's logs,
+// decoded where the task's ABI declares the event, raw otherwise.
+func TestConsole_TheTaskPageShowsItsRevertReasonAndItsLogs(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, Config{})
+	b := fx.loggedIn("admin")
+	_, err := fx.st.DB().Exec(t.Context(), `UPDATE ledgerq.wallet_tasks SET revert = $1, logs = $2 WHERE id = $3`,
+		`{"kind":"panic","code":"0x12","meaning":"division or modulo by zero","selector":"0x4e487b71","data":"0x4e487b71"}`,
+		`{"logs":[{"index":3,"address":"0x00000000000000000000000000000000000000aa","topics":["0x01"],"data":"0xbeef",`+
+			`"event":{"name":"Done","signature":"Done(address,uint256,string)","args":{"note":"x"}}},`+
+			`{"index":4,"address":"0x00000000000000000000000000000000000000bb","topics":[],"data":"0xcafe"}],"count":2}`,
+		fx.waiting.ID)
+	require.NoError(t, err)
+	page := b.get("/ui/wallets/main/tasks/" + fx.waiting.ID).Body.String()
+	require.Contains(t, page, `id="task-revert"`)
+	require.Contains(t, page, "execution reverted: panic 0x12 (division or modulo by zero)")
+	require.Contains(t, page, `id="task-logs"`)
+	require.Contains(t, page, `<code>Done</code> <code class="wrap">{&#34;note&#34;:&#34;x&#34;}</code>`)
+	require.Contains(t, page, "0xcafe")
+	require.Contains(t, page, "not decoded")
+
+	other := b.get("/ui/wallets/main/tasks/" + fx.started.ID).Body.String()
+	require.NotContains(t, other, `id="task-revert"`)
+	require.NotContains(t, other, `id="task-logs"`)
+}

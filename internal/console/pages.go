@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"regexp"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/ledgerq/ledgerq/internal/calldata"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
@@ -254,6 +256,29 @@ type taskData struct {
 	Head *int64
 	// SpeedUp is the speed-up form, nil when the task cannot be sped up.
 	SpeedUp *speedUpForm
+	// Revert and Logs are the task's, read from their JSON; nil: none (or
+	// not readable).
+	Revert *calldata.Revert
+	Logs   *calldata.Logs
+}
+
+// outcomeOf reads a task's revert and logs for its page.
+func outcomeOf(t store.Task) (*calldata.Revert, *calldata.Logs) {
+	var rev *calldata.Revert
+	if len(t.Revert) > 0 {
+		var r calldata.Revert
+		if json.Unmarshal(t.Revert, &r) == nil {
+			rev = &r
+		}
+	}
+	var logs *calldata.Logs
+	if len(t.Logs) > 0 {
+		var l calldata.Logs
+		if json.Unmarshal(t.Logs, &l) == nil {
+			logs = &l
+		}
+	}
+	return rev, logs
 }
 
 // task404 returns the wallet and the task the path names, read with ctx.
@@ -293,6 +318,7 @@ func (c *Console) renderTask(ctx context.Context, ec echo.Context, wallet string
 		return c.storeFail(ec, "Task "+id+" of wallet "+wallet, err)
 	}
 	data := taskData{Task: v.Task, Attempts: v.Attempts, SpeedUp: speedUpFormOf(v.Task, v.Attempts)}
+	data.Revert, data.Logs = outcomeOf(v.Task)
 	if v.Health != nil {
 		data.Head = v.Health.ChainHead
 	}
