@@ -432,3 +432,29 @@ func TestChain_AReadWaitsOutALoneNodesRetryAfterWithinItsDeadline(t *testing.T) 
 	require.True(t, once.Load())
 	require.GreaterOrEqual(t, time.Since(began), 900*time.Millisecond, "the Retry-After was waited out")
 }
+
+// A call that reverts is the node's verdict, with its revert data, as for
+// an estimate; a provider's failure is not.
+func TestChain_ACallThatRevertsIsTheNodesVerdictWithItsData(t *testing.T) {
+	e := newEnv(t, 2)
+	c := e.chain(t, nil)
+	to := ledger.Address(common.HexToAddress("0xdead"))
+	data := append(append([]byte(nil), evmsim.RevertMarker...), 0xca, 0xfe)
+	_, err := c.Call(t.Context(), ledger.CallMsg{From: ledger.Address(e.from), To: &to, Data: data}, nil)
+	require.True(t, ledger.CallRefused(err), "a revert is the call's verdict: %v", err)
+	re, ok := ledger.RevertDataOf(err)
+	require.True(t, ok, "%v", err)
+	require.Equal(t, []byte{0xca, 0xfe}, re.Data)
+	require.Equal(t, evmnodes.NodeHealthy, nodeState(c, "n0").State, "a verdict is no failure of the node")
+
+	out, err := c.Call(t.Context(), ledger.CallMsg{From: ledger.Address(e.from), To: &to}, nil)
+	require.NoError(t, err)
+	require.Empty(t, out)
+
+	for _, n := range e.nodes {
+		n.set(func(n *node) { n.status, n.retryAfter = http.StatusTooManyRequests, "1" })
+	}
+	_, err = c.Call(t.Context(), ledger.CallMsg{From: ledger.Address(e.from), To: &to, Data: data}, nil)
+	require.Error(t, err)
+	require.False(t, ledger.CallRefused(err), "a rate limit is the provider's failure, never the task's")
+}
