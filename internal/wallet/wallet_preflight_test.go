@@ -3,6 +3,7 @@ package wallet_test
 import (
 	"encoding/json"
 	"math/big"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ethereum/go-ethereum/accounts/abi"
@@ -10,10 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/calldata"
+	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/wallet"
+	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
 // errorString is Error(message)'s revert data.
@@ -97,4 +100,33 @@ func TestWallet_ARevertingCallWithTheWalletsTransactionsAheadWaitsAndIsCheckedAg
 		e.requireContiguous(t, 0, 0, nonces)
 		require.GreaterOrEqual(t, e.led.Calls("Call"), 3, "together %v: the dependent call was checked again", together)
 	}
+}
+
+// The write-ahead across signers: a task whose nonce is pinned (a signer
+// outside the process was asked for its transaction, and the process died
+// before the attempt was stored) is never preflighted nor ended by what a
+// call answers: its content is fixed at that nonce, and it goes out.
+func TestWallet_APinnedTaskIsNeverEndedByItsPreflight(t *testing.T) {
+	t.Parallel()
+	e := setup(t, options{signer: func(s keystore.Signer) keystore.Signer { return &remoteSigner{Signer: s} }})
+	task := e.post(t, 0, 0, 1000, nil)
+	crashed, _ := e.newProcess(t, e.led)
+	e.crashedRun(t, crashed, 0, func(cyc workers.Cycle, step string) bool {
+		return isCycle(cyc, "*queuer.sendCycle") && step == "commit"
+	})
+	require.Len(t, e.signRequests(t), 1, "its nonce is pinned")
+
+	// From now on its call reverts at the pending state.
+	var preflighted atomic.Int32
+	e.led.CallErr = func(m ledger.CallMsg, block *uint64) error {
+		if block == nil {
+			preflighted.Add(1)
+		}
+		return evmsim.CallReverted(errorString(t, "state changed"))
+	}
+	e.expireLeases(t)
+	_, pool := e.newProcess(t, e.led)
+	e.drive(t, pool, 20, task)
+	e.requireDoneOnce(t, task)
+	require.Zero(t, preflighted.Load(), "a pinned task runs no preflight")
 }
