@@ -104,7 +104,7 @@ RETURNING *;
 -- it was sent, whatever else failed. Attempts through tx_attempts_task.
 UPDATE ledgerq.wallet_tasks t
 SET status = 2, error = @error::text, finished_at = @now::timestamptz, updated_at = @now::timestamptz,
-    revert = coalesce(sqlc.narg(revert)::jsonb, t.revert)
+    revert = coalesce(sqlc.narg(revert)::json, t.revert)
 WHERE t.id = @id AND t.status IN (0, 1)
   AND NOT EXISTS (SELECT 1 FROM ledgerq.tx_attempts a WHERE a.task_id = t.id AND a.state IN ('mined', 'confirmed'))
 RETURNING *;
@@ -281,5 +281,5 @@ RETURNING *;
 -- reverted one, the decoded revert of its replay (best effort, after the
 -- confirmation's own transaction). Each is written once.
 UPDATE ledgerq.wallet_tasks
-SET logs = coalesce(logs, sqlc.narg(logs)::jsonb), revert = coalesce(revert, sqlc.narg(revert)::jsonb)
+SET logs = coalesce(logs, sqlc.narg(logs)::json), revert = coalesce(revert, sqlc.narg(revert)::json)
 WHERE id = @id AND status = 3;

@@ -128,7 +128,7 @@ func TestWalletPreflight_ARevertingCallIsRefusedWithItsReasonAndNoNonceOnARealNo
 			got = w.outcome(quotaByABI.ID)
 			require.Equal(t, calldata.RevertCustom, got.Revert.Kind, "%+v", got.Revert)
 			require.Equal(t, "QuotaExceeded", got.Revert.Name)
-			require.JSONEq(t, `{"who":"`+holder.Hex()+`","need":"5","have":"3"}`, string(got.Revert.Args))
+			require.Equal(t, `{"who":"`+holder.Hex()+`","need":"5","have":"3"}`, string(got.Revert.Args), "in the declaration's order")
 
 			quotaID := testcontracts.ABI(testcontracts.Reverter).Errors["QuotaExceeded"].ID
 			quotaSelector := "0x" + common.Bytes2Hex(quotaID[:4])

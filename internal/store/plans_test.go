@@ -307,7 +307,7 @@ func paramValue(t *testing.T, query string, i int, oid uint32, t0 time.Time) any
 		return false
 	case pgtype.IntervalOID:
 		return 15 * time.Second
-	case pgtype.JSONBOID:
+	case pgtype.JSONOID, pgtype.JSONBOID:
 		return `{"kind":"raw"}`
 	case pgtype.TextArrayOID, pgtype.VarcharArrayOID:
 		return []string{"a", "p"}

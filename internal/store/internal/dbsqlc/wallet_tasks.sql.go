@@ -334,7 +334,7 @@ func (q *Queries) TaskFinishDone(ctx context.Context, arg TaskFinishDoneParams) 
 const taskFinishError = `-- name: TaskFinishError :one
 UPDATE ledgerq.wallet_tasks t
 SET status = 2, error = $1::text, finished_at = $2::timestamptz, updated_at = $2::timestamptz,
-    revert = coalesce($3::jsonb, t.revert)
+    revert = coalesce($3::json, t.revert)
 WHERE t.id = $4 AND t.status IN (0, 1)
   AND NOT EXISTS (SELECT 1 FROM ledgerq.tx_attempts a WHERE a.task_id = t.id AND a.state IN ('mined', 'confirmed'))
 RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei, preflight, revert, logs
@@ -1436,7 +1436,7 @@ func (q *Queries) TaskSeedFinished(ctx context.Context, arg TaskSeedFinishedPara
 
 const taskSetOutcome = `-- name: TaskSetOutcome :execrows
 UPDATE ledgerq.wallet_tasks
-SET logs = coalesce(logs, $1::jsonb), revert = coalesce(revert, $2::jsonb)
+SET logs = coalesce(logs, $1::json), revert = coalesce(revert, $2::json)
 WHERE id = $3 AND status = 3
 `
 
