@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ecdsa"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -18,6 +19,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient/simulated"
 	"github.com/ethereum/go-ethereum/params"
+	"github.com/ethereum/go-ethereum/rpc"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evm"
@@ -420,7 +422,11 @@ func wantRevertData(t *testing.T, op string, err error, want string) {
 	if !ok || fmt.Sprintf("%x", re.Data) != want {
 		t.Fatalf("%s's revert data = %+v (%v); want %s", op, re, err, want)
 	}
-	t.Logf("%s: %v", op, err)
+	code := 0
+	if rpcErr, ok := errors.AsType[rpc.Error](err); ok {
+		code = rpcErr.ErrorCode()
+	}
+	t.Logf("%s: code %d: %v", op, code, err)
 }
 
 // testTransportFailuresAreIndeterminate: a proxy's 502 and a node that does
