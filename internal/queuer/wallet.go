@@ -239,6 +239,12 @@ func (c *sendCycle) Execute(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if c.refused != nil {
+		return nil // nothing is signed: Commit ends the refused task
+	}
+	if len(ready) == 0 {
+		return nil // the head of the queue waits (Run.PreflightWaits)
+	}
 	fees = wallet.AtLeastTip(fees, c.cfg.MinTip)
 
 	chainNonce := int64(c.Run.ChainNonce)
@@ -632,6 +638,9 @@ func (c *sendCycle) Commit(ctx context.Context) error {
 	now := c.cfg.Clock.Now()
 	if c.refused != nil {
 		return c.commitRefused(ctx, now)
+	}
+	if c.Run.PreflightWaits && len(c.added)+len(c.reused) == 0 {
+		return nil // nothing was signed
 	}
 	err := c.Fenced(ctx, func(tx *store.Store) error {
 		if !c.first && c.firstNonce > c.next {
