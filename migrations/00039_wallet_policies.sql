@@ -33,7 +33,7 @@ CREATE TABLE ledgerq.wallet_policies (
             AND jsonb_path_exists(policy, '$.recipients[*] ? (@.type() != "string" || !(@ like_regex "^0x[0-9a-f]{40}$"))') = false))
         AND (NOT policy ? 'contracts' OR (jsonb_typeof(policy -> 'contracts') = 'object'
             AND jsonb_path_exists(policy, '$.contracts.keyvalue() ? (!(@.key like_regex "^0x[0-9a-f]{40}$") || (@.value.type() != "null" && @.value.type() != "object"))') = false
-            AND jsonb_path_exists(policy, '$.contracts.*.keyvalue() ? (!(@.key like_regex "^0x[0-9a-f]{8}$") || @.value.type() != "string")') = false))
+            AND jsonb_path_exists(policy, '$.contracts.* ? (@.type() == "object").keyvalue() ? (!(@.key like_regex "^0x[0-9a-f]{8}$") || @.value.type() != "string")') = false))
         AND (NOT policy ? 'max_value_per_tx' OR (jsonb_typeof(policy -> 'max_value_per_tx') = 'string'
             AND policy ->> 'max_value_per_tx' ~ '^[0-9]{1,78}$' AND (policy ->> 'max_value_per_tx')::numeric < 2::numeric ^ 256))
         AND (NOT policy ? 'value_caps' OR jsonb_typeof(policy -> 'value_caps') = 'array')
