@@ -18,6 +18,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/notify"
+	"github.com/ledgerq/ledgerq/internal/policy"
 	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/signers"
 	"github.com/ledgerq/ledgerq/internal/store"
@@ -48,6 +49,10 @@ type WalletConfig struct {
 	// the wallets whose keys are in them (--wallet-signer); wallets can
 	// also be added at run time (POST /v1/wallets, signers.Manager).
 	Signers signers.Config `group:""`
+	// Policies are what wallets may send (--wallet-policy), written to
+	// ledgerq.wallet_policies at start, where the API cannot change them;
+	// policies can also be set through the API (PUT …/policy).
+	Policies policy.Decls `flag:"policy" only:"ledger" help:"what a wallet may send: wallet=NAME[,recipient=0x…][,contract=0x…][,function=0xCONTRACT:SIGNATURE_OR_SELECTOR][,max-value=WEI][,value-cap=WEI/WINDOW][,fee-cap=WEI/WINDOW], every key but wallet repeatable (a list of mappings in the file); recipients and contracts are an allow-list when one is listed; a cap bounds the wallet's value, or fees, within a rolling window (a duration such as 24h); written to the database at start, where the API cannot change it"`
 	// Registry, when set, is used instead of Keystores (dev, bench, tests).
 	Registry *keystore.Registry
 	// Lane is the per-wallet work's own settings: the in-flight budget,
@@ -141,6 +146,9 @@ func (w *WalletConfig) validate() error {
 	if err := w.Signers.Validate(); err != nil {
 		return fmt.Errorf("wallet lane: %w", err)
 	}
+	if err := w.Policies.Validate(); err != nil {
+		return fmt.Errorf("wallet lane: %w", err)
+	}
 	ec := w.Lane
 	if err := ec.Validate(); err != nil {
 		return fmt.Errorf("wallet lane: %w (--wallet-*)", err)
@@ -219,6 +227,13 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 	}
 	if err := n.buildWalletSigners(ctx, lane); err != nil {
 		return err
+	}
+	policies, err := w.Policies.Policies()
+	if err != nil {
+		return fmt.Errorf("wallet lane: %w", err)
+	}
+	if err := n.store.WalletPolicySyncConfig(ctx, n.clock.Now(), policies); err != nil {
+		return fmt.Errorf("wallet lane: %w", err)
 	}
 	deps := n.deps("")
 	ec := w.laneConfig(n)
