@@ -259,6 +259,8 @@ var opNeeds = map[string]struct {
 	"addWallet":    {principal.admin, "admin"},
 	"updateWallet": {principal.admin, "admin"},
 	"removeWallet": {principal.admin, "admin"},
+	"putWalletPolicy":    {principal.admin, "admin"},
+	"deleteWalletPolicy": {principal.admin, "admin"},
 }
 
 // securedOps returns which operations need a key under the configuration:

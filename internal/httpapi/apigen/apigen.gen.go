@@ -374,6 +374,24 @@ func (e WalletEntrySource) Valid() bool {
 	}
 }
 
+// Defines values for WalletPolicyViewSource.
+const (
+	WalletPolicyViewSourceAPI    WalletPolicyViewSource = "api"
+	WalletPolicyViewSourceConfig WalletPolicyViewSource = "config"
+)
+
+// Valid indicates whether the value is a known member of the WalletPolicyViewSource enum.
+func (e WalletPolicyViewSource) Valid() bool {
+	switch e {
+	case WalletPolicyViewSourceAPI:
+		return true
+	case WalletPolicyViewSourceConfig:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WalletSignerState.
 const (
 	WalletSignerStateOk          WalletSignerState = "ok"
@@ -722,6 +740,24 @@ type Error struct {
 
 	// Message What went wrong; for bad input it names the field or query parameter.
 	Message string `json:"message"`
+
+	// Rule A refusal by the wallet's policy (403): the rule, one of recipient, contract, selector, max_value, value_window, fee_window.
+	Rule *string `json:"rule,omitempty"`
+
+	// Limit The rule's bound in wei (max_value, value_window, fee_window).
+	Limit *string `json:"limit,omitempty"`
+
+	// Used What the window's cap counts now, in wei (value_window, fee_window).
+	Used *string `json:"used,omitempty"`
+
+	// Requested The refused task's value in wei (max_value, value_window), or what a refused speed-up adds to the fees' worst case (fee_window).
+	Requested *string `json:"requested,omitempty"`
+
+	// WindowSeconds The cap's window (value_window, fee_window).
+	WindowSeconds *int64 `json:"window_seconds,omitempty"`
+
+	// Selector The refused call's selector (selector).
+	Selector *string `json:"selector,omitempty"`
 }
 
 // Health defines model for Health.
@@ -1215,6 +1251,74 @@ type WalletList struct {
 	Wallets []WalletEntry `json:"wallets"`
 }
 
+// WalletPolicy What a wallet may send; a field left out is no rule.
+type WalletPolicy struct {
+	// Contracts Contracts the wallet may call, each with the functions allowed (none listed, every function).
+	Contracts *[]WalletPolicyContract `json:"contracts,omitempty"`
+
+	// FeeCaps The most fees the wallet's transactions may spend within each rolling window (in flight counted at their worst case); reached, it stops new tasks.
+	FeeCaps *[]WalletPolicyCap `json:"fee_caps,omitempty"`
+
+	// MaxValuePerTx The largest value of one task, wei as a decimal string.
+	MaxValuePerTx *string `json:"max_value_per_tx,omitempty"`
+
+	// Recipients Addresses that may receive plain transfers (no data).
+	Recipients *[]string `json:"recipients,omitempty"`
+
+	// ValueCaps The most value the wallet's tasks may carry within each rolling window.
+	ValueCaps *[]WalletPolicyCap `json:"value_caps,omitempty"`
+}
+
+// WalletPolicyCap defines model for WalletPolicyCap.
+type WalletPolicyCap struct {
+	// Max Wei, a decimal string.
+	Max string `json:"max"`
+
+	// Window A duration, 1s to 8784h (366 days), such as 24h.
+	Window string `json:"window"`
+}
+
+// WalletPolicyCapUse defines model for WalletPolicyCapUse.
+type WalletPolicyCapUse struct {
+	Max string `json:"max"`
+
+	// Used What the cap counts now, wei.
+	Used   string `json:"used"`
+	Window string `json:"window"`
+}
+
+// WalletPolicyContract defines model for WalletPolicyContract.
+type WalletPolicyContract struct {
+	Address string `json:"address"`
+
+	// Functions Signatures (`transfer(address,uint256)`) or selectors (`0xa9059cbb`); left out, every function.
+	Functions *[]string `json:"functions,omitempty"`
+}
+
+// WalletPolicyView defines model for WalletPolicyView.
+type WalletPolicyView struct {
+	// FeeCapsUsed Each fee cap, in order, with its use now.
+	FeeCapsUsed []WalletPolicyCapUse `json:"fee_caps_used"`
+
+	// Policy What a wallet may send; a field left out is no rule.
+	Policy WalletPolicy `json:"policy"`
+
+	// Source config: set by --wallet-policy (the API cannot change it); api: set with PUT.
+	Source    WalletPolicyViewSource `json:"source"`
+	Success   bool                   `json:"success"`
+	UpdatedAt time.Time              `json:"updated_at"`
+
+	// UpdatedBy The API key's name, or config.
+	UpdatedBy string `json:"updated_by"`
+
+	// ValueCapsUsed Each value cap, in order, with its use now.
+	ValueCapsUsed []WalletPolicyCapUse `json:"value_caps_used"`
+	Wallet        string               `json:"wallet"`
+}
+
+// WalletPolicyViewSource config: set by --wallet-policy (the API cannot change it); api: set with PUT.
+type WalletPolicyViewSource string
+
 // WalletSigner The wallet's signer as its last signature found it. The state is
 // recorded when it changes, so it can be older than the last
 // signature; a wallet that signs nothing (no task waits) keeps the
@@ -1544,6 +1648,9 @@ type AddWalletJSONRequestBody = WalletDeclaration
 // UpdateWalletJSONRequestBody defines body for UpdateWallet for application/json ContentType.
 type UpdateWalletJSONRequestBody = WalletUpdate
 
+// PutWalletPolicyJSONRequestBody defines body for PutWalletPolicy for application/json ContentType.
+type PutWalletPolicyJSONRequestBody = WalletPolicy
+
 // SendTxJSONRequestBody defines body for SendTx for application/json ContentType.
 type SendTxJSONRequestBody = SendTxRequest
 
@@ -1754,6 +1861,15 @@ type ServerInterface interface {
 	// PauseWallet Pause a wallet's sending (an operator's hold).
 	// (POST /v1/wallets/{wallet}/pause)
 	PauseWallet(ctx echo.Context, wallet Wallet) error
+	// DeleteWalletPolicy Remove a wallet's policy (scope admin).
+	// (DELETE /v1/wallets/{wallet}/policy)
+	DeleteWalletPolicy(ctx echo.Context, wallet Wallet) error
+	// GetWalletPolicy A wallet's policy and the use of its caps.
+	// (GET /v1/wallets/{wallet}/policy)
+	GetWalletPolicy(ctx echo.Context, wallet Wallet) error
+	// PutWalletPolicy Set a wallet's policy (scope admin).
+	// (PUT /v1/wallets/{wallet}/policy)
+	PutWalletPolicy(ctx echo.Context, wallet Wallet) error
 	// ResumeWallet Resume a wallet an operator paused.
 	// (POST /v1/wallets/{wallet}/resume)
 	ResumeWallet(ctx echo.Context, wallet Wallet) error
@@ -2179,6 +2295,54 @@ func (w *ServerInterfaceWrapper) PauseWallet(ctx echo.Context) error {
 	return err
 }
 
+// DeleteWalletPolicy converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteWalletPolicy(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "wallet" -------------
+	var wallet Wallet
+
+	err = runtime.BindStyledParameterWithOptions("simple", "wallet", ctx.Param("wallet"), &wallet, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wallet: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteWalletPolicy(ctx, wallet)
+	return err
+}
+
+// GetWalletPolicy converts echo context to params.
+func (w *ServerInterfaceWrapper) GetWalletPolicy(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "wallet" -------------
+	var wallet Wallet
+
+	err = runtime.BindStyledParameterWithOptions("simple", "wallet", ctx.Param("wallet"), &wallet, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wallet: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetWalletPolicy(ctx, wallet)
+	return err
+}
+
+// PutWalletPolicy converts echo context to params.
+func (w *ServerInterfaceWrapper) PutWalletPolicy(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "wallet" -------------
+	var wallet Wallet
+
+	err = runtime.BindStyledParameterWithOptions("simple", "wallet", ctx.Param("wallet"), &wallet, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wallet: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PutWalletPolicy(ctx, wallet)
+	return err
+}
+
 // ResumeWallet converts echo context to params.
 func (w *ServerInterfaceWrapper) ResumeWallet(ctx echo.Context) error {
 	var err error
@@ -2538,6 +2702,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.PATCH(options.BaseURL+"/v1/wallets/:wallet", wrapper.UpdateWallet, options.OperationMiddlewares["updateWallet"]...)
 	router.POST(options.BaseURL+"/v1/wallets/:wallet/pause", wrapper.PauseWallet, options.OperationMiddlewares["pauseWallet"]...)
 	router.POST(options.BaseURL+"/v1/wallets/:wallet/resume", wrapper.ResumeWallet, options.OperationMiddlewares["resumeWallet"]...)
+	router.DELETE(options.BaseURL+"/v1/wallets/:wallet/policy", wrapper.DeleteWalletPolicy, options.OperationMiddlewares["deleteWalletPolicy"]...)
+	router.GET(options.BaseURL+"/v1/wallets/:wallet/policy", wrapper.GetWalletPolicy, options.OperationMiddlewares["getWalletPolicy"]...)
+	router.PUT(options.BaseURL+"/v1/wallets/:wallet/policy", wrapper.PutWalletPolicy, options.OperationMiddlewares["putWalletPolicy"]...)
 	router.GET(options.BaseURL+"/v1/wallets/:wallet/webhooks", wrapper.ListWalletWebhooks, options.OperationMiddlewares["listWalletWebhooks"]...)
 	router.POST(options.BaseURL+"/v1/wallets/:wallet/webhooks", wrapper.CreateWalletWebhook, options.OperationMiddlewares["createWalletWebhook"]...)
 	router.DELETE(options.BaseURL+"/v1/wallets/:wallet/webhooks/:id", wrapper.DeleteWalletWebhook, options.OperationMiddlewares["deleteWalletWebhook"]...)
@@ -2557,380 +2724,416 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P37chs3ti+OvwqKv7NL5D4tmtTFsanadUqJnYn2JI5/tjPZp6Zz1CAbJDFqApwGKIqTclWeJg+WJ/kW",
-	"1lpAo8nmTbYzk0nyRyySfcFlYd3XZ/3YGunZXCuhrGkNfmxNBc9FCX/e5GI211Yo+0bMC74Sufs2F2ZU",
-	"yrmVWrUGrcyWC5Gx5VQoZqeCleLvC2EsK+kOxhXLwoNGq9M/i1XGuMqZsboUOVPaTqWaXDE+NEJZpu1U",
-	"lEtpRLeVtMxoKmbcvVWoxaw1+GvLva71Q9Kyq7loDVrGllJNWu/fJ603wpar67EV5eYov1VM3ItyxS57",
-	"5wNmxEir3DCr2ZJLy4ZirEvBjFC5VJPaNPiES8Xa/U43Ve+mguXc8iE3gknDFqoUfDTlw0KwsS4ZN6zQ",
-	"auL+5WzMZaHvRcncD6wUxvLSpsryO2G67JoNuR1NGcwY3pHghW4Mp/aBLaWdwkAMn4lUbaxg4gbgf2fS",
-	"ilk3VfUFe+CzeeHWqN9qWq533Nx9rUccV2h9wdxcLTd3J4Z99+brhGVP7vtPlrwohDVPfsQ/3j9xV5gn",
-	"P8r8fVbfrfXXvU9ac17ymbBEWu7tNy+2v5fJnLU5++67mxcd92jpfpxzO20lLcVn7uEybyUtt0+ydITp",
-	"CGPXEJLW9zDq5nfijE4Mcw9n7ez0FL85vRMrIFT26vqbl//155f/9+27b9+8vP3y5uuX2baR4a1Hje69",
-	"u9jMtTIC1udznr9BEnSfRlq5U+j+5PN5IXHXnvzN4NaFrf6xNRPG8Il79ELdKb1U7O8LR/dh9dlIF3pR",
-	"ut1ajEbCmNZgzAsj3sej+1+lGLcGrf/fk4o1PMFfzZOXZalLHHF9GT/nOZNqvrBXQJg0ElhQJNWxFEXu",
-	"yHxtSN3W+6T1pS6HMs+Feux8x/4BA3YnVixtjWTaYlNumBnpuTC0xYMZl8qNUBpW6oUVTAmRG1YKnn+C",
-	"RXG0df36BoYkDbvnhczZcGGZtGFguXZMkOk5sNAwrradilRtLuOdWJ2Eex0jXU65RaZVzcfxK7esN8qK",
-	"UvECB7h/aT9wuteKLZR4mIuRFTnwwEUp6vQgDcskjYoJ96AMCOCVtl/qhco//SBfacvG7lXw3rd8abW2",
-	"02vY+BdCSfHxxuAfvnUs3zs+n52e8rk8NXTxKbENx3syplWxGjCliXY8MbUvev0OCA2tRKqWU23EGkFN",
-	"dZHD0oOsEeaEGVHey5FwN593EhRUfoipgs1gevg3MbIogAqRT0T59xPDRjoXrN87J7LyN30a8tq7alvI",
-	"jAbJ2v4BTnoRG/yLWz1udcngqeuzZ/Hka3TxhlvxtZxJ+2uShWMbo0I67UAaNucGGUbJHV8YruDDnVjB",
-	"/tNHnuelMAY1MWlT5VQJw5RWojNgGWhHp6AeZczwlWFSsaleshlXq1gjcrehSnKVqg0CuEA1I1ISowfX",
-	"F4BEnDvrEwGzjFb1O8XvuSyc7nQcwxcVpeWiNej3ekkkBKrxblHUuuz/6kUZ1LsZX7kldP/AieH3gg2F",
-	"UGxeascORH4V1ELptUFpmOFj0E+ttKBivfBvi+f1/mDxsZcevsDV7w1YwwxzCVo048osRen21cqZcEqm",
-	"n6adckcQTo8xnhs0zp10cjsVs8aJp8rNnM4OqrC8cKJz5W+VBp7mH7SUI7GPZJpWhq5+Ein1sCzvtP6G",
-	"qxXpRuaxyoLVGgmfVsgM2Ei6sRd40t1B6Pd6vSdmcNbr9a5Y6cbBuBsI6zPziTQFYOy6TID76oV1vD0B",
-	"Fo7M4CQc884GX0hVm+SI+3QKE8kStvHdKQiJxl+40mo10wuTdQapegzL+EDu8J3iCzvVpfzHQcy2cWtn",
-	"0hhHtSQoBzi6a3ouPGDAPhe8FCVLF73e+ehOrOAP4dae/c/p9esbZ2MN1n/ufIJdf6X9QL0sh8OKXAsl",
-	"l3bs6l7fiRzG56jBLjWjRQYpn6pcjseidPLCGSydLnPklH3//fenbuZCWbd2IqO7cDfdVvrd02rzmK7f",
-	"3biBlQWD+3cEV/8IB2YLl9/UOMOFi2qIYLN+HLaEpuURKmwj6SqvmIK+ZxajKRktjgbAKh4DAUjjiebT",
-	"UOTON8OZssFk9gx/pNVYThalyIFhpYosHhAGjuMAT5UWyNx6Kz/XAi8RD9LAy6SzacAHlCpvlCM1e/EW",
-	"+z28W2fEDdBvJXLJirajKWxBnks3P168LvVclFYKv2JJax599WOLWytmcxQt60wqaY1KwW2TH+xGsez1",
-	"t2/fsSf3/SckYjMWbHpQ4xOnnLmpkZlH0rkSuihSu5W/Zqh1IbiK3nzLgabGupy5v1q5Y99O3m86eZLW",
-	"WCpppkfeJPOG4520Cm7sbdC+mn82i+FM2mNH+feFWBx5SylGQt4feRNZP7dbJmgs8bhdxwYo6i1cSbcs",
-	"kGqK4ttxa/DXA+9emNb7HzZO3qIo2EJZWVS0AMqmUNbRhFoUxFptuYCT7pc7mk9EMYt5fiTFvI9dVn9F",
-	"D1u0amHCfrHiIdQotL5DSXWoaqOq3Lhod7lBwxK9Bn541LGlI+f+lFbMzEEb6V5II+BlyVfusxIP9pY3",
-	"u5FflwI8tsHbPSf5Ml4UBQoddzt8fWJYBo/Juo3E6Nn25s6t7YK/Mglz3Lpub4RZFPYxK3fwcj163NtH",
-	"/dYfvLXIghLLjLWROyYgJVbCMuQWnYRl+FfG2s6EGQp0piu9dL9NRZFnqWq77xKQpkC57gmdIILwO9R7",
-	"fHxBiWXLsyRQDwr3zxxNIUe+qJW13OHFkEjSGulZOATgpQG3MP71Q8Pex2yg0RuNRp7T9lHm8aEzBjjO",
-	"MMgIP+RPMTh3rI1pDA18qzxvIleRLhlXDA4Q02MwHt3wtBIHsMRXYulp67ALhWOdfpzCPJ7kPwaz+Oin",
-	"eKHy4ljWx0ejxWxRHMfrk9bDqS5zx+X6z98ntYeYQtcfI5V9elE9wutD8TPO3DPUaKrLcPsmXbtfiETY",
-	"f19/w4aFHt2hfbsowXrRJXLQe1E66kN10D0V9EdHVkcMys1rNOVSkcg/Zj7uVl02sCXgViwLgi8jA12X",
-	"gkl0upruzmc/e4w2F4/tqVPaSz2/LQUne2L7xeeoB/LCGdWPet9Z733Smix4yZUVjx3zs/oz5nx0R0J+",
-	"+z39+j1EE82k5QkGHeHhLjZydsJYlsZCQAX08MrMHumFsqaze7/6bv5TbqbNbwYiPjHMXcHaEPOV1rA5",
-	"L1H2LGZDx8JVzmzJleEjd2/tnZtTP/eKCJIZLXkjIZIURCoUvCykAK8QaI6eSMk7Ex+fw7bt0g0EZtA8",
-	"+Zd/8acYr0IlCA4dEw9itLAYtZo5Ww0emjBnpTOtRuLI43yGUWSyqreO+SLW5Q/Uy4Htklr/Q/Ssy6Bl",
-	"31KUoUFivxHjhRE5rbZhRrMxL1kb5jnkozvD9HgMuQGi3EdrF7Fe/7ij9pkTVA+3QNsNVmx0KV7ZMKXs",
-	"Ty/JkoWVMU9+hE1+78NRYMBH1HwC1C9MwsK+u8MIr4EguZeyG+pGTaLGm332GAsmfoDjHgexjOqUOCM2",
-	"iKB23/sagH1cQRoHnDbG89xZ9GLPZj6tRvCINUbPRjU4elJtOfcT9V9oBXYt9fm6shKEZjj8xADDAaws",
-	"QL/EEc1tnpk143CfDQgjf4wRiCt5uF6H6taOtenvsQi/b7IEkReT9ef1nWAYHs311jbHT3L7ym0xqEBY",
-	"wQVg+QgziGyoJZdWqgn5+QTSnUGRKlWul6lyIoyDouMsrEoBYm1Qeui3hMWP4pUo7iSpyipxnrE2r6Q2",
-	"N9WF+VWkURk2LuneSEXNWJukS860qmSOG1hQdrKEZU5NmsP1E34v2GKeKgziYJKXLVcY8gGbEMR2KXLh",
-	"NHVdwqjoAQP3Y6pinseWaI05DVYzMsI6dWsy2JGxn6SaaKumd7ciRa2FGt5cbDHSamf7SHNhn5buOGuz",
-	"po5axeMV8otIq95+1Xld7TvenOA2IibwOcsx6Hy5zI8csZOQemFHetbkoXD2uKMysrszVDHJaF9CPqAh",
-	"f0NWopbgo0qoumNgKQvJj8upLAQbCnd8vNtvq4R7CvoQ6NG329XTpS7vTuky1FHD2mD6UKBAIGrFZ2Ln",
-	"W88+WEG5rAvmXUbYGuurZE1t3kRUdQN0bZRN3PILxzKOPD2xPbkWAbCGvbx5fdq/vCQF+GhqO4PzocbS",
-	"3dGsNXyllywXYs54rICx2cJYNhQ+ldVxMkyjNCx3lK8ptQwGtltrcdszFTxvJqepnEydgeGuYEYIVeO/",
-	"rN3zQ+Bq1Wmc/kwqOXPssbePVWA6ZdMo4GUnhuViVHDIIt5HtiDIdX6EcgDU8UrnO/WDp7GxscYdpoIX",
-	"drrKQHYweDnjbnPUFctyMSl5LvJswIyeCcfGalelSi9swrhlhQCtVIF7oRQ8dyJRz9zW0huuHAeqwpoD",
-	"SPoJV6dq7fIEjdFoGSmxFyR3XYDRLeBRxAGDm7EK8/6w04pdO7+woUmsXnotcorpl3Xi9zu29ex+LY19",
-	"zPk9kgg2PX9N+vKOcQIVHTlOXhQNx/8L9zWb8VxgOJUZqUYCNVBMWWKQaS7yDzh7TuhBpO+23KpImqkj",
-	"ZT2G7DuRMxgv4zMNCUOGlWIE/jwlwBs24w/44n7jIIKVUfPdwRgaXeTahBODLwahT0OhbFhHO6yttF23",
-	"Vk8M00vFQCDzwnwIl3q2k1e6EZwYtCoDv/yAt11CnHXSLBQgKQc0IEN62lBM5dpBd6P4gAE83YgDN8Qu",
-	"3GzJ8DsxzIqH3VoMePmqhz7O5XEGz4DyiNtZA8Vce3p01OJGtZrLES8Y3cPaXDHxgIdf8qJYsaWQk6kz",
-	"L2aCO7NCKjaTRSEp7anbOpCOwXm4XZARidTkGKT5ONKeOu1xr1QDK6bRQ/glGGBwDqRimTNV9HicJT5H",
-	"FPwbpfTuQWeQ1ZO+plrpRSnyziM8h+cQcVf5rVbFqmHysSXlWMmw1DwfOeIBxnZF41PiXpQgyEDqNeRG",
-	"rFkOB4XxHUMOUfxFWTRrc0Llcy2VrfLxFgYSLHEp0MOF1Qx7VOZmOeheHC/Shjh0hz0hURDYYY0318i+",
-	"Sf6EzOwjZE/ISNr0dnCLZu+y1GpyBSb+0Nd9uB07pNpjr3ERYmprh7hY8pVhMOTddNDfHn3zc2taq69A",
-	"2TlysaocEK8zLeaQ/8DzVaPtviNmWFOtbitVZaOY7Qk8/h9Jxdwx09sJRYyAoCK5rjGmihQ6sFRlWdP8",
-	"OgOGqby8KEKOVRJpGNevb1JlrHQ/8ztvPoK1i+aGQdUSM8+1u82zHwOOkm6qrodVBgXlboHhMIWUYj86",
-	"dxMqogdpaVHe4RaFrb6yRk6UKA9YWr884GSQJuhYVG4Bj2EjvSggAztVQ8EgCVHkmGNQamsrlUSWKB3d",
-	"fdwuSuF3AdYuVYduAtuyB6lq3gR4DI7V/WMoGsSuLZtpY1m/1/MeiFTBzqiQD3rs+r+F9+zVmKsDSeen",
-	"6TyG3IB9J3JbgoLVmFznuMWael2Lv67Fc778gp2fnz+/wvgF5RtiGtRJlT/fzsWYLwo7QGKmxPxU+cwn",
-	"Jm2ny/4s5iDRICFVjkqNCgQu7oEidaJPt2TpNTh43ehODMswVfU20FpGavjXQk0ckzu7fAoqjP/cb2BV",
-	"c74qdJN2e+3WQ6KrsqqhyWC3soQNuRFPL65AidkciHdWpCqTOdYCQ9jMX2DwgntRyvGqolLKV5/xh1Ma",
-	"1+lwZYXJUtXus2/k52y4YrQnHST8XIx0LtYX29118DrXkwYb7CAqqaoy9oai0GpimNVXkLKzTjcT7ekB",
-	"SQZMe24ZB8drEgKlR+/X3uw9v527ztoRDpIodccN7Abv6W+y3ldi+Vrr4t3DkQf5GrlWLXDu1o7nuV/C",
-	"udbF5uku+XLLbm0+r/3m69cJ5TC9vHl9evZZ/5mzD0TOhLoXhZ6LDuOG9R5O56UYyweRs6l4gBqYTNjp",
-	"rWO0b/gyUmgzYs2ywfJZ3yU31Mb9CBrqbsdSkL/cgt2gBC87sDQbnrqrVGUFn0ykmtRvhXrUYC8OV2ym",
-	"S0iQULHxmCqrC1FyNXLySHv9XNtKO4ezrLQ7dxLiOqUwTnoqjJ7Q+64qUyQahpOSWOAGARksh798eEj8",
-	"Q50anKqJFoZcH+RozLwBlF2xLNdLRQ43ELXoHSDHQJt88Ilj0kbYBE5czvTCdogNMRTyQ5GDwnLFMtB0",
-	"URfD4ZZirkucDuSpB2fvxoqRWQeWwlUVJRjAouFbUrUSW11utFmQMwbr1UpaOeb3RaOK8v6a1M0DT15T",
-	"IPUW3AlbM0+kGhWLPOSexGkg3jmDzznSCw45EDSCD0zk2DfuaownBoOirF2PMzqyiEKK4A7wmS1oF9dz",
-	"nB6Zb3YWbq1yuuqDf1HqOcMfWWbuJIQ1ne6xitzvhRhvuLsYFJKN8QiGycJuAROr7jZcwhloTwTUzoKd",
-	"mYCRR/UqTmQrsxiP5QiKU8cLp2S6CybcsP9k89LJwv/N7nmxEAP2y08/Z50uu7HejOfqCsehQD5TdJci",
-	"xUos43HjqdidtbiWBde43T4EnMBatTPxMHfMN0tYZiwvoBRO3MuRpe9oafc4Xs7fJy18kmlUIr+vXCw0",
-	"ALfW9G4mx6TDU9iY7OTFmtv28HTACRa8HBnZnHBzOxbidsTnmzP4hj+wsRBsLnB3pWJLIRNg7jNesDZn",
-	"hZjw0WrNt+quBTrYvYLP6P1Wzre/f15KXUq7+pQDeR5l9+0JH6mROHKVLx5VrLKegQdgOiOR3w5XW8nc",
-	"X0PcGCK9FBunn2b7AsrgRnXqzLZsP19jXoqRvgeRDVLf25egvSes0EtRnkJJ1r4cxyPZO8qyhjw9cCJb",
-	"3TzqUozk3LGrEGZHfjPSypZ8ZBkYg5RatTPajj+uv6OmNQ5Yj6gxYX3GwcplhTQ2YWcsXyk+kyNHzftj",
-	"sB+S/AY5gMCEN4f7F/f1+iHaTRe9da3Vh92jQB6SjT8l9DRkTHVGUz/2fpiV77NeORTx2L15Y0gej6oI",
-	"OKyuz1kbT+yDyYLqfFhZXyzVdjouz6LD/sixrB/+WBOQ1vOCfP/R3OqmXGOL9mGfoUgq6HYfkH3YsZ/b",
-	"rCASnRlrY+CcFAolHuyAcZ/pNuMrsMaYtLWaIY53pGrC51XWhLskqIesLVV4kPslsFh3ew4l5LWUMGa1",
-	"vmNhNJ1a/pm0bOkkvtP9hz4RL1/LF6tKeULmmB9OK6KM3clhr7WxG9Uxa4sXlYtlxA7jmp6EfDn+CXQN",
-	"VfkcXt0TV6XtK/CpDxlqfLxnaa1g6ohz3VTruUa/VAx1G+f2bYmlKZbdvPrL9dc3LzJcLrQg6lmBHrkN",
-	"1dIrJmZzu6rD2h3kXqkwdmB8kX9hV0LKea0s1dPVF99+883Nu3cvX7SSFs2glbRev3z14ubVn1pJ67tX",
-	"f3717fevdmZznDU7mHxFaOMyNp3qhk0Vx25rzi0/2E/VREV7Un4Lqe4a+W+Idmj2p5fvIpb73ZuvPcd9",
-	"REAQ5rNrsQ4L4627z4Jn9s3Lt+8gcgAm3abDLMTzD0apeSEsl8UGT8cH7Z0J3X2kjKYsmjX1t8J6Qgwn",
-	"QCpqD0Whl6zf62H6ZQWbo5eKtfu9Hlj2i/m+eoz3SRwO3SkxCQzoxyP2Habk79wdnNzBDo5bRvFgna6W",
-	"3/pDtMbo+EwWq1MzFyM5liOA2Kg8+rSOYAGUBC8VeQNRvwa3QqC9QvB7YcALgawQIsOm+ziX/Nqab3PL",
-	"1y1Bj3ribZS9ORU7IuCrenE+sT2Ycn1xBPpSbFzPS8+tk2TnOF4BbPcQSvmamNgRtNHM98D0GxpdLGxg",
-	"dFi9Astwa4iJZ6F6wMc6iCM6+2e/Kxxe3jghoXKn1wc8zCOY4BoxeMCbTRbIh7IpzlUZibwo2HDFrj+/",
-	"wXwQls2EnWrvI+TlxGRO8fzvt9++clexccknMzgOWgkmlC0h0ShVOLPOeuG0u0IKA0mfGJc97/c+O2MQ",
-	"5XL0BRnh7MZpHIt5IcwJq7h0qkDTnQrltMuJvBfK3YKvAtQWAa59SJRlAWb1Toi5gRR5qylcFvAkUwVz",
-	"JpHXZa80wQICmk4GWe3jhcKQB+qx8YH9m9Gq+4YvvyFSXXO5uPXaQmrlZOHWDcinegO8j5Y8icoJucEl",
-	"BzvSDLyTApes95CqqXhwCvtMPogc3BKwHxBjHPGyXDFO2IrOkIfkbTG6M4tZ54qRRICRcLViS5nbKeMm",
-	"Vd75hLRsEtZ7YO5F9Jm1hQSTEBaMOyYIfr7s1KvbPhS1mgsQUamCWaD/nBIaeel2QxcCo/xEFmf/7/L8",
-	"tH/FMgx/IvnB368ynLMbSara4UvxwEe2WLFXSEudKz/MK0ZGnblCOjRupSDIdVpAoBFpF+9PFcRV4PvO",
-	"FREhYMHhrXjaZRmRpZuZPy58KLNkgyJThfdA5lCXveSjKW4lg3R1Mbrz+WkEduZWDINC3OdwsvZFr9ep",
-	"ko9S5WmIteFg/rX/w4Cd93oV4NBYWraQyj7LOnEixNkF0VHClDBWVKv+zO25mHfZCwwxRzkSAczpr63e",
-	"Q2//f8Pe571+K2n1N39y/M8rtU066kHHC7xhzdL9C3eiUaRvBjQb2E41XZDdMROoH0zc3OVUjqaYxMiR",
-	"Y4Z6MlHei9JxGaFGmJFoLGWjzrm1onTD+3+9h/Zfe6fP+en4+vTLH348e9/5z/+1z1PhB3IQ+478lDiQ",
-	"3B1yDCaP/OJ4gkWWDtls9I4TkyqcHmUtBEJzQzTAjaRiGYicsSjbxI0SR2tnl087GWvTuZEqVVhNORUG",
-	"ivHG7TZdlniYv7/+0MmuWOa+poMOf0HElRt2dvmUDaU1nWpjUoXsOcE9ibnmGrW2tg6ynnngTsUBjnwI",
-	"227uwZ+48SV24Cw+c1TvuMy84FIxP4aOIw3P2XJPc8bKGbcouSwVM2FmxGYGs88wf97rfdZ//vzs8uKz",
-	"i97z53HCObx7n7t+xh/AVzkX5S2FVTZl1BigBeZewUGAgUjPSNhSSB+xuKrKOMAjJ+c1fg4MC8/HiWEj",
-	"IQsnKdoBgnzGH07HQpzORXk64SYBZMoem7g3RCkvA8aH+h7qPuCJ3g8JLkmsUAeyvuj1qlN9xh5At4cJ",
-	"/W83tC67RtUAc9zGQhjWduIJ+GInhn4bcQWRbL5ikGwmFZlgvNCKQPjoUgjb743pfUbL78M++/fBreVB",
-	"e8DaXmLrkiRkpyI0WDDKxTaLycQRno4y5CoOdsQOpWr3FrGdO3RdV1sJwRXSGaRhw8Vs7sMvzsrod88e",
-	"Aq7RxkSYHGM6SJmwxZxZnaowdoiQnY74vLNnc56CXeQYyZYjQSwStDZgPRaTNhKvd8ZwxVUOZADTAr4q",
-	"DdP3oiw0z9FJvcmu9oQqnGKP5NNgvnnnXOavyTDuSloFLpIHXfO4IZ5Kek4jnChw6w9XLBvLsc7WmdH5",
-	"2d7Izt5AFWiTjkVc9ECpzOVEWsdGYiXWB+P2K7IbMjYWsRe99/9rnzm8JZL0vZDenkoYZ3WVGLKR6KCB",
-	"+sxIulTMp1ff3yZ16BjD2Ood1uM7bu4O9CBvbsxX3E51CW6EAtJ/fbcIYJQELeaxw7e5rcgX20v6yVly",
-	"/sO+bJCtLoiXiFROgadVBaaJWU7dfaW3m97h77Fgv5W0XiJ0B/4Nrryk9UKrfWV+R0WLbhr4xwusUfXO",
-	"1Jlcy9IjeJ2dc7vYHl8iN9uOVOO3cyHy7+aP8zG8EkuUk2jZUd+UbZIIdMQ183GTag7SQhS+2Gkig1id",
-	"OEJWdaoaU7DEnERNvHqCOku/9x8kt9CXc7/uXvP5QlGeASsXBaA2iMIIdtF7zgxf+eY6XhXili0hdz7X",
-	"+5J9jlYMIJkIpnLoNI7zwq3vz47xNdGbY0fOFjvapV83aJzIBFkUOgcd6Nh6V6kfJ2bNW+UM+ia3FGVN",
-	"1N+r3M1XCKsFkhywtaj0vCQD74Mt2vPDHEYJU04SFxKAFoLzZvO8JZGXaE1YzkSeVC63KpeFZFlykNvj",
-	"o0z6Yqdt+65mlTpdXCuoaYwsXABy5maXOXqAK3y7yldRUOWY204lxx2wMHPa+cZT9HCNwLKPqBCJtWvy",
-	"xVXsu0mK74Rl+BwLbxGZwUaWj6//BfJibZRsjr3SA9eLKw9Ij+1XKBGPTQ8624AgbM5eXHLjFydq2dau",
-	"IB6qss1H1Ih+tu45ODKx7k6qfDtIL+FSeOhhR5TYUYWbO9zsActGXI1EQTlzSp/qOWv3yP+IXiEPQ+6s",
-	"FlGMO0Dc7iZq3maDAnZCeR/kBktQjUnQNvYXpQrvLkR+xTLj1I7bxZwGsKk5hNWHAt2QWwDaBk8V3H+6",
-	"mFdzqueT4Luc6kMv2qnI9Q+u766KdSlHWJegixLJUHZKd29i414t50vys+Ay1PSovdl6RygM8vg3XGLV",
-	"i8irLPkjoUmju2/3J6D2HpmBiiXiull4yhmUqZhNjbtKJT8AMgZRC4Wyj+JGz7ZjqBD1b4BAY2cMqyGT",
-	"KnCghGH0GSfT9hcDUxZKLybTTlLxXdaGtP5OEhK025igBanqQ8Hg54F3zSQhdQ6o3SzmojQi9+rXhKNT",
-	"phMjM+PwMTvStmjHWxH33pXJtWFh+Rc2ZgG/W0v78+NBNdsPvbEkaT2t3T7sJ8fNknaf9vngMZl8PmfF",
-	"4XccyaRBoY4EVJPw3yj6fTyQ05GFGh7O4TCwoTXrnY+mWBNNG0W4SaC+e3Baw3zWX4eCZ8RcJeRRdB9R",
-	"l7sPyOgArJ7tYDzr7zky6WBHZ4m1Q/CBOCEXh25ejKlxPLjZsRAUzSuPT9mz3FRufSz8+ehOqHzPAU9a",
-	"O7QALCcPOVceUGQoAG85qrV3bJgZMSoF4vB7ryVRPz5nPxgy1L8/bsOXoe3rji1f24LQwdUvlR9B03Zg",
-	"858XVa3fsYCMuCS7Sy6o8yd6e6FXW9sPGOyWUSHGnSvG4SLIVsDiRH9/FWPYq9VE5OEFme+C68yiu5Hp",
-	"951VtjR3M+DThRjvFV8jz6K3g7lhXJUK0qidEKKsEDyOAVwY6vYA+oleRM04Cq5ABoILYl1raabwXBpH",
-	"pPluv6VTJu/EFqELfY4UVhLiwkEDWliuhHE2loUPbSi20Vb4NJflFcM1TaL2rgUfigKBgPLBVy//x20t",
-	"rHdCWyzzhF2/eQU5RIXk5gooIEEUEIShpJ2vIFn4CPB5O91DeeTePsl9p4M9vWCFsFaUJqFIRcJObk8S",
-	"dtI9ceM7OT1JEJVMqkmVEOPucD/DLftgjppZpKfU7afypbLl6vHncecqReekvlDV9vuNxb1jdE73nsBw",
-	"WHYS7yM1mPMPbT8QOw9QFd0N7nXYIXu255CBfxl63I3E2oFjbdTZgT9yC8gUnb3mYaF5vs3QxTTPCPAl",
-	"YLxgm2ZpoaADHKNkmyOYzVgsfWfETndvoBKjnI3ul6qeyA/BvZjqicIpRPG5u6bImZpGL8pRHIVCE8SN",
-	"iM/lTub92YeK0EiD9CerJldxaBGZhHXZfqwfhdQ05AUnLWK9czn8sF4Thzm93Njgx94p4ejxj1ZMcZ0e",
-	"a+JHd98GZWktUx4whIK4DGIXKqec3HTkPdP3AlrvQ64BthgNUgu+g8logoyANIRHuP7O3mNvpebOFtVA",
-	"uXJ0X3KrnbIJHa3boQSO0Jme/Ih/vH8y5wsjOsxYPTdx9onvZAtBIW7uzCOqrPt+xNusb5CIpNY6TgSG",
-	"N4woPrTdA3AMjb0FfIpHe1OiR4xLPXuEbyp6AmYrHEOOkIMBE9+vV1Ep8WprFf/3AAdmp9CJ2MSu+miD",
-	"lV4OImsa1hzoGskgdP9EoHqla54u96w2eS5LQT5ugjNhushFCYJmMUfHj54JyIktDLUcCzXQPmmvAtgF",
-	"lZQCYaD8QH5krV4MagahZxaLsdEQVwXWRqrJfqdNWMdHWkp9rFQ3wjYYIq+AReCv1N6kuxdcwE5LYdyC",
-	"NxxwOo9AJIZQz7FugDixYVjAAxKwHXPlzh7taU0MER2GuW2XKTdqrD+BpviBmlqsPDXHObCz0CLi7HQo",
-	"2jzPMYG5XGBPcOga7Z8ICJsIVKR0YI2sfdF7jmg41D0UjxB6pZzpaXarG58hJC6J510ekJooX8fUDn6N",
-	"/U8gH8jWNJcDnuCLGD+e46BSddbQrrF9Jg55OzE+AtmapOHBZZGxgbQPrs8/e/uAD3RE7bAoCaGQmwq9",
-	"qUoShLbITFosXUGkHmkAbA9LrbwHajTlaiKMr0kbcaiHQS4e8JkKyHYJT79i3J8ZENoIkuiFTtuJC0iI",
-	"5dKaDpXMYNIujIOwjuojxjjcVr/bDo9aMGq2mZEJmfq//PTzfnTgLQYOgoZEfrokcscd5Nbjcc0E5Etc",
-	"seDqO8Kht6WfDlGDUBZwRiBl1I05apUhlO+Rfrw6d7E95qTvBgis7hSNq3jS8H1lCW4D+2zXTDTQN4F2",
-	"wP9JyNhQ3KIXykbFLU4J6Fz5OWEP8HAAAqGvUIf0dpy+WwPk34EGtrOrUGWQbfU715jlDqO1pnfjcfY9",
-	"gSKAUjlmHpwd8mzdYQZ0K9ShjRiwDKV3Bvjca3YANHl1oqNLdkQGTYIqnSljbX/FmpKZQf8iILDbuHEC",
-	"IEkgX4hhXdkOVNfNgz9IFT27C4cIXlbo5S3pNtGwaHaDRtWHsvG8EtW5Qo0zI1sm67IahLZUbFzIyRSL",
-	"xsa6KPRS5KkvbXEMJTgpmvremoA8EWlMfimDxLqtU1o0rUYkCiSYd9zcfUAT9rX4GcxgS/KOz6GA8kDQ",
-	"Wkrk+2LFlqIUIYHFR0dNBJWLfaF4LYsxhOEOzXDbKXGrdKVdgbgeoN/N5jvj9fECxEk6VZoIpbJDpojj",
-	"3wsjakfTmfK1pdhTCQ/99EY+ZfEguKaQ5LgJxfcOffxRKmNcEIGJY23IsfdVZr54AEsLoBSKcs46vu6M",
-	"6lKxrsvUJUX8ePgWL64B+J3jFNVIFLd07a78qJAI5DYAE3A85o6jDqSnxs2CwkRwY/zy089P8Ckd0MeB",
-	"EkOGEBKdHEfZSdKE+lwydmeSemwcJwHPz8JkG80L2CFMmKrGEyaHJhsZzcTc92CyP/1Al3Uj+sO70Mb7",
-	"xBDygxc1vcR3olQT1k9IpTlLsCHSeZyocUhOfpx2t6s5U9yHAzJPmihgV4qgu14vFeFpYodahlGtju+K",
-	"kBNmcPDM1QZ2bNep5x8aEfjssHpTNhUP4VRKBbAAu5OsPtuuwX4ZkjVD3ZlHeAz0mkXeznVS3htzusDG",
-	"yc4E/oC+yd7/tsPw8Tm5cbLxVDzsjdLtKLq8DjBkToVd54NYRRmqKz1Q8REk82wb9AZsB1QDfffdzYv7",
-	"z/baJzIXs7nGFhYU/tntHj2qPLNixj4/8vAEv7PLR1Uj7nkla+NuDJor9fZggVxsJh1uaUjdyHZQUxVC",
-	"UYqcVL6PJjknC8EasuZQX899w9tjWMszLMcbAfTffLc0DSlr1VAtJub56l9/YhBm1m1wu6GO8araA2P5",
-	"yrCFsrKIJaa+f4zEPDtfqy08ouzv+UfJwmRtp57qcoKA5ZhHBi6LwpniKHXQeRf0jLXMYeMMeSzt371z",
-	"n1VQhFBbsW3cPtFkOw6eh9au9Uvd1BmaBoF4iPeitNtUlM0l89ejJAU0ybkleOcFJML0YhIJ0jTqt7FH",
-	"kwH3ok+o3geaVS8si5Uagmor9yThm83K5ua8/EcEtZ7XHKWHafWVUeex1H5YD/40Fbh+fbhwu6wnoTbJ",
-	"/dwbYZuAlxsUsT948kFQq892FsgehrD69DB381m47LaKrzVHBdq2XIgO0wp8m5XzJWjupu6k8d5Obypi",
-	"esVGNCZ2bHnXBGsbIZjvZr4elO3sQTx92ohv1ZQ9AKoUEFcFGhvYceRcp2rPwDdiM+e4RuQVqT+iGfmu",
-	"tuF+l5ZN7cOv6v3CT4xvJf4RMVu5uTs2UgBunF1t5Hfgu8Lrdq/wJ4LtdQY2lUYejdpLhWC74XqPWvPH",
-	"cNk6fz3fvcp7Fnmb77Yyo6mjlC9ozIUZBP7R7nVim7rdH2xomSFC72sxdEkMebiwQbdsNltjq7nj7fX2",
-	"WYcs9vZ54+tA/YFbuuy6kgsEX1LXpQCIsEmb2qpKSRNNGFQphHwFNarmhQy6VuydX4bKehFV1guqrM8b",
-	"K+vDhn0HzOlYZNTtyXYboKP+0kaaEcOp1ncvqQXi487lowQq2PzqgIxBpyaIe6HsLWAvHc7OaGru1nfu",
-	"6TuY2kUwdHdasRj1auonV6y8L5rawpOWAswJ6I3Wal9pztNtnSrfoXsftunEsO/efI0kOufGLHXp9GAA",
-	"r+swM9VLQAXMHtx/++XJQSrJTvGNLS7jXao2d2+FzxoNPiYmjk84njY82e8NjPsXHDD+Q8El1uBa6xTe",
-	"sPf3gJVoNSPk/ODw0SUhrkrDEIttUR4crDjmlJztOALX7K3lKudlzuiRhoLErJ0tp0aMbtGdjxCz7nyc",
-	"XVBaOaIVAsaMnKARGyY3EUqU4L3San+jicaTc60qWNOptXO3YO5fOkQBb7F38QyHUjWC5amqABNQ1Mx1",
-	"aeGsAfgmiA5Mj7+8PL9Emxyum2qEfOKpmi+GhRxVNTFg04NkwaI9o4t7bHdVv1KgCtNN1TW2pHVP9+c9",
-	"YX4MCcQCUTI5bd64JyzsVCgrR/yQHjvr5O6WcRelB2LZrORcDGfSWpEPGN8wZUMJ51VVnjkgVzdUYWJM",
-	"PbbXO1eEdzOoTHmANQ7e4KtQ9Tg4wElxhaoAji9oEWvF2GveGPBrONvIKQfNCkCY9lrVJ469julPA2jQ",
-	"CPB4LZyh89YdTwqSzuWfxeorwDbeotI5Wrp+fQP5qFRZk/3P6fXrm9M/i1VGuMihC9QazJGvfD8x5D0H",
-	"jxLphqbLwD8x1HZKz8E+zgg9CyHX2cLYVIGJGFxPd2JFjUXdIPHGlq84aYWxVVSJs3RENoSOC9cLO208",
-	"yn6e7czjMN+JlSHxClF4d6su5T+A9Afsc3geK/5++8tPP2cArJsqM9Jz4fS7FcbZJGb8mwHLcDUGr66/",
-	"eZk5guS2MoZLvXCsKklVRi0XBzcvEHzRf/7PDKm4ho3Mre8QCaoywszCY+ZaF4NlKa3IsDoULPh65mho",
-	"gYjdKXiesTaG+N2HVMGoEor6h7H6oHYC9jp1D3a0/GQmbClHmMgDr4aR8HwmlX8yeAlA1Z5JY6SaJD5h",
-	"BTBsS3Gv70SOJUqGXfT6VwGVzH3n+SfQg1tqxnHtmBIiN5DTddE7Z+2L3oVHcCA/BS4xmG2liDO2qDCO",
-	"Q54wMwIzw6quggZw02CwDHAJuV8sqJVT4VknBmdNI6KxdLq4h4JhA1Kp4CyKU0cXGY1bafewK0zaCNDn",
-	"OGRc23I+gmuZh7ryaJ34VEP3nBK7Pb1zBxTC3HhBOR/VfsNTBNIa9GMg5urYODnWev8e+luMG9xxFSD+",
-	"V+/evXaHBxjfooTsLmBbBlo4IjyeVGxcamURyQ1v7qYqVe+mwJBHCIIqje9RfIJleFjdAbReLuwUmbUY",
-	"TbUHhJXKinLM0UtMOS9O14ESH/eb4sUTNxk+l0/4XE6EQjZD4j/CQMxm/K76AdKBfB52uVAKmTS8FP6B",
-	"dFYPHs0tIZq7TeVz2f2bQVDrVAEOGvI2d2nCsh9Tb3WnXmlLPV5b2hqkrV9++jltvc8G7KLXW+uR3obE",
-	"Qbr4gHbpncQdIoKm2XnkiP+56y/c/54n7KJ/Dnfqe1Ea6NU71DlgOVErWNQ5AMYoYRdnZ6miPi9RWA5O",
-	"SSkqeEovTMllkrDL3nmUw+2T7VMlDVsoyJxyRNVlpACnCkeB2on8hziFKKbIWTvq8TvU+Yoa/Cbs2Xp/",
-	"32oJ3J6kCnsKwBMDXgN4xjV8t7aopqorgfJSDwpNdaZEONx/ztfvJyFXtUl1GgQdB8HEw0jMK/dExA/y",
-	"Us9PpWJtauNEoiBLgPjouLufUrUOrZ8wyycs82wi69Sbvxr21WouSuooHPXEePPSPc3RhpsleVUqGcDa",
-	"jprhy7Q1+DEF52naGvzy089Jin0pwqeKwn/56ef37zOsc0gVQmKazUWWdmNpSeHEThmeCbWSFhAoMKa+",
-	"E/V0CluD1nm31z1H/MopaD1rC+O+mjTaHdXSrC0H86tBaOMyZxNhDctCl5yMjikt50jPUImrehtcMV4Y",
-	"HbUVyUDGBQhsCS8mgJFUVW2D2nHj5zJqGYH4r9JesayplU6GuNOmGsLJ7sZDG90oYBzU8idjbf8z9qGc",
-	"Qtr1gHmgFWw/lbCpKMiVh3vtXYE+2w6fkrBcFHxF0Cjr+jB2YMmox1CWqvDuQB3wWmyY/lJRVWUp6ll8",
-	"5DiRuYGTBlCumRsPgSeRfwWytCnkq3TVqKOauk8UlDPiUfMEGye4U03d3oMv1KAqy0sxwLf916vMv2Pu",
-	"VLBXqaKCzysaTmUk+m647ez/uF/SRa939lTm/+X0zYQeZ8uFyDrhkZCxefbs0leR1nupwILBRrurPS7t",
-	"ea93ipczqs27SlX0DLT/DTWhd+YnV6swWPfiLg0GhFkYWi9LlS7dKtK1Ua9p4Hjs/79+5MGXvslZoV+C",
-	"O/+4rYihi7wgXHyTtwbuKDf3h3IcwL8FnOfrJZywzblh7fVmLwZAf2YzfmqEe4YVOYoiZ9QOwmZJwr8k",
-	"MgLltYdrDXllT59eoWBErZ1aX/fPnmHaDvORzVSNprzkI+SAG0/pRdYPMMzK+MESEXC/bLrc3r9PIHSg",
-	"ly9nc7v6CwYcHfFsdDmmTacg+86jAJE7AMWEMF3TqNwzdo7rB6itmmtF3Pis1yPAPCvIcTyfF+RwePI3",
-	"KvKrnndk6y5hUK3dHsBAyZ8VUt1la825pPHdud4nrYtPMFAEzW0YYOa2Pxuwp0/hPMk8W5eXV+xpjyhs",
-	"K3GxirauWL93hg9y3BUPKBnfSzkSNMX+tpGHPQtjvwaV9oVQUuR48/kH3Hz2/PCb33ArvkYd0N17iRtz",
-	"2L03ZCTQyru7jxh2BKWDbpbFbMbLVdRXzCttg7pg0GNvyIPvkU8MuHvophaE7MInOKfvk9Zcm6ZmjI2t",
-	"lII4d0wNbFg0VDwsq280gzISdOoVom+CWioBc5A749ZRPxS+dtk1SQ8/uZrknHJozE0np4k7u/EfyJ4P",
-	"YlXXCJncuAAfxo/A0Phc56ujTnhwjG9E5GZS3eCP/Y2IQM1HSjv9r8UR/3ns7uIcKOwLfOnpu9VceO6W",
-	"rb8+u2IXT1G/1fkK3C/uunXCD4DO4F+AHdrBOlPVwDsdbf9zuWP//Nfbiy+c4tHvEb4QrS0reDnxNZHN",
-	"Znf398XHE+CZZHK4ZTiYsb9PWt6UdyNu5vLXB5nqrLLUjWa80vyr/PVUQTQRzwHaUQuFZa85lsf6LebM",
-	"ABYOeH6woe/X0tgsVfNSWz1cjH1DQtbO4iM6YDE56pEF7I9S8FnmLDRwJ8OEwX4KTbqMd/Vyq0sC1Cao",
-	"nM0ejKCkCe6eUYNhx/RVn43Z0EgQ3UaYpiNVZYKnChVcxFygMq0Ygx9MGcBjqPpYgt1nPELvDFqjxHat",
-	"ux4fOye/oRxB5QUHUyv4fPwvegxzqnRtCrl8je87fYvXnd7kPvpC5mgVOLht0A3BbUDgb3xSCir2h+BL",
-	"CLoEuP2qQWWo56X4IfgHjUbWWRUc4xrfCTHH4I4z+3JRdpkzsqEJdghSrG0Kxy2ZaB+NILKm6g56UELF",
-	"UAFIgLYPcaS77JqG63eFF6Xg+QovM0ES0F2Y0eyoxHcvNNXOUFsuCKolayRZuap8t2tpw7um3Ky7e8Ph",
-	"w1Qk37mupkFR2ZG5wn/AG52qfq/HFnN4SK3zLCpozj6T6LTZdvzRaJ4JYQ83slmDjZ2kKvYf+PkD3sgh",
-	"Ct5+y3ud+ivmUDu07ajV0nbi3GqFVmejpvtFXcrOLp8mTTbzY0YbIqJ0RI8d/GZYc/P8HzWPg3XamFfX",
-	"VYj1rIxINATyiGREvT2vVLxcNTRwPUD1PTtA0Qk9gHwHWghfDZ48KfSIF1Nt7OBZ71lvzUT4PzL/r96w",
-	"P/rlp5+T5+Mz8ctPPzu94TitCZrkNihNkZCDpEYqHFZ66QtRuWKCl4WsIiGdLtlOxPhTdVzXXEd6nh87",
-	"ZSSBHoFwfIiNklFY5as6tgLBmHXne1Bxe8etf6i2w3rL817UiQhPj89oYIFYCDnJcceqWCdw3S67wSvm",
-	"WpfFys12Rp7iKbYaIX93BJ6Bz2a9QfgNFmVAa0O7Poi0icAE70Upx6soyPC2PmBhGLXQRkXx4+jY75rb",
-	"uTlxFINXYZ0GC9bRGZLJXvOopoJdsfOLmioPSV7gqg3sNgBdUbTi/LK6A0KJRGQqDtKAl1bn4oqd9/wl",
-	"Dd2zk3oGz0nczM0J2YpxrqfPuJGtbRQGRLwaCooYxsUxjoLDxOSpVQd9Xjbi4WjxFVoFW+bs8mnsgk1i",
-	"Pu7DwevaVS4NaFWYg6FEqlAYzNzDY5/a79JuHBxpNyaBDDH5x0SB0vgOPI3QiIqOTlbZYjGRmlRteSuF",
-	"sb3Byl6tn7Wruv6VqnWDirAfmJnxohAltiqnbf73M30xzrahwwdOfpTJiygm/4gisHVl0v/+KG9YJJJ8",
-	"gVprMW9F9RakbhxG7IQytoVze4hVCAbGzrLdO/A5z31Ob33hG55ZrWtYJNP6AbHS8uYqt3mph5Q95Ijc",
-	"l2P55uCQi/fVy+sXV5FHw5uczsBzugb2V0MHb3dD3Xfv/mrnLh2xVhsJeVWSCivFHJPcN+xaJ6LAc83R",
-	"F4waOXmkrYYJdrr71pe1QbEiiosCsO7Zna2r76iYct625hFE7zox7HWpZ8JOxcLJ+Ik0tgz5/VY8WCYe",
-	"5tpIDys547bLnMov8lRVADI2Gn658KF7GkiUvwhpSpQVkov7jOW6c5UqSI1zSt9SGtFkxfkp7T14bshP",
-	"oA9zXWw0qPkNlbf4lscdlwOF6HeKU87mEcLzS10OZZ4LktUX++94pe2XeqEOD1y90/obrlY0HVPL0AUb",
-	"Oc5V/esPELutZev+9Qdn01UUHdFVWNcdRBtnqW3lvxNhv50Ldf36pvWBAYm1fO9meqB3sfMqHTBq/O4M",
-	"gHrO3kfhs1HyYeKT+XauHDh7/rH1tL8BX1A4pQE4NmQ+YMr3TE4okeCacsFRYQzNwsAJCd5GPaa8f2if",
-	"4tRtNwRDaYugXRd2CqoVwh45my+LcLZuMUM3I+tP+AYyVNKOPq8i6sU1XDhN3qvZkBQZcxxIyXMcVzi9",
-	"FqaKTBcnIs3A53CmCpODECQU3LK0DATjhjp6KDLAYn8spZMIZEipdPiCgGQ+hty6eaFX2CsUFiSkiMNC",
-	"uZXFtXSmgFs/gmVzhBQDETaCsO1YTXyMQbC3ALYIg3TL1yGsi7XVA5d5vHxMSAv9tL3xDkPH1CvTxJSJ",
-	"8D6aMgTP+wT6EJ4ASwm6j+XupMEePq/KyYDIxzxfDarjJyHnCE+dk63nCVtyZdlFvACQvHTwCmw1e175",
-	"96NeRQPzxA6ADSSxs2qoWcIMXxlnpTr2QwURbgxvhC1Xp9e+DrxpSHT1E7gUr3z/flPj2cuM/nWVzDe7",
-	"iP9Q+vu0Cmag2S3UQComHuOw2Z1/2m7Xx3OMxlvOR9vDlE6Anr55/QU76/YgbxzrA9pGqkkRfFyGKvbA",
-	"hoS+e07HZcNVqib6FMrqxWJ2YlhWzkcZm/PRHZwhoxn8aBJ2L8UsYdBDEpivnZJFvtTlXao8KCoksIXo",
-	"pteM9VIRwD/Ua8y5ndbkE0iUVIGMXYPLw0Js97AvPW47lNqwTNjpraP3N3wZQWtmqWqXwi5KeuOUm2kn",
-	"wasnwkZXfqEXymZOf+cWnBkeGB78UVIlLJsTeCfCuvl+2O79J4ZN+Px0XAqoVoBk3c1XfL76iptpxtr0",
-	"IJ+oi8Thc7rd82pRVQMYpLh2t/YB00YoF9ldzAKQMYf5wWHJ/vTyXaqe3PefuEue2Afz5Ef34/sqD1Ri",
-	"gb9aFIVfEpjpTZ658SthbymxO0sYfCyksUK5JUhYthTD81vc9b9Ul7mnUKci4xYfvJudaLuGC5UXwiSU",
-	"gItgGUthLP0StpgKiGj5WZuPRovZooDTo0vMznaWRYc2H4r+X0HKbhatP/T2/XxFP1T7+yRs5wCZJb7+",
-	"KlWZ4WORPcnCGwjjlYYZvsZypAzDCMZmA9brbL4YtryR4t4guFGGudk76AU0MzBSa37btfVKUhWyznx3",
-	"EMJkcPRFUEom2gp/1cu/fMM854CIY1WbQGs74kXhJ+GB5/7ETTQv6sISr/wXOhfRFW+tLvlEXNvwHTev",
-	"SxndM+MPrwkR5kshXosyesVYiK+ksbpcRY/8Wk9MuNus1Aihda/ViuIqiDHqGO/p+dnTXr/L3ojxwvCi",
-	"qgjCSVNhBSxgnQeSBmGo7XMu3KN6vR5rZ4iPZbVmhV4OUgWgL/hlP2H2gf7uuRH7QDXIvAwK/iqg2mhf",
-	"U7VQuSgBDy1319kHOOOELgOPwuPFoO4G6lVELvIB8AKRs/7TVNkHk3W6YX6+bmSkZwLnCGLhrNdDweoI",
-	"YiLstMsuehfBfkrVcCEBet03wtDj8ba485vXX7Qen7q3Ht4MA/dRGTRe0bEcdbcHL3+bXM3gaPo46XzN",
-	"NnI0KnxgPKxx5POGtMx4jN1UQTYlXaW0lWN6JeKY4CyDHqCYzKmNA86YgkRBF3K7VdlzUzG7ctJZaYZr",
-	"GiIf9UDiv4WH5yMGUbwVkXyYL60puIJBlJm0qAP3Lz+m864p4ri+Cqxd52NILICtDa8Fj2en+2FOs6Dz",
-	"fh5xigF7Sa+tTkzA944Cio5fxaqu+0xK7n0/Tslr9PX8WayMAIwtqfAgDVdM5gPqPFXD5AL1xeN5ZSGx",
-	"Cz/6cGGF2dXE45zqc2BODcDGbKS/yZDmdGSWzN6smI33VXkGlM9FkPHb3hv6mhx0aKLc5abRvHbrbuQ/",
-	"tk7Td5OOuT/k57QG/V4PQFvlbDGDTz3I3aaPjViTE3162ALJ3LAJoAmEEyoNKdGluJd6YQJgW0QsW3Oa",
-	"EBvun1VaA5sAsHYNLOIaiT8ucvjXlgGP4j8HhmkfF57dCMt+SHgAsmxCbHyI7V+1ItzAKh014oWe+/2w",
-	"te4kFjxVnisqJFvUJETECaAF28L4Cev3enG5NiUNrwXnKUu3ZqoOGKJVMWkx/SKUc/s8GuK1UbYNpdVU",
-	"uZtDrwK5ZwCmBs3EqezzUozlgy9ml9YwqXLxkKp2RnP5a/+HARXkVxx1wLxWmHW2qbAVe3+sGrufbQZk",
-	"hl+78uR1NUHCatyTNgdA93Emb74GQ0zDuvJbm9bT2IOOPKVsTDPlc7G2/wOGu5aRnpsqr1H73fS/IAmQ",
-	"OnuGfOnXW5jruGqlWh+fCL2qo1BCbCIjeLQMMmAAz/XTL8y/sp7//KOr7Q2Cz2dfYtH0JvXmcgxdiK0n",
-	"3+7hNkVjvMNZ/9g0ArdlgLU6VX+tHtQelAFB+mMHPN49IrsL2WmUd3eATEDgZsgwzD0ASfzC2iPWMrvS",
-	"34WYfwvpWZEsrgvhhoLTSsrXjZ4nP8r8/a7MAGBYh+T2h/OAPAmjF7ch0hqpt3MOfRzjava6dPqnqrrb",
-	"WXOY5R+pLL+t4/KtChu360RguGCrG+Bz/N0po+DsPiXQDkQdaReafPalsZ2E6TnidiKuK5agcusM/u+P",
-	"9BqwDacBu05VXlLLCxjVifEQItKw0cJ6CGKoDaRfZk6vnc8FL8HNXz2Cqxwd/4W8F3XHLDvQLws+C1q/",
-	"g30W1XqizwLWZ4fnQBzuOIBHQ+/KrVY6dj/BtfnU9vpGJ5Tgaug92tXwz/d+fFJWDDt4gNuBiKgdAQbK",
-	"sg545Oibwoum8wfv/m3x7rq712/3sH5+9/k41vy9+JAnP8Ij3u/M6HUs0Yc/K2dn/d2hlpbCtp6vauXY",
-	"fWYfTIallnVQenMCMXTkgAT7rhWKkyuWeYrNUkW4nLq88xkSUXWVs82kTSovBfQ4AZ6+sCM9E1vgk/CE",
-	"HaTZeRHz8i/f1Ka+RaPDllP/MkodznObPge//sEUfstMAewg2Mdk44yFQm9/nLazBUyf3coNAAIQE0Rs",
-	"vawA8JonC2/5rzWV9diQ0JTCtwL3rX0hxSAXk5LnoQuh0bPQKxxzgR3z0Aub1DNU6XKEKtiWLeynT912",
-	"EJivQ8VucjJ1/MqZatDtDZev1msjCfALlEtMM0jgroQVfMKGYioVwZ3htyNeFAFDMoGEEEVpx6zkVmCy",
-	"b8EBNzSJkpLd25IQus4F5N2iM3echDbjTj8upcgp+6vLXrlLv3vzNUGFQvsCrxAA7rlUqIIhgyVsL/b9",
-	"lAOYmzRhO42AhN5lgis5EzNdripccH+Z06WNEJj7QUtiuuyawudYwbhRw0FwskojHW1TpL9AQvyEPBHe",
-	"AG0StrBFPAt/BHP+qVzu+6pEYFBLvV+jWEdUSTjpmBUfcTnia2t87smP8O9u7QdfhwnyGXzIfMZfhAme",
-	"wYkzgElaMx630H1ANFfUQm9DNwH6PEQ18XllAYDXP7JBLRnRQ/811BKc4q7j94dS8hs+rk4oR80fDjmX",
-	"Pnt2e861Iw1Af7FLPEXbUpGjSmwsrIbgD/TbqgVRWbsQE+5EMIdQwSlhSLB8pfhMjk7HQnTciZ+KB4Bn",
-	"kMbX/ufU30qoHIIOI32PKPo0XSoSyj3qE0Hn8hzNllQR/APlNJeLQpgBSH01Ekz8fcELn7SL7zgx6AGT",
-	"pkqPTlU7mD2U4ExBD+0LE5T20YcpvxfQPXbeSRj3fe8hrpzhzdlVGICP6FCmI4TcsAFHhckfugcDXICc",
-	"pwpxlnwEr9/vsf/w3jtdULSyaqwaAIqgxOCM8F8RF8G3l4v2Cso7KdQ3YIjA22XfhKTRUqwl1T/OledI",
-	"77XWxbuHTxSefiWW9PxfPTDt3rrbv7/Rry0OTnvVX+uCteOoK+4G+pY+bsR494jfEgp3VS+gS+aJeW2I",
-	"GBd+FNZLFIOMVmbCfYNlbPpJDsQB/GDlHI5GP/HfQ1MLkbN+z//3iWqyfBuReKyYFCgN7V0MJSJNPQ27",
-	"EzAlckL3+1eWqQfFureUz8Up5WxbRvkniiPj02sNY2tsnjYhTl0PtZYll0asM182XDHHb7ufKnN3azg8",
-	"YZsZp8meJN2zR29bPUn/E+0OnhJiKmQwL0Te8TMlqU+D6H6wlvbpNypUydEMqNJnXJvQCfX4gp5scUeS",
-	"j1i79/HcXjzPGffdvesNy4KY2u7tWqvV2moGvq4XkCVRRxAPgRp5x2PvcKoy/AnrpbJOUulQ7eEq1KXk",
-	"t8NVBqTlHedt6njkPt9iqXQ2YJl4mENaXcIyY3mBFT/3cmTpuzvp7o4Qsck6TBV1upCKrFj/0M6aigSu",
-	"c9j7UDB6THXKRFSa017TNd4xrKXrPQAze3oBKMS5nEhrttiy0PL8X8WUPUSvqrVZ/8Ou/e062zkKh3XD",
-	"BGxBH8Bv5jjkgt7uYI+6z9W6tTnlm7VDMzan4lKruTuxGgAEMGUeXzGeqnr/PbjEjU4vVcfZxZqCdd5r",
-	"T9io6EAyqWpn2Issoys6hAbn7uO5Y3zcsnKhIMjIqqv5XHYSAioORinV81I7zsRjU8RoEtg1C1IFR4K1",
-	"IdjnvkzVjFvA3uxULcjR+e0bMicEeBe1J/cut5FeFHmq9Bw85sa/uJ0VGkINFC+Ej7fges+Cex3udZpW",
-	"Z5uH+nvayk/IVPAVu3zURE+Q5o5uv0cziX/zExytFlKJP1lGCCIEbJaIyRPQDpOXtaPsD+/2KoEXdIKq",
-	"josIx0IdHikJirwhUcgMKTNVdCbACeRGACmOY1kARncWOsH7n05zWRI2y5wbM5+W0EqOwBs2r4cuZNjI",
-	"EYdQXTK/G5l+P2NW30Ev3FTRZdFTZiYLJaFUFLvxnFEhxhkrxUxbkSqcV5e9i48ltAitvHElposlLBdl",
-	"6Cl1J1ZOZ/HNfrEYeDaHtZWWzi39mrH20nekcuzNzzBVPmLlH1NVSKAbivYogqzlFRtKGLAhXIiIDfFF",
-	"Lq3nOxiRyAh8zM9wLgnMfTGHoUoV+l512SuN/Djq1gkqFeCVO57ajlYTww26hHRf+hKrzE4XZdFcXMHz",
-	"/HvfUvw431VkbNGStQat3sPl5+fPXvCn/LNef3T59NnlxWX+xXj0ee/8y9Hnzz67HF8+HYo8/+KilbSI",
-	"gJ2uBgTVSijkMGjNuFQKBnUnVuBGEdwsypWjzkqp898eDk6Mc8WTB9M5zKXW/8hc+qWy5Wo3m05Qdnb/",
-	"KB1A9wefiaRuiwIsidcThqLQauIsOX+OcRnJe3D264ySeJTvkAuIYcRFSJDQIW4rzcxiNMW+AYHNrvMg",
-	"XbLRorwHYOBl6Sb4+uaV+7bi4B9SJvzbEcjXYLrT4tXUSep17NTbTrP8rWvTT37EP96jQC6EbeipDvmu",
-	"4X11tDlAaGOwldixUZc+GU1N2IgrNhTOgJ7peyckLnrPB17/hLQzBPxwv0ILbMIPWWG0BRqtd6hj9lgq",
-	"aaYip1cay1cJ6PYIzwaxEDmuxhlHibFTM3AQdo1C6GoNLC4v9TwISKl8T8NmiDU33iAo1kz1JjqoLiGW",
-	"12qwqC+aQKpg3f4dTF6c9/HO54/Ah4ggoIoNaAdTjRyFKW2RyoCbyigTgOKLNTPvd8FckOYi/rJptO7n",
-	"Msn2pJDQA72moZKhC/Yot6HjCpvpe6kmg7o/jmKsymn/7i9vebodBjRFd2h8DxlA+2FtMnXhuiVHp15O",
-	"mWx2Wgoz1UVO4QSC4CP/9ZyDwGpLy0oJvZxUqqQyi/FYjqRQ9nS8UDnpx7wwkb3tH+FUeF51i7Y+guFG",
-	"YQT0RcWMOwi18SHAXGLXmkjZPTGo77ud6LIMxStVbRJoXrCQwh1eCJsm+MqxO4ueD6cqM4TYBbBzZHIt",
-	"dRk7CcJxAkRzyhsaw7Ivpyvwf8Abb+NUw0HsRAj+ATYEJMvRFHGy7LTU1hYiv0oV5GHCWYXeoqDc1OA/",
-	"JU6DguCdLe7Uj86jP7aD4kaN9W629W/K+//dNbRgt1TJLN7PiSd9q3cECiYbkKa81y64OAEtV2mmxBLO",
-	"CmhXHQTQJLUMWSIwbmw4Jksn7qCwazPVGfqdyaJgS6htA4V9RhVeqaK83h0qFNruxKnVRDTa8Nexi7bZ",
-	"iQpJ0VihH9qO1q+EmTad+cU85/ajqGaPNP79Lh2Jk4uv/g5G/2vntRxshP+hhn4MNfQPJbM1aL0gE9BZ",
-	"iwoNuA/SN7dYtU9A69qdERmrMzV2ig3NJTVaMosZFWEEUxeYLJZEJOsZHIH5gspyKGtFdconEY5LgTTC",
-	"Q6MnGBg4Xd3DxrKAMI6hbpKUby0QCB+iVgpTFrvsNV8YN2hOmqifNzJa7Hw4lWqC7l1QhmHeI13mgQ+j",
-	"B5cVelJFye/ECgyqVM14Xhn1WEUhlddsu1NR5LfcUp+J+MvhqrkLtBvnv4EGlzA3yz/0uN8in3KnpuJN",
-	"JyZYdG2uqDWmLk8MnJcjWROylO286SU0jNp4C2u//vbtO9btdpG5dQYbRhnaRN1UBV2LjjzWeppgFBvr",
-	"7Dz60bO76mdpMKzG+BD9c6aylLvsjRs/cpSg0XHrQR4dyXucJcMCb3mzjZ80+9ncCv1bcIAojfwPXvCb",
-	"dYw5cowUleps0hk6jgG4s3pqH7ZzgLeWmgjTlSj9fc5hYEmQWYdJyV9xt/NQRVkIY3ybGOJb4RFwB1mK",
-	"4YqlLu+o/SL65JCXOP1HpQpfQlglVUAVvgZkh2zAsjlhYmdJKA5Fh5WdCpUqXeTCYGpuNpZjnXng4KLA",
-	"+q+IB8UJQo4PRYHduL4088DhuRBz6Kv8PdVtZm6m/+Vsp6yG44d6Eb7IW8rYD7Kd5VoJChljTkunhvbv",
-	"SyyYtF12Q5kI2Ewgl2aklcK+zVNZUDMXVNcso0T6SnPLSIckmCuv1o0c33U6HXgbcf1VGE3CsnDBABLy",
-	"s84V43i3LzLIQvSF0htqkN2SvHB5hxi1j+ajmjt0Z9m9vVpuIhwAy3KXZQm77DEDPRg87OKAzTn2UACe",
-	"jgUp0i3YWaUn4iiRoEzCrGZDwebaTSZV3LLsa41MOMN+4LUdbPvumo6sa+5QccpVfjrW5UTYTvR+mKsb",
-	"AEePIRBHdpOL2VxD3fDpn8UqG7A6pjUFHyOJ6te15r1NFZbhQPo2dQ/3uJExxVQ4hFSPA24abz+MoVW4",
-	"he7hTsJ2ko0CneAups6i1QTs6RsxL/hK5AME7YPqI8iJXVW57kgv1fqTB9w00G2XOsy7ibk1oOWocOg8",
-	"dtvF2VnVjx4btYC/2L/EN4xKyCkcpZf5pfa4nHaQKjhVPoMWBunMJgrKAAXVvftNmoIj0qa02QN1hA1w",
-	"nIyoznGqftYZVEVWgZ7WCLvtSNHjoDtSvGIZbSE8pUcnvToycOYC2rR7htVu2tvweNwlzXA88J6AujPU",
-	"uhBcHQwE1HfvPbt8yualVBZs8eu3X9zcsKq57RVbKPn3hQCAQO8L2tKDfO2E7Ww/PpPKf+5/QDPyJjcc",
-	"txwScBxNkFRqDS6TltXw9bMh74/7veeXl/3hi4vzs2e9817/7OnF5fWof/40z/OnFy8+v/7srJW07nmx",
-	"cOOqCo+o/Ojwrs5AnVVruX+Cd+8dN3d7MqxrJy8ShszLwrUyhgZOtK+cobol3PE+aXm+v+9uN4dwLczi",
-	"sK7vn2CdqrQ3d+J92NGvXCW3Qo6OF7D6XpSdKxB70LukJvb+5db3D1/vR/D1+rBNGwPPDf5N1BgqYyLc",
-	"Ip0YkQ2hnl+/Su1Q0FbHLxzzzdb7pffP+73PzrBy+ddNQ1tT5Nxp5d7Dm3vNZEMzTPwJByCXWA/ySkxV",
-	"3fnvDhcLtQb1glhcFJ+/h9nWdUP1SHcYONOP7aHB2jLHwOV33928uP8MA5s52anOoHLqNFg+8FXn+KYb",
-	"MXxmqhA/8x1GV91zAPGAUomI8q/YhMKbwV6XdncpBDzw46mvASPT+oEGhMyP1lyjGvgfHTb+uR02qp3Y",
-	"j3cJBPGH+/E325sjikRQb2R0qvlCkN04lgdy4QDqvS0h+LryX0X+M6m8qUBFJuvOKt9alIpDjFC2y67J",
-	"9qXYwS73FQveK3jSjK8guVgrisquOgnbMFtADxFjG1xPA3bRe37FXn/79l2qfvnp52jOT8hdgv9A9KXK",
-	"ZSYTXTdxcryhOogfwsr3XOkef/Oi9StxlP22UBI5LZVe/p5zRJoBFxzZ9PrPe7w/PDsdnecXp5+Jy/Hp",
-	"M/50ePrZ6Fn+XPTGfX42dIQaqG2AMEG8lmtA6fTVgn8i+AZv4oL7jt5fwzzB9FDrNYrfR9HFF8gb6luy",
-	"J/t5S0Lq74xF/KFv/Fa7HgAn0FVRzWOVCRKs20Odj9YoyBnfPuv1OtBv9MXLr1++e5mqXAvTZV9izW2s",
-	"VZC6UevsFdKc2vSKW/pRQMpSB9O0GsOlmAUvUQcBFKRyoRLI4TrVc9buMXAge1QV7xiyRhTjDgS+oriJ",
-	"qiILYyGoUIVwTggD6L4O/TFcQYdVgsBLVfusd9bpsu+hgsFpg1Ve2EwqAbmHMheGGkW7MVY1CdXKx8ue",
-	"qo11v4oHrZeqNqS2Ln2ttluTCTeQ7GY6HmQUXpEqVNUwAImLJQ3jM03dyunpGbdWzObWeBq4kyofkAzM",
-	"avpjqir/NVQOLqURoO6FlOXmNBPY6oqjIaf/nepwbUAv1iWVn3hQurN/0sDCwU0iXB6UxP7Q/pGW/OHa",
-	"XhT4cacSq+EUgmojol2DLTYUTg1Ci+z3pQIibUYlr2DLPlY4mrkQ+elivjtPuUlcaYyab4i3dgbPvF3M",
-	"s07g7muiCyEmmmRXxH1rOD1QYtuGBAEQVIDMLudSKJuglEtSlXPL4ZWO74N/rxNOLsLumeBa52BiE4Ov",
-	"sfcw/FRRGRwlqJSa5yNubJd96QQkZiaGZJUZfzgdCwEN4SYcTP0eXQmidImwNoACuEuqtteQWHv/EXIg",
-	"AQcEFllpm6qIP0EfAUFlz8hN4eRAER0WS9fPjxPI+X75BGvx3fzXNx0+PnbrW5zKUaHwf5bkqXJ36Hj+",
-	"IXA+2MeBWieotrlm8TFcEy8DNuMPt2MhbueivHWsBDBehqI6lGdnPhODvIEPtz7To3ZjjKf86ZBj322Z",
-	"VzN72XCmwGUwyopPdSpkUHL+UM2smYucLeaecRNu2u8iAxcXlWNVTYOMgkNL0NxuO46TyUsxnGpdC0Nu",
-	"i9h97y/9l8xLx8G9VPlcS7UTBU3QNWuRhD9cNr/lqmOn4yEJVPu73uLOiFEprLli3735GgB0lrrMDZVt",
-	"ccMe3H+d4zDcYoKCrj0BlCyMKwudxyCd2Re+uQ9jLguRZ9jcJ6C7en/QvYBJAEd0uhT4htyXt3Y1FyYj",
-	"8ERwByWpev3t23eoYf73229fEVYEhI6CXH9rucp5mTN/lhmcH5GqdkbLdyphZP6TlTNhLJ/N4y+rFrWU",
-	"pGsARrIUuXCMv1yxES9LSQsB2nP8+E6XfQkTZ3S99GD8pYAuRThg8YC0I3kB8I/Q0MgG7Da2mKMjhRJV",
-	"Q9sG1PKdUprhjmesnS2nRoxuf/np5wyqh6TxOQ8QdICcJFS3gRqgXyj5rWacoHmMuBclL2L+sZgD4BQq",
-	"/fg4n9FkoHdU++wybtZ/BZrxDJT7gC6Hs3UqMSTz+50BmAg2XwwLOfLAIYDEUawGjAMNo4o91Qbzy3UJ",
-	"4Bq6ABLUTmsvtJ67tUvYvJT3kKFcSHV3WugRLxLapvIUummxV9fvklTNFoWVzt5wtg5A1QFURa5Hi5lQ",
-	"FlNRPJBJ++b1/YX7+eb1/dMkVQh17Nbe/XA64/O5MwleXb97eoFQvVZfsLEuZ6bTsAS9hHEDaewcpwVI",
-	"RqAfVFjmOMMue1ERD3TMwEx4HBh4LleMEr1hk+L2ruGpBSRERIuGoFxcVWiC0r8WUTuEtFNRdln7Okpf",
-	"g0axRaGXzko8xT1LleXlBOA2x7r0vKE03oKFYzHjo6lUcLStY72wRrm4F4Weu9XudlJ1jQ253C+eafla",
-	"MkcEASSEGzbkxhHLwp0SS4IUHblYIUuszi3FIGTsuy8R/to/nRuWATNsLFLFfP2aTvDr4Q48Shs4yvjq",
-	"f6pR7NNHooaUyLf+MLrWjK7AkSUAgLOzy02hj74c6O8fkvU8Cx8wTO/AKIFGPHhE3PtE9lGEw+UMOq5W",
-	"kXqC6Rl+cFfbB/c7sXQm0jhuzDc2ldob1vKASD16nLXTkO5T53H4/cfhcclOnVHmn6rL/0UT4rCb1h/F",
-	"uL9NABFkDw3Hw8MsLRQp1CLfezzwE/nkKYn5yY/u402+u8XhWsXt2rGk8rhSL5yy6cvvsfYOQ7BBs/ZZ",
-	"x/9zipt5evPCGxQ1zR6yhPjIUoZvQ6lv/GY9/JsY2YRlP6aepad0fNLWSOcibQ3Ok5SSf9PWIG290Eqk",
-	"rSRt2YebHL7pPfzy089p632WEDR95u4kIA8PGUcR3x7Lvg+lrX2WvQyRiYSdsQwoJvRdy0iaZQlbTled",
-	"hJ2z7AXk79HvbghUOAfO8tjXc2Ig3jvtdKuGkjuiLBnIHQSA/ju0fLRcFltw47BiK0puPqQhB2RNbWNg",
-	"SEtHMbFkB1pN8Aoi0q9T1rdW5EUU9Sv0/Ih0FUcljrx8avkAaCtWLnAIbpcRLXt02bsQ+cX52Wh42e+f",
-	"PxuOxr3nnF+KZ/yi38vzC94XZ70LMX52MRyLvD8U/af5eMj7w7Oz3tOjS/Jq2etbQwEnVeb8H5Lit9m9",
-	"wHPD8VqNCmQM2a1sPFiFcltw9334dqP2odRDYRI2E7aUI0NRWGmC76BbndDAf8wWBWnI7WiKWPftr1Zz",
-	"USIfY38qZX7ijGhxWgKUpwGofboeYR6i98DXYttLYkT9Nm9AjEgYFDqwnUgTnUEdBguscSgX8i0kiAcT",
-	"0sRYlwl20ayAYX3uurPsI+CJLsMeLyBOoR8gxI+vX99AwTqghOWpqmVaIYOn+fuNa54/NlTdaC6AMBha",
-	"xdCtuTC+bbngoyk6ajYbgdupmKHwhiEbGHM8ZJRy0JemNlDq7bqXGKCULS/1/FRik8KYON7ypdUacsOg",
-	"6+v165sB4+HrVBEGwFwbi+m8n7snQ52B1WGbpDJW8BwPD7RGBC8PeGB0UZhU+StDNzQ4bcJ0GRx7w6A5",
-	"CC9FeDd1a0ftxCSpcvoJfJe2Bj8GzeSXn352eoi0RfWJVAb8/P59fd0MPb/1/of3/18AAAD//w==",
+	"7P37khs30icM3wqC3240uVtNkeyDJXY8sdG25HHv2LI+SR49G1PeLpAFkni6CNQUis3mOBThu3jvwDfy",
+	"3omv5A1kJlAosnhqSfZ4LP9hNck64JDIc/7yp9ZYz3OthCpNa/hTayZ4Kgr48yYV81yXQpWvRZ7xlUjt",
+	"t6kw40LmpdSqNWwlZbEQCVvOhGLlTLBC/GMhTMkKuoNxxRL/oPHq9K9ilTCuUmZKXYiUKV3OpJpeMT4y",
+	"QpVMlzNRLKUR3VbUMuOZmHP7VqEW89bw7y37utaPUatc5aI1bJmykGraev8+ar0WZbG6npSi2Bzl94qJ",
+	"e1Gs2EXvbMiMGGuVGlZqtuSyZCMx0YVgRqhUqmltGnzKpWLtfqcbq7czwVJe8hE3gknDFqoQfDzjo0yw",
+	"iS4YNyzTamr/5WzCZabvRcHsD6wQpuRFGauS3wnTZddsxMvxjMGM4R0RXmjHcFo+sKUsZzAQw+ciVhsr",
+	"GNkBuN+ZLMW8G6v6gj3weZ7ZNeq3mpbrLTd33+oxxxVaXzA715KbuxPDfnj9bcSSJ/f9J0ueZaI0T37C",
+	"P94/sVeYJz/J9H1S3631172PWjkv+FyURFr27TfPt7+XyZS1Ofvhh5vnHftoaX/MeTlrRS3F5/bhMm1F",
+	"LbtPsrCEaQlj1xCi1jsYdfM7cUYnhtmHs3ZyeorfnN6JFRAqe3n93Yv/+OuL//Pm7fevX9x+ffPti2Tb",
+	"yPDWo0b33l5scq2MgPX5kqevkQTtp7FW9hTaP3meZxJ37cl/Gdw6v9U/tebCGD61j16oO6WXiv1jYene",
+	"rz4b60wvCrtbi/FYGNMaTnhmxPtwdP+tEJPWsPX/e1Kxhif4q3nyoih0gSOuL+OXPGVS5YvyCgiTRgIL",
+	"iqQ6kSJLLZmvDanbeh+1vtbFSKapUI+d78Q9YMjuxIrFrbGMW2zGDTNjnQtDWzycc6nsCKVhhV6Ugikh",
+	"UsMKwdNPsCiWtq5f3cCQpGH3PJMpGy1KJks/sFRbJsh0DizUj6tdzkSsNpfxTqxO/L2WkS5nvESmVc3H",
+	"8iu7rDeqFIXiGQ5w/9J+4HSvFVso8ZCLcSlS4IGLQtTpQRqWSBoVE/ZBCRDAS11+rRcq/fSDfKlLNrGv",
+	"gve+4ctS63J2DRv/XCgpPt4Y3MO3juWd5fPJ6SnP5amhi0+JbVjekzCtstWQKU2044ipfd7rd0BoaCVi",
+	"tZxpI9YIaqazFJYeZI0wJ8yI4l6Ohb35rBOhoHJDjBVsBtOj/xLjEgVQJtKpKP5xYthYp4L1e2dEVu6m",
+	"T0Nee1dtC5nRIFnbPcBKL2KDf7Orx0tdMHjq+uxZOPkaXbzmpfhWzmX5W5KFZRvjTFrtQBqWc4MMo+CW",
+	"L4xW8OFOrGD/6SNP00IYg5qYLGNlVQnDlFaiM2QJaEenoB4lzPCVYVKxmV6yOVerUCOyt6FKchWrDQI4",
+	"RzUjUBKDB9cXgEScPetTAbMMVvUHxe+5zKzudBzDFxWlpaI17Pd6USAEqvFuUdS67P/oReHVuzlf2SW0",
+	"/8CJ4feCjYRQLC+0ZQcivfJqoXTaoDTM8Anop6UsQcV67t4Wzuv9weJjLz18havfG7KGGaYStGjGlVmK",
+	"wu5rKefCKplumuWMW4Kweoxx3KBx7qSTlzMxb5x4rOzM6eygCsszKzpX7lZp4GnuQUs5FvtIpmll6Oon",
+	"gVIPy/JW6++4WpFuZB6rLJRaI+HTCpkhG0s79gxPuj0I/V6v98QMB71e74oVdhyM24GwPjOfSFMAxq6L",
+	"CLivXpSWt0fAwpEZnPhj3tngC7Fqkxyxn05hIknENr47BSHR+AtXWq3memGSzjBWj2EZH8gdflB8Uc50",
+	"If95ELNt3Nq5NMZSLQnKIY7ump4LDxiyLwUvRMHiRa93Nr4TK/hD2LVn/3l6/erG2ljD9Z87n2DXX2o3",
+	"UCfL4bAi10LJpS27utd3IoXxWWool5rRIoOUj1UqJxNRWHlhDZZOl1lySt69e3dqZy5UaddOJHQX7qbd",
+	"Srd7Wm0e0/W7GzewsmBw/47g6h/hwGzh8psap79wUQ0RbNaPw5bQtDxChW0kXeUUU9D3zGI8I6PF0gBY",
+	"xRMgAGkc0Xwaitz5ZjhTpTeZHcMfazWR00UhUmBYsSKLB4SB5TjAU2UJZF46Kz/VAi8RD9LAy6S1acAH",
+	"FCtnlCM1O/EW+j2cW2fMDdBvJXLJii7HM9iCNJV2fjx7VehcFKUUbsWiVh589VOLl6WY5yha1plU1BoX",
+	"gpdNfrAbxZJX3795y57c95+QiE2Yt+lBjY+scmanRmYeSedK6KJI7Vb+mpHWmeAqePMtB5qa6GJu/2ql",
+	"ln1beb/p5IlaE6mkmR15k0wbjnfUyrgpb7321fyzWYzmsjx2lP9YiMWRtxRiLOT9kTeR9XO7ZYKmJB63",
+	"69gARb2BK+mWBVJNln0/aQ3/fuDdC9N6/+PGyVtkGVuoUmYVLYCyKVRpaUItMmKtZbGAk+6WO5hPQDGL",
+	"PD2SYt6HLqu/o4ctWDU/YbdY4RBqFFrfoag6VLVRVW5ctLvsoGGJXgE/POrY0pGzf8pSzM1BG2lfSCPg",
+	"RcFX9rMSD+Utb3YjvyoEeGy9tzsn+TJZZBkKHXs7fH1iWAKPSbqNxOjY9ubOre2CuzLyc9y6bq+FWWTl",
+	"Y1bu4OV69Li3j/qNO3hrkQUllglrI3eMQEqsRMmQW3QiluBfCWtbE2Yk0Jmu9NL+NhNZmsSqbb+LQJoC",
+	"5dondLwIwu9Q73HxBSWWLceSQD3I7D85mkKWfFEra9nDiyGRqDXWc38IwEsDbmH868eGvQ/ZQKM3Go08",
+	"q+2jzOMjawxwnKGXEW7In2Jw9lgb0xga+F453kSuIl0wrhgcIKYnYDza4WklDmCJL8XS0dZhFwrLOt04",
+	"hXk8yX8MZvHRT/FCpdmxrI+Px4v5IjuO10eth1NdpJbL9Z+9j2oPMZmuP0aq8vK8eoTTh8JnDOwz1Him",
+	"C3/7Jl3bX4hE2P++/o6NMj2+Q/t2UYD1ogvkoPeisNSH6qB9KuiPlqyOGJSd13jGpSKRf8x87K26aGBL",
+	"wK1Y4gVfQga6LgST6HQ13Z3PfvoYbS4c26VV2gud3xaCkz2x/eIz1AN5Zo3qR71v0HsftaYLXnBViseO",
+	"+Wn9GTkf35GQ335Pv34P0UQzaTmCQUe4v4uNrZ0wkYUpIaACenhlZo/1QpWms3u/+nb+M25mzW8GIj4x",
+	"zF7B2hDzlaVhOS9Q9izmI8vCVcrKgivDx/be2js3p37mFBEkM1ryRkIkKYhUKHiRSQFeIdAcHZGSdyY8",
+	"Podt24UdCMygefIv/uZOMV6FShAcOiYexHhRYtRqbm01eGjErJXOtBqLI4/zAKPIZFVvHfN5qMsfqJcD",
+	"2yW1/sfgWRdey76lKEODxH4tJgsjUlptw4xmE16wNsxzxMd3hunJBHIDRLGP1s5Dvf5xR+0LK6geboG2",
+	"G6zY4FK8smFKyV9ekCULK2Oe/ASb/N6Fo8CAD6j5BKhfmIj5fbeHEV4DQXInZTfUjZpEDTd78BgLJnyA",
+	"5R4HsYzqlFgj1ougdt/5GoB9XEEaB5w2xtPUWvRiz2ZeViN4xBqjZ6MaHD2ptpz7ifpvtAK7lvpsXVnx",
+	"QtMffmKA/gBWFqBb4oDmNs/MmnG4zwaEkT/GCMSVPFyvQ3Vrx9r091iE75osQeTFZP05fccbhkdzvbXN",
+	"cZPcvnJbDCoQVnABWD7CDAMbasllKdWU/HwC6c6gSJUq1ctYWRHGQdGxFlalALE2KD30W8TCR/FKFHei",
+	"WCWVOE9Ym1dSm5vqwvQq0KgMmxR0b6CiJqxN0iVlWlUyxw7MKztJxBKrJuVw/ZTfC7bIY4VBHEzyKosV",
+	"hnzAJgSxXYhUWE1dFzAqesDQ/hirkOexJVpjVoPVjIywTt2a9HZk6CepJtqq6d2tQFFroYaXiy1GWu1s",
+	"H2ku7NPSLWdt1tRRq3i8Qn4eaNXbrzqrq33HmxO8DIgJfM5yAjpfKtMjR2wlpF6UYz1v8lBYe9xSGdnd",
+	"CaqYZLQvIR/QkL8hKVBLcFElVN0xsJT45MflTGaCjYQ9Ps7tt1XCXYI+BHr07Xb1dKmLu1O6DHVUvzaY",
+	"PuQpEIha8bnY+dbBBysoF3XBvMsIW2N9laypzZuIqm6Aro2yiVt+ZVnGkacntCfXIgClYS9uXp32Ly5I",
+	"AT6a2gZwPtRE2juatYZv9JKlQuSMhwoYmy9MyUbCpbJaToZplIallvI1pZbBwHZrLXZ7ZoKnzeQ0k9OZ",
+	"NTDsFcwIoWr8l7V7bghcrTqN059LJeeWPfb2sQpMp2waBbzsxLBUjDMOWcT7yBYEuU6PUA6AOl7qdKd+",
+	"cBkaG2vcYSZ4Vs5WCcgOBi9n3G6OumJJKqYFT0WaDJnRc2HZWO2qWOlFGTFeskyAVqrAvVAInlqRqOd2",
+	"a+kNV5YDVWHNIST9+KtjtXZ5hMZosIyU2AuSuy7A6BbwKOKAwc1YhXl/3GnFrp1f2NAoVC+dFjnD9Ms6",
+	"8bsd23p2v5WmfMz5PZIINj1/TfryjnECFR05Tp5lDcf/K/s1m/NUYDiVGanGAjVQTFlikGku0g84e1bo",
+	"QaTvttiqSJqZJWU9gew7kTIYL+NzDQlDhhViDP48JcAbNucP+OJ+4yC8lVHz3cEYGl3k2vgTgy8GoU9D",
+	"oWxYSzusrXS5bq2eGKaXioFA5pn5EC71dCevtCM4MWhVen75AW+7gDjrtFkoQFIOaECG9LSRmMm1g25H",
+	"8QEDuNyIAzfELuxsyfA7MawUD7u1GPDyVQ99nMtjAM+A8ojbeQPFXDt6tNRiR7XK5ZhnjO5hba6YeMDD",
+	"L3mWrdhSyOnMmhdzwa1ZIRWbyyyTlPbUbR1Ix+A83C7IiERqcgzSfCxpz6z2uFeqgRXT6CH8GgwwOAdS",
+	"scSaKnoySSKXIwr+jUI696A1yOpJXzOt9KIQaecRnsMziLir9FarbNUw+dCSsqxkVGieji3xAGO7ovEp",
+	"cS8KEGQg9RpyI9Ysh4PC+JYh+yj+osiatTmh0lxLVVb5eAsDCZa4FOjhwmqGPSpzsxy0Lw4XaUMc2sMe",
+	"kSjw7LDGm2tk3yR/fGb2EbIHLOJmei0WmaXXkV6o1BLVUkjWnvOH23ueLUTE4J9b9BhEbCLc37vJ2Cp7",
+	"Pg1q08XCS7S1l4VW0yvwK4xcsYklk0NKTPZYNJSLI7ZwcjLeXEkUzHLf9NHug+IM7h9gciHS00WOLsRS",
+	"46iFMCfWUDMlZDKx9qELZxmy3ZJmjgfyjY1WQbrWiWG5zuR4hTUA6Mm1T4hAw9QTyyhlLiF0MdaqLPi4",
+	"jJgRmRiXuojYAXu9N7LhnrZ7rYlVu4tZ2/21e0me1sOya6uSLfnKMKD63azEclY7jC30CCsKsz2xKkhO",
+	"kSSm7FI4wnjcYbBSHq+7JWGzxQbiuVXd4co97zrK4bE1cO1OaBOb+QbshCP5TJU+5cyNRQ6pQzxdNbq9",
+	"doTba1bJbaXlb9SBPoHH/zOq9CIskrC0j8FDtMHWja1YkS0ETh5Z1IymzpBhFjzPMp+eGAXK+fWrm1iZ",
+	"Utqf+Z3zvICjCC11g1YZFm1oe5uT3AZ8jN1YXY+q5CNKewSbewbZ+G509ia04Q4ycIKU3S22Tn1ljZwq",
+	"URywtG55wD8njTdPqFIJHmNPTQbFC7Ea2ZPPxzORYnpOocuy0uZlgYqlvY+Xi0K4XYC1i9Whm8C27EGs",
+	"mjcBHoNjtf8YCqSy65LNtSlZv9dzzrtYwc4on0p97Pq/gffsNTarA0nnp+k8+rSafSdyW25PqTEv1bKP",
+	"Ncu0lrqwFgr9+it2dnb27ApDf5SqixmEJ1XpSTsVE77IyiESM9W0xMolDTJZdrrsryIvnYicy3GhkR3i",
+	"4h6ojU716ZYE14bYiB3diWEJZnnfelpLyIL9VqipZXKDi0vQ/t3nfgOryvkq002G4bVdD4le/qr8LIHd",
+	"SiI24kZcnl+B/r85EOfni1UiUyyjh4izu8DgBfeikJNVRaVU6jHnD6c0rtPRqhQmiVW7z76TX1olgfak",
+	"g4SfirFOxfpi27sOXud6vm2DC4GqEatk15HItJpavegKst3W6WaqHT0gyYDOAvqVJYDI5xgcvV97E1/d",
+	"du46a0f4FoOsNzuwG7ynv8l6X4rlK62ztw9HHuRr5Fq1nBO7djxN3RLmWmebp7vgyy27tfm89utvX0WU",
+	"/vfi5tXp4Iv+U2tai5QJdS8ynYsO44b1Hk7zQkzkg0jZTDxA+VgiytmtZbSv+TKwBRNizbLBabC+S3ao",
+	"jfvhjbvdPlkvf3kJJrcSvOjA0mw4ua9ilWR8OpVqWr8VSrm9q2W0YnNdQG6RCv0usSp1JgquxlYeaWfa",
+	"6rIybOEsK23PnYSQaCGMlZ4KA4/0vqvKig+GYaUk1oaC5YZIEhcPD5F7qFWlYzXVwpDXkHz0ifMdJFcs",
+	"SfVSka8aRC061sin1iatPLJM2ogyghOXMr0oO8SGGAr5kUhBYbliCdhrqIvhcAuR6wKnAyUePk6ysWLk",
+	"EQEj+6oKsA1h0fAtsVqJrd5q2ixIt4T1akWtFFNjg1EFKbNN6uaBJ68pB+EWPHFbk7akGmeL1KdthRlU",
+	"zq+JzzlSe4f0IRrBB+ZA7Rt3NcYTg/kErF0P0VuyCKLx4ElzSWHoUqqnBz4yVXPgb63SIeuDf17onOGP",
+	"LDF3EjICrO6xCiJXmZhseIoZ1GBO8Aj6ycJuAROr7jZcwhloTwWUnYOLJgJXBZV6WZGtzGIykWOo654s",
+	"rJJpL5hyw/4HywsrC/8nWtVD9uvPvySdLrspnQeMqyschwL5TIkRlGShxDIcN56K3Qm/awmkjdvtsici",
+	"WKt2Ih5yy3yTiCWm5BlUkYp7OS7pO1raPT7Ls/dRC59kGpXId5V3kgZg15rezeSEdHjKuCBvz2It4nF4",
+	"Ju0Ua8WOTAqYcnNrrewxzzdn8B1/sCY4ywXuLjoEImDuc56xNmeZmPLxai0sYa8FOtjv4rDvL2W+/f15",
+	"IXUhy9WnHMizIDF2T+RVjcWRq3z+qDqv9eRVwKEai/R2tNpK5u4a4saQJEFpJfTTfF8uBkQgrDqzLVHW",
+	"wTMUYqzvQWSD1Hf2JWjvEcv0UhSnUM2414l2HHtHWdaQ4grxl1Jv88WRM9BnqCC/cZ5BBsYgZSXu9FLi",
+	"j+vvqGmNQ9YjaoxYn3GwclkmTRmxAUtXis/l2FLz/vSFD8kbhfRZYMKbw/1b4Pf1h2g3XfTWtVaXsRLE",
+	"wJFs3CmhpyFjqjOa+rF3w6zCBvWiu4DH7k25RPJ4VDHNYSWx1tp4Uj6YxKvOh1XEhlJtp8N2EBz2R45l",
+	"/fCHmoAsHS9I9x/NrW7KNbZYPuwzFEkF3e4DKh927Oc2K4hEZ8LamHNCCoUSD+WQcZckOucrsMaYLGvl",
+	"dhzviNWU51XCkb3Eq4esLZV/kP3Fs1h7ewroC7VsSlZqfcf8aDq11E1ZsqWV+Fb3H7kc1nQt1bKqgvNJ",
+	"l244rYAydudVvtKm3CgsW1u8oNIyIXYYlsNF5MtxT6BrqEDu8MK4sKBzX21cfchQHuc8S2u1hkec66Yy",
+	"6TX6pTrC2zAtdksYWrHk5uXfrr+9eZ7gcqEFUU+odaCHqJZeMTHPy1UdEfIg90oFTwXjC/wLu3K5zmoV",
+	"3Y6uvvr+u+9u3r598bwVtWgGraj16sXL5zcv/9KKWj+8/OvL79+93JkINWh2MLli6sZlbDrVDZsqjt3W",
+	"lJf8YD9VExXtyZbPpLpr5L8+2qHZX168DVjuD6+/dRz3EbF0mM+uxTosAr7uPvOe2dcv3ryFyAGYdJsO",
+	"M58KczDA03NRcplt8HR80N6Z0N1HymhKQFtTfyuYNIQ/A5Cv9khkesn6vR5GsCvEKb1UrN3v9cCyX+T7",
+	"SpnqQf2dEpNwtH46Yt9hSu7O3cHJHezguGUUD6XV1dJbd4jWGB2fy2x1anIxlhM5BnSayqNP6wgWQEHI",
+	"bIE3EPVrcCt42ssEvxcGvBDICiG/wXQf55JfW/Ntbvm6JegAg5yNsjcdaUcex6qOa0FsD6ZcXxyBvpQy",
+	"LIWn59ZJsnMcrwC2ewilfEtM7KikmSa+B6bfyOhsUXpGh4VfsAy3hph44gtvXKyDOKK1f/a7wuHljRMS",
+	"KrV6vYeSPYIJrhGDw4raZIF8JJviXJWRyDNIQ7n+8gZTqVgyF+VMOx8hL6YmsYrn/37z/Ut7FZsUfDqH",
+	"46CVYEKVBeToxQpn1lnHHLBXSGEgXxrjsmf93hcDBlEuS19QTMFurMaxyDNhTljFpWMFmu5MKKtdTuW9",
+	"UPYWfBUAHglw7UOOOfMIxXdC5AaqS0pN4TIPxRormDOJvC57qQlRE4CoEigImSwUhjxQjw0P7H8Zrbqv",
+	"+fI7ItU1l4tdry2kVkwXdt2AfKo3wPtoyaOgEpcbXHKwI83QOSlwyXoPsZqJB6uwz+WDSMEtAfsBMcYx",
+	"L4oV4wRLag15qHsQ4zuzmHeuGEkEGAlXK7aUaTlj3MTKOZ+Qlk3Eeg/Mvog+s7aQYBLCgnHLBMHPl5w6",
+	"dduFola5ABEVK5gF+s8pF5gXdjd0JjDKT2Qx+L8XZ6f9K5Zg+BPJD/5+meCc7Uhi1fZfigc+LrMVe4m0",
+	"1Llyw7xiZNSZK6RDY1cKglynGQQakXbx/lhBXAW+71wREQKMIt6Kp10WAVnambnjwkcyiTYoMlZ4D+S/",
+	"ddkLPp651DSDW+FSOwkn0K4YBoW4Tw9rn/d6nSqFLlaOhlgbDubf+z8O2VmvV2F1TWTJFlKVT5NOmAgx",
+	"OCc6ipiCVDq/6k/tnou8y55jiDnIkfA4aH9v9R56+/8b9b7s9VtRq7/5k+V/Tqlt0lEPOl7gDWuW7l/Z",
+	"E40ifTOg2cB2qumC7A6ZQP1g4uYuZ3I8w/xfjhzTl2KK4l4UlssINcZkXlNSInfOy1IUdnj/t/fQ/nvv",
+	"9Bk/nVyffv3jT4P3nf/x3/Z5KtxADmLfgZ8SB5LaQ47B5LFbHEewyNIhu5HecWJihdOjrAVPaHaIBriR",
+	"VCwBkTMRRZu4UWRpbXBx2UlYm86NVLHCQuSZMFDHOmm36bLIIWT+/cdOcsUS+zUddPgLIq7csMHFJRvJ",
+	"0nSqjYkVsucI9yTkmmvU2to6yHrmgT0VBzjytyTc/oUbV50KzuKBpXrLZfKMS8XcGDqWNBxnSx3NmVLO",
+	"eYmSq6Q6QMyM2Ez+d8UZz3q9L/rPng0uzr847z17FtZqwLv3uevn/AF8lbkobimssimjJoDKkTsFB7E5",
+	"Aj0jguRJilhcVRVQ4JGTeY2fA8PC83Fi2FjIzEqKtkfvn/OH04kQp7koTqfcRADq2mNT+4Yg5WXI+Ejf",
+	"Q8kUPNH5IcElidmoQNbnvV51qgfsAXR7mND/tEPrsmtUDTDHbSKEYW0rnoAvdkLUxDFXEMnmKwbJZlKR",
+	"CcYzrQi/ki6FsP3emN4XtPwu7LN/H+xaHrQHrO0kti5IQnYqQoMFozIGs5hOLeHpIEOu4mBH7FCsdm8R",
+	"27lD13W1lcCPIZ1BGjZazHMXfrFWRr87ePCQYBsTYXKC6SBFxBY5K3Ws/NghQnY65nlnz+Zcgl1kGcmW",
+	"I0EsErQ2YD0lJm1ETu8Mkb6rHEiPQwd8VRqm70WRaZ6ik3qTXe0JVVjFHsmnwXxzzrnEXZNg3JW0Clwk",
+	"h1foIHcclfSsRjhV4NYfrVgykROdrDOjs8HeyM7eQBVok5ZFnPdAqUzlVJaWjYRKrAvG7VdkN2RsKGLP",
+	"e+//2z5zeEsk6Z2Qzp6KGGd1lRiykeiggfrMSLpUzKdX398mdegYw7jUO6zHt9zcHehB3tyYb3g50wW4",
+	"ETJI/3VlCMAoCZXPwe5vc1uRL7YX9aNBdPbjvmyQrS6IFwjyT4GnVYVDi1lOe9PyN73D7xDrohW1XiDq",
+	"Df4Nrryo9VyrfRWyR0WLbhr4x3Ms73bO1Llcy9IjZKo99Tdb40vkZtuRavwmFyL9IX+cj+GlWKKcRMuO",
+	"6mu2SSLQEdfMx02qOUgLUfhiq4kMQ3XiCFnVqcqzwRKzEjVy6gnqLP3efye5hb6c+3X3mssXCvIMoByn",
+	"E8VKZEaw894zZvjK9aVyqhAv2RJy51O9L9nnaMUAkolgKodO4zgv3Pr+7BhfE71ZdmRtsaNd+nWDxopM",
+	"kEW+6daBjq23lfpxYta8Vdagb3JLUdZE/b3K3nyFiHQgyQGWjlAbCjLwPtiiPTvMYRQxZSVxJgGjxDtv",
+	"Ns9bFHiJ1oTlXKRR5XKrcllIlkUHuT0+yqTPd9q2b2tWqdXFtYJy4MDCBQx0bnaZowe4wrerfBUFVY65",
+	"7VRy3AHzM6edbzxFD9eIyfyICpFQuyZfXMW+m6T4TkSTL7FmHUFNynqtIiYiW/JibZRslr3SA9frkg9I",
+	"j+1XACuPTQ8abKB3NmcvLrlxixN0O2xX6ChVxfMjyqu/WPccHJlYdydVuh3fmiBdHGq3JUpsRsTNHW72",
+	"kCVjrsYio5w5pU91zto98j+iV8gh+FurRWSTDhC3vYn6HpZeATuhvA9yg0WoxkRoG7uLYoV3ZyK9YglU",
+	"0t4uchrApubgVx9q231uAWgbPFZVJa6bUz2fBN9lVR960U5Frn8wNEJV5045wlAkvHIkQ9kp3b2JjXu1",
+	"nK/Jz4LLUNOj9mbrHaEwyOPfcIFVLyKtsuSPRPUN7r7dn4Dae2QGKqIr6GbhKedQpmI2Ne4qlfwAtCUE",
+	"/BSqfBQ3erodfoiofwM/HZvKlBoyqTwHihhGn3EybXcxMGWh9GI660QV32VtSOvvRD5Bu40JWpCqPhIM",
+	"fh4610zkU+eA2s0iF4URqVO/phydMp0Q1ByHj9mRZYt2vBVw712ZXBsWlnthYxbw27W0PzceVLPd0BtL",
+	"ktbT2suH/eS4iQbh0j4fHJyZy+esOPyOIxk1KNSBgGoS/htFv4/HQDuyUMMhoRyG07VmvfPxDGuiaaMI",
+	"cgzUd4frbJjL+utQ8IyYq4Q8iu4j6nL3YYAdAHO1Hcdq/T1HJh3saMqydgg+EGLn/NDNC+FojscFPBa9",
+	"pXnl8Sl7lpvKrY/tHDC+Eyrdc8Cj1g4tAMvJfc6Vw+IZCYAqD2rtLRtmRowLgS0snNeSqB+fsx9HHOrf",
+	"H7fhS98xeceWr22Bb37slsqNoGk7sG/W86rW71gsU1yS3SUX1DQXvb3Q5rDtBgx2yzgTk84V43ARZCtg",
+	"caK7v4ox7NVqAvJwgsw1kLZm0d3Y9PvWKluauznw6UxM9oqvsWPR23EQMa5KBWnUiQsBighZygCkEjVK",
+	"Af1EL4I+NhlXIAPBBbGutTRTeCqNJdJ0t9/SKpN3YovQhRZhCisJceGgdzMsV8Q4m8jMhTYU2+jIfZrK",
+	"4orhmkZBZ+SMj0SGGFrp8JsX/2m3FtY7oi2WacSuX7+EHKJMcnMFFBAhCggiuNLOV8BCfAwAL/thjLZD",
+	"fa21GO9bHezynGWiLEVhIopUROzk9iRiJ90TO76T05MIAf2kmlYJMfYO+zPcsg8hrJlFOkrdfipfqLJY",
+	"Pf487lyl4JzUF6rafrexuHeMzuneE+gPy07ifaQGc/ahnTtC5wGqortx8Q47ZE/3HDLwL0N7yLFYO3Cs",
+	"jTo78EdeAjLFfsipTPN0m6GLaZ4B4IvHeMEO57KEgg5wjJJtjmA2E7F0TUU73b2BSoxyNrpfqnoiNwT7",
+	"Yqon8qcQxefumiJrahq9KMZhFApNEDsinsudzPuLDxWhgQbpTlZNruLQAjLx67L9WD8KqWnEM05axHrT",
+	"f/hhvSYOc3q5Kb0fe6eEo8c/WjHFdXqsiR/cfeuVpbVMecAQ8uLSi12onLJy05L3XN9bS5gzyDXA7rxe",
+	"asF3MBlNkBGQhvAI19/gPbYla24KUw2UK0v3BS+1VTahGXzbl8AROtOTn/CP909yvjCiw0ypcxNmn7gm",
+	"0BAU4ubOPKLKuu9GvM36BolIaq3lRGB4w4jCQ9s9AALUlLeAT/Fob0rwiEmh54/wTQVPwGyFY8gRcjC4",
+	"A57brVdRKfFqaxX/O4ADK2fQxNuErvpgg5VeDgNrGtYc6BrJwDfOxR4PStc8XfZZbfJcFoJ83ARnwnSW",
+	"igIEzSJHx4+eC8iJzQx16/M10C5pr8KmBpWUAmGg/EB+ZK1eDGoGod0cC7HREFcF1kaq6X6njV/HR1pK",
+	"faxUN6JsMEReAovAX6kzUHcvuEA5K4SxC95wwOk8ApEYahiAdQPEiQ3DAh6QgO2QK+/DHVwTQ0SHfm7b",
+	"ZcqNmuhPoCl+oKYWKk/NcQ5syrUIODsdijZPU0xgLhbYTh8arrsnAjgtAhUp7Vkja5/3niEaDjXexSOE",
+	"Xilreprd6sYXiCZN4nmXB6Qmytfh6L1fY/8TyAeyNc3lgCe4IsaP5zioVJ01oHjsPItD3k6MjwCFJ2l4",
+	"cFlkaCDtg+tzz94+4FcAyHpkHPYd4soSvVrD3krqK7CaRZZWNj4ATUFOSWNkFjIimoDm3U/hsbCvwbRE",
+	"6G1WxdQo4GwYzzK9xAiCwuIlCOOhgk9XdQ52wobr4wbUBFBJ+Ahb/ECQ2gNhv5oBUBMlsIC5NYjspKxN",
+	"YidY6CxDwxtBVqVik0xOZ9Q4MESnrNB7O1cOyDICgH7QqGrq0/Fz53nTtD0WL3j+EUygKepYTIUpKTKr",
+	"Jz7NBAN2AB5az/Hobmm5jRmWTbC6PiMENDe7mARFsZaqbsCnaXWKzhFt4Vwa5b49pthzbZPtmhPdFsVq",
+	"x+5+vI15v+ekf4WQPUfwpzl/aEwhjQ7bOpxgU41HSm7CiPWhMPvpF0/PZ6x9dnnJUr6y6pjLgxmcz/aX",
+	"IdKLgDL3MryveP6DEY9biY0p7oFqXkdoXgq5Z6WOmCi9fe98HQP7SIpSkOJkmgxBDwna3pHDBJWUDljb",
+	"Xtp74M96F8/Go1HSufJSZJ2FH3N415bOzWffcv1NiuWRS+XEwG0zNUD8kHI+wypIEGOyNNb2seTxWE5g",
+	"qbmBdeVevB/6rFbN7VSfBDqfhsyIko1WlX/Bobo7nGMqMBnPuJoCPMsV47nE+2DCr354G8bbdzu19mJv",
+	"Hwu4FNyzzSlgZ4HOS18AgYNsPLmVgNi1+yghftv936YLb8+59pqwd/AFa1VbbE9dmwsQrR2H7eftwEDo",
+	"jogGIWRzU6GHVkUqE+wVUWLpNCJFSgNgz1jq7yKgSKvGYSKMOdRjoxfB44NmkG3tn35V6cCgeiBIt3N6",
+	"WGUDC7K4LE2HSraxaAzGQVib9RFjHtjWuO+OiK53qm8LY0QUavr151/2N3bZ4mBH0LogThwF4eCDwso8",
+	"rNmFfN0r5kPNRwSUt7RCJWoQqgScOyhZsmMOuhwKxQh49Xh34vn2nCd9N8SeWFNljfRg0vB9FYnYBjbf",
+	"blAeLe1A/J2aGkFxtVP/qbi6nIl558rNaQir6Q+AJ/QV+jAdy9V3a73UdqDR7mwIWwUEtuY91Iz1HUGT",
+	"mt8Xj7Nr5xoA5MsJc321oM7LHmZAV0UfrhFDlqD3KIHWSmt+6IgRDnOX/NgJ9HetfHYJa7sr1pycCbSe",
+	"BQK7DXveAZIZ8oWwrQDb0VVg8+APY0XP7sIhgpdlenlLvrVgWDS7YaPrjapBnBOvc4Uez4R86UmX1bof",
+	"VVYlB3aJJnTsSqsFdtqhdtCwg/VMVeORzwKPnVtK7zG5rVNaMK1GcY8E85abY3FQXNJwgwSGGWxJHnc5",
+	"vCCYwWtWIN8XK7YUhfAJ1C47zwStGrClL69V0fg0sEMrLHaK+ipdflciWA/Ql+f5znzRcAHCJPEqTZlK",
+	"KcFlYfm31UvCo1naf8Ol2IPEBK3Qx65k5iC4UF9kswkF/RZzTIJSmrAgFwsX2lDj6VAOXPEqlrZCKT7V",
+	"PHQc7gHhoiCugKlLivDx8C1eXAOQPsMpqrHIbn0vp+35+T4R3W4AJoA7zEdLHUhPjZsFwBgQRvv151+e",
+	"4FM64A8GSvQZ6kh0chJkx0vj8WEo2DKX1B7xOAl4NvCTzbZ1rKKE/Wo8fnIYMqCgDTH3Pb2QLj8wZaIR",
+	"fcxpgwtzYgh5zImaXkQ44fZDPyKVZhBhL9uzMFH4kJrQsOxjV1/dsIUiZD43UcCuEhV7vV4qwnMnhwNm",
+	"VXVcQ7uUelZ4y602sGMbBj/70IyULw7DO2Ez8eBPpVTg2d2d5P/Fdg32a18s5HEPHMK4p9ckiLavk/Le",
+	"nCco/8IQzOOWZWA5uYv/7jB8nD8lLHabiYe9WWI7QD+uPQyuVWHX+SCieHh0D9co4wiSeboN+g22A6rR",
+	"f/jh5vn9F3vtE5mKea6x+yClH+0Ozx8FD1IxY1efc3iByeDiUWgYe17J2rgbw2akiD1YdOebRS8NLYio",
+	"zf4m20FNVQhFJRpSsXbFI5GnN1RtoL5uec6xtXKDpwgHMQYnQr5bmvqSiWqoJRaGbHQfhDYHdoPbDTga",
+	"V9UemJKvDFuoUmahxNT3j5GYg7M1bIsjYCeefZQqINa26qkuptgwB+sYwGWRWVMcpQ4Gj72esVa5Zqwh",
+	"j9BSu3fuiwoKe94csMFxu0Tn7TjMrrULtN+0diYrdYPO0DQIxOO+F8XWppqbS+auR0kKIaS8pPYiC0jE",
+	"7oUk4qVp0O9tjyYD4W1X0LcPtLUObBAqNQQVXOwpAjWbyDrNdaGPSKp6VgvUH6bVV0adw/L9cT35qAlg",
+	"5dvDhdtFvQiqSe6nVfxxHXB9gyL2J+98ENT/050ALYch/F8elu4w8JfdVvldzVkp7bJYiA7TCnyblfPF",
+	"a+6m7qRx3k5nKmJ670Y2UOjYcq4J1jZCABxzU1JgZw/i/mUjvmpT9iqoUkBcVdMCz46D5A5CG/F8IzRz",
+	"aoru3oYGFam/IiiYI3wYSjyUt2AEbt8lr5LlfIrteBZZhszJ3g5fnxiWwGOSj9gzgJu7YzNVwI2zw3Ex",
+	"2NFfAF63e4U/UdsIa2ATNMfRXSMIiGB3u4ij1vwxXLbOX892r/KeRd7mu63MaOpo6gA1UmGGnn+0e53Q",
+	"pm73hxtaps8QdbXAuiCGPFqUXrdsNltDq7nj7PX2oEMWe/us8XWg/sAtXXZdyQWCz6vrUgCE3aRNbVWl",
+	"pAkmDKoUthwANarmhfS6VuidX3pkJxEgOwlCdkobkZ38hv0AzOlYZP7txR4boPfu0kaaEaOZ1ncvqHv9",
+	"487lowQq2PzqgIoVqyaIe6HKW8D+PJyd0dTsrW/t03cwtXNv6O60YjHq1dTPOFs5XzQyH6elAHMCeqO1",
+	"2lcablWERZE1n11B23Ri2A+vv0USzbkxS11YPRjAkzvMzPQSUKmTB/vffnlykEqyU3zbEdd3qdrcvRXm",
+	"azT4mJxMfMLxtOHIfm9ipnvBAeM/FNxsrV1AncIb9v4esLpL7dLlvMNHF4T4LyGnkk30ojg8L+GIUzLY",
+	"cQSu2ZuSq5QXKaNHGgoSs3aynBkxvkV3PrY4sOdjcE5ljYiWDRiHcopGrJ/cVChRgPdKq/2NzhpPzrWq",
+	"YPVnZZnbBbP/0iHyeN+986c4FEzz0IuS8VhVgF0oanJdlHDWAPwdRAeWZ15cnF2gTQ7XzTRCjvJY5YtR",
+	"JsdVTTbY9CBZEDTC6Owe263WrxSownRjdc0WRhTwdHfeI+bGEEEsECWT1eaNfcKinAlVyjE/pMfjOrnb",
+	"ZdxF6Z5YNpFEFqO5LEuRDhnfMGU9hMhVBQ8yJFc3oIBgTD201ztXhLc4rEx5aKvhvcFXHnVjeICT4gpV",
+	"ARyf1yLWwIDWvDHg17C2kVUOmhUAP+011BEce72nFA2gQSPA47Wwhs4bezwpSJrLv4rVN9BbY4tKZ2mJ",
+	"UqBcZXfyn6fXr25O/ypWCfXl8F1I12A2HfLSiSHvOXiUSDc0XQb+iZEuZ/QcA+SGrQ8g5DpfmDJWYCJ6",
+	"19OdWFFjeztIvLHlKp5bfmwVVeIsLZGNoOPX9aKcNR5lN8924vqA3ImVIfEKUXh7qy7kP4H0h+xLeB7L",
+	"/nH768+/JNDYIVZmrHNh9bsVxtkkVpyaIUtwNYYvr797kViC5GVlDBd6YVlVFKuEWn4Pb54j+Lf7/D8S",
+	"pOJabw5eug7loCpjmwN4TK51NlwWshQJopOABV+vXPItuLE7Gk8T1sYQv/0QKxiVS7v0Y3VB7QjsdSBl",
+	"VPqfzEVZyDEm8sCrYSQ8nUvlngxeAlC159IYqaaRS1iBHgqFuNd3IsUSecPOe/0rj4prv3P8E+jBLjXj",
+	"uHZMCZEayOk6752x9nnv3CGIkZ8ClxjMtkKEGVsEzMChTo0ZgZlhVVdrA7i9MFgGuNjcLRZgNSj/rBOD",
+	"s6YR0Vg6XdxDwbABvlRwFsWppYuExq20fdgVJm341js4ZFzbIh/DtcxBrTq0eHyqoXtOid2e3tkDCmFu",
+	"vKDIx7Xf8BSBtAb9GIi5OjZWjrXev4f+apMGd1zVkOmbt29f2cMDjG9RQHYXsC0DLcQRnlkqNim0KhFJ",
+	"GG/uxipWb2fAkMcIwi+RkVy/ujlBGAhMPgRaLxblDJm1GM+0a0ggVSmKCUcvMeW8WF0HSsztb4pnT+xk",
+	"eC6f8FxOhUI2Q+I/wOBO5vyu+gHSgVwdYLFQCpk0vBT+gXIq17yEl9RRx24qz2X3vww2VYkV4PAib7OX",
+	"Riz5KXZWd+yUttjhBcetYdz69edf4tb7ZMjOez1ITBlxK5fyBfYjihVdHGBDYMENtiEuViznBZ+LUhSd",
+	"yB4igkbceeSI/9nrz+3/nkXsvH8Gd+p7URj5T2uF6xSwRHO+yjRPUecAGM2InQ8GsaI+g0FYDk5JISp4",
+	"dCdMyWUSsYveWVBD6Io9YyUNWyjInLJE1WWkAMcKR4HaifynOIUopkhZm2h9zh9ORzpdnWKHlYg9Zd/J",
+	"L0Mk92oJ7J7ECntawRM9Xhh4xjV8t7aopqprBngT15SEcE6IcLj7nK7fT0KuatNvNQg6DoKJh7HIK/dE",
+	"wA/SQuenUrE2tRElUZBEQHx03O1PsVpv7RSxkk9Z4thE0gla90N6wDerXBR4MFnQk+31C/s0Sxt2luRV",
+	"qWQAa1tqhi/j1vCnGJyncWv468+/RDH2RfOfKgr/9edf3r9PsM42VgjJbjYXWZYbS0sKJ3Zqc0yoFbWA",
+	"QIEx9a2op1PYGrbOur3uGeKnz0DrWVsY+9W00e6olmZtOZhbDep2I1M2FaVhie/SmNAxpeUc6zkqcVVv",
+	"rSvGM6ODtnYJyDjfgkXCiwngLlZV28qgH1nQhMz3H5DlFUuaWjkm2PfEVEM42d34cqMbGoyDWk4mrO1+",
+	"xj7oM0i7HjIH9IftTyM2Exm58nCvnSvQZdvhUyKWioyvCJpvXR/GDoAJ9bhMYuXf7akDXgspGeyFIlSP",
+	"QtSz+MhxIlMDJw1aCSR2PATeSf4VyNKmkK/SVaO4auouUVDOiUflETbusqcaF7jyhRpUZXkhhvi2/3iZ",
+	"uHfkVgV7GSsCHLmi4VRGInWTYu3kf9lf4kWvN7iU6X9YfTOix5XFQiQd/0jI2Bw8vXAoJvVefrBgvtTA",
+	"9UU46/VO8XJG2BBXsQqegfa/QXURTFquVn6w9sVdGgwIMz+0XhIrXdhVpGs9uymR47H///qRB1/6JmeF",
+	"fl32/OO2Yg8H5AX+4pu0NbRHubk/qeUA7i3gPF+HEIFtTg1rrzcbNAA6OZ/zUyPsM0qRoiiyRu3Qb5Yk",
+	"/HUiI1Bee7jWkFd2eXmFghG1domE2x88xbQd5iKbsRrPeMHHyAE3ntILrB9gmJXxgyXK4H5pLPSA0IFe",
+	"vpjn5epvGHC0xBNtFPfjplOQfedRgMgdgLJjKWXDqOwzdo7rR6jtz7Uibjzo9VxZsCDHcZ5n5HB48l8E",
+	"MlE978jWscKgWrs9gIGSP8mkukvWmsNK47rDvo9a559goNi0oWGAid3+ZMguL+E8yTRZl5dX7LJHFLaV",
+	"uFhFW1es3xvggyx3xQNKxvdSjgVNsb9t5H7P/NivQaV9LpQUKd589gE3D54dfvNrXopvUQe0917gxhx2",
+	"7w0ZCbTy9u4jhh1AOaKbZTGf82IV9LV1StuwLhj0xBny4HvkUwPuHrqpBSE7/wnOKVTxmaZm4I2tPL04",
+	"t0wNbFg0VFxbANfoEGUk6NQrRH8HtVQC5jW3xq2lfgBe6bJrkh5ucjXJOeMmVpY44eQ0cWc7/gPZ80Gs",
+	"6hpbdjQuwIfxIzA0vtTp6qgTvr0adS7VDf7Y34gI1HyktNP/Whzx92N352dAYV/hS0/frnLhuFuy/vrk",
+	"ip1fon6r0xW4X+x164TvG4qAfwF2aAfrjFUD77S0/ftyx/7Zb7cXX1nFo98jfEtaW0R0oJrIZrO7++fi",
+	"4xHwTDI57DIczNjfRy1nytsRN3P564NMdVZZ6kYzXmn+Vf56rCCaiOcA7aiFwrLXFMtj3RZzZgCLETw/",
+	"CXCMb6Upk1jlhS71aDFxDbFZOwmP6JCF5KjHJWDPFYLPE2uhgTsZJgz2k28Sa5yrl5e6oIYuBNW42QMc",
+	"lDTB7TNqbYAwfdVlYzY0ska3EabpSFWZ4LFCBRcxv6hMK+wBBaYM4IFVfdTB7jOuQ8QcWvOFdq29Hh+b",
+	"k99QjqHygoOp5X0+7hc9QVgQr2tTyOVbfN/pG7zu9CZ10RcyR6vAwW2DbghuAwIf5tNCENgUBF980MW3",
+	"e6oapPt6Xoofgn/QaGSdVcExrvGdEDkGd6zZl4qiy94h0gmvghRrm8JxS6baRSOIrKm6gx4UUTGUB7Ki",
+	"7cM+Jl12TcN1u8KzQvB0hZcZLwnoLsxotlTiumebameoLSwE1aI1kqxcVdxtUOnfNeNm3d3rDx+mIrnO",
+	"yTUNisqOzBX+A97oWPV7PbbI4SGVi0gvFSpo1j6T6LTZdvzRaJ4LUR5uZLMGGzuKVeg/cPMHvLtDFLz9",
+	"lvc69VfMoXZo20Grz+3EudUKrc5GTfcLuuQOLi6jJpv5MaP1EVE6oscOfjOsuXn+j5rHwTptyKvrKsR6",
+	"VkYgGjx5BDKilkw+kooXqwbkngNU38EBio7vQflTy9oeFL4aPnmS6THPZtqUw6e9p701E+F/yfQ/eqP+",
+	"+Neff4meTQbi159/AYyRo7Smb+37GpSmQMhBUiMVDgPwDxaicsUELzJZRUI6XbKdiPHHyqeXkAei2dTz",
+	"zlQJvbxGzpcVQY9qOD4hykiYr2rZCgRj1p3vXsXtHbf+vtoO6y3PekEnTDw9LqOBeWIh5E7LHatiHc91",
+	"u+wGr8i1LrKVne2cPMUzbHVH/u4APAOfzXpD/xssypDWhnZ9GGgTngnei0JOVkGQ4U19wMKwG3wmKoof",
+	"R8d+29xO2IqjEDwV6zSYt44GSCZ7zaOaCnbFzs5rqjwkeYGr1rNbD7RK0Yqzi+oOCCUSkakwSANeWp2K",
+	"K3bWc5ecbGpuUT2D5yRsJmyFbMU419Nn7MjWNgoDIk4NBUUM4+IYR8FhYvLUqoM+rzLg4WjxZVp5W2Zw",
+	"cRm6YKOQj7tw8Lp2lUoDWhXmYCgRKxQGc/vw0Kf2p7Qbh0fajZEnQ0z+MUGgNLwDTyM0QqWjk1S2WEik",
+	"JlZb3kphbGewspfrZ+2qrn/Fat2gIuwHZuY8y0QBw3bb/O9n+mKcbUOH95z8KJMXUUz+GURg68qk+/1R",
+	"3rBAJLkCtdYibwX1FqRuHEbshHK7hXM7iH8IBobOst078CVPXU5vfeEbnlmtq18k0/oRsXrT5iq3vNAj",
+	"yh6yRO7KsQrj8sZUyr55cf38KvBoOJPTGnhW18D+vujg7W6o+/bd3+zcpSPWaiMhr0pSYYXIMcl9w661",
+	"Igo81xx9waiRk0e61DDBTnff+rI2KFZEcUEA1j67s3X1LRVTztvWPILgXSeGvSr0XJQzsbAyfipNWfj8",
+	"/lI8lEw85NpIB2s+52WXWZVfpLGqAGTKYPjFwoXuaSBB/iKkKVFWSCruE5bqzlWsIDXOKn1LaUSTFeem",
+	"tPfg2SE/AXDVuthoUPMbKm/xLY87LgcK0R8Up5zNI4Tn17oYyTQVJKvP99/xUpdf64U6PHD1VuvvuFrR",
+	"dEwtQxds5DBX9e8/Quy2lq379x+tTVdRdEBXfl13EG2YpbaV/05F+X0u1PWrm9YHBiTW8r2b6YHexc6q",
+	"dMCqFToYAPWcvY/CZ4Pkw8gl8+1cOXD2/HPraX8NviB/Sn3jAp/5gCnfczmlRIJrygVHhdE3qwUnJHgb",
+	"9YTy/qF9n1W37RAMpS2Cdp2VM1CtEPbI2nxJgLN1ixm6CVl/wjUwpJJ29HllQS/Y0cJq8k7NhqTIkONA",
+	"Sp7luMLqtTBVZLo4EWmGLoczVpgchCD14JalZSAYN9TRfZEBFvtjKZ1EIENKpcMX+E46E8ityzO9wl71",
+	"sCA+RRwWyq4srqU1Bez6ESybJaQQiLARhG3HauJjDIK9ebBFGKRdvg5hXaytHrjMw+VjQloWHHnjHYaO",
+	"qVemiSkT4X00ZQie9wn0ITwBJSXoPpa7kwZ7+LwqJwN23uDpalgdPwk5R3jqrGw9i9iSq5KdhwsAyUsH",
+	"r8BWs+elez/qVTQwR+wA2EASO6mGmkTM8JWxVqplP1QQYcfwWpTF6vTa1YE3DYmufgKX4pXv329qPHuZ",
+	"0b+ukvl6F/EfSn+fVsH0NLuFGkjFxGPsN7vzu+12fTzHaLxFPt4eprQC9PT1q6/YoNuDvHGsD2gbqaaZ",
+	"93EZqtgDGxL6Plsdl41WsZrqUyirF4v5iWFJkY8TlvPxHZwhoxn8aCJ2L8U8YtDDHJhvOSOLfKmLu1g5",
+	"UFRIYPPRTacZ66WiRgxQr5HzclaTTyBRYgUydg0uDwux7cO+dn2DoNSGJaKc3Vp6f82XAbRmEqt2IcpF",
+	"QW+ccTPrRHj1VJTBlV/phSoTq7/zEpwZrjER+KOkiliSE3gnwrpBRQ+9/8SwKc9PJ4WAagVI1t18xZer",
+	"b7iZJaxND3KJukgcLqfbPq8WVTWAQYprd1s+YNoI5SLbi5kHMuYwPzgsyV9evI3Vk/v+E3vJk/LBPPnJ",
+	"/vi+ygOVWOCvFlnmlgRmepMmdvxKlLeU2J1EDD5CMw9llyBiyVKMzm5x1/9WXWafQp0yjV188G52gu0a",
+	"LVSaCRNRAi6CZSyFKekXv8VUQETLz9p8PF7MFxmcHl1gdra1LDq0+VD0/xJSdpNg/b+0X3+5oh+q/X3i",
+	"t3OIzBJffxWrxPCJSJ4k/g2E8UrD9F9jOVKCYQRTJkPW62y+GLa8keJeI7hRgrnZO+gFNDMwUmt+27X1",
+	"imLls85cdzrCZLD0RVBKJtgKd9WLv33HHOeAiGNVm0BrO+ZZ5ibhgOf+wk0wL+oCGK78VzoVwRVvSl3w",
+	"qbgu/XfcvCpkcM+cP7wiRJivhXgliuAVEyG+kabUxSp45Ld6avzdZqXGCK17rVYUV0GMUct4T88Gl71+",
+	"l70Wk4XhWVURhJOmwgpYwDoPJA0CFxGygE/PBr1ej7UTxMcqtWaZXg5jBaAv+GU/YuUD/d2zI3aBapB5",
+	"CRT8VUC1wb7GaqFSUQAeWmqvKx/gjBO6DDwKjxeDuhuoVxGpSIfAC0TK+pexKh9M0un6+bm6kbGeC5wj",
+	"iIVBr4eC1RLEVJSzLjvvnXv7KVajhQToddeITU8m2+LOr1991Xp86t56eNMP3EVl0HhFx7KqssnAy98m",
+	"VzM4mj5OOl+zjRyMCh8YDmsS+LwhLTMcYzdWkE1JVyldygm9EnFMcJZeD1BMptRGDGdMQSKvC9ndquy5",
+	"mZhfWemsNMM19ZGPeiDx38LD8xGDKM6KiD7Ml9YUXMEgylyWqAP3Lz6m864p4ri+Cqxd52NILICtTQ2Z",
+	"xEPZ6X6Y08zrvF8GnGLIXtBrqxPj8b2DgKLlV6Gqaz+TknvfD1PyGn09fxUrIwBjSyo8SKMVk+mQOp/W",
+	"MLlAfXF4XolP7MKPLlxYYXY18Tir+hyYUwOwMRvpb9KnOR2ZJbM3K2bjfVWeAeVzEWT8tvf6vnoHHZog",
+	"d7lpNK/suhv5z63TRNDbqMb9IT+nNez3egDaKueLOXzqQe42fWzEmpzq08MWSKaGTQFNwJ9QaUiJLsS9",
+	"1AvjAdsCYtma04TYcL9XaQ1sAsDaNbCIayT+sMjhX1sGPIr/HBimfVx4diMs+yHhAciy8bFxYFOYmwrb",
+	"VKWjBrzQcb8ft9adhIKnynNFhWSLmoSIOB60YFsYP2L9Xi8s16ak4bXgPGXp1kzVIUO0KiZLTL/w5dwu",
+	"j4Z4bZBtQ2k1Ve7myKlA9hmAqUEzsSp7XoiJfHDF7LI0TKpUPMSqndBc/t7/cUgF+RVHHTKnFSadbSps",
+	"xd4fq8buZ5semeG3rjx5VU2QsBr3pM0B0H2YyZuuwRDTsK7c1sb1NHavI88oG9PMeC7W9n/IcNcS0nNj",
+	"5TRqt5vuFyQBUmcHyJd+u4W5DqtWqvVxidCrOgolxCYSgkdLIAMG8Fw//cL8K+v5zz662t4g+Fz2JRZN",
+	"b1JvKicTUUAtBo6ke7hN0RjvsNY/No3AbRlirU7VX6sHtQeFR5D+2AGPt4/I7kJ2GuTdHSATELgZMgxT",
+	"B0ASvrD2iLXMrvhPIebfQHpWIIvrQrih4LSS8nWj58lPMn2/KzMAGNYhuf3+PCBPwujFrY+0BuptzqGP",
+	"eFjNXpdOv6uqu501+1l+TmX5Yx2X75XfuF0nAsMFW90AX+LvVhkFZ/cpgXYg6kg70+SzL0zZiZjOEbcT",
+	"cV2xBJWX1uB/d6TXgG04Ddh1rNKCWl7AqE6MgxCRho0XpYMghtpA+mVu9do8F7wAN3/1CK5SdPxn8l7U",
+	"HbPsQL8s+Cxo/Q72WVTriT4LWJ8dngNxuOMAHg29K7da6dj9BNfmU9vrG51QvKuh92hXw+/v/fikrBh2",
+	"8AC3AxFROwAMlEUd8MjSN4UXTecz7/5j8e66u9dt96h+fvf5ONb8vfiQJz/BI97vzOi1LNGFPytnZ/3d",
+	"vpaWwraOr2pl2X1SPpgESy3roPTmBGLoyAEJ9l1Tn+grljiKTWJFuJy6uHMZEkF1lbXNZBk0loYeJ8DT",
+	"F+VYz8UW+CQ8YQdpdk7EvPjbd7Wpb9HosOXUv4xSh/Pcps/Br5+Zwh+ZKYAdBPsYbZwxX+jtjtN2toDp",
+	"s1u5AUAAYoJIWS8rwEbxC2f5rzWVddiQ0JTCtQJ3rX0hxSAV04Knvguh0XPfKxxzgS3z0Isyqmeo0uUI",
+	"VbAtW9hNn7rtIDBfh4rd5HRm+ZU11aDbGy5frddG5OEXKJeYZhDBXRHL+JSNxEwqgjvDb8c8yzyGZAQJ",
+	"IYrSjlnBS4HJvhkH3NAoSEq2b4t86DoVkHeLztxJ5NuMW/24kCKl7K8ue2kv/eH1twQVCu0LnEIAuOdS",
+	"oQqGDJawvdi7GQcwN2n8dhoBCb3LCFdyLua6WFW44O4yq0sbITD3g5bEdNk1hc+xgnGjhoPgZJVGOtqm",
+	"SH+FhPgJeSK8AdokbGGLeBY+B3N+Vy73rioRGNZS79co1hJV5E86ZsUHXI742hqfe/IT/Ltb+8HXYYJ8",
+	"Ah8Sl/EXYIIncOIMYJLWjMctdO8RzRW10NvQTYA+D1FNXF6ZB+B1j2xQS8b00H8NtQSnuOv4fVZK/sDH",
+	"1QrloPnDIefSZc9uz7m2pAHoL+UST9G2VOSgEhsLqyH4A/22akFU1s7ElFsRzCFUcEoYEixdKT6X49OJ",
+	"EB174mfiAeAZpHG1/yn1txIqhaDDWN8jij5Nl4qEUof6RNC5PEWzJVYE/0A5zcUiE2YIUl+NBRP/WPDM",
+	"Je3iO04MesCkqdKjY9X2Zg8lOFPQQ7vCBKVd9GHG7wV0j807EeOu7z3ElRO8ObnyA3ARHcp0hJAbNuCo",
+	"MPl992CAC5B5rBBnyUXw+v0e++/Oe6czilZWjVU9QBGUGAwI/xVxEVx7uWCvoLyTQn1Dhgi8XfadTxot",
+	"xFpS/eNceZb0XmmdvX34ROHpl2JJz//NA9P2rbv9+xv92sLgtFP9tc5YO4y64m6gb+njRox3j/gNoXBX",
+	"9QK6YI6Y14aIceFHYb0EMchgZabcNVjGpp/kQBzCD6XM4Wj0I/c9NLUQKev33H+fqCbLtREJx4pJgdLQ",
+	"3oVQItLU07A7HlMiJXS/f2WZelCse0v5XJhSzrZllH+iODI+vdYwtsbmaRPC1HVfa1lwacQ682WjFbP8",
+	"tvupMne3hsMjtplxGu1J0h08etvqSfqfaHfwlBBTIYN5IdKOmylJfRpE94O1tE+/Ub5KjmZAlT6T2oRO",
+	"qMcX9GQLO5J8xNq9j+f24mnKuOvuXW9Y5sXUdm/XWq3WVjPwVb2ALAo6gjgI1MA7HnqHY5XgT1gvlXSi",
+	"Sodqj1a+LiW9Ha0SIC3nOG9TxyP7+RZLpZMhS8RDDml1EUtMyTOs+LmX45K+u5P27gARm6zDWFGnC6nI",
+	"inUP7aypSOA6h733BaPHVKdMRaU57TVdwx3DWrreAzCzy3NAIU7lVJZmiy0LLc//VUzZQ/SqWpv1z3bt",
+	"H9fZzlE4rBsmYAu6AH4zxyEX9HYHe9B9rtatzSrfrO2bsVkVl1rN3YnVECCAKfP4ivFY1fvvwSV2dHqp",
+	"OtYu1hSsc157wkZFB5KJVTvBXmQJXdEhNDh7H08t4+MlKxYKgoysuprnshMRULE3Sqmel9pxRg6bIkST",
+	"wK5ZkCo4FqwNwT77ZazmvATszU7Vghyd364hc0SAd0F7cudyG+tFlsZK5+AxN+7F7STTEGqgeCF8vAXX",
+	"e+Ld63Cv1bQ62zzU72grPyFTwVfs8lETPUGaO7r9Hs0k/s1PcLBaSCXuZBkhiBCwWSImT0A7TF7UjrI7",
+	"vNurBJ7TCao6LiIcC3V4pCQo8oYEITOkzFjRmQAnkB0BpDhOZAYY3YnvBO9+Ok1lQdgsOTcmnxXQSo7A",
+	"Gzavhy5k2MgRh1Bdkt+NTb+fsFLfQS/cWNFlwVPmJvEloVQUu/GccSYmCSvEXJciVjivLnsbHktoEVp5",
+	"4wpMF4tYKgrfU+pOrKzO4pr9YjHwPIe1lSWdW/o1Ye2l60hl2ZubYaxcxMo9pqqQQDcU7VEAWcsrNhQx",
+	"YEO4EAEb4otUlo7vYEQiIfAxN8NcEpj7IoehSuX7XnXZS438OOjWCSoV4JVbntoOVhPDDbqAdF/6EqvM",
+	"ThdF1lxcwdP0nWspfpzvKjC2aMlaw1bv4eLLs6fP+SX/otcfX1w+vTi/SL+ajL/snX09/vLpFxeTi8uR",
+	"SNOvzltRiwjY6mpAUK2IQg7D1pxLpWBQd2IFbhTBzaJYWeqslDr37eHgxDhXPHkwncNcav2PzKVfqLJY",
+	"7WbTEcrO7ufSAXR/8LmI6rYowJI4PWEkMq2m1pJz5xiXkbwHg99mlMSjXIdcQAwjLkKChA5xW2lmFuMZ",
+	"9g3wbHadB+mCjRfFPQADLws7wVc3L+23FQf/kDLhP45AvgbTnRavpk5Sr2Or3naa5W9dm37yE/7xHgVy",
+	"JsqGnuqQ7+rfV0ebA4Q2BluJHRt14ZLR1JSNuWIjYQ3oub63QuK892zo9E9IO0PAD/srtMAm/JAVRlug",
+	"0XqHOmZPpJJmJlJ6pSn5KgLdHuHZIBYiJ9U4wygxdmoGDsKuUQhdrYHFpYXOvYCUyvU0bIZYs+P1gmLN",
+	"VG+ig+oSYnmtBov6vAmkCtbt38HkxXkf73z+CHyICAKq2IB2MNXIUpjSJVIZcFMZZAJQfLFm5v0pmAvS",
+	"XMBfNo3W/Vwm2p4U4nug1zRUMnTBHuWl77jC5vpequmw7o+jGKuy2r/9y1medocBTdEeGtdDBtB+WJtM",
+	"XbhuydGpl1ImWzkrhJnpLKVwAkHwkf865yCw2rJkhYReTipWUpnFZCLHUqjydLJQKenHPDOBve0eYVV4",
+	"XnWLLl0Ew47CCOiLihl3EGrjI4C5xK41gbJ7YlDftzvRZQmKV6raJNA8byH5O5wQNk3wlRN7Fh0fjlVi",
+	"CLELYOfI5FrqInQS+OMEiOaUNzSBZV/OVuD/gDfehqmGw9CJ4P0DbARIluMZ4mSVs0KXZSbSq1hBHiac",
+	"VegtCspNDf5T4jQoCN7Z4k796Dz6YzsobtRE72Zb/6a8/99dQ/N2S5XM4vyceNK3ekegYLIBacp57byL",
+	"E9BylWZKLOGsgHbVQQBNUsuQJQLjxoZjsrDiDgq7NlOdod+ZzDK2hNo2UNjnVOEVK8rr3aFCoe1OnFpN",
+	"RaMNfx26aJudqJAUjRX6vu1o/UqYadOZX+QpLz+KavZI49/t0pE4ufjqH2D0v3Vey8FG+Gc19GOooZ+V",
+	"zNaw9ZxMQGstKjTgPkjf3GLVPgGta3dGZKjO1NgpNjSX1GjJLOZUhOFNXWCyWBIRrWdweOYLKsuhrBXV",
+	"KZdEOCkE0gj3jZ5gYOB0tQ+byAzCOIa6SVK+tUAgfIhaKUxZ7LJXfGHsoDlpom7eyGix8+FMqim6d0EZ",
+	"hnmPdZF6PoweXJbpaRUlvxMrMKhiNedpZdRjFYVUTrPtzkSW3vKS+kyEX45WzV2g7Tj/DTS4iNlZftbj",
+	"/oh8yp6aijedGG/Rtbmi1pi6ODFwXo5lTTqT49Uuv1tdaCysrVgWkK/CqHDpmuFTGpQpa1YO2Xnv2RV4",
+	"7Oyf515z26yawDHgBr/CkX32bLlT8Wl1g5fk/Kat9rmm4AzXNZsbHRy06d3fVHvZpK66n4EIMYjA4TdJ",
+	"58/oNQsW5NHOsncOUJ42HyPu1npbzrTdAeh57RJIhizBLUqoN/DGRkSY+pJLiGW7Qkmozbzn2QIdapQW",
+	"G6EbTpZWOVkoqD9ZsnZiNYekM3SdNxeb/ibnnfdIVs6CW0qVQqouR32ItKgoCBfogqVaCdfOkhVWkwFD",
+	"075iIqyaQpWtNVVrLlXtZYzelWcLolJdmJJBh/72lJtYISL1//v/sDl/YFClAvPQBtIFJpmczsrAVq3a",
+	"HtCuShOrkCETe30pRLp2LnD729A7gqe7HVUfnfF+bGUHB/g3KZbbU38D1vRbsfV/eSb9J/F2VVzPebmt",
+	"9kQndsxzs9XptWjskQX5vY1y5gr5FoJnZmJSMns8AWAaasG6sUoKMZa5tPMmm8NSSMHHJfS4gn5U0FsJ",
+	"qq2hQbCPn0N3cxUrnmV6CVVtkLmIaNSW80yo5UvKS95hU21HqalLvYAWBvhqIA0dK87cy90ljqUkk4VC",
+	"NgblY2OeZazd/FgwFOEhxL9dPAMnEDyJtb2P3yDdWqaXuKG33UQXUpWDi8sOygYjMjEudeFvYUnvgT/r",
+	"XTwbj0ZWaAACgR1brT1RlZclg2d0WTLnD7cgJG5zUdyWDwkbaYiUIBgrN3cnBqXIFUvwQkskyV7pQpye",
+	"x6rQWWYlR4IcP2HtBrGCnbYUIN5BfhhY0SCIwOiXitoqQNnFmKuxsHY19vuxEggh6jGCguMa8fFd54ol",
+	"E+HGDGtjRZQfHUmhyArDPLcDca4FgzEMF/too6zFgaDsAWGfcwNuhNHKZaCCDOx02fUchTLIUSHtVqVi",
+	"LOc8ixXmbJuIXm9YSkqbYe1kcA4tPs5688Q+xvJJkVoaQ08uLAzK7lgBDhXY86PVmqeXYxSmy77kKZMq",
+	"X5RWAPaY4nPXbAaOJiTU7jdRKrukyQ2w+IjS8ZFeXc854IVhgtd1b/T08tmz/vhy0H86Orsc99P+s+fn",
+	"fCCevRj1xi/OLnuX4svzp62o5Y+n5X5bj2ILeKujK3jfnD+0hlYY1P9rRS3c4tawNTifwQzXj1xr2Or3",
+	"eg13VszRjqb38HTE+5N+79nFRX/0/Pxs8LR31usPLs8vrsf9s8s0TS/Pn395/cWg9WPUqo5qMLyG1zQN",
+	"8UiPOO357+IRP1TZYR5f97OD/LOJ+QlRW0X5OPtymwcKndrbveMvoGX5hp+LtV99/+Yt63a76F7vDDfS",
+	"Asg/FStvQZHTGdHGjE/LMCVfudwI73CvfrZmlhW1jI8wQ8xUuRpd9tqOH33aPqbIS9dmZCay1CF9G+a9",
+	"26+3ebSbM73sCv1b+KADIIPP3ug/rJPJkmMQKqvOJp2h4xiAPaunVknYxgEAIMAwzuhKVBAnNXv3hLAz",
+	"sCz+G253HnC8MmGMa1RMnnP/CLiDchX8FUtd3InC5fWolHiJLEExxpcQWm4lAuBrwBZNhizJqStbEnl4",
+	"MkyZKmdCxUpnqTBYHJ5M5EQnrnWVtfOw7MDzoLBEzfKhoLQgRDhLXOu6VIi8G6tYvXOWnZ3pf1hdJal1",
+	"ksDIHL7I5WqgIdJOrJlCRQtYVdWp9Zt0IB9Mll12Q7Uw2M4ylWaslRJja5bNZEbthDFgWDKCcqhihwkZ",
+	"SgS07gKLlfXTloF5RKOJWOIvGAIkRNK5cgaVg7lIvOVFBTa1pnGS8sDSDjFqV0+CgVawEO3bq+UmwgG4",
+	"dntZErGLHjPQBdQ1/hhaYwkcosDTERJF2gUbVJFKHCUSlIms1TMCHS4Da6dkybcamXDSZe+gTCbYQaBu",
+	"R9a1hDxxylV6OtHFVJSd4P0wVzsAZy1Z4khuUjHPNSDXnf5VrJIhq3dVo/T3QKK6da3lD8YKgWAAQMDg",
+	"MXWdS0KKqTphECIMJAq5CPbEUpos7aKAhO1EGxAx3pWDNemsmkB5Ch6alUiH2DYCHBhQlb2q0BaQXqr1",
+	"J5+FaaDbbqw8hopdA1qOqhOC6x5wPhjAYr6tWgVDxqJ7iWtZHlFaYlDg6JbadYYph7GCU+VquGGQM25c",
+	"WjBQUD2/FN5d8w1XjuE2gJv9+vMvT5xu6nYHcX/Qq87AsWQih24UK9JGanX40BgZb3YjG7pcAA4YDue9",
+	"MyroKhaZSGLVrrxecFjJboX6dvLM2L+9mWg/oDlHDpQoVuDUoI+dKlAAhA1+B0RbilgCXnT7CAgLoJON",
+	"FhhQY1SslkJe+RwK0rzarkdsF5fwFpfq1iXQEtODwINdG3/9bfP1t6UueQYODUd+0GI2JHkoAKBClMpg",
+	"wzAH5EuUlT0HtKT0skkjtMyoqUD/QF1wA4Y7Ie5iJVI/6QwrOCfPN9YYWNuyHNdx0bKcK5bQUYWn9Iij",
+	"V6wReKvvawe+L23Jexvyt72kGfgb3uPxvUdaZ4KrgyHH+/a9g4tLlhdSlZD1c/3mq5sbNp5xS6WiMFds",
+	"oeQ/FgJakbisMxolMqBqmGuctDbiOX/4VqipVawGF5eATu4+V/jkdXSDxyb88ZKDJ8jSBGkfreFF1Co1",
+	"fH2wY4X8Kg2ulMML+t4AdXp9/ffwmrzl5m4PlkONwwZKD3M6zxpgSoPE2QecUt3i73gftZx833e3nYO/",
+	"FmYx6A1+n3WqCmztiXcFDm7lKv0kCEIht9X3ouhcgXoDAqem3vzLre9vbIoefryxCwKcyVYU4Ci5hDwP",
+	"QwiSQ0+cVhC3ZrqMW0OKF1z2wE+/hNKHUeGc5PgjpAhKxQbns968ByGfOVZ+cOVCZ9jqzj6jfdEDVbBT",
+	"1Sjb/Wpdglt3YYfdCkX6BsZT1LK3g0fZ+2dvKT+7NXx6ed7rfRwYKAcTAGogZoQHVZ9rYdPKo+VzHb3E",
+	"Q+0GKvlQFbKfHRjdHybp1+Xvt7ECqSHRFRX3yqb3t0gr5WVDzv9vD1d2aPcuy86tbISKpqCBF+uf9Xtf",
+	"DBDC8retR16zpywz5S7VN3UGwoaBFjkGDIjeoTnibIkK5u/f3gMN2ck1ZERcFFfIjbAbdX/RkV5pCJAe",
+	"20yZtWWK4dAffrh5fv8FVrik5C6SBv0f4ICArzrHd18O+yjFChspvcUyG0UheldTSpR/xaZU5+LdZrLc",
+	"jYkDD/x41oVvllS6gfpWSR+ty3I18M+tln/fVsvVTuxvfAQE8TkK8Idt0szXcmIihr5thwi0u6HRgVzY",
+	"d3fclqF+XbmRAze2VM6SI+fUus8YSyGNQwmy+m+XXQdpOVYO7/AiM+9EhidZHXMkYqUVleesOhHbsCpB",
+	"DxGT0nuAKTv+1fdv3sbq159/Ceb8hLyW+A8EQat0IvKg6CZOjjdUB/FDWPmeK+3jb563fiOOst9UjYLY",
+	"gdLLP3MuRDPyriWbXv9Zj/dHg9PxWXp++oW4mJw+5Zej0y/GT9Nnojfp88HIEqqntiH6jXmt6IxwVaoF",
+	"/0Q4vs4DAV50en8N/BpxAkqnUfw58jC+Qt5Q35I9mf1bEr7/ZCzis77xR21/C5xAV+hKj1UmSLBuzzh4",
+	"tEZBsZL2oNfrRFbGP3/x7Yu3L2KVamG67GsEXwy1ClI3qsB8PUaFr7j1LrZbXmJgCmttN7IWEA5Fog4C",
+	"cPjFQkVQzHuqc9bukbeP4LWdY6g0Ipt0IP4chC9VFfiBnGLQigjwmsDg7+vRwtHKWpsz6oUSq/agN+h0",
+	"2TuAsrHaYFUgPJdKYMJwKsyQ0GhOdV6B01QrHy57rDbW/SoctF6q2pDaunDJ4XZNptxA1bPpuG5T8IpY",
+	"oaqGeQC4WNIwPtfkJKWnJ7wsxTwvjaOBO6nSIcnApKY/xqoKLwCE3FIasT/TmLa64mjI6f+kOlwb2tjp",
+	"gnCIXHeSwe80MH9wowCgHSWxO7Sf028/XNsL4nL2VCIsmsLuitjapMEWGwmrBqFF9udSAZE2A+xDsGUf",
+	"KxxNLkR6ush3A1Y0iSuN6SMb4q2dwDNvF3nS8dx9TXQh1nCT7Aq4bw2wHbAW25CnA4IqqgqeIpRyEdUJ",
+	"2Vdavg/+vY4/udh/xXjXOsfyK2TwNfbuhx8rwkOjPLFC83TMTdllX1sBiQnCPmdszh9OJ0Kc5qI4nXIw",
+	"9Xt0JYjSJeKbY5HpDqnaXmvJ1fvvPhUZAKFhkZUuYxXwJ2goKwj/ErkpnBxAU0PUzPr5gfpVkk9fQ5Vr",
+	"NUiI+ayBwNlpQL5bIF0xeIa/Qq0dWmpKLGst23DXqRg2qvYmqIUFQsA1IZc3LItW4sR0hrGqJx0NWZAu",
+	"FFW8eJeghU39If/tbaCP343sDU7lqJSL30uEVrmAxGc+S84PdtYMfWk6SzUL+cmanBza43Vrz0ouilt7",
+	"7gC1fCQq7jIYuIwfcms+3LqMotqNYYfAT9cL7e2WeTXzyQ2vEFwGo6x4WafqdUVeLEKBNLlI2SJ3Eog6",
+	"gfwpMvpxUTkmgTQIWzi01GzSbsdxysVSjGZa1+Kp20KP79yl/5J1Lji4FyrNtVQ7+3oIumYtJPLZ9/QH",
+	"RxYgUq72F/t86UXpS8/HhSjNFfvh9bdQO73URWoIiIwb9mD/6xzXlSQkKOhD79ts+HElZjHCprSUcY1Q",
+	"bvbDhMtMpAm2q/f9ypxj617AJIAjEvBIAl/elqtcmITaAYFfK4rVq+/fvEVV+X+/+f4loR9PHfAJjOlN",
+	"yVXKi5S5s8zg/IhYtRNavlMJI3OfSjkXpuTzPPzSYwcklPRvoI67EKmwjL9YsTEvCkkLAWZA+PhOl30N",
+	"E2d0vXTtZQsBffdxwOIBaUfyDMrpoUV/6buRsEWOHiFKiPaNiNFcgaJ/3PGEtZPlzIjx7a8//4LgNNK4",
+	"5A2InkByFdoNQA1ddu0KkyB4CGkbRtyLgmch/1jkDn5hTpUlPjXLiNLEqj24YKOVT7W+AoUccveqfik4",
+	"W6vbQ3GQ2xko/mf5YpTJsQOeoCqBIeNAw2grzLTBehVdAFy0zoAEtTU/Mq1zu3YRywt5DxUPmVR3p5ke",
+	"8yyibSpOpwVPBXt5/TaK1XyRldIaTlZXh+YrKeLujBdzoUrMqXHQ3O2bV/fn9uebV/eXUayweZ9de/vD",
+	"6ZznubVtXl6/vTzH5nOlPmcTXcxNp2EJehHgUEjDOE4LsPlBP6i6c+IMu+x5RTxQJYEFCDgwcMGuGBWO",
+	"wCZNAUDc2O2qnppBZkewaIRsoar+ONK9FrEYEBKky9rXQR6epRGo2LDm7inuWaxKXkyhgdQEgCKANxTG",
+	"meJwLOZ8PJMKjnYpEGTEnop7kencrna3E6trtjDQJSP1TMvVploi8LDX3LARN5ZYFvaUlCRI0SONmI/E",
+	"6uxSDH0FkP0Sc1Td07lhCTDDRthFrP+p6QS/HebCo7SBo4yv/qcaxT59JGK+rRvyrc9G15rR5TmyhJaW",
+	"bHCxKfTRKTXXQQqMZ+FDhnkqGO7Q2OEUe8h8IvsoQHyyBh1Xq0A9wTwTN7ir7YP7k1g6U2ksN+YbmwoM",
+	"dC2hidSjx1k7DXlL29EuP5THRTt1RpluacEq0w9swHre1EPPTutzcf8fExIb2UPD8XCNAxaKFGqR7j0e",
+	"+ImCC5SN/eQn+/Em3d6t+e1mBf/asaRy20IvrLLp4DywlhdjyV6zdunT/3mKm3l689wZFDXNHtKd+Lik",
+	"VOUG6IDwzXr0X2JcRiz5KXYsPabjE7fGOhVxa3gWxZTFHLeGceu5ViJuRXGrfLhJ4Zvew68//xK33icR",
+	"NVtN7J1UweqaoJBzvceSd75Uvs+SFz7EErEBS4Bikli18TkkzQBhbtWJ2BlLnkMiIv1uh0AFmohaWfPN",
+	"Q+B61ukyqCLeEy5KQO5QaeyJYakoucy2AExiZWCQpX1Ii2lI/9rGwJCWjmJi0Q6EY+8VxN51VlnfWvkZ",
+	"UNRv0MW6hgOWCkteLkd+CLQVKhc4BLvL2P9xfNE7F+n52WA8uuj3z56OxpPeM84vxFN+3u+l6Tnvi0Hv",
+	"XEyeno8mIu2PRP8ynYx4fzQY9C6PLv2speFvDQWcVCUAnyXFH7Mfr+OGk7ViG0h9KreycW8Vym1R6vf+",
+	"240ijkKPhInYXJSFHBsKJ0vjfQfd6oR6/mO2KEgjXo5n2L21/c0qFwXyMfaXQqYngBB5WkBzKgPNY+l6",
+	"hI0J3gNfi20vCXvEtnkDAk3EEORwJ3JNZ1hHGwZrHOqeXFNk4sGEXDPRRYQQl1WrM5eEby37AMimy7Br",
+	"OYhTpgA9mCt2/eoGiicB2iuNVS1lDBk8zd9tXPP8Id3LbLTLRVgdrcJmZKkwbCRmUqXgdERHTa0luMHg",
+	"uZij8IYhGxhzOGQKDAueJrWB4lD2EwPU5KWFzk+lAvUiJI43fFlqDUlur1+8eWtfOmTcfx0rwhTJtSkx",
+	"L/lL+2QomCi13yapTCl4iofnnmcyBS8PeGB0lplYuSsdaAKeNmG6DI69YdDumhfCvxszZEg7MVGsrH4C",
+	"38Wt4U9eM/n151+sHiLLrPpEKgN+fv++vm6Gnt96/+P7/y8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
