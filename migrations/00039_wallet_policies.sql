@@ -9,6 +9,91 @@
 -- nothing, and its intake stays one statement (TaskInsert does not store a
 -- task whose wallet has a policy: that one goes through the function).
 
+-- +goose StatementBegin
+CREATE FUNCTION ledgerq.wallet_policy_wei_ok(t text) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT CASE WHEN t ~ '^[0-9]+$' AND octet_length(t) <= 78 THEN t::numeric < 2::numeric ^ 256 ELSE false END
+$$;
+-- +goose StatementEnd
+COMMENT ON FUNCTION ledgerq.wallet_policy_wei_ok(text) IS 'An amount of a wallet policy: wei, a decimal string below 2^256.';
+
+-- +goose StatementBegin
+CREATE FUNCTION ledgerq.wallet_policy_shape_ok(p jsonb) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    e   jsonb;
+    k   text;
+    v   jsonb;
+    s   text;
+    sv  jsonb;
+BEGIN
+    -- The stored form, as store.WalletPolicy writes it: only these keys;
+    -- recipients an array of lower-case addresses; contracts an object from
+    -- a lower-case address to null (any function) or an object from a
+    -- selector (0x and 8 hex digits) to its signature ("" when given as a
+    -- selector); amounts decimal strings of wei below 2^256; caps arrays of
+    -- {"seconds": 1 to 366 days, "max": wei}. Lengths are compared apart
+    -- from the regular expressions, which count no digits (migration 00029).
+    IF jsonb_typeof(p) IS DISTINCT FROM 'object'
+       OR p - ARRAY['recipients', 'contracts', 'max_value_per_tx', 'value_caps', 'fee_caps'] <> '{}'::jsonb THEN
+        RETURN false;
+    END IF;
+    IF p ? 'recipients' THEN
+        IF jsonb_typeof(p -> 'recipients') <> 'array' THEN
+            RETURN false;
+        END IF;
+        FOR e IN SELECT jsonb_array_elements(p -> 'recipients') LOOP
+            IF jsonb_typeof(e) <> 'string' OR octet_length(e #>> '{}') <> 42 OR (e #>> '{}') !~ '^0x[0-9a-f]+$' THEN
+                RETURN false;
+            END IF;
+        END LOOP;
+    END IF;
+    IF p ? 'contracts' THEN
+        IF jsonb_typeof(p -> 'contracts') <> 'object' THEN
+            RETURN false;
+        END IF;
+        FOR k, v IN SELECT * FROM jsonb_each(p -> 'contracts') LOOP
+            IF octet_length(k) <> 42 OR k !~ '^0x[0-9a-f]+$' OR jsonb_typeof(v) NOT IN ('null', 'object') THEN
+                RETURN false;
+            END IF;
+            IF jsonb_typeof(v) = 'object' THEN
+                FOR s, sv IN SELECT * FROM jsonb_each(v) LOOP
+                    IF octet_length(s) <> 10 OR s !~ '^0x[0-9a-f]+$' OR jsonb_typeof(sv) <> 'string' THEN
+                        RETURN false;
+                    END IF;
+                END LOOP;
+            END IF;
+        END LOOP;
+    END IF;
+    IF p ? 'max_value_per_tx' AND NOT (jsonb_typeof(p -> 'max_value_per_tx') = 'string' AND ledgerq.wallet_policy_wei_ok(p ->> 'max_value_per_tx')) THEN
+        RETURN false;
+    END IF;
+    FOREACH k IN ARRAY ARRAY['value_caps', 'fee_caps'] LOOP
+        IF p ? k THEN
+            IF jsonb_typeof(p -> k) <> 'array' THEN
+                RETURN false;
+            END IF;
+            FOR e IN SELECT jsonb_array_elements(p -> k) LOOP
+                IF jsonb_typeof(e) <> 'object' THEN
+                    RETURN false;
+                END IF;
+                IF e - ARRAY['seconds', 'max'] <> '{}'::jsonb
+                   OR jsonb_typeof(e -> 'seconds') IS DISTINCT FROM 'number' OR jsonb_typeof(e -> 'max') IS DISTINCT FROM 'string' THEN
+                    RETURN false;
+                END IF;
+                IF (e ->> 'seconds')::numeric NOT BETWEEN 1 AND 31622400 OR (e ->> 'seconds')::numeric <> trunc((e ->> 'seconds')::numeric)
+                   OR NOT ledgerq.wallet_policy_wei_ok(e ->> 'max') THEN
+                    RETURN false;
+                END IF;
+            END LOOP;
+        END IF;
+    END LOOP;
+    RETURN true;
+END
+$$;
+-- +goose StatementEnd
+COMMENT ON FUNCTION ledgerq.wallet_policy_shape_ok(jsonb) IS 'wallet_policies.policy''s shape: the CHECK wallet_policies_policy_shape.';
+
 CREATE TABLE ledgerq.wallet_policies (
     wallet_id  text        PRIMARY KEY,
     policy     jsonb       NOT NULL,
@@ -20,27 +105,8 @@ CREATE TABLE ledgerq.wallet_policies (
     CONSTRAINT wallet_policies_wallet_id_not_empty CHECK (wallet_id <> '' AND length(wallet_id) <= 256),
     CONSTRAINT wallet_policies_source_known CHECK (source IN ('config', 'api')),
     CONSTRAINT wallet_policies_times_finite CHECK (isfinite(created_at) AND isfinite(updated_at)),
-    -- The stored form, as store.WalletPolicy writes it: only these keys;
-    -- recipients an array of lower-case addresses; contracts an object from
-    -- a lower-case address to null (any function) or an object from a
-    -- selector (0x and 8 hex digits) to its signature ("" when given as a
-    -- selector); amounts decimal strings of wei below 2^256; caps arrays of
-    -- {"seconds": 1 to 366 days, "max": wei}.
-    CONSTRAINT wallet_policies_policy_shape CHECK (
-        jsonb_typeof(policy) = 'object'
-        AND policy - ARRAY['recipients', 'contracts', 'max_value_per_tx', 'value_caps', 'fee_caps'] = '{}'::jsonb
-        AND (NOT policy ? 'recipients' OR (jsonb_typeof(policy -> 'recipients') = 'array'
-            AND jsonb_path_exists(policy, '$.recipients[*] ? (@.type() != "string" || !(@ like_regex "^0x[0-9a-f]{40}$"))') = false))
-        AND (NOT policy ? 'contracts' OR (jsonb_typeof(policy -> 'contracts') = 'object'
-            AND jsonb_path_exists(policy, '$.contracts.keyvalue() ? (!(@.key like_regex "^0x[0-9a-f]{40}$") || (@.value.type() != "null" && @.value.type() != "object"))') = false
-            AND jsonb_path_exists(policy, '$.contracts.* ? (@.type() == "object").keyvalue() ? (!(@.key like_regex "^0x[0-9a-f]{8}$") || @.value.type() != "string")') = false))
-        AND (NOT policy ? 'max_value_per_tx' OR (jsonb_typeof(policy -> 'max_value_per_tx') = 'string'
-            AND policy ->> 'max_value_per_tx' ~ '^[0-9]{1,78}$' AND (policy ->> 'max_value_per_tx')::numeric < 2::numeric ^ 256))
-        AND (NOT policy ? 'value_caps' OR jsonb_typeof(policy -> 'value_caps') = 'array')
-        AND (NOT policy ? 'fee_caps' OR jsonb_typeof(policy -> 'fee_caps') = 'array')
-        AND jsonb_path_exists(policy, '$.value_caps[*] ? (@.seconds.type() != "number" || @.seconds < 1 || @.seconds > 31622400 || @.max.type() != "string" || !(@.max like_regex "^[0-9]{1,78}$"))') = false
-        AND jsonb_path_exists(policy, '$.fee_caps[*] ? (@.seconds.type() != "number" || @.seconds < 1 || @.seconds > 31622400 || @.max.type() != "string" || !(@.max like_regex "^[0-9]{1,78}$"))') = false
-    )
+    -- The stored form (ledgerq.wallet_policy_shape_ok).
+    CONSTRAINT wallet_policies_policy_shape CHECK (ledgerq.wallet_policy_shape_ok(policy))
 );
 
 COMMENT ON TABLE ledgerq.wallet_policies IS 'Wallet lane: what a wallet may send (recipients, contracts and their functions, the largest value per transaction, value and fee caps per rolling window), checked by ledgerq.wallet_policy_refusal when a task is stored; a wallet without a row is unrestricted.';
@@ -214,3 +280,5 @@ ALTER TABLE ledgerq.tx_attempts DROP COLUMN effective_gas_price_wei, DROP COLUMN
 DROP INDEX ledgerq.wallet_tasks_wallet_created;
 DROP TABLE ledgerq.wallet_policy_refusals;
 DROP TABLE ledgerq.wallet_policies;
+DROP FUNCTION ledgerq.wallet_policy_shape_ok(jsonb);
+DROP FUNCTION ledgerq.wallet_policy_wei_ok(text);

@@ -247,10 +247,10 @@ func refusalFromJSON(wallet, to string, raw []byte) (*PolicyRefusedError, error)
 // record. A replay under a stored idempotency key is never refused: the
 // insert then stores nothing (ErrNotFound, as a conflict on the key).
 func insertUnderPolicy(ctx context.Context, q *dbsqlc.Queries, ins dbsqlc.TaskInsertParams) (row dbsqlc.LedgerqWalletTask, refused *PolicyRefusedError, err error) {
-	raw, err := q.WalletPolicyRefusal(ctx, dbsqlc.WalletPolicyRefusalParams{
+	raw, err := one(q.WalletPolicyRefusal(ctx, dbsqlc.WalletPolicyRefusalParams{
 		WalletID: ins.WalletID, ChainID: ins.ChainID, Sender: ins.Sender, ToAddress: ins.ToAddress, ValueWei: ins.ValueWei,
 		Data: ins.Data, IdempotencyKey: ins.IdempotencyKey, Now: ins.Now,
-	})
+	}))
 	if err != nil {
 		return row, nil, fmt.Errorf("applying the policy of wallet %q: %w", ins.WalletID, err)
 	}
@@ -409,14 +409,14 @@ type WalletPolicySpendParams struct {
 // ledgerq.wallet_fees_spent).
 func (s *Store) WalletPolicySpend(ctx context.Context, p WalletPolicySpendParams) (value, fees []PolicySpend, err error) {
 	for _, c := range p.Policy.ValueCaps {
-		n, err := s.q.WalletPolicyValueSpent(ctx, dbsqlc.WalletPolicyValueSpentParams{WalletID: p.Wallet, Since: p.Now.Add(-c.Window)})
+		n, err := one(s.q.WalletPolicyValueSpent(ctx, dbsqlc.WalletPolicyValueSpentParams{WalletID: p.Wallet, Since: p.Now.Add(-c.Window)}))
 		if err != nil {
 			return nil, nil, fmt.Errorf("reading the value spent by wallet %q: %w", p.Wallet, err)
 		}
 		value = append(value, PolicySpend{Cap: c, Used: bigFromNumeric(n)})
 	}
 	for _, c := range p.Policy.FeeCaps {
-		n, err := s.q.WalletPolicyFeesSpent(ctx, dbsqlc.WalletPolicyFeesSpentParams{ChainID: p.ChainID, Sender: lowerHex(p.Sender), Since: p.Now.Add(-c.Window)})
+		n, err := one(s.q.WalletPolicyFeesSpent(ctx, dbsqlc.WalletPolicyFeesSpentParams{ChainID: p.ChainID, Sender: lowerHex(p.Sender), Since: p.Now.Add(-c.Window)}))
 		if err != nil {
 			return nil, nil, fmt.Errorf("reading the fees spent by wallet %q: %w", p.Wallet, err)
 		}
@@ -445,7 +445,7 @@ func speedUpWithinFeeCaps(ctx context.Context, q *dbsqlc.Queries, now time.Time,
 	gas := big.NewInt(gasLimit)
 	more := new(big.Int).Sub(new(big.Int).Mul(gas, feeCap), new(big.Int).Mul(gas, liveFeeCap))
 	for _, c := range pol.Policy.FeeCaps {
-		n, err := q.WalletPolicyFeesSpent(ctx, dbsqlc.WalletPolicyFeesSpentParams{ChainID: task.ChainID, Sender: task.Sender, Since: now.Add(-c.Window)})
+		n, err := one(q.WalletPolicyFeesSpent(ctx, dbsqlc.WalletPolicyFeesSpentParams{ChainID: task.ChainID, Sender: task.Sender, Since: now.Add(-c.Window)}))
 		if err != nil {
 			return nil, fmt.Errorf("reading the fees spent by wallet %q: %w", task.Wallet, err)
 		}

@@ -254,6 +254,8 @@ func TestWalletPolicy_TheTableRefusesAMalformedPolicy(t *testing.T) {
 		`{"contracts": {"0x00000000000000000000000000000000000000c1": []}}`,
 		`{"max_value_per_tx": "-1"}`, `{"max_value_per_tx": 5}`,
 		`{"value_caps": [{"seconds": 0, "max": "1"}]}`, `{"fee_caps": [{"seconds": 60, "max": "1.5"}]}`,
+		`{"fee_caps": [{"seconds": 1.5, "max": "1"}]}`, `{"fee_caps": [5]}`, `{"value_caps": [{"seconds": 60, "max": "1", "x": 1}]}`,
+		`{"recipients": ["0x00000000000000000000000000000000000000C1"]}`,
 	} {
 		err := execUndone(t, st, `INSERT INTO ledgerq.wallet_policies (wallet_id, policy, source, updated_by, created_at, updated_at)
 			VALUES ('main', $1::jsonb, 'api', 'x', $2, $2)`, bad, clk.Now())
