@@ -307,3 +307,29 @@ func TestWalletPolicy_ConcurrentIntakesRacingForAValueCapNeverPassIt(t *testing.
 	require.Equal(t, "1000", value[0].Used.String())
 }
 
+
+func TestWalletPolicy_ASpeedUpWhoseFeesWouldPassAFeeCapIsRefusedAndRecorded(t *testing.T) {
+	t.Parallel()
+	st, clk, f := txRows(t)
+	task, refused := postTask(t, st, clk.Now(), taskTo, 0, "")
+	require.Nil(t, refused)
+	f.StartTask(task) // 21000 gas at a fee cap of 2 gwei: 42e12 at worst
+	putPolicy(t, st, clk.Now(), "main", store.WalletPolicy{FeeCaps: []store.PolicyCap{{Window: time.Hour, Max: big.NewInt(50_000_000_000_000)}}})
+	speedUp := func(feeCap, tip int64) error {
+		_, err := st.TaskRequestSpeedUp(t.Context(), store.TaskSpeedUpParams{Now: clk.Now(), Wallet: "main", ID: task.ID,
+			Fees: store.SpeedUpFees{FeeCap: big.NewInt(feeCap), TipCap: big.NewInt(tip)}})
+		return err
+	}
+	err := speedUp(3_000_000_000, 2_000_000_000) // 63e12 at worst
+	var r *store.PolicyRefusedError
+	require.ErrorAs(t, err, &r)
+	require.Equal(t, store.RuleFeeWindow, r.Rule)
+	require.Equal(t, "42000000000000", r.Used.String())
+	require.Equal(t, "21000000000000", r.Requested.String(), "what the speed-up adds to the worst case")
+	recorded, err := st.WalletPolicyRefusals(t.Context(), "main", 10)
+	require.NoError(t, err)
+	require.Len(t, recorded, 1)
+	require.Equal(t, store.RuleFeeWindow, recorded[0].Rule)
+
+	require.NoError(t, speedUp(2_300_000_000, 1_100_000_000), "48.3e12 at worst: within the cap")
+}
