@@ -225,9 +225,9 @@ func TestParse_WalletPoliciesFromTheFileAndTheCommandLine(t *testing.T) {
 
 	for text, want := range map[string]string{
 		"wallet:\n  policy:\n    - wallet: hot\n      function: \"0x00000000000000000000000000000000000000d1:transfer(address\"\n": "contracts[0].functions[0]",
-		"wallet:\n  policy:\n    - wallet: hot\n      value-cap: 5/forever\n":                                              "value_caps[0].window",
-		"wallet:\n  policy:\n    - wallet: hot\n      colour: red\n":                                                    "unknown key \"colour\"",
-		"wallet:\n  policy:\n    - wallet: hot\n    - wallet: hot\n":                                                     "wallet hot has two policies",
+		"wallet:\n  policy:\n    - wallet: hot\n      value-cap: 5/forever\n":                                                      "value_caps[0].window",
+		"wallet:\n  policy:\n    - wallet: hot\n      colour: red\n":                                                               "unknown key \"colour\"",
+		"wallet:\n  policy:\n    - wallet: hot\n    - wallet: hot\n":                                                               "wallet hot has two policies",
 	} {
 		cfg := node.Defaults()
 		err := parseServe(&cfg, []string{"--wallet-ledger-url=http://geth:8545", "--database-url=postgres://db/x"}, writeFile(t, text))

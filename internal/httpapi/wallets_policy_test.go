@@ -117,14 +117,14 @@ func TestWalletPolicy_BadInputIs400NamingTheFieldAndChangesNothing(t *testing.T)
 	for body, want := range map[string]string{
 		`{"recipients":["0x12"]}`: "recipients[0]",
 		`{"contracts":[{"address":"` + tokenContract + `","functions":["transfer(address,uint256"]}]}`: "contracts[0].functions[0]",
-		`{"contracts":[{"address":"nope"}]}`:                  "contracts[0].address",
-		`{"max_value_per_tx":"1e18"}`:                         "max_value_per_tx",
-		`{"max_value_per_tx":"-1"}`:                           "max_value_per_tx",
-		`{"value_caps":[{"window":"forever","max":"1"}]}`:     "value_caps[0].window",
-		`{"value_caps":[{"window":"0s","max":"1"}]}`:          "value_caps[0].window",
-		`{"fee_caps":[{"window":"1h","max":"1.5"}]}`:          "fee_caps[0].max",
-		`{"fee_caps":[{"window":"1h"}]}`:                      "max",
-		`{"colour":"red"}`:                                    "colour",
+		`{"contracts":[{"address":"nope"}]}`:              "contracts[0].address",
+		`{"max_value_per_tx":"1e18"}`:                     "max_value_per_tx",
+		`{"max_value_per_tx":"-1"}`:                       "max_value_per_tx",
+		`{"value_caps":[{"window":"forever","max":"1"}]}`: "value_caps[0].window",
+		`{"value_caps":[{"window":"0s","max":"1"}]}`:      "value_caps[0].window",
+		`{"fee_caps":[{"window":"1h","max":"1.5"}]}`:      "fee_caps[0].max",
+		`{"fee_caps":[{"window":"1h"}]}`:                  "max",
+		`{"colour":"red"}`:                                "colour",
 		`{"value_caps":[{"window":"1h","max":"` + string(bytes.Repeat([]byte("9"), 79)) + `"}]}`: "value_caps[0].max",
 	} {
 		r := f.call(http.MethodPut, "/v1/wallets/main/policy", []byte(body), bearer(admin)...)

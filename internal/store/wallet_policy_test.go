@@ -307,7 +307,6 @@ func TestWalletPolicy_ConcurrentIntakesRacingForAValueCapNeverPassIt(t *testing.
 	require.Equal(t, "1000", value[0].Used.String())
 }
 
-
 func TestWalletPolicy_ASpeedUpWhoseFeesWouldPassAFeeCapIsRefusedAndRecorded(t *testing.T) {
 	t.Parallel()
 	st, clk, f := txRows(t)
