@@ -228,6 +228,7 @@ func TestParse_WalletPoliciesFromTheFileAndTheCommandLine(t *testing.T) {
 		"wallet:\n  policy:\n    - wallet: hot\n      value-cap: 5/forever\n":                                                      "value_caps[0].window",
 		"wallet:\n  policy:\n    - wallet: hot\n      colour: red\n":                                                               "unknown key \"colour\"",
 		"wallet:\n  policy:\n    - wallet: hot\n    - wallet: hot\n":                                                               "wallet hot has two policies",
+		"wallet:\n  retention-age: 72h\n  policy:\n    - wallet: hot\n      fee-cap: 5/96h\n":                                      "longer than --wallet-retention-age",
 	} {
 		cfg := node.Defaults()
 		err := parseServe(&cfg, []string{"--wallet-ledger-url=http://geth:8545", "--database-url=postgres://db/x"}, writeFile(t, text))

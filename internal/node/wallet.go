@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net/url"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -149,6 +150,9 @@ func (w *WalletConfig) validate() error {
 	if err := w.Policies.Validate(); err != nil {
 		return fmt.Errorf("wallet lane: %w", err)
 	}
+	if err := w.policiesWithinRetention(); err != nil {
+		return fmt.Errorf("wallet lane: %w", err)
+	}
 	ec := w.Lane
 	if err := ec.Validate(); err != nil {
 		return fmt.Errorf("wallet lane: %w (--wallet-*)", err)
@@ -164,6 +168,28 @@ func (w *WalletConfig) validate() error {
 	// rescuer would hand a shard to a second worker mid-cycle.
 	if w.Shards.Lease < 2*(ec.CycleBudget+ec.LedgerTimeout) {
 		return fmt.Errorf("--shard-lease (%s) must be at least twice a wallet cycle's longest run (--wallet-cycle-budget %s + --wallet-ledger-timeout %s)", w.Shards.Lease, ec.CycleBudget, ec.LedgerTimeout)
+	}
+	return nil
+}
+
+// policiesWithinRetention refuses a cap whose window is longer than
+// retention keeps finished tasks: the cap would count only those kept, and
+// let more through than it says.
+func (w *WalletConfig) policiesWithinRetention() error {
+	if w.RetentionAge <= 0 {
+		return nil
+	}
+	ps, err := w.Policies.Policies()
+	if err != nil {
+		return err
+	}
+	for _, d := range w.Policies {
+		p := ps[d.Wallet]
+		for _, c := range append(slices.Clone(p.ValueCaps), p.FeeCaps...) {
+			if c.Window > w.RetentionAge {
+				return fmt.Errorf("policy of wallet %s: a cap's window of %s is longer than --wallet-retention-age (%s), which deletes the finished tasks it would count", d.Wallet, c.Window, w.RetentionAge)
+			}
+		}
 	}
 	return nil
 }
