@@ -51,6 +51,16 @@ func TestWalletPolicy_OnGethAnAllowedTransferIsMinedAndADisallowedCallIs403AndSe
 	require.Equal(t, big.NewInt(1000), testcontracts.BalanceOf(t, client, token, bob))
 
 	ctx := context.Background()
+	// The fee the chain charged is kept for the fee caps, as the receipt says.
+	var gasUsed int64
+	var price, hash string
+	require.NoError(t, w.st.Conns().QueryRow(ctx, `SELECT gas_used, effective_gas_price_wei::text, tx_hash FROM ledgerq.tx_attempts
+		WHERE task_id = $1 AND state = 'confirmed'`, allowed.ID).Scan(&gasUsed, &price, &hash))
+	receipt, err := client.TransactionReceipt(ctx, common.HexToHash(hash))
+	require.NoError(t, err)
+	require.EqualValues(t, receipt.GasUsed, gasUsed)
+	require.Equal(t, receipt.EffectiveGasPrice.String(), price)
+
 	nonce, err := client.NonceAt(ctx, holder, nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, nonce, "the allowed transfer took nonce 0")
