@@ -60,7 +60,9 @@ UPDATE ledgerq.tx_attempts
 SET state = 'confirmed', confirmed_at = @now::timestamptz, updated_at = @now::timestamptz,
     mined_block = coalesce(sqlc.narg(mined_block)::bigint, mined_block),
     mined_block_hash = coalesce(sqlc.narg(mined_block_hash)::text, mined_block_hash),
-    mined_at = CASE WHEN sqlc.narg(mined_block)::bigint IS NULL THEN mined_at ELSE coalesce(mined_at, @now::timestamptz) END
+    mined_at = CASE WHEN sqlc.narg(mined_block)::bigint IS NULL THEN mined_at ELSE coalesce(mined_at, @now::timestamptz) END,
+    gas_used = coalesce(sqlc.narg(gas_used)::bigint, gas_used),
+    effective_gas_price_wei = coalesce(sqlc.narg(effective_gas_price_wei)::numeric, effective_gas_price_wei)
 WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('signed', 'sent', 'mined')
 RETURNING task_id, nonce, kind;
 
@@ -92,7 +94,10 @@ WITH a AS (
     SET state = 'confirmed', confirmed_at = @now::timestamptz, updated_at = @now::timestamptz,
         mined_block = (@mined_blocks::bigint[])[array_position(@tx_hashes::text[], t.tx_hash)],
         mined_block_hash = (@mined_block_hashes::text[])[array_position(@tx_hashes::text[], t.tx_hash)],
-        mined_at = coalesce(t.mined_at, @now::timestamptz)
+        mined_at = coalesce(t.mined_at, @now::timestamptz),
+        -- -1 and '': the receipt's fee is not known.
+        gas_used = coalesce(nullif((@gas_used::bigint[])[array_position(@tx_hashes::text[], t.tx_hash)], -1), t.gas_used),
+        effective_gas_price_wei = coalesce(nullif((@effective_gas_prices::text[])[array_position(@tx_hashes::text[], t.tx_hash)], '')::numeric, t.effective_gas_price_wei)
     WHERE t.id = ANY (ARRAY(
         SELECT l.id FROM unnest(@tx_hashes::text[]) AS h(tx_hash)
         CROSS JOIN LATERAL (
@@ -117,6 +122,8 @@ RETURNING sqlc.embed(w), a.nonce AS attempt_nonce;
 UPDATE ledgerq.tx_attempts
 SET state = 'mined', mined_block = @mined_block::bigint, mined_block_hash = @mined_block_hash::text,
     mined_at = CASE WHEN state = 'mined' AND mined_block_hash = @mined_block_hash::text THEN mined_at ELSE @now::timestamptz END,
+    gas_used = coalesce(sqlc.narg(gas_used)::bigint, gas_used),
+    effective_gas_price_wei = coalesce(sqlc.narg(effective_gas_price_wei)::numeric, effective_gas_price_wei),
     updated_at = @now::timestamptz
 WHERE chain_id = @chain_id AND tx_hash = @tx_hash AND state IN ('signed', 'sent', 'mined')
 RETURNING task_id, nonce, kind;
@@ -288,6 +295,8 @@ SET state = CASE WHEN @final::boolean THEN 'confirmed' ELSE 'mined' END::ledgerq
     confirmed_at = CASE WHEN @final::boolean THEN @now::timestamptz END,
     mined_block = sqlc.narg(mined_block)::bigint, mined_block_hash = sqlc.narg(mined_block_hash)::text,
     mined_at = CASE WHEN sqlc.narg(mined_block)::bigint IS NULL THEN NULL ELSE @now::timestamptz END,
+    gas_used = coalesce(sqlc.narg(gas_used)::bigint, gas_used),
+    effective_gas_price_wei = coalesce(sqlc.narg(effective_gas_price_wei)::numeric, effective_gas_price_wei),
     updated_at = @now::timestamptz
 WHERE id = (
     SELECT d.id FROM ledgerq.tx_attempts d

@@ -5,14 +5,17 @@
 -- N concurrent inserts exactly one stores a row); the caller then reads the
 -- stored task (TaskGetByIdempotencyKey) in the same transaction and compares
 -- request hashes.
+-- A wallet with a policy (wallet_policies) stores nothing here either, unless
+-- @policy_checked: its task goes through ledgerq.wallet_policy_refusal first,
+-- in a transaction, and then here with @policy_checked (WalletPolicyRefusal).
 INSERT INTO ledgerq.wallet_tasks (
     id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit,
     idempotency_key, request_hash, created_at, updated_at, tip_cap_wei, fee_cap_wei, call, preflight
-) VALUES (
+) SELECT
     @id, @wallet_id, @chain_id, @sender, @priority, 0, @to_address, @value_wei, @data, sqlc.narg(gas_limit),
     sqlc.narg(idempotency_key), @request_hash, @now::timestamptz, @now::timestamptz,
     sqlc.narg(tip_cap_wei)::numeric, sqlc.narg(fee_cap_wei)::numeric, sqlc.narg(call)::jsonb, @preflight
-)
+WHERE @policy_checked::boolean OR NOT EXISTS (SELECT 1 FROM ledgerq.wallet_policies p WHERE p.wallet_id = @wallet_id)
 ON CONFLICT (wallet_id, idempotency_key) DO NOTHING
 RETURNING *;
 

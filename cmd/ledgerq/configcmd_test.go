@@ -11,6 +11,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/node"
+	"github.com/ledgerq/ledgerq/internal/policy"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
@@ -184,4 +185,63 @@ func TestConfigCheck_TheWalletAndShardsSections(t *testing.T) {
 	require.Contains(t, out.String(), "shards:\n  workers: ")
 	require.Contains(t, out.String(), "  lease: 40s\n")
 	require.NotContains(t, out.String(), "secret")
+}
+
+// --wallet-policy is a list of mappings in the file, a signature's commas
+// inside its parentheses, and reads into the policies the store writes.
+func TestParse_WalletPoliciesFromTheFileAndTheCommandLine(t *testing.T) {
+	file := writeFile(t, `wallet:
+  ledger-url: http://geth:8545
+  policy:
+    - wallet: hot
+      recipient: ["0x00000000000000000000000000000000000000C1", "0x00000000000000000000000000000000000000c2"]
+      function: ["0x00000000000000000000000000000000000000d1:transfer(address, uint256)", "0x00000000000000000000000000000000000000d1:0x095EA7B3"]
+      contract: "0x00000000000000000000000000000000000000d2"
+      max-value: "1000"
+      value-cap: [100000/24h, 10000/1h]
+      fee-cap: 5000/24h
+`)
+	cfg := node.Defaults()
+	require.NoError(t, parseServe(&cfg, nil, file))
+	ps, err := cfg.Wallet.Policies.Policies()
+	require.NoError(t, err)
+	require.Len(t, ps, 1)
+	hot := ps["hot"]
+	require.Equal(t, []string{"0x00000000000000000000000000000000000000c1", "0x00000000000000000000000000000000000000c2"}, hot.Recipients)
+	require.Equal(t, map[string]map[string]string{
+		"0x00000000000000000000000000000000000000d1": {"0xa9059cbb": "transfer(address,uint256)", "0x095ea7b3": ""},
+		"0x00000000000000000000000000000000000000d2": nil,
+	}, hot.Contracts)
+	require.Equal(t, "1000", hot.MaxValuePerTx.String())
+	require.Len(t, hot.ValueCaps, 2)
+	require.Equal(t, time.Hour, hot.ValueCaps[1].Window)
+	require.Equal(t, "5000", hot.FeeCaps[0].Max.String())
+	cfg = node.Defaults()
+	require.NoError(t, parseServe(&cfg, []string{"--wallet-policy=wallet=cold,max-value=1,function=0x00000000000000000000000000000000000000d1:f(uint8,(bool,address))"}, ""))
+	ps, err = cfg.Wallet.Policies.Policies()
+	require.NoError(t, err)
+	require.Equal(t, "1", ps["cold"].MaxValuePerTx.String())
+	require.Equal(t, "f(uint8,(bool,address))", ps["cold"].Contracts["0x00000000000000000000000000000000000000d1"][selectorOf(t, "f(uint8,(bool,address))")])
+
+	for text, want := range map[string]string{
+		"wallet:\n  policy:\n    - wallet: hot\n      function: \"0x00000000000000000000000000000000000000d1:transfer(address\"\n": "contracts[0].functions[0]",
+		"wallet:\n  policy:\n    - wallet: hot\n      value-cap: 5/forever\n":                                                      "value_caps[0].window",
+		"wallet:\n  policy:\n    - wallet: hot\n      colour: red\n":                                                               "unknown key \"colour\"",
+		"wallet:\n  policy:\n    - wallet: hot\n    - wallet: hot\n":                                                               "wallet hot has two policies",
+		"wallet:\n  retention-age: 72h\n  policy:\n    - wallet: hot\n      fee-cap: 5/96h\n":                                      "longer than --wallet-retention-age",
+	} {
+		cfg := node.Defaults()
+		err := parseServe(&cfg, []string{"--wallet-ledger-url=http://geth:8545", "--database-url=postgres://db/x"}, writeFile(t, text))
+		if err == nil {
+			err = cfg.Validate()
+		}
+		require.ErrorContains(t, err, want, text)
+	}
+}
+
+func selectorOf(t *testing.T, sig string) string {
+	t.Helper()
+	sel, _, err := policy.Selector(sig)
+	require.NoError(t, err)
+	return sel
 }

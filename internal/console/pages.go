@@ -14,6 +14,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/calldata"
 	"github.com/ledgerq/ledgerq/internal/keystore"
+	"github.com/ledgerq/ledgerq/internal/policy"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
 
@@ -195,6 +196,8 @@ func (c *Console) wallet404(ec echo.Context) (keystore.Wallet, error) {
 
 type walletData struct {
 	walletView
+	// Policy is the wallet's policy, nil when it has none.
+	Policy   *policyView
 	InFlight []store.Attempt
 	Tasks    []store.Task
 	Status   string
@@ -222,6 +225,9 @@ func (c *Console) wallet(ec echo.Context) error {
 	}
 	ctx, cancel := c.dbContext(ec)
 	defer cancel()
+	if data.Policy, err = c.policyView(ctx, w); err != nil {
+		return c.storeFail(ec, "the policy of wallet "+w.ID, err)
+	}
 	if data.InFlight, err = c.store.AttemptListInFlight(ctx, w.ChainID, v.Address, 100); err != nil {
 		return c.storeFail(ec, "the attempts of wallet "+w.ID, err)
 	}
@@ -238,6 +244,37 @@ func (c *Console) wallet(ec echo.Context) error {
 	}
 	data.Tasks = tasks
 	return c.render(ec, http.StatusOK, "wallet.html", page{Title: "Wallet " + w.ID, Nav: "wallets", Data: data})
+}
+
+// policyView is a wallet's policy as its page shows it: the rules, each
+// cap's use now, and the latest refusals.
+type policyView struct {
+	Stored   store.StoredPolicy
+	Spec     policy.Spec
+	Value    []store.PolicySpend
+	Fees     []store.PolicySpend
+	Refusals []store.PolicyRefusal
+}
+
+// policyView reads w's policy; nil when it has none.
+func (c *Console) policyView(ctx context.Context, w keystore.Wallet) (*policyView, error) {
+	p, err := c.store.WalletPolicyGet(ctx, w.ID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	v := &policyView{Stored: p, Spec: policy.FromStore(p.Policy)}
+	if v.Value, v.Fees, err = c.store.WalletPolicySpend(ctx, store.WalletPolicySpendParams{
+		Now: c.clock.Now(), Wallet: w.ID, ChainID: w.ChainID, Sender: w.Address().Hex(), Policy: p.Policy,
+	}); err != nil {
+		return nil, err
+	}
+	if v.Refusals, err = c.store.WalletPolicyRefusals(ctx, w.ID, 10); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 func parseTaskStatus(s string) (store.TaskStatus, bool) {

@@ -254,11 +254,13 @@ var opNeeds = map[string]struct {
 	"getChain":    {principal.reads, "read"},
 	"getPoolTx": {func(p principal) bool { return p.reads() || p.has(store.ScopePoolWrite) },
 		"read or pool:write"},
-	"postPoolTx":   {func(p principal) bool { return p.has(store.ScopePoolWrite) }, "pool:write"},
-	"postRPC":      {func(p principal) bool { return p.has(store.ScopePoolWrite) }, "pool:write"},
-	"addWallet":    {principal.admin, "admin"},
-	"updateWallet": {principal.admin, "admin"},
-	"removeWallet": {principal.admin, "admin"},
+	"postPoolTx":         {func(p principal) bool { return p.has(store.ScopePoolWrite) }, "pool:write"},
+	"postRPC":            {func(p principal) bool { return p.has(store.ScopePoolWrite) }, "pool:write"},
+	"addWallet":          {principal.admin, "admin"},
+	"updateWallet":       {principal.admin, "admin"},
+	"removeWallet":       {principal.admin, "admin"},
+	"putWalletPolicy":    {principal.admin, "admin"},
+	"deleteWalletPolicy": {principal.admin, "admin"},
 }
 
 // securedOps returns which operations need a key under the configuration:

@@ -346,6 +346,9 @@ func (s *Server) Handler() http.Handler { return s.echo }
 type Error struct {
 	Status  int
 	Message string
+	// Refused, on a 403 of a wallet's policy, adds the rule and its
+	// figures to the body.
+	Refused *store.PolicyRefusedError
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -407,7 +410,11 @@ func (s *Server) handleError(err error, c echo.Context) {
 	default:
 		s.logger.Error("httpapi: request failed", "error", err, "uri", logURI(c.Request()))
 	}
-	if err := c.JSON(status, apigen.Error{Success: false, Message: msg}); err != nil {
+	out := apigen.Error{Success: false, Message: msg}
+	if apiErr != nil && apiErr.Refused != nil {
+		refusalBody(&out, apiErr.Refused)
+	}
+	if err := c.JSON(status, out); err != nil {
 		s.logger.Debug("httpapi: writing error response", "error", err)
 	}
 }

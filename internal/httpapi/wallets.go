@@ -100,7 +100,7 @@ func (s *Server) SendTx(c echo.Context, walletName string, params apigen.SendTxP
 		return errorf(http.StatusUnprocessableEntity, "Idempotency-Key %q: wallet %q already has task %s under this key, stored from a different request", key, w.ID, conflict.TaskID)
 	}
 	if err != nil {
-		return err
+		return s.policyRefusal(err)
 	}
 	if created {
 		s.metrics.Transition("wallet", "received", 1)

@@ -89,7 +89,7 @@ func (s *Server) SpeedUpWalletTask(c echo.Context, walletName, id string) error 
 	case errors.As(err, &refused), errors.As(err, &low):
 		return errorf(http.StatusConflict, "%s", err.Error())
 	case err != nil:
-		return err
+		return s.policyRefusal(err)
 	}
 	return c.JSON(http.StatusAccepted, walletTaskResultJSON{WalletTaskResult: apigen.WalletTaskResult{Success: true}, Task: toWalletTask(task, true)})
 }

@@ -45,6 +45,8 @@ type Metrics struct {
 
 	signerCalls    *prometheus.CounterVec
 	signerDuration *prometheus.HistogramVec
+
+	policyRefusals *prometheus.CounterVec
 	// nodeStateMu serializes NodeState.
 	nodeStateMu sync.Mutex
 }
@@ -83,11 +85,14 @@ func New() *Metrics {
 			"Signatures asked of a wallet's signer, by backend (keystore, pkcs11, awskms, …) and outcome: ok, unavailable (unreachable or throttling: the wallet waits), error.",
 			"backend", "outcome"),
 		signerDuration: newDurations("ledgerq_signer_call_seconds", "Duration of one signature by a wallet's signer, whatever its outcome, by backend.", "backend"),
+		policyRefusals: newCounter("ledgerq_wallet_policy_refusals_total",
+			"Tasks (and speed-ups) a wallet's policy refused, by wallet and rule: recipient, contract, selector, max_value, value_window, fee_window.",
+			"wallet", "rule"),
 	}
 	r.MustRegister(m.transitions, m.loopRounds, m.loopFailures, m.loopDuration, m.ledgerCalls,
 		m.ledgerErrors, m.httpRequests, m.httpDuration, m.depthFailures,
 		m.nodeCalls, m.nodeDuration, m.nodeHead, m.nodeLag, m.nodeState, m.signerCalls, m.signerDuration,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.policyRefusals, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
@@ -166,6 +171,27 @@ func (m *Metrics) SignerCallCount(backend, outcome string) int64 {
 	}
 	var out dto.Metric
 	if err := m.signerCalls.WithLabelValues(backend, outcome).Write(&out); err != nil {
+		return 0
+	}
+	return int64(out.GetCounter().GetValue())
+}
+
+// PolicyRefusal counts one refusal by wallet's policy under rule.
+func (m *Metrics) PolicyRefusal(wallet, rule string) {
+	if m == nil {
+		return
+	}
+	m.policyRefusals.WithLabelValues(wallet, rule).Inc()
+}
+
+// PolicyRefusalCount returns how many refusals by wallet's policy under
+// rule this process counted so far.
+func (m *Metrics) PolicyRefusalCount(wallet, rule string) int64 {
+	if m == nil {
+		return 0
+	}
+	var out dto.Metric
+	if err := m.policyRefusals.WithLabelValues(wallet, rule).Write(&out); err != nil {
 		return 0
 	}
 	return int64(out.GetCounter().GetValue())

@@ -451,7 +451,8 @@ func (c *confirmCycle) record(a store.Attempt, f found) wallet.Result {
 	}
 	c.mined[f.hash] = f.receipt
 	return wallet.Result{Attempt: a, Outcome: wallet.Mined, Hash: f.hash, Reverted: f.receipt.Status == ledger.ReceiptReverted,
-		Block: f.receipt.BlockNumber, BlockHash: f.receipt.BlockHash.Hex(), Final: c.final(f.receipt.BlockNumber)}
+		Block: f.receipt.BlockNumber, BlockHash: f.receipt.BlockHash.Hex(), Final: c.final(f.receipt.BlockNumber),
+		GasUsed: f.receipt.GasUsed, EffectiveGasPrice: f.receipt.EffectiveGasPrice}
 }
 
 // checkMinedFrom is step 1: mined or confirmed attempts the chain's nonce,

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net/url"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
@@ -18,6 +19,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/monitor"
 	"github.com/ledgerq/ledgerq/internal/notify"
+	"github.com/ledgerq/ledgerq/internal/policy"
 	"github.com/ledgerq/ledgerq/internal/queuer"
 	"github.com/ledgerq/ledgerq/internal/signers"
 	"github.com/ledgerq/ledgerq/internal/store"
@@ -48,6 +50,10 @@ type WalletConfig struct {
 	// the wallets whose keys are in them (--wallet-signer); wallets can
 	// also be added at run time (POST /v1/wallets, signers.Manager).
 	Signers signers.Config `group:""`
+	// Policies are what wallets may send (--wallet-policy), written to
+	// ledgerq.wallet_policies at start, where the API cannot change them;
+	// policies can also be set through the API (PUT …/policy).
+	Policies policy.Decls `flag:"policy" only:"ledger" help:"what a wallet may send: wallet=NAME[,recipient=0x…][,contract=0x…][,function=0xCONTRACT:SIGNATURE_OR_SELECTOR][,max-value=WEI][,value-cap=WEI/WINDOW][,fee-cap=WEI/WINDOW], every key but wallet repeatable (a list of mappings in the file); recipients and contracts are an allow-list when one is listed; a cap bounds the wallet's value, or fees, within a rolling window (a duration such as 24h); written to the database at start, where the API cannot change it"`
 	// Registry, when set, is used instead of Keystores (dev, bench, tests).
 	Registry *keystore.Registry
 	// Lane is the per-wallet work's own settings: the in-flight budget,
@@ -141,6 +147,12 @@ func (w *WalletConfig) validate() error {
 	if err := w.Signers.Validate(); err != nil {
 		return fmt.Errorf("wallet lane: %w", err)
 	}
+	if err := w.Policies.Validate(); err != nil {
+		return fmt.Errorf("wallet lane: %w", err)
+	}
+	if err := w.policiesWithinRetention(); err != nil {
+		return fmt.Errorf("wallet lane: %w", err)
+	}
 	ec := w.Lane
 	if err := ec.Validate(); err != nil {
 		return fmt.Errorf("wallet lane: %w (--wallet-*)", err)
@@ -156,6 +168,28 @@ func (w *WalletConfig) validate() error {
 	// rescuer would hand a shard to a second worker mid-cycle.
 	if w.Shards.Lease < 2*(ec.CycleBudget+ec.LedgerTimeout) {
 		return fmt.Errorf("--shard-lease (%s) must be at least twice a wallet cycle's longest run (--wallet-cycle-budget %s + --wallet-ledger-timeout %s)", w.Shards.Lease, ec.CycleBudget, ec.LedgerTimeout)
+	}
+	return nil
+}
+
+// policiesWithinRetention refuses a cap whose window is longer than
+// retention keeps finished tasks: the cap would count only those kept, and
+// let more through than it says.
+func (w *WalletConfig) policiesWithinRetention() error {
+	if w.RetentionAge <= 0 {
+		return nil
+	}
+	ps, err := w.Policies.Policies()
+	if err != nil {
+		return err
+	}
+	for _, d := range w.Policies {
+		p := ps[d.Wallet]
+		for _, c := range append(slices.Clone(p.ValueCaps), p.FeeCaps...) {
+			if c.Window > w.RetentionAge {
+				return fmt.Errorf("policy of wallet %s: a cap's window of %s is longer than --wallet-retention-age (%s), which deletes the finished tasks it would count", d.Wallet, c.Window, w.RetentionAge)
+			}
+		}
 	}
 	return nil
 }
@@ -219,6 +253,13 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 	}
 	if err := n.buildWalletSigners(ctx, lane); err != nil {
 		return err
+	}
+	policies, err := w.Policies.Policies()
+	if err != nil {
+		return fmt.Errorf("wallet lane: %w", err)
+	}
+	if err := n.store.WalletPolicySyncConfig(ctx, n.clock.Now(), policies); err != nil {
+		return fmt.Errorf("wallet lane: %w", err)
 	}
 	deps := n.deps("")
 	ec := w.laneConfig(n)

@@ -766,15 +766,17 @@ func TestWallet_OnANewDatabaseRoundsAndRunsReadTheirOwnRows(t *testing.T) {
 	signed := list(`SELECT tx_hash FROM ledgerq.tx_attempts WHERE sender = '` + w + `' AND state = 'signed' ORDER BY nonce`)
 	sent := list(`SELECT tx_hash FROM ledgerq.tx_attempts WHERE sender = '` + w + `' AND state = 'sent' ORDER BY nonce`)
 	blocks, blockHashes, reverted := make([]int64, 30), make([]string, 30), make([]bool, 30)
+	gasUsed, prices := make([]int64, 30), make([]string, 30)
 	for i := range blocks {
 		blocks[i], blockHashes[i] = int64(100+i), fmt.Sprintf("0x%064x", 100+i)
+		gasUsed[i], prices[i] = 21000, "1000000000"
 	}
 	for _, c := range []struct {
 		query string
 		args  []any
 	}{
 		// In the order of the generated statements' parameters.
-		{"AttemptConfirmFinalMany", []any{p.t0, blocks, sent, blockHashes, int64(1337), reverted}},
+		{"AttemptConfirmFinalMany", []any{p.t0, blocks, sent, blockHashes, gasUsed, prices, int64(1337), reverted}},
 		{"AttemptMarkSent", []any{p.t0, nil, signed, int64(1337)}},
 		{"TaskStartMany", []any{p.t0, waiting, int64(1337), w}},
 		{"TaskGetMany", []any{executing}},

@@ -661,6 +661,21 @@ type AttemptConfirmParams struct {
 	Final bool
 	// Reverted: the receipt's status is 0. The task is done all the same.
 	Reverted bool
+	// GasUsed and EffectiveGasPrice are the receipt's fee, kept for the
+	// wallet's fee caps; a nil price: not known (the caps then count the
+	// attempt's worst case).
+	GasUsed           uint64
+	EffectiveGasPrice *big.Int
+}
+
+// receiptFee is p's fee as AttemptConfirm's statements take it (nils: not
+// known).
+func (p AttemptConfirmParams) receiptFee() (*int64, pgtype.Numeric) {
+	if p.EffectiveGasPrice == nil || p.EffectiveGasPrice.Sign() < 0 || p.EffectiveGasPrice.BitLen() > 256 || p.GasUsed > 1<<63-1 {
+		return nil, pgtype.Numeric{}
+	}
+	g := int64(p.GasUsed)
+	return &g, numericFromBig(p.EffectiveGasPrice)
 }
 
 // AttemptConfirm records a receipt of the attempt's transaction. With Final
@@ -688,6 +703,7 @@ func (s *Store) AttemptConfirm(ctx context.Context, p AttemptConfirmParams) (Tas
 	case !p.Final:
 		return Task{}, fmt.Errorf("recording attempt %s mined: no block hash", hash)
 	}
+	gasUsed, price := p.receiptFee()
 	var out Task
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
 		var taskID, kind *string
@@ -702,19 +718,20 @@ func (s *Store) AttemptConfirm(ctx context.Context, p AttemptConfirmParams) (Tas
 			}
 			r, err := one(q.AttemptMineSuperseded(ctx, dbsqlc.AttemptMineSupersededParams{
 				Final: p.Final, Now: p.Now, MinedBlock: blockArg, MinedBlockHash: blockHashArg, ChainID: p.ChainID, TxHash: hash, TaskID: d.TaskID,
+				GasUsed: gasUsed, EffectiveGasPriceWei: price,
 			}))
 			if err != nil {
 				return fmt.Errorf("confirming attempt %s: %w", hash, err)
 			}
 			taskID, nonce, kind = r.TaskID, r.Nonce, r.Kind
 		case p.Final:
-			r, err := one(q.AttemptConfirm(ctx, dbsqlc.AttemptConfirmParams{Now: p.Now, MinedBlock: blockArg, MinedBlockHash: blockHashArg, ChainID: p.ChainID, TxHash: hash}))
+			r, err := one(q.AttemptConfirm(ctx, dbsqlc.AttemptConfirmParams{Now: p.Now, MinedBlock: blockArg, MinedBlockHash: blockHashArg, ChainID: p.ChainID, TxHash: hash, GasUsed: gasUsed, EffectiveGasPriceWei: price}))
 			if err != nil {
 				return fmt.Errorf("confirming attempt %s: %w", hash, err)
 			}
 			taskID, nonce, kind = r.TaskID, r.Nonce, r.Kind
 		default:
-			r, err := one(q.AttemptMarkMined(ctx, dbsqlc.AttemptMarkMinedParams{MinedBlock: block, MinedBlockHash: blockHash, Now: p.Now, ChainID: p.ChainID, TxHash: hash}))
+			r, err := one(q.AttemptMarkMined(ctx, dbsqlc.AttemptMarkMinedParams{MinedBlock: block, MinedBlockHash: blockHash, Now: p.Now, ChainID: p.ChainID, TxHash: hash, GasUsed: gasUsed, EffectiveGasPriceWei: price}))
 			if err != nil {
 				return fmt.Errorf("recording attempt %s mined: %w", hash, err)
 			}
@@ -773,6 +790,7 @@ func (s *Store) AttemptConfirmMany(ctx context.Context, ps []AttemptConfirmParam
 	qp := dbsqlc.AttemptConfirmFinalManyParams{
 		Now: now, ChainID: chainID, TxHashes: make([]string, len(ps)), MinedBlocks: make([]int64, len(ps)),
 		MinedBlockHashes: make([]string, len(ps)), Reverted: make([]bool, len(ps)),
+		GasUsed: make([]int64, len(ps)), EffectiveGasPrices: make([]string, len(ps)),
 	}
 	for i, p := range ps {
 		hash := lowerHex(p.TxHash)
@@ -785,6 +803,10 @@ func (s *Store) AttemptConfirmMany(ctx context.Context, ps []AttemptConfirmParam
 			return nil, fmt.Errorf("confirming attempt %s with others: another time or chain", hash)
 		}
 		qp.TxHashes[i], qp.MinedBlocks[i], qp.MinedBlockHashes[i], qp.Reverted[i] = hash, int64(p.Block), lowerHex(p.BlockHash), p.Reverted
+		qp.GasUsed[i], qp.EffectiveGasPrices[i] = -1, ""
+		if g, _ := p.receiptFee(); g != nil {
+			qp.GasUsed[i], qp.EffectiveGasPrices[i] = *g, p.EffectiveGasPrice.String()
+		}
 	}
 	var out []Task
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {

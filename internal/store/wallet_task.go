@@ -387,8 +387,11 @@ func (s *Store) TaskInsert(ctx context.Context, p TaskInsertParams) (task Task, 
 	}
 	// One statement, no transaction around it: a conflict on the key
 	// waits for the other insert to commit or roll back, so the row read
-	// after it is committed.
-	row, err := s.taskInsert(ctx, ins, p.Declared)
+	// after it is committed. A wallet with a policy takes a transaction.
+	row, refused, err := s.taskInsert(ctx, ins, p.Declared)
+	if refused != nil {
+		return Task{}, false, refused
+	}
 	if errors.Is(err, ErrWalletGone) || errors.Is(err, ErrWalletDisabled) {
 		return Task{}, false, fmt.Errorf("storing a task of wallet %q: %w", p.Wallet, err)
 	}
@@ -431,16 +434,32 @@ func (s *Store) TaskInsert(ctx context.Context, p TaskInsertParams) (task Task, 
 
 // taskInsert runs the insert: one statement, or, for a wallet added at run
 // time, the statement after a share lock on the wallet's row (which its
-// removal takes exclusively, and then counts the wallet's tasks).
-func (s *Store) taskInsert(ctx context.Context, ins dbsqlc.TaskInsertParams, declared bool) (dbsqlc.LedgerqWalletTask, error) {
+// removal takes exclusively, and then counts the wallet's tasks). The
+// statement stores nothing for a wallet with a policy (nor under a key
+// already used): the insert then goes again through insertUnderPolicy, in
+// a transaction, which either stores it or returns refused. Whether a
+// policy exists is the table's word at the statement, never a cache's.
+func (s *Store) taskInsert(ctx context.Context, ins dbsqlc.TaskInsertParams, declared bool) (row dbsqlc.LedgerqWalletTask, refused *PolicyRefusedError, err error) {
 	if !declared {
-		return one(s.q.TaskInsert(ctx, ins))
+		row, err = one(s.q.TaskInsert(ctx, ins))
+		if !errors.Is(err, ErrNotFound) {
+			return row, nil, err
+		}
+		var insErr error
+		err = s.inTx(ctx, func(tx pgx.Tx) error {
+			row, refused, insErr = insertUnderPolicy(ctx, s.q.WithTx(tx), ins)
+			if errors.Is(insErr, ErrNotFound) {
+				return nil
+			}
+			return insErr
+		})
+		if err != nil {
+			return row, nil, err
+		}
+		return row, refused, insErr
 	}
-	var (
-		row    dbsqlc.LedgerqWalletTask
-		insErr error
-	)
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	var insErr error
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		q := s.q.WithTx(tx)
 		disabled, err := one(q.WalletsLockShared(ctx, ins.WalletID))
 		switch {
@@ -460,14 +479,17 @@ func (s *Store) taskInsert(ctx context.Context, ins dbsqlc.TaskInsertParams, dec
 		}
 		row, insErr = one(q.TaskInsert(ctx, ins))
 		if errors.Is(insErr, ErrNotFound) {
+			row, refused, insErr = insertUnderPolicy(ctx, q, ins)
+		}
+		if errors.Is(insErr, ErrNotFound) {
 			return nil
 		}
 		return insErr
 	})
 	if err != nil {
-		return row, err
+		return row, nil, err
 	}
-	return row, insErr
+	return row, refused, insErr
 }
 
 // scheduleCommitted schedules the shard of work that is already committed.

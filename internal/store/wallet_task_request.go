@@ -141,8 +141,10 @@ type TaskSpeedUpParams struct {
 // fees must replace the task's live attempt by geth's rule, else
 // *SpeedUpTooLowError names the least that would. A task not executing, one
 // a cancel was asked of, and one whose transaction is mined already are
-// *TaskRefusedError. A missing task, or one of another wallet, is
-// ErrNotFound.
+// *TaskRefusedError. Fees that would pass one of the wallet's fee caps
+// (the replacement counted at its worst case in place of the live
+// attempt) are *PolicyRefusedError, recorded. A missing task, or one of
+// another wallet, is ErrNotFound.
 func (s *Store) TaskRequestSpeedUp(ctx context.Context, p TaskSpeedUpParams) (Task, error) {
 	f := p.Fees
 	if f.FeeCap == nil || f.TipCap == nil || f.TipCap.Sign() < 0 || f.TipCap.Cmp(f.FeeCap) > 0 || f.FeeCap.BitLen() > 256 {
@@ -175,6 +177,15 @@ func (s *Store) TaskRequestSpeedUp(ctx context.Context, p TaskSpeedUpParams) (Ta
 		if !gethpool.Replaces(gethpool.Fees{FeeCap: f.FeeCap, Tip: f.TipCap}, old, gethpool.PriceBump) {
 			return &SpeedUpTooLowError{ID: p.ID, Min: SpeedUpFees{FeeCap: LeastReplacing(old.FeeCap), TipCap: LeastReplacing(old.Tip)}}
 		}
+		// The wallet's fee caps: the replacement's worst case in place of
+		// the live attempt's must stay within each.
+		refused, err := speedUpWithinFeeCaps(ctx, q, p.Now, task, live.GasLimit, old.FeeCap, f.FeeCap)
+		switch {
+		case err != nil:
+			return err
+		case refused != nil:
+			return refused
+		}
 		row, err = one(q.TaskRequestSpeedUp(ctx, dbsqlc.TaskRequestSpeedUpParams{
 			Now: p.Now, ID: p.ID, WalletID: p.Wallet, FeeCap: numericFromBig(f.FeeCap), TipCap: numericFromBig(f.TipCap),
 		}))
@@ -189,6 +200,12 @@ func (s *Store) TaskRequestSpeedUp(ctx context.Context, p TaskSpeedUpParams) (Ta
 			"max_fee_per_gas": f.FeeCap.String(), "max_priority_fee_per_gas": f.TipCap.String(), "replaces": live.TxHash,
 		}))
 	})
+	var refused *PolicyRefusedError
+	if errors.As(err, &refused) {
+		if rerr := s.recordRefusal(ctx, p.Now, refused, new(big.Int)); rerr != nil {
+			return Task{}, fmt.Errorf("recording the policy refusal of the speed-up of task %q: %w", p.ID, rerr)
+		}
+	}
 	if err != nil {
 		return Task{}, err
 	}

@@ -795,6 +795,10 @@ type Result struct {
 	// Replaced: requeued because another transaction took the nonce:
 	// counted against MaxReplacements.
 	Replaced bool
+	// GasUsed and EffectiveGasPrice, for Mined: the receipt's fee (nil
+	// price: not known), kept for the wallet's fee caps.
+	GasUsed           uint64
+	EffectiveGasPrice *big.Int
 }
 
 // RecordResults writes outcomes inside a fenced transaction. The block of
@@ -824,7 +828,7 @@ func (s *Shard) RecordResults(ctx context.Context, tx *store.Store, now time.Tim
 			_, err = tx.AttemptMarkSent(ctx, store.AttemptMarkSentParams{Now: now, ChainID: s.ChainID(), TxHashes: []string{a.TxHash}, Error: r.Reason})
 		case r.Outcome == Mined:
 			_, err = tx.AttemptConfirm(ctx, store.AttemptConfirmParams{Now: now, ChainID: s.ChainID(), TxHash: r.Hash, Live: a.TxHash,
-				Block: r.Block, BlockHash: r.BlockHash, Final: r.Final, Reverted: r.Reverted})
+				Block: r.Block, BlockHash: r.BlockHash, Final: r.Final, Reverted: r.Reverted, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice})
 			err = s.Tolerate(err, "confirm")
 		case r.Outcome == Rejected:
 			err = s.RecordRejected(ctx, tx, now, a, r.Reason)
@@ -860,7 +864,7 @@ func (s *Shard) confirmTogether(ctx context.Context, tx *store.Store, now time.T
 		a := r.Attempt
 		if r.Outcome == Mined && r.Final && r.BlockHash != "" && !a.Noop() && a.Kind != store.AttemptCancel && strings.EqualFold(r.Hash, a.TxHash) {
 			ps = append(ps, store.AttemptConfirmParams{Now: now, ChainID: s.ChainID(), TxHash: r.Hash, Live: a.TxHash,
-				Block: r.Block, BlockHash: r.BlockHash, Final: true, Reverted: r.Reverted})
+				Block: r.Block, BlockHash: r.BlockHash, Final: true, Reverted: r.Reverted, GasUsed: r.GasUsed, EffectiveGasPrice: r.EffectiveGasPrice})
 			at = append(at, i)
 		}
 	}

@@ -401,6 +401,24 @@ func (e WalletEntrySource) Valid() bool {
 	}
 }
 
+// Defines values for WalletPolicyViewSource.
+const (
+	WalletPolicyViewSourceAPI    WalletPolicyViewSource = "api"
+	WalletPolicyViewSourceConfig WalletPolicyViewSource = "config"
+)
+
+// Valid indicates whether the value is a known member of the WalletPolicyViewSource enum.
+func (e WalletPolicyViewSource) Valid() bool {
+	switch e {
+	case WalletPolicyViewSourceAPI:
+		return true
+	case WalletPolicyViewSourceConfig:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WalletSignerState.
 const (
 	WalletSignerStateOk          WalletSignerState = "ok"
@@ -749,6 +767,24 @@ type Error struct {
 
 	// Message What went wrong; for bad input it names the field or query parameter.
 	Message string `json:"message"`
+
+	// Rule A refusal by the wallet's policy (403): the rule, one of recipient, contract, selector, max_value, value_window, fee_window.
+	Rule *string `json:"rule,omitempty"`
+
+	// Limit The rule's bound in wei (max_value, value_window, fee_window).
+	Limit *string `json:"limit,omitempty"`
+
+	// Used What the window's cap counts now, in wei (value_window, fee_window).
+	Used *string `json:"used,omitempty"`
+
+	// Requested The refused task's value in wei (max_value, value_window), or what a refused speed-up adds to the fees' worst case (fee_window).
+	Requested *string `json:"requested,omitempty"`
+
+	// WindowSeconds The cap's window (value_window, fee_window).
+	WindowSeconds *int64 `json:"window_seconds,omitempty"`
+
+	// Selector The refused call's selector (selector).
+	Selector *string `json:"selector,omitempty"`
 }
 
 // Health defines model for Health.
@@ -1319,6 +1355,74 @@ type WalletList struct {
 	Wallets []WalletEntry `json:"wallets"`
 }
 
+// WalletPolicy What a wallet may send; a field left out is no rule.
+type WalletPolicy struct {
+	// Contracts Contracts the wallet may call, each with the functions allowed (none listed, every function).
+	Contracts *[]WalletPolicyContract `json:"contracts,omitempty"`
+
+	// FeeCaps The most fees the wallet's transactions may spend within each rolling window (in flight counted at their worst case); reached, it stops new tasks.
+	FeeCaps *[]WalletPolicyCap `json:"fee_caps,omitempty"`
+
+	// MaxValuePerTx The largest value of one task, wei as a decimal string.
+	MaxValuePerTx *string `json:"max_value_per_tx,omitempty"`
+
+	// Recipients Addresses that may receive plain transfers (no data).
+	Recipients *[]string `json:"recipients,omitempty"`
+
+	// ValueCaps The most value the wallet's tasks may carry within each rolling window.
+	ValueCaps *[]WalletPolicyCap `json:"value_caps,omitempty"`
+}
+
+// WalletPolicyCap defines model for WalletPolicyCap.
+type WalletPolicyCap struct {
+	// Max Wei, a decimal string.
+	Max string `json:"max"`
+
+	// Window A duration, 1s to 8784h (366 days), such as 24h.
+	Window string `json:"window"`
+}
+
+// WalletPolicyCapUse defines model for WalletPolicyCapUse.
+type WalletPolicyCapUse struct {
+	Max string `json:"max"`
+
+	// Used What the cap counts now, wei.
+	Used   string `json:"used"`
+	Window string `json:"window"`
+}
+
+// WalletPolicyContract defines model for WalletPolicyContract.
+type WalletPolicyContract struct {
+	Address string `json:"address"`
+
+	// Functions Signatures (`transfer(address,uint256)`) or selectors (`0xa9059cbb`); left out, every function.
+	Functions *[]string `json:"functions,omitempty"`
+}
+
+// WalletPolicyView defines model for WalletPolicyView.
+type WalletPolicyView struct {
+	// FeeCapsUsed Each fee cap, in order, with its use now.
+	FeeCapsUsed []WalletPolicyCapUse `json:"fee_caps_used"`
+
+	// Policy What a wallet may send; a field left out is no rule.
+	Policy WalletPolicy `json:"policy"`
+
+	// Source config: set by --wallet-policy (the API cannot change it); api: set with PUT.
+	Source    WalletPolicyViewSource `json:"source"`
+	Success   bool                   `json:"success"`
+	UpdatedAt time.Time              `json:"updated_at"`
+
+	// UpdatedBy The API key's name, or config.
+	UpdatedBy string `json:"updated_by"`
+
+	// ValueCapsUsed Each value cap, in order, with its use now.
+	ValueCapsUsed []WalletPolicyCapUse `json:"value_caps_used"`
+	Wallet        string               `json:"wallet"`
+}
+
+// WalletPolicyViewSource config: set by --wallet-policy (the API cannot change it); api: set with PUT.
+type WalletPolicyViewSource string
+
 // WalletSigner The wallet's signer as its last signature found it. The state is
 // recorded when it changes, so it can be older than the last
 // signature; a wallet that signs nothing (no task waits) keeps the
@@ -1660,6 +1764,9 @@ type AddWalletJSONRequestBody = WalletDeclaration
 // UpdateWalletJSONRequestBody defines body for UpdateWallet for application/json ContentType.
 type UpdateWalletJSONRequestBody = WalletUpdate
 
+// PutWalletPolicyJSONRequestBody defines body for PutWalletPolicy for application/json ContentType.
+type PutWalletPolicyJSONRequestBody = WalletPolicy
+
 // SendTxJSONRequestBody defines body for SendTx for application/json ContentType.
 type SendTxJSONRequestBody = SendTxRequest
 
@@ -1870,6 +1977,15 @@ type ServerInterface interface {
 	// PauseWallet Pause a wallet's sending (an operator's hold).
 	// (POST /v1/wallets/{wallet}/pause)
 	PauseWallet(ctx echo.Context, wallet Wallet) error
+	// DeleteWalletPolicy Remove a wallet's policy (scope admin).
+	// (DELETE /v1/wallets/{wallet}/policy)
+	DeleteWalletPolicy(ctx echo.Context, wallet Wallet) error
+	// GetWalletPolicy A wallet's policy and the use of its caps.
+	// (GET /v1/wallets/{wallet}/policy)
+	GetWalletPolicy(ctx echo.Context, wallet Wallet) error
+	// PutWalletPolicy Set a wallet's policy (scope admin).
+	// (PUT /v1/wallets/{wallet}/policy)
+	PutWalletPolicy(ctx echo.Context, wallet Wallet) error
 	// ResumeWallet Resume a wallet an operator paused.
 	// (POST /v1/wallets/{wallet}/resume)
 	ResumeWallet(ctx echo.Context, wallet Wallet) error
@@ -2295,6 +2411,54 @@ func (w *ServerInterfaceWrapper) PauseWallet(ctx echo.Context) error {
 	return err
 }
 
+// DeleteWalletPolicy converts echo context to params.
+func (w *ServerInterfaceWrapper) DeleteWalletPolicy(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "wallet" -------------
+	var wallet Wallet
+
+	err = runtime.BindStyledParameterWithOptions("simple", "wallet", ctx.Param("wallet"), &wallet, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wallet: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.DeleteWalletPolicy(ctx, wallet)
+	return err
+}
+
+// GetWalletPolicy converts echo context to params.
+func (w *ServerInterfaceWrapper) GetWalletPolicy(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "wallet" -------------
+	var wallet Wallet
+
+	err = runtime.BindStyledParameterWithOptions("simple", "wallet", ctx.Param("wallet"), &wallet, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wallet: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.GetWalletPolicy(ctx, wallet)
+	return err
+}
+
+// PutWalletPolicy converts echo context to params.
+func (w *ServerInterfaceWrapper) PutWalletPolicy(ctx echo.Context) error {
+	var err error
+	// ------------- Path parameter "wallet" -------------
+	var wallet Wallet
+
+	err = runtime.BindStyledParameterWithOptions("simple", "wallet", ctx.Param("wallet"), &wallet, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: ctx.Request().URL.RawPath == ""})
+	if err != nil {
+		return echo.NewHTTPError(http.StatusBadRequest, fmt.Sprintf("Invalid format for parameter wallet: %s", err))
+	}
+
+	// Invoke the callback with all the unmarshaled arguments
+	err = w.Handler.PutWalletPolicy(ctx, wallet)
+	return err
+}
+
 // ResumeWallet converts echo context to params.
 func (w *ServerInterfaceWrapper) ResumeWallet(ctx echo.Context) error {
 	var err error
@@ -2654,6 +2818,9 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 	router.PATCH(options.BaseURL+"/v1/wallets/:wallet", wrapper.UpdateWallet, options.OperationMiddlewares["updateWallet"]...)
 	router.POST(options.BaseURL+"/v1/wallets/:wallet/pause", wrapper.PauseWallet, options.OperationMiddlewares["pauseWallet"]...)
 	router.POST(options.BaseURL+"/v1/wallets/:wallet/resume", wrapper.ResumeWallet, options.OperationMiddlewares["resumeWallet"]...)
+	router.DELETE(options.BaseURL+"/v1/wallets/:wallet/policy", wrapper.DeleteWalletPolicy, options.OperationMiddlewares["deleteWalletPolicy"]...)
+	router.GET(options.BaseURL+"/v1/wallets/:wallet/policy", wrapper.GetWalletPolicy, options.OperationMiddlewares["getWalletPolicy"]...)
+	router.PUT(options.BaseURL+"/v1/wallets/:wallet/policy", wrapper.PutWalletPolicy, options.OperationMiddlewares["putWalletPolicy"]...)
 	router.GET(options.BaseURL+"/v1/wallets/:wallet/webhooks", wrapper.ListWalletWebhooks, options.OperationMiddlewares["listWalletWebhooks"]...)
 	router.POST(options.BaseURL+"/v1/wallets/:wallet/webhooks", wrapper.CreateWalletWebhook, options.OperationMiddlewares["createWalletWebhook"]...)
 	router.DELETE(options.BaseURL+"/v1/wallets/:wallet/webhooks/:id", wrapper.DeleteWalletWebhook, options.OperationMiddlewares["deleteWalletWebhook"]...)
@@ -2673,402 +2840,438 @@ func RegisterHandlersWithOptions(router EchoRouter, si ServerInterface, options 
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7P37chs3ti+OvwqKv7NL5D4tmdTFsanadUqJnYn2JI5/tjPZp6Zz1CAbJDFqAj0NUBIn5ao8TR4sT/It",
-	"rLWARpPNm2xnJpPkj1gk+4LLwrqvz/qxM9bzUiuhrOkMf+zMBM9FBX9e52JeaiuUfSPKgi9F7r7NhRlX",
-	"srRSq86wk9lqITJ2PxOK2Zlglfj7QhjLKrqDccWy8KDx8vjPYpkxrnJmrK5EzpS2M6mml4yPjFCWaTsT",
-	"1b004qSTdMx4JubcvVWoxbwz/GvHva7zQ9Kxy1J0hh1jK6mmnffvk84bYavl1cSKan2U3yom7kS1ZBf9",
-	"syEzYqxVbpjV7J5Ly0ZioivBjFC5VNPGNPiUS8W6g95Jqt7NBMu55SNuBJOGLVQl+HjGR4VgE10xblih",
-	"1dT9y9mEy0LfiYq5H1gljOWVTZXlt8KcsCs24nY8YzBjeEeCF7oxHNsHdi/tDAZi+Fykam0FEzcA/zuT",
-	"VsxPUtVcsAc+Lwu3RoNO23K94+b2az3muEKrC+bmarm5PTLsuzdfJyx7cjd4cs+LQljz5Ef84/0Td4V5",
-	"8qPM32fN3Vp93fukU/KKz4Ul0nJvv36x+b1M5qzL2XffXb/ouUdL92PJ7ayTdBSfu4fLvJN03D7JyhGm",
-	"I4xtQ0g638Oo29+JMzoyzD2cdbPjY/zm+FYsgVDZq6tvXv7Xn1/+37fvvn3z8ubL669fZptGhrceNLr3",
-	"7mJTamUErM/nPH+DJOg+jbVyp9D9ycuykLhrT/5mcOvCVv/YmQtj+NQ9eqFulb5X7O8LR/dh9dlYF3pR",
-	"ud1ajMfCmM5wwgsj3sej+1+VmHSGnf/fk5o1PMFfzZOXVaUrHHFzGT/nOZOqXNhLIEwaCSwokupEiiJ3",
-	"ZL4ypJPO+6Tzpa5GMs+Feux8J/4BQ3YrliztjGXaYTNumBnrUhja4uGcS+VGKA2r9MIKpoTIDasEzz/B",
-	"ojjaunp9DUOSht3xQuZstLBM2jCwXDsmyHQJLDSMq2tnIlXry3grlkfhXsdI72fcItOq5+P4lVvWa2VF",
-	"pXiBA9y9tB843SvFFko8lGJsRQ48cFGJJj1IwzJJo2LCPSgDAnil7Zd6ofJPP8hX2rKJexW89y2/t1rb",
-	"2RVs/AuhpPh4Y/AP3ziW7x2fz46PeSmPDV18TGzD8Z6MaVUsh0xpoh1PTN3z/qAHQkMrkar7mTZihaBm",
-	"ushh6UHWCHPEjKju5Fi4m896CQoqP8RUwWYwPfqbGFsUQIXIp6L6+5FhY50LNuifEVn5mz4Nee1ctQ1k",
-	"RoNkXf8AJ72IDf7FrR63umLw1NXZs3jyDbp4w634Ws6l/TXJwrGNcSGddiANK7lBhlFxxxdGS/hwK5aw",
-	"//SR53kljEFNTNpUOVXCMKWV6A1ZBtrRMahHGTN8aZhUbKbv2ZyrZawRudtQJblM1RoBnKOaESmJ0YOb",
-	"C0Aizp31qYBZRqv6neJ3XBZOdzqM4Yua0nLRGQ76/SQSAvV4NyhqJ+z/6kUV1Ls5X7oldP/AieF3go2E",
-	"UKystGMHIr8MaqH02qA0zPAJ6KdWWlCxXvi3xfN6v7f42EkPX+Dq94esZYa5BC2acWXuReX21cq5cEqm",
-	"n6adcUcQTo8xnhu0zp10cjsT89aJp8rNnM4OqrC8cKJz6W+VBp7mH3Qvx2IXybStDF39JFLqYVneaf0N",
-	"V0vSjcxjlQWrNRI+rZAZsrF0Yy/wpLuDMOj3+0/M8LTf71+yyo2DcTcQNmDmE2kKwNh1lQD31QvreHsC",
-	"LByZwVE45r01vpCqLskR9+kYJpIlbO27YxASrb9wpdVyrhcm6w1T9RiW8YHc4TvFF3amK/mPvZht69bO",
-	"pTGOaklQDnF0V/RceMCQfS54JSqWLvr9s/GtWMIfwq09+5/jq9fXzsYarv7c+wS7/kr7gXpZDocVuRZK",
-	"Lu3Y1Z2+FTmMz1GDvdeMFhmkfKpyOZmIyskLZ7D0Tpgjp+z7778/djMXyrq1ExndhbvpttLvnlbrx3T1",
-	"7tYNrC0Y3L8DuPpHODAbuPy6xhkuXNRDBJv147AlNC0PUGFbSVd5xRT0PbMYz8hocTQAVvEECEAaTzSf",
-	"hiK3vhnOlA0ms2f4Y60mcrqoRA4MK1Vk8YAwcBwHeKq0QObWW/m5FniJeJAGXiadTQM+oFR5oxyp2Yu3",
-	"2O/h3TpjboB+a5FLVrQdz2AL8ly6+fHidaVLUVkp/IolnTL66scOt1bMSxQtq0wq6YwrwW2bH+xasez1",
-	"t2/fsSd3gyckYjMWbHpQ4xOnnLmpkZlH0rkWuihST2p/zUjrQnAVvfmGA01NdDV3f3Vyx76dvF938iSd",
-	"iVTSzA68SeYtxzvpFNzYm6B9tf9sFqO5tIeO8u8LsTjwlkqMhbw78Cayfm42TNBY4nHbjg1Q1Fu4km5Z",
-	"INUUxbeTzvCve969MJ33P6ydvEVRsIWysqhpAZRNoayjCbUoiLXaagEn3S93NJ+IYhZlfiDFvI9dVn9F",
-	"D1u0amHCfrHiITQotLlDSX2oGqOq3bhod7lBwxK9Bn540LGlI+f+lFbMzV4b6V5II+BVxZfusxIP9oa3",
-	"u5FfVwI8tsHbXZJ8mSyKAoWOux2+PjIsg8dkJ63E6Nn2+s6t7IK/Mglz3Lhub4RZFPYxK7f3cj163JtH",
-	"/dYfvJXIghL3Gesid0xASiyFZcgtegnL8K+MdZ0JMxLoTFf63v02E0WeparrvktAmgLluif0ggjC71Dv",
-	"8fEFJe47niWBelC4f0o0hRz5olbWcYcXQyJJZ6zn4RCAlwbcwvjXDy17H7OBVm80GnlO20eZx0fOGOA4",
-	"wyAj/JA/xeDcsTamNTTwrfK8iVxFumJcMThATE/AeHTD00rswRJfiXtPW/tdKBzr9OMU5vEk/zGYxUc/",
-	"xQuVF4eyPj4eL+aL4jBen3QejnWVOy43eP4+aTzEFLr5GKns0/P6EV4fip9x6p6hxjNdhdvX6dr9QiTC",
-	"/vvqGzYq9PgW7dtFBdaLrpCD3onKUR+qg+6poD86sjpgUG5e4xmXikT+IfNxt+qqhS0Bt2JZEHwZGei6",
-	"Ekyi09WcbH32s8doc/HYnjqlvdLlTSU42RObLz5DPZAXzqh+1PtO+++TznTBK66seOyYnzWfUfLxLQn5",
-	"zfcMmvcQTbSTlicYdISHu9jY2QkTWRkLARXQw2sze6wXypre9v0auPnPuJm1vxmI+MgwdwXrQsxXWsNK",
-	"XqHsWcxHjoWrnNmKK8PH7t7GO9enfuYVESQzWvJWQiQpiFQoeFVIAV4h0Bw9kZJ3Jj4++23bhRsIzKB9",
-	"8i//4k8xXoVKEBw6Jh7EeGExajV3tho8NGHOSmdajcWBx/kUo8hkVW8c83msy++plwPbJbX+h+hZF0HL",
-	"vqEoQ4vEfiMmCyNyWm3DjGYTXrEuzHPEx7eG6ckEcgNEtYvWzmO9/nFH7TMnqB5ugLZbrNjoUryyZUrZ",
-	"n16SJQsrY578CJv83oejwICPqPkIqF+YhIV9d4cRXgNBci9l19SNhkSNN/v0MRZM/ADHPfZiGfUpcUZs",
-	"EEHdgfc1APu4hDQOOG2M57mz6MWOzXxaj+ARa4yejXpw9KTGcu4m6r/QCmxb6rNVZSUIzXD4iQGGA1hb",
-	"gH6JI5pbPzMrxuEuGxBG/hgjEFdyf70O1a0tazPYYRF+32YJIi8m68/rO8EwPJjrrWyOn+TmldtgUIGw",
-	"ggvA8hFmGNlQ91xaqabk5xNIdwZFqlS5vk+VE2EcFB1nYdUKEOuC0kO/JSx+FK9FcS9JVVaL84x1eS21",
-	"uakvzC8jjcqwSUX3RipqxrokXXKmVS1z3MCCspMlLHNqUgnXT/mdYIsyVRjEwSQvWy0x5AM2IYjtSuTC",
-	"aeq6glHRA4bux1TFPI/dozXmNFjNyAjrNa3JYEfGfpJ6op2G3t2JFLUOanil2GCkNc72gebCLi3dcdZ2",
-	"TR21iscr5OeRVr35qrOm2ne4OcFtREzgc5YT0PlymR84Yich9cKO9bzNQ+HscUdlZHdnqGKS0X4P+YCG",
-	"/A1ZhVqCjyqh6o6BpSwkP97PZCHYSLjj491+GyXcU9CHQI++2aye3uvq9pguQx01rA2mDwUKBKJWfC62",
-	"vvX0gxWUi6Zg3maErbC+WtY05k1E1TRAV0bZxi2/cCzjwNMT25MrEQBr2Mvr18eDiwtSgA+mtlM4H2oi",
-	"3R3tWsNX+p7lQpSMxwoYmy+MZSPhU1kdJ8M0SsNyR/maUstgYNu1Frc9M8HzdnKayenMGRjuCmaEUA3+",
-	"y7p9PwSulr3W6c+lknPHHvu7WAWmU7aNAl52ZFguxgWHLOJdZAuCXOcHKAdAHa90vlU/eBobGyvcYSZ4",
-	"YWfLDGQHg5cz7jZHXbIsF9OK5yLPhszouXBsrHFVqvTCJoxbVgjQShW4FyrBcycS9dxtLb3h0nGgOqw5",
-	"hKSfcHWqVi5P0BiNlpESe0FyNwUY3QIeRRwwuBnrMO8PW63YlfMLG5rE6qXXImeYftkkfr9jG8/u19LY",
-	"x5zfA4lg3fPXpi9vGSdQ0YHj5EXRcvy/cF+zOc8FhlOZkWosUAPFlCUGmeYi/4Cz54QeRPpuqo2KpJk5",
-	"UtYTyL4TOYPxMj7XkDBkWCXG4M9TArxhc/6ALx60DiJYGQ3fHYyh1UWuTTgx+GIQ+jQUyoZ1tMO6SttV",
-	"a/XIMH2vGAhkXpgP4VLPtvJKN4Ijg1Zl4Jcf8LYLiLNO24UCJOWABmRITxuJmVw56G4UHzCAp2tx4JbY",
-	"hZstGX5HhlnxsF2LAS9f/dDHuTxO4RlQHnEzb6GYK0+PjlrcqJalHPOC0T2syxUTD3j4JS+KJbsXcjpz",
-	"5sVccGdWSMXmsigkpT2ddPakY3AebhZkRCINOQZpPo60Z0573CnVwIpp9RB+CQYYnAOpWOZMFT2ZZInP",
-	"EQX/RiW9e9AZZM2kr5lWelGJvPcIz+EZRNxVfqNVsWyZfGxJOVYyqjTPx454gLFd0viUuBMVCDKQei25",
-	"ESuWw15hfMeQQxR/URXt2pxQeamlsnU+3sJAgiUuBXq4sJphh8rcLgfdi+NFWhOH7rAnJAoCO2zw5gbZ",
-	"t8mfkJl9gOwJGUnr3g5u0ey9r7SaXoKJP/J1H27H9qn22GlchJjayiEu7vnSMBjydjoYbI6++bm1rdVX",
-	"oOwcuFh1DojXmRYl5D/wfNlqu2+JGTZUq5taVVkrZnsCj/9HUjN3zPR2QhEjIKhIrmqMqSKFDixVWTU0",
-	"v96QYSovL4qQY5VEGsbV6+tUGSvdz/zWm49g7aK5YVC1xMxz7W7z7MeAo+QkVVejOoOCcrfAcJhBSrEf",
-	"nbsJFdG9tLQo73CDwtZcWSOnSlR7LK1fHnAySBN0LCq3gMewsV4UkIGdqpFgkIQocswxqLS1tUoiK5SO",
-	"7j5uF5XwuwBrl6p9N4Ft2INUtW8CPAbH6v4xFA1iV5bNtbFs0O97D0SqYGdUyAc9dP3fwnt2asz1gaTz",
-	"03YeQ27ArhO5KUHBakyuc9xiRb1uxF9X4jlffsHOzs6eX2L8gvINMQ3qqM6f7+ZiwheFHSIxU2J+qnzm",
-	"E5O2d8L+LEqQaJCQKseVRgUCF3dPkTrVxxuy9FocvG50R4ZlmKp6E2gtIzX8a6GmjsmdXjwFFcZ/HrSw",
-	"qpIvC92m3V659ZDoqqxraDLYrSxhI27E0/NLUGLWB+KdFanKZI61wBA28xcYvOBOVHKyrKmU8tXn/OGY",
-	"xnU8WlphslR1B+wb+TkbLRntSQ8JPxdjnYvVxXZ37b3OzaTBFjuISqrqjL2RKLSaGmb1JaTsrNLNVHt6",
-	"QJIB055bxsHxmoRA6cH7tTN7z2/ntrN2gIMkSt1xA7vGewbrrPeVuH+tdfHu4cCDfIVcqxE4d2vH89wv",
-	"Yal1sX66K36/YbfWn9d98/XrhHKYXl6/Pj79bPDM2QciZ0LdiUKXose4Yf2H47ISE/kgcjYTD1ADkwk7",
-	"u3GM9g2/jxTajFizbLF8VnfJDbV1P4KGut2xFOQvt2A3KMGrHizNmqfuMlVZwadTqabNW6EeNdiLoyWb",
-	"6woSJFRsPKbK6kJUXI2dPNJeP9e21s7hLCvtzp2EuE4ljJOeCqMn9L7L2hSJhuGkJBa4QUAGy+EvHh4S",
-	"/1CnBqdqqoUh1wc5GjNvAGWXLMv1vSKHG4ha9A6QY6BLPvjEMWkjbAInLmd6YXvEhhgK+ZHIQWG5ZBlo",
-	"uqiL4XArUeoKpwN56sHZu7ZiZNaBpXBZRwmGsGj4llQtxUaXG20W5IzBenWSTo75fdGoory/NnVzz5PX",
-	"Fki9AXfCxswTqcbFIg+5J3EaiHfO4HMO9IJDDgSN4AMTOXaNux7jkcGgKOs244yOLKKQIrgDfGYL2sXN",
-	"HKdH5pudhlvrnK7m4F9UumT4I8vMrYSwptM9lpH7vRCTNXcXg0KyCR7BMFnYLWBi9d2GSzgD3amA2lmw",
-	"MxMw8qhexYlsZRaTiRxDcepk4ZRMd8GUG/afrKycLPzf7I4XCzFkv/z0c9Y7YdfWm/FcXeI4FMhniu5S",
-	"pFiJ+3jceCq2Zy2uZMG1brcPASewVt1MPJSO+WYJy4zlBZTCiTs5tvQdLe0Ox8vZ+6SDTzKtSuT3tYuF",
-	"BuDWmt7N5IR0eAobk528WHHb7p8OOMWClwMjm1NubiZC3Ix5uT6Db/gDmwjBSoG7KxW7FzIB5j7nBety",
-	"VogpHy9XfKvuWqCD7Sv4jN5vZbn5/WUldSXt8lMO5HmU3bcjfKTG4sBVPn9UscpqBh6A6YxFfjNabiRz",
-	"fw1xY4j0UmycfprvCiiDG9WpM5uy/XyNeSXG+g5ENkh9b1+C9p6wQt+L6hhKsnblOB7I3lGWteTpgRPZ",
-	"6vZRV2IsS8euQpgd+c1YK1vxsWVgDFJq1dZoO/64+o6G1jhkfaLGhA0YByuXFdLYhJ2yfKn4XI4dNe+O",
-	"wX5I8hvkAAITXh/uX9zXq4doO130V7VWH3aPAnlINv6U0NOQMTUZTfPY+2HWvs9m5VDEY3fmjSF5PKoi",
-	"YL+6PmdtPLEPJguq835lfbFU2+q4PI0O+yPHsnr4Y01AWs8L8t1Hc6ObcoUt2oddhiKpoJt9QPZhy35u",
-	"soJIdGasi4FzUiiUeLBDxn2m25wvwRpj0jZqhjjekaopL+usCXdJUA9ZV6rwIPdLYLHu9hxKyBspYcxq",
-	"fcvCaHqN/DNp2b2T+E73H/lEvHwlX6wu5QmZY344nYgytieHvdbGrlXHrCxeVC6WETuMa3oS8uX4J9A1",
-	"VOWzf3VPXJW2q8CnOWSo8fGepZWCqQPOdVut5wr9UjHUTZzbtyGWplh2/eovV19fv8hwudCCaGYFeuQ2",
-	"VEsvmZiXdtmEtdvLvVJj7MD4Iv/CtoSUs0ZZqqerL7795pvrd+9evugkHZpBJ+m8fvnqxfWrP3WSznev",
-	"/vzq2+9fbc3mOG13MPmK0NZlbDvVLZsqDt3WnFu+t5+qjYp2pPwWUt228t8Q7dDsTy/fRSz3uzdfe477",
-	"iIAgzGfbYu0Xxlt1nwXP7JuXb99B5ABMunWHWYjn741S80JYLos1no4P2jkTuvtAGU1ZNCvqb431hBhO",
-	"gFTUHYlC37NBv4/plzVsjr5XrDvo98GyX5S76jHeJ3E4dKvEJDCgHw/Yd5iSv3N7cHILOzhsGcWDdbpa",
-	"fuMP0Qqj43NZLI9NKcZyIscAsVF79GkdwQKoCF4q8gaifg1uhUB7heB3woAXAlkhRIbNyeNc8itrvskt",
-	"37QEPeqJt1F25lRsiYAvm8X5xPZgys3FEehLsXE9Lz23SZK9w3gFsN19KOVrYmIH0EY73wPTb2R0sbCB",
-	"0WH1CizDjSEmnoXqAR/rII7o7J/drnB4eeuEhMqdXh/wMA9ggivE4AFv1lkgH8m2OFdtJPKiYKMlu/r8",
-	"GvNBWDYXdqa9j5BXU5M5xfO/3377yl3FJhWfzuE4aCWYULaCRKNU4cx6q4XT7gopDCR9Ylz2bND/7JRB",
-	"lMvRF2SEs2uncSzKQpgjVnPpVIGmOxPKaZdTeSeUuwVfBagtAlz7kCjLAszqrRClgRR5qylcFvAkUwVz",
-	"JpF3wl5pggUENJ0MstonC4UhD9Rj4wP7N6PVyRt+/w2R6orLxa3XBlKrpgu3bkA+9RvgfbTkSVROyA0u",
-	"OdiRZuidFLhk/YdUzcSDU9jn8kHk4JaA/YAY45hX1ZJxwlZ0hjwkb4vxrVnMe5eMJAKMhKslu5e5nTFu",
-	"UuWdT0jLJmH9B+ZeRJ9ZV0gwCWHBuGOC4OfLjr267UNRy1KAiEoVzAL955TQyCu3G7oQGOUnsjj9fxdn",
-	"x4NLlmH4E8kP/n6V4ZzdSFLVDV+KBz62xZK9QlrqXfphXjIy6swl0qFxKwVBruMCAo1Iu3h/qiCuAt/3",
-	"LokIAQsOb8XTLquILN3M/HHhI5klaxSZKrwHModO2Es+nuFWMkhXF+Nbn59GYGduxTAoxH0OJ+ue9/u9",
-	"OvkoVZ6GWBcO5l8HPwzZWb9fAw5NpGULqeyzrBcnQpyeEx0lTAljRb3qz9yei/KEvcAQc5QjEcCc/trp",
-	"P/R3/zfqf94fdJLOYP0nx/+8Utumo+51vMAb1i7dv3AnGkX6ekCzhe3U0wXZHTOB5sHEzb2fyfEMkxg5",
-	"csxQTyaqO1E5LiPUGDMSjaVs1JJbKyo3vP/Xf+j+tX/8nB9Pro6//OHH0/e9//xfuzwVfiB7se/IT4kD",
-	"yd0hx2Dy2C+OJ1hk6ZDNRu84MqnC6VHWQiA0N0QD3EgqloHImYiqS9wocbR2evG0l7EunRupUoXVlDNh",
-	"oBhv0u3SZYmH+fvrD73skmXuazro8BdEXLlhpxdP2Uha06s3JlXInhPck5hrrlBrZ+Mgm5kH7lTs4ciH",
-	"sO36HvyJG19iB87iU0f1jsuUBZeK+TH0HGl4zpZ7mjNWzrlFyWWpmAkzI9YzmH2G+fN+/7PB8+enF+ef",
-	"nfefP48TzuHdu9z1c/4AvspSVDcUVlmXUROAFii9goMAA5GekbB7IX3E4rIu4wCPnCwb/BwYFp6PI8PG",
-	"QhZOUnQDBPmcPxxPhDguRXU85SYBZMo+m7o3RCkvQ8ZH+g7qPuCJ3g8JLkmsUAeyPu/361N9yh5At4cJ",
-	"/W83tBN2haoB5rhNhDCs68QT8MVeDP025goi2XzJINlMKjLBeKEVgfDRpRC23xnT+4yW34d9du+DW8u9",
-	"9oB1vcTWFUnIXk1osGCUi20W06kjPB1lyNUc7IAdStX2LWJbd+iqqbYSgiukM0jDRot56cMvzsoYnJw+",
-	"BFyjtYkwOcF0kCphi5JZnaowdoiQHY952duxOU/BLnKMZMORIBYJWhuwHotJG4nXO2O44joHMoBpAV+V",
-	"huk7URWa5+ikXmdXO0IVTrEXk0JOZy3cyNO9rRZi6P2+AY6QMirRfZtEHIdVC2VCuYmvMCFvLewLZA4I",
-	"O7txF2Son3j2hXc6IqTkSpYFhpm5GYO63kPE3jtRWThOoBhRFV84WBYT24KTkTLcfGJAN8MHZJjPYkrC",
-	"gKYZpWqhCmHMSvEgHaAa0JFDzhDkDLCFmkunqEKJBMCLECIk3YUNKpxNFRBMsauFygNmFzyhN4wXjbIt",
-	"PPowebmZdUwHHApwJHFX3KLdc5C2Kl9TC0OO6xL0ZXjXCWaJA45mvSuXjKfKbYPfGNSycckMvgcWbH3h",
-	"ATaG4H/7Pp8IiUKlirNK38OoSeuZC64g7XNEA2LiDqhcL6YzDMPgO7H5AI8Jou3oh+u1ivKlsc4KCMbT",
-	"QZw13DjPbcEbAFQhVtvi6vA0lvlrMsxRIA0cGYoHKPQYO56j9p31NFUQAhstWTaRE52tCu6z051R0J1B",
-	"XbC8HF2c98EAy+VUWidyY4PPB653G31r+misjp733/+vXa6jDVHX74X0voeEcdY0HyFzj4QSmJqMNLFa",
-	"UPebvLDNdDjEiWT1Fk/LO25u94y2rG/MV9zOdAUuN2A1obMKHCiC4fM4+5tcvBS36CeD5DQ5+2FX5tRG",
-	"d93LcHiTkCmFcLZwgk92lamvR1K+R3CLTtJ5iTA3+De4vZPOC612lcQeFFm9bpG1L7Ce2wcekL2s+Du5",
-	"mW2d2/nmWCy5pLek5b8thci/Kx/nj3sl7lGnRC8I9RjapLWBPbXialmnmr00doUvdlr7MFa9D9DrenU9",
-	"NglnWSZelUf9ftD/D9Lx0O95t+qK9rl1UU4OqxYFIJyIwgh23n/ODF/6RlTebOCW3UOdSa53JcYdrERD",
-	"4h1MZd9pHOaxXt2fLeNrozfHjr7gRXFw+Ktp/Dv1EmRR6LK1pxP4Xa2qH5kVzy437S5cyjBqvle5my9R",
-	"lwBNEHDoCKahImfIB3t/zvZzriZMOUlcSAAlCY7O9fOWRB7VFWE5F3lSu6frvC+SZcleLsKPMunzrX6g",
-	"dw0PjrNbtYL638gbBKDn3Gxz3ewRNtpsHtUUVDuxN1PJYQcszJx2ftMp+lpvIotCT9HJ7Tnymlip/YNP",
-	"z9sEN4HNbShMh+evpiMJhGdpicC+TzoFjTWE+FdOKm5OK6Zcu+vT06Sfxnn/+VNycrYBNDuF3W5cLK9w",
-	"J7X5SguHpi8VdKOODo/yBQb3zv4gSDfyajkCEHlgVy1saeNxhkcfmShmQrb2pSMkqXLxIHI6yXRUE8+u",
-	"KjyeEMW0a0pDTTm+en29NsqfnvZ+ey0Vz/UdWygVRr1x5Y8MTsvZZpC+X+jxbTsJWV3KcZOItuMPus/V",
-	"Qo3bUwF9wwnYwvHCx3b11NfBEE302gD8V4O4MMckkHEYbLI5F+SAoX4TCniensPZu4xcZE/PwVC+FaXd",
-	"Y6RwDhM64JsYyxuwQttxF9wv1K4oCRV5B5D4eGGsnqMd3kbprMurad9R9XTwy08/A1NdKOSnWgnjW30R",
-	"9AN69TG0VrljqFqJvj3Z5B0g/Sk5hiwTH/Qbsv5Df8C4MaICe3QwYLySdjYXVo7Bn/VkoXJRTQp9D7+f",
-	"slzeYYmUrthc54tCu/n8Q1TaXXA68IkFzBke8NUpVNobqys+FXCU8SC7H88GrNQl08qdesyyqH87pQND",
-	"dSAjvVA5BCzPBwwaITnJNxdzXcH1FwMYxrFU0krUD4LwdL/3+2wqlKjkuJVvtjNflIDoqqDoU5MbPxs8",
-	"P93CjW+lams+i/0Dh9jTrYuX9yjQkBEVZwS/5l7eTTu//PRz2ullrJuR1Zj1LlkGm5oNU/Xa/eHDMD3W",
-	"zdxGU+hlLriSago3IFVCwD8m0BrJQ6rahRXEQjdzdAllJqEcNiGSdE+t+H02RCbj2wD5sn6IErEuT1Xj",
-	"fSCzfXCrjsmBL65+Tgh74vkbsqys9KgQ84xizwoc9iswUnUWY13jzkaCzXjOuvUTmimsgkxhWFHHOGC0",
-	"nQQqHXdgR4EKBWvcyqs3JmJtE1I0zHYBJgoxtpuQbNzyHRlimudeeCLhtvd02CIP95csiBMcXJ2LfZg0",
-	"HI8touPdwxV24HhEKX2ssVHSQm27t2mCW/HrPkeEIoSws5Hf2QMlgW3Buqh/ukWgB66i0OxRRzio4fQe",
-	"W0dxuobV3l7m5TaOFifqbd2tsfBqfJtHgOl8thpiPbACqZ17+m4mBODne7Q4foKtJ7m5xc0esmzM1VgU",
-	"VFyk9LEuWbdPiRqWvPU+gGCNKCY94EvuJooH2FhLpggL5AskaGwkTd97qvDuQuSXLDOlEPnNoqQBrLuN",
-	"wupDSCDER8DVxFMF9x8vynpOTa6F73IaKr1oqxdvsDcQVo1qRMWUugJHJJEMpfGf7KwA2+ni+pIC0rgM",
-	"DSfazrKmA7xF8vA3XCA8gMjrcuIDezhEd9/srtTrP7JUD7G0dLseKudky63ZxXXN7R7YmgjvLpR9FDd6",
-	"thlskqh/rVsOthDEQFTNgRKGaboU2fMXA1MWSi+ms15S813WhfrnXhIqWbtYyQI1vSNnViheDH0MOwk1",
-	"RkDtZlGKyojc+96mHKPXvbiFDQ4fy8hsh3a8E3HvbSUva+51/8LWcsl3K/VRfjw+zoZDb8VuWK3/tQ+7",
-	"yXEd+8vXxz148Fpf+FZz+C1HMmnxpkYCqk34r6EjPR7x9sCK9nalbBMq60roho9nCB5FG0UAs+C79V08",
-	"jA8c5z3KMiTmKiHh/OQRAEa7EF/3ADXdjFq6+p4Ds7O3tOBbOQQfCKh4vu/mxeCDh6NAH4rVt8GpBD/u",
-	"WG7CpTq0T9T4Vqh8xwFPOlu0AMTdCsUpHnlxJKAxTWQNOTbMjBhXAhuW+ZC1T7OA5+zuGgNAYY/bcFTf",
-	"dmz5yhbQPUlYKj+Ctu3ALqkvalCUQ5Hra5/v5tp0S32UIdQPTa27fsBgt4wLMeldMg4XQVo3orj4++tk",
-	"rJ1aTUQeXpDdiiWIYGcW3Y7NYNBJOvze3M6BTxdislN8jT2L3ox6jQmohNxBfVcRjjJyO18yaosH+ole",
-	"RF0LC65ABkL8aVVraafwXBpHpPn2oLVTJm/FBqELDWHJZ4sLN2R+uRLG2UQWPgdMsRCC9Vcc57K6ZLim",
-	"id9ksBlHokDE1Hz41cv/cVsL653QFss8YVdvXkGxRSG5uQQKSNCvgnj9tPM1diUfg7uzd7Ivj2yB3fdG",
-	"LbooB04He3rOCmGtqExCaSoJO7o5StjRyZEb39HxUYLwzVJN68oBdwe4c9wtu/Bg21mkp9TNp/KlstXy",
-	"8edx6ypF56S5UPX2+43FvWN0TneewHBYthLvIzWYsw/t0xY7D1AV3Y6CvN8he7bjkEFyATQDH4uVA8e6",
-	"qLMDf+QWIPx6O83DQvN8k6GL9XARMmbtKNQlirqutIAyTLCThPo5Efe+hXzvZGdGJ6aDtrpfauAFPwT3",
-	"YgJeCKcQxed28AVnahq9qMZxChKaIG5EvJRbmfdnHypCIw2yDgtFchWHFpFJWJfNx/pRkLYjXnDSIlac",
-	"d/jDKngIFj9yY0MSw1YJR49/tGKK6/RYEz+6+yYoSyslxQC2GsRlELuQaOrkpiPvub6DrFgGSdmsdNMP",
-	"Ugu+g8lowtaDfO1HuP5O32MT2vYWgPVAuXJ0X3ELQbKZLnLWDVghBGP75Ef84/2Tki+M6DFjdWni3F9D",
-	"ybmQEcTNrXkEHNXAj3iT9Q0SkdRax4nA8IYRxYf2ZA/Ad2NvAMjv0d6U6BGTSs8f4ZuKnoCpqoeQIySr",
-	"w8R361WEubTcCHf2PeAm25nbP2liV320wUrfDyNrGtYc6BrJIOeWQzkIdvRSuuHpcs/qkueyEuTjJtxH",
-	"potcVCBoFiU6fvRcQPFgYSglPIBF+eqmuhMJqKSUBQXKDxSSNYA1AFwFmguzGEQaAShhbaSa7nbahHV8",
-	"pKU0QEgvI2yLIfIKWAT+Sn0gT3aisNlZJYxb8JYDTucRiMRQeygssCZObBgiHYAE7MZcubdDe1oRQ0SH",
-	"YW6bZcq1muhPoCl+oKYWK0/tcQ5swbqIODsdii7Pc6z0rBYKMEF7gNtHT4RWBFgaonRgjax73n+OZRYT",
-	"qaSZ0RFCr5QzPc12deMz7B1C4nmbB6QhylebDwW/xu4nkA9kY47zHk/waC8fz3FQqzorbYHgPTS9zcT4",
-	"iBZAJA33xo+JDaRduOb+2ZsHvKcjaotFSVDuVACygig/0QvIM8MafyyykQZQyRGTwnugxjOupsJ48I4x",
-	"B+AA5OIByLaAVOfw9EvG/ZkBoY1o8l7odJ24gMpBLq3pEbYAVjfCOAgUtjlijMNt9Ltt8agFo2aTGZmQ",
-	"qf/LTz/vbqOywcBBdMXIT5dE7ri93Ho8Li6HJIJLFlx9Bzj0NjQeJWoQygIgI9TWuTFHPQWFYoQQfLg6",
-	"d7455qRvh9iByikal/Gk4ftGykhrV4Ruw0QDfRNoB/yf1EIIciD0QtkIBcApAb1LPyco8qoPQCD0JeqQ",
-	"3o7TtyvZJ1tgk7e2X60Nso1+5waz3GK0NvRuPM6+eWrUyUFOmO9iBbko7jBDUo7PChqyDKV3BlV6K3ZA",
-	"wggw/ITsiAy6qdY6U8a6/ooVJTPrUaaSqG7i1CCA3EO+EPe/YFvaX6wf/GGq6NknmMblXlbo+xvSbaJh",
-	"0eyGraoPlWJ4Jap3iRpnRrZMdsIavYakYlgcCimAE10U+l7kqccAcAwlOClQDDUzBUyA6Is0Jr+UQWLd",
-	"NCktmlZr1hMSzDtuDgXs8UkbLfEzmMGG5B2fQ5FQmhpiqWAR5b2oREhg8dFRE/UUwTJI3ihhCWG4fcsb",
-	"tkrcOl1pWyCuDzDh83JrvD5egDhJp04ToTpGyBRx/HthRONoWszOrpdiB2QYNB4f+3qVvXBtQ4XLOmb5",
-	"O/TxR3UsceU4Zrl211P/3DeQcUiJi1Bw0PMAHQTggwAYpikp4sfDt3hxA+n8DKeoxqK4oWu35UeFRCC3",
-	"AZiA48FJHXUgPbVuFiC4gBvjl59+foJP6YE+DpQYMoSQ6OQkyk6SJgAZkbE7l9SM8DAJeHYaJltsSt6j",
-	"hKl6PGFyaLKR0UzMfUfzqqcf6LLemLmM7OzIEESeFzX9xLfsV1M2SEilOU2wc+xZnKixT0FmnHa3rYtt",
-	"3LAQMk/aKGBbiqC7Xt8rajwASgKUGmkler59XE7NVYJnrjGwQ9vzPv/QiMBn+wHzsJl4CKdSKsBP255k",
-	"9dlmDfbLkKwZytk9FH6g1yzydq6S8s6YE9ReoQn8uGU5dZzc+9+2GD6+ICuuNGvNxV3RX7eg01wFvGan",
-	"wq7yQQJ/iHEcDiSZZ5swCmE7oBT8u++uX9x9ttM+kbmYlxp7/VH4Z4d7lAqo9hdBUB7WLoLq+rDcS/Vm",
-	"/mVYvIWysqjhGLw6fnJAAePTQ1F4alHiszv3T088vXgU6MyOV7IuLsewHZBlB+Tj+XrKZEunL2rJv840",
-	"Uc8WQlGCn1SsW3N4lEgtOX9obbj9PTTT+vTZdtSVhsUTAapEqbxYwuBxuJtILGgoRgWU4VVZb0dD0HOE",
-	"uBgD9Hy5XUkJmYD1GlrMd/ToU54RYZsTR3ndFhydy5o4jOVLUx8Jr4jou8coIqdnK3gdB0BpPP8oya2s",
-	"67R+XU2xYRam54EnqNDGkjBHn2hQ31YSsg2fi7U6nzaS+qyGwodyr03j9vk7m3HYQ+WlG44z35nVLapY",
-	"2yAQj9/Xtu3PSakebp2Xfh+BUHiqxxeIfBjVVUSiGnt7E8EfGXYnqlyO7SVd7c4rAeUgYle8EP7RARhI",
-	"gBWAwDFlwZdewYKmC6X1jYFY91aqPFWNgqDYPoB7CQYHUlNyCsS4l/RChCagniNvAdaD9jo9AkRKGGWj",
-	"V4EJoZ3gzjkEY/TsIuzdJq19ndzr9fI9zHFRCLZEGsC1qeGBvIIZo+5sV+7B4+5rDHYBbjeBNuLJEcx7",
-	"taMuxayjorWXqjwizvu8ETvY72zUfg6Pw/7Dajy0DfDn6/31vYtmXnabKhw0mPVmGWsUsTue+EFtWp5t",
-	"BQzarzvL0/0iMKfhsps65NweKOvaaiF6UE3a8EcGY9Y0/ZY+AOC9J5hxtBagjH293lvHukYIgNJvy1PY",
-	"Id1Pn7ZiY7cl1IB1AcRVN5wJojSKNxH6TeAbseXfsP12NqOpSf011Swe4NZT4sHegF9k8y4FblzyKbZS",
-	"WxQFMid3O3wNhafQy/0j9nvh5vbQ4Bl4Nrf48k639IaB121f4U/U8ueXn35+QlAxB3f8odrI7a1+Dlrz",
-	"x3DZJn89277KOxZ5Uzij9ixRN2oP8JILMwz8o9vvxW6m7mC4ZrqEpBVfnqQrYsijhQ0GS7snJ3Yk9bwL",
-	"q3vaIydW96z1dVgb7W45YVe1XGhRpKiJQZsmvFENliaaMKjBqHmBCtxwzAc9OQ5Y3QekMREhjfny6rwV",
-	"aSxs2HfAnA7tqrI5/3StYYm/tJVmxGim9e1LlZdaqkeey0cJVHCDqT2SaC88wssN4Dbvz85oau7Wd+7p",
-	"W5jaefD9bHXsYCC4rRd9sfThGWQ+XksB5gT0Rmu1q1rNqQiLqtgAIUPbdGTYd2++RhItuTH3unJ6MADf",
-	"95iZ6XvoKJA9uP92y5O9VJKt4tuNuLlL9ebuLHpbocHHpIngEw6nDU/2O3NF/Av2GP++YHsrrV6aFL4B",
-	"Pgi6GVHXveDG0xXhiEjDEMd9Ue0dvzvklJxuOQJX7K3lKudVzuiRhvImWDe7nxkxvsEIF7ancefj9Jwq",
-	"LbDTAWBuyik6IMLkAL8EHLpa7W5S2XpyrlTdEmVmbekWzP1Lhyj0auifP/PIEW4IemEZT1UNIIeiptSV",
-	"hbOGSMBu0bFi5OLi7IJMZw1pmQgXzVNVLkaFHNdlYuCPAcmCdaxGF3fYKrt5pUAV5iRVV2xhCGjCn/eE",
-	"+TEk4L1FyeS0eeOesLAzoawc8336866Su1vGbZQeiGW9uHkxQsCs4QpwsTNlQ1XzZV2xPKToDxQmo/cw",
-	"ttd7l+S6GNamPLRECl6Xy1AIPNzDwXSJqgCOb4N/fNWTRvAeIwFYyK0KQJj2SiE0jr3ZD5AG0KIR4PFa",
-	"OEPnrTuelDdQyj+L5VfQF2mDSudo6er1NaRoU7FZ9j/HV6+vj/8slhn1VAodpFdgXz0YxJGhgBJ4A0k3",
-	"NCcM/BMjbWf0HAPkhm1rIHYwXxibKjARg9vwViyR6KQbJN7Y8UVYnTC2mipxlo7IRtCt8WphZ61H2c+z",
-	"m/keTrdiaUi8QmKKu1VX8h9A+kP2OTyPFX+/+eWnnzNoypMqM9alcPrdEkPPEotgzJBluBrDV1ffvMwc",
-	"QXJbG8OVXjhWlaQqM6K6k2MxvH6BqEX+839mSMWNvkrcMvodkbdRUrvHlFoXw/tKWpFhwTRY8M1kajQd",
-	"tS6wsyXPM9bFrBf3IVUwqoQSYcJYfZ5HAvY6kDIq/U/mwlZyjLlt8GoYCc/nUvkng5cAVO25NAYQ6SgF",
-	"CzCIKnGnb0WOVXuGnfcHlwGl2X3n+SfQg1tqxnHtCEVbmlSd989Y97x/7kFNyE+BSwxmWyXiJEaqFSUU",
-	"ciMwWRLVLWzZzf1gGUAkcb9YUD6qwrOODM6aRkRj6Z3gHgp2fMxLeSwVnEVx7Ogio3Er7R52iX7R0DYN",
-	"h4xrW5VjuJZ56F/f6QOfauieY2K3x7fugELmB15QlePGb3iKQFqDfgzEXB8bJ8c6798DFN+kxR1XN9P7",
-	"6t271+7wAONbVJDwCGzLALYZwoVLxSaVVhadvXjzSapS9W4GDHmMDVQkMpKr19dHWJmKBU9A69XCzpBZ",
-	"i/FM+2YyUllRTTh6+CkNzOk6UPXmflO8eOImw0v5hJdyKhSyGRL/Uf+EbM5v6x8gQ86XJlQLpZBJw0vh",
-	"H8jw9o2nuKVuaG5TeSlP/mawIVaqAJcMeZu7NGHZj6m3ulOvtKUe2CrtDAmf7H02ZOf9Prj4R9zJpZLw",
-	"BlNFF0flqtBQj1rIV0tW8orPhRVVL3GHiOIEW48c8T93/bn73/OEnQ/O4E59Jyoj/+GscJ0Dtm3Jl4Xm",
-	"OeocAOuasPPT01RRj9goUg2npBJ1awsvTMllkrCL/llU1uDrT1IlDVsoSCZ0RHXCSAFOFY4CtRP5D3EM",
-	"gX2IcCCtz/nD8Ujny2PsjpWwZ+wb+XnchaNeArcnqcJ+hBStJggT8Ixr+G5lUU1dagUV1xGyWsErQYTD",
-	"ayC4lftJyM0DQqPTIOg4CCYexqKs3RMRP8grXR5LxbrUAppEQZYA8dFxdz+larUtX8Isn7LMs4msB/qR",
-	"d2hxw75alqLCg8mifppvXrqnOdpwsySvSi0DWNdRM3yZdoY/puA8TTvDX376OUmxp2X4VFP4Lz/9/P59",
-	"hqU/qcIWAWZ9kaVdW1pSOLHLpmdCnaQDBAqMaeBEPZ3CzrBzdtI/OUM8/xloPSsL476attod9dKsLAfz",
-	"q0GdymTOpsIaloUOuxkdU1rOsZ4T2GuQ35eMF0ZHLUkzkHGhfZaEFxPmTqrqlsNRL8mogWToHSPtJcva",
-	"2vBm2LPK1EM42t60eK2TJYyD2gVnrOt/NlYWBbWiGDKPPYStqxM2EwW58nCvvSvQJ6DiUxKWi4IvCS1o",
-	"VR/G7q0Z9SfOUhXeHagDXgtZSuylokLjSjQTW8lxInMDJw1aW2RuPIQnRv4VbDKC4Xql6yaf9dR97qyc",
-	"E48qE+wb4k41LnDtCzUhDWaIb/uvV5l/R+lUsFepohroSxpObSRSJ0DWzf6P+yVd9PunT2X+X07fTOhx",
-	"tlqIrBceCUnMp88ufGF1sw8rLBhstLva9+k46/eP8XJG5aqXqYqegfY/9mNBk5arZRise/EJDQaEWRha",
-	"P0uVrqD/Cl4b2A22sDlh///VIw++9HXOCr0W3fnHbcWeIsgLwsXXeWfojnJ7b2nHAfxbwHm+WtUM25wb",
-	"1l1tFGsAB2s+58dGuGdYkaMockbtMGyWpH4AREagvPZxrSHV8ulThGPOI1RPywanzzCTjfnIZqrGM17x",
-	"MXLAtaf0I+sHGGZt/GDVFLhfWsGYIXSg71/OS7v8CwYcHfEka/WGuOmUILH1KEDkDpoEQJiubVTuGVvH",
-	"9QOUG5ZaETc+7fcJQ9IS+jYvy4IcDk/+RnWv9fMObPstDKq1mwMYKPmzQqrbbKWxtzS+s/f7pHP+CQaK",
-	"TURaBogYtEP29CmcJ5lnq/Lykj3tE4VtJC5W09YlG/RP8UGOu+IBJeP7Xo4FTXGwaeRhz8LYr0ClfSGU",
-	"FDnefPYBN58+3//mN9yKr1EHdPde4Mbsd+81GQm08u7uA4YdoUuhm2Uxn/NqGfUk90rbsCkY9MQb8uB7",
-	"5FMD7h66qQMhu/AJzun7pFNq06KptLdhDuLcMTWwYdFQ8W0qfJNaj1Hs9GXsRgBqqQQYTu6MW0f9UAt+",
-	"wq5IevjJNSTnjJtUOeKEk9PGnd3492TPe7GqK2wh07oAH8aPwND4XOfLg074Zoj5uVTX+ONgLSLQ8JHS",
-	"Tv9rccR/Hrs7PwMK+wJfevxuWQrP3bLV12eX7Pwp6rc6X4L7xV23SvihwQ34F2CHtrDOVLXwTkfb/1zu",
-	"ODj79fbiC6d4DPoEuUVrywpeTX2ZcLvZffL74uMJ8EwyOdwy7M3Y3ycdb8pDk5NWLn+1l6nOaksdOhGG",
-	"0dclHamCaCKeA7SjFgorwXOsGPdbzJkBeCjw/GTAMb6WxmapKitt9WgxYd4R1c3iIzpkMTnqsQU4nErw",
-	"eeYsNHAnw4TBfgqdHI139XKrK2owROhRhq2q5dhdk7tnNNpSYeqxz8ZsOMsFFNGg2wjTdKSqTfBUoYKL",
-	"MCRUuRj3vgFTBiBKLsPKgd1nPGj1HNqqxnatux4fW5LfUI6hGImDqRV8Pv4XPYE51bo2hVy+xvcdv8Xr",
-	"jq9zH30hc7QOHNy06IbgNiA8RD6tBOFfQPAlBF1C+7GwcHWJO8UPwT9oNLLOugYf1/hWiBKDO87sy0V1",
-	"wpyRLRUSEgYpVjaF45ZMtY9GEFlTwRM9KKH6wICtQduHtQIn7IqG63eFF5Xg+RIvM0ES0F2Yje6oBNEJ",
-	"IB/H7wy19IagWrJCkrWrivsNsuFdM25W3b3h8FGbBup639CgqBLPXOI/4I1O1aDfZ4sSHlK7iPS9QgXN",
-	"2WcSnTabjj8azXMh7P5GNmuxsZNUxf4DP3+A4NlHwdttea9Sf80cGoe2G7Vp3kycG63Q+mw0dL+ow/np",
-	"xdOkzWZ+zGhDRJSO6KGDXw9rrp//g+axt04b8+qmCrGalRGJhkAekYxoJJOPpOLVcr1dxj6q7+keik7o",
-	"ifpjx9keFL4aPnlS6DEvZtrY4bP+s/6KifB/ZP5f/dFg/MtPPyfPJ6fil59+hg4eB2lNX7v3tShNkZCD",
-	"pEaqpVf63tdmR72UaW96J2Q7EeNPVUgvIQ9Eu6kXnKkSSqNG3peVQGNiOD7ERskorPNVHVuBYMyq8z2o",
-	"uP3D1j8UoGIJ8lk/atmCp8dnNLBALAQm5rhjXWgVuO4Ju8YrSq2rYulmOydP8QxbL/o2STWeDD6b9Yfh",
-	"N1iUIa0N7fow0iYCE7wTlZwsoyDD2+aAhWHX+ExUFD+Ojv2uvRU8NdAOeG5Yp8GCdXSKZLLTPGqoYJfs",
-	"7LyhykOSF7hqA7sN2G8UrTi7qO+AUCIRmYqDNOCl1bm4ZGd9f8nRuuaWNDN4juJG8E7I1oxzNX3GjWxl",
-	"ozAg4tVQUMQwLo5xFBwmJk8te+jzshEPR4uP2u2ALXN68TR2wSYxH/fh4FXtKpcGtCrf/TxVKAzmobE7",
-	"+dR+l3bj8EC7MQlkiMk/JgqUxnfgaYTGvHR0stoWi4nUpGrDWymM7Q1W9mr1rF029a9UrRpUBIfCzJwX",
-	"hahg2H6b//1MX4yzrenwgZMfZPIisM8/oghsU5n0vz/KGxaJJF+g1lmUnajegtSN/YidgPc2cG6POgzB",
-	"wNhZtn0HPue5z+ltLnzLM+t1DYtkOj8gfGDeXuVWVnpE2UOOyH05VmV83pjK2Vcvr15cRh4Nb3I6A8/p",
-	"GthvGh28J2vqvnv3V1t36YC1WkvIq5NUWCVKTHJfs2udiALPNUdfMGrk5JG2GibYO9m1vqwLihVRXBSA",
-	"dc/ubVx9R8WU87YxjyB615Fhrys9F3YmFk7GT6WxVcjvt+LBMvFQaiM90uqc2xPmVH6Rp6rGVLLR8KGG",
-	"HtQ6GkiUvwhpSpQVkou7jOW6d5kqSI3zRbltVpyf0s6D54b8pCwIf32zS7310NBbHndc9hSi3ylOOZsH",
-	"CM8vdTWSeS5IVp/vvuOVtl/qhdo/cPVO62+4WtJ0TCNDF2zkOFf1rz9A7LaRrfvXH5xNV1N0RFdhXbcQ",
-	"bZyltpH/ToX9thTq6vV15wMDEiv53u30QO9iZ3U6YN2aHwyAZs7eR+GzUfJh4pP5tq4cOHv+sfG0vwFf",
-	"UDilAUs5ZD5gyvdcTimR4IpywVFhDP3zwAnp235i3j90FHLqthuCobRF0K4LOwPVCpHAnM0X1+zfYIZu",
-	"Rtaf8D2VqKQdfV5F1J5utHCavFezISky5jiQkuc4rnB6LUwVmS5ORJqhz+FMFSYHEZCHysMyELIh6uih",
-	"yACBGrCUTiK2J6XS4QsCuD9g0Iiy0EsgE1yQkCIOC+VWFtfSmQJu/Qip0BFSjM3Ziku4ZTXxMQbxDwP+",
-	"KAzSLV+PAFRWVg9c5vHyMSEdC06C8Q5Dx9Qr08aUifA+mjIEz/sE+hCeAEsJuo/l7qTB7j+v2smAiBE8",
-	"Xw7r4ych5whPnZOtZwm758qy83gBIHlp7xXYaPa88u9HvYoG5okdABtIYmf1ULOEGb40zkp17IcKItwY",
-	"3ghbLY+vfB1425Do6idwKV75/v26xrOTGf3rKplvthH/vvT3aRXMQLMbqIFUTDzGYbN7/7Tdbo7nEI23",
-	"Ksebw5ROgB6/ef0FOz3pQ9441gd0jVTTIvi4DFXsgQ0JrSidjstGy1RN9TGU1YvF/MiwrCrHGSv5+BbO",
-	"kNEMfjQJu5NinjBoqwrM187IIr/X1W2qPE4wJLCF6KbXjPU9IU9hvUbJ7awhn0CipApk7AqCJBZiu4d9",
-	"6VsZQKkNy4Sd3Th6f8PvI7TZLFXdSthFRW+ccTPrJXj1VNjoyi/0QtnM6e/cgjPD90oAf5RUCctKwrNF",
-	"pEOo6KH3Hxk25eXxpBJQrQDJuuuv+Hz5FTezjHXpQT5RF4nD53S75zWiqgZgeXHtbuwDpo1QLrK7mAVs",
-	"bw7zg8OS/enlu1Q9uRs8cZc8sQ/myY/ux/d1HqjEAn+1KAq/JDDT6zxz41fC3lBid5Yw+FhIYwU0YE9Y",
-	"di9GZze463+pL3NPoeZdxi0+eDd70XaNFiovhEkoARfBMu6FsfRL2GIqIKLlZ10+Hi/miwJOj64wO9tZ",
-	"Fj3afCj6fwUpu1m0/tDu+vMl/VDv75OwnUNklvj6y1Rlhk9E9iQLbyDYYxpm+BrLkTIMIxibDVm/t/5i",
-	"2PJWinuD4EYZ5mZvoRfQzMBIbfhtV9YrSVXIOvMNcwiTwdEXQSmZaCv8VS//8g3znAMijnVtAq3tmBeF",
-	"n4THYvwTN9G8qDFRvPJf6FxEV7y1uuJTcWXDd9y8rmR0z5w/vCZEmC+FeC2q6BUTIb6SxupqGT3yaz01",
-	"4W6zVGNEm75SS4qrIOyuY7zHZ6dP+4MT9kZMFoYXdUUQTpoKK2ABmzyQNAhDndBz4R7V7/dZN0NsM6s1",
-	"K/T9MFUA+oJfDhJmH+jvvhuxD1SDzMug4K/Gbo72NVULlYsKsOxyd519gDNO6DLwKDxeDOpuoF5F5CIf",
-	"Ai8QORs8TZV9MFnvJMzP142M9VzgHEEsnPb7KFgdQUyFnZ2w8/55sJ9SNVpI6Ebge8PoyWRT3PnN6y86",
-	"j0/dWw1vhoH7qAwar+hYVnU2GXj5u+RqBkfTx0nna7eRo1HhA+NhTSKfN6RlxmM8SRVkU9JVSls5oVci",
-	"jgnOMugBismcOpvgjClIFHQht1u1PTcT80snnZVmuKYh8tEMJP5beHg+YhDFWxHJh/nS2oIrGESZS4s6",
-	"8ODiYzrv2iKOq6vAuk0+hsQCcPPwWvB49k4+zGkWdN7PI04xZC/ptfWJCZD3UUDR8atY1XWfScm9G8Qp",
-	"ea2+nj+LpRGAsSUVHqTRksl8SM3YGphcoL54PK8sJHbhRx8urDG72nicU332zKkB2Ji19DcZ0pwOzJLZ",
-	"mRWz9r46z4DyuaiLwqb3hlY/ex2aKHe5bTSv3bob+Y+N0/QN1mPuD/k5neGg3wckYDlfzOFTH3K36WMr",
-	"TmiNRLljgWRu2BTQBMIJlYaU6ErcSb0wAbAtIpaNOU2IDffPKq2BTQBYuxYWcYXEHxc5/GvLgEfxnz3D",
-	"tI8Lz66FZT8kPABZNiE2PsKOyFoRbmCdjhrxQs/9fthYdxILnjrPFRWSDWoSIuIE0IJNYfyEDfr9uFyb",
-	"koZXgvOUpdswVYcM0aqYtJh+Ecq5fR4N8doo24bSaurczZFXgdwzAFODZuJU9rISE/ngi9mlNUyqXDyk",
-	"qpvRXP46+GFIBfk1Rx0yrxVmvU0qbM3eH6vG7mabAZnh1648eV1PkLAad6TNQe+HOJM3X4GQpmFd+q1N",
-	"m2nsQUeeUTammfFSrOz/kOGuZaTnpspr1H43/S9IAqTOniJf+vUW5iquWqnXxydCL5solBCbyAgeLYMM",
-	"GMBz/fQL86+s5z//6Gp7i+Dz2ZdYNL1OvbmcQGNu68n3ZH+bojXe4ax/7KOC2zLEWp265Vwfag+qgCD9",
-	"sQMe7x6R3YXsNMq720MmIHAzZBjmHoAkfmHjESuZXenvQsy/hfSsSBY3hXBLwWkt5ZtGz5MfZf5+W2YA",
-	"MKx9cvvDeUCehNGLmxBpjdTbkkNr07iavSmd/qmq7mbWHGb5RyrLb+u4fKvCxm07ERgu2OgG+Bx/d8oo",
-	"OLuPCbQDUUe6hSaffWVsL2G6RNxOxHXFElRuncH//YFeA7bmNGBXqcoralcCozoyHkJEGjZeWA9BDLWB",
-	"9Mvc6bVlKXgFbv76EVzl6Pgv5J1oOmbZnn5Z8FnQ+u3ts6jXE30WsD5bPAdif8cBPBrauW600rH3Ba7N",
-	"p7bX19rrBFdD/9Guhn++9+OTsmLYwT3cDkRE3QgwUFZNwCNH3xReNL0/ePdvi3c33b1+u0fN87vLx7Hi",
-	"78WHPPkRHvF+a0avY4k+/Fk7O5vvDrW0FLb1fFUrx+4z+2AyLLVsgtKbI4ihIwck2HetUJxcssxTbJYq",
-	"wuXU1a3PkIiqq5xtJm1Seymgxwnw9IUd67nYAJ+EJ2wvzc6LmJd/+aYx9Q0aHfYx+5dR6nCem/Q5+PUP",
-	"pvBbZgpgB8E+JmtnLBR6++O0mS1g+uxGbgAQgJggYptlBYDXPF14y3+lz7LHhoSmFL47vu92DSkGuZhW",
-	"PA+NOY2eh/b5mAvsmIde2KS1RxdCFWzKFvbTp247CMzXo2I3OZ05fuVMNWghiMvX6LWRBPgFyiWmGSRw",
-	"V8IKPmUjMZOK4M7w2zEvioAhmUBCiKK0Y1ZxKzDZt+CAG5pEScnubUkIXecC8m7RmTtJQud9px9XUuSU",
-	"/XXCXrlLv3vzNUGFQvsCrxAA7rlUqIIhgyVsL/b9jAOYmzRhO42AhN77BFdyLua6Wta44P4yp0sbITD3",
-	"g5bEnLArCp9jBeNaDQfBySqNdLRJkf4CCfET8kR4A7RJ2MAW8Sz8Ecz5p3K57+sSgWEj9X6FYh1RJeGk",
-	"Y1Z8xOWIr63wuSc/wr/btR98HSbIZ/Ah8xl/ESZ4BifOACZpw3jcQPcB0VxRC7013QTocx/VxOeVBQBe",
-	"/8gWtWRMD/3XUEtwituO3x9KyW/4uDqhHDV/2Odc+uzZzTnXjjQA/cXe4ynalIocVWJjYTUEf6DfViOI",
-	"yrqFmHIngjmECo4JQ4LlS8Xncnw8EaLnTvxMPAA8gzS+9j+n/lZC5RB0GOs7RNGn6VKRUO5Rnwg6l+do",
-	"tqSK4B8op7laFMIMQxNg8fcFL3zSLr7jyKAHTJo6PTpV3WD2UIIzBT20L0xQ2kcfZvxOQOffspcwjtoP",
-	"VfFneHN2GQbgIzqU6ShNaBJSY/KHltQAFyDLVCHOko/gDQZ99h/ee6cLilbWTXEDQBGUGJwS/iviIvj2",
-	"ctFeQXknhfqGDBF4T9g3IWm0EitJ9Y9z5TnSe6118e7hE4WnX4l7ev6vHph2b93u31/r1xYHp73qr3XB",
-	"unHUFXcDfUsfN2K8fcRvCYW7rhfQFfPEvDJEjAs/CuslikFGKzPlvjk2Nv0kB+IQfrCyhKMxSPz30NRC",
-	"5GzQ9/99opos30YkHismBUpDexdDiUjTTMPuBUyJnND9/pVl6l6x7g3lc3FKOduUUf6J4sj49EbD2Aab",
-	"p02IU9dDrWXFpRGrzJeNlszx25NPlbm7MRyesPWM02RHku7po7etmaT/iXYHTwkxFTKYFyLv+ZmS1KdB",
-	"nHywlvbpNypUydEMqNJn0pjQEfX4gp5scUeSj1i79/HcXjzPGffdvZsNy4KY2uztWqnV2mgGvm4WkCVR",
-	"RxAPgRp5x2PvcKoy/AnrpbJeUutQ3dEy1KXkN6NlBqTlHedd6njkPt9gqXQ2ZJl4KCGtLmGZsbzAip87",
-	"Obb03a10d0eI2GQdpoo6XUhFVqx/aG9FRQLXOex9KBg9pDplKmrNaafpGu8Y1tL1H4CZPT0HFOJcTqU1",
-	"G2xZaHn+r2LK7qNXNdqs/2HX/nad7RyFw6phAragD+C3cxxyQW92sEfd5xrd2pzyzbqhGZtTcanV3K1Y",
-	"DgECmDKPLxlPVbP/HlziRqfvVc/ZxZqCdd5rT9io6EAyqepm2Issoyt6hAbn7uO5Y3zcsmqhIMjI6qt5",
-	"KXsJARUHo5TqeakdZ+KxKWI0CeyaBamCY8G6EOxzX6Zqzi1gb/bqFuTo/PYNmRMCvIvak3uX21gvijxV",
-	"ugSPufEv7maFhlADxQvh4w243rPgXod7nabV2+Sh/p628hMyFXzFNh810ROkuaPb79FM4t/8BEerhVTi",
-	"T5YRgggBmyVi8gS0w+RV4yj7w7u5SuAFnaC64yLCsVCHR0qCIm9IFDJDykwVnQlwArkRQIrjRBaA0Z2F",
-	"TvD+p+NcVoTNUnJjylkFreQIvGH9euhCho0ccQj1JeXt2AwGGbP6Fnrhpooui54yN1koCaWi2LXnjAsx",
-	"yVgl5tqKVOG8Tti7+FhCi9DaG1dhuljCclGFnlK3Yul0Ft/sF4uB5yWsrbR0bunXjHXvfUcqx978DFPl",
-	"I1b+MXWFBLqhaI8iyFpes6GEARvChYjYEF/k0nq+gxGJjMDH/AxLSWDuixKGKlXoe3XCXmnkx1G3TlCp",
-	"AK/c8dRutJoYbtAVpPvSl1hldryoivbiCp7n3/uW4of5riJji5asM+z0Hy4+P3v2gj/ln/UH44unzy7O",
-	"L/IvJuPP+2dfjj9/9tnF5OLpSOT5F+edpEME7HQ1IKhOQiGHYWfOpVIwqFuxBDeK4GZRLR111kqd/3Z/",
-	"cGKcK548mM5+LrXBR+bSL5WtltvZdIKy8+SP0gF0f/C5SJq2KMCSeD1hJAqtps6S8+cYl5G8B6e/ziiJ",
-	"R/kOuYAYRlyEBAkd4q7SzCzGM+wbENjsKg/SFRsvqjsABr6v3ARfX79y39Yc/EPKhH87AvkKTHdavIY6",
-	"Sb2OnXrba5e/TW36yY/4x3sUyIWwLT3VId81vK+JNgcIbQy2Ejs26sono6kpG3PFRsIZ0HN954TEef/5",
-	"0OufkHaGgB/uV2iBTfghS4y2QKP1HnXMnkglzUzk9Epj+TIB3R7h2SAWIif1OOMoMXZqBg7CrlAIXa6A",
-	"xeWVLoOAlMr3NGyHWHPjDYJixVRvo4P6EmJ5nRaL+rwNpArW7d/B5MV5H+58/gh8iAgCqtiAdjDVyFGY",
-	"0hapDLipjDIBKL7YMPN+F8wFaS7iL+tG624uk2xOCgk90BsaKhm6YI9yGzqusLm+k2o6bPrjKMaqnPbv",
-	"/vKWp9thQFN0h8b3kAG0H9YlUxeuu+fo1Mspk83OKmFmusgpnEAQfOS/LjkIrK60rJLQy0mlSiqzmEzk",
-	"WApljycLlZN+zAsT2dv+EU6F53W3aOsjGG4URkBfVMy4g1AbHwHMJXatiZTdI4P6vtuJE5aheKWqTQLN",
-	"CxZSuMMLYdMGXzlxZ9Hz4VRlhhC7AHaOTK57XcVOgnCcANGc8oYmsOz3syX4P+CNN3Gq4TB2IgT/ABsB",
-	"kuV4hjhZdlZpawuRX6YK8jDhrEJvUVBuGvCfEqdBQfDeBnfqR+fRH9tBca0mejvb+jfl/f/uGlqwW+pk",
-	"Fu/nxJO+0TsCBZMtSFPeaxdcnICWqzRT4h7OCmhXPQTQJLUMWSIwbmw4Jisn7qCwaz3VGfqdyaJg91Db",
-	"Bgr7nCq8UkV5vVtUKLTdiVOrqWi14a9iF227ExWSorFCP7QdbV4JM20784sy5/ajqGaPNP79Lh2Ik4uv",
-	"/g5G/2vntexthP+hhn4MNfQPJbMz7LwgE9BZiwoNuA/SNzdYtU9A69qeERmrMw12ig3NJTVaMos5FWEE",
-	"UxeYLJZEJKsZHIH5gsqyL2tFdconEU4qgTTCQ6MnGBg4Xd3DJrKAMI6hbpKUby0QCB+iVgpTFk/Ya74w",
-	"btCcNFE/b2S02PlwJtUU3bugDMO8x7rKAx9GDy4r9LSOkt+KJRhUqZrzvDbqsYpCKq/ZnsxEkd9wS30m",
-	"4i9Hy/Yu0G6c/wYaXMLcLP/Q436LfMqdmpo3HZlg0XW5otaYujoycF4OZE3IUjbzppfQMGrtLaz7+tu3",
-	"79jJyQkyt95wzShDm+gkVUHXoiOPtZ4mGMXGOjuPfvTsrv5ZGgyrMT5C/5ypLeUT9saNHzlK0Oi49SCP",
-	"juQ9zpJhgbe82cRP2v1sboX+LThAlEb+By/4zTrGHDlGikp9NukMHcYA3Fk9tg+bOcBbS02E6UqU/j7n",
-	"MLAkyKzDpOSvuNt5qKIshDG+TQzxrfAIuIMsxXDFva5uqf0i+uSQlzj9R6UKX0JYJXVAFb4GZIdsyLKS",
-	"MLGzJBSHosPKzoRKlS5yYTA1N5vIic48cHBRYP1XxIPiBCHHh6LAblxfmnng8FyIEvoqf091m5mb6X85",
-	"2ylr4PihXoQv8pYy9oPsZrlWgkLGmNPSa6D9+xILJu0Ju6ZMBGwmkEsz1kph3+aZLKiZC6prllEifa25",
-	"ZaRDEsyVV+vGju86nQ68jbj+KowmYVm4YAgJ+VnvknG82xcZZCH6QukNDchuSV64vEeM2kfzUc0dubPs",
-	"3l4vNxEOgGW5y7KEXfSZgR4MHnZxyEqOPRSAp2NBinQLdlrriThKJCiTMKvZSLBSu8mkiluWfa2RCWfY",
-	"D7yxg13fXdORdcMdKo65yo8nupoK24veD3N1A+DoMQTiyK5zMS811A0f/1kssyFrYlpT8DGSqH5dG97b",
-	"VGEZDqRvU/dwjxsZU0yNQ0j1OOCm8fbDBFqFW+ge7iRsL1kr0AnuYuosWk/AHr8RZcGXIh8iaB9UH0FO",
-	"7LLOdUd6qdefPOCmhW5PqMO8m5hbA1qOGofOY7edn57W/eixUQv4i/1LfMOohJzCUXqZX2qPy2mHqYJT",
-	"5TNoYZDObKKgDFBQ07vfpik4Im1Lm91TR1gDx8mI6hynGmS9YV1kFehphbC7jhQ9DrojxUuW0RbCU/p0",
-	"0usjA2cuoE27Z1jtpr0Jj8dd0g7HA+8JqDsjrQvB1d5AQAP33tOLp6yspLJgi1+9/eL6mtXNbS/ZQsm/",
-	"LwQABHpf0IYe5CsnbGv78blU/vPgA5qRt7nhuOWQgONogqRSZ3iRdKyGr5+N+GAy6D+/uBiMXpyfnT7r",
-	"n/UHp0/PL67Gg7OneZ4/PX/x+dVnp52kc8eLhRtXXXhE5Uf7d3UG6qxby/0TvHvvuLndkWHdOHmRMGRe",
-	"Fq6UMbRwol3lDPUt4Y73Scfz/V13uzmEa2EW+3V9/wTrVKe9uRPvw45+5Wq5FXJ0vIDVd6LqXYLYg94l",
-	"DbH3L7e+f/h6P4Kv14dtuhh4bvFvosZQGxPhFunEiGwJ9fz6VWr7grY6fuGYb7baL31wNuh/doqVy79u",
-	"GtqKIudOK/ce3txrJmuaYeJPOAC5xHqQV2Lq6s5/d7hYqDVoFsTiovj8Pcy2bhqqB7rDwJl+aA8N1pU5",
-	"Bi6/++76xd1nGNjMyU51BpVTp8Hyga96hzfdiOEzU4X4me8wuuqeA4gHlEpElH/JphTeDPa6tNtLIeCB",
-	"H099DRiZ1g80IGR+tOYa9cD/6LDxz+2wUe/EbrxLIIg/3I+/2d4cUSSCeiOjU80XgmzHsdyTCwdQ700J",
-	"wVe1/yryn0nlTQUqMll1VvnWolQcYoSyJ+yKbF+KHWxzX7HgvYInzfkSkou1oqjsspewNbMF9BAxscH1",
-	"NGTn/eeX7PW3b9+l6peffo7m/ITcJfgPRF/qXGYy0XUbJ8cb6oP4Iax8x5Xu8dcvOr8SR9ltCyWR01Lp",
-	"+99zjkg74IIjm/7geZ8PRqfH47P8/PgzcTE5fsafjo4/Gz/Ln4v+ZMBPR45QA7UNESaIN3INKJ2+XvBP",
-	"BN/gTVxw39H7G5gnmB5qvUbx+yi6+AJ5Q3NLdmQ/b0hI/Z2xiD/0jd9q1wPgBLouqnmsMkGCdXOo89Ea",
-	"BTnju6f9fg/6jb54+fXLdy9TlWthTtiXWHMbaxWkbjQ6e4U0py694oZ+FJCy1MM0rdZwKWbBS9RBAAWp",
-	"WqgEcriOdcm6fQYOZI+q4h1D1ohi0oPAVxQ3UXVkYSIEFaoQzglhAN01oT9GS+iwShB4qeqe9k97J+x7",
-	"qGBw2mCdFzaXSkDuocyFoUbRbox1TUK98vGyp2pt3S/jQet71RhSV1e+VtutyZQbSHYzPQ8yCq9IFapq",
-	"GIDExZKG8bmmbuX09IxbK+alNZ4GbqXKhyQDs4b+mKrafw2Vg/fSCFD3Qspye5oJbHXN0ZDT/051uC6g",
-	"F+uKyk88KN3pP2lg4eAmES4PSmJ/aP9IS/5wbS8K/LhTidVwCkG1EdGuxRYbCacGoUX2+1IBkTajklew",
-	"ZR8rHE0pRH68KLfnKbeJK41R8zXx1s3gmTeLMusF7r4iuhBiok12Rdy3gdMDJbZdSBAAQQXI7LKUQtkE",
-	"pVySqpxbDq90fB/8e71wchF2zwTXOgcTmxh8g72H4aeKyuAoQaXSPB9zY0/Yl05AYmZiSFaZ84fjiRDQ",
-	"EG7KwdTv05UgSu8R1gZQALdJ1e4KEmv/P0IOJOCAwCIrbVMV8SfoIyCo7Bm5KZwcKKLDYunm+XECOd8t",
-	"n2Atvit/fdPh42O3vsWpHBQK/2dJnjp3h47nHwLng30cqHWCaptrFh/DFfEyZHP+cDMR4qYU1Y1jJYDx",
-	"MhL1oTw99ZkY5A18uPGZHo0bYzzlT4cc+27DvNrZy5ozBS6DUdZ8qlcjg5Lzh2pmTSlytig94ybctN9F",
-	"Bi4uKseqmhYZBYeWoLnddhwmk+/FaKZ1Iwy5KWL3vb/0XzIvHQf3UuWllmorCpqga1YiCX+4bH7LVcdO",
-	"x0MSqPd3tcWdEeNKWHPJvnvzNQDo3OsqN1S2xQ17cP/1DsNwiwkKuvYEULIwrix0HoN0Zl/45j5MuCxE",
-	"nmFzn4Du6v1BdwImARzR6VLgG3Jf3thlKUxG4IngDkpS9frbt+9Qw/zvt9++IqwICB0Fuf7WcpXzKmf+",
-	"LDM4PyJV3YyW71jCyPwnK+fCWD4v4y/rFrWUpGsARrISuXCMv1qyMa8qSQsB2nP8+N4J+xImzuh66cH4",
-	"KwFdinDA4gFpR/IC4B+hoZEN2G1sUaIjhRJVQ9sG1PKdUprhjmesm93PjBjf/PLTzxlUD0njcx4g6AA5",
-	"SahuAzVAv1DyW805QfMYcScqXsT8Y1EC4BQq/fg4n9FkoHdU9/QibtZ/CZrxHJT7gC6Hs3UqMSTz+50B",
-	"mAhWLkaFHHvgEEDiKJZDxoGGUcWeaYP55boCcA1dAAlqp7UXWpdu7RJWVvIOMpQLqW6PCz3mRULbVB1D",
-	"Ny326updkqr5orDS2RvO1gGoOoCqyPV4MRfKYiqKBzLpXr++O3c/X7++e5qkCqGO3dq7H47nvCydSfDq",
-	"6t3Tc4TqtfqcTXQ1N72WJegnjBtIY+c4LUAyAv2gxjLHGZ6wFzXxQMcMzITHgYHncsko0Rs2KW7vGp5a",
-	"QEJEtGgIysVVjSYo/WsRtUNIOxPVCeteRelr0Ci2KPS9sxKPcc9SZXk1BbjNia48b6iMt2DhWMz5eCYV",
-	"HG3rWC+sUS7uRKFLt9onvVRdYUMu94tnWr6WzBFBAAnhho24ccSycKfEkiBFRy5WyBKrc0sxDBn77kuE",
-	"v/ZP54ZlwAxbi1QxX7+hE/x6uAOP0gYOMr4Gn2oUu/SRqCEl8q0/jK4VoytwZAkA4Oz0Yl3ooy8H+vuH",
-	"ZD3PwocM0zswSqARDx4R9z6RfRThcDmDjqtlpJ5geoYf3OXmwf1OLJ2pNI4b87VNpfaGjTwgUo8eZ+20",
-	"pPs0eRx+/3F4XLJVZ5T5p+ryf96GOOym9Ucx7m8TQATZQ8vx8DBLC0UKtch3Hg/8RD55SmJ+8qP7eJ1v",
-	"b3G4UnG7ciypPK7SC6ds+vJ7rL3DEGzQrH3W8f8c42YeX7/wBkVDs4csIT62lOHbUuobv1mP/ibGNmHZ",
-	"j6ln6Skdn7Qz1rlIO8OzJKXk37QzTDsvtBJpJ0k79uE6h2/6D7/89HPaeZ8lBE2fuTsJyMNDxlHEt8+y",
-	"70Np64BlL0NkImGnLAOKCX3XMpJmWcLuZ8tews5Y9gLy9+h3NwQqnANneezrOTIQ7531TuqGkluiLBnI",
-	"HQSA/ju0fLRcFhtw47BiK0pu3qchB2RNbWJgSEsHMbFkC1pN8Aoi0q9T1jdW5EUU9Sv0/Ih0FUcljrx8",
-	"avkQaCtWLnAIbpcRLXt80T8X+fnZ6Xh0MRicPRuNJ/3nnF+IZ/x80M/zcz4Qp/1zMXl2PpqIfDASg6f5",
-	"ZMQHo9PT/tODS/Ia2esbQwFHdeb8H5Lit9m9wHPDyUqNCmQM2Y1sPFiFclNw9334dq32odIjYRI2F7aS",
-	"Y0NRWGmC7+CkPqGB/5gNCtKI2/EMse67Xy1LUSEfY3+qZH7kjGhxXAGUpwGofboeYR6i98DXYtNLYkT9",
-	"Lm9BjEgYFDqwrUgTvWETBguscSgX8i0kiAcT0sREVwl20ayBYX3uurPsI+CJE4Y9XkCcQj9AiB9fvb6G",
-	"gnVACctT1ci0QgZP8/cb1z5/bKi61lwAYTC0iqFbc2F823LBxzN01Kw3ArczMUfhDUM2MOZ4yCjloC9N",
-	"Y6DU23UnMUApW17p8lhik8KYON7ye6s15IZB19er19dDxsPXqSIMgFIbi+m8n7snQ52B1WGbpDJW8BwP",
-	"D7RGBC8PeGB0UZhU+StDNzQ4bcKcMDj2hkFzEF6J8G7q1o7aiUlS5fQT+C7tDH8MmskvP/3s9BBpi/oT",
-	"qQz4+f375roZen7n/Q/v/78AAAD//w==",
+	"7P37khs3kjcM3wqC3240uU81RbIPltix8UTbksfakWV9Olj7xJSfLpAFktguAjWFYrM5DkX4Lt478I28",
+	"d+IreQOZCRSKLJ5akj0e239YTbIOOCTynL/8sTXW81wroUrTGv7YmgmeigL+fJ6Kea5LocrXIs/4SqT2",
+	"21SYcSHzUmrVGraSsliIhC1nQrFyJlgh/r4QpmQF3cG4Yol/0Hh1+lexShhXKTOlLkTKlC5nUk2vGB8Z",
+	"oUqmy5koltKIbitqmfFMzLl9q1CLeWv4t5Z9XeuHqFWuctEatkxZSDVtffgQtV6LslhdT0pRbI7yO8XE",
+	"nShW7KJ3NmRGjLVKDSs1W3JZspGY6EIwI1Qq1bQ2DT7lUrF2v9ON1duZYCkv+YgbwaRhC1UIPp7xUSbY",
+	"RBeMG5ZpNbX/cjbhMtN3omD2B1YIU/KijFXJb4Xpsms24uV4xmDG8I4IL7RjOC3v2VKWMxiI4XMRq40V",
+	"jOwA3O9MlmLejVV9we75PM/sGvVbTcv1lpvbF3rMcYXWF8zOteTm9sSwd69fRCx5dNd/tORZJkrz6Ef8",
+	"48Mje4V59KNMPyT13Vp/3YeolfOCz0VJpGXf/vzp9vcymbI2Z+/ePX/asY+W9secl7NW1FJ8bh8u01bU",
+	"svskC0uYljB2DSFqvYdRN78TZ3RimH04ayenp/jN6a1YAaGyl9ffPvvPvz77P2/efvf62c3Xz188S7aN",
+	"DG89anQf7MUm18oIWJ8vefoaSdB+GmtlT6H9k+d5JnHXHv2Pwa3zW/1jay6M4VP76IW6VXqp2N8Xlu79",
+	"6rOxzvSisLu1GI+FMa3hhGdGfAhH92+FmLSGrf/fo4o1PMJfzaNnRaELHHF9Gb/kKZMqX5RXQJg0ElhQ",
+	"JNWJFFlqyXxtSN3Wh6j1tS5GMk2Feuh8J+4BQ3YrVixujWXcYjNumBnrXBja4uGcS2VHKA0r9KIUTAmR",
+	"GlYInn6GRbG0df3qOQxJGnbHM5my0aJksvQDS7VlgkznwEL9uNrlTMRqcxlvxerE32sZ6XLGS2Ra1Xws",
+	"v7LL+lyVolA8wwHuX9qPnO61Ygsl7nMxLkUKPHBRiDo9SMMSSaNiwj4oAQJ4qcuv9UKln3+QL3XJJvZV",
+	"8N43fFlqXc6uYeOfCiXFpxuDe/jWsby3fD45PeW5PDV08SmxDct7EqZVthoypYl2HDG1z3v9DggNrUSs",
+	"ljNtxBpBzXSWwtKDrBHmhBlR3MmxsDefdSIUVG6IsYLNYHr0P2JcogDKRDoVxd9PDBvrVLB+74zIyt30",
+	"echr76ptITMaJGu7B1jpRWzwe7t6vNQFg6euz56Fk6/RxWteihdyLstfkyws2xhn0moH0rCcG2QYBbd8",
+	"YbSCD7diBftPH3maFsIY1MRkGSurShimtBKdIUtAOzoF9Shhhq8Mk4rN9JLNuVqFGpG9DVWSq1htEMA5",
+	"qhmBkhg8uL4AJOLsWZ8KmGWwqu8Uv+Mys7rTcQxfVJSWitaw3+tFgRCoxrtFUeuy/6MXhVfv5nxll9D+",
+	"AyeG3wk2EkKxvNCWHYj0yquF0mmD0jDDJ6CflrIEFeupe1s4rw8Hi4+99PAVrn5vyBpmmErQohlXZikK",
+	"u6+lnAurZLppljNuCcLqMcZxg8a5k05ezsS8ceKxsjOns4MqLM+s6Fy5W6WBp7kHLeVY7COZppWhqx8F",
+	"Sj0sy1utv+VqRbqReaiyUGqNhE8rZIZsLO3YMzzp9iD0e73eIzMc9Hq9K1bYcTBuB8L6zHwmTQEYuy4i",
+	"4L56UVreHgELR2Zw4o95Z4MvxKpNcsR+OoWJJBHb+O4UhETjL1xptZrrhUk6w1g9hGV8JHd4p/iinOlC",
+	"/uMgZtu4tXNpjKVaEpRDHN01PRceMGRfCl6IgsWLXu9sfCtW8Iewa8/++/T61XNrYw3Xf+58hl1/qd1A",
+	"nSyHw4pcCyWXtuzqTt+KFMZnqaFcakaLDFI+VqmcTERh5YU1WDpdZskpef/+/amduVClXTuR0F24m3Yr",
+	"3e5ptXlM1+9u3MDKgsH9O4Krf4IDs4XLb2qc/sJFNUSwWT8NW0LT8ggVtpF0lVNMQd8zi/GMjBZLA2AV",
+	"T4AApHFE83kocueb4UyV3mR2DH+s1UROF4VIgWHFiiweEAaW4wBPlSWQeems/FQLvETcSwMvk9amAR9Q",
+	"rJxRjtTsxFvo93BunTE3QL+VyCUruhzPYAvSVNr58exVoXNRlFK4FYtaefDVjy1elmKeo2hZZ1JRa1wI",
+	"Xjb5wZ4rlrz67s1b9uiu/4hEbMK8TQ9qfGSVMzs1MvNIOldCF0Vqt/LXjLTOBFfBm2840NREF3P7Vyu1",
+	"7NvK+00nT9SaSCXN7MibZNpwvKNWxk1547Wv5p/NYjSX5bGj/PtCLI68pRBjIe+OvImsn5stEzQl8bhd",
+	"xwYo6g1cSbcskGqy7LtJa/i3A+9emNaHHzZO3iLL2EKVMqtoAZRNoUpLE2qREWstiwWcdLfcwXwCilnk",
+	"6ZEU8yF0Wf0NPWzBqvkJu8UKh1Cj0PoORdWhqo2qcuOi3WUHDUv0CvjhUceWjpz9U5Zibg7aSPtCGgEv",
+	"Cr6yn5W4L294sxv5VSHAY+u93TnJl8kiy1Do2Nvh6xPDEnhM0m0kRse2N3dubRfclZGf49Z1ey3MIisf",
+	"snIHL9eDx7191G/cwVuLLCixTFgbuWMEUmIlSobcohOxBP9KWNuaMCOBznSll/a3mcjSJFZt+10E0hQo",
+	"1z6h40UQfod6j4svKLFsOZYE6kFm/8nRFLLki1pZyx5eDIlErbGe+0MAXhpwC+NfPzTsfcgGGr3RaORZ",
+	"bR9lHh9ZY4DjDL2McEP+HIOzx9qYxtDAd8rxJnIV6YJxxeAAMT0B49EOTytxAEt8KZaOtg67UFjW6cYp",
+	"zMNJ/lMwi09+ihcqzY5lfXw8XswX2XG8Pmrdn+oitVyu/+RDVHuIyXT9MVKVl+fVI5w+FD5jYJ+hxjNd",
+	"+Ns36dr+QiTC/uv6WzbK9PgW7dtFAdaLLpCD3onCUh+qg/apoD9asjpiUHZe4xmXikT+MfOxt+qigS0B",
+	"t2KJF3wJGei6EEyi09V0dz778UO0uXBsl1ZpL3R+UwhO9sT2i89QD+SZNaof9L5B70PUmi54wVUpHjrm",
+	"x/Vn5Hx8S0J++z39+j1EE82k5QgGHeH+Lja2dsJEFqaEgAro4ZWZPdYLVZrO7v3q2/nPuJk1vxmI+MQw",
+	"ewVrQ8xXloblvEDZs5iPLAtXKSsLrgwf23tr79yc+plTRJDMaMkbCZGkIFKh4EUmBXiFQHN0REremfD4",
+	"HLZtF3YgMIPmyT/73p1ivAqVIDh0TNyL8aLEqNXc2mrw0IhZK51pNRZHHucBRpHJqt465vNQlz9QLwe2",
+	"S2r9D8GzLryWfUNRhgaJ/VpMFkaktNqGGc0mvGBtmOeIj28N05MJ5AaIYh+tnYd6/cOO2hdWUN3fAG03",
+	"WLHBpXhlw5SSvzwjSxZWxjz6ETb5gwtHgQEfUPMJUL8wEfP7bg8jvAaC5E7KbqgbNYkabvbgIRZM+ADL",
+	"PQ5iGdUpsUasF0HtvvM1APu4gjQOOG2Mp6m16MWezbysRvCANUbPRjU4elJtOfcT9fe0AruW+mxdWfFC",
+	"0x9+YoD+AFYWoFvigOY2z8yacbjPBoSRP8QIxJU8XK9DdWvH2vT3WITvmyxB5MVk/Tl9xxuGR3O9tc1x",
+	"k9y+clsMKhBWcAFYPsIMAxtqyWUp1ZT8fALpzqBIlSrVy1hZEcZB0bEWVqUAsTYoPfRbxMJH8UoUd6JY",
+	"JZU4T1ibV1Kbm+rC9CrQqAybFHRvoKImrE3SJWVaVTLHDswrO0nEEqsm5XD9lN8JtshjhUEcTPIqixWG",
+	"fMAmBLFdiFRYTV0XMCp6wND+GKuQ57ElWmNWg9WMjLBO3Zr0dmToJ6km2qrp3a1AUWuhhpeLLUZa7Wwf",
+	"aS7s09ItZ23W1FGreLhCfh5o1duvOqurfcebE7wMiAl8znICOl8q0yNHbCWkXpRjPW/yUFh73FIZ2d0J",
+	"qphktC8hH9CQvyEpUEtwUSVU3TGwlPjkx+VMZoKNhD0+zu23VcJdgj4EevTNdvV0qYvbU7oMdVS/Npg+",
+	"5CkQiFrxudj51sFHKygXdcG8ywhbY32VrKnNm4iqboCujbKJW35lWcaRpye0J9ciAKVhz56/Ou1fXJAC",
+	"fDS1DeB8qIm0dzRrDd/oJUuFyBkPFTA2X5iSjYRLZbWcDNMoDUst5WtKLYOB7dZa7PbMBE+byWkmpzNr",
+	"YNgrmBFC1fgva/fcELhadRqnP5dKzi177O1jFZhO2TQKeNmJYakYZxyyiPeRLQhynR6hHAB1vNTpTv3g",
+	"MjQ21rjDTPCsnK0SkB0MXs643Rx1xZJUTAueijQZMqPnwrKx2lWx0osyYrxkmQCtVIF7oRA8tSJRz+3W",
+	"0huuLAeqwppDSPrxV8dq7fIIjdFgGSmxFyR3XYDRLeBRxAGDm7EK8/6w04pdO7+woVGoXjotcobpl3Xi",
+	"dzu29ey+kKZ8yPk9kgg2PX9N+vKOcQIVHTlOnmUNx/8r+zWb81RgOJUZqcYCNVBMWWKQaS7Sjzh7VuhB",
+	"pO+m2KpImpklZT2B7DuRMhgv43MNCUOGFWIM/jwlwBs25/f44n7jILyVUfPdwRgaXeTa+BODLwahT0Oh",
+	"bFhLO6ytdLlurZ4YppeKgUDmmfkYLvV4J6+0IzgxaFV6fvkRb7uAOOu0WShAUg5oQIb0tJGYybWDbkfx",
+	"EQO43IgDN8Qu7GzJ8DsxrBT3u7UY8PJVD32Yy2MAz4DyiJt5A8VcO3q01GJHtcrlmGeM7mFtrpi4x8Mv",
+	"eZat2FLI6cyaF3PBrVkhFZvLLJOU9tRtHUjH4DzcLsiIRGpyDNJ8LGnPrPa4V6qBFdPoIfwaDDA4B1Kx",
+	"xJoqejJJIpcjCv6NQjr3oDXI6klfM630ohBp5wGewzOIuKv0Rqts1TD50JKyrGRUaJ6OLfEAY7ui8Slx",
+	"JwoQZCD1GnIj1iyHg8L4liH7KP6iyJq1OaHSXEtVVvl4CwMJlrgU6OHCaoY9KnOzHLQvDhdpQxzawx6R",
+	"KPDssMaba2TfJH98ZvYRsgcs4mZ6LRaZpdeRXqjUEtVSSNae8/ubO54tRMTgnxv0GERsItzfu8nYKns+",
+	"DWrTxcJLtLWXhVbTK/ArjFyxiSWTQ0pM9lg0lIsjtnByMt5cSRTMct/00e6D4gzuH2ByIdLTRY4uxFLj",
+	"qIUwJ9ZQMyVkMrH2oQtnGbLdkmaOB/KNjVZButaJYbnO5HiFNQDoybVPiEDD1BPLKGUuIXQx1qos+LiM",
+	"mBGZGJe6iNgBe703suGetnutiVW7i1nb/bV7SR7Xw7Jrq5It+cowoPrdrMRyVjuMLfQIKwqzPbEqSE6R",
+	"JKbsUjjCeNhhsFIer7shYbPFBuK5Vd3hyj3vOsrhsTVw7U5oE5v5BuyEI/lMlT7lzI1FDqlDPF01ur12",
+	"hNtrVslNpeVv1IE+gsf/I6r0IiySsLSPwUO0wdaNrViRLQROHlnUjKbOkGEWPM8yn54YBcr59avnsTKl",
+	"tD/zW+d5AUcRWuoGrTIs2tD2Nie5DfgYu7G6HlXJR5T2CDb3DLLx3ejsTWjDHWTgBCm7W2yd+soaOVWi",
+	"OGBp3fKAf04ab55QpRI8xp6aDIoXYjWyJ5+PZyLF9JxCl2WlzcsCFUt7Hy8XhXC7AGsXq0M3gW3Zg1g1",
+	"bwI8Bsdq/zEUSGXXJZtrU7J+r+ecd7GCnVE+lfrY9X8D79lrbFYHks5P03n0aTX7TuS23J5SY16qZR9r",
+	"lmktdWEtFPr1V+zs7OzJFYb+KFUXMwhPqtKTdiomfJGVQyRmqmmJlUsaZLLsdNlfRV46ETmX40IjO8TF",
+	"PVAbnerTLQmuDbERO7oTwxLM8r7xtJaQBftCqKllcoOLS9D+3ed+A6vK+SrTTYbhtV0PiV7+qvwsgd1K",
+	"IjbiRlyeX4H+vzkQ5+eLVSJTLKOHiLO7wOAFd6KQk1VFpVTqMef3pzSu09GqFCaJVbvPvpVfWiWB9qSD",
+	"hJ+KsU7F+mLbuw5e53q+bYMLgaoRq2TXkci0mlq96Aqy3dbpZqodPSDJgM4C+pUlgMjnGBy9X3sTX912",
+	"7jprR/gWg6w3O7DneE9/k/W+FMtXWmdv7488yNfItWo5J3bteJq6Jcy1zjZPd8GXW3Zr83nt1y9eRZT+",
+	"9+z5q9PBF/3H1rQWKRPqTmQ6Fx3GDevdn+aFmMh7kbKZuIfysUSUsxvLaF/zZWALJsSaZYPTYH2X7FAb",
+	"98Mbd7t9sl7+8hJMbiV40YGl2XByX8Uqyfh0KtW0fiuUcntXy2jF5rqA3CIV+l1iVepMFFyNrTzSzrTV",
+	"ZWXYwllW2p47CSHRQhgrPRUGHul9V5UVHwzDSkmsDQXLDZEkLu7vI/dQq0rHaqqFIa8h+egT5ztIrliS",
+	"6qUiXzWIWnSskU+tTVp5ZJm0EWUEJy5lelF2iA0xFPIjkYLCcsUSsNdQF8PhFiLXBU4HSjx8nGRjxcgj",
+	"Akb2VRVgG8Ki4VtitRJbvdW0WZBuCevViloppsYGowpSZpvUzQNPXlMOwg144rYmbUk1zhapT9sKM6ic",
+	"XxOfc6T2DulDNIKPzIHaN+5qjCcG8wlYux6it2QRROPBk+aSwtClVE8PfGCq5sDfWqVD1gf/tNA5wx9Z",
+	"Ym4lZARY3WMVRK4yMdnwFDOowZzgEfSThd0CJlbdbbiEM9CeCig7BxdNBK4KKvWyIluZxWQix1DXPVlY",
+	"JdNeMOWG/QfLCysL/xda1UP2y08/J50ue146DxhXVzgOBfKZEiMoyUKJZThuPBW7E37XEkgbt9tlT0Sw",
+	"Vu1E3OeW+SYRS0zJM6giFXdyXNJ3tLR7fJZnH6IWPsk0KpHvK+8kDcCuNb2byQnp8JRxQd6exVrE4/BM",
+	"2inWih2ZFDDl5sZa2WOeb87gW35vTXCWC9xddAhEwNznPGNtzjIx5ePVWljCXgt0sN/FYd9fynz7+/NC",
+	"6kKWq885kCdBYuyeyKsaiyNX+fxBdV7ryauAQzUW6c1otZXM3TXEjSFJgtJK6Kf5vlwMiEBYdWZboqyD",
+	"ZyjEWN+ByAap7+xL0N4jlumlKE6hmnGvE+049o6yrCHFFeIvpd7miyNnoM9QQX7jPIMMjEHKStzppcQf",
+	"199R0xqHrEfUGLE+42DlskyaMmIDlq4Un8uxpeb96QsfkzcK6bPAhDeH+33g9/WHaDdd9Na1VpexEsTA",
+	"kWzcKaGnIWOqM5r6sXfDrMIG9aK7gMfuTblE8nhQMc1hJbHW2nhU3pvEq86HVcSGUm2nw3YQHPYHjmX9",
+	"8IeagCwdL0j3H82tbso1tlje7zMUSQXd7gMq73fs5zYriERnwtqYc0IKhRL35ZBxlyQ65yuwxpgsa+V2",
+	"HO+I1ZTnVcKRvcSrh6wtlX+Q/cWzWHt7CugLtWxKVmp9y/xoOrXUTVmypZX4VvcfuRzWdC3VsqqC80mX",
+	"bjitgDJ251W+0qbcKCxbW7yg0jIhdhiWw0Xky3FPoGuoQO7wwriwoHNfbVx9yFAe5zxLa7WGR5zrpjLp",
+	"NfqlOsKbMC12SxhaseT5y++vXzx/muByoQVRT6h1oIeoll4xMc/LVR0R8iD3SgVPBeML/Au7crnOahXd",
+	"jq6++u7bb5+/ffvsaStq0QxaUevVs5dPn7/8SytqvXv515ffvX+5MxFq0OxgcsXUjcvYdKobNlUcu60p",
+	"L/nBfqomKtqTLZ9JddvIf320Q7O/PHsbsNx3r184jvuAWDrMZ9diHRYBX3efec/s62dv3kLkAEy6TYeZ",
+	"T4U5GODpqSi5zDZ4Oj5o70zo7iNlNCWgram/FUwawp8ByFd7JDK9ZP1eDyPYFeKUXirW7vd6YNkv8n2l",
+	"TPWg/k6JSThaPx6x7zAld+fu4OQOdnDcMor70upq6Y07RGuMjs9ltjo1uRjLiRwDOk3l0ad1BAugIGS2",
+	"wBuI+jW4FTztZYLfCQNeCGSFkN9gug9zya+t+Ta3fN0SdIBBzkbZm460I49jVce1ILYHU64vjkBfShmW",
+	"wtNz6yTZOY5XANs9hFJeEBM7Kmmmie+B6TcyOluUntFh4Rcsw40hJp74whsX6yCOaO2f/a5weHnjhIRK",
+	"rV7voWSPYIJrxOCwojZZIB/JpjhXZSTyDNJQrr98jqlULJmLcqadj5AXU5NYxfO/3nz30l7FJgWfzuE4",
+	"aCWYUGUBOXqxwpl11jEH7BVSGMiXxrjsWb/3xYBBlMvSFxRTsOdW41jkmTAnrOLSsQJNdyaU1S6n8k4o",
+	"ewu+CgCPBLj2IceceYTiWyFyA9UlpaZwmYdijRXMmURel73UhKgJQFQJFIRMFgpDHqjHhgf2f4xW3dd8",
+	"+S2R6prLxa7XFlIrpgu7bkA+1RvgfbTkUVCJyw0uOdiRZuicFLhkvftYzcS9Vdjn8l6k4JaA/YAY45gX",
+	"xYpxgiW1hjzUPYjxrVnMO1eMJAKMhKsVW8q0nDFuYuWcT0jLJmK9e2ZfRJ9ZW0gwCWHBuGWC4OdLTp26",
+	"7UJRq1yAiIoVzAL955QLzAu7GzoTGOUnshj834uz0/4VSzD8ieQHf79McM52JLFq+y/FPR+X2Yq9RFrq",
+	"XLlhXjEy6swV0qGxKwVBrtMMAo1Iu3h/rCCuAt93rogIAUYRb8XTLouALO3M3HHhI5lEGxQZK7wH8t+6",
+	"7Bkfz1xqmsGtcKmdhBNoVwyDQtynh7XPe71OlUIXK0dDrA0H82/9H4bsrNersLomsmQLqcrHSSdMhBic",
+	"Ex1FTEEqnV/1x3bPRd5lTzHEHORIeBy0v7V69739/416X/b6rajV3/zJ8j+n1DbpqAcdL/CGNUv3r+yJ",
+	"RpG+GdBsYDvVdEF2h0ygfjBxc5czOZ5h/i9HjulLMUVxJwrLZYQaYzKvKSmRO+dlKQo7vP/bu2//rXf6",
+	"hJ9Ork+//uHHwYfOf/zbPk+FG8hB7DvwU+JAUnvIMZg8dovjCBZZOmQ30jtOTKxwepS14AnNDtEAN5KK",
+	"JSByJqJoEzeKLK0NLi47CWvTuZEqVliIPBMG6lgn7TZdFjmEzL/90EmuWGK/poMOf0HElRs2uLhkI1ma",
+	"TrUxsUL2HOGehFxzjVpbWwdZzzywp+IAR/6WhNu/cOOqU8FZPLBUb7lMnnGpmBtDx5KG42ypozlTyjkv",
+	"UXKVVAeImRGbyf+uOONJr/dF/8mTwcX5F+e9J0/CWg149z53/Zzfg68yF8UNhVU2ZdQEUDlyp+AgNkeg",
+	"Z0SQPEkRi6uqAgo8cjKv8XNgWHg+TgwbC5lZSdH26P1zfn86EeI0F8XplJsIQF17bGrfEKS8DBkf6Tso",
+	"mYInOj8kuCQxGxXI+rzXq071gN2Dbg8T+l92aF12jaoB5rhNhDCsbcUT8MVOiJo45goi2XzFINlMKjLB",
+	"eKYV4VfSpRC23xvT+4KW34V99u+DXcuD9oC1ncTWBUnITkVosGBUxmAW06klPB1kyFUc7IgditXuLWI7",
+	"d+i6rrYS+DGkM0jDRot57sIv1srodwf3HhJsYyJMTjAdpIjYImeljpUfO0TITsc87+zZnEuwiywj2XIk",
+	"iEWC1gasp8SkjcjpnSHSd5UD6XHogK9Kw/SdKDLNU3RSb7KrPaEKq9iLSSanswZu5Oi+LBZi6Py+HsmT",
+	"MirRfRsFHIcVC2V8pZYrziJvLewLZA6IcnZjL0hQP3HsC++0REjJlSzxDDOxMwZ1vYNg13eiKOE4gWJE",
+	"BbD+YJWY2OadjJTh5hID2gk+IMF8FpMTfDrNKFYLlQlj1upu6QBVWKgccoYgZ4At1FxaRRWqiwCZh8BU",
+	"6S7s7WJtKg/+iw1hVOrh7uAJlKfvIt64Zg64m7zcrLRMBxwKcCRxV+yiLTlIW5VuqIU+x3UF+jK8q4vZ",
+	"8QBBW+3KFeOxstvgNga1bFwyg++BBdtceEBcIuTsnssnQqJQseKs0EsYNWk9c8EVpH2OaEBM3AGV68V0",
+	"hmEYfCf27eAhQTQdfX+9VkG+NJYoAsE4OgizhmvnuSl4A1hExGobXB2OxhJ3TYI5CqSBI0Nx2J4Onspx",
+	"1J61nqYKQmCjFUsmcqKTdcF9NtgbBd0b1AXLy9LFeQ8MsFROZWlFbmjwucD1fqNvQx8N1dHz3od/2+c6",
+	"2hJ1fS+k8z1EjLO6+QiZeySUwNRkpIlVgrpX54VNpsMxTqRS7/C0vOXm9sBoy+bGfMPLmS7A5Qasxpfs",
+	"wIEiBEvXomKbi5fiFr2oHw2isx/2ZU5tddc984c38plSiAQNJ3hvCctmJOU94sK0otYzRIjCv8HtHbWe",
+	"arWvmvyoyOrzBln7FKEQXOAB2cuav5Ob2Z5ata2xWHJJ70jLf5MLkb7LH+aPeymWqFOiF4Rq0bZpbWBP",
+	"rblaNqnmII1d4Yut1j4MVe8j9LpOBWVAwlnmkVPlUb/v9/6ddDz0e96tu6Jdbl2QkwOla50oViIzgp33",
+	"njDDV66HmzMbeMmWUGeS6n2JcUcr0ZB4B1M5dBrHeazX92fH+JrozbKjr3iWHR3+qhv/Vr0EWeQb1B3o",
+	"BH5bqeonZs2zy02zC5cyjOrvVfbmK9QlQBMECEdCOCnIGfLR3p+zw5yrEVNWEmcS8Hy8o3PzvEWBR3VN",
+	"WM5FGlXu6Srvi2RZdJCL8JNM+nynH+htzYNj7VatoHQ+8AZBvwBudrluDggbbTePKgqqnNjbqeS4A+Zn",
+	"Tju/7RS90NvIItNTdHI7jrwhVir/4OV5k+AmnMYtmA7w/PV0JIHIRg0R2A9RK6Ox+hD/2knFzWmEY2x2",
+	"fTqadNM47z25JCdnE7a5VdjLrYvlFO6oMl9p4dD0JSwE1NHhUa7AYGntD0JDJK+WJQCRenbVwJa2Hmd4",
+	"9IkJYiZka19ZQpIqFfcipZNMRzVy7KrA4wlRzHJDaagoxwE/bNZGudPT3KqyASygumMHpcKot678icFp",
+	"WdsM0vczPb5tJqFS53JcJ6Ld0J32c7FQY761hh69w9yw8cLFdvXU1cEQTXSael+sB3FhjpEnYz/YaHsu",
+	"yBFD/dYX8Fyew9m7Clxkl+dgKN+KvDxgpHAOIzrg2xjLa7BCmwv47S/U6SvyFXlHkPh4YUo9Rzu8idJZ",
+	"mxfTnqXqaf+Xn34GprpQyE+1EsZ1yaNSfPTqY2itsMdQNRJ9c7LJWwDJVHIMWSYu6Ddkvften3FjRAH2",
+	"aL/PeCHL2VyUcgz+rEcLlYpikukl/D5gqbzDEildsLlOF5m28/mHKLS9YNB3iQXMGh7w1QDwIkypCz4V",
+	"cJTxINsfz/os1znTyp56zLKofhvQgaE6EIC9gIDleZ9BDzEr+eZirgu4/qIPwziVSpYS9QMvPO3vvR6b",
+	"CiUKOW7km83MFyUguioo+lTnxo/7TwY7uPGtVE19m7H15hDbIbbx8g4FGhKi4oSQC+3L23Hrl59+jlud",
+	"hLUTshqTzhVLYFOTYaxe2T9cGKbD2ondaAq9zAVXUk3hBqRKCPiHBFqB4EhVubC8WGgnli6hzMSXw0ZE",
+	"kvapBV8mQ2QyroOWK+uHKBFr81jV3gcy2wW3qpgc+OKq5/iwJ56/IUvyQo8yMU8o9qzAYb+GwFZlMVY1",
+	"7mwk2IynrF09oZ7CKsgUhhW1jANG24qg0nEP7BqoULDGjbx6ayLWLiFFw2wWYDsxPOzynRhimudOeCLh",
+	"NrdD2SEPD5csCLHtXZ2LQ5g0HI8douPt/TU2r3lAKX2osVHSQmW7N2mCO6Efv0RwL0R/LOugLlixaW0L",
+	"1kb90y4CPXAdwOmAOsJ+hUT50DqKwUabg+YyL7txtDhBW/h2BSNZQUM9AIfqi/UQ65EVSM3c0zUCIuxL",
+	"197I8hPs2srNLW72kCVjrsYio+IipU91zto9StQoyVvvAgilEdmkA3zJ3kTxgDLUkinCAvkCERobUd33",
+	"Hiu8OxPpFUsAcuhmkdMANt1GfvUhJODjI+Bq4rGqIIvcnOpcC99lNVR60U4vXv9gDLkKEIyKKQFNaeVI",
+	"htL4u3srwPa6uL6mgDQuQ82Jtres6QhvkTz+DRcIDyDSqpz4yPYnwd03+yv1eg8s1UMYOt2sh8o52XIb",
+	"dnFVc3sALC12RhCqfBA3erwdp5Wof6PRFHbfxEBUxYEihmm6FNlzFwNTFkovprNOVPFd1ob6507kK1nb",
+	"WMkCNb0ja1Yong1dDDvyNUZA7WaRi8KI1Pnephyj152w+xMOH8vIyhbteCvg3rtKXjbc6+6FjeWSb9fq",
+	"o9x4XJwNh96I3bBe/1ve7yfHTdg8Vx9373CfXeFbxeF3HMmowZsaCKgm4b+BjvRwsOgjK9qblbJtgMZr",
+	"oRs+niF4FG0UYTOD79Y1wDEucJx2KMuQmKuEhPPuAwCM9oElH4AHvB3wd/09R2Zn7+heuXYIPhKL9PzQ",
+	"zQtxO48HUD8W5nKLUwl+3LPchEt1bIu18a1Q6Z4DHrV2aAGIu+WLUxxo6UhAT6fAGrJsmBkxLgT2+nMh",
+	"a5dmAc/Z33AJgMIetuGovu3Z8rUtoHsiv1RuBE3bgQ2Gn1agKMc2fah8vttr00tqQQ6hfugH33YDBrtl",
+	"nIlJ54pxuAjSuhHFxd1fJWPt1WoC8nCC7FasQARbs+h2bPr9VtTiS3M7Bz6dicle8TV2LHo7YDwmoBJy",
+	"B7UsRiTXwO18xaijJOgnehE0/My4AhkI8ad1raWZwlNpLJGmu4PWVpm8FVuELvRSJp8tLtyQueWKGGcT",
+	"mbkcMMV8CNZdcZrK4orhmkZuk8FmHIkMwYbT4TfP/ttuLax3RFss04hdv34JxRaZ5OYKKCBCvwq2uqCd",
+	"rxBY+RjcnfvxXrdjInujFl2UfauDXZ6zTJSlKExEaSoRO7k5idhJ98SO7+T0JELkc6mmVeWAvQPcOfaW",
+	"fVDKzSzSUer2U/lMlcXq4edx5yoF56S+UNX2u43FvWN0TveeQH9YdhLvAzWYs49tcRg6D1AV3Q0gftgh",
+	"e7znkEFyAfTRH4u1A8faqLMDf+QlQPjtx+bNNE+3GbpYDxcgY1aOQp2jqGvLEgC6CXaSUD8nYskIGbbT",
+	"3ZvRiemgje6XCnjBDcG+mIAX/ClE8bkbfMGamkYvinGYgoQmiB0Rz+VO5v3Fx4rQQIOswkKBXMWhBWTi",
+	"12X7sX4QpO2IZ5y0iDXnHf6wDh6CxY/clD6JYaeEo8c/WDHFdXqoiR/cfeOVpbWSYgBb9eLSi11INLVy",
+	"05L3XN9BViyDpGyW2+l7qQXfwWQ0YetBvvYDXH+DD9i/ubl7ZjVQrizdF7yEINlMZylre6wQgrF99CP+",
+	"8eFRzhdGdJgpdW7C3F9DybmQEcTNrXkAHFXfjXib9Q0SkdRay4nA8IYRhYe2e0CvBFPeAJDfg70pwSMm",
+	"hZ4/wDcVPAFTVY8hR0hW5w6he7deRZhLq61wZ+8BN7mc2f2TJnTVBxus9HIYWNOw5kDXSAYpLzmUg2Az",
+	"PKVrni77rDZ5LgtBPm7CfWQ6S0UBgmaRo+NHzwUUD2aGUsI9WJSrbqqa+IBKSllQoPxAIVkNWAPAVaAv",
+	"NwtBpBGAEtZGqul+p41fxwdaSn2E9DKibDBEXgKLwF+phWp3LwpbOSuEsQvecMDpPAKRGOqshgXWxIkN",
+	"Q6QDkIDtkCvvA2hfE0NEh35u22XKczXRn0FT/EhNLVSemuMc2L14EXB2OhRtnqZY6VksFGCCdgC3j54I",
+	"XTywNERpzxpZ+7z3BMssJlJJM6MjhF4pa3qa3erGF9h2h8TzLg9ITZSv9+3yfo39TyAfyNYc5wOe4NBe",
+	"Pp3joFJ11jpqwXtoetuJ8QHds0gaHowfExpI+3DN3bO3D/gVdK44Mg77HhtwEL1aw95K6iuwmkWWVjY+",
+	"JAxAQnFjZBbyy5o6crmfwmNhX4P1W9AEuoqpUZKBYTzL9BIjCApRHiCMhwo+XdU52Akbro8bUFPeEwHJ",
+	"bfEDQTYJhP1qBkBNlMAC5tYgspOyNomdYKGzDA1v7EYhFcMyMuyLEcL4V21OOlcO8T+CTmagUdXUp+Pn",
+	"zvOmafumJeD5L7dlyPFiKkxJkVk98TnGGLCDTKh6gm9jKoMvr2nqP+LTgUFzs4tJmH1rNb0GfJpWp+gc",
+	"0T/b1dDs22OKPdc22a450W1RrHbs7qfbmA97TvpXiG16BH+a8/vG+qHosK3DCTbl4qXkJoxYHxCsHn/x",
+	"+HzG2meXlyzlK6uOuSTowflsP14LvQgocy/D+4rn74x42EpsTHFPT5v1VjZLIfes1BETpbfvna9jYJ9I",
+	"UQry202TIeh7J7R3JLAD5IxLerKX9u75k97Fk/FolHSuvBRZZ+HHHN61pXPz2bdc30uxPHKpnBi4aaYG",
+	"iB9SwU8IFwNiTJbG2j6WPB7KCSw1N7Cu3Iv3Q5/Vqrmd6pNA59OQGVGy0aryL7j2V64hDFXij2dcTQHH",
+	"8orxXOJ9MOFX796G8fbdTq29TYqORaYN7tnmFLCzQOelrxTHQTae3EpA7Np9lBC/7v5v04W3F9x5Tdg7",
+	"+IK1qi22p67NBYjWjsP283ZgIHRHRINaCVEB8lpHowk21SsRYwqLvKWBrjiIieYioEirxoHHjTkAV6EX",
+	"wTdSyKDUzj/9qtKBQfXAbkbO6WGVDUSu4LI0HcK2QnQNGAc1JaiPGPPAtsZ9d0R0vVN9WxgjolDTLz/9",
+	"vL8D5hYHO6J7B3HiKAgHHxRW5iG4ESSxXjEfaj4ioNyQ+Bg0lhKqBEBwwHawYw7awQvFqEPF8e7E8+05",
+	"T/p2iM2Dp8oa6cGk4ftaynJjV652g/JoaQfi79T9FXJwnfpPKFTlTMw7V25OADJQHQBP6Cv0YTqWq2/X",
+	"sp93tO3YlT8UBAS25j3UjPUdQZOa3xeP8xLrm8N2bnLCXANiyIW2hxmSwl1W+pAl6D1KACVizQ8dMWpY",
+	"0yU/dtKJYpVUPruEtd0Va07OpEOZ8qK4CVPTAfIZ+ULYf43taL+2efCHsaJnd7GMwL4s08sb8q0Fw6LZ",
+	"DRtdb1QK7Jx4nSv0eCbkS0+6rNYmtrIqObBLNKFjh0ElsCUpKmDoBqlnqhoPER147NxSeo/JTZ3Sgmk1",
+	"inskmLfcHAsY6ZKGGyQwzGBL8rjL4Y2oTAKFM4J4LEUhfAK1y84zQU87hOHgtRJqnwZ2aHntTlFfpcvv",
+	"SgTrQZuaeb4zXzRcgDBJvEpTJhwNcFlY/m31kvBollgdWC3FHsjaAUS5XL30QX0VfIX1Zs+ct5hjEtRR",
+	"h8hFWGXV3iw9sd9AxQsVzkDBa8cBxBGAJAKwmbqkCB8P3+LFtU47ZzhFNRbZjW96uz0/3yei2w3ABHAH",
+	"jm+pA+mpcbMAQRDCaL/89PMjfEoH/MFAiT5DHYlOToLseGk8kCYFW+aS+sgfJwHPBn6y2bbiEUrYr8bj",
+	"J4chAwraEHPf0zT28iNTJrZWziE7OzEE0exETS+ihkr2Qz8ilWYQsdQe4LMwUfgQQJCw7GNbFcp6r3nI",
+	"fG6igF0lKvZ6vVTU+IocDphV1XGdv1Nq7uctt9rAjixoGTz52IyULw4DhmQzce9PpVTg2d2d5P/Fdg32",
+	"a18s5OGUXCsmT69JEG1fJ+W9OU9Q+48hmIcty8Bychf/3WH4OH9KiHTQWAu2pr/uQEe89v1CrAq7zgcJ",
+	"fCzEETuSZB5vw8iG7QAoonfvnj+9+2KvfSJTMc81tmmn9KM94Xkq4D9cBAE8QbMIqvAJUifV6059v3gL",
+	"VcqsggNz6nj3CACNy2NRICtR4qqLDi+PGVw8CPRwzytZG5dj2AwIuAdy/HyzZKeh0yywvSamiXq2EIoK",
+	"TKRi7YrDo0RqqDlBa8Pu77GVfoPHu1H/ahZPAOgXlJJhCa3rA1NHAkRDMQDw8K9KOrtl6dk5QqyNwTeT",
+	"71ZSfCVKtYYl1ttsdL+HNnuW8toNOI5XFXGYkq9MdSScIqLvHqKIDM7W8OKOgHJ78kmKq1jbav26mGLD",
+	"ViwPAU9Qpk1Jwhxj8l59WysINHwuNurMm0jqi6oV07w5Dobjdvnj2/sAeeQPOxxrvrNSN6hiTYPAflAO",
+	"W+FwTkp4DJu89H0AguaoHl8g0mFQ1xuIagBtdAR/YtidKFI5Lq/oanteCagREWPDhXCP9sCUAqwABC7M",
+	"M75yChYEEPPSNaZk7Vup0ljVCtJD+wDuJRhGSI1OKRHIvqTjM4R81x3kLcB60F6nR4BI8aOs9coyPrXI",
+	"u3OOwbg/u/B7t01r3yT3ar1widyiEGyeNICrWMFTOgUzRH3crdxDxoercd3X8KUO9BZOjtoMFXvqos0m",
+	"Km9zqfQD8gyf1HJXDjsblZ/D9QH6YT0frwlw8sXh+t5FvS6wSRVOq5D8erO2DYrYn8/2UW0CH+8ErDys",
+	"O+DlYRlAA3/ZTZXy2Jyo1S6LhegAmknNH+mNWVP3W7oAgPOeYMb7RoJc6Ot13jrWNkJAK6emPNk90n1w",
+	"2dibpSmhG6wLIK6q4aEXpUG+E6Ever4RWv41229vM8SK1F8RZsYRbj0l7ssb8Its3yXPjXM+xVa+iyxD",
+	"5mRvh68B+MQ+JvmE/Qa5uT02eQs8mzt8eYMdvQnhdbtX+DO1nPzlp58fEVTh0R0nCZtjd6vJo9b8IVy2",
+	"zl/Pdq/ynkXeFs6oPEvCuHxiiW3AzNDzj3avE7qZ2v3hhunik6ZdebwuiCGPFqU3WJo9OaEjqeNcWO1B",
+	"h5xY7bPG1yE2j72ly64rudCgSFETrSZNeKsaLE0wYVCDUfMCFbjmmPd6chiwWnqkWxEg3Tp4n7QR6dZv",
+	"2DtgTsd29dte/7TRMM9d2kgzYjTT+vaZSnMt1QPP5YMEKrjB1AFFXBcOYfAG+oYczs5oavbWt/bpO5ja",
+	"uff97HTsYCB481x9By5twoYB5uO0FGBOQG+0VvvQEqyKsCiyLRCGtE0nhr17/QJJNOfGLHVh9WBovNRh",
+	"ZqaX0NEqubf/7ZcnB6kkO8W3HXF9l6rN3Qu6sEaDD0lTxiccTxuO7PfmKrsXHDD+Q8Ge11oN1il8C3wl",
+	"5CJSBql34+mCcOwkpBmziV4Uh6fqHHFKBjuOwDV7U3KV8iJl9EhDeROsnSxnRoxvMMKF7RHt+RicU6Uv",
+	"dtoCzHc5RQeEnxzg54FDV6v9TdIbT861qlryzcoytwtm/6VD5HuF9c4fO+QyOwS9KBmPVQVgjKIm10UJ",
+	"Zw07UdhFx4rli4uzCzKdNZQFYbsSHqt8McrkuIIpAH8MSBbEUTE6A4mlWf1KgSpMN1bXbGEI6Myd94i5",
+	"MUTgvUXJZLV5Y5+wKGdClXKM3dr3wWCvkbtdxl2U7ollE1xnMULA1uFa4wxrynpUnasKMWdI0R8AxkHv",
+	"YWivd67IdTGsTHloyem9LlceiGZ4gIPpClUBHN8W//i6J43g5UYCenE0KgB+2mtAPDj2ej9qGkCDRoDH",
+	"a2ENnTf2eFLeQC7/KlbfQF/OLSqdpSXKCnRgB8l/n16/en76V7FKqKdn5H5aazvgwMhODAWUwBtIuqHp",
+	"MvBPjHQ5o+cYIDdsmwixg/nClLECE9G7DW/FColO2kHijS0HAtDyY6uoEmdpiWwE3cKvF+Ws8Si7ebYT",
+	"10P0VqwMiVdITLG36kL+A0h/yL6E57Hs7ze//PRzAk0hY2XGOhdWv1th6FliEbYZsgRXY/jy+ttniSVI",
+	"XlbGcKEXllVFsUqMKO7kWAyfP0XUTPf5PxKk4lpfT14y+h07v6Ckto/Jtc6Gy0KWIkHAHrDg68V8aDpq",
+	"nWFndZ4mrI1ZL/ZDrGBULhPZj9XleURgrwMpo9L/aC7KQo4xtw1eDSPh6Vwq92TwEoCqPZfGACIypWAB",
+	"BmYh7vStSBE1wrDzXv/Kdwmx3zn+CfRgl5pxXDvq4iJNrM57Z6x93jt3oHrkp8AlBrOtEGESI2GVUBcc",
+	"IzBZEtUtkWK5Bg2WAUQnd4sF8CXKP+vE4KxpRDSWThf3ULDTU57LU6ngLIpTSxcJjVtp+7Ar9Iv6tr04",
+	"ZFzbIh/Dtcy1nnCd5vCphu45JXZ7emsPKGR+4AVFPq79hqcIpDXox0DM1bGxcqz14QNAQU8a3HFVM+dv",
+	"3r59ZQ8PML5FAQmPwLYMYOtiuxqp2KTQqkRnL97cjVWs3s6AIY+xgZ9ERnL96vkJIqNgPi7QerEoZ8is",
+	"xXimXTNDqUpRTDh6+CkNzOo6gLpgf1M8e2Qnw3P5iOdyKhSyGRL/Qf+uZM5vqx8gQ86VxhYLpZBJw0vh",
+	"H6gwdI1PeUndeO2m8lx2/8dgQ9ZYAS4u8jZ7acSSH2NndcdOaYsdsGrcGhI+7odkyM57PXDxj7iVSznh",
+	"XceKLg7gUrAGTRfY+ZzlvOBzUYqiE9lDRHGCnUeO+J+9/tz+70nEzvtncKe+E4WR/7BWuE6ht0LOV5nm",
+	"Keoc0FYgYueDQawm2FA3iFTDKSlE1VrNCVNymUTsoncWlNW6+udYScMWCpIJLVF1GSnAscJRoHYi/yFO",
+	"IbAPEQ6k9Tm/Px3pdHWK3Vkj9ph9K78Mu8BVS2D3JFbYD5ui1QShB55xDd+tLaqpSv0B8SdA9s14IYhw",
+	"eAVEvHY/Cbm5Rwi3GgQdB8HE/VjklXsi4AdpofNTqVgbfVOPSBQkERAfHXf7U6zW20JHrORTljg2kXRA",
+	"P3IOLW7YN6tcFHgwWdDP/fUz+zRLG3aW5FWpZABrW2qGL+PW8McYnKdxa/jLTz9HMfZU958qCv/lp58/",
+	"fEiw9DxW2KLKbC6yLDeWlhRO7PLumFAragGBAmPqW1FPp7A1bJ11e90z7Cc1A61nbWHsV9NGu6NamrXl",
+	"YG41qFOuTNlUlIYlX3337bfP37599jShY0rLOdZzajbg5fcV45nRQUv8BGScb98q4cWE+Rir5PnL769f",
+	"PKcH021BA3Pfu1CWVywh2PKbUNon2DPVVENYL8j04VnKLF7vpA7jePXs5dPnL/+SsLb72ZQyy6gV2pA5",
+	"7Evg+mnEZiIjVx7utXMFugRUfErEUpHxFaFVruvDAI/Nkncv//ryu/cvk1j5d3vqgNdClhJ7pgjophD1",
+	"xFZynMjUwEmD1mqJHQ/h2ZJ/BZvcYbhe6arJfDV1lzsr58Sj8gj71tlTjQtc+UKNT4MZ4tv+82Xi3pFb",
+	"FexlrAiD54qGUxmJ1ImatZP/bX+JF73e4FKm/2n1zYgeVxYLkXT8IyGJefD4wgH7RCEB44L56hvXJ+6s",
+	"1zvFyxnBpVzFKngG2v/YDxBNWq5WfrD2xV0aDAgzP7ReEitdQP8/vNazG2yh2GX///UjD770Tc4Kvb7t",
+	"+cdtxZ52yAv8xc/T1tAeZTfZL+3OvXHH3HIA9xZwnq+j6sA2p4a10aaoctQN4LDO5/zUCPuMUqQoiqxR",
+	"O/SbJakfFZERKK89XGtItby8xHYgaYAqX7L+4DFmsjEX2YzVeMYLPkYOuPGUXmD9AMOsjB+s2gf3S2Pt",
+	"E4QO9PLZPC9X32PA0RJPtIF3gZtOCRI7jwJE7qBJFVYXN4zKPmPnuH4AuItcK+LGg17PVcpT9xee5xk5",
+	"HB79D+GuVM/bGT1vpAVQa7cHMFDyJ5lUt8Qa3r1+gexDkpTqWiFz/hkGik3sGgaIPRCG7PISzpNMk3V5",
+	"ecUue0RhW4mLVbR1xfq9AT7Iclc8oGR8L+VY0BT720bu98yP/RpU2qdCSZHizWcfcfPgyeE3v+aleIE6",
+	"oL33AjfmsHufk5FAK2/vPmLYAbopulkW8zkvVvYYrSltw7pg0BNnyIPvkU8NuHvophaE7PwnOKdQ2Goa",
+	"NBU0PNb0vUqcW6YGNiwaKq5NGnUW8z0yrL6M3bBALZUAA8+tcWupH7CIuuyapIebXE1yzriJlSVOODlN",
+	"3NmO/0D2fBCrusYWho0L8HH8CAyNL3W6OuqEby/Qnkv1HH/sb0QEaj5S2ul/Lo7427G78zOgsK/wpadv",
+	"V7lw3C1Zf31yxc4vUb/V6QrcL/a6dcL3DRbBvwA7tIN1xqqBd1ra/m25Y//s19uLr6zi0e8R5CutLYKc",
+	"UJlws9nd/WPx8Qh4JpkcdhkOZuwfopYz5aHJXiOXvz7IVGeVpQ6dsP3oq5KOWEE0Ec8B2lELhZXgKVaM",
+	"uy3mzAA8KXh+EuAYL6Qpk1jlhS71aDFhzhHVTsIjOmQhOepxCXCMheDzxFpo4E6GCYP95DuJG+fq5aUu",
+	"qMEloZcatq6WY3d3bp9Ra4uKqccuG7PmLEd4JHQbYZqOVJUJHitUcBEGjyoXw96LYMoARN6VXzmw+4xr",
+	"mjKHtv6hXWuvx8fm5DeUYyhG4mBqeZ+P+0VPECnH69oUcnmB7zt9g9edPk9d9IXM0SpwcNOgG4LbgPC4",
+	"+bQQhL8GwRcfdPHtb/3CVSXuFD8E/6DRyDqrGnxc41shcgzuWLMvFUWXvUfwH14FKdY2heOWTLWLRhBZ",
+	"U8ETPSii+kCP7Ubbh7UCXXZNw3W7wrNC8HSFlxkvCeguzEa3VILoBJCP43ZGYfk8BNWiNZKsXFXcbVDp",
+	"3zXjZt3d6w8ftQmDcOeaBkWVeOYK/wFvdKz6vR5b5PCQykWklwoVNGufSXTabDv+aDTPhSgPN7JZg40d",
+	"xSr0H7j5AwTkIQrefst7nfor5lA7tL6p/U7i3GqFVmejpvvN+f0LoaaWEw8uLqMmm/kho/URUTqixw5+",
+	"M6y5ef6PmsfBOm3Iq+sqxHpWRiAaPHkEMqKWTD6SiherBjCrA1TfwQGKju/J/2PL2h4Uvho+epTpMc9m",
+	"2pTDx73HvTUT4X/L9D97o/74l59+jp5MBuKXn34G2J2jtKYX9n0NSlMg5CCpkWrpAQsLa7O5YoIXmawi",
+	"IZ0u2U7E+GPl00vIA9Fs6nlnqoTSqJHzZUVMqljB8QmBd8J8VctWIBiz7nz3Km7vuPX3BahYgnzWC1oG",
+	"4ulxGQ3MEwuB2VruWBVaea7bZc/xilzrIlvZ2c7JUzzD1t+uTWeFJ4PPZr2h/w0WZUhrQ7s+DLQJzwTv",
+	"RCEnqyDI8KY+YGHYc3wmKoqfRscOulMH3S9AHIV4wlinwbx1NEAy2Wse1VSwK3Z2XlPlIckLXLWe3Xrs",
+	"YYpWnF1Ud0AokYhMhUEa8NLqVFyxs5675GRTc4vqGTyEZoTbYIVsxTjX02fsyNY2CgMiTg0FRQzj4hhH",
+	"wWFi8tSqgz6vMuDhaPFRu0ewZQYXl6ELNgr5uAsHr2tXqTSgVWEOhhKxQmEwtw8PfWp/SLtxeKTdGHky",
+	"xOQfEwRKwzvwNJ7mojilo5NUtlhIpCZWW95KYWxnsLKX62ftqq5/xWrdoCI4FGbmPMtEAcN22/yvZ/pi",
+	"nG1Dh/ec/CiTF4F9/hFEYOvKpPv9Qd6wQCS5ArXWIm8F9RakbhxG7AT8vIVzu64XEAwMnWW7d+BLnrqc",
+	"3vrCNzyzWle/SKb1A8JXp81VbnmhR5Q9ZInclWMVxuWNqZR98+z66VXg0XAmpzXwrK6xBFwndPB2N9R9",
+	"++5vdu7SEWu1kZBXJamwQuSY5L5h11oRBZ5rjr5g1MjJI11qmGCnu299WRsUK6K4IABrn93ZuvqWiinn",
+	"bWseQfCuE8NeFXouyplYWBk/laYsfH5/Ke5LJu5zbaRD+p/zssusyi/SWFWYSmUwfKihB7WOBhLkL0Ka",
+	"EmWFpOIuYanuXMUKUuNcUW6TFeemtPfg2SE/ArzhuthoUPMbKm/xLQ87LgcK0XeKU87mEcLza12MZJoK",
+	"ktXn++94qcuv9UIdHrh6q/W3XK1oOqaWoQs2cpir+rcfIHZby9b92w/WpqsoOqArv647iDbMUtvKf6ei",
+	"/C4X6vrV89ZHBiTW8r2b6YHexc6qdECnqUFahlnL2fskfDZIPoxcMt/OlQNnzz+2nvbX4Avyp9T38vCZ",
+	"D5jyPZdTSiS4plxwVBh9/2ZwQrq285j3Dx0trbpth2AobRG066ycgWqFSGDW5gtr9m8wQzch60+4np5U",
+	"0o4+ryxojzxaWE3eqdmQFBlyHEjJsxxXWL0WpopMFycizdDlcMYKk4MIyEOlfhkI2RB1dF9kgEANWEon",
+	"EduTUunwBb65FGDQiDzTKyATXBCfIg4LZVcW19KaAnb9CKnQElKIzdmIS7hjNfExBvEPPf4oDNIuX4cA",
+	"VNZWD1zm4fIxIS0LjrzxDkPH1CvTxJSJ8D6ZMgTP+wz6EJ6AkhJ0H8rdSYM9fF6VkwERI3i6GlbHT0LO",
+	"EZ46K1vPIrbkqmTn4QJA8tLBK7DV7Hnp3o96FQ3METsANpDETqqhJhEzfGWslWrZDxVE2DG8FmWxOr12",
+	"deBNQ6KrH8GleOWHD5saz15m9M+rZL7eRfyH0t/nVTA9zW6hBlIx8Rj7ze78ZrtdH88xGm+Rj7eHKa0A",
+	"PX396is26PYgbxzrA9pGqmnmfVyGKvbAhoRW6FbHZaNVrKb6FMrqxWJ+YlhS5OOE5Xx8C2fIaAY/mojd",
+	"STGPGLT1B+ZbzsgiX+riNlYOJxgS2Hx002nGeknIU1ivkfNyVpNPIFFiBTJ2DUESC7Htw752rbSg1IYl",
+	"opzdWHp/zZcB2mwSq3YhykVBb5xxM+tEePVUlMGVX+mFKhOrv/MSnBmuVxf4o6SKWJITni0iHUJFD73/",
+	"xLApz08nhYBqBUjW3XzFl6tvuJklrE0Pcom6SBwup9s+rxZVNQDLi2t3U95j2gjlItuLmcf25jA/OCzJ",
+	"X569jdWju/4je8mj8t48+tH++KHKA5VY4K8WWeaWBGb6PE3s+JUobyixO4kYfIT+NsouQcSSpRid3eCu",
+	"f19dZp9CzWONXXzwbnaC7RotVJoJE1ECLoJlLIUp6Re/xVRARMvP2nw8XswXGZweXWB2trUsOrT5UPT/",
+	"ElJ2k2D9v7Rff7miH6r9feS3c4jMEl9/FavE8IlIHiX+DQR7TMP0X2M5UoJhBFMmQ9brbL4YtryR4l4j",
+	"uFGCudk76AU0MzBSa37btfWKYuWzzlzDRsJksPRFUEom2Ap31bPvv2WOc0DEsapNoLUd8yxzk3BYjH/h",
+	"JpgXNcYMV/4rnYrgijelLvhUXJf+O25eFTK4Z87vXxEizNdCvBJF8IqJEN9IU+piFTzyhZ4af7dZqTGi",
+	"TV+rFcVVEHbXMt7Ts8Flr99lr8VkYXhWVQThpKmwAhawzgNJg8BFhCzg07NBr9dj7QSxzUqtWaaXw1gB",
+	"6At+2Y9YeU9/9+yIXaAaZF4CBX8VdnOwr7FaqFQUgGWX2uvKezjjhC4Dj8LjxaDuBupVRCrSIfACkbL+",
+	"ZazKe5N0un5+rm5krOcC5whiYdDroWC1BDEV5azLznvn3n6K1WghoRuB602oJ5NtcefXr75qPTx1bz28",
+	"6QfuojJovKJjWVXZZODlb5OrGRxNnyadr9lGDkaFDwyHNQl83pCWGY6xGyvIpqSrlC7lhF6JOCY4S68H",
+	"KCZT6qyHM6YgkdeF7G5V9txMzK+sdFaa4Zr6yEc9kPgv4eH5hEEUZ0VEH+dLawquYBBlLkvUgfsXn9J5",
+	"1xRxXF8F1q7zMSQWgJunHmXivux0P85p5nXeLwNOMWTP6LXVifGQ90FA0fKrUNW1n0nJveuHKXmNvp6/",
+	"ipURgLElFR6k0YrJdEjNgGuYXKC+ODyvxCd24UcXLqwwu5p4nFV9DsypAdiYjfQ36dOcjsyS2ZsVs/G+",
+	"Ks+A8rmoi8K29/pWkwcdmiB3uWk0r+y6G/mPrdNEHOioxv0hP6c17Pd6gAQs54s5fOpB7jZ9bMQJrZAo",
+	"9yyQTA2bApqAP6HSkBJdiDupF8YDtgXEsjWnCbHhfqvSGtgEgLVrYBHXSPxhkcM/twx4EP85MEz7sPDs",
+	"Rlj2Y8IDkGXjY+PApjA3FbapSkcNeKHjfj9srTsJBU+V54oKyRY1CRFxPGjBtjB+xPq9XliuTUnDa8F5",
+	"ytKtmapDhmhVTJaYfuHLuV0eDfHaINuG0mqq3M2RU4HsMwBTg2ZiVfa8EBN574rZZWmYVKm4j1U7obn8",
+	"rf/DkAryK446ZE4rTDrbVNiKvT9Ujd3PNj0yw69defKqmiBhNe5Jm4PeD2Emb7oGIU3DunJbG9fT2L2O",
+	"PKNsTDPjuVjb/yHDXUtIz42V06jdbrpfkARInR0gX/r1FuY6rFqp1sclQq/qKJQQm0gIHi2BDBjAc/38",
+	"C/PPrOc/+eRqe4Pgc9mXWDS9Sb2pnExEAbUYOJLu4TZFY7zDWv/YRwW3ZYi1OlXLuR7UHhQeQfpTBzze",
+	"PiC7C9lpkHd3gExA4GbIMEwdAEn4wtoj1jK74j+EmH8D6VmBLK4L4YaC00rK142eRz/K9MOuzABgWIfk",
+	"9vvzgDwJoxc3PtIaqLc5h9b6YTV7XTr9pqrudtbsZ/lnKsvv67h8p/zG7ToRGC7Y6gb4En+3yig4u08J",
+	"tANRR9qZJp99YcpOxHSOuJ2I64olqLy0Bv/7I70GbMNpwK5jlRbUrgRGdWIchIg0bLwoHQQx1AbSL3Or",
+	"1+a54AW4+atHcJWi4z+Td6LumGUH+mXBZ0Hrd7DPolpP9FnA+uzwHIjDHQfwaGjnutVKx94XuDaf217f",
+	"aK/jXQ29B7safnvvx2dlxbCDB7gdiIjaAWCgLOqAR5a+KbxoOn/y7t8X7667e912j+rnd5+PY83fiw95",
+	"9CM84sPOjF7LEl34s3J21t/ta2kpbOv4qlaW3SflvUmw1LIOSm9OIIaOHJBg3zW1Tr9iiaPYJFaEy6mL",
+	"W5chEVRXWdtMlkGvdehxAjx9UY71XGyBT8ITdpBm50TMs++/rU19i0aHfcz+aZQ6nOc2fQ5+/ZMp/J6Z",
+	"AthBsI/Rxhnzhd7uOG1nC5g+u5UbAAQgJoiU9bICwGueLpzlv9Zn2WFDQlMK1x3fdbuGFINUTAue+sac",
+	"Rs99+3zMBbbMQy/KqLFHF0IVbMsWdtOnbjsIzNehYjc5nVl+ZU01aCGIy1frtRF5+AXKJaYZRHBXxDI+",
+	"ZSMxk4rgzvDbMc8yjyEZQUKIorRjVvBSYLJvxgE3NAqSku3bIh+6TgXk3aIzdxL5zvtWPy6kSCn7q8te",
+	"2kvfvX5BUKHQvsApBIB7LhWqYMhgCduLvZ9xAHOTxm+nEZDQu4xwJedirotVhQvuLrO6tBECcz9oSUyX",
+	"XVP4HCsYN2o4CE5WaaSjbYr0V0iIn5EnwhugTcIWtohn4c9gzm/K5d5XJQLDWur9GsVaoor8Sces+IDL",
+	"EV9b43OPfoR/d2s/+DpMkE/gQ+Iy/gJM8AROnAFM0prxuIXuPaK5ohZ6G7oJ0OchqonLK/MAvO6RDWrJ",
+	"mB76z6GW4BR3Hb8/lZLf8XG1Qjlo/nDIuXTZs9tzri1pAPpLucRTtC0VOajExsJqCP5Av61aEJW1MzHl",
+	"VgRzCBWcEoYES1eKz+X4dCJEx574mbgHeAZpXO1/Sv2thEoh6DDWd4iiT9OlIqHUoT4RdC5P0WyJFcE/",
+	"UE5zsciEGfomwOLvC565pF18x4lBD5g0VXp0rNre7KEEZwp6aFeYoLSLPsz4nYDOv3knYhy1H6riT/Dm",
+	"5MoPwEV0KNNRGt8kpMLk9y2pAS5A5rFCnCUXwev3e+zfnfdOZxStrJrieoAiKDEYEP4r4iK49nLBXkF5",
+	"J4X6hgwReLvsW580Woi1pPqHufIs6b3SOnt7/5nC0y/Fkp7/qwem7Vt3+/c3+rWFwWmn+mudsXYYdcXd",
+	"QN/Sp40Y7x7xG0LhruoFdMEcMa8NEePCD8J6CWKQwcpMuWuOjU0/yYE4hB9KmcPR6Efue2hqIVLW77n/",
+	"PlNNlmsjEo4VkwKlob0LoUSkqadhdzymRErofv/MMvWgWPeW8rkwpZxtyyj/THFkfHqtYWyNzdMmhKnr",
+	"vtay4NKIdebLRitm+W33c2Xubg2HR2wz4zTak6Q7ePC21ZP0P9Pu4CkhpkIG80KkHTdTkvo0iO5Ha2mf",
+	"f6N8lRzNgCp9JrUJnVCPL+jJFnYk+YS1e5/O7cXTlHHX3bvesMyLqe3errVara1m4Kt6AVkUdARxEKiB",
+	"dzz0DscqwZ+wXirpRJUO1R6tfF1KejNaJUBaznHepo5H9vMNlkonQ5aI+xzS6iKWmJJnWPFzJ8clfXcr",
+	"7d0BIjZZh7GiThdSkRXrHtpZU5HAdQ577wtGj6lOmYpKc9pruoY7hrV0vXtgZpfngEKcyqkszRZbFlqe",
+	"/7OYsofoVbU263/atb9fZztH4bBumIAt6AL4zRyHXNDbHexB97latzarfLO2b8ZmVVxqNXcrVkOAAKbM",
+	"4yvGY1XvvweX2NHppepYu1hTsM557QkbFR1IJlbtBHuRJXRFh9Dg7H08tYyPl6xYKAgysupqnstOREDF",
+	"3iilel5qxxk5bIoQTQK7ZkGq4FiwNgT77JexmvMSsDc7VQtydH67hswRAd4F7cmdy22sF1kaK52Dx9y4",
+	"F7eTTEOogeKF8PEGXO+Jd6/DvVbT6mzzUL+nrfyMTAVfsctHTfQEae7o9nswk/gXP8HBaiGVuJNlhCBC",
+	"wGaJmDwB7TB5UTvK7vBurxJ4Sieo6riIcCzU4ZGSoMgbEoTMkDJjRWcCnEB2BJDiOJEZYHQnvhO8++k0",
+	"lQVhs+TcmHxWQCs5Am/YvB66kGEjRxxCdUl+Ozb9fsJKfQu9cGNFlwVPmZvEl4RSUezGc8aZmCSsEHNd",
+	"iljhvLrsbXgsoUVo5Y0rMF0sYqkofE+pW7GyOotr9ovFwPMc1laWdG7p14S1l64jlWVvboaxchEr95iq",
+	"QgLdULRHAWQtr9hQxIAN4UIEbIgvUlk6voMRiYTAx9wMc0lg7oschiqV73vVZS818uOgWyeoVIBXbnlq",
+	"O1hNDDfoAtJ96UusMjtdFFlzcQVP0/eupfhxvqvA2KIlaw1bvfuLL88eP+WX/Itef3xx+fji/CL9ajL+",
+	"snf29fjLx19cTC4uRyJNvzpvRS0iYKurAUG1Igo5DFtzLpWCQd2KFbhRBDeLYmWps1Lq3LeHgxPjXPHk",
+	"wXQOc6n1PzGXfqbKYrWbTUcoO7t/lg6g+4PPRVS3RQGWxOkJI5FpNbWWnDvHuIzkPRj8OqMkHuU65AJi",
+	"GHEREiR0iNtKM7MYz7BvgGez6zxIF2y8KO4AGHhZ2Am+ev7Sfltx8I8pE/79CORrMN1p8WrqJPU6tupt",
+	"p1n+1rXpRz/iHx9QIGeibOipDvmu/n11tDlAaGOwldixURcuGU1N2ZgrNhLWgJ7rOyskzntPhk7/hLQz",
+	"BPywv0ILbMIPWWG0BRqtd6hj9kQqaWYipVeakq8i0O0Rng1iIXJSjTOMEmOnZuAg7BqF0NUaWFxa6NwL",
+	"SKlcT8NmiDU7Xi8o1kz1JjqoLiGW12qwqM+bQKpg3f4VTF6c9/HO50/Ah4ggoIoNaAdTjSyFKV0ilQE3",
+	"lUEmAMUXa2beH4K5IM0F/GXTaN3PZaLtSSG+B3pNQyVDF+xRXvqOK2yu76SaDuv+OIqxKqv927+c5Wl3",
+	"GNAU7aFxPWQA7Ye1ydSF65YcnXopZbKVs0KYmc5SCicQBB/5r3MOAqstS1ZI6OWkYiWVWUwmciyFKk8n",
+	"C5WSfswzE9jb7hFWhedVt+jSRTDsKIyAvqiYcQehNj4CmEvsWhMouycG9X27E12WoHilqk0CzfMWkr/D",
+	"CWHTBF85sWfR8eFYJYYQuwB2jkyupS5CJ4E/ToBoTnlDE1j25WwF/g94402YajgMnQjeP8BGgGQ5niFO",
+	"VjkrdFlmIr2KFeRhwlmF3qKg3NTgPyVOg4LgnS3u1E/Ooz+1g+K5mujdbOtflPf/q2to3m6pklmcnxNP",
+	"+lbvCBRMNiBNOa+dd3ECWq7STIklnBXQrjoIoElqGbJEYNzYcEwWVtxBYddmqjP0O5NZxpZQ2wYK+5wq",
+	"vGJFeb07VCi03YlTq6lotOGvQxdtsxMVkqKxQt+3Ha1fCTNtOvOLPOXlJ1HNHmj8u106EicXX/0ORv9r",
+	"57UcbIT/qYZ+CjX0TyWzNWw9JRPQWosKDbiP0je3WLWPQOvanREZqjM1dooNzSU1WjKLORVheFMXmCyW",
+	"RETrGRye+YLKcihrRXXKJRFOCoE0wn2jJxgYOF3twyYygzCOoW6SlG8tEAgfolYKUxa77BVfGDtoTpqo",
+	"mzcyWux8OJNqiu5dUIZh3mNdpJ4PoweXZXpaRclvxQoMqljNeVoZ9VhFIZXTbLszkaU3vKQ+E+GXo1Vz",
+	"F2g7zn8BDS5idpZ/6nG/Rz5lT03Fm06Mt+jaXFFrTF2cGDgvx7ImncnxapffrS40FtZWLAvIV2FUuHTN",
+	"8CkNypQ1K4fsvPfkCjx29s9zr7ltVk3gGHCDX+HI/vRsuVPxeXWDl+T8pq32uabgDNc1mxsdHLTp3V9V",
+	"e9mkrrqfgQgxiMDhN0nnj+g1Cxbkwc6y9w5QnjYfI+7WelvOtN0B6HntEkiGLMEtSqg38MZGRJj6kkuI",
+	"ZbtCSajNvOPZAh1qlBYboRtOllY5WSioP1mydmI1h6QzdJ03F5v+Jued90hWzoJbSpVCqi5HfYi0qCgI",
+	"F+iCpVoJ186SFVaTAUPTvmIirJpCla01VWsuVe1ljN6VZwuiUl2YkkGH/vaUm1ghIvX/+/+wOb9nUKUC",
+	"89AG0gUmmZzOysBWrdoe0K5KE6uQIRN7fSlEunYucPvb0DuCp7sdVZ+c8X5qZQcH+L0Uy+2pvwFr+rXY",
+	"+j89k/6DeLsqrue83FZ7ohM75rnZ6vRaNPbIgvzeRjlzhXwLwTMzMSmZPZ4AMA21YN1YJYUYy1zaeZPN",
+	"YSmk4OMSelxBPyrorQTV1tAg2MfPobu5ihXPMr2EqjbIXEQ0ast5JtTyJeUl77CptqPU1KVeQAsDfDWQ",
+	"ho4VZ+7l7hLHUpLJQiEbg/KxMc8y1m5+LBiK8BDi3y6egRMInsTa3sdvkG4t00vc0NtuogupysHFZQdl",
+	"gxGZGJe68LewpHfPn/QunoxHIys0AIHAjq3WnqjKy5LBM7osmfP7GxASN7kobsr7hI00REoQjJWb2xOD",
+	"UuSKJXihJZJkr3QhTs9jVegss5IjQY6fsHaDWMFOWwoQ7yA/DKxoEERg9EtFbRWg7GLM1VhYuxr7/VgJ",
+	"hBD1GEHBcY34+LZzxZKJcGOGtbEiyo+OpFBkhWGe24E414LBGIaLfbRR1uJAUPaAsM+5ATfCaOUyUEEG",
+	"drrseo5CGeSokHarUjGWc57FCnO2TUSvNywlpc2wdjI4hxYfZ715Yh9j+aRILY2hJxcWBmV3rACHCuz5",
+	"0WrN08sxCtNlX/KUSZUvSisAe0zxuWs2A0cTEmr3myiVXdLkBlh8Qun4QK+u5xzwwjDB67o3enz55El/",
+	"fDnoPx6dXY77af/J03M+EE+ejXrjZ2eXvUvx5fnjVtTyx9Nyv61HsQW81dEVvG/O71tDKwzq/7WiFm5x",
+	"a9ganM9ghutHrjVs9Xu9hjsr5mhH07t/POL9Sb/35OKiP3p6fjZ43Dvr9QeX5xfX4/7ZZZqml+dPv7z+",
+	"YtD6IWpVRzUYXsNrmoZ4pEec9vw38Ygfquwwj6/7p4P8TxPzM6K2ivJh9uU2DxQ6tbd7x59By/INPxdr",
+	"v/ruzVvW7XbRvd4ZbqQFkH8qVt6CIqczoo0Zn5ZhSr5yuRHe4V79bM0sK2oZH2GGmKlyNbrstR0/+rR9",
+	"TJGXrs3ITGSpQ/o2zHu3X2/zaDdnetkV+pfwQQdABn96o3+3TiZLjkGorDqbdIaOYwD2rJ5aJWEbBwCA",
+	"AMM4oytRQZzU7N0Tws7AsvhvuN15wPHKhDGuUTF5zv0j4A7KVfBXLHVxKwqX16NS4iWyBMUYX0JouZUI",
+	"gK8BWzQZsiSnrmxJ5OHJMGWqnAkVK52lwmBxeDKRE5241lXWzsOyA8+DwhI1y4eC0oIQ4SxxretSIfJu",
+	"rGL13ll2dqb/aXWVpNZJAiNz+CKXq4GGSDuxZgoVLWBVVafWb9KBfDBZdtlzqoXBdpapNGOtlBhbs2wm",
+	"M2onjAHDkhGUQxU7TMhQIqB1F1isrJ+2DMwjGk3EEn/BECAhks6VM6gczEXiLS8qsKk1jZOUB5Z2iFG7",
+	"ehIMtIKFaN9eLTcRDsC128uSiF30mIEuoK7xx9AaS+AQBZ6OkCjSLtigilTiKJGgTGStnhHocBlYOyVL",
+	"XmhkwkmXvYcymWAHgbodWdcS8sQpV+npRBdTUXaC98Nc7QCctWSJI3meinmuAbnu9K9ilQxZvasapb8H",
+	"EtWtay1/MFYIBAMAAgaPqetcElJM1QmDEGEgUchFsCeW0mRpFwUkbCfagIjxrhysSWfVBMpT8NCsRDrE",
+	"thHgwICq7FWFtoD0Uq0/+SxMA912Y+UxVOwa0HJUnRBc94DzwQAW823VKhgyFt1LXMvyiNISgwJHt9Su",
+	"M0w5jBWcKlfDDYOccePSgoGC6vml8O6ab7hyDLcB3OyXn35+5HRTtzuI+4NedQaOJRM5dKNYkTZSq8OH",
+	"xsh4sxvZ0OUCcMBwOO+dUUFXschEEqt25fWCw0p2K9S3k2fG/u3NRPsBzTlyoESxAqcGfexUgQIgbPA7",
+	"INpSxBLwottHQFgAnWy0wIAao2K1FPLK51CQ5tV2PWK7uIQ3uFQ3LoGWmB4EHuza+Otvmq+/KXXJM3Bo",
+	"OPKDFrMhyUMBABWiVAYbhjkgX6Ks7DmgJaWXTRqhZUZNBfoH6oIbMNwJcRcrkfpJZ1jBOXm+scbA2pbl",
+	"uI6LluVcsYSOKjylRxy9Yo3AW31fO/B9aUve25C/7SXNwN/wHo/vPdI6E1wdDDnet+8dXFyyvJCqhKyf",
+	"6zdfPX/OxjNuqVQU5ootlPz7QkArEpd1RqNEBlQNc42T1kY85/cvhJpaxWpwcQno5O5zhU9eRzd4aMIf",
+	"Lzl4gixNkPbRGl5ErVLD1wc7Vsiv0uBKObyg7w1Qp9fXfwuvyVtubvdgOdQ4bKD0MKfzrAGmNEicfcAp",
+	"1S3+jg9Ry8n3fXfbOfhrYRaD3uC3WaeqwNaeeFfg4Fau0k+CIBRyW30nis4VqDcgcGrqzT/d+v7Kpujh",
+	"xxu7IMCZbEUBjpJLyPMwhCA59MRpBXFrpsu4NaR4wWUP/PRLKH0YFc5Jjj9CiqBUbHA+6817EPKZY+UH",
+	"Vy50hq3u7DPaFz1QBTtVjbLdr9YluHUXdtitUKRvYDxFLXs7eJS9f/aG8rNbw8eX573ep4GBcjABoAZi",
+	"RnhQ9bkWNq08Wj7X0Us81G6gkg9VIfvZgdH9bpJ+Xf5+GyuQGhJdUXGvbHp/i7RSXjbk/P/6cGWHdu+y",
+	"7NzKRqhoChp4sf5Zv/fFACEsf9165DV7yjJT7lJ9U2cgbBhokWPAgOgdmiPOlqhg/v7lPdCQnVxDRsRF",
+	"cYXcCLtR9xcd6ZWGAOmxzZRZW6YYDn337vnTuy+wwiUld5E06P8ABwR81Tm++3LYRylW2EjpLZbZKArR",
+	"u5pSovwrNqU6F+82k+VuTBx44KezLnyzpNIN1LdK+mRdlquB/9lq+bdttVztxP7GR0AQf0YBfrdNmvla",
+	"TkzE0LftEIF2NzQ6kAv77o7bMtSvKzdy4MaWylly5Jxa9xljKaRxKEFW/+2y6yAtx8rhHV5k5p3I8CSr",
+	"Y45ErLSi8pxVJ2IbViXoIWJSeg8wZce/+u7N21j98tPPwZwfkdcS/4EgaJVORB4U3cTJ8YbqIH4MK99z",
+	"pX3886etX4mj7DdVoyB2oPTyj5wL0Yy8a8mm13/S4/3R4HR8lp6ffiEuJqeP+eXo9Ivx4/SJ6E36fDCy",
+	"hOqpbYh+Y14rOiNclWrBPxOOr/NAgBed3l8Dv0acgNJpFH+MPIyvkDfUt2RPZv+WhO8/GIv4U9/4vba/",
+	"BU6gK3SlhyoTJFi3Zxw8WKOgWEl70Ot1Iivjnz578ezts1ilWpgu+xrBF0OtgtSNKjBfj1HhK268i+2G",
+	"lxiYwlrbjawFhEORqIMAHH6xUBEU857qnLV75O0jeG3nGCqNyCYdiD8H4UtVBX4gpxi0IgK8JjD4u3q0",
+	"cLSy1uaMeqHEqj3oDTpd9h6gbKw2WBUIz6USmDCcCjMkNJpTnVfgNNXKh8seq411vwoHrZeqNqS2Llxy",
+	"uF2TKTdQ9Ww6rtsUvCJWqKphHgAuljSMzzU5SenpCS9LMc9L42jgVqp0SDIwqemPsarCCwAht5RG7M80",
+	"pq2uOBpy+j+oDteGNna6IBwi151k8BsNzB/cKABoR0nsDu2f6bcfr+0FcTl7KhEWTWF3RWxt0mCLjYRV",
+	"g9Ai+2OpgEibAfYh2LIPFY4mFyI9XeS7ASuaxJXG9JEN8dZO4Jk3izzpeO6+JroQa7hJdgXctwbYDliL",
+	"bcjTAUEVVQVPEUq5iOqE7Cst3wf/XsefXOy/YrxrnWP5FTL4Gnv3w48V4aFRnliheTrmpuyyr62AxARh",
+	"nzM25/enEyFOc1GcTjmY+j26EkTpEvHNsch0h1Rtr7Xk6v27T0UGQGhYZKXLWAX8CRrKCsK/RG4KJwfQ",
+	"1BA1s35+oH6V5NPXUOVaDRJiPmsgcHYakO8WSFcMnuGvUGuHlpoSy1rLNtx1KoaNqr0JamGBEHBNyOUN",
+	"y6KVODGdYazqSUdDFqQLRRUv3iVoYVPf5b++DfTpu5G9wakclXLxW4nQKheQ+MyfkvOjnTVDX5rOUs1C",
+	"frImJ4f2eN3Ys5KL4saeO0AtH4mKuwwGLuOH3Jr3Ny6jqHZj2CHw8/VCe7tlXs18csMrBJfBKCte1ql6",
+	"XZEXi1AgTS5StsidBKJOIH+IjH5cVI5JIA3CFg4tNZu023GccrEUo5nWtXjqttDje3fpP2WdCw7umUpz",
+	"LdXOvh6CrlkLifzpe/qdIwsQKVf7i32+9KL0pefjQpTmir17/QJqp5e6SA0BkXHD7u1/neO6koQEBX3o",
+	"fZsNP67ELEbYlJYyrhHKzX6YcJmJNMF29b5fmXNs3QmYBHBEAh5J4MubcpULk1A7IPBrRbF69d2bt6gq",
+	"/9eb714S+vHUAZ/AmN6UXKW8SJk7ywzOj4hVO6HlO5UwMveplHNhSj7Pwy89dkBCSf8G6rgLkQrL+IsV",
+	"G/OikLQQYAaEj+902dcwcUbXS9dethDQdx8HLO6RdiTPoJweWvSXvhsJW+ToEaKEaN+IGM0VKPrHHU9Y",
+	"O1nOjBjf/PLTzwhOI41L3oDoCSRXod0A1NBl164wCYKHkLZhxJ0oeBbyj0Xu4BfmVFniU7OMKE2s2oML",
+	"Nlr5VOsrUMghd6/ql4Kztbo9FAe5nYHif5YvRpkcO+AJqhIYMg40jLbCTBusV9EFwEXrDEhQW/Mj0zq3",
+	"axexvJB3UPGQSXV7munx/8fe1e22bUPhVyF8ExugPctRgsy78pBi800RrAG2Cw4QJdIJB5k0RDprEBjo",
+	"0/TB+iQDzyFpKbaSpUULFM2l5ESiRPLoHPL74TUN3dSMbxouJHm7uKZMr7e1U75w8rk6mK8I1N2ptmup",
+	"HWJqojT3cHl1l/ufl1d355RpNO/z797/MF7zzcbXNm8X1+c5ms85k5OVadZ2dOQVTCnoUChLOD4WaPND",
+	"frB358QnnJDL/eABlgQSELBhsAR7TwJxBDrpBgTEre+u/VVrQHa0XlpQttB7fxwVb4taDCgJMiHDRQuH",
+	"58cIMDZ8uTvGPmPa8eYGDKRWIBQBsaGxsRSHabHm1a3SMLWdRJERPyvuZG02/m1PRkwvyNaCS4ZIQSty",
+	"U/0gSLLX3JKSWz9Ytn6WuPAhxRVp1HwMoc6/inliAPmTiFGNV+eWFBAMj8ouIv+nkxN8O82Fz8oGXlR8",
+	"ZV+rFc/lI5QkWzeMW69F16OiK0VkBZaWZHZ2+NHHRam1aUFgUgifE8Sp4HaHQYdT9JD5SvVRS/HJF3Rc",
+	"37fSE8SZxMb90t+4H6TSuVHWR2N+0KkQQB8BmkJ69HnVzhHcUr/a5ZfGOPpkzqhEjwWrEl9owJof89Dz",
+	"j/VK7v8+JbExPByZHtE4YKtDQi3Fs9MDj8LmQkBj//TgD5ei3635+pDB/2haBrptY7Y+2YxyHsjlxb3k",
+	"lFlH+PRfY+zM8fIyFhSdzB7gTrxyAap8RDqgfWdT/iMrR0nxwGJIZ2H6sEFlhGSD+SllAcXMBnM2uDRa",
+	"sgFlA/d+KeDM9P2nDx/ZYFfQYLZa+P8MDNZoghIW16ek+DNR5TNSvElbLJTMSAEjpmB6iNcJXzNQmLsf",
+	"UXJKiksAIobffRMCQRNVKztr87BxfTuaEGARP7NdVMB3J1BjTywR0nFV9whMIjOwhdL+PxbTAP/qC2A4",
+	"ll4UxOgTCsdpVRC963yy3sv8bI2ob+Bi3dEBE9IPr4iRn8PYaicX2ATfy+j/WJ1Ncyny01lVnmXZ6UVZ",
+	"raY/c34mL3ieTYXIeSZn01yuLvJyJUVWyuxcrEqelbPZ9PzF1M8ODL93K+BkTwF4/VJ8n368MRquHpFt",
+	"APrkesN4qgpV3y71Lp09IHE0ppSWkrV0japs2E5WNq0dTPYzNMUf25MgldxVt+jeOvz9fiMbjGPkt0aJ",
+	"E1CIHDdgTmXBPDb8PcrGtO4Dp2XfTdoesUN+RIGGEhQ5fFK5ZjTvqg1DNQ68p2iKHGJwUK5ZmYaixOXe",
+	"6iyC8H1l3xKymRB0LYfPKdGgHsw1WVwtgTwJ0l6C6Q5kDAN8eP7YccefH+Be9sAuF2V1jG6bkQlpSSlv",
+	"lRaw6IgLNR1LcIub53KNH29osoU2t5scNoYlF0WnodiU5wcDcPJEYzZjpSG9aA+Od/xfZwyA3P548+7a",
+	"33ROeDrNdNAU2RjrEJf8q78yECacSd2ktHWSC5w8d7xWAlZ5YAXG1LVlOv5lFE3A2SbthMC0twTsrnkj",
+	"070RIROyE0uZ9vkJnGOD+UPKTD59+OjzEOXq/VFIGfB4t+u+NxuuP9j9vfsvAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -692,6 +692,10 @@ type LedgerqTxAttempt struct {
 	Reorgs int32
 	// NULL for the lane's own attempts (a send, a gas bump, a no-op); cancel: the no-op a cancel sent at its task's nonce (it, or a gas bump of it, mined ends the task cancelled); speed_up: the task's transaction signed again with the fees a client asked for.
 	Kind *string
+	// The receipt's gas used, kept when the attempt was recorded mined or confirmed; NULL when unknown.
+	GasUsed *int64
+	// The receipt's effective gas price (wei per gas); with gas_used, the fee the chain charged.
+	EffectiveGasPriceWei pgtype.Numeric
 }
 
 // Wallet lane: wallets added at run time (POST /v1/wallets), read by every serve process within seconds; the configuration's own wallets are not here. A reference to a key, never key material.
@@ -782,6 +786,40 @@ type LedgerqWalletNonce struct {
 	CreatedAt time.Time
 	// Last change to the row.
 	UpdatedAt time.Time
+}
+
+// Wallet lane: what a wallet may send (recipients, contracts and their functions, the largest value per transaction, value and fee caps per rolling window), checked by ledgerq.wallet_policy_refusal when a task is stored; a wallet without a row is unrestricted.
+type LedgerqWalletPolicy struct {
+	// The wallet's name (wallet_tasks.wallet_id).
+	WalletID string
+	// The policy: {"recipients": [address], "contracts": {address: null (any function) | {selector: signature}}, "max_value_per_tx": wei, "value_caps": [{"seconds", "max"}], "fee_caps": [{"seconds", "max"}]}; a key left out is no rule. Addresses lower-case, amounts decimal strings of wei.
+	Policy []byte
+	// config: written from --wallet-policy at serve start (the API refuses to change it, 409); api: set with PUT /v1/wallets/{wallet}/policy.
+	Source string
+	// Who set it: the API key's name, or "config".
+	UpdatedBy string
+	// When the wallet first had a policy.
+	CreatedAt time.Time
+	// When the policy was last set.
+	UpdatedAt time.Time
+}
+
+// Wallet lane: every task a wallet's policy refused, with the rule and its figures (not pruned by retention).
+type LedgerqWalletPolicyRefusal struct {
+	// Surrogate key, in the order refusals were recorded.
+	ID int64
+	// The wallet whose policy refused the task.
+	WalletID string
+	// When it was refused.
+	At time.Time
+	// The rule: recipient, contract, selector, max_value, value_window or fee_window.
+	Rule string
+	// The refused task's recipient.
+	ToAddress string
+	// The refused task's value.
+	ValueWei pgtype.Numeric
+	// The refusal as the API answered it: rule, limit, used, requested, window_seconds, selector.
+	Detail []byte
 }
 
 // Wallet lane: signatures ledgerq asked of a signer outside the process and has not stored as an attempt yet; each pins its nonce to its content until the attempt is stored.

@@ -17,17 +17,21 @@ UPDATE ledgerq.tx_attempts
 SET state = 'confirmed', confirmed_at = $1::timestamptz, updated_at = $1::timestamptz,
     mined_block = coalesce($2::bigint, mined_block),
     mined_block_hash = coalesce($3::text, mined_block_hash),
-    mined_at = CASE WHEN $2::bigint IS NULL THEN mined_at ELSE coalesce(mined_at, $1::timestamptz) END
-WHERE chain_id = $4 AND tx_hash = $5 AND state IN ('signed', 'sent', 'mined')
+    mined_at = CASE WHEN $2::bigint IS NULL THEN mined_at ELSE coalesce(mined_at, $1::timestamptz) END,
+    gas_used = coalesce($4::bigint, gas_used),
+    effective_gas_price_wei = coalesce($5::numeric, effective_gas_price_wei)
+WHERE chain_id = $6 AND tx_hash = $7 AND state IN ('signed', 'sent', 'mined')
 RETURNING task_id, nonce, kind
 `
 
 type AttemptConfirmParams struct {
-	Now            time.Time
-	MinedBlock     *int64
-	MinedBlockHash *string
-	ChainID        int64
-	TxHash         string
+	Now                  time.Time
+	MinedBlock           *int64
+	MinedBlockHash       *string
+	GasUsed              *int64
+	EffectiveGasPriceWei pgtype.Numeric
+	ChainID              int64
+	TxHash               string
 }
 
 type AttemptConfirmRow struct {
@@ -44,6 +48,8 @@ func (q *Queries) AttemptConfirm(ctx context.Context, arg AttemptConfirmParams) 
 		arg.Now,
 		arg.MinedBlock,
 		arg.MinedBlockHash,
+		arg.GasUsed,
+		arg.EffectiveGasPriceWei,
 		arg.ChainID,
 		arg.TxHash,
 	)
@@ -58,17 +64,20 @@ WITH a AS (
     SET state = 'confirmed', confirmed_at = $1::timestamptz, updated_at = $1::timestamptz,
         mined_block = ($2::bigint[])[array_position($3::text[], t.tx_hash)],
         mined_block_hash = ($4::text[])[array_position($3::text[], t.tx_hash)],
-        mined_at = coalesce(t.mined_at, $1::timestamptz)
+        mined_at = coalesce(t.mined_at, $1::timestamptz),
+        -- -1 and '': the receipt's fee is not known.
+        gas_used = coalesce(nullif(($5::bigint[])[array_position($3::text[], t.tx_hash)], -1), t.gas_used),
+        effective_gas_price_wei = coalesce(nullif(($6::text[])[array_position($3::text[], t.tx_hash)], '')::numeric, t.effective_gas_price_wei)
     WHERE t.id = ANY (ARRAY(
         SELECT l.id FROM unnest($3::text[]) AS h(tx_hash)
         CROSS JOIN LATERAL (
             SELECT x.id FROM ledgerq.tx_attempts x
-            WHERE x.chain_id = $5 AND x.tx_hash = h.tx_hash
+            WHERE x.chain_id = $7 AND x.tx_hash = h.tx_hash
               AND CASE WHEN x.state IN ('signed', 'sent', 'mined') THEN true ELSE false END
             LIMIT 1
         ) l
     )) AND CASE WHEN t.state IN ('signed', 'sent', 'mined') THEN true ELSE false END
-    RETURNING t.task_id, t.nonce, t.tx_hash, t.kind, ($6::boolean[])[array_position($3::text[], t.tx_hash)] AS reverted
+    RETURNING t.task_id, t.nonce, t.tx_hash, t.kind, ($8::boolean[])[array_position($3::text[], t.tx_hash)] AS reverted
 )
 UPDATE ledgerq.wallet_tasks w
 SET status = 3, tx_hash = a.tx_hash, reverted = a.reverted, finished_at = $1::timestamptz, updated_at = $1::timestamptz
@@ -78,12 +87,14 @@ RETURNING w.id, w.wallet_id, w.chain_id, w.sender, w.priority, w.status, w.to_ad
 `
 
 type AttemptConfirmFinalManyParams struct {
-	Now              time.Time
-	MinedBlocks      []int64
-	TxHashes         []string
-	MinedBlockHashes []string
-	ChainID          int64
-	Reverted         []bool
+	Now                time.Time
+	MinedBlocks        []int64
+	TxHashes           []string
+	MinedBlockHashes   []string
+	GasUsed            []int64
+	EffectiveGasPrices []string
+	ChainID            int64
+	Reverted           []bool
 }
 
 type AttemptConfirmFinalManyRow struct {
@@ -119,6 +130,8 @@ func (q *Queries) AttemptConfirmFinalMany(ctx context.Context, arg AttemptConfir
 		arg.MinedBlocks,
 		arg.TxHashes,
 		arg.MinedBlockHashes,
+		arg.GasUsed,
+		arg.EffectiveGasPrices,
 		arg.ChainID,
 		arg.Reverted,
 	)
@@ -332,7 +345,7 @@ func (q *Queries) AttemptGetLastMinedBlock(ctx context.Context, arg AttemptGetLa
 }
 
 const attemptGetLiveAt = `-- name: AttemptGetLiveAt :one
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind, gas_used, effective_gas_price_wei FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND nonce = $3 AND state IN ('signed', 'sent')
 `
 
@@ -369,12 +382,14 @@ func (q *Queries) AttemptGetLiveAt(ctx context.Context, arg AttemptGetLiveAtPara
 		&i.MinedAt,
 		&i.Reorgs,
 		&i.Kind,
+		&i.GasUsed,
+		&i.EffectiveGasPriceWei,
 	)
 	return i, err
 }
 
 const attemptGetLiveOfTask = `-- name: AttemptGetLiveOfTask :one
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind, gas_used, effective_gas_price_wei FROM ledgerq.tx_attempts
 WHERE task_id = $1 AND state IN ('signed', 'sent', 'mined')
 ORDER BY id DESC
 LIMIT 1
@@ -408,6 +423,8 @@ func (q *Queries) AttemptGetLiveOfTask(ctx context.Context, taskID *string) (Led
 		&i.MinedAt,
 		&i.Reorgs,
 		&i.Kind,
+		&i.GasUsed,
+		&i.EffectiveGasPriceWei,
 	)
 	return i, err
 }
@@ -553,7 +570,7 @@ func (q *Queries) AttemptInsertOne(ctx context.Context, arg AttemptInsertOnePara
 }
 
 const attemptListByTask = `-- name: AttemptListByTask :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts WHERE task_id = $1 ORDER BY id
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind, gas_used, effective_gas_price_wei FROM ledgerq.tx_attempts WHERE task_id = $1 ORDER BY id
 `
 
 // A task's attempts in the order they were stored, through tx_attempts_task.
@@ -589,6 +606,8 @@ func (q *Queries) AttemptListByTask(ctx context.Context, taskID *string) ([]Ledg
 			&i.MinedAt,
 			&i.Reorgs,
 			&i.Kind,
+			&i.GasUsed,
+			&i.EffectiveGasPriceWei,
 		); err != nil {
 			return nil, err
 		}
@@ -644,7 +663,7 @@ func (q *Queries) AttemptListHashesOfNonce(ctx context.Context, arg AttemptListH
 }
 
 const attemptListInFlight = `-- name: AttemptListInFlight :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind, gas_used, effective_gas_price_wei FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state IN ('signed', 'sent', 'mined')
 ORDER BY nonce, id
 LIMIT $3
@@ -690,6 +709,8 @@ func (q *Queries) AttemptListInFlight(ctx context.Context, arg AttemptListInFlig
 			&i.MinedAt,
 			&i.Reorgs,
 			&i.Kind,
+			&i.GasUsed,
+			&i.EffectiveGasPriceWei,
 		); err != nil {
 			return nil, err
 		}
@@ -702,7 +723,7 @@ func (q *Queries) AttemptListInFlight(ctx context.Context, arg AttemptListInFlig
 }
 
 const attemptListMined = `-- name: AttemptListMined :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind, gas_used, effective_gas_price_wei FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state = 'mined'
 ORDER BY nonce
 LIMIT $3
@@ -748,6 +769,8 @@ func (q *Queries) AttemptListMined(ctx context.Context, arg AttemptListMinedPara
 			&i.MinedAt,
 			&i.Reorgs,
 			&i.Kind,
+			&i.GasUsed,
+			&i.EffectiveGasPriceWei,
 		); err != nil {
 			return nil, err
 		}
@@ -760,7 +783,7 @@ func (q *Queries) AttemptListMined(ctx context.Context, arg AttemptListMinedPara
 }
 
 const attemptListMinedFrom = `-- name: AttemptListMinedFrom :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind, gas_used, effective_gas_price_wei FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND nonce >= $3 AND state IN ('mined', 'confirmed')
 ORDER BY nonce
 LIMIT $4
@@ -814,6 +837,8 @@ func (q *Queries) AttemptListMinedFrom(ctx context.Context, arg AttemptListMined
 			&i.MinedAt,
 			&i.Reorgs,
 			&i.Kind,
+			&i.GasUsed,
+			&i.EffectiveGasPriceWei,
 		); err != nil {
 			return nil, err
 		}
@@ -889,7 +914,7 @@ func (q *Queries) AttemptListOfWallet(ctx context.Context, arg AttemptListOfWall
 }
 
 const attemptListSentBelow = `-- name: AttemptListSentBelow :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind, gas_used, effective_gas_price_wei FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state = 'sent' AND nonce < $3
 ORDER BY nonce
 LIMIT $4
@@ -941,6 +966,8 @@ func (q *Queries) AttemptListSentBelow(ctx context.Context, arg AttemptListSentB
 			&i.MinedAt,
 			&i.Reorgs,
 			&i.Kind,
+			&i.GasUsed,
+			&i.EffectiveGasPriceWei,
 		); err != nil {
 			return nil, err
 		}
@@ -953,7 +980,7 @@ func (q *Queries) AttemptListSentBelow(ctx context.Context, arg AttemptListSentB
 }
 
 const attemptListSentFrom = `-- name: AttemptListSentFrom :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind, gas_used, effective_gas_price_wei FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state = 'sent' AND nonce >= $3
 ORDER BY nonce
 LIMIT $4
@@ -1007,6 +1034,8 @@ func (q *Queries) AttemptListSentFrom(ctx context.Context, arg AttemptListSentFr
 			&i.MinedAt,
 			&i.Reorgs,
 			&i.Kind,
+			&i.GasUsed,
+			&i.EffectiveGasPriceWei,
 		); err != nil {
 			return nil, err
 		}
@@ -1019,7 +1048,7 @@ func (q *Queries) AttemptListSentFrom(ctx context.Context, arg AttemptListSentFr
 }
 
 const attemptListUncertain = `-- name: AttemptListUncertain :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind, gas_used, effective_gas_price_wei FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state = 'sent' AND nonce >= $3
   AND last_error IS NOT NULL
 ORDER BY nonce
@@ -1074,6 +1103,8 @@ func (q *Queries) AttemptListUncertain(ctx context.Context, arg AttemptListUncer
 			&i.MinedAt,
 			&i.Reorgs,
 			&i.Kind,
+			&i.GasUsed,
+			&i.EffectiveGasPriceWei,
 		); err != nil {
 			return nil, err
 		}
@@ -1166,7 +1197,7 @@ func (q *Queries) AttemptListUnknownNonces(ctx context.Context, arg AttemptListU
 }
 
 const attemptListUnsent = `-- name: AttemptListUnsent :many
-SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind FROM ledgerq.tx_attempts
+SELECT chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind, gas_used, effective_gas_price_wei FROM ledgerq.tx_attempts
 WHERE chain_id = $1 AND sender = $2 AND state = 'signed'
 ORDER BY nonce
 LIMIT $3
@@ -1212,6 +1243,8 @@ func (q *Queries) AttemptListUnsent(ctx context.Context, arg AttemptListUnsentPa
 			&i.MinedAt,
 			&i.Reorgs,
 			&i.Kind,
+			&i.GasUsed,
+			&i.EffectiveGasPriceWei,
 		); err != nil {
 			return nil, err
 		}
@@ -1227,17 +1260,21 @@ const attemptMarkMined = `-- name: AttemptMarkMined :one
 UPDATE ledgerq.tx_attempts
 SET state = 'mined', mined_block = $1::bigint, mined_block_hash = $2::text,
     mined_at = CASE WHEN state = 'mined' AND mined_block_hash = $2::text THEN mined_at ELSE $3::timestamptz END,
+    gas_used = coalesce($4::bigint, gas_used),
+    effective_gas_price_wei = coalesce($5::numeric, effective_gas_price_wei),
     updated_at = $3::timestamptz
-WHERE chain_id = $4 AND tx_hash = $5 AND state IN ('signed', 'sent', 'mined')
+WHERE chain_id = $6 AND tx_hash = $7 AND state IN ('signed', 'sent', 'mined')
 RETURNING task_id, nonce, kind
 `
 
 type AttemptMarkMinedParams struct {
-	MinedBlock     int64
-	MinedBlockHash string
-	Now            time.Time
-	ChainID        int64
-	TxHash         string
+	MinedBlock           int64
+	MinedBlockHash       string
+	Now                  time.Time
+	GasUsed              *int64
+	EffectiveGasPriceWei pgtype.Numeric
+	ChainID              int64
+	TxHash               string
 }
 
 type AttemptMarkMinedRow struct {
@@ -1254,6 +1291,8 @@ func (q *Queries) AttemptMarkMined(ctx context.Context, arg AttemptMarkMinedPara
 		arg.MinedBlock,
 		arg.MinedBlockHash,
 		arg.Now,
+		arg.GasUsed,
+		arg.EffectiveGasPriceWei,
 		arg.ChainID,
 		arg.TxHash,
 	)
@@ -1274,7 +1313,7 @@ WHERE id = ANY (ARRAY(
         LIMIT 1
     ) l
 )) AND CASE WHEN state = 'signed' THEN true ELSE false END
-RETURNING chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind
+RETURNING chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit, max_fee_per_gas, max_priority_fee_per_gas, state, last_error, created_at, updated_at, sent_at, confirmed_at, superseded_by, id, mined_block, mined_block_hash, mined_at, reorgs, kind, gas_used, effective_gas_price_wei
 `
 
 type AttemptMarkSentParams struct {
@@ -1327,6 +1366,8 @@ func (q *Queries) AttemptMarkSent(ctx context.Context, arg AttemptMarkSentParams
 			&i.MinedAt,
 			&i.Reorgs,
 			&i.Kind,
+			&i.GasUsed,
+			&i.EffectiveGasPriceWei,
 		); err != nil {
 			return nil, err
 		}
@@ -1344,11 +1385,13 @@ SET state = CASE WHEN $1::boolean THEN 'confirmed' ELSE 'mined' END::ledgerq.tx_
     confirmed_at = CASE WHEN $1::boolean THEN $2::timestamptz END,
     mined_block = $3::bigint, mined_block_hash = $4::text,
     mined_at = CASE WHEN $3::bigint IS NULL THEN NULL ELSE $2::timestamptz END,
+    gas_used = coalesce($5::bigint, gas_used),
+    effective_gas_price_wei = coalesce($6::numeric, effective_gas_price_wei),
     updated_at = $2::timestamptz
 WHERE id = (
     SELECT d.id FROM ledgerq.tx_attempts d
-    WHERE d.chain_id = $5 AND d.tx_hash = $6 AND d.state = 'dropped'
-      AND d.task_id IS NOT DISTINCT FROM $7::text
+    WHERE d.chain_id = $7 AND d.tx_hash = $8 AND d.state = 'dropped'
+      AND d.task_id IS NOT DISTINCT FROM $9::text
     ORDER BY d.id DESC
     LIMIT 1
 )
@@ -1356,13 +1399,15 @@ RETURNING task_id, nonce, kind
 `
 
 type AttemptMineSupersededParams struct {
-	Final          bool
-	Now            time.Time
-	MinedBlock     *int64
-	MinedBlockHash *string
-	ChainID        int64
-	TxHash         string
-	TaskID         *string
+	Final                bool
+	Now                  time.Time
+	MinedBlock           *int64
+	MinedBlockHash       *string
+	GasUsed              *int64
+	EffectiveGasPriceWei pgtype.Numeric
+	ChainID              int64
+	TxHash               string
+	TaskID               *string
 }
 
 type AttemptMineSupersededRow struct {
@@ -1382,6 +1427,8 @@ func (q *Queries) AttemptMineSuperseded(ctx context.Context, arg AttemptMineSupe
 		arg.Now,
 		arg.MinedBlock,
 		arg.MinedBlockHash,
+		arg.GasUsed,
+		arg.EffectiveGasPriceWei,
 		arg.ChainID,
 		arg.TxHash,
 		arg.TaskID,

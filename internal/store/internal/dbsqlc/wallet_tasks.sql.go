@@ -662,11 +662,11 @@ const taskInsert = `-- name: TaskInsert :one
 INSERT INTO ledgerq.wallet_tasks (
     id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit,
     idempotency_key, request_hash, created_at, updated_at, tip_cap_wei, fee_cap_wei, call, preflight
-) VALUES (
+) SELECT
     $1, $2, $3, $4, $5, 0, $6, $7, $8, $9,
     $10, $11, $12::timestamptz, $12::timestamptz,
     $13::numeric, $14::numeric, $15::jsonb, $16
-)
+WHERE $17::boolean OR NOT EXISTS (SELECT 1 FROM ledgerq.wallet_policies p WHERE p.wallet_id = $2)
 ON CONFLICT (wallet_id, idempotency_key) DO NOTHING
 RETURNING id, wallet_id, chain_id, sender, priority, status, to_address, value_wei, data, gas_limit, idempotency_key, request_hash, tx_hash, error, reverted, cancelled, created_at, updated_at, started_at, finished_at, bumps, replacements, price_capped_at, tip_cap_wei, fee_cap_wei, reorgs, call, cancel_requested_at, speed_up_fee_cap_wei, speed_up_tip_cap_wei, preflight, revert, logs
 `
@@ -688,6 +688,7 @@ type TaskInsertParams struct {
 	FeeCapWei      pgtype.Numeric
 	Call           []byte
 	Preflight      bool
+	PolicyChecked  bool
 }
 
 // Intake: stores a send-tx task. A key already used by
@@ -696,6 +697,9 @@ type TaskInsertParams struct {
 // N concurrent inserts exactly one stores a row); the caller then reads the
 // stored task (TaskGetByIdempotencyKey) in the same transaction and compares
 // request hashes.
+// A wallet with a policy (wallet_policies) stores nothing here either, unless
+// @policy_checked: its task goes through ledgerq.wallet_policy_refusal first,
+// in a transaction, and then here with @policy_checked (WalletPolicyRefusal).
 func (q *Queries) TaskInsert(ctx context.Context, arg TaskInsertParams) (LedgerqWalletTask, error) {
 	row := q.db.QueryRow(ctx, taskInsert,
 		arg.ID,
@@ -714,6 +718,7 @@ func (q *Queries) TaskInsert(ctx context.Context, arg TaskInsertParams) (Ledgerq
 		arg.FeeCapWei,
 		arg.Call,
 		arg.Preflight,
+		arg.PolicyChecked,
 	)
 	var i LedgerqWalletTask
 	err := row.Scan(
@@ -832,7 +837,7 @@ func (q *Queries) TaskList(ctx context.Context, arg TaskListParams) ([]LedgerqWa
 }
 
 const taskListRequests = `-- name: TaskListRequests :many
-SELECT t.id, t.wallet_id, t.chain_id, t.sender, t.priority, t.status, t.to_address, t.value_wei, t.data, t.gas_limit, t.idempotency_key, t.request_hash, t.tx_hash, t.error, t.reverted, t.cancelled, t.created_at, t.updated_at, t.started_at, t.finished_at, t.bumps, t.replacements, t.price_capped_at, t.tip_cap_wei, t.fee_cap_wei, t.reorgs, t.call, t.cancel_requested_at, t.speed_up_fee_cap_wei, t.speed_up_tip_cap_wei, t.preflight, t.revert, t.logs, a.chain_id, a.tx_hash, a.task_id, a.sender, a.nonce, a.raw, a.gas_limit, a.max_fee_per_gas, a.max_priority_fee_per_gas, a.state, a.last_error, a.created_at, a.updated_at, a.sent_at, a.confirmed_at, a.superseded_by, a.id, a.mined_block, a.mined_block_hash, a.mined_at, a.reorgs, a.kind,
+SELECT t.id, t.wallet_id, t.chain_id, t.sender, t.priority, t.status, t.to_address, t.value_wei, t.data, t.gas_limit, t.idempotency_key, t.request_hash, t.tx_hash, t.error, t.reverted, t.cancelled, t.created_at, t.updated_at, t.started_at, t.finished_at, t.bumps, t.replacements, t.price_capped_at, t.tip_cap_wei, t.fee_cap_wei, t.reorgs, t.call, t.cancel_requested_at, t.speed_up_fee_cap_wei, t.speed_up_tip_cap_wei, t.preflight, t.revert, t.logs, a.chain_id, a.tx_hash, a.task_id, a.sender, a.nonce, a.raw, a.gas_limit, a.max_fee_per_gas, a.max_priority_fee_per_gas, a.state, a.last_error, a.created_at, a.updated_at, a.sent_at, a.confirmed_at, a.superseded_by, a.id, a.mined_block, a.mined_block_hash, a.mined_at, a.reorgs, a.kind, a.gas_used, a.effective_gas_price_wei,
        EXISTS (SELECT 1 FROM ledgerq.tx_attempts c
                WHERE c.chain_id = $1 AND c.sender = $2 AND c.task_id = t.id AND c.kind = 'cancel') AS cancel_stored
 FROM ledgerq.wallet_tasks t
@@ -924,6 +929,8 @@ func (q *Queries) TaskListRequests(ctx context.Context, arg TaskListRequestsPara
 			&i.LedgerqTxAttempt.MinedAt,
 			&i.LedgerqTxAttempt.Reorgs,
 			&i.LedgerqTxAttempt.Kind,
+			&i.LedgerqTxAttempt.GasUsed,
+			&i.LedgerqTxAttempt.EffectiveGasPriceWei,
 			&i.CancelStored,
 		); err != nil {
 			return nil, err
