@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -150,9 +151,17 @@ func (s *Store) WalletsRemove(ctx context.Context, name string, now time.Time, a
 		if _, err := q.WalletsDelete(ctx, name); err != nil {
 			return err
 		}
-		if err := auditInsert(ctx, q, auditOf(audit).with(now, "wallet.remove", "wallet/"+name, map[string]any{
-			"address": before.Address, "chain_id": before.ChainID, "backend": before.Backend, "key": before.KeyRef,
-		})); err != nil {
+		// Its policy set through the API goes with it, so that a wallet
+		// added again under the name starts without one (the
+		// configuration's stays: the configuration names the wallet).
+		detail := map[string]any{"address": before.Address, "chain_id": before.ChainID, "backend": before.Backend, "key": before.KeyRef}
+		switch policy, err := one(q.WalletPolicyDeleteAPI(ctx, name)); {
+		case err == nil:
+			detail["policy"] = json.RawMessage(policy.Policy)
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+		if err := auditInsert(ctx, q, auditOf(audit).with(now, "wallet.remove", "wallet/"+name, detail)); err != nil {
 			return err
 		}
 		return wake(ctx, q, notify.Wallets)

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"math/big"
 	"sync"
 	"testing"
 	"time"
@@ -43,8 +44,14 @@ func TestWallets_AddDisableAndRemoveAreStoredAndAudited(t *testing.T) {
 	_, _, err = st.WalletsSetDisabled(ctx, "nope", true, clk.Now(), audit)
 	require.ErrorIs(t, err, store.ErrNotFound)
 
+	// Its policy set through the API goes with it: a wallet added again
+	// under its name starts unrestricted, not with a policy it never had.
+	_, err = st.WalletPolicyPut(ctx, store.WalletPolicyPutParams{Now: clk.Now(), Wallet: "hot", Policy: store.WalletPolicy{MaxValuePerTx: big.NewInt(1)}, Audit: audit})
+	require.NoError(t, err)
 	require.NoError(t, st.WalletsRemove(ctx, "hot", clk.Now(), audit))
 	require.ErrorIs(t, st.WalletsRemove(ctx, "hot", clk.Now(), audit), store.ErrNotFound)
+	_, err = st.WalletPolicyGet(ctx, "hot")
+	require.ErrorIs(t, err, store.ErrNotFound, "the removed wallet's policy")
 	list, err := st.WalletsList(ctx)
 	require.NoError(t, err)
 	require.Empty(t, list)
@@ -53,11 +60,11 @@ func TestWallets_AddDisableAndRemoveAreStoredAndAudited(t *testing.T) {
 	require.NoError(t, err)
 	var actions []string
 	for _, r := range records {
-		require.Equal(t, "wallet/hot", r.Target)
+		require.Contains(t, []string{"wallet/hot", "wallet/hot/policy"}, r.Target)
 		require.Equal(t, "ops", r.KeyName)
 		actions = append(actions, r.Action)
 	}
-	require.Equal(t, []string{"wallet.remove", "wallet.disable", "wallet.add"}, actions, "newest first, one row per change")
+	require.Equal(t, []string{"wallet.remove", "policy.put", "wallet.disable", "wallet.add"}, actions, "newest first, one row per change")
 }
 
 // A wallet whose tasks have not ended cannot be removed, only disabled; a
