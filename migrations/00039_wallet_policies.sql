@@ -129,7 +129,7 @@ CREATE TABLE ledgerq.wallet_policy_refusals (
     CONSTRAINT wallet_policy_refusals_rule_known CHECK (rule IN ('recipient', 'contract', 'selector', 'max_value', 'value_window', 'fee_window')),
     CONSTRAINT wallet_policy_refusals_at_finite CHECK (isfinite(at))
 );
-COMMENT ON TABLE ledgerq.wallet_policy_refusals IS 'Wallet lane: every task a wallet''s policy refused, with the rule and its figures (not pruned by retention).';
+COMMENT ON TABLE ledgerq.wallet_policy_refusals IS 'Wallet lane: every task a wallet''s policy refused, with the rule and its figures; kept as long as finished tasks (--wallet-retention-age).';
 COMMENT ON COLUMN ledgerq.wallet_policy_refusals.id IS 'Surrogate key, in the order refusals were recorded.';
 COMMENT ON COLUMN ledgerq.wallet_policy_refusals.wallet_id IS 'The wallet whose policy refused the task.';
 COMMENT ON COLUMN ledgerq.wallet_policy_refusals.at IS 'When it was refused.';
@@ -138,6 +138,8 @@ COMMENT ON COLUMN ledgerq.wallet_policy_refusals.to_address IS 'The refused task
 COMMENT ON COLUMN ledgerq.wallet_policy_refusals.value_wei IS 'The refused task''s value.';
 COMMENT ON COLUMN ledgerq.wallet_policy_refusals.detail IS 'The refusal as the API answered it: rule, limit, used, requested, window_seconds, selector.';
 CREATE INDEX wallet_policy_refusals_wallet ON ledgerq.wallet_policy_refusals (wallet_id, at);
+-- Retention: the oldest refusals first, through this.
+CREATE INDEX wallet_policy_refusals_at ON ledgerq.wallet_policy_refusals (at);
 
 -- A value window's sum: a wallet's tasks created since a time, through this.
 CREATE INDEX wallet_tasks_wallet_created ON ledgerq.wallet_tasks (wallet_id, created_at);

@@ -60,3 +60,14 @@ LIMIT @max;
 -- fees would pass a fee cap).
 INSERT INTO ledgerq.wallet_policy_refusals (wallet_id, at, rule, to_address, value_wei, detail)
 VALUES (@wallet_id, @at::timestamptz, @rule, @to_address, @value_wei, @detail::jsonb);
+
+-- name: WalletPolicyRefusalDeleteOld :execrows
+-- Retention: up to @max refusals recorded before @before, oldest first,
+-- through wallet_policy_refusals_at.
+DELETE FROM ledgerq.wallet_policy_refusals WHERE id IN (
+    SELECT id FROM ledgerq.wallet_policy_refusals
+    WHERE at < @before::timestamptz
+    ORDER BY at
+    LIMIT @max
+    FOR UPDATE SKIP LOCKED
+);

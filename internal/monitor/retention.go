@@ -57,10 +57,17 @@ func NewBatchRetention(st *store.Store, deps loop.Deps, cfg batch.Config) (*Rete
 }
 
 // NewTaskRetention returns the wallet lane's retention service: send-tx
-// tasks that ended (done or error), with their transaction attempts.
+// tasks that ended (done or error), with their transaction attempts, and
+// the wallets' policy refusals recorded before the same cutoff, each up to
+// BatchSize a round; a round counts the rows of both.
 func NewTaskRetention(st *store.Store, deps loop.Deps, cfg RetentionConfig) *Retention {
-	return newRetention("wallet", deps, cfg, func(ctx context.Context, cutoff time.Time, max int) (int64, error) {
-		return st.TaskDeleteFinished(ctx, store.TaskDeleteFinishedParams{Before: cutoff, Max: max})
+	return newRetention("wallet", deps, cfg, func(ctx context.Context, cutoff time.Time, batch int) (int64, error) {
+		tasks, err := st.TaskDeleteFinished(ctx, store.TaskDeleteFinishedParams{Before: cutoff, Max: batch})
+		if err != nil {
+			return tasks, err
+		}
+		refusals, err := st.WalletPolicyRefusalsDeleteOld(ctx, cutoff, batch)
+		return tasks + refusals, err
 	})
 }
 

@@ -59,3 +59,33 @@ func TestTaskRetention_DeletesAtMostBatchSizePerRound(t *testing.T) {
 	require.Equal(t, 1, r.rows.Run("task retention", ret.RunOnce))
 	require.Equal(t, 0, r.rows.Run("task retention", ret.RunOnce))
 }
+
+// A wallet's policy refusals are kept as long as its finished tasks: the
+// wallet lane's retention deletes those recorded longer than the age ago
+// (a client refused again and again must not grow the table forever).
+func TestTaskRetention_PolicyRefusalsOlderThanTheAgeAreDeleted(t *testing.T) {
+	t.Parallel()
+	r := retentionSetupTx(t)
+	refuse := func() {
+		t.Helper()
+		_, err := r.st.DB().Exec(t.Context(), `
+			INSERT INTO ledgerq.wallet_policy_refusals (wallet_id, at, rule, to_address, value_wei, detail)
+			VALUES ('w', $1, 'max_value', '0x00000000000000000000000000000000000000ee', 5, '{}')`, r.clock.Now())
+		require.NoError(t, err)
+	}
+	refusals := func() int {
+		t.Helper()
+		var n int
+		require.NoError(t, r.st.DB().QueryRow(t.Context(), `SELECT count(*) FROM ledgerq.wallet_policy_refusals`).Scan(&n))
+		return n
+	}
+	refuse()
+	refuse()
+	r.clock.Advance(20 * time.Hour)
+	refuse()
+	r.clock.Advance(5 * time.Hour) // two recorded 25h ago, one 5h ago
+
+	n := r.rows.Run("task retention", monitor.NewTaskRetention(r.st, r.deps, r.cfg).RunOnce)
+	require.Equal(t, 2, n)
+	require.Equal(t, 1, refusals(), "the refusal younger than the age is kept")
+}

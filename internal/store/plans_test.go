@@ -165,6 +165,12 @@ func (p *planDB) addBusyWalletLane() {
 			g, '\x01', 21000, 2, 1, CASE WHEN g % 4 = 1 THEN 'signed' ELSE 'sent' END::ledgerq.tx_attempt_state,
 			$1, $1, CASE WHEN g % 4 = 3 THEN $1::timestamptz END, CASE WHEN g % 8 = 3 THEN 'timeout' END
 		FROM generate_series(1, 6000) g WHERE g % 2 = 1`, p.t0)
+	// Policy refusals of a client refused again and again, over days.
+	p.exec(`
+		INSERT INTO ledgerq.wallet_policy_refusals (wallet_id, at, rule, to_address, value_wei, detail)
+		SELECT 'w' || (g % 100), $1::timestamptz - g * interval '10 seconds', 'max_value', '0x' || lpad('b', 40, '0'), g, '{}'
+		FROM generate_series(1, 50000) g`, p.t0)
+	p.exec(`ANALYZE ledgerq.wallet_policy_refusals`)
 }
 
 // addDoneTasks adds 50 000 done tasks with their confirmed attempts, and

@@ -500,3 +500,14 @@ func (s *Store) WalletPolicyRefusals(ctx context.Context, wallet string, max int
 	}
 	return out, nil
 }
+
+// WalletPolicyRefusalsDeleteOld deletes up to max policy refusals recorded
+// before before, oldest first (the wallet lane's retention), and returns
+// how many.
+func (s *Store) WalletPolicyRefusalsDeleteOld(ctx context.Context, before time.Time, max int) (int64, error) {
+	n, err := s.q.WalletPolicyRefusalDeleteOld(ctx, dbsqlc.WalletPolicyRefusalDeleteOldParams{Before: before, Max: int32(max)})
+	if err != nil {
+		return 0, fmt.Errorf("deleting old policy refusals: %w", err)
+	}
+	return n, nil
+}

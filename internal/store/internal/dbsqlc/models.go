@@ -804,7 +804,7 @@ type LedgerqWalletPolicy struct {
 	UpdatedAt time.Time
 }
 
-// Wallet lane: every task a wallet's policy refused, with the rule and its figures (not pruned by retention).
+// Wallet lane: every task a wallet's policy refused, with the rule and its figures; kept as long as finished tasks (--wallet-retention-age).
 type LedgerqWalletPolicyRefusal struct {
 	// Surrogate key, in the order refusals were recorded.
 	ID int64

@@ -207,6 +207,31 @@ func (q *Queries) WalletPolicyRefusal(ctx context.Context, arg WalletPolicyRefus
 	return refusal, err
 }
 
+const walletPolicyRefusalDeleteOld = `-- name: WalletPolicyRefusalDeleteOld :execrows
+DELETE FROM ledgerq.wallet_policy_refusals WHERE id IN (
+    SELECT id FROM ledgerq.wallet_policy_refusals
+    WHERE at < $1::timestamptz
+    ORDER BY at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+`
+
+type WalletPolicyRefusalDeleteOldParams struct {
+	Before time.Time
+	Max    int32
+}
+
+// Retention: up to @max refusals recorded before @before, oldest first,
+// through wallet_policy_refusals_at.
+func (q *Queries) WalletPolicyRefusalDeleteOld(ctx context.Context, arg WalletPolicyRefusalDeleteOldParams) (int64, error) {
+	result, err := q.db.Exec(ctx, walletPolicyRefusalDeleteOld, arg.Before, arg.Max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const walletPolicyRefusalInsert = `-- name: WalletPolicyRefusalInsert :exec
 INSERT INTO ledgerq.wallet_policy_refusals (wallet_id, at, rule, to_address, value_wei, detail)
 VALUES ($1, $2::timestamptz, $3, $4, $5, $6::jsonb)
