@@ -8,6 +8,10 @@ SQLC = cd tools && $(GO) tool sqlc -f ../sqlc.yaml
 # tools/, so its paths are relative to that directory.
 OAPI_CODEGEN = cd tools && $(GO) tool oapi-codegen -config ../api/oapi-codegen.yaml
 API_GEN = internal/httpapi/apigen/apigen.gen.go
+# The public Go client (package client) is generated from the same document
+# with a configuration of its own.
+OAPI_CODEGEN_CLIENT = cd tools && $(GO) tool oapi-codegen -config ../api/oapi-codegen-client.yaml
+CLIENT_GEN = client/apiclient.gen.go
 # staticcheck is built from tools/go.mod but runs in the directory it lints, so
 # it loads that directory's module (./... of the main module, then test/deploy's).
 STATICCHECK = $(GO) tool -modfile=$(CURDIR)/tools/go.mod staticcheck
@@ -66,16 +70,19 @@ failover-test:
 	exit $$status
 
 api-check:
-	@echo "== oapi-codegen (generated code matches api/openapi.yaml)"
+	@echo "== oapi-codegen (the server's and the client's generated code match api/openapi.yaml)"
 	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	($(OAPI_CODEGEN) -o "$$tmp/apigen.gen.go" ../api/openapi.yaml) || exit 1; \
-	diff -u $(API_GEN) "$$tmp/apigen.gen.go" || { echo "$(API_GEN) is stale: run make generate"; exit 1; }
+	diff -u $(API_GEN) "$$tmp/apigen.gen.go" || { echo "$(API_GEN) is stale: run make generate"; exit 1; }; \
+	($(OAPI_CODEGEN_CLIENT) -o "$$tmp/apiclient.gen.go" ../api/openapi.yaml) || exit 1; \
+	diff -u $(CLIENT_GEN) "$$tmp/apiclient.gen.go" || { echo "$(CLIENT_GEN) is stale: run make generate"; exit 1; }
 
 # go generate also writes docs/configuration.md from the settings'
 # declarations (ledgerq config docs; a test fails when it is stale).
 generate:
 	$(SQLC) generate
 	$(OAPI_CODEGEN) -o ../$(API_GEN) ../api/openapi.yaml
+	$(OAPI_CODEGEN_CLIENT) -o ../$(CLIENT_GEN) ../api/openapi.yaml
 	$(GO) generate ./...
 
 build:
