@@ -1,0 +1,172 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Querier runs one statement that returns one row: pgx.Tx satisfies it (and
+// so do *pgx.Conn and *pgxpool.Pool, though the point of EnqueueTx is the
+// application's own transaction).
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// EnqueueTxParams is a send-tx task, as ledgerq.send_tx takes it. The zero
+// value of each optional field is the function's default.
+type EnqueueTxParams struct {
+	// Wallet is the wallet's name; the database role must be allowed to use it.
+	Wallet string
+	// To is the recipient, 0x and 40 hex digits (a mixed-case address must
+	// carry a valid EIP-55 checksum).
+	To string
+	// Value is the wei to send; nil is 0.
+	Value *big.Int
+	// Data is the call data; nil is none.
+	Data []byte
+	// IdempotencyKey, when set, makes the call idempotent per wallet, as the
+	// HTTP header is: the same key and fields answer the stored task's id,
+	// the same key and other fields are ErrIdempotencyConflict.
+	IdempotencyKey string
+	// GasLimit is the gas limit; 0 lets the worker estimate it.
+	GasLimit int64
+	// MaxFeePerGas and MaxPriorityFeePerGas are the first transaction's
+	// fees in wei per gas; nil takes the node's suggestion.
+	MaxFeePerGas, MaxPriorityFeePerGas *big.Int
+	// Priority orders the wallet's queue with the priority queue type.
+	Priority int32
+	// SkipPreflight sends without the eth_call before the nonce (the HTTP
+	// field preflight: false).
+	SkipPreflight bool
+}
+
+// enqueueTxSQL calls the function by its parameters' names, each cast to its
+// type, so that neither an argument in the wrong place nor an overload of
+// send_tx (the contract-call form) can take the call.
+const enqueueTxSQL = `SELECT ledgerq.send_tx(wallet => $1::text, to_address => $2::text, value => $3::numeric, data => $4::bytea, idempotency_key => $5::text, gas_limit => $6::bigint, max_fee_per_gas => $7::numeric, max_priority_fee_per_gas => $8::numeric, priority => $9::integer, preflight => $10::boolean)`
+
+// EnqueueTx stores a send-tx task with ledgerq.send_tx in q, the
+// application's own transaction, and returns the task's id. The task exists
+// if and only if that transaction commits; ledgerq's wallet worker picks it up
+// on the commit. A refusal is an *EnqueueError (ErrBadRequest naming the
+// field, ErrIdempotencyConflict, ErrForbidden, ErrPolicyRefused), with the
+// *pgconn.PgError under it; PostgreSQL then has aborted the transaction, as
+// for any error in it (use a savepoint, q being a nested pgx.Tx, to go on).
+func EnqueueTx(ctx context.Context, q Querier, p EnqueueTxParams) (string, error) {
+	var id string
+	err := q.QueryRow(ctx, enqueueTxSQL,
+		p.Wallet, p.To, decimal(p.Value, "0"), dataOrEmpty(p.Data), nullString(p.IdempotencyKey),
+		nullInt64(p.GasLimit), decimalOrNull(p.MaxFeePerGas), decimalOrNull(p.MaxPriorityFeePerGas),
+		p.Priority, !p.SkipPreflight,
+	).Scan(&id)
+	if err != nil {
+		return "", fmt.Errorf("enqueueing a task for wallet %s: %w", p.Wallet, enqueueError(err))
+	}
+	return id, nil
+}
+
+// EnqueueError is ledgerq.send_tx's refusal: the SQLSTATE, the message (the
+// same as HTTP's for the same refusal) and, for a policy refusal, the rule.
+// The *pgconn.PgError stays reachable with errors.As.
+type EnqueueError struct {
+	// Code is the SQLSTATE: 22023 (or another of class 22) bad input, 23505
+	// the key reused with other fields, 42501 a wallet the role may not use,
+	// P0001 a policy refusal.
+	Code    string
+	Message string
+	// Refusal is set (Rule not empty) when the wallet's policy refused.
+	Refusal
+	pg *pgconn.PgError
+}
+
+func (e *EnqueueError) Error() string {
+	return fmt.Sprintf("ledgerq.send_tx: %s (SQLSTATE %s)", e.Message, e.Code)
+}
+
+// Unwrap is the PostgreSQL error.
+func (e *EnqueueError) Unwrap() error { return e.pg }
+
+// Field is the field a bad-input refusal names ("field to: …" → "to"), or "".
+func (e *EnqueueError) Field() string { return fieldOf(e.Message) }
+
+// Is matches the sentinel of the SQLSTATE: ErrBadRequest (class 22),
+// ErrIdempotencyConflict (23505), ErrForbidden (42501, and P0001 with a rule),
+// ErrPolicyRefused (P0001 with a rule).
+func (e *EnqueueError) Is(target error) bool {
+	switch target {
+	case ErrBadRequest:
+		return len(e.Code) == 5 && e.Code[:2] == "22"
+	case ErrIdempotencyConflict:
+		return e.Code == "23505"
+	case ErrForbidden:
+		return e.Code == "42501" || e.isPolicyRefusal()
+	case ErrPolicyRefused:
+		return e.isPolicyRefusal()
+	}
+	return false
+}
+
+func (e *EnqueueError) isPolicyRefusal() bool { return e.Code == "P0001" && e.Rule != "" }
+
+// enqueueError types a PostgreSQL refusal that send_tx raises; any other
+// error (a lost connection, an aborted transaction) is returned as it is.
+func enqueueError(err error) error {
+	var pg *pgconn.PgError
+	if !errors.As(err, &pg) {
+		return err
+	}
+	e := &EnqueueError{Code: pg.Code, Message: pg.Message, pg: pg}
+	switch {
+	case len(pg.Code) == 5 && pg.Code[:2] == "22", pg.Code == "23505", pg.Code == "42501":
+	case pg.Code == "P0001":
+		// A policy refusal's DETAIL is the refusal as HTTP's 403 has it;
+		// a DETAIL that is not leaves Rule empty, and no sentinel matches.
+		if json.Unmarshal([]byte(pg.Detail), &e.Refusal) != nil {
+			e.Refusal = Refusal{}
+		}
+	default:
+		return err
+	}
+	return e
+}
+
+func decimal(v *big.Int, zero string) string {
+	if v == nil {
+		return zero
+	}
+	return v.String()
+}
+
+func decimalOrNull(v *big.Int) any {
+	if v == nil {
+		return nil
+	}
+	return v.String()
+}
+
+func dataOrEmpty(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nullInt64(n int64) any {
+	if n == 0 {
+		return nil
+	}
+	return n
+}
