@@ -55,7 +55,8 @@ const enqueueTxSQL = `SELECT ledgerq.send_tx(wallet => $1::text, to_address => $
 // application's own transaction, and returns the task's id. The task exists
 // if and only if that transaction commits; ledgerq's wallet worker picks it up
 // on the commit. A refusal is an *EnqueueError (ErrBadRequest naming the
-// field, ErrIdempotencyConflict, ErrForbidden, ErrPolicyRefused), with the
+// field, ErrIdempotencyConflict, ErrForbidden, ErrPolicyRefused,
+// ErrConflict), with the
 // *pgconn.PgError under it; PostgreSQL then has aborted the transaction, as
 // for any error in it (use a savepoint, q being a nested pgx.Tx, to go on).
 func EnqueueTx(ctx context.Context, q Querier, p EnqueueTxParams) (string, error) {
@@ -77,7 +78,7 @@ func EnqueueTx(ctx context.Context, q Querier, p EnqueueTxParams) (string, error
 type EnqueueError struct {
 	// Code is the SQLSTATE: 22023 (or another of class 22) bad input, 23505
 	// the key reused with other fields, 42501 a wallet the role may not use,
-	// P0001 a policy refusal.
+	// P0001 a policy refusal, 55000 a disabled wallet.
 	Code    string
 	Message string
 	// Refusal is set (Rule not empty) when the wallet's policy refused.
@@ -97,7 +98,8 @@ func (e *EnqueueError) Field() string { return fieldOf(e.Message) }
 
 // Is matches the sentinel of the SQLSTATE: ErrBadRequest (class 22),
 // ErrIdempotencyConflict (23505), ErrForbidden (42501, and P0001 with a rule),
-// ErrPolicyRefused (P0001 with a rule).
+// ErrPolicyRefused (P0001 with a rule), ErrConflict (55000, a disabled
+// wallet, HTTP's 409).
 func (e *EnqueueError) Is(target error) bool {
 	switch target {
 	case ErrBadRequest:
@@ -108,6 +110,8 @@ func (e *EnqueueError) Is(target error) bool {
 		return e.Code == "42501" || e.isPolicyRefusal()
 	case ErrPolicyRefused:
 		return e.isPolicyRefusal()
+	case ErrConflict:
+		return e.Code == "55000"
 	}
 	return false
 }
@@ -123,7 +127,7 @@ func enqueueError(err error) error {
 	}
 	e := &EnqueueError{Code: pg.Code, Message: pg.Message, pg: pg}
 	switch {
-	case len(pg.Code) == 5 && pg.Code[:2] == "22", pg.Code == "23505", pg.Code == "42501":
+	case len(pg.Code) == 5 && pg.Code[:2] == "22", pg.Code == "23505", pg.Code == "42501", pg.Code == "55000":
 	case pg.Code == "P0001":
 		// A policy refusal's DETAIL is the refusal as HTTP's 403 has it;
 		// a DETAIL that is not leaves Rule empty, and no sentinel matches.

@@ -29,7 +29,8 @@ var (
 	// ErrNotFound: no such wallet for this key, or no such task (HTTP 404).
 	ErrNotFound = errors.New("ledgerq: not found")
 	// ErrConflict: the request does not fit the resource's state (HTTP 409:
-	// a disabled wallet, a task that can no longer be cancelled, …).
+	// a disabled wallet, a task that can no longer be cancelled, …; SQLSTATE
+	// 55000, a disabled wallet).
 	ErrConflict = errors.New("ledgerq: conflict")
 	// ErrIdempotencyConflict: the wallet already has a task under this
 	// Idempotency-Key, stored from another request body (HTTP 422, SQLSTATE

@@ -1,0 +1,160 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"math/big"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/client"
+)
+
+// fakeTx records the statement EnqueueTx runs and answers it with id, or
+// fails its Scan with err. (ledgerq.send_tx comes with migration 00040; these
+// tests pin the call EnqueueTx makes to the signature both sides agreed on.)
+type fakeTx struct {
+	sql  string
+	args []any
+	id   string
+	err  error
+}
+
+func (f *fakeTx) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	f.sql, f.args = sql, args
+	return f
+}
+
+func (f *fakeTx) Scan(dest ...any) error {
+	if f.err != nil {
+		return f.err
+	}
+	*dest[0].(*string) = f.id
+	return nil
+}
+
+// The function's parameters by name, in the signature's order, each cast to
+// its type.
+const sendTxCall = `SELECT ledgerq.send_tx(wallet => $1::text, to_address => $2::text, value => $3::numeric, data => $4::bytea, idempotency_key => $5::text, gas_limit => $6::bigint, max_fee_per_gas => $7::numeric, max_priority_fee_per_gas => $8::numeric, priority => $9::integer, preflight => $10::boolean)`
+
+func TestEnqueueTx_CallsSendTxWithEveryFieldInItsPlace(t *testing.T) {
+	t.Parallel()
+	tx := &fakeTx{id: "0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b"}
+	wei, _ := new(big.Int).SetString("1000000000000000000000", 10)
+	id, err := client.EnqueueTx(t.Context(), tx, client.EnqueueTxParams{
+		Wallet: "hot", To: beef, Value: wei, Data: []byte{0xca, 0xfe},
+		IdempotencyKey: "order-42", GasLimit: 50000,
+		MaxFeePerGas: big.NewInt(30e9), MaxPriorityFeePerGas: big.NewInt(2e9),
+		Priority: 5, SkipPreflight: true,
+	})
+	require.NoError(t, err)
+	require.Equal(t, tx.id, id)
+	require.Equal(t, sendTxCall, tx.sql)
+	require.Equal(t, []any{"hot", beef, "1000000000000000000000", []byte{0xca, 0xfe}, "order-42",
+		int64(50000), "30000000000", "2000000000", int32(5), false}, tx.args)
+}
+
+// The zero value of each optional field is the function's default: no NULL
+// where the function's default is a value (0 wei, no data, preflight on).
+func TestEnqueueTx_ZeroFieldsAreTheFunctionsDefaults(t *testing.T) {
+	t.Parallel()
+	tx := &fakeTx{id: "0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b"}
+	_, err := client.EnqueueTx(t.Context(), tx, client.EnqueueTxParams{Wallet: "hot", To: beef})
+	require.NoError(t, err)
+	require.Equal(t, []any{"hot", beef, "0", []byte{}, nil, nil, nil, nil, int32(0), true}, tx.args)
+}
+
+// Each refusal send_tx raises is an *EnqueueError matching the sentinel of
+// its HTTP twin, with the *pgconn.PgError under it.
+func TestEnqueueTx_RefusalsAreTypedAndKeepThePostgreSQLError(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		pg       *pgconn.PgError
+		is, isNt []error
+		field    string
+		refusal  client.Refusal
+	}{
+		"bad field": {
+			pg:    &pgconn.PgError{Code: "22023", Message: "field to: must be 0x and 40 hex digits"},
+			is:    []error{client.ErrBadRequest},
+			isNt:  []error{client.ErrForbidden, client.ErrIdempotencyConflict},
+			field: "to",
+		},
+		"another data exception": {
+			pg: &pgconn.PgError{Code: "22003", Message: "numeric field overflow"},
+			is: []error{client.ErrBadRequest},
+		},
+		"key reused": {
+			pg:   &pgconn.PgError{Code: "23505", Message: `Idempotency-Key "order-42": wallet "hot" already has task 0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b under this key, stored from a different request`},
+			is:   []error{client.ErrIdempotencyConflict},
+			isNt: []error{client.ErrBadRequest, client.ErrConflict},
+		},
+		"wallet not allowed": {
+			pg:   &pgconn.PgError{Code: "42501", Message: `wallet "cold": unknown, or not granted to this role`},
+			is:   []error{client.ErrForbidden},
+			isNt: []error{client.ErrPolicyRefused},
+		},
+		"wallet disabled": {
+			pg:   &pgconn.PgError{Code: "55000", Message: `wallet hot is disabled: it takes no new task`},
+			is:   []error{client.ErrConflict},
+			isNt: []error{client.ErrForbidden},
+		},
+		"policy": {
+			pg: &pgconn.PgError{Code: "P0001", Message: `refused by the policy of wallet "hot": value 101 wei is more than its cap per transaction, 100 wei`,
+				Detail: `{"rule":"max_value","limit":"100","requested":"101"}`},
+			is:      []error{client.ErrPolicyRefused, client.ErrForbidden},
+			isNt:    []error{client.ErrBadRequest},
+			refusal: client.Refusal{Rule: "max_value", Limit: "100", Requested: "101"},
+		},
+		"window policy": {
+			pg: &pgconn.PgError{Code: "P0001", Message: "refused",
+				Detail: `{"rule":"value_window","limit":"100","used":"50","requested":"60","window_seconds":86400}`},
+			is:      []error{client.ErrPolicyRefused},
+			refusal: client.Refusal{Rule: "value_window", Limit: "100", Used: "50", Requested: "60", WindowSeconds: 86400},
+		},
+		"raise without a refusal": {
+			pg:   &pgconn.PgError{Code: "P0001", Message: "something else", Detail: "not json"},
+			isNt: []error{client.ErrPolicyRefused, client.ErrForbidden},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := client.EnqueueTx(t.Context(), &fakeTx{err: c.pg}, client.EnqueueTxParams{Wallet: "hot", To: beef})
+			var e *client.EnqueueError
+			require.ErrorAs(t, err, &e)
+			require.Equal(t, c.pg.Code, e.Code)
+			require.Equal(t, c.pg.Message, e.Message)
+			require.Equal(t, c.field, e.Field())
+			require.Equal(t, c.refusal, e.Refusal)
+			var pg *pgconn.PgError
+			require.ErrorAs(t, err, &pg)
+			require.Same(t, c.pg, pg)
+			for _, s := range c.is {
+				require.ErrorIs(t, err, s)
+			}
+			for _, s := range c.isNt {
+				require.NotErrorIs(t, err, s)
+			}
+			require.Contains(t, err.Error(), "wallet hot")
+		})
+	}
+}
+
+// An error that is not a refusal (a lost connection, a serialization
+// failure, no such function before the migration) is returned as it is.
+func TestEnqueueTx_OtherErrorsAreNotRefusals(t *testing.T) {
+	t.Parallel()
+	for _, cause := range []error{
+		errors.New("conn closed"),
+		&pgconn.PgError{Code: "40001", Message: "could not serialize access"},
+		&pgconn.PgError{Code: "42883", Message: "function ledgerq.send_tx(…) does not exist"},
+	} {
+		_, err := client.EnqueueTx(t.Context(), &fakeTx{err: cause}, client.EnqueueTxParams{Wallet: "hot", To: beef})
+		require.ErrorIs(t, err, cause)
+		var e *client.EnqueueError
+		require.False(t, errors.As(err, &e), "%v is not a refusal", cause)
+	}
+}
