@@ -1737,6 +1737,12 @@ type ListWalletTasksParams struct {
 	After *string `form:"after,omitempty" json:"after,omitempty"`
 }
 
+// GetWalletTaskParams defines parameters for GetWalletTask.
+type GetWalletTaskParams struct {
+	// Wait Seconds to wait for the task to end before answering (0 to 3600; cut to --send-tx-max-wait); absent or 0 answers at once.
+	Wait *int `form:"wait,omitempty" json:"wait,omitempty"`
+}
+
 // GetSendTxTaskStatusParams defines parameters for GetSendTxTaskStatus.
 type GetSendTxTaskStatusParams struct {
 	// XWalletID The wallet the task belongs to.
@@ -2569,8 +2575,14 @@ type ClientInterface interface {
 
 	// GetWalletTask One task of a wallet.
 	//
+	// The task, its attempts and, once mined, its block and confirmations. With `wait`,
+	// a long-poll: the answer comes when the task ends (done or error), or with the task
+	// as it is once `wait` seconds have passed (at most --send-tx-max-wait), so a client
+	// follows a task it sent with `task=true` without polling. A client that goes away
+	// cancels nothing.
+	//
 	// Corresponds with GET /v1/wallets/{wallet}/tasks/{id} (the `GetWalletTask` operationId).
-	GetWalletTask(ctx context.Context, wallet Wallet, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetWalletTask(ctx context.Context, wallet Wallet, id TaskID, params *GetWalletTaskParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RequestWalletTaskCancel Cancel a task, waiting or sent.
 	//
@@ -3697,9 +3709,15 @@ func (c *APIClient) CancelWalletTask(ctx context.Context, wallet Wallet, id Task
 
 // GetWalletTask One task of a wallet.
 //
+// The task, its attempts and, once mined, its block and confirmations. With `wait`,
+// a long-poll: the answer comes when the task ends (done or error), or with the task
+// as it is once `wait` seconds have passed (at most --send-tx-max-wait), so a client
+// follows a task it sent with `task=true` without polling. A client that goes away
+// cancels nothing.
+//
 // Corresponds with GET /v1/wallets/{wallet}/tasks/{id} (the `GetWalletTask` operationId).
-func (c *APIClient) GetWalletTask(ctx context.Context, wallet Wallet, id TaskID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetWalletTaskRequest(c.Server, wallet, id)
+func (c *APIClient) GetWalletTask(ctx context.Context, wallet Wallet, id TaskID, params *GetWalletTaskParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetWalletTaskRequest(c.Server, wallet, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -5314,7 +5332,7 @@ func NewCancelWalletTaskRequest(server string, wallet Wallet, id TaskID) (*http.
 }
 
 // NewGetWalletTaskRequest constructs an http.Request for the GetWalletTask method
-func NewGetWalletTaskRequest(server string, wallet Wallet, id TaskID) (*http.Request, error) {
+func NewGetWalletTaskRequest(server string, wallet Wallet, id TaskID, params *GetWalletTaskParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5344,6 +5362,33 @@ func NewGetWalletTaskRequest(server string, wallet Wallet, id TaskID) (*http.Req
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -6306,10 +6351,16 @@ type ClientWithResponsesInterface interface {
 
 	// GetWalletTaskWithResponse One task of a wallet.
 	//
+	// The task, its attempts and, once mined, its block and confirmations. With `wait`,
+	// a long-poll: the answer comes when the task ends (done or error), or with the task
+	// as it is once `wait` seconds have passed (at most --send-tx-max-wait), so a client
+	// follows a task it sent with `task=true` without polling. A client that goes away
+	// cancels nothing.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/wallets/{wallet}/tasks/{id} (the `GetWalletTask` operationId).
-	GetWalletTaskWithResponse(ctx context.Context, wallet Wallet, id TaskID, reqEditors ...RequestEditorFn) (*GetWalletTaskResponse, error)
+	GetWalletTaskWithResponse(ctx context.Context, wallet Wallet, id TaskID, params *GetWalletTaskParams, reqEditors ...RequestEditorFn) (*GetWalletTaskResponse, error)
 
 	// RequestWalletTaskCancelWithResponse Cancel a task, waiting or sent.
 	//
@@ -11339,11 +11390,17 @@ func (c *ClientWithResponses) CancelWalletTaskWithResponse(ctx context.Context, 
 
 // GetWalletTaskWithResponse One task of a wallet.
 //
+// The task, its attempts and, once mined, its block and confirmations. With `wait`,
+// a long-poll: the answer comes when the task ends (done or error), or with the task
+// as it is once `wait` seconds have passed (at most --send-tx-max-wait), so a client
+// follows a task it sent with `task=true` without polling. A client that goes away
+// cancels nothing.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/wallets/{wallet}/tasks/{id} (the `GetWalletTask` operationId).
-func (c *ClientWithResponses) GetWalletTaskWithResponse(ctx context.Context, wallet Wallet, id TaskID, reqEditors ...RequestEditorFn) (*GetWalletTaskResponse, error) {
-	rsp, err := c.GetWalletTask(ctx, wallet, id, reqEditors...)
+func (c *ClientWithResponses) GetWalletTaskWithResponse(ctx context.Context, wallet Wallet, id TaskID, params *GetWalletTaskParams, reqEditors ...RequestEditorFn) (*GetWalletTaskResponse, error) {
+	rsp, err := c.GetWalletTask(ctx, wallet, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

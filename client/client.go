@@ -178,7 +178,13 @@ func (c *Client) sendOnce(ctx context.Context, wallet string, params *SendTxPara
 
 // GetTask reads one task of wallet (GET /v1/wallets/{wallet}/tasks/{id}).
 func (c *Client) GetTask(ctx context.Context, wallet, id string) (*WalletTask, error) {
-	resp, err := c.api.GetWalletTaskWithResponse(ctx, wallet, id)
+	return c.getTask(ctx, wallet, id, nil)
+}
+
+// getTask reads one task, waiting up to wait seconds for it to end when
+// wait is set (the route's long-poll).
+func (c *Client) getTask(ctx context.Context, wallet, id string, wait *int) (*WalletTask, error) {
+	resp, err := c.api.GetWalletTaskWithResponse(ctx, wallet, id, &GetWalletTaskParams{Wait: wait})
 	if err != nil {
 		return nil, fmt.Errorf("reading task %s of wallet %s: %w", id, wallet, err)
 	}
@@ -188,7 +194,8 @@ func (c *Client) GetTask(ctx context.Context, wallet, id string) (*WalletTask, e
 	return &resp.JSON200.Task, nil
 }
 
-// The pace of WaitTask's reads: the first after waitFirst, each later one
+// The pace of WaitTask's reads when the server answers at once (an error,
+// or a server whose wait is off): the first after waitFirst, each later one
 // twice as late, up to waitMax, each with up to a fifth more at random so
 // that many waiting clients do not read in step.
 const (
@@ -196,20 +203,29 @@ const (
 	waitMax   = 2 * time.Second
 )
 
+// longPoll is the most seconds one read of WaitTask asks the server to
+// wait (the server cuts it to its --send-tx-max-wait).
+const longPoll = 30
+
 // WaitTask waits until the task id of wallet has ended (done or error) and
 // returns it, or returns ctx's error when ctx ends first. A done task is
 // --wallet-confirmations blocks deep; Status, TxHash, Error and Reverted say
 // how it ended.
 //
-// The task route has no long-poll of its own (GET …/tasks/{id} answers at
-// once), so WaitTask reads it at a growing interval (from 100 ms up to 2 s);
-// an application that still has the send's key and body waits on the
-// server's long-poll instead with SendTx and WithWait. Answers that say to
-// retry (429, 502, 503, 504) and lost connections are waited out.
+// Each read is the task route's long-poll (GET …/tasks/{id}?wait=N): the
+// server answers when the task ends, or after N seconds, and WaitTask asks
+// again at once. Answers that say to retry (429, 502, 503, 504) and lost
+// connections are waited out, at a growing interval (from 100 ms up to
+// 2 s), as are reads the server answered at once without the task's end.
 func (c *Client) WaitTask(ctx context.Context, wallet, id string) (*WalletTask, error) {
 	pace := newBackoff()
 	for {
-		task, err := c.GetTask(ctx, wallet, id)
+		wait := longPoll
+		if deadline, ok := ctx.Deadline(); ok {
+			wait = max(0, min(wait, int(time.Until(deadline)/time.Second)-1))
+		}
+		asked := time.Now()
+		task, err := c.getTask(ctx, wallet, id, &wait)
 		delay := pace.next()
 		if err != nil {
 			after, retry := retryable(ctx, err)
@@ -219,6 +235,10 @@ func (c *Client) WaitTask(ctx context.Context, wallet, id string) (*WalletTask, 
 			delay = max(delay, after)
 		} else if ended(task.Status) {
 			return task, nil
+		} else if time.Since(asked) >= time.Second {
+			// The server waited: ask again at once.
+			pace = newBackoff()
+			continue
 		}
 		if err := sleep(ctx, delay); err != nil {
 			return task, fmt.Errorf("waiting for task %s of wallet %s: %w", id, wallet, err)

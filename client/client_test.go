@@ -191,6 +191,33 @@ func TestClient_WaitTaskEndsWithItsContext(t *testing.T) {
 	require.Equal(t, client.WalletTaskStatusWaiting, task.Status, "the task as last read")
 }
 
+// WaitTask follows a task with the route's long-poll: one read held by the
+// server until the task ends, not a read every few hundred milliseconds.
+func TestClient_WaitTaskIsALongPoll(t *testing.T) {
+	t.Parallel()
+	lq := startLedgerq(t, 30*time.Second)
+	p := newProxy(t, lq.URL, 0)
+	c := newClient(t, p.URL, lq.Key)
+	admin := newClient(t, lq.URL, lq.Admin)
+	paused, err := admin.API().PauseWalletWithResponse(t.Context(), "hot")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, paused.StatusCode(), "%s", paused.Body)
+	res, err := c.SendTx(t.Context(), "hot", transfer("6"))
+	require.NoError(t, err)
+	sent := len(p.requests())
+	go func() {
+		time.Sleep(2 * time.Second)
+		_, _ = admin.API().ResumeWalletWithResponse(context.Background(), "hot")
+	}()
+	task, err := c.WaitTask(t.Context(), "hot", res.Task.ID)
+	require.NoError(t, err)
+	require.Equal(t, client.WalletTaskStatusDone, task.Status)
+	require.True(t, lq.mined(*task.TxHash))
+	reads := p.requests()[sent:]
+	require.Len(t, reads, 1, "one long-poll over the task's two seconds paused")
+	require.Contains(t, reads[0].Query, "wait=")
+}
+
 // Bad input is a 400 *APIError that names the field.
 func TestClient_BadInputIsAnAPIErrorNamingTheField(t *testing.T) {
 	t.Parallel()

@@ -108,7 +108,7 @@ func (s *Server) SendTx(c echo.Context, walletName string, params apigen.SendTxP
 	if !fireAndForget && !task.Status.Terminal() {
 		// Only the request that stored the task cancels it when its client
 		// leaves: a replay merely watches.
-		task, err = s.awaitTask(ctx, task, created)
+		task, err = s.awaitTask(ctx, task, created, s.cfg.TaskMaxWait)
 		if err != nil {
 			return err
 		}
@@ -128,20 +128,24 @@ func (s *Server) SendTx(c echo.Context, walletName string, params apigen.SendTxP
 	})
 }
 
+// maxTaskWaitSeconds bounds GET task's wait parameter (the server cuts it
+// further to TaskMaxWait).
+const maxTaskWaitSeconds = 3600
+
 // awaitTask reads task again until it has ended, the wait is over
-// (TaskMaxWait, or StopWaiting), or the client goes away. It returns the
+// (maxWait, or StopWaiting), or the client goes away. It returns the
 // task as last read. When the client goes away and cancel is set, a task
 // still waiting is cancelled (a task is aborted if its client disconnects);
 // an executing one is not, as its transaction may be out. A read that finds
 // the database unavailable (a failover) is tried again at the next poll:
 // the task is stored, and a 503 would tell a client without an
 // Idempotency-Key to send it a second time.
-func (s *Server) awaitTask(ctx context.Context, task store.Task, cancel bool) (store.Task, error) {
-	if s.cfg.TaskMaxWait <= 0 {
+func (s *Server) awaitTask(ctx context.Context, task store.Task, cancel bool, maxWait time.Duration) (store.Task, error) {
+	if maxWait <= 0 || task.Status.Terminal() {
 		return task, nil
 	}
 	// Wall time, as it bounds a request, not a rule of the lane.
-	deadline := time.Now().Add(s.cfg.TaskMaxWait)
+	deadline := time.Now().Add(maxWait)
 	interval := taskPollFirst
 	for {
 		left := time.Until(deadline)
@@ -207,10 +211,30 @@ func (s *Server) clientLeft(ctx context.Context, task store.Task, cancel bool) e
 
 // GetWalletTask answers GET /v1/wallets/{wallet}/tasks/{id}: the task,
 // its attempts and its wallet's health read from one snapshot.
-func (s *Server) GetWalletTask(c echo.Context, walletName, id string) error {
+func (s *Server) GetWalletTask(c echo.Context, walletName, id string, params apigen.GetWalletTaskParams) error {
+	var wait time.Duration
+	if params.Wait != nil {
+		if *params.Wait < 0 || *params.Wait > maxTaskWaitSeconds {
+			return errorf(http.StatusBadRequest, "query parameter wait: seconds from 0 to %d", maxTaskWaitSeconds)
+		}
+		wait = min(time.Duration(*params.Wait)*time.Second, s.cfg.TaskMaxWait)
+	}
 	v, err := readTaskWith(s, c, walletName, "path parameter wallet", id, "path parameter id", s.store.TaskView)
 	if err != nil {
 		return err
+	}
+	if wait > 0 && !v.Task.Status.Terminal() {
+		// A long-poll: the task once it has ended, or as it is when the
+		// wait is over; a client that goes away cancels nothing.
+		if _, err := s.awaitTask(c.Request().Context(), v.Task, false, wait); err != nil {
+			return err
+		}
+		dctx, done := s.dbContext(c.Request().Context())
+		v, err = s.store.TaskView(dctx, walletName, id)
+		done()
+		if err != nil {
+			return err
+		}
 	}
 	out := toWalletTask(v.Task, true)
 	var head *int64

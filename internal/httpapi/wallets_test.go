@@ -239,6 +239,56 @@ func TestWallets_SendTxWithoutTaskTrueWaitsUntilTheTaskEndsInError(t *testing.T)
 	require.Equal(t, "insufficient funds for gas * price + value", a.Task.Error)
 }
 
+// GET of a task with ?wait=N is a long-poll: it answers when the task ends,
+// or as the task is once N seconds (at most the send-tx wait) have passed;
+// a client that goes away cancels nothing; a bad wait is a 400 naming it.
+func TestWallets_GetTaskWithWaitAnswersWhenTheTaskEnds(t *testing.T) {
+	t.Parallel()
+	f := setupWallets(t)
+	a := decodeTask(t, f.sendTx("?task=true", txBody("7")))
+	get := func(ctx context.Context, query string) httpResult {
+		return do(t, f.request(ctx, http.MethodGet, "/v1/wallets/main/tasks/"+a.Task.ID+query, nil, bearer(f.key)...))
+	}
+	answered := make(chan httpResult, 1)
+	go func() { answered <- get(context.Background(), "?wait=30") }()
+	select {
+	case resp := <-answered:
+		t.Fatalf("answered %d before the task ended: %s", resp.StatusCode, resp.Body)
+	case <-time.After(300 * time.Millisecond):
+	}
+	f.rows.FinishTask(f.task(a.Task.ID))
+	select {
+	case resp := <-answered:
+		require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
+		require.Equal(t, "done", decodeTask(t, resp).Task.Status)
+	case <-time.After(15 * time.Second):
+		t.Fatal("no answer after the task was done")
+	}
+
+	// The wait runs out: the task as it is.
+	b := decodeTask(t, f.sendTx("?task=true", txBody("8")))
+	start := time.Now()
+	resp := do(t, f.request(context.Background(), http.MethodGet, "/v1/wallets/main/tasks/"+b.Task.ID+"?wait=1", nil, bearer(f.key)...))
+	require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
+	require.Equal(t, "waiting", decodeTask(t, resp).Task.Status)
+	require.GreaterOrEqual(t, time.Since(start), time.Second)
+
+	// A client that goes away cancels nothing.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	req := f.request(ctx, http.MethodGet, "/v1/wallets/main/tasks/"+b.Task.ID+"?wait=30", nil, bearer(f.key)...)
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close()
+	}
+	require.Equal(t, store.TaskWaiting, f.task(b.Task.ID).Status)
+
+	for _, bad := range []string{"?wait=-1", "?wait=x", "?wait=3601"} {
+		resp := get(context.Background(), bad)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, bad)
+		require.Contains(t, resp.Body, "wait", bad)
+	}
+}
+
 // The Hathor send-tx queue: "the task is also aborted if the client disconnects".
 func TestWallets_AWaitingSendTxWhoseClientDisconnectsCancelsItsWaitingTask(t *testing.T) {
 	t.Parallel()
