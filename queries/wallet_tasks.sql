@@ -279,10 +279,14 @@ SET status = 2, cancelled = true, error = 'cancelled', speed_up_fee_cap_wei = NU
 WHERE id = @id AND status IN (0, 1)
 RETURNING *;
 
--- name: TaskSetOutcome :execrows
--- Confirm, after a task ended done: its transaction's logs and, for a
--- reverted one, the decoded revert of its replay (best effort, after the
--- confirmation's own transaction). Each is written once.
-UPDATE ledgerq.wallet_tasks
-SET logs = coalesce(logs, sqlc.narg(logs)::json), revert = coalesce(revert, sqlc.narg(revert)::json)
-WHERE id = @id AND status = 3;
+-- name: TaskRecordOutcomes :execrows
+-- Confirm, in the transaction that ends tasks done: what their transactions
+-- left, for the ones that left something (a plain transfer has no logs and
+-- is not named here): @ids[i]'s logs (a calldata.Logs, its events decoded
+-- when the task is read) and, for a reverted one, the decoded revert of its
+-- replay; '' for neither. One statement for the confirm's tasks; each is
+-- written once.
+UPDATE ledgerq.wallet_tasks t
+SET logs = coalesce(t.logs, nullif(u.logs, '')::json), revert = coalesce(t.revert, nullif(u.revert, '')::json)
+FROM (SELECT unnest(@ids::text[]) AS id, unnest(@logs::text[]) AS logs, unnest(@reverts::text[]) AS revert) u
+WHERE t.id = u.id AND t.status = 3;

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ethereum/go-ethereum/accounts/abi"
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/common/hexutil"
 )
 
 // What a revert's data, or an event, is decoded as. The data is a node's
@@ -395,4 +396,46 @@ func eventJSON(args abi.Arguments, values []any) (json.RawMessage, error) {
 		}
 	}
 	return namedJSON(plain, values)
+}
+
+// DecodeStoredLogs decodes, with abiJSON, the events of logs as a confirm
+// stores them (DecodeLogs without an ABI, as JSON): a log emitted by the
+// called contract (to), not truncated and not decoded yet. It returns
+// stored itself when there is no ABI, nothing to decode, or stored is not
+// readable.
+func DecodeStoredLogs(stored json.RawMessage, to common.Address, abiJSON json.RawMessage) json.RawMessage {
+	a, hasABI := readABI(abiJSON)
+	if !hasABI {
+		return stored
+	}
+	var ls Logs
+	if json.Unmarshal(stored, &ls) != nil {
+		return stored
+	}
+	decoded := false
+	for i := range ls.Logs {
+		l := &ls.Logs[i]
+		if l.Event != nil || l.Truncated || !common.IsHexAddress(l.Address) || common.HexToAddress(l.Address) != to {
+			continue
+		}
+		data, err := hexutil.Decode(l.Data)
+		if err != nil {
+			continue
+		}
+		raw := RawLog{Index: l.Index, Address: to, Topics: make([]common.Hash, len(l.Topics)), Data: data}
+		for j, t := range l.Topics {
+			raw.Topics[j] = common.HexToHash(t)
+		}
+		if l.Event = decodeEvent(a, raw); l.Event != nil {
+			decoded = true
+		}
+	}
+	if !decoded {
+		return stored
+	}
+	out, err := json.Marshal(ls)
+	if err != nil {
+		return stored
+	}
+	return out
 }

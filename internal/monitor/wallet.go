@@ -3,6 +3,7 @@ package monitor
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -38,8 +39,6 @@ type WalletConfirmer struct {
 	// watch holds, per shard key, what the wallet's last confirm saw of the
 	// chain's nonce.
 	watch map[string]*chainWatch
-	// outcomes runs recordOutcomes.
-	outcomes sync.WaitGroup
 }
 
 var _ wallet.Step = (*WalletConfirmer)(nil)
@@ -126,8 +125,11 @@ type confirmCycle struct {
 	// resent: outcomes of the new broadcasts.
 	resent []wallet.Result
 	// mined are the receipts record turned into results, by hash (their
-	// logs are recorded once the task is done: recordOutcomes).
+	// logs are recorded with the task done: taskOutcomes).
 	mined map[string]ledger.Receipt
+	// reverts are the decoded reverts of the tasks about to end done with a
+	// reverted receipt, by task id (replayReverts).
+	reverts map[string]json.RawMessage
 	// rebroadcast: the cycle broadcast every sent attempt from the chain's
 	// nonce on (Commit remembers when).
 	rebroadcast bool
@@ -193,6 +195,7 @@ func (c *confirmCycle) Execute(ctx context.Context) error {
 	if err := c.lookUpReceipts(ctx, b); err != nil {
 		return err
 	}
+	c.replayReverts(ctx, b)
 	return c.broadcastAgain(ctx)
 }
 
@@ -751,8 +754,9 @@ func mergeByNonce(a, b []store.Attempt) []store.Attempt {
 }
 
 // Commit records, in one fenced transaction, the chain's nonce and head,
-// the attempts that left the chain, the receipts (mined or final), the
-// replacements and the new broadcasts; the run's send starts at or above
+// the attempts that left the chain, the receipts (mined or final) with
+// the logs and reverts of the tasks they end done, the replacements and
+// the new broadcasts; the run's send starts at or above
 // the chain's nonce.
 func (c *confirmCycle) Commit(ctx context.Context) error {
 	if c.lagging {
@@ -764,6 +768,7 @@ func (c *confirmCycle) Commit(ctx context.Context) error {
 		crashpoint.Hit(wallet.CrashMined)
 	}
 	now := c.m.cfg.Clock.Now()
+	outs := c.taskOutcomes()
 	var reorgs int
 	err := c.Fenced(ctx, func(tx *store.Store) error {
 		reorgs = 0
@@ -781,6 +786,9 @@ func (c *confirmCycle) Commit(ctx context.Context) error {
 			return err
 		}
 		if err := c.recordForgotten(ctx, tx, now); err != nil {
+			return err
+		}
+		if _, err := tx.TaskRecordOutcomes(ctx, outs); err != nil {
 			return err
 		}
 		if err := c.RecordResults(ctx, tx, now, c.replaced); err != nil {
@@ -817,7 +825,6 @@ func (c *confirmCycle) Commit(ctx context.Context) error {
 		c.m.cfg.Logger.Warn("wallet: a mined transaction left the chain, sending it again", "shard", c.Claim.Key, "task", r.Attempt.TaskID,
 			"nonce", r.Attempt.Nonce, "tx_hash", r.Attempt.TxHash, "reason", r.Reason)
 	}
-	c.m.recordOutcomes(c.Wallet.ID, c.Wallet.Address(), c.outcomes())
 	c.LogResults(c.replaced)
 	c.LogResults(c.resent)
 	for _, f := range c.forgotten {

@@ -209,7 +209,7 @@ var crossKey = map[string]string{
 	"TaskRequestSpeedUp":      apiByWallet,
 	"TaskFinishCancelled":     taskByID,
 	"TaskClearSpeedUp":        taskByID,
-	"TaskSetOutcome":          taskByID,
+	"TaskRecordOutcomes":      taskByID,
 	"TaskFinishDone":          taskByID,
 	"TaskFinishError":         taskByID,
 	"TaskReopen":              taskByID,

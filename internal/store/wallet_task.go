@@ -12,8 +12,10 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/ledgerq/ledgerq/internal/calldata"
 	"github.com/ledgerq/ledgerq/internal/store/internal/dbsqlc"
 )
 
@@ -148,7 +150,8 @@ type Task struct {
 	// replay of a reverted transaction; nil: none.
 	Revert json.RawMessage
 	// Logs are the logs of the task's mined transaction (a calldata.Logs as
-	// JSON); nil: not done, or not recorded yet.
+	// JSON, its events decoded by the call's ABI); nil: not done, or its
+	// transaction emitted none.
 	Logs       json.RawMessage
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
@@ -175,6 +178,12 @@ func taskFromRow(r dbsqlc.LedgerqWalletTask) Task {
 	}
 	t.Request.SkipPreflight = !r.Preflight
 	t.Revert, t.Logs = compactJSON(r.Revert), compactJSON(r.Logs)
+	if t.Logs == nil && t.Status == TaskDone {
+		// Its confirm records the logs of a transaction that emitted
+		// some, in the transaction that ends it done: none recorded is
+		// none emitted.
+		t.Logs = json.RawMessage(noLogs)
+	}
 	if r.TipCapWei.Valid {
 		t.Request.TipCap = bigFromNumeric(r.TipCapWei)
 	}
@@ -193,10 +202,17 @@ func taskFromRow(r dbsqlc.LedgerqWalletTask) Task {
 			// jsonb writes a space after each ',' and ':'.
 			c.ABI, c.Args = compactJSON(c.ABI), compactJSON(c.Args)
 			t.Request.Call = &c
+			if len(t.Logs) > 0 && len(c.ABI) > 0 {
+				// Stored as the ledger read them: decoded here.
+				t.Logs = calldata.DecodeStoredLogs(t.Logs, common.HexToAddress(t.Request.To), c.ABI)
+			}
 		}
 	}
 	return t
 }
+
+// noLogs are the logs of a done task whose transaction emitted none.
+const noLogs = `{"logs":[],"count":0}`
 
 // compactJSON is raw without insignificant whitespace (raw itself if it is
 // not JSON).
@@ -805,21 +821,33 @@ func (s *Store) taskStoredAfterAll(ctx context.Context, id, wallet string) (dbsq
 	})
 }
 
-// TaskSetOutcomeParams are what a done task's transaction left: its logs
-// and, when it reverted, its decoded revert (each JSON; nil: not known).
-type TaskSetOutcomeParams struct {
+// TaskOutcome is what a done task's transaction left: its logs (a
+// calldata.Logs as JSON, as the ledger read them: their events are decoded
+// when the task is read, by its call's ABI) and, when it reverted, its
+// decoded revert (a calldata.Revert as JSON); nil: none.
+type TaskOutcome struct {
 	ID     string
 	Logs   json.RawMessage
 	Revert json.RawMessage
 }
 
-// TaskSetOutcome records a done task's logs and revert; what is already
-// recorded stays. It reports false when the task is not done (a cancel's
-// no-op won, or the task was deleted meanwhile).
-func (s *Store) TaskSetOutcome(ctx context.Context, p TaskSetOutcomeParams) (bool, error) {
-	n, err := s.q.TaskSetOutcome(ctx, dbsqlc.TaskSetOutcomeParams{ID: p.ID, Logs: p.Logs, Revert: p.Revert})
-	if err != nil {
-		return false, fmt.Errorf("recording the outcome of task %q: %w", p.ID, err)
+// TaskRecordOutcomes records, in one statement, the logs and reverts of
+// tasks a confirm ends done; it runs in that confirm's transaction, after
+// the tasks are done (a task that is not done is left alone), and what is
+// already recorded stays. It makes no statement when outs is empty: a
+// confirm whose tasks left nothing pays nothing. It returns how many tasks
+// it wrote.
+func (s *Store) TaskRecordOutcomes(ctx context.Context, outs []TaskOutcome) (int64, error) {
+	if len(outs) == 0 {
+		return 0, nil
 	}
-	return n == 1, nil
+	p := dbsqlc.TaskRecordOutcomesParams{Ids: make([]string, len(outs)), Logs: make([]string, len(outs)), Reverts: make([]string, len(outs))}
+	for i, o := range outs {
+		p.Ids[i], p.Logs[i], p.Reverts[i] = o.ID, string(o.Logs), string(o.Revert)
+	}
+	n, err := s.q.TaskRecordOutcomes(ctx, p)
+	if err != nil {
+		return 0, fmt.Errorf("recording the outcomes of %d tasks: %w", len(outs), err)
+	}
+	return n, nil
 }

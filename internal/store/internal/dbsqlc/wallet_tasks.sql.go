@@ -1103,6 +1103,33 @@ func (q *Queries) TaskNextWaitingPriority(ctx context.Context, arg TaskNextWaiti
 	return items, nil
 }
 
+const taskRecordOutcomes = `-- name: TaskRecordOutcomes :execrows
+UPDATE ledgerq.wallet_tasks t
+SET logs = coalesce(t.logs, nullif(u.logs, '')::json), revert = coalesce(t.revert, nullif(u.revert, '')::json)
+FROM (SELECT unnest($1::text[]) AS id, unnest($2::text[]) AS logs, unnest($3::text[]) AS revert) u
+WHERE t.id = u.id AND t.status = 3
+`
+
+type TaskRecordOutcomesParams struct {
+	Ids     []string
+	Logs    []string
+	Reverts []string
+}
+
+// Confirm, in the transaction that ends tasks done: what their transactions
+// left, for the ones that left something (a plain transfer has no logs and
+// is not named here): @ids[i]'s logs (a calldata.Logs, its events decoded
+// when the task is read) and, for a reverted one, the decoded revert of its
+// replay; ” for neither. One statement for the confirm's tasks; each is
+// written once.
+func (q *Queries) TaskRecordOutcomes(ctx context.Context, arg TaskRecordOutcomesParams) (int64, error) {
+	result, err := q.db.Exec(ctx, taskRecordOutcomes, arg.Ids, arg.Logs, arg.Reverts)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const taskReopen = `-- name: TaskReopen :one
 UPDATE ledgerq.wallet_tasks
 SET status = 1, tx_hash = NULL, reverted = false, cancelled = false, error = NULL, finished_at = NULL,
@@ -1435,29 +1462,6 @@ func (q *Queries) TaskSeedFinished(ctx context.Context, arg TaskSeedFinishedPara
 		arg.Prefix,
 		arg.N,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const taskSetOutcome = `-- name: TaskSetOutcome :execrows
-UPDATE ledgerq.wallet_tasks
-SET logs = coalesce(logs, $1::json), revert = coalesce(revert, $2::json)
-WHERE id = $3 AND status = 3
-`
-
-type TaskSetOutcomeParams struct {
-	Logs   []byte
-	Revert []byte
-	ID     string
-}
-
-// Confirm, after a task ended done: its transaction's logs and, for a
-// reverted one, the decoded revert of its replay (best effort, after the
-// confirmation's own transaction). Each is written once.
-func (q *Queries) TaskSetOutcome(ctx context.Context, arg TaskSetOutcomeParams) (int64, error) {
-	result, err := q.db.Exec(ctx, taskSetOutcome, arg.Logs, arg.Revert, arg.ID)
 	if err != nil {
 		return 0, err
 	}
