@@ -56,6 +56,9 @@ func (w *walletAPI) outcomeWhen(id, what string, cond func(outcomeTask) bool) ou
 	return got
 }
 
+// outcomeEnded: the task is done or in error.
+func outcomeEnded(o outcomeTask) bool { return o.Status == "done" || o.Status == "error" }
+
 // walletTxs returns every transaction of addr in the chain's blocks.
 func walletTxs(t *testing.T, client *ethclient.Client, chainID *big.Int, addr common.Address) []*types.Transaction {
 	t.Helper()
@@ -161,7 +164,11 @@ func TestWalletPreflight_ARevertingCallIsRefusedWithItsReasonAndNoNonceOnARealNo
 			// Without its preflight, with a gas limit: mined, reverted, and
 			// its reason replayed onto the task.
 			late := w.send(`{` + to + `,"function":"requireOk(bool,string)","args":[false,"late"],"preflight":false,"gas_limit":200000}`)
-			got = w.outcomeWhen(late.ID, "done with its revert", func(o outcomeTask) bool { return o.Status == "done" && o.Revert != nil })
+			// The answer that first reports it done has its revert: it is
+			// recorded by the confirm that ends it done.
+			got = w.outcomeWhen(late.ID, "ended", outcomeEnded)
+			require.Equal(t, "done", got.Status, got.Error)
+			require.NotNil(t, got.Revert, "recorded with the task done")
 			require.True(t, got.Reverted)
 			require.Equal(t, calldata.RevertError, got.Revert.Kind, "%+v", got.Revert)
 			require.Equal(t, "late", got.Revert.Message)
@@ -171,7 +178,9 @@ func TestWalletPreflight_ARevertingCallIsRefusedWithItsReasonAndNoNonceOnARealNo
 
 			// A call that succeeds: its event, decoded by the ABI.
 			ok := w.send(`{` + to + `,"abi":` + abiJSON + `,"method":"succeed","args":["x"]}`)
-			got = w.outcomeWhen(ok.ID, "done with its logs", func(o outcomeTask) bool { return o.Status == "done" && o.Logs != nil })
+			got = w.outcomeWhen(ok.ID, "ended", outcomeEnded)
+			require.Equal(t, "done", got.Status, got.Error)
+			require.NotNil(t, got.Logs, "recorded with the task done")
 			require.False(t, got.Reverted)
 			require.Nil(t, got.Revert)
 			require.Len(t, got.Logs.Logs, 1)
