@@ -1544,7 +1544,7 @@ type WalletTask struct {
 	// the replay of a reverted transaction is not recorded yet.
 	Revert *json.RawMessage `json:"revert,omitempty"`
 
-	// Logs The logs of a done task's transaction; absent until they are recorded.
+	// Logs The logs of a done task's transaction, recorded in the transaction that ends it done (present in the first answer that reports it done); absent while it is not done.
 	Logs *json.RawMessage `json:"logs,omitempty"`
 }
 

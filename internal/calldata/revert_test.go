@@ -2,6 +2,7 @@ package calldata_test
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math/big"
 	"strings"
@@ -151,4 +152,35 @@ func TestDecodeLogs_AnEventOfTheABIIsDecodedAndOthersRaw(t *testing.T) {
 	require.Len(t, cut.Logs, calldata.MaxLogs)
 	require.Equal(t, calldata.MaxLogs+1, cut.Count)
 	require.Nil(t, cut.Logs[0].Event)
+}
+
+// A confirm stores logs as the ledger read them (DecodeLogs without an
+// ABI); read with the task's ABI they are what DecodeLogs with it gives: the
+// called contract's event decoded, another contract's log, a cut one and
+// the bounds as stored.
+func TestDecodeStoredLogs_StoredLogsAreDecodedByTheABIWhenRead(t *testing.T) {
+	t.Parallel()
+	abiJSON := testcontracts.ABIJSON(testcontracts.Reverter)
+	done := testcontracts.ABI(testcontracts.Reverter).Events["Done"]
+	contract := common.HexToAddress("0x00000000000000000000000000000000000c0ffe")
+	caller := common.HexToAddress("0x00000000000000000000000000000000000b0b01")
+	data, err := done.Inputs.NonIndexed().Pack("x")
+	require.NoError(t, err)
+	topics := []common.Hash{done.ID, common.BytesToHash(caller.Bytes()), common.BigToHash(big.NewInt(7))}
+	logs := []calldata.RawLog{
+		{Index: 1, Address: contract, Topics: topics, Data: data},
+		{Index: 2, Address: common.Address{1}, Topics: topics, Data: data},
+		{Index: 3, Address: contract, Topics: topics, Data: make([]byte, calldata.MaxLogDataBytes+1)},
+	}
+	stored, err := json.Marshal(calldata.DecodeLogs(logs, contract, nil))
+	require.NoError(t, err)
+	want, err := json.Marshal(calldata.DecodeLogs(logs, contract, abiJSON))
+	require.NoError(t, err)
+
+	got := calldata.DecodeStoredLogs(stored, contract, abiJSON)
+	require.JSONEq(t, string(want), string(got))
+	require.Contains(t, string(got), `"name":"Done"`)
+	require.Equal(t, string(stored), string(calldata.DecodeStoredLogs(stored, contract, nil)), "no ABI: as stored")
+	require.Equal(t, string(stored), string(calldata.DecodeStoredLogs(stored, common.Address{2}, abiJSON)), "another contract called: as stored")
+	require.Equal(t, "not json", string(calldata.DecodeStoredLogs(json.RawMessage("not json"), contract, abiJSON)))
 }
