@@ -1540,8 +1540,8 @@ type WalletTask struct {
 
 	// Revert Why the task's call reverted: for a task in error, the preflight's verdict; for a done
 	// task whose transaction reverted (`reverted`), its replay at the receipt's block (kind
-	// `unavailable` when the replay failed or did not revert). Absent otherwise, and while
-	// the replay of a reverted transaction is not recorded yet.
+	// `unavailable` when the replay failed or did not revert), recorded in the transaction
+	// that ends it done. Absent otherwise.
 	Revert *json.RawMessage `json:"revert,omitempty"`
 
 	// Logs The logs of a done task's transaction, recorded in the transaction that ends it done (present in the first answer that reports it done); absent while it is not done.
