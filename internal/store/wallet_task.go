@@ -150,8 +150,8 @@ type Task struct {
 	// replay of a reverted transaction; nil: none.
 	Revert json.RawMessage
 	// Logs are the logs of the task's mined transaction (a calldata.Logs as
-	// JSON, its events decoded by the call's ABI); nil: not done, or its
-	// transaction emitted none.
+	// JSON, its events decoded by the call's ABI; a done task whose
+	// transaction emitted none has none in it); nil: not done.
 	Logs       json.RawMessage
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
