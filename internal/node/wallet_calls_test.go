@@ -32,21 +32,7 @@ import (
 // done, and move the tokens, as eth_call's balanceOf reads them back.
 func TestWalletCalls_ATransferByNameEndsDoneAndMovesTheTokensOnARealNode(t *testing.T) {
 	t.Parallel()
-	for name, start := range map[string]func(t *testing.T, wallet common.Address) (url string, client *ethclient.Client, deployer *ecdsa.PrivateKey){
-		"geth": func(t *testing.T, w common.Address) (string, *ethclient.Client, *ecdsa.PrivateKey) {
-			n := testgeth.Start(t)
-			key, err := crypto.GenerateKey()
-			require.NoError(t, err)
-			n.Fund(t, crypto.PubkeyToAddress(key.PublicKey), big.NewInt(params.Ether))
-			n.Fund(t, w, big.NewInt(params.Ether))
-			return n.URL, n.Client(), key
-		},
-		"anvil": func(t *testing.T, w common.Address) (string, *ethclient.Client, *ecdsa.PrivateKey) {
-			n := testanvil.Start(t, testanvil.ChainID(testgeth.DevChainID))
-			n.SetBalance(t, w, big.NewInt(params.Ether))
-			return n.URL, n.Client(), n.Keys[0]
-		},
-	} {
+	for name, start := range contractNodes() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			signer := testfactory.NewSigner(t)
@@ -103,4 +89,28 @@ func startChainWalletAPI(t *testing.T, signer keystore.Signer, url string, mutat
 	_, apiKey, err := n.Store().APIKeyCreate(t.Context(), store.APIKeyCreateParams{Now: time.Now(), Name: "test", Scopes: store.WalletScopes("w")})
 	require.NoError(t, err)
 	return &walletAPI{t: t, url: srv.URL, key: apiKey, st: n.Store(), addr: common.Address(signer.Address())}
+}
+
+// startContractNode starts a real node for a contract test and returns its
+// URL, a client, and a funded key to deploy with; wallet gets 1 ether.
+type startContractNode func(t *testing.T, wallet common.Address) (url string, client *ethclient.Client, deployer *ecdsa.PrivateKey)
+
+// contractNodes are the real nodes the contract tests run on: geth --dev and
+// anvil, each with the same chain id.
+func contractNodes() map[string]startContractNode {
+	return map[string]startContractNode{
+		"geth": func(t *testing.T, w common.Address) (string, *ethclient.Client, *ecdsa.PrivateKey) {
+			n := testgeth.Start(t)
+			key, err := crypto.GenerateKey()
+			require.NoError(t, err)
+			n.Fund(t, crypto.PubkeyToAddress(key.PublicKey), big.NewInt(params.Ether))
+			n.Fund(t, w, big.NewInt(params.Ether))
+			return n.URL, n.Client(), key
+		},
+		"anvil": func(t *testing.T, w common.Address) (string, *ethclient.Client, *ecdsa.PrivateKey) {
+			n := testanvil.Start(t, testanvil.ChainID(testgeth.DevChainID))
+			n.SetBalance(t, w, big.NewInt(params.Ether))
+			return n.URL, n.Client(), n.Keys[0]
+		},
+	}
 }

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"crypto/ecdsa"
 	"encoding/json"
 	"math/big"
 	"net/http"
@@ -10,14 +9,11 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/core/types"
-	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
-	"github.com/ethereum/go-ethereum/params"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/calldata"
-	"github.com/ledgerq/ledgerq/internal/testanvil"
 	"github.com/ledgerq/ledgerq/internal/testcontracts"
 	"github.com/ledgerq/ledgerq/internal/testfactory"
 	"github.com/ledgerq/ledgerq/internal/testgeth"
@@ -89,21 +85,7 @@ func walletTxs(t *testing.T, client *ethclient.Client, chainID *big.Int, addr co
 // in the task's logs.
 func TestWalletPreflight_ARevertingCallIsRefusedWithItsReasonAndNoNonceOnARealNode(t *testing.T) {
 	t.Parallel()
-	for name, start := range map[string]func(t *testing.T, wallet common.Address) (url string, client *ethclient.Client, deployer *ecdsa.PrivateKey){
-		"geth": func(t *testing.T, w common.Address) (string, *ethclient.Client, *ecdsa.PrivateKey) {
-			n := testgeth.Start(t)
-			key, err := crypto.GenerateKey()
-			require.NoError(t, err)
-			n.Fund(t, crypto.PubkeyToAddress(key.PublicKey), big.NewInt(params.Ether))
-			n.Fund(t, w, big.NewInt(params.Ether))
-			return n.URL, n.Client(), key
-		},
-		"anvil": func(t *testing.T, w common.Address) (string, *ethclient.Client, *ecdsa.PrivateKey) {
-			n := testanvil.Start(t, testanvil.ChainID(testgeth.DevChainID))
-			n.SetBalance(t, w, big.NewInt(params.Ether))
-			return n.URL, n.Client(), n.Keys[0]
-		},
-	} {
+	for name, start := range contractNodes() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			signer := testfactory.NewSigner(t)
