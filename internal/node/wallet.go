@@ -14,6 +14,7 @@ import (
 	"github.com/ethereum/go-ethereum/common"
 
 	"github.com/ledgerq/ledgerq/internal/clock"
+	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
@@ -261,6 +262,9 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 	if err := n.store.WalletPolicySyncConfig(ctx, n.clock.Now(), policies); err != nil {
 		return fmt.Errorf("wallet lane: %w", err)
 	}
+	if err := n.syncWalletDirectory(ctx, lane.wallets); err != nil {
+		return fmt.Errorf("wallet lane: %w", err)
+	}
 	deps := n.deps("")
 	ec := w.laneConfig(n)
 	jobs := map[int64]*wallet.Job{}
@@ -492,4 +496,25 @@ func (n *Node) buildWalletSigners(ctx context.Context, lane *walletLane) error {
 	}
 	lane.manager = m
 	return nil
+}
+
+// syncWalletDirectory writes what ledgerq.send_tx needs from this process's
+// configuration: its wallets (those not added at run time, which the
+// wallets table's trigger writes) and its fee ceiling
+// (--wallet-max-fee-per-gas). The last serve to start sets both.
+func (n *Node) syncWalletDirectory(ctx context.Context, wallets *keystore.Registry) error {
+	var dir []store.DirectoryWallet
+	for _, w := range wallets.All() {
+		if !w.Declared {
+			dir = append(dir, store.DirectoryWallet{Wallet: w.ID, ChainID: w.ChainID, Sender: w.Address().Hex()})
+		}
+	}
+	if err := n.store.WalletDirectorySyncConfig(ctx, n.clock.Now(), dir); err != nil {
+		return err
+	}
+	ceiling := n.cfg.API.MaxFeePerGas
+	if ceiling == nil {
+		ceiling = httpapi.DefaultMaxFeePerGas
+	}
+	return n.store.SettingsPutMaxFeePerGas(ctx, n.clock.Now(), ceiling)
 }

@@ -468,6 +468,16 @@ type LedgerqCore struct {
 	UpdatedAt time.Time
 }
 
+// Wallet scoping of ledgerq.send_tx, like an API key's wallet:NAME scopes: a session whose login role (session_user) is role_name, or a member of it, may enqueue for wallet_id ('*': every wallet). Written by the operator with INSERT.
+type LedgerqEnqueueGrant struct {
+	// A database role: the login role itself, or a group role it is a member of.
+	RoleName string
+	// The wallet's name, or '*' for every wallet.
+	WalletID string
+	// When the grant was written.
+	CreatedAt time.Time
+}
+
 // Liveness locks held now in this database, one per live ledgerq process (session-level advisory locks of class 1819372662, two-key form): a claim whose recorded liveness_lock is missing here lost its holder.
 type LedgerqLivenessLock struct {
 	// The lock's id (its second key), as recorded in the claims of the process that holds it.
@@ -592,6 +602,16 @@ type LedgerqRowRule struct {
 	RuleName string
 	// A boolean SQL expression over the row's columns, by name; the row is refused when it is false (NULL passes, as in a CHECK constraint).
 	Expression string
+}
+
+// Settings of the serve that started last, which SQL functions read: wallet_max_fee_per_gas (--wallet-max-fee-per-gas, the fee ceiling send_tx applies as the API does).
+type LedgerqSetting struct {
+	// The setting: wallet_max_fee_per_gas.
+	Name string
+	// Its value as text (wei, in decimal).
+	Value string
+	// When a serve last wrote it.
+	UpdatedAt time.Time
 }
 
 // Shard scheduler: one row per key whose work one worker at a time runs, claimed oldest pending first under a lease.
@@ -719,6 +739,22 @@ type LedgerqWallet struct {
 	// When the wallet was added.
 	CreatedAt time.Time
 	// When it was last changed (disabled or enabled).
+	UpdatedAt time.Time
+}
+
+// Wallet lane: every wallet a send_tx may name, with its chain and sender: the configuration's (written at serve start) and those added at run time (kept in step with ledgerq.wallets by its trigger).
+type LedgerqWalletDirectory struct {
+	// The wallet's name (wallet_tasks.wallet_id).
+	WalletID string
+	// The wallet's chain id.
+	ChainID int64
+	// The wallet's address, lower-case hex.
+	Sender string
+	// config: from the configuration of the serve that started last (--wallet-keystore, --wallet-signer); runtime: from ledgerq.wallets (POST /v1/wallets).
+	Source string
+	// A runtime wallet disabled through the API: send_tx refuses it, as the API does (409).
+	Disabled bool
+	// When the row was last written.
 	UpdatedAt time.Time
 }
 
