@@ -361,7 +361,7 @@ BEGIN
     -- raised, so its record goes with the caller's transaction.
     refusal := ledgerq.wallet_policy_refusal(wallet, w_chain, w_sender, to_lower, p_value, p_data, idempotency_key, now_);
     IF refusal IS NOT NULL THEN
-        msg := format('refused by the policy of wallet %L: ', wallet) || CASE refusal ->> 'rule'
+        msg := format('refused by the policy of wallet "%s": ', wallet) || CASE refusal ->> 'rule'
             WHEN 'recipient' THEN format('%s is not an allowed recipient', to_lower)
             WHEN 'contract' THEN format('%s is not an allowed contract', to_lower)
             WHEN 'selector' THEN format('function %s is not allowed on contract %s', refusal ->> 'selector', to_lower)
