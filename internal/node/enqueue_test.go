@@ -639,14 +639,30 @@ func TestEnqueue_CommitWakesTheLane(t *testing.T) {
 		c.Loops.PollInterval = time.Hour
 		c.Wallet.Lane.FollowInterval = time.Hour
 		c.Wallet.Lane.HeadInterval = 0
+		c.Wallet.Shards.PollInterval = time.Hour
 	})
 	e.serve()
 	app := e.app()
-	bob := common.HexToAddress("0x00000000000000000000000000000000000b0b4a")
-	id, err := orderAndSend(t.Context(), app, "order 1", true, `'w', $1, 9`, strings.ToLower(bob.Hex()))
-	require.NoError(t, err)
-	// Confirming it waits for the follower; sending it does not.
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Len(c, e.sentTo(bob), 1)
-	}, 10*time.Second, 50*time.Millisecond, "task %s was not sent", id)
+	// Two in turn, each once the wallet's shard is idle: the first may
+	// land before the workers' first round, the second finds them waiting
+	// for their next poll, an hour away.
+	for i, to := range []common.Address{
+		common.HexToAddress("0x00000000000000000000000000000000000b0b4a"),
+		common.HexToAddress("0x00000000000000000000000000000000000b0b4b"),
+	} {
+		id, err := orderAndSend(t.Context(), app, fmt.Sprintf("order %d", i), true, `'w', $1, 9`, strings.ToLower(to.Hex()))
+		require.NoError(t, err)
+		// Confirming it waits for the follower; sending it does not.
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.Len(c, e.sentTo(to), 1)
+		}, 10*time.Second, 50*time.Millisecond, "task %s was not sent", id)
+		// The wallet's run ends (nothing left to send, and no follower
+		// brings it back to confirm): its shard is idle.
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			var state string
+			assert.NoError(c, e.admin.QueryRow(t.Context(), `SELECT state::text FROM ledgerq.shards WHERE key = $1`,
+				store.WalletShardKey(1337, strings.ToLower(e.sender.Hex()))).Scan(&state))
+			assert.Equal(c, "idle", state)
+		}, 10*time.Second, 50*time.Millisecond)
+	}
 }
