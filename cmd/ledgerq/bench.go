@@ -202,7 +202,7 @@ func runBenchWallets(ctx context.Context, args []string) error {
 	var cpuProfile string
 	_, err := parseNodeFlags("bench wallets", benchWalletsSummary, &cfg.Node, flagParts{lane: "wallet"}, args, "warn", func(fs *flag.FlagSet) {
 		fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (the direct sender's part included) to this file, for go tool pprof")
-		fs.StringVar((*string)(&cfg.Mode), "mode", string(cfg.Mode), "how tasks reach the lane: store (store.TaskInsert from the bench's own pool) or http (POST send-tx with task=true and an Idempotency-Key through the real API on a loopback listener)")
+		fs.StringVar((*string)(&cfg.Mode), "mode", string(cfg.Mode), "how tasks reach the lane: store (store.TaskInsert from the bench's own pool), http (POST send-tx with task=true and an Idempotency-Key through the real API on a loopback listener) or sql (a transaction per task around ledgerq.send_tx with an idempotency key, from the bench's own pool; docs/enqueue.md)")
 		fs.StringVar(&cfg.Baseline, "baseline", cfg.Baseline, "direct: first run a direct sender with no database (fresh funded keys, the same transfers, nonces in memory, go-ethereum's ethclient on --ledger evm) on the same chain, and print its mined/s beside the lane's and the ratio")
 		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "offered load: enqueue at this many tasks/s (0: as fast as the workers can)")
 		fs.IntVar(&cfg.BacklogFinished, "backlog-finished", cfg.BacklogFinished, "seed this many done tasks with their confirmed attempts (on 1000 other senders of the same chain) before the run, as a long-running lane leaves behind")

@@ -67,8 +67,9 @@ type WalletConfig struct {
 	Value *big.Int
 
 	// Mode is how the tasks reach the lane: WalletModeStore (store.TaskInsert
-	// from the bench's own pool) or WalletModeHTTP (POST send-tx through the
-	// real API handler on a loopback listener).
+	// from the bench's own pool), WalletModeHTTP (POST send-tx through the
+	// real API handler on a loopback listener) or WalletModeSQL
+	// (ledgerq.send_tx in a transaction of its own, from the bench's pool).
 	Mode WalletMode
 	// Rate, when positive, offers the tasks at this many per second; 0
 	// enqueues them as fast as the workers can.
@@ -120,8 +121,8 @@ func (c *WalletConfig) Validate() error {
 		return errors.New("--wallets and --tasks-per-wallet must be at least 1")
 	case c.IngestWorkers < 1:
 		return errors.New("--ingest-workers must be at least 1")
-	case c.Mode != WalletModeStore && c.Mode != WalletModeHTTP:
-		return fmt.Errorf("--mode %q: want store or http", c.Mode)
+	case c.Mode != WalletModeStore && c.Mode != WalletModeHTTP && c.Mode != WalletModeSQL:
+		return fmt.Errorf("--mode %q: want store, http or sql", c.Mode)
 	case c.Baseline != BaselineNone && c.Baseline != BaselineDirect:
 		return fmt.Errorf("--baseline %q: want direct or nothing", c.Baseline)
 	case c.Baseline == BaselineDirect && c.FaultRun():
@@ -178,6 +179,10 @@ type WalletReport struct {
 	// last; EnqueueRate is Enqueued / EnqueueTime.
 	EnqueueTime time.Duration
 	EnqueueRate float64
+	// EnqueueP50, EnqueueP99 and EnqueueMax are one enqueue's time, the
+	// call (TaskInsert, a POST, or a transaction around send_tx) from its
+	// start to its answer.
+	EnqueueP50, EnqueueP99, EnqueueMax time.Duration
 	// EndToEnd runs from the first created_at to the last finished_at;
 	// ConfirmRate is Done / EndToEnd.
 	EndToEnd    time.Duration
@@ -267,6 +272,10 @@ type walletRun struct {
 	directAddrs []ledger.Address
 	// api is WalletModeHTTP's server and clients.
 	api *walletIntake
+	// sql is WalletModeSQL's pool.
+	sql *sqlIntake
+	// enqueueTimes are the enqueue calls' durations.
+	enqueueTimes latencies
 	// start is when the first task was offered.
 	start time.Time
 	// counted is the chain as the node reaches it.
@@ -281,6 +290,9 @@ func (r *walletRun) close() {
 	}
 	if r.api != nil {
 		r.api.close()
+	}
+	if r.sql != nil {
+		r.sql.close()
 	}
 	r.loadTarget.close()
 	if r.closeL != nil {
@@ -389,6 +401,11 @@ func (r *walletRun) open(ctx context.Context) error {
 		fmt.Fprintf(c.Progress, "bench: serving the API at %s\n", r.api.url)
 		return warm(ctx, r.node.Store().Conns(), c.IngestWorkers)
 	}
+	if c.Mode == WalletModeSQL {
+		// node.Open wrote the run's wallets to the wallet directory.
+		r.sql, err = newSQLIntake(ctx, c.Node.DatabaseURL, c.IngestWorkers, r.wallets, c)
+		return err
+	}
 	return r.openIngest(ctx, c.Node.DatabaseURL, c.IngestWorkers)
 }
 
@@ -465,7 +482,8 @@ func (r *walletRun) run(ctx context.Context) (*WalletReport, error) {
 
 // ingestAll stores the tasks, round-robin over the wallets, with
 // IngestWorkers goroutines, one TaskInsert (one transaction) per task, or
-// in WalletModeHTTP one POST send-tx per task; with Rate, the i-th task is
+// in WalletModeHTTP one POST send-tx per task, in WalletModeSQL one
+// transaction around ledgerq.send_tx per task; with Rate, the i-th task is
 // offered at start + i/Rate.
 func (r *walletRun) ingestAll(ctx context.Context, start time.Time) error {
 	c := &r.cfg
@@ -482,20 +500,25 @@ func (r *walletRun) ingestAll(ctx context.Context, start time.Time) error {
 			}
 		}
 		w := r.wallets[i%c.Wallets]
-		if r.api != nil {
-			err := r.api.post(ctx, w.ID, i)
-			if err == nil {
-				r.enqueued.Add(1)
-			}
-			return err
+		began := time.Now()
+		var err error
+		switch {
+		case r.api != nil:
+			err = r.api.post(ctx, w.ID, i)
+		case r.sql != nil:
+			callCtx, cancel := context.WithTimeout(ctx, c.Node.Loops.DBTimeout)
+			_, err = r.sql.send(callCtx, w.ID, i)
+			cancel()
+		default:
+			callCtx, cancel := context.WithTimeout(ctx, c.Node.Loops.DBTimeout)
+			_, _, err = r.ingest.TaskInsert(callCtx, store.TaskInsertParams{
+				Now: c.Node.Clock.Now(), Wallet: w.ID, ChainID: w.ChainID, Sender: w.Address().Hex(),
+				Request: store.TaskRequest{To: benchRecipient.Hex(), Value: c.Value},
+			})
+			cancel()
 		}
-		callCtx, cancel := context.WithTimeout(ctx, c.Node.Loops.DBTimeout)
-		defer cancel()
-		_, _, err := r.ingest.TaskInsert(callCtx, store.TaskInsertParams{
-			Now: c.Node.Clock.Now(), Wallet: w.ID, ChainID: w.ChainID, Sender: w.Address().Hex(),
-			Request: store.TaskRequest{To: benchRecipient.Hex(), Value: c.Value},
-		})
 		if err == nil {
+			r.enqueueTimes.add(time.Since(began))
 			r.enqueued.Add(1)
 		}
 		return err
@@ -688,6 +711,7 @@ func (r *walletRun) summarize(ctx context.Context, rep *WalletReport) error {
 	if rep.EnqueueTime > 0 {
 		rep.EnqueueRate = float64(rep.Enqueued) / rep.EnqueueTime.Seconds()
 	}
+	rep.EnqueueP50, rep.EnqueueP99, rep.EnqueueMax = r.enqueueTimes.quantiles()
 	if len(lat) > 0 {
 		rep.P50, rep.P99, rep.Max = percentiles(lat)
 		rep.EndToEnd = last.Sub(first)
@@ -729,6 +753,7 @@ func (rep *WalletReport) WriteSummary(w io.Writer) error {
 		fmt.Sprintf("  tasks             %d enqueued of %d; %d done (%d reverted), %d error, %d waiting, %d executing; %d transactions signed",
 			rep.Enqueued, rep.Planned, rep.Done, rep.Reverted, rep.Error, rep.Waiting, rep.Executing, rep.Attempts),
 		fmt.Sprintf("  enqueue           %.0f tasks/s (%d in %s%s)", rep.EnqueueRate, rep.Enqueued, round(rep.EnqueueTime), requests(rep.Requests)),
+		fmt.Sprintf("  latency           one enqueue: p50 %s, p99 %s, max %s", rep.EnqueueP50.Round(10*time.Microsecond), rep.EnqueueP99.Round(10*time.Microsecond), rep.EnqueueMax.Round(10*time.Microsecond)),
 		fmt.Sprintf("  confirmed         %.1f tasks/s (%d from first enqueue to last done in %s)", rep.ConfirmRate, rep.Done, round(rep.EndToEnd)),
 		fmt.Sprintf("  mined             %.1f tasks/s (%d from first enqueue to the last one's block seen in %s)", rep.MinedRate, rep.Done, round(rep.MinedTime)),
 		fmt.Sprintf("  latency           enqueue to done: p50 %s, p99 %s, max %s", round(rep.P50), round(rep.P99), round(rep.Max)),
@@ -780,8 +805,11 @@ func (rep *WalletReport) WriteSummary(w io.Writer) error {
 // enqueueHow says how the tasks reached the lane.
 func enqueueHow(c *WalletConfig) string {
 	how := fmt.Sprintf("%d workers, one TaskInsert per task", c.IngestWorkers)
-	if c.Mode == WalletModeHTTP {
+	switch c.Mode {
+	case WalletModeHTTP:
 		how = fmt.Sprintf("%d HTTP clients, one POST send-tx per task (task=true, an Idempotency-Key each)", c.IngestWorkers)
+	case WalletModeSQL:
+		how = fmt.Sprintf("%d connections, one transaction per task: BEGIN; SELECT ledgerq.send_tx(…, idempotency_key); COMMIT", c.IngestWorkers)
 	}
 	if c.Rate > 0 {
 		how += fmt.Sprintf(", offered at %g/s", c.Rate)

@@ -189,6 +189,31 @@ func TestRunWallets_HTTPModePostsEveryTaskThroughTheAPIWithAnIdempotencyKey(t *t
 	require.Contains(t, sum.String(), "10 requests")
 }
 
+func TestRunWallets_SQLModeEnqueuesEveryTaskThroughSendTxInATransaction(t *testing.T) {
+	t.Parallel()
+	cfg, _ := walletSetup(t, 2, 5)
+	cfg.Mode = bench.WalletModeSQL
+
+	rep, err := bench.RunWallets(context.Background(), cfg)
+	require.NoError(t, err)
+	requireAllDone(t, rep, 10)
+	require.Positive(t, rep.EnqueueP50)
+	require.LessOrEqual(t, rep.EnqueueP50, rep.EnqueueP99)
+	require.LessOrEqual(t, rep.EnqueueP99, rep.EnqueueMax)
+	var sum bytes.Buffer
+	require.NoError(t, rep.WriteSummary(&sum))
+	require.Contains(t, sum.String(), "ledgerq.send_tx")
+
+	conn, err := pgx.Connect(t.Context(), cfg.Node.DatabaseURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var keyed, grants int
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM ledgerq.wallet_tasks WHERE idempotency_key IS NOT NULL`).Scan(&keyed))
+	require.Equal(t, 10, keyed, "every task stored through send_tx with its key")
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM ledgerq.enqueue_grants`).Scan(&grants))
+	require.Zero(t, grants, "the run's grants are gone with it")
+}
+
 func TestRunWallets_BacklogFinishedSeedsDoneTasksBesideTheRun(t *testing.T) {
 	t.Parallel()
 	cfg, progress := walletSetup(t, 2, 5)
