@@ -20,7 +20,7 @@ CREATE TABLE ledgerq.wallet_directory (
 
     CONSTRAINT wallet_directory_wallet_id_format CHECK (wallet_id ~ '^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$'),
     CONSTRAINT wallet_directory_chain_id_positive CHECK (chain_id > 0),
-    CONSTRAINT wallet_directory_sender_format CHECK (sender ~ '^0x[0-9a-f]{40}$'),
+    CONSTRAINT wallet_directory_sender_format CHECK (octet_length(sender) = 42 AND sender ~ '^0x[0-9a-f]+$'),
     CONSTRAINT wallet_directory_source_known CHECK (source IN ('config', 'runtime')),
     CONSTRAINT wallet_directory_updated_at_finite CHECK (isfinite(updated_at))
 );
