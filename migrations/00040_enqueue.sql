@@ -330,7 +330,7 @@ BEGIN
         END IF;
         IF w_disabled AND NOT (idempotency_key IS NOT NULL AND EXISTS (
             SELECT 1 FROM ledgerq.wallet_tasks t WHERE t.wallet_id = wallet AND t.idempotency_key = send_tx.idempotency_key)) THEN
-            RAISE EXCEPTION 'wallet % is disabled: it takes no new task', wallet USING ERRCODE = 'object_not_in_prerequisite_state';
+            RAISE EXCEPTION 'wallet "%" is disabled: it takes no new task', wallet USING ERRCODE = 'object_not_in_prerequisite_state';
         END IF;
     END IF;
 

@@ -666,3 +666,42 @@ func TestEnqueue_CommitWakesTheLane(t *testing.T) {
 		}, 10*time.Second, 50*time.Millisecond)
 	}
 }
+
+// A wallet added at run time is in the wallet directory from the statement
+// that adds it: send_tx takes it, refuses it disabled (55000, as HTTP's
+// 409) and refuses it removed (42501, as an unknown wallet).
+func TestEnqueue_RuntimeWalletsFollowTheWalletsTable(t *testing.T) {
+	t.Parallel()
+	e := setupEnqueue(t, nil)
+	n, _ := e.serve()
+	app := e.role([]string{"ledgerq_enqueue"}, "hot")
+	st := n.Store()
+	audit := &store.AuditEntry{KeyName: "ops", Via: "api"}
+	_, err := st.WalletsAdd(t.Context(), store.WalletDecl{Name: "hot", Chain: "main", ChainID: 1337,
+		Address: "0x00000000000000000000000000000000000a0a01", Backend: "clef", CreatedBy: "ops"}, time.Now(), audit)
+	require.NoError(t, err)
+	// send enqueues for "hot" and rolls back: the lane holds no key for it.
+	send := func() error {
+		_, err := orderAndSend(t.Context(), app, "order", false, `'hot', '0x00000000000000000000000000000000000b0b4c', 1`)
+		return err
+	}
+	require.NoError(t, send())
+
+	_, _, err = st.WalletsSetDisabled(t.Context(), "hot", true, time.Now(), audit)
+	require.NoError(t, err)
+	err = send()
+	require.Equal(t, "55000", pgCode(err), "%v", err)
+	require.ErrorContains(t, err, `wallet "hot" is disabled: it takes no new task`)
+
+	_, _, err = st.WalletsSetDisabled(t.Context(), "hot", false, time.Now(), audit)
+	require.NoError(t, err)
+	require.NoError(t, send())
+
+	require.NoError(t, st.WalletsRemove(t.Context(), "hot", time.Now(), audit))
+	err = send()
+	require.Equal(t, "42501", pgCode(err), "%v", err)
+	dir, err := st.WalletDirectoryList(t.Context())
+	require.NoError(t, err)
+	require.Len(t, dir, 1)
+	require.Equal(t, store.DirectoryWallet{Wallet: "w", ChainID: 1337, Sender: strings.ToLower(e.sender.Hex()), Source: "config"}, dir[0])
+}

@@ -145,3 +145,38 @@ func TestWallets_ARemovalRacingATaskInsertNeverLeavesATaskOfARemovedWallet(t *te
 		clk.Advance(time.Second)
 	}
 }
+
+// The wallet directory holds the configuration's wallets as the last
+// serve wrote them and the runtime wallets as the wallets table has them.
+func TestWalletDirectory_HoldsTheConfigurationsWalletsAndFollowsTheWalletsTable(t *testing.T) {
+	t.Parallel()
+	st, clk, _ := txRows(t)
+	ctx := t.Context()
+	a := store.DirectoryWallet{Wallet: "a", ChainID: 1, Sender: "0x00000000000000000000000000000000000000AA"}
+	b := store.DirectoryWallet{Wallet: "b", ChainID: 2, Sender: "0x00000000000000000000000000000000000000bb"}
+	require.NoError(t, st.WalletDirectorySyncConfig(ctx, clk.Now(), []store.DirectoryWallet{b, a}))
+	_, err := st.WalletsAdd(ctx, runtimeWallet("hot"), clk.Now(), &store.AuditEntry{KeyName: "ops", Via: "api"})
+	require.NoError(t, err)
+	dir, err := st.WalletDirectoryList(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []store.DirectoryWallet{
+		{Wallet: "a", ChainID: 1, Sender: "0x00000000000000000000000000000000000000aa", Source: "config"},
+		{Wallet: "b", ChainID: 2, Sender: b.Sender, Source: "config"},
+		{Wallet: "hot", ChainID: taskChain, Sender: taskSender, Source: "runtime"},
+	}, dir)
+
+	// The next start declares b alone: a goes, the runtime wallet stays.
+	require.NoError(t, st.WalletDirectorySyncConfig(ctx, clk.Now(), []store.DirectoryWallet{b}))
+	_, _, err = st.WalletsSetDisabled(ctx, "hot", true, clk.Now(), &store.AuditEntry{KeyName: "ops", Via: "api"})
+	require.NoError(t, err)
+	dir, err = st.WalletDirectoryList(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []store.DirectoryWallet{
+		{Wallet: "b", ChainID: 2, Sender: b.Sender, Source: "config"},
+		{Wallet: "hot", ChainID: taskChain, Sender: taskSender, Source: "runtime", Disabled: true},
+	}, dir)
+	require.NoError(t, st.WalletsRemove(ctx, "hot", clk.Now(), &store.AuditEntry{KeyName: "ops", Via: "api"}))
+	dir, err = st.WalletDirectoryList(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []store.DirectoryWallet{{Wallet: "b", ChainID: 2, Sender: b.Sender, Source: "config"}}, dir)
+}
