@@ -395,7 +395,7 @@ BEGIN
         SELECT t.id, t.request_hash INTO stored FROM ledgerq.wallet_tasks t
         WHERE t.wallet_id = wallet AND t.idempotency_key = send_tx.idempotency_key;
         IF stored.request_hash <> hash THEN
-            RAISE EXCEPTION 'idempotency key %: wallet % already has task % under this key, stored from a different request',
+            RAISE EXCEPTION 'idempotency key "%": wallet "%" already has task % under this key, stored from a different request',
                 idempotency_key, wallet, stored.id USING ERRCODE = 'unique_violation';
         END IF;
         task_id := stored.id;
