@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log"
 	"math/big"
-	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -82,22 +81,30 @@ func ExampleWithWait() {
 }
 
 // EnqueueTx stores the task in the application's own transaction: it exists
-// if and only if the order does. (This example is compiled, not run: it needs
-// a database with ledgerq's schema and a role granted ledgerq_enqueue.)
+// if and only if the order does. Here the application's tables live in
+// ledgerq's database, and its role was granted the wallet once
+// (docs/enqueue.md).
 func ExampleEnqueueTx() {
+	tb := &exampleTB{}
+	defer tb.close()
+	lq := startLedgerq(tb, 10*time.Second) // ledgerq on a simulated chain, wallet "hot"
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, os.Getenv("APP_DATABASE_URL"))
+	conn, err := pgx.Connect(ctx, lq.DatabaseURL)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE SCHEMA app;
+		CREATE TABLE app.orders (id bigserial PRIMARY KEY, amount_wei numeric NOT NULL);
+		INSERT INTO ledgerq.enqueue_grants (role_name, wallet_id) VALUES (session_user, 'hot')`); err != nil {
+		log.Fatal(err)
+	}
 
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer tx.Rollback(ctx) // a no-op once committed
-
 	var orderID int64
 	if err := tx.QueryRow(ctx, `INSERT INTO app.orders (amount_wei) VALUES ($1) RETURNING id`, "1000").Scan(&orderID); err != nil {
 		log.Fatal(err)
@@ -114,5 +121,19 @@ func ExampleEnqueueTx() {
 	if err := tx.Commit(ctx); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("order", orderID, "pays with task", taskID)
+
+	// The committed task is sent like any other; the HTTP client follows it.
+	c, err := client.New(lq.URL, lq.Key)
+	if err != nil {
+		log.Fatal(err)
+	}
+	task, err := c.WaitTask(ctx, "hot", taskID)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("order", orderID, "status:", task.Status, "key:", *task.IdempotencyKey)
+	fmt.Println("mined:", lq.mined(*task.TxHash))
+	// Output:
+	// order 1 status: done key: order-1
+	// mined: true
 }

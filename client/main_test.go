@@ -33,6 +33,9 @@ type ledgerq struct {
 	// Key opens the wallet hot; Admin opens everything.
 	Key, Admin string
 	Chain      *evmsim.Ledger
+	// DatabaseURL is ledgerq's database, where an application's own
+	// tables can live too (EnqueueTx).
+	DatabaseURL string
 }
 
 // startLedgerq runs ledgerq until tb ends. Its send-tx long-poll waits up to
@@ -77,7 +80,7 @@ func startLedgerq(tb testing.TB, maxWait time.Duration) *ledgerq {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &ledgerq{URL: srv.URL, Key: key, Admin: admin, Chain: chain}
+	return &ledgerq{URL: srv.URL, Key: key, Admin: admin, Chain: chain, DatabaseURL: db.URL}
 }
 
 // mined says whether the chain has the transaction hash in a block.

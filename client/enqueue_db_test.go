@@ -1,0 +1,87 @@
+package client_test
+
+import (
+	"math/big"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ledgerq/ledgerq/client"
+	"github.com/ledgerq/ledgerq/internal/testdb"
+)
+
+// EnqueueTx against the real ledgerq.send_tx of a migrated database: every
+// field lands in its column, a replay under the same key is the same task,
+// zero fields take the function's defaults, and each refusal is typed (with
+// the field it names) and keeps the PostgreSQL error.
+func TestEnqueueTx_AgainstSendTxStoresEveryFieldAndTypesEveryRefusal(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := t.Context()
+	pool := db.Store.DB()
+	_, err := pool.Exec(ctx, `INSERT INTO ledgerq.wallet_directory (wallet_id, chain_id, sender, source, updated_at) VALUES ('hot', 1337, '0x00000000000000000000000000000000000000aa', 'config', now())`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO ledgerq.enqueue_grants (role_name, wallet_id) VALUES (session_user, 'hot')`)
+	require.NoError(t, err)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	wei, _ := new(big.Int).SetString("1000000000000000000000", 10)
+	p := client.EnqueueTxParams{Wallet: "hot", To: beef, Value: wei, Data: []byte{0xca, 0xfe},
+		IdempotencyKey: "order-42", GasLimit: 50000, MaxFeePerGas: big.NewInt(30e9), MaxPriorityFeePerGas: big.NewInt(2e9),
+		Priority: 5, SkipPreflight: true}
+	id, err := client.EnqueueTx(ctx, tx, p)
+	require.NoError(t, err)
+	var value, fee, tip string
+	var data []byte
+	var gas int64
+	var prio int32
+	var preflight bool
+	var key string
+	require.NoError(t, tx.QueryRow(ctx, `SELECT value_wei::text, data, gas_limit, fee_cap_wei::text, tip_cap_wei::text, priority, preflight, idempotency_key FROM ledgerq.wallet_tasks WHERE id::text = $1`, id).
+		Scan(&value, &data, &gas, &fee, &tip, &prio, &preflight, &key))
+	t.Log(id, value, data, gas, fee, tip, prio, preflight, key)
+	require.Equal(t, "1000000000000000000000", value)
+	require.Equal(t, []byte{0xca, 0xfe}, data)
+	require.Equal(t, int64(50000), gas)
+	require.Equal(t, "30000000000", fee)
+	require.Equal(t, "2000000000", tip)
+	require.Equal(t, int32(5), prio)
+	require.False(t, preflight)
+	require.Equal(t, "order-42", key)
+
+	again, err := client.EnqueueTx(ctx, tx, p)
+	require.NoError(t, err)
+	require.Equal(t, id, again, "same key, same fields")
+
+	def, err := client.EnqueueTx(ctx, tx, client.EnqueueTxParams{Wallet: "hot", To: beef})
+	require.NoError(t, err)
+	require.NotEqual(t, id, def)
+	require.NoError(t, tx.QueryRow(ctx, `SELECT value_wei::text, data, priority, preflight FROM ledgerq.wallet_tasks WHERE id::text = $1`, def).Scan(&value, &data, &prio, &preflight))
+	require.Equal(t, "0", value)
+	require.Empty(t, data)
+	require.True(t, preflight)
+	require.NoError(t, tx.Commit(ctx))
+
+	_, err = pool.Exec(ctx, `INSERT INTO ledgerq.wallet_policies (wallet_id, policy, source, updated_by, created_at, updated_at) VALUES ('hot', '{"max_value_per_tx":"100"}', 'api', 'test', now(), now())`)
+	require.NoError(t, err)
+	for name, c := range map[string]struct {
+		p     client.EnqueueTxParams
+		is    error
+		field string
+	}{
+		"conflict": {p: client.EnqueueTxParams{Wallet: "hot", To: beef, Value: big.NewInt(1), IdempotencyKey: "order-42"}, is: client.ErrIdempotencyConflict},
+		"bad to":   {p: client.EnqueueTxParams{Wallet: "hot", To: "0x12"}, is: client.ErrBadRequest, field: "to"},
+		"fee":      {p: client.EnqueueTxParams{Wallet: "hot", To: beef, MaxFeePerGas: big.NewInt(1), MaxPriorityFeePerGas: big.NewInt(2)}, is: client.ErrBadRequest, field: "max_fee_per_gas"},
+		"wallet":   {p: client.EnqueueTxParams{Wallet: "cold", To: beef}, is: client.ErrForbidden},
+		"policy":   {p: client.EnqueueTxParams{Wallet: "hot", To: beef, Value: big.NewInt(101)}, is: client.ErrPolicyRefused},
+	} {
+		_, err := client.EnqueueTx(ctx, pool, c.p)
+		require.ErrorIs(t, err, c.is, name)
+		var e *client.EnqueueError
+		require.ErrorAs(t, err, &e, name)
+		require.Equal(t, c.field, e.Field(), name)
+		t.Log(name, err, e.Refusal)
+	}
+}
