@@ -144,6 +144,12 @@ func DefaultConfig() Config {
 // with RequestTimeout instead.
 var longPollRoutes = map[string]bool{"/batch_statuses": true, "/v1/wallets/:wallet/send-tx": true}
 
+// longPoll reports whether c's request may wait longer than RequestTimeout:
+// a long-poll route's, or a task's read with ?wait=.
+func longPoll(c echo.Context) bool {
+	return longPollRoutes[c.Path()] || (c.Path() == "/v1/wallets/:wallet/tasks/:id" && c.QueryParams().Has("wait"))
+}
+
 // Readiness reports whether the database is reachable and migrated.
 type Readiness interface {
 	Ready(ctx context.Context) error
@@ -474,7 +480,7 @@ func retryAfterUnavailable(next echo.HandlerFunc) echo.HandlerFunc {
 // ends. Long-poll routes are skipped: they bound each call themselves.
 func (s *Server) requestDeadline(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if s.cfg.RequestTimeout <= 0 || longPollRoutes[c.Path()] {
+		if s.cfg.RequestTimeout <= 0 || longPoll(c) {
 			return next(c)
 		}
 		ctx, cancel := context.WithTimeout(c.Request().Context(), s.cfg.RequestTimeout)

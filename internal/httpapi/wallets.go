@@ -219,7 +219,14 @@ func (s *Server) GetWalletTask(c echo.Context, walletName, id string, params api
 		}
 		wait = min(time.Duration(*params.Wait)*time.Second, s.cfg.TaskMaxWait)
 	}
-	v, err := readTaskWith(s, c, walletName, "path parameter wallet", id, "path parameter id", s.store.TaskView)
+	// With wait the request is a long-poll (longPoll): each read is
+	// bounded by RequestTimeout instead of the whole request.
+	read := func(ctx context.Context, wallet, id string) (store.TaskView, error) {
+		dctx, done := s.dbContext(ctx)
+		defer done()
+		return s.store.TaskView(dctx, wallet, id)
+	}
+	v, err := readTaskWith(s, c, walletName, "path parameter wallet", id, "path parameter id", read)
 	if err != nil {
 		return err
 	}
@@ -229,10 +236,7 @@ func (s *Server) GetWalletTask(c echo.Context, walletName, id string, params api
 		if _, err := s.awaitTask(c.Request().Context(), v.Task, false, wait); err != nil {
 			return err
 		}
-		dctx, done := s.dbContext(c.Request().Context())
-		v, err = s.store.TaskView(dctx, walletName, id)
-		done()
-		if err != nil {
+		if v, err = read(c.Request().Context(), v.Task.Wallet, id); err != nil {
 			return err
 		}
 	}

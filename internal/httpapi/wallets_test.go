@@ -282,6 +282,16 @@ func TestWallets_GetTaskWithWaitAnswersWhenTheTaskEnds(t *testing.T) {
 	}
 	require.Equal(t, store.TaskWaiting, f.task(b.Task.ID).Status)
 
+	// The wait is not cut by the request timeout, which bounds each of its
+	// database reads instead.
+	short := setupWallets(t, func(c *httpapi.Config) { c.RequestTimeout = 300 * time.Millisecond })
+	d := decodeTask(t, short.sendTx("?task=true", txBody("9")))
+	start = time.Now()
+	resp = do(t, short.request(context.Background(), http.MethodGet, "/v1/wallets/main/tasks/"+d.Task.ID+"?wait=1", nil, bearer(short.key)...))
+	require.Equal(t, http.StatusOK, resp.StatusCode, resp.Body)
+	require.Equal(t, "waiting", decodeTask(t, resp).Task.Status)
+	require.GreaterOrEqual(t, time.Since(start), time.Second)
+
 	for _, bad := range []string{"?wait=-1", "?wait=x", "?wait=3601"} {
 		resp := get(context.Background(), bad)
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, bad)
