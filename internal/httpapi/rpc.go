@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 	"github.com/ethereum/go-ethereum/common/hexutil"
@@ -50,21 +51,40 @@ func (s *Server) PostRPC(c echo.Context) error {
 		return errLaneOff
 	}
 	req := c.Request()
-	ctx := context.WithValue(context.WithoutCancel(req.Context()), rpcRequestKey{}, req.Context())
+	call := rpcRequest{ctx: req.Context(), timeout: s.cfg.RequestTimeout}
+	ctx := context.WithValue(context.WithoutCancel(req.Context()), rpcRequestKey{}, call)
 	s.rpc.ServeHTTP(c.Response(), req.WithContext(ctx))
 	return nil
 }
 
-// rpcRequestKey carries the request's context to the JSON-RPC methods.
+// rpcRequestKey carries the request's context and the bound of each call
+// (rpcRequest) to the JSON-RPC methods.
 type rpcRequestKey struct{}
 
+// rpcRequest is what a JSON-RPC method needs of its HTTP request: its
+// context, which ends when the client goes away (the route has no deadline
+// of its own: requestDeadline skips it), and RequestTimeout, which bounds
+// each call.
+type rpcRequest struct {
+	ctx     context.Context
+	timeout time.Duration
+}
+
 // rpcCall is the context a JSON-RPC method works under: the request's,
-// which ends at its deadline or when the client goes away.
-func rpcCall(ctx context.Context) context.Context {
-	if req, ok := ctx.Value(rpcRequestKey{}).(context.Context); ok {
-		return req
+// bounded by RequestTimeout from the call's start. The bound is per call,
+// not per request: go-ethereum's server runs a batch's calls one after
+// another, and a client sends a burst as batches (ethers: up to 100 calls),
+// so a request-wide deadline would fail a batch's last calls for the time
+// its first ones took, although each took a fraction of it.
+func rpcCall(ctx context.Context) (context.Context, context.CancelFunc) {
+	req, ok := ctx.Value(rpcRequestKey{}).(rpcRequest)
+	switch {
+	case !ok:
+		return context.WithCancel(ctx)
+	case req.timeout <= 0:
+		return context.WithCancel(req.ctx)
 	}
-	return ctx
+	return context.WithTimeout(req.ctx, req.timeout)
 }
 
 // rpcFail turns an error of the pool or the store into what a JSON-RPC
@@ -92,7 +112,8 @@ type ethAPI struct{ s *Server }
 // SendRawTransaction is eth_sendRawTransaction: the pool's intake. It
 // returns the transaction's hash, or geth's error.
 func (api *ethAPI) SendRawTransaction(ctx context.Context, raw hexutil.Bytes) (common.Hash, error) {
-	ctx = rpcCall(ctx)
+	ctx, cancel := rpcCall(ctx)
+	defer cancel()
 	_, hash, err := api.s.poolSubmit(ctx, raw)
 	if err != nil {
 		return common.Hash{}, api.s.rpcFail("eth_sendRawTransaction", err)
@@ -112,7 +133,8 @@ func (api *ethAPI) ChainId() *hexutil.Big {
 // pool's included and pending transactions hold without a gap.
 // Other blocks are not served: the chain's history is not at hand.
 func (api *ethAPI) GetTransactionCount(ctx context.Context, address common.Address, block rpc.BlockNumberOrHash) (*hexutil.Uint64, error) {
-	ctx = rpcCall(ctx)
+	ctx, cancel := rpcCall(ctx)
+	defer cancel()
 	number, ok := block.Number()
 	if !ok || (number != rpc.PendingBlockNumber && number != rpc.LatestBlockNumber &&
 		number != rpc.SafeBlockNumber && number != rpc.FinalizedBlockNumber) {
@@ -161,7 +183,8 @@ func (api *ethAPI) GetTransactionCount(ctx context.Context, address common.Addre
 // transactionIndex null); null for a hash the pool does not hold (replaced
 // and dropped ones included).
 func (api *ethAPI) GetTransactionByHash(ctx context.Context, hash common.Hash) (any, error) {
-	ctx = rpcCall(ctx)
+	ctx, cancel := rpcCall(ctx)
+	defer cancel()
 	tx, executed, err := api.s.executedTx(ctx, "eth_getTransactionByHash", hash)
 	if err != nil {
 		return nil, err
@@ -201,7 +224,8 @@ type ledgerqAPI struct{ s *Server }
 // replaced by H, dropped with a reason; an included one with its bundle's
 // state), or null when the pool never held it.
 func (api *ledgerqAPI) TxStatus(ctx context.Context, hash common.Hash) (*poolTxJSON, error) {
-	ctx = rpcCall(ctx)
+	ctx, cancel := rpcCall(ctx)
+	defer cancel()
 	tx, err := api.s.store.PoolGet(ctx, api.s.pool.ChainID, hash.Hex())
 	switch {
 	case errors.Is(err, store.ErrNotFound):

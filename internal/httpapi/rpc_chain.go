@@ -120,7 +120,8 @@ func (s *Server) heads(ctx context.Context, method string) (store.BundleHeads, e
 
 // BlockNumber is eth_blockNumber: the newest bundle the chain executed.
 func (api *ethAPI) BlockNumber(ctx context.Context) (hexutil.Uint64, error) {
-	ctx = rpcCall(ctx)
+	ctx, cancel := rpcCall(ctx)
+	defer cancel()
 	h, err := api.s.heads(ctx, "eth_blockNumber")
 	return hexutil.Uint64(h.Executed), err
 }
@@ -130,7 +131,8 @@ func (api *ethAPI) BlockNumber(ctx context.Context) (hexutil.Uint64, error) {
 // finalized: the newest finalized one; earliest: 0), null above the newest
 // executed bundle.
 func (api *ethAPI) GetBlockByNumber(ctx context.Context, number rpc.BlockNumber, full bool) (json.RawMessage, error) {
-	ctx = rpcCall(ctx)
+	ctx, cancel := rpcCall(ctx)
+	defer cancel()
 	h, err := api.s.heads(ctx, "eth_getBlockByNumber")
 	if err != nil {
 		return nil, err
@@ -155,7 +157,8 @@ func (api *ethAPI) GetBlockByNumber(ctx context.Context, number rpc.BlockNumber,
 // GetBlockByHash is eth_getBlockByHash: the chain's block, null for one
 // above the newest executed bundle.
 func (api *ethAPI) GetBlockByHash(ctx context.Context, hash common.Hash, full bool) (json.RawMessage, error) {
-	ctx = rpcCall(ctx)
+	ctx, cancel := rpcCall(ctx)
+	defer cancel()
 	out, err := api.s.evmCall(ctx, "eth_getBlockByHash", rawJSON(hash), rawJSON(full))
 	if err != nil || isNull(out) {
 		return out, err
@@ -203,7 +206,8 @@ func (s *Server) executedTx(ctx context.Context, method string, hash common.Hash
 // once the transaction's bundle executed; null before, and for a hash the
 // pool never held.
 func (api *ethAPI) GetTransactionReceipt(ctx context.Context, hash common.Hash) (json.RawMessage, error) {
-	ctx = rpcCall(ctx)
+	ctx, cancel := rpcCall(ctx)
+	defer cancel()
 	_, executed, err := api.s.executedTx(ctx, "eth_getTransactionReceipt", hash)
 	if err != nil || !executed {
 		return nil, err
@@ -249,7 +253,8 @@ func (s *Server) atHead(ctx context.Context, method string, block *json.RawMessa
 
 // Call is eth_call.
 func (api *ethAPI) Call(ctx context.Context, args json.RawMessage, block, overrides, blockOverrides *json.RawMessage) (json.RawMessage, error) {
-	ctx = rpcCall(ctx)
+	ctx, cancel := rpcCall(ctx)
+	defer cancel()
 	block, err := api.s.atHead(ctx, "eth_call", block)
 	if err != nil {
 		return nil, err
@@ -259,7 +264,8 @@ func (api *ethAPI) Call(ctx context.Context, args json.RawMessage, block, overri
 
 // EstimateGas is eth_estimateGas.
 func (api *ethAPI) EstimateGas(ctx context.Context, args json.RawMessage, block, overrides *json.RawMessage) (json.RawMessage, error) {
-	ctx = rpcCall(ctx)
+	ctx, cancel := rpcCall(ctx)
+	defer cancel()
 	block, err := api.s.atHead(ctx, "eth_estimateGas", block)
 	if err != nil {
 		return nil, err
@@ -269,7 +275,8 @@ func (api *ethAPI) EstimateGas(ctx context.Context, args json.RawMessage, block,
 
 // GetBalance is eth_getBalance.
 func (api *ethAPI) GetBalance(ctx context.Context, address json.RawMessage, block *json.RawMessage) (json.RawMessage, error) {
-	ctx = rpcCall(ctx)
+	ctx, cancel := rpcCall(ctx)
+	defer cancel()
 	block, err := api.s.atHead(ctx, "eth_getBalance", block)
 	if err != nil {
 		return nil, err
@@ -279,7 +286,8 @@ func (api *ethAPI) GetBalance(ctx context.Context, address json.RawMessage, bloc
 
 // GetCode is eth_getCode.
 func (api *ethAPI) GetCode(ctx context.Context, address json.RawMessage, block *json.RawMessage) (json.RawMessage, error) {
-	ctx = rpcCall(ctx)
+	ctx, cancel := rpcCall(ctx)
+	defer cancel()
 	block, err := api.s.atHead(ctx, "eth_getCode", block)
 	if err != nil {
 		return nil, err
@@ -289,7 +297,8 @@ func (api *ethAPI) GetCode(ctx context.Context, address json.RawMessage, block *
 
 // GetStorageAt is eth_getStorageAt.
 func (api *ethAPI) GetStorageAt(ctx context.Context, address, slot json.RawMessage, block *json.RawMessage) (json.RawMessage, error) {
-	ctx = rpcCall(ctx)
+	ctx, cancel := rpcCall(ctx)
+	defer cancel()
 	block, err := api.s.atHead(ctx, "eth_getStorageAt", block)
 	if err != nil {
 		return nil, err
@@ -299,13 +308,15 @@ func (api *ethAPI) GetStorageAt(ctx context.Context, address, slot json.RawMessa
 
 // GetLogs is eth_getLogs.
 func (api *ethAPI) GetLogs(ctx context.Context, filter json.RawMessage) (json.RawMessage, error) {
-	ctx = rpcCall(ctx)
+	ctx, cancel := rpcCall(ctx)
+	defer cancel()
 	return api.s.evmCall(ctx, "eth_getLogs", &filter)
 }
 
 // Syncing is eth_syncing.
 func (api *ethAPI) Syncing(ctx context.Context) (json.RawMessage, error) {
-	ctx = rpcCall(ctx)
+	ctx, cancel := rpcCall(ctx)
+	defer cancel()
 	return api.s.evmCall(ctx, "eth_syncing")
 }
 

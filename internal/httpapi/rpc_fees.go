@@ -24,7 +24,8 @@ import (
 // transaction at this price clears the pool's minimum (its tip is its whole
 // gas price) and the chain's base fee both.
 func (api *ethAPI) GasPrice(ctx context.Context) (json.RawMessage, error) {
-	ctx = rpcCall(ctx)
+	ctx, cancel := rpcCall(ctx)
+	defer cancel()
 	out, err := api.s.evmCall(ctx, "eth_gasPrice")
 	if err != nil {
 		return nil, err
@@ -67,7 +68,8 @@ func (s *Server) nextBaseFee(ctx context.Context) (*big.Int, error) {
 // MaxPriorityFeePerGas is eth_maxPriorityFeePerGas: the chain's answer, but
 // at least the pool's minimum tip.
 func (api *ethAPI) MaxPriorityFeePerGas(ctx context.Context) (json.RawMessage, error) {
-	ctx = rpcCall(ctx)
+	ctx, cancel := rpcCall(ctx)
+	defer cancel()
 	out, err := api.s.evmCall(ctx, "eth_maxPriorityFeePerGas")
 	if err != nil {
 		return nil, err
@@ -87,7 +89,8 @@ func (api *ethAPI) MaxPriorityFeePerGas(ctx context.Context) (json.RawMessage, e
 // minimum tip; its blocks, base fees and gas used ratios as the chain gives
 // them, and its other fields (blob fees) untouched.
 func (api *ethAPI) FeeHistory(ctx context.Context, count, newest json.RawMessage, percentiles *json.RawMessage) (json.RawMessage, error) {
-	ctx = rpcCall(ctx)
+	ctx, cancel := rpcCall(ctx)
+	defer cancel()
 	out, err := api.s.evmCall(ctx, "eth_feeHistory", &count, &newest, percentiles)
 	if err != nil || isNull(out) {
 		return out, err

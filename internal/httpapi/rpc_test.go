@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum"
 	"github.com/ethereum/go-ethereum/common"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/builder"
+	"github.com/ledgerq/ledgerq/internal/httpapi"
 )
 
 // dial connects go-ethereum's own ethclient to the fixture's /rpc.
@@ -206,4 +208,33 @@ func TestRPC_AnEvictedTransactionIsNullDroppedEvictedCountedAndMayBeResent(t *te
 	require.NoError(t, ec.Client().CallContext(ctx, &status, "ledgerq_txStatus", top.Hash()))
 	require.Equal(t, "pending", status["state"])
 	require.EqualValues(t, 1, f.metrics.TransitionCount("pool", "evicted"))
+}
+
+// A JSON-RPC batch is many calls in one request, which go-ethereum's server
+// runs one after another: the request timeout bounds each call, not the
+// batch, so a batch whose calls each take well under it is accepted whole
+// however long the batch takes (ethers sends a burst as batches of 100).
+func TestRPC_ABatchLongerThanTheRequestTimeoutIsAcceptedWhole(t *testing.T) {
+	t.Parallel()
+	cfg := httpapi.DefaultConfig()
+	cfg.RequestTimeout = 200 * time.Millisecond
+	f := setupPoolAPI(t, cfg)
+	f.chain.SetDelay(20 * time.Millisecond) // 30 calls: 600 ms, three timeouts
+	key := newKey(t)
+	var batch []rpc.BatchElem
+	hashes := make([]common.Hash, 30)
+	for i := range hashes {
+		tx := dynTx(t, key, uint64(i), 2, 1)
+		batch = append(batch, rpc.BatchElem{Method: "eth_sendRawTransaction", Args: []any{rawHex(t, tx)}, Result: &hashes[i]})
+	}
+	client, err := rpc.DialContext(t.Context(), f.url+"/rpc")
+	require.NoError(t, err)
+	defer client.Close()
+	require.NoError(t, client.BatchCallContext(t.Context(), batch))
+	for i, b := range batch {
+		require.NoError(t, b.Error, "call %d of the batch", i)
+	}
+	var stored int
+	require.NoError(t, f.db.Store.Conns().QueryRow(t.Context(), `SELECT count(*) FROM ledgerq.pool_txs`).Scan(&stored))
+	require.Equal(t, 30, stored)
 }

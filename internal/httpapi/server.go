@@ -76,7 +76,7 @@ type Config struct {
 	// 503 instead of holding it. Zero means no bound. Long-poll routes
 	// (longPollRoutes) are not bounded here: they bound each database call
 	// themselves with it.
-	RequestTimeout time.Duration `flag:"request-timeout" help:"a request whose database work (pool wait and statements, counted from routing, so reading the body too) takes longer answers 503, and its statement is cancelled in PostgreSQL; long-poll routes bound each database call with it instead"`
+	RequestTimeout time.Duration `flag:"request-timeout" help:"a request whose database work (pool wait and statements, counted from routing, so reading the body too) takes longer answers 503, and its statement is cancelled in PostgreSQL; long-poll routes bound each database call with it instead, and JSON-RPC each call of a batch"`
 	// SendTxConfig holds the wallet lane's send-tx route's settings.
 	SendTxConfig
 	// Webhooks is what a registered webhook endpoint is held to.
@@ -144,10 +144,12 @@ func DefaultConfig() Config {
 // with RequestTimeout instead.
 var longPollRoutes = map[string]bool{"/batch_statuses": true, "/v1/wallets/:wallet/send-tx": true}
 
-// longPoll reports whether c's request may wait longer than RequestTimeout:
-// a long-poll route's, or a task's read with ?wait=.
+// longPoll reports whether c's request may take longer than RequestTimeout:
+// a long-poll route's, a task's read with ?wait=, or a JSON-RPC request,
+// whose calls (a batch holds many) are each bounded by it (rpcCall).
 func longPoll(c echo.Context) bool {
-	return longPollRoutes[c.Path()] || (c.Path() == "/v1/wallets/:wallet/tasks/:id" && c.QueryParams().Has("wait"))
+	return longPollRoutes[c.Path()] || c.Path() == "/rpc" ||
+		(c.Path() == "/v1/wallets/:wallet/tasks/:id" && c.QueryParams().Has("wait"))
 }
 
 // Readiness reports whether the database is reachable and migrated.

@@ -3,6 +3,7 @@ package ledgertest
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/ethereum/go-ethereum/common"
 
@@ -15,6 +16,7 @@ type PoolChain struct {
 	mu     sync.Mutex
 	nonces map[common.Address]uint64
 	err    error
+	delay  time.Duration
 }
 
 var _ ledger.PoolChain = (*PoolChain)(nil)
@@ -38,8 +40,24 @@ func (c *PoolChain) SetError(err error) {
 	c.err = err
 }
 
+// SetDelay makes every NonceAt take d first (a node far away, or busy).
+func (c *PoolChain) SetDelay(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.delay = d
+}
+
 // NonceAt returns sender's nonce.
 func (c *PoolChain) NonceAt(ctx context.Context, sender ledger.Address) (uint64, error) {
+	c.mu.Lock()
+	delay := c.delay
+	c.mu.Unlock()
+	if delay > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
