@@ -187,9 +187,10 @@ admitted AS (
 )
 -- The id and payload only for a claim: without it the probe is not run.
 SELECT a.seq, a.service_id, a.attempts,
-    coalesce(p.id, '')::text AS id, coalesce(p.payload, ''::bytea)::bytea AS payload
+    coalesce(p.id, '')::text AS id, coalesce(p.payload, ''::bytea)::bytea AS payload,
+    coalesce(p.unverified, false)::bool AS unverified
 FROM admitted a
-LEFT JOIN LATERAL (SELECT x.id, x.payload FROM ledgerq.batch_payloads x
+LEFT JOIN LATERAL (SELECT x.id, x.payload, x.unverified FROM ledgerq.batch_payloads x
                    WHERE @claim::bool AND x.seq = a.seq LIMIT 1) p ON true;
 
 -- name: BatchServiceListIdle :many
@@ -277,9 +278,10 @@ claimed AS (
     RETURNING b.seq, b.service_id, b.attempts
 )
 SELECT c.seq, c.service_id, c.attempts,
-    coalesce(p.id, '')::text AS id, coalesce(p.payload, ''::bytea)::bytea AS payload
+    coalesce(p.id, '')::text AS id, coalesce(p.payload, ''::bytea)::bytea AS payload,
+    coalesce(p.unverified, false)::bool AS unverified
 FROM claimed c
-LEFT JOIN LATERAL (SELECT x.id, x.payload FROM ledgerq.batch_payloads x WHERE x.seq = c.seq LIMIT 1) p ON true;
+LEFT JOIN LATERAL (SELECT x.id, x.payload, x.unverified FROM ledgerq.batch_payloads x WHERE x.seq = c.seq LIMIT 1) p ON true;
 
 -- name: BatchRecordSubmitMany :many
 -- Submitter outcomes of one round, in one statement. Each row applies only

@@ -163,6 +163,11 @@ func (n *Node) build(ctx context.Context) error {
 	}
 	n.api = httpapi.New(apiCfg, deps)
 	n.wireBatchLane()
+	// ledgerq.submit_batch applies the API's payload bound; the last serve
+	// to start sets it.
+	if err := n.store.SettingsPutMaxPayloadBytes(ctx, n.clock.Now(), c.API.MaxPayloadBytes); err != nil {
+		return fmt.Errorf("batch lane: %w", err)
+	}
 	if n.builder != nil && n.builder.bundler != nil {
 		n.api.OnPoolPending(n.builder.bundler.Poke)
 	}

@@ -453,6 +453,10 @@ type ClaimedBatch struct {
 	ServiceID string
 	Payload   []byte
 	Attempt   int
+	// Unverified is set for a batch stored through ledgerq.submit_batch,
+	// whose signatures SQL could not check: the submitter verifies it
+	// before sending it.
+	Unverified bool
 }
 
 // BatchClaimQueuedParams are the inputs of the submitter's claim.
@@ -476,7 +480,7 @@ func (s *Store) BatchClaimQueued(ctx context.Context, p BatchClaimQueuedParams) 
 	}
 	out := make([]ClaimedBatch, len(rows))
 	for i, r := range rows {
-		out[i] = ClaimedBatch{Seq: r.Seq, ID: r.ID, ServiceID: r.ServiceID, Payload: r.Payload, Attempt: int(r.Attempts)}
+		out[i] = ClaimedBatch{Seq: r.Seq, ID: r.ID, ServiceID: r.ServiceID, Payload: r.Payload, Attempt: int(r.Attempts), Unverified: r.Unverified}
 	}
 	return out, nil
 }
@@ -747,7 +751,7 @@ func (s *Store) BatchRecordStatuses(ctx context.Context, p BatchRecordStatusesPa
 	} else {
 		res.Claimed = make([]ClaimedBatch, len(admitted))
 		for i, r := range admitted {
-			res.Claimed[i] = ClaimedBatch{Seq: r.Seq, ID: r.ID, ServiceID: r.ServiceID, Payload: r.Payload, Attempt: int(r.Attempts)}
+			res.Claimed[i] = ClaimedBatch{Seq: r.Seq, ID: r.ID, ServiceID: r.ServiceID, Payload: r.Payload, Attempt: int(r.Attempts), Unverified: r.Unverified}
 		}
 	}
 	return res, nil

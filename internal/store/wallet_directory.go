@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/big"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -76,6 +77,23 @@ func (s *Store) SettingsPutMaxFeePerGas(ctx context.Context, now time.Time, ceil
 	}
 	if err := s.q.SettingPut(ctx, dbsqlc.SettingPutParams{Name: SettingWalletMaxFeePerGas, Value: ceiling.String(), Now: now}); err != nil {
 		return fmt.Errorf("writing setting %s: %w", SettingWalletMaxFeePerGas, err)
+	}
+	return nil
+}
+
+// SettingAPIMaxPayloadBytes is the ledgerq.settings row of
+// --api-max-payload-bytes, the largest batch ledgerq.submit_batch takes.
+const SettingAPIMaxPayloadBytes = "api_max_payload_bytes"
+
+// SettingsPutMaxPayloadBytes writes the API's largest batch payload for
+// ledgerq.submit_batch, which applies it as the API does (serve start). The
+// last serve to start sets it.
+func (s *Store) SettingsPutMaxPayloadBytes(ctx context.Context, now time.Time, bytes int) error {
+	if bytes < 1 || bytes > 1<<31-1 {
+		return fmt.Errorf("writing setting %s: %d is no payload bound", SettingAPIMaxPayloadBytes, bytes)
+	}
+	if err := s.q.SettingPut(ctx, dbsqlc.SettingPutParams{Name: SettingAPIMaxPayloadBytes, Value: strconv.Itoa(bytes), Now: now}); err != nil {
+		return fmt.Errorf("writing setting %s: %w", SettingAPIMaxPayloadBytes, err)
 	}
 	return nil
 }

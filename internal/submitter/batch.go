@@ -8,6 +8,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/batch"
 	"github.com/ledgerq/ledgerq/internal/ledger"
+	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
 	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
@@ -154,23 +155,45 @@ func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 
-	batches := make([]ledger.Batch, len(claimed))
+	// A batch stored through ledgerq.submit_batch has not had its
+	// signatures checked: it is checked here as the API checks a posted
+	// one, and one that fails is recorded invalid with the reason, as the
+	// ledger would answer it, and never sent.
+	refused := make([]error, len(claimed))
+	batches := make([]ledger.Batch, 0, len(claimed))
 	for i, c := range claimed {
-		batches[i] = ledger.Batch{ID: c.ID, Payload: c.Payload}
+		if c.Unverified {
+			if err := sawtooth.CheckBatchForID(c.ID, c.Payload); err != nil {
+				refused[i] = ledger.NewError(ledger.Deterministic, err.Error(), err)
+				continue
+			}
+		}
+		batches = append(batches, ledger.Batch{ID: c.ID, Payload: c.Payload})
 	}
-	sendCtx, cancel := context.WithTimeout(ctx, s.cfg.Ledger.Timeout)
-	perBatch, callErr := s.ledger.SubmitBatches(sendCtx, batches)
-	cancel()
-	if callErr == nil && len(perBatch) != len(batches) {
-		callErr = ledger.NewError(ledger.Indeterminate, fmt.Sprintf("ledger answered for %d of %d batches", len(perBatch), len(batches)), nil)
+	var (
+		perBatch []error
+		callErr  error
+	)
+	if len(batches) > 0 {
+		sendCtx, cancel := context.WithTimeout(ctx, s.cfg.Ledger.Timeout)
+		perBatch, callErr = s.ledger.SubmitBatches(sendCtx, batches)
+		cancel()
+		if callErr == nil && len(perBatch) != len(batches) {
+			callErr = ledger.NewError(ledger.Indeterminate, fmt.Sprintf("ledger answered for %d of %d batches", len(perBatch), len(batches)), nil)
+		}
 	}
 
 	outcomes := make([]store.SubmitOutcome, len(claimed))
 	counts := map[store.SubmitResult]int{}
+	sent := 0
 	for i, c := range claimed {
-		err := callErr
+		err := refused[i]
 		if err == nil {
-			err = perBatch[i]
+			err = callErr
+			if err == nil {
+				err = perBatch[sent]
+			}
+			sent++
 		}
 		o := store.SubmitOutcome{Seq: c.Seq, Attempt: c.Attempt, Result: store.SubmitAccepted}
 		if err != nil {

@@ -55,9 +55,10 @@ admitted AS (
     RETURNING b.seq, b.service_id, b.attempts
 )
 SELECT a.seq, a.service_id, a.attempts,
-    coalesce(p.id, '')::text AS id, coalesce(p.payload, ''::bytea)::bytea AS payload
+    coalesce(p.id, '')::text AS id, coalesce(p.payload, ''::bytea)::bytea AS payload,
+    coalesce(p.unverified, false)::bool AS unverified
 FROM admitted a
-LEFT JOIN LATERAL (SELECT x.id, x.payload FROM ledgerq.batch_payloads x
+LEFT JOIN LATERAL (SELECT x.id, x.payload, x.unverified FROM ledgerq.batch_payloads x
                    WHERE $1::bool AND x.seq = a.seq LIMIT 1) p ON true
 `
 
@@ -69,11 +70,12 @@ type BatchAdmitParams struct {
 }
 
 type BatchAdmitRow struct {
-	Seq       int64
-	ServiceID string
-	Attempts  int32
-	ID        string
-	Payload   []byte
+	Seq        int64
+	ServiceID  string
+	Attempts   int32
+	ID         string
+	Payload    []byte
+	Unverified bool
 }
 
 // Admission, for the given services only: a service
@@ -118,6 +120,7 @@ func (q *Queries) BatchAdmit(ctx context.Context, arg BatchAdmitParams) ([]Batch
 			&i.Attempts,
 			&i.ID,
 			&i.Payload,
+			&i.Unverified,
 		); err != nil {
 			return nil, err
 		}
@@ -260,9 +263,10 @@ claimed AS (
     RETURNING b.seq, b.service_id, b.attempts
 )
 SELECT c.seq, c.service_id, c.attempts,
-    coalesce(p.id, '')::text AS id, coalesce(p.payload, ''::bytea)::bytea AS payload
+    coalesce(p.id, '')::text AS id, coalesce(p.payload, ''::bytea)::bytea AS payload,
+    coalesce(p.unverified, false)::bool AS unverified
 FROM claimed c
-LEFT JOIN LATERAL (SELECT x.id, x.payload FROM ledgerq.batch_payloads x WHERE x.seq = c.seq LIMIT 1) p ON true
+LEFT JOIN LATERAL (SELECT x.id, x.payload, x.unverified FROM ledgerq.batch_payloads x WHERE x.seq = c.seq LIMIT 1) p ON true
 `
 
 type BatchClaimQueuedParams struct {
@@ -272,11 +276,12 @@ type BatchClaimQueuedParams struct {
 }
 
 type BatchClaimQueuedRow struct {
-	Seq       int64
-	ServiceID string
-	Attempts  int32
-	ID        string
-	Payload   []byte
+	Seq        int64
+	ServiceID  string
+	Attempts   int32
+	ID         string
+	Payload    []byte
+	Unverified bool
 }
 
 // Submitter claim: takes up to @max queued batches, oldest first, that no other
@@ -303,6 +308,7 @@ func (q *Queries) BatchClaimQueued(ctx context.Context, arg BatchClaimQueuedPara
 			&i.Attempts,
 			&i.ID,
 			&i.Payload,
+			&i.Unverified,
 		); err != nil {
 			return nil, err
 		}

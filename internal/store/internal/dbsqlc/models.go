@@ -334,6 +334,8 @@ type LedgerqBatchPayload struct {
 	ServiceID string
 	// The batch (ledgerq.batches.seq).
 	Seq int64
+	// Stored through ledgerq.submit_batch, whose signatures SQL cannot check: the submitter verifies the batch before sending it, and records it invalid with the reason, unsent, when it fails.
+	Unverified bool
 }
 
 // Builder lane: one row per chain the bundler serves. Its row lock (FOR UPDATE) serializes what changes the chain's line of bundle numbers (cutting, dropping) and the monitor's reading of JAM blocks.
@@ -478,6 +480,16 @@ type LedgerqEnqueueGrant struct {
 	CreatedAt time.Time
 }
 
+// Service scoping of ledgerq.submit_batch, like an API key's service:NAME scopes: a session whose login role (session_user) is role_name, or a member of it, may submit batches for service_id ('*': every service). Written by the operator with INSERT.
+type LedgerqEnqueueServiceGrant struct {
+	// A database role: the login role itself, or a group role it is a member of.
+	RoleName string
+	// The batch service (batches.service_id), or '*' for every service.
+	ServiceID string
+	// When the grant was written.
+	CreatedAt time.Time
+}
+
 // Liveness locks held now in this database, one per live ledgerq process (session-level advisory locks of class 1819372662, two-key form): a claim whose recorded liveness_lock is missing here lost its holder.
 type LedgerqLivenessLock struct {
 	// The lock's id (its second key), as recorded in the claims of the process that holds it.
@@ -604,7 +616,7 @@ type LedgerqRowRule struct {
 	Expression string
 }
 
-// Settings of the serve that started last, which SQL functions read: wallet_max_fee_per_gas (--wallet-max-fee-per-gas, the fee ceiling send_tx applies as the API does).
+// Settings of the serve that started last, which SQL functions read: wallet_max_fee_per_gas (--wallet-max-fee-per-gas, the fee ceiling send_tx applies as the API does), api_max_payload_bytes (--api-max-payload-bytes, the largest batch submit_batch takes).
 type LedgerqSetting struct {
 	// The setting: wallet_max_fee_per_gas.
 	Name string
