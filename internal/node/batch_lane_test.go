@@ -34,11 +34,21 @@ type batchLaneNode struct {
 // settings (from the defaults) before it is made.
 func openBatchLaneNode(t *testing.T, mutate func(*sim.Config)) *batchLaneNode {
 	t.Helper()
+	return openBatchLaneNodeWith(t, mutate, nil)
+}
+
+// openBatchLaneNodeWith is openBatchLaneNode with the node's settings
+// changed by mutateNode (from the defaults) too.
+func openBatchLaneNodeWith(t *testing.T, mutate func(*sim.Config), mutateNode func(*node.Config)) *batchLaneNode {
+	t.Helper()
 	db := testdb.New(t)
 	clk := testfactory.NewClock()
 	logger := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg := node.Defaults()
 	cfg.DatabaseURL, cfg.Clock, cfg.Logger = db.URL, clk, logger
+	if mutateNode != nil {
+		mutateNode(&cfg)
+	}
 	simCfg := cfg.Batch.Ledger.Sim
 	if mutate != nil {
 		mutate(&simCfg)

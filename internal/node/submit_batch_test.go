@@ -32,6 +32,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
 	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth/sawtoothpb"
 	"github.com/ledgerq/ledgerq/internal/ledger/sim"
+	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/notify"
 	"github.com/ledgerq/ledgerq/internal/store"
 )
@@ -46,7 +47,12 @@ type submitBatchEnv struct {
 
 func setupSubmitBatch(t *testing.T) *submitBatchEnv {
 	t.Helper()
-	b := openBatchLaneNode(t, nil)
+	return setupSubmitBatchWith(t, nil)
+}
+
+func setupSubmitBatchWith(t *testing.T, mutate func(*node.Config)) *submitBatchEnv {
+	t.Helper()
+	b := openBatchLaneNodeWith(t, nil, mutate)
 	admin, err := pgxpool.New(t.Context(), b.cfg.DatabaseURL)
 	require.NoError(t, err)
 	t.Cleanup(admin.Close)
@@ -346,4 +352,42 @@ func TestSubmitBatch_CommitWakesTheSubmitters(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, notify.BatchSubmitter, n.Channel)
 	require.NotNil(t, e.get(id).QueuedAt, "admitted in the application's transaction")
+}
+
+// The size bound is the serving process's --api-max-payload-bytes, which
+// it writes for SQL at start: a batch of the bound's size is taken by both
+// paths, one a byte larger is refused by both with the same words.
+func TestSubmitBatch_PayloadBoundIsTheServers(t *testing.T) {
+	t.Parallel()
+	const bound = 2000
+	e := setupSubmitBatchWith(t, func(c *node.Config) { c.API.MaxPayloadBytes = bound })
+	app := e.role("*")
+	// sized signs batches until one is exactly n bytes long.
+	sized := func(n int) (string, []byte) {
+		k := n
+		for range 10 {
+			id, payload, err := e.signer.NewBatch(make([]byte, k))
+			require.NoError(t, err)
+			if len(payload) == n {
+				return id, payload
+			}
+			k += n - len(payload)
+		}
+		t.Fatalf("no batch of %d bytes", n)
+		return "", nil
+	}
+	id, over := sized(bound + 1)
+	code, httpMsg := e.post(id, "svc", over)
+	require.Equal(t, http.StatusRequestEntityTooLarge, code, httpMsg)
+	require.Equal(t, fmt.Sprintf("field payload: larger than %d bytes", bound), httpMsg)
+	_, err := orderAndSubmit(t.Context(), app, "svc", over, true)
+	require.Equal(t, "22023", pgCode(err), "%v", err)
+	require.Equal(t, fmt.Sprintf("field batch: larger than %d bytes", bound), err.(*pgconn.PgError).Message)
+
+	id, at := sized(bound)
+	code, httpMsg = e.post(id, "svc", at)
+	require.Equal(t, http.StatusCreated, code, httpMsg)
+	_, at2 := sized(bound)
+	_, err = orderAndSubmit(t.Context(), app, "svc", at2, true)
+	require.NoError(t, err)
 }
