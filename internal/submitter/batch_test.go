@@ -360,3 +360,43 @@ func TestBatchSubmitter_ReleaseQueuesAgainTheHandedBatchesItDidNotSend(t *testin
 		require.Equal(t, 2, b.get(h.ID).Attempts, h.ID)
 	}
 }
+
+// A batch stored through ledgerq.submit_batch (Unverified) is checked as the
+// API checks a posted one before it is sent: one that fails is recorded
+// invalid with the reason and left out of the ledger call; one that passes
+// goes out with the round, and the batches the API checked already go out
+// unchecked.
+func TestBatchSubmitter_UnverifiedBatchIsCheckedBeforeSendingAndAFailureEndsInvalidUnsent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	handed, lease := b.claimFour()
+	// The factory's batches are signed: one unverified is made to fail
+	// (its bytes are no batch), another passes; a verified one that would
+	// fail is not checked again.
+	handed[0].Unverified, handed[0].Payload = true, []byte("not a batch")
+	handed[1].Payload = []byte("not a batch either")
+	handed[2].Unverified = true
+	// The ledger rejects the last one: each answer goes to its batch.
+	l := &ledgertest.BatchLedger{Submit: func(ids []string) ([]error, error) {
+		errs := make([]error, len(ids))
+		for i, id := range ids {
+			if id == handed[3].ID {
+				errs[i] = ledger.NewError(ledger.Deterministic, "rejected by the ledger", nil)
+			}
+		}
+		return errs, nil
+	}}
+	s := b.submitter(l)
+	s.Hand(handed, lease)
+	require.Equal(t, 4, b.runOnce("submitter", s.RunOnce))
+	require.Equal(t, [][]string{{handed[1].ID, handed[2].ID, handed[3].ID}}, l.SubmitCalls())
+	got := b.get(handed[0].ID)
+	require.Equal(t, store.BatchStatusInvalid, got.Status)
+	require.Contains(t, got.LastError, "malformed batch")
+	for _, h := range handed[1:3] {
+		require.Equal(t, store.BatchStatusPending, b.get(h.ID).Status, h.ID)
+	}
+	got = b.get(handed[3].ID)
+	require.Equal(t, store.BatchStatusInvalid, got.Status)
+	require.Equal(t, "rejected by the ledger", got.LastError)
+}
