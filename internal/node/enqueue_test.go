@@ -80,8 +80,11 @@ func (e *enqueueEnv) role(memberOf []string, wallets ...string) *pgxpool.Pool {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "app_" + hex.EncodeToString(b[:])
+	// A password, as a server that asks for one (CI's container, scram)
+	// needs it; a server that trusts the connection ignores it.
+	password := "pw_" + name
 	ctx := e.t.Context()
-	_, err := e.admin.Exec(ctx, fmt.Sprintf(`CREATE ROLE %s LOGIN; GRANT USAGE ON SCHEMA app TO %[1]s; GRANT SELECT, INSERT, UPDATE ON app.orders TO %[1]s`, name))
+	_, err := e.admin.Exec(ctx, fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD '%s'; GRANT USAGE ON SCHEMA app TO %[1]s; GRANT SELECT, INSERT, UPDATE ON app.orders TO %[1]s`, name, password))
 	require.NoError(e.t, err)
 	for _, m := range memberOf {
 		_, err := e.admin.Exec(ctx, fmt.Sprintf(`GRANT %s TO %s`, m, name))
@@ -93,7 +96,7 @@ func (e *enqueueEnv) role(memberOf []string, wallets ...string) *pgxpool.Pool {
 	}
 	u, err := url.Parse(e.dbURL)
 	require.NoError(e.t, err)
-	u.User = url.User(name)
+	u.User = url.UserPassword(name, password)
 	cfg, err := pgxpool.ParseConfig(u.String())
 	require.NoError(e.t, err)
 	cfg.MaxConns = 110

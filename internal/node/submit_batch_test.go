@@ -72,8 +72,11 @@ func (e *submitBatchEnv) role(services ...string) *pgxpool.Pool {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := "app_" + hex.EncodeToString(b[:])
+	// A password, as a server that asks for one (CI's container, scram)
+	// needs it; a server that trusts the connection ignores it.
+	password := "pw_" + name
 	ctx := t.Context()
-	_, err := e.admin.Exec(ctx, fmt.Sprintf(`CREATE ROLE %s LOGIN; GRANT ledgerq_enqueue TO %[1]s; GRANT USAGE ON SCHEMA app TO %[1]s; GRANT SELECT, INSERT, UPDATE ON app.orders TO %[1]s`, name))
+	_, err := e.admin.Exec(ctx, fmt.Sprintf(`CREATE ROLE %s LOGIN PASSWORD '%s'; GRANT ledgerq_enqueue TO %[1]s; GRANT USAGE ON SCHEMA app TO %[1]s; GRANT SELECT, INSERT, UPDATE ON app.orders TO %[1]s`, name, password))
 	require.NoError(t, err)
 	for _, s := range services {
 		_, err := e.admin.Exec(ctx, `INSERT INTO ledgerq.enqueue_service_grants (role_name, service_id) VALUES ($1, $2)`, name, s)
@@ -81,7 +84,7 @@ func (e *submitBatchEnv) role(services ...string) *pgxpool.Pool {
 	}
 	u, err := url.Parse(e.cfg.DatabaseURL)
 	require.NoError(t, err)
-	u.User = url.User(name)
+	u.User = url.UserPassword(name, password)
 	pool, err := pgxpool.New(ctx, u.String())
 	require.NoError(t, err)
 	t.Cleanup(func() {
