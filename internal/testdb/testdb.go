@@ -237,6 +237,11 @@ func fromContainer(ctx context.Context) (*server, error) {
 		tcpostgres.WithUsername("ledgerq"),
 		tcpostgres.WithPassword("ledgerq"),
 		tcpostgres.BasicWaitStrategies(),
+		// As the local cluster's (fromLocalBinaries): a package's parallel
+		// tests each run a node with its pools, and some hold 100
+		// application connections at once; PostgreSQL's default of 100
+		// would refuse them ("too many clients").
+		testcontainers.WithCmdArgs("-c", "max_connections=300"),
 	)
 	if err != nil {
 		if ctr != nil {
