@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +41,12 @@ type Node struct {
 	cfg    Config
 	logger *slog.Logger
 	clock  clock.Clock
+
+	// syncs are the writes of this process's configuration to the
+	// database still being tried (syncConfig); stopSyncs ends them.
+	syncs     sync.WaitGroup
+	syncCtx   context.Context
+	stopSyncs context.CancelFunc
 
 	store    *store.Store
 	migrator *store.Migrator
@@ -165,9 +172,9 @@ func (n *Node) build(ctx context.Context) error {
 	n.wireBatchLane()
 	// ledgerq.submit_batch applies the API's payload bound; the last serve
 	// to start sets it.
-	if err := n.store.SettingsPutMaxPayloadBytes(ctx, n.clock.Now(), c.API.MaxPayloadBytes); err != nil {
-		return fmt.Errorf("batch lane: %w", err)
-	}
+	n.syncConfig(ctx, "the API's payload bound", func(ctx context.Context) error {
+		return n.store.SettingsPutMaxPayloadBytes(ctx, n.clock.Now(), c.API.MaxPayloadBytes)
+	})
 	if n.builder != nil && n.builder.bundler != nil {
 		n.api.OnPoolPending(n.builder.bundler.Poke)
 	}
@@ -329,7 +336,48 @@ func (n *Node) services() []loop.Service {
 }
 
 // Close releases the database. Stop the node first.
+// syncConfigRetry is how often a write of the configuration that failed
+// (syncConfig) is tried again.
+const syncConfigRetry = 2 * time.Second
+
+// syncConfig writes what of this process's configuration SQL callers read
+// (ledgerq.send_tx and submit_batch: the wallet directory, the fee ceiling,
+// the payload bound; the configuration's policies). A database that is down
+// or not migrated yet does not stop the process, as it stops nothing else
+// at start (/readyz says so): the write is tried again every
+// syncConfigRetry in the background until it succeeds or the node is
+// closed.
+func (n *Node) syncConfig(ctx context.Context, what string, write func(context.Context) error) {
+	first, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err := write(first)
+	cancel()
+	if err == nil {
+		return
+	}
+	n.logger.Warn("ledgerq: writing the configuration to the database failed; trying again in the background", "what", what, "error", err)
+	if n.syncCtx == nil {
+		n.syncCtx, n.stopSyncs = context.WithCancel(context.Background())
+	}
+	n.syncs.Go(func() {
+		for {
+			select {
+			case <-n.syncCtx.Done():
+				return
+			case <-time.After(syncConfigRetry):
+			}
+			if err := write(n.syncCtx); err == nil {
+				n.logger.Info("ledgerq: the configuration is written to the database", "what", what)
+				return
+			}
+		}
+	})
+}
+
 func (n *Node) Close() {
+	if n.stopSyncs != nil {
+		n.stopSyncs()
+	}
+	n.syncs.Wait()
 	if l := n.liveness(); l != nil {
 		l.Stop() // the lock RunOnce took (Stop released Start's)
 	}

@@ -259,12 +259,12 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("wallet lane: %w", err)
 	}
-	if err := n.store.WalletPolicySyncConfig(ctx, n.clock.Now(), policies); err != nil {
-		return fmt.Errorf("wallet lane: %w", err)
-	}
-	if err := n.syncWalletDirectory(ctx, lane.wallets); err != nil {
-		return fmt.Errorf("wallet lane: %w", err)
-	}
+	n.syncConfig(ctx, "the wallets' policies", func(ctx context.Context) error {
+		return n.store.WalletPolicySyncConfig(ctx, n.clock.Now(), policies)
+	})
+	n.syncConfig(ctx, "the wallet directory", func(ctx context.Context) error {
+		return n.syncWalletDirectory(ctx, lane.wallets)
+	})
 	deps := n.deps("")
 	ec := w.laneConfig(n)
 	jobs := map[int64]*wallet.Job{}
