@@ -270,7 +270,16 @@ func checkType(t abi.Type) error {
 	case abi.SliceTy, abi.ArrayTy:
 		return checkType(*t.Elem)
 	case abi.TupleTy:
-		for _, e := range t.TupleElems {
+		// accounts/abi packs a tuple through a struct whose fields are its
+		// components' names camel-cased: two names alike once camel-cased
+		// ("x" and "X", "a_b" and "aB") fail the encoding.
+		seen := map[string]string{}
+		for i, e := range t.TupleElems {
+			name := t.TupleRawNames[i]
+			if other, ok := seen[abi.ToCamelCase(name)]; ok {
+				return fmt.Errorf("tuple %s: components %q and %q are one name to the encoder (%s)", t, other, name, abi.ToCamelCase(name))
+			}
+			seen[abi.ToCamelCase(name)] = name
 			if err := checkType(*e); err != nil {
 				return err
 			}

@@ -158,19 +158,22 @@ func TestEncode_TuplesAreArraysOrObjectsByName(t *testing.T) {
 	}
 }
 
-// Every refusal is a *calldata.Error that names the field or argument at
-// fault, and says why.
-func TestEncode_RefusalsNameTheArgument(t *testing.T) {
-	t.Parallel()
+// refusalCase is a request Encode refuses, and what its error says.
+type refusalCase struct {
+	name string
+	r    calldata.Request
+	want string
+}
+
+// refusalCases are requests Encode refuses: TestEncode_RefusalsNameTheArgument
+// checks the API's words, TestEncode_SQLTwinAgreesOnEveryCase that SQL's
+// send_tx refuses each for the same field.
+func refusalCases() []refusalCase {
 	reverter := json.RawMessage(testcontracts.ABIJSON(testcontracts.Reverter))
 	overloaded := json.RawMessage(`[{"type":"function","name":"f","inputs":[{"name":"a","type":"uint256"}]},{"type":"function","name":"f","inputs":[{"name":"a","type":"address"}]}]`)
 	deep := strings.Repeat("[", 9) + strings.Repeat("]", 9)
 	many := "[[" + strings.TrimSuffix(strings.Repeat("1,", 1100), ",") + "]]"
-	for _, tc := range []struct {
-		name string
-		r    calldata.Request
-		want string
-	}{
+	return []refusalCase{
 		{"uint8 overflow", calldata.Request{Function: "f(address,uint8)", Args: json.RawMessage(`["` + bob + `", 300]`)}, "args[1]: 300 does not fit uint8"},
 		{"uint8 overflow as a string", calldata.Request{Function: "f(uint8)", Args: json.RawMessage(`["256"]`)}, "args[0]: 256 does not fit uint8"},
 		{"int8 underflow", calldata.Request{Function: "f(int8)", Args: json.RawMessage(`[-129]`)}, "args[0]: -129 does not fit int8"},
@@ -228,8 +231,17 @@ func TestEncode_RefusalsNameTheArgument(t *testing.T) {
 		{"abi bad type", calldata.Request{ABI: json.RawMessage(`{"type":"function","name":"f","inputs":[{"name":"a","type":"uint7"}]}`), Method: "f"}, "abi: function f(uint7): unsupported type uint7"},
 		{"abi malformed", calldata.Request{ABI: json.RawMessage(`[{"type":"function"`), Method: "f"}, "abi: malformed JSON"},
 		{"abi too large", calldata.Request{ABI: json.RawMessage(`[` + strings.Repeat(" ", calldata.MaxABIBytes) + `]`), Method: "f"}, "abi: larger than 131072 bytes"},
+		{"components alike camel-cased", calldata.Request{ABI: json.RawMessage(`{"type":"function","name":"f","inputs":[{"name":"p","type":"tuple","components":[{"name":"a_b","type":"uint8"},{"name":"aB","type":"uint8"}]}]}`), Method: "f", Args: json.RawMessage(`[[1,2]]`)},
+			`abi: function f((uint8,uint8)): tuple (uint8,uint8): components "a_b" and "aB" are one name to the encoder (AB)`},
 		{"abi repeated key", calldata.Request{ABI: json.RawMessage(`{"type":"function","name":"f","name":"g","inputs":[]}`), Method: "g"}, `abi: key "name" given more than once`},
-	} {
+	}
+}
+
+// Every refusal is a *calldata.Error that names the field or argument at
+// fault, and says why.
+func TestEncode_RefusalsNameTheArgument(t *testing.T) {
+	t.Parallel()
+	for _, tc := range refusalCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := calldata.Encode(tc.r)
