@@ -422,6 +422,58 @@ func TestEnqueue_SameKeyOverHTTPAndSQLIsOneTask(t *testing.T) {
 	require.Equal(t, 1, tasks)
 }
 
+// A contract call named by an ABI's method over HTTP and over SQL, under
+// one key, with its arguments written differently (a number and a hex
+// string for one integer, a checksummed and a lower-case address): one
+// task, with the data and the call HTTP stored. Another argument is
+// another request.
+func TestEnqueue_SameKeyOverHTTPAndSQLWithACallIsOneTask(t *testing.T) {
+	t.Parallel()
+	e := setupEnqueue(t, nil)
+	_, api := e.serve()
+	app := e.app()
+	token := "0x00000000000000000000000000000000000B0B47"
+	bob := "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
+	abiJSON := `[{"type":"function","name":"transfer","inputs":[{"name":"to","type":"address"},{"name":"value","type":"uint256"}],"outputs":[{"name":"","type":"bool"}]}]`
+	body := `{"to":"` + token + `","abi":` + abiJSON + `,"method":"transfer","args":["` + bob + `",4096],"preflight":false}`
+	req, err := http.NewRequest(http.MethodPost, api.url+"/v1/wallets/w/send-tx?task=true", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+api.key)
+	req.Header.Set("Idempotency-Key", "call-1")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var r struct {
+		Task apiTask `json:"task"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+
+	var id string
+	err = app.QueryRow(t.Context(), `SELECT ledgerq.send_tx('w', $1, idempotency_key => 'call-1', preflight => false, abi => $2::json, method => 'transfer', args => $3::json)`,
+		token, abiJSON, `["`+strings.ToLower(bob)+`","0x1000"]`).Scan(&id)
+	require.NoError(t, err)
+	require.Equal(t, r.Task.ID, id)
+
+	err = app.QueryRow(t.Context(), `SELECT ledgerq.send_tx('w', $1, idempotency_key => 'call-1', preflight => false, abi => $2::json, method => 'transfer', args => $3::json)`,
+		token, abiJSON, `["`+bob+`","4097"]`).Scan(&id)
+	require.Equal(t, "23505", pgCode(err), "%v", err)
+
+	// A task stored over SQL alone has what HTTP would have stored.
+	var sqlID string
+	require.NoError(t, app.QueryRow(t.Context(), `SELECT ledgerq.send_tx('w', $1, idempotency_key => 'call-2', function => 'transfer(address, uint)', args => $2::json)`,
+		token, `["`+bob+`",4096]`).Scan(&sqlID))
+	var data []byte
+	var call string
+	require.NoError(t, e.admin.QueryRow(t.Context(), `SELECT data, call::text FROM ledgerq.wallet_tasks WHERE id = $1`, sqlID).Scan(&data, &call))
+	require.Equal(t, "a9059cbb"+"0000000000000000000000005aaeb6053f3e94c9b9a09f33669435e7ef1beaed"+
+		"0000000000000000000000000000000000000000000000000000000000001000", hex.EncodeToString(data))
+	require.JSONEq(t, `{"function":"transfer(address,uint256)","args":["`+bob+`","4096"]}`, call)
+	code, out := api.do(http.MethodGet, "/v1/wallets/w/tasks/"+sqlID, "")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, out, `"function":"transfer(address,uint256)"`)
+}
+
 // ledgerq.keccak256 is Ethereum's Keccak-256 (the EIP-55 check's hash) at
 // every length around the 136-byte block.
 func TestEnqueue_Keccak256MatchesGoEthereum(t *testing.T) {
@@ -517,6 +569,19 @@ func TestEnqueue_ValidationMatchesHTTP(t *testing.T) {
 		{name: "key longest", to: lower, key: strings.Repeat("k", 256), want: ok},
 		{name: "key too long", to: lower, key: strings.Repeat("k", 257), want: refused("idempotency_key")},
 		{name: "key not ASCII", to: lower, key: "clé", want: refused("idempotency_key")},
+		{name: "call by signature", to: lower, json: `"function":"transfer(address,uint256)","args":["` + good + `","1"]`, sql: `function => 'transfer(address,uint256)', args => '["` + good + `","1"]'`, want: ok},
+		{name: "call by abi", to: lower, json: `"abi":{"type":"function","name":"f","inputs":[{"name":"n","type":"uint8"}]},"method":"f","args":[7]`, sql: `abi => '{"type":"function","name":"f","inputs":[{"name":"n","type":"uint8"}]}', method => 'f', args => '[7]'`, want: ok},
+		{name: "call argument out of range", to: lower, json: `"function":"f(address,uint8)","args":["` + good + `",256]`, sql: `function => 'f(address,uint8)', args => '["` + good + `",256]'`, want: refused("args[1]")},
+		{name: "call argument by name", to: lower, json: `"abi":{"type":"function","name":"f","inputs":[{"name":"n","type":"uint8"}]},"method":"f","args":[-1]`, sql: `abi => '{"type":"function","name":"f","inputs":[{"name":"n","type":"uint8"}]}', method => 'f', args => '[-1]'`, want: refused("args[0] (n)")},
+		{name: "call with data", to: lower, json: `"data":"0x","function":"f()"`, sql: `data => '\x', function => 'f()'`, want: refused("data")},
+		{name: "call with too few arguments", to: lower, json: `"function":"f(uint8)","args":[]`, sql: `function => 'f(uint8)', args => '[]'`, want: refused("args")},
+		{name: "call without function", to: lower, json: `"args":[]`, sql: `args => '[]'`, want: refused("function")},
+		{name: "call with args null", to: lower, json: `"function":"f()","args":null`, sql: `function => 'f()', args => 'null'`, want: ok},
+		{name: "method without abi", to: lower, json: `"method":"f"`, sql: `method => 'f'`, want: refused("abi")},
+		{name: "unknown method", to: lower, json: `"abi":[],"method":"f"`, sql: `abi => '[]', method => 'f'`, want: refused("method")},
+		{name: "bad signature", to: lower, json: `"function":"f(uint7)"`, sql: `function => 'f(uint7)'`, want: refused("function")},
+		{name: "bad call before bad gas limit", to: lower, json: `"function":"f(uint7)","gas_limit":1`, sql: `function => 'f(uint7)', gas_limit => 1`, want: refused("function")},
+		{name: "bad value before bad call", to: lower, json: `"value":"-1","function":"f(uint7)"`, sql: `value => -1, function => 'f(uint7)'`, want: refused("value")},
 		{name: "bad to before bad value", to: "0x12", json: `"value":"-1"`, sql: `value => -1`, want: refused("to")},
 		{name: "bad value before bad gas limit", to: lower, json: `"value":"-1","gas_limit":1`, sql: `value => -1, gas_limit => 1`, want: refused("value")},
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/big"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,13 +50,22 @@ func TestWalletCalls_ATransferByNameEndsDoneAndMovesTheTokensOnARealNode(t *test
 			byABI := w.send(`{"to":"` + token.Hex() + `","abi":{"type":"function","name":"transfer","stateMutability":"nonpayable",` +
 				`"inputs":[{"name":"to","type":"address"},{"name":"value","type":"uint256"}],"outputs":[{"name":"","type":"bool"}]},` +
 				`"method":"transfer","args":["` + carol.Hex() + `",234]}`)
-			for _, id := range []string{bySig.ID, byABI.ID} {
+			// The same call by name through SQL (ledgerq.send_tx), encoded by
+			// the database in the caller's transaction.
+			dave := common.HexToAddress("0x00000000000000000000000000000000000da4e1")
+			_, err := w.st.DB().Exec(t.Context(), `INSERT INTO ledgerq.enqueue_grants (role_name, wallet_id) VALUES (session_user, 'w')`)
+			require.NoError(t, err)
+			var bySQL string
+			require.NoError(t, w.st.DB().QueryRow(t.Context(), `SELECT ledgerq.send_tx('w', $1, function => 'transfer(address,uint256)', args => $2::json)`,
+				token.Hex(), `["`+strings.ToLower(dave.Hex())+`", "0x2a"]`).Scan(&bySQL))
+			for _, id := range []string{bySig.ID, byABI.ID, bySQL} {
 				got := w.ended(id)
 				require.Equal(t, "done", got.Status, got.Error)
 			}
+			require.Equal(t, big.NewInt(42), testcontracts.BalanceOf(t, client, token, dave))
 			require.Equal(t, big.NewInt(1000), testcontracts.BalanceOf(t, client, token, bob))
 			require.Equal(t, big.NewInt(234), testcontracts.BalanceOf(t, client, token, carol))
-			require.Equal(t, big.NewInt(10_000-1000-234), testcontracts.BalanceOf(t, client, token, holder))
+			require.Equal(t, big.NewInt(10_000-1000-234-42), testcontracts.BalanceOf(t, client, token, holder))
 			code, out := w.do(http.MethodGet, "/v1/wallets/w/tasks/"+byABI.ID, "")
 			require.Equal(t, http.StatusOK, code)
 			require.Contains(t, out, `"function":"transfer(address,uint256)"`)
