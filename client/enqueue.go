@@ -30,6 +30,15 @@ type EnqueueTxParams struct {
 	Value *big.Int
 	// Data is the call data; nil is none.
 	Data []byte
+	// Function ("transfer(address,uint256)"), or ABI (an entry or an
+	// array of entries) and Method (a name, or a signature when the name
+	// is overloaded), name a contract call that the database encodes into
+	// the task's data, as POST send-tx's fields of those names do; Args
+	// is its arguments, a JSON array. Data must then be nil.
+	Function string
+	ABI      json.RawMessage
+	Method   string
+	Args     json.RawMessage
 	// IdempotencyKey, when set, makes the call idempotent per wallet, as the
 	// HTTP header is: the same key and fields answer the stored task's id,
 	// the same key and other fields are ErrIdempotencyConflict.
@@ -47,9 +56,8 @@ type EnqueueTxParams struct {
 }
 
 // enqueueTxSQL calls the function by its parameters' names, each cast to its
-// type, so that neither an argument in the wrong place nor an overload of
-// send_tx (the contract-call form) can take the call.
-const enqueueTxSQL = `SELECT ledgerq.send_tx(wallet => $1::text, to_address => $2::text, value => $3::numeric, data => $4::bytea, idempotency_key => $5::text, gas_limit => $6::bigint, max_fee_per_gas => $7::numeric, max_priority_fee_per_gas => $8::numeric, priority => $9::integer, preflight => $10::boolean)`
+// type, so that no argument can land in another's place.
+const enqueueTxSQL = `SELECT ledgerq.send_tx(wallet => $1::text, to_address => $2::text, value => $3::numeric, data => $4::bytea, idempotency_key => $5::text, gas_limit => $6::bigint, max_fee_per_gas => $7::numeric, max_priority_fee_per_gas => $8::numeric, priority => $9::integer, preflight => $10::boolean, function => $11::text, abi => $12::json, method => $13::text, args => $14::json)`
 
 // EnqueueTx stores a send-tx task with ledgerq.send_tx in q, the
 // application's own transaction, and returns the task's id. The task exists
@@ -62,9 +70,10 @@ const enqueueTxSQL = `SELECT ledgerq.send_tx(wallet => $1::text, to_address => $
 func EnqueueTx(ctx context.Context, q Querier, p EnqueueTxParams) (string, error) {
 	var id string
 	err := q.QueryRow(ctx, enqueueTxSQL,
-		p.Wallet, p.To, decimal(p.Value, "0"), dataOrEmpty(p.Data), nullString(p.IdempotencyKey),
+		p.Wallet, p.To, decimal(p.Value, "0"), dataOrNull(p.Data), nullString(p.IdempotencyKey),
 		nullInt64(p.GasLimit), decimalOrNull(p.MaxFeePerGas), decimalOrNull(p.MaxPriorityFeePerGas),
 		p.Priority, !p.SkipPreflight,
+		nullString(p.Function), nullString(string(p.ABI)), nullString(p.Method), nullString(string(p.Args)),
 	).Scan(&id)
 	if err != nil {
 		return "", fmt.Errorf("enqueueing a task for wallet %s: %w", p.Wallet, enqueueError(err))
@@ -154,9 +163,11 @@ func decimalOrNull(v *big.Int) any {
 	return v.String()
 }
 
-func dataOrEmpty(b []byte) []byte {
+// dataOrNull is no data as NULL, send_tx's default (empty data, or the
+// call's encoding).
+func dataOrNull(b []byte) any {
 	if b == nil {
-		return []byte{}
+		return nil
 	}
 	return b
 }

@@ -1,6 +1,8 @@
 package client_test
 
 import (
+	"encoding/hex"
+	"encoding/json"
 	"math/big"
 	"testing"
 
@@ -62,6 +64,14 @@ func TestEnqueueTx_AgainstSendTxStoresEveryFieldAndTypesEveryRefusal(t *testing.
 	require.Equal(t, "0", value)
 	require.Empty(t, data)
 	require.True(t, preflight)
+
+	// A call by name: the database encodes it into the task's data.
+	call, err := client.EnqueueTx(ctx, tx, client.EnqueueTxParams{Wallet: "hot", To: beef,
+		Function: "transfer(address,uint256)", Args: json.RawMessage(`["0x00000000000000000000000000000000000000bb", 16]`)})
+	require.NoError(t, err)
+	require.NoError(t, tx.QueryRow(ctx, `SELECT data FROM ledgerq.wallet_tasks WHERE id::text = $1`, call).Scan(&data))
+	require.Equal(t, "a9059cbb"+"00000000000000000000000000000000000000000000000000000000000000bb"+
+		"0000000000000000000000000000000000000000000000000000000000000010", hex.EncodeToString(data))
 	require.NoError(t, tx.Commit(ctx))
 
 	_, err = pool.Exec(ctx, `INSERT INTO ledgerq.wallet_policies (wallet_id, policy, source, updated_by, created_at, updated_at) VALUES ('hot', '{"max_value_per_tx":"100"}', 'api', 'test', now(), now())`)
@@ -73,6 +83,7 @@ func TestEnqueueTx_AgainstSendTxStoresEveryFieldAndTypesEveryRefusal(t *testing.
 	}{
 		"conflict": {p: client.EnqueueTxParams{Wallet: "hot", To: beef, Value: big.NewInt(1), IdempotencyKey: "order-42"}, is: client.ErrIdempotencyConflict},
 		"bad to":   {p: client.EnqueueTxParams{Wallet: "hot", To: "0x12"}, is: client.ErrBadRequest, field: "to"},
+		"bad arg":  {p: client.EnqueueTxParams{Wallet: "hot", To: beef, Function: "f(uint8)", Args: json.RawMessage(`[256]`)}, is: client.ErrBadRequest, field: "args[0]"},
 		"fee":      {p: client.EnqueueTxParams{Wallet: "hot", To: beef, MaxFeePerGas: big.NewInt(1), MaxPriorityFeePerGas: big.NewInt(2)}, is: client.ErrBadRequest, field: "max_fee_per_gas"},
 		"wallet":   {p: client.EnqueueTxParams{Wallet: "cold", To: beef}, is: client.ErrForbidden},
 		"policy":   {p: client.EnqueueTxParams{Wallet: "hot", To: beef, Value: big.NewInt(101)}, is: client.ErrPolicyRefused},

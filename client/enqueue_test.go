@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math/big"
 	"testing"
@@ -38,7 +39,7 @@ func (f *fakeTx) Scan(dest ...any) error {
 
 // The function's parameters by name, in the signature's order, each cast to
 // its type.
-const sendTxCall = `SELECT ledgerq.send_tx(wallet => $1::text, to_address => $2::text, value => $3::numeric, data => $4::bytea, idempotency_key => $5::text, gas_limit => $6::bigint, max_fee_per_gas => $7::numeric, max_priority_fee_per_gas => $8::numeric, priority => $9::integer, preflight => $10::boolean)`
+const sendTxCall = `SELECT ledgerq.send_tx(wallet => $1::text, to_address => $2::text, value => $3::numeric, data => $4::bytea, idempotency_key => $5::text, gas_limit => $6::bigint, max_fee_per_gas => $7::numeric, max_priority_fee_per_gas => $8::numeric, priority => $9::integer, preflight => $10::boolean, function => $11::text, abi => $12::json, method => $13::text, args => $14::json)`
 
 func TestEnqueueTx_CallsSendTxWithEveryFieldInItsPlace(t *testing.T) {
 	t.Parallel()
@@ -54,17 +55,34 @@ func TestEnqueueTx_CallsSendTxWithEveryFieldInItsPlace(t *testing.T) {
 	require.Equal(t, tx.id, id)
 	require.Equal(t, sendTxCall, tx.sql)
 	require.Equal(t, []any{"hot", beef, "1000000000000000000000", []byte{0xca, 0xfe}, "order-42",
-		int64(50000), "30000000000", "2000000000", int32(5), false}, tx.args)
+		int64(50000), "30000000000", "2000000000", int32(5), false, nil, nil, nil, nil}, tx.args)
+}
+
+// A contract call by name goes to send_tx's function, abi, method and args,
+// with no data.
+func TestEnqueueTx_ACallGoesToTheCallParameters(t *testing.T) {
+	t.Parallel()
+	tx := &fakeTx{id: "0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b"}
+	_, err := client.EnqueueTx(t.Context(), tx, client.EnqueueTxParams{Wallet: "hot", To: beef,
+		ABI: json.RawMessage(`{"type":"function","name":"f","inputs":[]}`), Method: "f", Args: json.RawMessage(`[]`)})
+	require.NoError(t, err)
+	require.Equal(t, []any{"hot", beef, "0", nil, nil, nil, nil, nil, int32(0), true,
+		nil, `{"type":"function","name":"f","inputs":[]}`, "f", `[]`}, tx.args)
+	_, err = client.EnqueueTx(t.Context(), tx, client.EnqueueTxParams{Wallet: "hot", To: beef,
+		Function: "transfer(address,uint256)", Args: json.RawMessage(`["` + beef + `","1"]`)})
+	require.NoError(t, err)
+	require.Equal(t, []any{"hot", beef, "0", nil, nil, nil, nil, nil, int32(0), true,
+		"transfer(address,uint256)", nil, nil, `["` + beef + `","1"]`}, tx.args)
 }
 
 // The zero value of each optional field is the function's default: no NULL
-// where the function's default is a value (0 wei, no data, preflight on).
+// where the function's default is a value (0 wei, preflight on).
 func TestEnqueueTx_ZeroFieldsAreTheFunctionsDefaults(t *testing.T) {
 	t.Parallel()
 	tx := &fakeTx{id: "0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b"}
 	_, err := client.EnqueueTx(t.Context(), tx, client.EnqueueTxParams{Wallet: "hot", To: beef})
 	require.NoError(t, err)
-	require.Equal(t, []any{"hot", beef, "0", []byte{}, nil, nil, nil, nil, int32(0), true}, tx.args)
+	require.Equal(t, []any{"hot", beef, "0", nil, nil, nil, nil, nil, int32(0), true, nil, nil, nil, nil}, tx.args)
 }
 
 // Each refusal send_tx raises is an *EnqueueError matching the sentinel of
