@@ -262,15 +262,30 @@ func (c *sendCycle) Execute(ctx context.Context) error {
 		}
 	}
 	chainID := big.NewInt(c.ChainID())
-	for _, a := range assigned {
-		signed, err := c.sign(ctx, a.prepared, uint64(a.nonce), taskFees(a.task.Request, fees), chainID)
-		if err != nil {
-			return err
-		}
+	// The signatures are asked SignParallel at a time: every nonce is
+	// assigned (and recorded, for a signer outside the process) already,
+	// so the order they come back in changes nothing. The first failure,
+	// in nonce order, is the send's; nothing is stored after a failure.
+	signed := make([]store.SignedTx, len(assigned))
+	errs := make([]error, len(assigned))
+	sem := make(chan struct{}, c.cfg.SignParallel)
+	var wg sync.WaitGroup
+	for i, a := range assigned {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			signed[i], errs[i] = c.sign(ctx, a.prepared, uint64(a.nonce), taskFees(a.task.Request, fees), chainID)
+		})
+	}
+	wg.Wait()
+	if err := firstError(errs); err != nil {
+		return err
+	}
+	for i, a := range assigned {
 		if a.reuse {
-			c.reused = append(c.reused, signed)
+			c.reused = append(c.reused, signed[i])
 		} else {
-			c.added = append(c.added, signed)
+			c.added = append(c.added, signed[i])
 		}
 	}
 	if c.remote && len(assigned) > 0 {
@@ -771,3 +786,20 @@ type taskError struct {
 func (e *taskError) Error() string { return fmt.Sprintf("task %s: %v", e.task.ID, e.err) }
 
 func (e *taskError) Unwrap() error { return e.err }
+
+// firstError is the first error of errs that is not nil; one from a signer
+// that cannot be reached (workers.UnavailableError) comes first, as it is
+// the signer's state and not a task's failure.
+func firstError(errs []error) error {
+	for _, err := range errs {
+		if _, ok := errors.AsType[*workers.UnavailableError](err); ok {
+			return err
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

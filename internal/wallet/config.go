@@ -133,6 +133,14 @@ type Config struct {
 	// (wallet_health.recovery_reason) rather than guessed about. 0: never read
 	// blocks one by one.
 	RestoreLookback uint64 `flag:"restore-lookback" help:"when the chain used nonces the database does not know (restored from an older backup) and the node cannot search past state (not an archive node), read at most this many blocks back from the head for the wallet's transactions; further back the wallet is held (wallet_health.recovery_reason; 0: never read blocks one by one)"`
+	// SignParallel is how many signatures of one send are asked of the
+	// wallet's signer at once. The nonces are assigned, and for a signer
+	// outside the process the requests recorded (the write-ahead across
+	// signers), before the first is asked, so the order they come back in
+	// changes nothing; a signer with a round trip (an HSM, a KMS, a remote
+	// signer) then costs a send one round trip per SignParallel tasks
+	// rather than per task.
+	SignParallel int `flag:"sign-parallel" help:"signatures of one send asked of the wallet's signer at once (a signer outside the process, an HSM, a KMS or a remote signer, then costs one round trip per this many tasks)"`
 	// MaxReplacements is how many times a task whose nonce another
 	// transaction took goes back to waiting; once more and it ends in
 	// error. 0: a replaced task ends in error at once.
@@ -183,6 +191,9 @@ func (c Config) Validate() error {
 	if c.PriceCap != nil && c.PriceCap.Sign() < 0 {
 		errs = append(errs, fmt.Errorf("wallet price cap must not be negative, got %s", c.PriceCap))
 	}
+	if c.SignParallel < 1 {
+		errs = append(errs, fmt.Errorf("wallet sign parallel must be at least 1, got %d", c.SignParallel))
+	}
 	if c.MaxFailures < 1 {
 		errs = append(errs, fmt.Errorf("wallet max failures must be at least 1, got %d", c.MaxFailures))
 	}
@@ -229,6 +240,7 @@ func Defaults() Config {
 // WithDefaults returns c with the lane's defaults in the settings left at
 // zero: a budget of 100, the priority queue, 10 s ledger and 5 s database
 // timeouts, a 5 s cycle budget, 10 failed runs before a task ends in error,
+// 8 signatures asked at once,
 // one-second follow passes, a broadcast again after 15 s unmoved, a lower
 // head believed after 30 s, a five-minute stall timeout and balance age, the real clock and a
 // discarding logger.
@@ -246,6 +258,7 @@ func (c Config) WithDefaults() Config {
 	c.DBTimeout = cmp.Or(c.DBTimeout, 5*time.Second)
 	c.CycleBudget = cmp.Or(c.CycleBudget, 5*time.Second)
 	c.MaxFailures = cmp.Or(c.MaxFailures, 10)
+	c.SignParallel = cmp.Or(c.SignParallel, 8)
 	c.FollowInterval = cmp.Or(c.FollowInterval, time.Second)
 	c.RebroadcastAfter = cmp.Or(c.RebroadcastAfter, 15*time.Second)
 	c.RewindAfter = cmp.Or(c.RewindAfter, 30*time.Second)

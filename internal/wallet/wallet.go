@@ -139,6 +139,10 @@ type Job struct {
 	// no write per signature. Empty after a start: the first outcome is
 	// written once (a state the row already holds changes nothing).
 	signers map[string]signerNote
+	// noting serialises the recording of signer states (noteSigner): a
+	// send asks its signatures in parallel, and a signer that refuses
+	// them all is written once, not once a signature.
+	noting sync.Mutex
 }
 
 // signerNote is a signer state recorded: its backend and state.
@@ -698,6 +702,8 @@ func (s *Shard) Sign(ctx context.Context, tx *types.Transaction, chainID *big.In
 func (s *Shard) noteSigner(ctx context.Context, backend string, state store.SignerState, err error) {
 	j := s.job
 	note := signerNote{backend: backend, state: state}
+	j.noting.Lock()
+	defer j.noting.Unlock()
 	j.mu.Lock()
 	last, ok := j.signers[s.Claim.Key]
 	j.mu.Unlock()

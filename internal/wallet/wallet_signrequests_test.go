@@ -6,12 +6,14 @@ import (
 	"math/big"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/store"
+	"github.com/ledgerq/ledgerq/internal/wallet"
 	"github.com/ledgerq/ledgerq/internal/workers"
 )
 
@@ -109,4 +111,65 @@ func TestWallet_AKeystoreWalletRecordsNoSignRequest(t *testing.T) {
 		return isCycle(cyc, "*queuer.sendCycle") && step == "commit"
 	})
 	require.Empty(t, e.signRequests(t))
+}
+
+// slowRemoteSigner is a signer outside the process with a round trip: each
+// signature waits, and it checks, as it is asked, that the request for the
+// nonce was recorded first (the write-ahead across signers); it keeps the
+// most signatures it was asked at once.
+type slowRemoteSigner struct {
+	keystore.Signer
+	t         *testing.T
+	e         *env
+	wait      time.Duration
+	mu        sync.Mutex
+	now, most int
+	unrecord  []uint64 // nonces asked before their request was recorded
+}
+
+func (s *slowRemoteSigner) Backend() string { return "test-remote" }
+
+func (s *slowRemoteSigner) SignTx(ctx context.Context, tx *types.Transaction, chainID *big.Int) (*types.Transaction, error) {
+	recorded := false
+	for _, p := range s.e.signRequests(s.t) {
+		recorded = recorded || p.Nonce == int64(tx.Nonce())
+	}
+	s.mu.Lock()
+	s.now++
+	s.most = max(s.most, s.now)
+	if !recorded {
+		s.unrecord = append(s.unrecord, tx.Nonce())
+	}
+	s.mu.Unlock()
+	time.Sleep(s.wait)
+	s.mu.Lock()
+	s.now--
+	s.mu.Unlock()
+	return s.Signer.SignTx(ctx, tx, chainID)
+}
+
+// A send asks its signatures of a signer with a round trip SignParallel at
+// a time, never more, and only once every nonce's request is recorded: a
+// wallet behind an HSM or a KMS pays a round trip per SignParallel tasks,
+// and the write-ahead across signers still holds. Every task is done once,
+// with contiguous nonces, on the chain.
+func TestWallet_ASendAsksItsSignaturesInParallelOnceEveryRequestIsRecorded(t *testing.T) {
+	t.Parallel()
+	var signer *slowRemoteSigner
+	e := setup(t, options{
+		cfg: func(c *wallet.Config) { c.SignParallel = 4 },
+		signer: func(s keystore.Signer) keystore.Signer {
+			signer = &slowRemoteSigner{Signer: s, wait: 50 * time.Millisecond}
+			return signer
+		},
+	})
+	signer.t, signer.e = t, e
+	tasks := e.postN(t, 10)
+	_, pool := e.newProcess(t, e.led)
+	e.drive(t, pool, 20, tasks...)
+	nonces := e.requireDoneOnce(t, tasks...)
+	e.requireContiguous(t, 0, 0, nonces)
+	e.requireOneTxPerNonce(t, 0)
+	require.Equal(t, 4, signer.most, "signatures asked at once")
+	require.Empty(t, signer.unrecord, "nonces asked of the signer before their request was recorded")
 }
