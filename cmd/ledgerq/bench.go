@@ -208,6 +208,7 @@ func runBenchWallets(ctx context.Context, args []string) error {
 		fs.IntVar(&cfg.BacklogFinished, "backlog-finished", cfg.BacklogFinished, "seed this many done tasks with their confirmed attempts (on 1000 other senders of the same chain) before the run, as a long-running lane leaves behind")
 		fs.IntVar(&cfg.Wallets, "wallets", cfg.Wallets, "number of wallets, each a fresh random key, funded before the run")
 		fs.IntVar(&cfg.TasksPerWallet, "tasks-per-wallet", cfg.TasksPerWallet, "send-tx tasks enqueued per wallet")
+		fs.DurationVar(&cfg.SignerLatency, "signer-latency", cfg.SignerLatency, "put each wallet's key behind a signer outside the process that waits this long before each signature (an HSM's, a KMS's or a remote signer's round trip; the lane then records each request before asking, the write-ahead across signers); 0: the key in process")
 		fs.IntVar(&cfg.IngestWorkers, "ingest-workers", cfg.IngestWorkers, "concurrent enqueue workers, each with its own connection (as concurrent API requests)")
 		fs.StringVar(&cfg.Ledger, "ledger", cfg.Ledger, "chain: sim (in-process simulated EVM chain) or evm (a node's JSON-RPC at --ledger-url)")
 		fs.StringVar(&cfg.LedgerURL, "ledger-url", cfg.LedgerURL, "for --ledger evm: the node's JSON-RPC URL (for example http://127.0.0.1:8545)")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ethereum/go-ethereum/common"
+	"github.com/ethereum/go-ethereum/core/types"
 	"github.com/ethereum/go-ethereum/crypto"
 	"github.com/ethereum/go-ethereum/ethclient"
 
@@ -63,6 +64,11 @@ type WalletConfig struct {
 	FundFromDevAccount bool
 	// FundWei is what each wallet is given.
 	FundWei *big.Int
+	// SignerLatency, when set, puts each wallet's key behind a signer that
+	// waits this long before each signature and says it is outside the
+	// process: an HSM's, a KMS's or a remote signer's round trip, with the
+	// write-ahead across signers that such a signer takes.
+	SignerLatency time.Duration
 	// Value is what each task's transaction sends, in wei.
 	Value *big.Int
 
@@ -127,8 +133,8 @@ func (c *WalletConfig) Validate() error {
 		return fmt.Errorf("--baseline %q: want direct or nothing", c.Baseline)
 	case c.Baseline == BaselineDirect && c.FaultRun():
 		return errors.New("--baseline direct compares fault-free runs: the direct sender does not heal lost transactions or reorgs")
-	case c.Rate < 0 || c.BacklogFinished < 0:
-		return errors.New("--rate and --backlog-finished must not be negative")
+	case c.Rate < 0 || c.BacklogFinished < 0 || c.SignerLatency < 0:
+		return errors.New("--rate, --backlog-finished and --signer-latency must not be negative")
 	case c.Ledger != WalletLedgerSim && c.Ledger != WalletLedgerEVM:
 		return fmt.Errorf("--ledger %q: want sim or evm", c.Ledger)
 	case c.Ledger == WalletLedgerEVM && c.LedgerURL == "":
@@ -183,6 +189,11 @@ type WalletReport struct {
 	// call (TaskInsert, a POST, or a transaction around send_tx) from its
 	// start to its answer.
 	EnqueueP50, EnqueueP99, EnqueueMax time.Duration
+	// ProcessCPU is this process's CPU time (user and system) from the
+	// first enqueue to the lane's stop: ledgerq's loops, the enqueue (the
+	// API's handlers in WalletModeHTTP), signing, the simulated chain and
+	// the progress queries; not the database server's. 0: not measured.
+	ProcessCPU time.Duration
 	// EndToEnd runs from the first created_at to the last finished_at;
 	// ConfirmRate is Done / EndToEnd.
 	EndToEnd    time.Duration
@@ -345,7 +356,11 @@ func (r *walletRun) open(ctx context.Context) error {
 
 	r.wallets = make([]keystore.Wallet, c.Wallets)
 	for i, s := range signers {
-		r.wallets[i] = keystore.Wallet{ID: fmt.Sprintf("%s%d", r.prefix, i), ChainID: r.chainID, Signer: s}
+		var signer keystore.Signer = s
+		if c.SignerLatency > 0 {
+			signer = &slowSigner{Signer: s, latency: c.SignerLatency}
+		}
+		r.wallets[i] = keystore.Wallet{ID: fmt.Sprintf("%s%d", r.prefix, i), ChainID: r.chainID, Signer: signer}
 	}
 	reg, err := keystore.NewRegistry(r.wallets...)
 	if err != nil {
@@ -455,6 +470,7 @@ func (r *walletRun) run(ctx context.Context) (*WalletReport, error) {
 	stopNode := sync.OnceFunc(r.node.Stop)
 	defer stopNode()
 
+	cpu0, cpuOK := processCPU()
 	start := time.Now()
 	in := startIngestion(func() error { return r.ingestAll(ctx, start) })
 
@@ -466,6 +482,9 @@ func (r *walletRun) run(ctx context.Context) (*WalletReport, error) {
 	})
 	stopNode()
 	rep.Wall = time.Since(start)
+	if cpu1, ok := processCPU(); ok && cpuOK {
+		rep.ProcessCPU = cpu1 - cpu0
+	}
 	rep.ChainCalls, rep.ChainCallCount = r.counted.summary()
 	rep.ProgressLoad = r.load
 	rep.EnqueueTime = in.end.Sub(start)
@@ -749,6 +768,7 @@ func (rep *WalletReport) WriteSummary(w io.Writer) error {
 		fmt.Sprintf("  chain             %s", chain),
 		fmt.Sprintf("  wallet lane       %d shard workers, quantum %s, lease %s; in flight %d, follow interval %s, queue %s",
 			wc.Shards.Workers, wc.Shards.Quantum, wc.Shards.Lease, wc.Lane.InFlight, wc.Lane.FollowInterval, wc.Lane.QueueType),
+		fmt.Sprintf("  signer            %s", signerHow(c)),
 		"results",
 		fmt.Sprintf("  tasks             %d enqueued of %d; %d done (%d reverted), %d error, %d waiting, %d executing; %d transactions signed",
 			rep.Enqueued, rep.Planned, rep.Done, rep.Reverted, rep.Error, rep.Waiting, rep.Executing, rep.Attempts),
@@ -757,6 +777,7 @@ func (rep *WalletReport) WriteSummary(w io.Writer) error {
 		fmt.Sprintf("  confirmed         %.1f tasks/s (%d from first enqueue to last done in %s)", rep.ConfirmRate, rep.Done, round(rep.EndToEnd)),
 		fmt.Sprintf("  mined             %.1f tasks/s (%d from first enqueue to the last one's block seen in %s)", rep.MinedRate, rep.Done, round(rep.MinedTime)),
 		fmt.Sprintf("  latency           enqueue to done: p50 %s, p99 %s, max %s", round(rep.P50), round(rep.P99), round(rep.Max)),
+		cpuLine(rep),
 		fmt.Sprintf("  latency           enqueue to mined (block seen): p50 %s, p99 %s, max %s", round(rep.MinedP50), round(rep.MinedP99), round(rep.MinedMax)),
 		fmt.Sprintf("  wall              %s", round(rep.Wall)),
 		rep.ProgressLoad.line("TaskCountByStatus"),
@@ -822,4 +843,47 @@ func requests(n int) string {
 		return ""
 	}
 	return fmt.Sprintf(", %d requests", n)
+}
+
+// slowSigner is a key behind a signer outside the process: each signature
+// waits its latency first (while ctx allows), as an HSM's, a KMS's or a
+// remote signer's round trip does, and its backend is not the keystore's,
+// so the lane takes the write-ahead across signers for it.
+type slowSigner struct {
+	keystore.Signer
+	latency time.Duration
+}
+
+func (s *slowSigner) SignTx(ctx context.Context, tx *types.Transaction, chainID *big.Int) (*types.Transaction, error) {
+	t := time.NewTimer(s.latency)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return s.Signer.SignTx(ctx, tx, chainID)
+}
+
+// Backend names the signer for the lane's metrics (keystore.BackendOf).
+func (s *slowSigner) Backend() string { return "bench-latency" }
+
+// signerHow says where the wallets' keys sign.
+func signerHow(c *WalletConfig) string {
+	if c.SignerLatency > 0 {
+		return fmt.Sprintf("outside the process, %s a signature (--signer-latency; the write-ahead across signers on)", c.SignerLatency)
+	}
+	return "keys in process"
+}
+
+// cpuLine says the process's CPU per done task: the upper bound of
+// ledgerq's own, since the enqueue, the signing and (on --ledger sim) the
+// chain run in the process too.
+func cpuLine(rep *WalletReport) string {
+	if rep.ProcessCPU <= 0 || rep.Done == 0 {
+		return "  cpu               not measured on this system"
+	}
+	ms := float64(rep.ProcessCPU) / float64(time.Millisecond) / float64(rep.Done)
+	return fmt.Sprintf("  cpu               %.3f ms per task: this process, user+system %s over the run (ledgerq's loops, the enqueue, signing, the progress queries and, on --ledger sim, the chain; not the database server)",
+		ms, round(rep.ProcessCPU))
 }

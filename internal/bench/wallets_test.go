@@ -257,3 +257,18 @@ func TestWalletConfig_ValidateRefusesAnUnknownModeOrBaseline(t *testing.T) {
 	cfg.BacklogFinished = -1
 	require.ErrorContains(t, cfg.Validate(), "--backlog-finished")
 }
+
+// --signer-latency puts the keys behind a signer outside the process that
+// waits before each signature: the run still ends every task once per
+// nonce, and says where its keys signed.
+func TestRunWallets_ASlowSignerOutsideTheProcessEndsEveryTaskOnce(t *testing.T) {
+	t.Parallel()
+	cfg, _ := walletSetup(t, 1, 12)
+	cfg.SignerLatency = 5 * time.Millisecond
+	rep, err := bench.RunWallets(context.Background(), cfg)
+	require.NoError(t, err)
+	requireAllDone(t, rep, 12)
+	var sum bytes.Buffer
+	require.NoError(t, rep.WriteSummary(&sum))
+	require.Contains(t, sum.String(), "outside the process, 5ms a signature")
+}
