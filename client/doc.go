@@ -8,7 +8,8 @@
 //     (apiclient.gen.go, from api/openapi.yaml) for every other route.
 //   - Inside the application's own PostgreSQL transaction: EnqueueTx calls
 //     ledgerq.send_tx on a pgx.Tx, so the task exists if and only if the
-//     application's transaction commits.
+//     application's transaction commits; SubmitBatchTx does the same for a
+//     signed Sawtooth batch with ledgerq.submit_batch.
 //
 // Refusals are typed: *APIError (HTTP) and *EnqueueError (SQL) keep what the
 // server said (the status or SQLSTATE, the message, the field, a policy

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -76,18 +77,56 @@ func EnqueueTx(ctx context.Context, q Querier, p EnqueueTxParams) (string, error
 		nullString(p.Function), nullString(string(p.ABI)), nullString(p.Method), nullString(string(p.Args)),
 	).Scan(&id)
 	if err != nil {
-		return "", fmt.Errorf("enqueueing a task for wallet %s: %w", p.Wallet, enqueueError(err))
+		return "", fmt.Errorf("enqueueing a task for wallet %s: %w", p.Wallet, enqueueError(sendTxFunc, err))
 	}
 	return id, nil
 }
 
-// EnqueueError is ledgerq.send_tx's refusal: the SQLSTATE, the message (the
+// submitBatchSQL calls the function by its parameters' names, each cast to
+// its type, as enqueueTxSQL does.
+const submitBatchSQL = `SELECT ledgerq.submit_batch(service_id => $1::text, batch => $2::bytea)`
+
+// SubmitBatchTx stores batch, a signed and serialized Sawtooth Batch of the
+// service serviceID, with ledgerq.submit_batch in q, the application's own
+// transaction, and returns the batch's id (its header_signature). The batch
+// exists if and only if that transaction commits; ledgerq's batch submitters
+// are woken on the commit.
+//
+// SQL cannot check secp256k1: the batch's signatures are checked by the
+// submitter before it sends the batch, and a batch that fails ends invalid
+// with the reason, unsent. Success here is not the batch's verdict: follow it
+// with GET /v1/batches/{id} (API().GetBatchWithResponse).
+//
+// A refusal is an *EnqueueError (ErrBadRequest naming the field, ErrConflict
+// for an id stored with another service or other bytes, ErrForbidden for a
+// service the role may not use), with the *pgconn.PgError under it;
+// PostgreSQL then has aborted the transaction, as for any error in it.
+func SubmitBatchTx(ctx context.Context, q Querier, serviceID string, batch []byte) (string, error) {
+	var id string
+	if err := q.QueryRow(ctx, submitBatchSQL, serviceID, batch).Scan(&id); err != nil {
+		return "", fmt.Errorf("submitting a batch for service %s: %w", serviceID, enqueueError(submitBatchFunc, err))
+	}
+	return id, nil
+}
+
+// The SQL functions whose refusals an *EnqueueError types.
+const (
+	sendTxFunc      = "ledgerq.send_tx"
+	submitBatchFunc = "ledgerq.submit_batch"
+)
+
+// EnqueueError is the refusal of one of ledgerq's SQL functions
+// (ledgerq.send_tx, ledgerq.submit_batch): the SQLSTATE, the message (the
 // same as HTTP's for the same refusal) and, for a policy refusal, the rule.
 // The *pgconn.PgError stays reachable with errors.As.
 type EnqueueError struct {
+	// Function is the function that refused: "ledgerq.send_tx" (EnqueueTx)
+	// or "ledgerq.submit_batch" (SubmitBatchTx).
+	Function string
 	// Code is the SQLSTATE: 22023 (or another of class 22) bad input, 23505
-	// the key reused with other fields, 42501 a wallet the role may not use,
-	// P0001 a policy refusal, 55000 a disabled wallet.
+	// the key reused with other fields (send_tx) or the batch id stored with
+	// another service or payload (submit_batch), 42501 a wallet or service
+	// the role may not use, P0001 a policy refusal, 55000 a disabled wallet.
 	Code    string
 	Message string
 	// Refusal is set (Rule not empty) when the wallet's policy refused.
@@ -96,7 +135,7 @@ type EnqueueError struct {
 }
 
 func (e *EnqueueError) Error() string {
-	return fmt.Sprintf("ledgerq.send_tx: %s (SQLSTATE %s)", e.Message, e.Code)
+	return fmt.Sprintf("%s: %s (SQLSTATE %s)", cmp.Or(e.Function, sendTxFunc), e.Message, e.Code)
 }
 
 // Unwrap is the PostgreSQL error.
@@ -106,38 +145,44 @@ func (e *EnqueueError) Unwrap() error { return e.pg }
 func (e *EnqueueError) Field() string { return fieldOf(e.Message) }
 
 // Is matches the sentinel of the SQLSTATE: ErrBadRequest (class 22),
-// ErrIdempotencyConflict (23505), ErrForbidden (42501, and P0001 with a rule),
-// ErrPolicyRefused (P0001 with a rule), ErrConflict (55000, a disabled
-// wallet, HTTP's 409).
+// ErrForbidden (42501, and P0001 with a rule), ErrPolicyRefused (P0001 with
+// a rule), ErrConflict (55000, a disabled wallet, HTTP's 409), and 23505 as
+// HTTP answers it: ErrIdempotencyConflict from send_tx (HTTP's 422),
+// ErrConflict from submit_batch (a batch id stored with another service or
+// payload, HTTP's 409).
 func (e *EnqueueError) Is(target error) bool {
 	switch target {
 	case ErrBadRequest:
 		return len(e.Code) == 5 && e.Code[:2] == "22"
 	case ErrIdempotencyConflict:
-		return e.Code == "23505"
+		return e.Code == "23505" && !e.fromSubmitBatch()
 	case ErrForbidden:
 		return e.Code == "42501" || e.isPolicyRefusal()
 	case ErrPolicyRefused:
 		return e.isPolicyRefusal()
 	case ErrConflict:
-		return e.Code == "55000"
+		return e.Code == "55000" || (e.Code == "23505" && e.fromSubmitBatch())
 	}
 	return false
 }
 
 func (e *EnqueueError) isPolicyRefusal() bool { return e.Code == "P0001" && e.Rule != "" }
 
-// enqueueError types a PostgreSQL refusal that send_tx raises; any other
-// error (a lost connection, an aborted transaction) is returned as it is.
-func enqueueError(err error) error {
+func (e *EnqueueError) fromSubmitBatch() bool { return e.Function == submitBatchFunc }
+
+// enqueueError types a PostgreSQL refusal that fn raises; any other error (a
+// lost connection, an aborted transaction, a SQLSTATE fn does not raise) is
+// returned as it is.
+func enqueueError(fn string, err error) error {
 	var pg *pgconn.PgError
 	if !errors.As(err, &pg) {
 		return err
 	}
-	e := &EnqueueError{Code: pg.Code, Message: pg.Message, pg: pg}
+	e := &EnqueueError{Function: fn, Code: pg.Code, Message: pg.Message, pg: pg}
 	switch {
-	case len(pg.Code) == 5 && pg.Code[:2] == "22", pg.Code == "23505", pg.Code == "42501", pg.Code == "55000":
-	case pg.Code == "P0001":
+	case len(pg.Code) == 5 && pg.Code[:2] == "22", pg.Code == "23505", pg.Code == "42501":
+	case fn == sendTxFunc && pg.Code == "55000":
+	case fn == sendTxFunc && pg.Code == "P0001":
 		// A policy refusal's DETAIL is the refusal as HTTP's 403 has it;
 		// a DETAIL that is not leaves Rule empty, and no sentinel matches.
 		if json.Unmarshal([]byte(pg.Detail), &e.Refusal) != nil {

@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"math/big"
@@ -9,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/client"
+	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
+	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 )
 
@@ -94,5 +97,96 @@ func TestEnqueueTx_AgainstSendTxStoresEveryFieldAndTypesEveryRefusal(t *testing.
 		require.ErrorAs(t, err, &e, name)
 		require.Equal(t, c.field, e.Field(), name)
 		t.Log(name, err, e.Refusal)
+	}
+}
+
+// SubmitBatchTx against the real ledgerq.submit_batch of a migrated
+// database: the batch is stored, unverified, when the application's
+// transaction commits and not before; a rolled-back transaction leaves no
+// row; each refusal is typed as HTTP answers it and keeps the PostgreSQL
+// error.
+func TestSubmitBatchTx_AgainstSubmitBatchCommitsRollsBackAndTypesEveryRefusal(t *testing.T) {
+	t.Parallel()
+	db := testdb.New(t)
+	ctx := t.Context()
+	pool := db.Store.DB()
+	_, err := pool.Exec(ctx, `CREATE SCHEMA app; CREATE TABLE app.orders (id bigserial PRIMARY KEY, batch_id text);
+		INSERT INTO ledgerq.enqueue_service_grants (role_name, service_id) VALUES (session_user, 'orders'), (session_user, 'refunds')`)
+	require.NoError(t, err)
+	signer, err := sawtooth.GenerateSigner()
+	require.NoError(t, err)
+	newBatch := func(note string) (string, []byte) {
+		id, payload, err := signer.NewBatch([]byte(note))
+		require.NoError(t, err)
+		return id, payload
+	}
+	// stored counts the batch's rows as another session sees them.
+	stored := func(id string) (n int) {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM ledgerq.batch_payloads p JOIN ledgerq.batches b ON b.seq = p.seq
+			WHERE p.id = $1 AND p.unverified AND b.service_id = 'orders'`, id).Scan(&n))
+		return n
+	}
+	// order is the application's transaction: an order and its batch.
+	order := func(payload []byte, commit bool) string {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+		id, err := client.SubmitBatchTx(ctx, tx, "orders", payload)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `INSERT INTO app.orders (batch_id) VALUES ($1)`, id)
+		require.NoError(t, err)
+		require.Zero(t, stored(id), "not visible before the commit")
+		if commit {
+			require.NoError(t, tx.Commit(ctx))
+		} else {
+			require.NoError(t, tx.Rollback(ctx))
+		}
+		return id
+	}
+
+	want, payload := newBatch("committed")
+	id := order(payload, true)
+	require.Equal(t, want, id, "the id is the batch's header_signature")
+	require.Equal(t, 1, stored(id))
+	b, err := db.Store.BatchGet(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, "orders", b.ServiceID)
+	again, err := client.SubmitBatchTx(ctx, pool, "orders", payload)
+	require.NoError(t, err)
+	require.Equal(t, id, again, "the same batch again is the same batch")
+	require.Equal(t, 1, stored(id))
+
+	_, rolledBack := newBatch("rolled back")
+	gone := order(rolledBack, false)
+	require.Zero(t, stored(gone))
+	_, err = db.Store.BatchGet(ctx, gone)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	var orders int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM app.orders`).Scan(&orders))
+	require.Equal(t, 1, orders, "the rolled-back order went with its batch")
+
+	_, other := newBatch("other")
+	for name, c := range map[string]struct {
+		service string
+		batch   []byte
+		is      error
+		isNt    error
+		field   string
+	}{
+		"not a batch":     {service: "orders", batch: []byte("not a batch"), is: client.ErrBadRequest, field: "batch"},
+		"no service":      {service: "", batch: other, is: client.ErrBadRequest, field: "service_id"},
+		"another service": {service: "refunds", batch: payload, is: client.ErrConflict, isNt: client.ErrIdempotencyConflict},
+		"not granted":     {service: "payroll", batch: other, is: client.ErrForbidden, isNt: client.ErrPolicyRefused},
+	} {
+		_, err := client.SubmitBatchTx(ctx, pool, c.service, c.batch)
+		require.ErrorIs(t, err, c.is, name)
+		if c.isNt != nil {
+			require.NotErrorIs(t, err, c.isNt, name)
+		}
+		var e *client.EnqueueError
+		require.ErrorAs(t, err, &e, name)
+		require.Equal(t, "ledgerq.submit_batch", e.Function, name)
+		require.Equal(t, c.field, e.Field(), name)
+		t.Log(name, err)
 	}
 }

@@ -176,3 +176,77 @@ func TestEnqueueTx_OtherErrorsAreNotRefusals(t *testing.T) {
 		require.False(t, errors.As(err, &e), "%v is not a refusal", cause)
 	}
 }
+
+// SubmitBatchTx calls ledgerq.submit_batch by its parameters' names, each
+// cast to its type, with the service and the batch's bytes as they are.
+func TestSubmitBatchTx_CallsSubmitBatchWithBothArgumentsInTheirPlace(t *testing.T) {
+	t.Parallel()
+	tx := &fakeTx{id: "ab12"}
+	id, err := client.SubmitBatchTx(t.Context(), tx, "orders", []byte{0x0a, 0x01, 0x02})
+	require.NoError(t, err)
+	require.Equal(t, "ab12", id)
+	require.Equal(t, `SELECT ledgerq.submit_batch(service_id => $1::text, batch => $2::bytea)`, tx.sql)
+	require.Equal(t, []any{"orders", []byte{0x0a, 0x01, 0x02}}, tx.args)
+}
+
+// Each refusal submit_batch raises is an *EnqueueError matching the sentinel
+// of its HTTP twin (POST /v1/batches): a batch id stored with another service
+// or payload is HTTP's 409, so ErrConflict, not the idempotency conflict
+// send_tx's 23505 is. A SQLSTATE submit_batch does not raise is no refusal.
+func TestSubmitBatchTx_RefusalsAreTypedAsHTTPAnswersThem(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		pg       *pgconn.PgError
+		is, isNt []error
+		field    string
+	}{
+		"bad field": {
+			pg:    &pgconn.PgError{Code: "22023", Message: "field batch: malformed batch: header_signature is missing"},
+			is:    []error{client.ErrBadRequest},
+			isNt:  []error{client.ErrForbidden, client.ErrConflict},
+			field: "batch",
+		},
+		"id stored with another payload": {
+			pg:   &pgconn.PgError{Code: "23505", Message: `batch "ab12" already exists with a different payload`},
+			is:   []error{client.ErrConflict},
+			isNt: []error{client.ErrIdempotencyConflict, client.ErrBadRequest},
+		},
+		"service not granted": {
+			pg:   &pgconn.PgError{Code: "42501", Message: `service orders: role shop may not submit batches for it (ledgerq.enqueue_service_grants)`},
+			is:   []error{client.ErrForbidden},
+			isNt: []error{client.ErrPolicyRefused, client.ErrConflict},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := client.SubmitBatchTx(t.Context(), &fakeTx{err: c.pg}, "orders", []byte{1})
+			var e *client.EnqueueError
+			require.ErrorAs(t, err, &e)
+			require.Equal(t, "ledgerq.submit_batch", e.Function)
+			require.Equal(t, c.pg.Code, e.Code)
+			require.Equal(t, c.field, e.Field())
+			var pg *pgconn.PgError
+			require.ErrorAs(t, err, &pg)
+			require.Same(t, c.pg, pg)
+			for _, s := range c.is {
+				require.ErrorIs(t, err, s)
+			}
+			for _, s := range c.isNt {
+				require.NotErrorIs(t, err, s)
+			}
+			require.Contains(t, err.Error(), "service orders")
+			require.Contains(t, err.Error(), "ledgerq.submit_batch: ")
+		})
+	}
+	for _, cause := range []error{
+		errors.New("conn closed"),
+		&pgconn.PgError{Code: "40001", Message: "could not serialize access"},
+		&pgconn.PgError{Code: "P0001", Message: "raised", Detail: `{"rule":"max_value"}`},
+		&pgconn.PgError{Code: "55000", Message: "not in prerequisite state"},
+	} {
+		_, err := client.SubmitBatchTx(t.Context(), &fakeTx{err: cause}, "orders", []byte{1})
+		require.ErrorIs(t, err, cause)
+		var e *client.EnqueueError
+		require.False(t, errors.As(err, &e), "%v is not one of submit_batch's refusals", cause)
+	}
+}

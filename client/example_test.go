@@ -137,3 +137,74 @@ func ExampleEnqueueTx() {
 	// order 1 status: done key: order-1
 	// mined: true
 }
+
+// SubmitBatchTx stores a signed Sawtooth batch in the application's own
+// transaction: the batch exists if and only if the order does. SQL cannot
+// check the batch's signatures, so the call's success is not the batch's
+// verdict: the application follows the batch to its end over HTTP (GET
+// /v1/batches/{id}), where a batch whose signatures fail ends invalid.
+func ExampleSubmitBatchTx() {
+	tb := &exampleTB{}
+	defer tb.close()
+	lq := startLedgerq(tb, 10*time.Second) // ledgerq on a simulated Sawtooth ledger
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, lq.DatabaseURL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE SCHEMA app;
+		CREATE TABLE app.orders (id bigserial PRIMARY KEY, note text NOT NULL, batch_id text);
+		INSERT INTO ledgerq.enqueue_service_grants (role_name, service_id) VALUES (session_user, 'orders')`); err != nil {
+		log.Fatal(err)
+	}
+	batch := signedBatch(tb, "transfer 10 to bob") // the application's signed Batch, serialized
+
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tx.Rollback(ctx) // a no-op once committed
+	batchID, err := client.SubmitBatchTx(ctx, tx, "orders", batch)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var orderID int64
+	if err := tx.QueryRow(ctx, `INSERT INTO app.orders (note, batch_id) VALUES ($1, $2) RETURNING id`, "transfer 10 to bob", batchID).Scan(&orderID); err != nil {
+		log.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	// The committed batch is sent like any other; follow it to its end.
+	c, err := client.New(lq.URL, lq.Admin)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var b client.Batch
+	for b.State != client.BatchStateCommitted && b.State != client.BatchStateInvalid {
+		select {
+		case <-ctx.Done():
+			log.Fatal(ctx.Err())
+		case <-tick.C:
+		}
+		res, err := c.API().GetBatchWithResponse(ctx, batchID)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if res.JSON200 == nil {
+			log.Fatalf("GET /v1/batches/%s: %s", batchID, res.Status())
+		}
+		b = res.JSON200.Batch
+	}
+	fmt.Println("order", orderID, "batch state:", b.State, "service:", b.ServiceID)
+	fmt.Println("committed by the ledger:", lq.committed(batchID))
+	// Output:
+	// order 1 batch state: committed service: orders
+	// committed by the ledger: true
+}

@@ -13,8 +13,12 @@ import (
 
 	"github.com/ethereum/go-ethereum/common"
 
+	"github.com/ledgerq/ledgerq/internal/clock"
 	"github.com/ledgerq/ledgerq/internal/keystore"
+	"github.com/ledgerq/ledgerq/internal/ledger"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
+	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
+	"github.com/ledgerq/ledgerq/internal/ledger/sim"
 	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
@@ -26,13 +30,15 @@ import (
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
-// ledgerq is a running ledgerq (API and wallet lane) over a fresh database,
-// sending the wallet "hot"'s tasks to a simulated chain.
+// ledgerq is a running ledgerq (API, wallet and batch lanes) over a fresh
+// database, sending the wallet "hot"'s tasks to a simulated chain and the
+// batches to a simulated Sawtooth ledger.
 type ledgerq struct {
 	URL string
 	// Key opens the wallet hot; Admin opens everything.
 	Key, Admin string
 	Chain      *evmsim.Ledger
+	Batches    *sim.Ledger
 	// DatabaseURL is ledgerq's database, where an application's own
 	// tables can live too (EnqueueTx).
 	DatabaseURL string
@@ -59,6 +65,8 @@ func startLedgerq(tb testing.TB, maxWait time.Duration) *ledgerq {
 	cfg.Wallet.Ledger.Instance = chain
 	cfg.Wallet.Lane.FollowInterval = 100 * time.Millisecond
 	cfg.API.TaskMaxWait = maxWait
+	batches := node.NewSimLedger(cfg.Batch.Ledger.Sim, clock.Real{}, cfg.Logger)
+	cfg.Batch.Ledger.Instance = batches
 	n, err := node.Open(context.Background(), cfg)
 	if err != nil {
 		tb.Fatalf("opening ledgerq: %v", err)
@@ -80,13 +88,35 @@ func startLedgerq(tb testing.TB, maxWait time.Duration) *ledgerq {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &ledgerq{URL: srv.URL, Key: key, Admin: admin, Chain: chain, DatabaseURL: db.URL}
+	return &ledgerq{URL: srv.URL, Key: key, Admin: admin, Chain: chain, Batches: batches, DatabaseURL: db.URL}
 }
 
 // mined says whether the chain has the transaction hash in a block.
 func (l *ledgerq) mined(hash string) bool {
 	r, err := l.Chain.TransactionReceipt(context.Background(), [32]byte(common.HexToHash(hash)))
 	return err == nil && r.Found
+}
+
+// committed says whether the simulated Sawtooth ledger has committed the
+// batch id.
+func (l *ledgerq) committed(id string) bool {
+	st, err := l.Batches.BatchStatuses(context.Background(), []string{id})
+	return err == nil && st[id].Status == ledger.BatchCommitted
+}
+
+// signedBatch is a Sawtooth batch as an application's signer makes it: one
+// transaction whose payload is note, signed with a fresh key, serialized.
+func signedBatch(tb testing.TB, note string) []byte {
+	tb.Helper()
+	signer, err := sawtooth.GenerateSigner()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_, batch, err := signer.NewBatch([]byte(note))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return batch
 }
 
 // exampleTB lets an Example use the tests' helpers, which take a testing.TB:

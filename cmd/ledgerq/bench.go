@@ -84,6 +84,12 @@ from the database. It exits non-zero when a batch was left unfinished.
            --ingest-workers clients POST JSON arrays of --insert-size batches to
            /v1/batches (encoded before the clock starts), so JSON decoding and the
            API's signature checks are paid; reports intake/s and end to end.
+  sql      the batches go through ledgerq.submit_batch, as an application submits
+           them in its own transaction (docs/enqueue.md): --ingest-workers
+           connections of the bench's own pool each run transactions of
+           --insert-size calls (BEGIN; SELECT ledgerq.submit_batch(…) each; COMMIT);
+           SQL cannot check signatures, so the submitter verifies each batch
+           before sending it; reports intake/s and end to end.
 --batch-sim-verify=false makes the simulated ledger skip its own signature checks (the
 ledger's cost, paid on its own machines in production); the summary says which.
 Unless --batch-first-check is given, the monitor first asks about a batch when the
@@ -97,7 +103,8 @@ Examples:
   ledgerq bench batches --services 1000 --batches-per-service 10 --batch-sim-commit-delay 0
   ledgerq bench batches --mode preload --services 1000 --batches-per-service 10 \
       --batch-sim-commit-delay 0 --batch-sim-verify=false
-  ledgerq bench batches --mode http --ingest-workers 4 --insert-size 10`
+  ledgerq bench batches --mode http --ingest-workers 4 --insert-size 10
+  ledgerq bench batches --mode sql --ingest-workers 4 --insert-size 10`
 
 func runBenchBatches(ctx context.Context, args []string) error {
 	cfg, cpuProfile, err := parseBenchBatches(args)
@@ -122,14 +129,14 @@ func parseBenchBatches(args []string) (bench.BatchConfig, string, error) {
 	var cpuProfile string
 	reg, err := parseNodeFlags("bench batches", benchBatchesSummary, &cfg.Node, flagParts{lane: "batch"}, args, "warn", func(fs *flag.FlagSet) {
 		fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run (signing excluded) to this file, for go tool pprof")
-		fs.StringVar((*string)(&cfg.Mode), "mode", string(cfg.Mode), "what to measure: e2e (store while the loops run), preload (store everything, then time the loops from start to last commit) or http (post through the HTTP API while the loops run)")
+		fs.StringVar((*string)(&cfg.Mode), "mode", string(cfg.Mode), "what to measure: e2e (store while the loops run), preload (store everything, then time the loops from start to last commit), http (post through the HTTP API while the loops run) or sql (a transaction per insert around ledgerq.submit_batch, from the bench's own pool, while the loops run; docs/enqueue.md)")
 		fs.IntVar(&cfg.Services, "services", cfg.Services, "number of services (ordering keys); each has its own signing key")
 		fs.IntVar(&cfg.BatchesPerService, "batches-per-service", cfg.BatchesPerService, "batches signed and inserted per service")
 		fs.DurationVar(&cfg.Duration, "duration", 0, "stop ingesting after this long (0: when every batch is in)")
 		fs.IntVar(&cfg.IngestWorkers, "ingest-workers", cfg.IngestWorkers, "concurrent ingest workers, each with its own connection (as concurrent API requests); in --mode http, concurrent HTTP clients")
 		fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "offered load: ingest at this many batches/s (0: as fast as the workers can)")
 		fs.IntVar(&cfg.BacklogFinished, "backlog-finished", cfg.BacklogFinished, "seed this many committed batches (600-byte payloads) before the run, as a long-running lane leaves behind")
-		fs.IntVar(&cfg.InsertSize, "insert-size", cfg.InsertSize, "batches per BatchInsert call (one transaction, as one POST /v1/batches); in --mode http, batches per request")
+		fs.IntVar(&cfg.InsertSize, "insert-size", cfg.InsertSize, "batches per BatchInsert call (one transaction, as one POST /v1/batches); in --mode http, batches per request; in --mode sql, ledgerq.submit_batch calls per transaction")
 		fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "after ingest stops, how long to wait for every inserted batch to reach a final status")
 		fs.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "time between two progress lines (and completion checks)")
 		fs.IntVar(&cfg.Node.Batch.Submitters, "submitters", cfg.Node.Batch.Submitters, "submitter loops run side by side (as several serve processes would)")

@@ -41,10 +41,15 @@ const (
 	// loopback listener: JSON decoding and the API's signature checks are
 	// paid, as a client's request pays them.
 	ModeHTTP Mode = "http"
+	// ModeSQL is ModeE2E with intake through ledgerq.submit_batch, as an
+	// application enqueues in its own transaction (docs/enqueue.md): one
+	// transaction per insert from the bench's own pool, a call per batch.
+	// SQL does not check signatures; the submitter does, before sending.
+	ModeSQL Mode = "sql"
 )
 
 // Modes lists the modes, the default first.
-var Modes = []Mode{ModeE2E, ModePreload, ModeHTTP}
+var Modes = []Mode{ModeE2E, ModePreload, ModeHTTP, ModeSQL}
 
 // BatchConfig configures a batch-lane run.
 type BatchConfig struct {
@@ -67,7 +72,8 @@ type BatchConfig struct {
 	IngestWorkers int
 	// InsertSize is how many batches one BatchInsert call (one transaction,
 	// like one POST /v1/batches) stores; in ModeHTTP, how many one request
-	// carries.
+	// carries; in ModeSQL, how many ledgerq.submit_batch calls one
+	// transaction makes.
 	InsertSize int
 	// Grace is how long the run waits, once ingest stops, for every inserted
 	// batch to reach a terminal status.
@@ -151,6 +157,8 @@ type BatchReport struct {
 	IngestTime time.Duration
 	// Requests counts the POST /v1/batches requests of ModeHTTP.
 	Requests int
+	// Transactions counts the committed transactions of ModeSQL.
+	Transactions int
 	// EndToEnd runs from the first received_at to the last finished_at.
 	EndToEnd time.Duration
 	// Wall is the whole run, first insert or loops started (whichever came
@@ -269,11 +277,13 @@ type batchRun struct {
 	w   *Workload
 
 	// The ingest pool is nil in ModeHTTP, where the API is real and uses
-	// the node's pool.
+	// the node's pool, and in ModeSQL, which has its own.
 	loadTarget
 	ledger *sim.Ledger
 	// api is ModeHTTP's server and clients.
 	api *httpIntake
+	// sql is ModeSQL's pool.
+	sql *batchSQLIntake
 
 	inserted atomic.Int64
 
@@ -293,6 +303,9 @@ const progressReadEvery = 5
 func (r *batchRun) close() {
 	if r.api != nil {
 		r.api.close()
+	}
+	if r.sql != nil {
+		r.sql.close()
 	}
 	r.loadTarget.close()
 }
@@ -335,6 +348,8 @@ func (r *batchRun) open(ctx context.Context) error {
 		}
 		fmt.Fprintf(c.Progress, "bench: encoded %d requests in %s; serving the API at %s\n", len(r.api.bodies), round(time.Since(began)), r.api.url)
 		err = warm(ctx, r.node.Store().Conns(), c.IngestWorkers)
+	} else if c.Mode == ModeSQL {
+		r.sql, err = newBatchSQLIntake(ctx, c.Node.DatabaseURL, c.IngestWorkers, r.w.Batches)
 	} else {
 		err = r.openIngest(ctx, c.Node.DatabaseURL, c.IngestWorkers)
 	}
@@ -558,6 +573,9 @@ func (r *batchRun) finish(ctx context.Context, rep *BatchReport, start time.Time
 	if r.api != nil {
 		rep.Requests = int(r.api.requests.Load())
 	}
+	if r.sql != nil {
+		rep.Transactions = int(r.sql.transactions.Load())
+	}
 
 	if err := summarizeAfter(ctx, time.Minute, rep, r.summarize); err != nil {
 		return nil, errors.Join(in.err, err)
@@ -580,8 +598,9 @@ func endReason(rep *BatchReport) string {
 }
 
 // ingestAll stores the workload with IngestWorkers goroutines, InsertSize
-// batches per call (BatchInsert, or one POST in ModeHTTP), until every batch
-// is in, Duration passes, ctx ends or a call fails.
+// batches per call (BatchInsert, one POST in ModeHTTP, one transaction of
+// ledgerq.submit_batch calls in ModeSQL), until every batch is in, Duration
+// passes, ctx ends or a call fails.
 func (r *batchRun) ingestAll(ctx context.Context, start time.Time) error {
 	c := &r.cfg
 	batches := r.w.Batches
@@ -604,9 +623,12 @@ func (r *batchRun) ingestAll(ctx context.Context, start time.Time) error {
 		callCtx, cancel := context.WithTimeout(ctx, c.Node.Loops.DBTimeout)
 		defer cancel()
 		var err error
-		if r.api != nil {
+		switch {
+		case r.api != nil:
 			err = r.api.post(callCtx, i/c.InsertSize)
-		} else {
+		case r.sql != nil:
+			err = r.sql.submit(callCtx, chunk)
+		default:
 			_, err = r.ingest.BatchInsert(callCtx, store.BatchInsertParams{Now: c.Node.Clock.Now(), Batches: chunk})
 		}
 		if err == nil {
@@ -787,6 +809,7 @@ func (rep *BatchReport) WriteSummary(w io.Writer) error {
 		ModeE2E:     "e2e: batches stored while the loops run; timed from the first insert to the last commit",
 		ModePreload: "preload: every batch stored with the loops stopped, then the loops started; timed from their start to the last commit",
 		ModeHTTP:    "http: batches posted to the HTTP API (loopback) while the loops run; intake and end to end timed",
+		ModeSQL:     "sql: batches submitted with ledgerq.submit_batch, a transaction per insert, while the loops run; intake and end to end timed",
 	}[c.Mode]
 	if c.Rate > 0 {
 		duration += fmt.Sprintf(", offered load %.0f batches/s", c.Rate)
@@ -796,8 +819,12 @@ func (rep *BatchReport) WriteSummary(w io.Writer) error {
 	}
 	ingest := fmt.Sprintf("  ingest            %d workers, %d batches per BatchInsert call, duration %s, grace %s",
 		c.IngestWorkers, c.InsertSize, duration, c.Grace)
-	if c.Mode == ModeHTTP {
+	switch c.Mode {
+	case ModeHTTP:
 		ingest = fmt.Sprintf("  ingest            %d HTTP clients, %d batches per POST /v1/batches (a JSON array), duration %s, grace %s",
+			c.IngestWorkers, c.InsertSize, duration, c.Grace)
+	case ModeSQL:
+		ingest = fmt.Sprintf("  ingest            %d connections, %d batches per transaction (BEGIN; SELECT ledgerq.submit_batch(…) each; COMMIT), duration %s, grace %s",
 			c.IngestWorkers, c.InsertSize, duration, c.Grace)
 	}
 	lines := []string{
@@ -824,6 +851,9 @@ func (rep *BatchReport) WriteSummary(w io.Writer) error {
 	case ModeHTTP:
 		lines = append(lines, fmt.Sprintf("  intake            %.0f batches/s through the HTTP API, signature checks included (%d in %s, %d requests)",
 			rep.IngestRate, rep.Inserted, round(rep.IngestTime), rep.Requests))
+	case ModeSQL:
+		lines = append(lines, fmt.Sprintf("  intake            %.0f batches/s through ledgerq.submit_batch, signatures left to the submitter (%d in %s, %d transactions)",
+			rep.IngestRate, rep.Inserted, round(rep.IngestTime), rep.Transactions))
 	case ModePreload:
 		lines = append(lines, fmt.Sprintf("  preload           %.0f batches/s with the loops stopped (%d in %s)", rep.IngestRate, rep.Inserted, round(rep.IngestTime)))
 	default:

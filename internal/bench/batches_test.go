@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ledgerq/ledgerq/client"
 	"github.com/ledgerq/ledgerq/internal/bench"
 	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
 	"github.com/ledgerq/ledgerq/internal/testdb"
@@ -191,6 +193,55 @@ func TestRunBatches_HTTPModeIsRefusedWhatTheAPIRefuses(t *testing.T) {
 	rep, err := bench.RunBatches(context.Background(), b.cfg, w)
 	require.ErrorContains(t, err, "400 Bad Request")
 	require.ErrorContains(t, err, "field payload")
+	require.NotNil(t, rep)
+	require.Less(t, rep.Inserted, 15)
+}
+
+func TestRunBatches_SQLModeSubmitsEveryBatchThroughSubmitBatchInTransactions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.Mode = bench.ModeSQL
+
+	rep, err := bench.RunBatches(context.Background(), b.cfg, workload(t, 3, 5))
+	require.NoError(t, err)
+
+	require.Equal(t, 15, rep.Inserted)
+	require.Equal(t, 15, rep.Committed)
+	require.Zero(t, rep.Invalid, "the submitter verified every batch's signatures")
+	require.Zero(t, rep.Unfinished)
+	require.Equal(t, 8, rep.Transactions, "15 batches, 2 a transaction")
+	require.Zero(t, rep.Requests)
+	require.Positive(t, rep.IngestRate)
+	require.Positive(t, rep.CommitRate)
+	require.LessOrEqual(t, rep.Max, rep.EndToEnd)
+
+	var summary strings.Builder
+	require.NoError(t, rep.WriteSummary(&summary))
+	require.Contains(t, summary.String(), "mode              sql:")
+	require.Contains(t, summary.String(), "2 batches per transaction (BEGIN; SELECT ledgerq.submit_batch(…) each; COMMIT)")
+	require.Contains(t, summary.String(), "batches/s through ledgerq.submit_batch, signatures left to the submitter (15 in ")
+	require.Contains(t, summary.String(), ", 8 transactions)")
+
+	conn, err := pgx.Connect(t.Context(), b.cfg.Node.DatabaseURL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var unverified, grants int
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM ledgerq.batch_payloads WHERE unverified AND service_id LIKE $1`, rep.Prefix+"%").Scan(&unverified))
+	require.Equal(t, 15, unverified, "every batch stored through submit_batch")
+	require.NoError(t, conn.QueryRow(t.Context(), `SELECT count(*) FROM ledgerq.enqueue_service_grants`).Scan(&grants))
+	require.Zero(t, grants, "the run's grants are gone with it")
+}
+
+func TestRunBatches_SQLModeIsRefusedWhatSubmitBatchRefuses(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.cfg.Mode = bench.ModeSQL
+	w := workload(t, 3, 5)
+	w.Batches[7].Payload = []byte("not a batch")
+
+	rep, err := bench.RunBatches(context.Background(), b.cfg, w)
+	require.ErrorIs(t, err, client.ErrBadRequest)
+	require.ErrorContains(t, err, "ledgerq.submit_batch: field batch: malformed batch")
 	require.NotNil(t, rep)
 	require.Less(t, rep.Inserted, 15)
 }
