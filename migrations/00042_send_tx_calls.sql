@@ -25,6 +25,126 @@
 -- at most 1025: calldata.fixedElems).
 
 -- +goose StatementBegin
+CREATE OR REPLACE FUNCTION ledgerq.keccak256(p bytea) RETURNS bytea
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+-- Keccak-256 (the original padding, 0x01, as Ethereum uses it; not
+-- SHA3-256). The state is 25 variables, a{x}{y} the lane at (x, y), and
+-- each round of the permutation is written out: about twice as fast in
+-- PL/pgSQL as loops over an array, which matters since send_tx runs one
+-- per checksummed address and per call's selector.
+DECLARE
+    rc bigint[] := ARRAY[
+        x'0000000000000001'::bigint, x'0000000000008082'::bigint, x'800000000000808A'::bigint, x'8000000080008000'::bigint,
+        x'000000000000808B'::bigint, x'0000000080000001'::bigint, x'8000000080008081'::bigint, x'8000000000008009'::bigint,
+        x'000000000000008A'::bigint, x'0000000000000088'::bigint, x'0000000080008009'::bigint, x'000000008000000A'::bigint,
+        x'000000008000808B'::bigint, x'800000000000008B'::bigint, x'8000000000008089'::bigint, x'8000000000008003'::bigint,
+        x'8000000000008002'::bigint, x'8000000000000080'::bigint, x'000000000000800A'::bigint, x'800000008000000A'::bigint,
+        x'8000000080008081'::bigint, x'8000000000008080'::bigint, x'0000000080000001'::bigint, x'8000000080008008'::bigint];
+    a00 bigint := 0; a10 bigint := 0; a20 bigint := 0; a30 bigint := 0; a40 bigint := 0; a01 bigint := 0; a11 bigint := 0; a21 bigint := 0; a31 bigint := 0; a41 bigint := 0; a02 bigint := 0; a12 bigint := 0; a22 bigint := 0; a32 bigint := 0; a42 bigint := 0; a03 bigint := 0; a13 bigint := 0; a23 bigint := 0; a33 bigint := 0; a43 bigint := 0; a04 bigint := 0; a14 bigint := 0; a24 bigint := 0; a34 bigint := 0; a44 bigint := 0;
+    b00 bigint; b10 bigint; b20 bigint; b30 bigint; b40 bigint;
+    b01 bigint; b11 bigint; b21 bigint; b31 bigint; b41 bigint;
+    b02 bigint; b12 bigint; b22 bigint; b32 bigint; b42 bigint;
+    b03 bigint; b13 bigint; b23 bigint; b33 bigint; b43 bigint;
+    b04 bigint; b14 bigint; b24 bigint; b34 bigint; b44 bigint;
+    c0 bigint; c1 bigint; c2 bigint; c3 bigint; c4 bigint;
+    d0 bigint; d1 bigint; d2 bigint; d3 bigint; d4 bigint;
+    msg bytea;
+    n   int;
+    o   int;
+BEGIN
+    n := 136 - octet_length(p) % 136;
+    msg := p || decode(repeat('00', n), 'hex');
+    msg := set_byte(msg, octet_length(p), 1);
+    msg := set_byte(msg, octet_length(msg) - 1, get_byte(msg, octet_length(msg) - 1) | 128);
+    FOR blk IN 0 .. octet_length(msg) / 136 - 1 LOOP
+        o := blk * 136;
+        a00 := a00 # ((get_byte(msg, o + 0)::bigint << 0) | (get_byte(msg, o + 1)::bigint << 8) | (get_byte(msg, o + 2)::bigint << 16) | (get_byte(msg, o + 3)::bigint << 24) | (get_byte(msg, o + 4)::bigint << 32) | (get_byte(msg, o + 5)::bigint << 40) | (get_byte(msg, o + 6)::bigint << 48) | (get_byte(msg, o + 7)::bigint << 56));
+        a10 := a10 # ((get_byte(msg, o + 8)::bigint << 0) | (get_byte(msg, o + 9)::bigint << 8) | (get_byte(msg, o + 10)::bigint << 16) | (get_byte(msg, o + 11)::bigint << 24) | (get_byte(msg, o + 12)::bigint << 32) | (get_byte(msg, o + 13)::bigint << 40) | (get_byte(msg, o + 14)::bigint << 48) | (get_byte(msg, o + 15)::bigint << 56));
+        a20 := a20 # ((get_byte(msg, o + 16)::bigint << 0) | (get_byte(msg, o + 17)::bigint << 8) | (get_byte(msg, o + 18)::bigint << 16) | (get_byte(msg, o + 19)::bigint << 24) | (get_byte(msg, o + 20)::bigint << 32) | (get_byte(msg, o + 21)::bigint << 40) | (get_byte(msg, o + 22)::bigint << 48) | (get_byte(msg, o + 23)::bigint << 56));
+        a30 := a30 # ((get_byte(msg, o + 24)::bigint << 0) | (get_byte(msg, o + 25)::bigint << 8) | (get_byte(msg, o + 26)::bigint << 16) | (get_byte(msg, o + 27)::bigint << 24) | (get_byte(msg, o + 28)::bigint << 32) | (get_byte(msg, o + 29)::bigint << 40) | (get_byte(msg, o + 30)::bigint << 48) | (get_byte(msg, o + 31)::bigint << 56));
+        a40 := a40 # ((get_byte(msg, o + 32)::bigint << 0) | (get_byte(msg, o + 33)::bigint << 8) | (get_byte(msg, o + 34)::bigint << 16) | (get_byte(msg, o + 35)::bigint << 24) | (get_byte(msg, o + 36)::bigint << 32) | (get_byte(msg, o + 37)::bigint << 40) | (get_byte(msg, o + 38)::bigint << 48) | (get_byte(msg, o + 39)::bigint << 56));
+        a01 := a01 # ((get_byte(msg, o + 40)::bigint << 0) | (get_byte(msg, o + 41)::bigint << 8) | (get_byte(msg, o + 42)::bigint << 16) | (get_byte(msg, o + 43)::bigint << 24) | (get_byte(msg, o + 44)::bigint << 32) | (get_byte(msg, o + 45)::bigint << 40) | (get_byte(msg, o + 46)::bigint << 48) | (get_byte(msg, o + 47)::bigint << 56));
+        a11 := a11 # ((get_byte(msg, o + 48)::bigint << 0) | (get_byte(msg, o + 49)::bigint << 8) | (get_byte(msg, o + 50)::bigint << 16) | (get_byte(msg, o + 51)::bigint << 24) | (get_byte(msg, o + 52)::bigint << 32) | (get_byte(msg, o + 53)::bigint << 40) | (get_byte(msg, o + 54)::bigint << 48) | (get_byte(msg, o + 55)::bigint << 56));
+        a21 := a21 # ((get_byte(msg, o + 56)::bigint << 0) | (get_byte(msg, o + 57)::bigint << 8) | (get_byte(msg, o + 58)::bigint << 16) | (get_byte(msg, o + 59)::bigint << 24) | (get_byte(msg, o + 60)::bigint << 32) | (get_byte(msg, o + 61)::bigint << 40) | (get_byte(msg, o + 62)::bigint << 48) | (get_byte(msg, o + 63)::bigint << 56));
+        a31 := a31 # ((get_byte(msg, o + 64)::bigint << 0) | (get_byte(msg, o + 65)::bigint << 8) | (get_byte(msg, o + 66)::bigint << 16) | (get_byte(msg, o + 67)::bigint << 24) | (get_byte(msg, o + 68)::bigint << 32) | (get_byte(msg, o + 69)::bigint << 40) | (get_byte(msg, o + 70)::bigint << 48) | (get_byte(msg, o + 71)::bigint << 56));
+        a41 := a41 # ((get_byte(msg, o + 72)::bigint << 0) | (get_byte(msg, o + 73)::bigint << 8) | (get_byte(msg, o + 74)::bigint << 16) | (get_byte(msg, o + 75)::bigint << 24) | (get_byte(msg, o + 76)::bigint << 32) | (get_byte(msg, o + 77)::bigint << 40) | (get_byte(msg, o + 78)::bigint << 48) | (get_byte(msg, o + 79)::bigint << 56));
+        a02 := a02 # ((get_byte(msg, o + 80)::bigint << 0) | (get_byte(msg, o + 81)::bigint << 8) | (get_byte(msg, o + 82)::bigint << 16) | (get_byte(msg, o + 83)::bigint << 24) | (get_byte(msg, o + 84)::bigint << 32) | (get_byte(msg, o + 85)::bigint << 40) | (get_byte(msg, o + 86)::bigint << 48) | (get_byte(msg, o + 87)::bigint << 56));
+        a12 := a12 # ((get_byte(msg, o + 88)::bigint << 0) | (get_byte(msg, o + 89)::bigint << 8) | (get_byte(msg, o + 90)::bigint << 16) | (get_byte(msg, o + 91)::bigint << 24) | (get_byte(msg, o + 92)::bigint << 32) | (get_byte(msg, o + 93)::bigint << 40) | (get_byte(msg, o + 94)::bigint << 48) | (get_byte(msg, o + 95)::bigint << 56));
+        a22 := a22 # ((get_byte(msg, o + 96)::bigint << 0) | (get_byte(msg, o + 97)::bigint << 8) | (get_byte(msg, o + 98)::bigint << 16) | (get_byte(msg, o + 99)::bigint << 24) | (get_byte(msg, o + 100)::bigint << 32) | (get_byte(msg, o + 101)::bigint << 40) | (get_byte(msg, o + 102)::bigint << 48) | (get_byte(msg, o + 103)::bigint << 56));
+        a32 := a32 # ((get_byte(msg, o + 104)::bigint << 0) | (get_byte(msg, o + 105)::bigint << 8) | (get_byte(msg, o + 106)::bigint << 16) | (get_byte(msg, o + 107)::bigint << 24) | (get_byte(msg, o + 108)::bigint << 32) | (get_byte(msg, o + 109)::bigint << 40) | (get_byte(msg, o + 110)::bigint << 48) | (get_byte(msg, o + 111)::bigint << 56));
+        a42 := a42 # ((get_byte(msg, o + 112)::bigint << 0) | (get_byte(msg, o + 113)::bigint << 8) | (get_byte(msg, o + 114)::bigint << 16) | (get_byte(msg, o + 115)::bigint << 24) | (get_byte(msg, o + 116)::bigint << 32) | (get_byte(msg, o + 117)::bigint << 40) | (get_byte(msg, o + 118)::bigint << 48) | (get_byte(msg, o + 119)::bigint << 56));
+        a03 := a03 # ((get_byte(msg, o + 120)::bigint << 0) | (get_byte(msg, o + 121)::bigint << 8) | (get_byte(msg, o + 122)::bigint << 16) | (get_byte(msg, o + 123)::bigint << 24) | (get_byte(msg, o + 124)::bigint << 32) | (get_byte(msg, o + 125)::bigint << 40) | (get_byte(msg, o + 126)::bigint << 48) | (get_byte(msg, o + 127)::bigint << 56));
+        a13 := a13 # ((get_byte(msg, o + 128)::bigint << 0) | (get_byte(msg, o + 129)::bigint << 8) | (get_byte(msg, o + 130)::bigint << 16) | (get_byte(msg, o + 131)::bigint << 24) | (get_byte(msg, o + 132)::bigint << 32) | (get_byte(msg, o + 133)::bigint << 40) | (get_byte(msg, o + 134)::bigint << 48) | (get_byte(msg, o + 135)::bigint << 56));
+        FOR r IN 1 .. 24 LOOP
+            c0 := a00 # a01 # a02 # a03 # a04;
+            c1 := a10 # a11 # a12 # a13 # a14;
+            c2 := a20 # a21 # a22 # a23 # a24;
+            c3 := a30 # a31 # a32 # a33 # a34;
+            c4 := a40 # a41 # a42 # a43 # a44;
+            d0 := c4 # ((c1 << 1) | ((c1 >> 63) & 1));
+            d1 := c0 # ((c2 << 1) | ((c2 >> 63) & 1));
+            d2 := c1 # ((c3 << 1) | ((c3 >> 63) & 1));
+            d3 := c2 # ((c4 << 1) | ((c4 >> 63) & 1));
+            d4 := c3 # ((c0 << 1) | ((c0 >> 63) & 1));
+            b00 := (a00 # d0);
+            b13 := (((a01 # d0) << 36) | (((a01 # d0) >> 28) & 68719476735));
+            b21 := (((a02 # d0) << 3) | (((a02 # d0) >> 61) & 7));
+            b34 := (((a03 # d0) << 41) | (((a03 # d0) >> 23) & 2199023255551));
+            b42 := (((a04 # d0) << 18) | (((a04 # d0) >> 46) & 262143));
+            b02 := (((a10 # d1) << 1) | (((a10 # d1) >> 63) & 1));
+            b10 := (((a11 # d1) << 44) | (((a11 # d1) >> 20) & 17592186044415));
+            b23 := (((a12 # d1) << 10) | (((a12 # d1) >> 54) & 1023));
+            b31 := (((a13 # d1) << 45) | (((a13 # d1) >> 19) & 35184372088831));
+            b44 := (((a14 # d1) << 2) | (((a14 # d1) >> 62) & 3));
+            b04 := (((a20 # d2) << 62) | (((a20 # d2) >> 2) & 4611686018427387903));
+            b12 := (((a21 # d2) << 6) | (((a21 # d2) >> 58) & 63));
+            b20 := (((a22 # d2) << 43) | (((a22 # d2) >> 21) & 8796093022207));
+            b33 := (((a23 # d2) << 15) | (((a23 # d2) >> 49) & 32767));
+            b41 := (((a24 # d2) << 61) | (((a24 # d2) >> 3) & 2305843009213693951));
+            b01 := (((a30 # d3) << 28) | (((a30 # d3) >> 36) & 268435455));
+            b14 := (((a31 # d3) << 55) | (((a31 # d3) >> 9) & 36028797018963967));
+            b22 := (((a32 # d3) << 25) | (((a32 # d3) >> 39) & 33554431));
+            b30 := (((a33 # d3) << 21) | (((a33 # d3) >> 43) & 2097151));
+            b43 := (((a34 # d3) << 56) | (((a34 # d3) >> 8) & 72057594037927935));
+            b03 := (((a40 # d4) << 27) | (((a40 # d4) >> 37) & 134217727));
+            b11 := (((a41 # d4) << 20) | (((a41 # d4) >> 44) & 1048575));
+            b24 := (((a42 # d4) << 39) | (((a42 # d4) >> 25) & 549755813887));
+            b32 := (((a43 # d4) << 8) | (((a43 # d4) >> 56) & 255));
+            b40 := (((a44 # d4) << 14) | (((a44 # d4) >> 50) & 16383));
+            a00 := b00 # (~b10 & b20);
+            a10 := b10 # (~b20 & b30);
+            a20 := b20 # (~b30 & b40);
+            a30 := b30 # (~b40 & b00);
+            a40 := b40 # (~b00 & b10);
+            a01 := b01 # (~b11 & b21);
+            a11 := b11 # (~b21 & b31);
+            a21 := b21 # (~b31 & b41);
+            a31 := b31 # (~b41 & b01);
+            a41 := b41 # (~b01 & b11);
+            a02 := b02 # (~b12 & b22);
+            a12 := b12 # (~b22 & b32);
+            a22 := b22 # (~b32 & b42);
+            a32 := b32 # (~b42 & b02);
+            a42 := b42 # (~b02 & b12);
+            a03 := b03 # (~b13 & b23);
+            a13 := b13 # (~b23 & b33);
+            a23 := b23 # (~b33 & b43);
+            a33 := b33 # (~b43 & b03);
+            a43 := b43 # (~b03 & b13);
+            a04 := b04 # (~b14 & b24);
+            a14 := b14 # (~b24 & b34);
+            a24 := b24 # (~b34 & b44);
+            a34 := b34 # (~b44 & b04);
+            a44 := b44 # (~b04 & b14);
+            a00 := a00 # rc[r];
+        END LOOP;
+    END LOOP;
+    RETURN decode(lpad(to_hex((a00 >> 0) & 255), 2, '0') || lpad(to_hex((a00 >> 8) & 255), 2, '0') || lpad(to_hex((a00 >> 16) & 255), 2, '0') || lpad(to_hex((a00 >> 24) & 255), 2, '0') || lpad(to_hex((a00 >> 32) & 255), 2, '0') || lpad(to_hex((a00 >> 40) & 255), 2, '0') || lpad(to_hex((a00 >> 48) & 255), 2, '0') || lpad(to_hex((a00 >> 56) & 255), 2, '0') || lpad(to_hex((a10 >> 0) & 255), 2, '0') || lpad(to_hex((a10 >> 8) & 255), 2, '0') || lpad(to_hex((a10 >> 16) & 255), 2, '0') || lpad(to_hex((a10 >> 24) & 255), 2, '0') || lpad(to_hex((a10 >> 32) & 255), 2, '0') || lpad(to_hex((a10 >> 40) & 255), 2, '0') || lpad(to_hex((a10 >> 48) & 255), 2, '0') || lpad(to_hex((a10 >> 56) & 255), 2, '0') || lpad(to_hex((a20 >> 0) & 255), 2, '0') || lpad(to_hex((a20 >> 8) & 255), 2, '0') || lpad(to_hex((a20 >> 16) & 255), 2, '0') || lpad(to_hex((a20 >> 24) & 255), 2, '0') || lpad(to_hex((a20 >> 32) & 255), 2, '0') || lpad(to_hex((a20 >> 40) & 255), 2, '0') || lpad(to_hex((a20 >> 48) & 255), 2, '0') || lpad(to_hex((a20 >> 56) & 255), 2, '0') || lpad(to_hex((a30 >> 0) & 255), 2, '0') || lpad(to_hex((a30 >> 8) & 255), 2, '0') || lpad(to_hex((a30 >> 16) & 255), 2, '0') || lpad(to_hex((a30 >> 24) & 255), 2, '0') || lpad(to_hex((a30 >> 32) & 255), 2, '0') || lpad(to_hex((a30 >> 40) & 255), 2, '0') || lpad(to_hex((a30 >> 48) & 255), 2, '0') || lpad(to_hex((a30 >> 56) & 255), 2, '0'), 'hex');
+END
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
 CREATE FUNCTION ledgerq.abi_refuse(p_field text, p_problem text) RETURNS void
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 BEGIN
@@ -1284,6 +1404,80 @@ REVOKE ALL ON FUNCTION ledgerq.abi_camel(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION ledgerq.abi_refuse(text, text) FROM PUBLIC;
 
 -- +goose Down
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION ledgerq.keccak256(p bytea) RETURNS bytea
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+DECLARE
+    -- Keccak-f[1600] on 25 lanes of 64 bits (bigint, bitwise); rate 136
+    -- bytes, Keccak's own padding (0x01 … 0x80, not SHA-3's 0x06).
+    rc   bigint[] := ARRAY[
+        x'0000000000000001'::bigint, x'0000000000008082'::bigint, x'800000000000808A'::bigint, x'8000000080008000'::bigint,
+        x'000000000000808B'::bigint, x'0000000080000001'::bigint, x'8000000080008081'::bigint, x'8000000000008009'::bigint,
+        x'000000000000008A'::bigint, x'0000000000000088'::bigint, x'0000000080008009'::bigint, x'000000008000000A'::bigint,
+        x'000000008000808B'::bigint, x'800000000000008B'::bigint, x'8000000000008089'::bigint, x'8000000000008003'::bigint,
+        x'8000000000008002'::bigint, x'8000000000000080'::bigint, x'000000000000800A'::bigint, x'800000008000000A'::bigint,
+        x'8000000080008081'::bigint, x'8000000000008080'::bigint, x'0000000080000001'::bigint, x'8000000080008008'::bigint];
+    rotc int[] := ARRAY[1, 3, 6, 10, 15, 21, 28, 36, 45, 55, 2, 14, 27, 41, 56, 8, 25, 43, 62, 18, 39, 61, 20, 44];
+    piln int[] := ARRAY[10, 7, 11, 17, 18, 3, 5, 16, 8, 21, 24, 4, 15, 23, 19, 13, 12, 2, 20, 14, 22, 9, 6, 1];
+    s    bigint[] := array_fill(0::bigint, ARRAY[25]);
+    c    bigint[] := array_fill(0::bigint, ARRAY[5]);
+    msg  bytea;
+    d    bigint;
+    t    bigint;
+    bc   bigint;
+    lane bigint;
+    n    int;
+    out  bytea := '\x'::bytea;
+BEGIN
+    n := 136 - octet_length(p) % 136;
+    msg := p || decode(repeat('00', n), 'hex');
+    msg := set_byte(msg, octet_length(p), 1);
+    msg := set_byte(msg, octet_length(msg) - 1, get_byte(msg, octet_length(msg) - 1) | 128);
+    FOR blk IN 0 .. octet_length(msg) / 136 - 1 LOOP
+        FOR i IN 0 .. 16 LOOP
+            lane := 0;
+            FOR k IN REVERSE 7 .. 0 LOOP
+                lane := (lane << 8) | get_byte(msg, blk * 136 + i * 8 + k);
+            END LOOP;
+            s[i + 1] := s[i + 1] # lane;
+        END LOOP;
+        FOR r IN 1 .. 24 LOOP
+            FOR x IN 0 .. 4 LOOP
+                c[x + 1] := s[x + 1] # s[x + 6] # s[x + 11] # s[x + 16] # s[x + 21];
+            END LOOP;
+            FOR x IN 0 .. 4 LOOP
+                t := c[(x + 1) % 5 + 1];
+                d := c[(x + 4) % 5 + 1] # ((t << 1) | ((t >> 63) & 1));
+                FOR y IN 0 .. 4 LOOP
+                    s[x + 5 * y + 1] := s[x + 5 * y + 1] # d;
+                END LOOP;
+            END LOOP;
+            t := s[2];
+            FOR i IN 1 .. 24 LOOP
+                bc := s[piln[i] + 1];
+                s[piln[i] + 1] := (t << rotc[i]) | ((t >> (64 - rotc[i])) & ((1::bigint << rotc[i]) - 1));
+                t := bc;
+            END LOOP;
+            FOR y IN 0 .. 4 LOOP
+                FOR x IN 0 .. 4 LOOP
+                    c[x + 1] := s[5 * y + x + 1];
+                END LOOP;
+                FOR x IN 0 .. 4 LOOP
+                    s[5 * y + x + 1] := c[x + 1] # (~c[(x + 1) % 5 + 1] & c[(x + 2) % 5 + 1]);
+                END LOOP;
+            END LOOP;
+            s[1] := s[1] # rc[r];
+        END LOOP;
+    END LOOP;
+    FOR i IN 1 .. 4 LOOP
+        FOR k IN 0 .. 7 LOOP
+            out := out || decode(lpad(to_hex((s[i] >> (8 * k)) & 255), 2, '0'), 'hex');
+        END LOOP;
+    END LOOP;
+    RETURN out;
+END
+$$;
+-- +goose StatementEnd
 REVOKE ALL ON FUNCTION ledgerq.send_tx(text, text, numeric, bytea, text, bigint, numeric, numeric, integer, boolean, text, json, text, json) FROM ledgerq_enqueue;
 DROP FUNCTION ledgerq.send_tx(text, text, numeric, bytea, text, bigint, numeric, numeric, integer, boolean, text, json, text, json);
 
