@@ -51,6 +51,9 @@ type AccessConfig struct {
 	SawtoothRequireKey bool `flag:"sawtooth-require-key" help:"batch lane: the Sawtooth drop-in (POST /batches, /batch_statuses) needs an API key: posting one with the batches' service scope (service:ID or service:*), reading statuses any valid key"`
 	// RPCRequireKey secures POST /rpc: it then needs pool:write.
 	RPCRequireKey bool `flag:"rpc-require-key" help:"builder lane: POST /rpc needs an API key with pool:write"`
+	// KeyCache is how long a key authenticate looked up is kept in memory
+	// (keyCache); 0 reads the key on every request.
+	KeyCache time.Duration `flag:"key-cache" help:"how long an API key read from the database is kept in memory, so that its requests read nothing (0: read on every request); a key revoked or changed is forgotten at once when its change is notified, else after this"`
 	// RateLimits bound each key's requests, and each client address's on
 	// the routes that need no key, so that one client cannot starve the
 	// others: past its rate a request is 429 with Retry-After.
@@ -347,6 +350,11 @@ func (s *Server) authenticate(c echo.Context) (principal, error) {
 	if s.store == nil {
 		return principal{}, errorf(http.StatusServiceUnavailable, "database unavailable")
 	}
+	now := time.Now() // the cache's age is the wall clock's, not the rules'
+	cached, ok, gen := s.keys.get(token, now)
+	if ok {
+		return principal{key: cached}, nil
+	}
 	ctx, cancel := s.dbContext(c.Request().Context())
 	key, err := s.store.APIKeyLookup(ctx, token)
 	cancel()
@@ -356,6 +364,7 @@ func (s *Server) authenticate(c echo.Context) (principal, error) {
 	case err != nil:
 		return principal{}, err
 	}
+	s.keys.put(token, key, now, gen)
 	return principal{key: key}, nil
 }
 

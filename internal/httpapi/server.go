@@ -134,7 +134,7 @@ func DefaultConfig() Config {
 		MaxBodyBytes: 8 << 20, MaxBatchesPerRequest: 100, MaxPayloadBytes: 1 << 20, RequestTimeout: 5 * time.Second,
 		SendTxConfig: SendTxConfig{TaskMaxWait: 50 * time.Second, MaxFeePerGas: new(big.Int).Set(DefaultMaxFeePerGas)},
 		Webhooks:     WebhookEndpoints{MaxEndpoints: 25},
-		Access:       AccessConfig{RateLimits: DefaultRateLimits()},
+		Access:       AccessConfig{RateLimits: DefaultRateLimits(), KeyCache: 2 * time.Second},
 	}
 }
 
@@ -189,13 +189,20 @@ type Deps struct {
 	// Resolver resolves the host names of webhook endpoints at
 	// registration; nil is net.DefaultResolver.
 	Resolver egress.Resolver
+	// KeyChanges is signalled when API keys changed in the database (the
+	// channel ledgerq_api_keys, notify.APIKeys): the keys kept in memory
+	// (AccessConfig.KeyCache) are forgotten. Nil: only their age expires
+	// them.
+	KeyChanges <-chan struct{}
 }
 
 // Server is the HTTP API. It implements apigen.ServerInterface: one method per
 // operation of api/openapi.yaml.
 type Server struct {
-	cfg     Config
-	store   *store.Store
+	cfg   Config
+	store *store.Store
+	// keys are the API keys looked up lately (AccessConfig.KeyCache).
+	keys    *keyCache
 	ready   Readiness
 	clock   clock.Clock
 	logger  *slog.Logger
@@ -251,7 +258,8 @@ func New(cfg Config, deps Deps) *Server {
 		cfg.MaxFeePerGas = DefaultMaxFeePerGas
 	}
 	s := &Server{cfg: cfg, store: deps.Store, ready: deps.Ready, clock: deps.Clock, logger: logger, metrics: deps.Metrics,
-		wallets: deps.Wallets, walletAdmin: deps.WalletAdmin, stopping: make(chan struct{}), resolver: deps.Resolver}
+		wallets: deps.Wallets, walletAdmin: deps.WalletAdmin, stopping: make(chan struct{}), resolver: deps.Resolver,
+		keys: newKeyCache(cfg.Access.KeyCache, deps.KeyChanges)}
 	// Rates are about the wall clock, not the rules' (deps.Clock).
 	limiter, err := ratelimit.New(ratelimit.Config{})
 	if err != nil {

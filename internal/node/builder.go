@@ -94,7 +94,8 @@ func (n *Node) builderLedgerName() string {
 // apiDeps are the HTTP API's dependencies: the builder lane's ingress is on
 // only with the lane.
 func (n *Node) apiDeps(wallets *keystore.Registry) httpapi.Deps {
-	d := httpapi.Deps{Store: n.store, Wallets: wallets, Ready: n, Clock: n.clock, Logger: n.logger, Metrics: n.metrics, Version: n.cfg.Version}
+	d := httpapi.Deps{Store: n.store, Wallets: wallets, Ready: n, Clock: n.clock, Logger: n.logger, Metrics: n.metrics, Version: n.cfg.Version,
+		KeyChanges: n.listener.Subscribe(notify.APIKeys)}
 	if b := n.builder; b != nil {
 		d.Pool, d.PoolChain, d.EVM = &n.cfg.Builder, b.poolChain, b.evm
 	}

@@ -35,3 +35,8 @@ const (
 // Wallets: a wallet added, disabled, enabled or removed at run time
 // (ledgerq.wallets): every process reads the table again.
 const Wallets = "ledgerq_wallets"
+
+// APIKeys: API keys changed (revoked, rescoped, deleted: by ledgerq keys,
+// or plain SQL), notified by a trigger on ledgerq.api_keys: every process
+// forgets the keys it keeps in memory.
+const APIKeys = "ledgerq_api_keys"
