@@ -394,28 +394,16 @@ func TestEnqueue_SameKeyOverHTTPAndSQLIsOneTask(t *testing.T) {
 	_, api := e.serve()
 	app := e.app()
 	to := "0x00000000000000000000000000000000000B0B47"
-	req, err := http.NewRequest(http.MethodPost, api.url+"/v1/wallets/w/send-tx?task=true",
-		strings.NewReader(`{"to":"`+to+`","value":"0x10","data":"0xabcd","gas_limit":50000,"max_fee_per_gas":"200000000000","priority":3,"preflight":false}`))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+api.key)
-	req.Header.Set("Idempotency-Key", "k-1")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	var r struct {
-		Task apiTask `json:"task"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
-	resp.Body.Close()
-	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	stored := postTask(t, api, `{"to":"`+to+`","value":"0x10","data":"0xabcd","gas_limit":50000,"max_fee_per_gas":"200000000000","priority":3,"preflight":false}`, "k-1")
 
 	var id string
-	err = app.QueryRow(t.Context(), `SELECT ledgerq.send_tx('w', $1, 16, '\xabcd', 'k-1', gas_limit => 50000, max_fee_per_gas => 200000000000, priority => 3, preflight => false)`, strings.ToLower(to)).Scan(&id)
+	err := app.QueryRow(t.Context(), `SELECT ledgerq.send_tx('w', $1, 16, '\xabcd', 'k-1', gas_limit => 50000, max_fee_per_gas => 200000000000, priority => 3, preflight => false)`, strings.ToLower(to)).Scan(&id)
 	require.NoError(t, err)
-	require.Equal(t, r.Task.ID, id)
+	require.Equal(t, stored.ID, id)
 
 	err = app.QueryRow(t.Context(), `SELECT ledgerq.send_tx('w', $1, 17, '\xabcd', 'k-1', gas_limit => 50000, max_fee_per_gas => 200000000000, priority => 3, preflight => false)`, to).Scan(&id)
 	require.Equal(t, "23505", pgCode(err), "%v", err)
-	require.ErrorContains(t, err, r.Task.ID)
+	require.ErrorContains(t, err, stored.ID)
 	require.ErrorContains(t, err, "k-1")
 	var tasks int
 	require.NoError(t, e.admin.QueryRow(t.Context(), `SELECT count(*) FROM ledgerq.wallet_tasks`).Scan(&tasks))
@@ -436,24 +424,13 @@ func TestEnqueue_SameKeyOverHTTPAndSQLWithACallIsOneTask(t *testing.T) {
 	bob := "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"
 	abiJSON := `[{"type":"function","name":"transfer","inputs":[{"name":"to","type":"address"},{"name":"value","type":"uint256"}],"outputs":[{"name":"","type":"bool"}]}]`
 	body := `{"to":"` + token + `","abi":` + abiJSON + `,"method":"transfer","args":["` + bob + `",4096],"preflight":false}`
-	req, err := http.NewRequest(http.MethodPost, api.url+"/v1/wallets/w/send-tx?task=true", strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+api.key)
-	req.Header.Set("Idempotency-Key", "call-1")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	var r struct {
-		Task apiTask `json:"task"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
-	resp.Body.Close()
-	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	stored := postTask(t, api, body, "call-1")
 
 	var id string
-	err = app.QueryRow(t.Context(), `SELECT ledgerq.send_tx('w', $1, idempotency_key => 'call-1', preflight => false, abi => $2::json, method => 'transfer', args => $3::json)`,
+	err := app.QueryRow(t.Context(), `SELECT ledgerq.send_tx('w', $1, idempotency_key => 'call-1', preflight => false, abi => $2::json, method => 'transfer', args => $3::json)`,
 		token, abiJSON, `["`+strings.ToLower(bob)+`","0x1000"]`).Scan(&id)
 	require.NoError(t, err)
-	require.Equal(t, r.Task.ID, id)
+	require.Equal(t, stored.ID, id)
 
 	err = app.QueryRow(t.Context(), `SELECT ledgerq.send_tx('w', $1, idempotency_key => 'call-1', preflight => false, abi => $2::json, method => 'transfer', args => $3::json)`,
 		token, abiJSON, `["`+bob+`","4097"]`).Scan(&id)
@@ -472,6 +449,25 @@ func TestEnqueue_SameKeyOverHTTPAndSQLWithACallIsOneTask(t *testing.T) {
 	code, out := api.do(http.MethodGet, "/v1/wallets/w/tasks/"+sqlID, "")
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, out, `"function":"transfer(address,uint256)"`)
+}
+
+// postTask posts body as a fire-and-forget send-tx of wallet w under key
+// and returns the task stored (202).
+func postTask(t *testing.T, api *walletAPI, body, key string) apiTask {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, api.url+"/v1/wallets/w/send-tx?task=true", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+api.key)
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var r struct {
+		Task apiTask `json:"task"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	return r.Task
 }
 
 // ledgerq.keccak256 is Ethereum's Keccak-256 (the EIP-55 check's hash) at
