@@ -141,21 +141,9 @@ func TestEnqueueTx_RefusalsAreTypedAndKeepThePostgreSQLError(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			_, err := client.EnqueueTx(t.Context(), &fakeTx{err: c.pg}, client.EnqueueTxParams{Wallet: "hot", To: beef})
-			var e *client.EnqueueError
-			require.ErrorAs(t, err, &e)
-			require.Equal(t, c.pg.Code, e.Code)
+			e := requireRefusal(t, err, c.pg, c.field, c.is, c.isNt)
 			require.Equal(t, c.pg.Message, e.Message)
-			require.Equal(t, c.field, e.Field())
 			require.Equal(t, c.refusal, e.Refusal)
-			var pg *pgconn.PgError
-			require.ErrorAs(t, err, &pg)
-			require.Same(t, c.pg, pg)
-			for _, s := range c.is {
-				require.ErrorIs(t, err, s)
-			}
-			for _, s := range c.isNt {
-				require.NotErrorIs(t, err, s)
-			}
 			require.Contains(t, err.Error(), "wallet hot")
 		})
 	}
@@ -220,20 +208,8 @@ func TestSubmitBatchTx_RefusalsAreTypedAsHTTPAnswersThem(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			_, err := client.SubmitBatchTx(t.Context(), &fakeTx{err: c.pg}, "orders", []byte{1})
-			var e *client.EnqueueError
-			require.ErrorAs(t, err, &e)
+			e := requireRefusal(t, err, c.pg, c.field, c.is, c.isNt)
 			require.Equal(t, "ledgerq.submit_batch", e.Function)
-			require.Equal(t, c.pg.Code, e.Code)
-			require.Equal(t, c.field, e.Field())
-			var pg *pgconn.PgError
-			require.ErrorAs(t, err, &pg)
-			require.Same(t, c.pg, pg)
-			for _, s := range c.is {
-				require.ErrorIs(t, err, s)
-			}
-			for _, s := range c.isNt {
-				require.NotErrorIs(t, err, s)
-			}
 			require.Contains(t, err.Error(), "service orders")
 			require.Contains(t, err.Error(), "ledgerq.submit_batch: ")
 		})
@@ -249,4 +225,25 @@ func TestSubmitBatchTx_RefusalsAreTypedAsHTTPAnswersThem(t *testing.T) {
 		var e *client.EnqueueError
 		require.False(t, errors.As(err, &e), "%v is not one of submit_batch's refusals", cause)
 	}
+}
+
+// requireRefusal checks that err is the *client.EnqueueError of the
+// PostgreSQL error pg (kept under it), naming field, matching each of is
+// and none of isNt; it returns it.
+func requireRefusal(t *testing.T, err error, pg *pgconn.PgError, field string, is, isNt []error) *client.EnqueueError {
+	t.Helper()
+	var e *client.EnqueueError
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, pg.Code, e.Code)
+	require.Equal(t, field, e.Field())
+	var under *pgconn.PgError
+	require.ErrorAs(t, err, &under)
+	require.Same(t, pg, under)
+	for _, s := range is {
+		require.ErrorIs(t, err, s)
+	}
+	for _, s := range isNt {
+		require.NotErrorIs(t, err, s)
+	}
+	return e
 }

@@ -33,12 +33,7 @@ type batchSQLIntake struct {
 // newBatchSQLIntake opens the pool and grants its role (the database URL's)
 // the run's services.
 func newBatchSQLIntake(ctx context.Context, url string, workers int, batches []store.NewBatch) (*batchSQLIntake, error) {
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, err
-	}
-	cfg.MaxConns, cfg.MinConns = int32(workers), int32(workers)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := openSQLPool(ctx, url, workers)
 	if err != nil {
 		return nil, err
 	}

@@ -33,12 +33,7 @@ type sqlIntake struct {
 // newSQLIntake opens the pool and grants its role (the database URL's) the
 // run's wallets.
 func newSQLIntake(ctx context.Context, url string, workers int, wallets []keystore.Wallet, c *WalletConfig) (*sqlIntake, error) {
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		return nil, err
-	}
-	cfg.MaxConns, cfg.MinConns = int32(workers), int32(workers)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := openSQLPool(ctx, url, workers)
 	if err != nil {
 		return nil, err
 	}
@@ -102,4 +97,15 @@ func (l *latencies) quantiles() (p50, p99, maxD time.Duration) {
 	}
 	slices.Sort(d)
 	return d[len(d)*50/100], d[min(len(d)-1, len(d)*99/100)], d[len(d)-1]
+}
+
+// openSQLPool opens the pool of an application's connections that --mode
+// sql enqueues from: one connection per worker, opened at once.
+func openSQLPool(ctx context.Context, url string, workers int) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns, cfg.MinConns = int32(workers), int32(workers)
+	return pgxpool.NewWithConfig(ctx, cfg)
 }
