@@ -141,3 +141,20 @@ WHERE endpoint_id = @endpoint_id
   AND (created_at, id) < (@before_created_at::timestamptz, @before_id::text)
 ORDER BY created_at DESC, id DESC
 LIMIT @max;
+
+-- name: WebhookDeliveryDeleteEnded :execrows
+-- Webhook retention: up to @max deliveries that ended (delivered, or given
+-- up) before @before, oldest first, through webhook_deliveries_ended. A
+-- delivery still due or being retried has neither time and is never
+-- deleted. SKIP LOCKED: a row a deliverer or an operator's retry holds is
+-- left for the next round.
+WITH ended AS (
+    SELECT e.id FROM ledgerq.webhook_deliveries e
+    WHERE (e.delivered_at IS NOT NULL OR e.gave_up_at IS NOT NULL)
+      AND coalesce(e.delivered_at, e.gave_up_at) < @before::timestamptz
+    ORDER BY coalesce(e.delivered_at, e.gave_up_at)
+    LIMIT @max
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM ledgerq.webhook_deliveries d
+WHERE d.id = ANY (ARRAY(SELECT ended.id FROM ended));

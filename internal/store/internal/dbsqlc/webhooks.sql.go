@@ -142,6 +142,37 @@ func (q *Queries) WebhookDeliveryCounts(ctx context.Context) (WebhookDeliveryCou
 	return i, err
 }
 
+const webhookDeliveryDeleteEnded = `-- name: WebhookDeliveryDeleteEnded :execrows
+WITH ended AS (
+    SELECT e.id FROM ledgerq.webhook_deliveries e
+    WHERE (e.delivered_at IS NOT NULL OR e.gave_up_at IS NOT NULL)
+      AND coalesce(e.delivered_at, e.gave_up_at) < $1::timestamptz
+    ORDER BY coalesce(e.delivered_at, e.gave_up_at)
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM ledgerq.webhook_deliveries d
+WHERE d.id = ANY (ARRAY(SELECT ended.id FROM ended))
+`
+
+type WebhookDeliveryDeleteEndedParams struct {
+	Before time.Time
+	Max    int32
+}
+
+// Webhook retention: up to @max deliveries that ended (delivered, or given
+// up) before @before, oldest first, through webhook_deliveries_ended. A
+// delivery still due or being retried has neither time and is never
+// deleted. SKIP LOCKED: a row a deliverer or an operator's retry holds is
+// left for the next round.
+func (q *Queries) WebhookDeliveryDeleteEnded(ctx context.Context, arg WebhookDeliveryDeleteEndedParams) (int64, error) {
+	result, err := q.db.Exec(ctx, webhookDeliveryDeleteEnded, arg.Before, arg.Max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const webhookDeliveryEmit = `-- name: WebhookDeliveryEmit :execrows
 WITH ev AS (
     SELECT unnest($2::text[]) AS wallet_id, unnest($3::text[]) AS event_type,
