@@ -43,9 +43,9 @@ CREATE INDEX CONCURRENTLY console_sessions_ended ON ledgerq.console_sessions (en
 COMMENT ON INDEX ledgerq.console_sessions_ended IS 'Logged-out console sessions by ended_at: session retention.';
 
 -- The console's mined-attempts chart (AttemptMinedPerMinute).
-DROP INDEX CONCURRENTLY IF EXISTS ledgerq.tx_attempts_mined;
-CREATE INDEX CONCURRENTLY tx_attempts_mined ON ledgerq.tx_attempts (mined_at) WHERE mined_at IS NOT NULL;
-COMMENT ON INDEX ledgerq.tx_attempts_mined IS 'Mined and confirmed attempts by mined_at: the console''s mined-attempts chart.';
+DROP INDEX CONCURRENTLY IF EXISTS ledgerq.tx_attempts_mined_at;
+CREATE INDEX CONCURRENTLY tx_attempts_mined_at ON ledgerq.tx_attempts (mined_at) WHERE mined_at IS NOT NULL;
+COMMENT ON INDEX ledgerq.tx_attempts_mined_at IS 'Mined and confirmed attempts by mined_at: the console''s mined-attempts chart.';
 
 COMMENT ON TABLE ledgerq.pool_txs IS 'Builder lane transaction pool: one row per transaction received, kept in every state until the builder lane retention deletes it (replaced and dropped ones, and included ones with their finalized bundle, builder-retention-age after they ended).';
 COMMENT ON TABLE ledgerq.bundles IS 'Builder lane bundles: one row per EVM block cut from the pool, kept in every state until the builder lane retention deletes it (finalized and dropped ones builder-retention-age after they ended; a chain''s newest finalized bundle is kept). A dropped number is cut again as a new row.';
@@ -57,7 +57,7 @@ COMMENT ON TABLE ledgerq.webhook_deliveries IS 'Webhook outbox: one row per (eve
 COMMENT ON TABLE ledgerq.audit_log IS 'What operators changed through the console or the API''s operator routes: one row per action, written in the same transaction as the change. Never updated or deleted by ledgerq.';
 COMMENT ON TABLE ledgerq.bundles IS 'Builder lane bundles: one row per EVM block cut from the pool, kept in every state. A dropped number is cut again as a new row.';
 COMMENT ON TABLE ledgerq.pool_txs IS 'Builder lane transaction pool: one row per transaction received, kept in every state (nothing is deleted silently).';
-DROP INDEX CONCURRENTLY IF EXISTS ledgerq.tx_attempts_mined;
+DROP INDEX CONCURRENTLY IF EXISTS ledgerq.tx_attempts_mined_at;
 DROP INDEX CONCURRENTLY IF EXISTS ledgerq.console_sessions_ended;
 DROP INDEX CONCURRENTLY IF EXISTS ledgerq.webhook_deliveries_ended;
 DROP INDEX CONCURRENTLY IF EXISTS ledgerq.pool_txs_ended;

@@ -126,7 +126,7 @@ RETURNING id, endpoint_id, last_status, last_error;
 -- with its oldest) and those given up.
 -- Each part reads its own partial index (webhook_deliveries_due,
 -- webhook_deliveries_given_up), never the delivered rows, which are most
--- of the table and never deleted.
+-- of the table (kept for --wallet-webhook-retention-age).
 SELECT (SELECT count(*) FROM ledgerq.webhook_deliveries b
         WHERE b.delivered_at IS NULL AND b.gave_up_at IS NULL)::bigint AS backlog,
        (SELECT min(b.created_at) FROM ledgerq.webhook_deliveries b

@@ -209,7 +209,7 @@ WITH finalized AS (
     SELECT d.id FROM ledgerq.bundles d
     WHERE d.state = 'dropped' AND d.updated_at < $1::timestamptz
       AND NOT EXISTS (SELECT 1 FROM ledgerq.cores c WHERE c.bundle_id = d.id)
-      AND NOT EXISTS (SELECT 1 FROM ledgerq.pool_txs t WHERE t.bundle_id = d.id)
+      AND NOT EXISTS (SELECT 1 FROM ledgerq.pool_txs t WHERE t.bundle_id = d.id AND t.bundle_id IS NOT NULL)
     ORDER BY d.updated_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED

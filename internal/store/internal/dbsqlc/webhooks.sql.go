@@ -134,7 +134,7 @@ type WebhookDeliveryCountsRow struct {
 // with its oldest) and those given up.
 // Each part reads its own partial index (webhook_deliveries_due,
 // webhook_deliveries_given_up), never the delivered rows, which are most
-// of the table and never deleted.
+// of the table (kept for --wallet-webhook-retention-age).
 func (q *Queries) WebhookDeliveryCounts(ctx context.Context) (WebhookDeliveryCountsRow, error) {
 	row := q.db.QueryRow(ctx, webhookDeliveryCounts)
 	var i WebhookDeliveryCountsRow
