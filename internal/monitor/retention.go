@@ -28,11 +28,12 @@ type RetentionConfig struct {
 	BatchSize int
 }
 
-// Retention deletes one lane's finished rows that finished more than Age
-// ago, BatchSize at a time, so that the lane's tables and indexes stay flat
-// under churn (docs/operations.md, "Retention"). A row that has not finished
-// is never deleted, whatever its age. Several processes may run it at once:
-// each round skips the rows another round holds.
+// Retention deletes one lane's finished rows (or the operators' records:
+// NewAccessRetention) that finished more than their age ago, BatchSize of
+// each kind at a time, so that the tables and indexes stay flat under churn
+// (docs/operations.md, "Retention"). A row that has not finished is never
+// deleted, whatever its age. Several processes may run it at once: each
+// round skips the rows another round holds.
 type Retention struct {
 	*loop.Loop
 	cfg   RetentionConfig
@@ -95,7 +96,7 @@ func NewWebhookRetention(st *store.Store, deps loop.Deps, cfg RetentionConfig) *
 }
 
 // AccessRetentionConfig configures the retention of the operators' records
-// (AccessRetention): the audit of their actions and the console's
+// (NewAccessRetention): the audit of their actions and the console's
 // sessions. Its tags declare the settings an operator sets
 // (internal/config): flags --audit-retention-age and --access-retention-*.
 type AccessRetentionConfig struct {
