@@ -45,10 +45,28 @@ WHERE s.token_hash = @token_hash AND s.ended_at IS NULL AND s.expires_at > @now:
 UPDATE ledgerq.console_sessions SET ended_at = @now::timestamptz
 WHERE token_hash = @token_hash AND ended_at IS NULL;
 
--- name: ConsoleSessionDeleteExpired :execrows
--- Sessions expired or ended before @before are forgotten.
-DELETE FROM ledgerq.console_sessions
-WHERE expires_at < @before::timestamptz OR ended_at < @before::timestamptz;
+-- name: ConsoleSessionDeleteEnded :execrows
+-- Session retention (a login, and the monitor role's access retention): up
+-- to @max sessions that expired (through console_sessions_expires_at) and up
+-- to @max that were logged out (through console_sessions_ended) before
+-- @before. Neither opens anything any more; a session that can still open
+-- the console is never deleted. SKIP LOCKED: a row another round holds is
+-- left for the next.
+WITH expired AS (
+    SELECT e.token_hash FROM ledgerq.console_sessions e
+    WHERE e.expires_at < @before::timestamptz
+    ORDER BY e.expires_at
+    LIMIT @max
+    FOR UPDATE SKIP LOCKED
+), ended AS (
+    SELECT o.token_hash FROM ledgerq.console_sessions o
+    WHERE o.ended_at < @before::timestamptz
+    ORDER BY o.ended_at
+    LIMIT @max
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM ledgerq.console_sessions s
+WHERE s.token_hash = ANY (ARRAY(SELECT expired.token_hash FROM expired UNION SELECT ended.token_hash FROM ended));
 
 -- name: AuditInsert :exec
 INSERT INTO ledgerq.audit_log (at, key_id, key_name, action, target, detail)
@@ -60,3 +78,16 @@ SELECT * FROM ledgerq.audit_log
 WHERE (sqlc.narg(before_id)::bigint IS NULL OR id < sqlc.narg(before_id)::bigint)
 ORDER BY id DESC
 LIMIT @max;
+
+-- name: AuditDeleteOld :execrows
+-- Audit retention: up to @max actions recorded before @before, oldest first,
+-- through audit_log_at. SKIP LOCKED: a row another round holds is left for
+-- the next.
+DELETE FROM ledgerq.audit_log
+WHERE id = ANY (ARRAY(
+    SELECT o.id FROM ledgerq.audit_log o
+    WHERE o.at < @before::timestamptz
+    ORDER BY o.at, o.id
+    LIMIT @max
+    FOR UPDATE SKIP LOCKED
+));

@@ -314,3 +314,45 @@ ORDER BY 1, 2;
 -- When a JAM block was last applied to a chain's bundles: the console's sign
 -- of life of the builder lane's ledger.
 SELECT max(updated_at) AS at FROM ledgerq.builder_chains WHERE processed_slot IS NOT NULL;
+
+-- name: BundleDeleteFinished :execrows
+-- Builder lane retention: up to @max finalized bundles (through
+-- bundles_finalized) and up to @max dropped ones (through bundles_dropped)
+-- that ended before @before, oldest first, with their work packages and,
+-- for a finalized one, its transactions (included and executed: the chain's
+-- nonce of their senders has passed them, so the pool's intake no longer
+-- reads them). A bundle queued, submitted, guaranteed or accumulated is never
+-- deleted, and neither is a chain's newest finalized bundle: it is the next
+-- cut's parent (BundleLastLive) and /rpc's finalized head (BundleHeads). A
+-- dropped bundle that a core or a transaction still points at (none should:
+-- the drop frees them) is kept, so that one inconsistent row cannot stop
+-- every round after it. SKIP LOCKED: a bundle another transaction holds is
+-- left for the next round. The three DELETEs are one statement: the foreign
+-- keys are checked at its end, when what points at the bundles is gone.
+WITH finalized AS (
+    SELECT f.id FROM ledgerq.bundles f
+    WHERE f.state = 'finalized' AND f.finalized_at < @before::timestamptz
+      AND EXISTS (
+          SELECT 1 FROM ledgerq.bundles n
+          WHERE n.chain_id = f.chain_id AND n.number > f.number AND n.state = 'finalized'
+      )
+    ORDER BY f.finalized_at
+    LIMIT @max
+    FOR UPDATE SKIP LOCKED
+), dropped AS (
+    SELECT d.id FROM ledgerq.bundles d
+    WHERE d.state = 'dropped' AND d.updated_at < @before::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM ledgerq.cores c WHERE c.bundle_id = d.id)
+      AND NOT EXISTS (SELECT 1 FROM ledgerq.pool_txs t WHERE t.bundle_id = d.id AND t.bundle_id IS NOT NULL)
+    ORDER BY d.updated_at
+    LIMIT @max
+    FOR UPDATE SKIP LOCKED
+), txs AS (
+    DELETE FROM ledgerq.pool_txs t
+    WHERE t.bundle_id = ANY (ARRAY(SELECT finalized.id FROM finalized))
+), versions AS (
+    DELETE FROM ledgerq.bundle_versions v
+    WHERE v.bundle_id = ANY (ARRAY(SELECT finalized.id FROM finalized UNION ALL SELECT dropped.id FROM dropped))
+)
+DELETE FROM ledgerq.bundles b
+WHERE b.id = ANY (ARRAY(SELECT finalized.id FROM finalized UNION ALL SELECT dropped.id FROM dropped));

@@ -269,3 +269,23 @@ SET state = @state, drop_reason = sqlc.narg(drop_reason), chain_reason = sqlc.na
     bundle_id = NULL, bundle_pos = NULL, bundle_block = NULL, updated_at = @now::timestamptz
 WHERE chain_id = @chain_id AND sender = @sender AND tx_hash = @tx_hash AND bundle_id = @bundle_id AND state = 'included'
 RETURNING nonce;
+
+-- name: PoolTxDeleteFinished :execrows
+-- Builder lane retention: up to @max transactions replaced or dropped before
+-- @before (their last change), oldest first, through pool_txs_ended. Neither
+-- holds a nonce or will be bundled; the same bytes sent again after the
+-- delete are a new row, admitted by the same rules (an intake that read the
+-- row before the delete finds it gone and runs again). A pending, queued or
+-- included transaction is never deleted here (an included one goes with its
+-- finalized bundle, BundleDeleteFinished). SKIP LOCKED: a row an intake
+-- holds is left for the next round.
+WITH old AS (
+    SELECT o.chain_id, o.tx_hash FROM ledgerq.pool_txs o
+    WHERE o.state IN ('replaced', 'dropped') AND o.updated_at < @before::timestamptz
+    ORDER BY o.updated_at
+    LIMIT @max
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM ledgerq.pool_txs t
+USING old
+WHERE t.chain_id = old.chain_id AND t.tx_hash = old.tx_hash;

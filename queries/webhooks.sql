@@ -126,7 +126,7 @@ RETURNING id, endpoint_id, last_status, last_error;
 -- with its oldest) and those given up.
 -- Each part reads its own partial index (webhook_deliveries_due,
 -- webhook_deliveries_given_up), never the delivered rows, which are most
--- of the table and never deleted.
+-- of the table (kept for --wallet-webhook-retention-age).
 SELECT (SELECT count(*) FROM ledgerq.webhook_deliveries b
         WHERE b.delivered_at IS NULL AND b.gave_up_at IS NULL)::bigint AS backlog,
        (SELECT min(b.created_at) FROM ledgerq.webhook_deliveries b
@@ -141,3 +141,20 @@ WHERE endpoint_id = @endpoint_id
   AND (created_at, id) < (@before_created_at::timestamptz, @before_id::text)
 ORDER BY created_at DESC, id DESC
 LIMIT @max;
+
+-- name: WebhookDeliveryDeleteEnded :execrows
+-- Webhook retention: up to @max deliveries that ended (delivered, or given
+-- up) before @before, oldest first, through webhook_deliveries_ended. A
+-- delivery still due or being retried has neither time and is never
+-- deleted. SKIP LOCKED: a row a deliverer or an operator's retry holds is
+-- left for the next round.
+WITH ended AS (
+    SELECT e.id FROM ledgerq.webhook_deliveries e
+    WHERE (e.delivered_at IS NOT NULL OR e.gave_up_at IS NOT NULL)
+      AND coalesce(e.delivered_at, e.gave_up_at) < @before::timestamptz
+    ORDER BY coalesce(e.delivered_at, e.gave_up_at)
+    LIMIT @max
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM ledgerq.webhook_deliveries d
+WHERE d.id = ANY (ARRAY(SELECT ended.id FROM ended));

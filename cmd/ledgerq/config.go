@@ -39,7 +39,7 @@ func (p flagParts) has(lane string) bool { return p.lane == "" || p.lane == lane
 // registerConfig registers the settings that fill c, with c's current
 // values as defaults, and returns their registry: each from the tags of the
 // Config that owns it (top-level: the database and the shutdown; then the
-// sections loops, api, batch, wallet and shards). Every command that builds
+// sections loops, access, api, batch, wallet and shards). Every command that builds
 // a node (serve, once, dev, bench) registers through here, so a setting has
 // one flag everywhere.
 func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) *config.Registry {
@@ -55,6 +55,7 @@ func registerConfig(fs *flag.FlagSet, c *node.Config, parts flagParts) *config.R
 	}
 	reg.Struct(c, section("", ""))
 	reg.Struct(&c.Loops, section("loops", ""))
+	reg.Struct(&c.Access, section("access", ""))
 	if parts.api {
 		reg.Struct(&c.API, section("api", "api-"))
 	}
@@ -94,11 +95,11 @@ func batchAlias(key string) string {
 // its flag before all of the lane's flags took the prefix --builder-
 // (--bundle-size, --pool-ttl, --guarantee-timeout, --submit-backoff); the
 // chain's settings and --builder-cores had it already, and the pool's
-// per-account limits came after it.
+// per-account limits and the lane's retention came after it.
 func builderAlias(key string) string {
 	if key == "ledger" || strings.HasPrefix(key, "ledger-") || strings.HasPrefix(key, "sim-") ||
 		key == "evm-rpc-url" || key == "chain-id" || key == "cores" ||
-		key == "pool-account-slots" || key == "pool-account-queue" {
+		key == "pool-account-slots" || key == "pool-account-queue" || strings.HasPrefix(key, "retention-") {
 		return ""
 	}
 	return key

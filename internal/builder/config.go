@@ -55,6 +55,15 @@ type Config struct {
 	// submit; it doubles with each refusal of the same bundle.
 	SubmitBackoff    time.Duration `flag:"submit-backoff" help:"builder lane: wait after a refused submit; doubles with each refusal of the bundle"`
 	SubmitBackoffMax time.Duration `flag:"submit-backoff-max" help:"builder lane: the longest wait after a refused submit"`
+	// RetentionAge is how long bundles and pool transactions that ended
+	// are kept; older ones are deleted, RetentionBatchSize rows at a time,
+	// by the monitor role (monitor.NewBuilderRetention). 0 keeps them
+	// forever.
+	RetentionAge       time.Duration `flag:"retention-age" help:"builder lane: delete finalized bundles (with their work packages and transactions; a chain's newest finalized bundle is kept), dropped bundles and replaced or dropped pool transactions that ended longer ago than this (0: keep them forever); run by the monitor role"`
+	RetentionBatchSize int           `flag:"retention-batch-size" help:"builder lane: most bundles, and most pool transactions, deleted in one statement"`
+	// RetentionInterval is the wait after a retention round that found less
+	// than a full batch to delete.
+	RetentionInterval time.Duration `flag:"retention-interval" help:"builder lane: wait after a retention round that found less than a full batch to delete"`
 
 	// MaxBundles is the most bundles one bundler round cuts; 0 is Cores
 	// (whatever Cores is set to): a round cuts what one submission window takes (and runs again at once
@@ -139,14 +148,16 @@ var defaults = Config{
 	GuaranteeTimeout: 18 * time.Second, MaxVersions: 3, FinalityDepth: 2,
 	SubmitBackoff: time.Second, SubmitBackoffMax: 30 * time.Second,
 	BlocksPerRound: 64, SweepSenders: 100,
+	RetentionAge: 7 * 24 * time.Hour, RetentionBatchSize: 1000, RetentionInterval: time.Minute,
 }
 
 // Defaults returns the lane's defaults: WithDefaults of the zero Config,
 // and the defaults of the settings whose zero means something (a pool
 // with --builder-pool-max-queued 0 holds no queued transaction,
 // --builder-bundle-finality-depth 0 finalizes a bundle at its accumulation,
-// and the simulated chain funds the development accounts unless told not
-// to), which a zero Config leaves at zero. (--builder-pool-max-per-sender's
+// --builder-retention-age 0 keeps bundles forever, and the simulated chain
+// funds the development accounts unless told not to), which a zero Config
+// leaves at zero. (--builder-pool-max-per-sender's
 // default is its zero: no cap.)
 func Defaults() Config {
 	d := &defaults
@@ -154,6 +165,7 @@ func Defaults() Config {
 	c.Pool.Limits.MaxQueued = d.Pool.Limits.MaxQueued
 	c.Pool.Limits.AccountSlots = d.Pool.Limits.AccountSlots
 	c.FinalityDepth = d.FinalityDepth
+	c.RetentionAge = d.RetentionAge
 	c.Ledger.Sim.FundDevAccounts = d.Ledger.Sim.FundDevAccounts
 	return c
 }
@@ -183,6 +195,8 @@ func (c Config) WithDefaults() Config {
 	c.SubmitBackoffMax = cmp.Or(c.SubmitBackoffMax, d.SubmitBackoffMax)
 	c.BlocksPerRound = cmp.Or(c.BlocksPerRound, d.BlocksPerRound)
 	c.SweepSenders = cmp.Or(c.SweepSenders, d.SweepSenders)
+	c.RetentionBatchSize = cmp.Or(c.RetentionBatchSize, d.RetentionBatchSize)
+	c.RetentionInterval = cmp.Or(c.RetentionInterval, d.RetentionInterval)
 	return c
 }
 
@@ -218,6 +232,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("builder lane: the pool's block gas limit %d must be from 21000 to 2^63-1", p.BlockGasLimit)
 	case p.RPCBatchLimit < 1:
 		return fmt.Errorf("builder lane: the JSON-RPC batch limit %d must be at least 1", p.RPCBatchLimit)
+	case c.RetentionAge < 0:
+		return errors.New("--builder-retention-age must not be negative (0 keeps bundles and pool transactions forever)")
+	case c.RetentionAge > 0 && (c.RetentionBatchSize < 1 || c.RetentionInterval <= 0):
+		return errors.New("--builder-retention-batch-size must be at least 1 and --builder-retention-interval positive")
 	case c.MaxBundles < 0 || c.BlocksPerRound < 1 || c.SweepSenders < 1:
 		return errors.New("builder lane: MaxBundles must not be negative, BlocksPerRound and SweepSenders must be at least 1")
 	}

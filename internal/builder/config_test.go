@@ -26,6 +26,7 @@ func TestConfig_AZeroConfigTakesTheDefaultsAndIsValid(t *testing.T) {
 		},
 		BundleSize: 100, MaxQueued: 16, Cores: 2, GuaranteeTimeout: 18 * time.Second, MaxVersions: 3,
 		SubmitBackoff: time.Second, SubmitBackoffMax: 30 * time.Second, BlocksPerRound: 64, SweepSenders: 100,
+		RetentionBatchSize: 1000, RetentionInterval: time.Minute,
 	}, c)
 	require.Equal(t, 2, c.BundlesPerRound(), "a round cuts one bundle per core")
 	d := builder.Defaults()
@@ -34,6 +35,8 @@ func TestConfig_AZeroConfigTakesTheDefaultsAndIsValid(t *testing.T) {
 	require.Equal(t, uint64(2), d.FinalityDepth)
 	require.Equal(t, jam.Config{FundDevAccounts: true}, d.Ledger.Sim)
 	require.Zero(t, d.MaxBundles, "Cores, whatever it is set to")
+	require.Zero(t, c.RetentionAge, "a zero age keeps bundles and pool transactions forever")
+	require.Equal(t, 7*24*time.Hour, d.RetentionAge)
 }
 
 // WithDefaults keeps what is set, and zeros that are settings of their own.
@@ -67,6 +70,8 @@ func TestConfig_ValidateRefusesWhatCannotWork(t *testing.T) {
 		"no account queue":          func(c *builder.Config) { c.Pool.Limits.AccountQueue = 0 },
 		"block gas limit too low":   func(c *builder.Config) { c.Pool.BlockGasLimit = 20999 },
 		"negative max bundles":      func(c *builder.Config) { c.MaxBundles = -1 },
+		"negative retention age":    func(c *builder.Config) { c.RetentionAge = -time.Second },
+		"retention without batch":   func(c *builder.Config) { c.RetentionBatchSize = 0 },
 	} {
 		c := builder.Defaults()
 		mutate(&c)

@@ -65,6 +65,11 @@ type WebhookConfig struct {
 	// MaxAttempts is the give-up limit: after this many failed attempts the
 	// delivery is given up, with its last error kept.
 	MaxAttempts int `flag:"max-attempts" help:"attempts to deliver one webhook event to one endpoint before it is given up (kept in ledgerq.webhook_deliveries with its last error)"`
+	// RetentionAge is how long a delivery is kept after it was delivered
+	// or given up (0: forever); deleted by the monitor role
+	// (NewWebhookRetention), in rounds of the wallet lane's retention
+	// batch size and interval.
+	RetentionAge time.Duration `flag:"retention-age" help:"delete webhook deliveries delivered or given up longer ago than this (0: keep them forever); one still due or being retried is kept; run by the monitor role, --wallet-retention-batch-size at a time"`
 }
 
 // Defaults returns the default configuration: 12 attempts over about five
@@ -74,6 +79,7 @@ func WebhookDefaults() WebhookConfig {
 		Interval: time.Second, BatchSize: 100, Concurrency: 8,
 		RequestTimeout: 10 * time.Second, Lease: time.Minute, DBTimeout: 5 * time.Second,
 		BackoffBase: 5 * time.Second, BackoffMax: time.Hour, MaxAttempts: 12,
+		RetentionAge: 7 * 24 * time.Hour,
 	}
 }
 
@@ -92,6 +98,8 @@ func (c WebhookConfig) Validate() error {
 		return errors.New("webhook: backoff base must be positive and at most the backoff max")
 	case c.MaxAttempts < 1:
 		return errors.New("webhook: max attempts must be at least 1")
+	case c.RetentionAge < 0:
+		return errors.New("--wallet-webhook-retention-age must not be negative (0 keeps deliveries forever)")
 	}
 	return nil
 }

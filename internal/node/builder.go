@@ -28,11 +28,12 @@ type builderLane struct {
 	bundler   *queuer.Bundler
 	submitter *submitter.BundleSubmitter
 	monitor   *monitor.BundleMonitor
+	retention *monitor.Retention
 }
 
 // buildBuilderLane opens the JAM chain and builds the bundler (queuer
 // role), the bundle submitter (submitter role) and the bundle monitor with
-// the pool's TTL sweep (monitor role).
+// the pool's TTL sweep and the lane's retention (monitor role).
 func (n *Node) buildBuilderLane(ctx context.Context) error {
 	b := &n.cfg.Builder
 	if !b.Enabled {
@@ -69,6 +70,11 @@ func (n *Node) buildBuilderLane(ctx context.Context) error {
 	if loops.Monitor {
 		if lane.monitor, err = monitor.NewBundleMonitor(n.store, led, n.deps(notify.BundleMonitor), *b); err != nil {
 			return err
+		}
+		if b.RetentionAge > 0 {
+			if lane.retention, err = monitor.NewBuilderRetention(n.store, n.deps(""), *b); err != nil {
+				return err
+			}
 		}
 	}
 	// This process's loops hand each other work without waiting for a poll.

@@ -12,6 +12,7 @@ import (
 	"github.com/ledgerq/ledgerq/internal/egress"
 	"github.com/ledgerq/ledgerq/internal/httpapi"
 	"github.com/ledgerq/ledgerq/internal/loop"
+	"github.com/ledgerq/ledgerq/internal/monitor"
 )
 
 // Config is everything a ledgerq process needs: the one configuration that
@@ -44,6 +45,9 @@ type Config struct {
 	Wallet WalletConfig
 	// Builder configures the builder lane; it runs when enabled.
 	Builder builder.Config
+	// Access configures the retention of the operators' records (the
+	// audit, the console's sessions), run by the monitor role.
+	Access monitor.AccessRetentionConfig
 
 	// ShutdownTimeout is how long, on shutdown, in-flight work may take to
 	// finish before it is cancelled.
@@ -86,6 +90,7 @@ func Defaults() Config {
 		Batch:           batch.Defaults(),
 		Wallet:          walletDefaults(),
 		Builder:         builder.Defaults(),
+		Access:          monitor.AccessRetentionDefaults(),
 		ShutdownTimeout: 30 * time.Second,
 	}
 }
@@ -126,6 +131,9 @@ func (c *Config) ValidateSettings() error {
 		return errors.New("--api-tls-cert-file and --api-tls-key-file go together: set both to serve HTTPS, or neither to serve HTTP (behind a proxy that terminates TLS)")
 	}
 	if err := c.Batch.Validate(); err != nil {
+		return err
+	}
+	if err := c.Access.WithDefaults().Validate(); err != nil {
 		return err
 	}
 	if err := c.Wallet.validate(); err != nil {

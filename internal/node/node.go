@@ -59,6 +59,9 @@ type Node struct {
 	batchSubmitters []*submitter.BatchSubmitter
 	batchMonitor    *monitor.BatchMonitor
 	batchRetention  *monitor.Retention
+	// accessRetention deletes ended console sessions and old audit rows
+	// (monitor role, whatever the lanes).
+	accessRetention *monitor.Retention
 
 	wallet  *walletLane  // nil when no wallet is configured
 	builder *builderLane // nil when the builder lane is off
@@ -145,6 +148,11 @@ func (n *Node) build(ctx context.Context) error {
 			if n.batchRetention, err = monitor.NewBatchRetention(n.store, n.deps(""), c.Batch); err != nil {
 				return err
 			}
+		}
+	}
+	if c.Loops.Monitor {
+		if n.accessRetention, err = monitor.NewAccessRetention(n.store, n.deps(""), c.Access); err != nil {
+			return err
 		}
 	}
 	if err := n.buildWalletLane(ctx); err != nil {
@@ -299,6 +307,7 @@ func (n *Node) laneServices() []laneService {
 		add(b.bundler != nil, "bundler", "cut", b.bundler, func(ctx context.Context) (int, error) { return b.bundler.RunOnce(ctx) })
 		add(b.submitter != nil, "bundle submitter", "submitted", b.submitter, func(ctx context.Context) (int, error) { return b.submitter.RunOnce(ctx) })
 		add(b.monitor != nil, "bundle monitor", "blocks", b.monitor, func(ctx context.Context) (int, error) { return b.monitor.RunOnce(ctx) })
+		add(b.retention != nil, "builder retention", "deleted", b.retention, b.retention.RunOnce)
 	}
 	if w := n.wallet; w != nil {
 		add(w.rescuer != nil, "shard rescuer", "rescued", w.rescuer, func(ctx context.Context) (int, error) { return w.rescuer.RunOnce(ctx) })
@@ -321,7 +330,9 @@ func (n *Node) laneServices() []laneService {
 		})
 		add(w.retention != nil, "wallet retention", "deleted", w.retention, func(ctx context.Context) (int, error) { return w.retention.RunOnce(ctx) })
 		add(w.webhooks != nil, "webhook delivery", "delivered", w.webhooks, func(ctx context.Context) (int, error) { return w.webhooks.RunOnce(ctx) })
+		add(w.webhookRetention != nil, "webhook retention", "deleted", w.webhookRetention, w.webhookRetention.RunOnce)
 	}
+	add(n.accessRetention != nil, "access retention", "deleted", n.accessRetention, n.accessRetention.RunOnce)
 	return s
 }
 

@@ -67,8 +67,8 @@ type WalletConfig struct {
 	// RetentionAge is how long finished tasks are kept (0: forever);
 	// deleted RetentionBatchSize at a time by the monitor role.
 	RetentionAge       time.Duration `flag:"retention-age" help:"delete finished tasks (done, error) older than this, with their transactions (0: keep them forever); run by the monitor role"`
-	RetentionBatchSize int           `flag:"retention-batch-size" help:"most finished tasks deleted in one statement"`
-	RetentionInterval  time.Duration `flag:"retention-interval" help:"wait after a retention round that found less than a full batch to delete"`
+	RetentionBatchSize int           `flag:"retention-batch-size" help:"most finished tasks, and most ended webhook deliveries, deleted in one statement"`
+	RetentionInterval  time.Duration `flag:"retention-interval" help:"wait after a retention round (of tasks, or of webhook deliveries) that found less than a full batch to delete"`
 	// Webhooks configures the delivery of the wallets' task events to
 	// their webhook endpoints (monitor role).
 	Webhooks monitor.WebhookConfig `group:"webhook-"`
@@ -134,7 +134,7 @@ func (w *WalletConfig) validate() error {
 		return errors.New("--wallet-ledger-timeout must be positive")
 	case w.RetentionAge < 0:
 		return errors.New("--wallet-retention-age must not be negative (0 keeps finished tasks forever)")
-	case w.RetentionAge > 0 && (w.RetentionBatchSize < 1 || w.RetentionInterval <= 0):
+	case (w.RetentionAge > 0 || w.Webhooks.RetentionAge > 0) && (w.RetentionBatchSize < 1 || w.RetentionInterval <= 0):
 		return errors.New("--wallet-retention-batch-size must be at least 1 and --wallet-retention-interval positive")
 	}
 	if l.Kind == WalletLedgerEVM && l.URL != "" {
@@ -217,7 +217,9 @@ type walletLane struct {
 	follower  *monitor.WalletFollower
 	heads     []*monitor.WalletHeadWatcher
 	retention *monitor.Retention
-	webhooks  *monitor.WebhookDeliverer
+	// webhookRetention deletes the webhook deliveries that ended.
+	webhookRetention *monitor.Retention
+	webhooks         *monitor.WebhookDeliverer
 	// liveness is the process's liveness lock, recorded by the shard and
 	// webhook claims of the pool and the deliverer; nil when neither runs.
 	liveness *store.Liveness
@@ -312,6 +314,11 @@ func (n *Node) buildWalletLane(ctx context.Context) error {
 		if w.RetentionAge > 0 {
 			lane.retention = monitor.NewTaskRetention(n.store, deps, monitor.RetentionConfig{
 				Interval: w.RetentionInterval, DBTimeout: n.cfg.Loops.DBTimeout, Age: w.RetentionAge, BatchSize: w.RetentionBatchSize,
+			})
+		}
+		if w.Webhooks.RetentionAge > 0 {
+			lane.webhookRetention = monitor.NewWebhookRetention(n.store, deps, monitor.RetentionConfig{
+				Interval: w.RetentionInterval, DBTimeout: n.cfg.Loops.DBTimeout, Age: w.Webhooks.RetentionAge, BatchSize: w.RetentionBatchSize,
 			})
 		}
 	}

@@ -48,11 +48,19 @@ func TestWalletConfig_ShardLeaseMustOutlastTwoWalletCycles(t *testing.T) {
 func TestWalletConfig_RefusesWhatCannotRun(t *testing.T) {
 	t.Parallel()
 	for name, mutate := range map[string]func(*node.Config){
-		"evm without url": func(c *node.Config) { c.Wallet.Ledger.Kind = node.WalletLedgerEVM },
-		"unknown ledger":  func(c *node.Config) { c.Wallet.Ledger.Kind = "bitcoin" },
-		"queue type":      func(c *node.Config) { c.Wallet.Lane.QueueType = "lifo" },
-		"in-flight":       func(c *node.Config) { c.Wallet.Lane.InFlight = 0 },
-		"retention":       func(c *node.Config) { c.Wallet.RetentionAge = -time.Second },
+		"evm without url":   func(c *node.Config) { c.Wallet.Ledger.Kind = node.WalletLedgerEVM },
+		"unknown ledger":    func(c *node.Config) { c.Wallet.Ledger.Kind = "bitcoin" },
+		"queue type":        func(c *node.Config) { c.Wallet.Lane.QueueType = "lifo" },
+		"in-flight":         func(c *node.Config) { c.Wallet.Lane.InFlight = 0 },
+		"retention":         func(c *node.Config) { c.Wallet.RetentionAge = -time.Second },
+		"webhook retention": func(c *node.Config) { c.Wallet.Webhooks.RetentionAge = -time.Second },
+		"webhook retention without batch": func(c *node.Config) {
+			c.Wallet.RetentionAge, c.Wallet.RetentionBatchSize = 0, 0
+		},
+		"audit retention": func(c *node.Config) { c.Access.AuditAge = -time.Second },
+		"access retention without interval": func(c *node.Config) {
+			c.Access.Interval = -time.Second
+		},
 		"no webhooks":     func(c *node.Config) { c.API.Webhooks.MaxEndpoints = 0 },
 		"negative linger": func(c *node.Config) { c.Wallet.Lane.SendLinger = -time.Millisecond },
 		"linger past the cycle budget": func(c *node.Config) {

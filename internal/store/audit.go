@@ -93,3 +93,13 @@ func (s *Store) AuditList(ctx context.Context, beforeID int64, max int) ([]Audit
 	}
 	return out, nil
 }
+
+// AuditDeleteOld deletes up to max actions recorded before before, oldest
+// first (the audit's retention), and returns how many.
+func (s *Store) AuditDeleteOld(ctx context.Context, before time.Time, max int) (int64, error) {
+	n, err := s.q.AuditDeleteOld(ctx, dbsqlc.AuditDeleteOldParams{Before: before, Max: int32(max)})
+	if err != nil {
+		return 0, fmt.Errorf("deleting old audit rows: %w", err)
+	}
+	return n, nil
+}

@@ -971,3 +971,16 @@ func (s *Store) BundleVersionList(ctx context.Context, bundleID int64) ([]Bundle
 	}
 	return fromRows(rows, bundleVersionFromRow), nil
 }
+
+// BundleDeleteFinished deletes up to max finalized bundles, with their work
+// packages and transactions, and up to max dropped ones, with their work
+// packages, that ended before before, oldest first (the builder lane's
+// retention), and returns how many rows it deleted. A bundle still in
+// flight, and each chain's newest finalized bundle, are kept.
+func (s *Store) BundleDeleteFinished(ctx context.Context, before time.Time, max int) (int64, error) {
+	n, err := s.q.BundleDeleteFinished(ctx, dbsqlc.BundleDeleteFinishedParams{Before: before, Max: int32(max)})
+	if err != nil {
+		return 0, fmt.Errorf("deleting finished bundles: %w", err)
+	}
+	return n, nil
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,9 @@ type planDB struct {
 	generated map[string]string
 	conn      *pgxpool.Conn
 	enums     map[uint32]bool
+	// at is the time bound to the timestamp parameters of the queries it
+	// names, instead of t0.
+	at map[string]time.Time
 }
 
 // newPlanDB gives the test its own database; its work there must end
@@ -127,9 +131,13 @@ func (p *planDB) plan(phase, name string) string {
 	desc, err := p.conn.Conn().Prepare(p.ctx, "", sql)
 	require.NoError(t, err, "%s, %s", phase, name)
 	args := make([]any, len(desc.ParamOIDs))
+	t0 := p.t0
+	if at, ok := p.at[name]; ok {
+		t0 = at
+	}
 	for i, oid := range desc.ParamOIDs {
 		if !p.enums[oid] {
-			args[i] = paramValue(t, name, i, oid, p.t0)
+			args[i] = paramValue(t, name, i, oid, t0)
 		}
 	}
 	rows, err := p.conn.Query(p.ctx, "EXPLAIN "+sql, args...)
@@ -186,9 +194,9 @@ func (p *planDB) addDoneTasks() {
 		FROM generate_series(1, 50000) g`, p.t0)
 	p.exec(`
 		INSERT INTO ledgerq.tx_attempts (chain_id, tx_hash, task_id, sender, nonce, raw, gas_limit,
-			max_fee_per_gas, max_priority_fee_per_gas, state, created_at, updated_at, sent_at, confirmed_at)
+			max_fee_per_gas, max_priority_fee_per_gas, state, created_at, updated_at, sent_at, mined_at, confirmed_at)
 		SELECT 1, '0x' || lpad(to_hex(100000 + g), 64, '0'), md5('done' || g)::uuid::text,
-			'0x' || lpad(to_hex(g % 100), 40, '0'), 100000 + g, '\x01', 21000, 2, 1, 'confirmed', $1, $1, $1, $1
+			'0x' || lpad(to_hex(g % 100), 40, '0'), 100000 + g, '\x01', 21000, 2, 1, 'confirmed', $1, $1, $1, $1, $1
 		FROM generate_series(1, 50000) g`, p.t0)
 	p.exec(`ANALYZE ledgerq.wallet_tasks, ledgerq.tx_attempts`)
 }
@@ -213,6 +221,10 @@ var indexDrivenRounds = []string{
 // reports): on a table of little but waiting batches a scan is their right
 // plan, so only the phase with terminal rows checks them.
 var readsEveryWaitingRow = map[string]bool{"BatchDepthByState": true}
+
+// filledLast are the rounds whose table the test fills only for its last
+// phase (addWebhookHistory), which checks them.
+var filledLast = map[string]bool{"WebhookDeliveryDeleteEnded": true}
 
 // Every claim (found in queries/*.sql by itself, so a new lane's claims are
 // covered without editing this test) and every other frequent round is
@@ -247,6 +259,9 @@ func TestQueries_ClaimsAndRoundsAreIndexDrivenAndNeverScanTerminalRows(t *testin
 		SELECT b.seq, b.service_id, b.service_id, '\x00' FROM b`, p.t0)
 	p.addBusyWalletLane()
 	p.exec(`ANALYZE ledgerq.wallet_tasks, ledgerq.tx_attempts, ledgerq.batch_payloads`)
+	// The other tables' claims and retention rounds (which lock with SKIP
+	// LOCKED too) read behind their own history from the start.
+	p.addHistory()
 	clk := testfactory.NewClock()
 	testfactory.New(t, p.db.Store, clk).PutBatches(
 		testfactory.Batch{ID: "a1", ServiceID: "a"},
@@ -267,7 +282,7 @@ func TestQueries_ClaimsAndRoundsAreIndexDrivenAndNeverScanTerminalRows(t *testin
 		t.Helper()
 		p.exec(`ANALYZE ledgerq.batches`)
 		for _, name := range names {
-			if busyOnly && readsEveryWaitingRow[name] {
+			if busyOnly && readsEveryWaitingRow[name] || filledLast[name] {
 				continue
 			}
 			// The claims that check holders' liveness locks read pg_database
@@ -291,6 +306,112 @@ func TestQueries_ClaimsAndRoundsAreIndexDrivenAndNeverScanTerminalRows(t *testin
 	p.exec(`ANALYZE ledgerq.batch_payloads`)
 	p.addDoneTasks()
 	explainAll("a busy lane and 50 000 terminal batches", false)
+
+	// Every table a retention round deletes from, and every table a
+	// console chart reads, with a long history behind its live rows
+	// (addHistory, and the phases above): each round reads the rows it
+	// deletes (the whole history is past its cutoff, t0: a backlog), and
+	// each chart the minutes it draws (since a minute after the history),
+	// through an index on the time it reads.
+	p.addWebhookHistory()
+	p.at = map[string]time.Time{}
+	for _, name := range perMinuteCharts {
+		p.at[name] = p.t0.Add(time.Minute)
+	}
+	const phase = "a long history in every table"
+	for _, name := range append(slices.Clone(retentionRounds), perMinuteCharts...) {
+		require.NotContains(t, p.plan(phase, name), "Seq Scan", "%s: %s scans a table", phase, name)
+	}
+}
+
+// retentionRounds are the retention rounds' deletes; perMinuteCharts the
+// console's charts of what ended per minute.
+var (
+	retentionRounds = []string{
+		"BatchDeleteFinished", "TaskDeleteFinished", "WalletPolicyRefusalDeleteOld",
+		"BundleDeleteFinished", "PoolTxDeleteFinished", "WebhookDeliveryDeleteEnded", "AuditDeleteOld", "ConsoleSessionDeleteEnded",
+	}
+	perMinuteCharts = []string{"BatchFinishedPerMinute", "TaskFinishedPerMinute", "AttemptMinedPerMinute", "BundleEndedPerMinute"}
+)
+
+// addHistory adds, before t0, the history of the tables beside the batch
+// and wallet lanes': 50 000 finalized bundles with their work packages and
+// transactions behind 2000 dropped and 100 queued ones, 20 000 replaced
+// and dropped pool transactions behind 500 pending, 50 000 audit rows, and
+// 10 000 console sessions that expired or were logged out behind 100 live
+// ones; then it analyzes those tables.
+func (p *planDB) addHistory() {
+	p.t.Helper()
+	h := `'0x' || lpad(to_hex(g), 64, '0')`
+	p.exec(`INSERT INTO ledgerq.builder_chains (chain_id, processed_slot, created_at, updated_at) VALUES (100, 1, $1, $1)`, p.t0)
+	p.exec(`
+		INSERT INTO ledgerq.bundles (chain_id, number, parent, hash, state, version, guaranteed_hash, guaranteed_version,
+			accumulated_slot, next_submit_at, tx_count, created_at, guaranteed_at, accumulated_at, finalized_at, updated_at)
+		SELECT 100, g, `+h+`, `+h+`, 'finalized', 1, `+h+`, 1, g, t, 1, t, t, t, t, t
+		FROM generate_series(1, 50000) g, LATERAL (SELECT $1::timestamptz - (50001 - g) * interval '1 second' AS t) s`, p.t0)
+	p.exec(`
+		INSERT INTO ledgerq.bundles (chain_id, number, parent, hash, state, version, drop_reason, next_submit_at, tx_count,
+			created_at, updated_at)
+		SELECT 100, g, `+h+`, `+h+`, 'dropped', 3, 'no guarantee', t, 1, t, t
+		FROM generate_series(1, 2000) g, LATERAL (SELECT $1::timestamptz - g * interval '20 seconds' AS t) s`, p.t0)
+	p.exec(`
+		INSERT INTO ledgerq.bundles (chain_id, number, parent, hash, state, version, anchor_slot, anchor_hash,
+			next_submit_at, tx_count, created_at, updated_at)
+		SELECT 100, g, `+h+`, `+h+`, 'queued', 1, 1, `+h+`, $1, 1, $1, $1
+		FROM generate_series(50001, 50100) g`, p.t0)
+	p.exec(`
+		INSERT INTO ledgerq.bundle_versions (package_hash, bundle_id, version, core, anchor_slot, anchor_hash, submitted_at, outcome, guaranteed_slot)
+		SELECT '0x' || lpad(to_hex(b.id), 64, '0'), b.id, 1, 0, 1, b.hash, b.created_at, 'sent', b.number
+		FROM ledgerq.bundles b WHERE b.state = 'finalized'`)
+	p.exec(`
+		INSERT INTO ledgerq.pool_txs (chain_id, tx_hash, sender, nonce, tx_type, gas_fee_cap, gas_tip_cap, gas, value_wei,
+			raw, state, bundle_id, bundle_block, bundle_pos, received_at, expires_at, updated_at)
+		SELECT 100, '0x' || lpad(to_hex(b.number), 64, '0'), '0x' || lpad(to_hex(b.number % 100), 40, '0'), b.number, 2, 2, 1,
+			21000, 0, '\x01', 'included', b.id, b.number, 0, b.created_at, b.created_at + interval '1 hour', b.created_at
+		FROM ledgerq.bundles b WHERE b.state = 'finalized'`)
+	p.exec(`
+		INSERT INTO ledgerq.pool_txs (chain_id, tx_hash, sender, nonce, tx_type, gas_fee_cap, gas_tip_cap, gas, value_wei,
+			raw, state, replaced_by, drop_reason, received_at, expires_at, updated_at)
+		SELECT 100, '0x' || lpad(to_hex(100000 + g), 64, '0'), '0x' || lpad(to_hex(g % 100), 40, '0'), 100000 + g, 2, 2, 1,
+			21000, 0, '\x01', CASE WHEN g % 2 = 0 THEN 'replaced' WHEN g <= 20000 THEN 'dropped' ELSE 'pending' END::ledgerq.pool_tx_state,
+			CASE WHEN g % 2 = 0 THEN '0x' || lpad(to_hex(200000 + g), 64, '0') END,
+			CASE WHEN g % 2 = 1 AND g <= 20000 THEN 'expired' END, t, t + interval '1 hour', t
+		FROM generate_series(1, 21000) g,
+		LATERAL (SELECT CASE WHEN g <= 20000 THEN $1::timestamptz - g * interval '2 seconds' ELSE $1 END AS t) s
+		WHERE g <= 20000 OR g % 2 = 1`, p.t0)
+	p.exec(`
+		INSERT INTO ledgerq.audit_log (at, key_name, action, target, detail)
+		SELECT $1::timestamptz - g * interval '10 seconds', 'ops', 'wallet.hold', 'w' || (g % 100), '{}'
+		FROM generate_series(1, 50000) g`, p.t0)
+	key, _, err := p.db.Store.APIKeyCreate(p.ctx, store.APIKeyCreateParams{Now: p.t0, Name: "ops", Scopes: []store.Scope{"admin"}})
+	require.NoError(p.t, err)
+	p.exec(`
+		INSERT INTO ledgerq.console_sessions (token_hash, key_id, created_at, expires_at, ended_at)
+		SELECT sha256(g::text::bytea), $2, t - interval '12 hours',
+		       CASE WHEN g <= 100 THEN $1::timestamptz + interval '1 hour' ELSE t END,
+		       CASE WHEN g > 100 AND g % 10 = 0 THEN t - interval '1 hour' END
+		FROM generate_series(1, 10100) g, LATERAL (SELECT $1::timestamptz - g * interval '1 minute' AS t) s`, p.t0, key.ID)
+	p.exec(`ANALYZE ledgerq.builder_chains, ledgerq.bundles, ledgerq.bundle_versions, ledgerq.pool_txs,
+		ledgerq.audit_log, ledgerq.api_keys, ledgerq.console_sessions, ledgerq.tx_attempts`)
+}
+
+// addWebhookHistory adds 50 000 webhook deliveries delivered before t0 to
+// 2000 endpoints, behind a few due and given up, and analyzes their tables.
+func (p *planDB) addWebhookHistory() {
+	p.t.Helper()
+	p.exec(`
+		INSERT INTO ledgerq.webhook_endpoints (id, wallet_id, url, secret, created_at, updated_at)
+		SELECT '00000000-0000-4000-8000-' || lpad(to_hex(g), 12, '0'), 'w' || (g % 100), 'https://hooks.example/' || g,
+		       'whsec_' || repeat('A', 32), $1, $1
+		FROM generate_series(0, 1999) g`, p.t0)
+	p.exec(`
+		INSERT INTO ledgerq.webhook_deliveries (endpoint_id, event_type, task_id, payload, created_at, next_attempt_at,
+		                                        attempts, last_attempt_at, delivered_at, gave_up_at, last_status, last_error)
+		SELECT '00000000-0000-4000-8000-' || lpad(to_hex(g % 2000), 12, '0'), 'confirmed', 't' || g, '{}',
+		       t, t, 1, t, CASE WHEN g >= 25 THEN t END, CASE WHEN g < 5 THEN t END,
+		       CASE WHEN g >= 25 THEN 200 ELSE 500 END, CASE WHEN g < 25 THEN 'HTTP 500' END
+		FROM generate_series(0, 49999) g, LATERAL (SELECT $1::timestamptz - g * interval '1 second' AS t) s`, p.t0)
+	p.exec(`ANALYZE ledgerq.webhook_endpoints, ledgerq.webhook_deliveries`)
 }
 
 // paramValue is a value for a query parameter of type oid, for EXPLAIN: a
@@ -517,7 +638,8 @@ func TestQueries_ARoundsOutcomesCostTheSameForEachOfItsRows(t *testing.T) {
 	}
 }
 
-// The console reads the webhook outbox, which is never deleted: the
+// The console reads the webhook outbox, which keeps every delivery for the
+// retention age (--wallet-webhook-retention-age, or forever): the
 // overview's counts (on every refresh) and an endpoint's page must read
 // their indexes, not every delivery ever made.
 func TestConsole_WebhookOutboxReadsAreIndexDrivenBehindManyDeliveries(t *testing.T) {

@@ -1154,3 +1154,14 @@ func (s *Store) PoolExpire(ctx context.Context, p PoolExpireParams) (dropped int
 	}
 	return dropped, senders, nil
 }
+
+// PoolTxDeleteFinished deletes up to max pool transactions replaced or
+// dropped before before, oldest first (the builder lane's retention), and
+// returns how many. A pending, queued or included transaction is kept.
+func (s *Store) PoolTxDeleteFinished(ctx context.Context, before time.Time, max int) (int64, error) {
+	n, err := s.q.PoolTxDeleteFinished(ctx, dbsqlc.PoolTxDeleteFinishedParams{Before: before, Max: int32(max)})
+	if err != nil {
+		return 0, fmt.Errorf("deleting finished pool transactions: %w", err)
+	}
+	return n, nil
+}

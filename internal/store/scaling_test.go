@@ -244,6 +244,7 @@ var crossKey = map[string]string{
 	"WebhookDeliveryRetry":          "CHANGES (step 4): an operator's retry by delivery id (console, rare); once deliveries carry chain_id and sender, the console passes the endpoint's wallet's and the UPDATE filters on them",
 	"WebhookDeliveryListByEndpoint": fanOutRead + " (console: an endpoint's deliveries; single-key once deliveries carry chain_id and sender, step 4)",
 	"WebhookDeliveryCounts":         fanOutRead + " (console: backlog and given-up counts)",
+	"WebhookDeliveryDeleteEnded":    "CHANGES (step 5): retention across wallets with FOR UPDATE SKIP LOCKED; becomes a fan-out read of candidates and a DELETE by (chain_id, sender, id), guarded by delivered_at or gave_up_at",
 
 	// The console's overview and drill-downs: reads only, no row locks.
 	"BatchListByServiceInOrder":         "CHANGES (step 1): filters batch_payloads on service_id but joins batches by seq alone; add b.service_id = p.service_id to the join (a co-located join)",
@@ -268,6 +269,8 @@ var crossKey = map[string]string{
 	"PoolTxSetState":             "CHANGES (step 3): intake by (chain_id, tx_hash), single-shard under the chain key already; add sender = @sender so intake stays per sender",
 	"PoolTxDrop":                 "CHANGES (step 3): intake by (chain_id, tx_hash), single-shard under the chain key already; add sender = @sender so intake stays per sender",
 	"PoolTxExpire":               "CHANGES (step 3): the sweep locks by (chain_id, sender) but updates by (chain_id, tx_hash); add t.sender = expired.sender so it stays per sender",
+	"PoolTxDeleteFinished":       "CHANGES (step 5): retention across chains with FOR UPDATE SKIP LOCKED; becomes a fan-out read of candidates and a DELETE by (chain_id, tx_hash), guarded by the state and updated_at",
+	"BundleDeleteFinished":       "CHANGES (step 5): retention across chains with FOR UPDATE SKIP LOCKED; becomes a fan-out read of candidates and a DELETE by (chain_id, id) of each bundle with its versions and transactions, guarded by the state and its time",
 	"BundleTxListRaw":            bundleByID,
 	"BundleMarkSubmitted":        bundleByID,
 	"BundleGuarantee":            bundleByID,

@@ -504,3 +504,14 @@ func (s *Store) WebhookDeliveryRetry(ctx context.Context, p WebhookDeliveryRetry
 	}
 	return retried, nil
 }
+
+// WebhookDeliveryDeleteEnded deletes up to max webhook deliveries delivered
+// or given up before before, oldest first (the webhook retention), and
+// returns how many. A delivery still due or being retried is kept.
+func (s *Store) WebhookDeliveryDeleteEnded(ctx context.Context, before time.Time, max int) (int64, error) {
+	n, err := s.q.WebhookDeliveryDeleteEnded(ctx, dbsqlc.WebhookDeliveryDeleteEndedParams{Before: before, Max: int32(max)})
+	if err != nil {
+		return 0, fmt.Errorf("deleting ended webhook deliveries: %w", err)
+	}
+	return n, nil
+}

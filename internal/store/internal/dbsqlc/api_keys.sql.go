@@ -146,6 +146,33 @@ func (q *Queries) APIKeyRevoke(ctx context.Context, arg APIKeyRevokeParams) (Led
 	return i, err
 }
 
+const auditDeleteOld = `-- name: AuditDeleteOld :execrows
+DELETE FROM ledgerq.audit_log
+WHERE id = ANY (ARRAY(
+    SELECT o.id FROM ledgerq.audit_log o
+    WHERE o.at < $1::timestamptz
+    ORDER BY o.at, o.id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+))
+`
+
+type AuditDeleteOldParams struct {
+	Before time.Time
+	Max    int32
+}
+
+// Audit retention: up to @max actions recorded before @before, oldest first,
+// through audit_log_at. SKIP LOCKED: a row another round holds is left for
+// the next.
+func (q *Queries) AuditDeleteOld(ctx context.Context, arg AuditDeleteOldParams) (int64, error) {
+	result, err := q.db.Exec(ctx, auditDeleteOld, arg.Before, arg.Max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const auditInsert = `-- name: AuditInsert :exec
 INSERT INTO ledgerq.audit_log (at, key_id, key_name, action, target, detail)
 VALUES ($1::timestamptz, $2, $3, $4, $5, $6::jsonb)
@@ -213,14 +240,37 @@ func (q *Queries) AuditList(ctx context.Context, arg AuditListParams) ([]Ledgerq
 	return items, nil
 }
 
-const consoleSessionDeleteExpired = `-- name: ConsoleSessionDeleteExpired :execrows
-DELETE FROM ledgerq.console_sessions
-WHERE expires_at < $1::timestamptz OR ended_at < $1::timestamptz
+const consoleSessionDeleteEnded = `-- name: ConsoleSessionDeleteEnded :execrows
+WITH expired AS (
+    SELECT e.token_hash FROM ledgerq.console_sessions e
+    WHERE e.expires_at < $1::timestamptz
+    ORDER BY e.expires_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), ended AS (
+    SELECT o.token_hash FROM ledgerq.console_sessions o
+    WHERE o.ended_at < $1::timestamptz
+    ORDER BY o.ended_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM ledgerq.console_sessions s
+WHERE s.token_hash = ANY (ARRAY(SELECT expired.token_hash FROM expired UNION SELECT ended.token_hash FROM ended))
 `
 
-// Sessions expired or ended before @before are forgotten.
-func (q *Queries) ConsoleSessionDeleteExpired(ctx context.Context, before time.Time) (int64, error) {
-	result, err := q.db.Exec(ctx, consoleSessionDeleteExpired, before)
+type ConsoleSessionDeleteEndedParams struct {
+	Before time.Time
+	Max    int32
+}
+
+// Session retention (a login, and the monitor role's access retention): up
+// to @max sessions that expired (through console_sessions_expires_at) and up
+// to @max that were logged out (through console_sessions_ended) before
+// @before. Neither opens anything any more; a session that can still open
+// the console is never deleted. SKIP LOCKED: a row another round holds is
+// left for the next.
+func (q *Queries) ConsoleSessionDeleteEnded(ctx context.Context, arg ConsoleSessionDeleteEndedParams) (int64, error) {
+	result, err := q.db.Exec(ctx, consoleSessionDeleteEnded, arg.Before, arg.Max)
 	if err != nil {
 		return 0, err
 	}

@@ -194,6 +194,62 @@ func (q *Queries) BundleCountQueued(ctx context.Context, chainID int64) (int64, 
 	return count, err
 }
 
+const bundleDeleteFinished = `-- name: BundleDeleteFinished :execrows
+WITH finalized AS (
+    SELECT f.id FROM ledgerq.bundles f
+    WHERE f.state = 'finalized' AND f.finalized_at < $1::timestamptz
+      AND EXISTS (
+          SELECT 1 FROM ledgerq.bundles n
+          WHERE n.chain_id = f.chain_id AND n.number > f.number AND n.state = 'finalized'
+      )
+    ORDER BY f.finalized_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), dropped AS (
+    SELECT d.id FROM ledgerq.bundles d
+    WHERE d.state = 'dropped' AND d.updated_at < $1::timestamptz
+      AND NOT EXISTS (SELECT 1 FROM ledgerq.cores c WHERE c.bundle_id = d.id)
+      AND NOT EXISTS (SELECT 1 FROM ledgerq.pool_txs t WHERE t.bundle_id = d.id AND t.bundle_id IS NOT NULL)
+    ORDER BY d.updated_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), txs AS (
+    DELETE FROM ledgerq.pool_txs t
+    WHERE t.bundle_id = ANY (ARRAY(SELECT finalized.id FROM finalized))
+), versions AS (
+    DELETE FROM ledgerq.bundle_versions v
+    WHERE v.bundle_id = ANY (ARRAY(SELECT finalized.id FROM finalized UNION ALL SELECT dropped.id FROM dropped))
+)
+DELETE FROM ledgerq.bundles b
+WHERE b.id = ANY (ARRAY(SELECT finalized.id FROM finalized UNION ALL SELECT dropped.id FROM dropped))
+`
+
+type BundleDeleteFinishedParams struct {
+	Before time.Time
+	Max    int32
+}
+
+// Builder lane retention: up to @max finalized bundles (through
+// bundles_finalized) and up to @max dropped ones (through bundles_dropped)
+// that ended before @before, oldest first, with their work packages and,
+// for a finalized one, its transactions (included and executed: the chain's
+// nonce of their senders has passed them, so the pool's intake no longer
+// reads them). A bundle queued, submitted, guaranteed or accumulated is never
+// deleted, and neither is a chain's newest finalized bundle: it is the next
+// cut's parent (BundleLastLive) and /rpc's finalized head (BundleHeads). A
+// dropped bundle that a core or a transaction still points at (none should:
+// the drop frees them) is kept, so that one inconsistent row cannot stop
+// every round after it. SKIP LOCKED: a bundle another transaction holds is
+// left for the next round. The three DELETEs are one statement: the foreign
+// keys are checked at its end, when what points at the bundles is gone.
+func (q *Queries) BundleDeleteFinished(ctx context.Context, arg BundleDeleteFinishedParams) (int64, error) {
+	result, err := q.db.Exec(ctx, bundleDeleteFinished, arg.Before, arg.Max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const bundleDrop = `-- name: BundleDrop :execrows
 UPDATE ledgerq.bundles b
 SET state = 'dropped', core = NULL, drop_reason = $1::text, updated_at = $2::timestamptz

@@ -258,7 +258,7 @@ type LedgerqApiKey struct {
 	Scopes []string
 }
 
-// What operators changed through the console or the API's operator routes: one row per action, written in the same transaction as the change. Never updated or deleted by ledgerq.
+// What operators changed through the console or the API's operator routes: one row per action, written in the same transaction as the change. Never updated; deleted by the monitor role audit-retention-age after it was written.
 type LedgerqAuditLog struct {
 	// The action's number, in the order actions were recorded.
 	ID int64
@@ -350,7 +350,7 @@ type LedgerqBuilderChain struct {
 	UpdatedAt time.Time
 }
 
-// Builder lane bundles: one row per EVM block cut from the pool, kept in every state. A dropped number is cut again as a new row.
+// Builder lane bundles: one row per EVM block cut from the pool, kept in every state until the builder lane retention deletes it (finalized and dropped ones builder-retention-age after they ended; a chain's newest finalized bundle is kept). A dropped number is cut again as a new row.
 type LedgerqBundle struct {
 	// Surrogate key (pool_txs.bundle_id, bundle_versions.bundle_id, cores.bundle_id point at it).
 	ID int64
@@ -560,7 +560,7 @@ type LedgerqPoolSender struct {
 	UpdatedAt time.Time
 }
 
-// Builder lane transaction pool: one row per transaction received, kept in every state (nothing is deleted silently).
+// Builder lane transaction pool: one row per transaction received, kept in every state until the builder lane retention deletes it (replaced and dropped ones, and included ones with their finalized bundle, builder-retention-age after they ended).
 type LedgerqPoolTx struct {
 	// EVM chain id the transaction is signed for (the configured one; others are refused).
 	ChainID int64
@@ -982,7 +982,7 @@ type LedgerqWalletTaskOverview struct {
 	NextNonce int64
 }
 
-// Webhook outbox: one row per (event, endpoint), written in the transaction of the task change it tells about, then delivered with retries and backoff.
+// Webhook outbox: one row per (event, endpoint), written in the transaction of the task change it tells about, then delivered with retries and backoff; deleted by the monitor role wallet-webhook-retention-age after it was delivered or given up.
 type LedgerqWebhookDelivery struct {
 	// The webhook-id header: stable across redeliveries, so a receiver counts the event once.
 	ID string

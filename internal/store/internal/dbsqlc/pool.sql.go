@@ -550,6 +550,40 @@ func (q *Queries) PoolTxCountWaiting(ctx context.Context) ([]PoolTxCountWaitingR
 	return items, nil
 }
 
+const poolTxDeleteFinished = `-- name: PoolTxDeleteFinished :execrows
+WITH old AS (
+    SELECT o.chain_id, o.tx_hash FROM ledgerq.pool_txs o
+    WHERE o.state IN ('replaced', 'dropped') AND o.updated_at < $1::timestamptz
+    ORDER BY o.updated_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM ledgerq.pool_txs t
+USING old
+WHERE t.chain_id = old.chain_id AND t.tx_hash = old.tx_hash
+`
+
+type PoolTxDeleteFinishedParams struct {
+	Before time.Time
+	Max    int32
+}
+
+// Builder lane retention: up to @max transactions replaced or dropped before
+// @before (their last change), oldest first, through pool_txs_ended. Neither
+// holds a nonce or will be bundled; the same bytes sent again after the
+// delete are a new row, admitted by the same rules (an intake that read the
+// row before the delete finds it gone and runs again). A pending, queued or
+// included transaction is never deleted here (an included one goes with its
+// finalized bundle, BundleDeleteFinished). SKIP LOCKED: a row an intake
+// holds is left for the next round.
+func (q *Queries) PoolTxDeleteFinished(ctx context.Context, arg PoolTxDeleteFinishedParams) (int64, error) {
+	result, err := q.db.Exec(ctx, poolTxDeleteFinished, arg.Before, arg.Max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const poolTxDemoteAbove = `-- name: PoolTxDemoteAbove :execrows
 UPDATE ledgerq.pool_txs
 SET state = 'queued', updated_at = $1::timestamptz

@@ -134,12 +134,43 @@ type WebhookDeliveryCountsRow struct {
 // with its oldest) and those given up.
 // Each part reads its own partial index (webhook_deliveries_due,
 // webhook_deliveries_given_up), never the delivered rows, which are most
-// of the table and never deleted.
+// of the table (kept for --wallet-webhook-retention-age).
 func (q *Queries) WebhookDeliveryCounts(ctx context.Context) (WebhookDeliveryCountsRow, error) {
 	row := q.db.QueryRow(ctx, webhookDeliveryCounts)
 	var i WebhookDeliveryCountsRow
 	err := row.Scan(&i.Backlog, &i.OldestBacklog, &i.GivenUp)
 	return i, err
+}
+
+const webhookDeliveryDeleteEnded = `-- name: WebhookDeliveryDeleteEnded :execrows
+WITH ended AS (
+    SELECT e.id FROM ledgerq.webhook_deliveries e
+    WHERE (e.delivered_at IS NOT NULL OR e.gave_up_at IS NOT NULL)
+      AND coalesce(e.delivered_at, e.gave_up_at) < $1::timestamptz
+    ORDER BY coalesce(e.delivered_at, e.gave_up_at)
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM ledgerq.webhook_deliveries d
+WHERE d.id = ANY (ARRAY(SELECT ended.id FROM ended))
+`
+
+type WebhookDeliveryDeleteEndedParams struct {
+	Before time.Time
+	Max    int32
+}
+
+// Webhook retention: up to @max deliveries that ended (delivered, or given
+// up) before @before, oldest first, through webhook_deliveries_ended. A
+// delivery still due or being retried has neither time and is never
+// deleted. SKIP LOCKED: a row a deliverer or an operator's retry holds is
+// left for the next round.
+func (q *Queries) WebhookDeliveryDeleteEnded(ctx context.Context, arg WebhookDeliveryDeleteEndedParams) (int64, error) {
+	result, err := q.db.Exec(ctx, webhookDeliveryDeleteEnded, arg.Before, arg.Max)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const webhookDeliveryEmit = `-- name: WebhookDeliveryEmit :execrows
