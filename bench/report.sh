@@ -40,6 +40,11 @@
 #                 batches first asks about a batch when the simulated ledger
 #                 commits it)
 #
+# The floors (bench/floor.sh, pgbench: each lane's rows alone in PostgreSQL,
+# no ledgerq process) run in every round of their lane, and the table reads
+# the lane against them: the wallet lane's ceiling, the builder's /rpc
+# intake over its intake's floor, the batch lane's preload over its floor.
+#
 # Workloads a binary does not have yet (a flag missing from its --help) are
 # reported as "n/a (not supported by this binary)".
 set -euo pipefail
@@ -304,8 +309,28 @@ p99_ms() {
 # --baseline, the ratio the run printed.
 parse_wallets() {
 	put "$1" "$2" "$(first "$3" '^ *mined +([0-9.]+) .*' '.*lane[^0-9]*([0-9.]+) mined\/s.*' '^ *confirmed +([0-9.]+) tasks\/s.*')"
+	# The process's own CPU per task ("  cpu   0.258 ms per task: this
+	# process, …"), when the binary prints it.
+	put "$1_cpu" "$2" "$(first "$3" '^ *cpu +([0-9.]+) ms per task.*')"
 	if $have_wallet_baseline; then
 		put "$1_ratio" "$2" "$(ratio_in "$3")"
+	fi
+}
+
+# run_floor KEY ROUND LANE REGEX: runs bench/floor.sh --lane LANE (its
+# wallet floor without --lane, as before) and puts the first capture of
+# REGEX in its output under KEY.
+run_floor() {
+	local key=$1 r=$2 lane=$3 re=$4 args=()
+	[ "$lane" != wallet ] && args=(--lane "$lane")
+	# shellcheck disable=SC2206 # the size string is a flag list
+	args+=($floor)
+	commands[$key]="bench/floor.sh ADMIN_URL ${args[*]}"
+	say "round $r: $key: bench/floor.sh ${args[*]}"
+	if LEDGERQ=$lq "$here/floor.sh" "$admin" "${args[@]}" >"$logs/$key-r$r.out" 2>"$logs/$key-r$r.err"; then
+		put "$key" "$r" "$(first "$logs/$key-r$r.out" "$re")"
+	else
+		say "round $r: $key failed; see $logs/$key-r$r.err"
 	fi
 }
 
@@ -340,6 +365,9 @@ for r in $(seq "$rounds"); do
 		if bench backlog "$r" batches --mode preload $preload $sim0 --backlog-finished "$backlog" $batch_flags; then
 			put backlog "$r" "$(first "$logs/backlog-r$r.out" '^ *processing +([0-9.]+) committed\/s.*')"
 		fi
+		# The batch rows' own cost in PostgreSQL, no ledgerq process: what
+		# the lane can finish from a backlog, as the preload run does.
+		run_floor bfloor "$r" batch '.* ([0-9]+) batches\/s finished from a backlog.*'
 	fi
 	if runs wallets; then
 		base=
@@ -371,14 +399,7 @@ for r in $(seq "$rounds"); do
 		fi
 		# The rows' own cost in PostgreSQL, no ledgerq process: the ceiling
 		# the wallet rows are read against.
-		commands[floor]="bench/floor.sh ADMIN_URL $floor"
-		say "round $r: floor: bench/floor.sh $floor"
-		# shellcheck disable=SC2086
-		if LEDGERQ=$lq "$here/floor.sh" "$admin" $floor >"$logs/floor-r$r.out" 2>"$logs/floor-r$r.err"; then
-			put floor "$r" "$(first "$logs/floor-r$r.out" '.*ceiling ([0-9]+) tasks\/s.*')"
-		else
-			say "round $r: floor failed; see $logs/floor-r$r.err"
-		fi
+		run_floor floor "$r" wallet '.*ceiling ([0-9]+) tasks\/s.*'
 		if $have_wallet_backlog; then
 			# shellcheck disable=SC2086
 			if bench wbacklog "$r" wallets $wallets --backlog-finished "$backlog"; then
@@ -402,6 +423,8 @@ for r in $(seq "$rounds"); do
 			[ -n "$idle" ] && put idle "$r" "$(sed -nE 's/^ *cores:.* of their ([0-9]+) core-windows used, ([0-9]+) idle.*/\2\/\1/p' "$f" | head -1)"
 		fi
 		[ -n "$gflags" ] && commands[bgeth]=${commands[bgeth]//$geth/\$GETH}
+		# The intake's rows alone in PostgreSQL, no ledgerq process.
+		run_floor pfloor "$r" builder '.*ceiling ([0-9]+) tx\/s.*'
 		if $have_builder_backlog; then
 			# shellcheck disable=SC2086
 			if bench bbacklog "$r" builder $builder $pool_limits --backlog-finished "$backlog"; then
@@ -451,22 +474,27 @@ rate_row() {
 	fi
 	row "$1" "$(fmt "$m" 0) $3" "$(vals "$2" | awk '$1 == "-" { print; next } { printf "%.0f\n", $1 }' | rounds_of)" "≥ $4" "$(met "$m" '>=' "$4")"
 }
-# ratio_row WHAT A B TARGET UNITS UNLESS: a row of the per-round ratios
-# A/B, with the medians of A and B ("UNITS" names them: "committed/s /
-# jobs/s"); UNLESS, when set, is printed instead.
+# ratio_row WHAT A B TARGET UNITS UNLESS MET: a row of the per-round
+# ratios A/B, with the medians of A and B ("UNITS" names them: "committed/s
+# / jobs/s"); UNLESS, when set, is printed instead. An empty TARGET prints
+# "—" (no target); MET, when set, is printed instead of whether the target
+# is met.
 ratio_row() {
+	local target="≥ $4 ×"
+	[ -z "$4" ] && target="—"
 	if [ -n "${6:-}" ]; then
-		row "$1" "$6" "" "≥ $4 ×" "—"
+		row "$1" "$6" "" "$target" "—"
 		return
 	fi
-	local m ua ub
+	local m ua ub ok="—"
 	m=$(ratios "$2" "$3" | median)
 	if [ -z "$m" ]; then
-		row "$1" "n/a (no figure; see the logs)" "" "≥ $4 ×" "—"
+		row "$1" "n/a (no figure; see the logs)" "" "$target" "—"
 		return
 	fi
 	ua=${5% / *} ub=${5#* / }
-	row "$1" "$(fmt "$m" 2) × ($(fmt "$(vals "$2" | median)" 0) $ua / $(fmt "$(vals "$3" | median)" 0) $ub)" "$(ratios "$2" "$3" | rounds_of)" "≥ $4 ×" "$(met "$m" '>=' "$4")"
+	[ -n "$4" ] && ok=$(met "$m" '>=' "$4")
+	row "$1" "$(fmt "$m" 2) × ($(fmt "$(vals "$2" | median)" 0) $ua / $(fmt "$(vals "$3" | median)" 0) $ub)" "$(ratios "$2" "$3" | rounds_of)" "$target" "${7:-$ok}"
 }
 # printed_ratio_row WHAT KEY RATIO_KEY OTHER TARGET UNLESS: a ratio the
 # bench printed itself (RATIO_KEY), with the lane's figure (KEY) and the
@@ -520,6 +548,7 @@ if runs batches; then
 	else
 		ratio_row "batch lane, preloaded backlog vs River: committed/s over River's jobs/s" preload river "1.0" "" "n/a (River not installed); ledgerq alone: $(fmt "$(vals preload | median)" 0) committed/s"
 	fi
+	ratio_row "batch lane, preloaded backlog over its floor (bench/floor.sh --lane batch: the lane's rows alone, from a backlog, no ledgerq process): committed/s over the floor's batches/s" preload bfloor "" "committed/s / batches/s"
 	rate_row "batch lane end to end, committed/s" e2e committed/s 4000
 	rate_row "batch lane HTTP intake, batches/s" http batches/s 6000
 	ratio_row "batch lane with $bl finished batches vs empty (preloaded)" backlog preload "0.8" "committed/s / committed/s"
@@ -527,6 +556,12 @@ fi
 if runs wallets; then
 	u=; $have_wallet_baseline || u=$unsupported
 	printed_ratio_row "wallet lane vs a direct sender, simulated chain: mined/s over direct mined/s" wsim wsim_ratio "mined/s" "0.8" "${u:+$u$(alone wsim tasks/s)}"
+	cm=$(vals wsim_cpu | median)
+	if [ -n "$cm" ]; then
+		row "wallet lane, ledgerq's own CPU per task, simulated chain (the process, user+system over the run)" "$(fmt "$cm" 3) ms" "$(vals wsim_cpu | rounds_of)" "≤ 0.35 ms" "$(met "$cm" '<=' 0.35)"
+	else
+		row "wallet lane, ledgerq's own CPU per task, simulated chain" "n/a (not printed by this binary, or the run failed)" "" "≤ 0.35 ms" "—"
+	fi
 	g=$u; [ -z "$geth" ] && g=$nogeth
 	printed_ratio_row "wallet lane vs a direct sender, geth --dev --dev.period 1" wgeth wgeth_ratio "mined/s" "0.8" "${g:+$g$(alone wgeth tasks/s)}"
 	if $have_wallet_http; then rate_row "wallet lane HTTP intake, tasks/s" whttp tasks/s 3000; else row "wallet lane HTTP intake, tasks/s" "$unsupported" "" "≥ 3000" "—"; fi
@@ -560,6 +595,17 @@ if runs builder; then
 	u=; $have_builder_baseline || u=$unsupported
 	[ -z "$u" ] && [ -z "$geth" ] && u=$nogeth
 	printed_ratio_row "builder lane /rpc intake vs geth --dev eth_sendRawTransaction: tx/s over geth's" bl bl_ratio "tx/s" "0.5" "${u:+$u$(alone bl tx/s)}"
+	# geth's tx/s per round, from the lane's and the ratio it printed: the
+	# target over the floor holds where the floor is below geth's.
+	gm=$(for k in $(seq "$rounds"); do
+		awk -v l="$(vals_of bl "$k")" -v q="$(vals_of bl_ratio "$k")" 'BEGIN { if (l > 0 && q > 0) printf "%.0f\n", l / q }'
+	done | median)
+	pm=$(vals pfloor | median)
+	above=
+	if [ -n "$gm" ] && [ -n "$pm" ] && awk -v p="$pm" -v g="$gm" 'BEGIN { exit !(p >= g) }'; then
+		above="— (floor above geth's $(fmt "$gm" 0) tx/s)"
+	fi
+	ratio_row "builder lane /rpc intake over its floor (bench/floor.sh --lane builder: the intake's rows alone, no ledgerq process): accepted tx/s over the floor's ceiling; target where the floor is below geth's tx/s" bl pfloor "0.7" "tx/s / tx/s" "" "$above"
 	bm=$(vals bundles | median)
 	if [ -n "$bm" ]; then bm=$(fmt "$bm" 2); else bm="n/a"; fi
 	row "builder lane, finalized bundles/s" "$bm" "$(vals bundles | rounds_of)" "—" "—"
@@ -577,7 +623,7 @@ fi
 echo
 echo "The commands (U a fresh database's URL, created and migrated for the run and dropped after it; ledgerq bench adds --database-url \$U):"
 echo
-for k in river preload e2e http backlog wsim wgeth whttp whalf floor wbacklog bgeth bbacklog; do
+for k in river preload e2e http backlog bfloor wsim wgeth whttp whalf floor wbacklog bgeth pfloor bbacklog; do
 	[ -n "${commands[$k]:-}" ] && echo "- \`${commands[$k]}\`"
 done
 true

@@ -18,7 +18,9 @@ import (
 
 // TestBenchReport_QuickBatchRoundPrintsTheTable runs bench/report.sh's
 // smoke check of the batch lane and reads its table: the machine line, the
-// header, a row per batch workload with a number in it, and the commands.
+// header, a row per batch workload with a number in it, the preload over
+// the lane's floor (bench/floor.sh --lane batch, no target yet), and the
+// commands.
 func TestBenchReport_QuickBatchRoundPrintsTheTable(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("psql"); err != nil {
@@ -43,10 +45,18 @@ func TestBenchReport_QuickBatchRoundPrintsTheTable(t *testing.T) {
 	require.Regexp(t, `(?m)^Machine: \d+ cores, [0-9.]+ GiB memory; PostgreSQL \d+\S* .*shared_buffers=\S+, synchronous_commit=\S+\)`, out)
 	require.Contains(t, out, "| what | median | rounds | target | met |\n|---|---|---|---|---|\n")
 	rows := regexp.MustCompile(`(?m)^\| (batch lane[^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \|$`).FindAllStringSubmatch(out, -1)
-	require.Len(t, rows, 4, "the batch lane's four rows:\n%s", out)
+	require.Len(t, rows, 5, "the batch lane's five rows:\n%s", out)
 	number := regexp.MustCompile(`^[0-9]+(\.[0-9]+)? `)
 	for i, r := range rows {
 		what, figure, rounds, target, met := r[1], r[2], r[3], r[4], r[5]
+		if i == 1 {
+			require.Contains(t, what, "preloaded backlog over its floor", "the floor row follows River's")
+			require.Regexp(t, `^[0-9.]+ × \([0-9]+ committed/s / [0-9]+ batches/s\)$`, figure, "row %q:\n%s\nstderr:\n%s", what, out, &stderr)
+			require.Regexp(t, `^[0-9.]+$`, rounds)
+			require.Equal(t, "—", target)
+			require.Equal(t, "—", met)
+			continue
+		}
 		require.True(t, strings.HasPrefix(target, "≥ "), "row %q: target %q", what, target)
 		if i == 0 && river == "none" {
 			require.Contains(t, figure, "River not installed", "row %q", what)
@@ -61,14 +71,16 @@ func TestBenchReport_QuickBatchRoundPrintsTheTable(t *testing.T) {
 	// asks about a batch when the simulated ledger commits it).
 	require.Contains(t, out, "- `ledgerq bench batches --mode preload --services 100 --batches-per-service 20 --batch-sim-commit-delay 0 --batch-sim-verify=false`\n")
 	require.Contains(t, out, "--batch-sim-verify=false --backlog-finished 10000`\n")
+	require.Contains(t, out, "- `bench/floor.sh ADMIN_URL --lane batch --rounds 1 --seconds 3`\n")
 }
 
 // TestBenchReport_QuickWalletRoundPrintsTheTable runs bench/report.sh's
 // smoke check of the wallet lane (geth left out) and reads its rows: the
 // ratio to the direct sender, the HTTP intake, the enqueue-to-mined p99 at
 // half the capacity the HTTP run measured, the ceiling of the lane's rows
-// alone (bench/floor.sh, pgbench) and the backlog ratio, each with a figure,
-// and the half-capacity run's command with its offered rate.
+// alone (bench/floor.sh, pgbench), the process's CPU per task and the
+// backlog ratio, each with a figure, and the half-capacity run's command
+// with its offered rate.
 func TestBenchReport_QuickWalletRoundPrintsTheTable(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("psql"); err != nil {
@@ -85,7 +97,7 @@ func TestBenchReport_QuickWalletRoundPrintsTheTable(t *testing.T) {
 	out := stdout.String()
 
 	rows := regexp.MustCompile(`(?m)^\| (wallet lane[^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \|$`).FindAllStringSubmatch(out, -1)
-	require.Len(t, rows, 6, "the wallet lane's six rows:\n%s", out)
+	require.Len(t, rows, 7, "the wallet lane's seven rows:\n%s", out)
 	number := regexp.MustCompile(`^[0-9]+(\.[0-9]+)? `)
 	for _, r := range rows {
 		what, figure, met := r[1], r[2], r[5]
@@ -103,13 +115,47 @@ func TestBenchReport_QuickWalletRoundPrintsTheTable(t *testing.T) {
 		}
 		require.Contains(t, []string{"yes", "no"}, met, "row %q", what)
 	}
-	require.Contains(t, rows[4][1], "rows alone in PostgreSQL", "the ceiling follows the latency row")
+	cpu := rows[1]
+	require.Contains(t, cpu[1], "ledgerq's own CPU per task", "the process's CPU follows the simulated chain's row")
+	require.Regexp(t, `^[0-9]+\.[0-9]{3} ms$`, cpu[2])
+	require.Equal(t, "≤ 0.35 ms", cpu[4])
+	require.Contains(t, rows[5][1], "rows alone in PostgreSQL", "the ceiling follows the latency row")
 	require.Contains(t, out, "- `bench/floor.sh ADMIN_URL --rounds 1 --seconds 3`\n")
-	half := rows[3]
+	half := rows[4]
 	require.Contains(t, half[1], "enqueue→mined p99 at half the capacity")
 	require.Regexp(t, `^[0-9]+ ms$`, half[2])
 	require.Equal(t, "≤ 600 ms", half[4])
 	require.Regexp(t, "(?m)^- `ledgerq bench wallets --mode http --ingest-workers 16 --wallets 3 --tasks-per-wallet 50 --rate [0-9]+`$", out)
+}
+
+// TestBenchReport_QuickBuilderRoundPrintsTheIntakeOverItsFloor runs
+// bench/report.sh's smoke check of the builder lane without geth and reads
+// the row of the /rpc intake over its floor (bench/floor.sh --lane
+// builder): the ratio with both figures, its target, whether it is met,
+// and the floor's command.
+func TestBenchReport_QuickBuilderRoundPrintsTheIntakeOverItsFloor(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("psql"); err != nil {
+		t.Skip("bench/report.sh needs psql (apt-get install postgresql-client)")
+	}
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "bench", "report.sh")
+	admin := testdb.New(t).AdminURL
+	cmd := exec.Command(script, admin, "--quick", "--rounds", "1", "--only", "builder", "--backlog", "1000", "--logs", t.TempDir())
+	cmd.Env = append(os.Environ(), "LEDGERQ="+testproc.Binary(t), "GETH=", "LEDGERQ_TEST_GETH=", "PATH=/usr/bin:/bin", "LEDGERQ_BENCH_CACHE="+t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "stderr:\n%s\nstdout:\n%s", &stderr, &stdout)
+	out := stdout.String()
+
+	rows := regexp.MustCompile(`(?m)^\| (builder lane /rpc intake over its floor[^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \|$`).FindAllStringSubmatch(out, -1)
+	require.Len(t, rows, 1, "the builder floor's row:\n%s\nstderr:\n%s", out, &stderr)
+	r := rows[0]
+	require.Regexp(t, `^[0-9.]+ × \([0-9]+ tx/s / [0-9]+ tx/s\)$`, r[2])
+	require.Regexp(t, `^[0-9.]+$`, r[3])
+	require.Equal(t, "≥ 0.7 ×", r[4])
+	require.Contains(t, []string{"yes", "no"}, r[5], "without geth the target is read against the floor")
+	require.Contains(t, out, "- `bench/floor.sh ADMIN_URL --lane builder --rounds 1 --seconds 3`\n")
 }
 
 // riverCLI is River's CLI as bench/report.sh would find it without
