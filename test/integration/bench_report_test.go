@@ -78,8 +78,8 @@ func TestBenchReport_QuickBatchRoundPrintsTheTable(t *testing.T) {
 // smoke check of the wallet lane (geth left out) and reads its rows: the
 // ratio to the direct sender, the HTTP intake, the enqueue-to-mined p99 at
 // half the capacity the HTTP run measured, the ceiling of the lane's rows
-// alone (bench/floor.sh, pgbench), the process's CPU per task and the
-// backlog ratio, each with a figure, and the half-capacity run's command
+// alone (bench/floor.sh, pgbench), the lane over that ceiling, the
+// process's CPU per task and the backlog ratio, each with a figure, and the half-capacity run's command
 // with its offered rate.
 func TestBenchReport_QuickWalletRoundPrintsTheTable(t *testing.T) {
 	t.Parallel()
@@ -97,7 +97,7 @@ func TestBenchReport_QuickWalletRoundPrintsTheTable(t *testing.T) {
 	out := stdout.String()
 
 	rows := regexp.MustCompile(`(?m)^\| (wallet lane[^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \|$`).FindAllStringSubmatch(out, -1)
-	require.Len(t, rows, 7, "the wallet lane's seven rows:\n%s", out)
+	require.Len(t, rows, 8, "the wallet lane's eight rows:\n%s", out)
 	number := regexp.MustCompile(`^[0-9]+(\.[0-9]+)? `)
 	for _, r := range rows {
 		what, figure, met := r[1], r[2], r[5]
@@ -120,6 +120,10 @@ func TestBenchReport_QuickWalletRoundPrintsTheTable(t *testing.T) {
 	require.Regexp(t, `^[0-9]+\.[0-9]{3} ms$`, cpu[2])
 	require.Equal(t, "≤ 0.35 ms", cpu[4])
 	require.Contains(t, rows[5][1], "rows alone in PostgreSQL", "the ceiling follows the latency row")
+	over := rows[6]
+	require.Contains(t, over[1], "wallet lane over its floor", "the lane over its floor follows the ceiling")
+	require.Regexp(t, `^[0-9]+\.[0-9]{2} × \([0-9]+ tasks/s / [0-9]+ tasks/s\)$`, over[2])
+	require.Equal(t, "≥ 0.6 ×", over[4])
 	require.Contains(t, out, "- `bench/floor.sh ADMIN_URL --rounds 1 --seconds 3`\n")
 	half := rows[4]
 	require.Contains(t, half[1], "enqueue→mined p99 at half the capacity")
