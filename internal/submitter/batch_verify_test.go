@@ -6,6 +6,8 @@ package submitter_test
 // invalid, unsent, and keeps its flag.
 
 import (
+	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -17,8 +19,10 @@ import (
 	"github.com/ledgerq/ledgerq/internal/ledger/ledgertest"
 	"github.com/ledgerq/ledgerq/internal/ledger/sawtooth"
 	"github.com/ledgerq/ledgerq/internal/ledger/sim"
+	"github.com/ledgerq/ledgerq/internal/loop"
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/submitter"
+	"github.com/ledgerq/ledgerq/internal/testfactory"
 )
 
 // checks counts the signature checks of a submitter, per batch id, and
@@ -258,5 +262,30 @@ func TestBatchLane_SQLStoredBatchesCheckedSideBySideCommitInServiceOrder(t *test
 	}
 	for _, id := range all {
 		require.Equal(t, 1, c.of(id), id)
+	}
+}
+
+// The checks of a full round (SubmitBatchSize batches, all stored through
+// submit_batch), one at a time and VerifyWorkers (GOMAXPROCS) at a time.
+func BenchmarkBatchSubmitter_VerifyARound(b *testing.B) {
+	cfg := defaultLaneConfig()
+	claimed := make([]store.ClaimedBatch, cfg.SubmitBatchSize)
+	for i := range claimed {
+		id, payload := testfactory.SignedBatch(b)
+		claimed[i] = store.ClaimedBatch{Seq: int64(i + 1), ID: id, ServiceID: "s", Payload: payload, Attempt: 1, Unverified: true}
+	}
+	for _, workers := range []int{1, runtime.GOMAXPROCS(0)} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			cfg.VerifyWorkers = workers
+			s, err := submitter.NewBatchSubmitter(nil, &ledgertest.BatchLedger{}, loop.Deps{}, cfg)
+			require.NoError(b, err)
+			for b.Loop() {
+				refused, _ := submitter.Verify(s, claimed)
+				if slices.ContainsFunc(refused, func(err error) bool { return err != nil }) {
+					b.Fatal("a signed batch failed its check")
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(claimed)), "ns/batch")
+		})
 	}
 }
