@@ -326,6 +326,24 @@ FROM held
 WHERE b.seq = held.seq
 RETURNING b.seq, b.service_id, held.result::text AS result;
 
+-- name: BatchPayloadMarkVerified :execrows
+-- Clears unverified on the batches of @seqs whose signatures this process
+-- checked (ledgerq.submit_batch stores them unchecked), so that sending one
+-- again (delayed, unknown) does not check it again. It runs in the
+-- transaction that records the outcome of the attempt that checked them,
+-- after that record, and is fenced as it is: a row changes only while that
+-- attempt (@attempts) is still the batch's latest. A batch whose check
+-- failed is never in @seqs. The batches' rows are already locked by the
+-- record, and only this statement updates batch_payloads' rows of batches
+-- in flight, so its lock order cannot form a cycle.
+WITH v AS (
+    SELECT unnest(@seqs::int8[]) AS seq, unnest(@attempts::int4[]) AS attempts
+)
+UPDATE ledgerq.batch_payloads p
+SET unverified = false
+FROM v JOIN ledgerq.batches b ON b.seq = v.seq AND b.attempts = v.attempts
+WHERE p.seq = v.seq AND p.unverified;
+
 -- name: BatchClaimPendingForCheck :many
 -- Monitor claim: pending batches due for a status check. Moving next_check_at
 -- forward in the claiming statement keeps other monitors off them. The id the

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"runtime"
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/ledger"
@@ -59,6 +60,10 @@ type Config struct {
 	// Submitters is how many submitter loops this process runs (bench runs
 	// several, as several processes would).
 	Submitters int
+	// VerifyWorkers bounds the signature checks one submitter round runs
+	// at once, for the batches stored through ledgerq.submit_batch, which
+	// SQL could not check (default GOMAXPROCS: the checks are CPU work).
+	VerifyWorkers int
 	// ReconcileMax bounds the services one reconciliation admits.
 	ReconcileMax int
 	// TrackMax bounds the batches the monitor follows in memory; beyond it
@@ -139,6 +144,7 @@ func (c Config) WithDefaults() Config {
 	c.TrackGrace = cmp.Or(c.TrackGrace, d.TrackGrace)
 	c.ReconcileInterval = cmp.Or(c.ReconcileInterval, d.ReconcileInterval)
 	c.Submitters = cmp.Or(c.Submitters, d.Submitters)
+	c.VerifyWorkers = cmp.Or(c.VerifyWorkers, runtime.GOMAXPROCS(0))
 	c.ReconcileMax = cmp.Or(c.ReconcileMax, d.ReconcileMax)
 	c.TrackMax = cmp.Or(c.TrackMax, d.TrackMax)
 	c.RecordsInFlight = cmp.Or(c.RecordsInFlight, d.RecordsInFlight)
@@ -158,6 +164,8 @@ func (c *Config) Validate() error {
 		return errors.New("--batch-submit-batch-size and --batch-check-batch-size must be at least 1")
 	case c.Submitters < 1:
 		return errors.New("the batch lane needs at least one submitter loop")
+	case c.VerifyWorkers < 1:
+		return errors.New("batch lane: VerifyWorkers must be at least 1")
 	case c.ClaimLease <= c.Ledger.Timeout:
 		return fmt.Errorf("--batch-claim-lease (%s) must be longer than --batch-ledger-timeout (%s), or the monitor may check a batch that is still being sent", c.ClaimLease, c.Ledger.Timeout)
 	case c.DelayWindow <= 0 || c.DelayCap < c.DelayWindow:

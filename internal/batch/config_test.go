@@ -1,6 +1,7 @@
 package batch_test
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ func TestConfig_AZeroConfigTakesTheDefaultsAndIsValid(t *testing.T) {
 		DelayWindow: 15 * time.Second, DelayCap: 5 * time.Minute, SubmitBatchSize: 100, ClaimLease: time.Minute,
 		CheckInterval: time.Second, CheckBatchSize: 100, RetentionBatchSize: 1000, RetentionInterval: time.Minute,
 		TrackGrace: 10 * time.Second, ReconcileInterval: 30 * time.Second,
-		Submitters: 1, ReconcileMax: 1000, TrackMax: 100000, RecordsInFlight: 2,
+		Submitters: 1, VerifyWorkers: runtime.GOMAXPROCS(0), ReconcileMax: 1000, TrackMax: 100000, RecordsInFlight: 2,
 	}, c)
 	d := batch.Defaults()
 	require.Equal(t, 500*time.Millisecond, d.FirstCheck)
@@ -47,6 +48,7 @@ func TestConfig_ValidateRefusesWhatCannotWork(t *testing.T) {
 		"cap below window":           func(c *batch.Config) { c.DelayCap = time.Second },
 		"negative first check":       func(c *batch.Config) { c.FirstCheck = -1 },
 		"negative retention":         func(c *batch.Config) { c.RetentionAge = -1 },
+		"negative verify workers":    func(c *batch.Config) { c.VerifyWorkers = -1 },
 	} {
 		c := batch.Defaults()
 		mutate(&c)

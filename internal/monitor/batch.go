@@ -187,7 +187,7 @@ func (m *BatchMonitor) RunOnce(ctx context.Context) (int, error) {
 		if !ok {
 			res = ledger.BatchStatusResult{Status: ledger.BatchUnknown}
 		}
-		o := store.StatusOutcome{Seq: d.Seq, ServiceID: d.ServiceID, Attempt: d.Attempt, Reason: res.Reason}
+		o := store.StatusOutcome{Seq: d.Seq, ServiceID: d.ServiceID, Attempt: d.Attempt, Reason: res.Reason, Verified: d.Verified}
 		switch res.Status {
 		case ledger.BatchCommitted:
 			o.Status = store.BatchStatusCommitted

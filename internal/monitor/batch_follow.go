@@ -26,6 +26,7 @@ type tracked struct {
 	due       time.Time // next check, in memory
 	stored    time.Time // next check time in the database
 	taken     bool      // handed to a round and not yet released
+	verified  bool      // its unverified flag is to be cleared (store.CheckBatch.Verified)
 }
 
 type dueEntry struct {
@@ -60,7 +61,7 @@ func (f *followed) add(batches []store.CheckBatch, due, stored time.Time) int {
 		if len(f.items) >= f.max {
 			return i
 		}
-		f.items[b.Seq] = tracked{id: b.ID, serviceID: b.ServiceID, attempt: b.Attempt, due: due, stored: stored}
+		f.items[b.Seq] = tracked{id: b.ID, serviceID: b.ServiceID, attempt: b.Attempt, due: due, stored: stored, verified: b.Verified}
 		heap.Push(&f.queue, dueEntry{due: due, seq: b.Seq})
 	}
 	return len(batches)
@@ -80,7 +81,7 @@ func (f *followed) take(now time.Time, max int) []store.CheckBatch {
 		}
 		t.taken = true
 		f.items[e.seq] = t
-		out = append(out, store.CheckBatch{Seq: e.seq, ID: t.id, ServiceID: t.serviceID, Attempt: t.attempt})
+		out = append(out, store.CheckBatch{Seq: e.seq, ID: t.id, ServiceID: t.serviceID, Attempt: t.attempt, Verified: t.verified})
 	}
 	return out
 }
@@ -98,7 +99,8 @@ func (f *followed) again(seq int64, due time.Time, interval time.Duration) bool 
 }
 
 // settle applies recorded outcomes: final ones stop being followed, pending
-// ones keep being followed with the stored check time just written.
+// ones keep being followed with the stored check time just written (and
+// their unverified flag, cleared by that record, is not written again).
 func (f *followed) settle(outcomes []store.StatusOutcome, stored time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -108,7 +110,7 @@ func (f *followed) settle(outcomes []store.StatusOutcome, stored time.Time) {
 			continue
 		}
 		if o.Status == store.BatchStatusPending {
-			t.stored = stored
+			t.stored, t.verified = stored, false
 			f.items[o.Seq] = t
 			continue
 		}
@@ -142,7 +144,7 @@ func (f *followed) drain() []store.StatusOutcome {
 	defer f.mu.Unlock()
 	out := make([]store.StatusOutcome, 0, len(f.items))
 	for seq, t := range f.items {
-		out = append(out, store.StatusOutcome{Seq: seq, ServiceID: t.serviceID, Attempt: t.attempt, Status: store.BatchStatusPending})
+		out = append(out, store.StatusOutcome{Seq: seq, ServiceID: t.serviceID, Attempt: t.attempt, Status: store.BatchStatusPending, Verified: t.verified})
 	}
 	f.items = map[int64]tracked{}
 	f.queue = nil

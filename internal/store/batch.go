@@ -513,6 +513,11 @@ type SubmitOutcome struct {
 	Attempt int
 	Result  SubmitResult
 	Reason  string
+	// Verified says the submitter checked, in this attempt, the signatures
+	// of a batch stored unverified, and they held: recording an accepted
+	// or delayed outcome clears the batch's unverified flag in the same
+	// transaction, so that sending it again does not check it again.
+	Verified bool
 }
 
 // BatchRecordSubmitParams are the submitter's results of one round.
@@ -550,6 +555,8 @@ func (s *Store) BatchRecordSubmit(ctx context.Context, p BatchRecordSubmitParams
 		Now: p.Now, NextCheckAt: p.NextCheckAt,
 		Seqs: make([]int64, n), Attempts: make([]int32, n), Results: make([]string, n), Reasons: make([]string, n),
 	}
+	// A rejected batch is final: it is never sent again, so its flag stays.
+	verifiedAttempt := map[int64]int32{}
 	for i, o := range p.Outcomes {
 		switch o.Result {
 		case SubmitAccepted, SubmitDelayed, SubmitRejected:
@@ -557,6 +564,9 @@ func (s *Store) BatchRecordSubmit(ctx context.Context, p BatchRecordSubmitParams
 			return BatchRecorded{}, fmt.Errorf("batch seq %d: unknown submit result %d", o.Seq, o.Result)
 		}
 		qp.Seqs[i], qp.Attempts[i], qp.Results[i], qp.Reasons[i] = o.Seq, int32(o.Attempt), o.Result.String(), o.Reason
+		if o.Verified && o.Result != SubmitRejected {
+			verifiedAttempt[o.Seq] = int32(o.Attempt)
+		}
 	}
 	var res BatchRecorded
 	err := s.withTx(ctx, func(q *dbsqlc.Queries) error {
@@ -566,10 +576,22 @@ func (s *Store) BatchRecordSubmit(ctx context.Context, p BatchRecordSubmitParams
 		}
 		res = BatchRecorded{Applied: len(rows), ByResult: map[string]int{}}
 		var freed []string
+		var verified dbsqlc.BatchPayloadMarkVerifiedParams
 		for _, r := range rows {
 			res.ByResult[r.Result]++
-			if r.Result == SubmitRejected.String() {
+			switch {
+			case r.Result == SubmitRejected.String():
 				freed = append(freed, r.ServiceID)
+			default:
+				if a, ok := verifiedAttempt[r.Seq]; ok {
+					verified.Seqs = append(verified.Seqs, r.Seq)
+					verified.Attempts = append(verified.Attempts, a)
+				}
+			}
+		}
+		if len(verified.Seqs) > 0 {
+			if _, err := q.BatchPayloadMarkVerified(ctx, verified); err != nil {
+				return fmt.Errorf("marking %d batches verified: %w", len(verified.Seqs), err)
 			}
 		}
 		admitted, err := admit(ctx, q, p.Now, freed)
@@ -615,6 +637,11 @@ type CheckBatch struct {
 	Attempt   int
 	// Held is true for a batch whose submitter's lease expired.
 	Held bool
+	// Verified says this process's submitter checked the signatures of the
+	// batch, stored unverified, before sending it, and the flag is not
+	// cleared yet (SubmitOutcome.Verified): the monitor passes it on to
+	// the StatusOutcome it records.
+	Verified bool
 }
 
 // BatchClaimForCheckParams are the inputs of the monitor's claim.
@@ -670,6 +697,11 @@ type StatusOutcome struct {
 	Attempt   int
 	Status    BatchStatus // pending, unknown, committed, valid or invalid
 	Reason    string
+	// Verified says this process checked the batch's signatures
+	// (CheckBatch.Verified): recording it pending or unknown, from where
+	// it may be sent again, clears its unverified flag in the same
+	// transaction, fenced by Attempt.
+	Verified bool
 }
 
 // BatchRecordStatusesParams are the monitor's results of one round.
@@ -701,6 +733,7 @@ func (s *Store) BatchRecordStatuses(ctx context.Context, p BatchRecordStatusesPa
 		Seqs: make([]int64, n), Attempts: make([]int32, n), Statuses: make([]string, n), Reasons: make([]string, n),
 	}
 	var freed, queueing []string
+	var verified dbsqlc.BatchPayloadMarkVerifiedParams
 	for i, o := range p.Outcomes {
 		if o.Status == BatchStatusNone || o.Status == BatchStatusDelayed {
 			return BatchRecorded{}, fmt.Errorf("batch seq %d: %q is not a status the ledger reports", o.Seq, o.Status)
@@ -716,6 +749,10 @@ func (s *Store) BatchRecordStatuses(ctx context.Context, p BatchRecordStatusesPa
 		case o.Status == BatchStatusUnknown:
 			queueing = append(queueing, o.ServiceID)
 		}
+		if o.Verified && !o.Status.Terminal() {
+			verified.Seqs = append(verified.Seqs, o.Seq)
+			verified.Attempts = append(verified.Attempts, int32(o.Attempt))
+		}
 	}
 	var (
 		rows     []dbsqlc.BatchRecordStatusManyRow
@@ -724,6 +761,11 @@ func (s *Store) BatchRecordStatuses(ctx context.Context, p BatchRecordStatusesPa
 	err := s.sendTx(ctx, func(b *pgx.Batch) {
 		rows, admitted = nil, nil
 		queueMany(b, (*dbsqlc.Queries).BatchRecordStatusMany, qp, &rows)
+		if len(verified.Seqs) > 0 {
+			// After the record, which locked the batches' rows; fenced by
+			// the attempt as the record is.
+			queueExecRows(b, (*dbsqlc.Queries).BatchPayloadMarkVerified, verified, nil)
+		}
 		if len(freed) > 0 {
 			queueExec(b, (*dbsqlc.Queries).BatchServiceLock, freed)
 			queueMany(b, (*dbsqlc.Queries).BatchAdmit, dbsqlc.BatchAdmitParams{

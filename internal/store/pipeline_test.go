@@ -149,6 +149,9 @@ func TestPipeline_EveryQueuedQueryReadsWhatItsGeneratedMethodReads(t *testing.T)
 	for _, r := range rows {
 		seq[r.ID] = r.LedgerqBatch.Seq
 	}
+	// As ledgerq.submit_batch stores them, for BatchPayloadMarkVerified.
+	_, err = st.DB().Exec(ctx, `UPDATE ledgerq.batch_payloads SET unverified = true WHERE id IN ('held', 'pending')`)
+	require.NoError(t, err)
 	chain := testfactory.PoolChainID
 	txs := f.AddPoolTxs(testfactory.PoolTx(1, 0, 100, 10), testfactory.PoolTx(1, 1, 100, 10), testfactory.PoolTx(2, 0, 200, 20))
 	numeric := func(v int64) pgtype.Numeric { return pgtype.Numeric{Int: big.NewInt(v), Valid: true} }
@@ -170,6 +173,9 @@ func TestPipeline_EveryQueuedQueryReadsWhatItsGeneratedMethodReads(t *testing.T)
 			Now: now, NextCheckAt: now.Add(time.Minute),
 			Seqs: []int64{seq["held"], seq["pending"]}, Attempts: []int32{1, 1},
 			Statuses: []string{"unknown", "invalid"}, Reasons: []string{"", "refused"},
+		}),
+		execRowsCase((*dbsqlc.Queries).BatchPayloadMarkVerified, dbsqlc.BatchPayloadMarkVerifiedParams{
+			Seqs: []int64{seq["held"], seq["pending"]}, Attempts: []int32{1, 1},
 		}),
 		execCase((*dbsqlc.Queries).BatchServiceLock, []string{"d", "c"}),
 		manyCase((*dbsqlc.Queries).BatchAdmit, dbsqlc.BatchAdmitParams{

@@ -191,6 +191,7 @@ var crossKey = map[string]string{
 	"BatchClaimPendingForCheck": scanClaim + " (monitor: pending batches due)",
 	"BatchClaimExpiredHeld":     scanClaim + " (monitor: expired leases)",
 	"BatchRecordStatusMany":     batchBySeq,
+	"BatchPayloadMarkVerified":  batchBySeq,
 	"BatchCountByState":         fanOutRead,
 	"BatchDepthByState":         fanOutRead,
 	"BatchRunSummary":           "bench report, read-only, no loop or API path runs it",

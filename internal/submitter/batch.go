@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ledgerq/ledgerq/internal/batch"
@@ -37,6 +38,10 @@ type BatchSubmitter struct {
 	// process. Set it before Start.
 	OnQueued func()
 
+	// check verifies a batch stored unverified: sawtooth.CheckBatchForID,
+	// which tests wrap to count or hold the checks.
+	check func(id string, payload []byte) error
+
 	mu     sync.Mutex
 	handed []handedBatch // claimed for this submitter by a monitor (Hand)
 }
@@ -54,7 +59,7 @@ func NewBatchSubmitter(st *store.Store, l ledger.BatchLedger, deps loop.Deps, cf
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &BatchSubmitter{cfg: cfg, store: st, ledger: l, deps: deps}
+	s := &BatchSubmitter{cfg: cfg, store: st, ledger: l, deps: deps, check: sawtooth.CheckBatchForID}
 	s.Loop = loop.NewService("batch_submitter", deps.PollInterval, deps, cfg.SubmitBatchSize, s.RunOnce)
 	return s, nil
 }
@@ -158,17 +163,14 @@ func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
 	// A batch stored through ledgerq.submit_batch has not had its
 	// signatures checked: it is checked here as the API checks a posted
 	// one, and one that fails is recorded invalid with the reason, as the
-	// ledger would answer it, and never sent.
-	refused := make([]error, len(claimed))
+	// ledger would answer it, and never sent. The checks run side by side;
+	// the batches that pass go out in the order they were claimed.
+	refused, verified := s.verify(claimed)
 	batches := make([]ledger.Batch, 0, len(claimed))
 	for i, c := range claimed {
-		if c.Unverified {
-			if err := sawtooth.CheckBatchForID(c.ID, c.Payload); err != nil {
-				refused[i] = ledger.NewError(ledger.Deterministic, err.Error(), err)
-				continue
-			}
+		if refused[i] == nil {
+			batches = append(batches, ledger.Batch{ID: c.ID, Payload: c.Payload})
 		}
-		batches = append(batches, ledger.Batch{ID: c.ID, Payload: c.Payload})
 	}
 	var (
 		perBatch []error
@@ -195,7 +197,7 @@ func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
 			}
 			sent++
 		}
-		o := store.SubmitOutcome{Seq: c.Seq, Attempt: c.Attempt, Result: store.SubmitAccepted}
+		o := store.SubmitOutcome{Seq: c.Seq, Attempt: c.Attempt, Result: store.SubmitAccepted, Verified: verified[i]}
 		if err != nil {
 			switch ledger.ClassOf(err) {
 			case ledger.Transient:
@@ -222,7 +224,7 @@ func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
 		acc := make([]store.CheckBatch, 0, counts[store.SubmitAccepted])
 		for i, o := range outcomes {
 			if o.Result == store.SubmitAccepted {
-				acc = append(acc, store.CheckBatch{Seq: o.Seq, ID: claimed[i].ID, ServiceID: claimed[i].ServiceID, Attempt: o.Attempt})
+				acc = append(acc, store.CheckBatch{Seq: o.Seq, ID: claimed[i].ID, ServiceID: claimed[i].ServiceID, Attempt: o.Attempt, Verified: o.Verified})
 			}
 		}
 		followed = s.OnAccepted(acc, leaseUntil)
@@ -248,6 +250,53 @@ func (s *BatchSubmitter) RunOnce(ctx context.Context) (int, error) {
 	s.deps.Logger.Debug("submitter: sent batches", "claimed", len(claimed), "followed", followed,
 		"accepted", counts[store.SubmitAccepted], "delayed", counts[store.SubmitDelayed], "rejected", counts[store.SubmitRejected])
 	return len(claimed), nil
+}
+
+// verify checks the signatures of the claimed batches stored unverified,
+// up to VerifyWorkers at a time (a check is CPU work: one secp256k1
+// verification per header). For each claimed batch it returns the
+// deterministic refusal of one whose check failed, and whether one was
+// checked and held: that outcome's record clears its flag, so a batch is
+// checked once however often it is sent. A process that dies before the
+// record loses only the check, done again by the next claim.
+func (s *BatchSubmitter) verify(claimed []store.ClaimedBatch) (refused []error, verified []bool) {
+	refused, verified = make([]error, len(claimed)), make([]bool, len(claimed))
+	var todo []int
+	for i, c := range claimed {
+		if c.Unverified {
+			todo = append(todo, i)
+		}
+	}
+	check := func(i int) {
+		c := claimed[i]
+		if err := s.check(c.ID, c.Payload); err != nil {
+			refused[i] = ledger.NewError(ledger.Deterministic, err.Error(), err)
+			return
+		}
+		verified[i] = true
+	}
+	workers := min(s.cfg.VerifyWorkers, len(todo))
+	if workers <= 1 {
+		for _, i := range todo {
+			check(i)
+		}
+		return refused, verified
+	}
+	// Each worker takes the next index; each writes only its batches'
+	// slots, read after Wait.
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			for n := next.Add(1) - 1; n < int64(len(todo)); n = next.Add(1) - 1 {
+				check(todo[n])
+			}
+		})
+	}
+	wg.Wait()
+	return refused, verified
 }
 
 // record writes the outcomes of a round that no monitor of this process

@@ -885,6 +885,38 @@ func (q *Queries) BatchListByServiceInOrder(ctx context.Context, arg BatchListBy
 	return items, nil
 }
 
+const batchPayloadMarkVerified = `-- name: BatchPayloadMarkVerified :execrows
+WITH v AS (
+    SELECT unnest($1::int8[]) AS seq, unnest($2::int4[]) AS attempts
+)
+UPDATE ledgerq.batch_payloads p
+SET unverified = false
+FROM v JOIN ledgerq.batches b ON b.seq = v.seq AND b.attempts = v.attempts
+WHERE p.seq = v.seq AND p.unverified
+`
+
+type BatchPayloadMarkVerifiedParams struct {
+	Seqs     []int64
+	Attempts []int32
+}
+
+// Clears unverified on the batches of @seqs whose signatures this process
+// checked (ledgerq.submit_batch stores them unchecked), so that sending one
+// again (delayed, unknown) does not check it again. It runs in the
+// transaction that records the outcome of the attempt that checked them,
+// after that record, and is fenced as it is: a row changes only while that
+// attempt (@attempts) is still the batch's latest. A batch whose check
+// failed is never in @seqs. The batches' rows are already locked by the
+// record, and only this statement updates batch_payloads' rows of batches
+// in flight, so its lock order cannot form a cycle.
+func (q *Queries) BatchPayloadMarkVerified(ctx context.Context, arg BatchPayloadMarkVerifiedParams) (int64, error) {
+	result, err := q.db.Exec(ctx, batchPayloadMarkVerified, arg.Seqs, arg.Attempts)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const batchQueueRetries = `-- name: BatchQueueRetries :many
 WITH due AS (
     SELECT r.seq FROM ledgerq.batches r
