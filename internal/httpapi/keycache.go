@@ -77,13 +77,7 @@ func (k *keyCache) put(token string, key store.APIKey, now time.Time, gen uint64
 	k.keys[sha256.Sum256([]byte(token))] = cachedKey{key: key, at: now}
 }
 
-// forget drops every key (a change was notified).
-func (k *keyCache) forget() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.forgetLocked()
-}
-
+// forgetLocked drops every key (a change was notified); k.mu is held.
 func (k *keyCache) forgetLocked() {
 	k.gen++
 	clear(k.keys)
