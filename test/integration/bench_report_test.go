@@ -83,18 +83,7 @@ func TestBenchReport_QuickBatchRoundPrintsTheTable(t *testing.T) {
 // with its offered rate.
 func TestBenchReport_QuickWalletRoundPrintsTheTable(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("psql"); err != nil {
-		t.Skip("bench/report.sh needs psql (apt-get install postgresql-client)")
-	}
-	_, file, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "..", "bench", "report.sh")
-	admin := testdb.New(t).AdminURL
-	cmd := exec.Command(script, admin, "--quick", "--rounds", "1", "--only", "wallets", "--backlog", "1000", "--logs", t.TempDir())
-	cmd.Env = append(os.Environ(), "LEDGERQ="+testproc.Binary(t), "GETH=", "LEDGERQ_TEST_GETH=", "PATH=/usr/bin:/bin", "LEDGERQ_BENCH_CACHE="+t.TempDir())
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Run(), "stderr:\n%s\nstdout:\n%s", &stderr, &stdout)
-	out := stdout.String()
+	out, stderr := quickReportWithoutGeth(t, "wallets")
 
 	rows := regexp.MustCompile(`(?m)^\| (wallet lane[^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \|$`).FindAllStringSubmatch(out, -1)
 	require.Len(t, rows, 8, "the wallet lane's eight rows:\n%s", out)
@@ -105,7 +94,7 @@ func TestBenchReport_QuickWalletRoundPrintsTheTable(t *testing.T) {
 			require.Contains(t, figure, "geth not installed", "row %q", what)
 			continue
 		}
-		require.Regexp(t, number, figure, "row %q has no figure:\n%s\nstderr:\n%s", what, out, &stderr)
+		require.Regexp(t, number, figure, "row %q has no figure:\n%s\nstderr:\n%s", what, out, stderr)
 		if strings.Contains(what, "rows alone in PostgreSQL") {
 			// A ceiling, no target: compared with the direct sender.
 			require.Regexp(t, `^[0-9]+ tasks/s$`, figure)
@@ -139,21 +128,10 @@ func TestBenchReport_QuickWalletRoundPrintsTheTable(t *testing.T) {
 // and the floor's command.
 func TestBenchReport_QuickBuilderRoundPrintsTheIntakeOverItsFloor(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("psql"); err != nil {
-		t.Skip("bench/report.sh needs psql (apt-get install postgresql-client)")
-	}
-	_, file, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "..", "bench", "report.sh")
-	admin := testdb.New(t).AdminURL
-	cmd := exec.Command(script, admin, "--quick", "--rounds", "1", "--only", "builder", "--backlog", "1000", "--logs", t.TempDir())
-	cmd.Env = append(os.Environ(), "LEDGERQ="+testproc.Binary(t), "GETH=", "LEDGERQ_TEST_GETH=", "PATH=/usr/bin:/bin", "LEDGERQ_BENCH_CACHE="+t.TempDir())
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Run(), "stderr:\n%s\nstdout:\n%s", &stderr, &stdout)
-	out := stdout.String()
+	out, stderr := quickReportWithoutGeth(t, "builder")
 
 	rows := regexp.MustCompile(`(?m)^\| (builder lane /rpc intake over its floor[^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \|$`).FindAllStringSubmatch(out, -1)
-	require.Len(t, rows, 1, "the builder floor's row:\n%s\nstderr:\n%s", out, &stderr)
+	require.Len(t, rows, 1, "the builder floor's row:\n%s\nstderr:\n%s", out, stderr)
 	r := rows[0]
 	require.Regexp(t, `^[0-9.]+ × \([0-9]+ tx/s / [0-9]+ tx/s\)$`, r[2])
 	require.Regexp(t, `^[0-9.]+$`, r[3])
@@ -182,4 +160,22 @@ func riverCLI() string {
 func isExecutable(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
+
+// quickReportWithoutGeth runs bench/report.sh's smoke check of one lane
+// with geth left out (a backlog of 1000) and returns its stdout and stderr.
+func quickReportWithoutGeth(t *testing.T, lane string) (string, string) {
+	t.Helper()
+	if _, err := exec.LookPath("psql"); err != nil {
+		t.Skip("bench/report.sh needs psql (apt-get install postgresql-client)")
+	}
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "bench", "report.sh")
+	admin := testdb.New(t).AdminURL
+	cmd := exec.Command(script, admin, "--quick", "--rounds", "1", "--only", lane, "--backlog", "1000", "--logs", t.TempDir())
+	cmd.Env = append(os.Environ(), "LEDGERQ="+testproc.Binary(t), "GETH=", "LEDGERQ_TEST_GETH=", "PATH=/usr/bin:/bin", "LEDGERQ_BENCH_CACHE="+t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "stderr:\n%s\nstdout:\n%s", &stderr, &stdout)
+	return stdout.String(), stderr.String()
 }
