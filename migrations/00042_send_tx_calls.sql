@@ -703,6 +703,7 @@ DECLARE
     raw      text := btrim(p_abi::text, E' \t\n\r');
     compact  text;
     entry    json;
+    input_t  jsonb;
     etype    text;
     ename    text;
     inputs   jsonb;
@@ -794,8 +795,8 @@ BEGIN
         PERFORM ledgerq.abi_refuse('method', format('the abi has no function %s (it has %s)',
             ledgerq.abi_quote(p_method), (SELECT string_agg(s, ', ' ORDER BY s COLLATE "C") FROM unnest(every) AS s)));
     END IF;
-    FOR entry IN SELECT (i -> 't')::json FROM jsonb_array_elements(found -> 0 -> 'inputs') AS i LOOP
-        why := ledgerq.abi_check_type(entry::text::jsonb);
+    FOR input_t IN SELECT i -> 't' FROM jsonb_array_elements(found -> 0 -> 'inputs') AS i LOOP
+        why := ledgerq.abi_check_type(input_t);
         IF why IS NOT NULL THEN
             PERFORM ledgerq.abi_refuse('abi', format('function %s: %s', found -> 0 ->> 'sig', why));
         END IF;
