@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ecdsa"
 	"encoding/base64"
@@ -10,12 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,6 +115,18 @@ type ChurnSample struct {
 	BatchesCommitted, TasksDone, TxsFinalized int64
 	// Sent, by lane, what the load generator had had accepted by then.
 	BatchesSent, TasksSent, TxsSent int64
+	// Tables are the sizes in bytes of the ledgerq schema's tables, each
+	// with its indexes and TOAST (pg_total_relation_size), by table name.
+	Tables map[string]int64
+}
+
+// TablesBytes is the sum of the sample's table sizes.
+func (s ChurnSample) TablesBytes() int64 {
+	var n int64
+	for _, b := range s.Tables {
+		n += b
+	}
+	return n
 }
 
 // ChurnReport is a churn run's samples and verdict.
@@ -131,6 +146,13 @@ type ChurnReport struct {
 	// End/Baseline − 1.
 	Baseline, End float64
 	Growth        float64
+	// TablesBaseline, TablesEnd and TablesGrowth are the same for the
+	// schema's tables' total size; TableGrowth is each table's growth
+	// between the windows' means (a table empty in the first window is
+	// left out).
+	TablesBaseline, TablesEnd float64
+	TablesGrowth              float64
+	TableGrowth               map[string]float64
 	// BaselineWindow and EndWindow are the windows' bounds.
 	BaselineWindow, EndWindow [2]time.Duration
 	ServePID                  int
@@ -437,8 +459,8 @@ sampling:
 				break sampling
 			}
 			rep.Samples = append(rep.Samples, s)
-			fmt.Fprintf(c.Progress, "churn: %8s  rss %7.1f MiB  batches committed %d (posted %d)  tasks done %d (posted %d)  txs finalized %d (sent %d)\n",
-				s.At.Round(time.Second), mib(s.RSS), s.BatchesCommitted, s.BatchesSent, s.TasksDone, s.TasksSent, s.TxsFinalized, s.TxsSent)
+			fmt.Fprintf(c.Progress, "churn: %8s  rss %7.1f MiB  tables %7.1f MiB  batches committed %d (posted %d)  tasks done %d (posted %d)  txs finalized %d (sent %d)\n",
+				s.At.Round(time.Second), mib(s.RSS), mib(s.TablesBytes()), s.BatchesCommitted, s.BatchesSent, s.TasksDone, s.TasksSent, s.TxsFinalized, s.TxsSent)
 		case <-end.C:
 			break sampling
 		case <-r.serve.done:
@@ -474,11 +496,33 @@ sampling:
 // samples.
 func (rep *ChurnReport) judge() {
 	rep.BaselineWindow, rep.EndWindow = churnWindows(rep.Config.Duration)
-	rep.Baseline, rep.End = meanRSS(rep.Samples, rep.BaselineWindow), meanRSS(rep.Samples, rep.EndWindow)
-	rep.Growth = 0
-	if rep.Baseline > 0 {
-		rep.Growth = rep.End/rep.Baseline - 1
+	rss := func(s ChurnSample) float64 { return float64(s.RSS) }
+	rep.Baseline, rep.End, rep.Growth = windowGrowth(rep.Samples, rep.BaselineWindow, rep.EndWindow, rss)
+	total := func(s ChurnSample) float64 { return float64(s.TablesBytes()) }
+	rep.TablesBaseline, rep.TablesEnd, rep.TablesGrowth = windowGrowth(rep.Samples, rep.BaselineWindow, rep.EndWindow, total)
+	rep.TableGrowth = map[string]float64{}
+	names := map[string]bool{}
+	for _, s := range rep.Samples {
+		for name := range s.Tables {
+			names[name] = true
+		}
 	}
+	for name := range names {
+		size := func(s ChurnSample) float64 { return float64(s.Tables[name]) }
+		if base, _, g := windowGrowth(rep.Samples, rep.BaselineWindow, rep.EndWindow, size); base > 0 {
+			rep.TableGrowth[name] = g
+		}
+	}
+}
+
+// windowGrowth is the mean of v over the samples in each window and the
+// growth from the first to the second (0 when the first is 0).
+func windowGrowth(samples []ChurnSample, base, end [2]time.Duration, v func(ChurnSample) float64) (b, e, growth float64) {
+	b, e = windowMean(samples, base, v), windowMean(samples, end, v)
+	if b > 0 {
+		growth = e/b - 1
+	}
+	return b, e, growth
 }
 
 // offer calls send rate times a second, each call in a goroutine of its own,
@@ -634,6 +678,18 @@ func (r *churnRun) sample(ctx context.Context, at time.Duration) (ChurnSample, e
 	if err != nil {
 		return s, fmt.Errorf("counting the lanes' finished work: %w", err)
 	}
+	rows, err := r.db.Query(qctx, `SELECT c.relname, pg_total_relation_size(c.oid)
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = 'ledgerq' AND c.relkind IN ('r', 'p')`)
+	if err != nil {
+		return s, fmt.Errorf("reading the tables' sizes: %w", err)
+	}
+	s.Tables = map[string]int64{}
+	var name string
+	var size int64
+	if _, err := pgx.ForEachRow(rows, []any{&name, &size}, func() error { s.Tables[name] = size; return nil }); err != nil {
+		return s, fmt.Errorf("reading the tables' sizes: %w", err)
+	}
 	return s, nil
 }
 
@@ -659,13 +715,14 @@ func ReadRSS(pid int) (int64, error) {
 	return 0, fmt.Errorf("/proc/%d/status has no VmRSS line", pid)
 }
 
-// meanRSS is the mean RSS of the samples taken within w (bounds included).
-func meanRSS(samples []ChurnSample, w [2]time.Duration) float64 {
+// windowMean is the mean of v over the samples taken within w (bounds
+// included).
+func windowMean(samples []ChurnSample, w [2]time.Duration, v func(ChurnSample) float64) float64 {
 	var sum float64
 	n := 0
 	for _, s := range samples {
 		if s.At >= w[0]-time.Second && s.At <= w[1]+time.Second {
-			sum += float64(s.RSS)
+			sum += v(s)
 			n++
 		}
 	}
@@ -703,7 +760,32 @@ func (rep *ChurnReport) WriteSummary(w io.Writer) error {
 	bw.printf("churn: verdict: rss %+.1f%% (mean %.1f MiB over %s–%s, %.1f MiB over %s–%s)\n",
 		100*rep.Growth, rep.Baseline/(1<<20), sec(rep.BaselineWindow[0]), sec(rep.BaselineWindow[1]),
 		rep.End/(1<<20), sec(rep.EndWindow[0]), sec(rep.EndWindow[1]))
+	if rep.TablesBaseline > 0 {
+		bw.printf("churn: verdict: tables %+.1f%% (mean %.1f MiB over %s–%s, %.1f MiB over %s–%s)%s\n",
+			100*rep.TablesGrowth, rep.TablesBaseline/(1<<20), sec(rep.BaselineWindow[0]), sec(rep.BaselineWindow[1]),
+			rep.TablesEnd/(1<<20), sec(rep.EndWindow[0]), sec(rep.EndWindow[1]), rep.growingMost(3))
+	}
 	return bw.err
+}
+
+// growingMost names the n tables that grew most between the windows, for
+// the verdict's line.
+func (rep *ChurnReport) growingMost(n int) string {
+	names := slices.Collect(maps.Keys(rep.TableGrowth))
+	slices.SortFunc(names, func(a, b string) int {
+		return cmp.Or(cmp.Compare(rep.TableGrowth[b], rep.TableGrowth[a]), strings.Compare(a, b))
+	})
+	if len(names) > n {
+		names = names[:n]
+	}
+	parts := make([]string, len(names))
+	for i, name := range names {
+		parts[i] = fmt.Sprintf("%s %+.1f%%", name, 100*rep.TableGrowth[name])
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "; growing most: " + strings.Join(parts, ", ")
 }
 
 // errWriter keeps the first write error of a run of prints.

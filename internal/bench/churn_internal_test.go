@@ -29,7 +29,16 @@ func TestChurnReport_VerdictComparesTheLastThirdWithTheSixthToTheThird(t *testin
 		case m >= 20:
 			rss = 120 << 20
 		}
-		rep.Samples = append(rep.Samples, ChurnSample{At: time.Duration(m) * time.Minute, RSS: rss, BatchesCommitted: int64(m)})
+		// batches holds still at 8 MiB from minute 5; audit_log grows by
+		// a MiB a minute; api_keys is empty until minute 20.
+		tables := map[string]int64{"batches": 8 << 20, "audit_log": int64(m) << 20, "api_keys": 0}
+		if m < 5 {
+			tables["batches"] = int64(m) << 20
+		}
+		if m >= 20 {
+			tables["api_keys"] = 1 << 16
+		}
+		rep.Samples = append(rep.Samples, ChurnSample{At: time.Duration(m) * time.Minute, RSS: rss, BatchesCommitted: int64(m), Tables: tables})
 	}
 	rep.judge()
 	require.Equal(t, [2]time.Duration{5 * time.Minute, 10 * time.Minute}, rep.BaselineWindow)
@@ -39,6 +48,14 @@ func TestChurnReport_VerdictComparesTheLastThirdWithTheSixthToTheThird(t *testin
 	var out strings.Builder
 	require.NoError(t, rep.WriteSummary(&out))
 	require.Contains(t, out.String(), "churn: verdict: rss +20.0% (mean 100.0 MiB over 5m0s–10m0s, 120.0 MiB over 20m0s–30m0s)")
+	// Tables: 8 + 7.5 (minutes 5–10) against 8 + 25 + 1/16 (20–30); the
+	// audit log grew from 7.5 to 25 MiB, batches stayed, and api_keys,
+	// empty in the first window, has no growth to show.
+	require.InDelta(t, 33.0625/15.5-1, rep.TablesGrowth, 1e-9)
+	require.InDelta(t, 25.0/7.5-1, rep.TableGrowth["audit_log"], 1e-9)
+	require.InDelta(t, 0, rep.TableGrowth["batches"], 1e-9)
+	require.NotContains(t, rep.TableGrowth, "api_keys")
+	require.Contains(t, out.String(), "churn: verdict: tables +113.3% (mean 15.5 MiB over 5m0s–10m0s, 33.1 MiB over 20m0s–30m0s); growing most: audit_log +233.3%, batches +0.0%\n")
 }
 
 func TestChurnReport_WithoutSamplesInAWindowHasNoVerdict(t *testing.T) {
