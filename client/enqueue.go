@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strings"
 
+	"github.com/ethereum/go-ethereum/common"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -25,7 +27,8 @@ type EnqueueTxParams struct {
 	// Wallet is the wallet's name; the database role must be allowed to use it.
 	Wallet string
 	// To is the recipient, 0x and 40 hex digits (a mixed-case address must
-	// carry a valid EIP-55 checksum).
+	// carry a valid EIP-55 checksum: EnqueueTx checks it here and sends the
+	// address in lower case, which send_tx takes without checking again).
 	To string
 	// Value is the wei to send; nil is 0.
 	Value *big.Int
@@ -60,6 +63,20 @@ type EnqueueTxParams struct {
 // type, so that no argument can land in another's place.
 const enqueueTxSQL = `SELECT ledgerq.send_tx(wallet => $1::text, to_address => $2::text, value => $3::numeric, data => $4::bytea, idempotency_key => $5::text, gas_limit => $6::bigint, max_fee_per_gas => $7::numeric, max_priority_fee_per_gas => $8::numeric, priority => $9::integer, preflight => $10::boolean, function => $11::text, abi => $12::json, method => $13::text, args => $14::json)`
 
+// recipient is to as EnqueueTx gives it to send_tx: a mixed-case address
+// whose EIP-55 checksum is right goes in lower case, and anything else as it
+// is. send_tx checks a mixed-case address's checksum with a Keccak-256 in
+// PL/pgSQL, which costs the database more than the rest of the call (about
+// 0.09 ms against 1 µs here); the task, and the request's fingerprint under
+// an idempotency key, are the same in either case. A wrong checksum, or text
+// that is no address, is left for send_tx to refuse in its own words.
+func recipient(to string) string {
+	if len(to) == 42 && strings.HasPrefix(to, "0x") && common.IsHexAddress(to) && common.HexToAddress(to).Hex() == to {
+		return strings.ToLower(to)
+	}
+	return to
+}
+
 // EnqueueTx stores a send-tx task with ledgerq.send_tx in q, the
 // application's own transaction, and returns the task's id. The task exists
 // if and only if that transaction commits; ledgerq's wallet worker picks it up
@@ -71,7 +88,7 @@ const enqueueTxSQL = `SELECT ledgerq.send_tx(wallet => $1::text, to_address => $
 func EnqueueTx(ctx context.Context, q Querier, p EnqueueTxParams) (string, error) {
 	var id string
 	err := q.QueryRow(ctx, enqueueTxSQL,
-		p.Wallet, p.To, decimal(p.Value, "0"), dataOrNull(p.Data), nullString(p.IdempotencyKey),
+		p.Wallet, recipient(p.To), decimal(p.Value, "0"), dataOrNull(p.Data), nullString(p.IdempotencyKey),
 		nullInt64(p.GasLimit), decimalOrNull(p.MaxFeePerGas), decimalOrNull(p.MaxPriorityFeePerGas),
 		p.Priority, !p.SkipPreflight,
 		nullString(p.Function), nullString(string(p.ABI)), nullString(p.Method), nullString(string(p.Args)),

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/big"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -54,7 +55,7 @@ func TestEnqueueTx_CallsSendTxWithEveryFieldInItsPlace(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, tx.id, id)
 	require.Equal(t, sendTxCall, tx.sql)
-	require.Equal(t, []any{"hot", beef, "1000000000000000000000", []byte{0xca, 0xfe}, "order-42",
+	require.Equal(t, []any{"hot", strings.ToLower(beef), "1000000000000000000000", []byte{0xca, 0xfe}, "order-42",
 		int64(50000), "30000000000", "2000000000", int32(5), false, nil, nil, nil, nil}, tx.args)
 }
 
@@ -66,12 +67,12 @@ func TestEnqueueTx_ACallGoesToTheCallParameters(t *testing.T) {
 	_, err := client.EnqueueTx(t.Context(), tx, client.EnqueueTxParams{Wallet: "hot", To: beef,
 		ABI: json.RawMessage(`{"type":"function","name":"f","inputs":[]}`), Method: "f", Args: json.RawMessage(`[]`)})
 	require.NoError(t, err)
-	require.Equal(t, []any{"hot", beef, "0", nil, nil, nil, nil, nil, int32(0), true,
+	require.Equal(t, []any{"hot", strings.ToLower(beef), "0", nil, nil, nil, nil, nil, int32(0), true,
 		nil, `{"type":"function","name":"f","inputs":[]}`, "f", `[]`}, tx.args)
 	_, err = client.EnqueueTx(t.Context(), tx, client.EnqueueTxParams{Wallet: "hot", To: beef,
 		Function: "transfer(address,uint256)", Args: json.RawMessage(`["` + beef + `","1"]`)})
 	require.NoError(t, err)
-	require.Equal(t, []any{"hot", beef, "0", nil, nil, nil, nil, nil, int32(0), true,
+	require.Equal(t, []any{"hot", strings.ToLower(beef), "0", nil, nil, nil, nil, nil, int32(0), true,
 		"transfer(address,uint256)", nil, nil, `["` + beef + `","1"]`}, tx.args)
 }
 
@@ -82,7 +83,7 @@ func TestEnqueueTx_ZeroFieldsAreTheFunctionsDefaults(t *testing.T) {
 	tx := &fakeTx{id: "0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b"}
 	_, err := client.EnqueueTx(t.Context(), tx, client.EnqueueTxParams{Wallet: "hot", To: beef})
 	require.NoError(t, err)
-	require.Equal(t, []any{"hot", beef, "0", nil, nil, nil, nil, nil, int32(0), true, nil, nil, nil, nil}, tx.args)
+	require.Equal(t, []any{"hot", strings.ToLower(beef), "0", nil, nil, nil, nil, nil, int32(0), true, nil, nil, nil, nil}, tx.args)
 }
 
 // Each refusal send_tx raises is an *EnqueueError matching the sentinel of
@@ -246,4 +247,27 @@ func requireRefusal(t *testing.T, err error, pg *pgconn.PgError, field string, i
 		require.NotErrorIs(t, err, s)
 	}
 	return e
+}
+
+// A mixed-case recipient with a right checksum is checked here and goes to
+// send_tx in lower case (the database would check it again with a Keccak in
+// PL/pgSQL); one with a wrong checksum, one case, or no address at all goes
+// as it is, for send_tx to take or refuse.
+func TestEnqueueTx_ChecksAChecksummedRecipientHereAndSendsItInLowerCase(t *testing.T) {
+	t.Parallel()
+	const checksummed = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed" // EIP-55's own example
+	for _, c := range []struct{ to, sent string }{
+		{checksummed, "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed"},
+		{"0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAeD", "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAeD"}, // last letter's case wrong
+		{"0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed", "0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed"},
+		{"0x5AAEB6053F3E94C9B9A09F33669435E7EF1BEAED", "0x5AAEB6053F3E94C9B9A09F33669435E7EF1BEAED"},
+		{"0X5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed", "0X5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"}, // send_tx refuses 0X
+		{"5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed", "5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed"},
+		{"", ""},
+	} {
+		tx := &fakeTx{id: "0190a1b2-c3d4-7e5f-8a6b-7c8d9e0f1a2b"}
+		_, err := client.EnqueueTx(t.Context(), tx, client.EnqueueTxParams{Wallet: "hot", To: c.to})
+		require.NoError(t, err)
+		require.Equal(t, c.sent, tx.args[1], "To %q", c.to)
+	}
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"slices"
 	"strconv"
 	"sync"
@@ -11,12 +12,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ledgerq/ledgerq/client"
 	"github.com/ledgerq/ledgerq/internal/keystore"
 )
 
 // WalletModeSQL calls ledgerq.send_tx in an application's transaction
 // (BEGIN; SELECT ledgerq.send_tx(…); COMMIT), one per task, from the
-// bench's own pool: the SQL intake of docs/enqueue.md.
+// bench's own pool, through the Go client (client.EnqueueTx) as a Go
+// application would: the SQL intake of docs/enqueue.md.
 const WalletModeSQL WalletMode = "sql"
 
 // sqlIntake is WalletModeSQL's side: a pool of IngestWorkers connections
@@ -24,7 +27,7 @@ const WalletModeSQL WalletMode = "sql"
 type sqlIntake struct {
 	pool   *pgxpool.Pool
 	prefix string
-	value  string
+	value  *big.Int
 	// grants are the rows this run wrote, deleted by close.
 	role    string
 	wallets []string
@@ -37,10 +40,7 @@ func newSQLIntake(ctx context.Context, url string, workers int, wallets []keysto
 	if err != nil {
 		return nil, err
 	}
-	in := &sqlIntake{pool: pool, prefix: runPrefix("s"), value: "0"}
-	if c.Value != nil {
-		in.value = c.Value.String()
-	}
+	in := &sqlIntake{pool: pool, prefix: runPrefix("s"), value: c.Value}
 	for _, w := range wallets {
 		in.wallets = append(in.wallets, w.ID)
 	}
@@ -61,9 +61,10 @@ func newSQLIntake(ctx context.Context, url string, workers int, wallets []keysto
 func (s *sqlIntake) send(ctx context.Context, wallet string, i int) (time.Duration, error) {
 	began := time.Now()
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var id string
-		return tx.QueryRow(ctx, `SELECT ledgerq.send_tx($1, $2, $3::numeric, idempotency_key => $4)`,
-			wallet, benchRecipient.Hex(), s.value, s.prefix+"-"+strconv.Itoa(i)).Scan(&id)
+		_, err := client.EnqueueTx(ctx, tx, client.EnqueueTxParams{
+			Wallet: wallet, To: benchRecipient.Hex(), Value: s.value, IdempotencyKey: s.prefix + "-" + strconv.Itoa(i),
+		})
+		return err
 	})
 	return time.Since(began), err
 }
