@@ -830,7 +830,7 @@ func enqueueHow(c *WalletConfig) string {
 	case WalletModeHTTP:
 		how = fmt.Sprintf("%d HTTP clients, one POST send-tx per task (task=true, an Idempotency-Key each)", c.IngestWorkers)
 	case WalletModeSQL:
-		how = fmt.Sprintf("%d connections, one transaction per task: BEGIN; SELECT ledgerq.send_tx(…, idempotency_key); COMMIT", c.IngestWorkers)
+		how = fmt.Sprintf("%d connections, one transaction per task: BEGIN; SELECT ledgerq.send_tx(…, idempotency_key) by client.EnqueueTx; COMMIT", c.IngestWorkers)
 	}
 	if c.Rate > 0 {
 		how += fmt.Sprintf(", offered at %g/s", c.Rate)

@@ -202,7 +202,7 @@ func TestRunWallets_SQLModeEnqueuesEveryTaskThroughSendTxInATransaction(t *testi
 	require.LessOrEqual(t, rep.EnqueueP99, rep.EnqueueMax)
 	var sum bytes.Buffer
 	require.NoError(t, rep.WriteSummary(&sum))
-	require.Contains(t, sum.String(), "ledgerq.send_tx")
+	require.Contains(t, sum.String(), "ledgerq.send_tx(…, idempotency_key) by client.EnqueueTx")
 
 	conn, err := pgx.Connect(t.Context(), cfg.Node.DatabaseURL)
 	require.NoError(t, err)
