@@ -196,6 +196,7 @@ drop_db() { psql_admin -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)" >/dev/null |
 geth_pid=
 cleanup() {
 	stop_geth
+	if declare -F stop_chains >/dev/null; then stop_chains; fi
 	local d
 	for d in $(psql_admin -c "SELECT datname FROM pg_database WHERE datname LIKE 'report\_$$\_%'"); do drop_db "$d"; done
 }
@@ -334,6 +335,121 @@ run_floor() {
 	fi
 }
 
+# ---- Several chains, each behind two nodes: the row "3 chains × 2 nodes over
+# 1 chain × 1 node on geth". Each chain is a geth --dev of its own with a chain
+# id of its own (geth --dev keeps a data directory's genesis: init_chain writes
+# --dev's own genesis with another chain id and a developer account of its own
+# funded); its second node is a second endpoint of that same geth through a
+# process of its own, the repository's faultproxy with no faults (two geth
+# --dev cannot follow one chain: after the merge a second node needs a
+# consensus client). The lane broadcasts every send to both nodes and health-
+# checks and reads from both, as it does with two real nodes; the second
+# node is not a second copy of the chain (no pool or state of its own, never
+# behind, never down on its own).
+chains_n=3
+chain_geth_pids=() chain_proxy_pids=()
+have_wallet_chains=false
+runs wallets && supports wallets --chain && have_wallet_chains=true
+# faultproxy: $FAULTPROXY, else built from this checkout into the cache.
+faultproxy=${FAULTPROXY:-}
+chains_tools() {
+	[ -n "$faultproxy" ] && return 0
+	[ -n "$geth" ] && $have_wallet_chains || return 1
+	if command -v go >/dev/null && (cd "$repo" && go build -o "$cache/faultproxy" ./internal/ledger/faultproxy/cmd/faultproxy); then
+		faultproxy=$cache/faultproxy
+		return 0
+	fi
+	say "faultproxy could not be built (go missing?): the row of several chains is skipped"
+	have_wallet_chains=false
+	return 1
+}
+# init_chain DIR ID: a data directory for geth --dev on chain ID.
+init_chain() {
+	local dir=$1 id=$2 dev
+	: >"$dir/empty-passphrase"
+	"$geth" account new --datadir "$dir/data" --password "$dir/empty-passphrase" --lightkdf >"$dir/init.log" 2>&1 || return 1
+	dev=$(find "$dir/data/keystore" -type f -name 'UTC--*' | head -1 | sed 's/.*--//')
+	[ -n "$dev" ] || return 1
+	"$geth" --dev dumpgenesis 2>>"$dir/init.log" |
+		sed -e "s/\"chainId\":1337,/\"chainId\":$id,/" \
+			-e "s/\"alloc\":{/\"alloc\":{\"0x$dev\":{\"balance\":\"0x8000000000000000000000000000000000000000000000000000000000000000\"},/" >"$dir/genesis.json"
+	grep -q "\"chainId\":$id," "$dir/genesis.json" || return 1
+	"$geth" init --datadir "$dir/data" "$dir/genesis.json" >>"$dir/init.log" 2>&1
+}
+answers() { # URL: eth_chainId answers
+	curl -sf -m 1 -H 'Content-Type: application/json' -d '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}' "$1" >/dev/null 2>&1
+}
+# start_chains ROUND: $chains_n chains (ids 1401…), each a geth --dev as
+# start_geth runs it and a faultproxy in front of it; sets $chains_flags
+# (--chain cK=GETH_URL,PROXY_URL each).
+start_chains() {
+	local r=$1 k dir port auth pport url purl
+	chains_flags=
+	for k in $(seq "$chains_n"); do
+		dir=$logs/chain$k-$r
+		rm -rf "$dir"
+		mkdir -p "$dir"
+		init_chain "$dir" $((1400 + k)) || { say "preparing chain $k failed; see $dir/init.log"; stop_chains; return 1; }
+		port=$(free_port)
+		auth=$(free_port)
+		"$geth" --dev --dev.period 1 --datadir "$dir/data" --ipcdisable \
+			--http --http.addr 127.0.0.1 --http.port "$port" --http.api eth,net,web3,txpool \
+			--authrpc.addr 127.0.0.1 --authrpc.port "$auth" --nodiscover --maxpeers 0 --port 0 --cache 256 \
+			--txpool.globalslots 100000 --txpool.accountslots 10000 --txpool.globalqueue 100000 --txpool.accountqueue 10000 \
+			--verbosity 2 >"$dir/geth.log" 2>&1 &
+		chain_geth_pids+=($!)
+		url=http://127.0.0.1:$port
+		pport=$(free_port)
+		"$faultproxy" -upstream "$url" -listen "127.0.0.1:$pport" -report 0 >"$dir/faultproxy.log" 2>&1 &
+		chain_proxy_pids+=($!)
+		purl=http://127.0.0.1:$pport
+		for _ in $(seq 100); do
+			answers "$url" && answers "$purl" && break
+			sleep 0.2
+		done
+		if ! answers "$url" || ! answers "$purl"; then
+			say "chain $k did not answer at $url and $purl; see $dir"
+			stop_chains
+			return 1
+		fi
+		chains_flags="$chains_flags --chain c$k=$url,$purl"
+	done
+}
+stop_chains() {
+	local p
+	for p in "${chain_proxy_pids[@]}" "${chain_geth_pids[@]}"; do
+		kill "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	chain_geth_pids=() chain_proxy_pids=()
+}
+# run_chains ROUND: the wallet lane on $chains_n chains × 2 nodes, the same
+# wallets and tasks as the 1 chain × 1 node geth row of the round (wgeth).
+run_chains() {
+	local r=$1
+	chains_tools || return 0
+	start_chains "$r" || return 0
+	# A chain id other than 1337 waits 12 confirmations by default; the
+	# geth row's 1337 waits 1.
+	# shellcheck disable=SC2086
+	if bench w3x2 "$r" wallets $wallets --ledger evm --fund-from-dev-account --wallet-confirmations 1 $chains_flags; then
+		put w3x2 "$r" "$(first "$logs/w3x2-r$r.out" '^ *mined +([0-9.]+) .*')"
+	fi
+	commands[w3x2]=$(echo "${commands[w3x2]}" | sed -E 's|--chain (c[0-9]+)=[^ ]+|--chain \1=GETH_\1,PROXY_\1|g')
+	stop_chains
+}
+# chains_row: the row, after the wallet lane's others.
+chains_row() {
+	local what="wallet lane, $chains_n chains × 2 nodes over 1 chain × 1 node on geth --dev (mined/s, the geth row's wallets and tasks spread over the chains; each chain's second node a faultproxy in front of its geth)"
+	if [ -z "$geth" ]; then
+		ratio_row "$what" w3x2 wgeth "0.9" "" "$nogeth"
+	elif ! $have_wallet_chains; then
+		ratio_row "$what" w3x2 wgeth "0.9" "" "$unsupported (or no faultproxy)"
+	else
+		ratio_row "$what" w3x2 wgeth "0.9" "mined/s / mined/s"
+	fi
+}
+
 started=$(date -u '+%Y-%m-%d %H:%M UTC')
 for r in $(seq "$rounds"); do
 	say "== round $r of $rounds"
@@ -384,6 +500,7 @@ for r in $(seq "$rounds"); do
 			commands[wgeth]=${commands[wgeth]//$geth_url/http://127.0.0.1:8545}
 			stop_geth
 		fi
+		run_chains "$r"
 		if $have_wallet_http; then
 			# shellcheck disable=SC2086
 			if bench whttp "$r" wallets --mode http --ingest-workers 16 $wallets_http; then
@@ -593,6 +710,7 @@ if runs wallets; then
 	else
 		ratio_row "wallet lane with $bl finished tasks vs empty" wbacklog wsim "0.8" "" "$unsupported"
 	fi
+	chains_row
 fi
 if runs builder; then
 	u=; $have_builder_baseline || u=$unsupported
@@ -626,7 +744,7 @@ fi
 echo
 echo "The commands (U a fresh database's URL, created and migrated for the run and dropped after it; ledgerq bench adds --database-url \$U):"
 echo
-for k in river preload e2e http backlog bfloor wsim wgeth whttp whalf floor wbacklog bgeth pfloor bbacklog; do
+for k in river preload e2e http backlog bfloor wsim wgeth w3x2 whttp whalf floor wbacklog bgeth pfloor bbacklog; do
 	[ -n "${commands[$k]:-}" ] && echo "- \`${commands[$k]}\`"
 done
 true

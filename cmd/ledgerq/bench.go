@@ -186,6 +186,16 @@ lane's loops are not running beside it and the lane starts on an empty pool.
 --rate offers them at a fixed pace (for the enqueue-to-mined latency);
 --backlog-finished N seeds N done tasks first.
 
+--chain NAME=URL[,URL...] (repeatable, instead of --ledger-url) runs over several
+chains, each behind its nodes: the wallets are spread over the chains in turn
+(wallet i on chain i mod the number of chains), each chain's funded from its first
+node's developer account; the lane reaches each chain through the node layer over
+all of its nodes, as serve does for a chain declared with --wallet-chain, and each
+wallet is checked on its own chain's blocks. The summary prints mined/s over all
+the chains and on each. The chains need distinct chain ids (docs/benchmarking.md
+says how to make several geth --dev chains); a chain id other than 1337 or 31337
+waits 12 confirmations unless --wallet-confirmations says otherwise.
+
 A fault run (--chain-lost-tx-rate or --chain-reorg-rate above 0) lets a task end in
 error with a reason and no-ops take nonces; it reports the gas bumps, replacements,
 no-ops and nonce resets (wallet_tasks, tx_attempts, wallet_health) and the chain's
@@ -201,7 +211,10 @@ Examples:
       --chain-lost-tx-rate 0.02 --chain-transient-rate 0.05 --chain-lost-response-rate 0.05 --grace 15m
   geth --dev --dev.period 1 --http --http.port 8545 &
   ledgerq bench wallets --wallets 5 --tasks-per-wallet 20 --ledger evm \
-      --ledger-url http://127.0.0.1:8545 --fund-from-dev-account`
+      --ledger-url http://127.0.0.1:8545 --fund-from-dev-account
+  ledgerq bench wallets --wallets 12 --tasks-per-wallet 200 --ledger evm --fund-from-dev-account \
+      --chain a=http://127.0.0.1:8545,http://127.0.0.1:8645 --chain b=http://127.0.0.1:8546,http://127.0.0.1:8646 \
+      --wallet-confirmations 1`
 
 func runBenchWallets(ctx context.Context, args []string) error {
 	cfg := bench.DefaultWalletConfig()
@@ -219,6 +232,14 @@ func runBenchWallets(ctx context.Context, args []string) error {
 		fs.IntVar(&cfg.IngestWorkers, "ingest-workers", cfg.IngestWorkers, "concurrent enqueue workers, each with its own connection (as concurrent API requests)")
 		fs.StringVar(&cfg.Ledger, "ledger", cfg.Ledger, "chain: sim (in-process simulated EVM chain) or evm (a node's JSON-RPC at --ledger-url)")
 		fs.StringVar(&cfg.LedgerURL, "ledger-url", cfg.LedgerURL, "for --ledger evm: the node's JSON-RPC URL (for example http://127.0.0.1:8545)")
+		fs.Func("chain", "for --ledger evm, instead of --ledger-url: a chain as NAME=URL[,URL...], its nodes' JSON-RPC URLs; repeatable. The wallets are spread over the chains in turn, each funded from its chain's first node's developer account (--fund-from-dev-account); the lane reaches each chain through all of its nodes (the node layer, as serve does), and the summary prints mined/s on each", func(v string) error {
+			ch, err := bench.ParseChainNodes(v)
+			if err != nil {
+				return err
+			}
+			cfg.Chains = append(cfg.Chains, ch)
+			return nil
+		})
 		fs.BoolVar(&cfg.FundFromDevAccount, "fund-from-dev-account", cfg.FundFromDevAccount, "for --ledger evm: fund the wallets with eth_sendTransaction from the node's first account (geth --dev's unlocked developer account)")
 		fs.Float64Var(&fundEther, "fund-ether", fundEther, "ether given to each wallet")
 		fs.DurationVar(&cfg.Sim.BlockPeriod, "block-period", cfg.Sim.BlockPeriod, "for --ledger sim: time between two blocks")

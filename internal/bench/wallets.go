@@ -19,8 +19,6 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/keystore"
 	"github.com/ledgerq/ledgerq/internal/ledger"
-	"github.com/ledgerq/ledgerq/internal/ledger/evm"
-	"github.com/ledgerq/ledgerq/internal/ledger/evmnodes"
 	"github.com/ledgerq/ledgerq/internal/ledger/evmsim"
 	"github.com/ledgerq/ledgerq/internal/node"
 	"github.com/ledgerq/ledgerq/internal/store"
@@ -56,6 +54,10 @@ type WalletConfig struct {
 	// by Sim) or WalletLedgerEVM (a node's JSON-RPC at LedgerURL).
 	Ledger    string
 	LedgerURL string
+	// Chains, instead of LedgerURL, are several evm chains, each behind
+	// its nodes (--chain): the wallets are spread over them in turn, each
+	// funded from its chain's developer account (FundFromDevAccount).
+	Chains []ChainNodes
 	// Sim configures the simulated chain; its Alloc is set by the run.
 	Sim evmsim.Config
 	// FundFromDevAccount funds the wallets on an evm chain with
@@ -137,8 +139,8 @@ func (c *WalletConfig) Validate() error {
 		return errors.New("--rate, --backlog-finished and --signer-latency must not be negative")
 	case c.Ledger != WalletLedgerSim && c.Ledger != WalletLedgerEVM:
 		return fmt.Errorf("--ledger %q: want sim or evm", c.Ledger)
-	case c.Ledger == WalletLedgerEVM && c.LedgerURL == "":
-		return errors.New("--ledger evm needs --ledger-url (the node's JSON-RPC, for example http://127.0.0.1:8545)")
+	case c.Ledger == WalletLedgerEVM && c.LedgerURL == "" && len(c.Chains) == 0:
+		return errors.New("--ledger evm needs --ledger-url (the node's JSON-RPC, for example http://127.0.0.1:8545) or --chain")
 	case c.Ledger == WalletLedgerEVM && !c.FundFromDevAccount:
 		return errors.New("--ledger evm needs a funder for the fresh wallets: --fund-from-dev-account (geth --dev)")
 	case c.Ledger == WalletLedgerSim && c.FundFromDevAccount:
@@ -160,15 +162,18 @@ func (c *WalletConfig) Validate() error {
 	case !c.Node.Loops.Submitter || !c.Node.Loops.Monitor:
 		return errors.New("the bench runs the wallet lane's roles: submitter and monitor")
 	}
-	return nil
+	return c.validateChains()
 }
 
 // WalletReport is the outcome of a run. Counts and times come from the run's
 // rows in ledgerq.wallet_tasks and ledgerq.tx_attempts, read at the end.
 type WalletReport struct {
-	Config  WalletConfig
-	Prefix  string
+	Config WalletConfig
+	Prefix string
+	// ChainID is the first chain's; Chains are every chain's part, in
+	// --chain's order (one for a run on one chain).
 	ChainID int64
+	Chains  []ChainResult
 	// Wallets are the run's addresses, in wallet order.
 	Wallets []common.Address
 	Planned int
@@ -263,20 +268,17 @@ func RunWallets(ctx context.Context, cfg WalletConfig) (*WalletReport, error) {
 }
 
 type walletRun struct {
-	cfg     WalletConfig
-	prefix  string
-	chainID int64
-	wallets []keystore.Wallet
-	ledger  ledger.WalletLedger
-	closeL  func()
+	cfg    WalletConfig
+	prefix string
+	// chains are the run's chains; walletChain is each wallet's.
+	chains      []*runChain
+	walletChain []*runChain
+	wallets     []keystore.Wallet
 	loadTarget
 	fund time.Duration
 
 	enqueued atomic.Int64
 
-	// blocks tells when each block was first seen, from before the first
-	// send to the end of the run.
-	blocks *blockClock
 	// directKeys are the direct sender's (--baseline direct), funded with
 	// the wallets.
 	directKeys  []*ecdsa.PrivateKey
@@ -289,15 +291,15 @@ type walletRun struct {
 	enqueueTimes latencies
 	// start is when the first task was offered.
 	start time.Time
-	// counted is the chain as the node reaches it.
-	counted *countingLedger
+	// counts are the lane's calls to its chains.
+	counts *callCounts
 	// load is the progress line's statements (from the await loop only).
 	load ProgressLoad
 }
 
 func (r *walletRun) close() {
-	if r.blocks != nil {
-		r.blocks.close()
+	for _, ch := range r.chains {
+		ch.close()
 	}
 	if r.api != nil {
 		r.api.close()
@@ -306,9 +308,6 @@ func (r *walletRun) close() {
 		r.sql.close()
 	}
 	r.loadTarget.close()
-	if r.closeL != nil {
-		r.closeL()
-	}
 }
 
 // open makes the wallets, the chain (funding them), the node and the ingest
@@ -337,30 +336,39 @@ func (r *walletRun) open(ctx context.Context) error {
 		addrs = append(addrs, r.directAddrs...)
 	}
 
-	switch c.Ledger {
-	case WalletLedgerSim:
+	r.counts = newCallCounts()
+	if c.Ledger == WalletLedgerSim {
 		sc := c.Sim
 		sc.Alloc = node.FundAlloc(c.FundWei, addrs...)
-		r.ledger, r.closeL = evmsim.New(sc), func() {}
-	default:
-		l, err := evm.Dial(ctx, c.LedgerURL, evm.Config{CallTimeout: c.Node.Wallet.Lane.LedgerTimeout})
-		if err != nil {
+		sim := evmsim.New(sc)
+		ch := &runChain{name: "sim", ledger: sim, lane: newCountingLedger(sim, r.counts)}
+		r.chains = append(r.chains, ch)
+		var err error
+		if ch.id, err = node.ReadChainID(ctx, sim, c.Node.Wallet.Lane.LedgerTimeout); err != nil {
 			return err
 		}
-		r.ledger, r.closeL = l, l.Close
-	}
-	var err error
-	if r.chainID, err = node.ReadChainID(ctx, r.ledger, c.Node.Wallet.Lane.LedgerTimeout); err != nil {
-		return err
+	} else {
+		for _, spec := range c.specs() {
+			ch, err := r.openEVMChain(ctx, spec)
+			if err != nil {
+				return err
+			}
+			r.chains = append(r.chains, ch)
+		}
 	}
 
+	// The wallets are spread over the chains in turn.
 	r.wallets = make([]keystore.Wallet, c.Wallets)
+	r.walletChain = make([]*runChain, c.Wallets)
 	for i, s := range signers {
+		ch := r.chains[i%len(r.chains)]
+		ch.wallets = append(ch.wallets, i)
+		r.walletChain[i] = ch
 		var signer keystore.Signer = s
 		if c.SignerLatency > 0 {
 			signer = &slowSigner{Signer: s, latency: c.SignerLatency}
 		}
-		r.wallets[i] = keystore.Wallet{ID: fmt.Sprintf("%s%d", r.prefix, i), ChainID: r.chainID, Signer: signer}
+		r.wallets[i] = keystore.Wallet{ID: fmt.Sprintf("%s%d", r.prefix, i), ChainID: ch.id, Signer: signer}
 	}
 	reg, err := keystore.NewRegistry(r.wallets...)
 	if err != nil {
@@ -368,8 +376,17 @@ func (r *walletRun) open(ctx context.Context) error {
 	}
 	if c.Ledger == WalletLedgerEVM {
 		began := time.Now()
-		if err := r.fundFromDev(ctx, addrs); err != nil {
-			return err
+		for k, ch := range r.chains {
+			var to []ledger.Address
+			for _, i := range ch.wallets {
+				to = append(to, addrs[i])
+			}
+			if k == 0 {
+				to = append(to, r.directAddrs...)
+			}
+			if err := fundFromDev(ctx, ch.nodes[0], to, c.FundWei); err != nil {
+				return fmt.Errorf("chain %s: %w", ch.name, err)
+			}
 		}
 		r.fund = time.Since(began)
 		fmt.Fprintf(c.Progress, "bench: funded %d wallets from the node's developer account in %s\n", len(addrs), round(r.fund))
@@ -379,21 +396,24 @@ func (r *walletRun) open(ctx context.Context) error {
 	nc.Wallet.Registry = reg
 	nc.Wallet.Ledger.Kind = c.Ledger
 	nc.Wallet.Ledger.URL = c.LedgerURL
-	// The lane reaches a node through the node layer, as serve does; the
-	// direct sender and the chain-side checks call the node as they are.
-	laneLedger := r.ledger
+	// The lane reaches a chain through the node layer over its nodes, as
+	// serve does; the direct sender and the chain-side checks call the
+	// chain's first node as it is.
 	if c.Ledger != WalletLedgerSim {
-		chain, err := evmnodes.New(evmnodes.Config{Name: "bench", ChainID: r.chainID, Nodes: []evmnodes.NodeConfig{{URL: c.LedgerURL}},
-			CallTimeout: min(c.Node.Wallet.Lane.LedgerTimeout/2, 4*time.Second)})
-		if err != nil {
-			return err
+		for _, ch := range r.chains {
+			if err := ch.openLane(c.Node.Wallet.Lane.LedgerTimeout, r.counts); err != nil {
+				return err
+			}
 		}
-		closeL := r.closeL
-		r.closeL = func() { chain.Close(); closeL() }
-		laneLedger = chain
 	}
-	r.counted = newCountingLedger(laneLedger)
-	nc.Wallet.Ledger.Instance = r.counted
+	if len(c.Chains) > 0 {
+		nc.Wallet.Ledger.URL = ""
+		for _, ch := range r.chains {
+			nc.Wallet.Chains = append(nc.Wallet.Chains, ch.decl())
+		}
+	} else {
+		nc.Wallet.Ledger.Instance = r.chains[0].lane
+	}
 	if r.node, err = node.Open(ctx, nc); err != nil {
 		return err
 	}
@@ -401,7 +421,7 @@ func (r *walletRun) open(ctx context.Context) error {
 		began := time.Now()
 		seedCtx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 		_, err := r.node.Store().TaskSeedFinished(seedCtx, store.TaskSeedFinishedParams{
-			ChainID: r.chainID, Prefix: "backlog-" + r.prefix, N: c.BacklogFinished, At: time.Now().Add(-time.Hour),
+			ChainID: r.chains[0].id, Prefix: "backlog-" + r.prefix, N: c.BacklogFinished, At: time.Now().Add(-time.Hour),
 		})
 		cancel()
 		if err != nil {
@@ -424,32 +444,33 @@ func (r *walletRun) open(ctx context.Context) error {
 	return r.openIngest(ctx, c.Node.DatabaseURL, c.IngestWorkers)
 }
 
-// fundFromDev sends FundWei to every address from geth --dev's developer
-// account and waits until every funding transaction is mined
+// fundFromDev sends wei to every address from the developer account of
+// geth --dev at url and waits until every funding transaction is mined
 // (fundFromDevAccount, as the builder bench's geth baseline funds).
-func (r *walletRun) fundFromDev(ctx context.Context, addrs []ledger.Address) error {
-	c := &r.cfg
-	cl, err := ethclient.DialContext(ctx, c.LedgerURL)
+func fundFromDev(ctx context.Context, url string, addrs []ledger.Address, wei *big.Int) error {
+	cl, err := ethclient.DialContext(ctx, url)
 	if err != nil {
-		return fmt.Errorf("funding: dialing %s: %w", c.LedgerURL, err)
+		return fmt.Errorf("funding: dialing %s: %w", node.RedactURL(url), err)
 	}
 	defer cl.Close()
 	to := make([]common.Address, len(addrs))
 	for i, a := range addrs {
 		to[i] = common.Address(a)
 	}
-	return fundFromDevAccount(ctx, cl, to, c.FundWei)
+	return fundFromDevAccount(ctx, cl, to, wei)
 }
 
 func (r *walletRun) run(ctx context.Context) (*WalletReport, error) {
 	c := &r.cfg
-	rep := &WalletReport{Config: *c, Prefix: r.prefix, ChainID: r.chainID, Planned: c.Wallets * c.TasksPerWallet, FundTime: r.fund}
+	rep := &WalletReport{Config: *c, Prefix: r.prefix, ChainID: r.chains[0].id, Planned: c.Wallets * c.TasksPerWallet, FundTime: r.fund}
 	for _, w := range r.wallets {
 		rep.Wallets = append(rep.Wallets, common.Address(w.Address()))
 	}
 	rep.Config.Progress, rep.Config.Node.Logger, rep.Config.Node.Wallet.Registry, rep.Config.Node.Wallet.Ledger.Instance = nil, nil, nil, nil
 
-	r.blocks = watchBlocks(ctx, r.ledger, c.Node.Wallet.Lane.LedgerTimeout)
+	for _, ch := range r.chains {
+		ch.blocks = watchBlocks(ctx, ch.ledger, c.Node.Wallet.Lane.LedgerTimeout)
+	}
 	if c.Baseline == BaselineDirect {
 		// The direct sender goes first: it needs no database, so the lane's
 		// loops are not yet running beside it, and the lane then starts on
@@ -463,7 +484,7 @@ func (r *walletRun) run(ctx context.Context) (*WalletReport, error) {
 		fmt.Fprintf(c.Progress, "bench: direct sender: %d mined in %s, %.0f/s; now the lane\n", d.Sent, round(d.MinedTime), d.MinedRate)
 	}
 
-	r.counted.reset()
+	r.counts.reset()
 	if err := startNode(ctx, r.node); err != nil {
 		return nil, err
 	}
@@ -485,7 +506,7 @@ func (r *walletRun) run(ctx context.Context) (*WalletReport, error) {
 	if cpu1, ok := processCPU(); ok && cpuOK {
 		rep.ProcessCPU = cpu1 - cpu0
 	}
-	rep.ChainCalls, rep.ChainCallCount = r.counted.summary()
+	rep.ChainCalls, rep.ChainCallCount = r.counts.summary()
 	rep.ProgressLoad = r.load
 	rep.EnqueueTime = in.end.Sub(start)
 	if r.api != nil {
@@ -599,10 +620,12 @@ func (r *walletRun) summarize(ctx context.Context, rep *WalletReport) error {
 		problem       = func(f string, a ...any) { rep.Problems = append(rep.Problems, fmt.Sprintf(f, a...)) }
 		maxedProblems = 20
 		faults        = r.cfg.FaultRun()
-		doneHashes    []common.Hash
-		doneCreated   []time.Time
+		// The done tasks' hashes and creation times, by chain.
+		doneHashes  = map[*runChain][]common.Hash{}
+		doneCreated = map[*runChain][]time.Time{}
 	)
-	for _, w := range r.wallets {
+	for wi, w := range r.wallets {
+		ch := r.walletChain[wi]
 		tasks, err := r.tasks(ctx, w.ID)
 		if err != nil {
 			return err
@@ -632,8 +655,8 @@ func (r *walletRun) summarize(ctx context.Context, rep *WalletReport) error {
 				first = t.CreatedAt
 			}
 			if t.Status == store.TaskDone {
-				doneHashes = append(doneHashes, common.HexToHash(t.TxHash))
-				doneCreated = append(doneCreated, t.CreatedAt)
+				doneHashes[ch] = append(doneHashes[ch], common.HexToHash(t.TxHash))
+				doneCreated[ch] = append(doneCreated[ch], t.CreatedAt)
 			}
 			if t.Status == store.TaskDone && t.FinishedAt != nil {
 				lat = append(lat, t.FinishedAt.Sub(t.CreatedAt))
@@ -663,7 +686,8 @@ func (r *walletRun) summarize(ctx context.Context, rep *WalletReport) error {
 		if len(tasks) != m {
 			problem("wallet %s: %d tasks stored, want %d", w.ID, len(tasks), m)
 		}
-		chk, err := CheckWalletOnChain(ctx, r.ledger, st, r.chainID, common.Address(w.Address()), tasks, r.cfg.Node.Wallet.Lane.LedgerTimeout)
+		// Each wallet is checked on its own chain's blocks.
+		chk, err := CheckWalletOnChain(ctx, ch.ledger, st, ch.id, common.Address(w.Address()), tasks, r.cfg.Node.Wallet.Lane.LedgerTimeout)
 		if err != nil {
 			problem("wallet %s: checking the chain: %v", w.ID, err)
 		}
@@ -692,7 +716,7 @@ func (r *walletRun) summarize(ctx context.Context, rep *WalletReport) error {
 			}
 		}
 		callCtx, cancel := context.WithTimeout(ctx, r.cfg.Node.Wallet.Lane.LedgerTimeout)
-		chainNonce, err := r.ledger.NonceAt(callCtx, w.Address())
+		chainNonce, err := ch.ledger.NonceAt(callCtx, w.Address())
 		cancel()
 		switch {
 		case err != nil:
@@ -701,25 +725,32 @@ func (r *walletRun) summarize(ctx context.Context, rep *WalletReport) error {
 			problem("wallet %s: the chain's nonce is %d, want %d", w.ID, chainNonce, m)
 		}
 	}
-	if len(doneHashes) > 0 && !faults {
+	var (
+		lastMined   time.Time
+		mlat        []time.Duration
+		minedFailed bool
+	)
+	for _, ch := range r.chains {
+		res := ChainResult{Name: ch.name, ChainID: ch.id, Nodes: len(ch.nodes), Wallets: len(ch.wallets), Done: len(doneHashes[ch])}
 		// A fault run's reorgs move transactions between blocks; the block
 		// clock keeps a number's first sighting, so its figures are left out.
-		mined, err := r.blocks.minedTimes(ctx, r.ledger, doneHashes, r.cfg.Node.Wallet.Lane.LedgerTimeout)
-		if err != nil {
-			problem("reading when the done tasks were mined: %v", err)
-		} else {
-			var last time.Time
-			mlat := make([]time.Duration, len(mined))
-			for i, t := range mined {
-				last = maxTime(last, t)
-				mlat[i] = t.Sub(doneCreated[i])
+		if res.Done > 0 && !faults {
+			at, chainLat, err := ch.minedOn(ctx, r.start, doneHashes[ch], doneCreated[ch], r.cfg.Node.Wallet.Lane.LedgerTimeout, &res)
+			if err != nil {
+				problem("reading when the done tasks were mined: %v", err)
+				minedFailed = true
 			}
-			rep.MinedTime = last.Sub(r.start)
-			rep.MinedRate = float64(len(mined)) / rep.MinedTime.Seconds()
-			rep.MinedP50, rep.MinedP99, rep.MinedMax = percentiles(mlat)
+			lastMined = maxTime(lastMined, at)
+			mlat = append(mlat, chainLat...)
 		}
+		rep.Chains = append(rep.Chains, res)
 	}
-	if sim, ok := r.ledger.(*evmsim.Ledger); ok {
+	if len(mlat) > 0 && !minedFailed {
+		rep.MinedTime = lastMined.Sub(r.start)
+		rep.MinedRate = float64(len(mlat)) / rep.MinedTime.Seconds()
+		rep.MinedP50, rep.MinedP99, rep.MinedMax = percentiles(mlat)
+	}
+	if sim, ok := r.chains[0].ledger.(*evmsim.Ledger); ok {
 		stats := sim.Stats()
 		rep.ChainFaults = &stats
 	}
@@ -758,7 +789,11 @@ func (rep *WalletReport) WriteSummary(w io.Writer) error {
 		rep.ChainID, c.Sim.BlockPeriod, c.Sim.TransientRate, c.Sim.LostResponseRate, c.Sim.LostTxRate, c.Sim.ReorgRate, max(c.Sim.ReorgDepth, 1), c.Sim.ReorgDropRate, c.Sim.Latency, c.Sim.Seed)
 	if c.Ledger == WalletLedgerEVM {
 		chain = fmt.Sprintf("evm at %s, chain %d; wallets funded from the developer account in %s", node.RedactURL(c.LedgerURL), rep.ChainID, round(rep.FundTime))
+		if len(c.Chains) > 0 {
+			chain = fmt.Sprintf("evm, %d chains, each behind its nodes (the node layer), the wallets spread over them in turn; each chain's wallets funded from its developer account, in %s together", len(c.Chains), round(rep.FundTime))
+		}
 	}
+	chainsConfig, chainsResults := chainsLines(rep)
 	lines := []string{
 		"ledgerq bench wallets: " + status,
 		"configuration",
@@ -766,6 +801,9 @@ func (rep *WalletReport) WriteSummary(w io.Writer) error {
 		fmt.Sprintf("  workload          %d wallets x %d tasks = %d send-tx tasks (wallets %s*, fresh keys)", c.Wallets, c.TasksPerWallet, rep.Planned, rep.Prefix),
 		fmt.Sprintf("  enqueue           %s; grace %s", enqueueHow(c), c.Grace),
 		fmt.Sprintf("  chain             %s", chain),
+	}
+	lines = append(lines, chainsConfig...)
+	lines = append(lines,
 		fmt.Sprintf("  wallet lane       %d shard workers, quantum %s, lease %s; in flight %d, follow interval %s, queue %s",
 			wc.Shards.Workers, wc.Shards.Quantum, wc.Shards.Lease, wc.Lane.InFlight, wc.Lane.FollowInterval, wc.Lane.QueueType),
 		fmt.Sprintf("  signer            %s", signerHow(c)),
@@ -776,6 +814,9 @@ func (rep *WalletReport) WriteSummary(w io.Writer) error {
 		fmt.Sprintf("  latency           one enqueue: p50 %s, p99 %s, max %s", rep.EnqueueP50.Round(10*time.Microsecond), rep.EnqueueP99.Round(10*time.Microsecond), rep.EnqueueMax.Round(10*time.Microsecond)),
 		fmt.Sprintf("  confirmed         %.1f tasks/s (%d from first enqueue to last done in %s)", rep.ConfirmRate, rep.Done, round(rep.EndToEnd)),
 		fmt.Sprintf("  mined             %.1f tasks/s (%d from first enqueue to the last one's block seen in %s)", rep.MinedRate, rep.Done, round(rep.MinedTime)),
+	)
+	lines = append(lines, chainsResults...)
+	lines = append(lines,
 		fmt.Sprintf("  latency           enqueue to done: p50 %s, p99 %s, max %s", round(rep.P50), round(rep.P99), round(rep.Max)),
 		cpuLine(rep),
 		fmt.Sprintf("  latency           enqueue to mined (block seen): p50 %s, p99 %s, max %s", round(rep.MinedP50), round(rep.MinedP99), round(rep.MinedMax)),
@@ -783,7 +824,7 @@ func (rep *WalletReport) WriteSummary(w io.Writer) error {
 		rep.ProgressLoad.line("TaskCountByStatus"),
 		fmt.Sprintf("  keeping moving    %d gas bumps, %d replacements, %d no-ops signed (%d mined), %d nonce resets",
 			rep.Bumps, rep.Replacements, rep.Noops, rep.NoopsMined, rep.Resets),
-	}
+	)
 	if rep.Enqueued > 0 {
 		lines = append(lines, fmt.Sprintf("  chain calls       %.2f per task: %s", float64(rep.ChainCallCount)/float64(rep.Enqueued), rep.ChainCalls))
 	}

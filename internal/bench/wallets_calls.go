@@ -14,9 +14,15 @@ import (
 
 // countingLedger is the lane's chain as the run hands it to the node: every
 // call is counted and timed by method, so the summary can say how many
-// round trips to the chain a task cost.
+// round trips to the chain a task cost. The chains of a run over several
+// share one callCounts.
 type countingLedger struct {
 	ledger.WalletLedger
+	*callCounts
+}
+
+// callCounts are the calls counted by method.
+type callCounts struct {
 	mu    sync.Mutex
 	calls map[string]*callStat
 }
@@ -26,11 +32,13 @@ type callStat struct {
 	total time.Duration
 }
 
-func newCountingLedger(l ledger.WalletLedger) *countingLedger {
-	return &countingLedger{WalletLedger: l, calls: map[string]*callStat{}}
+func newCallCounts() *callCounts { return &callCounts{calls: map[string]*callStat{}} }
+
+func newCountingLedger(l ledger.WalletLedger, counts *callCounts) *countingLedger {
+	return &countingLedger{WalletLedger: l, callCounts: counts}
 }
 
-func (c *countingLedger) count(method string, began time.Time) {
+func (c *callCounts) count(method string, began time.Time) {
 	d := time.Since(began)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -45,7 +53,7 @@ func (c *countingLedger) count(method string, began time.Time) {
 
 // reset forgets the calls counted so far (the funding's and the direct
 // sender's reads).
-func (c *countingLedger) reset() {
+func (c *callCounts) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls = map[string]*callStat{}
@@ -53,7 +61,7 @@ func (c *countingLedger) reset() {
 
 // summary is "method count (mean)" for every method called, most called
 // first, and the total count.
-func (c *countingLedger) summary() (string, int) {
+func (c *callCounts) summary() (string, int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	names := make([]string, 0, len(c.calls))

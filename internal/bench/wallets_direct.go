@@ -215,7 +215,9 @@ func (r *walletRun) runDirect(ctx context.Context) (*DirectReport, error) {
 	c := &r.cfg
 	m := c.TasksPerWallet
 	var chain directChain
-	switch l := r.ledger.(type) {
+	// The direct sender runs on a run's one chain (validateChains).
+	one := r.chains[0]
+	switch l := one.ledger.(type) {
 	case *evmsim.Ledger:
 		chain = simChain{l}
 	default:
@@ -235,16 +237,16 @@ func (r *walletRun) runDirect(ctx context.Context) (*DirectReport, error) {
 	var fees ledger.Fees
 	var gas uint64
 	if err := call(func(ctx context.Context) (err error) {
-		if fees, err = r.ledger.SuggestFees(ctx); err != nil {
+		if fees, err = one.ledger.SuggestFees(ctx); err != nil {
 			return err
 		}
 		to := ledger.Address(benchRecipient)
-		gas, err = r.ledger.EstimateGas(ctx, ledger.CallMsg{From: r.directAddrs[0], To: &to, Value: c.Value})
+		gas, err = one.ledger.EstimateGas(ctx, ledger.CallMsg{From: r.directAddrs[0], To: &to, Value: c.Value})
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("direct sender: fees and gas: %w", err)
 	}
-	chainID := big.NewInt(r.chainID)
+	chainID := big.NewInt(one.id)
 	signer := types.LatestSignerForChainID(chainID)
 	hashes := make([]common.Hash, len(r.directKeys)*m)
 	sentAt := make([]time.Time, len(hashes))
@@ -299,7 +301,7 @@ func (r *walletRun) runDirect(ctx context.Context) (*DirectReport, error) {
 			}
 		}
 	}
-	mined, err := r.blocks.minedTimes(ctx, r.ledger, hashes, timeout)
+	mined, err := one.blocks.minedTimes(ctx, one.ledger, hashes, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("direct sender: %w", err)
 	}

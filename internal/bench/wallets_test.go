@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ledgerq/ledgerq/internal/bench"
+	"github.com/ledgerq/ledgerq/internal/ledger/faultproxy"
 	"github.com/ledgerq/ledgerq/internal/testdb"
 	"github.com/ledgerq/ledgerq/internal/testgeth"
 )
@@ -271,4 +272,98 @@ func TestRunWallets_ASlowSignerOutsideTheProcessEndsEveryTaskOnce(t *testing.T) 
 	var sum bytes.Buffer
 	require.NoError(t, rep.WriteSummary(&sum))
 	require.Contains(t, sum.String(), "outside the process, 5ms a signature")
+}
+
+// A run over two real chains (two geth --dev with chain ids of their own),
+// each behind two nodes (the geth and a proxy in front of it, with no
+// faults): every wallet's tasks are mined on its own chain and on no other,
+// each chain's part is reported, the chain-side check passed on each, and
+// the lane sent through both nodes of each chain.
+func TestRunWallets_TwoChainsOfTwoNodesMineEachWalletOnItsOwnChain(t *testing.T) {
+	t.Parallel()
+	gethA, gethB := testgeth.Start(t, testgeth.ChainID(1401)), testgeth.Start(t, testgeth.ChainID(1402))
+	proxy := func(upstream string) *faultproxy.Proxy {
+		p, err := faultproxy.New(upstream, faultproxy.Config{})
+		require.NoError(t, err)
+		_, err = p.Start()
+		require.NoError(t, err)
+		t.Cleanup(p.Close)
+		return p
+	}
+	proxyA, proxyB := proxy(gethA.URL), proxy(gethB.URL)
+	cfg, progress := walletSetup(t, 4, 3)
+	cfg.Ledger, cfg.FundFromDevAccount = bench.WalletLedgerEVM, true
+	cfg.Node.Wallet.Lane.Confirmations = 1
+	cfg.Chains = []bench.ChainNodes{
+		{Name: "a", Nodes: []string{gethA.URL, proxyA.URL()}},
+		{Name: "b", Nodes: []string{gethB.URL, proxyB.URL()}},
+	}
+
+	rep, err := bench.RunWallets(context.Background(), cfg)
+	require.NoError(t, err)
+	requireAllDone(t, rep, 12)
+	require.Contains(t, progress.String(), "funded 4 wallets")
+	require.Len(t, rep.Chains, 2)
+	for i, want := range []int64{1401, 1402} {
+		ch := rep.Chains[i]
+		require.Equal(t, want, ch.ChainID)
+		require.Equal(t, 2, ch.Nodes)
+		require.Equal(t, 2, ch.Wallets)
+		require.Equal(t, 6, ch.Done)
+		require.Positive(t, ch.MinedRate)
+		require.LessOrEqual(t, ch.MinedTime, rep.MinedTime)
+	}
+	var sum bytes.Buffer
+	require.NoError(t, rep.WriteSummary(&sum))
+	require.Regexp(t, `(?m)^  mined on a +[0-9.]+ tasks/s \(6 from`, sum.String())
+	require.Regexp(t, `(?m)^  mined on b +[0-9.]+ tasks/s \(6 from`, sum.String())
+
+	// Wallet i is on chain i mod 2: its three transactions are mined
+	// there, nonces 0, 1, 2, and none on the other chain.
+	urls := []string{gethA.URL, gethB.URL}
+	for i, addr := range rep.Wallets {
+		txs, err := testgeth.MinedFrom(t.Context(), urls[i%2], addr)
+		require.NoError(t, err)
+		require.Len(t, txs, 3, "wallet %d on its chain", i)
+		require.NoError(t, testgeth.CheckNonces(txs))
+		require.Zero(t, txs[0].Nonce)
+		other, err := testgeth.MinedFrom(t.Context(), urls[1-i%2], addr)
+		require.NoError(t, err)
+		require.Empty(t, other, "wallet %d on the other chain", i)
+	}
+	// Every send went to both nodes of its chain.
+	for _, p := range []*faultproxy.Proxy{proxyA, proxyB} {
+		require.Equal(t, 6, p.MethodCounts()["eth_sendRawTransaction"])
+	}
+}
+
+func TestWalletConfig_ChainsAreForEVMWithoutALedgerURLOrADirectBaseline(t *testing.T) {
+	ch, err := bench.ParseChainNodes("a=http://127.0.0.1:8545,http://127.0.0.1:8645")
+	require.NoError(t, err)
+	require.Equal(t, bench.ChainNodes{Name: "a", Nodes: []string{"http://127.0.0.1:8545", "http://127.0.0.1:8645"}}, ch)
+	for _, bad := range []string{"a", "=http://x", "a=", "a=ftp://x", "a=http://x,"} {
+		_, err := bench.ParseChainNodes(bad)
+		require.Error(t, err, bad)
+	}
+
+	cfg := bench.DefaultWalletConfig()
+	cfg.Node.DatabaseURL = "postgres://x@/db"
+	cfg.Ledger, cfg.FundFromDevAccount = bench.WalletLedgerEVM, true
+	cfg.Wallets = 2
+	cfg.Chains = []bench.ChainNodes{{Name: "a", Nodes: []string{"http://127.0.0.1:8545"}}, {Name: "b", Nodes: []string{"http://127.0.0.1:8546"}}}
+	require.NoError(t, cfg.Validate())
+	for what, change := range map[string]func(c *bench.WalletConfig){
+		"--ledger-url":          func(c *bench.WalletConfig) { c.LedgerURL = "http://127.0.0.1:8545" },
+		"--baseline direct":     func(c *bench.WalletConfig) { c.Baseline = bench.BaselineDirect },
+		"--chain is for":        func(c *bench.WalletConfig) { c.Ledger, c.FundFromDevAccount = bench.WalletLedgerSim, false },
+		"needs a wallet":        func(c *bench.WalletConfig) { c.Wallets = 1 },
+		"--chain a is given tw": func(c *bench.WalletConfig) { c.Chains[1].Name = "a" },
+	} {
+		c := cfg
+		c.Chains = append([]bench.ChainNodes(nil), cfg.Chains...)
+		change(&c)
+		err := c.Validate()
+		require.Error(t, err, what)
+		require.Contains(t, err.Error(), what)
+	}
 }

@@ -13,6 +13,10 @@
 // reads a chain back the way any client would, for end-to-end checks that
 // every task's transaction was mined exactly once.
 //
+// ChainID(id) runs the node on another chain id (geth --dev keeps a data
+// directory's genesis, so Start writes one with that id first): several
+// nodes are then several chains.
+//
 // A Crashable node can crash and lose blocks as a real one does: Kill
 // SIGKILLs geth, and Restart brings it back behind the same URL at the head
 // of its last Checkpoint, without the blocks mined since and their

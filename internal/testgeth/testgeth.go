@@ -61,6 +61,7 @@ type Option func(*options)
 type options struct {
 	minerGasPrice *big.Int
 	crashable     bool
+	chainID       int64
 }
 
 // Stalling runs the node with --miner.gasprice 5000000000: it accepts
@@ -70,11 +71,22 @@ func Stalling() Option {
 	return func(o *options) { o.minerGasPrice = StallingMinerGasPrice }
 }
 
+// ChainID runs the node on a chain with this id instead of DevChainID, so
+// that several nodes are several chains (a wallet lane over many chains).
+// geth --dev always makes a fresh data directory's chain with id 1337, but
+// it keeps a data directory's stored genesis: Start first makes the
+// developer account (an empty passphrase, which --dev unlocks), writes
+// --dev's own genesis with the chain id replaced and that account funded,
+// and runs `geth init` on it.
+func ChainID(id int64) Option {
+	return func(o *options) { o.chainID = id }
+}
+
 // Node is a running `geth --dev --dev.period 1`.
 type Node struct {
 	// URL is the HTTP JSON-RPC endpoint, http://127.0.0.1:<port>.
 	URL string
-	// ChainID is DevChainID.
+	// ChainID is DevChainID, or the ChainID option's.
 	ChainID *big.Int
 	// Dev is the developer account: unlocked in the node, funded with more
 	// ether than any test needs; Fund sends from it.
@@ -160,9 +172,16 @@ func launch(t testing.TB, bin, version, dir string, o options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	chainID := int64(DevChainID)
+	if o.chainID != 0 {
+		chainID = o.chainID
+		if err := initChain(bin, dir, chainID); err != nil {
+			return nil, err
+		}
+	}
 	n := &Node{
 		URL:           fmt.Sprintf("http://127.0.0.1:%d", httpPort),
-		ChainID:       big.NewInt(DevChainID),
+		ChainID:       big.NewInt(chainID),
 		Version:       version,
 		Binary:        bin,
 		minerGasPrice: o.minerGasPrice,
@@ -189,6 +208,61 @@ func launch(t testing.TB, bin, version, dir string, o options) (*Node, error) {
 	}
 	n.logStarted(t, p, what)
 	return n, nil
+}
+
+// devFunds is what initChain gives the developer account: what geth --dev
+// gives its own.
+var devFunds = new(big.Int).Lsh(big.NewInt(1), 255)
+
+// initChain prepares dir's data directory for a --dev chain with id
+// chainID (see ChainID).
+func initChain(bin, dir string, chainID int64) error {
+	data := filepath.Join(dir, "data")
+	pass := filepath.Join(dir, "empty-passphrase")
+	if err := os.WriteFile(pass, nil, 0o600); err != nil {
+		return err
+	}
+	geth := func(args ...string) ([]byte, error) {
+		out, err := exec.Command(bin, args...).Output()
+		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				err = fmt.Errorf("%w: %s", err, ee.Stderr)
+			}
+			return nil, fmt.Errorf("geth %s: %w", strings.Join(args, " "), err)
+		}
+		return out, nil
+	}
+	// --lightkdf: the key is a test's, and decrypting it at every start
+	// with the standard scrypt parameters takes a second of CPU.
+	if _, err := geth("account", "new", "--datadir", data, "--password", pass, "--lightkdf"); err != nil {
+		return err
+	}
+	keys, err := os.ReadDir(filepath.Join(data, "keystore"))
+	if err != nil || len(keys) != 1 {
+		return fmt.Errorf("reading the developer account's key file: %v (%d files)", err, len(keys))
+	}
+	// Key files are named UTC--<time>--<address>.
+	dev := keys[0].Name()[strings.LastIndex(keys[0].Name(), "--")+2:]
+	genesis, err := geth("--dev", "dumpgenesis")
+	if err != nil {
+		return err
+	}
+	// The genesis is edited as text: a decode and encode through this
+	// module's go-ethereum would drop the forks it does not know of the
+	// binary's.
+	chainField := fmt.Sprintf(`"chainId":%d,`, DevChainID)
+	if !bytes.Contains(genesis, []byte(chainField)) || !bytes.Contains(genesis, []byte(`"alloc":{`)) {
+		return fmt.Errorf("geth --dev dumpgenesis: no %s or alloc in %.200s", chainField, genesis)
+	}
+	genesis = bytes.Replace(genesis, []byte(chainField), fmt.Appendf(nil, `"chainId":%d,`, chainID), 1)
+	genesis = bytes.Replace(genesis, []byte(`"alloc":{`), fmt.Appendf(nil, `"alloc":{"0x%s":{"balance":"%s"},`, dev, hexutil.EncodeBig(devFunds)), 1)
+	path := filepath.Join(dir, "genesis.json")
+	if err := os.WriteFile(path, genesis, 0o600); err != nil {
+		return err
+	}
+	_, err = geth("init", "--datadir", data, path)
+	return err
 }
 
 // args are geth's arguments, with authPort for the engine API.

@@ -384,3 +384,25 @@ func TestCheckNonces_OnePerNonceContiguous(t *testing.T) {
 		t.Error("ByHash accepted one hash twice")
 	}
 }
+
+// A node with the ChainID option is another chain: it answers with that id,
+// its developer account is funded and unlocked (Fund pays from it), and a
+// transaction signed for that id is mined on it.
+func TestStart_ChainIDRunsAnotherChainWhoseDevAccountFunds(t *testing.T) {
+	t.Parallel()
+	n := testgeth.Start(t, testgeth.ChainID(1401))
+	id, err := n.Client().ChainID(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id.Int64() != 1401 || n.ChainID.Int64() != 1401 {
+		t.Fatalf("chain id %s (node says %s), want 1401", id, n.ChainID)
+	}
+	a := newAccount(t)
+	n.Fund(t, a.addr, oneEther)
+	to := common.HexToAddress("0x00000000000000000000000000000000000b3c11")
+	tx := send(t, n, a, 0, &to, big.NewInt(1), 21000, big.NewInt(1), nil)
+	if r := n.WaitMined(t, tx.Hash()); r.Status != types.ReceiptStatusSuccessful {
+		t.Fatalf("receipt status %d", r.Status)
+	}
+}

@@ -80,13 +80,14 @@ func TestBenchReport_QuickBatchRoundPrintsTheTable(t *testing.T) {
 // half the capacity the HTTP run measured, the ceiling of the lane's rows
 // alone (bench/floor.sh, pgbench), the lane over that ceiling, the
 // process's CPU per task and the backlog ratio, each with a figure, and the half-capacity run's command
-// with its offered rate.
+// with its offered rate; the rows on geth (against a direct sender, and 3
+// chains × 2 nodes over 1 × 1) say geth is not installed.
 func TestBenchReport_QuickWalletRoundPrintsTheTable(t *testing.T) {
 	t.Parallel()
 	out, stderr := quickReportWithoutGeth(t, "wallets")
 
 	rows := regexp.MustCompile(`(?m)^\| (wallet lane[^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \|$`).FindAllStringSubmatch(out, -1)
-	require.Len(t, rows, 8, "the wallet lane's eight rows:\n%s", out)
+	require.Len(t, rows, 9, "the wallet lane's nine rows:\n%s", out)
 	number := regexp.MustCompile(`^[0-9]+(\.[0-9]+)? `)
 	for _, r := range rows {
 		what, figure, met := r[1], r[2], r[5]
@@ -119,6 +120,9 @@ func TestBenchReport_QuickWalletRoundPrintsTheTable(t *testing.T) {
 	require.Regexp(t, `^[0-9]+ ms$`, half[2])
 	require.Equal(t, "≤ 600 ms", half[4])
 	require.Regexp(t, "(?m)^- `ledgerq bench wallets --mode http --ingest-workers 16 --wallets 3 --tasks-per-wallet 50 --rate [0-9]+`$", out)
+	chains := rows[8]
+	require.Contains(t, chains[1], "3 chains × 2 nodes over 1 chain × 1 node on geth", "the row of several chains comes last")
+	require.Equal(t, "≥ 0.9 ×", chains[4])
 }
 
 // TestBenchReport_QuickBuilderRoundPrintsTheIntakeOverItsFloor runs
