@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math/big"
 	"net"
 	"net/http"
@@ -147,12 +146,11 @@ type ChurnReport struct {
 	Baseline, End float64
 	Growth        float64
 	// TablesBaseline, TablesEnd and TablesGrowth are the same for the
-	// schema's tables' total size; TableGrowth is each table's growth
-	// between the windows' means (a table empty in the first window is
-	// left out).
+	// schema's tables' total size; Table is each table's mean size in the
+	// two windows, in bytes.
 	TablesBaseline, TablesEnd float64
 	TablesGrowth              float64
-	TableGrowth               map[string]float64
+	Table                     map[string][2]float64
 	// BaselineWindow and EndWindow are the windows' bounds.
 	BaselineWindow, EndWindow [2]time.Duration
 	ServePID                  int
@@ -500,17 +498,14 @@ func (rep *ChurnReport) judge() {
 	rep.Baseline, rep.End, rep.Growth = windowGrowth(rep.Samples, rep.BaselineWindow, rep.EndWindow, rss)
 	total := func(s ChurnSample) float64 { return float64(s.TablesBytes()) }
 	rep.TablesBaseline, rep.TablesEnd, rep.TablesGrowth = windowGrowth(rep.Samples, rep.BaselineWindow, rep.EndWindow, total)
-	rep.TableGrowth = map[string]float64{}
-	names := map[string]bool{}
+	rep.Table = map[string][2]float64{}
 	for _, s := range rep.Samples {
 		for name := range s.Tables {
-			names[name] = true
-		}
-	}
-	for name := range names {
-		size := func(s ChurnSample) float64 { return float64(s.Tables[name]) }
-		if base, _, g := windowGrowth(rep.Samples, rep.BaselineWindow, rep.EndWindow, size); base > 0 {
-			rep.TableGrowth[name] = g
+			if _, ok := rep.Table[name]; !ok {
+				size := func(s ChurnSample) float64 { return float64(s.Tables[name]) }
+				base, end, _ := windowGrowth(rep.Samples, rep.BaselineWindow, rep.EndWindow, size)
+				rep.Table[name] = [2]float64{base, end}
+			}
 		}
 	}
 }
@@ -768,22 +763,32 @@ func (rep *ChurnReport) WriteSummary(w io.Writer) error {
 	return bw.err
 }
 
-// growingMost names the n tables that grew most between the windows, for
-// the verdict's line.
+// growingMost names the n tables that grew most in bytes between the
+// windows (a table of a few pages can grow by a large share and nothing
+// that matters), for the verdict's line.
 func (rep *ChurnReport) growingMost(n int) string {
-	names := slices.Collect(maps.Keys(rep.TableGrowth))
-	slices.SortFunc(names, func(a, b string) int {
-		return cmp.Or(cmp.Compare(rep.TableGrowth[b], rep.TableGrowth[a]), strings.Compare(a, b))
-	})
+	grew := func(name string) float64 { return rep.Table[name][1] - rep.Table[name][0] }
+	var names []string
+	for name := range rep.Table {
+		if grew(name) > 0 {
+			names = append(names, name)
+		}
+	}
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(grew(b), grew(a)), strings.Compare(a, b)) })
 	if len(names) > n {
 		names = names[:n]
 	}
 	parts := make([]string, len(names))
 	for i, name := range names {
-		parts[i] = fmt.Sprintf("%s %+.1f%%", name, 100*rep.TableGrowth[name])
+		w := rep.Table[name]
+		if w[0] > 0 {
+			parts[i] = fmt.Sprintf("%s %+.1f MiB (%+.0f%%)", name, grew(name)/(1<<20), 100*(w[1]/w[0]-1))
+		} else {
+			parts[i] = fmt.Sprintf("%s %+.1f MiB", name, grew(name)/(1<<20))
+		}
 	}
 	if len(parts) == 0 {
-		return ""
+		return "; no table grew"
 	}
 	return "; growing most: " + strings.Join(parts, ", ")
 }
