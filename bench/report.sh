@@ -280,11 +280,12 @@ stop_geth() {
 }
 
 # What the binary can do.
-have_wallet_baseline=false have_wallet_http=false have_wallet_backlog=false
+have_wallet_baseline=false have_wallet_http=false have_wallet_backlog=false have_wallet_sql=false
 have_builder_baseline=false have_builder_backlog=false have_builder_geth_flag=false
 if runs wallets; then
 	supports wallets --baseline && have_wallet_baseline=true
 	supports wallets --mode && have_wallet_http=true
+	"$lq" bench wallets --help 2>&1 | grep -q 'client.EnqueueTx' && have_wallet_sql=true
 	supports wallets --backlog-finished && have_wallet_backlog=true
 fi
 if runs builder; then
@@ -514,6 +515,14 @@ for r in $(seq "$rounds"); do
 				fi
 			fi
 		fi
+		# The SQL intake (docs/enqueue.md) as a Go application uses it,
+		# right after the HTTP run, with the same sizes and workers.
+		if $have_wallet_sql; then
+			# shellcheck disable=SC2086
+			if bench wsql "$r" wallets --mode sql --ingest-workers 16 $wallets_http; then
+				put wsql "$r" "$(first "$logs/wsql-r$r.out" '^ *enqueue +([0-9.]+) tasks\/s.*')"
+			fi
+		fi
 		# The rows' own cost in PostgreSQL, no ledgerq process: the ceiling
 		# the wallet rows are read against.
 		run_floor floor "$r" wallet '.*ceiling ([0-9]+) tasks\/s.*'
@@ -682,6 +691,11 @@ if runs wallets; then
 	g=$u; [ -z "$geth" ] && g=$nogeth
 	printed_ratio_row "wallet lane vs a direct sender, geth --dev --dev.period 1" wgeth wgeth_ratio "mined/s" "0.8" "${g:+$g$(alone wgeth tasks/s)}"
 	if $have_wallet_http; then rate_row "wallet lane HTTP intake, tasks/s" whttp tasks/s 2500; else row "wallet lane HTTP intake, tasks/s" "$unsupported" "" "≥ 2500" "—"; fi
+	if $have_wallet_sql; then
+		ratio_row "wallet lane SQL intake over its HTTP intake: ledgerq.send_tx in a transaction per task through client.EnqueueTx, the same sizes and workers" wsql whttp "1.0" "tasks/s / tasks/s"
+	else
+		ratio_row "wallet lane SQL intake over its HTTP intake" wsql whttp "1.0" "" "$unsupported"
+	fi
 	# Two of the simulated chain's 200 ms blocks and 200 ms.
 	hm=$(vals whalf | median)
 	if [ -n "$hm" ]; then
@@ -744,7 +758,7 @@ fi
 echo
 echo "The commands (U a fresh database's URL, created and migrated for the run and dropped after it; ledgerq bench adds --database-url \$U):"
 echo
-for k in river preload e2e http backlog bfloor wsim wgeth w3x2 whttp whalf floor wbacklog bgeth pfloor bbacklog; do
+for k in river preload e2e http backlog bfloor wsim wgeth w3x2 whttp whalf wsql floor wbacklog bgeth pfloor bbacklog; do
 	[ -n "${commands[$k]:-}" ] && echo "- \`${commands[$k]}\`"
 done
 true

@@ -77,7 +77,8 @@ func TestBenchReport_QuickBatchRoundPrintsTheTable(t *testing.T) {
 // TestBenchReport_QuickWalletRoundPrintsTheTable runs bench/report.sh's
 // smoke check of the wallet lane (geth left out) and reads its rows: the
 // ratio to the direct sender, the HTTP intake, the enqueue-to-mined p99 at
-// half the capacity the HTTP run measured, the ceiling of the lane's rows
+// half the capacity the HTTP run measured, the SQL intake over the HTTP
+// intake, the ceiling of the lane's rows
 // alone (bench/floor.sh, pgbench), the lane over that ceiling, the
 // process's CPU per task and the backlog ratio, each with a figure, and the half-capacity run's command
 // with its offered rate; the rows on geth (against a direct sender, and 3
@@ -87,7 +88,7 @@ func TestBenchReport_QuickWalletRoundPrintsTheTable(t *testing.T) {
 	out, stderr := quickReportWithoutGeth(t, "wallets")
 
 	rows := regexp.MustCompile(`(?m)^\| (wallet lane[^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \| ([^|]*) \|$`).FindAllStringSubmatch(out, -1)
-	require.Len(t, rows, 9, "the wallet lane's nine rows:\n%s", out)
+	require.Len(t, rows, 10, "the wallet lane's ten rows:\n%s", out)
 	number := regexp.MustCompile(`^[0-9]+(\.[0-9]+)? `)
 	for _, r := range rows {
 		what, figure, met := r[1], r[2], r[5]
@@ -109,18 +110,23 @@ func TestBenchReport_QuickWalletRoundPrintsTheTable(t *testing.T) {
 	require.Contains(t, cpu[1], "ledgerq's own CPU per task", "the process's CPU follows the simulated chain's row")
 	require.Regexp(t, `^[0-9]+\.[0-9]{3} ms$`, cpu[2])
 	require.Equal(t, "≤ 0.35 ms", cpu[4])
-	require.Contains(t, rows[5][1], "rows alone in PostgreSQL", "the ceiling follows the latency row")
-	over := rows[6]
+	require.Contains(t, rows[6][1], "rows alone in PostgreSQL", "the ceiling follows the latency row")
+	over := rows[7]
 	require.Contains(t, over[1], "wallet lane over its floor", "the lane over its floor follows the ceiling")
 	require.Regexp(t, `^[0-9]+\.[0-9]{2} × \([0-9]+ tasks/s / [0-9]+ tasks/s\)$`, over[2])
 	require.Equal(t, "≥ 0.6 ×", over[4])
 	require.Contains(t, out, "- `bench/floor.sh ADMIN_URL --rounds 1 --seconds 3`\n")
-	half := rows[4]
+	sql := rows[4]
+	require.Contains(t, sql[1], "SQL intake over its HTTP intake", "the SQL intake follows the HTTP intake")
+	require.Regexp(t, `^[0-9]+\.[0-9]{2} × \([0-9]+ tasks/s / [0-9]+ tasks/s\)$`, sql[2])
+	require.Equal(t, "≥ 1.0 ×", sql[4])
+	require.Contains(t, out, "- `ledgerq bench wallets --mode sql --ingest-workers 16 --wallets 3 --tasks-per-wallet 50`\n")
+	half := rows[5]
 	require.Contains(t, half[1], "enqueue→mined p99 at half the capacity")
 	require.Regexp(t, `^[0-9]+ ms$`, half[2])
 	require.Equal(t, "≤ 600 ms", half[4])
 	require.Regexp(t, "(?m)^- `ledgerq bench wallets --mode http --ingest-workers 16 --wallets 3 --tasks-per-wallet 50 --rate [0-9]+`$", out)
-	chains := rows[8]
+	chains := rows[9]
 	require.Contains(t, chains[1], "3 chains × 2 nodes over 1 chain × 1 node on geth", "the row of several chains comes last")
 	require.Equal(t, "≥ 0.9 ×", chains[4])
 }
