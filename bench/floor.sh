@@ -32,8 +32,10 @@
 #           its payload, in one transaction (--batch-lane-clients clients).
 #
 # Each phase is timed by pgbench and by the machine's CPU (/proc/stat, less
-# pgbench's own), so it prints the database's CPU per task (transaction,
-# batch) of each phase and the ceiling they make: CORES / (intake CPU + lane
+# pgbench's own; for the batch lane, when the server runs on this machine,
+# the CPU of the server's own processes instead, which whatever else runs
+# on the machine meanwhile does not inflate), so it prints the database's
+# CPU per task (transaction, batch) of each phase and the ceiling they make: CORES / (intake CPU + lane
 # CPU) per second, the most a lane that stores and moves these rows can
 # finish per second on this machine while taking the same number in, before
 # any of its own work (the builder's ceiling is its intake's alone; the batch
@@ -55,8 +57,8 @@
 #                       batch (default wallet)
 #   --rounds N          rounds, each lane's on a fresh database (default 3)
 #   --seconds N         each intake phase's length; a lane phase runs a
-#                       third of it, so that it does not run out of backlog
-#                       (default 9)
+#                       third of it (the batch lane's a quarter), so that it
+#                       does not run out of backlog (default 9)
 #   --wallets N         wallets the tasks are spread over (default 10)
 #   --budget N          tasks per lane round (default 20)
 #   --intake-clients N  pgbench clients of the wallet intake (default 16)
@@ -69,7 +71,8 @@
 #                       (default 1000)
 #   --insert-size N     batch: batches per intake statement (default 10)
 #   --payload-bytes N   batch: each batch's payload (default 600)
-#   --batch-budget N    batch: batches per monitor round (default 100)
+#   --batch-budget N    batch: batches per monitor round, as the lane's
+#                       --batch-check-batch-size (default 500)
 #   --batch-intake-clients N  batch: pgbench clients of the intake (default 4)
 #   --batch-lane-clients N    batch: pgbench clients of the lane (default 2)
 #
@@ -89,7 +92,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 admin=${LEDGERQ_ADMIN_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
 lanes=wallet rounds=3 seconds=9 wallets=10 budget=20 iclients=16 lclients=2
 senders=200 per_sender=16 group=6 pclients=2
-services=1000 insert_size=10 payload=600 bbudget=100 biclients=4 blclients=2
+services=1000 insert_size=10 payload=600 bbudget=500 biclients=4 blclients=2
 num() { case $2 in '' | *[!0-9]* | 0) echo "bench/floor.sh: $1 wants a positive number" >&2; exit 2 ;; esac; }
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -152,16 +155,66 @@ busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8; exit }' /proc/stat; }
 tck=$(getconf CLK_TCK)
 cores=$(nproc)
 
+# server: the PostgreSQL server's postmaster, when it runs on this machine
+# (the first line of postmaster.pid in its data directory names a process
+# called postgres), else empty.
+server() {
+	local d p
+	d=$(psql_admin -c 'SHOW data_directory' 2>/dev/null) || return 0
+	p=$(head -1 "$d/postmaster.pid" 2>/dev/null) || return 0
+	[ -n "$p" ] && [ "$(cat "/proc/$p/comm" 2>/dev/null)" = postgres ] && echo "$p"
+	true
+}
+# server_cpu: the server's CPU time so far, in clock ticks: the
+# postmaster's own and its finished children's (user and system), and each
+# running child's (backends, WAL writer, checkpointer, autovacuum). Other
+# programs on the machine are left out.
+server_cpu() {
+	{ cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk -v pm="$pg_server" '{
+		sub(/^[0-9]+ \(.*\) /, "", $0); split($0, f, " ")
+		# f[2] is the parent; f[12], f[13] user and system; f[14], f[15] those of reaped children.
+		if (f[2] == pm) t += f[12] + f[13]
+	} END { print t + 0 }'
+	sed 's/^.*) //' "/proc/$pg_server/stat" | awk '{ print $12 + $13 + $14 + $15 }'
+}
+# quiet URL: waits until the database has no backend but this check's
+# (pgbench's have gone and been reaped), so that their CPU is the
+# postmaster's children's.
+quiet() {
+	for _ in $(seq 50); do
+		[ "$(sql "$1" "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")" = 0 ] && break
+		sleep 0.1
+	done
+	sleep 0.2
+}
+# meter: what phase counts as the database's CPU: "machine" (the machine's
+# busy time less pgbench's own) or "server" (the PostgreSQL server's
+# processes alone, which other programs running meanwhile do not inflate;
+# the batch lane's phases use it when the server runs on this machine).
+meter=machine
+pg_server=$(server)
+
 # phase URL SCRIPT CLIENTS SECONDS: runs pgbench; sets $tps and $cpu, the
-# machine's busy CPU seconds during it less pgbench's own.
+# database's CPU seconds during it (see meter).
 phase() {
 	local before after t0 own
-	before=$(busy)
+	if [ "$meter" = server ]; then
+		quiet "$1"
+		before=$(server_cpu | awk '{ t += $1 } END { print t }')
+	else
+		before=$(busy)
+	fi
 	local TIMEFORMAT='%U %S'
 	t0=$({ time "$pgbench" -n -M prepared -c "$3" -j "$(( $3 < cores ? $3 : cores ))" -T "$4" -f "$2" "$1" >"$work/out" 2>&1; } 2>&1) ||
 		{ cat "$work/out" >&2; say "pgbench failed"; exit 1; }
-	after=$(busy)
 	own=$(echo "$t0" | awk '{ print $1 + $2 }')
+	if [ "$meter" = server ]; then
+		quiet "$1"
+		after=$(server_cpu | awk '{ t += $1 } END { print t }')
+		own=0
+	else
+		after=$(busy)
+	fi
 	tps=$(sed -nE 's/^tps = ([0-9.]+) .*/\1/p' "$work/out" | head -1)
 	cpu=$(awk -v a="$after" -v b="$before" -v t="$tck" -v o="$own" 'BEGIN { printf "%.3f\n", (a - b) / t - o }')
 }
@@ -183,6 +236,8 @@ drop() { psql_admin -c "DROP DATABASE IF EXISTS floor_$$_$1_$2 WITH (FORCE)" >/d
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ledgerq-floor.XXXXXX")
 lane_seconds=$(( seconds / 3 > 0 ? seconds / 3 : 1 ))
+# The batch lane moves about three times what its intake stores per second.
+blane_seconds=$(( seconds / 4 > 0 ? seconds / 4 : 1 ))
 
 # wallet_round R: one round of the wallet lane's floor; appends "intake-CPU
 # lane-CPU ceiling intake-tps lane-tps" to $work/wallet.
@@ -247,6 +302,10 @@ batch_round() {
 		-c "ANALYZE ledgerq.batches" -c "ANALYZE ledgerq.batch_payloads" >/dev/null
 	sql "$url" "SELECT ledgerq_floor_batch_claim($all)" >/dev/null
 	while [ "$(sql "$url" "SELECT ledgerq_floor_batch_cycle($bbudget)")" -gt 0 ]; do :; done
+	# The server's own CPU, when it runs here: the lane's figure is read
+	# against it, and the machine's busy time would charge it with whatever
+	# else ran meanwhile.
+	[ -n "$pg_server" ] && meter=server
 	local n0 stored irate icpu done0 moved left lrate lcpu ceiling backlog note=
 	n0=$(sql "$url" "SELECT count(*) FROM ledgerq.batches")
 	phase "$url" "$work/bintake.pgb" "$biclients" "$seconds"
@@ -257,16 +316,17 @@ batch_round() {
 	# a busy lane.
 	sql "$url" "SELECT ledgerq_floor_batch_claim($all)" >/dev/null
 	done0=$(sql "$url" "SELECT count(*) FROM ledgerq.batches WHERE status = 'committed'")
-	phase "$url" "$work/blane.pgb" "$blclients" "$lane_seconds"
+	phase "$url" "$work/blane.pgb" "$blclients" "$blane_seconds"
 	moved=$(( $(sql "$url" "SELECT count(*) FROM ledgerq.batches WHERE status = 'committed'") - done0 ))
 	left=$(sql "$url" "SELECT count(*) FROM ledgerq.batches WHERE status IS NULL AND NOT submitted")
-	lrate=$(awk -v m="$moved" -v s="$lane_seconds" 'BEGIN { printf "%.0f\n", m / s }')
+	lrate=$(awk -v m="$moved" -v s="$blane_seconds" 'BEGIN { printf "%.0f\n", m / s }')
 	lcpu=$(per_ms "$cpu" "$moved")
 	ceiling=$(awk -v a="$icpu" -v b="$lcpu" -v n="$cores" 'BEGIN { printf "%.0f\n", n * 1000 / (a + b) }')
 	backlog=$(awk -v b="$lcpu" -v n="$cores" 'BEGIN { printf "%.0f\n", (b > 0) ? n * 1000 / b : 0 }')
 	[ "$left" -eq 0 ] && note=" (the lane ran out of backlog: its figures are bounds)"
-	say "batch round $1: intake $irate batches/s, $icpu ms CPU per batch; lane $lrate batches/s, $lcpu ms CPU per batch$note; ceiling $ceiling batches/s taken in and finished, $backlog from a backlog"
+	say "batch round $1: intake $irate batches/s, $icpu ms CPU per batch; lane $lrate batches/s, $lcpu ms CPU per batch$note; ceiling $ceiling batches/s taken in and finished, $backlog from a backlog (CPU of $([ "$meter" = server ] && echo "the server's processes" || echo "the machine less pgbench"))"
 	echo "$icpu $lcpu $ceiling $backlog $irate $lrate" >>"$work/batch"
+	meter=machine
 	drop batch "$1"
 }
 
@@ -274,7 +334,7 @@ runs() { [[ ",$lanes," == *",$1,"* ]]; }
 say "$cores cores; PostgreSQL $(psql_admin -c 'show server_version'); lanes $lanes; intake phases ${seconds}s, lane phases ${lane_seconds}s"
 runs wallet && say "wallet: $wallets wallets, $iclients intake clients, $lclients lane clients (budget $budget)"
 runs builder && say "builder: $senders senders x $per_sender transactions, groups of $group, $pclients clients"
-runs batch && say "batch: $services services, $insert_size batches of $payload bytes per intake statement, $biclients intake clients, $blclients lane clients (budget $bbudget)"
+runs batch && say "batch: $services services, $insert_size batches of $payload bytes per intake statement, $biclients intake clients, $blclients lane clients (budget $bbudget), lane phase ${blane_seconds}s"
 : >"$work/wallet"
 : >"$work/builder"
 : >"$work/batch"

@@ -670,9 +670,9 @@ echo "| what | median | rounds | target | met |"
 echo "|---|---|---|---|---|"
 if runs batches; then
 	if [ -n "$river" ]; then
-		ratio_row "batch lane, preloaded backlog vs River: committed/s over River's jobs/s" preload river "1.0" "committed/s / jobs/s"
+		ratio_row "batch lane, preloaded backlog vs River: committed/s over River's jobs/s" preload river "1.25" "committed/s / jobs/s"
 	else
-		ratio_row "batch lane, preloaded backlog vs River: committed/s over River's jobs/s" preload river "1.0" "" "n/a (River not installed); ledgerq alone: $(fmt "$(vals preload | median)" 0) committed/s"
+		ratio_row "batch lane, preloaded backlog vs River: committed/s over River's jobs/s" preload river "1.25" "" "n/a (River not installed); ledgerq alone: $(fmt "$(vals preload | median)" 0) committed/s"
 	fi
 	ratio_row "batch lane, preloaded backlog over its floor (bench/floor.sh --lane batch: the lane's rows alone, from a backlog, no ledgerq process): committed/s over the floor's batches/s" preload bfloor "" "committed/s / batches/s"
 	rate_row "batch lane end to end, committed/s" e2e committed/s 4000

@@ -106,7 +106,13 @@ var defaults = Config{
 	},
 	DelayWindow: 15 * time.Second, DelayCap: 5 * time.Minute,
 	SubmitBatchSize: 100, ClaimLease: time.Minute,
-	CheckInterval: time.Second, CheckBatchSize: 100, Submitters: 1,
+	// CheckBatchSize 500: a monitor round records its answers, frees the
+	// services and claims their next batches in one transaction, whose
+	// commit and statements cost the same for 100 batches as for 500
+	// (preloaded 1000 x 100, interleaved on a durable server: 1.07-1.28x
+	// the committed/s of 100 per round; 1000 did no better). The Sawtooth
+	// client asks about them in requests of its own size.
+	CheckInterval: time.Second, CheckBatchSize: 500, Submitters: 1,
 	TrackGrace: 10 * time.Second, ReconcileInterval: 30 * time.Second,
 	RetentionBatchSize: 1000, RetentionInterval: time.Minute,
 	// Two: the next round asks the ledger while the last one's record

@@ -20,7 +20,7 @@ func TestConfig_AZeroConfigTakesTheDefaultsAndIsValid(t *testing.T) {
 	require.Equal(t, batch.Config{
 		Ledger:      batch.LedgerConfig{Kind: batch.LedgerSim, Timeout: 30 * time.Second},
 		DelayWindow: 15 * time.Second, DelayCap: 5 * time.Minute, SubmitBatchSize: 100, ClaimLease: time.Minute,
-		CheckInterval: time.Second, CheckBatchSize: 100, RetentionBatchSize: 1000, RetentionInterval: time.Minute,
+		CheckInterval: time.Second, CheckBatchSize: 500, RetentionBatchSize: 1000, RetentionInterval: time.Minute,
 		TrackGrace: 10 * time.Second, ReconcileInterval: 30 * time.Second,
 		Submitters: 1, VerifyWorkers: runtime.GOMAXPROCS(0), ReconcileMax: 1000, TrackMax: 100000, RecordsInFlight: 2,
 	}, c)

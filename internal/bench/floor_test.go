@@ -1,12 +1,17 @@
 package bench_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +20,7 @@ import (
 
 	"github.com/ledgerq/ledgerq/internal/store"
 	"github.com/ledgerq/ledgerq/internal/testdb"
+	"github.com/ledgerq/ledgerq/internal/testproc"
 )
 
 // floorConn is a connection to a fresh migrated database with
@@ -193,4 +199,45 @@ func TestFloor_TheBatchFloorCommitsEveryBatchOnceInServiceOrder(t *testing.T) {
 			}
 		}
 	}
+}
+
+// On a machine shared with other work, the machine's busy time charges the
+// database with that work's CPU and put the batch floor below the lane it
+// bounds. When the server runs on this machine (its data directory's
+// postmaster.pid names a running postgres), bench/floor.sh --lane batch
+// counts the CPU of the server's own processes: its round says so and finds
+// the lane's CPU per batch in them.
+func TestFloor_TheBatchFloorCountsTheServersOwnCPUWhenTheServerRunsHere(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("psql"); err != nil {
+		t.Skip("bench/floor.sh needs psql (apt-get install postgresql-client)")
+	}
+	pgbenches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench")
+	if _, err := exec.LookPath("pgbench"); err != nil && len(pgbenches) == 0 {
+		t.Skip("bench/floor.sh needs pgbench")
+	}
+	db, conn, ctx := floorConn(t)
+	var dir string
+	require.NoError(t, conn.QueryRow(ctx, "SHOW data_directory").Scan(&dir))
+	meter := "the machine less pgbench"
+	if pid, err := os.ReadFile(filepath.Join(dir, "postmaster.pid")); err == nil {
+		comm, _ := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(strings.SplitN(string(pid), "\n", 2)[0]), "comm"))
+		if strings.TrimSpace(string(comm)) == "postgres" {
+			meter = "the server's processes"
+		}
+	}
+	t.Logf("the floor should count the CPU of %s", meter)
+
+	cmd := exec.Command("../../bench/floor.sh", db.AdminURL, "--lane", "batch", "--rounds", "1", "--seconds", "2", "--services", "50")
+	cmd.Env = append(os.Environ(), "LEDGERQ="+testproc.Binary(t))
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "stderr:\n%s", &stderr)
+	round := regexp.MustCompile(`batch round 1: .*; lane [0-9]+ batches/s, ([0-9.]+) ms CPU per batch.*\(CPU of ([^)]*)\)`).FindStringSubmatch(stderr.String())
+	require.NotNil(t, round, "no batch round line:\n%s", &stderr)
+	require.Equal(t, meter, round[2])
+	perBatch, err := strconv.ParseFloat(round[1], 64)
+	require.NoError(t, err)
+	require.Greater(t, perBatch, 0.0, "the lane's CPU per batch, counted in %s", meter)
+	require.Regexp(t, `(?m)^floor: batch intake [0-9.]+ ms, lane [0-9.]+ ms of database CPU per batch; ceiling [0-9]+ batches/s taken in and finished, [0-9]+ batches/s finished from a backlog`, stdout.String())
 }
