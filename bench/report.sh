@@ -248,17 +248,22 @@ free_port() {
 		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
 	done
 }
+# run_geth DIR PORT AUTH: geth --dev (a block a second, the pool's limits
+# raised) on DIR/data in the background, its HTTP API at PORT; $! is its pid.
+run_geth() {
+	"$geth" --dev --dev.period 1 --datadir "$1/data" --ipcdisable \
+		--http --http.addr 127.0.0.1 --http.port "$2" --http.api eth,net,web3,txpool \
+		--authrpc.addr 127.0.0.1 --authrpc.port "$3" --nodiscover --maxpeers 0 --port 0 --cache 256 \
+		--txpool.globalslots 100000 --txpool.accountslots 10000 --txpool.globalqueue 100000 --txpool.accountqueue 10000 \
+		--verbosity 2 >"$1/geth.log" 2>&1 &
+}
 start_geth() {
 	local dir=$logs/geth-$1 port auth
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	port=$(free_port)
 	auth=$(free_port)
-	"$geth" --dev --dev.period 1 --datadir "$dir/data" --ipcdisable \
-		--http --http.addr 127.0.0.1 --http.port "$port" --http.api eth,net,web3,txpool \
-		--authrpc.addr 127.0.0.1 --authrpc.port "$auth" --nodiscover --maxpeers 0 --port 0 --cache 256 \
-		--txpool.globalslots 100000 --txpool.accountslots 10000 --txpool.globalqueue 100000 --txpool.accountqueue 10000 \
-		--verbosity 2 >"$dir/geth.log" 2>&1 &
+	run_geth "$dir" "$port" "$auth"
 	geth_pid=$!
 	geth_url=http://127.0.0.1:$port
 	for _ in $(seq 100); do
@@ -393,11 +398,7 @@ start_chains() {
 		init_chain "$dir" $((1400 + k)) || { say "preparing chain $k failed; see $dir/init.log"; stop_chains; return 1; }
 		port=$(free_port)
 		auth=$(free_port)
-		"$geth" --dev --dev.period 1 --datadir "$dir/data" --ipcdisable \
-			--http --http.addr 127.0.0.1 --http.port "$port" --http.api eth,net,web3,txpool \
-			--authrpc.addr 127.0.0.1 --authrpc.port "$auth" --nodiscover --maxpeers 0 --port 0 --cache 256 \
-			--txpool.globalslots 100000 --txpool.accountslots 10000 --txpool.globalqueue 100000 --txpool.accountqueue 10000 \
-			--verbosity 2 >"$dir/geth.log" 2>&1 &
+		run_geth "$dir" "$port" "$auth"
 		chain_geth_pids+=($!)
 		url=http://127.0.0.1:$port
 		pport=$(free_port)

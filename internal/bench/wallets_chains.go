@@ -172,12 +172,7 @@ func (ch *runChain) minedOn(ctx context.Context, start time.Time, hashes []commo
 	if err != nil {
 		return time.Time{}, nil, fmt.Errorf("chain %s: %w", ch.name, err)
 	}
-	var last time.Time
-	lat := make([]time.Duration, len(mined))
-	for i, t := range mined {
-		last = maxTime(last, t)
-		lat[i] = t.Sub(created[i])
-	}
+	last, lat := lastAndLatencies(mined, created)
 	res.MinedTime = last.Sub(start)
 	if res.MinedTime > 0 {
 		res.MinedRate = float64(len(mined)) / res.MinedTime.Seconds()

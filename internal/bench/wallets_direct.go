@@ -305,12 +305,7 @@ func (r *walletRun) runDirect(ctx context.Context) (*DirectReport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("direct sender: %w", err)
 	}
-	var last time.Time
-	lat := make([]time.Duration, len(mined))
-	for i, t := range mined {
-		last = maxTime(last, t)
-		lat[i] = t.Sub(sentAt[i])
-	}
+	last, lat := lastAndLatencies(mined, sentAt)
 	rep.MinedTime = last.Sub(start)
 	rep.MinedRate = float64(rep.Sent) / rep.MinedTime.Seconds()
 	rep.MinedP50, rep.MinedP99, _ = percentiles(lat)
@@ -322,4 +317,16 @@ func maxTime(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// lastAndLatencies is the latest of the mined times and each one's time since
+// its from (a transaction's sending, or its task's creation).
+func lastAndLatencies(mined, from []time.Time) (time.Time, []time.Duration) {
+	var last time.Time
+	lat := make([]time.Duration, len(mined))
+	for i, t := range mined {
+		last = maxTime(last, t)
+		lat[i] = t.Sub(from[i])
+	}
+	return last, lat
 }
