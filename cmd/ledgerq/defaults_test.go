@@ -39,7 +39,7 @@ var todaysDefaults = map[string]string{
 	"bundle-max-versions":           "3",
 	"bundle-queue-size":             "16",
 	"bundle-size":                   "100",
-	"check-batch-size":              "100",
+	"check-batch-size":              "500", // 100 until a monitor round of 500 measured 1.26–1.92 × the committed/s (issue 43)
 	"check-interval":                "1s",
 	"claim-lease":                   "1m0s",
 	"database-url":                  "",
