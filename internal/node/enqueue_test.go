@@ -455,19 +455,29 @@ func TestEnqueue_SameKeyOverHTTPAndSQLWithACallIsOneTask(t *testing.T) {
 // and returns the task stored (202).
 func postTask(t *testing.T, api *walletAPI, body, key string) apiTask {
 	t.Helper()
+	var r struct {
+		Task apiTask `json:"task"`
+	}
+	code, err := postSendTask(t, api, body, key, &r)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, code)
+	return r.Task
+}
+
+// postSendTask posts body as a fire-and-forget send-tx of wallet w under
+// key, decodes the answer into out, and returns its status and the
+// decoding's error.
+func postSendTask(t *testing.T, api *walletAPI, body, key string, out any) (int, error) {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, api.url+"/v1/wallets/w/send-tx?task=true", strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+api.key)
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
-	var r struct {
-		Task apiTask `json:"task"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&r))
-	require.Equal(t, http.StatusAccepted, resp.StatusCode)
-	return r.Task
+	return resp.StatusCode, json.NewDecoder(resp.Body).Decode(out)
 }
 
 // ledgerq.keccak256 is Ethereum's Keccak-256 (the EIP-55 check's hash) at
@@ -613,19 +623,11 @@ func TestEnqueue_ValidationMatchesHTTP(t *testing.T) {
 // httpVerdict posts body as a fire-and-forget send-tx under key.
 func httpVerdict(t *testing.T, api *walletAPI, body, key string) verdict {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, api.url+"/v1/wallets/w/send-tx?task=true", strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+api.key)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
 	var out struct {
 		Error string `json:"message"`
 	}
-	_ = json.NewDecoder(resp.Body).Decode(&out)
-	switch resp.StatusCode {
+	code, _ := postSendTask(t, api, body, key, &out)
+	switch code {
 	case http.StatusAccepted, http.StatusOK:
 		return verdict{accepted: true}
 	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
@@ -637,7 +639,7 @@ func httpVerdict(t *testing.T, api *walletAPI, body, key string) verdict {
 		require.True(t, found && strings.HasPrefix(msg, "field "), "a 400 that names no field: %q", msg)
 		return verdict{field: f}
 	}
-	t.Fatalf("HTTP answered %d: %s", resp.StatusCode, out.Error)
+	t.Fatalf("HTTP answered %d: %s", code, out.Error)
 	return verdict{}
 }
 

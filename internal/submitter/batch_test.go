@@ -113,7 +113,13 @@ func (b *batchSetup) postAndClaim() (string, []store.ClaimedBatch) {
 // committed or invalid or the round budget is spent.
 func (b *batchSetup) runLane(l ledger.BatchLedger, rounds int) {
 	b.t.Helper()
-	s, m := b.submitter(l), b.monitor(l)
+	b.runRounds(b.submitter(l), b.monitor(l), rounds)
+}
+
+// runRounds is runLane's loop with a submitter and a monitor of the
+// caller's (one whose checks a test counts, for one).
+func (b *batchSetup) runRounds(s *submitter.BatchSubmitter, m *monitor.BatchMonitor, rounds int) {
+	b.t.Helper()
 	step := max(b.cfg.FirstCheck, b.cfg.CheckInterval)
 	for range rounds {
 		b.runOnce("queuer", b.q.RunOnce)

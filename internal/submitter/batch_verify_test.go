@@ -227,18 +227,9 @@ func TestBatchLane_SQLStoredBatchesCheckedSideBySideCommitInServiceOrder(t *test
 	require.NoError(t, err)
 
 	l := sim.New(sim.Config{Seed: 1, Clock: b.clock, CommitDelay: 500 * time.Millisecond})
-	s, m := b.submitter(l), b.monitor(l)
+	s := b.submitter(l)
 	c := countChecks(s)
-	step := max(b.cfg.FirstCheck, b.cfg.CheckInterval)
-	for range 20 {
-		b.runOnce("queuer", b.q.RunOnce)
-		b.runOnce("submitter", s.RunOnce)
-		b.clock.Advance(step)
-		b.runOnce("monitor", m.RunOnce)
-		if b.rows.AllFinal() {
-			break
-		}
-	}
+	b.runRounds(s, b.monitor(l), 20)
 	require.True(t, b.rows.AllFinal())
 
 	got := b.get(bad)
